@@ -1,0 +1,38 @@
+#pragma once
+/// Source files and clang-style diagnostics: `FILE:LINE:COL: error: message`,
+/// the source line, and a caret under the column.
+
+#include "spec/ir.hpp"
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace pipecheck::spec {
+
+/// A source text with its path, split into lines for diagnostics.
+struct SourceFile {
+  std::string path;
+  std::string text;
+  /// Line `n` (1-based) without its newline; empty when out of range.
+  std::string line(int n) const;
+  static SourceFile from_string(std::string path, std::string text);
+};
+
+enum class Severity { error, warning, note };
+const char *to_string(Severity);
+
+struct Diagnostic {
+  Severity severity = Severity::error;
+  Loc loc;
+  std::string message;
+  /// Further located remarks, printed as `note:` lines.
+  std::vector<Diagnostic> notes;
+};
+
+/// Renders `path:line:col: severity: message`, the line and a caret (no
+/// source line when loc.line == 0), then each note the same way.
+void render(std::ostream &, const SourceFile &, const Diagnostic &);
+std::string render(const SourceFile &, const Diagnostic &);
+
+}  // namespace pipecheck::spec

@@ -1,0 +1,244 @@
+#include "spec/ir.hpp"
+
+#include "spec/print.hpp"
+
+#include <ostream>
+
+namespace pipecheck::spec {
+
+std::ostream &operator<<(std::ostream &os, const Loc &l) { return os << l.line << ":" << l.col; }
+
+int dtype_bytes(DType d) {
+  switch (d) {
+  case DType::f32: case DType::i32: return 4;
+  case DType::f16: case DType::bf16: case DType::i16: return 2;
+  case DType::i8: case DType::u8: case DType::boolean: return 1;
+  }
+  return 4;
+}
+
+bool dtype_is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
+
+const char *to_string(DType d) {
+  switch (d) {
+  case DType::f32: return "f32";
+  case DType::f16: return "f16";
+  case DType::bf16: return "bf16";
+  case DType::i32: return "i32";
+  case DType::i16: return "i16";
+  case DType::i8: return "i8";
+  case DType::u8: return "u8";
+  case DType::boolean: return "bool";
+  }
+  return "?";
+}
+
+std::optional<DType> parse_dtype(const std::string &s) {
+  for (DType d : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i16, DType::i8,
+                  DType::u8, DType::boolean})
+    if (s == to_string(d)) return d;
+  return std::nullopt;
+}
+
+const char *to_string(Op op) {
+  switch (op) {
+  case Op::Int: return "int";
+  case Op::Float: return "float";
+  case Op::Name: return "name";
+  case Op::Ref: return "ref";
+  case Op::Ellipsis: return "...";
+  case Op::Slice: return ":";
+  case Op::None: return "None";
+  case Op::Zeros: return "zeros";
+  case Op::Call: return "call";
+  case Op::Neg: return "-";
+  case Op::Not: return "not";
+  case Op::Add: return "+";
+  case Op::Sub: return "-";
+  case Op::Mul: return "*";
+  case Op::Div: return "/";
+  case Op::FloorDiv: return "//";
+  case Op::Mod: return "%";
+  case Op::Pow: return "**";
+  case Op::Eq: return "==";
+  case Op::Ne: return "!=";
+  case Op::Lt: return "<";
+  case Op::Le: return "<=";
+  case Op::Gt: return ">";
+  case Op::Ge: return ">=";
+  case Op::And: return "and";
+  case Op::Or: return "or";
+  }
+  return "?";
+}
+
+Expr Expr::integer(std::int64_t v, Loc l) {
+  Expr e;
+  e.op = Op::Int;
+  e.int_value = v;
+  e.loc = l;
+  return e;
+}
+Expr Expr::floating(double v, Loc l) {
+  Expr e;
+  e.op = Op::Float;
+  e.float_value = v;
+  e.loc = l;
+  return e;
+}
+Expr Expr::var(std::string n, Loc l) {
+  Expr e;
+  e.op = Op::Name;
+  e.name = std::move(n);
+  e.loc = l;
+  return e;
+}
+Expr Expr::unary(Op op, Expr a, Loc l) {
+  Expr e;
+  e.op = op;
+  e.args.push_back(std::move(a));
+  e.loc = l;
+  return e;
+}
+Expr Expr::binary(Op op, Expr a, Expr b, Loc l) {
+  Expr e;
+  e.op = op;
+  e.args.push_back(std::move(a));
+  e.args.push_back(std::move(b));
+  e.loc = l;
+  return e;
+}
+Expr Expr::call(std::string fn, std::vector<Expr> args, Loc l) {
+  Expr e;
+  e.op = Op::Call;
+  e.name = std::move(fn);
+  e.args = std::move(args);
+  e.loc = l;
+  return e;
+}
+Expr Expr::ref(std::string n, std::vector<Expr> subscripts, Loc l) {
+  Expr e;
+  e.op = Op::Ref;
+  e.name = std::move(n);
+  e.args = std::move(subscripts);
+  e.loc = l;
+  return e;
+}
+Expr Expr::leaf(Op op, Loc l) {
+  Expr e;
+  e.op = op;
+  e.loc = l;
+  return e;
+}
+
+const Expr *Expr::kwarg(const std::string &k) const {
+  std::size_t first = num_positional();
+  for (std::size_t i = 0; i < kwarg_names.size(); ++i)
+    if (kwarg_names[i] == k) return &args[first + i];
+  return nullptr;
+}
+
+bool operator==(const Expr &a, const Expr &b) {
+  if (a.op != b.op) return false;
+  switch (a.op) {
+  case Op::Int: return a.int_value == b.int_value;
+  case Op::Float: return a.float_value == b.float_value || (a.float_value != a.float_value && b.float_value != b.float_value);
+  case Op::Name: return a.name == b.name;
+  default: break;
+  }
+  return a.name == b.name && a.kwarg_names == b.kwarg_names && a.args == b.args;
+}
+
+bool operator==(const If &a, const If &b) {
+  return a.is_when == b.is_when && a.cond == b.cond && a.then_body == b.then_body &&
+         a.else_body == b.else_body;
+}
+bool operator==(const For &a, const For &b) {
+  return a.var == b.var && a.lo == b.lo && a.hi == b.hi && a.body == b.body;
+}
+
+const char *to_string(CopyKind k) {
+  switch (k) {
+  case CopyKind::in_start: return "copy_in_start";
+  case CopyKind::in_wait: return "copy_in_wait";
+  case CopyKind::out_start: return "copy_out_start";
+  case CopyKind::out_wait: return "copy_out_wait";
+  }
+  return "?";
+}
+
+const char *to_string(Role r) {
+  switch (r) {
+  case Role::in: return "in";
+  case Role::out: return "out";
+  case Role::scratch: return "scratch";
+  }
+  return "?";
+}
+const char *to_string(MemorySpace m) {
+  switch (m) {
+  case MemorySpace::vmem: return "vmem";
+  case MemorySpace::any: return "any";
+  case MemorySpace::smem: return "smem";
+  case MemorySpace::hbm: return "hbm";
+  }
+  return "?";
+}
+const char *to_string(DimSemantics d) {
+  switch (d) {
+  case DimSemantics::parallel: return "parallel";
+  case DimSemantics::arbitrary: return "arbitrary";
+  case DimSemantics::sequential: return "sequential";
+  }
+  return "?";
+}
+const char *to_string(BufferKind k) {
+  switch (k) {
+  case BufferKind::hbm: return "hbm";
+  case BufferKind::sram: return "sram";
+  case BufferKind::smem: return "smem";
+  case BufferKind::acc: return "acc";
+  }
+  return "?";
+}
+
+const Operand *KernelSpec::operand(const std::string &n) const {
+  for (const auto &o : operands)
+    if (o.name == n) return &o;
+  return nullptr;
+}
+const Setting *KernelSpec::setting(const std::string &key) const {
+  for (const auto &s : settings)
+    if (s.key == key) return &s;
+  return nullptr;
+}
+const Param *KernelSpec::param(const std::string &n) const {
+  for (const auto &p : params)
+    if (p.name == n) return &p;
+  return nullptr;
+}
+const Buffer *Program::buffer(const std::string &n) const {
+  for (const auto &b : buffers)
+    if (b.name == n) return &b;
+  return nullptr;
+}
+const Param *Program::param(const std::string &n) const {
+  for (const auto &p : params)
+    if (p.name == n) return &p;
+  return nullptr;
+}
+
+const std::string &unit_name(const std::variant<KernelSpec, Program> &u) {
+  return std::visit([](const auto &x) -> const std::string & { return x.name; }, u);
+}
+Loc unit_loc(const std::variant<KernelSpec, Program> &u) {
+  return std::visit([](const auto &x) { return x.loc; }, u);
+}
+
+std::ostream &operator<<(std::ostream &os, const Expr &e) { return os << print(e); }
+std::ostream &operator<<(std::ostream &os, const Stmt &s) { return os << print(s); }
+std::ostream &operator<<(std::ostream &os, const KernelSpec &k) { return os << print(k); }
+std::ostream &operator<<(std::ostream &os, const Program &p) { return os << print(p); }
+std::ostream &operator<<(std::ostream &os, const File &f) { return os << print(f); }
+
+}  // namespace pipecheck::spec

@@ -1,0 +1,307 @@
+#pragma once
+/// The pipecheck IR: plain value types for `.pk` kernel specs and pipelines.
+///
+/// One expression tree serves integer expressions (shapes, index maps, guards,
+/// slot indices) and tensor expressions (kernel bodies, pipeline compute).
+/// Statements are a std::variant. Every node carries the source location it
+/// was parsed from; locations and comments take no part in `==`.
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace pipecheck::spec {
+
+/// A position in a source file, 1-based; line 0 means "synthesized".
+struct Loc {
+  int line = 0;
+  int col = 0;
+  friend bool operator==(const Loc &, const Loc &) { return true; }
+};
+std::ostream &operator<<(std::ostream &, const Loc &);
+
+enum class DType { f32, f16, bf16, i32, i16, i8, u8, boolean };
+/// Bytes per element.
+int dtype_bytes(DType);
+bool dtype_is_float(DType);
+/// The `.pk` spelling: "f32", "bf16", ..., "bool".
+const char *to_string(DType);
+std::optional<DType> parse_dtype(const std::string &);
+
+/// Expression operators. Leaves: Int, Float, Name, Zeros, Ellipsis, None.
+enum class Op {
+  Int,       ///< int_value
+  Float,     ///< float_value (also `inf`)
+  Name,      ///< a param, grid/loop variable, local binding or dtype name
+  Ref,       ///< name[args...]: a block load / slot / HBM region; args are subscripts
+  Ellipsis,  ///< `...` inside a subscript
+  Slice,     ///< lo:hi inside a subscript; args = {lo, hi}, each may be None
+  None,      ///< an absent slice bound
+  Zeros,     ///< `zeros`: a block of zeros shaped like the store target
+  Call,      ///< name(args...), kwargs in `kwarg_names` (parallel to trailing args)
+  Neg,       ///< -a
+  Not,       ///< not a
+  Add, Sub, Mul, Div, FloorDiv, Mod, Pow,
+  Eq, Ne, Lt, Le, Gt, Ge,
+  And, Or,
+};
+const char *to_string(Op);
+
+/// An expression node. `args` holds operands; Call keeps its function name in
+/// `name` and the names of its keyword arguments in `kwarg_names` (the last
+/// kwarg_names.size() args are keyword arguments, in order).
+struct Expr {
+  Op op = Op::Int;
+  std::int64_t int_value = 0;
+  double float_value = 0;
+  std::string name;
+  std::vector<Expr> args;
+  std::vector<std::string> kwarg_names;
+  Loc loc;
+
+  static Expr integer(std::int64_t v, Loc l = {});
+  static Expr floating(double v, Loc l = {});
+  static Expr var(std::string n, Loc l = {});
+  static Expr unary(Op op, Expr a, Loc l = {});
+  static Expr binary(Op op, Expr a, Expr b, Loc l = {});
+  static Expr call(std::string fn, std::vector<Expr> args, Loc l = {});
+  static Expr ref(std::string n, std::vector<Expr> subscripts, Loc l = {});
+  static Expr leaf(Op op, Loc l = {});
+
+  /// Positional arguments of a Call (all args minus keyword ones).
+  std::size_t num_positional() const { return args.size() - kwarg_names.size(); }
+  /// The keyword argument `k` of a Call, or nullptr.
+  const Expr *kwarg(const std::string &k) const;
+
+  friend bool operator==(const Expr &, const Expr &);
+};
+std::ostream &operator<<(std::ostream &, const Expr &);
+
+/// Comments attached to a node for `fmt`; ignored by `==`.
+struct Comments {
+  std::vector<std::string> leading;  ///< full-line comments before the node, without '#'
+  std::string trailing;              ///< comment at the end of the node's first line
+  friend bool operator==(const Comments &, const Comments &) { return true; }
+};
+
+// ---------------------------------------------------------------- statements
+
+struct Stmt;
+using Block = std::vector<Stmt>;
+
+/// `target[...] = value` or `target[...] += value` (a store into a ref).
+struct Assign {
+  Expr target;  ///< Op::Ref
+  bool accumulate = false;
+  Expr value;
+  friend bool operator==(const Assign &, const Assign &) = default;
+};
+/// `name = value`: a local binding (tensor or integer).
+struct Let {
+  std::string name;
+  Expr value;
+  friend bool operator==(const Let &, const Let &) = default;
+};
+/// `when cond:` (pl.when, kernel bodies) or `if cond: ... else: ...` (pipelines).
+struct If {
+  bool is_when = false;
+  Expr cond;
+  Block then_body;
+  Block else_body;
+  friend bool operator==(const If &, const If &);
+};
+/// `for var in range(lo, hi):`.
+struct For {
+  std::string var;
+  Expr lo;  ///< Int 0 when written `range(hi)`
+  Expr hi;
+  Block body;
+  friend bool operator==(const For &, const For &);
+};
+enum class CopyKind { in_start, in_wait, out_start, out_wait };
+const char *to_string(CopyKind);
+/// copy_in_start(src, dst), copy_in_wait(dst), copy_out_start(src, dst),
+/// copy_out_wait(src). For waits only the slot argument is present (in `dst`
+/// for copy_in_wait, in `src` for copy_out_wait); the other is Op::None.
+struct Copy {
+  CopyKind kind = CopyKind::in_start;
+  Expr src;
+  Expr dst;
+  /// The ref a wait names (dst for in_wait, src for out_wait).
+  const Expr &waited() const { return kind == CopyKind::in_wait ? dst : src; }
+  friend bool operator==(const Copy &, const Copy &) = default;
+};
+/// wgmma(acc, a, b): asynchronous acc += a @ b reading a and b until retired.
+struct Wgmma {
+  Expr acc, a, b;
+  friend bool operator==(const Wgmma &, const Wgmma &) = default;
+};
+/// wgmma_wait(n): at most n wgmmas remain in flight.
+struct WgmmaWait {
+  Expr n;
+  friend bool operator==(const WgmmaWait &, const WgmmaWait &) = default;
+};
+
+struct Stmt {
+  std::variant<Assign, Let, If, For, Copy, Wgmma, WgmmaWait> kind;
+  Loc loc;
+  Comments comments;
+  friend bool operator==(const Stmt &, const Stmt &) = default;
+};
+std::ostream &operator<<(std::ostream &, const Stmt &);
+
+// --------------------------------------------------------------- declarations
+
+/// `param name = value [in {d...}]` or `param name >= lo [<= hi]`.
+struct Param {
+  std::string name;
+  std::optional<Expr> value;   ///< a fixed (default) value
+  std::vector<Expr> domain;    ///< fuzz domain, may be empty
+  std::optional<Expr> lo, hi;  ///< bounds of a symbolic param
+  Loc loc;
+  Comments comments;
+  bool is_symbolic() const { return !value.has_value(); }
+  friend bool operator==(const Param &, const Param &) = default;
+};
+
+enum class Role { in, out, scratch };
+const char *to_string(Role);
+enum class MemorySpace { vmem, any, smem, hbm };
+const char *to_string(MemorySpace);
+enum class Revisit { immediate, any };
+enum class DimSemantics { parallel, arbitrary, sequential };
+const char *to_string(DimSemantics);
+
+/// `pl.Buffered(buffer_count, use_lookahead)` plus the revisit mode.
+struct PipelineMode {
+  std::optional<Expr> buffer_count;  ///< absent: the default (2)
+  bool lookahead = false;
+  Revisit revisit = Revisit::immediate;
+  friend bool operator==(const PipelineMode &, const PipelineMode &) = default;
+};
+
+/// `(i, j) -> (i, 0)`: the grid-index lambda of a BlockSpec.
+struct IndexMap {
+  std::vector<std::string> params;
+  std::vector<Expr> results;
+  friend bool operator==(const IndexMap &, const IndexMap &) = default;
+};
+
+/// One `in`, `out` or `scratch` line: an array and its BlockSpec.
+struct Operand {
+  Role role = Role::in;
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<Expr> shape;
+  /// Absent: the whole array. An element that is nullopt is `None` (squeezed).
+  std::optional<std::vector<std::optional<Expr>>> block_shape;
+  std::optional<IndexMap> index_map;  ///< absent: all zeros
+  MemorySpace memory_space = MemorySpace::vmem;
+  PipelineMode pipeline_mode;
+  Loc loc;
+  Comments comments;
+  friend bool operator==(const Operand &, const Operand &) = default;
+};
+
+/// `alias x -> o` (input_output_aliases).
+struct Alias {
+  std::string input, output;
+  Loc loc;
+  Comments comments;
+  friend bool operator==(const Alias &, const Alias &) = default;
+};
+
+/// A `name = value` setting of a kernel (`target = h200`,
+/// `vmem_limit_bytes = 64 * 2**20`, `max_concurrent_steps = 4`, ...).
+struct Setting {
+  std::string key;
+  Expr value;
+  Loc loc;
+  Comments comments;
+  friend bool operator==(const Setting &, const Setting &) = default;
+};
+
+/// A `pallas_call`: grid, BlockSpecs, body.
+struct KernelSpec {
+  std::string name;
+  std::vector<Param> params;
+  std::optional<std::vector<Expr>> grid;  ///< absent: `()`
+  Loc grid_loc;
+  Comments grid_comments;
+  std::optional<std::vector<DimSemantics>> dimension_semantics;
+  Loc dimension_semantics_loc;
+  Comments dimension_semantics_comments;
+  std::vector<Setting> settings;  ///< target, vmem_limit_bytes, max_concurrent_steps, delay_release
+  std::vector<Operand> operands;  ///< ins, outs and scratch, in source order
+  std::vector<Alias> aliases;
+  Block body;
+  Loc loc;
+  Loc body_loc;
+  Comments comments;
+  Comments body_comments;
+
+  const Operand *operand(const std::string &n) const;
+  const Setting *setting(const std::string &key) const;
+  const Param *param(const std::string &n) const;
+  friend bool operator==(const KernelSpec &, const KernelSpec &) = default;
+};
+
+enum class BufferKind { hbm, sram, smem, acc };
+const char *to_string(BufferKind);
+
+/// `sram X[2]: f32[512]`: a buffer, optionally a ring of slots.
+struct Buffer {
+  BufferKind kind = BufferKind::sram;
+  std::string name;
+  std::optional<Expr> slots;  ///< absent: not a ring (no slot index allowed)
+  DType dtype = DType::f32;
+  std::vector<Expr> shape;
+  Loc loc;
+  Comments comments;
+  friend bool operator==(const Buffer &, const Buffer &) = default;
+};
+
+/// A hand-written (or lowered) pipeline: buffers and statements.
+struct Program {
+  std::string name;
+  std::vector<Param> params;
+  std::vector<Buffer> buffers;
+  Block body;
+  Loc loc;
+  Comments comments;
+
+  const Buffer *buffer(const std::string &n) const;
+  const Param *param(const std::string &n) const;
+  friend bool operator==(const Program &, const Program &) = default;
+};
+
+/// A `# expect: rule[, rule...]` comment (clang -verify style).
+struct Expectation {
+  int line = 0;        ///< the line the comment is on
+  std::string rule;    ///< a rule id, or "verified"
+  Loc loc;
+  friend bool operator==(const Expectation &, const Expectation &) = default;
+};
+
+/// One `.pk` file: kernels and pipelines in source order.
+struct File {
+  std::vector<std::variant<KernelSpec, Program>> units;
+  std::vector<Expectation> expectations;
+  Comments trailing;  ///< comments after the last unit (in `leading`)
+  friend bool operator==(const File &, const File &) = default;
+};
+
+std::ostream &operator<<(std::ostream &, const KernelSpec &);
+std::ostream &operator<<(std::ostream &, const Program &);
+std::ostream &operator<<(std::ostream &, const File &);
+
+/// The name of a unit.
+const std::string &unit_name(const std::variant<KernelSpec, Program> &);
+/// The source line of a unit's header.
+Loc unit_loc(const std::variant<KernelSpec, Program> &);
+
+}  // namespace pipecheck::spec

@@ -1,0 +1,43 @@
+#pragma once
+/// spec::lower: the one Pallas emitter. A KernelSpec becomes the Program that
+/// Pallas' pipeline would run: prologue / loop / epilogue of copy_in_start,
+/// copy_in_wait, compute, copy_out_start, copy_out_wait on slot rings
+/// (TPU: the emit_pipeline Scheduler; h100/h200: the Mosaic GPU pipeline).
+/// See docs/lowering.md for where the model deliberately differs from Pallas.
+
+#include "spec/diag.hpp"
+#include "spec/eval.hpp"
+#include "spec/ir.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipecheck::spec {
+
+struct LowerOptions {
+  Env overrides;                      ///< --set NAME=VALUE
+  std::optional<std::string> target;  ///< --target; else the spec's `target =`
+};
+
+/// How a kernel operand appears in the lowered program.
+struct BufferBinding {
+  std::string operand;      ///< the KernelSpec operand name
+  Role role = Role::in;
+  std::string hbm;          ///< the hbm buffer holding the whole array ("" for scratch)
+  std::string window;       ///< the sram/smem buffer (a slot ring, or a single buffer)
+  friend bool operator==(const BufferBinding &, const BufferBinding &) = default;
+};
+
+struct Lowered {
+  Program program;
+  std::vector<BufferBinding> bindings;
+};
+
+/// Lowers a validated kernel spec with every param bound (values, overrides).
+/// Returns nullopt and appends located errors when it cannot (e.g. a symbolic
+/// grid extent, or a construct the emitter does not support).
+std::optional<Lowered> lower(const KernelSpec &, const LowerOptions &,
+                             std::vector<Diagnostic> &errors);
+
+}  // namespace pipecheck::spec

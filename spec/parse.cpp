@@ -1,0 +1,848 @@
+#include "spec/parse.hpp"
+
+#include "spec/lexer.hpp"
+#include "spec/validate.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <set>
+
+namespace pipecheck::spec {
+
+namespace {
+
+constexpr int kMaxExprDepth = 200;
+
+const std::set<std::string> kReserved = {"kernel", "pipeline", "param", "in", "out", "scratch",
+                                         "alias", "body", "when", "if", "else", "elif", "for",
+                                         "and", "or", "not", "None", "zeros"};
+
+class Parser {
+public:
+  Parser(const SourceFile &src, LexResult lexed) : src_(src), lx_(std::move(lexed)) {}
+
+  ParseResult run() {
+    ParseResult r;
+    if (!lx_.errors.empty()) {
+      r.errors = lx_.errors;
+      return r;
+    }
+    try {
+      File f = file();
+      r.file = std::move(f);
+    } catch (const Diagnostic &d) {
+      r.errors.push_back(d);
+    }
+    return r;
+  }
+
+private:
+  const SourceFile &src_;
+  LexResult lx_;
+  std::size_t p_ = 0;
+  std::size_t next_comment_ = 0;
+  int expr_depth_ = 0;
+
+  // ------------------------------------------------------------ token helpers
+  const Token &peek(std::size_t k = 0) const {
+    std::size_t i = std::min(p_ + k, lx_.tokens.size() - 1);
+    return lx_.tokens[i];
+  }
+  const Token &advance() {
+    const Token &t = lx_.tokens[p_];
+    if (p_ + 1 < lx_.tokens.size()) ++p_;
+    return t;
+  }
+  bool is_punct(const char *s, std::size_t k = 0) const {
+    return peek(k).kind == Tok::Punct && peek(k).text == s;
+  }
+  bool is_name(const char *s, std::size_t k = 0) const {
+    return peek(k).kind == Tok::Name && peek(k).text == s;
+  }
+  static std::string describe(const Token &t) {
+    switch (t.kind) {
+    case Tok::Name: return "'" + t.text + "'";
+    case Tok::Int: case Tok::Float: return "number " + t.text;
+    case Tok::Punct: return "'" + t.text + "'";
+    case Tok::Newline: return "end of line";
+    case Tok::Indent: return "an indented block";
+    case Tok::Dedent: return "the end of a block";
+    case Tok::End: return "end of file";
+    }
+    return "?";
+  }
+  [[noreturn]] void fail(Loc l, std::string msg) const {
+    throw Diagnostic{Severity::error, l, std::move(msg), {}};
+  }
+  [[noreturn]] void expected(const std::string &what) const {
+    fail(peek().loc, "expected " + what + ", found " + describe(peek()));
+  }
+  Loc expect_punct(const char *s) {
+    if (!is_punct(s)) expected(std::string("'") + s + "'");
+    return advance().loc;
+  }
+  Loc expect_name(const char *s) {
+    if (!is_name(s)) expected(std::string("'") + s + "'");
+    return advance().loc;
+  }
+  std::string identifier(const char *what) {
+    if (peek().kind != Tok::Name) expected(what);
+    if (kReserved.count(peek().text)) fail(peek().loc, "'" + peek().text + "' is a keyword and cannot be used as " + what);
+    return advance().text;
+  }
+  void expect_newline() {
+    if (peek().kind != Tok::Newline) expected("end of line");
+    advance();
+  }
+
+  // ---------------------------------------------------------------- comments
+  std::vector<std::string> take_leading(int line) {
+    std::vector<std::string> r;
+    while (next_comment_ < lx_.comments.size() && lx_.comments[next_comment_].loc.line < line) {
+      r.push_back(lx_.comments[next_comment_].text);
+      ++next_comment_;
+    }
+    return r;
+  }
+  std::string take_trailing(int line) {
+    if (next_comment_ < lx_.comments.size() && lx_.comments[next_comment_].loc.line == line &&
+        !lx_.comments[next_comment_].own_line)
+      return lx_.comments[next_comment_++].text;
+    return {};
+  }
+  Comments comments_for(int line, int trailing_line) {
+    Comments c;
+    c.leading = take_leading(line);
+    c.trailing = take_trailing(trailing_line);
+    return c;
+  }
+  /// Comments for an item that starts at `start` and ended its first line at
+  /// the current token (before the newline is consumed).
+  Comments item_comments(Loc start) {
+    Comments c;
+    c.leading = take_leading(start.line);
+    // Any comments inside a multi-line item are kept as trailing text.
+    int end_line = peek().loc.line;
+    std::string t;
+    while (next_comment_ < lx_.comments.size() && lx_.comments[next_comment_].loc.line <= end_line) {
+      if (!t.empty()) t += " #";
+      t += lx_.comments[next_comment_].text;
+      ++next_comment_;
+    }
+    c.trailing = t;
+    return c;
+  }
+
+  // -------------------------------------------------------------------- file
+  File file() {
+    File f;
+    while (peek().kind == Tok::Newline) advance();
+    while (peek().kind != Tok::End) {
+      if (peek().kind == Tok::Indent) fail(peek().loc, "unexpected indentation at top level");
+      if (is_name("kernel")) {
+        f.units.emplace_back(kernel());
+      } else if (is_name("pipeline")) {
+        f.units.emplace_back(pipeline());
+      } else {
+        expected("'kernel' or 'pipeline'");
+      }
+      while (peek().kind == Tok::Newline) advance();
+    }
+    f.trailing.leading = take_leading(std::numeric_limits<int>::max());
+    for (const auto &c : lx_.comments) add_expectations(f, c);
+    return f;
+  }
+
+  static void add_expectations(File &f, const Comment &c) {
+    std::size_t b = c.text.find_first_not_of(" \t");
+    if (b == std::string::npos || c.text.compare(b, 7, "expect:") != 0) return;
+    std::string rest = c.text.substr(b + 7);
+    std::size_t pos = 0;
+    while (pos <= rest.size()) {
+      std::size_t comma = rest.find(',', pos);
+      std::string item = rest.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      std::size_t s = item.find_first_not_of(" \t");
+      std::size_t e = item.find_last_not_of(" \t");
+      if (s != std::string::npos) {
+        std::string rule = item.substr(s, e - s + 1);
+        // Text after the rule id (e.g. an explanation in parentheses) is not part of it.
+        std::size_t sp = rule.find_first_of(" \t(");
+        if (sp != std::string::npos) rule = rule.substr(0, sp);
+        f.expectations.push_back(Expectation{c.loc.line, rule, c.loc});
+      }
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+  }
+
+  // ------------------------------------------------------------------ kernel
+  KernelSpec kernel() {
+    KernelSpec k;
+    Loc start = expect_name("kernel");
+    k.loc = start;
+    k.name = identifier("a kernel name");
+    expect_punct(":");
+    k.comments = item_comments(start);
+    expect_newline();
+    if (peek().kind != Tok::Indent) expected("an indented kernel body");
+    advance();
+    std::set<std::string> seen_settings;
+    while (peek().kind != Tok::Dedent && peek().kind != Tok::End) {
+      const Token &t = peek();
+      if (t.kind != Tok::Name) expected("a kernel item (param, grid, in, out, scratch, alias, body, ...)");
+      Loc l = t.loc;
+      if (t.text == "param") {
+        k.params.push_back(param());
+      } else if (t.text == "grid") {
+        if (k.grid) fail(l, "duplicate 'grid'");
+        advance();
+        expect_punct("=");
+        k.grid = grid_tuple();
+        k.grid_loc = l;
+        k.grid_comments = item_comments(l);
+        expect_newline();
+      } else if (t.text == "dimension_semantics") {
+        if (k.dimension_semantics) fail(l, "duplicate 'dimension_semantics'");
+        advance();
+        expect_punct("=");
+        k.dimension_semantics = semantics_tuple();
+        k.dimension_semantics_loc = l;
+        k.dimension_semantics_comments = item_comments(l);
+        expect_newline();
+      } else if (t.text == "target" || t.text == "vmem_limit_bytes" ||
+                 t.text == "max_concurrent_steps" || t.text == "delay_release") {
+        if (!seen_settings.insert(t.text).second) fail(l, "duplicate '" + t.text + "'");
+        Setting s;
+        s.key = advance().text;
+        s.loc = l;
+        expect_punct("=");
+        if (s.key == "target") {
+          Loc vl = peek().loc;
+          s.value = Expr::var(identifier("a target name"), vl);
+        } else {
+          s.value = expr();
+        }
+        s.comments = item_comments(l);
+        expect_newline();
+        k.settings.push_back(std::move(s));
+      } else if (t.text == "in" || t.text == "out" || t.text == "scratch") {
+        k.operands.push_back(operand());
+      } else if (t.text == "alias") {
+        Alias a;
+        a.loc = advance().loc;
+        a.input = identifier("an input name");
+        expect_punct("->");
+        a.output = identifier("an output name");
+        a.comments = item_comments(l);
+        expect_newline();
+        k.aliases.push_back(std::move(a));
+      } else if (t.text == "body") {
+        if (k.body_loc.line != 0) fail(l, "duplicate 'body'");
+        advance();
+        k.body_loc = l;
+        expect_punct(":");
+        k.body_comments = item_comments(l);
+        expect_newline();
+        k.body = block(0);
+      } else {
+        fail(l, "unknown kernel item '" + t.text +
+                    "'; expected param, grid, dimension_semantics, target, vmem_limit_bytes, "
+                    "max_concurrent_steps, delay_release, in, out, scratch, alias or body");
+      }
+    }
+    if (peek().kind == Tok::Dedent) advance();
+    return k;
+  }
+
+  Param param() {
+    Param p;
+    p.loc = expect_name("param");
+    p.name = identifier("a parameter name");
+    if (is_punct("=")) {
+      advance();
+      p.value = expr();
+      if (is_name("in")) {
+        advance();
+        expect_punct("{");
+        if (!is_punct("}")) {
+          p.domain.push_back(expr());
+          while (is_punct(",")) {
+            advance();
+            if (is_punct("}")) break;
+            p.domain.push_back(expr());
+          }
+        }
+        expect_punct("}");
+        if (p.domain.empty()) fail(p.loc, "empty fuzz domain for param '" + p.name + "'");
+      }
+    } else if (is_punct(">=")) {
+      advance();
+      p.lo = expr();
+      if (is_punct("<=")) {
+        advance();
+        p.hi = expr();
+      }
+    } else {
+      expected("'=' or '>=' after the parameter name");
+    }
+    p.comments = item_comments(p.loc);
+    expect_newline();
+    return p;
+  }
+
+  std::vector<Expr> grid_tuple() {
+    std::vector<Expr> r;
+    if (!is_punct("(")) {
+      r.push_back(expr());
+      return r;
+    }
+    // A parenthesized expression list; `(8)` and `(8,)` both mean rank 1.
+    advance();
+    if (is_punct(")")) {
+      advance();
+      return r;
+    }
+    r.push_back(expr());
+    while (is_punct(",")) {
+      advance();
+      if (is_punct(")")) break;
+      r.push_back(expr());
+    }
+    expect_punct(")");
+    return r;
+  }
+
+  std::vector<DimSemantics> semantics_tuple() {
+    std::vector<DimSemantics> r;
+    expect_punct("(");
+    while (!is_punct(")")) {
+      Loc l = peek().loc;
+      if (peek().kind != Tok::Name) expected("parallel, arbitrary or sequential");
+      std::string s = advance().text;
+      if (s == "parallel") r.push_back(DimSemantics::parallel);
+      else if (s == "arbitrary") r.push_back(DimSemantics::arbitrary);
+      else if (s == "sequential") r.push_back(DimSemantics::sequential);
+      else fail(l, "unknown dimension semantics '" + s + "'; expected parallel, arbitrary or sequential");
+      if (!is_punct(",")) break;
+      advance();
+    }
+    expect_punct(")");
+    return r;
+  }
+
+  DType dtype() {
+    Loc l = peek().loc;
+    if (peek().kind != Tok::Name) expected("a dtype (f32, f16, bf16, i32, i16, i8, u8, bool)");
+    std::string s = advance().text;
+    auto d = parse_dtype(s);
+    if (!d) fail(l, "unknown dtype '" + s + "'; expected f32, f16, bf16, i32, i16, i8, u8 or bool");
+    return *d;
+  }
+
+  std::vector<Expr> shape() {
+    std::vector<Expr> r;
+    expect_punct("[");
+    if (!is_punct("]")) {
+      r.push_back(expr());
+      while (is_punct(",")) {
+        advance();
+        if (is_punct("]")) break;
+        r.push_back(expr());
+      }
+    }
+    expect_punct("]");
+    return r;
+  }
+
+  Operand operand() {
+    Operand o;
+    o.loc = peek().loc;
+    std::string role = advance().text;
+    o.role = role == "in" ? Role::in : role == "out" ? Role::out : Role::scratch;
+    o.name = identifier("an operand name");
+    expect_punct(":");
+    o.dtype = dtype();
+    o.shape = shape();
+    std::set<std::string> seen;
+    while (peek().kind == Tok::Name) {
+      Loc l = peek().loc;
+      std::string key = advance().text;
+      if (!seen.insert(key).second) fail(l, "duplicate option '" + key + "'");
+      expect_punct("=");
+      if (key == "block") {
+        std::vector<std::optional<Expr>> b;
+        expect_punct("(");
+        while (!is_punct(")")) {
+          if (is_name("None")) {
+            advance();
+            b.push_back(std::nullopt);
+          } else {
+            b.push_back(expr());
+          }
+          if (!is_punct(",")) break;
+          advance();
+        }
+        expect_punct(")");
+        o.block_shape = std::move(b);
+      } else if (key == "index") {
+        IndexMap m;
+        expect_punct("(");
+        while (!is_punct(")")) {
+          m.params.push_back(identifier("an index variable"));
+          if (!is_punct(",")) break;
+          advance();
+        }
+        expect_punct(")");
+        expect_punct("->");
+        expect_punct("(");
+        while (!is_punct(")")) {
+          m.results.push_back(expr());
+          if (!is_punct(",")) break;
+          advance();
+        }
+        expect_punct(")");
+        o.index_map = std::move(m);
+      } else if (key == "buffered") {
+        if (is_punct("(")) {
+          advance();
+          o.pipeline_mode.buffer_count = expr();
+          if (is_punct(",")) {
+            advance();
+            if (!is_punct(")")) {
+              expect_name("lookahead");
+              o.pipeline_mode.lookahead = true;
+            }
+          }
+          expect_punct(")");
+        } else {
+          o.pipeline_mode.buffer_count = expr();
+        }
+      } else if (key == "revisit") {
+        Loc vl = peek().loc;
+        std::string v = peek().kind == Tok::Name ? advance().text : "";
+        if (v == "any") o.pipeline_mode.revisit = Revisit::any;
+        else if (v == "immediate") o.pipeline_mode.revisit = Revisit::immediate;
+        else fail(vl, "expected 'any' or 'immediate' for revisit");
+      } else if (key == "memory_space") {
+        Loc vl = peek().loc;
+        std::string v = peek().kind == Tok::Name ? advance().text : "";
+        if (v == "vmem") o.memory_space = MemorySpace::vmem;
+        else if (v == "any") o.memory_space = MemorySpace::any;
+        else if (v == "smem") o.memory_space = MemorySpace::smem;
+        else if (v == "hbm") o.memory_space = MemorySpace::hbm;
+        else fail(vl, "expected vmem, any, smem or hbm for memory_space");
+      } else {
+        fail(l, "unknown operand option '" + key +
+                    "'; expected block, index, buffered, revisit or memory_space");
+      }
+    }
+    o.comments = item_comments(o.loc);
+    expect_newline();
+    return o;
+  }
+
+  // ---------------------------------------------------------------- pipeline
+  Program pipeline() {
+    Program p;
+    Loc start = expect_name("pipeline");
+    p.loc = start;
+    p.name = identifier("a pipeline name");
+    expect_punct(":");
+    p.comments = item_comments(start);
+    expect_newline();
+    if (peek().kind != Tok::Indent) expected("an indented pipeline body");
+    advance();
+    while (peek().kind != Tok::Dedent && peek().kind != Tok::End) {
+      if (is_name("param")) {
+        p.params.push_back(param());
+      } else if ((is_name("hbm") || is_name("sram") || is_name("smem") || is_name("acc")) &&
+                 peek(1).kind == Tok::Name) {
+        p.buffers.push_back(buffer());
+      } else {
+        p.body.push_back(statement(0));
+      }
+    }
+    if (peek().kind == Tok::Dedent) advance();
+    return p;
+  }
+
+  Buffer buffer() {
+    Buffer b;
+    b.loc = peek().loc;
+    std::string kind = advance().text;
+    b.kind = kind == "hbm" ? BufferKind::hbm : kind == "sram" ? BufferKind::sram
+             : kind == "smem" ? BufferKind::smem : BufferKind::acc;
+    b.name = identifier("a buffer name");
+    if (is_punct("[")) {
+      advance();
+      b.slots = expr();
+      expect_punct("]");
+    }
+    expect_punct(":");
+    b.dtype = dtype();
+    b.shape = shape();
+    b.comments = item_comments(b.loc);
+    expect_newline();
+    return b;
+  }
+
+  // -------------------------------------------------------------- statements
+  Block block(int depth) {
+    if (peek().kind != Tok::Indent) expected("an indented block");
+    advance();
+    Block b;
+    while (peek().kind != Tok::Dedent && peek().kind != Tok::End) b.push_back(statement(depth + 1));
+    if (peek().kind == Tok::Dedent) advance();
+    return b;
+  }
+
+  Stmt statement(int depth) {
+    Stmt s;
+    s.loc = peek().loc;
+    const Token &t = peek();
+    if (t.kind != Tok::Name) expected("a statement");
+    if (t.text == "when" || t.text == "if") {
+      s.kind = if_stmt(depth, s);
+      return s;
+    }
+    if (t.text == "for") {
+      For f;
+      advance();
+      f.var = identifier("a loop variable");
+      expect_name("in");
+      expect_name("range");
+      expect_punct("(");
+      Expr a = expr();
+      if (is_punct(",")) {
+        advance();
+        f.lo = std::move(a);
+        f.hi = expr();
+      } else {
+        f.lo = Expr::integer(0, s.loc);
+        f.hi = std::move(a);
+      }
+      expect_punct(")");
+      expect_punct(":");
+      s.comments = item_comments(s.loc);
+      expect_newline();
+      f.body = block(depth);
+      s.kind = std::move(f);
+      return s;
+    }
+    if (t.text == "else" || t.text == "elif") fail(t.loc, "'" + t.text + "' without a matching 'if'");
+    if ((t.text == "copy_in_start" || t.text == "copy_out_start") && is_punct("(", 1)) {
+      Copy c;
+      c.kind = t.text == "copy_in_start" ? CopyKind::in_start : CopyKind::out_start;
+      advance();
+      advance();
+      c.src = ref_expr();
+      expect_punct(",");
+      c.dst = ref_expr();
+      expect_punct(")");
+      s.kind = std::move(c);
+    } else if ((t.text == "copy_in_wait" || t.text == "copy_out_wait") && is_punct("(", 1)) {
+      Copy c;
+      c.kind = t.text == "copy_in_wait" ? CopyKind::in_wait : CopyKind::out_wait;
+      advance();
+      advance();
+      Expr r = ref_expr();
+      if (c.kind == CopyKind::in_wait) {
+        c.dst = std::move(r);
+        c.src = Expr::leaf(Op::None, c.dst.loc);
+      } else {
+        c.src = std::move(r);
+        c.dst = Expr::leaf(Op::None, c.src.loc);
+      }
+      expect_punct(")");
+      s.kind = std::move(c);
+    } else if (t.text == "wgmma" && is_punct("(", 1)) {
+      Wgmma w;
+      advance();
+      advance();
+      w.acc = ref_expr();
+      expect_punct(",");
+      w.a = ref_expr();
+      expect_punct(",");
+      w.b = ref_expr();
+      expect_punct(")");
+      s.kind = std::move(w);
+    } else if (t.text == "wgmma_wait" && is_punct("(", 1)) {
+      WgmmaWait w;
+      advance();
+      advance();
+      w.n = expr();
+      expect_punct(")");
+      s.kind = std::move(w);
+    } else if (is_punct("=", 1)) {
+      Let l;
+      l.name = identifier("a variable name");
+      advance();
+      l.value = expr();
+      s.kind = std::move(l);
+    } else {
+      Expr target = postfix();
+      if (target.op != Op::Ref)
+        fail(s.loc, "expected a store 'ref[...] = value', a binding 'name = value' or a statement");
+      Assign a;
+      a.target = std::move(target);
+      if (is_punct("=")) {
+        advance();
+      } else if (is_punct("+=")) {
+        advance();
+        a.accumulate = true;
+      } else {
+        expected("'=' or '+='");
+      }
+      a.value = expr();
+      s.kind = std::move(a);
+    }
+    s.comments = item_comments(s.loc);
+    expect_newline();
+    return s;
+  }
+
+  If if_stmt(int depth, Stmt &s) {
+    If f;
+    f.is_when = advance().text == "when";
+    f.cond = expr();
+    expect_punct(":");
+    s.comments = item_comments(s.loc);
+    expect_newline();
+    f.then_body = block(depth);
+    if (!f.is_when && is_name("elif")) {
+      Stmt inner;
+      inner.loc = peek().loc;
+      inner.kind = if_stmt(depth, inner);
+      f.else_body.push_back(std::move(inner));
+    } else if (!f.is_when && is_name("else")) {
+      Loc el = advance().loc;
+      expect_punct(":");
+      // A comment on the else line is kept with the first statement of the else block.
+      std::string trailing = item_comments(el).trailing;
+      expect_newline();
+      f.else_body = block(depth);
+      if (!trailing.empty() && !f.else_body.empty()) f.else_body.front().comments.leading.insert(
+          f.else_body.front().comments.leading.begin(), trailing);
+    }
+    return f;
+  }
+
+  Expr ref_expr() {
+    Loc l = peek().loc;
+    std::string n = identifier("a buffer reference");
+    if (is_punct("[")) return Expr::ref(n, subscripts(), l);
+    return Expr::var(n, l);
+  }
+
+  std::vector<Expr> subscripts() {
+    expect_punct("[");
+    std::vector<Expr> r;
+    while (!is_punct("]")) {
+      r.push_back(subscript());
+      if (!is_punct(",")) break;
+      advance();
+    }
+    expect_punct("]");
+    return r;
+  }
+
+  Expr subscript() {
+    Loc l = peek().loc;
+    if (is_punct("...")) {
+      advance();
+      return Expr::leaf(Op::Ellipsis, l);
+    }
+    Expr lo = Expr::leaf(Op::None, l);
+    if (!is_punct(":")) {
+      lo = expr();
+      if (!is_punct(":")) return lo;
+    }
+    advance();  // ':'
+    Expr hi = Expr::leaf(Op::None, peek().loc);
+    if (!is_punct(",") && !is_punct("]")) hi = expr();
+    Expr s = Expr::binary(Op::Slice, std::move(lo), std::move(hi), l);
+    return s;
+  }
+
+  // ------------------------------------------------------------- expressions
+  struct DepthGuard {
+    Parser &p;
+    explicit DepthGuard(Parser &q, Loc l) : p(q) {
+      if (++p.expr_depth_ > kMaxExprDepth) p.fail(l, "expression is nested too deeply");
+    }
+    ~DepthGuard() { --p.expr_depth_; }
+  };
+
+  Expr expr() {
+    DepthGuard g(*this, peek().loc);
+    Expr a = and_expr();
+    while (is_name("or")) {
+      Loc l = advance().loc;
+      a = Expr::binary(Op::Or, std::move(a), and_expr(), l);
+    }
+    return a;
+  }
+  Expr and_expr() {
+    Expr a = not_expr();
+    while (is_name("and")) {
+      Loc l = advance().loc;
+      a = Expr::binary(Op::And, std::move(a), not_expr(), l);
+    }
+    return a;
+  }
+  Expr not_expr() {
+    DepthGuard g(*this, peek().loc);
+    if (is_name("not")) {
+      Loc l = advance().loc;
+      return Expr::unary(Op::Not, not_expr(), l);
+    }
+    return comparison();
+  }
+  Expr comparison() {
+    Expr a = arith();
+    static const std::pair<const char *, Op> ops[] = {{"==", Op::Eq}, {"!=", Op::Ne}, {"<", Op::Lt},
+                                                       {"<=", Op::Le}, {">", Op::Gt}, {">=", Op::Ge}};
+    for (auto [s, op] : ops) {
+      if (is_punct(s)) {
+        Loc l = advance().loc;
+        Expr b = arith();
+        for (auto [s2, op2] : ops) {
+          (void)op2;
+          if (is_punct(s2)) fail(peek().loc, "chained comparisons are not supported; use 'and'");
+        }
+        return Expr::binary(op, std::move(a), std::move(b), l);
+      }
+    }
+    return a;
+  }
+  Expr arith() {
+    Expr a = term();
+    while (is_punct("+") || is_punct("-")) {
+      Loc l = peek().loc;
+      Op op = advance().text == "+" ? Op::Add : Op::Sub;
+      a = Expr::binary(op, std::move(a), term(), l);
+    }
+    return a;
+  }
+  Expr term() {
+    Expr a = factor();
+    while (is_punct("*") || is_punct("/") || is_punct("//") || is_punct("%")) {
+      Loc l = peek().loc;
+      std::string t = advance().text;
+      Op op = t == "*" ? Op::Mul : t == "/" ? Op::Div : t == "//" ? Op::FloorDiv : Op::Mod;
+      a = Expr::binary(op, std::move(a), factor(), l);
+    }
+    return a;
+  }
+  Expr factor() {
+    DepthGuard g(*this, peek().loc);
+    if (is_punct("-")) {
+      Loc l = advance().loc;
+      // `-5` is a negative literal (so printing an Int(-5) reads back as itself);
+      // `-5 ** 2` is still -(5 ** 2).
+      if ((peek().kind == Tok::Int || peek().kind == Tok::Float) && !is_punct("**", 1)) {
+        Expr lit = postfix();
+        if (lit.op == Op::Int) {
+          lit.int_value = static_cast<std::int64_t>(0ULL - static_cast<unsigned long long>(lit.int_value));
+        } else {
+          lit.float_value = -lit.float_value;
+        }
+        lit.loc = l;
+        return lit;
+      }
+      return Expr::unary(Op::Neg, factor(), l);
+    }
+    if (is_punct("+")) {
+      advance();
+      return factor();
+    }
+    return power();
+  }
+  Expr power() {
+    Expr a = postfix();
+    if (is_punct("**")) {
+      Loc l = advance().loc;
+      return Expr::binary(Op::Pow, std::move(a), factor(), l);
+    }
+    return a;
+  }
+  Expr postfix() {
+    DepthGuard g(*this, peek().loc);
+    const Token &t = peek();
+    Loc l = t.loc;
+    if (t.kind == Tok::Int) {
+      std::string s = advance().text;
+      errno = 0;
+      unsigned long long v = std::strtoull(s.c_str(), nullptr, 10);
+      if (errno == ERANGE || v > 9223372036854775807ULL) fail(l, "integer literal " + s + " is too large");
+      return Expr::integer(static_cast<std::int64_t>(v), l);
+    }
+    if (t.kind == Tok::Float) {
+      std::string s = advance().text;
+      return Expr::floating(std::strtod(s.c_str(), nullptr), l);
+    }
+    if (is_punct("(")) {
+      advance();
+      Expr e = expr();
+      if (is_punct(",")) fail(peek().loc, "tuples are not expressions here");
+      expect_punct(")");
+      return e;
+    }
+    if (t.kind != Tok::Name) expected("an expression");
+    if (t.text == "zeros") {
+      advance();
+      return Expr::leaf(Op::Zeros, l);
+    }
+    if (t.text == "inf") {
+      advance();
+      return Expr::floating(std::numeric_limits<double>::infinity(), l);
+    }
+    if (t.text == "None") fail(l, "'None' is only allowed in block shapes and slices");
+    if (kReserved.count(t.text)) fail(l, "unexpected keyword '" + t.text + "' in an expression");
+    std::string name = advance().text;
+    if (is_punct("(")) {
+      advance();
+      Expr c = Expr::call(name, {}, l);
+      std::vector<Expr> kwargs;
+      while (!is_punct(")")) {
+        if (peek().kind == Tok::Name && is_punct("=", 1)) {
+          c.kwarg_names.push_back(advance().text);
+          advance();
+          kwargs.push_back(expr());
+        } else {
+          if (!kwargs.empty()) fail(peek().loc, "positional argument after a keyword argument");
+          c.args.push_back(expr());
+        }
+        if (!is_punct(",")) break;
+        advance();
+      }
+      expect_punct(")");
+      for (auto &k : kwargs) c.args.push_back(std::move(k));
+      return c;
+    }
+    if (is_punct("[")) return Expr::ref(name, subscripts(), l);
+    return Expr::var(name, l);
+  }
+};
+
+}  // namespace
+
+ParseResult parse(const SourceFile &src) {
+  LexResult lx = lex(src);
+  return Parser(src, std::move(lx)).run();
+}
+
+ParseResult parse_and_validate(const SourceFile &src) {
+  ParseResult r = parse(src);
+  if (!r.file) return r;
+  auto errs = validate(*r.file);
+  if (!errs.empty()) {
+    r.errors = std::move(errs);
+    r.file.reset();
+  }
+  return r;
+}
+
+}  // namespace pipecheck::spec

@@ -1,0 +1,641 @@
+#include "spec/validate.hpp"
+
+#include "spec/eval.hpp"
+#include "spec/print.hpp"
+
+#include <map>
+#include <set>
+
+namespace pipecheck::spec {
+
+const std::vector<std::string> &known_targets() {
+  static const std::vector<std::string> t = {"tpu_v4", "tpu_v5e", "tpu_v5p", "tpu_v6e", "h100", "h200"};
+  return t;
+}
+
+namespace {
+
+struct FnSig {
+  std::size_t min_pos, max_pos;
+  std::set<std::string> kwargs;
+};
+
+const std::map<std::string, FnSig> &functions() {
+  static const std::map<std::string, FnSig> f = {
+      {"cdiv", {2, 2, {}}},         {"min", {2, 8, {}}},        {"max", {1, 8, {"axis"}}},
+      {"abs", {1, 1, {}}},          {"program_id", {1, 1, {}}}, {"num_programs", {1, 1, {}}},
+      {"dot", {2, 2, {}}},          {"transpose", {1, 1, {}}},  {"sum", {1, 1, {"axis"}}},
+      {"exp", {1, 1, {}}},          {"neg", {1, 1, {}}},        {"maximum", {2, 2, {}}},
+      {"minimum", {2, 2, {}}},      {"full", {1, 1, {}}},       {"cast", {2, 2, {}}},
+  };
+  return f;
+}
+
+class Validator {
+public:
+  std::vector<Diagnostic> errs;
+
+  void error(Loc l, std::string msg) { errs.push_back(Diagnostic{Severity::error, l, std::move(msg), {}}); }
+
+  // --------------------------------------------------------------- params
+  Env env;                      // values of params known so far
+  std::set<std::string> params;  // names of params defined so far
+
+  void check_params(const std::vector<Param> &ps, std::set<std::string> &names) {
+    for (const auto &p : ps) {
+      if (!names.insert(p.name).second) error(p.loc, "duplicate name '" + p.name + "'");
+      auto only_params = [&](const Expr &e, const char *what) {
+        std::vector<const Expr *> unknown;
+        collect_unknown(e, params, unknown);
+        for (const Expr *u : unknown)
+          error(u->loc, "'" + u->name + "' is used in the " + what + " of param '" + p.name +
+                            "' before it is defined");
+        return unknown.empty();
+      };
+      if (p.value && only_params(*p.value, "value")) {
+        if (auto v = eval_int(*p.value, env)) env[p.name] = *v;
+        else error(p.value->loc, "the value of param '" + p.name + "' is not an integer");
+      }
+      for (const auto &d : p.domain) {
+        if (only_params(d, "domain") && !eval_int(d, env))
+          error(d.loc, "fuzz domain values of param '" + p.name + "' must be integers");
+      }
+      std::optional<std::int64_t> lo, hi;
+      if (p.lo && only_params(*p.lo, "bound")) {
+        lo = eval_int(*p.lo, env);
+        if (!lo) error(p.lo->loc, "the lower bound of param '" + p.name + "' is not an integer");
+      }
+      if (p.hi && only_params(*p.hi, "bound")) {
+        hi = eval_int(*p.hi, env);
+        if (!hi) error(p.hi->loc, "the upper bound of param '" + p.name + "' is not an integer");
+      }
+      if (lo && hi && *hi < *lo)
+        error(p.hi->loc, "param '" + p.name + "' has an empty range: " + std::to_string(*lo) +
+                             " > " + std::to_string(*hi));
+      params.insert(p.name);
+    }
+  }
+
+  // Names a Name/Ref node uses that are not in `known`.
+  static void collect_unknown(const Expr &e, const std::set<std::string> &known,
+                              std::vector<const Expr *> &out) {
+    if ((e.op == Op::Name || e.op == Op::Ref) && !known.count(e.name)) out.push_back(&e);
+    for (const auto &a : e.args) collect_unknown(a, known, out);
+  }
+
+  /// An integer expression over `scope` names: no refs, no tensor functions.
+  void check_int_expr(const Expr &e, const std::set<std::string> &scope, const std::string &where) {
+    switch (e.op) {
+    case Op::Int: return;
+    case Op::Name:
+      if (!scope.count(e.name)) error(e.loc, "unknown name '" + e.name + "' in " + where);
+      return;
+    case Op::Float: error(e.loc, where + " must be an integer expression"); return;
+    case Op::Ref: error(e.loc, "a buffer reference is not allowed in " + where); return;
+    case Op::Zeros: case Op::Ellipsis: case Op::None: case Op::Slice:
+      error(e.loc, "'" + print(e) + "' is not allowed in " + where);
+      return;
+    case Op::Div: error(e.loc, "use '//' for integer division in " + where); return;
+    case Op::Call: {
+      static const std::set<std::string> int_fns = {"cdiv", "min", "max", "abs"};
+      if (!int_fns.count(e.name) || !e.kwarg_names.empty()) {
+        error(e.loc, "'" + e.name + "' is not an integer function (cdiv, min, max, abs) in " + where);
+        return;
+      }
+      check_call_arity(e);
+      for (const auto &a : e.args) check_int_expr(a, scope, where);
+      return;
+    }
+    default:
+      for (const auto &a : e.args) check_int_expr(a, scope, where);
+    }
+  }
+
+  void check_positive(const Expr &e, const std::string &what) {
+    if (auto v = eval_int(e, env); v && *v <= 0)
+      error(e.loc, what + " must be positive, got " + std::to_string(*v));
+  }
+
+  bool check_call_arity(const Expr &e) {
+    auto it = functions().find(e.name);
+    if (it == functions().end()) {
+      error(e.loc, "unknown function '" + e.name + "'");
+      return false;
+    }
+    const FnSig &s = it->second;
+    std::size_t n = e.num_positional();
+    if (n < s.min_pos || n > s.max_pos) {
+      error(e.loc, "'" + e.name + "' takes " +
+                       (s.min_pos == s.max_pos ? std::to_string(s.min_pos)
+                                               : std::to_string(s.min_pos) + " to " + std::to_string(s.max_pos)) +
+                       " positional argument" + (s.max_pos == 1 ? "" : "s") + ", got " + std::to_string(n));
+      return false;
+    }
+    for (const auto &k : e.kwarg_names)
+      if (!s.kwargs.count(k)) {
+        error(e.loc, "'" + e.name + "' has no keyword argument '" + k + "'");
+        return false;
+      }
+    return true;
+  }
+
+  // --------------------------------------------------------------- kernels
+  const KernelSpec *k_ = nullptr;
+  std::size_t grid_rank_ = 0;
+
+  void kernel(const KernelSpec &k) {
+    k_ = &k;
+    std::set<std::string> names;
+    check_params(k.params, names);
+    if (k.grid) {
+      for (const auto &g : *k.grid) {
+        check_int_expr(g, params, "the grid");
+        check_positive(g, "a grid extent");
+      }
+      grid_rank_ = k.grid->size();
+    }
+    if (k.dimension_semantics && k.dimension_semantics->size() != grid_rank_)
+      error(k.dimension_semantics_loc, "dimension_semantics has " + std::to_string(k.dimension_semantics->size()) +
+                                           " entries but the grid has rank " + std::to_string(grid_rank_));
+    for (const auto &s : k.settings) {
+      if (s.key == "target") {
+        bool ok = false;
+        for (const auto &t : known_targets()) ok |= s.value.name == t;
+        if (!ok) {
+          std::string list;
+          for (const auto &t : known_targets()) list += (list.empty() ? "" : ", ") + t;
+          error(s.value.loc, "unknown target '" + s.value.name + "'; expected one of " + list);
+        }
+      } else {
+        check_int_expr(s.value, params, "'" + s.key + "'");
+        auto v = eval_int(s.value, env);
+        if (v && s.key == "delay_release" ? *v < 0 : (v && *v <= 0))
+          error(s.value.loc, "'" + s.key + "' must be " + (s.key == "delay_release" ? "non-negative" : "positive"));
+      }
+    }
+    if (auto *m = k.setting("max_concurrent_steps"); m) {
+      if (auto *d = k.setting("delay_release"); d) {
+        auto mv = eval_int(m->value, env), dv = eval_int(d->value, env);
+        if (mv && dv && *dv >= *mv)
+          error(d->loc, "delay_release (" + std::to_string(*dv) + ") must be smaller than max_concurrent_steps (" +
+                            std::to_string(*mv) + ")");
+      }
+    }
+    bool has_out = false;
+    for (const auto &o : k.operands) {
+      if (!names.insert(o.name).second) error(o.loc, "duplicate name '" + o.name + "'");
+      operand(o);
+      has_out |= o.role == Role::out;
+    }
+    if (!has_out) error(k.loc, "kernel '" + k.name + "' has no 'out' operand");
+    std::set<std::string> aliased_in, aliased_out;
+    for (const auto &a : k.aliases) alias(k, a, aliased_in, aliased_out);
+    if (k.body_loc.line == 0 && k.body.empty()) error(k.loc, "kernel '" + k.name + "' has no body");
+    std::set<std::string> scope = params;
+    kernel_block(k.body, scope, 0);
+  }
+
+  void operand(const Operand &o) {
+    std::string what = "operand '" + o.name + "'";
+    if (o.shape.empty() && o.role != Role::scratch) {
+      // A rank-0 array is allowed (a scalar); nothing to check.
+    }
+    for (const auto &e : o.shape) {
+      check_int_expr(e, params, "the shape of " + what);
+      check_positive(e, "an array extent of " + what);
+    }
+    if (o.role == Role::scratch) {
+      if (o.block_shape) error(o.loc, "scratch '" + o.name + "' has no block (it is allocated whole)");
+      if (o.index_map) error(o.loc, "scratch '" + o.name + "' has no index map");
+      if (o.pipeline_mode.buffer_count) error(o.loc, "scratch '" + o.name + "' is not buffered");
+      return;
+    }
+    if (o.memory_space == MemorySpace::any || o.memory_space == MemorySpace::hbm) {
+      if (o.block_shape || o.index_map)
+        error(o.loc, what + " has memory_space=" + to_string(o.memory_space) +
+                         ": it gets no window, so it takes no block or index");
+    }
+    if (o.block_shape) {
+      if (o.block_shape->size() != o.shape.size())
+        error(o.loc, "the block of " + what + " has rank " + std::to_string(o.block_shape->size()) +
+                         " but the array has rank " + std::to_string(o.shape.size()));
+      for (const auto &b : *o.block_shape)
+        if (b) {
+          check_int_expr(*b, params, "the block of " + what);
+          check_positive(*b, "a block extent of " + what);
+        }
+    }
+    if (o.index_map) {
+      const auto &m = *o.index_map;
+      if (m.params.size() != grid_rank_)
+        error(o.loc, "the index map of " + what + " takes " + std::to_string(m.params.size()) +
+                         " grid indices but the grid has rank " + std::to_string(grid_rank_));
+      std::set<std::string> scope = params;
+      std::set<std::string> seen;
+      for (const auto &p : m.params) {
+        if (!seen.insert(p).second) error(o.loc, "duplicate index variable '" + p + "' in the index map of " + what);
+        if (params.count(p)) error(o.loc, "index variable '" + p + "' shadows a param");
+        scope.insert(p);
+      }
+      if (m.results.size() != o.shape.size())
+        error(o.loc, "the index map of " + what + " returns " + std::to_string(m.results.size()) +
+                         " block indices but the array has rank " + std::to_string(o.shape.size()));
+      for (const auto &r : m.results) check_int_expr(r, scope, "the index map of " + what);
+    }
+    if (o.pipeline_mode.buffer_count) {
+      check_int_expr(*o.pipeline_mode.buffer_count, params, "'buffered'");
+      check_positive(*o.pipeline_mode.buffer_count, "the buffer count of " + what);
+    }
+    if (o.pipeline_mode.lookahead && o.role != Role::in)
+      error(o.loc, "lookahead applies to inputs only ('" + o.name + "' is an output)");
+  }
+
+  void alias(const KernelSpec &k, const Alias &a, std::set<std::string> &ins, std::set<std::string> &outs) {
+    const Operand *i = k.operand(a.input);
+    const Operand *o = k.operand(a.output);
+    if (!i) error(a.loc, "unknown input '" + a.input + "' in alias");
+    else if (i->role != Role::in) error(a.loc, "'" + a.input + "' is not an input");
+    if (!o) error(a.loc, "unknown output '" + a.output + "' in alias");
+    else if (o->role != Role::out) error(a.loc, "'" + a.output + "' is not an output");
+    if (i && o && i->role == Role::in && o->role == Role::out) {
+      if (i->dtype != o->dtype)
+        error(a.loc, std::string("aliased operands differ in dtype: ") + to_string(i->dtype) + " vs " + to_string(o->dtype));
+      bool same = i->shape.size() == o->shape.size();
+      for (std::size_t d = 0; same && d < i->shape.size(); ++d) {
+        auto x = eval_int(i->shape[d], env), y = eval_int(o->shape[d], env);
+        same = (x && y) ? *x == *y : i->shape[d] == o->shape[d];
+      }
+      if (!same) error(a.loc, "aliased operands '" + a.input + "' and '" + a.output + "' differ in shape");
+    }
+    if (!ins.insert(a.input).second) error(a.loc, "input '" + a.input + "' is aliased twice");
+    if (!outs.insert(a.output).second) error(a.loc, "output '" + a.output + "' is aliased twice");
+  }
+
+  void kernel_block(const Block &b, std::set<std::string> &scope, int depth) {
+    for (const auto &s : b) kernel_stmt(s, scope, depth);
+  }
+
+  void kernel_stmt(const Stmt &s, std::set<std::string> &scope, int depth) {
+    if (auto *a = std::get_if<Assign>(&s.kind)) {
+      kernel_ref(a->target, scope, true);
+      kernel_expr(a->value, scope);
+    } else if (auto *l = std::get_if<Let>(&s.kind)) {
+      kernel_expr(l->value, scope);
+      if (k_->operand(l->name) || params.count(l->name))
+        error(s.loc, "'" + l->name + "' is an operand or param; store into a block with '" + l->name + "[...] = ...'");
+      scope.insert(l->name);
+    } else if (auto *f = std::get_if<If>(&s.kind)) {
+      kernel_expr(f->cond, scope);
+      std::set<std::string> inner = scope;
+      kernel_block(f->then_body, inner, depth + 1);
+      std::set<std::string> inner2 = scope;
+      kernel_block(f->else_body, inner2, depth + 1);
+    } else if (auto *f = std::get_if<For>(&s.kind)) {
+      check_int_expr(f->lo, scope, "a loop bound");
+      check_int_expr(f->hi, scope, "a loop bound");
+      std::set<std::string> inner = scope;
+      inner.insert(f->var);
+      kernel_block(f->body, inner, depth + 1);
+    } else if (auto *c = std::get_if<Copy>(&s.kind)) {
+      for (const Expr *r : {&c->src, &c->dst})
+        if (r->op != Op::None) kernel_ref(*r, scope, false);
+    } else {
+      error(s.loc, "wgmma statements belong in pipelines; kernel bodies use dot()");
+    }
+  }
+
+  void kernel_ref(const Expr &r, const std::set<std::string> &scope, bool store) {
+    const Operand *o = k_->operand(r.name);
+    if (!o) {
+      if (scope.count(r.name))
+        error(r.loc, std::string(store ? "cannot store into '" : "cannot index '") + r.name +
+                         "': it is not a buffer");
+      else
+        error(r.loc, "unknown operand '" + r.name + "'");
+      return;
+    }
+    std::size_t rank = 0;
+    if (o->role == Role::scratch || !o->block_shape) {
+      rank = o->shape.size();
+    } else {
+      for (const auto &b : *o->block_shape) rank += b ? 1 : 0;
+    }
+    std::size_t n = 0;
+    bool ellipsis = false;
+    for (const auto &s : r.args) {
+      if (s.op == Op::Ellipsis) {
+        if (ellipsis) error(s.loc, "more than one '...' in a subscript");
+        ellipsis = true;
+        continue;
+      }
+      ++n;
+      if (s.op == Op::Slice) {
+        for (const auto &b : s.args)
+          if (b.op != Op::None) check_int_expr(b, scope, "a slice bound");
+      } else {
+        check_int_expr(s, scope, "a subscript");
+      }
+    }
+    if (n > rank)
+      error(r.loc, "'" + r.name + "' has " + std::to_string(n) + " subscripts but its block has rank " +
+                       std::to_string(rank));
+  }
+
+  void kernel_expr(const Expr &e, const std::set<std::string> &scope) {
+    switch (e.op) {
+    case Op::Ref: kernel_ref(e, scope, false); return;
+    case Op::Name:
+      if (k_->operand(e.name)) error(e.loc, "load the block with '" + e.name + "[...]'");
+      else if (!scope.count(e.name)) error(e.loc, "unknown name '" + e.name + "'");
+      return;
+    case Op::Ellipsis: case Op::Slice: case Op::None:
+      error(e.loc, "'" + print(e) + "' is only allowed inside a subscript");
+      return;
+    case Op::Call: call(e, scope, [&](const Expr &a) { kernel_expr(a, scope); });
+      return;
+    default:
+      for (const auto &a : e.args) kernel_expr(a, scope);
+    }
+  }
+
+  template <class F> void call(const Expr &e, const std::set<std::string> &scope, F &&sub) {
+    if (!check_call_arity(e)) return;
+    if (e.name == "program_id" || e.name == "num_programs") {
+      auto a = eval_int(e.args[0], {});
+      if (!a) error(e.args[0].loc, e.name + " takes a constant grid axis");
+      else if (*a < 0 || static_cast<std::size_t>(*a) >= grid_rank_)
+        error(e.args[0].loc, e.name + "(" + std::to_string(*a) + ") names no axis of a grid of rank " +
+                                 std::to_string(grid_rank_));
+      return;
+    }
+    if (e.name == "cast") {
+      sub(e.args[0]);
+      if (e.args[1].op != Op::Name || !parse_dtype(e.args[1].name))
+        error(e.args[1].loc, "the second argument of cast is a dtype (f32, bf16, ...)");
+      return;
+    }
+    if (const Expr *ax = e.kwarg("axis")) {
+      if (!eval_int(*ax, {})) error(ax->loc, "axis must be a constant integer");
+    }
+    (void)scope;
+    for (std::size_t i = 0; i < e.num_positional(); ++i) sub(e.args[i]);
+  }
+
+  // ------------------------------------------------------------- programs
+  const Program *p_ = nullptr;
+  Env prog_env_;
+
+  void program(const Program &p) {
+    p_ = &p;
+    std::set<std::string> names;
+    check_params(p.params, names);
+    for (const auto &b : p.buffers) {
+      if (!names.insert(b.name).second) error(b.loc, "duplicate name '" + b.name + "'");
+      for (const auto &e : b.shape) {
+        check_int_expr(e, params, "the shape of '" + b.name + "'");
+        check_positive(e, "an extent of '" + b.name + "'");
+      }
+      if (b.slots) {
+        if (b.kind == BufferKind::hbm) error(b.loc, "an HBM array has no slots");
+        check_int_expr(*b.slots, params, "the slot count of '" + b.name + "'");
+        check_positive(*b.slots, "the slot count of '" + b.name + "'");
+      }
+    }
+    std::set<std::string> scope = params;
+    program_block(p.body, scope);
+  }
+
+  void program_block(const Block &b, std::set<std::string> &scope) {
+    for (const auto &s : b) program_stmt(s, scope);
+  }
+
+  enum class Want { any, hbm, onchip, acc };
+
+  // Checks a buffer reference; returns the region's rank and extents when known.
+  struct Region {
+    bool ok = false;
+    DType dtype = DType::f32;
+    std::vector<std::optional<std::int64_t>> extents;
+  };
+
+  Region program_ref(const Expr &r, const std::set<std::string> &scope, Want want, const std::string &role) {
+    Region reg;
+    if (r.op != Op::Ref && r.op != Op::Name) {
+      error(r.loc, role + " must be a buffer reference");
+      return reg;
+    }
+    const Buffer *b = p_->buffer(r.name);
+    if (!b) {
+      if (scope.count(r.name)) error(r.loc, "'" + r.name + "' is not a buffer");
+      else error(r.loc, "unknown buffer '" + r.name + "'");
+      return reg;
+    }
+    if (want == Want::hbm && b->kind != BufferKind::hbm)
+      error(r.loc, role + " must be an HBM array, but '" + r.name + "' is " + to_string(b->kind));
+    if (want == Want::onchip && (b->kind == BufferKind::hbm || b->kind == BufferKind::acc))
+      error(r.loc, role + " must be an sram or smem buffer, but '" + r.name + "' is " + to_string(b->kind));
+    if (want == Want::acc && b->kind != BufferKind::acc)
+      error(r.loc, role + " must be an acc buffer, but '" + r.name + "' is " + to_string(b->kind));
+    std::size_t first = 0;
+    if (b->slots) {
+      if (r.op == Op::Name || r.args.empty()) {
+        error(r.loc, "'" + r.name + "' is a ring of slots; name a slot: " + r.name + "[s]");
+        return reg;
+      }
+      const Expr &slot = r.args[0];
+      if (slot.op == Op::Slice || slot.op == Op::Ellipsis) {
+        error(slot.loc, "the first subscript of '" + r.name + "' is its slot index");
+      } else {
+        check_int_expr(slot, scope, "a slot index");
+        auto sv = eval_int(slot, env);
+        auto n = eval_int(*b->slots, env);
+        if (sv && n && (*sv < 0 || *sv >= *n))
+          error(slot.loc, "slot " + std::to_string(*sv) + " is outside '" + r.name + "' (" + std::to_string(*n) +
+                              " slots)");
+      }
+      first = 1;
+    } else if (b->kind != BufferKind::hbm && r.op == Op::Ref) {
+      for (const auto &s : r.args)
+        if (s.op != Op::Slice && s.op != Op::Ellipsis) {
+          error(s.loc, "'" + r.name + "' has no slots, so it takes no slot index (declare a ring: " +
+                              to_string(b->kind) + " " + r.name + "[2]: ...)");
+          return reg;
+        }
+    }
+    // Remaining subscripts index or slice the buffer's dims.
+    reg.dtype = b->dtype;
+    std::size_t dim = 0;
+    bool ellipsis = false;
+    std::size_t explicit_dims = 0;
+    for (std::size_t i = first; i < r.args.size(); ++i) explicit_dims += r.args[i].op != Op::Ellipsis;
+    if (explicit_dims > b->shape.size()) {
+      error(r.loc, "'" + r.name + "' has rank " + std::to_string(b->shape.size()) + " but " +
+                       std::to_string(explicit_dims) + " subscripts");
+      return reg;
+    }
+    for (std::size_t i = first; i < r.args.size(); ++i) {
+      const Expr &s = r.args[i];
+      if (s.op == Op::Ellipsis) {
+        if (ellipsis) error(s.loc, "more than one '...' in a subscript");
+        ellipsis = true;
+        std::size_t keep = b->shape.size() - explicit_dims;
+        for (std::size_t k = 0; k < keep; ++k, ++dim) reg.extents.push_back(eval_int(b->shape[dim], env));
+        continue;
+      }
+      if (s.op == Op::Slice) {
+        std::optional<std::int64_t> lo = 0, hi = eval_int(b->shape[dim], env);
+        if (s.args[0].op != Op::None) {
+          check_int_expr(s.args[0], scope, "a slice bound");
+          lo = eval_int(s.args[0], env);
+        }
+        if (s.args[1].op != Op::None) {
+          check_int_expr(s.args[1], scope, "a slice bound");
+          hi = eval_int(s.args[1], env);
+        }
+        reg.extents.push_back(lo && hi ? std::optional<std::int64_t>(*hi - *lo) : slice_extent(s));
+      } else {
+        check_int_expr(s, scope, "a subscript");
+      }
+      ++dim;
+    }
+    for (; dim < b->shape.size(); ++dim) reg.extents.push_back(eval_int(b->shape[dim], env));
+    reg.ok = true;
+    return reg;
+  }
+
+  // hi - lo when it simplifies to a constant (`128*i : 128*i + 128`).
+  static std::optional<std::int64_t> slice_extent(const Expr &s) {
+    const Expr &lo = s.args[0], &hi = s.args[1];
+    if (hi.op == Op::Add && hi.args[0] == lo) return eval_int(hi.args[1], {});
+    if (hi.op == Op::Add && hi.args[1] == lo) return eval_int(hi.args[0], {});
+    return std::nullopt;
+  }
+
+  void same_region(const Region &a, const Region &b, Loc l) {
+    if (!a.ok || !b.ok) return;
+    if (a.dtype != b.dtype) {
+      error(l, std::string("copy between different dtypes: ") + to_string(a.dtype) + " and " + to_string(b.dtype));
+      return;
+    }
+    auto shape = [](const Region &r) {
+      std::string s = "[";
+      for (std::size_t i = 0; i < r.extents.size(); ++i)
+        s += (i ? ", " : "") + (r.extents[i] ? std::to_string(*r.extents[i]) : std::string("?"));
+      return s + "]";
+    };
+    bool mismatch = a.extents.size() != b.extents.size();
+    for (std::size_t i = 0; !mismatch && i < a.extents.size(); ++i)
+      mismatch = a.extents[i] && b.extents[i] && *a.extents[i] != *b.extents[i];
+    if (mismatch) error(l, "copy between different shapes: " + shape(a) + " and " + shape(b));
+  }
+
+  void program_stmt(const Stmt &s, std::set<std::string> &scope) {
+    if (auto *a = std::get_if<Assign>(&s.kind)) {
+      const Buffer *b = p_->buffer(a->target.name);
+      if (!b) {
+        if (scope.count(a->target.name)) error(a->target.loc, "cannot store into '" + a->target.name + "': it is not a buffer");
+        else error(a->target.loc, "unknown buffer '" + a->target.name + "'");
+      } else if (b->kind == BufferKind::hbm) {
+        error(a->target.loc, "cannot store into HBM array '" + b->name + "' directly; copy a buffer out with copy_out_start");
+      } else {
+        program_ref(a->target, scope, Want::any, "the store target");
+      }
+      program_expr(a->value, scope);
+    } else if (auto *l = std::get_if<Let>(&s.kind)) {
+      program_expr(l->value, scope);
+      if (p_->buffer(l->name)) error(s.loc, "cannot rebind buffer '" + l->name + "'; store into it with '" + l->name + "[...] = ...'");
+      else if (params.count(l->name)) error(s.loc, "cannot rebind param '" + l->name + "'");
+      scope.insert(l->name);
+    } else if (auto *f = std::get_if<If>(&s.kind)) {
+      if (f->is_when) error(s.loc, "'when' belongs in kernel bodies; pipelines use 'if'");
+      check_int_expr(f->cond, scope, "a condition");
+      std::set<std::string> a = scope, b = scope;
+      program_block(f->then_body, a);
+      program_block(f->else_body, b);
+    } else if (auto *f = std::get_if<For>(&s.kind)) {
+      check_int_expr(f->lo, scope, "a loop bound");
+      check_int_expr(f->hi, scope, "a loop bound");
+      if (p_->buffer(f->var) || params.count(f->var)) error(s.loc, "loop variable '" + f->var + "' shadows a buffer or param");
+      std::set<std::string> inner = scope;
+      inner.insert(f->var);
+      program_block(f->body, inner);
+    } else if (auto *c = std::get_if<Copy>(&s.kind)) {
+      switch (c->kind) {
+      case CopyKind::in_start: {
+        Region a = program_ref(c->src, scope, Want::hbm, "the source of copy_in_start");
+        Region b = program_ref(c->dst, scope, Want::onchip, "the destination of copy_in_start");
+        same_region(a, b, s.loc);
+        break;
+      }
+      case CopyKind::out_start: {
+        Region a = program_ref(c->src, scope, Want::onchip, "the source of copy_out_start");
+        Region b = program_ref(c->dst, scope, Want::hbm, "the destination of copy_out_start");
+        same_region(a, b, s.loc);
+        break;
+      }
+      case CopyKind::in_wait: program_ref(c->dst, scope, Want::onchip, "the slot of copy_in_wait"); break;
+      case CopyKind::out_wait: program_ref(c->src, scope, Want::onchip, "the slot of copy_out_wait"); break;
+      }
+    } else if (auto *w = std::get_if<Wgmma>(&s.kind)) {
+      program_ref(w->acc, scope, Want::acc, "the accumulator of wgmma");
+      program_ref(w->a, scope, Want::onchip, "the first operand of wgmma");
+      program_ref(w->b, scope, Want::onchip, "the second operand of wgmma");
+    } else if (auto *w = std::get_if<WgmmaWait>(&s.kind)) {
+      check_int_expr(w->n, scope, "wgmma_wait");
+      if (auto v = eval_int(w->n, env); v && *v < 0) error(w->n.loc, "wgmma_wait takes a count >= 0");
+    }
+  }
+
+  void program_expr(const Expr &e, const std::set<std::string> &scope) {
+    switch (e.op) {
+    case Op::Ref: program_ref(e, scope, Want::any, "a reference"); return;
+    case Op::Name:
+      if (const Buffer *b = p_->buffer(e.name)) {
+        if (b->slots) error(e.loc, "'" + e.name + "' is a ring of slots; name a slot: " + e.name + "[s]");
+      } else if (!scope.count(e.name)) {
+        error(e.loc, "unknown name '" + e.name + "'");
+      }
+      return;
+    case Op::Ellipsis: case Op::Slice: case Op::None:
+      error(e.loc, "'" + print(e) + "' is only allowed inside a subscript");
+      return;
+    case Op::Call:
+      if (e.name == "program_id" || e.name == "num_programs") {
+        error(e.loc, e.name + " belongs in kernel bodies");
+        return;
+      }
+      call(e, scope, [&](const Expr &a) { program_expr(a, scope); });
+      return;
+    default:
+      for (const auto &a : e.args) program_expr(a, scope);
+    }
+  }
+};
+
+}  // namespace
+
+std::vector<Diagnostic> validate(const KernelSpec &k) {
+  Validator v;
+  v.kernel(k);
+  return v.errs;
+}
+
+std::vector<Diagnostic> validate(const Program &p) {
+  Validator v;
+  v.program(p);
+  return v.errs;
+}
+
+std::vector<Diagnostic> validate(const File &f) {
+  std::vector<Diagnostic> errs;
+  std::set<std::string> names;
+  for (const auto &u : f.units) {
+    if (!names.insert(unit_name(u)).second)
+      errs.push_back(Diagnostic{Severity::error, unit_loc(u), "duplicate unit name '" + unit_name(u) + "'", {}});
+    auto e = std::visit([](const auto &x) { return validate(x); }, u);
+    errs.insert(errs.end(), e.begin(), e.end());
+  }
+  return errs;
+}
+
+}  // namespace pipecheck::spec

@@ -1,0 +1,34 @@
+#pragma once
+/// The verifier's entry point: one verdict per kernel or pipeline.
+
+#include "spec/eval.hpp"
+#include "spec/ir.hpp"
+#include "verifier/verdict.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipecheck::verifier {
+
+struct CheckOptions {
+  std::optional<std::string> target;  ///< --target: overrides a spec's `target =`
+  spec::Env overrides;                ///< --set NAME=VALUE
+  unsigned timeout_ms = 10000;        ///< per solver query
+  std::int64_t n_max = 8;             ///< concrete trip counts checked on the HB graph
+};
+
+/// Checks one validated kernel spec.
+Verdict check(const spec::KernelSpec &, const CheckOptions &);
+/// Checks one validated pipeline.
+Verdict check(const spec::Program &, const CheckOptions &);
+Verdict check(const std::variant<spec::KernelSpec, spec::Program> &, const CheckOptions &);
+
+/// The rule ids this build decides (the corpus test reports expectations of
+/// other rules as pending).
+std::vector<std::string> implemented_rules();
+
+/// Every rule id of DESIGN.md's catalog.
+const std::vector<std::string> &all_rules();
+
+}  // namespace pipecheck::verifier

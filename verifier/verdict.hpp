@@ -1,0 +1,63 @@
+#pragma once
+/// Verdicts and findings: what every checker returns. A verdict carries its
+/// reason; `unknown` is never a pass.
+
+#include "spec/diag.hpp"
+#include "spec/ir.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace pipecheck::verifier {
+
+enum class Status { verified, violation, unknown };
+const char *to_string(Status);
+
+/// One named value of a witness: `"revisit": [1, 0, 0]`, `"N": 3`, `"operand": "o"`.
+struct WitnessItem {
+  std::string key;
+  std::variant<std::int64_t, std::vector<std::int64_t>, std::string> value;
+  friend bool operator==(const WitnessItem &, const WitnessItem &) = default;
+};
+
+/// One event of a counterexample trace (pipelines): a numbered statement
+/// instance with its loop iteration and slot.
+struct TraceEvent {
+  int index = 0;                 ///< 1-based position in the trace
+  std::string statement;         ///< the statement as printed, e.g. "copy_in_start(A[1], X[1])"
+  spec::Loc loc;
+  std::vector<std::int64_t> iterations;  ///< enclosing loop variables' values, outermost first
+  std::optional<std::int64_t> slot;
+  friend bool operator==(const TraceEvent &, const TraceEvent &) = default;
+};
+
+struct Witness {
+  std::vector<WitnessItem> items;
+  std::vector<TraceEvent> trace;
+  friend bool operator==(const Witness &, const Witness &) = default;
+};
+
+/// A rule violation, anchored at a source location, with a concrete witness.
+struct Finding {
+  std::string rule;  ///< stable rule id, e.g. "reduction-not-last-axis"
+  spec::Severity severity = spec::Severity::error;
+  spec::Loc loc;
+  std::string message;
+  Witness witness;
+  /// Located explanations printed as `note:` lines (witness in words).
+  std::vector<spec::Diagnostic> notes;
+};
+
+/// The result of checking one kernel or pipeline.
+struct Verdict {
+  Status status = Status::unknown;
+  std::vector<Finding> findings;   ///< non-empty exactly when status == violation
+  std::string reason;              ///< why unknown (or what was proven, for verified)
+  double seconds = 0;
+  std::optional<std::int64_t> sram_bytes;  ///< a kernel's SRAM footprint (lower bound)
+};
+
+}  // namespace pipecheck::verifier
