@@ -279,10 +279,11 @@ private:
       }
     } else if (is_punct(">=")) {
       advance();
-      p.lo = expr();
+      // Bounds are arithmetic: `param N >= 1 <= 64` is not a comparison chain.
+      p.lo = arith();
       if (is_punct("<=")) {
         advance();
-        p.hi = expr();
+        p.hi = arith();
       }
     } else {
       expected("'=' or '>=' after the parameter name");

@@ -220,8 +220,13 @@ void emit_param(std::ostream &os, const Param &p) {
       os << "}";
     }
   } else {
-    os << " >= " << print(p.lo ? *p.lo : Expr::integer(0));
-    if (p.hi) os << " <= " << print(*p.hi);
+    // Bounds are read as arithmetic, so a comparison inside one needs parentheses.
+    os << " >= ";
+    emit_at(os, p.lo ? *p.lo : Expr::integer(0), 5);
+    if (p.hi) {
+      os << " <= ";
+      emit_at(os, *p.hi, 5);
+    }
   }
   end_line(os, p.comments);
 }

@@ -1,0 +1,538 @@
+#include "spec/lower.hpp"
+
+#include "spec/print.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <deque>
+#include <map>
+#include <set>
+
+namespace pipecheck::spec {
+
+namespace {
+
+constexpr std::int64_t kMaxSteps = 1 << 16;
+
+struct Fail {
+  Loc loc;
+  std::string message;
+};
+
+/// One kernel operand as the emitter sees it.
+struct Opnd {
+  const Operand *op = nullptr;
+  std::vector<std::int64_t> shape;
+  std::vector<std::optional<std::int64_t>> block;  // nullopt: squeezed
+  std::int64_t buffers = 2;
+  bool windowed = true;  // false: memory_space=any/hbm (the body copies by hand)
+  std::string hbm, window;
+  std::vector<std::vector<std::int64_t>> blk;  // block index per step
+  bool acc = false;  // GPU scratch used as a wgmma accumulator
+};
+
+std::int64_t ev(const Expr &e, const Env &env) {
+  auto v = eval_int(e, env);
+  if (!v) throw Fail{e.loc, "cannot evaluate '" + print(e) + "' (every param must be bound)"};
+  return *v;
+}
+
+Stmt mk(std::variant<Assign, Let, If, For, Copy, Wgmma, WgmmaWait> k, Loc l) {
+  Stmt s;
+  s.kind = std::move(k);
+  s.loc = l;
+  return s;
+}
+
+class Emitter {
+public:
+  Emitter(const KernelSpec &k, const LowerOptions &o) : k_(k), o_(o) {}
+
+  Lowered run() {
+    env_ = param_env(k_.params, o_.overrides);
+    for (auto &p : k_.params)
+      if (!env_.count(p.name)) throw Fail{p.loc, "param '" + p.name + "' has no value: bind it with --set"};
+    std::string target = o_.target.value_or("");
+    if (!o_.target)
+      if (auto *s = k_.setting("target"); s && s->value.op == Op::Name) target = s->value.name;
+    gpu_ = target.rfind("h100", 0) == 0 || target.rfind("h200", 0) == 0;
+    if (k_.grid)
+      for (auto &g : *k_.grid) grid_.push_back(ev(g, env_));
+    steps_ = 1;
+    for (auto g : grid_) {
+      if (g < 0) throw Fail{k_.grid_loc, "negative grid extent"};
+      steps_ *= g;
+      if (steps_ > kMaxSteps) throw Fail{k_.grid_loc, "grid too large to lower (more than 65536 steps)"};
+    }
+    for (std::int64_t s = 0; s < steps_; ++s) {
+      std::vector<std::int64_t> c(grid_.size());
+      std::int64_t r = s;
+      for (std::size_t a = grid_.size(); a-- > 0;) {
+        c[a] = r % grid_[a];
+        r /= grid_[a];
+      }
+      coords_.push_back(c);
+    }
+    setup_operands();
+    declare_buffers();
+    if (gpu_) emit_gpu();
+    else emit_tpu();
+    Lowered out;
+    out.program = std::move(prog_);
+    for (auto &x : ops_) out.bindings.push_back({x.op->name, x.op->role, x.hbm, x.window});
+    return out;
+  }
+
+private:
+  void setup_operands() {
+    std::map<std::string, std::string> alias_of;  // output -> input
+    for (auto &a : k_.aliases) alias_of[a.output] = a.input;
+    for (auto &o : k_.operands) {
+      Opnd x;
+      x.op = &o;
+      for (auto &e : o.shape) x.shape.push_back(ev(e, env_));
+      if (o.block_shape) {
+        if (o.block_shape->size() != x.shape.size()) throw Fail{o.loc, "block rank differs from the array's"};
+        for (auto &b : *o.block_shape) x.block.push_back(b ? std::optional(ev(*b, env_)) : std::nullopt);
+      } else {
+        for (auto v : x.shape) x.block.push_back(v);
+      }
+      if (o.role == Role::scratch) {
+        x.windowed = false;
+        x.window = o.name;
+        ops_.push_back(x);
+        continue;
+      }
+      x.windowed = o.memory_space == MemorySpace::vmem || o.memory_space == MemorySpace::smem;
+      x.hbm = alias_of.count(o.name) ? alias_of[o.name] : o.name;
+      if (x.windowed) x.window = o.name + (gpu_ ? "_smem" : "_vmem");
+      for (std::int64_t s = 0; s < steps_; ++s) {
+        Env e = env_;
+        std::vector<std::int64_t> b;
+        if (o.index_map) {
+          if (o.index_map->params.size() != grid_.size())
+            throw Fail{o.loc, "index map takes " + std::to_string(o.index_map->params.size()) +
+                                  " grid indices, the grid has " + std::to_string(grid_.size())};
+          for (std::size_t a = 0; a < grid_.size(); ++a) e[o.index_map->params[a]] = coords_[s][a];
+          for (auto &r : o.index_map->results) b.push_back(ev(r, e));
+          if (b.size() != x.shape.size()) throw Fail{o.loc, "index map rank differs from the array's"};
+        } else {
+          b.assign(x.shape.size(), 0);
+        }
+        x.blk.push_back(b);
+      }
+      if (o.pipeline_mode.buffer_count) x.buffers = ev(*o.pipeline_mode.buffer_count, env_);
+      else if (!gpu_) {
+        // A trivial window (the whole array, never moving) is single-buffered.
+        bool trivial = true;
+        for (std::size_t d = 0; d < x.shape.size(); ++d)
+          if (!x.block[d] || *x.block[d] != x.shape[d]) trivial = false;
+        for (auto &b : x.blk)
+          for (auto v : b)
+            if (v != 0) trivial = false;
+        if (trivial) x.buffers = 1;
+      }
+      if (o.pipeline_mode.revisit == Revisit::any && o.role == Role::out) x.buffers = 1;
+      if (x.buffers < 1) throw Fail{o.loc, "buffer_count must be at least 1"};
+      if (gpu_) {
+        std::int64_t m = 1;
+        if (auto *s = k_.setting("max_concurrent_steps")) m = ev(s->value, env_);
+        x.buffers = std::max<std::int64_t>(1, std::min(m, std::max<std::int64_t>(steps_, 1)));
+      }
+      ops_.push_back(x);
+    }
+    if (gpu_) mark_accumulators(k_.body);
+  }
+
+  void mark_accumulators(const Block &b) {
+    for (auto &s : b) {
+      if (auto *a = std::get_if<Assign>(&s.kind)) {
+        if (a->accumulate && a->value.op == Op::Call && a->value.name == "dot" && a->target.op == Op::Ref)
+          for (auto &x : ops_)
+            if (x.op->role == Role::scratch && x.op->name == a->target.name) x.acc = true;
+      } else if (auto *i = std::get_if<If>(&s.kind)) {
+        mark_accumulators(i->then_body);
+        mark_accumulators(i->else_body);
+      }
+    }
+  }
+
+  static std::vector<Expr> ints(const std::vector<std::int64_t> &v) {
+    std::vector<Expr> out;
+    for (auto x : v) out.push_back(Expr::integer(x));
+    return out;
+  }
+
+  void declare_buffers() {
+    prog_.name = k_.name;
+    prog_.loc = k_.loc;
+    std::set<std::string> hbm_done;
+    for (auto &x : ops_) {
+      if (x.op->role == Role::scratch) continue;
+      if (hbm_done.insert(x.hbm).second) {
+        Buffer b;
+        b.kind = BufferKind::hbm;
+        b.name = x.hbm;
+        b.dtype = x.op->dtype;
+        b.shape = ints(x.shape);
+        b.loc = x.op->loc;
+        prog_.buffers.push_back(b);
+      }
+    }
+    for (auto &x : ops_) {
+      Buffer b;
+      b.dtype = x.op->dtype;
+      b.loc = x.op->loc;
+      if (x.op->role == Role::scratch) {
+        b.kind = x.acc ? BufferKind::acc : (gpu_ ? BufferKind::smem : BufferKind::sram);
+        b.name = x.op->name;
+        b.shape = ints(x.shape);
+      } else if (x.windowed) {
+        b.kind = gpu_ ? BufferKind::smem : BufferKind::sram;
+        b.name = x.window;
+        b.slots = Expr::integer(x.buffers);
+        for (auto &d : x.block)
+          if (d) b.shape.push_back(Expr::integer(*d));
+      } else {
+        continue;
+      }
+      prog_.buffers.push_back(b);
+    }
+  }
+
+  // ------------------------------------------------------------ statements
+
+  bool changed(const Opnd &x, std::int64_t s) const { return s == 0 || x.blk[s] != x.blk[s - 1]; }
+
+  Expr region(const Opnd &x, std::int64_t s) const {
+    const auto &b = x.blk[s];
+    bool whole = true;
+    std::vector<Expr> subs;
+    for (std::size_t d = 0; d < x.shape.size(); ++d) {
+      if (!x.block[d]) {
+        subs.push_back(Expr::integer(b[d]));
+        whole = false;
+        continue;
+      }
+      std::int64_t lo = b[d] * *x.block[d], hi = std::min(lo + *x.block[d], x.shape[d]);
+      if (lo != 0 || hi != x.shape[d]) whole = false;
+      subs.push_back(Expr::binary(Op::Slice, Expr::integer(lo), Expr::integer(hi)));
+    }
+    if (whole) return Expr::var(x.hbm);
+    return Expr::ref(x.hbm, subs);
+  }
+
+  Expr slot(const Opnd &x, std::int64_t k) const { return Expr::ref(x.window, {Expr::integer(k)}); }
+
+  void copy(CopyKind kind, Expr src, Expr dst, Loc l) {
+    Copy c;
+    c.kind = kind;
+    c.src = std::move(src);
+    c.dst = std::move(dst);
+    out_->push_back(mk(c, l));
+  }
+  void in_start(const Opnd &x, std::int64_t s, std::int64_t k) {
+    copy(CopyKind::in_start, region(x, s), slot(x, k), x.op->loc);
+  }
+  void in_wait(const Opnd &x, std::int64_t k) {
+    copy(CopyKind::in_wait, Expr::leaf(Op::None), slot(x, k), x.op->loc);
+  }
+  void out_start(const Opnd &x, std::int64_t s, std::int64_t k) {
+    copy(CopyKind::out_start, slot(x, k), region(x, s), x.op->loc);
+  }
+  void out_wait(const Opnd &x, std::int64_t k) {
+    copy(CopyKind::out_wait, slot(x, k), Expr::leaf(Op::None), x.op->loc);
+  }
+
+  Opnd *find(const std::string &n) {
+    for (auto &x : ops_)
+      if (x.op->name == n) return &x;
+    return nullptr;
+  }
+
+  /// The body's expression at step s with every operand bound to its slot.
+  Expr rewrite(const Expr &e, std::int64_t s) {
+    if (e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs") && e.args.size() == 1) {
+      std::int64_t a = ev(e.args[0], env_);
+      if (a < 0 || a >= static_cast<std::int64_t>(grid_.size())) throw Fail{e.loc, "no grid axis " + std::to_string(a)};
+      return Expr::integer(e.name == "program_id" ? coords_[s][a] : grid_[a], e.loc);
+    }
+    if (e.op == Op::Name && env_.count(e.name) && !find(e.name)) return Expr::integer(env_.at(e.name), e.loc);
+    if (e.op == Op::Ref || e.op == Op::Name) {
+      if (Opnd *x = find(e.name)) {
+        std::vector<Expr> subs;
+        if (e.op == Op::Ref)
+          for (auto &a : e.args) subs.push_back(rewrite(a, s));
+        bool whole = subs.empty() || (subs.size() == 1 && subs[0].op == Op::Ellipsis);
+        if (x->op->role == Role::scratch) {
+          if (whole) return Expr::ref(x->op->name, {Expr::leaf(Op::Ellipsis)}, e.loc);
+          return Expr::ref(x->op->name, subs, e.loc);
+        }
+        if (!x->windowed) {
+          if (whole) return Expr::var(x->hbm, e.loc);
+          return Expr::ref(x->hbm, subs, e.loc);
+        }
+        std::vector<Expr> args{Expr::integer(cur_slot_.at(x->op->name))};
+        if (!whole)
+          for (auto &a : subs) args.push_back(a);
+        return Expr::ref(x->window, args, e.loc);
+      }
+    }
+    Expr out = e;
+    for (auto &a : out.args) a = rewrite(a, s);
+    if (out.op != Op::Ref && out.op != Op::Slice && out.op != Op::Call)
+      if (auto v = eval_int(out, {}); v && out.op != Op::Int && out.op != Op::Float && out.op != Op::Name)
+        return Expr::integer(*v, e.loc);
+    return out;
+  }
+
+  bool reads_acc(const Expr &e) {
+    if ((e.op == Op::Ref || e.op == Op::Name))
+      if (Opnd *x = find(e.name); x && x->acc) return true;
+    for (auto &a : e.args)
+      if (reads_acc(a)) return true;
+    return false;
+  }
+
+  void body(const Block &b, std::int64_t s) {
+    for (auto &st : b) {
+      if (auto *i = std::get_if<If>(&st.kind)) {
+        Expr c = rewrite(i->cond, s);
+        auto v = eval_int(c, {});
+        if (!v) throw Fail{st.loc, "cannot decide '" + print(i->cond) + "' at a grid point"};
+        body(*v ? i->then_body : i->else_body, s);
+        continue;
+      }
+      if (auto *a = std::get_if<Assign>(&st.kind)) {
+        Expr t = rewrite(a->target, s), v = rewrite(a->value, s);
+        if (gpu_ && a->accumulate && a->value.op == Op::Call && a->value.name == "dot" &&
+            a->value.num_positional() == 2 && find(a->target.name) && find(a->target.name)->acc) {
+          Wgmma w;
+          w.acc = Expr::var(a->target.name, a->target.loc);
+          w.a = v.args[0];
+          w.b = v.args[1];
+          out_->push_back(mk(w, st.loc));
+          out_->push_back(mk(WgmmaWait{Expr::integer(1)}, st.loc));
+          in_flight_ = true;
+          continue;
+        }
+        if (gpu_ && in_flight_ && (reads_acc(a->target) || reads_acc(a->value))) {
+          out_->push_back(mk(WgmmaWait{Expr::integer(0)}, st.loc));
+          in_flight_ = false;
+        }
+        Stmt n = st;
+        n.kind = Assign{t, a->accumulate, v};
+        n.comments = {};
+        out_->push_back(n);
+        continue;
+      }
+      if (auto *l = std::get_if<Let>(&st.kind)) {
+        if (gpu_ && in_flight_ && reads_acc(l->value)) {
+          out_->push_back(mk(WgmmaWait{Expr::integer(0)}, st.loc));
+          in_flight_ = false;
+        }
+        Stmt n = st;
+        n.kind = Let{l->name, rewrite(l->value, s)};
+        n.comments = {};
+        out_->push_back(n);
+        continue;
+      }
+      throw Fail{st.loc, "unsupported statement in a kernel body"};
+    }
+  }
+
+  // ------------------------------------------------------------------ TPU
+
+  /// emit_pipeline's Scheduler (pallas-facts.md section 1), one step at a time.
+  void emit_tpu() {
+    out_ = &prog_.body;
+    struct InState {
+      std::vector<std::int64_t> unit_start;  // first step of each unit
+      std::vector<std::int64_t> unit_of;     // unit of each step
+      std::int64_t issued = 0;
+    };
+    std::map<std::string, InState> ins;
+    std::map<std::string, std::int64_t> out_unit;
+    std::map<std::string, std::set<std::vector<std::int64_t>>> visited;
+    for (auto &x : ops_) {
+      if (!x.windowed || x.op->role != Role::in) continue;
+      InState st;
+      for (std::int64_t s = 0; s < steps_; ++s) {
+        if (changed(x, s)) st.unit_start.push_back(s);
+        st.unit_of.push_back(static_cast<std::int64_t>(st.unit_start.size()) - 1);
+      }
+      ins[x.op->name] = st;
+    }
+    auto issue = [&](Opnd &x, InState &st) {
+      std::int64_t u = st.issued++;
+      in_start(x, st.unit_start[u], u % x.buffers);
+    };
+    if (steps_ == 0) return;
+    // Prologue: the units of steps 0..B-2.
+    for (auto &x : ops_) {
+      if (!ins.count(x.op->name)) continue;
+      auto &st = ins[x.op->name];
+      for (std::int64_t t = 0; t <= x.buffers - 2 && t < steps_; ++t)
+        if (changed(x, t)) issue(x, st);
+    }
+    for (std::int64_t s = 0; s < steps_; ++s) {
+      // 1. copy_in: prefetch the block of step s + B - 1 (lookahead: every
+      //    unit up to B - 1 ahead of the current one).
+      for (auto &x : ops_) {
+        if (!ins.count(x.op->name)) continue;
+        auto &st = ins[x.op->name];
+        if (x.op->pipeline_mode.lookahead) {
+          std::int64_t limit = st.unit_of[s] + x.buffers - 1;
+          while (st.issued <= limit && st.issued < static_cast<std::int64_t>(st.unit_start.size()))
+            issue(x, st);
+        } else {
+          std::int64_t t = s + x.buffers - 1;
+          if (t < steps_ && t > x.buffers - 2 && changed(x, t)) issue(x, st);
+        }
+        // The slot must have been issued by now (B = 1 issues it just above).
+        assert(st.issued > st.unit_of[s]);
+      }
+      // 2. wait_in on a change.
+      for (auto &x : ops_) {
+        if (!ins.count(x.op->name)) continue;
+        auto &st = ins[x.op->name];
+        if (changed(x, s)) in_wait(x, st.unit_of[s] % x.buffers);
+        cur_slot_[x.op->name] = st.unit_of[s] % x.buffers;
+      }
+      // Outputs: the slot of the current unit; revisit=any copies a block
+      // visited before back in.
+      for (auto &x : ops_) {
+        if (!x.windowed || x.op->role != Role::out) continue;
+        if (changed(x, s) && s > 0) ++out_unit[x.op->name];
+        std::int64_t k = out_unit[x.op->name] % x.buffers;
+        cur_slot_[x.op->name] = k;
+        if (changed(x, s)) {
+          bool again = !visited[x.op->name].insert(x.blk[s]).second;
+          if (again && x.op->pipeline_mode.revisit == Revisit::any) {
+            copy(CopyKind::in_start, region(x, s), slot(x, k), x.op->loc);
+            copy(CopyKind::in_wait, Expr::leaf(Op::None), slot(x, k), x.op->loc);
+          }
+        }
+      }
+      // 3. the body.
+      body(k_.body, s);
+      // 4. copy_out when the next block differs or at the last step;
+      // 5. wait for the previous block's write-back on a change.
+      for (auto &x : ops_) {
+        if (!x.windowed || x.op->role != Role::out) continue;
+        std::int64_t u = out_unit[x.op->name];
+        if (s == steps_ - 1 || x.blk[s + 1] != x.blk[s]) {
+          out_start(x, s, u % x.buffers);
+          if (x.buffers == 1) out_wait(x, 0);
+        }
+        if (x.buffers > 1 && s > 0 && changed(x, s)) out_wait(x, (u - 1) % x.buffers);
+      }
+    }
+    // Epilogue: the final write-backs.
+    for (auto &x : ops_)
+      if (x.windowed && x.op->role == Role::out && x.buffers > 1)
+        out_wait(x, out_unit[x.op->name] % x.buffers);
+  }
+
+  // ------------------------------------------------------------------ GPU
+
+  /// Mosaic GPU's emit_pipeline (pallas-facts.md section 2).
+  void emit_gpu() {
+    out_ = &prog_.body;
+    if (steps_ == 0) return;
+    std::int64_t d = 0;
+    if (auto *s = k_.setting("delay_release")) d = ev(s->value, env_);
+    std::deque<std::pair<Opnd *, std::int64_t>> outs;  // in-flight copy-outs (operand, slot)
+    for (auto &x : ops_)
+      if (x.windowed && x.op->role == Role::in)
+        for (std::int64_t t = 0; t < x.buffers && t < steps_; ++t) in_start(x, t, t % x.buffers);
+    auto moves = [&](const Opnd &x) {
+      for (std::int64_t s = 1; s < steps_; ++s)
+        if (x.blk[s] != x.blk[0]) return true;
+      return false;
+    };
+    for (std::int64_t s = 0; s < steps_; ++s) {
+      for (auto &x : ops_) {
+        if (!x.windowed || x.op->role == Role::scratch) continue;
+        std::int64_t k = s % x.buffers;
+        cur_slot_[x.op->name] = k;
+        if (x.op->role == Role::in) in_wait(x, k);
+      }
+      // wait_smem_to_gmem(M - 1): the slot about to be written is free.
+      for (auto &x : ops_) {
+        if (!x.windowed || x.op->role != Role::out) continue;
+        std::int64_t limit = x.buffers - 1;
+        std::int64_t mine = 0;
+        for (auto &o : outs)
+          if (o.first == &x) ++mine;
+        while (mine > limit) {
+          for (auto it = outs.begin(); it != outs.end(); ++it)
+            if (it->first == &x) {
+              out_wait(x, it->second);
+              outs.erase(it);
+              break;
+            }
+          --mine;
+        }
+      }
+      body(k_.body, s);
+      for (auto &x : ops_) {
+        if (!x.windowed || x.op->role != Role::out || !moves(x)) continue;
+        if (changed(x, s) || s == steps_ - 1) {
+          if (in_flight_) {
+            out_->push_back(mk(WgmmaWait{Expr::integer(0)}, x.op->loc));
+            in_flight_ = false;
+          }
+          out_start(x, s, s % x.buffers);
+          outs.push_back({&x, s % x.buffers});
+        }
+      }
+      for (auto &x : ops_) {
+        if (!x.windowed || x.op->role != Role::in) continue;
+        std::int64_t fetch = s + x.buffers - d;
+        if (s >= d && fetch < steps_ && fetch >= x.buffers) in_start(x, fetch, fetch % x.buffers);
+      }
+    }
+    if (in_flight_) {
+      out_->push_back(mk(WgmmaWait{Expr::integer(0)}, k_.loc));
+      in_flight_ = false;
+    }
+    for (auto &x : ops_) {
+      if (!x.windowed || x.op->role != Role::out || moves(x)) continue;
+      std::int64_t k = (steps_ - 1) % x.buffers;
+      out_start(x, steps_ - 1, k);
+      outs.push_back({&x, k});
+    }
+    for (auto &o : outs) out_wait(*o.first, o.second);
+  }
+
+  const KernelSpec &k_;
+  const LowerOptions &o_;
+  Env env_;
+  bool gpu_ = false;
+  std::vector<std::int64_t> grid_;
+  std::int64_t steps_ = 1;
+  std::vector<std::vector<std::int64_t>> coords_;
+  std::vector<Opnd> ops_;
+  Program prog_;
+  Block *out_ = nullptr;
+  std::map<std::string, std::int64_t> cur_slot_;
+  bool in_flight_ = false;
+};
+
+}  // namespace
+
+std::optional<Lowered> lower(const KernelSpec &k, const LowerOptions &o, std::vector<Diagnostic> &errors) {
+  try {
+    Emitter e(k, o);
+    return e.run();
+  } catch (const Fail &f) {
+    Diagnostic d;
+    d.loc = f.loc.line ? f.loc : k.loc;
+    d.message = "cannot lower '" + k.name + "': " + f.message;
+    errors.push_back(d);
+    return std::nullopt;
+  }
+}
+
+}  // namespace pipecheck::spec

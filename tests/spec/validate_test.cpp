@@ -1,0 +1,380 @@
+// One test per diagnostic: each bad input gets its own located message.
+#include "spec/parse.hpp"
+#include "spec/validate.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace pipecheck::spec;
+
+namespace {
+
+struct Err {
+  int line = 0, col = 0;
+  std::string message;
+  std::string rendered;
+};
+
+Err first_error(const std::string &text) {
+  SourceFile src = SourceFile::from_string("bad.pk", text);
+  auto r = parse_and_validate(src);
+  if (r.file || r.errors.empty()) {
+    ADD_FAILURE() << "expected an error for:\n" << text;
+    return {};
+  }
+  const Diagnostic &d = r.errors.front();
+  return Err{d.loc.line, d.loc.col, d.message, render(src, d)};
+}
+
+const std::string kHead = "kernel k:\n    grid = (4,)\n";
+const std::string kBody = "    body:\n        o[...] = x[...]\n";
+
+}  // namespace
+
+// ------------------------------------------------------------------ syntax
+
+TEST(SyntaxError, RendersFileLineColumnTheLineAndACaret) {
+  Err e = first_error("kernel k:\n    grid = (4,\n    out o: f32[8]\n");
+  EXPECT_EQ(e.rendered.rfind("bad.pk:", 0), 0u);
+  EXPECT_NE(e.rendered.find(": error: "), std::string::npos);
+  EXPECT_NE(e.rendered.find("^"), std::string::npos);
+}
+
+TEST(SyntaxError, UnknownKernelItemIsNamed) {
+  Err e = first_error("kernel k:\n    grdi = (4,)\n");
+  EXPECT_EQ(e.line, 2);
+  EXPECT_EQ(e.col, 5);
+  EXPECT_NE(e.message.find("unknown kernel item 'grdi'"), std::string::npos);
+}
+
+TEST(SyntaxError, UnexpectedCharacterIsLocated) {
+  Err e = first_error("kernel k:\n    grid = (4 $ 2,)\n");
+  EXPECT_EQ(e.line, 2);
+  EXPECT_EQ(e.col, 15);
+  EXPECT_NE(e.message.find("unexpected character '$'"), std::string::npos);
+}
+
+TEST(SyntaxError, BinaryBytesAreReportedAsBytes) {
+  Err e = first_error(std::string("kernel k:\n    \x01\xff\n"));
+  EXPECT_EQ(e.line, 2);
+  EXPECT_NE(e.message.find("byte 0x01"), std::string::npos);
+}
+
+TEST(SyntaxError, MixedTabsAndSpacesInIndentation) {
+  Err e = first_error("kernel k:\n    out o: f32[8]\n\tbody:\n");
+  EXPECT_EQ(e.line, 3);
+  EXPECT_NE(e.message.find("inconsistent indentation"), std::string::npos);
+}
+
+TEST(SyntaxError, UnindentToAnUnknownLevel) {
+  Err e = first_error("kernel k:\n    out o: f32[8]\n    body:\n        o[...] = zeros\n      o[...] = zeros\n");
+  EXPECT_EQ(e.line, 5);
+  EXPECT_NE(e.message.find("unindent"), std::string::npos);
+}
+
+TEST(SyntaxError, UnclosedBracketAtEndOfFile) {
+  Err e = first_error("kernel k:\n    grid = (4,\n");
+  EXPECT_NE(e.message.find("end of file inside brackets"), std::string::npos);
+}
+
+TEST(SyntaxError, UnmatchedClosingBracket) {
+  Err e = first_error("kernel k:\n    grid = 4)\n");
+  EXPECT_NE(e.message.find("unmatched ')'"), std::string::npos);
+}
+
+TEST(SyntaxError, UnknownDtype) {
+  Err e = first_error("kernel k:\n    out o: f33[8]\n");
+  EXPECT_EQ(e.col, 12);
+  EXPECT_NE(e.message.find("unknown dtype 'f33'"), std::string::npos);
+}
+
+TEST(SyntaxError, UnknownDimensionSemantics) {
+  Err e = first_error("kernel k:\n    grid = (2,)\n    dimension_semantics = (paralel,)\n");
+  EXPECT_NE(e.message.find("unknown dimension semantics 'paralel'"), std::string::npos);
+}
+
+TEST(SyntaxError, UnknownOperandOption) {
+  Err e = first_error("kernel k:\n    out o: f32[8] blok=(8,)\n");
+  EXPECT_NE(e.message.find("unknown operand option 'blok'"), std::string::npos);
+}
+
+TEST(SyntaxError, DuplicateOperandOption) {
+  Err e = first_error("kernel k:\n    out o: f32[8] block=(8,) block=(8,)\n");
+  EXPECT_NE(e.message.find("duplicate option 'block'"), std::string::npos);
+}
+
+TEST(SyntaxError, KeywordUsedAsAName) {
+  Err e = first_error("kernel in:\n");
+  EXPECT_NE(e.message.find("'in' is a keyword"), std::string::npos);
+}
+
+TEST(SyntaxError, ElseWithoutIf) {
+  Err e = first_error("pipeline p:\n    else:\n        x = 1\n");
+  EXPECT_NE(e.message.find("'else' without a matching 'if'"), std::string::npos);
+}
+
+TEST(SyntaxError, ChainedComparison) {
+  Err e = first_error("pipeline p:\n    x = 1 < 2 < 3\n");
+  EXPECT_NE(e.message.find("chained comparisons"), std::string::npos);
+}
+
+TEST(SyntaxError, IntegerLiteralTooLarge) {
+  Err e = first_error("pipeline p:\n    x = 99999999999999999999\n");
+  EXPECT_NE(e.message.find("too large"), std::string::npos);
+}
+
+TEST(SyntaxError, ExpressionNestedTooDeeply) {
+  std::string deep = "pipeline p:\n    x = " + std::string(500, '(') + "1" + std::string(500, ')') + "\n";
+  Err e = first_error(deep);
+  EXPECT_NE(e.message.find("nested too deeply"), std::string::npos);
+}
+
+TEST(SyntaxError, BlocksNestedTooDeeply) {
+  std::string text = "pipeline p:\n    param N >= 1\n";
+  for (int d = 1; d <= 80; ++d) text += std::string(4 * d, ' ') + "if N > 0:\n";
+  text += std::string(4 * 81, ' ') + "x = 1\n";
+  Err e = first_error(text);
+  EXPECT_NE(e.message.find("nested too deeply"), std::string::npos);
+}
+
+TEST(SyntaxError, StoreIntoSomethingThatIsNotARef) {
+  Err e = first_error("pipeline p:\n    1 + 2 = 3\n");
+  EXPECT_EQ(e.line, 2);
+  EXPECT_NE(e.message.find("expected a statement"), std::string::npos);
+}
+
+// ------------------------------------------------------------ validation
+
+TEST(ValidationError, DuplicateOperandName) {
+  Err e = first_error(kHead + "    in x: f32[8]\n    out x: f32[8]\n" + kBody);
+  EXPECT_EQ(e.line, 4);
+  EXPECT_NE(e.message.find("duplicate name 'x'"), std::string::npos);
+}
+
+TEST(ValidationError, DuplicateUnitName) {
+  Err e = first_error("kernel k:\n    out o: f32[8]\n    body:\n        o[...] = zeros\n"
+                      "kernel k:\n    out o: f32[8]\n    body:\n        o[...] = zeros\n");
+  EXPECT_EQ(e.line, 5);
+  EXPECT_NE(e.message.find("duplicate unit name 'k'"), std::string::npos);
+}
+
+TEST(ValidationError, ParamUsedBeforeItIsDefined) {
+  Err e = first_error("kernel k:\n    param a = b * 2\n    param b = 4\n    out o: f32[8]\n    body:\n        o[...] = zeros\n");
+  EXPECT_EQ(e.line, 2);
+  EXPECT_EQ(e.col, 15);
+  EXPECT_NE(e.message.find("'b' is used in the value of param 'a' before it is defined"), std::string::npos);
+}
+
+TEST(ValidationError, EmptyParamRange) {
+  Err e = first_error("pipeline p:\n    param N >= 4 <= 2\n");
+  EXPECT_NE(e.message.find("empty range"), std::string::npos);
+}
+
+TEST(ValidationError, UnknownNameInShape) {
+  Err e = first_error(kHead + "    in x: f32[m]\n    out o: f32[8]\n" + kBody);
+  EXPECT_NE(e.message.find("unknown name 'm'"), std::string::npos);
+}
+
+TEST(ValidationError, NonPositiveGridExtent) {
+  Err e = first_error("kernel k:\n    grid = (4 - 4,)\n    out o: f32[8]\n    body:\n        o[...] = zeros\n");
+  EXPECT_NE(e.message.find("a grid extent must be positive, got 0"), std::string::npos);
+}
+
+TEST(ValidationError, NonPositiveArrayExtent) {
+  Err e = first_error(kHead + "    in x: f32[0]\n    out o: f32[8]\n" + kBody);
+  EXPECT_NE(e.message.find("must be positive"), std::string::npos);
+}
+
+TEST(ValidationError, NonPositiveBlockExtent) {
+  Err e = first_error(kHead + "    in x: f32[8] block=(-2,) index=(i) -> (i)\n    out o: f32[8]\n" + kBody);
+  EXPECT_NE(e.message.find("a block extent of operand 'x' must be positive"), std::string::npos);
+}
+
+TEST(ValidationError, BlockRankDiffersFromArrayRank) {
+  Err e = first_error(kHead + "    in x: f32[8, 8] block=(8,) index=(i) -> (i, 0)\n    out o: f32[8]\n" + kBody);
+  EXPECT_NE(e.message.find("the block of operand 'x' has rank 1 but the array has rank 2"), std::string::npos);
+}
+
+TEST(ValidationError, IndexLambdaArityDiffersFromGridRank) {
+  Err e = first_error(kHead + "    in x: f32[8] block=(2,) index=(i, j) -> (i)\n    out o: f32[8]\n" + kBody);
+  EXPECT_NE(e.message.find("takes 2 grid indices but the grid has rank 1"), std::string::npos);
+}
+
+TEST(ValidationError, IndexResultRankDiffersFromArrayRank) {
+  Err e = first_error(kHead + "    in x: f32[8, 8] block=(2, 8) index=(i) -> (i)\n    out o: f32[8]\n" + kBody);
+  EXPECT_NE(e.message.find("returns 1 block indices but the array has rank 2"), std::string::npos);
+}
+
+TEST(ValidationError, UnknownNameInIndexMap) {
+  Err e = first_error(kHead + "    in x: f32[8] block=(2,) index=(i) -> (j)\n    out o: f32[8]\n" + kBody);
+  EXPECT_NE(e.message.find("unknown name 'j' in the index map of operand 'x'"), std::string::npos);
+}
+
+TEST(ValidationError, DimensionSemanticsRankDiffersFromGrid) {
+  Err e = first_error("kernel k:\n    grid = (2, 2)\n    dimension_semantics = (parallel,)\n    out o: f32[8]\n    body:\n        o[...] = zeros\n");
+  EXPECT_EQ(e.line, 3);
+  EXPECT_NE(e.message.find("dimension_semantics has 1 entries but the grid has rank 2"), std::string::npos);
+}
+
+TEST(ValidationError, UnknownTarget) {
+  Err e = first_error("kernel k:\n    target = tpu_v9\n    out o: f32[8]\n    body:\n        o[...] = zeros\n");
+  EXPECT_NE(e.message.find("unknown target 'tpu_v9'"), std::string::npos);
+}
+
+TEST(ValidationError, DelayReleaseNotBelowMaxConcurrentSteps) {
+  Err e = first_error("kernel k:\n    max_concurrent_steps = 2\n    delay_release = 2\n    out o: f32[8]\n    body:\n        o[...] = zeros\n");
+  EXPECT_NE(e.message.find("must be smaller than max_concurrent_steps"), std::string::npos);
+}
+
+TEST(ValidationError, KernelWithoutOutput) {
+  Err e = first_error("kernel k:\n    in x: f32[8]\n    body:\n        x[...] = zeros\n");
+  EXPECT_NE(e.message.find("has no 'out' operand"), std::string::npos);
+}
+
+TEST(ValidationError, KernelWithoutBody) {
+  Err e = first_error("kernel k:\n    out o: f32[8]\n");
+  EXPECT_NE(e.message.find("has no body"), std::string::npos);
+}
+
+TEST(ValidationError, ScratchWithABlock) {
+  Err e = first_error("kernel k:\n    out o: f32[8]\n    scratch s: f32[8] block=(8,)\n    body:\n        o[...] = zeros\n");
+  EXPECT_NE(e.message.find("scratch 's' has no block"), std::string::npos);
+}
+
+TEST(ValidationError, AnyMemorySpaceWithABlock) {
+  Err e = first_error(kHead + "    in x: f32[8] block=(2,) index=(i) -> (i) memory_space=any\n    out o: f32[8]\n" + kBody);
+  EXPECT_NE(e.message.find("gets no window"), std::string::npos);
+}
+
+TEST(ValidationError, LookaheadOnAnOutput) {
+  Err e = first_error(kHead + "    in x: f32[8]\n    out o: f32[8] buffered=(2, lookahead)\n" + kBody);
+  EXPECT_NE(e.message.find("lookahead applies to inputs only"), std::string::npos);
+}
+
+TEST(ValidationError, AliasOfAnUnknownInput) {
+  Err e = first_error(kHead + "    in x: f32[8]\n    out o: f32[8]\n    alias y -> o\n" + kBody);
+  EXPECT_NE(e.message.find("unknown input 'y' in alias"), std::string::npos);
+}
+
+TEST(ValidationError, AliasBetweenDifferentShapes) {
+  Err e = first_error(kHead + "    in x: f32[16]\n    out o: f32[8]\n    alias x -> o\n" + kBody);
+  EXPECT_NE(e.message.find("differ in shape"), std::string::npos);
+}
+
+TEST(ValidationError, AliasBetweenDifferentDtypes) {
+  Err e = first_error(kHead + "    in x: bf16[8]\n    out o: f32[8]\n    alias x -> o\n" + kBody);
+  EXPECT_NE(e.message.find("differ in dtype"), std::string::npos);
+}
+
+TEST(ValidationError, BodyUsesAnUnknownOperand) {
+  Err e = first_error(kHead + "    out o: f32[8]\n    body:\n        o[...] = y[...]\n");
+  EXPECT_EQ(e.line, 5);
+  EXPECT_EQ(e.col, 18);
+  EXPECT_NE(e.message.find("unknown operand 'y'"), std::string::npos);
+}
+
+TEST(ValidationError, BodyStoresIntoALocal) {
+  Err e = first_error(kHead + "    out o: f32[8]\n    body:\n        t = zeros\n        t[...] = zeros\n        o[...] = t\n");
+  EXPECT_NE(e.message.find("cannot store into 't': it is not a buffer"), std::string::npos);
+}
+
+TEST(ValidationError, BodyLoadsAnOperandWithoutSubscript) {
+  Err e = first_error(kHead + "    in x: f32[8]\n    out o: f32[8]\n    body:\n        o[...] = x\n");
+  EXPECT_NE(e.message.find("load the block with 'x[...]'"), std::string::npos);
+}
+
+TEST(ValidationError, ProgramIdOfAnAxisTheGridLacks) {
+  Err e = first_error(kHead + "    out o: f32[8]\n    body:\n        when program_id(1) == 0:\n            o[...] = zeros\n");
+  EXPECT_NE(e.message.find("program_id(1) names no axis of a grid of rank 1"), std::string::npos);
+}
+
+TEST(ValidationError, UnknownFunction) {
+  Err e = first_error(kHead + "    out o: f32[8]\n    body:\n        o[...] = tanh(o[...])\n");
+  EXPECT_NE(e.message.find("unknown function 'tanh'"), std::string::npos);
+}
+
+TEST(ValidationError, WrongArgumentCount) {
+  Err e = first_error(kHead + "    out o: f32[8]\n    body:\n        o[...] = dot(o[...])\n");
+  EXPECT_NE(e.message.find("'dot' takes 2 positional arguments, got 1"), std::string::npos);
+}
+
+TEST(ValidationError, CastToSomethingThatIsNotADtype) {
+  Err e = first_error(kHead + "    out o: f32[8]\n    body:\n        o[...] = cast(o[...], float)\n");
+  EXPECT_NE(e.message.find("is a dtype"), std::string::npos);
+}
+
+TEST(ValidationError, TooManySubscriptsForTheBlock) {
+  Err e = first_error(kHead + "    in x: f32[8, 8] block=(None, 8) index=(i) -> (i, 0)\n    out o: f32[8]\n    body:\n        o[...] = x[0, 0]\n");
+  EXPECT_NE(e.message.find("'x' has 2 subscripts but its block has rank 1"), std::string::npos);
+}
+
+TEST(ValidationError, SlotIndexOnABufferWithoutSlots) {
+  Err e = first_error("pipeline p:\n    hbm A: f32[4, 8]\n    sram X: f32[8]\n    copy_in_start(A[0], X[0])\n");
+  EXPECT_EQ(e.line, 4);
+  EXPECT_EQ(e.col, 27);
+  EXPECT_NE(e.message.find("'X' has no slots"), std::string::npos);
+}
+
+TEST(ValidationError, SlotRingUsedWithoutASlot) {
+  Err e = first_error("pipeline p:\n    hbm A: f32[8]\n    sram X[2]: f32[8]\n    copy_in_start(A, X)\n");
+  EXPECT_NE(e.message.find("'X' is a ring of slots; name a slot"), std::string::npos);
+}
+
+TEST(ValidationError, ConstantSlotOutsideTheRing) {
+  Err e = first_error("pipeline p:\n    hbm A: f32[4, 8]\n    sram X[2]: f32[8]\n    copy_in_start(A[0], X[2])\n");
+  EXPECT_NE(e.message.find("slot 2 is outside 'X' (2 slots)"), std::string::npos);
+}
+
+TEST(ValidationError, CopyBetweenDifferentShapes) {
+  Err e = first_error("pipeline p:\n    hbm A: f32[4, 8]\n    sram X[2]: f32[16]\n    copy_in_start(A[0], X[0])\n");
+  EXPECT_NE(e.message.find("copy between different shapes: [8] and [16]"), std::string::npos);
+}
+
+TEST(ValidationError, CopyBetweenDifferentDtypes) {
+  Err e = first_error("pipeline p:\n    hbm A: f32[4, 8]\n    sram X[2]: bf16[8]\n    copy_in_start(A[0], X[0])\n");
+  EXPECT_NE(e.message.find("copy between different dtypes: f32 and bf16"), std::string::npos);
+}
+
+TEST(ValidationError, CopyInFromSramIsTheWrongDirection) {
+  Err e = first_error("pipeline p:\n    hbm A: f32[8]\n    sram X[2]: f32[8]\n    copy_in_start(X[0], A)\n");
+  EXPECT_NE(e.message.find("the source of copy_in_start must be an HBM array"), std::string::npos);
+}
+
+TEST(ValidationError, StoreIntoHbmDirectly) {
+  Err e = first_error("pipeline p:\n    hbm A: f32[4, 8]\n    A[0] = zeros\n");
+  EXPECT_NE(e.message.find("cannot store into HBM array 'A' directly"), std::string::npos);
+}
+
+TEST(ValidationError, StoreIntoALoopVariable) {
+  Err e = first_error("pipeline p:\n    hbm A: f32[8]\n    for i in range(2):\n        i[0] = zeros\n");
+  EXPECT_NE(e.message.find("cannot store into 'i': it is not a buffer"), std::string::npos);
+}
+
+TEST(ValidationError, RebindingABuffer) {
+  Err e = first_error("pipeline p:\n    sram T: f32[8]\n    T = zeros\n");
+  EXPECT_NE(e.message.find("cannot rebind buffer 'T'"), std::string::npos);
+}
+
+TEST(ValidationError, UnknownNameInAPipeline) {
+  Err e = first_error("pipeline p:\n    hbm A: f32[4, 8]\n    sram X[2]: f32[8]\n    copy_in_start(A[j], X[0])\n");
+  EXPECT_NE(e.message.find("unknown name 'j'"), std::string::npos);
+}
+
+TEST(ValidationError, WgmmaIntoSomethingThatIsNotAnAccumulator) {
+  Err e = first_error("pipeline p:\n    smem a[2]: bf16[64, 64]\n    wgmma(a[0], a[0], a[1])\n");
+  EXPECT_NE(e.message.find("the accumulator of wgmma must be an acc buffer"), std::string::npos);
+}
+
+TEST(ValidationError, NegativeWgmmaWait) {
+  Err e = first_error("pipeline p:\n    wgmma_wait(-1)\n");
+  EXPECT_NE(e.message.find("wgmma_wait takes a count >= 0"), std::string::npos);
+}
+
+TEST(ValidationError, WhenInAPipeline) {
+  Err e = first_error("pipeline p:\n    param N >= 1\n    when N > 1:\n        x = 1\n");
+  EXPECT_NE(e.message.find("'when' belongs in kernel bodies"), std::string::npos);
+}
+
+TEST(ValidationError, HbmArrayWithSlots) {
+  Err e = first_error("pipeline p:\n    hbm A[2]: f32[8]\n");
+  EXPECT_NE(e.message.find("an HBM array has no slots"), std::string::npos);
+}
