@@ -1,0 +1,131 @@
+// bench_check: verification cost of `pipecheck check`. Prints figures as
+// text, then one JSON object on its last line:
+//   median_ms_per_kernel       median verifier::check over the corpus kernels (target <= 20)
+//   grid_2e20_over_8           one kernel at 2^20 vs 8 grid points (target <= 1.5)
+//   symbolic_speedup_vs_enumeration_2e20   brute force / symbolic at 2^20 (target >= 100)
+//   pipeline_median_ms         median verifier::check over the corpus pipelines
+//   pipeline_n_1e6_over_n_8    a pipeline with N <= 1000000 vs N <= 8
+#include "spec/parse.hpp"
+#include "verifier/check.hpp"
+#include "verifier/rules/enumerate.hpp"
+#include "verifier/rules/model.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace pipecheck;
+using Unit = std::variant<spec::KernelSpec, spec::Program>;
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double time_ms(const std::function<void()> &f, int reps) {
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    t.push_back(ms_since(t0));
+  }
+  return median(t);
+}
+
+std::vector<Unit> parse_units(const std::string &path, const std::string &text) {
+  auto r = spec::parse_and_validate(spec::SourceFile::from_string(path, text));
+  if (!r.file)
+    return {};
+  return r.file->units;
+}
+
+std::vector<Unit> corpus_units() {
+  std::vector<Unit> out;
+  namespace fs = std::filesystem;
+  for (const std::string &dir : {std::string(PIPECHECK_SOURCE_DIR) + "/corpus", std::string("/work/shared/examples")}) {
+    if (!fs::exists(dir))
+      continue;
+    for (const auto &e : fs::recursive_directory_iterator(dir)) {
+      if (e.path().extension() != ".pk")
+        continue;
+      std::ifstream in(e.path());
+      std::stringstream ss;
+      ss << in.rdbuf();
+      auto u = parse_units(e.path().string(), ss.str());
+      out.insert(out.end(), u.begin(), u.end());
+    }
+  }
+  return out;
+}
+
+std::string sum_kernel(int g0, int g1, int g2) {
+  std::ostringstream os;
+  os << "kernel s:\n    grid = (" << g0 << ", " << g1 << ", " << g2 << ")\n"
+     << "    dimension_semantics = (parallel, parallel, arbitrary)\n"
+     << "    in  x: f32[" << g2 << ", " << 256 * g0 << ", " << 256 * g1
+     << "]  block=(None, 256, 256)  index=(i, j, k) -> (k, i, j)\n"
+     << "    out o: f32[" << 256 * g0 << ", " << 256 * g1 << "]  block=(256, 256)  index=(i, j, k) -> (i, j)\n"
+     << "    body:\n        when program_id(2) == 0:\n            o[...] = zeros\n        o[...] += x[...]\n";
+  return os.str();
+}
+
+std::string add_one_pipeline(const std::string &hi) {
+  return "pipeline p:\n    param N >= 1 <= " + hi +
+         "\n    hbm  A: f32[N, 512]\n    sram X[2]: f32[512]\n    sram Y[2]: f32[512]\n"
+         "    copy_in_start(A[0], X[0])\n    for i in range(N):\n        cur = i % 2\n        nxt = (i + 1) % 2\n"
+         "        if i + 1 < N:\n            copy_in_start(A[i + 1], X[nxt])\n        copy_in_wait(X[cur])\n"
+         "        Y[cur] = X[cur] + 1\n        copy_out_start(Y[cur], A[i])\n        if i > 0:\n"
+         "            copy_out_wait(Y[nxt])\n    copy_out_wait(Y[(N - 1) % 2])\n";
+}
+
+}  // namespace
+
+int main() {
+  verifier::CheckOptions opts;
+  auto units = corpus_units();
+  std::vector<double> kernel_ms, pipeline_ms;
+  for (const auto &u : units) {
+    double t = time_ms([&] { (void)verifier::check(u, opts); }, 3);
+    (std::holds_alternative<spec::KernelSpec>(u) ? kernel_ms : pipeline_ms).push_back(t);
+  }
+  std::printf("corpus: %zu kernels, %zu pipelines\n", kernel_ms.size(), pipeline_ms.size());
+
+  Unit small = parse_units("small.pk", sum_kernel(2, 2, 2)).at(0);
+  Unit big = parse_units("big.pk", sum_kernel(64, 128, 128)).at(0);
+  double small_ms = time_ms([&] { (void)verifier::check(small, opts); }, 7);
+  double big_ms = time_ms([&] { (void)verifier::check(big, opts); }, 7);
+  auto model = verifier::rules::build_model(std::get<spec::KernelSpec>(big), {}, std::nullopt);
+  double enum_ms = time_ms([&] { (void)verifier::rules::check_enumerated(*model.model, 1 << 21); }, 1);
+  std::printf("sum kernel: 8 points %.3f ms, 2^20 points %.3f ms, enumeration at 2^20 %.1f ms\n", small_ms, big_ms,
+              enum_ms);
+
+  double p8 = 0, p1e6 = 0;
+  auto ps = parse_units("p8.pk", add_one_pipeline("8"));
+  auto pb = parse_units("p1e6.pk", add_one_pipeline("1000000"));
+  if (!ps.empty() && !pb.empty()) {
+    p8 = time_ms([&] { (void)verifier::check(ps[0], opts); }, 3);
+    p1e6 = time_ms([&] { (void)verifier::check(pb[0], opts); }, 3);
+  }
+  std::printf("{\"median_ms_per_kernel\": %.3f, \"grid_2e20_over_8\": %.3f, "
+              "\"symbolic_speedup_vs_enumeration_2e20\": %.1f, \"pipeline_median_ms\": %.3f, "
+              "\"pipeline_n_1e6_over_n_8\": %.3f}\n",
+              median(kernel_ms), small_ms > 0 ? big_ms / small_ms : 0, big_ms > 0 ? enum_ms / big_ms : 0,
+              median(pipeline_ms), p8 > 0 ? p1e6 / p8 : 0);
+  return 0;
+}

@@ -1,0 +1,313 @@
+// Spec-level rules on hand-written kernels: rank-1 and rank-4 grids,
+// transposed index maps, squeezed dims, non-dividing shapes.
+#include "testing.hpp"
+
+#include <gtest/gtest.h>
+
+namespace pipecheck {
+namespace {
+
+using testing::check_text;
+using testing::Marks;
+using testing::marks;
+using testing::point_item;
+using verifier::Status;
+
+TEST(ReductionNotLastAxis, FlagsAFirstAxisReductionWithTheRevisitAsWitness) {
+  const char *src = R"(kernel incorrect_sum:
+    grid = (8, 4, 4)
+    in  x: f32[8, 1024, 1024]  block=(None, 256, 256)  index=(i, j, k) -> (i, j, k)
+    out o: f32[1024, 1024]     block=(256, 256)        index=(i, j, k) -> (j, k)
+    body:
+        o[...] += x[...]
+)";
+  auto v = check_text(src, "incorrect_sum");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{"reduction-not-last-axis", 4}, {"uninitialized-accumulator", 6}}));
+  const auto &f = v.findings[0];
+  EXPECT_EQ(point_item(f, "first_visit"), (std::vector<std::int64_t>{0, 0, 0}));
+  EXPECT_EQ(point_item(f, "revisit"), (std::vector<std::int64_t>{1, 0, 0}));
+  EXPECT_FALSE(f.notes.empty());
+  EXPECT_EQ(point_item(v.findings[1], "grid_point"), (std::vector<std::int64_t>{0, 0, 0}));
+}
+
+TEST(OutputRevisit, FlagsANonConsecutiveRevisitOfAPlainWriteOnARank4Grid) {
+  const char *src = R"(kernel revisit4:
+    grid = (2, 2, 2, 2)
+    in  x: f32[256, 256]  block=(128, 128)  index=(a, b, c, d) -> (b, d)
+    out o: f32[256, 256]  block=(128, 128)  index=(a, b, c, d) -> (b, d)
+    body:
+        o[...] = x[...]
+)";
+  auto v = check_text(src, "revisit4");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{"output-revisit", 4}}));
+  EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0, 0, 0}));
+  EXPECT_EQ(point_item(v.findings[0], "revisit"), (std::vector<std::int64_t>{0, 0, 1, 0}));
+}
+
+TEST(OutputRevisit, AcceptsARevisitConsecutiveInGridOrder) {
+  const char *src = R"(kernel ok4:
+    grid = (2, 2, 2, 2)
+    in  x: f32[256, 256]  block=(128, 128)  index=(a, b, c, d) -> (a, b)
+    out o: f32[256, 256]  block=(128, 128)  index=(a, b, c, d) -> (a, b)
+    body:
+        o[...] = x[...]
+)";
+  auto v = check_text(src, "ok4");
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+}
+
+TEST(OutputRevisit, FlagsTheInterpretTestsFloorDivModIndexMap) {
+  // tpu_pallas_interpret_test.py `revisiting_is_an_error`: (j // 2, i % 2).
+  const char *src = R"(kernel floor_mod:
+    grid = (4, 4)
+    in  x: f32[256, 256]  block=(128, 128)  index=(i, j) -> (j // 2, i % 2)
+    out o: f32[256, 256]  block=(128, 128)  index=(i, j) -> (j // 2, i % 2)
+    body:
+        o[...] = x[...]
+)";
+  auto v = check_text(src, "floor_mod");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{"output-revisit", 4}}));
+    // (0, 0) and (0, 1) map to block (0, 0); so does (2, 0), after (1, *) mapped to (0, 1).
+  EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(point_item(v.findings[0], "revisit"), (std::vector<std::int64_t>{2, 0}));
+}
+
+TEST(UninitializedAccumulator, FlagsAnInitGuardedOnTheLastStep) {
+  const char *src = R"(kernel late_init:
+    grid = (4, 8)
+    in  x: f32[8, 512]  block=(None, 512)  index=(i, k) -> (k, 0)
+    out o: f32[4, 512]  block=(None, 512)  index=(i, k) -> (i, 0)
+    body:
+        when program_id(1) == num_programs(1) - 1:
+            o[...] = zeros
+        o[...] += x[...]
+)";
+  auto v = check_text(src, "late_init");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{"accumulator-reset", 7}, {"uninitialized-accumulator", 8}}));
+}
+
+TEST(UninitializedAccumulator, FlagsScratchReadBeforeAnyWrite) {
+  const char *src = R"(kernel scratch_uninit:
+    grid = (4,)
+    in  x: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    scratch acc: f32[128, 128]
+    body:
+        acc[...] += x[...]
+        o[...] = acc[...]
+)";
+  auto v = check_text(src, "scratch_uninit");
+  EXPECT_EQ(marks(v), (Marks{{"uninitialized-accumulator", 7}}));
+}
+
+TEST(AccumulatorReset, FlagsAnInitGuardedOnTheWrongAxis) {
+  const char *src = R"(kernel wrong_axis:
+    grid = (4, 4, 8)
+    dimension_semantics = (parallel, parallel, arbitrary)
+    in  x: f32[8, 1024, 1024]  block=(None, 256, 256)  index=(i, j, k) -> (k, i, j)
+    out o: f32[1024, 1024]     block=(256, 256)        index=(i, j, k) -> (i, j)
+    body:
+        when program_id(1) == 0:
+            o[...] = zeros
+        o[...] += x[...]
+)";
+  auto v = check_text(src, "wrong_axis");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{"accumulator-reset", 8}, {"uninitialized-accumulator", 9}}));
+  const auto &f = v.findings[0];
+  EXPECT_EQ(point_item(f, "reset"), (std::vector<std::int64_t>{0, 0, 1}));
+  EXPECT_EQ(point_item(f, "first_visit"), (std::vector<std::int64_t>{0, 0, 0}));
+}
+
+TEST(InputWriteLost, IgnoresAWriteWhoseGuardNeverHolds) {
+  const char *src = R"(kernel never:
+    grid = (8,)
+    in  x: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
+    out o: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
+    body:
+        when program_id(0) == 8:
+            x[...] = zeros
+        o[...] = x[...]
+)";
+  EXPECT_EQ(check_text(src, "never").status, Status::verified);
+}
+
+TEST(IndexOutOfBounds, FlagsATransposedMapOnANonSquareArray) {
+  // x has 4 x 2 blocks; the transposed map sends axis 0 (extent 4) to its
+  // column blocks, of which there are only 2.
+  const char *src = R"(kernel transposed:
+    grid = (4, 2)
+    in  x: f32[512, 256]  block=(128, 128)  index=(i, j) -> (j, i)
+    out o: f32[512, 256]  block=(128, 128)  index=(i, j) -> (i, j)
+    body:
+        o[...] = transpose(x[...])
+)";
+  auto v = check_text(src, "transposed");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{"index-out-of-bounds", 3}}));
+  EXPECT_EQ(point_item(v.findings[0], "grid_point"), (std::vector<std::int64_t>{2, 0}));
+  EXPECT_EQ(point_item(v.findings[0], "block"), (std::vector<std::int64_t>{0, 2}));
+}
+
+TEST(IndexOutOfBounds, AcceptsANonDividingShapeWithAPartialLastBlock) {
+  const char *src = R"(kernel ragged:
+    grid = (3,)
+    in  x: f32[300, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[300, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...] + 1
+)";
+  EXPECT_EQ(check_text(src, "ragged").status, Status::verified);
+}
+
+TEST(IndexOutOfBounds, FlagsABlockPastTheRaggedEndWithItsGridPoint) {
+  const char *src = R"(kernel ragged_over:
+    grid = (4,)
+    in  x: f32[300, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[300, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)";
+  auto v = check_text(src, "ragged_over");
+  EXPECT_EQ(marks(v), (Marks{{"index-out-of-bounds", 3}, {"index-out-of-bounds", 4}}));
+  EXPECT_EQ(point_item(v.findings[0], "grid_point"), (std::vector<std::int64_t>{3}));
+}
+
+TEST(PartialBlockReduction, FlagsARaggedSumAxisButNotARaggedParallelAxis) {
+  const char *src = R"(kernel ragged_sum:
+    grid = (3, 2)
+    dimension_semantics = (parallel, arbitrary)
+    in  x: f32[300, 200]  block=(128, 128)  index=(i, k) -> (i, k)
+    out o: f32[300, 1]    block=(128, None)  index=(i, k) -> (i, 0)
+    body:
+        when program_id(1) == 0:
+            o[...] = zeros
+        o[...] += sum(x[...], axis=1)
+)";
+  auto v = check_text(src, "ragged_sum");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{"partial-block-reduction", 4}}));
+  const auto *dim = testing::item(v.findings[0], "dim");
+  ASSERT_NE(dim, nullptr);
+  EXPECT_EQ(std::get<std::int64_t>(dim->value), 1);
+}
+
+TEST(ParallelWriteConflict, FlagsTwoParallelPointsWritingOneBlock) {
+  const char *src = R"(kernel par:
+    grid = (8,)
+    dimension_semantics = (parallel,)
+    in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[128, 128]   block=(128, 128)  index=(i) -> (0, 0)
+    body:
+        o[...] = x[...]
+)";
+  auto v = check_text(src, "par");
+  EXPECT_EQ(marks(v), (Marks{{"parallel-write-conflict", 5}}));
+  EXPECT_EQ(point_item(v.findings[0], "first_write"), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(point_item(v.findings[0], "second_write"), (std::vector<std::int64_t>{1}));
+}
+
+TEST(OutputNotCovered, FlagsTheFirstBlockNoGridPointWrites) {
+  const char *src = R"(kernel half:
+    grid = (2, 2)
+    in  x: f32[512, 512]  block=(128, 128)  index=(i, j) -> (i, j)
+    out o: f32[512, 512]  block=(128, 128)  index=(i, j) -> (2 * i, j)
+    body:
+        o[...] = x[...]
+)";
+  auto v = check_text(src, "half");
+  EXPECT_EQ(marks(v), (Marks{{"output-not-covered", 4}}));
+  EXPECT_EQ(point_item(v.findings[0], "block"), (std::vector<std::int64_t>{0, 2}));
+}
+
+TEST(AliasHazard, FlagsReadingAnAliasedBlockAfterItsTwinWasWrittenBack) {
+  const char *src = R"(kernel shifted_alias:
+    grid = (4,)
+    in  x: f32[512, 128]  block=(128, 128)  index=(i) -> (3 - i, 0)
+    out o: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    alias x -> o
+    body:
+        o[...] = x[...] + 1
+)";
+  auto v = check_text(src, "shifted_alias");
+  EXPECT_EQ(marks(v), (Marks{{"alias-hazard", 5}}));
+  // Block 1 of o is written back once grid point 1 ends; x reads it at 2.
+  EXPECT_EQ(point_item(v.findings[0], "written_back"), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(point_item(v.findings[0], "read"), (std::vector<std::int64_t>{2}));
+}
+
+TEST(SramCapacity, AppliesOnlyWithATargetAndHonoursVmemLimitBytes) {
+  const char *src = R"(kernel big:
+    grid = (2,)
+    in  x: f32[8192, 2048]  block=(4096, 1024)  index=(i) -> (i, 0)
+    out o: f32[8192, 2048]  block=(4096, 1024)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)";
+  auto none = check_text(src, "big");
+  EXPECT_EQ(none.status, Status::violation);  // only half the columns are covered
+  EXPECT_EQ(marks(none).count({"sram-capacity", 1}), 0u);
+  verifier::CheckOptions o;
+  o.target = "tpu_v5e";
+  auto v = check_text(src, "big", o);
+  EXPECT_EQ(marks(v).count({"sram-capacity", 1}), 1u);
+  ASSERT_TRUE(v.sram_bytes.has_value());
+  EXPECT_EQ(*v.sram_bytes, 2 * 2 * 4096LL * 1024 * 4);
+  for (const auto &f : v.findings)
+    if (f.rule == "sram-capacity") {
+      EXPECT_NE(f.message.find("lower bound"), std::string::npos);
+    }
+}
+
+TEST(SramCapacity, VmemLimitBytesRaisesTheScopedBudget) {
+  const char *src = R"(kernel raised:
+    grid = (4,)
+    target = tpu_v5e
+    vmem_limit_bytes = 100 * 2**20
+    in  x: f32[8192, 1024]  block=(2048, 1024)  index=(i) -> (i, 0)
+    out o: f32[8192, 1024]  block=(2048, 1024)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)";
+  auto v = check_text(src, "raised");
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  EXPECT_EQ(*v.sram_bytes, 4 * 2048LL * 1024 * 4);
+}
+
+TEST(BlockTiling, FlagsATpuBlockOffTheEightBy128Tile) {
+  const char *src = R"(kernel tiles:
+    grid = (8,)
+    target = tpu_v4
+    in  x: f32[1024, 1000]  block=(128, 1000)  index=(i) -> (i, 0)
+    out o: f32[1024, 1000]  block=(100, 1000)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)";
+  auto v = check_text(src, "tiles");
+  EXPECT_EQ(marks(v).count({"block-tiling", 5}), 1u);
+  EXPECT_EQ(marks(v).count({"block-tiling", 4}), 0u);
+}
+
+TEST(Check, ReportsUnknownForAnUnboundSymbolicGrid) {
+  const char *src = R"(kernel sym:
+    param n >= 1
+    grid = (n,)
+    in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)";
+  auto v = check_text(src, "sym");
+  EXPECT_EQ(v.status, Status::unknown);
+  EXPECT_FALSE(v.reason.empty());
+  verifier::CheckOptions o;
+  o.overrides["n"] = 8;
+  EXPECT_EQ(check_text(src, "sym", o).status, Status::verified);
+}
+
+}  // namespace
+}  // namespace pipecheck

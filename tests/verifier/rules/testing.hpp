@@ -1,0 +1,72 @@
+#pragma once
+// Helpers for the spec-rule tests: parse .pk text, check one kernel, and
+// compare a file's findings with its `# expect:` comments.
+
+#include "spec/parse.hpp"
+#include "verifier/check.hpp"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pipecheck::testing {
+
+inline spec::File parse_text(const std::string &text, const std::string &path = "test.pk") {
+  auto r = spec::parse_and_validate(spec::SourceFile::from_string(path, text));
+  if (!r.file) {
+    std::string msg = "parse failed: ";
+    for (const auto &e : r.errors)
+      msg += std::to_string(e.loc.line) + ":" + e.message + "; ";
+    throw std::runtime_error(msg);
+  }
+  return *r.file;
+}
+
+inline std::string read_file(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline spec::KernelSpec kernel(const spec::File &f, const std::string &name) {
+  for (const auto &u : f.units)
+    if (const auto *k = std::get_if<spec::KernelSpec>(&u); k && k->name == name)
+      return *k;
+  throw std::runtime_error("no kernel " + name);
+}
+
+inline verifier::Verdict check_text(const std::string &text, const std::string &name,
+                                    verifier::CheckOptions o = {}) {
+  return verifier::check(std::variant<spec::KernelSpec, spec::Program>(kernel(parse_text(text), name)), o);
+}
+
+/// (rule, line) pairs.
+using Marks = std::set<std::pair<std::string, int>>;
+
+inline Marks marks(const verifier::Verdict &v) {
+  Marks m;
+  for (const auto &f : v.findings)
+    m.insert({f.rule, f.loc.line});
+  return m;
+}
+
+inline const verifier::WitnessItem *item(const verifier::Finding &f, const std::string &key) {
+  for (const auto &i : f.witness.items)
+    if (i.key == key)
+      return &i;
+  return nullptr;
+}
+
+inline std::vector<std::int64_t> point_item(const verifier::Finding &f, const std::string &key) {
+  const auto *i = item(f, key);
+  if (!i)
+    return {};
+  return std::get<std::vector<std::int64_t>>(i->value);
+}
+
+}  // namespace pipecheck::testing

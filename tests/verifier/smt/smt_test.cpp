@@ -1,0 +1,89 @@
+#include "spec/eval.hpp"
+#include "verifier/smt/smt.hpp"
+
+#include <gtest/gtest.h>
+
+namespace pipecheck::verifier::smt {
+namespace {
+
+// Solves x == a, then reads back the value of the translated expression.
+std::int64_t eval_via_z3(const spec::Expr &e, std::int64_t a, bool aux) {
+  Context c;
+  Solver s(c, 2000);
+  Bindings b;
+  Term x = c.int_var("x");
+  b.names.emplace("x", x);
+  Bindings::Aux ax;
+  if (aux)
+    b.aux = &ax;
+  auto t = translate(c, e, b);
+  EXPECT_TRUE(t.term.has_value()) << t.error;
+  s.add(x == a, "pin");
+  for (const auto &side : ax.side)
+    s.add(side, "side");
+  Term r = c.int_var("r");
+  s.add(r == *t.term, "result");
+  EXPECT_EQ(s.check().kind, Result::sat);
+  return s.value(r);
+}
+
+TEST(Translate, FloorDivisionAndModuloFollowPythonForEverySign) {
+  using spec::Expr;
+  using spec::Op;
+  for (std::int64_t a : {-7, -6, -1, 0, 1, 5, 7})
+    for (std::int64_t c : {-3, -2, 2, 3}) {
+      Expr d = Expr::binary(Op::FloorDiv, Expr::var("x"), Expr::integer(c));
+      Expr m = Expr::binary(Op::Mod, Expr::var("x"), Expr::integer(c));
+      Expr cd = Expr::call("cdiv", {Expr::var("x"), Expr::integer(c)});
+      for (bool aux : {false, true}) {
+        EXPECT_EQ(eval_via_z3(d, a, aux), spec::floor_div(a, c)) << a << " // " << c;
+        EXPECT_EQ(eval_via_z3(m, a, aux), spec::floor_mod(a, c)) << a << " % " << c;
+        EXPECT_EQ(eval_via_z3(cd, a, aux), -spec::floor_div(-a, c)) << "cdiv " << a << " " << c;
+      }
+    }
+}
+
+TEST(Translate, ReportsUnsupportedConstructsInsteadOfGuessing) {
+  Context c;
+  Bindings b;
+  b.names.emplace("x", c.int_var("x"));
+  auto t = translate(c, spec::Expr::binary(spec::Op::FloorDiv, spec::Expr::var("x"), spec::Expr::var("x")), b);
+  EXPECT_FALSE(t.term.has_value());
+  EXPECT_FALSE(t.error.empty());
+  auto u = translate(c, spec::Expr::var("nope"), b);
+  EXPECT_FALSE(u.term.has_value());
+}
+
+TEST(Solver, AnswersUnsatWithTheNamesOfTheCoreAndMinimizesWitnesses) {
+  Context c;
+  Solver s(c, 2000);
+  Term x = c.int_var("x");
+  s.push();
+  s.add(x > 3, "rule/lower");
+  s.add(x < 2, "rule/upper");
+  EXPECT_EQ(s.check().kind, Result::unsat);
+  auto core = s.core();
+  EXPECT_EQ(core.size(), 2u);
+  s.pop();
+  Term y = c.int_var("y");
+  s.add(x >= 5 && x < 100 && y >= 0 && y < 100 && x + y >= 10, "box");
+  ASSERT_EQ(s.check().kind, Result::sat);
+  auto v = s.minimize_lex({x, y}, {0, 0});
+  EXPECT_EQ(v, (std::vector<std::int64_t>{5, 5}));
+}
+
+TEST(Solver, ReportsUnknownWithAReasonRatherThanAVerdict) {
+  Context c;
+  Solver s(c, 1);
+  Term x = c.int_var("x"), y = c.int_var("y"), z = c.int_var("z");
+  // A nonlinear Diophantine query (x^3 + y^3 == z^3, positive) under a 1 ms budget.
+  s.add(x > 0 && y > 0 && z > 0 && x * x * x + y * y * y == z * z * z, "fermat");
+  Result r = s.check();
+  if (r.kind == Result::unknown)
+    EXPECT_FALSE(r.reason.empty());
+  else
+    EXPECT_NE(r.kind, Result::sat);
+}
+
+}  // namespace
+}  // namespace pipecheck::verifier::smt

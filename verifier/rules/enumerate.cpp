@@ -1,0 +1,302 @@
+#include "verifier/rules/enumerate.hpp"
+
+#include "verifier/rules/findings.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace pipecheck::verifier::rules {
+
+namespace {
+
+class Enum {
+public:
+  Enum(const KernelModel &m, std::int64_t max_points) : m_(m), max_(max_points) {}
+
+  RuleOutcome run() {
+    if (m_.num_points() > max_) {
+      out_.unknown.push_back("grid too large to enumerate");
+      return std::move(out_);
+    }
+    points();
+    if (!precompute())
+      return std::move(out_);
+    for (std::size_t i = 0; i < m_.operands.size(); ++i) {
+      const auto &o = m_.operands[i];
+      if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out))
+        out_of_bounds(i);
+      if (o.role == spec::Role::out && o.windowed) {
+        if (!o.revisit_any && !m_.grid.empty())
+          revisit(i);
+        parallel_conflict(i);
+        not_covered(i);
+        if (m_.is_read(i) && !m_.grid.empty())
+          resets(i);
+      }
+    }
+    for (std::size_t e = 0; e < m_.effects.size(); ++e) {
+      const auto &ef = m_.effects[e];
+      const auto &o = m_.operands[ef.operand];
+      if ((ef.kind == Effect::read || ef.kind == Effect::accumulate) &&
+          ((o.role == spec::Role::out && o.windowed) || o.role == spec::Role::scratch))
+        uninitialized(e);
+      if (ef.kind != Effect::read && o.role == spec::Role::in && o.windowed && !m_.is_aliased_input(ef.operand))
+        input_write(e);
+    }
+    for (const auto &a : m_.aliases)
+      alias(a);
+    auto structural = structural_findings(m_, out_.unknown);
+    out_.findings.insert(out_.findings.end(), structural.begin(), structural.end());
+    finalize(out_.findings);
+    return std::move(out_);
+  }
+
+private:
+  const KernelModel &m_;
+  std::int64_t max_;
+  RuleOutcome out_;
+  std::vector<Point> pts_;
+  std::vector<std::vector<Point>> blk_;     // [operand][point]
+  std::vector<std::vector<char>> fires_;    // [effect][point]
+
+  void points() {
+    Point p(m_.grid.size(), 0);
+    for (std::int64_t g : m_.grid)
+      if (g <= 0)
+        return;
+    while (true) {
+      pts_.push_back(p);
+      std::size_t k = p.size();
+      while (k > 0) {
+        --k;
+        if (++p[k] < m_.grid[k])
+          break;
+        p[k] = 0;
+        if (k == 0)
+          return;
+      }
+      if (p.empty())
+        return;
+    }
+  }
+
+  bool precompute() {
+    blk_.assign(m_.operands.size(), {});
+    for (std::size_t i = 0; i < m_.operands.size(); ++i) {
+      if (m_.operands[i].role == spec::Role::scratch)
+        continue;
+      for (const auto &p : pts_) {
+        auto b = block_at(m_, i, p);
+        if (!b) {
+          out_.unknown.push_back("cannot evaluate the index_map of '" + m_.operands[i].name + "'");
+          return false;
+        }
+        blk_[i].push_back(std::move(*b));
+      }
+    }
+    for (const auto &e : m_.effects) {
+      std::vector<char> f;
+      for (const auto &p : pts_) {
+        auto g = guard_at(m_, e, p);
+        if (!g) {
+          out_.unknown.push_back("cannot evaluate a guard on line " + std::to_string(e.loc.line));
+          return false;
+        }
+        f.push_back(*g ? 1 : 0);
+      }
+      fires_.push_back(std::move(f));
+    }
+    return true;
+  }
+
+  const Point &block(std::size_t op, std::size_t pt) const {
+    static const Point none;
+    return m_.operands[op].role == spec::Role::scratch ? none : blk_[op][pt];
+  }
+
+  bool writes(std::size_t op, std::size_t pt) const {
+    for (std::size_t e = 0; e < m_.effects.size(); ++e)
+      if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::read && fires_[e][pt])
+        return true;
+    return false;
+  }
+
+  void out_of_bounds(std::size_t op) {
+    const auto &o = m_.operands[op];
+    for (std::size_t i = 0; i < pts_.size(); ++i)
+      for (std::size_t d = 0; d < o.num_blocks.size(); ++d)
+        if (blk_[op][i][d] < 0 || blk_[op][i][d] >= o.num_blocks[d]) {
+          out_.findings.push_back(out_of_bounds_finding(m_, op, pts_[i]));
+          return;
+        }
+  }
+
+  void revisit(std::size_t op) {
+    std::map<Point, std::size_t> first;
+    for (std::size_t q = 0; q < pts_.size(); ++q) {
+      auto it = first.find(blk_[op][q]);
+      if (it == first.end()) {
+        first.emplace(blk_[op][q], q);
+      } else if (q > 0 && blk_[op][q - 1] != blk_[op][q]) {
+        out_.findings.push_back(revisit_finding(m_, op, m_.is_read(op), pts_[it->second], pts_[q]));
+        return;
+      }
+    }
+  }
+
+  void parallel_conflict(std::size_t op) {
+    std::vector<std::size_t> axes;
+    for (std::size_t a = 0; a < m_.semantics.size(); ++a)
+      if (m_.semantics[a] == spec::DimSemantics::parallel)
+        axes.push_back(a);
+    if (axes.empty())
+      return;
+    auto proj = [&](std::size_t pt) {
+      Point r;
+      for (std::size_t a : axes)
+        r.push_back(pts_[pt][a]);
+      return r;
+    };
+    // Per block: its first writer, and the first later writer that differs
+    // from it along a parallel axis.
+    std::map<Point, std::pair<std::size_t, std::optional<std::size_t>>> by_block;
+    for (std::size_t q = 0; q < pts_.size(); ++q) {
+      if (!writes(op, q))
+        continue;
+      auto it = by_block.find(blk_[op][q]);
+      if (it == by_block.end())
+        by_block.emplace(blk_[op][q], std::make_pair(q, std::optional<std::size_t>()));
+      else if (!it->second.second && proj(q) != proj(it->second.first))
+        it->second.second = q;
+    }
+    std::optional<std::pair<std::size_t, std::size_t>> best;
+    for (const auto &[b, w] : by_block)
+      if (w.second && (!best || w.first < best->first))
+        best = std::make_pair(w.first, *w.second);
+    if (best)
+      out_.findings.push_back(parallel_conflict_finding(m_, op, pts_[best->first], pts_[best->second]));
+  }
+
+  void not_covered(std::size_t op) {
+    const auto &o = m_.operands[op];
+    std::int64_t total = 1;
+    for (std::int64_t n : o.num_blocks) {
+      if (n <= 0)
+        return;
+      if (__builtin_mul_overflow(total, n, &total) || total > max_) {
+        out_.unknown.push_back("output-not-covered/" + o.name + ": too many blocks to enumerate");
+        return;
+      }
+    }
+    std::set<Point> written;
+    for (std::size_t q = 0; q < pts_.size(); ++q)
+      if (writes(op, q))
+        written.insert(blk_[op][q]);
+    Point b(o.num_blocks.size(), 0);
+    while (true) {
+      if (!written.count(b)) {
+        out_.findings.push_back(not_covered_finding(m_, op, b));
+        return;
+      }
+      std::size_t k = b.size();
+      bool done = true;
+      while (k > 0) {
+        --k;
+        if (++b[k] < o.num_blocks[k]) {
+          done = false;
+          break;
+        }
+        b[k] = 0;
+      }
+      if (done)
+        return;
+    }
+  }
+
+  void uninitialized(std::size_t r) {
+    const Effect &rd = m_.effects[r];
+    std::vector<std::size_t> inits;
+    for (std::size_t e = 0; e < m_.effects.size(); ++e)
+      if (m_.effects[e].operand == rd.operand && m_.effects[e].kind != Effect::read)
+        inits.push_back(e);
+    std::set<Point> written;
+    for (std::size_t p = 0; p < pts_.size(); ++p) {
+      const Point &b = block(rd.operand, p);
+      if (fires_[r][p] && !written.count(b)) {
+        bool same_step = false;
+        for (std::size_t w : inits)
+          same_step = same_step || (m_.effects[w].order < rd.order && fires_[w][p]);
+        if (!same_step) {
+          out_.findings.push_back(uninitialized_finding(m_, rd, pts_[p]));
+          return;
+        }
+      }
+      for (std::size_t w : inits)
+        if (fires_[w][p])
+          written.insert(b);
+    }
+  }
+
+  void resets(std::size_t op) {
+    for (std::size_t w = 0; w < m_.effects.size(); ++w) {
+      const Effect &we = m_.effects[w];
+      if (we.operand != op || we.kind != Effect::write)
+        continue;
+      std::map<Point, std::size_t> first_acc;
+      for (std::size_t q = 0; q < pts_.size(); ++q) {
+        if (fires_[w][q]) {
+          auto it = first_acc.find(blk_[op][q]);
+          if (it != first_acc.end()) {
+            out_.findings.push_back(reset_finding(m_, we, pts_[it->second], pts_[q]));
+            break;
+          }
+        }
+        for (std::size_t e = 0; e < m_.effects.size(); ++e)
+          if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::write && fires_[e][q])
+            first_acc.emplace(blk_[op][q], q);
+      }
+    }
+  }
+
+  void input_write(std::size_t w) {
+    for (std::size_t p = 0; p < pts_.size(); ++p)
+      if (fires_[w][p]) {
+        out_.findings.push_back(input_write_finding(m_, m_.effects[w], pts_[p]));
+        return;
+      }
+  }
+
+  void alias(const AliasModel &a) {
+    const auto &x = m_.operands[a.input];
+    const auto &o = m_.operands[a.output];
+    if (!x.windowed || !o.windowed || x.shape.size() != o.shape.size() || m_.grid.empty())
+      return;
+    const std::size_t n = pts_.size();
+    // next_change[p]: the first r > p whose output block differs from p's.
+    std::vector<std::size_t> next_change(n, n);
+    for (std::size_t p = n; p-- > 0;)
+      if (p + 1 < n)
+        next_change[p] = blk_[a.output][p + 1] != blk_[a.output][p] ? p + 1 : next_change[p + 1];
+    for (std::size_t q = 0; q < n; ++q)
+      for (std::size_t p = 0; p < q; ++p) {
+        if (next_change[p] > q)
+          continue;
+        bool overlap = true;
+        for (std::size_t d = 0; d < x.shape.size(); ++d) {
+          std::int64_t xs = blk_[a.input][q][d] * x.block[d], os = blk_[a.output][p][d] * o.block[d];
+          overlap = overlap && xs < os + o.block[d] && os < xs + x.block[d];
+        }
+        if (overlap) {
+          out_.findings.push_back(alias_finding(m_, a, pts_[p], pts_[q]));
+          return;
+        }
+      }
+  }
+};
+
+}  // namespace
+
+RuleOutcome check_enumerated(const KernelModel &m, std::int64_t max_points) { return Enum(m, max_points).run(); }
+
+}  // namespace pipecheck::verifier::rules

@@ -1,0 +1,18 @@
+#pragma once
+/// The brute-force reference: the same spec-level rules applied concretely to
+/// every grid point in order. For small grids only (tests, properties, the
+/// benchmark's baseline); the verifier itself never enumerates the grid.
+
+#include "verifier/rules/model.hpp"
+#include "verifier/rules/symbolic.hpp"
+
+#include <cstdint>
+
+namespace pipecheck::verifier::rules {
+
+/// Runs every spec-level rule by enumeration, with the same witnesses as the
+/// symbolic checker (each the lexicographically smallest). Gives up with an
+/// `unknown` entry when the grid or an output's block count exceeds max_points.
+RuleOutcome check_enumerated(const KernelModel &, std::int64_t max_points = 1 << 22);
+
+}  // namespace pipecheck::verifier::rules

@@ -1,0 +1,383 @@
+#include "verifier/rules/explain.hpp"
+
+namespace pipecheck::verifier::rules {
+
+namespace {
+
+const char *kSumWrong = R"(kernel incorrect_sum:
+    grid = (8, 4, 4)
+    in  x: f32[8, 1024, 1024]  block=(None, 256, 256)  index=(i, j, k) -> (i, j, k)
+    out o: f32[1024, 1024]     block=(256, 256)        index=(i, j, k) -> (j, k)
+    body:
+        o[...] += x[...]
+)";
+
+const char *kSumRight = R"(kernel correct_sum:
+    grid = (4, 4, 8)
+    dimension_semantics = (parallel, parallel, arbitrary)
+    in  x: f32[8, 1024, 1024]  block=(None, 256, 256)  index=(i, j, k) -> (k, i, j)
+    out o: f32[1024, 1024]     block=(256, 256)        index=(i, j, k) -> (i, j)
+    body:
+        when program_id(2) == 0:
+            o[...] = zeros
+        o[...] += x[...]
+)";
+
+const char *kPipeRight = R"(pipeline double_buffered_add_one:
+    param N >= 1
+    hbm  A: f32[N, 512]
+    sram X[2]: f32[512]
+    sram Y[2]: f32[512]
+    copy_in_start(A[0], X[0])
+    for i in range(N):
+        cur = i % 2
+        nxt = (i + 1) % 2
+        if i + 1 < N:
+            copy_in_start(A[i + 1], X[nxt])
+        copy_in_wait(X[cur])
+        Y[cur] = X[cur] + 1
+        copy_out_start(Y[cur], A[i])
+        if i > 0:
+            copy_out_wait(Y[nxt])
+    copy_out_wait(Y[(N - 1) % 2])
+)";
+
+std::vector<RuleDoc> make_docs() {
+  std::vector<RuleDoc> d;
+  d.push_back({"reduction-not-last-axis",
+               "An output is accumulated along a grid axis that comes before an axis its index_map depends "
+               "on. Pallas keeps an output block in VMEM only while consecutive grid points map to it, so the "
+               "block is revisited non-consecutively and each revisit starts from a stale window. Reduce "
+               "along the last grid axes only.",
+               kSumWrong, kSumRight});
+  d.push_back({"output-revisit",
+               "Grid points p < r < q map an output to the same block at p and q but to another block at r. "
+               "Pallas writes the block back when the visit at p ends and never copies it in again, so the "
+               "visit at q overwrites HBM with a window that does not hold the earlier result.",
+               R"(kernel revisit:
+    grid = (2, 2)
+    in  x: f32[256, 128]  block=(128, 128)  index=(i, j) -> (j, 0)
+    out o: f32[256, 128]  block=(128, 128)  index=(i, j) -> (j, 0)
+    body:
+        o[...] = x[...]
+)",
+               R"(kernel no_revisit:
+    grid = (2, 2)
+    in  x: f32[256, 128]  block=(128, 128)  index=(i, j) -> (i, 0)
+    out o: f32[256, 128]  block=(128, 128)  index=(i, j) -> (i, 0)
+    body:
+        o[...] = x[...]
+)"});
+  d.push_back({"uninitialized-accumulator",
+               "The body reads an output or scratch block (a load or `+=`) at a grid point where nothing has "
+               "written it yet. Outputs and scratch start as garbage: initialize the accumulator under "
+               "`when program_id(a) == 0` on the reduction axis.",
+               R"(kernel sum_last_axis_without_init:
+    grid = (4, 4, 8)
+    in  x: f32[8, 1024, 1024]  block=(None, 256, 256)  index=(i, j, k) -> (k, i, j)
+    out o: f32[1024, 1024]     block=(256, 256)        index=(i, j, k) -> (i, j)
+    body:
+        o[...] += x[...]
+)",
+               kSumRight});
+  d.push_back({"accumulator-reset",
+               "The initializing write of an accumulator also fires on a later visit of the same block, "
+               "throwing away the partial result accumulated so far: its `when` tests the wrong grid axis.",
+               R"(kernel reset_on_wrong_axis:
+    grid = (4, 4, 8)
+    in  x: f32[8, 1024, 1024]  block=(None, 256, 256)  index=(i, j, k) -> (k, i, j)
+    out o: f32[1024, 1024]     block=(256, 256)        index=(i, j, k) -> (i, j)
+    body:
+        when program_id(1) == 0:
+            o[...] = zeros
+        o[...] += x[...]
+)",
+               kSumRight});
+  d.push_back({"input-write-lost",
+               "The body writes an input block. Inputs are copied HBM -> VMEM only; without "
+               "input_output_aliases the write stays in the window and never reaches HBM.",
+               R"(kernel add_one_writes_input:
+    grid = (8,)
+    in  x: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
+    out o: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
+    body:
+        x[...] = x[...] + 1
+        o[...] = x[...]
+)",
+               R"(kernel add_one_in_place:
+    grid = (8,)
+    in  x: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
+    out o: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
+    alias x -> o
+    body:
+        o[...] = x[...] + 1
+)"});
+  d.push_back({"index-out-of-bounds",
+               "Some grid point maps an operand to a block index below 0 or at least cdiv(extent, block) "
+               "along some dim: no element of that block lies in the array.",
+               R"(kernel copy_shifted_index:
+    grid = (8,)
+    in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i + 1, 0)
+    out o: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)",
+               R"(kernel copy:
+    grid = (8,)
+    in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)"});
+  d.push_back({"partial-block-reduction",
+               "A reduced dimension (indexed by a grid axis along which the output block stays the same, or "
+               "contracted by dot/sum in the body) is not a multiple of its block. The last block is padded "
+               "with garbage, and the padding enters the reduction. Mask it, or pick a dividing block.",
+               R"(kernel matmul_ragged_k:
+    grid = (8, 8, 8)
+    dimension_semantics = (parallel, parallel, arbitrary)
+    in  a: f32[1024, 1000]  block=(128, 128)  index=(i, j, kk) -> (i, kk)
+    in  b: f32[1000, 1024]  block=(128, 128)  index=(i, j, kk) -> (kk, j)
+    out o: f32[1024, 1024]  block=(128, 128)  index=(i, j, kk) -> (i, j)
+    body:
+        when program_id(2) == 0:
+            o[...] = zeros
+        o[...] += dot(a[...], b[...])
+)",
+               R"(kernel matmul_k_divides:
+    grid = (8, 8, 8)
+    dimension_semantics = (parallel, parallel, arbitrary)
+    in  a: f32[1024, 1000]  block=(128, 125)  index=(i, j, kk) -> (i, kk)
+    in  b: f32[1000, 1024]  block=(125, 128)  index=(i, j, kk) -> (kk, j)
+    out o: f32[1024, 1024]  block=(128, 128)  index=(i, j, kk) -> (i, j)
+    body:
+        when program_id(2) == 0:
+            o[...] = zeros
+        o[...] += dot(a[...], b[...])
+)"});
+  d.push_back({"parallel-write-conflict",
+               "Two grid points that differ along a `parallel` axis write the same output block. Parallel "
+               "axes may be split across cores (megacore, the CUDA grid), so the writes race. Mark the "
+               "reduction axis `arbitrary`.",
+               R"(kernel sum_reduction_axis_marked_parallel:
+    grid = (4, 4, 8)
+    dimension_semantics = (parallel, parallel, parallel)
+    in  x: f32[8, 1024, 1024]  block=(None, 256, 256)  index=(i, j, k) -> (k, i, j)
+    out o: f32[1024, 1024]     block=(256, 256)        index=(i, j, k) -> (i, j)
+    body:
+        when program_id(2) == 0:
+            o[...] = zeros
+        o[...] += x[...]
+)",
+               kSumRight});
+  d.push_back({"output-not-covered",
+               "Some block of an output is never written by any grid point: that part of the result is "
+               "garbage.",
+               R"(kernel copy_half_covered:
+    grid = (4,)
+    in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)",
+               R"(kernel copy_covered:
+    grid = (8,)
+    in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)"});
+  d.push_back({"alias-hazard",
+               "With input_output_aliases an input and an output share HBM. An input block is read after the "
+               "output has written back the same region, so the kernel reads its own new values instead of "
+               "the original input.",
+               R"(kernel reversed_in_place:
+    grid = (4,)
+    in  x: f32[512, 128]  block=(128, 128)  index=(i) -> (3 - i, 0)
+    out o: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    alias x -> o
+    body:
+        o[...] = x[...] + 1
+)",
+               R"(kernel add_one_in_place:
+    grid = (4,)
+    in  x: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    alias x -> o
+    body:
+        o[...] = x[...] + 1
+)"});
+  d.push_back({"sram-capacity",
+               "buffer_count x block bytes per pipelined operand, plus scratch, exceed the target's budget "
+               "(TPU: the scoped VMEM limit, which vmem_limit_bytes raises up to the physical VMEM; GPU: "
+               "shared memory per block). The figure is a lower bound: the compiler adds intermediates.",
+               R"(kernel too_big:
+    grid = (2,)
+    target = tpu_v5e
+    in  x: f32[8192, 1024]  block=(4096, 1024)  index=(i) -> (i, 0)
+    out o: f32[8192, 1024]  block=(4096, 1024)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)",
+               R"(kernel fits:
+    grid = (2,)
+    target = tpu_v5e
+    vmem_limit_bytes = 100 * 2**20
+    in  x: f32[8192, 1024]  block=(4096, 1024)  index=(i) -> (i, 0)
+    out o: f32[8192, 1024]  block=(4096, 1024)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)"});
+  d.push_back({"block-tiling",
+               "The block violates the target's tiling rule: on TPU the last two block dims must be "
+               "multiples of (8, 128) or equal the array's; on Mosaic GPU the minor dim must span a multiple "
+               "of 16 bytes and no dim may exceed 256 elements (TMA).",
+               R"(kernel bad_tile:
+    grid = (8,)
+    target = tpu_v4
+    in  x: f32[800, 1000]  block=(100, 1000)  index=(i) -> (i, 0)
+    out o: f32[800, 1000]  block=(100, 1000)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)",
+               R"(kernel good_tile:
+    grid = (8,)
+    target = tpu_v4
+    in  x: f32[1024, 1000]  block=(128, 1000)  index=(i) -> (i, 0)
+    out o: f32[1024, 1000]  block=(128, 1000)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)"});
+  d.push_back({"slot-race",
+               "Two accesses to the same slot (or HBM region), at least one a write, are not ordered by "
+               "happens-before: a copy into a slot still being read, a read before its wait, compute "
+               "writing a slot that is being copied out.",
+               R"(pipeline compute_before_wait:
+    param N >= 1
+    hbm  A: f32[N, 512]
+    sram X[2]: f32[512]
+    sram Y[2]: f32[512]
+    copy_in_start(A[0], X[0])
+    for i in range(N):
+        cur = i % 2
+        nxt = (i + 1) % 2
+        if i + 1 < N:
+            copy_in_start(A[i + 1], X[nxt])
+        Y[cur] = X[cur] + 1
+        copy_in_wait(X[cur])
+        copy_out_start(Y[cur], A[i])
+        copy_out_wait(Y[cur])
+)",
+               kPipeRight});
+  d.push_back({"async-operand-overwritten",
+               "A copy overwrites a slot that an asynchronous consumer (wgmma) still reads: the missing "
+               "delay_release. With wgmma_wait(1) the previous step's wgmma is still in flight, so refill "
+               "the slot of step s-1, not of step s.",
+               R"(pipeline wgmma_k_loop_without_delay_release:
+    param K >= 1
+    hbm  A: bf16[K, 128, 64]
+    hbm  B: bf16[K, 64, 128]
+    smem a[4]: bf16[128, 64]
+    smem b[4]: bf16[64, 128]
+    acc  c: f32[128, 128]
+    ...
+    for s in range(K):
+        copy_in_wait(a[s % 4])
+        copy_in_wait(b[s % 4])
+        wgmma(c, a[s % 4], b[s % 4])
+        wgmma_wait(1)
+        if s + 4 < K:
+            copy_in_start(A[s + 4], a[s % 4])
+            copy_in_start(B[s + 4], b[s % 4])
+)",
+               R"(pipeline wgmma_k_loop_with_delay_release:
+    ...
+    for s in range(K):
+        copy_in_wait(a[s % 4])
+        copy_in_wait(b[s % 4])
+        wgmma(c, a[s % 4], b[s % 4])
+        wgmma_wait(1)
+        if s >= 1 and s + 3 < K:
+            copy_in_start(A[s + 3], a[(s - 1) % 4])
+            copy_in_start(B[s + 3], b[(s - 1) % 4])
+)"});
+  d.push_back({"wait-without-copy",
+               "A wait with no matching outstanding copy: on hardware the semaphore never reaches its "
+               "value and the kernel hangs.",
+               R"(pipeline extra_wait:
+    param N >= 1
+    hbm  A: f32[N, 512]
+    sram X[2]: f32[512]
+    for i in range(N):
+        copy_in_start(A[i], X[i % 2])
+        copy_in_wait(X[i % 2])
+        copy_in_wait(X[i % 2])
+)",
+               R"(pipeline one_wait_per_copy:
+    param N >= 1
+    hbm  A: f32[N, 512]
+    sram X[2]: f32[512]
+    for i in range(N):
+        copy_in_start(A[i], X[i % 2])
+        copy_in_wait(X[i % 2])
+)"});
+  d.push_back({"copy-never-waited",
+               "A copy is still outstanding when the kernel ends: its data may never land (the last "
+               "write-back of the pipeline is the usual victim).",
+               R"(pipeline forgets_last_writeback:
+    ... the double-buffered loop without the final
+    copy_out_wait(Y[(N - 1) % 2])
+)",
+               kPipeRight});
+  d.push_back({"stale-read",
+               "The body reads a slot that holds a different block than the one it indexes, e.g. a ring "
+               "slot refilled for a later step, or an output window revisited without being copied in.",
+               R"(pipeline reads_the_wrong_slot:
+    param N >= 1
+    hbm  A: f32[N, 512]
+    sram X[2]: f32[512]
+    sram Y[2]: f32[512]
+    copy_in_start(A[0], X[0])
+    for i in range(N):
+        cur = i % 2
+        nxt = (i + 1) % 2
+        if i + 1 < N:
+            copy_in_start(A[i + 1], X[nxt])
+        copy_in_wait(X[cur])
+        Y[cur] = X[nxt] + 1
+        copy_out_start(Y[cur], A[i])
+        copy_out_wait(Y[cur])
+)",
+               kPipeRight});
+  d.push_back({"uninitialized-read",
+               "The program reads a slot or buffer that no copy and no compute has written: it holds "
+               "garbage (poison in pipecheck's executor).",
+               R"(pipeline read_before_any_copy:
+    param N >= 1
+    hbm  A: f32[N, 512]
+    sram X[2]: f32[512]
+    sram Y[2]: f32[512]
+    for i in range(N):
+        Y[i % 2] = X[i % 2] + 1
+        copy_out_start(Y[i % 2], A[i])
+        copy_out_wait(Y[i % 2])
+)",
+               kPipeRight});
+  return d;
+}
+
+}  // namespace
+
+const std::vector<RuleDoc> &rule_docs() {
+  static const std::vector<RuleDoc> d = make_docs();
+  return d;
+}
+
+std::optional<std::string> explain(const std::string &rule) {
+  for (const auto &d : rule_docs())
+    if (d.id == rule)
+      return d.id + "\n\n" + d.meaning + "\n\nWrong:\n\n" + d.wrong + "\nRight:\n\n" + d.right;
+  return std::nullopt;
+}
+
+}  // namespace pipecheck::verifier::rules

@@ -1,0 +1,396 @@
+#include "verifier/rules/findings.hpp"
+
+#include "verifier/rules/targets.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace pipecheck::verifier::rules {
+
+const std::vector<std::string> &spec_rules() {
+  static const std::vector<std::string> r = {
+      "reduction-not-last-axis", "output-revisit",        "uninitialized-accumulator",
+      "accumulator-reset",       "input-write-lost",      "index-out-of-bounds",
+      "partial-block-reduction", "parallel-write-conflict", "output-not-covered",
+      "alias-hazard",            "sram-capacity",         "block-tiling"};
+  return r;
+}
+
+std::optional<Point> block_at(const KernelModel &m, std::size_t op, const Point &p) {
+  const OperandModel &o = m.operands[op];
+  spec::Env env = m.env;
+  for (std::size_t a = 0; a < o.index_params.size() && a < p.size(); ++a)
+    env[o.index_params[a]] = p[a];
+  Point out;
+  for (const auto &e : o.index) {
+    auto v = spec::eval_int(bind_grid(e, p, m.grid), env);
+    if (!v)
+      return std::nullopt;
+    out.push_back(*v);
+  }
+  return out;
+}
+
+std::optional<bool> guard_at(const KernelModel &m, const Effect &e, const Point &p) {
+  for (const auto &g : e.guards) {
+    auto v = spec::eval_int(bind_grid(g, p, m.grid), m.env);
+    if (!v)
+      return std::nullopt;
+    if (*v == 0)
+      return false;
+  }
+  return true;
+}
+
+namespace {
+
+spec::Diagnostic note(const spec::Loc &loc, std::string msg) {
+  spec::Diagnostic d;
+  d.severity = spec::Severity::note;
+  d.loc = loc;
+  d.message = std::move(msg);
+  return d;
+}
+
+std::string block_str(const KernelModel &m, std::size_t op, const Point &p) {
+  auto b = block_at(m, op, p);
+  return b ? format_tuple(*b) : std::string("?");
+}
+
+Finding make(const std::string &rule, const spec::Loc &loc, std::string msg) {
+  Finding f;
+  f.rule = rule;
+  f.loc = loc;
+  f.message = std::move(msg);
+  return f;
+}
+
+void add_block(Finding &f, const KernelModel &m, std::size_t op, const Point &p) {
+  if (auto b = block_at(m, op, p))
+    f.witness.items.push_back({"block", *b});
+}
+
+}  // namespace
+
+Finding revisit_finding(const KernelModel &m, std::size_t op, bool accumulated, const Point &first,
+                        const Point &revisit) {
+  const auto &o = m.operands[op];
+  std::string b = block_str(m, op, first);
+  Finding f = accumulated
+                  ? make("reduction-not-last-axis", o.loc,
+                         "output '" + o.name + "' is accumulated across grid axes in an order that "
+                         "revisits its block " + b + " non-consecutively: reduce only along the last "
+                         "grid axes, after every axis the index_map depends on")
+                  : make("output-revisit", o.loc,
+                         "output '" + o.name + "' revisits block " + b +
+                             " non-consecutively: the earlier visit's write-back is overwritten "
+                             "by a window that was never copied in");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"first_visit", first});
+  f.witness.items.push_back({"revisit", revisit});
+  add_block(f, m, op, first);
+  f.notes.push_back(note(o.loc, "first visit of block " + b + " of " + o.name + " at grid point " +
+                                    format_tuple(first)));
+  f.notes.push_back(note(o.loc, "revisited at grid point " + format_tuple(revisit) +
+                                    " after other blocks in between"));
+  return f;
+}
+
+Finding uninitialized_finding(const KernelModel &m, const Effect &r, const Point &p) {
+  const auto &o = m.operands[r.operand];
+  bool scratch = o.role == spec::Role::scratch;
+  std::string what = scratch ? "scratch '" + o.name + "'" : "block " + block_str(m, r.operand, p) +
+                                                                  " of '" + o.name + "'";
+  Finding f = make("uninitialized-accumulator", r.loc,
+                   "reads " + what + " at grid point " + format_tuple(p) +
+                       " before anything wrote it: initialize it under `when program_id(a) == 0` "
+                       "on the reduction axis");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"grid_point", p});
+  if (!scratch)
+    add_block(f, m, r.operand, p);
+  f.notes.push_back(note(r.loc, "at grid point " + format_tuple(p) + " no earlier statement or grid "
+                                "point has written " + what));
+  return f;
+}
+
+Finding reset_finding(const KernelModel &m, const Effect &w, const Point &partial, const Point &reset) {
+  const auto &o = m.operands[w.operand];
+  std::string b = block_str(m, w.operand, reset);
+  Finding f = make("accumulator-reset", w.loc,
+                   "this write re-initializes block " + b + " of '" + o.name + "' at grid point " +
+                       format_tuple(reset) + ", discarding the partial result accumulated since " +
+                       format_tuple(partial) + ": guard the init on the reduction axis");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"first_visit", partial});
+  f.witness.items.push_back({"reset", reset});
+  add_block(f, m, w.operand, reset);
+  f.notes.push_back(note(o.loc, "block " + b + " accumulated at grid point " + format_tuple(partial)));
+  f.notes.push_back(note(w.loc, "reset at grid point " + format_tuple(reset)));
+  return f;
+}
+
+Finding input_write_finding(const KernelModel &m, const Effect &w, const Point &p) {
+  const auto &o = m.operands[w.operand];
+  Finding f = make("input-write-lost", w.loc,
+                   "writes input '" + o.name + "', which is not aliased to an output: the write "
+                   "stays in the VMEM window and never reaches HBM (use `alias " + o.name +
+                       " -> OUT` or write an output)");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"grid_point", p});
+  f.notes.push_back(note(w.loc, "the write happens at grid point " + format_tuple(p)));
+  return f;
+}
+
+Finding out_of_bounds_finding(const KernelModel &m, std::size_t op, const Point &p) {
+  const auto &o = m.operands[op];
+  auto b = block_at(m, op, p);
+  std::string detail;
+  std::int64_t dim = -1;
+  if (b)
+    for (std::size_t d = 0; d < b->size(); ++d)
+      if ((*b)[d] < 0 || (*b)[d] >= o.num_blocks[d]) {
+        dim = static_cast<std::int64_t>(d);
+        detail = "block index " + std::to_string((*b)[d]) + " along dim " + std::to_string(d) +
+                 " is outside [0, " + std::to_string(o.num_blocks[d]) + ")";
+        break;
+      }
+  Finding f = make("index-out-of-bounds", o.loc,
+                   "the index_map of '" + o.name + "' maps grid point " + format_tuple(p) +
+                       " to block " + (b ? format_tuple(*b) : std::string("?")) + ": " + detail);
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"grid_point", p});
+  if (b)
+    f.witness.items.push_back({"block", *b});
+  if (dim >= 0)
+    f.witness.items.push_back({"dim", dim});
+  f.notes.push_back(note(o.loc, "at grid point " + format_tuple(p) + ", " + detail));
+  return f;
+}
+
+Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Point &p, const Point &q) {
+  const auto &o = m.operands[op];
+  std::string b = block_str(m, op, p);
+  std::int64_t axis = -1;
+  for (std::size_t a = 0; a < p.size(); ++a)
+    if (p[a] != q[a] && m.semantics[a] == spec::DimSemantics::parallel) {
+      axis = static_cast<std::int64_t>(a);
+      break;
+    }
+  Finding f = make("parallel-write-conflict", o.loc,
+                   "grid points " + format_tuple(p) + " and " + format_tuple(q) + " differ along "
+                   "parallel axis " + std::to_string(axis) + " but both write block " + b + " of '" +
+                       o.name + "': mark the reduction axis `arbitrary`");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"first_write", p});
+  f.witness.items.push_back({"second_write", q});
+  f.witness.items.push_back({"axis", axis});
+  add_block(f, m, op, p);
+  f.notes.push_back(note(o.loc, "block " + b + " written at grid point " + format_tuple(p)));
+  f.notes.push_back(note(o.loc, "and at grid point " + format_tuple(q) + ", possibly on another core"));
+  return f;
+}
+
+Finding not_covered_finding(const KernelModel &m, std::size_t op, const Point &block) {
+  const auto &o = m.operands[op];
+  Finding f = make("output-not-covered", o.loc,
+                   "no grid point writes block " + format_tuple(block) + " of output '" + o.name +
+                       "': that part of the result stays garbage");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"block", block});
+  f.notes.push_back(note(o.loc, "block " + format_tuple(block) + " of " + o.name + " (of " +
+                                    format_tuple(o.num_blocks) + " blocks) is never written"));
+  return f;
+}
+
+Finding alias_finding(const KernelModel &m, const AliasModel &a, const Point &written, const Point &read) {
+  const auto &x = m.operands[a.input];
+  const auto &o = m.operands[a.output];
+  Finding f = make("alias-hazard", a.loc,
+                   "input '" + x.name + "' reads block " + block_str(m, a.input, read) +
+                       " at grid point " + format_tuple(read) + " after output '" + o.name +
+                       "' wrote back the same HBM region from grid point " + format_tuple(written) +
+                       ": the input sees the new values, not the original ones");
+  f.witness.items.push_back({"operand", x.name});
+  f.witness.items.push_back({"written_back", written});
+  f.witness.items.push_back({"read", read});
+  f.notes.push_back(note(o.loc, "block " + block_str(m, a.output, written) + " of " + o.name +
+                                    " visited at grid point " + format_tuple(written) +
+                                    " and written back when its visit ended"));
+  f.notes.push_back(note(x.loc, "block " + block_str(m, a.input, read) + " of " + x.name +
+                                    " read at grid point " + format_tuple(read)));
+  return f;
+}
+
+std::int64_t sram_bytes(const KernelModel &m) {
+  const Target *t = m.target ? find_target(*m.target) : nullptr;
+  bool gpu = t && t->kind == TargetKind::gpu;
+  std::int64_t total = 0;
+  for (const auto &o : m.operands) {
+    if (o.role == spec::Role::scratch) {
+      if (o.decl && o.decl->memory_space != spec::MemorySpace::any &&
+          o.decl->memory_space != spec::MemorySpace::hbm)
+        total += o.block_bytes();
+      continue;
+    }
+    if (!o.windowed)
+      continue;
+    std::int64_t n = gpu ? m.max_concurrent_steps : o.buffer_count;
+    total += n * o.block_bytes();
+  }
+  return total;
+}
+
+std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::string> &unknown) {
+  std::vector<Finding> out;
+  // partial-block-reduction: an axis is a reduction axis when no output's
+  // index_map depends on it.
+  bool has_output = false;
+  for (const auto &o : m.operands)
+    has_output = has_output || (o.role == spec::Role::out && o.windowed);
+  for (std::size_t i = 0; i < m.operands.size(); ++i) {
+    const auto &x = m.operands[i];
+    if (x.role != spec::Role::in || !x.windowed)
+      continue;
+    for (std::size_t d = 0; d < x.shape.size(); ++d) {
+      if (x.squeezed[d] || x.shape[d] % x.block[d] == 0)
+        continue;
+      std::string why;
+      if (has_output)
+        for (std::size_t a = 0; a < x.index_params.size() && why.empty(); ++a) {
+          if (!spec::mentions(x.index[d], x.index_params[a]))
+            continue;
+          bool output_depends = false;
+          for (const auto &o : m.operands)
+            if (o.role == spec::Role::out && o.windowed && a < o.index_params.size())
+              for (const auto &e : o.index)
+                output_depends = output_depends || spec::mentions(e, o.index_params[a]);
+          if (!output_depends)
+            why = "it is indexed by grid axis " + std::to_string(a) +
+                  ", along which every output block stays the same";
+        }
+      for (const auto &c : m.contractions)
+        if (why.empty() && c.operand == i && c.array_dim == d)
+          why = "the body contracts it (dot/sum/max) on line " + std::to_string(c.loc.line);
+      if (why.empty())
+        continue;
+      std::int64_t valid = x.shape[d] % x.block[d];
+      Finding f = make("partial-block-reduction", x.loc,
+                       "dim " + std::to_string(d) + " of '" + x.name + "' (" + std::to_string(x.shape[d]) +
+                           ") is not a multiple of its block (" + std::to_string(x.block[d]) + ") and " +
+                           why + ": the padding of the last block enters the reduction as garbage");
+      f.witness.items.push_back({"operand", x.name});
+      f.witness.items.push_back({"dim", static_cast<std::int64_t>(d)});
+      f.witness.items.push_back({"extent", x.shape[d]});
+      f.witness.items.push_back({"block_size", x.block[d]});
+      f.witness.items.push_back({"last_block", x.num_blocks[d] - 1});
+      f.witness.items.push_back({"valid_elements", valid});
+      f.notes.push_back(note(x.loc, "block " + std::to_string(x.num_blocks[d] - 1) + " along dim " +
+                                        std::to_string(d) + " holds only " + std::to_string(valid) +
+                                        " of " + std::to_string(x.block[d]) + " valid elements"));
+      out.push_back(std::move(f));
+      break;
+    }
+  }
+  if (!m.target)
+    return out;
+  const Target *t = find_target(*m.target);
+  if (!t) {
+    unknown.push_back("unknown target '" + *m.target + "': sram-capacity and block-tiling not checked");
+    return out;
+  }
+  std::int64_t bytes = sram_bytes(m);
+  std::int64_t budget = sram_budget(*t, m.vmem_limit_bytes);
+  if (bytes > budget) {
+    const spec::Loc &loc = m.spec ? m.spec->loc : spec::Loc{};
+    Finding f = make("sram-capacity", loc,
+                     "the kernel needs at least " + std::to_string(bytes) + " bytes of " +
+                         (t->kind == TargetKind::tpu ? "VMEM" : "shared memory") + " but " + t->name +
+                         " allows " + std::to_string(budget) +
+                         " (a lower bound: the compiler's scoped allocations add intermediates and "
+                         "spills)" +
+                         (t->kind == TargetKind::tpu && budget < t->physical_sram_bytes
+                              ? "; vmem_limit_bytes can raise the budget up to " +
+                                    std::to_string(t->physical_sram_bytes)
+                              : std::string()));
+    f.witness.items.push_back({"sram_bytes", bytes});
+    f.witness.items.push_back({"budget_bytes", budget});
+    f.witness.items.push_back({"target", t->name});
+    for (const auto &o : m.operands) {
+      std::int64_t n = o.role == spec::Role::scratch ? 1
+                       : t->kind == TargetKind::gpu ? m.max_concurrent_steps
+                                                     : o.buffer_count;
+      if (!o.windowed && o.role != spec::Role::scratch)
+        continue;
+      f.notes.push_back(note(o.loc, o.name + ": " + std::to_string(n) + " x " +
+                                        std::to_string(o.block_bytes()) + " bytes"));
+    }
+    out.push_back(std::move(f));
+  }
+  for (const auto &o : m.operands) {
+    if (!o.windowed)
+      continue;
+    auto v = tiling_violations(*t, o.shape, o.block, o.squeezed, o.dtype);
+    if (v.empty())
+      continue;
+    Finding f = make("block-tiling", o.loc,
+                     "the block of '" + o.name + "' violates " + t->name + "'s tiling rule: " + v[0].message);
+    f.witness.items.push_back({"operand", o.name});
+    f.witness.items.push_back({"dim", static_cast<std::int64_t>(v[0].dim)});
+    f.witness.items.push_back({"block_size", v[0].block});
+    f.witness.items.push_back({"required", v[0].required});
+    for (const auto &x : v)
+      f.notes.push_back(note(o.loc, x.message));
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::vector<std::int64_t> witness_key(const Witness &w) {
+  std::vector<std::int64_t> k;
+  for (const auto &it : w.items) {
+    if (const auto *v = std::get_if<std::int64_t>(&it.value))
+      k.push_back(*v);
+    else if (const auto *vs = std::get_if<std::vector<std::int64_t>>(&it.value))
+      k.insert(k.end(), vs->begin(), vs->end());
+  }
+  return k;
+}
+
+void finalize(std::vector<Finding> &fs) {
+  std::set<std::string> reduced;
+  for (const auto &f : fs)
+    if (f.rule == "reduction-not-last-axis")
+      for (const auto &it : f.witness.items)
+        if (it.key == "operand")
+          reduced.insert(std::get<std::string>(it.value));
+  std::vector<Finding> kept;
+  std::map<std::pair<std::string, int>, std::size_t> at;
+  for (auto &f : fs) {
+    if (f.rule == "output-revisit") {
+      bool superseded = false;
+      for (const auto &it : f.witness.items)
+        if (it.key == "operand" && reduced.count(std::get<std::string>(it.value)))
+          superseded = true;
+      if (superseded)
+        continue;
+    }
+    auto key = std::make_pair(f.rule, f.loc.line);
+    auto it = at.find(key);
+    if (it == at.end()) {
+      at[key] = kept.size();
+      kept.push_back(std::move(f));
+    } else if (witness_key(f.witness) < witness_key(kept[it->second].witness)) {
+      kept[it->second] = std::move(f);
+    }
+  }
+  std::stable_sort(kept.begin(), kept.end(), [](const Finding &a, const Finding &b) {
+    if (a.loc.line != b.loc.line)
+      return a.loc.line < b.loc.line;
+    return a.rule < b.rule;
+  });
+  fs = std::move(kept);
+}
+
+}  // namespace pipecheck::verifier::rules

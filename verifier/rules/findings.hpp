@@ -1,0 +1,53 @@
+#pragma once
+/// Findings of the spec-level rules, shared by the symbolic checker and the
+/// brute-force enumerator so both speak with the same words and witnesses.
+
+#include "verifier/rules/model.hpp"
+#include "verifier/verdict.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipecheck::verifier::rules {
+
+using Point = std::vector<std::int64_t>;
+
+/// The spec-level rule ids this library decides, in catalog order.
+const std::vector<std::string> &spec_rules();
+
+/// The block index of operand `op` at grid point `p` (concrete evaluation), or
+/// nullopt when an index expression cannot be evaluated.
+std::optional<Point> block_at(const KernelModel &, std::size_t op, const Point &p);
+/// Whether every guard of the effect holds at `p` (nullopt: not evaluable).
+std::optional<bool> guard_at(const KernelModel &, const Effect &, const Point &p);
+
+Finding revisit_finding(const KernelModel &, std::size_t op, bool accumulated, const Point &first,
+                        const Point &revisit);
+Finding uninitialized_finding(const KernelModel &, const Effect &read, const Point &p);
+Finding reset_finding(const KernelModel &, const Effect &init, const Point &partial, const Point &reset);
+Finding input_write_finding(const KernelModel &, const Effect &write, const Point &p);
+Finding out_of_bounds_finding(const KernelModel &, std::size_t op, const Point &p);
+Finding parallel_conflict_finding(const KernelModel &, std::size_t op, const Point &p, const Point &q);
+Finding not_covered_finding(const KernelModel &, std::size_t op, const Point &block);
+Finding alias_finding(const KernelModel &, const AliasModel &, const Point &written, const Point &read);
+
+/// The rules that need no grid reasoning: partial-block-reduction,
+/// sram-capacity and block-tiling (the last two only with a known target).
+/// Appends to `unknown` when the target is named but not known.
+std::vector<Finding> structural_findings(const KernelModel &, std::vector<std::string> &unknown);
+
+/// The SRAM footprint: per windowed operand buffer_count x block bytes, plus
+/// scratch. A lower bound: the compiler adds intermediates and spills.
+std::int64_t sram_bytes(const KernelModel &);
+
+/// One root cause, one finding: drops output-revisit where
+/// reduction-not-last-axis holds for the same operand, keeps one finding per
+/// (rule, anchor line) — the one with the smallest witness — and sorts by line.
+void finalize(std::vector<Finding> &);
+
+/// The values of a witness concatenated (for "smallest witness" comparisons).
+std::vector<std::int64_t> witness_key(const Witness &);
+
+}  // namespace pipecheck::verifier::rules

@@ -1,0 +1,426 @@
+#include "verifier/rules/model.hpp"
+
+#include <limits>
+#include <map>
+#include <sstream>
+
+namespace pipecheck::verifier::rules {
+
+using spec::Expr;
+using spec::Op;
+
+const char *to_string(Effect::Kind k) {
+  switch (k) {
+  case Effect::read:
+    return "read";
+  case Effect::write:
+    return "write";
+  case Effect::accumulate:
+    return "accumulate";
+  }
+  return "read";
+}
+
+std::optional<std::size_t> OperandModel::view_to_array_dim(std::int64_t v) const {
+  std::int64_t seen = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (squeezed[d])
+      continue;
+    if (seen == v)
+      return d;
+    ++seen;
+  }
+  return std::nullopt;
+}
+
+std::int64_t OperandModel::block_bytes() const {
+  std::int64_t n = spec::dtype_bytes(dtype);
+  for (std::int64_t b : block)
+    n *= b;
+  return n;
+}
+
+std::optional<std::size_t> KernelModel::operand_index(const std::string &n) const {
+  for (std::size_t i = 0; i < operands.size(); ++i)
+    if (operands[i].name == n)
+      return i;
+  return std::nullopt;
+}
+
+bool KernelModel::is_aliased_input(std::size_t op) const {
+  for (const auto &a : aliases)
+    if (a.input == op)
+      return true;
+  return false;
+}
+
+bool KernelModel::is_read(std::size_t op) const {
+  for (const auto &e : effects)
+    if (e.operand == op && (e.kind == Effect::read || e.kind == Effect::accumulate))
+      return true;
+  return false;
+}
+
+std::int64_t KernelModel::num_points() const {
+  std::int64_t n = 1;
+  for (std::int64_t g : grid)
+    if (__builtin_mul_overflow(n, g, &n))
+      return std::numeric_limits<std::int64_t>::max();
+  return n;
+}
+
+std::string format_tuple(const std::vector<std::int64_t> &v) {
+  std::ostringstream os;
+  os << '(';
+  for (std::size_t i = 0; i < v.size(); ++i)
+    os << (i ? ", " : "") << v[i];
+  if (v.size() == 1)
+    os << ',';
+  os << ')';
+  return os.str();
+}
+
+Expr bind_grid(const Expr &e, const std::vector<std::int64_t> &point,
+               const std::vector<std::int64_t> &grid) {
+  if (e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs") &&
+      e.args.size() == 1 && e.args[0].op == Op::Int) {
+    auto a = e.args[0].int_value;
+    const auto &src = e.name == "program_id" ? point : grid;
+    if (a >= 0 && static_cast<std::size_t>(a) < src.size())
+      return Expr::integer(src[static_cast<std::size_t>(a)], e.loc);
+    return e;
+  }
+  Expr out = e;
+  for (auto &a : out.args)
+    a = bind_grid(a, point, grid);
+  return out;
+}
+
+namespace {
+
+struct Builder {
+  const spec::KernelSpec &k;
+  KernelModel m;
+  std::map<std::string, Expr> param_subst;
+  std::map<std::string, Expr> int_locals;   // integer lets, substituted into guards
+  std::map<std::string, std::size_t> ref_locals;  // local = a ref (or transpose of one)
+  std::map<std::string, bool> ref_local_transposed;
+  std::string error;
+  int order = 0;
+
+  std::optional<std::int64_t> eval(const Expr &e) { return spec::eval_int(e, m.env); }
+
+  bool fail(const std::string &s) {
+    if (error.empty())
+      error = s;
+    return false;
+  }
+
+  bool build_operands() {
+    for (const auto &op : k.operands) {
+      OperandModel om;
+      om.decl = &op;
+      om.name = op.name;
+      om.role = op.role;
+      om.dtype = op.dtype;
+      om.loc = op.loc;
+      for (const auto &s : op.shape) {
+        auto v = eval(s);
+        if (!v)
+          return fail("the shape of '" + op.name + "' is not a constant (bind its params with --set)");
+        om.shape.push_back(*v);
+      }
+      const std::size_t rank = om.shape.size();
+      bool full_block = true;
+      if (op.block_shape) {
+        if (op.block_shape->size() != rank)
+          return fail("the block of '" + op.name + "' does not match its rank");
+        for (std::size_t d = 0; d < rank; ++d) {
+          const auto &b = (*op.block_shape)[d];
+          if (!b) {
+            om.block.push_back(1);
+            om.squeezed.push_back(true);
+            full_block = full_block && om.shape[d] == 1;
+            continue;
+          }
+          auto v = eval(*b);
+          if (!v || *v <= 0)
+            return fail("the block of '" + op.name + "' is not a positive constant");
+          om.block.push_back(*v);
+          om.squeezed.push_back(false);
+          full_block = full_block && *v == om.shape[d];
+        }
+      } else {
+        om.block = om.shape;
+        om.squeezed.assign(rank, false);
+      }
+      for (std::size_t d = 0; d < rank; ++d)
+        om.num_blocks.push_back(om.block[d] > 0 ? spec::floor_div(om.shape[d] + om.block[d] - 1, om.block[d]) : 0);
+      bool zero_index = true;
+      if (op.index_map) {
+        om.index_params = op.index_map->params;
+        if (op.index_map->results.size() != rank)
+          return fail("the index_map of '" + op.name + "' does not match its rank");
+        auto subst = param_subst;
+        for (const auto &p : om.index_params)
+          subst.erase(p);
+        for (const auto &r : op.index_map->results) {
+          om.index.push_back(spec::substitute(r, subst));
+          zero_index = zero_index && r.op == Op::Int && r.int_value == 0;
+        }
+      } else {
+        om.index.assign(rank, Expr::integer(0));
+      }
+      om.windowed = op.role != spec::Role::scratch &&
+                    (op.memory_space == spec::MemorySpace::vmem ||
+                     op.memory_space == spec::MemorySpace::smem);
+      om.trivial_window = full_block && zero_index;
+      om.revisit_any = op.pipeline_mode.revisit == spec::Revisit::any;
+      if (op.pipeline_mode.buffer_count) {
+        auto v = eval(*op.pipeline_mode.buffer_count);
+        if (!v || *v < 1)
+          return fail("the buffer count of '" + op.name + "' is not a positive constant");
+        om.buffer_count = *v;
+      } else {
+        om.buffer_count = om.trivial_window ? 1 : 2;
+      }
+      if (op.role == spec::Role::scratch)
+        om.buffer_count = 1;
+      m.operands.push_back(std::move(om));
+    }
+    return true;
+  }
+
+  // Registers reads of every operand ref in a tensor expression, and the dims
+  // that dot/sum/max contract.
+  void scan_value(const Expr &e, const std::vector<Expr> &guards, const spec::Loc &loc) {
+    if (e.op == Op::Ref) {
+      if (auto i = m.operand_index(e.name)) {
+        Effect ef;
+        ef.kind = Effect::read;
+        ef.operand = *i;
+        ef.guards = guards;
+        ef.order = order;
+        ef.partial = is_partial(e);
+        ef.loc = loc;
+        m.effects.push_back(std::move(ef));
+      }
+      for (const auto &a : e.args)
+        scan_value(a, guards, loc);
+      return;
+    }
+    if (e.op == Op::Call) {
+      note_contraction(e, loc);
+    }
+    for (const auto &a : e.args)
+      scan_value(a, guards, loc);
+  }
+
+  static bool is_partial(const Expr &ref) {
+    for (const auto &s : ref.args)
+      if (s.op != Op::Ellipsis && !(s.op == Op::Slice && s.args.size() == 2 &&
+                                    s.args[0].op == Op::None && s.args[1].op == Op::None))
+        return true;
+    return false;
+  }
+
+  // The operand a tensor argument reads directly (a ref, a local bound to a
+  // ref, or transpose of either), and whether it is transposed.
+  std::optional<std::pair<std::size_t, bool>> direct_operand(const Expr &e) {
+    if (e.op == Op::Ref) {
+      if (auto i = m.operand_index(e.name))
+        return std::make_pair(*i, false);
+      return std::nullopt;
+    }
+    if (e.op == Op::Name) {
+      auto it = ref_locals.find(e.name);
+      if (it != ref_locals.end())
+        return std::make_pair(it->second, ref_local_transposed[e.name]);
+      return std::nullopt;
+    }
+    if (e.op == Op::Call && e.name == "transpose" && e.num_positional() == 1) {
+      auto inner = direct_operand(e.args[0]);
+      if (inner)
+        inner->second = !inner->second;
+      return inner;
+    }
+    if (e.op == Op::Call && e.name == "cast" && e.num_positional() >= 1)
+      return direct_operand(e.args[0]);
+    return std::nullopt;
+  }
+
+  std::int64_t view_rank(std::size_t op) const {
+    std::int64_t r = 0;
+    for (bool s : m.operands[op].squeezed)
+      r += s ? 0 : 1;
+    return r;
+  }
+
+  void add_contraction(std::size_t op, std::int64_t view_dim, bool transposed, const spec::Loc &loc) {
+    std::int64_t r = view_rank(op);
+    if (transposed && r == 2)
+      view_dim = 1 - view_dim;
+    if (auto d = m.operands[op].view_to_array_dim(view_dim))
+      m.contractions.push_back({op, *d, loc});
+  }
+
+  void note_contraction(const Expr &call, const spec::Loc &loc) {
+    if (call.name == "dot" && call.num_positional() == 2) {
+      if (auto a = direct_operand(call.args[0])) {
+        std::int64_t r = view_rank(a->first);
+        if (r >= 1)
+          add_contraction(a->first, r - 1, a->second, loc);
+      }
+      if (auto b = direct_operand(call.args[1])) {
+        std::int64_t r = view_rank(b->first);
+        if (r >= 1)
+          add_contraction(b->first, r >= 2 ? r - 2 : 0, b->second, loc);
+      }
+    } else if ((call.name == "sum" || call.name == "max") && call.num_positional() >= 1) {
+      auto a = direct_operand(call.args[0]);
+      if (!a)
+        return;
+      std::int64_t r = view_rank(a->first);
+      const Expr *axis = call.kwarg("axis");
+      if (!axis && call.num_positional() >= 2)
+        axis = &call.args[1];
+      if (!axis) {
+        for (std::int64_t v = 0; v < r; ++v)
+          add_contraction(a->first, v, false, loc);
+        return;
+      }
+      auto v = eval(*axis);
+      if (!v)
+        return;
+      std::int64_t ax = *v < 0 ? *v + r : *v;
+      if (ax >= 0 && ax < r)
+        add_contraction(a->first, ax, a->second, loc);
+    }
+  }
+
+  Expr guard_expr(const Expr &cond) {
+    Expr g = spec::substitute(cond, param_subst);
+    if (!int_locals.empty())
+      g = spec::substitute(g, int_locals);
+    return g;
+  }
+
+  static bool is_tensor_expr(const Expr &e) {
+    if (e.op == Op::Ref || e.op == Op::Zeros || e.op == Op::Float)
+      return true;
+    if (e.op == Op::Call && e.name != "program_id" && e.name != "num_programs" &&
+        e.name != "cdiv" && e.name != "min" && e.name != "max" && e.name != "abs")
+      return true;
+    for (const auto &a : e.args)
+      if (is_tensor_expr(a))
+        return true;
+    return false;
+  }
+
+  void walk(const spec::Block &body, std::vector<Expr> guards) {
+    for (const auto &st : body) {
+      if (const auto *a = std::get_if<spec::Assign>(&st.kind)) {
+        order += 2;
+        scan_value(a->value, guards, st.loc);
+        for (const auto &s : a->target.args)
+          scan_value(s, guards, st.loc);
+        if (auto i = m.operand_index(a->target.name)) {
+          Effect ef;
+          ef.kind = a->accumulate ? Effect::accumulate : Effect::write;
+          ef.operand = *i;
+          ef.guards = guards;
+          ef.order = order + 1;
+          ef.partial = is_partial(a->target);
+          ef.loc = st.loc;
+          m.effects.push_back(std::move(ef));
+        }
+      } else if (const auto *l = std::get_if<spec::Let>(&st.kind)) {
+        order += 2;
+        scan_value(l->value, guards, st.loc);
+        ref_locals.erase(l->name);
+        int_locals.erase(l->name);
+        if (auto d = direct_operand(l->value)) {
+          ref_locals[l->name] = d->first;
+          ref_local_transposed[l->name] = d->second;
+        } else if (!is_tensor_expr(l->value)) {
+          int_locals[l->name] = guard_expr(l->value);
+        }
+      } else if (const auto *w = std::get_if<spec::If>(&st.kind)) {
+        order += 2;
+        scan_value(w->cond, guards, st.loc);
+        Expr c = guard_expr(w->cond);
+        auto then_g = guards;
+        then_g.push_back(c);
+        walk(w->then_body, then_g);
+        if (!w->else_body.empty()) {
+          auto else_g = guards;
+          else_g.push_back(Expr::unary(Op::Not, c));
+          walk(w->else_body, else_g);
+        }
+      } else {
+        fail("the kernel body holds a statement that is not an assignment, binding or `when`");
+      }
+    }
+  }
+
+  bool run(const spec::Env &overrides, const std::optional<std::string> &target) {
+    m.spec = &k;
+    m.env = spec::param_env(k.params, overrides);
+    for (const auto &[n, v] : m.env)
+      param_subst[n] = Expr::integer(v);
+    if (k.grid) {
+      for (const auto &g : *k.grid) {
+        auto v = eval(g);
+        if (!v)
+          return fail("the grid is not a constant (a param is symbolic: bind it with --set)");
+        if (*v < 0)
+          return fail("the grid has a negative extent");
+        m.grid.push_back(*v);
+      }
+    }
+    if (k.dimension_semantics && k.dimension_semantics->size() == m.grid.size())
+      m.semantics = *k.dimension_semantics;
+    else
+      m.semantics.assign(m.grid.size(), spec::DimSemantics::arbitrary);
+    if (target)
+      m.target = *target;
+    else if (const auto *s = k.setting("target"))
+      m.target = s->value.op == Op::Name ? s->value.name : std::string();
+    if (const auto *s = k.setting("vmem_limit_bytes")) {
+      auto v = eval(s->value);
+      if (!v)
+        return fail("vmem_limit_bytes is not a constant");
+      m.vmem_limit_bytes = *v;
+    }
+    if (const auto *s = k.setting("max_concurrent_steps")) {
+      auto v = eval(s->value);
+      if (v && *v >= 1)
+        m.max_concurrent_steps = *v;
+    }
+    if (!build_operands())
+      return false;
+    for (const auto &a : k.aliases) {
+      auto i = m.operand_index(a.input), o = m.operand_index(a.output);
+      if (!i || !o)
+        return fail("alias names an unknown operand");
+      m.aliases.push_back({*i, *o, a.loc});
+    }
+    walk(k.body, {});
+    return error.empty();
+  }
+};
+
+}  // namespace
+
+ModelResult build_model(const spec::KernelSpec &k, const spec::Env &overrides,
+                        const std::optional<std::string> &target) {
+  Builder b{k, {}, {}, {}, {}, {}, {}, 0};
+  ModelResult r;
+  if (b.run(overrides, target))
+    r.model = std::move(b.m);
+  else
+    r.unknown_reason = b.error;
+  return r;
+}
+
+}  // namespace pipecheck::verifier::rules

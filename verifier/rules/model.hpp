@@ -1,0 +1,103 @@
+#pragma once
+/// The concrete model of a kernel spec that the spec-level rules query: every
+/// param bound, extents and blocks as numbers, index maps and guards as
+/// integer expressions over the grid, and the body's effect summary (which
+/// statement reads, writes or accumulates which operand, under which guard).
+
+#include "spec/eval.hpp"
+#include "spec/ir.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipecheck::verifier::rules {
+
+/// One `in`/`out`/`scratch` operand with its BlockSpec evaluated.
+struct OperandModel {
+  const spec::Operand *decl = nullptr;
+  std::string name;
+  spec::Role role = spec::Role::in;
+  spec::DType dtype = spec::DType::f32;
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> block;       ///< per array dim; a squeezed dim is 1
+  std::vector<bool> squeezed;
+  std::vector<std::int64_t> num_blocks;  ///< cdiv(shape, block) per dim
+  std::vector<std::string> index_params; ///< the index_map's lambda parameters
+  std::vector<spec::Expr> index;         ///< block index per dim (params substituted)
+  bool windowed = false;                 ///< pipelined through a VMEM/SMEM window
+  bool trivial_window = false;           ///< block == array and index all literal 0
+  std::int64_t buffer_count = 2;
+  bool revisit_any = false;
+  spec::Loc loc;
+
+  /// The array dim of the `v`-th non-squeezed dim (the body's view of the block).
+  std::optional<std::size_t> view_to_array_dim(std::int64_t v) const;
+  std::int64_t block_bytes() const;
+};
+
+/// What a body statement does to an operand, under the conjunction of the
+/// `when` guards around it.
+struct Effect {
+  enum Kind { read, write, accumulate };
+  Kind kind = read;
+  std::size_t operand = 0;         ///< index into KernelModel::operands
+  std::vector<spec::Expr> guards;  ///< conjunction; params and integer locals substituted
+  int order = 0;                   ///< program order; a statement's reads precede its write
+  bool partial = false;            ///< the ref is sliced (treated as a whole-block access)
+  spec::Loc loc;                   ///< the statement
+};
+const char *to_string(Effect::Kind);
+
+/// A block dimension contracted by `dot` or reduced by `sum`/`max` in the body.
+struct Contraction {
+  std::size_t operand = 0;
+  std::size_t array_dim = 0;
+  spec::Loc loc;
+};
+
+struct AliasModel {
+  std::size_t input = 0, output = 0;
+  spec::Loc loc;
+};
+
+struct KernelModel {
+  const spec::KernelSpec *spec = nullptr;
+  spec::Env env;
+  std::vector<std::int64_t> grid;
+  std::vector<spec::DimSemantics> semantics;  ///< one per axis (arbitrary when omitted)
+  std::vector<OperandModel> operands;
+  std::vector<Effect> effects;
+  std::vector<Contraction> contractions;
+  std::vector<AliasModel> aliases;
+  std::optional<std::string> target;
+  std::optional<std::int64_t> vmem_limit_bytes;
+  std::int64_t max_concurrent_steps = 1;
+
+  std::optional<std::size_t> operand_index(const std::string &) const;
+  bool is_aliased_input(std::size_t operand) const;
+  /// True when some effect on `operand` reads it (a load or `+=`).
+  bool is_read(std::size_t operand) const;
+  std::int64_t num_points() const;  ///< saturates at INT64_MAX
+};
+
+struct ModelResult {
+  std::optional<KernelModel> model;
+  std::string unknown_reason;  ///< set when the model could not be built
+};
+
+/// Builds the model of a validated kernel spec; `target` overrides the spec's
+/// `target =` setting.
+ModelResult build_model(const spec::KernelSpec &, const spec::Env &overrides,
+                        const std::optional<std::string> &target);
+
+/// Replaces program_id(a) and num_programs(a) by the point's coordinates and
+/// the grid's extents (for concrete evaluation).
+spec::Expr bind_grid(const spec::Expr &, const std::vector<std::int64_t> &point,
+                     const std::vector<std::int64_t> &grid);
+
+/// "(0, 1, 2)".
+std::string format_tuple(const std::vector<std::int64_t> &);
+
+}  // namespace pipecheck::verifier::rules

@@ -1,0 +1,353 @@
+#include "verifier/rules/symbolic.hpp"
+
+#include "verifier/rules/findings.hpp"
+#include "verifier/smt/smt.hpp"
+
+#include <cassert>
+
+namespace pipecheck::verifier::rules {
+
+namespace {
+
+using smt::Term;
+
+struct SymPoint {
+  std::vector<Term> v;
+};
+
+class Sym {
+public:
+  Sym(const KernelModel &m, unsigned timeout_ms) : m_(m), solver_(ctx_, timeout_ms) {}
+
+  RuleOutcome run() {
+    for (std::size_t i = 0; i < m_.operands.size(); ++i) {
+      const auto &o = m_.operands[i];
+      if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out))
+        out_of_bounds(i);
+      if (o.role == spec::Role::out && o.windowed) {
+        if (!o.revisit_any)
+          revisit(i);
+        parallel_conflict(i);
+        not_covered(i);
+        if (m_.is_read(i))
+          resets(i);
+      }
+    }
+    for (const auto &e : m_.effects) {
+      const auto &o = m_.operands[e.operand];
+      if ((e.kind == Effect::read || e.kind == Effect::accumulate) &&
+          ((o.role == spec::Role::out && o.windowed) || o.role == spec::Role::scratch))
+        uninitialized(e);
+      if (e.kind != Effect::read && o.role == spec::Role::in && o.windowed &&
+          !m_.is_aliased_input(e.operand))
+        input_write(e);
+    }
+    for (const auto &a : m_.aliases)
+      alias(a);
+    auto structural = structural_findings(m_, out_.unknown);
+    out_.findings.insert(out_.findings.end(), structural.begin(), structural.end());
+    finalize(out_.findings);
+    return std::move(out_);
+  }
+
+private:
+  const KernelModel &m_;
+  smt::Context ctx_;
+  smt::Solver solver_;
+  RuleOutcome out_;
+  int fresh_ = 0;
+  std::string err_;
+  smt::Bindings::Aux *aux_ = nullptr;  // set while building a universally quantified body
+
+  SymPoint point(const std::string &tag) {
+    SymPoint p;
+    std::string t = tag + std::to_string(fresh_++);
+    for (std::size_t k = 0; k < m_.grid.size(); ++k)
+      p.v.push_back(ctx_.int_var(t + "_" + std::to_string(k)));
+    return p;
+  }
+
+  Term in_grid(const SymPoint &p) {
+    std::vector<Term> c;
+    for (std::size_t k = 0; k < p.v.size(); ++k) {
+      c.push_back(p.v[k] >= 0);
+      c.push_back(p.v[k] < m_.grid[k]);
+    }
+    return ctx_.all_of(c);
+  }
+
+  // Grid order: lexicographic, last axis fastest.
+  Term lex_lt(const SymPoint &p, const SymPoint &q) {
+    std::vector<Term> alts;
+    std::vector<Term> prefix;
+    for (std::size_t k = 0; k < p.v.size(); ++k) {
+      auto c = prefix;
+      c.push_back(p.v[k] < q.v[k]);
+      alts.push_back(ctx_.all_of(c));
+      prefix.push_back(p.v[k] == q.v[k]);
+    }
+    return ctx_.any_of(alts);
+  }
+
+  Term same(const std::vector<Term> &a, const std::vector<Term> &b) {
+    assert(a.size() == b.size());
+    std::vector<Term> c;
+    for (std::size_t k = 0; k < a.size(); ++k)
+      c.push_back(a[k] == b[k]);
+    return ctx_.all_of(c);
+  }
+
+  smt::Bindings bindings(const std::vector<std::string> &params, const SymPoint &p) {
+    smt::Bindings b;
+    for (std::size_t a = 0; a < params.size() && a < p.v.size(); ++a)
+      b.names.emplace(params[a], p.v[a]);
+    b.program_ids = p.v;
+    b.num_programs = m_.grid;
+    b.aux = aux_;
+    return b;
+  }
+
+  std::optional<Term> tr(const spec::Expr &e, const smt::Bindings &b) {
+    auto t = smt::translate(ctx_, e, b);
+    if (!t.term) {
+      if (err_.empty())
+        err_ = t.error;
+      return std::nullopt;
+    }
+    return t.term;
+  }
+
+  std::vector<Term> block(std::size_t op, const SymPoint &p) {
+    const auto &o = m_.operands[op];
+    auto b = bindings(o.index_params, p);
+    std::vector<Term> out;
+    for (const auto &e : o.index) {
+      auto t = tr(e, b);
+      out.push_back(t ? *t : ctx_.num(0));
+    }
+    return out;
+  }
+
+  Term guard(const Effect &e, const SymPoint &p) {
+    auto b = bindings({}, p);
+    std::vector<Term> c;
+    for (const auto &g : e.guards) {
+      auto t = tr(g, b);
+      if (!t)
+        return ctx_.boolean(false);
+      c.push_back(smt::truthy(*t));
+    }
+    return ctx_.all_of(c);
+  }
+
+  // Some effect of `kinds` on operand `op` fires at p.
+  Term fires(std::size_t op, bool writes_only, bool reads_only, const SymPoint &p) {
+    std::vector<Term> c;
+    for (const auto &e : m_.effects) {
+      if (e.operand != op)
+        continue;
+      bool is_write = e.kind != Effect::read;
+      bool is_read = e.kind != Effect::write;
+      if ((writes_only && !is_write) || (reads_only && !is_read))
+        continue;
+      c.push_back(guard(e, p));
+    }
+    return ctx_.any_of(c);
+  }
+
+  static std::vector<Term> with(std::vector<Term> a, const std::vector<Term> &b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }
+
+  enum class Q { sat, unsat, unknown };
+
+  // One satisfiability query; on sat, the points in `order` are minimized
+  // lexicographically and returned in that order.
+  Q query(const std::string &name, const std::vector<Term> &facts, const std::vector<const SymPoint *> &order,
+          std::vector<Point> &values, const std::vector<std::int64_t> &lower = {}) {
+    if (!err_.empty()) {
+      out_.unknown.push_back(name + ": unsupported construct: " + err_);
+      err_.clear();
+      return Q::unknown;
+    }
+    solver_.push();
+    for (std::size_t i = 0; i < facts.size(); ++i)
+      solver_.add(facts[i], name + "/" + std::to_string(i));
+    smt::Result r = solver_.check();
+    Q q = Q::unsat;
+    if (r.kind == smt::Result::sat) {
+      q = Q::sat;
+      std::vector<Term> vars;
+      for (const auto *p : order)
+        vars.insert(vars.end(), p->v.begin(), p->v.end());
+      std::vector<std::int64_t> lo = lower;
+      lo.resize(vars.size(), 0);
+      auto vals = solver_.minimize_lex(vars, lo);
+      std::size_t at = 0;
+      values.clear();
+      for (const auto *p : order) {
+        values.emplace_back(vals.begin() + static_cast<std::ptrdiff_t>(at),
+                            vals.begin() + static_cast<std::ptrdiff_t>(at + p->v.size()));
+        at += p->v.size();
+      }
+    } else if (r.kind == smt::Result::unknown) {
+      q = Q::unknown;
+      out_.unknown.push_back(name + ": " + (r.reason.empty() ? "solver returned unknown" : r.reason));
+    }
+    solver_.pop();
+    return q;
+  }
+
+  void revisit(std::size_t op) {
+    if (m_.grid.empty())
+      return;
+    const auto &o = m_.operands[op];
+    SymPoint p = point("p"), r = point("r"), q = point("q");
+    auto bp = block(op, p), br = block(op, r), bq = block(op, q);
+    std::vector<Point> v;
+    bool acc = m_.is_read(op);
+    std::string name = std::string(acc ? "reduction-not-last-axis/" : "output-revisit/") + o.name;
+    if (query(name, {in_grid(p), in_grid(r), in_grid(q), lex_lt(p, r), lex_lt(r, q), same(bp, bq), !same(bp, br)},
+              {&q, &p, &r}, v) == Q::sat)
+      out_.findings.push_back(revisit_finding(m_, op, acc, v[1], v[0]));
+  }
+
+  void uninitialized(const Effect &rd) {
+    const auto &o = m_.operands[rd.operand];
+    SymPoint p = point("p");
+    std::vector<Term> facts = {in_grid(p), guard(rd, p)};
+    // No write earlier in the same grid step...
+    // Any store counts, `+=` included: a read after a `+=` of garbage has the
+    // `+=` as its root cause, which is reported there.
+    for (const auto &w : m_.effects)
+      if (w.operand == rd.operand && w.kind != Effect::read && w.order < rd.order)
+        facts.push_back(!guard(w, p));
+    // ...nor at any earlier grid point, to the same block.
+    SymPoint q = point("q");
+    std::vector<Term> inits;
+    smt::Bindings::Aux aux;
+    auto bp = o.role == spec::Role::scratch ? std::vector<Term>{} : block(rd.operand, p);
+    aux_ = &aux;
+    for (const auto &w : m_.effects)
+      if (w.operand == rd.operand && w.kind != Effect::read)
+        inits.push_back(guard(w, q));
+    auto bq = o.role == spec::Role::scratch ? std::vector<Term>{} : block(rd.operand, q);
+    aux_ = nullptr;
+    if (!inits.empty()) {
+      Term body = in_grid(q) && ctx_.all_of(aux.side) && lex_lt(q, p) && ctx_.any_of(inits) && same(bq, bp);
+      facts.push_back(smt::forall(with(q.v, aux.aux_vars), !body));
+    }
+    std::vector<Point> v;
+    if (query("uninitialized-accumulator/" + o.name + "/line" + std::to_string(rd.loc.line), facts, {&p}, v) ==
+        Q::sat)
+      out_.findings.push_back(uninitialized_finding(m_, rd, v[0]));
+  }
+
+  void resets(std::size_t op) {
+    if (m_.grid.empty())
+      return;
+    const auto &o = m_.operands[op];
+    for (const auto &w : m_.effects) {
+      if (w.operand != op || w.kind != Effect::write)
+        continue;
+      SymPoint p = point("p"), q = point("q");
+      std::vector<Point> v;
+      if (query("accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
+                {in_grid(p), in_grid(q), lex_lt(p, q), same(block(op, p), block(op, q)), guard(w, q),
+                 fires(op, false, true, p)},
+                {&q, &p}, v) == Q::sat)
+        out_.findings.push_back(reset_finding(m_, w, v[1], v[0]));
+    }
+  }
+
+  void input_write(const Effect &w) {
+    SymPoint p = point("p");
+    std::vector<Point> v;
+    if (query("input-write-lost/" + m_.operands[w.operand].name, {in_grid(p), guard(w, p)}, {&p}, v) == Q::sat)
+      out_.findings.push_back(input_write_finding(m_, w, v[0]));
+  }
+
+  void out_of_bounds(std::size_t op) {
+    const auto &o = m_.operands[op];
+    SymPoint p = point("p");
+    auto b = block(op, p);
+    std::vector<Term> bad;
+    for (std::size_t d = 0; d < b.size(); ++d) {
+      bad.push_back(b[d] < 0);
+      bad.push_back(b[d] >= o.num_blocks[d]);
+    }
+    std::vector<Point> v;
+    if (query("index-out-of-bounds/" + o.name, {in_grid(p), ctx_.any_of(bad)}, {&p}, v) == Q::sat)
+      out_.findings.push_back(out_of_bounds_finding(m_, op, v[0]));
+  }
+
+  void parallel_conflict(std::size_t op) {
+    std::vector<std::size_t> axes;
+    for (std::size_t a = 0; a < m_.semantics.size(); ++a)
+      if (m_.semantics[a] == spec::DimSemantics::parallel)
+        axes.push_back(a);
+    if (axes.empty())
+      return;
+    SymPoint p = point("p"), q = point("q");
+    std::vector<Term> differ;
+    for (std::size_t a : axes)
+      differ.push_back(p.v[a] != q.v[a]);
+    std::vector<Point> v;
+    if (query("parallel-write-conflict/" + m_.operands[op].name,
+              {in_grid(p), in_grid(q), lex_lt(p, q), ctx_.any_of(differ), same(block(op, p), block(op, q)),
+               fires(op, true, false, p), fires(op, true, false, q)},
+              {&p, &q}, v) == Q::sat)
+      out_.findings.push_back(parallel_conflict_finding(m_, op, v[0], v[1]));
+  }
+
+  void not_covered(std::size_t op) {
+    const auto &o = m_.operands[op];
+    SymPoint b;
+    std::vector<Term> facts;
+    for (std::size_t d = 0; d < o.num_blocks.size(); ++d) {
+      b.v.push_back(ctx_.int_var("b" + std::to_string(fresh_) + "_" + std::to_string(d)));
+      facts.push_back(b.v.back() >= 0);
+      facts.push_back(b.v.back() < o.num_blocks[d]);
+    }
+    ++fresh_;
+    SymPoint q = point("q");
+    smt::Bindings::Aux aux;
+    aux_ = &aux;
+    auto bq = block(op, q);
+    Term w = fires(op, true, false, q);
+    aux_ = nullptr;
+    Term written = in_grid(q) && ctx_.all_of(aux.side) && same(bq, b.v) && w;
+    facts.push_back(smt::forall(with(q.v, aux.aux_vars), !written));
+    std::vector<Point> v;
+    if (query("output-not-covered/" + o.name, facts, {&b}, v) == Q::sat)
+      out_.findings.push_back(not_covered_finding(m_, op, v[0]));
+  }
+
+  void alias(const AliasModel &a) {
+    const auto &x = m_.operands[a.input];
+    const auto &o = m_.operands[a.output];
+    if (!x.windowed || !o.windowed || x.shape.size() != o.shape.size() || m_.grid.empty())
+      return;
+    SymPoint p = point("p"), r = point("r"), q = point("q");
+    auto bo = block(a.output, p), bor = block(a.output, r), bx = block(a.input, q);
+    std::vector<Term> overlap;
+    for (std::size_t d = 0; d < bo.size(); ++d) {
+      Term xs = bx[d] * x.block[d], os = bo[d] * o.block[d];
+      overlap.push_back(xs < os + o.block[d]);
+      overlap.push_back(os < xs + x.block[d]);
+    }
+    std::vector<Point> v;
+    if (query("alias-hazard/" + x.name + "->" + o.name,
+              {in_grid(p), in_grid(r), in_grid(q), lex_lt(p, r), lex_lt(r, q) || same(r.v, q.v), !same(bo, bor),
+               ctx_.all_of(overlap)},
+              {&q, &p, &r}, v) == Q::sat)
+      out_.findings.push_back(alias_finding(m_, a, v[1], v[0]));
+  }
+};
+
+}  // namespace
+
+RuleOutcome check_symbolic(const KernelModel &m, unsigned timeout_ms) { return Sym(m, timeout_ms).run(); }
+
+}  // namespace pipecheck::verifier::rules

@@ -1,0 +1,462 @@
+#include "verifier/smt/smt.hpp"
+
+#include "spec/eval.hpp"
+
+#include <z3++.h>
+
+#include <cassert>
+#include <atomic>
+#include <cstdint>
+#include <limits>
+
+namespace pipecheck::verifier::smt {
+
+struct Context::Impl {
+  z3::context c;
+  std::vector<z3::expr> terms;
+};
+
+struct TermAccess {
+  static const z3::expr &get(const Term &t) {
+    assert(t.valid());
+    return t.ctx_->impl().terms[static_cast<std::size_t>(t.id_)];
+  }
+  static Term make(Context *c, const z3::expr &e) {
+    auto &ts = c->impl().terms;
+    ts.push_back(e);
+    return Term(c, static_cast<int>(ts.size() - 1));
+  }
+};
+
+namespace {
+
+const z3::expr &ex(const Term &t) { return TermAccess::get(t); }
+Term mk(const Term &like, const z3::expr &e) { return TermAccess::make(like.context(), e); }
+z3::context &zc(const Term &t) { return t.context()->impl().c; }
+z3::expr lit(const Term &like, std::int64_t v) {
+  return zc(like).int_val(static_cast<int64_t>(v));
+}
+
+}  // namespace
+
+std::optional<std::int64_t> Term::numeral() const {
+  z3::expr e = ex(*this).simplify();
+  int64_t v = 0;
+  if (e.is_int() && e.is_numeral_i64(v))
+    return v;
+  return std::nullopt;
+}
+bool Term::is_true() const { return ex(*this).simplify().is_true(); }
+bool Term::is_false() const { return ex(*this).simplify().is_false(); }
+std::string Term::to_string() const { return ex(*this).to_string(); }
+
+Term operator+(const Term &a, const Term &b) { return mk(a, ex(a) + ex(b)); }
+Term operator-(const Term &a, const Term &b) { return mk(a, ex(a) - ex(b)); }
+Term operator*(const Term &a, const Term &b) { return mk(a, ex(a) * ex(b)); }
+Term operator-(const Term &a) { return mk(a, -ex(a)); }
+Term operator==(const Term &a, const Term &b) { return mk(a, ex(a) == ex(b)); }
+Term operator!=(const Term &a, const Term &b) { return mk(a, ex(a) != ex(b)); }
+Term operator<(const Term &a, const Term &b) { return mk(a, ex(a) < ex(b)); }
+Term operator<=(const Term &a, const Term &b) { return mk(a, ex(a) <= ex(b)); }
+Term operator>(const Term &a, const Term &b) { return mk(a, ex(a) > ex(b)); }
+Term operator>=(const Term &a, const Term &b) { return mk(a, ex(a) >= ex(b)); }
+Term operator&&(const Term &a, const Term &b) { return mk(a, ex(a) && ex(b)); }
+Term operator||(const Term &a, const Term &b) { return mk(a, ex(a) || ex(b)); }
+Term operator!(const Term &a) { return mk(a, !ex(a)); }
+Term operator+(const Term &a, std::int64_t b) { return mk(a, ex(a) + lit(a, b)); }
+Term operator-(const Term &a, std::int64_t b) { return mk(a, ex(a) - lit(a, b)); }
+Term operator*(const Term &a, std::int64_t b) { return mk(a, ex(a) * lit(a, b)); }
+Term operator==(const Term &a, std::int64_t b) { return mk(a, ex(a) == lit(a, b)); }
+Term operator!=(const Term &a, std::int64_t b) { return mk(a, ex(a) != lit(a, b)); }
+Term operator<(const Term &a, std::int64_t b) { return mk(a, ex(a) < lit(a, b)); }
+Term operator<=(const Term &a, std::int64_t b) { return mk(a, ex(a) <= lit(a, b)); }
+Term operator>(const Term &a, std::int64_t b) { return mk(a, ex(a) > lit(a, b)); }
+Term operator>=(const Term &a, std::int64_t b) { return mk(a, ex(a) >= lit(a, b)); }
+
+Term floor_div(const Term &a, std::int64_t c) {
+  assert(c != 0);
+  // SMT-LIB `div` is Euclidean: it equals floor division for a positive
+  // divisor, and floor(a / c) == floor(-a / -c) covers a negative one.
+  if (c > 0)
+    return mk(a, z3::expr(zc(a), Z3_mk_div(zc(a), ex(a), lit(a, c))));
+  z3::expr na = -ex(a);
+  return mk(a, z3::expr(zc(a), Z3_mk_div(zc(a), na, lit(a, -c))));
+}
+
+Term floor_mod(const Term &a, std::int64_t c) { return a - floor_div(a, c) * c; }
+
+Term ite(const Term &c, const Term &a, const Term &b) {
+  return mk(c, z3::ite(ex(c), ex(a), ex(b)));
+}
+
+Term truthy(const Term &t) { return ex(t).is_bool() ? t : (t != 0); }
+
+namespace {
+Term quantify(bool universal, const std::vector<Term> &vars, const Term &body) {
+  if (vars.empty())
+    return body;
+  z3::expr_vector vs(zc(body));
+  for (const Term &v : vars)
+    vs.push_back(ex(v));
+  return mk(body, universal ? z3::forall(vs, ex(body)) : z3::exists(vs, ex(body)));
+}
+}  // namespace
+
+Term forall(const std::vector<Term> &vars, const Term &body) { return quantify(true, vars, body); }
+Term exists(const std::vector<Term> &vars, const Term &body) { return quantify(false, vars, body); }
+
+Context::Context() : impl_(std::make_unique<Impl>()) {}
+Context::~Context() = default;
+
+Term Context::int_var(const std::string &name) {
+  return TermAccess::make(this, impl_->c.int_const(name.c_str()));
+}
+Term Context::num(std::int64_t v) {
+  return TermAccess::make(this, impl_->c.int_val(static_cast<int64_t>(v)));
+}
+Term Context::boolean(bool b) { return TermAccess::make(this, impl_->c.bool_val(b)); }
+Term Context::all_of(const std::vector<Term> &ts) {
+  if (ts.empty())
+    return boolean(true);
+  Term r = ts[0];
+  for (std::size_t i = 1; i < ts.size(); ++i)
+    r = r && ts[i];
+  return r;
+}
+Term Context::any_of(const std::vector<Term> &ts) {
+  if (ts.empty())
+    return boolean(false);
+  Term r = ts[0];
+  for (std::size_t i = 1; i < ts.size(); ++i)
+    r = r || ts[i];
+  return r;
+}
+
+const char *to_string(Result::Kind k) {
+  switch (k) {
+  case Result::sat:
+    return "sat";
+  case Result::unsat:
+    return "unsat";
+  case Result::unknown:
+    return "unknown";
+  }
+  return "unknown";
+}
+
+struct Solver::Impl {
+  z3::solver s;
+  std::optional<z3::model> model;
+  std::vector<std::string> core;
+  unsigned counter = 0;
+  explicit Impl(z3::context &c) : s(c) {}
+};
+
+Solver::Solver(Context &c, unsigned timeout_ms)
+    : ctx_(c), impl_(std::make_unique<Impl>(c.impl().c)) {
+  z3::params p(c.impl().c);
+  p.set("timeout", timeout_ms == 0 ? 1u : timeout_ms);
+  impl_->s.set(p);
+}
+Solver::~Solver() = default;
+
+void Solver::add(const Term &t, const std::string &name) {
+  std::string n = name + "#" + std::to_string(impl_->counter++);
+  impl_->s.add(ex(t), n.c_str());
+}
+void Solver::push() { impl_->s.push(); }
+void Solver::pop() { impl_->s.pop(); }
+
+Result Solver::check() {
+  Result r;
+  z3::check_result c = z3::unknown;
+  try {
+    c = impl_->s.check();
+  } catch (const z3::exception &e) {
+    r.kind = Result::unknown;
+    r.reason = e.msg();
+    return r;
+  }
+  impl_->core.clear();
+  if (c == z3::sat) {
+    r.kind = Result::sat;
+    impl_->model = impl_->s.get_model();
+  } else if (c == z3::unsat) {
+    r.kind = Result::unsat;
+    z3::expr_vector core = impl_->s.unsat_core();
+    for (unsigned i = 0; i < core.size(); ++i)
+      impl_->core.push_back(core[static_cast<int>(i)].to_string());
+  } else {
+    r.kind = Result::unknown;
+    r.reason = impl_->s.reason_unknown();
+    if (r.reason == "canceled" || r.reason == "timeout")
+      r.reason = "solver timeout";
+  }
+  return r;
+}
+
+std::int64_t Solver::value(const Term &t) const {
+  assert(impl_->model.has_value());
+  z3::expr v = impl_->model->eval(ex(t), true);
+  int64_t out = 0;
+  bool ok = v.is_numeral_i64(out);
+  assert(ok);
+  (void)ok;
+  return out;
+}
+
+std::vector<std::string> Solver::core() const { return impl_->core; }
+
+std::vector<std::int64_t> Solver::minimize_lex(const std::vector<Term> &vars,
+                                               const std::vector<std::int64_t> &lower) {
+  assert(vars.size() == lower.size());
+  std::vector<std::int64_t> vals;
+  for (const Term &v : vars)
+    vals.push_back(value(v));
+  push();
+  bool stop = false;
+  for (std::size_t k = 0; k < vars.size() && !stop; ++k) {
+    std::int64_t lo = lower[k];
+    std::int64_t hi = value(vars[k]);
+    // Probe the lower bound first: witnesses are usually at the origin.
+    bool first = true;
+    while (lo < hi) {
+      std::int64_t mid = first ? lo : lo + (hi - lo) / 2;
+      first = false;
+      push();
+      add(vars[k] <= mid, "minimize");
+      Result r = check();
+      pop();
+      if (r.kind == Result::sat) {
+        hi = value(vars[k]);
+      } else if (r.kind == Result::unsat) {
+        lo = mid + 1;
+      } else {
+        stop = true;
+        break;
+      }
+    }
+    add(vars[k] == hi, "minimize-fix");
+    if (!stop) {
+      Result r = check();
+      if (r.kind != Result::sat)
+        stop = true;
+    }
+  }
+  if (!stop)
+    for (std::size_t k = 0; k < vars.size(); ++k)
+      vals[k] = value(vars[k]);
+  pop();
+  return vals;
+}
+
+// ----------------------------------------------------------------- translate
+
+namespace {
+
+std::atomic<unsigned long> aux_counter{0};
+
+struct Translator {
+  Context &ctx;
+  const Bindings &b;
+  std::string error;
+
+  std::optional<Term> fail(const std::string &msg) {
+    if (error.empty())
+      error = msg;
+    return std::nullopt;
+  }
+  bool is_bool(const Term &t) { return ex(t).is_bool(); }
+  Term as_int(const Term &t) { return is_bool(t) ? ite(t, ctx.num(1), ctx.num(0)) : t; }
+  Term as_bool(const Term &t) { return is_bool(t) ? t : (t != 0); }
+
+  std::optional<std::int64_t> constant(const Term &t) {
+    if (is_bool(t))
+      return std::nullopt;
+    return t.numeral();
+  }
+
+  std::optional<Term> run(const spec::Expr &e) {
+    using spec::Op;
+    switch (e.op) {
+    case Op::Int:
+      return ctx.num(e.int_value);
+    case Op::Name: {
+      auto it = b.names.find(e.name);
+      if (it == b.names.end())
+        return fail("unbound name '" + e.name + "'");
+      return it->second;
+    }
+    case Op::Neg: {
+      auto a = run(e.args.at(0));
+      if (!a)
+        return a;
+      return -as_int(*a);
+    }
+    case Op::Not: {
+      auto a = run(e.args.at(0));
+      if (!a)
+        return a;
+      return !as_bool(*a);
+    }
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::FloorDiv:
+    case Op::Mod:
+    case Op::Pow:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::And:
+    case Op::Or:
+      return binary(e);
+    case Op::Call:
+      return call(e);
+    default:
+      return fail(std::string("unsupported construct '") + spec::to_string(e.op) +
+                  "' in an integer expression");
+    }
+  }
+
+  std::optional<Term> binary(const spec::Expr &e) {
+    using spec::Op;
+    auto a = run(e.args.at(0));
+    if (!a)
+      return a;
+    auto bb = run(e.args.at(1));
+    if (!bb)
+      return bb;
+    switch (e.op) {
+    case Op::And:
+      return as_bool(*a) && as_bool(*bb);
+    case Op::Or:
+      return as_bool(*a) || as_bool(*bb);
+    default:
+      break;
+    }
+    Term x = as_int(*a), y = as_int(*bb);
+    switch (e.op) {
+    case Op::Add:
+      return x + y;
+    case Op::Sub:
+      return x - y;
+    case Op::Mul:
+      if (!constant(x) && !constant(y))
+        return fail("nonlinear multiplication of two grid-dependent terms");
+      return x * y;
+    case Op::FloorDiv:
+    case Op::Mod: {
+      auto c = constant(y);
+      if (!c)
+        return fail("'//' or '%' by a non-constant");
+      if (*c == 0)
+        return fail("division by zero");
+      if (b.aux) {
+        // Python floor division by c: floor(x / c) == floor(-x / -c).
+        Term num = *c > 0 ? x : -x;
+        std::int64_t den = *c > 0 ? *c : -*c;
+        Term d = ctx.int_var("div!" + std::to_string(aux_counter++));
+        b.aux->aux_vars.push_back(d);
+        b.aux->side.push_back(d * den <= num && num < d * den + den);
+        return e.op == Op::FloorDiv ? d : x - d * *c;
+      }
+      return e.op == Op::FloorDiv ? floor_div(x, *c) : floor_mod(x, *c);
+    }
+    case Op::Pow: {
+      auto cx = constant(x), cy = constant(y);
+      if (!cx || !cy || *cy < 0)
+        return fail("'**' of non-constants");
+      spec::Expr folded = spec::Expr::binary(Op::Pow, spec::Expr::integer(*cx),
+                                             spec::Expr::integer(*cy));
+      auto v = spec::eval_int(folded, {});
+      if (!v)
+        return fail("'**' overflows");
+      return ctx.num(*v);
+    }
+    case Op::Eq:
+      return x == y;
+    case Op::Ne:
+      return x != y;
+    case Op::Lt:
+      return x < y;
+    case Op::Le:
+      return x <= y;
+    case Op::Gt:
+      return x > y;
+    case Op::Ge:
+      return x >= y;
+    default:
+      return fail("unsupported operator");
+    }
+  }
+
+  std::optional<std::int64_t> axis_of(const spec::Expr &e) {
+    if (e.num_positional() != 1 || e.args[0].op != spec::Op::Int)
+      return std::nullopt;
+    return e.args[0].int_value;
+  }
+
+  std::optional<Term> call(const spec::Expr &e) {
+    if (e.name == "program_id" || e.name == "num_programs") {
+      auto a = axis_of(e);
+      if (!a)
+        return fail(e.name + " needs a constant axis");
+      auto n = static_cast<std::size_t>(*a);
+      if (*a < 0 || n >= b.num_programs.size())
+        return fail(e.name + "(" + std::to_string(*a) + ") names no grid axis");
+      if (e.name == "num_programs")
+        return ctx.num(b.num_programs[n]);
+      if (n >= b.program_ids.size())
+        return fail("program_id outside a grid context");
+      return b.program_ids[n];
+    }
+    std::vector<Term> args;
+    for (const auto &a : e.args) {
+      auto t = run(a);
+      if (!t)
+        return t;
+      args.push_back(as_int(*t));
+    }
+    if (e.name == "abs" && args.size() == 1)
+      return ite(args[0] < 0, -args[0], args[0]);
+    if ((e.name == "min" || e.name == "max") && args.size() == 2)
+      return e.name == "min" ? ite(args[0] <= args[1], args[0], args[1])
+                             : ite(args[0] >= args[1], args[0], args[1]);
+    if (e.name == "cdiv" && args.size() == 2) {
+      auto c = constant(args[1]);
+      if (!c || *c == 0)
+        return fail("cdiv by a non-constant or zero");
+      if (b.aux) {
+        Term num = -args[0];
+        std::int64_t den = *c;
+        if (den < 0) {
+          num = -num;
+          den = -den;
+        }
+        Term d = ctx.int_var("cdiv!" + std::to_string(aux_counter++));
+        b.aux->aux_vars.push_back(d);
+        b.aux->side.push_back(d * den <= num && num < d * den + den);
+        return -d;
+      }
+      return -floor_div(-args[0], *c);
+    }
+    return fail("unsupported call '" + e.name + "' in an integer expression");
+  }
+};
+
+}  // namespace
+
+Translation translate(Context &ctx, const spec::Expr &e, const Bindings &b) {
+  Translator t{ctx, b, {}};
+  Translation out;
+  out.term = t.run(e);
+  if (!out.term)
+    out.error = t.error.empty() ? "unsupported expression" : t.error;
+  return out;
+}
+
+}  // namespace pipecheck::verifier::smt

@@ -1,0 +1,166 @@
+#pragma once
+/// The Z3 wrapper: the only place in pipecheck that includes z3++.h.
+///
+/// A Context owns every term built in it; a Term is a cheap handle into its
+/// context. Integer terms follow Python semantics for `//` and `%` by
+/// constants (floor toward negative infinity). A Solver carries a timeout and
+/// named assertions; check() answers sat, unsat or unknown with the reason.
+
+#include "spec/ir.hpp"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipecheck::verifier::smt {
+
+class Context;
+struct TermAccess;
+
+/// A Z3 term (integer or Boolean) owned by a Context.
+class Term {
+public:
+  Term() = default;
+  Context *context() const { return ctx_; }
+  bool valid() const { return ctx_ != nullptr; }
+  /// The value when the term is an integer numeral (after simplification).
+  std::optional<std::int64_t> numeral() const;
+  /// True when the term is the Boolean literal `true` / `false`.
+  bool is_true() const;
+  bool is_false() const;
+  std::string to_string() const;
+
+private:
+  friend struct TermAccess;
+  Term(Context *c, int id) : ctx_(c), id_(id) {}
+  Context *ctx_ = nullptr;
+  int id_ = -1;
+};
+
+Term operator+(const Term &, const Term &);
+Term operator-(const Term &, const Term &);
+Term operator*(const Term &, const Term &);
+Term operator-(const Term &);
+Term operator==(const Term &, const Term &);
+Term operator!=(const Term &, const Term &);
+Term operator<(const Term &, const Term &);
+Term operator<=(const Term &, const Term &);
+Term operator>(const Term &, const Term &);
+Term operator>=(const Term &, const Term &);
+Term operator&&(const Term &, const Term &);
+Term operator||(const Term &, const Term &);
+Term operator!(const Term &);
+Term operator+(const Term &, std::int64_t);
+Term operator-(const Term &, std::int64_t);
+Term operator*(const Term &, std::int64_t);
+Term operator==(const Term &, std::int64_t);
+Term operator!=(const Term &, std::int64_t);
+Term operator<(const Term &, std::int64_t);
+Term operator<=(const Term &, std::int64_t);
+Term operator>(const Term &, std::int64_t);
+Term operator>=(const Term &, std::int64_t);
+/// Python `a // c` for a constant c != 0.
+Term floor_div(const Term &a, std::int64_t c);
+/// Python `a % c` for a constant c != 0 (the result has the sign of c).
+Term floor_mod(const Term &a, std::int64_t c);
+Term ite(const Term &c, const Term &a, const Term &b);
+/// A Boolean term as is; an integer term as `t != 0` (Python truthiness).
+Term truthy(const Term &t);
+/// `forall vars. body` / `exists vars. body`; vars are integer constants.
+Term forall(const std::vector<Term> &vars, const Term &body);
+Term exists(const std::vector<Term> &vars, const Term &body);
+
+/// Owns a Z3 context and every term built in it. One per kernel check.
+class Context {
+public:
+  Context();
+  ~Context();
+  Context(const Context &) = delete;
+  Context &operator=(const Context &) = delete;
+
+  /// A fresh integer constant. Names should be unique within a query.
+  Term int_var(const std::string &name);
+  Term num(std::int64_t v);
+  Term boolean(bool b);
+  Term all_of(const std::vector<Term> &);  ///< true when empty
+  Term any_of(const std::vector<Term> &);  ///< false when empty
+
+  struct Impl;
+  Impl &impl() { return *impl_; }
+
+private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The answer of a query: sat (a model exists), unsat, or unknown with why.
+struct Result {
+  enum Kind { sat, unsat, unknown } kind = unknown;
+  std::string reason;  ///< for unknown: Z3's reason ("timeout", "incomplete quantifiers", ...)
+  friend bool operator==(const Result &a, const Result &b) { return a.kind == b.kind; }
+};
+const char *to_string(Result::Kind);
+
+/// A solver with a per-query timeout and named (tracked) assertions.
+class Solver {
+public:
+  Solver(Context &, unsigned timeout_ms);
+  ~Solver();
+  Solver(const Solver &) = delete;
+  Solver &operator=(const Solver &) = delete;
+
+  /// Asserts a Boolean term under a name ("uninitialized-accumulator/o/read");
+  /// the name appears in unsat cores. Names are made unique automatically.
+  void add(const Term &, const std::string &name);
+  void push();
+  void pop();
+  Result check();
+  /// The value of an integer term in the model of the last sat check.
+  std::int64_t value(const Term &) const;
+  /// The names of the assertions in the unsat core of the last unsat check.
+  std::vector<std::string> core() const;
+
+  /// After a sat check: makes `vars` lexicographically smallest (each within
+  /// [lower[k], current model value]) by bisection, fixing each in turn, and
+  /// returns their values. Stops early (keeping a valid model) when a step
+  /// is unknown. Leaves the solver with one extra scope pushed-and-popped.
+  std::vector<std::int64_t> minimize_lex(const std::vector<Term> &vars,
+                                         const std::vector<std::int64_t> &lower);
+
+private:
+  Context &ctx_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// How the names of an integer spec::Expr translate: bound names, and the
+/// grid for program_id(a) / num_programs(a).
+struct Bindings {
+  std::map<std::string, Term> names;
+  std::vector<Term> program_ids;
+  std::vector<std::int64_t> num_programs;
+  /// When set, `//` and `%` introduce a fresh variable d with the side
+  /// condition c*d <= x < c*d + c instead of Z3's `div`: pure linear
+  /// arithmetic, which quantifier instantiation handles far better. The
+  /// caller quantifies `aux_vars` with the other bound variables and takes
+  /// `side` as a premise.
+  struct Aux {
+    std::vector<Term> aux_vars;
+    std::vector<Term> side;
+  } *aux = nullptr;
+};
+
+/// A translated expression, or why it could not be translated.
+struct Translation {
+  std::optional<Term> term;
+  std::string error;  ///< set when term is absent (names the construct)
+};
+
+/// Translates an integer or Boolean spec::Expr (literals, names, + - *, `//`
+/// and `%` by constants with Python floor semantics, `**` of constants, cdiv,
+/// min, max, abs, comparisons, and/or/not, program_id, num_programs).
+Translation translate(Context &, const spec::Expr &, const Bindings &);
+
+}  // namespace pipecheck::verifier::smt
