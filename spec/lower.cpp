@@ -215,8 +215,12 @@ private:
         continue;
       }
       std::int64_t lo = b[d] * *x.block[d], hi = std::min(lo + *x.block[d], x.shape[d]);
-      if (lo != 0 || hi != x.shape[d]) whole = false;
-      subs.push_back(Expr::binary(Op::Slice, Expr::integer(lo), Expr::integer(hi)));
+      if (lo != 0 || hi != x.shape[d]) {
+        whole = false;
+        subs.push_back(Expr::binary(Op::Slice, Expr::integer(lo), Expr::integer(hi)));
+      } else {
+        subs.push_back(Expr::binary(Op::Slice, Expr::leaf(Op::None), Expr::leaf(Op::None)));
+      }
     }
     if (whole) return Expr::var(x.hbm);
     return Expr::ref(x.hbm, subs);

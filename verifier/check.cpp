@@ -1,5 +1,10 @@
 #include "verifier/check.hpp"
 
+#include "verifier/races/races.hpp"
+#include "verifier/rules/findings.hpp"
+#include "verifier/rules/model.hpp"
+#include "verifier/rules/symbolic.hpp"
+
 #include <chrono>
 
 namespace pipecheck::verifier {
@@ -15,21 +20,40 @@ const std::vector<std::string> &all_rules() {
   return rules;
 }
 
-std::vector<std::string> implemented_rules() { return {}; }
+std::vector<std::string> implemented_rules() {
+  std::vector<std::string> r = rules::spec_rules();
+  for (auto &x : race_rule_ids()) r.push_back(x);
+  return r;
+}
 
-Verdict check(const spec::KernelSpec &, const CheckOptions &) {
+Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
   Verdict v;
-  v.status = Status::unknown;
-  v.reason = "verification of kernel specs is not implemented yet";
+  auto built = rules::build_model(k, o.overrides, o.target);
+  if (!built.model) {
+    v.status = Status::unknown;
+    v.reason = built.unknown_reason;
+    return v;
+  }
+  v.sram_bytes = rules::sram_bytes(*built.model);
+  rules::RuleOutcome r = rules::check_symbolic(*built.model, o.timeout_ms);
+  v.findings = std::move(r.findings);
+  std::string unknown;
+  for (const auto &u : r.unknown)
+    unknown += (unknown.empty() ? "" : "; ") + u;
+  if (!v.findings.empty()) {
+    v.status = Status::violation;
+    v.reason = unknown.empty() ? "" : "some rules undecided: " + unknown;
+  } else if (!unknown.empty()) {
+    v.status = Status::unknown;
+    v.reason = unknown;
+  } else {
+    v.status = Status::verified;
+    v.reason = "every spec-level rule holds at every grid point";
+  }
   return v;
 }
 
-Verdict check(const spec::Program &, const CheckOptions &) {
-  Verdict v;
-  v.status = Status::unknown;
-  v.reason = "verification of pipelines is not implemented yet";
-  return v;
-}
+Verdict check(const spec::Program &p, const CheckOptions &o) { return check_program(p, o); }
 
 Verdict check(const std::variant<spec::KernelSpec, spec::Program> &u, const CheckOptions &o) {
   auto t0 = std::chrono::steady_clock::now();

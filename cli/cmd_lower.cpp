@@ -1,0 +1,53 @@
+// pipecheck lower FILE --kernel NAME: the Program the Pallas emitter produces, in .pk pipeline syntax.
+#include "cli/command.hpp"
+#include "spec/lower.hpp"
+#include "spec/print.hpp"
+
+#include <iostream>
+
+namespace pipecheck::cli {
+namespace {
+
+struct LowerArgs {
+  std::string path;
+  std::string kernel;
+  std::string target;
+  std::vector<std::string> sets;
+};
+
+int lower_cmd(const LowerArgs &a) {
+  auto src = read_source(a.path);
+  if (!src) return bad_input;
+  auto file = load(*src);
+  if (!file) return bad_input;
+  const auto *unit = select_unit(*file, a.path, a.kernel);
+  if (!unit) return bad_input;
+  const auto *k = std::get_if<spec::KernelSpec>(unit);
+  if (!k) {
+    std::cerr << a.path << ": error: '" << spec::unit_name(*unit) << "' is already a pipeline\n";
+    return bad_input;
+  }
+  spec::LowerOptions opts;
+  if (!parse_sets(a.sets, opts.overrides)) return bad_input;
+  if (!a.target.empty()) opts.target = a.target;
+  std::vector<spec::Diagnostic> errors;
+  auto lowered = spec::lower(*k, opts, errors);
+  for (const auto &e : errors) spec::render(std::cerr, *src, e);
+  if (!lowered) return bad_input;
+  std::cout << spec::print(lowered->program);
+  return ok;
+}
+
+const bool registered = register_command(
+    "lower", "Print the pipeline Pallas would run for a kernel (prologue, loop, epilogue on slot rings)",
+    [](CLI::App &app) {
+      auto a = std::make_shared<LowerArgs>();
+      app.add_option("FILE", a->path, "a .pk file")->required();
+      app.add_option("--kernel", a->kernel, "the kernel to lower (needed when the file has several)");
+      app.add_option("--target", a->target, "target (tpu_* or h100/h200 for Mosaic GPU)");
+      app.add_option("--set", a->sets, "NAME=VALUE: override a param")->take_all();
+      return std::function<int()>([a] { return lower_cmd(*a); });
+    });
+
+}  // namespace
+}  // namespace pipecheck::cli

@@ -1,0 +1,245 @@
+#include "spec/lower.hpp"
+
+#include "spec/parse.hpp"
+#include "spec/print.hpp"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+using namespace pipecheck::spec;
+
+namespace {
+
+KernelSpec kernel(const std::string &text) {
+  auto r = parse_and_validate(SourceFile::from_string("k.pk", text));
+  if (!r.file) {
+    ADD_FAILURE() << r.errors[0].loc.line << ": " << r.errors[0].message;
+    return {};
+  }
+  return std::get<KernelSpec>(r.file->units.at(0));
+}
+
+Lowered lowered(const std::string &text, LowerOptions o = {}) {
+  std::vector<Diagnostic> errs;
+  auto l = lower(kernel(text), o, errs);
+  if (!l) {
+    ADD_FAILURE() << (errs.empty() ? "no diagnostic" : errs[0].message);
+    return {};
+  }
+  return *l;
+}
+
+/// Statements (flattened) printed one per entry.
+std::vector<std::string> lines(const Program &p) {
+  std::vector<std::string> out;
+  std::function<void(const Block &)> walk = [&](const Block &b) {
+    for (auto &s : b) {
+      std::string t = print(s, 0);
+      if (!t.empty() && t.back() == '\n') t.pop_back();
+      out.push_back(t);
+    }
+  };
+  walk(p.body);
+  return out;
+}
+
+int count_prefix(const std::vector<std::string> &v, const std::string &p) {
+  int n = 0;
+  for (auto &s : v)
+    if (s.rfind(p, 0) == 0) ++n;
+  return n;
+}
+
+void expect_round_trip(const Program &p) {
+  auto back = parse(SourceFile::from_string("lowered.pk", print(p)));
+  ASSERT_TRUE(back.file) << back.errors[0].message << "\n" << print(p);
+  EXPECT_TRUE(std::get<Program>(back.file->units.at(0)) == p) << print(p);
+}
+
+const char *kRowPanels = R"(kernel rows:
+    grid = (2, 4)
+    in  x: f32[256, 512]  block=(128, 512)  index=(i, j) -> (i, 0)
+    in  y: f32[256, 2048] block=(128, 512)  index=(i, j) -> (i, j)
+    out z: f32[256, 2048] block=(128, 512)  index=(i, j) -> (i, j)
+    body:
+        z[...] = x[...] + y[...]
+)";
+
+}  // namespace
+
+TEST(LowerTpu, SkipsTheCopyOfAnInputWhoseBlockDoesNotChange) {
+  auto l = lowered(kRowPanels);
+  auto v = lines(l.program);
+  EXPECT_EQ(count_prefix(v, "copy_in_start(x["), 2);  // one per row panel
+  EXPECT_EQ(count_prefix(v, "copy_in_wait(x_vmem"), 2);
+  EXPECT_EQ(count_prefix(v, "copy_in_start(y["), 8);
+  EXPECT_EQ(count_prefix(v, "copy_out_start(z_vmem"), 8);
+  EXPECT_EQ(count_prefix(v, "copy_out_wait(z_vmem"), 8);
+  EXPECT_EQ(v.front(), "copy_in_start(x[0:128, :], x_vmem[0])");
+  expect_round_trip(l.program);
+}
+
+TEST(LowerTpu, NamesTheHbmArrayAfterTheOperandAndTheRingWithVmem) {
+  auto l = lowered(kRowPanels);
+  ASSERT_EQ(l.bindings.size(), 3u);
+  EXPECT_EQ(l.bindings[0].hbm, "x");
+  EXPECT_EQ(l.bindings[0].window, "x_vmem");
+  const Buffer *w = l.program.buffer("x_vmem");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(print(*w->slots), "2");
+  EXPECT_EQ(l.program.buffer("x")->kind, BufferKind::hbm);
+}
+
+TEST(LowerTpu, ReplacesProgramIdByTheGridIndexAndFoldsWhen) {
+  auto l = lowered(R"(kernel s:
+    grid = (2, 3)
+    in  x: f32[2, 3, 8, 128]  block=(None, None, 8, 128)  index=(i, k) -> (i, k, 0, 0)
+    out o: f32[16, 128]       block=(8, 128)              index=(i, k) -> (i, 0)
+    body:
+        when program_id(1) == 0:
+            o[...] = zeros
+        o[...] += x[...]
+)");
+  auto v = lines(l.program);
+  EXPECT_EQ(count_prefix(v, "o_vmem[0] = zeros"), 1);
+  EXPECT_EQ(count_prefix(v, "o_vmem[1] = zeros"), 1);
+  EXPECT_EQ(count_prefix(v, "o_vmem["), 8);  // 2 inits + 6 accumulations
+  EXPECT_EQ(count_prefix(v, "copy_out_start(o_vmem[0], o[0:8, :])"), 1);
+  EXPECT_EQ(count_prefix(v, "copy_in_start(x[1, 2, :, :], x_vmem["), 1);
+  expect_round_trip(l.program);
+}
+
+TEST(LowerTpu, BufferedThreeFetchesTwoStepsAhead) {
+  auto l = lowered(R"(kernel b3:
+    grid = (6,)
+    in  x: f32[768, 128]  block=(128, 128)  index=(i) -> (i, 0)  buffered=3
+    out o: f32[768, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)");
+  auto v = lines(l.program);
+  ASSERT_GE(v.size(), 4u);
+  EXPECT_EQ(v[0], "copy_in_start(x[0:128, :], x_vmem[0])");
+  EXPECT_EQ(v[1], "copy_in_start(x[128:256, :], x_vmem[1])");
+  EXPECT_EQ(v[2], "copy_in_start(x[256:384, :], x_vmem[2])");
+  EXPECT_EQ(v[3], "copy_in_wait(x_vmem[0])");
+  EXPECT_EQ(print(*l.program.buffer("x_vmem")->slots), "3");
+  expect_round_trip(l.program);
+}
+
+TEST(LowerTpu, LookaheadFillsEverySlotAtTheNextIndexChanges) {
+  auto l = lowered(R"(kernel la:
+    grid = (8,)
+    in  x: f32[512, 128]  block=(128, 128)  index=(i) -> (i // 2, 0)  buffered=(3, lookahead)
+    out o: f32[1024, 128] block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)");
+  auto v = lines(l.program);
+  // Before the first wait the ring holds the blocks of steps 0, 2 and 4.
+  ASSERT_GE(v.size(), 4u);
+  EXPECT_EQ(v[0], "copy_in_start(x[0:128, :], x_vmem[0])");
+  EXPECT_EQ(v[1], "copy_in_start(x[128:256, :], x_vmem[1])");
+  EXPECT_EQ(v[2], "copy_in_start(x[256:384, :], x_vmem[2])");
+  EXPECT_EQ(v[3], "copy_in_wait(x_vmem[0])");
+  EXPECT_EQ(count_prefix(v, "copy_in_start(x["), 4);
+  expect_round_trip(l.program);
+}
+
+TEST(LowerTpu, RevisitAnyCopiesARevisitedOutputBlockBackIn) {
+  auto l = lowered(R"(kernel fold:
+    grid = (8,)
+    in  x: f32[1024, 256]  block=(128, 256)  index=(i) -> (i, 0)
+    out o: f32[512, 256]   block=(128, 256)  index=(i) -> (i % 4, 0)  buffered=1  revisit=any
+    body:
+        when program_id(0) < 4:
+            o[...] = zeros
+        o[...] += x[...]
+)");
+  auto v = lines(l.program);
+  EXPECT_EQ(count_prefix(v, "copy_in_start(o["), 4);  // steps 4..7 revisit
+  EXPECT_EQ(count_prefix(v, "copy_out_start(o_vmem[0]"), 8);
+  EXPECT_EQ(print(*l.program.buffer("o_vmem")->slots), "1");
+  expect_round_trip(l.program);
+}
+
+TEST(LowerTpu, AliasedOperandsShareOneHbmArray) {
+  auto l = lowered(R"(kernel inplace:
+    grid = (8,)
+    in  x: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
+    out o: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
+    alias x -> o
+    body:
+        o[...] = x[...] + 1
+)");
+  EXPECT_EQ(l.program.buffer("o"), nullptr);
+  ASSERT_EQ(l.bindings.size(), 2u);
+  EXPECT_EQ(l.bindings[1].hbm, "x");
+  auto v = lines(l.program);
+  EXPECT_EQ(count_prefix(v, "copy_out_start(o_vmem[1], x[128:256, :])"), 1);
+  expect_round_trip(l.program);
+}
+
+TEST(LowerTpu, MemorySpaceAnyGetsNoWindow) {
+  auto l = lowered(R"(kernel anyk:
+    grid = (2,)
+    in  h: f32[256, 128]  memory_space=any
+    in  x: f32[256, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[256, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)");
+  EXPECT_EQ(l.program.buffer("h_vmem"), nullptr);
+  EXPECT_NE(l.program.buffer("h"), nullptr);
+  EXPECT_EQ(count_prefix(lines(l.program), "copy_in_start(h"), 0);
+}
+
+TEST(LowerGpu, RefillsTheSlotOfStepSMinusDelayReleaseAndIssuesWgmma) {
+  const char *text = R"(kernel mm:
+    grid = (8,)
+    target = h200
+    max_concurrent_steps = 4
+    delay_release = 1
+    dimension_semantics = (sequential,)
+    in  a: bf16[128, 512]  block=(128, 64)  index=(k) -> (0, k)
+    in  b: bf16[512, 128]  block=(64, 128)  index=(k) -> (k, 0)
+    out o: f32[128, 128]   block=(128, 128) index=(k) -> (0, 0)
+    scratch acc: f32[128, 128]
+    body:
+        when program_id(0) == 0:
+            acc[...] = zeros
+        acc[...] += dot(a[...], b[...])
+        when program_id(0) == num_programs(0) - 1:
+            o[...] = acc[...]
+)";
+  auto l = lowered(text);
+  auto v = lines(l.program);
+  EXPECT_EQ(print(*l.program.buffer("a_smem")->slots), "4");
+  EXPECT_EQ(l.program.buffer("acc")->kind, BufferKind::acc);
+  EXPECT_EQ(count_prefix(v, "wgmma(acc, a_smem["), 8);
+  // After body(1) the refill carries step 4 into slot 0 (the slot of step 0).
+  EXPECT_EQ(count_prefix(v, "copy_in_start(a[:, 256:320], a_smem[0])"), 1);
+  EXPECT_EQ(count_prefix(v, "copy_in_start(a["), 8);
+  EXPECT_EQ(count_prefix(v, "copy_out_start(o_smem[3], o)"), 1);
+  expect_round_trip(l.program);
+}
+
+TEST(Lower, RejectsAnUnboundParamWithALocatedError) {
+  std::vector<Diagnostic> errs;
+  auto k = kernel(R"(kernel p:
+    param n >= 1
+    grid = (n,)
+    in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)");
+  EXPECT_FALSE(lower(k, {}, errs));
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].loc.line, 2);
+  LowerOptions o;
+  o.overrides["n"] = 8;
+  errs.clear();
+  EXPECT_TRUE(lower(k, o, errs));
+}

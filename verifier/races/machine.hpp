@@ -1,0 +1,163 @@
+#pragma once
+/// The concrete pipeline machine: runs a Program for one binding of its
+/// params, statement by statement on the single issuing thread, and records
+/// events, asynchronous operations, the happens-before graph and raw findings.
+///
+/// Semantics (DESIGN.md, docs/lowering.md "Race semantics"):
+/// - copy_in_start(src, X[s]) reads src and writes X[s] from the start to the
+///   copy_in_wait(X[s]) that retires it: the oldest outstanding copy into
+///   X[s]; copy_out_start(Y[s], dst) likewise until copy_out_wait(Y[s]).
+/// - wgmma(c, a, b) reads a and b and updates c until a wgmma_wait(n) retires
+///   it (oldest first, until at most n remain); wgmmas on one accumulator are
+///   ordered among themselves.
+/// - Compute (`X[s] = ...`, `X[s] += ...`, tensor `name = ...`) accesses at
+///   its own event.
+/// - Two conflicting accesses (overlapping, one a write) race when no
+///   happens-before path orders them.
+/// - hbm buffers hold input data and acc buffers start at zero; a read of an
+///   sram/smem place not covered by earlier writes is `uninitialized-read`.
+/// - stale-read: a slot's content is tagged with the hbm region it was copied
+///   from or last written back to (a full `=` store clears the tag); an
+///   accumulating compute (`+=`, or a value that reads its own target) on a
+///   tagged slot whose result is then written back to a different region read
+///   a block other than the one it produces.
+
+#include "spec/eval.hpp"
+#include "spec/ir.hpp"
+#include "verifier/hb/hb.hpp"
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pipecheck::verifier::races {
+
+/// Thrown for programs the machine cannot run (unbound names, bad slots).
+struct Unsupported : std::runtime_error {
+  spec::Loc loc;
+  Unsupported(const std::string &m, spec::Loc l) : std::runtime_error(m), loc(l) {}
+};
+
+/// Half-open intervals, one per dim of the buffer (or of the slot's block).
+using Box = std::vector<std::pair<std::int64_t, std::int64_t>>;
+
+/// A place in memory: a buffer, its slot (-1 when not a ring) and a box.
+struct Place {
+  int buffer = -1;
+  std::int64_t slot = -1;
+  Box box;
+  friend bool operator==(const Place &, const Place &) = default;
+};
+bool overlaps(const Place &, const Place &);
+
+/// One issued statement.
+struct Event {
+  const spec::Stmt *stmt = nullptr;
+  std::vector<std::int64_t> iterations;  ///< enclosing loop variables, outermost first
+  std::optional<std::int64_t> slot;
+  int node = -1;  ///< its node in the happens-before graph
+};
+
+enum class OpKind { copy_in, copy_out, wgmma };
+
+/// An asynchronous operation and the accesses it makes while in flight.
+struct AsyncOp {
+  OpKind kind = OpKind::copy_in;
+  int start_event = -1;
+  int end_event = -1;  ///< the retiring wait; -1 while (or if forever) in flight
+  int node = -1;
+  Place src, dst;           ///< copies: source and destination
+  Place acc, a, b;          ///< wgmma: accumulator and operands
+  std::optional<Place> tag; ///< copy_in: the hbm region copied
+};
+
+/// A raw finding of one run, before deduplication.
+struct RawFinding {
+  std::string rule;
+  int anchor_event = -1;  ///< the event whose statement is the anchor
+  int other_event = -1;   ///< the earlier event of a race (the op's start), or -1
+  int other_op = -1;      ///< the earlier asynchronous operation of a race, or -1
+  int other_end = -1;     ///< the event that retired it, or -1
+  std::string message;
+};
+
+struct RunResult {
+  std::vector<Event> events;
+  std::vector<AsyncOp> ops;
+  std::vector<RawFinding> findings;
+  hb::Graph graph;
+};
+
+/// Runs `program` with `env` binding every param. Calls `on_iteration(for,
+/// value, machine)` at the start of every iteration of every loop.
+class Machine {
+public:
+  Machine(const spec::Program &, spec::Env env);
+  using IterationHook = std::function<void(const spec::For &, std::int64_t, const Machine &)>;
+  void set_iteration_hook(IterationHook h) { hook_ = std::move(h); }
+  /// Caps the number of events (Unsupported beyond it).
+  void set_event_limit(std::size_t n) { event_limit_ = n; }
+  /// Runs to the end; throws Unsupported.
+  RunResult run();
+
+  /// A canonical text of the state that decides future findings: outstanding
+  /// operations (in order), slot coverage and stale-read tags. hbm
+  /// coordinates on (buffer, dim) are reduced by `shift[{buffer, dim}]`.
+  std::string state_key(const std::map<std::pair<int, int>, std::int64_t> &shift) const;
+
+  const spec::Program &program() const { return program_; }
+  int buffer_index(const std::string &name) const;
+
+private:
+  void exec_block(const spec::Block &);
+  void exec(const spec::Stmt &);
+  void exec_store(const spec::Stmt &, const spec::Assign &);
+  void exec_async(const spec::Stmt &);
+  int new_event(const spec::Stmt &, std::optional<std::int64_t> slot);
+  Place place_of(const spec::Expr &ref, const spec::Loc &);
+  std::int64_t eval(const spec::Expr &, const spec::Loc &) const;
+  void collect_reads(const spec::Expr &, std::vector<Place> &, const spec::Loc &);
+  void access(int event, int node, int op, const Place &, bool write);
+  bool covered(const Place &) const;
+  void add_written(const Place &);
+  void retire(int op, int event);
+  std::optional<std::int64_t> slot_of(const spec::Expr &ref) const;
+
+  struct Access {
+    int op;
+    Place place;
+    bool write;
+    bool wgmma_operand;
+  };
+  struct SlotState {
+    std::vector<Box> written;
+    std::optional<Place> tag;
+    int pending_accumulate = -1;  ///< event of an accumulate on a tagged slot
+    std::optional<Place> pending_tag;
+  };
+
+  const spec::Program &program_;
+  spec::Env env_;
+  std::vector<Box> shapes_;
+  std::vector<std::vector<std::int64_t>> block_shapes_;  // per buffer: the slot's block (or the whole)
+  std::vector<std::int64_t> slots_;                      // -1 when not a ring
+  std::vector<std::int64_t> loop_values_;
+  std::map<std::string, bool> tensor_locals_;
+  RunResult r_;
+  std::map<std::pair<int, std::int64_t>, std::deque<int>> in_flight_in_, in_flight_out_;
+  std::deque<int> wgmmas_;
+  std::vector<int> outstanding_;  // ops in flight, in issue order
+  std::map<std::pair<int, std::int64_t>, SlotState> slots_state_;
+  std::map<int, int> last_wgmma_on_acc_;  // acc buffer -> op
+  int last_node_ = -1;
+  std::size_t event_limit_ = 4'000'000;
+  IterationHook hook_;
+};
+
+}  // namespace pipecheck::verifier::races

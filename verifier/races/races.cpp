@@ -1,0 +1,277 @@
+#include "verifier/races/races.hpp"
+
+#include "spec/eval.hpp"
+#include "spec/print.hpp"
+#include "verifier/smt/induction.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace pipecheck::verifier {
+
+std::vector<std::string> race_rule_ids() {
+  return {"slot-race",         "async-operand-overwritten", "wait-without-copy",
+          "copy-never-waited", "stale-read",                "uninitialized-read"};
+}
+
+namespace races {
+
+namespace {
+
+std::string one_line(const spec::Stmt &s) {
+  spec::Stmt bare = s;
+  bare.comments = {};
+  if (std::holds_alternative<spec::If>(bare.kind) || std::holds_alternative<spec::For>(bare.kind)) {
+    std::visit([](auto &k) {
+      if constexpr (requires { k.body; }) k.body.clear();
+    }, bare.kind);
+  }
+  std::string t = spec::print(bare, 0);
+  auto nl = t.find('\n');
+  if (nl != std::string::npos) t = t.substr(0, nl);
+  while (!t.empty() && (t.back() == ':' || t.back() == ' ')) t.pop_back();
+  return t;
+}
+
+bool race_rule(const std::string &r) { return r == "slot-race" || r == "async-operand-overwritten"; }
+
+bool confirmed(const RunResult &run, const RawFinding &f) {
+  if (!race_rule(f.rule)) return true;
+  if (f.other_op < 0) return false;
+  return run.graph.unordered(run.ops[f.other_op].node, run.events[f.anchor_event].node);
+}
+
+Finding to_finding(const RunResult &run, const RawFinding &f, const std::string &param,
+                   std::int64_t value) {
+  Finding out;
+  out.rule = f.rule;
+  const Event &anchor = run.events[f.anchor_event];
+  out.loc = anchor.stmt->loc;
+  out.message = f.message;
+  if (!param.empty()) {
+    out.witness.items.push_back({param, value});
+    out.message += " (" + param + " = " + std::to_string(value) + ")";
+  }
+  std::vector<int> evs{f.anchor_event};
+  if (f.other_event >= 0) evs.push_back(f.other_event);
+  if (f.other_end >= 0) evs.push_back(f.other_end);
+  std::sort(evs.begin(), evs.end());
+  evs.erase(std::unique(evs.begin(), evs.end()), evs.end());
+  std::vector<std::int64_t> ids;
+  for (int e : evs) {
+    const Event &ev = run.events[e];
+    TraceEvent t;
+    t.index = e + 1;
+    t.statement = one_line(*ev.stmt);
+    t.loc = ev.stmt->loc;
+    t.iterations = ev.iterations;
+    t.slot = ev.slot;
+    out.witness.trace.push_back(t);
+    ids.push_back(e + 1);
+    std::ostringstream os;
+    os << "event " << t.index << ": " << t.statement;
+    if (!t.iterations.empty()) {
+      os << " (iteration";
+      for (auto v : t.iterations) os << ' ' << v;
+      if (t.slot) os << ", slot " << *t.slot;
+      os << ')';
+    } else if (t.slot) {
+      os << " (slot " << *t.slot << ')';
+    }
+    if (e == f.anchor_event) os << (race_rule(f.rule) ? " <- second access" : " <- here");
+    else if (e == f.other_end) os << " <- the earlier operation completes only here";
+    else if (race_rule(f.rule)) os << " <- first access (in flight)";
+    spec::Diagnostic d;
+    d.severity = spec::Severity::note;
+    d.loc = t.loc;
+    d.message = os.str();
+    out.notes.push_back(d);
+  }
+  out.witness.items.push_back({"events", ids});
+  return out;
+}
+
+}  // namespace
+
+bool witnesses_reproduce(const RunResult &run) {
+  for (auto &f : run.findings)
+    if (race_rule(f.rule) && !confirmed(run, f)) return false;
+  return true;
+}
+
+std::vector<Finding> check_concrete(const spec::Program &p, const spec::Env &env,
+                                    const std::string &param) {
+  Machine m(p, env);
+  RunResult run = m.run();
+  std::vector<Finding> out;
+  std::set<std::pair<std::string, int>> seen;
+  std::int64_t value = 0;
+  if (!param.empty()) value = env.at(param);
+  for (auto &f : run.findings) {
+    if (!confirmed(run, f)) continue;
+    const spec::Stmt *s = run.events[f.anchor_event].stmt;
+    if (!seen.insert({f.rule, s->loc.line}).second) continue;
+    out.push_back(to_finding(run, f, param, value));
+  }
+  return out;
+}
+
+}  // namespace races
+
+namespace {
+
+struct Acc {
+  std::vector<Finding> findings;
+  std::set<std::pair<std::string, int>> seen;
+  void add(std::vector<Finding> fs) {
+    for (auto &f : fs)
+      if (seen.insert({f.rule, f.loc.line}).second) findings.push_back(std::move(f));
+  }
+};
+
+Verdict finish(Verdict v, std::chrono::steady_clock::time_point t0) {
+  v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return v;
+}
+
+}  // namespace
+
+Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
+  auto t0 = std::chrono::steady_clock::now();
+  Verdict v;
+  spec::Env env = spec::param_env(p.params, opts.overrides);
+  std::vector<const spec::Param *> symbolic;
+  for (auto &prm : p.params)
+    if (!env.count(prm.name)) symbolic.push_back(&prm);
+  Acc acc;
+  try {
+    if (symbolic.empty()) {
+      acc.add(races::check_concrete(p, env));
+      if (!acc.findings.empty()) {
+        v.status = Status::violation;
+        v.findings = std::move(acc.findings);
+      } else {
+        v.status = Status::verified;
+        v.reason = "every parameter is concrete: the one run is race-free";
+      }
+      return finish(v, t0);
+    }
+    if (symbolic.size() > 1) {
+      v.status = Status::unknown;
+      v.reason = "more than one symbolic parameter (bind all but one with --set)";
+      return finish(v, t0);
+    }
+    const spec::Param &sp = *symbolic[0];
+    const std::string &N = sp.name;
+    std::int64_t lo = 1;
+    if (sp.lo) {
+      auto l = spec::eval_int(*sp.lo, env);
+      if (!l) throw races::Unsupported("cannot evaluate the lower bound of " + N, sp.loc);
+      lo = *l;
+    }
+    std::optional<std::int64_t> hi;
+    if (sp.hi) {
+      hi = spec::eval_int(*sp.hi, env);
+      if (!hi) throw races::Unsupported("cannot evaluate the upper bound of " + N, sp.loc);
+    }
+    if (hi && *hi < lo) {
+      v.status = Status::verified;
+      v.reason = "no value of " + N + " is allowed";
+      return finish(v, t0);
+    }
+    std::int64_t checked = lo - 1;
+    auto check_upto = [&](std::int64_t n_hi) {
+      for (std::int64_t n = checked + 1; n <= n_hi && (!hi || n <= *hi); ++n) {
+        spec::Env e = env;
+        e[N] = n;
+        acc.add(races::check_concrete(p, e, N));
+        checked = n;
+      }
+    };
+    std::int64_t nmax = std::max(opts.n_max, lo);
+    check_upto(nmax);
+    if (!acc.findings.empty()) {
+      v.status = Status::violation;
+      v.findings = std::move(acc.findings);
+      return finish(v, t0);
+    }
+    if (hi && checked >= *hi) {
+      v.status = Status::verified;
+      v.reason = "checked every " + N + " in [" + std::to_string(lo) + ", " + std::to_string(*hi) +
+                 "] on the happens-before graph";
+      return finish(v, t0);
+    }
+    std::string bounded = "checked for " + N + " <= " + std::to_string(checked) + " only";
+    auto plan = smt::plan_induction(p, N, lo, hi, env, opts.timeout_ms);
+    if (!plan.ok) {
+      v.status = Status::unknown;
+      v.reason = bounded + ": " + plan.reason;
+      return finish(v, t0);
+    }
+    auto hi_of = [&](std::int64_t n) {
+      auto h = spec::eval_int(plan.loop_hi, {{N, n}});
+      return h ? *h : plan.loop_lo;
+    };
+    const std::int64_t W = plan.window, P = plan.period;
+    auto in_middle = [&](std::int64_t i, std::int64_t n) {
+      return i >= plan.loop_lo + W && i <= hi_of(n) - 1 - W;
+    };
+    // Probe: a trip count whose middle is long enough to see the loop state recur.
+    std::int64_t probe = plan.n_struct;
+    while (hi_of(probe) - 1 - W - (plan.loop_lo + W) < 4 * P + 16 && probe < plan.n_struct + 100000)
+      ++probe;
+    if (hi && probe > *hi) probe = *hi;
+    std::map<std::int64_t, std::pair<std::string, std::string>> keys;
+    {
+      spec::Env e = env;
+      e[N] = probe;
+      races::Machine m(p, e);
+      m.set_iteration_hook([&](const spec::For &f, std::int64_t i, const races::Machine &mm) {
+        if (&f != plan.loop || !in_middle(i, probe)) return;
+        keys[i] = {mm.state_key({}), mm.state_key(plan.shift)};
+      });
+      auto run = m.run();
+      (void)run;
+    }
+    std::optional<std::int64_t> i0;
+    for (auto &[i, k] : keys) {
+      auto it = keys.find(i + P);
+      if (it != keys.end() && it->second.second == k.first) {
+        i0 = i;
+        break;
+      }
+    }
+    if (!i0) {
+      v.status = Status::unknown;
+      v.reason = bounded + ": the loop's slot state does not become periodic";
+      return finish(v, t0);
+    }
+    std::int64_t base = plan.n_struct;
+    while (hi_of(base) - 1 - W < *i0 + P) ++base;
+    check_upto(base + plan.n_step - 1);
+    if (!acc.findings.empty()) {
+      v.status = Status::violation;
+      v.findings = std::move(acc.findings);
+      return finish(v, t0);
+    }
+    v.status = Status::verified;
+    std::ostringstream os;
+    os << "proven for every " << N << " >= " << lo;
+    if (hi) os << " and <= " << *hi;
+    os << ": " << N << " <= " << checked << " checked on the happens-before graph; for larger " << N
+       << " the loop state recurs every " << P << " iteration(s) from iteration " << *i0
+       << " (k-induction, window " << W << ", " << plan.queries << " Z3 queries)";
+    v.reason = os.str();
+    return finish(v, t0);
+  } catch (const races::Unsupported &e) {
+    v = Verdict{};
+    v.status = Status::unknown;
+    v.reason = std::string(e.what()) + (e.loc.line ? " (line " + std::to_string(e.loc.line) + ")" : "");
+    return finish(v, t0);
+  }
+}
+
+}  // namespace pipecheck::verifier

@@ -1,0 +1,41 @@
+#pragma once
+/// The race checker over Programs: slot races, overwritten asynchronous
+/// operands, hangs, leaks, stale and uninitialized reads — proven for every
+/// trip count where the induction closes (verifier/smt/induction.hpp),
+/// otherwise checked for small trip counts and reported `unknown`.
+
+#include "spec/ir.hpp"
+#include "verifier/check.hpp"
+#include "verifier/races/machine.hpp"
+#include "verifier/verdict.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pipecheck::verifier {
+
+/// The verdict for one validated pipeline: `violation` with one finding per
+/// (rule, anchor line), each witnessed by the smallest failing trip count and
+/// a numbered event trace; `verified` only when proven for every allowed
+/// value of the symbolic param (or when every param is concrete); otherwise
+/// `unknown` with the reason ("checked for N <= Nmax only: ...").
+Verdict check_program(const spec::Program &, const CheckOptions &);
+
+/// The rule ids check_program decides.
+std::vector<std::string> race_rule_ids();
+
+namespace races {
+
+/// The findings of one concrete run (params bound by `env`), converted to
+/// Findings with `param = value` in the witness (param may be empty). Throws
+/// Unsupported.
+std::vector<Finding> check_concrete(const spec::Program &, const spec::Env &env,
+                                    const std::string &param = "");
+
+/// True when every race finding's pair is unordered on the run's
+/// happens-before graph (the witness reproduces on the graph).
+bool witnesses_reproduce(const RunResult &);
+
+}  // namespace races
+}  // namespace pipecheck::verifier

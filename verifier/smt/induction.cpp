@@ -1,0 +1,627 @@
+#include "verifier/smt/induction.hpp"
+
+#include "spec/print.hpp"
+
+#include <z3++.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <numeric>
+#include <set>
+#include <tuple>
+#include <vector>
+
+namespace pipecheck::verifier::smt {
+
+namespace {
+
+using spec::Expr;
+using spec::Op;
+
+enum class Kind { guard, slot, hbm };
+enum class Region { prologue, main, epilogue };
+
+struct CtxVar {
+  std::string var;
+  Expr lo, hi;
+};
+
+struct Site {
+  Expr e;
+  Kind kind = Kind::guard;
+  int buffer = -1, dim = -1;
+  Region region = Region::prologue;
+  std::vector<CtxVar> ctx;
+  std::string what;  // for reasons
+};
+
+struct Full {
+  int buffer, dim;
+  Region region;
+};
+
+bool is_integer_expr(const Expr &e, const spec::Program &p) {
+  switch (e.op) {
+  case Op::Ref:
+  case Op::Float:
+  case Op::Zeros:
+  case Op::Ellipsis:
+  case Op::Slice:
+  case Op::None: return false;
+  case Op::Name:
+    if (p.buffer(e.name)) return false;
+    return true;
+  case Op::Call:
+    if (e.name != "cdiv" && e.name != "min" && e.name != "max" && e.name != "abs") return false;
+    break;
+  default: break;
+  }
+  for (auto &a : e.args)
+    if (!is_integer_expr(a, p)) return false;
+  return true;
+}
+
+/// Walks the program and records every integer expression that decides
+/// behaviour, with lets substituted.
+struct Collector {
+  const spec::Program &p;
+  std::map<std::string, Expr> subst;
+  std::vector<Site> sites;
+  std::vector<Full> fulls;
+  std::string fail;
+  std::set<std::string> tensor_locals;
+  std::set<std::string> bound_lets;
+
+  Expr sub(const Expr &e) const { return spec::substitute(e, subst); }
+
+  void ref(const Expr &r, Region reg, const std::vector<CtxVar> &ctx) {
+    const spec::Buffer *b = p.buffer(r.name);
+    if (!b) return;
+    int bi = static_cast<int>(b - p.buffers.data());
+    const auto &subs = r.op == Op::Ref ? r.args : std::vector<Expr>{};
+    if (b->kind != spec::BufferKind::hbm) {
+      for (auto &s : subs) {
+        if (s.op == Op::Slice) {
+          for (auto &x : s.args)
+            if (x.op != Op::None) sites.push_back({sub(x), Kind::slot, bi, -1, reg, ctx, spec::print(r)});
+        } else if (s.op != Op::Ellipsis) {
+          sites.push_back({sub(s), Kind::slot, bi, -1, reg, ctx, spec::print(r)});
+        }
+      }
+      return;
+    }
+    int rank = static_cast<int>(b->shape.size());
+    int d = 0;
+    for (std::size_t k = 0; k < subs.size(); ++k) {
+      const Expr &s = subs[k];
+      if (s.op == Op::Ellipsis) {
+        int rest = static_cast<int>(subs.size() - k - 1);
+        while (d + rest < rank) fulls.push_back({bi, d++, reg});
+        continue;
+      }
+      if (s.op == Op::Slice) {
+        if (s.args[0].op != Op::None)
+          sites.push_back({sub(s.args[0]), Kind::hbm, bi, d, reg, ctx, spec::print(r)});
+        if (s.args[1].op != Op::None)
+          sites.push_back({sub(s.args[1]), Kind::hbm, bi, d, reg, ctx, spec::print(r)});
+        else
+          fulls.push_back({bi, d, reg});
+      } else {
+        sites.push_back({sub(s), Kind::hbm, bi, d, reg, ctx, spec::print(r)});
+      }
+      ++d;
+    }
+    for (; d < rank; ++d) fulls.push_back({bi, d, reg});
+  }
+
+  void refs_in(const Expr &e, Region reg, const std::vector<CtxVar> &ctx) {
+    if ((e.op == Op::Ref || e.op == Op::Name) && p.buffer(e.name)) {
+      ref(e, reg, ctx);
+      return;
+    }
+    for (auto &a : e.args) refs_in(a, reg, ctx);
+  }
+
+  void block(const spec::Block &b, Region reg, std::vector<CtxVar> ctx, bool guarded) {
+    for (auto &s : b) stmt(s, reg, ctx, guarded);
+  }
+
+  void stmt(const spec::Stmt &s, Region reg, const std::vector<CtxVar> &ctx, bool guarded) {
+    using namespace spec;
+    if (auto *l = std::get_if<Let>(&s.kind)) {
+      if (is_integer_expr(l->value, p) && !tensor_locals.count(l->name)) {
+        if (guarded || bound_lets.count(l->name)) {
+          fail = "the integer binding '" + l->name + "' is conditional or rebound";
+          return;
+        }
+        bound_lets.insert(l->name);
+        subst[l->name] = sub(l->value);
+      } else {
+        tensor_locals.insert(l->name);
+        refs_in(l->value, reg, ctx);
+      }
+    } else if (auto *a = std::get_if<Assign>(&s.kind)) {
+      ref(a->target, reg, ctx);
+      refs_in(a->value, reg, ctx);
+    } else if (auto *c = std::get_if<Copy>(&s.kind)) {
+      if (c->src.op != Op::None) ref(c->src, reg, ctx);
+      if (c->dst.op != Op::None) ref(c->dst, reg, ctx);
+    } else if (auto *w = std::get_if<Wgmma>(&s.kind)) {
+      ref(w->acc, reg, ctx), ref(w->a, reg, ctx), ref(w->b, reg, ctx);
+    } else if (auto *w = std::get_if<WgmmaWait>(&s.kind)) {
+      sites.push_back({sub(w->n), Kind::slot, -1, -1, reg, ctx, "wgmma_wait"});
+    } else if (auto *i = std::get_if<If>(&s.kind)) {
+      sites.push_back({sub(i->cond), Kind::guard, -1, -1, reg, ctx, "if " + spec::print(i->cond)});
+      block(i->then_body, reg, ctx, true);
+      block(i->else_body, reg, ctx, true);
+    } else if (auto *f = std::get_if<For>(&s.kind)) {
+      sites.push_back({sub(f->lo), Kind::guard, -1, -1, reg, ctx, "range bound"});
+      sites.push_back({sub(f->hi), Kind::guard, -1, -1, reg, ctx, "range bound"});
+      auto inner = ctx;
+      inner.push_back({f->var, sub(f->lo), sub(f->hi)});
+      auto saved = subst.find(f->var) != subst.end() ? std::optional(subst[f->var]) : std::nullopt;
+      subst.erase(f->var);
+      block(f->body, reg, inner, guarded);
+      if (saved) subst[f->var] = *saved;
+    }
+  }
+};
+
+struct Encoder {
+  z3::context &c;
+  std::map<std::string, z3::expr> vars;
+
+  std::optional<z3::expr> fdiv(const z3::expr &a, const z3::expr &b) {
+    return z3::ite(b > 0, a / b, (-a) / (-b));
+  }
+
+  std::optional<z3::expr> num(const Expr &e) {
+    auto bin = [&](auto f) -> std::optional<z3::expr> {
+      auto a = num(e.args[0]), b = num(e.args[1]);
+      if (!a || !b) return std::nullopt;
+      return f(*a, *b);
+    };
+    switch (e.op) {
+    case Op::Int: return c.int_val(static_cast<int64_t>(e.int_value));
+    case Op::Name: {
+      auto it = vars.find(e.name);
+      if (it == vars.end()) return std::nullopt;
+      return it->second;
+    }
+    case Op::Neg: {
+      auto a = num(e.args[0]);
+      if (!a) return std::nullopt;
+      return -*a;
+    }
+    case Op::Add: return bin([](auto a, auto b) { return a + b; });
+    case Op::Sub: return bin([](auto a, auto b) { return a - b; });
+    case Op::Mul: return bin([](auto a, auto b) { return a * b; });
+    case Op::FloorDiv: return bin([&](auto a, auto b) { return *fdiv(a, b); });
+    case Op::Mod: return bin([&](auto a, auto b) { return a - b * *fdiv(a, b); });
+    case Op::Pow: {
+      if (e.args[1].op != Op::Int || e.args[1].int_value < 0 || e.args[1].int_value > 8)
+        return std::nullopt;
+      auto a = num(e.args[0]);
+      if (!a) return std::nullopt;
+      z3::expr r = c.int_val(1);
+      for (int k = 0; k < e.args[1].int_value; ++k) r = r * *a;
+      return r;
+    }
+    case Op::Call: {
+      if (e.num_positional() == 1 && e.name == "abs") {
+        auto a = num(e.args[0]);
+        if (!a) return std::nullopt;
+        return z3::ite(*a < 0, -*a, *a);
+      }
+      if (e.num_positional() != 2) return std::nullopt;
+      auto a = num(e.args[0]), b = num(e.args[1]);
+      if (!a || !b) return std::nullopt;
+      if (e.name == "min") return z3::ite(*a < *b, *a, *b);
+      if (e.name == "max") return z3::ite(*a > *b, *a, *b);
+      if (e.name == "cdiv") return -*fdiv(-*a, *b);
+      return std::nullopt;
+    }
+    case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
+    case Op::And: case Op::Or: case Op::Not: {
+      auto b = boolean(e);
+      if (!b) return std::nullopt;
+      return z3::ite(*b, c.int_val(1), c.int_val(0));
+    }
+    default: return std::nullopt;
+    }
+  }
+
+  std::optional<z3::expr> boolean(const Expr &e) {
+    auto cmp = [&](auto f) -> std::optional<z3::expr> {
+      auto a = num(e.args[0]), b = num(e.args[1]);
+      if (!a || !b) return std::nullopt;
+      return f(*a, *b);
+    };
+    switch (e.op) {
+    case Op::Eq: return cmp([](auto a, auto b) { return a == b; });
+    case Op::Ne: return cmp([](auto a, auto b) { return a != b; });
+    case Op::Lt: return cmp([](auto a, auto b) { return a < b; });
+    case Op::Le: return cmp([](auto a, auto b) { return a <= b; });
+    case Op::Gt: return cmp([](auto a, auto b) { return a > b; });
+    case Op::Ge: return cmp([](auto a, auto b) { return a >= b; });
+    case Op::And:
+    case Op::Or: {
+      auto a = boolean(e.args[0]), b = boolean(e.args[1]);
+      if (!a || !b) return std::nullopt;
+      return e.op == Op::And ? (*a && *b) : (*a || *b);
+    }
+    case Op::Not: {
+      auto a = boolean(e.args[0]);
+      if (!a) return std::nullopt;
+      return !*a;
+    }
+    default: {
+      auto a = num(e);
+      if (!a) return std::nullopt;
+      return *a != 0;
+    }
+    }
+  }
+};
+
+std::int64_t collect_period(const Expr &e) {
+  std::int64_t p = 1;
+  if (e.op == Op::Mod && e.args[1].op == Op::Int && e.args[1].int_value > 0)
+    p = std::lcm(p, e.args[1].int_value);
+  for (auto &a : e.args) p = std::lcm(p, collect_period(a));
+  return p;
+}
+
+/// One attempt at fixed (W, X).
+class Prover {
+public:
+  Prover(z3::context &c, const Collector &col, const std::string &param, std::int64_t lo,
+         std::optional<std::int64_t> hi, const std::string &ivar, std::int64_t loop_lo,
+         const Expr &loop_hi, std::int64_t P, unsigned timeout_ms)
+      : c_(c), col_(col), param_(param), lo_(lo), hi_(hi), ivar_(ivar), loop_lo_(loop_lo),
+        loop_hi_(loop_hi), P_(P), timeout_(timeout_ms) {}
+
+  int queries = 0;
+  std::map<std::pair<int, int>, std::int64_t> shift;
+
+  std::string run(std::int64_t W, std::int64_t X) {
+    W_ = W;
+    X_ = X;
+    shift.clear();
+    z3::expr N = c_.int_const("N");
+    // The main loop's bound moves with N: hi(N + 1) == hi(N) + 1.
+    {
+      auto h0 = enc(loop_hi_, N, std::nullopt, {}), h1 = enc(loop_hi_, N + 1, std::nullopt, {});
+      if (!h0 || !h1) return "the loop bound is not an integer expression of the params";
+      auto slope = model_value(cN(N) && cN(N + 1), *h1 - *h0);
+      if (!slope || *slope < 1 || *slope > 64 ||
+          !unsat(cN(N) && cN(N + 1) && *h1 - *h0 != c_.int_val(static_cast<int64_t>(*slope)),
+                 "loop-bound-grows-linearly-with-N"))
+        return "the loop bound does not grow linearly with the trip count";
+      // Growing N by q adds m whole periods of P iterations.
+      q_ = P_ / std::gcd(P_, *slope);
+      m_ = *slope * q_ / P_;
+    }
+    for (const Site *s : ordered()) {
+      std::string r = check(*s);
+      if (!r.empty()) return r;
+    }
+    for (auto &f : col_.fulls) {
+      if (f.region == Region::prologue) continue;
+      auto it = shift.find({f.buffer, f.dim});
+      if (it != shift.end() && it->second != 0)
+        return "a whole-dimension access to '" + col_.p.buffers[f.buffer].name +
+               "' does not move with the loop";
+    }
+    return "";
+  }
+
+private:
+  std::vector<const Site *> ordered() const {
+    std::vector<const Site *> v;
+    std::set<std::string> seen;
+    for (int pass = 0; pass < 3; ++pass)
+      for (auto &s : col_.sites) {
+        if (static_cast<int>(s.kind) != pass) continue;
+        std::string key = std::to_string(static_cast<int>(s.kind)) + "|" + std::to_string(s.buffer) +
+                          "|" + std::to_string(s.dim) + "|" + std::to_string(static_cast<int>(s.region)) +
+                          "|" + spec::print(s.e);
+        for (auto &cv : s.ctx) key += "|" + cv.var + ":" + spec::print(cv.lo) + ":" + spec::print(cv.hi);
+        if (seen.insert(key).second) v.push_back(&s);
+      }
+    return v;
+  }
+
+  z3::expr cN(const z3::expr &N) const {
+    z3::expr r = N >= c_.int_val(static_cast<int64_t>(std::max(lo_, X_)));
+    if (hi_) r = r && N <= c_.int_val(static_cast<int64_t>(*hi_));
+    return r;
+  }
+
+  std::optional<z3::expr> enc(const Expr &e, const z3::expr &N, std::optional<z3::expr> i,
+                              const std::map<std::string, z3::expr> &ctx) {
+    Encoder en{c_, {}};
+    en.vars.emplace(param_, N);
+    if (i && !ivar_.empty()) en.vars.emplace(ivar_, *i);
+    for (auto &[k, v] : ctx) en.vars.insert_or_assign(k, v);
+    return en.num(e);
+  }
+
+  std::optional<z3::expr> ctx_ok(const Site &s, const z3::expr &N, std::optional<z3::expr> i,
+                                 const std::map<std::string, z3::expr> &ctx) {
+    z3::expr r = c_.bool_val(true);
+    for (auto &cv : s.ctx) {
+      auto l = enc(cv.lo, N, i, ctx), h = enc(cv.hi, N, i, ctx);
+      if (!l || !h) return std::nullopt;
+      r = r && ctx.at(cv.var) >= *l && ctx.at(cv.var) < *h;
+    }
+    return r;
+  }
+
+  z3::solver &solver() {
+    if (!solver_) {
+      solver_.emplace(c_);
+      z3::params prm(c_);
+      prm.set("timeout", timeout_);
+      solver_->set(prm);
+    }
+    return *solver_;
+  }
+
+  // Named after the fact it refutes, so an unsat core explains itself.
+  bool unsat(const z3::expr &f, const char *name) {
+    ++queries;
+    z3::solver &s = solver();
+    s.push();
+    s.add(f, name);
+    bool r = s.check() == z3::unsat;
+    s.pop();
+    return r;
+  }
+
+  std::optional<std::int64_t> model_value(const z3::expr &pre, const z3::expr &v) {
+    ++queries;
+    z3::solver &s = solver();
+    s.push();
+    s.add(pre);
+    auto res = s.check();
+    std::optional<z3::expr> r;
+    if (res == z3::sat) r = s.get_model().eval(v, true);
+    s.pop();
+    if (!r) return std::nullopt;
+    int64_t out = 0;
+    if (!r->is_numeral_i64(out)) return std::nullopt;
+    return out;
+  }
+
+  std::string record_shift(const Site &s, std::int64_t d) {
+    auto [it, fresh] = shift.emplace(std::make_pair(s.buffer, s.dim), d);
+    if (!fresh && it->second != d)
+      return "accesses to '" + col_.p.buffers[s.buffer].name + "' move by different amounts";
+    return "";
+  }
+
+  std::string check(const Site &s) {
+    std::map<std::string, z3::expr> ctx;
+    for (auto &cv : s.ctx) ctx.emplace(cv.var, c_.int_const(("v_" + cv.var).c_str()));
+    z3::expr N = c_.int_const("N"), N2 = c_.int_const("N2"), i = c_.int_const("i");
+    std::string fail = "'" + s.what + "' (line " + std::to_string(s.e.loc.line) + ") ";
+    auto inv = [&](std::optional<z3::expr> i1, std::optional<z3::expr> i2) -> bool {
+      auto a = enc(s.e, N, i1, ctx), b = enc(s.e, N2, i2, ctx);
+      auto ca = ctx_ok(s, N, i1, ctx), cb = ctx_ok(s, N2, i2, ctx);
+      if (!a || !b || !ca || !cb) return false;
+      return unsat(cN(N) && cN(N2) && *ca && *cb && *a != *b, "site-independent-of-N");
+    };
+    if (s.region == Region::prologue) {
+      if (!inv(std::nullopt, std::nullopt)) return fail + "depends on the trip count before the loop";
+      return "";
+    }
+    auto hi_of = [&](const z3::expr &n) { return enc(loop_hi_, n, std::nullopt, {}); };
+    if (s.region == Region::main) {
+      for (std::int64_t t = 0; t < W_; ++t) {
+        z3::expr it = c_.int_val(static_cast<int64_t>(loop_lo_ + t));
+        if (!inv(it, it)) return fail + "depends on the trip count in the first iterations";
+      }
+      auto h = hi_of(N), h2 = hi_of(N2);
+      if (!h || !h2) return "bad loop bound";
+      auto mid = [&](const z3::expr &ii, const z3::expr &hh) {
+        return ii >= c_.int_val(static_cast<int64_t>(loop_lo_ + W_)) && ii <= hh - 1 - c_.int_val(static_cast<int64_t>(W_));
+      };
+      // Independent of N in the middle.
+      {
+        auto a = enc(s.e, N, i, ctx), b = enc(s.e, N2, i, ctx);
+        auto ca = ctx_ok(s, N, i, ctx), cb = ctx_ok(s, N2, i, ctx);
+        if (!a || !b || !ca || !cb) return fail + "is not an integer expression";
+        if (!unsat(cN(N) && cN(N2) && mid(i, *h) && mid(i, *h2) && *ca && *cb && *a != *b,
+                   "middle-independent-of-N"))
+          return fail + "depends on the trip count in the middle iterations";
+      }
+      std::int64_t step = s.kind == Kind::guard ? 1 : P_;
+      z3::expr j = i + c_.int_val(static_cast<int64_t>(step));
+      auto a = enc(s.e, N, i, ctx), b = enc(s.e, N, j, ctx);
+      auto ca = ctx_ok(s, N, i, ctx), cb = ctx_ok(s, N, j, ctx);
+      if (!a || !b || !ca || !cb) return fail + "is not an integer expression";
+      z3::expr pre = cN(N) && mid(i, *h) && mid(j, *h) && *ca && *cb;
+      if (s.kind == Kind::hbm) {
+        auto d = model_value(pre, *b - *a);
+        if (!d) return fail + "cannot be related across iterations";
+        if (!unsat(pre && *b - *a != c_.int_val(static_cast<int64_t>(*d)), "hbm-shift-per-period"))
+          return fail + "does not move by a constant per period";
+        if (auto r = record_shift(s, *d); !r.empty()) return r;
+      } else if (!unsat(pre && *a != *b, s.kind == Kind::guard ? "guard-constant-in-middle"
+                                                                : "slot-periodic-in-middle")) {
+        return fail + (s.kind == Kind::guard ? "is not constant in the middle iterations"
+                                             : "is not periodic in the loop variable");
+      }
+    }
+    // Tail iterations and the epilogue: as N grows by P, guards and slots keep
+    // their values and hbm subscripts move by the shift.
+    z3::expr NP = N + c_.int_val(static_cast<int64_t>(q_));
+    std::vector<std::optional<std::pair<z3::expr, z3::expr>>> insts;
+    if (s.region == Region::main) {
+      auto h = hi_of(N), hp = hi_of(NP);
+      for (std::int64_t t = 0; t < W_; ++t)
+        insts.push_back(std::make_pair(*h - 1 - c_.int_val(static_cast<int64_t>(t)),
+                                       *hp - 1 - c_.int_val(static_cast<int64_t>(t))));
+    } else {
+      insts.push_back(std::nullopt);
+    }
+    for (auto &in : insts) {
+      std::optional<z3::expr> i1, i2;
+      if (in) i1 = in->first, i2 = in->second;
+      auto a = enc(s.e, N, i1, ctx), b = enc(s.e, NP, i2, ctx);
+      auto ca = ctx_ok(s, N, i1, ctx), cb = ctx_ok(s, NP, i2, ctx);
+      if (!a || !b || !ca || !cb) return fail + "is not an integer expression of the trip count";
+      z3::expr pre = cN(N) && cN(NP) && *ca && *cb;
+      if (s.kind == Kind::hbm) {
+        auto d = model_value(pre, *b - *a);
+        if (!d) return fail + "cannot be related across trip counts";
+        if (!unsat(pre && *b - *a != c_.int_val(static_cast<int64_t>(*d)), "hbm-shift-at-end"))
+          return fail + "does not move by a constant with the trip count";
+        if (*d % m_ != 0) return fail + "does not move with the loop at the end";
+        if (auto r = record_shift(s, *d / m_); !r.empty()) return r;
+      } else if (!unsat(pre && *a != *b, "periodic-at-end")) {
+        return fail + "changes with the trip count at the end of the loop";
+      }
+    }
+    return "";
+  }
+
+  z3::context &c_;
+  const Collector &col_;
+  std::string param_;
+  std::int64_t lo_;
+  std::optional<std::int64_t> hi_;
+  std::string ivar_;
+  std::int64_t loop_lo_;
+  Expr loop_hi_;
+  std::int64_t P_;
+  unsigned timeout_;
+  std::int64_t W_ = 1, X_ = 1;
+  std::optional<z3::solver> solver_;
+
+public:
+  std::int64_t q_ = 1, m_ = 1;
+};
+
+}  // namespace
+
+InductionPlan plan_induction(const spec::Program &p, const std::string &param, std::int64_t lo,
+                             std::optional<std::int64_t> hi, const spec::Env &fixed,
+                             unsigned timeout_ms) {
+  InductionPlan plan;
+  Collector col{p, {}, {}, {}, {}, {}, {}};
+  for (auto &[k, v] : fixed)
+    if (k != param) col.subst[k] = Expr::integer(v);
+  // Find the main loop: the one top-level `for` whose bound mentions N.
+  std::size_t main_idx = p.body.size();
+  for (std::size_t k = 0; k < p.body.size(); ++k) {
+    auto &s = p.body[k];
+    if (auto *l = std::get_if<spec::Let>(&s.kind)) {
+      if (is_integer_expr(l->value, p)) col.subst[l->name] = col.sub(l->value);
+    }
+    if (auto *f = std::get_if<spec::For>(&s.kind)) {
+      Expr h = col.sub(f->hi);
+      std::map<std::string, Expr> none;
+      spec::Env probe{{param, 1 << 20}};
+      auto big = spec::eval_int(h, probe);
+      probe[param] = (1 << 20) + 1;
+      auto big2 = spec::eval_int(h, probe);
+      if (spec::mentions(h, param) && big && big2 && *big2 != *big) {
+        if (main_idx != p.body.size()) {
+          plan.reason = "more than one loop grows with " + param;
+          return plan;
+        }
+        main_idx = k;
+      }
+    }
+  }
+  if (main_idx == p.body.size()) {
+    plan.reason = "no loop grows with " + param;
+    return plan;
+  }
+  col.subst.clear();
+  for (auto &[k, v] : fixed)
+    if (k != param) col.subst[k] = Expr::integer(v);
+  const auto &main_stmt = p.body[main_idx];
+  const auto &loop = std::get<spec::For>(main_stmt.kind);
+  for (std::size_t k = 0; k < main_idx; ++k) col.stmt(p.body[k], Region::prologue, {}, false);
+  Expr loop_lo = col.sub(loop.lo), loop_hi = col.sub(loop.hi);
+  auto lo_v = spec::eval_int(loop_lo, {});
+  if (!lo_v) {
+    plan.reason = "the loop's lower bound is not constant";
+    return plan;
+  }
+  col.subst.erase(loop.var);
+  col.block(loop.body, Region::main, {}, false);
+  for (std::size_t k = main_idx + 1; k < p.body.size(); ++k)
+    col.stmt(p.body[k], Region::epilogue, {}, false);
+  if (!col.fail.empty()) {
+    plan.reason = col.fail;
+    return plan;
+  }
+  std::int64_t P = 1;
+  for (auto &s : col.sites)
+    if (s.region != Region::prologue) P = std::lcm(P, collect_period(s.e));
+  if (P > 64) {
+    plan.reason = "slot period above 64";
+    return plan;
+  }
+  plan.loop = &loop;
+  plan.loop_lo = *lo_v;
+  plan.loop_hi = loop_hi;
+  plan.period = P;
+
+  z3::context c;
+  Prover prover(c, col, param, lo, hi, loop.var, *lo_v, loop_hi, P, timeout_ms);
+  std::string first_reason;
+  // A guard `i + c < N` or `i >= c` settles only c iterations from either end:
+  // start the window at the largest constant a loop guard compares with.
+  std::int64_t w0 = 1;
+  std::function<void(const Expr &)> consts = [&](const Expr &e) {
+    if (e.op == Op::Int) w0 = std::max<std::int64_t>(w0, std::min<std::int64_t>(std::abs(e.int_value), 8));
+    for (auto &a : e.args) consts(a);
+  };
+  for (auto &s : col.sites)
+    if (s.region == Region::main && s.kind == Kind::guard) consts(s.e);
+  std::vector<std::int64_t> windows{w0, w0 + 1, w0 + 2, 8};
+  if (w0 > 1) windows.push_back(1);
+  std::sort(windows.begin(), windows.end());
+  windows.erase(std::unique(windows.begin(), windows.end()), windows.end());
+  windows.erase(std::remove_if(windows.begin(), windows.end(), [&](std::int64_t w) { return w < w0 && w != 1; }), windows.end());
+  std::stable_partition(windows.begin(), windows.end(), [&](std::int64_t w) { return w >= w0; });
+  for (std::int64_t W : windows) {
+    // X0: the smallest N whose middle holds at least P + 1 iterations.
+    std::optional<std::int64_t> x0;
+    for (std::int64_t n = lo; n < lo + 100000; ++n) {
+      auto h = spec::eval_int(loop_hi, {{param, n}});
+      if (h && *h - 1 - W >= *lo_v + W + P) {
+        x0 = n;
+        break;
+      }
+    }
+    if (!x0) continue;
+    if (hi && *x0 > *hi) break;
+    for (std::int64_t X : {*x0, *x0 + 8, 2 * *x0 + 8}) {
+      if (hi && X > *hi) continue;
+      std::string r = prover.run(W, X);
+      if (r.empty()) {
+        plan.ok = true;
+        plan.window = W;
+        plan.n_struct = X;
+        plan.shift = prover.shift;
+        plan.n_step = prover.q_;
+        plan.queries = prover.queries;
+        return plan;
+      }
+      if (first_reason.empty()) first_reason = r;
+      if (r.find("trip count") == std::string::npos) break;  // a larger X cannot help
+    }
+  }
+  plan.queries = prover.queries;
+  plan.reason = first_reason.empty() ? "no window closes the induction" : first_reason;
+  return plan;
+}
+
+}  // namespace pipecheck::verifier::smt

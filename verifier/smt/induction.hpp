@@ -1,0 +1,53 @@
+#pragma once
+/// The all-N proof's structural half (k-induction over a pipeline loop, Z3).
+///
+/// For a pipeline with one symbolic trip-count param N, plan_induction finds
+/// the main loop (the top-level `for` whose bound grows with N) and proves
+/// with Z3, for every N >= n_struct, that the program's behaviour is the same
+/// up to a shift:
+/// - prologue and the first `window` iterations do not depend on N;
+/// - in the middle iterations (window <= i - lo <= hi(N) - 1 - window) every
+///   guard is constant, every slot index is periodic in i with `period`, and
+///   every hbm subscript moves by a constant `shift` per period, the same for
+///   all accesses to one (buffer, dim);
+/// - the last `window` iterations and the epilogue, as N grows by `period`,
+///   keep their guards and slots and move their hbm subscripts by `shift`.
+/// The race driver (verifier/races) completes the induction: it runs the
+/// machine, finds an iteration i0 whose abstract state recurs (shifted) at
+/// i0 + period, and checks every N up to the point from which all larger N
+/// repeat a checked one.
+
+#include "spec/eval.hpp"
+#include "spec/ir.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace pipecheck::verifier::smt {
+
+struct InductionPlan {
+  bool ok = false;
+  std::string reason;           ///< why no plan, when !ok
+  const spec::For *loop = nullptr;  ///< the main loop (a top-level statement of the program)
+  std::int64_t loop_lo = 0;     ///< its constant lower bound
+  spec::Expr loop_hi;           ///< its upper bound in terms of N (lets substituted)
+  std::int64_t window = 0;      ///< W
+  std::int64_t period = 1;      ///< P
+  std::int64_t n_struct = 0;    ///< the facts hold for every N >= n_struct
+  /// Growing N by n_step adds a whole number of periods to the loop.
+  std::int64_t n_step = 1;
+  /// hbm (buffer index, dim) -> coordinate shift per period (absent: 0).
+  std::map<std::pair<int, int>, std::int64_t> shift;
+  int queries = 0;              ///< solver queries made
+};
+
+/// Plans the induction for symbolic param `param` (N >= lo, N <= hi if set);
+/// `fixed` binds the program's other params.
+InductionPlan plan_induction(const spec::Program &, const std::string &param, std::int64_t lo,
+                             std::optional<std::int64_t> hi, const spec::Env &fixed,
+                             unsigned timeout_ms);
+
+}  // namespace pipecheck::verifier::smt
