@@ -1,0 +1,64 @@
+#pragma once
+/// The body interpreter: evaluates `.pk` tensor expressions and executes body
+/// statements (stores, `+=`, local bindings, `when`/`if`) at block
+/// granularity over a Memory that maps buffer names to host arrays.
+///
+/// Refs are subscripted like NumPy on the named array: an index drops a dim,
+/// a slice `lo:hi` keeps it, `...` and `:` keep whole dims. A slot ring is an
+/// array whose first dim is the slot, so `X[cur]` picks a slot the same way.
+/// `program_id(a)` / `num_programs(a)` read the names `program_id$a` /
+/// `num_programs$a` of the integer environment (`rewrite_grid_calls`).
+
+#include "executor/tensor.hpp"
+#include "executor/value.hpp"
+#include "spec/eval.hpp"
+#include "spec/ir.hpp"
+
+#include <map>
+#include <string>
+
+namespace pipecheck::executor {
+
+/// Where refs point. The before_* hooks let a runner order an access after
+/// the asynchronous copies it conflicts with.
+class Memory {
+ public:
+  virtual ~Memory() = default;
+  /// The array a name denotes, or nullptr when it names no buffer.
+  virtual HostArray *array(const std::string &name) = 0;
+  virtual void before_read(const View &) {}
+  virtual void before_write(const View &) {}
+};
+
+/// `program_id(a)` -> Name `program_id$a`, `num_programs(a)` -> `num_programs$a`
+/// (a must be an integer literal), everywhere in the expression / block.
+spec::Expr rewrite_grid_calls(const spec::Expr &);
+spec::Block rewrite_grid_calls(const spec::Block &);
+/// The env names rewrite_grid_calls uses.
+std::string program_id_name(int axis);
+std::string num_programs_name(int axis);
+
+class Interp {
+ public:
+  explicit Interp(Memory &mem) : mem_(mem) {}
+
+  spec::Env env;                        ///< integers: params, loop vars, grid ids
+  std::map<std::string, Value> locals;  ///< tensor bindings
+
+  /// An integer expression; throws ExecError(bad_input) when it has no value.
+  std::int64_t eval_int(const spec::Expr &);
+  /// A tensor expression.
+  Value eval(const spec::Expr &);
+  /// The view a ref (Op::Ref or a bare buffer Name) denotes; throws
+  /// ExecError(fault) on an out-of-bounds subscript.
+  View view_of(const spec::Expr &ref);
+  /// Executes an Assign, Let or If (`when`) statement; other statement kinds
+  /// are the runner's.
+  void exec(const spec::Stmt &);
+  void exec(const spec::Block &);
+
+ private:
+  Memory &mem_;
+};
+
+}  // namespace pipecheck::executor

@@ -1,0 +1,82 @@
+#pragma once
+/// The oracle: a kernel's intent. The body runs for every grid point in grid
+/// order (last axis fastest) directly on whole arrays — ideal memory, as
+/// Pallas' `interpret=True`: each step slices every windowed operand's block
+/// out of its array, runs the body on it and writes output blocks back. Parts
+/// of a block outside its array read as poison and are dropped on write.
+
+#include "executor/tensor.hpp"
+#include "executor/value.hpp"
+#include "spec/eval.hpp"
+#include "spec/ir.hpp"
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipecheck::executor {
+
+/// An operand with every size bound.
+struct ConcreteOperand {
+  const spec::Operand *decl = nullptr;
+  std::string name;
+  spec::Role role = spec::Role::in;
+  spec::DType dtype = spec::DType::f32;
+  Shape array_shape;
+  Shape block;                  ///< per array dim; 1 where squeezed
+  std::vector<bool> squeezed;   ///< per array dim: `None` in block_shape
+  bool windowed = true;         ///< false: memory_space any/hbm, or scratch (the body sees it whole)
+  std::vector<std::string> index_params;
+  std::vector<spec::Expr> index_results;  ///< empty: all zeros
+  /// The block's shape as the body sees it (squeezed dims removed).
+  Shape block_view_shape() const;
+};
+
+/// A kernel with its params bound, sizes evaluated and `--scale` applied.
+struct ConcreteKernel {
+  const spec::KernelSpec *spec = nullptr;
+  spec::Env params;
+  Shape grid;
+  std::vector<ConcreteOperand> operands;
+  std::map<std::string, std::string> aliases;  ///< output -> input
+  spec::Block body;  ///< with program_id/num_programs rewritten
+  std::int64_t scale = 1;
+  const ConcreteOperand *operand(const std::string &) const;
+};
+
+/// The default value of a symbolic param (`N >= lo [<= hi]`): the smallest
+/// value >= max(lo, 8) within the bounds
+/// (8: enough iterations to wrap a 4-deep slot ring).
+std::optional<std::int64_t> default_symbolic_value(const spec::Param &, const spec::Env &env);
+/// param_env plus defaults for symbolic params not overridden.
+spec::Env bind_params(const std::vector<spec::Param> &, const spec::Env &overrides);
+
+/// Binds and evaluates a kernel. `scale` divides every array and block dim
+/// (and scratch dim) except squeezed and unit ones, keeping the grid: each
+/// such dim must be divisible by it. Throws ExecError(bad_input) otherwise.
+ConcreteKernel concretize(const spec::KernelSpec &, const spec::Env &overrides, std::int64_t scale);
+
+/// The spec with its shapes, blocks and grid replaced by the concrete
+/// (scaled) integers, for lowering a scaled kernel.
+spec::KernelSpec concrete_spec(const ConcreteKernel &);
+
+/// The block index of `op` at a grid point.
+Shape block_index(const ConcreteKernel &, const ConcreteOperand &op, const Shape &grid_point);
+/// Grid points in order.
+std::int64_t grid_size(const ConcreteKernel &);
+Shape grid_point(const ConcreteKernel &, std::int64_t linear);
+
+/// Arrays by operand name (ins, outs, scratch).
+using ArrayMap = std::map<std::string, std::unique_ptr<HostArray>>;
+
+/// Fresh arrays for the kernel: inputs seeded random, outputs poison (or a
+/// copy of their aliased input), scratch poison.
+ArrayMap make_kernel_arrays(const ConcreteKernel &, std::uint64_t seed);
+
+/// Runs the oracle in place on `arrays` (from make_kernel_arrays).
+/// Throws ExecError on an ill-typed body.
+void run_oracle(const ConcreteKernel &, ArrayMap &arrays);
+
+}  // namespace pipecheck::executor

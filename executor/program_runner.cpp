@@ -1,0 +1,397 @@
+#include "executor/program_runner.hpp"
+
+#include <cassert>
+#include <deque>
+#include <limits>
+#include <set>
+#include <sstream>
+
+namespace pipecheck::executor {
+
+using spec::Expr;
+
+std::optional<Shape> buffer_array_shape(const spec::Buffer &b, const spec::Env &env) {
+  Shape s;
+  if (b.slots) {
+    auto n = spec::eval_int(*b.slots, env);
+    if (!n || *n < 1)
+      return std::nullopt;
+    s.push_back(*n);
+  }
+  for (const auto &d : b.shape) {
+    auto n = spec::eval_int(d, env);
+    if (!n || *n < 0)
+      return std::nullopt;
+    s.push_back(*n);
+  }
+  return s;
+}
+
+namespace {
+
+constexpr std::int64_t kAtWait = std::numeric_limits<std::int64_t>::max();
+
+[[noreturn]] void bad(spec::Loc loc, const std::string &msg) {
+  throw ExecError(ExecError::Kind::bad_input, loc, msg);
+}
+
+Shape squeezed(const Shape &s) {
+  Shape r;
+  for (auto d : s)
+    if (d != 1)
+      r.push_back(d);
+  return r;
+}
+
+/// When both views have the same rank and one is no larger than the other
+/// in every dim, narrows the larger one to the smaller one's extents.
+void fit_partial(View &a, View &b) {
+  const Shape sa = a.shape(), sb = b.shape();
+  if (sa.size() != sb.size() || sa == sb)
+    return;
+  bool a_fits = true, b_fits = true;
+  for (std::size_t d = 0; d < sa.size(); ++d) {
+    a_fits = a_fits && sa[d] <= sb[d];
+    b_fits = b_fits && sb[d] <= sa[d];
+  }
+  if (!a_fits && !b_fits)
+    return;
+  View &big = a_fits ? b : a;
+  const Shape &small = a_fits ? sa : sb;
+  for (std::size_t d = 0; d < small.size(); ++d) {
+    const int ad = big.kept[d];
+    big.box.hi[ad] = big.box.lo[ad] + small[d];
+  }
+}
+
+class Runner : public Memory {
+ public:
+  Runner(const spec::Program &p, const spec::Env &env, const BufferMap &buffers,
+         const ProgramRunConfig &cfg)
+      : buffers_(buffers), cfg_(cfg),
+        engine_(cfg.mode == DmaMode::synchronous ? 0 : cfg.dma_threads, clock_), interp_(*this),
+        rng_(cfg.seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) {
+    interp_.env = env;
+    for (const auto &b : p.buffers)
+      if (b.slots)
+        slotted_.insert(b.name);
+  }
+
+  ProgramOutcome run() {
+    try {
+      exec(body_);
+      finish();
+    } catch (const ExecError &e) {
+      out_.error = e;
+    }
+    engine_.drain();
+    for (const Transfer &t : transfers_) {
+      if (t.thread < 0)
+        continue;
+      ++out_.copies;
+      out_.bytes_copied += t.bytes();
+      record({EventKind::transfer, t.loc, t.buffer, t.slot, t.thread, t.t_start_ns, t.t_end_ns,
+              t.label});
+    }
+    out_.wall_ns = clock_.now_ns();
+    return std::move(out_);
+  }
+
+  HostArray *array(const std::string &n) override {
+    auto it = buffers_.find(n);
+    return it == buffers_.end() ? nullptr : it->second;
+  }
+  void before_read(const View &v) override { order(v, false); }
+  void before_write(const View &v) override { order(v, true); }
+
+  spec::Block body_;
+
+ private:
+  struct Key {
+    bool in;
+    std::string buffer;
+    std::int64_t slot;
+    auto operator<=>(const Key &) const = default;
+  };
+  struct PendingWgmma {
+    View acc, a, b;
+    spec::Loc loc;
+    std::int64_t due;
+  };
+
+  void order(const View &v, bool write) {
+    const auto t0 = clock_.now_ns();
+    if (engine_.order_access(v, write))
+      record({EventKind::stall, cur_loc_, v.array->name(), slot_of(v), 0, t0, clock_.now_ns(),
+              "waits for an in-flight copy of " + v.to_string()});
+  }
+
+  void record(Event e) {
+    if (out_.events.size() < cfg_.max_events)
+      out_.events.push_back(std::move(e));
+    else
+      out_.events_truncated = true;
+  }
+
+  std::int64_t slot_of(const View &v) const {
+    if (!slotted_.count(v.array->name()) || v.box.lo.empty())
+      return -1;
+    if (v.box.hi[0] - v.box.lo[0] != 1)
+      return -1;
+    return v.box.lo[0];
+  }
+
+  std::uint64_t next_random() {
+    std::uint64_t z = (rng_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+
+  /// When an operation started now takes effect (a tick, or kAtWait).
+  std::int64_t due_tick() {
+    switch (cfg_.mode) {
+    case DmaMode::eager:
+    case DmaMode::synchronous:
+      return tick_;
+    case DmaMode::on_wait:
+      return kAtWait;
+    case DmaMode::random:
+      break;
+    }
+    switch (next_random() % 3) {
+    case 0:
+      return tick_;
+    case 1:
+      return kAtWait;
+    default:
+      return tick_ + 1 + static_cast<std::int64_t>(next_random() % 12);
+    }
+  }
+
+  void tick() {
+    ++tick_;
+    if (cfg_.mode != DmaMode::random)
+      return;
+    for (std::size_t k = 0; k < pending_.size();) {
+      if (pending_[k].second <= tick_) {
+        Transfer *t = pending_[k].first;
+        pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(k));
+        submit(*t);
+      } else {
+        ++k;
+      }
+    }
+    while (!wgmmas_.empty() && wgmmas_.front().due <= tick_)
+      retire_wgmma();
+  }
+
+  void submit(Transfer &t) {
+    const auto t0 = clock_.now_ns();
+    if (engine_.submit(t) > 0)
+      record({EventKind::stall, t.loc, t.buffer, t.slot, 0, t0, clock_.now_ns(),
+              "orders " + t.label + " after a conflicting in-flight copy"});
+    if (cfg_.mode == DmaMode::synchronous)
+      engine_.complete(t);
+  }
+
+  void exec(const spec::Block &b) {
+    for (const auto &s : b)
+      exec(s);
+  }
+
+  void exec(const spec::Stmt &s) {
+    cur_loc_ = s.loc;
+    std::visit([&](const auto &k) { exec_kind(s, k); }, s.kind);
+  }
+
+  void exec_kind(const spec::Stmt &s, const spec::Assign &a) {
+    const auto t0 = clock_.now_ns();
+    interp_.exec(s);
+    std::string buf = a.target.name;
+    std::int64_t slot = -1;
+    if (array(buf))
+      slot = slot_of(interp_.view_of(a.target));
+    record({EventKind::compute, s.loc, buf, slot, 0, t0, clock_.now_ns(),
+            a.accumulate ? "+=" : "="});
+    tick();
+  }
+  void exec_kind(const spec::Stmt &s, const spec::Let &l) {
+    const auto t0 = clock_.now_ns();
+    const bool is_int = spec::eval_int(l.value, interp_.env).has_value();
+    interp_.exec(s);
+    if (!is_int) {
+      record({EventKind::compute, s.loc, "", -1, 0, t0, clock_.now_ns(), l.name + " ="});
+      tick();
+    }
+  }
+  void exec_kind(const spec::Stmt &, const spec::If &i) {
+    exec(interp_.eval_int(i.cond) != 0 ? i.then_body : i.else_body);
+  }
+  void exec_kind(const spec::Stmt &, const spec::For &f) {
+    const std::int64_t lo = interp_.eval_int(f.lo), hi = interp_.eval_int(f.hi);
+    for (std::int64_t v = lo; v < hi; ++v) {
+      interp_.env[f.var] = v;
+      exec(f.body);
+    }
+  }
+  void exec_kind(const spec::Stmt &s, const spec::Copy &c) {
+    const bool in = c.kind == spec::CopyKind::in_start || c.kind == spec::CopyKind::in_wait;
+    if (c.kind == spec::CopyKind::in_start || c.kind == spec::CopyKind::out_start) {
+      View src = interp_.view_of(c.src);
+      View dst = interp_.view_of(c.dst);
+      if (src.dtype() != dst.dtype())
+        bad(s.loc, "copy from " + src.to_string() + " (" + spec::to_string(src.dtype()) + ") to " +
+                       dst.to_string() + " (" + spec::to_string(dst.dtype()) + "): dtypes differ");
+      // A partial edge block: the in-bounds part of the array moves to (or
+      // from) the leading corner of the window; the rest of the window keeps
+      // whatever it held, as on hardware.
+      fit_partial(src, dst);
+      if (squeezed(src.shape()) != squeezed(dst.shape()))
+        bad(s.loc, "copy from " + src.to_string() + " of shape " + shape_string(src.shape()) +
+                       " to " + dst.to_string() + " of shape " + shape_string(dst.shape()) +
+                       ": shapes differ");
+      Transfer &t = transfers_.emplace_back();
+      t.src = src;
+      t.dst = dst;
+      t.loc = s.loc;
+      t.is_in = in;
+      const View &side = in ? dst : src;
+      t.buffer = side.array->name();
+      t.slot = slot_of(side);
+      t.label = src.to_string() + " -> " + dst.to_string();
+      outstanding_[Key{in, t.buffer, t.slot}].push_back(&t);
+      const auto now = clock_.now_ns();
+      record({EventKind::copy_start, s.loc, t.buffer, t.slot, 0, now, now, t.label});
+      const std::int64_t due = due_tick();
+      if (due <= tick_)
+        submit(t);
+      else
+        pending_.emplace_back(&t, due);
+      tick();
+      return;
+    }
+    const View w = interp_.view_of(c.waited());
+    const Key key{in, w.array->name(), slot_of(w)};
+    auto &q = outstanding_[key];
+    if (q.empty())
+      throw ExecError(ExecError::Kind::fault, s.loc,
+                      std::string(in ? "copy_in_wait(" : "copy_out_wait(") + w.to_string() +
+                          ") has no outstanding copy " + (in ? "into" : "out of") +
+                          " it: this hangs on hardware");
+    Transfer *t = q.front();
+    q.pop_front();
+    const auto t0 = clock_.now_ns();
+    if (!t->submitted) {
+      for (auto it = pending_.begin(); it != pending_.end(); ++it)
+        if (it->first == t) {
+          pending_.erase(it);
+          break;
+        }
+      submit(*t);
+    }
+    engine_.complete(*t);
+    record({EventKind::copy_wait, s.loc, key.buffer, key.slot, 0, t0, clock_.now_ns(), t->label});
+    tick();
+  }
+  void exec_kind(const spec::Stmt &s, const spec::Wgmma &g) {
+    PendingWgmma w{interp_.view_of(g.acc), interp_.view_of(g.a), interp_.view_of(g.b), s.loc, 0};
+    if (w.a.shape().size() != 2 || w.b.shape().size() != 2)
+      bad(s.loc, "wgmma takes 2-D operands");
+    w.due = due_tick();
+    const auto now = clock_.now_ns();
+    record({EventKind::wgmma_issue, s.loc, w.a.array->name(), slot_of(w.a), 0, now, now,
+            w.acc.to_string() + " += " + w.a.to_string() + " @ " + w.b.to_string()});
+    wgmmas_.push_back(std::move(w));
+    if (cfg_.mode == DmaMode::synchronous)
+      retire_wgmma();
+    tick();
+  }
+  void exec_kind(const spec::Stmt &s, const spec::WgmmaWait &w) {
+    const std::int64_t n = interp_.eval_int(w.n);
+    if (n < 0)
+      bad(s.loc, "wgmma_wait takes n >= 0");
+    const auto t0 = clock_.now_ns();
+    while (static_cast<std::int64_t>(wgmmas_.size()) > n)
+      retire_wgmma();
+    record({EventKind::wgmma_wait, s.loc, "", -1, 0, t0, clock_.now_ns(),
+            "wgmma_wait(" + std::to_string(n) + ")"});
+    tick();
+  }
+
+  void retire_wgmma() {
+    PendingWgmma w = std::move(wgmmas_.front());
+    wgmmas_.pop_front();
+    const auto t0 = clock_.now_ns();
+    order(w.a, false);
+    order(w.b, false);
+    order(w.acc, true);
+    Value c = load(w.acc);
+    const Value p = dot(load(w.a), load(w.b), w.loc);
+    Value sum = binary(BinOp::add, std::move(c), p, w.loc);
+    store(sum, w.acc, w.loc);
+    record({EventKind::wgmma_exec, w.loc, w.a.array->name(), slot_of(w.a), 0, t0,
+            clock_.now_ns(), w.acc.to_string() + " += " + w.a.to_string() + " @ " + w.b.to_string()});
+  }
+
+  void finish() {
+    const bool effect = cfg_.mode == DmaMode::eager || cfg_.mode == DmaMode::synchronous;
+    for (auto &[t, due] : pending_) {
+      (void)due;
+      if (effect)
+        submit(*t);
+    }
+    pending_.clear();
+    for (auto &[key, q] : outstanding_)
+      for (Transfer *t : q) {
+        std::ostringstream os;
+        os << "line " << t->loc.line << ": copy " << t->label << " was never waited";
+        if (!t->submitted)
+          os << "; in " << to_string(cfg_.mode) << " mode it never took effect";
+        out_.notes.push_back(os.str());
+      }
+    if (!wgmmas_.empty()) {
+      std::ostringstream os;
+      os << wgmmas_.size() << " wgmma(s) still in flight at the end";
+      if (effect) {
+        while (!wgmmas_.empty())
+          retire_wgmma();
+      } else {
+        os << "; in " << to_string(cfg_.mode) << " mode they never took effect";
+        wgmmas_.clear();
+      }
+      out_.notes.push_back(os.str());
+    }
+  }
+
+  const BufferMap &buffers_;
+  ProgramRunConfig cfg_;
+  Clock clock_;
+  std::deque<Transfer> transfers_; // outlives the engine's pointers to it
+  DmaEngine engine_;
+  Interp interp_;
+  std::uint64_t rng_;
+  std::set<std::string> slotted_;
+  std::map<Key, std::deque<Transfer *>> outstanding_;
+  std::vector<std::pair<Transfer *, std::int64_t>> pending_;
+  std::deque<PendingWgmma> wgmmas_;
+  std::int64_t tick_ = 0;
+  spec::Loc cur_loc_;
+  ProgramOutcome out_;
+};
+
+} // namespace
+
+ProgramOutcome run_program(const spec::Program &program, const spec::Env &env,
+                           const BufferMap &buffers, const ProgramRunConfig &cfg) {
+  for (const auto &b : program.buffers) {
+    auto it = buffers.find(b.name);
+    assert(it != buffers.end() && it->second);
+    (void)it;
+  }
+  Runner r(program, env, buffers, cfg);
+  r.body_ = rewrite_grid_calls(program.body);
+  return r.run();
+}
+
+} // namespace pipecheck::executor

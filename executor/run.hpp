@@ -1,0 +1,100 @@
+#pragma once
+/// `pipecheck run`: execute a kernel or pipeline and compare it with its
+/// intent.
+///
+/// - A KernelSpec's intent is the oracle (executor/oracle.hpp); what runs is
+///   the Program spec::lower emits for it, on the CPU runner.
+/// - A hand-written Program's intent is the same program run with ideal,
+///   synchronous copies (DmaMode::synchronous: every copy and wgmma completes
+///   where it starts); what runs is the program in the chosen DmaMode.
+///
+/// A run passes when every output equals its intent — exactly, or within a
+/// stated relative tolerance when the unit accumulates floats (dot, sum,
+/// `+=`, wgmma) — and holds no poison. Outputs and scratch start as poison,
+/// inputs as seeded random data, slot buffers as poison, `acc` as zeros.
+
+#include "executor/events.hpp"
+#include "executor/tensor.hpp"
+#include "spec/eval.hpp"
+#include "spec/ir.hpp"
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipecheck::executor {
+
+/// pass: equal to the intent; fail: a mismatch, poison, or a fault of the
+/// program (e.g. a wait that would hang); bad_input: the unit cannot run as
+/// written (unbound param, ill-typed body, over --max-memory; exit 3);
+/// error: the environment cannot run it (e.g. no lowering in this build).
+enum class RunStatus { pass, fail, bad_input, error };
+const char *to_string(RunStatus);
+
+struct RunOptions {
+  DmaMode mode = DmaMode::eager;
+  std::uint64_t seed = 0;       ///< input data, and the random mode's schedule
+  std::int64_t scale = 1;       ///< kernels: divides array and block dims (see oracle.hpp)
+  std::uint64_t max_memory_bytes = 4ull << 30;  ///< all host arrays of one run, sized up front
+  spec::Env overrides;          ///< --set NAME=VALUE (also binds symbolic params)
+  std::optional<std::string> target;  ///< --target, passed to spec::lower
+  int dma_threads = 2;          ///< DMA worker threads
+  std::size_t max_events = 100000;  ///< the timeline keeps the first ones
+};
+
+/// Where an output first differs from its intent.
+struct Mismatch {
+  std::string array;            ///< the output operand (kernel) or hbm buffer (pipeline)
+  Shape element;                ///< the element's index
+  std::optional<Shape> block;       ///< its block index (kernels)
+  std::optional<Shape> grid_point;  ///< the first grid point writing that block (kernels)
+  double expected = 0;
+  double actual = 0;
+  bool is_poison = false;           ///< actual is poison
+  bool expected_is_poison = false;  ///< the intent itself is poison there
+  std::int64_t count = 0;           ///< mismatching elements in this array
+};
+
+struct RunResult {
+  RunStatus status = RunStatus::error;
+  std::string unit;
+  DmaMode mode = DmaMode::eager;
+  std::uint64_t seed = 0;
+  std::string reason;          ///< one line: why it failed / could not run
+  spec::Loc loc;               ///< for bad_input and faults: where (line 0: none)
+  std::optional<Mismatch> mismatch;
+  std::optional<double> tolerance;  ///< relative; nullopt: compared exactly
+  spec::Env params;            ///< the param values it ran with
+  std::vector<Event> events;   ///< the pipelined run's timeline
+  bool events_truncated = false;
+  std::vector<std::string> notes;
+  std::int64_t bytes_copied = 0;
+  std::int64_t copies = 0;
+  double seconds = 0;          ///< the pipelined run's wall time
+};
+
+struct RunReport {
+  RunStatus status = RunStatus::error;  ///< the worst of the runs
+  std::string unit;
+  std::vector<RunResult> runs;
+};
+
+/// True when this build has spec::lower (kernels can run).
+bool lowering_available();
+
+/// One run of a kernel (lowered) in options.mode against the oracle.
+RunResult run(const spec::KernelSpec &, const RunOptions &);
+/// One run of a pipeline in options.mode against its synchronous run.
+RunResult run(const spec::Program &, const RunOptions &);
+/// eager, on_wait, and random with seeds seed, seed+1, seed+2 (the oracle is
+/// computed once); fails if any run fails. Stops early on bad_input/error.
+RunReport run_all_modes(const spec::KernelSpec &, const RunOptions &);
+RunReport run_all_modes(const spec::Program &, const RunOptions &);
+
+/// Human-readable report: one line per run, and for a failure where and why.
+void print_report(std::ostream &, const RunReport &);
+std::string format_report(const RunReport &);
+
+}  // namespace pipecheck::executor

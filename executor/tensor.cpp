@@ -1,0 +1,373 @@
+#include "executor/tensor.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <sstream>
+
+namespace pipecheck::executor {
+
+std::int64_t num_elements(const Shape &s) {
+  std::int64_t n = 1;
+  for (auto d : s)
+    n *= d;
+  return n;
+}
+
+std::string shape_string(const Shape &s) {
+  std::ostringstream os;
+  os << '[';
+  for (std::size_t i = 0; i < s.size(); ++i)
+    os << (i ? ", " : "") << s[i];
+  os << ']';
+  return os.str();
+}
+
+std::uint16_t f32_to_bf16(float f) {
+  auto u = std::bit_cast<std::uint32_t>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<std::uint16_t>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+float bf16_to_f32(std::uint16_t h) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
+}
+
+std::uint16_t f32_to_f16(float f) {
+  const auto x = std::bit_cast<std::uint32_t>(f);
+  const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+  const std::uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u)
+    return sign | 0x7e00u;
+  if (ax >= 0x477ff000u) // >= 65520 rounds to infinity
+    return sign | 0x7c00u;
+  if (ax < 0x38800000u) { // below 2^-14: a half subnormal (or zero)
+    // a * 2^24 is exact and below 2^10; nearbyint rounds to nearest even.
+    const float scaled = std::bit_cast<float>(ax) * 16777216.0f;
+    return sign | static_cast<std::uint16_t>(std::nearbyint(scaled));
+  }
+  std::uint32_t m = ax - (112u << 23);
+  m += 0xfffu + ((m >> 13) & 1u);
+  return sign | static_cast<std::uint16_t>(m >> 13);
+}
+
+float f16_to_f32(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t e = (h >> 10) & 0x1fu;
+  const std::uint32_t m = h & 0x3ffu;
+  if (e == 0x1f)
+    return std::bit_cast<float>(sign | 0x7f800000u | (m << 13));
+  if (e == 0) {
+    const float v = std::ldexp(static_cast<float>(m), -24);
+    return sign ? -v : v;
+  }
+  return std::bit_cast<float>(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+float round_to(spec::DType t, float v) {
+  switch (t) {
+  case spec::DType::bf16:
+    return bf16_to_f32(f32_to_bf16(v));
+  case spec::DType::f16:
+    return f16_to_f32(f32_to_f16(v));
+  default:
+    return v;
+  }
+}
+
+std::int32_t wrap_to(spec::DType t, std::int64_t v) {
+  switch (t) {
+  case spec::DType::i16:
+    return static_cast<std::int16_t>(static_cast<std::uint16_t>(v));
+  case spec::DType::i8:
+    return static_cast<std::int8_t>(static_cast<std::uint8_t>(v));
+  case spec::DType::u8:
+    return static_cast<std::uint8_t>(v);
+  case spec::DType::boolean:
+    return v != 0;
+  default:
+    return static_cast<std::int32_t>(static_cast<std::uint32_t>(v));
+  }
+}
+
+std::int32_t int_poison(spec::DType t) {
+  switch (t) {
+  case spec::DType::i16:
+    return std::numeric_limits<std::int16_t>::min();
+  case spec::DType::i8:
+    return std::numeric_limits<std::int8_t>::min();
+  case spec::DType::u8:
+    return 0xff;
+  case spec::DType::boolean:
+    return 1;
+  default:
+    return std::numeric_limits<std::int32_t>::min();
+  }
+}
+
+void HostArray::Free::operator()(std::byte *p) const {
+  ::operator delete[](p, std::align_val_t{64});
+}
+
+HostArray::HostArray(std::string name, spec::DType t, Shape shape)
+    : name_(std::move(name)), dtype_(t), shape_(std::move(shape)),
+      elem_bytes_(spec::dtype_bytes(t)) {
+  strides_.assign(shape_.size(), 1);
+  for (int d = static_cast<int>(shape_.size()) - 2; d >= 0; --d)
+    strides_[d] = strides_[d + 1] * shape_[d + 1];
+  size_ = num_elements(shape_);
+  for (auto d : shape_)
+    assert(d >= 0);
+  const auto n = static_cast<std::size_t>(std::max<std::int64_t>(bytes(), 1));
+  data_.reset(static_cast<std::byte *>(::operator new[](n, std::align_val_t{64})));
+}
+
+double HostArray::get(std::int64_t i) const {
+  assert(i >= 0 && i < size_);
+  const std::byte *p = data_.get() + i * elem_bytes_;
+  switch (dtype_) {
+  case spec::DType::f32: {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  case spec::DType::bf16:
+  case spec::DType::f16: {
+    std::uint16_t h;
+    std::memcpy(&h, p, 2);
+    return dtype_ == spec::DType::bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+  }
+  case spec::DType::i32: {
+    std::int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  case spec::DType::i16: {
+    std::int16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  }
+  case spec::DType::i8:
+    return static_cast<std::int8_t>(*p);
+  case spec::DType::u8:
+  case spec::DType::boolean:
+    return static_cast<std::uint8_t>(*p);
+  }
+  return 0;
+}
+
+void HostArray::set(std::int64_t i, double v) {
+  assert(i >= 0 && i < size_);
+  std::byte *p = data_.get() + i * elem_bytes_;
+  switch (dtype_) {
+  case spec::DType::f32: {
+    const auto f = static_cast<float>(v);
+    std::memcpy(p, &f, 4);
+    return;
+  }
+  case spec::DType::bf16:
+  case spec::DType::f16: {
+    const auto f = static_cast<float>(v);
+    const std::uint16_t h = dtype_ == spec::DType::bf16 ? f32_to_bf16(f) : f32_to_f16(f);
+    std::memcpy(p, &h, 2);
+    return;
+  }
+  case spec::DType::i32: {
+    const std::int32_t x = wrap_to(dtype_, static_cast<std::int64_t>(v));
+    std::memcpy(p, &x, 4);
+    return;
+  }
+  case spec::DType::i16: {
+    const auto x = static_cast<std::int16_t>(wrap_to(dtype_, static_cast<std::int64_t>(v)));
+    std::memcpy(p, &x, 2);
+    return;
+  }
+  case spec::DType::i8:
+  case spec::DType::u8:
+  case spec::DType::boolean:
+    *p = static_cast<std::byte>(wrap_to(dtype_, static_cast<std::int64_t>(v)) & 0xff);
+    return;
+  }
+}
+
+bool HostArray::is_poison(std::int64_t i) const {
+  const double v = get(i);
+  if (spec::dtype_is_float(dtype_))
+    return std::isnan(v);
+  return static_cast<std::int32_t>(v) == int_poison(dtype_);
+}
+
+void HostArray::fill_poison() {
+  switch (dtype_) {
+  case spec::DType::f32: {
+    // A quiet NaN with a recognisable payload.
+    const auto bits = std::uint32_t{0x7fc0bad0u};
+    auto *p = reinterpret_cast<std::uint32_t *>(data_.get());
+    std::fill(p, p + size_, bits);
+    return;
+  }
+  case spec::DType::bf16:
+  case spec::DType::f16: {
+    const std::uint16_t bits = dtype_ == spec::DType::bf16 ? 0x7fc1u : 0x7e01u;
+    auto *p = reinterpret_cast<std::uint16_t *>(data_.get());
+    std::fill(p, p + size_, bits);
+    return;
+  }
+  default:
+    for (std::int64_t i = 0; i < size_; ++i)
+      set(i, int_poison(dtype_));
+  }
+}
+
+void HostArray::fill_zero() { std::memset(data_.get(), 0, static_cast<std::size_t>(bytes())); }
+
+namespace {
+std::uint64_t splitmix64(std::uint64_t &s) {
+  std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+} // namespace
+
+void HostArray::fill_random(std::uint64_t seed) {
+  std::uint64_t s = seed * 0x2545f4914f6cdd1dull + 0x1234567ull;
+  switch (dtype_) {
+  case spec::DType::f32: {
+    auto *p = reinterpret_cast<float *>(data_.get());
+    for (std::int64_t i = 0; i < size_; ++i)
+      p[i] = static_cast<float>(static_cast<double>(splitmix64(s) >> 11) * 0x1p-52 - 1.0);
+    return;
+  }
+  case spec::DType::bf16:
+  case spec::DType::f16: {
+    auto *p = reinterpret_cast<std::uint16_t *>(data_.get());
+    const bool bf = dtype_ == spec::DType::bf16;
+    for (std::int64_t i = 0; i < size_; ++i) {
+      const auto f = static_cast<float>(static_cast<double>(splitmix64(s) >> 11) * 0x1p-52 - 1.0);
+      p[i] = bf ? f32_to_bf16(f) : f32_to_f16(f);
+    }
+    return;
+  }
+  case spec::DType::boolean:
+    for (std::int64_t i = 0; i < size_; ++i)
+      set(i, static_cast<double>(splitmix64(s) & 1));
+    return;
+  case spec::DType::u8:
+    for (std::int64_t i = 0; i < size_; ++i)
+      set(i, static_cast<double>(splitmix64(s) % 65));
+    return;
+  default:
+    for (std::int64_t i = 0; i < size_; ++i)
+      set(i, static_cast<double>(static_cast<std::int64_t>(splitmix64(s) % 129) - 64));
+  }
+}
+
+std::unique_ptr<HostArray> HostArray::clone() const {
+  auto c = std::make_unique<HostArray>(name_, dtype_, shape_);
+  c->copy_from(*this);
+  return c;
+}
+
+void HostArray::copy_from(const HostArray &o) {
+  assert(o.dtype_ == dtype_ && o.size_ == size_);
+  std::memcpy(data_.get(), o.data_.get(), static_cast<std::size_t>(bytes()));
+}
+
+bool Box::overlaps(const Box &o) const {
+  if (array != o.array)
+    return false;
+  for (std::size_t d = 0; d < lo.size(); ++d)
+    if (hi[d] <= o.lo[d] || o.hi[d] <= lo[d])
+      return false;
+  return true;
+}
+
+View View::whole(HostArray &a) {
+  View v;
+  v.array = &a;
+  v.box.array = &a;
+  v.box.lo.assign(a.shape().size(), 0);
+  v.box.hi = a.shape();
+  for (int d = 0; d < static_cast<int>(a.shape().size()); ++d)
+    v.kept.push_back(d);
+  return v;
+}
+
+Shape View::shape() const {
+  Shape s;
+  for (int d : kept)
+    s.push_back(box.hi[d] - box.lo[d]);
+  return s;
+}
+
+std::int64_t View::size() const {
+  std::int64_t n = 1;
+  for (std::size_t d = 0; d < box.lo.size(); ++d)
+    n *= box.hi[d] - box.lo[d];
+  return n;
+}
+
+std::int64_t View::offset() const {
+  std::int64_t off = 0;
+  for (std::size_t d = 0; d < box.lo.size(); ++d)
+    off += box.lo[d] * array->strides()[d];
+  return off;
+}
+
+std::string View::to_string() const {
+  std::ostringstream os;
+  os << array->name();
+  if (box.lo.empty())
+    return os.str();
+  os << '[';
+  for (std::size_t d = 0; d < box.lo.size(); ++d) {
+    if (d)
+      os << ", ";
+    const bool is_kept = std::find(kept.begin(), kept.end(), static_cast<int>(d)) != kept.end();
+    if (!is_kept)
+      os << box.lo[d];
+    else if (box.lo[d] == 0 && box.hi[d] == array->shape()[d])
+      os << ':';
+    else
+      os << box.lo[d] << ':' << box.hi[d];
+  }
+  os << ']';
+  return os.str();
+}
+
+void copy_view(const View &src, const View &dst) {
+  assert(src.dtype() == dst.dtype());
+  assert(src.size() == dst.size());
+  const int eb = src.array->elem_bytes();
+  // Collect the destination runs lazily: walk both run sequences in step.
+  std::vector<std::pair<std::int64_t, std::int64_t>> druns;
+  dst.for_each_run([&](std::int64_t off, std::int64_t len) { druns.emplace_back(off, len); });
+  std::size_t di = 0;
+  std::int64_t dpos = 0; // position inside druns[di]
+  const std::byte *sbase = src.array->data();
+  std::byte *dbase = dst.array->data();
+  src.for_each_run([&](std::int64_t soff, std::int64_t slen) {
+    while (slen > 0) {
+      assert(di < druns.size());
+      const auto [doff, dlen] = druns[di];
+      const std::int64_t n = std::min(slen, dlen - dpos);
+      std::memmove(dbase + (doff + dpos) * eb, sbase + soff * eb, static_cast<std::size_t>(n * eb));
+      soff += n;
+      slen -= n;
+      dpos += n;
+      if (dpos == dlen) {
+        ++di;
+        dpos = 0;
+      }
+    }
+  });
+}
+
+} // namespace pipecheck::executor

@@ -1,0 +1,625 @@
+#include "executor/value.hpp"
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace pipecheck::executor {
+
+using spec::DType;
+
+Value Value::scalar_float(double v, DType t, bool weak) {
+  Value r;
+  r.dtype = t;
+  r.weak = weak;
+  r.f = {round_to(t, static_cast<float>(v))};
+  return r;
+}
+
+Value Value::scalar_int(std::int64_t v, DType t, bool weak) {
+  Value r;
+  r.dtype = t;
+  r.weak = weak;
+  r.i = {wrap_to(t, v)};
+  return r;
+}
+
+namespace {
+
+constexpr std::size_t kCacheMin = 64 * 1024;
+constexpr std::size_t kCacheEntries = 32;
+
+struct BlockCache {
+  std::vector<std::pair<std::size_t, void *>> free;
+  ~BlockCache() {
+    for (auto &[n, p] : free)
+      ::operator delete(p);
+  }
+};
+thread_local BlockCache block_cache;
+
+} // namespace
+
+void *block_alloc(std::size_t bytes) {
+  if (bytes >= kCacheMin) {
+    auto &f = block_cache.free;
+    for (std::size_t k = 0; k < f.size(); ++k)
+      if (f[k].first == bytes) {
+        void *p = f[k].second;
+        f[k] = f.back();
+        f.pop_back();
+        return p;
+      }
+  }
+  return ::operator new(bytes);
+}
+
+void block_free(void *p, std::size_t bytes) {
+  if (bytes >= kCacheMin) {
+    auto &f = block_cache.free;
+    if (f.size() == kCacheEntries) {
+      ::operator delete(f.front().second);
+      f.erase(f.begin());
+    }
+    f.emplace_back(bytes, p);
+    return;
+  }
+  ::operator delete(p);
+}
+
+namespace {
+
+[[noreturn]] void bad(spec::Loc loc, const std::string &msg) {
+  throw ExecError(ExecError::Kind::bad_input, loc, msg);
+}
+
+void round_all(DType t, FloatVec &v) {
+  if (t == DType::bf16)
+    for (auto &x : v)
+      x = bf16_to_f32(f32_to_bf16(x));
+  else if (t == DType::f16)
+    for (auto &x : v)
+      x = f16_to_f32(f32_to_f16(x));
+}
+
+void wrap_all(DType t, IntVec &v) {
+  if (t == DType::i32)
+    return;
+  for (auto &x : v)
+    x = wrap_to(t, x);
+}
+
+/// a's numbers as floats: a.f itself, or a conversion kept in `tmp`.
+const FloatVec &as_floats(const Value &a, FloatVec &tmp) {
+  if (a.is_float())
+    return a.f;
+  tmp.assign(a.i.begin(), a.i.end());
+  return tmp;
+}
+FloatVec as_floats(const Value &a) {
+  FloatVec tmp;
+  return as_floats(a, tmp);
+}
+
+Shape broadcast_shape(const Shape &a, const Shape &b, spec::Loc loc) {
+  const std::size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (std::size_t k = 0; k < r; ++k) {
+    const std::int64_t da = k < r - a.size() ? 1 : a[k - (r - a.size())];
+    const std::int64_t db = k < r - b.size() ? 1 : b[k - (r - b.size())];
+    if (da != db && da != 1 && db != 1)
+      bad(loc, "shapes " + shape_string(a) + " and " + shape_string(b) + " do not broadcast");
+    out[k] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+/// Strides (in elements) of `s` seen as broadcast to `out`: 0 on broadcast dims.
+Shape bcast_strides(const Shape &s, const Shape &out) {
+  Shape st(out.size(), 0);
+  std::int64_t stride = 1;
+  for (std::size_t k = 0; k < s.size(); ++k) {
+    const std::size_t d = s.size() - 1 - k;
+    const std::size_t o = out.size() - 1 - k;
+    st[o] = s[d] == 1 ? 0 : stride;
+    stride *= s[d];
+  }
+  return st;
+}
+
+/// o = f(a, b) with broadcasting; `o` may be `a` itself when a has the output's size.
+template <class V, class F>
+void map2(const V &a, const Shape &as, const V &b, const Shape &bs, const Shape &out, V &o, F f) {
+  using T = typename V::value_type;
+  const std::int64_t n = num_elements(out);
+  o.resize(static_cast<std::size_t>(n));
+  const std::int64_t na = num_elements(as), nb = num_elements(bs);
+  if (na == n && nb == n) {
+    for (std::int64_t k = 0; k < n; ++k)
+      o[k] = f(a[k], b[k]);
+  } else if (na == 1 && nb == n) {
+    const T x = a[0];
+    for (std::int64_t k = 0; k < n; ++k)
+      o[k] = f(x, b[k]);
+  } else if (nb == 1 && na == n) {
+    const T y = b[0];
+    for (std::int64_t k = 0; k < n; ++k)
+      o[k] = f(a[k], y);
+  } else {
+    const Shape sa = bcast_strides(as, out), sb = bcast_strides(bs, out);
+    const int r = static_cast<int>(out.size());
+    std::vector<std::int64_t> idx(r, 0);
+    std::int64_t ia = 0, ib = 0;
+    for (std::int64_t k = 0; k < n; ++k) {
+      o[k] = f(a[ia], b[ib]);
+      for (int d = r - 1; d >= 0; --d) {
+        ia += sa[d];
+        ib += sb[d];
+        if (++idx[d] < out[d])
+          break;
+        ia -= sa[d] * out[d];
+        ib -= sb[d] * out[d];
+        idx[d] = 0;
+      }
+    }
+  }
+}
+
+float fmax_nan(float a, float b) { return (a > b || std::isnan(a)) ? a : b; }
+float fmin_nan(float a, float b) { return (a < b || std::isnan(a)) ? a : b; }
+
+std::int64_t ifloordiv(std::int64_t a, std::int64_t b) {
+  if (b == 0)
+    return 0;
+  std::int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0)))
+    --q;
+  return q;
+}
+
+std::int64_t ifloormod(std::int64_t a, std::int64_t b) {
+  if (b == 0)
+    return 0;
+  std::int64_t m = a % b;
+  if (m != 0 && ((m < 0) != (b < 0)))
+    m += b;
+  return m;
+}
+
+} // namespace
+
+Value load(const View &v) {
+  Value r;
+  r.dtype = v.dtype();
+  r.shape = v.shape();
+  const std::int64_t n = v.size();
+  const std::byte *base = v.array->data();
+  std::int64_t pos = 0;
+  switch (r.dtype) {
+  case DType::f32:
+    r.f.resize(static_cast<std::size_t>(n));
+    v.for_each_run([&](std::int64_t off, std::int64_t len) {
+      std::memcpy(r.f.data() + pos, base + off * 4, static_cast<std::size_t>(len * 4));
+      pos += len;
+    });
+    break;
+  case DType::bf16:
+  case DType::f16: {
+    r.f.resize(static_cast<std::size_t>(n));
+    const bool bf = r.dtype == DType::bf16;
+    v.for_each_run([&](std::int64_t off, std::int64_t len) {
+      const auto *p = reinterpret_cast<const std::uint16_t *>(base) + off;
+      for (std::int64_t k = 0; k < len; ++k)
+        r.f[pos + k] = bf ? bf16_to_f32(p[k]) : f16_to_f32(p[k]);
+      pos += len;
+    });
+    break;
+  }
+  case DType::i32:
+    r.i.resize(static_cast<std::size_t>(n));
+    v.for_each_run([&](std::int64_t off, std::int64_t len) {
+      std::memcpy(r.i.data() + pos, base + off * 4, static_cast<std::size_t>(len * 4));
+      pos += len;
+    });
+    break;
+  default:
+    r.i.resize(static_cast<std::size_t>(n));
+    v.for_each_run([&](std::int64_t off, std::int64_t len) {
+      for (std::int64_t k = 0; k < len; ++k)
+        r.i[pos + k] = static_cast<std::int32_t>(v.array->get(off + k));
+      pos += len;
+    });
+  }
+  return r;
+}
+
+void store(const Value &v0, const View &dst, spec::Loc loc) {
+  const Shape shape = dst.shape();
+  const DType t = dst.dtype();
+  const bool same = v0.shape == shape && v0.dtype == t;
+  Value tmp;
+  if (!same) {
+    tmp = v0.dtype == t ? v0 : cast(v0, t);
+    if (tmp.shape != shape && tmp.size() != 1)
+      tmp = broadcast_to(tmp, shape, loc);
+  }
+  const Value &v = same ? v0 : tmp;
+  const bool splat = v.size() == 1 && dst.size() != 1;
+  std::byte *base = dst.array->data();
+  std::int64_t pos = 0;
+  dst.for_each_run([&](std::int64_t off, std::int64_t len) {
+    switch (t) {
+    case DType::f32: {
+      float *p = reinterpret_cast<float *>(base) + off;
+      if (splat)
+        std::fill(p, p + len, v.f[0]);
+      else
+        std::memcpy(p, v.f.data() + pos, static_cast<std::size_t>(len * 4));
+      break;
+    }
+    case DType::bf16:
+    case DType::f16: {
+      auto *p = reinterpret_cast<std::uint16_t *>(base) + off;
+      const bool bf = t == DType::bf16;
+      for (std::int64_t k = 0; k < len; ++k) {
+        const float x = v.f[splat ? 0 : pos + k];
+        p[k] = bf ? f32_to_bf16(x) : f32_to_f16(x);
+      }
+      break;
+    }
+    case DType::i32: {
+      auto *p = reinterpret_cast<std::int32_t *>(base) + off;
+      if (splat)
+        std::fill(p, p + len, v.i[0]);
+      else
+        std::memcpy(p, v.i.data() + pos, static_cast<std::size_t>(len * 4));
+      break;
+    }
+    default:
+      for (std::int64_t k = 0; k < len; ++k)
+        dst.array->set(off + k, v.i[splat ? 0 : pos + k]);
+    }
+    pos += len;
+  });
+}
+
+DType promote(const Value &a, const Value &b) {
+  const bool fa = a.is_float(), fb = b.is_float();
+  if (a.weak && b.weak)
+    return (fa || fb) ? DType::f32 : DType::i32;
+  if (a.weak || b.weak) {
+    const Value &strong = a.weak ? b : a;
+    const Value &weak = a.weak ? a : b;
+    if (weak.is_float() && !strong.is_float())
+      return DType::f32;
+    return strong.dtype;
+  }
+  if (a.dtype == b.dtype)
+    return a.dtype;
+  if (fa && !fb)
+    return a.dtype;
+  if (fb && !fa)
+    return b.dtype;
+  if (fa && fb)
+    return DType::f32;
+  return DType::i32;
+}
+
+namespace {
+
+/// The body of both binary overloads; `r` may hold a's storage (in place).
+void binary_into(BinOp op, const Value &a, const Value &b, Value &r, spec::Loc loc) {
+  r.shape = broadcast_shape(a.shape, b.shape, loc);
+  r.dtype = promote(a, b);
+  r.weak = a.weak && b.weak;
+  if (op == BinOp::div && !spec::dtype_is_float(r.dtype))
+    r.dtype = DType::f32;
+  if (spec::dtype_is_float(r.dtype)) {
+    FloatVec ta, tb;
+    const FloatVec &fa = as_floats(a, ta);
+    const FloatVec &fb = as_floats(b, tb);
+    switch (op) {
+    case BinOp::add:
+      map2(fa, a.shape, fb, b.shape, r.shape, r.f, [](float x, float y) { return x + y; });
+      break;
+    case BinOp::sub:
+      map2(fa, a.shape, fb, b.shape, r.shape, r.f, [](float x, float y) { return x - y; });
+      break;
+    case BinOp::mul:
+      map2(fa, a.shape, fb, b.shape, r.shape, r.f, [](float x, float y) { return x * y; });
+      break;
+    case BinOp::div:
+      map2(fa, a.shape, fb, b.shape, r.shape, r.f, [](float x, float y) { return x / y; });
+      break;
+    case BinOp::floordiv:
+      map2(fa, a.shape, fb, b.shape, r.shape, r.f,
+           [](float x, float y) { return std::floor(x / y); });
+      break;
+    case BinOp::mod:
+      map2(fa, a.shape, fb, b.shape, r.shape, r.f, [](float x, float y) {
+        float m = std::fmod(x, y);
+        if (m != 0 && ((m < 0) != (y < 0)))
+          m += y;
+        return m;
+      });
+      break;
+    case BinOp::maximum:
+      map2(fa, a.shape, fb, b.shape, r.shape, r.f, fmax_nan);
+      break;
+    case BinOp::minimum:
+      map2(fa, a.shape, fb, b.shape, r.shape, r.f, fmin_nan);
+      break;
+    }
+    round_all(r.dtype, r.f);
+  } else {
+    auto wrap = [](std::int64_t x) { return static_cast<std::int32_t>(static_cast<std::uint32_t>(x)); };
+    switch (op) {
+    case BinOp::add:
+      map2(a.i, a.shape, b.i, b.shape, r.shape, r.i,
+           [&](std::int32_t x, std::int32_t y) { return wrap(std::int64_t{x} + y); });
+      break;
+    case BinOp::sub:
+      map2(a.i, a.shape, b.i, b.shape, r.shape, r.i,
+           [&](std::int32_t x, std::int32_t y) { return wrap(std::int64_t{x} - y); });
+      break;
+    case BinOp::mul:
+      map2(a.i, a.shape, b.i, b.shape, r.shape, r.i,
+           [&](std::int32_t x, std::int32_t y) { return wrap(std::int64_t{x} * y); });
+      break;
+    case BinOp::div: // promoted to f32 above
+      break;
+    case BinOp::floordiv:
+      map2(a.i, a.shape, b.i, b.shape, r.shape, r.i,
+           [&](std::int32_t x, std::int32_t y) { return wrap(ifloordiv(x, y)); });
+      break;
+    case BinOp::mod:
+      map2(a.i, a.shape, b.i, b.shape, r.shape, r.i,
+           [&](std::int32_t x, std::int32_t y) { return wrap(ifloormod(x, y)); });
+      break;
+    case BinOp::maximum:
+      map2(a.i, a.shape, b.i, b.shape, r.shape, r.i,
+           [](std::int32_t x, std::int32_t y) { return std::max(x, y); });
+      break;
+    case BinOp::minimum:
+      map2(a.i, a.shape, b.i, b.shape, r.shape, r.i,
+           [](std::int32_t x, std::int32_t y) { return std::min(x, y); });
+      break;
+    }
+    wrap_all(r.dtype, r.i);
+  }
+}
+
+} // namespace
+
+Value binary(BinOp op, const Value &a, const Value &b, spec::Loc loc) {
+  Value r;
+  binary_into(op, a, b, r, loc);
+  return r;
+}
+
+Value binary(BinOp op, Value &&a, const Value &b, spec::Loc loc) {
+  const Shape out = broadcast_shape(a.shape, b.shape, loc);
+  const DType t = promote(a, b);
+  const bool same_kind = spec::dtype_is_float(t) == a.is_float() &&
+                         !(op == BinOp::div && !spec::dtype_is_float(t));
+  if (!same_kind || out != a.shape)
+    return binary(op, static_cast<const Value &>(a), b, loc);
+  // Elementwise in place: o[k] depends only on a[k] and b's k-th element.
+  binary_into(op, a, b, a, loc);
+  return std::move(a);
+}
+
+Value unary(UnOp op, const Value &a) {
+  Value r;
+  r.shape = a.shape;
+  r.weak = a.weak;
+  if (op == UnOp::neg) {
+    r.dtype = a.dtype;
+    if (a.is_float()) {
+      r.f = a.f;
+      for (auto &x : r.f)
+        x = -x;
+    } else {
+      r.i = a.i;
+      for (auto &x : r.i)
+        x = static_cast<std::int32_t>(0u - static_cast<std::uint32_t>(x));
+      wrap_all(r.dtype, r.i);
+    }
+    return r;
+  }
+  r.dtype = a.is_float() ? a.dtype : DType::f32;
+  r.f = as_floats(a);
+  for (auto &x : r.f)
+    x = std::exp(x);
+  round_all(r.dtype, r.f);
+  return r;
+}
+
+Value cast(const Value &a, DType t) {
+  Value r;
+  r.dtype = t;
+  r.shape = a.shape;
+  if (spec::dtype_is_float(t)) {
+    r.f = as_floats(a);
+    round_all(t, r.f);
+  } else if (a.is_float()) {
+    r.i.resize(a.f.size());
+    for (std::size_t k = 0; k < a.f.size(); ++k) {
+      const float x = a.f[k];
+      if (std::isnan(x))
+        r.i[k] = int_poison(t);
+      else if (t == DType::boolean)
+        r.i[k] = x != 0;
+      else
+        r.i[k] = wrap_to(t, static_cast<std::int64_t>(
+                                std::clamp(static_cast<double>(x), -2147483648.0, 2147483647.0)));
+    }
+  } else {
+    r.i = a.i;
+    wrap_all(t, r.i);
+  }
+  return r;
+}
+
+Value broadcast_to(const Value &a, const Shape &shape, spec::Loc loc) {
+  if (a.shape == shape)
+    return a;
+  const Shape out = broadcast_shape(a.shape, shape, loc);
+  if (out != shape)
+    bad(loc, "a value of shape " + shape_string(a.shape) + " does not fit a block of shape " +
+                 shape_string(shape));
+  Value r;
+  r.dtype = a.dtype;
+  r.weak = a.weak;
+  r.shape = shape;
+  if (a.is_float()) {
+    FloatVec zero(1, 0.0f);
+    map2(a.f, a.shape, zero, Shape{}, shape, r.f, [](float x, float) { return x; });
+  } else {
+    IntVec zero(1, 0);
+    map2(a.i, a.shape, zero, Shape{}, shape, r.i, [](std::int32_t x, std::int32_t) { return x; });
+  }
+  return r;
+}
+
+Value dot(const Value &a, const Value &b, spec::Loc loc) {
+  if (a.shape.empty() || b.shape.empty() || a.shape.size() > 2 || b.shape.size() > 2)
+    bad(loc, "dot takes 1-D or 2-D operands, not " + shape_string(a.shape) + " and " +
+                 shape_string(b.shape));
+  const std::int64_t m = a.shape.size() == 2 ? a.shape[0] : 1;
+  const std::int64_t k = a.shape.back();
+  const std::int64_t kb = b.shape[0];
+  const std::int64_t n = b.shape.size() == 2 ? b.shape[1] : 1;
+  if (k != kb)
+    bad(loc, "dot of " + shape_string(a.shape) + " and " + shape_string(b.shape) +
+                 ": contracted dims differ");
+  Value r;
+  if (a.shape.size() == 2)
+    r.shape.push_back(m);
+  if (b.shape.size() == 2)
+    r.shape.push_back(n);
+  using RowMajorF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using RowMajorI = Eigen::Matrix<std::int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  if (a.is_float() || b.is_float()) {
+    r.dtype = DType::f32;
+    FloatVec ta, tb;
+    const FloatVec &fa = as_floats(a, ta);
+    const FloatVec &fb = as_floats(b, tb);
+    Eigen::Map<const RowMajorF> A(fa.data(), m, k), B(fb.data(), k, n);
+    r.f.resize(static_cast<std::size_t>(m * n));
+    Eigen::Map<RowMajorF> C(r.f.data(), m, n);
+    C.noalias() = A * B;
+  } else {
+    r.dtype = DType::i32;
+    RowMajorI A(m, k), B(k, n);
+    for (std::int64_t x = 0; x < m * k; ++x)
+      A.data()[x] = a.i[x];
+    for (std::int64_t x = 0; x < k * n; ++x)
+      B.data()[x] = b.i[x];
+    RowMajorI C = A * B;
+    r.i.resize(static_cast<std::size_t>(m * n));
+    for (std::int64_t x = 0; x < m * n; ++x)
+      r.i[x] = wrap_to(DType::i32, C.data()[x]);
+  }
+  return r;
+}
+
+Value transpose(const Value &a) {
+  Value r;
+  r.dtype = a.dtype;
+  r.weak = a.weak;
+  r.shape.assign(a.shape.rbegin(), a.shape.rend());
+  const int rank = static_cast<int>(a.shape.size());
+  if (rank < 2)
+    return a;
+  const std::int64_t n = a.size();
+  // Output element at index (o_0..o_{r-1}) reads input (o_{r-1}..o_0).
+  Shape in_strides(rank, 1);
+  for (int d = rank - 2; d >= 0; --d)
+    in_strides[d] = in_strides[d + 1] * a.shape[d + 1];
+  Shape st(rank); // input stride for each output dim
+  for (int d = 0; d < rank; ++d)
+    st[d] = in_strides[rank - 1 - d];
+  auto run = [&](auto &out, const auto &in) {
+    out.resize(static_cast<std::size_t>(n));
+    std::vector<std::int64_t> idx(rank, 0);
+    std::int64_t src = 0;
+    for (std::int64_t k = 0; k < n; ++k) {
+      out[k] = in[src];
+      for (int d = rank - 1; d >= 0; --d) {
+        src += st[d];
+        if (++idx[d] < r.shape[d])
+          break;
+        src -= st[d] * r.shape[d];
+        idx[d] = 0;
+      }
+    }
+  };
+  if (a.is_float())
+    run(r.f, a.f);
+  else
+    run(r.i, a.i);
+  return r;
+}
+
+Value reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, spec::Loc loc) {
+  const int rank = static_cast<int>(a.shape.size());
+  std::int64_t outer = 1, len = a.size(), inner = 1;
+  Value r;
+  r.dtype = a.dtype;
+  if (axis) {
+    std::int64_t ax = *axis < 0 ? *axis + rank : *axis;
+    if (ax < 0 || ax >= rank)
+      bad(loc, "axis " + std::to_string(*axis) + " is out of range for shape " +
+                   shape_string(a.shape));
+    outer = 1;
+    inner = 1;
+    for (int d = 0; d < ax; ++d)
+      outer *= a.shape[d];
+    for (int d = static_cast<int>(ax) + 1; d < rank; ++d)
+      inner *= a.shape[d];
+    len = a.shape[ax];
+    for (int d = 0; d < rank; ++d)
+      if (d != ax)
+        r.shape.push_back(a.shape[d]);
+  }
+  if (len == 0 && op == ReduceOp::max)
+    bad(loc, "max over an empty axis");
+  if (a.is_float()) {
+    r.f.assign(static_cast<std::size_t>(outer * inner),
+               op == ReduceOp::sum ? 0.0f : -std::numeric_limits<float>::infinity());
+    for (std::int64_t o = 0; o < outer; ++o) {
+      float *acc = r.f.data() + o * inner;
+      for (std::int64_t k = 0; k < len; ++k) {
+        const float *x = a.f.data() + (o * len + k) * inner;
+        if (op == ReduceOp::sum)
+          for (std::int64_t in = 0; in < inner; ++in)
+            acc[in] += x[in];
+        else
+          for (std::int64_t in = 0; in < inner; ++in)
+            acc[in] = fmax_nan(x[in], acc[in]);
+      }
+    }
+    round_all(r.dtype, r.f);
+  } else {
+    std::vector<std::int64_t> acc(static_cast<std::size_t>(outer * inner),
+                                  op == ReduceOp::sum ? 0 : std::numeric_limits<std::int64_t>::min());
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t k = 0; k < len; ++k)
+        for (std::int64_t in = 0; in < inner; ++in) {
+          auto &c = acc[o * inner + in];
+          const std::int64_t x = a.i[(o * len + k) * inner + in];
+          c = op == ReduceOp::sum ? c + x : std::max(c, x);
+        }
+    r.i.resize(acc.size());
+    for (std::size_t k = 0; k < acc.size(); ++k)
+      r.i[k] = wrap_to(r.dtype, acc[k]);
+  }
+  return r;
+}
+
+} // namespace pipecheck::executor

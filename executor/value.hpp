@@ -1,0 +1,104 @@
+#pragma once
+/// Block values of the body interpreter and the dense operations on them.
+///
+/// A Value is a whole block (or a scalar) in a compute representation: float
+/// dtypes (f32, bf16, f16) hold f32 numbers already rounded to their dtype,
+/// integer dtypes hold int32 numbers wrapped to their width. Every operation
+/// works on whole blocks (one dispatch per block, tight loops inside), rounds
+/// its result to the result dtype, and follows jnp's promotion: Python
+/// literals are weakly typed, f32 wins over bf16/f16, floats over ints.
+
+#include "executor/tensor.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace pipecheck::executor {
+
+/// An error in a body or program found while running it: an ill-typed or
+/// unsupported expression (`bad_input`), or a fault of the program itself
+/// (an out-of-bounds access, a wait with nothing to wait for).
+class ExecError : public std::runtime_error {
+ public:
+  enum class Kind { bad_input, fault };
+  ExecError(Kind k, spec::Loc loc, const std::string &msg)
+      : std::runtime_error(msg), kind(k), loc(loc) {}
+  Kind kind;
+  spec::Loc loc;
+};
+
+/// An allocator that keeps freed large buffers in a small per-thread cache:
+/// block values are allocated and freed once per statement, and fresh pages
+/// from the OS (a page fault per 4 KiB) would otherwise dominate the run.
+template <class T> struct BlockAllocator {
+  using value_type = T;
+  BlockAllocator() = default;
+  template <class U> BlockAllocator(const BlockAllocator<U> &) {}
+  T *allocate(std::size_t n);
+  void deallocate(T *p, std::size_t n);
+  template <class U> bool operator==(const BlockAllocator<U> &) const { return true; }
+};
+void *block_alloc(std::size_t bytes);
+void block_free(void *p, std::size_t bytes);
+template <class T> T *BlockAllocator<T>::allocate(std::size_t n) {
+  return static_cast<T *>(block_alloc(n * sizeof(T)));
+}
+template <class T> void BlockAllocator<T>::deallocate(T *p, std::size_t n) {
+  block_free(p, n * sizeof(T));
+}
+
+using FloatVec = std::vector<float, BlockAllocator<float>>;
+using IntVec = std::vector<std::int32_t, BlockAllocator<std::int32_t>>;
+
+struct Value {
+  spec::DType dtype = spec::DType::f32;
+  bool weak = false;  ///< a Python literal: adopts the other operand's dtype
+  Shape shape;        ///< empty: a scalar
+  FloatVec f;  ///< float dtypes
+  IntVec i;    ///< integer dtypes
+
+  bool is_float() const { return spec::dtype_is_float(dtype); }
+  std::int64_t size() const { return num_elements(shape); }
+  /// Element k as a double.
+  double at(std::int64_t k) const { return is_float() ? f[k] : i[k]; }
+
+  static Value scalar_float(double v, spec::DType t = spec::DType::f32, bool weak = true);
+  static Value scalar_int(std::int64_t v, spec::DType t = spec::DType::i32, bool weak = true);
+};
+
+enum class BinOp { add, sub, mul, div, floordiv, mod, maximum, minimum };
+enum class UnOp { neg, exp };
+enum class ReduceOp { sum, max };
+
+/// Loads a view into a value of the view's dtype and shape.
+Value load(const View &);
+/// Stores `v` into the view: `v` is broadcast to the view's shape and cast
+/// to its dtype. Throws ExecError(bad_input) when it does not broadcast.
+void store(const Value &v, const View &, spec::Loc loc = {});
+
+/// The dtype jnp gives `a op b`.
+spec::DType promote(const Value &a, const Value &b);
+/// Elementwise with numpy broadcasting; throws ExecError(bad_input) when the
+/// shapes do not broadcast. Integer `div` is true division (f32), as in jnp.
+Value binary(BinOp, const Value &a, const Value &b, spec::Loc loc = {});
+/// The same, reusing `a`'s storage for the result when it can.
+Value binary(BinOp, Value &&a, const Value &b, spec::Loc loc = {});
+/// exp of an integer value is f32.
+Value unary(UnOp, const Value &a);
+Value cast(const Value &a, spec::DType t);
+/// Broadcasts to `shape` (numpy rules).
+Value broadcast_to(const Value &a, const Shape &shape, spec::Loc loc = {});
+/// jnp.dot for 1-D/2-D operands. Floats accumulate in f32 and give f32 (as
+/// preferred_element_type=f32); integers accumulate in int64, give i32.
+Value dot(const Value &a, const Value &b, spec::Loc loc = {});
+/// Reverses the axes.
+Value transpose(const Value &a);
+/// Reduction over one axis (negative counts from the end) or all axes
+/// (axis nullopt); the axis is dropped. Float sums accumulate in f32 in
+/// index order and round to the input dtype.
+Value reduce(ReduceOp, const Value &a, std::optional<std::int64_t> axis, spec::Loc loc = {});
+
+}  // namespace pipecheck::executor

@@ -1,0 +1,230 @@
+#include "executor/run.hpp"
+
+#include "testing.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace pipecheck;
+using namespace pipecheck::executor;
+using executor::testing::load_corpus;
+using executor::testing::unit;
+
+namespace {
+
+const spec::File &pipelines() {
+  static const spec::File f = load_corpus("corpus/examples/guide_pipelines.pk");
+  return f;
+}
+const spec::File &wgmma() {
+  static const spec::File f = load_corpus("corpus/examples/gpu_wgmma.pk");
+  return f;
+}
+const spec::File &reductions() {
+  static const spec::File f = load_corpus("corpus/examples/guide_reductions.pk");
+  return f;
+}
+const spec::File &elementwise() {
+  static const spec::File f = load_corpus("corpus/examples/guide_elementwise.pk");
+  return f;
+}
+
+bool fails_in(const RunReport &r, DmaMode mode) {
+  for (const auto &x : r.runs)
+    if (x.mode == mode && x.status == RunStatus::fail)
+      return true;
+  return false;
+}
+
+} // namespace
+
+TEST(RunPipeline, DoubleBufferedAddOnePassesInEveryMode) {
+  const auto &p = unit<spec::Program>(pipelines(), "double_buffered_add_one");
+  const RunReport rep = run_all_modes(p, RunOptions{});
+  EXPECT_EQ(rep.status, RunStatus::pass) << format_report(rep);
+  ASSERT_EQ(rep.runs.size(), 5u);
+  EXPECT_EQ(rep.runs[0].params.at("N"), 8); // the default for N >= 1
+  for (const auto &r : rep.runs) {
+    EXPECT_EQ(r.copies, 16) << to_string(r.mode);
+    EXPECT_EQ(r.bytes_copied, 16 * 512 * 4);
+  }
+}
+
+TEST(RunPipeline, SinglSlotPrefetchFailsInSomeModeWithWrongNumbersNotACrash) {
+  const auto &p = unit<spec::Program>(pipelines(), "single_slot_prefetch");
+  const RunReport rep = run_all_modes(p, RunOptions{});
+  EXPECT_EQ(rep.status, RunStatus::fail) << format_report(rep);
+  EXPECT_TRUE(fails_in(rep, DmaMode::on_wait)) << format_report(rep);
+  for (const auto &r : rep.runs)
+    if (r.status == RunStatus::fail) {
+      ASSERT_TRUE(r.mismatch);
+      EXPECT_EQ(r.mismatch->array, "A");
+      EXPECT_FALSE(r.mismatch->expected_is_poison);
+    }
+}
+
+TEST(RunPipeline, ComputeBeforeWaitReadsPoisonWhenTheCopyLandsAtItsWait) {
+  const auto &p = unit<spec::Program>(pipelines(), "compute_before_wait");
+  RunOptions o;
+  o.mode = DmaMode::on_wait;
+  const RunResult r = run(p, o);
+  EXPECT_EQ(r.status, RunStatus::fail) << r.reason;
+  ASSERT_TRUE(r.mismatch);
+  EXPECT_TRUE(r.mismatch->is_poison);
+  EXPECT_EQ(r.mismatch->element, (Shape{0, 0}));
+  EXPECT_NE(r.reason.find("poison"), std::string::npos);
+}
+
+TEST(RunPipeline, ForgottenLastWritebackIsLostWhenCopiesCompleteAtTheirWait) {
+  const auto &p = unit<spec::Program>(pipelines(), "forgets_last_writeback");
+  RunOptions o;
+  o.mode = DmaMode::on_wait;
+  const RunResult r = run(p, o);
+  EXPECT_EQ(r.status, RunStatus::fail);
+  ASSERT_TRUE(r.mismatch);
+  EXPECT_EQ(r.mismatch->element[0], 7); // the last row, N = 8
+  EXPECT_FALSE(r.notes.empty());
+  o.mode = DmaMode::eager;
+  EXPECT_EQ(run(p, o).status, RunStatus::pass);
+}
+
+TEST(RunPipeline, WgmmaWithDelayReleasePassesInEveryMode) {
+  const auto &p = unit<spec::Program>(wgmma(), "wgmma_k_loop_with_delay_release");
+  RunOptions o;
+  o.overrides["K"] = 7;
+  const RunReport rep = run_all_modes(p, o);
+  EXPECT_EQ(rep.status, RunStatus::pass) << format_report(rep);
+  EXPECT_EQ(rep.runs[0].params.at("K"), 7);
+}
+
+TEST(RunPipeline, WgmmaWithoutDelayReleaseGivesWrongNumbersWhenCopiesAreEager) {
+  const auto &p = unit<spec::Program>(wgmma(), "wgmma_k_loop_without_delay_release");
+  RunOptions o;
+  o.overrides["K"] = 7;
+  const RunReport rep = run_all_modes(p, o);
+  EXPECT_EQ(rep.status, RunStatus::fail) << format_report(rep);
+  EXPECT_TRUE(fails_in(rep, DmaMode::eager)) << format_report(rep);
+  ASSERT_TRUE(rep.runs[0].mismatch);
+  EXPECT_EQ(rep.runs[0].mismatch->array, "O");
+  EXPECT_FALSE(rep.runs[0].mismatch->is_poison);
+  ASSERT_TRUE(rep.runs[0].tolerance);
+}
+
+TEST(RunPipeline, RecordsATimelineWithTransfersOnWorkerThreads) {
+  const auto &p = unit<spec::Program>(pipelines(), "double_buffered_add_one");
+  RunOptions o;
+  o.overrides["N"] = 16;
+  const RunResult r = run(p, o);
+  ASSERT_EQ(r.status, RunStatus::pass) << r.reason;
+  int transfers = 0, starts = 0, waits = 0, computes = 0;
+  for (const auto &e : r.events) {
+    EXPECT_LE(e.t_start_ns, e.t_end_ns);
+    EXPECT_GT(e.loc.line, 0);
+    switch (e.kind) {
+    case EventKind::transfer:
+      ++transfers;
+      EXPECT_GE(e.thread, 0);
+      EXPECT_TRUE(e.buffer == "X" || e.buffer == "Y");
+      EXPECT_GE(e.slot, 0);
+      break;
+    case EventKind::copy_start:
+      ++starts;
+      break;
+    case EventKind::copy_wait:
+      ++waits;
+      break;
+    case EventKind::compute:
+      ++computes;
+      EXPECT_EQ(e.buffer, "Y");
+      break;
+    default:
+      break;
+    }
+  }
+  EXPECT_EQ(transfers, 32);
+  EXPECT_EQ(starts, 32);
+  EXPECT_EQ(waits, 32);
+  EXPECT_EQ(computes, 16);
+}
+
+TEST(RunPipeline, RejectsAnOverrideOutsideTheParamBounds) {
+  const auto &p = unit<spec::Program>(pipelines(), "double_buffered_add_one");
+  RunOptions o;
+  o.overrides["N"] = 0;
+  const RunResult r = run(p, o);
+  EXPECT_EQ(r.status, RunStatus::bad_input);
+  EXPECT_NE(r.reason.find("N = 0"), std::string::npos) << r.reason;
+}
+
+TEST(RunPipeline, RefusesASizeOverMaxMemoryUpFront) {
+  const auto &p = unit<spec::Program>(pipelines(), "double_buffered_add_one");
+  RunOptions o;
+  o.overrides["N"] = 1 << 20; // 2 GiB of A
+  o.max_memory_bytes = 64ull << 20;
+  const RunResult r = run(p, o);
+  EXPECT_EQ(r.status, RunStatus::bad_input);
+  EXPECT_NE(r.reason.find("--max-memory"), std::string::npos) << r.reason;
+}
+
+TEST(RunPipeline, AWaitWithNothingOutstandingFailsAsAHang) {
+  const auto f = executor::testing::parse_text(R"(pipeline extra_wait:
+    param N >= 1
+    hbm  A: f32[N, 8]
+    sram X[2]: f32[8]
+    copy_in_start(A[0], X[0])
+    copy_in_wait(X[0])
+    copy_in_wait(X[0])
+)");
+  const RunResult r = run(std::get<spec::Program>(f.units.at(0)), RunOptions{});
+  EXPECT_EQ(r.status, RunStatus::fail);
+  EXPECT_EQ(r.loc.line, 7);
+  EXPECT_NE(r.reason.find("hangs"), std::string::npos) << r.reason;
+}
+
+TEST(RunReportText, NamesTheModeTheElementAndPoison) {
+  const auto &p = unit<spec::Program>(pipelines(), "compute_before_wait");
+  const RunReport rep = run_all_modes(p, RunOptions{});
+  const std::string text = format_report(rep);
+  EXPECT_NE(text.find("compute_before_wait: FAIL"), std::string::npos) << text;
+  EXPECT_NE(text.find("on_wait"), std::string::npos);
+  EXPECT_NE(text.find("A[0, 0]"), std::string::npos) << text;
+  EXPECT_NE(text.find("(poison)"), std::string::npos);
+}
+
+// ------------------------------------------------------------------ kernels
+
+TEST(RunKernel, CorrectKernelsPassInEveryModeOrTheBuildSaysItCannotLower) {
+  RunOptions o;
+  o.scale = 8;
+  for (const char *name : {"correct_sum", "matmul"}) {
+    const auto &k = unit<spec::KernelSpec>(reductions(), name);
+    const RunReport rep = run_all_modes(k, o);
+    if (!lowering_available()) {
+      EXPECT_EQ(rep.status, RunStatus::error);
+      EXPECT_NE(rep.runs.at(0).reason.find("lower"), std::string::npos);
+      continue;
+    }
+    EXPECT_EQ(rep.status, RunStatus::pass) << name << "\n" << format_report(rep);
+  }
+  const auto &add = unit<spec::KernelSpec>(elementwise(), "add_matrices_pipelined");
+  const RunReport rep = run_all_modes(add, o);
+  if (lowering_available()) {
+    EXPECT_EQ(rep.status, RunStatus::pass) << format_report(rep);
+    EXPECT_FALSE(rep.runs.at(0).tolerance); // elementwise: exact
+  }
+}
+
+TEST(RunKernel, IncorrectSumGivesWrongNumbersNotACrash) {
+  if (!lowering_available())
+    GTEST_SKIP() << "no spec::lower in this build";
+  RunOptions o;
+  o.scale = 8;
+  const auto &k = unit<spec::KernelSpec>(reductions(), "sum_first_axis_with_init");
+  const RunReport rep = run_all_modes(k, o);
+  EXPECT_EQ(rep.status, RunStatus::fail) << format_report(rep);
+  const auto &bad = unit<spec::KernelSpec>(reductions(), "incorrect_sum");
+  const RunResult r = run(bad, o);
+  EXPECT_EQ(r.status, RunStatus::fail) << r.reason;
+  ASSERT_TRUE(r.mismatch);
+  ASSERT_TRUE(r.mismatch->block);
+  ASSERT_TRUE(r.mismatch->grid_point);
+}
