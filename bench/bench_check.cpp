@@ -31,8 +31,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 double median(std::vector<double> v) {
-  if (v.empty())
-    return 0;
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   std::size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
@@ -50,20 +49,18 @@ double time_ms(const std::function<void()> &f, int reps) {
 
 std::vector<Unit> parse_units(const std::string &path, const std::string &text) {
   auto r = spec::parse_and_validate(spec::SourceFile::from_string(path, text));
-  if (!r.file)
-    return {};
+  if (!r.file) return {};
   return r.file->units;
 }
 
 std::vector<Unit> corpus_units() {
   std::vector<Unit> out;
   namespace fs = std::filesystem;
-  for (const std::string &dir : {std::string(PIPECHECK_SOURCE_DIR) + "/corpus", std::string("/work/shared/examples")}) {
-    if (!fs::exists(dir))
-      continue;
+  for (const std::string &dir :
+       {std::string(PIPECHECK_SOURCE_DIR) + "/corpus", std::string("/work/shared/examples")}) {
+    if (!fs::exists(dir)) continue;
     for (const auto &e : fs::recursive_directory_iterator(dir)) {
-      if (e.path().extension() != ".pk")
-        continue;
+      if (e.path().extension() != ".pk") continue;
       std::ifstream in(e.path());
       std::stringstream ss;
       ss << in.rdbuf();
@@ -80,7 +77,8 @@ std::string sum_kernel(int g0, int g1, int g2) {
      << "    dimension_semantics = (parallel, parallel, arbitrary)\n"
      << "    in  x: f32[" << g2 << ", " << 256 * g0 << ", " << 256 * g1
      << "]  block=(None, 256, 256)  index=(i, j, k) -> (k, i, j)\n"
-     << "    out o: f32[" << 256 * g0 << ", " << 256 * g1 << "]  block=(256, 256)  index=(i, j, k) -> (i, j)\n"
+     << "    out o: f32[" << 256 * g0 << ", " << 256 * g1
+     << "]  block=(256, 256)  index=(i, j, k) -> (i, j)\n"
      << "    body:\n        when program_id(2) == 0:\n            o[...] = zeros\n        o[...] += x[...]\n";
   return os.str();
 }
@@ -88,13 +86,14 @@ std::string sum_kernel(int g0, int g1, int g2) {
 std::string add_one_pipeline(const std::string &hi) {
   return "pipeline p:\n    param N >= 1 <= " + hi +
          "\n    hbm  A: f32[N, 512]\n    sram X[2]: f32[512]\n    sram Y[2]: f32[512]\n"
-         "    copy_in_start(A[0], X[0])\n    for i in range(N):\n        cur = i % 2\n        nxt = (i + 1) % 2\n"
+         "    copy_in_start(A[0], X[0])\n    for i in range(N):\n        cur = i % 2\n        nxt = (i + 1) "
+         "% 2\n"
          "        if i + 1 < N:\n            copy_in_start(A[i + 1], X[nxt])\n        copy_in_wait(X[cur])\n"
          "        Y[cur] = X[cur] + 1\n        copy_out_start(Y[cur], A[i])\n        if i > 0:\n"
          "            copy_out_wait(Y[nxt])\n    copy_out_wait(Y[(N - 1) % 2])\n";
 }
 
-}  // namespace
+} // namespace
 
 int main() {
   verifier::CheckOptions opts;
@@ -112,8 +111,8 @@ int main() {
   double big_ms = time_ms([&] { (void)verifier::check(big, opts); }, 7);
   auto model = verifier::rules::build_model(std::get<spec::KernelSpec>(big), {}, std::nullopt);
   double enum_ms = time_ms([&] { (void)verifier::rules::check_enumerated(*model.model, 1 << 21); }, 1);
-  std::printf("sum kernel: 8 points %.3f ms, 2^20 points %.3f ms, enumeration at 2^20 %.1f ms\n", small_ms, big_ms,
-              enum_ms);
+  std::printf("sum kernel: 8 points %.3f ms, 2^20 points %.3f ms, enumeration at 2^20 %.1f ms\n", small_ms,
+              big_ms, enum_ms);
 
   double p8 = 0, p1e6 = 0;
   auto ps = parse_units("p8.pk", add_one_pipeline("8"));

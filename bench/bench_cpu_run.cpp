@@ -8,7 +8,8 @@
 //   same, over max(its copy-only time, its compute-only time), the variants
 //   being the same lowered program without its compute / without its copies.
 //   Target <= 1.15.
-// Prints one JSON object as its last line. Usage: bench_cpu_run [dma_threads (default 1)] [any 2nd arg: glibc mmap thresholds raised]
+// Prints one JSON object as its last line. Usage: bench_cpu_run [dma_threads (default 1)] [any 2nd arg: glibc
+// mmap thresholds raised]
 
 #include "executor/program_runner.hpp"
 #include "executor/run.hpp"
@@ -85,8 +86,7 @@ Buffers make_buffers(const spec::Program &p) {
 }
 
 /// Best wall time of `reps` runs (seconds) and the bytes copied per run.
-std::pair<double, std::int64_t> time_program(const spec::Program &p, Buffers &b, int threads,
-                                             int reps) {
+std::pair<double, std::int64_t> time_program(const spec::Program &p, Buffers &b, int threads, int reps) {
   ProgramRunConfig cfg;
   cfg.mode = DmaMode::eager;
   cfg.dma_threads = threads;
@@ -111,10 +111,9 @@ spec::Block filter(const spec::Block &b, bool keep_copies, bool keep_compute) {
   spec::Block out;
   for (const auto &s : b) {
     const bool copy = std::holds_alternative<spec::Copy>(s.kind);
-    const bool compute = std::holds_alternative<spec::Assign>(s.kind) ||
-                         std::holds_alternative<spec::Let>(s.kind);
-    if ((copy && !keep_copies) || (compute && !keep_compute))
-      continue;
+    const bool compute =
+        std::holds_alternative<spec::Assign>(s.kind) || std::holds_alternative<spec::Let>(s.kind);
+    if ((copy && !keep_copies) || (compute && !keep_compute)) continue;
     out.push_back(s);
   }
   return out;
@@ -134,7 +133,10 @@ std::string add_kernel(const std::string &body) {
 
 int main(int argc, char **argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
-  if (argc > 2) { mallopt(M_MMAP_THRESHOLD, 1 << 30); mallopt(M_TRIM_THRESHOLD, 1 << 30); }
+  if (argc > 2) {
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  }
   const std::size_t bytes = std::size_t{4096} * 4096 * 4;
   const double memcpy_bw = memcpy_bandwidth(bytes);
 
@@ -170,19 +172,18 @@ int main(int argc, char **argv) {
       ratio = tf / std::max(tc, tk);
       chosen = n;
     }
-    if (tk > tc)
-      break;
+    if (tk > tc) break;
   }
 
-  std::printf("memcpy: %.2f GB/s; pipelined add: %.2f GB/s over %.4f s (%d DMA threads)\n",
-              memcpy_bw / 1e9, add_bw / 1e9, add_s, threads);
-  std::printf("overlap: copy-only %.4f s, compute-only %.4f s, pipelined %.4f s (%d fma passes)\n",
-              copy_s, compute_s, full_s, chosen);
+  std::printf("memcpy: %.2f GB/s; pipelined add: %.2f GB/s over %.4f s (%d DMA threads)\n", memcpy_bw / 1e9,
+              add_bw / 1e9, add_s, threads);
+  std::printf("overlap: copy-only %.4f s, compute-only %.4f s, pipelined %.4f s (%d fma passes)\n", copy_s,
+              compute_s, full_s, chosen);
   std::printf("{\"bench\": \"cpu_run\", \"dma_threads\": %d, \"memcpy_gbps\": %.3f, "
               "\"add_gbps\": %.3f, \"add_seconds\": %.5f, \"add_fraction_of_memcpy\": %.3f, "
               "\"copy_only_seconds\": %.5f, \"compute_only_seconds\": %.5f, "
               "\"pipelined_seconds\": %.5f, \"overlap_ratio\": %.3f}\n",
-              threads, memcpy_bw / 1e9, add_bw / 1e9, add_s, add_bw / memcpy_bw, copy_s, compute_s,
-              full_s, ratio);
+              threads, memcpy_bw / 1e9, add_bw / 1e9, add_s, add_bw / memcpy_bw, copy_s, compute_s, full_s,
+              ratio);
   return 0;
 }

@@ -74,7 +74,8 @@ int run_check(const CheckArgs &a) {
     const auto &known = spec::known_targets();
     if (std::find(known.begin(), known.end(), a.target) == known.end()) {
       std::cerr << "error: unknown target '" << a.target << "'; expected one of:";
-      for (const auto &t : known) std::cerr << " " << t;
+      for (const auto &t : known)
+        std::cerr << " " << t;
       std::cerr << "\n";
       return bad_input;
     }
@@ -90,12 +91,15 @@ int run_check(const CheckArgs &a) {
   unsigned jobs = std::max(1u, std::min<unsigned>(a.jobs, files.size()));
   std::atomic<std::size_t> next{0};
   auto worker = [&] {
-    for (std::size_t i; (i = next++) < files.size();) results[i] = check_file(files[i], opts);
+    for (std::size_t i; (i = next++) < files.size();)
+      results[i] = check_file(files[i], opts);
   };
   std::vector<std::thread> pool;
-  for (unsigned j = 1; j < jobs; ++j) pool.emplace_back(worker);
+  for (unsigned j = 1; j < jobs; ++j)
+    pool.emplace_back(worker);
   worker();
-  for (auto &t : pool) t.join();
+  for (auto &t : pool)
+    t.join();
 
   std::ofstream file_out;
   std::ostream *os = &std::cout;
@@ -127,5 +131,5 @@ const bool registered = register_command(
       return std::function<int()>([a] { return run_check(*a); });
     });
 
-}  // namespace
-}  // namespace pipecheck::cli
+} // namespace
+} // namespace pipecheck::cli

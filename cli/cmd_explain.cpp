@@ -19,10 +19,11 @@ const bool registered = register_command(
           return int(ok);
         }
         std::cerr << "error: unknown rule '" << *rule << "'; the rules are:\n";
-        for (const auto &r : verifier::all_rules()) std::cerr << "  " << r << "\n";
+        for (const auto &r : verifier::all_rules())
+          std::cerr << "  " << r << "\n";
         return int(bad_input);
       });
     });
 
-}  // namespace
-}  // namespace pipecheck::cli
+} // namespace
+} // namespace pipecheck::cli

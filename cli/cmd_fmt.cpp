@@ -7,8 +7,8 @@
 namespace pipecheck::cli {
 namespace {
 
-const bool registered = register_command(
-    "fmt", "Print FILE in canonical form (fmt(fmt(x)) == fmt(x))", [](CLI::App &app) {
+const bool registered =
+    register_command("fmt", "Print FILE in canonical form (fmt(fmt(x)) == fmt(x))", [](CLI::App &app) {
       auto path = std::make_shared<std::string>();
       app.add_option("FILE", *path, "a .pk file")->required();
       return std::function<int()>([path] {
@@ -21,5 +21,5 @@ const bool registered = register_command(
       });
     });
 
-}  // namespace
-}  // namespace pipecheck::cli
+} // namespace
+} // namespace pipecheck::cli

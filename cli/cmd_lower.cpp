@@ -32,7 +32,8 @@ int lower_cmd(const LowerArgs &a) {
   if (!a.target.empty()) opts.target = a.target;
   std::vector<spec::Diagnostic> errors;
   auto lowered = spec::lower(*k, opts, errors);
-  for (const auto &e : errors) spec::render(std::cerr, *src, e);
+  for (const auto &e : errors)
+    spec::render(std::cerr, *src, e);
   if (!lowered) return bad_input;
   std::cout << spec::print(lowered->program);
   return ok;
@@ -49,5 +50,5 @@ const bool registered = register_command(
       return std::function<int()>([a] { return lower_cmd(*a); });
     });
 
-}  // namespace
-}  // namespace pipecheck::cli
+} // namespace
+} // namespace pipecheck::cli

@@ -30,11 +30,16 @@ std::optional<std::uint64_t> parse_bytes(const std::string &s) {
   }
   std::string unit = s.substr(used);
   std::uint64_t mul = 1;
-  if (unit == "" || unit == "B") mul = 1;
-  else if (unit == "K" || unit == "KiB") mul = 1ull << 10;
-  else if (unit == "M" || unit == "MiB") mul = 1ull << 20;
-  else if (unit == "G" || unit == "GiB") mul = 1ull << 30;
-  else return std::nullopt;
+  if (unit == "" || unit == "B")
+    mul = 1;
+  else if (unit == "K" || unit == "KiB")
+    mul = 1ull << 10;
+  else if (unit == "M" || unit == "MiB")
+    mul = 1ull << 20;
+  else if (unit == "G" || unit == "GiB")
+    mul = 1ull << 30;
+  else
+    return std::nullopt;
   return v * mul;
 }
 
@@ -104,9 +109,11 @@ const bool registered = register_command(
     [](CLI::App &app) {
       auto a = std::make_shared<RunArgs>();
       app.add_option("FILE", a->path, "a .pk file")->required();
-      app.add_option("--kernel", a->kernel, "the kernel or pipeline to run (needed when the file has several)");
+      app.add_option("--kernel", a->kernel,
+                     "the kernel or pipeline to run (needed when the file has several)");
       app.add_option("--backend", a->backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-      app.add_option("--dma", a->dma, "one DMA completion mode (default: eager, on_wait and three random seeds)");
+      app.add_option("--dma", a->dma,
+                     "one DMA completion mode (default: eager, on_wait and three random seeds)");
       app.add_option("--seed", a->seed, "seed of the input data and of the random mode");
       app.add_option("--scale", a->scale, "divide array sizes by this factor, keeping blocks whole");
       app.add_option("--max-memory", a->max_memory, "refuse runs needing more host memory (e.g. 512M, 4G)");
@@ -115,5 +122,5 @@ const bool registered = register_command(
       return std::function<int()>([a] { return run_cmd(*a); });
     });
 
-}  // namespace
-}  // namespace pipecheck::cli
+} // namespace
+} // namespace pipecheck::cli

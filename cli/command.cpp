@@ -35,7 +35,8 @@ std::optional<spec::SourceFile> read_source(const std::string &path) {
 
 std::optional<spec::File> load(const spec::SourceFile &src) {
   auto r = spec::parse_and_validate(src);
-  for (const auto &e : r.errors) spec::render(std::cerr, src, e);
+  for (const auto &e : r.errors)
+    spec::render(std::cerr, src, e);
   return std::move(r.file);
 }
 
@@ -45,14 +46,16 @@ const std::variant<spec::KernelSpec, spec::Program> *select_unit(const spec::Fil
     if (f.units.size() == 1) return &f.units[0];
     std::cerr << path << ": error: the file has " << f.units.size()
               << " kernels and pipelines; choose one with --kernel NAME:";
-    for (const auto &u : f.units) std::cerr << " " << spec::unit_name(u);
+    for (const auto &u : f.units)
+      std::cerr << " " << spec::unit_name(u);
     std::cerr << "\n";
     return nullptr;
   }
   for (const auto &u : f.units)
     if (spec::unit_name(u) == name) return &u;
   std::cerr << path << ": error: no kernel or pipeline named '" << name << "'; the file has:";
-  for (const auto &u : f.units) std::cerr << " " << spec::unit_name(u);
+  for (const auto &u : f.units)
+    std::cerr << " " << spec::unit_name(u);
   std::cerr << "\n";
   return nullptr;
 }
@@ -78,4 +81,4 @@ bool parse_sets(const std::vector<std::string> &sets, std::map<std::string, std:
   return true;
 }
 
-}  // namespace pipecheck::cli
+} // namespace pipecheck::cli

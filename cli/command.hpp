@@ -43,4 +43,4 @@ const std::variant<spec::KernelSpec, spec::Program> *select_unit(const spec::Fil
 /// Parses `NAME=VALUE` pairs of --set into an environment; false on a malformed one.
 bool parse_sets(const std::vector<std::string> &sets, std::map<std::string, std::int64_t> &out);
 
-}  // namespace pipecheck::cli
+} // namespace pipecheck::cli

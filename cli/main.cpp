@@ -5,7 +5,8 @@
 
 int main(int argc, char **argv) {
   using namespace pipecheck::cli;
-  CLI::App app{"pipecheck: verify and test pipelined accelerator kernels (Pallas pallas_call specs and pipelines)"};
+  CLI::App app{
+      "pipecheck: verify and test pipelined accelerator kernels (Pallas pallas_call specs and pipelines)"};
   app.set_version_flag("--version", "pipecheck 0.1.0");
   app.require_subcommand(1);
   std::function<int()> action;

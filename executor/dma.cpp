@@ -32,8 +32,7 @@ void DmaEngine::worker_loop(int id) {
   std::unique_lock<std::mutex> lk(m_);
   for (;;) {
     work_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty())
-      return; // stop_ and nothing left
+    if (queue_.empty()) return; // stop_ and nothing left
     Transfer *t = queue_.front();
     queue_.pop_front();
     t->taken_ = true;
@@ -49,8 +48,7 @@ std::int64_t DmaEngine::submit(Transfer &t) {
   assert(!t.submitted);
   std::vector<Transfer *> conflicts;
   for (Transfer *u : inflight_)
-    if (u->dst.box.overlaps(t.src.box) || u->dst.box.overlaps(t.dst.box) ||
-        u->src.box.overlaps(t.dst.box))
+    if (u->dst.box.overlaps(t.src.box) || u->dst.box.overlaps(t.dst.box) || u->src.box.overlaps(t.dst.box))
       conflicts.push_back(u);
   std::int64_t blocked = 0;
   if (!conflicts.empty()) {
@@ -65,15 +63,13 @@ std::int64_t DmaEngine::submit(Transfer &t) {
     std::lock_guard<std::mutex> lk(m_);
     queue_.push_back(&t);
   }
-  if (!threads_.empty())
-    work_cv_.notify_one();
+  if (!threads_.empty()) work_cv_.notify_one();
   return blocked;
 }
 
 void DmaEngine::complete(Transfer &t) {
   assert(t.submitted);
-  if (t.finished)
-    return;
+  if (t.finished) return;
   bool run_here = false;
   {
     std::unique_lock<std::mutex> lk(m_);
@@ -100,8 +96,7 @@ void DmaEngine::complete(Transfer &t) {
 bool DmaEngine::order_access(const View &v, bool write) {
   std::vector<Transfer *> conflicts;
   for (Transfer *u : inflight_)
-    if (u->dst.box.overlaps(v.box) || (write && u->src.box.overlaps(v.box)))
-      conflicts.push_back(u);
+    if (u->dst.box.overlaps(v.box) || (write && u->src.box.overlaps(v.box))) conflicts.push_back(u);
   for (Transfer *u : conflicts)
     complete(*u);
   return !conflicts.empty();

@@ -26,15 +26,14 @@ namespace pipecheck::executor {
 
 /// Nanoseconds since construction.
 class Clock {
- public:
+public:
   Clock() : t0_(std::chrono::steady_clock::now()) {}
   std::int64_t now_ns() const {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                                t0_)
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_)
         .count();
   }
 
- private:
+private:
   std::chrono::steady_clock::time_point t0_;
 };
 
@@ -42,24 +41,24 @@ class Clock {
 struct Transfer {
   View src, dst;
   spec::Loc loc;
-  bool is_in = true;        ///< copy_in (HBM -> slot) or copy_out
-  std::string buffer;       ///< the slot side's buffer
+  bool is_in = true;  ///< copy_in (HBM -> slot) or copy_out
+  std::string buffer; ///< the slot side's buffer
   std::int64_t slot = -1;
-  std::string label;        ///< "A[3] -> X[1]"
-  int thread = -1;          ///< who performed it (0: the issuer)
+  std::string label; ///< "A[3] -> X[1]"
+  int thread = -1;   ///< who performed it (0: the issuer)
   std::int64_t t_start_ns = 0, t_end_ns = 0;
-  bool submitted = false;   ///< issuer-side
-  bool finished = false;    ///< issuer-side: completion observed
+  bool submitted = false; ///< issuer-side
+  bool finished = false;  ///< issuer-side: completion observed
   std::int64_t bytes() const { return src.size() * src.array->elem_bytes(); }
 
- private:
+private:
   friend class DmaEngine;
-  bool taken_ = false;  ///< guarded by the engine mutex
-  bool done_ = false;   ///< guarded by the engine mutex
+  bool taken_ = false; ///< guarded by the engine mutex
+  bool done_ = false;  ///< guarded by the engine mutex
 };
 
 class DmaEngine {
- public:
+public:
   /// `workers` threads (0: every transfer is performed by the issuer when it
   /// waits for it).
   DmaEngine(int workers, const Clock &clock);
@@ -78,7 +77,7 @@ class DmaEngine {
   /// Completes every submitted transfer.
   void drain();
 
- private:
+private:
   void worker_loop(int id);
   void perform(Transfer &t, int thread);
 
@@ -87,8 +86,8 @@ class DmaEngine {
   std::condition_variable work_cv_, done_cv_;
   std::deque<Transfer *> queue_;
   bool stop_ = false;
-  std::vector<Transfer *> inflight_;  ///< issuer-only: submitted, not yet observed done
+  std::vector<Transfer *> inflight_; ///< issuer-only: submitted, not yet observed done
   std::vector<std::thread> threads_;
 };
 
-}  // namespace pipecheck::executor
+} // namespace pipecheck::executor

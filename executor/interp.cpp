@@ -13,11 +13,10 @@ std::string program_id_name(int axis) { return "program_id$" + std::to_string(ax
 std::string num_programs_name(int axis) { return "num_programs$" + std::to_string(axis); }
 
 Expr rewrite_grid_calls(const Expr &e) {
-  if (e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs") &&
-      e.args.size() == 1 && e.args[0].op == Op::Int) {
+  if (e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs") && e.args.size() == 1 &&
+      e.args[0].op == Op::Int) {
     const int axis = static_cast<int>(e.args[0].int_value);
-    return Expr::var(e.name == "program_id" ? program_id_name(axis) : num_programs_name(axis),
-                     e.loc);
+    return Expr::var(e.name == "program_id" ? program_id_name(axis) : num_programs_name(axis), e.loc);
   }
   Expr r = e;
   for (auto &a : r.args)
@@ -75,8 +74,7 @@ std::string expr_string(const Expr &e) {
 } // namespace
 
 std::int64_t Interp::eval_int(const Expr &e) {
-  if (auto v = spec::eval_int(e, env))
-    return *v;
+  if (auto v = spec::eval_int(e, env)) return *v;
   bad(e.loc, "'" + expr_string(e) + "' has no integer value here");
 }
 
@@ -84,19 +82,16 @@ View Interp::view_of(const Expr &ref) {
   if (ref.op != Op::Ref && ref.op != Op::Name)
     bad(ref.loc, "'" + expr_string(ref) + "' is not a buffer reference");
   HostArray *a = mem_.array(ref.name);
-  if (!a)
-    bad(ref.loc, "'" + ref.name + "' is not a buffer here");
+  if (!a) bad(ref.loc, "'" + ref.name + "' is not a buffer here");
   View v = View::whole(*a);
-  if (ref.op == Op::Name)
-    return v;
+  if (ref.op == Op::Name) return v;
   const int rank = static_cast<int>(a->shape().size());
   std::vector<int> kept;
   int d = 0; // next array dim
   const auto &subs = ref.args;
   int n_real = 0; // subscripts that consume a dim
   for (const auto &s : subs)
-    if (s.op != Op::Ellipsis)
-      ++n_real;
+    if (s.op != Op::Ellipsis) ++n_real;
   if (n_real > rank)
     bad(ref.loc, "'" + expr_string(ref) + "' has " + std::to_string(n_real) +
                      " subscripts for an array of rank " + std::to_string(rank));
@@ -105,8 +100,7 @@ View Interp::view_of(const Expr &ref) {
       // The ellipsis covers every dim the subscripts after it leave.
       int remaining = 0;
       for (const Expr *t = &s + 1; t != subs.data() + subs.size(); ++t)
-        if (t->op != Op::Ellipsis)
-          ++remaining;
+        if (t->op != Op::Ellipsis) ++remaining;
       while (d < rank - remaining)
         kept.push_back(d++);
       continue;
@@ -114,31 +108,26 @@ View Interp::view_of(const Expr &ref) {
     const std::int64_t dim = a->shape()[d];
     if (s.op == Op::Slice) {
       std::int64_t lo = 0, hi = dim;
-      if (s.args.size() >= 1 && s.args[0].op != Op::None)
-        lo = eval_int(s.args[0]);
-      if (s.args.size() >= 2 && s.args[1].op != Op::None)
-        hi = eval_int(s.args[1]);
-      if (lo < 0)
-        lo += dim;
-      if (hi < 0)
-        hi += dim;
+      if (s.args.size() >= 1 && s.args[0].op != Op::None) lo = eval_int(s.args[0]);
+      if (s.args.size() >= 2 && s.args[1].op != Op::None) hi = eval_int(s.args[1]);
+      if (lo < 0) lo += dim;
+      if (hi < 0) hi += dim;
       if (lo < 0 || hi > dim || lo > hi)
         throw ExecError(ExecError::Kind::fault, ref.loc,
-                        "'" + expr_string(ref) + "': slice " + std::to_string(lo) + ":" +
-                            std::to_string(hi) + " is out of bounds for dim " +
-                            std::to_string(d) + " of " + a->name() + shape_string(a->shape()));
+                        "'" + expr_string(ref) + "': slice " + std::to_string(lo) + ":" + std::to_string(hi) +
+                            " is out of bounds for dim " + std::to_string(d) + " of " + a->name() +
+                            shape_string(a->shape()));
       v.box.lo[d] = lo;
       v.box.hi[d] = hi;
       kept.push_back(d);
     } else {
       std::int64_t i = eval_int(s);
-      if (i < 0)
-        i += dim;
+      if (i < 0) i += dim;
       if (i < 0 || i >= dim)
         throw ExecError(ExecError::Kind::fault, ref.loc,
                         "'" + expr_string(ref) + "': index " + std::to_string(i) +
-                            " is out of bounds for dim " + std::to_string(d) + " of " +
-                            a->name() + shape_string(a->shape()));
+                            " is out of bounds for dim " + std::to_string(d) + " of " + a->name() +
+                            shape_string(a->shape()));
       v.box.lo[d] = i;
       v.box.hi[d] = i + 1;
     }
@@ -152,24 +141,18 @@ View Interp::view_of(const Expr &ref) {
 
 Value Interp::eval(const Expr &e) {
   switch (e.op) {
-  case Op::Int:
-    return Value::scalar_int(e.int_value);
-  case Op::Float:
-    return Value::scalar_float(e.float_value);
-  case Op::Zeros:
-    return Value::scalar_float(0.0);
+  case Op::Int: return Value::scalar_int(e.int_value);
+  case Op::Float: return Value::scalar_float(e.float_value);
+  case Op::Zeros: return Value::scalar_float(0.0);
   case Op::Name: {
-    if (auto it = locals.find(e.name); it != locals.end())
-      return it->second;
+    if (auto it = locals.find(e.name); it != locals.end()) return it->second;
     if (mem_.array(e.name)) {
       View v = view_of(e);
       mem_.before_read(v);
       return load(v);
     }
-    if (auto it = env.find(e.name); it != env.end())
-      return Value::scalar_int(it->second);
-    if (e.name == "inf")
-      return Value::scalar_float(INFINITY);
+    if (auto it = env.find(e.name); it != env.end()) return Value::scalar_int(it->second);
+    if (e.name == "inf") return Value::scalar_float(INFINITY);
     bad(e.loc, "unknown name '" + e.name + "'");
   }
   case Op::Ref: {
@@ -177,8 +160,7 @@ Value Interp::eval(const Expr &e) {
     mem_.before_read(v);
     return load(v);
   }
-  case Op::Neg:
-    return unary(UnOp::neg, eval(e.args.at(0)));
+  case Op::Neg: return unary(UnOp::neg, eval(e.args.at(0)));
   case Op::Add:
   case Op::Sub:
   case Op::Mul:
@@ -187,10 +169,10 @@ Value Interp::eval(const Expr &e) {
   case Op::Mod: {
     Value a = eval(e.args.at(0));
     const Value b = eval(e.args.at(1));
-    const BinOp op = e.op == Op::Add   ? BinOp::add
-                     : e.op == Op::Sub ? BinOp::sub
-                     : e.op == Op::Mul ? BinOp::mul
-                     : e.op == Op::Div ? BinOp::div
+    const BinOp op = e.op == Op::Add        ? BinOp::add
+                     : e.op == Op::Sub      ? BinOp::sub
+                     : e.op == Op::Mul      ? BinOp::mul
+                     : e.op == Op::Div      ? BinOp::div
                      : e.op == Op::FloorDiv ? BinOp::floordiv
                                             : BinOp::mod;
     return binary(op, std::move(a), b, e.loc);
@@ -198,38 +180,30 @@ Value Interp::eval(const Expr &e) {
   case Op::Call: {
     const auto np = e.num_positional();
     auto arg = [&](std::size_t k) -> const Expr & {
-      if (k >= np)
-        bad(e.loc, e.name + "() takes more arguments");
+      if (k >= np) bad(e.loc, e.name + "() takes more arguments");
       return e.args[k];
     };
     if (e.name == "program_id" || e.name == "num_programs") {
       const Expr r = rewrite_grid_calls(e);
-      if (r.op == Op::Name)
-        return eval(r);
+      if (r.op == Op::Name) return eval(r);
       bad(e.loc, e.name + "() takes an integer literal axis");
     }
     if (e.name == "full") {
       Value v = eval(arg(0));
-      if (v.size() != 1)
-        bad(e.loc, "full() takes a scalar");
+      if (v.size() != 1) bad(e.loc, "full() takes a scalar");
       v.weak = true;
       return v;
     }
-    if (e.name == "zeros")
-      return Value::scalar_float(0.0);
-    if (e.name == "exp")
-      return unary(UnOp::exp, eval(arg(0)));
-    if (e.name == "neg")
-      return unary(UnOp::neg, eval(arg(0)));
+    if (e.name == "zeros") return Value::scalar_float(0.0);
+    if (e.name == "exp") return unary(UnOp::exp, eval(arg(0)));
+    if (e.name == "neg") return unary(UnOp::neg, eval(arg(0)));
     if (e.name == "maximum" || e.name == "minimum" || ((e.name == "max" || e.name == "min") && np == 2)) {
       const bool mx = e.name == "maximum" || e.name == "max";
       Value a = eval(arg(0));
       return binary(mx ? BinOp::maximum : BinOp::minimum, std::move(a), eval(arg(1)), e.loc);
     }
-    if (e.name == "dot")
-      return dot(eval(arg(0)), eval(arg(1)), e.loc);
-    if (e.name == "transpose")
-      return transpose(eval(arg(0)));
+    if (e.name == "dot") return dot(eval(arg(0)), eval(arg(1)), e.loc);
+    if (e.name == "transpose") return transpose(eval(arg(0)));
     if (e.name == "sum" || e.name == "max") {
       std::optional<std::int64_t> axis;
       if (const Expr *ax = e.kwarg("axis"))
@@ -241,17 +215,14 @@ Value Interp::eval(const Expr &e) {
     if (e.name == "cast") {
       const Expr &t = arg(1);
       std::optional<spec::DType> dt;
-      if (t.op == Op::Name)
-        dt = spec::parse_dtype(t.name);
-      if (!dt)
-        bad(t.loc, "cast() takes a dtype name, not '" + expr_string(t) + "'");
+      if (t.op == Op::Name) dt = spec::parse_dtype(t.name);
+      if (!dt) bad(t.loc, "cast() takes a dtype name, not '" + expr_string(t) + "'");
       return cast(eval(arg(0)), *dt);
     }
     bad(e.loc, "unsupported function '" + e.name + "' in a body");
   }
   default:
-    if (auto v = spec::eval_int(e, env))
-      return Value::scalar_int(*v);
+    if (auto v = spec::eval_int(e, env)) return Value::scalar_int(*v);
     bad(e.loc, "unsupported expression '" + expr_string(e) + "' in a body");
   }
 }

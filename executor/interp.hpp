@@ -22,7 +22,7 @@ namespace pipecheck::executor {
 /// Where refs point. The before_* hooks let a runner order an access after
 /// the asynchronous copies it conflicts with.
 class Memory {
- public:
+public:
   virtual ~Memory() = default;
   /// The array a name denotes, or nullptr when it names no buffer.
   virtual HostArray *array(const std::string &name) = 0;
@@ -39,11 +39,11 @@ std::string program_id_name(int axis);
 std::string num_programs_name(int axis);
 
 class Interp {
- public:
+public:
   explicit Interp(Memory &mem) : mem_(mem) {}
 
-  spec::Env env;                        ///< integers: params, loop vars, grid ids
-  std::map<std::string, Value> locals;  ///< tensor bindings
+  spec::Env env;                       ///< integers: params, loop vars, grid ids
+  std::map<std::string, Value> locals; ///< tensor bindings
 
   /// An integer expression; throws ExecError(bad_input) when it has no value.
   std::int64_t eval_int(const spec::Expr &);
@@ -57,8 +57,8 @@ class Interp {
   void exec(const spec::Stmt &);
   void exec(const spec::Block &);
 
- private:
+private:
   Memory &mem_;
 };
 
-}  // namespace pipecheck::executor
+} // namespace pipecheck::executor

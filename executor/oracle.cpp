@@ -24,8 +24,7 @@ std::string expr_string(const Expr &e) {
 
 std::int64_t must_eval(const Expr &e, const spec::Env &env, const std::string &what) {
   auto v = spec::eval_int(e, env);
-  if (!v)
-    bad(e.loc, what + " '" + expr_string(e) + "' has no value (bind its params with --set)");
+  if (!v) bad(e.loc, what + " '" + expr_string(e) + "' has no value (bind its params with --set)");
   return *v;
 }
 
@@ -34,15 +33,13 @@ std::int64_t must_eval(const Expr &e, const spec::Env &env, const std::string &w
 Shape ConcreteOperand::block_view_shape() const {
   Shape s;
   for (std::size_t d = 0; d < block.size(); ++d)
-    if (!squeezed[d])
-      s.push_back(block[d]);
+    if (!squeezed[d]) s.push_back(block[d]);
   return s;
 }
 
 const ConcreteOperand *ConcreteKernel::operand(const std::string &n) const {
   for (const auto &o : operands)
-    if (o.name == n)
-      return &o;
+    if (o.name == n) return &o;
   return nullptr;
 }
 
@@ -50,19 +47,15 @@ std::optional<std::int64_t> default_symbolic_value(const spec::Param &p, const s
   std::int64_t lo = 1;
   if (p.lo) {
     auto v = spec::eval_int(*p.lo, env);
-    if (!v)
-      return std::nullopt;
+    if (!v) return std::nullopt;
     lo = *v;
   }
   std::int64_t v = std::max<std::int64_t>(lo, 8);
   if (p.hi) {
     auto hi = spec::eval_int(*p.hi, env);
-    if (!hi)
-      return std::nullopt;
-    if (v > *hi)
-      v = std::max(lo, *hi);
-    if (v > *hi)
-      return std::nullopt;
+    if (!hi) return std::nullopt;
+    if (v > *hi) v = std::max(lo, *hi);
+    if (v > *hi) return std::nullopt;
   }
   return v;
 }
@@ -73,8 +66,7 @@ spec::Env bind_params(const std::vector<spec::Param> &params, const spec::Env &o
     if (auto o = overrides.find(p.name); o != overrides.end()) {
       env[p.name] = o->second;
     } else if (p.value) {
-      if (auto v = spec::eval_int(*p.value, env))
-        env[p.name] = *v;
+      if (auto v = spec::eval_int(*p.value, env)) env[p.name] = *v;
     } else if (auto v = default_symbolic_value(p, env)) {
       env[p.name] = *v;
     }
@@ -85,8 +77,7 @@ spec::Env bind_params(const std::vector<spec::Param> &params, const spec::Env &o
 }
 
 ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides, std::int64_t scale) {
-  if (scale < 1)
-    bad(k.loc, "--scale must be at least 1");
+  if (scale < 1) bad(k.loc, "--scale must be at least 1");
   ConcreteKernel c;
   c.spec = &k;
   c.scale = scale;
@@ -97,8 +88,7 @@ ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides,
   if (k.grid)
     for (const auto &g : *k.grid) {
       const auto v = must_eval(g, c.params, "grid extent");
-      if (v < 0)
-        bad(g.loc, "grid extent '" + expr_string(g) + "' is negative");
+      if (v < 0) bad(g.loc, "grid extent '" + expr_string(g) + "' is negative");
       c.grid.push_back(v);
     }
   for (const auto &op : k.operands) {
@@ -109,12 +99,11 @@ ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides,
     o.dtype = op.dtype;
     for (const auto &d : op.shape) {
       const auto v = must_eval(d, c.params, "dim");
-      if (v < 0)
-        bad(d.loc, "dim '" + expr_string(d) + "' is negative");
+      if (v < 0) bad(d.loc, "dim '" + expr_string(d) + "' is negative");
       o.array_shape.push_back(v);
     }
-    o.windowed = op.role != spec::Role::scratch && (op.memory_space == spec::MemorySpace::vmem ||
-                                                     op.memory_space == spec::MemorySpace::smem);
+    o.windowed = op.role != spec::Role::scratch &&
+                 (op.memory_space == spec::MemorySpace::vmem || op.memory_space == spec::MemorySpace::smem);
     const std::size_t rank = o.array_shape.size();
     o.squeezed.assign(rank, false);
     o.block = o.array_shape;
@@ -130,8 +119,7 @@ ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides,
           o.block[d] = 1;
         } else {
           o.block[d] = must_eval(*b, c.params, "block dim");
-          if (o.block[d] < 1)
-            bad(b->loc, "block dim '" + expr_string(*b) + "' is not positive");
+          if (o.block[d] < 1) bad(b->loc, "block dim '" + expr_string(*b) + "' is not positive");
         }
       }
     }
@@ -139,21 +127,18 @@ ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides,
       o.index_params = op.index_map->params;
       o.index_results = op.index_map->results;
       if (o.index_results.size() != rank)
-        bad(op.loc, "index map of '" + op.name + "' returns " +
-                        std::to_string(o.index_results.size()) + " indices for an array of rank " +
-                        std::to_string(rank));
+        bad(op.loc, "index map of '" + op.name + "' returns " + std::to_string(o.index_results.size()) +
+                        " indices for an array of rank " + std::to_string(rank));
       if (o.index_params.size() != c.grid.size())
         bad(op.loc, "index map of '" + op.name + "' takes " + std::to_string(o.index_params.size()) +
                         " grid indices; the grid has " + std::to_string(c.grid.size()));
     }
     if (scale > 1) {
       for (std::size_t d = 0; d < rank; ++d) {
-        if (o.squeezed[d] || o.block[d] == 1)
-          continue;
+        if (o.squeezed[d] || o.block[d] == 1) continue;
         if (o.block[d] % scale != 0 || o.array_shape[d] % scale != 0)
-          bad(op.loc, "--scale " + std::to_string(scale) + " does not divide dim " +
-                          std::to_string(d) + " of '" + op.name + "' (array " +
-                          std::to_string(o.array_shape[d]) + ", block " +
+          bad(op.loc, "--scale " + std::to_string(scale) + " does not divide dim " + std::to_string(d) +
+                          " of '" + op.name + "' (array " + std::to_string(o.array_shape[d]) + ", block " +
                           std::to_string(o.block[d]) + ")");
         o.block[d] /= scale;
         o.array_shape[d] /= scale;
@@ -206,8 +191,7 @@ Shape grid_point(const ConcreteKernel &c, std::int64_t linear) {
 
 Shape block_index(const ConcreteKernel &c, const ConcreteOperand &op, const Shape &point) {
   Shape idx(op.array_shape.size(), 0);
-  if (op.index_results.empty())
-    return idx;
+  if (op.index_results.empty()) return idx;
   spec::Env env = c.params;
   for (std::size_t k = 0; k < op.index_params.size(); ++k)
     env[op.index_params[k]] = point[k];
@@ -249,10 +233,8 @@ bool block_boxes(const ConcreteOperand &o, const Shape &bidx, Box &abox, Box &bb
     const std::int64_t hi = lo + o.block[d];
     const std::int64_t clo = std::clamp<std::int64_t>(lo, 0, o.array_shape[d]);
     const std::int64_t chi = std::clamp<std::int64_t>(hi, 0, o.array_shape[d]);
-    if (clo != lo || chi != hi)
-      partial = true;
-    if (chi <= clo)
-      any = false;
+    if (clo != lo || chi != hi) partial = true;
+    if (chi <= clo) any = false;
     abox.lo[d] = clo;
     abox.hi[d] = std::max(clo, chi);
     if (!o.squeezed[d]) {
@@ -264,7 +246,7 @@ bool block_boxes(const ConcreteOperand &o, const Shape &bidx, Box &abox, Box &bb
 }
 
 class OracleMemory : public Memory {
- public:
+public:
   std::map<std::string, HostArray *> arrays;
   HostArray *array(const std::string &n) override {
     auto it = arrays.find(n);
@@ -302,15 +284,12 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays) {
     std::vector<bool> inside(c.operands.size());
     for (std::size_t k = 0; k < c.operands.size(); ++k) {
       const auto &o = c.operands[k];
-      if (!o.windowed)
-        continue;
+      if (!o.windowed) continue;
       bool partial = false;
       inside[k] = block_boxes(o, block_index(c, o, point), aboxes[k], bboxes[k], partial);
       HostArray &blk = *blocks[k];
-      if (partial || !inside[k])
-        blk.fill_poison();
-      if (inside[k])
-        copy_view(box_view(*arrays.at(o.name), aboxes[k]), box_view(blk, bboxes[k]));
+      if (partial || !inside[k]) blk.fill_poison();
+      if (inside[k]) copy_view(box_view(*arrays.at(o.name), aboxes[k]), box_view(blk, bboxes[k]));
     }
     interp.env = c.params;
     interp.locals.clear();

@@ -25,11 +25,11 @@ struct ConcreteOperand {
   spec::Role role = spec::Role::in;
   spec::DType dtype = spec::DType::f32;
   Shape array_shape;
-  Shape block;                  ///< per array dim; 1 where squeezed
-  std::vector<bool> squeezed;   ///< per array dim: `None` in block_shape
-  bool windowed = true;         ///< false: memory_space any/hbm, or scratch (the body sees it whole)
+  Shape block;                ///< per array dim; 1 where squeezed
+  std::vector<bool> squeezed; ///< per array dim: `None` in block_shape
+  bool windowed = true;       ///< false: memory_space any/hbm, or scratch (the body sees it whole)
   std::vector<std::string> index_params;
-  std::vector<spec::Expr> index_results;  ///< empty: all zeros
+  std::vector<spec::Expr> index_results; ///< empty: all zeros
   /// The block's shape as the body sees it (squeezed dims removed).
   Shape block_view_shape() const;
 };
@@ -40,8 +40,8 @@ struct ConcreteKernel {
   spec::Env params;
   Shape grid;
   std::vector<ConcreteOperand> operands;
-  std::map<std::string, std::string> aliases;  ///< output -> input
-  spec::Block body;  ///< with program_id/num_programs rewritten
+  std::map<std::string, std::string> aliases; ///< output -> input
+  spec::Block body;                           ///< with program_id/num_programs rewritten
   std::int64_t scale = 1;
   const ConcreteOperand *operand(const std::string &) const;
 };
@@ -79,4 +79,4 @@ ArrayMap make_kernel_arrays(const ConcreteKernel &, std::uint64_t seed);
 /// Throws ExecError on an ill-typed body.
 void run_oracle(const ConcreteKernel &, ArrayMap &arrays);
 
-}  // namespace pipecheck::executor
+} // namespace pipecheck::executor

@@ -14,14 +14,12 @@ std::optional<Shape> buffer_array_shape(const spec::Buffer &b, const spec::Env &
   Shape s;
   if (b.slots) {
     auto n = spec::eval_int(*b.slots, env);
-    if (!n || *n < 1)
-      return std::nullopt;
+    if (!n || *n < 1) return std::nullopt;
     s.push_back(*n);
   }
   for (const auto &d : b.shape) {
     auto n = spec::eval_int(d, env);
-    if (!n || *n < 0)
-      return std::nullopt;
+    if (!n || *n < 0) return std::nullopt;
     s.push_back(*n);
   }
   return s;
@@ -38,8 +36,7 @@ constexpr std::int64_t kAtWait = std::numeric_limits<std::int64_t>::max();
 Shape squeezed(const Shape &s) {
   Shape r;
   for (auto d : s)
-    if (d != 1)
-      r.push_back(d);
+    if (d != 1) r.push_back(d);
   return r;
 }
 
@@ -47,15 +44,13 @@ Shape squeezed(const Shape &s) {
 /// in every dim, narrows the larger one to the smaller one's extents.
 void fit_partial(View &a, View &b) {
   const Shape sa = a.shape(), sb = b.shape();
-  if (sa.size() != sb.size() || sa == sb)
-    return;
+  if (sa.size() != sb.size() || sa == sb) return;
   bool a_fits = true, b_fits = true;
   for (std::size_t d = 0; d < sa.size(); ++d) {
     a_fits = a_fits && sa[d] <= sb[d];
     b_fits = b_fits && sb[d] <= sa[d];
   }
-  if (!a_fits && !b_fits)
-    return;
+  if (!a_fits && !b_fits) return;
   View &big = a_fits ? b : a;
   const Shape &small = a_fits ? sa : sb;
   for (std::size_t d = 0; d < small.size(); ++d) {
@@ -65,16 +60,13 @@ void fit_partial(View &a, View &b) {
 }
 
 class Runner : public Memory {
- public:
-  Runner(const spec::Program &p, const spec::Env &env, const BufferMap &buffers,
-         const ProgramRunConfig &cfg)
-      : buffers_(buffers), cfg_(cfg),
-        engine_(cfg.mode == DmaMode::synchronous ? 0 : cfg.dma_threads, clock_), interp_(*this),
-        rng_(cfg.seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) {
+public:
+  Runner(const spec::Program &p, const spec::Env &env, const BufferMap &buffers, const ProgramRunConfig &cfg)
+      : buffers_(buffers), cfg_(cfg), engine_(cfg.mode == DmaMode::synchronous ? 0 : cfg.dma_threads, clock_),
+        interp_(*this), rng_(cfg.seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) {
     interp_.env = env;
     for (const auto &b : p.buffers)
-      if (b.slots)
-        slotted_.insert(b.name);
+      if (b.slots) slotted_.insert(b.name);
   }
 
   ProgramOutcome run() {
@@ -86,12 +78,10 @@ class Runner : public Memory {
     }
     engine_.drain();
     for (const Transfer &t : transfers_) {
-      if (t.thread < 0)
-        continue;
+      if (t.thread < 0) continue;
       ++out_.copies;
       out_.bytes_copied += t.bytes();
-      record({EventKind::transfer, t.loc, t.buffer, t.slot, t.thread, t.t_start_ns, t.t_end_ns,
-              t.label});
+      record({EventKind::transfer, t.loc, t.buffer, t.slot, t.thread, t.t_start_ns, t.t_end_ns, t.label});
     }
     out_.wall_ns = clock_.now_ns();
     return std::move(out_);
@@ -106,7 +96,7 @@ class Runner : public Memory {
 
   spec::Block body_;
 
- private:
+private:
   struct Key {
     bool in;
     std::string buffer;
@@ -134,10 +124,8 @@ class Runner : public Memory {
   }
 
   std::int64_t slot_of(const View &v) const {
-    if (!slotted_.count(v.array->name()) || v.box.lo.empty())
-      return -1;
-    if (v.box.hi[0] - v.box.lo[0] != 1)
-      return -1;
+    if (!slotted_.count(v.array->name()) || v.box.lo.empty()) return -1;
+    if (v.box.hi[0] - v.box.lo[0] != 1) return -1;
     return v.box.lo[0];
   }
 
@@ -152,27 +140,20 @@ class Runner : public Memory {
   std::int64_t due_tick() {
     switch (cfg_.mode) {
     case DmaMode::eager:
-    case DmaMode::synchronous:
-      return tick_;
-    case DmaMode::on_wait:
-      return kAtWait;
-    case DmaMode::random:
-      break;
+    case DmaMode::synchronous: return tick_;
+    case DmaMode::on_wait: return kAtWait;
+    case DmaMode::random: break;
     }
     switch (next_random() % 3) {
-    case 0:
-      return tick_;
-    case 1:
-      return kAtWait;
-    default:
-      return tick_ + 1 + static_cast<std::int64_t>(next_random() % 12);
+    case 0: return tick_;
+    case 1: return kAtWait;
+    default: return tick_ + 1 + static_cast<std::int64_t>(next_random() % 12);
     }
   }
 
   void tick() {
     ++tick_;
-    if (cfg_.mode != DmaMode::random)
-      return;
+    if (cfg_.mode != DmaMode::random) return;
     for (std::size_t k = 0; k < pending_.size();) {
       if (pending_[k].second <= tick_) {
         Transfer *t = pending_[k].first;
@@ -191,8 +172,7 @@ class Runner : public Memory {
     if (engine_.submit(t) > 0)
       record({EventKind::stall, t.loc, t.buffer, t.slot, 0, t0, clock_.now_ns(),
               "orders " + t.label + " after a conflicting in-flight copy"});
-    if (cfg_.mode == DmaMode::synchronous)
-      engine_.complete(t);
+    if (cfg_.mode == DmaMode::synchronous) engine_.complete(t);
   }
 
   void exec(const spec::Block &b) {
@@ -210,10 +190,8 @@ class Runner : public Memory {
     interp_.exec(s);
     std::string buf = a.target.name;
     std::int64_t slot = -1;
-    if (array(buf))
-      slot = slot_of(interp_.view_of(a.target));
-    record({EventKind::compute, s.loc, buf, slot, 0, t0, clock_.now_ns(),
-            a.accumulate ? "+=" : "="});
+    if (array(buf)) slot = slot_of(interp_.view_of(a.target));
+    record({EventKind::compute, s.loc, buf, slot, 0, t0, clock_.now_ns(), a.accumulate ? "+=" : "="});
     tick();
   }
   void exec_kind(const spec::Stmt &s, const spec::Let &l) {
@@ -248,9 +226,8 @@ class Runner : public Memory {
       // whatever it held, as on hardware.
       fit_partial(src, dst);
       if (squeezed(src.shape()) != squeezed(dst.shape()))
-        bad(s.loc, "copy from " + src.to_string() + " of shape " + shape_string(src.shape()) +
-                       " to " + dst.to_string() + " of shape " + shape_string(dst.shape()) +
-                       ": shapes differ");
+        bad(s.loc, "copy from " + src.to_string() + " of shape " + shape_string(src.shape()) + " to " +
+                       dst.to_string() + " of shape " + shape_string(dst.shape()) + ": shapes differ");
       Transfer &t = transfers_.emplace_back();
       t.src = src;
       t.dst = dst;
@@ -296,21 +273,18 @@ class Runner : public Memory {
   }
   void exec_kind(const spec::Stmt &s, const spec::Wgmma &g) {
     PendingWgmma w{interp_.view_of(g.acc), interp_.view_of(g.a), interp_.view_of(g.b), s.loc, 0};
-    if (w.a.shape().size() != 2 || w.b.shape().size() != 2)
-      bad(s.loc, "wgmma takes 2-D operands");
+    if (w.a.shape().size() != 2 || w.b.shape().size() != 2) bad(s.loc, "wgmma takes 2-D operands");
     w.due = due_tick();
     const auto now = clock_.now_ns();
     record({EventKind::wgmma_issue, s.loc, w.a.array->name(), slot_of(w.a), 0, now, now,
             w.acc.to_string() + " += " + w.a.to_string() + " @ " + w.b.to_string()});
     wgmmas_.push_back(std::move(w));
-    if (cfg_.mode == DmaMode::synchronous)
-      retire_wgmma();
+    if (cfg_.mode == DmaMode::synchronous) retire_wgmma();
     tick();
   }
   void exec_kind(const spec::Stmt &s, const spec::WgmmaWait &w) {
     const std::int64_t n = interp_.eval_int(w.n);
-    if (n < 0)
-      bad(s.loc, "wgmma_wait takes n >= 0");
+    if (n < 0) bad(s.loc, "wgmma_wait takes n >= 0");
     const auto t0 = clock_.now_ns();
     while (static_cast<std::int64_t>(wgmmas_.size()) > n)
       retire_wgmma();
@@ -330,24 +304,22 @@ class Runner : public Memory {
     const Value p = dot(load(w.a), load(w.b), w.loc);
     Value sum = binary(BinOp::add, std::move(c), p, w.loc);
     store(sum, w.acc, w.loc);
-    record({EventKind::wgmma_exec, w.loc, w.a.array->name(), slot_of(w.a), 0, t0,
-            clock_.now_ns(), w.acc.to_string() + " += " + w.a.to_string() + " @ " + w.b.to_string()});
+    record({EventKind::wgmma_exec, w.loc, w.a.array->name(), slot_of(w.a), 0, t0, clock_.now_ns(),
+            w.acc.to_string() + " += " + w.a.to_string() + " @ " + w.b.to_string()});
   }
 
   void finish() {
     const bool effect = cfg_.mode == DmaMode::eager || cfg_.mode == DmaMode::synchronous;
     for (auto &[t, due] : pending_) {
       (void)due;
-      if (effect)
-        submit(*t);
+      if (effect) submit(*t);
     }
     pending_.clear();
     for (auto &[key, q] : outstanding_)
       for (Transfer *t : q) {
         std::ostringstream os;
         os << "line " << t->loc.line << ": copy " << t->label << " was never waited";
-        if (!t->submitted)
-          os << "; in " << to_string(cfg_.mode) << " mode it never took effect";
+        if (!t->submitted) os << "; in " << to_string(cfg_.mode) << " mode it never took effect";
         out_.notes.push_back(os.str());
       }
     if (!wgmmas_.empty()) {
@@ -382,8 +354,8 @@ class Runner : public Memory {
 
 } // namespace
 
-ProgramOutcome run_program(const spec::Program &program, const spec::Env &env,
-                           const BufferMap &buffers, const ProgramRunConfig &cfg) {
+ProgramOutcome run_program(const spec::Program &program, const spec::Env &env, const BufferMap &buffers,
+                           const ProgramRunConfig &cfg) {
   for (const auto &b : program.buffers) {
     auto it = buffers.find(b.name);
     assert(it != buffers.end() && it->second);

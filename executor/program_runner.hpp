@@ -26,9 +26,9 @@ namespace pipecheck::executor {
 
 struct ProgramRunConfig {
   DmaMode mode = DmaMode::eager;
-  std::uint64_t seed = 0;       ///< the random mode's schedule
+  std::uint64_t seed = 0; ///< the random mode's schedule
   int dma_threads = 2;
-  std::size_t max_events = 200000;  ///< the timeline keeps the first ones
+  std::size_t max_events = 200000; ///< the timeline keeps the first ones
 };
 
 struct ProgramOutcome {
@@ -37,7 +37,7 @@ struct ProgramOutcome {
   std::optional<ExecError> error;
   std::vector<Event> events;
   bool events_truncated = false;
-  std::vector<std::string> notes;  ///< e.g. copies never waited
+  std::vector<std::string> notes; ///< e.g. copies never waited
   std::int64_t bytes_copied = 0;
   std::int64_t copies = 0;
   std::int64_t wall_ns = 0;
@@ -53,7 +53,7 @@ std::optional<Shape> buffer_array_shape(const spec::Buffer &, const spec::Env &e
 
 /// Executes `program` with every param bound in `env` on `buffers` (one
 /// array per buffer, already initialised by the caller).
-ProgramOutcome run_program(const spec::Program &program, const spec::Env &env,
-                           const BufferMap &buffers, const ProgramRunConfig &cfg);
+ProgramOutcome run_program(const spec::Program &program, const spec::Env &env, const BufferMap &buffers,
+                           const ProgramRunConfig &cfg);
 
-}  // namespace pipecheck::executor
+} // namespace pipecheck::executor

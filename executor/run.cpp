@@ -14,59 +14,41 @@ namespace pipecheck::executor {
 
 const char *to_string(RunStatus s) {
   switch (s) {
-  case RunStatus::pass:
-    return "pass";
-  case RunStatus::fail:
-    return "fail";
-  case RunStatus::bad_input:
-    return "bad_input";
-  case RunStatus::error:
-    return "error";
+  case RunStatus::pass: return "pass";
+  case RunStatus::fail: return "fail";
+  case RunStatus::bad_input: return "bad_input";
+  case RunStatus::error: return "error";
   }
   return "?";
 }
 
 const char *to_string(DmaMode m) {
   switch (m) {
-  case DmaMode::eager:
-    return "eager";
-  case DmaMode::on_wait:
-    return "on_wait";
-  case DmaMode::random:
-    return "random";
-  case DmaMode::synchronous:
-    return "synchronous";
+  case DmaMode::eager: return "eager";
+  case DmaMode::on_wait: return "on_wait";
+  case DmaMode::random: return "random";
+  case DmaMode::synchronous: return "synchronous";
   }
   return "?";
 }
 
 std::optional<DmaMode> parse_dma_mode(const std::string &s) {
   for (DmaMode m : {DmaMode::eager, DmaMode::on_wait, DmaMode::random, DmaMode::synchronous})
-    if (s == to_string(m))
-      return m;
+    if (s == to_string(m)) return m;
   return std::nullopt;
 }
 
 const char *to_string(EventKind k) {
   switch (k) {
-  case EventKind::copy_start:
-    return "copy_start";
-  case EventKind::transfer:
-    return "transfer";
-  case EventKind::copy_wait:
-    return "copy_wait";
-  case EventKind::compute:
-    return "compute";
-  case EventKind::wgmma_issue:
-    return "wgmma_issue";
-  case EventKind::wgmma_exec:
-    return "wgmma_exec";
-  case EventKind::wgmma_wait:
-    return "wgmma_wait";
-  case EventKind::stall:
-    return "stall";
-  case EventKind::grid_step:
-    return "grid_step";
+  case EventKind::copy_start: return "copy_start";
+  case EventKind::transfer: return "transfer";
+  case EventKind::copy_wait: return "copy_wait";
+  case EventKind::compute: return "compute";
+  case EventKind::wgmma_issue: return "wgmma_issue";
+  case EventKind::wgmma_exec: return "wgmma_exec";
+  case EventKind::wgmma_wait: return "wgmma_wait";
+  case EventKind::stall: return "stall";
+  case EventKind::grid_step: return "grid_step";
   }
   return "?";
 }
@@ -99,11 +81,9 @@ std::string index_string(const Shape &s, char open = '[', char close = ']') {
 }
 
 bool has_float_reduction(const spec::Expr &e) {
-  if (e.op == spec::Op::Call && (e.name == "dot" || e.name == "sum"))
-    return true;
+  if (e.op == spec::Op::Call && (e.name == "dot" || e.name == "sum")) return true;
   for (const auto &a : e.args)
-    if (has_float_reduction(a))
-      return true;
+    if (has_float_reduction(a)) return true;
   return false;
 }
 
@@ -125,8 +105,7 @@ bool has_float_reduction(const spec::Block &b) {
             r = true;
         },
         s.kind);
-    if (r)
-      return true;
+    if (r) return true;
   }
   return false;
 }
@@ -135,15 +114,11 @@ bool has_float_reduction(const spec::Block &b) {
 /// the unit accumulates floats, whose order of summation may legitimately
 /// differ (e.g. a blocked matmul library).
 std::optional<double> tolerance_for(spec::DType t, bool reduces) {
-  if (!reduces || !spec::dtype_is_float(t))
-    return std::nullopt;
+  if (!reduces || !spec::dtype_is_float(t)) return std::nullopt;
   switch (t) {
-  case spec::DType::bf16:
-    return 1e-2;
-  case spec::DType::f16:
-    return 1e-3;
-  default:
-    return 1e-5;
+  case spec::DType::bf16: return 1e-2;
+  case spec::DType::f16: return 1e-3;
+  default: return 1e-5;
   }
 }
 
@@ -173,8 +148,7 @@ std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actu
       else
         bad = !(a == e || (std::isnan(a) && std::isnan(e)));
     }
-    if (!bad)
-      continue;
+    if (!bad) continue;
     if (++count == 1) {
       first = Mismatch{};
       first->array = expected.name();
@@ -185,25 +159,20 @@ std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actu
       first->expected_is_poison = ep;
     }
   }
-  if (first)
-    first->count = count;
+  if (first) first->count = count;
   return first;
 }
 
 std::string describe(const Mismatch &m, std::optional<double> tol) {
   std::ostringstream os;
   os << m.array << index_string(m.element);
-  if (m.block)
-    os << " (block " << index_string(*m.block);
-  if (m.grid_point)
-    os << ", grid point " << index_string(*m.grid_point, '(', ')');
-  if (m.block)
-    os << ")";
-  os << ": expected " << m.expected << (m.expected_is_poison ? " (poison)" : "") << ", got "
-     << m.actual << (m.is_poison ? " (poison)" : "");
+  if (m.block) os << " (block " << index_string(*m.block);
+  if (m.grid_point) os << ", grid point " << index_string(*m.grid_point, '(', ')');
+  if (m.block) os << ")";
+  os << ": expected " << m.expected << (m.expected_is_poison ? " (poison)" : "") << ", got " << m.actual
+     << (m.is_poison ? " (poison)" : "");
   os << "; " << m.count << " element" << (m.count == 1 ? "" : "s") << " differ";
-  if (tol)
-    os << " (relative tolerance " << *tol << ")";
+  if (tol) os << " (relative tolerance " << *tol << ")";
   if (m.expected_is_poison)
     os << " — the intent itself holds poison there: the unit reads memory nothing wrote "
           "(e.g. a missing accumulator init, or the padding of a partial block)";
@@ -223,8 +192,7 @@ RunResult bad_input(const std::string &unit, spec::Loc loc, const std::string &m
 
 RunResult from_error(const std::string &unit, const ExecError &e, const std::string &prefix = "") {
   RunResult r = bad_input(unit, e.loc, prefix + e.what());
-  if (e.kind == ExecError::Kind::fault)
-    r.status = RunStatus::fail;
+  if (e.kind == ExecError::Kind::fault) r.status = RunStatus::fail;
   return r;
 }
 
@@ -239,11 +207,10 @@ void adopt(RunResult &r, ProgramOutcome &&o) {
 
 std::optional<RunResult> check_memory(const std::string &unit, spec::Loc loc, std::uint64_t need,
                                       std::uint64_t limit) {
-  if (need <= limit)
-    return std::nullopt;
+  if (need <= limit) return std::nullopt;
   return bad_input(unit, loc,
-                   "running this needs " + mib(need) + " of host memory, over --max-memory " +
-                       mib(limit) + "; shrink it with --scale or --set");
+                   "running this needs " + mib(need) + " of host memory, over --max-memory " + mib(limit) +
+                       "; shrink it with --scale or --set");
 }
 
 ProgramRunConfig config_for(const RunOptions &o, DmaMode mode, std::uint64_t seed) {
@@ -258,9 +225,9 @@ ProgramRunConfig config_for(const RunOptions &o, DmaMode mode, std::uint64_t see
 // ------------------------------------------------------------------ kernels
 
 struct KernelPrep {
-  std::optional<RunResult> early;  ///< set when it cannot run
+  std::optional<RunResult> early; ///< set when it cannot run
   ConcreteKernel ck;
-  ArrayMap arrays;  ///< after the oracle: expected outputs; inputs untouched
+  ArrayMap arrays; ///< after the oracle: expected outputs; inputs untouched
 #ifdef PIPECHECK_HAVE_LOWER
   std::optional<spec::Lowered> lowered;
 #endif
@@ -299,8 +266,8 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts) {
   p.lowered = spec::lower(scaled, lo, errs);
   if (!p.lowered) {
     p.early = bad_input(k.name, errs.empty() ? k.loc : errs.front().loc,
-                        "cannot lower: " + (errs.empty() ? std::string("spec::lower failed")
-                                                         : errs.front().message));
+                        "cannot lower: " +
+                            (errs.empty() ? std::string("spec::lower failed") : errs.front().message));
     return p;
   }
   p.program_env = bind_params(p.lowered->program.params, p.ck.params);
@@ -311,8 +278,8 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts) {
       p.early = bad_input(k.name, b.loc, "lowered buffer '" + b.name + "' has no concrete shape");
       return p;
     }
-    program_bytes += static_cast<std::uint64_t>(num_elements(*s)) *
-                     static_cast<std::uint64_t>(spec::dtype_bytes(b.dtype));
+    program_bytes +=
+        static_cast<std::uint64_t>(num_elements(*s)) * static_cast<std::uint64_t>(spec::dtype_bytes(b.dtype));
     p.buffer_shapes[b.name] = *s;
   }
   if (auto r = check_memory(k.name, k.loc, arrays + blocks + program_bytes, opts.max_memory_bytes)) {
@@ -337,8 +304,8 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts) {
   return p;
 }
 
-RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOptions &opts,
-                       DmaMode mode, std::uint64_t seed) {
+RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOptions &opts, DmaMode mode,
+                       std::uint64_t seed) {
   if (p.early) {
     RunResult r = *p.early;
     r.mode = mode;
@@ -366,15 +333,12 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
   // HBM contents: inputs' data; outputs start as poison or as their aliased input.
   for (int pass = 0; pass < 2; ++pass)
     for (const auto &bind : p.lowered->bindings) {
-      if (bind.hbm.empty() || !buffers.count(bind.hbm))
-        continue;
+      if (bind.hbm.empty() || !buffers.count(bind.hbm)) continue;
       std::string source;
       if (pass == 0 && bind.role == spec::Role::out && p.ck.aliases.count(bind.operand))
         source = p.ck.aliases.at(bind.operand);
-      if (pass == 1 && bind.role == spec::Role::in)
-        source = bind.operand;
-      if (source.empty())
-        continue;
+      if (pass == 1 && bind.role == spec::Role::in) source = bind.operand;
+      if (source.empty()) continue;
       HostArray *dst = buffers[bind.hbm];
       const HostArray *src = nullptr;
       if (bind.role == spec::Role::in) {
@@ -403,14 +367,12 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
   }
   r.status = RunStatus::pass;
   for (const auto &bind : p.lowered->bindings) {
-    if (bind.role != spec::Role::out || bind.hbm.empty())
-      continue;
+    if (bind.role != spec::Role::out || bind.hbm.empty()) continue;
     const ConcreteOperand *op = p.ck.operand(bind.operand);
     const HostArray &expected = *p.arrays.at(bind.operand);
     const auto tol = tolerance_for(expected.dtype(), p.reduces);
     auto m = compare(expected, *buffers.at(bind.hbm), tol);
-    if (!m)
-      continue;
+    if (!m) continue;
     m->array = bind.operand;
     if (op && op->windowed) {
       Shape blk(m->element.size());
@@ -443,8 +405,8 @@ struct ProgramPrep {
   std::optional<RunResult> early;
   spec::Env env;
   std::map<std::string, Shape> shapes;
-  std::map<std::string, std::unique_ptr<HostArray>> initial;  ///< hbm buffers' data
-  std::map<std::string, std::unique_ptr<HostArray>> intent;   ///< after the synchronous run
+  std::map<std::string, std::unique_ptr<HostArray>> initial; ///< hbm buffers' data
+  std::map<std::string, std::unique_ptr<HostArray>> intent;  ///< after the synchronous run
   bool reduces = false;
 };
 
@@ -468,16 +430,15 @@ std::vector<std::unique_ptr<HostArray>> fresh_buffers(const spec::Program &prog,
 ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts) {
   ProgramPrep p;
   if (opts.scale != 1) {
-    p.early = bad_input(prog.name, prog.loc,
-                        "--scale applies to kernels; size a pipeline with --set (e.g. N)");
+    p.early =
+        bad_input(prog.name, prog.loc, "--scale applies to kernels; size a pipeline with --set (e.g. N)");
     return p;
   }
   p.env = bind_params(prog.params, opts.overrides);
   for (const auto &par : prog.params) {
     if (!p.env.count(par.name)) {
       p.early = bad_input(prog.name, par.loc,
-                          "param '" + par.name + "' has no value; give one with --set " +
-                              par.name + "=...");
+                          "param '" + par.name + "' has no value; give one with --set " + par.name + "=...");
       return p;
     }
     const auto v = p.env.at(par.name);
@@ -496,11 +457,10 @@ ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts) {
       p.early = bad_input(prog.name, b.loc, "buffer '" + b.name + "' has no concrete shape");
       return p;
     }
-    const auto bytes = static_cast<std::uint64_t>(num_elements(*s)) *
-                       static_cast<std::uint64_t>(spec::dtype_bytes(b.dtype));
+    const auto bytes =
+        static_cast<std::uint64_t>(num_elements(*s)) * static_cast<std::uint64_t>(spec::dtype_bytes(b.dtype));
     total += bytes;
-    if (b.kind == spec::BufferKind::hbm)
-      hbm += bytes;
+    if (b.kind == spec::BufferKind::hbm) hbm += bytes;
     p.shapes[b.name] = *s;
   }
   // Initial data, the intent's buffers, one run's buffers.
@@ -524,13 +484,12 @@ ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts) {
     return p;
   }
   for (auto &a : owned)
-    if (p.initial.count(a->name()))
-      p.intent[a->name()] = std::move(a);
+    if (p.initial.count(a->name())) p.intent[a->name()] = std::move(a);
   return p;
 }
 
-RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptions &opts,
-                       DmaMode mode, std::uint64_t seed) {
+RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptions &opts, DmaMode mode,
+                       std::uint64_t seed) {
   if (p.early) {
     RunResult r = *p.early;
     r.mode = mode;
@@ -556,8 +515,7 @@ RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptio
   }
   r.status = RunStatus::pass;
   for (const auto &b : prog.buffers) {
-    if (b.kind != spec::BufferKind::hbm)
-      continue;
+    if (b.kind != spec::BufferKind::hbm) continue;
     const HostArray &expected = *p.intent.at(b.name);
     const auto tol = tolerance_for(expected.dtype(), p.reduces);
     if (auto m = compare(expected, *map.at(b.name), tol)) {
@@ -571,8 +529,7 @@ RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptio
   return r;
 }
 
-template <class Unit, class Prep>
-RunReport all_modes(const Unit &u, Prep &p, const RunOptions &opts) {
+template <class Unit, class Prep> RunReport all_modes(const Unit &u, Prep &p, const RunOptions &opts) {
   RunReport rep;
   rep.unit = u.name;
   rep.status = RunStatus::pass;
@@ -588,8 +545,7 @@ RunReport all_modes(const Unit &u, Prep &p, const RunOptions &opts) {
       rep.status = s;
       return rep;
     }
-    if (s == RunStatus::fail)
-      rep.status = RunStatus::fail;
+    if (s == RunStatus::fail) rep.status = RunStatus::fail;
   }
   return rep;
 }
@@ -619,25 +575,16 @@ RunReport run_all_modes(const spec::Program &prog, const RunOptions &opts) {
 void print_report(std::ostream &os, const RunReport &rep) {
   os << rep.unit << ": ";
   switch (rep.status) {
-  case RunStatus::pass:
-    os << "PASS";
-    break;
-  case RunStatus::fail:
-    os << "FAIL";
-    break;
-  case RunStatus::bad_input:
-    os << "BAD INPUT";
-    break;
-  case RunStatus::error:
-    os << "ERROR";
-    break;
+  case RunStatus::pass: os << "PASS"; break;
+  case RunStatus::fail: os << "FAIL"; break;
+  case RunStatus::bad_input: os << "BAD INPUT"; break;
+  case RunStatus::error: os << "ERROR"; break;
   }
   os << " (" << rep.runs.size() << " run" << (rep.runs.size() == 1 ? "" : "s") << ")\n";
   for (const auto &r : rep.runs) {
     std::ostringstream mode;
     mode << to_string(r.mode);
-    if (r.mode == DmaMode::random)
-      mode << " seed=" << r.seed;
+    if (r.mode == DmaMode::random) mode << " seed=" << r.seed;
     os << "  " << std::left << std::setw(18) << mode.str() << std::setw(10) << to_string(r.status)
        << std::right;
     if (r.status == RunStatus::pass || r.status == RunStatus::fail)
@@ -646,8 +593,7 @@ void print_report(std::ostream &os, const RunReport &rep) {
     os << "\n";
     if (!r.reason.empty()) {
       os << "    ";
-      if (r.loc.line > 0)
-        os << "line " << r.loc.line << ": ";
+      if (r.loc.line > 0) os << "line " << r.loc.line << ": ";
       os << r.reason << "\n";
     }
     for (const auto &n : r.notes)

@@ -35,26 +35,26 @@ const char *to_string(RunStatus);
 
 struct RunOptions {
   DmaMode mode = DmaMode::eager;
-  std::uint64_t seed = 0;       ///< input data, and the random mode's schedule
-  std::int64_t scale = 1;       ///< kernels: divides array and block dims (see oracle.hpp)
-  std::uint64_t max_memory_bytes = 4ull << 30;  ///< all host arrays of one run, sized up front
-  spec::Env overrides;          ///< --set NAME=VALUE (also binds symbolic params)
-  std::optional<std::string> target;  ///< --target, passed to spec::lower
-  int dma_threads = 2;          ///< DMA worker threads
-  std::size_t max_events = 100000;  ///< the timeline keeps the first ones
+  std::uint64_t seed = 0;                      ///< input data, and the random mode's schedule
+  std::int64_t scale = 1;                      ///< kernels: divides array and block dims (see oracle.hpp)
+  std::uint64_t max_memory_bytes = 4ull << 30; ///< all host arrays of one run, sized up front
+  spec::Env overrides;                         ///< --set NAME=VALUE (also binds symbolic params)
+  std::optional<std::string> target;           ///< --target, passed to spec::lower
+  int dma_threads = 2;                         ///< DMA worker threads
+  std::size_t max_events = 100000;             ///< the timeline keeps the first ones
 };
 
 /// Where an output first differs from its intent.
 struct Mismatch {
-  std::string array;            ///< the output operand (kernel) or hbm buffer (pipeline)
-  Shape element;                ///< the element's index
-  std::optional<Shape> block;       ///< its block index (kernels)
-  std::optional<Shape> grid_point;  ///< the first grid point writing that block (kernels)
+  std::string array;               ///< the output operand (kernel) or hbm buffer (pipeline)
+  Shape element;                   ///< the element's index
+  std::optional<Shape> block;      ///< its block index (kernels)
+  std::optional<Shape> grid_point; ///< the first grid point writing that block (kernels)
   double expected = 0;
   double actual = 0;
-  bool is_poison = false;           ///< actual is poison
-  bool expected_is_poison = false;  ///< the intent itself is poison there
-  std::int64_t count = 0;           ///< mismatching elements in this array
+  bool is_poison = false;          ///< actual is poison
+  bool expected_is_poison = false; ///< the intent itself is poison there
+  std::int64_t count = 0;          ///< mismatching elements in this array
 };
 
 struct RunResult {
@@ -62,21 +62,21 @@ struct RunResult {
   std::string unit;
   DmaMode mode = DmaMode::eager;
   std::uint64_t seed = 0;
-  std::string reason;          ///< one line: why it failed / could not run
-  spec::Loc loc;               ///< for bad_input and faults: where (line 0: none)
+  std::string reason; ///< one line: why it failed / could not run
+  spec::Loc loc;      ///< for bad_input and faults: where (line 0: none)
   std::optional<Mismatch> mismatch;
-  std::optional<double> tolerance;  ///< relative; nullopt: compared exactly
-  spec::Env params;            ///< the param values it ran with
-  std::vector<Event> events;   ///< the pipelined run's timeline
+  std::optional<double> tolerance; ///< relative; nullopt: compared exactly
+  spec::Env params;                ///< the param values it ran with
+  std::vector<Event> events;       ///< the pipelined run's timeline
   bool events_truncated = false;
   std::vector<std::string> notes;
   std::int64_t bytes_copied = 0;
   std::int64_t copies = 0;
-  double seconds = 0;          ///< the pipelined run's wall time
+  double seconds = 0; ///< the pipelined run's wall time
 };
 
 struct RunReport {
-  RunStatus status = RunStatus::error;  ///< the worst of the runs
+  RunStatus status = RunStatus::error; ///< the worst of the runs
   std::string unit;
   std::vector<RunResult> runs;
 };
@@ -97,4 +97,4 @@ RunReport run_all_modes(const spec::Program &, const RunOptions &);
 void print_report(std::ostream &, const RunReport &);
 std::string format_report(const RunReport &);
 
-}  // namespace pipecheck::executor
+} // namespace pipecheck::executor

@@ -29,22 +29,18 @@ std::string shape_string(const Shape &s) {
 
 std::uint16_t f32_to_bf16(float f) {
   auto u = std::bit_cast<std::uint32_t>(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<std::uint16_t>((u >> 16) | 0x40u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<std::uint16_t>(u >> 16);
 }
 
-float bf16_to_f32(std::uint16_t h) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
-}
+float bf16_to_f32(std::uint16_t h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
 
 std::uint16_t f32_to_f16(float f) {
   const auto x = std::bit_cast<std::uint32_t>(f);
   const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
   const std::uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u)
-    return sign | 0x7e00u;
+  if (ax > 0x7f800000u) return sign | 0x7e00u;
   if (ax >= 0x477ff000u) // >= 65520 rounds to infinity
     return sign | 0x7c00u;
   if (ax < 0x38800000u) { // below 2^-14: a half subnormal (or zero)
@@ -61,8 +57,7 @@ float f16_to_f32(std::uint16_t h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t e = (h >> 10) & 0x1fu;
   const std::uint32_t m = h & 0x3ffu;
-  if (e == 0x1f)
-    return std::bit_cast<float>(sign | 0x7f800000u | (m << 13));
+  if (e == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (m << 13));
   if (e == 0) {
     const float v = std::ldexp(static_cast<float>(m), -24);
     return sign ? -v : v;
@@ -72,52 +67,36 @@ float f16_to_f32(std::uint16_t h) {
 
 float round_to(spec::DType t, float v) {
   switch (t) {
-  case spec::DType::bf16:
-    return bf16_to_f32(f32_to_bf16(v));
-  case spec::DType::f16:
-    return f16_to_f32(f32_to_f16(v));
-  default:
-    return v;
+  case spec::DType::bf16: return bf16_to_f32(f32_to_bf16(v));
+  case spec::DType::f16: return f16_to_f32(f32_to_f16(v));
+  default: return v;
   }
 }
 
 std::int32_t wrap_to(spec::DType t, std::int64_t v) {
   switch (t) {
-  case spec::DType::i16:
-    return static_cast<std::int16_t>(static_cast<std::uint16_t>(v));
-  case spec::DType::i8:
-    return static_cast<std::int8_t>(static_cast<std::uint8_t>(v));
-  case spec::DType::u8:
-    return static_cast<std::uint8_t>(v);
-  case spec::DType::boolean:
-    return v != 0;
-  default:
-    return static_cast<std::int32_t>(static_cast<std::uint32_t>(v));
+  case spec::DType::i16: return static_cast<std::int16_t>(static_cast<std::uint16_t>(v));
+  case spec::DType::i8: return static_cast<std::int8_t>(static_cast<std::uint8_t>(v));
+  case spec::DType::u8: return static_cast<std::uint8_t>(v);
+  case spec::DType::boolean: return v != 0;
+  default: return static_cast<std::int32_t>(static_cast<std::uint32_t>(v));
   }
 }
 
 std::int32_t int_poison(spec::DType t) {
   switch (t) {
-  case spec::DType::i16:
-    return std::numeric_limits<std::int16_t>::min();
-  case spec::DType::i8:
-    return std::numeric_limits<std::int8_t>::min();
-  case spec::DType::u8:
-    return 0xff;
-  case spec::DType::boolean:
-    return 1;
-  default:
-    return std::numeric_limits<std::int32_t>::min();
+  case spec::DType::i16: return std::numeric_limits<std::int16_t>::min();
+  case spec::DType::i8: return std::numeric_limits<std::int8_t>::min();
+  case spec::DType::u8: return 0xff;
+  case spec::DType::boolean: return 1;
+  default: return std::numeric_limits<std::int32_t>::min();
   }
 }
 
-void HostArray::Free::operator()(std::byte *p) const {
-  ::operator delete[](p, std::align_val_t{64});
-}
+void HostArray::Free::operator()(std::byte *p) const { ::operator delete[](p, std::align_val_t{64}); }
 
 HostArray::HostArray(std::string name, spec::DType t, Shape shape)
-    : name_(std::move(name)), dtype_(t), shape_(std::move(shape)),
-      elem_bytes_(spec::dtype_bytes(t)) {
+    : name_(std::move(name)), dtype_(t), shape_(std::move(shape)), elem_bytes_(spec::dtype_bytes(t)) {
   strides_.assign(shape_.size(), 1);
   for (int d = static_cast<int>(shape_.size()) - 2; d >= 0; --d)
     strides_[d] = strides_[d + 1] * shape_[d + 1];
@@ -153,11 +132,9 @@ double HostArray::get(std::int64_t i) const {
     std::memcpy(&v, p, 2);
     return v;
   }
-  case spec::DType::i8:
-    return static_cast<std::int8_t>(*p);
+  case spec::DType::i8: return static_cast<std::int8_t>(*p);
   case spec::DType::u8:
-  case spec::DType::boolean:
-    return static_cast<std::uint8_t>(*p);
+  case spec::DType::boolean: return static_cast<std::uint8_t>(*p);
   }
   return 0;
 }
@@ -198,8 +175,7 @@ void HostArray::set(std::int64_t i, double v) {
 
 bool HostArray::is_poison(std::int64_t i) const {
   const double v = get(i);
-  if (spec::dtype_is_float(dtype_))
-    return std::isnan(v);
+  if (spec::dtype_is_float(dtype_)) return std::isnan(v);
   return static_cast<std::int32_t>(v) == int_poison(dtype_);
 }
 
@@ -281,11 +257,9 @@ void HostArray::copy_from(const HostArray &o) {
 }
 
 bool Box::overlaps(const Box &o) const {
-  if (array != o.array)
-    return false;
+  if (array != o.array) return false;
   for (std::size_t d = 0; d < lo.size(); ++d)
-    if (hi[d] <= o.lo[d] || o.hi[d] <= lo[d])
-      return false;
+    if (hi[d] <= o.lo[d] || o.hi[d] <= lo[d]) return false;
   return true;
 }
 
@@ -324,12 +298,10 @@ std::int64_t View::offset() const {
 std::string View::to_string() const {
   std::ostringstream os;
   os << array->name();
-  if (box.lo.empty())
-    return os.str();
+  if (box.lo.empty()) return os.str();
   os << '[';
   for (std::size_t d = 0; d < box.lo.size(); ++d) {
-    if (d)
-      os << ", ";
+    if (d) os << ", ";
     const bool is_kept = std::find(kept.begin(), kept.end(), static_cast<int>(d)) != kept.end();
     if (!is_kept)
       os << box.lo[d];

@@ -44,7 +44,7 @@ std::int32_t int_poison(spec::DType);
 /// A dense row-major host array of one dtype. Not copyable (it may be large);
 /// `clone()` copies explicitly.
 class HostArray {
- public:
+public:
   /// Allocates uninitialised storage; `fill_*` gives it contents.
   HostArray(std::string name, spec::DType, Shape);
   HostArray(const HostArray &) = delete;
@@ -53,8 +53,8 @@ class HostArray {
   const std::string &name() const { return name_; }
   spec::DType dtype() const { return dtype_; }
   const Shape &shape() const { return shape_; }
-  const Shape &strides() const { return strides_; }  ///< in elements
-  std::int64_t size() const { return size_; }        ///< elements
+  const Shape &strides() const { return strides_; } ///< in elements
+  std::int64_t size() const { return size_; }       ///< elements
   std::int64_t bytes() const { return size_ * elem_bytes_; }
   int elem_bytes() const { return elem_bytes_; }
   std::byte *data() { return data_.get(); }
@@ -76,7 +76,7 @@ class HostArray {
   std::unique_ptr<HostArray> clone() const;
   void copy_from(const HostArray &);
 
- private:
+private:
   std::string name_;
   spec::DType dtype_;
   Shape shape_, strides_;
@@ -138,8 +138,7 @@ template <class F> void View::for_each_run(F &&fn) const {
     --inner;
     run *= box.hi[inner] - box.lo[inner];
   }
-  if (run == 0)
-    return;
+  if (run == 0) return;
   std::int64_t base = offset();
   if (inner == 0) {
     fn(base, run);
@@ -154,14 +153,12 @@ template <class F> void View::for_each_run(F &&fn) const {
     fn(off, run);
     int d = inner - 1;
     while (d >= 0) {
-      if (++idx[d] < box.hi[d] - box.lo[d])
-        break;
+      if (++idx[d] < box.hi[d] - box.lo[d]) break;
       idx[d] = 0;
       --d;
     }
-    if (d < 0)
-      return;
+    if (d < 0) return;
   }
 }
 
-}  // namespace pipecheck::executor
+} // namespace pipecheck::executor

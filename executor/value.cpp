@@ -87,16 +87,14 @@ void round_all(DType t, FloatVec &v) {
 }
 
 void wrap_all(DType t, IntVec &v) {
-  if (t == DType::i32)
-    return;
+  if (t == DType::i32) return;
   for (auto &x : v)
     x = wrap_to(t, x);
 }
 
 /// a's numbers as floats: a.f itself, or a conversion kept in `tmp`.
 const FloatVec &as_floats(const Value &a, FloatVec &tmp) {
-  if (a.is_float())
-    return a.f;
+  if (a.is_float()) return a.f;
   tmp.assign(a.i.begin(), a.i.end());
   return tmp;
 }
@@ -159,8 +157,7 @@ void map2(const V &a, const Shape &as, const V &b, const Shape &bs, const Shape 
       for (int d = r - 1; d >= 0; --d) {
         ia += sa[d];
         ib += sb[d];
-        if (++idx[d] < out[d])
-          break;
+        if (++idx[d] < out[d]) break;
         ia -= sa[d] * out[d];
         ib -= sb[d] * out[d];
         idx[d] = 0;
@@ -173,20 +170,16 @@ float fmax_nan(float a, float b) { return (a > b || std::isnan(a)) ? a : b; }
 float fmin_nan(float a, float b) { return (a < b || std::isnan(a)) ? a : b; }
 
 std::int64_t ifloordiv(std::int64_t a, std::int64_t b) {
-  if (b == 0)
-    return 0;
+  if (b == 0) return 0;
   std::int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0)))
-    --q;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
 
 std::int64_t ifloormod(std::int64_t a, std::int64_t b) {
-  if (b == 0)
-    return 0;
+  if (b == 0) return 0;
   std::int64_t m = a % b;
-  if (m != 0 && ((m < 0) != (b < 0)))
-    m += b;
+  if (m != 0 && ((m < 0) != (b < 0))) m += b;
   return m;
 }
 
@@ -244,8 +237,7 @@ void store(const Value &v0, const View &dst, spec::Loc loc) {
   Value tmp;
   if (!same) {
     tmp = v0.dtype == t ? v0 : cast(v0, t);
-    if (tmp.shape != shape && tmp.size() != 1)
-      tmp = broadcast_to(tmp, shape, loc);
+    if (tmp.shape != shape && tmp.size() != 1) tmp = broadcast_to(tmp, shape, loc);
   }
   const Value &v = same ? v0 : tmp;
   const bool splat = v.size() == 1 && dst.size() != 1;
@@ -289,23 +281,17 @@ void store(const Value &v0, const View &dst, spec::Loc loc) {
 
 DType promote(const Value &a, const Value &b) {
   const bool fa = a.is_float(), fb = b.is_float();
-  if (a.weak && b.weak)
-    return (fa || fb) ? DType::f32 : DType::i32;
+  if (a.weak && b.weak) return (fa || fb) ? DType::f32 : DType::i32;
   if (a.weak || b.weak) {
     const Value &strong = a.weak ? b : a;
     const Value &weak = a.weak ? a : b;
-    if (weak.is_float() && !strong.is_float())
-      return DType::f32;
+    if (weak.is_float() && !strong.is_float()) return DType::f32;
     return strong.dtype;
   }
-  if (a.dtype == b.dtype)
-    return a.dtype;
-  if (fa && !fb)
-    return a.dtype;
-  if (fb && !fa)
-    return b.dtype;
-  if (fa && fb)
-    return DType::f32;
+  if (a.dtype == b.dtype) return a.dtype;
+  if (fa && !fb) return a.dtype;
+  if (fb && !fa) return b.dtype;
+  if (fa && fb) return DType::f32;
   return DType::i32;
 }
 
@@ -316,8 +302,7 @@ void binary_into(BinOp op, const Value &a, const Value &b, Value &r, spec::Loc l
   r.shape = broadcast_shape(a.shape, b.shape, loc);
   r.dtype = promote(a, b);
   r.weak = a.weak && b.weak;
-  if (op == BinOp::div && !spec::dtype_is_float(r.dtype))
-    r.dtype = DType::f32;
+  if (op == BinOp::div && !spec::dtype_is_float(r.dtype)) r.dtype = DType::f32;
   if (spec::dtype_is_float(r.dtype)) {
     FloatVec ta, tb;
     const FloatVec &fa = as_floats(a, ta);
@@ -336,23 +321,17 @@ void binary_into(BinOp op, const Value &a, const Value &b, Value &r, spec::Loc l
       map2(fa, a.shape, fb, b.shape, r.shape, r.f, [](float x, float y) { return x / y; });
       break;
     case BinOp::floordiv:
-      map2(fa, a.shape, fb, b.shape, r.shape, r.f,
-           [](float x, float y) { return std::floor(x / y); });
+      map2(fa, a.shape, fb, b.shape, r.shape, r.f, [](float x, float y) { return std::floor(x / y); });
       break;
     case BinOp::mod:
       map2(fa, a.shape, fb, b.shape, r.shape, r.f, [](float x, float y) {
         float m = std::fmod(x, y);
-        if (m != 0 && ((m < 0) != (y < 0)))
-          m += y;
+        if (m != 0 && ((m < 0) != (y < 0))) m += y;
         return m;
       });
       break;
-    case BinOp::maximum:
-      map2(fa, a.shape, fb, b.shape, r.shape, r.f, fmax_nan);
-      break;
-    case BinOp::minimum:
-      map2(fa, a.shape, fb, b.shape, r.shape, r.f, fmin_nan);
-      break;
+    case BinOp::maximum: map2(fa, a.shape, fb, b.shape, r.shape, r.f, fmax_nan); break;
+    case BinOp::minimum: map2(fa, a.shape, fb, b.shape, r.shape, r.f, fmin_nan); break;
     }
     round_all(r.dtype, r.f);
   } else {
@@ -404,10 +383,9 @@ Value binary(BinOp op, const Value &a, const Value &b, spec::Loc loc) {
 Value binary(BinOp op, Value &&a, const Value &b, spec::Loc loc) {
   const Shape out = broadcast_shape(a.shape, b.shape, loc);
   const DType t = promote(a, b);
-  const bool same_kind = spec::dtype_is_float(t) == a.is_float() &&
-                         !(op == BinOp::div && !spec::dtype_is_float(t));
-  if (!same_kind || out != a.shape)
-    return binary(op, static_cast<const Value &>(a), b, loc);
+  const bool same_kind =
+      spec::dtype_is_float(t) == a.is_float() && !(op == BinOp::div && !spec::dtype_is_float(t));
+  if (!same_kind || out != a.shape) return binary(op, static_cast<const Value &>(a), b, loc);
   // Elementwise in place: o[k] depends only on a[k] and b's k-th element.
   binary_into(op, a, b, a, loc);
   return std::move(a);
@@ -455,8 +433,8 @@ Value cast(const Value &a, DType t) {
       else if (t == DType::boolean)
         r.i[k] = x != 0;
       else
-        r.i[k] = wrap_to(t, static_cast<std::int64_t>(
-                                std::clamp(static_cast<double>(x), -2147483648.0, 2147483647.0)));
+        r.i[k] = wrap_to(
+            t, static_cast<std::int64_t>(std::clamp(static_cast<double>(x), -2147483648.0, 2147483647.0)));
     }
   } else {
     r.i = a.i;
@@ -466,8 +444,7 @@ Value cast(const Value &a, DType t) {
 }
 
 Value broadcast_to(const Value &a, const Shape &shape, spec::Loc loc) {
-  if (a.shape == shape)
-    return a;
+  if (a.shape == shape) return a;
   const Shape out = broadcast_shape(a.shape, shape, loc);
   if (out != shape)
     bad(loc, "a value of shape " + shape_string(a.shape) + " does not fit a block of shape " +
@@ -488,20 +465,17 @@ Value broadcast_to(const Value &a, const Shape &shape, spec::Loc loc) {
 
 Value dot(const Value &a, const Value &b, spec::Loc loc) {
   if (a.shape.empty() || b.shape.empty() || a.shape.size() > 2 || b.shape.size() > 2)
-    bad(loc, "dot takes 1-D or 2-D operands, not " + shape_string(a.shape) + " and " +
-                 shape_string(b.shape));
+    bad(loc, "dot takes 1-D or 2-D operands, not " + shape_string(a.shape) + " and " + shape_string(b.shape));
   const std::int64_t m = a.shape.size() == 2 ? a.shape[0] : 1;
   const std::int64_t k = a.shape.back();
   const std::int64_t kb = b.shape[0];
   const std::int64_t n = b.shape.size() == 2 ? b.shape[1] : 1;
   if (k != kb)
-    bad(loc, "dot of " + shape_string(a.shape) + " and " + shape_string(b.shape) +
-                 ": contracted dims differ");
+    bad(loc,
+        "dot of " + shape_string(a.shape) + " and " + shape_string(b.shape) + ": contracted dims differ");
   Value r;
-  if (a.shape.size() == 2)
-    r.shape.push_back(m);
-  if (b.shape.size() == 2)
-    r.shape.push_back(n);
+  if (a.shape.size() == 2) r.shape.push_back(m);
+  if (b.shape.size() == 2) r.shape.push_back(n);
   using RowMajorF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using RowMajorI = Eigen::Matrix<std::int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   if (a.is_float() || b.is_float()) {
@@ -534,8 +508,7 @@ Value transpose(const Value &a) {
   r.weak = a.weak;
   r.shape.assign(a.shape.rbegin(), a.shape.rend());
   const int rank = static_cast<int>(a.shape.size());
-  if (rank < 2)
-    return a;
+  if (rank < 2) return a;
   const std::int64_t n = a.size();
   // Output element at index (o_0..o_{r-1}) reads input (o_{r-1}..o_0).
   Shape in_strides(rank, 1);
@@ -552,8 +525,7 @@ Value transpose(const Value &a) {
       out[k] = in[src];
       for (int d = rank - 1; d >= 0; --d) {
         src += st[d];
-        if (++idx[d] < r.shape[d])
-          break;
+        if (++idx[d] < r.shape[d]) break;
         src -= st[d] * r.shape[d];
         idx[d] = 0;
       }
@@ -574,8 +546,7 @@ Value reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, spec
   if (axis) {
     std::int64_t ax = *axis < 0 ? *axis + rank : *axis;
     if (ax < 0 || ax >= rank)
-      bad(loc, "axis " + std::to_string(*axis) + " is out of range for shape " +
-                   shape_string(a.shape));
+      bad(loc, "axis " + std::to_string(*axis) + " is out of range for shape " + shape_string(a.shape));
     outer = 1;
     inner = 1;
     for (int d = 0; d < ax; ++d)
@@ -584,11 +555,9 @@ Value reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, spec
       inner *= a.shape[d];
     len = a.shape[ax];
     for (int d = 0; d < rank; ++d)
-      if (d != ax)
-        r.shape.push_back(a.shape[d]);
+      if (d != ax) r.shape.push_back(a.shape[d]);
   }
-  if (len == 0 && op == ReduceOp::max)
-    bad(loc, "max over an empty axis");
+  if (len == 0 && op == ReduceOp::max) bad(loc, "max over an empty axis");
   if (a.is_float()) {
     r.f.assign(static_cast<std::size_t>(outer * inner),
                op == ReduceOp::sum ? 0.0f : -std::numeric_limits<float>::infinity());

@@ -22,10 +22,9 @@ namespace pipecheck::executor {
 /// unsupported expression (`bad_input`), or a fault of the program itself
 /// (an out-of-bounds access, a wait with nothing to wait for).
 class ExecError : public std::runtime_error {
- public:
+public:
   enum class Kind { bad_input, fault };
-  ExecError(Kind k, spec::Loc loc, const std::string &msg)
-      : std::runtime_error(msg), kind(k), loc(loc) {}
+  ExecError(Kind k, spec::Loc loc, const std::string &msg) : std::runtime_error(msg), kind(k), loc(loc) {}
   Kind kind;
   spec::Loc loc;
 };
@@ -46,19 +45,17 @@ void block_free(void *p, std::size_t bytes);
 template <class T> T *BlockAllocator<T>::allocate(std::size_t n) {
   return static_cast<T *>(block_alloc(n * sizeof(T)));
 }
-template <class T> void BlockAllocator<T>::deallocate(T *p, std::size_t n) {
-  block_free(p, n * sizeof(T));
-}
+template <class T> void BlockAllocator<T>::deallocate(T *p, std::size_t n) { block_free(p, n * sizeof(T)); }
 
 using FloatVec = std::vector<float, BlockAllocator<float>>;
 using IntVec = std::vector<std::int32_t, BlockAllocator<std::int32_t>>;
 
 struct Value {
   spec::DType dtype = spec::DType::f32;
-  bool weak = false;  ///< a Python literal: adopts the other operand's dtype
-  Shape shape;        ///< empty: a scalar
-  FloatVec f;  ///< float dtypes
-  IntVec i;    ///< integer dtypes
+  bool weak = false; ///< a Python literal: adopts the other operand's dtype
+  Shape shape;       ///< empty: a scalar
+  FloatVec f;        ///< float dtypes
+  IntVec i;          ///< integer dtypes
 
   bool is_float() const { return spec::dtype_is_float(dtype); }
   std::int64_t size() const { return num_elements(shape); }
@@ -101,4 +98,4 @@ Value transpose(const Value &a);
 /// index order and round to the input dtype.
 Value reduce(ReduceOp, const Value &a, std::optional<std::int64_t> axis, spec::Loc loc = {});
 
-}  // namespace pipecheck::executor
+} // namespace pipecheck::executor

@@ -36,40 +36,46 @@ std::string render(const Shape &s) {
     o << "        copy_in_start(A[i], X[" << fetch_slot << "])\n";
   std::string wait = "        copy_in_wait(X[i % " + std::to_string(S) + "])\n";
   std::string compute = "        Y[i % " + std::to_string(T) + "] = X[i % " + std::to_string(S) + "] + 1\n";
-  if (s.mutation == 2) o << compute << wait;             // compute before the wait
-  else if (s.mutation == 1) o << compute;                // the wait dropped
-  else if (s.mutation == 5) o << wait << wait << compute;  // the wait doubled
-  else o << wait << compute;
+  if (s.mutation == 2)
+    o << compute << wait; // compute before the wait
+  else if (s.mutation == 1)
+    o << compute; // the wait dropped
+  else if (s.mutation == 5)
+    o << wait << wait << compute; // the wait doubled
+  else
+    o << wait << compute;
   o << "        copy_out_start(Y[i % " << T << "], B[i])\n";
   if (s.lag == 0) {
     o << "        copy_out_wait(Y[i % " << T << "])\n";
   } else {
     o << "        if i > 0:\n"
       << "            copy_out_wait(Y[(i - 1) % " << T << "])\n";
-    if (s.mutation != 4) o << "    copy_out_wait(Y[(N - 1) % " << T << "])\n";  // 4: no drain
+    if (s.mutation != 4) o << "    copy_out_wait(Y[(N - 1) % " << T << "])\n"; // 4: no drain
   }
   return o.str();
 }
 
 std::set<std::pair<std::string, int>> keys(const std::vector<verifier::Finding> &fs) {
   std::set<std::pair<std::string, int>> out;
-  for (auto &f : fs) out.insert({f.rule, f.loc.line});
+  for (auto &f : fs)
+    out.insert({f.rule, f.loc.line});
   return out;
 }
 
 std::string show(const std::set<std::pair<std::string, int>> &s) {
   std::string out = "{";
-  for (auto &[r, l] : s) out += " " + r + "@" + std::to_string(l);
+  for (auto &[r, l] : s)
+    out += " " + r + "@" + std::to_string(l);
   return out + " }";
 }
 
-}  // namespace
+} // namespace
 
 rc::Gen<std::string> small_pipeline_text() {
   return rc::gen::map(
       rc::gen::tuple(rc::gen::inRange(1, 4), rc::gen::inRange(0, 4), rc::gen::inRange(1, 3),
-                     rc::gen::inRange(0, 2), rc::gen::weightedElement<int>({{4, 0}, {1, 1}, {1, 2}, {1, 3},
-                                                                            {1, 4}, {1, 5}})),
+                     rc::gen::inRange(0, 2),
+                     rc::gen::weightedElement<int>({{4, 0}, {1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 5}})),
       [](const std::tuple<int, int, int, int, int> &t) {
         auto [S, D, T, L, M] = t;
         return render({S, D, T, L, M});
@@ -98,12 +104,16 @@ std::string compare_all_n_with_exhaustive(const std::string &text) {
     spec::Env env{{"N", n}};
     auto fs = verifier::races::check_concrete(p, env, "N");
     if (!fs.empty() && !first_bad) first_bad = n;
-    for (auto &k : keys(fs)) concrete.insert(k);
+    for (auto &k : keys(fs))
+      concrete.insert(k);
   };
-  for (std::int64_t n = 1; n <= 8; ++n) run_n(n);
+  for (std::int64_t n = 1; n <= 8; ++n)
+    run_n(n);
   if (v.status == verifier::Status::verified) {
-    for (std::int64_t n = 9; n <= 16; ++n) run_n(n);
-    if (!concrete.empty()) return "verified, but concretely " + show(concrete) + " at N = " + std::to_string(first_bad);
+    for (std::int64_t n = 9; n <= 16; ++n)
+      run_n(n);
+    if (!concrete.empty())
+      return "verified, but concretely " + show(concrete) + " at N = " + std::to_string(first_bad);
     return "";
   }
   // violation: the findings are those of the concrete runs N <= 8 (the
@@ -130,4 +140,4 @@ std::string compare_all_n_with_exhaustive(const std::string &text) {
   return "";
 }
 
-}  // namespace pipecheck::properties
+} // namespace pipecheck::properties

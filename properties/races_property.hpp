@@ -24,4 +24,4 @@ std::string compare_all_n_with_exhaustive(const std::string &text);
 /// The all-N verdict of `text` ("verified", "violation", "unknown" or "skip").
 std::string all_n_status(const std::string &text);
 
-}  // namespace pipecheck::properties
+} // namespace pipecheck::properties

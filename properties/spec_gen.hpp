@@ -33,11 +33,10 @@ inline rc::Gen<spec::Expr> int_expr(int depth) {
   auto sub = rc::gen::lazy([depth] { return int_expr(depth - 1); });
   return rc::gen::oneOf(
       leaf(),
-      rc::gen::apply(
-          [](Op op, Expr a, Expr b) { return Expr::binary(op, std::move(a), std::move(b)); },
-          rc::gen::element(Op::Add, Op::Sub, Op::Mul, Op::Div, Op::FloorDiv, Op::Mod, Op::Pow, Op::Eq, Op::Ne,
-                           Op::Lt, Op::Le, Op::Gt, Op::Ge, Op::And, Op::Or),
-          sub, sub),
+      rc::gen::apply([](Op op, Expr a, Expr b) { return Expr::binary(op, std::move(a), std::move(b)); },
+                     rc::gen::element(Op::Add, Op::Sub, Op::Mul, Op::Div, Op::FloorDiv, Op::Mod, Op::Pow,
+                                      Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge, Op::And, Op::Or),
+                     sub, sub),
       // A negated literal is itself a literal, so only non-literals are negated.
       rc::gen::map(sub,
                    [](Expr a) {
@@ -46,7 +45,9 @@ inline rc::Gen<spec::Expr> int_expr(int depth) {
                    }),
       rc::gen::map(sub, [](Expr a) { return Expr::unary(Op::Not, std::move(a)); }),
       rc::gen::apply(
-          [](std::string fn, Expr a, Expr b) { return Expr::call(fn, {std::move(a), std::move(b)}); },
+          [](std::string fn, Expr a, Expr b) {
+            return Expr::call(fn, {std::move(a), std::move(b)});
+          },
           rc::gen::element<std::string>("cdiv", "min", "max"), sub, sub));
 }
 
@@ -54,14 +55,15 @@ inline rc::Gen<spec::Expr> subscript() {
   using spec::Expr;
   using spec::Op;
   auto bound = rc::gen::oneOf(rc::gen::just(Expr::leaf(Op::None)), int_expr(1));
-  return rc::gen::oneOf(rc::gen::just(Expr::leaf(Op::Ellipsis)), int_expr(1),
-                        rc::gen::apply([](Expr lo, Expr hi) { return Expr::binary(Op::Slice, lo, hi); }, bound,
-                                       bound));
+  return rc::gen::oneOf(
+      rc::gen::just(Expr::leaf(Op::Ellipsis)), int_expr(1),
+      rc::gen::apply([](Expr lo, Expr hi) { return Expr::binary(Op::Slice, lo, hi); }, bound, bound));
 }
 
 inline rc::Gen<spec::Expr> ref() {
-  return rc::gen::apply([](std::string n, std::vector<spec::Expr> s) { return spec::Expr::ref(n, s); }, name(),
-                        rc::gen::resize(3, rc::gen::nonEmpty(rc::gen::container<std::vector<spec::Expr>>(subscript()))));
+  return rc::gen::apply(
+      [](std::string n, std::vector<spec::Expr> s) { return spec::Expr::ref(n, s); }, name(),
+      rc::gen::resize(3, rc::gen::nonEmpty(rc::gen::container<std::vector<spec::Expr>>(subscript()))));
 }
 
 inline rc::Gen<spec::Expr> tensor_expr(int depth) {
@@ -78,8 +80,11 @@ inline rc::Gen<spec::Expr> tensor_expr(int depth) {
                      rc::gen::element(Op::Add, Op::Sub, Op::Mul, Op::Div), sub, sub),
       rc::gen::apply([](std::string fn, Expr a) { return Expr::call(fn, {std::move(a)}); },
                      rc::gen::element<std::string>("exp", "neg", "transpose", "full"), sub),
-      rc::gen::apply([](std::string fn, Expr a, Expr b) { return Expr::call(fn, {std::move(a), std::move(b)}); },
-                     rc::gen::element<std::string>("dot", "maximum", "minimum"), sub, sub),
+      rc::gen::apply(
+          [](std::string fn, Expr a, Expr b) {
+            return Expr::call(fn, {std::move(a), std::move(b)});
+          },
+          rc::gen::element<std::string>("dot", "maximum", "minimum"), sub, sub),
       rc::gen::apply(
           [](std::string fn, Expr a, int axis) {
             Expr c = Expr::call(fn, {std::move(a), Expr::integer(axis)});
@@ -87,15 +92,18 @@ inline rc::Gen<spec::Expr> tensor_expr(int depth) {
             return c;
           },
           rc::gen::element<std::string>("sum", "max"), sub, rc::gen::inRange(0, 3)),
-      rc::gen::apply([](Expr a, spec::DType d) { return Expr::call("cast", {std::move(a), Expr::var(spec::to_string(d))}); },
-                     sub, rc::gen::element(spec::DType::f32, spec::DType::bf16, spec::DType::i32)));
+      rc::gen::apply(
+          [](Expr a, spec::DType d) {
+            return Expr::call("cast", {std::move(a), Expr::var(spec::to_string(d))});
+          },
+          sub, rc::gen::element(spec::DType::f32, spec::DType::bf16, spec::DType::i32)));
 }
 
 inline rc::Gen<spec::Stmt> stmt(int depth, bool kernel);
 
 inline rc::Gen<spec::Block> block(int depth, bool kernel) {
-  return rc::gen::resize(
-      3, rc::gen::nonEmpty(rc::gen::container<spec::Block>(rc::gen::lazy([depth, kernel] { return stmt(depth - 1, kernel); }))));
+  return rc::gen::resize(3, rc::gen::nonEmpty(rc::gen::container<spec::Block>(
+                                rc::gen::lazy([depth, kernel] { return stmt(depth - 1, kernel); }))));
 }
 
 inline spec::Stmt wrap(auto k) {
@@ -106,35 +114,43 @@ inline spec::Stmt wrap(auto k) {
 
 inline rc::Gen<spec::Stmt> stmt(int depth, bool kernel) {
   using namespace spec;
-  auto g_assign = (rc::gen::apply([](Expr t, bool acc, Expr v) { return wrap(Assign{t, acc, v}); }, ref(),
-                                       rc::gen::arbitrary<bool>(), tensor_expr(2)));
+  auto g_assign = (rc::gen::apply(
+      [](Expr t, bool acc, Expr v) {
+        return wrap(Assign{t, acc, v});
+      },
+      ref(), rc::gen::arbitrary<bool>(), tensor_expr(2)));
   auto g_let = rc::gen::apply([](std::string n, Expr v) { return wrap(Let{n, v}); }, name(), tensor_expr(2));
   auto slot = rc::gen::oneOf(ref(), rc::gen::map(name(), [](std::string n) { return Expr::var(n); }));
   auto g_copy = (rc::gen::apply(
-                            [](CopyKind k, Expr a, Expr b) {
-                              Copy c{k, a, b};
-                              if (k == CopyKind::in_wait) c.src = Expr::leaf(Op::None);
-                              if (k == CopyKind::out_wait) c.dst = Expr::leaf(Op::None);
-                              return wrap(c);
-                            },
-                            rc::gen::element(CopyKind::in_start, CopyKind::in_wait, CopyKind::out_start,
-                                             CopyKind::out_wait),
-                            slot, slot));
-  auto g_wgmma = rc::gen::apply([](Expr c, Expr a, Expr b) { return wrap(Wgmma{c, a, b}); }, slot, slot, slot);
+      [](CopyKind k, Expr a, Expr b) {
+        Copy c{k, a, b};
+        if (k == CopyKind::in_wait) c.src = Expr::leaf(Op::None);
+        if (k == CopyKind::out_wait) c.dst = Expr::leaf(Op::None);
+        return wrap(c);
+      },
+      rc::gen::element(CopyKind::in_start, CopyKind::in_wait, CopyKind::out_start, CopyKind::out_wait), slot,
+      slot));
+  auto g_wgmma = rc::gen::apply(
+      [](Expr c, Expr a, Expr b) {
+        return wrap(Wgmma{c, a, b});
+      },
+      slot, slot, slot);
   auto g_wait = rc::gen::map(rc::gen::inRange(0, 4), [](int n) { return wrap(WgmmaWait{Expr::integer(n)}); });
   if (depth <= 0)
     return rc::gen::weightedOneOf<Stmt>({{3, g_assign}, {2, g_let}, {1, g_copy}, {1, g_wgmma}, {1, g_wait}});
   {
     auto g_if = (rc::gen::apply(
-                              [kernel](Expr c, Block t, Block e, bool has_else) {
-                                If f{kernel, c, t, {}};
-                                if (!kernel && has_else) f.else_body = e;
-                                return wrap(f);
-                              },
-                              int_expr(2), block(depth, kernel), block(depth, kernel), rc::gen::arbitrary<bool>()));
+        [kernel](Expr c, Block t, Block e, bool has_else) {
+          If f{kernel, c, t, {}};
+          if (!kernel && has_else) f.else_body = e;
+          return wrap(f);
+        },
+        int_expr(2), block(depth, kernel), block(depth, kernel), rc::gen::arbitrary<bool>()));
     auto g_for = (rc::gen::apply(
-                              [](std::string v, Expr lo, Expr hi, Block b) { return wrap(For{v, lo, hi, b}); },
-                              name(), int_expr(1), int_expr(1), block(depth, kernel)));
+        [](std::string v, Expr lo, Expr hi, Block b) {
+          return wrap(For{v, lo, hi, b});
+        },
+        name(), int_expr(1), int_expr(1), block(depth, kernel)));
     return rc::gen::weightedOneOf<Stmt>(
         {{3, g_assign}, {2, g_let}, {1, g_copy}, {1, g_wgmma}, {1, g_wait}, {1, g_if}, {1, g_for}});
   }
@@ -158,11 +174,12 @@ inline rc::Gen<spec::Param> param() {
         }
         return p;
       },
-      name(), rc::gen::inRange(0, 4), int_expr(1), rc::gen::resize(3, rc::gen::nonEmpty(rc::gen::container<std::vector<Expr>>(leaf()))),
-      int_expr(1), int_expr(1));
+      name(), rc::gen::inRange(0, 4), int_expr(1),
+      rc::gen::resize(3, rc::gen::nonEmpty(rc::gen::container<std::vector<Expr>>(leaf()))), int_expr(1),
+      int_expr(1));
 }
 
-}  // namespace gen_detail
+} // namespace gen_detail
 
 /// A random kernel spec in canonical form (structurally valid for the parser;
 /// not necessarily valid for validation).
@@ -203,8 +220,8 @@ inline rc::Gen<spec::KernelSpec> kernel_spec() {
       rc::gen::element(MemorySpace::vmem, MemorySpace::any, MemorySpace::smem, MemorySpace::hbm));
   return rc::gen::apply(
       [](std::string n, std::vector<Param> ps, bool has_grid, std::vector<Expr> grid,
-         std::vector<DimSemantics> sem, std::vector<Operand> ops, std::vector<std::pair<std::string, std::string>> al,
-         Block body, std::string target) {
+         std::vector<DimSemantics> sem, std::vector<Operand> ops,
+         std::vector<std::pair<std::string, std::string>> al, Block body, std::string target) {
         KernelSpec k;
         k.name = n;
         k.params = ps;
@@ -213,18 +230,21 @@ inline rc::Gen<spec::KernelSpec> kernel_spec() {
           k.dimension_semantics = sem;
         }
         k.settings.push_back(Setting{"target", Expr::var(target), {}, {}});
-        k.settings.push_back(Setting{"vmem_limit_bytes", Expr::binary(Op::Mul, Expr::integer(64),
-                                                                       Expr::binary(Op::Pow, Expr::integer(2), Expr::integer(20))),
-                                     {}, {}});
+        k.settings.push_back(Setting{"vmem_limit_bytes",
+                                     Expr::binary(Op::Mul, Expr::integer(64),
+                                                  Expr::binary(Op::Pow, Expr::integer(2), Expr::integer(20))),
+                                     {},
+                                     {}});
         k.operands = ops;
-        for (auto &[a, b] : al) k.aliases.push_back(Alias{a, b, {}, {}});
+        for (auto &[a, b] : al)
+          k.aliases.push_back(Alias{a, b, {}, {}});
         k.body = body;
         return k;
       },
       name(), rc::gen::resize(3, rc::gen::container<std::vector<Param>>(param())), rc::gen::arbitrary<bool>(),
       rc::gen::resize(4, rc::gen::container<std::vector<Expr>>(int_expr(2))),
-      rc::gen::resize(4, rc::gen::container<std::vector<DimSemantics>>(
-                             rc::gen::element(DimSemantics::parallel, DimSemantics::arbitrary, DimSemantics::sequential))),
+      rc::gen::resize(4, rc::gen::container<std::vector<DimSemantics>>(rc::gen::element(
+                             DimSemantics::parallel, DimSemantics::arbitrary, DimSemantics::sequential))),
       rc::gen::resize(4, rc::gen::container<std::vector<Operand>>(operand)),
       rc::gen::resize(2, rc::gen::container<std::vector<std::pair<std::string, std::string>>>(
                              rc::gen::pair(name(), name()))),
@@ -261,4 +281,4 @@ inline rc::Gen<spec::Program> program() {
       rc::gen::resize(4, rc::gen::container<std::vector<Buffer>>(buffer)), block(3, false));
 }
 
-}  // namespace pipecheck::properties
+} // namespace pipecheck::properties

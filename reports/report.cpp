@@ -19,7 +19,8 @@ int exit_code(const std::vector<FileResult> &files) {
 void write_text(std::ostream &os, const std::vector<FileResult> &files) {
   int verified = 0, violations = 0, unknown = 0, bad = 0;
   for (const auto &f : files) {
-    for (const auto &e : f.errors) spec::render(os, f.source, e);
+    for (const auto &e : f.errors)
+      spec::render(os, f.source, e);
     bad += f.errors.empty() ? 0 : 1;
     for (const auto &u : f.units) {
       const char *kind = u.is_pipeline ? "pipeline" : "kernel";
@@ -27,15 +28,15 @@ void write_text(std::ostream &os, const std::vector<FileResult> &files) {
       switch (v.status) {
       case verifier::Status::verified:
         ++verified;
-        os << f.source.path << ":" << u.loc.line << ":" << u.loc.col << ": verified: " << kind << " '" << u.name
-           << "'";
+        os << f.source.path << ":" << u.loc.line << ":" << u.loc.col << ": verified: " << kind << " '"
+           << u.name << "'";
         if (!v.reason.empty()) os << " (" << v.reason << ")";
         os << "\n";
         break;
       case verifier::Status::unknown:
         ++unknown;
-        os << f.source.path << ":" << u.loc.line << ":" << u.loc.col << ": unknown: " << kind << " '" << u.name
-           << "' is not verified: " << v.reason << "\n";
+        os << f.source.path << ":" << u.loc.line << ":" << u.loc.col << ": unknown: " << kind << " '"
+           << u.name << "' is not verified: " << v.reason << "\n";
         break;
       case verifier::Status::violation:
         ++violations;
@@ -59,8 +60,8 @@ nlohmann::json to_json(const verifier::Witness &w) {
   if (!w.trace.empty()) {
     nlohmann::json t = nlohmann::json::array();
     for (const auto &e : w.trace) {
-      nlohmann::json ev = {{"index", e.index}, {"statement", e.statement}, {"line", e.loc.line},
-                           {"iterations", e.iterations}};
+      nlohmann::json ev = {
+          {"index", e.index}, {"statement", e.statement}, {"line", e.loc.line}, {"iterations", e.iterations}};
       if (e.slot) ev["slot"] = *e.slot;
       t.push_back(ev);
     }
@@ -81,18 +82,16 @@ nlohmann::json to_json(const std::vector<FileResult> &files) {
     }
     for (const auto &u : f.units) {
       const auto &v = u.verdict;
-      nlohmann::json r = {{"file", f.source.path},
-                          {u.is_pipeline ? "pipeline" : "kernel", u.name},
-                          {"kernel", u.name},
-                          {"line", u.loc.line},
-                          {"verdict", verifier::to_string(v.status)},
-                          {"seconds", v.seconds}};
+      nlohmann::json r = {
+          {"file", f.source.path}, {u.is_pipeline ? "pipeline" : "kernel", u.name}, {"kernel", u.name},
+          {"line", u.loc.line},    {"verdict", verifier::to_string(v.status)},      {"seconds", v.seconds}};
       if (!v.reason.empty()) r["reason"] = v.reason;
       if (v.sram_bytes) r["sram_bytes"] = *v.sram_bytes;
       nlohmann::json fs = nlohmann::json::array();
       for (const auto &fd : v.findings) {
         nlohmann::json notes = nlohmann::json::array();
-        for (const auto &n : fd.notes) notes.push_back({{"line", n.loc.line}, {"message", n.message}});
+        for (const auto &n : fd.notes)
+          notes.push_back({{"line", n.loc.line}, {"message", n.message}});
         fs.push_back({{"rule", fd.rule},
                       {"severity", spec::to_string(fd.severity)},
                       {"line", fd.loc.line},
@@ -108,4 +107,4 @@ nlohmann::json to_json(const std::vector<FileResult> &files) {
   return {{"tool", "pipecheck"}, {"version", "0.1.0"}, {"results", results}};
 }
 
-}  // namespace pipecheck::reports
+} // namespace pipecheck::reports

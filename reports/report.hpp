@@ -24,7 +24,7 @@ struct UnitResult {
 /// One checked file: its parse/validation errors, or one result per unit.
 struct FileResult {
   spec::SourceFile source;
-  std::vector<spec::Diagnostic> errors;  ///< bad input: no units were checked
+  std::vector<spec::Diagnostic> errors; ///< bad input: no units were checked
   std::vector<UnitResult> units;
 };
 
@@ -43,4 +43,4 @@ nlohmann::json to_json(const std::vector<FileResult> &);
 /// The JSON of one finding's witness.
 nlohmann::json to_json(const verifier::Witness &);
 
-}  // namespace pipecheck::reports
+} // namespace pipecheck::reports

@@ -38,11 +38,12 @@ namespace {
 // writes raw binary to a terminal.
 std::string printable(const std::string &s) {
   std::string r;
-  for (unsigned char c : s) r += (c == '\t' || (c >= 0x20 && c != 0x7f) ) ? static_cast<char>(c) : '?';
+  for (unsigned char c : s)
+    r += (c == '\t' || (c >= 0x20 && c != 0x7f)) ? static_cast<char>(c) : '?';
   return r;
 }
 
-}  // namespace
+} // namespace
 
 void render(std::ostream &os, const SourceFile &src, const Diagnostic &d) {
   os << src.path;
@@ -56,7 +57,8 @@ void render(std::ostream &os, const SourceFile &src, const Diagnostic &d) {
       pad += l[i - 1] == '\t' ? '\t' : ' ';
     os << pad << "^\n";
   }
-  for (const auto &n : d.notes) render(os, src, n);
+  for (const auto &n : d.notes)
+    render(os, src, n);
 }
 
 std::string render(const SourceFile &src, const Diagnostic &d) {
@@ -65,4 +67,4 @@ std::string render(const SourceFile &src, const Diagnostic &d) {
   return os.str();
 }
 
-}  // namespace pipecheck::spec
+} // namespace pipecheck::spec

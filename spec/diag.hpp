@@ -35,4 +35,4 @@ struct Diagnostic {
 void render(std::ostream &, const SourceFile &, const Diagnostic &);
 std::string render(const SourceFile &, const Diagnostic &);
 
-}  // namespace pipecheck::spec
+} // namespace pipecheck::spec

@@ -22,7 +22,7 @@ std::optional<std::int64_t> checked(i128 v) {
   return static_cast<std::int64_t>(v);
 }
 
-}  // namespace
+} // namespace
 
 std::optional<std::int64_t> eval_int(const Expr &e, const Env &env) {
   switch (e.op) {
@@ -42,7 +42,8 @@ std::optional<std::int64_t> eval_int(const Expr &e, const Env &env) {
     if (!a) return std::nullopt;
     return *a == 0 ? 1 : 0;
   }
-  case Op::And: case Op::Or: {
+  case Op::And:
+  case Op::Or: {
     auto a = eval_int(e.args[0], env);
     if (!a) return std::nullopt;
     if (e.op == Op::And && *a == 0) return 0;
@@ -51,8 +52,18 @@ std::optional<std::int64_t> eval_int(const Expr &e, const Env &env) {
     if (!b) return std::nullopt;
     return *b != 0 ? 1 : 0;
   }
-  case Op::Add: case Op::Sub: case Op::Mul: case Op::FloorDiv: case Op::Mod: case Op::Pow:
-  case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: {
+  case Op::Add:
+  case Op::Sub:
+  case Op::Mul:
+  case Op::FloorDiv:
+  case Op::Mod:
+  case Op::Pow:
+  case Op::Eq:
+  case Op::Ne:
+  case Op::Lt:
+  case Op::Le:
+  case Op::Gt:
+  case Op::Ge: {
     auto a = eval_int(e.args[0], env);
     auto b = eval_int(e.args[1], env);
     if (!a || !b) return std::nullopt;
@@ -61,8 +72,12 @@ std::optional<std::int64_t> eval_int(const Expr &e, const Env &env) {
     case Op::Add: return checked(x + y);
     case Op::Sub: return checked(x - y);
     case Op::Mul: return checked(x * y);
-    case Op::FloorDiv: if (y == 0) return std::nullopt; return floor_div(*a, *b);
-    case Op::Mod: if (y == 0) return std::nullopt; return floor_mod(*a, *b);
+    case Op::FloorDiv:
+      if (y == 0) return std::nullopt;
+      return floor_div(*a, *b);
+    case Op::Mod:
+      if (y == 0) return std::nullopt;
+      return floor_mod(*a, *b);
     case Op::Pow: {
       if (y < 0 || y > 126) return std::nullopt;
       i128 r = 1;
@@ -96,12 +111,14 @@ std::optional<std::int64_t> eval_int(const Expr &e, const Env &env) {
     }
     if (e.name == "min" && v.size() >= 2) {
       std::int64_t m = v[0];
-      for (auto x : v) m = std::min(m, x);
+      for (auto x : v)
+        m = std::min(m, x);
       return m;
     }
     if (e.name == "max" && v.size() >= 2) {
       std::int64_t m = v[0];
-      for (auto x : v) m = std::max(m, x);
+      for (auto x : v)
+        m = std::max(m, x);
       return m;
     }
     if (e.name == "abs" && v.size() == 1) return checked(v[0] < 0 ? -static_cast<i128>(v[0]) : v[0]);
@@ -131,7 +148,8 @@ Expr substitute(const Expr &e, const std::map<std::string, Expr> &m) {
     return e;
   }
   Expr r = e;
-  for (auto &a : r.args) a = substitute(a, m);
+  for (auto &a : r.args)
+    a = substitute(a, m);
   return r;
 }
 
@@ -143,4 +161,4 @@ bool mentions(const Expr &e, const std::string &name) {
   return false;
 }
 
-}  // namespace pipecheck::spec
+} // namespace pipecheck::spec

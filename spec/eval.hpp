@@ -33,4 +33,4 @@ Expr substitute(const Expr &, const std::map<std::string, Expr> &);
 /// True when the expression mentions the variable `name`.
 bool mentions(const Expr &, const std::string &name);
 
-}  // namespace pipecheck::spec
+} // namespace pipecheck::spec

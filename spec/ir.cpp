@@ -10,9 +10,14 @@ std::ostream &operator<<(std::ostream &os, const Loc &l) { return os << l.line <
 
 int dtype_bytes(DType d) {
   switch (d) {
-  case DType::f32: case DType::i32: return 4;
-  case DType::f16: case DType::bf16: case DType::i16: return 2;
-  case DType::i8: case DType::u8: case DType::boolean: return 1;
+  case DType::f32:
+  case DType::i32: return 4;
+  case DType::f16:
+  case DType::bf16:
+  case DType::i16: return 2;
+  case DType::i8:
+  case DType::u8:
+  case DType::boolean: return 1;
   }
   return 4;
 }
@@ -34,8 +39,8 @@ const char *to_string(DType d) {
 }
 
 std::optional<DType> parse_dtype(const std::string &s) {
-  for (DType d : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i16, DType::i8,
-                  DType::u8, DType::boolean})
+  for (DType d :
+       {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i16, DType::i8, DType::u8, DType::boolean})
     if (s == to_string(d)) return d;
   return std::nullopt;
 }
@@ -142,7 +147,9 @@ bool operator==(const Expr &a, const Expr &b) {
   if (a.op != b.op) return false;
   switch (a.op) {
   case Op::Int: return a.int_value == b.int_value;
-  case Op::Float: return a.float_value == b.float_value || (a.float_value != a.float_value && b.float_value != b.float_value);
+  case Op::Float:
+    return a.float_value == b.float_value ||
+           (a.float_value != a.float_value && b.float_value != b.float_value);
   case Op::Name: return a.name == b.name;
   default: break;
   }
@@ -241,4 +248,4 @@ std::ostream &operator<<(std::ostream &os, const KernelSpec &k) { return os << p
 std::ostream &operator<<(std::ostream &os, const Program &p) { return os << print(p); }
 std::ostream &operator<<(std::ostream &os, const File &f) { return os << print(f); }
 
-}  // namespace pipecheck::spec
+} // namespace pipecheck::spec

@@ -34,20 +34,32 @@ std::optional<DType> parse_dtype(const std::string &);
 
 /// Expression operators. Leaves: Int, Float, Name, Zeros, Ellipsis, None.
 enum class Op {
-  Int,       ///< int_value
-  Float,     ///< float_value (also `inf`)
-  Name,      ///< a param, grid/loop variable, local binding or dtype name
-  Ref,       ///< name[args...]: a block load / slot / HBM region; args are subscripts
-  Ellipsis,  ///< `...` inside a subscript
-  Slice,     ///< lo:hi inside a subscript; args = {lo, hi}, each may be None
-  None,      ///< an absent slice bound
-  Zeros,     ///< `zeros`: a block of zeros shaped like the store target
-  Call,      ///< name(args...), kwargs in `kwarg_names` (parallel to trailing args)
-  Neg,       ///< -a
-  Not,       ///< not a
-  Add, Sub, Mul, Div, FloorDiv, Mod, Pow,
-  Eq, Ne, Lt, Le, Gt, Ge,
-  And, Or,
+  Int,      ///< int_value
+  Float,    ///< float_value (also `inf`)
+  Name,     ///< a param, grid/loop variable, local binding or dtype name
+  Ref,      ///< name[args...]: a block load / slot / HBM region; args are subscripts
+  Ellipsis, ///< `...` inside a subscript
+  Slice,    ///< lo:hi inside a subscript; args = {lo, hi}, each may be None
+  None,     ///< an absent slice bound
+  Zeros,    ///< `zeros`: a block of zeros shaped like the store target
+  Call,     ///< name(args...), kwargs in `kwarg_names` (parallel to trailing args)
+  Neg,      ///< -a
+  Not,      ///< not a
+  Add,
+  Sub,
+  Mul,
+  Div,
+  FloorDiv,
+  Mod,
+  Pow,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  And,
+  Or,
 };
 const char *to_string(Op);
 
@@ -83,8 +95,8 @@ std::ostream &operator<<(std::ostream &, const Expr &);
 
 /// Comments attached to a node for `fmt`; ignored by `==`.
 struct Comments {
-  std::vector<std::string> leading;  ///< full-line comments before the node, without '#'
-  std::string trailing;              ///< comment at the end of the node's first line
+  std::vector<std::string> leading; ///< full-line comments before the node, without '#'
+  std::string trailing;             ///< comment at the end of the node's first line
   friend bool operator==(const Comments &, const Comments &) { return true; }
 };
 
@@ -95,7 +107,7 @@ using Block = std::vector<Stmt>;
 
 /// `target[...] = value` or `target[...] += value` (a store into a ref).
 struct Assign {
-  Expr target;  ///< Op::Ref
+  Expr target; ///< Op::Ref
   bool accumulate = false;
   Expr value;
   friend bool operator==(const Assign &, const Assign &) = default;
@@ -117,7 +129,7 @@ struct If {
 /// `for var in range(lo, hi):`.
 struct For {
   std::string var;
-  Expr lo;  ///< Int 0 when written `range(hi)`
+  Expr lo; ///< Int 0 when written `range(hi)`
   Expr hi;
   Block body;
   friend bool operator==(const For &, const For &);
@@ -159,9 +171,9 @@ std::ostream &operator<<(std::ostream &, const Stmt &);
 /// `param name = value [in {d...}]` or `param name >= lo [<= hi]`.
 struct Param {
   std::string name;
-  std::optional<Expr> value;   ///< a fixed (default) value
-  std::vector<Expr> domain;    ///< fuzz domain, may be empty
-  std::optional<Expr> lo, hi;  ///< bounds of a symbolic param
+  std::optional<Expr> value;  ///< a fixed (default) value
+  std::vector<Expr> domain;   ///< fuzz domain, may be empty
+  std::optional<Expr> lo, hi; ///< bounds of a symbolic param
   Loc loc;
   Comments comments;
   bool is_symbolic() const { return !value.has_value(); }
@@ -178,7 +190,7 @@ const char *to_string(DimSemantics);
 
 /// `pl.Buffered(buffer_count, use_lookahead)` plus the revisit mode.
 struct PipelineMode {
-  std::optional<Expr> buffer_count;  ///< absent: the default (2)
+  std::optional<Expr> buffer_count; ///< absent: the default (2)
   bool lookahead = false;
   Revisit revisit = Revisit::immediate;
   friend bool operator==(const PipelineMode &, const PipelineMode &) = default;
@@ -199,7 +211,7 @@ struct Operand {
   std::vector<Expr> shape;
   /// Absent: the whole array. An element that is nullopt is `None` (squeezed).
   std::optional<std::vector<std::optional<Expr>>> block_shape;
-  std::optional<IndexMap> index_map;  ///< absent: all zeros
+  std::optional<IndexMap> index_map; ///< absent: all zeros
   MemorySpace memory_space = MemorySpace::vmem;
   PipelineMode pipeline_mode;
   Loc loc;
@@ -229,14 +241,14 @@ struct Setting {
 struct KernelSpec {
   std::string name;
   std::vector<Param> params;
-  std::optional<std::vector<Expr>> grid;  ///< absent: `()`
+  std::optional<std::vector<Expr>> grid; ///< absent: `()`
   Loc grid_loc;
   Comments grid_comments;
   std::optional<std::vector<DimSemantics>> dimension_semantics;
   Loc dimension_semantics_loc;
   Comments dimension_semantics_comments;
-  std::vector<Setting> settings;  ///< target, vmem_limit_bytes, max_concurrent_steps, delay_release
-  std::vector<Operand> operands;  ///< ins, outs and scratch, in source order
+  std::vector<Setting> settings; ///< target, vmem_limit_bytes, max_concurrent_steps, delay_release
+  std::vector<Operand> operands; ///< ins, outs and scratch, in source order
   std::vector<Alias> aliases;
   Block body;
   Loc loc;
@@ -257,7 +269,7 @@ const char *to_string(BufferKind);
 struct Buffer {
   BufferKind kind = BufferKind::sram;
   std::string name;
-  std::optional<Expr> slots;  ///< absent: not a ring (no slot index allowed)
+  std::optional<Expr> slots; ///< absent: not a ring (no slot index allowed)
   DType dtype = DType::f32;
   std::vector<Expr> shape;
   Loc loc;
@@ -281,8 +293,8 @@ struct Program {
 
 /// A `# expect: rule[, rule...]` comment (clang -verify style).
 struct Expectation {
-  int line = 0;        ///< the line the comment is on
-  std::string rule;    ///< a rule id, or "verified"
+  int line = 0;     ///< the line the comment is on
+  std::string rule; ///< a rule id, or "verified"
   Loc loc;
   friend bool operator==(const Expectation &, const Expectation &) = default;
 };
@@ -291,7 +303,7 @@ struct Expectation {
 struct File {
   std::vector<std::variant<KernelSpec, Program>> units;
   std::vector<Expectation> expectations;
-  Comments trailing;  ///< comments after the last unit (in `leading`)
+  Comments trailing; ///< comments after the last unit (in `leading`)
   /// Units only: expectations and comments are source text, not IR.
   friend bool operator==(const File &a, const File &b) { return a.units == b.units; }
 };
@@ -305,4 +317,4 @@ const std::string &unit_name(const std::variant<KernelSpec, Program> &);
 /// The source line of a unit's header.
 Loc unit_loc(const std::variant<KernelSpec, Program> &);
 
-}  // namespace pipecheck::spec
+} // namespace pipecheck::spec

@@ -29,16 +29,14 @@ private:
   std::size_t i_ = 0;
   int line_ = 1;
   std::size_t line_start_ = 0;
-  int depth_ = 0;  // bracket depth
+  int depth_ = 0; // bracket depth
   std::vector<int> indents_{0};
-  char indent_char_ = 0;  // ' ' or '\t' once seen
+  char indent_char_ = 0; // ' ' or '\t' once seen
   Loc indent_char_loc_;
   LexResult out_;
 
   Loc here() const { return Loc{line_, static_cast<int>(i_ - line_start_) + 1}; }
-  [[noreturn]] void fail(Loc l, std::string msg) {
-    throw Diagnostic{Severity::error, l, std::move(msg), {}};
-  }
+  [[noreturn]] void fail(Loc l, std::string msg) { throw Diagnostic{Severity::error, l, std::move(msg), {}}; }
   void push(Tok k, std::string text, Loc l) { out_.tokens.push_back(Token{k, std::move(text), l}); }
 
   void newline_char() {
@@ -57,12 +55,14 @@ private:
         ++j;
       }
       std::size_t k = j;
-      while (k < s_.size() && s_[k] == '\r') ++k;
+      while (k < s_.size() && s_[k] == '\r')
+        ++k;
       if (k >= s_.size() || s_[k] == '\n' || s_[k] == '#') {
         // Blank or comment-only line: no indentation tokens.
         i_ = j;
         if (i_ < s_.size() && s_[i_] == '#') comment(true);
-        while (i_ < s_.size() && s_[i_] == '\r') ++i_;
+        while (i_ < s_.size() && s_[i_] == '\r')
+          ++i_;
         if (i_ < s_.size() && s_[i_] == '\n') newline_char();
         continue;
       }
@@ -82,7 +82,8 @@ private:
       Loc first = here();
       if (width > indents_.back()) {
         if (static_cast<int>(indents_.size()) > kMaxIndentDepth)
-          fail(first, "blocks are nested too deeply (more than " + std::to_string(kMaxIndentDepth) + " levels)");
+          fail(first,
+               "blocks are nested too deeply (more than " + std::to_string(kMaxIndentDepth) + " levels)");
         indents_.push_back(width);
         push(Tok::Indent, "", first);
       } else {
@@ -105,11 +106,13 @@ private:
 
   void comment(bool own_line) {
     Loc l = here();
-    ++i_;  // '#'
+    ++i_; // '#'
     std::size_t b = i_;
-    while (i_ < s_.size() && s_[i_] != '\n') ++i_;
+    while (i_ < s_.size() && s_[i_] != '\n')
+      ++i_;
     std::string text = s_.substr(b, i_ - b);
-    while (!text.empty() && text.back() == '\r') text.pop_back();
+    while (!text.empty() && text.back() == '\r')
+      text.pop_back();
     out_.comments.push_back(Comment{l, text, own_line});
   }
 
@@ -148,7 +151,8 @@ private:
       Loc l = here();
       if (name_start(c)) {
         std::size_t b = i_;
-        while (i_ < s_.size() && name_char(s_[i_])) ++i_;
+        while (i_ < s_.size() && name_char(s_[i_]))
+          ++i_;
         push(Tok::Name, s_.substr(b, i_ - b), l);
         continue;
       }
@@ -157,9 +161,9 @@ private:
         number(l);
         continue;
       }
-      static const char *puncts[] = {"...", "**", "//", "->", "==", "!=", "<=", ">=", "+=",
-                                     "(",   ")",  "[",  "]",  "{",  "}",  ",",  ":",  "=",
-                                     "<",   ">",  "+",  "-",  "*",  "/",  "%"};
+      static const char *puncts[] = {
+          "...", "**", "//", "->", "==", "!=", "<=", ">=", "+=", "(", ")", "[", "]",
+          "{",   "}",  ",",  ":",  "=",  "<",  ">",  "+",  "-",  "*", "/", "%"};
       bool matched = false;
       for (const char *p : puncts) {
         std::size_t n = std::char_traits<char>::length(p);
@@ -195,7 +199,8 @@ private:
     std::size_t b = i_;
     bool is_float = false;
     auto digits = [&] {
-      while (i_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_')) ++i_;
+      while (i_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_'))
+        ++i_;
     };
     digits();
     if (i_ < s_.size() && s_[i_] == '.' && !(i_ + 1 < s_.size() && s_[i_ + 1] == '.')) {
@@ -222,8 +227,8 @@ private:
   }
 };
 
-}  // namespace
+} // namespace
 
 LexResult lex(const SourceFile &src) { return Lexer(src).run(); }
 
-}  // namespace pipecheck::spec
+} // namespace pipecheck::spec

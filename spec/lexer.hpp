@@ -13,23 +13,23 @@ enum class Tok { Name, Int, Float, Punct, Newline, Indent, Dedent, End };
 
 struct Token {
   Tok kind = Tok::End;
-  std::string text;  ///< the spelling (Name, Punct, Int, Float)
+  std::string text; ///< the spelling (Name, Punct, Int, Float)
   Loc loc;
 };
 
 struct Comment {
   Loc loc;
-  std::string text;  ///< after '#', unchanged
+  std::string text; ///< after '#', unchanged
   bool own_line = false;
 };
 
 struct LexResult {
   std::vector<Token> tokens;
   std::vector<Comment> comments;
-  std::vector<Diagnostic> errors;  ///< at most one: lexing stops at the first error
+  std::vector<Diagnostic> errors; ///< at most one: lexing stops at the first error
 };
 
 /// Tokenizes `src`. Never throws.
 LexResult lex(const SourceFile &src);
 
-}  // namespace pipecheck::spec
+} // namespace pipecheck::spec

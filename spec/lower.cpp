@@ -23,12 +23,12 @@ struct Fail {
 struct Opnd {
   const Operand *op = nullptr;
   std::vector<std::int64_t> shape;
-  std::vector<std::optional<std::int64_t>> block;  // nullopt: squeezed
+  std::vector<std::optional<std::int64_t>> block; // nullopt: squeezed
   std::int64_t buffers = 2;
-  bool windowed = true;  // false: memory_space=any/hbm (the body copies by hand)
+  bool windowed = true; // false: memory_space=any/hbm (the body copies by hand)
   std::string hbm, window;
-  std::vector<std::vector<std::int64_t>> blk;  // block index per step
-  bool acc = false;  // GPU scratch used as a wgmma accumulator
+  std::vector<std::vector<std::int64_t>> blk; // block index per step
+  bool acc = false;                           // GPU scratch used as a wgmma accumulator
 };
 
 std::int64_t ev(const Expr &e, const Env &env) {
@@ -57,7 +57,8 @@ public:
       if (auto *s = k_.setting("target"); s && s->value.op == Op::Name) target = s->value.name;
     gpu_ = target.rfind("h100", 0) == 0 || target.rfind("h200", 0) == 0;
     if (k_.grid)
-      for (auto &g : *k_.grid) grid_.push_back(ev(g, env_));
+      for (auto &g : *k_.grid)
+        grid_.push_back(ev(g, env_));
     steps_ = 1;
     for (auto g : grid_) {
       if (g < 0) throw Fail{k_.grid_loc, "negative grid extent"};
@@ -75,27 +76,34 @@ public:
     }
     setup_operands();
     declare_buffers();
-    if (gpu_) emit_gpu();
-    else emit_tpu();
+    if (gpu_)
+      emit_gpu();
+    else
+      emit_tpu();
     Lowered out;
     out.program = std::move(prog_);
-    for (auto &x : ops_) out.bindings.push_back({x.op->name, x.op->role, x.hbm, x.window});
+    for (auto &x : ops_)
+      out.bindings.push_back({x.op->name, x.op->role, x.hbm, x.window});
     return out;
   }
 
 private:
   void setup_operands() {
-    std::map<std::string, std::string> alias_of;  // output -> input
-    for (auto &a : k_.aliases) alias_of[a.output] = a.input;
+    std::map<std::string, std::string> alias_of; // output -> input
+    for (auto &a : k_.aliases)
+      alias_of[a.output] = a.input;
     for (auto &o : k_.operands) {
       Opnd x;
       x.op = &o;
-      for (auto &e : o.shape) x.shape.push_back(ev(e, env_));
+      for (auto &e : o.shape)
+        x.shape.push_back(ev(e, env_));
       if (o.block_shape) {
         if (o.block_shape->size() != x.shape.size()) throw Fail{o.loc, "block rank differs from the array's"};
-        for (auto &b : *o.block_shape) x.block.push_back(b ? std::optional(ev(*b, env_)) : std::nullopt);
+        for (auto &b : *o.block_shape)
+          x.block.push_back(b ? std::optional(ev(*b, env_)) : std::nullopt);
       } else {
-        for (auto v : x.shape) x.block.push_back(v);
+        for (auto v : x.shape)
+          x.block.push_back(v);
       }
       if (o.role == Role::scratch) {
         x.windowed = false;
@@ -113,15 +121,18 @@ private:
           if (o.index_map->params.size() != grid_.size())
             throw Fail{o.loc, "index map takes " + std::to_string(o.index_map->params.size()) +
                                   " grid indices, the grid has " + std::to_string(grid_.size())};
-          for (std::size_t a = 0; a < grid_.size(); ++a) e[o.index_map->params[a]] = coords_[s][a];
-          for (auto &r : o.index_map->results) b.push_back(ev(r, e));
+          for (std::size_t a = 0; a < grid_.size(); ++a)
+            e[o.index_map->params[a]] = coords_[s][a];
+          for (auto &r : o.index_map->results)
+            b.push_back(ev(r, e));
           if (b.size() != x.shape.size()) throw Fail{o.loc, "index map rank differs from the array's"};
         } else {
           b.assign(x.shape.size(), 0);
         }
         x.blk.push_back(b);
       }
-      if (o.pipeline_mode.buffer_count) x.buffers = ev(*o.pipeline_mode.buffer_count, env_);
+      if (o.pipeline_mode.buffer_count)
+        x.buffers = ev(*o.pipeline_mode.buffer_count, env_);
       else if (!gpu_) {
         // A trivial window (the whole array, never moving) is single-buffered.
         bool trivial = true;
@@ -159,7 +170,8 @@ private:
 
   static std::vector<Expr> ints(const std::vector<std::int64_t> &v) {
     std::vector<Expr> out;
-    for (auto x : v) out.push_back(Expr::integer(x));
+    for (auto x : v)
+      out.push_back(Expr::integer(x));
     return out;
   }
 
@@ -258,7 +270,8 @@ private:
   Expr rewrite(const Expr &e, std::int64_t s) {
     if (e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs") && e.args.size() == 1) {
       std::int64_t a = ev(e.args[0], env_);
-      if (a < 0 || a >= static_cast<std::int64_t>(grid_.size())) throw Fail{e.loc, "no grid axis " + std::to_string(a)};
+      if (a < 0 || a >= static_cast<std::int64_t>(grid_.size()))
+        throw Fail{e.loc, "no grid axis " + std::to_string(a)};
       return Expr::integer(e.name == "program_id" ? coords_[s][a] : grid_[a], e.loc);
     }
     if (e.op == Op::Name && env_.count(e.name) && !find(e.name)) return Expr::integer(env_.at(e.name), e.loc);
@@ -266,7 +279,8 @@ private:
       if (Opnd *x = find(e.name)) {
         std::vector<Expr> subs;
         if (e.op == Op::Ref)
-          for (auto &a : e.args) subs.push_back(rewrite(a, s));
+          for (auto &a : e.args)
+            subs.push_back(rewrite(a, s));
         bool whole = subs.empty() || (subs.size() == 1 && subs[0].op == Op::Ellipsis);
         if (x->op->role == Role::scratch) {
           if (whole) return Expr::ref(x->op->name, {Expr::leaf(Op::Ellipsis)}, e.loc);
@@ -278,12 +292,14 @@ private:
         }
         std::vector<Expr> args{Expr::integer(cur_slot_.at(x->op->name))};
         if (!whole)
-          for (auto &a : subs) args.push_back(a);
+          for (auto &a : subs)
+            args.push_back(a);
         return Expr::ref(x->window, args, e.loc);
       }
     }
     Expr out = e;
-    for (auto &a : out.args) a = rewrite(a, s);
+    for (auto &a : out.args)
+      a = rewrite(a, s);
     if (out.op != Op::Ref && out.op != Op::Slice && out.op != Op::Call)
       if (auto v = eval_int(out, {}); v && out.op != Op::Int && out.op != Op::Float && out.op != Op::Name)
         return Expr::integer(*v, e.loc);
@@ -351,8 +367,8 @@ private:
   void emit_tpu() {
     out_ = &prog_.body;
     struct InState {
-      std::vector<std::int64_t> unit_start;  // first step of each unit
-      std::vector<std::int64_t> unit_of;     // unit of each step
+      std::vector<std::int64_t> unit_start; // first step of each unit
+      std::vector<std::int64_t> unit_of;    // unit of each step
       std::int64_t issued = 0;
     };
     std::map<std::string, InState> ins;
@@ -446,10 +462,11 @@ private:
     if (steps_ == 0) return;
     std::int64_t d = 0;
     if (auto *s = k_.setting("delay_release")) d = ev(s->value, env_);
-    std::deque<std::pair<Opnd *, std::int64_t>> outs;  // in-flight copy-outs (operand, slot)
+    std::deque<std::pair<Opnd *, std::int64_t>> outs; // in-flight copy-outs (operand, slot)
     for (auto &x : ops_)
       if (x.windowed && x.op->role == Role::in)
-        for (std::int64_t t = 0; t < x.buffers && t < steps_; ++t) in_start(x, t, t % x.buffers);
+        for (std::int64_t t = 0; t < x.buffers && t < steps_; ++t)
+          in_start(x, t, t % x.buffers);
     auto moves = [&](const Opnd &x) {
       for (std::int64_t s = 1; s < steps_; ++s)
         if (x.blk[s] != x.blk[0]) return true;
@@ -507,7 +524,8 @@ private:
       out_start(x, steps_ - 1, k);
       outs.push_back({&x, k});
     }
-    for (auto &o : outs) out_wait(*o.first, o.second);
+    for (auto &o : outs)
+      out_wait(*o.first, o.second);
   }
 
   const KernelSpec &k_;
@@ -524,7 +542,7 @@ private:
   bool in_flight_ = false;
 };
 
-}  // namespace
+} // namespace
 
 std::optional<Lowered> lower(const KernelSpec &k, const LowerOptions &o, std::vector<Diagnostic> &errors) {
   try {
@@ -539,4 +557,4 @@ std::optional<Lowered> lower(const KernelSpec &k, const LowerOptions &o, std::ve
   }
 }
 
-}  // namespace pipecheck::spec
+} // namespace pipecheck::spec

@@ -16,16 +16,16 @@
 namespace pipecheck::spec {
 
 struct LowerOptions {
-  Env overrides;                      ///< --set NAME=VALUE
-  std::optional<std::string> target;  ///< --target; else the spec's `target =`
+  Env overrides;                     ///< --set NAME=VALUE
+  std::optional<std::string> target; ///< --target; else the spec's `target =`
 };
 
 /// How a kernel operand appears in the lowered program.
 struct BufferBinding {
-  std::string operand;      ///< the KernelSpec operand name
+  std::string operand; ///< the KernelSpec operand name
   Role role = Role::in;
-  std::string hbm;          ///< the hbm buffer holding the whole array ("" for scratch)
-  std::string window;       ///< the sram/smem buffer (a slot ring, or a single buffer)
+  std::string hbm;    ///< the hbm buffer holding the whole array ("" for scratch)
+  std::string window; ///< the sram/smem buffer (a slot ring, or a single buffer)
   friend bool operator==(const BufferBinding &, const BufferBinding &) = default;
 };
 
@@ -37,7 +37,6 @@ struct Lowered {
 /// Lowers a validated kernel spec with every param bound (values, overrides).
 /// Returns nullopt and appends located errors when it cannot (e.g. a symbolic
 /// grid extent, or a construct the emitter does not support).
-std::optional<Lowered> lower(const KernelSpec &, const LowerOptions &,
-                             std::vector<Diagnostic> &errors);
+std::optional<Lowered> lower(const KernelSpec &, const LowerOptions &, std::vector<Diagnostic> &errors);
 
-}  // namespace pipecheck::spec
+} // namespace pipecheck::spec

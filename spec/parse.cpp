@@ -15,9 +15,9 @@ namespace {
 
 constexpr int kMaxExprDepth = 200;
 
-const std::set<std::string> kReserved = {"kernel", "pipeline", "param", "in", "out", "scratch",
-                                         "alias", "body", "when", "if", "else", "elif", "for",
-                                         "and", "or", "not", "None", "zeros"};
+const std::set<std::string> kReserved = {"kernel", "pipeline", "param", "in",  "out",  "scratch",
+                                         "alias",  "body",     "when",  "if",  "else", "elif",
+                                         "for",    "and",      "or",    "not", "None", "zeros"};
 
 class Parser {
 public:
@@ -64,7 +64,8 @@ private:
   static std::string describe(const Token &t) {
     switch (t.kind) {
     case Tok::Name: return "'" + t.text + "'";
-    case Tok::Int: case Tok::Float: return "number " + t.text;
+    case Tok::Int:
+    case Tok::Float: return "number " + t.text;
     case Tok::Punct: return "'" + t.text + "'";
     case Tok::Newline: return "end of line";
     case Tok::Indent: return "an indented block";
@@ -89,7 +90,8 @@ private:
   }
   std::string identifier(const char *what) {
     if (peek().kind != Tok::Name) expected(what);
-    if (kReserved.count(peek().text)) fail(peek().loc, "'" + peek().text + "' is a keyword and cannot be used as " + what);
+    if (kReserved.count(peek().text))
+      fail(peek().loc, "'" + peek().text + "' is a keyword and cannot be used as " + what);
     return advance().text;
   }
   void expect_newline() {
@@ -138,7 +140,8 @@ private:
   // -------------------------------------------------------------------- file
   File file() {
     File f;
-    while (peek().kind == Tok::Newline) advance();
+    while (peek().kind == Tok::Newline)
+      advance();
     while (peek().kind != Tok::End) {
       if (peek().kind == Tok::Indent) fail(peek().loc, "unexpected indentation at top level");
       if (is_name("kernel")) {
@@ -148,10 +151,12 @@ private:
       } else {
         expected("'kernel' or 'pipeline'");
       }
-      while (peek().kind == Tok::Newline) advance();
+      while (peek().kind == Tok::Newline)
+        advance();
     }
     f.trailing.leading = take_leading(std::numeric_limits<int>::max());
-    for (const auto &c : lx_.comments) add_expectations(f, c);
+    for (const auto &c : lx_.comments)
+      add_expectations(f, c);
     return f;
   }
 
@@ -211,8 +216,8 @@ private:
         k.dimension_semantics_loc = l;
         k.dimension_semantics_comments = item_comments(l);
         expect_newline();
-      } else if (t.text == "target" || t.text == "vmem_limit_bytes" ||
-                 t.text == "max_concurrent_steps" || t.text == "delay_release") {
+      } else if (t.text == "target" || t.text == "vmem_limit_bytes" || t.text == "max_concurrent_steps" ||
+                 t.text == "delay_release") {
         if (!seen_settings.insert(t.text).second) fail(l, "duplicate '" + t.text + "'");
         Setting s;
         s.key = advance().text;
@@ -322,10 +327,14 @@ private:
       Loc l = peek().loc;
       if (peek().kind != Tok::Name) expected("parallel, arbitrary or sequential");
       std::string s = advance().text;
-      if (s == "parallel") r.push_back(DimSemantics::parallel);
-      else if (s == "arbitrary") r.push_back(DimSemantics::arbitrary);
-      else if (s == "sequential") r.push_back(DimSemantics::sequential);
-      else fail(l, "unknown dimension semantics '" + s + "'; expected parallel, arbitrary or sequential");
+      if (s == "parallel")
+        r.push_back(DimSemantics::parallel);
+      else if (s == "arbitrary")
+        r.push_back(DimSemantics::arbitrary);
+      else if (s == "sequential")
+        r.push_back(DimSemantics::sequential);
+      else
+        fail(l, "unknown dimension semantics '" + s + "'; expected parallel, arbitrary or sequential");
       if (!is_punct(",")) break;
       advance();
     }
@@ -423,17 +432,25 @@ private:
       } else if (key == "revisit") {
         Loc vl = peek().loc;
         std::string v = peek().kind == Tok::Name ? advance().text : "";
-        if (v == "any") o.pipeline_mode.revisit = Revisit::any;
-        else if (v == "immediate") o.pipeline_mode.revisit = Revisit::immediate;
-        else fail(vl, "expected 'any' or 'immediate' for revisit");
+        if (v == "any")
+          o.pipeline_mode.revisit = Revisit::any;
+        else if (v == "immediate")
+          o.pipeline_mode.revisit = Revisit::immediate;
+        else
+          fail(vl, "expected 'any' or 'immediate' for revisit");
       } else if (key == "memory_space") {
         Loc vl = peek().loc;
         std::string v = peek().kind == Tok::Name ? advance().text : "";
-        if (v == "vmem") o.memory_space = MemorySpace::vmem;
-        else if (v == "any") o.memory_space = MemorySpace::any;
-        else if (v == "smem") o.memory_space = MemorySpace::smem;
-        else if (v == "hbm") o.memory_space = MemorySpace::hbm;
-        else fail(vl, "expected vmem, any, smem or hbm for memory_space");
+        if (v == "vmem")
+          o.memory_space = MemorySpace::vmem;
+        else if (v == "any")
+          o.memory_space = MemorySpace::any;
+        else if (v == "smem")
+          o.memory_space = MemorySpace::smem;
+        else if (v == "hbm")
+          o.memory_space = MemorySpace::hbm;
+        else
+          fail(vl, "expected vmem, any, smem or hbm for memory_space");
       } else {
         fail(l, "unknown operand option '" + key +
                     "'; expected block, index, buffered, revisit or memory_space");
@@ -473,8 +490,10 @@ private:
     Buffer b;
     b.loc = peek().loc;
     std::string kind = advance().text;
-    b.kind = kind == "hbm" ? BufferKind::hbm : kind == "sram" ? BufferKind::sram
-             : kind == "smem" ? BufferKind::smem : BufferKind::acc;
+    b.kind = kind == "hbm"    ? BufferKind::hbm
+             : kind == "sram" ? BufferKind::sram
+             : kind == "smem" ? BufferKind::smem
+                              : BufferKind::acc;
     b.name = identifier("a buffer name");
     if (is_punct("[")) {
       advance();
@@ -494,7 +513,8 @@ private:
     if (peek().kind != Tok::Indent) expected("an indented block");
     advance();
     Block b;
-    while (peek().kind != Tok::Dedent && peek().kind != Tok::End) b.push_back(statement(depth + 1));
+    while (peek().kind != Tok::Dedent && peek().kind != Tok::End)
+      b.push_back(statement(depth + 1));
     if (peek().kind == Tok::Dedent) advance();
     return b;
   }
@@ -624,8 +644,8 @@ private:
       std::string trailing = item_comments(el).trailing;
       expect_newline();
       f.else_body = block(depth);
-      if (!trailing.empty() && !f.else_body.empty()) f.else_body.front().comments.leading.insert(
-          f.else_body.front().comments.leading.begin(), trailing);
+      if (!trailing.empty() && !f.else_body.empty())
+        f.else_body.front().comments.leading.insert(f.else_body.front().comments.leading.begin(), trailing);
     }
     return f;
   }
@@ -660,7 +680,7 @@ private:
       lo = expr();
       if (!is_punct(":")) return lo;
     }
-    advance();  // ':'
+    advance(); // ':'
     Expr hi = Expr::leaf(Op::None, peek().loc);
     if (!is_punct(",") && !is_punct("]")) hi = expr();
     Expr s = Expr::binary(Op::Slice, std::move(lo), std::move(hi), l);
@@ -704,7 +724,7 @@ private:
   Expr comparison() {
     Expr a = arith();
     static const std::pair<const char *, Op> ops[] = {{"==", Op::Eq}, {"!=", Op::Ne}, {"<", Op::Lt},
-                                                       {"<=", Op::Le}, {">", Op::Gt}, {">=", Op::Ge}};
+                                                      {"<=", Op::Le}, {">", Op::Gt},  {">=", Op::Ge}};
     for (auto [s, op] : ops) {
       if (is_punct(s)) {
         Loc l = advance().loc;
@@ -820,7 +840,8 @@ private:
         advance();
       }
       expect_punct(")");
-      for (auto &k : kwargs) c.args.push_back(std::move(k));
+      for (auto &k : kwargs)
+        c.args.push_back(std::move(k));
       return c;
     }
     if (is_punct("[")) return Expr::ref(name, subscripts(), l);
@@ -828,7 +849,7 @@ private:
   }
 };
 
-}  // namespace
+} // namespace
 
 ParseResult parse(const SourceFile &src) {
   LexResult lx = lex(src);
@@ -846,4 +867,4 @@ ParseResult parse_and_validate(const SourceFile &src) {
   return r;
 }
 
-}  // namespace pipecheck::spec
+} // namespace pipecheck::spec

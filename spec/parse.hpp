@@ -10,8 +10,8 @@
 namespace pipecheck::spec {
 
 struct ParseResult {
-  std::optional<File> file;         ///< set when there are no errors
-  std::vector<Diagnostic> errors;   ///< the first syntax error (parsing stops there)
+  std::optional<File> file;       ///< set when there are no errors
+  std::vector<Diagnostic> errors; ///< the first syntax error (parsing stops there)
 };
 
 /// Parses a whole file. Never throws; bad input yields a located error.
@@ -21,4 +21,4 @@ ParseResult parse(const SourceFile &);
 /// Parses and validates (spec/validate.hpp): a File only when both succeed.
 ParseResult parse_and_validate(const SourceFile &);
 
-}  // namespace pipecheck::spec
+} // namespace pipecheck::spec

@@ -14,9 +14,18 @@ int prec(const Expr &e) {
   case Op::Or: return 1;
   case Op::And: return 2;
   case Op::Not: return 3;
-  case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: return 4;
-  case Op::Add: case Op::Sub: return 5;
-  case Op::Mul: case Op::Div: case Op::FloorDiv: case Op::Mod: return 6;
+  case Op::Eq:
+  case Op::Ne:
+  case Op::Lt:
+  case Op::Le:
+  case Op::Gt:
+  case Op::Ge: return 4;
+  case Op::Add:
+  case Op::Sub: return 5;
+  case Op::Mul:
+  case Op::Div:
+  case Op::FloorDiv:
+  case Op::Mod: return 6;
   case Op::Neg: return 7;
   case Op::Pow: return 8;
   case Op::Int: return e.int_value < 0 ? 7 : 9;
@@ -98,7 +107,12 @@ void emit(std::ostream &os, const Expr &e) {
     os << " ** ";
     emit_at(os, e.args[1], 7);
     return;
-  case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
+  case Op::Eq:
+  case Op::Ne:
+  case Op::Lt:
+  case Op::Le:
+  case Op::Gt:
+  case Op::Ge:
     emit_at(os, e.args[0], 5);
     os << " " << to_string(e.op) << " ";
     emit_at(os, e.args[1], 5);
@@ -116,7 +130,8 @@ void emit(std::ostream &os, const Expr &e) {
 std::string pad(int indent) { return std::string(static_cast<std::size_t>(indent) * 4, ' '); }
 
 void leading(std::ostream &os, const Comments &c, int indent) {
-  for (const auto &l : c.leading) os << pad(indent) << "#" << l << "\n";
+  for (const auto &l : c.leading)
+    os << pad(indent) << "#" << l << "\n";
 }
 void end_line(std::ostream &os, const Comments &c) {
   if (!c.trailing.empty()) os << "  #" << c.trailing;
@@ -176,7 +191,8 @@ void emit_stmt(std::ostream &os, const Stmt &s, int indent) {
         } else if constexpr (std::is_same_v<T, Copy>) {
           os << to_string(k.kind) << "(";
           switch (k.kind) {
-          case CopyKind::in_start: case CopyKind::out_start:
+          case CopyKind::in_start:
+          case CopyKind::out_start:
             emit(os, k.src);
             os << ", ";
             emit(os, k.dst);
@@ -206,7 +222,8 @@ void emit_stmt(std::ostream &os, const Stmt &s, int indent) {
 }
 
 void emit_block(std::ostream &os, const Block &b, int indent) {
-  for (const auto &s : b) emit_stmt(os, s, indent);
+  for (const auto &s : b)
+    emit_stmt(os, s, indent);
 }
 
 void emit_param(std::ostream &os, const Param &p) {
@@ -241,7 +258,8 @@ void emit_kernel(std::ostream &os, const KernelSpec &k) {
   leading(os, k.comments, 0);
   os << "kernel " << k.name << ":";
   end_line(os, k.comments);
-  for (const auto &p : k.params) emit_param(os, p);
+  for (const auto &p : k.params)
+    emit_param(os, p);
   if (k.grid) {
     leading(os, k.grid_comments, 1);
     os << pad(1) << "grid = (";
@@ -273,8 +291,10 @@ void emit_kernel(std::ostream &os, const KernelSpec &k) {
       for (std::size_t i = 0; i < o.block_shape->size(); ++i) {
         if (i) os << ", ";
         const auto &b = (*o.block_shape)[i];
-        if (b) emit(os, *b);
-        else os << "None";
+        if (b)
+          emit(os, *b);
+        else
+          os << "None";
       }
       if (o.block_shape->size() == 1) os << ",";
       os << ")";
@@ -289,8 +309,10 @@ void emit_kernel(std::ostream &os, const KernelSpec &k) {
     }
     if (o.pipeline_mode.buffer_count) {
       os << " buffered=";
-      if (o.pipeline_mode.lookahead) os << "(" << print(*o.pipeline_mode.buffer_count) << ", lookahead)";
-      else os << print(*o.pipeline_mode.buffer_count);
+      if (o.pipeline_mode.lookahead)
+        os << "(" << print(*o.pipeline_mode.buffer_count) << ", lookahead)";
+      else
+        os << print(*o.pipeline_mode.buffer_count);
     } else if (o.pipeline_mode.lookahead) {
       os << " buffered=(2, lookahead)";
     }
@@ -315,7 +337,8 @@ void emit_program(std::ostream &os, const Program &p) {
   leading(os, p.comments, 0);
   os << "pipeline " << p.name << ":";
   end_line(os, p.comments);
-  for (const auto &q : p.params) emit_param(os, q);
+  for (const auto &q : p.params)
+    emit_param(os, q);
   for (const auto &b : p.buffers) {
     leading(os, b.comments, 1);
     os << pad(1) << to_string(b.kind) << " " << b.name;
@@ -327,7 +350,7 @@ void emit_program(std::ostream &os, const Program &p) {
   emit_block(os, p.body, 1);
 }
 
-}  // namespace
+} // namespace
 
 std::string print(const Expr &e) {
   std::ostringstream os;
@@ -363,9 +386,10 @@ std::string print(const File &f) {
   }
   if (!f.trailing.leading.empty()) {
     if (!first) os << "\n";
-    for (const auto &l : f.trailing.leading) os << "#" << l << "\n";
+    for (const auto &l : f.trailing.leading)
+      os << "#" << l << "\n";
   }
   return os.str();
 }
 
-}  // namespace pipecheck::spec
+} // namespace pipecheck::spec

@@ -16,4 +16,4 @@ std::string print(const Stmt &, int indent = 0);
 /// An expression with the fewest parentheses that keep its structure.
 std::string print(const Expr &);
 
-}  // namespace pipecheck::spec
+} // namespace pipecheck::spec

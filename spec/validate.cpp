@@ -22,11 +22,11 @@ struct FnSig {
 
 const std::map<std::string, FnSig> &functions() {
   static const std::map<std::string, FnSig> f = {
-      {"cdiv", {2, 2, {}}},         {"min", {2, 8, {}}},        {"max", {1, 8, {"axis"}}},
-      {"abs", {1, 1, {}}},          {"program_id", {1, 1, {}}}, {"num_programs", {1, 1, {}}},
-      {"dot", {2, 2, {}}},          {"transpose", {1, 1, {}}},  {"sum", {1, 1, {"axis"}}},
-      {"exp", {1, 1, {}}},          {"neg", {1, 1, {}}},        {"maximum", {2, 2, {}}},
-      {"minimum", {2, 2, {}}},      {"full", {1, 1, {}}},       {"cast", {2, 2, {}}},
+      {"cdiv", {2, 2, {}}},    {"min", {2, 8, {}}},        {"max", {1, 8, {"axis"}}},
+      {"abs", {1, 1, {}}},     {"program_id", {1, 1, {}}}, {"num_programs", {1, 1, {}}},
+      {"dot", {2, 2, {}}},     {"transpose", {1, 1, {}}},  {"sum", {1, 1, {"axis"}}},
+      {"exp", {1, 1, {}}},     {"neg", {1, 1, {}}},        {"maximum", {2, 2, {}}},
+      {"minimum", {2, 2, {}}}, {"full", {1, 1, {}}},       {"cast", {2, 2, {}}},
   };
   return f;
 }
@@ -39,7 +39,7 @@ public:
 
   // --------------------------------------------------------------- params
   Env env;                      // values of params known so far
-  std::set<std::string> params;  // names of params defined so far
+  std::set<std::string> params; // names of params defined so far
 
   void check_params(const std::vector<Param> &ps, std::set<std::string> &names) {
     for (const auto &p : ps) {
@@ -53,8 +53,10 @@ public:
         return unknown.empty();
       };
       if (p.value && only_params(*p.value, "value")) {
-        if (auto v = eval_int(*p.value, env)) env[p.name] = *v;
-        else error(p.value->loc, "the value of param '" + p.name + "' is not an integer");
+        if (auto v = eval_int(*p.value, env))
+          env[p.name] = *v;
+        else
+          error(p.value->loc, "the value of param '" + p.name + "' is not an integer");
       }
       for (const auto &d : p.domain) {
         if (only_params(d, "domain") && !eval_int(d, env))
@@ -70,8 +72,8 @@ public:
         if (!hi) error(p.hi->loc, "the upper bound of param '" + p.name + "' is not an integer");
       }
       if (lo && hi && *hi < *lo)
-        error(p.hi->loc, "param '" + p.name + "' has an empty range: " + std::to_string(*lo) +
-                             " > " + std::to_string(*hi));
+        error(p.hi->loc, "param '" + p.name + "' has an empty range: " + std::to_string(*lo) + " > " +
+                             std::to_string(*hi));
       params.insert(p.name);
     }
   }
@@ -80,7 +82,8 @@ public:
   static void collect_unknown(const Expr &e, const std::set<std::string> &known,
                               std::vector<const Expr *> &out) {
     if ((e.op == Op::Name || e.op == Op::Ref) && !known.count(e.name)) out.push_back(&e);
-    for (const auto &a : e.args) collect_unknown(a, known, out);
+    for (const auto &a : e.args)
+      collect_unknown(a, known, out);
   }
 
   /// An integer expression over `scope` names: no refs, no tensor functions.
@@ -92,9 +95,10 @@ public:
       return;
     case Op::Float: error(e.loc, where + " must be an integer expression"); return;
     case Op::Ref: error(e.loc, "a buffer reference is not allowed in " + where); return;
-    case Op::Zeros: case Op::Ellipsis: case Op::None: case Op::Slice:
-      error(e.loc, "'" + print(e) + "' is not allowed in " + where);
-      return;
+    case Op::Zeros:
+    case Op::Ellipsis:
+    case Op::None:
+    case Op::Slice: error(e.loc, "'" + print(e) + "' is not allowed in " + where); return;
     case Op::Div: error(e.loc, "use '//' for integer division in " + where); return;
     case Op::Call: {
       static const std::set<std::string> int_fns = {"cdiv", "min", "max", "abs"};
@@ -103,11 +107,13 @@ public:
         return;
       }
       check_call_arity(e);
-      for (const auto &a : e.args) check_int_expr(a, scope, where);
+      for (const auto &a : e.args)
+        check_int_expr(a, scope, where);
       return;
     }
     default:
-      for (const auto &a : e.args) check_int_expr(a, scope, where);
+      for (const auto &a : e.args)
+        check_int_expr(a, scope, where);
     }
   }
 
@@ -125,10 +131,11 @@ public:
     const FnSig &s = it->second;
     std::size_t n = e.num_positional();
     if (n < s.min_pos || n > s.max_pos) {
-      error(e.loc, "'" + e.name + "' takes " +
-                       (s.min_pos == s.max_pos ? std::to_string(s.min_pos)
-                                               : std::to_string(s.min_pos) + " to " + std::to_string(s.max_pos)) +
-                       " positional argument" + (s.max_pos == 1 ? "" : "s") + ", got " + std::to_string(n));
+      error(e.loc,
+            "'" + e.name + "' takes " +
+                (s.min_pos == s.max_pos ? std::to_string(s.min_pos)
+                                        : std::to_string(s.min_pos) + " to " + std::to_string(s.max_pos)) +
+                " positional argument" + (s.max_pos == 1 ? "" : "s") + ", got " + std::to_string(n));
       return false;
     }
     for (const auto &k : e.kwarg_names)
@@ -155,30 +162,34 @@ public:
       grid_rank_ = k.grid->size();
     }
     if (k.dimension_semantics && k.dimension_semantics->size() != grid_rank_)
-      error(k.dimension_semantics_loc, "dimension_semantics has " + std::to_string(k.dimension_semantics->size()) +
+      error(k.dimension_semantics_loc, "dimension_semantics has " +
+                                           std::to_string(k.dimension_semantics->size()) +
                                            " entries but the grid has rank " + std::to_string(grid_rank_));
     for (const auto &s : k.settings) {
       if (s.key == "target") {
         bool ok = false;
-        for (const auto &t : known_targets()) ok |= s.value.name == t;
+        for (const auto &t : known_targets())
+          ok |= s.value.name == t;
         if (!ok) {
           std::string list;
-          for (const auto &t : known_targets()) list += (list.empty() ? "" : ", ") + t;
+          for (const auto &t : known_targets())
+            list += (list.empty() ? "" : ", ") + t;
           error(s.value.loc, "unknown target '" + s.value.name + "'; expected one of " + list);
         }
       } else {
         check_int_expr(s.value, params, "'" + s.key + "'");
         auto v = eval_int(s.value, env);
         if (v && s.key == "delay_release" ? *v < 0 : (v && *v <= 0))
-          error(s.value.loc, "'" + s.key + "' must be " + (s.key == "delay_release" ? "non-negative" : "positive"));
+          error(s.value.loc,
+                "'" + s.key + "' must be " + (s.key == "delay_release" ? "non-negative" : "positive"));
       }
     }
     if (auto *m = k.setting("max_concurrent_steps"); m) {
       if (auto *d = k.setting("delay_release"); d) {
         auto mv = eval_int(m->value, env), dv = eval_int(d->value, env);
         if (mv && dv && *dv >= *mv)
-          error(d->loc, "delay_release (" + std::to_string(*dv) + ") must be smaller than max_concurrent_steps (" +
-                            std::to_string(*mv) + ")");
+          error(d->loc, "delay_release (" + std::to_string(*dv) +
+                            ") must be smaller than max_concurrent_steps (" + std::to_string(*mv) + ")");
       }
     }
     bool has_out = false;
@@ -189,7 +200,8 @@ public:
     }
     if (!has_out) error(k.loc, "kernel '" + k.name + "' has no 'out' operand");
     std::set<std::string> aliased_in, aliased_out;
-    for (const auto &a : k.aliases) alias(k, a, aliased_in, aliased_out);
+    for (const auto &a : k.aliases)
+      alias(k, a, aliased_in, aliased_out);
     if (k.body_loc.line == 0 && k.body.empty()) error(k.loc, "kernel '" + k.name + "' has no body");
     std::set<std::string> scope = params;
     kernel_block(k.body, scope, 0);
@@ -233,14 +245,16 @@ public:
       std::set<std::string> scope = params;
       std::set<std::string> seen;
       for (const auto &p : m.params) {
-        if (!seen.insert(p).second) error(o.loc, "duplicate index variable '" + p + "' in the index map of " + what);
+        if (!seen.insert(p).second)
+          error(o.loc, "duplicate index variable '" + p + "' in the index map of " + what);
         if (params.count(p)) error(o.loc, "index variable '" + p + "' shadows a param");
         scope.insert(p);
       }
       if (m.results.size() != o.shape.size())
         error(o.loc, "the index map of " + what + " returns " + std::to_string(m.results.size()) +
                          " block indices but the array has rank " + std::to_string(o.shape.size()));
-      for (const auto &r : m.results) check_int_expr(r, scope, "the index map of " + what);
+      for (const auto &r : m.results)
+        check_int_expr(r, scope, "the index map of " + what);
     }
     if (o.pipeline_mode.buffer_count) {
       check_int_expr(*o.pipeline_mode.buffer_count, params, "'buffered'");
@@ -253,13 +267,18 @@ public:
   void alias(const KernelSpec &k, const Alias &a, std::set<std::string> &ins, std::set<std::string> &outs) {
     const Operand *i = k.operand(a.input);
     const Operand *o = k.operand(a.output);
-    if (!i) error(a.loc, "unknown input '" + a.input + "' in alias");
-    else if (i->role != Role::in) error(a.loc, "'" + a.input + "' is not an input");
-    if (!o) error(a.loc, "unknown output '" + a.output + "' in alias");
-    else if (o->role != Role::out) error(a.loc, "'" + a.output + "' is not an output");
+    if (!i)
+      error(a.loc, "unknown input '" + a.input + "' in alias");
+    else if (i->role != Role::in)
+      error(a.loc, "'" + a.input + "' is not an input");
+    if (!o)
+      error(a.loc, "unknown output '" + a.output + "' in alias");
+    else if (o->role != Role::out)
+      error(a.loc, "'" + a.output + "' is not an output");
     if (i && o && i->role == Role::in && o->role == Role::out) {
       if (i->dtype != o->dtype)
-        error(a.loc, std::string("aliased operands differ in dtype: ") + to_string(i->dtype) + " vs " + to_string(o->dtype));
+        error(a.loc, std::string("aliased operands differ in dtype: ") + to_string(i->dtype) + " vs " +
+                         to_string(o->dtype));
       bool same = i->shape.size() == o->shape.size();
       for (std::size_t d = 0; same && d < i->shape.size(); ++d) {
         auto x = eval_int(i->shape[d], env), y = eval_int(o->shape[d], env);
@@ -272,7 +291,8 @@ public:
   }
 
   void kernel_block(const Block &b, std::set<std::string> &scope, int depth) {
-    for (const auto &s : b) kernel_stmt(s, scope, depth);
+    for (const auto &s : b)
+      kernel_stmt(s, scope, depth);
   }
 
   void kernel_stmt(const Stmt &s, std::set<std::string> &scope, int depth) {
@@ -282,7 +302,8 @@ public:
     } else if (auto *l = std::get_if<Let>(&s.kind)) {
       kernel_expr(l->value, scope);
       if (k_->operand(l->name) || params.count(l->name))
-        error(s.loc, "'" + l->name + "' is an operand or param; store into a block with '" + l->name + "[...] = ...'");
+        error(s.loc, "'" + l->name + "' is an operand or param; store into a block with '" + l->name +
+                         "[...] = ...'");
       scope.insert(l->name);
     } else if (auto *f = std::get_if<If>(&s.kind)) {
       kernel_expr(f->cond, scope);
@@ -318,7 +339,8 @@ public:
     if (o->role == Role::scratch || !o->block_shape) {
       rank = o->shape.size();
     } else {
-      for (const auto &b : *o->block_shape) rank += b ? 1 : 0;
+      for (const auto &b : *o->block_shape)
+        rank += b ? 1 : 0;
     }
     std::size_t n = 0;
     bool ellipsis = false;
@@ -345,16 +367,18 @@ public:
     switch (e.op) {
     case Op::Ref: kernel_ref(e, scope, false); return;
     case Op::Name:
-      if (k_->operand(e.name)) error(e.loc, "load the block with '" + e.name + "[...]'");
-      else if (!scope.count(e.name)) error(e.loc, "unknown name '" + e.name + "'");
+      if (k_->operand(e.name))
+        error(e.loc, "load the block with '" + e.name + "[...]'");
+      else if (!scope.count(e.name))
+        error(e.loc, "unknown name '" + e.name + "'");
       return;
-    case Op::Ellipsis: case Op::Slice: case Op::None:
-      error(e.loc, "'" + print(e) + "' is only allowed inside a subscript");
-      return;
-    case Op::Call: call(e, scope, [&](const Expr &a) { kernel_expr(a, scope); });
-      return;
+    case Op::Ellipsis:
+    case Op::Slice:
+    case Op::None: error(e.loc, "'" + print(e) + "' is only allowed inside a subscript"); return;
+    case Op::Call: call(e, scope, [&](const Expr &a) { kernel_expr(a, scope); }); return;
     default:
-      for (const auto &a : e.args) kernel_expr(a, scope);
+      for (const auto &a : e.args)
+        kernel_expr(a, scope);
     }
   }
 
@@ -362,7 +386,8 @@ public:
     if (!check_call_arity(e)) return;
     if (e.name == "program_id" || e.name == "num_programs") {
       auto a = eval_int(e.args[0], {});
-      if (!a) error(e.args[0].loc, e.name + " takes a constant grid axis");
+      if (!a)
+        error(e.args[0].loc, e.name + " takes a constant grid axis");
       else if (*a < 0 || static_cast<std::size_t>(*a) >= grid_rank_)
         error(e.args[0].loc, e.name + "(" + std::to_string(*a) + ") names no axis of a grid of rank " +
                                  std::to_string(grid_rank_));
@@ -378,7 +403,8 @@ public:
       if (!eval_int(*ax, {})) error(ax->loc, "axis must be a constant integer");
     }
     (void)scope;
-    for (std::size_t i = 0; i < e.num_positional(); ++i) sub(e.args[i]);
+    for (std::size_t i = 0; i < e.num_positional(); ++i)
+      sub(e.args[i]);
   }
 
   // ------------------------------------------------------------- programs
@@ -406,7 +432,8 @@ public:
   }
 
   void program_block(const Block &b, std::set<std::string> &scope) {
-    for (const auto &s : b) program_stmt(s, scope);
+    for (const auto &s : b)
+      program_stmt(s, scope);
   }
 
   enum class Want { any, hbm, onchip, acc };
@@ -426,8 +453,10 @@ public:
     }
     const Buffer *b = p_->buffer(r.name);
     if (!b) {
-      if (scope.count(r.name)) error(r.loc, "'" + r.name + "' is not a buffer");
-      else error(r.loc, "unknown buffer '" + r.name + "'");
+      if (scope.count(r.name))
+        error(r.loc, "'" + r.name + "' is not a buffer");
+      else
+        error(r.loc, "unknown buffer '" + r.name + "'");
       return reg;
     }
     if (want == Want::hbm && b->kind != BufferKind::hbm)
@@ -450,15 +479,15 @@ public:
         auto sv = eval_int(slot, env);
         auto n = eval_int(*b->slots, env);
         if (sv && n && (*sv < 0 || *sv >= *n))
-          error(slot.loc, "slot " + std::to_string(*sv) + " is outside '" + r.name + "' (" + std::to_string(*n) +
-                              " slots)");
+          error(slot.loc, "slot " + std::to_string(*sv) + " is outside '" + r.name + "' (" +
+                              std::to_string(*n) + " slots)");
       }
       first = 1;
     } else if (b->kind != BufferKind::hbm && r.op == Op::Ref) {
       for (const auto &s : r.args)
         if (s.op != Op::Slice && s.op != Op::Ellipsis) {
           error(s.loc, "'" + r.name + "' has no slots, so it takes no slot index (declare a ring: " +
-                              to_string(b->kind) + " " + r.name + "[2]: ...)");
+                           to_string(b->kind) + " " + r.name + "[2]: ...)");
           return reg;
         }
     }
@@ -467,7 +496,8 @@ public:
     std::size_t dim = 0;
     bool ellipsis = false;
     std::size_t explicit_dims = 0;
-    for (std::size_t i = first; i < r.args.size(); ++i) explicit_dims += r.args[i].op != Op::Ellipsis;
+    for (std::size_t i = first; i < r.args.size(); ++i)
+      explicit_dims += r.args[i].op != Op::Ellipsis;
     if (explicit_dims > b->shape.size()) {
       error(r.loc, "'" + r.name + "' has rank " + std::to_string(b->shape.size()) + " but " +
                        std::to_string(explicit_dims) + " subscripts");
@@ -479,7 +509,8 @@ public:
         if (ellipsis) error(s.loc, "more than one '...' in a subscript");
         ellipsis = true;
         std::size_t keep = b->shape.size() - explicit_dims;
-        for (std::size_t k = 0; k < keep; ++k, ++dim) reg.extents.push_back(eval_int(b->shape[dim], env));
+        for (std::size_t k = 0; k < keep; ++k, ++dim)
+          reg.extents.push_back(eval_int(b->shape[dim], env));
         continue;
       }
       if (s.op == Op::Slice) {
@@ -498,7 +529,8 @@ public:
       }
       ++dim;
     }
-    for (; dim < b->shape.size(); ++dim) reg.extents.push_back(eval_int(b->shape[dim], env));
+    for (; dim < b->shape.size(); ++dim)
+      reg.extents.push_back(eval_int(b->shape[dim], env));
     reg.ok = true;
     return reg;
   }
@@ -514,7 +546,8 @@ public:
   void same_region(const Region &a, const Region &b, Loc l) {
     if (!a.ok || !b.ok) return;
     if (a.dtype != b.dtype) {
-      error(l, std::string("copy between different dtypes: ") + to_string(a.dtype) + " and " + to_string(b.dtype));
+      error(l, std::string("copy between different dtypes: ") + to_string(a.dtype) + " and " +
+                   to_string(b.dtype));
       return;
     }
     auto shape = [](const Region &r) {
@@ -533,18 +566,24 @@ public:
     if (auto *a = std::get_if<Assign>(&s.kind)) {
       const Buffer *b = p_->buffer(a->target.name);
       if (!b) {
-        if (scope.count(a->target.name)) error(a->target.loc, "cannot store into '" + a->target.name + "': it is not a buffer");
-        else error(a->target.loc, "unknown buffer '" + a->target.name + "'");
+        if (scope.count(a->target.name))
+          error(a->target.loc, "cannot store into '" + a->target.name + "': it is not a buffer");
+        else
+          error(a->target.loc, "unknown buffer '" + a->target.name + "'");
       } else if (b->kind == BufferKind::hbm) {
-        error(a->target.loc, "cannot store into HBM array '" + b->name + "' directly; copy a buffer out with copy_out_start");
+        error(a->target.loc, "cannot store into HBM array '" + b->name +
+                                 "' directly; copy a buffer out with copy_out_start");
       } else {
         program_ref(a->target, scope, Want::any, "the store target");
       }
       program_expr(a->value, scope);
     } else if (auto *l = std::get_if<Let>(&s.kind)) {
       program_expr(l->value, scope);
-      if (p_->buffer(l->name)) error(s.loc, "cannot rebind buffer '" + l->name + "'; store into it with '" + l->name + "[...] = ...'");
-      else if (params.count(l->name)) error(s.loc, "cannot rebind param '" + l->name + "'");
+      if (p_->buffer(l->name))
+        error(s.loc,
+              "cannot rebind buffer '" + l->name + "'; store into it with '" + l->name + "[...] = ...'");
+      else if (params.count(l->name))
+        error(s.loc, "cannot rebind param '" + l->name + "'");
       scope.insert(l->name);
     } else if (auto *f = std::get_if<If>(&s.kind)) {
       if (f->is_when) error(s.loc, "'when' belongs in kernel bodies; pipelines use 'if'");
@@ -555,7 +594,8 @@ public:
     } else if (auto *f = std::get_if<For>(&s.kind)) {
       check_int_expr(f->lo, scope, "a loop bound");
       check_int_expr(f->hi, scope, "a loop bound");
-      if (p_->buffer(f->var) || params.count(f->var)) error(s.loc, "loop variable '" + f->var + "' shadows a buffer or param");
+      if (p_->buffer(f->var) || params.count(f->var))
+        error(s.loc, "loop variable '" + f->var + "' shadows a buffer or param");
       std::set<std::string> inner = scope;
       inner.insert(f->var);
       program_block(f->body, inner);
@@ -596,9 +636,9 @@ public:
         error(e.loc, "unknown name '" + e.name + "'");
       }
       return;
-    case Op::Ellipsis: case Op::Slice: case Op::None:
-      error(e.loc, "'" + print(e) + "' is only allowed inside a subscript");
-      return;
+    case Op::Ellipsis:
+    case Op::Slice:
+    case Op::None: error(e.loc, "'" + print(e) + "' is only allowed inside a subscript"); return;
     case Op::Call:
       if (e.name == "program_id" || e.name == "num_programs") {
         error(e.loc, e.name + " belongs in kernel bodies");
@@ -607,12 +647,13 @@ public:
       call(e, scope, [&](const Expr &a) { program_expr(a, scope); });
       return;
     default:
-      for (const auto &a : e.args) program_expr(a, scope);
+      for (const auto &a : e.args)
+        program_expr(a, scope);
     }
   }
 };
 
-}  // namespace
+} // namespace
 
 std::vector<Diagnostic> validate(const KernelSpec &k) {
   Validator v;
@@ -631,11 +672,12 @@ std::vector<Diagnostic> validate(const File &f) {
   std::set<std::string> names;
   for (const auto &u : f.units) {
     if (!names.insert(unit_name(u)).second)
-      errs.push_back(Diagnostic{Severity::error, unit_loc(u), "duplicate unit name '" + unit_name(u) + "'", {}});
+      errs.push_back(
+          Diagnostic{Severity::error, unit_loc(u), "duplicate unit name '" + unit_name(u) + "'", {}});
     auto e = std::visit([](const auto &x) { return validate(x); }, u);
     errs.insert(errs.end(), e.begin(), e.end());
   }
   return errs;
 }
 
-}  // namespace pipecheck::spec
+} // namespace pipecheck::spec

@@ -18,4 +18,4 @@ const std::vector<std::string> &known_targets();
 std::vector<Diagnostic> validate(const KernelSpec &);
 std::vector<Diagnostic> validate(const Program &);
 
-}  // namespace pipecheck::spec
+} // namespace pipecheck::spec

@@ -10,19 +10,31 @@
 namespace pipecheck::verifier {
 
 const std::vector<std::string> &all_rules() {
-  static const std::vector<std::string> rules = {
-      "reduction-not-last-axis", "output-revisit", "uninitialized-accumulator",
-      "accumulator-reset", "input-write-lost", "index-out-of-bounds",
-      "partial-block-reduction", "parallel-write-conflict", "output-not-covered",
-      "alias-hazard", "sram-capacity", "block-tiling", "slot-race",
-      "async-operand-overwritten", "wait-without-copy", "copy-never-waited",
-      "stale-read", "uninitialized-read"};
+  static const std::vector<std::string> rules = {"reduction-not-last-axis",
+                                                 "output-revisit",
+                                                 "uninitialized-accumulator",
+                                                 "accumulator-reset",
+                                                 "input-write-lost",
+                                                 "index-out-of-bounds",
+                                                 "partial-block-reduction",
+                                                 "parallel-write-conflict",
+                                                 "output-not-covered",
+                                                 "alias-hazard",
+                                                 "sram-capacity",
+                                                 "block-tiling",
+                                                 "slot-race",
+                                                 "async-operand-overwritten",
+                                                 "wait-without-copy",
+                                                 "copy-never-waited",
+                                                 "stale-read",
+                                                 "uninitialized-read"};
   return rules;
 }
 
 std::vector<std::string> implemented_rules() {
   std::vector<std::string> r = rules::spec_rules();
-  for (auto &x : race_rule_ids()) r.push_back(x);
+  for (auto &x : race_rule_ids())
+    r.push_back(x);
   return r;
 }
 
@@ -62,4 +74,4 @@ Verdict check(const std::variant<spec::KernelSpec, spec::Program> &u, const Chec
   return v;
 }
 
-}  // namespace pipecheck::verifier
+} // namespace pipecheck::verifier

@@ -12,10 +12,10 @@
 namespace pipecheck::verifier {
 
 struct CheckOptions {
-  std::optional<std::string> target;  ///< --target: overrides a spec's `target =`
-  spec::Env overrides;                ///< --set NAME=VALUE
-  unsigned timeout_ms = 10000;        ///< per solver query
-  std::int64_t n_max = 8;             ///< concrete trip counts checked on the HB graph
+  std::optional<std::string> target; ///< --target: overrides a spec's `target =`
+  spec::Env overrides;               ///< --set NAME=VALUE
+  unsigned timeout_ms = 10000;       ///< per solver query
+  std::int64_t n_max = 8;            ///< concrete trip counts checked on the HB graph
 };
 
 /// Checks one validated kernel spec.
@@ -31,4 +31,4 @@ std::vector<std::string> implemented_rules();
 /// Every rule id of DESIGN.md's catalog.
 const std::vector<std::string> &all_rules();
 
-}  // namespace pipecheck::verifier
+} // namespace pipecheck::verifier

@@ -11,4 +11,4 @@ const char *to_string(Status s) {
   return "?";
 }
 
-}  // namespace pipecheck::verifier
+} // namespace pipecheck::verifier

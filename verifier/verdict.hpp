@@ -26,10 +26,10 @@ struct WitnessItem {
 /// One event of a counterexample trace (pipelines): a numbered statement
 /// instance with its loop iteration and slot.
 struct TraceEvent {
-  int index = 0;                 ///< 1-based position in the trace
-  std::string statement;         ///< the statement as printed, e.g. "copy_in_start(A[1], X[1])"
+  int index = 0;         ///< 1-based position in the trace
+  std::string statement; ///< the statement as printed, e.g. "copy_in_start(A[1], X[1])"
   spec::Loc loc;
-  std::vector<std::int64_t> iterations;  ///< enclosing loop variables' values, outermost first
+  std::vector<std::int64_t> iterations; ///< enclosing loop variables' values, outermost first
   std::optional<std::int64_t> slot;
   friend bool operator==(const TraceEvent &, const TraceEvent &) = default;
 };
@@ -42,7 +42,7 @@ struct Witness {
 
 /// A rule violation, anchored at a source location, with a concrete witness.
 struct Finding {
-  std::string rule;  ///< stable rule id, e.g. "reduction-not-last-axis"
+  std::string rule; ///< stable rule id, e.g. "reduction-not-last-axis"
   spec::Severity severity = spec::Severity::error;
   spec::Loc loc;
   std::string message;
@@ -54,10 +54,10 @@ struct Finding {
 /// The result of checking one kernel or pipeline.
 struct Verdict {
   Status status = Status::unknown;
-  std::vector<Finding> findings;   ///< non-empty exactly when status == violation
-  std::string reason;              ///< why unknown (or what was proven, for verified)
+  std::vector<Finding> findings; ///< non-empty exactly when status == violation
+  std::string reason;            ///< why unknown (or what was proven, for verified)
   double seconds = 0;
-  std::optional<std::int64_t> sram_bytes;  ///< a kernel's SRAM footprint (lower bound)
+  std::optional<std::int64_t> sram_bytes; ///< a kernel's SRAM footprint (lower bound)
 };
 
-}  // namespace pipecheck::verifier
+} // namespace pipecheck::verifier

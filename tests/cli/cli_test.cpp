@@ -11,7 +11,7 @@ namespace {
 
 struct Out {
   int code = -1;
-  std::string text;  // stdout and stderr
+  std::string text; // stdout and stderr
 };
 
 Out run(const std::string &args) {
@@ -21,7 +21,8 @@ Out run(const std::string &args) {
   if (!p) return o;
   char buf[4096];
   std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.text.append(buf, n);
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+    o.text.append(buf, n);
   int st = pclose(p);
   o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return o;
@@ -45,28 +46,33 @@ const char *kKernel = R"(kernel copy:
         o[...] = x[...]
 )";
 
-}  // namespace
+} // namespace
 
 TEST(Cli, FmtPrintsTheCanonicalFormAndExitsZero) {
-  std::string f = temp_file("k.pk", "kernel copy:\n  grid=(8)\n  in x: f32[1024,128] block=(128,128) index=(i)->(i,0)\n"
-                                    "  out o: f32[1024,128] block=(128,128) index=(i)->(i,0)\n  body:\n    o[...]=x[...]\n");
+  std::string f = temp_file(
+      "k.pk", "kernel copy:\n  grid=(8)\n  in x: f32[1024,128] block=(128,128) index=(i)->(i,0)\n"
+              "  out o: f32[1024,128] block=(128,128) index=(i)->(i,0)\n  body:\n    o[...]=x[...]\n");
   Out o = run("fmt " + f);
   EXPECT_EQ(o.code, 0) << o.text;
   EXPECT_NE(o.text.find("    grid = (8,)\n"), std::string::npos) << o.text;
-  EXPECT_NE(o.text.find("    in x: f32[1024, 128] block=(128, 128) index=(i) -> (i, 0)\n"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("    in x: f32[1024, 128] block=(128, 128) index=(i) -> (i, 0)\n"), std::string::npos)
+      << o.text;
   std::string g = temp_file("k2.pk", o.text);
   EXPECT_EQ(run("fmt " + g).text, o.text);
 }
 
 TEST(Cli, BadInputExitsThreeWithFileLineColumnAndACaret) {
-  std::string f = temp_file("bad.pk", "kernel k:\n    grid = (8,)\n    out o: f32[8] block=(2,) index=(i, j) -> (i)\n"
-                                      "    body:\n        o[...] = zeros\n");
+  std::string f =
+      temp_file("bad.pk", "kernel k:\n    grid = (8,)\n    out o: f32[8] block=(2,) index=(i, j) -> (i)\n"
+                          "    body:\n        o[...] = zeros\n");
   for (const char *cmd : {"fmt ", "check ", "lower --kernel k ", "run "}) {
     Out o = run(cmd + f);
     EXPECT_EQ(o.code, 3) << cmd << o.text;
-    EXPECT_NE(o.text.find(f + ":3:5: error: the index map of operand 'o' takes 2 grid indices"), std::string::npos)
+    EXPECT_NE(o.text.find(f + ":3:5: error: the index map of operand 'o' takes 2 grid indices"),
+              std::string::npos)
         << cmd << o.text;
-    EXPECT_NE(o.text.find("    out o: f32[8] block=(2,) index=(i, j) -> (i)\n    ^"), std::string::npos) << o.text;
+    EXPECT_NE(o.text.find("    out o: f32[8] block=(2,) index=(i, j) -> (i)\n    ^"), std::string::npos)
+        << o.text;
   }
 }
 
@@ -96,7 +102,8 @@ TEST(Cli, CheckRejectsAnUnknownTargetAndAMalformedSet) {
 
 TEST(Cli, CheckNeverPrintsVerifiedForAnUnknownVerdict) {
   Out o = run("check " + source("corpus/examples/guide_pipelines.pk"));
-  for (std::size_t at = o.text.find("unknown: "); at != std::string::npos; at = o.text.find("unknown: ", at + 1)) {
+  for (std::size_t at = o.text.find("unknown: "); at != std::string::npos;
+       at = o.text.find("unknown: ", at + 1)) {
     std::size_t end = o.text.find('\n', at);
     EXPECT_EQ(o.text.substr(at, end - at).find("verified:"), std::string::npos);
   }
@@ -118,7 +125,8 @@ TEST(Cli, CheckJsonHasTheContractFields) {
     EXPECT_TRUE(r.contains("seconds"));
     EXPECT_TRUE(r["findings"].is_array());
     for (const auto &f : r["findings"])
-      for (const char *k : {"rule", "severity", "line", "column", "message", "witness"}) EXPECT_TRUE(f.contains(k)) << k;
+      for (const char *k : {"rule", "severity", "line", "column", "message", "witness"})
+        EXPECT_TRUE(f.contains(k)) << k;
   }
 }
 
@@ -147,7 +155,8 @@ TEST(Cli, SelectingAnUnknownUnitNamesTheOnesThereAre) {
 }
 
 TEST(Cli, ExplainKnowsEveryRuleAndRejectsOthers) {
-  for (const char *r : {"reduction-not-last-axis", "slot-race", "async-operand-overwritten", "sram-capacity"}) {
+  for (const char *r :
+       {"reduction-not-last-axis", "slot-race", "async-operand-overwritten", "sram-capacity"}) {
     Out o = run(std::string("explain ") + r);
     EXPECT_EQ(o.code, 0) << r;
     EXPECT_NE(o.text.find(r), std::string::npos) << o.text;

@@ -17,8 +17,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::set<std::string> kProgramRules = {"slot-race",       "async-operand-overwritten", "wait-without-copy",
-                                             "copy-never-waited", "stale-read",              "uninitialized-read"};
+const std::set<std::string> kProgramRules = {"slot-race",         "async-operand-overwritten",
+                                             "wait-without-copy", "copy-never-waited",
+                                             "stale-read",        "uninitialized-read"};
 
 std::vector<std::string> corpus_files() {
   std::vector<std::string> out;
@@ -46,7 +47,7 @@ std::string test_name(const testing::TestParamInfo<std::string> &info) {
 
 class CorpusFile : public testing::TestWithParam<std::string> {};
 
-}  // namespace
+} // namespace
 
 TEST_P(CorpusFile, ChecksExactlyAsItsExpectationsSay) {
   const std::string rel = GetParam();
@@ -77,15 +78,19 @@ TEST_P(CorpusFile, ChecksExactlyAsItsExpectationsSay) {
     bool expect_verified = false;
     for (const auto &e : file.expectations) {
       if (e.line < first || e.line > last) continue;
-      if (e.rule == "verified") expect_verified = true;
-      else expected.insert({e.line, e.rule});
+      if (e.rule == "verified")
+        expect_verified = true;
+      else
+        expected.insert({e.line, e.rule});
     }
     const std::string &name = spec::unit_name(unit);
-    EXPECT_TRUE(expect_verified || !expected.empty()) << rel << ":" << first << ": '" << name << "' has no expectation";
+    EXPECT_TRUE(expect_verified || !expected.empty())
+        << rel << ":" << first << ": '" << name << "' has no expectation";
 
     verifier::Verdict v = verifier::check(unit, verifier::CheckOptions{});
     std::set<std::pair<int, std::string>> found;
-    for (const auto &f : v.findings) found.insert({f.loc.line, f.rule});
+    for (const auto &f : v.findings)
+      found.insert({f.loc.line, f.rule});
 
     for (const auto &[line, rule] : expected) {
       if (found.count({line, rule})) continue;
@@ -98,7 +103,8 @@ TEST_P(CorpusFile, ChecksExactlyAsItsExpectationsSay) {
     }
     for (const auto &f : v.findings)
       if (!expected.count({f.loc.line, f.rule}))
-        ADD_FAILURE() << rel << ":" << f.loc.line << ": unexpected " << f.rule << " in '" << name << "': " << f.message;
+        ADD_FAILURE() << rel << ":" << f.loc.line << ": unexpected " << f.rule << " in '" << name
+                      << "': " << f.message;
     if (expect_verified) {
       if (v.status == verifier::Status::verified) continue;
       if (v.status == verifier::Status::unknown && !complete) {
@@ -111,7 +117,8 @@ TEST_P(CorpusFile, ChecksExactlyAsItsExpectationsSay) {
       ADD_FAILURE() << rel << ":" << first << ": '" << name << "' was verified but expects findings";
     }
   }
-  for (const auto &p : pending) std::cout << "pending: " << p << "\n";
+  for (const auto &p : pending)
+    std::cout << "pending: " << p << "\n";
   if (!pending.empty()) RecordProperty("pending", static_cast<int>(pending.size()));
 }
 

@@ -70,7 +70,7 @@ TEST(DmaEngine, OrdersAnAccessAfterTheInFlightCopyItConflictsWith) {
   DmaEngine e(1, clock);
   e.submit(t);
   EXPECT_FALSE(e.order_access(rows(slot, 0, 1), true)); // the other slot: no conflict
-  e.order_access(rows(slot, 1, 2), false);             // reads the copy's destination
+  e.order_access(rows(slot, 1, 2), false);              // reads the copy's destination
   EXPECT_EQ(slot.get((1 << 16) + 5), src.get(5));       // ordered after the copy
   e.complete(t);
 }

@@ -10,7 +10,7 @@ using namespace pipecheck::executor;
 namespace {
 
 class Arrays : public Memory {
- public:
+public:
   std::map<std::string, HostArray *> m;
   HostArray *array(const std::string &n) override {
     auto it = m.find(n);
@@ -21,7 +21,8 @@ class Arrays : public Memory {
 /// The body of `kernel k:` with the given statements.
 spec::Block body(const std::string &stmts) {
   const auto f = executor::testing::parse_text("kernel k:\n    in x: f32[4, 8]\n    out o: f32[4, 8]\n"
-                                               "    body:\n" + stmts);
+                                               "    body:\n" +
+                                               stmts);
   return std::get<spec::KernelSpec>(f.units.at(0)).body;
 }
 

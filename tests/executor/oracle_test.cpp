@@ -81,8 +81,7 @@ TEST(Oracle, RunsEveryBodyOpOnBf16AndI32Blocks) {
   const ConcreteKernel c = concretize(k, {}, 1);
   ArrayMap arrays = make_kernel_arrays(c, 4);
   run_oracle(c, arrays);
-  const HostArray &x = *arrays.at("x"), &n = *arrays.at("n"), &o = *arrays.at("o"),
-                  &m = *arrays.at("m");
+  const HostArray &x = *arrays.at("x"), &n = *arrays.at("n"), &o = *arrays.at("o"), &m = *arrays.at("m");
   // Check element (row 3, col 2) of the first block by hand.
   auto xs = [&](int r, int cc) { return static_cast<float>(x.get(r * 8 + cc)); };
   auto s = [&](int r, int cc) { return std::exp(xs(r, cc) * 0.5f); };
@@ -96,7 +95,7 @@ TEST(Oracle, RunsEveryBodyOpOnBf16AndI32Blocks) {
   for (int rr = 0; rr < 8; ++rr)
     m1 = std::max(m1, s(rr, 2));
   EXPECT_NEAR(o.get(3 * 8 + 2), std::max(s(3, 2), t) + r0 - m1 + 2.0f, 1e-4);
-  EXPECT_EQ(o.get(8 * 8 + 5), 0.0);   // row 0 of block 1 zeroed
+  EXPECT_EQ(o.get(8 * 8 + 5), 0.0); // row 0 of block 1 zeroed
   EXPECT_NE(o.get(9 * 8 + 5), 0.0);
   EXPECT_EQ(m.get(9 * 8 + 1), n.get(9 * 8 + 1) * 3 + 1);
 }

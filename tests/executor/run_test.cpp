@@ -30,8 +30,7 @@ const spec::File &elementwise() {
 
 bool fails_in(const RunReport &r, DmaMode mode) {
   for (const auto &x : r.runs)
-    if (x.mode == mode && x.status == RunStatus::fail)
-      return true;
+    if (x.mode == mode && x.status == RunStatus::fail) return true;
   return false;
 }
 
@@ -126,18 +125,13 @@ TEST(RunPipeline, RecordsATimelineWithTransfersOnWorkerThreads) {
       EXPECT_TRUE(e.buffer == "X" || e.buffer == "Y");
       EXPECT_GE(e.slot, 0);
       break;
-    case EventKind::copy_start:
-      ++starts;
-      break;
-    case EventKind::copy_wait:
-      ++waits;
-      break;
+    case EventKind::copy_start: ++starts; break;
+    case EventKind::copy_wait: ++waits; break;
     case EventKind::compute:
       ++computes;
       EXPECT_EQ(e.buffer, "Y");
       break;
-    default:
-      break;
+    default: break;
     }
   }
   EXPECT_EQ(transfers, 32);
@@ -214,8 +208,7 @@ TEST(RunKernel, CorrectKernelsPassInEveryModeOrTheBuildSaysItCannotLower) {
 }
 
 TEST(RunKernel, IncorrectSumGivesWrongNumbersNotACrash) {
-  if (!lowering_available())
-    GTEST_SKIP() << "no spec::lower in this build";
+  if (!lowering_available()) GTEST_SKIP() << "no spec::lower in this build";
   RunOptions o;
   o.scale = 8;
   const auto &k = unit<spec::KernelSpec>(reductions(), "sum_first_axis_with_init");

@@ -16,15 +16,13 @@ namespace pipecheck::executor::testing {
 inline spec::File parse_text(const std::string &text, const std::string &path = "t.pk") {
   const auto sf = spec::SourceFile::from_string(path, text);
   auto r = spec::parse(sf);
-  if (!r.file)
-    throw std::runtime_error("parse failed: " + spec::render(sf, r.errors.at(0)));
+  if (!r.file) throw std::runtime_error("parse failed: " + spec::render(sf, r.errors.at(0)));
   return *r.file;
 }
 
 inline spec::File load_corpus(const std::string &rel) {
   std::ifstream in(std::string(PIPECHECK_SOURCE_DIR) + "/" + rel);
-  if (!in)
-    throw std::runtime_error("cannot read " + rel);
+  if (!in) throw std::runtime_error("cannot read " + rel);
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_text(ss.str(), rel);
@@ -32,9 +30,8 @@ inline spec::File load_corpus(const std::string &rel) {
 
 template <class T> const T &unit(const spec::File &f, const std::string &name) {
   for (const auto &u : f.units)
-    if (const T *t = std::get_if<T>(&u); t && t->name == name)
-      return *t;
+    if (const T *t = std::get_if<T>(&u); t && t->name == name) return *t;
   throw std::runtime_error("no unit " + name);
 }
 
-}  // namespace pipecheck::executor::testing
+} // namespace pipecheck::executor::testing

@@ -9,10 +9,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size) {
   using namespace pipecheck::spec;
-  SourceFile src = SourceFile::from_string("fuzz.pk", std::string(reinterpret_cast<const char *>(data), size));
+  SourceFile src =
+      SourceFile::from_string("fuzz.pk", std::string(reinterpret_cast<const char *>(data), size));
   ParseResult r = parse_and_validate(src);
   if (!r.file) {
-    if (r.errors.empty()) std::abort();  // a failure must say why
+    if (r.errors.empty()) std::abort(); // a failure must say why
     (void)render(src, r.errors.front());
     return 0;
   }

@@ -38,5 +38,5 @@ TEST(RaceChecker, TheComparisonAgreesOnAKnownRaceAndAKnownProof) {
   EXPECT_EQ(properties::compare_all_n_with_exhaustive("pipeline"), "skip");
 }
 
-}  // namespace
-}  // namespace pipecheck
+} // namespace
+} // namespace pipecheck

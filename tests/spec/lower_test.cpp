@@ -66,12 +66,12 @@ const char *kRowPanels = R"(kernel rows:
         z[...] = x[...] + y[...]
 )";
 
-}  // namespace
+} // namespace
 
 TEST(LowerTpu, SkipsTheCopyOfAnInputWhoseBlockDoesNotChange) {
   auto l = lowered(kRowPanels);
   auto v = lines(l.program);
-  EXPECT_EQ(count_prefix(v, "copy_in_start(x["), 2);  // one per row panel
+  EXPECT_EQ(count_prefix(v, "copy_in_start(x["), 2); // one per row panel
   EXPECT_EQ(count_prefix(v, "copy_in_wait(x_vmem"), 2);
   EXPECT_EQ(count_prefix(v, "copy_in_start(y["), 8);
   EXPECT_EQ(count_prefix(v, "copy_out_start(z_vmem"), 8);
@@ -104,7 +104,7 @@ TEST(LowerTpu, ReplacesProgramIdByTheGridIndexAndFoldsWhen) {
   auto v = lines(l.program);
   EXPECT_EQ(count_prefix(v, "o_vmem[0] = zeros"), 1);
   EXPECT_EQ(count_prefix(v, "o_vmem[1] = zeros"), 1);
-  EXPECT_EQ(count_prefix(v, "o_vmem["), 8);  // 2 inits + 6 accumulations
+  EXPECT_EQ(count_prefix(v, "o_vmem["), 8); // 2 inits + 6 accumulations
   EXPECT_EQ(count_prefix(v, "copy_out_start(o_vmem[0], o[0:8, :])"), 1);
   EXPECT_EQ(count_prefix(v, "copy_in_start(x[1, 2, :, :], x_vmem["), 1);
   expect_round_trip(l.program);
@@ -158,7 +158,7 @@ TEST(LowerTpu, RevisitAnyCopiesARevisitedOutputBlockBackIn) {
         o[...] += x[...]
 )");
   auto v = lines(l.program);
-  EXPECT_EQ(count_prefix(v, "copy_in_start(o["), 4);  // steps 4..7 revisit
+  EXPECT_EQ(count_prefix(v, "copy_in_start(o["), 4); // steps 4..7 revisit
   EXPECT_EQ(count_prefix(v, "copy_out_start(o_vmem[0]"), 8);
   EXPECT_EQ(print(*l.program.buffer("o_vmem")->slots), "1");
   expect_round_trip(l.program);

@@ -19,7 +19,7 @@ File parse_ok(const std::string &text) {
 const KernelSpec &kernel(const File &f, std::size_t i = 0) { return std::get<KernelSpec>(f.units.at(i)); }
 const Program &program(const File &f, std::size_t i = 0) { return std::get<Program>(f.units.at(i)); }
 
-}  // namespace
+} // namespace
 
 TEST(ParseKernel, ReadsGridSemanticsOperandsAndBody) {
   File f = parse_ok(R"(kernel correct_sum:
@@ -279,8 +279,8 @@ kernel k:  # expect: verified
 )";
   File f = parse_ok(text);
   std::string out = print(f);
-  for (const char *c : {"# about k", "# expect: verified", "# the output", "# trailing", "# init", "# store",
-                        "# the end"})
+  for (const char *c :
+       {"# about k", "# expect: verified", "# the output", "# trailing", "# init", "# store", "# the end"})
     EXPECT_NE(out.find(c), std::string::npos) << c << " lost in:\n" << out;
 }
 
@@ -290,6 +290,7 @@ TEST(ParseLayout, AcceptsTabIndentationUsedConsistently) {
 }
 
 TEST(ParseLayout, JoinsLinesInsideBrackets) {
-  File f = parse_ok("kernel k:\n    grid = (2,\n            4)\n    out o: f32[8, 8]\n    body:\n        o[...] = zeros\n");
+  File f = parse_ok(
+      "kernel k:\n    grid = (2,\n            4)\n    out o: f32[8, 8]\n    body:\n        o[...] = zeros\n");
   EXPECT_EQ(kernel(f).grid->size(), 2u);
 }

@@ -38,7 +38,7 @@ std::string read(const std::filesystem::path &p) {
   return ss.str();
 }
 
-}  // namespace
+} // namespace
 
 TEST(Print, PutsTheFewestParenthesesThatKeepTheTree) {
   Expr a = Expr::var("a"), b = Expr::var("b"), c = Expr::var("c");

@@ -54,7 +54,7 @@ void expect_clean_outcome(const std::string &text) {
   EXPECT_NE(shown.find("error:"), std::string::npos);
 }
 
-}  // namespace
+} // namespace
 
 TEST(Robustness, TheReferenceTextParses) {
   auto r = parse_and_validate(SourceFile::from_string("x.pk", kGood));
@@ -63,14 +63,16 @@ TEST(Robustness, TheReferenceTextParses) {
 
 TEST(Robustness, EveryTruncationGivesAFileOrALocatedError) {
   std::string good = kGood;
-  for (std::size_t n = 0; n <= good.size(); ++n) expect_clean_outcome(good.substr(0, n));
+  for (std::size_t n = 0; n <= good.size(); ++n)
+    expect_clean_outcome(good.substr(0, n));
 }
 
 TEST(Robustness, RandomBytesGiveALocatedError) {
   std::mt19937 rng(12345);
   for (int t = 0; t < 500; ++t) {
     std::string s(rng() % 300, '\0');
-    for (auto &c : s) c = static_cast<char>(rng() % 256);
+    for (auto &c : s)
+      c = static_cast<char>(rng() % 256);
     expect_clean_outcome(s);
   }
 }
@@ -103,13 +105,15 @@ TEST(Robustness, DeepBracketNestingIsAnErrorNotAStackOverflow) {
   std::string u = "pipeline p:\n    x = " + std::string(50000, 'n') + "\n";
   expect_clean_outcome(u);
   std::string v = "pipeline p:\n    x = 1";
-  for (int i = 0; i < 20000; ++i) v += " + 1";
+  for (int i = 0; i < 20000; ++i)
+    v += " + 1";
   expect_clean_outcome(v + "\n");
 }
 
 TEST(Robustness, DeepBlockNestingIsAnError) {
   std::string s = "pipeline p:\n";
-  for (int d = 1; d < 5000; ++d) s += std::string(d, ' ') + "for i in range(2):\n";
+  for (int d = 1; d < 5000; ++d)
+    s += std::string(d, ' ') + "for i in range(2):\n";
   expect_clean_outcome(s);
 }
 
@@ -122,7 +126,8 @@ TEST(Robustness, TabsMixedWithSpacesAreALocatedError) {
 
 TEST(Robustness, ATenThousandLineFileParsesQuickly) {
   std::string s = "pipeline big:\n    param N >= 1\n    hbm A: f32[N, 8]\n    sram X[2]: f32[8]\n";
-  for (int i = 0; i < 10000; ++i) s += "    copy_in_start(A[0], X[" + std::to_string(i % 2) + "])\n";
+  for (int i = 0; i < 10000; ++i)
+    s += "    copy_in_start(A[0], X[" + std::to_string(i % 2) + "])\n";
   auto t0 = std::chrono::steady_clock::now();
   auto r = parse_and_validate(SourceFile::from_string("big.pk", s));
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -28,7 +28,7 @@ Err first_error(const std::string &text) {
 const std::string kHead = "kernel k:\n    grid = (4,)\n";
 const std::string kBody = "    body:\n        o[...] = x[...]\n";
 
-}  // namespace
+} // namespace
 
 // ------------------------------------------------------------------ syntax
 
@@ -66,7 +66,8 @@ TEST(SyntaxError, MixedTabsAndSpacesInIndentation) {
 }
 
 TEST(SyntaxError, UnindentToAnUnknownLevel) {
-  Err e = first_error("kernel k:\n    out o: f32[8]\n    body:\n        o[...] = zeros\n      o[...] = zeros\n");
+  Err e =
+      first_error("kernel k:\n    out o: f32[8]\n    body:\n        o[...] = zeros\n      o[...] = zeros\n");
   EXPECT_EQ(e.line, 5);
   EXPECT_NE(e.message.find("unindent"), std::string::npos);
 }
@@ -130,7 +131,8 @@ TEST(SyntaxError, ExpressionNestedTooDeeply) {
 
 TEST(SyntaxError, BlocksNestedTooDeeply) {
   std::string text = "pipeline p:\n    param N >= 1\n";
-  for (int d = 1; d <= 80; ++d) text += std::string(4 * d, ' ') + "if N > 0:\n";
+  for (int d = 1; d <= 80; ++d)
+    text += std::string(4 * d, ' ') + "if N > 0:\n";
   text += std::string(4 * 81, ' ') + "x = 1\n";
   Err e = first_error(text);
   EXPECT_NE(e.message.find("nested too deeply"), std::string::npos);
@@ -158,7 +160,8 @@ TEST(ValidationError, DuplicateUnitName) {
 }
 
 TEST(ValidationError, ParamUsedBeforeItIsDefined) {
-  Err e = first_error("kernel k:\n    param a = b * 2\n    param b = 4\n    out o: f32[8]\n    body:\n        o[...] = zeros\n");
+  Err e = first_error("kernel k:\n    param a = b * 2\n    param b = 4\n    out o: f32[8]\n    body:\n       "
+                      " o[...] = zeros\n");
   EXPECT_EQ(e.line, 2);
   EXPECT_EQ(e.col, 15);
   EXPECT_NE(e.message.find("'b' is used in the value of param 'a' before it is defined"), std::string::npos);
@@ -175,7 +178,8 @@ TEST(ValidationError, UnknownNameInShape) {
 }
 
 TEST(ValidationError, NonPositiveGridExtent) {
-  Err e = first_error("kernel k:\n    grid = (4 - 4,)\n    out o: f32[8]\n    body:\n        o[...] = zeros\n");
+  Err e =
+      first_error("kernel k:\n    grid = (4 - 4,)\n    out o: f32[8]\n    body:\n        o[...] = zeros\n");
   EXPECT_NE(e.message.find("a grid extent must be positive, got 0"), std::string::npos);
 }
 
@@ -190,8 +194,10 @@ TEST(ValidationError, NonPositiveBlockExtent) {
 }
 
 TEST(ValidationError, BlockRankDiffersFromArrayRank) {
-  Err e = first_error(kHead + "    in x: f32[8, 8] block=(8,) index=(i) -> (i, 0)\n    out o: f32[8]\n" + kBody);
-  EXPECT_NE(e.message.find("the block of operand 'x' has rank 1 but the array has rank 2"), std::string::npos);
+  Err e =
+      first_error(kHead + "    in x: f32[8, 8] block=(8,) index=(i) -> (i, 0)\n    out o: f32[8]\n" + kBody);
+  EXPECT_NE(e.message.find("the block of operand 'x' has rank 1 but the array has rank 2"),
+            std::string::npos);
 }
 
 TEST(ValidationError, IndexLambdaArityDiffersFromGridRank) {
@@ -200,7 +206,8 @@ TEST(ValidationError, IndexLambdaArityDiffersFromGridRank) {
 }
 
 TEST(ValidationError, IndexResultRankDiffersFromArrayRank) {
-  Err e = first_error(kHead + "    in x: f32[8, 8] block=(2, 8) index=(i) -> (i)\n    out o: f32[8]\n" + kBody);
+  Err e =
+      first_error(kHead + "    in x: f32[8, 8] block=(2, 8) index=(i) -> (i)\n    out o: f32[8]\n" + kBody);
   EXPECT_NE(e.message.find("returns 1 block indices but the array has rank 2"), std::string::npos);
 }
 
@@ -210,18 +217,21 @@ TEST(ValidationError, UnknownNameInIndexMap) {
 }
 
 TEST(ValidationError, DimensionSemanticsRankDiffersFromGrid) {
-  Err e = first_error("kernel k:\n    grid = (2, 2)\n    dimension_semantics = (parallel,)\n    out o: f32[8]\n    body:\n        o[...] = zeros\n");
+  Err e = first_error("kernel k:\n    grid = (2, 2)\n    dimension_semantics = (parallel,)\n    out o: "
+                      "f32[8]\n    body:\n        o[...] = zeros\n");
   EXPECT_EQ(e.line, 3);
   EXPECT_NE(e.message.find("dimension_semantics has 1 entries but the grid has rank 2"), std::string::npos);
 }
 
 TEST(ValidationError, UnknownTarget) {
-  Err e = first_error("kernel k:\n    target = tpu_v9\n    out o: f32[8]\n    body:\n        o[...] = zeros\n");
+  Err e =
+      first_error("kernel k:\n    target = tpu_v9\n    out o: f32[8]\n    body:\n        o[...] = zeros\n");
   EXPECT_NE(e.message.find("unknown target 'tpu_v9'"), std::string::npos);
 }
 
 TEST(ValidationError, DelayReleaseNotBelowMaxConcurrentSteps) {
-  Err e = first_error("kernel k:\n    max_concurrent_steps = 2\n    delay_release = 2\n    out o: f32[8]\n    body:\n        o[...] = zeros\n");
+  Err e = first_error("kernel k:\n    max_concurrent_steps = 2\n    delay_release = 2\n    out o: f32[8]\n   "
+                      " body:\n        o[...] = zeros\n");
   EXPECT_NE(e.message.find("must be smaller than max_concurrent_steps"), std::string::npos);
 }
 
@@ -236,12 +246,14 @@ TEST(ValidationError, KernelWithoutBody) {
 }
 
 TEST(ValidationError, ScratchWithABlock) {
-  Err e = first_error("kernel k:\n    out o: f32[8]\n    scratch s: f32[8] block=(8,)\n    body:\n        o[...] = zeros\n");
+  Err e = first_error(
+      "kernel k:\n    out o: f32[8]\n    scratch s: f32[8] block=(8,)\n    body:\n        o[...] = zeros\n");
   EXPECT_NE(e.message.find("scratch 's' has no block"), std::string::npos);
 }
 
 TEST(ValidationError, AnyMemorySpaceWithABlock) {
-  Err e = first_error(kHead + "    in x: f32[8] block=(2,) index=(i) -> (i) memory_space=any\n    out o: f32[8]\n" + kBody);
+  Err e = first_error(
+      kHead + "    in x: f32[8] block=(2,) index=(i) -> (i) memory_space=any\n    out o: f32[8]\n" + kBody);
   EXPECT_NE(e.message.find("gets no window"), std::string::npos);
 }
 
@@ -273,7 +285,9 @@ TEST(ValidationError, BodyUsesAnUnknownOperand) {
 }
 
 TEST(ValidationError, BodyStoresIntoALocal) {
-  Err e = first_error(kHead + "    out o: f32[8]\n    body:\n        t = zeros\n        t[...] = zeros\n        o[...] = t\n");
+  Err e = first_error(
+      kHead +
+      "    out o: f32[8]\n    body:\n        t = zeros\n        t[...] = zeros\n        o[...] = t\n");
   EXPECT_NE(e.message.find("cannot store into 't': it is not a buffer"), std::string::npos);
 }
 
@@ -283,7 +297,8 @@ TEST(ValidationError, BodyLoadsAnOperandWithoutSubscript) {
 }
 
 TEST(ValidationError, ProgramIdOfAnAxisTheGridLacks) {
-  Err e = first_error(kHead + "    out o: f32[8]\n    body:\n        when program_id(1) == 0:\n            o[...] = zeros\n");
+  Err e = first_error(
+      kHead + "    out o: f32[8]\n    body:\n        when program_id(1) == 0:\n            o[...] = zeros\n");
   EXPECT_NE(e.message.find("program_id(1) names no axis of a grid of rank 1"), std::string::npos);
 }
 
@@ -303,12 +318,14 @@ TEST(ValidationError, CastToSomethingThatIsNotADtype) {
 }
 
 TEST(ValidationError, TooManySubscriptsForTheBlock) {
-  Err e = first_error(kHead + "    in x: f32[8, 8] block=(None, 8) index=(i) -> (i, 0)\n    out o: f32[8]\n    body:\n        o[...] = x[0, 0]\n");
+  Err e = first_error(kHead + "    in x: f32[8, 8] block=(None, 8) index=(i) -> (i, 0)\n    out o: f32[8]\n  "
+                              "  body:\n        o[...] = x[0, 0]\n");
   EXPECT_NE(e.message.find("'x' has 2 subscripts but its block has rank 1"), std::string::npos);
 }
 
 TEST(ValidationError, SlotIndexOnABufferWithoutSlots) {
-  Err e = first_error("pipeline p:\n    hbm A: f32[4, 8]\n    sram X: f32[8]\n    copy_in_start(A[0], X[0])\n");
+  Err e =
+      first_error("pipeline p:\n    hbm A: f32[4, 8]\n    sram X: f32[8]\n    copy_in_start(A[0], X[0])\n");
   EXPECT_EQ(e.line, 4);
   EXPECT_EQ(e.col, 27);
   EXPECT_NE(e.message.find("'X' has no slots"), std::string::npos);
@@ -320,17 +337,20 @@ TEST(ValidationError, SlotRingUsedWithoutASlot) {
 }
 
 TEST(ValidationError, ConstantSlotOutsideTheRing) {
-  Err e = first_error("pipeline p:\n    hbm A: f32[4, 8]\n    sram X[2]: f32[8]\n    copy_in_start(A[0], X[2])\n");
+  Err e = first_error(
+      "pipeline p:\n    hbm A: f32[4, 8]\n    sram X[2]: f32[8]\n    copy_in_start(A[0], X[2])\n");
   EXPECT_NE(e.message.find("slot 2 is outside 'X' (2 slots)"), std::string::npos);
 }
 
 TEST(ValidationError, CopyBetweenDifferentShapes) {
-  Err e = first_error("pipeline p:\n    hbm A: f32[4, 8]\n    sram X[2]: f32[16]\n    copy_in_start(A[0], X[0])\n");
+  Err e = first_error(
+      "pipeline p:\n    hbm A: f32[4, 8]\n    sram X[2]: f32[16]\n    copy_in_start(A[0], X[0])\n");
   EXPECT_NE(e.message.find("copy between different shapes: [8] and [16]"), std::string::npos);
 }
 
 TEST(ValidationError, CopyBetweenDifferentDtypes) {
-  Err e = first_error("pipeline p:\n    hbm A: f32[4, 8]\n    sram X[2]: bf16[8]\n    copy_in_start(A[0], X[0])\n");
+  Err e = first_error(
+      "pipeline p:\n    hbm A: f32[4, 8]\n    sram X[2]: bf16[8]\n    copy_in_start(A[0], X[0])\n");
   EXPECT_NE(e.message.find("copy between different dtypes: f32 and bf16"), std::string::npos);
 }
 
@@ -355,7 +375,8 @@ TEST(ValidationError, RebindingABuffer) {
 }
 
 TEST(ValidationError, UnknownNameInAPipeline) {
-  Err e = first_error("pipeline p:\n    hbm A: f32[4, 8]\n    sram X[2]: f32[8]\n    copy_in_start(A[j], X[0])\n");
+  Err e = first_error(
+      "pipeline p:\n    hbm A: f32[4, 8]\n    sram X[2]: f32[8]\n    copy_in_start(A[j], X[0])\n");
   EXPECT_NE(e.message.find("unknown name 'j'"), std::string::npos);
 }
 

@@ -49,4 +49,4 @@ bool Graph::reaches(int from, int to) const {
   return false;
 }
 
-}  // namespace pipecheck::verifier::hb
+} // namespace pipecheck::verifier::hb

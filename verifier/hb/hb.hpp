@@ -36,4 +36,4 @@ private:
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace pipecheck::verifier::hb
+} // namespace pipecheck::verifier::hb

@@ -12,7 +12,7 @@ namespace pipecheck::verifier::races {
 namespace {
 
 bool box_overlaps(const Box &a, const Box &b) {
-  if (a.size() != b.size()) return true;  // conservative: different views of one buffer
+  if (a.size() != b.size()) return true; // conservative: different views of one buffer
   for (std::size_t d = 0; d < a.size(); ++d)
     if (a[d].second <= b[d].first || b[d].second <= a[d].first) return false;
   return true;
@@ -52,13 +52,17 @@ bool box_covered(const Box &b, const std::vector<Box> &parts) {
   while (true) {
     if (++cells > 100000) return false;
     Box cell;
-    for (std::size_t d = 0; d < b.size(); ++d) cell.push_back({cuts[d][idx[d]], cuts[d][idx[d] + 1]});
+    for (std::size_t d = 0; d < b.size(); ++d)
+      cell.push_back({cuts[d][idx[d]], cuts[d][idx[d] + 1]});
     bool hit = false;
     for (auto &p : rel) {
       bool in = true;
       for (std::size_t d = 0; d < b.size(); ++d)
         if (p[d].first > cell[d].first || p[d].second < cell[d].second) in = false;
-      if (in) { hit = true; break; }
+      if (in) {
+        hit = true;
+        break;
+      }
     }
     if (!hit) return false;
     std::size_t d = 0;
@@ -70,8 +74,7 @@ bool box_covered(const Box &b, const std::vector<Box> &parts) {
   }
 }
 
-
-}  // namespace
+} // namespace
 
 bool overlaps(const Place &a, const Place &b) {
   if (a.buffer != b.buffer) return false;
@@ -82,10 +85,12 @@ bool overlaps(const Place &a, const Place &b) {
 Machine::Machine(const spec::Program &p, spec::Env env) : program_(p), env_(std::move(env)) {
   for (auto &b : p.buffers) {
     std::vector<std::int64_t> shape;
-    for (auto &e : b.shape) shape.push_back(eval(e, b.loc));
+    for (auto &e : b.shape)
+      shape.push_back(eval(e, b.loc));
     block_shapes_.push_back(shape);
     Box box;
-    for (auto v : shape) box.push_back({0, v});
+    for (auto v : shape)
+      box.push_back({0, v});
     shapes_.push_back(box);
     slots_.push_back(b.slots ? eval(*b.slots, b.loc) : -1);
     if (b.slots && slots_.back() < 1) throw Unsupported("buffer '" + b.name + "' has no slots", b.loc);
@@ -143,7 +148,8 @@ Place Machine::place_of(const spec::Expr &ref, const spec::Loc &l) {
     }
     ++d;
   }
-  for (; d < shape.size(); ++d) p.box.push_back({0, shape[d]});
+  for (; d < shape.size(); ++d)
+    p.box.push_back({0, shape[d]});
   return p;
 }
 
@@ -162,7 +168,8 @@ void Machine::collect_reads(const spec::Expr &e, std::vector<Place> &out, const 
     }
     if (e.op == spec::Op::Name) return;
   }
-  for (auto &a : e.args) collect_reads(a, out, l);
+  for (auto &a : e.args)
+    collect_reads(a, out, l);
 }
 
 int Machine::new_event(const spec::Stmt &s, std::optional<std::int64_t> slot) {
@@ -209,7 +216,7 @@ std::vector<OpAccess> op_accesses(const AsyncOp &o) {
   }
   return {};
 }
-}  // namespace
+} // namespace
 
 void Machine::access(int event, int node, int op, const Place &p, bool write) {
   const auto &bufs = program_.buffers;
@@ -228,20 +235,19 @@ void Machine::access(int event, int node, int op, const Place &p, bool write) {
     const AsyncOp &other = r_.ops[o];
     for (auto &y : op_accesses(other)) {
       if (!(write || y.write) || !overlaps(y.place, p)) continue;
-      if (acc_access && y.acc && other.kind == OpKind::wgmma) continue;  // ordered on the accumulator
+      if (acc_access && y.acc && other.kind == OpKind::wgmma) continue; // ordered on the accumulator
       bool async_operand = (y.wgmma_operand && write) || (operand && y.write);
-      std::string what = bufs[p.buffer].name +
-                         (p.slot >= 0 ? "[" + std::to_string(p.slot) + "]" : std::string());
+      std::string what =
+          bufs[p.buffer].name + (p.slot >= 0 ? "[" + std::to_string(p.slot) + "]" : std::string());
       std::string msg =
-          async_operand
-              ? "overwrites " + what + " while a wgmma still reads it (no wgmma_wait retired it)"
-              : (write ? "writes " : "reads ") + what + " while an asynchronous " +
-                    (other.kind == OpKind::copy_in    ? std::string("copy into it")
-                     : other.kind == OpKind::copy_out ? std::string("copy out of it")
-                                                      : std::string("wgmma")) +
-                    " is still in flight";
-      RawFinding f{async_operand ? "async-operand-overwritten" : "slot-race", event, other.start_event, -1,
-                   -1, msg};
+          async_operand ? "overwrites " + what + " while a wgmma still reads it (no wgmma_wait retired it)"
+                        : (write ? "writes " : "reads ") + what + " while an asynchronous " +
+                              (other.kind == OpKind::copy_in    ? std::string("copy into it")
+                               : other.kind == OpKind::copy_out ? std::string("copy out of it")
+                                                                : std::string("wgmma")) +
+                              " is still in flight";
+      RawFinding f{
+          async_operand ? "async-operand-overwritten" : "slot-race", event, other.start_event, -1, -1, msg};
       f.other_op = o;
       (void)node;
       r_.findings.push_back(std::move(f));
@@ -258,7 +264,8 @@ void Machine::retire(int op, int event) {
 }
 
 void Machine::exec_block(const spec::Block &b) {
-  for (auto &s : b) exec(s);
+  for (auto &s : b)
+    exec(s);
 }
 
 void Machine::exec(const spec::Stmt &s) {
@@ -298,7 +305,8 @@ void Machine::exec(const spec::Stmt &s) {
     tensor_locals_[l->name] = true;
     env_.erase(l->name);
     int ev = new_event(s, std::nullopt);
-    for (auto &p : reads) access(ev, r_.events[ev].node, -1, p, false);
+    for (auto &p : reads)
+      access(ev, r_.events[ev].node, -1, p, false);
     return;
   }
   if (auto *a = std::get_if<Assign>(&s.kind)) {
@@ -321,7 +329,8 @@ void Machine::exec_store(const spec::Stmt &s, const spec::Assign &assign) {
     if (a->accumulate) reads.push_back(target);
     int ev = new_event(s, target.slot >= 0 ? std::optional(target.slot) : std::nullopt);
     int node = r_.events[ev].node;
-    for (auto &p : reads) access(ev, node, -1, p, false);
+    for (auto &p : reads)
+      access(ev, node, -1, p, false);
     access(ev, node, -1, target, true);
     add_written(target);
     auto &st = slots_state_[{target.buffer, target.slot}];
@@ -482,7 +491,8 @@ std::string Machine::state_key(const std::map<std::pair<int, int>, std::int64_t>
     auto w = st.written;
     std::sort(w.begin(), w.end());
     for (auto &b : w) {
-      for (auto &[lo, hi] : b) os << lo << ':' << hi << ',';
+      for (auto &[lo, hi] : b)
+        os << lo << ':' << hi << ',';
       os << ';';
     }
     os << "]t";
@@ -495,4 +505,4 @@ std::string Machine::state_key(const std::map<std::pair<int, int>, std::int64_t>
   return os.str();
 }
 
-}  // namespace pipecheck::verifier::races
+} // namespace pipecheck::verifier::races

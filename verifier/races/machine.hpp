@@ -59,9 +59,9 @@ bool overlaps(const Place &, const Place &);
 /// One issued statement.
 struct Event {
   const spec::Stmt *stmt = nullptr;
-  std::vector<std::int64_t> iterations;  ///< enclosing loop variables, outermost first
+  std::vector<std::int64_t> iterations; ///< enclosing loop variables, outermost first
   std::optional<std::int64_t> slot;
-  int node = -1;  ///< its node in the happens-before graph
+  int node = -1; ///< its node in the happens-before graph
 };
 
 enum class OpKind { copy_in, copy_out, wgmma };
@@ -70,7 +70,7 @@ enum class OpKind { copy_in, copy_out, wgmma };
 struct AsyncOp {
   OpKind kind = OpKind::copy_in;
   int start_event = -1;
-  int end_event = -1;  ///< the retiring wait; -1 while (or if forever) in flight
+  int end_event = -1; ///< the retiring wait; -1 while (or if forever) in flight
   int node = -1;
   Place src, dst;           ///< copies: source and destination
   Place acc, a, b;          ///< wgmma: accumulator and operands
@@ -80,10 +80,10 @@ struct AsyncOp {
 /// A raw finding of one run, before deduplication.
 struct RawFinding {
   std::string rule;
-  int anchor_event = -1;  ///< the event whose statement is the anchor
-  int other_event = -1;   ///< the earlier event of a race (the op's start), or -1
-  int other_op = -1;      ///< the earlier asynchronous operation of a race, or -1
-  int other_end = -1;     ///< the event that retired it, or -1
+  int anchor_event = -1; ///< the event whose statement is the anchor
+  int other_event = -1;  ///< the earlier event of a race (the op's start), or -1
+  int other_op = -1;     ///< the earlier asynchronous operation of a race, or -1
+  int other_end = -1;    ///< the event that retired it, or -1
   std::string message;
 };
 
@@ -138,26 +138,26 @@ private:
   struct SlotState {
     std::vector<Box> written;
     std::optional<Place> tag;
-    int pending_accumulate = -1;  ///< event of an accumulate on a tagged slot
+    int pending_accumulate = -1; ///< event of an accumulate on a tagged slot
     std::optional<Place> pending_tag;
   };
 
   const spec::Program &program_;
   spec::Env env_;
   std::vector<Box> shapes_;
-  std::vector<std::vector<std::int64_t>> block_shapes_;  // per buffer: the slot's block (or the whole)
-  std::vector<std::int64_t> slots_;                      // -1 when not a ring
+  std::vector<std::vector<std::int64_t>> block_shapes_; // per buffer: the slot's block (or the whole)
+  std::vector<std::int64_t> slots_;                     // -1 when not a ring
   std::vector<std::int64_t> loop_values_;
   std::map<std::string, bool> tensor_locals_;
   RunResult r_;
   std::map<std::pair<int, std::int64_t>, std::deque<int>> in_flight_in_, in_flight_out_;
   std::deque<int> wgmmas_;
-  std::vector<int> outstanding_;  // ops in flight, in issue order
+  std::vector<int> outstanding_; // ops in flight, in issue order
   std::map<std::pair<int, std::int64_t>, SlotState> slots_state_;
-  std::map<int, int> last_wgmma_on_acc_;  // acc buffer -> op
+  std::map<int, int> last_wgmma_on_acc_; // acc buffer -> op
   int last_node_ = -1;
   std::size_t event_limit_ = 4'000'000;
   IterationHook hook_;
 };
 
-}  // namespace pipecheck::verifier::races
+} // namespace pipecheck::verifier::races

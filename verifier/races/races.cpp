@@ -13,8 +13,8 @@
 namespace pipecheck::verifier {
 
 std::vector<std::string> race_rule_ids() {
-  return {"slot-race",         "async-operand-overwritten", "wait-without-copy",
-          "copy-never-waited", "stale-read",                "uninitialized-read"};
+  return {"slot-race",  "async-operand-overwritten", "wait-without-copy", "copy-never-waited",
+          "stale-read", "uninitialized-read"};
 }
 
 namespace races {
@@ -25,14 +25,17 @@ std::string one_line(const spec::Stmt &s) {
   spec::Stmt bare = s;
   bare.comments = {};
   if (std::holds_alternative<spec::If>(bare.kind) || std::holds_alternative<spec::For>(bare.kind)) {
-    std::visit([](auto &k) {
-      if constexpr (requires { k.body; }) k.body.clear();
-    }, bare.kind);
+    std::visit(
+        [](auto &k) {
+          if constexpr (requires { k.body; }) k.body.clear();
+        },
+        bare.kind);
   }
   std::string t = spec::print(bare, 0);
   auto nl = t.find('\n');
   if (nl != std::string::npos) t = t.substr(0, nl);
-  while (!t.empty() && (t.back() == ':' || t.back() == ' ')) t.pop_back();
+  while (!t.empty() && (t.back() == ':' || t.back() == ' '))
+    t.pop_back();
   return t;
 }
 
@@ -44,8 +47,7 @@ bool confirmed(const RunResult &run, const RawFinding &f) {
   return run.graph.unordered(run.ops[f.other_op].node, run.events[f.anchor_event].node);
 }
 
-Finding to_finding(const RunResult &run, const RawFinding &f, const std::string &param,
-                   std::int64_t value) {
+Finding to_finding(const RunResult &run, const RawFinding &f, const std::string &param, std::int64_t value) {
   Finding out;
   out.rule = f.rule;
   const Event &anchor = run.events[f.anchor_event];
@@ -75,15 +77,19 @@ Finding to_finding(const RunResult &run, const RawFinding &f, const std::string 
     os << "event " << t.index << ": " << t.statement;
     if (!t.iterations.empty()) {
       os << " (iteration";
-      for (auto v : t.iterations) os << ' ' << v;
+      for (auto v : t.iterations)
+        os << ' ' << v;
       if (t.slot) os << ", slot " << *t.slot;
       os << ')';
     } else if (t.slot) {
       os << " (slot " << *t.slot << ')';
     }
-    if (e == f.anchor_event) os << (race_rule(f.rule) ? " <- second access" : " <- here");
-    else if (e == f.other_end) os << " <- the earlier operation completes only here";
-    else if (race_rule(f.rule)) os << " <- first access (in flight)";
+    if (e == f.anchor_event)
+      os << (race_rule(f.rule) ? " <- second access" : " <- here");
+    else if (e == f.other_end)
+      os << " <- the earlier operation completes only here";
+    else if (race_rule(f.rule))
+      os << " <- first access (in flight)";
     spec::Diagnostic d;
     d.severity = spec::Severity::note;
     d.loc = t.loc;
@@ -94,7 +100,7 @@ Finding to_finding(const RunResult &run, const RawFinding &f, const std::string 
   return out;
 }
 
-}  // namespace
+} // namespace
 
 bool witnesses_reproduce(const RunResult &run) {
   for (auto &f : run.findings)
@@ -102,8 +108,7 @@ bool witnesses_reproduce(const RunResult &run) {
   return true;
 }
 
-std::vector<Finding> check_concrete(const spec::Program &p, const spec::Env &env,
-                                    const std::string &param) {
+std::vector<Finding> check_concrete(const spec::Program &p, const spec::Env &env, const std::string &param) {
   Machine m(p, env);
   RunResult run = m.run();
   std::vector<Finding> out;
@@ -119,7 +124,7 @@ std::vector<Finding> check_concrete(const spec::Program &p, const spec::Env &env
   return out;
 }
 
-}  // namespace races
+} // namespace races
 
 namespace {
 
@@ -137,7 +142,7 @@ Verdict finish(Verdict v, std::chrono::steady_clock::time_point t0) {
   return v;
 }
 
-}  // namespace
+} // namespace
 
 Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
   auto t0 = std::chrono::steady_clock::now();
@@ -250,7 +255,8 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
       return finish(v, t0);
     }
     std::int64_t base = plan.n_struct;
-    while (hi_of(base) - 1 - W < *i0 + P) ++base;
+    while (hi_of(base) - 1 - W < *i0 + P)
+      ++base;
     check_upto(base + plan.n_step - 1);
     if (!acc.findings.empty()) {
       v.status = Status::violation;
@@ -274,4 +280,4 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
   }
 }
 
-}  // namespace pipecheck::verifier
+} // namespace pipecheck::verifier

@@ -37,5 +37,5 @@ std::vector<Finding> check_concrete(const spec::Program &, const spec::Env &env,
 /// happens-before graph (the witness reproduces on the graph).
 bool witnesses_reproduce(const RunResult &);
 
-}  // namespace races
-}  // namespace pipecheck::verifier
+} // namespace races
+} // namespace pipecheck::verifier

@@ -33,7 +33,7 @@ struct Site {
   int buffer = -1, dim = -1;
   Region region = Region::prologue;
   std::vector<CtxVar> ctx;
-  std::string what;  // for reasons
+  std::string what; // for reasons
 };
 
 struct Full {
@@ -97,7 +97,8 @@ struct Collector {
       const Expr &s = subs[k];
       if (s.op == Op::Ellipsis) {
         int rest = static_cast<int>(subs.size() - k - 1);
-        while (d + rest < rank) fulls.push_back({bi, d++, reg});
+        while (d + rest < rank)
+          fulls.push_back({bi, d++, reg});
         continue;
       }
       if (s.op == Op::Slice) {
@@ -112,7 +113,8 @@ struct Collector {
       }
       ++d;
     }
-    for (; d < rank; ++d) fulls.push_back({bi, d, reg});
+    for (; d < rank; ++d)
+      fulls.push_back({bi, d, reg});
   }
 
   void refs_in(const Expr &e, Region reg, const std::vector<CtxVar> &ctx) {
@@ -120,11 +122,13 @@ struct Collector {
       ref(e, reg, ctx);
       return;
     }
-    for (auto &a : e.args) refs_in(a, reg, ctx);
+    for (auto &a : e.args)
+      refs_in(a, reg, ctx);
   }
 
   void block(const spec::Block &b, Region reg, std::vector<CtxVar> ctx, bool guarded) {
-    for (auto &s : b) stmt(s, reg, ctx, guarded);
+    for (auto &s : b)
+      stmt(s, reg, ctx, guarded);
   }
 
   void stmt(const spec::Stmt &s, Region reg, const std::vector<CtxVar> &ctx, bool guarded) {
@@ -200,12 +204,12 @@ struct Encoder {
     case Op::FloorDiv: return bin([&](auto a, auto b) { return *fdiv(a, b); });
     case Op::Mod: return bin([&](auto a, auto b) { return a - b * *fdiv(a, b); });
     case Op::Pow: {
-      if (e.args[1].op != Op::Int || e.args[1].int_value < 0 || e.args[1].int_value > 8)
-        return std::nullopt;
+      if (e.args[1].op != Op::Int || e.args[1].int_value < 0 || e.args[1].int_value > 8) return std::nullopt;
       auto a = num(e.args[0]);
       if (!a) return std::nullopt;
       z3::expr r = c.int_val(1);
-      for (int k = 0; k < e.args[1].int_value; ++k) r = r * *a;
+      for (int k = 0; k < e.args[1].int_value; ++k)
+        r = r * *a;
       return r;
     }
     case Op::Call: {
@@ -222,8 +226,15 @@ struct Encoder {
       if (e.name == "cdiv") return -*fdiv(-*a, *b);
       return std::nullopt;
     }
-    case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
-    case Op::And: case Op::Or: case Op::Not: {
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::And:
+    case Op::Or:
+    case Op::Not: {
       auto b = boolean(e);
       if (!b) return std::nullopt;
       return z3::ite(*b, c.int_val(1), c.int_val(0));
@@ -269,7 +280,8 @@ std::int64_t collect_period(const Expr &e) {
   std::int64_t p = 1;
   if (e.op == Op::Mod && e.args[1].op == Op::Int && e.args[1].int_value > 0)
     p = std::lcm(p, e.args[1].int_value);
-  for (auto &a : e.args) p = std::lcm(p, collect_period(a));
+  for (auto &a : e.args)
+    p = std::lcm(p, collect_period(a));
   return p;
 }
 
@@ -277,10 +289,10 @@ std::int64_t collect_period(const Expr &e) {
 class Prover {
 public:
   Prover(z3::context &c, const Collector &col, const std::string &param, std::int64_t lo,
-         std::optional<std::int64_t> hi, const std::string &ivar, std::int64_t loop_lo,
-         const Expr &loop_hi, std::int64_t P, unsigned timeout_ms)
-      : c_(c), col_(col), param_(param), lo_(lo), hi_(hi), ivar_(ivar), loop_lo_(loop_lo),
-        loop_hi_(loop_hi), P_(P), timeout_(timeout_ms) {}
+         std::optional<std::int64_t> hi, const std::string &ivar, std::int64_t loop_lo, const Expr &loop_hi,
+         std::int64_t P, unsigned timeout_ms)
+      : c_(c), col_(col), param_(param), lo_(lo), hi_(hi), ivar_(ivar), loop_lo_(loop_lo), loop_hi_(loop_hi),
+        P_(P), timeout_(timeout_ms) {}
 
   int queries = 0;
   std::map<std::pair<int, int>, std::int64_t> shift;
@@ -324,10 +336,11 @@ private:
     for (int pass = 0; pass < 3; ++pass)
       for (auto &s : col_.sites) {
         if (static_cast<int>(s.kind) != pass) continue;
-        std::string key = std::to_string(static_cast<int>(s.kind)) + "|" + std::to_string(s.buffer) +
-                          "|" + std::to_string(s.dim) + "|" + std::to_string(static_cast<int>(s.region)) +
-                          "|" + spec::print(s.e);
-        for (auto &cv : s.ctx) key += "|" + cv.var + ":" + spec::print(cv.lo) + ":" + spec::print(cv.hi);
+        std::string key = std::to_string(static_cast<int>(s.kind)) + "|" + std::to_string(s.buffer) + "|" +
+                          std::to_string(s.dim) + "|" + std::to_string(static_cast<int>(s.region)) + "|" +
+                          spec::print(s.e);
+        for (auto &cv : s.ctx)
+          key += "|" + cv.var + ":" + spec::print(cv.lo) + ":" + spec::print(cv.hi);
         if (seen.insert(key).second) v.push_back(&s);
       }
     return v;
@@ -344,7 +357,8 @@ private:
     Encoder en{c_, {}};
     en.vars.emplace(param_, N);
     if (i && !ivar_.empty()) en.vars.emplace(ivar_, *i);
-    for (auto &[k, v] : ctx) en.vars.insert_or_assign(k, v);
+    for (auto &[k, v] : ctx)
+      en.vars.insert_or_assign(k, v);
     return en.num(e);
   }
 
@@ -404,7 +418,8 @@ private:
 
   std::string check(const Site &s) {
     std::map<std::string, z3::expr> ctx;
-    for (auto &cv : s.ctx) ctx.emplace(cv.var, c_.int_const(("v_" + cv.var).c_str()));
+    for (auto &cv : s.ctx)
+      ctx.emplace(cv.var, c_.int_const(("v_" + cv.var).c_str()));
     z3::expr N = c_.int_const("N"), N2 = c_.int_const("N2"), i = c_.int_const("i");
     std::string fail = "'" + s.what + "' (line " + std::to_string(s.e.loc.line) + ") ";
     auto inv = [&](std::optional<z3::expr> i1, std::optional<z3::expr> i2) -> bool {
@@ -426,7 +441,8 @@ private:
       auto h = hi_of(N), h2 = hi_of(N2);
       if (!h || !h2) return "bad loop bound";
       auto mid = [&](const z3::expr &ii, const z3::expr &hh) {
-        return ii >= c_.int_val(static_cast<int64_t>(loop_lo_ + W_)) && ii <= hh - 1 - c_.int_val(static_cast<int64_t>(W_));
+        return ii >= c_.int_val(static_cast<int64_t>(loop_lo_ + W_)) &&
+               ii <= hh - 1 - c_.int_val(static_cast<int64_t>(W_));
       };
       // Independent of N in the middle.
       {
@@ -449,8 +465,8 @@ private:
         if (!unsat(pre && *b - *a != c_.int_val(static_cast<int64_t>(*d)), "hbm-shift-per-period"))
           return fail + "does not move by a constant per period";
         if (auto r = record_shift(s, *d); !r.empty()) return r;
-      } else if (!unsat(pre && *a != *b, s.kind == Kind::guard ? "guard-constant-in-middle"
-                                                                : "slot-periodic-in-middle")) {
+      } else if (!unsat(pre && *a != *b,
+                        s.kind == Kind::guard ? "guard-constant-in-middle" : "slot-periodic-in-middle")) {
         return fail + (s.kind == Kind::guard ? "is not constant in the middle iterations"
                                              : "is not periodic in the loop variable");
       }
@@ -505,11 +521,10 @@ public:
   std::int64_t q_ = 1, m_ = 1;
 };
 
-}  // namespace
+} // namespace
 
 InductionPlan plan_induction(const spec::Program &p, const std::string &param, std::int64_t lo,
-                             std::optional<std::int64_t> hi, const spec::Env &fixed,
-                             unsigned timeout_ms) {
+                             std::optional<std::int64_t> hi, const spec::Env &fixed, unsigned timeout_ms) {
   InductionPlan plan;
   Collector col{p, {}, {}, {}, {}, {}, {}};
   for (auto &[k, v] : fixed)
@@ -546,7 +561,8 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
     if (k != param) col.subst[k] = Expr::integer(v);
   const auto &main_stmt = p.body[main_idx];
   const auto &loop = std::get<spec::For>(main_stmt.kind);
-  for (std::size_t k = 0; k < main_idx; ++k) col.stmt(p.body[k], Region::prologue, {}, false);
+  for (std::size_t k = 0; k < main_idx; ++k)
+    col.stmt(p.body[k], Region::prologue, {}, false);
   Expr loop_lo = col.sub(loop.lo), loop_hi = col.sub(loop.hi);
   auto lo_v = spec::eval_int(loop_lo, {});
   if (!lo_v) {
@@ -581,7 +597,8 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
   std::int64_t w0 = 1;
   std::function<void(const Expr &)> consts = [&](const Expr &e) {
     if (e.op == Op::Int) w0 = std::max<std::int64_t>(w0, std::min<std::int64_t>(std::abs(e.int_value), 8));
-    for (auto &a : e.args) consts(a);
+    for (auto &a : e.args)
+      consts(a);
   };
   for (auto &s : col.sites)
     if (s.region == Region::main && s.kind == Kind::guard) consts(s.e);
@@ -589,7 +606,9 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
   if (w0 > 1) windows.push_back(1);
   std::sort(windows.begin(), windows.end());
   windows.erase(std::unique(windows.begin(), windows.end()), windows.end());
-  windows.erase(std::remove_if(windows.begin(), windows.end(), [&](std::int64_t w) { return w < w0 && w != 1; }), windows.end());
+  windows.erase(
+      std::remove_if(windows.begin(), windows.end(), [&](std::int64_t w) { return w < w0 && w != 1; }),
+      windows.end());
   std::stable_partition(windows.begin(), windows.end(), [&](std::int64_t w) { return w >= w0; });
   for (std::int64_t W : windows) {
     // X0: the smallest N whose middle holds at least P + 1 iterations.
@@ -616,7 +635,7 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
         return plan;
       }
       if (first_reason.empty()) first_reason = r;
-      if (r.find("trip count") == std::string::npos) break;  // a larger X cannot help
+      if (r.find("trip count") == std::string::npos) break; // a larger X cannot help
     }
   }
   plan.queries = prover.queries;
@@ -624,4 +643,4 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
   return plan;
 }
 
-}  // namespace pipecheck::verifier::smt
+} // namespace pipecheck::verifier::smt

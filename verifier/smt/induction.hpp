@@ -30,24 +30,23 @@ namespace pipecheck::verifier::smt {
 
 struct InductionPlan {
   bool ok = false;
-  std::string reason;           ///< why no plan, when !ok
-  const spec::For *loop = nullptr;  ///< the main loop (a top-level statement of the program)
-  std::int64_t loop_lo = 0;     ///< its constant lower bound
-  spec::Expr loop_hi;           ///< its upper bound in terms of N (lets substituted)
-  std::int64_t window = 0;      ///< W
-  std::int64_t period = 1;      ///< P
-  std::int64_t n_struct = 0;    ///< the facts hold for every N >= n_struct
+  std::string reason;              ///< why no plan, when !ok
+  const spec::For *loop = nullptr; ///< the main loop (a top-level statement of the program)
+  std::int64_t loop_lo = 0;        ///< its constant lower bound
+  spec::Expr loop_hi;              ///< its upper bound in terms of N (lets substituted)
+  std::int64_t window = 0;         ///< W
+  std::int64_t period = 1;         ///< P
+  std::int64_t n_struct = 0;       ///< the facts hold for every N >= n_struct
   /// Growing N by n_step adds a whole number of periods to the loop.
   std::int64_t n_step = 1;
   /// hbm (buffer index, dim) -> coordinate shift per period (absent: 0).
   std::map<std::pair<int, int>, std::int64_t> shift;
-  int queries = 0;              ///< solver queries made
+  int queries = 0; ///< solver queries made
 };
 
 /// Plans the induction for symbolic param `param` (N >= lo, N <= hi if set);
 /// `fixed` binds the program's other params.
 InductionPlan plan_induction(const spec::Program &, const std::string &param, std::int64_t lo,
-                             std::optional<std::int64_t> hi, const spec::Env &fixed,
-                             unsigned timeout_ms);
+                             std::optional<std::int64_t> hi, const spec::Env &fixed, unsigned timeout_ms);
 
-}  // namespace pipecheck::verifier::smt
+} // namespace pipecheck::verifier::smt

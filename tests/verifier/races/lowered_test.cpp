@@ -31,7 +31,7 @@ std::vector<std::string> corpus_files() {
   return out;
 }
 
-}  // namespace
+} // namespace
 
 TEST(LoweredCorpus, EveryCleanKernelLowersToARaceFreeProgramThatRoundTrips) {
   int lowered = 0;
@@ -109,7 +109,7 @@ std::string gpu_matmul(int delay_release) {
 )";
 }
 
-}  // namespace
+} // namespace
 
 TEST(LoweredPrograms, BufferedThreeLookaheadRevisitAnyAndAliasingAreRaceFree) {
   for (const char *text : {
@@ -162,7 +162,8 @@ TEST(LoweredPrograms, RevisitWithoutAnyIsAStaleReadInTheProgram) {
 )");
   ASSERT_EQ(v.status, verifier::Status::violation);
   bool stale = false;
-  for (auto &f : v.findings) stale = stale || (f.rule == "stale-read" && f.loc.line == 8);
+  for (auto &f : v.findings)
+    stale = stale || (f.rule == "stale-read" && f.loc.line == 8);
   EXPECT_TRUE(stale);
 }
 

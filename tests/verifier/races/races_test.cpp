@@ -17,7 +17,8 @@ namespace {
 spec::File parse_text(const std::string &path, const std::string &text) {
   auto r = spec::parse_and_validate(spec::SourceFile::from_string(path, text));
   if (!r.file) {
-    for (auto &e : r.errors) ADD_FAILURE() << path << ":" << e.loc.line << ": " << e.message;
+    for (auto &e : r.errors)
+      ADD_FAILURE() << path << ":" << e.loc.line << ": " << e.message;
     return {};
   }
   return *r.file;
@@ -56,12 +57,13 @@ void expect_as_annotated(const spec::File &f) {
       if (e.line >= first && e.line < last) want.insert({e.rule, e.line});
     auto v = verifier::check_program(*p, o);
     if (v.status == Status::verified) got.insert({"verified", p->loc.line});
-    for (auto &fi : v.findings) got.insert({fi.rule, fi.loc.line});
+    for (auto &fi : v.findings)
+      got.insert({fi.rule, fi.loc.line});
     EXPECT_EQ(want, got) << p->name << ": " << to_string(v.status) << " " << v.reason;
   }
 }
 
-}  // namespace
+} // namespace
 
 TEST(GuidePipelines, CheckExactlyAsAnnotated) { expect_as_annotated(parse_file("guide_pipelines.pk")); }
 
@@ -82,7 +84,7 @@ TEST(SingleSlotPrefetch, WitnessIsTheSmallestNWithANumberedTrace) {
   const auto &w = v.findings[0].witness;
   ASSERT_FALSE(w.items.empty());
   EXPECT_EQ(w.items[0].key, "N");
-  EXPECT_EQ(std::get<std::int64_t>(w.items[0].value), 2);  // N = 1 has no prefetch
+  EXPECT_EQ(std::get<std::int64_t>(w.items[0].value), 2); // N = 1 has no prefetch
   ASSERT_GE(w.trace.size(), 2u);
   EXPECT_EQ(w.trace.front().statement, "copy_in_start(A[i + 1], X[0])");
   EXPECT_EQ(w.trace.front().iterations, std::vector<std::int64_t>{0});
@@ -193,10 +195,11 @@ TEST(RaceChecker, ProofCostDoesNotGrowWithTheUpperBound) {
 }
 
 TEST(CorpusPipelines, CheckExactlyAsAnnotated) {
-  for (const char *rel : {"guide/generic_pipeline.pk", "guide/gpu_k_loops.pk", "guide/section4_rolled.pk",
-                          "guide/section4_unrolled.pk", "rules/copy-never-waited.pk",
-                          "rules/async-operand-overwritten.pk", "rules/slot-race.pk",
-                          "rules/wait-without-copy.pk", "rules/stale-read.pk", "rules/uninitialized-read.pk"}) {
+  for (const char *rel :
+       {"guide/generic_pipeline.pk", "guide/gpu_k_loops.pk", "guide/section4_rolled.pk",
+        "guide/section4_unrolled.pk", "rules/copy-never-waited.pk", "rules/async-operand-overwritten.pk",
+        "rules/slot-race.pk", "rules/wait-without-copy.pk", "rules/stale-read.pk",
+        "rules/uninitialized-read.pk"}) {
     std::string path = std::string(PIPECHECK_SOURCE_DIR) + "/corpus/" + rel;
     std::ifstream in(path);
     if (!in) continue;
