@@ -19,8 +19,7 @@ RC_GTEST_PROP(SpecRules, SymbolicAndEnumeratedVerdictsAgreeAndEveryWitnessIsReal
   std::string diff = properties::compare_symbolic_with_enumeration(text);
   RC_PRE(diff != "skip");
   RC_ASSERT(diff == std::string());
-  if (!diff.empty())
-    RC_LOG() << text;
+  if (!diff.empty()) RC_LOG() << text;
 }
 
 TEST(SpecRules, TheComparisonFailsWhenTheVerdictsDiffer) {
@@ -34,5 +33,5 @@ TEST(SpecRules, TheComparisonFailsWhenTheVerdictsDiffer) {
   EXPECT_EQ(properties::compare_symbolic_with_enumeration("kernel broken"), "skip");
 }
 
-}  // namespace
-}  // namespace pipecheck
+} // namespace
+} // namespace pipecheck

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace pipecheck::verifier::rules {
@@ -34,6 +35,8 @@ public:
         if (m_.is_read(i) && !m_.grid.empty())
           resets(i);
       }
+      if (o.role == spec::Role::scratch && !m_.grid.empty())
+        scratch_resets(i);
     }
     for (std::size_t e = 0; e < m_.effects.size(); ++e) {
       const auto &ef = m_.effects[e];
@@ -132,14 +135,49 @@ private:
         }
   }
 
+  // The last axis b >= 1 along which one step changes the block of `op`.
+  std::optional<std::size_t> last_dependent_axis(std::size_t op) const {
+    std::vector<std::size_t> stride(m_.grid.size(), 1);
+    for (std::size_t k = m_.grid.size(); k-- > 1;)
+      stride[k - 1] = stride[k] * static_cast<std::size_t>(m_.grid[k]);
+    for (std::size_t b = m_.grid.size(); b-- > 1;)
+      for (std::size_t x = 0; x < pts_.size(); ++x)
+        if (pts_[x][b] + 1 < m_.grid[b] && blk_[op][x] != blk_[op][x + stride[b]])
+          return b;
+    return std::nullopt;
+  }
+
   void revisit(std::size_t op) {
+    if (m_.is_read(op))
+      if (auto last_dep = last_dependent_axis(op)) {
+        // The first revisit whose first visit p0 (the smallest candidate p)
+        // differs from it along an axis before the last dependent one.
+        std::map<Point, std::pair<std::size_t, std::size_t>> seen;  // block -> (first visit, visits)
+        for (std::size_t q = 0; q < pts_.size(); ++q) {
+          auto it = seen.find(blk_[op][q]);
+          if (it == seen.end()) {
+            seen.emplace(blk_[op][q], std::make_pair(q, std::size_t{1}));
+            continue;
+          }
+          auto &[p0, visits] = it->second;
+          bool non_consecutive = visits < q - p0;
+          bool differ = false;
+          for (std::size_t a = 0; a < *last_dep; ++a)
+            differ = differ || pts_[p0][a] != pts_[q][a];
+          if (non_consecutive && differ) {
+            out_.findings.push_back(revisit_finding(m_, op, true, pts_[p0], pts_[q]));
+            return;
+          }
+          ++visits;
+        }
+      }
     std::map<Point, std::size_t> first;
     for (std::size_t q = 0; q < pts_.size(); ++q) {
       auto it = first.find(blk_[op][q]);
       if (it == first.end()) {
         first.emplace(blk_[op][q], q);
       } else if (q > 0 && blk_[op][q - 1] != blk_[op][q]) {
-        out_.findings.push_back(revisit_finding(m_, op, m_.is_read(op), pts_[it->second], pts_[q]));
+        out_.findings.push_back(revisit_finding(m_, op, false, pts_[it->second], pts_[q]));
         return;
       }
     }
@@ -256,6 +294,49 @@ private:
           if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::write && fires_[e][q])
             first_acc.emplace(blk_[op][q], q);
       }
+    }
+  }
+
+  // Replays the scratch's events in grid and program order: `pending` is the
+  // first point that accumulated since the last init or consuming read.
+  void scratch_resets(std::size_t op) {
+    ScratchUse u = scratch_use(m_, op);
+    if (u.inits.empty() || u.accumulates.empty())
+      return;
+    enum class Ev { none, init, accumulate, consume };
+    std::vector<Ev> kind(m_.effects.size(), Ev::none);
+    for (std::size_t e : u.inits)
+      kind[e] = Ev::init;
+    for (std::size_t e : u.accumulates)
+      kind[e] = Ev::accumulate;
+    for (std::size_t e : u.consumes)
+      kind[e] = Ev::consume;
+    std::vector<std::size_t> events;
+    for (std::size_t e = 0; e < m_.effects.size(); ++e)
+      if (kind[e] != Ev::none)
+        events.push_back(e);
+    std::stable_sort(events.begin(), events.end(),
+                     [&](std::size_t a, std::size_t b) { return m_.effects[a].order < m_.effects[b].order; });
+    constexpr std::size_t none = static_cast<std::size_t>(-1);
+    for (std::size_t w : u.inits) {
+      std::size_t pending = none;
+      bool found = false;
+      for (std::size_t q = 0; q < pts_.size() && !found; ++q)
+        for (std::size_t e : events) {
+          if (!fires_[e][q])
+            continue;
+          if (kind[e] == Ev::accumulate) {
+            if (pending == none)
+              pending = q;
+            continue;
+          }
+          if (e == w && pending < q) {
+            out_.findings.push_back(reset_finding(m_, m_.effects[w], pts_[pending], pts_[q]));
+            found = true;
+            break;
+          }
+          pending = none;
+        }
     }
   }
 

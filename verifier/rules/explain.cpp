@@ -47,8 +47,11 @@ std::vector<RuleDoc> make_docs() {
   d.push_back({"reduction-not-last-axis",
                "An output is accumulated along a grid axis that comes before an axis its index_map depends "
                "on. Pallas keeps an output block in VMEM only while consecutive grid points map to it, so the "
-               "block is revisited non-consecutively and each revisit starts from a stale window. Reduce "
-               "along the last grid axes only.",
+               "block is revisited non-consecutively and each revisit starts from a stale window. "
+               "Precisely: grid points p < r < q map the output to one block at p and q but to another "
+               "at r, and p and q differ along some axis a followed by an axis b > a that the index_map "
+               "depends on (a revisit with no such later axis, e.g. a single axis with `i % 4`, is an "
+               "output-revisit). Reduce along the last grid axes only.",
                kSumWrong, kSumRight});
   d.push_back({"output-revisit",
                "Grid points p < r < q map an output to the same block at p and q but to another block at r. "
@@ -82,7 +85,13 @@ std::vector<RuleDoc> make_docs() {
                kSumRight});
   d.push_back({"accumulator-reset",
                "The initializing write of an accumulator also fires on a later visit of the same block, "
-               "throwing away the partial result accumulated so far: its `when` tests the wrong grid axis.",
+               "throwing away the partial result accumulated so far: its `when` tests the wrong grid axis. "
+               "For an output: the init fires at grid point q and an earlier point p < q accumulated into "
+               "the same block. For a scratch accumulator (one buffer shared by every block): the init (a "
+               "plain `=` store that does not read the scratch) fires at q, some p < q accumulated into it "
+               "(`+=`, or a store that reads it) after its previous init, and no other statement read it "
+               "in between (from after the accumulation at p up to the init at q), as `o[...] = acc[...]` "
+               "on the last reduction step does.",
                R"(kernel reset_on_wrong_axis:
     grid = (4, 4, 8)
     in  x: f32[8, 1024, 1024]  block=(None, 256, 256)  index=(i, j, k) -> (k, i, j)

@@ -43,6 +43,35 @@ std::optional<bool> guard_at(const KernelModel &m, const Effect &e, const Point 
   return true;
 }
 
+ScratchUse scratch_use(const KernelModel &m, std::size_t op) {
+  // Within one statement the reads carry its `order` and the store order + 1.
+  auto same_statement_reads = [&](const Effect &w) {
+    for (const auto &r : m.effects)
+      if (r.operand == op && r.kind == Effect::read && r.order + 1 == w.order)
+        return true;
+    return false;
+  };
+  auto same_statement_stores = [&](const Effect &r) {
+    for (const auto &w : m.effects)
+      if (w.operand == op && w.kind != Effect::read && w.order == r.order + 1)
+        return true;
+    return false;
+  };
+  ScratchUse u;
+  for (std::size_t e = 0; e < m.effects.size(); ++e) {
+    const Effect &ef = m.effects[e];
+    if (ef.operand != op)
+      continue;
+    if (ef.kind == Effect::accumulate || (ef.kind == Effect::write && same_statement_reads(ef)))
+      u.accumulates.push_back(e);
+    else if (ef.kind == Effect::write)
+      u.inits.push_back(e);
+    else if (!same_statement_stores(ef))
+      u.consumes.push_back(e);
+  }
+  return u;
+}
+
 namespace {
 
 spec::Diagnostic note(const spec::Loc &loc, std::string msg) {
@@ -117,6 +146,21 @@ Finding uninitialized_finding(const KernelModel &m, const Effect &r, const Point
 
 Finding reset_finding(const KernelModel &m, const Effect &w, const Point &partial, const Point &reset) {
   const auto &o = m.operands[w.operand];
+  if (o.role == spec::Role::scratch) {
+    Finding f = make("accumulator-reset", w.loc,
+                     "this write re-initializes scratch '" + o.name + "' at grid point " +
+                         format_tuple(reset) + ", discarding the partial result accumulated since " +
+                         format_tuple(partial) +
+                         " before any statement read it: guard the init on the first step of the "
+                         "reduction axis");
+    f.witness.items.push_back({"operand", o.name});
+    f.witness.items.push_back({"first_visit", partial});
+    f.witness.items.push_back({"reset", reset});
+    f.notes.push_back(note(o.loc, "'" + o.name + "' accumulated at grid point " + format_tuple(partial) +
+                                      " and not read since"));
+    f.notes.push_back(note(w.loc, "reset at grid point " + format_tuple(reset)));
+    return f;
+  }
   std::string b = block_str(m, w.operand, reset);
   Finding f = make("accumulator-reset", w.loc,
                    "this write re-initializes block " + b + " of '" + o.name + "' at grid point " +

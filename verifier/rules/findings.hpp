@@ -38,6 +38,19 @@ Finding alias_finding(const KernelModel &, const AliasModel &, const Point &writ
 /// Appends to `unknown` when the target is named but not known.
 std::vector<Finding> structural_findings(const KernelModel &, std::vector<std::string> &unknown);
 
+/// How the body uses a scratch buffer, for accumulator-reset (indices into
+/// KernelModel::effects, in program order). A statement whose store of the
+/// scratch also reads it (`acc[...] += v`, `acc[...] = acc[...] * a + v`) is
+/// an update; a plain `=` store that does not read it is an init; a read by
+/// any other statement consumes the partial result (the effect summary does not
+/// follow values through locals, so every such read counts, whatever it feeds).
+struct ScratchUse {
+  std::vector<std::size_t> inits;
+  std::vector<std::size_t> accumulates;
+  std::vector<std::size_t> consumes;
+};
+ScratchUse scratch_use(const KernelModel &, std::size_t op);
+
 /// The SRAM footprint: per windowed operand buffer_count x block bytes, plus
 /// scratch. A lower bound: the compiler adds intermediates and spills.
 std::int64_t sram_bytes(const KernelModel &);

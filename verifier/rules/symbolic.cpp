@@ -4,6 +4,7 @@
 #include "verifier/smt/smt.hpp"
 
 #include <cassert>
+#include <optional>
 
 namespace pipecheck::verifier::rules {
 
@@ -32,6 +33,8 @@ public:
         if (m_.is_read(i))
           resets(i);
       }
+      if (o.role == spec::Role::scratch)
+        scratch_resets(i);
     }
     for (const auto &e : m_.effects) {
       const auto &o = m_.operands[e.operand];
@@ -56,6 +59,7 @@ private:
   smt::Solver solver_;
   RuleOutcome out_;
   int fresh_ = 0;
+  bool minimal_ = true;  // whether the last sat query's witness was fully minimized
   std::string err_;
   smt::Bindings::Aux *aux_ = nullptr;  // set while building a universally quantified body
 
@@ -183,7 +187,7 @@ private:
         vars.insert(vars.end(), p->v.begin(), p->v.end());
       std::vector<std::int64_t> lo = lower;
       lo.resize(vars.size(), 0);
-      auto vals = solver_.minimize_lex(vars, lo);
+      auto vals = solver_.minimize_lex(vars, lo, &minimal_);
       std::size_t at = 0;
       values.clear();
       for (const auto *p : order) {
@@ -199,18 +203,71 @@ private:
     return q;
   }
 
+  // Whether the block of `op` changes between two grid points that differ
+  // only along `axis` (by one step): the index_map depends on that axis.
+  bool depends_on(std::size_t op, std::size_t axis) {
+    const auto &o = m_.operands[op];
+    if (m_.grid[axis] < 2)
+      return false;
+    bool may = false;
+    for (const auto &e : o.index)
+      may = may || (axis < o.index_params.size() && spec::mentions(e, o.index_params[axis])) ||
+            mentions_program_id(e);
+    if (!may)
+      return false;
+    SymPoint x = point("x");
+    SymPoint y = x;
+    y.v[axis] = x.v[axis] + 1;
+    std::vector<Point> v;
+    return query("depends/" + o.name + "/axis" + std::to_string(axis),
+                 {in_grid(x), in_grid(y), !same(block(op, x), block(op, y))}, {}, v) == Q::sat;
+  }
+
+  static bool mentions_program_id(const spec::Expr &e) {
+    if (e.op == spec::Op::Call && (e.name == "program_id" || e.name == "num_programs"))
+      return true;
+    for (const auto &a : e.args)
+      if (mentions_program_id(a))
+        return true;
+    return false;
+  }
+
+  // A non-consecutive revisit p < r < q (block(p) == block(q) != block(r)) is
+  // a reduction-not-last-axis when the output is accumulated and p and q
+  // differ along some axis a that is followed by an axis b > a the index_map
+  // depends on; any other non-consecutive revisit is an output-revisit.
+  // With b_max the last axis the index_map depends on, "p and q differ along
+  // an axis a < b_max" is exactly that condition.
   void revisit(std::size_t op) {
     if (m_.grid.empty())
       return;
     const auto &o = m_.operands[op];
     SymPoint p = point("p"), r = point("r"), q = point("q");
     auto bp = block(op, p), br = block(op, r), bq = block(op, q);
+    std::vector<Term> facts = {in_grid(p), in_grid(r), in_grid(q), lex_lt(p, r), lex_lt(r, q), same(bp, bq),
+                               !same(bp, br)};
+    // Most outputs are never revisited: one query settles both rules.
     std::vector<Point> v;
-    bool acc = m_.is_read(op);
-    std::string name = std::string(acc ? "reduction-not-last-axis/" : "output-revisit/") + o.name;
-    if (query(name, {in_grid(p), in_grid(r), in_grid(q), lex_lt(p, r), lex_lt(r, q), same(bp, bq), !same(bp, br)},
-              {&q, &p, &r}, v) == Q::sat)
-      out_.findings.push_back(revisit_finding(m_, op, acc, v[1], v[0]));
+    if (query("output-revisit/" + o.name, facts, {&q, &p, &r}, v) != Q::sat)
+      return;
+    if (m_.is_read(op)) {
+      std::optional<std::size_t> last_dep;
+      for (std::size_t b = m_.grid.size(); b-- > 1 && !last_dep;)
+        if (depends_on(op, b))
+          last_dep = b;
+      if (last_dep) {
+        std::vector<Term> differ;
+        for (std::size_t a = 0; a < *last_dep; ++a)
+          differ.push_back(p.v[a] != q.v[a]);
+        std::vector<Point> w;
+        if (query("reduction-not-last-axis/" + o.name, with(facts, {ctx_.any_of(differ)}), {&q, &p, &r}, w) ==
+            Q::sat) {
+          out_.findings.push_back(revisit_finding(m_, op, true, w[1], w[0]));
+          return;
+        }
+      }
+    }
+    out_.findings.push_back(revisit_finding(m_, op, false, v[1], v[0]));
   }
 
   void uninitialized(const Effect &rd) {
@@ -257,6 +314,54 @@ private:
                 {in_grid(p), in_grid(q), lex_lt(p, q), same(block(op, p), block(op, q)), guard(w, q),
                  fires(op, false, true, p)},
                 {&q, &p}, v) == Q::sat)
+        out_.findings.push_back(reset_finding(m_, w, v[1], v[0]));
+    }
+  }
+
+  // A scratch accumulator carries one partial result at a time, whatever block
+  // the outputs are on. Its init at q discards work when some p < q
+  // accumulated into it after the last init and nothing read it since: no
+  // init or consuming read fires after that accumulation at p, at any point
+  // strictly between p and q, or before the init at q (see ScratchUse).
+  void scratch_resets(std::size_t op) {
+    if (m_.grid.empty())
+      return;
+    const auto &o = m_.operands[op];
+    ScratchUse u = scratch_use(m_, op);
+    if (u.inits.empty() || u.accumulates.empty())
+      return;
+    std::vector<std::size_t> clears = u.inits;
+    clears.insert(clears.end(), u.consumes.begin(), u.consumes.end());
+    for (std::size_t wi : u.inits) {
+      const Effect &w = m_.effects[wi];
+      SymPoint p = point("p"), q = point("q");
+      std::vector<Term> facts = {in_grid(p), in_grid(q), lex_lt(p, q), guard(w, q)};
+      std::vector<Term> accumulated;
+      for (std::size_t ai : u.accumulates) {
+        const Effect &a = m_.effects[ai];
+        std::vector<Term> c = {guard(a, p)};
+        for (std::size_t ci : clears)
+          if (m_.effects[ci].order > a.order)
+            c.push_back(!guard(m_.effects[ci], p));
+        accumulated.push_back(ctx_.all_of(c));
+      }
+      facts.push_back(ctx_.any_of(accumulated));
+      for (std::size_t ci : clears)
+        if (m_.effects[ci].order < w.order)
+          facts.push_back(!guard(m_.effects[ci], q));
+      SymPoint t = point("t");
+      smt::Bindings::Aux aux;
+      aux_ = &aux;
+      std::vector<Term> cleared;
+      for (std::size_t ci : clears)
+        cleared.push_back(guard(m_.effects[ci], t));
+      aux_ = nullptr;
+      Term between =
+          in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(cleared);
+      facts.push_back(smt::forall(with(t.v, aux.aux_vars), !between));
+      std::vector<Point> v;
+      if (query("accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line), facts, {&q, &p}, v) ==
+          Q::sat)
         out_.findings.push_back(reset_finding(m_, w, v[1], v[0]));
     }
   }
@@ -311,17 +416,36 @@ private:
       facts.push_back(b.v.back() < o.num_blocks[d]);
     }
     ++fresh_;
-    SymPoint q = point("q");
-    smt::Bindings::Aux aux;
-    aux_ = &aux;
-    auto bq = block(op, q);
-    Term w = fires(op, true, false, q);
-    aux_ = nullptr;
-    Term written = in_grid(q) && ctx_.all_of(aux.side) && same(bq, b.v) && w;
-    facts.push_back(smt::forall(with(q.v, aux.aux_vars), !written));
-    std::vector<Point> v;
-    if (query("output-not-covered/" + o.name, facts, {&b}, v) == Q::sat)
-      out_.findings.push_back(not_covered_finding(m_, op, v[0]));
+    // Linear side conditions for `//` and `%` usually help quantifier
+    // instantiation, but MBQI sometimes gives up on them ("incomplete
+    // quantifiers"); Z3's own div/mod then often decides the query.
+    std::optional<Point> witness;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      SymPoint q = point("q");
+      smt::Bindings::Aux aux;
+      aux_ = attempt == 0 ? &aux : nullptr;
+      auto bq = block(op, q);
+      Term w = fires(op, true, false, q);
+      aux_ = nullptr;
+      Term written = in_grid(q) && ctx_.all_of(aux.side) && same(bq, b.v) && w;
+      auto all = facts;
+      all.push_back(smt::forall(with(q.v, aux.aux_vars), !written));
+      std::vector<Point> v;
+      std::size_t undecided = out_.unknown.size();
+      Q r = query("output-not-covered/" + o.name, all, {&b}, v);
+      if (r == Q::sat && (!witness || v[0] < *witness))
+        witness = v[0];
+      if (attempt == 0 && !aux.aux_vars.empty() && (r == Q::unknown || (r == Q::sat && !minimal_))) {
+        if (r == Q::unknown)
+          out_.unknown.resize(undecided);
+        continue;
+      }
+      if (r == Q::unknown && witness)
+        out_.unknown.resize(undecided);
+      break;
+    }
+    if (witness)
+      out_.findings.push_back(not_covered_finding(m_, op, *witness));
   }
 
   void alias(const AliasModel &a) {

@@ -103,7 +103,9 @@ struct Result {
 };
 const char *to_string(Result::Kind);
 
-/// A solver with a per-query timeout and named (tracked) assertions.
+/// A solver with a per-query timeout and named (tracked) assertions: Z3's
+/// incremental SMT kernel (quantifiers by E-matching and MBQI), meant for
+/// many small queries each in its own push/pop scope.
 class Solver {
 public:
   Solver(Context &, unsigned timeout_ms);
@@ -126,8 +128,11 @@ public:
   /// [lower[k], current model value]) by bisection, fixing each in turn, and
   /// returns their values. Stops early (keeping a valid model) when a step
   /// is unknown. Leaves the solver with one extra scope pushed-and-popped.
+  /// `complete`, when given, is set to false when a step was unknown (the
+  /// values are then valid but maybe not the smallest).
   std::vector<std::int64_t> minimize_lex(const std::vector<Term> &vars,
-                                         const std::vector<std::int64_t> &lower);
+                                         const std::vector<std::int64_t> &lower,
+                                         bool *complete = nullptr);
 
 private:
   Context &ctx_;

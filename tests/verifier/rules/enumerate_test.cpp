@@ -43,6 +43,51 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnGuideReductions) {
   expect_agreement("/work/shared/examples/guide_reductions.pk");
 }
 
+TEST(Enumerate, AgreesWithTheSymbolicCheckerOnTheRevisitAndResetRules) {
+  for (const char *f : {"reduction-not-last-axis.pk", "output-revisit.pk", "accumulator-reset.pk",
+                        "uninitialized-accumulator.pk"})
+    expect_agreement(std::string(PIPECHECK_SOURCE_DIR) + "/corpus/rules/" + f);
+}
+
+TEST(Enumerate, AgreesWithTheSymbolicCheckerOnScratchInitAndStoreGuards) {
+  // Every pairing of an init guard, an update form and a store guard of a
+  // scratch accumulator on a rank-2 grid (i, k).
+  const std::vector<std::string> inits = {"", "when program_id(1) == 0:\n            ",
+                                          "when program_id(1) % 2 == 0:\n            ",
+                                          "when program_id(0) == 0:\n            ",
+                                          "when program_id(1) == num_programs(1) - 1:\n            "};
+  const std::vector<std::string> updates = {"acc[...] += x[...]", "acc[...] = acc[...] * 2 + x[...]"};
+  const std::vector<std::string> stores = {"", "when program_id(1) == num_programs(1) - 1:\n            ",
+                                           "when program_id(1) == 1:\n            ",
+                                           "when program_id(0) == 1 and program_id(1) == 2:\n            "};
+  int flagged = 0, compared = 0;
+  for (const auto &init : inits)
+    for (const auto &update : updates)
+      for (const auto &store : stores) {
+        std::string text = "kernel k:\n    grid = (2, 3)\n"
+                           "    in  x: f32[256, 384]  block=(128, 128)  index=(i, k) -> (i, k)\n"
+                           "    out o: f32[256, 128]  block=(128, 128)  index=(i, k) -> (i, 0)\n"
+                           "    scratch acc: f32[128, 128]\n    body:\n        " +
+                           init + "acc[...] = zeros\n        " + update + "\n        " + store +
+                           "o[...] = acc[...]\n";
+        spec::File f = testing::parse_text(text);
+        auto m = verifier::rules::build_model(testing::kernel(f, "k"), {}, std::nullopt);
+        ASSERT_TRUE(m.model) << text;
+        auto s = verifier::rules::check_symbolic(*m.model, 10000);
+        auto e = verifier::rules::check_enumerated(*m.model);
+        EXPECT_TRUE(s.unknown.empty() && e.unknown.empty()) << text;
+        ASSERT_EQ(s.findings.size(), e.findings.size()) << text;
+        for (std::size_t i = 0; i < s.findings.size(); ++i) {
+          EXPECT_EQ(s.findings[i].rule, e.findings[i].rule) << text;
+          EXPECT_EQ(s.findings[i].witness, e.findings[i].witness) << text << s.findings[i].rule;
+          flagged += s.findings[i].rule == "accumulator-reset";
+        }
+        ++compared;
+      }
+  EXPECT_EQ(compared, 40);
+  EXPECT_GT(flagged, 5);  // the sweep does exercise the rule
+}
+
 TEST(Enumerate, GivesUpOnAGridLargerThanItsBound) {
   auto f = testing::parse_text(R"(kernel big:
     grid = (1024, 1024)

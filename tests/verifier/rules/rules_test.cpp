@@ -123,6 +123,172 @@ TEST(AccumulatorReset, FlagsAnInitGuardedOnTheWrongAxis) {
   EXPECT_EQ(point_item(f, "first_visit"), (std::vector<std::int64_t>{0, 0, 0}));
 }
 
+TEST(ReductionNotLastAxis, FlagsAnInitializedFirstAxisSumWithTheSmallestRevisit) {
+  const char *src = R"(kernel sum_first_axis_with_init:
+    grid = (8, 4, 4)
+    in  x: f32[8, 1024, 1024]  block=(None, 256, 256)  index=(i, j, k) -> (i, j, k)
+    out o: f32[1024, 1024]     block=(256, 256)        index=(i, j, k) -> (j, k)
+    body:
+        when program_id(0) == 0:
+            o[...] = zeros
+        o[...] += x[...]
+)";
+  auto v = check_text(src, "sum_first_axis_with_init");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{"reduction-not-last-axis", 4}}));
+  EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0, 0}));
+  EXPECT_EQ(point_item(v.findings[0], "revisit"), (std::vector<std::int64_t>{1, 0, 0}));
+}
+
+TEST(ReductionNotLastAxis, LeavesASingleAxisModuloFoldToOutputRevisit) {
+  // Blocks 0 1 2 3 0 1 2 3: accumulated, but no axis follows axis 0.
+  const char *src = R"(kernel fold:
+    grid = (8,)
+    in  x: f32[1024, 256]  block=(128, 256)  index=(i) -> (i, 0)
+    out o: f32[512, 256]   block=(128, 256)  index=(i) -> (i % 4, 0)
+    body:
+        when program_id(0) < 4:
+            o[...] = zeros
+        o[...] += x[...]
+)";
+  auto v = check_text(src, "fold");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{"output-revisit", 4}}));
+  EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(point_item(v.findings[0], "revisit"), (std::vector<std::int64_t>{4}));
+}
+
+TEST(ReductionNotLastAxis, NeedsALaterAxisTheIndexMapDependsOn) {
+  // (i % 2, 0): the revisit differs along axis 0 only and axis 1 is ignored
+  // by the index_map, so it is a plain output-revisit...
+  const char *ignored = R"(kernel k:
+    grid = (4, 2)
+    in  x: f32[1024, 256]  block=(128, 256)  index=(i, j) -> (2 * i + j, 0)
+    out o: f32[256, 256]   block=(128, 256)  index=(i, j) -> (i % 2, 0)
+    body:
+        when program_id(0) < 2 and program_id(1) == 0:
+            o[...] = zeros
+        o[...] += x[...]
+)";
+  auto v = check_text(ignored, "k");
+  EXPECT_EQ(marks(v), (Marks{{"output-revisit", 4}}));
+  EXPECT_EQ(point_item(v.findings[0], "revisit"), (std::vector<std::int64_t>{2, 0}));
+  // ...while (i % 2, j) depends on the later axis 1: the accumulation along
+  // axis 0 is in front of it.
+  const char *later = R"(kernel k:
+    grid = (4, 2)
+    in  x: f32[1024, 256]  block=(128, 128)  index=(i, j) -> (i, j)
+    out o: f32[256, 256]   block=(128, 128)  index=(i, j) -> (i % 2, j)
+    body:
+        when program_id(0) < 2:
+            o[...] = zeros
+        o[...] += x[...]
+)";
+  v = check_text(later, "k");
+  EXPECT_EQ(marks(v), (Marks{{"reduction-not-last-axis", 4}}));
+  EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(point_item(v.findings[0], "revisit"), (std::vector<std::int64_t>{2, 0}));
+  // A revisit that differs only along the last dependent axis (j % 2) is an
+  // output-revisit even on a rank-2 grid.
+  const char *last = R"(kernel k:
+    grid = (2, 4)
+    in  x: f32[256, 1024]  block=(128, 128)  index=(i, j) -> (i, j)
+    out o: f32[256, 256]   block=(128, 128)  index=(i, j) -> (i, j % 2)
+    body:
+        when program_id(1) < 2:
+            o[...] = zeros
+        o[...] += x[...]
+)";
+  v = check_text(last, "k");
+  EXPECT_EQ(marks(v), (Marks{{"output-revisit", 4}}));
+  EXPECT_EQ(point_item(v.findings[0], "revisit"), (std::vector<std::int64_t>{0, 2}));
+}
+
+TEST(AccumulatorReset, FlagsAScratchZeroedOnEvenStepsAtTheInit) {
+  const char *src = R"(kernel even:
+    grid = (2, 2, 2, 4)
+    dimension_semantics = (parallel, parallel, parallel, arbitrary)
+    in  a: f32[2, 256, 1024]  block=(None, 128, 256)  index=(b, i, j, kk) -> (b, i, kk)
+    in  w: f32[2, 1024, 256]  block=(None, 256, 128)  index=(b, i, j, kk) -> (b, kk, j)
+    out o: f32[2, 256, 256]   block=(None, 128, 128)  index=(b, i, j, kk) -> (b, i, j)
+    scratch acc: f32[128, 128]
+    body:
+        when program_id(3) % 2 == 0:
+            acc[...] = zeros
+        acc[...] += dot(a[...], w[...])
+        when program_id(3) == num_programs(3) - 1:
+            o[...] = acc[...]
+)";
+  auto v = check_text(src, "even");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{"accumulator-reset", 10}}));
+  EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0, 0, 0}));
+  EXPECT_EQ(point_item(v.findings[0], "reset"), (std::vector<std::int64_t>{0, 0, 0, 2}));
+  EXPECT_NE(v.findings[0].message.find("scratch 'acc'"), std::string::npos);
+}
+
+TEST(AccumulatorReset, AcceptsAScratchInitOnTheFirstStepAfterTheLastStepStoredIt) {
+  const char *src = R"(kernel mm:
+    grid = (4, 4, 4)
+    dimension_semantics = (parallel, parallel, arbitrary)
+    in  a: f32[512, 512]  block=(128, 128)  index=(i, j, kk) -> (i, kk)
+    in  b: f32[512, 512]  block=(128, 128)  index=(i, j, kk) -> (kk, j)
+    out o: f32[512, 512]  block=(128, 128)  index=(i, j, kk) -> (i, j)
+    scratch acc: f32[128, 128]
+    body:
+        when program_id(2) == 0:
+            acc[...] = zeros
+        acc[...] += dot(a[...], b[...])
+        when program_id(2) == num_programs(2) - 1:
+            r = acc[...] * 2
+            o[...] = r
+)";
+  auto v = check_text(src, "mm");
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+}
+
+TEST(AccumulatorReset, FlagsAScratchStoredOnlyAtTheVeryEnd) {
+  // The store fires once, at the last grid point: each new (i, j) re-zeroes
+  // a sum nobody has read. A self-update (`acc = acc + ...`) accumulates too.
+  const char *src = R"(kernel late_store:
+    grid = (2, 4)
+    in  x: f32[256, 512]  block=(128, 128)  index=(i, k) -> (i, k)
+    out o: f32[128, 128]  block=(128, 128)  index=(i, k) -> (0, 0)
+    scratch acc: f32[128, 128]
+    body:
+        when program_id(1) == 0:
+            acc[...] = zeros
+        acc[...] = acc[...] + x[...]
+        when program_id(0) == 1 and program_id(1) == 3:
+            o[...] = acc[...]
+)";
+  auto v = check_text(src, "late_store");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{"accumulator-reset", 8}}));
+  EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(point_item(v.findings[0], "reset"), (std::vector<std::int64_t>{1, 0}));
+}
+
+TEST(AccumulatorReset, AcceptsAScratchStoredOnEveryStep) {
+  const char *src = R"(kernel write_through:
+    grid = (4, 4)
+    dimension_semantics = (parallel, arbitrary)
+    in  x: f32[512, 512]  block=(128, 128)  index=(i, k) -> (i, k)
+    out o: f32[512, 128]  block=(128, 128)  index=(i, k) -> (i, 0)
+    scratch acc: f32[128, 128]
+    body:
+        when program_id(1) % 2 == 0:
+            acc[...] = zeros
+        acc[...] += x[...]
+        o[...] = acc[...]
+)";
+  // Wrong numbers, but not by a reset: each partial sum was stored before the
+  // init cleared it (the output's own rules judge the stores).
+  auto v = check_text(src, "write_through");
+  for (const auto &f : v.findings)
+    EXPECT_NE(f.rule, "accumulator-reset");
+}
+
 TEST(InputWriteLost, IgnoresAWriteWhoseGuardNeverHolds) {
   const char *src = R"(kernel never:
     grid = (8,)

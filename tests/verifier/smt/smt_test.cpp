@@ -14,8 +14,7 @@ std::int64_t eval_via_z3(const spec::Expr &e, std::int64_t a, bool aux) {
   Term x = c.int_var("x");
   b.names.emplace("x", x);
   Bindings::Aux ax;
-  if (aux)
-    b.aux = &ax;
+  if (aux) b.aux = &ax;
   auto t = translate(c, e, b);
   EXPECT_TRUE(t.term.has_value()) << t.error;
   s.add(x == a, "pin");
@@ -47,7 +46,8 @@ TEST(Translate, ReportsUnsupportedConstructsInsteadOfGuessing) {
   Context c;
   Bindings b;
   b.names.emplace("x", c.int_var("x"));
-  auto t = translate(c, spec::Expr::binary(spec::Op::FloorDiv, spec::Expr::var("x"), spec::Expr::var("x")), b);
+  auto t =
+      translate(c, spec::Expr::binary(spec::Op::FloorDiv, spec::Expr::var("x"), spec::Expr::var("x")), b);
   EXPECT_FALSE(t.term.has_value());
   EXPECT_FALSE(t.error.empty());
   auto u = translate(c, spec::Expr::var("nope"), b);
@@ -85,5 +85,5 @@ TEST(Solver, ReportsUnknownWithAReasonRatherThanAVerdict) {
     EXPECT_NE(r.kind, Result::sat);
 }
 
-}  // namespace
-}  // namespace pipecheck::verifier::smt
+} // namespace
+} // namespace pipecheck::verifier::smt
