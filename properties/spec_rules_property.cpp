@@ -22,8 +22,7 @@ rc::Gen<std::string> index_expr(int rank, std::int64_t nblocks) {
     opts.push_back(v + " % 2");
     opts.push_back(v + " + 1");
     opts.push_back(std::to_string(nblocks - 1) + " - " + v);
-    if (a + 1 < rank)
-      opts.push_back(v + " + " + kAxis[a + 1]);
+    if (a + 1 < rank) opts.push_back(v + " + " + kAxis[a + 1]);
   }
   return rc::gen::elementOf(opts);
 }
@@ -35,7 +34,7 @@ std::string join(const std::vector<std::string> &v) {
   return s;
 }
 
-}  // namespace
+} // namespace
 
 rc::Gen<std::string> small_kernel_text() {
   return rc::gen::exec([]() {
@@ -66,31 +65,22 @@ rc::Gen<std::string> small_kernel_text() {
     }
     os << "    in  x: f32[" << shape << "]  block=(" << block << ")  index=" << lam << " -> (" << xi << ")\n";
     os << "    out o: f32[" << shape << "]  block=(" << block << ")  index=" << lam << " -> (" << oi << ")\n";
-    if (alias)
-      os << "    alias x -> o\n";
+    if (alias) os << "    alias x -> o\n";
     os << "    body:\n";
     int axis = *rc::gen::inRange(0, rank);
     int body = *rc::gen::inRange(0, 6);
     std::string pid = "program_id(" + std::to_string(axis) + ")";
     switch (body) {
-    case 0:
-      os << "        o[...] = x[...]\n";
-      break;
-    case 1:
-      os << "        o[...] += x[...]\n";
-      break;
+    case 0: os << "        o[...] = x[...]\n"; break;
+    case 1: os << "        o[...] += x[...]\n"; break;
     case 2:
       os << "        when " << pid << " == 0:\n            o[...] = zeros\n        o[...] += x[...]\n";
       break;
     case 3:
       os << "        when " << pid << " == num_programs(" << axis << ") - 1:\n            o[...] = x[...]\n";
       break;
-    case 4:
-      os << "        x[...] = x[...] + 1\n        o[...] = x[...]\n";
-      break;
-    default:
-      os << "        when " << pid << " % 2 == 1:\n            o[...] = x[...] + 1\n";
-      break;
+    case 4: os << "        x[...] = x[...] + 1\n        o[...] = x[...]\n"; break;
+    default: os << "        when " << pid << " % 2 == 1:\n            o[...] = x[...] + 1\n"; break;
     }
     return os.str();
   });
@@ -107,38 +97,31 @@ std::string describe(const verifier::Finding &f) {
   return os.str();
 }
 
-}  // namespace
+} // namespace
 
 std::string compare_symbolic_with_enumeration(const std::string &text) {
   auto parsed = spec::parse_and_validate(spec::SourceFile::from_string("prop.pk", text));
-  if (!parsed.file || parsed.file->units.empty())
-    return "skip";
+  if (!parsed.file || parsed.file->units.empty()) return "skip";
   const auto *k = std::get_if<spec::KernelSpec>(&parsed.file->units[0]);
-  if (!k)
-    return "skip";
+  if (!k) return "skip";
   auto built = verifier::rules::build_model(*k, {}, std::nullopt);
-  if (!built.model)
-    return "skip";
+  if (!built.model) return "skip";
   const auto &m = *built.model;
   auto sym = verifier::rules::check_symbolic(m, 10000);
   auto en = verifier::rules::check_enumerated(m);
-  if (!sym.unknown.empty())
-    return "symbolic unknown: " + sym.unknown[0];
-  if (!en.unknown.empty())
-    return "enumeration unknown: " + en.unknown[0];
+  if (!sym.unknown.empty()) return "symbolic unknown: " + sym.unknown[0];
+  if (!en.unknown.empty()) return "enumeration unknown: " + en.unknown[0];
   std::string a, b;
   for (const auto &f : sym.findings)
     a += describe(f) + "; ";
   for (const auto &f : en.findings)
     b += describe(f) + "; ";
-  if (a != b)
-    return "symbolic {" + a + "} != enumerated {" + b + "}";
+  if (a != b) return "symbolic {" + a + "} != enumerated {" + b + "}";
   // Each symbolic witness holds concretely.
   for (const auto &f : sym.findings) {
     auto pt = [&](const std::string &key) {
       for (const auto &it : f.witness.items)
-        if (it.key == key)
-          return std::get<std::vector<std::int64_t>>(it.value);
+        if (it.key == key) return std::get<std::vector<std::int64_t>>(it.value);
       return std::vector<std::int64_t>{};
     };
     auto o = m.operand_index("o");
@@ -154,11 +137,10 @@ std::string compare_symbolic_with_enumeration(const std::string &text) {
       bool out = false;
       for (std::size_t d = 0; b && d < b->size(); ++d)
         out = out || (*b)[d] < 0 || (*b)[d] >= m.operands[op].num_blocks[d];
-      if (!out)
-        return "out-of-bounds witness does not hold: " + describe(f);
+      if (!out) return "out-of-bounds witness does not hold: " + describe(f);
     }
   }
   return "";
 }
 
-}  // namespace pipecheck::properties
+} // namespace pipecheck::properties

@@ -19,4 +19,4 @@ rc::Gen<std::string> small_kernel_text();
 /// "skip" when the text does not validate.
 std::string compare_symbolic_with_enumeration(const std::string &text);
 
-}  // namespace pipecheck::properties
+} // namespace pipecheck::properties

@@ -107,7 +107,9 @@ TEST(Cli, CheckNeverPrintsVerifiedForAnUnknownVerdict) {
     std::size_t end = o.text.find('\n', at);
     EXPECT_EQ(o.text.substr(at, end - at).find("verified:"), std::string::npos);
   }
-  if (o.text.find("unknown:") != std::string::npos) EXPECT_NE(o.code, 0);
+  if (o.text.find("unknown:") != std::string::npos) {
+    EXPECT_NE(o.code, 0);
+  }
 }
 
 TEST(Cli, CheckJsonHasTheContractFields) {

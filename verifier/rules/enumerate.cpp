@@ -21,22 +21,17 @@ public:
       return std::move(out_);
     }
     points();
-    if (!precompute())
-      return std::move(out_);
+    if (!precompute()) return std::move(out_);
     for (std::size_t i = 0; i < m_.operands.size(); ++i) {
       const auto &o = m_.operands[i];
-      if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out))
-        out_of_bounds(i);
+      if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out)) out_of_bounds(i);
       if (o.role == spec::Role::out && o.windowed) {
-        if (!o.revisit_any && !m_.grid.empty())
-          revisit(i);
+        if (!o.revisit_any && !m_.grid.empty()) revisit(i);
         parallel_conflict(i);
         not_covered(i);
-        if (m_.is_read(i) && !m_.grid.empty())
-          resets(i);
+        if (m_.is_read(i) && !m_.grid.empty()) resets(i);
       }
-      if (o.role == spec::Role::scratch && !m_.grid.empty())
-        scratch_resets(i);
+      if (o.role == spec::Role::scratch && !m_.grid.empty()) scratch_resets(i);
     }
     for (std::size_t e = 0; e < m_.effects.size(); ++e) {
       const auto &ef = m_.effects[e];
@@ -44,7 +39,8 @@ public:
       if ((ef.kind == Effect::read || ef.kind == Effect::accumulate) &&
           ((o.role == spec::Role::out && o.windowed) || o.role == spec::Role::scratch))
         uninitialized(e);
-      if (ef.kind != Effect::read && o.role == spec::Role::in && o.windowed && !m_.is_aliased_input(ef.operand))
+      if (ef.kind != Effect::read && o.role == spec::Role::in && o.windowed &&
+          !m_.is_aliased_input(ef.operand))
         input_write(e);
     }
     for (const auto &a : m_.aliases)
@@ -60,35 +56,30 @@ private:
   std::int64_t max_;
   RuleOutcome out_;
   std::vector<Point> pts_;
-  std::vector<std::vector<Point>> blk_;     // [operand][point]
-  std::vector<std::vector<char>> fires_;    // [effect][point]
+  std::vector<std::vector<Point>> blk_;  // [operand][point]
+  std::vector<std::vector<char>> fires_; // [effect][point]
 
   void points() {
     Point p(m_.grid.size(), 0);
     for (std::int64_t g : m_.grid)
-      if (g <= 0)
-        return;
+      if (g <= 0) return;
     while (true) {
       pts_.push_back(p);
       std::size_t k = p.size();
       while (k > 0) {
         --k;
-        if (++p[k] < m_.grid[k])
-          break;
+        if (++p[k] < m_.grid[k]) break;
         p[k] = 0;
-        if (k == 0)
-          return;
+        if (k == 0) return;
       }
-      if (p.empty())
-        return;
+      if (p.empty()) return;
     }
   }
 
   bool precompute() {
     blk_.assign(m_.operands.size(), {});
     for (std::size_t i = 0; i < m_.operands.size(); ++i) {
-      if (m_.operands[i].role == spec::Role::scratch)
-        continue;
+      if (m_.operands[i].role == spec::Role::scratch) continue;
       for (const auto &p : pts_) {
         auto b = block_at(m_, i, p);
         if (!b) {
@@ -120,8 +111,7 @@ private:
 
   bool writes(std::size_t op, std::size_t pt) const {
     for (std::size_t e = 0; e < m_.effects.size(); ++e)
-      if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::read && fires_[e][pt])
-        return true;
+      if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::read && fires_[e][pt]) return true;
     return false;
   }
 
@@ -142,8 +132,7 @@ private:
       stride[k - 1] = stride[k] * static_cast<std::size_t>(m_.grid[k]);
     for (std::size_t b = m_.grid.size(); b-- > 1;)
       for (std::size_t x = 0; x < pts_.size(); ++x)
-        if (pts_[x][b] + 1 < m_.grid[b] && blk_[op][x] != blk_[op][x + stride[b]])
-          return b;
+        if (pts_[x][b] + 1 < m_.grid[b] && blk_[op][x] != blk_[op][x + stride[b]]) return b;
     return std::nullopt;
   }
 
@@ -152,7 +141,7 @@ private:
       if (auto last_dep = last_dependent_axis(op)) {
         // The first revisit whose first visit p0 (the smallest candidate p)
         // differs from it along an axis before the last dependent one.
-        std::map<Point, std::pair<std::size_t, std::size_t>> seen;  // block -> (first visit, visits)
+        std::map<Point, std::pair<std::size_t, std::size_t>> seen; // block -> (first visit, visits)
         for (std::size_t q = 0; q < pts_.size(); ++q) {
           auto it = seen.find(blk_[op][q]);
           if (it == seen.end()) {
@@ -186,10 +175,8 @@ private:
   void parallel_conflict(std::size_t op) {
     std::vector<std::size_t> axes;
     for (std::size_t a = 0; a < m_.semantics.size(); ++a)
-      if (m_.semantics[a] == spec::DimSemantics::parallel)
-        axes.push_back(a);
-    if (axes.empty())
-      return;
+      if (m_.semantics[a] == spec::DimSemantics::parallel) axes.push_back(a);
+    if (axes.empty()) return;
     auto proj = [&](std::size_t pt) {
       Point r;
       for (std::size_t a : axes)
@@ -200,8 +187,7 @@ private:
     // from it along a parallel axis.
     std::map<Point, std::pair<std::size_t, std::optional<std::size_t>>> by_block;
     for (std::size_t q = 0; q < pts_.size(); ++q) {
-      if (!writes(op, q))
-        continue;
+      if (!writes(op, q)) continue;
       auto it = by_block.find(blk_[op][q]);
       if (it == by_block.end())
         by_block.emplace(blk_[op][q], std::make_pair(q, std::optional<std::size_t>()));
@@ -210,8 +196,7 @@ private:
     }
     std::optional<std::pair<std::size_t, std::size_t>> best;
     for (const auto &[b, w] : by_block)
-      if (w.second && (!best || w.first < best->first))
-        best = std::make_pair(w.first, *w.second);
+      if (w.second && (!best || w.first < best->first)) best = std::make_pair(w.first, *w.second);
     if (best)
       out_.findings.push_back(parallel_conflict_finding(m_, op, pts_[best->first], pts_[best->second]));
   }
@@ -220,8 +205,7 @@ private:
     const auto &o = m_.operands[op];
     std::int64_t total = 1;
     for (std::int64_t n : o.num_blocks) {
-      if (n <= 0)
-        return;
+      if (n <= 0) return;
       if (__builtin_mul_overflow(total, n, &total) || total > max_) {
         out_.unknown.push_back("output-not-covered/" + o.name + ": too many blocks to enumerate");
         return;
@@ -229,8 +213,7 @@ private:
     }
     std::set<Point> written;
     for (std::size_t q = 0; q < pts_.size(); ++q)
-      if (writes(op, q))
-        written.insert(blk_[op][q]);
+      if (writes(op, q)) written.insert(blk_[op][q]);
     Point b(o.num_blocks.size(), 0);
     while (true) {
       if (!written.count(b)) {
@@ -247,8 +230,7 @@ private:
         }
         b[k] = 0;
       }
-      if (done)
-        return;
+      if (done) return;
     }
   }
 
@@ -256,8 +238,7 @@ private:
     const Effect &rd = m_.effects[r];
     std::vector<std::size_t> inits;
     for (std::size_t e = 0; e < m_.effects.size(); ++e)
-      if (m_.effects[e].operand == rd.operand && m_.effects[e].kind != Effect::read)
-        inits.push_back(e);
+      if (m_.effects[e].operand == rd.operand && m_.effects[e].kind != Effect::read) inits.push_back(e);
     std::set<Point> written;
     for (std::size_t p = 0; p < pts_.size(); ++p) {
       const Point &b = block(rd.operand, p);
@@ -271,16 +252,14 @@ private:
         }
       }
       for (std::size_t w : inits)
-        if (fires_[w][p])
-          written.insert(b);
+        if (fires_[w][p]) written.insert(b);
     }
   }
 
   void resets(std::size_t op) {
     for (std::size_t w = 0; w < m_.effects.size(); ++w) {
       const Effect &we = m_.effects[w];
-      if (we.operand != op || we.kind != Effect::write)
-        continue;
+      if (we.operand != op || we.kind != Effect::write) continue;
       std::map<Point, std::size_t> first_acc;
       for (std::size_t q = 0; q < pts_.size(); ++q) {
         if (fires_[w][q]) {
@@ -301,8 +280,7 @@ private:
   // first point that accumulated since the last init or consuming read.
   void scratch_resets(std::size_t op) {
     ScratchUse u = scratch_use(m_, op);
-    if (u.inits.empty() || u.accumulates.empty())
-      return;
+    if (u.inits.empty() || u.accumulates.empty()) return;
     enum class Ev { none, init, accumulate, consume };
     std::vector<Ev> kind(m_.effects.size(), Ev::none);
     for (std::size_t e : u.inits)
@@ -313,8 +291,7 @@ private:
       kind[e] = Ev::consume;
     std::vector<std::size_t> events;
     for (std::size_t e = 0; e < m_.effects.size(); ++e)
-      if (kind[e] != Ev::none)
-        events.push_back(e);
+      if (kind[e] != Ev::none) events.push_back(e);
     std::stable_sort(events.begin(), events.end(),
                      [&](std::size_t a, std::size_t b) { return m_.effects[a].order < m_.effects[b].order; });
     constexpr std::size_t none = static_cast<std::size_t>(-1);
@@ -323,11 +300,9 @@ private:
       bool found = false;
       for (std::size_t q = 0; q < pts_.size() && !found; ++q)
         for (std::size_t e : events) {
-          if (!fires_[e][q])
-            continue;
+          if (!fires_[e][q]) continue;
           if (kind[e] == Ev::accumulate) {
-            if (pending == none)
-              pending = q;
+            if (pending == none) pending = q;
             continue;
           }
           if (e == w && pending < q) {
@@ -351,18 +326,15 @@ private:
   void alias(const AliasModel &a) {
     const auto &x = m_.operands[a.input];
     const auto &o = m_.operands[a.output];
-    if (!x.windowed || !o.windowed || x.shape.size() != o.shape.size() || m_.grid.empty())
-      return;
+    if (!x.windowed || !o.windowed || x.shape.size() != o.shape.size() || m_.grid.empty()) return;
     const std::size_t n = pts_.size();
     // next_change[p]: the first r > p whose output block differs from p's.
     std::vector<std::size_t> next_change(n, n);
     for (std::size_t p = n; p-- > 0;)
-      if (p + 1 < n)
-        next_change[p] = blk_[a.output][p + 1] != blk_[a.output][p] ? p + 1 : next_change[p + 1];
+      if (p + 1 < n) next_change[p] = blk_[a.output][p + 1] != blk_[a.output][p] ? p + 1 : next_change[p + 1];
     for (std::size_t q = 0; q < n; ++q)
       for (std::size_t p = 0; p < q; ++p) {
-        if (next_change[p] > q)
-          continue;
+        if (next_change[p] > q) continue;
         bool overlap = true;
         for (std::size_t d = 0; d < x.shape.size(); ++d) {
           std::int64_t xs = blk_[a.input][q][d] * x.block[d], os = blk_[a.output][p][d] * o.block[d];
@@ -376,8 +348,10 @@ private:
   }
 };
 
-}  // namespace
+} // namespace
 
-RuleOutcome check_enumerated(const KernelModel &m, std::int64_t max_points) { return Enum(m, max_points).run(); }
+RuleOutcome check_enumerated(const KernelModel &m, std::int64_t max_points) {
+  return Enum(m, max_points).run();
+}
 
-}  // namespace pipecheck::verifier::rules
+} // namespace pipecheck::verifier::rules

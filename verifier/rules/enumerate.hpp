@@ -15,4 +15,4 @@ namespace pipecheck::verifier::rules {
 /// `unknown` entry when the grid or an output's block count exceeds max_points.
 RuleOutcome check_enumerated(const KernelModel &, std::int64_t max_points = 1 << 22);
 
-}  // namespace pipecheck::verifier::rules
+} // namespace pipecheck::verifier::rules

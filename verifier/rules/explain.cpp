@@ -44,15 +44,16 @@ const char *kPipeRight = R"(pipeline double_buffered_add_one:
 
 std::vector<RuleDoc> make_docs() {
   std::vector<RuleDoc> d;
-  d.push_back({"reduction-not-last-axis",
-               "An output is accumulated along a grid axis that comes before an axis its index_map depends "
-               "on. Pallas keeps an output block in VMEM only while consecutive grid points map to it, so the "
-               "block is revisited non-consecutively and each revisit starts from a stale window. "
-               "Precisely: grid points p < r < q map the output to one block at p and q but to another "
-               "at r, and p and q differ along some axis a followed by an axis b > a that the index_map "
-               "depends on (a revisit with no such later axis, e.g. a single axis with `i % 4`, is an "
-               "output-revisit). Reduce along the last grid axes only.",
-               kSumWrong, kSumRight});
+  d.push_back(
+      {"reduction-not-last-axis",
+       "An output is accumulated along a grid axis that comes before an axis its index_map depends "
+       "on. Pallas keeps an output block in VMEM only while consecutive grid points map to it, so the "
+       "block is revisited non-consecutively and each revisit starts from a stale window. "
+       "Precisely: grid points p < r < q map the output to one block at p and q but to another "
+       "at r, and p and q differ along some axis a followed by an axis b > a that the index_map "
+       "depends on (a revisit with no such later axis, e.g. a single axis with `i % 4`, is an "
+       "output-revisit). Reduce along the last grid axes only.",
+       kSumWrong, kSumRight});
   d.push_back({"output-revisit",
                "Grid points p < r < q map an output to the same block at p and q but to another block at r. "
                "Pallas writes the block back when the visit at p ends and never copies it in again, so the "
@@ -375,7 +376,7 @@ std::vector<RuleDoc> make_docs() {
   return d;
 }
 
-}  // namespace
+} // namespace
 
 const std::vector<RuleDoc> &rule_docs() {
   static const std::vector<RuleDoc> d = make_docs();
@@ -389,4 +390,4 @@ std::optional<std::string> explain(const std::string &rule) {
   return std::nullopt;
 }
 
-}  // namespace pipecheck::verifier::rules
+} // namespace pipecheck::verifier::rules

@@ -9,9 +9,9 @@ namespace pipecheck::verifier::rules {
 
 struct RuleDoc {
   std::string id;
-  std::string meaning;  ///< one paragraph, plain words
-  std::string wrong;    ///< a `.pk` snippet the rule flags
-  std::string right;    ///< its corrected near-twin
+  std::string meaning; ///< one paragraph, plain words
+  std::string wrong;   ///< a `.pk` snippet the rule flags
+  std::string right;   ///< its corrected near-twin
 };
 
 /// One entry per rule of verifier::all_rules(), in catalog order.
@@ -20,4 +20,4 @@ const std::vector<RuleDoc> &rule_docs();
 /// The text `pipecheck explain RULE` prints, or nullopt for an unknown rule id.
 std::optional<std::string> explain(const std::string &rule);
 
-}  // namespace pipecheck::verifier::rules
+} // namespace pipecheck::verifier::rules

@@ -9,11 +9,18 @@
 namespace pipecheck::verifier::rules {
 
 const std::vector<std::string> &spec_rules() {
-  static const std::vector<std::string> r = {
-      "reduction-not-last-axis", "output-revisit",        "uninitialized-accumulator",
-      "accumulator-reset",       "input-write-lost",      "index-out-of-bounds",
-      "partial-block-reduction", "parallel-write-conflict", "output-not-covered",
-      "alias-hazard",            "sram-capacity",         "block-tiling"};
+  static const std::vector<std::string> r = {"reduction-not-last-axis",
+                                             "output-revisit",
+                                             "uninitialized-accumulator",
+                                             "accumulator-reset",
+                                             "input-write-lost",
+                                             "index-out-of-bounds",
+                                             "partial-block-reduction",
+                                             "parallel-write-conflict",
+                                             "output-not-covered",
+                                             "alias-hazard",
+                                             "sram-capacity",
+                                             "block-tiling"};
   return r;
 }
 
@@ -25,8 +32,7 @@ std::optional<Point> block_at(const KernelModel &m, std::size_t op, const Point 
   Point out;
   for (const auto &e : o.index) {
     auto v = spec::eval_int(bind_grid(e, p, m.grid), env);
-    if (!v)
-      return std::nullopt;
+    if (!v) return std::nullopt;
     out.push_back(*v);
   }
   return out;
@@ -35,10 +41,8 @@ std::optional<Point> block_at(const KernelModel &m, std::size_t op, const Point 
 std::optional<bool> guard_at(const KernelModel &m, const Effect &e, const Point &p) {
   for (const auto &g : e.guards) {
     auto v = spec::eval_int(bind_grid(g, p, m.grid), m.env);
-    if (!v)
-      return std::nullopt;
-    if (*v == 0)
-      return false;
+    if (!v) return std::nullopt;
+    if (*v == 0) return false;
   }
   return true;
 }
@@ -47,21 +51,18 @@ ScratchUse scratch_use(const KernelModel &m, std::size_t op) {
   // Within one statement the reads carry its `order` and the store order + 1.
   auto same_statement_reads = [&](const Effect &w) {
     for (const auto &r : m.effects)
-      if (r.operand == op && r.kind == Effect::read && r.order + 1 == w.order)
-        return true;
+      if (r.operand == op && r.kind == Effect::read && r.order + 1 == w.order) return true;
     return false;
   };
   auto same_statement_stores = [&](const Effect &r) {
     for (const auto &w : m.effects)
-      if (w.operand == op && w.kind != Effect::read && w.order == r.order + 1)
-        return true;
+      if (w.operand == op && w.kind != Effect::read && w.order == r.order + 1) return true;
     return false;
   };
   ScratchUse u;
   for (std::size_t e = 0; e < m.effects.size(); ++e) {
     const Effect &ef = m.effects[e];
-    if (ef.operand != op)
-      continue;
+    if (ef.operand != op) continue;
     if (ef.kind == Effect::accumulate || (ef.kind == Effect::write && same_statement_reads(ef)))
       u.accumulates.push_back(e);
     else if (ef.kind == Effect::write)
@@ -96,63 +97,65 @@ Finding make(const std::string &rule, const spec::Loc &loc, std::string msg) {
 }
 
 void add_block(Finding &f, const KernelModel &m, std::size_t op, const Point &p) {
-  if (auto b = block_at(m, op, p))
-    f.witness.items.push_back({"block", *b});
+  if (auto b = block_at(m, op, p)) f.witness.items.push_back({"block", *b});
 }
 
-}  // namespace
+} // namespace
 
 Finding revisit_finding(const KernelModel &m, std::size_t op, bool accumulated, const Point &first,
                         const Point &revisit) {
   const auto &o = m.operands[op];
   std::string b = block_str(m, op, first);
-  Finding f = accumulated
-                  ? make("reduction-not-last-axis", o.loc,
-                         "output '" + o.name + "' is accumulated across grid axes in an order that "
-                         "revisits its block " + b + " non-consecutively: reduce only along the last "
-                         "grid axes, after every axis the index_map depends on")
-                  : make("output-revisit", o.loc,
-                         "output '" + o.name + "' revisits block " + b +
-                             " non-consecutively: the earlier visit's write-back is overwritten "
-                             "by a window that was never copied in");
+  Finding f = accumulated ? make("reduction-not-last-axis", o.loc,
+                                 "output '" + o.name +
+                                     "' is accumulated across grid axes in an order that "
+                                     "revisits its block " +
+                                     b +
+                                     " non-consecutively: reduce only along the last "
+                                     "grid axes, after every axis the index_map depends on")
+                          : make("output-revisit", o.loc,
+                                 "output '" + o.name + "' revisits block " + b +
+                                     " non-consecutively: the earlier visit's write-back is overwritten "
+                                     "by a window that was never copied in");
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"first_visit", first});
   f.witness.items.push_back({"revisit", revisit});
   add_block(f, m, op, first);
-  f.notes.push_back(note(o.loc, "first visit of block " + b + " of " + o.name + " at grid point " +
-                                    format_tuple(first)));
-  f.notes.push_back(note(o.loc, "revisited at grid point " + format_tuple(revisit) +
-                                    " after other blocks in between"));
+  f.notes.push_back(
+      note(o.loc, "first visit of block " + b + " of " + o.name + " at grid point " + format_tuple(first)));
+  f.notes.push_back(
+      note(o.loc, "revisited at grid point " + format_tuple(revisit) + " after other blocks in between"));
   return f;
 }
 
 Finding uninitialized_finding(const KernelModel &m, const Effect &r, const Point &p) {
   const auto &o = m.operands[r.operand];
   bool scratch = o.role == spec::Role::scratch;
-  std::string what = scratch ? "scratch '" + o.name + "'" : "block " + block_str(m, r.operand, p) +
-                                                                  " of '" + o.name + "'";
+  std::string what =
+      scratch ? "scratch '" + o.name + "'" : "block " + block_str(m, r.operand, p) + " of '" + o.name + "'";
   Finding f = make("uninitialized-accumulator", r.loc,
                    "reads " + what + " at grid point " + format_tuple(p) +
                        " before anything wrote it: initialize it under `when program_id(a) == 0` "
                        "on the reduction axis");
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"grid_point", p});
-  if (!scratch)
-    add_block(f, m, r.operand, p);
-  f.notes.push_back(note(r.loc, "at grid point " + format_tuple(p) + " no earlier statement or grid "
-                                "point has written " + what));
+  if (!scratch) add_block(f, m, r.operand, p);
+  f.notes.push_back(note(r.loc, "at grid point " + format_tuple(p) +
+                                    " no earlier statement or grid "
+                                    "point has written " +
+                                    what));
   return f;
 }
 
 Finding reset_finding(const KernelModel &m, const Effect &w, const Point &partial, const Point &reset) {
   const auto &o = m.operands[w.operand];
   if (o.role == spec::Role::scratch) {
-    Finding f = make("accumulator-reset", w.loc,
-                     "this write re-initializes scratch '" + o.name + "' at grid point " +
-                         format_tuple(reset) + ", discarding the partial result accumulated since " +
-                         format_tuple(partial) +
-                         " before any statement read it: guard the init on the first step of the "
-                         "reduction axis");
+    Finding f =
+        make("accumulator-reset", w.loc,
+             "this write re-initializes scratch '" + o.name + "' at grid point " + format_tuple(reset) +
+                 ", discarding the partial result accumulated since " + format_tuple(partial) +
+                 " before any statement read it: guard the init on the first step of the "
+                 "reduction axis");
     f.witness.items.push_back({"operand", o.name});
     f.witness.items.push_back({"first_visit", partial});
     f.witness.items.push_back({"reset", reset});
@@ -178,9 +181,10 @@ Finding reset_finding(const KernelModel &m, const Effect &w, const Point &partia
 Finding input_write_finding(const KernelModel &m, const Effect &w, const Point &p) {
   const auto &o = m.operands[w.operand];
   Finding f = make("input-write-lost", w.loc,
-                   "writes input '" + o.name + "', which is not aliased to an output: the write "
-                   "stays in the VMEM window and never reaches HBM (use `alias " + o.name +
-                       " -> OUT` or write an output)");
+                   "writes input '" + o.name +
+                       "', which is not aliased to an output: the write "
+                       "stays in the VMEM window and never reaches HBM (use `alias " +
+                       o.name + " -> OUT` or write an output)");
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"grid_point", p});
   f.notes.push_back(note(w.loc, "the write happens at grid point " + format_tuple(p)));
@@ -201,14 +205,12 @@ Finding out_of_bounds_finding(const KernelModel &m, std::size_t op, const Point 
         break;
       }
   Finding f = make("index-out-of-bounds", o.loc,
-                   "the index_map of '" + o.name + "' maps grid point " + format_tuple(p) +
-                       " to block " + (b ? format_tuple(*b) : std::string("?")) + ": " + detail);
+                   "the index_map of '" + o.name + "' maps grid point " + format_tuple(p) + " to block " +
+                       (b ? format_tuple(*b) : std::string("?")) + ": " + detail);
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"grid_point", p});
-  if (b)
-    f.witness.items.push_back({"block", *b});
-  if (dim >= 0)
-    f.witness.items.push_back({"dim", dim});
+  if (b) f.witness.items.push_back({"block", *b});
+  if (dim >= 0) f.witness.items.push_back({"dim", dim});
   f.notes.push_back(note(o.loc, "at grid point " + format_tuple(p) + ", " + detail));
   return f;
 }
@@ -223,9 +225,11 @@ Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Po
       break;
     }
   Finding f = make("parallel-write-conflict", o.loc,
-                   "grid points " + format_tuple(p) + " and " + format_tuple(q) + " differ along "
-                   "parallel axis " + std::to_string(axis) + " but both write block " + b + " of '" +
-                       o.name + "': mark the reduction axis `arbitrary`");
+                   "grid points " + format_tuple(p) + " and " + format_tuple(q) +
+                       " differ along "
+                       "parallel axis " +
+                       std::to_string(axis) + " but both write block " + b + " of '" + o.name +
+                       "': mark the reduction axis `arbitrary`");
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"first_write", p});
   f.witness.items.push_back({"second_write", q});
@@ -252,8 +256,8 @@ Finding alias_finding(const KernelModel &m, const AliasModel &a, const Point &wr
   const auto &x = m.operands[a.input];
   const auto &o = m.operands[a.output];
   Finding f = make("alias-hazard", a.loc,
-                   "input '" + x.name + "' reads block " + block_str(m, a.input, read) +
-                       " at grid point " + format_tuple(read) + " after output '" + o.name +
+                   "input '" + x.name + "' reads block " + block_str(m, a.input, read) + " at grid point " +
+                       format_tuple(read) + " after output '" + o.name +
                        "' wrote back the same HBM region from grid point " + format_tuple(written) +
                        ": the input sees the new values, not the original ones");
   f.witness.items.push_back({"operand", x.name});
@@ -278,8 +282,7 @@ std::int64_t sram_bytes(const KernelModel &m) {
         total += o.block_bytes();
       continue;
     }
-    if (!o.windowed)
-      continue;
+    if (!o.windowed) continue;
     std::int64_t n = gpu ? m.max_concurrent_steps : o.buffer_count;
     total += n * o.block_bytes();
   }
@@ -295,16 +298,13 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
     has_output = has_output || (o.role == spec::Role::out && o.windowed);
   for (std::size_t i = 0; i < m.operands.size(); ++i) {
     const auto &x = m.operands[i];
-    if (x.role != spec::Role::in || !x.windowed)
-      continue;
+    if (x.role != spec::Role::in || !x.windowed) continue;
     for (std::size_t d = 0; d < x.shape.size(); ++d) {
-      if (x.squeezed[d] || x.shape[d] % x.block[d] == 0)
-        continue;
+      if (x.squeezed[d] || x.shape[d] % x.block[d] == 0) continue;
       std::string why;
       if (has_output)
         for (std::size_t a = 0; a < x.index_params.size() && why.empty(); ++a) {
-          if (!spec::mentions(x.index[d], x.index_params[a]))
-            continue;
+          if (!spec::mentions(x.index[d], x.index_params[a])) continue;
           bool output_depends = false;
           for (const auto &o : m.operands)
             if (o.role == spec::Role::out && o.windowed && a < o.index_params.size())
@@ -317,8 +317,7 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
       for (const auto &c : m.contractions)
         if (why.empty() && c.operand == i && c.array_dim == d)
           why = "the body contracts it (dot/sum/max) on line " + std::to_string(c.loc.line);
-      if (why.empty())
-        continue;
+      if (why.empty()) continue;
       std::int64_t valid = x.shape[d] % x.block[d];
       Finding f = make("partial-block-reduction", x.loc,
                        "dim " + std::to_string(d) + " of '" + x.name + "' (" + std::to_string(x.shape[d]) +
@@ -331,14 +330,13 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
       f.witness.items.push_back({"last_block", x.num_blocks[d] - 1});
       f.witness.items.push_back({"valid_elements", valid});
       f.notes.push_back(note(x.loc, "block " + std::to_string(x.num_blocks[d] - 1) + " along dim " +
-                                        std::to_string(d) + " holds only " + std::to_string(valid) +
-                                        " of " + std::to_string(x.block[d]) + " valid elements"));
+                                        std::to_string(d) + " holds only " + std::to_string(valid) + " of " +
+                                        std::to_string(x.block[d]) + " valid elements"));
       out.push_back(std::move(f));
       break;
     }
   }
-  if (!m.target)
-    return out;
+  if (!m.target) return out;
   const Target *t = find_target(*m.target);
   if (!t) {
     unknown.push_back("unknown target '" + *m.target + "': sram-capacity and block-tiling not checked");
@@ -348,36 +346,33 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
   std::int64_t budget = sram_budget(*t, m.vmem_limit_bytes);
   if (bytes > budget) {
     const spec::Loc &loc = m.spec ? m.spec->loc : spec::Loc{};
-    Finding f = make("sram-capacity", loc,
-                     "the kernel needs at least " + std::to_string(bytes) + " bytes of " +
-                         (t->kind == TargetKind::tpu ? "VMEM" : "shared memory") + " but " + t->name +
-                         " allows " + std::to_string(budget) +
-                         " (a lower bound: the compiler's scoped allocations add intermediates and "
-                         "spills)" +
-                         (t->kind == TargetKind::tpu && budget < t->physical_sram_bytes
-                              ? "; vmem_limit_bytes can raise the budget up to " +
-                                    std::to_string(t->physical_sram_bytes)
-                              : std::string()));
+    Finding f = make(
+        "sram-capacity", loc,
+        "the kernel needs at least " + std::to_string(bytes) + " bytes of " +
+            (t->kind == TargetKind::tpu ? "VMEM" : "shared memory") + " but " + t->name + " allows " +
+            std::to_string(budget) +
+            " (a lower bound: the compiler's scoped allocations add intermediates and "
+            "spills)" +
+            (t->kind == TargetKind::tpu && budget < t->physical_sram_bytes
+                 ? "; vmem_limit_bytes can raise the budget up to " + std::to_string(t->physical_sram_bytes)
+                 : std::string()));
     f.witness.items.push_back({"sram_bytes", bytes});
     f.witness.items.push_back({"budget_bytes", budget});
     f.witness.items.push_back({"target", t->name});
     for (const auto &o : m.operands) {
       std::int64_t n = o.role == spec::Role::scratch ? 1
-                       : t->kind == TargetKind::gpu ? m.max_concurrent_steps
+                       : t->kind == TargetKind::gpu  ? m.max_concurrent_steps
                                                      : o.buffer_count;
-      if (!o.windowed && o.role != spec::Role::scratch)
-        continue;
+      if (!o.windowed && o.role != spec::Role::scratch) continue;
       f.notes.push_back(note(o.loc, o.name + ": " + std::to_string(n) + " x " +
                                         std::to_string(o.block_bytes()) + " bytes"));
     }
     out.push_back(std::move(f));
   }
   for (const auto &o : m.operands) {
-    if (!o.windowed)
-      continue;
+    if (!o.windowed) continue;
     auto v = tiling_violations(*t, o.shape, o.block, o.squeezed, o.dtype);
-    if (v.empty())
-      continue;
+    if (v.empty()) continue;
     Finding f = make("block-tiling", o.loc,
                      "the block of '" + o.name + "' violates " + t->name + "'s tiling rule: " + v[0].message);
     f.witness.items.push_back({"operand", o.name});
@@ -407,18 +402,15 @@ void finalize(std::vector<Finding> &fs) {
   for (const auto &f : fs)
     if (f.rule == "reduction-not-last-axis")
       for (const auto &it : f.witness.items)
-        if (it.key == "operand")
-          reduced.insert(std::get<std::string>(it.value));
+        if (it.key == "operand") reduced.insert(std::get<std::string>(it.value));
   std::vector<Finding> kept;
   std::map<std::pair<std::string, int>, std::size_t> at;
   for (auto &f : fs) {
     if (f.rule == "output-revisit") {
       bool superseded = false;
       for (const auto &it : f.witness.items)
-        if (it.key == "operand" && reduced.count(std::get<std::string>(it.value)))
-          superseded = true;
-      if (superseded)
-        continue;
+        if (it.key == "operand" && reduced.count(std::get<std::string>(it.value))) superseded = true;
+      if (superseded) continue;
     }
     auto key = std::make_pair(f.rule, f.loc.line);
     auto it = at.find(key);
@@ -430,11 +422,10 @@ void finalize(std::vector<Finding> &fs) {
     }
   }
   std::stable_sort(kept.begin(), kept.end(), [](const Finding &a, const Finding &b) {
-    if (a.loc.line != b.loc.line)
-      return a.loc.line < b.loc.line;
+    if (a.loc.line != b.loc.line) return a.loc.line < b.loc.line;
     return a.rule < b.rule;
   });
   fs = std::move(kept);
 }
 
-}  // namespace pipecheck::verifier::rules
+} // namespace pipecheck::verifier::rules

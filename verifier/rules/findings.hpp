@@ -63,4 +63,4 @@ void finalize(std::vector<Finding> &);
 /// The values of a witness concatenated (for "smallest witness" comparisons).
 std::vector<std::int64_t> witness_key(const Witness &);
 
-}  // namespace pipecheck::verifier::rules
+} // namespace pipecheck::verifier::rules

@@ -11,12 +11,9 @@ using spec::Op;
 
 const char *to_string(Effect::Kind k) {
   switch (k) {
-  case Effect::read:
-    return "read";
-  case Effect::write:
-    return "write";
-  case Effect::accumulate:
-    return "accumulate";
+  case Effect::read: return "read";
+  case Effect::write: return "write";
+  case Effect::accumulate: return "accumulate";
   }
   return "read";
 }
@@ -24,10 +21,8 @@ const char *to_string(Effect::Kind k) {
 std::optional<std::size_t> OperandModel::view_to_array_dim(std::int64_t v) const {
   std::int64_t seen = 0;
   for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (squeezed[d])
-      continue;
-    if (seen == v)
-      return d;
+    if (squeezed[d]) continue;
+    if (seen == v) return d;
     ++seen;
   }
   return std::nullopt;
@@ -42,30 +37,26 @@ std::int64_t OperandModel::block_bytes() const {
 
 std::optional<std::size_t> KernelModel::operand_index(const std::string &n) const {
   for (std::size_t i = 0; i < operands.size(); ++i)
-    if (operands[i].name == n)
-      return i;
+    if (operands[i].name == n) return i;
   return std::nullopt;
 }
 
 bool KernelModel::is_aliased_input(std::size_t op) const {
   for (const auto &a : aliases)
-    if (a.input == op)
-      return true;
+    if (a.input == op) return true;
   return false;
 }
 
 bool KernelModel::is_read(std::size_t op) const {
   for (const auto &e : effects)
-    if (e.operand == op && (e.kind == Effect::read || e.kind == Effect::accumulate))
-      return true;
+    if (e.operand == op && (e.kind == Effect::read || e.kind == Effect::accumulate)) return true;
   return false;
 }
 
 std::int64_t KernelModel::num_points() const {
   std::int64_t n = 1;
   for (std::int64_t g : grid)
-    if (__builtin_mul_overflow(n, g, &n))
-      return std::numeric_limits<std::int64_t>::max();
+    if (__builtin_mul_overflow(n, g, &n)) return std::numeric_limits<std::int64_t>::max();
   return n;
 }
 
@@ -74,16 +65,14 @@ std::string format_tuple(const std::vector<std::int64_t> &v) {
   os << '(';
   for (std::size_t i = 0; i < v.size(); ++i)
     os << (i ? ", " : "") << v[i];
-  if (v.size() == 1)
-    os << ',';
+  if (v.size() == 1) os << ',';
   os << ')';
   return os.str();
 }
 
-Expr bind_grid(const Expr &e, const std::vector<std::int64_t> &point,
-               const std::vector<std::int64_t> &grid) {
-  if (e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs") &&
-      e.args.size() == 1 && e.args[0].op == Op::Int) {
+Expr bind_grid(const Expr &e, const std::vector<std::int64_t> &point, const std::vector<std::int64_t> &grid) {
+  if (e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs") && e.args.size() == 1 &&
+      e.args[0].op == Op::Int) {
     auto a = e.args[0].int_value;
     const auto &src = e.name == "program_id" ? point : grid;
     if (a >= 0 && static_cast<std::size_t>(a) < src.size())
@@ -102,8 +91,8 @@ struct Builder {
   const spec::KernelSpec &k;
   KernelModel m;
   std::map<std::string, Expr> param_subst;
-  std::map<std::string, Expr> int_locals;   // integer lets, substituted into guards
-  std::map<std::string, std::size_t> ref_locals;  // local = a ref (or transpose of one)
+  std::map<std::string, Expr> int_locals;        // integer lets, substituted into guards
+  std::map<std::string, std::size_t> ref_locals; // local = a ref (or transpose of one)
   std::map<std::string, bool> ref_local_transposed;
   std::string error;
   int order = 0;
@@ -111,8 +100,7 @@ struct Builder {
   std::optional<std::int64_t> eval(const Expr &e) { return spec::eval_int(e, m.env); }
 
   bool fail(const std::string &s) {
-    if (error.empty())
-      error = s;
+    if (error.empty()) error = s;
     return false;
   }
 
@@ -126,8 +114,7 @@ struct Builder {
       om.loc = op.loc;
       for (const auto &s : op.shape) {
         auto v = eval(s);
-        if (!v)
-          return fail("the shape of '" + op.name + "' is not a constant (bind its params with --set)");
+        if (!v) return fail("the shape of '" + op.name + "' is not a constant (bind its params with --set)");
         om.shape.push_back(*v);
       }
       const std::size_t rank = om.shape.size();
@@ -144,8 +131,7 @@ struct Builder {
             continue;
           }
           auto v = eval(*b);
-          if (!v || *v <= 0)
-            return fail("the block of '" + op.name + "' is not a positive constant");
+          if (!v || *v <= 0) return fail("the block of '" + op.name + "' is not a positive constant");
           om.block.push_back(*v);
           om.squeezed.push_back(false);
           full_block = full_block && *v == om.shape[d];
@@ -155,7 +141,8 @@ struct Builder {
         om.squeezed.assign(rank, false);
       }
       for (std::size_t d = 0; d < rank; ++d)
-        om.num_blocks.push_back(om.block[d] > 0 ? spec::floor_div(om.shape[d] + om.block[d] - 1, om.block[d]) : 0);
+        om.num_blocks.push_back(om.block[d] > 0 ? spec::floor_div(om.shape[d] + om.block[d] - 1, om.block[d])
+                                                : 0);
       bool zero_index = true;
       if (op.index_map) {
         om.index_params = op.index_map->params;
@@ -171,21 +158,18 @@ struct Builder {
       } else {
         om.index.assign(rank, Expr::integer(0));
       }
-      om.windowed = op.role != spec::Role::scratch &&
-                    (op.memory_space == spec::MemorySpace::vmem ||
-                     op.memory_space == spec::MemorySpace::smem);
+      om.windowed = op.role != spec::Role::scratch && (op.memory_space == spec::MemorySpace::vmem ||
+                                                       op.memory_space == spec::MemorySpace::smem);
       om.trivial_window = full_block && zero_index;
       om.revisit_any = op.pipeline_mode.revisit == spec::Revisit::any;
       if (op.pipeline_mode.buffer_count) {
         auto v = eval(*op.pipeline_mode.buffer_count);
-        if (!v || *v < 1)
-          return fail("the buffer count of '" + op.name + "' is not a positive constant");
+        if (!v || *v < 1) return fail("the buffer count of '" + op.name + "' is not a positive constant");
         om.buffer_count = *v;
       } else {
         om.buffer_count = om.trivial_window ? 1 : 2;
       }
-      if (op.role == spec::Role::scratch)
-        om.buffer_count = 1;
+      if (op.role == spec::Role::scratch) om.buffer_count = 1;
       m.operands.push_back(std::move(om));
     }
     return true;
@@ -218,8 +202,8 @@ struct Builder {
 
   static bool is_partial(const Expr &ref) {
     for (const auto &s : ref.args)
-      if (s.op != Op::Ellipsis && !(s.op == Op::Slice && s.args.size() == 2 &&
-                                    s.args[0].op == Op::None && s.args[1].op == Op::None))
+      if (s.op != Op::Ellipsis &&
+          !(s.op == Op::Slice && s.args.size() == 2 && s.args[0].op == Op::None && s.args[1].op == Op::None))
         return true;
     return false;
   }
@@ -228,24 +212,20 @@ struct Builder {
   // ref, or transpose of either), and whether it is transposed.
   std::optional<std::pair<std::size_t, bool>> direct_operand(const Expr &e) {
     if (e.op == Op::Ref) {
-      if (auto i = m.operand_index(e.name))
-        return std::make_pair(*i, false);
+      if (auto i = m.operand_index(e.name)) return std::make_pair(*i, false);
       return std::nullopt;
     }
     if (e.op == Op::Name) {
       auto it = ref_locals.find(e.name);
-      if (it != ref_locals.end())
-        return std::make_pair(it->second, ref_local_transposed[e.name]);
+      if (it != ref_locals.end()) return std::make_pair(it->second, ref_local_transposed[e.name]);
       return std::nullopt;
     }
     if (e.op == Op::Call && e.name == "transpose" && e.num_positional() == 1) {
       auto inner = direct_operand(e.args[0]);
-      if (inner)
-        inner->second = !inner->second;
+      if (inner) inner->second = !inner->second;
       return inner;
     }
-    if (e.op == Op::Call && e.name == "cast" && e.num_positional() >= 1)
-      return direct_operand(e.args[0]);
+    if (e.op == Op::Call && e.name == "cast" && e.num_positional() >= 1) return direct_operand(e.args[0]);
     return std::nullopt;
   }
 
@@ -258,62 +238,51 @@ struct Builder {
 
   void add_contraction(std::size_t op, std::int64_t view_dim, bool transposed, const spec::Loc &loc) {
     std::int64_t r = view_rank(op);
-    if (transposed && r == 2)
-      view_dim = 1 - view_dim;
-    if (auto d = m.operands[op].view_to_array_dim(view_dim))
-      m.contractions.push_back({op, *d, loc});
+    if (transposed && r == 2) view_dim = 1 - view_dim;
+    if (auto d = m.operands[op].view_to_array_dim(view_dim)) m.contractions.push_back({op, *d, loc});
   }
 
   void note_contraction(const Expr &call, const spec::Loc &loc) {
     if (call.name == "dot" && call.num_positional() == 2) {
       if (auto a = direct_operand(call.args[0])) {
         std::int64_t r = view_rank(a->first);
-        if (r >= 1)
-          add_contraction(a->first, r - 1, a->second, loc);
+        if (r >= 1) add_contraction(a->first, r - 1, a->second, loc);
       }
       if (auto b = direct_operand(call.args[1])) {
         std::int64_t r = view_rank(b->first);
-        if (r >= 1)
-          add_contraction(b->first, r >= 2 ? r - 2 : 0, b->second, loc);
+        if (r >= 1) add_contraction(b->first, r >= 2 ? r - 2 : 0, b->second, loc);
       }
     } else if ((call.name == "sum" || call.name == "max") && call.num_positional() >= 1) {
       auto a = direct_operand(call.args[0]);
-      if (!a)
-        return;
+      if (!a) return;
       std::int64_t r = view_rank(a->first);
       const Expr *axis = call.kwarg("axis");
-      if (!axis && call.num_positional() >= 2)
-        axis = &call.args[1];
+      if (!axis && call.num_positional() >= 2) axis = &call.args[1];
       if (!axis) {
         for (std::int64_t v = 0; v < r; ++v)
           add_contraction(a->first, v, false, loc);
         return;
       }
       auto v = eval(*axis);
-      if (!v)
-        return;
+      if (!v) return;
       std::int64_t ax = *v < 0 ? *v + r : *v;
-      if (ax >= 0 && ax < r)
-        add_contraction(a->first, ax, a->second, loc);
+      if (ax >= 0 && ax < r) add_contraction(a->first, ax, a->second, loc);
     }
   }
 
   Expr guard_expr(const Expr &cond) {
     Expr g = spec::substitute(cond, param_subst);
-    if (!int_locals.empty())
-      g = spec::substitute(g, int_locals);
+    if (!int_locals.empty()) g = spec::substitute(g, int_locals);
     return g;
   }
 
   static bool is_tensor_expr(const Expr &e) {
-    if (e.op == Op::Ref || e.op == Op::Zeros || e.op == Op::Float)
-      return true;
-    if (e.op == Op::Call && e.name != "program_id" && e.name != "num_programs" &&
-        e.name != "cdiv" && e.name != "min" && e.name != "max" && e.name != "abs")
+    if (e.op == Op::Ref || e.op == Op::Zeros || e.op == Op::Float) return true;
+    if (e.op == Op::Call && e.name != "program_id" && e.name != "num_programs" && e.name != "cdiv" &&
+        e.name != "min" && e.name != "max" && e.name != "abs")
       return true;
     for (const auto &a : e.args)
-      if (is_tensor_expr(a))
-        return true;
+      if (is_tensor_expr(a)) return true;
     return false;
   }
 
@@ -371,10 +340,8 @@ struct Builder {
     if (k.grid) {
       for (const auto &g : *k.grid) {
         auto v = eval(g);
-        if (!v)
-          return fail("the grid is not a constant (a param is symbolic: bind it with --set)");
-        if (*v < 0)
-          return fail("the grid has a negative extent");
+        if (!v) return fail("the grid is not a constant (a param is symbolic: bind it with --set)");
+        if (*v < 0) return fail("the grid has a negative extent");
         m.grid.push_back(*v);
       }
     }
@@ -388,21 +355,17 @@ struct Builder {
       m.target = s->value.op == Op::Name ? s->value.name : std::string();
     if (const auto *s = k.setting("vmem_limit_bytes")) {
       auto v = eval(s->value);
-      if (!v)
-        return fail("vmem_limit_bytes is not a constant");
+      if (!v) return fail("vmem_limit_bytes is not a constant");
       m.vmem_limit_bytes = *v;
     }
     if (const auto *s = k.setting("max_concurrent_steps")) {
       auto v = eval(s->value);
-      if (v && *v >= 1)
-        m.max_concurrent_steps = *v;
+      if (v && *v >= 1) m.max_concurrent_steps = *v;
     }
-    if (!build_operands())
-      return false;
+    if (!build_operands()) return false;
     for (const auto &a : k.aliases) {
       auto i = m.operand_index(a.input), o = m.operand_index(a.output);
-      if (!i || !o)
-        return fail("alias names an unknown operand");
+      if (!i || !o) return fail("alias names an unknown operand");
       m.aliases.push_back({*i, *o, a.loc});
     }
     walk(k.body, {});
@@ -410,7 +373,7 @@ struct Builder {
   }
 };
 
-}  // namespace
+} // namespace
 
 ModelResult build_model(const spec::KernelSpec &k, const spec::Env &overrides,
                         const std::optional<std::string> &target) {
@@ -423,4 +386,4 @@ ModelResult build_model(const spec::KernelSpec &k, const spec::Env &overrides,
   return r;
 }
 
-}  // namespace pipecheck::verifier::rules
+} // namespace pipecheck::verifier::rules

@@ -21,7 +21,7 @@ struct OperandModel {
   spec::Role role = spec::Role::in;
   spec::DType dtype = spec::DType::f32;
   std::vector<std::int64_t> shape;
-  std::vector<std::int64_t> block;       ///< per array dim; a squeezed dim is 1
+  std::vector<std::int64_t> block; ///< per array dim; a squeezed dim is 1
   std::vector<bool> squeezed;
   std::vector<std::int64_t> num_blocks;  ///< cdiv(shape, block) per dim
   std::vector<std::string> index_params; ///< the index_map's lambda parameters
@@ -42,11 +42,11 @@ struct OperandModel {
 struct Effect {
   enum Kind { read, write, accumulate };
   Kind kind = read;
-  std::size_t operand = 0;         ///< index into KernelModel::operands
-  std::vector<spec::Expr> guards;  ///< conjunction; params and integer locals substituted
-  int order = 0;                   ///< program order; a statement's reads precede its write
-  bool partial = false;            ///< the ref is sliced (treated as a whole-block access)
-  spec::Loc loc;                   ///< the statement
+  std::size_t operand = 0;        ///< index into KernelModel::operands
+  std::vector<spec::Expr> guards; ///< conjunction; params and integer locals substituted
+  int order = 0;                  ///< program order; a statement's reads precede its write
+  bool partial = false;           ///< the ref is sliced (treated as a whole-block access)
+  spec::Loc loc;                  ///< the statement
 };
 const char *to_string(Effect::Kind);
 
@@ -66,7 +66,7 @@ struct KernelModel {
   const spec::KernelSpec *spec = nullptr;
   spec::Env env;
   std::vector<std::int64_t> grid;
-  std::vector<spec::DimSemantics> semantics;  ///< one per axis (arbitrary when omitted)
+  std::vector<spec::DimSemantics> semantics; ///< one per axis (arbitrary when omitted)
   std::vector<OperandModel> operands;
   std::vector<Effect> effects;
   std::vector<Contraction> contractions;
@@ -79,12 +79,12 @@ struct KernelModel {
   bool is_aliased_input(std::size_t operand) const;
   /// True when some effect on `operand` reads it (a load or `+=`).
   bool is_read(std::size_t operand) const;
-  std::int64_t num_points() const;  ///< saturates at INT64_MAX
+  std::int64_t num_points() const; ///< saturates at INT64_MAX
 };
 
 struct ModelResult {
   std::optional<KernelModel> model;
-  std::string unknown_reason;  ///< set when the model could not be built
+  std::string unknown_reason; ///< set when the model could not be built
 };
 
 /// Builds the model of a validated kernel spec; `target` overrides the spec's
@@ -100,4 +100,4 @@ spec::Expr bind_grid(const spec::Expr &, const std::vector<std::int64_t> &point,
 /// "(0, 1, 2)".
 std::string format_tuple(const std::vector<std::int64_t> &);
 
-}  // namespace pipecheck::verifier::rules
+} // namespace pipecheck::verifier::rules

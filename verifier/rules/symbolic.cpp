@@ -23,26 +23,21 @@ public:
   RuleOutcome run() {
     for (std::size_t i = 0; i < m_.operands.size(); ++i) {
       const auto &o = m_.operands[i];
-      if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out))
-        out_of_bounds(i);
+      if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out)) out_of_bounds(i);
       if (o.role == spec::Role::out && o.windowed) {
-        if (!o.revisit_any)
-          revisit(i);
+        if (!o.revisit_any) revisit(i);
         parallel_conflict(i);
         not_covered(i);
-        if (m_.is_read(i))
-          resets(i);
+        if (m_.is_read(i)) resets(i);
       }
-      if (o.role == spec::Role::scratch)
-        scratch_resets(i);
+      if (o.role == spec::Role::scratch) scratch_resets(i);
     }
     for (const auto &e : m_.effects) {
       const auto &o = m_.operands[e.operand];
       if ((e.kind == Effect::read || e.kind == Effect::accumulate) &&
           ((o.role == spec::Role::out && o.windowed) || o.role == spec::Role::scratch))
         uninitialized(e);
-      if (e.kind != Effect::read && o.role == spec::Role::in && o.windowed &&
-          !m_.is_aliased_input(e.operand))
+      if (e.kind != Effect::read && o.role == spec::Role::in && o.windowed && !m_.is_aliased_input(e.operand))
         input_write(e);
     }
     for (const auto &a : m_.aliases)
@@ -59,9 +54,9 @@ private:
   smt::Solver solver_;
   RuleOutcome out_;
   int fresh_ = 0;
-  bool minimal_ = true;  // whether the last sat query's witness was fully minimized
+  bool minimal_ = true; // whether the last sat query's witness was fully minimized
   std::string err_;
-  smt::Bindings::Aux *aux_ = nullptr;  // set while building a universally quantified body
+  smt::Bindings::Aux *aux_ = nullptr; // set while building a universally quantified body
 
   SymPoint point(const std::string &tag) {
     SymPoint p;
@@ -114,8 +109,7 @@ private:
   std::optional<Term> tr(const spec::Expr &e, const smt::Bindings &b) {
     auto t = smt::translate(ctx_, e, b);
     if (!t.term) {
-      if (err_.empty())
-        err_ = t.error;
+      if (err_.empty()) err_ = t.error;
       return std::nullopt;
     }
     return t.term;
@@ -137,8 +131,7 @@ private:
     std::vector<Term> c;
     for (const auto &g : e.guards) {
       auto t = tr(g, b);
-      if (!t)
-        return ctx_.boolean(false);
+      if (!t) return ctx_.boolean(false);
       c.push_back(smt::truthy(*t));
     }
     return ctx_.all_of(c);
@@ -148,12 +141,10 @@ private:
   Term fires(std::size_t op, bool writes_only, bool reads_only, const SymPoint &p) {
     std::vector<Term> c;
     for (const auto &e : m_.effects) {
-      if (e.operand != op)
-        continue;
+      if (e.operand != op) continue;
       bool is_write = e.kind != Effect::read;
       bool is_read = e.kind != Effect::write;
-      if ((writes_only && !is_write) || (reads_only && !is_read))
-        continue;
+      if ((writes_only && !is_write) || (reads_only && !is_read)) continue;
       c.push_back(guard(e, p));
     }
     return ctx_.any_of(c);
@@ -207,14 +198,12 @@ private:
   // only along `axis` (by one step): the index_map depends on that axis.
   bool depends_on(std::size_t op, std::size_t axis) {
     const auto &o = m_.operands[op];
-    if (m_.grid[axis] < 2)
-      return false;
+    if (m_.grid[axis] < 2) return false;
     bool may = false;
     for (const auto &e : o.index)
       may = may || (axis < o.index_params.size() && spec::mentions(e, o.index_params[axis])) ||
             mentions_program_id(e);
-    if (!may)
-      return false;
+    if (!may) return false;
     SymPoint x = point("x");
     SymPoint y = x;
     y.v[axis] = x.v[axis] + 1;
@@ -224,11 +213,9 @@ private:
   }
 
   static bool mentions_program_id(const spec::Expr &e) {
-    if (e.op == spec::Op::Call && (e.name == "program_id" || e.name == "num_programs"))
-      return true;
+    if (e.op == spec::Op::Call && (e.name == "program_id" || e.name == "num_programs")) return true;
     for (const auto &a : e.args)
-      if (mentions_program_id(a))
-        return true;
+      if (mentions_program_id(a)) return true;
     return false;
   }
 
@@ -239,22 +226,19 @@ private:
   // With b_max the last axis the index_map depends on, "p and q differ along
   // an axis a < b_max" is exactly that condition.
   void revisit(std::size_t op) {
-    if (m_.grid.empty())
-      return;
+    if (m_.grid.empty()) return;
     const auto &o = m_.operands[op];
     SymPoint p = point("p"), r = point("r"), q = point("q");
     auto bp = block(op, p), br = block(op, r), bq = block(op, q);
-    std::vector<Term> facts = {in_grid(p), in_grid(r), in_grid(q), lex_lt(p, r), lex_lt(r, q), same(bp, bq),
-                               !same(bp, br)};
+    std::vector<Term> facts = {in_grid(p),   in_grid(r),   in_grid(q),   lex_lt(p, r),
+                               lex_lt(r, q), same(bp, bq), !same(bp, br)};
     // Most outputs are never revisited: one query settles both rules.
     std::vector<Point> v;
-    if (query("output-revisit/" + o.name, facts, {&q, &p, &r}, v) != Q::sat)
-      return;
+    if (query("output-revisit/" + o.name, facts, {&q, &p, &r}, v) != Q::sat) return;
     if (m_.is_read(op)) {
       std::optional<std::size_t> last_dep;
       for (std::size_t b = m_.grid.size(); b-- > 1 && !last_dep;)
-        if (depends_on(op, b))
-          last_dep = b;
+        if (depends_on(op, b)) last_dep = b;
       if (last_dep) {
         std::vector<Term> differ;
         for (std::size_t a = 0; a < *last_dep; ++a)
@@ -287,8 +271,7 @@ private:
     auto bp = o.role == spec::Role::scratch ? std::vector<Term>{} : block(rd.operand, p);
     aux_ = &aux;
     for (const auto &w : m_.effects)
-      if (w.operand == rd.operand && w.kind != Effect::read)
-        inits.push_back(guard(w, q));
+      if (w.operand == rd.operand && w.kind != Effect::read) inits.push_back(guard(w, q));
     auto bq = o.role == spec::Role::scratch ? std::vector<Term>{} : block(rd.operand, q);
     aux_ = nullptr;
     if (!inits.empty()) {
@@ -296,18 +279,16 @@ private:
       facts.push_back(smt::forall(with(q.v, aux.aux_vars), !body));
     }
     std::vector<Point> v;
-    if (query("uninitialized-accumulator/" + o.name + "/line" + std::to_string(rd.loc.line), facts, {&p}, v) ==
-        Q::sat)
+    if (query("uninitialized-accumulator/" + o.name + "/line" + std::to_string(rd.loc.line), facts, {&p},
+              v) == Q::sat)
       out_.findings.push_back(uninitialized_finding(m_, rd, v[0]));
   }
 
   void resets(std::size_t op) {
-    if (m_.grid.empty())
-      return;
+    if (m_.grid.empty()) return;
     const auto &o = m_.operands[op];
     for (const auto &w : m_.effects) {
-      if (w.operand != op || w.kind != Effect::write)
-        continue;
+      if (w.operand != op || w.kind != Effect::write) continue;
       SymPoint p = point("p"), q = point("q");
       std::vector<Point> v;
       if (query("accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
@@ -324,12 +305,10 @@ private:
   // init or consuming read fires after that accumulation at p, at any point
   // strictly between p and q, or before the init at q (see ScratchUse).
   void scratch_resets(std::size_t op) {
-    if (m_.grid.empty())
-      return;
+    if (m_.grid.empty()) return;
     const auto &o = m_.operands[op];
     ScratchUse u = scratch_use(m_, op);
-    if (u.inits.empty() || u.accumulates.empty())
-      return;
+    if (u.inits.empty() || u.accumulates.empty()) return;
     std::vector<std::size_t> clears = u.inits;
     clears.insert(clears.end(), u.consumes.begin(), u.consumes.end());
     for (std::size_t wi : u.inits) {
@@ -341,14 +320,12 @@ private:
         const Effect &a = m_.effects[ai];
         std::vector<Term> c = {guard(a, p)};
         for (std::size_t ci : clears)
-          if (m_.effects[ci].order > a.order)
-            c.push_back(!guard(m_.effects[ci], p));
+          if (m_.effects[ci].order > a.order) c.push_back(!guard(m_.effects[ci], p));
         accumulated.push_back(ctx_.all_of(c));
       }
       facts.push_back(ctx_.any_of(accumulated));
       for (std::size_t ci : clears)
-        if (m_.effects[ci].order < w.order)
-          facts.push_back(!guard(m_.effects[ci], q));
+        if (m_.effects[ci].order < w.order) facts.push_back(!guard(m_.effects[ci], q));
       SymPoint t = point("t");
       smt::Bindings::Aux aux;
       aux_ = &aux;
@@ -369,7 +346,8 @@ private:
   void input_write(const Effect &w) {
     SymPoint p = point("p");
     std::vector<Point> v;
-    if (query("input-write-lost/" + m_.operands[w.operand].name, {in_grid(p), guard(w, p)}, {&p}, v) == Q::sat)
+    if (query("input-write-lost/" + m_.operands[w.operand].name, {in_grid(p), guard(w, p)}, {&p}, v) ==
+        Q::sat)
       out_.findings.push_back(input_write_finding(m_, w, v[0]));
   }
 
@@ -390,10 +368,8 @@ private:
   void parallel_conflict(std::size_t op) {
     std::vector<std::size_t> axes;
     for (std::size_t a = 0; a < m_.semantics.size(); ++a)
-      if (m_.semantics[a] == spec::DimSemantics::parallel)
-        axes.push_back(a);
-    if (axes.empty())
-      return;
+      if (m_.semantics[a] == spec::DimSemantics::parallel) axes.push_back(a);
+    if (axes.empty()) return;
     SymPoint p = point("p"), q = point("q");
     std::vector<Term> differ;
     for (std::size_t a : axes)
@@ -433,26 +409,21 @@ private:
       std::vector<Point> v;
       std::size_t undecided = out_.unknown.size();
       Q r = query("output-not-covered/" + o.name, all, {&b}, v);
-      if (r == Q::sat && (!witness || v[0] < *witness))
-        witness = v[0];
+      if (r == Q::sat && (!witness || v[0] < *witness)) witness = v[0];
       if (attempt == 0 && !aux.aux_vars.empty() && (r == Q::unknown || (r == Q::sat && !minimal_))) {
-        if (r == Q::unknown)
-          out_.unknown.resize(undecided);
+        if (r == Q::unknown) out_.unknown.resize(undecided);
         continue;
       }
-      if (r == Q::unknown && witness)
-        out_.unknown.resize(undecided);
+      if (r == Q::unknown && witness) out_.unknown.resize(undecided);
       break;
     }
-    if (witness)
-      out_.findings.push_back(not_covered_finding(m_, op, *witness));
+    if (witness) out_.findings.push_back(not_covered_finding(m_, op, *witness));
   }
 
   void alias(const AliasModel &a) {
     const auto &x = m_.operands[a.input];
     const auto &o = m_.operands[a.output];
-    if (!x.windowed || !o.windowed || x.shape.size() != o.shape.size() || m_.grid.empty())
-      return;
+    if (!x.windowed || !o.windowed || x.shape.size() != o.shape.size() || m_.grid.empty()) return;
     SymPoint p = point("p"), r = point("r"), q = point("q");
     auto bo = block(a.output, p), bor = block(a.output, r), bx = block(a.input, q);
     std::vector<Term> overlap;
@@ -463,15 +434,15 @@ private:
     }
     std::vector<Point> v;
     if (query("alias-hazard/" + x.name + "->" + o.name,
-              {in_grid(p), in_grid(r), in_grid(q), lex_lt(p, r), lex_lt(r, q) || same(r.v, q.v), !same(bo, bor),
-               ctx_.all_of(overlap)},
+              {in_grid(p), in_grid(r), in_grid(q), lex_lt(p, r), lex_lt(r, q) || same(r.v, q.v),
+               !same(bo, bor), ctx_.all_of(overlap)},
               {&q, &p, &r}, v) == Q::sat)
       out_.findings.push_back(alias_finding(m_, a, v[1], v[0]));
   }
 };
 
-}  // namespace
+} // namespace
 
 RuleOutcome check_symbolic(const KernelModel &m, unsigned timeout_ms) { return Sym(m, timeout_ms).run(); }
 
-}  // namespace pipecheck::verifier::rules
+} // namespace pipecheck::verifier::rules

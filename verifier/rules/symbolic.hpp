@@ -21,4 +21,4 @@ struct RuleOutcome {
 /// Runs every spec-level rule symbolically, `timeout_ms` per query.
 RuleOutcome check_symbolic(const KernelModel &, unsigned timeout_ms);
 
-}  // namespace pipecheck::verifier::rules
+} // namespace pipecheck::verifier::rules

@@ -7,7 +7,7 @@ namespace pipecheck::verifier::rules {
 namespace {
 constexpr std::int64_t MiB = 1024 * 1024;
 constexpr std::int64_t KiB = 1024;
-}  // namespace
+} // namespace
 
 const std::vector<Target> &targets() {
   static const std::vector<Target> t = {
@@ -44,8 +44,7 @@ const std::vector<Target> &targets() {
 
 const Target *find_target(const std::string &name) {
   for (const auto &t : targets())
-    if (t.name == name)
-      return &t;
+    if (t.name == name) return &t;
   return nullptr;
 }
 
@@ -65,14 +64,13 @@ std::vector<TilingViolation> tiling_violations(const Target &t, const std::vecto
     // the array's (docs/pallas/grid_blockspec.md; pallas-facts.md §1).
     for (std::size_t k = 0; k < 2 && k < rank; ++k) {
       std::size_t d = rank - 1 - k;
-      if (squeezed[d])
-        continue;
+      if (squeezed[d]) continue;
       std::int64_t need = k == 0 ? 128 : 8;
       if (block[d] % need != 0 && block[d] != shape[d])
         out.push_back({d, block[d], need,
                        "block dim " + std::to_string(d) + " is " + std::to_string(block[d]) +
-                           ", neither a multiple of " + std::to_string(need) +
-                           " nor the array's extent " + std::to_string(shape[d])});
+                           ", neither a multiple of " + std::to_string(need) + " nor the array's extent " +
+                           std::to_string(shape[d])});
     }
     return out;
   }
@@ -81,9 +79,9 @@ std::vector<TilingViolation> tiling_violations(const Target &t, const std::vecto
   if (rank > 0 && !squeezed[rank - 1]) {
     std::int64_t bytes = block[rank - 1] * spec::dtype_bytes(dt);
     if (bytes % 16 != 0)
-      out.push_back({rank - 1, block[rank - 1], 16 / spec::dtype_bytes(dt),
-                     "the minor block dim spans " + std::to_string(bytes) +
-                         " bytes, not a multiple of 16 (TMA)"});
+      out.push_back(
+          {rank - 1, block[rank - 1], 16 / spec::dtype_bytes(dt),
+           "the minor block dim spans " + std::to_string(bytes) + " bytes, not a multiple of 16 (TMA)"});
   }
   for (std::size_t d = 0; d < rank; ++d)
     if (!squeezed[d] && block[d] > 256)
@@ -93,4 +91,4 @@ std::vector<TilingViolation> tiling_violations(const Target &t, const std::vecto
   return out;
 }
 
-}  // namespace pipecheck::verifier::rules
+} // namespace pipecheck::verifier::rules

@@ -14,7 +14,7 @@ namespace pipecheck::verifier::rules {
 enum class TargetKind { tpu, gpu };
 
 struct Target {
-  std::string name;  ///< "tpu_v5e", "h200", ...
+  std::string name; ///< "tpu_v5e", "h200", ...
   TargetKind kind = TargetKind::tpu;
   /// TPU: the default scoped VMEM limit; GPU: shared memory per block (opt-in maximum).
   std::int64_t default_sram_bytes = 0;
@@ -34,9 +34,9 @@ std::int64_t sram_budget(const Target &t, std::optional<std::int64_t> vmem_limit
 
 /// One violated tiling constraint of a block on a target.
 struct TilingViolation {
-  std::size_t dim = 0;           ///< the array dim
-  std::int64_t block = 0;        ///< the block size along it
-  std::int64_t required = 0;     ///< the multiple (or maximum) it needed
+  std::size_t dim = 0;       ///< the array dim
+  std::int64_t block = 0;    ///< the block size along it
+  std::int64_t required = 0; ///< the multiple (or maximum) it needed
   std::string message;
 };
 
@@ -47,4 +47,4 @@ std::vector<TilingViolation> tiling_violations(const Target &, const std::vector
                                                const std::vector<std::int64_t> &block,
                                                const std::vector<bool> &squeezed, spec::DType);
 
-}  // namespace pipecheck::verifier::rules
+} // namespace pipecheck::verifier::rules

@@ -4,8 +4,8 @@
 
 #include <z3++.h>
 
-#include <cassert>
 #include <atomic>
+#include <cassert>
 #include <cstdint>
 #include <limits>
 
@@ -33,17 +33,14 @@ namespace {
 const z3::expr &ex(const Term &t) { return TermAccess::get(t); }
 Term mk(const Term &like, const z3::expr &e) { return TermAccess::make(like.context(), e); }
 z3::context &zc(const Term &t) { return t.context()->impl().c; }
-z3::expr lit(const Term &like, std::int64_t v) {
-  return zc(like).int_val(static_cast<int64_t>(v));
-}
+z3::expr lit(const Term &like, std::int64_t v) { return zc(like).int_val(static_cast<int64_t>(v)); }
 
-}  // namespace
+} // namespace
 
 std::optional<std::int64_t> Term::numeral() const {
   z3::expr e = ex(*this).simplify();
   int64_t v = 0;
-  if (e.is_int() && e.is_numeral_i64(v))
-    return v;
+  if (e.is_int() && e.is_numeral_i64(v)) return v;
   return std::nullopt;
 }
 bool Term::is_true() const { return ex(*this).simplify().is_true(); }
@@ -77,30 +74,26 @@ Term floor_div(const Term &a, std::int64_t c) {
   assert(c != 0);
   // SMT-LIB `div` is Euclidean: it equals floor division for a positive
   // divisor, and floor(a / c) == floor(-a / -c) covers a negative one.
-  if (c > 0)
-    return mk(a, z3::expr(zc(a), Z3_mk_div(zc(a), ex(a), lit(a, c))));
+  if (c > 0) return mk(a, z3::expr(zc(a), Z3_mk_div(zc(a), ex(a), lit(a, c))));
   z3::expr na = -ex(a);
   return mk(a, z3::expr(zc(a), Z3_mk_div(zc(a), na, lit(a, -c))));
 }
 
 Term floor_mod(const Term &a, std::int64_t c) { return a - floor_div(a, c) * c; }
 
-Term ite(const Term &c, const Term &a, const Term &b) {
-  return mk(c, z3::ite(ex(c), ex(a), ex(b)));
-}
+Term ite(const Term &c, const Term &a, const Term &b) { return mk(c, z3::ite(ex(c), ex(a), ex(b))); }
 
 Term truthy(const Term &t) { return ex(t).is_bool() ? t : (t != 0); }
 
 namespace {
 Term quantify(bool universal, const std::vector<Term> &vars, const Term &body) {
-  if (vars.empty())
-    return body;
+  if (vars.empty()) return body;
   z3::expr_vector vs(zc(body));
   for (const Term &v : vars)
     vs.push_back(ex(v));
   return mk(body, universal ? z3::forall(vs, ex(body)) : z3::exists(vs, ex(body)));
 }
-}  // namespace
+} // namespace
 
 Term forall(const std::vector<Term> &vars, const Term &body) { return quantify(true, vars, body); }
 Term exists(const std::vector<Term> &vars, const Term &body) { return quantify(false, vars, body); }
@@ -116,16 +109,14 @@ Term Context::num(std::int64_t v) {
 }
 Term Context::boolean(bool b) { return TermAccess::make(this, impl_->c.bool_val(b)); }
 Term Context::all_of(const std::vector<Term> &ts) {
-  if (ts.empty())
-    return boolean(true);
+  if (ts.empty()) return boolean(true);
   Term r = ts[0];
   for (std::size_t i = 1; i < ts.size(); ++i)
     r = r && ts[i];
   return r;
 }
 Term Context::any_of(const std::vector<Term> &ts) {
-  if (ts.empty())
-    return boolean(false);
+  if (ts.empty()) return boolean(false);
   Term r = ts[0];
   for (std::size_t i = 1; i < ts.size(); ++i)
     r = r || ts[i];
@@ -134,12 +125,9 @@ Term Context::any_of(const std::vector<Term> &ts) {
 
 const char *to_string(Result::Kind k) {
   switch (k) {
-  case Result::sat:
-    return "sat";
-  case Result::unsat:
-    return "unsat";
-  case Result::unknown:
-    return "unknown";
+  case Result::sat: return "sat";
+  case Result::unsat: return "unsat";
+  case Result::unknown: return "unknown";
   }
   return "unknown";
 }
@@ -156,8 +144,7 @@ struct Solver::Impl {
   explicit Impl(z3::context &c) : s(c, z3::solver::simple()) {}
 };
 
-Solver::Solver(Context &c, unsigned timeout_ms)
-    : ctx_(c), impl_(std::make_unique<Impl>(c.impl().c)) {
+Solver::Solver(Context &c, unsigned timeout_ms) : ctx_(c), impl_(std::make_unique<Impl>(c.impl().c)) {
   z3::params p(c.impl().c);
   p.set("timeout", timeout_ms == 0 ? 1u : timeout_ms);
   impl_->s.set(p);
@@ -193,8 +180,7 @@ Result Solver::check() {
   } else {
     r.kind = Result::unknown;
     r.reason = impl_->s.reason_unknown();
-    if (r.reason == "canceled" || r.reason == "timeout")
-      r.reason = "solver timeout";
+    if (r.reason == "canceled" || r.reason == "timeout") r.reason = "solver timeout";
   }
   return r;
 }
@@ -243,16 +229,14 @@ std::vector<std::int64_t> Solver::minimize_lex(const std::vector<Term> &vars,
     add(vars[k] == hi, "minimize-fix");
     if (!stop) {
       Result r = check();
-      if (r.kind != Result::sat)
-        stop = true;
+      if (r.kind != Result::sat) stop = true;
     }
   }
   if (!stop)
     for (std::size_t k = 0; k < vars.size(); ++k)
       vals[k] = value(vars[k]);
   pop();
-  if (complete)
-    *complete = !stop;
+  if (complete) *complete = !stop;
   return vals;
 }
 
@@ -268,8 +252,7 @@ struct Translator {
   std::string error;
 
   std::optional<Term> fail(const std::string &msg) {
-    if (error.empty())
-      error = msg;
+    if (error.empty()) error = msg;
     return std::nullopt;
   }
   bool is_bool(const Term &t) { return ex(t).is_bool(); }
@@ -277,32 +260,27 @@ struct Translator {
   Term as_bool(const Term &t) { return is_bool(t) ? t : (t != 0); }
 
   std::optional<std::int64_t> constant(const Term &t) {
-    if (is_bool(t))
-      return std::nullopt;
+    if (is_bool(t)) return std::nullopt;
     return t.numeral();
   }
 
   std::optional<Term> run(const spec::Expr &e) {
     using spec::Op;
     switch (e.op) {
-    case Op::Int:
-      return ctx.num(e.int_value);
+    case Op::Int: return ctx.num(e.int_value);
     case Op::Name: {
       auto it = b.names.find(e.name);
-      if (it == b.names.end())
-        return fail("unbound name '" + e.name + "'");
+      if (it == b.names.end()) return fail("unbound name '" + e.name + "'");
       return it->second;
     }
     case Op::Neg: {
       auto a = run(e.args.at(0));
-      if (!a)
-        return a;
+      if (!a) return a;
       return -as_int(*a);
     }
     case Op::Not: {
       auto a = run(e.args.at(0));
-      if (!a)
-        return a;
+      if (!a) return a;
       return !as_bool(*a);
     }
     case Op::Add:
@@ -318,10 +296,8 @@ struct Translator {
     case Op::Gt:
     case Op::Ge:
     case Op::And:
-    case Op::Or:
-      return binary(e);
-    case Op::Call:
-      return call(e);
+    case Op::Or: return binary(e);
+    case Op::Call: return call(e);
     default:
       return fail(std::string("unsupported construct '") + spec::to_string(e.op) +
                   "' in an integer expression");
@@ -331,36 +307,26 @@ struct Translator {
   std::optional<Term> binary(const spec::Expr &e) {
     using spec::Op;
     auto a = run(e.args.at(0));
-    if (!a)
-      return a;
+    if (!a) return a;
     auto bb = run(e.args.at(1));
-    if (!bb)
-      return bb;
+    if (!bb) return bb;
     switch (e.op) {
-    case Op::And:
-      return as_bool(*a) && as_bool(*bb);
-    case Op::Or:
-      return as_bool(*a) || as_bool(*bb);
-    default:
-      break;
+    case Op::And: return as_bool(*a) && as_bool(*bb);
+    case Op::Or: return as_bool(*a) || as_bool(*bb);
+    default: break;
     }
     Term x = as_int(*a), y = as_int(*bb);
     switch (e.op) {
-    case Op::Add:
-      return x + y;
-    case Op::Sub:
-      return x - y;
+    case Op::Add: return x + y;
+    case Op::Sub: return x - y;
     case Op::Mul:
-      if (!constant(x) && !constant(y))
-        return fail("nonlinear multiplication of two grid-dependent terms");
+      if (!constant(x) && !constant(y)) return fail("nonlinear multiplication of two grid-dependent terms");
       return x * y;
     case Op::FloorDiv:
     case Op::Mod: {
       auto c = constant(y);
-      if (!c)
-        return fail("'//' or '%' by a non-constant");
-      if (*c == 0)
-        return fail("division by zero");
+      if (!c) return fail("'//' or '%' by a non-constant");
+      if (*c == 0) return fail("division by zero");
       if (b.aux) {
         // Python floor division by c: floor(x / c) == floor(-x / -c).
         Term num = *c > 0 ? x : -x;
@@ -374,68 +340,51 @@ struct Translator {
     }
     case Op::Pow: {
       auto cx = constant(x), cy = constant(y);
-      if (!cx || !cy || *cy < 0)
-        return fail("'**' of non-constants");
-      spec::Expr folded = spec::Expr::binary(Op::Pow, spec::Expr::integer(*cx),
-                                             spec::Expr::integer(*cy));
+      if (!cx || !cy || *cy < 0) return fail("'**' of non-constants");
+      spec::Expr folded = spec::Expr::binary(Op::Pow, spec::Expr::integer(*cx), spec::Expr::integer(*cy));
       auto v = spec::eval_int(folded, {});
-      if (!v)
-        return fail("'**' overflows");
+      if (!v) return fail("'**' overflows");
       return ctx.num(*v);
     }
-    case Op::Eq:
-      return x == y;
-    case Op::Ne:
-      return x != y;
-    case Op::Lt:
-      return x < y;
-    case Op::Le:
-      return x <= y;
-    case Op::Gt:
-      return x > y;
-    case Op::Ge:
-      return x >= y;
-    default:
-      return fail("unsupported operator");
+    case Op::Eq: return x == y;
+    case Op::Ne: return x != y;
+    case Op::Lt: return x < y;
+    case Op::Le: return x <= y;
+    case Op::Gt: return x > y;
+    case Op::Ge: return x >= y;
+    default: return fail("unsupported operator");
     }
   }
 
   std::optional<std::int64_t> axis_of(const spec::Expr &e) {
-    if (e.num_positional() != 1 || e.args[0].op != spec::Op::Int)
-      return std::nullopt;
+    if (e.num_positional() != 1 || e.args[0].op != spec::Op::Int) return std::nullopt;
     return e.args[0].int_value;
   }
 
   std::optional<Term> call(const spec::Expr &e) {
     if (e.name == "program_id" || e.name == "num_programs") {
       auto a = axis_of(e);
-      if (!a)
-        return fail(e.name + " needs a constant axis");
+      if (!a) return fail(e.name + " needs a constant axis");
       auto n = static_cast<std::size_t>(*a);
       if (*a < 0 || n >= b.num_programs.size())
         return fail(e.name + "(" + std::to_string(*a) + ") names no grid axis");
-      if (e.name == "num_programs")
-        return ctx.num(b.num_programs[n]);
-      if (n >= b.program_ids.size())
-        return fail("program_id outside a grid context");
+      if (e.name == "num_programs") return ctx.num(b.num_programs[n]);
+      if (n >= b.program_ids.size()) return fail("program_id outside a grid context");
       return b.program_ids[n];
     }
     std::vector<Term> args;
     for (const auto &a : e.args) {
       auto t = run(a);
-      if (!t)
-        return t;
+      if (!t) return t;
       args.push_back(as_int(*t));
     }
-    if (e.name == "abs" && args.size() == 1)
-      return ite(args[0] < 0, -args[0], args[0]);
+    if (e.name == "abs" && args.size() == 1) return ite(args[0] < 0, -args[0], args[0]);
     if ((e.name == "min" || e.name == "max") && args.size() == 2)
       return e.name == "min" ? ite(args[0] <= args[1], args[0], args[1])
                              : ite(args[0] >= args[1], args[0], args[1]);
     if (e.name == "cdiv" && args.size() == 2) {
       auto c = constant(args[1]);
-      if (!c || *c == 0)
-        return fail("cdiv by a non-constant or zero");
+      if (!c || *c == 0) return fail("cdiv by a non-constant or zero");
       if (b.aux) {
         Term num = -args[0];
         std::int64_t den = *c;
@@ -454,15 +403,14 @@ struct Translator {
   }
 };
 
-}  // namespace
+} // namespace
 
 Translation translate(Context &ctx, const spec::Expr &e, const Bindings &b) {
   Translator t{ctx, b, {}};
   Translation out;
   out.term = t.run(e);
-  if (!out.term)
-    out.error = t.error.empty() ? "unsupported expression" : t.error;
+  if (!out.term) out.error = t.error.empty() ? "unsupported expression" : t.error;
   return out;
 }
 
-}  // namespace pipecheck::verifier::smt
+} // namespace pipecheck::verifier::smt

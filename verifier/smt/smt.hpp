@@ -85,8 +85,8 @@ public:
   Term int_var(const std::string &name);
   Term num(std::int64_t v);
   Term boolean(bool b);
-  Term all_of(const std::vector<Term> &);  ///< true when empty
-  Term any_of(const std::vector<Term> &);  ///< false when empty
+  Term all_of(const std::vector<Term> &); ///< true when empty
+  Term any_of(const std::vector<Term> &); ///< false when empty
 
   struct Impl;
   Impl &impl() { return *impl_; }
@@ -98,7 +98,7 @@ private:
 /// The answer of a query: sat (a model exists), unsat, or unknown with why.
 struct Result {
   enum Kind { sat, unsat, unknown } kind = unknown;
-  std::string reason;  ///< for unknown: Z3's reason ("timeout", "incomplete quantifiers", ...)
+  std::string reason; ///< for unknown: Z3's reason ("timeout", "incomplete quantifiers", ...)
   friend bool operator==(const Result &a, const Result &b) { return a.kind == b.kind; }
 };
 const char *to_string(Result::Kind);
@@ -131,8 +131,7 @@ public:
   /// `complete`, when given, is set to false when a step was unknown (the
   /// values are then valid but maybe not the smallest).
   std::vector<std::int64_t> minimize_lex(const std::vector<Term> &vars,
-                                         const std::vector<std::int64_t> &lower,
-                                         bool *complete = nullptr);
+                                         const std::vector<std::int64_t> &lower, bool *complete = nullptr);
 
 private:
   Context &ctx_;
@@ -160,7 +159,7 @@ struct Bindings {
 /// A translated expression, or why it could not be translated.
 struct Translation {
   std::optional<Term> term;
-  std::string error;  ///< set when term is absent (names the construct)
+  std::string error; ///< set when term is absent (names the construct)
 };
 
 /// Translates an integer or Boolean spec::Expr (literals, names, + - *, `//`
@@ -168,4 +167,4 @@ struct Translation {
 /// min, max, abs, comparisons, and/or/not, program_id, num_programs).
 Translation translate(Context &, const spec::Expr &, const Bindings &);
 
-}  // namespace pipecheck::verifier::smt
+} // namespace pipecheck::verifier::smt

@@ -21,15 +21,13 @@ void expect_file_checks_as_annotated(const std::string &rel) {
   int kernels = 0;
   for (std::size_t i = 0; i < f.units.size(); ++i) {
     const auto *k = std::get_if<spec::KernelSpec>(&f.units[i]);
-    if (!k)
-      continue;
+    if (!k) continue;
     ++kernels;
     int lo = starts[i], hi = i + 1 < starts.size() ? starts[i + 1] : 1 << 30;
     testing::Marks want;
     bool verified = false;
     for (const auto &e : f.expectations) {
-      if (e.line < lo || e.line >= hi)
-        continue;
+      if (e.line < lo || e.line >= hi) continue;
       if (e.rule == "verified")
         verified = true;
       else
@@ -53,5 +51,5 @@ TEST(ContractExamples, GuideReductionsChecksExactlyAsAnnotated) {
   expect_file_checks_as_annotated("guide_reductions.pk");
 }
 
-}  // namespace
-}  // namespace pipecheck
+} // namespace
+} // namespace pipecheck

@@ -15,12 +15,10 @@ void expect_agreement(const std::string &path) {
   int compared = 0;
   for (const auto &u : f.units) {
     const auto *k = std::get_if<spec::KernelSpec>(&u);
-    if (!k)
-      continue;
+    if (!k) continue;
     auto m = verifier::rules::build_model(*k, {}, std::nullopt);
     ASSERT_TRUE(m.model) << k->name;
-    if (m.model->num_points() > 4096)
-      continue;
+    if (m.model->num_points() > 4096) continue;
     auto s = verifier::rules::check_symbolic(*m.model, 10000);
     auto e = verifier::rules::check_enumerated(*m.model);
     EXPECT_TRUE(s.unknown.empty() && e.unknown.empty()) << k->name;
@@ -52,10 +50,9 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnTheRevisitAndResetRules) {
 TEST(Enumerate, AgreesWithTheSymbolicCheckerOnScratchInitAndStoreGuards) {
   // Every pairing of an init guard, an update form and a store guard of a
   // scratch accumulator on a rank-2 grid (i, k).
-  const std::vector<std::string> inits = {"", "when program_id(1) == 0:\n            ",
-                                          "when program_id(1) % 2 == 0:\n            ",
-                                          "when program_id(0) == 0:\n            ",
-                                          "when program_id(1) == num_programs(1) - 1:\n            "};
+  const std::vector<std::string> inits = {
+      "", "when program_id(1) == 0:\n            ", "when program_id(1) % 2 == 0:\n            ",
+      "when program_id(0) == 0:\n            ", "when program_id(1) == num_programs(1) - 1:\n            "};
   const std::vector<std::string> updates = {"acc[...] += x[...]", "acc[...] = acc[...] * 2 + x[...]"};
   const std::vector<std::string> stores = {"", "when program_id(1) == num_programs(1) - 1:\n            ",
                                            "when program_id(1) == 1:\n            ",
@@ -85,7 +82,7 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnScratchInitAndStoreGuards) {
         ++compared;
       }
   EXPECT_EQ(compared, 40);
-  EXPECT_GT(flagged, 5);  // the sweep does exercise the rule
+  EXPECT_GT(flagged, 5); // the sweep does exercise the rule
 }
 
 TEST(Enumerate, GivesUpOnAGridLargerThanItsBound) {
@@ -102,5 +99,5 @@ TEST(Enumerate, GivesUpOnAGridLargerThanItsBound) {
   EXPECT_FALSE(e.unknown.empty());
 }
 
-}  // namespace
-}  // namespace pipecheck
+} // namespace
+} // namespace pipecheck

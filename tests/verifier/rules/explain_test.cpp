@@ -32,17 +32,14 @@ TEST(Explain, KernelExamplesOfSpecRulesCheckAsTheySay) {
   // The wrong example is flagged by its rule (with its target where it names
   // one), and the right example is not flagged by it.
   for (const auto &d : verifier::rules::rule_docs()) {
-    if (d.wrong.rfind("kernel", 0) != 0)
-      continue;
+    if (d.wrong.rfind("kernel", 0) != 0) continue;
     auto flags = [&](const std::string &text) {
       auto r = spec::parse_and_validate(spec::SourceFile::from_string(d.id + ".pk", text));
       EXPECT_TRUE(r.file.has_value()) << d.id << "\n" << text;
-      if (!r.file)
-        return false;
+      if (!r.file) return false;
       auto v = verifier::check(r.file->units.at(0), {});
       for (const auto &f : v.findings)
-        if (f.rule == d.id)
-          return true;
+        if (f.rule == d.id) return true;
       return false;
     };
     EXPECT_TRUE(flags(d.wrong)) << d.id;
@@ -50,5 +47,5 @@ TEST(Explain, KernelExamplesOfSpecRulesCheckAsTheySay) {
   }
 }
 
-}  // namespace
-}  // namespace pipecheck
+} // namespace
+} // namespace pipecheck

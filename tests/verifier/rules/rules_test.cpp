@@ -70,7 +70,7 @@ TEST(OutputRevisit, FlagsTheInterpretTestsFloorDivModIndexMap) {
   auto v = check_text(src, "floor_mod");
   ASSERT_EQ(v.status, Status::violation);
   EXPECT_EQ(marks(v), (Marks{{"output-revisit", 4}}));
-    // (0, 0) and (0, 1) map to block (0, 0); so does (2, 0), after (1, *) mapped to (0, 1).
+  // (0, 0) and (0, 1) map to block (0, 0); so does (2, 0), after (1, *) mapped to (0, 1).
   EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0}));
   EXPECT_EQ(point_item(v.findings[0], "revisit"), (std::vector<std::int64_t>{2, 0}));
 }
@@ -415,7 +415,7 @@ TEST(SramCapacity, AppliesOnlyWithATargetAndHonoursVmemLimitBytes) {
         o[...] = x[...]
 )";
   auto none = check_text(src, "big");
-  EXPECT_EQ(none.status, Status::violation);  // only half the columns are covered
+  EXPECT_EQ(none.status, Status::violation); // only half the columns are covered
   EXPECT_EQ(marks(none).count({"sram-capacity", 1}), 0u);
   verifier::CheckOptions o;
   o.target = "tpu_v5e";
@@ -475,5 +475,5 @@ TEST(Check, ReportsUnknownForAnUnboundSymbolicGrid) {
   EXPECT_EQ(check_text(src, "sym", o).status, Status::verified);
 }
 
-}  // namespace
-}  // namespace pipecheck
+} // namespace
+} // namespace pipecheck

@@ -41,5 +41,5 @@ TEST(Targets, GpuTilingEnforcesTmaLimits) {
   EXPECT_FALSE(tiling_violations(g, {1024, 1024}, {512, 64}, {false, false}, spec::DType::bf16).empty());
 }
 
-}  // namespace
-}  // namespace pipecheck::verifier::rules
+} // namespace
+} // namespace pipecheck::verifier::rules

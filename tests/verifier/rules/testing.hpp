@@ -35,8 +35,7 @@ inline std::string read_file(const std::string &path) {
 
 inline spec::KernelSpec kernel(const spec::File &f, const std::string &name) {
   for (const auto &u : f.units)
-    if (const auto *k = std::get_if<spec::KernelSpec>(&u); k && k->name == name)
-      return *k;
+    if (const auto *k = std::get_if<spec::KernelSpec>(&u); k && k->name == name) return *k;
   throw std::runtime_error("no kernel " + name);
 }
 
@@ -57,16 +56,14 @@ inline Marks marks(const verifier::Verdict &v) {
 
 inline const verifier::WitnessItem *item(const verifier::Finding &f, const std::string &key) {
   for (const auto &i : f.witness.items)
-    if (i.key == key)
-      return &i;
+    if (i.key == key) return &i;
   return nullptr;
 }
 
 inline std::vector<std::int64_t> point_item(const verifier::Finding &f, const std::string &key) {
   const auto *i = item(f, key);
-  if (!i)
-    return {};
+  if (!i) return {};
   return std::get<std::vector<std::int64_t>>(i->value);
 }
 
-}  // namespace pipecheck::testing
+} // namespace pipecheck::testing
