@@ -696,19 +696,35 @@ private:
     ~DepthGuard() { --p.expr_depth_; }
   };
 
+  // Each operator of a chain (`1 + 1 + ...`) deepens the left-leaning tree by
+  // one level, so chains count against the same depth limit as parentheses.
+  struct ChainGuard {
+    Parser &p;
+    int saved;
+    explicit ChainGuard(Parser &q) : p(q), saved(q.expr_depth_) {}
+    void next(Loc l) {
+      if (++p.expr_depth_ > kMaxExprDepth) p.fail(l, "expression is nested too deeply");
+    }
+    ~ChainGuard() { p.expr_depth_ = saved; }
+  };
+
   Expr expr() {
     DepthGuard g(*this, peek().loc);
     Expr a = and_expr();
+    ChainGuard chain(*this);
     while (is_name("or")) {
       Loc l = advance().loc;
+      chain.next(l);
       a = Expr::binary(Op::Or, std::move(a), and_expr(), l);
     }
     return a;
   }
   Expr and_expr() {
     Expr a = not_expr();
+    ChainGuard chain(*this);
     while (is_name("and")) {
       Loc l = advance().loc;
+      chain.next(l);
       a = Expr::binary(Op::And, std::move(a), not_expr(), l);
     }
     return a;
@@ -740,8 +756,10 @@ private:
   }
   Expr arith() {
     Expr a = term();
+    ChainGuard chain(*this);
     while (is_punct("+") || is_punct("-")) {
       Loc l = peek().loc;
+      chain.next(l);
       Op op = advance().text == "+" ? Op::Add : Op::Sub;
       a = Expr::binary(op, std::move(a), term(), l);
     }
@@ -749,8 +767,10 @@ private:
   }
   Expr term() {
     Expr a = factor();
+    ChainGuard chain(*this);
     while (is_punct("*") || is_punct("/") || is_punct("//") || is_punct("%")) {
       Loc l = peek().loc;
+      chain.next(l);
       std::string t = advance().text;
       Op op = t == "*" ? Op::Mul : t == "/" ? Op::Div : t == "//" ? Op::FloorDiv : Op::Mod;
       a = Expr::binary(op, std::move(a), factor(), l);

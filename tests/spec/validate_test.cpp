@@ -399,3 +399,12 @@ TEST(ValidationError, HbmArrayWithSlots) {
   Err e = first_error("pipeline p:\n    hbm A[2]: f32[8]\n");
   EXPECT_NE(e.message.find("an HBM array has no slots"), std::string::npos);
 }
+
+TEST(SyntaxError, LongOperatorChainCountsAsNesting) {
+  std::string text = "pipeline p:\n    x = 1";
+  for (int i = 0; i < 5000; ++i)
+    text += " + 1";
+  Err e = first_error(text + "\n");
+  EXPECT_EQ(e.line, 2);
+  EXPECT_NE(e.message.find("nested too deeply"), std::string::npos);
+}
