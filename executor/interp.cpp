@@ -1,5 +1,8 @@
 #include "executor/interp.hpp"
 
+#include <Eigen/Core>
+
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <sstream>
@@ -227,8 +230,216 @@ Value Interp::eval(const Expr &e) {
   }
 }
 
+// An elementwise statement over f32 blocks (`z[...] = x[...] + y[...] * 2`,
+// `t = t * 0.5 + 1`, `o[...] += x[...]`) is evaluated in cache-sized chunks
+// straight from the operands' memory into the target, in vector code, rather
+// than as one whole-block Value per operand and per operation. It computes
+// the same floats in the same order as the Value path (every operation of a
+// node with an f32 block operand is an f32 operation, operands in source
+// order), and calls the Memory hooks in the same order. Anything else —
+// broadcasting, other dtypes, other functions, a target that partly overlaps
+// an operand — takes the Value path.
+struct Interp::Fused {
+  enum class Kind { block, scalar, add, sub, mul, div, neg };
+  struct Node {
+    Kind kind = Kind::scalar;
+    const float *data = nullptr; ///< block: its first element
+    float value = 0;             ///< scalar
+    int a = -1, b = -1;          ///< operands
+    int scratch = -1;            ///< an operation's chunk buffer
+  };
+  static constexpr std::int64_t kChunk = 2048;
+
+  std::vector<Node> nodes;
+  std::vector<View> reads; ///< block operands read from memory, in source order
+  Shape shape;             ///< every block operand's shape
+  bool has_shape = false;
+  int ops = 0;
+  std::vector<float> scratch;
+
+  int add(Node n) {
+    nodes.push_back(n);
+    return static_cast<int>(nodes.size()) - 1;
+  }
+  bool is_block(int i) const {
+    const Kind k = nodes[static_cast<std::size_t>(i)].kind;
+    return k != Kind::scalar;
+  }
+  bool take_shape(const Shape &s) {
+    if (has_shape) return s == shape;
+    shape = s;
+    has_shape = true;
+    return true;
+  }
+
+  struct Operand {
+    const float *p; ///< nullptr: the scalar s
+    float s;
+  };
+  /// Node i's values for elements [k0, k0 + n) — in `out` when given.
+  Operand eval(int i, std::int64_t k0, std::int64_t n, float *out) {
+    using A = Eigen::Array<float, Eigen::Dynamic, 1>;
+    using CMap = Eigen::Map<const A>;
+    const Node &nd = nodes[static_cast<std::size_t>(i)];
+    if (nd.kind == Kind::block) return {nd.data + k0, 0};
+    if (nd.kind == Kind::scalar) return {nullptr, nd.value};
+    float *o = out ? out : scratch.data() + nd.scratch * kChunk;
+    Eigen::Map<A> O(o, n);
+    const Operand x = eval(nd.a, k0, n, nullptr);
+    if (nd.kind == Kind::neg) {
+      O = -CMap(x.p, n);
+      return {o, 0};
+    }
+    const Operand y = eval(nd.b, k0, n, nullptr);
+    auto apply = [&](auto f) {
+      if (x.p && y.p)
+        O = f(CMap(x.p, n), CMap(y.p, n));
+      else if (x.p)
+        O = f(CMap(x.p, n), y.s);
+      else
+        O = f(x.s, CMap(y.p, n));
+    };
+    switch (nd.kind) {
+    case Kind::add: apply([](const auto &u, const auto &v) { return u + v; }); break;
+    case Kind::sub: apply([](const auto &u, const auto &v) { return u - v; }); break;
+    case Kind::mul: apply([](const auto &u, const auto &v) { return u * v; }); break;
+    case Kind::div: apply([](const auto &u, const auto &v) { return u / v; }); break;
+    default: assert(false);
+    }
+    return {o, 0};
+  }
+
+  /// Evaluates node `root` into out[0, size).
+  void run(int root, float *out) {
+    scratch.resize(static_cast<std::size_t>(ops * kChunk));
+    const std::int64_t total = num_elements(shape);
+    for (std::int64_t k0 = 0; k0 < total; k0 += kChunk) {
+      const std::int64_t n = std::min(kChunk, total - k0);
+      const Operand r = eval(root, k0, n, out + k0);
+      assert(r.p == out + k0);
+      (void)r;
+    }
+  }
+};
+
+bool Interp::plan_fused(const Expr &e, Fused &f, int &node) {
+  using K = Fused::Kind;
+  auto block = [&](const View &v) {
+    if (v.dtype() != spec::DType::f32 || !v.is_contiguous() || !f.take_shape(v.shape())) return false;
+    f.reads.push_back(v);
+    node = f.add({K::block, reinterpret_cast<const float *>(v.array->data()) + v.offset()});
+    return true;
+  };
+  auto scalar = [&](float x) {
+    node = f.add({K::scalar, nullptr, x});
+    return true;
+  };
+  switch (e.op) {
+  case Op::Float: return scalar(static_cast<float>(e.float_value));
+  case Op::Int: return scalar(static_cast<float>(wrap_to(spec::DType::i32, e.int_value)));
+  case Op::Name: {
+    if (auto it = locals.find(e.name); it != locals.end()) {
+      const Value &v = it->second;
+      if (v.dtype != spec::DType::f32) return false;
+      if (v.shape.empty()) return scalar(v.f.at(0));
+      if (v.weak || !f.take_shape(v.shape)) return false;
+      node = f.add({K::block, v.f.data()});
+      return true;
+    }
+    if (mem_.array(e.name)) return block(view_of(e));
+    return false;
+  }
+  case Op::Ref: return block(view_of(e));
+  case Op::Neg: {
+    int a = -1;
+    if (!plan_fused(e.args.at(0), f, a) || !f.is_block(a)) return false;
+    node = f.add({K::neg, nullptr, 0, a, -1, f.ops++});
+    return true;
+  }
+  case Op::Add:
+  case Op::Sub:
+  case Op::Mul:
+  case Op::Div: {
+    int a = -1, b = -1;
+    if (!plan_fused(e.args.at(0), f, a) || !plan_fused(e.args.at(1), f, b)) return false;
+    // Two scalars would follow jnp's weak-type rules, not f32's.
+    if (!f.is_block(a) && !f.is_block(b)) return false;
+    const K k = e.op == Op::Add ? K::add : e.op == Op::Sub ? K::sub : e.op == Op::Mul ? K::mul : K::div;
+    node = f.add({k, nullptr, 0, a, b, f.ops++});
+    return true;
+  }
+  default: return false;
+  }
+}
+
+bool Interp::exec_fused(const spec::Stmt &s) {
+  const auto *a = std::get_if<spec::Assign>(&s.kind);
+  const auto *l = std::get_if<spec::Let>(&s.kind);
+  if (!a && !l) return false;
+  const Expr &value = a ? a->value : l->value;
+  if (value.op != Op::Add && value.op != Op::Sub && value.op != Op::Mul && value.op != Op::Div &&
+      value.op != Op::Neg)
+    return false; // nothing to fuse
+  if (l && spec::eval_int(value, env)) return false;
+  Fused f;
+  int root = -1;
+  try {
+    if (!plan_fused(value, f, root) || !f.is_block(root)) return false;
+  } catch (const ExecError &) {
+    return false; // the Value path reports it
+  }
+  if (l) {
+    for (const View &v : f.reads)
+      mem_.before_read(v);
+    env.erase(l->name);
+    Value &r = locals[l->name];
+    // Rebinding a name (`t = t * 2`) reuses its block: an operand that is
+    // the old block is read chunk by chunk before the same chunk is written.
+    const auto n = static_cast<std::size_t>(num_elements(f.shape));
+    if (r.dtype != spec::DType::f32 || r.weak || r.shape != f.shape || r.f.size() != n || !r.i.empty()) {
+      r = Value{};
+      r.shape = f.shape;
+      r.f.resize(n);
+    }
+    f.run(root, r.f.data());
+    return true;
+  }
+  View dst;
+  try {
+    dst = view_of(a->target);
+  } catch (const ExecError &) {
+    return false; // the Value path faults where it would have
+  }
+  if (dst.dtype() != spec::DType::f32 || !dst.is_contiguous() || dst.shape() != f.shape) return false;
+  // Chunks of the target are written while later chunks of the operands are
+  // still to be read: only an operand that is exactly the target may overlap.
+  for (const View &v : f.reads)
+    if (v.box.overlaps(dst.box) && (v.box.lo != dst.box.lo || v.box.hi != dst.box.hi)) return false;
+  for (const View &v : f.reads)
+    mem_.before_read(v);
+  if (a->accumulate) {
+    mem_.before_read(dst);
+    const int cur =
+        f.add({Fused::Kind::block, reinterpret_cast<const float *>(dst.array->data()) + dst.offset()});
+    root = f.add({Fused::Kind::add, nullptr, 0, cur, root, f.ops++});
+  }
+  mem_.before_write(dst);
+  f.run(root, reinterpret_cast<float *>(dst.array->data()) + dst.offset());
+  return true;
+}
+
 void Interp::exec(const spec::Stmt &s) {
+  if (exec_fused(s)) return;
   if (const auto *a = std::get_if<spec::Assign>(&s.kind)) {
+    // A bare local is stored from where it lives, not from a copy.
+    if (!a->accumulate && a->value.op == Op::Name) {
+      if (auto it = locals.find(a->value.name); it != locals.end()) {
+        const View dst = view_of(a->target);
+        mem_.before_write(dst);
+        store(it->second, dst, s.loc);
+        return;
+      }
+    }
     Value v = eval(a->value);
     const View dst = view_of(a->target);
     if (a->accumulate) {

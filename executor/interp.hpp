@@ -58,6 +58,12 @@ public:
   void exec(const spec::Block &);
 
 private:
+  struct Fused;
+  /// The fast path of exec for elementwise f32 statements (see interp.cpp);
+  /// false when the statement is not one, having done nothing.
+  bool exec_fused(const spec::Stmt &);
+  bool plan_fused(const spec::Expr &, Fused &, int &node);
+
   Memory &mem_;
 };
 

@@ -315,14 +315,21 @@ private:
       if (effect) submit(*t);
     }
     pending_.clear();
+    std::optional<spec::Loc> leaked_at;
+    std::string leaked;
     for (auto &[key, q] : outstanding_)
       for (Transfer *t : q) {
         std::ostringstream os;
         os << "line " << t->loc.line << ": copy " << t->label << " was never waited";
         if (!t->submitted) os << "; in " << to_string(cfg_.mode) << " mode it never took effect";
         out_.notes.push_back(os.str());
+        if (!leaked_at || t->loc.line < leaked_at->line) {
+          leaked_at = t->loc;
+          leaked = "copy " + t->label;
+        }
       }
     if (!wgmmas_.empty()) {
+      const spec::Loc first_wgmma = wgmmas_.front().loc;
       std::ostringstream os;
       os << wgmmas_.size() << " wgmma(s) still in flight at the end";
       if (effect) {
@@ -333,7 +340,16 @@ private:
         wgmmas_.clear();
       }
       out_.notes.push_back(os.str());
+      if (!leaked_at) {
+        leaked_at = first_wgmma;
+        leaked = "a wgmma";
+      }
     }
+    // A kernel that ends with an operation in flight is broken whatever the
+    // timing: on hardware its semaphore is never waited and its data may not land.
+    if (leaked_at)
+      throw ExecError(ExecError::Kind::fault, *leaked_at,
+                      leaked + " is still in flight when the program ends (never waited)");
   }
 
   const BufferMap &buffers_;

@@ -4,10 +4,15 @@
 #include <bit>
 #include <cassert>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <new>
 #include <sstream>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace pipecheck::executor {
 
@@ -295,6 +300,17 @@ std::int64_t View::offset() const {
   return off;
 }
 
+bool View::is_contiguous() const {
+  const auto &shape = array->shape();
+  int inner = static_cast<int>(shape.size()) - 1;
+  while (inner > 0 && box.lo[inner] == 0 && box.hi[inner] == shape[inner])
+    --inner;
+  // Dims outside the innermost run must not repeat it.
+  for (int d = 0; d < inner; ++d)
+    if (box.hi[d] - box.lo[d] != 1) return size() == 0;
+  return true;
+}
+
 std::string View::to_string() const {
   std::ostringstream os;
   os << array->name();
@@ -314,32 +330,139 @@ std::string View::to_string() const {
   return os.str();
 }
 
-void copy_view(const View &src, const View &dst) {
+namespace {
+
+/// A view's maximal contiguous runs (those View::for_each_run visits), one at
+/// a time, without allocating for the common ranks.
+class RunCursor {
+public:
+  explicit RunCursor(const View &v) : strides_(v.array->strides()), box_(v.box) {
+    const auto &shape = v.array->shape();
+    const int rank = static_cast<int>(shape.size());
+    if (rank == 0) {
+      len_ = 1;
+      return;
+    }
+    inner_ = rank - 1;
+    len_ = box_.hi[inner_] - box_.lo[inner_];
+    while (inner_ > 0 && box_.lo[inner_] == 0 && box_.hi[inner_] == shape[inner_]) {
+      --inner_;
+      len_ *= box_.hi[inner_] - box_.lo[inner_];
+    }
+    for (int d = 0; d < inner_ && len_ > 0; ++d)
+      if (box_.hi[d] == box_.lo[d]) len_ = 0;
+    off_ = v.offset();
+    idx_.assign(static_cast<std::size_t>(inner_), 0);
+  }
+  bool done() const { return len_ == 0 || done_; }
+  std::int64_t offset() const { return off_; }
+  std::int64_t length() const { return len_; }
+  void next() {
+    int d = inner_ - 1;
+    while (d >= 0) {
+      off_ += strides_[d];
+      if (++idx_[d] < box_.hi[d] - box_.lo[d]) return;
+      off_ -= strides_[d] * idx_[d];
+      idx_[d] = 0;
+      --d;
+    }
+    done_ = true;
+  }
+
+private:
+  const Shape &strides_;
+  const Box &box_;
+  int inner_ = 0;
+  std::int64_t len_ = 0, off_ = 0;
+  Shape idx_;
+  bool done_ = false;
+};
+
+#if defined(__SANITIZE_THREAD__)
+#define PIPECHECK_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PIPECHECK_TSAN 1
+#endif
+#endif
+
+// Streaming stores only pay off for copies far larger than the caches keep
+// for long; below this a copy is left to memcpy.
+constexpr std::int64_t kStreamMinBytes = 256 * 1024;
+
+#if defined(__SSE2__) && !defined(PIPECHECK_TSAN)
+// TSan does not see intrinsic stores, so those builds keep memcpy.
+constexpr bool kCanStream = true;
+void stream_copy(std::byte *d, const std::byte *s, std::size_t n) {
+  const std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(d) % 16) % 16;
+  if (n < head + 64) {
+    std::memcpy(d, s, n);
+    return;
+  }
+  std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  n -= head;
+  for (; n >= 64; n -= 64, d += 64, s += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i *>(d), a);
+    _mm_stream_si128(reinterpret_cast<__m128i *>(d + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i *>(d + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i *>(d + 48), e);
+  }
+  std::memcpy(d, s, n);
+}
+void stream_fence() { _mm_sfence(); }
+#else
+constexpr bool kCanStream = false;
+void stream_copy(std::byte *d, const std::byte *s, std::size_t n) { std::memcpy(d, s, n); }
+void stream_fence() {}
+#endif
+
+} // namespace
+
+void copy_view(const View &src, const View &dst, CopyHint hint) {
   assert(src.dtype() == dst.dtype());
   assert(src.size() == dst.size());
-  const int eb = src.array->elem_bytes();
-  // Collect the destination runs lazily: walk both run sequences in step.
-  std::vector<std::pair<std::int64_t, std::int64_t>> druns;
-  dst.for_each_run([&](std::int64_t off, std::int64_t len) { druns.emplace_back(off, len); });
-  std::size_t di = 0;
-  std::int64_t dpos = 0; // position inside druns[di]
+  const std::int64_t eb = src.array->elem_bytes();
   const std::byte *sbase = src.array->data();
   std::byte *dbase = dst.array->data();
-  src.for_each_run([&](std::int64_t soff, std::int64_t slen) {
-    while (slen > 0) {
-      assert(di < druns.size());
-      const auto [doff, dlen] = druns[di];
-      const std::int64_t n = std::min(slen, dlen - dpos);
-      std::memmove(dbase + (doff + dpos) * eb, sbase + soff * eb, static_cast<std::size_t>(n * eb));
-      soff += n;
-      slen -= n;
-      dpos += n;
-      if (dpos == dlen) {
-        ++di;
-        dpos = 0;
-      }
+  // Overlapping runs of one array need memmove's ordering; streaming never
+  // applies there.
+  const bool same_array = src.array == dst.array;
+  const bool stream =
+      kCanStream && hint == CopyHint::stream_dst && !same_array && src.size() * eb >= kStreamMinBytes;
+  RunCursor s(src), d(dst);
+  std::int64_t spos = 0, dpos = 0; // positions inside the current runs
+  while (!s.done()) {
+    assert(!d.done());
+    const std::int64_t n = std::min(s.length() - spos, d.length() - dpos);
+    std::byte *to = dbase + (d.offset() + dpos) * eb;
+    const std::byte *from = sbase + (s.offset() + spos) * eb;
+    const auto bytes = static_cast<std::size_t>(n * eb);
+    if (stream)
+      stream_copy(to, from, bytes);
+    else if (same_array)
+      std::memmove(to, from, bytes);
+    else
+      std::memcpy(to, from, bytes);
+    spos += n;
+    dpos += n;
+    if (spos == s.length()) {
+      s.next();
+      spos = 0;
     }
-  });
+    if (dpos == d.length()) {
+      d.next();
+      dpos = 0;
+    }
+  }
+  // Non-temporal stores are weakly ordered: fence them before the caller
+  // hands the bytes to another thread.
+  if (stream) stream_fence();
 }
 
 } // namespace pipecheck::executor

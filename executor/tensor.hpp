@@ -110,6 +110,8 @@ struct View {
   spec::DType dtype() const { return array->dtype(); }
   /// Flat element offset of the box's first element.
   std::int64_t offset() const;
+  /// True when the view's elements are one contiguous run of its array.
+  bool is_contiguous() const;
   /// Calls fn(flat_offset, run_length) for each maximal contiguous run of the
   /// view, in row-major order.
   template <class F> void for_each_run(F &&fn) const;
@@ -117,9 +119,19 @@ struct View {
   std::string to_string() const;
 };
 
+/// How a copy may treat the caches.
+enum class CopyHint {
+  normal,     ///< ordinary stores: the destination stays cached
+  stream_dst, ///< the destination will not be read soon (a copy out to HBM):
+              ///< large copies write around the caches (non-temporal stores)
+              ///< where the platform has them; same bytes as `normal`
+};
+
 /// Copies src into dst element by element in row-major order (same dtype,
-/// same number of elements); memcpy for contiguous runs.
-void copy_view(const View &src, const View &dst);
+/// same number of elements); one memcpy per contiguous run the two views
+/// share. Every store is visible to a thread that synchronizes with the
+/// caller afterwards (a streaming copy ends with a store fence).
+void copy_view(const View &src, const View &dst, CopyHint hint = CopyHint::normal);
 
 // ------------------------------------------------------------ implementation
 

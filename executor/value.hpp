@@ -11,9 +11,11 @@
 #include "executor/tensor.hpp"
 
 #include <cstdint>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pipecheck::executor {
@@ -39,6 +41,13 @@ template <class T> struct BlockAllocator {
   T *allocate(std::size_t n);
   void deallocate(T *p, std::size_t n);
   template <class U> bool operator==(const BlockAllocator<U> &) const { return true; }
+  /// `resize(n)` leaves new elements uninitialised (default-initialised):
+  /// every user of a block overwrites all of it, and zeroing a block first
+  /// would be one more pass over megabytes.
+  template <class U> void construct(U *p) noexcept { ::new (static_cast<void *>(p)) U; }
+  template <class U, class... Args> void construct(U *p, Args &&...args) {
+    ::new (static_cast<void *>(p)) U(std::forward<Args>(args)...);
+  }
 };
 void *block_alloc(std::size_t bytes);
 void block_free(void *p, std::size_t bytes);

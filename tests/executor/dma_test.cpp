@@ -94,3 +94,32 @@ TEST(DmaEngine, OrdersACopyAfterAnInFlightCopyOfTheSameBytes) {
   for (int i = 0; i < 4096; i += 97)
     EXPECT_EQ(c.get(i), a.get(i));
 }
+
+TEST(DmaEngine, ALargeCopyOutIsVisibleToTheIssuerOnceCompleted) {
+  // 1 MiB into a strided window of HBM: large enough to take the streaming path.
+  Clock clock;
+  HostArray slot("slot", DType::f32, {2, 512, 512}), hbm("hbm", DType::f32, {1024, 1024});
+  slot.fill_random(4);
+  hbm.fill_poison();
+  std::deque<Transfer> ts(2);
+  {
+    DmaEngine e(1, clock);
+    for (int k = 0; k < 2; ++k) {
+      ts[k].src = rows(slot, k, k + 1);
+      ts[k].src.kept = {1, 2};
+      ts[k].dst = View::whole(hbm);
+      ts[k].dst.box.lo = {512 * k, 256};
+      ts[k].dst.box.hi = {512 * k + 512, 768};
+      ts[k].is_in = false;
+      e.submit(ts[k]);
+    }
+    for (auto &t : ts)
+      e.complete(t);
+    for (int k = 0; k < 2; ++k)
+      for (std::int64_t r = 0; r < 512; r += 31)
+        for (std::int64_t c = 0; c < 512; c += 17)
+          ASSERT_EQ(hbm.get((512 * k + r) * 1024 + 256 + c), slot.get((k * 512 + r) * 512 + c));
+  }
+  EXPECT_TRUE(hbm.is_poison(0));
+  EXPECT_TRUE(hbm.is_poison(1023));
+}

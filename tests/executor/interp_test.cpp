@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cstdint>
+#include <string>
+#include <vector>
+
 using namespace pipecheck;
 using namespace pipecheck::executor;
 
@@ -85,4 +90,79 @@ TEST(Interp, UnknownNamesAndFunctionsAreBadInput) {
   Interp in(mem);
   EXPECT_THROW(in.exec(body("        o[...] = nope\n")), ExecError);
   EXPECT_THROW(in.exec(body("        o[...] = frobnicate(x[...])\n")), ExecError);
+}
+
+namespace {
+
+/// Records the order of the runner hooks.
+class Hooked : public Arrays {
+public:
+  std::vector<std::string> log;
+  void before_read(const View &v) override { log.push_back("read " + v.to_string()); }
+  void before_write(const View &v) override { log.push_back("write " + v.to_string()); }
+};
+
+std::uint32_t bits(float f) { return std::bit_cast<std::uint32_t>(f); }
+
+} // namespace
+
+TEST(Interp, ElementwiseStatementsGiveTheFloatsOfWholeBlockOperations) {
+  // More elements than one evaluation chunk, so chunk edges are crossed.
+  HostArray x("x", spec::DType::f32, {64, 100}), y("y", spec::DType::f32, {64, 100}),
+      o("o", spec::DType::f32, {64, 100}), p("p", spec::DType::f32, {64, 100});
+  x.fill_random(4);
+  y.fill_random(5);
+  o.fill_poison();
+  p.fill_poison();
+  Arrays mem;
+  mem.m = {{"x", &x}, {"y", &y}, {"o", &o}, {"p", &p}};
+  Interp in(mem);
+  in.exec(body("        o[...] = x[...] * 2.5 - y[...] / x[...] + 1\n"
+               "        t = x[...] + y[...]\n"
+               "        t = t * 0.999 + 0.001\n"
+               "        t = -t\n"
+               "        p[...] = t\n"
+               "        p[...] += y[...] * 3\n"));
+  const Value xv = load(View::whole(x)), yv = load(View::whole(y));
+  const Value ov =
+      binary(BinOp::add,
+             binary(BinOp::sub, binary(BinOp::mul, xv, Value::scalar_float(2.5)), binary(BinOp::div, yv, xv)),
+             Value::scalar_int(1));
+  Value tv = binary(BinOp::add, xv, yv);
+  tv = binary(BinOp::add, binary(BinOp::mul, tv, Value::scalar_float(0.999)), Value::scalar_float(0.001));
+  tv = unary(UnOp::neg, tv);
+  const Value pv = binary(BinOp::add, tv, binary(BinOp::mul, yv, Value::scalar_int(3)));
+  for (std::int64_t k = 0; k < x.size(); ++k) {
+    ASSERT_EQ(bits(static_cast<float>(o.get(k))), bits(ov.f[k])) << k;
+    ASSERT_EQ(bits(static_cast<float>(p.get(k))), bits(pv.f[k])) << k;
+    ASSERT_EQ(bits(in.locals.at("t").f[k]), bits(tv.f[k])) << k;
+  }
+}
+
+TEST(Interp, AStoreIntoAShiftedWindowOfItsOwnOperandReadsTheWholeOperandFirst) {
+  HostArray a("a", spec::DType::f32, {10000});
+  for (std::int64_t k = 0; k < a.size(); ++k)
+    a.set(k, static_cast<double>(2 * k));
+  Arrays mem;
+  mem.m = {{"a", &a}};
+  Interp in(mem);
+  in.exec(body("        a[1:10000] = a[0:9999] + 1\n"));
+  EXPECT_EQ(a.get(0), 0);
+  for (std::int64_t k = 1; k < a.size(); ++k)
+    ASSERT_EQ(a.get(k), static_cast<double>(2 * k - 1)) << k; // a_old[k - 1] + 1, not new values
+}
+
+TEST(Interp, AnElementwiseStatementOrdersItsReadsBeforeItsWrite) {
+  HostArray x("x", spec::DType::f32, {4, 8}), y("y", spec::DType::f32, {4, 8}),
+      o("o", spec::DType::f32, {4, 8});
+  x.fill_random(1);
+  y.fill_random(2);
+  o.fill_zero();
+  Hooked mem;
+  mem.m = {{"x", &x}, {"y", &y}, {"o", &o}};
+  Interp in(mem);
+  in.exec(body("        o[...] += x[...] + y[...]\n"));
+  EXPECT_EQ(mem.log,
+            (std::vector<std::string>{"read x[:, :]", "read y[:, :]", "read o[:, :]", "write o[:, :]"}));
+  EXPECT_EQ(static_cast<float>(o.get(9)), static_cast<float>(x.get(9)) + static_cast<float>(y.get(9)));
 }

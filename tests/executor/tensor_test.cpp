@@ -88,3 +88,43 @@ TEST(Box, OverlapsOnlyWhenEveryDimIntersectsInTheSameArray) {
   EXPECT_FALSE(x.overlaps(z));
   EXPECT_FALSE(x.overlaps(w));
 }
+
+TEST(View, IsContiguousWhenItsBoxIsOneRunOfTheArray) {
+  HostArray a("a", DType::f32, {2, 4, 6});
+  View whole = View::whole(a);
+  EXPECT_TRUE(whole.is_contiguous());
+  View slot = whole; // a[1]: one slot of a ring
+  slot.box.lo = {1, 0, 0};
+  slot.box.hi = {2, 4, 6};
+  EXPECT_TRUE(slot.is_contiguous());
+  View rows = whole; // a[0, 1:3]: whole rows
+  rows.box.lo = {0, 1, 0};
+  rows.box.hi = {1, 3, 6};
+  EXPECT_TRUE(rows.is_contiguous());
+  View cols = whole; // a[0, :, 1:3]: a strided window
+  cols.box.lo = {0, 0, 1};
+  cols.box.hi = {1, 4, 3};
+  EXPECT_FALSE(cols.is_contiguous());
+}
+
+TEST(View, AStreamingCopyMovesTheSameBytesAsAnOrdinaryOne) {
+  // Large enough to stream, with windows that start off any 16-byte boundary.
+  HostArray src("src", DType::f32, {300, 701}), plain("plain", DType::f32, {300, 700}),
+      streamed("streamed", DType::f32, {300, 700}), back("back", DType::f32, {300, 701});
+  src.fill_random(3);
+  back.fill_poison();
+  View s = View::whole(src);
+  s.box.lo = {0, 1};
+  copy_view(s, View::whole(plain));
+  copy_view(s, View::whole(streamed), CopyHint::stream_dst);
+  for (std::int64_t i = 0; i < plain.size(); i += 7)
+    ASSERT_EQ(plain.get(i), streamed.get(i)) << i;
+  View b = View::whole(back);
+  b.box.lo = {0, 1};
+  copy_view(View::whole(streamed), b, CopyHint::stream_dst);
+  for (std::int64_t r = 0; r < 300; ++r) {
+    EXPECT_TRUE(back.is_poison(r * 701)) << r;
+    for (std::int64_t c = 1; c < 701; c += 13)
+      ASSERT_EQ(back.get(r * 701 + c), src.get(r * 701 + c)) << r << ", " << c;
+  }
+}
