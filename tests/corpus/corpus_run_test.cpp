@@ -1,0 +1,116 @@
+// The executor agrees with the corpus' expectations: every unit expected to
+// verify runs correctly in every DMA mode, and every pipeline with an expected
+// race, hang or leak fails in at least one mode — the verifier and the
+// executor cross-check each other on the same programs.
+#include "executor/run.hpp"
+#include "spec/parse.hpp"
+#include "verifier/check.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+using namespace pipecheck;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> corpus_files() {
+  std::vector<std::string> out;
+  fs::path root = fs::path(PIPECHECK_SOURCE_DIR) / "corpus";
+  if (fs::exists(root))
+    for (const auto &e : fs::recursive_directory_iterator(root))
+      if (e.path().extension() == ".pk") out.push_back(fs::relative(e.path(), PIPECHECK_SOURCE_DIR).string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string read(const fs::path &p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string test_name(const testing::TestParamInfo<std::string> &info) {
+  std::string n = info.param;
+  for (auto &c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+}
+
+// Runs at the largest of a few scales that keeps every block whole, so the
+// corpus' realistic sizes stay fast.
+executor::RunReport run_scaled(const std::variant<spec::KernelSpec, spec::Program> &u,
+                               const spec::Env &sets = {}) {
+  executor::RunOptions o;
+  o.overrides = sets;
+  o.max_memory_bytes = 512ull << 20;
+  executor::RunReport r;
+  for (std::int64_t scale : {16, 8, 4, 2, 1}) {
+    o.scale = std::holds_alternative<spec::Program>(u) ? 1 : scale;
+    r = std::visit([&](const auto &x) { return executor::run_all_modes(x, o); }, u);
+    if (r.status != executor::RunStatus::bad_input) return r;
+    if (std::holds_alternative<spec::Program>(u)) return r;
+  }
+  return r;
+}
+
+class CorpusRun : public testing::TestWithParam<std::string> {};
+
+} // namespace
+
+TEST_P(CorpusRun, VerifiedUnitsPassAndRacyPipelinesFail) {
+  const std::string rel = GetParam();
+  spec::SourceFile src = spec::SourceFile::from_string(rel, read(fs::path(PIPECHECK_SOURCE_DIR) / rel));
+  auto parsed = spec::parse_and_validate(src);
+  ASSERT_TRUE(parsed.file) << spec::render(src, parsed.errors.at(0));
+  const spec::File &file = *parsed.file;
+  static const std::set<std::string> kObservable = {"slot-race", "async-operand-overwritten",
+                                                    "wait-without-copy", "copy-never-waited",
+                                                    "uninitialized-read"};
+  for (std::size_t u = 0; u < file.units.size(); ++u) {
+    const auto &unit = file.units[u];
+    int first = spec::unit_loc(unit).line;
+    int last = u + 1 < file.units.size() ? spec::unit_loc(file.units[u + 1]).line - 1 : 1 << 30;
+    bool verified = false, observable = false;
+    for (const auto &e : file.expectations) {
+      if (e.line < first || e.line > last) continue;
+      verified |= e.rule == "verified";
+      observable |= kObservable.count(e.rule) > 0;
+    }
+    bool is_pipeline = std::holds_alternative<spec::Program>(unit);
+    if (!verified && !(is_pipeline && observable)) continue;
+    // A racy pipeline runs at the trip count of the verifier's witness: the
+    // executor must reproduce what the verifier found, where it found it.
+    spec::Env sets;
+    if (!verified) {
+      verifier::Verdict v = verifier::check(unit, verifier::CheckOptions{});
+      const auto &params = std::get<spec::Program>(unit).params;
+      for (const auto &f : v.findings)
+        for (const auto &item : f.witness.items)
+          for (const auto &p : params)
+            if (item.key == p.name && p.is_symbolic())
+              if (auto *n = std::get_if<std::int64_t>(&item.value))
+                if (!sets.count(p.name) || *n < sets[p.name]) sets[p.name] = *n;
+    }
+    executor::RunReport r = run_scaled(unit, sets);
+    const std::string &name = spec::unit_name(unit);
+    if (verified) {
+      EXPECT_EQ(r.status, executor::RunStatus::pass)
+          << rel << ":" << first << ": '" << name << "' is expected to verify but its run did not pass:\n"
+          << executor::format_report(r);
+    } else {
+      EXPECT_EQ(r.status, executor::RunStatus::fail)
+          << rel << ":" << first << ": '" << name
+          << "' has an expected race, hang or leak but no DMA mode exposed it:\n"
+          << executor::format_report(r);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, CorpusRun, testing::ValuesIn(corpus_files()), test_name);
