@@ -4,6 +4,8 @@
 #include "spec/parse.hpp"
 #include "verifier/check.hpp"
 
+#include "tests/corpus/corpus_files.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,36 +16,15 @@
 
 using namespace pipecheck;
 namespace fs = std::filesystem;
+using testing_corpus::corpus_files;
+using testing_corpus::read;
+using testing_corpus::test_name;
 
 namespace {
 
 const std::set<std::string> kProgramRules = {"slot-race",         "async-operand-overwritten",
                                              "wait-without-copy", "copy-never-waited",
                                              "stale-read",        "uninitialized-read"};
-
-std::vector<std::string> corpus_files() {
-  std::vector<std::string> out;
-  fs::path root = fs::path(PIPECHECK_SOURCE_DIR) / "corpus";
-  if (fs::exists(root))
-    for (const auto &e : fs::recursive_directory_iterator(root))
-      if (e.path().extension() == ".pk") out.push_back(fs::relative(e.path(), PIPECHECK_SOURCE_DIR).string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::string read(const fs::path &p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string test_name(const testing::TestParamInfo<std::string> &info) {
-  std::string n = info.param;
-  for (auto &c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
-}
 
 class CorpusFile : public testing::TestWithParam<std::string> {};
 

@@ -1,0 +1,42 @@
+#pragma once
+// The corpus files and how the corpus tests read and name them.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace pipecheck::testing_corpus {
+
+/// Every corpus/**/*.pk, relative to the source tree, sorted.
+inline std::vector<std::string> corpus_files() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  fs::path root = fs::path(PIPECHECK_SOURCE_DIR) / "corpus";
+  if (fs::exists(root))
+    for (const auto &e : fs::recursive_directory_iterator(root))
+      if (e.path().extension() == ".pk") out.push_back(fs::relative(e.path(), PIPECHECK_SOURCE_DIR).string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+inline std::string read(const std::filesystem::path &p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// A test name from a path: corpus/rules/slot-race.pk -> corpus_rules_slot_race_pk.
+inline std::string test_name(const testing::TestParamInfo<std::string> &info) {
+  std::string n = info.param;
+  for (auto &c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+}
+
+} // namespace pipecheck::testing_corpus
