@@ -304,18 +304,19 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts) {
   return p;
 }
 
-RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOptions &opts, DmaMode mode,
-                       std::uint64_t seed) {
-  if (p.early) {
-    RunResult r = *p.early;
-    r.mode = mode;
-    r.seed = seed;
-    return r;
-  }
-  RunResult r;
-  r.unit = k.name;
+// A result stamped with the mode and seed of one run (a prepared early
+// result — bad input, no lowering — is reported once per run).
+RunResult with_run(RunResult r, DmaMode mode, std::uint64_t seed) {
   r.mode = mode;
   r.seed = seed;
+  return r;
+}
+
+RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOptions &opts, DmaMode mode,
+                       std::uint64_t seed) {
+  if (p.early) return with_run(*p.early, mode, seed);
+  RunResult r = with_run(RunResult{}, mode, seed);
+  r.unit = k.name;
   r.params = p.ck.params;
 #ifdef PIPECHECK_HAVE_LOWER
   const spec::Program &prog = p.lowered->program;
@@ -490,16 +491,9 @@ ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts) {
 
 RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptions &opts, DmaMode mode,
                        std::uint64_t seed) {
-  if (p.early) {
-    RunResult r = *p.early;
-    r.mode = mode;
-    r.seed = seed;
-    return r;
-  }
-  RunResult r;
+  if (p.early) return with_run(*p.early, mode, seed);
+  RunResult r = with_run(RunResult{}, mode, seed);
   r.unit = prog.name;
-  r.mode = mode;
-  r.seed = seed;
   r.params = p.env;
   BufferMap map;
   auto owned = fresh_buffers(prog, p, map);
