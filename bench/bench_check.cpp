@@ -56,17 +56,13 @@ std::vector<Unit> parse_units(const std::string &path, const std::string &text) 
 std::vector<Unit> corpus_units() {
   std::vector<Unit> out;
   namespace fs = std::filesystem;
-  for (const std::string &dir :
-       {std::string(PIPECHECK_SOURCE_DIR) + "/corpus", std::string("/work/shared/examples")}) {
-    if (!fs::exists(dir)) continue;
-    for (const auto &e : fs::recursive_directory_iterator(dir)) {
-      if (e.path().extension() != ".pk") continue;
-      std::ifstream in(e.path());
-      std::stringstream ss;
-      ss << in.rdbuf();
-      auto u = parse_units(e.path().string(), ss.str());
-      out.insert(out.end(), u.begin(), u.end());
-    }
+  for (const auto &e : fs::recursive_directory_iterator(std::string(PIPECHECK_SOURCE_DIR) + "/corpus")) {
+    if (e.path().extension() != ".pk") continue;
+    std::ifstream in(e.path());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto u = parse_units(e.path().string(), ss.str());
+    out.insert(out.end(), u.begin(), u.end());
   }
   return out;
 }

@@ -28,8 +28,21 @@ Out run(const std::string &args) {
   return o;
 }
 
+std::filesystem::path temp_dir() {
+  return std::filesystem::temp_directory_path() / ("pipecheck_cli_test_" + std::to_string(getpid()));
+}
+
+/// Removes the test's temporary folder when the test program ends.
+struct TempDirCleanup : ::testing::Environment {
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(temp_dir(), ec);
+  }
+};
+const auto *const kCleanup = ::testing::AddGlobalTestEnvironment(new TempDirCleanup);
+
 std::string temp_file(const std::string &name, const std::string &text) {
-  auto dir = std::filesystem::temp_directory_path() / ("pipecheck_cli_test_" + std::to_string(getpid()));
+  auto dir = temp_dir();
   std::filesystem::create_directories(dir);
   auto p = dir / name;
   std::ofstream(p) << text;

@@ -25,12 +25,8 @@ spec::File parse_text(const std::string &path, const std::string &text) {
 }
 
 spec::File parse_file(const std::string &rel) {
-  std::string path = std::string(PIPECHECK_SOURCE_DIR) + "/../shared/examples/" + rel;
+  std::string path = std::string(PIPECHECK_SOURCE_DIR) + "/corpus/examples/" + rel;
   std::ifstream in(path);
-  if (!in) {
-    path = std::string(PIPECHECK_SOURCE_DIR) + "/corpus/" + rel;
-    in.open(path);
-  }
   std::stringstream ss;
   ss << in.rdbuf();
   EXPECT_FALSE(ss.str().empty()) << rel;
@@ -200,7 +196,7 @@ TEST(CorpusPipelines, CheckExactlyAsAnnotated) {
         "guide/section4_unrolled.pk", "rules/copy-never-waited.pk", "rules/async-operand-overwritten.pk",
         "rules/slot-race.pk", "rules/wait-without-copy.pk", "rules/stale-read.pk",
         "rules/uninitialized-read.pk"}) {
-    std::string path = std::string(PIPECHECK_SOURCE_DIR) + "/corpus/" + rel;
+    std::string path = std::string(PIPECHECK_SOURCE_DIR) + "/corpus/examples/" + rel;
     std::ifstream in(path);
     if (!in) continue;
     SCOPED_TRACE(rel);

@@ -7,12 +7,8 @@ namespace pipecheck {
 namespace {
 
 void expect_file_checks_as_annotated(const std::string &rel) {
-  std::string path = std::string(PIPECHECK_SOURCE_DIR) + "/../shared/examples/" + rel;
+  std::string path = std::string(PIPECHECK_SOURCE_DIR) + "/corpus/examples/" + rel;
   std::string text = testing::read_file(path);
-  if (text.empty()) {
-    path = "/work/shared/examples/" + rel;
-    text = testing::read_file(path);
-  }
   ASSERT_FALSE(text.empty()) << path;
   spec::File f = testing::parse_text(text, path);
   std::vector<int> starts;

@@ -34,11 +34,11 @@ void expect_agreement(const std::string &path) {
 }
 
 TEST(Enumerate, AgreesWithTheSymbolicCheckerOnGuideElementwise) {
-  expect_agreement("/work/shared/examples/guide_elementwise.pk");
+  expect_agreement(std::string(PIPECHECK_SOURCE_DIR) + "/corpus/examples/guide_elementwise.pk");
 }
 
 TEST(Enumerate, AgreesWithTheSymbolicCheckerOnGuideReductions) {
-  expect_agreement("/work/shared/examples/guide_reductions.pk");
+  expect_agreement(std::string(PIPECHECK_SOURCE_DIR) + "/corpus/examples/guide_reductions.pk");
 }
 
 TEST(Enumerate, AgreesWithTheSymbolicCheckerOnTheRevisitAndResetRules) {
