@@ -21,7 +21,7 @@ const std::set<std::string> kReserved = {"kernel", "pipeline", "param", "in",  "
 
 class Parser {
 public:
-  Parser(const SourceFile &src, LexResult lexed) : src_(src), lx_(std::move(lexed)) {}
+  explicit Parser(LexResult lexed) : lx_(std::move(lexed)) {}
 
   ParseResult run() {
     ParseResult r;
@@ -39,7 +39,6 @@ public:
   }
 
 private:
-  const SourceFile &src_;
   LexResult lx_;
   std::size_t p_ = 0;
   std::size_t next_comment_ = 0;
@@ -873,7 +872,7 @@ private:
 
 ParseResult parse(const SourceFile &src) {
   LexResult lx = lex(src);
-  return Parser(src, std::move(lx)).run();
+  return Parser(std::move(lx)).run();
 }
 
 ParseResult parse_and_validate(const SourceFile &src) {

@@ -96,7 +96,16 @@ void emit(std::ostream &os, const Expr &e) {
   }
   case Op::Neg:
     os << "-";
-    emit_at(os, e.args[0], 7);
+    // `-1` reads back as the literal -1, not as a negation of 1: keep the negation
+    // by putting a non-negative number in parentheses (`inf` is a name, `-inf` stays).
+    if (prec(e.args[0]) == 9 &&
+        (e.args[0].op == Op::Int || (e.args[0].op == Op::Float && std::isfinite(e.args[0].float_value)))) {
+      os << "(";
+      emit(os, e.args[0]);
+      os << ")";
+    } else {
+      emit_at(os, e.args[0], 7);
+    }
     return;
   case Op::Not:
     os << "not ";
