@@ -28,7 +28,7 @@ Verdict check(const std::variant<spec::KernelSpec, spec::Program> &, const Check
 /// other rules as pending).
 std::vector<std::string> implemented_rules();
 
-/// Every rule id of DESIGN.md's catalog.
+/// Every rule id of the catalog (docs/rules.md).
 const std::vector<std::string> &all_rules();
 
 } // namespace pipecheck::verifier

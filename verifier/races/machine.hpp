@@ -3,7 +3,7 @@
 /// params, statement by statement on the single issuing thread, and records
 /// events, asynchronous operations, the happens-before graph and raw findings.
 ///
-/// Semantics (DESIGN.md, docs/lowering.md "Race semantics"):
+/// Semantics (docs/lowering.md "Race semantics"):
 /// - copy_in_start(src, X[s]) reads src and writes X[s] from the start to the
 ///   copy_in_wait(X[s]) that retires it: the oldest outstanding copy into
 ///   X[s]; copy_out_start(Y[s], dst) likewise until copy_out_wait(Y[s]).
