@@ -253,7 +253,8 @@ TensorType weak_float() { return TensorType{DType::f32, true, {}}; }
 
 class Checker {
 public:
-  Checker(const KernelSpec &k, const Env &overrides) : k_(k), params_(param_env(k.params, overrides)) {
+  Checker(const KernelSpec &k, const Env &overrides, ExprTypes *types)
+      : k_(k), params_(param_env(k.params, overrides)), types_(types) {
     for (const auto &o : k.operands) {
       Window b;
       b.type.dtype = o.dtype;
@@ -288,6 +289,7 @@ private:
   Env params_;
   std::map<std::string, Window> blocks_;
   std::vector<Diagnostic> errs_;
+  ExprTypes *types_ = nullptr;
 
   void error(Loc l, std::string msg) { errs_.push_back(Diagnostic{Severity::error, l, std::move(msg), {}}); }
 
@@ -444,6 +446,12 @@ private:
 
   // The type of `e` evaluated as a tensor value, as Interp::eval does.
   std::optional<TensorType> type_of(const Expr &e, const Scope &s) {
+    auto t = eval_type(e, s);
+    if (t && types_) (*types_)[&e] = *t;
+    return t;
+  }
+
+  std::optional<TensorType> eval_type(const Expr &e, const Scope &s) {
     switch (e.op) {
     case Op::Int: return weak_int();
     case Op::Float:
@@ -543,8 +551,8 @@ private:
 
 } // namespace
 
-std::vector<Diagnostic> typecheck(const KernelSpec &k, const Env &overrides) {
-  return Checker(k, overrides).run();
+std::vector<Diagnostic> typecheck(const KernelSpec &k, const Env &overrides, ExprTypes *types) {
+  return Checker(k, overrides, types).run();
 }
 
 } // namespace pipecheck::spec

@@ -14,6 +14,7 @@
 #include "spec/ir.hpp"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -113,10 +114,15 @@ struct Subscripted {
 /// slice must satisfy 0 <= lo <= hi <= extent and an index 0 <= i < extent.
 Subscripted subscript(const Dims &array, const std::vector<Subscript> &subs);
 
+/// The type of each body expression evaluated as a tensor value, by node.
+using ExprTypes = std::map<const Expr *, TensorType>;
+
 /// Type-checks a kernel body with the params bound by param_env(params,
 /// overrides): every expression by the rules above, every subscript that is
 /// known statically against its block, every store against its target.
 /// Call on a kernel that validates otherwise. Each problem is a located error.
-std::vector<Diagnostic> typecheck(const KernelSpec &, const Env &overrides = {});
+/// `types`, when given, receives the type of every tensor expression of the
+/// body (the tests compare them with the values the executor computes).
+std::vector<Diagnostic> typecheck(const KernelSpec &, const Env &overrides = {}, ExprTypes *types = nullptr);
 
 } // namespace pipecheck::spec
