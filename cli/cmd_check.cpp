@@ -58,6 +58,11 @@ reports::FileResult check_file(const std::string &path, const verifier::CheckOpt
     return r;
   }
   for (const auto &u : parsed.file->units) {
+    auto errs = typecheck_with_sets(u, opts.overrides);
+    r.errors.insert(r.errors.end(), errs.begin(), errs.end());
+  }
+  if (!r.errors.empty()) return r;
+  for (const auto &u : parsed.file->units) {
     reports::UnitResult ur;
     ur.name = spec::unit_name(u);
     ur.is_pipeline = std::holds_alternative<spec::Program>(u);

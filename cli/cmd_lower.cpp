@@ -29,6 +29,11 @@ int lower_cmd(const LowerArgs &a) {
   }
   spec::LowerOptions opts;
   if (!parse_sets(a.sets, opts.overrides)) return bad_input;
+  if (auto errs = typecheck_with_sets(*unit, opts.overrides); !errs.empty()) {
+    for (const auto &e : errs)
+      spec::render(std::cerr, *src, e);
+    return bad_input;
+  }
   if (!a.target.empty()) opts.target = a.target;
   std::vector<spec::Diagnostic> errors;
   auto lowered = spec::lower(*k, opts, errors);

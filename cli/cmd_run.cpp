@@ -78,6 +78,11 @@ int run_cmd(const RunArgs &a) {
   }
   opts.max_memory_bytes = *mem;
   if (!parse_sets(a.sets, opts.overrides)) return bad_input;
+  if (auto errs = typecheck_with_sets(*unit, opts.overrides); !errs.empty()) {
+    for (const auto &e : errs)
+      spec::render(std::cerr, *src, e);
+    return bad_input;
+  }
   if (!a.target.empty()) opts.target = a.target;
   executor::RunReport report;
   if (a.dma.empty()) {

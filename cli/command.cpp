@@ -1,6 +1,7 @@
 #include "cli/command.hpp"
 
 #include "spec/parse.hpp"
+#include "spec/typecheck.hpp"
 
 #include <fstream>
 #include <iostream>
@@ -58,6 +59,13 @@ const std::variant<spec::KernelSpec, spec::Program> *select_unit(const spec::Fil
     std::cerr << " " << spec::unit_name(u);
   std::cerr << "\n";
   return nullptr;
+}
+
+std::vector<spec::Diagnostic> typecheck_with_sets(const std::variant<spec::KernelSpec, spec::Program> &u,
+                                                  const std::map<std::string, std::int64_t> &overrides) {
+  const auto *k = std::get_if<spec::KernelSpec>(&u);
+  if (!k || overrides.empty()) return {};
+  return spec::typecheck(*k, overrides);
 }
 
 bool parse_sets(const std::vector<std::string> &sets, std::map<std::string, std::int64_t> &out) {

@@ -40,6 +40,12 @@ std::optional<spec::File> load(const spec::SourceFile &src);
 const std::variant<spec::KernelSpec, spec::Program> *select_unit(const spec::File &, const std::string &path,
                                                                  const std::string &name);
 
+/// A kernel's body type-checked again with the --set values bound (validation
+/// checked it with the file's own values); no errors for a pipeline or when
+/// there are no overrides.
+std::vector<spec::Diagnostic> typecheck_with_sets(const std::variant<spec::KernelSpec, spec::Program> &,
+                                                  const std::map<std::string, std::int64_t> &overrides);
+
 /// Parses `NAME=VALUE` pairs of --set into an environment; false on a malformed one.
 bool parse_sets(const std::vector<std::string> &sets, std::map<std::string, std::int64_t> &out);
 

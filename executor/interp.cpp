@@ -88,56 +88,32 @@ View Interp::view_of(const Expr &ref) {
   if (!a) bad(ref.loc, "'" + ref.name + "' is not a buffer here");
   View v = View::whole(*a);
   if (ref.op == Op::Name) return v;
-  const int rank = static_cast<int>(a->shape().size());
-  std::vector<int> kept;
-  int d = 0; // next array dim
-  const auto &subs = ref.args;
-  int n_real = 0; // subscripts that consume a dim
-  for (const auto &s : subs)
-    if (s.op != Op::Ellipsis) ++n_real;
-  if (n_real > rank)
-    bad(ref.loc, "'" + expr_string(ref) + "' has " + std::to_string(n_real) +
-                     " subscripts for an array of rank " + std::to_string(rank));
-  for (const auto &s : subs) {
+  std::vector<spec::Subscript> subs;
+  for (const auto &s : ref.args) {
+    spec::Subscript sub;
     if (s.op == Op::Ellipsis) {
-      // The ellipsis covers every dim the subscripts after it leave.
-      int remaining = 0;
-      for (const Expr *t = &s + 1; t != subs.data() + subs.size(); ++t)
-        if (t->op != Op::Ellipsis) ++remaining;
-      while (d < rank - remaining)
-        kept.push_back(d++);
-      continue;
-    }
-    const std::int64_t dim = a->shape()[d];
-    if (s.op == Op::Slice) {
-      std::int64_t lo = 0, hi = dim;
-      if (s.args.size() >= 1 && s.args[0].op != Op::None) lo = eval_int(s.args[0]);
-      if (s.args.size() >= 2 && s.args[1].op != Op::None) hi = eval_int(s.args[1]);
-      if (lo < 0) lo += dim;
-      if (hi < 0) hi += dim;
-      if (lo < 0 || hi > dim || lo > hi)
-        throw ExecError(ExecError::Kind::fault, ref.loc,
-                        "'" + expr_string(ref) + "': slice " + std::to_string(lo) + ":" + std::to_string(hi) +
-                            " is out of bounds for dim " + std::to_string(d) + " of " + a->name() +
-                            shape_string(a->shape()));
-      v.box.lo[d] = lo;
-      v.box.hi[d] = hi;
-      kept.push_back(d);
+      sub.kind = spec::Subscript::Kind::ellipsis;
+    } else if (s.op == Op::Slice) {
+      sub.kind = spec::Subscript::Kind::slice;
+      sub.has_lo = s.args.size() >= 1 && s.args[0].op != Op::None;
+      sub.has_hi = s.args.size() >= 2 && s.args[1].op != Op::None;
+      if (sub.has_lo) sub.lo = eval_int(s.args[0]);
+      if (sub.has_hi) sub.hi = eval_int(s.args[1]);
     } else {
-      std::int64_t i = eval_int(s);
-      if (i < 0) i += dim;
-      if (i < 0 || i >= dim)
-        throw ExecError(ExecError::Kind::fault, ref.loc,
-                        "'" + expr_string(ref) + "': index " + std::to_string(i) +
-                            " is out of bounds for dim " + std::to_string(d) + " of " + a->name() +
-                            shape_string(a->shape()));
-      v.box.lo[d] = i;
-      v.box.hi[d] = i + 1;
+      sub.lo = eval_int(s);
     }
-    ++d;
+    subs.push_back(sub);
   }
-  while (d < rank)
-    kept.push_back(d++);
+  const spec::Subscripted r = spec::subscript(a->shape(), subs);
+  if (!r.ok())
+    throw ExecError(r.out_of_bounds ? ExecError::Kind::fault : ExecError::Kind::bad_input, ref.loc,
+                    "'" + expr_string(ref) + "': " + r.error + " of " + a->name() + shape_string(a->shape()));
+  std::vector<int> kept;
+  for (std::size_t d = 0; d < r.dims.size(); ++d) {
+    v.box.lo[d] = r.dims[d].lo;
+    v.box.hi[d] = r.dims[d].hi;
+    if (r.dims[d].kept) kept.push_back(static_cast<int>(d));
+  }
   v.kept = std::move(kept);
   return v;
 }
@@ -193,8 +169,9 @@ Value Interp::eval(const Expr &e) {
     }
     if (e.name == "full") {
       Value v = eval(arg(0));
-      if (v.size() != 1) bad(e.loc, "full() takes a scalar");
-      v.weak = true;
+      const auto t = spec::full_type(v.type());
+      if (!t.ok()) bad(e.loc, t.error);
+      v.weak = t.value.weak;
       return v;
     }
     if (e.name == "zeros") return Value::scalar_float(0.0);
@@ -445,7 +422,7 @@ void Interp::exec(const spec::Stmt &s) {
     if (a->accumulate) {
       mem_.before_read(dst);
       Value cur = load(dst);
-      v.weak = v.weak || v.dtype != cur.dtype;
+      v.weak = spec::added_as_weak(cur.dtype, v.type());
       v = binary(BinOp::add, std::move(cur), v, s.loc);
     }
     mem_.before_write(dst);

@@ -103,17 +103,9 @@ FloatVec as_floats(const Value &a) {
   return as_floats(a, tmp);
 }
 
-Shape broadcast_shape(const Shape &a, const Shape &b, spec::Loc loc) {
-  const std::size_t r = std::max(a.size(), b.size());
-  Shape out(r);
-  for (std::size_t k = 0; k < r; ++k) {
-    const std::int64_t da = k < r - a.size() ? 1 : a[k - (r - a.size())];
-    const std::int64_t db = k < r - b.size() ? 1 : b[k - (r - b.size())];
-    if (da != db && da != 1 && db != 1)
-      bad(loc, "shapes " + shape_string(a) + " and " + shape_string(b) + " do not broadcast");
-    out[k] = da == 1 ? db : da;
-  }
-  return out;
+spec::TensorType checked(const spec::Typed<spec::TensorType> &t, spec::Loc loc) {
+  if (!t.ok()) bad(loc, t.error);
+  return t.value;
 }
 
 /// Strides (in elements) of `s` seen as broadcast to `out`: 0 on broadcast dims.
@@ -236,6 +228,7 @@ void store(const Value &v0, const View &dst, spec::Loc loc) {
   const bool same = v0.shape == shape && v0.dtype == t;
   Value tmp;
   if (!same) {
+    if (auto err = spec::store_error(v0.type(), shape); !err.empty()) bad(loc, err);
     tmp = v0.dtype == t ? v0 : cast(v0, t);
     if (tmp.shape != shape && tmp.size() != 1) tmp = broadcast_to(tmp, shape, loc);
   }
@@ -280,29 +273,17 @@ void store(const Value &v0, const View &dst, spec::Loc loc) {
 }
 
 DType promote(const Value &a, const Value &b) {
-  const bool fa = a.is_float(), fb = b.is_float();
-  if (a.weak && b.weak) return (fa || fb) ? DType::f32 : DType::i32;
-  if (a.weak || b.weak) {
-    const Value &strong = a.weak ? b : a;
-    const Value &weak = a.weak ? a : b;
-    if (weak.is_float() && !strong.is_float()) return DType::f32;
-    return strong.dtype;
-  }
-  if (a.dtype == b.dtype) return a.dtype;
-  if (fa && !fb) return a.dtype;
-  if (fb && !fa) return b.dtype;
-  if (fa && fb) return DType::f32;
-  return DType::i32;
+  return spec::promote_dtype(a.dtype, a.weak, b.dtype, b.weak);
 }
 
 namespace {
 
 /// The body of both binary overloads; `r` may hold a's storage (in place).
 void binary_into(BinOp op, const Value &a, const Value &b, Value &r, spec::Loc loc) {
-  r.shape = broadcast_shape(a.shape, b.shape, loc);
-  r.dtype = promote(a, b);
-  r.weak = a.weak && b.weak;
-  if (op == BinOp::div && !spec::dtype_is_float(r.dtype)) r.dtype = DType::f32;
+  spec::TensorType t = checked(spec::elementwise_type(op, a.type(), b.type()), loc);
+  r.shape = std::move(t.shape);
+  r.dtype = t.dtype;
+  r.weak = t.weak;
   if (spec::dtype_is_float(r.dtype)) {
     FloatVec ta, tb;
     const FloatVec &fa = as_floats(a, ta);
@@ -381,11 +362,9 @@ Value binary(BinOp op, const Value &a, const Value &b, spec::Loc loc) {
 }
 
 Value binary(BinOp op, Value &&a, const Value &b, spec::Loc loc) {
-  const Shape out = broadcast_shape(a.shape, b.shape, loc);
-  const DType t = promote(a, b);
-  const bool same_kind =
-      spec::dtype_is_float(t) == a.is_float() && !(op == BinOp::div && !spec::dtype_is_float(t));
-  if (!same_kind || out != a.shape) return binary(op, static_cast<const Value &>(a), b, loc);
+  const spec::TensorType t = checked(spec::elementwise_type(op, a.type(), b.type()), loc);
+  if (spec::dtype_is_float(t.dtype) != a.is_float() || t.shape != a.shape)
+    return binary(op, static_cast<const Value &>(a), b, loc);
   // Elementwise in place: o[k] depends only on a[k] and b's k-th element.
   binary_into(op, a, b, a, loc);
   return std::move(a);
@@ -409,7 +388,7 @@ Value unary(UnOp op, const Value &a) {
     }
     return r;
   }
-  r.dtype = a.is_float() ? a.dtype : DType::f32;
+  r.dtype = spec::unary_type(op, a.type()).dtype;
   r.f = as_floats(a);
   for (auto &x : r.f)
     x = std::exp(x);
@@ -419,8 +398,9 @@ Value unary(UnOp op, const Value &a) {
 
 Value cast(const Value &a, DType t) {
   Value r;
-  r.dtype = t;
-  r.shape = a.shape;
+  const spec::TensorType ty = spec::cast_type(a.type(), t);
+  r.dtype = ty.dtype;
+  r.shape = ty.shape;
   if (spec::dtype_is_float(t)) {
     r.f = as_floats(a);
     round_all(t, r.f);
@@ -445,10 +425,7 @@ Value cast(const Value &a, DType t) {
 
 Value broadcast_to(const Value &a, const Shape &shape, spec::Loc loc) {
   if (a.shape == shape) return a;
-  const Shape out = broadcast_shape(a.shape, shape, loc);
-  if (out != shape)
-    bad(loc, "a value of shape " + shape_string(a.shape) + " does not fit a block of shape " +
-                 shape_string(shape));
+  if (auto err = spec::fit_error(a.shape, shape); !err.empty()) bad(loc, err);
   Value r;
   r.dtype = a.dtype;
   r.weak = a.weak;
@@ -464,22 +441,16 @@ Value broadcast_to(const Value &a, const Shape &shape, spec::Loc loc) {
 }
 
 Value dot(const Value &a, const Value &b, spec::Loc loc) {
-  if (a.shape.empty() || b.shape.empty() || a.shape.size() > 2 || b.shape.size() > 2)
-    bad(loc, "dot takes 1-D or 2-D operands, not " + shape_string(a.shape) + " and " + shape_string(b.shape));
+  const spec::TensorType t = checked(spec::dot_type(a.type(), b.type()), loc);
   const std::int64_t m = a.shape.size() == 2 ? a.shape[0] : 1;
   const std::int64_t k = a.shape.back();
-  const std::int64_t kb = b.shape[0];
   const std::int64_t n = b.shape.size() == 2 ? b.shape[1] : 1;
-  if (k != kb)
-    bad(loc,
-        "dot of " + shape_string(a.shape) + " and " + shape_string(b.shape) + ": contracted dims differ");
   Value r;
-  if (a.shape.size() == 2) r.shape.push_back(m);
-  if (b.shape.size() == 2) r.shape.push_back(n);
+  r.shape = t.shape;
   using RowMajorF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using RowMajorI = Eigen::Matrix<std::int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  if (a.is_float() || b.is_float()) {
-    r.dtype = DType::f32;
+  r.dtype = t.dtype;
+  if (spec::dtype_is_float(t.dtype)) {
     FloatVec ta, tb;
     const FloatVec &fa = as_floats(a, ta);
     const FloatVec &fb = as_floats(b, tb);
@@ -488,7 +459,6 @@ Value dot(const Value &a, const Value &b, spec::Loc loc) {
     Eigen::Map<RowMajorF> C(r.f.data(), m, n);
     C.noalias() = A * B;
   } else {
-    r.dtype = DType::i32;
     RowMajorI A(m, k), B(k, n);
     for (std::int64_t x = 0; x < m * k; ++x)
       A.data()[x] = a.i[x];
@@ -504,9 +474,10 @@ Value dot(const Value &a, const Value &b, spec::Loc loc) {
 
 Value transpose(const Value &a) {
   Value r;
-  r.dtype = a.dtype;
-  r.weak = a.weak;
-  r.shape.assign(a.shape.rbegin(), a.shape.rend());
+  const spec::TensorType t = spec::transpose_type(a.type());
+  r.dtype = t.dtype;
+  r.weak = t.weak;
+  r.shape = t.shape;
   const int rank = static_cast<int>(a.shape.size());
   if (rank < 2) return a;
   const std::int64_t n = a.size();
@@ -541,12 +512,12 @@ Value transpose(const Value &a) {
 Value reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, spec::Loc loc) {
   const int rank = static_cast<int>(a.shape.size());
   std::int64_t outer = 1, len = a.size(), inner = 1;
+  const spec::TensorType t = checked(spec::reduce_type(op, a.type(), axis), loc);
   Value r;
-  r.dtype = a.dtype;
+  r.dtype = t.dtype;
+  r.shape = t.shape;
   if (axis) {
-    std::int64_t ax = *axis < 0 ? *axis + rank : *axis;
-    if (ax < 0 || ax >= rank)
-      bad(loc, "axis " + std::to_string(*axis) + " is out of range for shape " + shape_string(a.shape));
+    const std::int64_t ax = spec::normalize_axis(*axis, a.shape.size());
     outer = 1;
     inner = 1;
     for (int d = 0; d < ax; ++d)
@@ -554,10 +525,7 @@ Value reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, spec
     for (int d = static_cast<int>(ax) + 1; d < rank; ++d)
       inner *= a.shape[d];
     len = a.shape[ax];
-    for (int d = 0; d < rank; ++d)
-      if (d != ax) r.shape.push_back(a.shape[d]);
   }
-  if (len == 0 && op == ReduceOp::max) bad(loc, "max over an empty axis");
   if (a.is_float()) {
     r.f.assign(static_cast<std::size_t>(outer * inner),
                op == ReduceOp::sum ? 0.0f : -std::numeric_limits<float>::infinity());

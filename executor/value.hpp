@@ -7,8 +7,11 @@
 /// works on whole blocks (one dispatch per block, tight loops inside), rounds
 /// its result to the result dtype, and follows jnp's promotion: Python
 /// literals are weakly typed, f32 wins over bf16/f16, floats over ints.
+/// Result shapes and dtypes, and which operands are ill-typed, come from the
+/// typing rules of spec/typecheck.hpp, which `check` applies statically.
 
 #include "executor/tensor.hpp"
+#include "spec/typecheck.hpp"
 
 #include <cstdint>
 #include <new>
@@ -73,11 +76,13 @@ struct Value {
 
   static Value scalar_float(double v, spec::DType t = spec::DType::f32, bool weak = true);
   static Value scalar_int(std::int64_t v, spec::DType t = spec::DType::i32, bool weak = true);
+  /// Its type, for the typing rules.
+  spec::TensorType type() const { return spec::TensorType{dtype, weak, shape}; }
 };
 
-enum class BinOp { add, sub, mul, div, floordiv, mod, maximum, minimum };
-enum class UnOp { neg, exp };
-enum class ReduceOp { sum, max };
+using BinOp = spec::ElemOp;
+using UnOp = spec::UnaryOp;
+using ReduceOp = spec::Reduction;
 
 /// Loads a view into a value of the view's dtype and shape.
 Value load(const View &);

@@ -2,6 +2,7 @@
 
 #include "spec/eval.hpp"
 #include "spec/print.hpp"
+#include "spec/typecheck.hpp"
 
 #include <map>
 #include <set>
@@ -658,6 +659,8 @@ public:
 std::vector<Diagnostic> validate(const KernelSpec &k) {
   Validator v;
   v.kernel(k);
+  // The body's types are only meaningful over names and ranks that validate.
+  if (v.errs.empty()) return typecheck(k);
   return v.errs;
 }
 

@@ -186,3 +186,34 @@ TEST(Cli, RunWithCudaBackendAndNoDeviceIsAnEnvironmentError) {
   Out o = run("run --backend cuda " + f);
   EXPECT_EQ(o.code, 4) << o.text;
 }
+
+TEST(Cli, ABodyThatDoesNotTypeCheckIsBadInputInCheckRunAndLower) {
+  auto dir = std::filesystem::temp_directory_path() / ("pipecheck_cli_typecheck_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string f = (dir / "t.pk").string();
+  std::ofstream(f) << "kernel k:\n    in  x: f32[128, 64]\n    out o: f32[128, 64]\n    body:\n"
+                      "        o[...] = sum(x[...], axis=5)\n";
+  for (const char *cmd : {"check ", "run ", "lower "}) {
+    Out o = run(cmd + f);
+    EXPECT_EQ(o.code, 3) << cmd << o.text;
+    EXPECT_NE(o.text.find(f + ":5:18: error: axis 5 is out of range for shape [128, 64]"), std::string::npos)
+        << cmd << o.text;
+    EXPECT_NE(o.text.find("        o[...] = sum(x[...], axis=5)\n                 ^"), std::string::npos)
+        << cmd << o.text;
+  }
+  // A --set value that makes a slice run past its block is caught the same way.
+  std::ofstream(f) << "kernel k:\n    param bm = 256\n    grid = (4,)\n"
+                      "    in  x: f32[1024, 64]  block=(bm, 64)  index=(i) -> (i, 0)\n"
+                      "    out o: f32[1024, 64]  block=(256, 64)  index=(i) -> (i, 0)\n"
+                      "    body:\n        o[...] = x[0:256, :]\n";
+  for (const char *cmd : {"check ", "run ", "lower "}) {
+    EXPECT_NE(run(cmd + f).code, 3) << cmd;
+    Out o = run(cmd + f + " --set bm=128");
+    EXPECT_EQ(o.code, 3) << cmd << o.text;
+    EXPECT_NE(
+        o.text.find(f + ":7:18: error: 'x[0:256, :]': slice 0:256 is out of bounds for dim 0 (extent 128)"),
+        std::string::npos)
+        << cmd << o.text;
+  }
+  std::filesystem::remove_all(dir);
+}

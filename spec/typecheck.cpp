@@ -1,0 +1,558 @@
+#include "spec/typecheck.hpp"
+
+#include "spec/print.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace pipecheck::spec {
+
+std::string dims_string(const Dims &d) {
+  std::string s = "[";
+  for (std::size_t k = 0; k < d.size(); ++k)
+    s += (k ? ", " : "") + (d[k] == kUnknownExtent ? std::string("?") : std::to_string(d[k]));
+  return s + "]";
+}
+
+std::string type_string(const TensorType &t) { return to_string(t.dtype) + dims_string(t.shape); }
+
+namespace {
+
+bool known(std::int64_t d) { return d != kUnknownExtent; }
+
+// Equal where both are known (an unknown extent may be anything).
+bool same_dims(const Dims &a, const Dims &b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t k = 0; k < a.size(); ++k)
+    if (known(a[k]) && known(b[k]) && a[k] != b[k]) return false;
+  return true;
+}
+
+bool exactly_one_element(const Dims &d) {
+  return std::all_of(d.begin(), d.end(), [](std::int64_t x) { return x == 1; });
+}
+
+} // namespace
+
+Typed<Dims> broadcast_dims(const Dims &a, const Dims &b) {
+  Typed<Dims> r;
+  const std::size_t n = std::max(a.size(), b.size());
+  r.value.resize(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::int64_t da = k < n - a.size() ? 1 : a[k - (n - a.size())];
+    const std::int64_t db = k < n - b.size() ? 1 : b[k - (n - b.size())];
+    if (da == db || db == 1)
+      r.value[k] = da;
+    else if (da == 1)
+      r.value[k] = db;
+    else if (!known(da) || !known(db))
+      r.value[k] = known(da) ? da : db;
+    else {
+      r.error = "shapes " + dims_string(a) + " and " + dims_string(b) + " do not broadcast";
+      return r;
+    }
+  }
+  return r;
+}
+
+DType promote_dtype(DType a, bool a_weak, DType b, bool b_weak) {
+  const bool fa = dtype_is_float(a), fb = dtype_is_float(b);
+  if (a_weak && b_weak) return (fa || fb) ? DType::f32 : DType::i32;
+  if (a_weak || b_weak) {
+    const DType strong = a_weak ? b : a;
+    const DType weak = a_weak ? a : b;
+    if (dtype_is_float(weak) && !dtype_is_float(strong)) return DType::f32;
+    return strong;
+  }
+  if (a == b) return a;
+  if (fa && !fb) return a;
+  if (fb && !fa) return b;
+  if (fa && fb) return DType::f32;
+  return DType::i32;
+}
+
+Typed<TensorType> elementwise_type(ElemOp op, const TensorType &a, const TensorType &b) {
+  Typed<TensorType> r;
+  auto shape = broadcast_dims(a.shape, b.shape);
+  if (!shape.ok()) {
+    r.error = shape.error;
+    return r;
+  }
+  r.value.shape = std::move(shape.value);
+  r.value.dtype = promote_dtype(a.dtype, a.weak, b.dtype, b.weak);
+  r.value.weak = a.weak && b.weak;
+  if (op == ElemOp::div && !dtype_is_float(r.value.dtype)) r.value.dtype = DType::f32;
+  return r;
+}
+
+TensorType unary_type(UnaryOp op, const TensorType &a) {
+  TensorType r = a;
+  if (op == UnaryOp::exp && !dtype_is_float(a.dtype)) r.dtype = DType::f32;
+  return r;
+}
+
+TensorType cast_type(const TensorType &a, DType t) { return TensorType{t, false, a.shape}; }
+
+Typed<TensorType> dot_type(const TensorType &a, const TensorType &b) {
+  Typed<TensorType> r;
+  const auto &as = a.shape, &bs = b.shape;
+  if (as.empty() || bs.empty() || as.size() > 2 || bs.size() > 2) {
+    r.error = "dot takes 1-D or 2-D operands, not " + dims_string(as) + " and " + dims_string(bs);
+    return r;
+  }
+  if (known(as.back()) && known(bs[0]) && as.back() != bs[0]) {
+    r.error = "dot of " + dims_string(as) + " and " + dims_string(bs) + ": contracted dims differ (" +
+              std::to_string(as.back()) + " vs " + std::to_string(bs[0]) + ")";
+    return r;
+  }
+  if (as.size() == 2) r.value.shape.push_back(as[0]);
+  if (bs.size() == 2) r.value.shape.push_back(bs[1]);
+  r.value.dtype = dtype_is_float(a.dtype) || dtype_is_float(b.dtype) ? DType::f32 : DType::i32;
+  return r;
+}
+
+TensorType transpose_type(const TensorType &a) {
+  TensorType r = a;
+  std::reverse(r.shape.begin(), r.shape.end());
+  return r;
+}
+
+std::int64_t normalize_axis(std::int64_t axis, std::size_t rank) {
+  return axis < 0 ? axis + static_cast<std::int64_t>(rank) : axis;
+}
+
+Typed<TensorType> reduce_type(Reduction op, const TensorType &a, std::optional<std::int64_t> axis) {
+  Typed<TensorType> r;
+  r.value.dtype = a.dtype;
+  std::int64_t len = 1;
+  if (axis) {
+    const std::int64_t ax = normalize_axis(*axis, a.shape.size());
+    if (ax < 0 || ax >= static_cast<std::int64_t>(a.shape.size())) {
+      r.error = "axis " + std::to_string(*axis) + " is out of range for shape " + dims_string(a.shape);
+      return r;
+    }
+    len = a.shape[static_cast<std::size_t>(ax)];
+    for (std::size_t d = 0; d < a.shape.size(); ++d)
+      if (static_cast<std::int64_t>(d) != ax) r.value.shape.push_back(a.shape[d]);
+  } else {
+    for (std::int64_t d : a.shape)
+      len = known(d) && known(len) ? len * d : kUnknownExtent;
+  }
+  if (len == 0 && op == Reduction::max) r.error = "max over an empty axis";
+  return r;
+}
+
+Typed<TensorType> full_type(const TensorType &v) {
+  Typed<TensorType> r;
+  if (!exactly_one_element(v.shape) &&
+      std::all_of(v.shape.begin(), v.shape.end(), [](std::int64_t d) { return known(d); })) {
+    r.error = "full() takes a scalar, not " + type_string(v);
+    return r;
+  }
+  r.value = v;
+  r.value.weak = true;
+  return r;
+}
+
+std::string fit_error(const Dims &value, const Dims &target) {
+  if (same_dims(value, target)) return {};
+  auto b = broadcast_dims(value, target);
+  if (b.ok() && same_dims(b.value, target)) return {};
+  return "a value of shape " + dims_string(value) + " does not fit a block of shape " + dims_string(target);
+}
+
+std::string store_error(const TensorType &value, const Dims &target) {
+  if (exactly_one_element(value.shape)) return {};
+  return fit_error(value.shape, target);
+}
+
+bool added_as_weak(DType target, const TensorType &value) { return value.weak || value.dtype != target; }
+
+Typed<TensorType> accumulate_type(const TensorType &target, TensorType value) {
+  value.weak = added_as_weak(target.dtype, value);
+  return elementwise_type(ElemOp::add, TensorType{target.dtype, false, target.shape}, value);
+}
+
+Subscripted subscript(const Dims &array, const std::vector<Subscript> &subs) {
+  Subscripted r;
+  const int rank = static_cast<int>(array.size());
+  int n_real = 0;
+  for (const auto &s : subs)
+    n_real += s.kind != Subscript::Kind::ellipsis;
+  if (n_real > rank) {
+    r.error = std::to_string(n_real) + " subscripts for an array of rank " + std::to_string(rank);
+    return r;
+  }
+  r.dims.resize(array.size());
+  auto oob = [&](std::string what, int d) {
+    r.error = what + " is out of bounds for dim " + std::to_string(d) + " (extent " +
+              std::to_string(array[static_cast<std::size_t>(d)]) + ")";
+    r.out_of_bounds = true;
+  };
+  int d = 0;
+  for (std::size_t k = 0; k < subs.size(); ++k) {
+    const Subscript &s = subs[k];
+    if (s.kind == Subscript::Kind::ellipsis) {
+      int remaining = 0;
+      for (std::size_t t = k + 1; t < subs.size(); ++t)
+        remaining += subs[t].kind != Subscript::Kind::ellipsis;
+      for (; d < rank - remaining; ++d)
+        r.dims[static_cast<std::size_t>(d)] = {0, array[static_cast<std::size_t>(d)], true};
+      continue;
+    }
+    const std::int64_t dim = array[static_cast<std::size_t>(d)];
+    // A negative value counts from the end; it is unknown when the extent is.
+    auto from_end = [&](std::optional<std::int64_t> v) -> std::optional<std::int64_t> {
+      if (v && *v < 0) return known(dim) ? std::optional<std::int64_t>(*v + dim) : std::nullopt;
+      return v;
+    };
+    if (s.kind == Subscript::Kind::slice) {
+      std::optional<std::int64_t> lo = s.has_lo ? from_end(s.lo) : 0;
+      std::optional<std::int64_t> hi = s.has_hi ? from_end(s.hi) : std::optional<std::int64_t>(dim);
+      if (hi && !known(*hi)) hi.reset();
+      if ((lo && *lo < 0) || (lo && hi && *lo > *hi) || (hi && known(dim) && *hi > dim)) {
+        oob("slice " + (lo ? std::to_string(*lo) : std::string("?")) + ":" +
+                (hi ? std::to_string(*hi) : std::string("?")),
+            d);
+        return r;
+      }
+      r.dims[static_cast<std::size_t>(d)] = {lo.value_or(kUnknownExtent), hi.value_or(kUnknownExtent), true};
+    } else {
+      const auto i = from_end(s.lo);
+      if (i && (*i < 0 || (known(dim) && *i >= dim))) {
+        oob("index " + std::to_string(*i), d);
+        return r;
+      }
+      r.dims[static_cast<std::size_t>(d)] = {i.value_or(kUnknownExtent), i ? *i + 1 : kUnknownExtent, false};
+    }
+    ++d;
+  }
+  for (; d < rank; ++d)
+    r.dims[static_cast<std::size_t>(d)] = {0, array[static_cast<std::size_t>(d)], true};
+  for (const auto &x : r.dims)
+    if (x.kept) r.shape.push_back(known(x.lo) && known(x.hi) ? x.hi - x.lo : kUnknownExtent);
+  return r;
+}
+
+// ------------------------------------------------------------- the checker
+
+namespace {
+
+struct Local {
+  bool is_int = false;
+  std::optional<TensorType> type; ///< a tensor's type; nullopt after an error in its value
+};
+
+struct Scope {
+  std::map<std::string, Local> locals;
+  Env ints; ///< params and integer locals whose value is known
+};
+
+TensorType weak_int() { return TensorType{DType::i32, true, {}}; }
+TensorType weak_float() { return TensorType{DType::f32, true, {}}; }
+
+class Checker {
+public:
+  Checker(const KernelSpec &k, const Env &overrides, ExprTypes *types)
+      : k_(k), params_(param_env(k.params, overrides)), types_(types) {
+    for (const auto &o : k.operands) {
+      Window b;
+      b.type.dtype = o.dtype;
+      const bool windowed = o.role != Role::scratch &&
+                            (o.memory_space == MemorySpace::vmem || o.memory_space == MemorySpace::smem);
+      b.windowed = windowed && o.block_shape.has_value();
+      if (b.windowed) {
+        for (const auto &d : *o.block_shape)
+          if (d) b.type.shape.push_back(extent(*d));
+      } else {
+        for (const auto &d : o.shape)
+          b.type.shape.push_back(extent(d));
+      }
+      blocks_[o.name] = std::move(b);
+    }
+  }
+
+  std::vector<Diagnostic> run() {
+    Scope s;
+    s.ints = params_;
+    block(k_.body, s);
+    return std::move(errs_);
+  }
+
+private:
+  struct Window {
+    TensorType type;
+    bool windowed = false;
+  };
+
+  const KernelSpec &k_;
+  Env params_;
+  std::map<std::string, Window> blocks_;
+  std::vector<Diagnostic> errs_;
+  ExprTypes *types_ = nullptr;
+
+  void error(Loc l, std::string msg) { errs_.push_back(Diagnostic{Severity::error, l, std::move(msg), {}}); }
+
+  std::int64_t extent(const Expr &e) const {
+    auto v = eval_int(e, params_);
+    return v && *v >= 0 ? *v : kUnknownExtent;
+  }
+
+  // Whether the executor evaluates `e` as an integer (spec::eval_int with
+  // params, grid ids and integer locals bound).
+  bool is_int(const Expr &e, const Scope &s) const {
+    switch (e.op) {
+    case Op::Int: return true;
+    case Op::Name: {
+      if (auto it = s.locals.find(e.name); it != s.locals.end()) return it->second.is_int;
+      return k_.param(e.name) != nullptr;
+    }
+    case Op::Call:
+      if (e.name == "program_id" || e.name == "num_programs") return true;
+      if ((e.name == "cdiv" || e.name == "abs" || e.name == "min" || e.name == "max") &&
+          e.kwarg_names.empty())
+        return std::all_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return is_int(a, s); });
+      return false;
+    case Op::Neg:
+    case Op::Not:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::FloorDiv:
+    case Op::Mod:
+    case Op::Pow:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::And:
+    case Op::Or:
+      return std::all_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return is_int(a, s); });
+    default: return false;
+    }
+  }
+
+  // Why `e` cannot be used where an integer is needed, or empty.
+  std::string not_int(const Expr &e, const Scope &s, const std::string &where) {
+    if (is_int(e, s)) return {};
+    std::string what = "'" + print(e) + "'";
+    if (auto it = s.locals.find(e.name); e.op == Op::Name && it != s.locals.end() && it->second.type)
+      what += " is a " + type_string(*it->second.type) + " value";
+    else if (e.op == Op::Ref)
+      what += " is a block load";
+    else
+      what += " is not an integer expression";
+    return where + " must be an integer, but " + what;
+  }
+
+  void block(const spec::Block &b, Scope &s) {
+    for (const auto &st : b)
+      stmt(st, s);
+  }
+
+  void stmt(const Stmt &st, Scope &s) {
+    if (const auto *a = std::get_if<Assign>(&st.kind)) {
+      auto target = ref_type(a->target, s);
+      auto value = type_of(a->value, s);
+      if (!target || !value) return;
+      if (a->accumulate) {
+        auto sum = accumulate_type(*target, *value);
+        if (!sum.ok()) {
+          error(st.loc, "cannot add " + type_string(*value) + " to " + print(a->target) + " (" +
+                            type_string(*target) + "): " + sum.error);
+          return;
+        }
+        value = sum.value;
+      }
+      if (auto err = store_error(*value, target->shape); !err.empty())
+        error(st.loc, "cannot store " + type_string(*value) + " into " + print(a->target) + " (" +
+                          type_string(*target) + "): " + err);
+    } else if (const auto *l = std::get_if<Let>(&st.kind)) {
+      Local loc;
+      if (is_int(l->value, s)) {
+        loc.is_int = true;
+        loc.type = weak_int();
+        if (auto v = eval_int(l->value, s.ints))
+          s.ints[l->name] = *v;
+        else
+          s.ints.erase(l->name);
+      } else {
+        loc.type = type_of(l->value, s);
+        s.ints.erase(l->name);
+      }
+      s.locals[l->name] = loc;
+    } else if (const auto *i = std::get_if<If>(&st.kind)) {
+      if (auto err = not_int(i->cond, s, std::string("a '") + (i->is_when ? "when" : "if") + "' condition");
+          !err.empty())
+        error(i->cond.loc, err);
+      Scope a = s, b = s;
+      block(i->then_body, a);
+      block(i->else_body, b);
+    } else if (const auto *f = std::get_if<For>(&st.kind)) {
+      Scope inner = s;
+      inner.locals[f->var] = Local{true, weak_int()};
+      inner.ints.erase(f->var);
+      block(f->body, inner);
+    }
+  }
+
+  std::optional<TensorType> ref_type(const Expr &r, const Scope &s) {
+    auto it = blocks_.find(r.name);
+    if (it == blocks_.end()) return std::nullopt; // validation reports it
+    const Window &b = it->second;
+    std::vector<Subscript> subs;
+    bool ok = true;
+    auto int_value = [&](const Expr &e, const char *what) -> std::optional<std::int64_t> {
+      if (auto err = not_int(e, s, what); !err.empty()) {
+        error(e.loc, err);
+        ok = false;
+        return std::nullopt;
+      }
+      return eval_int(e, s.ints);
+    };
+    for (const auto &a : r.args) {
+      Subscript sub;
+      if (a.op == Op::Ellipsis) {
+        sub.kind = Subscript::Kind::ellipsis;
+      } else if (a.op == Op::Slice) {
+        sub.kind = Subscript::Kind::slice;
+        sub.has_lo = a.args[0].op != Op::None;
+        sub.has_hi = a.args[1].op != Op::None;
+        if (sub.has_lo) sub.lo = int_value(a.args[0], "a slice bound");
+        if (sub.has_hi) sub.hi = int_value(a.args[1], "a slice bound");
+      } else {
+        sub.lo = int_value(a, "a subscript");
+      }
+      subs.push_back(sub);
+    }
+    if (!ok) return std::nullopt;
+    Subscripted v = subscript(b.type.shape, subs);
+    if (!v.ok()) {
+      error(r.loc, "'" + print(r) + "': " + v.error + " of " +
+                       (b.windowed ? "the block of '" + r.name + "', " : "'" + r.name + "', ") +
+                       type_string(b.type));
+      return std::nullopt;
+    }
+    return TensorType{b.type.dtype, false, v.shape};
+  }
+
+  std::optional<TensorType> check(const Typed<TensorType> &t, Loc l) {
+    if (t.ok()) return t.value;
+    error(l, t.error);
+    return std::nullopt;
+  }
+
+  // The type of `e` evaluated as a tensor value, as Interp::eval does.
+  std::optional<TensorType> type_of(const Expr &e, const Scope &s) {
+    auto t = eval_type(e, s);
+    if (t && types_) (*types_)[&e] = *t;
+    return t;
+  }
+
+  std::optional<TensorType> eval_type(const Expr &e, const Scope &s) {
+    switch (e.op) {
+    case Op::Int: return weak_int();
+    case Op::Float:
+    case Op::Zeros: return weak_float();
+    case Op::Name:
+      if (auto it = s.locals.find(e.name); it != s.locals.end()) return it->second.type;
+      if (k_.param(e.name)) return weak_int();
+      if (e.name == "inf") return weak_float();
+      return std::nullopt; // validation reports it
+    case Op::Ref: return ref_type(e, s);
+    case Op::Neg: {
+      auto a = type_of(e.args[0], s);
+      if (!a) return std::nullopt;
+      return unary_type(UnaryOp::neg, *a);
+    }
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::FloorDiv:
+    case Op::Mod: {
+      auto a = type_of(e.args[0], s);
+      auto b = type_of(e.args[1], s);
+      if (!a || !b) return std::nullopt;
+      const ElemOp op = e.op == Op::Add        ? ElemOp::add
+                        : e.op == Op::Sub      ? ElemOp::sub
+                        : e.op == Op::Mul      ? ElemOp::mul
+                        : e.op == Op::Div      ? ElemOp::div
+                        : e.op == Op::FloorDiv ? ElemOp::floordiv
+                                               : ElemOp::mod;
+      return check(elementwise_type(op, *a, *b), e.loc);
+    }
+    case Op::Call: return call_type(e, s);
+    default:
+      if (is_int(e, s)) return weak_int();
+      error(e.loc,
+            "'" + print(e) + "' is not supported on tensors (comparisons, logic and '**' take integers)");
+      return std::nullopt;
+    }
+  }
+
+  std::optional<TensorType> call_type(const Expr &e, const Scope &s) {
+    const std::size_t np = e.num_positional();
+    auto arg = [&](std::size_t k) { return type_of(e.args[k], s); };
+    const std::string &f = e.name;
+    if (f == "program_id" || f == "num_programs") return weak_int();
+    if (f == "full") {
+      auto v = arg(0);
+      return v ? check(full_type(*v), e.loc) : std::nullopt;
+    }
+    if (f == "exp" || f == "neg") {
+      auto v = arg(0);
+      if (!v) return std::nullopt;
+      return unary_type(f == "exp" ? UnaryOp::exp : UnaryOp::neg, *v);
+    }
+    if (f == "maximum" || f == "minimum" || ((f == "max" || f == "min") && np == 2)) {
+      auto a = arg(0), b = arg(1);
+      if (!a || !b) return std::nullopt;
+      return check(elementwise_type(f == "maximum" || f == "max" ? ElemOp::maximum : ElemOp::minimum, *a, *b),
+                   e.loc);
+    }
+    if (f == "dot") {
+      auto a = arg(0), b = arg(1);
+      if (!a || !b) return std::nullopt;
+      return check(dot_type(*a, *b), e.loc);
+    }
+    if (f == "transpose") {
+      auto a = arg(0);
+      if (!a) return std::nullopt;
+      return transpose_type(*a);
+    }
+    if (f == "sum" || f == "max") {
+      std::optional<std::int64_t> axis;
+      const Expr *ax = e.kwarg("axis");
+      if (!ax && np >= 2) ax = &e.args[1];
+      if (ax) {
+        axis = eval_int(*ax, s.ints);
+        if (!axis) {
+          error(ax->loc, "axis must be a constant integer");
+          return std::nullopt;
+        }
+      }
+      auto a = arg(0);
+      if (!a) return std::nullopt;
+      return check(reduce_type(f == "sum" ? Reduction::sum : Reduction::max, *a, axis), e.loc);
+    }
+    if (f == "cast") {
+      auto a = arg(0);
+      auto t = e.args[1].op == Op::Name ? parse_dtype(e.args[1].name) : std::nullopt;
+      if (!a || !t) return std::nullopt; // validation reports a bad dtype
+      return cast_type(*a, *t);
+    }
+    error(e.loc, "'" + f + "' is an integer function; a tensor value cannot use it");
+    return std::nullopt;
+  }
+};
+
+} // namespace
+
+std::vector<Diagnostic> typecheck(const KernelSpec &k, const Env &overrides, ExprTypes *types) {
+  return Checker(k, overrides, types).run();
+}
+
+} // namespace pipecheck::spec
