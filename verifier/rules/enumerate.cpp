@@ -83,7 +83,10 @@ private:
       for (const auto &p : pts_) {
         auto b = block_at(m_, i, p);
         if (!b) {
-          out_.unknown.push_back("cannot evaluate the index_map of '" + m_.operands[i].name + "'");
+          if (auto d = index_error_at(m_, i, p))
+            out_.errors.push_back(std::move(*d));
+          else
+            out_.unknown.push_back("cannot evaluate the index_map of '" + m_.operands[i].name + "'");
           return false;
         }
         blk_[i].push_back(std::move(*b));
@@ -94,7 +97,10 @@ private:
       for (const auto &p : pts_) {
         auto g = guard_at(m_, e, p);
         if (!g) {
-          out_.unknown.push_back("cannot evaluate a guard on line " + std::to_string(e.loc.line));
+          if (auto d = guard_error_at(m_, e, p))
+            out_.errors.push_back(std::move(*d));
+          else
+            out_.unknown.push_back("cannot evaluate a guard on line " + std::to_string(e.loc.line));
           return false;
         }
         f.push_back(*g ? 1 : 0);
