@@ -2,6 +2,8 @@
 
 #include "verifier/rules/findings.hpp"
 
+#include "spec/checked.hpp"
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -343,8 +345,11 @@ private:
         if (next_change[p] > q) continue;
         bool overlap = true;
         for (std::size_t d = 0; d < x.shape.size(); ++d) {
-          std::int64_t xs = blk_[a.input][q][d] * x.block[d], os = blk_[a.output][p][d] * o.block[d];
-          overlap = overlap && xs < os + o.block[d] && os < xs + x.block[d];
+          // Saturating: an index far outside the array stays far outside.
+          const std::int64_t xs = spec::saturating_mul(blk_[a.input][q][d], x.block[d]);
+          const std::int64_t os = spec::saturating_mul(blk_[a.output][p][d], o.block[d]);
+          overlap = overlap && xs < spec::saturating_add(os, o.block[d]) &&
+                    os < spec::saturating_add(xs, x.block[d]);
         }
         if (overlap) {
           out_.findings.push_back(alias_finding(m_, a, pts_[p], pts_[q]));
