@@ -68,6 +68,12 @@ reports::FileResult check_file(const std::string &path, const verifier::CheckOpt
     ur.is_pipeline = std::holds_alternative<spec::Program>(u);
     ur.loc = spec::unit_loc(u);
     ur.verdict = verifier::check(u, opts);
+    // Bad input the checker found (an overflow at a grid point, a division
+    // by a param --set binds to 0) is reported like a validation error.
+    if (!ur.verdict.errors.empty()) {
+      r.errors.insert(r.errors.end(), ur.verdict.errors.begin(), ur.verdict.errors.end());
+      continue;
+    }
     r.units.push_back(std::move(ur));
   }
   return r;

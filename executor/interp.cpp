@@ -78,6 +78,7 @@ std::string expr_string(const Expr &e) {
 
 std::int64_t Interp::eval_int(const Expr &e) {
   if (auto v = spec::eval_int(e, env)) return *v;
+  if (auto d = spec::arithmetic_error(e, env, "'" + expr_string(e) + "'")) bad(d->loc, d->message);
   bad(e.loc, "'" + expr_string(e) + "' has no integer value here");
 }
 

@@ -1,6 +1,7 @@
 #include "executor/oracle.hpp"
 
 #include "executor/interp.hpp"
+#include "spec/checked.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -24,8 +25,9 @@ std::string expr_string(const Expr &e) {
 
 std::int64_t must_eval(const Expr &e, const spec::Env &env, const std::string &what) {
   auto v = spec::eval_int(e, env);
-  if (!v) bad(e.loc, what + " '" + expr_string(e) + "' has no value (bind its params with --set)");
-  return *v;
+  if (v) return *v;
+  if (auto d = spec::arithmetic_error(e, env, what + " '" + expr_string(e) + "'")) bad(d->loc, d->message);
+  bad(e.loc, what + " '" + expr_string(e) + "' has no value (bind its params with --set)");
 }
 
 } // namespace
@@ -102,6 +104,9 @@ ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides,
       if (v < 0) bad(d.loc, "dim '" + expr_string(d) + "' is negative");
       o.array_shape.push_back(v);
     }
+    if (!spec::checked_bytes(o.array_shape, spec::dtype_bytes(o.dtype)))
+      bad(op.loc, "integer overflow in the size of operand '" + op.name +
+                      "': " + shape_string(o.array_shape) + " does not fit in 64 bits");
     o.windowed = op.role != spec::Role::scratch &&
                  (op.memory_space == spec::MemorySpace::vmem || op.memory_space == spec::MemorySpace::smem);
     const std::size_t rank = o.array_shape.size();
@@ -126,6 +131,10 @@ ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides,
     if (op.index_map && o.windowed) {
       o.index_params = op.index_map->params;
       o.index_results = op.index_map->results;
+      // Decided with the grid indices unbound: `i // N` with --set N=0.
+      for (const auto &r : o.index_results)
+        if (auto d = spec::arithmetic_error(r, c.params, "the index map of '" + op.name + "'"))
+          bad(d->loc, d->message);
       if (o.index_results.size() != rank)
         bad(op.loc, "index map of '" + op.name + "' returns " + std::to_string(o.index_results.size()) +
                         " indices for an array of rank " + std::to_string(rank));
@@ -229,8 +238,9 @@ bool block_boxes(const ConcreteOperand &o, const Shape &bidx, Box &abox, Box &bb
   partial = false;
   bool any = true;
   for (std::size_t d = 0; d < rank; ++d) {
-    const std::int64_t lo = o.squeezed[d] ? bidx[d] : bidx[d] * o.block[d];
-    const std::int64_t hi = lo + o.block[d];
+    // Saturating: a block index far outside the array stays outside it.
+    const std::int64_t lo = o.squeezed[d] ? bidx[d] : spec::saturating_mul(bidx[d], o.block[d]);
+    const std::int64_t hi = spec::saturating_add(lo, o.block[d]);
     const std::int64_t clo = std::clamp<std::int64_t>(lo, 0, o.array_shape[d]);
     const std::int64_t chi = std::clamp<std::int64_t>(hi, 0, o.array_shape[d]);
     if (clo != lo || chi != hi) partial = true;

@@ -1,5 +1,8 @@
 #include "executor/program_runner.hpp"
 
+#include "executor/footprint.hpp"
+
+#include <algorithm>
 #include <cassert>
 #include <deque>
 #include <limits>
@@ -26,6 +29,41 @@ std::optional<Shape> buffer_array_shape(const spec::Buffer &b, const spec::Env &
 }
 
 namespace {
+
+bool mentions_grid_calls(const Expr &e) {
+  if (e.op == spec::Op::Call && (e.name == "program_id" || e.name == "num_programs")) return true;
+  for (const auto &a : e.args)
+    if (mentions_grid_calls(a)) return true;
+  return false;
+}
+
+bool mentions_grid_calls(const spec::Block &b) {
+  for (const auto &s : b) {
+    bool found = false;
+    std::visit(
+        [&](const auto &k) {
+          using K = std::decay_t<decltype(k)>;
+          if constexpr (std::is_same_v<K, spec::Assign>)
+            found = mentions_grid_calls(k.target) || mentions_grid_calls(k.value);
+          else if constexpr (std::is_same_v<K, spec::Let>)
+            found = mentions_grid_calls(k.value);
+          else if constexpr (std::is_same_v<K, spec::If>)
+            found = mentions_grid_calls(k.cond) || mentions_grid_calls(k.then_body) ||
+                    mentions_grid_calls(k.else_body);
+          else if constexpr (std::is_same_v<K, spec::For>)
+            found = mentions_grid_calls(k.lo) || mentions_grid_calls(k.hi) || mentions_grid_calls(k.body);
+          else if constexpr (std::is_same_v<K, spec::Copy>)
+            found = mentions_grid_calls(k.src) || mentions_grid_calls(k.dst);
+          else if constexpr (std::is_same_v<K, spec::Wgmma>)
+            found = mentions_grid_calls(k.acc) || mentions_grid_calls(k.a) || mentions_grid_calls(k.b);
+          else if constexpr (std::is_same_v<K, spec::WgmmaWait>)
+            found = mentions_grid_calls(k.n);
+        },
+        s.kind);
+    if (found) return true;
+  }
+  return false;
+}
 
 constexpr std::int64_t kAtWait = std::numeric_limits<std::int64_t>::max();
 
@@ -71,7 +109,7 @@ public:
 
   ProgramOutcome run() {
     try {
-      exec(body_);
+      exec(*body_);
       finish();
     } catch (const ExecError &e) {
       out_.error = e;
@@ -94,9 +132,11 @@ public:
   void before_read(const View &v) override { order(v, false); }
   void before_write(const View &v) override { order(v, true); }
 
-  spec::Block body_;
+  const spec::Block *body_ = nullptr;
 
 private:
+  std::uint64_t event_string_bytes_ = 0;
+
   struct Key {
     bool in;
     std::string buffer;
@@ -117,10 +157,17 @@ private:
   }
 
   void record(Event e) {
-    if (out_.events.size() < cfg_.max_events)
-      out_.events.push_back(std::move(e));
-    else
+    // The vector doubles when full: count the capacity it would grow to.
+    auto &ev = out_.events;
+    const std::uint64_t cap =
+        ev.size() < ev.capacity() ? ev.capacity() : std::max<std::size_t>(1, 2 * ev.size());
+    const std::uint64_t strings = event_string_bytes_ + footprint::heap(e);
+    if (ev.size() >= cfg_.max_events || cap * sizeof(Event) + strings > cfg_.max_event_bytes) {
       out_.events_truncated = true;
+      return;
+    }
+    event_string_bytes_ = strings;
+    ev.push_back(std::move(e));
   }
 
   std::int64_t slot_of(const View &v) const {
@@ -378,7 +425,15 @@ ProgramOutcome run_program(const spec::Program &program, const spec::Env &env, c
     (void)it;
   }
   Runner r(program, env, buffers, cfg);
-  r.body_ = rewrite_grid_calls(program.body);
+  // Lowered and hand-written programs name no grid calls: run them in place
+  // rather than holding a second copy of a (possibly long) unrolled body.
+  spec::Block rewritten;
+  if (mentions_grid_calls(program.body)) {
+    rewritten = rewrite_grid_calls(program.body);
+    r.body_ = &rewritten;
+  } else {
+    r.body_ = &program.body;
+  }
   return r.run();
 }
 

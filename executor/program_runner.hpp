@@ -29,6 +29,9 @@ struct ProgramRunConfig {
   std::uint64_t seed = 0; ///< the random mode's schedule
   int dma_threads = 2;
   std::size_t max_events = 200000; ///< the timeline keeps the first ones
+  /// ... and at most this many heap bytes of them (the vector's capacity and
+  /// the events' strings, as executor/footprint.hpp counts them).
+  std::uint64_t max_event_bytes = 4ull << 20;
 };
 
 struct ProgramOutcome {

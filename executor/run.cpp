@@ -1,9 +1,11 @@
 #include "executor/run.hpp"
 
+#include "executor/footprint.hpp"
 #include "executor/oracle.hpp"
 #include "executor/program_runner.hpp"
 #include "spec/lower.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iomanip>
@@ -219,7 +221,139 @@ ProgramRunConfig config_for(const RunOptions &o, DmaMode mode, std::uint64_t see
   c.seed = seed;
   c.dma_threads = o.dma_threads;
   c.max_events = o.max_events;
+  c.max_event_bytes = o.max_event_bytes;
   return c;
+}
+
+// ------------------------------------------------------ the memory estimate
+//
+// Everything a run allocates, sized before it allocates it: the arrays, the
+// oracle's blocks, each run's buffers, the (unrolled) lowered program, each
+// run's copy records, the interpreter's values and the event timelines. The
+// terms are summed, although the oracle's blocks and a run's buffers are
+// never alive together: an over-estimate is safe, an under-estimate is not.
+
+using footprint::chunk;
+
+struct Estimate {
+  std::uint64_t bytes = 0;
+  void add(std::uint64_t n) { bytes = spec::saturating_add(bytes, n); }
+  void add(std::uint64_t count, std::uint64_t each) { add(spec::saturating_mul(count, each)); }
+};
+
+// Values hold 4 bytes an element whatever the dtype; the interpreter's block
+// cache (executor/value.cpp) keeps up to 32 freed ones.
+constexpr std::uint64_t kCachedValues = 32;
+
+std::uint64_t nodes(const spec::Expr &e) {
+  std::uint64_t n = 1;
+  for (const auto &a : e.args)
+    n += nodes(a);
+  return n;
+}
+
+// Expression nodes of a statement, and of the largest statement of a block.
+std::uint64_t nodes(const spec::Block &b, bool largest);
+std::uint64_t nodes(const spec::Stmt &s, bool largest) {
+  std::uint64_t n = 0;
+  std::visit(
+      [&](const auto &k) {
+        using K = std::decay_t<decltype(k)>;
+        if constexpr (std::is_same_v<K, spec::Assign>)
+          n = nodes(k.target) + nodes(k.value);
+        else if constexpr (std::is_same_v<K, spec::Let>)
+          n = nodes(k.value);
+        else if constexpr (std::is_same_v<K, spec::If>)
+          n = nodes(k.cond) + nodes(k.then_body, largest) + nodes(k.else_body, largest);
+        else if constexpr (std::is_same_v<K, spec::For>)
+          n = nodes(k.lo) + nodes(k.hi) + nodes(k.body, largest);
+        else if constexpr (std::is_same_v<K, spec::Wgmma>)
+          n = nodes(k.acc) + nodes(k.a) + nodes(k.b) + 3;
+        else
+          n = 1;
+      },
+      s.kind);
+  return n;
+}
+std::uint64_t nodes(const spec::Block &b, bool largest) {
+  std::uint64_t n = 0;
+  for (const auto &s : b)
+    n = largest ? std::max(n, nodes(s, largest)) : n + nodes(s, largest);
+  return n;
+}
+
+std::uint64_t lets(const spec::Block &b) {
+  std::uint64_t n = 0;
+  for (const auto &s : b) {
+    if (std::holds_alternative<spec::Let>(s.kind)) ++n;
+    if (const auto *i = std::get_if<spec::If>(&s.kind)) n += lets(i->then_body) + lets(i->else_body);
+    if (const auto *f = std::get_if<spec::For>(&s.kind)) n += lets(f->body);
+  }
+  return n;
+}
+
+std::uint64_t values(std::uint64_t live, std::int64_t max_elements) {
+  return spec::saturating_mul(
+      live + kCachedValues + 4,
+      chunk(spec::saturating_mul(std::uint64_t{4}, static_cast<std::uint64_t>(max_elements))));
+}
+
+// Copy starts and waits a block executes: loops multiply (a bound that
+// depends on an outer loop variable takes that variable's last value),
+// branches take the larger side (starts) or the smaller one (waits).
+struct Copies {
+  std::uint64_t starts = 0, waits = 0;
+};
+
+Copies count_copies(const spec::Block &b, spec::Env &env) {
+  Copies n;
+  for (const auto &s : b) {
+    if (const auto *c = std::get_if<spec::Copy>(&s.kind)) {
+      const bool start = c->kind == spec::CopyKind::in_start || c->kind == spec::CopyKind::out_start;
+      (start ? n.starts : n.waits) += 1;
+    } else if (const auto *i = std::get_if<spec::If>(&s.kind)) {
+      const Copies a = count_copies(i->then_body, env), e = count_copies(i->else_body, env);
+      n.starts = spec::saturating_add(n.starts, std::max(a.starts, e.starts));
+      n.waits = spec::saturating_add(n.waits, std::min(a.waits, e.waits));
+    } else if (const auto *f = std::get_if<spec::For>(&s.kind)) {
+      const auto lo = spec::eval_int(f->lo, env), hi = spec::eval_int(f->hi, env);
+      if (!lo || !hi || *hi <= *lo) continue;
+      const auto saved = env.find(f->var) != env.end() ? std::optional(env[f->var]) : std::nullopt;
+      env[f->var] = *hi - 1;
+      const auto trips = static_cast<std::uint64_t>(*hi) - static_cast<std::uint64_t>(*lo);
+      const Copies inner = count_copies(f->body, env);
+      n.starts = spec::saturating_add(n.starts, spec::saturating_mul(trips, inner.starts));
+      n.waits = spec::saturating_add(n.waits, spec::saturating_mul(trips, inner.waits));
+      if (saved)
+        env[f->var] = *saved;
+      else
+        env.erase(f->var);
+    }
+  }
+  return n;
+}
+
+// A copy's label, "A[0:128, 0:512] -> X[1, :, :]", for arrays of `rank`
+// dims (counting a ring's slot dim) and names of up to `max_name` chars.
+std::uint64_t label_bytes(std::size_t rank, std::size_t max_name) {
+  return 2 * (max_name + 2 + 43 * rank) + 4;
+}
+
+// One copy's record: its views, label, buffer name and queue entries.
+std::uint64_t transfer_bytes(std::size_t rank, std::size_t max_name) {
+  return sizeof(Transfer) + 6 * chunk(8 * rank) + 2 * chunk(label_bytes(rank, max_name)) +
+         chunk(max_name + 1) + 64;
+}
+
+// The note each kept run keeps for one copy never waited.
+std::uint64_t note_bytes(std::size_t rank, std::size_t max_name, int runs) {
+  return static_cast<std::uint64_t>(runs) * (sizeof(std::string) + chunk(label_bytes(rank, max_name) + 64));
+}
+
+std::uint64_t event_bytes(const RunOptions &o, int runs) {
+  // Each kept run's timeline, and one growing vector's old copy.
+  return spec::saturating_add(spec::saturating_mul(static_cast<std::uint64_t>(runs), o.max_event_bytes),
+                              o.max_event_bytes / 2);
 }
 
 // ------------------------------------------------------------------ kernels
@@ -234,9 +368,113 @@ struct KernelPrep {
   spec::Env program_env;
   std::map<std::string, Shape> buffer_shapes;
   bool reduces = false;
+  std::uint64_t memory_estimate = 0;
 };
 
-KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts) {
+/// The kernel's sizes that do not depend on its lowering.
+struct KernelSizes {
+  std::uint64_t arrays = 0;        ///< every operand's array (the oracle's)
+  std::uint64_t blocks = 0;        ///< the oracle's block buffers
+  std::uint64_t ring_bytes = 0;    ///< a run's slot rings, before lowering sizes them
+  std::uint64_t ring_slots = 0;    ///< their slots (the prologue's copies)
+  std::uint64_t hbm = 0;           ///< a run's HBM copies and scratch, before lowering
+  std::int64_t max_elements = 1;   ///< the largest value the body can load
+  std::size_t windowed = 0;        ///< windowed in/out operands
+  std::size_t copies_per_step = 0; ///< copy statements a step can emit
+  std::size_t starts_per_step = 0; ///< of which copy starts
+  std::size_t max_rank = 1;        ///< of any array, plus a ring's slot dim
+  std::size_t max_name = 0;
+  std::uint64_t steps = 0;
+  bool gpu = false; ///< lowered for h100/h200
+};
+
+KernelSizes kernel_sizes(const spec::KernelSpec &k, const ConcreteKernel &c, const RunOptions &opts) {
+  KernelSizes z;
+  z.steps = static_cast<std::uint64_t>(grid_size(c));
+  const bool gpu = z.gpu = [&] {
+    std::string t = opts.target.value_or("");
+    if (const auto *s = k.setting("target"); !opts.target && s && s->value.op == spec::Op::Name)
+      t = s->value.name;
+    return t.rfind("h100", 0) == 0 || t.rfind("h200", 0) == 0;
+  }();
+  std::int64_t concurrent = 1;
+  if (const auto *m = k.setting("max_concurrent_steps"))
+    if (auto v = spec::eval_int(m->value, c.params)) concurrent = std::max<std::int64_t>(1, *v);
+  for (const auto &o : c.operands) {
+    const std::uint64_t array = footprint::array_bytes(o.array_shape, o.dtype);
+    const std::uint64_t block = footprint::array_bytes(o.block_view_shape(), o.dtype);
+    z.arrays = spec::saturating_add(z.arrays, array);
+    z.max_rank = std::max(z.max_rank, o.array_shape.size() + 1);
+    z.max_name = std::max(z.max_name, o.name.size() + 5);
+    if (!o.windowed) {
+      z.hbm = spec::saturating_add(z.hbm, array);
+      z.max_elements = std::max(z.max_elements, num_elements(o.array_shape));
+      continue;
+    }
+    z.hbm = spec::saturating_add(z.hbm, array);
+    z.blocks = spec::saturating_add(z.blocks, block);
+    z.max_elements = std::max(z.max_elements, num_elements(o.block_view_shape()));
+    ++z.windowed;
+    // An input: start and wait; an output: start and wait, and with
+    // revisit=any a copy back in (start and wait) first.
+    const bool revisits =
+        o.role == spec::Role::out && o.decl && o.decl->pipeline_mode.revisit == spec::Revisit::any;
+    z.copies_per_step += revisits ? 4 : 2;
+    z.starts_per_step += revisits ? 2 : 1;
+    std::int64_t depth = 2;
+    if (o.decl && o.decl->pipeline_mode.buffer_count)
+      if (auto v = spec::eval_int(*o.decl->pipeline_mode.buffer_count, c.params)) depth = std::max(depth, *v);
+    if (gpu) depth = std::max(depth, concurrent);
+    const auto d = static_cast<std::uint64_t>(depth);
+    z.ring_slots = spec::saturating_add(z.ring_slots, d);
+    z.ring_bytes = spec::saturating_add(z.ring_bytes, spec::saturating_mul(d, block));
+  }
+  return z;
+}
+
+/// The estimate for `runs` runs of a kernel; `lowered`: the program once
+/// lowered (nullptr: estimate the lowering from the kernel).
+std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, const RunOptions &opts,
+                              int runs, bool gpu, const spec::Program *lowered,
+                              const std::map<std::string, Shape> *buffer_shapes) {
+  Estimate e;
+  e.add(z.arrays);
+  e.add(z.blocks);
+  e.add(values(nodes(k.body, false) + lets(k.body), z.max_elements));
+  e.add(event_bytes(opts, runs));
+  // The scaled copy of the spec lowering reads, and the lowering's per-step
+  // tables (grid coordinates, block indices, visits).
+  e.add(footprint::heap(k.body));
+  e.add(z.steps, (z.windowed + 1) * (sizeof(std::vector<std::int64_t>) + chunk(8 * z.max_rank)) +
+                     z.windowed * (16 + chunk(96)));
+  if (lowered && buffer_shapes) {
+    e.add(footprint::heap(lowered->body));
+    for (const auto &b : lowered->buffers)
+      e.add(footprint::array_bytes(buffer_shapes->at(b.name), b.dtype));
+    spec::Env env;
+    const Copies c = count_copies(lowered->body, env);
+    e.add(c.starts, transfer_bytes(z.max_rank, z.max_name));
+    e.add(c.starts > c.waits ? c.starts - c.waits : 0, note_bytes(z.max_rank, z.max_name, runs));
+  } else {
+    // Per step: the body with its operands bound to slots (at most twice the
+    // kernel's body; on a GPU each statement may gain two wgmma waits) and
+    // the copies; the statement vector may hold twice its statements. The
+    // lowering waits for every copy it starts: no notes of leaked ones.
+    const std::uint64_t stmts = (gpu ? 3 : 1) * k.body.size() + z.copies_per_step;
+    const std::uint64_t start = chunk(z.max_rank * sizeof(spec::Expr)) +
+                                z.max_rank * chunk(2 * sizeof(spec::Expr)) + chunk(sizeof(spec::Expr)) +
+                                2 * chunk(z.max_name + 1);
+    e.add(z.steps, 2 * footprint::heap(k.body) + 2 * stmts * sizeof(spec::Stmt) +
+                       z.copies_per_step * (start + chunk(sizeof(spec::Expr))));
+    e.add(z.hbm);
+    e.add(z.ring_bytes);
+    e.add(spec::saturating_add(spec::saturating_mul(z.steps, z.starts_per_step), z.ring_slots),
+          transfer_bytes(z.max_rank, z.max_name));
+  }
+  return e.bytes;
+}
+
+KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) {
   KernelPrep p;
   try {
     p.ck = concretize(k, opts.overrides, opts.scale);
@@ -244,16 +482,9 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts) {
     p.early = from_error(k.name, e);
     return p;
   }
-  std::uint64_t arrays = 0, blocks = 0;
-  for (const auto &o : p.ck.operands) {
-    const auto bytes = static_cast<std::uint64_t>(num_elements(o.array_shape)) *
-                       static_cast<std::uint64_t>(spec::dtype_bytes(o.dtype));
-    arrays += bytes;
-    blocks += static_cast<std::uint64_t>(num_elements(o.block)) *
-              static_cast<std::uint64_t>(spec::dtype_bytes(o.dtype));
-  }
-  // Oracle arrays + the pipelined run's HBM copies + its slot rings (<= 4 deep).
-  if (auto r = check_memory(k.name, k.loc, 2 * arrays + 5 * blocks, opts.max_memory_bytes)) {
+  const KernelSizes sizes = kernel_sizes(k, p.ck, opts);
+  p.memory_estimate = kernel_estimate(k, sizes, opts, runs, sizes.gpu, nullptr, nullptr);
+  if (auto r = check_memory(k.name, k.loc, p.memory_estimate, opts.max_memory_bytes)) {
     p.early = r;
     return p;
   }
@@ -271,18 +502,17 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts) {
     return p;
   }
   p.program_env = bind_params(p.lowered->program.params, p.ck.params);
-  std::uint64_t program_bytes = 0;
   for (const auto &b : p.lowered->program.buffers) {
     auto s = buffer_array_shape(b, p.program_env);
     if (!s) {
       p.early = bad_input(k.name, b.loc, "lowered buffer '" + b.name + "' has no concrete shape");
       return p;
     }
-    program_bytes +=
-        static_cast<std::uint64_t>(num_elements(*s)) * static_cast<std::uint64_t>(spec::dtype_bytes(b.dtype));
     p.buffer_shapes[b.name] = *s;
   }
-  if (auto r = check_memory(k.name, k.loc, arrays + blocks + program_bytes, opts.max_memory_bytes)) {
+  // Now with the lowered program's own size, buffers and copies.
+  p.memory_estimate = kernel_estimate(k, sizes, opts, runs, sizes.gpu, &p.lowered->program, &p.buffer_shapes);
+  if (auto r = check_memory(k.name, k.loc, p.memory_estimate, opts.max_memory_bytes)) {
     p.early = r;
     return p;
   }
@@ -409,6 +639,7 @@ struct ProgramPrep {
   std::map<std::string, std::unique_ptr<HostArray>> initial; ///< hbm buffers' data
   std::map<std::string, std::unique_ptr<HostArray>> intent;  ///< after the synchronous run
   bool reduces = false;
+  std::uint64_t memory_estimate = 0;
 };
 
 std::vector<std::unique_ptr<HostArray>> fresh_buffers(const spec::Program &prog, ProgramPrep &p,
@@ -428,7 +659,7 @@ std::vector<std::unique_ptr<HostArray>> fresh_buffers(const spec::Program &prog,
   return owned;
 }
 
-ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts) {
+ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts, int runs) {
   ProgramPrep p;
   if (opts.scale != 1) {
     p.early =
@@ -452,20 +683,38 @@ ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts) {
     }
   }
   std::uint64_t total = 0, hbm = 0;
+  std::int64_t max_elements = 1;
+  std::size_t max_rank = 1, max_name = 0;
   for (const auto &b : prog.buffers) {
     auto s = buffer_array_shape(b, p.env);
     if (!s) {
       p.early = bad_input(prog.name, b.loc, "buffer '" + b.name + "' has no concrete shape");
       return p;
     }
-    const auto bytes =
-        static_cast<std::uint64_t>(num_elements(*s)) * static_cast<std::uint64_t>(spec::dtype_bytes(b.dtype));
-    total += bytes;
-    if (b.kind == spec::BufferKind::hbm) hbm += bytes;
+    const auto bytes = footprint::array_bytes(*s, b.dtype);
+    total = spec::saturating_add(total, bytes);
+    if (b.kind == spec::BufferKind::hbm) hbm = spec::saturating_add(hbm, bytes);
+    // A load reads at most one slot (or one whole array).
+    Shape slot = *s;
+    if (b.slots && !slot.empty()) slot.erase(slot.begin());
+    max_elements = std::max(max_elements, num_elements(slot));
+    max_rank = std::max(max_rank, s->size());
+    max_name = std::max(max_name, b.name.size());
     p.shapes[b.name] = *s;
   }
-  // Initial data, the intent's buffers, one run's buffers.
-  if (auto r = check_memory(prog.name, prog.loc, hbm + 2 * total, opts.max_memory_bytes)) {
+  // Initial data, the intent's buffers and one run's buffers; each run's
+  // copy records, values and timeline.
+  Estimate e;
+  e.add(hbm);
+  e.add(spec::saturating_mul(std::uint64_t{2}, total));
+  spec::Env env = p.env;
+  const Copies c = count_copies(prog.body, env);
+  e.add(c.starts, transfer_bytes(max_rank, max_name));
+  e.add(c.starts > c.waits ? c.starts - c.waits : 0, note_bytes(max_rank, max_name, runs + 1));
+  e.add(values(nodes(prog.body, true) + lets(prog.body), max_elements));
+  e.add(event_bytes(opts, runs + 1));
+  p.memory_estimate = e.bytes;
+  if (auto r = check_memory(prog.name, prog.loc, p.memory_estimate, opts.max_memory_bytes)) {
     p.early = r;
     return p;
   }
@@ -523,6 +772,8 @@ RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptio
   return r;
 }
 
+constexpr int kAllModesRuns = 5;
+
 template <class Unit, class Prep> RunReport all_modes(const Unit &u, Prep &p, const RunOptions &opts) {
   RunReport rep;
   rep.unit = u.name;
@@ -547,23 +798,31 @@ template <class Unit, class Prep> RunReport all_modes(const Unit &u, Prep &p, co
 } // namespace
 
 RunResult run(const spec::KernelSpec &k, const RunOptions &opts) {
-  KernelPrep p = prepare(k, opts);
-  return run_prepared(k, p, opts, opts.mode, opts.seed);
+  KernelPrep p = prepare(k, opts, 1);
+  RunResult r = run_prepared(k, p, opts, opts.mode, opts.seed);
+  r.memory_estimate = p.memory_estimate;
+  return r;
 }
 
 RunResult run(const spec::Program &prog, const RunOptions &opts) {
-  ProgramPrep p = prepare(prog, opts);
-  return run_prepared(prog, p, opts, opts.mode, opts.seed);
+  ProgramPrep p = prepare(prog, opts, 1);
+  RunResult r = run_prepared(prog, p, opts, opts.mode, opts.seed);
+  r.memory_estimate = p.memory_estimate;
+  return r;
 }
 
 RunReport run_all_modes(const spec::KernelSpec &k, const RunOptions &opts) {
-  KernelPrep p = prepare(k, opts);
-  return all_modes(k, p, opts);
+  KernelPrep p = prepare(k, opts, kAllModesRuns);
+  RunReport r = all_modes(k, p, opts);
+  r.memory_estimate = p.memory_estimate;
+  return r;
 }
 
 RunReport run_all_modes(const spec::Program &prog, const RunOptions &opts) {
-  ProgramPrep p = prepare(prog, opts);
-  return all_modes(prog, p, opts);
+  ProgramPrep p = prepare(prog, opts, kAllModesRuns);
+  RunReport r = all_modes(prog, p, opts);
+  r.memory_estimate = p.memory_estimate;
+  return r;
 }
 
 void print_report(std::ostream &os, const RunReport &rep) {

@@ -35,13 +35,16 @@ const char *to_string(RunStatus);
 
 struct RunOptions {
   DmaMode mode = DmaMode::eager;
-  std::uint64_t seed = 0;                      ///< input data, and the random mode's schedule
-  std::int64_t scale = 1;                      ///< kernels: divides array and block dims (see oracle.hpp)
-  std::uint64_t max_memory_bytes = 4ull << 30; ///< all host arrays of one run, sized up front
-  spec::Env overrides;                         ///< --set NAME=VALUE (also binds symbolic params)
-  std::optional<std::string> target;           ///< --target, passed to spec::lower
-  int dma_threads = 2;                         ///< DMA worker threads
-  std::size_t max_events = 100000;             ///< the timeline keeps the first ones
+  std::uint64_t seed = 0; ///< input data, and the random mode's schedule
+  std::int64_t scale = 1; ///< kernels: divides array and block dims (see oracle.hpp)
+  /// Everything a run allocates (arrays, the lowered program, copy records,
+  /// values, timelines), estimated up front: over it, the run is bad input.
+  std::uint64_t max_memory_bytes = 4ull << 30;
+  spec::Env overrides;                        ///< --set NAME=VALUE (also binds symbolic params)
+  std::optional<std::string> target;          ///< --target, passed to spec::lower
+  int dma_threads = 2;                        ///< DMA worker threads
+  std::size_t max_events = 100000;            ///< the timeline keeps the first ones
+  std::uint64_t max_event_bytes = 4ull << 20; ///< ... within this many heap bytes per run
 };
 
 /// Where an output first differs from its intent.
@@ -73,12 +76,16 @@ struct RunResult {
   std::int64_t bytes_copied = 0;
   std::int64_t copies = 0;
   double seconds = 0; ///< the pipelined run's wall time
+  /// The up-front estimate of the bytes this run allocates (compared with
+  /// max_memory_bytes); 0 when it stopped before estimating.
+  std::uint64_t memory_estimate = 0;
 };
 
 struct RunReport {
   RunStatus status = RunStatus::error; ///< the worst of the runs
   std::string unit;
   std::vector<RunResult> runs;
+  std::uint64_t memory_estimate = 0; ///< the up-front estimate for all its runs
 };
 
 /// True when this build has spec::lower (kernels can run).

@@ -1,5 +1,7 @@
 #include "executor/tensor.hpp"
 
+#include "spec/checked.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cassert>
@@ -9,6 +11,7 @@
 #include <limits>
 #include <new>
 #include <sstream>
+#include <stdexcept>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -19,7 +22,7 @@ namespace pipecheck::executor {
 std::int64_t num_elements(const Shape &s) {
   std::int64_t n = 1;
   for (auto d : s)
-    n *= d;
+    n = spec::saturating_mul(n, d);
   return n;
 }
 
@@ -102,13 +105,18 @@ void HostArray::Free::operator()(std::byte *p) const { ::operator delete[](p, st
 
 HostArray::HostArray(std::string name, spec::DType t, Shape shape)
     : name_(std::move(name)), dtype_(t), shape_(std::move(shape)), elem_bytes_(spec::dtype_bytes(t)) {
+  for (auto d : shape_)
+    if (d < 0) throw std::length_error("HostArray " + name_ + ": negative extent in " + shape_string(shape_));
+  // Strides, the element count and the byte size must all be exact: every
+  // offset computed from them is then in range.
+  const auto total = spec::checked_bytes(shape_, elem_bytes_);
+  if (!total)
+    throw std::length_error("HostArray " + name_ + ": " + shape_string(shape_) + " does not fit in 64 bits");
   strides_.assign(shape_.size(), 1);
   for (int d = static_cast<int>(shape_.size()) - 2; d >= 0; --d)
     strides_[d] = strides_[d + 1] * shape_[d + 1];
-  size_ = num_elements(shape_);
-  for (auto d : shape_)
-    assert(d >= 0);
-  const auto n = static_cast<std::size_t>(std::max<std::int64_t>(bytes(), 1));
+  size_ = *total / elem_bytes_;
+  const auto n = static_cast<std::size_t>(std::max<std::int64_t>(*total, 1));
   data_.reset(static_cast<std::byte *>(::operator new[](n, std::align_val_t{64})));
 }
 

@@ -20,7 +20,8 @@ namespace pipecheck::executor {
 
 using Shape = std::vector<std::int64_t>;
 
-/// Number of elements of a shape (1 for a scalar).
+/// Number of elements of a shape (1 for a scalar); saturates at INT64_MAX
+/// (an estimate then exceeds any limit) where the exact count does not fit.
 std::int64_t num_elements(const Shape &);
 /// "[4, 512]".
 std::string shape_string(const Shape &);
@@ -45,7 +46,9 @@ std::int32_t int_poison(spec::DType);
 /// `clone()` copies explicitly.
 class HostArray {
 public:
-  /// Allocates uninitialised storage; `fill_*` gives it contents.
+  /// Allocates uninitialised storage; `fill_*` gives it contents. Throws
+  /// std::length_error when an extent is negative or the byte size does not
+  /// fit int64 (callers size arrays against their memory limit first).
   HostArray(std::string name, spec::DType, Shape);
   HostArray(const HostArray &) = delete;
   HostArray &operator=(const HostArray &) = delete;

@@ -1,5 +1,6 @@
 #include "spec/eval.hpp"
 
+#include <algorithm>
 #include <limits>
 
 namespace pipecheck::spec {
@@ -10,47 +11,104 @@ std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   return q;
 }
 
-std::int64_t floor_mod(std::int64_t a, std::int64_t b) { return a - floor_div(a, b) * b; }
+std::int64_t floor_mod(std::int64_t a, std::int64_t b) {
+  if (b == -1) return 0; // INT64_MIN % -1 is undefined in C++
+  std::int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
 
 namespace {
 
 __extension__ typedef __int128 i128;
 
-std::optional<std::int64_t> checked(i128 v) {
-  if (v > std::numeric_limits<std::int64_t>::max() || v < std::numeric_limits<std::int64_t>::min())
-    return std::nullopt;
-  return static_cast<std::int64_t>(v);
+constexpr i128 kMin = std::numeric_limits<std::int64_t>::min();
+constexpr i128 kMax = std::numeric_limits<std::int64_t>::max();
+
+Evaluation value(i128 v, const Expr &at) {
+  if (v > kMax || v < kMin) return Evaluation{std::nullopt, EvalFault::overflow, &at};
+  return Evaluation{static_cast<std::int64_t>(v), EvalFault::none, nullptr};
+}
+
+Evaluation fault(EvalFault f, const Expr &at) { return Evaluation{std::nullopt, f, &at}; }
+
+// Python's floor division of a by b != 0, exact (INT64_MIN // -1 included).
+i128 floor_div_wide(i128 a, i128 b) {
+  i128 q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+Evaluation power(std::int64_t x, std::int64_t y, const Expr &e) {
+  if (y < 0) return fault(EvalFault::not_integer, e); // a float in Python
+  if (x == 0 || x == 1) return value(y == 0 ? 1 : x, e);
+  if (x == -1) return value(y % 2 == 0 ? 1 : -1, e);
+  // |x| >= 2: the result leaves int64 within 64 steps.
+  i128 r = 1;
+  for (std::int64_t i = 0; i < y; ++i) {
+    r *= x;
+    if (r > kMax || r < kMin) return fault(EvalFault::overflow, e);
+  }
+  return value(r, e);
+}
+
+Evaluation call(const Expr &e, const Env &env) {
+  static const char *const int_fns[] = {"cdiv", "min", "max", "abs"};
+  bool known = false;
+  for (const char *f : int_fns)
+    known = known || e.name == f;
+  if (!known || !e.kwarg_names.empty()) return fault(EvalFault::not_integer, e);
+  std::vector<std::int64_t> v;
+  std::optional<Evaluation> missing;
+  for (const auto &a : e.args) {
+    Evaluation x = evaluate(a, env);
+    if (x.is_error()) return x;
+    if (x.value)
+      v.push_back(*x.value);
+    else if (!missing)
+      missing = x;
+  }
+  if (e.name == "cdiv" && e.args.size() == 2) {
+    if (auto d = evaluate(e.args[1], env).value; d && *d == 0) return fault(EvalFault::div_by_zero, e);
+    if (missing) return *missing;
+    return value(-floor_div_wide(-static_cast<i128>(v[0]), v[1]), e);
+  }
+  if (missing) return *missing;
+  if (e.name == "min" && v.size() >= 2) return value(*std::min_element(v.begin(), v.end()), e);
+  if (e.name == "max" && v.size() >= 2) return value(*std::max_element(v.begin(), v.end()), e);
+  if (e.name == "abs" && v.size() == 1) return value(v[0] < 0 ? -static_cast<i128>(v[0]) : v[0], e);
+  return fault(EvalFault::not_integer, e);
 }
 
 } // namespace
 
-std::optional<std::int64_t> eval_int(const Expr &e, const Env &env) {
+Evaluation evaluate(const Expr &e, const Env &env) {
   switch (e.op) {
-  case Op::Int: return e.int_value;
+  case Op::Int: return value(e.int_value, e);
   case Op::Name: {
     auto it = env.find(e.name);
-    if (it == env.end()) return std::nullopt;
-    return it->second;
+    if (it == env.end()) return fault(EvalFault::unbound, e);
+    return value(it->second, e);
   }
   case Op::Neg: {
-    auto a = eval_int(e.args[0], env);
-    if (!a) return std::nullopt;
-    return checked(-static_cast<i128>(*a));
+    Evaluation a = evaluate(e.args[0], env);
+    if (!a.value) return a;
+    return value(-static_cast<i128>(*a.value), e);
   }
   case Op::Not: {
-    auto a = eval_int(e.args[0], env);
-    if (!a) return std::nullopt;
-    return *a == 0 ? 1 : 0;
+    Evaluation a = evaluate(e.args[0], env);
+    if (!a.value) return a;
+    return value(*a.value == 0 ? 1 : 0, e);
   }
   case Op::And:
   case Op::Or: {
-    auto a = eval_int(e.args[0], env);
-    if (!a) return std::nullopt;
-    if (e.op == Op::And && *a == 0) return 0;
-    if (e.op == Op::Or && *a != 0) return 1;
-    auto b = eval_int(e.args[1], env);
-    if (!b) return std::nullopt;
-    return *b != 0 ? 1 : 0;
+    Evaluation a = evaluate(e.args[0], env);
+    if (!a.value) return a;
+    if (e.op == Op::And && *a.value == 0) return value(0, e);
+    if (e.op == Op::Or && *a.value != 0) return value(1, e);
+    Evaluation b = evaluate(e.args[1], env);
+    if (!b.value) return b;
+    return value(*b.value != 0 ? 1 : 0, e);
   }
   case Op::Add:
   case Op::Sub:
@@ -64,68 +122,44 @@ std::optional<std::int64_t> eval_int(const Expr &e, const Env &env) {
   case Op::Le:
   case Op::Gt:
   case Op::Ge: {
-    auto a = eval_int(e.args[0], env);
-    auto b = eval_int(e.args[1], env);
-    if (!a || !b) return std::nullopt;
-    i128 x = *a, y = *b;
+    Evaluation a = evaluate(e.args[0], env);
+    Evaluation b = evaluate(e.args[1], env);
+    if (a.is_error()) return a;
+    if (b.is_error()) return b;
+    if ((e.op == Op::FloorDiv || e.op == Op::Mod) && b.value && *b.value == 0)
+      return fault(EvalFault::div_by_zero, e);
+    if (!a.value) return a;
+    if (!b.value) return b;
+    const i128 x = *a.value, y = *b.value;
     switch (e.op) {
-    case Op::Add: return checked(x + y);
-    case Op::Sub: return checked(x - y);
-    case Op::Mul: return checked(x * y);
-    case Op::FloorDiv:
-      if (y == 0) return std::nullopt;
-      return floor_div(*a, *b);
-    case Op::Mod:
-      if (y == 0) return std::nullopt;
-      return floor_mod(*a, *b);
-    case Op::Pow: {
-      if (y < 0 || y > 126) return std::nullopt;
-      i128 r = 1;
-      for (int i = 0; i < y; ++i) {
-        r *= x;
-        if (r > std::numeric_limits<std::int64_t>::max() || r < std::numeric_limits<std::int64_t>::min())
-          return std::nullopt;
-      }
-      return checked(r);
+    case Op::Add: return value(x + y, e);
+    case Op::Sub: return value(x - y, e);
+    case Op::Mul: return value(x * y, e);
+    case Op::FloorDiv: return value(floor_div_wide(x, y), e);
+    case Op::Mod: return value(x - floor_div_wide(x, y) * y, e);
+    case Op::Pow: return power(*a.value, *b.value, e);
+    case Op::Eq: return value(x == y, e);
+    case Op::Ne: return value(x != y, e);
+    case Op::Lt: return value(x < y, e);
+    case Op::Le: return value(x <= y, e);
+    case Op::Gt: return value(x > y, e);
+    case Op::Ge: return value(x >= y, e);
+    default: break;
     }
-    case Op::Eq: return x == y;
-    case Op::Ne: return x != y;
-    case Op::Lt: return x < y;
-    case Op::Le: return x <= y;
-    case Op::Gt: return x > y;
-    case Op::Ge: return x >= y;
-    default: return std::nullopt;
-    }
+    return fault(EvalFault::not_integer, e);
   }
-  case Op::Call: {
-    if (!e.kwarg_names.empty()) return std::nullopt;
-    std::vector<std::int64_t> v;
-    for (const auto &a : e.args) {
-      auto x = eval_int(a, env);
-      if (!x) return std::nullopt;
-      v.push_back(*x);
-    }
-    if (e.name == "cdiv" && v.size() == 2) {
-      if (v[1] == 0) return std::nullopt;
-      return -floor_div(-v[0], v[1]);
-    }
-    if (e.name == "min" && v.size() >= 2) {
-      std::int64_t m = v[0];
-      for (auto x : v)
-        m = std::min(m, x);
-      return m;
-    }
-    if (e.name == "max" && v.size() >= 2) {
-      std::int64_t m = v[0];
-      for (auto x : v)
-        m = std::max(m, x);
-      return m;
-    }
-    if (e.name == "abs" && v.size() == 1) return checked(v[0] < 0 ? -static_cast<i128>(v[0]) : v[0]);
-    return std::nullopt;
+  case Op::Call: return call(e, env);
+  default: return fault(EvalFault::not_integer, e);
   }
-  default: return std::nullopt;
-  }
+}
+
+std::optional<std::int64_t> eval_int(const Expr &e, const Env &env) { return evaluate(e, env).value; }
+
+std::optional<Diagnostic> arithmetic_error(const Expr &e, const Env &env, const std::string &where) {
+  Evaluation r = evaluate(e, env);
+  if (!r.is_error()) return std::nullopt;
+  const char *what = r.fault == EvalFault::div_by_zero ? "division by zero in " : "integer overflow in ";
+  return Diagnostic{Severity::error, r.at->loc, what + where, {}};
 }
 
 Env param_env(const std::vector<Param> &params, const Env &overrides) {

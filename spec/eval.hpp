@@ -2,6 +2,7 @@
 /// Evaluation of integer expressions under an environment of names, with
 /// Python semantics (`//` and `%` floor toward negative infinity).
 
+#include "spec/diag.hpp"
 #include "spec/ir.hpp"
 
 #include <cstdint>
@@ -18,7 +19,37 @@ using Env = std::map<std::string, std::int64_t>;
 /// Booleans evaluate to 0/1. Calls: cdiv, min, max, abs.
 std::optional<std::int64_t> eval_int(const Expr &, const Env &);
 
-/// Python floor division and modulo (b != 0).
+/// Why an integer expression has no value.
+enum class EvalFault {
+  none,
+  unbound,     ///< it names something the environment does not bind
+  not_integer, ///< not an integer expression (a float, a ref, a tensor function, `2 ** -1`)
+  div_by_zero, ///< `//`, `%` or `cdiv` by zero
+  overflow,    ///< an intermediate result does not fit int64
+};
+
+/// The outcome of evaluate(): a value, or the fault and the node it arose at.
+struct Evaluation {
+  std::optional<std::int64_t> value;
+  EvalFault fault = EvalFault::none; ///< none exactly when value is set
+  const Expr *at = nullptr;          ///< the faulting node (an operator for the errors)
+  /// A division by zero or an overflow: the expression is wrong, not merely unknown.
+  bool is_error() const { return fault == EvalFault::div_by_zero || fault == EvalFault::overflow; }
+};
+
+/// eval_int, saying why there is no value. An error is reported whenever it
+/// is decided, whatever else is unbound: `i // 0` divides by zero with `i`
+/// unbound, and an error in either operand wins over the other's unbound
+/// name. Only the right side of an `and`/`or` that its left side decides (or
+/// leaves unknown) is not evaluated, as in Python.
+Evaluation evaluate(const Expr &, const Env &);
+
+/// "division by zero in WHERE" or "integer overflow in WHERE", located at the
+/// faulting operator, when evaluating the expression under `env` hits one.
+std::optional<Diagnostic> arithmetic_error(const Expr &, const Env &env, const std::string &where);
+
+/// Python floor division and modulo (b != 0; floor_div(INT64_MIN, -1) does
+/// not fit and must not be asked for).
 std::int64_t floor_div(std::int64_t a, std::int64_t b);
 std::int64_t floor_mod(std::int64_t a, std::int64_t b);
 

@@ -1,5 +1,6 @@
 #include "spec/lower.hpp"
 
+#include "spec/checked.hpp"
 #include "spec/print.hpp"
 
 #include <algorithm>
@@ -33,8 +34,9 @@ struct Opnd {
 
 std::int64_t ev(const Expr &e, const Env &env) {
   auto v = eval_int(e, env);
-  if (!v) throw Fail{e.loc, "cannot evaluate '" + print(e) + "' (every param must be bound)"};
-  return *v;
+  if (v) return *v;
+  if (auto d = arithmetic_error(e, env, "'" + print(e) + "'")) throw Fail{d->loc, d->message};
+  throw Fail{e.loc, "cannot evaluate '" + print(e) + "' (every param must be bound)"};
 }
 
 Stmt mk(std::variant<Assign, Let, If, For, Copy, Wgmma, WgmmaWait> k, Loc l) {
@@ -62,7 +64,8 @@ public:
     steps_ = 1;
     for (auto g : grid_) {
       if (g < 0) throw Fail{k_.grid_loc, "negative grid extent"};
-      steps_ *= g;
+      const auto n = checked_mul(steps_, g);
+      steps_ = n ? *n : kMaxSteps + 1;
       if (steps_ > kMaxSteps) throw Fail{k_.grid_loc, "grid too large to lower (more than 65536 steps)"};
     }
     for (std::int64_t s = 0; s < steps_; ++s) {
@@ -226,7 +229,8 @@ private:
         whole = false;
         continue;
       }
-      std::int64_t lo = b[d] * *x.block[d], hi = std::min(lo + *x.block[d], x.shape[d]);
+      const std::int64_t lo = saturating_mul(b[d], *x.block[d]);
+      const std::int64_t hi = std::min(saturating_add(lo, *x.block[d]), x.shape[d]);
       if (lo != 0 || hi != x.shape[d]) {
         whole = false;
         subs.push_back(Expr::binary(Op::Slice, Expr::integer(lo), Expr::integer(hi)));

@@ -1,5 +1,6 @@
 #include "spec/validate.hpp"
 
+#include "spec/checked.hpp"
 #include "spec/eval.hpp"
 #include "spec/print.hpp"
 #include "spec/typecheck.hpp"
@@ -56,21 +57,24 @@ public:
       if (p.value && only_params(*p.value, "value")) {
         if (auto v = eval_int(*p.value, env))
           env[p.name] = *v;
-        else
+        else if (check_arithmetic(*p.value, "the value of param '" + p.name + "'"))
           error(p.value->loc, "the value of param '" + p.name + "' is not an integer");
       }
       for (const auto &d : p.domain) {
-        if (only_params(d, "domain") && !eval_int(d, env))
+        if (only_params(d, "domain") && !eval_int(d, env) &&
+            check_arithmetic(d, "the fuzz domain of param '" + p.name + "'"))
           error(d.loc, "fuzz domain values of param '" + p.name + "' must be integers");
       }
       std::optional<std::int64_t> lo, hi;
       if (p.lo && only_params(*p.lo, "bound")) {
         lo = eval_int(*p.lo, env);
-        if (!lo) error(p.lo->loc, "the lower bound of param '" + p.name + "' is not an integer");
+        if (!lo && check_arithmetic(*p.lo, "the lower bound of param '" + p.name + "'"))
+          error(p.lo->loc, "the lower bound of param '" + p.name + "' is not an integer");
       }
       if (p.hi && only_params(*p.hi, "bound")) {
         hi = eval_int(*p.hi, env);
-        if (!hi) error(p.hi->loc, "the upper bound of param '" + p.name + "' is not an integer");
+        if (!hi && check_arithmetic(*p.hi, "the upper bound of param '" + p.name + "'"))
+          error(p.hi->loc, "the upper bound of param '" + p.name + "' is not an integer");
       }
       if (lo && hi && *hi < *lo)
         error(p.hi->loc, "param '" + p.name + "' has an empty range: " + std::to_string(*lo) + " > " +
@@ -87,8 +91,21 @@ public:
       collect_unknown(a, known, out);
   }
 
-  /// An integer expression over `scope` names: no refs, no tensor functions.
+  /// An integer expression over `scope` names: no refs, no tensor functions,
+  /// and no division by zero or overflow where the params decide one.
   void check_int_expr(const Expr &e, const std::set<std::string> &scope, const std::string &where) {
+    const std::size_t before = errs.size();
+    int_expr_shape(e, scope, where);
+    if (errs.size() == before) check_arithmetic(e, where);
+  }
+
+  bool check_arithmetic(const Expr &e, const std::string &where) {
+    auto d = arithmetic_error(e, env, where);
+    if (d) errs.push_back(std::move(*d));
+    return !d;
+  }
+
+  void int_expr_shape(const Expr &e, const std::set<std::string> &scope, const std::string &where) {
     switch (e.op) {
     case Op::Int: return;
     case Op::Name:
@@ -109,13 +126,34 @@ public:
       }
       check_call_arity(e);
       for (const auto &a : e.args)
-        check_int_expr(a, scope, where);
+        int_expr_shape(a, scope, where);
       return;
     }
     default:
       for (const auto &a : e.args)
-        check_int_expr(a, scope, where);
+        int_expr_shape(a, scope, where);
     }
+  }
+
+  /// A known shape (of `slots` x `shape`) must have an element count and a
+  /// byte size that fit int64: every size computed from it is then exact.
+  void check_size(Loc loc, const std::string &what, const std::vector<Expr> &shape, const Expr *slots,
+                  DType dtype) {
+    std::vector<std::int64_t> extents;
+    std::string dims;
+    auto add = [&](const Expr &e) {
+      auto v = eval_int(e, env);
+      if (!v || *v < 0) return false;
+      extents.push_back(*v);
+      dims += (dims.empty() ? "" : " x ") + std::to_string(*v);
+      return true;
+    };
+    if (slots && !add(*slots)) return;
+    for (const auto &e : shape)
+      if (!add(e)) return;
+    if (!checked_bytes(extents, dtype_bytes(dtype)))
+      error(loc, "integer overflow in the size of " + what + ": " + dims + " elements of " +
+                     std::to_string(dtype_bytes(dtype)) + " bytes do not fit in 64 bits");
   }
 
   void check_positive(const Expr &e, const std::string &what) {
@@ -217,6 +255,7 @@ public:
       check_int_expr(e, params, "the shape of " + what);
       check_positive(e, "an array extent of " + what);
     }
+    check_size(o.loc, what, o.shape, nullptr, o.dtype);
     if (o.role == Role::scratch) {
       if (o.block_shape) error(o.loc, "scratch '" + o.name + "' has no block (it is allocated whole)");
       if (o.index_map) error(o.loc, "scratch '" + o.name + "' has no index map");
@@ -427,6 +466,7 @@ public:
         check_int_expr(*b.slots, params, "the slot count of '" + b.name + "'");
         check_positive(*b.slots, "the slot count of '" + b.name + "'");
       }
+      check_size(b.loc, "'" + b.name + "'", b.shape, b.slots ? &*b.slots : nullptr, b.dtype);
     }
     std::set<std::string> scope = params;
     program_block(p.body, scope);
@@ -524,7 +564,7 @@ public:
           check_int_expr(s.args[1], scope, "a slice bound");
           hi = eval_int(s.args[1], env);
         }
-        reg.extents.push_back(lo && hi ? std::optional<std::int64_t>(*hi - *lo) : slice_extent(s));
+        reg.extents.push_back(lo && hi ? checked_sub(*hi, *lo) : slice_extent(s));
       } else {
         check_int_expr(s, scope, "a subscript");
       }

@@ -26,6 +26,12 @@ std::vector<std::string> implemented_rules() { return all_rules(); }
 Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
   Verdict v;
   auto built = rules::build_model(k, o.overrides, o.target);
+  if (built.error) {
+    v.status = Status::unknown;
+    v.reason = "bad input: " + built.error->message;
+    v.errors.push_back(std::move(*built.error));
+    return v;
+  }
   if (!built.model) {
     v.status = Status::unknown;
     v.reason = built.unknown_reason;
@@ -33,6 +39,12 @@ Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
   }
   v.sram_bytes = rules::sram_bytes(*built.model);
   rules::RuleOutcome r = rules::check_symbolic(*built.model, o.timeout_ms);
+  if (!r.errors.empty()) {
+    v.status = Status::unknown;
+    v.reason = "bad input: " + r.errors.front().message;
+    v.errors = std::move(r.errors);
+    return v;
+  }
   v.findings = std::move(r.findings);
   std::string unknown;
   for (const auto &u : r.unknown)

@@ -58,6 +58,10 @@ struct Verdict {
   std::string reason;            ///< why unknown (or what was proven, for verified)
   double seconds = 0;
   std::optional<std::int64_t> sram_bytes; ///< a kernel's SRAM footprint (lower bound)
+  /// Bad input the checker found (e.g. an index map that overflows at a grid
+  /// point, a division by a param --set binds to 0): located errors, exit 3.
+  /// Non-empty: status is unknown and there are no findings.
+  std::vector<spec::Diagnostic> errors;
 };
 
 } // namespace pipecheck::verifier

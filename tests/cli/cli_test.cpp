@@ -217,3 +217,64 @@ TEST(Cli, ABodyThatDoesNotTypeCheckIsBadInputInCheckRunAndLower) {
   }
   std::filesystem::remove_all(dir);
 }
+
+// ------------------------------------------------ integer arithmetic (sizes,
+// division by zero, overflow): bad input at the operand or operator, exit 3.
+
+namespace {
+
+std::string add_one_kernel(const std::string &x, const std::string &o, const std::string &extra = "") {
+  return "kernel k:\n" + extra + "    in  x: " + x + "\n    out o: " + o +
+         "\n    body:\n        o[...] = x[...] + 1\n";
+}
+
+} // namespace
+
+TEST(CliArithmetic, ASizeThatOverflowsIsBadInputNotACrashOrAPass) {
+  for (const char *shape : {"f32[2**31, 2**31]", "f32[2**62, 2**62]"}) {
+    std::string f = temp_file("overflow.pk", add_one_kernel(shape, shape));
+    Out o = run("run " + f);
+    EXPECT_EQ(o.code, 3) << o.text;
+    EXPECT_NE(o.text.find(":2:5: error: integer overflow in the size of operand 'x'"), std::string::npos)
+        << o.text;
+    std::filesystem::remove(f);
+  }
+}
+
+TEST(CliArithmetic, SramCapacityFiresWhenTheFootprintOverflows) {
+  std::string f = temp_file(
+      "sram.pk", add_one_kernel("f32[2**30, 2**30]", "f32[2**30, 2**30]", "    target = tpu_v5e\n"));
+  Out o = run("check " + f);
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_NE(o.text.find("[sram-capacity]"), std::string::npos) << o.text;
+  std::filesystem::remove(f);
+}
+
+TEST(CliArithmetic, DivisionByZeroIsLocatedAtTheOperator) {
+  std::string f = temp_file("div.pk", "kernel k:\n    grid = (8 // 0,)\n"
+                                      "    in  x: f32[64, 128] block=(8, 128) index=(i) -> (i // 0, 0)\n"
+                                      "    out o: f32[64, 128] block=(8, 128) index=(i) -> (i, 0)\n"
+                                      "    body:\n        o[...] = x[...] + 1\n");
+  Out o = run("check " + f);
+  EXPECT_EQ(o.code, 3) << o.text;
+  EXPECT_NE(o.text.find(":2:15: error: division by zero in the grid"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find(":3:56: error: division by zero in the index map of operand 'x'"), std::string::npos)
+      << o.text;
+  EXPECT_EQ(o.text.find("unsupported construct"), std::string::npos) << o.text;
+  std::filesystem::remove(f);
+}
+
+TEST(CliArithmetic, AnIndexMapThatOverflowsIsAnErrorNotABlockQuestionMark) {
+  std::string f =
+      temp_file("ovf.pk", "kernel k:\n    grid = (8,)\n"
+                          "    in  x: f32[64, 128] block=(8, 128) index=(i) -> (i + 2**62 + 2**62, 0)\n"
+                          "    out o: f32[64, 128] block=(8, 128) index=(i) -> (i, 0)\n"
+                          "    body:\n        o[...] = x[...] + 1\n");
+  Out o = run("check " + f);
+  EXPECT_EQ(o.code, 3) << o.text;
+  EXPECT_NE(o.text.find(":3:64: error: integer overflow in the index map of 'x' at grid point (0,)"),
+            std::string::npos)
+      << o.text;
+  EXPECT_EQ(o.text.find("block ?"), std::string::npos) << o.text;
+  std::filesystem::remove(f);
+}

@@ -222,3 +222,64 @@ TEST(RunKernel, IncorrectSumGivesWrongNumbersNotACrash) {
   ASSERT_TRUE(r.mismatch->block);
   ASSERT_TRUE(r.mismatch->grid_point);
 }
+
+// ------------------------------------------------ sizes and integer arithmetic
+
+namespace {
+
+RunResult run_kernel_text(const std::string &text, RunOptions o = {}) {
+  static std::vector<spec::File> keep; // the result refers to nothing in it, but keep the spec alive
+  keep.push_back(executor::testing::parse_text(text));
+  o.mode = DmaMode::eager;
+  return run(std::get<spec::KernelSpec>(keep.back().units.at(0)), o);
+}
+
+std::string add_one(const std::string &shape) {
+  return "kernel k:\n    in  x: " + shape + "\n    out o: " + shape +
+         "\n    body:\n        o[...] = x[...] + 1\n";
+}
+
+} // namespace
+
+TEST(RunKernel, ASizeThatOverflowsInt64IsBadInputOnTheOperandNotACrash) {
+  for (const char *shape : {"f32[2**31, 2**31]", "f32[2**62, 2**62]"}) {
+    const RunResult r = run_kernel_text(add_one(shape));
+    EXPECT_EQ(r.status, RunStatus::bad_input) << shape << ": " << r.reason;
+    EXPECT_EQ(r.loc.line, 2) << shape;
+    EXPECT_NE(r.reason.find("integer overflow in the size of operand 'x'"), std::string::npos) << r.reason;
+  }
+}
+
+TEST(RunKernel, ArraysWhoseTotalOverflowsAreOverMaxMemoryBeforeAnythingIsAllocated) {
+  // Each array is 2**62 bytes: their sum (and twice it) does not fit in 64 bits.
+  const RunResult r = run_kernel_text(add_one("f32[2**30, 2**30]"));
+  EXPECT_EQ(r.status, RunStatus::bad_input) << r.reason;
+  EXPECT_NE(r.reason.find("--max-memory"), std::string::npos) << r.reason;
+}
+
+TEST(RunKernel, ADivisionByAParamSetToZeroIsBadInputAtTheOperator) {
+  RunOptions o;
+  o.overrides["N"] = 0;
+  const RunResult r = run_kernel_text("kernel k:\n    param N = 4\n    grid = (8,)\n"
+                                      "    in  x: f32[64, 128] block=(8, 128) index=(i) -> (i // N, 0)\n"
+                                      "    out o: f32[64, 128] block=(8, 128) index=(i) -> (i, 0)\n"
+                                      "    body:\n        o[...] = x[...] + 1\n",
+                                      o);
+  EXPECT_EQ(r.status, RunStatus::bad_input) << r.reason;
+  EXPECT_EQ(r.loc.line, 4);
+  EXPECT_EQ(r.loc.col, 56);
+  EXPECT_NE(r.reason.find("division by zero"), std::string::npos) << r.reason;
+}
+
+TEST(RunKernel, AGridExtentThatOverflowsIsBadInput) {
+  RunOptions o;
+  o.overrides["G"] = std::int64_t{1} << 62;
+  const RunResult r = run_kernel_text("kernel k:\n    param G = 8\n    grid = (G + G,)\n"
+                                      "    in  x: f32[64, 128] block=(8, 128) index=(i) -> (0, 0)\n"
+                                      "    out o: f32[64, 128] block=(8, 128) index=(i) -> (0, 0)\n"
+                                      "    body:\n        o[...] = x[...] + 1\n",
+                                      o);
+  EXPECT_EQ(r.status, RunStatus::bad_input) << r.reason;
+  EXPECT_EQ(r.loc.line, 3);
+  EXPECT_NE(r.reason.find("integer overflow in grid extent"), std::string::npos) << r.reason;
+}

@@ -128,3 +128,19 @@ TEST(View, AStreamingCopyMovesTheSameBytesAsAnOrdinaryOne) {
       ASSERT_EQ(back.get(r * 701 + c), src.get(r * 701 + c)) << r << ", " << c;
   }
 }
+
+TEST(HostArray, RefusesAShapeWhoseByteSizeDoesNotFitInt64) {
+  const std::int64_t big = std::int64_t{1} << 31;
+  EXPECT_THROW(HostArray("x", DType::f32, {big, big}), std::length_error);
+  EXPECT_THROW(HostArray("x", DType::f32, {std::int64_t{1} << 62, std::int64_t{1} << 62}), std::length_error);
+  // A zero extent does not make an overflowing stride acceptable.
+  EXPECT_THROW(HostArray("x", DType::f32, {0, std::int64_t{1} << 40, std::int64_t{1} << 40}),
+               std::length_error);
+  EXPECT_THROW(HostArray("x", DType::f32, {-1, 4}), std::length_error);
+}
+
+TEST(NumElements, SaturatesInsteadOfWrapping) {
+  EXPECT_EQ(num_elements({std::int64_t{1} << 62, std::int64_t{1} << 62}),
+            std::numeric_limits<std::int64_t>::max());
+  EXPECT_EQ(num_elements({std::int64_t{1} << 31, std::int64_t{1} << 31}), std::int64_t{1} << 62);
+}

@@ -408,3 +408,64 @@ TEST(SyntaxError, LongOperatorChainCountsAsNesting) {
   EXPECT_EQ(e.line, 2);
   EXPECT_NE(e.message.find("nested too deeply"), std::string::npos);
 }
+
+// ------------------------------------------- arithmetic: sizes, zero, overflow
+
+TEST(ArithmeticValidation, ASizeThatOverflowsInt64IsAnErrorOnTheOperandLine) {
+  Err e = first_error("kernel k:\n    in  x: f32[2**31, 2**31]\n    out o: f32[8]\n" + kBody);
+  EXPECT_EQ(e.line, 2);
+  EXPECT_EQ(e.col, 5);
+  EXPECT_NE(e.message.find("integer overflow in the size of operand 'x'"), std::string::npos) << e.message;
+  Err f = first_error("kernel k:\n    in  x: f32[8]\n    out o: f32[2**62, 2**62]\n" + kBody);
+  EXPECT_EQ(f.line, 3);
+  EXPECT_NE(f.message.find("integer overflow in the size of operand 'o'"), std::string::npos) << f.message;
+}
+
+TEST(ArithmeticValidation, ARingWhoseSlotsTimesShapeOverflowsIsAnError) {
+  Err e = first_error("pipeline p:\n    sram X[2**8]: f32[2**30, 2**30]\n    X[0] = zeros\n");
+  EXPECT_EQ(e.line, 2);
+  EXPECT_NE(e.message.find("integer overflow in the size of 'X'"), std::string::npos) << e.message;
+}
+
+TEST(ArithmeticValidation, DivisionByZeroInTheGridIsLocatedAtTheOperator) {
+  Err e = first_error("kernel k:\n    grid = (8 // 0,)\n    in  x: f32[64] block=(8,) index=(i) -> (i,)\n"
+                      "    out o: f32[64] block=(8,) index=(i) -> (i,)\n" +
+                      kBody);
+  EXPECT_EQ(e.line, 2);
+  EXPECT_EQ(e.col, 15);
+  EXPECT_EQ(e.message, "division by zero in the grid");
+}
+
+TEST(ArithmeticValidation, DivisionByZeroInAnIndexMapIsLocatedAtTheOperator) {
+  for (const std::string op : {"i // 0", "i % 0", "cdiv(i, 0)", "i // (N - 4)"}) {
+    Err e = first_error("kernel k:\n    param N = 4\n    grid = (8,)\n"
+                        "    in  x: f32[64] block=(8,) index=(i) -> (" +
+                        op + ",)\n    out o: f32[64] block=(8,) index=(i) -> (i,)\n" + kBody);
+    EXPECT_EQ(e.line, 4) << op;
+    EXPECT_EQ(e.col, op.rfind("cdiv", 0) == 0 ? 45 : 47) << op;
+    EXPECT_NE(e.message.find("division by zero in the index map of operand 'x'"), std::string::npos)
+        << e.message;
+  }
+}
+
+TEST(ArithmeticValidation, OverflowInAConstantGridOrShapeIsAnError) {
+  Err g = first_error("kernel k:\n    grid = (2**62 + 2**62,)\n    out o: f32[8]\n" + kBody);
+  EXPECT_EQ(g.line, 2);
+  EXPECT_EQ(g.col, 19);
+  EXPECT_EQ(g.message, "integer overflow in the grid");
+  Err s = first_error("kernel k:\n    out o: f32[2**64]\n" + kBody);
+  EXPECT_EQ(s.line, 2);
+  EXPECT_NE(s.message.find("integer overflow in the shape of operand 'o'"), std::string::npos) << s.message;
+  Err p = first_error("kernel k:\n    param N = 2**62 * 4\n    out o: f32[8]\n" + kBody);
+  EXPECT_EQ(p.line, 2);
+  EXPECT_EQ(p.message, "integer overflow in the value of param 'N'");
+}
+
+TEST(ArithmeticValidation, ADivisionBySymbolicParamStaysUnknownAndIsNoError) {
+  SourceFile src = SourceFile::from_string("ok.pk", "kernel k:\n    param N >= 1\n    grid = (8,)\n"
+                                                    "    in  x: f32[64] block=(8,) index=(i) -> (i // N,)\n"
+                                                    "    out o: f32[64] block=(8,) index=(i) -> (i,)\n" +
+                                                        kBody);
+  auto r = parse_and_validate(src);
+  EXPECT_TRUE(r.file) << (r.errors.empty() ? "" : render(src, r.errors.front()));
+}

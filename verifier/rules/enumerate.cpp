@@ -2,6 +2,8 @@
 
 #include "verifier/rules/findings.hpp"
 
+#include "spec/checked.hpp"
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -83,7 +85,10 @@ private:
       for (const auto &p : pts_) {
         auto b = block_at(m_, i, p);
         if (!b) {
-          out_.unknown.push_back("cannot evaluate the index_map of '" + m_.operands[i].name + "'");
+          if (auto d = index_error_at(m_, i, p))
+            out_.errors.push_back(std::move(*d));
+          else
+            out_.unknown.push_back("cannot evaluate the index_map of '" + m_.operands[i].name + "'");
           return false;
         }
         blk_[i].push_back(std::move(*b));
@@ -94,7 +99,10 @@ private:
       for (const auto &p : pts_) {
         auto g = guard_at(m_, e, p);
         if (!g) {
-          out_.unknown.push_back("cannot evaluate a guard on line " + std::to_string(e.loc.line));
+          if (auto d = guard_error_at(m_, e, p))
+            out_.errors.push_back(std::move(*d));
+          else
+            out_.unknown.push_back("cannot evaluate a guard on line " + std::to_string(e.loc.line));
           return false;
         }
         f.push_back(*g ? 1 : 0);
@@ -337,8 +345,11 @@ private:
         if (next_change[p] > q) continue;
         bool overlap = true;
         for (std::size_t d = 0; d < x.shape.size(); ++d) {
-          std::int64_t xs = blk_[a.input][q][d] * x.block[d], os = blk_[a.output][p][d] * o.block[d];
-          overlap = overlap && xs < os + o.block[d] && os < xs + x.block[d];
+          // Saturating: an index far outside the array stays far outside.
+          const std::int64_t xs = spec::saturating_mul(blk_[a.input][q][d], x.block[d]);
+          const std::int64_t os = spec::saturating_mul(blk_[a.output][p][d], o.block[d]);
+          overlap = overlap && xs < spec::saturating_add(os, o.block[d]) &&
+                    os < spec::saturating_add(xs, x.block[d]);
         }
         if (overlap) {
           out_.findings.push_back(alias_finding(m_, a, pts_[p], pts_[q]));

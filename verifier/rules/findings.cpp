@@ -1,5 +1,7 @@
 #include "verifier/rules/findings.hpp"
 
+#include "spec/checked.hpp"
+
 #include "verifier/rules/targets.hpp"
 
 #include <algorithm>
@@ -45,6 +47,53 @@ std::optional<bool> guard_at(const KernelModel &m, const Effect &e, const Point 
     if (*v == 0) return false;
   }
   return true;
+}
+
+namespace {
+
+std::optional<spec::Diagnostic> located(const spec::Expr &e, const spec::Env &env, const std::string &where,
+                                        const Point &p) {
+  auto d = spec::arithmetic_error(e, env, where);
+  if (d) d->message += " at grid point " + format_tuple(p);
+  return d;
+}
+
+} // namespace
+
+std::optional<spec::Diagnostic> index_error_at(const KernelModel &m, std::size_t op, const Point &p) {
+  const OperandModel &o = m.operands[op];
+  spec::Env env = m.env;
+  for (std::size_t a = 0; a < o.index_params.size() && a < p.size(); ++a)
+    env[o.index_params[a]] = p[a];
+  for (const auto &e : o.index)
+    if (auto d = located(bind_grid(e, p, m.grid), env, "the index map of '" + o.name + "'", p)) return d;
+  return std::nullopt;
+}
+
+std::optional<spec::Diagnostic> guard_error_at(const KernelModel &m, const Effect &e, const Point &p) {
+  for (const auto &g : e.guards) {
+    if (auto d = located(bind_grid(g, p, m.grid), m.env, "a guard", p)) return d;
+    auto v = spec::eval_int(bind_grid(g, p, m.grid), m.env);
+    if (!v || *v == 0) return std::nullopt; // later guards are not evaluated
+  }
+  return std::nullopt;
+}
+
+std::optional<spec::Diagnostic> witness_error(const KernelModel &m, const Finding &f) {
+  static const char *const point_keys[] = {"grid_point",  "first_visit",  "revisit",      "reset",
+                                           "first_write", "second_write", "written_back", "read"};
+  for (const auto &it : f.witness.items) {
+    const auto *p = std::get_if<std::vector<std::int64_t>>(&it.value);
+    if (!p || p->size() != m.grid.size()) continue;
+    bool is_point = false;
+    for (const char *k : point_keys)
+      is_point = is_point || it.key == k;
+    if (!is_point) continue;
+    for (std::size_t op = 0; op < m.operands.size(); ++op)
+      if (m.operands[op].windowed)
+        if (auto d = index_error_at(m, op, *p)) return d;
+  }
+  return std::nullopt;
 }
 
 ScratchUse scratch_use(const KernelModel &m, std::size_t op) {
@@ -279,12 +328,12 @@ std::int64_t sram_bytes(const KernelModel &m) {
     if (o.role == spec::Role::scratch) {
       if (o.decl && o.decl->memory_space != spec::MemorySpace::any &&
           o.decl->memory_space != spec::MemorySpace::hbm)
-        total += o.block_bytes();
+        total = spec::saturating_add(total, o.block_bytes());
       continue;
     }
     if (!o.windowed) continue;
     std::int64_t n = gpu ? m.max_concurrent_steps : o.buffer_count;
-    total += n * o.block_bytes();
+    total = spec::saturating_add(total, spec::saturating_mul(n, o.block_bytes()));
   }
   return total;
 }

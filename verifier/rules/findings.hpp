@@ -23,6 +23,17 @@ std::optional<Point> block_at(const KernelModel &, std::size_t op, const Point &
 /// Whether every guard of the effect holds at `p` (nullopt: not evaluable).
 std::optional<bool> guard_at(const KernelModel &, const Effect &, const Point &p);
 
+/// The arithmetic error (an integer overflow, a division by zero) evaluating
+/// the index map of `op` at grid point `p` hits, as bad input located at the
+/// operator and naming the point; nullopt when it evaluates or is merely unknown.
+std::optional<spec::Diagnostic> index_error_at(const KernelModel &, std::size_t op, const Point &p);
+/// The same for the guards of an effect.
+std::optional<spec::Diagnostic> guard_error_at(const KernelModel &, const Effect &, const Point &p);
+/// The first such error of any windowed operand's index map at a grid point
+/// the finding's witness names (Z3 integers are unbounded: a witness can lie
+/// where int64 evaluation overflows).
+std::optional<spec::Diagnostic> witness_error(const KernelModel &, const Finding &);
+
 Finding revisit_finding(const KernelModel &, std::size_t op, bool accumulated, const Point &first,
                         const Point &revisit);
 Finding uninitialized_finding(const KernelModel &, const Effect &read, const Point &p);

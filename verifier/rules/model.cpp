@@ -1,5 +1,7 @@
 #include "verifier/rules/model.hpp"
 
+#include "spec/checked.hpp"
+
 #include <limits>
 #include <map>
 #include <sstream>
@@ -31,7 +33,7 @@ std::optional<std::size_t> OperandModel::view_to_array_dim(std::int64_t v) const
 std::int64_t OperandModel::block_bytes() const {
   std::int64_t n = spec::dtype_bytes(dtype);
   for (std::int64_t b : block)
-    n *= b;
+    n = spec::saturating_mul(n, b);
   return n;
 }
 
@@ -97,7 +99,15 @@ struct Builder {
   std::string error;
   int order = 0;
 
-  std::optional<std::int64_t> eval(const Expr &e) { return spec::eval_int(e, m.env); }
+  std::optional<spec::Diagnostic> bad_input;
+
+  // A division by zero or an overflow (a param bound by --set can cause
+  // one) is bad input, located at the operator.
+  std::optional<std::int64_t> eval(const Expr &e, const std::string &where = "an integer expression") {
+    spec::Evaluation v = spec::evaluate(e, m.env);
+    if (v.is_error() && !bad_input) bad_input = spec::arithmetic_error(e, m.env, where);
+    return v.value;
+  }
 
   bool fail(const std::string &s) {
     if (error.empty()) error = s;
@@ -113,9 +123,18 @@ struct Builder {
       om.dtype = op.dtype;
       om.loc = op.loc;
       for (const auto &s : op.shape) {
-        auto v = eval(s);
+        auto v = eval(s, "the shape of '" + op.name + "'");
         if (!v) return fail("the shape of '" + op.name + "' is not a constant (bind its params with --set)");
         om.shape.push_back(*v);
+      }
+      if (!spec::checked_bytes(om.shape, spec::dtype_bytes(om.dtype))) {
+        if (!bad_input)
+          bad_input = spec::Diagnostic{spec::Severity::error,
+                                       op.loc,
+                                       "integer overflow in the size of operand '" + op.name +
+                                           "': its bytes do not fit in 64 bits",
+                                       {}};
+        return fail("the size of '" + op.name + "' does not fit in 64 bits");
       }
       const std::size_t rank = om.shape.size();
       bool full_block = true;
@@ -130,7 +149,7 @@ struct Builder {
             full_block = full_block && om.shape[d] == 1;
             continue;
           }
-          auto v = eval(*b);
+          auto v = eval(*b, "the block of '" + op.name + "'");
           if (!v || *v <= 0) return fail("the block of '" + op.name + "' is not a positive constant");
           om.block.push_back(*v);
           om.squeezed.push_back(false);
@@ -141,7 +160,7 @@ struct Builder {
         om.squeezed.assign(rank, false);
       }
       for (std::size_t d = 0; d < rank; ++d)
-        om.num_blocks.push_back(om.block[d] > 0 ? spec::floor_div(om.shape[d] + om.block[d] - 1, om.block[d])
+        om.num_blocks.push_back(om.block[d] > 0 ? om.shape[d] / om.block[d] + (om.shape[d] % om.block[d] != 0)
                                                 : 0);
       bool zero_index = true;
       if (op.index_map) {
@@ -153,6 +172,7 @@ struct Builder {
           subst.erase(p);
         for (const auto &r : op.index_map->results) {
           om.index.push_back(spec::substitute(r, subst));
+          eval(om.index.back(), "the index map of '" + op.name + "'");
           zero_index = zero_index && r.op == Op::Int && r.int_value == 0;
         }
       } else {
@@ -163,7 +183,7 @@ struct Builder {
       om.trivial_window = full_block && zero_index;
       om.revisit_any = op.pipeline_mode.revisit == spec::Revisit::any;
       if (op.pipeline_mode.buffer_count) {
-        auto v = eval(*op.pipeline_mode.buffer_count);
+        auto v = eval(*op.pipeline_mode.buffer_count, "the buffer count of '" + op.name + "'");
         if (!v || *v < 1) return fail("the buffer count of '" + op.name + "' is not a positive constant");
         om.buffer_count = *v;
       } else {
@@ -339,7 +359,7 @@ struct Builder {
       param_subst[n] = Expr::integer(v);
     if (k.grid) {
       for (const auto &g : *k.grid) {
-        auto v = eval(g);
+        auto v = eval(g, "the grid");
         if (!v) return fail("the grid is not a constant (a param is symbolic: bind it with --set)");
         if (*v < 0) return fail("the grid has a negative extent");
         m.grid.push_back(*v);
@@ -354,12 +374,12 @@ struct Builder {
     else if (const auto *s = k.setting("target"))
       m.target = s->value.op == Op::Name ? s->value.name : std::string();
     if (const auto *s = k.setting("vmem_limit_bytes")) {
-      auto v = eval(s->value);
+      auto v = eval(s->value, "vmem_limit_bytes");
       if (!v) return fail("vmem_limit_bytes is not a constant");
       m.vmem_limit_bytes = *v;
     }
     if (const auto *s = k.setting("max_concurrent_steps")) {
-      auto v = eval(s->value);
+      auto v = eval(s->value, "max_concurrent_steps");
       if (v && *v >= 1) m.max_concurrent_steps = *v;
     }
     if (!build_operands()) return false;
@@ -379,7 +399,10 @@ ModelResult build_model(const spec::KernelSpec &k, const spec::Env &overrides,
                         const std::optional<std::string> &target) {
   Builder b{k, {}, {}, {}, {}, {}, {}, 0};
   ModelResult r;
-  if (b.run(overrides, target))
+  const bool built = b.run(overrides, target);
+  if (b.bad_input)
+    r.error = b.bad_input;
+  else if (built)
     r.model = std::move(b.m);
   else
     r.unknown_reason = b.error;

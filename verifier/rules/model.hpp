@@ -4,6 +4,7 @@
 /// integer expressions over the grid, and the body's effect summary (which
 /// statement reads, writes or accumulates which operand, under which guard).
 
+#include "spec/diag.hpp"
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
 
@@ -85,6 +86,9 @@ struct KernelModel {
 struct ModelResult {
   std::optional<KernelModel> model;
   std::string unknown_reason; ///< set when the model could not be built
+  /// Bad input found while binding the params (e.g. a division by a param
+  /// that --set binds to 0, a size that overflows): no model then.
+  std::optional<spec::Diagnostic> error;
 };
 
 /// Builds the model of a validated kernel spec; `target` overrides the spec's

@@ -44,6 +44,12 @@ public:
       alias(a);
     auto structural = structural_findings(m_, out_.unknown);
     out_.findings.insert(out_.findings.end(), structural.begin(), structural.end());
+    for (const auto &f : out_.findings)
+      if (auto d = witness_error(m_, f)) {
+        out_.errors.push_back(std::move(*d));
+        out_.findings.clear();
+        break;
+      }
     finalize(out_.findings);
     return std::move(out_);
   }

@@ -16,6 +16,10 @@ namespace pipecheck::verifier::rules {
 struct RuleOutcome {
   std::vector<Finding> findings;
   std::vector<std::string> unknown;
+  /// Bad input: an index map or guard that overflows (or divides by zero) at
+  /// a grid point the rules evaluate, located at the operator. Non-empty:
+  /// the findings are dropped (their witnesses could not be evaluated).
+  std::vector<spec::Diagnostic> errors;
 };
 
 /// Runs every spec-level rule symbolically, `timeout_ms` per query.

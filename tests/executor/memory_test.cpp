@@ -1,0 +1,131 @@
+// `run` allocates no more than the estimate it checks --max-memory against:
+// this binary counts every byte operator new hands out (the executor's
+// arrays, values, programs, copy records and timelines all come from it) and
+// compares the peak a run reaches with the run's own estimate.
+#include "executor/run.hpp"
+#include "spec/parse.hpp"
+
+#include "tests/corpus/corpus_files.hpp"
+
+#include <gtest/gtest.h>
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+namespace {
+
+std::atomic<std::int64_t> g_live{0}, g_peak{0};
+
+void *counted(void *p) {
+  if (!p) throw std::bad_alloc();
+  const auto n = static_cast<std::int64_t>(malloc_usable_size(p));
+  const std::int64_t now = g_live.fetch_add(n) + n;
+  std::int64_t peak = g_peak.load();
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
+  }
+  return p;
+}
+
+void uncounted(void *p) {
+  if (!p) return;
+  g_live.fetch_sub(static_cast<std::int64_t>(malloc_usable_size(p)));
+  std::free(p);
+}
+
+void *aligned(std::size_t n, std::align_val_t a) {
+  const auto al = static_cast<std::size_t>(a);
+  return std::aligned_alloc(al, (std::max<std::size_t>(n, 1) + al - 1) / al * al);
+}
+
+} // namespace
+
+void *operator new(std::size_t n) { return counted(std::malloc(std::max<std::size_t>(n, 1))); }
+void *operator new[](std::size_t n) { return counted(std::malloc(std::max<std::size_t>(n, 1))); }
+void *operator new(std::size_t n, std::align_val_t a) { return counted(aligned(n, a)); }
+void *operator new[](std::size_t n, std::align_val_t a) { return counted(aligned(n, a)); }
+void operator delete(void *p) noexcept { uncounted(p); }
+void operator delete[](void *p) noexcept { uncounted(p); }
+void operator delete(void *p, std::size_t) noexcept { uncounted(p); }
+void operator delete[](void *p, std::size_t) noexcept { uncounted(p); }
+void operator delete(void *p, std::align_val_t) noexcept { uncounted(p); }
+void operator delete[](void *p, std::align_val_t) noexcept { uncounted(p); }
+void operator delete(void *p, std::size_t, std::align_val_t) noexcept { uncounted(p); }
+void operator delete[](void *p, std::size_t, std::align_val_t) noexcept { uncounted(p); }
+
+using namespace pipecheck;
+
+namespace {
+
+struct Measured {
+  executor::RunReport report;
+  std::int64_t peak_growth = 0;
+};
+
+Measured measure(const std::variant<spec::KernelSpec, spec::Program> &u, const executor::RunOptions &o) {
+  Measured m;
+  const std::int64_t before = g_live.load();
+  g_peak.store(before);
+  m.report = std::visit([&](const auto &x) { return executor::run_all_modes(x, o); }, u);
+  m.peak_growth = g_peak.load() - before;
+  return m;
+}
+
+class MemoryEstimate : public ::testing::TestWithParam<std::string> {};
+
+} // namespace
+
+TEST_P(MemoryEstimate, EveryCorpusUnitAllocatesLessThanItsEstimate) {
+  const std::string rel = GetParam();
+  const auto src = spec::SourceFile::from_string(
+      rel, testing_corpus::read(std::filesystem::path(PIPECHECK_SOURCE_DIR) / rel));
+  auto parsed = spec::parse_and_validate(src);
+  ASSERT_TRUE(parsed.file);
+  executor::RunOptions o;
+  o.max_memory_bytes = 1ull << 30;
+  for (const auto &u : parsed.file->units) {
+    const Measured m = measure(u, o);
+    const auto &r = m.report;
+    if (r.status == executor::RunStatus::bad_input && !r.runs.empty() &&
+        r.runs.front().reason.find("--max-memory") != std::string::npos) {
+      // Refused up front: nothing large was allocated.
+      EXPECT_LT(m.peak_growth, 1 << 20) << spec::unit_name(u);
+      continue;
+    }
+    if (r.memory_estimate == 0) continue; // stopped before sizing anything (bad input)
+    EXPECT_LE(static_cast<std::uint64_t>(m.peak_growth), r.memory_estimate)
+        << spec::unit_name(u) << ": peak " << m.peak_growth << " bytes, estimate " << r.memory_estimate;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, MemoryEstimate, ::testing::ValuesIn(testing_corpus::corpus_files()),
+                         testing_corpus::test_name);
+
+TEST(MemoryEstimateLongGrid, CoversTheUnrolledProgramCopiesAndTimelineOfEveryStep) {
+  // 16384 steps of a tiny block: the arrays are 8 MiB, everything else grows
+  // with the step count.
+  auto parsed = spec::parse_and_validate(
+      spec::SourceFile::from_string("long.pk", "kernel k:\n    grid = (16384,)\n"
+                                               "    in  x: f32[16384, 64] block=(1, 64) index=(i) -> (i, 0)\n"
+                                               "    out o: f32[16384, 64] block=(1, 64) index=(i) -> (i, 0)\n"
+                                               "    body:\n        o[...] = x[...] + 1\n"));
+  ASSERT_TRUE(parsed.file);
+  executor::RunOptions o;
+  const std::int64_t before = g_live.load();
+  g_peak.store(before);
+  const auto r = executor::run(std::get<spec::KernelSpec>(parsed.file->units.at(0)), o);
+  const std::int64_t growth = g_peak.load() - before;
+  EXPECT_EQ(r.status, executor::RunStatus::pass) << r.reason;
+  EXPECT_LE(static_cast<std::uint64_t>(growth), r.memory_estimate)
+      << "peak " << growth << " bytes, estimate " << r.memory_estimate;
+  // Refusing it is decided before anything grows.
+  o.max_memory_bytes = r.memory_estimate - 1;
+  g_peak.store(g_live.load());
+  const std::int64_t start = g_live.load();
+  const auto refused = executor::run(std::get<spec::KernelSpec>(parsed.file->units.at(0)), o);
+  EXPECT_EQ(refused.status, executor::RunStatus::bad_input);
+  EXPECT_LT(g_peak.load() - start, 1 << 20);
+}
