@@ -1,5 +1,6 @@
 // pipecheck check FILE...: verdicts for every kernel and pipeline.
 #include "cli/command.hpp"
+#include "reports/output.hpp"
 #include "reports/report.hpp"
 #include "spec/parse.hpp"
 #include "spec/validate.hpp"
@@ -7,9 +8,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 namespace pipecheck::cli {
@@ -24,40 +24,23 @@ struct CheckArgs {
   unsigned jobs = 1;
 };
 
-// Directories expand to their .pk files, sorted, so output order is stable.
-std::vector<std::string> expand(const std::vector<std::string> &paths) {
-  std::vector<std::string> out;
-  for (const auto &p : paths) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(p, ec)) {
-      std::vector<std::string> found;
-      for (auto it = std::filesystem::recursive_directory_iterator(p, ec);
-           !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
-        if (it->is_regular_file() && it->path().extension() == ".pk") found.push_back(it->path().string());
-      std::sort(found.begin(), found.end());
-      out.insert(out.end(), found.begin(), found.end());
-    } else {
-      out.push_back(p);
-    }
-  }
-  return out;
-}
-
-reports::FileResult check_file(const std::string &path, const verifier::CheckOptions &opts) {
+reports::FileResult check_file(const InputPath &in, const verifier::CheckOptions &opts) {
   reports::FileResult r;
-  r.source.path = path;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    r.errors.push_back(spec::Diagnostic{spec::Severity::error, {}, "cannot open file", {}});
+  r.source.path = in.path;
+  std::string why = in.error;
+  auto src = why.empty() ? read_source(in.path, why) : std::nullopt;
+  if (!src) {
+    r.errors.push_back(spec::Diagnostic{spec::Severity::error, {}, why, {}});
     return r;
   }
-  r.source.text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  r.source = std::move(*src);
   auto parsed = spec::parse_and_validate(r.source);
   if (!parsed.file) {
     r.errors = parsed.errors;
     return r;
   }
   for (const auto &u : parsed.file->units) {
+    if (verifier::cancelled()) break;
     reports::UnitResult ur;
     ur.name = spec::unit_name(u);
     ur.is_pipeline = std::holds_alternative<spec::Program>(u);
@@ -71,18 +54,11 @@ reports::FileResult check_file(const std::string &path, const verifier::CheckOpt
 int run_check(const CheckArgs &a) {
   verifier::CheckOptions opts;
   if (!a.target.empty()) {
-    const auto &known = spec::known_targets();
-    if (std::find(known.begin(), known.end(), a.target) == known.end()) {
-      std::cerr << "error: unknown target '" << a.target << "'; expected one of:";
-      for (const auto &t : known)
-        std::cerr << " " << t;
-      std::cerr << "\n";
-      return bad_input;
-    }
+    if (!check_target(a.target)) return bad_input;
     opts.target = a.target;
   }
   if (!parse_sets(a.sets, opts.overrides)) return bad_input;
-  std::vector<std::string> files = expand(a.paths);
+  std::vector<InputPath> files = expand_paths(a.paths);
   if (files.empty()) {
     std::cerr << "error: no .pk files to check\n";
     return bad_input;
@@ -91,7 +67,7 @@ int run_check(const CheckArgs &a) {
   unsigned jobs = std::max(1u, std::min<unsigned>(a.jobs, files.size()));
   std::atomic<std::size_t> next{0};
   auto worker = [&] {
-    for (std::size_t i; (i = next++) < files.size();)
+    for (std::size_t i; !verifier::cancelled() && (i = next++) < files.size();)
       results[i] = check_file(files[i], opts);
   };
   std::vector<std::thread> pool;
@@ -101,20 +77,19 @@ int run_check(const CheckArgs &a) {
   for (auto &t : pool)
     t.join();
 
-  std::ofstream file_out;
-  std::ostream *os = &std::cout;
-  if (!a.output.empty()) {
-    file_out.open(a.output);
-    if (!file_out) {
-      std::cerr << "error: cannot write " << a.output << "\n";
-      return environment;
-    }
-    os = &file_out;
-  }
-  if (a.format == "json") {
-    *os << reports::to_json(results).dump(2) << "\n";
-  } else {
-    reports::write_text(*os, results);
+  // Interrupted: nothing is written, not even a partial report.
+  if (verifier::cancelled()) return interrupted;
+
+  std::ostringstream report;
+  if (a.format == "json")
+    report << reports::to_json(results).dump(2) << "\n";
+  else
+    reports::write_text(report, results);
+  if (a.output.empty()) {
+    std::cout << report.str();
+  } else if (auto err = reports::write_file_atomically(a.output, report.str()); !err.empty()) {
+    std::cerr << "error: -o " << a.output << ": " << err << "\n";
+    return environment;
   }
   return reports::exit_code(results);
 }

@@ -16,6 +16,12 @@ struct LowerArgs {
 };
 
 int lower_cmd(const LowerArgs &a) {
+  spec::LowerOptions opts;
+  if (!parse_sets(a.sets, opts.overrides)) return bad_input;
+  if (!a.target.empty()) {
+    if (!check_target(a.target)) return bad_input;
+    opts.target = a.target;
+  }
   auto src = read_source(a.path);
   if (!src) return bad_input;
   auto file = load(*src);
@@ -27,9 +33,6 @@ int lower_cmd(const LowerArgs &a) {
     std::cerr << a.path << ": error: '" << spec::unit_name(*unit) << "' is already a pipeline\n";
     return bad_input;
   }
-  spec::LowerOptions opts;
-  if (!parse_sets(a.sets, opts.overrides)) return bad_input;
-  if (!a.target.empty()) opts.target = a.target;
   std::vector<spec::Diagnostic> errors;
   auto lowered = spec::lower(*k, opts, errors);
   for (const auto &e : errors)

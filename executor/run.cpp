@@ -579,7 +579,8 @@ void print_report(std::ostream &os, const RunReport &rep) {
     std::ostringstream mode;
     mode << to_string(r.mode);
     if (r.mode == DmaMode::random) mode << " seed=" << r.seed;
-    os << "  " << std::left << std::setw(18) << mode.str() << std::setw(10) << to_string(r.status)
+    // Wide enough for "random seed=4294967297" (the CLI's largest seed + 2).
+    os << "  " << std::left << std::setw(23) << mode.str() << std::setw(10) << to_string(r.status)
        << std::right;
     if (r.status == RunStatus::pass || r.status == RunStatus::fail)
       os << std::fixed << std::setprecision(4) << r.seconds << " s, " << r.copies << " copies, "
