@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -24,31 +26,63 @@ struct CheckArgs {
   unsigned jobs = 1;
 };
 
-reports::FileResult check_file(const InputPath &in, const verifier::CheckOptions &opts) {
-  reports::FileResult r;
+// One file on its way through check: read, parsed, its params bound.
+struct Loaded {
+  reports::FileResult result;
+  std::optional<spec::File> file;
+};
+
+Loaded load_file(const InputPath &in, const verifier::CheckOptions &opts) {
+  Loaded l;
+  auto &r = l.result;
   r.source.path = in.path;
   std::string why = in.error;
   auto src = why.empty() ? read_source(in.path, why) : std::nullopt;
   if (!src) {
     r.errors.push_back(spec::Diagnostic{spec::Severity::error, {}, why, {}});
-    return r;
+    return l;
   }
   r.source = std::move(*src);
   auto parsed = spec::parse_and_validate(r.source);
   if (!parsed.file) {
     r.errors = parsed.errors;
-    return r;
+    return l;
   }
-  for (const auto &u : parsed.file->units) {
+  // An override outside a param's domain is bad input, located at the param.
+  for (const auto &u : parsed.file->units)
+    for (auto &e : spec::bind_params(unit_params(u), opts.overrides, false).errors)
+      r.errors.push_back(std::move(e));
+  l.file = std::move(parsed.file);
+  return l;
+}
+
+void check_units(Loaded &l, const verifier::CheckOptions &opts) {
+  if (!l.file || !l.result.errors.empty()) return;
+  for (const auto &u : l.file->units) {
     if (verifier::cancelled()) break;
     reports::UnitResult ur;
     ur.name = spec::unit_name(u);
     ur.is_pipeline = std::holds_alternative<spec::Program>(u);
     ur.loc = spec::unit_loc(u);
     ur.verdict = verifier::check(u, opts);
-    r.units.push_back(std::move(ur));
+    l.result.units.push_back(std::move(ur));
   }
-  return r;
+}
+
+// Runs fn(i) for i in [0, n) on `jobs` threads; stops early on Ctrl-C.
+void parallel_for(std::size_t n, unsigned jobs, const std::function<void(std::size_t)> &fn) {
+  jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(std::min<std::size_t>(n, 256))));
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i; !verifier::cancelled() && (i = next++) < n;)
+      fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned j = 1; j < jobs; ++j)
+    pool.emplace_back(worker);
+  worker();
+  for (auto &t : pool)
+    t.join();
 }
 
 int run_check(const CheckArgs &a) {
@@ -63,19 +97,20 @@ int run_check(const CheckArgs &a) {
     std::cerr << "error: no .pk files to check\n";
     return bad_input;
   }
-  std::vector<reports::FileResult> results(files.size());
-  unsigned jobs = std::max(1u, std::min<unsigned>(a.jobs, files.size()));
-  std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t i; !verifier::cancelled() && (i = next++) < files.size();)
-      results[i] = check_file(files[i], opts);
-  };
-  std::vector<std::thread> pool;
-  for (unsigned j = 1; j < jobs; ++j)
-    pool.emplace_back(worker);
-  worker();
-  for (auto &t : pool)
-    t.join();
+  std::vector<Loaded> loaded(files.size());
+  parallel_for(files.size(), a.jobs, [&](std::size_t i) { loaded[i] = load_file(files[i], opts); });
+  // A --set name is unknown only when no unit of any file declares it.
+  std::set<std::string> declared;
+  for (const auto &l : loaded)
+    if (l.file)
+      for (const auto &u : l.file->units)
+        for (const auto &p : unit_params(u))
+          declared.insert(p.name);
+  if (!check_set_names(opts.overrides, declared)) return bad_input;
+  parallel_for(files.size(), a.jobs, [&](std::size_t i) { check_units(loaded[i], opts); });
+  std::vector<reports::FileResult> results;
+  for (auto &l : loaded)
+    results.push_back(std::move(l.result));
 
   // Interrupted: nothing is written, not even a partial report.
   if (verifier::cancelled()) return interrupted;
@@ -101,7 +136,7 @@ const bool registered = register_command(
       app.add_option("--format", a->format, "output format")->check(CLI::IsMember({"text", "json"}));
       app.add_option("-o,--output", a->output, "write the report to this file");
       app.add_option("--target", a->target, "target (overrides a spec's `target =`)");
-      app.add_option("--set", a->sets, "NAME=VALUE: override a param")->take_all();
+      add_set_option(app, a->sets, "NAME=VALUE: override a param");
       app.add_option("--jobs,-j", a->jobs, "check files in parallel")->check(CLI::Range(1u, 256u));
       return std::function<int()>([a] { return run_check(*a); });
     });

@@ -4,6 +4,7 @@
 #include "spec/print.hpp"
 
 #include <iostream>
+#include <set>
 
 namespace pipecheck::cli {
 namespace {
@@ -33,7 +34,16 @@ int lower_cmd(const LowerArgs &a) {
     std::cerr << a.path << ": error: '" << spec::unit_name(*unit) << "' is already a pipeline\n";
     return bad_input;
   }
-  std::vector<spec::Diagnostic> errors;
+  std::set<std::string> declared;
+  for (const auto &p : k->params)
+    declared.insert(p.name);
+  if (!check_set_names(opts.overrides, declared)) return bad_input;
+  std::vector<spec::Diagnostic> errors = spec::bind_params(k->params, opts.overrides, false).errors;
+  if (!errors.empty()) {
+    for (const auto &e : errors)
+      spec::render(std::cerr, *src, e);
+    return bad_input;
+  }
   auto lowered = spec::lower(*k, opts, errors);
   for (const auto &e : errors)
     spec::render(std::cerr, *src, e);
@@ -49,7 +59,7 @@ const bool registered = register_command(
       app.add_option("FILE", a->path, "a .pk file")->required();
       app.add_option("--kernel", a->kernel, "the kernel to lower (needed when the file has several)");
       app.add_option("--target", a->target, "target (tpu_* or h100/h200 for Mosaic GPU)");
-      app.add_option("--set", a->sets, "NAME=VALUE: override a param")->take_all();
+      add_set_option(app, a->sets, "NAME=VALUE: override a param");
       return std::function<int()>([a] { return lower_cmd(*a); });
     });
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <set>
 
 namespace pipecheck::cli {
 namespace {
@@ -63,6 +64,10 @@ int run_cmd(const RunArgs &a) {
   if (!file) return bad_input;
   const auto *unit = select_unit(*file, a.path, a.kernel);
   if (!unit) return bad_input;
+  std::set<std::string> declared;
+  for (const auto &p : unit_params(*unit))
+    declared.insert(p.name);
+  if (!check_set_names(opts.overrides, declared)) return bad_input;
   executor::RunReport report;
   if (a.dma.empty()) {
     report = std::visit([&](const auto &u) { return executor::run_all_modes(u, opts); }, *unit);
@@ -99,7 +104,7 @@ const bool registered = register_command(
       app.add_option("--max-memory", a->max_memory,
                      std::string("refuse runs needing more host memory: ") + size_help + " (default 4G)");
       app.add_option("--target", a->target, "target for lowering");
-      app.add_option("--set", a->sets, "NAME=VALUE: bind a param")->take_all();
+      add_set_option(app, a->sets, "NAME=VALUE: bind a param");
       return std::function<int()>([a] { return run_cmd(*a); });
     });
 

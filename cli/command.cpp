@@ -1,5 +1,6 @@
 #include "cli/command.hpp"
 
+#include "spec/eval.hpp"
 #include "spec/parse.hpp"
 
 #include "spec/validate.hpp"
@@ -148,6 +149,22 @@ bool parse_sets(const std::vector<std::string> &sets, std::map<std::string, std:
     out[s.substr(0, eq)] = x;
   }
   return true;
+}
+
+void add_set_option(CLI::App &app, std::vector<std::string> &sets, const std::string &description) {
+  app.add_option("--set", sets, description)->allow_extra_args(false)->take_all();
+}
+
+const std::vector<spec::Param> &unit_params(const std::variant<spec::KernelSpec, spec::Program> &u) {
+  return std::visit([](const auto &x) -> const std::vector<spec::Param> & { return x.params; }, u);
+}
+
+bool check_set_names(const std::map<std::string, std::int64_t> &overrides,
+                     const std::set<std::string> &declared) {
+  auto unknown = spec::unknown_params(overrides, declared);
+  for (const auto &[name, why] : unknown)
+    usage_error("--set", name + "=" + std::to_string(overrides.at(name)), why);
+  return unknown.empty();
 }
 
 int usage_error(const std::string &flag, const std::string &value, const std::string &why) {

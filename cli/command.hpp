@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,19 @@ const std::variant<spec::KernelSpec, spec::Program> *select_unit(const spec::Fil
 /// Parses `NAME=VALUE` pairs of --set into an environment; false (with a
 /// usage error on stderr) on a malformed one.
 bool parse_sets(const std::vector<std::string> &sets, std::map<std::string, std::int64_t> &out);
+
+/// Adds the repeatable `--set NAME=VALUE` option: one pair per --set, so the
+/// files after it stay files.
+void add_set_option(CLI::App &, std::vector<std::string> &sets, const std::string &description);
+
+/// The params a kernel or pipeline declares.
+const std::vector<spec::Param> &unit_params(const std::variant<spec::KernelSpec, spec::Program> &);
+
+/// Checks the names of --set overrides against the declared params: prints
+/// `error: --set NAME=VALUE: no param named 'NAME'; did you mean `name`?` for
+/// each unknown one and returns false if there was any.
+bool check_set_names(const std::map<std::string, std::int64_t> &overrides,
+                     const std::set<std::string> &declared);
 
 /// Prints the usage error `error: FLAG VALUE: why` and returns bad_input: every
 /// bad flag value is reported this way.

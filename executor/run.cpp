@@ -270,7 +270,12 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts) {
                             (errs.empty() ? std::string("spec::lower failed") : errs.front().message));
     return p;
   }
-  p.program_env = bind_params(p.lowered->program.params, p.ck.params);
+  try {
+    p.program_env = bind_params(p.lowered->program.params, p.ck.params);
+  } catch (const ExecError &e) {
+    p.early = from_error(k.name, e);
+    return p;
+  }
   std::uint64_t program_bytes = 0;
   for (const auto &b : p.lowered->program.buffers) {
     auto s = buffer_array_shape(b, p.program_env);
@@ -435,7 +440,12 @@ ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts) {
         bad_input(prog.name, prog.loc, "--scale applies to kernels; size a pipeline with --set (e.g. N)");
     return p;
   }
-  p.env = bind_params(prog.params, opts.overrides);
+  try {
+    p.env = bind_params(prog.params, opts.overrides);
+  } catch (const ExecError &e) {
+    p.early = from_error(prog.name, e);
+    return p;
+  }
   for (const auto &par : prog.params) {
     if (!p.env.count(par.name)) {
       p.early = bad_input(prog.name, par.loc,
