@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <functional>
 #include <iostream>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -69,13 +71,23 @@ void check_units(Loaded &l, const verifier::CheckOptions &opts) {
   }
 }
 
-// Runs fn(i) for i in [0, n) on `jobs` threads; stops early on Ctrl-C.
+// Runs fn(i) for i in [0, n) on `jobs` threads; stops early on Ctrl-C. The
+// first exception of any thread is rethrown here (an interrupted solver may
+// throw; an exception escaping a std::thread would abort the process).
 void parallel_for(std::size_t n, unsigned jobs, const std::function<void(std::size_t)> &fn) {
   jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(std::min<std::size_t>(n, 256))));
   std::atomic<std::size_t> next{0};
+  std::mutex error_mutex;
+  std::exception_ptr error;
   auto worker = [&] {
-    for (std::size_t i; !verifier::cancelled() && (i = next++) < n;)
-      fn(i);
+    try {
+      for (std::size_t i; !verifier::cancelled() && (i = next++) < n;)
+        fn(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+      next = n;
+    }
   };
   std::vector<std::thread> pool;
   for (unsigned j = 1; j < jobs; ++j)
@@ -83,6 +95,7 @@ void parallel_for(std::size_t n, unsigned jobs, const std::function<void(std::si
   worker();
   for (auto &t : pool)
     t.join();
+  if (error) std::rethrow_exception(error);
 }
 
 int run_check(const CheckArgs &a) {

@@ -79,8 +79,11 @@ int main(int argc, char **argv) {
   try {
     rc = action ? action() : bad_input;
   } catch (const std::exception &e) {
-    std::cerr << "pipecheck: internal error: " << e.what() << "\n";
-    return out.finish(environment);
+    // Work cut short by Ctrl-C may end in an exception (Z3: "push canceled").
+    if (!pipecheck::verifier::cancelled()) {
+      std::cerr << "pipecheck: internal error: " << e.what() << "\n";
+      return out.finish(environment);
+    }
   }
   if (pipecheck::verifier::cancelled()) {
     std::cerr << "pipecheck: interrupted\n";
