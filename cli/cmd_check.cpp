@@ -148,7 +148,7 @@ const bool registered = register_command(
       app.add_option("FILE", a->paths, ".pk files or directories")->required();
       app.add_option("--format", a->format, "output format")->check(CLI::IsMember({"text", "json"}));
       app.add_option("-o,--output", a->output, "write the report to this file");
-      app.add_option("--target", a->target, "target (overrides a spec's `target =`)");
+      app.add_option("--target", a->target, target_help());
       add_set_option(app, a->sets, "NAME=VALUE: override a param");
       app.add_option("--jobs,-j", a->jobs, "check files in parallel")->check(CLI::Range(1u, 256u));
       return std::function<int()>([a] { return run_check(*a); });

@@ -58,7 +58,7 @@ const bool registered = register_command(
       auto a = std::make_shared<LowerArgs>();
       app.add_option("FILE", a->path, "a .pk file")->required();
       app.add_option("--kernel", a->kernel, "the kernel to lower (needed when the file has several)");
-      app.add_option("--target", a->target, "target (tpu_* or h100/h200 for Mosaic GPU)");
+      app.add_option("--target", a->target, target_help());
       add_set_option(app, a->sets, "NAME=VALUE: override a param");
       return std::function<int()>([a] { return lower_cmd(*a); });
     });

@@ -98,12 +98,15 @@ const bool registered = register_command(
       app.add_option("--backend", a->backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
       app.add_option("--dma", a->dma,
                      "one DMA completion mode (default: eager, on_wait and three random seeds)");
-      app.add_option("--seed", a->seed, "seed of the input data and of the random mode (0 to 4294967295)");
+      app.add_option("--seed", a->seed, "seed of the input data and of the random mode (0 to 4294967295)")
+          ->type_name("S");
       app.add_option("--scale", a->scale,
-                     "divide array sizes by this whole factor F (2 or 2.0), keeping blocks whole");
+                     "divide array sizes by this whole factor F (2 or 2.0), keeping blocks whole")
+          ->type_name("F");
       app.add_option("--max-memory", a->max_memory,
-                     std::string("refuse runs needing more host memory: ") + size_help + " (default 4G)");
-      app.add_option("--target", a->target, "target for lowering");
+                     std::string("refuse runs needing more host memory: ") + size_help + " (default 4G)")
+          ->type_name("SIZE");
+      app.add_option("--target", a->target, target_help());
       add_set_option(app, a->sets, "NAME=VALUE: bind a param");
       return std::function<int()>([a] { return run_cmd(*a); });
     });

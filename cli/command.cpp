@@ -152,7 +152,7 @@ bool parse_sets(const std::vector<std::string> &sets, std::map<std::string, std:
 }
 
 void add_set_option(CLI::App &app, std::vector<std::string> &sets, const std::string &description) {
-  app.add_option("--set", sets, description)->allow_extra_args(false)->take_all();
+  app.add_option("--set", sets, description)->allow_extra_args(false)->take_all()->type_name("NAME=VALUE");
 }
 
 const std::vector<spec::Param> &unit_params(const std::variant<spec::KernelSpec, spec::Program> &u) {
@@ -217,13 +217,23 @@ std::optional<std::uint64_t> parse_size(const std::string &s) {
   return static_cast<std::uint64_t>(bytes);
 }
 
+namespace {
+
+std::string target_list() {
+  std::string list;
+  for (const auto &t : spec::known_targets())
+    list += (list.empty() ? "" : ", ") + t;
+  return list;
+}
+
+} // namespace
+
+std::string target_help() { return "target, overriding a spec's `target =`: one of " + target_list(); }
+
 bool check_target(const std::string &target) {
   const auto &known = spec::known_targets();
   if (std::find(known.begin(), known.end(), target) != known.end()) return true;
-  std::string list;
-  for (const auto &t : known)
-    list += (list.empty() ? "" : ", ") + t;
-  usage_error("--target", target, "unknown target; expected one of " + list);
+  usage_error("--target", target, "unknown target; expected one of " + target_list());
   return false;
 }
 

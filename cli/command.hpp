@@ -98,6 +98,9 @@ std::optional<std::uint64_t> parse_size(const std::string &);
 /// otherwise prints `error: --target NAME: unknown target; expected one of ...`.
 bool check_target(const std::string &target);
 
+/// The --help text of --target: the known targets.
+std::string target_help();
+
 /// The accepted forms of sizes, for --help texts.
 inline constexpr const char *size_help =
     "a size in bytes with an optional binary unit: 4G, 4g, 4GB, 4GiB, 512k, 1100M";
