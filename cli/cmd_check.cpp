@@ -112,14 +112,18 @@ int run_check(const CheckArgs &a) {
   }
   std::vector<Loaded> loaded(files.size());
   parallel_for(files.size(), a.jobs, [&](std::size_t i) { loaded[i] = load_file(files[i], opts); });
-  // A --set name is unknown only when no unit of any file declares it.
+  // A --set name is unknown only when no unit of any file declares it (a
+  // file that did not parse may declare it: its errors are reported instead).
   std::set<std::string> declared;
-  for (const auto &l : loaded)
+  bool all_parsed = true;
+  for (const auto &l : loaded) {
+    all_parsed &= l.file.has_value();
     if (l.file)
       for (const auto &u : l.file->units)
         for (const auto &p : unit_params(u))
           declared.insert(p.name);
-  if (!check_set_names(opts.overrides, declared)) return bad_input;
+  }
+  if (all_parsed && !check_set_names(opts.overrides, declared)) return bad_input;
   parallel_for(files.size(), a.jobs, [&](std::size_t i) { check_units(loaded[i], opts); });
   std::vector<reports::FileResult> results;
   for (auto &l : loaded)
