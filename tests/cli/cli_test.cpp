@@ -273,7 +273,8 @@ TEST(CliHardening, RunWithAnUnboundSymbolicParamNamesItInsteadOfPickingEight) {
 }
 
 TEST(CliHardening, EveryCommandRejectsAnUnknownTargetListingTheKnownOnes) {
-  std::string f = temp_file("k.pk", kKernel);
+  TempDir dir;
+  std::string f = dir.file("k.pk", kKernel);
   for (const char *cmd : {"check ", "run ", "lower "}) {
     Out o = run(std::string(cmd) + "--target banana " + f);
     EXPECT_EQ(o.code, 3) << cmd << o.text;
@@ -284,7 +285,8 @@ TEST(CliHardening, EveryCommandRejectsAnUnknownTargetListingTheKnownOnes) {
 }
 
 TEST(CliHardening, NegativeOrOutOfRangeFlagValuesAreUsageErrorsNamingTheFlag) {
-  std::string f = temp_file("k.pk", kKernel);
+  TempDir dir;
+  std::string f = dir.file("k.pk", kKernel);
   struct Case {
     const char *args, *message;
   };
@@ -303,7 +305,8 @@ TEST(CliHardening, NegativeOrOutOfRangeFlagValuesAreUsageErrorsNamingTheFlag) {
 }
 
 TEST(CliHardening, SizesAndFactorsTakeEveryDocumentedForm) {
-  std::string f = temp_file("k.pk", kKernel);
+  TempDir dir;
+  std::string f = dir.file("k.pk", kKernel);
   for (const char *mem : {"4G", "4g", "4GB", "4GiB", "1100M", "1100m", "4194304k", "5000000000"}) {
     Out o = run(std::string("run --dma eager --max-memory ") + mem + " " + f);
     EXPECT_EQ(o.code, 0) << mem << o.text;
