@@ -1,5 +1,6 @@
 // pipecheck check FILE...: verdicts for every kernel and pipeline.
 #include "cli/command.hpp"
+#include "reports/output.hpp"
 #include "reports/report.hpp"
 #include "spec/parse.hpp"
 #include "spec/validate.hpp"
@@ -7,9 +8,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <filesystem>
-#include <fstream>
+#include <exception>
+#include <functional>
 #include <iostream>
+#include <mutex>
+#include <set>
+#include <sstream>
 #include <thread>
 
 namespace pipecheck::cli {
@@ -24,45 +28,46 @@ struct CheckArgs {
   unsigned jobs = 1;
 };
 
-// Directories expand to their .pk files, sorted, so output order is stable.
-std::vector<std::string> expand(const std::vector<std::string> &paths) {
-  std::vector<std::string> out;
-  for (const auto &p : paths) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(p, ec)) {
-      std::vector<std::string> found;
-      for (auto it = std::filesystem::recursive_directory_iterator(p, ec);
-           !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
-        if (it->is_regular_file() && it->path().extension() == ".pk") found.push_back(it->path().string());
-      std::sort(found.begin(), found.end());
-      out.insert(out.end(), found.begin(), found.end());
-    } else {
-      out.push_back(p);
-    }
-  }
-  return out;
-}
+// One file on its way through check: read, parsed, its params bound.
+struct Loaded {
+  reports::FileResult result;
+  std::optional<spec::File> file;
+};
 
-reports::FileResult check_file(const std::string &path, const verifier::CheckOptions &opts) {
-  reports::FileResult r;
-  r.source.path = path;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    r.errors.push_back(spec::Diagnostic{spec::Severity::error, {}, "cannot open file", {}});
-    return r;
+Loaded load_file(const InputPath &in, const verifier::CheckOptions &opts) {
+  Loaded l;
+  auto &r = l.result;
+  r.source.path = in.path;
+  std::string why = in.error;
+  auto src = why.empty() ? read_source(in.path, why) : std::nullopt;
+  if (!src) {
+    r.errors.push_back(spec::Diagnostic{spec::Severity::error, {}, why, {}});
+    return l;
   }
-  r.source.text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  r.source = std::move(*src);
   auto parsed = spec::parse_and_validate(r.source);
   if (!parsed.file) {
     r.errors = parsed.errors;
-    return r;
+    return l;
   }
-  for (const auto &u : parsed.file->units) {
-    auto errs = typecheck_with_sets(u, opts.overrides);
-    r.errors.insert(r.errors.end(), errs.begin(), errs.end());
-  }
-  if (!r.errors.empty()) return r;
-  for (const auto &u : parsed.file->units) {
+  // An override outside a param's domain is bad input, located at the param.
+  for (const auto &u : parsed.file->units)
+    for (auto &e : spec::bind_params(unit_params(u), opts.overrides, false).errors)
+      r.errors.push_back(std::move(e));
+  // So is a body that does not type-check with the overrides' values.
+  if (r.errors.empty())
+    for (const auto &u : parsed.file->units) {
+      auto errs = typecheck_with_sets(u, opts.overrides);
+      r.errors.insert(r.errors.end(), errs.begin(), errs.end());
+    }
+  l.file = std::move(parsed.file);
+  return l;
+}
+
+void check_units(Loaded &l, const verifier::CheckOptions &opts) {
+  if (!l.file || !l.result.errors.empty()) return;
+  for (const auto &u : l.file->units) {
+    if (verifier::cancelled()) break;
     reports::UnitResult ur;
     ur.name = spec::unit_name(u);
     ur.is_pipeline = std::holds_alternative<spec::Program>(u);
@@ -71,39 +76,30 @@ reports::FileResult check_file(const std::string &path, const verifier::CheckOpt
     // Bad input the checker found (an overflow at a grid point, a division
     // by a param --set binds to 0) is reported like a validation error.
     if (!ur.verdict.errors.empty()) {
-      r.errors.insert(r.errors.end(), ur.verdict.errors.begin(), ur.verdict.errors.end());
+      l.result.errors.insert(l.result.errors.end(), ur.verdict.errors.begin(), ur.verdict.errors.end());
       continue;
     }
-    r.units.push_back(std::move(ur));
+    l.result.units.push_back(std::move(ur));
   }
-  return r;
 }
 
-int run_check(const CheckArgs &a) {
-  verifier::CheckOptions opts;
-  if (!a.target.empty()) {
-    const auto &known = spec::known_targets();
-    if (std::find(known.begin(), known.end(), a.target) == known.end()) {
-      std::cerr << "error: unknown target '" << a.target << "'; expected one of:";
-      for (const auto &t : known)
-        std::cerr << " " << t;
-      std::cerr << "\n";
-      return bad_input;
-    }
-    opts.target = a.target;
-  }
-  if (!parse_sets(a.sets, opts.overrides)) return bad_input;
-  std::vector<std::string> files = expand(a.paths);
-  if (files.empty()) {
-    std::cerr << "error: no .pk files to check\n";
-    return bad_input;
-  }
-  std::vector<reports::FileResult> results(files.size());
-  unsigned jobs = std::max(1u, std::min<unsigned>(a.jobs, files.size()));
+// Runs fn(i) for i in [0, n) on `jobs` threads; stops early on Ctrl-C. The
+// first exception of any thread is rethrown here (an interrupted solver may
+// throw; an exception escaping a std::thread would abort the process).
+void parallel_for(std::size_t n, unsigned jobs, const std::function<void(std::size_t)> &fn) {
+  jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(std::min<std::size_t>(n, 256))));
   std::atomic<std::size_t> next{0};
+  std::mutex error_mutex;
+  std::exception_ptr error;
   auto worker = [&] {
-    for (std::size_t i; (i = next++) < files.size();)
-      results[i] = check_file(files[i], opts);
+    try {
+      for (std::size_t i; !verifier::cancelled() && (i = next++) < n;)
+        fn(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+      next = n;
+    }
   };
   std::vector<std::thread> pool;
   for (unsigned j = 1; j < jobs; ++j)
@@ -111,21 +107,53 @@ int run_check(const CheckArgs &a) {
   worker();
   for (auto &t : pool)
     t.join();
+  if (error) std::rethrow_exception(error);
+}
 
-  std::ofstream file_out;
-  std::ostream *os = &std::cout;
-  if (!a.output.empty()) {
-    file_out.open(a.output);
-    if (!file_out) {
-      std::cerr << "error: cannot write " << a.output << "\n";
-      return environment;
-    }
-    os = &file_out;
+int run_check(const CheckArgs &a) {
+  verifier::CheckOptions opts;
+  if (!a.target.empty()) {
+    if (!check_target(a.target)) return bad_input;
+    opts.target = a.target;
   }
-  if (a.format == "json") {
-    *os << reports::to_json(results).dump(2) << "\n";
-  } else {
-    reports::write_text(*os, results);
+  if (!parse_sets(a.sets, opts.overrides)) return bad_input;
+  std::vector<InputPath> files = expand_paths(a.paths);
+  if (files.empty()) {
+    std::cerr << "error: no .pk files to check\n";
+    return bad_input;
+  }
+  std::vector<Loaded> loaded(files.size());
+  parallel_for(files.size(), a.jobs, [&](std::size_t i) { loaded[i] = load_file(files[i], opts); });
+  // A --set name is unknown only when no unit of any file declares it (a
+  // file that did not parse may declare it: its errors are reported instead).
+  std::set<std::string> declared;
+  bool all_parsed = true;
+  for (const auto &l : loaded) {
+    all_parsed &= l.file.has_value();
+    if (l.file)
+      for (const auto &u : l.file->units)
+        for (const auto &p : unit_params(u))
+          declared.insert(p.name);
+  }
+  if (all_parsed && !check_set_names(opts.overrides, declared)) return bad_input;
+  parallel_for(files.size(), a.jobs, [&](std::size_t i) { check_units(loaded[i], opts); });
+  std::vector<reports::FileResult> results;
+  for (auto &l : loaded)
+    results.push_back(std::move(l.result));
+
+  // Interrupted: nothing is written, not even a partial report.
+  if (verifier::cancelled()) return interrupted;
+
+  std::ostringstream report;
+  if (a.format == "json")
+    report << reports::to_json(results).dump(2) << "\n";
+  else
+    reports::write_text(report, results);
+  if (a.output.empty()) {
+    std::cout << report.str();
+  } else if (auto err = reports::write_file_atomically(a.output, report.str()); !err.empty()) {
+    std::cerr << "error: -o " << a.output << ": " << err << "\n";
+    return environment;
   }
   return reports::exit_code(results);
 }
@@ -136,8 +164,8 @@ const bool registered = register_command(
       app.add_option("FILE", a->paths, ".pk files or directories")->required();
       app.add_option("--format", a->format, "output format")->check(CLI::IsMember({"text", "json"}));
       app.add_option("-o,--output", a->output, "write the report to this file");
-      app.add_option("--target", a->target, "target (overrides a spec's `target =`)");
-      app.add_option("--set", a->sets, "NAME=VALUE: override a param")->take_all();
+      app.add_option("--target", a->target, target_help());
+      add_set_option(app, a->sets, "NAME=VALUE: override a param");
       app.add_option("--jobs,-j", a->jobs, "check files in parallel")->check(CLI::Range(1u, 256u));
       return std::function<int()>([a] { return run_check(*a); });
     });

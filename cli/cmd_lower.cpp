@@ -4,6 +4,7 @@
 #include "spec/print.hpp"
 
 #include <iostream>
+#include <set>
 
 namespace pipecheck::cli {
 namespace {
@@ -16,6 +17,12 @@ struct LowerArgs {
 };
 
 int lower_cmd(const LowerArgs &a) {
+  spec::LowerOptions opts;
+  if (!parse_sets(a.sets, opts.overrides)) return bad_input;
+  if (!a.target.empty()) {
+    if (!check_target(a.target)) return bad_input;
+    opts.target = a.target;
+  }
   auto src = read_source(a.path);
   if (!src) return bad_input;
   auto file = load(*src);
@@ -27,15 +34,17 @@ int lower_cmd(const LowerArgs &a) {
     std::cerr << a.path << ": error: '" << spec::unit_name(*unit) << "' is already a pipeline\n";
     return bad_input;
   }
-  spec::LowerOptions opts;
-  if (!parse_sets(a.sets, opts.overrides)) return bad_input;
-  if (auto errs = typecheck_with_sets(*unit, opts.overrides); !errs.empty()) {
-    for (const auto &e : errs)
+  std::set<std::string> declared;
+  for (const auto &p : k->params)
+    declared.insert(p.name);
+  if (!check_set_names(opts.overrides, declared)) return bad_input;
+  std::vector<spec::Diagnostic> errors = spec::bind_params(k->params, opts.overrides, false).errors;
+  if (errors.empty()) errors = typecheck_with_sets(*unit, opts.overrides);
+  if (!errors.empty()) {
+    for (const auto &e : errors)
       spec::render(std::cerr, *src, e);
     return bad_input;
   }
-  if (!a.target.empty()) opts.target = a.target;
-  std::vector<spec::Diagnostic> errors;
   auto lowered = spec::lower(*k, opts, errors);
   for (const auto &e : errors)
     spec::render(std::cerr, *src, e);
@@ -50,8 +59,8 @@ const bool registered = register_command(
       auto a = std::make_shared<LowerArgs>();
       app.add_option("FILE", a->path, "a .pk file")->required();
       app.add_option("--kernel", a->kernel, "the kernel to lower (needed when the file has several)");
-      app.add_option("--target", a->target, "target (tpu_* or h100/h200 for Mosaic GPU)");
-      app.add_option("--set", a->sets, "NAME=VALUE: override a param")->take_all();
+      app.add_option("--target", a->target, target_help());
+      add_set_option(app, a->sets, "NAME=VALUE: override a param");
       return std::function<int()>([a] { return lower_cmd(*a); });
     });
 

@@ -2,7 +2,9 @@
 #include "cli/command.hpp"
 #include "executor/run.hpp"
 
+#include <cmath>
 #include <iostream>
+#include <set>
 
 namespace pipecheck::cli {
 namespace {
@@ -12,36 +14,12 @@ struct RunArgs {
   std::string kernel;
   std::string backend = "cpu";
   std::string dma;
-  std::uint64_t seed = 0;
-  std::int64_t scale = 1;
+  std::string seed = "0";
+  std::string scale = "1";
   std::string max_memory = "4G";
   std::string target;
   std::vector<std::string> sets;
 };
-
-std::optional<std::uint64_t> parse_bytes(const std::string &s) {
-  if (s.empty()) return std::nullopt;
-  std::size_t used = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(s, &used);
-  } catch (const std::exception &) {
-    return std::nullopt;
-  }
-  std::string unit = s.substr(used);
-  std::uint64_t mul = 1;
-  if (unit == "" || unit == "B")
-    mul = 1;
-  else if (unit == "K" || unit == "KiB")
-    mul = 1ull << 10;
-  else if (unit == "M" || unit == "MiB")
-    mul = 1ull << 20;
-  else if (unit == "G" || unit == "GiB")
-    mul = 1ull << 30;
-  else
-    return std::nullopt;
-  return v * mul;
-}
 
 int exit_for(executor::RunStatus s) {
   switch (s) {
@@ -58,42 +36,52 @@ int run_cmd(const RunArgs &a) {
     std::cerr << "error: --backend cuda: this build has no CUDA executor\n";
     return environment;
   }
+  executor::RunOptions opts;
+  if (!a.dma.empty() && !executor::parse_dma_mode(a.dma))
+    return usage_error("--dma", a.dma, "unknown mode; expected eager, on_wait or random");
+  auto seed = parse_unsigned(a.seed);
+  // 32 bits: the random mode also runs seed + 1 and seed + 2, and the report's
+  // columns are sized for them.
+  if (!seed || *seed > 0xffffffffull)
+    return usage_error("--seed", a.seed, "expects a whole number from 0 to 4294967295");
+  opts.seed = *seed;
+  auto scale = parse_number(a.scale);
+  // The factor divides array and block dims, so it has to be whole.
+  if (!scale || *scale < 1 || *scale != std::floor(*scale) || *scale > 1e9)
+    return usage_error("--scale", a.scale, "expects a whole factor of at least 1 (e.g. 2 or 2.0)");
+  opts.scale = static_cast<std::int64_t>(*scale);
+  auto mem = parse_size(a.max_memory);
+  if (!mem) return usage_error("--max-memory", a.max_memory, std::string("expects ") + size_help);
+  opts.max_memory_bytes = *mem;
+  if (!parse_sets(a.sets, opts.overrides)) return bad_input;
+  if (!a.target.empty()) {
+    if (!check_target(a.target)) return bad_input;
+    opts.target = a.target;
+  }
   auto src = read_source(a.path);
   if (!src) return bad_input;
   auto file = load(*src);
   if (!file) return bad_input;
   const auto *unit = select_unit(*file, a.path, a.kernel);
   if (!unit) return bad_input;
-  executor::RunOptions opts;
-  opts.seed = a.seed;
-  if (a.scale < 1) {
-    std::cerr << "error: --scale must be at least 1\n";
-    return bad_input;
+  std::set<std::string> declared;
+  for (const auto &p : unit_params(*unit))
+    declared.insert(p.name);
+  if (!check_set_names(opts.overrides, declared)) return bad_input;
+  // A body that does not type-check with the overrides' values is bad input
+  // (an override outside its param's domain is reported by the run itself).
+  if (spec::bind_params(unit_params(*unit), opts.overrides, false).errors.empty()) {
+    if (auto errs = typecheck_with_sets(*unit, opts.overrides); !errs.empty()) {
+      for (const auto &e : errs)
+        spec::render(std::cerr, *src, e);
+      return bad_input;
+    }
   }
-  opts.scale = a.scale;
-  auto mem = parse_bytes(a.max_memory);
-  if (!mem) {
-    std::cerr << "error: --max-memory expects a size like 512M or 4G, got '" << a.max_memory << "'\n";
-    return bad_input;
-  }
-  opts.max_memory_bytes = *mem;
-  if (!parse_sets(a.sets, opts.overrides)) return bad_input;
-  if (auto errs = typecheck_with_sets(*unit, opts.overrides); !errs.empty()) {
-    for (const auto &e : errs)
-      spec::render(std::cerr, *src, e);
-    return bad_input;
-  }
-  if (!a.target.empty()) opts.target = a.target;
   executor::RunReport report;
   if (a.dma.empty()) {
     report = std::visit([&](const auto &u) { return executor::run_all_modes(u, opts); }, *unit);
   } else {
-    auto mode = executor::parse_dma_mode(a.dma);
-    if (!mode) {
-      std::cerr << "error: unknown --dma mode '" << a.dma << "'; expected eager, on_wait or random\n";
-      return bad_input;
-    }
-    opts.mode = *mode;
+    opts.mode = *executor::parse_dma_mode(a.dma);
     executor::RunResult r = std::visit([&](const auto &u) { return executor::run(u, opts); }, *unit);
     report.status = r.status;
     report.unit = r.unit;
@@ -119,11 +107,16 @@ const bool registered = register_command(
       app.add_option("--backend", a->backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
       app.add_option("--dma", a->dma,
                      "one DMA completion mode (default: eager, on_wait and three random seeds)");
-      app.add_option("--seed", a->seed, "seed of the input data and of the random mode");
-      app.add_option("--scale", a->scale, "divide array sizes by this factor, keeping blocks whole");
-      app.add_option("--max-memory", a->max_memory, "refuse runs needing more host memory (e.g. 512M, 4G)");
-      app.add_option("--target", a->target, "target for lowering");
-      app.add_option("--set", a->sets, "NAME=VALUE: bind a param")->take_all();
+      app.add_option("--seed", a->seed, "seed of the input data and of the random mode (0 to 4294967295)")
+          ->type_name("S");
+      app.add_option("--scale", a->scale,
+                     "divide array sizes by this whole factor F (2 or 2.0), keeping blocks whole")
+          ->type_name("F");
+      app.add_option("--max-memory", a->max_memory,
+                     std::string("refuse runs needing more host memory: ") + size_help + " (default 4G)")
+          ->type_name("SIZE");
+      app.add_option("--target", a->target, target_help());
+      add_set_option(app, a->sets, "NAME=VALUE: bind a param");
       return std::function<int()>([a] { return run_cmd(*a); });
     });
 

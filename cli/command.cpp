@@ -1,11 +1,22 @@
 #include "cli/command.hpp"
 
+#include "spec/eval.hpp"
 #include "spec/parse.hpp"
 #include "spec/typecheck.hpp"
 
-#include <fstream>
+#include "spec/validate.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
 #include <iostream>
-#include <sstream>
+#include <limits>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace pipecheck::cli {
 
@@ -19,19 +30,80 @@ bool register_command(std::string name, std::string description, CommandSetup se
   return true;
 }
 
+std::optional<spec::SourceFile> read_source(const std::string &path, std::string &why) {
+  // POSIX calls rather than streams: errno says why, and a read error (e.g.
+  // /proc/self/mem) is a result here, not an exception from the stream buffer.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    why = std::string("cannot open file: ") + std::strerror(errno);
+    return std::nullopt;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    why = "is a directory, not a .pk file";
+    return std::nullopt;
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      why = std::string("cannot read file: ") + std::strerror(errno);
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return spec::SourceFile::from_string(path, std::move(text));
+}
+
 std::optional<spec::SourceFile> read_source(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::cerr << path << ": error: cannot open file\n";
-    return std::nullopt;
+  std::string why;
+  auto src = read_source(path, why);
+  if (!src) std::cerr << path << ": error: " << why << "\n";
+  return src;
+}
+
+namespace {
+
+void walk(const std::filesystem::path &dir, std::vector<InputPath> &out) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) {
+    out.push_back({dir.string(), "cannot open directory: " + ec.message()});
+    return;
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    std::cerr << path << ": error: cannot read file\n";
-    return std::nullopt;
+  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::error_code sec;
+    if (it->is_directory(sec) && !it->is_symlink(sec))
+      walk(it->path(), out);
+    else if (it->is_regular_file(sec) && it->path().extension() == ".pk")
+      out.push_back({it->path().string(), ""});
   }
-  return spec::SourceFile::from_string(path, ss.str());
+  if (ec) out.push_back({dir.string(), "cannot list directory: " + ec.message()});
+}
+
+} // namespace
+
+std::vector<InputPath> expand_paths(const std::vector<std::string> &paths) {
+  std::vector<InputPath> out;
+  for (const auto &p : paths) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec)) {
+      std::vector<InputPath> found;
+      walk(p, found);
+      std::sort(found.begin(), found.end(),
+                [](const InputPath &a, const InputPath &b) { return a.path < b.path; });
+      out.insert(out.end(), found.begin(), found.end());
+    } else {
+      out.push_back({p, ""});
+    }
+  }
+  return out;
 }
 
 std::optional<spec::File> load(const spec::SourceFile &src) {
@@ -72,21 +144,105 @@ bool parse_sets(const std::vector<std::string> &sets, std::map<std::string, std:
   for (const auto &s : sets) {
     auto eq = s.find('=');
     if (eq == std::string::npos || eq == 0) {
-      std::cerr << "error: --set expects NAME=VALUE, got '" << s << "'\n";
+      usage_error("--set", s, "expects NAME=VALUE");
       return false;
     }
-    try {
-      std::size_t used = 0;
-      std::string v = s.substr(eq + 1);
-      long long x = std::stoll(v, &used);
-      if (used != v.size()) throw std::invalid_argument(v);
-      out[s.substr(0, eq)] = x;
-    } catch (const std::exception &) {
-      std::cerr << "error: --set " << s << ": the value is not an integer\n";
+    std::string v = s.substr(eq + 1);
+    std::int64_t x = 0;
+    auto [end, err] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (v.empty() || err != std::errc() || end != v.data() + v.size()) {
+      usage_error("--set", s, "the value is not a 64-bit integer");
       return false;
     }
+    out[s.substr(0, eq)] = x;
   }
   return true;
+}
+
+void add_set_option(CLI::App &app, std::vector<std::string> &sets, const std::string &description) {
+  app.add_option("--set", sets, description)->allow_extra_args(false)->take_all()->type_name("NAME=VALUE");
+}
+
+const std::vector<spec::Param> &unit_params(const std::variant<spec::KernelSpec, spec::Program> &u) {
+  return std::visit([](const auto &x) -> const std::vector<spec::Param> & { return x.params; }, u);
+}
+
+bool check_set_names(const std::map<std::string, std::int64_t> &overrides,
+                     const std::set<std::string> &declared) {
+  auto unknown = spec::unknown_params(overrides, declared);
+  for (const auto &[name, why] : unknown)
+    usage_error("--set", name + "=" + std::to_string(overrides.at(name)), why);
+  return unknown.empty();
+}
+
+int usage_error(const std::string &flag, const std::string &value, const std::string &why) {
+  std::cerr << "error: " << flag << " " << value << ": " << why << "\n";
+  return bad_input;
+}
+
+std::optional<double> parse_number(const std::string &s) {
+  // Plain decimal notation only: strtod would also take hex, "inf", "nan" and
+  // leading blanks.
+  if (s.empty() || s.find_first_not_of("0123456789.eE+-") != std::string::npos) return std::nullopt;
+  if (s[0] == '+' || !(std::isdigit(static_cast<unsigned char>(s.back())) || s.back() == '.'))
+    return std::nullopt;
+  errno = 0;
+  char *end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::optional<std::uint64_t> parse_unsigned(const std::string &s) {
+  if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : s) {
+    auto d = static_cast<std::uint64_t>(c - '0');
+    if (v > (std::numeric_limits<std::uint64_t>::max() - d) / 10) return std::nullopt;
+    v = v * 10 + d;
+  }
+  return v;
+}
+
+std::optional<std::uint64_t> parse_size(const std::string &s) {
+  std::size_t end = s.find_first_not_of("0123456789.");
+  std::string num = s.substr(0, end), unit = end == std::string::npos ? "" : s.substr(end);
+  for (auto &c : unit)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  int shift = 0;
+  if (!unit.empty() && unit != "b") {
+    const std::string units = "kmgt";
+    auto u = units.find(unit[0]);
+    std::string rest = unit.substr(1);
+    if (u == std::string::npos || !(rest.empty() || rest == "b" || rest == "ib")) return std::nullopt;
+    shift = 10 * static_cast<int>(u + 1);
+  }
+  auto v = parse_number(num);
+  if (!v || *v < 0) return std::nullopt;
+  double bytes = std::ldexp(*v, shift);
+  if (bytes != std::floor(bytes) || bytes >= 18446744073709551616.0) return std::nullopt;
+  return static_cast<std::uint64_t>(bytes);
+}
+
+namespace {
+
+std::string target_list() {
+  std::string list;
+  for (const auto &t : spec::known_targets())
+    list += (list.empty() ? "" : ", ") + t;
+  return list;
+}
+
+} // namespace
+
+std::string target_help() { return "target, overriding a spec's `target =`: one of " + target_list(); }
+
+bool check_target(const std::string &target) {
+  const auto &known = spec::known_targets();
+  if (std::find(known.begin(), known.end(), target) != known.end()) return true;
+  usage_error("--target", target, "unknown target; expected one of " + target_list());
+  return false;
 }
 
 } // namespace pipecheck::cli

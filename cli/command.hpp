@@ -7,8 +7,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,10 +30,26 @@ std::vector<Command> &registry();
 bool register_command(std::string name, std::string description, CommandSetup setup);
 
 /// Exit codes of the CLI contract.
-enum Exit { ok = 0, violation = 1, unknown = 2, bad_input = 3, environment = 4 };
+/// interrupted: Ctrl-C (128 + SIGINT), nothing written.
+enum Exit { ok = 0, violation = 1, unknown = 2, bad_input = 3, environment = 4, interrupted = 130 };
 
-/// Reads a file; nullopt (with a message on stderr) when it cannot be read.
+/// Reads a file; nullopt when it cannot be read, with `why` set to the reason
+/// ("cannot open file: No such file or directory", "is a directory", ...).
+std::optional<spec::SourceFile> read_source(const std::string &path, std::string &why);
+/// Reads a file; nullopt (with `PATH: error: why` on stderr) when it cannot be read.
 std::optional<spec::SourceFile> read_source(const std::string &path);
+
+/// One path named by a command line after directories are expanded: a file
+/// to read, or a directory that could not be listed (`error` says why).
+struct InputPath {
+  std::string path;
+  std::string error;
+};
+
+/// Expands directories (recursively) into their .pk files, sorted by path so
+/// the order is stable; other paths stay as given. A directory or subfolder
+/// that cannot be listed becomes an entry with an error, never a silent skip.
+std::vector<InputPath> expand_paths(const std::vector<std::string> &paths);
 
 /// Parses and validates a file, printing diagnostics to stderr on failure.
 std::optional<spec::File> load(const spec::SourceFile &src);
@@ -46,7 +65,50 @@ const std::variant<spec::KernelSpec, spec::Program> *select_unit(const spec::Fil
 std::vector<spec::Diagnostic> typecheck_with_sets(const std::variant<spec::KernelSpec, spec::Program> &,
                                                   const std::map<std::string, std::int64_t> &overrides);
 
-/// Parses `NAME=VALUE` pairs of --set into an environment; false on a malformed one.
+/// Parses `NAME=VALUE` pairs of --set into an environment; false (with a
+/// usage error on stderr) on a malformed one.
 bool parse_sets(const std::vector<std::string> &sets, std::map<std::string, std::int64_t> &out);
+
+/// Adds the repeatable `--set NAME=VALUE` option: one pair per --set, so the
+/// files after it stay files.
+void add_set_option(CLI::App &, std::vector<std::string> &sets, const std::string &description);
+
+/// The params a kernel or pipeline declares.
+const std::vector<spec::Param> &unit_params(const std::variant<spec::KernelSpec, spec::Program> &);
+
+/// Checks the names of --set overrides against the declared params: prints
+/// `error: --set NAME=VALUE: no param named 'NAME'; did you mean `name`?` for
+/// each unknown one and returns false if there was any.
+bool check_set_names(const std::map<std::string, std::int64_t> &overrides,
+                     const std::set<std::string> &declared);
+
+/// Prints the usage error `error: FLAG VALUE: why` and returns bad_input: every
+/// bad flag value is reported this way.
+int usage_error(const std::string &flag, const std::string &value, const std::string &why);
+
+/// The one number parser of flag values: a finite decimal number ("2", "2.5",
+/// "1e3"), whole string, no sign other than a leading '-'.
+std::optional<double> parse_number(const std::string &);
+
+/// A non-negative whole number that fits in 64 bits ("0", "42"): no sign, no
+/// fraction, no overflow.
+std::optional<std::uint64_t> parse_unsigned(const std::string &);
+
+/// The one size parser: a non-negative number with an optional binary unit,
+/// case-insensitive: "4096", "512k", "1100M", "4G", "4g", "4GB", "4GiB",
+/// "1.5G", "1T" (K = 2^10, M = 2^20, G = 2^30, T = 2^40; B alone is bytes).
+/// nullopt on anything else, on a negative size or a fraction of a byte.
+std::optional<std::uint64_t> parse_size(const std::string &);
+
+/// The --target check shared by every command: true for a known target;
+/// otherwise prints `error: --target NAME: unknown target; expected one of ...`.
+bool check_target(const std::string &target);
+
+/// The --help text of --target: the known targets.
+std::string target_help();
+
+/// The accepted forms of sizes, for --help texts.
+inline constexpr const char *size_help =
+    "a size in bytes with an optional binary unit: 4G, 4g, 4GB, 4GiB, 512k, 1100M";
 
 } // namespace pipecheck::cli

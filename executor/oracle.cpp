@@ -45,37 +45,10 @@ const ConcreteOperand *ConcreteKernel::operand(const std::string &n) const {
   return nullptr;
 }
 
-std::optional<std::int64_t> default_symbolic_value(const spec::Param &p, const spec::Env &env) {
-  std::int64_t lo = 1;
-  if (p.lo) {
-    auto v = spec::eval_int(*p.lo, env);
-    if (!v) return std::nullopt;
-    lo = *v;
-  }
-  std::int64_t v = std::max<std::int64_t>(lo, 8);
-  if (p.hi) {
-    auto hi = spec::eval_int(*p.hi, env);
-    if (!hi) return std::nullopt;
-    if (v > *hi) v = std::max(lo, *hi);
-    if (v > *hi) return std::nullopt;
-  }
-  return v;
-}
-
 spec::Env bind_params(const std::vector<spec::Param> &params, const spec::Env &overrides) {
-  spec::Env env;
-  for (const auto &p : params) {
-    if (auto o = overrides.find(p.name); o != overrides.end()) {
-      env[p.name] = o->second;
-    } else if (p.value) {
-      if (auto v = spec::eval_int(*p.value, env)) env[p.name] = *v;
-    } else if (auto v = default_symbolic_value(p, env)) {
-      env[p.name] = *v;
-    }
-  }
-  for (const auto &[k, v] : overrides)
-    env.emplace(k, v);
-  return env;
+  spec::ParamBinding b = spec::bind_params(params, overrides, true);
+  if (!b.errors.empty()) bad(b.errors.front().loc, b.errors.front().message);
+  return std::move(b.env);
 }
 
 ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides, std::int64_t scale) {

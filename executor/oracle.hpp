@@ -46,11 +46,9 @@ struct ConcreteKernel {
   const ConcreteOperand *operand(const std::string &) const;
 };
 
-/// The default value of a symbolic param (`N >= lo [<= hi]`): the smallest
-/// value >= max(lo, 8) within the bounds
-/// (8: enough iterations to wrap a 4-deep slot ring).
-std::optional<std::int64_t> default_symbolic_value(const spec::Param &, const spec::Env &env);
-/// param_env plus defaults for symbolic params not overridden.
+/// spec::bind_params with every param required (a run needs values, and
+/// there is no default for a symbolic one); throws ExecError(bad_input) at
+/// the first param it cannot bind.
 spec::Env bind_params(const std::vector<spec::Param> &, const spec::Env &overrides);
 
 /// Binds and evaluates a kernel. `scale` divides every array and block dim

@@ -501,7 +501,12 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
                             (errs.empty() ? std::string("spec::lower failed") : errs.front().message));
     return p;
   }
-  p.program_env = bind_params(p.lowered->program.params, p.ck.params);
+  try {
+    p.program_env = bind_params(p.lowered->program.params, p.ck.params);
+  } catch (const ExecError &e) {
+    p.early = from_error(k.name, e);
+    return p;
+  }
   for (const auto &b : p.lowered->program.buffers) {
     auto s = buffer_array_shape(b, p.program_env);
     if (!s) {
@@ -666,7 +671,12 @@ ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts, int runs)
         bad_input(prog.name, prog.loc, "--scale applies to kernels; size a pipeline with --set (e.g. N)");
     return p;
   }
-  p.env = bind_params(prog.params, opts.overrides);
+  try {
+    p.env = bind_params(prog.params, opts.overrides);
+  } catch (const ExecError &e) {
+    p.early = from_error(prog.name, e);
+    return p;
+  }
   for (const auto &par : prog.params) {
     if (!p.env.count(par.name)) {
       p.early = bad_input(prog.name, par.loc,
@@ -838,7 +848,8 @@ void print_report(std::ostream &os, const RunReport &rep) {
     std::ostringstream mode;
     mode << to_string(r.mode);
     if (r.mode == DmaMode::random) mode << " seed=" << r.seed;
-    os << "  " << std::left << std::setw(18) << mode.str() << std::setw(10) << to_string(r.status)
+    // Wide enough for "random seed=4294967297" (the CLI's largest seed + 2).
+    os << "  " << std::left << std::setw(23) << mode.str() << std::setw(10) << to_string(r.status)
        << std::right;
     if (r.status == RunStatus::pass || r.status == RunStatus::fail)
       os << std::fixed << std::setprecision(4) << r.seconds << " s, " << r.copies << " copies, "

@@ -1,7 +1,10 @@
 #include "spec/eval.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
+#include <sstream>
+#include <vector>
 
 namespace pipecheck::spec {
 
@@ -162,17 +165,95 @@ std::optional<Diagnostic> arithmetic_error(const Expr &e, const Env &env, const 
   return Diagnostic{Severity::error, r.at->loc, what + where, {}};
 }
 
-Env param_env(const std::vector<Param> &params, const Env &overrides) {
-  Env env;
-  for (const auto &p : params) {
-    auto o = overrides.find(p.name);
-    if (o != overrides.end()) {
-      env[p.name] = o->second;
-    } else if (p.value) {
-      if (auto v = eval_int(*p.value, env)) env[p.name] = *v;
+namespace {
+
+std::string expr_text(const Expr &e) {
+  std::ostringstream os;
+  os << e;
+  return os.str();
+}
+
+std::size_t edit_distance(const std::string &a, const std::string &b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
+                  std::tolower(static_cast<unsigned char>(b[j - 1]));
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (same ? 0 : 1)});
+      diag = up;
     }
   }
-  return env;
+  return row[b.size()];
+}
+
+} // namespace
+
+ParamBinding bind_params(const std::vector<Param> &params, const Env &overrides, bool require_all) {
+  ParamBinding b;
+  for (const auto &p : params) {
+    auto o = overrides.find(p.name);
+    if (o == overrides.end()) {
+      if (p.value) {
+        if (auto v = eval_int(*p.value, b.env)) b.env[p.name] = *v;
+      } else if (require_all) {
+        b.errors.push_back({Severity::error,
+                            p.loc,
+                            "param " + p.name + " is symbolic: bind it with --set " + p.name + "=VALUE",
+                            {}});
+      }
+      continue;
+    }
+    const std::int64_t v = o->second;
+    std::optional<std::int64_t> lo = p.lo ? eval_int(*p.lo, b.env) : std::nullopt;
+    std::optional<std::int64_t> hi = p.hi ? eval_int(*p.hi, b.env) : std::nullopt;
+    if ((lo && v < *lo) || (hi && v > *hi)) {
+      std::string domain = p.name + " >= " + expr_text(*p.lo);
+      if (p.hi) domain += " <= " + expr_text(*p.hi);
+      if (!p.lo) domain = p.name + " <= " + expr_text(*p.hi);
+      b.errors.push_back(
+          {Severity::error,
+           p.loc,
+           "param " + p.name + " = " + std::to_string(v) + " (from --set) is outside its domain " + domain,
+           {}});
+      continue;
+    }
+    b.env[p.name] = v;
+  }
+  return b;
+}
+
+std::map<std::string, std::string> unknown_params(const Env &overrides,
+                                                  const std::set<std::string> &declared) {
+  std::map<std::string, std::string> out;
+  for (const auto &[name, value] : overrides) {
+    if (declared.count(name)) continue;
+    std::string best;
+    std::size_t best_d = 0;
+    for (const auto &d : declared) {
+      std::size_t dist = edit_distance(name, d);
+      if (best.empty() || dist < best_d) {
+        best = d;
+        best_d = dist;
+      }
+    }
+    std::string msg = "no param named '" + name + "'";
+    // A plausible typo: a case slip, or at most a third of the name wrong.
+    if (!best.empty() && best_d <= std::max<std::size_t>(1, name.size() / 3))
+      msg += "; did you mean `" + best + "`?";
+    else if (declared.empty())
+      msg += "; no unit declares any param";
+    out[name] = msg;
+  }
+  return out;
+}
+
+Env param_env(const std::vector<Param> &params, const Env &overrides) {
+  return bind_params(params, overrides, false).env;
 }
 
 Expr substitute(const Expr &e, const std::map<std::string, Expr> &m) {

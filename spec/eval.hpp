@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace pipecheck::spec {
@@ -53,9 +54,30 @@ std::optional<Diagnostic> arithmetic_error(const Expr &, const Env &env, const s
 std::int64_t floor_div(std::int64_t a, std::int64_t b);
 std::int64_t floor_mod(std::int64_t a, std::int64_t b);
 
-/// The environment of every param that has a value (in declaration order, each
-/// may use the ones before it), with `overrides` (`--set`) taking precedence.
-/// Symbolic params (`N >= 1`) are bound only when overridden.
+/// The outcome of binding a unit's params.
+struct ParamBinding {
+  Env env;                        ///< every bound param
+  std::vector<Diagnostic> errors; ///< located at the param; empty when all is well
+};
+
+/// The one param binder (used by check, run, lower, the verifier and the
+/// executor). Params bind in declaration order, each able to use the ones
+/// before it: an override (`--set`) first, else the declared value. An
+/// override outside a param's bounds (`m >= 1`, `K >= 1 <= 64`) is an error;
+/// a symbolic param without an override stays unbound, or is an error when
+/// `require_all` ("param m is symbolic: bind it with --set m=VALUE"): there
+/// is no default. Overrides naming no param are ignored here (see
+/// unknown_params).
+ParamBinding bind_params(const std::vector<Param> &, const Env &overrides, bool require_all);
+
+/// One message per override whose name is not in `declared`, with the
+/// closest declared name when there is a plausible one:
+/// "no param named 'M'; did you mean `m`?".
+std::map<std::string, std::string> unknown_params(const Env &overrides,
+                                                  const std::set<std::string> &declared);
+
+/// bind_params(params, overrides, false).env: the environment of every param
+/// that has a value or an in-bounds override.
 Env param_env(const std::vector<Param> &, const Env &overrides = {});
 
 /// Substitutes `name -> replacement` throughout an expression (leaf Names only).

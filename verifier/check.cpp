@@ -4,6 +4,7 @@
 #include "verifier/rules/findings.hpp"
 #include "verifier/rules/model.hpp"
 #include "verifier/rules/symbolic.hpp"
+#include "verifier/smt/smt.hpp"
 
 #include <chrono>
 
@@ -20,6 +21,9 @@ const std::vector<std::string> &all_rules() {
   }();
   return rules;
 }
+
+void cancel_all() { smt::interrupt_all(); }
+bool cancelled() { return smt::interrupted(); }
 
 std::vector<std::string> implemented_rules() { return all_rules(); }
 
@@ -65,6 +69,12 @@ Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
 Verdict check(const spec::Program &p, const CheckOptions &o) { return check_program(p, o); }
 
 Verdict check(const std::variant<spec::KernelSpec, spec::Program> &u, const CheckOptions &o) {
+  if (cancelled()) {
+    Verdict v;
+    v.status = Status::unknown;
+    v.reason = "interrupted";
+    return v;
+  }
   auto t0 = std::chrono::steady_clock::now();
   Verdict v = std::visit([&](const auto &x) { return check(x, o); }, u);
   v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -24,6 +24,13 @@ Verdict check(const spec::KernelSpec &, const CheckOptions &);
 Verdict check(const spec::Program &, const CheckOptions &);
 Verdict check(const std::variant<spec::KernelSpec, spec::Program> &, const CheckOptions &);
 
+/// Ctrl-C: stops every check in progress and every later one, process-wide
+/// and for good (solver queries answer unknown, "interrupted"). Callers poll
+/// cancelled() between units. Safe from any thread, not a signal handler.
+void cancel_all();
+/// True once cancel_all() has been called.
+bool cancelled();
+
 /// The rule ids this build decides (the corpus test reports expectations of
 /// other rules as pending).
 std::vector<std::string> implemented_rules();

@@ -2,10 +2,18 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
 
 namespace {
 
@@ -61,6 +69,306 @@ const char *kKernel = R"(kernel copy:
 
 } // namespace
 
+// ---------------------------------------------------------------------------
+// Hardening: signals, writes, directories, params, targets and flag values.
+
+namespace {
+
+// A fresh directory removed with everything in it at the end of the test.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    static int n = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("pipecheck_cli_hardening_" + std::to_string(getpid()) + "_" + std::to_string(n++));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    // A test may have made a subfolder unreadable.
+    for (auto it = std::filesystem::recursive_directory_iterator(path, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+      std::filesystem::permissions(it->path(), std::filesystem::perms::owner_all,
+                                   std::filesystem::perm_options::add, ec);
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all, std::filesystem::perm_options::add,
+                                 ec);
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string file(const std::string &name, const std::string &text) const {
+    auto p = path / name;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  std::vector<std::string> entries() const {
+    std::vector<std::string> out;
+    for (const auto &e : std::filesystem::directory_iterator(path))
+      out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
+
+bool contains(const std::string &text, const std::string &part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Runs a shell command line as it is (run() adds the binary and 2>&1).
+Out shell(const std::string &cmd) {
+  Out o;
+  FILE *p = popen(cmd.c_str(), "r");
+  if (!p) return o;
+  char buf[4096];
+  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;)
+    o.text.append(buf, n);
+  int st = pclose(p);
+  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return o;
+}
+
+// `param m >= 1` drives the grid: the repro of the --set and run items.
+const char *kSymbolic = R"(kernel k:
+    param m >= 1
+    grid = (m,)
+    in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i % 8, 0)
+    out o: f32[1024, 128]  block=(128, 128)  index=(i) -> (i % 8, 0)
+    body:
+        o[...] = x[...]
+)";
+
+// Many kernels: a check that runs for seconds.
+std::string many_kernels(int n) {
+  std::string text;
+  for (int i = 0; i < n; ++i)
+    text += "kernel k" + std::to_string(i) +
+            ":\n    grid = (8,)\n    in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)\n"
+            "    out o: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)\n    body:\n"
+            "        o[...] = x[...]\n\n";
+  return text;
+}
+
+} // namespace
+
+TEST(CliHardening, CtrlCDuringCheckExitsWith130AtOnceAndLeavesNoOutputFile) {
+  TempDir dir;
+  std::string big = dir.file("big.pk", many_kernels(3000));
+  std::string out = (dir.path / "report.txt").string();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(PIPECHECK_BINARY, PIPECHECK_BINARY, "check", big.c_str(), "-o", out.c_str(), (char *)nullptr);
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, WNOHANG), 0) << "the check ended before it was interrupted";
+  auto sent = std::chrono::steady_clock::now();
+  kill(pid, SIGINT);
+  pid_t done = 0;
+  while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - sent < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "still running 10 s after SIGINT";
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_LT(seconds, 2.0);
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"big.pk"}) << "a report or a temporary file was left";
+}
+
+TEST(CliHardening, AFailedWriteIsExitFourWithTheReason) {
+  std::string f = source("corpus/examples/guide_elementwise.pk");
+  Out o = run("check " + f + " -o /dev/full");
+  EXPECT_EQ(o.code, 4) << o.text;
+  EXPECT_TRUE(contains(o.text, "/dev/full")) << o.text;
+  EXPECT_TRUE(contains(o.text, "No space left on device")) << o.text;
+  const std::string bin = PIPECHECK_BINARY;
+  Out s = shell(bin + " check " + f + " 2>&1 >/dev/full");
+  EXPECT_EQ(s.code, 4) << s.text;
+  EXPECT_TRUE(contains(s.text, "standard output")) << s.text;
+  EXPECT_TRUE(contains(s.text, "No space left on device")) << s.text;
+  Out fmt = shell(bin + " fmt " + f + " 2>&1 >/dev/full");
+  EXPECT_EQ(fmt.code, 4) << fmt.text;
+}
+
+TEST(CliHardening, OutputReplacesTheReportWholeNeverRewritingItInPlace) {
+  // A new report goes to a temporary file renamed over the old one: a reader
+  // of the previous report still reads all of it, and writers never mix.
+  TempDir dir;
+  std::string out = dir.file("report.txt", "the previous report\n");
+  std::ifstream previous(out);
+  Out o = run("check " + source("corpus/examples/guide_elementwise.pk") + " -o " + out);
+  EXPECT_LE(o.code, 1) << o.text;
+  std::stringstream old_text, new_text;
+  old_text << previous.rdbuf();
+  EXPECT_EQ(old_text.str(), "the previous report\n");
+  new_text << std::ifstream(out).rdbuf();
+  EXPECT_TRUE(contains(new_text.str(), "verified")) << new_text.str();
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"report.txt"}) << "a temporary file was left";
+}
+
+TEST(CliHardening, ConcurrentWritersToOneOutputLeaveOneWholeReport) {
+  TempDir dir;
+  std::string out = (dir.path / "report.json").string();
+  std::string cmd =
+      std::string(PIPECHECK_BINARY) + " check --format json " + source("corpus/examples/") + " -o " + out;
+  for (int trial = 0; trial < 3; ++trial) {
+    shell(cmd + " & " + cmd + " & " + cmd + " & wait");
+    std::stringstream ss;
+    ss << std::ifstream(out).rdbuf();
+    auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << "trial " << trial << ": not one whole report:\n"
+                                   << ss.str().substr(0, 400);
+    EXPECT_EQ(dir.entries(), std::vector<std::string>{"report.json"}) << "a temporary file was left";
+  }
+}
+
+TEST(CliHardening, FmtFormatsEveryFileOfADirectoryAndRunAndLowerRejectOne) {
+  TempDir dir;
+  dir.file("b.pk", kKernel);
+  dir.file("a/c.pk", kKernel);
+  dir.file("notes.txt", "not a spec");
+  Out o = run("fmt " + dir.path.string());
+  EXPECT_EQ(o.code, 0) << o.text;
+  auto a = o.text.find("==> " + (dir.path / "a/c.pk").string() + " <==");
+  auto b = o.text.find("==> " + (dir.path / "b.pk").string() + " <==");
+  ASSERT_NE(a, std::string::npos) << o.text;
+  ASSERT_NE(b, std::string::npos) << o.text;
+  EXPECT_LT(a, b) << "files in path order";
+  EXPECT_TRUE(contains(o.text, "kernel copy:")) << o.text;
+  EXPECT_FALSE(contains(o.text, "notes.txt")) << o.text;
+  for (const char *cmd : {"run ", "lower "}) {
+    Out r = run(cmd + dir.path.string());
+    EXPECT_EQ(r.code, 3) << cmd << r.text;
+    EXPECT_TRUE(contains(r.text, dir.path.string() + ": error: is a directory")) << cmd << r.text;
+  }
+}
+
+TEST(CliHardening, SetOutsideAParamsDomainOrNamingNoParamIsBadInputInEveryCommand) {
+  TempDir dir;
+  std::string f = dir.file("m.pk", kSymbolic);
+  for (const char *cmd : {"check ", "run ", "lower "}) {
+    Out zero = run(std::string(cmd) + "--set m=0 " + f);
+    EXPECT_EQ(zero.code, 3) << cmd << zero.text;
+    EXPECT_TRUE(contains(zero.text, f + ":2:5: error: param m = 0 (from --set) is outside its domain m >= 1"))
+        << cmd << zero.text;
+    Out unknown = run(std::string(cmd) + "--set m=8 --set zz=3 " + f);
+    EXPECT_EQ(unknown.code, 3) << cmd << unknown.text;
+    EXPECT_TRUE(contains(unknown.text, "error: --set zz=3: no param named 'zz'")) << cmd << unknown.text;
+    Out typo = run(std::string(cmd) + "--set M=1024 " + f);
+    EXPECT_EQ(typo.code, 3) << cmd << typo.text;
+    EXPECT_TRUE(contains(typo.text, "error: --set M=1024: no param named 'M'; did you mean `m`?"))
+        << cmd << typo.text;
+  }
+  // Across files a name is known when any unit of any file declares it.
+  std::string other = dir.file("other.pk", kKernel);
+  Out both = run("check --set m=8 " + f + " " + other);
+  EXPECT_NE(both.code, 3) << both.text;
+  EXPECT_TRUE(contains(both.text, "verified: kernel 'copy'")) << both.text;
+}
+
+TEST(CliHardening, RunWithAnUnboundSymbolicParamNamesItInsteadOfPickingEight) {
+  TempDir dir;
+  std::string f = dir.file("m.pk", kSymbolic);
+  Out o = run("run " + f);
+  EXPECT_EQ(o.code, 3) << o.text;
+  EXPECT_TRUE(contains(o.text, f + ":2:5: error: param m is symbolic: bind it with --set m=VALUE")) << o.text;
+  EXPECT_FALSE(contains(o.text, "FAIL")) << o.text;
+  Out bound = run("run --set m=8 " + f);
+  EXPECT_EQ(bound.code, 0) << bound.text;
+}
+
+TEST(CliHardening, EveryCommandRejectsAnUnknownTargetListingTheKnownOnes) {
+  TempDir dir;
+  std::string f = dir.file("k.pk", kKernel);
+  for (const char *cmd : {"check ", "run ", "lower "}) {
+    Out o = run(std::string(cmd) + "--target banana " + f);
+    EXPECT_EQ(o.code, 3) << cmd << o.text;
+    EXPECT_TRUE(contains(o.text, "error: --target banana: unknown target; expected one of tpu_v4, tpu_v5e"))
+        << cmd << o.text;
+    EXPECT_FALSE(contains(o.text, "PASS")) << cmd << o.text;
+  }
+}
+
+TEST(CliHardening, NegativeOrOutOfRangeFlagValuesAreUsageErrorsNamingTheFlag) {
+  TempDir dir;
+  std::string f = dir.file("k.pk", kKernel);
+  struct Case {
+    const char *args, *message;
+  };
+  for (const Case &c : {Case{"--max-memory -5G", "error: --max-memory -5G: expects a size"},
+                        Case{"--max-memory 4x", "error: --max-memory 4x: expects a size"},
+                        Case{"--seed -1", "error: --seed -1: expects a whole number from 0 to 4294967295"},
+                        Case{"--seed 99999999999999999999999", "error: --seed 99999999999999999999999:"},
+                        Case{"--seed 18446744073709551615", "error: --seed 18446744073709551615:"},
+                        Case{"--scale 0", "error: --scale 0:"}, Case{"--scale 1.5", "error: --scale 1.5:"},
+                        Case{"--dma sometimes", "error: --dma sometimes:"}}) {
+    Out o = run(std::string("run ") + c.args + " " + f);
+    EXPECT_EQ(o.code, 3) << c.args << o.text;
+    EXPECT_TRUE(contains(o.text, c.message)) << c.args << o.text;
+    EXPECT_FALSE(contains(o.text, "PASS")) << c.args << o.text;
+  }
+}
+
+TEST(CliHardening, SizesAndFactorsTakeEveryDocumentedForm) {
+  TempDir dir;
+  std::string f = dir.file("k.pk", kKernel);
+  for (const char *mem : {"4G", "4g", "4GB", "4GiB", "1100M", "1100m", "4194304k", "5000000000"}) {
+    Out o = run(std::string("run --dma eager --max-memory ") + mem + " " + f);
+    EXPECT_EQ(o.code, 0) << mem << o.text;
+  }
+  Out tiny = run("run --dma eager --max-memory 512k " + f);
+  EXPECT_EQ(tiny.code, 3) << tiny.text;
+  EXPECT_TRUE(contains(tiny.text, "--max-memory")) << tiny.text;
+  for (const char *scale : {"2", "2.0"}) {
+    Out o = run(std::string("run --dma eager --scale ") + scale + " " + f);
+    EXPECT_EQ(o.code, 0) << scale << o.text;
+  }
+  Out help = run("run --help");
+  EXPECT_TRUE(contains(help.text, "4G, 4g, 4GB, 4GiB, 512k, 1100M")) << help.text;
+}
+
+TEST(CliHardening, UnreadableInputsSayWhyAndNameTheFile) {
+  Out mem = run("check /proc/self/mem");
+  EXPECT_EQ(mem.code, 3) << mem.text;
+  EXPECT_TRUE(contains(mem.text, "/proc/self/mem: error: cannot read file: Input/output error")) << mem.text;
+  EXPECT_FALSE(contains(mem.text, "internal error")) << mem.text;
+  for (const char *cmd : {"check ", "fmt ", "run ", "lower "}) {
+    Out missing = run(std::string(cmd) + "/nonexistent/x.pk");
+    EXPECT_EQ(missing.code, 3) << cmd << missing.text;
+    EXPECT_TRUE(
+        contains(missing.text, "/nonexistent/x.pk: error: cannot open file: No such file or directory"))
+        << cmd << missing.text;
+  }
+}
+
+TEST(CliHardening, AnUnreadableSubfolderIsReportedAndTheOtherFilesAreStillChecked) {
+  TempDir dir;
+  dir.file("good.pk", kKernel);
+  dir.file("locked/hidden.pk", kKernel);
+  std::filesystem::permissions(dir.path / "locked", std::filesystem::perms::none);
+  // Root reads any folder: run the check as nobody then.
+  std::string prefix;
+  if (geteuid() == 0) {
+    if (access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "root without setpriv: cannot lock a folder";
+    prefix = "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  }
+  Out o = shell(prefix + PIPECHECK_BINARY + " check " + dir.path.string() + " 2>&1");
+  const std::string &text = o.text;
+  EXPECT_EQ(o.code, 3) << text;
+  EXPECT_TRUE(
+      contains(text, (dir.path / "locked").string() + ": error: cannot open directory: Permission denied"))
+      << text;
+  EXPECT_TRUE(contains(text, "verified: kernel 'copy'")) << text;
+}
+
 TEST(Cli, FmtPrintsTheCanonicalFormAndExitsZero) {
   std::string f = temp_file(
       "k.pk", "kernel copy:\n  grid=(8)\n  in x: f32[1024,128] block=(128,128) index=(i)->(i,0)\n"
@@ -105,10 +413,10 @@ TEST(Cli, CheckRejectsAnUnknownTargetAndAMalformedSet) {
   std::string f = temp_file("k.pk", kKernel);
   Out t = run("check --target tpu_v99 " + f);
   EXPECT_EQ(t.code, 3);
-  EXPECT_NE(t.text.find("unknown target 'tpu_v99'"), std::string::npos) << t.text;
+  EXPECT_NE(t.text.find("error: --target tpu_v99: unknown target"), std::string::npos) << t.text;
   Out s = run("check --set m " + f);
   EXPECT_EQ(s.code, 3);
-  EXPECT_NE(s.text.find("--set expects NAME=VALUE"), std::string::npos) << s.text;
+  EXPECT_NE(s.text.find("error: --set m: expects NAME=VALUE"), std::string::npos) << s.text;
   Out v = run("check --set m=abc " + f);
   EXPECT_EQ(v.code, 3);
 }

@@ -79,6 +79,15 @@ TEST_P(CorpusRun, VerifiedUnitsPassAndRacyPipelinesFail) {
               if (auto *n = std::get_if<std::int64_t>(&item.value))
                 if (!sets.count(p.name) || *n < sets[p.name]) sets[p.name] = *n;
     }
+    // A run needs every symbolic param bound: 8 trips (or the nearest the
+    // bounds allow) wrap every slot ring of the corpus.
+    for (const auto &p : std::visit([](const auto &x) { return x.params; }, unit)) {
+      if (!p.is_symbolic() || sets.count(p.name)) continue;
+      spec::Env bound = spec::param_env(std::visit([](const auto &x) { return x.params; }, unit), sets);
+      std::int64_t v = std::max<std::int64_t>(p.lo ? spec::eval_int(*p.lo, bound).value_or(1) : 1, 8);
+      if (p.hi) v = std::min(v, spec::eval_int(*p.hi, bound).value_or(v));
+      sets[p.name] = v;
+    }
     executor::RunReport r = run_scaled(unit, sets);
     const std::string &name = spec::unit_name(unit);
     if (verified) {

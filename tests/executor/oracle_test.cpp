@@ -107,7 +107,7 @@ TEST(Concretize, RejectsAScaleThatSplitsABlock) {
   EXPECT_NO_THROW(concretize(k, o, 64));
 }
 
-TEST(Concretize, DefaultsASymbolicParamAndHonoursAnOverride) {
+TEST(Concretize, RequiresASymbolicParamToBeBoundAndHonoursAnOverride) {
   const auto f = parse_text(R"(kernel k:
     param N >= 1
     grid = (N,)
@@ -117,6 +117,7 @@ TEST(Concretize, DefaultsASymbolicParamAndHonoursAnOverride) {
         o[...] = x[...]
 )");
   const auto &k = std::get<spec::KernelSpec>(f.units.at(0));
-  EXPECT_EQ(concretize(k, {}, 1).grid, (Shape{8}));
+  EXPECT_THROW(concretize(k, {}, 1), ExecError);
   EXPECT_EQ(concretize(k, {{"N", 3}}, 1).grid, (Shape{3}));
+  EXPECT_THROW(concretize(k, {{"N", 0}}, 1), ExecError); // outside N >= 1
 }

@@ -23,6 +23,14 @@ const spec::File &reductions() {
   static const spec::File f = load_corpus("corpus/examples/guide_reductions.pk");
   return f;
 }
+// Runs at N = 8: a symbolic param has no default, and 8 trips wrap every
+// slot ring of these pipelines.
+RunOptions with_n(std::int64_t n = 8) {
+  RunOptions o;
+  o.overrides["N"] = n;
+  return o;
+}
+
 const spec::File &elementwise() {
   static const spec::File f = load_corpus("corpus/examples/guide_elementwise.pk");
   return f;
@@ -38,10 +46,10 @@ bool fails_in(const RunReport &r, DmaMode mode) {
 
 TEST(RunPipeline, DoubleBufferedAddOnePassesInEveryMode) {
   const auto &p = unit<spec::Program>(pipelines(), "double_buffered_add_one");
-  const RunReport rep = run_all_modes(p, RunOptions{});
+  const RunReport rep = run_all_modes(p, with_n());
   EXPECT_EQ(rep.status, RunStatus::pass) << format_report(rep);
   ASSERT_EQ(rep.runs.size(), 5u);
-  EXPECT_EQ(rep.runs[0].params.at("N"), 8); // the default for N >= 1
+  EXPECT_EQ(rep.runs[0].params.at("N"), 8);
   for (const auto &r : rep.runs) {
     EXPECT_EQ(r.copies, 16) << to_string(r.mode);
     EXPECT_EQ(r.bytes_copied, 16 * 512 * 4);
@@ -50,7 +58,7 @@ TEST(RunPipeline, DoubleBufferedAddOnePassesInEveryMode) {
 
 TEST(RunPipeline, SinglSlotPrefetchFailsInSomeModeWithWrongNumbersNotACrash) {
   const auto &p = unit<spec::Program>(pipelines(), "single_slot_prefetch");
-  const RunReport rep = run_all_modes(p, RunOptions{});
+  const RunReport rep = run_all_modes(p, with_n());
   EXPECT_EQ(rep.status, RunStatus::fail) << format_report(rep);
   EXPECT_TRUE(fails_in(rep, DmaMode::on_wait)) << format_report(rep);
   for (const auto &r : rep.runs)
@@ -63,7 +71,7 @@ TEST(RunPipeline, SinglSlotPrefetchFailsInSomeModeWithWrongNumbersNotACrash) {
 
 TEST(RunPipeline, ComputeBeforeWaitReadsPoisonWhenTheCopyLandsAtItsWait) {
   const auto &p = unit<spec::Program>(pipelines(), "compute_before_wait");
-  RunOptions o;
+  RunOptions o = with_n();
   o.mode = DmaMode::on_wait;
   const RunResult r = run(p, o);
   EXPECT_EQ(r.status, RunStatus::fail) << r.reason;
@@ -78,7 +86,7 @@ TEST(RunPipeline, ForgottenLastWritebackFailsInEveryModeAtTheLeakedCopy) {
   // timing (on hardware its semaphore is never waited), located at its start.
   const auto &p = unit<spec::Program>(pipelines(), "forgets_last_writeback");
   for (DmaMode mode : {DmaMode::eager, DmaMode::on_wait, DmaMode::random}) {
-    RunOptions o;
+    RunOptions o = with_n();
     o.mode = mode;
     const RunResult r = run(p, o);
     EXPECT_EQ(r.status, RunStatus::fail) << to_string(mode);
@@ -141,6 +149,13 @@ TEST(RunPipeline, RecordsATimelineWithTransfersOnWorkerThreads) {
   EXPECT_EQ(computes, 16);
 }
 
+TEST(RunPipeline, AnUnboundSymbolicParamIsBadInputNamingIt) {
+  const auto &p = unit<spec::Program>(pipelines(), "double_buffered_add_one");
+  const RunResult r = run(p, RunOptions{});
+  EXPECT_EQ(r.status, RunStatus::bad_input);
+  EXPECT_NE(r.reason.find("param N is symbolic: bind it with --set N=VALUE"), std::string::npos) << r.reason;
+}
+
 TEST(RunPipeline, RejectsAnOverrideOutsideTheParamBounds) {
   const auto &p = unit<spec::Program>(pipelines(), "double_buffered_add_one");
   RunOptions o;
@@ -169,7 +184,7 @@ TEST(RunPipeline, AWaitWithNothingOutstandingFailsAsAHang) {
     copy_in_wait(X[0])
     copy_in_wait(X[0])
 )");
-  const RunResult r = run(std::get<spec::Program>(f.units.at(0)), RunOptions{});
+  const RunResult r = run(std::get<spec::Program>(f.units.at(0)), with_n());
   EXPECT_EQ(r.status, RunStatus::fail);
   EXPECT_EQ(r.loc.line, 7);
   EXPECT_NE(r.reason.find("hangs"), std::string::npos) << r.reason;
@@ -177,7 +192,7 @@ TEST(RunPipeline, AWaitWithNothingOutstandingFailsAsAHang) {
 
 TEST(RunReportText, NamesTheModeTheElementAndPoison) {
   const auto &p = unit<spec::Program>(pipelines(), "compute_before_wait");
-  const RunReport rep = run_all_modes(p, RunOptions{});
+  const RunReport rep = run_all_modes(p, with_n());
   const std::string text = format_report(rep);
   EXPECT_NE(text.find("compute_before_wait: FAIL"), std::string::npos) << text;
   EXPECT_NE(text.find("on_wait"), std::string::npos);

@@ -1,6 +1,8 @@
 #include "verifier/smt/induction.hpp"
 
 #include "spec/print.hpp"
+#include "verifier/smt/interrupt.hpp"
+#include "verifier/smt/smt.hpp"
 
 #include <z3++.h>
 
@@ -385,6 +387,7 @@ private:
 
   // Named after the fact it refutes, so an unsat core explains itself.
   bool unsat(const z3::expr &f, const char *name) {
+    if (interrupted()) return false;
     ++queries;
     z3::solver &s = solver();
     s.push();
@@ -590,6 +593,7 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
   plan.period = P;
 
   z3::context c;
+  InterruptScope interrupt(c);
   Prover prover(c, col, param, lo, hi, loop.var, *lo_v, loop_hi, P, timeout_ms);
   std::string first_reason;
   // A guard `i + c < N` or `i >= c` settles only c iterations from either end:

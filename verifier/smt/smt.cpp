@@ -1,6 +1,7 @@
 #include "verifier/smt/smt.hpp"
 
 #include "spec/eval.hpp"
+#include "verifier/smt/interrupt.hpp"
 
 #include <z3++.h>
 
@@ -8,11 +9,47 @@
 #include <cassert>
 #include <cstdint>
 #include <limits>
+#include <mutex>
+#include <set>
 
 namespace pipecheck::verifier::smt {
 
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+std::mutex g_contexts_mutex;
+std::set<z3::context *> &live_contexts() {
+  static std::set<z3::context *> s;
+  return s;
+}
+
+} // namespace
+
+void interrupt_all() {
+  g_interrupted = true;
+  std::lock_guard<std::mutex> lock(g_contexts_mutex);
+  for (z3::context *c : live_contexts())
+    c->interrupt();
+}
+
+bool interrupted() { return g_interrupted; }
+
+InterruptScope::InterruptScope(z3::context &c) : c_(c) {
+  std::lock_guard<std::mutex> lock(g_contexts_mutex);
+  live_contexts().insert(&c_);
+  // Checked under the lock: interrupt_all() either sees this context or set
+  // the flag before it was registered.
+  if (g_interrupted) c_.interrupt();
+}
+
+InterruptScope::~InterruptScope() {
+  std::lock_guard<std::mutex> lock(g_contexts_mutex);
+  live_contexts().erase(&c_);
+}
+
 struct Context::Impl {
   z3::context c;
+  InterruptScope interrupt{c};
   std::vector<z3::expr> terms;
 };
 
@@ -160,6 +197,10 @@ void Solver::pop() { impl_->s.pop(); }
 
 Result Solver::check() {
   Result r;
+  if (interrupted()) {
+    r.reason = "interrupted";
+    return r;
+  }
   z3::check_result c = z3::unknown;
   try {
     c = impl_->s.check();
@@ -180,7 +221,10 @@ Result Solver::check() {
   } else {
     r.kind = Result::unknown;
     r.reason = impl_->s.reason_unknown();
-    if (r.reason == "canceled" || r.reason == "timeout") r.reason = "solver timeout";
+    if (interrupted())
+      r.reason = "interrupted";
+    else if (r.reason == "canceled" || r.reason == "timeout")
+      r.reason = "solver timeout";
   }
   return r;
 }

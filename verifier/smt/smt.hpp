@@ -73,6 +73,14 @@ Term truthy(const Term &t);
 Term forall(const std::vector<Term> &vars, const Term &body);
 Term exists(const std::vector<Term> &vars, const Term &body);
 
+/// Stops all solving in this process for good (Ctrl-C): every query running
+/// in any Context stops, and every later query answers unknown
+/// ("interrupted") without solving. Safe from any thread, not from a signal
+/// handler.
+void interrupt_all();
+/// True once interrupt_all() has been called.
+bool interrupted();
+
 /// Owns a Z3 context and every term built in it. One per kernel check.
 class Context {
 public:
