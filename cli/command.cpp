@@ -30,6 +30,10 @@ bool register_command(std::string name, std::string description, CommandSetup se
   return true;
 }
 
+namespace {
+constexpr std::size_t kMaxSourceBytes = std::size_t{64} << 20;
+} // namespace
+
 std::optional<spec::SourceFile> read_source(const std::string &path, std::string &why) {
   // POSIX calls rather than streams: errno says why, and a read error (e.g.
   // /proc/self/mem) is a result here, not an exception from the stream buffer.
@@ -56,6 +60,13 @@ std::optional<spec::SourceFile> read_source(const std::string &path, std::string
     }
     if (n == 0) break;
     text.append(buf, static_cast<std::size_t>(n));
+    // An endless input (/dev/zero, a pipe that never closes with data) must not hang.
+    if (text.size() > kMaxSourceBytes) {
+      why = "cannot read file: larger than " + std::to_string(kMaxSourceBytes >> 20) +
+            " MiB, which no .pk file is";
+      ::close(fd);
+      return std::nullopt;
+    }
   }
   ::close(fd);
   return spec::SourceFile::from_string(path, std::move(text));

@@ -349,6 +349,14 @@ TEST(CliHardening, UnreadableInputsSayWhyAndNameTheFile) {
   }
 }
 
+TEST(CliHardening, AnEndlessInputIsRefusedInsteadOfReadForever) {
+  for (const char *cmd : {"check ", "fmt ", "run ", "lower "}) {
+    Out o = run(std::string(cmd) + "/dev/zero");
+    EXPECT_EQ(o.code, 3) << cmd << o.text;
+    EXPECT_TRUE(contains(o.text, "/dev/zero: error: cannot read file: larger than 64 MiB")) << cmd << o.text;
+  }
+}
+
 TEST(CliHardening, AnUnreadableSubfolderIsReportedAndTheOtherFilesAreStillChecked) {
   TempDir dir;
   dir.file("good.pk", kKernel);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <fstream>
 #include <map>
 #include <set>
@@ -25,7 +27,7 @@ spec::File parse_text(const std::string &path, const std::string &text) {
 }
 
 spec::File parse_file(const std::string &rel) {
-  std::string path = std::string(PIPECHECK_SOURCE_DIR) + "/corpus/examples/" + rel;
+  std::string path = (std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "examples" / rel).string();
   std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -196,7 +198,7 @@ TEST(CorpusPipelines, CheckExactlyAsAnnotated) {
         "guide/section4_unrolled.pk", "rules/copy-never-waited.pk", "rules/async-operand-overwritten.pk",
         "rules/slot-race.pk", "rules/wait-without-copy.pk", "rules/stale-read.pk",
         "rules/uninitialized-read.pk"}) {
-    std::string path = std::string(PIPECHECK_SOURCE_DIR) + "/corpus/examples/" + rel;
+    std::string path = (std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "examples" / rel).string();
     std::ifstream in(path);
     if (!in) continue;
     SCOPED_TRACE(rel);

@@ -3,11 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 namespace pipecheck {
 namespace {
 
 void expect_file_checks_as_annotated(const std::string &rel) {
-  std::string path = std::string(PIPECHECK_SOURCE_DIR) + "/corpus/examples/" + rel;
+  std::string path = (std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "examples" / rel).string();
   std::string text = testing::read_file(path);
   ASSERT_FALSE(text.empty()) << path;
   spec::File f = testing::parse_text(text, path);

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 namespace pipecheck {
 namespace {
 
@@ -34,17 +36,20 @@ void expect_agreement(const std::string &path) {
 }
 
 TEST(Enumerate, AgreesWithTheSymbolicCheckerOnGuideElementwise) {
-  expect_agreement(std::string(PIPECHECK_SOURCE_DIR) + "/corpus/examples/guide_elementwise.pk");
+  expect_agreement(
+      (std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "examples" / "guide_elementwise.pk")
+          .string());
 }
 
 TEST(Enumerate, AgreesWithTheSymbolicCheckerOnGuideReductions) {
-  expect_agreement(std::string(PIPECHECK_SOURCE_DIR) + "/corpus/examples/guide_reductions.pk");
+  expect_agreement(
+      (std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "examples" / "guide_reductions.pk").string());
 }
 
 TEST(Enumerate, AgreesWithTheSymbolicCheckerOnTheRevisitAndResetRules) {
   for (const char *f : {"reduction-not-last-axis.pk", "output-revisit.pk", "accumulator-reset.pk",
                         "uninitialized-accumulator.pk"})
-    expect_agreement(std::string(PIPECHECK_SOURCE_DIR) + "/corpus/rules/" + f);
+    expect_agreement((std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "rules" / f).string());
 }
 
 TEST(Enumerate, AgreesWithTheSymbolicCheckerOnScratchInitAndStoreGuards) {
