@@ -179,7 +179,7 @@ TEST(CliHardening, CtrlCDuringCheckExitsWith130AtOnceAndLeavesNoOutputFile) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   EXPECT_EQ(WEXITSTATUS(status), 130);
-  EXPECT_LT(seconds, 2.0);
+  EXPECT_LT(seconds, 3.0); // at once, with room for a loaded CI machine (the fallback exit is at 1 s)
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"big.pk"}) << "a report or a temporary file was left";
 }
 
