@@ -13,8 +13,8 @@
 namespace pipecheck::verifier {
 
 std::vector<std::string> race_rule_ids() {
-  return {"slot-race",  "async-operand-overwritten", "wait-without-copy", "copy-never-waited",
-          "stale-read", "uninitialized-read"};
+  return {"slot-race",  "async-operand-overwritten", "wait-without-copy",  "copy-never-waited",
+          "stale-read", "uninitialized-read",        "index-out-of-bounds"};
 }
 
 namespace races {
