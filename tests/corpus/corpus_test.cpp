@@ -24,7 +24,8 @@ namespace {
 
 const std::set<std::string> kProgramRules = {"slot-race",         "async-operand-overwritten",
                                              "wait-without-copy", "copy-never-waited",
-                                             "stale-read",        "uninitialized-read"};
+                                             "stale-read",        "uninitialized-read",
+                                             "index-out-of-bounds"};
 
 class CorpusFile : public testing::TestWithParam<std::string> {};
 

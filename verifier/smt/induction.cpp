@@ -1,5 +1,6 @@
 #include "verifier/smt/induction.hpp"
 
+#include "spec/place.hpp"
 #include "spec/print.hpp"
 #include "verifier/smt/interrupt.hpp"
 #include "verifier/smt/smt.hpp"
@@ -43,6 +44,19 @@ struct Full {
   Region region;
 };
 
+/// A ref whose subscripts must stay inside its buffer (spec/place.hpp's
+/// rule): the subscripts and the conditions of the branches it is under,
+/// lets substituted.
+struct BoundsSite {
+  int buffer = -1;
+  std::vector<Expr> subs;
+  Region region = Region::prologue;
+  std::vector<CtxVar> ctx;
+  std::vector<Expr> guards;
+  std::string what;
+  int line = 0;
+};
+
 bool is_integer_expr(const Expr &e, const spec::Program &p) {
   switch (e.op) {
   case Op::Ref:
@@ -74,6 +88,8 @@ struct Collector {
   std::string fail;
   std::set<std::string> tensor_locals;
   std::set<std::string> bound_lets;
+  std::vector<BoundsSite> bounds;
+  std::vector<Expr> guards; // the conditions of the enclosing branches
 
   Expr sub(const Expr &e) const { return spec::substitute(e, subst); }
 
@@ -82,6 +98,12 @@ struct Collector {
     if (!b) return;
     int bi = static_cast<int>(b - p.buffers.data());
     const auto &subs = r.op == Op::Ref ? r.args : std::vector<Expr>{};
+    {
+      BoundsSite bs{bi, {}, reg, ctx, guards, spec::print(r), r.loc.line};
+      for (auto &x : subs)
+        bs.subs.push_back(sub(x));
+      bounds.push_back(std::move(bs));
+    }
     if (b->kind != spec::BufferKind::hbm) {
       for (auto &s : subs) {
         if (s.op == Op::Slice) {
@@ -159,8 +181,11 @@ struct Collector {
       sites.push_back({sub(w->n), Kind::slot, -1, -1, reg, ctx, "wgmma_wait"});
     } else if (auto *i = std::get_if<If>(&s.kind)) {
       sites.push_back({sub(i->cond), Kind::guard, -1, -1, reg, ctx, "if " + spec::print(i->cond)});
+      guards.push_back(sub(i->cond));
       block(i->then_body, reg, ctx, true);
+      guards.back() = Expr::unary(Op::Not, sub(i->cond));
       block(i->else_body, reg, ctx, true);
+      guards.pop_back();
     } else if (auto *f = std::get_if<For>(&s.kind)) {
       sites.push_back({sub(f->lo), Kind::guard, -1, -1, reg, ctx, "range bound"});
       sites.push_back({sub(f->hi), Kind::guard, -1, -1, reg, ctx, "range bound"});
@@ -329,6 +354,87 @@ public:
                "' does not move with the loop";
     }
     return "";
+  }
+
+  /// Whether every access of `b` stays inside its buffer for every N the
+  /// last run() covers. Empty when proven; otherwise why not, with
+  /// `witness` set to the smallest such N at which an access leaves it.
+  std::string in_bounds(const BoundsSite &b, std::optional<std::int64_t> &witness) {
+    const spec::Buffer &buf = col_.p.buffers[static_cast<std::size_t>(b.buffer)];
+    std::vector<Expr> extents;
+    if (buf.slots) extents.push_back(col_.sub(*buf.slots));
+    for (auto &e : buf.shape)
+      extents.push_back(col_.sub(e));
+    std::vector<bool> ellipsis;
+    for (auto &x : b.subs)
+      ellipsis.push_back(x.op == Op::Ellipsis);
+    auto dims = spec::subscript_dims(extents.size(), ellipsis);
+    std::string fail = "cannot prove that '" + b.what + "' (line " + std::to_string(b.line) +
+                       ") stays inside '" + buf.name + "' for every " + param_;
+    if (!dims) return fail;
+    std::map<std::string, z3::expr> ctx;
+    for (auto &cv : b.ctx)
+      ctx.emplace(cv.var, c_.int_const(("v_" + cv.var).c_str()));
+    z3::expr N = c_.int_const("N"), i = c_.int_const("i");
+    std::optional<z3::expr> iv;
+    if (b.region == Region::main) iv = i;
+    auto e = [&](const Expr &x) { return enc(x, N, iv, ctx); };
+    z3::expr bad = c_.bool_val(false);
+    for (std::size_t k = 0; k < b.subs.size(); ++k) {
+      const int d = (*dims)[k];
+      if (d < 0) continue;
+      auto ext = e(extents[static_cast<std::size_t>(d)]);
+      if (!ext) return fail;
+      const Expr &x = b.subs[k];
+      if (x.op == Op::Slice) {
+        std::optional<z3::expr> lo = x.args[0].op == Op::None ? c_.int_val(0) : e(x.args[0]);
+        std::optional<z3::expr> hi = x.args[1].op == Op::None ? ext : e(x.args[1]);
+        if (!lo || !hi) return fail;
+        bad = bad || *lo < 0 || *lo > *hi || *hi > *ext;
+      } else {
+        auto v = e(x);
+        if (!v) return fail;
+        bad = bad || *v < 0 || *v >= *ext;
+      }
+    }
+    z3::expr pre = cN(N);
+    if (iv) {
+      auto h = enc(loop_hi_, N, std::nullopt, {});
+      if (!h) return fail;
+      pre = pre && i >= c_.int_val(static_cast<int64_t>(loop_lo_)) && i < *h;
+    }
+    for (auto &cv : b.ctx) {
+      auto l = e(cv.lo), h = e(cv.hi);
+      if (!l || !h) return fail;
+      pre = pre && ctx.at(cv.var) >= *l && ctx.at(cv.var) < *h;
+    }
+    for (auto &g : b.guards) {
+      Encoder en{c_, {}};
+      en.vars.emplace(param_, N);
+      if (iv && !ivar_.empty()) en.vars.emplace(ivar_, i);
+      for (auto &[k, v] : ctx)
+        en.vars.insert_or_assign(k, v);
+      auto gb = en.boolean(g);
+      if (!gb) return fail;
+      pre = pre && *gb;
+    }
+    if (unsat(pre && bad, "access-in-bounds")) return "";
+    // Sat (or undecided): look for the smallest N at which an access leaves
+    // the buffer, so the driver can run it.
+    auto n = model_value(pre && bad, N);
+    if (!n) return fail;
+    std::int64_t lo = std::max(lo_, X_), hi = *n;
+    while (lo < hi) {
+      std::int64_t mid = lo + (hi - lo) / 2;
+      auto m = model_value(pre && bad && N <= c_.int_val(static_cast<int64_t>(mid)), N);
+      if (m)
+        hi = std::min(hi, *m);
+      else
+        lo = mid + 1;
+    }
+    witness = hi;
+    return "'" + b.what + "' (line " + std::to_string(b.line) + ") leaves '" + buf.name + "' at " + param_ +
+           " = " + std::to_string(hi);
   }
 
 private:
@@ -529,7 +635,7 @@ public:
 InductionPlan plan_induction(const spec::Program &p, const std::string &param, std::int64_t lo,
                              std::optional<std::int64_t> hi, const spec::Env &fixed, unsigned timeout_ms) {
   InductionPlan plan;
-  Collector col{p, {}, {}, {}, {}, {}, {}};
+  Collector col{p, {}, {}, {}, {}, {}, {}, {}, {}};
   for (auto &[k, v] : fixed)
     if (k != param) col.subst[k] = Expr::integer(v);
   // Find the main loop: the one top-level `for` whose bound mentions N.
@@ -630,6 +736,18 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
       if (hi && X > *hi) continue;
       std::string r = prover.run(W, X);
       if (r.empty()) {
+        // The states recur, but a shifted access may still leave a buffer
+        // whose extent does not grow with N.
+        for (auto &b : col.bounds) {
+          std::optional<std::int64_t> witness;
+          std::string why = prover.in_bounds(b, witness);
+          if (!why.empty()) {
+            plan.reason = why;
+            plan.out_of_bounds_at = witness;
+            plan.queries = prover.queries;
+            return plan;
+          }
+        }
         plan.ok = true;
         plan.window = W;
         plan.n_struct = X;
