@@ -217,8 +217,9 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
       e[N] = *plan.out_of_bounds_at;
       try {
         acc.add(races::check_concrete(p, e, N));
-      } catch (const races::Unsupported &) {
+      } catch (const races::Unsupported &u) {
         // Too large to run: the verdict stays unknown, with the reason.
+        plan.reason += std::string(" (not run: ") + u.what() + ")";
       }
       if (!acc.findings.empty()) {
         v.status = Status::violation;
