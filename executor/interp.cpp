@@ -91,8 +91,8 @@ View Interp::view_of(const Expr &ref) {
   if (!a) bad(ref.loc, "'" + ref.name + "' is not a buffer here");
   View v = View::whole(*a);
   if (ref.op == Op::Name) return v;
-  const auto subs =
-      spec::subscripts_of(ref, [&](const Expr &e, bool) -> std::optional<std::int64_t> { return eval_int(e); });
+  const auto subs = spec::subscripts_of(
+      ref, [&](const Expr &e, bool) -> std::optional<std::int64_t> { return eval_int(e); });
   const spec::Subscripted r = spec::subscript(a->shape(), subs);
   if (!r.ok())
     throw ExecError(r.out_of_bounds ? ExecError::Kind::fault : ExecError::Kind::bad_input, ref.loc,

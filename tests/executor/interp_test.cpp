@@ -78,9 +78,10 @@ TEST(Interp, ANegativeIndexIsAFaultNotTheLastRow) {
       ADD_FAILURE() << "statement " << k << " did not fault";
     } catch (const ExecError &e) {
       EXPECT_EQ(e.kind, ExecError::Kind::fault);
-      EXPECT_NE(std::string(e.what()).find(k == 0 ? "index -1 is out of bounds for dim 0 (extent 4) of x[4, 8]"
-                                                  : "slice -8:8 is out of bounds for dim 1 (extent 8) of x[4, 8]"),
-                std::string::npos)
+      EXPECT_NE(
+          std::string(e.what()).find(k == 0 ? "index -1 is out of bounds for dim 0 (extent 4) of x[4, 8]"
+                                            : "slice -8:8 is out of bounds for dim 1 (extent 8) of x[4, 8]"),
+          std::string::npos)
           << e.what();
     }
   }

@@ -230,29 +230,21 @@ TEST(RunReportText, NamesTheModeTheElementAndPoison) {
 
 // ------------------------------------------------------------------ kernels
 
-TEST(RunKernel, CorrectKernelsPassInEveryModeOrTheBuildSaysItCannotLower) {
+TEST(RunKernel, CorrectKernelsPassInEveryMode) {
   RunOptions o;
   o.scale = 8;
   for (const char *name : {"correct_sum", "matmul"}) {
     const auto &k = unit<spec::KernelSpec>(reductions(), name);
     const RunReport rep = run_all_modes(k, o);
-    if (!lowering_available()) {
-      EXPECT_EQ(rep.status, RunStatus::error);
-      EXPECT_NE(rep.runs.at(0).reason.find("lower"), std::string::npos);
-      continue;
-    }
     EXPECT_EQ(rep.status, RunStatus::pass) << name << "\n" << format_report(rep);
   }
   const auto &add = unit<spec::KernelSpec>(elementwise(), "add_matrices_pipelined");
   const RunReport rep = run_all_modes(add, o);
-  if (lowering_available()) {
-    EXPECT_EQ(rep.status, RunStatus::pass) << format_report(rep);
-    EXPECT_FALSE(rep.runs.at(0).tolerance); // elementwise: exact
-  }
+  EXPECT_EQ(rep.status, RunStatus::pass) << format_report(rep);
+  EXPECT_FALSE(rep.runs.at(0).tolerance); // elementwise: exact
 }
 
 TEST(RunKernel, IncorrectSumGivesWrongNumbersNotACrash) {
-  if (!lowering_available()) GTEST_SKIP() << "no spec::lower in this build";
   RunOptions o;
   o.scale = 8;
   const auto &k = unit<spec::KernelSpec>(reductions(), "sum_first_axis_with_init");

@@ -175,7 +175,8 @@ TEST(BodyTyping, ScalarsAndLowerRankValuesBroadcastIntoAStore) {
 TEST(BodyTyping, ANegativeIndexIsOutOfBoundsNotCountedFromTheEnd) {
   Err e = first_error(kernel("f32[128, 64]", "f32[64]", "o[...] = x[-1, :]"));
   EXPECT_EQ(e.line, 5);
-  EXPECT_NE(e.message.find("index -1 is out of bounds for dim 0 (extent 128)"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("index -1 is out of bounds for dim 0 (extent 128)"), std::string::npos)
+      << e.message;
 }
 
 // -------------------------------------------------------------- params

@@ -121,8 +121,8 @@ Place Machine::place_of(const spec::Expr &ref, const spec::Loc &l) {
   spec::Dims dims;
   if (ring) dims.push_back(slots_[bi]);
   dims.insert(dims.end(), block_shapes_[bi].begin(), block_shapes_[bi].end());
-  const auto subs =
-      spec::subscripts_of(ref, [&](const spec::Expr &e, bool) -> std::optional<std::int64_t> { return eval(e, l); });
+  const auto subs = spec::subscripts_of(
+      ref, [&](const spec::Expr &e, bool) -> std::optional<std::int64_t> { return eval(e, l); });
   if (ring && (subs.empty() || subs[0].kind != spec::Subscript::Kind::index))
     throw Unsupported("slot ring '" + name + "' used without a slot", l);
   const spec::Subscripted r = spec::subscript(dims, subs);
