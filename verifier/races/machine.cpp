@@ -140,13 +140,6 @@ Place Machine::place_of(const spec::Expr &ref, const spec::Loc &l) {
   return p;
 }
 
-std::optional<std::int64_t> Machine::slot_of(const spec::Expr &ref) const {
-  if (ref.op != spec::Op::Ref) return std::nullopt;
-  int bi = buffer_index(ref.name);
-  if (bi < 0 || slots_[bi] < 0 || ref.args.empty()) return std::nullopt;
-  return spec::eval_int(ref.args[0], env_);
-}
-
 void Machine::collect_reads(const spec::Expr &e, std::vector<Place> &out, const spec::Loc &l) {
   if (e.op == spec::Op::Ref || e.op == spec::Op::Name) {
     if (buffer_index(e.name) >= 0) {

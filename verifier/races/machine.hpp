@@ -135,7 +135,6 @@ private:
   bool covered(const Place &) const;
   void add_written(const Place &);
   void retire(int op, int event);
-  std::optional<std::int64_t> slot_of(const spec::Expr &ref) const;
 
   struct Access {
     int op;
