@@ -1,5 +1,7 @@
 #include "executor/interp.hpp"
 
+#include "spec/place.hpp"
+
 #include <Eigen/Core>
 
 #include <algorithm>
@@ -89,22 +91,8 @@ View Interp::view_of(const Expr &ref) {
   if (!a) bad(ref.loc, "'" + ref.name + "' is not a buffer here");
   View v = View::whole(*a);
   if (ref.op == Op::Name) return v;
-  std::vector<spec::Subscript> subs;
-  for (const auto &s : ref.args) {
-    spec::Subscript sub;
-    if (s.op == Op::Ellipsis) {
-      sub.kind = spec::Subscript::Kind::ellipsis;
-    } else if (s.op == Op::Slice) {
-      sub.kind = spec::Subscript::Kind::slice;
-      sub.has_lo = s.args.size() >= 1 && s.args[0].op != Op::None;
-      sub.has_hi = s.args.size() >= 2 && s.args[1].op != Op::None;
-      if (sub.has_lo) sub.lo = eval_int(s.args[0]);
-      if (sub.has_hi) sub.hi = eval_int(s.args[1]);
-    } else {
-      sub.lo = eval_int(s);
-    }
-    subs.push_back(sub);
-  }
+  const auto subs = spec::subscripts_of(
+      ref, [&](const Expr &e, bool) -> std::optional<std::int64_t> { return eval_int(e); });
   const spec::Subscripted r = spec::subscript(a->shape(), subs);
   if (!r.ok())
     throw ExecError(r.out_of_bounds ? ExecError::Kind::fault : ExecError::Kind::bad_input, ref.loc,

@@ -3,9 +3,11 @@
 /// statements (stores, `+=`, local bindings, `when`/`if`) at block
 /// granularity over a Memory that maps buffer names to host arrays.
 ///
-/// Refs are subscripted like NumPy on the named array: an index drops a dim,
-/// a slice `lo:hi` keeps it, `...` and `:` keep whole dims. A slot ring is an
-/// array whose first dim is the slot, so `X[cur]` picks a slot the same way.
+/// Refs are subscripted on the named array by the one indexing rule of
+/// spec/place.hpp (the race machine's too): an index drops a dim, a slice
+/// `lo:hi` keeps it, `...` and `:` keep whole dims, and nothing wraps — a
+/// negative or too large subscript is a fault. A slot ring is an array whose
+/// first dim is the slot, so `X[cur]` picks a slot the same way.
 /// `program_id(a)` / `num_programs(a)` read the names `program_id$a` /
 /// `num_programs$a` of the integer environment (`rewrite_grid_calls`).
 

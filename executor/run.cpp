@@ -55,14 +55,6 @@ const char *to_string(EventKind k) {
   return "?";
 }
 
-bool lowering_available() {
-#ifdef PIPECHECK_HAVE_LOWER
-  return true;
-#else
-  return false;
-#endif
-}
-
 namespace {
 
 using Clk = std::chrono::steady_clock;
@@ -362,9 +354,7 @@ struct KernelPrep {
   std::optional<RunResult> early; ///< set when it cannot run
   ConcreteKernel ck;
   ArrayMap arrays; ///< after the oracle: expected outputs; inputs untouched
-#ifdef PIPECHECK_HAVE_LOWER
   std::optional<spec::Lowered> lowered;
-#endif
   spec::Env program_env;
   std::map<std::string, Shape> buffer_shapes;
   bool reduces = false;
@@ -488,7 +478,6 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
     p.early = r;
     return p;
   }
-#ifdef PIPECHECK_HAVE_LOWER
   spec::LowerOptions lo;
   lo.overrides = p.ck.params;
   lo.target = opts.target;
@@ -529,18 +518,11 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
     p.early = from_error(k.name, e, "oracle: ");
     return p;
   }
-#else
-  p.early = RunResult{};
-  p.early->unit = k.name;
-  p.early->status = RunStatus::error;
-  p.early->reason = "this build has no spec::lower, so kernels cannot run through a pipeline "
-                    "(pipelines can)";
-#endif
   return p;
 }
 
 // A result stamped with the mode and seed of one run (a prepared early
-// result — bad input, no lowering — is reported once per run).
+// result — bad input, a kernel that cannot lower — is reported once per run).
 RunResult with_run(RunResult r, DmaMode mode, std::uint64_t seed) {
   r.mode = mode;
   r.seed = seed;
@@ -553,7 +535,6 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
   RunResult r = with_run(RunResult{}, mode, seed);
   r.unit = k.name;
   r.params = p.ck.params;
-#ifdef PIPECHECK_HAVE_LOWER
   const spec::Program &prog = p.lowered->program;
   std::vector<std::unique_ptr<HostArray>> owned;
   BufferMap buffers;
@@ -629,9 +610,6 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
     r.mismatch = m;
     break;
   }
-#else
-  (void)opts;
-#endif
   return r;
 }
 

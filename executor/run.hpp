@@ -29,7 +29,8 @@ namespace pipecheck::executor {
 /// pass: equal to the intent; fail: a mismatch, poison, or a fault of the
 /// program (e.g. a wait that would hang); bad_input: the unit cannot run as
 /// written (unbound param, ill-typed body, over --max-memory; exit 3);
-/// error: the environment cannot run it (e.g. no lowering in this build).
+/// error: the environment cannot run it (e.g. a lowered program whose buffers
+/// do not match its kernel's operands).
 enum class RunStatus { pass, fail, bad_input, error };
 const char *to_string(RunStatus);
 
@@ -87,9 +88,6 @@ struct RunReport {
   std::vector<RunResult> runs;
   std::uint64_t memory_estimate = 0; ///< the up-front estimate for all its runs
 };
-
-/// True when this build has spec::lower (kernels can run).
-bool lowering_available();
 
 /// One run of a kernel (lowered) in options.mode against the oracle.
 RunResult run(const spec::KernelSpec &, const RunOptions &);

@@ -173,67 +173,6 @@ Typed<TensorType> accumulate_type(const TensorType &target, TensorType value) {
   return elementwise_type(ElemOp::add, TensorType{target.dtype, false, target.shape}, value);
 }
 
-Subscripted subscript(const Dims &array, const std::vector<Subscript> &subs) {
-  Subscripted r;
-  const int rank = static_cast<int>(array.size());
-  int n_real = 0;
-  for (const auto &s : subs)
-    n_real += s.kind != Subscript::Kind::ellipsis;
-  if (n_real > rank) {
-    r.error = std::to_string(n_real) + " subscripts for an array of rank " + std::to_string(rank);
-    return r;
-  }
-  r.dims.resize(array.size());
-  auto oob = [&](std::string what, int d) {
-    r.error = what + " is out of bounds for dim " + std::to_string(d) + " (extent " +
-              std::to_string(array[static_cast<std::size_t>(d)]) + ")";
-    r.out_of_bounds = true;
-  };
-  int d = 0;
-  for (std::size_t k = 0; k < subs.size(); ++k) {
-    const Subscript &s = subs[k];
-    if (s.kind == Subscript::Kind::ellipsis) {
-      int remaining = 0;
-      for (std::size_t t = k + 1; t < subs.size(); ++t)
-        remaining += subs[t].kind != Subscript::Kind::ellipsis;
-      for (; d < rank - remaining; ++d)
-        r.dims[static_cast<std::size_t>(d)] = {0, array[static_cast<std::size_t>(d)], true};
-      continue;
-    }
-    const std::int64_t dim = array[static_cast<std::size_t>(d)];
-    // A negative value counts from the end; it is unknown when the extent is.
-    auto from_end = [&](std::optional<std::int64_t> v) -> std::optional<std::int64_t> {
-      if (v && *v < 0) return known(dim) ? std::optional<std::int64_t>(*v + dim) : std::nullopt;
-      return v;
-    };
-    if (s.kind == Subscript::Kind::slice) {
-      std::optional<std::int64_t> lo = s.has_lo ? from_end(s.lo) : 0;
-      std::optional<std::int64_t> hi = s.has_hi ? from_end(s.hi) : std::optional<std::int64_t>(dim);
-      if (hi && !known(*hi)) hi.reset();
-      if ((lo && *lo < 0) || (lo && hi && *lo > *hi) || (hi && known(dim) && *hi > dim)) {
-        oob("slice " + (lo ? std::to_string(*lo) : std::string("?")) + ":" +
-                (hi ? std::to_string(*hi) : std::string("?")),
-            d);
-        return r;
-      }
-      r.dims[static_cast<std::size_t>(d)] = {lo.value_or(kUnknownExtent), hi.value_or(kUnknownExtent), true};
-    } else {
-      const auto i = from_end(s.lo);
-      if (i && (*i < 0 || (known(dim) && *i >= dim))) {
-        oob("index " + std::to_string(*i), d);
-        return r;
-      }
-      r.dims[static_cast<std::size_t>(d)] = {i.value_or(kUnknownExtent), i ? *i + 1 : kUnknownExtent, false};
-    }
-    ++d;
-  }
-  for (; d < rank; ++d)
-    r.dims[static_cast<std::size_t>(d)] = {0, array[static_cast<std::size_t>(d)], true};
-  for (const auto &x : r.dims)
-    if (x.kept) r.shape.push_back(known(x.lo) && known(x.hi) ? x.hi - x.lo : kUnknownExtent);
-  return r;
-}
-
 // ------------------------------------------------------------- the checker
 
 namespace {
@@ -402,31 +341,16 @@ private:
     auto it = blocks_.find(r.name);
     if (it == blocks_.end()) return std::nullopt; // validation reports it
     const Window &b = it->second;
-    std::vector<Subscript> subs;
     bool ok = true;
-    auto int_value = [&](const Expr &e, const char *what) -> std::optional<std::int64_t> {
-      if (auto err = not_int(e, s, what); !err.empty()) {
-        error(e.loc, err);
-        ok = false;
-        return std::nullopt;
-      }
-      return eval_int(e, s.ints);
-    };
-    for (const auto &a : r.args) {
-      Subscript sub;
-      if (a.op == Op::Ellipsis) {
-        sub.kind = Subscript::Kind::ellipsis;
-      } else if (a.op == Op::Slice) {
-        sub.kind = Subscript::Kind::slice;
-        sub.has_lo = a.args[0].op != Op::None;
-        sub.has_hi = a.args[1].op != Op::None;
-        if (sub.has_lo) sub.lo = int_value(a.args[0], "a slice bound");
-        if (sub.has_hi) sub.hi = int_value(a.args[1], "a slice bound");
-      } else {
-        sub.lo = int_value(a, "a subscript");
-      }
-      subs.push_back(sub);
-    }
+    const std::vector<Subscript> subs =
+        subscripts_of(r, [&](const Expr &e, bool bound) -> std::optional<std::int64_t> {
+          if (auto err = not_int(e, s, bound ? "a slice bound" : "a subscript"); !err.empty()) {
+            error(e.loc, err);
+            ok = false;
+            return std::nullopt;
+          }
+          return eval_int(e, s.ints);
+        });
     if (!ok) return std::nullopt;
     Subscripted v = subscript(b.type.shape, subs);
     if (!v.ok()) {

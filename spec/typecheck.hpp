@@ -12,6 +12,7 @@
 #include "spec/diag.hpp"
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
+#include "spec/place.hpp"
 
 #include <cstdint>
 #include <map>
@@ -21,10 +22,6 @@
 
 namespace pipecheck::spec {
 
-/// An extent that is not known statically.
-inline constexpr std::int64_t kUnknownExtent = -1;
-/// A shape; empty: a scalar. Extents are >= 0 or kUnknownExtent.
-using Dims = std::vector<std::int64_t>;
 /// "[4, 512]", "?" for an unknown extent.
 std::string dims_string(const Dims &);
 
@@ -86,33 +83,6 @@ std::string store_error(const TensorType &value, const Dims &target);
 bool added_as_weak(DType target, const TensorType &value);
 /// The type of `cur + value` in `target += value` (see added_as_weak).
 Typed<TensorType> accumulate_type(const TensorType &target, TensorType value);
-
-/// One subscript of a ref: an index, a slice `lo:hi` or `...`. A value that
-/// is not known statically is nullopt; an absent slice bound has has_lo /
-/// has_hi false.
-struct Subscript {
-  enum class Kind { index, slice, ellipsis };
-  Kind kind = Kind::index;
-  bool has_lo = true, has_hi = true;
-  std::optional<std::int64_t> lo, hi; ///< index: lo
-};
-/// What a subscripted ref covers of each array dim: [lo, hi) (kUnknownExtent
-/// where not known) and whether the dim is kept (an index drops it).
-struct SubscriptedDim {
-  std::int64_t lo = 0, hi = 0;
-  bool kept = true;
-};
-struct Subscripted {
-  std::vector<SubscriptedDim> dims; ///< per array dim
-  Dims shape;                       ///< the kept dims' extents
-  std::string error;
-  bool out_of_bounds = false; ///< the error is an index or slice past the array
-  bool ok() const { return error.empty(); }
-};
-/// NumPy subscripting of an array of shape `array`: `...` covers the dims the
-/// other subscripts leave, negative indices and bounds count from the end, a
-/// slice must satisfy 0 <= lo <= hi <= extent and an index 0 <= i < extent.
-Subscripted subscript(const Dims &array, const std::vector<Subscript> &subs);
 
 /// The type of each body expression evaluated as a tensor value, by node.
 using ExprTypes = std::map<const Expr *, TensorType>;

@@ -6,17 +6,18 @@
 #include "verifier/rules/symbolic.hpp"
 #include "verifier/smt/smt.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 namespace pipecheck::verifier {
 
 // The catalog is the union of what the two checkers decide: spec rules over
-// kernels, race rules over programs.
+// kernels, race rules over programs (index-out-of-bounds is both).
 const std::vector<std::string> &all_rules() {
   static const std::vector<std::string> rules = [] {
     std::vector<std::string> r = rules::spec_rules();
     for (auto &x : race_rule_ids())
-      r.push_back(x);
+      if (std::find(r.begin(), r.end(), x) == r.end()) r.push_back(x);
     return r;
   }();
   return rules;

@@ -22,9 +22,9 @@ using testing_corpus::test_name;
 
 namespace {
 
-const std::set<std::string> kProgramRules = {"slot-race",         "async-operand-overwritten",
-                                             "wait-without-copy", "copy-never-waited",
-                                             "stale-read",        "uninitialized-read"};
+const std::set<std::string> kProgramRules = {
+    "slot-race",  "async-operand-overwritten", "wait-without-copy",  "copy-never-waited",
+    "stale-read", "uninitialized-read",        "index-out-of-bounds"};
 
 class CorpusFile : public testing::TestWithParam<std::string> {};
 

@@ -65,6 +65,28 @@ TEST(Interp, AnOutOfBoundsIndexIsAFaultNotACrash) {
   }
 }
 
+TEST(Interp, ANegativeIndexIsAFaultNotTheLastRow) {
+  HostArray x("x", spec::DType::f32, {4, 8});
+  Arrays mem;
+  mem.m["x"] = &x;
+  Interp in(mem);
+  in.env["i"] = 0;
+  const auto b = body("        o[...] = x[i - 1]\n        o[...] = x[:, -8:]\n");
+  for (int k = 0; k < 2; ++k) {
+    try {
+      in.view_of(std::get<spec::Assign>(b[static_cast<std::size_t>(k)].kind).value);
+      ADD_FAILURE() << "statement " << k << " did not fault";
+    } catch (const ExecError &e) {
+      EXPECT_EQ(e.kind, ExecError::Kind::fault);
+      EXPECT_NE(
+          std::string(e.what()).find(k == 0 ? "index -1 is out of bounds for dim 0 (extent 4) of x[4, 8]"
+                                            : "slice -8:8 is out of bounds for dim 1 (extent 8) of x[4, 8]"),
+          std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(Interp, WhenGuardsOnProgramIdAndAccumulates) {
   HostArray x("x", spec::DType::f32, {4, 8}), o("o", spec::DType::f32, {4, 8});
   x.fill_random(2);

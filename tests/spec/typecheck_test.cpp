@@ -170,7 +170,13 @@ TEST(BodyTyping, ScalarsAndLowerRankValuesBroadcastIntoAStore) {
   expect_well_typed(kernel("f32[128, 64]", "f32[128, 64]", "o[...] = x[0:1, :] + x[:, 0:1]"));
   expect_well_typed(kernel("i32[128, 64]", "f32[128, 64]", "o[...] = x[...] / 2"));
   expect_well_typed(kernel("f32[128, 64]", "i32[128, 64]", "o[...] += x[...]"));
-  expect_well_typed(kernel("f32[128, 64]", "f32[64]", "o[...] = x[-1, :]"));
+}
+
+TEST(BodyTyping, ANegativeIndexIsOutOfBoundsNotCountedFromTheEnd) {
+  Err e = first_error(kernel("f32[128, 64]", "f32[64]", "o[...] = x[-1, :]"));
+  EXPECT_EQ(e.line, 5);
+  EXPECT_NE(e.message.find("index -1 is out of bounds for dim 0 (extent 128)"), std::string::npos)
+      << e.message;
 }
 
 // -------------------------------------------------------------- params

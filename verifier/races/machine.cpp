@@ -1,6 +1,8 @@
 #include "verifier/races/machine.hpp"
 
+#include "spec/place.hpp"
 #include "spec/print.hpp"
+#include "spec/typecheck.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -114,50 +116,28 @@ Place Machine::place_of(const spec::Expr &ref, const spec::Loc &l) {
   int bi = buffer_index(name);
   if (bi < 0 || (ref.op != spec::Op::Ref && ref.op != spec::Op::Name))
     throw Unsupported("'" + spec::print(ref) + "' is not a buffer", l);
+  const bool ring = slots_[bi] >= 0;
+  // A ring is indexed as an array whose first dim is the slot, as in the executor.
+  spec::Dims dims;
+  if (ring) dims.push_back(slots_[bi]);
+  dims.insert(dims.end(), block_shapes_[bi].begin(), block_shapes_[bi].end());
+  const auto subs = spec::subscripts_of(
+      ref, [&](const spec::Expr &e, bool) -> std::optional<std::int64_t> { return eval(e, l); });
+  if (ring && (subs.empty() || subs[0].kind != spec::Subscript::Kind::index))
+    throw Unsupported("slot ring '" + name + "' used without a slot", l);
+  const spec::Subscripted r = spec::subscript(dims, subs);
+  if (!r.ok()) {
+    std::string what = "'" + spec::print(ref) + "': " + r.error + " of " + name + spec::dims_string(dims);
+    if (r.out_of_bounds) throw OutOfBounds(what);
+    throw Unsupported(what, l);
+  }
   Place p;
   p.buffer = bi;
-  std::size_t k = 0;
-  const auto &subs = ref.op == spec::Op::Ref ? ref.args : std::vector<spec::Expr>{};
-  if (slots_[bi] >= 0) {
-    if (subs.empty()) throw Unsupported("slot ring '" + name + "' used without a slot", l);
-    p.slot = eval(subs[0], l);
-    if (p.slot < 0 || p.slot >= slots_[bi])
-      throw Unsupported("slot " + std::to_string(p.slot) + " of '" + name + "' out of range", l);
-    k = 1;
-  }
-  const auto &shape = block_shapes_[bi];
   std::size_t d = 0;
-  for (; k < subs.size(); ++k) {
-    const auto &s = subs[k];
-    if (s.op == spec::Op::Ellipsis) {
-      std::size_t rest = subs.size() - k - 1;
-      while (d + rest < shape.size()) {
-        p.box.push_back({0, shape[d]});
-        ++d;
-      }
-      continue;
-    }
-    if (d >= shape.size()) throw Unsupported("too many subscripts on '" + name + "'", l);
-    if (s.op == spec::Op::Slice) {
-      std::int64_t lo = s.args[0].op == spec::Op::None ? 0 : eval(s.args[0], l);
-      std::int64_t hi = s.args[1].op == spec::Op::None ? shape[d] : eval(s.args[1], l);
-      p.box.push_back({lo, hi});
-    } else {
-      std::int64_t v = eval(s, l);
-      p.box.push_back({v, v + 1});
-    }
-    ++d;
-  }
-  for (; d < shape.size(); ++d)
-    p.box.push_back({0, shape[d]});
+  if (ring) p.slot = r.dims[d++].lo;
+  for (; d < r.dims.size(); ++d)
+    p.box.push_back({r.dims[d].lo, r.dims[d].hi});
   return p;
-}
-
-std::optional<std::int64_t> Machine::slot_of(const spec::Expr &ref) const {
-  if (ref.op != spec::Op::Ref) return std::nullopt;
-  int bi = buffer_index(ref.name);
-  if (bi < 0 || slots_[bi] < 0 || ref.args.empty()) return std::nullopt;
-  return spec::eval_int(ref.args[0], env_);
 }
 
 void Machine::collect_reads(const spec::Expr &e, std::vector<Place> &out, const spec::Loc &l) {
@@ -270,6 +250,7 @@ void Machine::exec_block(const spec::Block &b) {
 
 void Machine::exec(const spec::Stmt &s) {
   using namespace spec;
+  current_ = &s;
   if (auto *f = std::get_if<For>(&s.kind)) {
     std::int64_t lo = eval(f->lo, s.loc), hi = eval(f->hi, s.loc);
     auto saved = env_.find(f->var) != env_.end() ? std::optional(env_[f->var]) : std::nullopt;
@@ -445,7 +426,15 @@ void Machine::exec_async(const spec::Stmt &s) {
 }
 
 RunResult Machine::run() {
-  exec_block(program_.body);
+  try {
+    exec_block(program_.body);
+  } catch (const OutOfBounds &e) {
+    // The access faults, as it does in the executor: the run ends at it, and
+    // what is still in flight then is no leak of the program's.
+    int ev = new_event(*current_, std::nullopt);
+    r_.findings.push_back({"index-out-of-bounds", ev, -1, -1, -1, e.what()});
+    outstanding_.clear();
+  }
   for (int op : outstanding_) {
     const auto &o = r_.ops[op];
     r_.findings.push_back({"copy-never-waited", o.start_event, -1, -1, -1,

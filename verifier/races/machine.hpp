@@ -12,6 +12,10 @@
 ///   ordered among themselves.
 /// - Compute (`X[s] = ...`, `X[s] += ...`, tensor `name = ...`) accesses at
 ///   its own event.
+/// - A ref denotes the part of its buffer that spec/place.hpp's rule gives
+///   (a ring's first subscript is the slot); a subscript outside the buffer
+///   (or a slot outside the ring) is `index-out-of-bounds` at its statement,
+///   and the run stops there, as the executor's faults.
 /// - Two conflicting accesses (overlapping, one a write) race when no
 ///   happens-before path orders them.
 /// - hbm buffers hold input data and acc buffers start at zero; a read of an
@@ -115,6 +119,10 @@ public:
   int buffer_index(const std::string &name) const;
 
 private:
+  /// An out-of-bounds subscript of the current statement (the run faults there).
+  struct OutOfBounds : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
   void exec_block(const spec::Block &);
   void exec(const spec::Stmt &);
   void exec_store(const spec::Stmt &, const spec::Assign &);
@@ -127,7 +135,6 @@ private:
   bool covered(const Place &) const;
   void add_written(const Place &);
   void retire(int op, int event);
-  std::optional<std::int64_t> slot_of(const spec::Expr &ref) const;
 
   struct Access {
     int op;
@@ -156,6 +163,7 @@ private:
   std::map<std::pair<int, std::int64_t>, SlotState> slots_state_;
   std::map<int, int> last_wgmma_on_acc_; // acc buffer -> op
   int last_node_ = -1;
+  const spec::Stmt *current_ = nullptr; // the statement being executed
   std::size_t event_limit_ = 4'000'000;
   IterationHook hook_;
 };

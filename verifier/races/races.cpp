@@ -13,8 +13,8 @@
 namespace pipecheck::verifier {
 
 std::vector<std::string> race_rule_ids() {
-  return {"slot-race",  "async-operand-overwritten", "wait-without-copy", "copy-never-waited",
-          "stale-read", "uninitialized-read"};
+  return {"slot-race",  "async-operand-overwritten", "wait-without-copy",  "copy-never-waited",
+          "stale-read", "uninitialized-read",        "index-out-of-bounds"};
 }
 
 namespace races {
@@ -211,6 +211,22 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
     }
     std::string bounded = "checked for " + N + " <= " + std::to_string(checked) + " only";
     auto plan = smt::plan_induction(p, N, lo, hi, env, opts.timeout_ms);
+    if (!plan.ok && plan.out_of_bounds_at) {
+      // An access may leave its buffer only at a larger N: run that N.
+      spec::Env e = env;
+      e[N] = *plan.out_of_bounds_at;
+      try {
+        acc.add(races::check_concrete(p, e, N));
+      } catch (const races::Unsupported &u) {
+        // Too large to run: the verdict stays unknown, with the reason.
+        plan.reason += std::string(" (not run: ") + u.what() + ")";
+      }
+      if (!acc.findings.empty()) {
+        v.status = Status::violation;
+        v.findings = std::move(acc.findings);
+        return finish(v, t0);
+      }
+    }
     if (!plan.ok) {
       v.status = Status::unknown;
       v.reason = bounded + ": " + plan.reason;

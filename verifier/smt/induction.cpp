@@ -1,5 +1,6 @@
 #include "verifier/smt/induction.hpp"
 
+#include "spec/place.hpp"
 #include "spec/print.hpp"
 #include "verifier/smt/interrupt.hpp"
 #include "verifier/smt/smt.hpp"
@@ -43,6 +44,19 @@ struct Full {
   Region region;
 };
 
+/// A ref whose subscripts must stay inside its buffer (spec/place.hpp's
+/// rule): the subscripts and the conditions of the branches it is under,
+/// lets substituted.
+struct BoundsSite {
+  int buffer = -1;
+  std::vector<Expr> subs;
+  Region region = Region::prologue;
+  std::vector<CtxVar> ctx;
+  std::vector<Expr> guards;
+  std::string what;
+  int line = 0;
+};
+
 bool is_integer_expr(const Expr &e, const spec::Program &p) {
   switch (e.op) {
   case Op::Ref:
@@ -74,6 +88,8 @@ struct Collector {
   std::string fail;
   std::set<std::string> tensor_locals;
   std::set<std::string> bound_lets;
+  std::vector<BoundsSite> bounds;
+  std::vector<Expr> guards; // the conditions of the enclosing branches
 
   Expr sub(const Expr &e) const { return spec::substitute(e, subst); }
 
@@ -82,6 +98,12 @@ struct Collector {
     if (!b) return;
     int bi = static_cast<int>(b - p.buffers.data());
     const auto &subs = r.op == Op::Ref ? r.args : std::vector<Expr>{};
+    {
+      BoundsSite bs{bi, {}, reg, ctx, guards, spec::print(r), r.loc.line};
+      for (auto &x : subs)
+        bs.subs.push_back(sub(x));
+      bounds.push_back(std::move(bs));
+    }
     if (b->kind != spec::BufferKind::hbm) {
       for (auto &s : subs) {
         if (s.op == Op::Slice) {
@@ -159,8 +181,11 @@ struct Collector {
       sites.push_back({sub(w->n), Kind::slot, -1, -1, reg, ctx, "wgmma_wait"});
     } else if (auto *i = std::get_if<If>(&s.kind)) {
       sites.push_back({sub(i->cond), Kind::guard, -1, -1, reg, ctx, "if " + spec::print(i->cond)});
+      guards.push_back(sub(i->cond));
       block(i->then_body, reg, ctx, true);
+      guards.back() = Expr::unary(Op::Not, sub(i->cond));
       block(i->else_body, reg, ctx, true);
+      guards.pop_back();
     } else if (auto *f = std::get_if<For>(&s.kind)) {
       sites.push_back({sub(f->lo), Kind::guard, -1, -1, reg, ctx, "range bound"});
       sites.push_back({sub(f->hi), Kind::guard, -1, -1, reg, ctx, "range bound"});
@@ -287,6 +312,24 @@ std::int64_t collect_period(const Expr &e) {
   return p;
 }
 
+/// The result of one attempt at fixed (W, X), or of one of its checks.
+struct Attempt {
+  enum class Kind {
+    proven,
+    /// A fact fails for the smallest trip counts tried; it may hold from a
+    /// larger X on (e.g. a bound `max(N, 10)`), so a larger X is worth a try.
+    fails_for_small_n,
+    /// A fact fails whatever X is: a larger X cannot help.
+    fails,
+  };
+  Kind kind = Kind::proven;
+  std::string reason;
+  bool ok() const { return kind == Kind::proven; }
+};
+Attempt proven() { return {}; }
+Attempt fails_for_small_n(std::string why) { return {Attempt::Kind::fails_for_small_n, std::move(why)}; }
+Attempt fails(std::string why) { return {Attempt::Kind::fails, std::move(why)}; }
+
 /// One attempt at fixed (W, X).
 class Prover {
 public:
@@ -299,7 +342,7 @@ public:
   int queries = 0;
   std::map<std::pair<int, int>, std::int64_t> shift;
 
-  std::string run(std::int64_t W, std::int64_t X) {
+  Attempt run(std::int64_t W, std::int64_t X) {
     W_ = W;
     X_ = X;
     shift.clear();
@@ -307,28 +350,109 @@ public:
     // The main loop's bound moves with N: hi(N + 1) == hi(N) + 1.
     {
       auto h0 = enc(loop_hi_, N, std::nullopt, {}), h1 = enc(loop_hi_, N + 1, std::nullopt, {});
-      if (!h0 || !h1) return "the loop bound is not an integer expression of the params";
+      if (!h0 || !h1) return fails("the loop bound is not an integer expression of the params");
       auto slope = model_value(cN(N) && cN(N + 1), *h1 - *h0);
       if (!slope || *slope < 1 || *slope > 64 ||
           !unsat(cN(N) && cN(N + 1) && *h1 - *h0 != c_.int_val(static_cast<int64_t>(*slope)),
                  "loop-bound-grows-linearly-with-N"))
-        return "the loop bound does not grow linearly with the trip count";
+        return fails_for_small_n("the loop bound does not grow linearly with the trip count");
       // Growing N by q adds m whole periods of P iterations.
       q_ = P_ / std::gcd(P_, *slope);
       m_ = *slope * q_ / P_;
     }
     for (const Site *s : ordered()) {
-      std::string r = check(*s);
-      if (!r.empty()) return r;
+      Attempt r = check(*s);
+      if (!r.ok()) return r;
     }
     for (auto &f : col_.fulls) {
       if (f.region == Region::prologue) continue;
       auto it = shift.find({f.buffer, f.dim});
       if (it != shift.end() && it->second != 0)
-        return "a whole-dimension access to '" + col_.p.buffers[f.buffer].name +
-               "' does not move with the loop";
+        return fails("a whole-dimension access to '" + col_.p.buffers[f.buffer].name +
+                     "' does not move with the loop");
     }
-    return "";
+    return proven();
+  }
+
+  /// Whether every access of `b` stays inside its buffer for every N the
+  /// last run() covers; when not proven, why not, with
+  /// `witness` set to the smallest such N at which an access leaves it.
+  Attempt in_bounds(const BoundsSite &b, std::optional<std::int64_t> &witness) {
+    const spec::Buffer &buf = col_.p.buffers[static_cast<std::size_t>(b.buffer)];
+    std::vector<Expr> extents;
+    if (buf.slots) extents.push_back(col_.sub(*buf.slots));
+    for (auto &e : buf.shape)
+      extents.push_back(col_.sub(e));
+    std::vector<bool> ellipsis;
+    for (auto &x : b.subs)
+      ellipsis.push_back(x.op == Op::Ellipsis);
+    auto dims = spec::subscript_dims(extents.size(), ellipsis);
+    const std::string fail = "cannot prove that '" + b.what + "' (line " + std::to_string(b.line) +
+                             ") stays inside '" + buf.name + "' for every " + param_;
+    if (!dims) return fails(fail);
+    std::map<std::string, z3::expr> ctx;
+    for (auto &cv : b.ctx)
+      ctx.emplace(cv.var, c_.int_const(("v_" + cv.var).c_str()));
+    z3::expr N = c_.int_const("N"), i = c_.int_const("i");
+    std::optional<z3::expr> iv;
+    if (b.region == Region::main) iv = i;
+    auto e = [&](const Expr &x) { return enc(x, N, iv, ctx); };
+    z3::expr bad = c_.bool_val(false);
+    for (std::size_t k = 0; k < b.subs.size(); ++k) {
+      const int d = (*dims)[k];
+      if (d < 0) continue;
+      auto ext = e(extents[static_cast<std::size_t>(d)]);
+      if (!ext) return fails(fail);
+      const Expr &x = b.subs[k];
+      if (x.op == Op::Slice) {
+        std::optional<z3::expr> lo = x.args[0].op == Op::None ? c_.int_val(0) : e(x.args[0]);
+        std::optional<z3::expr> hi = x.args[1].op == Op::None ? ext : e(x.args[1]);
+        if (!lo || !hi) return fails(fail);
+        bad = bad || *lo < 0 || *lo > *hi || *hi > *ext;
+      } else {
+        auto v = e(x);
+        if (!v) return fails(fail);
+        bad = bad || *v < 0 || *v >= *ext;
+      }
+    }
+    z3::expr pre = cN(N);
+    if (iv) {
+      auto h = enc(loop_hi_, N, std::nullopt, {});
+      if (!h) return fails(fail);
+      pre = pre && i >= c_.int_val(static_cast<int64_t>(loop_lo_)) && i < *h;
+    }
+    for (auto &cv : b.ctx) {
+      auto l = e(cv.lo), h = e(cv.hi);
+      if (!l || !h) return fails(fail);
+      pre = pre && ctx.at(cv.var) >= *l && ctx.at(cv.var) < *h;
+    }
+    for (auto &g : b.guards) {
+      Encoder en{c_, {}};
+      en.vars.emplace(param_, N);
+      if (iv && !ivar_.empty()) en.vars.emplace(ivar_, i);
+      for (auto &[k, v] : ctx)
+        en.vars.insert_or_assign(k, v);
+      auto gb = en.boolean(g);
+      if (!gb) return fails(fail);
+      pre = pre && *gb;
+    }
+    if (unsat(pre && bad, "access-in-bounds")) return proven();
+    // Sat (or undecided): look for the smallest N at which an access leaves
+    // the buffer, so the driver can run it.
+    auto n = model_value(pre && bad, N);
+    if (!n) return fails(fail);
+    std::int64_t lo = std::max(lo_, X_), hi = *n;
+    while (lo < hi) {
+      std::int64_t mid = lo + (hi - lo) / 2;
+      auto m = model_value(pre && bad && N <= c_.int_val(static_cast<int64_t>(mid)), N);
+      if (m)
+        hi = std::min(hi, *m);
+      else
+        lo = mid + 1;
+    }
+    witness = hi;
+    return fails("'" + b.what + "' (line " + std::to_string(b.line) + ") leaves '" + buf.name + "' at " +
+                 param_ + " = " + std::to_string(hi));
   }
 
 private:
@@ -412,14 +536,14 @@ private:
     return out;
   }
 
-  std::string record_shift(const Site &s, std::int64_t d) {
+  Attempt record_shift(const Site &s, std::int64_t d) {
     auto [it, fresh] = shift.emplace(std::make_pair(s.buffer, s.dim), d);
     if (!fresh && it->second != d)
-      return "accesses to '" + col_.p.buffers[s.buffer].name + "' move by different amounts";
-    return "";
+      return fails("accesses to '" + col_.p.buffers[s.buffer].name + "' move by different amounts");
+    return proven();
   }
 
-  std::string check(const Site &s) {
+  Attempt check(const Site &s) {
     std::map<std::string, z3::expr> ctx;
     for (auto &cv : s.ctx)
       ctx.emplace(cv.var, c_.int_const(("v_" + cv.var).c_str()));
@@ -432,17 +556,19 @@ private:
       return unsat(cN(N) && cN(N2) && *ca && *cb && *a != *b, "site-independent-of-N");
     };
     if (s.region == Region::prologue) {
-      if (!inv(std::nullopt, std::nullopt)) return fail + "depends on the trip count before the loop";
-      return "";
+      if (!inv(std::nullopt, std::nullopt))
+        return fails_for_small_n(fail + "depends on the trip count before the loop");
+      return proven();
     }
     auto hi_of = [&](const z3::expr &n) { return enc(loop_hi_, n, std::nullopt, {}); };
     if (s.region == Region::main) {
       for (std::int64_t t = 0; t < W_; ++t) {
         z3::expr it = c_.int_val(static_cast<int64_t>(loop_lo_ + t));
-        if (!inv(it, it)) return fail + "depends on the trip count in the first iterations";
+        if (!inv(it, it))
+          return fails_for_small_n(fail + "depends on the trip count in the first iterations");
       }
       auto h = hi_of(N), h2 = hi_of(N2);
-      if (!h || !h2) return "bad loop bound";
+      if (!h || !h2) return fails("bad loop bound");
       auto mid = [&](const z3::expr &ii, const z3::expr &hh) {
         return ii >= c_.int_val(static_cast<int64_t>(loop_lo_ + W_)) &&
                ii <= hh - 1 - c_.int_val(static_cast<int64_t>(W_));
@@ -451,27 +577,27 @@ private:
       {
         auto a = enc(s.e, N, i, ctx), b = enc(s.e, N2, i, ctx);
         auto ca = ctx_ok(s, N, i, ctx), cb = ctx_ok(s, N2, i, ctx);
-        if (!a || !b || !ca || !cb) return fail + "is not an integer expression";
+        if (!a || !b || !ca || !cb) return fails(fail + "is not an integer expression");
         if (!unsat(cN(N) && cN(N2) && mid(i, *h) && mid(i, *h2) && *ca && *cb && *a != *b,
                    "middle-independent-of-N"))
-          return fail + "depends on the trip count in the middle iterations";
+          return fails_for_small_n(fail + "depends on the trip count in the middle iterations");
       }
       std::int64_t step = s.kind == Kind::guard ? 1 : P_;
       z3::expr j = i + c_.int_val(static_cast<int64_t>(step));
       auto a = enc(s.e, N, i, ctx), b = enc(s.e, N, j, ctx);
       auto ca = ctx_ok(s, N, i, ctx), cb = ctx_ok(s, N, j, ctx);
-      if (!a || !b || !ca || !cb) return fail + "is not an integer expression";
+      if (!a || !b || !ca || !cb) return fails(fail + "is not an integer expression");
       z3::expr pre = cN(N) && mid(i, *h) && mid(j, *h) && *ca && *cb;
       if (s.kind == Kind::hbm) {
         auto d = model_value(pre, *b - *a);
-        if (!d) return fail + "cannot be related across iterations";
+        if (!d) return fails(fail + "cannot be related across iterations");
         if (!unsat(pre && *b - *a != c_.int_val(static_cast<int64_t>(*d)), "hbm-shift-per-period"))
-          return fail + "does not move by a constant per period";
-        if (auto r = record_shift(s, *d); !r.empty()) return r;
+          return fails(fail + "does not move by a constant per period");
+        if (auto r = record_shift(s, *d); !r.ok()) return r;
       } else if (!unsat(pre && *a != *b,
                         s.kind == Kind::guard ? "guard-constant-in-middle" : "slot-periodic-in-middle")) {
-        return fail + (s.kind == Kind::guard ? "is not constant in the middle iterations"
-                                             : "is not periodic in the loop variable");
+        return fails(fail + (s.kind == Kind::guard ? "is not constant in the middle iterations"
+                                                   : "is not periodic in the loop variable"));
       }
     }
     // Tail iterations and the epilogue: as N grows by P, guards and slots keep
@@ -491,20 +617,21 @@ private:
       if (in) i1 = in->first, i2 = in->second;
       auto a = enc(s.e, N, i1, ctx), b = enc(s.e, NP, i2, ctx);
       auto ca = ctx_ok(s, N, i1, ctx), cb = ctx_ok(s, NP, i2, ctx);
-      if (!a || !b || !ca || !cb) return fail + "is not an integer expression of the trip count";
+      if (!a || !b || !ca || !cb)
+        return fails_for_small_n(fail + "is not an integer expression of the trip count");
       z3::expr pre = cN(N) && cN(NP) && *ca && *cb;
       if (s.kind == Kind::hbm) {
         auto d = model_value(pre, *b - *a);
-        if (!d) return fail + "cannot be related across trip counts";
+        if (!d) return fails_for_small_n(fail + "cannot be related across trip counts");
         if (!unsat(pre && *b - *a != c_.int_val(static_cast<int64_t>(*d)), "hbm-shift-at-end"))
-          return fail + "does not move by a constant with the trip count";
-        if (*d % m_ != 0) return fail + "does not move with the loop at the end";
-        if (auto r = record_shift(s, *d / m_); !r.empty()) return r;
+          return fails_for_small_n(fail + "does not move by a constant with the trip count");
+        if (*d % m_ != 0) return fails(fail + "does not move with the loop at the end");
+        if (auto r = record_shift(s, *d / m_); !r.ok()) return r;
       } else if (!unsat(pre && *a != *b, "periodic-at-end")) {
-        return fail + "changes with the trip count at the end of the loop";
+        return fails_for_small_n(fail + "changes with the trip count at the end of the loop");
       }
     }
-    return "";
+    return proven();
   }
 
   z3::context &c_;
@@ -529,7 +656,7 @@ public:
 InductionPlan plan_induction(const spec::Program &p, const std::string &param, std::int64_t lo,
                              std::optional<std::int64_t> hi, const spec::Env &fixed, unsigned timeout_ms) {
   InductionPlan plan;
-  Collector col{p, {}, {}, {}, {}, {}, {}};
+  Collector col{p, {}, {}, {}, {}, {}, {}, {}, {}};
   for (auto &[k, v] : fixed)
     if (k != param) col.subst[k] = Expr::integer(v);
   // Find the main loop: the one top-level `for` whose bound mentions N.
@@ -628,8 +755,20 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
     if (hi && *x0 > *hi) break;
     for (std::int64_t X : {*x0, *x0 + 8, 2 * *x0 + 8}) {
       if (hi && X > *hi) continue;
-      std::string r = prover.run(W, X);
-      if (r.empty()) {
+      Attempt r = prover.run(W, X);
+      if (r.ok()) {
+        // The states recur, but a shifted access may still leave a buffer
+        // whose extent does not grow with N.
+        for (auto &b : col.bounds) {
+          std::optional<std::int64_t> witness;
+          Attempt in = prover.in_bounds(b, witness);
+          if (!in.ok()) {
+            plan.reason = in.reason;
+            plan.out_of_bounds_at = witness;
+            plan.queries = prover.queries;
+            return plan;
+          }
+        }
         plan.ok = true;
         plan.window = W;
         plan.n_struct = X;
@@ -638,8 +777,8 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
         plan.queries = prover.queries;
         return plan;
       }
-      if (first_reason.empty()) first_reason = r;
-      if (r.find("trip count") == std::string::npos) break; // a larger X cannot help
+      if (first_reason.empty()) first_reason = r.reason;
+      if (r.kind != Attempt::Kind::fails_for_small_n) break;
     }
   }
   plan.queries = prover.queries;

@@ -11,7 +11,8 @@
 ///   every hbm subscript moves by a constant `shift` per period, the same for
 ///   all accesses to one (buffer, dim);
 /// - the last `window` iterations and the epilogue, as N grows by `period`,
-///   keep their guards and slots and move their hbm subscripts by `shift`.
+///   keep their guards and slots and move their hbm subscripts by `shift`;
+/// - every access stays inside its buffer (spec/place.hpp) for every such N.
 /// The race driver (verifier/races) completes the induction: it runs the
 /// machine, finds an iteration i0 whose abstract state recurs (shifted) at
 /// i0 + period, and checks every N up to the point from which all larger N
@@ -42,6 +43,9 @@ struct InductionPlan {
   /// hbm (buffer index, dim) -> coordinate shift per period (absent: 0).
   std::map<std::pair<int, int>, std::int64_t> shift;
   int queries = 0; ///< solver queries made
+  /// When !ok because an access may leave its buffer: the smallest N >=
+  /// n_struct at which one does, where the solver found one.
+  std::optional<std::int64_t> out_of_bounds_at;
 };
 
 /// Plans the induction for symbolic param `param` (N >= lo, N <= hi if set);

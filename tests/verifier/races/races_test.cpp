@@ -173,6 +173,112 @@ TEST(RaceChecker, ReturnsUnknownNotVerifiedWhenTheProofCannotClose) {
   EXPECT_NE(v.reason.find("checked for N <= 8 only"), std::string::npos) << v.reason;
 }
 
+TEST(RaceChecker, ANegativeHbmIndexIsOutOfBoundsAtItsStatementNotAWrap) {
+  // At i = 0, A[i - 1] is A[-1]: outside A, not its last row.
+  auto f = parse_text("t.pk", R"(pipeline wrap_minus_one:
+    hbm A: f32[4, 128]
+    sram X[1]: f32[128]
+    sram Y[1]: f32[128]
+    for i in range(1):
+        Y[0] = zeros
+        copy_out_start(Y[0], A[i - 1])
+        copy_in_start(A[3], X[0])
+        copy_out_wait(Y[0])
+        copy_in_wait(X[0])
+        copy_out_start(X[0], A[1])
+        copy_out_wait(X[0])
+)");
+  auto v = verifier::check_program(program(f, "wrap_minus_one"), {});
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  ASSERT_EQ(v.findings.size(), 1u); // the run stops at the fault: no leak reported after it
+  const auto &fi = v.findings[0];
+  EXPECT_EQ(fi.rule, "index-out-of-bounds");
+  EXPECT_EQ(fi.loc.line, 7);
+  EXPECT_NE(fi.message.find("index -1 is out of bounds for dim 0 (extent 4) of A[4, 128]"), std::string::npos)
+      << fi.message;
+  ASSERT_EQ(fi.witness.trace.size(), 1u);
+  EXPECT_EQ(fi.witness.trace[0].statement, "copy_out_start(Y[0], A[i - 1])");
+  EXPECT_EQ(fi.witness.trace[0].iterations, std::vector<std::int64_t>{0});
+  EXPECT_EQ(fi.witness.trace[0].index, 2);
+  EXPECT_FALSE(fi.notes.empty());
+}
+
+TEST(RaceChecker, ASlotOutsideItsRingIsOutOfBoundsWithTheSmallestN) {
+  auto f = parse_text("t.pk", R"(pipeline s:
+    param N >= 1
+    hbm  A: f32[N, 8]
+    sram X[2]: f32[8]
+    for i in range(N):
+        copy_in_start(A[i], X[i % 3])
+        copy_in_wait(X[i % 3])
+)");
+  auto v = verifier::check_program(program(f, "s"), {});
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(v.findings[0].rule, "index-out-of-bounds");
+  EXPECT_EQ(v.findings[0].loc.line, 6);
+  EXPECT_EQ(std::get<std::int64_t>(v.findings[0].witness.items.at(0).value), 3);
+}
+
+TEST(RaceChecker, AnIndexThatLeavesAFixedBufferOnlyAtALargeNIsNotVerified) {
+  // Every N <= 64 stays inside A; the all-N proof must find N = 65 itself.
+  auto f = parse_text("t.pk", R"(pipeline big:
+    param N >= 1
+    hbm  A: f32[64, 8]
+    hbm  B: f32[N, 8]
+    sram X[2]: f32[8]
+    copy_in_start(A[0], X[0])
+    for i in range(N):
+        if i + 1 < N:
+            copy_in_start(A[i + 1], X[(i + 1) % 2])
+        copy_in_wait(X[i % 2])
+        copy_out_start(X[i % 2], B[i])
+        copy_out_wait(X[i % 2])
+)");
+  auto v = verifier::check_program(program(f, "big"), {});
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(v.findings[0].rule, "index-out-of-bounds");
+  EXPECT_EQ(v.findings[0].loc.line, 9);
+  EXPECT_EQ(std::get<std::int64_t>(v.findings[0].witness.items.at(0).value), 65);
+  EXPECT_EQ(v.findings[0].witness.trace.at(0).iterations, std::vector<std::int64_t>{63});
+  // Bounded by the table, the same copy is proven.
+  auto g = parse_text("t.pk", R"(pipeline bounded:
+    param N >= 1 <= 64
+    hbm  A: f32[64, 8]
+    hbm  B: f32[N, 8]
+    sram X[2]: f32[8]
+    copy_in_start(A[0], X[0])
+    for i in range(N):
+        if i + 1 < N:
+            copy_in_start(A[i + 1], X[(i + 1) % 2])
+        copy_in_wait(X[i % 2])
+        copy_out_start(X[i % 2], B[i])
+        copy_out_wait(X[i % 2])
+)");
+  auto w = verifier::check_program(program(g, "bounded"), {});
+  EXPECT_EQ(w.status, Status::verified) << w.reason;
+}
+
+TEST(RaceChecker, AnOutOfBoundsNTooLargeToRunLeavesTheVerdictUnknown) {
+  // A leaves its 2**22 rows only at N = 2**22 + 1, which the machine cannot run
+  // within its event limit: unknown with the reason, never verified.
+  auto f = parse_text("t.pk", R"(pipeline huge:
+    param N >= 1
+    hbm  A: f32[4194304, 8]
+    hbm  B: f32[N, 8]
+    sram X[1]: f32[8]
+    for i in range(N):
+        copy_in_start(A[i], X[0])
+        copy_in_wait(X[0])
+        copy_out_start(X[0], B[i])
+        copy_out_wait(X[0])
+)");
+  auto v = verifier::check_program(program(f, "huge"), {});
+  EXPECT_EQ(v.status, Status::unknown) << v.reason;
+  EXPECT_NE(v.reason.find("'A[i]' (line 7) leaves 'A' at N = 4194305"), std::string::npos) << v.reason;
+}
+
 TEST(RaceChecker, ProofCostDoesNotGrowWithTheUpperBound) {
   auto f = parse_text("t.pk", R"(pipeline b:
     param N >= 1 <= 1000000
@@ -197,10 +303,10 @@ TEST(CorpusPipelines, CheckExactlyAsAnnotated) {
        {"guide/generic_pipeline.pk", "guide/gpu_k_loops.pk", "guide/section4_rolled.pk",
         "guide/section4_unrolled.pk", "rules/copy-never-waited.pk", "rules/async-operand-overwritten.pk",
         "rules/slot-race.pk", "rules/wait-without-copy.pk", "rules/stale-read.pk",
-        "rules/uninitialized-read.pk"}) {
-    std::string path = (std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "examples" / rel).string();
+        "rules/uninitialized-read.pk", "rules/index-out-of-bounds-pipeline.pk"}) {
+    std::string path = (std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / rel).string();
     std::ifstream in(path);
-    if (!in) continue;
+    ASSERT_TRUE(in) << path;
     SCOPED_TRACE(rel);
     std::stringstream ss;
     ss << in.rdbuf();

@@ -1,0 +1,105 @@
+#include "spec/place.hpp"
+
+namespace pipecheck::spec {
+
+namespace {
+bool known(std::int64_t d) { return d != kUnknownExtent; }
+} // namespace
+
+std::optional<std::vector<int>> subscript_dims(std::size_t rank, const std::vector<bool> &is_ellipsis) {
+  std::size_t n_real = 0;
+  for (bool e : is_ellipsis)
+    n_real += !e;
+  if (n_real > rank) return std::nullopt;
+  std::vector<int> out;
+  std::size_t d = 0;
+  for (std::size_t k = 0; k < is_ellipsis.size(); ++k) {
+    if (is_ellipsis[k]) {
+      std::size_t remaining = 0;
+      for (std::size_t t = k + 1; t < is_ellipsis.size(); ++t)
+        remaining += !is_ellipsis[t];
+      if (rank - remaining > d) d = rank - remaining;
+      out.push_back(-1);
+      continue;
+    }
+    out.push_back(static_cast<int>(d++));
+  }
+  return out;
+}
+
+Subscripted subscript(const Dims &array, const std::vector<Subscript> &subs) {
+  Subscripted r;
+  std::vector<bool> ellipsis;
+  for (const auto &s : subs)
+    ellipsis.push_back(s.kind == Subscript::Kind::ellipsis);
+  const auto dims = subscript_dims(array.size(), ellipsis);
+  if (!dims) {
+    std::size_t n_real = 0;
+    for (bool e : ellipsis)
+      n_real += !e;
+    r.error = std::to_string(n_real) + " subscripts for an array of rank " + std::to_string(array.size());
+    return r;
+  }
+  r.dims.resize(array.size());
+  for (std::size_t d = 0; d < array.size(); ++d)
+    r.dims[d] = {0, array[d], true};
+  auto oob = [&](const std::string &what, int d) {
+    r.error = what + " is out of bounds for dim " + std::to_string(d) + " (extent " +
+              (known(array[static_cast<std::size_t>(d)]) ? std::to_string(array[static_cast<std::size_t>(d)])
+                                                         : std::string("?")) +
+              ")";
+    r.out_of_bounds = true;
+    r.error_dim = d;
+  };
+  for (std::size_t k = 0; k < subs.size(); ++k) {
+    const Subscript &s = subs[k];
+    const int d = (*dims)[k];
+    if (d < 0) continue;
+    const std::int64_t dim = array[static_cast<std::size_t>(d)];
+    auto str = [](std::optional<std::int64_t> v) { return v ? std::to_string(*v) : std::string("?"); };
+    if (s.kind == Subscript::Kind::slice) {
+      const std::optional<std::int64_t> lo = s.has_lo ? s.lo : 0;
+      const std::optional<std::int64_t> hi =
+          s.has_hi ? s.hi : (known(dim) ? std::optional<std::int64_t>(dim) : std::nullopt);
+      if ((lo && *lo < 0) || (hi && *hi < 0) || (lo && hi && *lo > *hi) || (hi && known(dim) && *hi > dim) ||
+          (lo && known(dim) && *lo > dim)) {
+        oob("slice " + str(lo) + ":" + str(hi), d);
+        return r;
+      }
+      r.dims[static_cast<std::size_t>(d)] = {lo.value_or(kUnknownExtent), hi.value_or(kUnknownExtent), true};
+    } else {
+      const auto i = s.lo;
+      if (i && (*i < 0 || (known(dim) && *i >= dim))) {
+        oob("index " + std::to_string(*i), d);
+        return r;
+      }
+      r.dims[static_cast<std::size_t>(d)] = {i.value_or(kUnknownExtent), i ? *i + 1 : kUnknownExtent, false};
+    }
+  }
+  for (const auto &x : r.dims)
+    if (x.kept) r.shape.push_back(known(x.lo) && known(x.hi) ? x.hi - x.lo : kUnknownExtent);
+  return r;
+}
+
+std::vector<Subscript> subscripts_of(const Expr &ref, const SubscriptValue &value) {
+  std::vector<Subscript> subs;
+  if (ref.op != Op::Ref) return subs;
+  for (const auto &a : ref.args) {
+    Subscript sub;
+    if (a.op == Op::Ellipsis) {
+      sub.kind = Subscript::Kind::ellipsis;
+    } else if (a.op == Op::Slice) {
+      sub.kind = Subscript::Kind::slice;
+      sub.has_lo = !a.args.empty() && a.args[0].op != Op::None;
+      sub.has_hi = a.args.size() >= 2 && a.args[1].op != Op::None;
+      if (sub.has_lo) sub.lo = value(a.args[0], true);
+      if (sub.has_hi) sub.hi = value(a.args[1], true);
+    } else {
+      sub.lo = value(a, false);
+    }
+    subs.push_back(sub);
+  }
+  return subs;
+}
+
+} // namespace pipecheck::spec
