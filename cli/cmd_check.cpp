@@ -50,16 +50,11 @@ Loaded load_file(const InputPath &in, const verifier::CheckOptions &opts) {
     r.errors = parsed.errors;
     return l;
   }
-  // An override outside a param's domain is bad input, located at the param.
+  // An override outside a param's domain, or one the body does not type-check
+  // with, is bad input.
   for (const auto &u : parsed.file->units)
-    for (auto &e : spec::bind_params(unit_params(u), opts.overrides, false).errors)
+    for (auto &e : override_errors(u, opts.overrides))
       r.errors.push_back(std::move(e));
-  // So is a body that does not type-check with the overrides' values.
-  if (r.errors.empty())
-    for (const auto &u : parsed.file->units) {
-      auto errs = typecheck_with_sets(u, opts.overrides);
-      r.errors.insert(r.errors.end(), errs.begin(), errs.end());
-    }
   l.file = std::move(parsed.file);
   return l;
 }

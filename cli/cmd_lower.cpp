@@ -4,7 +4,6 @@
 #include "spec/print.hpp"
 
 #include <iostream>
-#include <set>
 
 namespace pipecheck::cli {
 namespace {
@@ -34,17 +33,8 @@ int lower_cmd(const LowerArgs &a) {
     std::cerr << a.path << ": error: '" << spec::unit_name(*unit) << "' is already a pipeline\n";
     return bad_input;
   }
-  std::set<std::string> declared;
-  for (const auto &p : k->params)
-    declared.insert(p.name);
-  if (!check_set_names(opts.overrides, declared)) return bad_input;
-  std::vector<spec::Diagnostic> errors = spec::bind_params(k->params, opts.overrides, false).errors;
-  if (errors.empty()) errors = typecheck_with_sets(*unit, opts.overrides);
-  if (!errors.empty()) {
-    for (const auto &e : errors)
-      spec::render(std::cerr, *src, e);
-    return bad_input;
-  }
+  if (!check_overrides(*unit, *src, opts.overrides)) return bad_input;
+  std::vector<spec::Diagnostic> errors;
   auto lowered = spec::lower(*k, opts, errors);
   for (const auto &e : errors)
     spec::render(std::cerr, *src, e);

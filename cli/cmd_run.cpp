@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <iostream>
-#include <set>
 
 namespace pipecheck::cli {
 namespace {
@@ -64,19 +63,7 @@ int run_cmd(const RunArgs &a) {
   if (!file) return bad_input;
   const auto *unit = select_unit(*file, a.path, a.kernel);
   if (!unit) return bad_input;
-  std::set<std::string> declared;
-  for (const auto &p : unit_params(*unit))
-    declared.insert(p.name);
-  if (!check_set_names(opts.overrides, declared)) return bad_input;
-  // A body that does not type-check with the overrides' values is bad input
-  // (an override outside its param's domain is reported by the run itself).
-  if (spec::bind_params(unit_params(*unit), opts.overrides, false).errors.empty()) {
-    if (auto errs = typecheck_with_sets(*unit, opts.overrides); !errs.empty()) {
-      for (const auto &e : errs)
-        spec::render(std::cerr, *src, e);
-      return bad_input;
-    }
-  }
+  if (!check_overrides(*unit, *src, opts.overrides)) return bad_input;
   executor::RunReport report;
   if (a.dma.empty()) {
     report = std::visit([&](const auto &u) { return executor::run_all_modes(u, opts); }, *unit);

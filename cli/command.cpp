@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -144,11 +145,25 @@ const std::variant<spec::KernelSpec, spec::Program> *select_unit(const spec::Fil
   return nullptr;
 }
 
-std::vector<spec::Diagnostic> typecheck_with_sets(const std::variant<spec::KernelSpec, spec::Program> &u,
-                                                  const std::map<std::string, std::int64_t> &overrides) {
+std::vector<spec::Diagnostic> override_errors(const std::variant<spec::KernelSpec, spec::Program> &u,
+                                              const std::map<std::string, std::int64_t> &overrides) {
+  if (overrides.empty()) return {};
+  auto errors = spec::bind_params(unit_params(u), overrides, false).errors;
+  if (!errors.empty()) return errors;
   const auto *k = std::get_if<spec::KernelSpec>(&u);
-  if (!k || overrides.empty()) return {};
-  return spec::typecheck(*k, overrides);
+  return k ? spec::typecheck(*k, overrides) : std::vector<spec::Diagnostic>{};
+}
+
+bool check_overrides(const std::variant<spec::KernelSpec, spec::Program> &u, const spec::SourceFile &src,
+                     const std::map<std::string, std::int64_t> &overrides) {
+  std::set<std::string> declared;
+  for (const auto &p : unit_params(u))
+    declared.insert(p.name);
+  if (!check_set_names(overrides, declared)) return false;
+  auto errors = override_errors(u, overrides);
+  for (const auto &e : errors)
+    spec::render(std::cerr, src, e);
+  return errors.empty();
 }
 
 bool parse_sets(const std::vector<std::string> &sets, std::map<std::string, std::int64_t> &out) {

@@ -59,11 +59,18 @@ std::optional<spec::File> load(const spec::SourceFile &src);
 const std::variant<spec::KernelSpec, spec::Program> *select_unit(const spec::File &, const std::string &path,
                                                                  const std::string &name);
 
-/// A kernel's body type-checked again with the --set values bound (validation
-/// checked it with the file's own values); no errors for a pipeline or when
-/// there are no overrides.
-std::vector<spec::Diagnostic> typecheck_with_sets(const std::variant<spec::KernelSpec, spec::Program> &,
-                                                  const std::map<std::string, std::int64_t> &overrides);
+/// What is wrong with a unit under the --set values: an override outside its
+/// param's domain (located at the param); else a kernel body that does not
+/// type-check with the overrides bound (validation checked it with the file's
+/// own values). Empty when all is well or there are no overrides.
+std::vector<spec::Diagnostic> override_errors(const std::variant<spec::KernelSpec, spec::Program> &,
+                                              const std::map<std::string, std::int64_t> &overrides);
+
+/// For the commands that take one unit: every --set names one of its params
+/// and override_errors() has nothing to say; else the errors are printed and
+/// the answer is false.
+bool check_overrides(const std::variant<spec::KernelSpec, spec::Program> &, const spec::SourceFile &,
+                     const std::map<std::string, std::int64_t> &overrides);
 
 /// Parses `NAME=VALUE` pairs of --set into an environment; false (with a
 /// usage error on stderr) on a malformed one.
