@@ -222,9 +222,9 @@ TEST(RaceChecker, ASlotOutsideItsRingIsOutOfBoundsWithTheSmallestN) {
 
 TEST(RaceChecker, AnIndexThatLeavesAFixedBufferOnlyAtALargeNIsNotVerified) {
   // Every N <= 64 stays inside A; the all-N proof must find N = 65 itself.
-  auto f = parse_text("t.pk", R"(pipeline big:
-    param N >= 1
-    hbm  A: f32[64, 8]
+  // Copies rows of a 64-row table A; `bounds` is the line declaring N.
+  auto table_copy = [](const std::string &name, const std::string &bounds) {
+    return "pipeline " + name + ":\n    " + bounds + "\n" + R"(    hbm  A: f32[64, 8]
     hbm  B: f32[N, 8]
     sram X[2]: f32[8]
     copy_in_start(A[0], X[0])
@@ -234,7 +234,9 @@ TEST(RaceChecker, AnIndexThatLeavesAFixedBufferOnlyAtALargeNIsNotVerified) {
         copy_in_wait(X[i % 2])
         copy_out_start(X[i % 2], B[i])
         copy_out_wait(X[i % 2])
-)");
+)";
+  };
+  auto f = parse_text("t.pk", table_copy("big", "param N >= 1"));
   auto v = verifier::check_program(program(f, "big"), {});
   ASSERT_EQ(v.status, Status::violation) << v.reason;
   ASSERT_EQ(v.findings.size(), 1u);
@@ -243,19 +245,7 @@ TEST(RaceChecker, AnIndexThatLeavesAFixedBufferOnlyAtALargeNIsNotVerified) {
   EXPECT_EQ(std::get<std::int64_t>(v.findings[0].witness.items.at(0).value), 65);
   EXPECT_EQ(v.findings[0].witness.trace.at(0).iterations, std::vector<std::int64_t>{63});
   // Bounded by the table, the same copy is proven.
-  auto g = parse_text("t.pk", R"(pipeline bounded:
-    param N >= 1 <= 64
-    hbm  A: f32[64, 8]
-    hbm  B: f32[N, 8]
-    sram X[2]: f32[8]
-    copy_in_start(A[0], X[0])
-    for i in range(N):
-        if i + 1 < N:
-            copy_in_start(A[i + 1], X[(i + 1) % 2])
-        copy_in_wait(X[i % 2])
-        copy_out_start(X[i % 2], B[i])
-        copy_out_wait(X[i % 2])
-)");
+  auto g = parse_text("t.pk", table_copy("bounded", "param N >= 1 <= 64"));
   auto w = verifier::check_program(program(g, "bounded"), {});
   EXPECT_EQ(w.status, Status::verified) << w.reason;
 }
