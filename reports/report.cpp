@@ -63,6 +63,7 @@ nlohmann::json to_json(const verifier::Witness &w) {
       nlohmann::json ev = {
           {"index", e.index}, {"statement", e.statement}, {"line", e.loc.line}, {"iterations", e.iterations}};
       if (e.slot) ev["slot"] = *e.slot;
+      if (!e.grid_point.empty()) ev["grid_point"] = e.grid_point;
       t.push_back(ev);
     }
     j["trace"] = t;

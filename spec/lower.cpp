@@ -68,23 +68,19 @@ public:
       steps_ = n ? *n : kMaxSteps + 1;
       if (steps_ > kMaxSteps) throw Fail{k_.grid_loc, "grid too large to lower (more than 65536 steps)"};
     }
-    for (std::int64_t s = 0; s < steps_; ++s) {
-      std::vector<std::int64_t> c(grid_.size());
-      std::int64_t r = s;
-      for (std::size_t a = grid_.size(); a-- > 0;) {
-        c[a] = r % grid_[a];
-        r /= grid_[a];
-      }
-      coords_.push_back(c);
-    }
+    for (std::int64_t s = 0; s < steps_; ++s)
+      coords_.push_back(grid_point(grid_, s));
     setup_operands();
     declare_buffers();
     if (gpu_)
       emit_gpu();
     else
       emit_tpu();
+    mark_step(std::max<std::int64_t>(steps_ - 1, 0));
     Lowered out;
     out.program = std::move(prog_);
+    out.grid = grid_;
+    out.step_of = std::move(step_of_);
     for (auto &x : ops_)
       out.bindings.push_back({x.op->name, x.op->role, x.hbm, x.window});
     return out;
@@ -241,6 +237,9 @@ private:
     if (whole) return Expr::var(x.hbm);
     return Expr::ref(x.hbm, subs);
   }
+
+  /// Every statement emitted since the last mark is issued by step s.
+  void mark_step(std::int64_t s) { step_of_.resize(prog_.body.size(), s); }
 
   Expr slot(const Opnd &x, std::int64_t k) const { return Expr::ref(x.window, {Expr::integer(k)}); }
 
@@ -451,6 +450,7 @@ private:
         }
         if (x.buffers > 1 && s > 0 && changed(x, s)) out_wait(x, (u - 1) % x.buffers);
       }
+      mark_step(s);
     }
     // Epilogue: the final write-backs.
     for (auto &x : ops_)
@@ -517,6 +517,7 @@ private:
         std::int64_t fetch = s + x.buffers - d;
         if (s >= d && fetch < steps_ && fetch >= x.buffers) in_start(x, fetch, fetch % x.buffers);
       }
+      mark_step(s);
     }
     if (in_flight_) {
       out_->push_back(mk(WgmmaWait{Expr::integer(0)}, k_.loc));
@@ -544,9 +545,19 @@ private:
   Block *out_ = nullptr;
   std::map<std::string, std::int64_t> cur_slot_;
   bool in_flight_ = false;
+  std::vector<std::int64_t> step_of_;
 };
 
 } // namespace
+
+std::vector<std::int64_t> grid_point(const std::vector<std::int64_t> &grid, std::int64_t step) {
+  std::vector<std::int64_t> c(grid.size());
+  for (std::size_t a = grid.size(); a-- > 0;) {
+    c[a] = grid[a] > 0 ? step % grid[a] : 0;
+    step = grid[a] > 0 ? step / grid[a] : 0;
+  }
+  return c;
+}
 
 std::optional<Lowered> lower(const KernelSpec &k, const LowerOptions &o, std::vector<Diagnostic> &errors) {
   try {

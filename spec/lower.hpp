@@ -32,7 +32,17 @@ struct BufferBinding {
 struct Lowered {
   Program program;
   std::vector<BufferBinding> bindings;
+  /// The concrete grid extents the program was lowered for.
+  std::vector<std::int64_t> grid;
+  /// One entry per top-level statement of `program.body`: the grid step
+  /// (row-major, last axis fastest) whose iteration issues it. The prologue
+  /// belongs to step 0, the epilogue to the last step. Not part of the
+  /// program's text: printing and parsing back do not see it.
+  std::vector<std::int64_t> step_of;
 };
+
+/// The grid coordinates of step `step` of `grid` (row-major, last axis fastest).
+std::vector<std::int64_t> grid_point(const std::vector<std::int64_t> &grid, std::int64_t step);
 
 /// Lowers a validated kernel spec with every param bound (values, overrides).
 /// Returns nullopt and appends located errors when it cannot (e.g. a symbolic

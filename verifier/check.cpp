@@ -28,7 +28,7 @@ bool cancelled() { return smt::interrupted(); }
 
 std::vector<std::string> implemented_rules() { return all_rules(); }
 
-Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
+Verdict check_spec_rules(const spec::KernelSpec &k, const CheckOptions &o) {
   Verdict v;
   auto built = rules::build_model(k, o.overrides, o.target);
   if (built.error) {

@@ -18,8 +18,17 @@ struct CheckOptions {
   std::int64_t n_max = 8;            ///< concrete trip counts checked on the HB graph
 };
 
-/// Checks one validated kernel spec.
+/// Checks one validated kernel spec fully (verifier/kernel.cpp): every
+/// spec-level rule at every grid point, and the race checker on the program
+/// spec::lower emits for the same binding (params, overrides, target). A
+/// finding of the lowered program is anchored at the kernel's own line and
+/// witnessed by grid points and events; it is dropped when a spec-level
+/// finding is anchored at the same line (docs/rules.md). `verified` needs
+/// both; a kernel that cannot be lowered is at best `unknown`, with the reason.
 Verdict check(const spec::KernelSpec &, const CheckOptions &);
+/// The spec-level rules alone (no lowering): every rule of the catalog that
+/// is decided on the KernelSpec, at every grid point.
+Verdict check_spec_rules(const spec::KernelSpec &, const CheckOptions &);
 /// Checks one validated pipeline.
 Verdict check(const spec::Program &, const CheckOptions &);
 Verdict check(const std::variant<spec::KernelSpec, spec::Program> &, const CheckOptions &);

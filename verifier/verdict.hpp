@@ -31,6 +31,12 @@ struct TraceEvent {
   spec::Loc loc;
   std::vector<std::int64_t> iterations; ///< enclosing loop variables' values, outermost first
   std::optional<std::int64_t> slot;
+  /// The index of the program's top-level statement it belongs to (-1: not known).
+  int top_level = -1;
+  bool anchor = false; ///< the event the finding is anchored at
+  /// A kernel's lowered program: the grid coordinates of the step that issued
+  /// it (empty for pipelines).
+  std::vector<std::int64_t> grid_point;
   friend bool operator==(const TraceEvent &, const TraceEvent &) = default;
 };
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 
 using namespace pipecheck::spec;
@@ -242,4 +243,28 @@ TEST(Lower, RejectsAnUnboundParamWithALocatedError) {
   o.overrides["n"] = 8;
   errs.clear();
   EXPECT_TRUE(lower(k, o, errs));
+}
+
+TEST(Lower, RecordsTheGridStepOfEveryTopLevelStatementWithoutChangingTheText) {
+  auto l = lowered(kRowPanels);
+  EXPECT_EQ(l.grid, (std::vector<std::int64_t>{2, 4}));
+  ASSERT_EQ(l.step_of.size(), l.program.body.size());
+  EXPECT_EQ(l.step_of.front(), 0); // the prologue is issued with step 0
+  EXPECT_EQ(l.step_of.back(), 7);  // the epilogue with the last step
+  EXPECT_TRUE(std::is_sorted(l.step_of.begin(), l.step_of.end()));
+  // Each step's body statement carries that step.
+  std::int64_t body = 0;
+  for (std::size_t i = 0; i < l.program.body.size(); ++i)
+    if (std::holds_alternative<Assign>(l.program.body[i].kind)) {
+      EXPECT_EQ(l.step_of[i], body++);
+    }
+  EXPECT_EQ(body, 8);
+  expect_round_trip(l.program);
+}
+
+TEST(Lower, GridPointIsRowMajorWithTheLastAxisFastest) {
+  EXPECT_EQ(grid_point({2, 4}, 0), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(grid_point({2, 4}, 5), (std::vector<std::int64_t>{1, 1}));
+  EXPECT_EQ(grid_point({4, 4, 10}, 11), (std::vector<std::int64_t>{0, 1, 1}));
+  EXPECT_EQ(grid_point({}, 0), (std::vector<std::int64_t>{}));
 }

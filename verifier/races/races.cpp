@@ -39,6 +39,25 @@ std::string one_line(const spec::Stmt &s) {
   return t;
 }
 
+bool contains(const spec::Stmt &x, const spec::Stmt *s) {
+  if (&x == s) return true;
+  auto any = [&](const spec::Block &b) {
+    return std::any_of(b.begin(), b.end(), [&](const spec::Stmt &y) { return contains(y, s); });
+  };
+  if (auto *i = std::get_if<spec::If>(&x.kind)) return any(i->then_body) || any(i->else_body);
+  if (auto *f = std::get_if<spec::For>(&x.kind)) return any(f->body);
+  return false;
+}
+
+// The top-level statement of `p` that `s` is or lies within (-1: none).
+int top_level_of(const spec::Program &p, const spec::Stmt *s) {
+  if (!p.body.empty() && s >= p.body.data() && s < p.body.data() + p.body.size())
+    return static_cast<int>(s - p.body.data());
+  for (std::size_t i = 0; i < p.body.size(); ++i)
+    if (contains(p.body[i], s)) return static_cast<int>(i);
+  return -1;
+}
+
 bool race_rule(const std::string &r) { return r == "slot-race" || r == "async-operand-overwritten"; }
 
 bool confirmed(const RunResult &run, const RawFinding &f) {
@@ -47,7 +66,8 @@ bool confirmed(const RunResult &run, const RawFinding &f) {
   return run.graph.unordered(run.ops[f.other_op].node, run.events[f.anchor_event].node);
 }
 
-Finding to_finding(const RunResult &run, const RawFinding &f, const std::string &param, std::int64_t value) {
+Finding to_finding(const spec::Program &p, const RunResult &run, const RawFinding &f,
+                   const std::string &param, std::int64_t value) {
   Finding out;
   out.rule = f.rule;
   const Event &anchor = run.events[f.anchor_event];
@@ -71,6 +91,8 @@ Finding to_finding(const RunResult &run, const RawFinding &f, const std::string 
     t.loc = ev.stmt->loc;
     t.iterations = ev.iterations;
     t.slot = ev.slot;
+    t.top_level = top_level_of(p, ev.stmt);
+    t.anchor = e == f.anchor_event;
     out.witness.trace.push_back(t);
     ids.push_back(e + 1);
     std::ostringstream os;
@@ -119,7 +141,7 @@ std::vector<Finding> check_concrete(const spec::Program &p, const spec::Env &env
     if (!confirmed(run, f)) continue;
     const spec::Stmt *s = run.events[f.anchor_event].stmt;
     if (!seen.insert({f.rule, s->loc.line}).second) continue;
-    out.push_back(to_finding(run, f, param, value));
+    out.push_back(to_finding(p, run, f, param, value));
   }
   return out;
 }

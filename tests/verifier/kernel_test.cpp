@@ -1,0 +1,210 @@
+// A kernel's check includes the race checker's verdict on its lowered program
+// (verifier/kernel.cpp): findings on the kernel's own lines with grid points,
+// one finding per root cause, and never `verified` for what was not lowered.
+#include "reports/report.hpp"
+#include "spec/lower.hpp"
+#include "spec/parse.hpp"
+#include "verifier/check.hpp"
+#include "verifier/races/races.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+using namespace pipecheck;
+using verifier::Status;
+
+namespace {
+
+spec::KernelSpec kernel(const std::string &text) {
+  auto r = spec::parse_and_validate(spec::SourceFile::from_string("k.pk", text));
+  if (!r.file) {
+    ADD_FAILURE() << r.errors.at(0).loc.line << ": " << r.errors.at(0).message;
+    return {};
+  }
+  return std::get<spec::KernelSpec>(r.file->units.at(0));
+}
+
+/// The issue's Mosaic GPU matmul: grid (4, 4, 10), two slots per operand.
+/// Line 7 is `in a`, line 8 `in b`, line 14 the dot.
+std::string gpu_matmul(int delay_release, const std::string &target = "h100") {
+  return R"(kernel mm:
+    grid = (4, 4, 10)
+    target = )" +
+         target + R"(
+    max_concurrent_steps = 2
+    delay_release = )" +
+         std::to_string(delay_release) + R"(
+    dimension_semantics = (parallel, parallel, sequential)
+    in  a: bf16[256, 640]  block=(64, 64)   index=(i, j, k) -> (i, k)
+    in  b: bf16[640, 512]  block=(64, 128)  index=(i, j, k) -> (k, j)
+    out o: f32[256, 512]   block=(64, 128)  index=(i, j, k) -> (i, j)
+    scratch acc: f32[64, 128]
+    body:
+        when program_id(2) == 0:
+            acc[...] = zeros
+        acc[...] += dot(a[...], b[...])
+        when program_id(2) == num_programs(2) - 1:
+            o[...] = acc[...]
+)";
+}
+
+const verifier::Finding *find(const verifier::Verdict &v, const std::string &rule, int line) {
+  for (const auto &f : v.findings)
+    if (f.rule == rule && f.loc.line == line) return &f;
+  return nullptr;
+}
+
+const verifier::WitnessItem *item(const verifier::Finding &f, const std::string &key) {
+  for (const auto &it : f.witness.items)
+    if (it.key == key) return &it;
+  return nullptr;
+}
+
+const char *kClean = R"(kernel add:
+    grid = (8,)
+    in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...] + 1
+)";
+
+} // namespace
+
+TEST(KernelCheck, TheIssuesGpuMatmulWithoutDelayReleaseReportsTheOverwriteOnTheOperandLines) {
+  auto k = kernel(gpu_matmul(0));
+  // The spec rules alone see nothing wrong: the symptom is in the pipeline.
+  EXPECT_EQ(find(verifier::check_spec_rules(k, {}), "async-operand-overwritten", 7), nullptr);
+  auto v = verifier::check(k, {});
+  EXPECT_EQ(v.status, Status::violation);
+  for (int line : {7, 8}) {
+    const verifier::Finding *f = find(v, "async-operand-overwritten", line);
+    ASSERT_NE(f, nullptr) << "line " << line;
+    EXPECT_NE(f->message.find("at grid point (0, 0, 1)"), std::string::npos) << f->message;
+    const auto *at = item(*f, "grid_point");
+    ASSERT_NE(at, nullptr);
+    EXPECT_EQ(std::get<std::vector<std::int64_t>>(at->value), (std::vector<std::int64_t>{0, 0, 1}));
+    // The event trace: the wgmma on the dot's line, the refill on the operand's.
+    ASSERT_GE(f->witness.trace.size(), 2u);
+    bool wgmma = false, refill = false;
+    for (const auto &t : f->witness.trace) {
+      EXPECT_EQ(t.grid_point.size(), 3u) << t.statement;
+      if (t.statement.rfind("wgmma(", 0) == 0) wgmma = t.loc.line == 14;
+      if (t.anchor) refill = t.loc.line == line && t.statement.rfind("copy_in_start(", 0) == 0;
+    }
+    EXPECT_TRUE(wgmma && refill);
+    ASSERT_EQ(f->notes.size(), f->witness.trace.size());
+    EXPECT_NE(f->notes[0].message.find(" at grid point ("), std::string::npos) << f->notes[0].message;
+  }
+}
+
+TEST(KernelCheck, TheWitnessOfALoweredFindingCarriesGridPointsInJson) {
+  reports::FileResult file;
+  file.source = spec::SourceFile::from_string("k.pk", gpu_matmul(0));
+  file.units.push_back({"mm", false, {1, 1}, verifier::check(kernel(gpu_matmul(0)), {})});
+  auto j = reports::to_json(std::vector<reports::FileResult>{file});
+  bool seen = false;
+  for (const auto &f : j["results"][0]["findings"]) {
+    if (f["rule"] != "async-operand-overwritten") continue;
+    seen = true;
+    EXPECT_EQ(f["witness"]["grid_point"], nlohmann::json({0, 0, 1}));
+    for (const auto &ev : f["witness"]["trace"])
+      EXPECT_EQ(ev["grid_point"].size(), 3u) << ev.dump();
+  }
+  EXPECT_TRUE(seen) << j.dump(2);
+}
+
+TEST(KernelCheck, DelayReleaseOneRemovesTheOverwrite) {
+  auto v = verifier::check(kernel(gpu_matmul(1)), {});
+  for (const auto &f : v.findings)
+    EXPECT_NE(f.rule, "async-operand-overwritten") << f.loc.line << ": " << f.message;
+}
+
+TEST(KernelCheck, TheTargetOverrideReachesTheLoweredProgram) {
+  // Written for the TPU, checked for h200: the Mosaic GPU pipeline is the one checked.
+  std::string text = gpu_matmul(0, "tpu_v5e");
+  auto k = kernel(text);
+  EXPECT_EQ(find(verifier::check(k, {}), "async-operand-overwritten", 7), nullptr);
+  verifier::CheckOptions o;
+  o.target = "h200";
+  EXPECT_NE(find(verifier::check(k, o), "async-operand-overwritten", 7), nullptr);
+}
+
+TEST(KernelCheck, ACleanKernelIsVerifiedWithItsLoweredProgramNamedInTheReason) {
+  auto v = verifier::check(kernel(kClean), {});
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  EXPECT_NE(v.reason.find("the lowered program (8 grid steps"), std::string::npos) << v.reason;
+}
+
+TEST(KernelCheck, AGridTooLargeToLowerIsUnknownWithTheReasonNeverVerified) {
+  auto k = kernel(R"(kernel big:
+    grid = (1024, 1024)
+    in  x: f32[131072, 1024]  block=(128, 1)  index=(i, j) -> (i, j)
+    out o: f32[131072, 1024]  block=(128, 1)  index=(i, j) -> (i, j)
+    body:
+        o[...] = x[...] + 1
+)");
+  EXPECT_EQ(verifier::check_spec_rules(k, {}).status, Status::verified);
+  auto v = verifier::check(k, {});
+  EXPECT_EQ(v.status, Status::unknown);
+  EXPECT_NE(v.reason.find("the lowered program is not checked"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("grid too large to lower"), std::string::npos) << v.reason;
+}
+
+TEST(KernelCheck, ASymbolicGridExtentWithoutAValueIsUnknownAndVerifiedOnceBound) {
+  auto k = kernel(R"(kernel n_rows:
+    param n >= 1
+    grid = (n,)
+    in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i % 8, 0)
+    out o: f32[1024, 128]  block=(128, 128)  index=(i) -> (i % 8, 0)
+    body:
+        o[...] = x[...] + 1
+)");
+  auto v = verifier::check(k, {});
+  EXPECT_EQ(v.status, Status::unknown) << v.reason;
+  EXPECT_NE(v.reason.find("'n' has no value"), std::string::npos) << v.reason;
+  verifier::CheckOptions o;
+  o.overrides["n"] = 8;
+  EXPECT_EQ(verifier::check(k, o).status, Status::verified) << verifier::check(k, o).reason;
+}
+
+TEST(KernelCheck, ASpecFindingOnAnOperandExplainsTheLoweredProgramsSymptomOnIt) {
+  // Reduction axis first: the lowered program accumulates into a slot holding
+  // another block (stale-read on the body line); reduction-not-last-axis on
+  // the `out` line is the root cause and the only finding.
+  auto k = kernel(R"(kernel first_axis:
+    grid = (4, 4)
+    in  x: f32[4, 512, 1024]  block=(None, 512, 256)  index=(k, j) -> (k, 0, j)
+    out o: f32[512, 1024]     block=(512, 256)        index=(k, j) -> (0, j)
+    body:
+        when program_id(0) == 0:
+            o[...] = zeros
+        o[...] += x[...]
+)");
+  std::vector<spec::Diagnostic> errs;
+  auto low = spec::lower(k, {}, errs);
+  ASSERT_TRUE(low);
+  auto p = verifier::check_program(low->program, {});
+  ASSERT_EQ(p.status, Status::violation);
+  EXPECT_EQ(p.findings.at(0).rule, "stale-read");
+  EXPECT_EQ(p.findings.at(0).loc.line, 8);
+
+  auto v = verifier::check(k, {});
+  ASSERT_EQ(v.findings.size(), 1u) << v.findings.back().rule << ": " << v.findings.back().message;
+  EXPECT_EQ(v.findings[0].rule, "reduction-not-last-axis");
+  EXPECT_EQ(v.findings[0].loc.line, 4);
+}
+
+TEST(KernelCheck, ASpecViolationStaysAViolationWhenTheKernelCannotBeLowered) {
+  auto k = kernel(R"(kernel big_conflict:
+    grid = (1024, 1024)
+    dimension_semantics = (parallel, parallel)
+    in  x: f32[131072, 1024]  block=(128, 1)  index=(i, j) -> (i, j)
+    out o: f32[128, 1024]     block=(128, 1)  index=(i, j) -> (0, j)
+    body:
+        o[...] = x[...]
+)");
+  auto v = verifier::check(k, {});
+  EXPECT_EQ(v.status, Status::violation);
+  EXPECT_NE(v.reason.find("grid too large to lower"), std::string::npos) << v.reason;
+}

@@ -1,0 +1,175 @@
+// A kernel's full check: the spec-level rules and the race checker on the
+// program spec::lower emits for the same binding.
+#include "spec/lower.hpp"
+#include "verifier/check.hpp"
+#include "verifier/races/races.hpp"
+
+#include <set>
+#include <sstream>
+#include <type_traits>
+
+namespace pipecheck::verifier {
+
+namespace {
+
+std::string point_text(const std::vector<std::int64_t> &p) {
+  std::ostringstream os;
+  os << '(';
+  for (std::size_t i = 0; i < p.size(); ++i)
+    os << (i ? ", " : "") << p[i];
+  os << (p.size() == 1 ? ",)" : ")");
+  return os.str();
+}
+
+// Gives each event of a lowered program's finding the grid point of the step
+// that issued it, and says so in the message, the witness and the notes.
+void locate_in_grid(Finding &f, const spec::Lowered &low) {
+  std::optional<std::vector<std::int64_t>> at, other;
+  for (std::size_t i = 0; i < f.witness.trace.size(); ++i) {
+    TraceEvent &t = f.witness.trace[i];
+    if (t.top_level < 0 || static_cast<std::size_t>(t.top_level) >= low.step_of.size()) continue;
+    t.grid_point = spec::grid_point(low.grid, low.step_of[static_cast<std::size_t>(t.top_level)]);
+    if (t.anchor)
+      at = t.grid_point;
+    else if (!other)
+      other = t.grid_point;
+    // One note per trace event, in the same order (races::check_concrete).
+    if (f.notes.size() == f.witness.trace.size()) {
+      std::string &m = f.notes[i].message;
+      const std::string head = "event " + std::to_string(t.index);
+      if (m.rfind(head + ": ", 0) == 0)
+        m = head + " at grid point " + point_text(t.grid_point) + m.substr(head.size());
+    }
+  }
+  if (at) f.witness.items.push_back({"grid_point", *at});
+  if (other && other != at) f.witness.items.push_back({"other_grid_point", *other});
+  f.message += " (in the lowered program";
+  if (at) f.message += ", at grid point " + point_text(*at);
+  f.message += ")";
+}
+
+void names_in(const spec::Expr &e, std::set<std::string> &out) {
+  if (e.op == spec::Op::Ref || e.op == spec::Op::Name) out.insert(e.name);
+  for (const auto &a : e.args)
+    names_in(a, out);
+}
+
+// The kernel operands whose hbm array or window a lowered statement names
+// (an aliased output's hbm array is its input's, so it names both).
+std::set<std::string> operands_of(const spec::Stmt &s, const spec::Lowered &low) {
+  std::set<std::string> names;
+  std::visit(
+      [&](const auto &k) {
+        using K = std::decay_t<decltype(k)>;
+        if constexpr (std::is_same_v<K, spec::Assign>) {
+          names_in(k.target, names);
+          names_in(k.value, names);
+        } else if constexpr (std::is_same_v<K, spec::Let>) {
+          names_in(k.value, names);
+        } else if constexpr (std::is_same_v<K, spec::Copy>) {
+          names_in(k.src, names);
+          names_in(k.dst, names);
+        } else if constexpr (std::is_same_v<K, spec::Wgmma>) {
+          names_in(k.acc, names);
+          names_in(k.a, names);
+          names_in(k.b, names);
+        }
+      },
+      s.kind);
+  std::set<std::string> out;
+  for (const auto &b : low.bindings)
+    if (names.count(b.window) || (!b.hbm.empty() && names.count(b.hbm))) out.insert(b.operand);
+  return out;
+}
+
+struct LoweredCheck {
+  Status status = Status::unknown;
+  std::vector<Finding> findings;
+  /// Per finding: the operands its anchor statement touches.
+  std::vector<std::set<std::string>> operands;
+  std::string reason; ///< why unknown, or what was shown
+};
+
+LoweredCheck check_lowered(const spec::KernelSpec &k, const CheckOptions &o) {
+  LoweredCheck out;
+  spec::LowerOptions lo;
+  lo.overrides = o.overrides;
+  lo.target = o.target;
+  std::vector<spec::Diagnostic> errors;
+  auto low = spec::lower(k, lo, errors);
+  if (!low) {
+    out.reason = "the lowered program is not checked: " +
+                 (errors.empty() ? std::string("the kernel cannot be lowered") : errors.front().message);
+    return out;
+  }
+  // The program is concrete: every param is bound in its statements.
+  CheckOptions po;
+  po.timeout_ms = o.timeout_ms;
+  po.n_max = o.n_max;
+  Verdict v = check_program(low->program, po);
+  out.status = v.status;
+  out.findings = std::move(v.findings);
+  for (auto &f : out.findings) {
+    locate_in_grid(f, *low);
+    std::set<std::string> ops;
+    for (const auto &t : f.witness.trace)
+      if (t.anchor && t.top_level >= 0 && static_cast<std::size_t>(t.top_level) < low->program.body.size())
+        ops = operands_of(low->program.body[static_cast<std::size_t>(t.top_level)], *low);
+    out.operands.push_back(std::move(ops));
+  }
+  std::int64_t steps = low->grid.empty() ? 1 : 0;
+  if (!low->step_of.empty()) steps = low->step_of.back() + 1;
+  if (v.status == Status::verified)
+    out.reason = "the lowered program (" + std::to_string(steps) + " grid steps, " +
+                 std::to_string(low->program.body.size()) + " statements) is race-free";
+  else
+    out.reason = "the lowered program: " + v.reason;
+  return out;
+}
+
+} // namespace
+
+Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
+  Verdict v = check_spec_rules(k, o);
+  if (!v.errors.empty()) return v;
+  LoweredCheck low = check_lowered(k, o);
+  // One root cause, one finding: a spec-level finding explains what the
+  // lowered program shows at its line or on its operand (docs/rules.md).
+  std::set<int> lines;
+  std::set<std::string> operands;
+  for (const auto &f : v.findings) {
+    lines.insert(f.loc.line);
+    for (const auto &it : f.witness.items)
+      if (it.key == "operand")
+        if (auto *name = std::get_if<std::string>(&it.value)) operands.insert(*name);
+    for (const auto &op : k.operands)
+      if (op.loc.line == f.loc.line) operands.insert(op.name);
+  }
+  for (std::size_t i = 0; i < low.findings.size(); ++i) {
+    bool explained = lines.count(low.findings[i].loc.line) > 0;
+    for (const auto &op : low.operands[i])
+      explained |= operands.count(op) > 0;
+    if (!explained) v.findings.push_back(std::move(low.findings[i]));
+  }
+
+  std::string undecided;
+  if (v.status == Status::unknown) undecided = v.reason;
+  if (low.status == Status::unknown) undecided += (undecided.empty() ? "" : "; ") + low.reason;
+  // A spec-level violation's reason already names its undecided rules.
+  std::string spec_note = v.status == Status::violation ? v.reason : "";
+  if (!v.findings.empty()) {
+    v.status = Status::violation;
+    v.reason = spec_note;
+    if (!undecided.empty())
+      v.reason += (v.reason.empty() ? "" : "; ") + ("some rules undecided: " + undecided);
+  } else if (!undecided.empty()) {
+    v.status = Status::unknown;
+    v.reason = undecided;
+  } else {
+    v.status = Status::verified;
+    v.reason = "every spec-level rule holds at every grid point; " + low.reason;
+  }
+  return v;
+}
+
+} // namespace pipecheck::verifier
