@@ -1,7 +1,12 @@
 // bench_check: verification cost of `pipecheck check`. Prints figures as
 // text, then one JSON object on its last line:
-//   median_ms_per_kernel       median verifier::check over the corpus kernels (target <= 20)
+//   median_ms_per_kernel       median verifier::check over the corpus kernels, the lowered
+//                              program's race check included (target <= 20)
+//   max_ms_per_kernel          the slowest corpus kernel
+//   median_ms_spec_rules_only  the same median without the lowered program's check
 //   grid_2e20_over_8           one kernel at 2^20 vs 8 grid points (target <= 1.5)
+//   grid_2e20_verdict          its verdict at 2^20 (unknown while the lowering unrolls the grid)
+//   grid_2e16_ms               the same kernel at 2^16 grid points, the most the lowering takes
 //   symbolic_speedup_vs_enumeration_2e20   brute force / symbolic at 2^20 (target >= 100)
 //   pipeline_median_ms         median verifier::check over the corpus pipelines
 //   pipeline_n_1e6_over_n_8    a pipeline with N <= 1000000 vs N <= 8
@@ -94,17 +99,26 @@ std::string add_one_pipeline(const std::string &hi) {
 int main() {
   verifier::CheckOptions opts;
   auto units = corpus_units();
-  std::vector<double> kernel_ms, pipeline_ms;
+  std::vector<double> kernel_ms, pipeline_ms, spec_only_ms;
   for (const auto &u : units) {
     double t = time_ms([&] { (void)verifier::check(u, opts); }, 3);
     (std::holds_alternative<spec::KernelSpec>(u) ? kernel_ms : pipeline_ms).push_back(t);
+    if (auto *k = std::get_if<spec::KernelSpec>(&u))
+      spec_only_ms.push_back(time_ms([&] { (void)verifier::check_spec_rules(*k, opts); }, 3));
   }
   std::printf("corpus: %zu kernels, %zu pipelines\n", kernel_ms.size(), pipeline_ms.size());
 
   Unit small = parse_units("small.pk", sum_kernel(2, 2, 2)).at(0);
   Unit big = parse_units("big.pk", sum_kernel(64, 128, 128)).at(0);
+  Unit largest = parse_units("largest.pk", sum_kernel(16, 64, 64)).at(0);
   double small_ms = time_ms([&] { (void)verifier::check(small, opts); }, 7);
   double big_ms = time_ms([&] { (void)verifier::check(big, opts); }, 7);
+  double largest_ms = time_ms([&] { (void)verifier::check(largest, opts); }, 3);
+  auto small_v = verifier::check(small, opts), big_v = verifier::check(big, opts),
+       largest_v = verifier::check(largest, opts);
+  std::printf("sum kernel verdicts: 8 points %s; 2^16 points %s (%.1f ms); 2^20 points %s (%s)\n",
+              verifier::to_string(small_v.status), verifier::to_string(largest_v.status), largest_ms,
+              verifier::to_string(big_v.status), big_v.reason.c_str());
   auto model = verifier::rules::build_model(std::get<spec::KernelSpec>(big), {}, std::nullopt);
   double enum_ms = time_ms([&] { (void)verifier::rules::check_enumerated(*model.model, 1 << 21); }, 1);
   std::printf("sum kernel: 8 points %.3f ms, 2^20 points %.3f ms, enumeration at 2^20 %.1f ms\n", small_ms,
@@ -125,10 +139,14 @@ int main() {
     p8 = time_ms([&] { (void)verifier::check(ps[0], proof); }, 3);
     p1e6 = time_ms([&] { (void)verifier::check(pb[0], proof); }, 3);
   }
-  std::printf("{\"median_ms_per_kernel\": %.3f, \"grid_2e20_over_8\": %.3f, "
+  double max_kernel_ms = kernel_ms.empty() ? 0 : *std::max_element(kernel_ms.begin(), kernel_ms.end());
+  std::printf("{\"median_ms_per_kernel\": %.3f, \"max_ms_per_kernel\": %.3f, \"median_ms_spec_rules_only\": %.3f, "
+              "\"grid_2e20_over_8\": %.3f, "
+              "\"grid_2e20_verdict\": \"%s\", \"grid_2e16_ms\": %.1f, "
               "\"symbolic_speedup_vs_enumeration_2e20\": %.1f, \"pipeline_median_ms\": %.3f, "
               "\"pipeline_n_1e6_over_n_8\": %.3f}\n",
-              median(kernel_ms), small_ms > 0 ? big_ms / small_ms : 0, big_ms > 0 ? enum_ms / big_ms : 0,
+              median(kernel_ms), max_kernel_ms, median(spec_only_ms), small_ms > 0 ? big_ms / small_ms : 0,
+              verifier::to_string(big_v.status), largest_ms, big_ms > 0 ? enum_ms / big_ms : 0,
               median(pipeline_ms), p8 > 0 ? p1e6 / p8 : 0);
   return 0;
 }
