@@ -23,8 +23,9 @@ struct CheckOptions {
 /// spec::lower emits for the same binding (params, overrides, target). A
 /// finding of the lowered program is anchored at the kernel's own line and
 /// witnessed by grid points and events; it is dropped when a spec-level
-/// finding is anchored at the same line (docs/rules.md). `verified` needs
-/// both; a kernel that cannot be lowered is at best `unknown`, with the reason.
+/// finding explains it: one anchored at the same line, or naming an operand
+/// the lowered statement touches (docs/rules.md). `verified` needs both; a
+/// kernel that cannot be lowered is at best `unknown`, with the reason.
 Verdict check(const spec::KernelSpec &, const CheckOptions &);
 /// The spec-level rules alone (no lowering): every rule of the catalog that
 /// is decided on the KernelSpec, at every grid point.

@@ -117,8 +117,9 @@ LoweredCheck check_lowered(const spec::KernelSpec &k, const CheckOptions &o) {
         ops = operands_of(low->program.body[static_cast<std::size_t>(t.top_level)], *low);
     out.operands.push_back(std::move(ops));
   }
-  std::int64_t steps = low->grid.empty() ? 1 : 0;
-  if (!low->step_of.empty()) steps = low->step_of.back() + 1;
+  std::int64_t steps = 1; // the lowering has checked that the product fits
+  for (auto g : low->grid)
+    steps *= g;
   if (v.status == Status::verified)
     out.reason = "the lowered program (" + std::to_string(steps) + " grid steps, " +
                  std::to_string(low->program.body.size()) + " statements) is race-free";
@@ -132,7 +133,11 @@ LoweredCheck check_lowered(const spec::KernelSpec &k, const CheckOptions &o) {
 Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
   Verdict v = check_spec_rules(k, o);
   if (!v.errors.empty()) return v;
-  LoweredCheck low = check_lowered(k, o);
+  LoweredCheck low;
+  if (cancelled())
+    low.reason = "interrupted";
+  else
+    low = check_lowered(k, o);
   // One root cause, one finding: a spec-level finding explains what the
   // lowered program shows at its line or on its operand (docs/rules.md).
   std::set<int> lines;

@@ -461,6 +461,46 @@ TEST(Cli, CheckJsonHasTheContractFields) {
   }
 }
 
+TEST(Cli, CheckOfAKernelTooLargeToLowerIsUnknownWithTheReasonAndExitTwo) {
+  auto path = temp_file("big.pk", R"(kernel big:
+    grid = (1024, 1024)
+    in  x: f32[131072, 1024]  block=(128, 1)  index=(i, j) -> (i, j)
+    out o: f32[131072, 1024]  block=(128, 1)  index=(i, j) -> (i, j)
+    body:
+        o[...] = x[...] + 1
+)");
+  Out o = run("check " + path);
+  EXPECT_EQ(o.code, 2) << o.text;
+  EXPECT_NE(o.text.find("unknown: kernel 'big' is not verified: the lowered program is not checked"),
+            std::string::npos)
+      << o.text;
+  EXPECT_EQ(o.text.find("verified: kernel"), std::string::npos) << o.text;
+}
+
+TEST(Cli, CheckReportsALoweredProgramsFindingOnTheKernelsLineWithGridPoints) {
+  Out o = run("check --format json " + source("corpus/rules/async-operand-overwritten.pk"));
+  EXPECT_EQ(o.code, 1);
+  auto j = nlohmann::json::parse(o.text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.text;
+  bool seen = false;
+  for (const auto &r : j["results"]) {
+    if (r["kernel"] != "mosaic_gpu_matmul_without_delay_release") continue;
+    for (const auto &f : r["findings"]) {
+      EXPECT_EQ(f["rule"], "async-operand-overwritten");
+      EXPECT_EQ(f["witness"]["grid_point"].size(), 3u) << f.dump();
+      ASSERT_FALSE(f["witness"]["trace"].empty());
+      for (const auto &ev : f["witness"]["trace"])
+        EXPECT_EQ(ev["grid_point"].size(), 3u) << ev.dump();
+      seen = true;
+    }
+  }
+  EXPECT_TRUE(seen) << o.text;
+  Out t = run("check " + source("corpus/rules/async-operand-overwritten.pk"));
+  EXPECT_NE(t.text.find("(in the lowered program, at grid point (0, 0, 0)) [async-operand-overwritten]"),
+            std::string::npos)
+      << t.text;
+}
+
 TEST(Cli, CheckOutputOrderIsTheSameWithManyJobs) {
   std::string corpus = source("corpus/");
   Out one = run("check --format json --jobs 1 " + corpus);
