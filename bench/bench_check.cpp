@@ -140,13 +140,14 @@ int main() {
     p1e6 = time_ms([&] { (void)verifier::check(pb[0], proof); }, 3);
   }
   double max_kernel_ms = kernel_ms.empty() ? 0 : *std::max_element(kernel_ms.begin(), kernel_ms.end());
-  std::printf("{\"median_ms_per_kernel\": %.3f, \"max_ms_per_kernel\": %.3f, \"median_ms_spec_rules_only\": %.3f, "
-              "\"grid_2e20_over_8\": %.3f, "
-              "\"grid_2e20_verdict\": \"%s\", \"grid_2e16_ms\": %.1f, "
-              "\"symbolic_speedup_vs_enumeration_2e20\": %.1f, \"pipeline_median_ms\": %.3f, "
-              "\"pipeline_n_1e6_over_n_8\": %.3f}\n",
-              median(kernel_ms), max_kernel_ms, median(spec_only_ms), small_ms > 0 ? big_ms / small_ms : 0,
-              verifier::to_string(big_v.status), largest_ms, big_ms > 0 ? enum_ms / big_ms : 0,
-              median(pipeline_ms), p8 > 0 ? p1e6 / p8 : 0);
+  std::printf(
+      "{\"median_ms_per_kernel\": %.3f, \"max_ms_per_kernel\": %.3f, \"median_ms_spec_rules_only\": %.3f, "
+      "\"grid_2e20_over_8\": %.3f, "
+      "\"grid_2e20_verdict\": \"%s\", \"grid_2e16_ms\": %.1f, "
+      "\"symbolic_speedup_vs_enumeration_2e20\": %.1f, \"pipeline_median_ms\": %.3f, "
+      "\"pipeline_n_1e6_over_n_8\": %.3f}\n",
+      median(kernel_ms), max_kernel_ms, median(spec_only_ms), small_ms > 0 ? big_ms / small_ms : 0,
+      verifier::to_string(big_v.status), largest_ms, big_ms > 0 ? enum_ms / big_ms : 0, median(pipeline_ms),
+      p8 > 0 ? p1e6 / p8 : 0);
   return 0;
 }
