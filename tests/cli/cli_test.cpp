@@ -580,6 +580,23 @@ TEST(CliArithmetic, DivisionByZeroIsLocatedAtTheOperator) {
   std::filesystem::remove(f);
 }
 
+TEST(CliArithmetic, CheckRunAndLowerReportTheSameIndexMapOverflowAtTheSameGridPoint) {
+  // One binding of the kernel: the three commands evaluate block indices alike.
+  std::string f = temp_file("ovf8.pk", "kernel k:\n    grid = (16,)\n"
+                                       "    in  x: f32[64, 128] block=(8, 128) index=(i) -> "
+                                       "(i * 2**60 // 2**60 % 8, 0)\n"
+                                       "    out o: f32[64, 128] block=(8, 128) index=(i) -> (i % 8, 0)\n"
+                                       "    body:\n        o[...] = x[...] + 1\n");
+  for (const char *cmd : {"check", "run", "lower"}) {
+    Out o = run(std::string(cmd) + " " + f);
+    EXPECT_EQ(o.code, 3) << cmd << ": " << o.text;
+    EXPECT_NE(o.text.find(":3:56: error: "), std::string::npos) << cmd << ": " << o.text;
+    EXPECT_NE(o.text.find("integer overflow in the index map of 'x' at grid point (8,)"), std::string::npos)
+        << cmd << ": " << o.text;
+  }
+  std::filesystem::remove(f);
+}
+
 TEST(CliArithmetic, AnIndexMapThatOverflowsIsAnErrorNotABlockQuestionMark) {
   std::string f =
       temp_file("ovf.pk", "kernel k:\n    grid = (8,)\n"

@@ -11,17 +11,7 @@
 namespace pipecheck::verifier::rules {
 
 std::optional<Point> block_at(const KernelModel &m, std::size_t op, const Point &p) {
-  const OperandModel &o = m.operands[op];
-  spec::Env env = m.env;
-  for (std::size_t a = 0; a < o.index_params.size() && a < p.size(); ++a)
-    env[o.index_params[a]] = p[a];
-  Point out;
-  for (const auto &e : o.index) {
-    auto v = spec::eval_int(bind_grid(e, p, m.grid), env);
-    if (!v) return std::nullopt;
-    out.push_back(*v);
-  }
-  return out;
+  return spec::block_index(m.operands[op], m.env, m.grid, p).value;
 }
 
 std::optional<bool> guard_at(const KernelModel &m, const Effect &e, const Point &p) {
@@ -45,12 +35,8 @@ std::optional<spec::Diagnostic> located(const spec::Expr &e, const spec::Env &en
 } // namespace
 
 std::optional<spec::Diagnostic> index_error_at(const KernelModel &m, std::size_t op, const Point &p) {
-  const OperandModel &o = m.operands[op];
-  spec::Env env = m.env;
-  for (std::size_t a = 0; a < o.index_params.size() && a < p.size(); ++a)
-    env[o.index_params[a]] = p[a];
-  for (const auto &e : o.index)
-    if (auto d = located(bind_grid(e, p, m.grid), env, "the index map of '" + o.name + "'", p)) return d;
+  spec::BlockIndex b = spec::block_index(m.operands[op], m.env, m.grid, p);
+  if (b.error && b.error->fault == spec::BindFault::bad_input) return b.error->diag;
   return std::nullopt;
 }
 
@@ -148,8 +134,7 @@ Finding revisit_finding(const KernelModel &m, std::size_t op, bool accumulated, 
                                      "grid axes, after every axis the index_map depends on")
                           : make(Rule::output_revisit, o.loc,
                                  "output '" + o.name + "' revisits block " + b +
-                                     " non-consecutively: the earlier visit's write-back is "
-                                     "overwritten "
+                                     " non-consecutively: the earlier visit's write-back is overwritten "
                                      "by a window that was never copied in");
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"first_visit", first});
@@ -169,8 +154,7 @@ Finding uninitialized_finding(const KernelModel &m, const Effect &r, const Point
       scratch ? "scratch '" + o.name + "'" : "block " + block_str(m, r.operand, p) + " of '" + o.name + "'";
   Finding f = make(Rule::uninitialized_accumulator, r.loc,
                    "reads " + what + " at grid point " + format_tuple(p) +
-                       " before anything wrote it: initialize it under `when "
-                       "program_id(a) == 0` "
+                       " before anything wrote it: initialize it under `when program_id(a) == 0` "
                        "on the reduction axis");
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"grid_point", p});
@@ -189,8 +173,7 @@ Finding reset_finding(const KernelModel &m, const Effect &w, const Point &partia
         make(Rule::accumulator_reset, w.loc,
              "this write re-initializes scratch '" + o.name + "' at grid point " + format_tuple(reset) +
                  ", discarding the partial result accumulated since " + format_tuple(partial) +
-                 " before any statement read it: guard the init on the "
-                 "first step of the "
+                 " before any statement read it: guard the init on the first step of the "
                  "reduction axis");
     f.witness.items.push_back({"operand", o.name});
     f.witness.items.push_back({"first_visit", partial});
@@ -355,12 +338,10 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
           why = "the body contracts it (dot/sum/max) on line " + std::to_string(c.loc.line);
       if (why.empty()) continue;
       std::int64_t valid = x.shape[d] % x.block[d];
-      Finding f =
-          make(Rule::partial_block_reduction, x.loc,
-               "dim " + std::to_string(d) + " of '" + x.name + "' (" + std::to_string(x.shape[d]) +
-                   ") is not a multiple of its block (" + std::to_string(x.block[d]) + ") and " + why +
-                   ": the padding of the last block enters the "
-                   "reduction as garbage");
+      Finding f = make(Rule::partial_block_reduction, x.loc,
+                       "dim " + std::to_string(d) + " of '" + x.name + "' (" + std::to_string(x.shape[d]) +
+                           ") is not a multiple of its block (" + std::to_string(x.block[d]) + ") and " +
+                           why + ": the padding of the last block enters the reduction as garbage");
       f.witness.items.push_back({"operand", x.name});
       f.witness.items.push_back({"dim", static_cast<std::int64_t>(d)});
       f.witness.items.push_back({"extent", x.shape[d]});
@@ -377,8 +358,8 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
   if (!m.target) return out;
   const Target *t = find_target(*m.target);
   if (!t) {
-    unknown.push_back("unknown target '" + *m.target + "': " + to_string(Rule::sram_capacity) + " and " +
-                      to_string(Rule::block_tiling) + " not checked");
+    unknown.push_back(spec::unknown_target_message(*m.target) + ": " + std::string(id(Rule::sram_capacity)) +
+                      " and " + std::string(id(Rule::block_tiling)) + " not checked");
     return out;
   }
   std::int64_t bytes = sram_bytes(m);
@@ -390,8 +371,7 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
         "the kernel needs at least " + std::to_string(bytes) + " bytes of " +
             (t->kind == TargetKind::tpu ? "VMEM" : "shared memory") + " but " + t->name + " allows " +
             std::to_string(budget) +
-            " (a lower bound: the compiler's scoped allocations add "
-            "intermediates and "
+            " (a lower bound: the compiler's scoped allocations add intermediates and "
             "spills)" +
             (t->kind == TargetKind::tpu && budget < t->physical_sram_bytes
                  ? "; vmem_limit_bytes can raise the budget up to " + std::to_string(t->physical_sram_bytes)
