@@ -461,6 +461,19 @@ TEST(Cli, CheckJsonHasTheContractFields) {
   }
 }
 
+TEST(Cli, CheckJsonLinksEachFindingToItsRulesSectionOfTheDocs) {
+  Out o = run("check --format json " + source("corpus/rules/") + " 2>/dev/null");
+  auto j = nlohmann::json::parse(o.text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.text;
+  int findings = 0;
+  for (const auto &r : j["results"])
+    for (const auto &f : r["findings"]) {
+      ++findings;
+      EXPECT_EQ(f["doc"], "docs/rules.md#" + f["rule"].get<std::string>());
+    }
+  EXPECT_GT(findings, 10);
+}
+
 TEST(Cli, CheckOutputOrderIsTheSameWithManyJobs) {
   std::string corpus = source("corpus/");
   Out one = run("check --format json --jobs 1 " + corpus);
