@@ -43,12 +43,14 @@ const BoundOperand *BoundKernel::operand(const std::string &n) const {
   return i ? &operands[*i] : nullptr;
 }
 
-std::int64_t BoundKernel::num_points() const {
+std::int64_t num_points(const std::vector<std::int64_t> &grid) {
   std::int64_t n = 1;
   for (std::int64_t g : grid)
     n = saturating_mul(n, g);
   return n;
 }
+
+std::int64_t BoundKernel::num_points() const { return spec::num_points(grid); }
 
 std::vector<std::int64_t> BoundKernel::point(std::int64_t linear) const {
   std::vector<std::int64_t> p(grid.size());

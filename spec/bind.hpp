@@ -99,6 +99,9 @@ BlockIndex block_index(const BoundOperand &op, const Env &params, const std::vec
                        const std::vector<std::int64_t> &point);
 BlockIndex block_index(const BoundKernel &, std::size_t op, const std::vector<std::int64_t> &point);
 
+/// The number of points of a grid, saturating at INT64_MAX.
+std::int64_t num_points(const std::vector<std::int64_t> &grid);
+
 /// Replaces program_id(a) and num_programs(a) by the point's coordinates and
 /// the grid's extents.
 Expr bind_grid(const Expr &, const std::vector<std::int64_t> &point, const std::vector<std::int64_t> &grid);

@@ -3,7 +3,6 @@
 #include "spec/checked.hpp"
 #include "spec/targets.hpp"
 
-#include <limits>
 #include <map>
 
 namespace pipecheck::verifier::rules {
@@ -38,12 +37,7 @@ bool KernelModel::is_read(std::size_t op) const {
   return false;
 }
 
-std::int64_t KernelModel::num_points() const {
-  std::int64_t n = 1;
-  for (std::int64_t g : grid)
-    if (__builtin_mul_overflow(n, g, &n)) return std::numeric_limits<std::int64_t>::max();
-  return n;
-}
+std::int64_t KernelModel::num_points() const { return spec::num_points(grid); }
 
 namespace {
 
