@@ -1,6 +1,6 @@
 // pipecheck explain RULE: what a rule means, a wrong and a right example.
 #include "cli/command.hpp"
-#include "verifier/check.hpp"
+#include "verifier/rule.hpp"
 #include "verifier/rules/explain.hpp"
 
 #include <iostream>
@@ -19,8 +19,8 @@ const bool registered = register_command(
           return int(ok);
         }
         std::cerr << "error: unknown rule '" << *rule << "'; the rules are:\n";
-        for (const auto &r : verifier::all_rules())
-          std::cerr << "  " << r << "\n";
+        for (const auto &r : verifier::rule_table())
+          std::cerr << "  " << r.id << ": " << r.summary << "\n";
         return int(bad_input);
       });
     });

@@ -2,6 +2,7 @@
 
 #include "spec/eval.hpp"
 #include "spec/parse.hpp"
+#include "spec/targets.hpp"
 #include "spec/typecheck.hpp"
 
 #include "spec/validate.hpp"
@@ -251,23 +252,11 @@ std::optional<std::uint64_t> parse_size(const std::string &s) {
   return static_cast<std::uint64_t>(bytes);
 }
 
-namespace {
-
-std::string target_list() {
-  std::string list;
-  for (const auto &t : spec::known_targets())
-    list += (list.empty() ? "" : ", ") + t;
-  return list;
-}
-
-} // namespace
-
-std::string target_help() { return "target, overriding a spec's `target =`: one of " + target_list(); }
+std::string target_help() { return "target, overriding a spec's `target =`: one of " + spec::target_names(); }
 
 bool check_target(const std::string &target) {
-  const auto &known = spec::known_targets();
-  if (std::find(known.begin(), known.end(), target) != known.end()) return true;
-  usage_error("--target", target, "unknown target; expected one of " + target_list());
+  if (spec::find_target(target)) return true;
+  usage_error("--target", target, "unknown target; expected one of " + spec::target_names());
   return false;
 }
 

@@ -7,6 +7,7 @@
 
 #include "executor/tensor.hpp"
 #include "executor/value.hpp"
+#include "spec/bind.hpp"
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
 
@@ -18,32 +19,16 @@
 
 namespace pipecheck::executor {
 
-/// An operand with every size bound.
-struct ConcreteOperand {
-  const spec::Operand *decl = nullptr;
-  std::string name;
-  spec::Role role = spec::Role::in;
-  spec::DType dtype = spec::DType::f32;
-  Shape array_shape;
-  Shape block;                ///< per array dim; 1 where squeezed
-  std::vector<bool> squeezed; ///< per array dim: `None` in block_shape
-  bool windowed = true;       ///< false: memory_space any/hbm, or scratch (the body sees it whole)
-  std::vector<std::string> index_params;
-  std::vector<spec::Expr> index_results; ///< empty: all zeros
-  /// The block's shape as the body sees it (squeezed dims removed).
-  Shape block_view_shape() const;
-};
+/// An operand with every size bound (spec::bind; not windowed: memory_space
+/// any/hbm, or scratch, which the body sees whole).
+using ConcreteOperand = spec::BoundOperand;
 
-/// A kernel with its params bound, sizes evaluated and `--scale` applied.
-struct ConcreteKernel {
-  const spec::KernelSpec *spec = nullptr;
-  spec::Env params;
-  Shape grid;
-  std::vector<ConcreteOperand> operands;
+/// A kernel bound by spec::bind with every param required, and `--scale`
+/// applied to its shapes and blocks.
+struct ConcreteKernel : spec::BoundKernel {
   std::map<std::string, std::string> aliases; ///< output -> input
   spec::Block body;                           ///< with program_id/num_programs rewritten
   std::int64_t scale = 1;
-  const ConcreteOperand *operand(const std::string &) const;
 };
 
 /// spec::bind_params with every param required (a run needs values, and
@@ -60,11 +45,9 @@ ConcreteKernel concretize(const spec::KernelSpec &, const spec::Env &overrides, 
 /// (scaled) integers, for lowering a scaled kernel.
 spec::KernelSpec concrete_spec(const ConcreteKernel &);
 
-/// The block index of `op` at a grid point.
+/// The block index of `op` at a grid point (spec::block_index); throws
+/// ExecError(bad_input), located, when it has none.
 Shape block_index(const ConcreteKernel &, const ConcreteOperand &op, const Shape &grid_point);
-/// Grid points in order.
-std::int64_t grid_size(const ConcreteKernel &);
-Shape grid_point(const ConcreteKernel &, std::int64_t linear);
 
 /// Arrays by operand name (ins, outs, scratch).
 using ArrayMap = std::map<std::string, std::unique_ptr<HostArray>>;

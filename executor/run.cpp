@@ -4,6 +4,7 @@
 #include "executor/oracle.hpp"
 #include "executor/program_runner.hpp"
 #include "spec/lower.hpp"
+#include "spec/targets.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -380,25 +381,20 @@ struct KernelSizes {
 
 KernelSizes kernel_sizes(const spec::KernelSpec &k, const ConcreteKernel &c, const RunOptions &opts) {
   KernelSizes z;
-  z.steps = static_cast<std::uint64_t>(grid_size(c));
-  const bool gpu = z.gpu = [&] {
-    std::string t = opts.target.value_or("");
-    if (const auto *s = k.setting("target"); !opts.target && s && s->value.op == spec::Op::Name)
-      t = s->value.name;
-    return t.rfind("h100", 0) == 0 || t.rfind("h200", 0) == 0;
-  }();
+  z.steps = static_cast<std::uint64_t>(c.num_points());
+  const bool gpu = z.gpu = spec::targets_gpu(k, opts.target);
   std::int64_t concurrent = 1;
   if (const auto *m = k.setting("max_concurrent_steps"))
     if (auto v = spec::eval_int(m->value, c.params)) concurrent = std::max<std::int64_t>(1, *v);
   for (const auto &o : c.operands) {
-    const std::uint64_t array = footprint::array_bytes(o.array_shape, o.dtype);
+    const std::uint64_t array = footprint::array_bytes(o.shape, o.dtype);
     const std::uint64_t block = footprint::array_bytes(o.block_view_shape(), o.dtype);
     z.arrays = spec::saturating_add(z.arrays, array);
-    z.max_rank = std::max(z.max_rank, o.array_shape.size() + 1);
+    z.max_rank = std::max(z.max_rank, o.shape.size() + 1);
     z.max_name = std::max(z.max_name, o.name.size() + 5);
     if (!o.windowed) {
       z.hbm = spec::saturating_add(z.hbm, array);
-      z.max_elements = std::max(z.max_elements, num_elements(o.array_shape));
+      z.max_elements = std::max(z.max_elements, num_elements(o.shape));
       continue;
     }
     z.hbm = spec::saturating_add(z.hbm, array);
@@ -596,8 +592,8 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
       for (std::size_t d = 0; d < blk.size(); ++d)
         blk[d] = op->squeezed[d] ? m->element[d] : m->element[d] / op->block[d];
       m->block = blk;
-      for (std::int64_t lin = 0; lin < grid_size(p.ck); ++lin) {
-        const Shape pt = grid_point(p.ck, lin);
+      for (std::int64_t lin = 0; lin < p.ck.num_points(); ++lin) {
+        const Shape pt = p.ck.point(lin);
         if (block_index(p.ck, *op, pt) == blk) {
           m->grid_point = pt;
           break;

@@ -58,7 +58,7 @@ std::string render(const Shape &s) {
 std::set<std::pair<std::string, int>> keys(const std::vector<verifier::Finding> &fs) {
   std::set<std::pair<std::string, int>> out;
   for (auto &f : fs)
-    out.insert({f.rule, f.loc.line});
+    out.insert({std::string(verifier::id(f.rule)), f.loc.line});
   return out;
 }
 
@@ -130,7 +130,8 @@ std::string compare_all_n_with_exhaustive(const std::string &text) {
     bool found = false;
     for (auto &raw : run.findings)
       found = found || (raw.rule == f.rule && run.events[raw.anchor_event].stmt->loc.line == f.loc.line);
-    if (!found) return "witness N = " + std::to_string(n) + " does not reproduce " + f.rule;
+    if (!found)
+      return "witness N = " + std::to_string(n) + " does not reproduce " + std::string(verifier::id(f.rule));
     for (std::int64_t k = 1; k < n; ++k) {
       spec::Env e{{"N", k}};
       for (auto &g : verifier::races::check_concrete(p, e, "N"))

@@ -125,12 +125,12 @@ std::string compare_symbolic_with_enumeration(const std::string &text) {
       return std::vector<std::int64_t>{};
     };
     auto o = m.operand_index("o");
-    if (f.rule == "output-revisit" || f.rule == "reduction-not-last-axis") {
+    if (f.rule == verifier::Rule::output_revisit || f.rule == verifier::Rule::reduction_not_last_axis) {
       auto p = pt("first_visit"), q = pt("revisit");
       if (!(p < q) || verifier::rules::block_at(m, *o, p) != verifier::rules::block_at(m, *o, q))
         return "revisit witness does not hold: " + describe(f);
     }
-    if (f.rule == "index-out-of-bounds") {
+    if (f.rule == verifier::Rule::index_out_of_bounds) {
       auto name = std::get<std::string>(f.witness.items[0].value);
       auto op = *m.operand_index(name);
       auto b = verifier::rules::block_at(m, op, pt("grid_point"));

@@ -41,7 +41,8 @@ void write_text(std::ostream &os, const std::vector<FileResult> &files) {
       case verifier::Status::violation:
         ++violations;
         for (const auto &fd : v.findings) {
-          spec::Diagnostic d{fd.severity, fd.loc, fd.message + " [" + fd.rule + "]", fd.notes};
+          spec::Diagnostic d{fd.severity, fd.loc,
+                             fd.message + " [" + std::string(verifier::id(fd.rule)) + "]", fd.notes};
           spec::render(os, f.source, d);
         }
         break;
@@ -93,7 +94,9 @@ nlohmann::json to_json(const std::vector<FileResult> &files) {
         nlohmann::json notes = nlohmann::json::array();
         for (const auto &n : fd.notes)
           notes.push_back({{"line", n.loc.line}, {"message", n.message}});
-        fs.push_back({{"rule", fd.rule},
+        const verifier::RuleInfo &rule = verifier::info(fd.rule);
+        fs.push_back({{"rule", rule.id},
+                      {"doc", rule.anchor},
                       {"severity", spec::to_string(fd.severity)},
                       {"line", fd.loc.line},
                       {"column", fd.loc.col},

@@ -1,7 +1,9 @@
 #include "spec/lower.hpp"
 
+#include "spec/bind.hpp"
 #include "spec/checked.hpp"
 #include "spec/print.hpp"
+#include "spec/targets.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -54,23 +56,15 @@ public:
     env_ = param_env(k_.params, o_.overrides);
     for (auto &p : k_.params)
       if (!env_.count(p.name)) throw Fail{p.loc, "param '" + p.name + "' has no value: bind it with --set"};
-    std::string target = o_.target.value_or("");
-    if (!o_.target)
-      if (auto *s = k_.setting("target"); s && s->value.op == Op::Name) target = s->value.name;
-    gpu_ = target.rfind("h100", 0) == 0 || target.rfind("h200", 0) == 0;
-    if (k_.grid)
-      for (auto &g : *k_.grid)
-        grid_.push_back(ev(g, env_));
-    steps_ = 1;
-    for (auto g : grid_) {
-      if (g < 0) throw Fail{k_.grid_loc, "negative grid extent"};
-      const auto n = checked_mul(steps_, g);
-      steps_ = n ? *n : kMaxSteps + 1;
-      if (steps_ > kMaxSteps) throw Fail{k_.grid_loc, "grid too large to lower (more than 65536 steps)"};
-    }
+    gpu_ = targets_gpu(k_, o_.target);
+    Binding bound = bind_kernel(k_, env_);
+    if (bound.error) throw Fail{bound.error->diag.loc, bound.error->diag.message};
+    grid_ = bound.kernel->grid;
+    steps_ = bound.kernel->num_points();
+    if (steps_ > kMaxSteps) throw Fail{k_.grid_loc, "grid too large to lower (more than 65536 steps)"};
     for (std::int64_t s = 0; s < steps_; ++s)
-      coords_.push_back(grid_point(grid_, s));
-    setup_operands();
+      coords_.push_back(bound.kernel->point(s));
+    setup_operands(*bound.kernel);
     declare_buffers();
     if (gpu_)
       emit_gpu();
@@ -87,23 +81,17 @@ public:
   }
 
 private:
-  void setup_operands() {
+  void setup_operands(const BoundKernel &bound) {
     std::map<std::string, std::string> alias_of; // output -> input
     for (auto &a : k_.aliases)
       alias_of[a.output] = a.input;
-    for (auto &o : k_.operands) {
+    for (const auto &bo : bound.operands) {
+      const Operand &o = *bo.decl;
       Opnd x;
       x.op = &o;
-      for (auto &e : o.shape)
-        x.shape.push_back(ev(e, env_));
-      if (o.block_shape) {
-        if (o.block_shape->size() != x.shape.size()) throw Fail{o.loc, "block rank differs from the array's"};
-        for (auto &b : *o.block_shape)
-          x.block.push_back(b ? std::optional(ev(*b, env_)) : std::nullopt);
-      } else {
-        for (auto v : x.shape)
-          x.block.push_back(v);
-      }
+      x.shape = bo.shape;
+      for (std::size_t d = 0; d < bo.block.size(); ++d)
+        x.block.push_back(bo.squeezed[d] ? std::nullopt : std::optional(bo.block[d]));
       if (o.role == Role::scratch) {
         x.windowed = false;
         x.window = o.name;
@@ -114,21 +102,9 @@ private:
       x.hbm = alias_of.count(o.name) ? alias_of[o.name] : o.name;
       if (x.windowed) x.window = o.name + (gpu_ ? "_smem" : "_vmem");
       for (std::int64_t s = 0; s < steps_; ++s) {
-        Env e = env_;
-        std::vector<std::int64_t> b;
-        if (o.index_map) {
-          if (o.index_map->params.size() != grid_.size())
-            throw Fail{o.loc, "index map takes " + std::to_string(o.index_map->params.size()) +
-                                  " grid indices, the grid has " + std::to_string(grid_.size())};
-          for (std::size_t a = 0; a < grid_.size(); ++a)
-            e[o.index_map->params[a]] = coords_[s][a];
-          for (auto &r : o.index_map->results)
-            b.push_back(ev(r, e));
-          if (b.size() != x.shape.size()) throw Fail{o.loc, "index map rank differs from the array's"};
-        } else {
-          b.assign(x.shape.size(), 0);
-        }
-        x.blk.push_back(b);
+        BlockIndex b = block_index(bo, bound.params, bound.grid, coords_[s]);
+        if (b.error) throw Fail{b.error->diag.loc, b.error->diag.message};
+        x.blk.push_back(std::move(*b.value));
       }
       if (o.pipeline_mode.buffer_count)
         x.buffers = ev(*o.pipeline_mode.buffer_count, env_);

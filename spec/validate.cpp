@@ -3,17 +3,13 @@
 #include "spec/checked.hpp"
 #include "spec/eval.hpp"
 #include "spec/print.hpp"
+#include "spec/targets.hpp"
 #include "spec/typecheck.hpp"
 
 #include <map>
 #include <set>
 
 namespace pipecheck::spec {
-
-const std::vector<std::string> &known_targets() {
-  static const std::vector<std::string> t = {"tpu_v4", "tpu_v5e", "tpu_v5p", "tpu_v6e", "h100", "h200"};
-  return t;
-}
 
 namespace {
 
@@ -206,15 +202,7 @@ public:
                                            " entries but the grid has rank " + std::to_string(grid_rank_));
     for (const auto &s : k.settings) {
       if (s.key == "target") {
-        bool ok = false;
-        for (const auto &t : known_targets())
-          ok |= s.value.name == t;
-        if (!ok) {
-          std::string list;
-          for (const auto &t : known_targets())
-            list += (list.empty() ? "" : ", ") + t;
-          error(s.value.loc, "unknown target '" + s.value.name + "'; expected one of " + list);
-        }
+        if (!find_target(s.value.name)) error(s.value.loc, unknown_target_message(s.value.name));
       } else {
         check_int_expr(s.value, params, "'" + s.key + "'");
         auto v = eval_int(s.value, env);

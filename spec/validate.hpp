@@ -13,8 +13,6 @@ namespace pipecheck::spec {
 
 std::vector<Diagnostic> validate(const File &);
 
-/// The target names `target =` and `--target` accept.
-const std::vector<std::string> &known_targets();
 std::vector<Diagnostic> validate(const KernelSpec &);
 std::vector<Diagnostic> validate(const Program &);
 

@@ -11,22 +11,8 @@
 
 namespace pipecheck::verifier {
 
-// The catalog is the union of what the two checkers decide: spec rules over
-// kernels, race rules over programs (index-out-of-bounds is both).
-const std::vector<std::string> &all_rules() {
-  static const std::vector<std::string> rules = [] {
-    std::vector<std::string> r = rules::spec_rules();
-    for (auto &x : race_rule_ids())
-      if (std::find(r.begin(), r.end(), x) == r.end()) r.push_back(x);
-    return r;
-  }();
-  return rules;
-}
-
 void cancel_all() { smt::interrupt_all(); }
 bool cancelled() { return smt::interrupted(); }
-
-std::vector<std::string> implemented_rules() { return all_rules(); }
 
 Verdict check_spec_rules(const spec::KernelSpec &k, const CheckOptions &o) {
   Verdict v;

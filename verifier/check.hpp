@@ -41,11 +41,4 @@ void cancel_all();
 /// True once cancel_all() has been called.
 bool cancelled();
 
-/// The rule ids this build decides (the corpus test reports expectations of
-/// other rules as pending).
-std::vector<std::string> implemented_rules();
-
-/// Every rule id of the catalog (docs/rules.md).
-const std::vector<std::string> &all_rules();
-
 } // namespace pipecheck::verifier

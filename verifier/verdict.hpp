@@ -4,6 +4,7 @@
 
 #include "spec/diag.hpp"
 #include "spec/ir.hpp"
+#include "verifier/rule.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -48,7 +49,7 @@ struct Witness {
 
 /// A rule violation, anchored at a source location, with a concrete witness.
 struct Finding {
-  std::string rule; ///< stable rule id, e.g. "reduction-not-last-axis"
+  Rule rule = Rule::slot_race; ///< its id: verifier::id(rule)
   spec::Severity severity = spec::Severity::error;
   spec::Loc loc;
   std::string message;

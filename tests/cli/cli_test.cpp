@@ -501,6 +501,19 @@ TEST(Cli, CheckReportsALoweredProgramsFindingOnTheKernelsLineWithGridPoints) {
       << t.text;
 }
 
+TEST(Cli, CheckJsonLinksEachFindingToItsRulesSectionOfTheDocs) {
+  Out o = run("check --format json " + source("corpus/rules/") + " 2>/dev/null");
+  auto j = nlohmann::json::parse(o.text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.text;
+  int findings = 0;
+  for (const auto &r : j["results"])
+    for (const auto &f : r["findings"]) {
+      ++findings;
+      EXPECT_EQ(f["doc"], "docs/rules.md#" + f["rule"].get<std::string>());
+    }
+  EXPECT_GT(findings, 10);
+}
+
 TEST(Cli, CheckOutputOrderIsTheSameWithManyJobs) {
   std::string corpus = source("corpus/");
   Out one = run("check --format json --jobs 1 " + corpus);
@@ -617,6 +630,23 @@ TEST(CliArithmetic, DivisionByZeroIsLocatedAtTheOperator) {
   EXPECT_NE(o.text.find(":3:56: error: division by zero in the index map of operand 'x'"), std::string::npos)
       << o.text;
   EXPECT_EQ(o.text.find("unsupported construct"), std::string::npos) << o.text;
+  std::filesystem::remove(f);
+}
+
+TEST(CliArithmetic, CheckRunAndLowerReportTheSameIndexMapOverflowAtTheSameGridPoint) {
+  // One binding of the kernel: the three commands evaluate block indices alike.
+  std::string f = temp_file("ovf8.pk", "kernel k:\n    grid = (16,)\n"
+                                       "    in  x: f32[64, 128] block=(8, 128) index=(i) -> "
+                                       "(i * 2**60 // 2**60 % 8, 0)\n"
+                                       "    out o: f32[64, 128] block=(8, 128) index=(i) -> (i % 8, 0)\n"
+                                       "    body:\n        o[...] = x[...] + 1\n");
+  for (const char *cmd : {"check", "run", "lower"}) {
+    Out o = run(std::string(cmd) + " " + f);
+    EXPECT_EQ(o.code, 3) << cmd << ": " << o.text;
+    EXPECT_NE(o.text.find(":3:56: error: "), std::string::npos) << cmd << ": " << o.text;
+    EXPECT_NE(o.text.find("integer overflow in the index map of 'x' at grid point (8,)"), std::string::npos)
+        << cmd << ": " << o.text;
+  }
   std::filesystem::remove(f);
 }
 

@@ -53,8 +53,8 @@ int compare_kernel(const spec::KernelSpec &k, const std::string &where) {
     ADD_FAILURE() << where << ":" << e.loc.line << ": " << e.message;
   BlockMemory mem;
   for (const auto &o : c.operands) {
-    auto a = std::make_unique<executor::HostArray>(o.name, o.dtype,
-                                                   o.windowed ? o.block_view_shape() : o.array_shape);
+    auto a =
+        std::make_unique<executor::HostArray>(o.name, o.dtype, o.windowed ? o.block_view_shape() : o.shape);
     a->fill_random(7);
     mem.arrays[o.name] = std::move(a);
   }

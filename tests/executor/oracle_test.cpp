@@ -23,7 +23,7 @@ TEST(Oracle, CorrectSumIsTheSumOverTheFirstAxis) {
   const auto &k = unit<spec::KernelSpec>(reductions(), "correct_sum");
   const ConcreteKernel c = concretize(k, {}, 8);
   EXPECT_EQ(c.grid, (Shape{4, 4, 8}));
-  EXPECT_EQ(c.operand("x")->array_shape, (Shape{8, 128, 128}));
+  EXPECT_EQ(c.operand("x")->shape, (Shape{8, 128, 128}));
   EXPECT_EQ(c.operand("x")->block_view_shape(), (Shape{32, 32}));
   ArrayMap arrays = make_kernel_arrays(c, 5);
   run_oracle(c, arrays);

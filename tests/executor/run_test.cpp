@@ -316,5 +316,5 @@ TEST(RunKernel, AGridExtentThatOverflowsIsBadInput) {
                                       o);
   EXPECT_EQ(r.status, RunStatus::bad_input) << r.reason;
   EXPECT_EQ(r.loc.line, 3);
-  EXPECT_NE(r.reason.find("integer overflow in grid extent"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("integer overflow in the grid"), std::string::npos) << r.reason;
 }

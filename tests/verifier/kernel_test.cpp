@@ -49,7 +49,7 @@ std::string gpu_matmul(int delay_release, const std::string &target = "h100") {
 )";
 }
 
-const verifier::Finding *find(const verifier::Verdict &v, const std::string &rule, int line) {
+const verifier::Finding *find(const verifier::Verdict &v, verifier::Rule rule, int line) {
   for (const auto &f : v.findings)
     if (f.rule == rule && f.loc.line == line) return &f;
   return nullptr;
@@ -74,11 +74,11 @@ const char *kClean = R"(kernel add:
 TEST(KernelCheck, TheIssuesGpuMatmulWithoutDelayReleaseReportsTheOverwriteOnTheOperandLines) {
   auto k = kernel(gpu_matmul(0));
   // The spec rules alone see nothing wrong: the symptom is in the pipeline.
-  EXPECT_EQ(find(verifier::check_spec_rules(k, {}), "async-operand-overwritten", 7), nullptr);
+  EXPECT_EQ(find(verifier::check_spec_rules(k, {}), verifier::Rule::async_operand_overwritten, 7), nullptr);
   auto v = verifier::check(k, {});
   EXPECT_EQ(v.status, Status::violation);
   for (int line : {7, 8}) {
-    const verifier::Finding *f = find(v, "async-operand-overwritten", line);
+    const verifier::Finding *f = find(v, verifier::Rule::async_operand_overwritten, line);
     ASSERT_NE(f, nullptr) << "line " << line;
     EXPECT_NE(f->message.find("at grid point (0, 0, 1)"), std::string::npos) << f->message;
     const auto *at = item(*f, "grid_point");
@@ -117,17 +117,17 @@ TEST(KernelCheck, TheWitnessOfALoweredFindingCarriesGridPointsInJson) {
 TEST(KernelCheck, DelayReleaseOneRemovesTheOverwrite) {
   auto v = verifier::check(kernel(gpu_matmul(1)), {});
   for (const auto &f : v.findings)
-    EXPECT_NE(f.rule, "async-operand-overwritten") << f.loc.line << ": " << f.message;
+    EXPECT_NE(f.rule, verifier::Rule::async_operand_overwritten) << f.loc.line << ": " << f.message;
 }
 
 TEST(KernelCheck, TheTargetOverrideReachesTheLoweredProgram) {
   // Written for the TPU, checked for h200: the Mosaic GPU pipeline is the one checked.
   std::string text = gpu_matmul(0, "tpu_v5e");
   auto k = kernel(text);
-  EXPECT_EQ(find(verifier::check(k, {}), "async-operand-overwritten", 7), nullptr);
+  EXPECT_EQ(find(verifier::check(k, {}), verifier::Rule::async_operand_overwritten, 7), nullptr);
   verifier::CheckOptions o;
   o.target = "h200";
-  EXPECT_NE(find(verifier::check(k, o), "async-operand-overwritten", 7), nullptr);
+  EXPECT_NE(find(verifier::check(k, o), verifier::Rule::async_operand_overwritten, 7), nullptr);
 }
 
 TEST(KernelCheck, ACleanKernelIsVerifiedWithItsLoweredProgramNamedInTheReason) {
@@ -186,12 +186,12 @@ TEST(KernelCheck, ASpecFindingOnAnOperandExplainsTheLoweredProgramsSymptomOnIt) 
   ASSERT_TRUE(low);
   auto p = verifier::check_program(low->program, {});
   ASSERT_EQ(p.status, Status::violation);
-  EXPECT_EQ(p.findings.at(0).rule, "stale-read");
+  EXPECT_EQ(p.findings.at(0).rule, verifier::Rule::stale_read);
   EXPECT_EQ(p.findings.at(0).loc.line, 8);
 
   auto v = verifier::check(k, {});
   ASSERT_EQ(v.findings.size(), 1u) << v.findings.back().rule << ": " << v.findings.back().message;
-  EXPECT_EQ(v.findings[0].rule, "reduction-not-last-axis");
+  EXPECT_EQ(v.findings[0].rule, verifier::Rule::reduction_not_last_axis);
   EXPECT_EQ(v.findings[0].loc.line, 4);
 }
 

@@ -205,7 +205,7 @@ void Machine::access(int event, int node, int op, const Place &p, bool write) {
   bool acc_access = is_wgmma && write;
   auto kind = bufs[p.buffer].kind;
   if (!write && (kind == spec::BufferKind::sram || kind == spec::BufferKind::smem) && !covered(p)) {
-    r_.findings.push_back({"uninitialized-read", event, -1, -1, -1,
+    r_.findings.push_back({Rule::uninitialized_read, event, -1, -1, -1,
                            "reads " + bufs[p.buffer].name +
                                (p.slot >= 0 ? "[" + std::to_string(p.slot) + "]" : std::string()) +
                                ", which nothing has written"});
@@ -226,8 +226,12 @@ void Machine::access(int event, int node, int op, const Place &p, bool write) {
                                : other.kind == OpKind::copy_out ? std::string("copy out of it")
                                                                 : std::string("wgmma")) +
                               " is still in flight";
-      RawFinding f{
-          async_operand ? "async-operand-overwritten" : "slot-race", event, other.start_event, -1, -1, msg};
+      RawFinding f{async_operand ? Rule::async_operand_overwritten : Rule::slot_race,
+                   event,
+                   other.start_event,
+                   -1,
+                   -1,
+                   msg};
       f.other_op = o;
       (void)node;
       r_.findings.push_back(std::move(f));
@@ -361,7 +365,7 @@ void Machine::exec_async(const spec::Stmt &s) {
         auto &st = slots_state_[{src.buffer, src.slot}];
         if (st.pending_accumulate >= 0 && st.pending_tag && st.pending_tag->buffer == dst.buffer &&
             !(*st.pending_tag == dst))
-          r_.findings.push_back({"stale-read", st.pending_accumulate, ev, -1, -1,
+          r_.findings.push_back({Rule::stale_read, st.pending_accumulate, ev, -1, -1,
                                  "accumulates into a slot that holds another block: its result "
                                  "is written back to a different region"});
         st.tag = dst;
@@ -377,7 +381,7 @@ void Machine::exec_async(const spec::Stmt &s) {
       int ev = new_event(s, p.slot >= 0 ? std::optional(p.slot) : std::nullopt);
       auto &q = (in ? in_flight_in_ : in_flight_out_)[{p.buffer, p.slot}];
       if (q.empty()) {
-        r_.findings.push_back({"wait-without-copy", ev, -1, -1, -1,
+        r_.findings.push_back({Rule::wait_without_copy, ev, -1, -1, -1,
                                std::string("waits for a copy ") + (in ? "into " : "out of ") +
                                    program_.buffers[p.buffer].name +
                                    (p.slot >= 0 ? "[" + std::to_string(p.slot) + "]" : "") +
@@ -432,12 +436,12 @@ RunResult Machine::run() {
     // The access faults, as it does in the executor: the run ends at it, and
     // what is still in flight then is no leak of the program's.
     int ev = new_event(*current_, std::nullopt);
-    r_.findings.push_back({"index-out-of-bounds", ev, -1, -1, -1, e.what()});
+    r_.findings.push_back({Rule::index_out_of_bounds, ev, -1, -1, -1, e.what()});
     outstanding_.clear();
   }
   for (int op : outstanding_) {
     const auto &o = r_.ops[op];
-    r_.findings.push_back({"copy-never-waited", o.start_event, -1, -1, -1,
+    r_.findings.push_back({Rule::copy_never_waited, o.start_event, -1, -1, -1,
                            o.kind == OpKind::wgmma
                                ? std::string("this wgmma is still in flight when the pipeline ends")
                                : std::string("this copy is never waited: it is still in flight "

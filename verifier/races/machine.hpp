@@ -29,6 +29,7 @@
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
 #include "verifier/hb/hb.hpp"
+#include "verifier/rule.hpp"
 
 #include <cstdint>
 #include <deque>
@@ -83,7 +84,7 @@ struct AsyncOp {
 
 /// A raw finding of one run, before deduplication.
 struct RawFinding {
-  std::string rule;
+  Rule rule = Rule::slot_race;
   int anchor_event = -1; ///< the event whose statement is the anchor
   int other_event = -1;  ///< the earlier event of a race (the op's start), or -1
   int other_op = -1;     ///< the earlier asynchronous operation of a race, or -1

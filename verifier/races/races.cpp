@@ -12,11 +12,6 @@
 
 namespace pipecheck::verifier {
 
-std::vector<std::string> race_rule_ids() {
-  return {"slot-race",  "async-operand-overwritten", "wait-without-copy",  "copy-never-waited",
-          "stale-read", "uninitialized-read",        "index-out-of-bounds"};
-}
-
 namespace races {
 
 namespace {
@@ -58,7 +53,7 @@ int top_level_of(const spec::Program &p, const spec::Stmt *s) {
   return -1;
 }
 
-bool race_rule(const std::string &r) { return r == "slot-race" || r == "async-operand-overwritten"; }
+bool race_rule(Rule r) { return r == Rule::slot_race || r == Rule::async_operand_overwritten; }
 
 bool confirmed(const RunResult &run, const RawFinding &f) {
   if (!race_rule(f.rule)) return true;
@@ -134,7 +129,7 @@ std::vector<Finding> check_concrete(const spec::Program &p, const spec::Env &env
   Machine m(p, env);
   RunResult run = m.run();
   std::vector<Finding> out;
-  std::set<std::pair<std::string, int>> seen;
+  std::set<std::pair<Rule, int>> seen;
   std::int64_t value = 0;
   if (!param.empty()) value = env.at(param);
   for (auto &f : run.findings) {
@@ -152,7 +147,7 @@ namespace {
 
 struct Acc {
   std::vector<Finding> findings;
-  std::set<std::pair<std::string, int>> seen;
+  std::set<std::pair<Rule, int>> seen;
   void add(std::vector<Finding> fs) {
     for (auto &f : fs)
       if (seen.insert({f.rule, f.loc.line}).second) findings.push_back(std::move(f));

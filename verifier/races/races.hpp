@@ -22,9 +22,6 @@ namespace pipecheck::verifier {
 /// `unknown` with the reason ("checked for N <= Nmax only: ...").
 Verdict check_program(const spec::Program &, const CheckOptions &);
 
-/// The rule ids check_program decides.
-std::vector<std::string> race_rule_ids();
-
 namespace races {
 
 /// The findings of one concrete run (params bound by `env`), converted to

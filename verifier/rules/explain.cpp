@@ -1,5 +1,7 @@
 #include "verifier/rules/explain.hpp"
 
+#include <cassert>
+
 namespace pipecheck::verifier::rules {
 
 namespace {
@@ -45,7 +47,7 @@ const char *kPipeRight = R"(pipeline double_buffered_add_one:
 std::vector<RuleDoc> make_docs() {
   std::vector<RuleDoc> d;
   d.push_back(
-      {"reduction-not-last-axis",
+      {Rule::reduction_not_last_axis,
        "An output is accumulated along a grid axis that comes before an axis its index_map depends "
        "on. Pallas keeps an output block in VMEM only while consecutive grid points map to it, so the "
        "block is revisited non-consecutively and each revisit starts from a stale window. "
@@ -54,7 +56,7 @@ std::vector<RuleDoc> make_docs() {
        "depends on (a revisit with no such later axis, e.g. a single axis with `i % 4`, is an "
        "output-revisit). Reduce along the last grid axes only.",
        kSumWrong, kSumRight});
-  d.push_back({"output-revisit",
+  d.push_back({Rule::output_revisit,
                "Grid points p < r < q map an output to the same block at p and q but to another block at r. "
                "Pallas writes the block back when the visit at p ends and never copies it in again, so the "
                "visit at q overwrites HBM with a window that does not hold the earlier result.",
@@ -72,7 +74,7 @@ std::vector<RuleDoc> make_docs() {
     body:
         o[...] = x[...]
 )"});
-  d.push_back({"uninitialized-accumulator",
+  d.push_back({Rule::uninitialized_accumulator,
                "The body reads an output or scratch block (a load or `+=`) at a grid point where nothing has "
                "written it yet. Outputs and scratch start as garbage: initialize the accumulator under "
                "`when program_id(a) == 0` on the reduction axis.",
@@ -84,7 +86,7 @@ std::vector<RuleDoc> make_docs() {
         o[...] += x[...]
 )",
                kSumRight});
-  d.push_back({"accumulator-reset",
+  d.push_back({Rule::accumulator_reset,
                "The initializing write of an accumulator also fires on a later visit of the same block, "
                "throwing away the partial result accumulated so far: its `when` tests the wrong grid axis. "
                "For an output: the init fires at grid point q and an earlier point p < q accumulated into "
@@ -103,7 +105,7 @@ std::vector<RuleDoc> make_docs() {
         o[...] += x[...]
 )",
                kSumRight});
-  d.push_back({"input-write-lost",
+  d.push_back({Rule::input_write_lost,
                "The body writes an input block. Inputs are copied HBM -> VMEM only; without "
                "input_output_aliases the write stays in the window and never reaches HBM.",
                R"(kernel add_one_writes_input:
@@ -122,7 +124,7 @@ std::vector<RuleDoc> make_docs() {
     body:
         o[...] = x[...] + 1
 )"});
-  d.push_back({"index-out-of-bounds",
+  d.push_back({Rule::index_out_of_bounds,
                "Some grid point maps an operand to a block index below 0 or at least cdiv(extent, block) "
                "along some dim: no element of that block lies in the array. In a pipeline: a ref's "
                "subscript lies outside its buffer (or its slot outside the ring) on some run; refs do "
@@ -141,7 +143,7 @@ std::vector<RuleDoc> make_docs() {
     body:
         o[...] = x[...]
 )"});
-  d.push_back({"partial-block-reduction",
+  d.push_back({Rule::partial_block_reduction,
                "A reduced dimension (indexed by a grid axis along which the output block stays the same, or "
                "contracted by dot/sum in the body) is not a multiple of its block. The last block is padded "
                "with garbage, and the padding enters the reduction. Mask it, or pick a dividing block.",
@@ -167,7 +169,7 @@ std::vector<RuleDoc> make_docs() {
             o[...] = zeros
         o[...] += dot(a[...], b[...])
 )"});
-  d.push_back({"parallel-write-conflict",
+  d.push_back({Rule::parallel_write_conflict,
                "Two grid points that differ along a `parallel` axis write the same output block. Parallel "
                "axes may be split across cores (megacore, the CUDA grid), so the writes race. Mark the "
                "reduction axis `arbitrary`.",
@@ -182,7 +184,7 @@ std::vector<RuleDoc> make_docs() {
         o[...] += x[...]
 )",
                kSumRight});
-  d.push_back({"output-not-covered",
+  d.push_back({Rule::output_not_covered,
                "Some block of an output is never written by any grid point: that part of the result is "
                "garbage.",
                R"(kernel copy_half_covered:
@@ -199,7 +201,7 @@ std::vector<RuleDoc> make_docs() {
     body:
         o[...] = x[...]
 )"});
-  d.push_back({"alias-hazard",
+  d.push_back({Rule::alias_hazard,
                "With input_output_aliases an input and an output share HBM. An input block is read after the "
                "output has written back the same region, so the kernel reads its own new values instead of "
                "the original input.",
@@ -219,7 +221,7 @@ std::vector<RuleDoc> make_docs() {
     body:
         o[...] = x[...] + 1
 )"});
-  d.push_back({"sram-capacity",
+  d.push_back({Rule::sram_capacity,
                "buffer_count x block bytes per pipelined operand, plus scratch, exceed the target's budget "
                "(TPU: the scoped VMEM limit, which vmem_limit_bytes raises up to the physical VMEM; GPU: "
                "shared memory per block). The figure is a lower bound: the compiler adds intermediates.",
@@ -240,7 +242,7 @@ std::vector<RuleDoc> make_docs() {
     body:
         o[...] = x[...]
 )"});
-  d.push_back({"block-tiling",
+  d.push_back({Rule::block_tiling,
                "The block violates the target's tiling rule: on TPU the last two block dims must be "
                "multiples of (8, 128) or equal the array's; on Mosaic GPU the minor dim must span a multiple "
                "of 16 bytes and no dim may exceed 256 elements (TMA).",
@@ -260,7 +262,7 @@ std::vector<RuleDoc> make_docs() {
     body:
         o[...] = x[...]
 )"});
-  d.push_back({"slot-race",
+  d.push_back({Rule::slot_race,
                "Two accesses to the same slot (or HBM region), at least one a write, are not ordered by "
                "happens-before: a copy into a slot still being read, a read before its wait, compute "
                "writing a slot that is being copied out.",
@@ -281,7 +283,7 @@ std::vector<RuleDoc> make_docs() {
         copy_out_wait(Y[cur])
 )",
                kPipeRight});
-  d.push_back({"async-operand-overwritten",
+  d.push_back({Rule::async_operand_overwritten,
                "A copy overwrites a slot that an asynchronous consumer (wgmma) still reads: the missing "
                "delay_release. With wgmma_wait(1) the previous step's wgmma is still in flight, so refill "
                "the slot of step s-1, not of step s.",
@@ -313,7 +315,7 @@ std::vector<RuleDoc> make_docs() {
             copy_in_start(A[s + 3], a[(s - 1) % 4])
             copy_in_start(B[s + 3], b[(s - 1) % 4])
 )"});
-  d.push_back({"wait-without-copy",
+  d.push_back({Rule::wait_without_copy,
                "A wait with no matching outstanding copy: on hardware the semaphore never reaches its "
                "value and the kernel hangs.",
                R"(pipeline extra_wait:
@@ -333,7 +335,7 @@ std::vector<RuleDoc> make_docs() {
         copy_in_start(A[i], X[i % 2])
         copy_in_wait(X[i % 2])
 )"});
-  d.push_back({"copy-never-waited",
+  d.push_back({Rule::copy_never_waited,
                "A copy is still outstanding when the kernel ends: its data may never land (the last "
                "write-back of the pipeline is the usual victim).",
                R"(pipeline forgets_last_writeback:
@@ -341,7 +343,7 @@ std::vector<RuleDoc> make_docs() {
     copy_out_wait(Y[(N - 1) % 2])
 )",
                kPipeRight});
-  d.push_back({"stale-read",
+  d.push_back({Rule::stale_read,
                "The body reads a slot that holds a different block than the one it indexes, e.g. a ring "
                "slot refilled for a later step, or an output window revisited without being copied in.",
                R"(pipeline reads_the_wrong_slot:
@@ -361,7 +363,7 @@ std::vector<RuleDoc> make_docs() {
         copy_out_wait(Y[cur])
 )",
                kPipeRight});
-  d.push_back({"uninitialized-read",
+  d.push_back({Rule::uninitialized_read,
                "The program reads a slot or buffer that no copy and no compute has written: it holds "
                "garbage (poison in pipecheck's executor).",
                R"(pipeline read_before_any_copy:
@@ -385,11 +387,20 @@ const std::vector<RuleDoc> &rule_docs() {
   return d;
 }
 
-std::optional<std::string> explain(const std::string &rule) {
+const RuleDoc &rule_doc(Rule r) {
   for (const auto &d : rule_docs())
-    if (d.id == rule)
-      return d.id + "\n\n" + d.meaning + "\n\nWrong:\n\n" + d.wrong + "\nRight:\n\n" + d.right;
-  return std::nullopt;
+    if (d.rule == r) return d;
+  assert(false && "every rule has a RuleDoc (explain_test)");
+  return rule_docs().front();
+}
+
+std::optional<std::string> explain(const std::string &rule) {
+  auto r = find_rule(rule);
+  if (!r) return std::nullopt;
+  const RuleDoc &d = rule_doc(*r);
+  const RuleInfo &i = info(*r);
+  return std::string(i.id) + ": " + std::string(i.summary) + "\n\n" + d.meaning + "\n\nWrong:\n\n" + d.wrong +
+         "\nRight:\n\n" + d.right + "\nSee " + std::string(i.anchor) + ".\n";
 }
 
 } // namespace pipecheck::verifier::rules

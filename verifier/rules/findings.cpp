@@ -10,34 +10,8 @@
 
 namespace pipecheck::verifier::rules {
 
-const std::vector<std::string> &spec_rules() {
-  static const std::vector<std::string> r = {"reduction-not-last-axis",
-                                             "output-revisit",
-                                             "uninitialized-accumulator",
-                                             "accumulator-reset",
-                                             "input-write-lost",
-                                             "index-out-of-bounds",
-                                             "partial-block-reduction",
-                                             "parallel-write-conflict",
-                                             "output-not-covered",
-                                             "alias-hazard",
-                                             "sram-capacity",
-                                             "block-tiling"};
-  return r;
-}
-
 std::optional<Point> block_at(const KernelModel &m, std::size_t op, const Point &p) {
-  const OperandModel &o = m.operands[op];
-  spec::Env env = m.env;
-  for (std::size_t a = 0; a < o.index_params.size() && a < p.size(); ++a)
-    env[o.index_params[a]] = p[a];
-  Point out;
-  for (const auto &e : o.index) {
-    auto v = spec::eval_int(bind_grid(e, p, m.grid), env);
-    if (!v) return std::nullopt;
-    out.push_back(*v);
-  }
-  return out;
+  return spec::block_index(m.operands[op], m.env, m.grid, p).value;
 }
 
 std::optional<bool> guard_at(const KernelModel &m, const Effect &e, const Point &p) {
@@ -61,12 +35,8 @@ std::optional<spec::Diagnostic> located(const spec::Expr &e, const spec::Env &en
 } // namespace
 
 std::optional<spec::Diagnostic> index_error_at(const KernelModel &m, std::size_t op, const Point &p) {
-  const OperandModel &o = m.operands[op];
-  spec::Env env = m.env;
-  for (std::size_t a = 0; a < o.index_params.size() && a < p.size(); ++a)
-    env[o.index_params[a]] = p[a];
-  for (const auto &e : o.index)
-    if (auto d = located(bind_grid(e, p, m.grid), env, "the index map of '" + o.name + "'", p)) return d;
+  spec::BlockIndex b = spec::block_index(m.operands[op], m.env, m.grid, p);
+  if (b.error && b.error->fault == spec::BindFault::bad_input) return b.error->diag;
   return std::nullopt;
 }
 
@@ -137,7 +107,7 @@ std::string block_str(const KernelModel &m, std::size_t op, const Point &p) {
   return b ? format_tuple(*b) : std::string("?");
 }
 
-Finding make(const std::string &rule, const spec::Loc &loc, std::string msg) {
+Finding make(Rule rule, const spec::Loc &loc, std::string msg) {
   Finding f;
   f.rule = rule;
   f.loc = loc;
@@ -155,14 +125,14 @@ Finding revisit_finding(const KernelModel &m, std::size_t op, bool accumulated, 
                         const Point &revisit) {
   const auto &o = m.operands[op];
   std::string b = block_str(m, op, first);
-  Finding f = accumulated ? make("reduction-not-last-axis", o.loc,
+  Finding f = accumulated ? make(Rule::reduction_not_last_axis, o.loc,
                                  "output '" + o.name +
                                      "' is accumulated across grid axes in an order that "
                                      "revisits its block " +
                                      b +
                                      " non-consecutively: reduce only along the last "
                                      "grid axes, after every axis the index_map depends on")
-                          : make("output-revisit", o.loc,
+                          : make(Rule::output_revisit, o.loc,
                                  "output '" + o.name + "' revisits block " + b +
                                      " non-consecutively: the earlier visit's write-back is overwritten "
                                      "by a window that was never copied in");
@@ -182,7 +152,7 @@ Finding uninitialized_finding(const KernelModel &m, const Effect &r, const Point
   bool scratch = o.role == spec::Role::scratch;
   std::string what =
       scratch ? "scratch '" + o.name + "'" : "block " + block_str(m, r.operand, p) + " of '" + o.name + "'";
-  Finding f = make("uninitialized-accumulator", r.loc,
+  Finding f = make(Rule::uninitialized_accumulator, r.loc,
                    "reads " + what + " at grid point " + format_tuple(p) +
                        " before anything wrote it: initialize it under `when program_id(a) == 0` "
                        "on the reduction axis");
@@ -200,7 +170,7 @@ Finding reset_finding(const KernelModel &m, const Effect &w, const Point &partia
   const auto &o = m.operands[w.operand];
   if (o.role == spec::Role::scratch) {
     Finding f =
-        make("accumulator-reset", w.loc,
+        make(Rule::accumulator_reset, w.loc,
              "this write re-initializes scratch '" + o.name + "' at grid point " + format_tuple(reset) +
                  ", discarding the partial result accumulated since " + format_tuple(partial) +
                  " before any statement read it: guard the init on the first step of the "
@@ -214,7 +184,7 @@ Finding reset_finding(const KernelModel &m, const Effect &w, const Point &partia
     return f;
   }
   std::string b = block_str(m, w.operand, reset);
-  Finding f = make("accumulator-reset", w.loc,
+  Finding f = make(Rule::accumulator_reset, w.loc,
                    "this write re-initializes block " + b + " of '" + o.name + "' at grid point " +
                        format_tuple(reset) + ", discarding the partial result accumulated since " +
                        format_tuple(partial) + ": guard the init on the reduction axis");
@@ -229,7 +199,7 @@ Finding reset_finding(const KernelModel &m, const Effect &w, const Point &partia
 
 Finding input_write_finding(const KernelModel &m, const Effect &w, const Point &p) {
   const auto &o = m.operands[w.operand];
-  Finding f = make("input-write-lost", w.loc,
+  Finding f = make(Rule::input_write_lost, w.loc,
                    "writes input '" + o.name +
                        "', which is not aliased to an output: the write "
                        "stays in the VMEM window and never reaches HBM (use `alias " +
@@ -253,7 +223,7 @@ Finding out_of_bounds_finding(const KernelModel &m, std::size_t op, const Point 
                  " is outside [0, " + std::to_string(o.num_blocks[d]) + ")";
         break;
       }
-  Finding f = make("index-out-of-bounds", o.loc,
+  Finding f = make(Rule::index_out_of_bounds, o.loc,
                    "the index_map of '" + o.name + "' maps grid point " + format_tuple(p) + " to block " +
                        (b ? format_tuple(*b) : std::string("?")) + ": " + detail);
   f.witness.items.push_back({"operand", o.name});
@@ -273,7 +243,7 @@ Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Po
       axis = static_cast<std::int64_t>(a);
       break;
     }
-  Finding f = make("parallel-write-conflict", o.loc,
+  Finding f = make(Rule::parallel_write_conflict, o.loc,
                    "grid points " + format_tuple(p) + " and " + format_tuple(q) +
                        " differ along "
                        "parallel axis " +
@@ -291,7 +261,7 @@ Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Po
 
 Finding not_covered_finding(const KernelModel &m, std::size_t op, const Point &block) {
   const auto &o = m.operands[op];
-  Finding f = make("output-not-covered", o.loc,
+  Finding f = make(Rule::output_not_covered, o.loc,
                    "no grid point writes block " + format_tuple(block) + " of output '" + o.name +
                        "': that part of the result stays garbage");
   f.witness.items.push_back({"operand", o.name});
@@ -304,7 +274,7 @@ Finding not_covered_finding(const KernelModel &m, std::size_t op, const Point &b
 Finding alias_finding(const KernelModel &m, const AliasModel &a, const Point &written, const Point &read) {
   const auto &x = m.operands[a.input];
   const auto &o = m.operands[a.output];
-  Finding f = make("alias-hazard", a.loc,
+  Finding f = make(Rule::alias_hazard, a.loc,
                    "input '" + x.name + "' reads block " + block_str(m, a.input, read) + " at grid point " +
                        format_tuple(read) + " after output '" + o.name +
                        "' wrote back the same HBM region from grid point " + format_tuple(written) +
@@ -368,7 +338,7 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
           why = "the body contracts it (dot/sum/max) on line " + std::to_string(c.loc.line);
       if (why.empty()) continue;
       std::int64_t valid = x.shape[d] % x.block[d];
-      Finding f = make("partial-block-reduction", x.loc,
+      Finding f = make(Rule::partial_block_reduction, x.loc,
                        "dim " + std::to_string(d) + " of '" + x.name + "' (" + std::to_string(x.shape[d]) +
                            ") is not a multiple of its block (" + std::to_string(x.block[d]) + ") and " +
                            why + ": the padding of the last block enters the reduction as garbage");
@@ -388,7 +358,8 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
   if (!m.target) return out;
   const Target *t = find_target(*m.target);
   if (!t) {
-    unknown.push_back("unknown target '" + *m.target + "': sram-capacity and block-tiling not checked");
+    unknown.push_back(spec::unknown_target_message(*m.target) + ": " + std::string(id(Rule::sram_capacity)) +
+                      " and " + std::string(id(Rule::block_tiling)) + " not checked");
     return out;
   }
   std::int64_t bytes = sram_bytes(m);
@@ -396,7 +367,7 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
   if (bytes > budget) {
     const spec::Loc &loc = m.spec ? m.spec->loc : spec::Loc{};
     Finding f = make(
-        "sram-capacity", loc,
+        Rule::sram_capacity, loc,
         "the kernel needs at least " + std::to_string(bytes) + " bytes of " +
             (t->kind == TargetKind::tpu ? "VMEM" : "shared memory") + " but " + t->name + " allows " +
             std::to_string(budget) +
@@ -422,7 +393,7 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
     if (!o.windowed) continue;
     auto v = tiling_violations(*t, o.shape, o.block, o.squeezed, o.dtype);
     if (v.empty()) continue;
-    Finding f = make("block-tiling", o.loc,
+    Finding f = make(Rule::block_tiling, o.loc,
                      "the block of '" + o.name + "' violates " + t->name + "'s tiling rule: " + v[0].message);
     f.witness.items.push_back({"operand", o.name});
     f.witness.items.push_back({"dim", static_cast<std::int64_t>(v[0].dim)});
@@ -449,13 +420,13 @@ std::vector<std::int64_t> witness_key(const Witness &w) {
 void finalize(std::vector<Finding> &fs) {
   std::set<std::string> reduced;
   for (const auto &f : fs)
-    if (f.rule == "reduction-not-last-axis")
+    if (f.rule == Rule::reduction_not_last_axis)
       for (const auto &it : f.witness.items)
         if (it.key == "operand") reduced.insert(std::get<std::string>(it.value));
   std::vector<Finding> kept;
-  std::map<std::pair<std::string, int>, std::size_t> at;
+  std::map<std::pair<Rule, int>, std::size_t> at;
   for (auto &f : fs) {
-    if (f.rule == "output-revisit") {
+    if (f.rule == Rule::output_revisit) {
       bool superseded = false;
       for (const auto &it : f.witness.items)
         if (it.key == "operand" && reduced.count(std::get<std::string>(it.value))) superseded = true;
@@ -472,7 +443,7 @@ void finalize(std::vector<Finding> &fs) {
   }
   std::stable_sort(kept.begin(), kept.end(), [](const Finding &a, const Finding &b) {
     if (a.loc.line != b.loc.line) return a.loc.line < b.loc.line;
-    return a.rule < b.rule;
+    return id(a.rule) < id(b.rule);
   });
   fs = std::move(kept);
 }

@@ -14,9 +14,6 @@ namespace pipecheck::verifier::rules {
 
 using Point = std::vector<std::int64_t>;
 
-/// The spec-level rule ids this library decides, in catalog order.
-const std::vector<std::string> &spec_rules();
-
 /// The block index of operand `op` at grid point `p` (concrete evaluation), or
 /// nullopt when an index expression cannot be evaluated.
 std::optional<Point> block_at(const KernelModel &, std::size_t op, const Point &p);

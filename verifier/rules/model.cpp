@@ -1,10 +1,9 @@
 #include "verifier/rules/model.hpp"
 
 #include "spec/checked.hpp"
+#include "spec/targets.hpp"
 
-#include <limits>
 #include <map>
-#include <sstream>
 
 namespace pipecheck::verifier::rules {
 
@@ -18,23 +17,6 @@ const char *to_string(Effect::Kind k) {
   case Effect::accumulate: return "accumulate";
   }
   return "read";
-}
-
-std::optional<std::size_t> OperandModel::view_to_array_dim(std::int64_t v) const {
-  std::int64_t seen = 0;
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (squeezed[d]) continue;
-    if (seen == v) return d;
-    ++seen;
-  }
-  return std::nullopt;
-}
-
-std::int64_t OperandModel::block_bytes() const {
-  std::int64_t n = spec::dtype_bytes(dtype);
-  for (std::int64_t b : block)
-    n = spec::saturating_mul(n, b);
-  return n;
 }
 
 std::optional<std::size_t> KernelModel::operand_index(const std::string &n) const {
@@ -55,37 +37,7 @@ bool KernelModel::is_read(std::size_t op) const {
   return false;
 }
 
-std::int64_t KernelModel::num_points() const {
-  std::int64_t n = 1;
-  for (std::int64_t g : grid)
-    if (__builtin_mul_overflow(n, g, &n)) return std::numeric_limits<std::int64_t>::max();
-  return n;
-}
-
-std::string format_tuple(const std::vector<std::int64_t> &v) {
-  std::ostringstream os;
-  os << '(';
-  for (std::size_t i = 0; i < v.size(); ++i)
-    os << (i ? ", " : "") << v[i];
-  if (v.size() == 1) os << ',';
-  os << ')';
-  return os.str();
-}
-
-Expr bind_grid(const Expr &e, const std::vector<std::int64_t> &point, const std::vector<std::int64_t> &grid) {
-  if (e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs") && e.args.size() == 1 &&
-      e.args[0].op == Op::Int) {
-    auto a = e.args[0].int_value;
-    const auto &src = e.name == "program_id" ? point : grid;
-    if (a >= 0 && static_cast<std::size_t>(a) < src.size())
-      return Expr::integer(src[static_cast<std::size_t>(a)], e.loc);
-    return e;
-  }
-  Expr out = e;
-  for (auto &a : out.args)
-    a = bind_grid(a, point, grid);
-  return out;
-}
+std::int64_t KernelModel::num_points() const { return spec::num_points(grid); }
 
 namespace {
 
@@ -114,77 +66,26 @@ struct Builder {
     return false;
   }
 
-  bool build_operands() {
-    for (const auto &op : k.operands) {
+  void build_operands(const spec::BoundKernel &bound) {
+    for (const auto &bo : bound.operands) {
       OperandModel om;
-      om.decl = &op;
-      om.name = op.name;
-      om.role = op.role;
-      om.dtype = op.dtype;
-      om.loc = op.loc;
-      for (const auto &s : op.shape) {
-        auto v = eval(s, "the shape of '" + op.name + "'");
-        if (!v) return fail("the shape of '" + op.name + "' is not a constant (bind its params with --set)");
-        om.shape.push_back(*v);
-      }
-      if (!spec::checked_bytes(om.shape, spec::dtype_bytes(om.dtype))) {
-        if (!bad_input)
-          bad_input = spec::Diagnostic{spec::Severity::error,
-                                       op.loc,
-                                       "integer overflow in the size of operand '" + op.name +
-                                           "': its bytes do not fit in 64 bits",
-                                       {}};
-        return fail("the size of '" + op.name + "' does not fit in 64 bits");
-      }
-      const std::size_t rank = om.shape.size();
+      static_cast<spec::BoundOperand &>(om) = bo;
+      const spec::Operand &op = *bo.decl;
       bool full_block = true;
-      if (op.block_shape) {
-        if (op.block_shape->size() != rank)
-          return fail("the block of '" + op.name + "' does not match its rank");
-        for (std::size_t d = 0; d < rank; ++d) {
-          const auto &b = (*op.block_shape)[d];
-          if (!b) {
-            om.block.push_back(1);
-            om.squeezed.push_back(true);
-            full_block = full_block && om.shape[d] == 1;
-            continue;
-          }
-          auto v = eval(*b, "the block of '" + op.name + "'");
-          if (!v || *v <= 0) return fail("the block of '" + op.name + "' is not a positive constant");
-          om.block.push_back(*v);
-          om.squeezed.push_back(false);
-          full_block = full_block && *v == om.shape[d];
-        }
-      } else {
-        om.block = om.shape;
-        om.squeezed.assign(rank, false);
-      }
-      for (std::size_t d = 0; d < rank; ++d)
-        om.num_blocks.push_back(om.block[d] > 0 ? om.shape[d] / om.block[d] + (om.shape[d] % om.block[d] != 0)
-                                                : 0);
+      for (std::size_t d = 0; d < om.shape.size(); ++d)
+        full_block = full_block && om.block[d] == om.shape[d];
       bool zero_index = true;
-      if (op.index_map) {
-        om.index_params = op.index_map->params;
-        if (op.index_map->results.size() != rank)
-          return fail("the index_map of '" + op.name + "' does not match its rank");
-        auto subst = param_subst;
-        for (const auto &p : om.index_params)
-          subst.erase(p);
-        for (const auto &r : op.index_map->results) {
-          om.index.push_back(spec::substitute(r, subst));
-          eval(om.index.back(), "the index map of '" + op.name + "'");
+      if (op.index_map)
+        for (const auto &r : op.index_map->results)
           zero_index = zero_index && r.op == Op::Int && r.int_value == 0;
-        }
-      } else {
-        om.index.assign(rank, Expr::integer(0));
-      }
-      om.windowed = op.role != spec::Role::scratch && (op.memory_space == spec::MemorySpace::vmem ||
-                                                       op.memory_space == spec::MemorySpace::smem);
       om.trivial_window = full_block && zero_index;
       om.revisit_any = op.pipeline_mode.revisit == spec::Revisit::any;
       if (op.pipeline_mode.buffer_count) {
         auto v = eval(*op.pipeline_mode.buffer_count, "the buffer count of '" + op.name + "'");
-        if (!v || *v < 1) return fail("the buffer count of '" + op.name + "' is not a positive constant");
+        if (!v || *v < 1) {
+          fail("the buffer count of '" + op.name + "' is not a positive constant");
+          return;
+        }
         om.buffer_count = *v;
       } else {
         om.buffer_count = om.trivial_window ? 1 : 2;
@@ -192,7 +93,6 @@ struct Builder {
       if (op.role == spec::Role::scratch) om.buffer_count = 1;
       m.operands.push_back(std::move(om));
     }
-    return true;
   }
 
   // Registers reads of every operand ref in a tensor expression, and the dims
@@ -357,22 +257,17 @@ struct Builder {
     m.env = spec::param_env(k.params, overrides);
     for (const auto &[n, v] : m.env)
       param_subst[n] = Expr::integer(v);
-    if (k.grid) {
-      for (const auto &g : *k.grid) {
-        auto v = eval(g, "the grid");
-        if (!v) return fail("the grid is not a constant (a param is symbolic: bind it with --set)");
-        if (*v < 0) return fail("the grid has a negative extent");
-        m.grid.push_back(*v);
-      }
+    spec::Binding bound = spec::bind_kernel(k, m.env);
+    if (bound.error) {
+      if (bound.error->fault == spec::BindFault::bad_input) bad_input = bound.error->diag;
+      return fail(bound.error->diag.message);
     }
+    m.grid = bound.kernel->grid;
     if (k.dimension_semantics && k.dimension_semantics->size() == m.grid.size())
       m.semantics = *k.dimension_semantics;
     else
       m.semantics.assign(m.grid.size(), spec::DimSemantics::arbitrary);
-    if (target)
-      m.target = *target;
-    else if (const auto *s = k.setting("target"))
-      m.target = s->value.op == Op::Name ? s->value.name : std::string();
+    m.target = spec::kernel_target(k, target);
     if (const auto *s = k.setting("vmem_limit_bytes")) {
       auto v = eval(s->value, "vmem_limit_bytes");
       if (!v) return fail("vmem_limit_bytes is not a constant");
@@ -382,7 +277,8 @@ struct Builder {
       auto v = eval(s->value, "max_concurrent_steps");
       if (v && *v >= 1) m.max_concurrent_steps = *v;
     }
-    if (!build_operands()) return false;
+    build_operands(*bound.kernel);
+    if (!error.empty()) return false;
     for (const auto &a : k.aliases) {
       auto i = m.operand_index(a.input), o = m.operand_index(a.output);
       if (!i || !o) return fail("alias names an unknown operand");

@@ -4,6 +4,7 @@
 /// integer expressions over the grid, and the body's effect summary (which
 /// statement reads, writes or accumulates which operand, under which guard).
 
+#include "spec/bind.hpp"
 #include "spec/diag.hpp"
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
@@ -15,27 +16,12 @@
 
 namespace pipecheck::verifier::rules {
 
-/// One `in`/`out`/`scratch` operand with its BlockSpec evaluated.
-struct OperandModel {
-  const spec::Operand *decl = nullptr;
-  std::string name;
-  spec::Role role = spec::Role::in;
-  spec::DType dtype = spec::DType::f32;
-  std::vector<std::int64_t> shape;
-  std::vector<std::int64_t> block; ///< per array dim; a squeezed dim is 1
-  std::vector<bool> squeezed;
-  std::vector<std::int64_t> num_blocks;  ///< cdiv(shape, block) per dim
-  std::vector<std::string> index_params; ///< the index_map's lambda parameters
-  std::vector<spec::Expr> index;         ///< block index per dim (params substituted)
-  bool windowed = false;                 ///< pipelined through a VMEM/SMEM window
-  bool trivial_window = false;           ///< block == array and index all literal 0
+/// One `in`/`out`/`scratch` operand as spec::bind evaluates it, with what
+/// the rules add: how Pallas buffers it.
+struct OperandModel : spec::BoundOperand {
+  bool trivial_window = false; ///< block == array and index all literal 0
   std::int64_t buffer_count = 2;
   bool revisit_any = false;
-  spec::Loc loc;
-
-  /// The array dim of the `v`-th non-squeezed dim (the body's view of the block).
-  std::optional<std::size_t> view_to_array_dim(std::int64_t v) const;
-  std::int64_t block_bytes() const;
 };
 
 /// What a body statement does to an operand, under the conjunction of the
@@ -96,12 +82,7 @@ struct ModelResult {
 ModelResult build_model(const spec::KernelSpec &, const spec::Env &overrides,
                         const std::optional<std::string> &target);
 
-/// Replaces program_id(a) and num_programs(a) by the point's coordinates and
-/// the grid's extents (for concrete evaluation).
-spec::Expr bind_grid(const spec::Expr &, const std::vector<std::int64_t> &point,
-                     const std::vector<std::int64_t> &grid);
-
-/// "(0, 1, 2)".
-std::string format_tuple(const std::vector<std::int64_t> &);
+using spec::bind_grid;
+using spec::format_tuple;
 
 } // namespace pipecheck::verifier::rules

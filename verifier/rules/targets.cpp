@@ -4,50 +4,6 @@
 
 namespace pipecheck::verifier::rules {
 
-namespace {
-constexpr std::int64_t MiB = 1024 * 1024;
-constexpr std::int64_t KiB = 1024;
-} // namespace
-
-const std::vector<Target> &targets() {
-  static const std::vector<Target> t = {
-      // Physical VMEM per TensorCore: v4 16 MiB, v5e 128 MiB, v5p 64 MiB,
-      // v6e 128 MiB — jax-ml/jax, jax/_src/tpu_info.py (`vmem_capacity_bytes`
-      // per ChipVersion; checked at commit cec06d1). The Pallas TPU docs only
-      // say "16MB+" (jax-ml/jax docs/pallas/tpu/details.rst).
-      // Default scoped VMEM limit (XLA's --xla_tpu_scoped_vmem_limit_kib, which
-      // vmem_limit_bytes overrides per kernel: jax-ml/jax
-      // jax/_src/pallas/mosaic/core.py, CompilerParams docstring;
-      // https://openxla.org/xla/errors/error_1001): 16 MiB on v4/v5e/v5p and
-      // 32 MiB on v6e. No official page states these defaults; they match the
-      // compiler's own "Scoped allocation ... limit 16.00M" (v5p) and
-      // "limit 32.00M" (v6e) errors quoted in public reports, and v4's limit
-      // equals its whole VMEM.
-      {"tpu_v4", TargetKind::tpu, 16 * MiB, 16 * MiB},
-      {"tpu_v5e", TargetKind::tpu, 16 * MiB, 128 * MiB},
-      {"tpu_v5p", TargetKind::tpu, 16 * MiB, 64 * MiB},
-      {"tpu_v6e", TargetKind::tpu, 32 * MiB, 128 * MiB},
-      // Hopper (compute capability 9.0): at most 227 KiB of shared memory per
-      // thread block (opt-in; 228 KiB per SM less 1 KiB the runtime reserves
-      // per block) — CUDA C++ Programming Guide, "Technical Specifications per
-      // Compute Capability"
-      // (https://docs.nvidia.com/cuda/cuda-c-programming-guide/#features-and-technical-specifications-technical-specifications-per-compute-capability),
-      // https://docs.nvidia.com/cuda/hopper-tuning-guide/, and Mosaic GPU's
-      // own default when no device can be queried (jax-ml/jax
-      // jax/experimental/mosaic/gpu/core.py: `227 * 1024`). H200 has the same
-      // GH100 SM, so the same limit.
-      {"h100", TargetKind::gpu, 227 * KiB, 227 * KiB},
-      {"h200", TargetKind::gpu, 227 * KiB, 227 * KiB},
-  };
-  return t;
-}
-
-const Target *find_target(const std::string &name) {
-  for (const auto &t : targets())
-    if (t.name == name) return &t;
-  return nullptr;
-}
-
 std::int64_t sram_budget(const Target &t, std::optional<std::int64_t> vmem_limit_bytes) {
   if (t.kind == TargetKind::tpu && vmem_limit_bytes)
     return std::min(*vmem_limit_bytes, t.physical_sram_bytes);

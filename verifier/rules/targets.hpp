@@ -1,8 +1,9 @@
 #pragma once
-/// The hardware targets the capacity and tiling rules know: SRAM budgets and
-/// block tiling rules, each figure with its public source (targets.cpp).
+/// What the capacity and tiling rules make of a target of the targets table
+/// (spec/targets.hpp): SRAM budgets and block tiling rules.
 
 #include "spec/ir.hpp"
+#include "spec/targets.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -11,22 +12,10 @@
 
 namespace pipecheck::verifier::rules {
 
-enum class TargetKind { tpu, gpu };
-
-struct Target {
-  std::string name; ///< "tpu_v5e", "h200", ...
-  TargetKind kind = TargetKind::tpu;
-  /// TPU: the default scoped VMEM limit; GPU: shared memory per block (opt-in maximum).
-  std::int64_t default_sram_bytes = 0;
-  /// TPU: physical VMEM per TensorCore (vmem_limit_bytes may raise the scoped
-  /// budget up to this); GPU: equal to default_sram_bytes.
-  std::int64_t physical_sram_bytes = 0;
-};
-
-/// Every known target, in a stable order.
-const std::vector<Target> &targets();
-/// The target named `name`, or nullptr.
-const Target *find_target(const std::string &name);
+using spec::find_target;
+using spec::Target;
+using spec::TargetKind;
+using spec::targets;
 
 /// The SRAM budget on `t` given a kernel's `vmem_limit_bytes` (TPU only:
 /// raises the scoped budget, clamped to the physical VMEM).

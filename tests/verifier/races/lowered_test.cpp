@@ -65,7 +65,7 @@ TEST(LoweredCorpus, EveryCleanKernelLowersToARaceFreeProgramThatRoundTrips) {
       }
       EXPECT_EQ(v.status, verifier::Status::verified)
           << path << ": " << k->name << ": " << v.reason
-          << (v.findings.empty() ? "" : " " + v.findings[0].rule + ": " + v.findings[0].message);
+          << (v.findings.empty() ? "" : " " + to_string(v.findings[0].rule) + ": " + v.findings[0].message);
     }
   }
   EXPECT_GT(lowered, 10);
@@ -146,7 +146,8 @@ TEST(LoweredPrograms, BufferedThreeLookaheadRevisitAnyAndAliasingAreRaceFree) {
 )"}) {
     auto v = check_lowered(text);
     EXPECT_EQ(v.status, verifier::Status::verified)
-        << text << v.reason << (v.findings.empty() ? "" : v.findings[0].rule + " " + v.findings[0].message);
+        << text << v.reason
+        << (v.findings.empty() ? "" : to_string(v.findings[0].rule) + " " + v.findings[0].message);
   }
 }
 
@@ -163,15 +164,16 @@ TEST(LoweredPrograms, RevisitWithoutAnyIsAStaleReadInTheProgram) {
   ASSERT_EQ(v.status, verifier::Status::violation);
   bool stale = false;
   for (auto &f : v.findings)
-    stale = stale || (f.rule == "stale-read" && f.loc.line == 8);
+    stale = stale || (f.rule == verifier::Rule::stale_read && f.loc.line == 8);
   EXPECT_TRUE(stale);
 }
 
 TEST(LoweredPrograms, GpuPipelineNeedsDelayReleaseForAsynchronousWgmma) {
   auto bad = check_lowered(gpu_matmul(0));
   ASSERT_EQ(bad.status, verifier::Status::violation) << bad.reason;
-  EXPECT_EQ(bad.findings[0].rule, "async-operand-overwritten");
+  EXPECT_EQ(bad.findings[0].rule, verifier::Rule::async_operand_overwritten);
   auto good = check_lowered(gpu_matmul(1));
   EXPECT_EQ(good.status, verifier::Status::verified)
-      << good.reason << (good.findings.empty() ? "" : good.findings[0].rule + " " + good.findings[0].message);
+      << good.reason
+      << (good.findings.empty() ? "" : to_string(good.findings[0].rule) + " " + good.findings[0].message);
 }

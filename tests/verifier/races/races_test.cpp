@@ -56,7 +56,7 @@ void expect_as_annotated(const spec::File &f) {
     auto v = verifier::check_program(*p, o);
     if (v.status == Status::verified) got.insert({"verified", p->loc.line});
     for (auto &fi : v.findings)
-      got.insert({fi.rule, fi.loc.line});
+      got.insert({to_string(fi.rule), fi.loc.line});
     EXPECT_EQ(want, got) << p->name << ": " << to_string(v.status) << " " << v.reason;
   }
 }
@@ -95,7 +95,7 @@ TEST(WgmmaWithoutDelayRelease, FirstFailsWhenARefillHappensAtK5) {
   auto v = verifier::check_program(program(f, "wgmma_k_loop_without_delay_release"), {});
   ASSERT_EQ(v.status, Status::violation);
   for (auto &fi : v.findings) {
-    EXPECT_EQ(fi.rule, "async-operand-overwritten");
+    EXPECT_EQ(fi.rule, verifier::Rule::async_operand_overwritten);
     EXPECT_EQ(std::get<std::int64_t>(fi.witness.items[0].value), 5);
   }
 }
@@ -113,7 +113,7 @@ TEST(RaceChecker, ReportsAWaitWithNothingInFlightAsAHang) {
   auto v = verifier::check_program(program(f, "w"), {});
   ASSERT_EQ(v.status, Status::violation);
   ASSERT_EQ(v.findings.size(), 1u);
-  EXPECT_EQ(v.findings[0].rule, "wait-without-copy");
+  EXPECT_EQ(v.findings[0].rule, verifier::Rule::wait_without_copy);
   EXPECT_EQ(v.findings[0].loc.line, 8);
 }
 
@@ -131,7 +131,7 @@ TEST(RaceChecker, ReportsAReadOfASlotNothingWrote) {
   auto v = verifier::check_program(program(f, "u"), {});
   ASSERT_EQ(v.status, Status::violation);
   ASSERT_EQ(v.findings.size(), 1u);
-  EXPECT_EQ(v.findings[0].rule, "uninitialized-read");
+  EXPECT_EQ(v.findings[0].rule, verifier::Rule::uninitialized_read);
   EXPECT_EQ(v.findings[0].loc.line, 7);
 }
 
@@ -153,7 +153,7 @@ TEST(RaceChecker, FlagsAWritebackOverlappingAPrefetchOfTheSameRows) {
   auto v = verifier::check_program(program(f, "h"), {});
   ASSERT_EQ(v.status, Status::violation);
   ASSERT_EQ(v.findings.size(), 1u);
-  EXPECT_EQ(v.findings[0].rule, "slot-race");
+  EXPECT_EQ(v.findings[0].rule, verifier::Rule::slot_race);
   EXPECT_EQ(v.findings[0].loc.line, 10);
 }
 
@@ -192,7 +192,7 @@ TEST(RaceChecker, ANegativeHbmIndexIsOutOfBoundsAtItsStatementNotAWrap) {
   ASSERT_EQ(v.status, Status::violation) << v.reason;
   ASSERT_EQ(v.findings.size(), 1u); // the run stops at the fault: no leak reported after it
   const auto &fi = v.findings[0];
-  EXPECT_EQ(fi.rule, "index-out-of-bounds");
+  EXPECT_EQ(fi.rule, verifier::Rule::index_out_of_bounds);
   EXPECT_EQ(fi.loc.line, 7);
   EXPECT_NE(fi.message.find("index -1 is out of bounds for dim 0 (extent 4) of A[4, 128]"), std::string::npos)
       << fi.message;
@@ -215,7 +215,7 @@ TEST(RaceChecker, ASlotOutsideItsRingIsOutOfBoundsWithTheSmallestN) {
   auto v = verifier::check_program(program(f, "s"), {});
   ASSERT_EQ(v.status, Status::violation) << v.reason;
   ASSERT_EQ(v.findings.size(), 1u);
-  EXPECT_EQ(v.findings[0].rule, "index-out-of-bounds");
+  EXPECT_EQ(v.findings[0].rule, verifier::Rule::index_out_of_bounds);
   EXPECT_EQ(v.findings[0].loc.line, 6);
   EXPECT_EQ(std::get<std::int64_t>(v.findings[0].witness.items.at(0).value), 3);
 }
@@ -240,7 +240,7 @@ TEST(RaceChecker, AnIndexThatLeavesAFixedBufferOnlyAtALargeNIsNotVerified) {
   auto v = verifier::check_program(program(f, "big"), {});
   ASSERT_EQ(v.status, Status::violation) << v.reason;
   ASSERT_EQ(v.findings.size(), 1u);
-  EXPECT_EQ(v.findings[0].rule, "index-out-of-bounds");
+  EXPECT_EQ(v.findings[0].rule, verifier::Rule::index_out_of_bounds);
   EXPECT_EQ(v.findings[0].loc.line, 9);
   EXPECT_EQ(std::get<std::int64_t>(v.findings[0].witness.items.at(0).value), 65);
   EXPECT_EQ(v.findings[0].witness.trace.at(0).iterations, std::vector<std::int64_t>{63});

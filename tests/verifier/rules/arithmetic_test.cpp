@@ -38,7 +38,7 @@ TEST(SramCapacity, FiresWhenTheFootprintOverflowsInsteadOfWrapping) {
                                "    out o: f32[2**30, 2**30]\n    body:\n        o[...] = x[...] + 1\n",
                                "k");
   EXPECT_EQ(v.status, verifier::Status::violation) << v.reason;
-  EXPECT_TRUE(testing::marks(v).count({"sram-capacity", 1}));
+  EXPECT_TRUE(testing::marks(v).count({verifier::Rule::sram_capacity, 1}));
   ASSERT_TRUE(v.sram_bytes);
   EXPECT_EQ(*v.sram_bytes, std::numeric_limits<std::int64_t>::max());
 }
@@ -48,7 +48,7 @@ TEST(SramCapacity, BufferCountTimesAHugeBlockSaturates) {
                                "    in  x: f32[2**31, 2**29] block=(2**30, 2**29) index=(i) -> (i, 0) "
                                "buffered=4\n    out o: f32[8]\n    body:\n        o[...] = zeros\n",
                                "k");
-  EXPECT_TRUE(testing::marks(v).count({"sram-capacity", 1})) << v.reason;
+  EXPECT_TRUE(testing::marks(v).count({verifier::Rule::sram_capacity, 1})) << v.reason;
 }
 
 TEST(IndexMapArithmetic, OverflowAtAGridPointIsALocatedErrorNotABlockQuestionMark) {

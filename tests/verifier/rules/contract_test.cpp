@@ -28,8 +28,10 @@ void expect_file_checks_as_annotated(const std::string &rel) {
       if (e.line < lo || e.line >= hi) continue;
       if (e.rule == "verified")
         verified = true;
+      else if (auto rule = verifier::find_rule(e.rule))
+        want.insert({*rule, e.line});
       else
-        want.insert({e.rule, e.line});
+        ADD_FAILURE() << "line " << e.line << ": unknown rule '" << e.rule << "'";
     }
     verifier::Verdict v = verifier::check(f.units[i], {});
     EXPECT_EQ(testing::marks(v), want) << k->name << ": " << v.reason;

@@ -82,7 +82,7 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnScratchInitAndStoreGuards) {
         for (std::size_t i = 0; i < s.findings.size(); ++i) {
           EXPECT_EQ(s.findings[i].rule, e.findings[i].rule) << text;
           EXPECT_EQ(s.findings[i].witness, e.findings[i].witness) << text << s.findings[i].rule;
-          flagged += s.findings[i].rule == "accumulator-reset";
+          flagged += s.findings[i].rule == verifier::Rule::accumulator_reset;
         }
         ++compared;
       }

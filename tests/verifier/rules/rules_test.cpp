@@ -23,7 +23,8 @@ TEST(ReductionNotLastAxis, FlagsAFirstAxisReductionWithTheRevisitAsWitness) {
 )";
   auto v = check_text(src, "incorrect_sum");
   ASSERT_EQ(v.status, Status::violation);
-  EXPECT_EQ(marks(v), (Marks{{"reduction-not-last-axis", 4}, {"uninitialized-accumulator", 6}}));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::reduction_not_last_axis, 4},
+                             {verifier::Rule::uninitialized_accumulator, 6}}));
   const auto &f = v.findings[0];
   EXPECT_EQ(point_item(f, "first_visit"), (std::vector<std::int64_t>{0, 0, 0}));
   EXPECT_EQ(point_item(f, "revisit"), (std::vector<std::int64_t>{1, 0, 0}));
@@ -41,7 +42,7 @@ TEST(OutputRevisit, FlagsANonConsecutiveRevisitOfAPlainWriteOnARank4Grid) {
 )";
   auto v = check_text(src, "revisit4");
   ASSERT_EQ(v.status, Status::violation);
-  EXPECT_EQ(marks(v), (Marks{{"output-revisit", 4}}));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::output_revisit, 4}}));
   EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0, 0, 0}));
   EXPECT_EQ(point_item(v.findings[0], "revisit"), (std::vector<std::int64_t>{0, 0, 1, 0}));
 }
@@ -69,7 +70,7 @@ TEST(OutputRevisit, FlagsTheInterpretTestsFloorDivModIndexMap) {
 )";
   auto v = check_text(src, "floor_mod");
   ASSERT_EQ(v.status, Status::violation);
-  EXPECT_EQ(marks(v), (Marks{{"output-revisit", 4}}));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::output_revisit, 4}}));
   // (0, 0) and (0, 1) map to block (0, 0); so does (2, 0), after (1, *) mapped to (0, 1).
   EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0}));
   EXPECT_EQ(point_item(v.findings[0], "revisit"), (std::vector<std::int64_t>{2, 0}));
@@ -87,7 +88,8 @@ TEST(UninitializedAccumulator, FlagsAnInitGuardedOnTheLastStep) {
 )";
   auto v = check_text(src, "late_init");
   ASSERT_EQ(v.status, Status::violation);
-  EXPECT_EQ(marks(v), (Marks{{"accumulator-reset", 7}, {"uninitialized-accumulator", 8}}));
+  EXPECT_EQ(marks(v),
+            (Marks{{verifier::Rule::accumulator_reset, 7}, {verifier::Rule::uninitialized_accumulator, 8}}));
 }
 
 TEST(UninitializedAccumulator, FlagsScratchReadBeforeAnyWrite) {
@@ -101,7 +103,7 @@ TEST(UninitializedAccumulator, FlagsScratchReadBeforeAnyWrite) {
         o[...] = acc[...]
 )";
   auto v = check_text(src, "scratch_uninit");
-  EXPECT_EQ(marks(v), (Marks{{"uninitialized-accumulator", 7}}));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::uninitialized_accumulator, 7}}));
 }
 
 TEST(AccumulatorReset, FlagsAnInitGuardedOnTheWrongAxis) {
@@ -117,7 +119,8 @@ TEST(AccumulatorReset, FlagsAnInitGuardedOnTheWrongAxis) {
 )";
   auto v = check_text(src, "wrong_axis");
   ASSERT_EQ(v.status, Status::violation);
-  EXPECT_EQ(marks(v), (Marks{{"accumulator-reset", 8}, {"uninitialized-accumulator", 9}}));
+  EXPECT_EQ(marks(v),
+            (Marks{{verifier::Rule::accumulator_reset, 8}, {verifier::Rule::uninitialized_accumulator, 9}}));
   const auto &f = v.findings[0];
   EXPECT_EQ(point_item(f, "reset"), (std::vector<std::int64_t>{0, 0, 1}));
   EXPECT_EQ(point_item(f, "first_visit"), (std::vector<std::int64_t>{0, 0, 0}));
@@ -135,7 +138,7 @@ TEST(ReductionNotLastAxis, FlagsAnInitializedFirstAxisSumWithTheSmallestRevisit)
 )";
   auto v = check_text(src, "sum_first_axis_with_init");
   ASSERT_EQ(v.status, Status::violation);
-  EXPECT_EQ(marks(v), (Marks{{"reduction-not-last-axis", 4}}));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::reduction_not_last_axis, 4}}));
   EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0, 0}));
   EXPECT_EQ(point_item(v.findings[0], "revisit"), (std::vector<std::int64_t>{1, 0, 0}));
 }
@@ -153,7 +156,7 @@ TEST(ReductionNotLastAxis, LeavesASingleAxisModuloFoldToOutputRevisit) {
 )";
   auto v = check_text(src, "fold");
   ASSERT_EQ(v.status, Status::violation);
-  EXPECT_EQ(marks(v), (Marks{{"output-revisit", 4}}));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::output_revisit, 4}}));
   EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0}));
   EXPECT_EQ(point_item(v.findings[0], "revisit"), (std::vector<std::int64_t>{4}));
 }
@@ -171,7 +174,7 @@ TEST(ReductionNotLastAxis, NeedsALaterAxisTheIndexMapDependsOn) {
         o[...] += x[...]
 )";
   auto v = check_text(ignored, "k");
-  EXPECT_EQ(marks(v), (Marks{{"output-revisit", 4}}));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::output_revisit, 4}}));
   EXPECT_EQ(point_item(v.findings[0], "revisit"), (std::vector<std::int64_t>{2, 0}));
   // ...while (i % 2, j) depends on the later axis 1: the accumulation along
   // axis 0 is in front of it.
@@ -185,7 +188,7 @@ TEST(ReductionNotLastAxis, NeedsALaterAxisTheIndexMapDependsOn) {
         o[...] += x[...]
 )";
   v = check_text(later, "k");
-  EXPECT_EQ(marks(v), (Marks{{"reduction-not-last-axis", 4}}));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::reduction_not_last_axis, 4}}));
   EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0}));
   EXPECT_EQ(point_item(v.findings[0], "revisit"), (std::vector<std::int64_t>{2, 0}));
   // A revisit that differs only along the last dependent axis (j % 2) is an
@@ -200,7 +203,7 @@ TEST(ReductionNotLastAxis, NeedsALaterAxisTheIndexMapDependsOn) {
         o[...] += x[...]
 )";
   v = check_text(last, "k");
-  EXPECT_EQ(marks(v), (Marks{{"output-revisit", 4}}));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::output_revisit, 4}}));
   EXPECT_EQ(point_item(v.findings[0], "revisit"), (std::vector<std::int64_t>{0, 2}));
 }
 
@@ -221,7 +224,7 @@ TEST(AccumulatorReset, FlagsAScratchZeroedOnEvenStepsAtTheInit) {
 )";
   auto v = check_text(src, "even");
   ASSERT_EQ(v.status, Status::violation);
-  EXPECT_EQ(marks(v), (Marks{{"accumulator-reset", 10}}));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::accumulator_reset, 10}}));
   EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0, 0, 0}));
   EXPECT_EQ(point_item(v.findings[0], "reset"), (std::vector<std::int64_t>{0, 0, 0, 2}));
   EXPECT_NE(v.findings[0].message.find("scratch 'acc'"), std::string::npos);
@@ -264,7 +267,7 @@ TEST(AccumulatorReset, FlagsAScratchStoredOnlyAtTheVeryEnd) {
 )";
   auto v = check_text(src, "late_store");
   ASSERT_EQ(v.status, Status::violation);
-  EXPECT_EQ(marks(v), (Marks{{"accumulator-reset", 8}}));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::accumulator_reset, 8}}));
   EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0}));
   EXPECT_EQ(point_item(v.findings[0], "reset"), (std::vector<std::int64_t>{1, 0}));
 }
@@ -286,7 +289,7 @@ TEST(AccumulatorReset, AcceptsAScratchStoredOnEveryStep) {
   // init cleared it (the output's own rules judge the stores).
   auto v = check_text(src, "write_through");
   for (const auto &f : v.findings)
-    EXPECT_NE(f.rule, "accumulator-reset");
+    EXPECT_NE(f.rule, verifier::Rule::accumulator_reset);
 }
 
 TEST(InputWriteLost, IgnoresAWriteWhoseGuardNeverHolds) {
@@ -314,7 +317,7 @@ TEST(IndexOutOfBounds, FlagsATransposedMapOnANonSquareArray) {
 )";
   auto v = check_text(src, "transposed");
   ASSERT_EQ(v.status, Status::violation);
-  EXPECT_EQ(marks(v), (Marks{{"index-out-of-bounds", 3}}));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::index_out_of_bounds, 3}}));
   EXPECT_EQ(point_item(v.findings[0], "grid_point"), (std::vector<std::int64_t>{2, 0}));
   EXPECT_EQ(point_item(v.findings[0], "block"), (std::vector<std::int64_t>{0, 2}));
 }
@@ -339,7 +342,8 @@ TEST(IndexOutOfBounds, FlagsABlockPastTheRaggedEndWithItsGridPoint) {
         o[...] = x[...]
 )";
   auto v = check_text(src, "ragged_over");
-  EXPECT_EQ(marks(v), (Marks{{"index-out-of-bounds", 3}, {"index-out-of-bounds", 4}}));
+  EXPECT_EQ(marks(v),
+            (Marks{{verifier::Rule::index_out_of_bounds, 3}, {verifier::Rule::index_out_of_bounds, 4}}));
   EXPECT_EQ(point_item(v.findings[0], "grid_point"), (std::vector<std::int64_t>{3}));
 }
 
@@ -356,7 +360,7 @@ TEST(PartialBlockReduction, FlagsARaggedSumAxisButNotARaggedParallelAxis) {
 )";
   auto v = check_text(src, "ragged_sum");
   ASSERT_EQ(v.status, Status::violation);
-  EXPECT_EQ(marks(v), (Marks{{"partial-block-reduction", 4}}));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::partial_block_reduction, 4}}));
   const auto *dim = testing::item(v.findings[0], "dim");
   ASSERT_NE(dim, nullptr);
   EXPECT_EQ(std::get<std::int64_t>(dim->value), 1);
@@ -372,7 +376,7 @@ TEST(ParallelWriteConflict, FlagsTwoParallelPointsWritingOneBlock) {
         o[...] = x[...]
 )";
   auto v = check_text(src, "par");
-  EXPECT_EQ(marks(v), (Marks{{"parallel-write-conflict", 5}}));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::parallel_write_conflict, 5}}));
   EXPECT_EQ(point_item(v.findings[0], "first_write"), (std::vector<std::int64_t>{0}));
   EXPECT_EQ(point_item(v.findings[0], "second_write"), (std::vector<std::int64_t>{1}));
 }
@@ -386,7 +390,7 @@ TEST(OutputNotCovered, FlagsTheFirstBlockNoGridPointWrites) {
         o[...] = x[...]
 )";
   auto v = check_text(src, "half");
-  EXPECT_EQ(marks(v), (Marks{{"output-not-covered", 4}}));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::output_not_covered, 4}}));
   EXPECT_EQ(point_item(v.findings[0], "block"), (std::vector<std::int64_t>{0, 2}));
 }
 
@@ -400,7 +404,7 @@ TEST(AliasHazard, FlagsReadingAnAliasedBlockAfterItsTwinWasWrittenBack) {
         o[...] = x[...] + 1
 )";
   auto v = check_text(src, "shifted_alias");
-  EXPECT_EQ(marks(v), (Marks{{"alias-hazard", 5}}));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::alias_hazard, 5}}));
   // Block 1 of o is written back once grid point 1 ends; x reads it at 2.
   EXPECT_EQ(point_item(v.findings[0], "written_back"), (std::vector<std::int64_t>{1}));
   EXPECT_EQ(point_item(v.findings[0], "read"), (std::vector<std::int64_t>{2}));
@@ -416,15 +420,15 @@ TEST(SramCapacity, AppliesOnlyWithATargetAndHonoursVmemLimitBytes) {
 )";
   auto none = check_text(src, "big");
   EXPECT_EQ(none.status, Status::violation); // only half the columns are covered
-  EXPECT_EQ(marks(none).count({"sram-capacity", 1}), 0u);
+  EXPECT_EQ(marks(none).count({verifier::Rule::sram_capacity, 1}), 0u);
   verifier::CheckOptions o;
   o.target = "tpu_v5e";
   auto v = check_text(src, "big", o);
-  EXPECT_EQ(marks(v).count({"sram-capacity", 1}), 1u);
+  EXPECT_EQ(marks(v).count({verifier::Rule::sram_capacity, 1}), 1u);
   ASSERT_TRUE(v.sram_bytes.has_value());
   EXPECT_EQ(*v.sram_bytes, 2 * 2 * 4096LL * 1024 * 4);
   for (const auto &f : v.findings)
-    if (f.rule == "sram-capacity") {
+    if (f.rule == verifier::Rule::sram_capacity) {
       EXPECT_NE(f.message.find("lower bound"), std::string::npos);
     }
 }
@@ -454,8 +458,8 @@ TEST(BlockTiling, FlagsATpuBlockOffTheEightBy128Tile) {
         o[...] = x[0:100, :]
 )";
   auto v = check_text(src, "tiles");
-  EXPECT_EQ(marks(v).count({"block-tiling", 5}), 1u);
-  EXPECT_EQ(marks(v).count({"block-tiling", 4}), 0u);
+  EXPECT_EQ(marks(v).count({verifier::Rule::block_tiling, 5}), 1u);
+  EXPECT_EQ(marks(v).count({verifier::Rule::block_tiling, 4}), 0u);
 }
 
 TEST(Check, ReportsUnknownForAnUnboundSymbolicGrid) {

@@ -45,7 +45,7 @@ inline verifier::Verdict check_text(const std::string &text, const std::string &
 }
 
 /// (rule, line) pairs.
-using Marks = std::set<std::pair<std::string, int>>;
+using Marks = std::set<std::pair<verifier::Rule, int>>;
 
 inline Marks marks(const verifier::Verdict &v) {
   Marks m;

@@ -1,0 +1,253 @@
+#include "spec/bind.hpp"
+
+#include "spec/checked.hpp"
+#include "spec/print.hpp"
+
+#include <limits>
+#include <sstream>
+
+namespace pipecheck::spec {
+
+std::vector<std::int64_t> BoundOperand::block_view_shape() const {
+  std::vector<std::int64_t> s;
+  for (std::size_t d = 0; d < block.size(); ++d)
+    if (!squeezed[d]) s.push_back(block[d]);
+  return s;
+}
+
+std::optional<std::size_t> BoundOperand::view_to_array_dim(std::int64_t v) const {
+  std::int64_t seen = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (squeezed[d]) continue;
+    if (seen == v) return d;
+    ++seen;
+  }
+  return std::nullopt;
+}
+
+std::int64_t BoundOperand::block_bytes() const {
+  std::int64_t n = dtype_bytes(dtype);
+  for (std::int64_t b : block)
+    n = saturating_mul(n, b);
+  return n;
+}
+
+std::optional<std::size_t> BoundKernel::operand_index(const std::string &n) const {
+  for (std::size_t i = 0; i < operands.size(); ++i)
+    if (operands[i].name == n) return i;
+  return std::nullopt;
+}
+
+const BoundOperand *BoundKernel::operand(const std::string &n) const {
+  auto i = operand_index(n);
+  return i ? &operands[*i] : nullptr;
+}
+
+std::int64_t num_points(const std::vector<std::int64_t> &grid) {
+  std::int64_t n = 1;
+  for (std::int64_t g : grid)
+    n = saturating_mul(n, g);
+  return n;
+}
+
+std::int64_t BoundKernel::num_points() const { return spec::num_points(grid); }
+
+std::vector<std::int64_t> BoundKernel::point(std::int64_t linear) const {
+  std::vector<std::int64_t> p(grid.size());
+  for (std::size_t a = grid.size(); a-- > 0;) {
+    p[a] = grid[a] > 0 ? linear % grid[a] : 0;
+    linear = grid[a] > 0 ? linear / grid[a] : 0;
+  }
+  return p;
+}
+
+std::string format_tuple(const std::vector<std::int64_t> &v) {
+  std::ostringstream os;
+  os << '(';
+  for (std::size_t i = 0; i < v.size(); ++i)
+    os << (i ? ", " : "") << v[i];
+  if (v.size() == 1) os << ',';
+  os << ')';
+  return os.str();
+}
+
+Expr bind_grid(const Expr &e, const std::vector<std::int64_t> &point, const std::vector<std::int64_t> &grid) {
+  if (e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs") && e.args.size() == 1 &&
+      e.args[0].op == Op::Int) {
+    auto a = e.args[0].int_value;
+    const auto &src = e.name == "program_id" ? point : grid;
+    if (a >= 0 && static_cast<std::size_t>(a) < src.size())
+      return Expr::integer(src[static_cast<std::size_t>(a)], e.loc);
+    return e;
+  }
+  Expr out = e;
+  for (auto &a : out.args)
+    a = bind_grid(a, point, grid);
+  return out;
+}
+
+namespace {
+
+BindError bad(Loc loc, std::string msg) {
+  return {BindFault::bad_input, Diagnostic{Severity::error, loc, std::move(msg), {}}};
+}
+
+class Binder {
+public:
+  Binder(const KernelSpec &k, const Env &params) : k_(k) {
+    out_.spec = &k;
+    out_.params = params;
+  }
+
+  Binding run() {
+    Binding b;
+    try {
+      bind_grid_extents();
+      for (const auto &op : k_.operands)
+        out_.operands.push_back(bind_operand(op));
+      b.kernel = std::move(out_);
+    } catch (BindError &e) {
+      b.error = std::move(e);
+    }
+    return b;
+  }
+
+private:
+  const KernelSpec &k_;
+  BoundKernel out_;
+
+  // The value of a size expression; `where` names it in errors ("the grid",
+  // "the shape of 'x'"), `unbound` says what to do when a param is symbolic.
+  std::int64_t value(const Expr &e, const std::string &where, const std::string &unbound) {
+    Evaluation v = evaluate(e, out_.params);
+    if (v.value) return *v.value;
+    if (v.is_error()) throw bad_at(e, out_.params, where);
+    if (v.fault == EvalFault::unbound)
+      throw BindError{BindFault::unbound, Diagnostic{Severity::error, e.loc, unbound, {}}};
+    throw bad(e.loc, where + " '" + print(e) + "' is not an integer");
+  }
+
+  static BindError bad_at(const Expr &e, const Env &env, const std::string &where) {
+    if (auto d = arithmetic_error(e, env, where)) return {BindFault::bad_input, std::move(*d)};
+    return bad(e.loc, "cannot evaluate " + where);
+  }
+
+  void bind_grid_extents() {
+    if (!k_.grid) return;
+    for (const auto &g : *k_.grid) {
+      std::int64_t v =
+          value(g, "the grid", "the grid is not a constant (a param is symbolic: bind it with --set)");
+      if (v < 0) throw bad(g.loc, "grid extent '" + print(g) + "' is negative");
+      out_.grid.push_back(v);
+    }
+  }
+
+  BoundOperand bind_operand(const Operand &op) {
+    BoundOperand o;
+    o.decl = &op;
+    o.name = op.name;
+    o.role = op.role;
+    o.dtype = op.dtype;
+    o.loc = op.loc;
+    const std::string of = " of '" + op.name + "'";
+    for (const auto &e : op.shape) {
+      std::int64_t v =
+          value(e, "the shape" + of, "the shape" + of + " is not a constant (bind its params with --set)");
+      if (v < 0) throw bad(e.loc, "dim '" + print(e) + "'" + of + " is negative");
+      o.shape.push_back(v);
+    }
+    if (!checked_bytes(o.shape, dtype_bytes(o.dtype)))
+      throw bad(op.loc,
+                "integer overflow in the size of operand '" + op.name + "': its bytes do not fit in 64 bits");
+    const std::size_t rank = o.shape.size();
+    o.windowed = op.role != Role::scratch &&
+                 (op.memory_space == MemorySpace::vmem || op.memory_space == MemorySpace::smem);
+    o.block = o.shape;
+    o.squeezed.assign(rank, false);
+    if (op.block_shape) {
+      if (op.block_shape->size() != rank)
+        throw bad(op.loc, "the block" + of + " has rank " + std::to_string(op.block_shape->size()) +
+                              " but the array has rank " + std::to_string(rank));
+      for (std::size_t d = 0; d < rank; ++d) {
+        const auto &b = (*op.block_shape)[d];
+        if (!b) {
+          o.squeezed[d] = true;
+          o.block[d] = 1;
+          continue;
+        }
+        o.block[d] =
+            value(*b, "the block" + of, "the block" + of + " is not a constant (bind its params with --set)");
+        if (o.block[d] < 1) throw bad(b->loc, "block dim '" + print(*b) + "'" + of + " is not positive");
+      }
+    }
+    for (std::size_t d = 0; d < rank; ++d)
+      o.num_blocks.push_back(o.shape[d] / o.block[d] + (o.shape[d] % o.block[d] != 0));
+    if (!op.index_map) {
+      o.index.assign(rank, Expr::integer(0, op.loc));
+      return o;
+    }
+    const IndexMap &m = *op.index_map;
+    if (m.params.size() != out_.grid.size())
+      throw bad(op.loc, "the index map" + of + " takes " + std::to_string(m.params.size()) +
+                            " grid indices but the grid has rank " + std::to_string(out_.grid.size()));
+    if (m.results.size() != rank)
+      throw bad(op.loc, "the index map" + of + " returns " + std::to_string(m.results.size()) +
+                            " block indices but the array has rank " + std::to_string(rank));
+    o.index_params = m.params;
+    std::map<std::string, Expr> subst;
+    for (const auto &[n, v] : out_.params)
+      subst[n] = Expr::integer(v);
+    for (const auto &p : m.params)
+      subst.erase(p);
+    for (const auto &r : m.results) {
+      // Decided with the grid indices unbound: `i // N` with --set N=0.
+      if (auto d = arithmetic_error(r, out_.params, "the index map" + of))
+        throw BindError{BindFault::bad_input, *d};
+      o.index.push_back(substitute(r, subst));
+    }
+    return o;
+  }
+};
+
+} // namespace
+
+Binding bind_kernel(const KernelSpec &k, const Env &params) { return Binder(k, params).run(); }
+
+BlockIndex block_index(const BoundOperand &op, const Env &params, const std::vector<std::int64_t> &grid,
+                       const std::vector<std::int64_t> &point) {
+  Env env = params;
+  for (std::size_t a = 0; a < op.index_params.size() && a < point.size(); ++a)
+    env[op.index_params[a]] = point[a];
+  BlockIndex out;
+  std::vector<std::int64_t> idx;
+  const std::string where = "the index map of '" + op.name + "'";
+  // An arithmetic error in any dim wins over a symbolic param in another.
+  for (const auto &e : op.index) {
+    Expr bound = bind_grid(e, point, grid);
+    Evaluation v = evaluate(bound, env);
+    if (v.value) {
+      idx.push_back(*v.value);
+      continue;
+    }
+    if (auto d = v.is_error() ? arithmetic_error(bound, env, where) : std::nullopt) {
+      d->message += " at grid point " + format_tuple(point);
+      out.error = BindError{BindFault::bad_input, std::move(*d)};
+      return out;
+    }
+    if (!out.error)
+      out.error = BindError{v.fault == EvalFault::unbound ? BindFault::unbound : BindFault::bad_input,
+                            Diagnostic{Severity::error,
+                                       e.loc,
+                                       where + " has no value at grid point " + format_tuple(point) +
+                                           (v.fault == EvalFault::unbound ? " (a param is symbolic)" : ""),
+                                       {}}};
+  }
+  if (!out.error) out.value = std::move(idx);
+  return out;
+}
+
+BlockIndex block_index(const BoundKernel &k, std::size_t op, const std::vector<std::int64_t> &point) {
+  return block_index(k.operands[op], k.params, k.grid, point);
+}
+
+} // namespace pipecheck::spec

@@ -1,0 +1,112 @@
+#pragma once
+/// The one concrete binding of a KernelSpec: grid extents, each operand's
+/// array shape and block dims as numbers under bound params, and the block
+/// index an operand's index_map gives at a grid point. The spec rules'
+/// model, the executor's oracle and the lowering all evaluate a kernel
+/// through it, so they agree on every size and block index, and on the
+/// located error when one cannot be evaluated.
+
+#include "spec/diag.hpp"
+#include "spec/eval.hpp"
+#include "spec/ir.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipecheck::spec {
+
+/// Why a kernel (or a block index) could not be bound.
+enum class BindFault {
+  unbound,   ///< it names a param with no value (symbolic): bind it with --set
+  bad_input, ///< a division by zero, an overflow, a negative extent, a non-positive block, a rank mismatch
+};
+
+/// A binding failure, located at the expression (or operand) at fault.
+struct BindError {
+  BindFault fault = BindFault::bad_input;
+  Diagnostic diag;
+};
+
+/// One `in`/`out`/`scratch` operand with its sizes evaluated.
+struct BoundOperand {
+  const Operand *decl = nullptr;
+  std::string name;
+  Role role = Role::in;
+  DType dtype = DType::f32;
+  Loc loc;
+  std::vector<std::int64_t> shape;      ///< the array's extents
+  std::vector<std::int64_t> block;      ///< per array dim; 1 where squeezed; the shape without a block
+  std::vector<bool> squeezed;           ///< per array dim: `None` in the block
+  std::vector<std::int64_t> num_blocks; ///< cdiv(shape, block) per dim
+  /// Pipelined through a VMEM/SMEM window (an in/out in vmem or smem).
+  bool windowed = false;
+  std::vector<std::string> index_params; ///< the index_map's lambda params; empty without one
+  /// The block index per array dim with every bound param replaced by its
+  /// value (the lambda params and unbound params stay names); literal zeros
+  /// without an index_map.
+  std::vector<Expr> index;
+
+  /// The block as the body sees it (squeezed dims removed).
+  std::vector<std::int64_t> block_view_shape() const;
+  /// The array dim of the `v`-th non-squeezed dim.
+  std::optional<std::size_t> view_to_array_dim(std::int64_t v) const;
+  /// dtype bytes x block elements, saturating.
+  std::int64_t block_bytes() const;
+};
+
+/// A kernel with its grid and operands bound.
+struct BoundKernel {
+  const KernelSpec *spec = nullptr;
+  Env params; ///< the bound params (symbolic ones may be missing)
+  std::vector<std::int64_t> grid;
+  std::vector<BoundOperand> operands; ///< in declaration order
+
+  std::optional<std::size_t> operand_index(const std::string &name) const;
+  const BoundOperand *operand(const std::string &name) const;
+  /// The number of grid points, saturating at INT64_MAX.
+  std::int64_t num_points() const;
+  /// The `linear`-th grid point in grid order (last axis fastest).
+  std::vector<std::int64_t> point(std::int64_t linear) const;
+};
+
+/// The result of bind_kernel(): a kernel or an error.
+struct Binding {
+  std::optional<BoundKernel> kernel;
+  std::optional<BindError> error; ///< set exactly when kernel is not
+};
+
+/// Binds a validated kernel under `params` (from spec::bind_params). The
+/// grid, shapes and blocks must evaluate: a param they need and `params`
+/// lacks is BindFault::unbound; an arithmetic error, a negative extent, a
+/// block that is not positive, a size over 64 bits, or an index map that
+/// divides by zero whatever the grid point, is bad input.
+Binding bind_kernel(const KernelSpec &, const Env &params);
+
+/// The block index of an operand at a grid point, or why there is none.
+struct BlockIndex {
+  std::optional<std::vector<std::int64_t>> value;
+  std::optional<BindError> error; ///< set exactly when value is not
+};
+
+/// The block index `op` maps grid point `point` to (program_id and
+/// num_programs in the index map read the point and the grid). An overflow
+/// or division by zero is bad input located at the operator, naming the
+/// point ("integer overflow in the index map of 'x' at grid point (8,)"); an
+/// unbound param is BindFault::unbound.
+BlockIndex block_index(const BoundOperand &op, const Env &params, const std::vector<std::int64_t> &grid,
+                       const std::vector<std::int64_t> &point);
+BlockIndex block_index(const BoundKernel &, std::size_t op, const std::vector<std::int64_t> &point);
+
+/// The number of points of a grid, saturating at INT64_MAX.
+std::int64_t num_points(const std::vector<std::int64_t> &grid);
+
+/// Replaces program_id(a) and num_programs(a) by the point's coordinates and
+/// the grid's extents.
+Expr bind_grid(const Expr &, const std::vector<std::int64_t> &point, const std::vector<std::int64_t> &grid);
+
+/// "(0, 1, 2)"; a 1-tuple is "(0,)".
+std::string format_tuple(const std::vector<std::int64_t> &);
+
+} // namespace pipecheck::spec

@@ -1,0 +1,43 @@
+#pragma once
+/// The one targets table: every hardware target pipecheck knows (TPU
+/// generations, Hopper GPUs) and what it knows of each. The CLI's --target,
+/// validation of `target =`, the lowering's GPU choice and the capacity and
+/// tiling rules all read it; no other code spells a target name.
+
+#include "spec/ir.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipecheck::spec {
+
+enum class TargetKind { tpu, gpu };
+
+struct Target {
+  std::string name; ///< "tpu_v5e", "h200", ...
+  TargetKind kind = TargetKind::tpu;
+  /// TPU: the default scoped VMEM limit; GPU: shared memory per block (opt-in maximum).
+  std::int64_t default_sram_bytes = 0;
+  /// TPU: physical VMEM per TensorCore (vmem_limit_bytes may raise the scoped
+  /// budget up to this); GPU: equal to default_sram_bytes.
+  std::int64_t physical_sram_bytes = 0;
+};
+
+/// Every known target, in a stable order.
+const std::vector<Target> &targets();
+/// The target named `name`, or nullptr.
+const Target *find_target(const std::string &name);
+/// "tpu_v4, tpu_v5e, ...": the known names, for error messages.
+std::string target_names();
+/// "unknown target 'NAME'; expected one of tpu_v4, ...".
+std::string unknown_target_message(const std::string &name);
+
+/// The name of the target a kernel is checked, lowered or run for: the
+/// override (--target) if any, else the spec's `target =` setting, else none.
+std::optional<std::string> kernel_target(const KernelSpec &, const std::optional<std::string> &override_name);
+/// True when that target is a known GPU (the kernel lowers to Mosaic GPU).
+bool targets_gpu(const KernelSpec &, const std::optional<std::string> &override_name);
+
+} // namespace pipecheck::spec
