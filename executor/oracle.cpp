@@ -2,6 +2,7 @@
 
 #include "executor/interp.hpp"
 #include "spec/checked.hpp"
+#include "spec/lower.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -51,7 +52,8 @@ spec::Env bind_params(const std::vector<spec::Param> &params, const spec::Env &o
   return std::move(b.env);
 }
 
-ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides, std::int64_t scale) {
+ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides, std::int64_t scale,
+                          const std::optional<std::string> &target) {
   if (scale < 1) bad(k.loc, "--scale must be at least 1");
   ConcreteKernel c;
   c.spec = &k;
@@ -66,6 +68,10 @@ ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides,
       if (v < 0) bad(g.loc, "grid extent '" + expr_string(g) + "' is negative");
       c.grid.push_back(v);
     }
+  std::string t = target.value_or("");
+  if (const auto *s = k.setting("target"); !target && s && s->value.op == spec::Op::Name) t = s->value.name;
+  c.gpu = spec::is_gpu_target(t);
+  if (c.gpu) c.cta = spec::cta_axes(k, c.grid.size());
   for (const auto &op : k.operands) {
     ConcreteOperand o;
     o.decl = &op;
@@ -163,12 +169,19 @@ spec::KernelSpec concrete_spec(const ConcreteKernel &c) {
 std::int64_t grid_size(const ConcreteKernel &c) { return num_elements(c.grid); }
 
 Shape grid_point(const ConcreteKernel &c, std::int64_t linear) {
+  if (c.gpu) return spec::gpu_grid_point(c.grid, c.cta, linear);
   Shape p(c.grid.size());
   for (int d = static_cast<int>(c.grid.size()) - 1; d >= 0; --d) {
     p[d] = linear % c.grid[d];
     linear /= c.grid[d];
   }
   return p;
+}
+
+bool starts_cta(const ConcreteKernel &c, std::int64_t linear) {
+  if (!c.gpu) return false;
+  const std::int64_t n = spec::cta_steps(c.grid, c.cta);
+  return n > 0 && linear % n == 0;
 }
 
 Shape block_index(const ConcreteKernel &c, const ConcreteOperand &op, const Shape &point) {
@@ -274,6 +287,11 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays) {
       if (partial || !inside[k]) blk.fill_poison();
       if (inside[k]) copy_view(box_view(*arrays.at(o.name), aboxes[k]), box_view(blk, bboxes[k]));
     }
+    // plgpu.ACC starts at zero in every CTA (the lowered program says so too).
+    if (starts_cta(c, lin))
+      for (const auto &o : c.operands)
+        if (o.role == spec::Role::scratch && o.decl && o.decl->memory_space == spec::MemorySpace::acc)
+          arrays.at(o.name)->fill_zero();
     interp.env = c.params;
     interp.locals.clear();
     for (std::size_t a = 0; a < c.grid.size(); ++a) {

@@ -378,15 +378,10 @@ struct KernelSizes {
   bool gpu = false; ///< lowered for h100/h200
 };
 
-KernelSizes kernel_sizes(const spec::KernelSpec &k, const ConcreteKernel &c, const RunOptions &opts) {
+KernelSizes kernel_sizes(const spec::KernelSpec &k, const ConcreteKernel &c) {
   KernelSizes z;
   z.steps = static_cast<std::uint64_t>(grid_size(c));
-  const bool gpu = z.gpu = [&] {
-    std::string t = opts.target.value_or("");
-    if (const auto *s = k.setting("target"); !opts.target && s && s->value.op == spec::Op::Name)
-      t = s->value.name;
-    return t.rfind("h100", 0) == 0 || t.rfind("h200", 0) == 0;
-  }();
+  const bool gpu = z.gpu = c.gpu;
   std::int64_t concurrent = 1;
   if (const auto *m = k.setting("max_concurrent_steps"))
     if (auto v = spec::eval_int(m->value, c.params)) concurrent = std::max<std::int64_t>(1, *v);
@@ -467,12 +462,12 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
 KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) {
   KernelPrep p;
   try {
-    p.ck = concretize(k, opts.overrides, opts.scale);
+    p.ck = concretize(k, opts.overrides, opts.scale, opts.target);
   } catch (const ExecError &e) {
     p.early = from_error(k.name, e);
     return p;
   }
-  const KernelSizes sizes = kernel_sizes(k, p.ck, opts);
+  const KernelSizes sizes = kernel_sizes(k, p.ck);
   p.memory_estimate = kernel_estimate(k, sizes, opts, runs, sizes.gpu, nullptr, nullptr);
   if (auto r = check_memory(k.name, k.loc, p.memory_estimate, opts.max_memory_bytes)) {
     p.early = r;

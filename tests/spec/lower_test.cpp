@@ -205,7 +205,7 @@ TEST(LowerGpu, RefillsTheSlotOfStepSMinusDelayReleaseAndIssuesWgmma) {
     in  a: bf16[128, 512]  block=(128, 64)  index=(k) -> (0, k)
     in  b: bf16[512, 128]  block=(64, 128)  index=(k) -> (k, 0)
     out o: f32[128, 128]   block=(128, 128) index=(k) -> (0, 0)
-    scratch acc: f32[128, 128]
+    scratch acc: f32[128, 128]  memory_space=acc
     body:
         when program_id(0) == 0:
             acc[...] = zeros

@@ -38,8 +38,9 @@ public:
     for (std::size_t e = 0; e < m_.effects.size(); ++e) {
       const auto &ef = m_.effects[e];
       const auto &o = m_.operands[ef.operand];
+      // An acc scratch (plgpu.ACC) starts at zero in every CTA.
       if ((ef.kind == Effect::read || ef.kind == Effect::accumulate) &&
-          ((o.role == spec::Role::out && o.windowed) || o.role == spec::Role::scratch))
+          ((o.role == spec::Role::out && o.windowed) || (o.role == spec::Role::scratch && !o.acc)))
         uninitialized(e);
       if (ef.kind != Effect::read && o.role == spec::Role::in && o.windowed &&
           !m_.is_aliased_input(ef.operand))

@@ -1,6 +1,7 @@
 #include "verifier/rules/model.hpp"
 
 #include "spec/checked.hpp"
+#include "spec/lower.hpp"
 
 #include <limits>
 #include <map>
@@ -122,6 +123,15 @@ struct Builder {
       om.role = op.role;
       om.dtype = op.dtype;
       om.loc = op.loc;
+      om.acc = op.role == spec::Role::scratch && op.memory_space == spec::MemorySpace::acc;
+      if (om.acc && !spec::is_gpu_target(m.target.value_or("")) && !bad_input)
+        bad_input =
+            spec::Diagnostic{spec::Severity::error,
+                             op.loc,
+                             "scratch '" + op.name +
+                                 "' has memory_space=acc (plgpu.ACC), which needs a Mosaic GPU target "
+                                 "(h100 or h200)",
+                             {}};
       for (const auto &s : op.shape) {
         auto v = eval(s, "the shape of '" + op.name + "'");
         if (!v) return fail("the shape of '" + op.name + "' is not a constant (bind its params with --set)");

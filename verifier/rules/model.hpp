@@ -31,6 +31,8 @@ struct OperandModel {
   bool trivial_window = false;           ///< block == array and index all literal 0
   std::int64_t buffer_count = 2;
   bool revisit_any = false;
+  /// A `memory_space=acc` scratch (plgpu.ACC): registers, zero at each CTA start.
+  bool acc = false;
   spec::Loc loc;
 
   /// The array dim of the `v`-th non-squeezed dim (the body's view of the block).

@@ -34,8 +34,9 @@ public:
     }
     for (const auto &e : m_.effects) {
       const auto &o = m_.operands[e.operand];
+      // An acc scratch (plgpu.ACC) starts at zero in every CTA.
       if ((e.kind == Effect::read || e.kind == Effect::accumulate) &&
-          ((o.role == spec::Role::out && o.windowed) || o.role == spec::Role::scratch))
+          ((o.role == spec::Role::out && o.windowed) || (o.role == spec::Role::scratch && !o.acc)))
         uninitialized(e);
       if (e.kind != Effect::read && o.role == spec::Role::in && o.windowed && !m_.is_aliased_input(e.operand))
         input_write(e);
