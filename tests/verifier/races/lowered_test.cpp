@@ -175,3 +175,34 @@ TEST(LoweredPrograms, GpuPipelineNeedsDelayReleaseForAsynchronousWgmma) {
   EXPECT_EQ(good.status, verifier::Status::verified)
       << good.reason << (good.findings.empty() ? "" : good.findings[0].rule + " " + good.findings[0].message);
 }
+
+TEST(LoweredPrograms, TheStandardMosaicGpuMatmulIsRaceFreeWithDelayReleaseAndNotWithout) {
+  const std::string path = std::string(PIPECHECK_SOURCE_DIR) + "/corpus/guide/gpu_pallas_call.pk";
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto r = spec::parse_and_validate(spec::SourceFile::from_string(path, ss.str()));
+  ASSERT_TRUE(r.file);
+  spec::KernelSpec k;
+  for (auto &u : r.file->units)
+    if (auto *x = std::get_if<spec::KernelSpec>(&u); x && x->name == "gpu_matmul") k = *x;
+  ASSERT_EQ(k.name, "gpu_matmul");
+  auto check = [&](std::int64_t delay_release) {
+    for (auto &s : k.settings)
+      if (s.key == "delay_release") s.value = spec::Expr::integer(delay_release);
+    std::vector<spec::Diagnostic> errs;
+    auto l = spec::lower(k, {}, errs);
+    EXPECT_TRUE(l) << (errs.empty() ? "" : errs[0].message);
+    return l ? verifier::check_program(l->program, {}) : verifier::Verdict{};
+  };
+  auto good = check(1);
+  EXPECT_EQ(good.status, verifier::Status::verified) << good.reason;
+  auto bad = check(0);
+  ASSERT_EQ(bad.status, verifier::Status::violation) << bad.reason;
+  // The refills of a and b are the kernel's BlockSpec lines.
+  std::set<std::pair<std::string, int>> found;
+  for (auto &f : bad.findings)
+    found.insert({f.rule, f.loc.line});
+  EXPECT_EQ(found, (std::set<std::pair<std::string, int>>{{"async-operand-overwritten", 21},
+                                                          {"async-operand-overwritten", 22}}));
+}

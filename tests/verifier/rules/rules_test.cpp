@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 namespace pipecheck {
 namespace {
 
@@ -11,6 +13,7 @@ using testing::check_text;
 using testing::Marks;
 using testing::marks;
 using testing::point_item;
+using testing::read_file;
 using verifier::Status;
 
 TEST(ReductionNotLastAxis, FlagsAFirstAxisReductionWithTheRevisitAsWitness) {
@@ -473,6 +476,58 @@ TEST(Check, ReportsUnknownForAnUnboundSymbolicGrid) {
   verifier::CheckOptions o;
   o.overrides["n"] = 8;
   EXPECT_EQ(check_text(src, "sym", o).status, Status::verified);
+}
+
+std::string gpu_pallas_call() {
+  return read_file(
+      (std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "guide" / "gpu_pallas_call.pk").string());
+}
+
+TEST(SramCapacity, TheHopperMatmulCountsThreeSlotsPerWindowedOperandAndNoBytesForItsAccScratch) {
+  // 3 x (a 16 KiB + b 32 KiB + o 64 KiB); the f32[128, 256] ACC (128 KiB) is
+  // registers. Counting it as shared memory gave 475136 bytes.
+  auto v = check_text(gpu_pallas_call(), "hopper_matmul_three_steps");
+  ASSERT_TRUE(v.sram_bytes.has_value());
+  EXPECT_EQ(*v.sram_bytes, 3 * (16384 + 32768 + 65536));
+  EXPECT_EQ(marks(v), (Marks{{"sram-capacity", 71}}));
+  auto two = check_text(gpu_pallas_call(), "hopper_matmul_two_steps");
+  EXPECT_EQ(two.status, Status::verified) << two.reason;
+  EXPECT_EQ(*two.sram_bytes, 2 * (16384 + 32768 + 65536));
+}
+
+TEST(SramCapacity, ClipsMaxConcurrentStepsToTheStepsOfOneCta) {
+  const char *src = R"(kernel ew:
+    grid = (16, 2)
+    dimension_semantics = (parallel, sequential)
+    target = h100
+    max_concurrent_steps = 8
+    in  x: f32[1024, 256]  block=(64, 128)  index=(i, j) -> (i, j)
+    out o: f32[1024, 256]  block=(64, 128)  index=(i, j) -> (i, j)
+    scratch s: f32[64, 128]  memory_space=smem
+    body:
+        s[...] = x[...]
+        o[...] = s[...]
+)";
+  auto v = check_text(src, "ew");
+  ASSERT_TRUE(v.sram_bytes.has_value());
+  // Two steps per CTA: 2 slots of 32 KiB per operand, plus the 32 KiB scratch.
+  EXPECT_EQ(*v.sram_bytes, 2 * 2 * 32768 + 32768);
+}
+
+TEST(UninitializedAccumulator, AnAccScratchStartsAtZeroInEveryCtaButAPlainScratchDoesNot) {
+  auto acc = check_text(gpu_pallas_call(), "gpu_matmul");
+  EXPECT_EQ(acc.status, Status::verified) << acc.reason;
+  auto smem = check_text(gpu_pallas_call(), "gpu_matmul_smem_scratch_without_init");
+  EXPECT_EQ(marks(smem), (Marks{{"uninitialized-accumulator", 43}}));
+}
+
+TEST(Check, AnAccScratchCheckedForATpuTargetIsBadInputOnItsLine) {
+  verifier::CheckOptions o;
+  o.target = "tpu_v5e";
+  auto v = check_text(gpu_pallas_call(), "gpu_matmul", o);
+  ASSERT_EQ(v.errors.size(), 1u);
+  EXPECT_EQ(v.errors[0].loc.line, 24);
+  EXPECT_NE(v.errors[0].message.find("memory_space=acc"), std::string::npos);
 }
 
 } // namespace
