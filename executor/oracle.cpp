@@ -287,11 +287,16 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays) {
       if (partial || !inside[k]) blk.fill_poison();
       if (inside[k]) copy_view(box_view(*arrays.at(o.name), aboxes[k]), box_view(blk, bboxes[k]));
     }
-    // plgpu.ACC starts at zero in every CTA (the lowered program says so too).
+    // Every CTA has its own scratch: plgpu.ACC starts at zero (the lowered
+    // program says so too), SMEM undefined.
     if (starts_cta(c, lin))
       for (const auto &o : c.operands)
-        if (o.role == spec::Role::scratch && o.decl && o.decl->memory_space == spec::MemorySpace::acc)
-          arrays.at(o.name)->fill_zero();
+        if (o.role == spec::Role::scratch) {
+          if (o.decl && o.decl->memory_space == spec::MemorySpace::acc)
+            arrays.at(o.name)->fill_zero();
+          else
+            arrays.at(o.name)->fill_poison();
+        }
     interp.env = c.params;
     interp.locals.clear();
     for (std::size_t a = 0; a < c.grid.size(); ++a) {

@@ -176,3 +176,13 @@ TEST(Oracle, RunsAGpuGridCtaByCtaWithTheParallelAxisOutermost) {
       EXPECT_NEAR(o.get(r * 256 + col), s, 1e-4);
     }
 }
+
+TEST(Oracle, AGpuScratchIsUndefinedAgainInEveryNewCta) {
+  const auto &k = unit<spec::KernelSpec>(gpu_pallas_call(), "gpu_scratch_init_only_in_the_first_cta");
+  const ConcreteKernel c = concretize(k, {}, 1);
+  ArrayMap arrays = make_kernel_arrays(c, 6);
+  run_oracle(c, arrays);
+  const HostArray &o = *arrays.at("o");
+  EXPECT_FALSE(o.is_poison(0));       // CTA 0 initialized it
+  EXPECT_TRUE(o.is_poison(64 * 128)); // CTA 1 starts with its own, undefined
+}

@@ -392,6 +392,7 @@ struct Builder {
       auto v = eval(s->value, "max_concurrent_steps");
       if (v && *v >= 1) m.max_concurrent_steps = *v;
     }
+    if (spec::is_gpu_target(m.target.value_or(""))) m.cta_axes = spec::cta_axes(k, m.grid.size());
     if (!build_operands()) return false;
     for (const auto &a : k.aliases) {
       auto i = m.operand_index(a.input), o = m.operand_index(a.output);

@@ -77,6 +77,9 @@ struct KernelModel {
   std::optional<std::string> target;
   std::optional<std::int64_t> vmem_limit_bytes;
   std::int64_t max_concurrent_steps = 1;
+  /// Mosaic GPU: the CTA axes (spec::cta_axes); empty on TPU. Each CTA has
+  /// its own scratch, so a scratch written in one CTA is not written in another.
+  std::vector<bool> cta_axes;
 
   std::optional<std::size_t> operand_index(const std::string &) const;
   bool is_aliased_input(std::size_t operand) const;

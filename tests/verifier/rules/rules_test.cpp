@@ -530,5 +530,30 @@ TEST(Check, AnAccScratchCheckedForATpuTargetIsBadInputOnItsLine) {
   EXPECT_NE(v.errors[0].message.find("memory_space=acc"), std::string::npos);
 }
 
+TEST(UninitializedAccumulator, AGpuScratchInitializedOnlyInTheFirstCtaIsUninitializedInTheNext) {
+  const std::string src = R"(kernel first_cta_init:
+    grid = (2, 4)
+    dimension_semantics = (parallel, sequential)
+    target = h100
+    in  x: f32[128, 512]  block=(64, 128)  index=(i, j) -> (i, j)
+    out o: f32[128, 128]  block=(64, 128)  index=(i, j) -> (i, 0)
+    scratch s: f32[64, 128]
+    body:
+        when program_id(0) == 0 and program_id(1) == 0:
+            s[...] = zeros
+        s[...] += x[...]
+        when program_id(1) == 3:
+            o[...] = s[...]
+)";
+  auto gpu = check_text(src, "first_cta_init");
+  EXPECT_EQ(marks(gpu), (Marks{{"uninitialized-accumulator", 11}}));
+  ASSERT_FALSE(gpu.findings.empty());
+  EXPECT_EQ(point_item(gpu.findings[0], "grid_point"), (std::vector<std::int64_t>{1, 0}));
+  // On TPU the scratch is one buffer for the whole grid: written at (0, 0).
+  verifier::CheckOptions tpu;
+  tpu.target = "tpu_v5e";
+  EXPECT_EQ(marks(check_text(src, "first_cta_init", tpu)).count({"uninitialized-accumulator", 11}), 0u);
+}
+
 } // namespace
 } // namespace pipecheck
