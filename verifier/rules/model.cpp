@@ -392,7 +392,11 @@ struct Builder {
       auto v = eval(s->value, "max_concurrent_steps");
       if (v && *v >= 1) m.max_concurrent_steps = *v;
     }
-    if (spec::is_gpu_target(m.target.value_or(""))) m.cta_axes = spec::cta_axes(k, m.grid.size());
+    if (spec::is_gpu_target(m.target.value_or(""))) {
+      m.cta_axes = spec::cta_axes(k, m.grid.size());
+      // Mosaic GPU without dimension_semantics: every axis is a CTA axis.
+      if (!k.dimension_semantics) m.semantics.assign(m.grid.size(), spec::DimSemantics::parallel);
+    }
     if (!build_operands()) return false;
     for (const auto &a : k.aliases) {
       auto i = m.operand_index(a.input), o = m.operand_index(a.output);

@@ -69,7 +69,7 @@ struct KernelModel {
   const spec::KernelSpec *spec = nullptr;
   spec::Env env;
   std::vector<std::int64_t> grid;
-  std::vector<spec::DimSemantics> semantics; ///< one per axis (arbitrary when omitted)
+  std::vector<spec::DimSemantics> semantics; ///< one per axis (omitted: arbitrary; on GPU parallel)
   std::vector<OperandModel> operands;
   std::vector<Effect> effects;
   std::vector<Contraction> contractions;

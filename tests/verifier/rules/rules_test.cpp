@@ -555,5 +555,23 @@ TEST(UninitializedAccumulator, AGpuScratchInitializedOnlyInTheFirstCtaIsUninitia
   EXPECT_EQ(marks(check_text(src, "first_cta_init", tpu)).count({"uninitialized-accumulator", 11}), 0u);
 }
 
+TEST(ParallelWriteConflict, OnMosaicGpuWithoutDimensionSemanticsEveryAxisIsParallel) {
+  const std::string src = R"(kernel k_as_ctas:
+    grid = (2, 4)
+    target = h100
+    in  x: f32[128, 512]  block=(64, 128)  index=(i, k) -> (i, k)
+    out o: f32[128, 128]  block=(64, 128)  index=(i, k) -> (i, 0)
+    scratch acc: f32[64, 128]  memory_space=acc
+    body:
+        acc[...] += x[...]
+        o[...] = acc[...]
+)";
+  // Pallas makes the k axis CTAs too: each writes block (i, 0).
+  EXPECT_EQ(marks(check_text(src, "k_as_ctas")).count({"parallel-write-conflict", 5}), 1u);
+  std::string with = src;
+  with.insert(with.find("    target"), "    dimension_semantics = (parallel, sequential)\n");
+  EXPECT_EQ(check_text(with, "k_as_ctas").status, Status::verified);
+}
+
 } // namespace
 } // namespace pipecheck
