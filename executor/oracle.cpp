@@ -1,7 +1,10 @@
 #include "executor/oracle.hpp"
 
+#include "spec/targets.hpp"
+
 #include "executor/interp.hpp"
 #include "spec/checked.hpp"
+#include "spec/lower.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -24,7 +27,8 @@ spec::Env bind_params(const std::vector<spec::Param> &params, const spec::Env &o
   return std::move(b.env);
 }
 
-ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides, std::int64_t scale) {
+ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides, std::int64_t scale,
+                          const std::optional<std::string> &target) {
   if (scale < 1) bad(k.loc, "--scale must be at least 1");
   const spec::Env params = bind_params(k.params, overrides);
   for (const auto &p : k.params)
@@ -35,6 +39,8 @@ ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides,
   ConcreteKernel c;
   static_cast<spec::BoundKernel &>(c) = std::move(*b.kernel);
   c.scale = scale;
+  c.gpu = spec::targets_gpu(k, target);
+  if (c.gpu) c.cta = spec::cta_axes(k, c.grid.size());
   if (scale > 1)
     for (auto &o : c.operands) {
       for (std::size_t d = 0; d < o.shape.size(); ++d) {
@@ -79,6 +85,17 @@ spec::KernelSpec concrete_spec(const ConcreteKernel &c) {
           (*op.block_shape)[d] = Expr::integer(o->block[d], (*op.block_shape)[d]->loc);
   }
   return k;
+}
+
+Shape grid_point(const ConcreteKernel &c, std::int64_t linear) {
+  if (c.gpu) return spec::gpu_grid_point(c.grid, c.cta, linear);
+  return c.point(linear);
+}
+
+bool starts_cta(const ConcreteKernel &c, std::int64_t linear) {
+  if (!c.gpu) return false;
+  const std::int64_t n = spec::cta_steps(c.grid, c.cta);
+  return n > 0 && linear % n == 0;
 }
 
 Shape block_index(const ConcreteKernel &c, const ConcreteOperand &op, const Shape &point) {
@@ -167,7 +184,7 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays) {
   Interp interp(mem);
   const std::int64_t n = c.num_points();
   for (std::int64_t lin = 0; lin < n; ++lin) {
-    const Shape point = c.point(lin);
+    const Shape point = grid_point(c, lin);
     std::vector<Box> aboxes(c.operands.size()), bboxes(c.operands.size());
     std::vector<bool> inside(c.operands.size());
     for (std::size_t k = 0; k < c.operands.size(); ++k) {
@@ -179,6 +196,16 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays) {
       if (partial || !inside[k]) blk.fill_poison();
       if (inside[k]) copy_view(box_view(*arrays.at(o.name), aboxes[k]), box_view(blk, bboxes[k]));
     }
+    // Every CTA has its own scratch: plgpu.ACC starts at zero (the lowered
+    // program says so too), SMEM undefined.
+    if (starts_cta(c, lin))
+      for (const auto &o : c.operands)
+        if (o.role == spec::Role::scratch) {
+          if (o.decl && o.decl->memory_space == spec::MemorySpace::acc)
+            arrays.at(o.name)->fill_zero();
+          else
+            arrays.at(o.name)->fill_poison();
+        }
     interp.env = c.params;
     interp.locals.clear();
     for (std::size_t a = 0; a < c.grid.size(); ++a) {

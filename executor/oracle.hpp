@@ -29,6 +29,10 @@ struct ConcreteKernel : spec::BoundKernel {
   std::map<std::string, std::string> aliases; ///< output -> input
   spec::Block body;                           ///< with program_id/num_programs rewritten
   std::int64_t scale = 1;
+  /// Mosaic GPU (h100/h200): grid points run CTA by CTA
+  /// (spec::gpu_grid_point), `cta` marking the CTA axes (spec::cta_axes).
+  bool gpu = false;
+  std::vector<bool> cta;
 };
 
 /// spec::bind_params with every param required (a run needs values, and
@@ -39,7 +43,9 @@ spec::Env bind_params(const std::vector<spec::Param> &, const spec::Env &overrid
 /// Binds and evaluates a kernel. `scale` divides every array and block dim
 /// (and scratch dim) except squeezed and unit ones, keeping the grid: each
 /// such dim must be divisible by it. Throws ExecError(bad_input) otherwise.
-ConcreteKernel concretize(const spec::KernelSpec &, const spec::Env &overrides, std::int64_t scale);
+/// `target` overrides the spec's `target =` (it decides the GPU grid order).
+ConcreteKernel concretize(const spec::KernelSpec &, const spec::Env &overrides, std::int64_t scale,
+                          const std::optional<std::string> &target = std::nullopt);
 
 /// The spec with its shapes, blocks and grid replaced by the concrete
 /// (scaled) integers, for lowering a scaled kernel.
@@ -48,6 +54,11 @@ spec::KernelSpec concrete_spec(const ConcreteKernel &);
 /// The block index of `op` at a grid point (spec::block_index); throws
 /// ExecError(bad_input), located, when it has none.
 Shape block_index(const ConcreteKernel &, const ConcreteOperand &op, const Shape &grid_point);
+/// The grid point at position `linear` of run order: lexicographic (last
+/// axis fastest) on TPU, CTA by CTA on Mosaic GPU.
+Shape grid_point(const ConcreteKernel &, std::int64_t linear);
+/// True when the point at `linear` starts a new CTA (Mosaic GPU; false on TPU).
+bool starts_cta(const ConcreteKernel &, std::int64_t linear);
 
 /// Arrays by operand name (ins, outs, scratch).
 using ArrayMap = std::map<std::string, std::unique_ptr<HostArray>>;

@@ -379,10 +379,10 @@ struct KernelSizes {
   bool gpu = false; ///< lowered for h100/h200
 };
 
-KernelSizes kernel_sizes(const spec::KernelSpec &k, const ConcreteKernel &c, const RunOptions &opts) {
+KernelSizes kernel_sizes(const spec::KernelSpec &k, const ConcreteKernel &c) {
   KernelSizes z;
   z.steps = static_cast<std::uint64_t>(c.num_points());
-  const bool gpu = z.gpu = spec::targets_gpu(k, opts.target);
+  const bool gpu = z.gpu = c.gpu;
   std::int64_t concurrent = 1;
   if (const auto *m = k.setting("max_concurrent_steps"))
     if (auto v = spec::eval_int(m->value, c.params)) concurrent = std::max<std::int64_t>(1, *v);
@@ -463,12 +463,12 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
 KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) {
   KernelPrep p;
   try {
-    p.ck = concretize(k, opts.overrides, opts.scale);
+    p.ck = concretize(k, opts.overrides, opts.scale, opts.target);
   } catch (const ExecError &e) {
     p.early = from_error(k.name, e);
     return p;
   }
-  const KernelSizes sizes = kernel_sizes(k, p.ck, opts);
+  const KernelSizes sizes = kernel_sizes(k, p.ck);
   p.memory_estimate = kernel_estimate(k, sizes, opts, runs, sizes.gpu, nullptr, nullptr);
   if (auto r = check_memory(k.name, k.loc, p.memory_estimate, opts.max_memory_bytes)) {
     p.early = r;
@@ -593,7 +593,7 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
         blk[d] = op->squeezed[d] ? m->element[d] : m->element[d] / op->block[d];
       m->block = blk;
       for (std::int64_t lin = 0; lin < p.ck.num_points(); ++lin) {
-        const Shape pt = p.ck.point(lin);
+        const Shape pt = grid_point(p.ck, lin);
         if (block_index(p.ck, *op, pt) == blk) {
           m->grid_point = pt;
           break;

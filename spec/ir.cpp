@@ -188,6 +188,7 @@ const char *to_string(MemorySpace m) {
   case MemorySpace::any: return "any";
   case MemorySpace::smem: return "smem";
   case MemorySpace::hbm: return "hbm";
+  case MemorySpace::acc: return "acc";
   }
   return "?";
 }

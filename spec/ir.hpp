@@ -182,7 +182,9 @@ struct Param {
 
 enum class Role { in, out, scratch };
 const char *to_string(Role);
-enum class MemorySpace { vmem, any, smem, hbm };
+/// `acc` is plgpu.ACC: a Mosaic GPU scratch in registers, zero at the start
+/// of each CTA (scratch only, h100/h200 only).
+enum class MemorySpace { vmem, any, smem, hbm, acc };
 const char *to_string(MemorySpace);
 enum class Revisit { immediate, any };
 enum class DimSemantics { parallel, arbitrary, sequential };

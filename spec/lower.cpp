@@ -31,7 +31,8 @@ struct Opnd {
   bool windowed = true; // false: memory_space=any/hbm (the body copies by hand)
   std::string hbm, window;
   std::vector<std::vector<std::int64_t>> blk; // block index per step
-  bool acc = false;                           // GPU scratch used as a wgmma accumulator
+  bool acc = false;                           // memory_space=acc: plgpu.ACC, wgmma accumulator registers
+  bool invariant = true;                      // GPU: the block never moves within a CTA's pipeline
 };
 
 std::int64_t ev(const Expr &e, const Env &env) {
@@ -60,10 +61,12 @@ public:
     Binding bound = bind_kernel(k_, env_);
     if (bound.error) throw Fail{bound.error->diag.loc, bound.error->diag.message};
     grid_ = bound.kernel->grid;
+    cta_ = cta_axes(k_, grid_.size());
     steps_ = bound.kernel->num_points();
     if (steps_ > kMaxSteps) throw Fail{k_.grid_loc, "grid too large to lower (more than 65536 steps)"};
+    // GPU: CTA by CTA, each CTA's pipeline steps in order.
     for (std::int64_t s = 0; s < steps_; ++s)
-      coords_.push_back(bound.kernel->point(s));
+      coords_.push_back(gpu_ ? gpu_grid_point(grid_, cta_, s) : bound.kernel->point(s));
     setup_operands(*bound.kernel);
     declare_buffers();
     if (gpu_)
@@ -75,6 +78,8 @@ public:
     out.program = std::move(prog_);
     out.grid = grid_;
     out.step_of = std::move(step_of_);
+    out.gpu = gpu_;
+    out.cta = cta_;
     for (auto &x : ops_)
       out.bindings.push_back({x.op->name, x.op->role, x.hbm, x.window});
     return out;
@@ -95,9 +100,18 @@ private:
       if (o.role == Role::scratch) {
         x.windowed = false;
         x.window = o.name;
+        x.acc = o.memory_space == MemorySpace::acc;
+        if (x.acc && !gpu_)
+          throw Fail{o.loc, "memory_space=acc (plgpu.ACC) needs a Mosaic GPU target (h100 or h200)"};
         ops_.push_back(x);
         continue;
       }
+      // Pallas' _is_index_invariant: the index map uses no pipeline (non-CTA) axis.
+      if (o.index_map)
+        for (std::size_t a = 0; a < o.index_map->params.size() && a < cta_.size(); ++a)
+          if (!cta_[a])
+            for (auto &r : o.index_map->results)
+              if (mentions(r, o.index_map->params[a])) x.invariant = false;
       x.windowed = o.memory_space == MemorySpace::vmem || o.memory_space == MemorySpace::smem;
       x.hbm = alias_of.count(o.name) ? alias_of[o.name] : o.name;
       if (x.windowed) x.window = o.name + (gpu_ ? "_smem" : "_vmem");
@@ -121,25 +135,12 @@ private:
       if (o.pipeline_mode.revisit == Revisit::any && o.role == Role::out) x.buffers = 1;
       if (x.buffers < 1) throw Fail{o.loc, "buffer_count must be at least 1"};
       if (gpu_) {
+        // M slots per operand, M clipped to one CTA's step count.
         std::int64_t m = 1;
         if (auto *s = k_.setting("max_concurrent_steps")) m = ev(s->value, env_);
-        x.buffers = std::max<std::int64_t>(1, std::min(m, std::max<std::int64_t>(steps_, 1)));
+        x.buffers = std::max<std::int64_t>(1, std::min(m, std::max<std::int64_t>(cta_steps(grid_, cta_), 1)));
       }
       ops_.push_back(x);
-    }
-    if (gpu_) mark_accumulators(k_.body);
-  }
-
-  void mark_accumulators(const Block &b) {
-    for (auto &s : b) {
-      if (auto *a = std::get_if<Assign>(&s.kind)) {
-        if (a->accumulate && a->value.op == Op::Call && a->value.name == "dot" && a->target.op == Op::Ref)
-          for (auto &x : ops_)
-            if (x.op->role == Role::scratch && x.op->name == a->target.name) x.acc = true;
-      } else if (auto *i = std::get_if<If>(&s.kind)) {
-        mark_accumulators(i->then_body);
-        mark_accumulators(i->else_body);
-      }
     }
   }
 
@@ -436,62 +437,76 @@ private:
 
   // ------------------------------------------------------------------ GPU
 
-  /// Mosaic GPU's emit_pipeline (pallas-facts.md section 2).
+  /// Mosaic GPU: one emit_pipeline per CTA over the CTA's own steps, each
+  /// with its own slot counters, SMEM and ACC (docs/lowering.md).
   void emit_gpu() {
     out_ = &prog_.body;
     if (steps_ == 0) return;
+    const std::int64_t n = cta_steps(grid_, cta_);
+    for (std::int64_t base = 0; base < steps_; base += n)
+      emit_cta(base, n);
+  }
+
+  /// The CTA whose pipeline runs steps base..base+n-1 (pallas-facts.md section 2).
+  void emit_cta(std::int64_t base, std::int64_t n) {
     std::int64_t d = 0;
     if (auto *s = k_.setting("delay_release")) d = ev(s->value, env_);
+    // plgpu.ACC starts at zero in every CTA; stated here so that the checker
+    // and the executor agree by construction.
+    for (auto &x : ops_)
+      if (x.acc) {
+        Assign z{Expr::ref(x.op->name, {Expr::leaf(Op::Ellipsis)}), false, Expr::leaf(Op::Zeros)};
+        out_->push_back(mk(z, x.op->loc));
+      }
     std::deque<std::pair<Opnd *, std::int64_t>> outs; // in-flight copy-outs (operand, slot)
+    bool copies_out_in_loop = false;
+    for (auto &x : ops_)
+      if (x.windowed && x.op->role == Role::out && !x.invariant) copies_out_in_loop = true;
     for (auto &x : ops_)
       if (x.windowed && x.op->role == Role::in)
-        for (std::int64_t t = 0; t < x.buffers && t < steps_; ++t)
-          in_start(x, t, t % x.buffers);
-    auto moves = [&](const Opnd &x) {
-      for (std::int64_t s = 1; s < steps_; ++s)
-        if (x.blk[s] != x.blk[0]) return true;
-      return false;
-    };
-    for (std::int64_t s = 0; s < steps_; ++s) {
+        for (std::int64_t t = 0; t < x.buffers && t < n; ++t)
+          in_start(x, base + t, t % x.buffers);
+    for (std::int64_t t = 0; t < n; ++t) {
+      const std::int64_t s = base + t;
       for (auto &x : ops_) {
-        if (!x.windowed || x.op->role == Role::scratch) continue;
-        std::int64_t k = s % x.buffers;
+        if (!x.windowed) continue;
+        std::int64_t k = t % x.buffers;
         cur_slot_[x.op->name] = k;
         if (x.op->role == Role::in) in_wait(x, k);
       }
       // wait_smem_to_gmem(M - 1): the slot about to be written is free.
-      for (auto &x : ops_) {
-        if (!x.windowed || x.op->role != Role::out) continue;
-        std::int64_t limit = x.buffers - 1;
-        std::int64_t mine = 0;
-        for (auto &o : outs)
-          if (o.first == &x) ++mine;
-        while (mine > limit) {
-          for (auto it = outs.begin(); it != outs.end(); ++it)
-            if (it->first == &x) {
-              out_wait(x, it->second);
-              outs.erase(it);
-              break;
-            }
-          --mine;
+      if (copies_out_in_loop)
+        for (auto &x : ops_) {
+          if (!x.windowed || x.op->role != Role::out) continue;
+          std::int64_t mine = 0;
+          for (auto &o : outs)
+            if (o.first == &x) ++mine;
+          for (; mine > x.buffers - 1; --mine)
+            for (auto it = outs.begin(); it != outs.end(); ++it)
+              if (it->first == &x) {
+                out_wait(x, it->second);
+                outs.erase(it);
+                break;
+              }
         }
-      }
       body(k_.body, s);
+      // Outputs whose block moves: on the first visit of each block (the
+      // block differs from step t-1's) and at the last step.
       for (auto &x : ops_) {
-        if (!x.windowed || x.op->role != Role::out || !moves(x)) continue;
-        if (changed(x, s) || s == steps_ - 1) {
+        if (!x.windowed || x.op->role != Role::out || x.invariant) continue;
+        if (t == 0 || x.blk[s] != x.blk[s - 1] || t == n - 1) {
           if (in_flight_) {
             out_->push_back(mk(WgmmaWait{Expr::integer(0)}, x.op->loc));
             in_flight_ = false;
           }
-          out_start(x, s, s % x.buffers);
-          outs.push_back({&x, s % x.buffers});
+          out_start(x, s, t % x.buffers);
+          outs.push_back({&x, t % x.buffers});
         }
       }
       for (auto &x : ops_) {
         if (!x.windowed || x.op->role != Role::in) continue;
-        std::int64_t fetch = s + x.buffers - d;
-        if (s >= d && fetch < steps_ && fetch >= x.buffers) in_start(x, fetch, fetch % x.buffers);
+        std::int64_t fetch = t + x.buffers - d;
+        if (t >= d && fetch < n && fetch >= x.buffers) in_start(x, base + fetch, fetch % x.buffers);
       }
       mark_step(s);
     }
@@ -499,10 +514,11 @@ private:
       out_->push_back(mk(WgmmaWait{Expr::integer(0)}, k_.loc));
       in_flight_ = false;
     }
+    // Outputs fixed within the CTA: stored once, from the last step's slot.
     for (auto &x : ops_) {
-      if (!x.windowed || x.op->role != Role::out || moves(x)) continue;
-      std::int64_t k = (steps_ - 1) % x.buffers;
-      out_start(x, steps_ - 1, k);
+      if (!x.windowed || x.op->role != Role::out || !x.invariant) continue;
+      std::int64_t k = (n - 1) % x.buffers;
+      out_start(x, base + n - 1, k);
       outs.push_back({&x, k});
     }
     for (auto &o : outs)
@@ -514,6 +530,7 @@ private:
   Env env_;
   bool gpu_ = false;
   std::vector<std::int64_t> grid_;
+  std::vector<bool> cta_; // GPU: the CTA axes
   std::int64_t steps_ = 1;
   std::vector<std::vector<std::int64_t>> coords_;
   std::vector<Opnd> ops_;
@@ -526,13 +543,48 @@ private:
 
 } // namespace
 
-std::vector<std::int64_t> grid_point(const std::vector<std::int64_t> &grid, std::int64_t step) {
+std::vector<std::int64_t> Lowered::point(std::int64_t step) const {
+  if (gpu) return gpu_grid_point(grid, cta, step);
   std::vector<std::int64_t> c(grid.size());
   for (std::size_t a = grid.size(); a-- > 0;) {
     c[a] = grid[a] > 0 ? step % grid[a] : 0;
     step = grid[a] > 0 ? step / grid[a] : 0;
   }
   return c;
+}
+
+bool is_gpu_target(const std::string &t) {
+  const Target *x = find_target(t);
+  return x && x->kind == TargetKind::gpu;
+}
+
+std::vector<bool> cta_axes(const KernelSpec &k, std::size_t rank) {
+  std::vector<bool> cta(rank, true);
+  if (k.dimension_semantics)
+    for (std::size_t a = 0; a < rank && a < k.dimension_semantics->size(); ++a)
+      cta[a] = (*k.dimension_semantics)[a] == DimSemantics::parallel;
+  return cta;
+}
+
+std::int64_t cta_steps(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta) {
+  std::int64_t n = 1;
+  for (std::size_t a = 0; a < grid.size(); ++a)
+    if (a >= cta.size() || !cta[a]) n = saturating_mul(n, grid[a]);
+  return n;
+}
+
+std::vector<std::int64_t> gpu_grid_point(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta,
+                                         std::int64_t linear) {
+  const std::int64_t n = cta_steps(grid, cta);
+  std::int64_t step = n > 0 ? linear % n : 0, block = n > 0 ? linear / n : 0;
+  std::vector<std::int64_t> p(grid.size(), 0);
+  for (std::size_t a = grid.size(); a-- > 0;) {
+    std::int64_t &r = a < cta.size() && cta[a] ? block : step;
+    if (grid[a] <= 0) continue;
+    p[a] = r % grid[a];
+    r /= grid[a];
+  }
+  return p;
 }
 
 std::optional<Lowered> lower(const KernelSpec &k, const LowerOptions &o, std::vector<Diagnostic> &errors) {

@@ -9,6 +9,7 @@
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,10 +40,34 @@ struct Lowered {
   /// belongs to step 0, the epilogue to the last step. Not part of the
   /// program's text: printing and parsing back do not see it.
   std::vector<std::int64_t> step_of;
+  /// Mosaic GPU: steps run CTA by CTA (`cta` marks the CTA axes).
+  bool gpu = false;
+  std::vector<bool> cta;
+  /// The grid coordinates of a step of the program's order: row-major (last
+  /// axis fastest) on TPU, gpu_grid_point's order on Mosaic GPU.
+  std::vector<std::int64_t> point(std::int64_t step) const;
 };
 
-/// The grid coordinates of step `step` of `grid` (row-major, last axis fastest).
-std::vector<std::int64_t> grid_point(const std::vector<std::int64_t> &grid, std::int64_t step);
+/// True for the Mosaic GPU targets (h100, h200).
+bool is_gpu_target(const std::string &target);
+
+/// Mosaic GPU: the grid axes that are CTA axes. Pallas makes the `parallel`
+/// axes of dimension_semantics the CUDA grid and runs the other axes
+/// (sequential, arbitrary) as one emit_pipeline per CTA; with no
+/// dimension_semantics every axis is parallel (one step per CTA).
+std::vector<bool> cta_axes(const KernelSpec &, std::size_t grid_rank);
+
+/// Mosaic GPU: the number of pipeline steps in one CTA (the product of the
+/// non-CTA extents; 1 when every axis is a CTA axis).
+std::int64_t cta_steps(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta);
+
+/// Mosaic GPU: the grid point at position `linear` of the order the lowered
+/// program (and the oracle) run: CTA by CTA (CTA axes in lexicographic order,
+/// last fastest), each CTA's pipeline steps in lexicographic order of the
+/// other axes. A new CTA starts where `linear % cta_steps(...) == 0`. With
+/// the CTA axes leading (the usual case) this is plain grid order.
+std::vector<std::int64_t> gpu_grid_point(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta,
+                                         std::int64_t linear);
 
 /// Lowers a validated kernel spec with every param bound (values, overrides).
 /// Returns nullopt and appends located errors when it cannot (e.g. a symbolic

@@ -448,8 +448,10 @@ private:
           o.memory_space = MemorySpace::smem;
         else if (v == "hbm")
           o.memory_space = MemorySpace::hbm;
+        else if (v == "acc")
+          o.memory_space = MemorySpace::acc;
         else
-          fail(vl, "expected vmem, any, smem or hbm for memory_space");
+          fail(vl, "expected vmem, any, smem, hbm or acc for memory_space");
       } else {
         fail(l, "unknown operand option '" + key +
                     "'; expected block, index, buffered, revisit or memory_space");

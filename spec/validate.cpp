@@ -2,6 +2,7 @@
 
 #include "spec/checked.hpp"
 #include "spec/eval.hpp"
+#include "spec/lower.hpp"
 #include "spec/print.hpp"
 #include "spec/targets.hpp"
 #include "spec/typecheck.hpp"
@@ -224,6 +225,7 @@ public:
       if (!names.insert(o.name).second) error(o.loc, "duplicate name '" + o.name + "'");
       operand(o);
       has_out |= o.role == Role::out;
+      if (o.memory_space == MemorySpace::acc) acc_scratch(k, o);
     }
     if (!has_out) error(k.loc, "kernel '" + k.name + "' has no 'out' operand");
     std::set<std::string> aliased_in, aliased_out;
@@ -290,6 +292,27 @@ public:
     }
     if (o.pipeline_mode.lookahead && o.role != Role::in)
       error(o.loc, "lookahead applies to inputs only ('" + o.name + "' is an output)");
+  }
+
+  // plgpu.ACC: a Mosaic GPU scratch of wgmma accumulator registers.
+  void acc_scratch(const KernelSpec &k, const Operand &o) {
+    if (o.role != Role::scratch) {
+      error(o.loc,
+            "memory_space=acc applies to scratch only ('" + o.name + "' is an " + to_string(o.role) + ")");
+      return;
+    }
+    // Without a `target =` line, --target decides; the model and the
+    // lowering reject a non-GPU effective target with a located error.
+    const Setting *t = k.setting("target");
+    if (t && (t->value.op != Op::Name || !is_gpu_target(t->value.name)))
+      error(o.loc, "scratch '" + o.name +
+                       "' has memory_space=acc (plgpu.ACC), which needs a Mosaic GPU target: "
+                       "add `target = h100` or `target = h200`");
+    if (o.dtype != DType::f32)
+      error(o.loc, "an acc scratch holds f32 (wgmma accumulators), not " + std::string(to_string(o.dtype)));
+    if (o.shape.size() != 2)
+      error(o.loc, "an acc scratch is 2-D (a wgmma accumulator tile), '" + o.name + "' has rank " +
+                       std::to_string(o.shape.size()));
   }
 
   void alias(const KernelSpec &k, const Alias &a, std::set<std::string> &ins, std::set<std::string> &outs) {

@@ -121,3 +121,68 @@ TEST(Concretize, RequiresASymbolicParamToBeBoundAndHonoursAnOverride) {
   EXPECT_EQ(concretize(k, {{"N", 3}}, 1).grid, (Shape{3}));
   EXPECT_THROW(concretize(k, {{"N", 0}}, 1), ExecError); // outside N >= 1
 }
+
+namespace {
+const spec::File &gpu_pallas_call() {
+  static const spec::File f = load_corpus("corpus/guide/gpu_pallas_call.pk");
+  return f;
+}
+} // namespace
+
+TEST(Oracle, AnAccScratchRestartsAtZeroInEveryCtaSoEachBlockIsItsOwnProduct) {
+  const auto &k = unit<spec::KernelSpec>(gpu_pallas_call(), "gpu_matmul");
+  const ConcreteKernel c = concretize(k, {}, 1);
+  EXPECT_TRUE(c.gpu);
+  ArrayMap arrays = make_kernel_arrays(c, 3);
+  run_oracle(c, arrays);
+  const HostArray &a = *arrays.at("a"), &b = *arrays.at("b"), &out = *arrays.at("o");
+  // o is 256 x 256 over K = 320; without the reset every CTA after the first
+  // would add the earlier CTAs' sums.
+  for (int i = 0; i < 256; i += 37)
+    for (int j = 0; j < 256; j += 41) {
+      double s = 0;
+      for (int p = 0; p < 320; ++p)
+        s += a.get(i * 320 + p) * b.get(p * 256 + j);
+      EXPECT_NEAR(out.get(i * 256 + j), s, 1e-3) << i << ", " << j;
+    }
+}
+
+TEST(Oracle, RunsAGpuGridCtaByCtaWithTheParallelAxisOutermost) {
+  auto f = parse_text(R"(kernel colsum:
+    grid = (4, 2)
+    dimension_semantics = (sequential, parallel)
+    target = h100
+    in  x: f32[256, 256]  block=(64, 128)  index=(i, j) -> (i, j)
+    out o: f32[64, 256]   block=(64, 128)  index=(i, j) -> (0, j)
+    scratch acc: f32[64, 128]  memory_space=acc
+    body:
+        acc[...] += x[...]
+        when program_id(0) == 3:
+            o[...] = acc[...]
+)");
+  const ConcreteKernel c = concretize(unit<spec::KernelSpec>(f, "colsum"), {}, 1);
+  EXPECT_EQ(grid_point(c, 1), (Shape{1, 0}));
+  EXPECT_EQ(grid_point(c, 4), (Shape{0, 1}));
+  EXPECT_TRUE(starts_cta(c, 4));
+  EXPECT_FALSE(starts_cta(c, 5));
+  ArrayMap arrays = make_kernel_arrays(c, 4);
+  run_oracle(c, arrays);
+  const HostArray &x = *arrays.at("x"), &o = *arrays.at("o");
+  for (int r = 0; r < 64; r += 13)
+    for (int col = 0; col < 256; col += 29) {
+      double s = 0;
+      for (int i = 0; i < 4; ++i)
+        s += x.get((i * 64 + r) * 256 + col);
+      EXPECT_NEAR(o.get(r * 256 + col), s, 1e-4);
+    }
+}
+
+TEST(Oracle, AGpuScratchIsUndefinedAgainInEveryNewCta) {
+  const auto &k = unit<spec::KernelSpec>(gpu_pallas_call(), "gpu_scratch_init_only_in_the_first_cta");
+  const ConcreteKernel c = concretize(k, {}, 1);
+  ArrayMap arrays = make_kernel_arrays(c, 6);
+  run_oracle(c, arrays);
+  const HostArray &o = *arrays.at("o");
+  EXPECT_FALSE(o.is_poison(0));       // CTA 0 initialized it
+  EXPECT_TRUE(o.is_poison(64 * 128)); // CTA 1 starts with its own, undefined
+}

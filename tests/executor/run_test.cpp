@@ -7,6 +7,7 @@
 using namespace pipecheck;
 using namespace pipecheck::executor;
 using executor::testing::load_corpus;
+using executor::testing::parse_text;
 using executor::testing::unit;
 
 namespace {
@@ -317,4 +318,43 @@ TEST(RunKernel, AGridExtentThatOverflowsIsBadInput) {
   EXPECT_EQ(r.status, RunStatus::bad_input) << r.reason;
   EXPECT_EQ(r.loc.line, 3);
   EXPECT_NE(r.reason.find("integer overflow in the grid"), std::string::npos) << r.reason;
+}
+
+namespace {
+const spec::File &gpu_pallas_call() {
+  static const spec::File f = load_corpus("corpus/guide/gpu_pallas_call.pk");
+  return f;
+}
+} // namespace
+
+TEST(RunKernel, AStandardMosaicGpuMatmulStoringItsOutputAfterTheKLoopPassesInEveryMode) {
+  const auto &k = unit<spec::KernelSpec>(gpu_pallas_call(), "gpu_matmul");
+  const RunReport rep = run_all_modes(k, RunOptions{});
+  EXPECT_EQ(rep.status, RunStatus::pass) << format_report(rep);
+}
+
+TEST(RunKernel, TheMosaicGpuMatmulWithoutDelayReleaseGivesWrongNumbers) {
+  spec::KernelSpec k = unit<spec::KernelSpec>(gpu_pallas_call(), "gpu_matmul");
+  for (auto &s : k.settings)
+    if (s.key == "delay_release") s.value = spec::Expr::integer(0);
+  const RunReport rep = run_all_modes(k, RunOptions{});
+  EXPECT_EQ(rep.status, RunStatus::fail) << format_report(rep);
+}
+
+TEST(RunKernel, AGpuColumnSumOverALeadingSequentialAxisPassesCtaByCta) {
+  auto f = parse_text(R"(kernel colsum:
+    grid = (4, 2)
+    dimension_semantics = (sequential, parallel)
+    target = h100
+    max_concurrent_steps = 2
+    in  x: f32[256, 256]  block=(64, 128)  index=(i, j) -> (i, j)
+    out o: f32[64, 256]   block=(64, 128)  index=(i, j) -> (0, j)
+    scratch acc: f32[64, 128]  memory_space=acc
+    body:
+        acc[...] += x[...]
+        when program_id(0) == 3:
+            o[...] = acc[...]
+)");
+  const RunReport rep = run_all_modes(unit<spec::KernelSpec>(f, "colsum"), RunOptions{});
+  EXPECT_EQ(rep.status, RunStatus::pass) << format_report(rep);
 }

@@ -206,7 +206,7 @@ TEST(LowerGpu, RefillsTheSlotOfStepSMinusDelayReleaseAndIssuesWgmma) {
     in  a: bf16[128, 512]  block=(128, 64)  index=(k) -> (0, k)
     in  b: bf16[512, 128]  block=(64, 128)  index=(k) -> (k, 0)
     out o: f32[128, 128]   block=(128, 128) index=(k) -> (0, 0)
-    scratch acc: f32[128, 128]
+    scratch acc: f32[128, 128]  memory_space=acc
     body:
         when program_id(0) == 0:
             acc[...] = zeros
@@ -262,9 +262,162 @@ TEST(Lower, RecordsTheGridStepOfEveryTopLevelStatementWithoutChangingTheText) {
   expect_round_trip(l.program);
 }
 
-TEST(Lower, GridPointIsRowMajorWithTheLastAxisFastest) {
-  EXPECT_EQ(grid_point({2, 4}, 0), (std::vector<std::int64_t>{0, 0}));
-  EXPECT_EQ(grid_point({2, 4}, 5), (std::vector<std::int64_t>{1, 1}));
-  EXPECT_EQ(grid_point({4, 4, 10}, 11), (std::vector<std::int64_t>{0, 1, 1}));
-  EXPECT_EQ(grid_point({}, 0), (std::vector<std::int64_t>{}));
+TEST(Lower, AStepsGridPointIsRowMajorWithTheLastAxisFastestOnTpu) {
+  Lowered l;
+  l.grid = {2, 4};
+  EXPECT_EQ(l.point(0), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(l.point(5), (std::vector<std::int64_t>{1, 1}));
+  l.grid = {4, 4, 10};
+  EXPECT_EQ(l.point(11), (std::vector<std::int64_t>{0, 1, 1}));
+  l.grid = {};
+  EXPECT_EQ(l.point(0), (std::vector<std::int64_t>{}));
+}
+
+namespace {
+
+const char *kCtaMatmul = R"(kernel mm:
+    grid = (2, 2, 3)
+    dimension_semantics = (parallel, parallel, sequential)
+    target = h100
+    max_concurrent_steps = 2
+    delay_release = 1
+    in  a: bf16[128, 96]  block=(64, 32)  index=(i, j, k) -> (i, k)
+    in  b: bf16[96, 128]  block=(32, 64)  index=(i, j, k) -> (k, j)
+    out o: f32[128, 128]  block=(64, 64)  index=(i, j, k) -> (i, j)
+    scratch acc: f32[64, 64]  memory_space=acc
+    body:
+        acc[...] += dot(a[...], b[...])
+        when program_id(2) == 2:
+            o[...] = acc[...]
+)";
+
+/// The statements of the CTA sections: each starts at an `acc[...] = zeros`.
+std::vector<std::vector<std::string>> cta_sections(const std::vector<std::string> &v) {
+  std::vector<std::vector<std::string>> out;
+  for (auto &s : v) {
+    if (s == "acc[...] = zeros") out.emplace_back();
+    if (out.empty()) out.emplace_back();
+    out.back().push_back(s);
+  }
+  return out;
+}
+
+} // namespace
+
+TEST(LowerGpu, RunsOneCompletePipelinePerCtaInCtaOrderEachStartingItsAccAtZero) {
+  auto l = lowered(kCtaMatmul);
+  auto v = lines(l.program);
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(v.front(), "acc[...] = zeros");
+  auto ctas = cta_sections(v);
+  ASSERT_EQ(ctas.size(), 4u);
+  const char *regions[] = {"o[0:64, 0:64]", "o[0:64, 64:128]", "o[64:128, 0:64]", "o[64:128, 64:128]"};
+  for (std::size_t c = 0; c < 4; ++c) {
+    const auto &s = ctas[c];
+    // Its own prologue: steps 0 and 1 into slots 0 and 1, then one refill
+    // (delay_release = 1: step 2 into slot 0 after body(1)).
+    EXPECT_EQ(count_prefix(s, "copy_in_start(a["), 3) << c;
+    EXPECT_EQ(count_prefix(s, "copy_in_start(b["), 3) << c;
+    EXPECT_EQ(count_prefix(s, "copy_in_wait("), 6) << c;
+    EXPECT_EQ(count_prefix(s, "wgmma(acc, "), 3) << c;
+    // The output does not move within the CTA: stored once after the loop,
+    // from the last step's slot (3 - 1) % 2 = 0, and waited before the next CTA.
+    EXPECT_EQ(count_prefix(s, "copy_out_start("), 1) << c;
+    EXPECT_EQ(count_prefix(s, std::string("copy_out_start(o_smem[0], ") + regions[c] + ")"), 1) << c;
+    EXPECT_EQ(s.back(), "copy_out_wait(o_smem[0])") << c;
+  }
+  // The first CTA's slots restart in the second: its first copy is step 0 into slot 0.
+  EXPECT_EQ(ctas[1][1], "copy_in_start(a[0:64, 0:32], a_smem[0])");
+  EXPECT_EQ(print(*l.program.buffer("a_smem")->slots), "2");
+  EXPECT_EQ(l.program.buffer("acc")->kind, BufferKind::acc);
+  expect_round_trip(l.program);
+}
+
+TEST(LowerGpu, WithoutDimensionSemanticsEveryAxisIsACtaOfOneStepWithOneSlot) {
+  auto l = lowered(R"(kernel ew:
+    grid = (2, 3)
+    target = h200
+    max_concurrent_steps = 4
+    in  x: f32[128, 384]  block=(64, 128)  index=(i, j) -> (i, j)
+    out o: f32[128, 384]  block=(64, 128)  index=(i, j) -> (i, j)
+    body:
+        o[...] = x[...] + 1
+)");
+  auto v = lines(l.program);
+  // M = 4 is clipped to the one step of each CTA.
+  EXPECT_EQ(print(*l.program.buffer("x_smem")->slots), "1");
+  EXPECT_EQ(count_prefix(v, "copy_in_start(x["), 6);
+  EXPECT_EQ(count_prefix(v, "copy_out_start(o_smem[0], "), 6);
+  EXPECT_EQ(count_prefix(v, "copy_out_wait(o_smem[0])"), 6);
+  // Each CTA is complete before the next starts.
+  EXPECT_EQ(v[0], "copy_in_start(x[0:64, 0:128], x_smem[0])");
+  EXPECT_EQ(v[4], "copy_out_wait(o_smem[0])");
+  EXPECT_EQ(v[5], "copy_in_start(x[0:64, 128:256], x_smem[0])");
+  expect_round_trip(l.program);
+}
+
+TEST(LowerGpu, CopiesAMovingOutputAtItsFirstVisitWithinTheCta) {
+  auto l = lowered(R"(kernel mv:
+    grid = (2, 4)
+    dimension_semantics = (parallel, sequential)
+    target = h100
+    max_concurrent_steps = 2
+    in  x: f32[128, 512]  block=(64, 128)  index=(i, j) -> (i, j)
+    out o: f32[128, 256]  block=(64, 128)  index=(i, j) -> (i, j // 2)
+    body:
+        o[...] = x[...]
+)");
+  auto v = lines(l.program);
+  // Blocks (i, 0) and (i, 1) are each copied out at their first visit
+  // (steps 0 and 2, slots 0 and 0) and at the last step (slot 1).
+  EXPECT_EQ(count_prefix(v, "copy_out_start(o_smem[0], o[0:64, 0:128])"), 1);
+  EXPECT_EQ(count_prefix(v, "copy_out_start(o_smem[0], o[0:64, 128:256])"), 1);
+  EXPECT_EQ(count_prefix(v, "copy_out_start(o_smem[1], o[0:64, 128:256])"), 1);
+  EXPECT_EQ(count_prefix(v, "copy_out_start("), 6);
+  EXPECT_EQ(count_prefix(v, "copy_out_wait("), 6);
+  expect_round_trip(l.program);
+}
+
+TEST(LowerGpu, RunsTheCtasOfATrailingParallelAxisOneAfterAnother) {
+  auto l = lowered(R"(kernel colsum:
+    grid = (4, 2)
+    dimension_semantics = (sequential, parallel)
+    target = h100
+    max_concurrent_steps = 2
+    in  x: f32[256, 256]  block=(64, 128)  index=(i, j) -> (i, j)
+    out o: f32[64, 256]   block=(64, 128)  index=(i, j) -> (0, j)
+    scratch acc: f32[64, 128]  memory_space=acc
+    body:
+        acc[...] += x[...]
+        when program_id(0) == 3:
+            o[...] = acc[...]
+)");
+  auto v = lines(l.program);
+  auto ctas = cta_sections(v);
+  ASSERT_EQ(ctas.size(), 2u);
+  // CTA j = 0 runs i = 0..3 first.
+  EXPECT_EQ(count_prefix(ctas[0], "copy_in_start(x["), 4);
+  EXPECT_EQ(count_prefix(ctas[0], "copy_in_start(x[192:256, 0:128]"), 1);
+  EXPECT_EQ(count_prefix(ctas[0], "copy_out_start(o_smem[1], o[:, 0:128])"), 1);
+  EXPECT_EQ(count_prefix(ctas[1], "copy_out_start(o_smem[1], o[:, 128:256])"), 1);
+  expect_round_trip(l.program);
+}
+
+TEST(LowerGpu, APlainScratchIsSharedMemoryAndItsDotIsNoWgmma) {
+  std::string text = kCtaMatmul;
+  text.replace(text.find("  memory_space=acc"), std::string("  memory_space=acc").size(), "");
+  auto l = lowered(text);
+  EXPECT_EQ(l.program.buffer("acc")->kind, BufferKind::smem);
+  EXPECT_EQ(count_prefix(lines(l.program), "wgmma"), 0);
+  EXPECT_EQ(count_prefix(lines(l.program), "acc[...] = zeros"), 0);
+}
+
+TEST(LowerGpu, AnAccScratchOnATpuTargetIsALocatedError) {
+  std::vector<Diagnostic> errs;
+  LowerOptions o;
+  o.target = "tpu_v5e";
+  EXPECT_FALSE(lower(kernel(kCtaMatmul), o, errs));
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].loc.line, 10);
+  EXPECT_NE(errs[0].message.find("memory_space=acc"), std::string::npos);
 }

@@ -111,3 +111,15 @@ TEST(Print, EveryCorpusAndExampleFileRoundTripsThroughFmt) {
     EXPECT_EQ(f.expectations.size(), g.expectations.size()) << "fmt lost an expectation comment";
   }
 }
+
+TEST(Print, WritesAnAccScratchBackAsMemorySpaceAcc) {
+  const std::string text = "kernel k:\n    target = h100\n    out o: f32[64, 64]\n"
+                           "    scratch acc: f32[64, 64]  memory_space=acc\n    body:\n"
+                           "        o[...] = acc[...]\n";
+  File f = parse_text("acc.pk", text);
+  const auto &k = std::get<KernelSpec>(f.units.at(0));
+  EXPECT_EQ(k.operands.at(1).memory_space, MemorySpace::acc);
+  const std::string out = print(f);
+  EXPECT_NE(out.find("scratch acc: f32[64, 64] memory_space=acc"), std::string::npos) << out;
+  EXPECT_EQ(print(parse_text("acc2.pk", out)), out);
+}

@@ -469,3 +469,34 @@ TEST(ArithmeticValidation, ADivisionBySymbolicParamStaysUnknownAndIsNoError) {
   auto r = parse_and_validate(src);
   EXPECT_TRUE(r.file) << (r.errors.empty() ? "" : render(src, r.errors.front()));
 }
+
+TEST(ValidationError, AnAccScratchNeedsAMosaicGpuTarget) {
+  Err e = first_error("kernel k:\n    target = tpu_v5e\n    out o: f32[8, 8]\n"
+                      "    scratch acc: f32[8, 8] memory_space=acc\n    body:\n        o[...] = acc[...]\n");
+  EXPECT_EQ(e.line, 4);
+  EXPECT_NE(e.message.find("needs a Mosaic GPU target"), std::string::npos);
+  // Without a `target =` line, --target decides at check/run/lower time
+  // (tests/verifier/kernel_test.cpp).
+}
+
+TEST(ValidationError, AccMemorySpaceOnAnInputOrOutput) {
+  Err e = first_error("kernel k:\n    target = h100\n    in x: f32[8, 8] memory_space=acc\n"
+                      "    out o: f32[8, 8]\n    body:\n        o[...] = x[...]\n");
+  EXPECT_EQ(e.line, 3);
+  EXPECT_NE(e.message.find("applies to scratch only"), std::string::npos);
+}
+
+TEST(ValidationError, AnAccScratchIsATwoDimensionalF32Tile) {
+  Err dtype =
+      first_error("kernel k:\n    target = h100\n    out o: f32[8, 8]\n"
+                  "    scratch acc: bf16[8, 8] memory_space=acc\n    body:\n        o[...] = acc[...]\n");
+  EXPECT_NE(dtype.message.find("holds f32"), std::string::npos);
+  Err rank = first_error("kernel k:\n    target = h100\n    out o: f32[8]\n"
+                         "    scratch acc: f32[8] memory_space=acc\n    body:\n        o[...] = acc[...]\n");
+  EXPECT_NE(rank.message.find("is 2-D"), std::string::npos);
+}
+
+TEST(SyntaxError, AnUnknownMemorySpaceListsAcc) {
+  Err e = first_error(kHead + "    in x: f32[8] memory_space=regs\n    out o: f32[8]\n" + kBody);
+  EXPECT_NE(e.message.find("hbm or acc"), std::string::npos);
+}

@@ -38,8 +38,9 @@ public:
     for (std::size_t e = 0; e < m_.effects.size(); ++e) {
       const auto &ef = m_.effects[e];
       const auto &o = m_.operands[ef.operand];
+      // An acc scratch (plgpu.ACC) starts at zero in every CTA.
       if ((ef.kind == Effect::read || ef.kind == Effect::accumulate) &&
-          ((o.role == spec::Role::out && o.windowed) || o.role == spec::Role::scratch))
+          ((o.role == spec::Role::out && o.windowed) || (o.role == spec::Role::scratch && !o.acc)))
         uninitialized(e);
       if (ef.kind != Effect::read && o.role == spec::Role::in && o.windowed &&
           !m_.is_aliased_input(ef.operand))
@@ -112,9 +113,14 @@ private:
     return true;
   }
 
-  const Point &block(std::size_t op, std::size_t pt) const {
-    static const Point none;
-    return m_.operands[op].role == spec::Role::scratch ? none : blk_[op][pt];
+  // A scratch is one buffer per CTA on Mosaic GPU (its CTA coordinates name
+  // it) and one for the whole grid on TPU.
+  Point block(std::size_t op, std::size_t pt) const {
+    if (m_.operands[op].role != spec::Role::scratch) return blk_[op][pt];
+    Point cta;
+    for (std::size_t a = 0; a < m_.cta_axes.size(); ++a)
+      if (m_.cta_axes[a]) cta.push_back(pts_[pt][a]);
+    return cta;
   }
 
   bool writes(std::size_t op, std::size_t pt) const {
@@ -249,7 +255,7 @@ private:
       if (m_.effects[e].operand == rd.operand && m_.effects[e].kind != Effect::read) inits.push_back(e);
     std::set<Point> written;
     for (std::size_t p = 0; p < pts_.size(); ++p) {
-      const Point &b = block(rd.operand, p);
+      const Point b = block(rd.operand, p);
       if (fires_[r][p] && !written.count(b)) {
         bool same_step = false;
         for (std::size_t w : inits)

@@ -76,7 +76,8 @@ std::vector<RuleDoc> make_docs() {
 )"});
   d.push_back({Rule::uninitialized_accumulator,
                "The body reads an output or scratch block (a load or `+=`) at a grid point where nothing has "
-               "written it yet. Outputs and scratch start as garbage: initialize the accumulator under "
+               "written it yet. Outputs and scratch start as garbage (a `memory_space=acc` scratch is zero "
+               "at each CTA start): initialize the accumulator under "
                "`when program_id(a) == 0` on the reduction axis.",
                R"(kernel sum_last_axis_without_init:
     grid = (4, 4, 8)
@@ -224,7 +225,9 @@ std::vector<RuleDoc> make_docs() {
   d.push_back({Rule::sram_capacity,
                "buffer_count x block bytes per pipelined operand, plus scratch, exceed the target's budget "
                "(TPU: the scoped VMEM limit, which vmem_limit_bytes raises up to the physical VMEM; GPU: "
-               "shared memory per block). The figure is a lower bound: the compiler adds intermediates.",
+               "shared memory per block: max_concurrent_steps slots per operand, clipped to one CTA's "
+               "steps; a `memory_space=acc` scratch is registers). The figure is a lower bound: the "
+               "compiler adds intermediates.",
                R"(kernel too_big:
     grid = (2,)
     target = tpu_v5e

@@ -1,6 +1,7 @@
 #include "verifier/rules/findings.hpp"
 
 #include "spec/checked.hpp"
+#include "spec/lower.hpp"
 
 #include "verifier/rules/targets.hpp"
 
@@ -290,6 +291,12 @@ Finding alias_finding(const KernelModel &m, const AliasModel &a, const Point &wr
   return f;
 }
 
+std::int64_t gpu_slots(const KernelModel &m) {
+  std::int64_t n = 1;
+  if (m.spec) n = spec::cta_steps(m.grid, spec::cta_axes(*m.spec, m.grid.size()));
+  return std::max<std::int64_t>(1, std::min(m.max_concurrent_steps, n));
+}
+
 std::int64_t sram_bytes(const KernelModel &m) {
   const Target *t = m.target ? find_target(*m.target) : nullptr;
   bool gpu = t && t->kind == TargetKind::gpu;
@@ -297,12 +304,12 @@ std::int64_t sram_bytes(const KernelModel &m) {
   for (const auto &o : m.operands) {
     if (o.role == spec::Role::scratch) {
       if (o.decl && o.decl->memory_space != spec::MemorySpace::any &&
-          o.decl->memory_space != spec::MemorySpace::hbm)
+          o.decl->memory_space != spec::MemorySpace::hbm && !o.acc)
         total = spec::saturating_add(total, o.block_bytes());
       continue;
     }
     if (!o.windowed) continue;
-    std::int64_t n = gpu ? m.max_concurrent_steps : o.buffer_count;
+    std::int64_t n = gpu ? gpu_slots(m) : o.buffer_count;
     total = spec::saturating_add(total, spec::saturating_mul(n, o.block_bytes()));
   }
   return total;
@@ -381,9 +388,13 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
     f.witness.items.push_back({"target", t->name});
     for (const auto &o : m.operands) {
       std::int64_t n = o.role == spec::Role::scratch ? 1
-                       : t->kind == TargetKind::gpu  ? m.max_concurrent_steps
+                       : t->kind == TargetKind::gpu  ? gpu_slots(m)
                                                      : o.buffer_count;
       if (!o.windowed && o.role != spec::Role::scratch) continue;
+      if (o.acc) {
+        f.notes.push_back(note(o.loc, o.name + ": registers (memory_space=acc), not shared memory"));
+        continue;
+      }
       f.notes.push_back(note(o.loc, o.name + ": " + std::to_string(n) + " x " +
                                         std::to_string(o.block_bytes()) + " bytes"));
     }

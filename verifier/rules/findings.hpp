@@ -59,9 +59,16 @@ struct ScratchUse {
 };
 ScratchUse scratch_use(const KernelModel &, std::size_t op);
 
-/// The SRAM footprint: per windowed operand buffer_count x block bytes, plus
-/// scratch. A lower bound: the compiler adds intermediates and spills.
+/// The SRAM footprint as Pallas allocates it. TPU: per windowed operand
+/// buffer_count x block bytes. Mosaic GPU (per CTA): per windowed operand,
+/// outputs included, gpu_slots() x block bytes. Plus scratch in VMEM/SMEM; a
+/// `memory_space=acc` scratch lives in registers and counts nothing. A lower
+/// bound: the compiler adds intermediates and spills.
 std::int64_t sram_bytes(const KernelModel &);
+
+/// Mosaic GPU: the SMEM slots per windowed operand, max_concurrent_steps
+/// clipped to one CTA's pipeline steps (as emit_pipeline clips it).
+std::int64_t gpu_slots(const KernelModel &);
 
 /// One root cause, one finding: drops output-revisit where
 /// reduction-not-last-axis holds for the same operand, keeps one finding per

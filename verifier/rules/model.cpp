@@ -1,6 +1,7 @@
 #include "verifier/rules/model.hpp"
 
 #include "spec/checked.hpp"
+#include "spec/lower.hpp"
 #include "spec/targets.hpp"
 
 #include <map>
@@ -71,6 +72,15 @@ struct Builder {
       OperandModel om;
       static_cast<spec::BoundOperand &>(om) = bo;
       const spec::Operand &op = *bo.decl;
+      om.acc = op.role == spec::Role::scratch && op.memory_space == spec::MemorySpace::acc;
+      if (om.acc && !spec::is_gpu_target(m.target.value_or("")) && !bad_input)
+        bad_input =
+            spec::Diagnostic{spec::Severity::error,
+                             op.loc,
+                             "scratch '" + op.name +
+                                 "' has memory_space=acc (plgpu.ACC), which needs a Mosaic GPU target "
+                                 "(h100 or h200)",
+                             {}};
       bool full_block = true;
       for (std::size_t d = 0; d < om.shape.size(); ++d)
         full_block = full_block && om.block[d] == om.shape[d];
@@ -276,6 +286,11 @@ struct Builder {
     if (const auto *s = k.setting("max_concurrent_steps")) {
       auto v = eval(s->value, "max_concurrent_steps");
       if (v && *v >= 1) m.max_concurrent_steps = *v;
+    }
+    if (spec::is_gpu_target(m.target.value_or(""))) {
+      m.cta_axes = spec::cta_axes(k, m.grid.size());
+      // Mosaic GPU without dimension_semantics: every axis is a CTA axis.
+      if (!k.dimension_semantics) m.semantics.assign(m.grid.size(), spec::DimSemantics::parallel);
     }
     build_operands(*bound.kernel);
     if (!error.empty()) return false;

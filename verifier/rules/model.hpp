@@ -22,6 +22,8 @@ struct OperandModel : spec::BoundOperand {
   bool trivial_window = false; ///< block == array and index all literal 0
   std::int64_t buffer_count = 2;
   bool revisit_any = false;
+  /// A `memory_space=acc` scratch (plgpu.ACC): registers, zero at each CTA start.
+  bool acc = false;
 };
 
 /// What a body statement does to an operand, under the conjunction of the
@@ -53,7 +55,7 @@ struct KernelModel {
   const spec::KernelSpec *spec = nullptr;
   spec::Env env;
   std::vector<std::int64_t> grid;
-  std::vector<spec::DimSemantics> semantics; ///< one per axis (arbitrary when omitted)
+  std::vector<spec::DimSemantics> semantics; ///< one per axis (omitted: arbitrary; on GPU parallel)
   std::vector<OperandModel> operands;
   std::vector<Effect> effects;
   std::vector<Contraction> contractions;
@@ -61,6 +63,9 @@ struct KernelModel {
   std::optional<std::string> target;
   std::optional<std::int64_t> vmem_limit_bytes;
   std::int64_t max_concurrent_steps = 1;
+  /// Mosaic GPU: the CTA axes (spec::cta_axes); empty on TPU. Each CTA has
+  /// its own scratch, so a scratch written in one CTA is not written in another.
+  std::vector<bool> cta_axes;
 
   std::optional<std::size_t> operand_index(const std::string &) const;
   bool is_aliased_input(std::size_t operand) const;

@@ -34,8 +34,9 @@ public:
     }
     for (const auto &e : m_.effects) {
       const auto &o = m_.operands[e.operand];
+      // An acc scratch (plgpu.ACC) starts at zero in every CTA.
       if ((e.kind == Effect::read || e.kind == Effect::accumulate) &&
-          ((o.role == spec::Role::out && o.windowed) || o.role == spec::Role::scratch))
+          ((o.role == spec::Role::out && o.windowed) || (o.role == spec::Role::scratch && !o.acc)))
         uninitialized(e);
       if (e.kind != Effect::read && o.role == spec::Role::in && o.windowed && !m_.is_aliased_input(e.operand))
         input_write(e);
@@ -119,6 +120,15 @@ private:
       return std::nullopt;
     }
     return t.term;
+  }
+
+  // A scratch is one buffer per CTA on Mosaic GPU (its CTA coordinates name
+  // it) and one for the whole grid on TPU.
+  std::vector<Term> cta(const SymPoint &p) {
+    std::vector<Term> c;
+    for (std::size_t a = 0; a < m_.cta_axes.size() && a < p.v.size(); ++a)
+      if (m_.cta_axes[a]) c.push_back(p.v[a]);
+    return c;
   }
 
   std::vector<Term> block(std::size_t op, const SymPoint &p) {
@@ -274,11 +284,11 @@ private:
     SymPoint q = point("q");
     std::vector<Term> inits;
     smt::Bindings::Aux aux;
-    auto bp = o.role == spec::Role::scratch ? std::vector<Term>{} : block(rd.operand, p);
+    auto bp = o.role == spec::Role::scratch ? cta(p) : block(rd.operand, p);
     aux_ = &aux;
     for (const auto &w : m_.effects)
       if (w.operand == rd.operand && w.kind != Effect::read) inits.push_back(guard(w, q));
-    auto bq = o.role == spec::Role::scratch ? std::vector<Term>{} : block(rd.operand, q);
+    auto bq = o.role == spec::Role::scratch ? cta(q) : block(rd.operand, q);
     aux_ = nullptr;
     if (!inits.empty()) {
       Term body = in_grid(q) && ctx_.all_of(aux.side) && lex_lt(q, p) && ctx_.any_of(inits) && same(bq, bp);

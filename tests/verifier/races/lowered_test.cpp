@@ -99,7 +99,7 @@ std::string gpu_matmul(int delay_release) {
     in  a: bf16[128, 512]  block=(128, 64)  index=(k) -> (0, k)
     in  b: bf16[512, 128]  block=(64, 128)  index=(k) -> (k, 0)
     out o: f32[128, 128]   block=(128, 128) index=(k) -> (0, 0)
-    scratch acc: f32[128, 128]
+    scratch acc: f32[128, 128]  memory_space=acc
     body:
         when program_id(0) == 0:
             acc[...] = zeros
@@ -176,4 +176,36 @@ TEST(LoweredPrograms, GpuPipelineNeedsDelayReleaseForAsynchronousWgmma) {
   EXPECT_EQ(good.status, verifier::Status::verified)
       << good.reason
       << (good.findings.empty() ? "" : to_string(good.findings[0].rule) + " " + good.findings[0].message);
+}
+
+TEST(LoweredPrograms, TheStandardMosaicGpuMatmulIsRaceFreeWithDelayReleaseAndNotWithout) {
+  const std::string path = std::string(PIPECHECK_SOURCE_DIR) + "/corpus/guide/gpu_pallas_call.pk";
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto r = spec::parse_and_validate(spec::SourceFile::from_string(path, ss.str()));
+  ASSERT_TRUE(r.file);
+  spec::KernelSpec k;
+  for (auto &u : r.file->units)
+    if (auto *x = std::get_if<spec::KernelSpec>(&u); x && x->name == "gpu_matmul") k = *x;
+  ASSERT_EQ(k.name, "gpu_matmul");
+  auto check = [&](std::int64_t delay_release) {
+    for (auto &s : k.settings)
+      if (s.key == "delay_release") s.value = spec::Expr::integer(delay_release);
+    std::vector<spec::Diagnostic> errs;
+    auto l = spec::lower(k, {}, errs);
+    EXPECT_TRUE(l) << (errs.empty() ? "" : errs[0].message);
+    return l ? verifier::check_program(l->program, {}) : verifier::Verdict{};
+  };
+  auto good = check(1);
+  EXPECT_EQ(good.status, verifier::Status::verified) << good.reason;
+  auto bad = check(0);
+  ASSERT_EQ(bad.status, verifier::Status::violation) << bad.reason;
+  // The refills of a and b are the kernel's BlockSpec lines.
+  std::set<std::pair<verifier::Rule, int>> found;
+  for (auto &f : bad.findings)
+    found.insert({f.rule, f.loc.line});
+  EXPECT_EQ(found,
+            (std::set<std::pair<verifier::Rule, int>>{{verifier::Rule::async_operand_overwritten, 21},
+                                                      {verifier::Rule::async_operand_overwritten, 22}}));
 }

@@ -52,6 +52,11 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnTheRevisitAndResetRules) {
     expect_agreement((std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "rules" / f).string());
 }
 
+TEST(Enumerate, AgreesWithTheSymbolicCheckerOnMosaicGpuKernelsWithAScratchPerCta) {
+  expect_agreement(
+      (std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "guide" / "gpu_pallas_call.pk").string());
+}
+
 TEST(Enumerate, AgreesWithTheSymbolicCheckerOnScratchInitAndStoreGuards) {
   // Every pairing of an init guard, an update form and a store guard of a
   // scratch accumulator on a rank-2 grid (i, k).

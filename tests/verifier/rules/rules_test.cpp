@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 namespace pipecheck {
 namespace {
 
@@ -11,6 +13,7 @@ using testing::check_text;
 using testing::Marks;
 using testing::marks;
 using testing::point_item;
+using testing::read_file;
 using verifier::Status;
 
 TEST(ReductionNotLastAxis, FlagsAFirstAxisReductionWithTheRevisitAsWitness) {
@@ -477,6 +480,103 @@ TEST(Check, ReportsUnknownForAnUnboundSymbolicGrid) {
   verifier::CheckOptions o;
   o.overrides["n"] = 8;
   EXPECT_EQ(check_text(src, "sym", o).status, Status::verified);
+}
+
+std::string gpu_pallas_call() {
+  return read_file(
+      (std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "guide" / "gpu_pallas_call.pk").string());
+}
+
+TEST(SramCapacity, TheHopperMatmulCountsThreeSlotsPerWindowedOperandAndNoBytesForItsAccScratch) {
+  // 3 x (a 16 KiB + b 32 KiB + o 64 KiB); the f32[128, 256] ACC (128 KiB) is
+  // registers. Counting it as shared memory gave 475136 bytes.
+  auto v = check_text(gpu_pallas_call(), "hopper_matmul_three_steps");
+  ASSERT_TRUE(v.sram_bytes.has_value());
+  EXPECT_EQ(*v.sram_bytes, 3 * (16384 + 32768 + 65536));
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::sram_capacity, 71}}));
+  auto two = check_text(gpu_pallas_call(), "hopper_matmul_two_steps");
+  EXPECT_EQ(two.status, Status::verified) << two.reason;
+  EXPECT_EQ(*two.sram_bytes, 2 * (16384 + 32768 + 65536));
+}
+
+TEST(SramCapacity, ClipsMaxConcurrentStepsToTheStepsOfOneCta) {
+  const char *src = R"(kernel ew:
+    grid = (16, 2)
+    dimension_semantics = (parallel, sequential)
+    target = h100
+    max_concurrent_steps = 8
+    in  x: f32[1024, 256]  block=(64, 128)  index=(i, j) -> (i, j)
+    out o: f32[1024, 256]  block=(64, 128)  index=(i, j) -> (i, j)
+    scratch s: f32[64, 128]  memory_space=smem
+    body:
+        s[...] = x[...]
+        o[...] = s[...]
+)";
+  auto v = check_text(src, "ew");
+  ASSERT_TRUE(v.sram_bytes.has_value());
+  // Two steps per CTA: 2 slots of 32 KiB per operand, plus the 32 KiB scratch.
+  EXPECT_EQ(*v.sram_bytes, 2 * 2 * 32768 + 32768);
+}
+
+TEST(UninitializedAccumulator, AnAccScratchStartsAtZeroInEveryCtaButAPlainScratchDoesNot) {
+  auto acc = check_text(gpu_pallas_call(), "gpu_matmul");
+  EXPECT_EQ(acc.status, Status::verified) << acc.reason;
+  auto smem = check_text(gpu_pallas_call(), "gpu_matmul_smem_scratch_without_init");
+  EXPECT_EQ(marks(smem), (Marks{{verifier::Rule::uninitialized_accumulator, 43}}));
+}
+
+TEST(Check, AnAccScratchCheckedForATpuTargetIsBadInputOnItsLine) {
+  verifier::CheckOptions o;
+  o.target = "tpu_v5e";
+  auto v = check_text(gpu_pallas_call(), "gpu_matmul", o);
+  ASSERT_EQ(v.errors.size(), 1u);
+  EXPECT_EQ(v.errors[0].loc.line, 24);
+  EXPECT_NE(v.errors[0].message.find("memory_space=acc"), std::string::npos);
+}
+
+TEST(UninitializedAccumulator, AGpuScratchInitializedOnlyInTheFirstCtaIsUninitializedInTheNext) {
+  const std::string src = R"(kernel first_cta_init:
+    grid = (2, 4)
+    dimension_semantics = (parallel, sequential)
+    target = h100
+    in  x: f32[128, 512]  block=(64, 128)  index=(i, j) -> (i, j)
+    out o: f32[128, 128]  block=(64, 128)  index=(i, j) -> (i, 0)
+    scratch s: f32[64, 128]
+    body:
+        when program_id(0) == 0 and program_id(1) == 0:
+            s[...] = zeros
+        s[...] += x[...]
+        when program_id(1) == 3:
+            o[...] = s[...]
+)";
+  auto gpu = check_text(src, "first_cta_init");
+  EXPECT_EQ(marks(gpu), (Marks{{verifier::Rule::uninitialized_accumulator, 11}}));
+  ASSERT_FALSE(gpu.findings.empty());
+  EXPECT_EQ(point_item(gpu.findings[0], "grid_point"), (std::vector<std::int64_t>{1, 0}));
+  // On TPU the scratch is one buffer for the whole grid: written at (0, 0).
+  verifier::CheckOptions tpu;
+  tpu.target = "tpu_v5e";
+  EXPECT_EQ(
+      marks(check_text(src, "first_cta_init", tpu)).count({verifier::Rule::uninitialized_accumulator, 11}),
+      0u);
+}
+
+TEST(ParallelWriteConflict, OnMosaicGpuWithoutDimensionSemanticsEveryAxisIsParallel) {
+  const std::string src = R"(kernel k_as_ctas:
+    grid = (2, 4)
+    target = h100
+    in  x: f32[128, 512]  block=(64, 128)  index=(i, k) -> (i, k)
+    out o: f32[128, 128]  block=(64, 128)  index=(i, k) -> (i, 0)
+    scratch acc: f32[64, 128]  memory_space=acc
+    body:
+        acc[...] += x[...]
+        o[...] = acc[...]
+)";
+  // Pallas makes the k axis CTAs too: each writes block (i, 0).
+  EXPECT_EQ(marks(check_text(src, "k_as_ctas")).count({verifier::Rule::parallel_write_conflict, 5}), 1u);
+  std::string with = src;
+  with.insert(with.find("    target"), "    dimension_semantics = (parallel, sequential)\n");
+  EXPECT_EQ(check_text(with, "k_as_ctas").status, Status::verified);
 }
 
 } // namespace
