@@ -1,6 +1,7 @@
 #include "executor/program_runner.hpp"
 
 #include "executor/footprint.hpp"
+#include "spec/place.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -78,23 +79,16 @@ Shape squeezed(const Shape &s) {
   return r;
 }
 
-/// When both views have the same rank and one is no larger than the other
-/// in every dim, narrows the larger one to the smaller one's extents.
-void fit_partial(View &a, View &b) {
-  const Shape sa = a.shape(), sb = b.shape();
-  if (sa.size() != sb.size() || sa == sb) return;
-  bool a_fits = true, b_fits = true;
-  for (std::size_t d = 0; d < sa.size(); ++d) {
-    a_fits = a_fits && sa[d] <= sb[d];
-    b_fits = b_fits && sb[d] <= sa[d];
+/// Narrows `v` to `extents` on its kept dims (spec::fit_copy's leading corner).
+void narrow(View &v, const Shape &extents) {
+  for (std::size_t d = 0; d < extents.size() && d < v.kept.size(); ++d) {
+    const int ad = v.kept[d];
+    v.box.hi[ad] = v.box.lo[ad] + extents[d];
   }
-  if (!a_fits && !b_fits) return;
-  View &big = a_fits ? b : a;
-  const Shape &small = a_fits ? sa : sb;
-  for (std::size_t d = 0; d < small.size(); ++d) {
-    const int ad = big.kept[d];
-    big.box.hi[ad] = big.box.lo[ad] + small[d];
-  }
+}
+
+void fill_poison(const View &v) {
+  v.for_each_run([&](std::int64_t off, std::int64_t n) { v.array->fill_poison(off, n); });
 }
 
 class Runner : public Memory {
@@ -103,8 +97,10 @@ public:
       : buffers_(buffers), cfg_(cfg), engine_(cfg.mode == DmaMode::synchronous ? 0 : cfg.dma_threads, clock_),
         interp_(*this), rng_(cfg.seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) {
     interp_.env = env;
-    for (const auto &b : p.buffers)
+    for (const auto &b : p.buffers) {
       if (b.slots) slotted_.insert(b.name);
+      if (b.kind == spec::BufferKind::sram || b.kind == spec::BufferKind::smem) scratchpad_.insert(b.name);
+    }
   }
 
   ProgramOutcome run() {
@@ -237,7 +233,10 @@ private:
     interp_.exec(s);
     std::string buf = a.target.name;
     std::int64_t slot = -1;
-    if (array(buf)) slot = slot_of(interp_.view_of(a.target));
+    if (array(buf)) {
+      slot = slot_of(interp_.view_of(a.target));
+      ++writes_[{buf, slot}];
+    }
     record({EventKind::compute, s.loc, buf, slot, 0, t0, clock_.now_ns(), a.accumulate ? "+=" : "="});
     tick();
   }
@@ -245,6 +244,7 @@ private:
     const auto t0 = clock_.now_ns();
     const bool is_int = spec::eval_int(l.value, interp_.env).has_value();
     interp_.exec(s);
+    if (array(l.name)) ++writes_[{l.name, -1}];
     if (!is_int) {
       record({EventKind::compute, s.loc, "", -1, 0, t0, clock_.now_ns(), l.name + " ="});
       tick();
@@ -269,9 +269,16 @@ private:
         bad(s.loc, "copy from " + src.to_string() + " (" + spec::to_string(src.dtype()) + ") to " +
                        dst.to_string() + " (" + spec::to_string(dst.dtype()) + "): dtypes differ");
       // A partial edge block: the in-bounds part of the array moves to (or
-      // from) the leading corner of the window; the rest of the window keeps
-      // whatever it held, as on hardware.
-      fit_partial(src, dst);
+      // from) the leading corner of the window (spec::fit_copy). A copy
+      // replaces its whole destination ref: what the source does not fill is
+      // poison (strict slot contents), so relying on it fails visibly.
+      const spec::CopyFit fit = spec::fit_copy(src.shape(), dst.shape());
+      if (fit.dst != dst.shape()) {
+        order(dst, true);
+        fill_poison(dst);
+        narrow(dst, fit.dst);
+      }
+      narrow(src, fit.src);
       if (squeezed(src.shape()) != squeezed(dst.shape()))
         bad(s.loc, "copy from " + src.to_string() + " of shape " + shape_string(src.shape()) + " to " +
                        dst.to_string() + " of shape " + shape_string(dst.shape()) + ": shapes differ");
@@ -285,6 +292,10 @@ private:
       t.slot = slot_of(side);
       t.label = src.to_string() + " -> " + dst.to_string();
       outstanding_[Key{in, t.buffer, t.slot}].push_back(&t);
+      if (in)
+        ++writes_[{t.buffer, t.slot}];
+      else
+        t.slot_writes = writes_[{t.buffer, t.slot}];
       const auto now = clock_.now_ns();
       record({EventKind::copy_start, s.loc, t.buffer, t.slot, 0, now, now, t.label});
       const std::int64_t due = due_tick();
@@ -315,6 +326,15 @@ private:
       submit(*t);
     }
     engine_.complete(*t);
+    // Strict slot contents (the race machine's rule): a retired write-back
+    // leaves its slot undefined — Pallas promises nothing about a buffer's
+    // contents at its next visit — unless another write-back out of it is
+    // still in flight or the slot was written after this one started.
+    if (!in && q.empty() && scratchpad_.count(key.buffer) &&
+        writes_[{key.buffer, key.slot}] == t->slot_writes) {
+      order(w, true);
+      fill_poison(w);
+    }
     record({EventKind::copy_wait, s.loc, key.buffer, key.slot, 0, t0, clock_.now_ns(), t->label});
     tick();
   }
@@ -407,6 +427,8 @@ private:
   Interp interp_;
   std::uint64_t rng_;
   std::set<std::string> slotted_;
+  std::set<std::string> scratchpad_;                                     // sram / smem buffers
+  std::map<std::pair<std::string, std::int64_t>, std::uint64_t> writes_; // stores and copies into each slot
   std::map<Key, std::deque<Transfer *>> outstanding_;
   std::vector<std::pair<Transfer *, std::int64_t>> pending_;
   std::deque<PendingWgmma> wgmmas_;

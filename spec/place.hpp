@@ -63,6 +63,18 @@ Subscripted subscript(const Dims &array, const std::vector<Subscript> &subs);
 /// other than `...` outnumber the dims.
 std::optional<std::vector<int>> subscript_dims(std::size_t rank, const std::vector<bool> &is_ellipsis);
 
+/// The extents a copy moves of its source and destination (kept dims, in
+/// order). The one rule for a partial edge block: when the two have the same
+/// rank and one is no larger than the other in every dim, the larger side is
+/// narrowed to the smaller one's extents (its leading corner); otherwise both
+/// are their own shapes. What a copy's destination ref covers beyond its
+/// narrowed part is undefined after the copy (strict slot contents,
+/// docs/lowering.md).
+struct CopyFit {
+  Dims src, dst;
+};
+CopyFit fit_copy(const Dims &src, const Dims &dst);
+
 /// The Subscripts of a ref's arguments (Op::Ref; a bare Name has none), with
 /// `value(e, is_slice_bound)` giving each index and slice bound (nullopt:
 /// not known).

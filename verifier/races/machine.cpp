@@ -111,7 +111,7 @@ std::int64_t Machine::eval(const spec::Expr &e, const spec::Loc &l) const {
   return *v;
 }
 
-Place Machine::place_of(const spec::Expr &ref, const spec::Loc &l) {
+Place Machine::place_of(const spec::Expr &ref, const spec::Loc &l, std::vector<int> *kept) {
   const std::string &name = ref.name;
   int bi = buffer_index(name);
   if (bi < 0 || (ref.op != spec::Op::Ref && ref.op != spec::Op::Name))
@@ -135,8 +135,11 @@ Place Machine::place_of(const spec::Expr &ref, const spec::Loc &l) {
   p.buffer = bi;
   std::size_t d = 0;
   if (ring) p.slot = r.dims[d++].lo;
-  for (; d < r.dims.size(); ++d)
+  const std::size_t first = d;
+  for (; d < r.dims.size(); ++d) {
     p.box.push_back({r.dims[d].lo, r.dims[d].hi});
+    if (kept && r.dims[d].kept) kept->push_back(static_cast<int>(d - first));
+  }
   return p;
 }
 
@@ -169,7 +172,11 @@ int Machine::new_event(const spec::Stmt &s, std::optional<std::int64_t> slot) {
 bool Machine::covered(const Place &p) const {
   auto it = slots_state_.find({p.buffer, p.slot});
   if (it == slots_state_.end()) return box_empty(p.box);
-  return box_covered(p.box, it->second.written);
+  if (box_covered(p.box, it->second.written)) return true;
+  if (it->second.padding.empty()) return false;
+  std::vector<Box> all = it->second.written;
+  all.insert(all.end(), it->second.padding.begin(), it->second.padding.end());
+  return box_covered(p.box, all);
 }
 
 void Machine::add_written(const Place &p) {
@@ -178,6 +185,147 @@ void Machine::add_written(const Place &p) {
   auto &st = slots_state_[{p.buffer, p.slot}];
   if (box_covered(p.box, st.written)) return;
   st.written.push_back(p.box);
+}
+
+namespace {
+
+/// `b` minus `cut`: at most two boxes per dim.
+std::vector<Box> box_minus(const Box &b, const Box &cut) {
+  if (b.size() != cut.size() || !box_overlaps(b, cut)) return {b};
+  std::vector<Box> out;
+  Box rest = b;
+  for (std::size_t d = 0; d < b.size(); ++d) {
+    if (rest[d].first < cut[d].first) {
+      Box piece = rest;
+      piece[d].second = cut[d].first;
+      out.push_back(piece);
+      rest[d].first = cut[d].first;
+    }
+    if (rest[d].second > cut[d].second) {
+      Box piece = rest;
+      piece[d].first = cut[d].second;
+      out.push_back(piece);
+      rest[d].second = cut[d].second;
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+namespace {
+
+std::vector<Box> boxes_minus(const std::vector<Box> &bs, const Box &cut) {
+  std::vector<Box> kept;
+  for (auto &b : bs)
+    for (auto &piece : box_minus(b, cut))
+      if (!box_empty(piece)) kept.push_back(std::move(piece));
+  return kept;
+}
+
+Box box_intersection(const Box &a, const Box &b) {
+  Box r = a;
+  for (std::size_t d = 0; d < r.size() && d < b.size(); ++d)
+    r[d] = {std::max(a[d].first, b[d].first), std::min(a[d].second, b[d].second)};
+  return r;
+}
+
+} // namespace
+
+void Machine::clear_written(const Place &p) {
+  auto it = slots_state_.find({p.buffer, p.slot});
+  if (it == slots_state_.end()) return;
+  it->second.written = boxes_minus(it->second.written, p.box);
+  it->second.padding = boxes_minus(it->second.padding, p.box);
+}
+
+std::vector<Box> Machine::padding_in(const Place &p) const {
+  std::vector<Box> out;
+  auto it = slots_state_.find({p.buffer, p.slot});
+  if (it == slots_state_.end()) return out;
+  for (auto &b : it->second.padding)
+    if (b.size() == p.box.size() && box_overlaps(b, p.box)) out.push_back(box_intersection(b, p.box));
+  return out;
+}
+
+namespace {
+
+/// `b`, a part of `from`, moved into `to` dim by dim: where the two have one
+/// extent it keeps its position, elsewhere (a broadcast, a reduction) it
+/// spreads over the whole dim.
+Box map_box(const Box &b, const Box &from, const Box &to) {
+  if (b.size() != to.size() || from.size() != to.size()) return to;
+  Box r = to;
+  for (std::size_t d = 0; d < to.size(); ++d)
+    if (from[d].second - from[d].first == to[d].second - to[d].first)
+      r[d] = {b[d].first - from[d].first + to[d].first, b[d].second - from[d].first + to[d].first};
+  return r;
+}
+
+} // namespace
+
+void Machine::padding_flow(const spec::Expr &e, const Place &target, std::vector<Box> &out,
+                           const spec::Loc &l) {
+  using spec::Op;
+  if ((e.op == Op::Ref || e.op == Op::Name) && buffer_index(e.name) >= 0) {
+    const Place p = place_of(e, l);
+    for (auto &b : padding_in(p))
+      out.push_back(map_box(b, p.box, target.box));
+    return;
+  }
+  if (e.op == Op::Name) {
+    if (padded_locals_.count(e.name)) out.push_back(target.box);
+    return;
+  }
+  if (e.op == Op::Call && e.name == "dot" && e.args.size() >= 2 && target.box.size() >= 2) {
+    // dot(x, y): padding rows of x stay rows of the result, padding columns
+    // of y stay columns; padding in the contracted dim reaches everything.
+    for (int k = 0; k < 2; ++k) {
+      const spec::Expr &x = e.args[k];
+      if ((x.op == Op::Ref || x.op == Op::Name) && buffer_index(x.name) >= 0) {
+        std::vector<int> kept;
+        const Place p = place_of(x, l, &kept);
+        for (auto &b : padding_in(p)) {
+          if (kept.size() != 2) {
+            out.push_back(target.box);
+            continue;
+          }
+          const int contracted = kept[k == 0 ? 1 : 0], free = kept[k == 0 ? 0 : 1];
+          if (b[contracted] != p.box[contracted]) {
+            out.push_back(target.box);
+            continue;
+          }
+          Box r = target.box;
+          const std::size_t td = target.box.size() - (k == 0 ? 2 : 1);
+          r[td] = {b[free].first - p.box[free].first + r[td].first,
+                   b[free].second - p.box[free].first + r[td].first};
+          out.push_back(std::move(r));
+        }
+      } else {
+        std::vector<Box> inner;
+        padding_flow(x, target, inner, l);
+        if (!inner.empty()) out.push_back(target.box);
+      }
+    }
+    return;
+  }
+  if (e.op == Op::Call && (e.name == "sum" || e.name == "max" || e.name == "transpose")) {
+    std::vector<Box> inner;
+    for (auto &a : e.args)
+      padding_flow(a, target, inner, l);
+    if (!inner.empty()) out.push_back(target.box);
+    return;
+  }
+  for (auto &a : e.args)
+    padding_flow(a, target, out, l);
+}
+
+void Machine::add_padding(const Place &p, const std::vector<Box> &boxes) {
+  auto kind = program_.buffers[p.buffer].kind;
+  if (boxes.empty() || (kind != spec::BufferKind::sram && kind != spec::BufferKind::smem)) return;
+  auto &pad = slots_state_[{p.buffer, p.slot}].padding;
+  for (auto &b : boxes)
+    if (!box_empty(b) && !box_covered(b, pad)) pad.push_back(b);
 }
 
 namespace {
@@ -205,10 +353,15 @@ void Machine::access(int event, int node, int op, const Place &p, bool write) {
   bool acc_access = is_wgmma && write;
   auto kind = bufs[p.buffer].kind;
   if (!write && (kind == spec::BufferKind::sram || kind == spec::BufferKind::smem) && !covered(p)) {
-    r_.findings.push_back({"uninitialized-read", event, -1, -1, -1,
-                           "reads " + bufs[p.buffer].name +
-                               (p.slot >= 0 ? "[" + std::to_string(p.slot) + "]" : std::string()) +
-                               ", which nothing has written"});
+    auto st = slots_state_.find({p.buffer, p.slot});
+    const int undefined_at = st == slots_state_.end() ? -1 : st->second.undefined_by;
+    std::string what =
+        "reads " + bufs[p.buffer].name + (p.slot >= 0 ? "[" + std::to_string(p.slot) + "]" : std::string());
+    r_.findings.push_back({"uninitialized-read", event, undefined_at, -1, -1,
+                           undefined_at >= 0 ? what + ", whose contents the waited write-back at line " +
+                                                   std::to_string(r_.events[undefined_at].stmt->loc.line) +
+                                                   " left undefined (a slot keeps nothing for its next visit)"
+                                             : what + ", which nothing has written"});
   }
   for (int o : outstanding_) {
     if (o == op) continue;
@@ -278,6 +431,7 @@ void Machine::exec(const spec::Stmt &s) {
   if (auto *l = std::get_if<Let>(&s.kind)) {
     if (auto v = eval_int(l->value, env_)) {
       env_[l->name] = *v;
+      padded_locals_.erase(l->name);
       tensor_locals_.erase(l->name);
       return;
     }
@@ -285,6 +439,15 @@ void Machine::exec(const spec::Stmt &s) {
     collect_reads(l->value, reads, s.loc);
     tensor_locals_[l->name] = true;
     env_.erase(l->name);
+    {
+      std::vector<Box> pads;
+      Place whole; // a local has no place: any padding in it spreads
+      padding_flow(l->value, whole, pads, s.loc);
+      if (pads.empty())
+        padded_locals_.erase(l->name);
+      else
+        padded_locals_.insert(l->name);
+    }
     int ev = new_event(s, std::nullopt);
     for (auto &p : reads)
       access(ev, r_.events[ev].node, -1, p, false);
@@ -313,8 +476,21 @@ void Machine::exec_store(const spec::Stmt &s, const spec::Assign &assign) {
     for (auto &p : reads)
       access(ev, node, -1, p, false);
     access(ev, node, -1, target, true);
+    // The padding of a partial block (see exec_async) flows into the target:
+    // reading it is no error, writing it back is.
+    std::vector<Box> pads;
+    padding_flow(a->value, target, pads, s.loc);
+    if (a->accumulate)
+      for (auto &b : padding_in(target))
+        pads.push_back(b);
+    {
+      auto it = slots_state_.find({target.buffer, target.slot});
+      if (it != slots_state_.end()) it->second.padding = boxes_minus(it->second.padding, target.box);
+    }
     add_written(target);
+    add_padding(target, pads);
     auto &st = slots_state_[{target.buffer, target.slot}];
+    ++st.writes;
     if (self_read) {
       if (st.tag && st.pending_accumulate < 0) {
         st.pending_accumulate = ev;
@@ -335,7 +511,21 @@ void Machine::exec_async(const spec::Stmt &s) {
     case CopyKind::in_start:
     case CopyKind::out_start: {
       bool in = c->kind == CopyKind::in_start;
-      Place src = place_of(c->src, s.loc), dst = place_of(c->dst, s.loc);
+      std::vector<int> src_kept, dst_kept;
+      Place src = place_of(c->src, s.loc, &src_kept), dst = place_of(c->dst, s.loc, &dst_kept);
+      // A copy replaces its whole destination ref; what the source does not
+      // fill (spec::fit_copy) is undefined.
+      spec::Dims src_shape, dst_shape;
+      for (int k : src_kept)
+        src_shape.push_back(src.box[k].second - src.box[k].first);
+      for (int k : dst_kept)
+        dst_shape.push_back(dst.box[k].second - dst.box[k].first);
+      Place filled = dst, read = src;
+      const spec::CopyFit fit = spec::fit_copy(src_shape, dst_shape);
+      for (std::size_t d = 0; d < dst_kept.size(); ++d)
+        filled.box[dst_kept[d]].second = filled.box[dst_kept[d]].first + fit.dst[d];
+      for (std::size_t d = 0; d < src_kept.size(); ++d)
+        read.box[src_kept[d]].second = read.box[src_kept[d]].first + fit.src[d];
       const Place &slot_place = in ? dst : src;
       int ev = new_event(s, slot_place.slot >= 0 ? std::optional(slot_place.slot) : std::nullopt);
       AsyncOp o;
@@ -349,16 +539,27 @@ void Machine::exec_async(const spec::Stmt &s) {
       int op = static_cast<int>(r_.ops.size()) - 1;
       access(ev, o.node, op, src, false);
       access(ev, o.node, op, dst, true);
+      if (!padding_in(read).empty())
+        r_.findings.push_back({"uninitialized-read", ev, -1, -1, -1,
+                               "copies out " + program_.buffers[src.buffer].name +
+                                   (src.slot >= 0 ? "[" + std::to_string(src.slot) + "]" : std::string()) +
+                                   " with the padding of a partial block in it, which holds garbage"});
       outstanding_.push_back(op);
       (in ? in_flight_in_ : in_flight_out_)[{slot_place.buffer, slot_place.slot}].push_back(op);
-      add_written(dst);
+      // The part of the destination the source does not fill is the padding
+      // of a partial block: undefined, fine to compute on, wrong to write back.
+      clear_written(dst);
+      add_written(filled);
+      add_padding(dst, box_minus(dst.box, filled.box));
       if (in) {
         auto &st = slots_state_[{dst.buffer, dst.slot}];
+        ++st.writes;
         st.tag = src;
         st.pending_accumulate = -1;
         st.pending_tag.reset();
       } else {
         auto &st = slots_state_[{src.buffer, src.slot}];
+        r_.ops[op].slot_writes = st.writes;
         if (st.pending_accumulate >= 0 && st.pending_tag && st.pending_tag->buffer == dst.buffer &&
             !(*st.pending_tag == dst))
           r_.findings.push_back({"stale-read", st.pending_accumulate, ev, -1, -1,
@@ -387,6 +588,15 @@ void Machine::exec_async(const spec::Stmt &s) {
       int op = q.front();
       q.pop_front();
       retire(op, ev);
+      // Strict slot contents: the retired write-back leaves its slot
+      // undefined, unless another write-back out of it is still in flight or
+      // something wrote the slot after this one started (a copy into it, or
+      // a store that races with it and is reported as such).
+      if (auto &st = slots_state_[{p.buffer, p.slot}];
+          !in && q.empty() && st.writes == r_.ops[op].slot_writes) {
+        clear_written(p);
+        st.undefined_by = ev;
+      }
       return;
     }
     }
@@ -445,6 +655,16 @@ RunResult Machine::run() {
   }
   for (auto &f : r_.findings)
     if (f.other_op >= 0) f.other_end = r_.ops[f.other_op].end_event;
+  // An accumulation into a slot left undefined by a write-back that is then
+  // written back to another block is reported once, as the more precise
+  // stale-read.
+  std::set<int> stale;
+  for (auto &f : r_.findings)
+    if (f.rule == "stale-read") stale.insert(f.anchor_event);
+  if (!stale.empty())
+    std::erase_if(r_.findings, [&](const RawFinding &f) {
+      return f.rule == "uninitialized-read" && stale.count(f.anchor_event);
+    });
   return std::move(r_);
 }
 
@@ -480,6 +700,14 @@ std::string Machine::state_key(const std::map<std::pair<int, int>, std::int64_t>
     auto w = st.written;
     std::sort(w.begin(), w.end());
     for (auto &b : w) {
+      for (auto &[lo, hi] : b)
+        os << lo << ':' << hi << ',';
+      os << ';';
+    }
+    os << "]p[";
+    auto pad = st.padding;
+    std::sort(pad.begin(), pad.end());
+    for (auto &b : pad) {
       for (auto &[lo, hi] : b)
         os << lo << ':' << hi << ',';
       os << ';';

@@ -20,6 +20,12 @@
 ///   happens-before path orders them.
 /// - hbm buffers hold input data and acc buffers start at zero; a read of an
 ///   sram/smem place not covered by earlier writes is `uninitialized-read`.
+/// - Strict slot contents: a copy replaces its whole destination ref; the
+///   part the source does not fill (a clipped edge block's padding) is
+///   undefined — computing on it is allowed (it flows elementwise into the
+///   store's target), copying it out is `uninitialized-read` — and a copy_out_wait leaves its slot undefined
+///   unless another write-back out of the slot is still in flight or the slot was written after the retired
+///   one started.
 /// - stale-read: a slot's content is tagged with the hbm region it was copied
 ///   from or last written back to (a full `=` store clears the tag); an
 ///   accumulating compute (`+=`, or a value that reads its own target) on a
@@ -35,6 +41,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -79,6 +86,8 @@ struct AsyncOp {
   Place src, dst;           ///< copies: source and destination
   Place acc, a, b;          ///< wgmma: accumulator and operands
   std::optional<Place> tag; ///< copy_in: the hbm region copied
+  /// copy_out: its slot's write count at the start (strict slot contents).
+  std::uint64_t slot_writes = 0;
 };
 
 /// A raw finding of one run, before deduplication.
@@ -128,12 +137,20 @@ private:
   void exec_store(const spec::Stmt &, const spec::Assign &);
   void exec_async(const spec::Stmt &);
   int new_event(const spec::Stmt &, std::optional<std::int64_t> slot);
-  Place place_of(const spec::Expr &ref, const spec::Loc &);
+  /// `kept`, when given, receives the box dims the ref keeps (an index drops its dim).
+  Place place_of(const spec::Expr &ref, const spec::Loc &, std::vector<int> *kept = nullptr);
   std::int64_t eval(const spec::Expr &, const spec::Loc &) const;
   void collect_reads(const spec::Expr &, std::vector<Place> &, const spec::Loc &);
   void access(int event, int node, int op, const Place &, bool write);
   bool covered(const Place &) const;
   void add_written(const Place &);
+  /// Makes `p` undefined again (strict slot contents).
+  void clear_written(const Place &);
+  /// The parts of `p` that hold the padding of a partial block.
+  std::vector<Box> padding_in(const Place &) const;
+  void add_padding(const Place &, const std::vector<Box> &);
+  /// Appends where the padding that `value` reads lands in `target`.
+  void padding_flow(const spec::Expr &value, const Place &target, std::vector<Box> &out, const spec::Loc &);
   void retire(int op, int event);
 
   struct Access {
@@ -144,9 +161,14 @@ private:
   };
   struct SlotState {
     std::vector<Box> written;
+    /// Parts holding the padding of a partial block: undefined data that may
+    /// be computed on (elementwise, it stays in the padding) but not written back.
+    std::vector<Box> padding;
     std::optional<Place> tag;
     int pending_accumulate = -1; ///< event of an accumulate on a tagged slot
     std::optional<Place> pending_tag;
+    std::uint64_t writes = 0; ///< stores and copies into the slot so far
+    int undefined_by = -1;    ///< the copy_out_wait event that last left it undefined
   };
 
   const spec::Program &program_;
@@ -156,6 +178,7 @@ private:
   std::vector<std::int64_t> slots_;                     // -1 when not a ring
   std::vector<std::int64_t> loop_values_;
   std::map<std::string, bool> tensor_locals_;
+  std::set<std::string> padded_locals_; // tensor locals computed from padding
   RunResult r_;
   std::map<std::pair<int, std::int64_t>, std::deque<int>> in_flight_in_, in_flight_out_;
   std::deque<int> wgmmas_;
