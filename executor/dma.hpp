@@ -54,8 +54,6 @@ struct Transfer {
   std::int64_t t_start_ns = 0, t_end_ns = 0;
   bool submitted = false; ///< issuer-side
   bool finished = false;  ///< issuer-side: completion observed
-  /// Issuer-side, copy_out: its slot's write count at the start (strict slot contents).
-  std::uint64_t slot_writes = 0;
   std::int64_t bytes() const { return src.size() * src.array->elem_bytes(); }
 
 private:

@@ -3,9 +3,9 @@
 /// ring, whose first dim is the slot) a ref `name[s0, s1, ...]` denotes.
 ///
 /// The kernel body typing (spec/typecheck.hpp), the executor's views
-/// (executor/interp.hpp) and the race machine's places
-/// (verifier/races/machine.hpp) all resolve subscripts here, so a ref means
-/// the same thing to `check` and to `run`.
+/// (executor/interp.hpp) and the Program stepper's places (spec/step.hpp,
+/// consumed by the race machine and the executor) all resolve subscripts
+/// here, so a ref means the same thing to `check` and to `run`.
 ///
 /// The rule: `...` stands for the dims the other subscripts leave; an index
 /// `i` drops its dim and must satisfy 0 <= i < extent; a slice `lo:hi` keeps

@@ -1,7 +1,10 @@
 #pragma once
 /// The concrete pipeline machine: runs a Program for one binding of its
-/// params, statement by statement on the single issuing thread, and records
-/// events, asynchronous operations, the happens-before graph and raw findings.
+/// params on the single issuing thread and records events, asynchronous
+/// operations, the happens-before graph and raw findings. The program's
+/// semantics — control flow, places, wait matching, retirement, faults,
+/// strict slot contents — are spec::Stepper's (spec/step.hpp), shared with
+/// the executor; the machine decides what the accesses it reports mean.
 ///
 /// Semantics (docs/lowering.md "Race semantics"):
 /// - copy_in_start(src, X[s]) reads src and writes X[s] from the start to the
@@ -34,12 +37,14 @@
 
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
+#include "spec/step.hpp"
 #include "verifier/hb/hb.hpp"
 
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -56,15 +61,9 @@ struct Unsupported : std::runtime_error {
 };
 
 /// Half-open intervals, one per dim of the buffer (or of the slot's block).
-using Box = std::vector<std::pair<std::int64_t, std::int64_t>>;
-
+using Box = spec::StepBox;
 /// A place in memory: a buffer, its slot (-1 when not a ring) and a box.
-struct Place {
-  int buffer = -1;
-  std::int64_t slot = -1;
-  Box box;
-  friend bool operator==(const Place &, const Place &) = default;
-};
+using Place = spec::StepPlace;
 bool overlaps(const Place &, const Place &);
 
 /// One issued statement.
@@ -86,8 +85,6 @@ struct AsyncOp {
   Place src, dst;           ///< copies: source and destination
   Place acc, a, b;          ///< wgmma: accumulator and operands
   std::optional<Place> tag; ///< copy_in: the hbm region copied
-  /// copy_out: its slot's write count at the start (strict slot contents).
-  std::uint64_t slot_writes = 0;
 };
 
 /// A raw finding of one run, before deduplication.
@@ -109,8 +106,9 @@ struct RunResult {
 
 /// Runs `program` with `env` binding every param. Calls `on_iteration(for,
 /// value, machine)` at the start of every iteration of every loop.
-class Machine {
+class Machine : private spec::StepConsumer {
 public:
+  /// Throws Unsupported.
   Machine(const spec::Program &, spec::Env env);
   using IterationHook = std::function<void(const spec::For &, std::int64_t, const Machine &)>;
   void set_iteration_hook(IterationHook h) { hook_ = std::move(h); }
@@ -125,23 +123,23 @@ public:
   std::string state_key(const std::map<std::pair<int, int>, std::int64_t> &shift) const;
 
   const spec::Program &program() const { return program_; }
-  int buffer_index(const std::string &name) const;
+  int buffer_index(const std::string &name) const { return stepper_->buffer_index(name); }
 
 private:
-  /// An out-of-bounds subscript of the current statement (the run faults there).
-  struct OutOfBounds : std::runtime_error {
-    using std::runtime_error::runtime_error;
-  };
-  void exec_block(const spec::Block &);
-  void exec(const spec::Stmt &);
-  void exec_store(const spec::Stmt &, const spec::Assign &);
-  void exec_async(const spec::Stmt &);
+  // spec::StepConsumer
+  void on_iteration(const spec::For &, std::int64_t) override;
+  void on_int_let(const spec::Stmt &, const std::string &name) override { padded_locals_.erase(name); }
+  void on_compute(const spec::Stmt &, const std::vector<spec::StepRef> &reads,
+                  const std::optional<spec::StepRef> &write) override;
+  void on_start(const spec::Stmt &, int op, const spec::AsyncStart &) override;
+  void on_wait(const spec::Stmt &, const std::optional<spec::StepRef> &waited,
+               const std::vector<int> &retired) override;
+  void on_undefined(const spec::Stmt &, const spec::StepPlace &slot) override;
+  void on_fault(const spec::Stmt &, spec::FaultKind, const std::string &message) override;
+  void on_end(const std::vector<int> &in_flight) override;
+
   int new_event(const spec::Stmt &, std::optional<std::int64_t> slot);
-  /// `kept`, when given, receives the box dims the ref keeps (an index drops its dim).
-  Place place_of(const spec::Expr &ref, const spec::Loc &, std::vector<int> *kept = nullptr);
-  std::int64_t eval(const spec::Expr &, const spec::Loc &) const;
-  void collect_reads(const spec::Expr &, std::vector<Place> &, const spec::Loc &);
-  void access(int event, int node, int op, const Place &, bool write);
+  void access(int event, int op, const Place &, bool write);
   bool covered(const Place &) const;
   void add_written(const Place &);
   /// Makes `p` undefined again (strict slot contents).
@@ -153,12 +151,6 @@ private:
   void padding_flow(const spec::Expr &value, const Place &target, std::vector<Box> &out, const spec::Loc &);
   void retire(int op, int event);
 
-  struct Access {
-    int op;
-    Place place;
-    bool write;
-    bool wgmma_operand;
-  };
   struct SlotState {
     std::vector<Box> written;
     /// Parts holding the padding of a partial block: undefined data that may
@@ -167,26 +159,19 @@ private:
     std::optional<Place> tag;
     int pending_accumulate = -1; ///< event of an accumulate on a tagged slot
     std::optional<Place> pending_tag;
-    std::uint64_t writes = 0; ///< stores and copies into the slot so far
-    int undefined_by = -1;    ///< the copy_out_wait event that last left it undefined
+    int undefined_by = -1; ///< the copy_out_wait event that last left it undefined
   };
 
   const spec::Program &program_;
   spec::Env env_;
-  std::vector<Box> shapes_;
-  std::vector<std::vector<std::int64_t>> block_shapes_; // per buffer: the slot's block (or the whole)
-  std::vector<std::int64_t> slots_;                     // -1 when not a ring
-  std::vector<std::int64_t> loop_values_;
-  std::map<std::string, bool> tensor_locals_;
-  std::set<std::string> padded_locals_; // tensor locals computed from padding
+  std::unique_ptr<spec::Stepper> stepper_; // walks program_ in env_
   RunResult r_;
-  std::map<std::pair<int, std::int64_t>, std::deque<int>> in_flight_in_, in_flight_out_;
-  std::deque<int> wgmmas_;
   std::vector<int> outstanding_; // ops in flight, in issue order
   std::map<std::pair<int, std::int64_t>, SlotState> slots_state_;
   std::map<int, int> last_wgmma_on_acc_; // acc buffer -> op
+  std::set<std::string> padded_locals_;  // tensor locals computed from padding
+  bool any_padding_ = false;             // some slot has held padding (else padding_flow is moot)
   int last_node_ = -1;
-  const spec::Stmt *current_ = nullptr; // the statement being executed
   std::size_t event_limit_ = 4'000'000;
   IterationHook hook_;
 };
