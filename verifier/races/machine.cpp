@@ -99,9 +99,11 @@ int Machine::new_event(const spec::Stmt &s, std::optional<std::int64_t> slot) {
   ev.stmt = &s;
   ev.iterations = stepper_->loop_values();
   ev.slot = slot;
-  ev.node = r_.graph.add_node();
-  if (last_node_ >= 0) r_.graph.add_edge(last_node_, ev.node);
-  last_node_ = ev.node;
+  if (record_graph_) {
+    ev.node = r_.graph.add_node();
+    if (last_node_ >= 0) r_.graph.add_edge(last_node_, ev.node);
+    last_node_ = ev.node;
+  }
   r_.events.push_back(std::move(ev));
   return static_cast<int>(r_.events.size()) - 1;
 }
@@ -334,7 +336,7 @@ void Machine::access(int event, int op, const Place &p, bool write) {
 void Machine::retire(int op, int event) {
   AsyncOp &o = r_.ops[op];
   o.end_event = event;
-  r_.graph.add_edge(o.node, r_.events[event].node);
+  if (record_graph_) r_.graph.add_edge(o.node, r_.events[event].node);
   outstanding_.erase(std::find(outstanding_.begin(), outstanding_.end(), op));
 }
 
@@ -408,8 +410,10 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
     int ev = new_event(s, pa.slot >= 0 ? std::optional(pa.slot) : std::nullopt);
     o.kind = OpKind::wgmma;
     o.start_event = ev;
-    o.node = r_.graph.add_node();
-    r_.graph.add_edge(r_.events[ev].node, o.node);
+    if (record_graph_) {
+      o.node = r_.graph.add_node();
+      r_.graph.add_edge(r_.events[ev].node, o.node);
+    }
     o.acc = acc;
     o.a = pa;
     o.b = pb;
@@ -417,7 +421,8 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
     const int op = static_cast<int>(r_.ops.size()) - 1;
     assert(op == op_id);
     auto prev = last_wgmma_on_acc_.find(acc.buffer);
-    if (prev != last_wgmma_on_acc_.end()) r_.graph.add_edge(r_.ops[prev->second].node, o.node);
+    if (record_graph_ && prev != last_wgmma_on_acc_.end())
+      r_.graph.add_edge(r_.ops[prev->second].node, o.node);
     last_wgmma_on_acc_[acc.buffer] = op;
     access(ev, op, pa, false);
     access(ev, op, pb, false);
@@ -431,8 +436,10 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
   int ev = new_event(s, slot_place.slot >= 0 ? std::optional(slot_place.slot) : std::nullopt);
   o.kind = in ? OpKind::copy_in : OpKind::copy_out;
   o.start_event = ev;
-  o.node = r_.graph.add_node();
-  r_.graph.add_edge(r_.events[ev].node, o.node);
+  if (record_graph_) {
+    o.node = r_.graph.add_node();
+    r_.graph.add_edge(r_.events[ev].node, o.node);
+  }
   o.src = src;
   o.dst = dst;
   r_.ops.push_back(o);

@@ -71,7 +71,7 @@ struct Event {
   const spec::Stmt *stmt = nullptr;
   std::vector<std::int64_t> iterations; ///< enclosing loop variables, outermost first
   std::optional<std::int64_t> slot;
-  int node = -1; ///< its node in the happens-before graph
+  int node = -1; ///< its node in the happens-before graph (-1 when not recorded)
 };
 
 enum class OpKind { copy_in, copy_out, wgmma };
@@ -101,7 +101,7 @@ struct RunResult {
   std::vector<Event> events;
   std::vector<AsyncOp> ops;
   std::vector<RawFinding> findings;
-  hb::Graph graph;
+  hb::Graph graph; ///< empty unless Machine::set_record_graph(true)
 };
 
 /// Runs `program` with `env` binding every param. Calls `on_iteration(for,
@@ -114,6 +114,11 @@ public:
   void set_iteration_hook(IterationHook h) { hook_ = std::move(h); }
   /// Caps the number of events (Unsupported beyond it).
   void set_event_limit(std::size_t n) { event_limit_ = n; }
+  /// Records the happens-before graph (RunResult::graph, Event::node,
+  /// AsyncOp::node); off by default. The graph decides nothing — a race's
+  /// earlier operation is still outstanding, so no retiring wait orders it —
+  /// and serves to check witnesses independently (races::witnesses_reproduce).
+  void set_record_graph(bool on) { record_graph_ = on; }
   /// Runs to the end; throws Unsupported.
   RunResult run();
 
@@ -173,6 +178,7 @@ private:
   bool any_padding_ = false;             // some slot has held padding (else padding_flow is moot)
   int last_node_ = -1;
   std::size_t event_limit_ = 4'000'000;
+  bool record_graph_ = false;
   IterationHook hook_;
 };
 

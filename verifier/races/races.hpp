@@ -34,7 +34,8 @@ std::vector<Finding> check_concrete(const spec::Program &, const spec::Env &env,
                                     const std::string &param = "");
 
 /// True when every race finding's pair is unordered on the run's
-/// happens-before graph (the witness reproduces on the graph).
+/// happens-before graph (the witness reproduces on the graph). The run must
+/// have recorded its graph (Machine::set_record_graph); false otherwise.
 bool witnesses_reproduce(const RunResult &);
 
 } // namespace races
