@@ -2,7 +2,7 @@
 
 #include "spec/eval.hpp"
 #include "spec/print.hpp"
-#include "verifier/smt/induction.hpp"
+#include "verifier/races/induction.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -210,7 +210,7 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
       return finish(v, t0);
     }
     std::string bounded = "checked for " + N + " <= " + std::to_string(checked) + " only";
-    auto plan = smt::plan_induction(p, N, lo, hi, env, opts.timeout_ms);
+    auto plan = races::plan_induction(p, N, lo, hi, env, opts.timeout_ms);
     if (!plan.ok && plan.out_of_bounds_at) {
       // An access may leave its buffer only at a larger N: run that N.
       spec::Env e = env;

@@ -1,7 +1,7 @@
 #pragma once
 /// The race checker over Programs: slot races, overwritten asynchronous
 /// operands, hangs, leaks, stale and uninitialized reads — proven for every
-/// trip count where the induction closes (verifier/smt/induction.hpp),
+/// trip count where the induction closes (verifier/races/induction.hpp),
 /// otherwise checked for small trip counts and reported `unknown`.
 
 #include "spec/ir.hpp"

@@ -1,5 +1,7 @@
 #include "verifier/races/races.hpp"
 
+#include "verifier/races/induction.hpp"
+
 #include "spec/parse.hpp"
 
 #include <gtest/gtest.h>
@@ -412,4 +414,16 @@ TEST(HappensBeforeGraph, OrdersNoRaceTheCheckerReportsAndIsBuiltOnlyOnDemand) {
     }
   }
   EXPECT_GT(races, 0);
+}
+
+TEST(Induction, PlansThePeriodAndShiftOfADoubleBufferedLoopWithTheRaceChecker) {
+  // The all-N induction lives in verifier/races and reaches Z3 only through
+  // the verifier/smt wrapper.
+  auto f = parse_file("guide_pipelines.pk");
+  const auto &p = program(f, "double_buffered_add_one");
+  auto plan = verifier::races::plan_induction(p, "N", 1, std::nullopt, {}, 2000);
+  ASSERT_TRUE(plan.ok) << plan.reason;
+  EXPECT_EQ(plan.period, 2);
+  EXPECT_GT(plan.queries, 0);
+  EXPECT_FALSE(plan.out_of_bounds_at);
 }

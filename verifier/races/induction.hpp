@@ -1,5 +1,6 @@
 #pragma once
-/// The all-N proof's structural half (k-induction over a pipeline loop, Z3).
+/// The all-N proof's structural half (k-induction over a pipeline loop). It
+/// talks to Z3 only through verifier/smt's wrapper (smt.hpp).
 ///
 /// For a pipeline with one symbolic trip-count param N, plan_induction finds
 /// the main loop (the top-level `for` whose bound grows with N) and proves
@@ -27,7 +28,7 @@
 #include <string>
 #include <utility>
 
-namespace pipecheck::verifier::smt {
+namespace pipecheck::verifier::races {
 
 struct InductionPlan {
   bool ok = false;
@@ -53,4 +54,4 @@ struct InductionPlan {
 InductionPlan plan_induction(const spec::Program &, const std::string &param, std::int64_t lo,
                              std::optional<std::int64_t> hi, const spec::Env &fixed, unsigned timeout_ms);
 
-} // namespace pipecheck::verifier::smt
+} // namespace pipecheck::verifier::races
