@@ -642,12 +642,14 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
           std::optional<std::int64_t> witness;
           Attempt in = prover.in_bounds(b, witness);
           if (!in.ok()) {
+            plan.kind = InductionPlan::Kind::out_of_bounds;
             plan.reason = in.reason;
             plan.out_of_bounds_at = witness;
             plan.queries = prover.queries;
             return plan;
           }
         }
+        plan.kind = InductionPlan::Kind::proven;
         plan.ok = true;
         plan.window = W;
         plan.n_struct = X;

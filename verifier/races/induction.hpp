@@ -31,7 +31,13 @@
 namespace pipecheck::verifier::races {
 
 struct InductionPlan {
-  bool ok = false;
+  /// What the attempt established: every fact (proven); an access that may
+  /// leave its buffer (out_of_bounds, with out_of_bounds_at where the solver
+  /// found the smallest such N); or no closing window (not_proven, `reason`
+  /// says which fact failed). Callers decide on this, never on `reason`'s text.
+  enum class Kind { proven, out_of_bounds, not_proven };
+  Kind kind = Kind::not_proven;
+  bool ok = false;                 ///< kind == proven
   std::string reason;              ///< why no plan, when !ok
   const spec::For *loop = nullptr; ///< the main loop (a top-level statement of the program)
   std::int64_t loop_lo = 0;        ///< its constant lower bound

@@ -211,7 +211,7 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
     }
     std::string bounded = "checked for " + N + " <= " + std::to_string(checked) + " only";
     auto plan = races::plan_induction(p, N, lo, hi, env, opts.timeout_ms);
-    if (!plan.ok && plan.out_of_bounds_at) {
+    if (plan.kind == races::InductionPlan::Kind::out_of_bounds && plan.out_of_bounds_at) {
       // An access may leave its buffer only at a larger N: run that N.
       spec::Env e = env;
       e[N] = *plan.out_of_bounds_at;
@@ -227,7 +227,7 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
         return finish(v, t0);
       }
     }
-    if (!plan.ok) {
+    if (plan.kind != races::InductionPlan::Kind::proven) {
       v.status = Status::unknown;
       v.reason = bounded + ": " + plan.reason;
       return finish(v, t0);

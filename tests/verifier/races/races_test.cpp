@@ -422,8 +422,29 @@ TEST(Induction, PlansThePeriodAndShiftOfADoubleBufferedLoopWithTheRaceChecker) {
   auto f = parse_file("guide_pipelines.pk");
   const auto &p = program(f, "double_buffered_add_one");
   auto plan = verifier::races::plan_induction(p, "N", 1, std::nullopt, {}, 2000);
-  ASSERT_TRUE(plan.ok) << plan.reason;
+  ASSERT_EQ(plan.kind, verifier::races::InductionPlan::Kind::proven) << plan.reason;
+  EXPECT_TRUE(plan.ok);
   EXPECT_EQ(plan.period, 2);
   EXPECT_GT(plan.queries, 0);
   EXPECT_FALSE(plan.out_of_bounds_at);
+}
+
+TEST(Induction, AnAccessLeavingAFixedBufferIsAnOutOfBoundsPlanWithTheSmallestN) {
+  auto f = parse_text("t.pk", R"(pipeline big:
+    param N >= 1
+    hbm  A: f32[64, 8]
+    hbm  B: f32[N, 8]
+    sram X[2]: f32[8]
+    copy_in_start(A[0], X[0])
+    for i in range(N):
+        if i + 1 < N:
+            copy_in_start(A[i + 1], X[(i + 1) % 2])
+        copy_in_wait(X[i % 2])
+        copy_out_start(X[i % 2], B[i])
+        copy_out_wait(X[i % 2])
+)");
+  auto plan = verifier::races::plan_induction(program(f, "big"), "N", 1, std::nullopt, {}, 2000);
+  EXPECT_EQ(plan.kind, verifier::races::InductionPlan::Kind::out_of_bounds) << plan.reason;
+  EXPECT_FALSE(plan.ok);
+  EXPECT_EQ(plan.out_of_bounds_at, std::optional<std::int64_t>(65));
 }
