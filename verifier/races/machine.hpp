@@ -19,8 +19,10 @@
 ///   (a ring's first subscript is the slot); a subscript outside the buffer
 ///   (or a slot outside the ring) is `index-out-of-bounds` at its statement,
 ///   and the run stops there, as the executor's faults.
-/// - Two conflicting accesses (overlapping, one a write) race when no
-///   happens-before path orders them.
+/// - An access races with a conflicting one (overlapping, one a write) of an
+///   asynchronous operation still in flight: nothing orders the two, since
+///   the operation's retiring wait has not come yet (the happens-before
+///   graph, recorded on demand, agrees by construction).
 /// - hbm buffers hold input data and acc buffers start at zero; a read of an
 ///   sram/smem place not covered by earlier writes is `uninitialized-read`.
 /// - Strict slot contents: a copy replaces its whole destination ref; the
