@@ -1,6 +1,8 @@
 #include "executor/program_runner.hpp"
 
 #include "executor/footprint.hpp"
+#include "spec/place.hpp"
+#include "spec/step.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -78,30 +80,16 @@ Shape squeezed(const Shape &s) {
   return r;
 }
 
-/// When both views have the same rank and one is no larger than the other
-/// in every dim, narrows the larger one to the smaller one's extents.
-void fit_partial(View &a, View &b) {
-  const Shape sa = a.shape(), sb = b.shape();
-  if (sa.size() != sb.size() || sa == sb) return;
-  bool a_fits = true, b_fits = true;
-  for (std::size_t d = 0; d < sa.size(); ++d) {
-    a_fits = a_fits && sa[d] <= sb[d];
-    b_fits = b_fits && sb[d] <= sa[d];
-  }
-  if (!a_fits && !b_fits) return;
-  View &big = a_fits ? b : a;
-  const Shape &small = a_fits ? sa : sb;
-  for (std::size_t d = 0; d < small.size(); ++d) {
-    const int ad = big.kept[d];
-    big.box.hi[ad] = big.box.lo[ad] + small[d];
-  }
+void fill_poison(const View &v) {
+  v.for_each_run([&](std::int64_t off, std::int64_t n) { v.array->fill_poison(off, n); });
 }
 
-class Runner : public Memory {
+class Runner : public Memory, private spec::StepConsumer {
 public:
   Runner(const spec::Program &p, const spec::Env &env, const BufferMap &buffers, const ProgramRunConfig &cfg)
-      : buffers_(buffers), cfg_(cfg), engine_(cfg.mode == DmaMode::synchronous ? 0 : cfg.dma_threads, clock_),
-        interp_(*this), rng_(cfg.seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) {
+      : program_(p), buffers_(buffers), cfg_(cfg),
+        engine_(cfg.mode == DmaMode::synchronous ? 0 : cfg.dma_threads, clock_), interp_(*this),
+        rng_(cfg.seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) {
     interp_.env = env;
     for (const auto &b : p.buffers)
       if (b.slots) slotted_.insert(b.name);
@@ -109,8 +97,12 @@ public:
 
   ProgramOutcome run() {
     try {
-      exec(*body_);
-      finish();
+      // The program's semantics are the stepper's (spec/step.hpp), the race
+      // checker's too; this runner gives its events effect on host arrays.
+      spec::Stepper stepper(program_, *body_, interp_.env);
+      stepper.run(*this);
+    } catch (const spec::StepError &e) {
+      out_.error = ExecError(ExecError::Kind::bad_input, e.loc, e.what());
     } catch (const ExecError &e) {
       out_.error = e;
     }
@@ -137,13 +129,8 @@ public:
 private:
   std::uint64_t event_string_bytes_ = 0;
 
-  struct Key {
-    bool in;
-    std::string buffer;
-    std::int64_t slot;
-    auto operator<=>(const Key &) const = default;
-  };
   struct PendingWgmma {
+    int op;
     View acc, a, b;
     spec::Loc loc;
     std::int64_t due;
@@ -175,6 +162,27 @@ private:
     if (v.box.hi[0] - v.box.lo[0] != 1) return -1;
     return v.box.lo[0];
   }
+
+  /// The view of a place the stepper resolved (a ring's array has the slot first).
+  View view_of(const spec::StepPlace &p, const std::vector<int> &kept) {
+    HostArray *a = array(program_.buffers[p.buffer].name);
+    assert(a);
+    View v = View::whole(*a);
+    const int off = p.slot >= 0 ? 1 : 0;
+    if (off) {
+      v.box.lo[0] = p.slot;
+      v.box.hi[0] = p.slot + 1;
+    }
+    for (std::size_t d = 0; d < p.box.size(); ++d) {
+      v.box.lo[d + off] = p.box[d].first;
+      v.box.hi[d + off] = p.box[d].second;
+    }
+    v.kept.clear();
+    for (int k : kept)
+      v.kept.push_back(k + off);
+    return v;
+  }
+  View view_of(const spec::StepRef &r) { return view_of(r.place, r.kept); }
 
   std::uint64_t next_random() {
     std::uint64_t z = (rng_ += 0x9e3779b97f4a7c15ull);
@@ -222,122 +230,127 @@ private:
     if (cfg_.mode == DmaMode::synchronous) engine_.complete(t);
   }
 
-  void exec(const spec::Block &b) {
-    for (const auto &s : b)
-      exec(s);
-  }
+  // ---------------------------------------------------------- the stepper's events
 
-  void exec(const spec::Stmt &s) {
+  void on_int_let(const spec::Stmt &, const std::string &name) override { interp_.locals.erase(name); }
+
+  void on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &,
+                  const std::optional<spec::StepRef> &write) override {
     cur_loc_ = s.loc;
-    std::visit([&](const auto &k) { exec_kind(s, k); }, s.kind);
-  }
-
-  void exec_kind(const spec::Stmt &s, const spec::Assign &a) {
     const auto t0 = clock_.now_ns();
     interp_.exec(s);
-    std::string buf = a.target.name;
-    std::int64_t slot = -1;
-    if (array(buf)) slot = slot_of(interp_.view_of(a.target));
-    record({EventKind::compute, s.loc, buf, slot, 0, t0, clock_.now_ns(), a.accumulate ? "+=" : "="});
+    if (const auto *a = std::get_if<spec::Assign>(&s.kind))
+      record({EventKind::compute, s.loc, a->target.name, write ? write->place.slot : -1, 0, t0,
+              clock_.now_ns(), a->accumulate ? "+=" : "="});
+    else
+      record({EventKind::compute, s.loc, "", -1, 0, t0, clock_.now_ns(),
+              std::get<spec::Let>(s.kind).name + " ="});
     tick();
   }
-  void exec_kind(const spec::Stmt &s, const spec::Let &l) {
-    const auto t0 = clock_.now_ns();
-    const bool is_int = spec::eval_int(l.value, interp_.env).has_value();
-    interp_.exec(s);
-    if (!is_int) {
-      record({EventKind::compute, s.loc, "", -1, 0, t0, clock_.now_ns(), l.name + " ="});
-      tick();
+
+  void on_start(const spec::Stmt &s, int op, const spec::AsyncStart &a) override {
+    cur_loc_ = s.loc;
+    if (static_cast<std::size_t>(op) >= op_transfer_.size()) {
+      op_transfer_.resize(op + 1, nullptr);
+      op_loc_.resize(op + 1);
     }
-  }
-  void exec_kind(const spec::Stmt &, const spec::If &i) {
-    exec(interp_.eval_int(i.cond) != 0 ? i.then_body : i.else_body);
-  }
-  void exec_kind(const spec::Stmt &, const spec::For &f) {
-    const std::int64_t lo = interp_.eval_int(f.lo), hi = interp_.eval_int(f.hi);
-    for (std::int64_t v = lo; v < hi; ++v) {
-      interp_.env[f.var] = v;
-      exec(f.body);
-    }
-  }
-  void exec_kind(const spec::Stmt &s, const spec::Copy &c) {
-    const bool in = c.kind == spec::CopyKind::in_start || c.kind == spec::CopyKind::in_wait;
-    if (c.kind == spec::CopyKind::in_start || c.kind == spec::CopyKind::out_start) {
-      View src = interp_.view_of(c.src);
-      View dst = interp_.view_of(c.dst);
-      if (src.dtype() != dst.dtype())
-        bad(s.loc, "copy from " + src.to_string() + " (" + spec::to_string(src.dtype()) + ") to " +
-                       dst.to_string() + " (" + spec::to_string(dst.dtype()) + "): dtypes differ");
-      // A partial edge block: the in-bounds part of the array moves to (or
-      // from) the leading corner of the window; the rest of the window keeps
-      // whatever it held, as on hardware.
-      fit_partial(src, dst);
-      if (squeezed(src.shape()) != squeezed(dst.shape()))
-        bad(s.loc, "copy from " + src.to_string() + " of shape " + shape_string(src.shape()) + " to " +
-                       dst.to_string() + " of shape " + shape_string(dst.shape()) + ": shapes differ");
-      Transfer &t = transfers_.emplace_back();
-      t.src = src;
-      t.dst = dst;
-      t.loc = s.loc;
-      t.is_in = in;
-      const View &side = in ? dst : src;
-      t.buffer = side.array->name();
-      t.slot = slot_of(side);
-      t.label = src.to_string() + " -> " + dst.to_string();
-      outstanding_[Key{in, t.buffer, t.slot}].push_back(&t);
+    op_loc_[op] = s.loc;
+    if (a.kind == spec::AsyncKind::wgmma) {
+      PendingWgmma w{op, view_of(a.acc), view_of(a.a), view_of(a.b), s.loc, 0};
+      if (w.a.shape().size() != 2 || w.b.shape().size() != 2) bad(s.loc, "wgmma takes 2-D operands");
+      w.due = due_tick();
       const auto now = clock_.now_ns();
-      record({EventKind::copy_start, s.loc, t.buffer, t.slot, 0, now, now, t.label});
-      const std::int64_t due = due_tick();
-      if (due <= tick_)
-        submit(t);
-      else
-        pending_.emplace_back(&t, due);
+      record({EventKind::wgmma_issue, s.loc, w.a.array->name(), slot_of(w.a), 0, now, now,
+              w.acc.to_string() + " += " + w.a.to_string() + " @ " + w.b.to_string()});
+      wgmmas_.push_back(std::move(w));
+      if (cfg_.mode == DmaMode::synchronous) retire_wgmma();
       tick();
       return;
     }
-    const View w = interp_.view_of(c.waited());
-    const Key key{in, w.array->name(), slot_of(w)};
-    auto &q = outstanding_[key];
-    if (q.empty())
-      throw ExecError(ExecError::Kind::fault, s.loc,
-                      std::string(in ? "copy_in_wait(" : "copy_out_wait(") + w.to_string() +
-                          ") has no outstanding copy " + (in ? "into" : "out of") +
-                          " it: this hangs on hardware");
-    Transfer *t = q.front();
-    q.pop_front();
-    const auto t0 = clock_.now_ns();
-    if (!t->submitted) {
-      for (auto it = pending_.begin(); it != pending_.end(); ++it)
-        if (it->first == t) {
-          pending_.erase(it);
-          break;
-        }
-      submit(*t);
+    const bool in = a.kind == spec::AsyncKind::copy_in;
+    View src = view_of(a.src), dst = view_of(a.dst);
+    if (src.dtype() != dst.dtype())
+      bad(s.loc, "copy from " + src.to_string() + " (" + spec::to_string(src.dtype()) + ") to " +
+                     dst.to_string() + " (" + spec::to_string(dst.dtype()) + "): dtypes differ");
+    // A partial edge block: the in-bounds part of the array moves to (or
+    // from) the leading corner of the window (spec::fit_copy). A copy
+    // replaces its whole destination ref: what the source does not fill is
+    // poison (strict slot contents), so relying on it fails visibly.
+    if (!(a.dst_filled == a.dst.place)) {
+      order(dst, true);
+      fill_poison(dst);
+      dst = view_of(a.dst_filled, a.dst.kept);
     }
-    engine_.complete(*t);
-    record({EventKind::copy_wait, s.loc, key.buffer, key.slot, 0, t0, clock_.now_ns(), t->label});
-    tick();
-  }
-  void exec_kind(const spec::Stmt &s, const spec::Wgmma &g) {
-    PendingWgmma w{interp_.view_of(g.acc), interp_.view_of(g.a), interp_.view_of(g.b), s.loc, 0};
-    if (w.a.shape().size() != 2 || w.b.shape().size() != 2) bad(s.loc, "wgmma takes 2-D operands");
-    w.due = due_tick();
+    src = view_of(a.src_read, a.src.kept);
+    if (squeezed(src.shape()) != squeezed(dst.shape()))
+      bad(s.loc, "copy from " + src.to_string() + " of shape " + shape_string(src.shape()) + " to " +
+                     dst.to_string() + " of shape " + shape_string(dst.shape()) + ": shapes differ");
+    Transfer &t = transfers_.emplace_back();
+    t.src = src;
+    t.dst = dst;
+    t.loc = s.loc;
+    t.is_in = in;
+    const spec::StepPlace &side = in ? a.dst.place : a.src.place;
+    t.buffer = program_.buffers[side.buffer].name;
+    t.slot = side.slot;
+    t.label = src.to_string() + " -> " + dst.to_string();
+    op_transfer_[op] = &t;
     const auto now = clock_.now_ns();
-    record({EventKind::wgmma_issue, s.loc, w.a.array->name(), slot_of(w.a), 0, now, now,
-            w.acc.to_string() + " += " + w.a.to_string() + " @ " + w.b.to_string()});
-    wgmmas_.push_back(std::move(w));
-    if (cfg_.mode == DmaMode::synchronous) retire_wgmma();
+    record({EventKind::copy_start, s.loc, t.buffer, t.slot, 0, now, now, t.label});
+    const std::int64_t due = due_tick();
+    if (due <= tick_)
+      submit(t);
+    else
+      pending_.emplace_back(&t, due);
     tick();
   }
-  void exec_kind(const spec::Stmt &s, const spec::WgmmaWait &w) {
-    const std::int64_t n = interp_.eval_int(w.n);
-    if (n < 0) bad(s.loc, "wgmma_wait takes n >= 0");
+
+  void on_wait(const spec::Stmt &s, const std::optional<spec::StepRef> &waited,
+               const std::vector<int> &retired) override {
+    cur_loc_ = s.loc;
     const auto t0 = clock_.now_ns();
-    while (static_cast<std::int64_t>(wgmmas_.size()) > n)
-      retire_wgmma();
-    record({EventKind::wgmma_wait, s.loc, "", -1, 0, t0, clock_.now_ns(),
-            "wgmma_wait(" + std::to_string(n) + ")"});
+    if (!waited) {
+      // wgmma_wait(n): the retired wgmmas take effect now if they have not yet.
+      for (int op : retired)
+        while (!wgmmas_.empty() && wgmmas_.front().op <= op)
+          retire_wgmma();
+      record({EventKind::wgmma_wait, s.loc, "", -1, 0, t0, clock_.now_ns(),
+              "wgmma_wait(" + std::to_string(interp_.eval_int(std::get<spec::WgmmaWait>(s.kind).n)) + ")"});
+      tick();
+      return;
+    }
+    for (int op : retired) {
+      Transfer *t = op_transfer_[op];
+      op_transfer_[op] = nullptr;
+      if (!t->submitted) {
+        for (auto it = pending_.begin(); it != pending_.end(); ++it)
+          if (it->first == t) {
+            pending_.erase(it);
+            break;
+          }
+        submit(*t);
+      }
+      engine_.complete(*t);
+      record({EventKind::copy_wait, s.loc, program_.buffers[waited->place.buffer].name, waited->place.slot, 0,
+              t0, clock_.now_ns(), t->label});
+    }
     tick();
+  }
+
+  void on_undefined(const spec::Stmt &s, const spec::StepPlace &slot) override {
+    // Strict slot contents: a retired write-back leaves its slot poison —
+    // Pallas promises nothing about a buffer's contents at its next visit.
+    cur_loc_ = s.loc;
+    std::vector<int> all(slot.box.size());
+    for (std::size_t d = 0; d < all.size(); ++d)
+      all[d] = static_cast<int>(d);
+    const View w = view_of(slot, all);
+    order(w, true);
+    fill_poison(w);
+  }
+
+  void on_fault(const spec::Stmt &s, spec::FaultKind, const std::string &message) override {
+    throw ExecError(ExecError::Kind::fault, s.loc, message);
   }
 
   void retire_wgmma() {
@@ -355,7 +368,7 @@ private:
             w.acc.to_string() + " += " + w.a.to_string() + " @ " + w.b.to_string()});
   }
 
-  void finish() {
+  void on_end(const std::vector<int> &in_flight) override {
     const bool effect = cfg_.mode == DmaMode::eager || cfg_.mode == DmaMode::synchronous;
     for (auto &[t, due] : pending_) {
       (void)due;
@@ -364,33 +377,39 @@ private:
     pending_.clear();
     std::optional<spec::Loc> leaked_at;
     std::string leaked;
-    for (auto &[key, q] : outstanding_)
-      for (Transfer *t : q) {
-        std::ostringstream os;
-        os << "line " << t->loc.line << ": copy " << t->label << " was never waited";
-        if (!t->submitted) os << "; in " << to_string(cfg_.mode) << " mode it never took effect";
-        out_.notes.push_back(os.str());
-        if (!leaked_at || t->loc.line < leaked_at->line) {
-          leaked_at = t->loc;
-          leaked = "copy " + t->label;
-        }
+    std::size_t wgmmas_in_flight = 0;
+    std::optional<spec::Loc> first_wgmma;
+    for (int op : in_flight) {
+      Transfer *t = static_cast<std::size_t>(op) < op_transfer_.size() ? op_transfer_[op] : nullptr;
+      if (!t) {
+        if (!wgmmas_in_flight++) first_wgmma = op_loc_[op];
+        continue;
       }
-    if (!wgmmas_.empty()) {
-      const spec::Loc first_wgmma = wgmmas_.front().loc;
       std::ostringstream os;
-      os << wgmmas_.size() << " wgmma(s) still in flight at the end";
-      if (effect) {
-        while (!wgmmas_.empty())
-          retire_wgmma();
-      } else {
-        os << "; in " << to_string(cfg_.mode) << " mode they never took effect";
-        wgmmas_.clear();
-      }
+      os << "line " << t->loc.line << ": copy " << t->label << " was never waited";
+      if (!t->submitted) os << "; in " << to_string(cfg_.mode) << " mode it never took effect";
       out_.notes.push_back(os.str());
-      if (!leaked_at) {
+      if (!leaked_at || t->loc.line < leaked_at->line) {
+        leaked_at = t->loc;
+        leaked = "copy " + t->label;
+      }
+    }
+    if (wgmmas_in_flight > 0) {
+      std::ostringstream os;
+      os << wgmmas_in_flight << " wgmma(s) still in flight at the end";
+      if (!effect && !wgmmas_.empty())
+        os << "; in " << to_string(cfg_.mode) << " mode they never took effect";
+      out_.notes.push_back(os.str());
+      if (!leaked_at && first_wgmma) {
         leaked_at = first_wgmma;
         leaked = "a wgmma";
       }
+    }
+    if (effect) {
+      while (!wgmmas_.empty())
+        retire_wgmma();
+    } else {
+      wgmmas_.clear();
     }
     // A kernel that ends with an operation in flight is broken whatever the
     // timing: on hardware its semaphore is never waited and its data may not land.
@@ -399,6 +418,7 @@ private:
                       leaked + " is still in flight when the program ends (never waited)");
   }
 
+  const spec::Program &program_;
   const BufferMap &buffers_;
   ProgramRunConfig cfg_;
   Clock clock_;
@@ -407,9 +427,10 @@ private:
   Interp interp_;
   std::uint64_t rng_;
   std::set<std::string> slotted_;
-  std::map<Key, std::deque<Transfer *>> outstanding_;
+  std::vector<Transfer *> op_transfer_; // op -> its copy while in flight (nullptr: a wgmma, or retired)
+  std::vector<spec::Loc> op_loc_;       // op -> its start
   std::vector<std::pair<Transfer *, std::int64_t>> pending_;
-  std::deque<PendingWgmma> wgmmas_;
+  std::deque<PendingWgmma> wgmmas_; // issued, not yet taken effect
   std::int64_t tick_ = 0;
   spec::Loc cur_loc_;
   ProgramOutcome out_;

@@ -10,6 +10,12 @@
 /// `wgmma_wait` that retires it in eager and on_wait modes, at a seeded point
 /// in random mode, at issue when synchronous. Operations still outstanding at
 /// the end take effect in eager mode and never in on_wait mode.
+///
+/// Strict slot contents (docs/lowering.md, the race machine's rule too): a
+/// copy replaces its whole destination ref, the part its source does not
+/// fill becoming poison; a retired write-back leaves its slot poison unless
+/// another write-back out of it is in flight or the slot was written since
+/// it started.
 
 #include "executor/dma.hpp"
 #include "executor/events.hpp"

@@ -192,24 +192,27 @@ bool HostArray::is_poison(std::int64_t i) const {
   return static_cast<std::int32_t>(v) == int_poison(dtype_);
 }
 
-void HostArray::fill_poison() {
+void HostArray::fill_poison() { fill_poison(0, size_); }
+
+void HostArray::fill_poison(std::int64_t offset, std::int64_t count) {
+  assert(offset >= 0 && count >= 0 && offset + count <= size_);
   switch (dtype_) {
   case spec::DType::f32: {
     // A quiet NaN with a recognisable payload.
     const auto bits = std::uint32_t{0x7fc0bad0u};
-    auto *p = reinterpret_cast<std::uint32_t *>(data_.get());
-    std::fill(p, p + size_, bits);
+    auto *p = reinterpret_cast<std::uint32_t *>(data_.get()) + offset;
+    std::fill(p, p + count, bits);
     return;
   }
   case spec::DType::bf16:
   case spec::DType::f16: {
     const std::uint16_t bits = dtype_ == spec::DType::bf16 ? 0x7fc1u : 0x7e01u;
-    auto *p = reinterpret_cast<std::uint16_t *>(data_.get());
-    std::fill(p, p + size_, bits);
+    auto *p = reinterpret_cast<std::uint16_t *>(data_.get()) + offset;
+    std::fill(p, p + count, bits);
     return;
   }
   default:
-    for (std::int64_t i = 0; i < size_; ++i)
+    for (std::int64_t i = offset; i < offset + count; ++i)
       set(i, int_poison(dtype_));
   }
 }

@@ -71,6 +71,8 @@ public:
   bool is_poison(std::int64_t i) const;
 
   void fill_poison();
+  /// Poisons the `count` elements from flat offset `offset`.
+  void fill_poison(std::int64_t offset, std::int64_t count);
   void fill_zero();
   /// Seeded values, never all zero: floats uniform in [-1, 1) rounded to the
   /// dtype, integers uniform in [-64, 64] (bool: 0/1). Same seed, same data.

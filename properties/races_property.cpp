@@ -125,6 +125,7 @@ std::string compare_all_n_with_exhaustive(const std::string &text) {
     std::int64_t n = std::get<std::int64_t>(f.witness.items[0].value);
     spec::Env env{{"N", n}};
     verifier::races::Machine m(p, env);
+    m.set_record_graph(true);
     auto run = m.run();
     if (!verifier::races::witnesses_reproduce(run)) return "a race is ordered on the graph";
     bool found = false;

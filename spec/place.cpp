@@ -6,6 +6,21 @@ namespace {
 bool known(std::int64_t d) { return d != kUnknownExtent; }
 } // namespace
 
+CopyFit fit_copy(const Dims &src, const Dims &dst) {
+  CopyFit f{src, dst};
+  if (src.size() != dst.size() || src == dst) return f;
+  bool src_fits = true, dst_fits = true;
+  for (std::size_t d = 0; d < src.size(); ++d) {
+    src_fits = src_fits && src[d] <= dst[d];
+    dst_fits = dst_fits && dst[d] <= src[d];
+  }
+  if (src_fits)
+    f.dst = src;
+  else if (dst_fits)
+    f.src = dst;
+  return f;
+}
+
 std::optional<std::vector<int>> subscript_dims(std::size_t rank, const std::vector<bool> &is_ellipsis) {
   std::size_t n_real = 0;
   for (bool e : is_ellipsis)

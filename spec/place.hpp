@@ -3,9 +3,9 @@
 /// ring, whose first dim is the slot) a ref `name[s0, s1, ...]` denotes.
 ///
 /// The kernel body typing (spec/typecheck.hpp), the executor's views
-/// (executor/interp.hpp) and the race machine's places
-/// (verifier/races/machine.hpp) all resolve subscripts here, so a ref means
-/// the same thing to `check` and to `run`.
+/// (executor/interp.hpp) and the Program stepper's places (spec/step.hpp,
+/// consumed by the race machine and the executor) all resolve subscripts
+/// here, so a ref means the same thing to `check` and to `run`.
 ///
 /// The rule: `...` stands for the dims the other subscripts leave; an index
 /// `i` drops its dim and must satisfy 0 <= i < extent; a slice `lo:hi` keeps
@@ -62,6 +62,18 @@ Subscripted subscript(const Dims &array, const std::vector<Subscript> &subs);
 /// array's rank and which subscripts are `...`; nullopt when the subscripts
 /// other than `...` outnumber the dims.
 std::optional<std::vector<int>> subscript_dims(std::size_t rank, const std::vector<bool> &is_ellipsis);
+
+/// The extents a copy moves of its source and destination (kept dims, in
+/// order). The one rule for a partial edge block: when the two have the same
+/// rank and one is no larger than the other in every dim, the larger side is
+/// narrowed to the smaller one's extents (its leading corner); otherwise both
+/// are their own shapes. What a copy's destination ref covers beyond its
+/// narrowed part is undefined after the copy (strict slot contents,
+/// docs/lowering.md).
+struct CopyFit {
+  Dims src, dst;
+};
+CopyFit fit_copy(const Dims &src, const Dims &dst);
 
 /// The Subscripts of a ref's arguments (Op::Ref; a bare Name has none), with
 /// `value(e, is_slice_bound)` giving each index and slice bound (nullopt:

@@ -106,3 +106,39 @@ TEST_P(CorpusRun, VerifiedUnitsPassAndRacyPipelinesFail) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, CorpusRun, testing::ValuesIn(corpus_files()), test_name);
+
+TEST(CheckAndRun, AgreeThatANegativeIndexIsOutOfBoundsAtItsStatement) {
+  // The issue's wrap_minus_one: when the race machine and the executor each
+  // resolved places, A[i - 1] at i = 0 was the box {-1} to one and A[3] to
+  // the other, so `check` said verified while `run` failed on the numbers.
+  // Both now step the program with spec::Stepper.
+  const std::string text = R"(pipeline wrap_minus_one:
+    hbm A: f32[4, 128]
+    sram X[1]: f32[128]
+    sram Y[1]: f32[128]
+    for i in range(1):
+        Y[0] = zeros
+        copy_out_start(Y[0], A[i - 1])
+        copy_in_start(A[3], X[0])
+        copy_out_wait(Y[0])
+        copy_in_wait(X[0])
+        copy_out_start(X[0], A[1])
+        copy_out_wait(X[0])
+)";
+  auto parsed = spec::parse_and_validate(spec::SourceFile::from_string("t.pk", text));
+  ASSERT_TRUE(parsed.file);
+  const auto &unit = parsed.file->units.at(0);
+  const verifier::Verdict v = verifier::check(unit, verifier::CheckOptions{});
+  ASSERT_EQ(v.status, verifier::Status::violation) << v.reason;
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(v.findings[0].rule, verifier::Rule::index_out_of_bounds);
+  EXPECT_EQ(v.findings[0].loc.line, 7);
+  const executor::RunReport r = executor::run_all_modes(std::get<spec::Program>(unit), {});
+  ASSERT_FALSE(r.runs.empty());
+  for (const auto &run : r.runs) {
+    EXPECT_EQ(run.status, executor::RunStatus::fail) << executor::to_string(run.mode);
+    EXPECT_EQ(run.loc.line, 7) << run.reason;
+    EXPECT_NE(run.reason.find(v.findings[0].message.substr(0, 40)), std::string::npos)
+        << run.reason << " vs " << v.findings[0].message;
+  }
+}

@@ -204,6 +204,54 @@ TEST(RunPipeline, ANegativeHbmIndexFaultsAtItsStatementInEveryModeInsteadOfWrapp
   }
 }
 
+TEST(RunPipeline, AccumulatingInASlotAfterItsWritebackWasWaitedReadsPoisonInEveryMode) {
+  // Strict slot contents: a waited write-back leaves its slot undefined, so
+  // continuing a sum in it fails visibly instead of passing by luck.
+  const spec::File f = load_corpus("corpus/rules/uninitialized-read.pk");
+  const RunReport bad =
+      run_all_modes(unit<spec::Program>(f, "running_sum_continued_after_writeback"), with_n(2));
+  EXPECT_EQ(bad.status, RunStatus::fail) << format_report(bad);
+  for (const auto &r : bad.runs) {
+    EXPECT_EQ(r.status, RunStatus::fail) << to_string(r.mode);
+    ASSERT_TRUE(r.mismatch) << r.reason;
+    EXPECT_TRUE(r.mismatch->is_poison) << r.reason;
+  }
+  const RunReport good = run_all_modes(unit<spec::Program>(f, "running_sum_written_back_once"), with_n(2));
+  EXPECT_EQ(good.status, RunStatus::pass) << format_report(good);
+}
+
+TEST(RunPipeline, ThePaddingOfAClippedCopyIsPoisonThatFailsOnlyWhenWrittenBack) {
+  // A copy replaces its whole destination ref: rows 10..16 of X[0] held
+  // zeros before the copy and are poison after it, whatever the mode; the
+  // race checker reports the same write-back (races_test).
+  const std::string head = R"(pipeline clipped:
+    hbm A: f32[10, 128]
+    hbm O: f32[16, 128]
+    hbm P: f32[10, 128]
+    sram X[1]: f32[16, 128]
+    sram Y[1]: f32[16, 128]
+    X[0] = zeros
+    copy_in_start(A, X[0])
+    copy_in_wait(X[0])
+    Y[0] = X[0] * 2
+)";
+  const auto bad =
+      executor::testing::parse_text(head + "    copy_out_start(Y[0], O)\n    copy_out_wait(Y[0])\n");
+  const RunReport rep = run_all_modes(std::get<spec::Program>(bad.units.at(0)), {});
+  ASSERT_FALSE(rep.runs.empty());
+  for (const auto &r : rep.runs) {
+    EXPECT_EQ(r.status, RunStatus::fail) << to_string(r.mode);
+    ASSERT_TRUE(r.mismatch) << r.reason;
+    EXPECT_EQ(r.mismatch->array, "O");
+    EXPECT_EQ(r.mismatch->element, (Shape{10, 0}));
+    EXPECT_TRUE(r.mismatch->is_poison);
+  }
+  const auto good =
+      executor::testing::parse_text(head + "    copy_out_start(Y[0], P)\n    copy_out_wait(Y[0])\n");
+  const RunReport ok = run_all_modes(std::get<spec::Program>(good.units.at(0)), {});
+  EXPECT_EQ(ok.status, RunStatus::pass) << format_report(ok);
+}
+
 TEST(RunPipeline, AWaitWithNothingOutstandingFailsAsAHang) {
   const auto f = executor::testing::parse_text(R"(pipeline extra_wait:
     param N >= 1
@@ -257,6 +305,22 @@ TEST(RunKernel, IncorrectSumGivesWrongNumbersNotACrash) {
   ASSERT_TRUE(r.mismatch);
   ASSERT_TRUE(r.mismatch->block);
   ASSERT_TRUE(r.mismatch->grid_point);
+}
+
+TEST(RunKernel, AnOutputRevisitedNonConsecutivelyFailsWithPoisonAndItsTwinPasses) {
+  // A (8, 2) grid summing along the first axis revisits out block (0, j)
+  // after its write-back; slot alternation used to keep the partial sum and
+  // make the run pass by luck.
+  const spec::File f = load_corpus("corpus/rules/reduction-not-last-axis.pk");
+  const RunReport bad = run_all_modes(unit<spec::KernelSpec>(f, "sum_rows_first_axis_revisits_output"), {});
+  EXPECT_EQ(bad.status, RunStatus::fail) << format_report(bad);
+  for (const auto &r : bad.runs) {
+    EXPECT_EQ(r.status, RunStatus::fail) << to_string(r.mode);
+    ASSERT_TRUE(r.mismatch) << r.reason;
+    EXPECT_TRUE(r.mismatch->is_poison) << r.reason;
+  }
+  const RunReport good = run_all_modes(unit<spec::KernelSpec>(f, "sum_rows_last_axis_keeps_output"), {});
+  EXPECT_EQ(good.status, RunStatus::pass) << format_report(good);
 }
 
 // ------------------------------------------------ sizes and integer arithmetic

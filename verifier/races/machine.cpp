@@ -85,71 +85,11 @@ bool overlaps(const Place &a, const Place &b) {
 }
 
 Machine::Machine(const spec::Program &p, spec::Env env) : program_(p), env_(std::move(env)) {
-  for (auto &b : p.buffers) {
-    std::vector<std::int64_t> shape;
-    for (auto &e : b.shape)
-      shape.push_back(eval(e, b.loc));
-    block_shapes_.push_back(shape);
-    Box box;
-    for (auto v : shape)
-      box.push_back({0, v});
-    shapes_.push_back(box);
-    slots_.push_back(b.slots ? eval(*b.slots, b.loc) : -1);
-    if (b.slots && slots_.back() < 1) throw Unsupported("buffer '" + b.name + "' has no slots", b.loc);
+  try {
+    stepper_ = std::make_unique<spec::Stepper>(p, p.body, env_);
+  } catch (const spec::StepError &e) {
+    throw Unsupported(e.what(), e.loc);
   }
-}
-
-int Machine::buffer_index(const std::string &name) const {
-  for (std::size_t i = 0; i < program_.buffers.size(); ++i)
-    if (program_.buffers[i].name == name) return static_cast<int>(i);
-  return -1;
-}
-
-std::int64_t Machine::eval(const spec::Expr &e, const spec::Loc &l) const {
-  auto v = spec::eval_int(e, env_);
-  if (!v) throw Unsupported("cannot evaluate '" + spec::print(e) + "'", e.loc.line ? e.loc : l);
-  return *v;
-}
-
-Place Machine::place_of(const spec::Expr &ref, const spec::Loc &l) {
-  const std::string &name = ref.name;
-  int bi = buffer_index(name);
-  if (bi < 0 || (ref.op != spec::Op::Ref && ref.op != spec::Op::Name))
-    throw Unsupported("'" + spec::print(ref) + "' is not a buffer", l);
-  const bool ring = slots_[bi] >= 0;
-  // A ring is indexed as an array whose first dim is the slot, as in the executor.
-  spec::Dims dims;
-  if (ring) dims.push_back(slots_[bi]);
-  dims.insert(dims.end(), block_shapes_[bi].begin(), block_shapes_[bi].end());
-  const auto subs = spec::subscripts_of(
-      ref, [&](const spec::Expr &e, bool) -> std::optional<std::int64_t> { return eval(e, l); });
-  if (ring && (subs.empty() || subs[0].kind != spec::Subscript::Kind::index))
-    throw Unsupported("slot ring '" + name + "' used without a slot", l);
-  const spec::Subscripted r = spec::subscript(dims, subs);
-  if (!r.ok()) {
-    std::string what = "'" + spec::print(ref) + "': " + r.error + " of " + name + spec::dims_string(dims);
-    if (r.out_of_bounds) throw OutOfBounds(what);
-    throw Unsupported(what, l);
-  }
-  Place p;
-  p.buffer = bi;
-  std::size_t d = 0;
-  if (ring) p.slot = r.dims[d++].lo;
-  for (; d < r.dims.size(); ++d)
-    p.box.push_back({r.dims[d].lo, r.dims[d].hi});
-  return p;
-}
-
-void Machine::collect_reads(const spec::Expr &e, std::vector<Place> &out, const spec::Loc &l) {
-  if (e.op == spec::Op::Ref || e.op == spec::Op::Name) {
-    if (buffer_index(e.name) >= 0) {
-      out.push_back(place_of(e, l));
-      return;
-    }
-    if (e.op == spec::Op::Name) return;
-  }
-  for (auto &a : e.args)
-    collect_reads(a, out, l);
 }
 
 int Machine::new_event(const spec::Stmt &s, std::optional<std::int64_t> slot) {
@@ -157,11 +97,13 @@ int Machine::new_event(const spec::Stmt &s, std::optional<std::int64_t> slot) {
     throw Unsupported("more than " + std::to_string(event_limit_) + " events", s.loc);
   Event ev;
   ev.stmt = &s;
-  ev.iterations = loop_values_;
+  ev.iterations = stepper_->loop_values();
   ev.slot = slot;
-  ev.node = r_.graph.add_node();
-  if (last_node_ >= 0) r_.graph.add_edge(last_node_, ev.node);
-  last_node_ = ev.node;
+  if (record_graph_) {
+    ev.node = r_.graph.add_node();
+    if (last_node_ >= 0) r_.graph.add_edge(last_node_, ev.node);
+    last_node_ = ev.node;
+  }
   r_.events.push_back(std::move(ev));
   return static_cast<int>(r_.events.size()) - 1;
 }
@@ -169,7 +111,11 @@ int Machine::new_event(const spec::Stmt &s, std::optional<std::int64_t> slot) {
 bool Machine::covered(const Place &p) const {
   auto it = slots_state_.find({p.buffer, p.slot});
   if (it == slots_state_.end()) return box_empty(p.box);
-  return box_covered(p.box, it->second.written);
+  if (box_covered(p.box, it->second.written)) return true;
+  if (it->second.padding.empty()) return false;
+  std::vector<Box> all = it->second.written;
+  all.insert(all.end(), it->second.padding.begin(), it->second.padding.end());
+  return box_covered(p.box, all);
 }
 
 void Machine::add_written(const Place &p) {
@@ -178,6 +124,153 @@ void Machine::add_written(const Place &p) {
   auto &st = slots_state_[{p.buffer, p.slot}];
   if (box_covered(p.box, st.written)) return;
   st.written.push_back(p.box);
+}
+
+namespace {
+
+/// `b` minus `cut`: at most two boxes per dim.
+std::vector<Box> box_minus(const Box &b, const Box &cut) {
+  if (b.size() != cut.size() || !box_overlaps(b, cut)) return {b};
+  std::vector<Box> out;
+  Box rest = b;
+  for (std::size_t d = 0; d < b.size(); ++d) {
+    if (rest[d].first < cut[d].first) {
+      Box piece = rest;
+      piece[d].second = cut[d].first;
+      out.push_back(piece);
+      rest[d].first = cut[d].first;
+    }
+    if (rest[d].second > cut[d].second) {
+      Box piece = rest;
+      piece[d].first = cut[d].second;
+      out.push_back(piece);
+      rest[d].second = cut[d].second;
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+namespace {
+
+std::vector<Box> boxes_minus(const std::vector<Box> &bs, const Box &cut) {
+  std::vector<Box> kept;
+  for (auto &b : bs)
+    for (auto &piece : box_minus(b, cut))
+      if (!box_empty(piece)) kept.push_back(std::move(piece));
+  return kept;
+}
+
+Box box_intersection(const Box &a, const Box &b) {
+  Box r = a;
+  for (std::size_t d = 0; d < r.size() && d < b.size(); ++d)
+    r[d] = {std::max(a[d].first, b[d].first), std::min(a[d].second, b[d].second)};
+  return r;
+}
+
+} // namespace
+
+void Machine::clear_written(const Place &p) {
+  auto it = slots_state_.find({p.buffer, p.slot});
+  if (it == slots_state_.end()) return;
+  auto &st = it->second;
+  if (st.written.size() == 1 && st.written[0] == p.box)
+    st.written.clear();
+  else if (!st.written.empty())
+    st.written = boxes_minus(st.written, p.box);
+  if (!st.padding.empty()) st.padding = boxes_minus(st.padding, p.box);
+}
+
+std::vector<Box> Machine::padding_in(const Place &p) const {
+  std::vector<Box> out;
+  auto it = slots_state_.find({p.buffer, p.slot});
+  if (it == slots_state_.end()) return out;
+  for (auto &b : it->second.padding)
+    if (b.size() == p.box.size() && box_overlaps(b, p.box)) out.push_back(box_intersection(b, p.box));
+  return out;
+}
+
+namespace {
+
+/// `b`, a part of `from`, moved into `to` dim by dim: where the two have one
+/// extent it keeps its position, elsewhere (a broadcast, a reduction) it
+/// spreads over the whole dim.
+Box map_box(const Box &b, const Box &from, const Box &to) {
+  if (b.size() != to.size() || from.size() != to.size()) return to;
+  Box r = to;
+  for (std::size_t d = 0; d < to.size(); ++d)
+    if (from[d].second - from[d].first == to[d].second - to[d].first)
+      r[d] = {b[d].first - from[d].first + to[d].first, b[d].second - from[d].first + to[d].first};
+  return r;
+}
+
+} // namespace
+
+void Machine::padding_flow(const spec::Expr &e, const Place &target, std::vector<Box> &out,
+                           const spec::Loc &l) {
+  using spec::Op;
+  if ((e.op == Op::Ref || e.op == Op::Name) && buffer_index(e.name) >= 0) {
+    const Place p = stepper_->resolve(e, l).place;
+    for (auto &b : padding_in(p))
+      out.push_back(map_box(b, p.box, target.box));
+    return;
+  }
+  if (e.op == Op::Name) {
+    if (padded_locals_.count(e.name)) out.push_back(target.box);
+    return;
+  }
+  if (e.op == Op::Call && e.name == "dot" && e.args.size() >= 2 && target.box.size() >= 2) {
+    // dot(x, y): padding rows of x stay rows of the result, padding columns
+    // of y stay columns; padding in the contracted dim reaches everything.
+    for (int k = 0; k < 2; ++k) {
+      const spec::Expr &x = e.args[k];
+      if ((x.op == Op::Ref || x.op == Op::Name) && buffer_index(x.name) >= 0) {
+        const spec::StepRef ref = stepper_->resolve(x, l);
+        const Place &p = ref.place;
+        const std::vector<int> &kept = ref.kept;
+        for (auto &b : padding_in(p)) {
+          if (kept.size() != 2) {
+            out.push_back(target.box);
+            continue;
+          }
+          const int contracted = kept[k == 0 ? 1 : 0], free = kept[k == 0 ? 0 : 1];
+          if (b[contracted] != p.box[contracted]) {
+            out.push_back(target.box);
+            continue;
+          }
+          Box r = target.box;
+          const std::size_t td = target.box.size() - (k == 0 ? 2 : 1);
+          r[td] = {b[free].first - p.box[free].first + r[td].first,
+                   b[free].second - p.box[free].first + r[td].first};
+          out.push_back(std::move(r));
+        }
+      } else {
+        std::vector<Box> inner;
+        padding_flow(x, target, inner, l);
+        if (!inner.empty()) out.push_back(target.box);
+      }
+    }
+    return;
+  }
+  if (e.op == Op::Call && (e.name == "sum" || e.name == "max" || e.name == "transpose")) {
+    std::vector<Box> inner;
+    for (auto &a : e.args)
+      padding_flow(a, target, inner, l);
+    if (!inner.empty()) out.push_back(target.box);
+    return;
+  }
+  for (auto &a : e.args)
+    padding_flow(a, target, out, l);
+}
+
+void Machine::add_padding(const Place &p, const std::vector<Box> &boxes) {
+  auto kind = program_.buffers[p.buffer].kind;
+  if (boxes.empty() || (kind != spec::BufferKind::sram && kind != spec::BufferKind::smem)) return;
+  any_padding_ = true;
+  auto &pad = slots_state_[{p.buffer, p.slot}].padding;
+  for (auto &b : boxes)
+    if (!box_empty(b) && !box_covered(b, pad)) pad.push_back(b);
 }
 
 namespace {
@@ -198,17 +291,22 @@ std::vector<OpAccess> op_accesses(const AsyncOp &o) {
 }
 } // namespace
 
-void Machine::access(int event, int node, int op, const Place &p, bool write) {
+void Machine::access(int event, int op, const Place &p, bool write) {
   const auto &bufs = program_.buffers;
   bool is_wgmma = op >= 0 && r_.ops[op].kind == OpKind::wgmma;
   bool operand = is_wgmma && !write;
   bool acc_access = is_wgmma && write;
   auto kind = bufs[p.buffer].kind;
   if (!write && (kind == spec::BufferKind::sram || kind == spec::BufferKind::smem) && !covered(p)) {
-    r_.findings.push_back({Rule::uninitialized_read, event, -1, -1, -1,
-                           "reads " + bufs[p.buffer].name +
-                               (p.slot >= 0 ? "[" + std::to_string(p.slot) + "]" : std::string()) +
-                               ", which nothing has written"});
+    auto st = slots_state_.find({p.buffer, p.slot});
+    const int undefined_at = st == slots_state_.end() ? -1 : st->second.undefined_by;
+    std::string what =
+        "reads " + bufs[p.buffer].name + (p.slot >= 0 ? "[" + std::to_string(p.slot) + "]" : std::string());
+    r_.findings.push_back({Rule::uninitialized_read, event, undefined_at, -1, -1,
+                           undefined_at >= 0 ? what + ", whose contents the waited write-back at line " +
+                                                   std::to_string(r_.events[undefined_at].stmt->loc.line) +
+                                                   " left undefined (a slot keeps nothing for its next visit)"
+                                             : what + ", which nothing has written"});
   }
   for (int o : outstanding_) {
     if (o == op) continue;
@@ -233,7 +331,6 @@ void Machine::access(int event, int node, int op, const Place &p, bool write) {
                    -1,
                    msg};
       f.other_op = o;
-      (void)node;
       r_.findings.push_back(std::move(f));
       break;
     }
@@ -243,203 +340,178 @@ void Machine::access(int event, int node, int op, const Place &p, bool write) {
 void Machine::retire(int op, int event) {
   AsyncOp &o = r_.ops[op];
   o.end_event = event;
-  r_.graph.add_edge(o.node, r_.events[event].node);
+  if (record_graph_) r_.graph.add_edge(o.node, r_.events[event].node);
   outstanding_.erase(std::find(outstanding_.begin(), outstanding_.end(), op));
 }
 
-void Machine::exec_block(const spec::Block &b) {
-  for (auto &s : b)
-    exec(s);
+void Machine::on_iteration(const spec::For &f, std::int64_t v) {
+  if (hook_) hook_(f, v, *this);
 }
 
-void Machine::exec(const spec::Stmt &s) {
-  using namespace spec;
-  current_ = &s;
-  if (auto *f = std::get_if<For>(&s.kind)) {
-    std::int64_t lo = eval(f->lo, s.loc), hi = eval(f->hi, s.loc);
-    auto saved = env_.find(f->var) != env_.end() ? std::optional(env_[f->var]) : std::nullopt;
-    for (std::int64_t v = lo; v < hi; ++v) {
-      env_[f->var] = v;
-      loop_values_.push_back(v);
-      if (hook_) hook_(*f, v, *this);
-      exec_block(f->body);
-      loop_values_.pop_back();
+void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &refs,
+                         const std::optional<spec::StepRef> &write) {
+  const spec::Expr &value = std::holds_alternative<spec::Assign>(s.kind)
+                                ? std::get<spec::Assign>(s.kind).value
+                                : std::get<spec::Let>(s.kind).value;
+  if (!write) {
+    if (any_padding_) {
+      // A tensor local: it has no place, so any padding it reads spreads.
+      std::vector<Box> pads;
+      padding_flow(value, Place{}, pads, s.loc);
+      const std::string &name = std::get<spec::Let>(s.kind).name;
+      if (pads.empty())
+        padded_locals_.erase(name);
+      else
+        padded_locals_.insert(name);
     }
-    if (saved) env_[f->var] = *saved;
-    return;
-  }
-  if (auto *i = std::get_if<If>(&s.kind)) {
-    exec_block(eval(i->cond, s.loc) ? i->then_body : i->else_body);
-    return;
-  }
-  if (auto *l = std::get_if<Let>(&s.kind); l && buffer_index(l->name) >= 0) {
-    // `T = expr` on an unslotted buffer is a store into the whole buffer.
-    Stmt as = s;
-    as.kind = Assign{Expr::var(l->name, s.loc), false, l->value};
-    exec_store(s, std::get<Assign>(as.kind));
-    return;
-  }
-  if (auto *l = std::get_if<Let>(&s.kind)) {
-    if (auto v = eval_int(l->value, env_)) {
-      env_[l->name] = *v;
-      tensor_locals_.erase(l->name);
-      return;
-    }
-    std::vector<Place> reads;
-    collect_reads(l->value, reads, s.loc);
-    tensor_locals_[l->name] = true;
-    env_.erase(l->name);
     int ev = new_event(s, std::nullopt);
-    for (auto &p : reads)
-      access(ev, r_.events[ev].node, -1, p, false);
+    for (auto &r : refs)
+      access(ev, -1, r.place, false);
     return;
   }
-  if (auto *a = std::get_if<Assign>(&s.kind)) {
-    exec_store(s, *a);
-    return;
+  const Place &target = write->place;
+  const auto *assign = std::get_if<spec::Assign>(&s.kind);
+  const bool accumulate = assign && assign->accumulate;
+  bool self_read = accumulate;
+  for (std::size_t k = 0; k + (accumulate ? 1 : 0) < refs.size(); ++k)
+    if (overlaps(refs[k].place, target)) self_read = true;
+  int ev = new_event(s, target.slot >= 0 ? std::optional(target.slot) : std::nullopt);
+  for (auto &r : refs)
+    access(ev, -1, r.place, false);
+  access(ev, -1, target, true);
+  if (any_padding_) {
+    // The padding of a partial block (see on_start) flows into the target:
+    // reading it is no error, writing it back is.
+    std::vector<Box> pads;
+    padding_flow(value, target, pads, s.loc);
+    if (accumulate)
+      for (auto &b : padding_in(target))
+        pads.push_back(b);
+    auto it = slots_state_.find({target.buffer, target.slot});
+    if (it != slots_state_.end() && !it->second.padding.empty())
+      it->second.padding = boxes_minus(it->second.padding, target.box);
+    add_padding(target, pads);
   }
-  exec_async(s);
+  add_written(target);
+  auto &st = slots_state_[{target.buffer, target.slot}];
+  if (self_read) {
+    if (st.tag && st.pending_accumulate < 0) {
+      st.pending_accumulate = ev;
+      st.pending_tag = st.tag;
+    }
+  } else {
+    st.tag.reset();
+    st.pending_accumulate = -1;
+    st.pending_tag.reset();
+  }
 }
 
-void Machine::exec_store(const spec::Stmt &s, const spec::Assign &assign) {
-  using namespace spec;
-  const Assign *a = &assign;
-  {
-    Place target = place_of(a->target, s.loc);
-    std::vector<Place> reads;
-    collect_reads(a->value, reads, s.loc);
-    bool self_read = a->accumulate;
-    for (auto &p : reads)
-      if (overlaps(p, target)) self_read = true;
-    if (a->accumulate) reads.push_back(target);
-    int ev = new_event(s, target.slot >= 0 ? std::optional(target.slot) : std::nullopt);
-    int node = r_.events[ev].node;
-    for (auto &p : reads)
-      access(ev, node, -1, p, false);
-    access(ev, node, -1, target, true);
-    add_written(target);
-    auto &st = slots_state_[{target.buffer, target.slot}];
-    if (self_read) {
-      if (st.tag && st.pending_accumulate < 0) {
-        st.pending_accumulate = ev;
-        st.pending_tag = st.tag;
-      }
-    } else {
-      st.tag.reset();
-      st.pending_accumulate = -1;
-      st.pending_tag.reset();
-    }
-  }
-}
-
-void Machine::exec_async(const spec::Stmt &s) {
-  using namespace spec;
-  if (auto *c = std::get_if<Copy>(&s.kind)) {
-    switch (c->kind) {
-    case CopyKind::in_start:
-    case CopyKind::out_start: {
-      bool in = c->kind == CopyKind::in_start;
-      Place src = place_of(c->src, s.loc), dst = place_of(c->dst, s.loc);
-      const Place &slot_place = in ? dst : src;
-      int ev = new_event(s, slot_place.slot >= 0 ? std::optional(slot_place.slot) : std::nullopt);
-      AsyncOp o;
-      o.kind = in ? OpKind::copy_in : OpKind::copy_out;
-      o.start_event = ev;
-      o.node = r_.graph.add_node();
-      r_.graph.add_edge(r_.events[ev].node, o.node);
-      o.src = src;
-      o.dst = dst;
-      r_.ops.push_back(o);
-      int op = static_cast<int>(r_.ops.size()) - 1;
-      access(ev, o.node, op, src, false);
-      access(ev, o.node, op, dst, true);
-      outstanding_.push_back(op);
-      (in ? in_flight_in_ : in_flight_out_)[{slot_place.buffer, slot_place.slot}].push_back(op);
-      add_written(dst);
-      if (in) {
-        auto &st = slots_state_[{dst.buffer, dst.slot}];
-        st.tag = src;
-        st.pending_accumulate = -1;
-        st.pending_tag.reset();
-      } else {
-        auto &st = slots_state_[{src.buffer, src.slot}];
-        if (st.pending_accumulate >= 0 && st.pending_tag && st.pending_tag->buffer == dst.buffer &&
-            !(*st.pending_tag == dst))
-          r_.findings.push_back({Rule::stale_read, st.pending_accumulate, ev, -1, -1,
-                                 "accumulates into a slot that holds another block: its result "
-                                 "is written back to a different region"});
-        st.tag = dst;
-        st.pending_accumulate = -1;
-        st.pending_tag.reset();
-      }
-      return;
-    }
-    case CopyKind::in_wait:
-    case CopyKind::out_wait: {
-      bool in = c->kind == CopyKind::in_wait;
-      Place p = place_of(c->waited(), s.loc);
-      int ev = new_event(s, p.slot >= 0 ? std::optional(p.slot) : std::nullopt);
-      auto &q = (in ? in_flight_in_ : in_flight_out_)[{p.buffer, p.slot}];
-      if (q.empty()) {
-        r_.findings.push_back({Rule::wait_without_copy, ev, -1, -1, -1,
-                               std::string("waits for a copy ") + (in ? "into " : "out of ") +
-                                   program_.buffers[p.buffer].name +
-                                   (p.slot >= 0 ? "[" + std::to_string(p.slot) + "]" : "") +
-                                   " but none is in flight: this hangs"});
-        return;
-      }
-      int op = q.front();
-      q.pop_front();
-      retire(op, ev);
-      return;
-    }
-    }
-  }
-  if (auto *w = std::get_if<Wgmma>(&s.kind)) {
-    Place acc = place_of(w->acc, s.loc), a = place_of(w->a, s.loc), b = place_of(w->b, s.loc);
-    int ev = new_event(s, a.slot >= 0 ? std::optional(a.slot) : std::nullopt);
-    AsyncOp o;
+void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a) {
+  (void)op_id;
+  AsyncOp o;
+  if (a.kind == spec::AsyncKind::wgmma) {
+    const Place &acc = a.acc.place, &pa = a.a.place, &pb = a.b.place;
+    int ev = new_event(s, pa.slot >= 0 ? std::optional(pa.slot) : std::nullopt);
     o.kind = OpKind::wgmma;
     o.start_event = ev;
-    o.node = r_.graph.add_node();
-    r_.graph.add_edge(r_.events[ev].node, o.node);
+    if (record_graph_) {
+      o.node = r_.graph.add_node();
+      r_.graph.add_edge(r_.events[ev].node, o.node);
+    }
     o.acc = acc;
-    o.a = a;
-    o.b = b;
+    o.a = pa;
+    o.b = pb;
     r_.ops.push_back(o);
-    int op = static_cast<int>(r_.ops.size()) - 1;
+    const int op = static_cast<int>(r_.ops.size()) - 1;
+    assert(op == op_id);
     auto prev = last_wgmma_on_acc_.find(acc.buffer);
-    if (prev != last_wgmma_on_acc_.end()) r_.graph.add_edge(r_.ops[prev->second].node, o.node);
+    if (record_graph_ && prev != last_wgmma_on_acc_.end())
+      r_.graph.add_edge(r_.ops[prev->second].node, o.node);
     last_wgmma_on_acc_[acc.buffer] = op;
-    access(ev, o.node, op, a, false);
-    access(ev, o.node, op, b, false);
-    access(ev, o.node, op, acc, true);
+    access(ev, op, pa, false);
+    access(ev, op, pb, false);
+    access(ev, op, acc, true);
     outstanding_.push_back(op);
-    wgmmas_.push_back(op);
     return;
   }
-  if (auto *w = std::get_if<WgmmaWait>(&s.kind)) {
-    std::int64_t n = eval(w->n, s.loc);
-    int ev = new_event(s, std::nullopt);
-    while (static_cast<std::int64_t>(wgmmas_.size()) > std::max<std::int64_t>(n, 0)) {
-      retire(wgmmas_.front(), ev);
-      wgmmas_.pop_front();
-    }
-    return;
+  const bool in = a.kind == spec::AsyncKind::copy_in;
+  const Place &src = a.src.place, &dst = a.dst.place;
+  const Place &slot_place = in ? dst : src;
+  int ev = new_event(s, slot_place.slot >= 0 ? std::optional(slot_place.slot) : std::nullopt);
+  o.kind = in ? OpKind::copy_in : OpKind::copy_out;
+  o.start_event = ev;
+  if (record_graph_) {
+    o.node = r_.graph.add_node();
+    r_.graph.add_edge(r_.events[ev].node, o.node);
+  }
+  o.src = src;
+  o.dst = dst;
+  r_.ops.push_back(o);
+  const int op = static_cast<int>(r_.ops.size()) - 1;
+  assert(op == op_id);
+  access(ev, op, src, false);
+  access(ev, op, dst, true);
+  if (any_padding_ && !padding_in(a.src_read).empty())
+    r_.findings.push_back({Rule::uninitialized_read, ev, -1, -1, -1,
+                           "copies out " + program_.buffers[src.buffer].name +
+                               (src.slot >= 0 ? "[" + std::to_string(src.slot) + "]" : std::string()) +
+                               " with the padding of a partial block in it, which holds garbage"});
+  outstanding_.push_back(op);
+  // The part of the destination the source does not fill is the padding of
+  // a partial block: undefined, fine to compute on, wrong to write back.
+  if (auto it = slots_state_.find({dst.buffer, dst.slot});
+      it == slots_state_.end() || it->second.written.size() != 1 ||
+      !(it->second.written[0] == a.dst_filled.box) || !it->second.padding.empty()) {
+    clear_written(dst);
+    add_written(a.dst_filled);
+  }
+  if (!(a.dst_filled == dst)) add_padding(dst, box_minus(dst.box, a.dst_filled.box));
+  if (in) {
+    auto &st = slots_state_[{dst.buffer, dst.slot}];
+    st.tag = src;
+    st.pending_accumulate = -1;
+    st.pending_tag.reset();
+  } else {
+    auto &st = slots_state_[{src.buffer, src.slot}];
+    if (st.pending_accumulate >= 0 && st.pending_tag && st.pending_tag->buffer == dst.buffer &&
+        !(*st.pending_tag == dst))
+      r_.findings.push_back({Rule::stale_read, st.pending_accumulate, ev, -1, -1,
+                             "accumulates into a slot that holds another block: its result "
+                             "is written back to a different region"});
+    st.tag = dst;
+    st.pending_accumulate = -1;
+    st.pending_tag.reset();
   }
 }
 
-RunResult Machine::run() {
-  try {
-    exec_block(program_.body);
-  } catch (const OutOfBounds &e) {
-    // The access faults, as it does in the executor: the run ends at it, and
-    // what is still in flight then is no leak of the program's.
-    int ev = new_event(*current_, std::nullopt);
-    r_.findings.push_back({Rule::index_out_of_bounds, ev, -1, -1, -1, e.what()});
-    outstanding_.clear();
+void Machine::on_wait(const spec::Stmt &s, const std::optional<spec::StepRef> &waited,
+                      const std::vector<int> &retired) {
+  const std::optional<std::int64_t> slot =
+      waited && waited->place.slot >= 0 ? std::optional(waited->place.slot) : std::nullopt;
+  int ev = new_event(s, slot);
+  for (int op : retired)
+    retire(op, ev);
+}
+
+void Machine::on_undefined(const spec::Stmt &, const spec::StepPlace &slot) {
+  clear_written(slot);
+  slots_state_[{slot.buffer, slot.slot}].undefined_by = static_cast<int>(r_.events.size()) - 1;
+}
+
+void Machine::on_fault(const spec::Stmt &s, spec::FaultKind kind, const std::string &message) {
+  int ev = new_event(s, std::nullopt);
+  if (kind == spec::FaultKind::wait_without_copy) {
+    r_.findings.push_back({Rule::wait_without_copy, ev, -1, -1, -1, message});
+    return;
   }
-  for (int op : outstanding_) {
+  // The access faults, as it does in the executor: the run ends at it, and
+  // what is still in flight then is no leak of the program's.
+  r_.findings.push_back({Rule::index_out_of_bounds, ev, -1, -1, -1, message});
+  outstanding_.clear();
+}
+
+void Machine::on_end(const std::vector<int> &in_flight) {
+  for (int op : in_flight) {
     const auto &o = r_.ops[op];
     r_.findings.push_back({Rule::copy_never_waited, o.start_event, -1, -1, -1,
                            o.kind == OpKind::wgmma
@@ -447,8 +519,26 @@ RunResult Machine::run() {
                                : std::string("this copy is never waited: it is still in flight "
                                              "when the pipeline ends")});
   }
+}
+
+RunResult Machine::run() {
+  try {
+    stepper_->run(*this);
+  } catch (const spec::StepError &e) {
+    throw Unsupported(e.what(), e.loc);
+  }
   for (auto &f : r_.findings)
     if (f.other_op >= 0) f.other_end = r_.ops[f.other_op].end_event;
+  // An accumulation into a slot left undefined by a write-back that is then
+  // written back to another block is reported once, as the more precise
+  // stale-read.
+  std::set<int> stale;
+  for (auto &f : r_.findings)
+    if (f.rule == Rule::stale_read) stale.insert(f.anchor_event);
+  if (!stale.empty())
+    std::erase_if(r_.findings, [&](const RawFinding &f) {
+      return f.rule == Rule::uninitialized_read && stale.count(f.anchor_event);
+    });
   return std::move(r_);
 }
 
@@ -484,6 +574,14 @@ std::string Machine::state_key(const std::map<std::pair<int, int>, std::int64_t>
     auto w = st.written;
     std::sort(w.begin(), w.end());
     for (auto &b : w) {
+      for (auto &[lo, hi] : b)
+        os << lo << ':' << hi << ',';
+      os << ';';
+    }
+    os << "]p[";
+    auto pad = st.padding;
+    std::sort(pad.begin(), pad.end());
+    for (auto &b : pad) {
       for (auto &[lo, hi] : b)
         os << lo << ':' << hi << ',';
       os << ';';

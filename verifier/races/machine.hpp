@@ -1,7 +1,10 @@
 #pragma once
 /// The concrete pipeline machine: runs a Program for one binding of its
-/// params, statement by statement on the single issuing thread, and records
-/// events, asynchronous operations, the happens-before graph and raw findings.
+/// params on the single issuing thread and records events, asynchronous
+/// operations, the happens-before graph and raw findings. The program's
+/// semantics — control flow, places, wait matching, retirement, faults,
+/// strict slot contents — are spec::Stepper's (spec/step.hpp), shared with
+/// the executor; the machine decides what the accesses it reports mean.
 ///
 /// Semantics (docs/lowering.md "Race semantics"):
 /// - copy_in_start(src, X[s]) reads src and writes X[s] from the start to the
@@ -16,10 +19,18 @@
 ///   (a ring's first subscript is the slot); a subscript outside the buffer
 ///   (or a slot outside the ring) is `index-out-of-bounds` at its statement,
 ///   and the run stops there, as the executor's faults.
-/// - Two conflicting accesses (overlapping, one a write) race when no
-///   happens-before path orders them.
+/// - An access races with a conflicting one (overlapping, one a write) of an
+///   asynchronous operation still in flight: nothing orders the two, since
+///   the operation's retiring wait has not come yet (the happens-before
+///   graph, recorded on demand, agrees by construction).
 /// - hbm buffers hold input data and acc buffers start at zero; a read of an
 ///   sram/smem place not covered by earlier writes is `uninitialized-read`.
+/// - Strict slot contents: a copy replaces its whole destination ref; the
+///   part the source does not fill (a clipped edge block's padding) is
+///   undefined — computing on it is allowed (it flows elementwise into the
+///   store's target), copying it out is `uninitialized-read` — and a copy_out_wait leaves its slot undefined
+///   unless another write-back out of the slot is still in flight or the slot was written after the retired
+///   one started.
 /// - stale-read: a slot's content is tagged with the hbm region it was copied
 ///   from or last written back to (a full `=` store clears the tag); an
 ///   accumulating compute (`+=`, or a value that reads its own target) on a
@@ -28,6 +39,7 @@
 
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
+#include "spec/step.hpp"
 #include "verifier/hb/hb.hpp"
 #include "verifier/rule.hpp"
 
@@ -35,7 +47,9 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -50,15 +64,9 @@ struct Unsupported : std::runtime_error {
 };
 
 /// Half-open intervals, one per dim of the buffer (or of the slot's block).
-using Box = std::vector<std::pair<std::int64_t, std::int64_t>>;
-
+using Box = spec::StepBox;
 /// A place in memory: a buffer, its slot (-1 when not a ring) and a box.
-struct Place {
-  int buffer = -1;
-  std::int64_t slot = -1;
-  Box box;
-  friend bool operator==(const Place &, const Place &) = default;
-};
+using Place = spec::StepPlace;
 bool overlaps(const Place &, const Place &);
 
 /// One issued statement.
@@ -66,7 +74,7 @@ struct Event {
   const spec::Stmt *stmt = nullptr;
   std::vector<std::int64_t> iterations; ///< enclosing loop variables, outermost first
   std::optional<std::int64_t> slot;
-  int node = -1; ///< its node in the happens-before graph
+  int node = -1; ///< its node in the happens-before graph (-1 when not recorded)
 };
 
 enum class OpKind { copy_in, copy_out, wgmma };
@@ -96,18 +104,24 @@ struct RunResult {
   std::vector<Event> events;
   std::vector<AsyncOp> ops;
   std::vector<RawFinding> findings;
-  hb::Graph graph;
+  hb::Graph graph; ///< empty unless Machine::set_record_graph(true)
 };
 
 /// Runs `program` with `env` binding every param. Calls `on_iteration(for,
 /// value, machine)` at the start of every iteration of every loop.
-class Machine {
+class Machine : private spec::StepConsumer {
 public:
+  /// Throws Unsupported.
   Machine(const spec::Program &, spec::Env env);
   using IterationHook = std::function<void(const spec::For &, std::int64_t, const Machine &)>;
   void set_iteration_hook(IterationHook h) { hook_ = std::move(h); }
   /// Caps the number of events (Unsupported beyond it).
   void set_event_limit(std::size_t n) { event_limit_ = n; }
+  /// Records the happens-before graph (RunResult::graph, Event::node,
+  /// AsyncOp::node); off by default. The graph decides nothing — a race's
+  /// earlier operation is still outstanding, so no retiring wait orders it —
+  /// and serves to check witnesses independently (races::witnesses_reproduce).
+  void set_record_graph(bool on) { record_graph_ = on; }
   /// Runs to the end; throws Unsupported.
   RunResult run();
 
@@ -117,55 +131,57 @@ public:
   std::string state_key(const std::map<std::pair<int, int>, std::int64_t> &shift) const;
 
   const spec::Program &program() const { return program_; }
-  int buffer_index(const std::string &name) const;
+  int buffer_index(const std::string &name) const { return stepper_->buffer_index(name); }
 
 private:
-  /// An out-of-bounds subscript of the current statement (the run faults there).
-  struct OutOfBounds : std::runtime_error {
-    using std::runtime_error::runtime_error;
-  };
-  void exec_block(const spec::Block &);
-  void exec(const spec::Stmt &);
-  void exec_store(const spec::Stmt &, const spec::Assign &);
-  void exec_async(const spec::Stmt &);
+  // spec::StepConsumer
+  void on_iteration(const spec::For &, std::int64_t) override;
+  void on_int_let(const spec::Stmt &, const std::string &name) override { padded_locals_.erase(name); }
+  void on_compute(const spec::Stmt &, const std::vector<spec::StepRef> &reads,
+                  const std::optional<spec::StepRef> &write) override;
+  void on_start(const spec::Stmt &, int op, const spec::AsyncStart &) override;
+  void on_wait(const spec::Stmt &, const std::optional<spec::StepRef> &waited,
+               const std::vector<int> &retired) override;
+  void on_undefined(const spec::Stmt &, const spec::StepPlace &slot) override;
+  void on_fault(const spec::Stmt &, spec::FaultKind, const std::string &message) override;
+  void on_end(const std::vector<int> &in_flight) override;
+
   int new_event(const spec::Stmt &, std::optional<std::int64_t> slot);
-  Place place_of(const spec::Expr &ref, const spec::Loc &);
-  std::int64_t eval(const spec::Expr &, const spec::Loc &) const;
-  void collect_reads(const spec::Expr &, std::vector<Place> &, const spec::Loc &);
-  void access(int event, int node, int op, const Place &, bool write);
+  void access(int event, int op, const Place &, bool write);
   bool covered(const Place &) const;
   void add_written(const Place &);
+  /// Makes `p` undefined again (strict slot contents).
+  void clear_written(const Place &);
+  /// The parts of `p` that hold the padding of a partial block.
+  std::vector<Box> padding_in(const Place &) const;
+  void add_padding(const Place &, const std::vector<Box> &);
+  /// Appends where the padding that `value` reads lands in `target`.
+  void padding_flow(const spec::Expr &value, const Place &target, std::vector<Box> &out, const spec::Loc &);
   void retire(int op, int event);
 
-  struct Access {
-    int op;
-    Place place;
-    bool write;
-    bool wgmma_operand;
-  };
   struct SlotState {
     std::vector<Box> written;
+    /// Parts holding the padding of a partial block: undefined data that may
+    /// be computed on (elementwise, it stays in the padding) but not written back.
+    std::vector<Box> padding;
     std::optional<Place> tag;
     int pending_accumulate = -1; ///< event of an accumulate on a tagged slot
     std::optional<Place> pending_tag;
+    int undefined_by = -1; ///< the copy_out_wait event that last left it undefined
   };
 
   const spec::Program &program_;
   spec::Env env_;
-  std::vector<Box> shapes_;
-  std::vector<std::vector<std::int64_t>> block_shapes_; // per buffer: the slot's block (or the whole)
-  std::vector<std::int64_t> slots_;                     // -1 when not a ring
-  std::vector<std::int64_t> loop_values_;
-  std::map<std::string, bool> tensor_locals_;
+  std::unique_ptr<spec::Stepper> stepper_; // walks program_ in env_
   RunResult r_;
-  std::map<std::pair<int, std::int64_t>, std::deque<int>> in_flight_in_, in_flight_out_;
-  std::deque<int> wgmmas_;
   std::vector<int> outstanding_; // ops in flight, in issue order
   std::map<std::pair<int, std::int64_t>, SlotState> slots_state_;
   std::map<int, int> last_wgmma_on_acc_; // acc buffer -> op
+  std::set<std::string> padded_locals_;  // tensor locals computed from padding
+  bool any_padding_ = false;             // some slot has held padding (else padding_flow is moot)
   int last_node_ = -1;
-  const spec::Stmt *current_ = nullptr; // the statement being executed
   std::size_t event_limit_ = 4'000'000;
+  bool record_graph_ = false;
   IterationHook hook_;
 };
 

@@ -2,7 +2,7 @@
 
 #include "spec/eval.hpp"
 #include "spec/print.hpp"
-#include "verifier/smt/induction.hpp"
+#include "verifier/races/induction.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -55,9 +55,10 @@ int top_level_of(const spec::Program &p, const spec::Stmt *s) {
 
 bool race_rule(Rule r) { return r == Rule::slot_race || r == Rule::async_operand_overwritten; }
 
+/// A race pair is unordered on the recorded happens-before graph.
 bool confirmed(const RunResult &run, const RawFinding &f) {
   if (!race_rule(f.rule)) return true;
-  if (f.other_op < 0) return false;
+  if (f.other_op < 0 || run.ops[f.other_op].node < 0 || run.events[f.anchor_event].node < 0) return false;
   return run.graph.unordered(run.ops[f.other_op].node, run.events[f.anchor_event].node);
 }
 
@@ -133,7 +134,6 @@ std::vector<Finding> check_concrete(const spec::Program &p, const spec::Env &env
   std::int64_t value = 0;
   if (!param.empty()) value = env.at(param);
   for (auto &f : run.findings) {
-    if (!confirmed(run, f)) continue;
     const spec::Stmt *s = run.events[f.anchor_event].stmt;
     if (!seen.insert({f.rule, s->loc.line}).second) continue;
     out.push_back(to_finding(p, run, f, param, value));
@@ -222,13 +222,13 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
     }
     if (hi && checked >= *hi) {
       v.status = Status::verified;
-      v.reason = "checked every " + N + " in [" + std::to_string(lo) + ", " + std::to_string(*hi) +
-                 "] on the happens-before graph";
+      v.reason =
+          "checked every " + N + " in [" + std::to_string(lo) + ", " + std::to_string(*hi) + "] concretely";
       return finish(v, t0);
     }
     std::string bounded = "checked for " + N + " <= " + std::to_string(checked) + " only";
-    auto plan = smt::plan_induction(p, N, lo, hi, env, opts.timeout_ms);
-    if (!plan.ok && plan.out_of_bounds_at) {
+    auto plan = races::plan_induction(p, N, lo, hi, env, opts.timeout_ms);
+    if (plan.kind == races::InductionPlan::Kind::out_of_bounds && plan.out_of_bounds_at) {
       // An access may leave its buffer only at a larger N: run that N.
       spec::Env e = env;
       e[N] = *plan.out_of_bounds_at;
@@ -244,7 +244,7 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
         return finish(v, t0);
       }
     }
-    if (!plan.ok) {
+    if (plan.kind != races::InductionPlan::Kind::proven) {
       v.status = Status::unknown;
       v.reason = bounded + ": " + plan.reason;
       return finish(v, t0);
@@ -300,7 +300,7 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
     std::ostringstream os;
     os << "proven for every " << N << " >= " << lo;
     if (hi) os << " and <= " << *hi;
-    os << ": " << N << " <= " << checked << " checked on the happens-before graph; for larger " << N
+    os << ": " << N << " <= " << checked << " checked concretely; for larger " << N
        << " the loop state recurs every " << P << " iteration(s) from iteration " << *i0
        << " (k-induction, window " << W << ", " << plan.queries << " Z3 queries)";
     v.reason = os.str();

@@ -1,7 +1,7 @@
 #pragma once
 /// The race checker over Programs: slot races, overwritten asynchronous
 /// operands, hangs, leaks, stale and uninitialized reads — proven for every
-/// trip count where the induction closes (verifier/smt/induction.hpp),
+/// trip count where the induction closes (verifier/races/induction.hpp),
 /// otherwise checked for small trip counts and reported `unknown`.
 
 #include "spec/ir.hpp"
@@ -31,7 +31,8 @@ std::vector<Finding> check_concrete(const spec::Program &, const spec::Env &env,
                                     const std::string &param = "");
 
 /// True when every race finding's pair is unordered on the run's
-/// happens-before graph (the witness reproduces on the graph).
+/// happens-before graph (the witness reproduces on the graph). The run must
+/// have recorded its graph (Machine::set_record_graph); false otherwise.
 bool witnesses_reproduce(const RunResult &);
 
 } // namespace races

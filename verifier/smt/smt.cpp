@@ -239,6 +239,14 @@ std::int64_t Solver::value(const Term &t) const {
   return out;
 }
 
+std::optional<std::int64_t> Solver::try_value(const Term &t) const {
+  if (!impl_->model) return std::nullopt;
+  z3::expr v = impl_->model->eval(ex(t), true);
+  int64_t out = 0;
+  if (!v.is_numeral_i64(out)) return std::nullopt;
+  return out;
+}
+
 std::vector<std::string> Solver::core() const { return impl_->core; }
 
 std::vector<std::int64_t> Solver::minimize_lex(const std::vector<Term> &vars,

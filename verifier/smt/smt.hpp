@@ -129,6 +129,8 @@ public:
   Result check();
   /// The value of an integer term in the model of the last sat check.
   std::int64_t value(const Term &) const;
+  /// The same, or nullopt when the value does not fit int64.
+  std::optional<std::int64_t> try_value(const Term &) const;
   /// The names of the assertions in the unsat core of the last unsat check.
   std::vector<std::string> core() const;
 

@@ -75,6 +75,16 @@ TEST(Solver, AnswersUnsatWithTheNamesOfTheCoreAndMinimizesWitnesses) {
   EXPECT_EQ(v, (std::vector<std::int64_t>{5, 5}));
 }
 
+TEST(Solver, TryValueGivesNothingForAValueBeyondInt64InsteadOfAGuess) {
+  Context c;
+  Solver s(c, 2000);
+  Term x = c.int_var("x"), y = c.int_var("y");
+  s.add(x == 7 && y == c.num(std::int64_t{1} << 62) * 4, "vals");
+  ASSERT_EQ(s.check().kind, Result::sat);
+  EXPECT_EQ(s.try_value(x), std::optional<std::int64_t>(7));
+  EXPECT_EQ(s.try_value(y), std::nullopt);
+}
+
 TEST(Solver, ReportsUnknownWithAReasonRatherThanAVerdict) {
   Context c;
   // 100 ms, not 1: a timer that expires while Z3 is still setting up the query

@@ -1,5 +1,6 @@
 #pragma once
-/// The all-N proof's structural half (k-induction over a pipeline loop, Z3).
+/// The all-N proof's structural half (k-induction over a pipeline loop). It
+/// talks to Z3 only through verifier/smt's wrapper (smt.hpp).
 ///
 /// For a pipeline with one symbolic trip-count param N, plan_induction finds
 /// the main loop (the top-level `for` whose bound grows with N) and proves
@@ -27,10 +28,16 @@
 #include <string>
 #include <utility>
 
-namespace pipecheck::verifier::smt {
+namespace pipecheck::verifier::races {
 
 struct InductionPlan {
-  bool ok = false;
+  /// What the attempt established: every fact (proven); an access that may
+  /// leave its buffer (out_of_bounds, with out_of_bounds_at where the solver
+  /// found the smallest such N); or no closing window (not_proven, `reason`
+  /// says which fact failed). Callers decide on this, never on `reason`'s text.
+  enum class Kind { proven, out_of_bounds, not_proven };
+  Kind kind = Kind::not_proven;
+  bool ok = false;                 ///< kind == proven
   std::string reason;              ///< why no plan, when !ok
   const spec::For *loop = nullptr; ///< the main loop (a top-level statement of the program)
   std::int64_t loop_lo = 0;        ///< its constant lower bound
@@ -53,4 +60,4 @@ struct InductionPlan {
 InductionPlan plan_induction(const spec::Program &, const std::string &param, std::int64_t lo,
                              std::optional<std::int64_t> hi, const spec::Env &fixed, unsigned timeout_ms);
 
-} // namespace pipecheck::verifier::smt
+} // namespace pipecheck::verifier::races

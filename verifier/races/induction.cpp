@@ -1,21 +1,19 @@
-#include "verifier/smt/induction.hpp"
+#include "verifier/races/induction.hpp"
 
 #include "spec/place.hpp"
 #include "spec/print.hpp"
-#include "verifier/smt/interrupt.hpp"
 #include "verifier/smt/smt.hpp"
-
-#include <z3++.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <set>
 #include <tuple>
 #include <vector>
 
-namespace pipecheck::verifier::smt {
+namespace pipecheck::verifier::races {
 
 namespace {
 
@@ -199,110 +197,6 @@ struct Collector {
   }
 };
 
-struct Encoder {
-  z3::context &c;
-  std::map<std::string, z3::expr> vars;
-
-  std::optional<z3::expr> fdiv(const z3::expr &a, const z3::expr &b) {
-    return z3::ite(b > 0, a / b, (-a) / (-b));
-  }
-
-  std::optional<z3::expr> num(const Expr &e) {
-    auto bin = [&](auto f) -> std::optional<z3::expr> {
-      auto a = num(e.args[0]), b = num(e.args[1]);
-      if (!a || !b) return std::nullopt;
-      return f(*a, *b);
-    };
-    switch (e.op) {
-    case Op::Int: return c.int_val(static_cast<int64_t>(e.int_value));
-    case Op::Name: {
-      auto it = vars.find(e.name);
-      if (it == vars.end()) return std::nullopt;
-      return it->second;
-    }
-    case Op::Neg: {
-      auto a = num(e.args[0]);
-      if (!a) return std::nullopt;
-      return -*a;
-    }
-    case Op::Add: return bin([](auto a, auto b) { return a + b; });
-    case Op::Sub: return bin([](auto a, auto b) { return a - b; });
-    case Op::Mul: return bin([](auto a, auto b) { return a * b; });
-    case Op::FloorDiv: return bin([&](auto a, auto b) { return *fdiv(a, b); });
-    case Op::Mod: return bin([&](auto a, auto b) { return a - b * *fdiv(a, b); });
-    case Op::Pow: {
-      if (e.args[1].op != Op::Int || e.args[1].int_value < 0 || e.args[1].int_value > 8) return std::nullopt;
-      auto a = num(e.args[0]);
-      if (!a) return std::nullopt;
-      z3::expr r = c.int_val(1);
-      for (int k = 0; k < e.args[1].int_value; ++k)
-        r = r * *a;
-      return r;
-    }
-    case Op::Call: {
-      if (e.num_positional() == 1 && e.name == "abs") {
-        auto a = num(e.args[0]);
-        if (!a) return std::nullopt;
-        return z3::ite(*a < 0, -*a, *a);
-      }
-      if (e.num_positional() != 2) return std::nullopt;
-      auto a = num(e.args[0]), b = num(e.args[1]);
-      if (!a || !b) return std::nullopt;
-      if (e.name == "min") return z3::ite(*a < *b, *a, *b);
-      if (e.name == "max") return z3::ite(*a > *b, *a, *b);
-      if (e.name == "cdiv") return -*fdiv(-*a, *b);
-      return std::nullopt;
-    }
-    case Op::Eq:
-    case Op::Ne:
-    case Op::Lt:
-    case Op::Le:
-    case Op::Gt:
-    case Op::Ge:
-    case Op::And:
-    case Op::Or:
-    case Op::Not: {
-      auto b = boolean(e);
-      if (!b) return std::nullopt;
-      return z3::ite(*b, c.int_val(1), c.int_val(0));
-    }
-    default: return std::nullopt;
-    }
-  }
-
-  std::optional<z3::expr> boolean(const Expr &e) {
-    auto cmp = [&](auto f) -> std::optional<z3::expr> {
-      auto a = num(e.args[0]), b = num(e.args[1]);
-      if (!a || !b) return std::nullopt;
-      return f(*a, *b);
-    };
-    switch (e.op) {
-    case Op::Eq: return cmp([](auto a, auto b) { return a == b; });
-    case Op::Ne: return cmp([](auto a, auto b) { return a != b; });
-    case Op::Lt: return cmp([](auto a, auto b) { return a < b; });
-    case Op::Le: return cmp([](auto a, auto b) { return a <= b; });
-    case Op::Gt: return cmp([](auto a, auto b) { return a > b; });
-    case Op::Ge: return cmp([](auto a, auto b) { return a >= b; });
-    case Op::And:
-    case Op::Or: {
-      auto a = boolean(e.args[0]), b = boolean(e.args[1]);
-      if (!a || !b) return std::nullopt;
-      return e.op == Op::And ? (*a && *b) : (*a || *b);
-    }
-    case Op::Not: {
-      auto a = boolean(e.args[0]);
-      if (!a) return std::nullopt;
-      return !*a;
-    }
-    default: {
-      auto a = num(e);
-      if (!a) return std::nullopt;
-      return *a != 0;
-    }
-    }
-  }
-};
-
 std::int64_t collect_period(const Expr &e) {
   std::int64_t p = 1;
   if (e.op == Op::Mod && e.args[1].op == Op::Int && e.args[1].int_value > 0)
@@ -333,7 +227,7 @@ Attempt fails(std::string why) { return {Attempt::Kind::fails, std::move(why)}; 
 /// One attempt at fixed (W, X).
 class Prover {
 public:
-  Prover(z3::context &c, const Collector &col, const std::string &param, std::int64_t lo,
+  Prover(smt::Context &c, const Collector &col, const std::string &param, std::int64_t lo,
          std::optional<std::int64_t> hi, const std::string &ivar, std::int64_t loop_lo, const Expr &loop_hi,
          std::int64_t P, unsigned timeout_ms)
       : c_(c), col_(col), param_(param), lo_(lo), hi_(hi), ivar_(ivar), loop_lo_(loop_lo), loop_hi_(loop_hi),
@@ -346,14 +240,14 @@ public:
     W_ = W;
     X_ = X;
     shift.clear();
-    z3::expr N = c_.int_const("N");
+    smt::Term N = c_.int_var("N");
     // The main loop's bound moves with N: hi(N + 1) == hi(N) + 1.
     {
       auto h0 = enc(loop_hi_, N, std::nullopt, {}), h1 = enc(loop_hi_, N + 1, std::nullopt, {});
       if (!h0 || !h1) return fails("the loop bound is not an integer expression of the params");
       auto slope = model_value(cN(N) && cN(N + 1), *h1 - *h0);
       if (!slope || *slope < 1 || *slope > 64 ||
-          !unsat(cN(N) && cN(N + 1) && *h1 - *h0 != c_.int_val(static_cast<int64_t>(*slope)),
+          !unsat(cN(N) && cN(N + 1) && *h1 - *h0 != c_.num(static_cast<std::int64_t>(*slope)),
                  "loop-bound-grows-linearly-with-N"))
         return fails_for_small_n("the loop bound does not grow linearly with the trip count");
       // Growing N by q adds m whole periods of P iterations.
@@ -390,14 +284,14 @@ public:
     const std::string fail = "cannot prove that '" + b.what + "' (line " + std::to_string(b.line) +
                              ") stays inside '" + buf.name + "' for every " + param_;
     if (!dims) return fails(fail);
-    std::map<std::string, z3::expr> ctx;
+    std::map<std::string, smt::Term> ctx;
     for (auto &cv : b.ctx)
-      ctx.emplace(cv.var, c_.int_const(("v_" + cv.var).c_str()));
-    z3::expr N = c_.int_const("N"), i = c_.int_const("i");
-    std::optional<z3::expr> iv;
+      ctx.emplace(cv.var, c_.int_var("v_" + cv.var));
+    smt::Term N = c_.int_var("N"), i = c_.int_var("i");
+    std::optional<smt::Term> iv;
     if (b.region == Region::main) iv = i;
     auto e = [&](const Expr &x) { return enc(x, N, iv, ctx); };
-    z3::expr bad = c_.bool_val(false);
+    smt::Term bad = c_.boolean(false);
     for (std::size_t k = 0; k < b.subs.size(); ++k) {
       const int d = (*dims)[k];
       if (d < 0) continue;
@@ -405,8 +299,8 @@ public:
       if (!ext) return fails(fail);
       const Expr &x = b.subs[k];
       if (x.op == Op::Slice) {
-        std::optional<z3::expr> lo = x.args[0].op == Op::None ? c_.int_val(0) : e(x.args[0]);
-        std::optional<z3::expr> hi = x.args[1].op == Op::None ? ext : e(x.args[1]);
+        std::optional<smt::Term> lo = x.args[0].op == Op::None ? c_.num(0) : e(x.args[0]);
+        std::optional<smt::Term> hi = x.args[1].op == Op::None ? ext : e(x.args[1]);
         if (!lo || !hi) return fails(fail);
         bad = bad || *lo < 0 || *lo > *hi || *hi > *ext;
       } else {
@@ -415,11 +309,11 @@ public:
         bad = bad || *v < 0 || *v >= *ext;
       }
     }
-    z3::expr pre = cN(N);
+    smt::Term pre = cN(N);
     if (iv) {
       auto h = enc(loop_hi_, N, std::nullopt, {});
       if (!h) return fails(fail);
-      pre = pre && i >= c_.int_val(static_cast<int64_t>(loop_lo_)) && i < *h;
+      pre = pre && i >= c_.num(static_cast<std::int64_t>(loop_lo_)) && i < *h;
     }
     for (auto &cv : b.ctx) {
       auto l = e(cv.lo), h = e(cv.hi);
@@ -427,14 +321,9 @@ public:
       pre = pre && ctx.at(cv.var) >= *l && ctx.at(cv.var) < *h;
     }
     for (auto &g : b.guards) {
-      Encoder en{c_, {}};
-      en.vars.emplace(param_, N);
-      if (iv && !ivar_.empty()) en.vars.emplace(ivar_, i);
-      for (auto &[k, v] : ctx)
-        en.vars.insert_or_assign(k, v);
-      auto gb = en.boolean(g);
+      auto gb = enc(g, N, iv, ctx);
       if (!gb) return fails(fail);
-      pre = pre && *gb;
+      pre = pre && smt::truthy(*gb);
     }
     if (unsat(pre && bad, "access-in-bounds")) return proven();
     // Sat (or undecided): look for the smallest N at which an access leaves
@@ -444,7 +333,7 @@ public:
     std::int64_t lo = std::max(lo_, X_), hi = *n;
     while (lo < hi) {
       std::int64_t mid = lo + (hi - lo) / 2;
-      auto m = model_value(pre && bad && N <= c_.int_val(static_cast<int64_t>(mid)), N);
+      auto m = model_value(pre && bad && N <= c_.num(static_cast<std::int64_t>(mid)), N);
       if (m)
         hi = std::min(hi, *m);
       else
@@ -472,25 +361,25 @@ private:
     return v;
   }
 
-  z3::expr cN(const z3::expr &N) const {
-    z3::expr r = N >= c_.int_val(static_cast<int64_t>(std::max(lo_, X_)));
-    if (hi_) r = r && N <= c_.int_val(static_cast<int64_t>(*hi_));
+  smt::Term cN(const smt::Term &N) const {
+    smt::Term r = N >= c_.num(static_cast<std::int64_t>(std::max(lo_, X_)));
+    if (hi_) r = r && N <= c_.num(static_cast<std::int64_t>(*hi_));
     return r;
   }
 
-  std::optional<z3::expr> enc(const Expr &e, const z3::expr &N, std::optional<z3::expr> i,
-                              const std::map<std::string, z3::expr> &ctx) {
-    Encoder en{c_, {}};
-    en.vars.emplace(param_, N);
-    if (i && !ivar_.empty()) en.vars.emplace(ivar_, *i);
+  std::optional<smt::Term> enc(const Expr &e, const smt::Term &N, std::optional<smt::Term> i,
+                               const std::map<std::string, smt::Term> &ctx) {
+    smt::Bindings bind;
+    bind.names.emplace(param_, N);
+    if (i && !ivar_.empty()) bind.names.emplace(ivar_, *i);
     for (auto &[k, v] : ctx)
-      en.vars.insert_or_assign(k, v);
-    return en.num(e);
+      bind.names.insert_or_assign(k, v);
+    return smt::translate(c_, e, bind).term;
   }
 
-  std::optional<z3::expr> ctx_ok(const Site &s, const z3::expr &N, std::optional<z3::expr> i,
-                                 const std::map<std::string, z3::expr> &ctx) {
-    z3::expr r = c_.bool_val(true);
+  std::optional<smt::Term> ctx_ok(const Site &s, const smt::Term &N, std::optional<smt::Term> i,
+                                  const std::map<std::string, smt::Term> &ctx) {
+    smt::Term r = c_.boolean(true);
     for (auto &cv : s.ctx) {
       auto l = enc(cv.lo, N, i, ctx), h = enc(cv.hi, N, i, ctx);
       if (!l || !h) return std::nullopt;
@@ -499,41 +388,32 @@ private:
     return r;
   }
 
-  z3::solver &solver() {
-    if (!solver_) {
-      solver_.emplace(c_);
-      z3::params prm(c_);
-      prm.set("timeout", timeout_);
-      solver_->set(prm);
-    }
+  smt::Solver &solver() {
+    if (!solver_) solver_ = std::make_unique<smt::Solver>(c_, timeout_);
     return *solver_;
   }
 
   // Named after the fact it refutes, so an unsat core explains itself.
-  bool unsat(const z3::expr &f, const char *name) {
-    if (interrupted()) return false;
+  bool unsat(const smt::Term &f, const char *name) {
+    if (smt::interrupted()) return false;
     ++queries;
-    z3::solver &s = solver();
+    smt::Solver &s = solver();
     s.push();
     s.add(f, name);
-    bool r = s.check() == z3::unsat;
+    bool r = s.check().kind == smt::Result::unsat;
     s.pop();
     return r;
   }
 
-  std::optional<std::int64_t> model_value(const z3::expr &pre, const z3::expr &v) {
+  std::optional<std::int64_t> model_value(const smt::Term &pre, const smt::Term &v) {
     ++queries;
-    z3::solver &s = solver();
+    smt::Solver &s = solver();
     s.push();
-    s.add(pre);
-    auto res = s.check();
-    std::optional<z3::expr> r;
-    if (res == z3::sat) r = s.get_model().eval(v, true);
+    s.add(pre, "pre");
+    std::optional<std::int64_t> r;
+    if (s.check().kind == smt::Result::sat) r = s.try_value(v);
     s.pop();
-    if (!r) return std::nullopt;
-    int64_t out = 0;
-    if (!r->is_numeral_i64(out)) return std::nullopt;
-    return out;
+    return r;
   }
 
   Attempt record_shift(const Site &s, std::int64_t d) {
@@ -544,12 +424,12 @@ private:
   }
 
   Attempt check(const Site &s) {
-    std::map<std::string, z3::expr> ctx;
+    std::map<std::string, smt::Term> ctx;
     for (auto &cv : s.ctx)
-      ctx.emplace(cv.var, c_.int_const(("v_" + cv.var).c_str()));
-    z3::expr N = c_.int_const("N"), N2 = c_.int_const("N2"), i = c_.int_const("i");
+      ctx.emplace(cv.var, c_.int_var("v_" + cv.var));
+    smt::Term N = c_.int_var("N"), N2 = c_.int_var("N2"), i = c_.int_var("i");
     std::string fail = "'" + s.what + "' (line " + std::to_string(s.e.loc.line) + ") ";
-    auto inv = [&](std::optional<z3::expr> i1, std::optional<z3::expr> i2) -> bool {
+    auto inv = [&](std::optional<smt::Term> i1, std::optional<smt::Term> i2) -> bool {
       auto a = enc(s.e, N, i1, ctx), b = enc(s.e, N2, i2, ctx);
       auto ca = ctx_ok(s, N, i1, ctx), cb = ctx_ok(s, N2, i2, ctx);
       if (!a || !b || !ca || !cb) return false;
@@ -560,18 +440,18 @@ private:
         return fails_for_small_n(fail + "depends on the trip count before the loop");
       return proven();
     }
-    auto hi_of = [&](const z3::expr &n) { return enc(loop_hi_, n, std::nullopt, {}); };
+    auto hi_of = [&](const smt::Term &n) { return enc(loop_hi_, n, std::nullopt, {}); };
     if (s.region == Region::main) {
       for (std::int64_t t = 0; t < W_; ++t) {
-        z3::expr it = c_.int_val(static_cast<int64_t>(loop_lo_ + t));
+        smt::Term it = c_.num(static_cast<std::int64_t>(loop_lo_ + t));
         if (!inv(it, it))
           return fails_for_small_n(fail + "depends on the trip count in the first iterations");
       }
       auto h = hi_of(N), h2 = hi_of(N2);
       if (!h || !h2) return fails("bad loop bound");
-      auto mid = [&](const z3::expr &ii, const z3::expr &hh) {
-        return ii >= c_.int_val(static_cast<int64_t>(loop_lo_ + W_)) &&
-               ii <= hh - 1 - c_.int_val(static_cast<int64_t>(W_));
+      auto mid = [&](const smt::Term &ii, const smt::Term &hh) {
+        return ii >= c_.num(static_cast<std::int64_t>(loop_lo_ + W_)) &&
+               ii <= hh - 1 - c_.num(static_cast<std::int64_t>(W_));
       };
       // Independent of N in the middle.
       {
@@ -583,15 +463,15 @@ private:
           return fails_for_small_n(fail + "depends on the trip count in the middle iterations");
       }
       std::int64_t step = s.kind == Kind::guard ? 1 : P_;
-      z3::expr j = i + c_.int_val(static_cast<int64_t>(step));
+      smt::Term j = i + c_.num(static_cast<std::int64_t>(step));
       auto a = enc(s.e, N, i, ctx), b = enc(s.e, N, j, ctx);
       auto ca = ctx_ok(s, N, i, ctx), cb = ctx_ok(s, N, j, ctx);
       if (!a || !b || !ca || !cb) return fails(fail + "is not an integer expression");
-      z3::expr pre = cN(N) && mid(i, *h) && mid(j, *h) && *ca && *cb;
+      smt::Term pre = cN(N) && mid(i, *h) && mid(j, *h) && *ca && *cb;
       if (s.kind == Kind::hbm) {
         auto d = model_value(pre, *b - *a);
         if (!d) return fails(fail + "cannot be related across iterations");
-        if (!unsat(pre && *b - *a != c_.int_val(static_cast<int64_t>(*d)), "hbm-shift-per-period"))
+        if (!unsat(pre && *b - *a != c_.num(static_cast<std::int64_t>(*d)), "hbm-shift-per-period"))
           return fails(fail + "does not move by a constant per period");
         if (auto r = record_shift(s, *d); !r.ok()) return r;
       } else if (!unsat(pre && *a != *b,
@@ -602,28 +482,28 @@ private:
     }
     // Tail iterations and the epilogue: as N grows by P, guards and slots keep
     // their values and hbm subscripts move by the shift.
-    z3::expr NP = N + c_.int_val(static_cast<int64_t>(q_));
-    std::vector<std::optional<std::pair<z3::expr, z3::expr>>> insts;
+    smt::Term NP = N + c_.num(static_cast<std::int64_t>(q_));
+    std::vector<std::optional<std::pair<smt::Term, smt::Term>>> insts;
     if (s.region == Region::main) {
       auto h = hi_of(N), hp = hi_of(NP);
       for (std::int64_t t = 0; t < W_; ++t)
-        insts.push_back(std::make_pair(*h - 1 - c_.int_val(static_cast<int64_t>(t)),
-                                       *hp - 1 - c_.int_val(static_cast<int64_t>(t))));
+        insts.push_back(std::make_pair(*h - 1 - c_.num(static_cast<std::int64_t>(t)),
+                                       *hp - 1 - c_.num(static_cast<std::int64_t>(t))));
     } else {
       insts.push_back(std::nullopt);
     }
     for (auto &in : insts) {
-      std::optional<z3::expr> i1, i2;
+      std::optional<smt::Term> i1, i2;
       if (in) i1 = in->first, i2 = in->second;
       auto a = enc(s.e, N, i1, ctx), b = enc(s.e, NP, i2, ctx);
       auto ca = ctx_ok(s, N, i1, ctx), cb = ctx_ok(s, NP, i2, ctx);
       if (!a || !b || !ca || !cb)
         return fails_for_small_n(fail + "is not an integer expression of the trip count");
-      z3::expr pre = cN(N) && cN(NP) && *ca && *cb;
+      smt::Term pre = cN(N) && cN(NP) && *ca && *cb;
       if (s.kind == Kind::hbm) {
         auto d = model_value(pre, *b - *a);
         if (!d) return fails_for_small_n(fail + "cannot be related across trip counts");
-        if (!unsat(pre && *b - *a != c_.int_val(static_cast<int64_t>(*d)), "hbm-shift-at-end"))
+        if (!unsat(pre && *b - *a != c_.num(static_cast<std::int64_t>(*d)), "hbm-shift-at-end"))
           return fails_for_small_n(fail + "does not move by a constant with the trip count");
         if (*d % m_ != 0) return fails(fail + "does not move with the loop at the end");
         if (auto r = record_shift(s, *d / m_); !r.ok()) return r;
@@ -634,7 +514,7 @@ private:
     return proven();
   }
 
-  z3::context &c_;
+  smt::Context &c_;
   const Collector &col_;
   std::string param_;
   std::int64_t lo_;
@@ -645,7 +525,7 @@ private:
   std::int64_t P_;
   unsigned timeout_;
   std::int64_t W_ = 1, X_ = 1;
-  std::optional<z3::solver> solver_;
+  std::unique_ptr<smt::Solver> solver_;
 
 public:
   std::int64_t q_ = 1, m_ = 1;
@@ -719,8 +599,7 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
   plan.loop_hi = loop_hi;
   plan.period = P;
 
-  z3::context c;
-  InterruptScope interrupt(c);
+  smt::Context c; // interrupted with every other context by smt::interrupt_all
   Prover prover(c, col, param, lo, hi, loop.var, *lo_v, loop_hi, P, timeout_ms);
   std::string first_reason;
   // A guard `i + c < N` or `i >= c` settles only c iterations from either end:
@@ -763,12 +642,14 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
           std::optional<std::int64_t> witness;
           Attempt in = prover.in_bounds(b, witness);
           if (!in.ok()) {
+            plan.kind = InductionPlan::Kind::out_of_bounds;
             plan.reason = in.reason;
             plan.out_of_bounds_at = witness;
             plan.queries = prover.queries;
             return plan;
           }
         }
+        plan.kind = InductionPlan::Kind::proven;
         plan.ok = true;
         plan.window = W;
         plan.n_struct = X;
@@ -786,4 +667,4 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
   return plan;
 }
 
-} // namespace pipecheck::verifier::smt
+} // namespace pipecheck::verifier::races

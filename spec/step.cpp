@@ -1,0 +1,240 @@
+#include "spec/step.hpp"
+
+#include "spec/place.hpp"
+#include "spec/print.hpp"
+#include "spec/typecheck.hpp"
+
+#include <algorithm>
+
+namespace pipecheck::spec {
+
+Stepper::Stepper(const Program &p, const Block &body, Env &env) : program_(p), body_(body), env_(env) {
+  for (auto &b : p.buffers) {
+    std::vector<std::int64_t> shape;
+    for (auto &e : b.shape)
+      shape.push_back(eval(e, b.loc));
+    block_shapes_.push_back(std::move(shape));
+    slots_.push_back(b.slots ? eval(*b.slots, b.loc) : -1);
+    if (b.slots && slots_.back() < 1) throw StepError("buffer '" + b.name + "' has no slots", b.loc);
+  }
+}
+
+int Stepper::buffer_index(const std::string &name) const {
+  for (std::size_t i = 0; i < program_.buffers.size(); ++i)
+    if (program_.buffers[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+std::int64_t Stepper::eval(const Expr &e, const Loc &l) const {
+  if (auto v = eval_int(e, env_)) return *v;
+  if (auto d = arithmetic_error(e, env_, "'" + print(e) + "'")) throw StepError(d->message, d->loc);
+  throw StepError("cannot evaluate '" + print(e) + "'", e.loc.line ? e.loc : l);
+}
+
+StepRef Stepper::resolve(const Expr &ref, const Loc &l) const {
+  const std::string &name = ref.name;
+  const int bi = buffer_index(name);
+  if (bi < 0 || (ref.op != Op::Ref && ref.op != Op::Name))
+    throw StepError("'" + print(ref) + "' is not a buffer", l);
+  const bool ring = slots_[bi] >= 0;
+  // A ring is indexed as an array whose first dim is the slot.
+  Dims dims;
+  if (ring) dims.push_back(slots_[bi]);
+  dims.insert(dims.end(), block_shapes_[bi].begin(), block_shapes_[bi].end());
+  const auto subs =
+      subscripts_of(ref, [&](const Expr &e, bool) -> std::optional<std::int64_t> { return eval(e, l); });
+  if (ring && (subs.empty() || subs[0].kind != Subscript::Kind::index))
+    throw StepError("slot ring '" + name + "' used without a slot", l);
+  const Subscripted r = subscript(dims, subs);
+  if (!r.ok()) {
+    std::string what = "'" + print(ref) + "': " + r.error + " of " + name + dims_string(dims);
+    if (r.out_of_bounds) throw OutOfBounds(what);
+    throw StepError(what, l);
+  }
+  StepRef out;
+  out.place.buffer = bi;
+  std::size_t d = 0;
+  if (ring) out.place.slot = r.dims[d++].lo;
+  const std::size_t first = d;
+  for (; d < r.dims.size(); ++d) {
+    out.place.box.push_back({r.dims[d].lo, r.dims[d].hi});
+    if (r.dims[d].kept) out.kept.push_back(static_cast<int>(d - first));
+  }
+  return out;
+}
+
+void Stepper::collect_reads(const Expr &e, std::vector<StepRef> &out, const Loc &l) const {
+  if (e.op == Op::Ref || e.op == Op::Name) {
+    if (buffer_index(e.name) >= 0) {
+      out.push_back(resolve(e, l));
+      return;
+    }
+    if (e.op == Op::Name) return;
+  }
+  for (auto &a : e.args)
+    collect_reads(a, out, l);
+}
+
+void Stepper::run(StepConsumer &c) {
+  c_ = &c;
+  try {
+    exec_block(body_);
+  } catch (const OutOfBounds &e) {
+    // The access faults: the run ends at it, and what is still in flight
+    // then is no leak of the program's.
+    c.on_fault(*current_, FaultKind::index_out_of_bounds, e.what());
+    return;
+  }
+  c.on_end(in_flight_);
+}
+
+void Stepper::exec_block(const Block &b) {
+  for (auto &s : b)
+    exec(s);
+}
+
+void Stepper::exec(const Stmt &s) {
+  current_ = &s;
+  if (auto *f = std::get_if<For>(&s.kind)) {
+    const std::int64_t lo = eval(f->lo, s.loc), hi = eval(f->hi, s.loc);
+    auto it = env_.find(f->var);
+    const auto saved = it != env_.end() ? std::optional(it->second) : std::nullopt;
+    for (std::int64_t v = lo; v < hi; ++v) {
+      env_[f->var] = v;
+      loop_values_.push_back(v);
+      c_->on_iteration(*f, v);
+      exec_block(f->body);
+      loop_values_.pop_back();
+    }
+    if (saved) env_[f->var] = *saved;
+    return;
+  }
+  if (auto *i = std::get_if<If>(&s.kind)) {
+    exec_block(eval(i->cond, s.loc) ? i->then_body : i->else_body);
+    return;
+  }
+  if (auto *l = std::get_if<Let>(&s.kind)) {
+    // `T = expr` on an unslotted buffer is a store into the whole buffer.
+    if (buffer_index(l->name) >= 0) {
+      exec_store(s, Expr::var(l->name, s.loc), false, l->value);
+      return;
+    }
+    if (auto v = eval_int(l->value, env_)) {
+      env_[l->name] = *v;
+      c_->on_int_let(s, l->name);
+      return;
+    }
+    std::vector<StepRef> reads;
+    collect_reads(l->value, reads, s.loc);
+    c_->on_compute(s, reads, std::nullopt);
+    env_.erase(l->name);
+    return;
+  }
+  if (auto *a = std::get_if<Assign>(&s.kind)) {
+    exec_store(s, a->target, a->accumulate, a->value);
+    return;
+  }
+  exec_async(s);
+}
+
+void Stepper::exec_store(const Stmt &s, const Expr &target_ref, bool accumulate, const Expr &value) {
+  StepRef target = resolve(target_ref, s.loc);
+  std::vector<StepRef> reads;
+  collect_reads(value, reads, s.loc);
+  if (accumulate) reads.push_back(target);
+  ++writes_[{target.place.buffer, target.place.slot}];
+  c_->on_compute(s, reads, target);
+}
+
+namespace {
+Dims kept_shape(const StepRef &r) {
+  Dims d;
+  for (int k : r.kept)
+    d.push_back(r.place.box[k].second - r.place.box[k].first);
+  return d;
+}
+} // namespace
+
+void Stepper::exec_async(const Stmt &s) {
+  if (auto *c = std::get_if<Copy>(&s.kind)) {
+    const bool in = c->kind == CopyKind::in_start || c->kind == CopyKind::in_wait;
+    if (c->kind == CopyKind::in_start || c->kind == CopyKind::out_start) {
+      AsyncStart a;
+      a.kind = in ? AsyncKind::copy_in : AsyncKind::copy_out;
+      a.src = resolve(c->src, s.loc);
+      a.dst = resolve(c->dst, s.loc);
+      const CopyFit fit = fit_copy(kept_shape(a.src), kept_shape(a.dst));
+      a.src_read = a.src.place;
+      a.dst_filled = a.dst.place;
+      for (std::size_t d = 0; d < a.src.kept.size() && d < fit.src.size(); ++d) {
+        auto &iv = a.src_read.box[a.src.kept[d]];
+        iv.second = iv.first + fit.src[d];
+      }
+      for (std::size_t d = 0; d < a.dst.kept.size() && d < fit.dst.size(); ++d) {
+        auto &iv = a.dst_filled.box[a.dst.kept[d]];
+        iv.second = iv.first + fit.dst[d];
+      }
+      const StepPlace &slot = in ? a.dst.place : a.src.place;
+      const SlotKey key{slot.buffer, slot.slot};
+      const int op = next_op_++;
+      in_flight_.push_back(op);
+      (in ? in_ : out_)[key].push_back(op);
+      if (in)
+        ++writes_[key];
+      else
+        out_writes_[op] = writes_[key];
+      c_->on_start(s, op, a);
+      return;
+    }
+    const StepRef w = resolve(c->waited(), s.loc);
+    const SlotKey key{w.place.buffer, w.place.slot};
+    auto &q = (in ? in_ : out_)[key];
+    if (q.empty()) {
+      c_->on_fault(s, FaultKind::wait_without_copy,
+                   std::string("waits for a copy ") + (in ? "into " : "out of ") +
+                       program_.buffers[w.place.buffer].name +
+                       (w.place.slot >= 0 ? "[" + std::to_string(w.place.slot) + "]" : "") +
+                       " but none is in flight: this hangs");
+      return;
+    }
+    const int op = q.front();
+    q.pop_front();
+    in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), op));
+    bool undefined = false;
+    if (!in) {
+      const auto kind = program_.buffers[w.place.buffer].kind;
+      undefined = q.empty() && writes_[key] == out_writes_[op] &&
+                  (kind == BufferKind::sram || kind == BufferKind::smem);
+      out_writes_.erase(op);
+    }
+    c_->on_wait(s, w, {op});
+    if (undefined) c_->on_undefined(s, w.place);
+    return;
+  }
+  if (auto *w = std::get_if<Wgmma>(&s.kind)) {
+    AsyncStart a;
+    a.kind = AsyncKind::wgmma;
+    a.acc = resolve(w->acc, s.loc);
+    a.a = resolve(w->a, s.loc);
+    a.b = resolve(w->b, s.loc);
+    const int op = next_op_++;
+    in_flight_.push_back(op);
+    wgmmas_.push_back(op);
+    c_->on_start(s, op, a);
+    return;
+  }
+  if (auto *w = std::get_if<WgmmaWait>(&s.kind)) {
+    const std::int64_t n = eval(w->n, s.loc);
+    if (n < 0) throw StepError("wgmma_wait takes n >= 0", s.loc);
+    std::vector<int> retired;
+    while (static_cast<std::int64_t>(wgmmas_.size()) > n) {
+      retired.push_back(wgmmas_.front());
+      wgmmas_.pop_front();
+      in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), retired.back()));
+    }
+    c_->on_wait(s, std::nullopt, retired);
+    return;
+  }
+}
+
+} // namespace pipecheck::spec

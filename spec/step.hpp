@@ -1,0 +1,160 @@
+#pragma once
+/// The one Program semantics: a stepper that walks a pipeline for one binding
+/// of its params and reports what happens as events. The race checker
+/// (verifier/races/machine.hpp) and the executor (executor/program_runner.hpp)
+/// both consume it, so `check` and `run` see the same statements, places,
+/// wait matching, retirements and faults (docs/lowering.md "Race semantics").
+///
+/// The stepper decides:
+/// - control flow: `for` (the loop variable is bound in the env), `if`,
+///   integer lets (bound in the env, no event);
+/// - every ref's place by spec/place.hpp's one indexing rule (a ring's first
+///   subscript is the slot; nothing wraps);
+/// - wait matching: copy_in_wait(X[s]) retires the oldest copy into X[s],
+///   copy_out_wait(Y[s]) the oldest copy out of Y[s]; wgmma_wait(n) retires
+///   the oldest wgmmas until at most n remain;
+/// - faults: a subscript outside its buffer or ring (`index-out-of-bounds`:
+///   the run stops there) and a wait with nothing in flight (`wait-without-
+///   copy`: a hang; the wait retires nothing and the run goes on, unless the
+///   consumer stops it by throwing);
+/// - strict slot contents: a copy fills its destination's leading corner
+///   where its source is smaller (spec::fit_copy; the rest is undefined), and
+///   a copy_out_wait leaves its slot undefined unless another write-back out
+///   of it is still in flight or the slot was written after the retired copy
+///   started.
+
+#include "spec/eval.hpp"
+#include "spec/ir.hpp"
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pipecheck::spec {
+
+/// A program the stepper cannot run: an unevaluable expression, a name that
+/// is not a buffer, a ring used without a slot (bad input to the executor,
+/// `unknown` to the checker).
+struct StepError : std::runtime_error {
+  Loc loc;
+  StepError(const std::string &m, Loc l) : std::runtime_error(m), loc(l) {}
+};
+
+/// Half-open intervals, one per dim of a buffer (or of a ring's block).
+using StepBox = std::vector<std::pair<std::int64_t, std::int64_t>>;
+
+/// Where a ref points: a buffer (index into Program::buffers), its slot (-1
+/// when not a ring) and the box it covers of the buffer (or slot's block).
+struct StepPlace {
+  int buffer = -1;
+  std::int64_t slot = -1;
+  StepBox box;
+  friend bool operator==(const StepPlace &, const StepPlace &) = default;
+};
+
+/// A resolved ref: its place and the box dims it keeps (an index drops one).
+struct StepRef {
+  StepPlace place;
+  std::vector<int> kept;
+};
+
+enum class AsyncKind { copy_in, copy_out, wgmma };
+enum class FaultKind { index_out_of_bounds, wait_without_copy };
+
+/// An asynchronous operation as started. Ops are numbered from 0 in start order.
+struct AsyncStart {
+  AsyncKind kind = AsyncKind::copy_in;
+  /// copies: the refs as written, and what the copy reads of its source and
+  /// fills of its destination (narrowed by spec::fit_copy where they differ).
+  StepRef src, dst;
+  StepPlace src_read, dst_filled;
+  StepRef acc, a, b; ///< wgmma
+};
+
+/// What the stepper reports. Throwing from a callback stops the walk (the
+/// exception propagates out of Stepper::run).
+class StepConsumer {
+public:
+  virtual ~StepConsumer() = default;
+  /// At the start of every iteration of every loop (the variable is bound).
+  virtual void on_iteration(const For &, std::int64_t) {}
+  /// An integer let binds `name` (already set in the env).
+  virtual void on_int_let(const Stmt &, const std::string &name) { (void)name; }
+  /// A compute statement: a store (`X[s] = ...`, `X[s] += ...`, a buffer's
+  /// `T = ...`), with `write` its target, or a tensor let (`write` absent).
+  /// `reads`: the buffer refs its value reads, in order (the target last,
+  /// for `+=`).
+  virtual void on_compute(const Stmt &, const std::vector<StepRef> &reads,
+                          const std::optional<StepRef> &write) = 0;
+  /// A copy or wgmma starts as op number `op`.
+  virtual void on_start(const Stmt &, int op, const AsyncStart &) = 0;
+  /// A copy wait or wgmma_wait; `retired`: the ops it retires, oldest first.
+  /// `waited`: the ref a copy wait names.
+  virtual void on_wait(const Stmt &, const std::optional<StepRef> &waited,
+                       const std::vector<int> &retired) = 0;
+  /// After on_wait: `slot` is undefined from now on (strict slot contents).
+  virtual void on_undefined(const Stmt &, const StepPlace &slot) = 0;
+  /// A fault at `stmt`. After index_out_of_bounds the walk stops (no on_end).
+  virtual void on_fault(const Stmt &, FaultKind, const std::string &message) = 0;
+  /// The end of the program; `in_flight`: ops never retired, in start order.
+  virtual void on_end(const std::vector<int> &in_flight) = 0;
+};
+
+class Stepper {
+public:
+  /// Walks `body` (normally program.body) over `program`'s buffers with `env`
+  /// binding every param; `env` is the stepper's working env (loop variables
+  /// and integer lets are bound in it), shared with the consumer.
+  Stepper(const Program &, const Block &body, Env &env);
+  /// Runs to the end (or the first out-of-bounds fault). Throws StepError.
+  void run(StepConsumer &);
+
+  /// Resolves a buffer ref under the current env. Throws StepError; an
+  /// out-of-bounds subscript throws OutOfBounds.
+  StepRef resolve(const Expr &ref, const Loc &stmt) const;
+  struct OutOfBounds : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+  /// The buffer a name denotes, or -1.
+  int buffer_index(const std::string &name) const;
+  /// The shape of a buffer's block (a ring's slot) under the params.
+  const std::vector<std::int64_t> &block_shape(int buffer) const { return block_shapes_[buffer]; }
+  /// The number of slots of a ring, -1 when not a ring.
+  std::int64_t slots(int buffer) const { return slots_[buffer]; }
+  /// The statement being executed.
+  const Stmt *current() const { return current_; }
+  /// The values of the enclosing loops' variables, outermost first.
+  const std::vector<std::int64_t> &loop_values() const { return loop_values_; }
+
+private:
+  std::int64_t eval(const Expr &, const Loc &) const;
+  void exec_block(const Block &);
+  void exec(const Stmt &);
+  void exec_store(const Stmt &, const Expr &target, bool accumulate, const Expr &value);
+  void exec_async(const Stmt &);
+  void collect_reads(const Expr &, std::vector<StepRef> &, const Loc &) const;
+
+  const Program &program_;
+  const Block &body_;
+  Env &env_;
+  StepConsumer *c_ = nullptr;
+  std::map<std::string, int> buffer_of_;
+  std::vector<std::vector<std::int64_t>> block_shapes_;
+  std::vector<std::int64_t> slots_;
+  const Stmt *current_ = nullptr;
+  std::vector<std::int64_t> loop_values_;
+  int next_op_ = 0;
+  std::vector<int> in_flight_; // ops in start order
+  using SlotKey = std::pair<int, std::int64_t>;
+  std::map<SlotKey, std::deque<int>> in_, out_;
+  std::deque<int> wgmmas_;
+  std::map<SlotKey, std::uint64_t> writes_; // stores and copies into each slot
+  std::map<int, std::uint64_t> out_writes_; // copy_out op -> its slot's writes at its start
+};
+
+} // namespace pipecheck::spec

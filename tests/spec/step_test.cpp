@@ -1,0 +1,185 @@
+// The one Program stepper (spec/step.hpp) that the race checker and the
+// executor both consume: wait matching, wgmma retirement, faults, strict slot
+// contents and clipped copies, as events.
+#include "spec/parse.hpp"
+#include "spec/step.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+using namespace pipecheck::spec;
+
+namespace {
+
+Program parse_program(const std::string &text) {
+  auto r = parse(SourceFile::from_string("t.pk", text));
+  EXPECT_TRUE(r.file) << (r.errors.empty() ? "" : r.errors[0].message);
+  return std::get<Program>(r.file->units.at(0));
+}
+
+/// Writes one line per event: "L<line> <what>".
+struct Recorder : StepConsumer {
+  const Program *program = nullptr;
+  std::ostringstream out;
+  std::string place(const StepPlace &p) {
+    std::string s = program->buffers[p.buffer].name;
+    if (p.slot >= 0) s += "[" + std::to_string(p.slot) + "]";
+    for (auto &[lo, hi] : p.box)
+      s += " " + std::to_string(lo) + ":" + std::to_string(hi);
+    return s;
+  }
+  void on_compute(const Stmt &s, const std::vector<StepRef> &reads,
+                  const std::optional<StepRef> &write) override {
+    out << "L" << s.loc.line << " compute reads=" << reads.size();
+    if (write) out << " write=" << place(write->place);
+    out << "\n";
+  }
+  void on_start(const Stmt &s, int op, const AsyncStart &a) override {
+    out << "L" << s.loc.line << " start op" << op;
+    if (a.kind != AsyncKind::wgmma) out << " filled=" << place(a.dst_filled);
+    out << "\n";
+  }
+  void on_wait(const Stmt &s, const std::optional<StepRef> &, const std::vector<int> &retired) override {
+    out << "L" << s.loc.line << " retire";
+    for (int op : retired)
+      out << " op" << op;
+    out << "\n";
+  }
+  void on_undefined(const Stmt &s, const StepPlace &slot) override {
+    out << "L" << s.loc.line << " undefined " << place(slot) << "\n";
+  }
+  void on_fault(const Stmt &s, FaultKind k, const std::string &m) override {
+    out << "L" << s.loc.line << (k == FaultKind::index_out_of_bounds ? " out-of-bounds: " : " hang: ") << m
+        << "\n";
+  }
+  void on_end(const std::vector<int> &in_flight) override {
+    out << "end in_flight=" << in_flight.size() << "\n";
+  }
+};
+
+std::string run(const std::string &text, Env env = {}) {
+  Program p = parse_program(text);
+  Recorder r;
+  r.program = &p;
+  Stepper(p, p.body, env).run(r);
+  return r.out.str();
+}
+
+} // namespace
+
+TEST(Stepper, ACopyWaitRetiresTheOldestCopyIntoThatSlotOnly) {
+  EXPECT_EQ(run(R"(pipeline p:
+    hbm A: f32[4, 8]
+    sram X[2]: f32[8]
+    copy_in_start(A[0], X[0])
+    copy_in_start(A[1], X[1])
+    copy_in_start(A[2], X[0])
+    copy_in_wait(X[0])
+    copy_in_wait(X[0])
+    copy_in_wait(X[1])
+)"),
+            "L4 start op0 filled=X[0] 0:8\nL5 start op1 filled=X[1] 0:8\nL6 start op2 filled=X[0] 0:8\n"
+            "L7 retire op0\nL8 retire op2\nL9 retire op1\nend in_flight=0\n");
+}
+
+TEST(Stepper, AWgmmaWaitRetiresTheOldestUntilNRemain) {
+  EXPECT_EQ(run(R"(pipeline p:
+    smem A[2]: f32[8, 8]
+    acc C: f32[8, 8]
+    A[0] = zeros
+    A[1] = zeros
+    wgmma(C, A[0], A[0])
+    wgmma(C, A[1], A[1])
+    wgmma(C, A[0], A[1])
+    wgmma_wait(1)
+    wgmma_wait(0)
+)"),
+            "L4 compute reads=0 write=A[0] 0:8 0:8\nL5 compute reads=0 write=A[1] 0:8 0:8\n"
+            "L6 start op0\nL7 start op1\nL8 start op2\nL9 retire op0 op1\nL10 retire op2\nend in_flight=0\n");
+}
+
+TEST(Stepper, ANegativeIndexFaultsAtItsStatementAndEndsTheWalk) {
+  // The issue's wrap_minus_one: A[i - 1] at i = 0 is out of bounds, not A[3].
+  const std::string out = run(R"(pipeline wrap_minus_one:
+    hbm A: f32[4, 128]
+    sram X[1]: f32[128]
+    sram Y[1]: f32[128]
+    for i in range(1):
+        Y[0] = zeros
+        copy_out_start(Y[0], A[i - 1])
+        copy_in_start(A[3], X[0])
+        copy_out_wait(Y[0])
+        copy_in_wait(X[0])
+        copy_out_start(X[0], A[1])
+        copy_out_wait(X[0])
+)");
+  EXPECT_EQ(out,
+            "L6 compute reads=0 write=Y[0] 0:128\n"
+            "L7 out-of-bounds: 'A[i - 1]': index -1 is out of bounds for dim 0 (extent 4) of A[4, 128]\n");
+}
+
+TEST(Stepper, AWaitWithNothingInFlightIsAHangAndTheWalkGoesOn) {
+  EXPECT_EQ(run(R"(pipeline p:
+    hbm A: f32[8]
+    sram X[1]: f32[8]
+    copy_in_wait(X[0])
+    copy_in_start(A, X[0])
+)"),
+            "L4 hang: waits for a copy into X[0] but none is in flight: this hangs\n"
+            "L5 start op0 filled=X[0] 0:8\nend in_flight=1\n");
+}
+
+TEST(Stepper, AWaitedWritebackLeavesItsSlotUndefinedUnlessTheSlotWasWrittenSince) {
+  EXPECT_EQ(run(R"(pipeline p:
+    hbm A: f32[2, 8]
+    sram Y[1]: f32[8]
+    Y[0] = zeros
+    copy_out_start(Y[0], A[0])
+    copy_out_wait(Y[0])
+    Y[0] = zeros
+    copy_out_start(Y[0], A[0])
+    copy_in_start(A[1], Y[0])
+    copy_out_wait(Y[0])
+    copy_in_wait(Y[0])
+)"),
+            "L4 compute reads=0 write=Y[0] 0:8\nL5 start op0 filled=A 0:1 0:8\nL6 retire op0\n"
+            "L6 undefined Y[0] 0:8\nL7 compute reads=0 write=Y[0] 0:8\nL8 start op1 filled=A 0:1 0:8\n"
+            "L9 start op2 filled=Y[0] 0:8\nL10 retire op1\nL11 retire op2\nend in_flight=0\n");
+}
+
+TEST(Stepper, AClippedCopyFillsTheLeadingCornerOfItsDestination) {
+  EXPECT_EQ(run(R"(pipeline p:
+    hbm A: f32[10, 128]
+    sram X[1]: f32[16, 128]
+    copy_in_start(A, X[0])
+    copy_in_wait(X[0])
+)"),
+            "L4 start op0 filled=X[0] 0:10 0:128\nL5 retire op0\nend in_flight=0\n");
+}
+
+TEST(Stepper, LoopsBindTheirVariableInTheSharedEnv) {
+  Program p = parse_program(R"(pipeline p:
+    param N >= 1
+    hbm A: f32[N, 8]
+    sram X[2]: f32[8]
+    for i in range(N):
+        copy_in_start(A[i], X[i % 2])
+        copy_in_wait(X[i % 2])
+)");
+  struct Loops : StepConsumer {
+    std::vector<std::int64_t> seen;
+    Env *env = nullptr;
+    void on_iteration(const For &, std::int64_t v) override { seen.push_back(env->at("i") * 10 + v); }
+    void on_compute(const Stmt &, const std::vector<StepRef> &, const std::optional<StepRef> &) override {}
+    void on_start(const Stmt &, int, const AsyncStart &) override {}
+    void on_wait(const Stmt &, const std::optional<StepRef> &, const std::vector<int> &) override {}
+    void on_undefined(const Stmt &, const StepPlace &) override {}
+    void on_fault(const Stmt &, FaultKind, const std::string &) override {}
+    void on_end(const std::vector<int> &) override {}
+  } c;
+  Env env{{"N", 3}};
+  c.env = &env;
+  Stepper(p, p.body, env).run(c);
+  EXPECT_EQ(c.seen, (std::vector<std::int64_t>{0, 11, 22}));
+}
