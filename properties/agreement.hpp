@@ -10,10 +10,14 @@
 ///       check at the same grid point) shows the same rule on the same line.
 /// Units the verifier calls `unknown` are counted, not judged.
 
+#include "spec/ir.hpp"
+
 #include <rapidcheck.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace pipecheck::properties {
@@ -23,7 +27,8 @@ namespace pipecheck::properties {
 /// output slots whose write-back is waited at once or one iteration later, a
 /// plain or an accumulating compute; correct, or mutated: a wait dropped or
 /// moved, a slot index changed, an hbm index shifted (also to -1 and past the
-/// end), a ring made smaller, a delay changed, an accumulator not reset.
+/// end), a ring made smaller, a delay changed, an accumulator not reset. A
+/// third write their results back in place, into the array they read.
 rc::Gen<std::string> agreement_pipeline_text();
 
 /// Small kernels as `.pk` text (kernel `k`): grids of rank 1-3, dividing and
@@ -42,16 +47,20 @@ struct Agreement {
   std::string verdict;
   /// Empty when (a)-(c) hold; else one line per broken clause.
   std::vector<std::string> disagreements;
-  int runs = 0;          ///< executor runs made
-  int failed_runs = 0;   ///< of which failed
-  int findings = 0;      ///< verifier findings
-  int reproduced = 0;    ///< findings whose witness reproduced
-  int shown_by_run = 0;  ///< findings whose witness binding also fails `run`
+  int runs = 0;                          ///< executor runs made
+  int failed_runs = 0;                   ///< of which failed
+  int findings = 0;                      ///< verifier findings
+  int reproduced = 0;                    ///< findings whose witness reproduced
+  int shown_by_run = 0;                  ///< findings whose witness binding also fails `run`
   bool unknown_with_failing_run = false; ///< `unknown`, and some run failed
 };
 
-/// Checks, runs and compares one pipeline or kernel given as `.pk` text.
+/// Checks, runs and compares one pipeline or kernel given as `.pk` text
+/// (one unit; else "skip"). A pipeline with one symbolic param runs at
+/// 1..kAgreementMaxN; one without runs once.
 Agreement check_agreement(const std::string &text);
+/// The same for a validated unit.
+Agreement check_agreement(const std::variant<spec::KernelSpec, spec::Program> &unit);
 
 /// Tallies of many units, and the texts that disagreed.
 struct AgreementTally {
@@ -65,7 +74,9 @@ struct AgreementTally {
 };
 
 /// Generates `cases` units from `gen` (deterministically from `seed`, sizes
-/// cycling 0..99 as RapidCheck does) and tallies their agreement.
-AgreementTally run_agreement(const rc::Gen<std::string> &gen, std::int64_t cases, std::uint64_t seed);
+/// cycling 0..99 as RapidCheck does) and tallies their agreement; `each`, if
+/// given, sees every unit and its outcome.
+AgreementTally run_agreement(const rc::Gen<std::string> &gen, std::int64_t cases, std::uint64_t seed,
+                             const std::function<void(const std::string &, const Agreement &)> &each = {});
 
 } // namespace pipecheck::properties

@@ -1,7 +1,11 @@
 // `check` and `run` agree on generated pipelines and kernels (properties/agreement.hpp).
 // PIPECHECK_AGREEMENT_CASES sets the cases per generator (CI default 2000; offline:
-// PIPECHECK_AGREEMENT_CASES=100000), PIPECHECK_AGREEMENT_SEED the seed (default 1).
+// PIPECHECK_AGREEMENT_CASES=100000), PIPECHECK_AGREEMENT_SEED the seed (default 1),
+// PIPECHECK_AGREEMENT_DUMP=1 prints every generated unit with its verdict.
 #include "properties/agreement.hpp"
+#include "spec/parse.hpp"
+
+#include "tests/corpus/corpus_files.hpp"
 
 #include <gtest/gtest.h>
 
@@ -22,7 +26,14 @@ void expect_agreement(const char *what, const rc::Gen<std::string> &gen) {
   const std::int64_t cases = env_int("PIPECHECK_AGREEMENT_CASES", 2000);
   const auto seed = static_cast<std::uint64_t>(env_int("PIPECHECK_AGREEMENT_SEED", 1));
   auto t0 = std::chrono::steady_clock::now();
-  properties::AgreementTally t = properties::run_agreement(gen, cases, seed);
+  // PIPECHECK_AGREEMENT_DUMP=1 prints every unit with its verdict.
+  const bool dump = env_int("PIPECHECK_AGREEMENT_DUMP", 0) != 0;
+  properties::AgreementTally t = properties::run_agreement(
+      gen, cases, seed, [&](const std::string &text, const properties::Agreement &a) {
+        if (dump)
+          std::cout << "# " << a.verdict << " (" << a.failed_runs << "/" << a.runs << " runs failed)\n"
+                    << text;
+      });
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << what << " (seed " << seed << "): " << t.summary() << "; " << s << " s\n";
   EXPECT_EQ(t.cases, cases);
@@ -68,6 +79,39 @@ TEST(Agreement, AKnownRaceIsAViolationWhoseWitnessReproducesAndACleanPipelineIsV
   EXPECT_EQ(c.failed_runs, 0);
   EXPECT_EQ(c.runs, 15); // N = 1..3, five modes each
   EXPECT_EQ(properties::check_agreement("pipeline").verdict, "skip");
+}
+
+TEST(Agreement, TheIssuesWrapAroundPipelineIsAViolationOfIndexOutOfBounds) {
+  // issue 9: A[i - 1] at i = 0 was the box {-1} for the checker and A[3] for
+  // the executor: `verified`, while run failed.
+  const char *src = "pipeline wrap_minus_one:\n    hbm A: f32[4, 128]\n    sram X[1]: f32[128]\n"
+                    "    sram Y[1]: f32[128]\n    for i in range(1):\n        Y[0] = zeros\n"
+                    "        copy_out_start(Y[0], A[i - 1])\n        copy_in_start(A[3], X[0])\n"
+                    "        copy_out_wait(Y[0])\n        copy_in_wait(X[0])\n"
+                    "        copy_out_start(X[0], A[1])\n        copy_out_wait(X[0])\n";
+  auto r = properties::check_agreement(src);
+  EXPECT_EQ(r.verdict, "violation");
+  EXPECT_TRUE(r.disagreements.empty()) << r.disagreements.front();
+  EXPECT_GT(r.reproduced, 0);
+}
+
+TEST(Agreement, EveryCorpusPipelineAgrees) {
+  int pipelines = 0;
+  for (const auto &rel : testing_corpus::corpus_files()) {
+    auto src = spec::SourceFile::from_string(
+        rel, testing_corpus::read(std::filesystem::path(PIPECHECK_SOURCE_DIR) / rel));
+    auto parsed = spec::parse_and_validate(src);
+    if (!parsed.file) continue;
+    for (const auto &unit : parsed.file->units) {
+      const auto *p = std::get_if<spec::Program>(&unit);
+      if (!p) continue;
+      ++pipelines;
+      auto a = properties::check_agreement(unit);
+      for (const auto &d : a.disagreements)
+        ADD_FAILURE() << rel << ": pipeline " << p->name << ": " << d;
+    }
+  }
+  EXPECT_GT(pipelines, 20);
 }
 
 TEST(Agreement, AKernelThatReadsTheWrongBlockIsAViolationThatRunShows) {
