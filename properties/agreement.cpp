@@ -256,6 +256,8 @@ std::string structured_kernel_text() {
   std::ostringstream o;
   o << "kernel k:\n    grid = " << tuple(grid) << "\n";
   if (*rc::gen::element(true, true, false)) o << "    dimension_semantics = " << tuple(sem) << "\n";
+  // A quarter run on Mosaic GPU (one pipeline per CTA), the rest on TPU.
+  if (*rc::gen::element(false, false, false, true)) o << "    target = h200\n";
   const std::string lam = tuple(params);
   o << "    in  x: f32[" << xR << ", " << xC << "]  block=(" << bR << ", " << bC << ")  index=" << lam
     << " -> (" << join(xi) << ")" << buffered() << "\n";
