@@ -477,8 +477,8 @@ Agreement agree_kernel(const spec::KernelSpec &k) {
 
 } // namespace
 
-rc::Gen<std::string> agreement_pipeline_text() {
-  return rc::gen::exec([]() {
+rc::Gen<std::string> agreement_pipeline_text(bool mutated) {
+  return rc::gen::exec([mutated]() {
     PipeShape s;
     s.distance = *rc::gen::inRange(0, 3);
     s.in_slots = *rc::gen::inRange(s.distance + 1, 4);
@@ -494,6 +494,7 @@ rc::Gen<std::string> agreement_pipeline_text() {
                                                  {1, smaller_ring},
                                                  {2, change_delay},
                                                  {1, no_reset}});
+    if (!mutated) s.mutation = none;
     if (s.mutation == no_reset) s.body = 1;
     s.variant = *rc::gen::inRange(0, 12);
     return render_pipeline(s);

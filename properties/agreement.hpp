@@ -29,7 +29,8 @@ namespace pipecheck::properties {
 /// moved, a slot index changed, an hbm index shifted (also to -1 and past the
 /// end), a ring made smaller, a delay changed, an accumulator not reset. A
 /// third write their results back in place, into the array they read.
-rc::Gen<std::string> agreement_pipeline_text();
+/// `mutated = false`: only the correct programs.
+rc::Gen<std::string> agreement_pipeline_text(bool mutated = true);
 
 /// Small kernels as `.pk` text (kernel `k`): grids of rank 1-3, dividing and
 /// ragged shapes, `buffered=` counts 1-3, index maps that revisit (`//`, `%`,

@@ -57,6 +57,14 @@ TEST(Agreement, EveryKernelFailureHasAFindingEveryVerifiedKernelPassesAndWitness
   expect_agreement("kernels", properties::agreement_kernel_text());
 }
 
+TEST(Agreement, EveryUnmutatedGeneratedPipelineIsVerifiedAndPassesEveryMode) {
+  // The generator's correct programs are correct: mutations are what breaks them.
+  auto t = properties::run_agreement(properties::agreement_pipeline_text(false), 100, 3);
+  EXPECT_EQ(t.verified, 100) << t.summary();
+  EXPECT_EQ(t.failed_runs, 0) << t.summary();
+  EXPECT_TRUE(t.disagreements.empty()) << t.summary();
+}
+
 TEST(Agreement, AKnownRaceIsAViolationWhoseWitnessReproducesAndACleanPipelineIsVerifiedAndPasses) {
   const char *racy = "pipeline p:\n    param N >= 1\n    hbm  A: f32[N, 8]\n    hbm  B: f32[N, 8]\n"
                      "    sram X[1]: f32[8]\n    for i in range(N):\n"
