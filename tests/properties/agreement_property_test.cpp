@@ -30,9 +30,11 @@ void expect_agreement(const char *what, const rc::Gen<std::string> &gen) {
   const bool dump = env_int("PIPECHECK_AGREEMENT_DUMP", 0) != 0;
   properties::AgreementTally t = properties::run_agreement(
       gen, cases, seed, [&](const std::string &text, const properties::Agreement &a) {
-        if (dump)
-          std::cout << "# " << a.verdict << " (" << a.failed_runs << "/" << a.runs << " runs failed)\n"
-                    << text;
+        if (!dump) return;
+        std::cout << "# " << a.verdict << " (" << a.failed_runs << "/" << a.runs << " runs failed)";
+        for (const auto &d : a.disagreements)
+          std::cout << " DISAGREES: " << d;
+        std::cout << "\n" << text;
       });
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << what << " (seed " << seed << "): " << t.summary() << "; " << s << " s\n";
