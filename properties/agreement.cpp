@@ -269,7 +269,9 @@ std::string structured_kernel_text() {
 
 // ---- shared -----------------------------------------------------------------
 
-std::string describe(const verifier::Finding &f) { return f.rule + "@" + std::to_string(f.loc.line); }
+std::string describe(const verifier::Finding &f) {
+  return verifier::to_string(f.rule) + "@" + std::to_string(f.loc.line);
+}
 
 bool has(const std::vector<verifier::Finding> &fs, const verifier::Finding &f) {
   for (const auto &g : fs)
@@ -442,8 +444,7 @@ Agreement agree_kernel(const spec::KernelSpec &k) {
         for (const auto &t : g.witness.trace)
           if (t.anchor && t.top_level >= 0 && static_cast<std::size_t>(t.top_level) < lowered->step_of.size())
             found = found || !at ||
-                    spec::grid_point(lowered->grid,
-                                     lowered->step_of[static_cast<std::size_t>(t.top_level)]) == *at;
+                    lowered->point(lowered->step_of[static_cast<std::size_t>(t.top_level)]) == *at;
       }
       if (!found) {
         a.disagreements.push_back("lowered-program witness of " + describe(f) + " does not reproduce");
