@@ -98,7 +98,10 @@ void Stepper::exec(const Stmt &s) {
   if (auto *f = std::get_if<For>(&s.kind)) {
     const std::int64_t lo = eval(f->lo, s.loc), hi = eval(f->hi, s.loc);
     auto it = env_.find(f->var);
-    const auto saved = it != env_.end() ? std::optional(it->second) : std::nullopt;
+    // Two plain values, not an optional: GCC's -Wmaybe-uninitialized misfires
+    // on an optional here under -fsanitize=thread.
+    const bool had = it != env_.end();
+    const std::int64_t saved = had ? it->second : 0;
     for (std::int64_t v = lo; v < hi; ++v) {
       env_[f->var] = v;
       loop_values_.push_back(v);
@@ -106,7 +109,7 @@ void Stepper::exec(const Stmt &s) {
       exec_block(f->body);
       loop_values_.pop_back();
     }
-    if (saved) env_[f->var] = *saved;
+    if (had) env_[f->var] = saved;
     return;
   }
   if (auto *i = std::get_if<If>(&s.kind)) {
