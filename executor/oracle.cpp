@@ -88,8 +88,7 @@ spec::KernelSpec concrete_spec(const ConcreteKernel &c) {
 }
 
 Shape grid_point(const ConcreteKernel &c, std::int64_t linear) {
-  if (c.gpu) return spec::gpu_grid_point(c.grid, c.cta, linear);
-  return c.point(linear);
+  return spec::grid_point(c.grid, c.cta, linear);
 }
 
 bool starts_cta(const ConcreteKernel &c, std::int64_t linear) {

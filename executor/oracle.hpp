@@ -30,7 +30,7 @@ struct ConcreteKernel : spec::BoundKernel {
   spec::Block body;                           ///< with program_id/num_programs rewritten
   std::int64_t scale = 1;
   /// Mosaic GPU (h100/h200): grid points run CTA by CTA
-  /// (spec::gpu_grid_point), `cta` marking the CTA axes (spec::cta_axes).
+  /// (spec::grid_point), `cta` marking the CTA axes (spec::cta_axes; empty on TPU).
   bool gpu = false;
   std::vector<bool> cta;
 };

@@ -61,12 +61,12 @@ public:
     Binding bound = bind_kernel(k_, env_);
     if (bound.error) throw Fail{bound.error->diag.loc, bound.error->diag.message};
     grid_ = bound.kernel->grid;
-    cta_ = cta_axes(k_, grid_.size());
+    if (gpu_) cta_ = cta_axes(k_, grid_.size());
     steps_ = bound.kernel->num_points();
     if (steps_ > kMaxSteps) throw Fail{k_.grid_loc, "grid too large to lower (more than 65536 steps)"};
     // GPU: CTA by CTA, each CTA's pipeline steps in order.
     for (std::int64_t s = 0; s < steps_; ++s)
-      coords_.push_back(gpu_ ? gpu_grid_point(grid_, cta_, s) : bound.kernel->point(s));
+      coords_.push_back(grid_point(grid_, cta_, s));
     setup_operands(*bound.kernel);
     declare_buffers();
     if (gpu_)
@@ -78,7 +78,6 @@ public:
     out.program = std::move(prog_);
     out.grid = grid_;
     out.step_of = std::move(step_of_);
-    out.gpu = gpu_;
     out.cta = cta_;
     for (auto &x : ops_)
       out.bindings.push_back({x.op->name, x.op->role, x.hbm, x.window});
@@ -543,20 +542,7 @@ private:
 
 } // namespace
 
-std::vector<std::int64_t> Lowered::point(std::int64_t step) const {
-  if (gpu) return gpu_grid_point(grid, cta, step);
-  std::vector<std::int64_t> c(grid.size());
-  for (std::size_t a = grid.size(); a-- > 0;) {
-    c[a] = grid[a] > 0 ? step % grid[a] : 0;
-    step = grid[a] > 0 ? step / grid[a] : 0;
-  }
-  return c;
-}
-
-bool is_gpu_target(const std::string &t) {
-  const Target *x = find_target(t);
-  return x && x->kind == TargetKind::gpu;
-}
+std::vector<std::int64_t> Lowered::point(std::int64_t step) const { return grid_point(grid, cta, step); }
 
 std::vector<bool> cta_axes(const KernelSpec &k, std::size_t rank) {
   std::vector<bool> cta(rank, true);
@@ -573,8 +559,8 @@ std::int64_t cta_steps(const std::vector<std::int64_t> &grid, const std::vector<
   return n;
 }
 
-std::vector<std::int64_t> gpu_grid_point(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta,
-                                         std::int64_t linear) {
+std::vector<std::int64_t> grid_point(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta,
+                                     std::int64_t linear) {
   const std::int64_t n = cta_steps(grid, cta);
   std::int64_t step = n > 0 ? linear % n : 0, block = n > 0 ? linear / n : 0;
   std::vector<std::int64_t> p(grid.size(), 0);

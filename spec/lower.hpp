@@ -40,16 +40,11 @@ struct Lowered {
   /// belongs to step 0, the epilogue to the last step. Not part of the
   /// program's text: printing and parsing back do not see it.
   std::vector<std::int64_t> step_of;
-  /// Mosaic GPU: steps run CTA by CTA (`cta` marks the CTA axes).
-  bool gpu = false;
+  /// Mosaic GPU: the CTA axes (steps run CTA by CTA); empty on TPU.
   std::vector<bool> cta;
-  /// The grid coordinates of a step of the program's order: row-major (last
-  /// axis fastest) on TPU, gpu_grid_point's order on Mosaic GPU.
+  /// The grid coordinates of a step of the program's order (grid_point).
   std::vector<std::int64_t> point(std::int64_t step) const;
 };
-
-/// True for the Mosaic GPU targets (h100, h200).
-bool is_gpu_target(const std::string &target);
 
 /// Mosaic GPU: the grid axes that are CTA axes. Pallas makes the `parallel`
 /// axes of dimension_semantics the CUDA grid and runs the other axes
@@ -61,13 +56,14 @@ std::vector<bool> cta_axes(const KernelSpec &, std::size_t grid_rank);
 /// non-CTA extents; 1 when every axis is a CTA axis).
 std::int64_t cta_steps(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta);
 
-/// Mosaic GPU: the grid point at position `linear` of the order the lowered
-/// program (and the oracle) run: CTA by CTA (CTA axes in lexicographic order,
-/// last fastest), each CTA's pipeline steps in lexicographic order of the
-/// other axes. A new CTA starts where `linear % cta_steps(...) == 0`. With
-/// the CTA axes leading (the usual case) this is plain grid order.
-std::vector<std::int64_t> gpu_grid_point(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta,
-                                         std::int64_t linear);
+/// The grid point at position `linear` of the order the lowered program (and
+/// the oracle) run: CTA by CTA (CTA axes in lexicographic order, last
+/// fastest), each CTA's pipeline steps in lexicographic order of the other
+/// axes. A new CTA starts where `linear % cta_steps(...) == 0`. With no CTA
+/// axes (`cta` empty: TPU) or leading ones (the usual case) this is plain
+/// grid order, last axis fastest.
+std::vector<std::int64_t> grid_point(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta,
+                                     std::int64_t linear);
 
 /// Lowers a validated kernel spec with every param bound (values, overrides).
 /// Returns nullopt and appends located errors when it cannot (e.g. a symbolic

@@ -64,10 +64,14 @@ std::optional<std::string> kernel_target(const KernelSpec &k,
   return std::nullopt;
 }
 
+bool is_gpu_target(const std::string &name) {
+  const Target *t = find_target(name);
+  return t && t->kind == TargetKind::gpu;
+}
+
 bool targets_gpu(const KernelSpec &k, const std::optional<std::string> &override_name) {
   auto name = kernel_target(k, override_name);
-  const Target *t = name ? find_target(*name) : nullptr;
-  return t && t->kind == TargetKind::gpu;
+  return name && is_gpu_target(*name);
 }
 
 } // namespace pipecheck::spec

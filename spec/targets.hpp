@@ -37,6 +37,8 @@ std::string unknown_target_message(const std::string &name);
 /// The name of the target a kernel is checked, lowered or run for: the
 /// override (--target) if any, else the spec's `target =` setting, else none.
 std::optional<std::string> kernel_target(const KernelSpec &, const std::optional<std::string> &override_name);
+/// True for a known GPU target name (h100, h200).
+bool is_gpu_target(const std::string &name);
 /// True when that target is a known GPU (the kernel lowers to Mosaic GPU).
 bool targets_gpu(const KernelSpec &, const std::optional<std::string> &override_name);
 
