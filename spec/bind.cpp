@@ -53,10 +53,34 @@ std::int64_t num_points(const std::vector<std::int64_t> &grid) {
 std::int64_t BoundKernel::num_points() const { return spec::num_points(grid); }
 
 std::vector<std::int64_t> BoundKernel::point(std::int64_t linear) const {
-  std::vector<std::int64_t> p(grid.size());
+  return grid_point(grid, {}, linear);
+}
+
+std::vector<bool> cta_axes(const KernelSpec &k, std::size_t rank) {
+  std::vector<bool> cta(rank, true);
+  if (k.dimension_semantics)
+    for (std::size_t a = 0; a < rank && a < k.dimension_semantics->size(); ++a)
+      cta[a] = (*k.dimension_semantics)[a] == DimSemantics::parallel;
+  return cta;
+}
+
+std::int64_t cta_steps(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta) {
+  std::int64_t n = 1;
+  for (std::size_t a = 0; a < grid.size(); ++a)
+    if (a >= cta.size() || !cta[a]) n = saturating_mul(n, grid[a]);
+  return n;
+}
+
+std::vector<std::int64_t> grid_point(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta,
+                                     std::int64_t linear) {
+  const std::int64_t n = cta_steps(grid, cta);
+  std::int64_t step = n > 0 ? linear % n : 0, block = n > 0 ? linear / n : 0;
+  std::vector<std::int64_t> p(grid.size(), 0);
   for (std::size_t a = grid.size(); a-- > 0;) {
-    p[a] = grid[a] > 0 ? linear % grid[a] : 0;
-    linear = grid[a] > 0 ? linear / grid[a] : 0;
+    std::int64_t &r = a < cta.size() && cta[a] ? block : step;
+    if (grid[a] <= 0) continue;
+    p[a] = r % grid[a];
+    r /= grid[a];
   }
   return p;
 }

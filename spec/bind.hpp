@@ -67,9 +67,29 @@ struct BoundKernel {
   const BoundOperand *operand(const std::string &name) const;
   /// The number of grid points, saturating at INT64_MAX.
   std::int64_t num_points() const;
-  /// The `linear`-th grid point in grid order (last axis fastest).
+  /// The `linear`-th grid point in grid order (last axis fastest; grid_point
+  /// with no CTA axes).
   std::vector<std::int64_t> point(std::int64_t linear) const;
 };
+
+/// Mosaic GPU: the grid axes that are CTA axes. Pallas makes the `parallel`
+/// axes of dimension_semantics the CUDA grid and runs the other axes
+/// (sequential, arbitrary) as one emit_pipeline per CTA; with no
+/// dimension_semantics every axis is parallel (one step per CTA).
+std::vector<bool> cta_axes(const KernelSpec &, std::size_t grid_rank);
+
+/// Mosaic GPU: the number of pipeline steps in one CTA (the product of the
+/// non-CTA extents; 1 when every axis is a CTA axis).
+std::int64_t cta_steps(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta);
+
+/// The grid point at position `linear` of the order the lowered program (and
+/// the oracle) run: CTA by CTA (CTA axes in lexicographic order, last
+/// fastest), each CTA's pipeline steps in lexicographic order of the other
+/// axes. A new CTA starts where `linear % cta_steps(...) == 0`. With no CTA
+/// axes (`cta` empty: TPU) or leading ones (the usual case) this is plain
+/// grid order, last axis fastest.
+std::vector<std::int64_t> grid_point(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta,
+                                     std::int64_t linear);
 
 /// The result of bind_kernel(): a kernel or an error.
 struct Binding {
