@@ -1,25 +1,16 @@
 // A kernel's full check: the spec-level rules and the race checker on the
 // program spec::lower emits for the same binding.
+#include "spec/bind.hpp"
 #include "spec/lower.hpp"
 #include "verifier/check.hpp"
 #include "verifier/races/races.hpp"
 
 #include <set>
-#include <sstream>
 #include <type_traits>
 
 namespace pipecheck::verifier {
 
 namespace {
-
-std::string point_text(const std::vector<std::int64_t> &p) {
-  std::ostringstream os;
-  os << '(';
-  for (std::size_t i = 0; i < p.size(); ++i)
-    os << (i ? ", " : "") << p[i];
-  os << (p.size() == 1 ? ",)" : ")");
-  return os.str();
-}
 
 // Gives each event of a lowered program's finding the grid point of the step
 // that issued it, and says so in the message, the witness and the notes.
@@ -38,13 +29,13 @@ void locate_in_grid(Finding &f, const spec::Lowered &low) {
       std::string &m = f.notes[i].message;
       const std::string head = "event " + std::to_string(t.index);
       if (m.rfind(head + ": ", 0) == 0)
-        m = head + " at grid point " + point_text(t.grid_point) + m.substr(head.size());
+        m = head + " at grid point " + spec::format_tuple(t.grid_point) + m.substr(head.size());
     }
   }
   if (at) f.witness.items.push_back({"grid_point", *at});
   if (other && other != at) f.witness.items.push_back({"other_grid_point", *other});
   f.message += " (in the lowered program";
-  if (at) f.message += ", at grid point " + point_text(*at);
+  if (at) f.message += ", at grid point " + spec::format_tuple(*at);
   f.message += ")";
 }
 
