@@ -361,9 +361,7 @@ Agreement agree_pipeline(const spec::Program &p) {
   for (const auto &f : v.findings) {
     spec::Env env;
     if (!param.empty()) {
-      for (const auto &it : f.witness.items)
-        if (it.key == param)
-          if (auto *k = std::get_if<std::int64_t>(&it.value)) env[param] = *k;
+      if (auto *k = f.witness.get<std::int64_t>(param)) env[param] = *k;
       if (env.empty()) {
         a.disagreements.push_back("finding " + describe(f) + " has no witness " + param);
         continue;
@@ -384,12 +382,6 @@ Agreement agree_pipeline(const spec::Program &p) {
 }
 
 // ---- kernels: check and run ----------------------------------------------------
-
-const std::vector<std::int64_t> *item_point(const verifier::Finding &f, const std::string &key) {
-  for (const auto &it : f.witness.items)
-    if (it.key == key) return std::get_if<std::vector<std::int64_t>>(&it.value);
-  return nullptr;
-}
 
 bool from_lowered_program(const verifier::Finding &f) {
   for (const auto &t : f.witness.trace)
@@ -437,7 +429,7 @@ Agreement agree_kernel(const spec::KernelSpec &k) {
         }
         lowered_findings = verifier::races::check_concrete(lowered->program, {});
       }
-      const auto *at = item_point(f, "grid_point");
+      const auto *at = f.witness.get<std::vector<std::int64_t>>("grid_point");
       bool found = false;
       for (const auto &g : lowered_findings) {
         if (g.rule != f.rule || g.loc.line != f.loc.line) continue;

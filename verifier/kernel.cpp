@@ -140,9 +140,7 @@ Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
   for (const auto &f : v.findings) {
     clipped_blocks |= f.rule == Rule::partial_block_reduction || f.rule == Rule::index_out_of_bounds;
     lines.insert(f.loc.line);
-    for (const auto &it : f.witness.items)
-      if (it.key == "operand")
-        if (auto *name = std::get_if<std::string>(&it.value)) operands.insert(*name);
+    if (auto *name = f.witness.get<std::string>("operand")) operands.insert(*name);
     for (const auto &op : k.operands)
       if (op.loc.line == f.loc.line) operands.insert(op.name);
   }

@@ -44,6 +44,12 @@ struct TraceEvent {
 struct Witness {
   std::vector<WitnessItem> items;
   std::vector<TraceEvent> trace;
+  /// The value of item `key` when it holds a T, else nullptr.
+  template <class T> const T *get(const std::string &key) const {
+    for (const auto &it : items)
+      if (it.key == key) return std::get_if<T>(&it.value);
+    return nullptr;
+  }
   friend bool operator==(const Witness &, const Witness &) = default;
 };
 
