@@ -13,10 +13,12 @@ struct LowerArgs {
   std::string kernel;
   std::string target;
   std::vector<std::string> sets;
+  bool unroll = false;
 };
 
 int lower_cmd(const LowerArgs &a) {
   spec::LowerOptions opts;
+  opts.unroll = a.unroll;
   if (!parse_sets(a.sets, opts.overrides)) return bad_input;
   if (!a.target.empty()) {
     if (!check_target(a.target)) return bad_input;
@@ -51,6 +53,8 @@ const bool registered = register_command(
       app.add_option("--kernel", a->kernel, "the kernel to lower (needed when the file has several)");
       app.add_option("--target", a->target, target_help());
       add_set_option(app, a->sets, "NAME=VALUE: override a param");
+      app.add_flag("--unroll", a->unroll,
+                   "one section per grid step with literal slots and regions (at most 65536 steps)");
       return std::function<int()>([a] { return lower_cmd(*a); });
     });
 

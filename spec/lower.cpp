@@ -33,7 +33,80 @@ struct Opnd {
   std::vector<std::vector<std::int64_t>> blk; // block index per step
   bool acc = false;                           // memory_space=acc: plgpu.ACC, wgmma accumulator registers
   bool invariant = true;                      // GPU: the block never moves within a CTA's pipeline
+  const BoundOperand *bo = nullptr;           // its binding: the block index expressions
 };
+
+bool is_int(const Expr &e, std::int64_t v) { return e.op == Op::Int && e.int_value == v; }
+
+/// Folds constant subexpressions and the identities x + 0, x * 1, x * 0,
+/// x // 1, x % 1, so that the rolled program reads as it would be written.
+Expr fold(const Expr &e) {
+  Expr out = e;
+  for (auto &a : out.args)
+    a = fold(a);
+  switch (out.op) {
+  case Op::Add:
+  case Op::Sub:
+  case Op::Mul:
+  case Op::FloorDiv:
+  case Op::Mod:
+  case Op::Eq:
+  case Op::Ne:
+  case Op::Lt:
+  case Op::Le:
+  case Op::Gt:
+  case Op::Ge:
+  case Op::And:
+  case Op::Or:
+  case Op::Neg:
+  case Op::Not: {
+    bool consts = true;
+    for (auto &a : out.args)
+      if (a.op != Op::Int) consts = false;
+    if (consts)
+      if (auto v = eval_int(out, {})) return Expr::integer(*v, e.loc);
+    break;
+  }
+  case Op::Call:
+    if (out.name == "min" || out.name == "max") {
+      bool consts = true;
+      for (auto &a : out.args)
+        if (a.op != Op::Int) consts = false;
+      if (consts)
+        if (auto v = eval_int(out, {})) return Expr::integer(*v, e.loc);
+    }
+    break;
+  default: break;
+  }
+  if (out.args.size() == 2 && (out.op == Op::Add || out.op == Op::Sub) && out.args[1].op == Op::Int &&
+      (out.args[0].op == Op::Add || out.args[0].op == Op::Sub) && out.args[0].args[1].op == Op::Int) {
+    // (x + c1) - c2 is x + (c1 - c2).
+    const Expr &in = out.args[0];
+    std::int64_t c = (in.op == Op::Add ? 1 : -1) * in.args[1].int_value;
+    c += (out.op == Op::Add ? 1 : -1) * out.args[1].int_value;
+    if (c == 0) return in.args[0];
+    return Expr::binary(c > 0 ? Op::Add : Op::Sub, in.args[0], Expr::integer(c > 0 ? c : -c), e.loc);
+  }
+  if (out.args.size() == 2) {
+    const Expr &a = out.args[0], &b = out.args[1];
+    if ((out.op == Op::Add || out.op == Op::Sub) && is_int(b, 0)) return a;
+    if (out.op == Op::Add && is_int(a, 0)) return b;
+    if ((out.op == Op::Mul || out.op == Op::FloorDiv) && is_int(b, 1)) return a;
+    if (out.op == Op::Mul && is_int(a, 1)) return b;
+    if (out.op == Op::Mul && (is_int(a, 0) || is_int(b, 0))) return Expr::integer(0, e.loc);
+    if (out.op == Op::Mod && is_int(b, 1)) return Expr::integer(0, e.loc);
+    if (out.op == Op::Or && (is_int(a, 1) || is_int(b, 1))) return Expr::integer(1, e.loc);
+    if (out.op == Op::Or && is_int(a, 0)) return b;
+    if (out.op == Op::Or && is_int(b, 0)) return a;
+    if (out.op == Op::And && (is_int(a, 0) || is_int(b, 0))) return Expr::integer(0, e.loc);
+    if (out.op == Op::And && is_int(a, 1)) return b;
+    if (out.op == Op::And && is_int(b, 1)) return a;
+  }
+  return out;
+}
+
+Expr bin(Op op, Expr a, Expr b) { return fold(Expr::binary(op, std::move(a), std::move(b))); }
+Expr lit(std::int64_t v) { return Expr::integer(v); }
 
 std::int64_t ev(const Expr &e, const Env &env) {
   auto v = eval_int(e, env);
@@ -60,24 +133,39 @@ public:
     gpu_ = targets_gpu(k_, o_.target);
     Binding bound = bind_kernel(k_, env_);
     if (bound.error) throw Fail{bound.error->diag.loc, bound.error->diag.message};
-    grid_ = bound.kernel->grid;
+    bound_ = std::move(*bound.kernel);
+    grid_ = bound_.grid;
     if (gpu_) cta_ = cta_axes(k_, grid_.size());
-    steps_ = bound.kernel->num_points();
-    if (steps_ > kMaxSteps) throw Fail{k_.grid_loc, "grid too large to lower (more than 65536 steps)"};
-    // GPU: CTA by CTA, each CTA's pipeline steps in order.
-    for (std::int64_t s = 0; s < steps_; ++s)
-      coords_.push_back(grid_point(grid_, cta_, s));
-    setup_operands(*bound.kernel);
+    steps_ = bound_.num_points();
+    rolled_ = !o_.unroll && !needs_unroll();
+    if (!rolled_) {
+      if (steps_ > kMaxSteps)
+        throw Fail{k_.grid_loc, o_.unroll ? "grid too large to unroll (more than 65536 steps)"
+                                          : "grid too large to lower with " + unroll_reason_ +
+                                                " (more than 65536 steps)"};
+      // GPU: CTA by CTA, each CTA's pipeline steps in order.
+      for (std::int64_t s = 0; s < steps_; ++s)
+        coords_.push_back(grid_point(grid_, cta_, s));
+    }
+    setup_operands(bound_);
     declare_buffers();
-    if (gpu_)
-      emit_gpu();
-    else
-      emit_tpu();
-    mark_step(std::max<std::int64_t>(steps_ - 1, 0));
+    if (rolled_) {
+      if (gpu_)
+        emit_gpu_rolled();
+      else
+        emit_tpu_rolled();
+    } else {
+      if (gpu_)
+        emit_gpu();
+      else
+        emit_tpu();
+      mark_step(std::max<std::int64_t>(steps_ - 1, 0));
+    }
     Lowered out;
     out.program = std::move(prog_);
     out.grid = grid_;
     out.step_of = std::move(step_of_);
+    out.main_loop = main_loop_;
     out.cta = cta_;
     for (auto &x : ops_)
       out.bindings.push_back({x.op->name, x.op->role, x.hbm, x.window});
@@ -114,21 +202,27 @@ private:
       x.windowed = o.memory_space == MemorySpace::vmem || o.memory_space == MemorySpace::smem;
       x.hbm = alias_of.count(o.name) ? alias_of[o.name] : o.name;
       if (x.windowed) x.window = o.name + (gpu_ ? "_smem" : "_vmem");
-      for (std::int64_t s = 0; s < steps_; ++s) {
-        BlockIndex b = block_index(bo, bound.params, bound.grid, coords_[s]);
-        if (b.error) throw Fail{b.error->diag.loc, b.error->diag.message};
-        x.blk.push_back(std::move(*b.value));
-      }
+      x.bo = &bo;
+      if (!rolled_)
+        for (std::int64_t s = 0; s < steps_; ++s) {
+          BlockIndex b = block_index(bo, bound.params, bound.grid, coords_[s]);
+          if (b.error) throw Fail{b.error->diag.loc, b.error->diag.message};
+          x.blk.push_back(std::move(*b.value));
+        }
       if (o.pipeline_mode.buffer_count)
         x.buffers = ev(*o.pipeline_mode.buffer_count, env_);
       else if (!gpu_) {
-        // A trivial window (the whole array, never moving) is single-buffered.
+        // A trivial window (the whole array, its index map the literal zero
+        // block) is single-buffered. Decided on the map's text, as Pallas
+        // does, so that both forms of the lowering agree without evaluating
+        // every step.
         bool trivial = true;
         for (std::size_t d = 0; d < x.shape.size(); ++d)
           if (!x.block[d] || *x.block[d] != x.shape[d]) trivial = false;
-        for (auto &b : x.blk)
-          for (auto v : b)
-            if (v != 0) trivial = false;
+        for (auto &e : bo.index) {
+          Expr f = fold(e);
+          if (f.op != Op::Int || f.int_value != 0) trivial = false;
+        }
         if (trivial) x.buffers = 1;
       }
       if (o.pipeline_mode.revisit == Revisit::any && o.role == Role::out) x.buffers = 1;
@@ -201,8 +295,11 @@ private:
         whole = false;
         continue;
       }
+      // Clipped where the dim is ragged (Pallas pads the last block); a block
+      // past the end of a dividing dim stays out of bounds.
       const std::int64_t lo = saturating_mul(b[d], *x.block[d]);
-      const std::int64_t hi = std::min(saturating_add(lo, *x.block[d]), x.shape[d]);
+      std::int64_t hi = saturating_add(lo, *x.block[d]);
+      if (x.shape[d] % *x.block[d] != 0) hi = std::min(hi, x.shape[d]);
       if (lo != 0 || hi != x.shape[d]) {
         whole = false;
         subs.push_back(Expr::binary(Op::Slice, Expr::integer(lo), Expr::integer(hi)));
@@ -251,7 +348,9 @@ private:
       std::int64_t a = ev(e.args[0], env_);
       if (a < 0 || a >= static_cast<std::int64_t>(grid_.size()))
         throw Fail{e.loc, "no grid axis " + std::to_string(a)};
-      return Expr::integer(e.name == "program_id" ? coords_[s][a] : grid_[a], e.loc);
+      if (e.name == "num_programs") return Expr::integer(grid_[a], e.loc);
+      if (rolled_) return Expr::var(pid_[a], e.loc);
+      return Expr::integer(coords_[s][a], e.loc);
     }
     if (e.op == Op::Name && env_.count(e.name) && !find(e.name)) return Expr::integer(env_.at(e.name), e.loc);
     if (e.op == Op::Ref || e.op == Op::Name) {
@@ -269,7 +368,7 @@ private:
           if (whole) return Expr::var(x->hbm, e.loc);
           return Expr::ref(x->hbm, subs, e.loc);
         }
-        std::vector<Expr> args{Expr::integer(cur_slot_.at(x->op->name))};
+        std::vector<Expr> args{cur_slot_.at(x->op->name)};
         if (!whole)
           for (auto &a : subs)
             args.push_back(a);
@@ -296,10 +395,27 @@ private:
   void body(const Block &b, std::int64_t s) {
     for (auto &st : b) {
       if (auto *i = std::get_if<If>(&st.kind)) {
-        Expr c = rewrite(i->cond, s);
+        Expr c = fold(rewrite(i->cond, s));
         auto v = eval_int(c, {});
-        if (!v) throw Fail{st.loc, "cannot decide '" + print(i->cond) + "' at a grid point"};
-        body(*v ? i->then_body : i->else_body, s);
+        if (v) {
+          body(*v ? i->then_body : i->else_body, s);
+          continue;
+        }
+        if (!rolled_) throw Fail{st.loc, "cannot decide '" + print(i->cond) + "' at a grid point"};
+        // The rolled form decides at run time; a wgmma may be in flight after
+        // the `if` when it may be after either branch.
+        If n{false, c, {}, {}};
+        Block *saved = out_;
+        const bool entry = in_flight_;
+        out_ = &n.then_body;
+        body(i->then_body, s);
+        const bool after_then = in_flight_;
+        in_flight_ = entry;
+        out_ = &n.else_body;
+        body(i->else_body, s);
+        in_flight_ = in_flight_ || after_then;
+        out_ = saved;
+        out_->push_back(mk(n, st.loc));
         continue;
       }
       if (auto *a = std::get_if<Assign>(&st.kind)) {
@@ -396,7 +512,7 @@ private:
         if (!ins.count(x.op->name)) continue;
         auto &st = ins[x.op->name];
         if (changed(x, s)) in_wait(x, st.unit_of[s] % x.buffers);
-        cur_slot_[x.op->name] = st.unit_of[s] % x.buffers;
+        cur_slot_[x.op->name] = lit(st.unit_of[s] % x.buffers);
       }
       // Outputs: the slot of the current unit; revisit=any copies a block
       // visited before back in.
@@ -404,7 +520,7 @@ private:
         if (!x.windowed || x.op->role != Role::out) continue;
         if (changed(x, s) && s > 0) ++out_unit[x.op->name];
         std::int64_t k = out_unit[x.op->name] % x.buffers;
-        cur_slot_[x.op->name] = k;
+        cur_slot_[x.op->name] = lit(k);
         if (changed(x, s)) {
           bool again = !visited[x.op->name].insert(x.blk[s]).second;
           if (again && x.op->pipeline_mode.revisit == Revisit::any) {
@@ -470,7 +586,7 @@ private:
       for (auto &x : ops_) {
         if (!x.windowed) continue;
         std::int64_t k = t % x.buffers;
-        cur_slot_[x.op->name] = k;
+        cur_slot_[x.op->name] = lit(k);
         if (x.op->role == Role::in) in_wait(x, k);
       }
       // wait_smem_to_gmem(M - 1): the slot about to be written is free.
@@ -520,8 +636,484 @@ private:
       out_start(x, base + n - 1, k);
       outs.push_back({&x, k});
     }
-    for (auto &o : outs)
-      out_wait(*o.first, o.second);
+    // Every write-back waited: each moving output's in start order, then the
+    // outputs stored after the loop (the order the rolled form drains them).
+    for (auto &x : ops_)
+      for (auto &o : outs)
+        if (o.first == &x && !x.invariant) out_wait(x, o.second);
+    for (auto &x : ops_)
+      for (auto &o : outs)
+        if (o.first == &x && x.invariant) out_wait(x, o.second);
+    mark_step(base + n - 1); // what follows the loop belongs to the CTA's last step
+  }
+
+  // ------------------------------------------------------------- rolled form
+
+  /// Lookahead and revisit=any need the future or past of the whole grid
+  /// (the next index changes, the set of visited blocks), which scalar state
+  /// cannot carry: such kernels are lowered unrolled.
+  bool needs_unroll() {
+    if (gpu_) return false;
+    for (auto &o : k_.operands) {
+      if (o.role == Role::in && o.pipeline_mode.lookahead) unroll_reason_ = "lookahead (unrolled)";
+      if (o.role == Role::out && o.pipeline_mode.revisit == Revisit::any) unroll_reason_ = "revisit=any (unrolled)";
+    }
+    return !unroll_reason_.empty();
+  }
+
+  void collect_names(const Expr &e) {
+    if (e.op == Op::Name || e.op == Op::Ref || e.op == Op::Call) used_.insert(e.name);
+    for (auto &a : e.args)
+      collect_names(a);
+  }
+  void collect_names(const Block &b) {
+    for (auto &st : b) {
+      if (auto *l = std::get_if<Let>(&st.kind)) {
+        used_.insert(l->name);
+        collect_names(l->value);
+      } else if (auto *a = std::get_if<Assign>(&st.kind)) {
+        collect_names(a->target);
+        collect_names(a->value);
+      } else if (auto *i = std::get_if<If>(&st.kind)) {
+        collect_names(i->cond);
+        collect_names(i->then_body);
+        collect_names(i->else_body);
+      } else if (auto *f = std::get_if<For>(&st.kind)) {
+        used_.insert(f->var);
+        collect_names(f->body);
+      }
+    }
+  }
+  /// A name for the program's own state that no buffer, param or body
+  /// local already has.
+  std::string fresh(std::string base) {
+    while (used_.count(base))
+      base += "_";
+    used_.insert(base);
+    return base;
+  }
+
+  /// The coordinate of grid axis `a` at the step `T` of the run order.
+  Expr coord(std::size_t a, const Expr &T) const {
+    const std::int64_t n = gpu_ ? cta_steps(grid_, cta_) : steps_;
+    const bool is_cta = a < cta_.size() && cta_[a];
+    // The CTA index and the step within the CTA (TPU: no CTA axes).
+    Expr r = is_cta ? bin(Op::FloorDiv, T, lit(n)) : (n == steps_ ? T : bin(Op::Mod, T, lit(n)));
+    std::int64_t stride = 1;
+    bool first = true;
+    for (std::size_t b = 0; b < grid_.size(); ++b) {
+      if ((b < cta_.size() && cta_[b]) != is_cta) continue;
+      if (b < a) first = false;
+      if (b > a) stride = saturating_mul(stride, grid_[b]);
+    }
+    Expr c = bin(Op::FloorDiv, r, lit(stride));
+    return first ? c : bin(Op::Mod, c, lit(grid_[a]));
+  }
+
+  /// The block index of `x` at the step whose coordinates are `coords`.
+  std::vector<Expr> block_at(const Opnd &x, const std::vector<Expr> &coords) const {
+    std::map<std::string, Expr> sub;
+    for (std::size_t a = 0; a < x.bo->index_params.size() && a < coords.size(); ++a)
+      sub[x.bo->index_params[a]] = coords[a];
+    std::vector<Expr> out;
+    for (auto &e : x.bo->index)
+      out.push_back(fold(grid_calls(substitute(e, sub), coords)));
+    return out;
+  }
+  Expr grid_calls(const Expr &e, const std::vector<Expr> &coords) const {
+    if (e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs") && e.args.size() == 1) {
+      auto a = eval_int(e.args[0], env_);
+      if (a && *a >= 0 && *a < static_cast<std::int64_t>(grid_.size()))
+        return e.name == "program_id" ? coords[*a] : lit(grid_[*a]);
+    }
+    Expr out = e;
+    for (auto &arg : out.args)
+      arg = grid_calls(arg, coords);
+    return out;
+  }
+  std::vector<Expr> coords_at(const Expr &T) const {
+    std::vector<Expr> c;
+    for (std::size_t a = 0; a < grid_.size(); ++a)
+      c.push_back(coord(a, T));
+    return c;
+  }
+  std::vector<Expr> pid_coords() const {
+    std::vector<Expr> c;
+    for (auto &p : pid_)
+      c.push_back(Expr::var(p));
+    return c;
+  }
+
+  /// The hbm region of block `b` of `x` (a slice per blocked dim, clipped to
+  /// the array where the dim is ragged; the whole array when it is one block).
+  Expr region_of(const Opnd &x, const std::vector<Expr> &b) const {
+    bool whole = true;
+    std::vector<Expr> subs;
+    for (std::size_t d = 0; d < x.shape.size(); ++d) {
+      if (!x.block[d]) {
+        subs.push_back(b[d]);
+        whole = false;
+        continue;
+      }
+      const std::int64_t bs = *x.block[d];
+      if (bs == x.shape[d] && is_int(b[d], 0)) {
+        subs.push_back(Expr::binary(Op::Slice, Expr::leaf(Op::None), Expr::leaf(Op::None)));
+        continue;
+      }
+      whole = false;
+      Expr lo = bin(Op::Mul, b[d], lit(bs));
+      Expr hi = bin(Op::Add, lo, lit(bs));
+      if (x.shape[d] % bs != 0) hi = fold(Expr::call("min", {hi, lit(x.shape[d])}));
+      subs.push_back(Expr::binary(Op::Slice, lo, hi));
+    }
+    if (whole) return Expr::var(x.hbm);
+    return Expr::ref(x.hbm, subs);
+  }
+
+  Expr ring(const Opnd &x, Expr k) const { return Expr::ref(x.window, {fold(std::move(k))}); }
+  void push(Stmt st) { out_->push_back(std::move(st)); }
+  void let(const std::string &n, Expr v, Loc l = {}) { push(mk(Let{n, fold(std::move(v))}, l)); }
+  /// Appends `if cond:` (inlined when cond folds to a constant) and returns
+  /// the block to fill; restore out_ afterwards.
+  Block *open_if(Expr cond, Loc l) {
+    cond = fold(std::move(cond));
+    if (cond.op == Op::Int) {
+      if (cond.int_value) return out_;
+      dead_.emplace_back();
+      return &dead_.back();
+    }
+    push(mk(If{false, cond, {}, {}}, l));
+    return &std::get<If>(out_->back().kind).then_body;
+  }
+  /// `a[0] != b[0] or a[1] != b[1] or ...` (0 when there are no dims).
+  static Expr differs(const std::vector<Expr> &a, const std::vector<Expr> &b) {
+    Expr c = lit(0);
+    for (std::size_t d = 0; d < a.size(); ++d)
+      c = bin(Op::Or, c, bin(Op::Ne, a[d], b[d]));
+    return c;
+  }
+  std::vector<Expr> vars(const std::vector<std::string> &names) const {
+    std::vector<Expr> v;
+    for (auto &n : names)
+      v.push_back(Expr::var(n));
+    return v;
+  }
+  /// Per-operand state names, `<operand>_<what><dim>`.
+  std::vector<std::string> fresh_dims(const Opnd &x, const std::string &what) {
+    std::vector<std::string> v;
+    for (std::size_t d = 0; d < x.shape.size(); ++d)
+      v.push_back(fresh(x.op->name + "_" + what + std::to_string(d)));
+    return v;
+  }
+  bool mentions_pid(const std::vector<Expr> &b) const {
+    for (auto &e : b)
+      for (auto &p : pid_)
+        if (mentions(e, p)) return true;
+    return false;
+  }
+
+  void start_rolled() {
+    out_ = &prog_.body;
+    for (auto &p : k_.params)
+      used_.insert(p.name);
+    for (auto &b : prog_.buffers)
+      used_.insert(b.name);
+    for (auto &x : ops_)
+      used_.insert(x.op->name);
+    collect_names(k_.body);
+    step_var_ = fresh("s");
+    for (std::size_t a = 0; a < grid_.size(); ++a)
+      pid_.push_back(fresh("pid" + std::to_string(a)));
+  }
+
+  /// Emits the loop body twice when a wgmma may be in flight from one step
+  /// into the next: the second pass starts with it in flight.
+  template <class F> void loop_body(Block &into, F emit_step) {
+    Block first;
+    out_ = &first;
+    in_flight_ = false;
+    emit_step();
+    if (in_flight_) {
+      Block second;
+      out_ = &second;
+      in_flight_ = true;
+      emit_step();
+      into = std::move(second);
+    } else {
+      into = std::move(first);
+    }
+  }
+
+  void open_main_loop(Block *&loop_body_out) {
+    For f;
+    f.var = step_var_;
+    f.lo = lit(0);
+    f.hi = lit(steps_);
+    main_loop_ = static_cast<int>(prog_.body.size());
+    prog_.body.push_back(mk(std::move(f), k_.loc));
+    loop_body_out = &std::get<For>(prog_.body.back().kind).body;
+  }
+
+  /// The rolled TPU Scheduler: the same schedule as emit_tpu, as a loop over
+  /// the steps carrying each operand's previous block and slot counters.
+  void emit_tpu_rolled() {
+    start_rolled();
+    if (steps_ == 0) return;
+    const Expr s = Expr::var(step_var_);
+    struct St {
+      Opnd *x;
+      std::string unit, issued;
+      std::vector<std::string> cur, prev, ahead;
+      std::string isnew;
+    };
+    std::vector<St> ins, outs;
+    for (auto &x : ops_) {
+      if (!x.windowed || x.op->role == Role::scratch) continue;
+      St st{&x, fresh(x.op->name + "_unit"), "", {}, {}, {}, ""};
+      if (x.op->role == Role::in) st.issued = fresh(x.op->name + "_issued");
+      st.cur = fresh_dims(x, "b");
+      st.prev = fresh_dims(x, "prev");
+      if (x.op->role == Role::in) st.ahead = fresh_dims(x, "next");
+      st.isnew = fresh(x.op->name + "_new");
+      (x.op->role == Role::in ? ins : outs).push_back(st);
+    }
+    // State: each operand's unit counter and previous block index.
+    for (auto *v : {&ins, &outs})
+      for (auto &st : *v) {
+        let(st.unit, lit(-1), st.x->op->loc);
+        for (auto &p : st.prev)
+          let(p, lit(0), st.x->op->loc);
+      }
+    // Prologue: each input issues the units that start at steps 0..B-2.
+    for (auto &st : ins) {
+      Opnd &x = *st.x;
+      std::int64_t issued = 0;
+      for (std::int64_t t = 0; t <= x.buffers - 2 && t < steps_; ++t) {
+        auto b = block_at(x, coords_at(lit(t)));
+        bool changed = t == 0 || fold(differs(b, block_at(x, coords_at(lit(t - 1))))).int_value != 0;
+        if (changed) copy(CopyKind::in_start, region_of(x, b), ring(x, lit(issued++ % x.buffers)), x.op->loc);
+      }
+      let(st.issued, lit(issued), x.op->loc);
+    }
+    Block *body_block = nullptr;
+    open_main_loop(body_block);
+    loop_body(*body_block, [&] {
+      for (std::size_t a = 0; a < grid_.size(); ++a)
+        let(pid_[a], coord(a, s));
+      // 1. prefetch the block of step s + B - 1 when it starts a unit.
+      for (auto &st : ins) {
+        Opnd &x = *st.x;
+        const std::int64_t B = x.buffers;
+        Expr t = bin(Op::Add, s, lit(B - 1));
+        Block *saved = out_;
+        out_ = open_if(bin(Op::Lt, t, lit(steps_)), x.op->loc);
+        auto nb = block_at(x, coords_at(t));
+        for (std::size_t d = 0; d < nb.size(); ++d)
+          let(st.ahead[d], nb[d], x.op->loc);
+        Expr starts = differs(vars(st.ahead), block_at(x, coords_at(bin(Op::Sub, t, lit(1)))));
+        if (B == 1) starts = bin(Op::Or, bin(Op::Eq, s, lit(0)), starts);
+        out_ = open_if(starts, x.op->loc);
+        copy(CopyKind::in_start, region_of(x, vars(st.ahead)),
+             ring(x, bin(Op::Mod, Expr::var(st.issued), lit(B))), x.op->loc);
+        let(st.issued, bin(Op::Add, Expr::var(st.issued), lit(1)), x.op->loc);
+        out_ = saved;
+      }
+      // 2. inputs wait when their block changes; then the outputs' units.
+      for (auto *v : {&ins, &outs})
+        for (auto &st : *v) {
+          Opnd &x = *st.x;
+          auto b = block_at(x, pid_coords());
+          for (std::size_t d = 0; d < b.size(); ++d)
+            let(st.cur[d], b[d], x.op->loc);
+          Expr isnew = bin(Op::Eq, s, lit(0));
+          if (mentions_pid(b)) isnew = bin(Op::Or, isnew, differs(vars(st.cur), vars(st.prev)));
+          let(st.isnew, isnew, x.op->loc);
+          Block *saved = out_;
+          out_ = open_if(Expr::var(st.isnew), x.op->loc);
+          let(st.unit, bin(Op::Add, Expr::var(st.unit), lit(1)), x.op->loc);
+          if (x.op->role == Role::in) in_wait_at(x, bin(Op::Mod, Expr::var(st.unit), lit(x.buffers)));
+          out_ = saved;
+          cur_slot_[x.op->name] = fold(bin(Op::Mod, Expr::var(st.unit), lit(x.buffers)));
+        }
+      // 3. the body.
+      body(k_.body, 0);
+      // 4. write-back when the next step's block differs or at the last
+      //    step; 5. wait for the previous block's write-back on a change.
+      for (auto &st : outs) {
+        Opnd &x = *st.x;
+        Expr next = bin(Op::Add, s, lit(1));
+        Expr last = bin(Op::Eq, s, lit(steps_ - 1));
+        Block *saved = out_;
+        out_ = open_if(bin(Op::Or, last, differs(block_at(x, coords_at(next)), vars(st.cur))), x.op->loc);
+        copy(CopyKind::out_start, ring(x, cur_slot_[x.op->name]), region_of(x, vars(st.cur)), x.op->loc);
+        if (x.buffers == 1) out_wait(x, 0);
+        out_ = saved;
+        if (x.buffers > 1) {
+          out_ = open_if(bin(Op::And, bin(Op::Gt, s, lit(0)), Expr::var(st.isnew)), x.op->loc);
+          copy(CopyKind::out_wait, ring(x, bin(Op::Mod, bin(Op::Sub, Expr::var(st.unit), lit(1)), lit(x.buffers))),
+               Expr::leaf(Op::None), x.op->loc);
+          out_ = saved;
+        }
+      }
+      // The previous block, for the next step.
+      for (auto *v : {&ins, &outs})
+        for (auto &st : *v)
+          for (std::size_t d = 0; d < st.cur.size(); ++d)
+            let(st.prev[d], Expr::var(st.cur[d]), st.x->op->loc);
+    });
+    out_ = &prog_.body;
+    // Epilogue: the final write-backs.
+    for (auto &st : outs)
+      if (st.x->buffers > 1)
+        copy(CopyKind::out_wait, ring(*st.x, bin(Op::Mod, Expr::var(st.unit), lit(st.x->buffers))),
+             Expr::leaf(Op::None), st.x->op->loc);
+  }
+
+  void in_wait_at(const Opnd &x, Expr k) { copy(CopyKind::in_wait, Expr::leaf(Op::None), ring(x, std::move(k)), x.op->loc); }
+
+  /// The rolled Mosaic GPU pipeline: the loop runs the steps CTA by CTA; a
+  /// CTA's prologue is issued at its first step and its stores and drains at
+  /// its last. Each moving output keeps its in-flight write-backs' slots in
+  /// a queue of M scalars (oldest first).
+  void emit_gpu_rolled() {
+    start_rolled();
+    if (steps_ == 0) return;
+    const std::int64_t n = cta_steps(grid_, cta_);
+    std::int64_t d = 0;
+    if (auto *st = k_.setting("delay_release")) d = ev(st->value, env_);
+    const Expr s = Expr::var(step_var_);
+    const std::string tname = fresh("t");
+    const Expr t = Expr::var(tname);
+    struct Q {
+      Opnd *x;
+      std::string count;
+      std::vector<std::string> q, cur, prev;
+    };
+    std::vector<Q> moving;
+    bool any_moving = false;
+    for (auto &x : ops_)
+      if (x.windowed && x.op->role == Role::out && !x.invariant) {
+        Q q{&x, fresh(x.op->name + "_pending"), {}, fresh_dims(x, "b"), fresh_dims(x, "prev")};
+        for (std::int64_t k = 0; k < x.buffers; ++k)
+          q.q.push_back(fresh(x.op->name + "_q" + std::to_string(k)));
+        moving.push_back(q);
+        any_moving = true;
+      }
+    for (auto &q : moving) {
+      let(q.count, lit(0), q.x->op->loc);
+      for (auto &v : q.q)
+        let(v, lit(0), q.x->op->loc);
+      for (auto &v : q.prev)
+        let(v, lit(0), q.x->op->loc);
+    }
+    Block *body_block = nullptr;
+    open_main_loop(body_block);
+    loop_body(*body_block, [&] {
+      let(tname, n == steps_ ? s : bin(Op::Mod, s, lit(n)));
+      for (std::size_t a = 0; a < grid_.size(); ++a)
+        let(pid_[a], coord(a, s));
+      Block *saved = out_;
+      // A CTA starts: its ACC at zero, its prologue.
+      {
+        const bool entry = in_flight_;
+        out_ = open_if(bin(Op::Eq, t, lit(0)), k_.loc);
+        for (auto &x : ops_)
+          if (x.acc) {
+            Assign z{Expr::ref(x.op->name, {Expr::leaf(Op::Ellipsis)}), false, Expr::leaf(Op::Zeros)};
+            push(mk(z, x.op->loc));
+          }
+        for (auto &x : ops_)
+          if (x.windowed && x.op->role == Role::in)
+            for (std::int64_t k = 0; k < x.buffers && k < n; ++k)
+              copy(CopyKind::in_start, region_of(x, block_at(x, coords_at(bin(Op::Add, s, lit(k))))),
+                   ring(x, lit(k)), x.op->loc);
+        in_flight_ = entry;
+        out_ = saved;
+      }
+      for (auto &x : ops_) {
+        if (!x.windowed) continue;
+        cur_slot_[x.op->name] = ring(x, bin(Op::Mod, t, lit(x.buffers))).args[0];
+        if (x.op->role == Role::in) in_wait_at(x, cur_slot_[x.op->name]);
+      }
+      // wait_smem_to_gmem(M - 1): the slot about to be written is free.
+      if (any_moving)
+        for (auto &q : moving) {
+          out_ = open_if(bin(Op::Gt, Expr::var(q.count), lit(q.x->buffers - 1)), q.x->op->loc);
+          copy(CopyKind::out_wait, ring(*q.x, Expr::var(q.q[0])), Expr::leaf(Op::None), q.x->op->loc);
+          for (std::size_t k = 0; k + 1 < q.q.size(); ++k)
+            let(q.q[k], Expr::var(q.q[k + 1]), q.x->op->loc);
+          let(q.count, bin(Op::Sub, Expr::var(q.count), lit(1)), q.x->op->loc);
+          out_ = saved;
+        }
+      body(k_.body, 0);
+      // Moving outputs: copied on the first visit of a block within the CTA
+      // and at its last step.
+      for (auto &q : moving) {
+        Opnd &x = *q.x;
+        auto b = block_at(x, pid_coords());
+        for (std::size_t dd = 0; dd < b.size(); ++dd)
+          let(q.cur[dd], b[dd], x.op->loc);
+        Expr cond = bin(Op::Or, bin(Op::Eq, t, lit(0)), differs(vars(q.cur), vars(q.prev)));
+        cond = bin(Op::Or, cond, bin(Op::Eq, t, lit(n - 1)));
+        out_ = open_if(cond, x.op->loc);
+        if (in_flight_) {
+          push(mk(WgmmaWait{lit(0)}, x.op->loc));
+        }
+        copy(CopyKind::out_start, ring(x, cur_slot_[x.op->name]), region_of(x, vars(q.cur)), x.op->loc);
+        for (std::int64_t k = 0; k < x.buffers; ++k) {
+          Block *o2 = out_;
+          out_ = open_if(bin(Op::Eq, Expr::var(q.count), lit(k)), x.op->loc);
+          let(q.q[static_cast<std::size_t>(k)], cur_slot_[x.op->name], x.op->loc);
+          out_ = o2;
+        }
+        let(q.count, bin(Op::Add, Expr::var(q.count), lit(1)), x.op->loc);
+        out_ = saved;
+        // (a wgmma is not in flight after the `if` only where it was waited
+        // on both paths; keep the conservative answer)
+        for (std::size_t dd = 0; dd < q.cur.size(); ++dd)
+          let(q.prev[dd], Expr::var(q.cur[dd]), x.op->loc);
+      }
+      // Refill: each input fetches step t + M - d into its slot.
+      for (auto &x : ops_) {
+        if (!x.windowed || x.op->role != Role::in) continue;
+        const std::int64_t ahead = x.buffers - d;
+        out_ = open_if(bin(Op::And, bin(Op::Ge, t, lit(d)), bin(Op::Lt, bin(Op::Add, t, lit(ahead)), lit(n))),
+                       x.op->loc);
+        copy(CopyKind::in_start, region_of(x, block_at(x, coords_at(bin(Op::Add, s, lit(ahead))))),
+             ring(x, bin(Op::Mod, bin(Op::Add, t, lit(ahead)), lit(x.buffers))), x.op->loc);
+        out_ = saved;
+      }
+      // The CTA's last step: its stores after the loop, every write-back waited.
+      {
+        const bool entry = in_flight_;
+        out_ = open_if(bin(Op::Eq, t, lit(n - 1)), k_.loc);
+        if (in_flight_) push(mk(WgmmaWait{lit(0)}, k_.loc));
+        in_flight_ = false;
+        for (auto &x : ops_)
+          if (x.windowed && x.op->role == Role::out && x.invariant)
+            copy(CopyKind::out_start, ring(x, lit((n - 1) % x.buffers)), region_of(x, block_at(x, pid_coords())),
+                 x.op->loc);
+        for (auto &q : moving) {
+          for (std::int64_t k = 0; k < q.x->buffers; ++k) {
+            Block *o2 = out_;
+            out_ = open_if(bin(Op::Gt, Expr::var(q.count), lit(k)), q.x->op->loc);
+            copy(CopyKind::out_wait, ring(*q.x, Expr::var(q.q[static_cast<std::size_t>(k)])), Expr::leaf(Op::None),
+                 q.x->op->loc);
+            out_ = o2;
+          }
+          let(q.count, lit(0), q.x->op->loc);
+        }
+        for (auto &x : ops_)
+          if (x.windowed && x.op->role == Role::out && x.invariant)
+            copy(CopyKind::out_wait, ring(x, lit((n - 1) % x.buffers)), Expr::leaf(Op::None), x.op->loc);
+        out_ = saved;
+        // A wgmma may still be in flight after the `if` only on the path
+        // that is not the CTA's last step.
+        in_flight_ = entry && n > 1;
+        if (n == 1) in_flight_ = false;
+      }
+    });
+    out_ = &prog_.body;
   }
 
   const KernelSpec &k_;
@@ -535,14 +1127,33 @@ private:
   std::vector<Opnd> ops_;
   Program prog_;
   Block *out_ = nullptr;
-  std::map<std::string, std::int64_t> cur_slot_;
+  std::map<std::string, Expr> cur_slot_;
   bool in_flight_ = false;
   std::vector<std::int64_t> step_of_;
+  BoundKernel bound_;
+  bool rolled_ = true;
+  std::string unroll_reason_;
+  std::set<std::string> used_; // names taken in the rolled program
+  std::string step_var_;
+  std::vector<std::string> pid_; // the rolled program's grid coordinates, one per axis
+  int main_loop_ = -1;
+  std::deque<Block> dead_; // where statements under a constant-false condition go
 };
 
 } // namespace
 
 std::vector<std::int64_t> Lowered::point(std::int64_t step) const { return grid_point(grid, cta, step); }
+
+std::int64_t Lowered::step(int top_level, const std::vector<std::int64_t> &iterations) const {
+  const std::int64_t last = std::max<std::int64_t>(num_points(grid) - 1, 0);
+  if (main_loop < 0) {
+    if (top_level < 0 || static_cast<std::size_t>(top_level) >= step_of.size()) return last;
+    return step_of[static_cast<std::size_t>(top_level)];
+  }
+  if (top_level < main_loop) return 0;
+  if (top_level > main_loop || iterations.empty()) return last;
+  return iterations.front();
+}
 
 std::optional<Lowered> lower(const KernelSpec &k, const LowerOptions &o, std::vector<Diagnostic> &errors) {
   try {

@@ -19,6 +19,11 @@ namespace pipecheck::spec {
 struct LowerOptions {
   Env overrides;                     ///< --set NAME=VALUE
   std::optional<std::string> target; ///< --target; else the spec's `target =`
+  /// Unroll the grid: one straight-line section per step with literal slots
+  /// and regions (`lower --unroll`; at most 65536 steps). The default is the
+  /// rolled form, a loop over the steps whose size does not depend on the
+  /// grid. Both are the same schedule (a test holds their events equal).
+  bool unroll = false;
 };
 
 /// How a kernel operand appears in the lowered program.
@@ -35,11 +40,17 @@ struct Lowered {
   std::vector<BufferBinding> bindings;
   /// The concrete grid extents the program was lowered for.
   std::vector<std::int64_t> grid;
-  /// One entry per top-level statement of `program.body`: the grid step
-  /// (row-major, last axis fastest) whose iteration issues it. The prologue
-  /// belongs to step 0, the epilogue to the last step. Not part of the
-  /// program's text: printing and parsing back do not see it.
+  /// Unrolled form: one entry per top-level statement of `program.body`, the
+  /// grid step (in run order) whose iteration issues it. Empty in the rolled
+  /// form. Not part of the program's text.
   std::vector<std::int64_t> step_of;
+  /// Rolled form: the index of the top-level `for` over the steps (its
+  /// variable is the step in run order); -1 when unrolled.
+  int main_loop = -1;
+  /// The grid step that issues an event of the program: the statement's
+  /// top-level index and the values of its enclosing loops. The prologue
+  /// belongs to step 0, the epilogue to the last step.
+  std::int64_t step(int top_level, const std::vector<std::int64_t> &iterations) const;
   /// Mosaic GPU: the CTA axes (steps run CTA by CTA); empty on TPU.
   std::vector<bool> cta;
   /// The grid coordinates of a step of the program's order (grid_point).

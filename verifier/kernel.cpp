@@ -18,8 +18,8 @@ void locate_in_grid(Finding &f, const spec::Lowered &low) {
   std::optional<std::vector<std::int64_t>> at, other;
   for (std::size_t i = 0; i < f.witness.trace.size(); ++i) {
     TraceEvent &t = f.witness.trace[i];
-    if (t.top_level < 0 || static_cast<std::size_t>(t.top_level) >= low.step_of.size()) continue;
-    t.grid_point = low.point(low.step_of[static_cast<std::size_t>(t.top_level)]);
+    if (t.top_level < 0) continue;
+    t.grid_point = low.point(low.step(t.top_level, t.iterations));
     if (t.anchor)
       at = t.grid_point;
     else if (!other)

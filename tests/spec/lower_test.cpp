@@ -21,7 +21,10 @@ KernelSpec kernel(const std::string &text) {
   return std::get<KernelSpec>(r.file->units.at(0));
 }
 
+/// These tests read the schedule in its unrolled form (literal slots and
+/// regions per step); lower_rolled_test holds the rolled form equal to it.
 Lowered lowered(const std::string &text, LowerOptions o = {}) {
+  o.unroll = true;
   std::vector<Diagnostic> errs;
   auto l = lower(kernel(text), o, errs);
   if (!l) {

@@ -1,0 +1,239 @@
+// The rolled lowering (a loop over the grid steps carrying the scheduler's
+// state) against the unrolled one (literal slots and regions per step): the
+// same schedule, held equal event by event through the one Program stepper.
+#include "spec/lower.hpp"
+
+#include "spec/parse.hpp"
+#include "spec/print.hpp"
+#include "spec/step.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace pipecheck::spec;
+
+namespace {
+
+std::optional<Lowered> lower_text(const KernelSpec &k, bool unroll, std::string *why = nullptr) {
+  LowerOptions o;
+  o.unroll = unroll;
+  std::vector<Diagnostic> errs;
+  auto l = lower(k, o, errs);
+  if (!l && why) *why = errs.empty() ? "?" : errs[0].message;
+  return l;
+}
+
+KernelSpec kernel(const std::string &text) {
+  auto r = parse_and_validate(SourceFile::from_string("k.pk", text));
+  if (!r.file) {
+    ADD_FAILURE() << r.errors[0].loc.line << ": " << r.errors[0].message << "\n" << text;
+    return {};
+  }
+  return std::get<KernelSpec>(r.file->units.at(0));
+}
+
+std::string box(const StepPlace &p) {
+  std::ostringstream os;
+  os << p.buffer << "/" << p.slot;
+  for (auto &[lo, hi] : p.box)
+    os << "[" << lo << ":" << hi << ")";
+  return os.str();
+}
+
+/// Every event of a run, printed with its resolved places and grid step;
+/// waits that retire nothing on a wgmma_wait are no events (the rolled form
+/// waits where a wgmma may be in flight).
+class Recorder : public StepConsumer {
+public:
+  Recorder(const Lowered &l, const Stepper *&st) : l_(l), st_(st) {}
+  std::vector<std::string> events;
+  void on_compute(const Stmt &, const std::vector<StepRef> &reads, const std::optional<StepRef> &write) override {
+    std::string e = step() + " compute";
+    for (auto &r : reads)
+      e += " r" + box(r.place);
+    if (write) e += " w" + box(write->place);
+    events.push_back(e);
+  }
+  void on_start(const Stmt &, int op, const AsyncStart &a) override {
+    events.push_back(step() + " start" + std::to_string(static_cast<int>(a.kind)) + " #" + std::to_string(op) +
+                     " " + box(a.src_read) + " -> " + box(a.dst_filled) + " " + box(a.acc.place) +
+                     box(a.a.place) + box(a.b.place));
+  }
+  void on_wait(const Stmt &, const std::optional<StepRef> &waited, const std::vector<int> &retired) override {
+    if (!waited && retired.empty()) return;
+    std::string e = step() + " wait";
+    for (int r : retired)
+      e += " #" + std::to_string(r);
+    events.push_back(e);
+  }
+  void on_undefined(const Stmt &, const StepPlace &p) override { events.push_back(step() + " undef " + box(p)); }
+  void on_fault(const Stmt &, FaultKind k, const std::string &m) override {
+    // The message quotes the ref as written (literal or in the state); what
+    // it resolved to follows the quote.
+    auto q = m.find("': ");
+    events.push_back(step() + " fault" + std::to_string(static_cast<int>(k)) + " " +
+                     (q == std::string::npos ? m : m.substr(q + 3)));
+  }
+  void on_end(const std::vector<int> &in_flight) override {
+    events.push_back("end " + std::to_string(in_flight.size()));
+  }
+
+private:
+  std::string step() {
+    const Stmt *cur = st_->current();
+    int top = -1;
+    for (std::size_t i = 0; i < l_.program.body.size(); ++i)
+      if (contains(l_.program.body[i], cur)) top = static_cast<int>(i);
+    return "@" + std::to_string(l_.step(top, st_->loop_values()));
+  }
+  static bool contains(const Stmt &s, const Stmt *p) {
+    if (&s == p) return true;
+    if (auto *i = std::get_if<If>(&s.kind)) {
+      for (auto &t : i->then_body)
+        if (contains(t, p)) return true;
+      for (auto &t : i->else_body)
+        if (contains(t, p)) return true;
+    }
+    if (auto *f = std::get_if<For>(&s.kind))
+      for (auto &t : f->body)
+        if (contains(t, p)) return true;
+    return false;
+  }
+  const Lowered &l_;
+  const Stepper *&st_;
+};
+
+std::vector<std::string> events(const Lowered &l) {
+  Env env;
+  const Stepper *sp = nullptr;
+  Recorder r(l, sp);
+  Stepper st(l.program, l.program.body, env);
+  sp = &st;
+  st.run(r);
+  return r.events;
+}
+
+/// Lowers `k` both ways and compares their events; returns false when the
+/// kernel does not lower (both forms must then refuse it alike).
+bool expect_same_schedule(const KernelSpec &k, const std::string &what) {
+  std::string why_u, why_r;
+  auto u = lower_text(k, true, &why_u), r = lower_text(k, false, &why_r);
+  EXPECT_EQ(u.has_value(), r.has_value()) << what << ": " << why_u << " / " << why_r;
+  if (!u || !r) return false;
+  auto eu = events(*u), er = events(*r);
+  std::size_t i = 0;
+  while (i < eu.size() && i < er.size() && eu[i] == er[i])
+    ++i;
+  EXPECT_TRUE(i == eu.size() && i == er.size())
+      << what << "\nfirst difference at event " << i << ":\n  unrolled: " << (i < eu.size() ? eu[i] : "(none)")
+      << "\n  rolled:   " << (i < er.size() ? er[i] : "(none)") << "\n--- rolled:\n"
+      << print(r->program);
+  auto back = parse(SourceFile::from_string("lowered.pk", print(r->program)));
+  EXPECT_TRUE(back.file && std::get<Program>(back.file->units.at(0)) == r->program) << what;
+  return true;
+}
+
+} // namespace
+
+TEST(LowerRolled, RunsTheSameScheduleAsTheUnrolledFormOnEveryCorpusKernel) {
+  namespace fs = std::filesystem;
+  int compared = 0;
+  for (const auto &e : fs::recursive_directory_iterator(std::string(PIPECHECK_SOURCE_DIR) + "/corpus")) {
+    if (e.path().extension() != ".pk") continue;
+    std::ifstream in(e.path());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto r = parse_and_validate(SourceFile::from_string(e.path().string(), ss.str()));
+    if (!r.file) continue;
+    for (auto &u : r.file->units)
+      if (auto *k = std::get_if<KernelSpec>(&u))
+        if (expect_same_schedule(*k, e.path().filename().string() + ":" + k->name)) ++compared;
+  }
+  EXPECT_GT(compared, 40);
+}
+
+TEST(LowerRolled, RunsTheSameScheduleOnGridsOfRankOneToFourWithRaggedAndSqueezedBlocks) {
+  const char *grids[] = {"(5,)", "(1,)", "(3, 2)", "(2, 1, 3)", "(2, 2, 1, 2)"};
+  const char *maps[] = {"(0, 0)", "(a0, 0)", "(0, a_last)", "(a_last, a0)", "(a0 // 2, a_last)"};
+  for (const char *g : grids)
+    for (const char *m : maps)
+      for (int bufs : {1, 2, 3})
+        for (bool gpu : {false, true}) {
+          std::string grid = g;
+          int rank = static_cast<int>(std::count(grid.begin(), grid.end(), ',')) + (grid.back() == ')' && grid[grid.size() - 2] == ',' ? 0 : 1);
+          std::string params;
+          for (int a = 0; a < rank; ++a)
+            params += (a ? ", a" : "a") + std::to_string(a);
+          std::string map = m;
+          auto replace = [&](const std::string &from, const std::string &to) {
+            for (std::size_t p = map.find(from); p != std::string::npos; p = map.find(from, p + to.size()))
+              map.replace(p, from.size(), to);
+          };
+          replace("a_last", "a" + std::to_string(rank - 1));
+          std::string sem;
+          if (gpu) {
+            sem = "    target = h200\n    max_concurrent_steps = " + std::to_string(bufs) +
+                  "\n    dimension_semantics = (";
+            for (int a = 0; a < rank; ++a)
+              sem += std::string(a ? ", " : "") + (a == 0 && rank > 1 ? "parallel" : "arbitrary");
+            sem += ")\n";
+          }
+          std::string text = "kernel k:\n    grid = " + grid + "\n" + sem +
+                             "    in  x: f32[40, 300]  block=(16, 128)  index=(" + params + ") -> " + map +
+                             (gpu ? "" : "  buffered=" + std::to_string(bufs)) +
+                             "\n    in  y: f32[8, 4, 128]  block=(None, 4, 128)  index=(" + params +
+                             ") -> (a0, 0, 0)\n    out o: f32[40, 300]  block=(16, 128)  index=(" + params +
+                             ") -> " + map + "\n    body:\n        o[...] = x[...] + 1\n";
+          expect_same_schedule(kernel(text), text);
+        }
+}
+
+TEST(LowerRolled, ItsSizeDoesNotDependOnTheGrid) {
+  auto text = [](int g) {
+    return "kernel s:\n    grid = (" + std::to_string(g) + ", 4)\n" +
+           "    in  x: f32[" + std::to_string(128 * g) + ", 512]  block=(128, 128)  index=(i, k) -> (i, k)\n" +
+           "    out o: f32[" + std::to_string(128 * g) + ", 128]  block=(128, 128)  index=(i, k) -> (i, 0)\n" +
+           "    body:\n        when program_id(1) == 0:\n            o[...] = zeros\n        o[...] += x[...]\n";
+  };
+  auto small = lower_text(kernel(text(2)), false), big = lower_text(kernel(text(1 << 18)), false);
+  ASSERT_TRUE(small && big);
+  auto lines = [](const Program &p) {
+    auto s = print(p);
+    return std::count(s.begin(), s.end(), '\n');
+  };
+  EXPECT_EQ(lines(small->program), lines(big->program));
+  EXPECT_EQ(big->main_loop >= 0, true);
+}
+
+TEST(LowerRolled, AStepOfTheMainLoopIsItsIterationAndThePrologueAndEpilogueAreTheFirstAndLastSteps) {
+  auto l = lower_text(kernel(R"(kernel s:
+    grid = (2, 3)
+    in  x: f32[16, 384]  block=(8, 128)  index=(i, j) -> (i, j)
+    out o: f32[16, 384]  block=(8, 128)  index=(i, j) -> (i, j)
+    body:
+        o[...] = x[...]
+)"),
+                      false);
+  ASSERT_TRUE(l);
+  ASSERT_GE(l->main_loop, 1);
+  EXPECT_EQ(l->step(0, {}), 0);
+  EXPECT_EQ(l->step(l->main_loop, {4}), 4);
+  EXPECT_EQ(l->step(l->main_loop + 1, {}), 5);
+  EXPECT_EQ(l->point(4), (std::vector<std::int64_t>{1, 1}));
+}
+
+TEST(LowerRolled, LookaheadAndRevisitAnyAreLoweredUnrolledWithTheReasonPastTheLimit) {
+  auto k = kernel(R"(kernel f:
+    grid = (70000,)
+    in  x: f32[70000, 128]  block=(1, 128)  index=(i) -> (i, 0)  buffered=(2, lookahead)
+    out o: f32[70000, 128]  block=(1, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)");
+  std::string why;
+  EXPECT_FALSE(lower_text(k, false, &why));
+  EXPECT_NE(why.find("lookahead"), std::string::npos) << why;
+}
