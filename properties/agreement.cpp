@@ -434,9 +434,8 @@ Agreement agree_kernel(const spec::KernelSpec &k) {
       for (const auto &g : lowered_findings) {
         if (g.rule != f.rule || g.loc.line != f.loc.line) continue;
         for (const auto &t : g.witness.trace)
-          if (t.anchor && t.top_level >= 0 && static_cast<std::size_t>(t.top_level) < lowered->step_of.size())
-            found = found || !at ||
-                    lowered->point(lowered->step_of[static_cast<std::size_t>(t.top_level)]) == *at;
+          if (t.anchor && t.top_level >= 0)
+            found = found || !at || lowered->point(lowered->step(t.top_level, t.iterations)) == *at;
       }
       if (!found) {
         a.disagreements.push_back("lowered-program witness of " + describe(f) + " does not reproduce");

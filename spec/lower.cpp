@@ -140,14 +140,22 @@ public:
     rolled_ = !o_.unroll && !needs_unroll();
     if (!rolled_) {
       if (steps_ > kMaxSteps)
-        throw Fail{k_.grid_loc, o_.unroll ? "grid too large to unroll (more than 65536 steps)"
-                                          : "grid too large to lower with " + unroll_reason_ +
-                                                " (more than 65536 steps)"};
+        throw Fail{k_.grid_loc,
+                   o_.unroll ? "grid too large to unroll (more than 65536 steps)"
+                             : "grid too large to lower with " + unroll_reason_ + " (more than 65536 steps)"};
       // GPU: CTA by CTA, each CTA's pipeline steps in order.
       for (std::int64_t s = 0; s < steps_; ++s)
         coords_.push_back(grid_point(grid_, cta_, s));
     }
     setup_operands(bound_);
+    if (rolled_ && o_.check_blocks)
+      for (std::int64_t s = 0; s < steps_; ++s) {
+        auto point = grid_point(grid_, cta_, s);
+        for (auto &x : ops_)
+          if (x.bo && x.op->role != Role::scratch)
+            if (BlockIndex b = block_index(*x.bo, bound_.params, bound_.grid, point); b.error)
+              throw Fail{b.error->diag.loc, b.error->diag.message};
+      }
     declare_buffers();
     if (rolled_) {
       if (gpu_)
@@ -656,7 +664,8 @@ private:
     if (gpu_) return false;
     for (auto &o : k_.operands) {
       if (o.role == Role::in && o.pipeline_mode.lookahead) unroll_reason_ = "lookahead (unrolled)";
-      if (o.role == Role::out && o.pipeline_mode.revisit == Revisit::any) unroll_reason_ = "revisit=any (unrolled)";
+      if (o.role == Role::out && o.pipeline_mode.revisit == Revisit::any)
+        unroll_reason_ = "revisit=any (unrolled)";
     }
     return !unroll_reason_.empty();
   }
@@ -950,7 +959,8 @@ private:
         out_ = saved;
         if (x.buffers > 1) {
           out_ = open_if(bin(Op::And, bin(Op::Gt, s, lit(0)), Expr::var(st.isnew)), x.op->loc);
-          copy(CopyKind::out_wait, ring(x, bin(Op::Mod, bin(Op::Sub, Expr::var(st.unit), lit(1)), lit(x.buffers))),
+          copy(CopyKind::out_wait,
+               ring(x, bin(Op::Mod, bin(Op::Sub, Expr::var(st.unit), lit(1)), lit(x.buffers))),
                Expr::leaf(Op::None), x.op->loc);
           out_ = saved;
         }
@@ -969,7 +979,9 @@ private:
              Expr::leaf(Op::None), st.x->op->loc);
   }
 
-  void in_wait_at(const Opnd &x, Expr k) { copy(CopyKind::in_wait, Expr::leaf(Op::None), ring(x, std::move(k)), x.op->loc); }
+  void in_wait_at(const Opnd &x, Expr k) {
+    copy(CopyKind::in_wait, Expr::leaf(Op::None), ring(x, std::move(k)), x.op->loc);
+  }
 
   /// The rolled Mosaic GPU pipeline: the loop runs the steps CTA by CTA; a
   /// CTA's prologue is issued at its first step and its stores and drains at
@@ -1091,14 +1103,14 @@ private:
         in_flight_ = false;
         for (auto &x : ops_)
           if (x.windowed && x.op->role == Role::out && x.invariant)
-            copy(CopyKind::out_start, ring(x, lit((n - 1) % x.buffers)), region_of(x, block_at(x, pid_coords())),
-                 x.op->loc);
+            copy(CopyKind::out_start, ring(x, lit((n - 1) % x.buffers)),
+                 region_of(x, block_at(x, pid_coords())), x.op->loc);
         for (auto &q : moving) {
           for (std::int64_t k = 0; k < q.x->buffers; ++k) {
             Block *o2 = out_;
             out_ = open_if(bin(Op::Gt, Expr::var(q.count), lit(k)), q.x->op->loc);
-            copy(CopyKind::out_wait, ring(*q.x, Expr::var(q.q[static_cast<std::size_t>(k)])), Expr::leaf(Op::None),
-                 q.x->op->loc);
+            copy(CopyKind::out_wait, ring(*q.x, Expr::var(q.q[static_cast<std::size_t>(k)])),
+                 Expr::leaf(Op::None), q.x->op->loc);
             out_ = o2;
           }
           let(q.count, lit(0), q.x->op->loc);

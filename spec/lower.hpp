@@ -24,6 +24,11 @@ struct LowerOptions {
   /// rolled form, a loop over the steps whose size does not depend on the
   /// grid. Both are the same schedule (a test holds their events equal).
   bool unroll = false;
+  /// Evaluate every operand's block index at every grid point and report the
+  /// first that cannot be (an overflow, a division by zero) as a located
+  /// error, as the unrolled form must. The rolled form alone does not need
+  /// to; the kernel check turns it off (its spec rules have decided that).
+  bool check_blocks = true;
 };
 
 /// How a kernel operand appears in the lowered program.

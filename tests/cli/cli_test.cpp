@@ -461,7 +461,7 @@ TEST(Cli, CheckJsonHasTheContractFields) {
   }
 }
 
-TEST(Cli, CheckOfAKernelTooLargeToLowerIsUnknownWithTheReasonAndExitTwo) {
+TEST(Cli, CheckOfAKernelTooLargeToCheckConcretelyIsUnknownWithTheReasonAndExitTwo) {
   auto path = temp_file("big.pk", R"(kernel big:
     grid = (1024, 1024)
     in  x: f32[131072, 1024]  block=(128, 1)  index=(i, j) -> (i, j)

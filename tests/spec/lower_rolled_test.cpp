@@ -50,7 +50,8 @@ class Recorder : public StepConsumer {
 public:
   Recorder(const Lowered &l, const Stepper *&st) : l_(l), st_(st) {}
   std::vector<std::string> events;
-  void on_compute(const Stmt &, const std::vector<StepRef> &reads, const std::optional<StepRef> &write) override {
+  void on_compute(const Stmt &, const std::vector<StepRef> &reads,
+                  const std::optional<StepRef> &write) override {
     std::string e = step() + " compute";
     for (auto &r : reads)
       e += " r" + box(r.place);
@@ -58,9 +59,9 @@ public:
     events.push_back(e);
   }
   void on_start(const Stmt &, int op, const AsyncStart &a) override {
-    events.push_back(step() + " start" + std::to_string(static_cast<int>(a.kind)) + " #" + std::to_string(op) +
-                     " " + box(a.src_read) + " -> " + box(a.dst_filled) + " " + box(a.acc.place) +
-                     box(a.a.place) + box(a.b.place));
+    events.push_back(step() + " start" + std::to_string(static_cast<int>(a.kind)) + " #" +
+                     std::to_string(op) + " " + box(a.src_read) + " -> " + box(a.dst_filled) + " " +
+                     box(a.acc.place) + box(a.a.place) + box(a.b.place));
   }
   void on_wait(const Stmt &, const std::optional<StepRef> &waited, const std::vector<int> &retired) override {
     if (!waited && retired.empty()) return;
@@ -69,7 +70,9 @@ public:
       e += " #" + std::to_string(r);
     events.push_back(e);
   }
-  void on_undefined(const Stmt &, const StepPlace &p) override { events.push_back(step() + " undef " + box(p)); }
+  void on_undefined(const Stmt &, const StepPlace &p) override {
+    events.push_back(step() + " undef " + box(p));
+  }
   void on_fault(const Stmt &, FaultKind k, const std::string &m) override {
     // The message quotes the ref as written (literal or in the state); what
     // it resolved to follows the quote.
@@ -128,7 +131,8 @@ bool expect_same_schedule(const KernelSpec &k, const std::string &what) {
   while (i < eu.size() && i < er.size() && eu[i] == er[i])
     ++i;
   EXPECT_TRUE(i == eu.size() && i == er.size())
-      << what << "\nfirst difference at event " << i << ":\n  unrolled: " << (i < eu.size() ? eu[i] : "(none)")
+      << what << "\nfirst difference at event " << i
+      << ":\n  unrolled: " << (i < eu.size() ? eu[i] : "(none)")
       << "\n  rolled:   " << (i < er.size() ? er[i] : "(none)") << "\n--- rolled:\n"
       << print(r->program);
   auto back = parse(SourceFile::from_string("lowered.pk", print(r->program)));
@@ -163,7 +167,8 @@ TEST(LowerRolled, RunsTheSameScheduleOnGridsOfRankOneToFourWithRaggedAndSqueezed
       for (int bufs : {1, 2, 3})
         for (bool gpu : {false, true}) {
           std::string grid = g;
-          int rank = static_cast<int>(std::count(grid.begin(), grid.end(), ',')) + (grid.back() == ')' && grid[grid.size() - 2] == ',' ? 0 : 1);
+          int rank = static_cast<int>(std::count(grid.begin(), grid.end(), ',')) +
+                     (grid.back() == ')' && grid[grid.size() - 2] == ',' ? 0 : 1);
           std::string params;
           for (int a = 0; a < rank; ++a)
             params += (a ? ", a" : "a") + std::to_string(a);
@@ -193,10 +198,12 @@ TEST(LowerRolled, RunsTheSameScheduleOnGridsOfRankOneToFourWithRaggedAndSqueezed
 
 TEST(LowerRolled, ItsSizeDoesNotDependOnTheGrid) {
   auto text = [](int g) {
-    return "kernel s:\n    grid = (" + std::to_string(g) + ", 4)\n" +
-           "    in  x: f32[" + std::to_string(128 * g) + ", 512]  block=(128, 128)  index=(i, k) -> (i, k)\n" +
-           "    out o: f32[" + std::to_string(128 * g) + ", 128]  block=(128, 128)  index=(i, k) -> (i, 0)\n" +
-           "    body:\n        when program_id(1) == 0:\n            o[...] = zeros\n        o[...] += x[...]\n";
+    return "kernel s:\n    grid = (" + std::to_string(g) + ", 4)\n" + "    in  x: f32[" +
+           std::to_string(128 * g) + ", 512]  block=(128, 128)  index=(i, k) -> (i, k)\n" +
+           "    out o: f32[" + std::to_string(128 * g) +
+           ", 128]  block=(128, 128)  index=(i, k) -> (i, 0)\n" +
+           "    body:\n        when program_id(1) == 0:\n            o[...] = zeros\n        o[...] += "
+           "x[...]\n";
   };
   auto small = lower_text(kernel(text(2)), false), big = lower_text(kernel(text(1 << 18)), false);
   ASSERT_TRUE(small && big);
