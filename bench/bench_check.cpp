@@ -5,12 +5,17 @@
 //   max_ms_per_kernel          the slowest corpus kernel
 //   median_ms_spec_rules_only  the same median without the lowered program's check
 //   grid_2e20_over_8           one kernel at 2^20 vs 8 grid points (target <= 1.5)
-//   grid_2e20_verdict          its verdict at 2^20 (unknown while the lowering unrolls the grid)
-//   grid_2e16_ms               the same kernel at 2^16 grid points, the most the lowering takes
+//   grid_2e20_verdict          its verdict at 2^20 (unknown: the race checker walks the lowered
+//                              loop concretely for at most 2^16 steps)
+//   grid_2e16_ms               the same kernel at 2^16 grid points, the most the race checker walks
+//   lower_lines_2e20_over_8    `lower`'s printed lines for that kernel at 2^20 vs 8 points (target <= 1.2)
+//   lower_2e20_ms              the time to lower it at 2^20 points
 //   symbolic_speedup_vs_enumeration_2e20   brute force / symbolic at 2^20 (target >= 100)
 //   pipeline_median_ms         median verifier::check over the corpus pipelines
 //   pipeline_n_1e6_over_n_8    a pipeline with N <= 1000000 vs N <= 8
+#include "spec/lower.hpp"
 #include "spec/parse.hpp"
+#include "spec/print.hpp"
 #include "verifier/check.hpp"
 #include "verifier/rules/enumerate.hpp"
 #include "verifier/rules/model.hpp"
@@ -139,15 +144,31 @@ int main() {
     p8 = time_ms([&] { (void)verifier::check(ps[0], proof); }, 3);
     p1e6 = time_ms([&] { (void)verifier::check(pb[0], proof); }, 3);
   }
+  // The lowered program's size and cost at 8 and 2^20 grid points.
+  auto lower_lines = [](const Unit &u, double *ms) {
+    std::vector<spec::Diagnostic> errs;
+    spec::LowerOptions lo;
+    lo.check_blocks = false; // as the kernel check lowers
+    std::optional<spec::Lowered> l;
+    double t = time_ms([&] { l = spec::lower(std::get<spec::KernelSpec>(u), lo, errs); }, 3);
+    if (ms) *ms = t;
+    if (!l) return 0.0;
+    auto text = spec::print(l->program);
+    return static_cast<double>(std::count(text.begin(), text.end(), '\n'));
+  };
+  double lower_big_ms = 0;
+  double lines_small = lower_lines(small, nullptr), lines_big = lower_lines(big, &lower_big_ms);
+  std::printf("lower: %.0f lines at 8 points, %.0f at 2^20 points (%.3f ms)\n", lines_small, lines_big,
+              lower_big_ms);
   double max_kernel_ms = kernel_ms.empty() ? 0 : *std::max_element(kernel_ms.begin(), kernel_ms.end());
   std::printf(
       "{\"median_ms_per_kernel\": %.3f, \"max_ms_per_kernel\": %.3f, \"median_ms_spec_rules_only\": %.3f, "
       "\"grid_2e20_over_8\": %.3f, "
       "\"grid_2e20_verdict\": \"%s\", \"grid_2e16_ms\": %.1f, "
       "\"symbolic_speedup_vs_enumeration_2e20\": %.1f, \"pipeline_median_ms\": %.3f, "
-      "\"pipeline_n_1e6_over_n_8\": %.3f}\n",
+      "\"pipeline_n_1e6_over_n_8\": %.3f, \"lower_lines_2e20_over_8\": %.3f, \"lower_2e20_ms\": %.3f}\n",
       median(kernel_ms), max_kernel_ms, median(spec_only_ms), small_ms > 0 ? big_ms / small_ms : 0,
       verifier::to_string(big_v.status), largest_ms, big_ms > 0 ? enum_ms / big_ms : 0, median(pipeline_ms),
-      p8 > 0 ? p1e6 / p8 : 0);
+      p8 > 0 ? p1e6 / p8 : 0, lines_small > 0 ? lines_big / lines_small : 0, lower_big_ms);
   return 0;
 }

@@ -8,6 +8,8 @@
 #include <cassert>
 #include <deque>
 #include <limits>
+#include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -107,12 +109,9 @@ public:
       out_.error = e;
     }
     engine_.drain();
-    for (const Transfer &t : transfers_) {
-      if (t.thread < 0) continue;
-      ++out_.copies;
-      out_.bytes_copied += t.bytes();
-      record({EventKind::transfer, t.loc, t.buffer, t.slot, t.thread, t.t_start_ns, t.t_end_ns, t.label});
-    }
+    for (auto &[op, t] : transfers_) // never waited, in start order
+      account(*t);
+    transfers_.clear();
     out_.wall_ns = clock_.now_ns();
     return std::move(out_);
   }
@@ -135,6 +134,14 @@ private:
     spec::Loc loc;
     std::int64_t due;
   };
+
+  // A copy's statistics and timeline entry, once it is done with.
+  void account(const Transfer &t) {
+    if (t.thread < 0) return;
+    ++out_.copies;
+    out_.bytes_copied += t.bytes();
+    record({EventKind::transfer, t.loc, t.buffer, t.slot, t.thread, t.t_start_ns, t.t_end_ns, t.label});
+  }
 
   void order(const View &v, bool write) {
     const auto t0 = clock_.now_ns();
@@ -250,12 +257,8 @@ private:
 
   void on_start(const spec::Stmt &s, int op, const spec::AsyncStart &a) override {
     cur_loc_ = s.loc;
-    if (static_cast<std::size_t>(op) >= op_transfer_.size()) {
-      op_transfer_.resize(op + 1, nullptr);
-      op_loc_.resize(op + 1);
-    }
-    op_loc_[op] = s.loc;
     if (a.kind == spec::AsyncKind::wgmma) {
+      wgmma_loc_[op] = s.loc;
       PendingWgmma w{op, view_of(a.acc), view_of(a.a), view_of(a.b), s.loc, 0};
       if (w.a.shape().size() != 2 || w.b.shape().size() != 2) bad(s.loc, "wgmma takes 2-D operands");
       w.due = due_tick();
@@ -285,7 +288,9 @@ private:
     if (squeezed(src.shape()) != squeezed(dst.shape()))
       bad(s.loc, "copy from " + src.to_string() + " of shape " + shape_string(src.shape()) + " to " +
                      dst.to_string() + " of shape " + shape_string(dst.shape()) + ": shapes differ");
-    Transfer &t = transfers_.emplace_back();
+    auto owned = std::make_unique<Transfer>();
+    Transfer &t = *owned;
+    transfers_.emplace(op, std::move(owned));
     t.src = src;
     t.dst = dst;
     t.loc = s.loc;
@@ -294,7 +299,6 @@ private:
     t.buffer = program_.buffers[side.buffer].name;
     t.slot = side.slot;
     t.label = src.to_string() + " -> " + dst.to_string();
-    op_transfer_[op] = &t;
     const auto now = clock_.now_ns();
     record({EventKind::copy_start, s.loc, t.buffer, t.slot, 0, now, now, t.label});
     const std::int64_t due = due_tick();
@@ -311,17 +315,20 @@ private:
     const auto t0 = clock_.now_ns();
     if (!waited) {
       // wgmma_wait(n): the retired wgmmas take effect now if they have not yet.
-      for (int op : retired)
+      for (int op : retired) {
+        wgmma_loc_.erase(op);
         while (!wgmmas_.empty() && wgmmas_.front().op <= op)
           retire_wgmma();
+      }
       record({EventKind::wgmma_wait, s.loc, "", -1, 0, t0, clock_.now_ns(),
               "wgmma_wait(" + std::to_string(interp_.eval_int(std::get<spec::WgmmaWait>(s.kind).n)) + ")"});
       tick();
       return;
     }
     for (int op : retired) {
-      Transfer *t = op_transfer_[op];
-      op_transfer_[op] = nullptr;
+      auto it = transfers_.find(op);
+      if (it == transfers_.end()) continue;
+      Transfer *t = it->second.get();
       if (!t->submitted) {
         for (auto it = pending_.begin(); it != pending_.end(); ++it)
           if (it->first == t) {
@@ -333,6 +340,9 @@ private:
       engine_.complete(*t);
       record({EventKind::copy_wait, s.loc, program_.buffers[waited->place.buffer].name, waited->place.slot, 0,
               t0, clock_.now_ns(), t->label});
+      // Retired: the record goes, so a long run's memory does not grow with its copies.
+      account(*t);
+      transfers_.erase(it);
     }
     tick();
   }
@@ -380,11 +390,12 @@ private:
     std::size_t wgmmas_in_flight = 0;
     std::optional<spec::Loc> first_wgmma;
     for (int op : in_flight) {
-      Transfer *t = static_cast<std::size_t>(op) < op_transfer_.size() ? op_transfer_[op] : nullptr;
-      if (!t) {
-        if (!wgmmas_in_flight++) first_wgmma = op_loc_[op];
+      auto it = transfers_.find(op);
+      if (it == transfers_.end()) {
+        if (!wgmmas_in_flight++) first_wgmma = wgmma_loc_[op];
         continue;
       }
+      Transfer *t = it->second.get();
       std::ostringstream os;
       os << "line " << t->loc.line << ": copy " << t->label << " was never waited";
       if (!t->submitted) os << "; in " << to_string(cfg_.mode) << " mode it never took effect";
@@ -422,13 +433,14 @@ private:
   const BufferMap &buffers_;
   ProgramRunConfig cfg_;
   Clock clock_;
-  std::deque<Transfer> transfers_; // outlives the engine's pointers to it
+  // The copies started and not yet waited, by op (the engine points into
+  // them until they complete; a waited one is accounted for and freed).
+  std::map<int, std::unique_ptr<Transfer>> transfers_;
   DmaEngine engine_;
   Interp interp_;
   std::uint64_t rng_;
   std::set<std::string> slotted_;
-  std::vector<Transfer *> op_transfer_; // op -> its copy while in flight (nullptr: a wgmma, or retired)
-  std::vector<spec::Loc> op_loc_;       // op -> its start
+  std::map<int, spec::Loc> wgmma_loc_; // wgmma op -> its start, while not retired
   std::vector<std::pair<Transfer *, std::int64_t>> pending_;
   std::deque<PendingWgmma> wgmmas_; // issued, not yet taken effect
   std::int64_t tick_ = 0;

@@ -428,19 +428,29 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
   e.add(z.blocks);
   e.add(values(nodes(k.body, false) + lets(k.body), z.max_elements));
   e.add(event_bytes(opts, runs));
-  // The scaled copy of the spec lowering reads, and the lowering's per-step
-  // tables (grid coordinates, block indices, visits).
+  // The scaled copy of the spec lowering reads, and the unrolled lowering's
+  // per-step tables (grid coordinates, block indices, visits); the rolled
+  // form's size does not depend on the grid.
+  const bool unrolled = spec::lowers_unrolled(k, gpu);
+  const std::uint64_t lowered_steps = unrolled ? z.steps : 1;
   e.add(footprint::heap(k.body));
-  e.add(z.steps, (z.windowed + 1) * (sizeof(std::vector<std::int64_t>) + chunk(8 * z.max_rank)) +
-                     z.windowed * (16 + chunk(96)));
+  e.add(lowered_steps, (z.windowed + 1) * (sizeof(std::vector<std::int64_t>) + chunk(8 * z.max_rank)) +
+                           z.windowed * (16 + chunk(96)));
   if (lowered && buffer_shapes) {
     e.add(footprint::heap(lowered->body));
     for (const auto &b : lowered->buffers)
       e.add(footprint::array_bytes(buffer_shapes->at(b.name), b.dtype));
-    spec::Env env;
-    const Copies c = count_copies(lowered->body, env);
-    e.add(c.starts, transfer_bytes(z.max_rank, z.max_name));
-    e.add(c.starts > c.waits ? c.starts - c.waits : 0, note_bytes(z.max_rank, z.max_name, runs));
+    // A copy's record lives until its wait. The emitter never has more than
+    // a ring's slots in flight per operand (two more counted: a revisit's
+    // copy back in, a single buffer), and waits for every copy it starts:
+    // no notes of leaked ones.
+    std::uint64_t live = 0;
+    for (const auto &b : lowered->buffers) {
+      if (!b.slots) continue;
+      const auto &shape = buffer_shapes->at(b.name);
+      live = spec::saturating_add(live, 2 + (shape.empty() ? 1 : static_cast<std::uint64_t>(shape[0])));
+    }
+    e.add(live, transfer_bytes(z.max_rank, z.max_name));
   } else {
     // Per step: the body with its operands bound to slots (at most twice the
     // kernel's body; on a GPU each statement may gain two wgmma waits) and
@@ -450,11 +460,13 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
     const std::uint64_t start = chunk(z.max_rank * sizeof(spec::Expr)) +
                                 z.max_rank * chunk(2 * sizeof(spec::Expr)) + chunk(sizeof(spec::Expr)) +
                                 2 * chunk(z.max_name + 1);
-    e.add(z.steps, 2 * footprint::heap(k.body) + 2 * stmts * sizeof(spec::Stmt) +
-                       z.copies_per_step * (start + chunk(sizeof(spec::Expr))));
+    // (The rolled form is one such section plus its state: counted as eight.)
+    e.add(unrolled ? z.steps : 8, 2 * footprint::heap(k.body) + 2 * stmts * sizeof(spec::Stmt) +
+                                      z.copies_per_step * (start + chunk(sizeof(spec::Expr))));
     e.add(z.hbm);
     e.add(z.ring_bytes);
-    e.add(spec::saturating_add(spec::saturating_mul(z.steps, z.starts_per_step), z.ring_slots),
+    e.add(spec::saturating_add(spec::saturating_mul(lowered_steps, z.starts_per_step),
+                               spec::saturating_add(z.ring_slots, 2 * z.windowed)),
           transfer_bytes(z.max_rank, z.max_name));
   }
   return e.bytes;
@@ -482,8 +494,7 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
   p.lowered = spec::lower(scaled, lo, errs);
   if (!p.lowered) {
     p.early = bad_input(k.name, errs.empty() ? k.loc : errs.front().loc,
-                        "cannot lower: " +
-                            (errs.empty() ? std::string("spec::lower failed") : errs.front().message));
+                        errs.empty() ? std::string("cannot lower '" + k.name + "'") : errs.front().message);
     return p;
   }
   try {

@@ -660,15 +660,7 @@ private:
   /// Lookahead and revisit=any need the future or past of the whole grid
   /// (the next index changes, the set of visited blocks), which scalar state
   /// cannot carry: such kernels are lowered unrolled.
-  bool needs_unroll() {
-    if (gpu_) return false;
-    for (auto &o : k_.operands) {
-      if (o.role == Role::in && o.pipeline_mode.lookahead) unroll_reason_ = "lookahead (unrolled)";
-      if (o.role == Role::out && o.pipeline_mode.revisit == Revisit::any)
-        unroll_reason_ = "revisit=any (unrolled)";
-    }
-    return !unroll_reason_.empty();
-  }
+  bool needs_unroll() { return lowers_unrolled(k_, gpu_, &unroll_reason_); }
 
   void collect_names(const Expr &e) {
     if (e.op == Op::Name || e.op == Op::Ref || e.op == Op::Call) used_.insert(e.name);
@@ -1155,6 +1147,20 @@ private:
 } // namespace
 
 std::vector<std::int64_t> Lowered::point(std::int64_t step) const { return grid_point(grid, cta, step); }
+
+bool lowers_unrolled(const KernelSpec &k, bool gpu, std::string *why) {
+  if (gpu) return false;
+  for (auto &o : k.operands) {
+    const char *what = nullptr;
+    if (o.role == Role::in && o.pipeline_mode.lookahead) what = "lookahead (unrolled)";
+    if (o.role == Role::out && o.pipeline_mode.revisit == Revisit::any) what = "revisit=any (unrolled)";
+    if (what) {
+      if (why) *why = what;
+      return true;
+    }
+  }
+  return false;
+}
 
 std::int64_t Lowered::step(int top_level, const std::vector<std::int64_t> &iterations) const {
   const std::int64_t last = std::max<std::int64_t>(num_points(grid) - 1, 0);

@@ -62,6 +62,12 @@ struct Lowered {
   std::vector<std::int64_t> point(std::int64_t step) const;
 };
 
+/// True when `lower` gives `k` its unrolled form whatever the options: an
+/// input with `buffered=(B, lookahead)` or an output with `revisit=any` on a
+/// TPU target (their schedule needs the grid's future or past). `gpu`: the
+/// kernel is lowered for h100/h200. Sets `why` to the construct.
+bool lowers_unrolled(const KernelSpec &k, bool gpu, std::string *why = nullptr);
+
 /// Lowers a validated kernel spec with every param bound (values, overrides).
 /// Returns nullopt and appends located errors when it cannot (e.g. a symbolic
 /// grid extent, or a construct the emitter does not support).
