@@ -87,6 +87,13 @@ Expr fold(const Expr &e) {
     if (c == 0) return in.args[0];
     return Expr::binary(c > 0 ? Op::Add : Op::Sub, in.args[0], Expr::integer(c > 0 ? c : -c), e.loc);
   }
+  if (out.op == Op::FloorDiv && out.args[0].op == Op::FloorDiv && out.args[1].op == Op::Int &&
+      out.args[0].args[1].op == Op::Int && out.args[1].int_value > 0 && out.args[0].args[1].int_value > 0 &&
+      out.args[1].int_value <= (std::int64_t{1} << 31) &&
+      out.args[0].args[1].int_value <= (std::int64_t{1} << 31))
+    // x // a // b is x // (a * b) for positive a and b.
+    return Expr::binary(Op::FloorDiv, out.args[0].args[0],
+                        Expr::integer(out.args[0].args[1].int_value * out.args[1].int_value), e.loc);
   if (out.args.size() == 2) {
     const Expr &a = out.args[0], &b = out.args[1];
     if ((out.op == Op::Add || out.op == Op::Sub) && is_int(b, 0)) return a;
