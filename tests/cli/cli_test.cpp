@@ -664,3 +664,40 @@ TEST(CliArithmetic, AnIndexMapThatOverflowsIsAnErrorNotABlockQuestionMark) {
   EXPECT_EQ(o.text.find("block ?"), std::string::npos) << o.text;
   std::filesystem::remove(f);
 }
+
+TEST(CliFuzz, SweepsEveryCombinationOfTheDomainsAndExitsZeroWhenAllVerifyAndPass) {
+  Out o = run("fuzz " + source("corpus/examples/guide_reductions.pk") +
+              " --kernel matmul --set m=256 --set n=256 --set k=256");
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("27 of 27 configuration(s)"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("every configuration verified and passed"), std::string::npos) << o.text;
+}
+
+TEST(CliFuzz, ExitsOneWithTheSmallestFailingConfigurationWhenOneFails) {
+  auto path = temp_file("fuzz.pk", R"(kernel row_sum:
+    param bk = 64 in {64, 48, 32}
+    grid = (1, cdiv(128, bk))
+    dimension_semantics = (parallel, arbitrary)
+    in  x: f32[8, 128]  block=(8, bk)  index=(i, k) -> (i, k)
+    out o: f32[8]       block=(8,)     index=(i, k) -> (i,)
+    body:
+        when program_id(1) == 0:
+            o[...] = zeros
+        o[...] += sum(x[...], axis=1)
+)");
+  Out o = run("fuzz --format json " + path);
+  EXPECT_EQ(o.code, 1) << o.text;
+  auto j = nlohmann::json::parse(o.text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.text;
+  EXPECT_EQ(j["smallest_failure"]["params"]["bk"], 48);
+  EXPECT_EQ(j["smallest_failure"]["rules"][0], "partial-block-reduction");
+}
+
+TEST(CliFuzz, RefusesAPipelineAndABadShardAsBadInput) {
+  Out p =
+      run("fuzz " + source("corpus/examples/guide_pipelines.pk") + " --kernel " + "double_buffered_add_one");
+  EXPECT_EQ(p.code, 3) << p.text;
+  Out s = run("fuzz " + source("corpus/examples/guide_reductions.pk") + " --kernel matmul --shard 3/2");
+  EXPECT_EQ(s.code, 3) << s.text;
+  EXPECT_NE(s.text.find("--shard 3/2"), std::string::npos) << s.text;
+}

@@ -1,0 +1,133 @@
+// pipecheck fuzz FILE [--kernel NAME]: check and run a kernel over its param domains.
+#include "cli/command.hpp"
+#include "reports/output.hpp"
+#include "sweep/sweep.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <iostream>
+
+namespace pipecheck::cli {
+namespace {
+
+struct FuzzArgs {
+  std::string path;
+  std::string kernel;
+  std::string configs = "64";
+  std::string seed = "0";
+  std::string scale = "1";
+  std::string shard;
+  std::string format = "text";
+  std::string output;
+  std::string max_memory = "4G";
+  std::string target;
+  std::vector<std::string> sets;
+  bool no_run = false;
+};
+
+// "K/N", 0 <= K < N; also TEST_SHARD_INDEX / TEST_TOTAL_SHARDS (Bazel, GoogleTest).
+bool parse_shard(const std::string &text, std::int64_t &k, std::int64_t &n) {
+  auto slash = text.find('/');
+  if (slash == std::string::npos) return false;
+  auto kk = parse_unsigned(text.substr(0, slash)), nn = parse_unsigned(text.substr(slash + 1));
+  if (!kk || !nn || *nn < 1 || *kk >= *nn || *nn > (1u << 20)) return false;
+  k = static_cast<std::int64_t>(*kk);
+  n = static_cast<std::int64_t>(*nn);
+  return true;
+}
+
+int fuzz_cmd(const FuzzArgs &a) {
+  sweep::SweepOptions o;
+  auto configs = parse_unsigned(a.configs);
+  if (!configs || *configs < 1 || *configs > 1000000)
+    return usage_error("--configs", a.configs, "expects a whole number from 1 to 1000000");
+  o.max_configs = *configs;
+  auto seed = parse_unsigned(a.seed);
+  if (!seed || *seed > 0xffffffffull)
+    return usage_error("--seed", a.seed, "expects a whole number from 0 to 4294967295");
+  o.seed = *seed;
+  auto scale = parse_number(a.scale);
+  if (!scale || *scale < 1 || *scale != std::floor(*scale) || *scale > 1e9)
+    return usage_error("--scale", a.scale, "expects a whole factor of at least 1 (e.g. 2 or 2.0)");
+  o.scale = static_cast<std::int64_t>(*scale);
+  auto mem = parse_size(a.max_memory);
+  if (!mem) return usage_error("--max-memory", a.max_memory, std::string("expects ") + size_help);
+  o.max_memory_bytes = *mem;
+  std::string shard = a.shard;
+  if (shard.empty()) {
+    const char *i = std::getenv("TEST_SHARD_INDEX"), *n = std::getenv("TEST_TOTAL_SHARDS");
+    if (i && n) shard = std::string(i) + "/" + n;
+  }
+  if (!shard.empty() && !parse_shard(shard, o.shard_index, o.shard_count))
+    return usage_error("--shard", shard, "expects K/N with 0 <= K < N");
+  o.run = !a.no_run;
+  if (!parse_sets(a.sets, o.overrides)) return bad_input;
+  if (!a.target.empty()) {
+    if (!check_target(a.target)) return bad_input;
+    o.target = a.target;
+  }
+  auto src = read_source(a.path);
+  if (!src) return bad_input;
+  auto file = load(*src);
+  if (!file) return bad_input;
+  const auto *unit = select_unit(*file, a.path, a.kernel);
+  if (!unit) return bad_input;
+  const auto *k = std::get_if<spec::KernelSpec>(unit);
+  if (!k) {
+    std::cerr << a.path << ": error: '" << spec::unit_name(*unit)
+              << "' is a pipeline; fuzz sweeps a kernel's param domains\n";
+    return bad_input;
+  }
+  if (!check_overrides(*unit, *src, o.overrides)) return bad_input;
+  if (isatty(STDERR_FILENO))
+    o.progress = [](std::size_t done, std::size_t total) {
+      const int width = 30, filled = static_cast<int>(width * done / std::max<std::size_t>(total, 1));
+      std::cerr << "\r[" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << done
+                << "/" << total << (done == total ? "\n" : "") << std::flush;
+    };
+  auto result = sweep::sweep(*k, o);
+  if (auto *err = std::get_if<sweep::SweepError>(&result)) {
+    spec::render(std::cerr, *src, spec::Diagnostic{spec::Severity::error, err->loc, err->message, {}});
+    return bad_input;
+  }
+  const auto &r = std::get<sweep::SweepResult>(result);
+  const std::string text = a.format == "json" ? sweep::to_json(r) : sweep::to_text(r);
+  if (a.output.empty() || a.output == "-") {
+    std::cout << text;
+  } else if (auto err = reports::write_file_atomically(a.output, text); !err.empty()) {
+    std::cerr << "error: -o " << a.output << ": " << err << "\n";
+    return environment;
+  }
+  return r.all_ok() ? ok : violation;
+}
+
+const bool registered = register_command(
+    "fuzz", "Check and run a kernel for every combination of its param domains (param b = 128 in {64, 128})",
+    [](CLI::App &app) {
+      auto a = std::make_shared<FuzzArgs>();
+      app.add_option("FILE", a->path, "a .pk file")->required();
+      app.add_option("--kernel", a->kernel, "the kernel to sweep (needed when the file has several)");
+      app.add_option("--configs", a->configs,
+                     "try every combination up to N, else a seeded sample of N (default 64)")
+          ->type_name("N");
+      app.add_option("--seed", a->seed, "seed of the sample and of the runs' data (0 to 4294967295)")
+          ->type_name("S");
+      app.add_option("--scale", a->scale, "divide array sizes by this whole factor F in the runs")
+          ->type_name("F");
+      app.add_option(
+             "--shard", a->shard,
+             "K/N: only configurations K mod N of the sweep (default: TEST_SHARD_INDEX/TEST_TOTAL_SHARDS)")
+          ->type_name("K/N");
+      app.add_option("--format", a->format, "output format")->check(CLI::IsMember({"text", "json"}));
+      app.add_option("-o,--output", a->output, "write the report to this file (- for standard output)");
+      app.add_option("--max-memory", a->max_memory, std::string("per run: ") + size_help + " (default 4G)")
+          ->type_name("SIZE");
+      app.add_option("--target", a->target, target_help());
+      app.add_flag("--no-run", a->no_run, "check each configuration without running it");
+      add_set_option(app, a->sets, "NAME=VALUE: fix a param (its domain is not swept)");
+      return std::function<int()>([a] { return fuzz_cmd(*a); });
+    });
+
+} // namespace
+} // namespace pipecheck::cli

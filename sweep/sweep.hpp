@@ -1,0 +1,89 @@
+#pragma once
+/// `pipecheck fuzz`: sweep a kernel's param domains (`param bk = 128 in {64,
+/// 128, 200}`). Every combination when there are at most `max_configs`, else
+/// a seeded sample of that many; for each, the full check and (unless turned
+/// off) a run on the CPU against the kernel's intent. A configuration is ok
+/// when it verifies and its run passes; a failure shrinks to the smallest
+/// failing configuration (each param lowered, in domain order, while the
+/// same outcome persists).
+
+#include "executor/run.hpp"
+#include "spec/eval.hpp"
+#include "spec/ir.hpp"
+#include "verifier/verdict.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipecheck::sweep {
+
+struct SweepOptions {
+  std::size_t max_configs = 64;      ///< all combinations up to this many, else a sample
+  std::uint64_t seed = 0;            ///< the sample, and the runs' input data
+  std::int64_t scale = 1;            ///< --scale for the runs
+  std::optional<std::string> target; ///< --target
+  spec::Env overrides;               ///< --set: fixes a param (its domain is not swept)
+  bool run = true;                   ///< also run each configuration
+  std::uint64_t max_memory_bytes = 4ull << 30;
+  /// --shard K/N: only the configurations whose index in the sweep is K mod N.
+  std::int64_t shard_index = 0, shard_count = 1;
+  /// Called after each configuration (done, total): a progress bar.
+  std::function<void(std::size_t, std::size_t)> progress;
+};
+
+/// How one configuration came out.
+enum class Outcome {
+  ok,        ///< verified, and the run passed (or was not asked for)
+  violation, ///< the check found a violation (whatever the run did)
+  unknown,   ///< the check could not decide
+  run_fails, ///< verified, but the run failed: pipecheck or the kernel's intent is wrong
+  bad_input, ///< the configuration cannot be checked or run (e.g. a block that does not fit)
+};
+const char *to_string(Outcome);
+
+struct ConfigResult {
+  std::size_t index = 0; ///< its position in the full sweep (lexicographic over the domains)
+  spec::Env params;      ///< the swept params' values
+  Outcome outcome = Outcome::ok;
+  verifier::Status verdict = verifier::Status::unknown;
+  std::vector<std::string> rules; ///< the rules of its findings, in order, without repeats
+  std::string reason;             ///< the check's reason, or the run's failure
+  std::optional<executor::RunStatus> run;
+  std::string first_mismatch; ///< the run's first mismatching element, when it has one
+  double check_ms = 0, run_ms = 0;
+};
+
+struct SweepResult {
+  std::string kernel;
+  std::vector<std::string> swept;    ///< the params swept, in declaration order
+  std::size_t total_configs = 0;     ///< the size of the full sweep
+  bool sampled = false;              ///< fewer than all were tried
+  std::vector<ConfigResult> configs; ///< those tried (this shard's), in sweep order
+  /// The smallest failing configuration found by shrinking the first failure
+  /// (absent when every configuration is ok).
+  std::optional<ConfigResult> smallest_failure;
+  bool all_ok() const;
+};
+
+/// A param's domain could not be evaluated, or a --set names no param.
+struct SweepError {
+  spec::Loc loc;
+  std::string message;
+};
+
+/// Sweeps `k` (validated). Returns the error instead when a domain does not
+/// evaluate to integers.
+std::variant<SweepResult, SweepError> sweep(const spec::KernelSpec &k, const SweepOptions &);
+
+/// One configuration, checked and run as sweep() does.
+ConfigResult try_config(const spec::KernelSpec &k, const spec::Env &params, const SweepOptions &);
+
+/// The result as one JSON object (the `--format json` of `pipecheck fuzz`).
+std::string to_json(const SweepResult &);
+/// A table, one line per configuration, and a summary line.
+std::string to_text(const SweepResult &);
+
+} // namespace pipecheck::sweep

@@ -1,0 +1,137 @@
+#include "sweep/sweep.hpp"
+
+#include "spec/parse.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+using namespace pipecheck;
+using sweep::Outcome;
+
+namespace {
+
+spec::KernelSpec kernel(const std::string &text) {
+  auto r = spec::parse_and_validate(spec::SourceFile::from_string("k.pk", text));
+  if (!r.file) {
+    ADD_FAILURE() << r.errors[0].message;
+    return {};
+  }
+  return std::get<spec::KernelSpec>(r.file->units.at(0));
+}
+
+// A row sum over column blocks: bk = 48 does not divide 128, so the last
+// block's padding is summed (partial-block-reduction); 32 and 64 are fine.
+const char *kRowSum = R"(kernel row_sum:
+    param bm = 8 in {8, 16}
+    param bk = 64 in {32, 48, 64}
+    grid = (32 // bm, cdiv(128, bk))
+    dimension_semantics = (parallel, arbitrary)
+    in  x: f32[32, 128]  block=(bm, bk)  index=(i, k) -> (i, k)
+    out o: f32[32]       block=(bm,)     index=(i, k) -> (i,)
+    body:
+        when program_id(1) == 0:
+            o[...] = zeros
+        o[...] += sum(x[...], axis=1)
+)";
+
+const sweep::SweepResult &result(const std::variant<sweep::SweepResult, sweep::SweepError> &r) {
+  if (auto *e = std::get_if<sweep::SweepError>(&r)) ADD_FAILURE() << e->message;
+  return std::get<sweep::SweepResult>(r);
+}
+
+} // namespace
+
+TEST(Sweep, TriesEveryCombinationOfTheDomainsAndNamesTheFailingOnes) {
+  auto r = sweep::sweep(kernel(kRowSum), {});
+  const auto &s = result(r);
+  EXPECT_EQ(s.total_configs, 6u);
+  EXPECT_FALSE(s.sampled);
+  ASSERT_EQ(s.configs.size(), 6u);
+  for (const auto &c : s.configs) {
+    const bool ragged = c.params.at("bk") == 48;
+    EXPECT_EQ(c.outcome, ragged ? Outcome::violation : Outcome::ok) << c.reason;
+    if (ragged) {
+      EXPECT_EQ(c.rules, std::vector<std::string>{"partial-block-reduction"});
+    } else {
+      EXPECT_EQ(c.run, executor::RunStatus::pass);
+    }
+  }
+  EXPECT_FALSE(s.all_ok());
+}
+
+TEST(Sweep, ShrinksTheFirstFailureToItsSmallestConfiguration) {
+  auto r = sweep::sweep(kernel(kRowSum), {});
+  const auto &s = result(r);
+  ASSERT_TRUE(s.smallest_failure);
+  EXPECT_EQ(s.smallest_failure->params.at("bm"), 8);
+  EXPECT_EQ(s.smallest_failure->params.at("bk"), 48);
+  EXPECT_EQ(s.smallest_failure->outcome, Outcome::violation);
+}
+
+TEST(Sweep, SamplesAtMostTheGivenNumberOfConfigurationsTheSameWayForTheSameSeed) {
+  sweep::SweepOptions o;
+  o.max_configs = 4;
+  o.run = false;
+  auto a = sweep::sweep(kernel(kRowSum), o), b = sweep::sweep(kernel(kRowSum), o);
+  const auto &sa = result(a), &sb = result(b);
+  EXPECT_TRUE(sa.sampled);
+  ASSERT_EQ(sa.configs.size(), 4u);
+  ASSERT_EQ(sb.configs.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(sa.configs[i].params, sb.configs[i].params);
+  EXPECT_FALSE(sa.configs[0].run.has_value()); // --no-run
+}
+
+TEST(Sweep, ShardsSplitTheSweepIntoDisjointPartsThatCoverIt) {
+  std::set<std::size_t> seen;
+  std::size_t total = 0;
+  for (std::int64_t k = 0; k < 3; ++k) {
+    sweep::SweepOptions o;
+    o.run = false;
+    o.shard_index = k;
+    o.shard_count = 3;
+    auto r = sweep::sweep(kernel(kRowSum), o);
+    for (const auto &c : result(r).configs) {
+      EXPECT_TRUE(seen.insert(c.index).second) << "index " << c.index << " in two shards";
+      ++total;
+    }
+  }
+  EXPECT_EQ(total, 6u);
+}
+
+TEST(Sweep, AFixedParamIsNotSwept) {
+  sweep::SweepOptions o;
+  o.run = false;
+  o.overrides["bk"] = 64;
+  auto r = sweep::sweep(kernel(kRowSum), o);
+  const auto &s = result(r);
+  EXPECT_EQ(s.swept, std::vector<std::string>{"bm"});
+  EXPECT_EQ(s.total_configs, 2u);
+  EXPECT_TRUE(s.all_ok());
+}
+
+TEST(Sweep, AVerifiedConfigurationThatCannotRunIsBadInputNeverOk) {
+  sweep::SweepOptions o;
+  o.max_memory_bytes = 1024; // every run is over the limit
+  auto r = sweep::sweep(kernel(kRowSum), o);
+  for (const auto &c : result(r).configs) {
+    if (c.verdict == verifier::Status::verified) {
+      EXPECT_EQ(c.outcome, Outcome::bad_input) << c.reason;
+    }
+  }
+  EXPECT_FALSE(result(r).all_ok());
+}
+
+TEST(Sweep, ItsJsonCarriesEachConfigurationAndASummary) {
+  auto r = sweep::sweep(kernel(kRowSum), {});
+  auto j = nlohmann::json::parse(sweep::to_json(result(r)));
+  EXPECT_EQ(j["kernel"], "row_sum");
+  EXPECT_EQ(j["total_configs"], 6);
+  EXPECT_EQ(j["configs"].size(), 6u);
+  EXPECT_EQ(j["summary"]["ok"], 4);
+  EXPECT_EQ(j["summary"]["violation"], 2);
+  EXPECT_EQ(j["smallest_failure"]["params"]["bk"], 48);
+  EXPECT_EQ(j["ok"], false);
+}
