@@ -11,6 +11,7 @@
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -67,8 +68,14 @@ using ArrayMap = std::map<std::string, std::unique_ptr<HostArray>>;
 /// copy of their aliased input), scratch poison.
 ArrayMap make_kernel_arrays(const ConcreteKernel &, std::uint64_t seed);
 
-/// Runs the oracle in place on `arrays` (from make_kernel_arrays).
+/// Per output operand, one byte per element of its array: 1 where some
+/// grid point's body stored into the element (poison there was computed),
+/// 0 where none did (poison there was never written).
+using WrittenMap = std::map<std::string, std::vector<std::uint8_t>>;
+
+/// Runs the oracle in place on `arrays` (from make_kernel_arrays), recording
+/// the body's stores into `written` when given.
 /// Throws ExecError on an ill-typed body.
-void run_oracle(const ConcreteKernel &, ArrayMap &arrays);
+void run_oracle(const ConcreteKernel &, ArrayMap &arrays, WrittenMap *written = nullptr);
 
 } // namespace pipecheck::executor

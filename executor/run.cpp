@@ -3,6 +3,7 @@
 #include "executor/footprint.hpp"
 #include "executor/oracle.hpp"
 #include "executor/program_runner.hpp"
+#include "executor/reference.hpp"
 #include "spec/lower.hpp"
 #include "spec/targets.hpp"
 
@@ -158,22 +159,57 @@ std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actu
   return first;
 }
 
+std::string number(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 std::string describe(const Mismatch &m, std::optional<double> tol) {
   std::ostringstream os;
   os << m.array << index_string(m.element);
-  if (m.block) os << " (block " << index_string(*m.block);
-  if (m.grid_point) os << ", grid point " << index_string(*m.grid_point, '(', ')');
-  if (m.block) os << ")";
-  os << ": expected " << m.expected << (m.expected_is_poison ? " (poison)" : "") << ", got " << m.actual
-     << (m.is_poison ? " (poison)" : "");
+  std::string where;
+  if (m.block) {
+    where = " (block " + index_string(*m.block);
+    if (m.grid_point) where += ", grid point " + index_string(*m.grid_point, '(', ')');
+    where += ")";
+  }
+  if (!m.poison.empty()) {
+    os << " " << m.poison.substr(0, m.poison.find(':')) << where;
+    if (m.poison.find(':') != std::string::npos) os << m.poison.substr(m.poison.find(':'));
+  } else {
+    os << where << ": expected " << m.expected << " (" << m.expected_from << "), got " << m.actual << " ("
+       << m.actual_from << ")";
+  }
   os << "; " << m.count << " element" << (m.count == 1 ? "" : "s") << " differ";
   if (tol) os << " (relative tolerance " << *tol << ")";
-  if (m.expected_is_poison)
-    os << " — the intent itself holds poison there: the unit reads memory nothing wrote "
-          "(e.g. a missing accumulator init, or the padding of a partial block)";
-  else if (m.is_poison)
-    os << " — the output holds poison: it was never written or read unwritten memory";
   return os.str();
+}
+
+/// What poison on either side of a kernel's comparison means. `written`: the
+/// oracle's record of the body's stores into this output (nullptr: none).
+std::string kernel_poison(const Mismatch &m, const std::vector<std::uint8_t> *written, std::int64_t flat) {
+  const bool oracle_poison = m.expected_from == "oracle" ? m.expected_is_poison : m.is_poison;
+  if (oracle_poison) {
+    if (written && flat < static_cast<std::int64_t>(written->size()) &&
+        !(*written)[static_cast<std::size_t>(flat)])
+      return "was never written: no grid point's body stores to it";
+    return "reads memory nothing wrote: the body stored poison there (e.g. a missing accumulator init, "
+           "or the padding of a partial block)";
+  }
+  if (m.is_poison)
+    return "holds poison in the pipelined run: the lowered program never wrote it back, or computed it from "
+           "a slot before its copy landed (the oracle has " +
+           number(m.expected) + ")";
+  if (m.expected_is_poison) return "holds poison in the reference: the reference reads memory nothing wrote";
+  return {};
+}
+
+std::int64_t flat_index(const Shape &idx, const Shape &shape) {
+  std::int64_t f = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    f = f * shape[d] + idx[d];
+  return f;
 }
 
 RunResult bad_input(const std::string &unit, spec::Loc loc, const std::string &msg) {
@@ -360,6 +396,10 @@ struct KernelPrep {
   std::map<std::string, Shape> buffer_shapes;
   bool reduces = false;
   std::uint64_t memory_estimate = 0;
+  WrittenMap written; ///< the oracle's stores into each output
+  /// The oracle against the kernel's `reference:` (the same for every run).
+  std::optional<Mismatch> reference_mismatch;
+  std::optional<double> reference_tolerance;
 };
 
 /// The kernel's sizes that do not depend on its lowering.
@@ -376,7 +416,9 @@ struct KernelSizes {
   std::size_t max_rank = 1;        ///< of any array, plus a ring's slot dim
   std::size_t max_name = 0;
   std::uint64_t steps = 0;
-  bool gpu = false; ///< lowered for h100/h200
+  bool gpu = false;                    ///< lowered for h100/h200
+  std::uint64_t out_elements = 0;      ///< of every output (the oracle's record of stores)
+  std::int64_t max_array_elements = 1; ///< the largest whole array (the reference's values)
 };
 
 KernelSizes kernel_sizes(const spec::KernelSpec &k, const ConcreteKernel &c) {
@@ -392,6 +434,10 @@ KernelSizes kernel_sizes(const spec::KernelSpec &k, const ConcreteKernel &c) {
     z.arrays = spec::saturating_add(z.arrays, array);
     z.max_rank = std::max(z.max_rank, o.shape.size() + 1);
     z.max_name = std::max(z.max_name, o.name.size() + 5);
+    z.max_array_elements = std::max(z.max_array_elements, num_elements(o.shape));
+    if (o.role == spec::Role::out)
+      z.out_elements =
+          spec::saturating_add(z.out_elements, static_cast<std::uint64_t>(num_elements(o.shape)));
     if (!o.windowed) {
       z.hbm = spec::saturating_add(z.hbm, array);
       z.max_elements = std::max(z.max_elements, num_elements(o.shape));
@@ -428,6 +474,12 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
   e.add(z.blocks);
   e.add(values(nodes(k.body, false) + lets(k.body), z.max_elements));
   e.add(event_bytes(opts, runs));
+  e.add(z.out_elements);
+  if (!k.reference.empty()) {
+    // The reference's own arrays, and its values over whole arrays.
+    e.add(z.arrays);
+    e.add(values(nodes(k.reference, false) + lets(k.reference), z.max_array_elements));
+  }
   // The scaled copy of the spec lowering reads, and the lowering's per-step
   // tables (grid coordinates, block indices, visits).
   e.add(footprint::heap(k.body));
@@ -459,6 +511,8 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
   }
   return e.bytes;
 }
+
+void compare_reference(const spec::KernelSpec &, KernelPrep &, const RunOptions &);
 
 KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) {
   KernelPrep p;
@@ -509,12 +563,63 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
   p.reduces = has_float_reduction(k.body);
   p.arrays = make_kernel_arrays(p.ck, opts.seed);
   try {
-    run_oracle(p.ck, p.arrays);
+    run_oracle(p.ck, p.arrays, &p.written);
   } catch (const ExecError &e) {
     p.early = from_error(k.name, e, "oracle: ");
     return p;
   }
+  if (!k.reference.empty()) compare_reference(k, p, opts);
   return p;
+}
+
+/// The block of `op` holding the mismatching element, and the first grid
+/// point (in run order) that visits it; and what poison there means.
+void locate(const KernelPrep &p, const std::string &operand, Mismatch &m) {
+  m.array = operand;
+  const ConcreteOperand *op = p.ck.operand(operand);
+  if (op && op->windowed) {
+    Shape blk(m.element.size());
+    for (std::size_t d = 0; d < blk.size(); ++d)
+      blk[d] = op->squeezed[d] ? m.element[d] : m.element[d] / op->block[d];
+    m.block = blk;
+    for (std::int64_t lin = 0; lin < p.ck.num_points(); ++lin) {
+      const Shape pt = grid_point(p.ck, lin);
+      if (block_index(p.ck, *op, pt) == blk) {
+        m.grid_point = pt;
+        break;
+      }
+    }
+  }
+  if (m.is_poison || m.expected_is_poison) {
+    auto w = p.written.find(operand);
+    const HostArray &a = *p.arrays.at(operand);
+    m.poison =
+        kernel_poison(m, w == p.written.end() ? nullptr : &w->second, flat_index(m.element, a.shape()));
+  }
+}
+
+void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOptions &opts) {
+  ArrayMap ref = make_kernel_arrays(p.ck, opts.seed);
+  try {
+    run_reference(p.ck, ref);
+  } catch (const ExecError &e) {
+    p.early = from_error(k.name, e, "reference: ");
+    return;
+  }
+  const std::int64_t len = reference_reduction_length(p.ck);
+  const spec::DType acc = accumulation_dtype(p.ck);
+  for (const auto &o : p.ck.operands) {
+    if (o.role != spec::Role::out) continue;
+    const auto tol = reference_tolerance(o.dtype, acc, len);
+    auto m = compare(*ref.at(o.name), *p.arrays.at(o.name), tol);
+    if (!m) continue;
+    m->expected_from = "reference";
+    m->actual_from = "oracle: the body run per grid point";
+    locate(p, o.name, *m);
+    p.reference_mismatch = m;
+    p.reference_tolerance = tol;
+    return;
+  }
 }
 
 // A result stamped with the mode and seed of one run (a prepared early
@@ -581,30 +686,23 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
   r.status = RunStatus::pass;
   for (const auto &bind : p.lowered->bindings) {
     if (bind.role != spec::Role::out || bind.hbm.empty()) continue;
-    const ConcreteOperand *op = p.ck.operand(bind.operand);
     const HostArray &expected = *p.arrays.at(bind.operand);
     const auto tol = tolerance_for(expected.dtype(), p.reduces);
     auto m = compare(expected, *buffers.at(bind.hbm), tol);
     if (!m) continue;
-    m->array = bind.operand;
-    if (op && op->windowed) {
-      Shape blk(m->element.size());
-      for (std::size_t d = 0; d < blk.size(); ++d)
-        blk[d] = op->squeezed[d] ? m->element[d] : m->element[d] / op->block[d];
-      m->block = blk;
-      for (std::int64_t lin = 0; lin < p.ck.num_points(); ++lin) {
-        const Shape pt = grid_point(p.ck, lin);
-        if (block_index(p.ck, *op, pt) == blk) {
-          m->grid_point = pt;
-          break;
-        }
-      }
-    }
+    locate(p, bind.operand, *m);
     r.status = RunStatus::fail;
     r.tolerance = tol;
     r.reason = describe(*m, tol);
     r.mismatch = m;
     break;
+  }
+  // The pipelined run equals the oracle; the oracle must equal the reference.
+  if (r.status == RunStatus::pass && p.reference_mismatch) {
+    r.status = RunStatus::fail;
+    r.tolerance = p.reference_tolerance;
+    r.mismatch = p.reference_mismatch;
+    r.reason = "the body disagrees with the reference: " + describe(*r.mismatch, r.tolerance);
   }
   return r;
 }
@@ -746,6 +844,15 @@ RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptio
     const HostArray &expected = *p.intent.at(b.name);
     const auto tol = tolerance_for(expected.dtype(), p.reduces);
     if (auto m = compare(expected, *map.at(b.name), tol)) {
+      m->expected_from = "synchronous run";
+      m->actual_from = "run";
+      // HBM arrays start as data: poison there was copied out of a slot
+      // nothing had written.
+      if (m->expected_is_poison)
+        m->poison = "reads memory nothing wrote: poison was copied there, in the synchronous run too";
+      else if (m->is_poison)
+        m->poison = "reads memory nothing wrote: poison was copied there (the synchronous run has " +
+                    number(m->expected) + ")";
       r.status = RunStatus::fail;
       r.tolerance = tol;
       r.reason = describe(*m, tol);

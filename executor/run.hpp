@@ -10,7 +10,10 @@
 ///
 /// A run passes when every output equals its intent — exactly, or within a
 /// stated relative tolerance when the unit accumulates floats (dot, sum,
-/// `+=`, wgmma) — and holds no poison. Outputs and scratch start as poison,
+/// `+=`, wgmma) — and holds no poison. A kernel with a `reference:` also
+/// needs its oracle to match the reference (executor/reference.hpp), within
+/// a tolerance by dtype and reduction length: a body wrong in itself gives
+/// the same wrong answer pipelined and per grid point. Outputs and scratch start as poison,
 /// inputs as seeded random data, slot buffers as poison, `acc` as zeros.
 
 #include "executor/events.hpp"
@@ -59,6 +62,13 @@ struct Mismatch {
   bool is_poison = false;          ///< actual is poison
   bool expected_is_poison = false; ///< the intent itself is poison there
   std::int64_t count = 0;          ///< mismatching elements in this array
+  /// What was compared: "oracle" vs "pipelined run" (a kernel's run),
+  /// "reference" vs "oracle" (a kernel's body against its `reference:`),
+  /// "synchronous run" vs "run" (a pipeline).
+  std::string expected_from = "oracle", actual_from = "pipelined run";
+  /// Where either side holds poison: what it means ("was never written",
+  /// "reads memory nothing wrote: ..."); empty otherwise.
+  std::string poison;
 };
 
 struct RunResult {
