@@ -1,6 +1,7 @@
 #include "executor/run.hpp"
 
 #include "executor/footprint.hpp"
+#include "executor/npy.hpp"
 #include "executor/oracle.hpp"
 #include "executor/program_runner.hpp"
 #include "executor/reference.hpp"
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -385,6 +387,53 @@ std::uint64_t event_bytes(const RunOptions &o, int runs) {
                               o.max_event_bytes / 2);
 }
 
+// ------------------------------------------------------------ .npy files
+
+std::string npy_path(const std::string &dir, const std::string &file) {
+  return (std::filesystem::path(dir) / file).string();
+}
+
+/// Replaces `a`'s contents with DIR/NAME.npy; empty, or why it cannot.
+std::string load_npy_into(HostArray &a, const std::string &dir, const std::string &what, std::int64_t scale) {
+  const std::string path = npy_path(dir, a.name() + ".npy");
+  std::unique_ptr<HostArray> f;
+  try {
+    f = read_npy(path, a.name());
+  } catch (const NpyError &e) {
+    return e.what();
+  }
+  const std::string want = std::string(spec::to_string(a.dtype())) + shape_string(a.shape()) +
+                           (scale > 1 ? " at --scale " + std::to_string(scale) : "");
+  if (f->dtype() != a.dtype())
+    return path + ": dtype " + spec::to_string(f->dtype()) + " (" + npy_descr(f->dtype()) + "), but " + what +
+           " '" + a.name() + "' is " + want + " (" + npy_descr(a.dtype()) + ")";
+  if (f->shape() != a.shape())
+    return path + ": shape " + shape_string(f->shape()) + ", but " + what + " '" + a.name() + "' is " + want;
+  a.copy_from(*f);
+  return {};
+}
+
+/// Writes `a` as DIR/FILE, creating DIR; empty, or why it cannot.
+std::string save_npy(const std::string &dir, const std::string &file, const HostArray &a) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return dir + ": cannot create the directory: " + ec.message();
+  try {
+    write_npy(npy_path(dir, file), a);
+  } catch (const NpyError &e) {
+    return e.what();
+  }
+  return {};
+}
+
+RunResult env_error(const std::string &unit, const std::string &msg) {
+  RunResult r;
+  r.unit = unit;
+  r.status = RunStatus::error;
+  r.reason = msg;
+  return r;
+}
+
 // ------------------------------------------------------------------ kernels
 
 struct KernelPrep {
@@ -562,6 +611,24 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
   }
   p.reduces = has_float_reduction(k.body);
   p.arrays = make_kernel_arrays(p.ck, opts.seed);
+  if (opts.inputs_dir) {
+    for (const auto &o : p.ck.operands)
+      if (o.role == spec::Role::in)
+        if (auto err = load_npy_into(*p.arrays.at(o.name), *opts.inputs_dir, "input", opts.scale);
+            !err.empty()) {
+          p.early = bad_input(k.name, o.loc, err);
+          return p;
+        }
+    for (const auto &[out, in] : p.ck.aliases)
+      p.arrays.at(out)->copy_from(*p.arrays.at(in));
+  }
+  if (opts.save_dir)
+    for (const auto &o : p.ck.operands)
+      if (o.role == spec::Role::in)
+        if (auto err = save_npy(*opts.save_dir, o.name + ".npy", *p.arrays.at(o.name)); !err.empty()) {
+          p.early = env_error(k.name, err);
+          return p;
+        }
   try {
     run_oracle(p.ck, p.arrays, &p.written);
   } catch (const ExecError &e) {
@@ -569,6 +636,13 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
     return p;
   }
   if (!k.reference.empty()) compare_reference(k, p, opts);
+  if (opts.save_dir && !p.early)
+    for (const auto &o : p.ck.operands)
+      if (o.role == spec::Role::out)
+        if (auto err = save_npy(*opts.save_dir, o.name + ".oracle.npy", *p.arrays.at(o.name)); !err.empty()) {
+          p.early = env_error(k.name, err);
+          return p;
+        }
   return p;
 }
 
@@ -599,13 +673,25 @@ void locate(const KernelPrep &p, const std::string &operand, Mismatch &m) {
 }
 
 void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOptions &opts) {
+  // The oracle's inputs (read or generated), fresh outputs.
   ArrayMap ref = make_kernel_arrays(p.ck, opts.seed);
+  for (const auto &o : p.ck.operands)
+    if (o.role == spec::Role::in) ref.at(o.name)->copy_from(*p.arrays.at(o.name));
+  for (const auto &[out, in] : p.ck.aliases)
+    ref.at(out)->copy_from(*ref.at(in));
   try {
     run_reference(p.ck, ref);
   } catch (const ExecError &e) {
     p.early = from_error(k.name, e, "reference: ");
     return;
   }
+  if (opts.save_dir)
+    for (const auto &o : p.ck.operands)
+      if (o.role == spec::Role::out)
+        if (auto err = save_npy(*opts.save_dir, o.name + ".reference.npy", *ref.at(o.name)); !err.empty()) {
+          p.early = env_error(k.name, err);
+          return;
+        }
   const std::int64_t len = reference_reduction_length(p.ck);
   const spec::DType acc = accumulation_dtype(p.ck);
   for (const auto &o : p.ck.operands) {
@@ -631,7 +717,7 @@ RunResult with_run(RunResult r, DmaMode mode, std::uint64_t seed) {
 }
 
 RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOptions &opts, DmaMode mode,
-                       std::uint64_t seed) {
+                       std::uint64_t seed, bool save) {
   if (p.early) return with_run(*p.early, mode, seed);
   RunResult r = with_run(RunResult{}, mode, seed);
   r.unit = k.name;
@@ -684,6 +770,14 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
     return r;
   }
   r.status = RunStatus::pass;
+  if (save && opts.save_dir)
+    for (const auto &bind : p.lowered->bindings)
+      if (bind.role == spec::Role::out && !bind.hbm.empty())
+        if (auto err = save_npy(*opts.save_dir, bind.operand + ".npy", *buffers.at(bind.hbm)); !err.empty()) {
+          r.status = RunStatus::error;
+          r.reason = err;
+          return r;
+        }
   for (const auto &bind : p.lowered->bindings) {
     if (bind.role != spec::Role::out || bind.hbm.empty()) continue;
     const HostArray &expected = *p.arrays.at(bind.operand);
@@ -805,6 +899,16 @@ ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts, int runs)
     if (b.kind == spec::BufferKind::hbm) {
       auto a = std::make_unique<HostArray>(b.name, b.dtype, p.shapes.at(b.name));
       a->fill_random(opts.seed * 1000003ull + ++k);
+      if (opts.inputs_dir && std::filesystem::exists(npy_path(*opts.inputs_dir, b.name + ".npy")))
+        if (auto err = load_npy_into(*a, *opts.inputs_dir, "buffer", 1); !err.empty()) {
+          p.early = bad_input(prog.name, b.loc, err);
+          return p;
+        }
+      if (opts.save_dir)
+        if (auto err = save_npy(*opts.save_dir, b.name + ".npy", *a); !err.empty()) {
+          p.early = env_error(prog.name, err);
+          return p;
+        }
       p.initial[b.name] = std::move(a);
     }
   p.reduces = has_float_reduction(prog.body);
@@ -821,7 +925,7 @@ ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts, int runs)
 }
 
 RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptions &opts, DmaMode mode,
-                       std::uint64_t seed) {
+                       std::uint64_t seed, bool save) {
   if (p.early) return with_run(*p.early, mode, seed);
   RunResult r = with_run(RunResult{}, mode, seed);
   r.unit = prog.name;
@@ -839,6 +943,14 @@ RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptio
     return r;
   }
   r.status = RunStatus::pass;
+  if (save && opts.save_dir)
+    for (const auto &b : prog.buffers)
+      if (b.kind == spec::BufferKind::hbm)
+        if (auto err = save_npy(*opts.save_dir, b.name + ".out.npy", *map.at(b.name)); !err.empty()) {
+          r.status = RunStatus::error;
+          r.reason = err;
+          return r;
+        }
   for (const auto &b : prog.buffers) {
     if (b.kind != spec::BufferKind::hbm) continue;
     const HostArray &expected = *p.intent.at(b.name);
@@ -875,7 +987,7 @@ template <class Unit, class Prep> RunReport all_modes(const Unit &u, Prep &p, co
                                                     {DmaMode::random, opts.seed + 1},
                                                     {DmaMode::random, opts.seed + 2}};
   for (const auto &[mode, seed] : plan) {
-    rep.runs.push_back(run_prepared(u, p, opts, mode, seed));
+    rep.runs.push_back(run_prepared(u, p, opts, mode, seed, rep.runs.empty()));
     const RunStatus s = rep.runs.back().status;
     if (s == RunStatus::bad_input || s == RunStatus::error) {
       rep.status = s;
@@ -890,14 +1002,14 @@ template <class Unit, class Prep> RunReport all_modes(const Unit &u, Prep &p, co
 
 RunResult run(const spec::KernelSpec &k, const RunOptions &opts) {
   KernelPrep p = prepare(k, opts, 1);
-  RunResult r = run_prepared(k, p, opts, opts.mode, opts.seed);
+  RunResult r = run_prepared(k, p, opts, opts.mode, opts.seed, true);
   r.memory_estimate = p.memory_estimate;
   return r;
 }
 
 RunResult run(const spec::Program &prog, const RunOptions &opts) {
   ProgramPrep p = prepare(prog, opts, 1);
-  RunResult r = run_prepared(prog, p, opts, opts.mode, opts.seed);
+  RunResult r = run_prepared(prog, p, opts, opts.mode, opts.seed, true);
   r.memory_estimate = p.memory_estimate;
   return r;
 }

@@ -49,6 +49,18 @@ struct RunOptions {
   int dma_threads = 2;                        ///< DMA worker threads
   std::size_t max_events = 100000;            ///< the timeline keeps the first ones
   std::uint64_t max_event_bytes = 4ull << 20; ///< ... within this many heap bytes per run
+  /// `--inputs DIR`: a kernel's every input operand NAME is read from
+  /// DIR/NAME.npy (executor/npy.hpp), which must have the operand's dtype
+  /// and (scaled) shape; a pipeline's HBM buffer NAME starts as DIR/NAME.npy
+  /// where that file exists. A missing or mismatching file is bad input.
+  std::optional<std::string> inputs_dir;
+  /// `--save DIR` (created if missing): a kernel's inputs as DIR/NAME.npy,
+  /// the first run's outputs as DIR/NAME.npy, the oracle's as
+  /// DIR/NAME.oracle.npy and the reference's as DIR/NAME.reference.npy; a
+  /// pipeline's HBM buffers as they start (DIR/NAME.npy) and after its first
+  /// run (DIR/NAME.out.npy). `--inputs DIR` then repeats the run. A file
+  /// that cannot be written is an error (exit 4).
+  std::optional<std::string> save_dir;
 };
 
 /// Where an output first differs from its intent.
