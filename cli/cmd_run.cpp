@@ -20,6 +20,7 @@ struct RunArgs {
   std::string target;
   std::vector<std::string> sets;
   std::string inputs, save;
+  std::string inputs_kind = "uniform";
 };
 
 int exit_for(executor::RunStatus s) {
@@ -65,6 +66,11 @@ int run_cmd(const RunArgs &a) {
     opts.inputs_dir = a.inputs;
   }
   if (!a.save.empty()) opts.save_dir = a.save;
+  auto kind = executor::parse_input_kind(a.inputs_kind);
+  if (!kind)
+    return usage_error("--inputs-kind", a.inputs_kind,
+                       "expected uniform, normal, integers, one-hot or special");
+  opts.input_kind = *kind;
   auto src = read_source(a.path);
   if (!src) return bad_input;
   auto file = load(*src);
@@ -116,6 +122,9 @@ const bool registered = register_command(
           ->type_name("DIR");
       app.add_option("--save", a->save, "write the inputs and outputs to DIR as .npy files")
           ->type_name("DIR");
+      app.add_option("--inputs-kind", a->inputs_kind,
+                     "generated inputs: uniform (default), normal, integers, one-hot or special")
+          ->type_name("KIND");
       return std::function<int()>([a] { return run_cmd(*a); });
     });
 

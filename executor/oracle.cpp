@@ -103,13 +103,13 @@ Shape block_index(const ConcreteKernel &c, const ConcreteOperand &op, const Shap
   return std::move(*b.value);
 }
 
-ArrayMap make_kernel_arrays(const ConcreteKernel &c, std::uint64_t seed) {
+ArrayMap make_kernel_arrays(const ConcreteKernel &c, std::uint64_t seed, InputKind kind) {
   ArrayMap m;
   std::uint64_t k = 0;
   for (const auto &o : c.operands) {
     auto a = std::make_unique<HostArray>(o.name, o.dtype, o.shape);
     if (o.role == spec::Role::in)
-      a->fill_random(seed * 1000003ull + ++k);
+      fill_inputs(*a, kind, seed * 1000003ull + ++k);
     else
       a->fill_poison();
     m[o.name] = std::move(a);

@@ -131,8 +131,9 @@ Shape unflatten(std::int64_t i, const Shape &shape) {
 
 /// The first element where `actual` differs from `expected` (beyond `tol`,
 /// relative, absolute below magnitude 1) or either holds poison.
-std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actual,
-                                std::optional<double> tol) {
+/// `nan_is_value`: NaN on both sides is equal (the inputs may hold NaN).
+std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actual, std::optional<double> tol,
+                                bool nan_is_value = false) {
   std::optional<Mismatch> first;
   std::int64_t count = 0;
   const std::int64_t n = expected.size();
@@ -140,11 +141,14 @@ std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actu
     const bool ep = expected.is_poison(i), ap = actual.is_poison(i);
     const double e = expected.get(i), a = actual.get(i);
     bool bad = ep || ap;
-    if (!bad) {
+    if (bad && nan_is_value && ep && ap && std::isnan(e) && std::isnan(a))
+      bad = false;
+    else if (!bad && a != e) {
+      // Equal infinities are equal; any other difference is measured.
       if (tol)
         bad = !(std::fabs(a - e) <= *tol * std::max(1.0, std::fabs(e)));
       else
-        bad = !(a == e || (std::isnan(a) && std::isnan(e)));
+        bad = !(std::isnan(a) && std::isnan(e));
     }
     if (!bad) continue;
     if (++count == 1) {
@@ -165,6 +169,11 @@ std::string number(double v) {
   std::ostringstream os;
   os << v;
   return os.str();
+}
+
+/// Whether the inputs may hold NaN (then NaN is compared as a value).
+bool nan_is_value(const RunOptions &o) {
+  return o.input_kind == InputKind::special || o.inputs_dir.has_value();
 }
 
 std::string describe(const Mismatch &m, std::optional<double> tol) {
@@ -449,6 +458,9 @@ struct KernelPrep {
   /// The oracle against the kernel's `reference:` (the same for every run).
   std::optional<Mismatch> reference_mismatch;
   std::optional<double> reference_tolerance;
+  /// When NaN is a value (nan_is_value): the first output element no grid
+  /// point's body stored into (poison no longer shows it).
+  std::optional<Mismatch> unwritten;
 };
 
 /// The kernel's sizes that do not depend on its lowering.
@@ -562,6 +574,7 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
 }
 
 void compare_reference(const spec::KernelSpec &, KernelPrep &, const RunOptions &);
+void find_unwritten(KernelPrep &);
 
 KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) {
   KernelPrep p;
@@ -610,7 +623,7 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
     return p;
   }
   p.reduces = has_float_reduction(k.body);
-  p.arrays = make_kernel_arrays(p.ck, opts.seed);
+  p.arrays = make_kernel_arrays(p.ck, opts.seed, opts.input_kind);
   if (opts.inputs_dir) {
     for (const auto &o : p.ck.operands)
       if (o.role == spec::Role::in)
@@ -635,6 +648,7 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
     p.early = from_error(k.name, e, "oracle: ");
     return p;
   }
+  if (nan_is_value(opts)) find_unwritten(p);
   if (!k.reference.empty()) compare_reference(k, p, opts);
   if (opts.save_dir && !p.early)
     for (const auto &o : p.ck.operands)
@@ -672,9 +686,27 @@ void locate(const KernelPrep &p, const std::string &operand, Mismatch &m) {
   }
 }
 
+void find_unwritten(KernelPrep &p) {
+  for (const auto &o : p.ck.operands) {
+    if (o.role != spec::Role::out || p.ck.aliases.count(o.name)) continue;
+    const auto &w = p.written.at(o.name);
+    std::int64_t count = 0, first = -1;
+    for (std::size_t i = 0; i < w.size(); ++i)
+      if (!w[i] && count++ == 0) first = static_cast<std::int64_t>(i);
+    if (!count) continue;
+    Mismatch m;
+    m.element = unflatten(first, p.arrays.at(o.name)->shape());
+    m.count = count;
+    m.expected_is_poison = m.is_poison = true;
+    locate(p, o.name, m);
+    p.unwritten = m;
+    return;
+  }
+}
+
 void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOptions &opts) {
   // The oracle's inputs (read or generated), fresh outputs.
-  ArrayMap ref = make_kernel_arrays(p.ck, opts.seed);
+  ArrayMap ref = make_kernel_arrays(p.ck, opts.seed, opts.input_kind);
   for (const auto &o : p.ck.operands)
     if (o.role == spec::Role::in) ref.at(o.name)->copy_from(*p.arrays.at(o.name));
   for (const auto &[out, in] : p.ck.aliases)
@@ -697,7 +729,7 @@ void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOption
   for (const auto &o : p.ck.operands) {
     if (o.role != spec::Role::out) continue;
     const auto tol = reference_tolerance(o.dtype, acc, len);
-    auto m = compare(*ref.at(o.name), *p.arrays.at(o.name), tol);
+    auto m = compare(*ref.at(o.name), *p.arrays.at(o.name), tol, nan_is_value(opts));
     if (!m) continue;
     m->expected_from = "reference";
     m->actual_from = "oracle: the body run per grid point";
@@ -782,7 +814,7 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
     if (bind.role != spec::Role::out || bind.hbm.empty()) continue;
     const HostArray &expected = *p.arrays.at(bind.operand);
     const auto tol = tolerance_for(expected.dtype(), p.reduces);
-    auto m = compare(expected, *buffers.at(bind.hbm), tol);
+    auto m = compare(expected, *buffers.at(bind.hbm), tol, nan_is_value(opts));
     if (!m) continue;
     locate(p, bind.operand, *m);
     r.status = RunStatus::fail;
@@ -790,6 +822,11 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
     r.reason = describe(*m, tol);
     r.mismatch = m;
     break;
+  }
+  if (r.status == RunStatus::pass && p.unwritten) {
+    r.status = RunStatus::fail;
+    r.mismatch = p.unwritten;
+    r.reason = describe(*r.mismatch, std::nullopt);
   }
   // The pipelined run equals the oracle; the oracle must equal the reference.
   if (r.status == RunStatus::pass && p.reference_mismatch) {
@@ -898,7 +935,7 @@ ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts, int runs)
   for (const auto &b : prog.buffers)
     if (b.kind == spec::BufferKind::hbm) {
       auto a = std::make_unique<HostArray>(b.name, b.dtype, p.shapes.at(b.name));
-      a->fill_random(opts.seed * 1000003ull + ++k);
+      fill_inputs(*a, opts.input_kind, opts.seed * 1000003ull + ++k);
       if (opts.inputs_dir && std::filesystem::exists(npy_path(*opts.inputs_dir, b.name + ".npy")))
         if (auto err = load_npy_into(*a, *opts.inputs_dir, "buffer", 1); !err.empty()) {
           p.early = bad_input(prog.name, b.loc, err);
@@ -955,7 +992,7 @@ RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptio
     if (b.kind != spec::BufferKind::hbm) continue;
     const HostArray &expected = *p.intent.at(b.name);
     const auto tol = tolerance_for(expected.dtype(), p.reduces);
-    if (auto m = compare(expected, *map.at(b.name), tol)) {
+    if (auto m = compare(expected, *map.at(b.name), tol, nan_is_value(opts))) {
       m->expected_from = "synchronous run";
       m->actual_from = "run";
       // HBM arrays start as data: poison there was copied out of a slot

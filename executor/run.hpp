@@ -17,6 +17,7 @@
 /// inputs as seeded random data, slot buffers as poison, `acc` as zeros.
 
 #include "executor/events.hpp"
+#include "executor/inputs.hpp"
 #include "executor/tensor.hpp"
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
@@ -61,6 +62,11 @@ struct RunOptions {
   /// run (DIR/NAME.out.npy). `--inputs DIR` then repeats the run. A file
   /// that cannot be written is an error (exit 4).
   std::optional<std::string> save_dir;
+  /// `--inputs-kind`: the data generated inputs hold (executor/inputs.hpp).
+  /// With `special` (or `--inputs`, whose files may hold NaN) a NaN both
+  /// sides agree on is a value, not poison: an output element is then
+  /// reported unwritten from the oracle's record of the body's stores.
+  InputKind input_kind = InputKind::uniform;
 };
 
 /// Where an output first differs from its intent.
