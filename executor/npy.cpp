@@ -3,6 +3,7 @@
 #include <bit>
 #include <cctype>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -224,7 +225,12 @@ std::unique_ptr<HostArray> parse_npy(std::string_view bytes, const std::string &
   return a;
 }
 
-std::unique_ptr<HostArray> read_npy(const std::string &path, const std::string &name) {
+std::unique_ptr<HostArray> read_npy(const std::string &path, const std::string &name,
+                                    std::uint64_t max_bytes) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > max_bytes)
+    throw NpyError(path + ": " + std::to_string(size) + " bytes, more than the array it should hold");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw NpyError(path + ": cannot be read");
   std::ostringstream ss;

@@ -11,6 +11,7 @@
 
 #include "executor/tensor.hpp"
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -37,8 +38,11 @@ std::string npy_bytes(const HostArray &a);
 /// big-endian or unknown dtype).
 std::unique_ptr<HostArray> parse_npy(std::string_view bytes, const std::string &name);
 
-/// Reads `path`; throws NpyError (naming the path) when it cannot.
-std::unique_ptr<HostArray> read_npy(const std::string &path, const std::string &name);
+/// Reads `path`; throws NpyError (naming the path) when it cannot, or when
+/// the file is over `max_bytes` (a file far larger than the array it should
+/// hold is refused before it is read).
+std::unique_ptr<HostArray> read_npy(const std::string &path, const std::string &name,
+                                    std::uint64_t max_bytes = UINT64_MAX);
 /// Writes `a` to `path`; throws NpyError (naming the path) when it cannot.
 void write_npy(const std::string &path, const HostArray &a);
 

@@ -407,7 +407,8 @@ std::string load_npy_into(HostArray &a, const std::string &dir, const std::strin
   const std::string path = npy_path(dir, a.name() + ".npy");
   std::unique_ptr<HostArray> f;
   try {
-    f = read_npy(path, a.name());
+    // The header is at most 64 KiB in the version-1 format; allow a version-2 one of 1 MiB.
+    f = read_npy(path, a.name(), static_cast<std::uint64_t>(a.bytes()) + (1u << 20));
   } catch (const NpyError &e) {
     return e.what();
   }

@@ -748,6 +748,29 @@ TEST(CliRun, AnInputFileOfTheWrongShapeOrDtypeIsBadInputAtTheOperand) {
   EXPECT_TRUE(contains(nodir.text, "is not a directory of .npy files")) << nodir.text;
 }
 
+TEST(CliRun, InputsKindTakesTheDocumentedKindsAndRejectsOthers) {
+  TempDir dir;
+  const std::string pk = dir.file("k.pk", kAddOne);
+  for (const char *kind : {"uniform", "normal", "integers", "one-hot", "special"}) {
+    Out o = run("run " + pk + " --dma eager --inputs-kind " + kind);
+    EXPECT_EQ(o.code, 0) << kind << o.text;
+  }
+  Out bad = run("run " + pk + " --inputs-kind gaussian");
+  EXPECT_EQ(bad.code, 3) << bad.text;
+  EXPECT_TRUE(contains(
+      bad.text, "error: --inputs-kind gaussian: expected uniform, normal, integers, one-hot or special"))
+      << bad.text;
+}
+
+TEST(CliRun, AnInputFileFarLargerThanItsOperandIsRefusedUnread) {
+  TempDir dir;
+  const std::string pk = dir.file("k.pk", kAddOne);
+  dir.file("in/x.npy", std::string(3u << 20, 'x'));
+  Out o = run("run " + pk + " --dma eager --inputs " + (dir.path / "in").string());
+  EXPECT_EQ(o.code, 3) << o.text;
+  EXPECT_TRUE(contains(o.text, "bytes, more than the array it should hold")) << o.text;
+}
+
 TEST(CliRun, ASaveDirectoryThatCannotBeWrittenIsExitFour) {
   TempDir dir;
   const std::string pk = dir.file("k.pk", kAddOne);
