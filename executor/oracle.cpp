@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 
 namespace pipecheck::executor {
 
@@ -178,21 +179,27 @@ struct WriteTrack {
       }
       if (hi[d] <= lo[d]) return;
     }
+    if (rank == 0) {
+      (*written)[0] = 1;
+      return;
+    }
+    // One run along the last dim per index of the others.
     const Shape &strides = array->strides();
+    const auto run = static_cast<std::size_t>(hi[rank - 1] - lo[rank - 1]);
     Shape idx = lo;
     for (;;) {
       std::int64_t off = 0;
       for (std::size_t d = 0; d < rank; ++d)
         off += idx[d] * strides[d];
-      (*written)[static_cast<std::size_t>(off)] = 1;
-      std::size_t d = rank;
+      std::memset(written->data() + off, 1, run);
+      std::size_t d = rank - 1;
       while (d > 0) {
         --d;
         if (++idx[d] < hi[d]) break;
         idx[d] = lo[d];
         if (d == 0) return;
       }
-      if (rank == 0) return;
+      if (rank == 1) return;
     }
   }
 };
