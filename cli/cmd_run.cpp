@@ -3,6 +3,7 @@
 #include "executor/run.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 
 namespace pipecheck::cli {
@@ -18,6 +19,8 @@ struct RunArgs {
   std::string max_memory = "4G";
   std::string target;
   std::vector<std::string> sets;
+  std::string inputs, save;
+  std::string inputs_kind = "uniform";
 };
 
 int exit_for(executor::RunStatus s) {
@@ -57,6 +60,17 @@ int run_cmd(const RunArgs &a) {
     if (!check_target(a.target)) return bad_input;
     opts.target = a.target;
   }
+  if (!a.inputs.empty()) {
+    if (!std::filesystem::is_directory(a.inputs))
+      return usage_error("--inputs", a.inputs, "is not a directory of .npy files");
+    opts.inputs_dir = a.inputs;
+  }
+  if (!a.save.empty()) opts.save_dir = a.save;
+  auto kind = executor::parse_input_kind(a.inputs_kind);
+  if (!kind)
+    return usage_error("--inputs-kind", a.inputs_kind,
+                       "expected uniform, normal, integers, one-hot or special");
+  opts.input_kind = *kind;
   auto src = read_source(a.path);
   if (!src) return bad_input;
   auto file = load(*src);
@@ -104,6 +118,13 @@ const bool registered = register_command(
           ->type_name("SIZE");
       app.add_option("--target", a->target, target_help());
       add_set_option(app, a->sets, "NAME=VALUE: bind a param");
+      app.add_option("--inputs", a->inputs, "read each input operand NAME from DIR/NAME.npy")
+          ->type_name("DIR");
+      app.add_option("--save", a->save, "write the inputs and outputs to DIR as .npy files")
+          ->type_name("DIR");
+      app.add_option("--inputs-kind", a->inputs_kind,
+                     "generated inputs: uniform (default), normal, integers, one-hot or special")
+          ->type_name("KIND");
       return std::function<int()>([a] { return run_cmd(*a); });
     });
 

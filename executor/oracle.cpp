@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 
 namespace pipecheck::executor {
 
@@ -103,13 +104,13 @@ Shape block_index(const ConcreteKernel &c, const ConcreteOperand &op, const Shap
   return std::move(*b.value);
 }
 
-ArrayMap make_kernel_arrays(const ConcreteKernel &c, std::uint64_t seed) {
+ArrayMap make_kernel_arrays(const ConcreteKernel &c, std::uint64_t seed, InputKind kind) {
   ArrayMap m;
   std::uint64_t k = 0;
   for (const auto &o : c.operands) {
     auto a = std::make_unique<HostArray>(o.name, o.dtype, o.shape);
     if (o.role == spec::Role::in)
-      a->fill_random(seed * 1000003ull + ++k);
+      fill_inputs(*a, kind, seed * 1000003ull + ++k);
     else
       a->fill_poison();
     m[o.name] = std::move(a);
@@ -149,12 +150,71 @@ bool block_boxes(const ConcreteOperand &o, const Shape &bidx, Box &abox, Box &bb
   return any;
 }
 
+// An output the oracle records stores into: `buffer` is what the body
+// writes (its block buffer, or the array itself when not windowed), and at
+// the current grid point block box `bbox` of it is array box `abox`.
+struct WriteTrack {
+  const ConcreteOperand *op = nullptr;
+  HostArray *buffer = nullptr;
+  const HostArray *array = nullptr;
+  std::vector<std::uint8_t> *written = nullptr;
+  Box abox, bbox;
+  bool inside = false;
+
+  void mark(const Box &view) {
+    const std::size_t rank = op->shape.size();
+    Shape lo(rank), hi(rank);
+    std::size_t j = 0;
+    for (std::size_t d = 0; d < rank; ++d) {
+      if (!op->windowed) {
+        lo[d] = view.lo[d];
+        hi[d] = view.hi[d];
+      } else if (op->squeezed[d]) {
+        lo[d] = abox.lo[d];
+        hi[d] = abox.hi[d];
+      } else {
+        lo[d] = std::max(view.lo[j], bbox.lo[j]) - bbox.lo[j] + abox.lo[d];
+        hi[d] = std::min(view.hi[j], bbox.hi[j]) - bbox.lo[j] + abox.lo[d];
+        ++j;
+      }
+      if (hi[d] <= lo[d]) return;
+    }
+    if (rank == 0) {
+      (*written)[0] = 1;
+      return;
+    }
+    // One run along the last dim per index of the others.
+    const Shape &strides = array->strides();
+    const auto run = static_cast<std::size_t>(hi[rank - 1] - lo[rank - 1]);
+    Shape idx = lo;
+    for (;;) {
+      std::int64_t off = 0;
+      for (std::size_t d = 0; d < rank; ++d)
+        off += idx[d] * strides[d];
+      std::memset(written->data() + off, 1, run);
+      std::size_t d = rank - 1;
+      while (d > 0) {
+        --d;
+        if (++idx[d] < hi[d]) break;
+        idx[d] = lo[d];
+        if (d == 0) return;
+      }
+      if (rank == 1) return;
+    }
+  }
+};
+
 class OracleMemory : public Memory {
 public:
   std::map<std::string, HostArray *> arrays;
+  std::vector<WriteTrack> tracks;
   HostArray *array(const std::string &n) override {
     auto it = arrays.find(n);
     return it == arrays.end() ? nullptr : it->second;
+  }
+  void before_write(const View &v) override {
+    for (auto &t : tracks)
+      if (t.buffer == v.array && (t.inside || !t.op->windowed)) t.mark(v.box);
   }
 };
 
@@ -167,9 +227,10 @@ View box_view(HostArray &a, const Box &b) {
 
 } // namespace
 
-void run_oracle(const ConcreteKernel &c, ArrayMap &arrays) {
+void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written) {
   OracleMemory mem;
   std::vector<std::unique_ptr<HostArray>> blocks(c.operands.size());
+  std::vector<int> track_of(c.operands.size(), -1);
   for (std::size_t k = 0; k < c.operands.size(); ++k) {
     const auto &o = c.operands[k];
     HostArray *whole = arrays.at(o.name).get();
@@ -178,6 +239,17 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays) {
       mem.arrays[o.name] = blocks[k].get();
     } else {
       mem.arrays[o.name] = whole;
+    }
+    if (written && o.role == spec::Role::out) {
+      auto &w = (*written)[o.name];
+      w.assign(static_cast<std::size_t>(whole->size()), 0);
+      WriteTrack t;
+      t.op = &o;
+      t.buffer = mem.arrays[o.name];
+      t.array = whole;
+      t.written = &w;
+      track_of[k] = static_cast<int>(mem.tracks.size());
+      mem.tracks.push_back(std::move(t));
     }
   }
   Interp interp(mem);
@@ -194,6 +266,12 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays) {
       HostArray &blk = *blocks[k];
       if (partial || !inside[k]) blk.fill_poison();
       if (inside[k]) copy_view(box_view(*arrays.at(o.name), aboxes[k]), box_view(blk, bboxes[k]));
+      if (track_of[k] >= 0) {
+        WriteTrack &t = mem.tracks[static_cast<std::size_t>(track_of[k])];
+        t.abox = aboxes[k];
+        t.bbox = bboxes[k];
+        t.inside = inside[k];
+      }
     }
     // Every CTA has its own scratch: plgpu.ACC starts at zero (the lowered
     // program says so too), SMEM undefined.

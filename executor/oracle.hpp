@@ -5,12 +5,14 @@
 /// out of its array, runs the body on it and writes output blocks back. Parts
 /// of a block outside its array read as poison and are dropped on write.
 
+#include "executor/inputs.hpp"
 #include "executor/tensor.hpp"
 #include "executor/value.hpp"
 #include "spec/bind.hpp"
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -63,12 +65,18 @@ bool starts_cta(const ConcreteKernel &, std::int64_t linear);
 /// Arrays by operand name (ins, outs, scratch).
 using ArrayMap = std::map<std::string, std::unique_ptr<HostArray>>;
 
-/// Fresh arrays for the kernel: inputs seeded random, outputs poison (or a
-/// copy of their aliased input), scratch poison.
-ArrayMap make_kernel_arrays(const ConcreteKernel &, std::uint64_t seed);
+/// Fresh arrays for the kernel: inputs seeded data of `kind`, outputs poison
+/// (or a copy of their aliased input), scratch poison.
+ArrayMap make_kernel_arrays(const ConcreteKernel &, std::uint64_t seed, InputKind kind = InputKind::uniform);
 
-/// Runs the oracle in place on `arrays` (from make_kernel_arrays).
+/// Per output operand, one byte per element of its array: 1 where some
+/// grid point's body stored into the element (poison there was computed),
+/// 0 where none did (poison there was never written).
+using WrittenMap = std::map<std::string, std::vector<std::uint8_t>>;
+
+/// Runs the oracle in place on `arrays` (from make_kernel_arrays), recording
+/// the body's stores into `written` when given.
 /// Throws ExecError on an ill-typed body.
-void run_oracle(const ConcreteKernel &, ArrayMap &arrays);
+void run_oracle(const ConcreteKernel &, ArrayMap &arrays, WrittenMap *written = nullptr);
 
 } // namespace pipecheck::executor

@@ -1,14 +1,17 @@
 #include "executor/run.hpp"
 
 #include "executor/footprint.hpp"
+#include "executor/npy.hpp"
 #include "executor/oracle.hpp"
 #include "executor/program_runner.hpp"
+#include "executor/reference.hpp"
 #include "spec/lower.hpp"
 #include "spec/targets.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -128,8 +131,9 @@ Shape unflatten(std::int64_t i, const Shape &shape) {
 
 /// The first element where `actual` differs from `expected` (beyond `tol`,
 /// relative, absolute below magnitude 1) or either holds poison.
-std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actual,
-                                std::optional<double> tol) {
+/// `nan_is_value`: NaN on both sides is equal (the inputs may hold NaN).
+std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actual, std::optional<double> tol,
+                                bool nan_is_value = false) {
   std::optional<Mismatch> first;
   std::int64_t count = 0;
   const std::int64_t n = expected.size();
@@ -137,11 +141,14 @@ std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actu
     const bool ep = expected.is_poison(i), ap = actual.is_poison(i);
     const double e = expected.get(i), a = actual.get(i);
     bool bad = ep || ap;
-    if (!bad) {
+    if (bad && nan_is_value && ep && ap && std::isnan(e) && std::isnan(a))
+      bad = false;
+    else if (!bad && a != e) {
+      // Equal infinities are equal; any other difference is measured.
       if (tol)
         bad = !(std::fabs(a - e) <= *tol * std::max(1.0, std::fabs(e)));
       else
-        bad = !(a == e || (std::isnan(a) && std::isnan(e)));
+        bad = !(std::isnan(a) && std::isnan(e));
     }
     if (!bad) continue;
     if (++count == 1) {
@@ -158,22 +165,62 @@ std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actu
   return first;
 }
 
+std::string number(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+/// Whether the inputs may hold NaN (then NaN is compared as a value).
+bool nan_is_value(const RunOptions &o) {
+  return o.input_kind == InputKind::special || o.inputs_dir.has_value();
+}
+
 std::string describe(const Mismatch &m, std::optional<double> tol) {
   std::ostringstream os;
   os << m.array << index_string(m.element);
-  if (m.block) os << " (block " << index_string(*m.block);
-  if (m.grid_point) os << ", grid point " << index_string(*m.grid_point, '(', ')');
-  if (m.block) os << ")";
-  os << ": expected " << m.expected << (m.expected_is_poison ? " (poison)" : "") << ", got " << m.actual
-     << (m.is_poison ? " (poison)" : "");
+  std::string where;
+  if (m.block) {
+    where = " (block " + index_string(*m.block);
+    if (m.grid_point) where += ", grid point " + index_string(*m.grid_point, '(', ')');
+    where += ")";
+  }
+  if (!m.poison.empty()) {
+    os << " " << m.poison.substr(0, m.poison.find(':')) << where;
+    if (m.poison.find(':') != std::string::npos) os << m.poison.substr(m.poison.find(':'));
+  } else {
+    os << where << ": expected " << m.expected << " (" << m.expected_from << "), got " << m.actual << " ("
+       << m.actual_from << ")";
+  }
   os << "; " << m.count << " element" << (m.count == 1 ? "" : "s") << " differ";
   if (tol) os << " (relative tolerance " << *tol << ")";
-  if (m.expected_is_poison)
-    os << " — the intent itself holds poison there: the unit reads memory nothing wrote "
-          "(e.g. a missing accumulator init, or the padding of a partial block)";
-  else if (m.is_poison)
-    os << " — the output holds poison: it was never written or read unwritten memory";
   return os.str();
+}
+
+/// What poison on either side of a kernel's comparison means. `written`: the
+/// oracle's record of the body's stores into this output (nullptr: none).
+std::string kernel_poison(const Mismatch &m, const std::vector<std::uint8_t> *written, std::int64_t flat) {
+  const bool oracle_poison = m.expected_from == "oracle" ? m.expected_is_poison : m.is_poison;
+  if (oracle_poison) {
+    if (written && flat < static_cast<std::int64_t>(written->size()) &&
+        !(*written)[static_cast<std::size_t>(flat)])
+      return "was never written: no grid point's body stores to it";
+    return "reads memory nothing wrote: the body stored poison there (e.g. a missing accumulator init, "
+           "or the padding of a partial block)";
+  }
+  if (m.is_poison)
+    return "holds poison in the pipelined run: the lowered program never wrote it back, or computed it from "
+           "a slot before its copy landed (the oracle has " +
+           number(m.expected) + ")";
+  if (m.expected_is_poison) return "holds poison in the reference: the reference reads memory nothing wrote";
+  return {};
+}
+
+std::int64_t flat_index(const Shape &idx, const Shape &shape) {
+  std::int64_t f = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    f = f * shape[d] + idx[d];
+  return f;
 }
 
 RunResult bad_input(const std::string &unit, spec::Loc loc, const std::string &msg) {
@@ -349,6 +396,54 @@ std::uint64_t event_bytes(const RunOptions &o, int runs) {
                               o.max_event_bytes / 2);
 }
 
+// ------------------------------------------------------------ .npy files
+
+std::string npy_path(const std::string &dir, const std::string &file) {
+  return (std::filesystem::path(dir) / file).string();
+}
+
+/// Replaces `a`'s contents with DIR/NAME.npy; empty, or why it cannot.
+std::string load_npy_into(HostArray &a, const std::string &dir, const std::string &what, std::int64_t scale) {
+  const std::string path = npy_path(dir, a.name() + ".npy");
+  std::unique_ptr<HostArray> f;
+  try {
+    // The header is at most 64 KiB in the version-1 format; allow a version-2 one of 1 MiB.
+    f = read_npy(path, a.name(), static_cast<std::uint64_t>(a.bytes()) + (1u << 20));
+  } catch (const NpyError &e) {
+    return e.what();
+  }
+  const std::string want = std::string(spec::to_string(a.dtype())) + shape_string(a.shape()) +
+                           (scale > 1 ? " at --scale " + std::to_string(scale) : "");
+  if (f->dtype() != a.dtype())
+    return path + ": dtype " + spec::to_string(f->dtype()) + " (" + npy_descr(f->dtype()) + "), but " + what +
+           " '" + a.name() + "' is " + want + " (" + npy_descr(a.dtype()) + ")";
+  if (f->shape() != a.shape())
+    return path + ": shape " + shape_string(f->shape()) + ", but " + what + " '" + a.name() + "' is " + want;
+  a.copy_from(*f);
+  return {};
+}
+
+/// Writes `a` as DIR/FILE, creating DIR; empty, or why it cannot.
+std::string save_npy(const std::string &dir, const std::string &file, const HostArray &a) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return dir + ": cannot create the directory: " + ec.message();
+  try {
+    write_npy(npy_path(dir, file), a);
+  } catch (const NpyError &e) {
+    return e.what();
+  }
+  return {};
+}
+
+RunResult env_error(const std::string &unit, const std::string &msg) {
+  RunResult r;
+  r.unit = unit;
+  r.status = RunStatus::error;
+  r.reason = msg;
+  return r;
+}
+
 // ------------------------------------------------------------------ kernels
 
 struct KernelPrep {
@@ -360,6 +455,13 @@ struct KernelPrep {
   std::map<std::string, Shape> buffer_shapes;
   bool reduces = false;
   std::uint64_t memory_estimate = 0;
+  WrittenMap written; ///< the oracle's stores into each output
+  /// The oracle against the kernel's `reference:` (the same for every run).
+  std::optional<Mismatch> reference_mismatch;
+  std::optional<double> reference_tolerance;
+  /// When NaN is a value (nan_is_value): the first output element no grid
+  /// point's body stored into (poison no longer shows it).
+  std::optional<Mismatch> unwritten;
 };
 
 /// The kernel's sizes that do not depend on its lowering.
@@ -376,7 +478,9 @@ struct KernelSizes {
   std::size_t max_rank = 1;        ///< of any array, plus a ring's slot dim
   std::size_t max_name = 0;
   std::uint64_t steps = 0;
-  bool gpu = false; ///< lowered for h100/h200
+  bool gpu = false;                    ///< lowered for h100/h200
+  std::uint64_t out_elements = 0;      ///< of every output (the oracle's record of stores)
+  std::int64_t max_array_elements = 1; ///< the largest whole array (the reference's values)
 };
 
 KernelSizes kernel_sizes(const spec::KernelSpec &k, const ConcreteKernel &c) {
@@ -392,6 +496,10 @@ KernelSizes kernel_sizes(const spec::KernelSpec &k, const ConcreteKernel &c) {
     z.arrays = spec::saturating_add(z.arrays, array);
     z.max_rank = std::max(z.max_rank, o.shape.size() + 1);
     z.max_name = std::max(z.max_name, o.name.size() + 5);
+    z.max_array_elements = std::max(z.max_array_elements, num_elements(o.shape));
+    if (o.role == spec::Role::out)
+      z.out_elements =
+          spec::saturating_add(z.out_elements, static_cast<std::uint64_t>(num_elements(o.shape)));
     if (!o.windowed) {
       z.hbm = spec::saturating_add(z.hbm, array);
       z.max_elements = std::max(z.max_elements, num_elements(o.shape));
@@ -428,6 +536,12 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
   e.add(z.blocks);
   e.add(values(nodes(k.body, false) + lets(k.body), z.max_elements));
   e.add(event_bytes(opts, runs));
+  e.add(z.out_elements);
+  if (!k.reference.empty()) {
+    // The reference's own arrays, and its values over whole arrays.
+    e.add(z.arrays);
+    e.add(values(nodes(k.reference, false) + lets(k.reference), z.max_array_elements));
+  }
   // The scaled copy of the spec lowering reads, and the unrolled lowering's
   // per-step tables (grid coordinates, block indices, visits); the rolled
   // form's size does not depend on the grid.
@@ -471,6 +585,9 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
   }
   return e.bytes;
 }
+
+void compare_reference(const spec::KernelSpec &, KernelPrep &, const RunOptions &);
+void find_unwritten(KernelPrep &);
 
 KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) {
   KernelPrep p;
@@ -518,14 +635,121 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
     return p;
   }
   p.reduces = has_float_reduction(k.body);
-  p.arrays = make_kernel_arrays(p.ck, opts.seed);
+  p.arrays = make_kernel_arrays(p.ck, opts.seed, opts.input_kind);
+  if (opts.inputs_dir) {
+    for (const auto &o : p.ck.operands)
+      if (o.role == spec::Role::in)
+        if (auto err = load_npy_into(*p.arrays.at(o.name), *opts.inputs_dir, "input", opts.scale);
+            !err.empty()) {
+          p.early = bad_input(k.name, o.loc, err);
+          return p;
+        }
+    for (const auto &[out, in] : p.ck.aliases)
+      p.arrays.at(out)->copy_from(*p.arrays.at(in));
+  }
+  if (opts.save_dir)
+    for (const auto &o : p.ck.operands)
+      if (o.role == spec::Role::in)
+        if (auto err = save_npy(*opts.save_dir, o.name + ".npy", *p.arrays.at(o.name)); !err.empty()) {
+          p.early = env_error(k.name, err);
+          return p;
+        }
   try {
-    run_oracle(p.ck, p.arrays);
+    run_oracle(p.ck, p.arrays, &p.written);
   } catch (const ExecError &e) {
     p.early = from_error(k.name, e, "oracle: ");
     return p;
   }
+  if (nan_is_value(opts)) find_unwritten(p);
+  if (!k.reference.empty()) compare_reference(k, p, opts);
+  if (opts.save_dir && !p.early)
+    for (const auto &o : p.ck.operands)
+      if (o.role == spec::Role::out)
+        if (auto err = save_npy(*opts.save_dir, o.name + ".oracle.npy", *p.arrays.at(o.name)); !err.empty()) {
+          p.early = env_error(k.name, err);
+          return p;
+        }
   return p;
+}
+
+/// The block of `op` holding the mismatching element, and the first grid
+/// point (in run order) that visits it; and what poison there means.
+void locate(const KernelPrep &p, const std::string &operand, Mismatch &m) {
+  m.array = operand;
+  const ConcreteOperand *op = p.ck.operand(operand);
+  if (op && op->windowed) {
+    Shape blk(m.element.size());
+    for (std::size_t d = 0; d < blk.size(); ++d)
+      blk[d] = op->squeezed[d] ? m.element[d] : m.element[d] / op->block[d];
+    m.block = blk;
+    for (std::int64_t lin = 0; lin < p.ck.num_points(); ++lin) {
+      const Shape pt = grid_point(p.ck, lin);
+      if (block_index(p.ck, *op, pt) == blk) {
+        m.grid_point = pt;
+        break;
+      }
+    }
+  }
+  if (m.is_poison || m.expected_is_poison) {
+    auto w = p.written.find(operand);
+    const HostArray &a = *p.arrays.at(operand);
+    m.poison =
+        kernel_poison(m, w == p.written.end() ? nullptr : &w->second, flat_index(m.element, a.shape()));
+  }
+}
+
+void find_unwritten(KernelPrep &p) {
+  for (const auto &o : p.ck.operands) {
+    if (o.role != spec::Role::out || p.ck.aliases.count(o.name)) continue;
+    const auto &w = p.written.at(o.name);
+    std::int64_t count = 0, first = -1;
+    for (std::size_t i = 0; i < w.size(); ++i)
+      if (!w[i] && count++ == 0) first = static_cast<std::int64_t>(i);
+    if (!count) continue;
+    Mismatch m;
+    m.element = unflatten(first, p.arrays.at(o.name)->shape());
+    m.count = count;
+    m.expected_is_poison = m.is_poison = true;
+    locate(p, o.name, m);
+    p.unwritten = m;
+    return;
+  }
+}
+
+void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOptions &opts) {
+  // The oracle's inputs (read or generated), fresh outputs.
+  ArrayMap ref = make_kernel_arrays(p.ck, opts.seed, opts.input_kind);
+  for (const auto &o : p.ck.operands)
+    if (o.role == spec::Role::in) ref.at(o.name)->copy_from(*p.arrays.at(o.name));
+  for (const auto &[out, in] : p.ck.aliases)
+    ref.at(out)->copy_from(*ref.at(in));
+  try {
+    run_reference(p.ck, ref);
+  } catch (const ExecError &e) {
+    p.early = from_error(k.name, e, "reference: ");
+    return;
+  }
+  if (opts.save_dir)
+    for (const auto &o : p.ck.operands)
+      if (o.role == spec::Role::out)
+        if (auto err = save_npy(*opts.save_dir, o.name + ".reference.npy", *ref.at(o.name)); !err.empty()) {
+          p.early = env_error(k.name, err);
+          return;
+        }
+  const std::int64_t len = reference_reduction_length(p.ck);
+  const spec::DType acc = accumulation_dtype(p.ck);
+  for (const auto &o : p.ck.operands) {
+    if (o.role != spec::Role::out) continue;
+    const auto tol = reference_tolerance(o.dtype, acc, len);
+    auto m = compare(*ref.at(o.name), *p.arrays.at(o.name), tol, nan_is_value(opts));
+    if (!m) continue;
+    m->expected_from = "reference";
+    m->actual_from = "oracle: the body run per grid point";
+    locate(p, o.name, *m);
+    p.reference_mismatch = m;
+    p.reference_tolerance = tol;
+    return;
+  }
 }
 
 // A result stamped with the mode and seed of one run (a prepared early
@@ -537,7 +761,7 @@ RunResult with_run(RunResult r, DmaMode mode, std::uint64_t seed) {
 }
 
 RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOptions &opts, DmaMode mode,
-                       std::uint64_t seed) {
+                       std::uint64_t seed, bool save) {
   if (p.early) return with_run(*p.early, mode, seed);
   RunResult r = with_run(RunResult{}, mode, seed);
   r.unit = k.name;
@@ -590,32 +814,38 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
     return r;
   }
   r.status = RunStatus::pass;
+  if (save && opts.save_dir)
+    for (const auto &bind : p.lowered->bindings)
+      if (bind.role == spec::Role::out && !bind.hbm.empty())
+        if (auto err = save_npy(*opts.save_dir, bind.operand + ".npy", *buffers.at(bind.hbm)); !err.empty()) {
+          r.status = RunStatus::error;
+          r.reason = err;
+          return r;
+        }
   for (const auto &bind : p.lowered->bindings) {
     if (bind.role != spec::Role::out || bind.hbm.empty()) continue;
-    const ConcreteOperand *op = p.ck.operand(bind.operand);
     const HostArray &expected = *p.arrays.at(bind.operand);
     const auto tol = tolerance_for(expected.dtype(), p.reduces);
-    auto m = compare(expected, *buffers.at(bind.hbm), tol);
+    auto m = compare(expected, *buffers.at(bind.hbm), tol, nan_is_value(opts));
     if (!m) continue;
-    m->array = bind.operand;
-    if (op && op->windowed) {
-      Shape blk(m->element.size());
-      for (std::size_t d = 0; d < blk.size(); ++d)
-        blk[d] = op->squeezed[d] ? m->element[d] : m->element[d] / op->block[d];
-      m->block = blk;
-      for (std::int64_t lin = 0; lin < p.ck.num_points(); ++lin) {
-        const Shape pt = grid_point(p.ck, lin);
-        if (block_index(p.ck, *op, pt) == blk) {
-          m->grid_point = pt;
-          break;
-        }
-      }
-    }
+    locate(p, bind.operand, *m);
     r.status = RunStatus::fail;
     r.tolerance = tol;
     r.reason = describe(*m, tol);
     r.mismatch = m;
     break;
+  }
+  if (r.status == RunStatus::pass && p.unwritten) {
+    r.status = RunStatus::fail;
+    r.mismatch = p.unwritten;
+    r.reason = describe(*r.mismatch, std::nullopt);
+  }
+  // The pipelined run equals the oracle; the oracle must equal the reference.
+  if (r.status == RunStatus::pass && p.reference_mismatch) {
+    r.status = RunStatus::fail;
+    r.tolerance = p.reference_tolerance;
+    r.mismatch = p.reference_mismatch;
+    r.reason = "the body disagrees with the reference: " + describe(*r.mismatch, r.tolerance);
   }
   return r;
 }
@@ -717,7 +947,17 @@ ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts, int runs)
   for (const auto &b : prog.buffers)
     if (b.kind == spec::BufferKind::hbm) {
       auto a = std::make_unique<HostArray>(b.name, b.dtype, p.shapes.at(b.name));
-      a->fill_random(opts.seed * 1000003ull + ++k);
+      fill_inputs(*a, opts.input_kind, opts.seed * 1000003ull + ++k);
+      if (opts.inputs_dir && std::filesystem::exists(npy_path(*opts.inputs_dir, b.name + ".npy")))
+        if (auto err = load_npy_into(*a, *opts.inputs_dir, "buffer", 1); !err.empty()) {
+          p.early = bad_input(prog.name, b.loc, err);
+          return p;
+        }
+      if (opts.save_dir)
+        if (auto err = save_npy(*opts.save_dir, b.name + ".npy", *a); !err.empty()) {
+          p.early = env_error(prog.name, err);
+          return p;
+        }
       p.initial[b.name] = std::move(a);
     }
   p.reduces = has_float_reduction(prog.body);
@@ -734,7 +974,7 @@ ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts, int runs)
 }
 
 RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptions &opts, DmaMode mode,
-                       std::uint64_t seed) {
+                       std::uint64_t seed, bool save) {
   if (p.early) return with_run(*p.early, mode, seed);
   RunResult r = with_run(RunResult{}, mode, seed);
   r.unit = prog.name;
@@ -752,11 +992,28 @@ RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptio
     return r;
   }
   r.status = RunStatus::pass;
+  if (save && opts.save_dir)
+    for (const auto &b : prog.buffers)
+      if (b.kind == spec::BufferKind::hbm)
+        if (auto err = save_npy(*opts.save_dir, b.name + ".out.npy", *map.at(b.name)); !err.empty()) {
+          r.status = RunStatus::error;
+          r.reason = err;
+          return r;
+        }
   for (const auto &b : prog.buffers) {
     if (b.kind != spec::BufferKind::hbm) continue;
     const HostArray &expected = *p.intent.at(b.name);
     const auto tol = tolerance_for(expected.dtype(), p.reduces);
-    if (auto m = compare(expected, *map.at(b.name), tol)) {
+    if (auto m = compare(expected, *map.at(b.name), tol, nan_is_value(opts))) {
+      m->expected_from = "synchronous run";
+      m->actual_from = "run";
+      // HBM arrays start as data: poison there was copied out of a slot
+      // nothing had written.
+      if (m->expected_is_poison)
+        m->poison = "reads memory nothing wrote: poison was copied there, in the synchronous run too";
+      else if (m->is_poison)
+        m->poison = "reads memory nothing wrote: poison was copied there (the synchronous run has " +
+                    number(m->expected) + ")";
       r.status = RunStatus::fail;
       r.tolerance = tol;
       r.reason = describe(*m, tol);
@@ -779,7 +1036,7 @@ template <class Unit, class Prep> RunReport all_modes(const Unit &u, Prep &p, co
                                                     {DmaMode::random, opts.seed + 1},
                                                     {DmaMode::random, opts.seed + 2}};
   for (const auto &[mode, seed] : plan) {
-    rep.runs.push_back(run_prepared(u, p, opts, mode, seed));
+    rep.runs.push_back(run_prepared(u, p, opts, mode, seed, rep.runs.empty()));
     const RunStatus s = rep.runs.back().status;
     if (s == RunStatus::bad_input || s == RunStatus::error) {
       rep.status = s;
@@ -794,14 +1051,14 @@ template <class Unit, class Prep> RunReport all_modes(const Unit &u, Prep &p, co
 
 RunResult run(const spec::KernelSpec &k, const RunOptions &opts) {
   KernelPrep p = prepare(k, opts, 1);
-  RunResult r = run_prepared(k, p, opts, opts.mode, opts.seed);
+  RunResult r = run_prepared(k, p, opts, opts.mode, opts.seed, true);
   r.memory_estimate = p.memory_estimate;
   return r;
 }
 
 RunResult run(const spec::Program &prog, const RunOptions &opts) {
   ProgramPrep p = prepare(prog, opts, 1);
-  RunResult r = run_prepared(prog, p, opts, opts.mode, opts.seed);
+  RunResult r = run_prepared(prog, p, opts, opts.mode, opts.seed, true);
   r.memory_estimate = p.memory_estimate;
   return r;
 }

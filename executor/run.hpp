@@ -10,10 +10,14 @@
 ///
 /// A run passes when every output equals its intent — exactly, or within a
 /// stated relative tolerance when the unit accumulates floats (dot, sum,
-/// `+=`, wgmma) — and holds no poison. Outputs and scratch start as poison,
+/// `+=`, wgmma) — and holds no poison. A kernel with a `reference:` also
+/// needs its oracle to match the reference (executor/reference.hpp), within
+/// a tolerance by dtype and reduction length: a body wrong in itself gives
+/// the same wrong answer pipelined and per grid point. Outputs and scratch start as poison,
 /// inputs as seeded random data, slot buffers as poison, `acc` as zeros.
 
 #include "executor/events.hpp"
+#include "executor/inputs.hpp"
 #include "executor/tensor.hpp"
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
@@ -46,6 +50,23 @@ struct RunOptions {
   int dma_threads = 2;                        ///< DMA worker threads
   std::size_t max_events = 100000;            ///< the timeline keeps the first ones
   std::uint64_t max_event_bytes = 4ull << 20; ///< ... within this many heap bytes per run
+  /// `--inputs DIR`: a kernel's every input operand NAME is read from
+  /// DIR/NAME.npy (executor/npy.hpp), which must have the operand's dtype
+  /// and (scaled) shape; a pipeline's HBM buffer NAME starts as DIR/NAME.npy
+  /// where that file exists. A missing or mismatching file is bad input.
+  std::optional<std::string> inputs_dir;
+  /// `--save DIR` (created if missing): a kernel's inputs as DIR/NAME.npy,
+  /// the first run's outputs as DIR/NAME.npy, the oracle's as
+  /// DIR/NAME.oracle.npy and the reference's as DIR/NAME.reference.npy; a
+  /// pipeline's HBM buffers as they start (DIR/NAME.npy) and after its first
+  /// run (DIR/NAME.out.npy). `--inputs DIR` then repeats the run. A file
+  /// that cannot be written is an error (exit 4).
+  std::optional<std::string> save_dir;
+  /// `--inputs-kind`: the data generated inputs hold (executor/inputs.hpp).
+  /// With `special` (or `--inputs`, whose files may hold NaN) a NaN both
+  /// sides agree on is a value, not poison: an output element is then
+  /// reported unwritten from the oracle's record of the body's stores.
+  InputKind input_kind = InputKind::uniform;
 };
 
 /// Where an output first differs from its intent.
@@ -59,6 +80,13 @@ struct Mismatch {
   bool is_poison = false;          ///< actual is poison
   bool expected_is_poison = false; ///< the intent itself is poison there
   std::int64_t count = 0;          ///< mismatching elements in this array
+  /// What was compared: "oracle" vs "pipelined run" (a kernel's run),
+  /// "reference" vs "oracle" (a kernel's body against its `reference:`),
+  /// "synchronous run" vs "run" (a pipeline).
+  std::string expected_from = "oracle", actual_from = "pipelined run";
+  /// Where either side holds poison: what it means ("was never written",
+  /// "reads memory nothing wrote: ..."); empty otherwise.
+  std::string poison;
 };
 
 struct RunResult {

@@ -218,7 +218,7 @@ inline rc::Gen<spec::KernelSpec> kernel_spec() {
       rc::gen::resize(4, rc::gen::container<std::vector<Expr>>(int_expr(2))), rc::gen::inRange(0, 4),
       rc::gen::arbitrary<bool>(), rc::gen::arbitrary<bool>(),
       rc::gen::element(MemorySpace::vmem, MemorySpace::any, MemorySpace::smem, MemorySpace::hbm));
-  return rc::gen::apply(
+  auto kernel = rc::gen::apply(
       [](std::string n, std::vector<Param> ps, bool has_grid, std::vector<Expr> grid,
          std::vector<DimSemantics> sem, std::vector<Operand> ops,
          std::vector<std::pair<std::string, std::string>> al, Block body, std::string target) {
@@ -249,6 +249,14 @@ inline rc::Gen<spec::KernelSpec> kernel_spec() {
       rc::gen::resize(2, rc::gen::container<std::vector<std::pair<std::string, std::string>>>(
                              rc::gen::pair(name(), name()))),
       block(2, true), rc::gen::element<std::string>("tpu_v5e", "h200"));
+  // A `reference:` section (none when empty): bindings of tensor expressions.
+  auto let = rc::gen::apply([](std::string n, Expr v) { return wrap(Let{n, v}); }, name(), tensor_expr(2));
+  return rc::gen::apply(
+      [](KernelSpec k, Block reference) {
+        k.reference = std::move(reference);
+        return k;
+      },
+      kernel, rc::gen::resize(3, rc::gen::container<Block>(let)));
 }
 
 /// A random pipeline in canonical form.

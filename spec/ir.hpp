@@ -257,6 +257,11 @@ struct KernelSpec {
   Loc body_loc;
   Comments comments;
   Comments body_comments;
+  /// `reference:` (after the body): the kernel's intent as `name = value`
+  /// statements on whole operands (`o = dot(a, b)`); empty when absent.
+  Block reference;
+  Loc reference_loc; ///< line 0: no reference section
+  Comments reference_comments;
 
   const Operand *operand(const std::string &n) const;
   const Setting *setting(const std::string &key) const;

@@ -250,14 +250,28 @@ private:
         k.body_comments = item_comments(l);
         expect_newline();
         k.body = block(0);
+      } else if (t.text == "reference" && is_punct(":", 1)) {
+        reference_section(k);
       } else {
         fail(l, "unknown kernel item '" + t.text +
                     "'; expected param, grid, dimension_semantics, target, vmem_limit_bytes, "
-                    "max_concurrent_steps, delay_release, in, out, scratch, alias or body");
+                    "max_concurrent_steps, delay_release, in, out, scratch, alias, body or reference");
       }
     }
     if (peek().kind == Tok::Dedent) advance();
     return k;
+  }
+
+  // `reference:` and its statements; validate.cpp decides which statements
+  // a reference may hold.
+  void reference_section(KernelSpec &k) {
+    Loc l = advance().loc;
+    if (k.reference_loc.line != 0) fail(l, "duplicate 'reference'");
+    k.reference_loc = l;
+    expect_punct(":");
+    k.reference_comments = item_comments(l);
+    expect_newline();
+    k.reference = block(0);
   }
 
   Param param() {

@@ -340,6 +340,12 @@ void emit_kernel(std::ostream &os, const KernelSpec &k) {
     end_line(os, k.body_comments);
     emit_block(os, k.body, 2);
   }
+  if (k.reference_loc.line != 0 || !k.reference.empty()) {
+    leading(os, k.reference_comments, 1);
+    os << pad(1) << "reference:";
+    end_line(os, k.reference_comments);
+    emit_block(os, k.reference, 2);
+  }
 }
 
 void emit_program(std::ostream &os, const Program &p) {

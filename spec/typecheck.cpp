@@ -215,7 +215,38 @@ public:
     Scope s;
     s.ints = params_;
     block(k_.body, s);
+    reference();
     return std::move(errs_);
+  }
+
+  // `reference:` on whole operands: a bare operand name is its whole array,
+  // `out = value` stores into the whole output (validate.cpp checked names).
+  void reference() {
+    Scope s;
+    s.ints = params_;
+    std::map<std::string, TensorType> whole;
+    for (const auto &o : k_.operands) {
+      TensorType t{o.dtype, false, {}};
+      for (const auto &d : o.shape)
+        t.shape.push_back(extent(d));
+      whole[o.name] = t;
+      if (o.role != Role::scratch) s.locals[o.name] = Local{false, t};
+    }
+    for (const auto &st : k_.reference) {
+      const auto *l = std::get_if<Let>(&st.kind);
+      if (!l) continue;
+      auto v = type_of(l->value, s);
+      const Operand *o = k_.operand(l->name);
+      if (!o || o->role != Role::out) {
+        s.locals[l->name] = Local{false, v};
+        continue;
+      }
+      if (!v) continue;
+      const TensorType &t = whole.at(l->name);
+      if (auto err = store_error(*v, t.shape); !err.empty())
+        error(st.loc, "cannot set output '" + l->name + "' (" + type_string(t) + ") to a " + type_string(*v) +
+                          " value: " + err);
+    }
   }
 
 private:

@@ -234,6 +234,74 @@ public:
     if (k.body_loc.line == 0 && k.body.empty()) error(k.loc, "kernel '" + k.name + "' has no body");
     std::set<std::string> scope = params;
     kernel_block(k.body, scope, 0);
+    if (k.reference_loc.line != 0 || !k.reference.empty()) reference(k);
+  }
+
+  // `reference:`: `name = value` statements over whole inputs and outputs;
+  // each output is set, and read only once set (or when it aliases an input).
+  void reference(const KernelSpec &k) {
+    std::set<std::string> scope = params, assigned;
+    for (const auto &o : k.operands)
+      if (o.role == Role::in) scope.insert(o.name);
+    for (const auto &a : k.aliases)
+      scope.insert(a.output); // it starts as its input's data
+    for (const auto &s : k.reference) {
+      const auto *l = std::get_if<Let>(&s.kind);
+      if (!l) {
+        error(s.loc, "a reference holds 'name = value' statements on whole operands (e.g. 'o = dot(a, b)'); "
+                     "stores, loops and conditions belong in the body");
+        continue;
+      }
+      reference_expr(l->value, scope);
+      const Operand *o = k.operand(l->name);
+      if (o && o->role == Role::out) {
+        assigned.insert(l->name);
+        scope.insert(l->name);
+      } else if (o) {
+        error(s.loc, "'" + l->name + "' is " + (o->role == Role::in ? "an input" : "a scratch") +
+                         "; a reference sets outputs and local names");
+      } else if (params.count(l->name)) {
+        error(s.loc, "'" + l->name + "' is a param; a reference sets outputs and local names");
+      } else {
+        scope.insert(l->name);
+      }
+    }
+    for (const auto &o : k.operands)
+      if (o.role == Role::out && !assigned.count(o.name))
+        error(k.reference_loc,
+              "the reference sets no value for output '" + o.name + "' (add '" + o.name + " = ...')");
+  }
+
+  void reference_expr(const Expr &e, const std::set<std::string> &scope) {
+    switch (e.op) {
+    case Op::Ref:
+      error(e.loc, "a reference uses whole operands: write '" + e.name + "', not '" + print(e) + "'");
+      return;
+    case Op::Name: {
+      if (scope.count(e.name)) return;
+      const Operand *o = k_->operand(e.name);
+      if (!o)
+        error(e.loc, "unknown name '" + e.name + "'");
+      else if (o->role == Role::scratch)
+        error(e.loc, "scratch '" + e.name + "' belongs to the body; a reference reads inputs and outputs");
+      else
+        error(e.loc, "the reference reads output '" + e.name + "' before it sets it");
+      return;
+    }
+    case Op::Ellipsis:
+    case Op::Slice:
+    case Op::None: error(e.loc, "'" + print(e) + "' is only allowed inside a subscript"); return;
+    case Op::Call:
+      if (e.name == "program_id" || e.name == "num_programs") {
+        error(e.loc, e.name + " belongs in the body: a reference states whole arrays, with no grid");
+        return;
+      }
+      call(e, scope, [&](const Expr &a) { reference_expr(a, scope); });
+      return;
+    default:
+      for (const auto &a : e.args)
+        reference_expr(a, scope);
+    }
   }
 
   void operand(const Operand &o) {

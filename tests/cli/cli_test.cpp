@@ -701,3 +701,118 @@ TEST(CliFuzz, RefusesAPipelineAndABadShardAsBadInput) {
   EXPECT_EQ(s.code, 3) << s.text;
   EXPECT_NE(s.text.find("--shard 3/2"), std::string::npos) << s.text;
 }
+
+// ---------------------------------------------------------------------------
+// run: the reference, and .npy inputs and outputs.
+
+namespace {
+
+const char *kAddOne = R"(kernel add_one:
+    grid = (2,)
+    in  x: f32[16, 8]  block=(8, 8)  index=(i,) -> (i, 0)
+    out o: f32[16, 8]  block=(8, 8)  index=(i,) -> (i, 0)
+    body:
+        o[...] = x[...] + 1
+    reference:
+        o = x + 1
+)";
+
+std::string slurp(const std::filesystem::path &p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+} // namespace
+
+TEST(CliRun, AMatmulWritingItsAccumulatorAtTheFirstStepFailsAgainstItsReference) {
+  Out bad = run("run " + source("corpus/examples/guide_reference.pk") +
+                " --kernel matmul_writes_at_first_step --dma eager --scale 2");
+  EXPECT_EQ(bad.code, 1) << bad.text;
+  EXPECT_TRUE(contains(bad.text,
+                       "the body disagrees with the reference: o[0, 0] (block [0, 0], grid point (0, 0, 0))"))
+      << bad.text;
+  Out good = run("run " + source("corpus/examples/guide_reference.pk") +
+                 " --kernel matmul_writes_at_last_step --dma eager --scale 2");
+  EXPECT_EQ(good.code, 0) << good.text;
+}
+
+TEST(CliRun, SaveWritesInputsAndOutputsAndInputsReadsThemBack) {
+  TempDir dir;
+  const std::string pk = dir.file("k.pk", kAddOne);
+  const auto first = dir.path / "first", second = dir.path / "second";
+  Out a = run("run " + pk + " --seed 3 --save " + first.string());
+  ASSERT_EQ(a.code, 0) << a.text;
+  for (const char *f : {"x.npy", "o.npy", "o.oracle.npy", "o.reference.npy"})
+    EXPECT_TRUE(std::filesystem::exists(first / f)) << f;
+  EXPECT_EQ(slurp(first / "x.npy").substr(0, 10), std::string("\x93NUMPY\x01\x00\x76\x00", 10));
+  // Another seed, but the inputs come from the files: the same outputs.
+  Out b =
+      run("run " + pk + " --seed 9 --dma eager --inputs " + first.string() + " --save " + second.string());
+  ASSERT_EQ(b.code, 0) << b.text;
+  EXPECT_EQ(slurp(second / "x.npy"), slurp(first / "x.npy"));
+  EXPECT_EQ(slurp(second / "o.npy"), slurp(first / "o.npy"));
+  EXPECT_EQ(slurp(first / "o.npy").size(), 128u + 16 * 8 * 4);
+}
+
+TEST(CliRun, AnInputFileOfTheWrongShapeOrDtypeIsBadInputAtTheOperand) {
+  TempDir dir;
+  const std::string pk = dir.file("k.pk", kAddOne);
+  auto npy = [](const std::string &descr, const std::string &shape, std::size_t data) {
+    std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+    h += std::string(63 - (10 + h.size()) % 64, ' ') + "\n";
+    return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size()) + '\0' + h +
+           std::string(data, '\0');
+  };
+  dir.file("in/x.npy", npy("<f4", "(3,)", 12));
+  Out shape = run("run " + pk + " --dma eager --inputs " + (dir.path / "in").string());
+  EXPECT_EQ(shape.code, 3) << shape.text;
+  EXPECT_TRUE(contains(shape.text, "k.pk:3:5: error: " + (dir.path / "in" / "x.npy").string() +
+                                       ": shape [3], but input 'x' is f32[16, 8]"))
+      << shape.text;
+  dir.file("in/x.npy", npy("<i4", "(16, 8)", 512));
+  Out dtype = run("run " + pk + " --dma eager --inputs " + (dir.path / "in").string());
+  EXPECT_EQ(dtype.code, 3) << dtype.text;
+  EXPECT_TRUE(contains(dtype.text, "x.npy: dtype i32 (<i4), but input 'x' is f32[16, 8] (<f4)"))
+      << dtype.text;
+  std::filesystem::remove(dir.path / "in" / "x.npy");
+  Out missing = run("run " + pk + " --dma eager --inputs " + (dir.path / "in").string());
+  EXPECT_EQ(missing.code, 3) << missing.text;
+  EXPECT_TRUE(contains(missing.text, "x.npy: cannot be read")) << missing.text;
+  Out nodir = run("run " + pk + " --inputs " + (dir.path / "nope").string());
+  EXPECT_EQ(nodir.code, 3) << nodir.text;
+  EXPECT_TRUE(contains(nodir.text, "is not a directory of .npy files")) << nodir.text;
+}
+
+TEST(CliRun, InputsKindTakesTheDocumentedKindsAndRejectsOthers) {
+  TempDir dir;
+  const std::string pk = dir.file("k.pk", kAddOne);
+  for (const char *kind : {"uniform", "normal", "integers", "one-hot", "special"}) {
+    Out o = run("run " + pk + " --dma eager --inputs-kind " + kind);
+    EXPECT_EQ(o.code, 0) << kind << o.text;
+  }
+  Out bad = run("run " + pk + " --inputs-kind gaussian");
+  EXPECT_EQ(bad.code, 3) << bad.text;
+  EXPECT_TRUE(contains(
+      bad.text, "error: --inputs-kind gaussian: expected uniform, normal, integers, one-hot or special"))
+      << bad.text;
+}
+
+TEST(CliRun, AnInputFileFarLargerThanItsOperandIsRefusedUnread) {
+  TempDir dir;
+  const std::string pk = dir.file("k.pk", kAddOne);
+  dir.file("in/x.npy", std::string(3u << 20, 'x'));
+  Out o = run("run " + pk + " --dma eager --inputs " + (dir.path / "in").string());
+  EXPECT_EQ(o.code, 3) << o.text;
+  EXPECT_TRUE(contains(o.text, "bytes, more than the array it should hold")) << o.text;
+}
+
+TEST(CliRun, ASaveDirectoryThatCannotBeWrittenIsExitFour) {
+  TempDir dir;
+  const std::string pk = dir.file("k.pk", kAddOne);
+  dir.file("plain", "a file, not a folder");
+  Out o = run("run " + pk + " --dma eager --save " + (dir.path / "plain" / "sub").string());
+  EXPECT_EQ(o.code, 4) << o.text;
+  EXPECT_TRUE(contains(o.text, "cannot create the directory")) << o.text;
+}

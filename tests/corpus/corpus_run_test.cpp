@@ -41,6 +41,15 @@ executor::RunReport run_scaled(const std::variant<spec::KernelSpec, spec::Progra
   return r;
 }
 
+// Whether a line in [first, last] holds a `# expect-run: fail` comment.
+bool expects_run_failure(const spec::SourceFile &src, int first, int last) {
+  std::istringstream in(src.text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n)
+    if (n >= first && n <= last && line.find("# expect-run: fail") != std::string::npos) return true;
+  return false;
+}
+
 class CorpusRun : public testing::TestWithParam<std::string> {};
 
 } // namespace
@@ -66,7 +75,17 @@ TEST_P(CorpusRun, VerifiedUnitsPassAndRacyPipelinesFail) {
       auto rule = verifier::find_rule(e.rule);
       observable |= rule && kObservable.count(*rule) > 0;
     }
+    // `# expect-run: fail`: the run must fail, whatever checking says (a
+    // body wrong in itself, which only its reference exposes).
+    const bool run_fails = expects_run_failure(src, first, last);
     bool is_pipeline = std::holds_alternative<spec::Program>(unit);
+    if (run_fails) {
+      executor::RunReport r = run_scaled(unit);
+      EXPECT_EQ(r.status, executor::RunStatus::fail)
+          << rel << ":" << first << ": '" << spec::unit_name(unit) << "' expects its run to fail:\n"
+          << executor::format_report(r);
+      continue;
+    }
     if (!verified && !(is_pipeline && observable)) continue;
     // A racy pipeline runs at the trip count of the verifier's witness: the
     // executor must reproduce what the verifier found, where it found it.

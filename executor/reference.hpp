@@ -1,0 +1,40 @@
+#pragma once
+/// A kernel's `reference:`: its intent stated on whole arrays
+/// (`o = dot(a, b)`), run by the body interpreter with every operand name
+/// bound to its whole array, and the tolerance a body may differ from it by.
+
+#include "executor/oracle.hpp"
+
+#include <cstdint>
+#include <optional>
+
+namespace pipecheck::executor {
+
+/// Runs `c`'s reference in place on `arrays` (from make_kernel_arrays, with
+/// the inputs the oracle saw): each `out = value` stores the value, cast and
+/// broadcast, into the whole output; other statements bind locals. Throws
+/// ExecError(bad_input) on an ill-typed reference.
+void run_reference(const ConcreteKernel &c, ArrayMap &arrays);
+
+/// The longest reduction the reference states: the contracted extent of a
+/// dot, the reduced extent of a sum (all elements without `axis`); 1 when it
+/// sums nothing. At `c`'s (scaled) shapes.
+std::int64_t reference_reduction_length(const ConcreteKernel &c);
+
+/// The dtype partial sums of `c`'s body live in: the least precise float
+/// dtype among f32 and the targets of its `+=` statements (dot and sum
+/// accumulate in f32).
+spec::DType accumulation_dtype(const ConcreteKernel &c);
+
+/// The machine epsilon of a float dtype (f32 2^-23, f16 2^-10, bf16 2^-7).
+double dtype_epsilon(spec::DType);
+
+/// How far an output of dtype `out` may be from the reference, relative to
+/// max(1, |reference|): nullopt (exactly) for integer outputs, else
+/// 2·eps(out) + K·eps(acc) — the output's own rounding, and the worst-case
+/// rounding error of a K-term sum accumulated in `acc` (Higham's gamma_K,
+/// with eps for the unit roundoff: a factor 2 of slack for a different
+/// summation order).
+std::optional<double> reference_tolerance(spec::DType out, spec::DType acc, std::int64_t k);
+
+} // namespace pipecheck::executor
