@@ -1,6 +1,7 @@
 // pipecheck: verify and test pipelined accelerator kernels. Thin: flags to library calls.
 #include "cli/command.hpp"
 #include "reports/output.hpp"
+#include "reports/report.hpp"
 #include "verifier/check.hpp"
 
 #include <chrono>
@@ -61,7 +62,7 @@ int main(int argc, char **argv) {
   StdoutCollector out;
   CLI::App app{
       "pipecheck: verify and test pipelined accelerator kernels (Pallas pallas_call specs and pipelines)"};
-  app.set_version_flag("--version", "pipecheck 0.1.0");
+  app.set_version_flag("--version", std::string("pipecheck ") + pipecheck::reports::kToolVersion);
   app.require_subcommand(1);
   std::function<int()> action;
   for (auto &c : registry()) {

@@ -451,7 +451,9 @@ TEST(Cli, CheckJsonHasTheContractFields) {
   ASSERT_FALSE(j["results"].empty());
   for (const auto &r : j["results"]) {
     EXPECT_TRUE(r.contains("file"));
-    EXPECT_TRUE(r.contains("kernel"));
+    EXPECT_TRUE(r.contains("unit"));
+    EXPECT_TRUE(r.contains("kind"));
+    EXPECT_FALSE(r.contains("kernel")) << "one key for the name, one for the kind";
     EXPECT_TRUE(r.contains("verdict"));
     EXPECT_TRUE(r.contains("seconds"));
     EXPECT_TRUE(r["findings"].is_array());
@@ -484,7 +486,7 @@ TEST(Cli, CheckReportsALoweredProgramsFindingOnTheKernelsLineWithGridPoints) {
   ASSERT_FALSE(j.is_discarded()) << o.text;
   bool seen = false;
   for (const auto &r : j["results"]) {
-    if (r["kernel"] != "mosaic_gpu_matmul_without_delay_release") continue;
+    if (r["unit"] != "mosaic_gpu_matmul_without_delay_release") continue;
     for (const auto &f : r["findings"]) {
       EXPECT_EQ(f["rule"], "async-operand-overwritten");
       EXPECT_EQ(f["witness"]["grid_point"].size(), 3u) << f.dump();
@@ -525,7 +527,7 @@ TEST(Cli, CheckOutputOrderIsTheSameWithManyJobs) {
   ASSERT_EQ(a["results"].size(), b["results"].size());
   for (std::size_t i = 0; i < a["results"].size(); ++i) {
     EXPECT_EQ(a["results"][i]["file"], b["results"][i]["file"]);
-    EXPECT_EQ(a["results"][i]["kernel"], b["results"][i]["kernel"]);
+    EXPECT_EQ(a["results"][i]["unit"], b["results"][i]["unit"]);
     EXPECT_EQ(a["results"][i]["verdict"], b["results"][i]["verdict"]);
   }
   EXPECT_EQ(one.code, many.code);
