@@ -666,3 +666,66 @@ TEST(CliArithmetic, AnIndexMapThatOverflowsIsAnErrorNotABlockQuestionMark) {
   EXPECT_EQ(o.text.find("block ?"), std::string::npos) << o.text;
   std::filesystem::remove(f);
 }
+
+// ---------------------------------------------------------------------------
+// The command line a new user meets: help, typos, usage errors.
+
+TEST(CliUsage, HelpListsTheCommandsAndHelpCmdShowsTheUsageOfOne) {
+  Out help = run("help");
+  EXPECT_EQ(help.code, 0) << help.text;
+  for (const char *cmd : {"check", "run", "fmt", "lower", "explain"})
+    EXPECT_NE(help.text.find(cmd), std::string::npos) << cmd << "\n" << help.text;
+  Out check = run("help check");
+  EXPECT_EQ(check.code, 0) << check.text;
+  EXPECT_NE(check.text.find("Usage: pipecheck check"), std::string::npos) << check.text;
+  EXPECT_NE(check.text.find("--format"), std::string::npos) << check.text;
+}
+
+TEST(CliUsage, AnUnknownCommandNamesItselfAndSuggestsTheNearest) {
+  Out o = run("chek corpus");
+  EXPECT_EQ(o.code, 3);
+  EXPECT_NE(o.text.find("error: unknown command 'chek'; did you mean 'check'?"), std::string::npos) << o.text;
+  Out h = run("help chek");
+  EXPECT_EQ(h.code, 3);
+  EXPECT_NE(h.text.find("error: unknown command 'chek'; did you mean 'check'?"), std::string::npos) << h.text;
+}
+
+TEST(CliUsage, AnUnknownOptionNamesItselfAndSuggestsTheNearestOfItsCommand) {
+  Out top = run("--bogus");
+  EXPECT_EQ(top.code, 3);
+  EXPECT_NE(top.text.find("error: unknown option '--bogus'"), std::string::npos) << top.text;
+  Out check = run("check --fromat json " + source("corpus/examples/guide_elementwise.pk"));
+  EXPECT_EQ(check.code, 3);
+  EXPECT_NE(check.text.find("error: unknown option '--fromat' for 'check'; did you mean '--format'?"),
+            std::string::npos)
+      << check.text;
+  Out run_typo = run("run --sed 1 " + source("corpus/examples/guide_elementwise.pk"));
+  EXPECT_EQ(run_typo.code, 3);
+  EXPECT_NE(run_typo.text.find("did you mean '--seed'?"), std::string::npos) << run_typo.text;
+}
+
+TEST(CliUsage, NoCommandIsAUsageErrorThatListsTheCommands) {
+  Out o = run("");
+  EXPECT_EQ(o.code, 3);
+  EXPECT_NE(o.text.find("error: a command is required"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("the commands are: "), std::string::npos) << o.text;
+}
+
+TEST(CliUsage, AMissingArgumentIsAUsageErrorPointingAtTheCommandsHelp) {
+  Out o = run("check");
+  EXPECT_EQ(o.code, 3);
+  EXPECT_NE(o.text.find("error: FILE is required\n'pipecheck help check' shows its usage"), std::string::npos)
+      << o.text;
+}
+
+TEST(CliUsage, ExplainAloneOrWithListListsEveryRuleOnALineOfItsOwn) {
+  for (const char *args : {"explain", "explain --list"}) {
+    Out o = run(args);
+    EXPECT_EQ(o.code, 0) << args << "\n" << o.text;
+    for (const char *id : {"reduction-not-last-axis", "slot-race", "uninitialized-read"})
+      EXPECT_NE(o.text.find("\n  " + std::string(id) + " "), std::string::npos) << id << "\n" << o.text;
+  }
+  Out typo = run("explain slot-rce");
+  EXPECT_EQ(typo.code, 3);
+  EXPECT_NE(typo.text.find("did you mean 'slot-race'?"), std::string::npos) << typo.text;
+}
