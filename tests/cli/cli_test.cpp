@@ -729,3 +729,47 @@ TEST(CliUsage, ExplainAloneOrWithListListsEveryRuleOnALineOfItsOwn) {
   EXPECT_EQ(typo.code, 3);
   EXPECT_NE(typo.text.find("did you mean 'slot-race'?"), std::string::npos) << typo.text;
 }
+
+TEST(CliUsage, FmtCheckIsExitOneWithADiffForANonCanonicalFileAndZeroForACanonicalOne) {
+  const std::string messy =
+      temp_file("messy.pk", std::string(kKernel).replace(std::string(kKernel).find("in  x"), 5, "in   x"));
+  Out canon = run("fmt " + messy + " 2>/dev/null");
+  ASSERT_EQ(canon.code, 0) << canon.text;
+  const std::string clean = temp_file("clean.pk", canon.text);
+  Out ok = run("fmt --check " + clean);
+  EXPECT_EQ(ok.code, 0) << ok.text;
+  EXPECT_EQ(ok.text, "");
+  Out bad = run("fmt --check " + clean + " " + messy);
+  EXPECT_EQ(bad.code, 1) << bad.text;
+  EXPECT_NE(bad.text.find("--- " + messy + "\n+++ " + messy + " (canonical)\n@@ -1,"), std::string::npos)
+      << bad.text;
+  EXPECT_NE(bad.text.find("\n-    in   x: f32[1024, 128]"), std::string::npos) << bad.text;
+  EXPECT_NE(bad.text.find("\n+    in x: f32[1024, 128]"), std::string::npos) << bad.text;
+  EXPECT_EQ(bad.text.find(clean), std::string::npos) << "a canonical file is not mentioned";
+}
+
+TEST(CliUsage, FmtInPlaceRewritesEveryNonCanonicalFileToItsCanonicalForm) {
+  const std::string a = temp_file("inplace_a.pk", kKernel);
+  const std::string b = temp_file("inplace_b.pk", kKernel);
+  Out canon = run("fmt " + a);
+  Out o = run("fmt -i " + a + " " + b);
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(o.text, "");
+  for (const auto &p : {a, b}) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    EXPECT_EQ(s.str(), canon.text) << p;
+  }
+  EXPECT_EQ(run("fmt --check " + a + " " + b).code, 0);
+  EXPECT_EQ(run("fmt -i --check " + a).code, 3);
+  EXPECT_EQ(run("fmt -i - < " + a).code, 3);
+}
+
+TEST(CliUsage, FmtReadsStandardInputForDash) {
+  const std::string a = temp_file("stdin.pk", kKernel);
+  Out file = run("fmt " + a);
+  Out in = run("fmt - < " + a);
+  EXPECT_EQ(in.code, 0) << in.text;
+  EXPECT_EQ(in.text, file.text);
+}
