@@ -16,9 +16,9 @@ std::size_t utf8_length(const std::string &s, std::size_t i) {
   return n;
 }
 
-// XML 1.0 text: the five escapes; control bytes and invalid UTF-8 (neither
-// may appear in an XML document) become '?'.
-std::string xml(const std::string &s) {
+} // namespace
+
+std::string xml_text(const std::string &s) {
   std::string r;
   for (std::size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
@@ -40,6 +40,8 @@ std::string xml(const std::string &s) {
   }
   return r;
 }
+
+namespace {
 
 std::string seconds(double s) {
   char buf[32];
@@ -66,7 +68,7 @@ std::string to_junit(const std::vector<FileResult> &files) {
     total.add(f);
     const double t = unit_seconds(f);
     total_time += t;
-    const std::string path = xml(f.source.path);
+    const std::string path = xml_text(f.source.path);
     // A file's bad input is one more test case, one that errs.
     const int tests = c.units + c.error;
     const int errors = c.unknown + c.error;
@@ -78,19 +80,19 @@ std::string to_junit(const std::vector<FileResult> &files) {
         write_diagnostic(text, f.source, e, {});
       body << "    <testcase name=\"" << path << "\" classname=\"" << path << "\" file=\"" << path
            << "\" time=\"0\">\n"
-           << "      <error type=\"bad-input\" message=\"" << xml(f.errors.front().message) << "\">"
-           << xml(text.str()) << "</error>\n"
+           << "      <error type=\"bad-input\" message=\"" << xml_text(f.errors.front().message) << "\">"
+           << xml_text(text.str()) << "</error>\n"
            << "    </testcase>\n";
     }
     for (const auto &u : f.units) {
       const auto &v = u.verdict;
-      body << "    <testcase name=\"" << xml(u.name) << "\" classname=\"" << path << "\" file=\"" << path
+      body << "    <testcase name=\"" << xml_text(u.name) << "\" classname=\"" << path << "\" file=\"" << path
            << "\" line=\"" << u.loc.line << "\" time=\"" << seconds(v.seconds) << "\"";
       switch (v.status) {
       case verifier::Status::verified: body << "/>\n"; break;
       case verifier::Status::unknown:
         body << ">\n      <error type=\"unknown\" message=\""
-             << xml(std::string(u.kind()) + " '" + u.name + "' is not verified: " + v.reason)
+             << xml_text(std::string(u.kind()) + " '" + u.name + "' is not verified: " + v.reason)
              << "\"/>\n    </testcase>\n";
         break;
       case verifier::Status::violation: {
@@ -103,8 +105,9 @@ std::string to_junit(const std::vector<FileResult> &files) {
                            spec::Diagnostic{fd.severity, fd.loc, fd.message + " [" + id + "]", fd.notes}, {});
         }
         const std::size_t n = v.findings.size();
-        body << ">\n      <failure type=\"" << xml(rules) << "\" message=\"" << n << " finding"
-             << (n == 1 ? "" : "s") << ": " << xml(rules) << "\">" << xml(text.str()) << "</failure>\n"
+        body << ">\n      <failure type=\"" << xml_text(rules) << "\" message=\"" << n << " finding"
+             << (n == 1 ? "" : "s") << ": " << xml_text(rules) << "\">" << xml_text(text.str())
+             << "</failure>\n"
              << "    </testcase>\n";
         break;
       }

@@ -94,6 +94,10 @@ nlohmann::json to_sarif(const std::vector<FileResult> &, const std::string &cwd)
 /// unknown verdict and for a file with bad input.
 std::string to_junit(const std::vector<FileResult> &);
 
+/// Text for XML (an attribute value or element content): the five escapes;
+/// control bytes and invalid UTF-8, which XML 1.0 cannot hold, become '?'.
+std::string xml_text(const std::string &);
+
 /// The report in a format, as written to standard output or `-o`. `cwd` is
 /// the directory SARIF URIs are relative to.
 std::string render(Format, const std::vector<FileResult> &, const TextOptions &, const std::string &cwd);

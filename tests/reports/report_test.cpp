@@ -330,3 +330,79 @@ TEST(Reports, AnUnknownFormatIsAUsageErrorNamingTheFormats) {
   EXPECT_NE(o.text.find("error: --format yaml: expected one of text, json, sarif, junit"), std::string::npos)
       << o.text;
 }
+
+// ---------------------------------------------------------------------------
+// pipecheck run: json and JUnit.
+
+namespace {
+
+std::string normalized_run(const std::string &format, const std::string &report) {
+  if (format == "json") {
+    auto j = nlohmann::json::parse(report);
+    for (auto &r : j["runs"])
+      r["seconds"] = 0;
+    return j.dump(2) + "\n";
+  }
+  return normalized(format, report);
+}
+
+} // namespace
+
+TEST(RunReports, JsonAndJunitOfARunMatchTheirGoldenFiles) {
+  const bool update = std::getenv("PIPECHECK_UPDATE_GOLDEN") != nullptr;
+  for (const std::string format : {"json", "junit"}) {
+    Out o = run("run --format " + format + " --kernel copy tests/reports/golden/units.pk 2>/dev/null");
+    EXPECT_EQ(o.code, 0) << o.text;
+    const std::string golden =
+        kSource + "/tests/reports/golden/run_copy." + (format == "junit" ? "junit.xml" : "json");
+    const std::string got = normalized_run(format, o.text);
+    if (update) std::ofstream(golden, std::ios::binary) << got;
+    EXPECT_EQ(got, read(golden)) << format << " differs from " << golden
+                                 << " (PIPECHECK_UPDATE_GOLDEN=1 rewrites it)";
+  }
+}
+
+TEST(RunReports, AFailedRunIsAJunitFailureAndAJsonRunWithItsMismatch) {
+  // The racing pipeline computes the wrong rows when its copies complete
+  // late: some run of the five fails.
+  Out j = run(
+      "run --format json --kernel prefetch_distance_2_with_2_slots --set N=4 tests/reports/golden/units.pk "
+      "2>/dev/null");
+  EXPECT_EQ(j.code, 1) << j.text;
+  auto doc = nlohmann::json::parse(j.text, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << j.text;
+  EXPECT_EQ(doc["verdict"], "fail");
+  EXPECT_EQ(doc["kind"], "pipeline");
+  int failed = 0;
+  for (const auto &r : doc["runs"])
+    if (r["status"] == "fail") {
+      ++failed;
+      EXPECT_TRUE(r.contains("mismatch") || r.contains("reason")) << r.dump();
+    }
+  EXPECT_GT(failed, 0) << j.text;
+  EXPECT_EQ(doc["summary"]["fail"], failed);
+  Out x = run(
+      "run --format junit --kernel prefetch_distance_2_with_2_slots --set N=4 tests/reports/golden/units.pk "
+      "2>/dev/null");
+  EXPECT_EQ(x.code, 1);
+  std::size_t n = 0;
+  for (auto p = x.text.find("<failure "); p != std::string::npos; p = x.text.find("<failure ", p + 1))
+    ++n;
+  EXPECT_EQ(n, static_cast<std::size_t>(failed)) << x.text;
+}
+
+TEST(RunReports, RunWritesEveryFormatWithDashOAndRejectsSarif) {
+  TempDir dir;
+  for (const std::string format : {"text", "json", "junit"}) {
+    const fs::path file = dir.path / ("run." + format);
+    Out o =
+        run("run --format " + format + " --kernel copy tests/reports/golden/units.pk -o " + file.string());
+    EXPECT_EQ(o.code, 0) << o.text;
+    EXPECT_EQ(o.text, "");
+    EXPECT_FALSE(read(file).empty()) << format;
+  }
+  Out sarif = run("run --format sarif --kernel copy tests/reports/golden/units.pk 2>&1");
+  EXPECT_EQ(sarif.code, 3);
+  EXPECT_NE(sarif.text.find("error: --format sarif: expected one of text, json, junit"), std::string::npos)
+      << sarif.text;
+}
