@@ -8,13 +8,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <unistd.h>
 
 namespace pipecheck::cli {
 namespace {
@@ -23,6 +26,8 @@ struct CheckArgs {
   std::vector<std::string> paths;
   std::string format = "text";
   std::string output;
+  std::string color = "auto";
+  bool quiet = false;
   std::string target;
   std::vector<std::string> sets;
   unsigned jobs = 1;
@@ -37,7 +42,7 @@ struct Loaded {
 Loaded load_file(const InputPath &in, const verifier::CheckOptions &opts) {
   Loaded l;
   auto &r = l.result;
-  r.source.path = in.path;
+  r.source.path = in.path == "-" ? kStdinName : in.path;
   std::string why = in.error;
   auto src = why.empty() ? read_source(in.path, why) : std::nullopt;
   if (!src) {
@@ -105,7 +110,24 @@ void parallel_for(std::size_t n, unsigned jobs, const std::function<void(std::si
   if (error) std::rethrow_exception(error);
 }
 
+// Colour on a terminal: never into a file, never with NO_COLOR set (unless
+// asked for with --color always) or on a dumb terminal.
+bool use_color(const CheckArgs &a, bool to_stdout) {
+  if (a.color == "always") return true;
+  if (a.color == "never" || !to_stdout || !::isatty(1)) return false;
+  const char *no_color = std::getenv("NO_COLOR");
+  const char *term = std::getenv("TERM");
+  return !(no_color && *no_color) && !(term && std::string(term) == "dumb");
+}
+
 int run_check(const CheckArgs &a) {
+  auto format = reports::parse_format(a.format);
+  if (!format)
+    return usage_error("--format", a.format, std::string("expected one of ") + reports::kFormatNames);
+  if (a.color != "auto" && a.color != "always" && a.color != "never")
+    return usage_error("--color", a.color, "expected auto, always or never");
+  if (std::count(a.paths.begin(), a.paths.end(), "-") > 1)
+    return usage_error("FILE", "-", "standard input can be read only once");
   verifier::CheckOptions opts;
   if (!a.target.empty()) {
     if (!check_target(a.target)) return bad_input;
@@ -139,14 +161,14 @@ int run_check(const CheckArgs &a) {
   // Interrupted: nothing is written, not even a partial report.
   if (verifier::cancelled()) return interrupted;
 
-  std::ostringstream report;
-  if (a.format == "json")
-    report << reports::to_json(results).dump(2) << "\n";
-  else
-    reports::write_text(report, results);
-  if (a.output.empty()) {
-    std::cout << report.str();
-  } else if (auto err = reports::write_file_atomically(a.output, report.str()); !err.empty()) {
+  const bool to_stdout = a.output.empty() || a.output == "-";
+  reports::TextOptions text{use_color(a, to_stdout), a.quiet};
+  std::error_code ec;
+  const std::string cwd = std::filesystem::current_path(ec).string();
+  const std::string report = reports::render(*format, results, text, cwd);
+  if (to_stdout) {
+    std::cout << report;
+  } else if (auto err = reports::write_file_atomically(a.output, report); !err.empty()) {
     std::cerr << "error: -o " << a.output << ": " << err << "\n";
     return environment;
   }
@@ -156,9 +178,14 @@ int run_check(const CheckArgs &a) {
 const bool registered = register_command(
     "check", "Verify every kernel and pipeline in FILE... (directories: their .pk files)", [](CLI::App &app) {
       auto a = std::make_shared<CheckArgs>();
-      app.add_option("FILE", a->paths, ".pk files or directories")->required();
-      app.add_option("--format", a->format, "output format")->check(CLI::IsMember({"text", "json"}));
-      app.add_option("-o,--output", a->output, "write the report to this file");
+      app.add_option("FILE", a->paths, ".pk files or directories; - reads standard input")->required();
+      app.add_option("--format", a->format, std::string("output format: ") + reports::kFormatNames)
+          ->type_name("FORMAT");
+      app.add_option("-o,--output", a->output, "write the report to this file (-: standard output)");
+      app.add_option("--color", a->color,
+                     "colour the text on a terminal: auto (default; NO_COLOR turns it off), always, never")
+          ->type_name("WHEN");
+      app.add_flag("-q,--quiet", a->quiet, "text: print only findings and errors");
       app.add_option("--target", a->target, target_help());
       add_set_option(app, a->sets, "NAME=VALUE: override a param");
       app.add_option("--jobs,-j", a->jobs, "check files in parallel")->check(CLI::Range(1u, 256u));

@@ -1,6 +1,8 @@
 // pipecheck run FILE [--kernel NAME]: execute a kernel or pipeline against its intent.
 #include "cli/command.hpp"
 #include "executor/run.hpp"
+#include "reports/output.hpp"
+#include "reports/run_report.hpp"
 
 #include <cmath>
 #include <filesystem>
@@ -21,6 +23,8 @@ struct RunArgs {
   std::vector<std::string> sets;
   std::string inputs, save;
   std::string inputs_kind = "uniform";
+  std::string format = "text";
+  std::string output;
 };
 
 int exit_for(executor::RunStatus s) {
@@ -34,6 +38,9 @@ int exit_for(executor::RunStatus s) {
 }
 
 int run_cmd(const RunArgs &a) {
+  auto format = reports::parse_format(a.format);
+  if (!format || *format == reports::Format::sarif)
+    return usage_error("--format", a.format, "expected one of text, json, junit");
   if (a.backend == "cuda") {
     std::cerr << "error: --backend cuda: this build has no CUDA executor\n";
     return environment;
@@ -94,8 +101,15 @@ int run_cmd(const RunArgs &a) {
       spec::render(std::cerr, *src, spec::Diagnostic{spec::Severity::error, r.loc, r.reason, {}});
       return bad_input;
     }
-  executor::print_report(std::cout, report);
-  return exit_for(report.status);
+  reports::RunFileResult result{src->path, std::holds_alternative<spec::Program>(*unit), std::move(report)};
+  const std::string text = *reports::render(*format, result);
+  if (a.output.empty() || a.output == "-") {
+    std::cout << text;
+  } else if (auto err = reports::write_file_atomically(a.output, text); !err.empty()) {
+    std::cerr << "error: -o " << a.output << ": " << err << "\n";
+    return environment;
+  }
+  return exit_for(result.report.status);
 }
 
 const bool registered = register_command(
@@ -125,6 +139,8 @@ const bool registered = register_command(
       app.add_option("--inputs-kind", a->inputs_kind,
                      "generated inputs: uniform (default), normal, integers, one-hot or special")
           ->type_name("KIND");
+      app.add_option("--format", a->format, "output format: text, json, junit")->type_name("FORMAT");
+      app.add_option("-o,--output", a->output, "write the report to this file (-: standard output)");
       return std::function<int()>([a] { return run_cmd(*a); });
     });
 

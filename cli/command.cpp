@@ -39,9 +39,11 @@ constexpr std::size_t kMaxSourceBytes = std::size_t{64} << 20;
 std::optional<spec::SourceFile> read_source(const std::string &path, std::string &why) {
   // POSIX calls rather than streams: errno says why, and a read error (e.g.
   // /proc/self/mem) is a result here, not an exception from the stream buffer.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const bool stdin_path = path == "-";
+  int fd = stdin_path ? ::dup(0) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    why = std::string("cannot open file: ") + std::strerror(errno);
+    why = std::string(stdin_path ? "cannot read standard input: " : "cannot open file: ") +
+          std::strerror(errno);
     return std::nullopt;
   }
   struct stat st {};
@@ -71,7 +73,7 @@ std::optional<spec::SourceFile> read_source(const std::string &path, std::string
     }
   }
   ::close(fd);
-  return spec::SourceFile::from_string(path, std::move(text));
+  return spec::SourceFile::from_string(stdin_path ? kStdinName : path, std::move(text));
 }
 
 std::optional<spec::SourceFile> read_source(const std::string &path) {

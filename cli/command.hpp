@@ -33,8 +33,12 @@ bool register_command(std::string name, std::string description, CommandSetup se
 /// interrupted: Ctrl-C (128 + SIGINT), nothing written.
 enum Exit { ok = 0, violation = 1, unknown = 2, bad_input = 3, environment = 4, interrupted = 130 };
 
-/// Reads a file; nullopt when it cannot be read, with `why` set to the reason
-/// ("cannot open file: No such file or directory", "is a directory", ...).
+/// How diagnostics name standard input (the path "-").
+inline constexpr const char *kStdinName = "<stdin>";
+
+/// Reads a file ("-": standard input, named kStdinName); nullopt when it
+/// cannot be read, with `why` set to the reason ("cannot open file: No such
+/// file or directory", "is a directory", ...).
 std::optional<spec::SourceFile> read_source(const std::string &path, std::string &why);
 /// Reads a file; nullopt (with `PATH: error: why` on stderr) when it cannot be read.
 std::optional<spec::SourceFile> read_source(const std::string &path);

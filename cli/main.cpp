@@ -1,11 +1,16 @@
 // pipecheck: verify and test pipelined accelerator kernels. Thin: flags to library calls.
 #include "cli/command.hpp"
 #include "reports/output.hpp"
+#include "reports/report.hpp"
+#include "spec/eval.hpp"
 #include "verifier/check.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <iostream>
+#include <optional>
 #include <pthread.h>
 #include <sstream>
 #include <thread>
@@ -53,6 +58,97 @@ private:
   std::streambuf *old_;
 };
 
+// A usage error: `error: what`, a hint where to look, exit 3.
+int usage(const std::string &what, const std::string &hint) {
+  std::cerr << "error: " << what << "\n" << hint << "\n";
+  return pipecheck::cli::bad_input;
+}
+
+std::string did_you_mean(const std::string &name, const std::vector<std::string> &candidates) {
+  std::string best = pipecheck::spec::nearest_name(name, candidates);
+  return best.empty() ? "" : "; did you mean '" + best + "'?";
+}
+
+CLI::App *find_command(CLI::App &app, const std::string &name) {
+  for (auto *sub : app.get_subcommands([](CLI::App *) { return true; }))
+    if (sub->get_name() == name) return sub;
+  return nullptr;
+}
+
+std::string joined(const std::vector<std::string> &names) {
+  std::string s;
+  for (const auto &n : names)
+    s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// What CLI11 leaves to a generic message is answered here first: no command,
+// `help [CMD]`, an unknown command or option (named, with the nearest one).
+// Returns an exit code when the command line is answered, else nullopt.
+std::optional<int> answer_before_parsing(CLI::App &app, int argc, char **argv) {
+  std::vector<std::string> commands;
+  for (const auto *sub : app.get_subcommands([](CLI::App *) { return true; }))
+    commands.push_back(sub->get_name());
+  commands.push_back("help");
+  const std::string all =
+      "the commands are: " + joined(commands) + "; 'pipecheck help CMD' shows a command's usage";
+  if (argc < 2) {
+    std::cerr << app.help();
+    return usage("a command is required", all);
+  }
+  const std::string first = argv[1];
+  if (first == "help") {
+    if (argc == 2) {
+      std::cout << app.help();
+      return pipecheck::cli::ok;
+    }
+    const std::string cmd = argv[2];
+    if (cmd == "help") {
+      std::cout << "pipecheck help [CMD]: the commands, or the usage of one\n";
+      return pipecheck::cli::ok;
+    }
+    if (auto *sub = find_command(app, cmd)) {
+      std::cout << sub->help("pipecheck");
+      return pipecheck::cli::ok;
+    }
+    return usage("unknown command '" + cmd + "'" + did_you_mean(cmd, commands), all);
+  }
+  if (first == "-h" || first == "--help" || first == "--version") return std::nullopt;
+  if (first.size() > 1 && first[0] == '-')
+    return usage("unknown option '" + first + "'" + did_you_mean(first, {"--help", "--version"}), all);
+  auto *sub = find_command(app, first);
+  if (!sub) return usage("unknown command '" + first + "'" + did_you_mean(first, commands), all);
+  // Options of the command: a long option or a one-letter short one that it
+  // does not have is named, with its nearest option.
+  std::vector<std::string> options;
+  for (const auto *o : sub->get_options()) {
+    for (const auto &l : o->get_lnames())
+      options.push_back("--" + l);
+    for (const auto &n : o->get_snames())
+      options.push_back("-" + n);
+  }
+  const std::string hint = "'pipecheck help " + first + "' shows its usage";
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") break;
+    const bool long_opt = a.size() > 2 && a.starts_with("--");
+    const bool short_opt = a.size() == 2 && a[0] == '-' && std::isalpha(static_cast<unsigned char>(a[1]));
+    if (!long_opt && !short_opt) continue;
+    const std::string name = long_opt ? a.substr(0, a.find('=')) : a;
+    if (std::find(options.begin(), options.end(), name) != options.end()) {
+      // Skip the option's value, which may itself start with '-' ("-o -").
+      if (const auto *o = sub->get_option_no_throw(name);
+          o && o->get_type_size() != 0 && a.find('=') == std::string::npos)
+        ++i;
+      continue;
+    }
+    return usage("unknown option '" + name + "' for '" + first + "'" +
+                     (long_opt ? did_you_mean(name, options) : ""),
+                 hint);
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -61,7 +157,8 @@ int main(int argc, char **argv) {
   StdoutCollector out;
   CLI::App app{
       "pipecheck: verify and test pipelined accelerator kernels (Pallas pallas_call specs and pipelines)"};
-  app.set_version_flag("--version", "pipecheck 0.1.0");
+  app.name("pipecheck");
+  app.set_version_flag("--version", std::string("pipecheck ") + pipecheck::reports::kToolVersion);
   app.require_subcommand(1);
   std::function<int()> action;
   for (auto &c : registry()) {
@@ -69,11 +166,17 @@ int main(int argc, char **argv) {
     auto run = c.setup(*sub);
     sub->callback([&action, run] { action = run; });
   }
+  if (auto rc = answer_before_parsing(app, argc, argv)) return out.finish(*rc);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &e) {
+    return out.finish(app.exit(e));
+  } catch (const CLI::CallForVersion &e) {
+    return out.finish(app.exit(e));
   } catch (const CLI::ParseError &e) {
-    int rc = app.exit(e);
-    return out.finish(rc == 0 ? 0 : bad_input);
+    // Every other problem of the command line: one convention, exit 3.
+    std::string cmd = argc > 1 ? argv[1] : "";
+    return out.finish(usage(e.what(), "'pipecheck help " + cmd + "' shows its usage"));
   }
   int rc = environment;
   try {

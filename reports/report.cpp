@@ -1,6 +1,7 @@
 #include "reports/report.hpp"
 
 #include <ostream>
+#include <sstream>
 
 namespace pipecheck::reports {
 
@@ -16,42 +17,26 @@ int exit_code(const std::vector<FileResult> &files) {
   return bad ? 3 : violation ? 1 : unknown ? 2 : 0;
 }
 
-void write_text(std::ostream &os, const std::vector<FileResult> &files) {
-  int verified = 0, violations = 0, unknown = 0, bad = 0;
-  for (const auto &f : files) {
-    for (const auto &e : f.errors)
-      spec::render(os, f.source, e);
-    bad += f.errors.empty() ? 0 : 1;
-    for (const auto &u : f.units) {
-      const char *kind = u.is_pipeline ? "pipeline" : "kernel";
-      const auto &v = u.verdict;
-      switch (v.status) {
-      case verifier::Status::verified:
-        ++verified;
-        os << f.source.path << ":" << u.loc.line << ":" << u.loc.col << ": verified: " << kind << " '"
-           << u.name << "'";
-        if (!v.reason.empty()) os << " (" << v.reason << ")";
-        os << "\n";
-        break;
-      case verifier::Status::unknown:
-        ++unknown;
-        os << f.source.path << ":" << u.loc.line << ":" << u.loc.col << ": unknown: " << kind << " '"
-           << u.name << "' is not verified: " << v.reason << "\n";
-        break;
-      case verifier::Status::violation:
-        ++violations;
-        for (const auto &fd : v.findings) {
-          spec::Diagnostic d{fd.severity, fd.loc,
-                             fd.message + " [" + std::string(verifier::id(fd.rule)) + "]", fd.notes};
-          spec::render(os, f.source, d);
-        }
-        break;
-      }
+void Counts::add(const FileResult &f) {
+  ++files;
+  error += f.errors.empty() ? 0 : 1;
+  for (const auto &u : f.units) {
+    ++units;
+    switch (u.verdict.status) {
+    case verifier::Status::verified: ++verified; break;
+    case verifier::Status::violation: ++violation; break;
+    case verifier::Status::unknown: ++unknown; break;
     }
+    findings += static_cast<int>(u.verdict.findings.size());
   }
-  os << verified << " verified, " << violations << " with violations, " << unknown << " unknown";
-  if (bad) os << ", " << bad << " file" << (bad == 1 ? "" : "s") << " with errors";
-  os << "\n";
+}
+
+std::optional<Format> parse_format(const std::string &s) {
+  if (s == "text") return Format::text;
+  if (s == "json") return Format::json;
+  if (s == "sarif") return Format::sarif;
+  if (s == "junit") return Format::junit;
+  return std::nullopt;
 }
 
 nlohmann::json to_json(const verifier::Witness &w) {
@@ -74,7 +59,9 @@ nlohmann::json to_json(const verifier::Witness &w) {
 
 nlohmann::json to_json(const std::vector<FileResult> &files) {
   nlohmann::json results = nlohmann::json::array();
+  Counts counts;
   for (const auto &f : files) {
+    counts.add(f);
     for (const auto &e : f.errors) {
       results.push_back({{"file", f.source.path},
                          {"verdict", "error"},
@@ -84,16 +71,17 @@ nlohmann::json to_json(const std::vector<FileResult> &files) {
     }
     for (const auto &u : f.units) {
       const auto &v = u.verdict;
-      nlohmann::json r = {
-          {"file", f.source.path}, {u.is_pipeline ? "pipeline" : "kernel", u.name}, {"kernel", u.name},
-          {"line", u.loc.line},    {"verdict", verifier::to_string(v.status)},      {"seconds", v.seconds}};
+      nlohmann::json r = {{"file", f.source.path}, {"unit", u.name},
+                          {"kind", u.kind()},      {"line", u.loc.line},
+                          {"column", u.loc.col},   {"verdict", verifier::to_string(v.status)},
+                          {"seconds", v.seconds}};
       if (!v.reason.empty()) r["reason"] = v.reason;
       if (v.sram_bytes) r["sram_bytes"] = *v.sram_bytes;
       nlohmann::json fs = nlohmann::json::array();
       for (const auto &fd : v.findings) {
         nlohmann::json notes = nlohmann::json::array();
         for (const auto &n : fd.notes)
-          notes.push_back({{"line", n.loc.line}, {"message", n.message}});
+          notes.push_back({{"line", n.loc.line}, {"column", n.loc.col}, {"message", n.message}});
         const verifier::RuleInfo &rule = verifier::info(fd.rule);
         fs.push_back({{"rule", rule.id},
                       {"doc", rule.anchor},
@@ -108,7 +96,26 @@ nlohmann::json to_json(const std::vector<FileResult> &files) {
       results.push_back(r);
     }
   }
-  return {{"tool", "pipecheck"}, {"version", "0.1.0"}, {"results", results}};
+  nlohmann::json summary = {{"files", counts.files},       {"units", counts.units},
+                            {"verified", counts.verified}, {"violation", counts.violation},
+                            {"unknown", counts.unknown},   {"error", counts.error},
+                            {"findings", counts.findings}};
+  return {{"tool", "pipecheck"}, {"version", kToolVersion}, {"results", results}, {"summary", summary}};
+}
+
+std::string render(Format format, const std::vector<FileResult> &files, const TextOptions &opts,
+                   const std::string &cwd) {
+  // Invalid UTF-8 in a message (a source excerpt) is replaced, never a throw.
+  constexpr auto replace = nlohmann::json::error_handler_t::replace;
+  switch (format) {
+  case Format::json: return to_json(files).dump(2, ' ', false, replace) + "\n";
+  case Format::sarif: return to_sarif(files, cwd).dump(2, ' ', false, replace) + "\n";
+  case Format::junit: return to_junit(files);
+  case Format::text: break;
+  }
+  std::ostringstream os;
+  write_text(os, files, opts);
+  return os.str();
 }
 
 } // namespace pipecheck::reports

@@ -32,8 +32,6 @@ const char *to_string(Severity s) {
   return "?";
 }
 
-namespace {
-
 // Control bytes in a source line are shown as '?' so a diagnostic never
 // writes raw binary to a terminal.
 std::string printable(const std::string &s) {
@@ -42,8 +40,6 @@ std::string printable(const std::string &s) {
     r += (c == '\t' || (c >= 0x20 && c != 0x7f)) ? static_cast<char>(c) : '?';
   return r;
 }
-
-} // namespace
 
 void render(std::ostream &os, const SourceFile &src, const Diagnostic &d) {
   os << src.path;

@@ -35,4 +35,8 @@ struct Diagnostic {
 void render(std::ostream &, const SourceFile &, const Diagnostic &);
 std::string render(const SourceFile &, const Diagnostic &);
 
+/// A source line as a diagnostic shows it: control bytes (other than tab)
+/// become '?', so no raw binary reaches a terminal.
+std::string printable(const std::string &line);
+
 } // namespace pipecheck::spec

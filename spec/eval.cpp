@@ -193,6 +193,20 @@ std::size_t edit_distance(const std::string &a, const std::string &b) {
 
 } // namespace
 
+std::string nearest_name(const std::string &name, const std::vector<std::string> &candidates) {
+  std::string best;
+  std::size_t best_d = 0;
+  for (const auto &c : candidates) {
+    std::size_t dist = edit_distance(name, c);
+    if (best.empty() || dist < best_d) {
+      best = c;
+      best_d = dist;
+    }
+  }
+  // A plausible typo: a case slip, or at most a third of the name wrong.
+  return !best.empty() && best_d <= std::max<std::size_t>(1, name.size() / 3) ? best : "";
+}
+
 ParamBinding bind_params(const std::vector<Param> &params, const Env &overrides, bool require_all) {
   ParamBinding b;
   for (const auto &p : params) {
@@ -232,18 +246,9 @@ std::map<std::string, std::string> unknown_params(const Env &overrides,
   std::map<std::string, std::string> out;
   for (const auto &[name, value] : overrides) {
     if (declared.count(name)) continue;
-    std::string best;
-    std::size_t best_d = 0;
-    for (const auto &d : declared) {
-      std::size_t dist = edit_distance(name, d);
-      if (best.empty() || dist < best_d) {
-        best = d;
-        best_d = dist;
-      }
-    }
+    std::string best = nearest_name(name, std::vector<std::string>(declared.begin(), declared.end()));
     std::string msg = "no param named '" + name + "'";
-    // A plausible typo: a case slip, or at most a third of the name wrong.
-    if (!best.empty() && best_d <= std::max<std::size_t>(1, name.size() / 3))
+    if (!best.empty())
       msg += "; did you mean `" + best + "`?";
     else if (declared.empty())
       msg += "; no unit declares any param";

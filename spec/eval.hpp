@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace pipecheck::spec {
 
@@ -69,6 +70,11 @@ struct ParamBinding {
 /// is no default. Overrides naming no param are ignored here (see
 /// unknown_params).
 ParamBinding bind_params(const std::vector<Param> &, const Env &overrides, bool require_all);
+
+/// The candidate closest to `name` (edit distance, case-insensitive) when it
+/// is a plausible typo of it (a case slip, or at most a third of the name
+/// wrong); "" when none is. Used for every "did you mean".
+std::string nearest_name(const std::string &name, const std::vector<std::string> &candidates);
 
 /// One message per override whose name is not in `declared`, with the
 /// closest declared name when there is a plausible one:

@@ -451,7 +451,9 @@ TEST(Cli, CheckJsonHasTheContractFields) {
   ASSERT_FALSE(j["results"].empty());
   for (const auto &r : j["results"]) {
     EXPECT_TRUE(r.contains("file"));
-    EXPECT_TRUE(r.contains("kernel"));
+    EXPECT_TRUE(r.contains("unit"));
+    EXPECT_TRUE(r.contains("kind"));
+    EXPECT_FALSE(r.contains("kernel")) << "one key for the name, one for the kind";
     EXPECT_TRUE(r.contains("verdict"));
     EXPECT_TRUE(r.contains("seconds"));
     EXPECT_TRUE(r["findings"].is_array());
@@ -484,7 +486,7 @@ TEST(Cli, CheckReportsALoweredProgramsFindingOnTheKernelsLineWithGridPoints) {
   ASSERT_FALSE(j.is_discarded()) << o.text;
   bool seen = false;
   for (const auto &r : j["results"]) {
-    if (r["kernel"] != "mosaic_gpu_matmul_without_delay_release") continue;
+    if (r["unit"] != "mosaic_gpu_matmul_without_delay_release") continue;
     for (const auto &f : r["findings"]) {
       EXPECT_EQ(f["rule"], "async-operand-overwritten");
       EXPECT_EQ(f["witness"]["grid_point"].size(), 3u) << f.dump();
@@ -525,7 +527,7 @@ TEST(Cli, CheckOutputOrderIsTheSameWithManyJobs) {
   ASSERT_EQ(a["results"].size(), b["results"].size());
   for (std::size_t i = 0; i < a["results"].size(); ++i) {
     EXPECT_EQ(a["results"][i]["file"], b["results"][i]["file"]);
-    EXPECT_EQ(a["results"][i]["kernel"], b["results"][i]["kernel"]);
+    EXPECT_EQ(a["results"][i]["unit"], b["results"][i]["unit"]);
     EXPECT_EQ(a["results"][i]["verdict"], b["results"][i]["verdict"]);
   }
   EXPECT_EQ(one.code, many.code);
@@ -815,4 +817,109 @@ TEST(CliRun, ASaveDirectoryThatCannotBeWrittenIsExitFour) {
   Out o = run("run " + pk + " --dma eager --save " + (dir.path / "plain" / "sub").string());
   EXPECT_EQ(o.code, 4) << o.text;
   EXPECT_TRUE(contains(o.text, "cannot create the directory")) << o.text;
+// ---------------------------------------------------------------------------
+// The command line a new user meets: help, typos, usage errors.
+
+TEST(CliUsage, HelpListsTheCommandsAndHelpCmdShowsTheUsageOfOne) {
+  Out help = run("help");
+  EXPECT_EQ(help.code, 0) << help.text;
+  for (const char *cmd : {"check", "run", "fmt", "lower", "explain"})
+    EXPECT_NE(help.text.find(cmd), std::string::npos) << cmd << "\n" << help.text;
+  Out check = run("help check");
+  EXPECT_EQ(check.code, 0) << check.text;
+  EXPECT_NE(check.text.find("Usage: pipecheck check"), std::string::npos) << check.text;
+  EXPECT_NE(check.text.find("--format"), std::string::npos) << check.text;
+}
+
+TEST(CliUsage, AnUnknownCommandNamesItselfAndSuggestsTheNearest) {
+  Out o = run("chek corpus");
+  EXPECT_EQ(o.code, 3);
+  EXPECT_NE(o.text.find("error: unknown command 'chek'; did you mean 'check'?"), std::string::npos) << o.text;
+  Out h = run("help chek");
+  EXPECT_EQ(h.code, 3);
+  EXPECT_NE(h.text.find("error: unknown command 'chek'; did you mean 'check'?"), std::string::npos) << h.text;
+}
+
+TEST(CliUsage, AnUnknownOptionNamesItselfAndSuggestsTheNearestOfItsCommand) {
+  Out top = run("--bogus");
+  EXPECT_EQ(top.code, 3);
+  EXPECT_NE(top.text.find("error: unknown option '--bogus'"), std::string::npos) << top.text;
+  Out check = run("check --fromat json " + source("corpus/examples/guide_elementwise.pk"));
+  EXPECT_EQ(check.code, 3);
+  EXPECT_NE(check.text.find("error: unknown option '--fromat' for 'check'; did you mean '--format'?"),
+            std::string::npos)
+      << check.text;
+  Out run_typo = run("run --sed 1 " + source("corpus/examples/guide_elementwise.pk"));
+  EXPECT_EQ(run_typo.code, 3);
+  EXPECT_NE(run_typo.text.find("did you mean '--seed'?"), std::string::npos) << run_typo.text;
+}
+
+TEST(CliUsage, NoCommandIsAUsageErrorThatListsTheCommands) {
+  Out o = run("");
+  EXPECT_EQ(o.code, 3);
+  EXPECT_NE(o.text.find("error: a command is required"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("the commands are: "), std::string::npos) << o.text;
+}
+
+TEST(CliUsage, AMissingArgumentIsAUsageErrorPointingAtTheCommandsHelp) {
+  Out o = run("check");
+  EXPECT_EQ(o.code, 3);
+  EXPECT_NE(o.text.find("error: FILE is required\n'pipecheck help check' shows its usage"), std::string::npos)
+      << o.text;
+}
+
+TEST(CliUsage, ExplainAloneOrWithListListsEveryRuleOnALineOfItsOwn) {
+  for (const char *args : {"explain", "explain --list"}) {
+    Out o = run(args);
+    EXPECT_EQ(o.code, 0) << args << "\n" << o.text;
+    for (const char *id : {"reduction-not-last-axis", "slot-race", "uninitialized-read"})
+      EXPECT_NE(o.text.find("\n  " + std::string(id) + " "), std::string::npos) << id << "\n" << o.text;
+  }
+  Out typo = run("explain slot-rce");
+  EXPECT_EQ(typo.code, 3);
+  EXPECT_NE(typo.text.find("did you mean 'slot-race'?"), std::string::npos) << typo.text;
+}
+
+TEST(CliUsage, FmtCheckIsExitOneWithADiffForANonCanonicalFileAndZeroForACanonicalOne) {
+  const std::string messy =
+      temp_file("messy.pk", std::string(kKernel).replace(std::string(kKernel).find("in  x"), 5, "in   x"));
+  Out canon = run("fmt " + messy + " 2>/dev/null");
+  ASSERT_EQ(canon.code, 0) << canon.text;
+  const std::string clean = temp_file("clean.pk", canon.text);
+  Out ok = run("fmt --check " + clean);
+  EXPECT_EQ(ok.code, 0) << ok.text;
+  EXPECT_EQ(ok.text, "");
+  Out bad = run("fmt --check " + clean + " " + messy);
+  EXPECT_EQ(bad.code, 1) << bad.text;
+  EXPECT_NE(bad.text.find("--- " + messy + "\n+++ " + messy + " (canonical)\n@@ -1,"), std::string::npos)
+      << bad.text;
+  EXPECT_NE(bad.text.find("\n-    in   x: f32[1024, 128]"), std::string::npos) << bad.text;
+  EXPECT_NE(bad.text.find("\n+    in x: f32[1024, 128]"), std::string::npos) << bad.text;
+  EXPECT_EQ(bad.text.find(clean), std::string::npos) << "a canonical file is not mentioned";
+}
+
+TEST(CliUsage, FmtInPlaceRewritesEveryNonCanonicalFileToItsCanonicalForm) {
+  const std::string a = temp_file("inplace_a.pk", kKernel);
+  const std::string b = temp_file("inplace_b.pk", kKernel);
+  Out canon = run("fmt " + a);
+  Out o = run("fmt -i " + a + " " + b);
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(o.text, "");
+  for (const auto &p : {a, b}) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    EXPECT_EQ(s.str(), canon.text) << p;
+  }
+  EXPECT_EQ(run("fmt --check " + a + " " + b).code, 0);
+  EXPECT_EQ(run("fmt -i --check " + a).code, 3);
+  EXPECT_EQ(run("fmt -i - < " + a).code, 3);
+}
+
+TEST(CliUsage, FmtReadsStandardInputForDash) {
+  const std::string a = temp_file("stdin.pk", kKernel);
+  Out file = run("fmt " + a);
+  Out in = run("fmt - < " + a);
+  EXPECT_EQ(in.code, 0) << in.text;
+  EXPECT_EQ(in.text, file.text);
 }

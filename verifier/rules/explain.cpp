@@ -11,6 +11,8 @@ const char *kSumWrong = R"(kernel incorrect_sum:
     in  x: f32[8, 1024, 1024]  block=(None, 256, 256)  index=(i, j, k) -> (i, j, k)
     out o: f32[1024, 1024]     block=(256, 256)        index=(i, j, k) -> (j, k)
     body:
+        when program_id(0) == 0:
+            o[...] = zeros
         o[...] += x[...]
 )";
 
@@ -96,16 +98,26 @@ std::vector<RuleDoc> make_docs() {
                "(`+=`, or a store that reads it) after its previous init, and no other statement read it "
                "in between (from after the accumulation at p up to the init at q), as `o[...] = acc[...]` "
                "on the last reduction step does.",
-               R"(kernel reset_on_wrong_axis:
-    grid = (4, 4, 8)
-    in  x: f32[8, 1024, 1024]  block=(None, 256, 256)  index=(i, j, k) -> (k, i, j)
-    out o: f32[1024, 1024]     block=(256, 256)        index=(i, j, k) -> (i, j)
+               R"(kernel two_level_sum_init_on_inner_axis_only:
+    grid = (4, 2, 4)
+    dimension_semantics = (parallel, arbitrary, arbitrary)
+    in  x: f32[1024, 2048]  block=(256, 256)  index=(i, k1, k2) -> (i, 4 * k1 + k2)
+    out o: f32[1024, 256]   block=(256, 256)  index=(i, k1, k2) -> (i, 0)
     body:
-        when program_id(1) == 0:
+        when program_id(2) == 0:
             o[...] = zeros
         o[...] += x[...]
 )",
-               kSumRight});
+               R"(kernel two_level_sum_init_on_both_axes:
+    grid = (4, 2, 4)
+    dimension_semantics = (parallel, arbitrary, arbitrary)
+    in  x: f32[1024, 2048]  block=(256, 256)  index=(i, k1, k2) -> (i, 4 * k1 + k2)
+    out o: f32[1024, 256]   block=(256, 256)  index=(i, k1, k2) -> (i, 0)
+    body:
+        when program_id(1) == 0 and program_id(2) == 0:
+            o[...] = zeros
+        o[...] += x[...]
+)"});
   d.push_back({Rule::input_write_lost,
                "The body writes an input block. Inputs are copied HBM -> VMEM only; without "
                "input_output_aliases the write stays in the window and never reaches HBM.",
@@ -294,29 +306,51 @@ std::vector<RuleDoc> make_docs() {
     param K >= 1
     hbm  A: bf16[K, 128, 64]
     hbm  B: bf16[K, 64, 128]
-    smem a[4]: bf16[128, 64]
-    smem b[4]: bf16[64, 128]
+    hbm  O: f32[128, 128]
+    smem a[3]: bf16[128, 64]
+    smem b[3]: bf16[64, 128]
+    smem o[1]: f32[128, 128]
     acc  c: f32[128, 128]
-    ...
+    for s in range(min(3, K)):
+        copy_in_start(A[s], a[s])
+        copy_in_start(B[s], b[s])
     for s in range(K):
-        copy_in_wait(a[s % 4])
-        copy_in_wait(b[s % 4])
-        wgmma(c, a[s % 4], b[s % 4])
+        copy_in_wait(a[s % 3])
+        copy_in_wait(b[s % 3])
+        wgmma(c, a[s % 3], b[s % 3])
         wgmma_wait(1)
-        if s + 4 < K:
-            copy_in_start(A[s + 4], a[s % 4])
-            copy_in_start(B[s + 4], b[s % 4])
+        if s + 3 < K:
+            copy_in_start(A[s + 3], a[s % 3])
+            copy_in_start(B[s + 3], b[s % 3])
+    wgmma_wait(0)
+    o[0] = c
+    copy_out_start(o[0], O)
+    copy_out_wait(o[0])
 )",
                R"(pipeline wgmma_k_loop_with_delay_release:
-    ...
+    param K >= 1
+    hbm  A: bf16[K, 128, 64]
+    hbm  B: bf16[K, 64, 128]
+    hbm  O: f32[128, 128]
+    smem a[3]: bf16[128, 64]
+    smem b[3]: bf16[64, 128]
+    smem o[1]: f32[128, 128]
+    acc  c: f32[128, 128]
+    for s in range(min(3, K)):
+        copy_in_start(A[s], a[s])
+        copy_in_start(B[s], b[s])
     for s in range(K):
-        copy_in_wait(a[s % 4])
-        copy_in_wait(b[s % 4])
-        wgmma(c, a[s % 4], b[s % 4])
+        copy_in_wait(a[s % 3])
+        copy_in_wait(b[s % 3])
+        wgmma(c, a[s % 3], b[s % 3])
         wgmma_wait(1)
-        if s >= 1 and s + 3 < K:
-            copy_in_start(A[s + 3], a[(s - 1) % 4])
-            copy_in_start(B[s + 3], b[(s - 1) % 4])
+        if s >= 1 and s + 2 < K:
+            copy_in_start(A[s + 2], a[(s - 1) % 3])
+            copy_in_start(B[s + 2], b[(s - 1) % 3])
+    wgmma_wait(0)
+    o[0] = c
+    copy_out_start(o[0], O)
+    copy_out_wait(o[0])
 )"});
   d.push_back({Rule::wait_without_copy,
                "A wait with no matching outstanding copy: on hardware the semaphore never reaches its "
@@ -342,14 +376,6 @@ std::vector<RuleDoc> make_docs() {
                "A copy is still outstanding when the kernel ends: its data may never land (the last "
                "write-back of the pipeline is the usual victim).",
                R"(pipeline forgets_last_writeback:
-    ... the double-buffered loop without the final
-    copy_out_wait(Y[(N - 1) % 2])
-)",
-               kPipeRight});
-  d.push_back({Rule::stale_read,
-               "The body reads a slot that holds a different block than the one it indexes, e.g. a ring "
-               "slot refilled for a later step, or an output window revisited without being copied in.",
-               R"(pipeline reads_the_wrong_slot:
     param N >= 1
     hbm  A: f32[N, 512]
     sram X[2]: f32[512]
@@ -361,11 +387,55 @@ std::vector<RuleDoc> make_docs() {
         if i + 1 < N:
             copy_in_start(A[i + 1], X[nxt])
         copy_in_wait(X[cur])
-        Y[cur] = X[nxt] + 1
+        Y[cur] = X[cur] + 1
         copy_out_start(Y[cur], A[i])
-        copy_out_wait(Y[cur])
+        if i > 0:
+            copy_out_wait(Y[nxt])
 )",
                kPipeRight});
+  d.push_back(
+      {Rule::stale_read,
+       "The body reads a slot that holds a different block than the one it indexes, e.g. a ring "
+       "slot refilled for a later step, an output window revisited without being copied in, or (below) "
+       "an accumulator slot zeroed once that still holds the previous row's finished sum.",
+       R"(pipeline row_sums_accumulator_zeroed_once:
+    hbm  A: f32[3, 4, 512]
+    hbm  O: f32[3, 512]
+    sram X[2]: f32[512]
+    sram Y[1]: f32[512]
+    Y[0] = zeros
+    copy_in_start(A[0, 0], X[0])
+    for t in range(12):
+        j = t // 4
+        k = t % 4
+        if t + 1 < 12:
+            copy_in_start(A[(t + 1) // 4, (t + 1) % 4], X[(t + 1) % 2])
+        copy_in_wait(X[t % 2])
+        Y[0] = Y[0] + X[t % 2]
+        if k == 3:
+            copy_out_start(Y[0], O[j])
+            copy_out_wait(Y[0])
+)",
+       R"(pipeline row_sums_accumulator_started_per_row:
+    hbm  A: f32[3, 4, 512]
+    hbm  O: f32[3, 512]
+    sram X[2]: f32[512]
+    sram Y[1]: f32[512]
+    copy_in_start(A[0, 0], X[0])
+    for t in range(12):
+        j = t // 4
+        k = t % 4
+        if t + 1 < 12:
+            copy_in_start(A[(t + 1) // 4, (t + 1) % 4], X[(t + 1) % 2])
+        copy_in_wait(X[t % 2])
+        if k == 0:
+            Y[0] = X[t % 2]
+        else:
+            Y[0] = Y[0] + X[t % 2]
+        if k == 3:
+            copy_out_start(Y[0], O[j])
+            copy_out_wait(Y[0])
+)"});
   d.push_back({Rule::uninitialized_read,
                "The program reads a slot or buffer that no copy and no compute has written: it holds "
                "garbage (poison in pipecheck's executor).",

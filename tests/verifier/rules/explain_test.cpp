@@ -50,5 +50,27 @@ TEST(Explain, KernelExamplesOfSpecRulesCheckAsTheySay) {
   }
 }
 
+TEST(Explain, EveryWrongExampleTriggersExactlyItsRuleAndEveryRightExampleNothing) {
+  for (const auto &d : verifier::rules::rule_docs()) {
+    const std::string id(verifier::id(d.rule));
+    // The rules each example triggers, or "bad input" when it does not parse.
+    auto rules_of = [&](const std::string &text) {
+      std::set<std::string> fired;
+      auto r = spec::parse_and_validate(spec::SourceFile::from_string(id + ".pk", text));
+      if (!r.file)
+        return std::set<std::string>{"bad input: " + (r.errors.empty() ? "" : r.errors[0].message)};
+      for (const auto &u : r.file->units) {
+        auto v = verifier::check(u, {});
+        for (const auto &f : v.findings)
+          fired.insert(verifier::to_string(f.rule));
+        if (v.status == verifier::Status::unknown) fired.insert("unknown: " + v.reason);
+      }
+      return fired;
+    };
+    EXPECT_EQ(rules_of(d.wrong), std::set<std::string>{id}) << "wrong example of " << id << ":\n" << d.wrong;
+    EXPECT_EQ(rules_of(d.right), std::set<std::string>{}) << "right example of " << id << ":\n" << d.right;
+  }
+}
+
 } // namespace
 } // namespace pipecheck

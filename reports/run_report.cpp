@@ -1,0 +1,122 @@
+#include "reports/run_report.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+namespace pipecheck::reports {
+namespace {
+
+using nlohmann::json;
+
+std::string run_name(const executor::RunResult &r) {
+  std::string n = executor::to_string(r.mode);
+  if (r.mode == executor::DmaMode::random) n += " seed=" + std::to_string(r.seed);
+  return n;
+}
+
+json mismatch_json(const executor::Mismatch &m) {
+  json j = {{"array", m.array},
+            {"element", m.element},
+            {"expected", m.expected},
+            {"actual", m.actual},
+            {"count", m.count},
+            {"is_poison", m.is_poison},
+            {"expected_is_poison", m.expected_is_poison}};
+  if (m.block) j["block"] = *m.block;
+  if (m.grid_point) j["grid_point"] = *m.grid_point;
+  return j;
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6f", s);
+  return buf;
+}
+
+} // namespace
+
+json to_json(const RunFileResult &f) {
+  const auto &rep = f.report;
+  json runs = json::array();
+  json counts = {{"runs", 0}, {"pass", 0}, {"fail", 0}, {"bad_input", 0}, {"error", 0}};
+  for (const auto &r : rep.runs) {
+    json j = {{"mode", executor::to_string(r.mode)},
+              {"seed", r.seed},
+              {"status", executor::to_string(r.status)},
+              {"seconds", r.seconds},
+              {"copies", r.copies},
+              {"bytes_copied", r.bytes_copied},
+              {"params", r.params},
+              {"notes", r.notes}};
+    if (r.memory_estimate) j["memory_estimate"] = r.memory_estimate;
+    if (!r.reason.empty()) j["reason"] = r.reason;
+    if (r.loc.line > 0) j["line"] = r.loc.line;
+    if (r.mismatch) j["mismatch"] = mismatch_json(*r.mismatch);
+    if (r.tolerance) j["tolerance"] = *r.tolerance;
+    runs.push_back(j);
+    counts["runs"] = counts["runs"].get<int>() + 1;
+    counts[executor::to_string(r.status)] = counts[executor::to_string(r.status)].get<int>() + 1;
+  }
+  return {{"tool", "pipecheck"},
+          {"version", kToolVersion},
+          {"file", f.path},
+          {"unit", rep.unit},
+          {"kind", f.is_pipeline ? "pipeline" : "kernel"},
+          {"verdict", executor::to_string(rep.status)},
+          {"memory_estimate", rep.memory_estimate},
+          {"runs", runs},
+          {"summary", counts}};
+}
+
+std::string to_junit(const RunFileResult &f) {
+  const auto &rep = f.report;
+  int failures = 0, errors = 0;
+  double total = 0;
+  std::ostringstream cases;
+  const std::string path = xml_text(f.path);
+  for (const auto &r : rep.runs) {
+    total += r.seconds;
+    cases << "    <testcase name=\"" << xml_text(rep.unit + " [" + run_name(r) + "]") << "\" classname=\""
+          << path << "\" file=\"" << path << "\" time=\"" << seconds(r.seconds) << "\"";
+    std::string why = r.reason;
+    if (r.loc.line > 0) why = "line " + std::to_string(r.loc.line) + ": " + why;
+    switch (r.status) {
+    case executor::RunStatus::pass: cases << "/>\n"; continue;
+    case executor::RunStatus::fail:
+      ++failures;
+      cases << ">\n      <failure type=\"mismatch\" message=\"" << xml_text(why) << "\">";
+      break;
+    case executor::RunStatus::bad_input:
+    case executor::RunStatus::error:
+      ++errors;
+      cases << ">\n      <error type=\"" << executor::to_string(r.status) << "\" message=\"" << xml_text(why)
+            << "\">";
+      break;
+    }
+    std::string body = why + "\n";
+    for (const auto &n : r.notes)
+      body += "note: " + n + "\n";
+    cases << xml_text(body) << (r.status == executor::RunStatus::fail ? "</failure>" : "</error>")
+          << "\n    </testcase>\n";
+  }
+  std::ostringstream os;
+  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+     << "<testsuites name=\"pipecheck run\" tests=\"" << rep.runs.size() << "\" failures=\"" << failures
+     << "\" errors=\"" << errors << "\" time=\"" << seconds(total) << "\">\n"
+     << "  <testsuite name=\"" << path << "\" tests=\"" << rep.runs.size() << "\" failures=\"" << failures
+     << "\" errors=\"" << errors << "\" skipped=\"0\" time=\"" << seconds(total) << "\">\n"
+     << cases.str() << "  </testsuite>\n</testsuites>\n";
+  return os.str();
+}
+
+std::optional<std::string> render(Format format, const RunFileResult &f) {
+  switch (format) {
+  case Format::text: return executor::format_report(f.report);
+  case Format::json: return to_json(f).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  case Format::junit: return to_junit(f);
+  case Format::sarif: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+} // namespace pipecheck::reports
