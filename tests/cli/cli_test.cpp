@@ -817,6 +817,8 @@ TEST(CliRun, ASaveDirectoryThatCannotBeWrittenIsExitFour) {
   Out o = run("run " + pk + " --dma eager --save " + (dir.path / "plain" / "sub").string());
   EXPECT_EQ(o.code, 4) << o.text;
   EXPECT_TRUE(contains(o.text, "cannot create the directory")) << o.text;
+}
+
 // ---------------------------------------------------------------------------
 // The command line a new user meets: help, typos, usage errors.
 
