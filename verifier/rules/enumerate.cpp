@@ -30,10 +30,11 @@ public:
       if (o.role == spec::Role::out && o.windowed) {
         if (!o.revisit_any && !m_.grid.empty()) revisit(i);
         parallel_conflict(i);
-        not_covered(i);
+        if (!m_.is_aliased_output(i)) not_covered(i);
         if (m_.is_read(i) && !m_.grid.empty()) resets(i);
       }
       if (o.role == spec::Role::scratch && !m_.grid.empty()) scratch_resets(i);
+      if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
     }
     for (std::size_t e = 0; e < m_.effects.size(); ++e) {
       const auto &ef = m_.effects[e];
@@ -42,13 +43,16 @@ public:
       if ((ef.kind == Effect::read || ef.kind == Effect::accumulate) &&
           ((o.role == spec::Role::out && o.windowed) || (o.role == spec::Role::scratch && !o.acc)))
         uninitialized(e);
-      if (ef.kind != Effect::read && o.role == spec::Role::in && o.windowed &&
-          !m_.is_aliased_input(ef.operand))
-        input_write(e);
+      if (ef.kind != Effect::read && o.role == spec::Role::in && o.windowed) input_write(e);
     }
     for (const auto &a : m_.aliases)
       alias(a);
-    auto structural = structural_findings(m_, out_.unknown);
+    auto structural = structural_findings(m_, out_.unknown, [&](std::size_t e, std::size_t d) {
+      const std::size_t op = m_.effects[e].operand;
+      for (std::size_t p = 0; p < pts_.size(); ++p)
+        if (fires_[e][p] && blk_[op][p][d] == m_.operands[op].num_blocks[d] - 1) return true;
+      return false;
+    });
     out_.findings.insert(out_.findings.end(), structural.begin(), structural.end());
     finalize(out_.findings);
     return std::move(out_);
@@ -225,14 +229,32 @@ private:
         return;
       }
     }
-    std::set<Point> written;
+    const CoverCells cells = cover_cells(m_, op);
+    std::vector<std::size_t> stores;
+    for (std::size_t e = 0; e < m_.effects.size(); ++e)
+      if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::read) stores.push_back(e);
+    // Per block: which stores write it at some grid point.
+    std::map<Point, std::vector<char>> by_block;
     for (std::size_t q = 0; q < pts_.size(); ++q)
-      if (writes(op, q)) written.insert(blk_[op][q]);
+      for (std::size_t s = 0; s < stores.size(); ++s)
+        if (fires_[stores[s]][q]) {
+          auto &w = by_block[blk_[op][q]];
+          w.resize(stores.size(), 0);
+          w[s] = 1;
+        }
     Point b(o.num_blocks.size(), 0);
     while (true) {
-      if (!written.count(b)) {
-        out_.findings.push_back(not_covered_finding(m_, op, b));
-        return;
+      auto it = by_block.find(b);
+      for (std::size_t c = 0; c < cells.cells.size(); ++c) {
+        if (!cell_in_array(o, b, cells.cells[c])) continue;
+        bool covered = false;
+        for (std::size_t s = 0; s < stores.size() && !covered; ++s)
+          covered = it != by_block.end() && it->second[s] &&
+                    box_contains(m_.effects[stores[s]].box, cells.cells[c]);
+        if (!covered) {
+          out_.findings.push_back(not_covered_finding(m_, op, b, cells.cells[c]));
+          return;
+        }
       }
       std::size_t k = b.size();
       bool done = true;
@@ -297,12 +319,21 @@ private:
     if (u.inits.empty() || u.accumulates.empty()) return;
     enum class Ev { none, init, accumulate, consume };
     std::vector<Ev> kind(m_.effects.size(), Ev::none);
+    std::vector<std::optional<std::size_t>> store(m_.effects.size());
     for (std::size_t e : u.inits)
       kind[e] = Ev::init;
     for (std::size_t e : u.accumulates)
       kind[e] = Ev::accumulate;
-    for (std::size_t e : u.consumes)
-      kind[e] = Ev::consume;
+    for (std::size_t c = 0; c < u.consumes.size(); ++c) {
+      kind[u.consumes[c]] = Ev::consume;
+      store[u.consumes[c]] = u.consume_store[c];
+    }
+    // A consume whose store the next grid point overwrites consumes nothing.
+    auto overwritten = [&](std::size_t e, std::size_t q) {
+      if (!store[e] || q + 1 >= pts_.size()) return false;
+      const std::size_t s = *store[e], o = m_.effects[s].operand;
+      return fires_[s][q + 1] && blk_[o][q + 1] == blk_[o][q];
+    };
     std::vector<std::size_t> events;
     for (std::size_t e = 0; e < m_.effects.size(); ++e)
       if (kind[e] != Ev::none) events.push_back(e);
@@ -314,7 +345,7 @@ private:
       bool found = false;
       for (std::size_t q = 0; q < pts_.size() && !found; ++q)
         for (std::size_t e : events) {
-          if (!fires_[e][q]) continue;
+          if (!fires_[e][q] || (kind[e] == Ev::consume && overwritten(e, q))) continue;
           if (kind[e] == Ev::accumulate) {
             if (pending == none) pending = q;
             continue;
@@ -326,6 +357,44 @@ private:
           }
           pending = none;
         }
+    }
+  }
+
+  // The smallest read point q, then the smallest p < q that stored the
+  // scratch after the last init before q, with p and q apart along a
+  // parallel axis; the read at q must not follow an init at q.
+  void scratch_carry(std::size_t op) {
+    const CarryUse u = carry_use(m_, op);
+    // Without an init every store accumulates, and uninitialized-accumulator
+    // reports the first read: one root cause, one finding.
+    if (u.stores.empty() || u.reads.empty() || u.inits.empty()) return;
+    auto any = [&](const std::vector<std::size_t> &es, std::size_t p) {
+      for (std::size_t e : es)
+        if (fires_[e][p]) return true;
+      return false;
+    };
+    auto apart = [&](std::size_t p, std::size_t q) {
+      for (std::size_t a = 0; a < m_.semantics.size(); ++a)
+        if (m_.semantics[a] == spec::DimSemantics::parallel && pts_[p][a] != pts_[q][a]) return true;
+      return false;
+    };
+    std::size_t from = 0; // the last point before q where an init fired, else 0
+    for (std::size_t q = 0; q < pts_.size(); ++q) {
+      bool carried_read = false;
+      for (std::size_t r : u.reads) {
+        if (!fires_[r][q]) continue;
+        bool init_before = false;
+        for (std::size_t i : u.inits)
+          init_before = init_before || (fires_[i][q] && m_.effects[i].order < m_.effects[r].order);
+        carried_read = carried_read || !init_before;
+      }
+      if (carried_read)
+        for (std::size_t p = from; p < q; ++p)
+          if (any(u.stores, p) && apart(p, q)) {
+            out_.findings.push_back(scratch_carry_finding(m_, op, pts_[p], pts_[q]));
+            return;
+          }
+      if (any(u.inits, q)) from = q;
     }
   }
 

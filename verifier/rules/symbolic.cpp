@@ -27,10 +27,11 @@ public:
       if (o.role == spec::Role::out && o.windowed) {
         if (!o.revisit_any) revisit(i);
         parallel_conflict(i);
-        not_covered(i);
+        if (!m_.is_aliased_output(i)) not_covered(i);
         if (m_.is_read(i)) resets(i);
       }
       if (o.role == spec::Role::scratch) scratch_resets(i);
+      if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
     }
     for (const auto &e : m_.effects) {
       const auto &o = m_.operands[e.operand];
@@ -38,12 +39,12 @@ public:
       if ((e.kind == Effect::read || e.kind == Effect::accumulate) &&
           ((o.role == spec::Role::out && o.windowed) || (o.role == spec::Role::scratch && !o.acc)))
         uninitialized(e);
-      if (e.kind != Effect::read && o.role == spec::Role::in && o.windowed && !m_.is_aliased_input(e.operand))
-        input_write(e);
+      if (e.kind != Effect::read && o.role == spec::Role::in && o.windowed) input_write(e);
     }
     for (const auto &a : m_.aliases)
       alias(a);
-    auto structural = structural_findings(m_, out_.unknown);
+    auto structural = structural_findings(
+        m_, out_.unknown, [&](std::size_t e, std::size_t d) { return reads_last_block(m_.effects[e], d); });
     out_.findings.insert(out_.findings.end(), structural.begin(), structural.end());
     for (const auto &f : out_.findings)
       if (auto d = witness_error(m_, f)) {
@@ -327,6 +328,14 @@ private:
     if (u.inits.empty() || u.accumulates.empty()) return;
     std::vector<std::size_t> clears = u.inits;
     clears.insert(clears.end(), u.consumes.begin(), u.consumes.end());
+    // An init clears where it fires; a consume only where the next grid
+    // point does not overwrite its store (ScratchUse::consume_store).
+    auto cleared_at = [&](std::size_t ci, const SymPoint &x) {
+      Term g = guard(m_.effects[ci], x);
+      for (std::size_t c = 0; c < u.consumes.size(); ++c)
+        if (u.consumes[c] == ci && u.consume_store[c]) g = g && !overwritten_next(*u.consume_store[c], x);
+      return g;
+    };
     for (std::size_t wi : u.inits) {
       const Effect &w = m_.effects[wi];
       SymPoint p = point("p"), q = point("q");
@@ -336,18 +345,18 @@ private:
         const Effect &a = m_.effects[ai];
         std::vector<Term> c = {guard(a, p)};
         for (std::size_t ci : clears)
-          if (m_.effects[ci].order > a.order) c.push_back(!guard(m_.effects[ci], p));
+          if (m_.effects[ci].order > a.order) c.push_back(!cleared_at(ci, p));
         accumulated.push_back(ctx_.all_of(c));
       }
       facts.push_back(ctx_.any_of(accumulated));
       for (std::size_t ci : clears)
-        if (m_.effects[ci].order < w.order) facts.push_back(!guard(m_.effects[ci], q));
+        if (m_.effects[ci].order < w.order) facts.push_back(!cleared_at(ci, q));
       SymPoint t = point("t");
       smt::Bindings::Aux aux;
       aux_ = &aux;
       std::vector<Term> cleared;
       for (std::size_t ci : clears)
-        cleared.push_back(guard(m_.effects[ci], t));
+        cleared.push_back(cleared_at(ci, t));
       aux_ = nullptr;
       Term between =
           in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(cleared);
@@ -357,6 +366,77 @@ private:
           Q::sat)
         out_.findings.push_back(reset_finding(m_, w, v[1], v[0]));
     }
+  }
+
+  bool reads_last_block(const Effect &r, std::size_t d) {
+    const auto &o = m_.operands[r.operand];
+    SymPoint p = point("p");
+    std::vector<Point> v;
+    return query("partial-block-reduction/" + o.name + "/line" + std::to_string(r.loc.line),
+                 {in_grid(p), guard(r, p), block(r.operand, p)[d] == o.num_blocks[d] - 1}, {}, v) != Q::unsat;
+  }
+
+  // The next grid point after x (lexicographic order) exists and the store
+  // fires there on the block of its output x is on.
+  Term overwritten_next(std::size_t store, const SymPoint &x) {
+    const Effect &s = m_.effects[store];
+    std::vector<Term> alts;
+    for (std::size_t k = 0; k < x.v.size(); ++k) {
+      std::vector<Term> c = {x.v[k] + 1 < m_.grid[k]};
+      SymPoint next;
+      for (std::size_t j = 0; j < x.v.size(); ++j) {
+        if (j < k) next.v.push_back(x.v[j]);
+        if (j == k) next.v.push_back(x.v[k] + 1);
+        if (j > k) {
+          c.push_back(x.v[j] == m_.grid[j] - 1);
+          next.v.push_back(ctx_.num(0));
+        }
+      }
+      c.push_back(guard(s, next));
+      c.push_back(same(block(s.operand, next), block(s.operand, x)));
+      alts.push_back(ctx_.all_of(c));
+    }
+    return ctx_.any_of(alts);
+  }
+
+  // A store of the scratch at p reaches a read at q > p (no init at q before
+  // the read, none at any point strictly between), p and q apart along a
+  // parallel axis.
+  void scratch_carry(std::size_t op) {
+    if (m_.grid.empty()) return;
+    const CarryUse u = carry_use(m_, op);
+    // Without an init every store accumulates, and uninitialized-accumulator
+    // reports the first read: one root cause, one finding.
+    if (u.stores.empty() || u.reads.empty() || u.inits.empty()) return;
+    SymPoint p = point("p"), q = point("q");
+    std::vector<Term> differ, stored, read;
+    for (std::size_t a = 0; a < m_.semantics.size(); ++a)
+      if (m_.semantics[a] == spec::DimSemantics::parallel) differ.push_back(p.v[a] != q.v[a]);
+    for (std::size_t e : u.stores)
+      stored.push_back(guard(m_.effects[e], p));
+    for (std::size_t r : u.reads) {
+      std::vector<Term> c = {guard(m_.effects[r], q)};
+      for (std::size_t i : u.inits)
+        if (m_.effects[i].order < m_.effects[r].order) c.push_back(!guard(m_.effects[i], q));
+      read.push_back(ctx_.all_of(c));
+    }
+    std::vector<Term> facts = {in_grid(p),          in_grid(q),          lex_lt(p, q),
+                               ctx_.any_of(differ), ctx_.any_of(stored), ctx_.any_of(read)};
+    {
+      SymPoint t = point("t");
+      smt::Bindings::Aux aux;
+      aux_ = &aux;
+      std::vector<Term> inits;
+      for (std::size_t i : u.inits)
+        inits.push_back(guard(m_.effects[i], t));
+      aux_ = nullptr;
+      Term between =
+          in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(inits);
+      facts.push_back(smt::forall(with(t.v, aux.aux_vars), !between));
+    }
+    std::vector<Point> v;
+    if (query("scratch-carry/" + m_.operands[op].name, facts, {&q, &p}, v) == Q::sat)
+      out_.findings.push_back(scratch_carry_finding(m_, op, v[1], v[0]));
   }
 
   void input_write(const Effect &w) {
@@ -398,7 +478,19 @@ private:
       out_.findings.push_back(parallel_conflict_finding(m_, op, v[0], v[1]));
   }
 
+  // Per cell (cover_cells): some block whose cell holds array elements and
+  // that no store containing the cell writes at any grid point.
   void not_covered(std::size_t op) {
+    const CoverCells cells = cover_cells(m_, op);
+    std::optional<std::pair<Point, std::size_t>> best;
+    for (std::size_t c = 0; c < cells.cells.size(); ++c) {
+      auto w = uncovered_block(op, cells.cells[c]);
+      if (w && (!best || *w < best->first)) best = std::make_pair(*w, c);
+    }
+    if (best) out_.findings.push_back(not_covered_finding(m_, op, best->first, cells.cells[best->second]));
+  }
+
+  std::optional<Point> uncovered_block(std::size_t op, const Box &cell) {
     const auto &o = m_.operands[op];
     SymPoint b;
     std::vector<Term> facts;
@@ -406,6 +498,7 @@ private:
       b.v.push_back(ctx_.int_var("b" + std::to_string(fresh_) + "_" + std::to_string(d)));
       facts.push_back(b.v.back() >= 0);
       facts.push_back(b.v.back() < o.num_blocks[d]);
+      facts.push_back(b.v.back() * o.block[d] + cell[d].first < o.shape[d]);
     }
     ++fresh_;
     // Linear side conditions for `//` and `%` usually help quantifier
@@ -417,7 +510,11 @@ private:
       smt::Bindings::Aux aux;
       aux_ = attempt == 0 ? &aux : nullptr;
       auto bq = block(op, q);
-      Term w = fires(op, true, false, q);
+      std::vector<Term> stores;
+      for (const auto &e : m_.effects)
+        if (e.operand == op && e.kind != Effect::read && box_contains(e.box, cell))
+          stores.push_back(guard(e, q));
+      Term w = ctx_.any_of(stores);
       aux_ = nullptr;
       Term written = in_grid(q) && ctx_.all_of(aux.side) && same(bq, b.v) && w;
       auto all = facts;
@@ -433,7 +530,7 @@ private:
       if (r == Q::unknown && witness) out_.unknown.resize(undecided);
       break;
     }
-    if (witness) out_.findings.push_back(not_covered_finding(m_, op, *witness));
+    return witness;
   }
 
   void alias(const AliasModel &a) {

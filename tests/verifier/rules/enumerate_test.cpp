@@ -52,6 +52,12 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnTheRevisitAndResetRules) {
     expect_agreement((std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "rules" / f).string());
 }
 
+TEST(Enumerate, AgreesWithTheSymbolicCheckerOnCoverageCarriesSlicesAndInputWrites) {
+  for (const char *f : {"output-not-covered.pk", "parallel-write-conflict.pk", "partial-block-reduction.pk",
+                        "input-write-lost.pk"})
+    expect_agreement((std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "rules" / f).string());
+}
+
 TEST(Enumerate, AgreesWithTheSymbolicCheckerOnMosaicGpuKernelsWithAScratchPerCta) {
   expect_agreement(
       (std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "guide" / "gpu_pallas_call.pk").string());

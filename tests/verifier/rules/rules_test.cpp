@@ -275,7 +275,7 @@ TEST(AccumulatorReset, FlagsAScratchStoredOnlyAtTheVeryEnd) {
   EXPECT_EQ(point_item(v.findings[0], "reset"), (std::vector<std::int64_t>{1, 0}));
 }
 
-TEST(AccumulatorReset, AcceptsAScratchStoredOnEveryStep) {
+TEST(AccumulatorReset, FlagsAScratchResetInsideABlockWhoseStoreTheNextStepOverwrites) {
   const char *src = R"(kernel write_through:
     grid = (4, 4)
     dimension_semantics = (parallel, arbitrary)
@@ -288,11 +288,137 @@ TEST(AccumulatorReset, AcceptsAScratchStoredOnEveryStep) {
         acc[...] += x[...]
         o[...] = acc[...]
 )";
-  // Wrong numbers, but not by a reset: each partial sum was stored before the
-  // init cleared it (the output's own rules judge the stores).
+  // The stores at k = 0 and 1 are overwritten by the next step's store of
+  // the same block, so they consume nothing: the init at k = 2 discards the
+  // sum of k = 0 and 1.
   auto v = check_text(src, "write_through");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::accumulator_reset, 9}}));
+  EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(point_item(v.findings[0], "reset"), (std::vector<std::int64_t>{0, 2}));
+}
+
+TEST(AccumulatorReset, AcceptsAScratchStoredOnEveryStepAndResetWhereTheOutputBlockChanges) {
+  const char *src = R"(kernel write_through:
+    grid = (4, 4)
+    dimension_semantics = (parallel, arbitrary)
+    in  x: f32[512, 512]  block=(128, 128)  index=(i, k) -> (i, k)
+    out o: f32[512, 128]  block=(128, 128)  index=(i, k) -> (i, 0)
+    scratch acc: f32[128, 128]
+    body:
+        when program_id(1) == 0:
+            acc[...] = zeros
+        acc[...] += x[...]
+        o[...] = acc[...]
+)";
+  EXPECT_EQ(check_text(src, "write_through").status, Status::verified);
+}
+
+TEST(ParallelWriteConflict, FlagsAScratchCarriedAcrossAParallelAxisWithItsAxis) {
+  const char *src = R"(kernel carry:
+    grid = (2, 4)
+    dimension_semantics = (parallel, parallel)
+    in  x: f32[256, 512]  block=(128, 128)  index=(i, k) -> (i, k)
+    out o: f32[256, 128]  block=(128, 128)  index=(i, k) -> (i, 0)
+    scratch acc: f32[128, 128]
+    body:
+        when program_id(1) == 0:
+            acc[...] = zeros
+        acc[...] += x[...]
+        when program_id(1) == num_programs(1) - 1:
+            o[...] = acc[...]
+)";
+  auto v = check_text(src, "carry");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::parallel_write_conflict, 6}}));
+  EXPECT_EQ(point_item(v.findings[0], "first_write"), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(point_item(v.findings[0], "read"), (std::vector<std::int64_t>{0, 1}));
+  EXPECT_NE(v.findings[0].message.find("parallel axis 1"), std::string::npos) << v.findings[0].message;
+}
+
+TEST(InputWriteLost, FlagsAWriteToAnAliasedInputAndSaysToWriteTheOutput) {
+  const char *src = R"(kernel k:
+    grid = (2,)
+    in  x: f32[8, 128]  block=(8, 128)  index=(i) -> (0, 0)
+    out o: f32[8, 128]  block=(8, 128)  index=(i) -> (0, 0)
+    alias x -> o
+    body:
+        x[...] = x[...] + 1
+        o[...] = x[...]
+)";
+  auto v = check_text(src, "k");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::input_write_lost, 7}}));
+  EXPECT_EQ(v.findings[0].message.find("use `alias"), std::string::npos) << v.findings[0].message;
+  EXPECT_NE(v.findings[0].message.find("write 'o' instead"), std::string::npos) << v.findings[0].message;
+}
+
+TEST(OutputNotCovered, AcceptsUnwrittenBlocksOfAnOutputAliasedToAnInput) {
+  const char *src = R"(kernel k:
+    grid = (2,)
+    in  x: f32[512, 128]  block=(128, 128)  index=(i) -> (2 * i, 0)
+    out o: f32[512, 128]  block=(128, 128)  index=(i) -> (2 * i, 0)
+    alias x -> o
+    body:
+        o[...] = x[...] * 2
+)";
+  EXPECT_EQ(check_text(src, "k").status, Status::verified);
+}
+
+TEST(OutputNotCovered, FlagsTheHalfOfEveryBlockThatNoStoreWritesWithItsElements) {
+  const char *src = R"(kernel k:
+    grid = (4,)
+    in  x: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[0:64, :] = x[0:64, :]
+        when program_id(0) != 2:
+            o[64:, :] = x[64:, :]
+)";
+  auto v = check_text(src, "k");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::output_not_covered, 4}}));
+  EXPECT_EQ(point_item(v.findings[0], "block"), (std::vector<std::int64_t>{2, 0}));
+  EXPECT_NE(v.findings[0].message.find("elements o[320:384, 0:128] of block (2, 0)"), std::string::npos)
+      << v.findings[0].message;
+}
+
+TEST(OutputNotCovered, NeedsNoWriteOfThePaddingOfARaggedLastBlock) {
+  const char *src = R"(kernel k:
+    grid = (4,)
+    in  x: f32[448, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[448, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[0:64, :] = x[0:64, :]
+        when program_id(0) < 3:
+            o[64:128, :] = x[64:128, :]
+)";
+  auto v = check_text(src, "k");
   for (const auto &f : v.findings)
-    EXPECT_NE(f.rule, verifier::Rule::accumulator_reset);
+    EXPECT_NE(f.rule, verifier::Rule::output_not_covered) << f.message;
+}
+
+TEST(PartialBlockReduction, AcceptsALastStepThatReadsOnlyTheValidPartOfTheBlock) {
+  const char *src = R"(kernel k:
+    grid = (cdiv(100, 64),)
+    in  x: f32[128, 100]  block=(128, 64)  index=(k) -> (0, k)
+    out o: f32[128]  block=(128,)  index=(k) -> (0,)
+    body:
+        when program_id(0) == 0:
+            o[...] = zeros
+        when program_id(0) == 0:
+            o[...] += sum(x[...], axis=1)
+        when program_id(0) == 1:
+            o[...] += sum(x[:, 0:36], axis=1)
+)";
+  auto v = check_text(src, "k");
+  for (const auto &f : v.findings)
+    EXPECT_NE(f.rule, verifier::Rule::partial_block_reduction) << f.message;
+  // Reading one element more takes padding in.
+  std::string more = src;
+  more.replace(more.find("0:36"), 4, "0:37");
+  auto w = check_text(more, "k");
+  EXPECT_EQ(marks(w).count({verifier::Rule::partial_block_reduction, 3}), 1u);
 }
 
 TEST(InputWriteLost, IgnoresAWriteWhoseGuardNeverHolds) {
