@@ -11,7 +11,7 @@ using enum Rule;
 
 // The only place rule ids are spelled. docs/rules.md has one section per
 // entry (tests/verifier/rule_test.cpp checks both ways).
-constexpr std::array<RuleInfo, 18> kRules = {{
+constexpr std::array<RuleInfo, 19> kRules = {{
     {reduction_not_last_axis, "reduction-not-last-axis", RuleScope::spec,
      "an output is accumulated along a grid axis followed by an axis its index_map depends on",
      "docs/rules.md#reduction-not-last-axis"},
@@ -43,6 +43,9 @@ constexpr std::array<RuleInfo, 18> kRules = {{
      "the buffers and scratch exceed the target's VMEM/SMEM budget", "docs/rules.md#sram-capacity"},
     {block_tiling, "block-tiling", RuleScope::spec, "the block violates the target's tiling rule",
      "docs/rules.md#block-tiling"},
+    {any_space_access, "any-space-access", RuleScope::spec,
+     "the body loads or stores an operand left in HBM (memory_space=any|hbm): only DMAs may touch it",
+     "docs/rules.md#any-space-access"},
     {slot_race, "slot-race", RuleScope::program,
      "two accesses to one slot or HBM region, one a write, unordered by happens-before",
      "docs/rules.md#slot-race"},

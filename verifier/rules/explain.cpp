@@ -265,6 +265,25 @@ std::vector<RuleDoc> make_docs() {
     body:
         o[...] = x[...]
 )"});
+  d.push_back({Rule::any_space_access,
+               "The body loads or stores an operand declared memory_space=any or hbm (pltpu.ANY). Such an "
+               "operand stays in HBM with no VMEM/SMEM window; only DMAs may touch it, and Mosaic rejects "
+               "a vector load or store on it. Give it a BlockSpec (block=), or copy it by DMA into a "
+               "scratch buffer.",
+               R"(kernel scale_unwindowed:
+    grid = (4,)
+    in  x: f32[512, 128]  memory_space=any
+    out o: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[0:128, :] * 2
+)",
+               R"(kernel scale_windowed:
+    grid = (4,)
+    in  x: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...] * 2
+)"});
   d.push_back({Rule::slot_race,
                "Two accesses to the same slot (or HBM region), at least one a write, are not ordered by "
                "happens-before: a copy into a slot still being read, a read before its wait, compute "

@@ -532,6 +532,29 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
       break;
     }
   }
+  // any-space-access: Mosaic rejects the kernel at compile time, so every
+  // access counts, whatever its guard.
+  for (const auto &e : m.effects) {
+    const auto &o = m.operands[e.operand];
+    if (!o.decl ||
+        (o.decl->memory_space != spec::MemorySpace::any && o.decl->memory_space != spec::MemorySpace::hbm))
+      continue;
+    const bool load = e.kind == Effect::read;
+    const std::string role = o.role == spec::Role::in    ? "input"
+                             : o.role == spec::Role::out ? "output"
+                                                         : "scratch";
+    Finding f = make(Rule::any_space_access, e.loc,
+                     std::string(load ? "loads " : "stores ") + role + " '" + o.name +
+                         "' (memory_space=" + spec::to_string(o.decl->memory_space) +
+                         "), which stays in HBM with no VMEM/SMEM window: only DMAs may touch it, so Mosaic "
+                         "rejects the kernel; give '" +
+                         o.name + "' a block=, or copy it into a scratch buffer by DMA");
+    f.witness.items.push_back({"operand", o.name});
+    f.witness.items.push_back({"access", std::string(load ? "load" : "store")});
+    f.notes.push_back(note(o.loc, "'" + o.name + "' is declared here with memory_space=" +
+                                      spec::to_string(o.decl->memory_space)));
+    out.push_back(std::move(f));
+  }
   if (!m.target) return out;
   const Target *t = find_target(*m.target);
   if (!t) {

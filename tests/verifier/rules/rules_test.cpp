@@ -421,6 +421,30 @@ TEST(PartialBlockReduction, AcceptsALastStepThatReadsOnlyTheValidPartOfTheBlock)
   EXPECT_EQ(marks(w).count({verifier::Rule::partial_block_reduction, 3}), 1u);
 }
 
+TEST(AnySpaceAccess, FlagsEveryLoadOrStoreOfAnUnwindowedOperandAtItsStatement) {
+  const char *src = R"(kernel k:
+    grid = (2,)
+    in  h: f32[256, 128]  memory_space=any
+    in  x: f32[256, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[256, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    scratch s: f32[128, 128]  memory_space=hbm
+    body:
+        o[...] = x[...]
+        when program_id(0) == 5:
+            o[...] = h[0:128, :]
+        s[...] = x[...]
+)";
+  auto v = check_text(src, "k");
+  ASSERT_EQ(v.status, Status::violation);
+  // Mosaic rejects the kernel at compile time: a guard that never holds does not help.
+  EXPECT_EQ(marks(v),
+            (Marks{{verifier::Rule::any_space_access, 10}, {verifier::Rule::any_space_access, 11}}));
+  EXPECT_NE(v.findings[0].message.find("loads input 'h' (memory_space=any)"), std::string::npos)
+      << v.findings[0].message;
+  EXPECT_NE(v.findings[1].message.find("stores scratch 's' (memory_space=hbm)"), std::string::npos)
+      << v.findings[1].message;
+}
+
 TEST(InputWriteLost, IgnoresAWriteWhoseGuardNeverHolds) {
   const char *src = R"(kernel never:
     grid = (8,)
