@@ -106,10 +106,13 @@ std::vector<RuleDoc> make_docs() {
         o[...] += x[...]
 )",
                kSumRight});
-  d.push_back({Rule::input_write_lost,
-               "The body writes an input block. Inputs are copied HBM -> VMEM only; without "
-               "input_output_aliases the write stays in the window and never reaches HBM.",
-               R"(kernel add_one_writes_input:
+  d.push_back(
+      {Rule::input_write_lost,
+       "The body writes an input block. Inputs are copied HBM -> VMEM only, so the write stays in the "
+       "window and never reaches HBM; with input_output_aliases too, since only the output's window "
+       "is written back (and a block the input revisits next step still holds the write). Write "
+       "the output instead.",
+       R"(kernel add_one_writes_input:
     grid = (8,)
     in  x: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
     out o: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
@@ -117,7 +120,7 @@ std::vector<RuleDoc> make_docs() {
         x[...] = x[...] + 1
         o[...] = x[...]
 )",
-               R"(kernel add_one_in_place:
+       R"(kernel add_one_in_place:
     grid = (8,)
     in  x: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
     out o: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
@@ -172,8 +175,9 @@ std::vector<RuleDoc> make_docs() {
 )"});
   d.push_back({Rule::parallel_write_conflict,
                "Two grid points that differ along a `parallel` axis write the same output block. Parallel "
-               "axes may be split across cores (megacore, the CUDA grid), so the writes race. Mark the "
-               "reduction axis `arbitrary`.",
+               "axes may be split across cores (megacore, the CUDA grid), so the writes race. The same "
+               "holds for a scratch that carries a value across a parallel axis: each core has its own. "
+               "Mark the reduction axis `arbitrary`.",
                R"(kernel sum_reduction_axis_marked_parallel:
     grid = (4, 4, 8)
     dimension_semantics = (parallel, parallel, parallel)
@@ -186,8 +190,9 @@ std::vector<RuleDoc> make_docs() {
 )",
                kSumRight});
   d.push_back({Rule::output_not_covered,
-               "Some block of an output is never written by any grid point: that part of the result is "
-               "garbage.",
+               "Some elements of an output are never written by any grid point (decided per element box: a "
+               "block every step writes only half of is not covered): that part of the result is garbage. "
+               "An output aliased to an input keeps the input's data where nothing writes.",
                R"(kernel copy_half_covered:
     grid = (4,)
     in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
