@@ -282,12 +282,20 @@ Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Po
       axis = static_cast<std::int64_t>(a);
       break;
     }
+  // The axis the index map drops (does not name at all), or folds (names,
+  // but maps both points to one block).
+  bool named = false;
+  if (axis >= 0 && static_cast<std::size_t>(axis) < o.index_params.size())
+    for (const auto &e : o.index)
+      named = named || spec::mentions(e, o.index_params[static_cast<std::size_t>(axis)]);
+  const std::string ax = std::to_string(axis);
   Finding f = make(Rule::parallel_write_conflict, o.loc,
                    "grid points " + format_tuple(p) + " and " + format_tuple(q) +
-                       " differ along "
-                       "parallel axis " +
-                       std::to_string(axis) + " but both write block " + b + " of '" + o.name +
-                       "': mark the reduction axis `arbitrary`");
+                       " differ along parallel axis " + ax +
+                       (named ? ", which the index_map of '" + o.name + "' folds,"
+                              : ", which the index_map of '" + o.name + "' drops,") +
+                       " but both write block " + b + " of '" + o.name + "': axis " + ax + " reduces into '" +
+                       o.name + "', so mark it `arbitrary`");
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"first_write", p});
   f.witness.items.push_back({"second_write", q});

@@ -445,6 +445,42 @@ TEST(AnySpaceAccess, FlagsEveryLoadOrStoreOfAnUnwindowedOperandAtItsStatement) {
       << v.findings[1].message;
 }
 
+TEST(ParallelWriteConflict, NamesTheAxisTheIndexMapDrops) {
+  const char *src = R"(kernel k:
+    grid = (2, 4)
+    dimension_semantics = (parallel, parallel)
+    in  x: f32[256, 512]  block=(128, 128)  index=(i, k) -> (i, k)
+    out o: f32[256, 128]  block=(128, 128)  index=(i, k) -> (i, 0)
+    body:
+        o[...] = x[...]
+)";
+  auto v = check_text(src, "k");
+  ASSERT_EQ(marks(v), (Marks{{verifier::Rule::parallel_write_conflict, 5}}));
+  EXPECT_NE(v.findings[0].message.find("differ along parallel axis 1, which the index_map of 'o' drops"),
+            std::string::npos)
+      << v.findings[0].message;
+  EXPECT_NE(v.findings[0].message.find("mark it `arbitrary`"), std::string::npos) << v.findings[0].message;
+}
+
+TEST(IndexOutOfBounds, ALoweredOutOfBoundsCopyNamesTheBlockAndDim) {
+  // i * i is beyond the Z3 encoding (nonlinear): the lowered program's copy
+  // shows it, and the message names the block the index map gave.
+  const char *src = R"(kernel k:
+    grid = (3,)
+    in  x: f32[32, 8]  block=(16, 8)  index=(i) -> (i * i, 0)
+    out o: f32[32, 8]  block=(16, 8)  index=(i) -> (i // 2, 0)
+    body:
+        o[...] = x[...]
+)";
+  auto v = check_text(src, "k");
+  ASSERT_EQ(marks(v), (Marks{{verifier::Rule::index_out_of_bounds, 3}}));
+  EXPECT_NE(v.findings[0].message.find("maps grid point (2,) to block (4, 0): block index 4 along dim 0 is "
+                                       "outside [0, 2)"),
+            std::string::npos)
+      << v.findings[0].message;
+  EXPECT_EQ(point_item(v.findings[0], "block"), (std::vector<std::int64_t>{4, 0}));
+}
+
 TEST(InputWriteLost, IgnoresAWriteWhoseGuardNeverHolds) {
   const char *src = R"(kernel never:
     grid = (8,)
