@@ -66,21 +66,14 @@ private:
   std::vector<std::vector<Point>> blk_;  // [operand][point]
   std::vector<std::vector<char>> fires_; // [effect][point]
 
+  // In run order (spec::grid_point): lexicographic on TPU, CTA by CTA on
+  // Mosaic GPU.
   void points() {
-    Point p(m_.grid.size(), 0);
     for (std::int64_t g : m_.grid)
       if (g <= 0) return;
-    while (true) {
-      pts_.push_back(p);
-      std::size_t k = p.size();
-      while (k > 0) {
-        --k;
-        if (++p[k] < m_.grid[k]) break;
-        p[k] = 0;
-        if (k == 0) return;
-      }
-      if (p.empty()) return;
-    }
+    const std::int64_t n = m_.num_points();
+    for (std::int64_t l = 0; l < n; ++l)
+      pts_.push_back(spec::grid_point(m_.grid, m_.cta_axes, l));
   }
 
   bool precompute() {
@@ -143,14 +136,16 @@ private:
         }
   }
 
-  // The last axis b >= 1 along which one step changes the block of `op`.
+  // The last run-order position b >= 1 whose axis one step along changes
+  // the block of `op`.
   std::optional<std::size_t> last_dependent_axis(std::size_t op) const {
-    std::vector<std::size_t> stride(m_.grid.size(), 1);
-    for (std::size_t k = m_.grid.size(); k-- > 1;)
-      stride[k - 1] = stride[k] * static_cast<std::size_t>(m_.grid[k]);
-    for (std::size_t b = m_.grid.size(); b-- > 1;)
+    const auto axes = run_axes(m_);
+    std::vector<std::size_t> stride(axes.size(), 1);
+    for (std::size_t k = axes.size(); k-- > 1;)
+      stride[k - 1] = stride[k] * static_cast<std::size_t>(m_.grid[axes[k]]);
+    for (std::size_t b = axes.size(); b-- > 1;)
       for (std::size_t x = 0; x < pts_.size(); ++x)
-        if (pts_[x][b] + 1 < m_.grid[b] && blk_[op][x] != blk_[op][x + stride[b]]) return b;
+        if (pts_[x][axes[b]] + 1 < m_.grid[axes[b]] && blk_[op][x] != blk_[op][x + stride[b]]) return b;
     return std::nullopt;
   }
 
@@ -169,8 +164,9 @@ private:
           auto &[p0, visits] = it->second;
           bool non_consecutive = visits < q - p0;
           bool differ = false;
+          const auto axes = run_axes(m_);
           for (std::size_t a = 0; a < *last_dep; ++a)
-            differ = differ || pts_[p0][a] != pts_[q][a];
+            differ = differ || pts_[p0][axes[a]] != pts_[q][axes[a]];
           if (non_consecutive && differ) {
             out_.findings.push_back(revisit_finding(m_, op, true, pts_[p0], pts_[q]));
             return;

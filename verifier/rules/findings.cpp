@@ -11,6 +11,15 @@
 
 namespace pipecheck::verifier::rules {
 
+std::vector<std::size_t> run_axes(const KernelModel &m) {
+  std::vector<std::size_t> r;
+  for (std::size_t a = 0; a < m.grid.size(); ++a)
+    if (a < m.cta_axes.size() && m.cta_axes[a]) r.push_back(a);
+  for (std::size_t a = 0; a < m.grid.size(); ++a)
+    if (!(a < m.cta_axes.size() && m.cta_axes[a])) r.push_back(a);
+  return r;
+}
+
 std::optional<Point> block_at(const KernelModel &m, std::size_t op, const Point &p) {
   return spec::block_index(m.operands[op], m.env, m.grid, p).value;
 }

@@ -30,6 +30,12 @@ bool box_contains(const Box &outer, const Box &inner);
 /// (the last block of a ragged dim is partly padding, which needs no write).
 bool cell_in_array(const OperandModel &, const Point &b, const Box &cell);
 
+/// The grid axes in run order, outermost first: grid points run in
+/// lexicographic order of their coordinates taken in this order
+/// (spec::grid_point). TPU: 0, 1, ...; Mosaic GPU: the CTA axes, then the
+/// others, since each CTA runs its own pipeline over the non-CTA axes.
+std::vector<std::size_t> run_axes(const KernelModel &);
+
 /// The block index of operand `op` at grid point `p` (concrete evaluation), or
 /// nullopt when an index expression cannot be evaluated.
 std::optional<Point> block_at(const KernelModel &, std::size_t op, const Point &p);

@@ -14,11 +14,12 @@ using smt::Term;
 
 struct SymPoint {
   std::vector<Term> v;
+  bool grid = true; ///< a grid point (minimized in run order), not a block index
 };
 
 class Sym {
 public:
-  Sym(const KernelModel &m, unsigned timeout_ms) : m_(m), solver_(ctx_, timeout_ms) {}
+  Sym(const KernelModel &m, unsigned timeout_ms) : m_(m), solver_(ctx_, timeout_ms), axes_(run_axes(m)) {}
 
   RuleOutcome run() {
     for (std::size_t i = 0; i < m_.operands.size(); ++i) {
@@ -65,6 +66,7 @@ private:
   bool minimal_ = true; // whether the last sat query's witness was fully minimized
   std::string err_;
   smt::Bindings::Aux *aux_ = nullptr; // set while building a universally quantified body
+  std::vector<std::size_t> axes_;     // run_axes: the grid axes in run order
 
   SymPoint point(const std::string &tag) {
     SymPoint p;
@@ -83,15 +85,16 @@ private:
     return ctx_.all_of(c);
   }
 
-  // Grid order: lexicographic, last axis fastest.
+  // Run order: lexicographic over the axes in run order (run_axes), last
+  // fastest.
   Term lex_lt(const SymPoint &p, const SymPoint &q) {
     std::vector<Term> alts;
     std::vector<Term> prefix;
-    for (std::size_t k = 0; k < p.v.size(); ++k) {
+    for (std::size_t a : axes_) {
       auto c = prefix;
-      c.push_back(p.v[k] < q.v[k]);
+      c.push_back(p.v[a] < q.v[a]);
       alts.push_back(ctx_.all_of(c));
-      prefix.push_back(p.v[k] == q.v[k]);
+      prefix.push_back(p.v[a] == q.v[a]);
     }
     return ctx_.any_of(alts);
   }
@@ -190,17 +193,25 @@ private:
     Q q = Q::unsat;
     if (r.kind == smt::Result::sat) {
       q = Q::sat;
+      // A grid point's coordinates are minimized in run order, so the
+      // witness is the first in run order, as the enumerator finds it.
+      auto coord = [&](const SymPoint *p, std::size_t k) {
+        return p->grid && p->v.size() == axes_.size() ? axes_[k] : k;
+      };
       std::vector<Term> vars;
       for (const auto *p : order)
-        vars.insert(vars.end(), p->v.begin(), p->v.end());
+        for (std::size_t k = 0; k < p->v.size(); ++k)
+          vars.push_back(p->v[coord(p, k)]);
       std::vector<std::int64_t> lo = lower;
       lo.resize(vars.size(), 0);
       auto vals = solver_.minimize_lex(vars, lo, &minimal_);
       std::size_t at = 0;
       values.clear();
       for (const auto *p : order) {
-        values.emplace_back(vals.begin() + static_cast<std::ptrdiff_t>(at),
-                            vals.begin() + static_cast<std::ptrdiff_t>(at + p->v.size()));
+        Point pt(p->v.size(), 0);
+        for (std::size_t k = 0; k < p->v.size(); ++k)
+          pt[coord(p, k)] = vals[at + k];
+        values.push_back(std::move(pt));
         at += p->v.size();
       }
     } else if (r.kind == smt::Result::unknown) {
@@ -253,13 +264,14 @@ private:
     std::vector<Point> v;
     if (query("output-revisit/" + o.name, facts, {&q, &p, &r}, v) != Q::sat) return;
     if (m_.is_read(op)) {
+      // Positions in run order (run_axes).
       std::optional<std::size_t> last_dep;
-      for (std::size_t b = m_.grid.size(); b-- > 1 && !last_dep;)
-        if (depends_on(op, b)) last_dep = b;
+      for (std::size_t b = axes_.size(); b-- > 1 && !last_dep;)
+        if (depends_on(op, axes_[b])) last_dep = b;
       if (last_dep) {
         std::vector<Term> differ;
         for (std::size_t a = 0; a < *last_dep; ++a)
-          differ.push_back(p.v[a] != q.v[a]);
+          differ.push_back(p.v[axes_[a]] != q.v[axes_[a]]);
         std::vector<Point> w;
         if (query("reduction-not-last-axis/" + o.name, with(facts, {ctx_.any_of(differ)}), {&q, &p, &r}, w) ==
             Q::sat) {
@@ -376,21 +388,19 @@ private:
                  {in_grid(p), guard(r, p), block(r.operand, p)[d] == o.num_blocks[d] - 1}, {}, v) != Q::unsat;
   }
 
-  // The next grid point after x (lexicographic order) exists and the store
+  // The next grid point after x in run order exists and the store
   // fires there on the block of its output x is on.
   Term overwritten_next(std::size_t store, const SymPoint &x) {
     const Effect &s = m_.effects[store];
     std::vector<Term> alts;
-    for (std::size_t k = 0; k < x.v.size(); ++k) {
-      std::vector<Term> c = {x.v[k] + 1 < m_.grid[k]};
-      SymPoint next;
-      for (std::size_t j = 0; j < x.v.size(); ++j) {
-        if (j < k) next.v.push_back(x.v[j]);
-        if (j == k) next.v.push_back(x.v[k] + 1);
-        if (j > k) {
-          c.push_back(x.v[j] == m_.grid[j] - 1);
-          next.v.push_back(ctx_.num(0));
-        }
+    for (std::size_t k = 0; k < axes_.size(); ++k) {
+      const std::size_t ak = axes_[k];
+      std::vector<Term> c = {x.v[ak] + 1 < m_.grid[ak]};
+      SymPoint next = x;
+      next.v[ak] = x.v[ak] + 1;
+      for (std::size_t j = k + 1; j < axes_.size(); ++j) {
+        c.push_back(x.v[axes_[j]] == m_.grid[axes_[j]] - 1);
+        next.v[axes_[j]] = ctx_.num(0);
       }
       c.push_back(guard(s, next));
       c.push_back(same(block(s.operand, next), block(s.operand, x)));
@@ -493,6 +503,7 @@ private:
   std::optional<Point> uncovered_block(std::size_t op, const Box &cell) {
     const auto &o = m_.operands[op];
     SymPoint b;
+    b.grid = false;
     std::vector<Term> facts;
     for (std::size_t d = 0; d < o.num_blocks.size(); ++d) {
       b.v.push_back(ctx_.int_var("b" + std::to_string(fresh_) + "_" + std::to_string(d)));

@@ -481,6 +481,34 @@ TEST(IndexOutOfBounds, ALoweredOutOfBoundsCopyNamesTheBlockAndDim) {
   EXPECT_EQ(point_item(v.findings[0], "block"), (std::vector<std::int64_t>{4, 0}));
 }
 
+TEST(ReductionNotLastAxis, JudgesAMosaicGpuGridInItsRunOrderCtaByCta) {
+  // k is sequential and comes first, i parallel (a CTA axis): each CTA runs
+  // over k for its own i, so o's blocks are visited consecutively.
+  const char *src = R"(kernel k:
+    grid = (4, 2)
+    target = h100
+    dimension_semantics = (sequential, parallel)
+    in  x: f32[512, 256]  block=(128, 128)  index=(k, i) -> (k, i)
+    out o: f32[128, 256]  block=(128, 128)  index=(k, i) -> (0, i)
+    body:
+        when program_id(0) == 0:
+            o[...] = zeros
+        o[...] += x[...]
+)";
+  auto v = check_text(src, "k");
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  // An init on the wrong axis is found in run order too: (0, 0) accumulates,
+  // the init fires again at (1, 0), the next step of the same CTA; the CTA
+  // i = 1 never initializes.
+  std::string wrong = src;
+  wrong.replace(wrong.find("program_id(0) == 0"), 18, "program_id(1) == 0");
+  auto w = check_text(wrong, "k");
+  ASSERT_EQ(marks(w),
+            (Marks{{verifier::Rule::accumulator_reset, 9}, {verifier::Rule::uninitialized_accumulator, 10}}));
+  EXPECT_EQ(point_item(w.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(point_item(w.findings[0], "reset"), (std::vector<std::int64_t>{1, 0}));
+}
+
 TEST(InputWriteLost, IgnoresAWriteWhoseGuardNeverHolds) {
   const char *src = R"(kernel never:
     grid = (8,)
