@@ -315,21 +315,12 @@ private:
     if (u.inits.empty() || u.accumulates.empty()) return;
     enum class Ev { none, init, accumulate, consume };
     std::vector<Ev> kind(m_.effects.size(), Ev::none);
-    std::vector<std::optional<std::size_t>> store(m_.effects.size());
     for (std::size_t e : u.inits)
       kind[e] = Ev::init;
     for (std::size_t e : u.accumulates)
       kind[e] = Ev::accumulate;
-    for (std::size_t c = 0; c < u.consumes.size(); ++c) {
-      kind[u.consumes[c]] = Ev::consume;
-      store[u.consumes[c]] = u.consume_store[c];
-    }
-    // A consume whose store the next grid point overwrites consumes nothing.
-    auto overwritten = [&](std::size_t e, std::size_t q) {
-      if (!store[e] || q + 1 >= pts_.size()) return false;
-      const std::size_t s = *store[e], o = m_.effects[s].operand;
-      return fires_[s][q + 1] && blk_[o][q + 1] == blk_[o][q];
-    };
+    for (std::size_t e : u.consumes)
+      kind[e] = Ev::consume;
     std::vector<std::size_t> events;
     for (std::size_t e = 0; e < m_.effects.size(); ++e)
       if (kind[e] != Ev::none) events.push_back(e);
@@ -341,7 +332,7 @@ private:
       bool found = false;
       for (std::size_t q = 0; q < pts_.size() && !found; ++q)
         for (std::size_t e : events) {
-          if (!fires_[e][q] || (kind[e] == Ev::consume && overwritten(e, q))) continue;
+          if (!fires_[e][q]) continue;
           if (kind[e] == Ev::accumulate) {
             if (pending == none) pending = q;
             continue;
@@ -353,6 +344,51 @@ private:
           }
           pending = none;
         }
+    }
+    for (std::size_t w : u.inits)
+      overwritten_reset(u, w);
+  }
+
+  // As the symbolic checker's overwritten_reset: the init at q discards what
+  // q - 1 accumulated, whose later reads there are all consumes the step to
+  // q overwrites.
+  void overwritten_reset(const ScratchUse &u, std::size_t wi) {
+    const auto axes = run_axes(m_);
+    std::size_t keep = axes.size();
+    for (std::size_t c = 0; c < u.consumes.size(); ++c)
+      if (u.consume_store[c]) keep = std::min(keep, keep_from(m_, m_.effects[*u.consume_store[c]].operand));
+    if (keep >= axes.size()) return;
+    const Effect &w = m_.effects[wi];
+    for (std::size_t q = 1; q < pts_.size(); ++q) {
+      const std::size_t r = q - 1;
+      std::size_t k = 0;
+      while (k < axes.size() && pts_[q][axes[k]] == pts_[r][axes[k]])
+        ++k;
+      if (k < keep || !fires_[wi][q]) continue;
+      bool read_before = false;
+      for (std::size_t ci : u.inits)
+        read_before = read_before || (m_.effects[ci].order < w.order && fires_[ci][q]);
+      for (std::size_t ci : u.consumes)
+        read_before = read_before || (m_.effects[ci].order < w.order && fires_[ci][q]);
+      if (read_before) continue;
+      bool accumulated = false;
+      for (std::size_t ai : u.accumulates) {
+        const Effect &a = m_.effects[ai];
+        bool ok = fires_[ai][r];
+        for (std::size_t ci : u.inits)
+          ok = ok && !(m_.effects[ci].order > a.order && fires_[ci][r]);
+        for (std::size_t x = 0; x < u.consumes.size(); ++x) {
+          const std::size_t ci = u.consumes[x];
+          if (m_.effects[ci].order <= a.order) continue;
+          bool dead = u.consume_store[x] && keep_from(m_, m_.effects[*u.consume_store[x]].operand) <= keep;
+          ok = ok && (dead || !fires_[ci][r]);
+        }
+        accumulated = accumulated || ok;
+      }
+      if (accumulated) {
+        out_.findings.push_back(reset_finding(m_, w, pts_[r], pts_[q]));
+        return;
+      }
     }
   }
 

@@ -20,6 +20,34 @@ std::vector<std::size_t> run_axes(const KernelModel &m) {
   return r;
 }
 
+namespace {
+
+bool names_program_id(const spec::Expr &e) {
+  if (e.op == spec::Op::Call && (e.name == "program_id" || e.name == "num_programs")) return true;
+  for (const auto &a : e.args)
+    if (names_program_id(a)) return true;
+  return false;
+}
+
+} // namespace
+
+std::size_t keep_from(const KernelModel &m, std::size_t op) {
+  const auto &o = m.operands[op];
+  const auto axes = run_axes(m);
+  std::size_t k = axes.size();
+  for (const auto &e : o.index)
+    if (names_program_id(e)) return axes.size();
+  while (k > 0) {
+    bool named = false;
+    for (const auto &e : o.index)
+      named =
+          named || (axes[k - 1] < o.index_params.size() && spec::mentions(e, o.index_params[axes[k - 1]]));
+    if (named) break;
+    --k;
+  }
+  return k;
+}
+
 std::optional<Point> block_at(const KernelModel &m, std::size_t op, const Point &p) {
   return spec::block_index(m.operands[op], m.env, m.grid, p).value;
 }
@@ -78,8 +106,8 @@ std::optional<spec::Diagnostic> witness_error(const KernelModel &m, const Findin
 
 namespace {
 
-// The statement of read `r` stores the whole block of a windowed output that
-// it does not read: that store's effect.
+// The statement of read `r` stores the whole block of a windowed output,
+// unguarded, and does not read it: that store's effect.
 std::optional<std::size_t> overwritten_store(const KernelModel &m, const Effect &r) {
   for (std::size_t e = 0; e < m.effects.size(); ++e) {
     const Effect &w = m.effects[e];
@@ -92,7 +120,7 @@ std::optional<std::size_t> overwritten_store(const KernelModel &m, const Effect 
     bool reads_it = false;
     for (const auto &x : m.effects)
       reads_it = reads_it || (x.operand == w.operand && x.kind == Effect::read && x.order == r.order);
-    if (whole && !reads_it) return e;
+    if (whole && !reads_it && w.guards.empty()) return e;
   }
   return std::nullopt;
 }

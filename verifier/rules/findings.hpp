@@ -36,6 +36,13 @@ bool cell_in_array(const OperandModel &, const Point &b, const Box &cell);
 /// others, since each CTA runs its own pipeline over the non-CTA axes.
 std::vector<std::size_t> run_axes(const KernelModel &);
 
+/// The first run-order position k (run_axes) from which on the index map of
+/// `op` names no axis: a step that advances position k or a later one (and
+/// resets the ones after it) keeps the block. A syntactic criterion, so that
+/// the Z3 encoding needs no block terms inside a quantifier
+/// (ScratchUse::consume_store). The number of axes when none.
+std::size_t keep_from(const KernelModel &, std::size_t op);
+
 /// The block index of operand `op` at grid point `p` (concrete evaluation), or
 /// nullopt when an index expression cannot be evaluated.
 std::optional<Point> block_at(const KernelModel &, std::size_t op, const Point &p);
@@ -99,9 +106,9 @@ std::vector<Finding> structural_findings(const KernelModel &, std::vector<std::s
 /// follow values through locals, so every such read counts, whatever it feeds).
 ///
 /// A consuming read whose statement stores the whole block of a windowed
-/// output (`o[...] = acc[...]`, o not read there) consumes nothing at a grid
-/// point whose next point in grid order stores the same block of o again with
-/// the same statement: that store overwrites it (ops/tpu/matmul.py's shape
+/// output unguarded (`o[...] = acc[...]`, o not read there) consumes nothing
+/// at a grid point whose next point in run order keeps the block of o
+/// (keep_from): that point's store overwrites it (ops/tpu/matmul.py's shape
 /// with the output written at every step). `consume_store` holds that store
 /// per consume (parallel to `consumes`), or nullopt.
 struct ScratchUse {

@@ -340,14 +340,7 @@ private:
     if (u.inits.empty() || u.accumulates.empty()) return;
     std::vector<std::size_t> clears = u.inits;
     clears.insert(clears.end(), u.consumes.begin(), u.consumes.end());
-    // An init clears where it fires; a consume only where the next grid
-    // point does not overwrite its store (ScratchUse::consume_store).
-    auto cleared_at = [&](std::size_t ci, const SymPoint &x) {
-      Term g = guard(m_.effects[ci], x);
-      for (std::size_t c = 0; c < u.consumes.size(); ++c)
-        if (u.consumes[c] == ci && u.consume_store[c]) g = g && !overwritten_next(*u.consume_store[c], x);
-      return g;
-    };
+    auto cleared_at = [&](std::size_t ci, const SymPoint &x) { return guard(m_.effects[ci], x); };
     for (std::size_t wi : u.inits) {
       const Effect &w = m_.effects[wi];
       SymPoint p = point("p"), q = point("q");
@@ -363,21 +356,87 @@ private:
       facts.push_back(ctx_.any_of(accumulated));
       for (std::size_t ci : clears)
         if (m_.effects[ci].order < w.order) facts.push_back(!cleared_at(ci, q));
-      SymPoint t = point("t");
-      smt::Bindings::Aux aux;
-      aux_ = &aux;
-      std::vector<Term> cleared;
-      for (std::size_t ci : clears)
-        cleared.push_back(cleared_at(ci, t));
-      aux_ = nullptr;
-      Term between =
-          in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(cleared);
-      facts.push_back(smt::forall(with(t.v, aux.aux_vars), !between));
-      std::vector<Point> v;
-      if (query("accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line), facts, {&q, &p}, v) ==
-          Q::sat)
-        out_.findings.push_back(reset_finding(m_, w, v[1], v[0]));
+      // Linear side conditions for `//` and `%` first; where MBQI gives up
+      // on them or leaves the witness unminimized, Z3's own div/mod.
+      std::optional<std::vector<Point>> best;
+      for (int attempt = 0; attempt < 2; ++attempt) {
+        SymPoint t = point("t");
+        smt::Bindings::Aux aux;
+        aux_ = attempt == 0 ? &aux : nullptr;
+        std::vector<Term> cleared;
+        for (std::size_t ci : clears)
+          cleared.push_back(cleared_at(ci, t));
+        aux_ = nullptr;
+        Term between =
+            in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(cleared);
+        std::vector<Point> v;
+        const std::size_t undecided = out_.unknown.size();
+        Q r = query("accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
+                    with(facts, {smt::forall(with(t.v, aux.aux_vars), !between)}), {&q, &p}, v);
+        if (r == Q::sat && (!best || run_key(v) < run_key(*best))) best = v;
+        if (attempt == 0 && !aux.aux_vars.empty() && (r == Q::unknown || (r == Q::sat && !minimal_))) {
+          if (r == Q::unknown) out_.unknown.resize(undecided);
+          continue;
+        }
+        if (r == Q::unknown && best) out_.unknown.resize(undecided);
+        break;
+      }
+      if (best) out_.findings.push_back(reset_finding(m_, w, (*best)[1], (*best)[0]));
+      overwritten_reset(u, wi);
     }
+  }
+
+  // The init at q discards what the previous grid point in run order
+  // accumulated, whose every later read in that step is a consume the step to
+  // q overwrites (ScratchUse::consume_store, keep_from). A local condition,
+  // so no quantifier.
+  void overwritten_reset(const ScratchUse &u, std::size_t wi) {
+    const Effect &w = m_.effects[wi];
+    const auto &o = m_.operands[w.operand];
+    std::size_t keep = axes_.size();
+    for (std::size_t c = 0; c < u.consumes.size(); ++c)
+      if (u.consume_store[c]) keep = std::min(keep, keep_from(m_, m_.effects[*u.consume_store[c]].operand));
+    if (keep >= axes_.size()) return;
+    SymPoint q = point("q"), r = point("r");
+    std::vector<Term> steps;
+    for (std::size_t k = keep; k < axes_.size(); ++k) {
+      std::vector<Term> c = {q.v[axes_[k]] >= 1, r.v[axes_[k]] == q.v[axes_[k]] - 1};
+      for (std::size_t j = 0; j < k; ++j)
+        c.push_back(r.v[axes_[j]] == q.v[axes_[j]]);
+      for (std::size_t j = k + 1; j < axes_.size(); ++j) {
+        c.push_back(q.v[axes_[j]] == 0);
+        c.push_back(r.v[axes_[j]] == m_.grid[axes_[j]] - 1);
+      }
+      // Each consume that may fire at r after the accumulation must be
+      // overwritten by this step.
+      steps.push_back(ctx_.all_of(c));
+    }
+    std::vector<Term> facts = {in_grid(q), in_grid(r), ctx_.any_of(steps), guard(w, q)};
+    for (std::size_t ci : u.inits)
+      if (m_.effects[ci].order < w.order) facts.push_back(!guard(m_.effects[ci], q));
+    for (std::size_t ci : u.consumes)
+      if (m_.effects[ci].order < w.order) facts.push_back(!guard(m_.effects[ci], q));
+    std::vector<Term> accumulated;
+    for (std::size_t ai : u.accumulates) {
+      const Effect &a = m_.effects[ai];
+      std::vector<Term> c = {guard(a, r)};
+      for (std::size_t ci : u.inits)
+        if (m_.effects[ci].order > a.order) c.push_back(!guard(m_.effects[ci], r));
+      for (std::size_t x = 0; x < u.consumes.size(); ++x) {
+        const std::size_t ci = u.consumes[x];
+        if (m_.effects[ci].order <= a.order) continue;
+        // A consume that is not overwritten at every step from `keep` on
+        // reads the partial result: it must not fire.
+        bool dead = u.consume_store[x] && keep_from(m_, m_.effects[*u.consume_store[x]].operand) <= keep;
+        if (!dead) c.push_back(!guard(m_.effects[ci], r));
+      }
+      accumulated.push_back(ctx_.all_of(c));
+    }
+    facts.push_back(ctx_.any_of(accumulated));
+    std::vector<Point> v;
+    if (query("accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line) + "/overwritten", facts,
+              {&q, &r}, v) == Q::sat)
+      out_.findings.push_back(reset_finding(m_, w, v[1], v[0]));
   }
 
   bool reads_last_block(const Effect &r, std::size_t d) {
@@ -386,27 +445,6 @@ private:
     std::vector<Point> v;
     return query("partial-block-reduction/" + o.name + "/line" + std::to_string(r.loc.line),
                  {in_grid(p), guard(r, p), block(r.operand, p)[d] == o.num_blocks[d] - 1}, {}, v) != Q::unsat;
-  }
-
-  // The next grid point after x in run order exists and the store
-  // fires there on the block of its output x is on.
-  Term overwritten_next(std::size_t store, const SymPoint &x) {
-    const Effect &s = m_.effects[store];
-    std::vector<Term> alts;
-    for (std::size_t k = 0; k < axes_.size(); ++k) {
-      const std::size_t ak = axes_[k];
-      std::vector<Term> c = {x.v[ak] + 1 < m_.grid[ak]};
-      SymPoint next = x;
-      next.v[ak] = x.v[ak] + 1;
-      for (std::size_t j = k + 1; j < axes_.size(); ++j) {
-        c.push_back(x.v[axes_[j]] == m_.grid[axes_[j]] - 1);
-        next.v[axes_[j]] = ctx_.num(0);
-      }
-      c.push_back(guard(s, next));
-      c.push_back(same(block(s.operand, next), block(s.operand, x)));
-      alts.push_back(ctx_.all_of(c));
-    }
-    return ctx_.any_of(alts);
   }
 
   // A store of the scratch at p reaches a read at q > p (no init at q before
@@ -430,23 +468,45 @@ private:
         if (m_.effects[i].order < m_.effects[r].order) c.push_back(!guard(m_.effects[i], q));
       read.push_back(ctx_.all_of(c));
     }
-    std::vector<Term> facts = {in_grid(p),          in_grid(q),          lex_lt(p, q),
-                               ctx_.any_of(differ), ctx_.any_of(stored), ctx_.any_of(read)};
-    {
+    const std::vector<Term> facts = {in_grid(p),          in_grid(q),          lex_lt(p, q),
+                                     ctx_.any_of(differ), ctx_.any_of(stored), ctx_.any_of(read)};
+    // As in output-not-covered: linear side conditions for `//` and `%`
+    // first; where MBQI gives up on them or leaves the witness unminimized,
+    // Z3's own div/mod.
+    std::optional<std::vector<Point>> best;
+    for (int attempt = 0; attempt < 2; ++attempt) {
       SymPoint t = point("t");
       smt::Bindings::Aux aux;
-      aux_ = &aux;
+      aux_ = attempt == 0 ? &aux : nullptr;
       std::vector<Term> inits;
       for (std::size_t i : u.inits)
         inits.push_back(guard(m_.effects[i], t));
       aux_ = nullptr;
       Term between =
           in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(inits);
-      facts.push_back(smt::forall(with(t.v, aux.aux_vars), !between));
+      std::vector<Point> v;
+      const std::size_t undecided = out_.unknown.size();
+      Q r = query("scratch-carry/" + m_.operands[op].name,
+                  with(facts, {smt::forall(with(t.v, aux.aux_vars), !between)}), {&q, &p}, v);
+      if (r == Q::sat && (!best || run_key(v) < run_key(*best))) best = v;
+      if (attempt == 0 && !aux.aux_vars.empty() && (r == Q::unknown || (r == Q::sat && !minimal_))) {
+        if (r == Q::unknown) out_.unknown.resize(undecided);
+        continue;
+      }
+      if (r == Q::unknown && best) out_.unknown.resize(undecided);
+      break;
     }
-    std::vector<Point> v;
-    if (query("scratch-carry/" + m_.operands[op].name, facts, {&q, &p}, v) == Q::sat)
-      out_.findings.push_back(scratch_carry_finding(m_, op, v[1], v[0]));
+    if (best) out_.findings.push_back(scratch_carry_finding(m_, op, (*best)[1], (*best)[0]));
+  }
+
+  // Grid points' coordinates in run order, concatenated: compares witnesses
+  // as the enumerator orders them.
+  std::vector<std::int64_t> run_key(const std::vector<Point> &pts) const {
+    std::vector<std::int64_t> k;
+    for (const auto &p : pts)
+      for (std::size_t a : axes_)
+        k.push_back(p[a]);
+    return k;
   }
 
   void input_write(const Effect &w) {
@@ -509,7 +569,9 @@ private:
       b.v.push_back(ctx_.int_var("b" + std::to_string(fresh_) + "_" + std::to_string(d)));
       facts.push_back(b.v.back() >= 0);
       facts.push_back(b.v.back() < o.num_blocks[d]);
-      facts.push_back(b.v.back() * o.block[d] + cell[d].first < o.shape[d]);
+      // Some element of the cell lies in the array (implied by the bound
+      // above for a cell at the block's start).
+      if (cell[d].first > 0) facts.push_back(b.v.back() * o.block[d] + cell[d].first < o.shape[d]);
     }
     ++fresh_;
     // Linear side conditions for `//` and `%` usually help quantifier
