@@ -84,7 +84,9 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnScratchInitAndStoreGuards) {
                            init + "acc[...] = zeros\n        " + update + "\n        " + store +
                            "o[...] = acc[...]\n";
         spec::File f = testing::parse_text(text);
-        auto m = verifier::rules::build_model(testing::kernel(f, "k"), {}, std::nullopt);
+        // The model points into the kernel: keep it alive.
+        const spec::KernelSpec kernel = testing::kernel(f, "k");
+        auto m = verifier::rules::build_model(kernel, {}, std::nullopt);
         ASSERT_TRUE(m.model) << text;
         auto s = verifier::rules::check_symbolic(*m.model, 10000);
         auto e = verifier::rules::check_enumerated(*m.model);
@@ -109,7 +111,9 @@ TEST(Enumerate, GivesUpOnAGridLargerThanItsBound) {
     body:
         o[...] = x[...]
 )");
-  auto m = verifier::rules::build_model(testing::kernel(f, "big"), {}, std::nullopt);
+  // The model points into the kernel: keep it alive.
+  const spec::KernelSpec kernel = testing::kernel(f, "big");
+  auto m = verifier::rules::build_model(kernel, {}, std::nullopt);
   ASSERT_TRUE(m.model);
   auto e = verifier::rules::check_enumerated(*m.model, 1000);
   EXPECT_FALSE(e.unknown.empty());
