@@ -65,12 +65,32 @@ rc::Gen<std::string> small_kernel_text() {
     }
     os << "    in  x: f32[" << shape << "]  block=(" << block << ")  index=" << lam << " -> (" << xi << ")\n";
     os << "    out o: f32[" << shape << "]  block=(" << block << ")  index=" << lam << " -> (" << oi << ")\n";
+    int axis = *rc::gen::inRange(0, rank);
+    // 6..8: a scratch accumulator (carried across an axis, consumed at its
+    // last step or at every step); 9: stores of two slices of the block.
+    int body = *rc::gen::inRange(0, 10);
+    if (body >= 6 && body <= 8) os << "    scratch acc: f32[" << block << "]\n";
     if (alias) os << "    alias x -> o\n";
     os << "    body:\n";
-    int axis = *rc::gen::inRange(0, rank);
-    int body = *rc::gen::inRange(0, 6);
     std::string pid = "program_id(" + std::to_string(axis) + ")";
+    std::string last = pid + " == num_programs(" + std::to_string(axis) + ") - 1";
     switch (body) {
+    case 6:
+      os << "        when " << pid << " == 0:\n            acc[...] = zeros\n        acc[...] += x[...]\n"
+         << "        when " << last << ":\n            o[...] = acc[...]\n";
+      break;
+    case 7:
+      os << "        when " << pid << " == 0:\n            acc[...] = zeros\n        acc[...] += x[...]\n"
+         << "        o[...] = acc[...]\n";
+      break;
+    case 8:
+      os << "        when " << pid << " % 2 == 0:\n            acc[...] = zeros\n        acc[...] += x[...]\n"
+         << "        o[...] = acc[...]\n";
+      break;
+    case 9:
+      os << "        o[0:4, :] = x[0:4, :]\n        when " << pid << " % 2 == 0:\n"
+         << "            o[4:, :] = x[4:, :] + 1\n";
+      break;
     case 0: os << "        o[...] = x[...]\n"; break;
     case 1: os << "        o[...] += x[...]\n"; break;
     case 2:
@@ -80,7 +100,7 @@ rc::Gen<std::string> small_kernel_text() {
       os << "        when " << pid << " == num_programs(" << axis << ") - 1:\n            o[...] = x[...]\n";
       break;
     case 4: os << "        x[...] = x[...] + 1\n        o[...] = x[...]\n"; break;
-    default: os << "        when " << pid << " % 2 == 1:\n            o[...] = x[...] + 1\n"; break;
+    case 5: os << "        when " << pid << " % 2 == 1:\n            o[...] = x[...] + 1\n"; break;
     }
     return os.str();
   });

@@ -60,6 +60,42 @@ std::set<std::string> operands_of(const std::string &statement, const spec::Lowe
   return out;
 }
 
+// A lowered index-out-of-bounds on a copy of an operand's window names a
+// slice ("slice 64:32 is out of bounds"); say which block of which operand
+// the index map gave, and along which dim it leaves the array: the first
+// step, from the anchored one on, whose block is outside.
+void name_block(Finding &f, const spec::KernelSpec &k, const spec::Lowered &low,
+                const std::set<std::string> &ops, const CheckOptions &o) {
+  std::optional<std::int64_t> from;
+  for (const auto &t : f.witness.trace)
+    if (t.anchor && t.top_level >= 0) from = low.step(t.top_level, t.iterations);
+  if (!from) return;
+  spec::Env env = spec::param_env(k.params, o.overrides);
+  spec::Binding b = spec::bind_kernel(k, env);
+  if (!b.kernel) return;
+  const std::int64_t steps = spec::num_points(low.grid);
+  for (std::size_t i = 0; i < b.kernel->operands.size(); ++i) {
+    const auto &op = b.kernel->operands[i];
+    if (!op.windowed || !ops.count(op.name)) continue;
+    for (std::int64_t s = *from; s < steps; ++s) {
+      const auto p = low.point(s);
+      auto bi = spec::block_index(*b.kernel, i, p);
+      if (!bi.value) return;
+      for (std::size_t d = 0; d < bi.value->size(); ++d) {
+        const std::int64_t x = (*bi.value)[d];
+        if (x >= 0 && x < op.num_blocks[d]) continue;
+        f.message = "the index_map of '" + op.name + "' maps grid point " + spec::format_tuple(p) +
+                    " to block " + spec::format_tuple(*bi.value) + ": block index " + std::to_string(x) +
+                    " along dim " + std::to_string(d) + " is outside [0, " +
+                    std::to_string(op.num_blocks[d]) + "), so its copy " + f.message;
+        f.witness.items.push_back({"block", *bi.value});
+        f.witness.items.push_back({"dim", static_cast<std::int64_t>(d)});
+        return;
+      }
+    }
+  }
+}
+
 struct LoweredCheck {
   Status status = Status::unknown;
   std::vector<Finding> findings;
@@ -104,6 +140,7 @@ LoweredCheck check_lowered(const spec::KernelSpec &k, const CheckOptions &o) {
     std::set<std::string> ops;
     for (const auto &t : f.witness.trace)
       if (t.anchor) ops = operands_of(t.statement, *low);
+    if (f.rule == Rule::index_out_of_bounds) name_block(f, k, *low, ops, o);
     out.operands.push_back(std::move(ops));
   }
   if (v.status == Status::verified)

@@ -11,7 +11,7 @@ using enum Rule;
 
 // The only place rule ids are spelled. docs/rules.md has one section per
 // entry (tests/verifier/rule_test.cpp checks both ways).
-constexpr std::array<RuleInfo, 18> kRules = {{
+constexpr std::array<RuleInfo, 19> kRules = {{
     {reduction_not_last_axis, "reduction-not-last-axis", RuleScope::spec,
      "an output is accumulated along a grid axis followed by an axis its index_map depends on",
      "docs/rules.md#reduction-not-last-axis"},
@@ -24,7 +24,7 @@ constexpr std::array<RuleInfo, 18> kRules = {{
      "the init write fires again on a later visit, discarding the partial result",
      "docs/rules.md#accumulator-reset"},
     {input_write_lost, "input-write-lost", RuleScope::spec,
-     "the body writes a non-aliased input block: the write never reaches HBM",
+     "the body writes an input block, aliased or not: the write never reaches HBM",
      "docs/rules.md#input-write-lost"},
     {index_out_of_bounds, "index-out-of-bounds", RuleScope::both,
      "a block index or a ref's subscript lies outside its array, buffer or ring",
@@ -33,16 +33,19 @@ constexpr std::array<RuleInfo, 18> kRules = {{
      "a reduced dimension is not a multiple of its block: padding enters the reduction",
      "docs/rules.md#partial-block-reduction"},
     {parallel_write_conflict, "parallel-write-conflict", RuleScope::spec,
-     "grid points differing along a parallel axis write the same output block",
+     "grid points differing along a parallel axis write the same output block or share a scratch value",
      "docs/rules.md#parallel-write-conflict"},
-    {output_not_covered, "output-not-covered", RuleScope::spec, "some output block is never written",
-     "docs/rules.md#output-not-covered"},
+    {output_not_covered, "output-not-covered", RuleScope::spec,
+     "some elements of an output no alias covers are never written", "docs/rules.md#output-not-covered"},
     {alias_hazard, "alias-hazard", RuleScope::spec,
      "an aliased input block is read after its output twin was written back", "docs/rules.md#alias-hazard"},
     {sram_capacity, "sram-capacity", RuleScope::spec,
      "the buffers and scratch exceed the target's VMEM/SMEM budget", "docs/rules.md#sram-capacity"},
     {block_tiling, "block-tiling", RuleScope::spec, "the block violates the target's tiling rule",
      "docs/rules.md#block-tiling"},
+    {any_space_access, "any-space-access", RuleScope::spec,
+     "the body loads or stores an operand left in HBM (memory_space=any|hbm): only DMAs may touch it",
+     "docs/rules.md#any-space-access"},
     {slot_race, "slot-race", RuleScope::program,
      "two accesses to one slot or HBM region, one a write, unordered by happens-before",
      "docs/rules.md#slot-race"},

@@ -27,6 +27,7 @@ enum class Rule : std::uint8_t {
   alias_hazard,
   sram_capacity,
   block_tiling,
+  any_space_access,
   // Program rules (pipelines and lowered kernels).
   slot_race,
   async_operand_overwritten,

@@ -30,10 +30,11 @@ public:
       if (o.role == spec::Role::out && o.windowed) {
         if (!o.revisit_any && !m_.grid.empty()) revisit(i);
         parallel_conflict(i);
-        not_covered(i);
+        if (!m_.is_aliased_output(i)) not_covered(i);
         if (m_.is_read(i) && !m_.grid.empty()) resets(i);
       }
       if (o.role == spec::Role::scratch && !m_.grid.empty()) scratch_resets(i);
+      if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
     }
     for (std::size_t e = 0; e < m_.effects.size(); ++e) {
       const auto &ef = m_.effects[e];
@@ -42,13 +43,16 @@ public:
       if ((ef.kind == Effect::read || ef.kind == Effect::accumulate) &&
           ((o.role == spec::Role::out && o.windowed) || (o.role == spec::Role::scratch && !o.acc)))
         uninitialized(e);
-      if (ef.kind != Effect::read && o.role == spec::Role::in && o.windowed &&
-          !m_.is_aliased_input(ef.operand))
-        input_write(e);
+      if (ef.kind != Effect::read && o.role == spec::Role::in && o.windowed) input_write(e);
     }
     for (const auto &a : m_.aliases)
       alias(a);
-    auto structural = structural_findings(m_, out_.unknown);
+    auto structural = structural_findings(m_, out_.unknown, [&](std::size_t e, std::size_t d) {
+      const std::size_t op = m_.effects[e].operand;
+      for (std::size_t p = 0; p < pts_.size(); ++p)
+        if (fires_[e][p] && blk_[op][p][d] == m_.operands[op].num_blocks[d] - 1) return true;
+      return false;
+    });
     out_.findings.insert(out_.findings.end(), structural.begin(), structural.end());
     finalize(out_.findings);
     return std::move(out_);
@@ -62,21 +66,14 @@ private:
   std::vector<std::vector<Point>> blk_;  // [operand][point]
   std::vector<std::vector<char>> fires_; // [effect][point]
 
+  // In run order (spec::grid_point): lexicographic on TPU, CTA by CTA on
+  // Mosaic GPU.
   void points() {
-    Point p(m_.grid.size(), 0);
     for (std::int64_t g : m_.grid)
       if (g <= 0) return;
-    while (true) {
-      pts_.push_back(p);
-      std::size_t k = p.size();
-      while (k > 0) {
-        --k;
-        if (++p[k] < m_.grid[k]) break;
-        p[k] = 0;
-        if (k == 0) return;
-      }
-      if (p.empty()) return;
-    }
+    const std::int64_t n = m_.num_points();
+    for (std::int64_t l = 0; l < n; ++l)
+      pts_.push_back(spec::grid_point(m_.grid, m_.cta_axes, l));
   }
 
   bool precompute() {
@@ -139,14 +136,16 @@ private:
         }
   }
 
-  // The last axis b >= 1 along which one step changes the block of `op`.
+  // The last run-order position b >= 1 whose axis one step along changes
+  // the block of `op`.
   std::optional<std::size_t> last_dependent_axis(std::size_t op) const {
-    std::vector<std::size_t> stride(m_.grid.size(), 1);
-    for (std::size_t k = m_.grid.size(); k-- > 1;)
-      stride[k - 1] = stride[k] * static_cast<std::size_t>(m_.grid[k]);
-    for (std::size_t b = m_.grid.size(); b-- > 1;)
+    const auto axes = run_axes(m_);
+    std::vector<std::size_t> stride(axes.size(), 1);
+    for (std::size_t k = axes.size(); k-- > 1;)
+      stride[k - 1] = stride[k] * static_cast<std::size_t>(m_.grid[axes[k]]);
+    for (std::size_t b = axes.size(); b-- > 1;)
       for (std::size_t x = 0; x < pts_.size(); ++x)
-        if (pts_[x][b] + 1 < m_.grid[b] && blk_[op][x] != blk_[op][x + stride[b]]) return b;
+        if (pts_[x][axes[b]] + 1 < m_.grid[axes[b]] && blk_[op][x] != blk_[op][x + stride[b]]) return b;
     return std::nullopt;
   }
 
@@ -165,8 +164,9 @@ private:
           auto &[p0, visits] = it->second;
           bool non_consecutive = visits < q - p0;
           bool differ = false;
+          const auto axes = run_axes(m_);
           for (std::size_t a = 0; a < *last_dep; ++a)
-            differ = differ || pts_[p0][a] != pts_[q][a];
+            differ = differ || pts_[p0][axes[a]] != pts_[q][axes[a]];
           if (non_consecutive && differ) {
             out_.findings.push_back(revisit_finding(m_, op, true, pts_[p0], pts_[q]));
             return;
@@ -225,14 +225,32 @@ private:
         return;
       }
     }
-    std::set<Point> written;
+    const CoverCells cells = cover_cells(m_, op);
+    std::vector<std::size_t> stores;
+    for (std::size_t e = 0; e < m_.effects.size(); ++e)
+      if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::read) stores.push_back(e);
+    // Per block: which stores write it at some grid point.
+    std::map<Point, std::vector<char>> by_block;
     for (std::size_t q = 0; q < pts_.size(); ++q)
-      if (writes(op, q)) written.insert(blk_[op][q]);
+      for (std::size_t s = 0; s < stores.size(); ++s)
+        if (fires_[stores[s]][q]) {
+          auto &w = by_block[blk_[op][q]];
+          w.resize(stores.size(), 0);
+          w[s] = 1;
+        }
     Point b(o.num_blocks.size(), 0);
     while (true) {
-      if (!written.count(b)) {
-        out_.findings.push_back(not_covered_finding(m_, op, b));
-        return;
+      auto it = by_block.find(b);
+      for (std::size_t c = 0; c < cells.cells.size(); ++c) {
+        if (!cell_in_array(o, b, cells.cells[c])) continue;
+        bool covered = false;
+        for (std::size_t s = 0; s < stores.size() && !covered; ++s)
+          covered = it != by_block.end() && it->second[s] &&
+                    box_contains(m_.effects[stores[s]].box, cells.cells[c]);
+        if (!covered) {
+          out_.findings.push_back(not_covered_finding(m_, op, b, cells.cells[c]));
+          return;
+        }
       }
       std::size_t k = b.size();
       bool done = true;
@@ -326,6 +344,89 @@ private:
           }
           pending = none;
         }
+    }
+    for (std::size_t w : u.inits)
+      overwritten_reset(u, w);
+  }
+
+  // As the symbolic checker's overwritten_reset: the init at q discards what
+  // q - 1 accumulated, whose later reads there are all consumes the step to
+  // q overwrites.
+  void overwritten_reset(const ScratchUse &u, std::size_t wi) {
+    const auto axes = run_axes(m_);
+    std::size_t keep = axes.size();
+    for (std::size_t c = 0; c < u.consumes.size(); ++c)
+      if (u.consume_store[c]) keep = std::min(keep, keep_from(m_, m_.effects[*u.consume_store[c]].operand));
+    if (keep >= axes.size()) return;
+    const Effect &w = m_.effects[wi];
+    for (std::size_t q = 1; q < pts_.size(); ++q) {
+      const std::size_t r = q - 1;
+      std::size_t k = 0;
+      while (k < axes.size() && pts_[q][axes[k]] == pts_[r][axes[k]])
+        ++k;
+      if (k < keep || !fires_[wi][q]) continue;
+      bool read_before = false;
+      for (std::size_t ci : u.inits)
+        read_before = read_before || (m_.effects[ci].order < w.order && fires_[ci][q]);
+      for (std::size_t ci : u.consumes)
+        read_before = read_before || (m_.effects[ci].order < w.order && fires_[ci][q]);
+      if (read_before) continue;
+      bool accumulated = false;
+      for (std::size_t ai : u.accumulates) {
+        const Effect &a = m_.effects[ai];
+        bool ok = fires_[ai][r];
+        for (std::size_t ci : u.inits)
+          ok = ok && !(m_.effects[ci].order > a.order && fires_[ci][r]);
+        for (std::size_t x = 0; x < u.consumes.size(); ++x) {
+          const std::size_t ci = u.consumes[x];
+          if (m_.effects[ci].order <= a.order) continue;
+          bool dead = u.consume_store[x] && keep_from(m_, m_.effects[*u.consume_store[x]].operand) <= keep;
+          ok = ok && (dead || !fires_[ci][r]);
+        }
+        accumulated = accumulated || ok;
+      }
+      if (accumulated) {
+        out_.findings.push_back(reset_finding(m_, w, pts_[r], pts_[q]));
+        return;
+      }
+    }
+  }
+
+  // The smallest read point q, then the smallest p < q that stored the
+  // scratch after the last init before q, with p and q apart along a
+  // parallel axis; the read at q must not follow an init at q.
+  void scratch_carry(std::size_t op) {
+    const CarryUse u = carry_use(m_, op);
+    // Without an init every store accumulates, and uninitialized-accumulator
+    // reports the first read: one root cause, one finding.
+    if (u.stores.empty() || u.reads.empty() || u.inits.empty()) return;
+    auto any = [&](const std::vector<std::size_t> &es, std::size_t p) {
+      for (std::size_t e : es)
+        if (fires_[e][p]) return true;
+      return false;
+    };
+    auto apart = [&](std::size_t p, std::size_t q) {
+      for (std::size_t a = 0; a < m_.semantics.size(); ++a)
+        if (m_.semantics[a] == spec::DimSemantics::parallel && pts_[p][a] != pts_[q][a]) return true;
+      return false;
+    };
+    std::size_t from = 0; // the last point before q where an init fired, else 0
+    for (std::size_t q = 0; q < pts_.size(); ++q) {
+      bool carried_read = false;
+      for (std::size_t r : u.reads) {
+        if (!fires_[r][q]) continue;
+        bool init_before = false;
+        for (std::size_t i : u.inits)
+          init_before = init_before || (fires_[i][q] && m_.effects[i].order < m_.effects[r].order);
+        carried_read = carried_read || !init_before;
+      }
+      if (carried_read)
+        for (std::size_t p = from; p < q; ++p)
+          if (any(u.stores, p) && apart(p, q)) {
+            out_.findings.push_back(scratch_carry_finding(m_, op, pts_[p], pts_[q]));
+            return;
+          }
+      if (any(u.inits, q)) from = q;
     }
   }
 

@@ -118,10 +118,13 @@ std::vector<RuleDoc> make_docs() {
             o[...] = zeros
         o[...] += x[...]
 )"});
-  d.push_back({Rule::input_write_lost,
-               "The body writes an input block. Inputs are copied HBM -> VMEM only; without "
-               "input_output_aliases the write stays in the window and never reaches HBM.",
-               R"(kernel add_one_writes_input:
+  d.push_back(
+      {Rule::input_write_lost,
+       "The body writes an input block. Inputs are copied HBM -> VMEM only, so the write stays in the "
+       "window and never reaches HBM; with input_output_aliases too, since only the output's window "
+       "is written back (and a block the input revisits next step still holds the write). Write "
+       "the output instead.",
+       R"(kernel add_one_writes_input:
     grid = (8,)
     in  x: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
     out o: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
@@ -129,7 +132,7 @@ std::vector<RuleDoc> make_docs() {
         x[...] = x[...] + 1
         o[...] = x[...]
 )",
-               R"(kernel add_one_in_place:
+       R"(kernel add_one_in_place:
     grid = (8,)
     in  x: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
     out o: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
@@ -184,8 +187,9 @@ std::vector<RuleDoc> make_docs() {
 )"});
   d.push_back({Rule::parallel_write_conflict,
                "Two grid points that differ along a `parallel` axis write the same output block. Parallel "
-               "axes may be split across cores (megacore, the CUDA grid), so the writes race. Mark the "
-               "reduction axis `arbitrary`.",
+               "axes may be split across cores (megacore, the CUDA grid), so the writes race. The same "
+               "holds for a scratch that carries a value across a parallel axis: each core has its own. "
+               "Mark the reduction axis `arbitrary`.",
                R"(kernel sum_reduction_axis_marked_parallel:
     grid = (4, 4, 8)
     dimension_semantics = (parallel, parallel, parallel)
@@ -198,8 +202,9 @@ std::vector<RuleDoc> make_docs() {
 )",
                kSumRight});
   d.push_back({Rule::output_not_covered,
-               "Some block of an output is never written by any grid point: that part of the result is "
-               "garbage.",
+               "Some elements of an output are never written by any grid point (decided per element box: a "
+               "block every step writes only half of is not covered): that part of the result is garbage. "
+               "An output aliased to an input keeps the input's data where nothing writes.",
                R"(kernel copy_half_covered:
     grid = (4,)
     in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
@@ -276,6 +281,25 @@ std::vector<RuleDoc> make_docs() {
     out o: f32[1024, 1000]  block=(128, 1000)  index=(i) -> (i, 0)
     body:
         o[...] = x[...]
+)"});
+  d.push_back({Rule::any_space_access,
+               "The body loads or stores an operand declared memory_space=any or hbm (pltpu.ANY). Such an "
+               "operand stays in HBM with no VMEM/SMEM window; only DMAs may touch it, and Mosaic rejects "
+               "a vector load or store on it. Give it a BlockSpec (block=), or copy it by DMA into a "
+               "scratch buffer.",
+               R"(kernel scale_unwindowed:
+    grid = (4,)
+    in  x: f32[512, 128]  memory_space=any
+    out o: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[0:128, :] * 2
+)",
+               R"(kernel scale_windowed:
+    grid = (4,)
+    in  x: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...] * 2
 )"});
   d.push_back({Rule::slot_race,
                "Two accesses to the same slot (or HBM region), at least one a write, are not ordered by "

@@ -11,6 +11,43 @@
 
 namespace pipecheck::verifier::rules {
 
+std::vector<std::size_t> run_axes(const KernelModel &m) {
+  std::vector<std::size_t> r;
+  for (std::size_t a = 0; a < m.grid.size(); ++a)
+    if (a < m.cta_axes.size() && m.cta_axes[a]) r.push_back(a);
+  for (std::size_t a = 0; a < m.grid.size(); ++a)
+    if (!(a < m.cta_axes.size() && m.cta_axes[a])) r.push_back(a);
+  return r;
+}
+
+namespace {
+
+bool names_program_id(const spec::Expr &e) {
+  if (e.op == spec::Op::Call && (e.name == "program_id" || e.name == "num_programs")) return true;
+  for (const auto &a : e.args)
+    if (names_program_id(a)) return true;
+  return false;
+}
+
+} // namespace
+
+std::size_t keep_from(const KernelModel &m, std::size_t op) {
+  const auto &o = m.operands[op];
+  const auto axes = run_axes(m);
+  std::size_t k = axes.size();
+  for (const auto &e : o.index)
+    if (names_program_id(e)) return axes.size();
+  while (k > 0) {
+    bool named = false;
+    for (const auto &e : o.index)
+      named =
+          named || (axes[k - 1] < o.index_params.size() && spec::mentions(e, o.index_params[axes[k - 1]]));
+    if (named) break;
+    --k;
+  }
+  return k;
+}
+
 std::optional<Point> block_at(const KernelModel &m, std::size_t op, const Point &p) {
   return spec::block_index(m.operands[op], m.env, m.grid, p).value;
 }
@@ -67,6 +104,29 @@ std::optional<spec::Diagnostic> witness_error(const KernelModel &m, const Findin
   return std::nullopt;
 }
 
+namespace {
+
+// The statement of read `r` stores the whole block of a windowed output,
+// unguarded, and does not read it: that store's effect.
+std::optional<std::size_t> overwritten_store(const KernelModel &m, const Effect &r) {
+  for (std::size_t e = 0; e < m.effects.size(); ++e) {
+    const Effect &w = m.effects[e];
+    if (w.order != r.order + 1 || w.kind != Effect::write) continue;
+    const auto &o = m.operands[w.operand];
+    if (o.role != spec::Role::out || !o.windowed) continue;
+    bool whole = w.box.size() == o.block.size();
+    for (std::size_t d = 0; whole && d < w.box.size(); ++d)
+      whole = w.box[d].first == 0 && w.box[d].second == o.block[d];
+    bool reads_it = false;
+    for (const auto &x : m.effects)
+      reads_it = reads_it || (x.operand == w.operand && x.kind == Effect::read && x.order == r.order);
+    if (whole && !reads_it && w.guards.empty()) return e;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
 ScratchUse scratch_use(const KernelModel &m, std::size_t op) {
   // Within one statement the reads carry its `order` and the store order + 1.
   auto same_statement_reads = [&](const Effect &w) {
@@ -87,8 +147,10 @@ ScratchUse scratch_use(const KernelModel &m, std::size_t op) {
       u.accumulates.push_back(e);
     else if (ef.kind == Effect::write)
       u.inits.push_back(e);
-    else if (!same_statement_stores(ef))
+    else if (!same_statement_stores(ef)) {
       u.consumes.push_back(e);
+      u.consume_store.push_back(overwritten_store(m, ef));
+    }
   }
   return u;
 }
@@ -200,11 +262,24 @@ Finding reset_finding(const KernelModel &m, const Effect &w, const Point &partia
 
 Finding input_write_finding(const KernelModel &m, const Effect &w, const Point &p) {
   const auto &o = m.operands[w.operand];
+  std::string twin;
+  for (const auto &a : m.aliases)
+    if (a.input == w.operand) twin = m.operands[a.output].name;
+  // Aliasing does not help: the output's window, not the input's, is what
+  // gets written back to the shared HBM buffer, and a block the input
+  // revisits consecutively keeps the write for the next grid step.
   Finding f = make(Rule::input_write_lost, w.loc,
-                   "writes input '" + o.name +
-                       "', which is not aliased to an output: the write "
-                       "stays in the VMEM window and never reaches HBM (use `alias " +
-                       o.name + " -> OUT` or write an output)");
+                   twin.empty() ? "writes input '" + o.name +
+                                      "', which is not aliased to an output: the write "
+                                      "stays in the VMEM window and never reaches HBM (use `alias " +
+                                      o.name + " -> OUT` and write OUT, or write an output)"
+                                : "writes input '" + o.name +
+                                      "': the write stays in its VMEM window and never "
+                                      "reaches HBM, although '" +
+                                      o.name + "' is aliased to '" + twin + "' (only '" + twin +
+                                      "'s window is written back), and a block revisited on the next "
+                                      "step still holds it: write '" +
+                                      twin + "' instead");
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"grid_point", p});
   f.notes.push_back(note(w.loc, "the write happens at grid point " + format_tuple(p)));
@@ -244,12 +319,20 @@ Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Po
       axis = static_cast<std::int64_t>(a);
       break;
     }
+  // The axis the index map drops (does not name at all), or folds (names,
+  // but maps both points to one block).
+  bool named = false;
+  if (axis >= 0 && static_cast<std::size_t>(axis) < o.index_params.size())
+    for (const auto &e : o.index)
+      named = named || spec::mentions(e, o.index_params[static_cast<std::size_t>(axis)]);
+  const std::string ax = std::to_string(axis);
   Finding f = make(Rule::parallel_write_conflict, o.loc,
                    "grid points " + format_tuple(p) + " and " + format_tuple(q) +
-                       " differ along "
-                       "parallel axis " +
-                       std::to_string(axis) + " but both write block " + b + " of '" + o.name +
-                       "': mark the reduction axis `arbitrary`");
+                       " differ along parallel axis " + ax +
+                       (named ? ", which the index_map of '" + o.name + "' folds,"
+                              : ", which the index_map of '" + o.name + "' drops,") +
+                       " but both write block " + b + " of '" + o.name + "': axis " + ax + " reduces into '" +
+                       o.name + "', so mark it `arbitrary`");
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"first_write", p});
   f.witness.items.push_back({"second_write", q});
@@ -260,16 +343,137 @@ Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Po
   return f;
 }
 
-Finding not_covered_finding(const KernelModel &m, std::size_t op, const Point &block) {
+Finding scratch_carry_finding(const KernelModel &m, std::size_t op, const Point &written, const Point &read) {
   const auto &o = m.operands[op];
+  std::int64_t axis = -1;
+  for (std::size_t a = 0; a < written.size(); ++a)
+    if (written[a] != read[a] && m.semantics[a] == spec::DimSemantics::parallel) {
+      axis = static_cast<std::int64_t>(a);
+      break;
+    }
+  const std::string ax = std::to_string(axis);
+  Finding f = make(Rule::parallel_write_conflict, o.loc,
+                   "scratch '" + o.name + "' carries a value written at grid point " + format_tuple(written) +
+                       " into grid point " + format_tuple(read) + ", which differs along parallel axis " +
+                       ax + ": the cores that split axis " + ax +
+                       " each have their own scratch, so the carried value is lost; mark axis " + ax +
+                       " `arbitrary` or initialize '" + o.name + "' at each of its steps");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"first_write", written});
+  f.witness.items.push_back({"read", read});
+  f.witness.items.push_back({"axis", axis});
+  f.notes.push_back(note(o.loc, "'" + o.name + "' written at grid point " + format_tuple(written)));
+  f.notes.push_back(note(o.loc, "and read at grid point " + format_tuple(read) +
+                                    " with no init in between, possibly on another core"));
+  return f;
+}
+
+CarryUse carry_use(const KernelModel &m, std::size_t op) {
+  CarryUse c;
+  for (std::size_t e = 0; e < m.effects.size(); ++e) {
+    if (m.effects[e].operand != op) continue;
+    if (m.effects[e].kind != Effect::read) c.stores.push_back(e);
+    if (m.effects[e].kind != Effect::write) c.reads.push_back(e);
+  }
+  c.inits = scratch_use(m, op).inits;
+  return c;
+}
+
+bool scratch_shared_across_parallel_axes(const KernelModel &m) {
+  if (!m.cta_axes.empty()) return false;
+  for (auto s : m.semantics)
+    if (s == spec::DimSemantics::parallel) return true;
+  return false;
+}
+
+Finding not_covered_finding(const KernelModel &m, std::size_t op, const Point &block, const Box &cell) {
+  const auto &o = m.operands[op];
+  bool whole = true;
+  for (std::size_t d = 0; d < cell.size(); ++d)
+    whole = whole && cell[d].first == 0 && cell[d].second == o.block[d];
+  std::string what = "block " + format_tuple(block);
+  if (!whole) {
+    // The cell's elements in the array, clipped to it.
+    std::string r;
+    for (std::size_t d = 0; d < cell.size(); ++d) {
+      const std::int64_t base = spec::saturating_mul(block[d], o.block[d]);
+      const std::int64_t lo = spec::saturating_add(base, cell[d].first);
+      const std::int64_t hi = std::min(spec::saturating_add(base, cell[d].second), o.shape[d]);
+      r += (d ? ", " : "") +
+           (o.squeezed[d] ? std::to_string(lo) : std::to_string(lo) + ":" + std::to_string(hi));
+    }
+    what = "elements " + o.name + "[" + r + "] of block " + format_tuple(block);
+  }
   Finding f = make(Rule::output_not_covered, o.loc,
-                   "no grid point writes block " + format_tuple(block) + " of output '" + o.name +
+                   "no grid point writes " + what + " of output '" + o.name +
                        "': that part of the result stays garbage");
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"block", block});
-  f.notes.push_back(note(o.loc, "block " + format_tuple(block) + " of " + o.name + " (of " +
-                                    format_tuple(o.num_blocks) + " blocks) is never written"));
+  if (!whole) {
+    std::vector<std::int64_t> lo, hi;
+    for (const auto &[l, h] : cell) {
+      lo.push_back(l);
+      hi.push_back(h);
+    }
+    f.witness.items.push_back({"cell_lo", lo});
+    f.witness.items.push_back({"cell_hi", hi});
+  }
+  f.notes.push_back(note(
+      o.loc, what + " of " + o.name + " (of " + format_tuple(o.num_blocks) + " blocks) is never written" +
+                 (whole ? "" : ": every store that writes this block covers only part of it")));
   return f;
+}
+
+CoverCells cover_cells(const KernelModel &m, std::size_t op) {
+  const auto &o = m.operands[op];
+  std::vector<std::vector<std::int64_t>> cuts(o.block.size());
+  for (std::size_t d = 0; d < o.block.size(); ++d)
+    cuts[d] = {0, o.block[d]};
+  for (const auto &e : m.effects)
+    if (e.operand == op && e.kind != Effect::read)
+      for (std::size_t d = 0; d < e.box.size() && d < cuts.size(); ++d) {
+        cuts[d].push_back(e.box[d].first);
+        cuts[d].push_back(e.box[d].second);
+      }
+  for (auto &c : cuts) {
+    std::sort(c.begin(), c.end());
+    c.erase(std::unique(c.begin(), c.end()), c.end());
+  }
+  CoverCells r;
+  std::vector<std::size_t> at(cuts.size(), 0);
+  for (const auto &c : cuts)
+    if (c.size() < 2) return r;
+  while (true) {
+    Box cell;
+    for (std::size_t d = 0; d < cuts.size(); ++d)
+      cell.emplace_back(cuts[d][at[d]], cuts[d][at[d] + 1]);
+    r.cells.push_back(std::move(cell));
+    std::size_t k = at.size();
+    bool done = true;
+    while (k > 0) {
+      --k;
+      if (++at[k] + 1 < cuts[k].size()) {
+        done = false;
+        break;
+      }
+      at[k] = 0;
+    }
+    if (done) return r;
+  }
+}
+
+bool box_contains(const Box &outer, const Box &inner) {
+  if (outer.size() != inner.size()) return false;
+  for (std::size_t d = 0; d < inner.size(); ++d)
+    if (inner[d].first < outer[d].first || inner[d].second > outer[d].second) return false;
+  return true;
+}
+
+bool cell_in_array(const OperandModel &o, const Point &b, const Box &cell) {
+  for (std::size_t d = 0; d < cell.size() && d < b.size(); ++d)
+    if (spec::saturating_add(spec::saturating_mul(b[d], o.block[d]), cell[d].first) >= o.shape[d])
+      return false;
+  return true;
 }
 
 Finding alias_finding(const KernelModel &m, const AliasModel &a, const Point &written, const Point &read) {
@@ -315,7 +519,8 @@ std::int64_t sram_bytes(const KernelModel &m) {
   return total;
 }
 
-std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::string> &unknown) {
+std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::string> &unknown,
+                                         const ReadsLastBlock &reads_last_block) {
   std::vector<Finding> out;
   // partial-block-reduction: an axis is a reduction axis when no output's
   // index_map depends on it.
@@ -345,6 +550,16 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
           why = "the body contracts it (dot/sum/max) on line " + std::to_string(c.loc.line);
       if (why.empty()) continue;
       std::int64_t valid = x.shape[d] % x.block[d];
+      // A read that stays within the valid elements (`x[:, 0:valid]`, as
+      // megablox reads its k remainder) takes no padding in.
+      bool padding_read = false;
+      for (std::size_t e = 0; e < m.effects.size() && !padding_read; ++e) {
+        const Effect &r = m.effects[e];
+        if (r.operand != i || r.kind == Effect::write || d >= r.box.size() || r.box[d].second <= valid)
+          continue;
+        padding_read = reads_last_block(e, d);
+      }
+      if (!padding_read) continue;
       Finding f = make(Rule::partial_block_reduction, x.loc,
                        "dim " + std::to_string(d) + " of '" + x.name + "' (" + std::to_string(x.shape[d]) +
                            ") is not a multiple of its block (" + std::to_string(x.block[d]) + ") and " +
@@ -361,6 +576,29 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
       out.push_back(std::move(f));
       break;
     }
+  }
+  // any-space-access: Mosaic rejects the kernel at compile time, so every
+  // access counts, whatever its guard.
+  for (const auto &e : m.effects) {
+    const auto &o = m.operands[e.operand];
+    if (!o.decl ||
+        (o.decl->memory_space != spec::MemorySpace::any && o.decl->memory_space != spec::MemorySpace::hbm))
+      continue;
+    const bool load = e.kind == Effect::read;
+    const std::string role = o.role == spec::Role::in    ? "input"
+                             : o.role == spec::Role::out ? "output"
+                                                         : "scratch";
+    Finding f = make(Rule::any_space_access, e.loc,
+                     std::string(load ? "loads " : "stores ") + role + " '" + o.name +
+                         "' (memory_space=" + spec::to_string(o.decl->memory_space) +
+                         "), which stays in HBM with no VMEM/SMEM window: only DMAs may touch it, so Mosaic "
+                         "rejects the kernel; give '" +
+                         o.name + "' a block=, or copy it into a scratch buffer by DMA");
+    f.witness.items.push_back({"operand", o.name});
+    f.witness.items.push_back({"access", std::string(load ? "load" : "store")});
+    f.notes.push_back(note(o.loc, "'" + o.name + "' is declared here with memory_space=" +
+                                      spec::to_string(o.decl->memory_space)));
+    out.push_back(std::move(f));
   }
   if (!m.target) return out;
   const Target *t = find_target(*m.target);

@@ -6,6 +6,7 @@
 #include "verifier/verdict.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,34 @@
 namespace pipecheck::verifier::rules {
 
 using Point = std::vector<std::int64_t>;
+/// Per array dim [lo, hi), relative to a block (Effect::box).
+using Box = std::vector<std::pair<std::int64_t, std::int64_t>>;
+
+/// output-not-covered decides coverage per element box: the boundaries of
+/// every store's box of the output cut its block into cells, each either
+/// inside or outside any store's box. Cells in row-major order.
+struct CoverCells {
+  std::vector<Box> cells;
+};
+CoverCells cover_cells(const KernelModel &, std::size_t op);
+/// Whether `outer` contains `inner` in every dim.
+bool box_contains(const Box &outer, const Box &inner);
+/// Whether some element of the cell of block `b` lies inside the array
+/// (the last block of a ragged dim is partly padding, which needs no write).
+bool cell_in_array(const OperandModel &, const Point &b, const Box &cell);
+
+/// The grid axes in run order, outermost first: grid points run in
+/// lexicographic order of their coordinates taken in this order
+/// (spec::grid_point). TPU: 0, 1, ...; Mosaic GPU: the CTA axes, then the
+/// others, since each CTA runs its own pipeline over the non-CTA axes.
+std::vector<std::size_t> run_axes(const KernelModel &);
+
+/// The first run-order position k (run_axes) from which on the index map of
+/// `op` names no axis: a step that advances position k or a later one (and
+/// resets the ones after it) keeps the block. A syntactic criterion, so that
+/// the Z3 encoding needs no block terms inside a quantifier
+/// (ScratchUse::consume_store). The number of axes when none.
+std::size_t keep_from(const KernelModel &, std::size_t op);
 
 /// The block index of operand `op` at grid point `p` (concrete evaluation), or
 /// nullopt when an index expression cannot be evaluated.
@@ -38,13 +67,36 @@ Finding reset_finding(const KernelModel &, const Effect &init, const Point &part
 Finding input_write_finding(const KernelModel &, const Effect &write, const Point &p);
 Finding out_of_bounds_finding(const KernelModel &, std::size_t op, const Point &p);
 Finding parallel_conflict_finding(const KernelModel &, std::size_t op, const Point &p, const Point &q);
-Finding not_covered_finding(const KernelModel &, std::size_t op, const Point &block);
+/// `cell` is the part of the block no store writes (block-relative); the
+/// whole block gives the plain "no grid point writes block" message.
+/// A scratch value written at `written` is read at `read`, which differs
+/// from it along parallel axis `axis` (parallel-write-conflict on the scratch).
+Finding scratch_carry_finding(const KernelModel &, std::size_t op, const Point &written, const Point &read);
+/// The effects of scratch-carry: every store of the scratch, every read of it
+/// (a load or `+=`), and the inits (ScratchUse::inits) that cut the carry.
+struct CarryUse {
+  std::vector<std::size_t> stores, reads, inits;
+};
+CarryUse carry_use(const KernelModel &, std::size_t op);
+/// Whether the kernel has a parallel axis whose grid points share one
+/// scratch (TPU: the whole grid shares it; Mosaic GPU: each CTA has its own).
+bool scratch_shared_across_parallel_axes(const KernelModel &);
+Finding not_covered_finding(const KernelModel &, std::size_t op, const Point &block, const Box &cell);
 Finding alias_finding(const KernelModel &, const AliasModel &, const Point &written, const Point &read);
 
-/// The rules that need no grid reasoning: partial-block-reduction,
-/// sram-capacity and block-tiling (the last two only with a known target).
-/// Appends to `unknown` when the target is named but not known.
-std::vector<Finding> structural_findings(const KernelModel &, std::vector<std::string> &unknown);
+/// Whether a read effect (an index into KernelModel::effects) fires at some
+/// grid point where its operand's block index along array dim `dim` is the
+/// last one: asked by partial-block-reduction, answered by the symbolic
+/// checker and the enumerator alike (true when undecided).
+using ReadsLastBlock = std::function<bool(std::size_t effect, std::size_t dim)>;
+
+/// The rules that need little grid reasoning: partial-block-reduction (a
+/// reduced dim's last block is partial and some read that fires on that
+/// block reaches past its valid elements), sram-capacity and block-tiling
+/// (the last two only with a known target). Appends to `unknown` when the
+/// target is named but not known.
+std::vector<Finding> structural_findings(const KernelModel &, std::vector<std::string> &unknown,
+                                         const ReadsLastBlock &);
 
 /// How the body uses a scratch buffer, for accumulator-reset (indices into
 /// KernelModel::effects, in program order). A statement whose store of the
@@ -52,10 +104,18 @@ std::vector<Finding> structural_findings(const KernelModel &, std::vector<std::s
 /// an update; a plain `=` store that does not read it is an init; a read by
 /// any other statement consumes the partial result (the effect summary does not
 /// follow values through locals, so every such read counts, whatever it feeds).
+///
+/// A consuming read whose statement stores the whole block of a windowed
+/// output unguarded (`o[...] = acc[...]`, o not read there) consumes nothing
+/// at a grid point whose next point in run order keeps the block of o
+/// (keep_from): that point's store overwrites it (ops/tpu/matmul.py's shape
+/// with the output written at every step). `consume_store` holds that store
+/// per consume (parallel to `consumes`), or nullopt.
 struct ScratchUse {
   std::vector<std::size_t> inits;
   std::vector<std::size_t> accumulates;
   std::vector<std::size_t> consumes;
+  std::vector<std::optional<std::size_t>> consume_store;
 };
 ScratchUse scratch_use(const KernelModel &, std::size_t op);
 

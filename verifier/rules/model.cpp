@@ -4,6 +4,7 @@
 #include "spec/lower.hpp"
 #include "spec/targets.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace pipecheck::verifier::rules {
@@ -29,6 +30,12 @@ std::optional<std::size_t> KernelModel::operand_index(const std::string &n) cons
 bool KernelModel::is_aliased_input(std::size_t op) const {
   for (const auto &a : aliases)
     if (a.input == op) return true;
+  return false;
+}
+
+bool KernelModel::is_aliased_output(std::size_t op) const {
+  for (const auto &a : aliases)
+    if (a.output == op) return true;
   return false;
 }
 
@@ -116,6 +123,7 @@ struct Builder {
         ef.guards = guards;
         ef.order = order;
         ef.partial = is_partial(e);
+        ef.box = box_of(e, *i);
         ef.loc = loc;
         m.effects.push_back(std::move(ef));
       }
@@ -136,6 +144,45 @@ struct Builder {
           !(s.op == Op::Slice && s.args.size() == 2 && s.args[0].op == Op::None && s.args[1].op == Op::None))
         return true;
     return false;
+  }
+
+  // A subscript bound known statically: params and integer locals substituted.
+  std::optional<std::int64_t> static_int(const Expr &e) { return spec::evaluate(guard_expr(e), m.env).value; }
+
+  std::vector<std::pair<std::int64_t, std::int64_t>> box_of(const Expr &ref, std::size_t op) {
+    const auto &o = m.operands[op];
+    std::vector<std::pair<std::int64_t, std::int64_t>> box, full;
+    std::vector<std::size_t> view;
+    for (std::size_t d = 0; d < o.block.size(); ++d) {
+      full.emplace_back(0, o.block[d]);
+      if (!o.squeezed[d]) view.push_back(d);
+    }
+    box = full;
+    std::size_t explicit_n = 0;
+    for (const auto &s : ref.args) {
+      if (s.op == Op::None) return full; // not a plain subscript list
+      if (s.op != Op::Ellipsis) ++explicit_n;
+    }
+    if (explicit_n > view.size()) return full;
+    std::size_t v = 0;
+    for (const auto &s : ref.args) {
+      if (s.op == Op::Ellipsis) {
+        v += view.size() - explicit_n;
+        continue;
+      }
+      if (v >= view.size()) return full;
+      const std::size_t d = view[v++];
+      const std::int64_t n = o.block[d];
+      auto clamp = [n](std::int64_t x) { return std::clamp<std::int64_t>(x, 0, n); };
+      if (s.op == Op::Slice && s.args.size() == 2) {
+        auto lo = s.args[0].op == Op::None ? std::optional<std::int64_t>(0) : static_int(s.args[0]);
+        auto hi = s.args[1].op == Op::None ? std::optional<std::int64_t>(n) : static_int(s.args[1]);
+        if (lo && hi) box[d] = {clamp(*lo), std::max(clamp(*lo), clamp(*hi))};
+      } else if (auto i = static_int(s)) {
+        box[d] = {clamp(*i), clamp(spec::saturating_add(*i, 1))};
+      }
+    }
+    return box;
   }
 
   // The operand a tensor argument reads directly (a ref, a local bound to a
@@ -230,6 +277,7 @@ struct Builder {
           ef.guards = guards;
           ef.order = order + 1;
           ef.partial = is_partial(a->target);
+          ef.box = box_of(a->target, *i);
           ef.loc = st.loc;
           m.effects.push_back(std::move(ef));
         }

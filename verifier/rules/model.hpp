@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pipecheck::verifier::rules {
@@ -34,8 +35,13 @@ struct Effect {
   std::size_t operand = 0;        ///< index into KernelModel::operands
   std::vector<spec::Expr> guards; ///< conjunction; params and integer locals substituted
   int order = 0;                  ///< program order; a statement's reads precede its write
-  bool partial = false;           ///< the ref is sliced (treated as a whole-block access)
-  spec::Loc loc;                  ///< the statement
+  bool partial = false;           ///< the ref is sliced
+  /// The elements of the block the ref names, per array dim [lo, hi)
+  /// relative to the block: a subscript's range where it is a constant, the
+  /// whole block dim where it is not (or where the ref is not a plain
+  /// subscript list).
+  std::vector<std::pair<std::int64_t, std::int64_t>> box;
+  spec::Loc loc; ///< the statement
 };
 const char *to_string(Effect::Kind);
 
@@ -69,6 +75,8 @@ struct KernelModel {
 
   std::optional<std::size_t> operand_index(const std::string &) const;
   bool is_aliased_input(std::size_t operand) const;
+  /// True when an `alias IN -> operand` names it: its HBM buffer starts as the input's data.
+  bool is_aliased_output(std::size_t operand) const;
   /// True when some effect on `operand` reads it (a load or `+=`).
   bool is_read(std::size_t operand) const;
   std::int64_t num_points() const; ///< saturates at INT64_MAX

@@ -14,11 +14,12 @@ using smt::Term;
 
 struct SymPoint {
   std::vector<Term> v;
+  bool grid = true; ///< a grid point (minimized in run order), not a block index
 };
 
 class Sym {
 public:
-  Sym(const KernelModel &m, unsigned timeout_ms) : m_(m), solver_(ctx_, timeout_ms) {}
+  Sym(const KernelModel &m, unsigned timeout_ms) : m_(m), solver_(ctx_, timeout_ms), axes_(run_axes(m)) {}
 
   RuleOutcome run() {
     for (std::size_t i = 0; i < m_.operands.size(); ++i) {
@@ -27,10 +28,11 @@ public:
       if (o.role == spec::Role::out && o.windowed) {
         if (!o.revisit_any) revisit(i);
         parallel_conflict(i);
-        not_covered(i);
+        if (!m_.is_aliased_output(i)) not_covered(i);
         if (m_.is_read(i)) resets(i);
       }
       if (o.role == spec::Role::scratch) scratch_resets(i);
+      if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
     }
     for (const auto &e : m_.effects) {
       const auto &o = m_.operands[e.operand];
@@ -38,12 +40,12 @@ public:
       if ((e.kind == Effect::read || e.kind == Effect::accumulate) &&
           ((o.role == spec::Role::out && o.windowed) || (o.role == spec::Role::scratch && !o.acc)))
         uninitialized(e);
-      if (e.kind != Effect::read && o.role == spec::Role::in && o.windowed && !m_.is_aliased_input(e.operand))
-        input_write(e);
+      if (e.kind != Effect::read && o.role == spec::Role::in && o.windowed) input_write(e);
     }
     for (const auto &a : m_.aliases)
       alias(a);
-    auto structural = structural_findings(m_, out_.unknown);
+    auto structural = structural_findings(
+        m_, out_.unknown, [&](std::size_t e, std::size_t d) { return reads_last_block(m_.effects[e], d); });
     out_.findings.insert(out_.findings.end(), structural.begin(), structural.end());
     for (const auto &f : out_.findings)
       if (auto d = witness_error(m_, f)) {
@@ -64,6 +66,7 @@ private:
   bool minimal_ = true; // whether the last sat query's witness was fully minimized
   std::string err_;
   smt::Bindings::Aux *aux_ = nullptr; // set while building a universally quantified body
+  std::vector<std::size_t> axes_;     // run_axes: the grid axes in run order
 
   SymPoint point(const std::string &tag) {
     SymPoint p;
@@ -82,15 +85,16 @@ private:
     return ctx_.all_of(c);
   }
 
-  // Grid order: lexicographic, last axis fastest.
+  // Run order: lexicographic over the axes in run order (run_axes), last
+  // fastest.
   Term lex_lt(const SymPoint &p, const SymPoint &q) {
     std::vector<Term> alts;
     std::vector<Term> prefix;
-    for (std::size_t k = 0; k < p.v.size(); ++k) {
+    for (std::size_t a : axes_) {
       auto c = prefix;
-      c.push_back(p.v[k] < q.v[k]);
+      c.push_back(p.v[a] < q.v[a]);
       alts.push_back(ctx_.all_of(c));
-      prefix.push_back(p.v[k] == q.v[k]);
+      prefix.push_back(p.v[a] == q.v[a]);
     }
     return ctx_.any_of(alts);
   }
@@ -189,17 +193,25 @@ private:
     Q q = Q::unsat;
     if (r.kind == smt::Result::sat) {
       q = Q::sat;
+      // A grid point's coordinates are minimized in run order, so the
+      // witness is the first in run order, as the enumerator finds it.
+      auto coord = [&](const SymPoint *p, std::size_t k) {
+        return p->grid && p->v.size() == axes_.size() ? axes_[k] : k;
+      };
       std::vector<Term> vars;
       for (const auto *p : order)
-        vars.insert(vars.end(), p->v.begin(), p->v.end());
+        for (std::size_t k = 0; k < p->v.size(); ++k)
+          vars.push_back(p->v[coord(p, k)]);
       std::vector<std::int64_t> lo = lower;
       lo.resize(vars.size(), 0);
       auto vals = solver_.minimize_lex(vars, lo, &minimal_);
       std::size_t at = 0;
       values.clear();
       for (const auto *p : order) {
-        values.emplace_back(vals.begin() + static_cast<std::ptrdiff_t>(at),
-                            vals.begin() + static_cast<std::ptrdiff_t>(at + p->v.size()));
+        Point pt(p->v.size(), 0);
+        for (std::size_t k = 0; k < p->v.size(); ++k)
+          pt[coord(p, k)] = vals[at + k];
+        values.push_back(std::move(pt));
         at += p->v.size();
       }
     } else if (r.kind == smt::Result::unknown) {
@@ -252,13 +264,14 @@ private:
     std::vector<Point> v;
     if (query("output-revisit/" + o.name, facts, {&q, &p, &r}, v) != Q::sat) return;
     if (m_.is_read(op)) {
+      // Positions in run order (run_axes).
       std::optional<std::size_t> last_dep;
-      for (std::size_t b = m_.grid.size(); b-- > 1 && !last_dep;)
-        if (depends_on(op, b)) last_dep = b;
+      for (std::size_t b = axes_.size(); b-- > 1 && !last_dep;)
+        if (depends_on(op, axes_[b])) last_dep = b;
       if (last_dep) {
         std::vector<Term> differ;
         for (std::size_t a = 0; a < *last_dep; ++a)
-          differ.push_back(p.v[a] != q.v[a]);
+          differ.push_back(p.v[axes_[a]] != q.v[axes_[a]]);
         std::vector<Point> w;
         if (query("reduction-not-last-axis/" + o.name, with(facts, {ctx_.any_of(differ)}), {&q, &p, &r}, w) ==
             Q::sat) {
@@ -327,6 +340,7 @@ private:
     if (u.inits.empty() || u.accumulates.empty()) return;
     std::vector<std::size_t> clears = u.inits;
     clears.insert(clears.end(), u.consumes.begin(), u.consumes.end());
+    auto cleared_at = [&](std::size_t ci, const SymPoint &x) { return guard(m_.effects[ci], x); };
     for (std::size_t wi : u.inits) {
       const Effect &w = m_.effects[wi];
       SymPoint p = point("p"), q = point("q");
@@ -336,27 +350,163 @@ private:
         const Effect &a = m_.effects[ai];
         std::vector<Term> c = {guard(a, p)};
         for (std::size_t ci : clears)
-          if (m_.effects[ci].order > a.order) c.push_back(!guard(m_.effects[ci], p));
+          if (m_.effects[ci].order > a.order) c.push_back(!cleared_at(ci, p));
         accumulated.push_back(ctx_.all_of(c));
       }
       facts.push_back(ctx_.any_of(accumulated));
       for (std::size_t ci : clears)
-        if (m_.effects[ci].order < w.order) facts.push_back(!guard(m_.effects[ci], q));
+        if (m_.effects[ci].order < w.order) facts.push_back(!cleared_at(ci, q));
+      // Linear side conditions for `//` and `%` first; where MBQI gives up
+      // on them or leaves the witness unminimized, Z3's own div/mod.
+      std::optional<std::vector<Point>> best;
+      for (int attempt = 0; attempt < 2; ++attempt) {
+        SymPoint t = point("t");
+        smt::Bindings::Aux aux;
+        aux_ = attempt == 0 ? &aux : nullptr;
+        std::vector<Term> cleared;
+        for (std::size_t ci : clears)
+          cleared.push_back(cleared_at(ci, t));
+        aux_ = nullptr;
+        Term between =
+            in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(cleared);
+        std::vector<Point> v;
+        const std::size_t undecided = out_.unknown.size();
+        Q r = query("accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
+                    with(facts, {smt::forall(with(t.v, aux.aux_vars), !between)}), {&q, &p}, v);
+        if (r == Q::sat && (!best || run_key(v) < run_key(*best))) best = v;
+        if (attempt == 0 && !aux.aux_vars.empty() && (r == Q::unknown || (r == Q::sat && !minimal_))) {
+          if (r == Q::unknown) out_.unknown.resize(undecided);
+          continue;
+        }
+        if (r == Q::unknown && best) out_.unknown.resize(undecided);
+        break;
+      }
+      if (best) out_.findings.push_back(reset_finding(m_, w, (*best)[1], (*best)[0]));
+      overwritten_reset(u, wi);
+    }
+  }
+
+  // The init at q discards what the previous grid point in run order
+  // accumulated, whose every later read in that step is a consume the step to
+  // q overwrites (ScratchUse::consume_store, keep_from). A local condition,
+  // so no quantifier.
+  void overwritten_reset(const ScratchUse &u, std::size_t wi) {
+    const Effect &w = m_.effects[wi];
+    const auto &o = m_.operands[w.operand];
+    std::size_t keep = axes_.size();
+    for (std::size_t c = 0; c < u.consumes.size(); ++c)
+      if (u.consume_store[c]) keep = std::min(keep, keep_from(m_, m_.effects[*u.consume_store[c]].operand));
+    if (keep >= axes_.size()) return;
+    SymPoint q = point("q"), r = point("r");
+    std::vector<Term> steps;
+    for (std::size_t k = keep; k < axes_.size(); ++k) {
+      std::vector<Term> c = {q.v[axes_[k]] >= 1, r.v[axes_[k]] == q.v[axes_[k]] - 1};
+      for (std::size_t j = 0; j < k; ++j)
+        c.push_back(r.v[axes_[j]] == q.v[axes_[j]]);
+      for (std::size_t j = k + 1; j < axes_.size(); ++j) {
+        c.push_back(q.v[axes_[j]] == 0);
+        c.push_back(r.v[axes_[j]] == m_.grid[axes_[j]] - 1);
+      }
+      // Each consume that may fire at r after the accumulation must be
+      // overwritten by this step.
+      steps.push_back(ctx_.all_of(c));
+    }
+    std::vector<Term> facts = {in_grid(q), in_grid(r), ctx_.any_of(steps), guard(w, q)};
+    for (std::size_t ci : u.inits)
+      if (m_.effects[ci].order < w.order) facts.push_back(!guard(m_.effects[ci], q));
+    for (std::size_t ci : u.consumes)
+      if (m_.effects[ci].order < w.order) facts.push_back(!guard(m_.effects[ci], q));
+    std::vector<Term> accumulated;
+    for (std::size_t ai : u.accumulates) {
+      const Effect &a = m_.effects[ai];
+      std::vector<Term> c = {guard(a, r)};
+      for (std::size_t ci : u.inits)
+        if (m_.effects[ci].order > a.order) c.push_back(!guard(m_.effects[ci], r));
+      for (std::size_t x = 0; x < u.consumes.size(); ++x) {
+        const std::size_t ci = u.consumes[x];
+        if (m_.effects[ci].order <= a.order) continue;
+        // A consume that is not overwritten at every step from `keep` on
+        // reads the partial result: it must not fire.
+        bool dead = u.consume_store[x] && keep_from(m_, m_.effects[*u.consume_store[x]].operand) <= keep;
+        if (!dead) c.push_back(!guard(m_.effects[ci], r));
+      }
+      accumulated.push_back(ctx_.all_of(c));
+    }
+    facts.push_back(ctx_.any_of(accumulated));
+    std::vector<Point> v;
+    if (query("accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line) + "/overwritten", facts,
+              {&q, &r}, v) == Q::sat)
+      out_.findings.push_back(reset_finding(m_, w, v[1], v[0]));
+  }
+
+  bool reads_last_block(const Effect &r, std::size_t d) {
+    const auto &o = m_.operands[r.operand];
+    SymPoint p = point("p");
+    std::vector<Point> v;
+    return query("partial-block-reduction/" + o.name + "/line" + std::to_string(r.loc.line),
+                 {in_grid(p), guard(r, p), block(r.operand, p)[d] == o.num_blocks[d] - 1}, {}, v) != Q::unsat;
+  }
+
+  // A store of the scratch at p reaches a read at q > p (no init at q before
+  // the read, none at any point strictly between), p and q apart along a
+  // parallel axis.
+  void scratch_carry(std::size_t op) {
+    if (m_.grid.empty()) return;
+    const CarryUse u = carry_use(m_, op);
+    // Without an init every store accumulates, and uninitialized-accumulator
+    // reports the first read: one root cause, one finding.
+    if (u.stores.empty() || u.reads.empty() || u.inits.empty()) return;
+    SymPoint p = point("p"), q = point("q");
+    std::vector<Term> differ, stored, read;
+    for (std::size_t a = 0; a < m_.semantics.size(); ++a)
+      if (m_.semantics[a] == spec::DimSemantics::parallel) differ.push_back(p.v[a] != q.v[a]);
+    for (std::size_t e : u.stores)
+      stored.push_back(guard(m_.effects[e], p));
+    for (std::size_t r : u.reads) {
+      std::vector<Term> c = {guard(m_.effects[r], q)};
+      for (std::size_t i : u.inits)
+        if (m_.effects[i].order < m_.effects[r].order) c.push_back(!guard(m_.effects[i], q));
+      read.push_back(ctx_.all_of(c));
+    }
+    const std::vector<Term> facts = {in_grid(p),          in_grid(q),          lex_lt(p, q),
+                                     ctx_.any_of(differ), ctx_.any_of(stored), ctx_.any_of(read)};
+    // As in output-not-covered: linear side conditions for `//` and `%`
+    // first; where MBQI gives up on them or leaves the witness unminimized,
+    // Z3's own div/mod.
+    std::optional<std::vector<Point>> best;
+    for (int attempt = 0; attempt < 2; ++attempt) {
       SymPoint t = point("t");
       smt::Bindings::Aux aux;
-      aux_ = &aux;
-      std::vector<Term> cleared;
-      for (std::size_t ci : clears)
-        cleared.push_back(guard(m_.effects[ci], t));
+      aux_ = attempt == 0 ? &aux : nullptr;
+      std::vector<Term> inits;
+      for (std::size_t i : u.inits)
+        inits.push_back(guard(m_.effects[i], t));
       aux_ = nullptr;
       Term between =
-          in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(cleared);
-      facts.push_back(smt::forall(with(t.v, aux.aux_vars), !between));
+          in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(inits);
       std::vector<Point> v;
-      if (query("accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line), facts, {&q, &p}, v) ==
-          Q::sat)
-        out_.findings.push_back(reset_finding(m_, w, v[1], v[0]));
+      const std::size_t undecided = out_.unknown.size();
+      Q r = query("scratch-carry/" + m_.operands[op].name,
+                  with(facts, {smt::forall(with(t.v, aux.aux_vars), !between)}), {&q, &p}, v);
+      if (r == Q::sat && (!best || run_key(v) < run_key(*best))) best = v;
+      if (attempt == 0 && !aux.aux_vars.empty() && (r == Q::unknown || (r == Q::sat && !minimal_))) {
+        if (r == Q::unknown) out_.unknown.resize(undecided);
+        continue;
+      }
+      if (r == Q::unknown && best) out_.unknown.resize(undecided);
+      break;
     }
+    if (best) out_.findings.push_back(scratch_carry_finding(m_, op, (*best)[1], (*best)[0]));
+  }
+
+  // Grid points' coordinates in run order, concatenated: compares witnesses
+  // as the enumerator orders them.
+  std::vector<std::int64_t> run_key(const std::vector<Point> &pts) const {
+    std::vector<std::int64_t> k;
+    for (const auto &p : pts)
+      for (std::size_t a : axes_)
+        k.push_back(p[a]);
+    return k;
   }
 
   void input_write(const Effect &w) {
@@ -398,14 +548,30 @@ private:
       out_.findings.push_back(parallel_conflict_finding(m_, op, v[0], v[1]));
   }
 
+  // Per cell (cover_cells): some block whose cell holds array elements and
+  // that no store containing the cell writes at any grid point.
   void not_covered(std::size_t op) {
+    const CoverCells cells = cover_cells(m_, op);
+    std::optional<std::pair<Point, std::size_t>> best;
+    for (std::size_t c = 0; c < cells.cells.size(); ++c) {
+      auto w = uncovered_block(op, cells.cells[c]);
+      if (w && (!best || *w < best->first)) best = std::make_pair(*w, c);
+    }
+    if (best) out_.findings.push_back(not_covered_finding(m_, op, best->first, cells.cells[best->second]));
+  }
+
+  std::optional<Point> uncovered_block(std::size_t op, const Box &cell) {
     const auto &o = m_.operands[op];
     SymPoint b;
+    b.grid = false;
     std::vector<Term> facts;
     for (std::size_t d = 0; d < o.num_blocks.size(); ++d) {
       b.v.push_back(ctx_.int_var("b" + std::to_string(fresh_) + "_" + std::to_string(d)));
       facts.push_back(b.v.back() >= 0);
       facts.push_back(b.v.back() < o.num_blocks[d]);
+      // Some element of the cell lies in the array (implied by the bound
+      // above for a cell at the block's start).
+      if (cell[d].first > 0) facts.push_back(b.v.back() * o.block[d] + cell[d].first < o.shape[d]);
     }
     ++fresh_;
     // Linear side conditions for `//` and `%` usually help quantifier
@@ -417,7 +583,11 @@ private:
       smt::Bindings::Aux aux;
       aux_ = attempt == 0 ? &aux : nullptr;
       auto bq = block(op, q);
-      Term w = fires(op, true, false, q);
+      std::vector<Term> stores;
+      for (const auto &e : m_.effects)
+        if (e.operand == op && e.kind != Effect::read && box_contains(e.box, cell))
+          stores.push_back(guard(e, q));
+      Term w = ctx_.any_of(stores);
       aux_ = nullptr;
       Term written = in_grid(q) && ctx_.all_of(aux.side) && same(bq, b.v) && w;
       auto all = facts;
@@ -433,7 +603,7 @@ private:
       if (r == Q::unknown && witness) out_.unknown.resize(undecided);
       break;
     }
-    if (witness) out_.findings.push_back(not_covered_finding(m_, op, *witness));
+    return witness;
   }
 
   void alias(const AliasModel &a) {

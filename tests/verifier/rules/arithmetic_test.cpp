@@ -71,7 +71,9 @@ TEST(IndexMapArithmetic, OverflowOnlyAtLateGridPointsNamesTheFirstOne) {
 
 TEST(IndexMapArithmetic, TheEnumeratorReportsTheSameError) {
   spec::File f = testing::parse_text(kernel_text("i + 2**62 + 2**62"));
-  auto m = verifier::rules::build_model(testing::kernel(f, "k"), {}, std::nullopt);
+  // The model points into the kernel: keep it alive.
+  const spec::KernelSpec kernel = testing::kernel(f, "k");
+  auto m = verifier::rules::build_model(kernel, {}, std::nullopt);
   ASSERT_TRUE(m.model);
   auto e = verifier::rules::check_enumerated(*m.model);
   ASSERT_EQ(e.errors.size(), 1u);

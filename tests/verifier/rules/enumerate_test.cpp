@@ -52,6 +52,12 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnTheRevisitAndResetRules) {
     expect_agreement((std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "rules" / f).string());
 }
 
+TEST(Enumerate, AgreesWithTheSymbolicCheckerOnCoverageCarriesSlicesAndInputWrites) {
+  for (const char *f : {"output-not-covered.pk", "parallel-write-conflict.pk", "partial-block-reduction.pk",
+                        "input-write-lost.pk"})
+    expect_agreement((std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "rules" / f).string());
+}
+
 TEST(Enumerate, AgreesWithTheSymbolicCheckerOnMosaicGpuKernelsWithAScratchPerCta) {
   expect_agreement(
       (std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "guide" / "gpu_pallas_call.pk").string());
@@ -78,7 +84,9 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnScratchInitAndStoreGuards) {
                            init + "acc[...] = zeros\n        " + update + "\n        " + store +
                            "o[...] = acc[...]\n";
         spec::File f = testing::parse_text(text);
-        auto m = verifier::rules::build_model(testing::kernel(f, "k"), {}, std::nullopt);
+        // The model points into the kernel: keep it alive.
+        const spec::KernelSpec kernel = testing::kernel(f, "k");
+        auto m = verifier::rules::build_model(kernel, {}, std::nullopt);
         ASSERT_TRUE(m.model) << text;
         auto s = verifier::rules::check_symbolic(*m.model, 10000);
         auto e = verifier::rules::check_enumerated(*m.model);
@@ -103,7 +111,9 @@ TEST(Enumerate, GivesUpOnAGridLargerThanItsBound) {
     body:
         o[...] = x[...]
 )");
-  auto m = verifier::rules::build_model(testing::kernel(f, "big"), {}, std::nullopt);
+  // The model points into the kernel: keep it alive.
+  const spec::KernelSpec kernel = testing::kernel(f, "big");
+  auto m = verifier::rules::build_model(kernel, {}, std::nullopt);
   ASSERT_TRUE(m.model);
   auto e = verifier::rules::check_enumerated(*m.model, 1000);
   EXPECT_FALSE(e.unknown.empty());
