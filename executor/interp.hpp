@@ -49,6 +49,8 @@ public:
 
   /// An integer expression; throws ExecError(bad_input) when it has no value.
   std::int64_t eval_int(const spec::Expr &);
+  /// A shape argument `(a, b, ...)` of integer expressions.
+  Shape shape_of(const spec::Expr &);
   /// A tensor expression.
   Value eval(const spec::Expr &);
   /// The view a ref (Op::Ref or a bare buffer Name) denotes; throws

@@ -3,6 +3,7 @@
 #include "spec/checked.hpp"
 #include "spec/lower.hpp"
 #include "spec/targets.hpp"
+#include "spec/typecheck.hpp"
 
 #include <map>
 
@@ -174,20 +175,26 @@ struct Builder {
 
   void note_contraction(const Expr &call, const spec::Loc &loc) {
     if (call.name == "dot" && call.num_positional() == 2) {
+      // trans_a / trans_b flip which dim of a 2-D operand is contracted.
+      auto trans = [&](const char *k) {
+        const Expr *f = call.kwarg(k);
+        return f && spec::bool_literal(*f).value_or(false);
+      };
       if (auto a = direct_operand(call.args[0])) {
         std::int64_t r = view_rank(a->first);
-        if (r >= 1) add_contraction(a->first, r - 1, a->second, loc);
+        if (r >= 1) add_contraction(a->first, r - 1, a->second != trans("trans_a"), loc);
       }
       if (auto b = direct_operand(call.args[1])) {
         std::int64_t r = view_rank(b->first);
-        if (r >= 1) add_contraction(b->first, r >= 2 ? r - 2 : 0, b->second, loc);
+        if (r >= 1) add_contraction(b->first, r >= 2 ? r - 2 : 0, b->second != trans("trans_b"), loc);
       }
-    } else if ((call.name == "sum" || call.name == "max") && call.num_positional() >= 1) {
+    } else if ((call.name == "sum" || call.name == "max" || call.name == "min") &&
+               call.num_positional() == 1) {
+      // With two positional arguments max/min are elementwise (jnp.maximum).
       auto a = direct_operand(call.args[0]);
       if (!a) return;
       std::int64_t r = view_rank(a->first);
       const Expr *axis = call.kwarg("axis");
-      if (!axis && call.num_positional() >= 2) axis = &call.args[1];
       if (!axis) {
         for (std::int64_t v = 0; v < r; ++v)
           add_contraction(a->first, v, false, loc);
@@ -207,7 +214,9 @@ struct Builder {
   }
 
   static bool is_tensor_expr(const Expr &e) {
-    if (e.op == Op::Ref || e.op == Op::Zeros || e.op == Op::Float) return true;
+    if (e.op == Op::Ref || e.op == Op::Zeros || e.op == Op::Float || e.op == Op::BitAnd ||
+        e.op == Op::BitOr || e.op == Op::BitNot || e.op == Op::Tuple)
+      return true;
     if (e.op == Op::Call && e.name != "program_id" && e.name != "num_programs" && e.name != "cdiv" &&
         e.name != "min" && e.name != "max" && e.name != "abs")
       return true;
