@@ -533,6 +533,21 @@ void Interp::exec(const spec::Stmt &s) {
     exec(eval_int(i->cond) != 0 ? i->then_body : i->else_body);
     return;
   }
+  if (const auto *f = std::get_if<spec::For>(&s.kind)) {
+    const std::int64_t lo = eval_int(f->lo), hi = eval_int(f->hi);
+    const auto it = env.find(f->var);
+    const auto saved = it != env.end() ? std::optional<std::int64_t>(it->second) : std::nullopt;
+    locals.erase(f->var);
+    for (std::int64_t v = lo; v < hi; ++v) {
+      env[f->var] = v;
+      exec(f->body);
+    }
+    if (saved)
+      env[f->var] = *saved;
+    else
+      env.erase(f->var);
+    return;
+  }
   bad(s.loc, "this statement is not allowed in a body");
 }
 

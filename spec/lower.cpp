@@ -293,6 +293,25 @@ private:
     return false;
   }
 
+  // A body loop (`for t in range(lo, hi):`, fori_loop / pl.loop) is
+  // unrolled: its bounds are known at each grid point, and each iteration's
+  // statements see t as a constant.
+  void loop(const For &f, const Stmt &st, std::int64_t s) {
+    auto lo = eval_int(rewrite(f.lo, s), {}), hi = eval_int(rewrite(f.hi, s), {});
+    if (!lo || !hi)
+      throw Fail{st.loc, "cannot decide the bounds of the loop over '" + f.var + "' at a grid point"};
+    const auto saved =
+        env_.find(f.var) != env_.end() ? std::optional<std::int64_t>(env_.at(f.var)) : std::nullopt;
+    for (std::int64_t v = *lo; v < *hi; ++v) {
+      env_[f.var] = v;
+      body(f.body, s);
+    }
+    if (saved)
+      env_[f.var] = *saved;
+    else
+      env_.erase(f.var);
+  }
+
   void body(const Block &b, std::int64_t s) {
     for (auto &st : b) {
       if (auto *i = std::get_if<If>(&st.kind)) {
@@ -334,6 +353,10 @@ private:
         n.kind = Let{l->name, rewrite(l->value, s)};
         n.comments = {};
         out_->push_back(n);
+        continue;
+      }
+      if (auto *f = std::get_if<For>(&st.kind)) {
+        loop(*f, st, s);
         continue;
       }
       throw Fail{st.loc, "unsupported statement in a kernel body"};

@@ -1,5 +1,7 @@
 #include "spec/place.hpp"
 
+#include <limits>
+
 namespace pipecheck::spec {
 
 namespace {
@@ -109,6 +111,14 @@ std::vector<Subscript> subscripts_of(const Expr &ref, const SubscriptValue &valu
       sub.has_hi = a.args.size() >= 2 && a.args[1].op != Op::None;
       if (sub.has_lo) sub.lo = value(a.args[0], true);
       if (sub.has_hi) sub.hi = value(a.args[1], true);
+    } else if (a.op == Op::Call && a.name == "ds" && a.args.size() == 2 && a.kwarg_names.empty()) {
+      // pl.ds(start, size): the slice start:start + size.
+      sub.kind = Subscript::Kind::slice;
+      sub.lo = value(a.args[0], true);
+      const auto size = value(a.args[1], true);
+      std::int64_t hi = 0;
+      if (sub.lo && size)
+        sub.hi = __builtin_add_overflow(*sub.lo, *size, &hi) ? std::numeric_limits<std::int64_t>::max() : hi;
     } else {
       sub.lo = value(a, false);
     }

@@ -7,6 +7,7 @@
 /// consumed by the race machine and the executor) all resolve subscripts
 /// here, so a ref means the same thing to `check` and to `run`.
 ///
+/// `ds(start, size)` (pl.ds) is the slice `start:start + size`.
 /// The rule: `...` stands for the dims the other subscripts leave; an index
 /// `i` drops its dim and must satisfy 0 <= i < extent; a slice `lo:hi` keeps
 /// its dim, an absent bound is 0 (lo) or the extent (hi), and it must satisfy

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace pipecheck::spec {
 
@@ -363,7 +364,25 @@ struct Local {
 struct Scope {
   std::map<std::string, Local> locals;
   Env ints; ///< params and integer locals whose value is known
+  /// Inside a body loop: the tensor locals bound before it, which a
+  /// rebinding in the loop carries to the next iteration (fori_loop's carry).
+  std::map<std::string, TensorType> carried;
 };
+
+// Every name a block binds (lets, loop variables), nested blocks too.
+void bound_names(const Block &b, std::set<std::string> &out) {
+  for (const auto &st : b) {
+    if (const auto *l = std::get_if<Let>(&st.kind)) out.insert(l->name);
+    if (const auto *i = std::get_if<If>(&st.kind)) {
+      bound_names(i->then_body, out);
+      bound_names(i->else_body, out);
+    }
+    if (const auto *f = std::get_if<For>(&st.kind)) {
+      out.insert(f->var);
+      bound_names(f->body, out);
+    }
+  }
+}
 
 TensorType weak_int() { return TensorType{DType::i32, true, {}}; }
 TensorType weak_float() { return TensorType{DType::f32, true, {}}; }
@@ -501,6 +520,12 @@ private:
         loc.type = type_of(l->value, s);
         s.ints.erase(l->name);
       }
+      if (auto c = s.carried.find(l->name);
+          c != s.carried.end() && loc.type &&
+          (loc.type->dtype != c->second.dtype || loc.type->shape != c->second.shape))
+        error(st.loc, "'" + l->name + "' is carried across loop iterations: it is " + type_string(c->second) +
+                          " before the loop and " + type_string(*loc.type) +
+                          " here (a loop carry keeps its type; broadcast_to or cast it before the loop)");
       s.locals[l->name] = loc;
     } else if (const auto *i = std::get_if<If>(&st.kind)) {
       if (auto err = not_int(i->cond, s, std::string("a '") + (i->is_when ? "when" : "if") + "' condition");
@@ -510,7 +535,16 @@ private:
       block(i->then_body, a);
       block(i->else_body, b);
     } else if (const auto *f = std::get_if<For>(&st.kind)) {
+      for (const Expr *b : {&f->lo, &f->hi})
+        if (auto err = not_int(*b, s, "a loop bound"); !err.empty()) error(b->loc, err);
+      // An integer the loop rebinds has no one value in it or after it.
+      std::set<std::string> rebound;
+      bound_names(f->body, rebound);
+      for (const auto &n : rebound)
+        s.ints.erase(n);
       Scope inner = s;
+      for (const auto &[n, l] : s.locals)
+        if (!l.is_int && l.type) inner.carried[n] = *l.type;
       inner.locals[f->var] = Local{true, weak_int()};
       inner.ints.erase(f->var);
       block(f->body, inner);

@@ -47,6 +47,7 @@ const std::map<std::string, FnSig> &functions() {
       {"iota", {2, 2, {"dtype"}}},
       {"reshape", {2, 2, {}}},
       {"broadcast_to", {2, 2, {}}},
+      {"ds", {2, 2, {}}},
   };
   return f;
 }
@@ -436,12 +437,7 @@ public:
         continue;
       }
       ++n;
-      if (s.op == Op::Slice) {
-        for (const auto &b : s.args)
-          if (b.op != Op::None) check_int_expr(b, scope, "a slice bound");
-      } else {
-        check_int_expr(s, scope, "a subscript");
-      }
+      slice_or_index(s, scope);
     }
     if (n > rank)
       error(r.loc, "'" + r.name + "' has " + std::to_string(n) + " subscripts but its block has rank " +
@@ -456,12 +452,23 @@ public:
       if (s.op == Op::Ellipsis) {
         if (ellipsis) error(s.loc, "more than one '...' in a subscript");
         ellipsis = true;
-      } else if (s.op == Op::Slice) {
-        for (const auto &b : s.args)
-          if (b.op != Op::None) check_int_expr(b, scope, "a slice bound");
       } else {
-        check_int_expr(s, scope, "a subscript");
+        slice_or_index(s, scope);
       }
+    }
+  }
+
+  // `lo:hi`, `ds(start, size)` (pl.ds) or an index.
+  void slice_or_index(const Expr &s, const std::set<std::string> &scope) {
+    if (s.op == Op::Slice) {
+      for (const auto &b : s.args)
+        if (b.op != Op::None) check_int_expr(b, scope, "a slice bound");
+    } else if (s.op == Op::Call && s.name == "ds") {
+      if (!check_call_arity(s)) return;
+      check_int_expr(s.args[0], scope, "the start of ds()");
+      check_int_expr(s.args[1], scope, "the size of ds()");
+    } else {
+      check_int_expr(s, scope, "a subscript");
     }
   }
 

@@ -5,6 +5,7 @@
 #include "spec/targets.hpp"
 #include "spec/typecheck.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace pipecheck::verifier::rules {
@@ -265,10 +266,63 @@ struct Builder {
           else_g.push_back(Expr::unary(Op::Not, c));
           walk(w->else_body, else_g);
         }
+      } else if (const auto *f = std::get_if<spec::For>(&st.kind)) {
+        loop(*f, guards);
       } else {
-        fail("the kernel body holds a statement that is not an assignment, binding or `when`");
+        fail("the kernel body holds a statement that is not an assignment, binding, `when` or `for`");
       }
     }
+  }
+
+  static constexpr std::int64_t kMaxUnrolled = 256;
+
+  // A body loop is unrolled, so its effects are exact: iteration v binds
+  // the loop variable to lo + v in guards, and with bounds that depend on
+  // the grid point it runs where lo + v < hi, up to the most iterations any
+  // grid point runs.
+  void loop(const spec::For &f, const std::vector<Expr> &guards) {
+    const Expr lo = guard_expr(f.lo), hi = guard_expr(f.hi);
+    const auto clo = eval(lo, "a loop bound"), chi = eval(hi, "a loop bound");
+    std::int64_t trips = 0;
+    const bool constant = clo && chi;
+    if (constant) {
+      trips = std::max<std::int64_t>(0, *chi - *clo);
+    } else {
+      const Expr span = Expr::binary(Op::Sub, hi, lo);
+      const std::int64_t points = m.num_points();
+      if (points > 65536) {
+        fail("the bounds of the loop over '" + f.var + "' depend on the grid point, on a grid of " +
+             std::to_string(points) + " points");
+        return;
+      }
+      for (std::int64_t k = 0; k < points; ++k) {
+        const auto v = eval(bind_grid(span, spec::grid_point(m.grid, {}, k), m.grid), "a loop bound");
+        if (!v) {
+          fail("the bounds of the loop over '" + f.var + "' are not integers at every grid point");
+          return;
+        }
+        trips = std::max(trips, *v);
+      }
+    }
+    if (trips > kMaxUnrolled) {
+      fail("the loop over '" + f.var + "' runs " + std::to_string(trips) +
+           " iterations; the spec rules model at most " + std::to_string(kMaxUnrolled));
+      return;
+    }
+    const auto saved =
+        int_locals.find(f.var) != int_locals.end() ? std::optional<Expr>(int_locals.at(f.var)) : std::nullopt;
+    ref_locals.erase(f.var);
+    for (std::int64_t v = 0; v < trips; ++v) {
+      const Expr t = constant ? Expr::integer(*clo + v) : Expr::binary(Op::Add, lo, Expr::integer(v));
+      auto g = guards;
+      if (!constant) g.push_back(Expr::binary(Op::Lt, t, hi));
+      int_locals[f.var] = t;
+      walk(f.body, g);
+    }
+    if (saved)
+      int_locals[f.var] = *saved;
+    else
+      int_locals.erase(f.var);
   }
 
   bool run(const spec::Env &overrides, const std::optional<std::string> &target) {
