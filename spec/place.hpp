@@ -38,6 +38,8 @@ struct Subscript {
   Kind kind = Kind::index;
   bool has_lo = true, has_hi = true;
   std::optional<std::int64_t> lo, hi; ///< index: lo
+  /// ds(start, size): the size, known even where start is not.
+  std::optional<std::int64_t> size;
 };
 /// What a subscripted ref covers of each array dim: [lo, hi) (kUnknownExtent
 /// where not known) and whether the dim is kept (an index drops it).
