@@ -8,6 +8,7 @@
 #include <cassert>
 #include <cmath>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace pipecheck::executor {
@@ -537,7 +538,7 @@ void Interp::exec(const spec::Stmt &s) {
     const std::int64_t lo = eval_int(f->lo), hi = eval_int(f->hi);
     const auto it = env.find(f->var);
     const auto saved = it != env.end() ? std::optional<std::int64_t>(it->second) : std::nullopt;
-    locals.erase(f->var);
+    begin_loop(*f);
     for (std::int64_t v = lo; v < hi; ++v) {
       env[f->var] = v;
       exec(f->body);
@@ -549,6 +550,16 @@ void Interp::exec(const spec::Stmt &s) {
     return;
   }
   bad(s.loc, "this statement is not allowed in a body");
+}
+
+void Interp::begin_loop(const spec::For &f) {
+  locals.erase(f.var);
+  // A weak carry (a literal) becomes strong, as fori_loop promotes it
+  // (spec::typecheck gives it the same type).
+  std::set<std::string> rebound;
+  spec::bound_names(f.body, rebound);
+  for (const auto &n : rebound)
+    if (auto l = locals.find(n); l != locals.end()) l->second.weak = false;
 }
 
 void Interp::exec(const spec::Block &b) {

@@ -369,7 +369,8 @@ struct Scope {
   std::map<std::string, TensorType> carried;
 };
 
-// Every name a block binds (lets, loop variables), nested blocks too.
+} // namespace
+
 void bound_names(const Block &b, std::set<std::string> &out) {
   for (const auto &st : b) {
     if (const auto *l = std::get_if<Let>(&st.kind)) out.insert(l->name);
@@ -383,6 +384,8 @@ void bound_names(const Block &b, std::set<std::string> &out) {
     }
   }
 }
+
+namespace {
 
 TensorType weak_int() { return TensorType{DType::i32, true, {}}; }
 TensorType weak_float() { return TensorType{DType::f32, true, {}}; }
@@ -542,6 +545,10 @@ private:
       bound_names(f->body, rebound);
       for (const auto &n : rebound)
         s.ints.erase(n);
+      // A weak carry (a literal) becomes strong, as fori_loop promotes it.
+      for (const auto &n : rebound)
+        if (auto it = s.locals.find(n); it != s.locals.end() && !it->second.is_int && it->second.type)
+          it->second.type->weak = false;
       Scope inner = s;
       for (const auto &[n, l] : s.locals)
         if (!l.is_int && l.type) inner.carried[n] = *l.type;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,8 @@ ValueIndexed index_value(const Dims &value, const std::vector<ValueSubscript> &s
 /// The subscripts of `local[...]` (Op::Ref on a local value): `None` is a
 /// new axis, the rest as subscripts_of.
 std::vector<ValueSubscript> value_subscripts_of(const Expr &ref, const SubscriptValue &value);
+/// Every name a block binds (lets, loop variables), nested blocks too.
+void bound_names(const Block &, std::set<std::string> &out);
 /// `True` / `False` (a keyword argument such as keepdims=True), else nullopt.
 std::optional<bool> bool_literal(const Expr &);
 /// The axis `reduce_type` reduces, normalized to [0, rank) (call after it succeeded).

@@ -124,6 +124,8 @@ public:
     return !d;
   }
 
+  bool in_kernel_body_ = false;
+
   void int_expr_shape(const Expr &e, const std::set<std::string> &scope, const std::string &where) {
     switch (e.op) {
     case Op::Int: return;
@@ -145,6 +147,11 @@ public:
       return;
     case Op::Tuple: error(e.loc, "a tuple is not allowed in " + where); return;
     case Op::Call: {
+      // A body's subscripts and loop bounds may use the grid point.
+      if (in_kernel_body_ && (e.name == "program_id" || e.name == "num_programs")) {
+        call(e, scope, [](const Expr &) {});
+        return;
+      }
       static const std::set<std::string> int_fns = {"cdiv", "min", "max", "abs"};
       if (!int_fns.count(e.name) || !e.kwarg_names.empty()) {
         error(e.loc, "'" + e.name + "' is not an integer function (cdiv, min, max, abs) in " + where);
@@ -262,7 +269,9 @@ public:
       alias(k, a, aliased_in, aliased_out);
     if (k.body_loc.line == 0 && k.body.empty()) error(k.loc, "kernel '" + k.name + "' has no body");
     std::set<std::string> scope = params;
+    in_kernel_body_ = true;
     kernel_block(k.body, scope, 0);
+    in_kernel_body_ = false;
   }
 
   void operand(const Operand &o) {

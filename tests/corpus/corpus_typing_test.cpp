@@ -75,6 +75,7 @@ int compare_kernel(const spec::KernelSpec &k, const std::string &where) {
         if (const auto *f = std::get_if<spec::For>(&s.kind)) {
           const std::int64_t lo = interp.eval_int(executor::rewrite_grid_calls(f->lo));
           const std::int64_t hi = interp.eval_int(executor::rewrite_grid_calls(f->hi));
+          interp.begin_loop(*f);
           for (std::int64_t v = lo; v < hi; ++v) {
             interp.env[f->var] = v;
             walk(f->body);

@@ -48,8 +48,11 @@ TensorType stored_type(const std::string &text) {
   ExprTypes types;
   EXPECT_TRUE(typecheck(k, {}, &types).empty());
   const Expr *v = nullptr;
-  if (const auto *a = std::get_if<Assign>(&k.body.back().kind)) v = &a->value;
-  if (const auto *l = std::get_if<Let>(&k.body.back().kind)) v = &l->value;
+  const Stmt *last = &k.body.back();
+  while (const auto *f = std::get_if<For>(&last->kind))
+    last = &f->body.back();
+  if (const auto *a = std::get_if<Assign>(&last->kind)) v = &a->value;
+  if (const auto *l = std::get_if<Let>(&last->kind)) v = &l->value;
   auto it = types.find(v);
   EXPECT_NE(it, types.end());
   return it == types.end() ? TensorType{} : it->second;
@@ -215,4 +218,50 @@ TEST(BodyLanguageTyping, IntegerFunctionsOfGridIdsStayIntegers) {
   expect_ok("kernel k:\n    grid = (4,)\n    in  x: f32[32, 8] block=(8, 8) index=(i) -> (i, 0)\n"
             "    out o: f32[32, 8] block=(8, 8) index=(i) -> (i, 0)\n    body:\n"
             "        r = abs(program_id(0) - 1)\n        when r < 2:\n            o[...] = x[...] * r\n");
+}
+
+// ------------------------------------------------------------------- loops
+
+TEST(BodyLoopTyping, ACarriedLocalThatChangesShapeIsALocatedError) {
+  Diagnostic d = first_error(
+      kernel("f32[8, 128]", {"m = 0.0", "for t in range(4):", "    m = maximum(m, max(x[...], axis=1))"}));
+  EXPECT_EQ(d.loc.line, 8);
+  EXPECT_EQ(d.loc.col, 13);
+  EXPECT_NE(
+      d.message.find("'m' is carried across loop iterations: it is f32[] before the loop and f32[8] here"),
+      std::string::npos)
+      << d.message;
+}
+
+TEST(BodyLoopTyping, AWeakCarryBecomesStrongAsFori_loopPromotesIt) {
+  TensorType t = stored_type(kernel("f32[8, 128]", {"acc = broadcast_to(0.0, (8, 32))", "for t in range(4):",
+                                                    "    acc = acc + x[:, ds(t * 32, 32)]", "v = acc"}));
+  EXPECT_EQ(t.shape, (Dims{8, 32}));
+  EXPECT_FALSE(t.weak);
+}
+
+TEST(BodyLoopTyping, DsHasItsSizeAsExtentWhereItsStartIsNotKnown) {
+  TensorType t = stored_type(kernel("f32[8, 128]", {"for t in range(4):", "    v = x[:, ds(t * 32, 32)]"}));
+  EXPECT_EQ(t.shape, (Dims{8, 32}));
+  Diagnostic d = first_error(kernel("f32[8, 128]", {"for t in range(4):", "    v = x[:, ds(t, 256)]"}));
+  EXPECT_EQ(d.loc.line, 7);
+  EXPECT_NE(d.message.find("ds(?, 256) is out of bounds for dim 1 (extent 128)"), std::string::npos)
+      << d.message;
+}
+
+TEST(BodyLoopTyping, ALoopBoundMustBeAnInteger) {
+  Diagnostic d =
+      first_error(kernel("f32[8, 128]", {"s = sum(x[...])", "for t in range(s):", "    v = x[...]"}));
+  EXPECT_EQ(d.loc.line, 7);
+  EXPECT_NE(d.message.find("a loop bound must be an integer"), std::string::npos) << d.message;
+}
+
+TEST(BodyLoopTyping, APrintedLoopWithDsReadsBackAsItself) {
+  const std::string text =
+      kernel("f32[8, 128]", {"for t in range(1, 4):", "    o[:, ds(t * 32, 32)] = x[:, ds(0, 32)]"});
+  auto a = parse(SourceFile::from_string("t.pk", text));
+  ASSERT_TRUE(a.file.has_value());
+  auto b = parse(SourceFile::from_string("t.pk", print(*a.file)));
+  ASSERT_TRUE(b.file.has_value()) << print(*a.file);
+  EXPECT_EQ(*a.file, *b.file);
 }
