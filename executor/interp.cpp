@@ -107,6 +107,7 @@ Shape Interp::shape_of(const Expr &t) {
     if (v < 0) bad(x.loc, "extent " + std::to_string(v) + " is negative");
     s.push_back(v);
   }
+  if (auto err = spec::shape_arg_error(s); !err.empty()) bad(t.loc, err);
   return s;
 }
 

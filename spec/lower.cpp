@@ -300,6 +300,12 @@ private:
     auto lo = eval_int(rewrite(f.lo, s), {}), hi = eval_int(rewrite(f.hi, s), {});
     if (!lo || !hi)
       throw Fail{st.loc, "cannot decide the bounds of the loop over '" + f.var + "' at a grid point"};
+    constexpr std::int64_t kMaxTrips = 4096;
+    std::int64_t trips = 0;
+    if (__builtin_sub_overflow(*hi, *lo, &trips)) trips = *hi > *lo ? kMaxTrips + 1 : 0;
+    if (trips > kMaxTrips)
+      throw Fail{st.loc, "the loop over '" + f.var + "' runs more than " + std::to_string(kMaxTrips) +
+                             " iterations at a grid point, the most the lowering unrolls"};
     const auto saved =
         env_.find(f.var) != env_.end() ? std::optional<std::int64_t>(env_.at(f.var)) : std::nullopt;
     for (std::int64_t v = *lo; v < *hi; ++v) {

@@ -259,12 +259,12 @@ void emit_param(std::ostream &os, const Param &p) {
       os << "}";
     }
   } else {
-    // Bounds are read as arithmetic, so a comparison inside one needs parentheses.
+    // Bounds are read as arithmetic, so a comparison or `&` `|` inside one needs parentheses.
     os << " >= ";
-    emit_at(os, p.lo ? *p.lo : Expr::integer(0), 5);
+    emit_at(os, p.lo ? *p.lo : Expr::integer(0), 7);
     if (p.hi) {
       os << " <= ";
-      emit_at(os, *p.hi, 5);
+      emit_at(os, *p.hi, 7);
     }
   }
   end_line(os, p.comments);

@@ -165,6 +165,17 @@ std::int64_t count_of(const Dims &d) {
 }
 } // namespace
 
+std::string shape_arg_error(const Dims &shape) {
+  constexpr std::int64_t kMax = std::int64_t{1} << 31;
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) {
+    if (!known(d)) continue;
+    if (d != 0 && n > kMax / d) return "shape " + dims_string(shape) + " has more than 2^31 elements";
+    n *= d;
+  }
+  return n > kMax ? "shape " + dims_string(shape) + " has more than 2^31 elements" : std::string();
+}
+
 Typed<TensorType> reshape_type(const TensorType &a, const Dims &shape) {
   Typed<TensorType> r;
   const std::int64_t na = count_of(a.shape), nb = count_of(shape);
@@ -227,7 +238,6 @@ ValueIndexed index_value(const Dims &value, const std::vector<ValueSubscript> &s
   }
   // A new axis goes after the kept dims of the array dims the subscripts
   // before it consume (all of them up to the next subscript for a `...`).
-  std::size_t real_after = real.size();
   bool ellipsis_before = false;
   std::size_t real_before = 0, axes_before = 0;
   auto kept_below = [&](std::size_t n) {
@@ -254,7 +264,6 @@ ValueIndexed index_value(const Dims &value, const std::vector<ValueSubscript> &s
     ellipsis_before = ellipsis_before || s.sub.kind == Subscript::Kind::ellipsis;
     ++real_before;
   }
-  (void)real_after;
   r.shape = r.part.shape;
   for (std::size_t p : positions)
     r.shape.insert(r.shape.begin() + static_cast<std::ptrdiff_t>(p), 1);
@@ -707,6 +716,10 @@ private:
         return std::nullopt;
       }
       d.push_back(v ? *v : kUnknownExtent);
+    }
+    if (auto err = shape_arg_error(d); !err.empty()) {
+      error(t.loc, err);
+      return std::nullopt;
     }
     return d;
   }

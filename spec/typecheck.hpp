@@ -75,6 +75,9 @@ Typed<TensorType> where_type(const TensorType &c, const TensorType &a, const Ten
 /// iota(shape, dim) (lax.broadcasted_iota): `shape`, the given integer
 /// dtype; each element is its index along `dim` (0 <= dim < rank).
 Typed<TensorType> iota_type(DType, const Dims &shape, std::int64_t dim);
+/// Why a shape argument (of iota, reshape, broadcast_to) cannot be a body
+/// value: more than 2^31 elements. Empty when it can.
+std::string shape_arg_error(const Dims &shape);
 /// reshape(a, shape): same element count (when known), row-major order.
 Typed<TensorType> reshape_type(const TensorType &a, const Dims &shape);
 /// broadcast_to(a, shape): a must broadcast to exactly `shape`.

@@ -265,3 +265,21 @@ TEST(BodyLoopTyping, APrintedLoopWithDsReadsBackAsItself) {
   ASSERT_TRUE(b.file.has_value()) << print(*a.file);
   EXPECT_EQ(*a.file, *b.file);
 }
+
+TEST(BodyLanguageTyping, AShapeTooLargeToHoldIsALocatedError) {
+  Diagnostic d = first_error(kernel("f32[8, 128]", {"c = iota((65536, 65536), 0)"}));
+  EXPECT_EQ(d.loc.line, 6);
+  EXPECT_EQ(d.loc.col, 18);
+  EXPECT_NE(d.message.find("has more than 2^31 elements"), std::string::npos) << d.message;
+}
+
+TEST(BodyLanguageSyntax, AMaskOperatorInAParamBoundKeepsItsParentheses) {
+  const std::string text =
+      "kernel k:\n    param N >= (1 | 2) <= (8 & 12)\n    out o: f32[N]\n    body:\n        o[...] = 0\n";
+  auto a = parse(SourceFile::from_string("t.pk", text));
+  ASSERT_TRUE(a.file.has_value());
+  const std::string printed = print(*a.file);
+  auto b = parse(SourceFile::from_string("t.pk", printed));
+  ASSERT_TRUE(b.file.has_value()) << printed;
+  EXPECT_EQ(*a.file, *b.file) << printed;
+}

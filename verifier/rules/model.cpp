@@ -286,7 +286,8 @@ struct Builder {
     std::int64_t trips = 0;
     const bool constant = clo && chi;
     if (constant) {
-      trips = std::max<std::int64_t>(0, *chi - *clo);
+      if (__builtin_sub_overflow(*chi, *clo, &trips)) trips = *chi > *clo ? kMaxUnrolled + 1 : 0;
+      trips = std::max<std::int64_t>(0, trips);
     } else {
       const Expr span = Expr::binary(Op::Sub, hi, lo);
       const std::int64_t points = m.num_points();
@@ -302,11 +303,12 @@ struct Builder {
           return;
         }
         trips = std::max(trips, *v);
+        if (trips > kMaxUnrolled) break;
       }
     }
     if (trips > kMaxUnrolled) {
-      fail("the loop over '" + f.var + "' runs " + std::to_string(trips) +
-           " iterations; the spec rules model at most " + std::to_string(kMaxUnrolled));
+      fail("the loop over '" + f.var + "' runs more than " + std::to_string(kMaxUnrolled) +
+           " iterations, the most the spec rules model");
       return;
     }
     const auto saved =

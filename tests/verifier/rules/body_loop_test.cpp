@@ -68,3 +68,15 @@ TEST(BodyLoops, ADotWithTransBContractsTheLastDimOfItsRightOperand) {
 
 } // namespace
 } // namespace pipecheck
+
+namespace pipecheck {
+namespace {
+
+TEST(BodyLoops, AHugeLoopIsUnknownNotAHang) {
+  auto v = testing::check_text(chunked_copy("t == 3", "range(1000000000000)"), "chunks");
+  EXPECT_EQ(v.status, verifier::Status::unknown);
+  EXPECT_NE(v.reason.find("iterations"), std::string::npos) << v.reason;
+}
+
+} // namespace
+} // namespace pipecheck
