@@ -13,6 +13,8 @@
 //   symbolic_speedup_vs_enumeration_2e20   brute force / symbolic at 2^20 (target >= 100)
 //   pipeline_median_ms         median verifier::check over the corpus pipelines
 //   pipeline_n_1e6_over_n_8    a pipeline with N <= 1000000 vs N <= 8
+//   flash_attention_fwd_ms     corpus/kernels' causal flash attention forward with its kv
+//                              sub-block loop (target <= 100)
 #include "spec/lower.hpp"
 #include "spec/parse.hpp"
 #include "spec/print.hpp"
@@ -112,6 +114,13 @@ int main() {
       spec_only_ms.push_back(time_ms([&] { (void)verifier::check_spec_rules(*k, opts); }, 3));
   }
   std::printf("corpus: %zu kernels, %zu pipelines\n", kernel_ms.size(), pipeline_ms.size());
+  double flash_ms = 0;
+  for (const auto &u : units)
+    if (auto *k = std::get_if<spec::KernelSpec>(&u); k && k->name == "flash_attention_fwd") {
+      flash_ms = time_ms([&] { (void)verifier::check(u, opts); }, 5);
+      std::printf("flash_attention_fwd: %s in %.1f ms\n",
+                  verifier::to_string(verifier::check(u, opts).status), flash_ms);
+    }
 
   Unit small = parse_units("small.pk", sum_kernel(2, 2, 2)).at(0);
   Unit big = parse_units("big.pk", sum_kernel(64, 128, 128)).at(0);
@@ -166,9 +175,10 @@ int main() {
       "\"grid_2e20_over_8\": %.3f, "
       "\"grid_2e20_verdict\": \"%s\", \"grid_2e16_ms\": %.1f, "
       "\"symbolic_speedup_vs_enumeration_2e20\": %.1f, \"pipeline_median_ms\": %.3f, "
-      "\"pipeline_n_1e6_over_n_8\": %.3f, \"lower_lines_2e20_over_8\": %.3f, \"lower_2e20_ms\": %.3f}\n",
+      "\"pipeline_n_1e6_over_n_8\": %.3f, \"lower_lines_2e20_over_8\": %.3f, \"lower_2e20_ms\": %.3f, "
+      "\"flash_attention_fwd_ms\": %.1f}\n",
       median(kernel_ms), max_kernel_ms, median(spec_only_ms), small_ms > 0 ? big_ms / small_ms : 0,
       verifier::to_string(big_v.status), largest_ms, big_ms > 0 ? enum_ms / big_ms : 0, median(pipeline_ms),
-      p8 > 0 ? p1e6 / p8 : 0, lines_small > 0 ? lines_big / lines_small : 0, lower_big_ms);
+      p8 > 0 ? p1e6 / p8 : 0, lines_small > 0 ? lines_big / lines_small : 0, lower_big_ms, flash_ms);
   return 0;
 }

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <map>
+#include <set>
 #include <sstream>
 
 namespace pipecheck::executor {
@@ -78,6 +80,37 @@ std::string expr_string(const Expr &e) {
 
 } // namespace
 
+namespace {
+
+spec::DType dtype_of(const Expr &t) {
+  std::optional<spec::DType> dt;
+  if (t.op == Op::Name) dt = spec::parse_dtype(t.name);
+  if (!dt) bad(t.loc, "expected a dtype name, not '" + expr_string(t) + "'");
+  return *dt;
+}
+
+bool flag(const Expr &call, const char *name) {
+  const Expr *k = call.kwarg(name);
+  if (!k) return false;
+  auto b = spec::bool_literal(*k);
+  if (!b) bad(k->loc, std::string(name) + " takes True or False");
+  return *b;
+}
+
+} // namespace
+
+Shape Interp::shape_of(const Expr &t) {
+  if (t.op != Op::Tuple) bad(t.loc, "expected a shape tuple, not '" + expr_string(t) + "'");
+  Shape s;
+  for (const auto &x : t.args) {
+    const std::int64_t v = eval_int(x);
+    if (v < 0) bad(x.loc, "extent " + std::to_string(v) + " is negative");
+    s.push_back(v);
+  }
+  if (auto err = spec::shape_arg_error(s); !err.empty()) bad(t.loc, err);
+  return s;
+}
+
 std::int64_t Interp::eval_int(const Expr &e) {
   if (auto v = spec::eval_int(e, env)) return *v;
   if (auto d = spec::arithmetic_error(e, env, "'" + expr_string(e) + "'")) bad(d->loc, d->message);
@@ -124,11 +157,44 @@ Value Interp::eval(const Expr &e) {
     bad(e.loc, "unknown name '" + e.name + "'");
   }
   case Op::Ref: {
+    if (auto it = locals.find(e.name); it != locals.end() && !mem_.array(e.name)) {
+      const auto subs = spec::value_subscripts_of(
+          e, [&](const Expr &x, bool) -> std::optional<std::int64_t> { return eval_int(x); });
+      return index(it->second, subs, e.loc);
+    }
     View v = view_of(e);
     mem_.before_read(v);
     return load(v);
   }
-  case Op::Neg: return unary(UnOp::neg, eval(e.args.at(0)));
+  case Op::Neg: return unary(UnOp::neg, eval(e.args.at(0)), e.loc);
+  case Op::BitNot: return unary(UnOp::bit_not, eval(e.args.at(0)), e.loc);
+  case Op::Eq:
+  case Op::Ne:
+  case Op::Lt:
+  case Op::Le:
+  case Op::Gt:
+  case Op::Ge: {
+    if (auto v = spec::eval_int(e, env)) return Value::scalar_int(*v);
+    const Value a = eval(e.args.at(0));
+    const Value b = eval(e.args.at(1));
+    const spec::CompareOp op = e.op == Op::Eq   ? spec::CompareOp::eq
+                               : e.op == Op::Ne ? spec::CompareOp::ne
+                               : e.op == Op::Lt ? spec::CompareOp::lt
+                               : e.op == Op::Le ? spec::CompareOp::le
+                               : e.op == Op::Gt ? spec::CompareOp::gt
+                                                : spec::CompareOp::ge;
+    return compare(op, a, b, e.loc);
+  }
+  case Op::Pow:
+  case Op::BitAnd:
+  case Op::BitOr: {
+    if (e.op == Op::Pow)
+      if (auto v = spec::eval_int(e, env)) return Value::scalar_int(*v);
+    Value a = eval(e.args.at(0));
+    const Value b = eval(e.args.at(1));
+    const BinOp op = e.op == Op::Pow ? BinOp::pow : e.op == Op::BitAnd ? BinOp::bit_and : BinOp::bit_or;
+    return binary(op, std::move(a), b, e.loc);
+  }
   case Op::Add:
   case Op::Sub:
   case Op::Mul:
@@ -164,22 +230,59 @@ Value Interp::eval(const Expr &e) {
       return v;
     }
     if (e.name == "zeros") return Value::scalar_float(0.0);
-    if (e.name == "exp") return unary(UnOp::exp, eval(arg(0)));
-    if (e.name == "neg") return unary(UnOp::neg, eval(arg(0)));
+    static const std::map<std::string, UnOp> unaries = {
+        {"exp", UnOp::exp},     {"neg", UnOp::neg},   {"sqrt", UnOp::sqrt},
+        {"rsqrt", UnOp::rsqrt}, {"log", UnOp::log},   {"log2", UnOp::log2},
+        {"exp2", UnOp::exp2},   {"tanh", UnOp::tanh}, {"abs", UnOp::abs}};
+    if (auto u = unaries.find(e.name); u != unaries.end() && np == 1) {
+      if (e.name == "abs")
+        if (auto v = spec::eval_int(e, env)) return Value::scalar_int(*v);
+      return unary(u->second, eval(arg(0)), e.loc);
+    }
+    if (e.name == "pow") {
+      Value a = eval(arg(0));
+      return binary(BinOp::pow, std::move(a), eval(arg(1)), e.loc);
+    }
+    if (e.name == "where") {
+      const Value c = eval(arg(0));
+      const Value a = eval(arg(1));
+      return where(c, a, eval(arg(2)), e.loc);
+    }
+    if (e.name == "iota") {
+      spec::DType dt = spec::DType::i32;
+      if (const Expr *d = e.kwarg("dtype")) dt = dtype_of(*d);
+      return iota(dt, shape_of(arg(0)), eval_int(arg(1)), e.loc);
+    }
+    if (e.name == "reshape") return reshape(eval(arg(0)), shape_of(arg(1)), e.loc);
+    if (e.name == "broadcast_to") {
+      const Value a = eval(arg(0));
+      const Shape shape = shape_of(arg(1));
+      const auto t = spec::broadcast_to_type(a.type(), shape);
+      if (!t.ok()) bad(e.loc, t.error);
+      return broadcast_to(a, shape, e.loc);
+    }
     if (e.name == "maximum" || e.name == "minimum" || ((e.name == "max" || e.name == "min") && np == 2)) {
       const bool mx = e.name == "maximum" || e.name == "max";
       Value a = eval(arg(0));
       return binary(mx ? BinOp::maximum : BinOp::minimum, std::move(a), eval(arg(1)), e.loc);
     }
-    if (e.name == "dot") return dot(eval(arg(0)), eval(arg(1)), e.loc);
+    if (e.name == "dot") {
+      spec::DotOptions o;
+      o.trans_a = flag(e, "trans_a");
+      o.trans_b = flag(e, "trans_b");
+      if (const Expr *p = e.kwarg("preferred_element_type")) o.preferred = dtype_of(*p);
+      const Value a = eval(arg(0));
+      return dot(a, eval(arg(1)), e.loc, o);
+    }
     if (e.name == "transpose") return transpose(eval(arg(0)));
-    if (e.name == "sum" || e.name == "max") {
+    if (e.name == "sum" || e.name == "max" || e.name == "min") {
       std::optional<std::int64_t> axis;
       if (const Expr *ax = e.kwarg("axis"))
         axis = eval_int(*ax);
       else if (np >= 2)
         axis = eval_int(e.args[1]);
-      return reduce(e.name == "sum" ? ReduceOp::sum : ReduceOp::max, eval(arg(0)), axis, e.loc);
+      const ReduceOp op = e.name == "sum" ? ReduceOp::sum : e.name == "max" ? ReduceOp::max : ReduceOp::min;
+      return reduce(op, eval(arg(0)), axis, e.loc, flag(e, "keepdims"));
     }
     if (e.name == "cast") {
       const Expr &t = arg(1);
@@ -432,7 +535,32 @@ void Interp::exec(const spec::Stmt &s) {
     exec(eval_int(i->cond) != 0 ? i->then_body : i->else_body);
     return;
   }
+  if (const auto *f = std::get_if<spec::For>(&s.kind)) {
+    const std::int64_t lo = eval_int(f->lo), hi = eval_int(f->hi);
+    const auto it = env.find(f->var);
+    const auto saved = it != env.end() ? std::optional<std::int64_t>(it->second) : std::nullopt;
+    begin_loop(*f);
+    for (std::int64_t v = lo; v < hi; ++v) {
+      env[f->var] = v;
+      exec(f->body);
+    }
+    if (saved)
+      env[f->var] = *saved;
+    else
+      env.erase(f->var);
+    return;
+  }
   bad(s.loc, "this statement is not allowed in a body");
+}
+
+void Interp::begin_loop(const spec::For &f) {
+  locals.erase(f.var);
+  // A weak carry (a literal) becomes strong, as fori_loop promotes it
+  // (spec::typecheck gives it the same type).
+  std::set<std::string> rebound;
+  spec::bound_names(f.body, rebound);
+  for (const auto &n : rebound)
+    if (auto l = locals.find(n); l != locals.end()) l->second.weak = false;
 }
 
 void Interp::exec(const spec::Block &b) {

@@ -49,15 +49,20 @@ public:
 
   /// An integer expression; throws ExecError(bad_input) when it has no value.
   std::int64_t eval_int(const spec::Expr &);
+  /// A shape argument `(a, b, ...)` of integer expressions.
+  Shape shape_of(const spec::Expr &);
   /// A tensor expression.
   Value eval(const spec::Expr &);
   /// The view a ref (Op::Ref or a bare buffer Name) denotes; throws
   /// ExecError(fault) on an out-of-bounds subscript.
   View view_of(const spec::Expr &ref);
-  /// Executes an Assign, Let or If (`when`) statement; other statement kinds
+  /// Executes an Assign, Let, If (`when`) or For (a body loop) statement; other statement kinds
   /// are the runner's.
   void exec(const spec::Stmt &);
   void exec(const spec::Block &);
+  /// What entering a body loop does to the locals (exec calls it): the loop
+  /// variable is no tensor, and a weak carry becomes strong (fori_loop).
+  void begin_loop(const spec::For &);
 
 private:
   struct Fused;

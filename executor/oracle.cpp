@@ -28,9 +28,53 @@ spec::Env bind_params(const std::vector<spec::Param> &params, const spec::Env &o
   return std::move(b.env);
 }
 
+namespace {
+
+// Where a body states extents of its own (a slice bound, ds(), a shape, a
+// loop), which --scale does not divide: the first such expression.
+const spec::Expr *own_extent(const spec::Expr &e) {
+  using spec::Op;
+  if (e.op == Op::Slice && (e.args.at(0).op != Op::None || e.args.at(1).op != Op::None)) return &e;
+  if (e.op == Op::Call &&
+      (e.name == "ds" || e.name == "iota" || e.name == "reshape" || e.name == "broadcast_to"))
+    return &e;
+  for (const auto &a : e.args)
+    if (const spec::Expr *x = own_extent(a)) return x;
+  return nullptr;
+}
+
+std::optional<spec::Loc> own_extent(const spec::Block &b) {
+  for (const auto &st : b) {
+    if (std::holds_alternative<spec::For>(st.kind)) return st.loc;
+    std::optional<spec::Loc> r;
+    std::visit(
+        [&](const auto &x) {
+          using K = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<K, spec::Assign>) {
+            for (const spec::Expr *e : {&x.target, &x.value})
+              if (const spec::Expr *f = own_extent(*e); f && !r) r = f->loc;
+          } else if constexpr (std::is_same_v<K, spec::Let>) {
+            if (const spec::Expr *f = own_extent(x.value)) r = f->loc;
+          } else if constexpr (std::is_same_v<K, spec::If>) {
+            r = own_extent(x.then_body);
+            if (!r) r = own_extent(x.else_body);
+          }
+        },
+        st.kind);
+    if (r) return r;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
 ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides, std::int64_t scale,
                           const std::optional<std::string> &target) {
   if (scale < 1) bad(k.loc, "--scale must be at least 1");
+  if (scale > 1)
+    if (auto l = own_extent(k.body))
+      bad(*l, "--scale divides array and block dims, not the extents this body states (slices, ds, shapes, "
+              "loops): run it unscaled, or shrink its params with --set");
   const spec::Env params = bind_params(k.params, overrides);
   for (const auto &p : k.params)
     if (!params.count(p.name))

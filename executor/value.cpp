@@ -122,8 +122,8 @@ Shape bcast_strides(const Shape &s, const Shape &out) {
 }
 
 /// o = f(a, b) with broadcasting; `o` may be `a` itself when a has the output's size.
-template <class V, class F>
-void map2(const V &a, const Shape &as, const V &b, const Shape &bs, const Shape &out, V &o, F f) {
+template <class V, class O, class F>
+void map2(const V &a, const Shape &as, const V &b, const Shape &bs, const Shape &out, O &o, F f) {
   using T = typename V::value_type;
   const std::int64_t n = num_elements(out);
   o.resize(static_cast<std::size_t>(n));
@@ -313,6 +313,11 @@ void binary_into(BinOp op, const Value &a, const Value &b, Value &r, spec::Loc l
       break;
     case BinOp::maximum: map2(fa, a.shape, fb, b.shape, r.shape, r.f, fmax_nan); break;
     case BinOp::minimum: map2(fa, a.shape, fb, b.shape, r.shape, r.f, fmin_nan); break;
+    case BinOp::pow:
+      map2(fa, a.shape, fb, b.shape, r.shape, r.f, [](float x, float y) { return std::pow(x, y); });
+      break;
+    case BinOp::bit_and: // floats are rejected by the typing rule
+    case BinOp::bit_or: break;
     }
     round_all(r.dtype, r.f);
   } else {
@@ -348,6 +353,23 @@ void binary_into(BinOp op, const Value &a, const Value &b, Value &r, spec::Loc l
       map2(a.i, a.shape, b.i, b.shape, r.shape, r.i,
            [](std::int32_t x, std::int32_t y) { return std::min(x, y); });
       break;
+    case BinOp::pow:
+      // Integer powers wrap like repeated multiplication; a negative
+      // exponent gives 0 except for bases 1 and -1.
+      map2(a.i, a.shape, b.i, b.shape, r.shape, r.i, [&](std::int32_t x, std::int32_t y) {
+        if (y < 0) return x == 1 ? 1 : x == -1 ? (y % 2 ? -1 : 1) : 0;
+        std::uint32_t p = 1, base = static_cast<std::uint32_t>(x);
+        for (std::uint32_t e = static_cast<std::uint32_t>(y); e; e >>= 1, base *= base)
+          if (e & 1) p *= base;
+        return static_cast<std::int32_t>(p);
+      });
+      break;
+    case BinOp::bit_and:
+      map2(a.i, a.shape, b.i, b.shape, r.shape, r.i, [](std::int32_t x, std::int32_t y) { return x & y; });
+      break;
+    case BinOp::bit_or:
+      map2(a.i, a.shape, b.i, b.shape, r.shape, r.i, [](std::int32_t x, std::int32_t y) { return x | y; });
+      break;
     }
     wrap_all(r.dtype, r.i);
   }
@@ -370,29 +392,159 @@ Value binary(BinOp op, Value &&a, const Value &b, spec::Loc loc) {
   return std::move(a);
 }
 
-Value unary(UnOp op, const Value &a) {
+Value unary(UnOp op, const Value &a, spec::Loc loc) {
+  const spec::TensorType t = checked(spec::unary_type(op, a.type()), loc);
   Value r;
   r.shape = a.shape;
   r.weak = a.weak;
-  if (op == UnOp::neg) {
-    r.dtype = a.dtype;
-    if (a.is_float()) {
-      r.f = a.f;
-      for (auto &x : r.f)
-        x = -x;
-    } else {
-      r.i = a.i;
-      for (auto &x : r.i)
-        x = static_cast<std::int32_t>(0u - static_cast<std::uint32_t>(x));
-      wrap_all(r.dtype, r.i);
+  r.dtype = t.dtype;
+  if (!spec::dtype_is_float(t.dtype)) {
+    r.i = a.i;
+    for (auto &x : r.i) {
+      const auto u = static_cast<std::uint32_t>(x);
+      if (op == UnOp::neg)
+        x = static_cast<std::int32_t>(0u - u);
+      else if (op == UnOp::abs)
+        x = x < 0 ? static_cast<std::int32_t>(0u - u) : x;
+      else if (a.dtype == DType::boolean)
+        x = !x;
+      else
+        x = static_cast<std::int32_t>(~u);
     }
+    wrap_all(r.dtype, r.i);
     return r;
   }
-  r.dtype = spec::unary_type(op, a.type()).dtype;
   r.f = as_floats(a);
-  for (auto &x : r.f)
-    x = std::exp(x);
+  auto apply = [&](auto f) {
+    for (auto &x : r.f)
+      x = f(x);
+  };
+  switch (op) {
+  case UnOp::neg: apply([](float x) { return -x; }); break;
+  case UnOp::abs: apply([](float x) { return std::fabs(x); }); break;
+  case UnOp::exp: apply([](float x) { return std::exp(x); }); break;
+  case UnOp::sqrt: apply([](float x) { return std::sqrt(x); }); break;
+  case UnOp::rsqrt: apply([](float x) { return 1.0f / std::sqrt(x); }); break;
+  case UnOp::log: apply([](float x) { return std::log(x); }); break;
+  case UnOp::log2: apply([](float x) { return std::log2(x); }); break;
+  case UnOp::exp2: apply([](float x) { return std::exp2(x); }); break;
+  case UnOp::tanh: apply([](float x) { return std::tanh(x); }); break;
+  case UnOp::bit_not: break; // rejected by the typing rule
+  }
   round_all(r.dtype, r.f);
+  return r;
+}
+
+Value compare(spec::CompareOp op, const Value &a, const Value &b, spec::Loc loc) {
+  const spec::TensorType t = checked(spec::compare_type(a.type(), b.type()), loc);
+  Value r;
+  r.dtype = DType::boolean;
+  r.shape = t.shape;
+  auto run = [&](const auto &x, const auto &y) {
+    using T = typename std::decay_t<decltype(x)>::value_type;
+    map2(x, a.shape, y, b.shape, r.shape, r.i, [op](T u, T v) -> std::int32_t {
+      switch (op) {
+      case spec::CompareOp::eq: return u == v;
+      case spec::CompareOp::ne: return u != v;
+      case spec::CompareOp::lt: return u < v;
+      case spec::CompareOp::le: return u <= v;
+      case spec::CompareOp::gt: return u > v;
+      case spec::CompareOp::ge: return u >= v;
+      }
+      return 0;
+    });
+  };
+  if (spec::dtype_is_float(promote(a, b))) {
+    FloatVec ta, tb;
+    run(as_floats(a, ta), as_floats(b, tb));
+  } else {
+    run(a.i, b.i);
+  }
+  return r;
+}
+
+Value where(const Value &c, const Value &a, const Value &b, spec::Loc loc) {
+  const spec::TensorType t = checked(spec::where_type(c.type(), a.type(), b.type()), loc);
+  auto as = [&](const Value &v) {
+    Value x = v.dtype == t.dtype ? v : cast(v, t.dtype);
+    return broadcast_to(x, t.shape, loc);
+  };
+  const Value x = as(a), y = as(b);
+  const Value m = broadcast_to(
+      c.is_float() ? compare(spec::CompareOp::ne, c, Value::scalar_float(0), loc) : c, t.shape, loc);
+  Value r;
+  r.dtype = t.dtype;
+  r.weak = t.weak;
+  r.shape = t.shape;
+  const auto n = static_cast<std::size_t>(num_elements(t.shape));
+  if (spec::dtype_is_float(t.dtype)) {
+    r.f.resize(n);
+    for (std::size_t k = 0; k < n; ++k)
+      r.f[k] = m.i[k] ? x.f[k] : y.f[k];
+  } else {
+    r.i.resize(n);
+    for (std::size_t k = 0; k < n; ++k)
+      r.i[k] = m.i[k] ? x.i[k] : y.i[k];
+  }
+  return r;
+}
+
+Value iota(DType dt, const Shape &shape, std::int64_t dim, spec::Loc loc) {
+  const spec::TensorType t = checked(spec::iota_type(dt, shape, dim), loc);
+  Value r;
+  r.dtype = t.dtype;
+  r.shape = t.shape;
+  std::int64_t inner = 1;
+  for (std::size_t d = static_cast<std::size_t>(dim) + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  const std::int64_t len = shape[static_cast<std::size_t>(dim)], n = num_elements(shape);
+  r.i.resize(static_cast<std::size_t>(n));
+  for (std::int64_t k = 0; k < n; ++k)
+    r.i[static_cast<std::size_t>(k)] = wrap_to(dt, (k / inner) % len);
+  return r;
+}
+
+Value reshape(const Value &a, const Shape &shape, spec::Loc loc) {
+  const spec::TensorType t = checked(spec::reshape_type(a.type(), shape), loc);
+  Value r = a;
+  r.shape = t.shape;
+  return r;
+}
+
+Value index(const Value &a, const std::vector<spec::ValueSubscript> &subs, spec::Loc loc) {
+  const spec::ValueIndexed v = spec::index_value(a.shape, subs);
+  if (!v.ok())
+    throw ExecError(v.part.out_of_bounds ? ExecError::Kind::fault : ExecError::Kind::bad_input, loc, v.error);
+  Value r;
+  r.dtype = a.dtype;
+  r.weak = a.weak;
+  r.shape = v.shape;
+  // The kept part in row-major order; new axes (extent 1) do not move elements.
+  const std::size_t rank = a.shape.size();
+  Shape strides(rank, 1);
+  for (std::size_t d = rank; d-- > 1;)
+    strides[d - 1] = strides[d] * a.shape[d];
+  const std::int64_t n = num_elements(v.shape);
+  std::vector<std::int64_t> idx(rank);
+  for (std::size_t d = 0; d < rank; ++d)
+    idx[d] = v.part.dims[d].lo;
+  auto gather = [&](auto &out, const auto &in) {
+    out.resize(static_cast<std::size_t>(n));
+    for (std::int64_t k = 0; k < n; ++k) {
+      std::int64_t off = 0;
+      for (std::size_t d = 0; d < rank; ++d)
+        off += idx[d] * strides[d];
+      out[static_cast<std::size_t>(k)] = in[static_cast<std::size_t>(off)];
+      for (std::size_t d = rank; d-- > 0;) {
+        if (++idx[d] < v.part.dims[d].hi) break;
+        idx[d] = v.part.dims[d].lo;
+      }
+    }
+  };
+  if (a.is_float())
+    gather(r.f, a.f);
+  else
+    gather(r.i, a.i);
   return r;
 }
 
@@ -440,7 +592,13 @@ Value broadcast_to(const Value &a, const Shape &shape, spec::Loc loc) {
   return r;
 }
 
-Value dot(const Value &a, const Value &b, spec::Loc loc) {
+Value dot(const Value &a0, const Value &b0, spec::Loc loc, const spec::DotOptions &opts) {
+  if (opts.trans_a || opts.trans_b || opts.preferred) {
+    checked(spec::dot_type(a0.type(), b0.type(), opts), loc);
+    Value r = dot(opts.trans_a ? transpose(a0) : a0, opts.trans_b ? transpose(b0) : b0, loc);
+    return opts.preferred && *opts.preferred != r.dtype ? cast(r, *opts.preferred) : r;
+  }
+  const Value &a = a0, &b = b0;
   const spec::TensorType t = checked(spec::dot_type(a.type(), b.type()), loc);
   const std::int64_t m = a.shape.size() == 2 ? a.shape[0] : 1;
   const std::int64_t k = a.shape.back();
@@ -509,10 +667,10 @@ Value transpose(const Value &a) {
   return r;
 }
 
-Value reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, spec::Loc loc) {
+Value reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, spec::Loc loc, bool keepdims) {
   const int rank = static_cast<int>(a.shape.size());
   std::int64_t outer = 1, len = a.size(), inner = 1;
-  const spec::TensorType t = checked(spec::reduce_type(op, a.type(), axis), loc);
+  const spec::TensorType t = checked(spec::reduce_type(op, a.type(), axis, keepdims), loc);
   Value r;
   r.dtype = t.dtype;
   r.shape = t.shape;
@@ -527,8 +685,10 @@ Value reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, spec
     len = a.shape[ax];
   }
   if (a.is_float()) {
-    r.f.assign(static_cast<std::size_t>(outer * inner),
-               op == ReduceOp::sum ? 0.0f : -std::numeric_limits<float>::infinity());
+    const float inf = std::numeric_limits<float>::infinity();
+    r.f.assign(static_cast<std::size_t>(outer * inner), op == ReduceOp::sum   ? 0.0f
+                                                        : op == ReduceOp::max ? -inf
+                                                                              : inf);
     for (std::int64_t o = 0; o < outer; ++o) {
       float *acc = r.f.data() + o * inner;
       for (std::int64_t k = 0; k < len; ++k) {
@@ -536,21 +696,26 @@ Value reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, spec
         if (op == ReduceOp::sum)
           for (std::int64_t in = 0; in < inner; ++in)
             acc[in] += x[in];
-        else
+        else if (op == ReduceOp::max)
           for (std::int64_t in = 0; in < inner; ++in)
             acc[in] = fmax_nan(x[in], acc[in]);
+        else
+          for (std::int64_t in = 0; in < inner; ++in)
+            acc[in] = fmin_nan(x[in], acc[in]);
       }
     }
     round_all(r.dtype, r.f);
   } else {
     std::vector<std::int64_t> acc(static_cast<std::size_t>(outer * inner),
-                                  op == ReduceOp::sum ? 0 : std::numeric_limits<std::int64_t>::min());
+                                  op == ReduceOp::sum   ? 0
+                                  : op == ReduceOp::max ? std::numeric_limits<std::int64_t>::min()
+                                                        : std::numeric_limits<std::int64_t>::max());
     for (std::int64_t o = 0; o < outer; ++o)
       for (std::int64_t k = 0; k < len; ++k)
         for (std::int64_t in = 0; in < inner; ++in) {
           auto &c = acc[o * inner + in];
           const std::int64_t x = a.i[(o * len + k) * inner + in];
-          c = op == ReduceOp::sum ? c + x : std::max(c, x);
+          c = op == ReduceOp::sum ? c + x : op == ReduceOp::max ? std::max(c, x) : std::min(c, x);
         }
     r.i.resize(acc.size());
     for (std::size_t k = 0; k < acc.size(); ++k)

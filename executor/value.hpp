@@ -97,19 +97,31 @@ spec::DType promote(const Value &a, const Value &b);
 Value binary(BinOp, const Value &a, const Value &b, spec::Loc loc = {});
 /// The same, reusing `a`'s storage for the result when it can.
 Value binary(BinOp, Value &&a, const Value &b, spec::Loc loc = {});
-/// exp of an integer value is f32.
-Value unary(UnOp, const Value &a);
+/// The float functions of an integer value are f32 (spec::unary_type);
+/// throws ExecError(bad_input) for `~` of a float.
+Value unary(UnOp, const Value &a, spec::Loc loc = {});
+/// A comparison with numpy broadcasting, in the operands' promoted dtype; bool.
+Value compare(spec::CompareOp, const Value &a, const Value &b, spec::Loc loc = {});
+/// jnp.where: a where c is nonzero, else b, all three broadcast together.
+Value where(const Value &c, const Value &a, const Value &b, spec::Loc loc = {});
+/// lax.broadcasted_iota: each element of `shape` is its index along `dim`.
+Value iota(spec::DType, const Shape &shape, std::int64_t dim, spec::Loc loc = {});
+/// The same elements in row-major order, another shape of the same size.
+Value reshape(const Value &a, const Shape &shape, spec::Loc loc = {});
+/// `m[:, None]`, `m[0]`, `m[:, 2:4]` (spec::index_value).
+Value index(const Value &a, const std::vector<spec::ValueSubscript> &subs, spec::Loc loc = {});
 Value cast(const Value &a, spec::DType t);
 /// Broadcasts to `shape` (numpy rules).
 Value broadcast_to(const Value &a, const Shape &shape, spec::Loc loc = {});
 /// jnp.dot for 1-D/2-D operands. Floats accumulate in f32 and give f32 (as
 /// preferred_element_type=f32); integers accumulate in int64, give i32.
-Value dot(const Value &a, const Value &b, spec::Loc loc = {});
+Value dot(const Value &a, const Value &b, spec::Loc loc = {}, const spec::DotOptions &opts = {});
 /// Reverses the axes.
 Value transpose(const Value &a);
 /// Reduction over one axis (negative counts from the end) or all axes
 /// (axis nullopt); the axis is dropped. Float sums accumulate in f32 in
 /// index order and round to the input dtype.
-Value reduce(ReduceOp, const Value &a, std::optional<std::int64_t> axis, spec::Loc loc = {});
+Value reduce(ReduceOp, const Value &a, std::optional<std::int64_t> axis, spec::Loc loc = {},
+             bool keepdims = false);
 
 } // namespace pipecheck::executor

@@ -73,6 +73,10 @@ const char *to_string(Op op) {
   case Op::Ge: return ">=";
   case Op::And: return "and";
   case Op::Or: return "or";
+  case Op::BitAnd: return "&";
+  case Op::BitOr: return "|";
+  case Op::BitNot: return "~";
+  case Op::Tuple: return "tuple";
   }
   return "?";
 }

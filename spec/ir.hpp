@@ -60,6 +60,10 @@ enum class Op {
   Ge,
   And,
   Or,
+  BitAnd, ///< a & b: logical on bool tensors, bitwise on integer tensors
+  BitOr,  ///< a | b
+  BitNot, ///< ~a
+  Tuple,  ///< (a, b, ...): a shape argument (iota, reshape, broadcast_to)
 };
 const char *to_string(Op);
 

@@ -161,9 +161,9 @@ private:
         number(l);
         continue;
       }
-      static const char *puncts[] = {
-          "...", "**", "//", "->", "==", "!=", "<=", ">=", "+=", "(", ")", "[", "]",
-          "{",   "}",  ",",  ":",  "=",  "<",  ">",  "+",  "-",  "*", "/", "%"};
+      static const char *puncts[] = {"...", "**", "//", "->", "==", "!=", "<=", ">=", "+=", "(",
+                                     ")",   "[",  "]",  "{",  "}",  ",",  ":",  "=",  "<",  ">",
+                                     "+",   "-",  "*",  "/",  "%",  "&",  "|",  "~"};
       bool matched = false;
       for (const char *p : puncts) {
         std::size_t n = std::char_traits<char>::length(p);

@@ -407,6 +407,53 @@ private:
     return false;
   }
 
+  // A body loop (`for t in range(lo, hi):`, fori_loop / pl.loop) is
+  // unrolled: its bounds are known at each grid point, and each iteration's
+  // statements see t as a constant.
+  void loop(const For &f, const Stmt &st, std::int64_t s) {
+    auto lo = eval_int(rewrite(f.lo, s), {}), hi = eval_int(rewrite(f.hi, s), {});
+    if ((!lo || !hi) && rolled_) {
+      // Bounds that depend on the grid point: the rolled program keeps the
+      // loop (its variable a name in its statements).
+      For n;
+      n.var = f.var;
+      n.lo = fold(rewrite(f.lo, s));
+      n.hi = fold(rewrite(f.hi, s));
+      Block *saved = out_;
+      const bool entry = in_flight_;
+      out_ = &n.body;
+      body(f.body, s);
+      if (in_flight_ && !entry) {
+        // A wgmma may be in flight from one iteration into the next.
+        n.body.clear();
+        in_flight_ = true;
+        body(f.body, s);
+      }
+      in_flight_ = in_flight_ || entry;
+      out_ = saved;
+      out_->push_back(mk(std::move(n), st.loc));
+      return;
+    }
+    if (!lo || !hi)
+      throw Fail{st.loc, "cannot decide the bounds of the loop over '" + f.var + "' at a grid point"};
+    constexpr std::int64_t kMaxTrips = 4096;
+    std::int64_t trips = 0;
+    if (__builtin_sub_overflow(*hi, *lo, &trips)) trips = *hi > *lo ? kMaxTrips + 1 : 0;
+    if (trips > kMaxTrips)
+      throw Fail{st.loc, "the loop over '" + f.var + "' runs more than " + std::to_string(kMaxTrips) +
+                             " iterations at a grid point, the most the lowering unrolls"};
+    const auto saved =
+        env_.find(f.var) != env_.end() ? std::optional<std::int64_t>(env_.at(f.var)) : std::nullopt;
+    for (std::int64_t v = *lo; v < *hi; ++v) {
+      env_[f.var] = v;
+      body(f.body, s);
+    }
+    if (saved)
+      env_[f.var] = *saved;
+    else
+      env_.erase(f.var);
+  }
+
   void body(const Block &b, std::int64_t s) {
     for (auto &st : b) {
       if (auto *i = std::get_if<If>(&st.kind)) {
@@ -465,6 +512,10 @@ private:
         n.kind = Let{l->name, rewrite(l->value, s)};
         n.comments = {};
         out_->push_back(n);
+        continue;
+      }
+      if (auto *f = std::get_if<For>(&st.kind)) {
+        loop(*f, st, s);
         continue;
       }
       throw Fail{st.loc, "unsupported statement in a kernel body"};

@@ -690,6 +690,11 @@ private:
       advance();
       return Expr::leaf(Op::Ellipsis, l);
     }
+    // `x[:, None]`: a new axis of a value (validation rejects it on a buffer).
+    if (is_name("None") && (is_punct(",", 1) || is_punct("]", 1))) {
+      advance();
+      return Expr::leaf(Op::None, l);
+    }
     Expr lo = Expr::leaf(Op::None, l);
     if (!is_punct(":")) {
       lo = expr();
@@ -753,19 +758,41 @@ private:
     return comparison();
   }
   Expr comparison() {
-    Expr a = arith();
+    Expr a = bit_or();
     static const std::pair<const char *, Op> ops[] = {{"==", Op::Eq}, {"!=", Op::Ne}, {"<", Op::Lt},
                                                       {"<=", Op::Le}, {">", Op::Gt},  {">=", Op::Ge}};
     for (auto [s, op] : ops) {
       if (is_punct(s)) {
         Loc l = advance().loc;
-        Expr b = arith();
+        Expr b = bit_or();
         for (auto [s2, op2] : ops) {
           (void)op2;
           if (is_punct(s2)) fail(peek().loc, "chained comparisons are not supported; use 'and'");
         }
         return Expr::binary(op, std::move(a), std::move(b), l);
       }
+    }
+    return a;
+  }
+  // Python's levels: comparisons < `|` < `&` < `+ -`, so `(a < b) & (c < d)`
+  // needs its parentheses, as in jnp.
+  Expr bit_or() {
+    Expr a = bit_and();
+    ChainGuard chain(*this);
+    while (is_punct("|")) {
+      Loc l = advance().loc;
+      chain.next(l);
+      a = Expr::binary(Op::BitOr, std::move(a), bit_and(), l);
+    }
+    return a;
+  }
+  Expr bit_and() {
+    Expr a = arith();
+    ChainGuard chain(*this);
+    while (is_punct("&")) {
+      Loc l = advance().loc;
+      chain.next(l);
+      a = Expr::binary(Op::BitAnd, std::move(a), arith(), l);
     }
     return a;
   }
@@ -814,6 +841,10 @@ private:
       advance();
       return factor();
     }
+    if (is_punct("~")) {
+      Loc l = advance().loc;
+      return Expr::unary(Op::BitNot, factor(), l);
+    }
     return power();
   }
   Expr power() {
@@ -841,8 +872,24 @@ private:
     }
     if (is_punct("(")) {
       advance();
+      if (is_punct(")")) {
+        advance();
+        Expr t = Expr::leaf(Op::Tuple, l);
+        return t;
+      }
       Expr e = expr();
-      if (is_punct(",")) fail(peek().loc, "tuples are not expressions here");
+      if (is_punct(",")) {
+        // A tuple: `(a,)`, `(a, b)`; validation allows it only as a shape.
+        Expr t = Expr::leaf(Op::Tuple, l);
+        t.args.push_back(std::move(e));
+        while (is_punct(",")) {
+          advance();
+          if (is_punct(")")) break;
+          t.args.push_back(expr());
+        }
+        expect_punct(")");
+        return t;
+      }
       expect_punct(")");
       return e;
     }

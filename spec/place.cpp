@@ -1,5 +1,7 @@
 #include "spec/place.hpp"
 
+#include <limits>
+
 namespace pipecheck::spec {
 
 namespace {
@@ -56,6 +58,7 @@ Subscripted subscript(const Dims &array, const std::vector<Subscript> &subs) {
     return r;
   }
   r.dims.resize(array.size());
+  std::vector<std::optional<std::int64_t>> sizes(array.size()); // ds() sizes
   for (std::size_t d = 0; d < array.size(); ++d)
     r.dims[d] = {0, array[d], true};
   auto oob = [&](const std::string &what, int d) {
@@ -81,7 +84,12 @@ Subscripted subscript(const Dims &array, const std::vector<Subscript> &subs) {
         oob("slice " + str(lo) + ":" + str(hi), d);
         return r;
       }
+      if (s.size && (*s.size < 0 || (known(dim) && *s.size > dim))) {
+        oob("ds(" + str(lo) + ", " + std::to_string(*s.size) + ")", d);
+        return r;
+      }
       r.dims[static_cast<std::size_t>(d)] = {lo.value_or(kUnknownExtent), hi.value_or(kUnknownExtent), true};
+      if (s.size) sizes[static_cast<std::size_t>(d)] = *s.size;
     } else {
       const auto i = s.lo;
       if (i && (*i < 0 || (known(dim) && *i >= dim))) {
@@ -91,8 +99,11 @@ Subscripted subscript(const Dims &array, const std::vector<Subscript> &subs) {
       r.dims[static_cast<std::size_t>(d)] = {i.value_or(kUnknownExtent), i ? *i + 1 : kUnknownExtent, false};
     }
   }
-  for (const auto &x : r.dims)
-    if (x.kept) r.shape.push_back(known(x.lo) && known(x.hi) ? x.hi - x.lo : kUnknownExtent);
+  for (std::size_t d = 0; d < r.dims.size(); ++d) {
+    const auto &x = r.dims[d];
+    if (x.kept)
+      r.shape.push_back(known(x.lo) && known(x.hi) ? x.hi - x.lo : sizes[d].value_or(kUnknownExtent));
+  }
   return r;
 }
 
@@ -109,6 +120,15 @@ std::vector<Subscript> subscripts_of(const Expr &ref, const SubscriptValue &valu
       sub.has_hi = a.args.size() >= 2 && a.args[1].op != Op::None;
       if (sub.has_lo) sub.lo = value(a.args[0], true);
       if (sub.has_hi) sub.hi = value(a.args[1], true);
+    } else if (a.op == Op::Call && a.name == "ds" && a.args.size() == 2 && a.kwarg_names.empty()) {
+      // pl.ds(start, size): the slice start:start + size.
+      sub.kind = Subscript::Kind::slice;
+      sub.lo = value(a.args[0], true);
+      const auto size = value(a.args[1], true);
+      sub.size = size;
+      std::int64_t hi = 0;
+      if (sub.lo && size)
+        sub.hi = __builtin_add_overflow(*sub.lo, *size, &hi) ? std::numeric_limits<std::int64_t>::max() : hi;
     } else {
       sub.lo = value(a, false);
     }

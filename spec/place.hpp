@@ -7,6 +7,7 @@
 /// consumed by the race machine and the executor) all resolve subscripts
 /// here, so a ref means the same thing to `check` and to `run`.
 ///
+/// `ds(start, size)` (pl.ds) is the slice `start:start + size`.
 /// The rule: `...` stands for the dims the other subscripts leave; an index
 /// `i` drops its dim and must satisfy 0 <= i < extent; a slice `lo:hi` keeps
 /// its dim, an absent bound is 0 (lo) or the extent (hi), and it must satisfy
@@ -37,6 +38,8 @@ struct Subscript {
   Kind kind = Kind::index;
   bool has_lo = true, has_hi = true;
   std::optional<std::int64_t> lo, hi; ///< index: lo
+  /// ds(start, size): the size, known even where start is not.
+  std::optional<std::int64_t> size;
 };
 /// What a subscripted ref covers of each array dim: [lo, hi) (kUnknownExtent
 /// where not known) and whether the dim is kept (an index drops it).

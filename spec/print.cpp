@@ -20,17 +20,20 @@ int prec(const Expr &e) {
   case Op::Le:
   case Op::Gt:
   case Op::Ge: return 4;
+  case Op::BitOr: return 5;
+  case Op::BitAnd: return 6;
   case Op::Add:
-  case Op::Sub: return 5;
+  case Op::Sub: return 7;
   case Op::Mul:
   case Op::Div:
   case Op::FloorDiv:
-  case Op::Mod: return 6;
-  case Op::Neg: return 7;
-  case Op::Pow: return 8;
-  case Op::Int: return e.int_value < 0 ? 7 : 9;
-  case Op::Float: return (e.float_value < 0 || std::signbit(e.float_value)) ? 7 : 9;
-  default: return 9;
+  case Op::Mod: return 8;
+  case Op::Neg:
+  case Op::BitNot: return 9;
+  case Op::Pow: return 10;
+  case Op::Int: return e.int_value < 0 ? 9 : 11;
+  case Op::Float: return (e.float_value < 0 || std::signbit(e.float_value)) ? 9 : 11;
+  default: return 11;
   }
 }
 
@@ -98,23 +101,33 @@ void emit(std::ostream &os, const Expr &e) {
     os << "-";
     // `-1` reads back as the literal -1, not as a negation of 1: keep the negation
     // by putting a non-negative number in parentheses (`inf` is a name, `-inf` stays).
-    if (prec(e.args[0]) == 9 &&
+    if (prec(e.args[0]) == 11 &&
         (e.args[0].op == Op::Int || (e.args[0].op == Op::Float && std::isfinite(e.args[0].float_value)))) {
       os << "(";
       emit(os, e.args[0]);
       os << ")";
     } else {
-      emit_at(os, e.args[0], 7);
+      emit_at(os, e.args[0], 9);
     }
+    return;
+  case Op::BitNot:
+    os << "~";
+    emit_at(os, e.args[0], 9);
+    return;
+  case Op::Tuple:
+    os << "(";
+    emit_list(os, e.args);
+    if (e.args.size() == 1) os << ",";
+    os << ")";
     return;
   case Op::Not:
     os << "not ";
     emit_at(os, e.args[0], 3);
     return;
   case Op::Pow:
-    emit_at(os, e.args[0], 9);
+    emit_at(os, e.args[0], 11);
     os << " ** ";
-    emit_at(os, e.args[1], 7);
+    emit_at(os, e.args[1], 9);
     return;
   case Op::Eq:
   case Op::Ne:
@@ -246,12 +259,12 @@ void emit_param(std::ostream &os, const Param &p) {
       os << "}";
     }
   } else {
-    // Bounds are read as arithmetic, so a comparison inside one needs parentheses.
+    // Bounds are read as arithmetic, so a comparison or `&` `|` inside one needs parentheses.
     os << " >= ";
-    emit_at(os, p.lo ? *p.lo : Expr::integer(0), 5);
+    emit_at(os, p.lo ? *p.lo : Expr::integer(0), 7);
     if (p.hi) {
       os << " <= ";
-      emit_at(os, *p.hi, 5);
+      emit_at(os, *p.hi, 7);
     }
   }
   end_line(os, p.comments);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace pipecheck::spec {
 
@@ -62,13 +63,22 @@ DType promote_dtype(DType a, bool a_weak, DType b, bool b_weak) {
     const DType strong = a_weak ? b : a;
     const DType weak = a_weak ? a : b;
     if (dtype_is_float(weak) && !dtype_is_float(strong)) return DType::f32;
+    if (strong == DType::boolean && weak != DType::boolean) return DType::i32;
     return strong;
   }
   if (a == b) return a;
   if (fa && !fb) return a;
   if (fb && !fa) return b;
   if (fa && fb) return DType::f32;
-  return DType::i32;
+  // jnp's integer lattice: bool < every int; signed ints by width; u8 with a
+  // signed int needs at least i16.
+  if (a == DType::boolean) return b;
+  if (b == DType::boolean) return a;
+  auto width = [](DType t) { return t == DType::i32 ? 32 : t == DType::i16 ? 16 : 8; };
+  const bool ua = a == DType::u8, ub = b == DType::u8;
+  const int w = std::max(width(a), width(b));
+  const int need = (ua != ub) ? std::max(w, 16) : w;
+  return need >= 32 ? DType::i32 : need == 16 ? DType::i16 : DType::i8;
 }
 
 Typed<TensorType> elementwise_type(ElemOp op, const TensorType &a, const TensorType &b) {
@@ -82,24 +92,127 @@ Typed<TensorType> elementwise_type(ElemOp op, const TensorType &a, const TensorT
   r.value.dtype = promote_dtype(a.dtype, a.weak, b.dtype, b.weak);
   r.value.weak = a.weak && b.weak;
   if (op == ElemOp::div && !dtype_is_float(r.value.dtype)) r.value.dtype = DType::f32;
+  if ((op == ElemOp::bit_and || op == ElemOp::bit_or) && dtype_is_float(r.value.dtype))
+    r.error = std::string("'") + (op == ElemOp::bit_and ? "&" : "|") +
+              "' takes bool or integer values, not " + type_string(a) + " and " + type_string(b);
   return r;
 }
 
-TensorType unary_type(UnaryOp op, const TensorType &a) {
-  TensorType r = a;
-  if (op == UnaryOp::exp && !dtype_is_float(a.dtype)) r.dtype = DType::f32;
+Typed<TensorType> unary_type(UnaryOp op, const TensorType &a) {
+  Typed<TensorType> r;
+  r.value = a;
+  switch (op) {
+  case UnaryOp::neg:
+  case UnaryOp::abs: break;
+  case UnaryOp::bit_not:
+    if (dtype_is_float(a.dtype)) r.error = "'~' takes bool or integer values, not " + type_string(a);
+    break;
+  default:
+    if (!dtype_is_float(a.dtype)) r.value.dtype = DType::f32;
+  }
+  return r;
+}
+
+Typed<TensorType> compare_type(const TensorType &a, const TensorType &b) {
+  Typed<TensorType> r;
+  auto shape = broadcast_dims(a.shape, b.shape);
+  if (!shape.ok()) {
+    r.error = shape.error;
+    return r;
+  }
+  r.value = TensorType{DType::boolean, false, std::move(shape.value)};
+  return r;
+}
+
+Typed<TensorType> where_type(const TensorType &c, const TensorType &a, const TensorType &b) {
+  Typed<TensorType> r;
+  auto ab = broadcast_dims(a.shape, b.shape);
+  auto all = ab.ok() ? broadcast_dims(c.shape, ab.value) : ab;
+  if (!all.ok()) {
+    r.error = "where(" + dims_string(c.shape) + ", " + dims_string(a.shape) + ", " + dims_string(b.shape) +
+              "): " + all.error;
+    return r;
+  }
+  r.value.shape = std::move(all.value);
+  r.value.dtype = promote_dtype(a.dtype, a.weak, b.dtype, b.weak);
+  r.value.weak = a.weak && b.weak;
+  return r;
+}
+
+Typed<TensorType> iota_type(DType t, const Dims &shape, std::int64_t dim) {
+  Typed<TensorType> r;
+  if (dtype_is_float(t) || t == DType::boolean) {
+    r.error = std::string("iota gives integers, not ") + to_string(t);
+    return r;
+  }
+  if (dim < 0 || dim >= static_cast<std::int64_t>(shape.size())) {
+    r.error = "iota dimension " + std::to_string(dim) + " is out of range for shape " + dims_string(shape);
+    return r;
+  }
+  r.value = TensorType{t, false, shape};
+  return r;
+}
+
+namespace {
+// The element count, or kUnknownExtent.
+std::int64_t count_of(const Dims &d) {
+  std::int64_t n = 1;
+  for (std::int64_t x : d) {
+    if (!known(x)) return kUnknownExtent;
+    n *= x;
+  }
+  return n;
+}
+} // namespace
+
+std::string shape_arg_error(const Dims &shape) {
+  constexpr std::int64_t kMax = std::int64_t{1} << 31;
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) {
+    if (!known(d)) continue;
+    if (d != 0 && n > kMax / d) return "shape " + dims_string(shape) + " has more than 2^31 elements";
+    n *= d;
+  }
+  return n > kMax ? "shape " + dims_string(shape) + " has more than 2^31 elements" : std::string();
+}
+
+Typed<TensorType> reshape_type(const TensorType &a, const Dims &shape) {
+  Typed<TensorType> r;
+  const std::int64_t na = count_of(a.shape), nb = count_of(shape);
+  if (known(na) && known(nb) && na != nb) {
+    r.error = "cannot reshape " + dims_string(a.shape) + " (" + std::to_string(na) + " elements) to " +
+              dims_string(shape) + " (" + std::to_string(nb) + ")";
+    return r;
+  }
+  r.value = TensorType{a.dtype, a.weak, shape};
+  return r;
+}
+
+Typed<TensorType> broadcast_to_type(const TensorType &a, const Dims &shape) {
+  Typed<TensorType> r;
+  if (auto err = fit_error(a.shape, shape); !err.empty()) {
+    r.error = "cannot broadcast " + dims_string(a.shape) + " to " + dims_string(shape);
+    return r;
+  }
+  r.value = TensorType{a.dtype, a.weak, shape};
   return r;
 }
 
 TensorType cast_type(const TensorType &a, DType t) { return TensorType{t, false, a.shape}; }
 
-Typed<TensorType> dot_type(const TensorType &a, const TensorType &b) {
+Typed<TensorType> dot_type(const TensorType &a, const TensorType &b, const DotOptions &opts) {
   Typed<TensorType> r;
-  const auto &as = a.shape, &bs = b.shape;
+  Dims as = a.shape, bs = b.shape;
   if (as.empty() || bs.empty() || as.size() > 2 || bs.size() > 2) {
     r.error = "dot takes 1-D or 2-D operands, not " + dims_string(as) + " and " + dims_string(bs);
     return r;
   }
+  if ((opts.trans_a && as.size() != 2) || (opts.trans_b && bs.size() != 2)) {
+    r.error = "dot's trans_a / trans_b need a 2-D operand";
+    return r;
+  }
+  if (opts.trans_a) std::reverse(as.begin(), as.end());
+  if (opts.trans_b) std::reverse(bs.begin(), bs.end());
   if (known(as.back()) && known(bs[0]) && as.back() != bs[0]) {
     r.error = "dot of " + dims_string(as) + " and " + dims_string(bs) + ": contracted dims differ (" +
               std::to_string(as.back()) + " vs " + std::to_string(bs[0]) + ")";
@@ -107,7 +220,53 @@ Typed<TensorType> dot_type(const TensorType &a, const TensorType &b) {
   }
   if (as.size() == 2) r.value.shape.push_back(as[0]);
   if (bs.size() == 2) r.value.shape.push_back(bs[1]);
-  r.value.dtype = dtype_is_float(a.dtype) || dtype_is_float(b.dtype) ? DType::f32 : DType::i32;
+  r.value.dtype = opts.preferred                                       ? *opts.preferred
+                  : dtype_is_float(a.dtype) || dtype_is_float(b.dtype) ? DType::f32
+                                                                       : DType::i32;
+  return r;
+}
+
+ValueIndexed index_value(const Dims &value, const std::vector<ValueSubscript> &subs) {
+  ValueIndexed r;
+  std::vector<Subscript> real;
+  for (const auto &s : subs)
+    if (!s.new_axis) real.push_back(s.sub);
+  r.part = subscript(value, real);
+  if (!r.part.ok()) {
+    r.error = r.part.error;
+    return r;
+  }
+  // A new axis goes after the kept dims of the array dims the subscripts
+  // before it consume (all of them up to the next subscript for a `...`).
+  bool ellipsis_before = false;
+  std::size_t real_before = 0, axes_before = 0;
+  auto kept_below = [&](std::size_t n) {
+    std::size_t k = 0;
+    for (std::size_t d = 0; d < n && d < r.part.dims.size(); ++d)
+      k += r.part.dims[d].kept;
+    return k;
+  };
+  std::vector<std::size_t> positions;
+  for (const auto &s : subs) {
+    if (s.new_axis) {
+      std::size_t consumed = 0;
+      if (ellipsis_before) {
+        std::size_t later = 0;
+        for (std::size_t t = real_before; t < real.size(); ++t)
+          later += real[t].kind != Subscript::Kind::ellipsis;
+        consumed = value.size() - later;
+      } else {
+        consumed = real_before;
+      }
+      positions.push_back(kept_below(consumed) + axes_before++);
+      continue;
+    }
+    ellipsis_before = ellipsis_before || s.sub.kind == Subscript::Kind::ellipsis;
+    ++real_before;
+  }
+  r.shape = r.part.shape;
+  for (std::size_t p : positions)
+    r.shape.insert(r.shape.begin() + static_cast<std::ptrdiff_t>(p), 1);
   return r;
 }
 
@@ -117,11 +276,35 @@ TensorType transpose_type(const TensorType &a) {
   return r;
 }
 
+std::vector<ValueSubscript> value_subscripts_of(const Expr &ref, const SubscriptValue &value) {
+  Expr real = ref;
+  real.args.clear();
+  for (const auto &a : ref.args)
+    if (a.op != Op::None) real.args.push_back(a);
+  const std::vector<Subscript> subs = subscripts_of(real, value);
+  std::vector<ValueSubscript> out;
+  std::size_t k = 0;
+  for (const auto &a : ref.args) {
+    if (a.op == Op::None)
+      out.push_back(ValueSubscript{true, {}});
+    else
+      out.push_back(ValueSubscript{false, subs[k++]});
+  }
+  return out;
+}
+
+std::optional<bool> bool_literal(const Expr &e) {
+  if (e.op == Op::Name && e.name == "True") return true;
+  if (e.op == Op::Name && e.name == "False") return false;
+  return std::nullopt;
+}
+
 std::int64_t normalize_axis(std::int64_t axis, std::size_t rank) {
   return axis < 0 ? axis + static_cast<std::int64_t>(rank) : axis;
 }
 
-Typed<TensorType> reduce_type(Reduction op, const TensorType &a, std::optional<std::int64_t> axis) {
+Typed<TensorType> reduce_type(Reduction op, const TensorType &a, std::optional<std::int64_t> axis,
+                              bool keepdims) {
   Typed<TensorType> r;
   r.value.dtype = a.dtype;
   std::int64_t len = 1;
@@ -133,12 +316,17 @@ Typed<TensorType> reduce_type(Reduction op, const TensorType &a, std::optional<s
     }
     len = a.shape[static_cast<std::size_t>(ax)];
     for (std::size_t d = 0; d < a.shape.size(); ++d)
-      if (static_cast<std::int64_t>(d) != ax) r.value.shape.push_back(a.shape[d]);
+      if (static_cast<std::int64_t>(d) != ax)
+        r.value.shape.push_back(a.shape[d]);
+      else if (keepdims)
+        r.value.shape.push_back(1);
   } else {
     for (std::int64_t d : a.shape)
       len = known(d) && known(len) ? len * d : kUnknownExtent;
+    if (keepdims) r.value.shape.assign(a.shape.size(), 1);
   }
-  if (len == 0 && op == Reduction::max) r.error = "max over an empty axis";
+  if (len == 0 && op != Reduction::sum)
+    r.error = std::string(op == Reduction::max ? "max" : "min") + " over an empty axis";
   return r;
 }
 
@@ -185,7 +373,28 @@ struct Local {
 struct Scope {
   std::map<std::string, Local> locals;
   Env ints; ///< params and integer locals whose value is known
+  /// Inside a body loop: the tensor locals bound before it, which a
+  /// rebinding in the loop carries to the next iteration (fori_loop's carry).
+  std::map<std::string, TensorType> carried;
 };
+
+} // namespace
+
+void bound_names(const Block &b, std::set<std::string> &out) {
+  for (const auto &st : b) {
+    if (const auto *l = std::get_if<Let>(&st.kind)) out.insert(l->name);
+    if (const auto *i = std::get_if<If>(&st.kind)) {
+      bound_names(i->then_body, out);
+      bound_names(i->else_body, out);
+    }
+    if (const auto *f = std::get_if<For>(&st.kind)) {
+      out.insert(f->var);
+      bound_names(f->body, out);
+    }
+  }
+}
+
+namespace {
 
 TensorType weak_int() { return TensorType{DType::i32, true, {}}; }
 TensorType weak_float() { return TensorType{DType::f32, true, {}}; }
@@ -312,6 +521,8 @@ private:
       what += " is a " + type_string(*it->second.type) + " value";
     else if (e.op == Op::Ref)
       what += " is a block load";
+    else if (e.op == Op::BitAnd || e.op == Op::BitOr || e.op == Op::BitNot)
+      what += " is a mask expression (use 'and', 'or', 'not' on integers)";
     else
       what += " is not an integer expression";
     return where + " must be an integer, but " + what;
@@ -352,6 +563,12 @@ private:
         loc.type = type_of(l->value, s);
         s.ints.erase(l->name);
       }
+      if (auto c = s.carried.find(l->name);
+          c != s.carried.end() && loc.type &&
+          (loc.type->dtype != c->second.dtype || loc.type->shape != c->second.shape))
+        error(st.loc, "'" + l->name + "' is carried across loop iterations: it is " + type_string(c->second) +
+                          " before the loop and " + type_string(*loc.type) +
+                          " here (a loop carry keeps its type; broadcast_to or cast it before the loop)");
       s.locals[l->name] = loc;
     } else if (const auto *i = std::get_if<If>(&st.kind)) {
       if (auto err = not_int(i->cond, s, std::string("a '") + (i->is_when ? "when" : "if") + "' condition");
@@ -361,7 +578,20 @@ private:
       block(i->then_body, a);
       block(i->else_body, b);
     } else if (const auto *f = std::get_if<For>(&st.kind)) {
+      for (const Expr *b : {&f->lo, &f->hi})
+        if (auto err = not_int(*b, s, "a loop bound"); !err.empty()) error(b->loc, err);
+      // An integer the loop rebinds has no one value in it or after it.
+      std::set<std::string> rebound;
+      bound_names(f->body, rebound);
+      for (const auto &n : rebound)
+        s.ints.erase(n);
+      // A weak carry (a literal) becomes strong, as fori_loop promotes it.
+      for (const auto &n : rebound)
+        if (auto it = s.locals.find(n); it != s.locals.end() && !it->second.is_int && it->second.type)
+          it->second.type->weak = false;
       Scope inner = s;
+      for (const auto &[n, l] : s.locals)
+        if (!l.is_int && l.type) inner.carried[n] = *l.type;
       inner.locals[f->var] = Local{true, weak_int()};
       inner.ints.erase(f->var);
       block(f->body, inner);
@@ -416,12 +646,42 @@ private:
       if (k_.param(e.name)) return weak_int();
       if (e.name == "inf") return weak_float();
       return std::nullopt; // validation reports it
-    case Op::Ref: return ref_type(e, s);
-    case Op::Neg: {
+    case Op::Ref:
+      if (auto it = s.locals.find(e.name); it != s.locals.end()) return value_index_type(e, it->second, s);
+      return ref_type(e, s);
+    case Op::Neg:
+    case Op::BitNot: {
       auto a = type_of(e.args[0], s);
       if (!a) return std::nullopt;
-      return unary_type(UnaryOp::neg, *a);
+      return check(unary_type(e.op == Op::Neg ? UnaryOp::neg : UnaryOp::bit_not, *a), e.loc);
     }
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge: {
+      if (is_int(e, s)) return weak_int();
+      auto a = type_of(e.args[0], s);
+      auto b = type_of(e.args[1], s);
+      if (!a || !b) return std::nullopt;
+      return check(compare_type(*a, *b), e.loc);
+    }
+    case Op::BitAnd:
+    case Op::BitOr:
+    case Op::Pow: {
+      if (e.op == Op::Pow && is_int(e, s)) return weak_int();
+      auto a = type_of(e.args[0], s);
+      auto b = type_of(e.args[1], s);
+      if (!a || !b) return std::nullopt;
+      const ElemOp op = e.op == Op::BitAnd  ? ElemOp::bit_and
+                        : e.op == Op::BitOr ? ElemOp::bit_or
+                                            : ElemOp::pow;
+      return check(elementwise_type(op, *a, *b), e.loc);
+    }
+    case Op::Tuple:
+      error(e.loc, "a tuple is a shape (of iota, reshape or broadcast_to), not a value");
+      return std::nullopt;
     case Op::Add:
     case Op::Sub:
     case Op::Mul:
@@ -442,10 +702,65 @@ private:
     case Op::Call: return call_type(e, s);
     default:
       if (is_int(e, s)) return weak_int();
-      error(e.loc,
-            "'" + print(e) + "' is not supported on tensors (comparisons, logic and '**' take integers)");
+      error(e.loc, "'" + print(e) + "' is not supported on tensors ('and', 'or' and 'not' take integers; " +
+                       "use '&', '|' and '~' on masks)");
       return std::nullopt;
     }
+  }
+
+  std::optional<TensorType> value_index_type(const Expr &r, const Local &l, const Scope &s) {
+    if (!l.type) return std::nullopt;
+    bool ok = true;
+    const auto subs = value_subscripts_of(r, [&](const Expr &e, bool bound) -> std::optional<std::int64_t> {
+      if (auto err = not_int(e, s, bound ? "a slice bound" : "a subscript"); !err.empty()) {
+        error(e.loc, err);
+        ok = false;
+        return std::nullopt;
+      }
+      return eval_int(e, s.ints);
+    });
+    if (!ok) return std::nullopt;
+    ValueIndexed v = index_value(l.type->shape, subs);
+    if (!v.ok()) {
+      error(r.loc,
+            "'" + print(r) + "': " + v.error + " of the value '" + r.name + "', " + type_string(*l.type));
+      return std::nullopt;
+    }
+    return TensorType{l.type->dtype, l.type->weak, v.shape};
+  }
+
+  // A shape argument `(a, b, ...)` of integer expressions.
+  std::optional<Dims> shape_arg(const Expr &t, const Scope &s) {
+    if (t.op != Op::Tuple) {
+      error(t.loc, "expected a shape tuple such as (bm, bn), found '" + print(t) + "'");
+      return std::nullopt;
+    }
+    Dims d;
+    for (const auto &x : t.args) {
+      if (auto err = not_int(x, s, "an extent"); !err.empty()) {
+        error(x.loc, err);
+        return std::nullopt;
+      }
+      auto v = eval_int(x, s.ints);
+      if (v && *v < 0) {
+        error(x.loc, "extent " + std::to_string(*v) + " is negative");
+        return std::nullopt;
+      }
+      d.push_back(v ? *v : kUnknownExtent);
+    }
+    if (auto err = shape_arg_error(d); !err.empty()) {
+      error(t.loc, err);
+      return std::nullopt;
+    }
+    return d;
+  }
+
+  std::optional<bool> flag(const Expr &call, const char *name) {
+    const Expr *k = call.kwarg(name);
+    if (!k) return false;
+    auto b = bool_literal(*k);
+    if (!b) error(k->loc, std::string(name) + " takes True or False");
+    return b;
   }
 
   std::optional<TensorType> call_type(const Expr &e, const Scope &s) {
@@ -457,10 +772,43 @@ private:
       auto v = arg(0);
       return v ? check(full_type(*v), e.loc) : std::nullopt;
     }
-    if (f == "exp" || f == "neg") {
+    static const std::map<std::string, UnaryOp> unary = {
+        {"exp", UnaryOp::exp},     {"neg", UnaryOp::neg},   {"sqrt", UnaryOp::sqrt},
+        {"rsqrt", UnaryOp::rsqrt}, {"log", UnaryOp::log},   {"log2", UnaryOp::log2},
+        {"exp2", UnaryOp::exp2},   {"tanh", UnaryOp::tanh}, {"abs", UnaryOp::abs}};
+    if (auto u = unary.find(f); u != unary.end() && np == 1) {
       auto v = arg(0);
       if (!v) return std::nullopt;
-      return unary_type(f == "exp" ? UnaryOp::exp : UnaryOp::neg, *v);
+      return check(unary_type(u->second, *v), e.loc);
+    }
+    if (f == "pow") {
+      auto a = arg(0), b = arg(1);
+      if (!a || !b) return std::nullopt;
+      return check(elementwise_type(ElemOp::pow, *a, *b), e.loc);
+    }
+    if (f == "where") {
+      auto c = arg(0), a = arg(1), b = arg(2);
+      if (!c || !a || !b) return std::nullopt;
+      return check(where_type(*c, *a, *b), e.loc);
+    }
+    if (f == "iota") {
+      auto shape = shape_arg(e.args[0], s);
+      auto dim = eval_int(e.args[1], s.ints);
+      if (!dim) error(e.args[1].loc, "iota's dimension must be a constant integer");
+      DType t = DType::i32;
+      if (const Expr *d = e.kwarg("dtype")) {
+        auto dt = d->op == Op::Name ? parse_dtype(d->name) : std::nullopt;
+        if (!dt) return std::nullopt; // validation reports it
+        t = *dt;
+      }
+      if (!shape || !dim) return std::nullopt;
+      return check(iota_type(t, *shape, *dim), e.loc);
+    }
+    if (f == "reshape" || f == "broadcast_to") {
+      auto a = arg(0);
+      auto shape = shape_arg(e.args[1], s);
+      if (!a || !shape) return std::nullopt;
+      return check(f == "reshape" ? reshape_type(*a, *shape) : broadcast_to_type(*a, *shape), e.loc);
     }
     if (f == "maximum" || f == "minimum" || ((f == "max" || f == "min") && np == 2)) {
       auto a = arg(0), b = arg(1);
@@ -470,16 +818,26 @@ private:
     }
     if (f == "dot") {
       auto a = arg(0), b = arg(1);
-      if (!a || !b) return std::nullopt;
-      return check(dot_type(*a, *b), e.loc);
+      auto ta = flag(e, "trans_a"), tb = flag(e, "trans_b");
+      DotOptions o;
+      if (const Expr *p = e.kwarg("preferred_element_type")) {
+        o.preferred = p->op == Op::Name ? parse_dtype(p->name) : std::nullopt;
+        if (!o.preferred) return std::nullopt; // validation reports it
+      }
+      if (!a || !b || !ta || !tb) return std::nullopt;
+      o.trans_a = *ta;
+      o.trans_b = *tb;
+      return check(dot_type(*a, *b, o), e.loc);
     }
     if (f == "transpose") {
       auto a = arg(0);
       if (!a) return std::nullopt;
       return transpose_type(*a);
     }
-    if (f == "sum" || f == "max") {
+    if (f == "sum" || f == "max" || f == "min") {
       std::optional<std::int64_t> axis;
+      auto keep = flag(e, "keepdims");
+      if (!keep) return std::nullopt;
       const Expr *ax = e.kwarg("axis");
       if (!ax && np >= 2) ax = &e.args[1];
       if (ax) {
@@ -491,7 +849,8 @@ private:
       }
       auto a = arg(0);
       if (!a) return std::nullopt;
-      return check(reduce_type(f == "sum" ? Reduction::sum : Reduction::max, *a, axis), e.loc);
+      const Reduction op = f == "sum" ? Reduction::sum : f == "max" ? Reduction::max : Reduction::min;
+      return check(reduce_type(op, *a, axis, *keep), e.loc);
     }
     if (f == "cast") {
       auto a = arg(0);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,29 +46,81 @@ template <class T> struct Typed {
 /// numpy broadcasting of two shapes (trailing dims align; 1 stretches).
 Typed<Dims> broadcast_dims(const Dims &a, const Dims &b);
 /// jnp promotion: weak literals adopt the strong dtype (a float literal
-/// makes an integer f32), equal dtypes stay, float beats int, two different
-/// floats give f32, two different ints give i32.
+/// makes an integer f32, an integer literal makes bool i32), equal dtypes
+/// stay, float beats int, two different floats give f32, bool gives way to
+/// any int, two ints give the wider one (u8 with a signed int: at least i16).
 DType promote_dtype(DType a, bool a_weak, DType b, bool b_weak);
 
-enum class ElemOp { add, sub, mul, div, floordiv, mod, maximum, minimum };
-enum class UnaryOp { neg, exp };
-enum class Reduction { sum, max };
+/// `pow` is `**` / jnp.power; bit_and / bit_or are `&` / `|`: logical on
+/// bool, bitwise on integers, an error on floats.
+enum class ElemOp { add, sub, mul, div, floordiv, mod, maximum, minimum, pow, bit_and, bit_or };
+/// bit_not is `~`: logical on bool, bitwise on integers.
+enum class UnaryOp { neg, exp, sqrt, rsqrt, log, log2, exp2, tanh, abs, bit_not };
+enum class Reduction { sum, max, min };
+/// `a < b` and the other comparisons.
+enum class CompareOp { eq, ne, lt, le, gt, ge };
 
 /// `a op b`: broadcast shape, promoted dtype (integer `/` is f32), weak when
 /// both are.
 Typed<TensorType> elementwise_type(ElemOp, const TensorType &a, const TensorType &b);
-/// `-a` keeps the type; exp of an integer is f32.
-TensorType unary_type(UnaryOp, const TensorType &a);
+/// `-a`, `abs(a)` keep the type; the float functions (exp, sqrt, rsqrt,
+/// log, log2, exp2, tanh) of an integer are f32; `~a` takes bool or integers.
+Typed<TensorType> unary_type(UnaryOp, const TensorType &a);
+/// `a < b`: the broadcast shape, strong bool (operands compared in their
+/// promoted dtype).
+Typed<TensorType> compare_type(const TensorType &a, const TensorType &b);
+/// where(c, a, b): c, a and b broadcast together; a and b's promoted dtype
+/// (c is any dtype: nonzero selects a).
+Typed<TensorType> where_type(const TensorType &c, const TensorType &a, const TensorType &b);
+/// iota(shape, dim) (lax.broadcasted_iota): `shape`, the given integer
+/// dtype; each element is its index along `dim` (0 <= dim < rank).
+Typed<TensorType> iota_type(DType, const Dims &shape, std::int64_t dim);
+/// Why a shape argument (of iota, reshape, broadcast_to) cannot be a body
+/// value: more than 2^31 elements. Empty when it can.
+std::string shape_arg_error(const Dims &shape);
+/// reshape(a, shape): same element count (when known), row-major order.
+Typed<TensorType> reshape_type(const TensorType &a, const Dims &shape);
+/// broadcast_to(a, shape): a must broadcast to exactly `shape`.
+Typed<TensorType> broadcast_to_type(const TensorType &a, const Dims &shape);
 /// cast(a, t): a's shape, dtype t, strong.
 TensorType cast_type(const TensorType &a, DType t);
-/// jnp.dot of 1-D/2-D operands: contracted dims equal; f32 when either is a
-/// float, else i32.
-Typed<TensorType> dot_type(const TensorType &a, const TensorType &b);
+/// How a dot contracts and what it gives (pl.dot's trans_a / trans_b,
+/// jnp.dot's preferred_element_type).
+struct DotOptions {
+  bool trans_a = false, trans_b = false;
+  std::optional<DType> preferred; ///< absent: f32 when either is a float, else i32
+};
+/// jnp.dot of 1-D/2-D operands: contracted dims equal (a's last, b's first,
+/// after the transposes, which need 2-D operands).
+Typed<TensorType> dot_type(const TensorType &a, const TensorType &b, const DotOptions &opts = {});
 /// Reversed axes.
 TensorType transpose_type(const TensorType &a);
 /// A reduction over `axis` (negative counts from the end; nullopt: all
-/// axes), which is dropped; the input's dtype.
-Typed<TensorType> reduce_type(Reduction, const TensorType &a, std::optional<std::int64_t> axis);
+/// axes), which is dropped (kept with extent 1 when `keepdims`); the input's
+/// dtype.
+Typed<TensorType> reduce_type(Reduction, const TensorType &a, std::optional<std::int64_t> axis,
+                              bool keepdims = false);
+/// One subscript of a value (`m[:, None]`): a Subscript, or a new axis.
+struct ValueSubscript {
+  bool new_axis = false;
+  Subscript sub; ///< when not new_axis
+};
+/// A subscripted value: the part of the value it keeps (by the ref rule of
+/// spec/place.hpp) and the result's shape, with a 1 at each new axis.
+struct ValueIndexed {
+  Subscripted part;
+  Dims shape;
+  std::string error;
+  bool ok() const { return error.empty(); }
+};
+ValueIndexed index_value(const Dims &value, const std::vector<ValueSubscript> &subs);
+/// The subscripts of `local[...]` (Op::Ref on a local value): `None` is a
+/// new axis, the rest as subscripts_of.
+std::vector<ValueSubscript> value_subscripts_of(const Expr &ref, const SubscriptValue &value);
+/// Every name a block binds (lets, loop variables), nested blocks too.
+void bound_names(const Block &, std::set<std::string> &out);
+/// `True` / `False` (a keyword argument such as keepdims=True), else nullopt.
+std::optional<bool> bool_literal(const Expr &);
 /// The axis `reduce_type` reduces, normalized to [0, rank) (call after it succeeded).
 std::int64_t normalize_axis(std::int64_t axis, std::size_t rank);
 /// full(v): v must have one element; the result is weak.

@@ -21,11 +21,33 @@ struct FnSig {
 
 const std::map<std::string, FnSig> &functions() {
   static const std::map<std::string, FnSig> f = {
-      {"cdiv", {2, 2, {}}},    {"min", {2, 8, {}}},        {"max", {1, 8, {"axis"}}},
-      {"abs", {1, 1, {}}},     {"program_id", {1, 1, {}}}, {"num_programs", {1, 1, {}}},
-      {"dot", {2, 2, {}}},     {"transpose", {1, 1, {}}},  {"sum", {1, 1, {"axis"}}},
-      {"exp", {1, 1, {}}},     {"neg", {1, 1, {}}},        {"maximum", {2, 2, {}}},
-      {"minimum", {2, 2, {}}}, {"full", {1, 1, {}}},       {"cast", {2, 2, {}}},
+      {"cdiv", {2, 2, {}}},
+      {"min", {1, 8, {"axis", "keepdims"}}},
+      {"max", {1, 8, {"axis", "keepdims"}}},
+      {"abs", {1, 1, {}}},
+      {"program_id", {1, 1, {}}},
+      {"num_programs", {1, 1, {}}},
+      {"dot", {2, 2, {"trans_a", "trans_b", "preferred_element_type"}}},
+      {"transpose", {1, 1, {}}},
+      {"sum", {1, 1, {"axis", "keepdims"}}},
+      {"exp", {1, 1, {}}},
+      {"neg", {1, 1, {}}},
+      {"maximum", {2, 2, {}}},
+      {"minimum", {2, 2, {}}},
+      {"full", {1, 1, {}}},
+      {"cast", {2, 2, {}}},
+      {"sqrt", {1, 1, {}}},
+      {"rsqrt", {1, 1, {}}},
+      {"log", {1, 1, {}}},
+      {"log2", {1, 1, {}}},
+      {"exp2", {1, 1, {}}},
+      {"tanh", {1, 1, {}}},
+      {"pow", {2, 2, {}}},
+      {"where", {3, 3, {}}},
+      {"iota", {2, 2, {"dtype"}}},
+      {"reshape", {2, 2, {}}},
+      {"broadcast_to", {2, 2, {}}},
+      {"ds", {2, 2, {}}},
   };
   return f;
 }
@@ -102,6 +124,8 @@ public:
     return !d;
   }
 
+  bool in_kernel_body_ = false;
+
   void int_expr_shape(const Expr &e, const std::set<std::string> &scope, const std::string &where) {
     switch (e.op) {
     case Op::Int: return;
@@ -115,7 +139,19 @@ public:
     case Op::None:
     case Op::Slice: error(e.loc, "'" + print(e) + "' is not allowed in " + where); return;
     case Op::Div: error(e.loc, "use '//' for integer division in " + where); return;
+    case Op::BitAnd:
+    case Op::BitOr:
+    case Op::BitNot:
+      error(e.loc, std::string("'") + to_string(e.op) +
+                       "' is for masks and integer tensors; use 'and', 'or', " + "'not' in " + where);
+      return;
+    case Op::Tuple: error(e.loc, "a tuple is not allowed in " + where); return;
     case Op::Call: {
+      // A body's subscripts and loop bounds may use the grid point.
+      if (in_kernel_body_ && (e.name == "program_id" || e.name == "num_programs")) {
+        call(e, scope, [](const Expr &) {});
+        return;
+      }
       static const std::set<std::string> int_fns = {"cdiv", "min", "max", "abs"};
       if (!int_fns.count(e.name) || !e.kwarg_names.empty()) {
         error(e.loc, "'" + e.name + "' is not an integer function (cdiv, min, max, abs) in " + where);
@@ -233,7 +269,9 @@ public:
       alias(k, a, aliased_in, aliased_out);
     if (k.body_loc.line == 0 && k.body.empty()) error(k.loc, "kernel '" + k.name + "' has no body");
     std::set<std::string> scope = params;
+    in_kernel_body_ = true;
     kernel_block(k.body, scope, 0);
+    in_kernel_body_ = false;
     if (k.reference_loc.line != 0 || !k.reference.empty()) reference(k);
   }
 
@@ -447,9 +485,10 @@ public:
   void kernel_ref(const Expr &r, const std::set<std::string> &scope, bool store) {
     const Operand *o = k_->operand(r.name);
     if (!o) {
-      if (scope.count(r.name))
-        error(r.loc, std::string(store ? "cannot store into '" : "cannot index '") + r.name +
-                         "': it is not a buffer");
+      if (scope.count(r.name) && !store)
+        value_subscripts(r, scope);
+      else if (scope.count(r.name))
+        error(r.loc, "cannot store into '" + r.name + "': it is not a buffer");
       else
         error(r.loc, "unknown operand '" + r.name + "'");
       return;
@@ -469,17 +508,60 @@ public:
         ellipsis = true;
         continue;
       }
-      ++n;
-      if (s.op == Op::Slice) {
-        for (const auto &b : s.args)
-          if (b.op != Op::None) check_int_expr(b, scope, "a slice bound");
-      } else {
-        check_int_expr(s, scope, "a subscript");
+      if (s.op == Op::None) {
+        error(s.loc, "a new axis (None) indexes a value, not a block: load it first ('x = " + r.name +
+                         "[...]', then 'x[:, None]')");
+        continue;
       }
+      ++n;
+      slice_or_index(s, scope);
     }
     if (n > rank)
       error(r.loc, "'" + r.name + "' has " + std::to_string(n) + " subscripts but its block has rank " +
                        std::to_string(rank));
+  }
+
+  // `m[:, None]` on a local value: `None` adds an axis; rank is the typechecker's.
+  void value_subscripts(const Expr &r, const std::set<std::string> &scope) {
+    bool ellipsis = false;
+    for (const auto &s : r.args) {
+      if (s.op == Op::None) continue;
+      if (s.op == Op::Ellipsis) {
+        if (ellipsis) error(s.loc, "more than one '...' in a subscript");
+        ellipsis = true;
+      } else {
+        slice_or_index(s, scope);
+      }
+    }
+  }
+
+  // `lo:hi`, `ds(start, size)` (pl.ds) or an index.
+  void slice_or_index(const Expr &s, const std::set<std::string> &scope) {
+    if (s.op == Op::Slice) {
+      for (const auto &b : s.args)
+        if (b.op != Op::None) check_int_expr(b, scope, "a slice bound");
+    } else if (s.op == Op::Call && s.name == "ds") {
+      if (!check_call_arity(s)) return;
+      check_int_expr(s.args[0], scope, "the start of ds()");
+      check_int_expr(s.args[1], scope, "the size of ds()");
+    } else {
+      check_int_expr(s, scope, "a subscript");
+    }
+  }
+
+  // A shape argument: a tuple of integer expressions.
+  void shape_arg(const Expr &t, const std::set<std::string> &scope, const std::string &fn) {
+    if (t.op != Op::Tuple) {
+      error(t.loc, fn + " takes a shape tuple such as (bm, bn), not '" + print(t) + "'");
+      return;
+    }
+    for (const auto &x : t.args)
+      check_int_expr(x, scope, "a shape of " + fn);
+  }
+
+  void dtype_arg(const Expr &t, const std::string &what) {
+    if (t.op != Op::Name || !parse_dtype(t.name))
+      error(t.loc, what + " is a dtype (f32, bf16, i32, ...), not '" + print(t) + "'");
   }
 
   void kernel_expr(const Expr &e, const std::set<std::string> &scope) {
@@ -518,9 +600,24 @@ public:
         error(e.args[1].loc, "the second argument of cast is a dtype (f32, bf16, ...)");
       return;
     }
+    if (e.name == "iota") {
+      shape_arg(e.args[0], scope, "iota");
+      if (!eval_int(e.args[1], {})) error(e.args[1].loc, "iota's dimension must be a constant integer");
+      if (const Expr *d = e.kwarg("dtype")) dtype_arg(*d, "iota's dtype");
+      return;
+    }
+    if (e.name == "reshape" || e.name == "broadcast_to") {
+      sub(e.args[0]);
+      shape_arg(e.args[1], scope, e.name);
+      return;
+    }
     if (const Expr *ax = e.kwarg("axis")) {
       if (!eval_int(*ax, {})) error(ax->loc, "axis must be a constant integer");
     }
+    for (const char *k : {"keepdims", "trans_a", "trans_b"})
+      if (const Expr *b = e.kwarg(k); b && !bool_literal(*b))
+        error(b->loc, std::string(k) + " takes True or False");
+    if (const Expr *p = e.kwarg("preferred_element_type")) dtype_arg(*p, "preferred_element_type");
     (void)scope;
     for (std::size_t i = 0; i < e.num_positional(); ++i)
       sub(e.args[i]);

@@ -131,8 +131,9 @@ TEST(BodyTyping, ALocalCarriesItsTypeToWhereItIsUsed) {
   EXPECT_NE(e.message.find("dot of [128, 64] and [128]"), std::string::npos) << e.message;
 }
 
-TEST(BodyTyping, AComparisonOfBlocksIsNotAValue) {
-  Err e = first_error(kernel("f32[128, 64]", "f32[128, 64]", "o[...] = x[...] > 0"));
+// Comparisons of blocks are bool tensors (masks); `and` stays integer-only.
+TEST(BodyTyping, ALogicalAndOfBlocksIsNotAValue) {
+  Err e = first_error(kernel("f32[128, 64]", "f32[128, 64]", "o[...] = x[...] > 0 and x[...] < 1"));
   EXPECT_EQ(e.line, 5);
   EXPECT_NE(e.message.find("is not supported on tensors"), std::string::npos) << e.message;
 }

@@ -3,6 +3,7 @@
 #include "spec/checked.hpp"
 #include "spec/lower.hpp"
 #include "spec/targets.hpp"
+#include "spec/typecheck.hpp"
 
 #include <algorithm>
 #include <map>
@@ -221,20 +222,26 @@ struct Builder {
 
   void note_contraction(const Expr &call, const spec::Loc &loc) {
     if (call.name == "dot" && call.num_positional() == 2) {
+      // trans_a / trans_b flip which dim of a 2-D operand is contracted.
+      auto trans = [&](const char *k) {
+        const Expr *f = call.kwarg(k);
+        return f && spec::bool_literal(*f).value_or(false);
+      };
       if (auto a = direct_operand(call.args[0])) {
         std::int64_t r = view_rank(a->first);
-        if (r >= 1) add_contraction(a->first, r - 1, a->second, loc);
+        if (r >= 1) add_contraction(a->first, r - 1, a->second != trans("trans_a"), loc);
       }
       if (auto b = direct_operand(call.args[1])) {
         std::int64_t r = view_rank(b->first);
-        if (r >= 1) add_contraction(b->first, r >= 2 ? r - 2 : 0, b->second, loc);
+        if (r >= 1) add_contraction(b->first, r >= 2 ? r - 2 : 0, b->second != trans("trans_b"), loc);
       }
-    } else if ((call.name == "sum" || call.name == "max") && call.num_positional() >= 1) {
+    } else if ((call.name == "sum" || call.name == "max" || call.name == "min") &&
+               call.num_positional() == 1) {
+      // With two positional arguments max/min are elementwise (jnp.maximum).
       auto a = direct_operand(call.args[0]);
       if (!a) return;
       std::int64_t r = view_rank(a->first);
       const Expr *axis = call.kwarg("axis");
-      if (!axis && call.num_positional() >= 2) axis = &call.args[1];
       if (!axis) {
         for (std::int64_t v = 0; v < r; ++v)
           add_contraction(a->first, v, false, loc);
@@ -254,7 +261,9 @@ struct Builder {
   }
 
   static bool is_tensor_expr(const Expr &e) {
-    if (e.op == Op::Ref || e.op == Op::Zeros || e.op == Op::Float) return true;
+    if (e.op == Op::Ref || e.op == Op::Zeros || e.op == Op::Float || e.op == Op::BitAnd ||
+        e.op == Op::BitOr || e.op == Op::BitNot || e.op == Op::Tuple)
+      return true;
     if (e.op == Op::Call && e.name != "program_id" && e.name != "num_programs" && e.name != "cdiv" &&
         e.name != "min" && e.name != "max" && e.name != "abs")
       return true;
@@ -304,10 +313,65 @@ struct Builder {
           else_g.push_back(Expr::unary(Op::Not, c));
           walk(w->else_body, else_g);
         }
+      } else if (const auto *f = std::get_if<spec::For>(&st.kind)) {
+        loop(*f, guards);
       } else {
-        fail("the kernel body holds a statement that is not an assignment, binding or `when`");
+        fail("the kernel body holds a statement that is not an assignment, binding, `when` or `for`");
       }
     }
+  }
+
+  static constexpr std::int64_t kMaxUnrolled = 256;
+
+  // A body loop is unrolled, so its effects are exact: iteration v binds
+  // the loop variable to lo + v in guards, and with bounds that depend on
+  // the grid point it runs where lo + v < hi, up to the most iterations any
+  // grid point runs.
+  void loop(const spec::For &f, const std::vector<Expr> &guards) {
+    const Expr lo = guard_expr(f.lo), hi = guard_expr(f.hi);
+    const auto clo = eval(lo, "a loop bound"), chi = eval(hi, "a loop bound");
+    std::int64_t trips = 0;
+    const bool constant = clo && chi;
+    if (constant) {
+      if (__builtin_sub_overflow(*chi, *clo, &trips)) trips = *chi > *clo ? kMaxUnrolled + 1 : 0;
+      trips = std::max<std::int64_t>(0, trips);
+    } else {
+      const Expr span = Expr::binary(Op::Sub, hi, lo);
+      const std::int64_t points = m.num_points();
+      if (points > 65536) {
+        fail("the bounds of the loop over '" + f.var + "' depend on the grid point, on a grid of " +
+             std::to_string(points) + " points");
+        return;
+      }
+      for (std::int64_t k = 0; k < points; ++k) {
+        const auto v = eval(bind_grid(span, spec::grid_point(m.grid, {}, k), m.grid), "a loop bound");
+        if (!v) {
+          fail("the bounds of the loop over '" + f.var + "' are not integers at every grid point");
+          return;
+        }
+        trips = std::max(trips, *v);
+        if (trips > kMaxUnrolled) break;
+      }
+    }
+    if (trips > kMaxUnrolled) {
+      fail("the loop over '" + f.var + "' runs more than " + std::to_string(kMaxUnrolled) +
+           " iterations, the most the spec rules model");
+      return;
+    }
+    const auto saved =
+        int_locals.find(f.var) != int_locals.end() ? std::optional<Expr>(int_locals.at(f.var)) : std::nullopt;
+    ref_locals.erase(f.var);
+    for (std::int64_t v = 0; v < trips; ++v) {
+      const Expr t = constant ? Expr::integer(*clo + v) : Expr::binary(Op::Add, lo, Expr::integer(v));
+      auto g = guards;
+      if (!constant) g.push_back(Expr::binary(Op::Lt, t, hi));
+      int_locals[f.var] = t;
+      walk(f.body, g);
+    }
+    if (saved)
+      int_locals[f.var] = *saved;
+    else
+      int_locals.erase(f.var);
   }
 
   bool run(const spec::Env &overrides, const std::optional<std::string> &target) {

@@ -1,0 +1,82 @@
+// Body loops under the spec rules: unrolled, so an effect guarded on the loop
+// variable fires exactly at the iterations (and grid points) that run it.
+#include "testing.hpp"
+
+#include <gtest/gtest.h>
+
+namespace pipecheck {
+namespace {
+
+using testing::check_text;
+using testing::Marks;
+using testing::marks;
+using verifier::Status;
+
+// Four chunks of a row are written by a loop; `when t == LAST` keeps one.
+std::string chunked_copy(const std::string &guard, const std::string &range = "range(4)") {
+  return "kernel chunks:\n"
+         "    grid = (8,)\n"
+         "    in  x: f32[64, 512]  block=(8, 512)  index=(i) -> (i, 0)\n"
+         "    out o: f32[64, 512]  block=(8, 512)  index=(i) -> (i, 0)\n"
+         "    body:\n"
+         "        for t in " +
+         range +
+         ":\n"
+         "            when " +
+         guard +
+         ":\n"
+         "                o[...] = x[...]\n";
+}
+
+TEST(BodyLoops, AWriteGuardedOnAnIterationThatRunsCoversTheOutput) {
+  auto v = check_text(chunked_copy("t == 3"), "chunks");
+  EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? "" : v.findings[0].message);
+}
+
+TEST(BodyLoops, AWriteGuardedOnAnIterationPastTheRangeNeverHappens) {
+  auto v = check_text(chunked_copy("t == 4"), "chunks");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::output_not_covered, 4}}));
+}
+
+TEST(BodyLoops, BoundsFromTheGridPointRunOnlyTheirIterations) {
+  // Grid point i runs iterations 0 .. i - 1: only point 0 runs none, so its
+  // block is the one never written.
+  auto v = check_text(chunked_copy("t >= 0", "range(program_id(0))"), "chunks");
+  ASSERT_EQ(v.status, Status::violation);
+  ASSERT_EQ(marks(v), (Marks{{verifier::Rule::output_not_covered, 4}}));
+  EXPECT_NE(v.findings[0].message.find("block (0, 0)"), std::string::npos) << v.findings[0].message;
+  v = check_text(chunked_copy("t >= 0", "range(program_id(0) + 1)"), "chunks");
+  EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? "" : v.findings[0].message);
+}
+
+TEST(BodyLoops, ADotWithTransBContractsTheLastDimOfItsRightOperand) {
+  // k is [n, d]; dot(q, k, trans_b=True) contracts d, which is whole: no
+  // partial-block reduction although n does not divide into blocks.
+  const char *src = R"(kernel qk:
+    grid = (4,)
+    in  q: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    in  k: f32[1000, 128]  block=(256, 128)  index=(i) -> (i, 0)
+    out o: f32[512, 256]  block=(128, 256)  index=(i) -> (i, 0)
+    body:
+        o[...] = dot(q[...], k[...], trans_b=True)
+)";
+  auto v = check_text(src, "qk");
+  for (const auto &f : v.findings)
+    EXPECT_NE(f.rule, verifier::Rule::partial_block_reduction) << f.message;
+}
+
+} // namespace
+} // namespace pipecheck
+
+namespace pipecheck {
+namespace {
+
+TEST(BodyLoops, AHugeLoopIsUnknownNotAHang) {
+  auto v = testing::check_text(chunked_copy("t == 3", "range(1000000000000)"), "chunks");
+  EXPECT_EQ(v.status, verifier::Status::unknown);
+  EXPECT_NE(v.reason.find("iterations"), std::string::npos) << v.reason;
+}
+
+} // namespace
+} // namespace pipecheck
