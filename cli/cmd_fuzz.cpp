@@ -5,7 +5,6 @@
 
 #include <unistd.h>
 
-#include <cmath>
 #include <iostream>
 
 namespace pipecheck::cli {
@@ -43,16 +42,14 @@ int fuzz_cmd(const FuzzArgs &a) {
   if (!configs || *configs < 1 || *configs > 1000000)
     return usage_error("--configs", a.configs, "expects a whole number from 1 to 1000000");
   o.max_configs = *configs;
-  auto seed = parse_unsigned(a.seed);
-  if (!seed || *seed > 0xffffffffull)
-    return usage_error("--seed", a.seed, "expects a whole number from 0 to 4294967295");
+  auto seed = seed_flag(a.seed);
+  if (!seed) return bad_input;
   o.seed = *seed;
-  auto scale = parse_number(a.scale);
-  if (!scale || *scale < 1 || *scale != std::floor(*scale) || *scale > 1e9)
-    return usage_error("--scale", a.scale, "expects a whole factor of at least 1 (e.g. 2 or 2.0)");
-  o.scale = static_cast<std::int64_t>(*scale);
-  auto mem = parse_size(a.max_memory);
-  if (!mem) return usage_error("--max-memory", a.max_memory, std::string("expects ") + size_help);
+  auto scale = scale_flag(a.scale);
+  if (!scale) return bad_input;
+  o.scale = *scale;
+  auto mem = memory_flag(a.max_memory);
+  if (!mem) return bad_input;
   o.max_memory_bytes = *mem;
   std::string shard = a.shard;
   if (shard.empty()) {

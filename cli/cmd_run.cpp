@@ -4,7 +4,6 @@
 #include "reports/output.hpp"
 #include "reports/run_report.hpp"
 
-#include <cmath>
 #include <filesystem>
 #include <iostream>
 
@@ -48,19 +47,14 @@ int run_cmd(const RunArgs &a) {
   executor::RunOptions opts;
   if (!a.dma.empty() && !executor::parse_dma_mode(a.dma))
     return usage_error("--dma", a.dma, "unknown mode; expected eager, on_wait or random");
-  auto seed = parse_unsigned(a.seed);
-  // 32 bits: the random mode also runs seed + 1 and seed + 2, and the report's
-  // columns are sized for them.
-  if (!seed || *seed > 0xffffffffull)
-    return usage_error("--seed", a.seed, "expects a whole number from 0 to 4294967295");
+  auto seed = seed_flag(a.seed);
+  if (!seed) return bad_input;
   opts.seed = *seed;
-  auto scale = parse_number(a.scale);
-  // The factor divides array and block dims, so it has to be whole.
-  if (!scale || *scale < 1 || *scale != std::floor(*scale) || *scale > 1e9)
-    return usage_error("--scale", a.scale, "expects a whole factor of at least 1 (e.g. 2 or 2.0)");
-  opts.scale = static_cast<std::int64_t>(*scale);
-  auto mem = parse_size(a.max_memory);
-  if (!mem) return usage_error("--max-memory", a.max_memory, std::string("expects ") + size_help);
+  auto scale = scale_flag(a.scale);
+  if (!scale) return bad_input;
+  opts.scale = *scale;
+  auto mem = memory_flag(a.max_memory);
+  if (!mem) return bad_input;
   opts.max_memory_bytes = *mem;
   if (!parse_sets(a.sets, opts.overrides)) return bad_input;
   if (!a.target.empty()) {

@@ -262,4 +262,31 @@ bool check_target(const std::string &target) {
   return false;
 }
 
+std::optional<std::uint64_t> seed_flag(const std::string &text) {
+  auto seed = parse_unsigned(text);
+  // 32 bits: the random mode also runs seed + 1 and seed + 2, and the report's
+  // columns are sized for them.
+  if (!seed || *seed > 0xffffffffull) {
+    usage_error("--seed", text, "expects a whole number from 0 to 4294967295");
+    return std::nullopt;
+  }
+  return seed;
+}
+
+std::optional<std::int64_t> scale_flag(const std::string &text) {
+  auto scale = parse_number(text);
+  // The factor divides array and block dims, so it has to be whole.
+  if (!scale || *scale < 1 || *scale != std::floor(*scale) || *scale > 1e9) {
+    usage_error("--scale", text, "expects a whole factor of at least 1 (e.g. 2 or 2.0)");
+    return std::nullopt;
+  }
+  return static_cast<std::int64_t>(*scale);
+}
+
+std::optional<std::uint64_t> memory_flag(const std::string &text) {
+  auto mem = parse_size(text);
+  if (!mem) usage_error("--max-memory", text, std::string("expects ") + size_help);
+  return mem;
+}
+
 } // namespace pipecheck::cli

@@ -111,6 +111,15 @@ std::optional<std::uint64_t> parse_unsigned(const std::string &);
 /// nullopt on anything else, on a negative size or a fraction of a byte.
 std::optional<std::uint64_t> parse_size(const std::string &);
 
+/// --seed S: 0 to 4294967295 (the random mode also runs seed + 1 and
+/// seed + 2). nullopt after printing the usage error.
+std::optional<std::uint64_t> seed_flag(const std::string &);
+/// --scale F: a whole factor of at least 1 ("2" or "2.0"; it divides array
+/// and block dims). nullopt after printing the usage error.
+std::optional<std::int64_t> scale_flag(const std::string &);
+/// --max-memory SIZE (parse_size). nullopt after printing the usage error.
+std::optional<std::uint64_t> memory_flag(const std::string &);
+
 /// The --target check shared by every command: true for a known target;
 /// otherwise prints `error: --target NAME: unknown target; expected one of ...`.
 bool check_target(const std::string &target);
