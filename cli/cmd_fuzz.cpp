@@ -68,15 +68,11 @@ int fuzz_cmd(const FuzzArgs &a) {
   if (!src) return bad_input;
   auto file = load(*src);
   if (!file) return bad_input;
-  const auto *unit = select_unit(*file, a.path, a.kernel);
+  const auto *unit =
+      select_kernel(*file, a.path, a.kernel, "is a pipeline; fuzz sweeps a kernel's param domains");
   if (!unit) return bad_input;
-  const auto *k = std::get_if<spec::KernelSpec>(unit);
-  if (!k) {
-    std::cerr << a.path << ": error: '" << spec::unit_name(*unit)
-              << "' is a pipeline; fuzz sweeps a kernel's param domains\n";
-    return bad_input;
-  }
   if (!check_overrides(*unit, *src, o.overrides)) return bad_input;
+  const auto *k = &std::get<spec::KernelSpec>(*unit);
   if (isatty(STDERR_FILENO))
     o.progress = [](std::size_t done, std::size_t total) {
       const int width = 30, filled = static_cast<int>(width * done / std::max<std::size_t>(total, 1));

@@ -28,14 +28,10 @@ int lower_cmd(const LowerArgs &a) {
   if (!src) return bad_input;
   auto file = load(*src);
   if (!file) return bad_input;
-  const auto *unit = select_unit(*file, a.path, a.kernel);
+  const auto *unit = select_kernel(*file, a.path, a.kernel, "is already a pipeline");
   if (!unit) return bad_input;
-  const auto *k = std::get_if<spec::KernelSpec>(unit);
-  if (!k) {
-    std::cerr << a.path << ": error: '" << spec::unit_name(*unit) << "' is already a pipeline\n";
-    return bad_input;
-  }
   if (!check_overrides(*unit, *src, opts.overrides)) return bad_input;
+  const auto *k = &std::get<spec::KernelSpec>(*unit);
   std::vector<spec::Diagnostic> errors;
   auto lowered = spec::lower(*k, opts, errors);
   for (const auto &e : errors)

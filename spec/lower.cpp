@@ -44,40 +44,12 @@ Expr fold(const Expr &e) {
   Expr out = e;
   for (auto &a : out.args)
     a = fold(a);
-  switch (out.op) {
-  case Op::Add:
-  case Op::Sub:
-  case Op::Mul:
-  case Op::FloorDiv:
-  case Op::Mod:
-  case Op::Eq:
-  case Op::Ne:
-  case Op::Lt:
-  case Op::Le:
-  case Op::Gt:
-  case Op::Ge:
-  case Op::And:
-  case Op::Or:
-  case Op::Neg:
-  case Op::Not: {
-    bool consts = true;
-    for (auto &a : out.args)
-      if (a.op != Op::Int) consts = false;
-    if (consts)
-      if (auto v = eval_int(out, {})) return Expr::integer(*v, e.loc);
-    break;
-  }
-  case Op::Call:
-    if (out.name == "min" || out.name == "max") {
-      bool consts = true;
-      for (auto &a : out.args)
-        if (a.op != Op::Int) consts = false;
-      if (consts)
-        if (auto v = eval_int(out, {})) return Expr::integer(*v, e.loc);
-    }
-    break;
-  default: break;
-  }
+  // Every operand a literal: the value, where the operator is integer
+  // arithmetic, a comparison, a logical one or min/max/cdiv/abs (eval_int
+  // answers nothing for refs, slices and other calls).
+  if (!out.args.empty() &&
+      std::all_of(out.args.begin(), out.args.end(), [](const Expr &a) { return a.op == Op::Int; }))
+    if (auto v = eval_int(out, {})) return Expr::integer(*v, e.loc);
   if (out.args.size() == 2 && (out.op == Op::Add || out.op == Op::Sub) && out.args[1].op == Op::Int &&
       (out.args[0].op == Op::Add || out.args[0].op == Op::Sub) && out.args[0].args[1].op == Op::Int) {
     // (x + c1) - c2 is x + (c1 - c2).
@@ -1094,7 +1066,7 @@ private:
       }
       for (auto &x : ops_) {
         if (!x.windowed) continue;
-        cur_slot_[x.op->name] = ring(x, bin(Op::Mod, t, lit(x.buffers))).args[0];
+        cur_slot_[x.op->name] = bin(Op::Mod, t, lit(x.buffers));
         if (x.op->role == Role::in) in_wait_at(x, cur_slot_[x.op->name]);
       }
       // wait_smem_to_gmem(M - 1): the slot about to be written is free.
@@ -1172,7 +1144,6 @@ private:
         // A wgmma may still be in flight after the `if` only on the path
         // that is not the CTA's last step.
         in_flight_ = entry && n > 1;
-        if (n == 1) in_flight_ = false;
       }
     });
     out_ = &prog_.body;

@@ -1,6 +1,5 @@
 #include "sweep/sweep.hpp"
 
-#include "spec/bind.hpp"
 #include "verifier/check.hpp"
 #include "verifier/rule.hpp"
 
@@ -36,29 +35,6 @@ namespace {
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-std::string shape_text(const executor::Shape &s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i)
-    out += (i ? ", " : "") + std::to_string(s[i]);
-  return out;
-}
-
-std::string mismatch_text(const executor::Mismatch &m) {
-  std::ostringstream os;
-  os << m.array << "[" << shape_text(m.element) << "]: expected ";
-  if (m.expected_is_poison)
-    os << "poison";
-  else
-    os << m.expected;
-  os << ", got ";
-  if (m.is_poison)
-    os << "poison";
-  else
-    os << m.actual;
-  if (m.grid_point) os << " (grid point " << spec::format_tuple(*m.grid_point) << ")";
-  return os.str();
 }
 
 struct Domain {
@@ -107,7 +83,7 @@ ConfigResult try_config(const spec::KernelSpec &k, const spec::Env &params, cons
     executor::RunResult r = executor::run(k, ro);
     c.run = r.status;
     if (r.status == executor::RunStatus::pass) continue;
-    if (r.mismatch) c.first_mismatch = mismatch_text(*r.mismatch);
+    if (r.mismatch) c.first_mismatch = r.reason; // the run's own account of it
     if (r.status == executor::RunStatus::bad_input || r.status == executor::RunStatus::error) {
       if (c.outcome == Outcome::ok) {
         c.outcome = Outcome::bad_input;

@@ -52,7 +52,7 @@ struct ConfigResult {
   std::vector<std::string> rules; ///< the rules of its findings, in order, without repeats
   std::string reason;             ///< the check's reason, or the run's failure
   std::optional<executor::RunStatus> run;
-  std::string first_mismatch; ///< the run's first mismatching element, when it has one
+  std::string first_mismatch; ///< the run's account of its first mismatching element, when it has one
   double check_ms = 0, run_ms = 0;
 };
 

@@ -5,7 +5,6 @@
 #include "verifier/check.hpp"
 #include "verifier/races/races.hpp"
 
-#include <cctype>
 #include <set>
 
 namespace pipecheck::verifier {
@@ -39,22 +38,10 @@ void locate_in_grid(Finding &f, const spec::Lowered &low) {
   f.message += ")";
 }
 
-// The kernel operands whose hbm array or window a lowered statement (as the
-// trace prints it) names; an aliased output's hbm array is its input's, so it
-// names both. Read from the statement itself, not its top-level statement:
-// in the rolled form every step's statements lie within one loop.
-std::set<std::string> operands_of(const std::string &statement, const spec::Lowered &low) {
-  std::set<std::string> names;
-  std::string word;
-  for (char c : statement + " ") {
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
-      word += c;
-    } else if (!word.empty()) {
-      names.insert(word);
-      word.clear();
-    }
-  }
-  std::set<std::string> out;
+// The kernel operands whose hbm array or window a lowered statement names
+// (an aliased output's hbm array is its input's, so it names both).
+std::set<std::string> operands_of(const TraceEvent &t, const spec::Lowered &low) {
+  std::set<std::string> names(t.buffers.begin(), t.buffers.end()), out;
   for (const auto &b : low.bindings)
     if (names.count(b.window) || (!b.hbm.empty() && names.count(b.hbm))) out.insert(b.operand);
   return out;
@@ -139,7 +126,7 @@ LoweredCheck check_lowered(const spec::KernelSpec &k, const CheckOptions &o) {
     locate_in_grid(f, *low);
     std::set<std::string> ops;
     for (const auto &t : f.witness.trace)
-      if (t.anchor) ops = operands_of(t.statement, *low);
+      if (t.anchor) ops = operands_of(t, *low);
     if (f.rule == Rule::index_out_of_bounds) name_block(f, k, *low, ops, o);
     out.operands.push_back(std::move(ops));
   }

@@ -35,6 +35,9 @@ struct TraceEvent {
   /// The index of the program's top-level statement it belongs to (-1: not known).
   int top_level = -1;
   bool anchor = false; ///< the event the finding is anchored at
+  /// The program's buffers its statement names (refs and whole-buffer
+  /// names), in order of appearance, without repeats.
+  std::vector<std::string> buffers;
   /// A kernel's lowered program: the grid coordinates of the step that issued
   /// it (empty for pipelines).
   std::vector<std::int64_t> grid_point;

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 namespace pipecheck::verifier {
 
@@ -42,6 +43,41 @@ bool contains(const spec::Stmt &x, const spec::Stmt *s) {
   if (auto *i = std::get_if<spec::If>(&x.kind)) return any(i->then_body) || any(i->else_body);
   if (auto *f = std::get_if<spec::For>(&x.kind)) return any(f->body);
   return false;
+}
+
+// The buffers of `p` that an expression names, appended without repeats.
+void buffers_in(const spec::Program &p, const spec::Expr &e, std::vector<std::string> &out) {
+  if ((e.op == spec::Op::Ref || e.op == spec::Op::Name) && p.buffer(e.name) &&
+      std::find(out.begin(), out.end(), e.name) == out.end())
+    out.push_back(e.name);
+  for (const auto &a : e.args)
+    buffers_in(p, a, out);
+}
+
+// The buffers a statement names (of a compound statement: its own condition
+// or bounds only, not its body's).
+std::vector<std::string> buffers_of(const spec::Program &p, const spec::Stmt &s) {
+  std::vector<std::string> out;
+  std::visit(
+      [&](const auto &k) {
+        using K = std::decay_t<decltype(k)>;
+        if constexpr (std::is_same_v<K, spec::Assign>) {
+          buffers_in(p, k.target, out);
+          buffers_in(p, k.value, out);
+        } else if constexpr (std::is_same_v<K, spec::Let>) {
+          if (p.buffer(k.name)) out.push_back(k.name);
+          buffers_in(p, k.value, out);
+        } else if constexpr (std::is_same_v<K, spec::Copy>) {
+          buffers_in(p, k.src, out);
+          buffers_in(p, k.dst, out);
+        } else if constexpr (std::is_same_v<K, spec::Wgmma>) {
+          buffers_in(p, k.acc, out);
+          buffers_in(p, k.a, out);
+          buffers_in(p, k.b, out);
+        }
+      },
+      s.kind);
+  return out;
 }
 
 // The top-level statement of `p` that `s` is or lies within (-1: none).
@@ -89,6 +125,7 @@ Finding to_finding(const spec::Program &p, const RunResult &run, const RawFindin
     t.slot = ev.slot;
     t.top_level = top_level_of(p, ev.stmt);
     t.anchor = e == f.anchor_event;
+    t.buffers = buffers_of(p, *ev.stmt);
     out.witness.trace.push_back(t);
     ids.push_back(e + 1);
     std::ostringstream os;
