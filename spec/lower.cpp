@@ -113,6 +113,7 @@ public:
     Binding bound = bind_kernel(k_, env_);
     if (bound.error) throw Fail{bound.error->diag.loc, bound.error->diag.message};
     bound_ = std::move(*bound.kernel);
+    if (o_.cut) apply_cut(*o_.cut);
     grid_ = bound_.grid;
     if (gpu_) cta_ = cta_axes(k_, grid_.size());
     steps_ = bound_.num_points();
@@ -160,6 +161,19 @@ public:
   }
 
 private:
+  // The cut grid (spec/cut.hpp): its extents, and each array dim that follows
+  // a cut axis shorter by the values left out.
+  void apply_cut(const GridCut &cut) {
+    bound_.grid = cut.grid;
+    for (const auto &d : cut.dims)
+      for (auto &op : bound_.operands)
+        if (op.name == d.operand) {
+          auto i = static_cast<std::size_t>(d.dim);
+          op.shape[i] -= cut.axes[static_cast<std::size_t>(d.axis)].drop * d.step;
+          op.num_blocks[i] = (op.shape[i] + op.block[i] - 1) / op.block[i];
+        }
+  }
+
   void setup_operands(const BoundKernel &bound) {
     std::map<std::string, std::string> alias_of; // output -> input
     for (auto &a : k_.aliases)
@@ -1204,6 +1218,11 @@ std::int64_t Lowered::step(int top_level, const std::vector<std::int64_t> &itera
 
 std::optional<Lowered> lower(const KernelSpec &k, const LowerOptions &o, std::vector<Diagnostic> &errors) {
   try {
+    if (o.cut) {
+      KernelSpec cut = cut_body(k, o.overrides, *o.cut);
+      Emitter e(cut, o);
+      return e.run();
+    }
     Emitter e(k, o);
     return e.run();
   } catch (const Fail &f) {

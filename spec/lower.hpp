@@ -5,6 +5,7 @@
 /// (TPU: the emit_pipeline Scheduler; h100/h200: the Mosaic GPU pipeline).
 /// See docs/lowering.md for where the model deliberately differs from Pallas.
 
+#include "spec/cut.hpp"
 #include "spec/diag.hpp"
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
@@ -29,6 +30,9 @@ struct LowerOptions {
   /// error, as the unrolled form must. The rolled form alone does not need
   /// to; the kernel check turns it off (its spec rules have decided that).
   bool check_blocks = true;
+  /// Lower the kernel on this cut of its grid (spec/cut.hpp) instead: the
+  /// cut grid, the arrays shrunk with it and the body's grid constants moved.
+  const GridCut *cut = nullptr;
 };
 
 /// How a kernel operand appears in the lowered program.

@@ -126,7 +126,9 @@ public:
   RunResult run();
 
   /// A canonical text of the state that decides future findings: outstanding
-  /// operations (in order), slot coverage and stale-read tags. hbm
+  /// operations (in order), slot coverage and stale-read tags (a wholly
+  /// undefined slot counts as unused: any later use of its tag reads it
+  /// uninitialized, a violation either way). hbm
   /// coordinates on (buffer, dim) are reduced by `shift[{buffer, dim}]`.
   std::string state_key(const std::map<std::pair<int, int>, std::int64_t> &shift) const;
 

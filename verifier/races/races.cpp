@@ -163,8 +163,10 @@ bool witnesses_reproduce(const RunResult &run) {
   return true;
 }
 
-std::vector<Finding> check_concrete(const spec::Program &p, const spec::Env &env, const std::string &param) {
+std::vector<Finding> check_concrete(const spec::Program &p, const spec::Env &env, const std::string &param,
+                                    const Machine::IterationHook &hook) {
   Machine m(p, env);
+  if (hook) m.set_iteration_hook(hook);
   RunResult run = m.run();
   std::vector<Finding> out;
   std::set<std::pair<Rule, int>> seen;

@@ -26,9 +26,9 @@ namespace races {
 
 /// The findings of one concrete run (params bound by `env`), converted to
 /// Findings with `param = value` in the witness (param may be empty). Throws
-/// Unsupported.
+/// Unsupported. `hook`, when set, is the machine's iteration hook for the run.
 std::vector<Finding> check_concrete(const spec::Program &, const spec::Env &env,
-                                    const std::string &param = "");
+                                    const std::string &param = "", const Machine::IterationHook &hook = {});
 
 /// True when every race finding's pair is unordered on the run's
 /// happens-before graph (the witness reproduces on the graph). The run must

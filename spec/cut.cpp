@@ -1,0 +1,296 @@
+#include "spec/cut.hpp"
+
+#include "spec/bind.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <set>
+
+namespace pipecheck::spec {
+
+namespace {
+
+bool is_compare(Op op) {
+  return op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge;
+}
+
+bool is_grid_call(const Expr &e, const char *name) {
+  return e.op == Op::Call && e.name == name && e.args.size() == 1 && e.args[0].op == Op::Int;
+}
+
+bool mentions_program_id(const Expr &e) {
+  if (e.op == Op::Call && e.name == "program_id") return true;
+  return std::any_of(e.args.begin(), e.args.end(), mentions_program_id);
+}
+
+// An index-map component as c + sum coef[v] * v over the map's lambda params.
+struct Linear {
+  std::int64_t c = 0;
+  std::map<std::string, std::int64_t> coef;
+};
+
+std::optional<Linear> linear(const Expr &e) {
+  if (auto v = eval_int(e, {})) return Linear{*v, {}};
+  auto both = [&](std::int64_t sign) -> std::optional<Linear> {
+    auto a = linear(e.args[0]), b = linear(e.args[1]);
+    if (!a || !b) return std::nullopt;
+    if (__builtin_mul_overflow(b->c, sign, &b->c) || __builtin_add_overflow(a->c, b->c, &a->c))
+      return std::nullopt;
+    for (auto &[v, k] : b->coef) {
+      std::int64_t t = 0;
+      if (__builtin_mul_overflow(k, sign, &t) || __builtin_add_overflow(a->coef[v], t, &a->coef[v]))
+        return std::nullopt;
+    }
+    return a;
+  };
+  switch (e.op) {
+  case Op::Name: {
+    Linear l;
+    l.coef[e.name] = 1;
+    return l;
+  }
+  case Op::Add: return both(1);
+  case Op::Sub: return both(-1);
+  case Op::Neg: {
+    auto a = linear(e.args[0]);
+    if (!a || a->c == INT64_MIN) return std::nullopt;
+    a->c = -a->c;
+    for (auto &[v, k] : a->coef)
+      k = -k;
+    return a;
+  }
+  case Op::Mul: {
+    auto a = linear(e.args[0]), b = linear(e.args[1]);
+    if (!a || !b) return std::nullopt;
+    if (!a->coef.empty()) std::swap(a, b);
+    if (!a->coef.empty()) return std::nullopt; // a product of two variables
+    std::int64_t k = a->c;
+    if (__builtin_mul_overflow(b->c, k, &b->c)) return std::nullopt;
+    for (auto &[v, x] : b->coef)
+      if (__builtin_mul_overflow(x, k, &x)) return std::nullopt;
+    return b;
+  }
+  default: return std::nullopt;
+  }
+}
+
+// Every expression of a block, statements nested in `when`/`for` included.
+void each_expr(Block &b, const std::function<void(Expr &)> &f) {
+  for (auto &s : b)
+    std::visit(
+        [&](auto &k) {
+          using T = std::decay_t<decltype(k)>;
+          if constexpr (std::is_same_v<T, Assign>) {
+            f(k.target), f(k.value);
+          } else if constexpr (std::is_same_v<T, Let>) {
+            f(k.value);
+          } else if constexpr (std::is_same_v<T, If>) {
+            f(k.cond), each_expr(k.then_body, f), each_expr(k.else_body, f);
+          } else if constexpr (std::is_same_v<T, For>) {
+            f(k.lo), f(k.hi), each_expr(k.body, f);
+          } else if constexpr (std::is_same_v<T, Copy>) {
+            f(k.src), f(k.dst);
+          } else if constexpr (std::is_same_v<T, Wgmma>) {
+            f(k.acc), f(k.a), f(k.b);
+          } else {
+            f(k.n);
+          }
+        },
+        s.kind);
+}
+
+// The body's uses of the grid: comparisons `program_id(e) <op> constant`
+// (either side), and the axes whose num_programs it reads elsewhere.
+struct BodyUse {
+  std::map<int, std::set<std::int64_t>> constants; // axis -> compared constants
+  std::set<int> pinned;                            // num_programs(e) outside such a comparison
+  std::string bad;                                 // a use the cut cannot follow
+};
+
+// The constant a comparison's side folds to under the params and the grid.
+std::optional<std::int64_t> fold_side(const Expr &side, const Env &params,
+                                      const std::vector<std::int64_t> &grid) {
+  if (mentions_program_id(side)) return std::nullopt;
+  return eval_int(bind_grid(side, {}, grid), params);
+}
+
+// Calls `on_atom(cmp, pid side index, axis, constant)` for each comparison of
+// a program_id with a constant in `e`, and reports any other grid use.
+void scan(Expr &e, const Env &params, const std::vector<std::int64_t> &grid, BodyUse &use,
+          const std::function<void(Expr &, int, int, std::int64_t)> &on_atom) {
+  if (!use.bad.empty()) return;
+  if (is_compare(e.op) && e.args.size() == 2) {
+    for (int side = 0; side < 2; ++side) {
+      const Expr &p = e.args[side];
+      if (!is_grid_call(p, "program_id")) continue;
+      auto axis = p.args[0].int_value;
+      auto c = fold_side(e.args[1 - side], params, grid);
+      if (axis < 0 || axis >= static_cast<std::int64_t>(grid.size()) || !c) break;
+      use.constants[static_cast<int>(axis)].insert(*c);
+      on_atom(e, side, static_cast<int>(axis), *c);
+      return;
+    }
+  }
+  if (e.op == Op::Call && e.name == "program_id") {
+    use.bad = "program_id at line " + std::to_string(e.loc.line) +
+              " is used other than in a comparison with a constant";
+    return;
+  }
+  if (is_grid_call(e, "num_programs")) use.pinned.insert(static_cast<int>(e.args[0].int_value));
+  for (auto &a : e.args)
+    scan(a, params, grid, use, on_atom);
+}
+
+BodyUse body_use(const KernelSpec &k, const Env &params, const std::vector<std::int64_t> &grid) {
+  BodyUse use;
+  Block body = k.body;
+  each_expr(body, [&](Expr &e) { scan(e, params, grid, use, [](Expr &, int, int, std::int64_t) {}); });
+  return use;
+}
+
+} // namespace
+
+std::vector<std::int64_t> GridCut::kernel_point(std::vector<std::int64_t> p) const {
+  for (std::size_t e = 0; e < p.size() && e < axes.size(); ++e)
+    if (axes[e].drop > 0 && p[e] >= axes[e].first + axes[e].period) p[e] += axes[e].drop;
+  return p;
+}
+
+CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period) {
+  CutPlan out;
+  Env params = param_env(k.params, overrides);
+  Binding bound = bind_kernel(k, params);
+  if (!bound.kernel) {
+    out.reason = "the kernel cannot be bound";
+    return out;
+  }
+  const BoundKernel &b = *bound.kernel;
+  const std::size_t rank = b.grid.size();
+  period = std::max<std::int64_t>(period, 1);
+
+  // Each array dim of a pipelined operand follows at most one grid axis.
+  std::map<std::string, std::vector<std::pair<int, std::int64_t>>> follows; // operand -> per dim (axis, coef)
+  // Per axis: the values where a block that follows it stops being whole
+  // and inside its array (ragged, then outside), or starts being inside.
+  std::map<int, std::set<std::int64_t>> edges;
+  for (const auto &op : b.operands) {
+    if (op.role == Role::scratch) continue;
+    auto &dims = follows[op.name];
+    for (std::size_t d = 0; d < op.index.size(); ++d) {
+      auto l = linear(op.index[d]);
+      if (!l) {
+        out.reason = "the index map of '" + op.name + "' is not affine in the grid";
+        return out;
+      }
+      std::pair<int, std::int64_t> f{-1, 0};
+      for (auto &[v, a] : l->coef) {
+        if (a == 0) continue;
+        auto it = std::find(op.index_params.begin(), op.index_params.end(), v);
+        if (it == op.index_params.end() || f.first >= 0 || a < 0) {
+          out.reason = "the index map of '" + op.name + "' mixes grid axes or runs backwards in one";
+          return out;
+        }
+        f = {static_cast<int>(it - op.index_params.begin()), a};
+      }
+      if (f.first >= 0 && !op.windowed) {
+        out.reason = "'" + op.name + "' is not pipelined but its index map follows the grid";
+        return out;
+      }
+      dims.push_back(f);
+      if (f.first >= 0) {
+        // Block a*g + c of size bs is whole and inside for c + a*g >= 0 and
+        // (c + a*g + 1) * bs <= extent: a range of g, whose ends are edges.
+        const std::int64_t a = f.second, c = l->c, bs = op.block[d], ext = op.shape[d];
+        const std::int64_t first_inside = c >= 0 ? 0 : (-c + a - 1) / a;
+        const std::int64_t whole_blocks = ext / bs; // blocks [0, whole_blocks) are whole
+        const std::int64_t first_not_whole = whole_blocks - c <= 0 ? 0 : (whole_blocks - c + a - 1) / a;
+        const std::int64_t first_outside =
+            (ext + bs - 1) / bs - c <= 0 ? 0 : ((ext + bs - 1) / bs - c + a - 1) / a;
+        edges[f.first].insert({first_inside, first_not_whole, first_outside});
+      }
+    }
+  }
+  for (const auto &a : k.aliases)
+    if (follows[a.input] != follows[a.output]) {
+      out.reason = "aliased operands '" + a.input + "' and '" + a.output + "' follow the grid differently";
+      return out;
+    }
+
+  BodyUse use = body_use(k, params, b.grid);
+  if (!use.bad.empty()) {
+    out.reason = use.bad;
+    return out;
+  }
+
+  GridCut cut;
+  cut.grid = b.grid;
+  cut.axes.resize(rank);
+  bool any = false;
+  for (std::size_t e = 0; e < rank; ++e) {
+    const std::int64_t n = b.grid[e];
+    AxisCut &ax = cut.axes[e];
+    ax.period = period;
+    if (use.pinned.count(static_cast<int>(e))) continue;
+    // Guards are constant between consecutive boundaries; the pipeline's
+    // first and last values of an axis are boundaries too.
+    std::set<std::int64_t> bounds{0, std::min<std::int64_t>(1, n), std::max<std::int64_t>(n - 1, 0), n};
+    for (std::int64_t c : use.constants[static_cast<int>(e)])
+      for (std::int64_t x : {c, c + 1})
+        if (x >= 0 && x <= n) bounds.insert(x);
+    for (std::int64_t x : edges[static_cast<int>(e)])
+      if (x >= 0 && x <= n) bounds.insert(x);
+    std::int64_t lo = 0, hi = 0;
+    for (auto it = bounds.begin(); std::next(it) != bounds.end(); ++it)
+      if (*std::next(it) - *it > hi - lo) lo = *it, hi = *std::next(it);
+    // The state at lo and at lo + P are compared: both must start iterations
+    // of the stretch in the cut grid.
+    std::int64_t room = hi - lo - period;
+    std::int64_t drop = room > 0 ? room / period * period : 0;
+    if (drop <= 0) continue;
+    ax.drop = drop;
+    ax.first = lo;
+    ax.upper = hi - drop;
+    cut.grid[e] = n - drop;
+    any = true;
+  }
+  if (!any) return out;
+  for (const auto &op : b.operands) {
+    if (op.role == Role::scratch) continue;
+    const auto &dims = follows[op.name];
+    for (std::size_t d = 0; d < dims.size(); ++d) {
+      auto [axis, a] = dims[d];
+      if (axis < 0 || cut.axes[axis].drop == 0) continue;
+      std::int64_t step = 0, shrink = 0;
+      if (__builtin_mul_overflow(a, op.block[d], &step) ||
+          __builtin_mul_overflow(step, cut.axes[axis].drop, &shrink) || op.shape[d] - shrink < 1) {
+        out.reason = "'" + op.name + "' cannot shrink with its grid axis";
+        return out;
+      }
+      cut.dims.push_back({op.name, static_cast<int>(d), axis, step});
+    }
+  }
+  out.cut = std::move(cut);
+  return out;
+}
+
+KernelSpec cut_body(const KernelSpec &k, const Env &overrides, const GridCut &cut) {
+  KernelSpec out = k;
+  Env params = param_env(k.params, overrides);
+  Binding bound = bind_kernel(k, params);
+  if (!bound.kernel) return out;
+  const auto &grid = bound.kernel->grid;
+  BodyUse use;
+  each_expr(out.body, [&](Expr &e) {
+    scan(e, params, grid, use, [&](Expr &cmp, int side, int axis, std::int64_t c) {
+      const AxisCut &ax = cut.axes[static_cast<std::size_t>(axis)];
+      if (ax.drop > 0 && c >= ax.upper + ax.drop) c -= ax.drop;
+      Loc l = cmp.args[1 - side].loc;
+      cmp.args[1 - side] = Expr::integer(c, l);
+    });
+  });
+  return out;
+}
+
+} // namespace pipecheck::spec

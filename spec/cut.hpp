@@ -1,0 +1,72 @@
+#pragma once
+/// A grid cut: the same kernel on a smaller grid, whose lowered program's race
+/// verdict is the kernel's, when the middle of the grid repeats
+/// (docs/lowering.md, "Large grids: the grid cut").
+///
+/// The cut shortens each long axis `e` by a multiple D of a period P: the
+/// values [hi - D, hi) of the axis's longest stretch [lo, hi), on which every
+/// guard of the body is constant, are left out, the values at and above `hi`
+/// move down by D, and every array dim an operand's index map ties to the axis
+/// shrinks by D blocks (times the map's coefficient), so the last blocks keep
+/// their raggedness. It applies to kernels whose index-map components are each
+/// a constant or `a * g + c` of one grid variable g (a > 0), and whose body
+/// uses program_id only in comparisons with constants. The race checker
+/// (verifier/races/cutoff.hpp) completes the argument: it runs the cut
+/// program and checks that the machine's state recurs, shifted, after P
+/// values of every cut axis.
+
+#include "spec/eval.hpp"
+#include "spec/ir.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pipecheck::spec {
+
+/// How one grid axis is cut.
+struct AxisCut {
+  std::int64_t drop = 0;   ///< D: values left out (0: the axis is kept whole)
+  std::int64_t first = 0;  ///< lo: the first value of the repeating stretch
+  std::int64_t upper = 0;  ///< hi - D: values at or above it are the kernel's values + D
+  std::int64_t period = 1; ///< P
+};
+
+/// An operand's array dim that a cut axis shrinks.
+struct CutDim {
+  std::string operand;
+  int dim = 0;
+  int axis = 0;
+  std::int64_t step = 0; ///< elements per axis value: the map's coefficient x the block dim
+};
+
+struct GridCut {
+  std::vector<std::int64_t> grid; ///< the cut grid
+  std::vector<AxisCut> axes;      ///< per axis of the kernel's grid
+  std::vector<CutDim> dims;       ///< the array dims that shrink
+  /// The kernel's grid coordinates of a point of the cut grid: the kernel
+  /// repeats the cut's values [lo, lo + P) of an axis D / P more times, so
+  /// values from lo + P on move up by D.
+  std::vector<std::int64_t> kernel_point(std::vector<std::int64_t> cut_point) const;
+};
+
+/// A cut, or why the kernel has none (`cut` absent; `reason` says why, or is
+/// empty when no axis is long enough to gain from one).
+struct CutPlan {
+  std::optional<GridCut> cut;
+  std::string reason;
+};
+
+/// Plans the cut of a validated TPU kernel with its params bound by
+/// `overrides` (and their defaults), for slot rings whose sizes divide
+/// `period`. Axes shorter than about 2P + 4 values are kept whole.
+CutPlan plan_cut(const KernelSpec &, const Env &overrides, std::int64_t period);
+
+/// The kernel's body as the cut grid runs it: every comparison of a
+/// program_id with a constant has the constant folded, and moved down by the
+/// axis's drop where it lies above the left-out values.
+KernelSpec cut_body(const KernelSpec &, const Env &overrides, const GridCut &);
+
+} // namespace pipecheck::spec
