@@ -16,6 +16,9 @@ struct CheckOptions {
   spec::Env overrides;               ///< --set NAME=VALUE
   unsigned timeout_ms = 10000;       ///< per solver query
   std::int64_t n_max = 8;            ///< concrete trip counts checked on the HB graph
+  /// Check a kernel of more than 4096 grid steps on its grid cut when it has
+  /// one (docs/lowering.md, "Large grids: the grid cut"); off: walk every step.
+  bool grid_cut = true;
 };
 
 /// Checks one validated kernel spec fully (verifier/kernel.cpp): every

@@ -191,7 +191,7 @@ LoweredCheck check_lowered(const spec::KernelSpec &k, const CheckOptions &o) {
   // the same verdict, in a run whose length does not grow with the grid.
   constexpr std::int64_t kCutFromSteps = 1 << 12;
   std::string cut_why;
-  if (grid_steps > kCutFromSteps) {
+  if (o.grid_cut && grid_steps > kCutFromSteps) {
     if (auto cut = check_on_cut(k, *low, o, out, cut_why)) return *cut;
   }
   // The race checker walks a concrete program event by event; past this many

@@ -470,6 +470,8 @@ TEST(Cli, CheckOfAKernelTooLargeToCheckConcretelyIsUnknownWithTheReasonAndExitTw
     out o: f32[131072, 1024]  block=(128, 1)  index=(i, j) -> (i, j)
     body:
         o[...] = x[...] + 1
+        when program_id(0) + program_id(1) == 0:
+            o[...] = x[...]
 )");
   Out o = run("check " + path);
   EXPECT_EQ(o.code, 2) << o.text;

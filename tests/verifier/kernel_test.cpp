@@ -140,7 +140,27 @@ TEST(KernelCheck, ACleanKernelIsVerifiedWithItsLoweredProgramNamedInTheReason) {
   EXPECT_NE(v.reason.find("the lowered program (8 grid steps"), std::string::npos) << v.reason;
 }
 
-TEST(KernelCheck, AGridTooLargeToCheckConcretelyIsUnknownWithTheReasonNeverVerified) {
+TEST(KernelCheck, AGridTooLargeToCheckConcretelyWithNoCutIsUnknownWithTheReasonNeverVerified) {
+  auto k = kernel(R"(kernel big:
+    grid = (1024, 1024)
+    in  x: f32[131072, 1024]  block=(128, 1)  index=(i, j) -> (i, j)
+    out o: f32[131072, 1024]  block=(128, 1)  index=(i, j) -> (i, j)
+    body:
+        o[...] = x[...] + 1
+        when program_id(0) + program_id(1) == 0:
+            o[...] = x[...]
+)");
+  EXPECT_EQ(verifier::check_spec_rules(k, {}).status, Status::verified);
+  auto v = verifier::check(k, {});
+  EXPECT_EQ(v.status, Status::unknown);
+  EXPECT_NE(v.reason.find("the lowered program is not checked"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("1048576 grid steps are more than the 65536"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("no cut (program_id at line 7 is used other than in a comparison"),
+            std::string::npos)
+      << v.reason;
+}
+
+TEST(KernelCheck, AGridPastTheConcreteLimitIsVerifiedOnItsCutAndSaysSo) {
   auto k = kernel(R"(kernel big:
     grid = (1024, 1024)
     in  x: f32[131072, 1024]  block=(128, 1)  index=(i, j) -> (i, j)
@@ -148,11 +168,37 @@ TEST(KernelCheck, AGridTooLargeToCheckConcretelyIsUnknownWithTheReasonNeverVerif
     body:
         o[...] = x[...] + 1
 )");
-  EXPECT_EQ(verifier::check_spec_rules(k, {}).status, Status::verified);
   auto v = verifier::check(k, {});
-  EXPECT_EQ(v.status, Status::unknown);
-  EXPECT_NE(v.reason.find("the lowered program is not checked"), std::string::npos) << v.reason;
-  EXPECT_NE(v.reason.find("1048576 grid steps are more than the 65536"), std::string::npos) << v.reason;
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  EXPECT_NE(v.reason.find(
+                "the lowered program (1048576 grid steps) is race-free: checked on its grid cut to (4, 4)"),
+            std::string::npos)
+      << v.reason;
+  verifier::CheckOptions walk;
+  walk.grid_cut = false;
+  EXPECT_EQ(verifier::check(k, walk).status, Status::unknown);
+}
+
+TEST(KernelCheck, AFindingOnACutWithinTheConcreteLimitIsReRunWholeForItsExactWitness) {
+  // The last block of x is one short of the array: its prefetch at the step
+  // before the last leaves it (index-out-of-bounds); 8192 steps, cut to 6.
+  auto k = kernel(R"(kernel short:
+    grid = (8192,)
+    in  x: f32[65528, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    out o: f32[65536, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...] + 1
+)");
+  verifier::CheckOptions o;
+  auto cut = verifier::check(k, o);
+  o.grid_cut = false;
+  auto whole = verifier::check(k, o);
+  EXPECT_EQ(cut.status, Status::violation);
+  ASSERT_EQ(cut.findings.size(), whole.findings.size());
+  for (std::size_t i = 0; i < cut.findings.size(); ++i) {
+    EXPECT_EQ(cut.findings[i].rule, whole.findings[i].rule);
+    EXPECT_EQ(cut.findings[i].message, whole.findings[i].message);
+  }
 }
 
 TEST(KernelCheck, ASymbolicGridExtentWithoutAValueIsUnknownAndVerifiedOnceBound) {
@@ -207,6 +253,8 @@ TEST(KernelCheck, ASpecViolationStaysAViolationWhenTheLoweredProgramIsNotChecked
     out o: f32[128, 1024]     block=(128, 1)  index=(i, j) -> (0, j)
     body:
         o[...] = x[...]
+        when program_id(0) + program_id(1) == 0:
+            o[...] = x[...] + 1
 )");
   auto v = verifier::check(k, {});
   EXPECT_EQ(v.status, Status::violation);
