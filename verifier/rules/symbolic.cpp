@@ -4,6 +4,7 @@
 #include "verifier/smt/smt.hpp"
 
 #include <cassert>
+#include <functional>
 #include <optional>
 
 namespace pipecheck::verifier::rules {
@@ -356,31 +357,20 @@ private:
       facts.push_back(ctx_.any_of(accumulated));
       for (std::size_t ci : clears)
         if (m_.effects[ci].order < w.order) facts.push_back(!cleared_at(ci, q));
-      // Linear side conditions for `//` and `%` first; where MBQI gives up
-      // on them or leaves the witness unminimized, Z3's own div/mod.
-      std::optional<std::vector<Point>> best;
-      for (int attempt = 0; attempt < 2; ++attempt) {
-        SymPoint t = point("t");
-        smt::Bindings::Aux aux;
-        aux_ = attempt == 0 ? &aux : nullptr;
-        std::vector<Term> cleared;
-        for (std::size_t ci : clears)
-          cleared.push_back(cleared_at(ci, t));
-        aux_ = nullptr;
-        Term between =
-            in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(cleared);
-        std::vector<Point> v;
-        const std::size_t undecided = out_.unknown.size();
-        Q r = query("accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
-                    with(facts, {smt::forall(with(t.v, aux.aux_vars), !between)}), {&q, &p}, v);
-        if (r == Q::sat && (!best || run_key(v) < run_key(*best))) best = v;
-        if (attempt == 0 && !aux.aux_vars.empty() && (r == Q::unknown || (r == Q::sat && !minimal_))) {
-          if (r == Q::unknown) out_.unknown.resize(undecided);
-          continue;
-        }
-        if (r == Q::unknown && best) out_.unknown.resize(undecided);
-        break;
-      }
+      auto best = query_quantified(
+          "accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
+          [&](smt::Bindings::Aux &aux, bool with_aux) {
+            SymPoint t = point("t");
+            aux_ = with_aux ? &aux : nullptr;
+            std::vector<Term> cleared;
+            for (std::size_t ci : clears)
+              cleared.push_back(cleared_at(ci, t));
+            aux_ = nullptr;
+            Term between =
+                in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(cleared);
+            return with(facts, {smt::forall(with(t.v, aux.aux_vars), !between)});
+          },
+          {&q, &p}, by_run());
       if (best) out_.findings.push_back(reset_finding(m_, w, (*best)[1], (*best)[0]));
       overwritten_reset(u, wi);
     }
@@ -470,25 +460,46 @@ private:
     }
     const std::vector<Term> facts = {in_grid(p),          in_grid(q),          lex_lt(p, q),
                                      ctx_.any_of(differ), ctx_.any_of(stored), ctx_.any_of(read)};
-    // As in output-not-covered: linear side conditions for `//` and `%`
-    // first; where MBQI gives up on them or leaves the witness unminimized,
-    // Z3's own div/mod.
+    auto best = query_quantified(
+        "scratch-carry/" + m_.operands[op].name,
+        [&](smt::Bindings::Aux &aux, bool with_aux) {
+          SymPoint t = point("t");
+          aux_ = with_aux ? &aux : nullptr;
+          std::vector<Term> inits;
+          for (std::size_t i : u.inits)
+            inits.push_back(guard(m_.effects[i], t));
+          aux_ = nullptr;
+          Term between =
+              in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(inits);
+          return with(facts, {smt::forall(with(t.v, aux.aux_vars), !between)});
+        },
+        {&q, &p}, by_run());
+    if (best) out_.findings.push_back(scratch_carry_finding(m_, op, (*best)[1], (*best)[0]));
+  }
+
+  // Grid points' coordinates in run order, concatenated: compares witnesses
+  // as the enumerator orders them.
+  // A query whose facts quantify over a grid point: first with linear side
+  // conditions for `//` and `%` (aux variables), which usually help
+  // quantifier instantiation; where MBQI gives up on them ("incomplete
+  // quantifiers") or leaves the witness unminimized, again with Z3's own
+  // div/mod. `facts(aux, with_aux)` builds the facts, setting aux_ to `&aux`
+  // while it builds the quantified part when `with_aux`. Returns the least
+  // witness by `less`, an undecided first attempt forgotten when the second
+  // decides.
+  std::optional<std::vector<Point>>
+  query_quantified(const std::string &name,
+                   const std::function<std::vector<Term>(smt::Bindings::Aux &, bool)> &facts,
+                   const std::vector<const SymPoint *> &order,
+                   const std::function<bool(const std::vector<Point> &, const std::vector<Point> &)> &less) {
     std::optional<std::vector<Point>> best;
     for (int attempt = 0; attempt < 2; ++attempt) {
-      SymPoint t = point("t");
       smt::Bindings::Aux aux;
-      aux_ = attempt == 0 ? &aux : nullptr;
-      std::vector<Term> inits;
-      for (std::size_t i : u.inits)
-        inits.push_back(guard(m_.effects[i], t));
-      aux_ = nullptr;
-      Term between =
-          in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(inits);
+      std::vector<Term> f = facts(aux, attempt == 0);
       std::vector<Point> v;
       const std::size_t undecided = out_.unknown.size();
-      Q r = query("scratch-carry/" + m_.operands[op].name,
-                  with(facts, {smt::forall(with(t.v, aux.aux_vars), !between)}), {&q, &p}, v);
-      if (r == Q::sat && (!best || run_key(v) < run_key(*best))) best = v;
+      Q r = query(name, f, order, v);
+      if (r == Q::sat && (!best || less(v, *best))) best = v;
       if (attempt == 0 && !aux.aux_vars.empty() && (r == Q::unknown || (r == Q::sat && !minimal_))) {
         if (r == Q::unknown) out_.unknown.resize(undecided);
         continue;
@@ -496,11 +507,15 @@ private:
       if (r == Q::unknown && best) out_.unknown.resize(undecided);
       break;
     }
-    if (best) out_.findings.push_back(scratch_carry_finding(m_, op, (*best)[1], (*best)[0]));
+    return best;
   }
 
-  // Grid points' coordinates in run order, concatenated: compares witnesses
-  // as the enumerator orders them.
+  // Witness order: by the run order of their grid points.
+  std::function<bool(const std::vector<Point> &, const std::vector<Point> &)> by_run() const {
+    return
+        [this](const std::vector<Point> &a, const std::vector<Point> &b) { return run_key(a) < run_key(b); };
+  }
+
   std::vector<std::int64_t> run_key(const std::vector<Point> &pts) const {
     std::vector<std::int64_t> k;
     for (const auto &p : pts)
@@ -574,36 +589,26 @@ private:
       if (cell[d].first > 0) facts.push_back(b.v.back() * o.block[d] + cell[d].first < o.shape[d]);
     }
     ++fresh_;
-    // Linear side conditions for `//` and `%` usually help quantifier
-    // instantiation, but MBQI sometimes gives up on them ("incomplete
-    // quantifiers"); Z3's own div/mod then often decides the query.
-    std::optional<Point> witness;
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      SymPoint q = point("q");
-      smt::Bindings::Aux aux;
-      aux_ = attempt == 0 ? &aux : nullptr;
-      auto bq = block(op, q);
-      std::vector<Term> stores;
-      for (const auto &e : m_.effects)
-        if (e.operand == op && e.kind != Effect::read && box_contains(e.box, cell))
-          stores.push_back(guard(e, q));
-      Term w = ctx_.any_of(stores);
-      aux_ = nullptr;
-      Term written = in_grid(q) && ctx_.all_of(aux.side) && same(bq, b.v) && w;
-      auto all = facts;
-      all.push_back(smt::forall(with(q.v, aux.aux_vars), !written));
-      std::vector<Point> v;
-      std::size_t undecided = out_.unknown.size();
-      Q r = query("output-not-covered/" + o.name, all, {&b}, v);
-      if (r == Q::sat && (!witness || v[0] < *witness)) witness = v[0];
-      if (attempt == 0 && !aux.aux_vars.empty() && (r == Q::unknown || (r == Q::sat && !minimal_))) {
-        if (r == Q::unknown) out_.unknown.resize(undecided);
-        continue;
-      }
-      if (r == Q::unknown && witness) out_.unknown.resize(undecided);
-      break;
-    }
-    return witness;
+    auto witness = query_quantified(
+        "output-not-covered/" + o.name,
+        [&](smt::Bindings::Aux &aux, bool with_aux) {
+          SymPoint q = point("q");
+          aux_ = with_aux ? &aux : nullptr;
+          auto bq = block(op, q);
+          std::vector<Term> stores;
+          for (const auto &e : m_.effects)
+            if (e.operand == op && e.kind != Effect::read && box_contains(e.box, cell))
+              stores.push_back(guard(e, q));
+          Term w = ctx_.any_of(stores);
+          aux_ = nullptr;
+          Term written = in_grid(q) && ctx_.all_of(aux.side) && same(bq, b.v) && w;
+          auto all = facts;
+          all.push_back(smt::forall(with(q.v, aux.aux_vars), !written));
+          return all;
+        },
+        {&b}, [](const std::vector<Point> &x, const std::vector<Point> &y) { return x[0] < y[0]; });
+    if (!witness) return std::nullopt;
+    return (*witness)[0];
   }
 
   void alias(const AliasModel &a) {
