@@ -154,7 +154,7 @@ BodyUse body_use(const KernelSpec &k, const Env &params, const std::vector<std::
 
 std::vector<std::int64_t> GridCut::kernel_point(std::vector<std::int64_t> p) const {
   for (std::size_t e = 0; e < p.size() && e < axes.size(); ++e)
-    if (axes[e].drop > 0 && p[e] >= axes[e].first + axes[e].period) p[e] += axes[e].drop;
+    if (axes[e].drop > 0 && p[e] >= axes[e].recurs_from + axes[e].period) p[e] += axes[e].drop;
   return p;
 }
 
@@ -244,13 +244,14 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period)
     std::int64_t lo = 0, hi = 0;
     for (auto it = bounds.begin(); std::next(it) != bounds.end(); ++it)
       if (*std::next(it) - *it > hi - lo) lo = *it, hi = *std::next(it);
-    // The state at lo and at lo + P are compared: both must start iterations
-    // of the stretch in the cut grid.
-    std::int64_t room = hi - lo - period;
+    // The states at w and w + P, for some w in [lo, lo + P], are compared:
+    // both must start iterations of the stretch in the cut grid.
+    std::int64_t room = hi - lo - 2 * period;
     std::int64_t drop = room > 0 ? room / period * period : 0;
     if (drop <= 0) continue;
     ax.drop = drop;
     ax.first = lo;
+    ax.recurs_from = lo;
     ax.upper = hi - drop;
     cut.grid[e] = n - drop;
     any = true;

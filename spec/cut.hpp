@@ -28,8 +28,11 @@ namespace pipecheck::spec {
 
 /// How one grid axis is cut.
 struct AxisCut {
-  std::int64_t drop = 0;   ///< D: values left out (0: the axis is kept whole)
-  std::int64_t first = 0;  ///< lo: the first value of the repeating stretch
+  std::int64_t drop = 0;  ///< D: values left out (0: the axis is kept whole)
+  std::int64_t first = 0; ///< lo: the first value of the repeating stretch
+  /// w in [lo, lo + P]: where the state recurs (the race checker settles it;
+  /// the start-up of a deep pipeline takes a few values to pass).
+  std::int64_t recurs_from = 0;
   std::int64_t upper = 0;  ///< hi - D: values at or above it are the kernel's values + D
   std::int64_t period = 1; ///< P
 };
@@ -47,8 +50,8 @@ struct GridCut {
   std::vector<AxisCut> axes;      ///< per axis of the kernel's grid
   std::vector<CutDim> dims;       ///< the array dims that shrink
   /// The kernel's grid coordinates of a point of the cut grid: the kernel
-  /// repeats the cut's values [lo, lo + P) of an axis D / P more times, so
-  /// values from lo + P on move up by D.
+  /// repeats the cut's values [w, w + P) of an axis D / P more times, so
+  /// values from w + P on move up by D.
   std::vector<std::int64_t> kernel_point(std::vector<std::int64_t> cut_point) const;
 };
 

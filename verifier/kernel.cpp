@@ -101,10 +101,6 @@ struct LoweredCheck {
 // size the caller re-runs the whole program for their exact witnesses.
 std::optional<LoweredCheck> check_on_cut(const spec::KernelSpec &k, const spec::Lowered &low,
                                          const CheckOptions &o, const LoweredCheck &base, std::string &why) {
-  if (!low.cta.empty()) {
-    why = "Mosaic GPU grids are not cut yet";
-    return std::nullopt;
-  }
   if (low.main_loop < 0) {
     why = "the lowered program is unrolled";
     return std::nullopt;

@@ -9,7 +9,7 @@
 
 namespace pipecheck::verifier::races {
 
-CutCheck check_cut(const spec::Lowered &low, const spec::GridCut &cut) {
+CutCheck check_cut(const spec::Lowered &low, spec::GridCut &cut) {
   CutCheck out;
   if (low.main_loop < 0) {
     out.reason = "the cut program is not rolled";
@@ -17,51 +17,74 @@ CutCheck check_cut(const spec::Lowered &low, const spec::GridCut &cut) {
   }
   const auto *main = std::get_if<spec::For>(&low.program.body[static_cast<std::size_t>(low.main_loop)].kind);
   const std::size_t rank = cut.axes.size();
-  // Per cut axis: how far the later state's hbm coordinates have moved.
-  std::vector<std::map<std::pair<int, int>, std::int64_t>> shift(rank);
+  // Per cut axis: how far hbm coordinates move per value of the axis.
+  std::vector<std::map<std::pair<int, int>, std::int64_t>> per_value(rank);
   std::map<std::string, std::string> hbm_of;
   for (const auto &b : low.bindings)
     hbm_of[b.operand] = b.hbm;
-  // (axis, outer coordinates) -> state at lo, state at lo + P
-  std::map<std::pair<std::size_t, std::vector<std::int64_t>>, std::pair<std::string, std::string>> keys;
+  // (axis, outer coordinates) -> the state at lo + j for j = 0..2P, its hbm
+  // coordinates moved back by j values of the axis.
+  std::map<std::pair<std::size_t, std::vector<std::int64_t>>, std::map<std::int64_t, std::string>> keys;
   bool shifts_ready = false;
+  // The run order: Mosaic GPU runs CTA by CTA (CTA axes outermost), each
+  // CTA's steps in order of the other axes; TPU runs the grid in order.
+  std::vector<std::size_t> order;
+  for (int pass = 0; pass < 2; ++pass)
+    for (std::size_t e = 0; e < rank; ++e)
+      if ((e < low.cta.size() && low.cta[e]) == (pass == 0)) order.push_back(e);
   auto hook = [&](const spec::For &f, std::int64_t step, const Machine &m) {
     if (&f != main) return;
     if (!shifts_ready) {
-      for (const auto &d : cut.dims) {
-        auto axis = static_cast<std::size_t>(d.axis);
-        shift[axis][{m.buffer_index(hbm_of[d.operand]), d.dim}] = d.step * cut.axes[axis].period;
-      }
+      for (const auto &d : cut.dims)
+        per_value[static_cast<std::size_t>(d.axis)][{m.buffer_index(hbm_of[d.operand]), d.dim}] = d.step;
       shifts_ready = true;
     }
     const auto point = low.point(step);
-    for (std::size_t e = 0; e < rank; ++e) {
+    for (std::size_t i = 0; i < rank; ++i) {
+      const std::size_t e = order[i];
       const spec::AxisCut &ax = cut.axes[e];
-      if (ax.drop == 0) continue;
+      const std::int64_t j = point[e] - ax.first;
+      if (ax.drop == 0 || j < 0 || j > 2 * ax.period) continue;
       bool inner_zero = true;
-      for (std::size_t g = e + 1; g < rank; ++g)
-        inner_zero &= point[g] == 0;
+      for (std::size_t g = i + 1; g < rank; ++g)
+        inner_zero &= point[order[g]] == 0;
       if (!inner_zero) continue;
-      std::vector<std::int64_t> outer(point.begin(), point.begin() + static_cast<std::ptrdiff_t>(e));
-      if (point[e] == ax.first) keys[{e, outer}].first = m.state_key({});
-      if (point[e] == ax.first + ax.period) keys[{e, outer}].second = m.state_key(shift[e]);
+      std::vector<std::int64_t> outer;
+      for (std::size_t g = 0; g < i; ++g)
+        outer.push_back(point[order[g]]);
+      auto shift = per_value[e];
+      for (auto &[where, x] : shift)
+        x *= j;
+      keys[{e, outer}][j] = m.state_key(shift);
     }
   };
   out.findings = check_concrete(low.program, {}, "", hook);
+  // Per axis, the least w = lo + j whose state recurs P values later for
+  // every value of the outer axes. A later state never reached (the run
+  // stopped at a fault) is no recurrence.
   out.recurs = true;
-  for (const auto &[where, ks] : keys) {
-    ++out.states;
-    // A later state never reached (the run stopped at a fault) is no recurrence.
-    if (ks.second.empty() || ks.first != ks.second) {
-      std::vector<std::int64_t> p = where.second;
-      p.push_back(cut.axes[where.first].first);
-      p.resize(rank, 0);
+  for (std::size_t e = 0; e < rank && out.recurs; ++e) {
+    spec::AxisCut &ax = cut.axes[e];
+    if (ax.drop == 0) continue;
+    std::optional<std::int64_t> found;
+    for (std::int64_t j = 0; j <= ax.period && !found; ++j) {
+      bool all = true;
+      for (const auto &[where, ks] : keys) {
+        if (where.first != e) continue;
+        ++out.states;
+        auto a = ks.find(j), b = ks.find(j + ax.period);
+        all &= a != ks.end() && b != ks.end() && a->second == b->second;
+      }
+      if (all) found = j;
+    }
+    if (!found) {
       out.recurs = false;
-      out.reason = "the state at grid point " + spec::format_tuple(cut.kernel_point(p)) + " does not recur " +
-                   std::to_string(cut.axes[where.first].period) + " values of axis " +
-                   std::to_string(where.first) + " later";
+      out.reason = "the state of axis " + std::to_string(e) + " at no value from " +
+                   std::to_string(ax.first) + " to " + std::to_string(ax.first + ax.period) + " recurs " +
+                   std::to_string(ax.period) + " values later";
       break;
     }
+    ax.recurs_from = ax.first + *found;
   }
   return out;
 }

@@ -1,7 +1,7 @@
 #pragma once
 /// The race check of a kernel's lowered program through its grid cut
 /// (spec/cut.hpp): the cut program is run, and at the start of the first
-/// repeating value `lo` of every cut axis, and again P values later, the
+/// repeating value `w` of every cut axis, and again P values later, the
 /// machine's state (outstanding operations, slot contents, stale-read tags;
 /// Machine::state_key) is taken for every value of the outer axes. When each
 /// pair agrees once the later state's hbm coordinates are moved back by P
@@ -28,8 +28,10 @@ struct CutCheck {
   std::int64_t states = 0;       ///< state pairs compared
 };
 
-/// Runs `cut_low`, spec::lower's rolled TPU program for the kernel on `cut`.
-/// Throws Unsupported.
-CutCheck check_cut(const spec::Lowered &cut_low, const spec::GridCut &cut);
+/// Runs `cut_low`, spec::lower's rolled program for the kernel on `cut`, and
+/// settles each cut axis's `recurs_from`: the least w in [lo, lo + P] whose
+/// states recur (the start-up of a deep pipeline can take a few values to
+/// pass). Throws Unsupported.
+CutCheck check_cut(const spec::Lowered &cut_low, spec::GridCut &cut);
 
 } // namespace pipecheck::verifier::races

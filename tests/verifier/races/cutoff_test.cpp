@@ -1,7 +1,8 @@
 // The grid cut (spec/cut.hpp, verifier/races/cutoff.hpp) against the whole
 // grid: on generated kernels — grid ranks 1 to 4, affine index maps, ragged
 // and squeezed blocks, guards on every axis, ring sizes 1 to 3, outputs that
-// revisit their blocks, wrong init axes and blocks out of bounds — whenever a
+// revisit their blocks, wrong init axes, blocks out of bounds, and Mosaic GPU
+// kernels (CTA axes anywhere, wgmma into a register accumulator) — whenever a
 // cut applies and its states recur, the cut program's run finds exactly the
 // rules (at the same lines and grid points) that the whole lowered program's
 // run finds.
@@ -62,9 +63,10 @@ std::string random_kernel(std::mt19937_64 &rng) {
   // An operand of rank 2 (or 3 with a squeezed leading dim): each component
   // a constant or a * g + c; its shape covers the blocks, sometimes raggedly,
   // sometimes one block short.
-  auto operand = [&](const std::string &role, const std::string &name, std::string extra) {
+  const bool gpu = pick(0, 2) == 0;
+  auto operand = [&](const std::string &role, const std::string &name, std::string extra,
+                     std::vector<int> block = {4, 8}) {
     const bool squeezed = pick(0, 2) == 0;
-    std::vector<int> block = {4, 8};
     std::string map, shape, blk;
     int dims = squeezed ? 3 : 2;
     for (int d = 0; d < dims; ++d) {
@@ -96,7 +98,29 @@ std::string random_kernel(std::mt19937_64 &rng) {
   for (int a = 0; a < rank; ++a)
     text += (a ? ", " : "") + std::to_string(grid[a]);
   text += rank == 1 ? ",)\n" : ")\n";
-  text += operand("in ", "x", pick(0, 2) == 0 ? "  buffered=" + std::to_string(pick(1, 3)) : "");
+  if (gpu) {
+    // Mosaic GPU: some axes parallel (one CTA each), the rest one pipeline per CTA.
+    text += "    target = h200\n    max_concurrent_steps = " + std::to_string(pick(1, 3)) +
+            "\n    dimension_semantics = (";
+    for (int a = 0; a < rank; ++a)
+      text += std::string(a ? ", " : "") + (pick(0, 1) ? "parallel" : "arbitrary");
+    text += ")\n";
+    if (pick(0, 1)) {
+      // A wgmma reduction into a register accumulator, stored at the last step.
+      const int axis = pick(0, rank - 1);
+      text += operand("in ", "x", "");
+      text += operand("in ", "y", "", {8, 8});
+      text += operand("out", "o", "");
+      text += "    scratch acc: f32[4, 8] memory_space=acc\n    body:\n"
+              "        acc[...] += dot(x[...], y[...])\n        when program_id(" +
+              std::to_string(axis) + ") == num_programs(" + std::to_string(axis) +
+              ") - 1:\n            o[...] = acc[...]\n";
+      return text;
+    }
+    text += operand("in ", "x", "");
+  } else {
+    text += operand("in ", "x", pick(0, 2) == 0 ? "  buffered=" + std::to_string(pick(1, 3)) : "");
+  }
   text += operand("out", "o", "");
   // The x and o views must agree in shape for the body's elementwise ops; a
   // squeezed operand's view is the same 4 x 8 block.
@@ -143,14 +167,45 @@ std::string describe(const std::vector<verifier::Finding> &fs, const spec::Lower
 
 } // namespace
 
-TEST(GridCut, AMillionStepReductionIsProvenOnACutOfFourValuesPerAxis) {
+TEST(GridCut, AMillionStepReductionIsProvenOnACutOfSixValuesPerAxis) {
   auto k = kernel(sum_kernel(64, 128, 128));
   ASSERT_TRUE(k);
   verifier::Verdict v = verifier::check(*k, {});
   EXPECT_EQ(v.status, verifier::Status::verified) << v.reason;
-  EXPECT_NE(v.reason.find("1048576 grid steps) is race-free: checked on its grid cut to (4, 4, 4)"),
+  EXPECT_NE(v.reason.find("1048576 grid steps) is race-free: checked on its grid cut to (6, 6, 6)"),
             std::string::npos)
       << v.reason;
+}
+
+TEST(GridCut, AMosaicGpuMatmulOfHalfAMillionStepsIsProvenAndItsMissingDelayReleaseFound) {
+  auto text = [](int delay) {
+    return "kernel mm:\n    target = h200\n    grid = (64, 64, 128)\n"
+           "    dimension_semantics = (parallel, parallel, sequential)\n"
+           "    max_concurrent_steps = 2\n    delay_release = " +
+           std::to_string(delay) +
+           "\n    in  a: bf16[8192, 8192]  block=(128, 64)  index=(i, j, k) -> (i, k)\n"
+           "    in  b: bf16[8192, 8192]  block=(64, 128)  index=(i, j, k) -> (k, j)\n"
+           "    out o: f32[8192, 8192]   block=(128, 128) index=(i, j, k) -> (i, j)\n"
+           "    scratch acc: f32[128, 128] memory_space=acc\n    body:\n"
+           "        acc[...] += dot(a[...], b[...])\n"
+           "        when program_id(2) == num_programs(2) - 1:\n            o[...] = acc[...]\n";
+  };
+  auto good = kernel(text(1)), bad = kernel(text(0));
+  ASSERT_TRUE(good && bad);
+  verifier::Verdict v = verifier::check(*good, {});
+  EXPECT_EQ(v.status, verifier::Status::verified) << v.reason;
+  EXPECT_NE(v.reason.find("(524288 grid steps) is race-free: checked on its grid cut to (6, 6, 6)"),
+            std::string::npos)
+      << v.reason;
+  verifier::Verdict w = verifier::check(*bad, {});
+  EXPECT_EQ(w.status, verifier::Status::violation) << w.reason;
+  bool found = false;
+  for (const auto &f : w.findings)
+    if (f.rule == verifier::Rule::async_operand_overwritten) {
+      found = true;
+      EXPECT_NE(f.message.find("at grid point (0, 0, 0)"), std::string::npos) << f.message;
+    }
+  EXPECT_TRUE(found);
 }
 
 TEST(GridCut, ABodyThatReadsProgramIdOutsideAComparisonHasNoCutAndSaysWhy) {
@@ -206,7 +261,7 @@ TEST(GridCut, GuardsSplitTheAxisAndTheLongestStretchIsCutByAMultipleOfThePeriod)
 TEST(GridCut, FindsExactlyTheRulesTheWholeGridFindsOnGeneratedKernels) {
   const std::int64_t cases = env_int("PIPECHECK_CUT_CASES", 400);
   std::mt19937_64 rng(static_cast<std::uint64_t>(env_int("PIPECHECK_CUT_SEED", 1)));
-  int cut = 0, recurred = 0, with_findings = 0;
+  int cut = 0, recurred = 0, with_findings = 0, gpu_recurred = 0;
   for (std::int64_t c = 0; c < cases; ++c) {
     const std::string text = random_kernel(rng);
     auto k = kernel(text);
@@ -228,13 +283,15 @@ TEST(GridCut, FindsExactlyTheRulesTheWholeGridFindsOnGeneratedKernels) {
     verifier::races::CutCheck cc = verifier::races::check_cut(*low, *plan.cut);
     if (!cc.recurs) continue;
     ++recurred;
+    gpu_recurred += text.find("target = h200") != std::string::npos;
     auto whole_findings = verifier::races::check_concrete(whole->program, {});
     with_findings += !whole_findings.empty();
     EXPECT_EQ(describe(cc.findings, *low, &*plan.cut), describe(whole_findings, *whole, nullptr)) << text;
   }
-  std::cout << cases << " kernels: " << cut << " cut, " << recurred << " recurred, " << with_findings
-            << " of them with findings\n";
+  std::cout << cases << " kernels: " << cut << " cut, " << recurred << " recurred (" << gpu_recurred
+            << " Mosaic GPU), " << with_findings << " of them with findings\n";
   // Not vacuous: most cuts close, and buggy kernels are among them.
   EXPECT_GT(recurred, cases / 4);
   EXPECT_GT(with_findings, 0);
+  EXPECT_GT(gpu_recurred, cases / 20);
 }
