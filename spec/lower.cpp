@@ -468,6 +468,8 @@ private:
       }
       if (auto *a = std::get_if<Assign>(&st.kind)) {
         Expr t = rewrite(a->target, s), v = rewrite(a->value, s);
+        // A store names its target as a ref: a whole hbm array is `o[...]`.
+        if (t.op == Op::Name) t = Expr::ref(t.name, {Expr::leaf(Op::Ellipsis)}, t.loc);
         if (gpu_ && a->accumulate && a->value.op == Op::Call && a->value.name == "dot" &&
             a->value.num_positional() == 2 && find(a->target.name) && find(a->target.name)->acc) {
           Wgmma w;

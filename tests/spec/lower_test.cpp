@@ -424,3 +424,18 @@ TEST(LowerGpu, AnAccScratchOnATpuTargetIsALocatedError) {
   EXPECT_EQ(errs[0].loc.line, 10);
   EXPECT_NE(errs[0].message.find("memory_space=acc"), std::string::npos);
 }
+
+TEST(LowerTpu, AStoreToAWholeAnySpaceOutputIsPrintedAsARefAndParsesBack) {
+  Lowered l = lowered(R"(kernel k:
+    grid = (1,)
+    in  x: f32[16, 128]  block=(16, 128)  index=(i) -> (0, 0)
+    out o: f32[16, 128]  memory_space=any
+    body:
+        o[...] = x[...]
+)");
+  std::string text = print(l.program);
+  EXPECT_NE(text.find("\n    o[...] = x_vmem[0]\n"), std::string::npos) << text;
+  auto back = parse(SourceFile::from_string("lowered.pk", text));
+  ASSERT_TRUE(back.file) << (back.errors.empty() ? "" : back.errors[0].message);
+  EXPECT_EQ(std::get<Program>(back.file->units.at(0)), l.program);
+}
