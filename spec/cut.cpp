@@ -3,6 +3,7 @@
 #include "spec/bind.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -158,7 +159,26 @@ std::vector<std::int64_t> GridCut::kernel_point(std::vector<std::int64_t> p) con
   return p;
 }
 
-CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period) {
+std::int64_t step_reach(const Program &p, int main_loop) {
+  if (main_loop < 0 || static_cast<std::size_t>(main_loop) >= p.body.size()) return 0;
+  Block loop{p.body[static_cast<std::size_t>(main_loop)]};
+  const auto *f = std::get_if<For>(&loop[0].kind);
+  if (!f) return 0;
+  std::set<std::string> vars{f->var, "t"};
+  std::int64_t reach = 0;
+  std::function<void(const Expr &)> walk = [&](const Expr &e) {
+    if ((e.op == Op::Add || e.op == Op::Sub) && e.args.size() == 2)
+      for (int side = 0; side < 2; ++side)
+        if (e.args[side].op == Op::Name && vars.count(e.args[side].name) && e.args[1 - side].op == Op::Int)
+          reach = std::max(reach, std::abs(e.args[1 - side].int_value));
+    for (const auto &a : e.args)
+      walk(a);
+  };
+  each_expr(loop, [&](Expr &e) { walk(e); });
+  return reach;
+}
+
+CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period, std::int64_t reach) {
   CutPlan out;
   Env params = param_env(k.params, overrides);
   Binding bound = bind_kernel(k, params);
@@ -244,14 +264,16 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period)
     std::int64_t lo = 0, hi = 0;
     for (auto it = bounds.begin(); std::next(it) != bounds.end(); ++it)
       if (*std::next(it) - *it > hi - lo) lo = *it, hi = *std::next(it);
-    // The states at w and w + P, for some w in [lo, lo + P], are compared:
-    // both must start iterations of the stretch in the cut grid.
-    std::int64_t room = hi - lo - 2 * period;
+    // The states at w and w + P, for some w in [lo + R, lo + R + P], are
+    // compared; the values [w - R, w + P + R] must all lie in the stretch of
+    // the cut grid, since a step looks R steps (so at most R values) around.
+    reach = std::max<std::int64_t>(reach, 0);
+    std::int64_t room = hi - lo - 2 * period - 2 * reach;
     std::int64_t drop = room > 0 ? room / period * period : 0;
     if (drop <= 0) continue;
     ax.drop = drop;
-    ax.first = lo;
-    ax.recurs_from = lo;
+    ax.first = lo + reach;
+    ax.recurs_from = lo + reach;
     ax.upper = hi - drop;
     cut.grid[e] = n - drop;
     any = true;

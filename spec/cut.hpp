@@ -29,9 +29,9 @@ namespace pipecheck::spec {
 /// How one grid axis is cut.
 struct AxisCut {
   std::int64_t drop = 0;  ///< D: values left out (0: the axis is kept whole)
-  std::int64_t first = 0; ///< lo: the first value of the repeating stretch
-  /// w in [lo, lo + P]: where the state recurs (the race checker settles it;
-  /// the start-up of a deep pipeline takes a few values to pass).
+  std::int64_t first = 0; ///< lo + reach: the first value a repeat may start at
+  /// w in [first, first + P]: where the state recurs (the race checker
+  /// settles it; the start-up of a deep pipeline takes a few values to pass).
   std::int64_t recurs_from = 0;
   std::int64_t upper = 0;  ///< hi - D: values at or above it are the kernel's values + D
   std::int64_t period = 1; ///< P
@@ -62,10 +62,17 @@ struct CutPlan {
   std::string reason;
 };
 
-/// Plans the cut of a validated TPU kernel with its params bound by
-/// `overrides` (and their defaults), for slot rings whose sizes divide
-/// `period`. Axes shorter than about 2P + 4 values are kept whole.
-CutPlan plan_cut(const KernelSpec &, const Env &overrides, std::int64_t period);
+/// Plans the cut of a validated kernel with its params bound by `overrides`
+/// (and their defaults), for slot rings whose sizes divide `period`, and a
+/// lowered program whose steps look at most `reach` steps ahead or behind
+/// (`s + 2`, `t + 1 < n`): the repeated values keep that far from the
+/// stretch's ends. Axes shorter than about 3P + 2 reach + 2 values are kept whole.
+CutPlan plan_cut(const KernelSpec &, const Env &overrides, std::int64_t period, std::int64_t reach);
+
+/// How many steps ahead or behind the main loop of a rolled lowered program
+/// looks: the largest k in `v + k` or `v - k` of its step variables (the
+/// loop's and `t`).
+std::int64_t step_reach(const Program &, int main_loop);
 
 /// The kernel's body as the cut grid runs it: every comparison of a
 /// program_id with a constant has the constant folded, and moved down by the

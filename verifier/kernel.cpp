@@ -110,7 +110,7 @@ std::optional<LoweredCheck> check_on_cut(const spec::KernelSpec &k, const spec::
   for (const auto &b : low.program.buffers)
     if (b.slots)
       if (auto n = spec::eval_int(*b.slots, {}); n && *n > 0) period = std::lcm(period, *n);
-  spec::CutPlan plan = spec::plan_cut(k, o.overrides, period);
+  spec::CutPlan plan = spec::plan_cut(k, o.overrides, period, spec::step_reach(low.program, low.main_loop));
   if (!plan.cut) {
     why = plan.reason;
     return std::nullopt;

@@ -167,12 +167,12 @@ std::string describe(const std::vector<verifier::Finding> &fs, const spec::Lower
 
 } // namespace
 
-TEST(GridCut, AMillionStepReductionIsProvenOnACutOfSixValuesPerAxis) {
+TEST(GridCut, AMillionStepReductionIsProvenOnACutOfEightValuesPerAxis) {
   auto k = kernel(sum_kernel(64, 128, 128));
   ASSERT_TRUE(k);
   verifier::Verdict v = verifier::check(*k, {});
   EXPECT_EQ(v.status, verifier::Status::verified) << v.reason;
-  EXPECT_NE(v.reason.find("1048576 grid steps) is race-free: checked on its grid cut to (6, 6, 6)"),
+  EXPECT_NE(v.reason.find("1048576 grid steps) is race-free: checked on its grid cut to (8, 8, 8)"),
             std::string::npos)
       << v.reason;
 }
@@ -194,7 +194,7 @@ TEST(GridCut, AMosaicGpuMatmulOfHalfAMillionStepsIsProvenAndItsMissingDelayRelea
   ASSERT_TRUE(good && bad);
   verifier::Verdict v = verifier::check(*good, {});
   EXPECT_EQ(v.status, verifier::Status::verified) << v.reason;
-  EXPECT_NE(v.reason.find("(524288 grid steps) is race-free: checked on its grid cut to (6, 6, 6)"),
+  EXPECT_NE(v.reason.find("(524288 grid steps) is race-free: checked on its grid cut to (8, 8, 8)"),
             std::string::npos)
       << v.reason;
   verifier::Verdict w = verifier::check(*bad, {});
@@ -214,7 +214,7 @@ TEST(GridCut, ABodyThatReadsProgramIdOutsideAComparisonHasNoCutAndSaysWhy) {
       "    out o: f32[40000, 128]  block=(8, 128)  index=(i) -> (i, 0)\n    body:\n"
       "        t = program_id(0)\n        o[...] = x[...] + 1\n");
   ASSERT_TRUE(k);
-  spec::CutPlan p = spec::plan_cut(*k, {}, 2);
+  spec::CutPlan p = spec::plan_cut(*k, {}, 2, 1);
   EXPECT_FALSE(p.cut);
   EXPECT_NE(p.reason.find("program_id at line 6"), std::string::npos) << p.reason;
 }
@@ -227,7 +227,7 @@ TEST(GridCut, IndexMapsThatMixAxesOrRunBackwardsHaveNoCut) {
                     "\n    out o: f32[80, 1280]  block=(8, 128)  index=(i, j) -> (i, j)\n    body:\n"
                     "        o[...] = x[...] + 1\n");
     ASSERT_TRUE(k) << map;
-    spec::CutPlan p = spec::plan_cut(*k, {}, 2);
+    spec::CutPlan p = spec::plan_cut(*k, {}, 2, 1);
     EXPECT_FALSE(p.cut) << map;
     EXPECT_NE(p.reason.find("index map of 'x'"), std::string::npos) << map << ": " << p.reason;
   }
@@ -241,10 +241,10 @@ TEST(GridCut, GuardsSplitTheAxisAndTheLongestStretchIsCutByAMultipleOfThePeriod)
              "        o[...] = x[...]\n        when program_id(0) == 5:\n            o[...] += x[...]\n"
              "        when program_id(0) == num_programs(0) - 1:\n            o[...] += x[...]\n");
   ASSERT_TRUE(k);
-  spec::CutPlan p = spec::plan_cut(*k, {}, 2);
+  spec::CutPlan p = spec::plan_cut(*k, {}, 2, 1);
   ASSERT_TRUE(p.cut) << p.reason;
   const spec::AxisCut &ax = p.cut->axes[0];
-  EXPECT_EQ(ax.first, 6);
+  EXPECT_EQ(ax.first, 7); // lo = 6, one step of reach
   EXPECT_EQ(ax.drop % 2, 0);
   EXPECT_EQ(p.cut->grid[0], 100 - ax.drop);
   EXPECT_GE(ax.upper - ax.first, 2);
@@ -274,7 +274,7 @@ TEST(GridCut, FindsExactlyTheRulesTheWholeGridFindsOnGeneratedKernels) {
     std::int64_t period = 1;
     for (const auto &b : whole->program.buffers)
       if (b.slots) period = std::lcm(period, *spec::eval_int(*b.slots, {}));
-    spec::CutPlan plan = spec::plan_cut(*k, {}, period);
+    spec::CutPlan plan = spec::plan_cut(*k, {}, period, spec::step_reach(whole->program, whole->main_loop));
     if (!plan.cut) continue;
     ++cut;
     lo.cut = &*plan.cut;
