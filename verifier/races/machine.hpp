@@ -41,6 +41,7 @@
 #include "spec/ir.hpp"
 #include "spec/step.hpp"
 #include "verifier/hb/hb.hpp"
+#include "verifier/races/padding.hpp"
 #include "verifier/rule.hpp"
 
 #include <cstdint>
@@ -136,7 +137,7 @@ public:
 private:
   // spec::StepConsumer
   void on_iteration(const spec::For &, std::int64_t) override;
-  void on_int_let(const spec::Stmt &, const std::string &name) override { padded_locals_.erase(name); }
+  void on_int_let(const spec::Stmt &, const std::string &name) override { flow_.forget(name); }
   void on_compute(const spec::Stmt &, const std::vector<spec::StepRef> &reads,
                   const std::optional<spec::StepRef> &write) override;
   void on_start(const spec::Stmt &, int op, const spec::AsyncStart &) override;
@@ -155,8 +156,8 @@ private:
   /// The parts of `p` that hold the padding of a partial block.
   std::vector<Box> padding_in(const Place &) const;
   void add_padding(const Place &, const std::vector<Box> &);
-  /// Appends where the padding that `value` reads lands in `target`.
-  void padding_flow(const spec::Expr &value, const Place &target, std::vector<Box> &out, const spec::Loc &);
+  /// The padding a buffer ref reads, in the ref's value coordinates.
+  RefPadding ref_padding(const spec::Expr &ref) const;
   void retire(int op, int event);
 
   struct SlotState {
@@ -177,8 +178,8 @@ private:
   std::vector<int> outstanding_; // ops in flight, in issue order
   std::map<std::pair<int, std::int64_t>, SlotState> slots_state_;
   std::map<int, int> last_wgmma_on_acc_; // acc buffer -> op
-  std::set<std::string> padded_locals_;  // tensor locals computed from padding
-  bool any_padding_ = false;             // some slot has held padding (else padding_flow is moot)
+  PaddingFlow flow_;                     // where tensor locals hold padding, element by element
+  bool any_padding_ = false;             // some slot has held padding (else flow_ tracks nothing)
   int last_node_ = -1;
   std::size_t event_limit_ = 4'000'000;
   bool record_graph_ = false;
