@@ -544,6 +544,7 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
     if (!m) return everywhere(shape);
     return gathered(a, *shape, *m);
   }
+  if (f == "cast" && np >= 1) return eval(e.args[0], env); // the dtype argument is no value
   if (is_elementwise_fn(f) || ((f == "max" || f == "min") && np == 2)) {
     std::vector<PadValue> args;
     for (std::size_t k = 0; k < np; ++k)

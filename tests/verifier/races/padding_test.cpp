@@ -104,6 +104,25 @@ TEST(PaddingFlow, AMaskThatReadsDataIsNotDecidedAndKeepsThePaddingOfBothSides) {
   EXPECT_EQ(padded(f.eval(lets.at("b"), kEnv)), (std::vector<int>{6, 7}));
 }
 
+TEST(PaddingFlow, CastsIndexingAndTwoDimensionalMasksKeepPaddingElementByElement) {
+  auto lets = lets_of("        c = cast(where(iota((8,), 0) <= n, x[...], 0.0), bf16)\n"
+                      "        cols = iota((4, 8), 1)\n"
+                      "        w = where(cols < n, y[...], 0.0)\n"
+                      "        v = where(cols[0:1, :] < 7, y[...], 0.0)\n"
+                      "        r = sum(y[...], axis=1)\n"
+                      "        t = r[:, None]\n");
+  PaddingFlow f = flow();
+  EXPECT_EQ(padded(f.eval(lets.at("c"), kEnv)), (std::vector<int>{6}));
+  f.bind("cols", lets.at("cols"), kEnv);
+  EXPECT_FALSE(f.eval(lets.at("w"), kEnv).any);
+  EXPECT_EQ(padded(f.eval(lets.at("v"), kEnv)), (std::vector<int>{6, 14, 22, 30}));
+  f.bind("r", lets.at("r"), kEnv);
+  const PadValue t = f.eval(lets.at("t"), kEnv);
+  ASSERT_TRUE(t.shape);
+  EXPECT_EQ(*t.shape, (verifier::races::Shape{4, 1}));
+  EXPECT_EQ(padded(t), (std::vector<int>{0, 1, 2, 3}));
+}
+
 TEST(PaddingFlow, AReductionSpreadsPaddingAlongItsAxisOnly) {
   auto lets = lets_of("        r = sum(y[...], axis=1)\n"
                       "        c = max(y[...], axis=0, keepdims=True)\n"
