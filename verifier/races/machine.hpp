@@ -27,8 +27,11 @@
 ///   sram/smem place not covered by earlier writes is `uninitialized-read`.
 /// - Strict slot contents: a copy replaces its whole destination ref; the
 ///   part the source does not fill (a clipped edge block's padding) is
-///   undefined — computing on it is allowed (it flows elementwise into the
-///   store's target), copying it out is `uninitialized-read` — and a copy_out_wait leaves its slot undefined
+///   undefined — computing on it is allowed (it flows element by element
+///   into the store's target, through masks the machine evaluates:
+///   verifier/races/padding.hpp), copying it out is `uninitialized-read`; a
+///   copy reads only the part of its source that fits its destination (a
+///   partial block's write-back, its in-bounds corner) — and a copy_out_wait leaves its slot undefined
 ///   unless another write-back out of the slot is still in flight or the slot was written after the retired
 ///   one started.
 /// - stale-read: a slot's content is tagged with the hbm region it was copied
