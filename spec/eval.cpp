@@ -56,11 +56,7 @@ Evaluation power(std::int64_t x, std::int64_t y, const Expr &e) {
 }
 
 Evaluation call(const Expr &e, const Env &env) {
-  static const char *const int_fns[] = {"cdiv", "min", "max", "abs"};
-  bool known = false;
-  for (const char *f : int_fns)
-    known = known || e.name == f;
-  if (!known || !e.kwarg_names.empty()) return fault(EvalFault::not_integer, e);
+  if (!is_int_function(e.name) || !e.kwarg_names.empty()) return fault(EvalFault::not_integer, e);
   std::vector<std::int64_t> v;
   std::optional<Evaluation> missing;
   for (const auto &a : e.args) {
@@ -77,13 +73,22 @@ Evaluation call(const Expr &e, const Env &env) {
     return value(-floor_div_wide(-static_cast<i128>(v[0]), v[1]), e);
   }
   if (missing) return *missing;
-  if (e.name == "min" && v.size() >= 2) return value(*std::min_element(v.begin(), v.end()), e);
-  if (e.name == "max" && v.size() >= 2) return value(*std::max_element(v.begin(), v.end()), e);
+  if ((e.name == "min" && v.size() >= 2) || (e.name == "minimum" && v.size() == 2))
+    return value(*std::min_element(v.begin(), v.end()), e);
+  if ((e.name == "max" && v.size() >= 2) || (e.name == "maximum" && v.size() == 2))
+    return value(*std::max_element(v.begin(), v.end()), e);
+  // where(c, a, b): lax.select on integers, as an index map clamps with it.
+  if (e.name == "where" && v.size() == 3) return value(v[0] != 0 ? v[1] : v[2], e);
   if (e.name == "abs" && v.size() == 1) return value(v[0] < 0 ? -static_cast<i128>(v[0]) : v[0], e);
   return fault(EvalFault::not_integer, e);
 }
 
 } // namespace
+
+bool is_int_function(const std::string &name) {
+  static const char *const int_fns[] = {"cdiv", "min", "max", "abs", "minimum", "maximum", "where"};
+  return std::any_of(std::begin(int_fns), std::end(int_fns), [&](const char *f) { return name == f; });
+}
 
 Evaluation evaluate(const Expr &e, const Env &env) {
   switch (e.op) {

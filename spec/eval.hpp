@@ -18,8 +18,13 @@ using Env = std::map<std::string, std::int64_t>;
 
 /// The value of an integer expression, or nullopt when it names something
 /// unbound, divides by zero, overflows, or is not an integer expression.
-/// Booleans evaluate to 0/1. Calls: cdiv, min, max, abs.
+/// Booleans evaluate to 0/1. Calls: those is_int_function names.
 std::optional<std::int64_t> eval_int(const Expr &, const Env &);
+
+/// Whether `name` is a function eval_int evaluates on integers: cdiv, min,
+/// max, minimum, maximum, abs and where (lax.select: `where(c, a, b)` is a
+/// when c != 0, else b).
+bool is_int_function(const std::string &name);
 
 /// Why an integer expression has no value.
 enum class EvalFault {

@@ -488,8 +488,7 @@ private:
     }
     case Op::Call:
       if (e.name == "program_id" || e.name == "num_programs") return true;
-      if ((e.name == "cdiv" || e.name == "abs" || e.name == "min" || e.name == "max") &&
-          e.kwarg_names.empty())
+      if (spec::is_int_function(e.name) && e.kwarg_names.empty())
         return std::all_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return is_int(a, s); });
       return false;
     case Op::Neg:

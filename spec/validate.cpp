@@ -152,9 +152,10 @@ public:
         call(e, scope, [](const Expr &) {});
         return;
       }
-      static const std::set<std::string> int_fns = {"cdiv", "min", "max", "abs"};
-      if (!int_fns.count(e.name) || !e.kwarg_names.empty()) {
-        error(e.loc, "'" + e.name + "' is not an integer function (cdiv, min, max, abs) in " + where);
+      if (!is_int_function(e.name) || !e.kwarg_names.empty()) {
+        error(e.loc, "'" + e.name +
+                         "' is not an integer function (cdiv, min, max, minimum, maximum, abs, where) in " +
+                         where);
         return;
       }
       check_call_arity(e);

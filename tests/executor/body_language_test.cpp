@@ -205,9 +205,9 @@ TEST(BodyLanguageInterp, ALoopCarriesItsLocalsAcrossIterations) {
 }
 
 TEST(BodyLanguageRun, TheMaskedTritonKernelsOfTheCorpusRunCorrectly) {
-  // check reports their masked partial blocks as uninitialized-read (a known
-  // false alarm of the padding flow, noted in the corpus file); the runs,
-  // which poison the padding, show the masks keep it out of the result.
+  // check verifies them by evaluating their masks (the corpus file says so);
+  // the runs, which poison the padding, show the masks keep it out of the
+  // result.
   const std::string path = std::string(PIPECHECK_SOURCE_DIR) + "/corpus/kernels/softmax_layer_norm_triton.pk";
   std::ifstream in(path);
   std::stringstream ss;

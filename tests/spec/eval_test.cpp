@@ -33,6 +33,17 @@ TEST(Evaluate, FloorDivisionAndModuloFollowPython) {
   EXPECT_EQ(eval_int(expr("cdiv(7, 2)"), {}), 4);
 }
 
+TEST(Evaluate, WhereMinimumAndMaximumClampIntegersAsLaxSelectAndJnpDo) {
+  EXPECT_EQ(eval_int(expr("where(i * 4 + 3 > j * 8, j, 0)"), {{"i", 0}, {"j", 1}}), 0);
+  EXPECT_EQ(eval_int(expr("where(i * 4 + 3 > j * 8, j, 0)"), {{"i", 2}, {"j", 1}}), 1);
+  EXPECT_EQ(eval_int(expr("minimum(j, 3)"), {{"j", 5}}), 3);
+  EXPECT_EQ(eval_int(expr("maximum(j - 4, 0)"), {{"j", 1}}), 0);
+  EXPECT_TRUE(is_int_function("where"));
+  EXPECT_FALSE(is_int_function("exp"));
+  // An unbound branch leaves the select without a value.
+  EXPECT_EQ(eval_int(expr("where(1 > 0, 2, k)"), {}), std::nullopt);
+}
+
 TEST(Evaluate, DivisionByZeroIsAnErrorAtTheOperatorEvenWithTheDividendUnbound) {
   for (const char *text : {"i // 0", "i % 0", "cdiv(i, 0)", "8 // (2 - 2)"}) {
     Expr e = expr(text);

@@ -216,6 +216,20 @@ TEST(ValidationError, UnknownNameInIndexMap) {
   EXPECT_NE(e.message.find("unknown name 'j' in the index map of operand 'x'"), std::string::npos);
 }
 
+TEST(ValidationError, AnIndexMapMayClampWithWhereMinimumAndMaximumButNotCallTensorFunctions) {
+  auto ok = parse_and_validate(SourceFile::from_string(
+      "ok.pk",
+      kHead + "    in x: f32[8] block=(2,) index=(i) -> (where(i > 2, minimum(i, 3), maximum(i - 1, 0)))\n" +
+          "    out o: f32[8] block=(2,) index=(i) -> (i)\n" + kBody));
+  EXPECT_TRUE(ok.file) << (ok.errors.empty() ? "" : ok.errors[0].message);
+  Err e =
+      first_error(kHead + "    in x: f32[8] block=(2,) index=(i) -> (exp(i))\n    out o: f32[8]\n" + kBody);
+  EXPECT_NE(e.message.find("'exp' is not an integer function (cdiv, min, max, minimum, maximum, abs, where) "
+                           "in the index map of operand 'x'"),
+            std::string::npos)
+      << e.message;
+}
+
 TEST(ValidationError, DimensionSemanticsRankDiffersFromGrid) {
   Err e = first_error("kernel k:\n    grid = (2, 2)\n    dimension_semantics = (parallel,)\n    out o: "
                       "f32[8]\n    body:\n        o[...] = zeros\n");

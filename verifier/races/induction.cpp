@@ -1,5 +1,6 @@
 #include "verifier/races/induction.hpp"
 
+#include "spec/eval.hpp"
 #include "spec/place.hpp"
 #include "spec/print.hpp"
 #include "verifier/smt/smt.hpp"
@@ -67,7 +68,7 @@ bool is_integer_expr(const Expr &e, const spec::Program &p) {
     if (p.buffer(e.name)) return false;
     return true;
   case Op::Call:
-    if (e.name != "cdiv" && e.name != "min" && e.name != "max" && e.name != "abs") return false;
+    if (!spec::is_int_function(e.name)) return false;
     break;
   default: break;
   }

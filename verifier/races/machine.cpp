@@ -84,7 +84,9 @@ bool overlaps(const Place &a, const Place &b) {
   return box_overlaps(a.box, b.box);
 }
 
-Machine::Machine(const spec::Program &p, spec::Env env) : program_(p), env_(std::move(env)) {
+Machine::Machine(const spec::Program &p, spec::Env env)
+    : program_(p), env_(std::move(env)), flow_([this](const std::string &n) { return buffer_index(n) >= 0; },
+                                               [this](const spec::Expr &e) { return ref_padding(e); }) {
   try {
     stepper_ = std::make_unique<spec::Stepper>(p, p.body, env_);
   } catch (const spec::StepError &e) {
@@ -191,77 +193,21 @@ std::vector<Box> Machine::padding_in(const Place &p) const {
   return out;
 }
 
-namespace {
-
-/// `b`, a part of `from`, moved into `to` dim by dim: where the two have one
-/// extent it keeps its position, elsewhere (a broadcast, a reduction) it
-/// spreads over the whole dim.
-Box map_box(const Box &b, const Box &from, const Box &to) {
-  if (b.size() != to.size() || from.size() != to.size()) return to;
-  Box r = to;
-  for (std::size_t d = 0; d < to.size(); ++d)
-    if (from[d].second - from[d].first == to[d].second - to[d].first)
-      r[d] = {b[d].first - from[d].first + to[d].first, b[d].second - from[d].first + to[d].first};
-  return r;
-}
-
-} // namespace
-
-void Machine::padding_flow(const spec::Expr &e, const Place &target, std::vector<Box> &out,
-                           const spec::Loc &l) {
-  using spec::Op;
-  if ((e.op == Op::Ref || e.op == Op::Name) && buffer_index(e.name) >= 0) {
-    const Place p = stepper_->resolve(e, l).place;
-    for (auto &b : padding_in(p))
-      out.push_back(map_box(b, p.box, target.box));
-    return;
-  }
-  if (e.op == Op::Name) {
-    if (padded_locals_.count(e.name)) out.push_back(target.box);
-    return;
-  }
-  if (e.op == Op::Call && e.name == "dot" && e.args.size() >= 2 && target.box.size() >= 2) {
-    // dot(x, y): padding rows of x stay rows of the result, padding columns
-    // of y stay columns; padding in the contracted dim reaches everything.
-    for (int k = 0; k < 2; ++k) {
-      const spec::Expr &x = e.args[k];
-      if ((x.op == Op::Ref || x.op == Op::Name) && buffer_index(x.name) >= 0) {
-        const spec::StepRef ref = stepper_->resolve(x, l);
-        const Place &p = ref.place;
-        const std::vector<int> &kept = ref.kept;
-        for (auto &b : padding_in(p)) {
-          if (kept.size() != 2) {
-            out.push_back(target.box);
-            continue;
-          }
-          const int contracted = kept[k == 0 ? 1 : 0], free = kept[k == 0 ? 0 : 1];
-          if (b[contracted] != p.box[contracted]) {
-            out.push_back(target.box);
-            continue;
-          }
-          Box r = target.box;
-          const std::size_t td = target.box.size() - (k == 0 ? 2 : 1);
-          r[td] = {b[free].first - p.box[free].first + r[td].first,
-                   b[free].second - p.box[free].first + r[td].first};
-          out.push_back(std::move(r));
-        }
-      } else {
-        std::vector<Box> inner;
-        padding_flow(x, target, inner, l);
-        if (!inner.empty()) out.push_back(target.box);
-      }
+RefPadding Machine::ref_padding(const spec::Expr &e) const {
+  const spec::StepRef ref = stepper_->resolve(e, stepper_->current() ? stepper_->current()->loc : e.loc);
+  const Place &p = ref.place;
+  RefPadding out;
+  for (int d : ref.kept)
+    out.shape.push_back(p.box[static_cast<std::size_t>(d)].second - p.box[static_cast<std::size_t>(d)].first);
+  for (auto &b : padding_in(p)) {
+    Box v;
+    for (int d : ref.kept) {
+      const auto k = static_cast<std::size_t>(d);
+      v.push_back({b[k].first - p.box[k].first, b[k].second - p.box[k].first});
     }
-    return;
+    out.boxes.push_back(std::move(v));
   }
-  if (e.op == Op::Call && (e.name == "sum" || e.name == "max" || e.name == "transpose")) {
-    std::vector<Box> inner;
-    for (auto &a : e.args)
-      padding_flow(a, target, inner, l);
-    if (!inner.empty()) out.push_back(target.box);
-    return;
-  }
-  for (auto &a : e.args)
-    padding_flow(a, target, out, l);
+  return out;
 }
 
 void Machine::add_padding(const Place &p, const std::vector<Box> &boxes) {
@@ -354,16 +300,13 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
                                 ? std::get<spec::Assign>(s.kind).value
                                 : std::get<spec::Let>(s.kind).value;
   if (!write) {
-    if (any_padding_) {
-      // A tensor local: it has no place, so any padding it reads spreads.
-      std::vector<Box> pads;
-      padding_flow(value, Place{}, pads, s.loc);
-      const std::string &name = std::get<spec::Let>(s.kind).name;
-      if (pads.empty())
-        padded_locals_.erase(name);
-      else
-        padded_locals_.insert(name);
-    }
+    // A tensor local: where it holds padding, element by element (before any
+    // padding exists, nothing does).
+    const std::string &name = std::get<spec::Let>(s.kind).name;
+    if (any_padding_)
+      flow_.bind(name, value, env_);
+    else
+      flow_.forget(name);
     int ev = new_event(s, std::nullopt);
     for (auto &r : refs)
       access(ev, -1, r.place, false);
@@ -382,8 +325,7 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
   if (any_padding_) {
     // The padding of a partial block (see on_start) flows into the target:
     // reading it is no error, writing it back is.
-    std::vector<Box> pads;
-    padding_flow(value, target, pads, s.loc);
+    std::vector<Box> pads = padding_in_target(flow_.eval(value, env_), target.box, write->kept);
     if (accumulate)
       for (auto &b : padding_in(target))
         pads.push_back(b);
@@ -449,7 +391,9 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
   r_.ops.push_back(o);
   const int op = static_cast<int>(r_.ops.size()) - 1;
   assert(op == op_id);
-  access(ev, op, src, false);
+  // A copy reads only what fits its destination (a partial block's
+  // write-back reads the slot's in-bounds corner, not its padding).
+  access(ev, op, a.src_read, false);
   access(ev, op, dst, true);
   if (any_padding_ && !padding_in(a.src_read).empty())
     r_.findings.push_back({Rule::uninitialized_read, ev, -1, -1, -1,

@@ -27,8 +27,11 @@
 ///   sram/smem place not covered by earlier writes is `uninitialized-read`.
 /// - Strict slot contents: a copy replaces its whole destination ref; the
 ///   part the source does not fill (a clipped edge block's padding) is
-///   undefined — computing on it is allowed (it flows elementwise into the
-///   store's target), copying it out is `uninitialized-read` — and a copy_out_wait leaves its slot undefined
+///   undefined — computing on it is allowed (it flows element by element
+///   into the store's target, through masks the machine evaluates:
+///   verifier/races/padding.hpp), copying it out is `uninitialized-read`; a
+///   copy reads only the part of its source that fits its destination (a
+///   partial block's write-back, its in-bounds corner) — and a copy_out_wait leaves its slot undefined
 ///   unless another write-back out of the slot is still in flight or the slot was written after the retired
 ///   one started.
 /// - stale-read: a slot's content is tagged with the hbm region it was copied
@@ -41,6 +44,7 @@
 #include "spec/ir.hpp"
 #include "spec/step.hpp"
 #include "verifier/hb/hb.hpp"
+#include "verifier/races/padding.hpp"
 #include "verifier/rule.hpp"
 
 #include <cstdint>
@@ -138,7 +142,7 @@ public:
 private:
   // spec::StepConsumer
   void on_iteration(const spec::For &, std::int64_t) override;
-  void on_int_let(const spec::Stmt &, const std::string &name) override { padded_locals_.erase(name); }
+  void on_int_let(const spec::Stmt &, const std::string &name) override { flow_.forget(name); }
   void on_compute(const spec::Stmt &, const std::vector<spec::StepRef> &reads,
                   const std::optional<spec::StepRef> &write) override;
   void on_start(const spec::Stmt &, int op, const spec::AsyncStart &) override;
@@ -157,8 +161,8 @@ private:
   /// The parts of `p` that hold the padding of a partial block.
   std::vector<Box> padding_in(const Place &) const;
   void add_padding(const Place &, const std::vector<Box> &);
-  /// Appends where the padding that `value` reads lands in `target`.
-  void padding_flow(const spec::Expr &value, const Place &target, std::vector<Box> &out, const spec::Loc &);
+  /// The padding a buffer ref reads, in the ref's value coordinates.
+  RefPadding ref_padding(const spec::Expr &ref) const;
   void retire(int op, int event);
 
   struct SlotState {
@@ -179,8 +183,8 @@ private:
   std::vector<int> outstanding_; // ops in flight, in issue order
   std::map<std::pair<int, std::int64_t>, SlotState> slots_state_;
   std::map<int, int> last_wgmma_on_acc_; // acc buffer -> op
-  std::set<std::string> padded_locals_;  // tensor locals computed from padding
-  bool any_padding_ = false;             // some slot has held padding (else padding_flow is moot)
+  PaddingFlow flow_;                     // where tensor locals hold padding, element by element
+  bool any_padding_ = false;             // some slot has held padding (else flow_ tracks nothing)
   int last_node_ = -1;
   std::size_t event_limit_ = 4'000'000;
   bool record_graph_ = false;

@@ -1,6 +1,7 @@
 #include "verifier/rules/model.hpp"
 
 #include "spec/checked.hpp"
+#include "spec/eval.hpp"
 #include "spec/lower.hpp"
 #include "spec/targets.hpp"
 #include "spec/typecheck.hpp"
@@ -264,8 +265,8 @@ struct Builder {
     if (e.op == Op::Ref || e.op == Op::Zeros || e.op == Op::Float || e.op == Op::BitAnd ||
         e.op == Op::BitOr || e.op == Op::BitNot || e.op == Op::Tuple)
       return true;
-    if (e.op == Op::Call && e.name != "program_id" && e.name != "num_programs" && e.name != "cdiv" &&
-        e.name != "min" && e.name != "max" && e.name != "abs")
+    if (e.op == Op::Call && e.name != "program_id" && e.name != "num_programs" &&
+        !spec::is_int_function(e.name))
       return true;
     for (const auto &a : e.args)
       if (is_tensor_expr(a)) return true;

@@ -425,15 +425,26 @@ struct Translator {
       return b.program_ids[n];
     }
     std::vector<Term> args;
+    std::optional<Term> cond; // where's first argument, as a bool
     for (const auto &a : e.args) {
       auto t = run(a);
       if (!t) return t;
-      args.push_back(as_int(*t));
+      if (e.name == "where" && !cond)
+        cond = as_bool(*t);
+      else
+        args.push_back(as_int(*t));
     }
+    // Exactly, piecewise linear: an ite per select, min and max.
+    if (e.name == "where" && cond && args.size() == 2) return ite(*cond, args[0], args[1]);
     if (e.name == "abs" && args.size() == 1) return ite(args[0] < 0, -args[0], args[0]);
-    if ((e.name == "min" || e.name == "max") && args.size() == 2)
-      return e.name == "min" ? ite(args[0] <= args[1], args[0], args[1])
-                             : ite(args[0] >= args[1], args[0], args[1]);
+    const bool is_min = e.name == "min" || e.name == "minimum",
+               is_max = e.name == "max" || e.name == "maximum";
+    if ((is_min || is_max) && args.size() >= 2) {
+      Term r = args[0];
+      for (std::size_t k = 1; k < args.size(); ++k)
+        r = is_min ? ite(r <= args[k], r, args[k]) : ite(r >= args[k], r, args[k]);
+      return r;
+    }
     if (e.name == "cdiv" && args.size() == 2) {
       auto c = constant(args[1]);
       if (!c || *c == 0) return fail("cdiv by a non-constant or zero");

@@ -45,6 +45,22 @@ TEST(Translate, FloorDivisionAndModuloFollowPythonForEverySign) {
     }
 }
 
+TEST(Translate, WhereMinAndMaxArePiecewiseLinearAndAgreeWithTheEvaluator) {
+  using spec::Expr;
+  using spec::Op;
+  const Expr cond =
+      Expr::binary(Op::Gt, Expr::binary(Op::Mul, Expr::var("x"), Expr::integer(3)), Expr::integer(4));
+  const Expr sel = Expr::call("where", {cond, Expr::var("x"), Expr::integer(0)});
+  const Expr mn = Expr::call("minimum", {Expr::var("x"), Expr::integer(2)});
+  const Expr mx3 = Expr::call("max", {Expr::var("x"), Expr::integer(-1), Expr::integer(1)});
+  for (std::int64_t a : {-3, 0, 1, 2, 5}) {
+    const spec::Env env{{"x", a}};
+    EXPECT_EQ(eval_via_z3(sel, a, false), spec::eval_int(sel, env)) << a;
+    EXPECT_EQ(eval_via_z3(mn, a, false), spec::eval_int(mn, env)) << a;
+    EXPECT_EQ(eval_via_z3(mx3, a, false), spec::eval_int(mx3, env)) << a;
+  }
+}
+
 TEST(Translate, ReportsUnsupportedConstructsInsteadOfGuessing) {
   Context c;
   Bindings b;

@@ -1,0 +1,223 @@
+// The padding flow of the race machine: masks are evaluated element by
+// element, so a `where` that keeps a partial block's padding out of a value
+// leaves it defined, and a kernel whose masks do so verifies.
+#include "verifier/races/padding.hpp"
+
+#include "spec/parse.hpp"
+#include "verifier/check.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+using namespace pipecheck;
+using verifier::races::PaddingFlow;
+using verifier::races::PadValue;
+using verifier::races::RefPadding;
+using Box = spec::StepBox;
+
+namespace {
+
+spec::KernelSpec kernel(const std::string &text) {
+  auto r = spec::parse_and_validate(spec::SourceFile::from_string("t.pk", text));
+  if (!r.file) {
+    ADD_FAILURE() << r.errors.at(0).loc.line << ": " << r.errors.at(0).message;
+    return {};
+  }
+  return std::get<spec::KernelSpec>(r.file->units.at(0));
+}
+
+/// The values of a kernel body's lets, by name (the last binding wins).
+std::map<std::string, spec::Expr> lets_of(const std::string &body) {
+  const spec::KernelSpec k = kernel("kernel t:\n"
+                                    "    param n = 6\n"
+                                    "    grid = (1,)\n"
+                                    "    in  x: f32[8]  block=(8,)  index=(i) -> (0,)\n"
+                                    "    in  y: f32[4, 8]  block=(4, 8)  index=(i) -> (0, 0)\n"
+                                    "    out o: f32[8]  block=(8,)  index=(i) -> (0,)\n"
+                                    "    body:\n" +
+                                    body + "        o[...] = x[...]\n");
+  std::map<std::string, spec::Expr> out;
+  for (const auto &s : k.body)
+    if (const auto *l = std::get_if<spec::Let>(&s.kind)) out.insert_or_assign(l->name, l->value);
+  return out;
+}
+
+/// x: f32[8] whose elements 6 and 7 are padding; y: f32[4, 8] whose last
+/// two columns are.
+PaddingFlow flow() {
+  return PaddingFlow([](const std::string &n) { return n == "x" || n == "y"; },
+                     [](const spec::Expr &e) {
+                       if (e.name == "x") return RefPadding{{8}, {Box{{6, 8}}}};
+                       return RefPadding{{4, 8}, {Box{{0, 4}, {6, 8}}}};
+                     });
+}
+
+std::vector<int> padded(const PadValue &v) {
+  std::vector<int> out;
+  if (!v.any) return out;
+  if (v.bits.empty()) return {-1};
+  for (std::size_t i = 0; i < v.bits.size(); ++i)
+    if (v.bits[i]) out.push_back(static_cast<int>(i));
+  return out;
+}
+
+const spec::Env kEnv{{"n", 6}};
+
+} // namespace
+
+TEST(PaddingFlow, AWhereWhoseIotaMaskSelectsOnlyDefinedElementsHoldsNoPadding) {
+  auto lets = lets_of("        mask = iota((8,), 0) < n\n"
+                      "        a = where(mask, x[...], 0.0)\n");
+  PaddingFlow f = flow();
+  f.bind("mask", lets.at("mask"), kEnv);
+  const PadValue a = f.eval(lets.at("a"), kEnv);
+  EXPECT_FALSE(a.any);
+  ASSERT_TRUE(a.shape);
+  EXPECT_EQ(*a.shape, (verifier::races::Shape{8}));
+}
+
+TEST(PaddingFlow, AMaskThatLetsOnePaddingElementThroughKeepsExactlyThatElement) {
+  auto lets = lets_of("        a = where(iota((8,), 0) <= n, x[...], 0.0)\n");
+  const PadValue a = flow().eval(lets.at("a"), kEnv);
+  EXPECT_EQ(padded(a), (std::vector<int>{6}));
+}
+
+TEST(PaddingFlow, MasksCombineWithAndOrAndNotElementByElement) {
+  auto lets = lets_of("        lo = iota((8,), 0) >= 2\n"
+                      "        m = ~(lo & (iota((8,), 0) < n))\n"
+                      "        a = where(m, 0.0, x[...])\n"
+                      "        b = where((iota((8,), 0) < 1) | (iota((8,), 0) > 6), x[...], 0.0)\n");
+  PaddingFlow f = flow();
+  f.bind("lo", lets.at("lo"), kEnv);
+  f.bind("m", lets.at("m"), kEnv);
+  EXPECT_FALSE(f.eval(lets.at("a"), kEnv).any);
+  EXPECT_EQ(padded(f.eval(lets.at("b"), kEnv)), (std::vector<int>{7}));
+}
+
+TEST(PaddingFlow, AMaskThatReadsDataIsNotDecidedAndKeepsThePaddingOfBothSides) {
+  auto lets = lets_of("        a = where(x[...] > 0.0, x[...], 0.0)\n"
+                      "        b = where(iota((8,), 0) < n, 0.0, x[...])\n");
+  PaddingFlow f = flow();
+  EXPECT_EQ(padded(f.eval(lets.at("a"), kEnv)), (std::vector<int>{6, 7}));
+  EXPECT_EQ(padded(f.eval(lets.at("b"), kEnv)), (std::vector<int>{6, 7}));
+}
+
+TEST(PaddingFlow, CastsIndexingAndTwoDimensionalMasksKeepPaddingElementByElement) {
+  auto lets = lets_of("        c = cast(where(iota((8,), 0) <= n, x[...], 0.0), bf16)\n"
+                      "        cols = iota((4, 8), 1)\n"
+                      "        w = where(cols < n, y[...], 0.0)\n"
+                      "        v = where(cols[0:1, :] < 7, y[...], 0.0)\n"
+                      "        r = sum(y[...], axis=1)\n"
+                      "        t = r[:, None]\n");
+  PaddingFlow f = flow();
+  EXPECT_EQ(padded(f.eval(lets.at("c"), kEnv)), (std::vector<int>{6}));
+  f.bind("cols", lets.at("cols"), kEnv);
+  EXPECT_FALSE(f.eval(lets.at("w"), kEnv).any);
+  EXPECT_EQ(padded(f.eval(lets.at("v"), kEnv)), (std::vector<int>{6, 14, 22, 30}));
+  f.bind("r", lets.at("r"), kEnv);
+  const PadValue t = f.eval(lets.at("t"), kEnv);
+  ASSERT_TRUE(t.shape);
+  EXPECT_EQ(*t.shape, (verifier::races::Shape{4, 1}));
+  EXPECT_EQ(padded(t), (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(PaddingFlow, AReductionSpreadsPaddingAlongItsAxisOnly) {
+  auto lets = lets_of("        r = sum(y[...], axis=1)\n"
+                      "        c = max(y[...], axis=0, keepdims=True)\n"
+                      "        s = sum(x[...], axis=0)\n");
+  PaddingFlow f = flow();
+  EXPECT_EQ(padded(f.eval(lets.at("r"), kEnv)), (std::vector<int>{0, 1, 2, 3}));
+  const PadValue c = f.eval(lets.at("c"), kEnv);
+  ASSERT_TRUE(c.shape);
+  EXPECT_EQ(*c.shape, (verifier::races::Shape{1, 8}));
+  EXPECT_EQ(padded(c), (std::vector<int>{6, 7}));
+  EXPECT_TRUE(f.eval(lets.at("s"), kEnv).any);
+}
+
+TEST(PaddingFlow, ADotSpreadsPaddingOnlyAlongTheRowsAndColumnsThatContractIt) {
+  auto lets = lets_of("        d = dot(y[...], y[...], trans_b=True)\n"
+                      "        e = dot(y[...], y[...], trans_a=True)\n");
+  PaddingFlow f = flow();
+  // y @ y^T contracts the padded columns: everything.
+  EXPECT_EQ(padded(f.eval(lets.at("d"), kEnv)).size(), 16u);
+  // y^T @ y: rows 6, 7 (from y^T) and columns 6, 7 (from y) of 8 x 8.
+  const auto e = padded(f.eval(lets.at("e"), kEnv));
+  EXPECT_EQ(e.size(), 8u * 8u - 6u * 6u);
+}
+
+TEST(PaddingFlow, PaddingLandsInTheStoreTargetWhereTheValueHoldsIt) {
+  PadValue v{verifier::races::Shape{8}, true, {0, 0, 0, 0, 0, 0, 1, 1}};
+  // A ref keeping dim 1 of a (1, 8) place at offset 16.
+  auto boxes = verifier::races::padding_in_target(v, Box{{3, 4}, {16, 24}}, {1});
+  ASSERT_EQ(boxes.size(), 1u);
+  EXPECT_EQ(boxes[0], (Box{{3, 4}, {22, 24}}));
+  // Unknown shape: all of the target.
+  PadValue u{std::nullopt, true, {}};
+  EXPECT_EQ(verifier::races::padding_in_target(u, Box{{0, 4}}, {0}), (std::vector<Box>{Box{{0, 4}}}));
+}
+
+TEST(PaddingFlow, PaddedBoxesMergeRowsWithTheSamePaddedColumns) {
+  std::vector<std::uint8_t> bits(4 * 8, 0);
+  for (int r = 0; r < 4; ++r)
+    bits[r * 8 + 6] = bits[r * 8 + 7] = 1;
+  bits[3 * 8 + 0] = 1;
+  auto boxes = verifier::races::padded_boxes(PadValue{verifier::races::Shape{4, 8}, true, bits});
+  EXPECT_EQ(boxes, (std::vector<Box>{Box{{0, 3}, {6, 8}}, Box{{3, 4}, {0, 1}}, Box{{3, 4}, {6, 8}}}));
+}
+
+namespace {
+
+const char *kMaskedRows = R"(kernel masked_rows:
+    param rows = 4
+    param n = 100
+    param bn = 128
+    grid = (rows,)
+    in  x: f32[rows, n]  block=(None, bn)  index=(r) -> (r, 0)
+    out o: f32[rows, n]  block=(None, bn)  index=(r) -> (r, 0)
+    body:
+        mask = iota((bn,), 0) < n
+        row = where(mask, x[...], -inf)
+        o[...] = row - max(row, axis=0)
+)";
+
+verifier::Verdict check_text(const std::string &text) {
+  return verifier::check(kernel(text), verifier::CheckOptions{});
+}
+
+std::string replaced(std::string s, const std::string &from, const std::string &to) {
+  s.replace(s.find(from), from.size(), to);
+  return s;
+}
+
+} // namespace
+
+TEST(PaddingFlowKernels, AMaskedReductionOverAPartialBlockVerifies) {
+  const auto v = check_text(kMaskedRows);
+  EXPECT_EQ(v.status, verifier::Status::verified) << v.reason;
+}
+
+TEST(PaddingFlowKernels, AMaskOffByOneCopiesPaddingOutAsUninitializedRead) {
+  const auto v = check_text(replaced(kMaskedRows, "< n", "<= n"));
+  ASSERT_EQ(v.status, verifier::Status::violation);
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(v.findings[0].rule, verifier::Rule::uninitialized_read);
+  EXPECT_EQ(v.findings[0].loc.line, 7);
+}
+
+TEST(PaddingFlowKernels, ARaggedOutputWhoseLastBlockIsWrittenOnlyInBoundsVerifies) {
+  const auto v = check_text(R"(kernel tail:
+    param n = 100
+    param bn = 32
+    grid = (cdiv(n, bn),)
+    in  x: f32[n]  block=(bn,)  index=(i) -> (i,)
+    out o: f32[n]  block=(bn,)  index=(i) -> (i,)
+    body:
+        when program_id(0) < cdiv(n, bn) - 1:
+            o[...] = x[...]
+        when program_id(0) == cdiv(n, bn) - 1:
+            o[0:4] = x[0:4]
+)");
+  EXPECT_EQ(v.status, verifier::Status::verified) << v.reason;
+}

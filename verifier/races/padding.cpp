@@ -1,0 +1,640 @@
+#include "verifier/races/padding.hpp"
+
+#include "spec/place.hpp"
+#include "spec/typecheck.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace pipecheck::verifier::races {
+
+namespace {
+
+using spec::Expr;
+using spec::Op;
+using spec::StepBox;
+
+std::optional<std::int64_t> numel(const Shape &s) {
+  std::int64_t n = 1;
+  for (auto d : s) {
+    if (d < 0) return std::nullopt;
+    if (d != 0 && n > kMaxTrackedElements / d) return std::nullopt;
+    n *= d;
+  }
+  return n;
+}
+
+bool small(const Shape &s) { return numel(s).has_value(); }
+
+std::optional<Shape> broadcast_shape(const Shape &a, const Shape &b) {
+  Shape r(std::max(a.size(), b.size()), 1);
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const std::int64_t x = i < a.size() ? a[a.size() - 1 - i] : 1;
+    const std::int64_t y = i < b.size() ? b[b.size() - 1 - i] : 1;
+    if (x != y && x != 1 && y != 1) return std::nullopt;
+    r[r.size() - 1 - i] = x == 1 ? y : x;
+  }
+  return r;
+}
+
+/// The flat index in `from` of each element of `to` when `from` broadcasts
+/// to `to` (jnp's rules), else nullopt. Both must be small.
+std::optional<std::vector<std::int64_t>> broadcast_map(const Shape &from, const Shape &to) {
+  if (from.size() > to.size()) return std::nullopt;
+  const std::size_t off = to.size() - from.size();
+  std::vector<std::int64_t> stride(to.size(), 0);
+  std::int64_t s = 1;
+  for (std::size_t i = from.size(); i-- > 0;) {
+    if (from[i] != to[off + i] && from[i] != 1) return std::nullopt;
+    stride[off + i] = from[i] == 1 ? 0 : s;
+    s *= from[i];
+  }
+  const auto n = numel(to);
+  if (!n) return std::nullopt;
+  std::vector<std::int64_t> out(static_cast<std::size_t>(*n));
+  std::vector<std::int64_t> idx(to.size(), 0);
+  std::int64_t at = 0;
+  for (std::int64_t k = 0; k < *n; ++k) {
+    out[static_cast<std::size_t>(k)] = at;
+    for (std::size_t d = to.size(); d-- > 0;) {
+      at += stride[d];
+      if (++idx[d] < to[d]) break;
+      at -= stride[d] * idx[d];
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+/// The shape a tuple argument names, or nullopt.
+std::optional<Shape> shape_arg(const Expr &t, const spec::Env &env) {
+  if (t.op != Op::Tuple) return std::nullopt;
+  Shape s;
+  for (const auto &x : t.args) {
+    auto v = spec::eval_int(x, env);
+    if (!v || *v < 0) return std::nullopt;
+    s.push_back(*v);
+  }
+  return s;
+}
+
+/// `local[subs]` on a value of shape `from`: the result's shape and, per
+/// result element, the flat index it reads.
+std::optional<std::pair<Shape, std::vector<std::int64_t>>> index_map(const Shape &from, const Expr &ref,
+                                                                     const spec::Env &env) {
+  const auto subs =
+      spec::value_subscripts_of(ref, [&](const Expr &x, bool) { return spec::eval_int(x, env); });
+  const spec::ValueIndexed ix = spec::index_value(from, subs);
+  if (!ix.ok() || ix.part.dims.size() != from.size() || !small(ix.shape) || !small(from)) return std::nullopt;
+  for (auto d : ix.shape)
+    if (d < 0) return std::nullopt;
+  // Row-major order over the part kept is the result's order: new axes have
+  // extent 1 and dropped dims extent 1 too.
+  std::vector<std::int64_t> out;
+  const std::size_t r = from.size();
+  std::vector<std::int64_t> idx(r);
+  for (std::size_t d = 0; d < r; ++d) {
+    if (ix.part.dims[d].lo < 0 || ix.part.dims[d].hi > from[d]) return std::nullopt;
+    if (ix.part.dims[d].hi <= ix.part.dims[d].lo) return std::pair{ix.shape, out};
+    idx[d] = ix.part.dims[d].lo;
+  }
+  while (true) {
+    std::int64_t flat = 0;
+    for (std::size_t d = 0; d < r; ++d)
+      flat = flat * from[d] + idx[d];
+    out.push_back(flat);
+    std::size_t d = r;
+    while (d-- > 0) {
+      if (++idx[d] < ix.part.dims[d].hi) break;
+      idx[d] = ix.part.dims[d].lo;
+    }
+    if (d == static_cast<std::size_t>(-1)) break;
+  }
+  return std::pair{ix.shape, out};
+}
+
+bool padded_at(const PadValue &v, std::int64_t i) {
+  return v.any && (v.bits.empty() || v.bits[static_cast<std::size_t>(i)] != 0);
+}
+
+PadValue none(std::optional<Shape> s) { return PadValue{std::move(s), false, {}}; }
+PadValue everywhere(std::optional<Shape> s) { return PadValue{std::move(s), true, {}}; }
+
+/// Drops a per-element map that holds no padding.
+PadValue normalized(PadValue v) {
+  if (v.any && !v.bits.empty() && std::none_of(v.bits.begin(), v.bits.end(), [](auto b) { return b != 0; })) {
+    v.any = false;
+    v.bits.clear();
+  }
+  return v;
+}
+
+/// Padding of `v` gathered through `map` into a value of shape `to`.
+PadValue gathered(const PadValue &v, const Shape &to, const std::vector<std::int64_t> &map) {
+  if (!v.any) return none(to);
+  if (v.bits.empty()) return everywhere(to);
+  PadValue r{to, true, std::vector<std::uint8_t>(map.size())};
+  for (std::size_t k = 0; k < map.size(); ++k)
+    r.bits[k] = v.bits[static_cast<std::size_t>(map[k])];
+  return normalized(std::move(r));
+}
+
+/// The elementwise combination of `args`: padded where any of them is.
+PadValue elementwise(const std::vector<PadValue> &args) {
+  std::optional<Shape> shape = Shape{};
+  bool any = false;
+  for (const auto &a : args) {
+    any |= a.any;
+    if (shape && a.shape)
+      shape = broadcast_shape(*shape, *a.shape);
+    else
+      shape.reset();
+  }
+  if (!any) return none(shape);
+  if (!shape || !small(*shape)) return everywhere(shape);
+  PadValue r{shape, true, std::vector<std::uint8_t>(static_cast<std::size_t>(*numel(*shape)), 0)};
+  for (const auto &a : args) {
+    if (!a.any) continue;
+    auto map = broadcast_map(*a.shape, *shape);
+    if (!map) return everywhere(shape);
+    for (std::size_t k = 0; k < map->size(); ++k)
+      if (padded_at(a, (*map)[k])) r.bits[k] = 1;
+  }
+  return normalized(std::move(r));
+}
+
+/// A reduction of `v` along `axis` (all axes when nullopt).
+PadValue reduced(const PadValue &v, std::optional<std::int64_t> axis, bool keepdims) {
+  if (!v.shape) return v.any ? everywhere(std::nullopt) : none(std::nullopt);
+  const Shape &s = *v.shape;
+  Shape out;
+  std::optional<std::size_t> ax;
+  if (axis) {
+    const auto r = static_cast<std::int64_t>(s.size());
+    if (*axis < -r || *axis >= r) return v.any ? everywhere(std::nullopt) : none(std::nullopt);
+    ax = static_cast<std::size_t>(*axis < 0 ? *axis + r : *axis);
+  }
+  for (std::size_t d = 0; d < s.size(); ++d) {
+    const bool gone = !ax || d == *ax;
+    if (!gone)
+      out.push_back(s[d]);
+    else if (keepdims)
+      out.push_back(1);
+  }
+  if (!v.any) return none(out);
+  if (v.bits.empty()) return everywhere(out);
+  if (!ax) return everywhere(out);
+  // Flat index = (outer * s[ax] + k) * inner + in.
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < *ax; ++d)
+    outer *= s[d];
+  for (std::size_t d = *ax + 1; d < s.size(); ++d)
+    inner *= s[d];
+  PadValue r{out, true, std::vector<std::uint8_t>(static_cast<std::size_t>(outer * inner), 0)};
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t k = 0; k < s[*ax]; ++k)
+      for (std::int64_t i = 0; i < inner; ++i)
+        if (v.bits[static_cast<std::size_t>((o * s[*ax] + k) * inner + i)])
+          r.bits[static_cast<std::size_t>(o * inner + i)] = 1;
+  return normalized(std::move(r));
+}
+
+/// dot(a, b) of 2-D values: element (i, j) is padded when row i of a or
+/// column j of b holds padding (0 * garbage is garbage).
+PadValue dotted(const PadValue &a, const PadValue &b, bool ta, bool tb) {
+  if (!a.shape || !b.shape || a.shape->size() != 2 || b.shape->size() != 2)
+    return a.any || b.any ? everywhere(std::nullopt) : none(std::nullopt);
+  const std::int64_t m = (*a.shape)[ta ? 1 : 0], n = (*b.shape)[tb ? 0 : 1];
+  const Shape out{m, n};
+  if (!a.any && !b.any) return none(out);
+  if (!small(out) || (a.any && a.bits.empty()) || (b.any && b.bits.empty())) return everywhere(out);
+  std::vector<std::uint8_t> row(static_cast<std::size_t>(m), 0), col(static_cast<std::size_t>(n), 0);
+  const std::int64_t ac = (*a.shape)[1], bc = (*b.shape)[1];
+  for (std::int64_t r = 0; r < (*a.shape)[0]; ++r)
+    for (std::int64_t c = 0; c < ac; ++c)
+      if (padded_at(a, r * ac + c)) row[static_cast<std::size_t>(ta ? c : r)] = 1;
+  for (std::int64_t r = 0; r < (*b.shape)[0]; ++r)
+    for (std::int64_t c = 0; c < bc; ++c)
+      if (padded_at(b, r * bc + c)) col[static_cast<std::size_t>(tb ? r : c)] = 1;
+  PadValue v{out, true, std::vector<std::uint8_t>(static_cast<std::size_t>(m * n), 0)};
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j)
+      v.bits[static_cast<std::size_t>(i * n + j)] =
+          row[static_cast<std::size_t>(i)] | col[static_cast<std::size_t>(j)];
+  return normalized(std::move(v));
+}
+
+bool is_elementwise_fn(const std::string &f) {
+  static const char *fns[] = {"exp", "exp2", "log",  "log2",    "sqrt",    "rsqrt", "tanh",
+                              "abs", "neg",  "cast", "maximum", "minimum", "pow"};
+  return std::any_of(std::begin(fns), std::end(fns), [&](const char *x) { return f == x; });
+}
+
+std::optional<std::int64_t> int_kwarg(const Expr &e, const char *k, const spec::Env &env) {
+  const Expr *x = e.kwarg(k);
+  if (!x) return std::nullopt;
+  return spec::eval_int(*x, env);
+}
+
+bool bool_kwarg(const Expr &e, const char *k) {
+  const Expr *x = e.kwarg(k);
+  return x && spec::bool_literal(*x).value_or(false);
+}
+
+// ------------------------------------------------------- concrete values
+
+constexpr std::int64_t kIntLimit = std::numeric_limits<std::int32_t>::max();
+
+/// Within i32 (the executor wraps beyond it; such a value is not decided here).
+bool in_range(std::int64_t v) { return v >= -kIntLimit - 1 && v <= kIntLimit; }
+
+std::optional<IntTensor> combine(const IntTensor &a, const IntTensor &b, Op op) {
+  auto shape = broadcast_shape(a.shape, b.shape);
+  if (!shape) return std::nullopt;
+  auto ma = broadcast_map(a.shape, *shape), mb = broadcast_map(b.shape, *shape);
+  if (!ma || !mb) return std::nullopt;
+  IntTensor r{*shape, std::vector<std::int64_t>(ma->size()), false};
+  const bool cmp =
+      op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge;
+  r.is_bool = cmp || ((op == Op::BitAnd || op == Op::BitOr) && a.is_bool && b.is_bool);
+  for (std::size_t k = 0; k < ma->size(); ++k) {
+    const std::int64_t x = a.v[static_cast<std::size_t>((*ma)[k])],
+                       y = b.v[static_cast<std::size_t>((*mb)[k])];
+    std::int64_t z = 0;
+    switch (op) {
+    case Op::Add: z = x + y; break;
+    case Op::Sub: z = x - y; break;
+    case Op::Mul: z = x * y; break; // |x|, |y| < 2^31: no int64 overflow
+    case Op::FloorDiv:
+      if (y == 0) return std::nullopt;
+      z = spec::floor_div(x, y);
+      break;
+    case Op::Mod:
+      if (y == 0) return std::nullopt;
+      z = spec::floor_mod(x, y);
+      break;
+    case Op::Eq: z = x == y; break;
+    case Op::Ne: z = x != y; break;
+    case Op::Lt: z = x < y; break;
+    case Op::Le: z = x <= y; break;
+    case Op::Gt: z = x > y; break;
+    case Op::Ge: z = x >= y; break;
+    case Op::BitAnd: z = x & y; break;
+    case Op::BitOr: z = x | y; break;
+    default: return std::nullopt;
+    }
+    if (!in_range(z)) return std::nullopt;
+    r.v[k] = z;
+  }
+  return r;
+}
+
+std::optional<IntTensor> scalar(std::int64_t v, bool is_bool) {
+  if (!in_range(v)) return std::nullopt;
+  return IntTensor{{}, {v}, is_bool};
+}
+
+bool is_comparison(Op op) {
+  return op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge;
+}
+
+} // namespace
+
+std::optional<IntTensor> PaddingFlow::concrete(const Expr &e, const spec::Env &env) const {
+  if (e.op == Op::Name || e.op == Op::Ref) {
+    if (is_buffer_(e.name)) return std::nullopt;
+    auto it = values_.find(e.name);
+    if (it != values_.end()) {
+      if (e.op == Op::Name) return it->second;
+      auto m = index_map(it->second.shape, e, env);
+      if (!m) return std::nullopt;
+      IntTensor r{m->first, std::vector<std::int64_t>(m->second.size()), it->second.is_bool};
+      for (std::size_t k = 0; k < m->second.size(); ++k)
+        r.v[k] = it->second.v[static_cast<std::size_t>(m->second[k])];
+      return r;
+    }
+    if (pads_.count(e.name)) return std::nullopt; // a tensor local with no concrete value
+  }
+  if (auto b = spec::bool_literal(e)) return scalar(*b ? 1 : 0, true);
+  if (e.op != Op::Call && e.op != Op::Ref && e.op != Op::Float) {
+    // Any integer scalar the env decides (params, grid and loop variables).
+    bool tensor_name = false;
+    if (e.op == Op::Name) tensor_name = pads_.count(e.name) > 0;
+    if (!tensor_name)
+      if (auto v = spec::eval_int(e, env))
+        return scalar(*v, is_comparison(e.op) || e.op == Op::Not || e.op == Op::And || e.op == Op::Or);
+  }
+  switch (e.op) {
+  case Op::Neg: {
+    auto a = concrete(e.args.at(0), env);
+    if (!a) return std::nullopt;
+    for (auto &x : a->v)
+      if (!in_range(x = -x)) return std::nullopt;
+    a->is_bool = false;
+    return a;
+  }
+  case Op::BitNot: {
+    auto a = concrete(e.args.at(0), env);
+    if (!a) return std::nullopt;
+    for (auto &x : a->v)
+      x = a->is_bool ? !x : ~x;
+    return a;
+  }
+  case Op::Add:
+  case Op::Sub:
+  case Op::Mul:
+  case Op::FloorDiv:
+  case Op::Mod:
+  case Op::Eq:
+  case Op::Ne:
+  case Op::Lt:
+  case Op::Le:
+  case Op::Gt:
+  case Op::Ge:
+  case Op::BitAnd:
+  case Op::BitOr: {
+    auto a = concrete(e.args.at(0), env);
+    if (!a) return std::nullopt;
+    auto b = concrete(e.args.at(1), env);
+    if (!b) return std::nullopt;
+    return combine(*a, *b, e.op);
+  }
+  case Op::Call: break;
+  default: return std::nullopt;
+  }
+  const std::size_t np = e.num_positional();
+  if (e.name == "iota" && np == 2) {
+    if (const Expr *dt = e.kwarg("dtype");
+        dt && !(dt->op == Op::Name && (dt->name == "i32" || dt->name == "int32")))
+      return std::nullopt;
+    auto shape = shape_arg(e.args[0], env);
+    auto dim = spec::eval_int(e.args[1], env);
+    if (!shape || !dim || *dim < 0 || *dim >= static_cast<std::int64_t>(shape->size())) return std::nullopt;
+    auto n = numel(*shape);
+    if (!n) return std::nullopt;
+    std::int64_t inner = 1;
+    for (std::size_t d = static_cast<std::size_t>(*dim) + 1; d < shape->size(); ++d)
+      inner *= (*shape)[d];
+    const std::int64_t ext = (*shape)[static_cast<std::size_t>(*dim)];
+    IntTensor r{*shape, std::vector<std::int64_t>(static_cast<std::size_t>(*n)), false};
+    for (std::int64_t k = 0; k < *n; ++k)
+      r.v[static_cast<std::size_t>(k)] = (k / inner) % ext;
+    return r;
+  }
+  if (e.name == "where" && np == 3) {
+    auto c = concrete(e.args[0], env), a = concrete(e.args[1], env), b = concrete(e.args[2], env);
+    if (!c || !a || !b) return std::nullopt;
+    auto s1 = broadcast_shape(c->shape, a->shape);
+    auto shape = s1 ? broadcast_shape(*s1, b->shape) : std::nullopt;
+    if (!shape) return std::nullopt;
+    auto mc = broadcast_map(c->shape, *shape), ma = broadcast_map(a->shape, *shape),
+         mb = broadcast_map(b->shape, *shape);
+    if (!mc || !ma || !mb) return std::nullopt;
+    IntTensor r{*shape, std::vector<std::int64_t>(mc->size()), a->is_bool && b->is_bool};
+    for (std::size_t k = 0; k < mc->size(); ++k)
+      r.v[k] = c->v[static_cast<std::size_t>((*mc)[k])] ? a->v[static_cast<std::size_t>((*ma)[k])]
+                                                        : b->v[static_cast<std::size_t>((*mb)[k])];
+    return r;
+  }
+  if ((e.name == "minimum" || e.name == "maximum") && np == 2) {
+    auto a = concrete(e.args[0], env), b = concrete(e.args[1], env);
+    if (!a || !b) return std::nullopt;
+    auto lt = combine(*a, *b, Op::Lt);
+    if (!lt) return std::nullopt;
+    auto ma = broadcast_map(a->shape, lt->shape), mb = broadcast_map(b->shape, lt->shape);
+    IntTensor r{lt->shape, std::vector<std::int64_t>(lt->v.size()), a->is_bool && b->is_bool};
+    for (std::size_t k = 0; k < r.v.size(); ++k) {
+      const std::int64_t x = a->v[static_cast<std::size_t>((*ma)[k])],
+                         y = b->v[static_cast<std::size_t>((*mb)[k])];
+      r.v[k] = (e.name == "minimum") == (lt->v[k] != 0) ? x : y;
+    }
+    return r;
+  }
+  if ((e.name == "reshape" || e.name == "broadcast_to") && np == 2) {
+    auto a = concrete(e.args[0], env);
+    auto shape = shape_arg(e.args[1], env);
+    if (!a || !shape || !small(*shape)) return std::nullopt;
+    if (e.name == "reshape") {
+      if (numel(*shape) != numel(a->shape)) return std::nullopt;
+      a->shape = *shape;
+      return a;
+    }
+    auto m = broadcast_map(a->shape, *shape);
+    if (!m) return std::nullopt;
+    IntTensor r{*shape, std::vector<std::int64_t>(m->size()), a->is_bool};
+    for (std::size_t k = 0; k < m->size(); ++k)
+      r.v[k] = a->v[static_cast<std::size_t>((*m)[k])];
+    return r;
+  }
+  return std::nullopt;
+}
+
+PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
+  switch (e.op) {
+  case Op::Int:
+  case Op::Float:
+  case Op::Zeros: return none(Shape{});
+  case Op::Name:
+  case Op::Ref: {
+    if (is_buffer_(e.name)) {
+      RefPadding rp = ref_(e);
+      if (rp.boxes.empty()) return none(rp.shape);
+      if (!small(rp.shape)) return everywhere(rp.shape);
+      PadValue v{rp.shape, true, std::vector<std::uint8_t>(static_cast<std::size_t>(*numel(rp.shape)), 0)};
+      for (const auto &b : rp.boxes) {
+        if (b.size() != rp.shape.size()) return everywhere(rp.shape);
+        // Every element of the box: row-major walk.
+        std::vector<std::int64_t> idx;
+        bool empty = false;
+        for (auto &[lo, hi] : b) {
+          idx.push_back(lo);
+          empty |= hi <= lo;
+        }
+        if (empty) continue;
+        while (true) {
+          std::int64_t flat = 0;
+          for (std::size_t d = 0; d < idx.size(); ++d)
+            flat = flat * rp.shape[d] + idx[d];
+          v.bits[static_cast<std::size_t>(flat)] = 1;
+          std::size_t d = idx.size();
+          while (d-- > 0) {
+            if (++idx[d] < b[d].second) break;
+            idx[d] = b[d].first;
+          }
+          if (d == static_cast<std::size_t>(-1)) break;
+        }
+      }
+      return normalized(std::move(v));
+    }
+    auto it = pads_.find(e.name);
+    if (it == pads_.end()) {
+      // A param, a loop variable, or a local bound while no padding existed.
+      if (e.op == Op::Name && (env.count(e.name) || e.name == "inf")) return none(Shape{});
+      return none(std::nullopt);
+    }
+    if (e.op == Op::Name) return it->second;
+    if (!it->second.shape) return it->second.any ? everywhere(std::nullopt) : none(std::nullopt);
+    auto m = index_map(*it->second.shape, e, env);
+    if (!m) return it->second.any ? everywhere(std::nullopt) : none(std::nullopt);
+    return gathered(it->second, m->first, m->second);
+  }
+  case Op::Call: break;
+  default: {
+    std::vector<PadValue> args;
+    for (const auto &a : e.args)
+      args.push_back(eval(a, env));
+    return elementwise(args);
+  }
+  }
+  const std::size_t np = e.num_positional();
+  const std::string &f = e.name;
+  if (f == "iota" && np >= 1) return none(shape_arg(e.args[0], env));
+  if (f == "program_id" || f == "num_programs") return none(Shape{});
+  if (f == "where" && np == 3) {
+    const PadValue c = eval(e.args[0], env), a = eval(e.args[1], env), b = eval(e.args[2], env);
+    auto cv = concrete(e.args[0], env);
+    if (!cv || !a.shape || !b.shape || c.any) return elementwise({c, a, b});
+    auto s1 = broadcast_shape(cv->shape, *a.shape);
+    auto shape = s1 ? broadcast_shape(*s1, *b.shape) : std::nullopt;
+    if (!shape || !small(*shape)) return elementwise({c, a, b});
+    if (!a.any && !b.any) return none(shape);
+    auto mc = broadcast_map(cv->shape, *shape), ma = broadcast_map(*a.shape, *shape),
+         mb = broadcast_map(*b.shape, *shape);
+    if (!mc || !ma || !mb) return elementwise({c, a, b});
+    PadValue r{shape, true, std::vector<std::uint8_t>(mc->size(), 0)};
+    for (std::size_t k = 0; k < mc->size(); ++k)
+      r.bits[k] = cv->v[static_cast<std::size_t>((*mc)[k])] ? padded_at(a, (*ma)[k]) : padded_at(b, (*mb)[k]);
+    return normalized(std::move(r));
+  }
+  if ((f == "sum" || f == "max" || f == "min") && np == 1) {
+    std::optional<std::int64_t> axis;
+    if (e.kwarg("axis")) {
+      axis = int_kwarg(e, "axis", env);
+      if (!axis) return eval(e.args[0], env).any ? everywhere(std::nullopt) : none(std::nullopt);
+    }
+    return reduced(eval(e.args[0], env), axis, bool_kwarg(e, "keepdims"));
+  }
+  if (f == "dot" && np == 2)
+    return dotted(eval(e.args[0], env), eval(e.args[1], env), bool_kwarg(e, "trans_a"),
+                  bool_kwarg(e, "trans_b"));
+  if (f == "transpose" && np == 1) {
+    const PadValue a = eval(e.args[0], env);
+    if (!a.shape || a.shape->size() != 2) return a.any ? everywhere(std::nullopt) : none(std::nullopt);
+    const Shape out{(*a.shape)[1], (*a.shape)[0]};
+    if (!a.any || a.bits.empty()) return PadValue{out, a.any, {}};
+    PadValue r{out, true, std::vector<std::uint8_t>(a.bits.size())};
+    for (std::int64_t i = 0; i < out[0]; ++i)
+      for (std::int64_t j = 0; j < out[1]; ++j)
+        r.bits[static_cast<std::size_t>(i * out[1] + j)] = a.bits[static_cast<std::size_t>(j * out[0] + i)];
+    return r;
+  }
+  if ((f == "reshape" || f == "broadcast_to") && np == 2) {
+    const PadValue a = eval(e.args[0], env);
+    auto shape = shape_arg(e.args[1], env);
+    if (!shape) return a.any ? everywhere(std::nullopt) : none(std::nullopt);
+    if (!a.any) return none(shape);
+    if (!a.shape || !small(*shape) || a.bits.empty()) return everywhere(shape);
+    if (f == "reshape") {
+      if (numel(*shape) != numel(*a.shape)) return everywhere(shape);
+      PadValue r = a;
+      r.shape = shape;
+      return r;
+    }
+    auto m = broadcast_map(*a.shape, *shape);
+    if (!m) return everywhere(shape);
+    return gathered(a, *shape, *m);
+  }
+  if (f == "cast" && np >= 1) return eval(e.args[0], env); // the dtype argument is no value
+  if (is_elementwise_fn(f) || ((f == "max" || f == "min") && np == 2)) {
+    std::vector<PadValue> args;
+    for (std::size_t k = 0; k < np; ++k)
+      args.push_back(eval(e.args[k], env));
+    return elementwise(args);
+  }
+  // Anything else: padding anywhere in an operand may reach every element.
+  bool any = false;
+  for (const auto &a : e.args)
+    any |= eval(a, env).any;
+  return any ? everywhere(std::nullopt) : none(std::nullopt);
+}
+
+void PaddingFlow::bind(const std::string &name, const Expr &value, const spec::Env &env) {
+  pads_[name] = eval(value, env);
+  if (auto v = concrete(value, env))
+    values_[name] = std::move(*v);
+  else
+    values_.erase(name);
+}
+
+void PaddingFlow::forget(const std::string &name) {
+  pads_.erase(name);
+  values_.erase(name);
+}
+
+std::vector<StepBox> padded_boxes(const PadValue &v) {
+  if (!v.any) return {};
+  if (!v.shape) return {};
+  const Shape &s = *v.shape;
+  if (v.bits.empty()) {
+    StepBox b;
+    for (auto d : s)
+      b.push_back({0, d});
+    return {b};
+  }
+  // Dim by dim: consecutive indices of the first dim whose sub-blocks hold
+  // the same boxes merge into one.
+  std::function<std::vector<StepBox>(std::size_t, std::int64_t)> rec = [&](std::size_t d, std::int64_t base) {
+    std::vector<StepBox> out;
+    if (d == s.size()) {
+      if (v.bits[static_cast<std::size_t>(base)]) out.push_back({});
+      return out;
+    }
+    std::vector<StepBox> run;
+    std::int64_t run_lo = 0;
+    auto flush = [&](std::int64_t hi) {
+      for (auto &b : run) {
+        StepBox x{{run_lo, hi}};
+        x.insert(x.end(), b.begin(), b.end());
+        out.push_back(std::move(x));
+      }
+    };
+    for (std::int64_t i = 0; i < s[d]; ++i) {
+      auto sub = rec(d + 1, base * s[d] + i);
+      if (i == 0 || sub != run) {
+        flush(i);
+        run = std::move(sub);
+        run_lo = i;
+      }
+    }
+    flush(s[d]);
+    return out;
+  };
+  return rec(0, 0);
+}
+
+std::vector<StepBox> padding_in_target(const PadValue &v, const StepBox &target,
+                                       const std::vector<int> &kept) {
+  if (!v.any) return {};
+  auto whole = std::vector<StepBox>{target};
+  if (!v.shape || v.shape->size() > kept.size()) return whole;
+  const Shape &s = *v.shape;
+  const std::size_t off = kept.size() - s.size();
+  for (std::size_t j = 0; j < s.size(); ++j) {
+    const auto &dim = target[static_cast<std::size_t>(kept[off + j])];
+    if (s[j] != 1 && s[j] != dim.second - dim.first) return whole;
+  }
+  std::vector<StepBox> out;
+  for (const auto &b : padded_boxes(v)) {
+    StepBox r = target;
+    for (std::size_t j = 0; j < s.size(); ++j) {
+      auto &dim = r[static_cast<std::size_t>(kept[off + j])];
+      if (s[j] == 1 && dim.second - dim.first != 1) continue; // broadcast over the dim
+      const std::int64_t lo = dim.first;
+      dim = {lo + b[j].first, lo + b[j].second};
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+} // namespace pipecheck::verifier::races

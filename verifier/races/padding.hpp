@@ -1,0 +1,100 @@
+#pragma once
+/// Where the padding of a partial block (undefined data, spec/step.hpp's
+/// strict slot contents) can be in a tensor value, element by element, for
+/// the race machine (verifier/races/machine.hpp).
+///
+/// A value's padding is tracked per element while its shape is known and has
+/// at most kMaxTrackedElements elements; otherwise any padding in it counts
+/// as padding everywhere (a sound over-approximation). Elementwise operations
+/// keep padding where it is, a reduction spreads it along the reduced axis, a
+/// dot along the rows of its left and the columns of its right operand.
+///
+/// Masks are evaluated concretely: an integer or boolean expression built
+/// from literals, bound integer names, `iota`, arithmetic, comparisons,
+/// `& | ~`, `where`, `minimum`/`maximum`, `reshape`, `broadcast_to`, `[:,
+/// None]` and locals bound to such expressions has a value per element, and
+/// `where(c, a, b)` then takes its padding from `a` only where `c` holds and
+/// from `b` only where it does not. A mask that reads a buffer (data) or is
+/// too large has no concrete value, and `where` keeps the padding of both.
+
+#include "spec/eval.hpp"
+#include "spec/ir.hpp"
+#include "spec/step.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipecheck::verifier::races {
+
+/// The most elements a value may have for its padding (or its concrete mask
+/// value) to be tracked element by element.
+inline constexpr std::int64_t kMaxTrackedElements = std::int64_t{1} << 20;
+
+/// A tensor shape; empty: a scalar.
+using Shape = std::vector<std::int64_t>;
+
+/// Where a value may hold padding.
+struct PadValue {
+  std::optional<Shape> shape; ///< nullopt: not known
+  bool any = false;           ///< it may hold padding somewhere
+  /// Per element, row-major, when `any` and the shape is known and small;
+  /// empty with `any`: padding may be everywhere.
+  std::vector<std::uint8_t> bits;
+};
+
+/// A concrete integer or boolean tensor (a mask, an iota), row-major.
+struct IntTensor {
+  Shape shape;
+  std::vector<std::int64_t> v;
+  bool is_bool = false;
+};
+
+/// The padding of a buffer ref: its value shape and the padded boxes in
+/// value coordinates. Throws whatever the resolution throws.
+struct RefPadding {
+  Shape shape;
+  std::vector<spec::StepBox> boxes;
+};
+using RefPaddingFn = std::function<RefPadding(const spec::Expr &ref)>;
+
+/// The padding of tensor locals as a walk binds them.
+class PaddingFlow {
+public:
+  /// `is_buffer(name)`: the name denotes a buffer (read through `ref`).
+  PaddingFlow(std::function<bool(const std::string &)> is_buffer, RefPaddingFn ref)
+      : is_buffer_(std::move(is_buffer)), ref_(std::move(ref)) {}
+
+  /// The padding of `e` under `env` (integer names) and the bound locals.
+  PadValue eval(const spec::Expr &e, const spec::Env &env) const;
+  /// The concrete value of an integer/boolean tensor expression, or nullopt.
+  std::optional<IntTensor> concrete(const spec::Expr &e, const spec::Env &env) const;
+
+  /// A tensor let `name = value`.
+  void bind(const std::string &name, const spec::Expr &value, const spec::Env &env);
+  /// `name` is no tensor local any more (an integer let), or is bound where
+  /// nothing is tracked: it holds no padding and has no known value.
+  void forget(const std::string &name);
+
+private:
+  std::function<bool(const std::string &)> is_buffer_;
+  RefPaddingFn ref_;
+  std::map<std::string, PadValue> pads_;
+  std::map<std::string, IntTensor> values_;
+};
+
+/// Where the padding of `v`, stored into a ref covering `target` of its
+/// buffer and keeping its dims `kept`, lands: boxes in buffer coordinates.
+/// The value broadcasts into the ref as a store does; when its shape is not
+/// known (or does not fit), any padding covers all of `target`.
+std::vector<spec::StepBox> padding_in_target(const PadValue &v, const spec::StepBox &target,
+                                             const std::vector<int> &kept);
+
+/// The padded elements of a value as boxes (value coordinates); a padded
+/// scalar is one empty box.
+std::vector<spec::StepBox> padded_boxes(const PadValue &v);
+
+} // namespace pipecheck::verifier::races
