@@ -282,6 +282,11 @@ ModelResult model_one(const spec::KernelSpec &k, const ModelOptions &o) {
     r.unknown = spec::unknown_target_message(target);
     return r;
   }
+  const Machine mc = o.machine ? *o.machine : machine_of(*t);
+  if (!(mc.alpha_s >= 0 && mc.beta_bytes_per_s > 0 && mc.flops_per_s > 0)) {
+    r.unknown = "no alpha, beta and F for target '" + target + "'";
+    return r;
+  }
   auto built = verifier::rules::build_model(k, o.overrides, target);
   if (!built.model) {
     if (built.error) r.errors.push_back(*built.error);
@@ -309,7 +314,7 @@ ModelResult model_one(const spec::KernelSpec &k, const ModelOptions &o) {
   Model m;
   m.kernel = k.name;
   m.target = target;
-  m.machine = o.machine ? *o.machine : machine_of(*t);
+  m.machine = mc;
   Timing tm;
   try {
     tm = simulate(*lowered, flops, m.machine);

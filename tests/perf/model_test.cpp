@@ -179,6 +179,14 @@ TEST(Model, TheTargetsNumbersComeFromTheTargetsTable) {
   }
 }
 
+TEST(Model, AMachineWithoutBandwidthOrFlopsHasNoModel) {
+  perf::ModelOptions o;
+  o.machine = perf::Machine{0, 0, 1};
+  auto r = perf::model_kernel(kernel(kGuideFigure), o);
+  EXPECT_FALSE(r.model);
+  EXPECT_NE(r.unknown.find("no alpha, beta and F"), std::string::npos) << r.unknown;
+}
+
 TEST(Model, AKernelWhoseScheduleFaultsHasNoModelAndSaysWhy) {
   auto k = kernel(R"(kernel k:
     grid = (8,)
