@@ -31,6 +31,7 @@ std::string fixed(double v, int digits) {
 
 std::string seconds(double s) {
   if (s == 0) return "0 s";
+  if (s < 1e-9) return fixed(s * 1e12, 1) + " ps";
   if (s < 1e-6) return fixed(s * 1e9, 1) + " ns";
   if (s < 1e-3) return fixed(s * 1e6, 1) + " us";
   if (s < 1) return fixed(s * 1e3, 2) + " ms";
@@ -65,12 +66,13 @@ void text(std::ostream &os, const std::string &path, const perf::Model &m) {
   os << path << ": " << m.kernel << " on " << m.target << " (alpha " << seconds(mc.alpha_s) << ", beta "
      << fixed(mc.beta_bytes_per_s / 1e9, 0) << " GB/s, F " << fixed(mc.flops_per_s / 1e12, 0)
      << " TFLOP/s)\n";
-  os << "  " << m.steps << " grid steps; " << m.flops_step << " flops per step, " << bytes(m.bytes)
-     << " moved in all\n";
+  os << "  " << m.steps << (m.pipeline ? " compute steps; " : " grid steps; ") << m.flops_step
+     << " flops per step, " << bytes(m.bytes) << " moved in all\n";
   for (const auto &o : m.operands)
     os << "  " << (o.role == spec::Role::in ? "in  " : "out ") << o.name << ": block " << bytes(o.block_bytes)
-       << ", " << o.copies << (o.copies == 1 ? " copy" : " copies") << " (when its block changes), "
-       << bytes(o.bytes) << " = " << seconds(o.seconds) << "\n";
+       << ", " << o.copies << (o.copies == 1 ? " copy" : " copies")
+       << (m.pipeline ? ", " : " (when its block changes), ") << bytes(o.bytes) << " = " << seconds(o.seconds)
+       << "\n";
   os << "  predicted " << seconds(m.seconds) << ": " << perf::to_string(m.bound) << "-bound"
      << (m.bound == perf::Bound::compute ? ""
          : m.latency_bound               ? ", by latency: each copy's alpha is not hidden"
@@ -103,6 +105,7 @@ nlohmann::json json(const std::string &path, const perf::Model &m) {
   nlohmann::json j;
   j["file"] = path;
   j["unit"] = m.kernel;
+  j["kind"] = m.pipeline ? "pipeline" : "kernel";
   j["target"] = m.target;
   j["machine"] = {{"alpha_s", m.machine.alpha_s},
                   {"beta_bytes_per_s", m.machine.beta_bytes_per_s},
@@ -163,32 +166,30 @@ int model_cmd(const ModelArgs &a) {
   if (!src) return bad_input;
   auto file = load(*src);
   if (!file) return bad_input;
-  std::vector<const spec::KernelSpec *> kernels;
+  std::vector<const std::variant<spec::KernelSpec, spec::Program> *> units;
   if (!a.kernel.empty() || !a.sets.empty()) {
-    const auto *unit = select_kernel(*file, a.path, a.kernel, "is a pipeline; model takes a kernel");
+    const auto *unit = select_unit(*file, a.path, a.kernel);
     if (!unit) return bad_input;
     if (!check_overrides(*unit, *src, opts.overrides)) return bad_input;
-    kernels.push_back(&std::get<spec::KernelSpec>(*unit));
+    units.push_back(unit);
   } else {
     for (const auto &u : file->units)
-      if (const auto *k = std::get_if<spec::KernelSpec>(&u)) kernels.push_back(k);
-    if (kernels.empty()) {
-      std::cerr << a.path << ": error: no kernel to model (model takes kernels, not pipelines)\n";
-      return bad_input;
-    }
+      units.push_back(&u);
   }
   std::ostringstream out;
   nlohmann::json models = nlohmann::json::array();
   int rc = ok;
-  for (const auto *k : kernels) {
-    auto r = perf::model_kernel(*k, opts);
+  for (const auto *u : units) {
+    auto r = std::holds_alternative<spec::KernelSpec>(*u)
+                 ? perf::model_kernel(std::get<spec::KernelSpec>(*u), opts)
+                 : perf::model_program(std::get<spec::Program>(*u), opts);
     if (!r.errors.empty()) {
       for (const auto &e : r.errors)
         spec::render(std::cerr, *src, e);
       return bad_input;
     }
     if (!r.model) {
-      std::cerr << a.path << ": " << k->name << ": cannot model: " << r.unknown << "\n";
+      std::cerr << a.path << ": " << spec::unit_name(*u) << ": cannot model: " << r.unknown << "\n";
       rc = unknown;
       continue;
     }
@@ -216,7 +217,8 @@ const bool registered = register_command(
     [](CLI::App &app) {
       auto a = std::make_shared<ModelArgs>();
       app.add_option("FILE", a->path, "a .pk file")->required();
-      app.add_option("--kernel", a->kernel, "the kernel to model (default: every kernel of the file)");
+      app.add_option("--kernel", a->kernel,
+                     "the kernel or pipeline to model (default: every one in the file)");
       app.add_option("--target", a->target,
                      target_help() + " (default: the spec's target, else " + perf::kDefaultTarget + ")");
       add_set_option(app, a->sets, "NAME=VALUE: override a param");

@@ -91,16 +91,18 @@ void block_flops(const spec::Block &b, const spec::ExprTypes &types,
 // bandwidth shared by every copy.
 class Timer : public spec::StepConsumer {
 public:
-  Timer(const spec::Lowered &l, const FlopsOf &flops, const Machine &m) : l_(l), flops_(flops), m_(m) {
-    t_.traffic.resize(l.program.buffers.size());
-    for (std::size_t i = 0; i < l.program.buffers.size(); ++i)
-      t_.traffic[i].buffer = l.program.buffers[i].name;
+  /// `l` absent: a pipeline, whose steps are its compute statements.
+  Timer(const spec::Program &p, const spec::Lowered *l, const FlopsOf &flops, const Machine &m)
+      : p_(p), l_(l), flops_(flops), m_(m) {
+    t_.traffic.resize(p.buffers.size());
+    for (std::size_t i = 0; i < p.buffers.size(); ++i)
+      t_.traffic[i].buffer = p.buffers[i].name;
   }
   const spec::Stepper *stepper = nullptr;
 
-  void on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &,
-                  const std::optional<spec::StepRef> &) override {
-    std::int64_t f = flops_(s);
+  void on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &reads,
+                  const std::optional<spec::StepRef> &write) override {
+    std::int64_t f = flops_(s, reads, write);
     if (f <= 0) return;
     double start = std::max(now_, unit_free_);
     double end = start + static_cast<double>(f) / m_.flops_per_s;
@@ -110,7 +112,7 @@ public:
   void on_start(const spec::Stmt &s, int op, const spec::AsyncStart &a) override {
     if (done_.size() <= static_cast<std::size_t>(op)) done_.resize(op + 1, 0);
     if (a.kind == spec::AsyncKind::wgmma) {
-      std::int64_t f = flops_(s);
+      std::int64_t f = flops_(s, {}, std::nullopt);
       double start = std::max(now_, unit_free_);
       double end = start + static_cast<double>(std::max<std::int64_t>(f, 0)) / m_.flops_per_s;
       record_compute(start, end, f);
@@ -121,7 +123,7 @@ public:
     std::int64_t n = 1;
     for (const auto &[lo, hi] : place.box)
       n = spec::saturating_mul(n, std::max<std::int64_t>(hi - lo, 0));
-    const auto &buf = l_.program.buffers.at(place.buffer);
+    const auto &buf = p_.buffers.at(place.buffer);
     std::int64_t bytes = spec::saturating_mul(n, spec::dtype_bytes(buf.dtype));
     double xfer = static_cast<double>(bytes) / m_.beta_bytes_per_s;
     double end = std::max(now_ + m_.alpha_s, link_free_) + xfer;
@@ -163,7 +165,7 @@ private:
     t_.flops = spec::saturating_add(t_.flops, f);
     unit_free_ = end;
     last_ = std::max(last_, end);
-    std::int64_t step = current_step();
+    std::int64_t step = l_ ? current_step() : computes_++;
     if (step >= 0 && static_cast<std::size_t>(step) < Timing::kTimelineSteps) {
       if (t_.steps.size() <= static_cast<std::size_t>(step)) t_.steps.resize(step + 1, {start, start});
       auto &st = t_.steps[step];
@@ -179,12 +181,12 @@ private:
     if (it != top_.end()) {
       top = it->second;
     } else {
-      const auto &body = l_.program.body;
+      const auto &body = p_.body;
       for (std::size_t i = 0; i < body.size() && top < 0; ++i)
         if (contains(body[i], s)) top = static_cast<int>(i);
       top_.emplace(s, top);
     }
-    return l_.step(top, stepper->loop_values());
+    return l_->step(top, stepper->loop_values());
   }
   static bool contains(const spec::Stmt &s, const spec::Stmt *p) {
     if (&s == p) return true;
@@ -196,8 +198,10 @@ private:
     return false;
   }
 
-  const spec::Lowered &l_;
+  const spec::Program &p_;
+  const spec::Lowered *l_;
   const FlopsOf &flops_;
+  std::int64_t computes_ = 0;
   Machine m_;
   Timing t_;
   double now_ = 0, unit_free_ = 0, link_free_ = 0, last_ = 0;
@@ -207,6 +211,7 @@ private:
 };
 
 ModelResult model_one(const spec::KernelSpec &k, const ModelOptions &o);
+void fill(Model &m, const Timing &tm);
 
 // The alternatives a memory-bound kernel could take: a larger block of the
 // dominating operand (each param its block names, one domain value up or
@@ -274,6 +279,22 @@ std::vector<Alternative> alternatives(const spec::KernelSpec &k, const ModelOpti
   return out;
 }
 
+// The time, bound and bubbles of a timed walk.
+void fill(Model &m, const Timing &tm) {
+  m.flops = tm.flops;
+  m.seconds = tm.seconds;
+  m.compute_seconds = tm.compute_seconds;
+  m.copy_seconds = tm.copy_seconds;
+  m.startup_seconds = tm.compute_seconds > 0 ? tm.first_compute : tm.seconds;
+  m.drain_seconds = tm.compute_seconds > 0 ? tm.seconds - tm.last_compute_end : 0;
+  m.utilization = tm.seconds > 0 ? tm.compute_seconds / tm.seconds : 0;
+  m.bubble_fraction = tm.seconds > 0 ? (m.startup_seconds + m.drain_seconds) / tm.seconds : 0;
+  const double steady = tm.seconds - m.startup_seconds - m.drain_seconds;
+  m.latency_bound = steady > 1.5 * std::max(tm.copy_seconds, tm.compute_seconds);
+  m.bound = tm.copy_seconds > tm.compute_seconds || m.latency_bound ? Bound::memory : Bound::compute;
+  m.timeline = tm.steps;
+}
+
 ModelResult model_one(const spec::KernelSpec &k, const ModelOptions &o) {
   ModelResult r;
   std::string target = o.target ? *o.target : spec::kernel_target(k, std::nullopt).value_or(kDefaultTarget);
@@ -307,7 +328,8 @@ ModelResult model_one(const spec::KernelSpec &k, const ModelOptions &o) {
     return r;
   }
   auto by_loc = body_flops(k, o.overrides);
-  FlopsOf flops = [&](const spec::Stmt &s) {
+  FlopsOf flops = [&](const spec::Stmt &s, const std::vector<spec::StepRef> &,
+                      const std::optional<spec::StepRef> &) {
     auto it = by_loc.find({s.loc.line, s.loc.col});
     return it == by_loc.end() ? std::int64_t{0} : it->second;
   };
@@ -331,19 +353,8 @@ ModelResult model_one(const spec::KernelSpec &k, const ModelOptions &o) {
     return r;
   }
   m.steps = spec::num_points(lowered->grid);
-  m.flops = tm.flops;
+  fill(m, tm);
   m.flops_step = m.steps > 0 ? m.flops / m.steps : 0;
-  m.seconds = tm.seconds;
-  m.compute_seconds = tm.compute_seconds;
-  m.copy_seconds = tm.copy_seconds;
-  m.startup_seconds = tm.compute_seconds > 0 ? tm.first_compute : tm.seconds;
-  m.drain_seconds = tm.compute_seconds > 0 ? tm.seconds - tm.last_compute_end : 0;
-  m.utilization = tm.seconds > 0 ? tm.compute_seconds / tm.seconds : 0;
-  m.bubble_fraction = tm.seconds > 0 ? (m.startup_seconds + m.drain_seconds) / tm.seconds : 0;
-  const double steady = tm.seconds - m.startup_seconds - m.drain_seconds;
-  m.latency_bound = steady > 1.5 * std::max(tm.copy_seconds, tm.compute_seconds);
-  m.bound = tm.copy_seconds > tm.compute_seconds || m.latency_bound ? Bound::memory : Bound::compute;
-  m.timeline = std::move(tm.steps);
   for (const auto &b : lowered->bindings) {
     if (b.role == spec::Role::scratch) continue;
     auto i = km.operand_index(b.operand);
@@ -393,11 +404,136 @@ std::map<std::pair<int, int>, std::int64_t> body_flops(const spec::KernelSpec &k
 
 Timing simulate(const spec::Lowered &l, const FlopsOf &flops, const Machine &m) {
   spec::Env env;
-  Timer timer(l, flops, m);
+  Timer timer(l.program, &l, flops, m);
   spec::Stepper st(l.program, l.program.body, env);
   timer.stepper = &st;
   st.run(timer);
   return timer.finish();
+}
+
+Timing simulate(const spec::Program &p, const spec::Env &params, const FlopsOf &flops, const Machine &m) {
+  spec::Env env = params;
+  Timer timer(p, nullptr, flops, m);
+  spec::Stepper st(p, p.body, env);
+  timer.stepper = &st;
+  st.run(timer);
+  return timer.finish();
+}
+
+namespace {
+
+std::int64_t box_elements(const spec::StepBox &b) {
+  std::int64_t n = 1;
+  for (const auto &[lo, hi] : b)
+    n = spec::saturating_mul(n, std::max<std::int64_t>(hi - lo, 0));
+  return n;
+}
+
+// Flops per element of a pipeline value: its arithmetic nodes; a dot 2 x K.
+std::int64_t per_element(const Expr &e, const std::vector<spec::StepRef> &reads) {
+  std::int64_t n = 0;
+  for (const auto &a : e.args)
+    n = spec::saturating_add(n, per_element(a, reads));
+  switch (e.op) {
+  case Op::Int:
+  case Op::Float:
+  case Op::Name:
+  case Op::Ref:
+  case Op::Ellipsis:
+  case Op::Slice:
+  case Op::None:
+  case Op::Zeros:
+  case Op::Tuple: return n;
+  case Op::Call:
+    if (e.name == "dot" && !reads.empty() && !reads[0].place.box.empty()) {
+      const auto &last = reads[0].place.box.back();
+      return spec::saturating_add(
+          n, spec::saturating_mul(2, std::max<std::int64_t>(last.second - last.first, 0)));
+    }
+    if (e.name == "cast" || e.name == "reshape" || e.name == "broadcast_to" || e.name == "transpose" ||
+        e.name == "iota" || e.name == "full")
+      return n;
+    return spec::saturating_add(n, 1);
+  default: return spec::saturating_add(n, 1);
+  }
+}
+
+} // namespace
+
+std::int64_t pipeline_flops(const spec::Stmt &s, const std::vector<spec::StepRef> &reads,
+                            const std::optional<spec::StepRef> &write) {
+  const auto *a = std::get_if<spec::Assign>(&s.kind);
+  if (!a || !write) return 0;
+  std::int64_t per = per_element(a->value, reads) + (a->accumulate ? 1 : 0);
+  return spec::saturating_mul(per, box_elements(write->place.box));
+}
+
+ModelResult model_program(const spec::Program &p, const ModelOptions &o) {
+  ModelResult r;
+  std::string target = o.target.value_or(kDefaultTarget);
+  const spec::Target *t = spec::find_target(target);
+  if (!t) {
+    r.unknown = spec::unknown_target_message(target);
+    return r;
+  }
+  const Machine mc = o.machine ? *o.machine : machine_of(*t);
+  if (!(mc.alpha_s >= 0 && mc.beta_bytes_per_s > 0 && mc.flops_per_s > 0)) {
+    r.unknown = "no alpha, beta and F for target '" + target + "'";
+    return r;
+  }
+  auto bound = spec::bind_params(p.params, o.overrides, true);
+  if (!bound.errors.empty()) {
+    r.unknown = bound.errors[0].message;
+    return r;
+  }
+  Model m;
+  m.kernel = p.name;
+  m.pipeline = true;
+  m.target = target;
+  m.machine = mc;
+  Timing tm;
+  try {
+    tm = simulate(p, bound.env, pipeline_flops, mc);
+  } catch (const spec::StepError &e) {
+    r.unknown = "it cannot be walked at line " + std::to_string(e.loc.line) + " (" + e.what() +
+                "); `pipecheck check` reports it";
+    return r;
+  }
+  fill(m, tm);
+  for (const auto &b : p.buffers) {
+    if (b.kind != spec::BufferKind::sram && b.kind != spec::BufferKind::smem) continue;
+    std::int64_t elems = 1;
+    for (const auto &d : b.shape)
+      elems =
+          spec::saturating_mul(elems, std::max<std::int64_t>(spec::eval_int(d, bound.env).value_or(0), 0));
+    std::int64_t block = spec::saturating_mul(elems, spec::dtype_bytes(b.dtype));
+    std::int64_t slots =
+        b.slots ? std::max<std::int64_t>(spec::eval_int(*b.slots, bound.env).value_or(1), 1) : 1;
+    m.sram_bytes = spec::saturating_add(m.sram_bytes, spec::saturating_mul(slots, block));
+    for (const auto &tr : tm.traffic) {
+      if (tr.buffer != b.name) continue;
+      OperandCost c;
+      c.name = b.name;
+      c.role = tr.copies_in > 0 ? spec::Role::in : spec::Role::out;
+      c.block_bytes = block;
+      c.copies = tr.copies_in + tr.copies_out;
+      c.bytes = spec::saturating_add(tr.bytes_in, tr.bytes_out);
+      c.seconds = static_cast<double>(c.bytes) / mc.beta_bytes_per_s;
+      m.bytes = spec::saturating_add(m.bytes, c.bytes);
+      m.operands.push_back(std::move(c));
+    }
+  }
+  m.steps = static_cast<std::int64_t>(tm.steps.size());
+  m.flops_step = m.steps > 0 ? m.flops / m.steps : 0;
+  m.sram_budget = t->default_sram_bytes;
+  if (m.bound == Bound::memory && !m.operands.empty()) {
+    std::size_t d = 0;
+    for (std::size_t i = 1; i < m.operands.size(); ++i)
+      if (m.operands[i].bytes > m.operands[d].bytes) d = i;
+    m.dominant = d;
+  }
+  r.model = std::move(m);
+  return r;
 }
 
 ModelResult model_kernel(const spec::KernelSpec &k, const ModelOptions &o) { return model_one(k, o); }

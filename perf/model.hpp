@@ -28,6 +28,7 @@
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
 #include "spec/lower.hpp"
+#include "spec/step.hpp"
 #include "spec/targets.hpp"
 
 #include <cstdint>
@@ -48,9 +49,18 @@ struct Machine {
 /// The numbers of a target of the targets table.
 Machine machine_of(const spec::Target &);
 
-/// The flops of one execution of a statement, by its source location (the
-/// lowered program keeps the kernel body's statement locations).
-using FlopsOf = std::function<std::int64_t(const spec::Stmt &)>;
+/// The flops of one execution of a compute statement (or wgmma), given the
+/// buffer refs it reads and writes (empty for a wgmma). A kernel's counts
+/// come from its body by statement location (the lowered program keeps the
+/// body's locations); a pipeline's from the refs (pipeline_flops).
+using FlopsOf = std::function<std::int64_t(const spec::Stmt &, const std::vector<spec::StepRef> &reads,
+                                           const std::optional<spec::StepRef> &write)>;
+
+/// A pipeline's compute statement: per element of the written box, one flop
+/// per arithmetic node of the value (and one for `+=`); a dot 2 x K per
+/// element, K the last extent of its first read.
+std::int64_t pipeline_flops(const spec::Stmt &, const std::vector<spec::StepRef> &reads,
+                            const std::optional<spec::StepRef> &write);
 
 /// The flops of each statement of a kernel body (keyed by line and column),
 /// counted as the header says. `overrides` bind the params as for lowering.
@@ -86,6 +96,9 @@ struct Timing {
 /// Walks `lowered.program` with the stepper and times it on `m`. Throws
 /// spec::StepError where the program cannot be walked.
 Timing simulate(const spec::Lowered &, const FlopsOf &, const Machine &);
+/// The same for a pipeline, its params bound in `env`; its steps (for the
+/// timeline) are its compute statements in execution order.
+Timing simulate(const spec::Program &, const spec::Env &env, const FlopsOf &, const Machine &);
 
 enum class Bound { compute, memory };
 const char *to_string(Bound);
@@ -113,7 +126,8 @@ struct Alternative {
 
 /// The model of one kernel on one target.
 struct Model {
-  std::string kernel;
+  std::string kernel;    ///< the unit's name
+  bool pipeline = false; ///< a hand-written pipeline: steps are compute statements, no alternatives
   std::string target;
   Machine machine;
   std::int64_t steps = 0;
@@ -161,5 +175,11 @@ struct ModelResult {
 /// reports time, bound, bubbles, utilization, the dominating operand and
 /// what a larger block or deeper buffering would buy.
 ModelResult model_kernel(const spec::KernelSpec &, const ModelOptions &);
+
+/// Models a validated pipeline as written: every param bound (--set binds a
+/// symbolic one), its sram/smem buffers as the operands, their bytes as the
+/// SRAM footprint against the target's default budget. A pipeline has no
+/// `target =`: --target, else kDefaultTarget. No alternatives are tried.
+ModelResult model_program(const spec::Program &, const ModelOptions &);
 
 } // namespace pipecheck::perf

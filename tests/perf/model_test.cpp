@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <sys/wait.h>
 
 using namespace pipecheck;
@@ -199,6 +201,39 @@ TEST(Model, AKernelWhoseScheduleFaultsHasNoModelAndSaysWhy) {
   EXPECT_FALSE(r.model);
   EXPECT_TRUE(r.errors.empty());
   EXPECT_NE(r.unknown.find("faults at line 3"), std::string::npos) << r.unknown;
+}
+
+TEST(Model, TheGuidesSectionFourPipelineOverlapsEachStepsComputeWithTheNextCopyIn) {
+  // The guide's double-buffered loop as written (corpus/guide/section4_rolled.pk)
+  // with 6 steps; a block copies in half the time a step computes.
+  std::ifstream in(std::string(PIPECHECK_SOURCE_DIR) + "/corpus/guide/section4_rolled.pk");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto r = spec::parse_and_validate(spec::SourceFile::from_string("section4_rolled.pk", text.str()));
+  ASSERT_TRUE(r.file);
+  const spec::Program *p = nullptr;
+  for (const auto &u : r.file->units)
+    if (spec::unit_name(u) == "guide_rolled_loop_even_trip_count") p = &std::get<spec::Program>(u);
+  ASSERT_NE(p, nullptr);
+  perf::ModelOptions o;
+  o.overrides = {{"M", 3}};
+  o.machine = perf::Machine{0, 2 * 2048, 512}; // a 2 KiB block in 0.5 s, 512 adds in 1 s
+  auto m = perf::model_program(*p, o);
+  ASSERT_TRUE(m.model) << m.unknown;
+  EXPECT_TRUE(m.model->pipeline);
+  EXPECT_EQ(m.model->steps, 6);
+  EXPECT_EQ(m.model->flops_step, 512);
+  // 0.5 s copy-in, six 1 s computes each overlapping the next copy-in and the
+  // previous write-back, 0.5 s write-back: 6 of 7 seconds compute.
+  EXPECT_DOUBLE_EQ(m.model->seconds, 7);
+  EXPECT_DOUBLE_EQ(m.model->utilization, 6.0 / 7.0);
+  EXPECT_DOUBLE_EQ(m.model->startup_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(m.model->drain_seconds, 0.5);
+  ASSERT_EQ(m.model->timeline.size(), 6u);
+  EXPECT_DOUBLE_EQ(m.model->timeline[5].compute_start, 5.5);
+  ASSERT_EQ(m.model->operands.size(), 2u);
+  EXPECT_EQ(m.model->operands[0].copies, 6);
+  EXPECT_EQ(m.model->sram_bytes, 4 * 2048);
 }
 
 std::pair<int, std::string> cli(const std::string &args) {
