@@ -1,10 +1,12 @@
 // pipecheck fuzz FILE [--kernel NAME]: check and run a kernel over its param domains.
 #include "cli/command.hpp"
 #include "reports/output.hpp"
+#include "reports/sweep_report.hpp"
 #include "sweep/sweep.hpp"
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 
 namespace pipecheck::cli {
@@ -85,7 +87,16 @@ int fuzz_cmd(const FuzzArgs &a) {
     return bad_input;
   }
   const auto &r = std::get<sweep::SweepResult>(result);
-  const std::string text = a.format == "json" ? sweep::to_json(r) : sweep::to_text(r);
+  std::string text;
+  if (a.format == "sarif" || a.format == "junit") {
+    // The CI formats render the configurations as check results.
+    std::vector<reports::FileResult> files{reports::sweep_file_result(*src, *k, r)};
+    std::error_code ec;
+    text = reports::render(*reports::parse_format(a.format), files, {},
+                           std::filesystem::current_path(ec).string());
+  } else {
+    text = a.format == "json" ? sweep::to_json(r) : sweep::to_text(r);
+  }
   if (a.output.empty() || a.output == "-") {
     std::cout << text;
   } else if (auto err = reports::write_file_atomically(a.output, text); !err.empty()) {
@@ -112,7 +123,8 @@ const bool registered = register_command(
              "--shard", a->shard,
              "K/N: only configurations K mod N of the sweep (default: TEST_SHARD_INDEX/TEST_TOTAL_SHARDS)")
           ->type_name("K/N");
-      app.add_option("--format", a->format, "output format")->check(CLI::IsMember({"text", "json"}));
+      app.add_option("--format", a->format, "output format")
+          ->check(CLI::IsMember({"text", "json", "sarif", "junit"}));
       app.add_option("-o,--output", a->output, "write the report to this file (- for standard output)");
       app.add_option("--max-memory", a->max_memory, std::string("per run: ") + size_help + " (default 4G)")
           ->type_name("SIZE");

@@ -21,10 +21,18 @@ const std::vector<Target> &targets() {
       // compiler's own "Scoped allocation ... limit 16.00M" (v5p) and
       // "limit 32.00M" (v6e) errors quoted in public reports, and v4's limit
       // equals its whole VMEM.
-      {"tpu_v4", TargetKind::tpu, 16 * MiB, 16 * MiB},
-      {"tpu_v5e", TargetKind::tpu, 16 * MiB, 128 * MiB},
-      {"tpu_v5p", TargetKind::tpu, 16 * MiB, 64 * MiB},
-      {"tpu_v6e", TargetKind::tpu, 32 * MiB, 128 * MiB},
+      //
+      // The performance model's beta (HBM bandwidth) and F (peak bf16 FLOP/s
+      // per chip) are the vendor's figures: Cloud TPU "System architecture"
+      // pages (https://cloud.google.com/tpu/docs/v4, .../v5e, .../v5p,
+      // .../v6e): v4 1200 GB/s, 275 TFLOP/s; v5e 819 GB/s, 197 TFLOP/s; v5p
+      // 2765 GB/s, 459 TFLOP/s; v6e 1640 GB/s, 918 TFLOP/s. alpha (one DMA's
+      // latency) has no published figure: 1 us is an order-of-magnitude
+      // estimate (HBM access plus DMA issue); it only matters for small blocks.
+      {"tpu_v4", TargetKind::tpu, 16 * MiB, 16 * MiB, 1e-6, 1200e9, 275e12},
+      {"tpu_v5e", TargetKind::tpu, 16 * MiB, 128 * MiB, 1e-6, 819e9, 197e12},
+      {"tpu_v5p", TargetKind::tpu, 16 * MiB, 64 * MiB, 1e-6, 2765e9, 459e12},
+      {"tpu_v6e", TargetKind::tpu, 32 * MiB, 128 * MiB, 1e-6, 1640e9, 918e12},
       // Hopper (compute capability 9.0): at most 227 KiB of shared memory per
       // thread block (opt-in; 228 KiB per SM less 1 KiB the runtime reserves
       // per block) — CUDA C++ Programming Guide, "Technical Specifications per
@@ -34,8 +42,13 @@ const std::vector<Target> &targets() {
       // own default when no device can be queried (jax-ml/jax
       // jax/experimental/mosaic/gpu/core.py: `227 * 1024`). H200 has the same
       // GH100 SM, so the same limit.
-      {"h100", TargetKind::gpu, 227 * KiB, 227 * KiB},
-      {"h200", TargetKind::gpu, 227 * KiB, 227 * KiB},
+      // beta and F: NVIDIA's H100 SXM and H200 SXM datasheets
+      // (https://www.nvidia.com/en-us/data-center/h100/, .../h200/): 3.35 TB/s
+      // and 4.8 TB/s of HBM bandwidth, 989 TFLOP/s dense bf16 tensor core
+      // (the sheets' 1979 counts 2:4 sparsity). alpha: a global-memory access
+      // takes several hundred ns on Hopper; 0.5 us per TMA copy is an estimate.
+      {"h100", TargetKind::gpu, 227 * KiB, 227 * KiB, 0.5e-6, 3.35e12, 989e12},
+      {"h200", TargetKind::gpu, 227 * KiB, 227 * KiB, 0.5e-6, 4.8e12, 989e12},
   };
   return t;
 }

@@ -23,6 +23,12 @@ struct Target {
   /// TPU: physical VMEM per TensorCore (vmem_limit_bytes may raise the scoped
   /// budget up to this); GPU: equal to default_sram_bytes.
   std::int64_t physical_sram_bytes = 0;
+  /// The pipelining guide's performance model (pipecheck model): a copy of b
+  /// bytes between HBM and SRAM costs alpha_s + b / hbm_bytes_per_s; compute
+  /// of f flops costs f / flops_per_s (peak dense bf16 matrix FLOP/s).
+  double alpha_s = 0;
+  double hbm_bytes_per_s = 0;
+  double flops_per_s = 0;
 };
 
 /// Every known target, in a stable order.

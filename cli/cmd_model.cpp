@@ -1,0 +1,231 @@
+// pipecheck model FILE [--kernel NAME]: the pipelining guide's performance model of a kernel.
+#include "cli/command.hpp"
+#include "perf/model.hpp"
+#include "reports/output.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+namespace pipecheck::cli {
+namespace {
+
+struct ModelArgs {
+  std::string path;
+  std::string kernel;
+  std::string target;
+  std::vector<std::string> sets;
+  std::string format = "text";
+  std::string output;
+};
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string seconds(double s) {
+  if (s == 0) return "0 s";
+  if (s < 1e-9) return fixed(s * 1e12, 1) + " ps";
+  if (s < 1e-6) return fixed(s * 1e9, 1) + " ns";
+  if (s < 1e-3) return fixed(s * 1e6, 1) + " us";
+  if (s < 1) return fixed(s * 1e3, 2) + " ms";
+  return fixed(s, 2) + " s";
+}
+
+std::string bytes(std::int64_t b) {
+  const double v = static_cast<double>(b);
+  if (b < 1024) return std::to_string(b) + " B";
+  if (b < 1024 * 1024) return fixed(v / 1024, 1) + " KiB";
+  if (b < std::int64_t{1} << 30) return fixed(v / (1024 * 1024), 1) + " MiB";
+  return fixed(v / static_cast<double>(std::int64_t{1} << 30), 2) + " GiB";
+}
+
+// Two significant digits below 1% (a memory-bound kernel's utilization is
+// often a small fraction of a percent).
+std::string percent(double f) {
+  double p = f * 100;
+  if (p > 0 && p < 1) return fixed(p, std::min(6, 1 - static_cast<int>(std::floor(std::log10(p))))) + "%";
+  return fixed(p, 1) + "%";
+}
+
+std::string signed_change(double now, double then) {
+  if (then <= 0) return "";
+  std::string d = fixed((now - then) / then * 100, 0);
+  if (d == "-0") d = "0";
+  return (d[0] == '-' || d == "0" ? "" : "+") + d + "%";
+}
+
+void text(std::ostream &os, const std::string &path, const perf::Model &m) {
+  const auto &mc = m.machine;
+  os << path << ": " << m.kernel << " on " << m.target << " (alpha " << seconds(mc.alpha_s) << ", beta "
+     << fixed(mc.beta_bytes_per_s / 1e9, 0) << " GB/s, F " << fixed(mc.flops_per_s / 1e12, 0)
+     << " TFLOP/s)\n";
+  os << "  " << m.steps << (m.pipeline ? " compute steps; " : " grid steps; ") << m.flops_step
+     << " flops per step, " << bytes(m.bytes) << " moved in all\n";
+  for (const auto &o : m.operands)
+    os << "  " << (o.role == spec::Role::in ? "in  " : "out ") << o.name << ": block " << bytes(o.block_bytes)
+       << ", " << o.copies << (o.copies == 1 ? " copy" : " copies")
+       << (m.pipeline ? ", " : " (when its block changes), ") << bytes(o.bytes) << " = " << seconds(o.seconds)
+       << "\n";
+  os << "  predicted " << seconds(m.seconds) << ": " << perf::to_string(m.bound) << "-bound"
+     << (m.bound == perf::Bound::compute ? ""
+         : m.latency_bound               ? ", by latency: each copy's alpha is not hidden"
+                                         : ", by bandwidth")
+     << " (copies " << seconds(m.copy_seconds) << ", compute " << seconds(m.compute_seconds) << ")\n";
+  os << "  start-up " << seconds(m.startup_seconds) << ", drain " << seconds(m.drain_seconds) << ": bubbles "
+     << percent(m.bubble_fraction) << "; utilization " << percent(m.utilization) << "\n";
+  os << "  SRAM " << bytes(m.sram_bytes) << " of " << bytes(m.sram_budget) << "\n";
+  if (m.dominant) {
+    const auto &d = m.operands[*m.dominant];
+    os << "  dominated by " << d.name << ": " << bytes(d.bytes) << " of " << bytes(m.bytes) << " moved";
+    if (d.array_bytes > 0 && d.bytes > d.array_bytes)
+      os << " (" << fixed(static_cast<double>(d.bytes) / static_cast<double>(d.array_bytes), 1)
+         << "x its array: it is fetched again as the grid revisits its blocks)";
+    os << "\n";
+    for (const auto &a : m.alternatives) {
+      os << "  with " << a.change << ": ";
+      if (!a.ok) {
+        os << "not modelled (" << a.why << ")\n";
+        continue;
+      }
+      os << seconds(a.seconds) << " (" << signed_change(a.seconds, m.seconds) << "), SRAM "
+         << bytes(a.sram_bytes) << " of " << bytes(m.sram_budget) << (a.fits ? ": fits" : ": does not fit")
+         << "\n";
+    }
+  }
+}
+
+nlohmann::json json(const std::string &path, const perf::Model &m) {
+  nlohmann::json j;
+  j["file"] = path;
+  j["unit"] = m.kernel;
+  j["kind"] = m.pipeline ? "pipeline" : "kernel";
+  j["target"] = m.target;
+  j["machine"] = {{"alpha_s", m.machine.alpha_s},
+                  {"beta_bytes_per_s", m.machine.beta_bytes_per_s},
+                  {"flops_per_s", m.machine.flops_per_s}};
+  j["steps"] = m.steps;
+  j["flops"] = m.flops;
+  j["flops_per_step"] = m.flops_step;
+  j["bytes"] = m.bytes;
+  j["seconds"] = m.seconds;
+  j["compute_seconds"] = m.compute_seconds;
+  j["copy_seconds"] = m.copy_seconds;
+  j["startup_seconds"] = m.startup_seconds;
+  j["drain_seconds"] = m.drain_seconds;
+  j["bound"] = perf::to_string(m.bound);
+  j["latency_bound"] = m.latency_bound;
+  j["utilization"] = m.utilization;
+  j["bubble_fraction"] = m.bubble_fraction;
+  j["sram_bytes"] = m.sram_bytes;
+  j["sram_budget_bytes"] = m.sram_budget;
+  j["operands"] = nlohmann::json::array();
+  for (const auto &o : m.operands)
+    j["operands"].push_back({{"name", o.name},
+                             {"role", spec::to_string(o.role)},
+                             {"block_bytes", o.block_bytes},
+                             {"array_bytes", o.array_bytes},
+                             {"copies", o.copies},
+                             {"bytes", o.bytes},
+                             {"seconds", o.seconds}});
+  j["dominant"] = m.dominant ? nlohmann::json(m.operands[*m.dominant].name) : nlohmann::json(nullptr);
+  j["alternatives"] = nlohmann::json::array();
+  for (const auto &a : m.alternatives) {
+    nlohmann::json x = {{"change", a.change}, {"ok", a.ok}};
+    if (a.ok) {
+      x["seconds"] = a.seconds;
+      x["sram_bytes"] = a.sram_bytes;
+      x["fits"] = a.fits;
+    } else {
+      x["why"] = a.why;
+    }
+    j["alternatives"].push_back(std::move(x));
+  }
+  j["timeline"] = nlohmann::json::array();
+  for (const auto &s : m.timeline)
+    j["timeline"].push_back({s.compute_start, s.compute_end});
+  return j;
+}
+
+int model_cmd(const ModelArgs &a) {
+  if (a.format != "text" && a.format != "json")
+    return usage_error("--format", a.format, "expected text or json");
+  perf::ModelOptions opts;
+  if (!parse_sets(a.sets, opts.overrides)) return bad_input;
+  if (!a.target.empty()) {
+    if (!check_target(a.target)) return bad_input;
+    opts.target = a.target;
+  }
+  auto src = read_source(a.path);
+  if (!src) return bad_input;
+  auto file = load(*src);
+  if (!file) return bad_input;
+  std::vector<const std::variant<spec::KernelSpec, spec::Program> *> units;
+  if (!a.kernel.empty() || !a.sets.empty()) {
+    const auto *unit = select_unit(*file, a.path, a.kernel);
+    if (!unit) return bad_input;
+    if (!check_overrides(*unit, *src, opts.overrides)) return bad_input;
+    units.push_back(unit);
+  } else {
+    for (const auto &u : file->units)
+      units.push_back(&u);
+  }
+  std::ostringstream out;
+  nlohmann::json models = nlohmann::json::array();
+  int rc = ok;
+  for (const auto *u : units) {
+    auto r = std::holds_alternative<spec::KernelSpec>(*u)
+                 ? perf::model_kernel(std::get<spec::KernelSpec>(*u), opts)
+                 : perf::model_program(std::get<spec::Program>(*u), opts);
+    if (!r.errors.empty()) {
+      for (const auto &e : r.errors)
+        spec::render(std::cerr, *src, e);
+      return bad_input;
+    }
+    if (!r.model) {
+      std::cerr << a.path << ": " << spec::unit_name(*u) << ": cannot model: " << r.unknown << "\n";
+      rc = unknown;
+      continue;
+    }
+    if (a.format == "json")
+      models.push_back(json(src->path, *r.model));
+    else
+      text(out, src->path, *r.model);
+  }
+  std::string result = a.format == "json"
+                           ? nlohmann::json{{"tool", "pipecheck"}, {"models", models}}.dump(2) + "\n"
+                           : out.str();
+  if (a.output.empty() || a.output == "-") {
+    std::cout << result;
+  } else if (auto err = reports::write_file_atomically(a.output, result); !err.empty()) {
+    std::cerr << "error: -o " << a.output << ": " << err << "\n";
+    return environment;
+  }
+  return rc;
+}
+
+const bool registered = register_command(
+    "model",
+    "Predict a kernel's pipelined time on a target: bytes and flops per step, memory- or compute-bound, "
+    "bubbles, utilization",
+    [](CLI::App &app) {
+      auto a = std::make_shared<ModelArgs>();
+      app.add_option("FILE", a->path, "a .pk file")->required();
+      app.add_option("--kernel", a->kernel,
+                     "the kernel or pipeline to model (default: every one in the file)");
+      app.add_option("--target", a->target,
+                     target_help() + " (default: the spec's target, else " + perf::kDefaultTarget + ")");
+      add_set_option(app, a->sets, "NAME=VALUE: override a param");
+      app.add_option("--format", a->format, "text or json");
+      app.add_option("-o", a->output, "write the result to this file ('-': standard output)");
+      return std::function<int()>([a] { return model_cmd(*a); });
+    });
+
+} // namespace
+} // namespace pipecheck::cli
