@@ -292,7 +292,8 @@ TEST(AccumulatorReset, AcceptsAMaskedStoreThatKeepsTheRowsItDoesNotSelect) {
 )";
   EXPECT_EQ(check_text(src, "masked_halves").status, Status::verified);
   spec::File f = testing::parse_text(src);
-  auto m = verifier::rules::build_model(testing::kernel(f, "masked_halves"), {}, std::nullopt);
+  const spec::KernelSpec k = testing::kernel(f, "masked_halves"); // the model points into it
+  auto m = verifier::rules::build_model(k, {}, std::nullopt);
   ASSERT_TRUE(m.model);
   EXPECT_TRUE(verifier::rules::check_enumerated(*m.model).findings.empty());
 }
