@@ -334,6 +334,8 @@ Agreement agree_pipeline(const spec::Program &p) {
   auto at = [&](const spec::Env &env) {
     return env.empty() ? std::string() : " at " + param + " = " + std::to_string(env.begin()->second);
   };
+  // check_concrete binds only what its env says; the params with a value
+  // (`param B = 2`) are added to each binding where it is called.
   bool any_ran = false;
   for (const auto &env : bindings) {
     executor::RunOptions ro = run_options();
@@ -352,7 +354,7 @@ Agreement agree_pipeline(const spec::Program &p) {
       a.disagreements.push_back("verified, but run" + at(env) + " fails: " + first_failure(r));
     else if (v.status == verifier::Status::unknown)
       a.unknown_with_failing_run = true;
-    else if (verifier::races::check_concrete(p, env, param).empty())
+    else if (verifier::races::check_concrete(p, spec::param_env(p.params, env), param).empty())
       a.disagreements.push_back("run" + at(env) + " fails (" + first_failure(r) +
                                 "), but the concrete check" + at(env) + " finds nothing");
   }
@@ -367,7 +369,7 @@ Agreement agree_pipeline(const spec::Program &p) {
         continue;
       }
     }
-    if (!has(verifier::races::check_concrete(p, env, param), f)) {
+    if (!has(verifier::races::check_concrete(p, spec::param_env(p.params, env), param), f)) {
       a.disagreements.push_back("witness" + at(env) + " of " + describe(f) + " does not reproduce");
       continue;
     }

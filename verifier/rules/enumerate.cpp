@@ -291,7 +291,7 @@ private:
   void resets(std::size_t op) {
     for (std::size_t w = 0; w < m_.effects.size(); ++w) {
       const Effect &we = m_.effects[w];
-      if (we.operand != op || we.kind != Effect::write) continue;
+      if (we.operand != op || we.kind != Effect::write || m_.reads_own_target(we)) continue;
       std::map<Point, std::size_t> first_acc;
       for (std::size_t q = 0; q < pts_.size(); ++q) {
         if (fires_[w][q]) {

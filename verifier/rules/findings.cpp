@@ -129,11 +129,6 @@ std::optional<std::size_t> overwritten_store(const KernelModel &m, const Effect 
 
 ScratchUse scratch_use(const KernelModel &m, std::size_t op) {
   // Within one statement the reads carry its `order` and the store order + 1.
-  auto same_statement_reads = [&](const Effect &w) {
-    for (const auto &r : m.effects)
-      if (r.operand == op && r.kind == Effect::read && r.order + 1 == w.order) return true;
-    return false;
-  };
   auto same_statement_stores = [&](const Effect &r) {
     for (const auto &w : m.effects)
       if (w.operand == op && w.kind != Effect::read && w.order == r.order + 1) return true;
@@ -143,7 +138,7 @@ ScratchUse scratch_use(const KernelModel &m, std::size_t op) {
   for (std::size_t e = 0; e < m.effects.size(); ++e) {
     const Effect &ef = m.effects[e];
     if (ef.operand != op) continue;
-    if (ef.kind == Effect::accumulate || (ef.kind == Effect::write && same_statement_reads(ef)))
+    if (ef.kind == Effect::accumulate || (ef.kind == Effect::write && m.reads_own_target(ef)))
       u.accumulates.push_back(e);
     else if (ef.kind == Effect::write)
       u.inits.push_back(e);

@@ -47,6 +47,13 @@ bool KernelModel::is_read(std::size_t op) const {
   return false;
 }
 
+bool KernelModel::reads_own_target(const Effect &w) const {
+  // Within one statement the reads carry its `order` and the store order + 1.
+  for (const auto &r : effects)
+    if (r.operand == w.operand && r.kind == Effect::read && r.order + 1 == w.order) return true;
+  return false;
+}
+
 std::int64_t KernelModel::num_points() const { return spec::num_points(grid); }
 
 namespace {

@@ -79,6 +79,10 @@ struct KernelModel {
   bool is_aliased_output(std::size_t operand) const;
   /// True when some effect on `operand` reads it (a load or `+=`).
   bool is_read(std::size_t operand) const;
+  /// True when the statement of store `w` also reads w's operand
+  /// (`o[...] = where(mask, a, o[...])`, `acc[...] = acc[...] + x`): a
+  /// read-modify-write like `+=`, not an init.
+  bool reads_own_target(const Effect &w) const;
   std::int64_t num_points() const; ///< saturates at INT64_MAX
 };
 

@@ -318,7 +318,7 @@ private:
     if (m_.grid.empty()) return;
     const auto &o = m_.operands[op];
     for (const auto &w : m_.effects) {
-      if (w.operand != op || w.kind != Effect::write) continue;
+      if (w.operand != op || w.kind != Effect::write || m_.reads_own_target(w)) continue;
       SymPoint p = point("p"), q = point("q");
       std::vector<Point> v;
       if (query("accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),

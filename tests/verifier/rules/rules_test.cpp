@@ -1,6 +1,8 @@
 // Spec-level rules on hand-written kernels: rank-1 and rank-4 grids,
 // transposed index maps, squeezed dims, non-dividing shapes.
 #include "testing.hpp"
+#include "verifier/rules/enumerate.hpp"
+#include "verifier/rules/model.hpp"
 
 #include <gtest/gtest.h>
 
@@ -273,6 +275,27 @@ TEST(AccumulatorReset, FlagsAScratchStoredOnlyAtTheVeryEnd) {
   EXPECT_EQ(marks(v), (Marks{{verifier::Rule::accumulator_reset, 8}}));
   EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0}));
   EXPECT_EQ(point_item(v.findings[0], "reset"), (std::vector<std::int64_t>{1, 0}));
+}
+
+TEST(AccumulatorReset, AcceptsAMaskedStoreThatKeepsTheRowsItDoesNotSelect) {
+  // megablox gmm's store: `o = where(mask, acc, o)` on consecutive visits of
+  // a block reads the block it writes, so it carries the earlier visit's rows
+  // instead of resetting them; both checkers must see it as an update.
+  const char *src = R"(kernel masked_halves:
+    grid = (2, 2)
+    in  x: f32[256, 256]  block=(128, 128)  index=(i, j) -> (i, j)
+    out o: f32[256, 128]  block=(128, 128)  index=(i, j) -> (i, 0)
+    body:
+        when program_id(1) == 0:
+            o[...] = zeros
+        o[...] = where(iota((128, 128), 0) // 64 == program_id(1), x[...], o[...])
+)";
+  EXPECT_EQ(check_text(src, "masked_halves").status, Status::verified);
+  spec::File f = testing::parse_text(src);
+  const spec::KernelSpec k = testing::kernel(f, "masked_halves"); // the model points into it
+  auto m = verifier::rules::build_model(k, {}, std::nullopt);
+  ASSERT_TRUE(m.model);
+  EXPECT_TRUE(verifier::rules::check_enumerated(*m.model).findings.empty());
 }
 
 TEST(AccumulatorReset, FlagsAScratchResetInsideABlockWhoseStoreTheNextStepOverwrites) {
