@@ -1,3 +1,4 @@
+#include "reports/html.hpp"
 #include "reports/report.hpp"
 
 #include "spec/targets.hpp"
@@ -73,13 +74,13 @@ svg.timeline rect.col{fill:#fafafa;stroke:#e4e4e4}svg.timeline rect.elided{fill:
 svg.timeline line.lane{stroke:#e0e0e0}
 svg.timeline rect.bar{stroke:#fff;stroke-width:.5}
 svg.timeline .copy-in{fill:#4e79a7}svg.timeline .compute{fill:#59a14f}svg.timeline .copy-out{fill:#f28e2b}
-svg.timeline .wgmma{fill:#af7aa1}svg.timeline .bubble{fill:url(#hatch)}
+svg.timeline .wgmma{fill:#af7aa1}svg.timeline .blocked{fill:#bab0ac}svg.timeline .bubble{fill:url(#hatch)}
 svg.timeline rect.racing{stroke:#d62728;stroke-width:2.5}svg.timeline rect.key.racing{fill:#fff}
 svg.timeline text.key{fill:#333}
 .hidden{display:none}
 )";
 
-// Renders the page's script: it counts what rendered (the Chromium test reads
+// The page's script: it counts what rendered (the Chromium test reads
 // the counts from the DOM) and lets the reader hide verified units.
 const char *kScript = R"(
 (function () {
@@ -89,10 +90,10 @@ const char *kScript = R"(
   document.body.setAttribute('data-rows', rows);
   document.body.setAttribute('data-bars', bars);
   document.body.setAttribute('data-racing', racing);
-  document.getElementById('status').textContent =
-    rows + ' rows in the summary, ' + bars + ' timeline bars drawn';
+  var status = document.getElementById('status');
+  if (status) status.textContent = rows + ' rows in the summary, ' + bars + ' timeline bars drawn';
   var box = document.getElementById('problems-only');
-  box.addEventListener('change', function () {
+  if (box) box.addEventListener('change', function () {
     document.querySelectorAll('[data-verdict="verified"]').forEach(function (e) {
       e.classList.toggle('hidden', box.checked);
     });
@@ -215,13 +216,7 @@ std::string to_html(const std::vector<FileResult> &files) {
   for (const auto &f : files)
     total.add(f);
   std::ostringstream os;
-  os << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-     << "<title>pipecheck report</title>\n<style>" << kStyle << "</style>\n</head>\n"
-     << "<body data-rendered=\"no\">\n"
-     << "<svg width=\"0\" height=\"0\" style=\"position:absolute\"><defs><pattern id=\"hatch\" width=\"6\" "
-        "height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"6\" "
-        "height=\"6\" fill=\"#e6e6e6\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#b0b0b0\" "
-        "stroke-width=\"3\"/></pattern></defs></svg>\n<h1>pipecheck report</h1>\n<p class=\"meta\">pipecheck "
+  os << html_head("pipecheck report") << "<h1>pipecheck report</h1>\n<p class=\"meta\">pipecheck "
      << kToolVersion << ": " << total.files << " file" << (total.files == 1 ? "" : "s") << ", " << total.units
      << " units: " << total.verified << " verified, " << total.violation << " with violations, "
      << total.unknown << " unknown, " << total.error << " file" << (total.error == 1 ? "" : "s")
@@ -290,8 +285,20 @@ std::string to_html(const std::vector<FileResult> &files) {
       os << "</section>\n";
     }
   }
-  os << "<script>" << kScript << "</script>\n</body>\n</html>\n";
+  os << html_tail();
   return os.str();
 }
+
+std::string html_head(const std::string &title) {
+  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" + esc(title) +
+         "</title>\n<style>" + kStyle +
+         "</style>\n</head>\n<body data-rendered=\"no\">\n"
+         "<svg width=\"0\" height=\"0\" style=\"position:absolute\"><defs><pattern id=\"hatch\" width=\"6\" "
+         "height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"6\" "
+         "height=\"6\" fill=\"#e6e6e6\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#b0b0b0\" "
+         "stroke-width=\"3\"/></pattern></defs></svg>\n";
+}
+
+std::string html_tail() { return std::string("<script>") + kScript + "</script>\n</body>\n</html>\n"; }
 
 } // namespace pipecheck::reports
