@@ -1,8 +1,9 @@
-// The HTML report in a real browser: headless Chromium (installed by
-// scripts/setup) loads a generated page, runs its script and takes a
-// screenshot; the test checks the DOM after the script ran (the summary rows
-// and the timeline bars it counted) and that the screenshot shows the bars'
-// colours. Skipped, and says so, only where no Chromium is installed.
+// The HTML reports in a real browser: headless Chromium (installed by
+// scripts/setup) loads a generated page of `check`, runs its script and takes
+// a screenshot; the test checks the DOM after the script ran (the summary
+// rows and the timeline bars it counted) and that the screenshot shows the
+// bars' colours; then the page of a `run`. Skipped, and says so, only where
+// no Chromium is installed.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -130,4 +131,15 @@ TEST(HtmlInChromium, TheScriptRunsAndTheSummaryAndTimelineRender) {
   long n = 0;
   while (in >> colour >> n)
     EXPECT_GT(n, 100) << "colour #" << colour << " is not on the screenshot";
+
+  // The page of a run: its script counts a row per run.
+  const fs::path run_page = dir.path / "run.html";
+  Out ran = sh("cd '" + kSource + "' && " + PIPECHECK_BINARY + " run --format html -o '" + run_page.string() +
+               "' tests/reports/golden/units.pk --kernel copy 2>&1");
+  ASSERT_TRUE(fs::exists(run_page)) << ran.text;
+  Out run_dom = sh(env + " --dump-dom 'file://" + run_page.string() + "' 2>/dev/null");
+  EXPECT_EQ(body_attr(run_dom.text, "data-rendered"), "yes");
+  EXPECT_EQ(body_attr(run_dom.text, "data-rows"), "5");
+  EXPECT_EQ(body_attr(run_dom.text, "data-bars"),
+            std::to_string(count(read(run_page), "<rect class=\"bar ")));
 }

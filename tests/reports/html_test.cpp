@@ -138,7 +138,7 @@ TEST(HtmlReport, DrawsALanePerSlotOfEachOperandAndACopyAndComputeBarPerStep) {
   EXPECT_NE(copy.find("SRAM footprint"), std::string::npos);
 }
 
-TEST(HtmlReport, AMillionStepGridRendersTheFirstAndLastStepsOnASmallPage) {
+TEST(HtmlReport, AMillionStepGridDrawsItsFirstStepsOnASmallPage) {
   Out o = run("check --format html tests/reports/golden/units.pk 2>/dev/null");
   const std::string big = section(o.text, "too_large_to_lower");
   ASSERT_FALSE(big.empty());
@@ -162,4 +162,22 @@ TEST(HtmlReport, DashOWritesTheSamePage) {
   EXPECT_EQ(o.code, s.code);
   EXPECT_EQ(normalized(read(out)), normalized(s.text));
   fs::remove(out);
+}
+
+TEST(HtmlReport, RunDrawsTheLoweredScheduleAndAMeasuredTimelinePerRun) {
+  Out o = run("run --format html tests/reports/golden/units.pk --kernel copy 2>/dev/null");
+  EXPECT_EQ(o.code, 0);
+  const std::string &h = o.text;
+  ASSERT_NE(h.find("<!DOCTYPE html>"), std::string::npos) << h;
+  EXPECT_EQ(count(h, "<tr data-verdict=\"pass\""), 5) << "eager, on_wait and three random seeds";
+  EXPECT_EQ(count(h, "<svg class=\"timeline measured\""), 5);
+  EXPECT_NE(h.find("The schedule (lowered)"), std::string::npos);
+  EXPECT_EQ(count(h, "of the transfer time overlapped compute"), 5);
+  // Every run moves 8 blocks in and 8 out: 16 transfers per measured timeline
+  // and 8 of each kind on the schedule.
+  EXPECT_EQ(count(h, "<rect class=\"bar copy-in\""), 8 + 5 * 8);
+  EXPECT_EQ(count(h, "<rect class=\"bar copy-out\""), 8 + 5 * 8);
+  EXPECT_EQ(h.find("http://"), std::string::npos);
+  EXPECT_EQ(h.find("https://"), std::string::npos);
+  EXPECT_EQ(h.find("src="), std::string::npos);
 }
