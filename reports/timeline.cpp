@@ -80,6 +80,13 @@ public:
       }
     }
   }
+  // After the walk stopped at the cut: copies still in flight end in the
+  // elided columns.
+  void cut() {
+    for (auto &[op, p] : pending_)
+      close(p, {t_.head, 0}, false, "waited after the steps drawn");
+    pending_.clear();
+  }
   // Normalizes positions once every step's count is known.
   void finish() {
     auto norm = [&](StepTime &p) {
@@ -251,7 +258,7 @@ private:
   std::map<std::pair<int, std::int64_t>, int> lanes_;
   int compute_lane_ = 0;
   std::size_t last_compute_bar_ = static_cast<std::size_t>(-1);
-  std::unordered_map<int, Pending> pending_;
+  std::map<int, Pending> pending_; // by op: bars in start order
   std::int64_t step_ = -1, ord_ = 0;
   std::map<std::int64_t, std::int64_t> counts_; // events per drawn step
   std::optional<StepTime> first_compute_, last_compute_;
@@ -300,6 +307,7 @@ std::optional<Timeline> kernel_timeline(const spec::KernelSpec &k, const spec::E
     try {
       st.run(w);
     } catch (const StopWalk &) {
+      w.cut();
     }
   } catch (const spec::StepError &e) {
     why = e.what();
