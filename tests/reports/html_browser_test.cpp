@@ -103,8 +103,9 @@ TEST(HtmlInChromium, TheScriptRunsAndTheSummaryAndTimelineRender) {
   ASSERT_GT(bars, 0);
 
   // Chromium's profile and caches go into the temporary folder.
-  const std::string flags = "--headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir='" +
-                            (dir.path / "profile").string() + "' --window-size=1100,900";
+  const std::string flags =
+      "--headless --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars --user-data-dir='" +
+      (dir.path / "profile").string() + "' --window-size=1100,900";
   const std::string env = "HOME='" + dir.path.string() + "' timeout 60 '" + browser + "' " + flags;
   Out dom = sh(env + " --dump-dom 'file://" + page.string() + "' 2>/dev/null");
   ASSERT_EQ(dom.code, 0) << dom.text;
