@@ -73,8 +73,8 @@ struct TimelineOptions {
 /// Lowers `k` (rolled) with `env` overriding its params for `target` and
 /// walks its program: the timeline, or nullopt with `why` when the kernel does
 /// not lower or its program cannot be walked. Bars issued by an event of
-/// `racing` (a finding's trace: the same top-level statement and loop
-/// iterations) are marked racing.
+/// `racing` (a finding's trace: the same top-level statement, loop
+/// iterations and printed statement) are marked racing.
 std::optional<Timeline> kernel_timeline(const spec::KernelSpec &k, const spec::Env &env,
                                         const std::optional<std::string> &target,
                                         const std::vector<verifier::TraceEvent> &racing, std::string &why,
