@@ -64,7 +64,8 @@ Loaded load_file(const InputPath &in, const verifier::CheckOptions &opts) {
   return l;
 }
 
-void check_units(Loaded &l, const verifier::CheckOptions &opts) {
+// `schedule`: the HTML report draws each kernel's pipeline timeline.
+void check_units(Loaded &l, const verifier::CheckOptions &opts, bool schedule) {
   if (!l.file || !l.result.errors.empty()) return;
   for (const auto &u : l.file->units) {
     if (verifier::cancelled()) break;
@@ -79,6 +80,9 @@ void check_units(Loaded &l, const verifier::CheckOptions &opts) {
       l.result.errors.insert(l.result.errors.end(), ur.verdict.errors.begin(), ur.verdict.errors.end());
       continue;
     }
+    if (schedule)
+      if (const auto *k = std::get_if<spec::KernelSpec>(&u))
+        reports::add_schedule(ur, *k, opts.overrides, opts.target);
     l.result.units.push_back(std::move(ur));
   }
 }
@@ -153,7 +157,8 @@ int run_check(const CheckArgs &a) {
           declared.insert(p.name);
   }
   if (all_parsed && !check_set_names(opts.overrides, declared)) return bad_input;
-  parallel_for(files.size(), a.jobs, [&](std::size_t i) { check_units(loaded[i], opts); });
+  parallel_for(files.size(), a.jobs,
+               [&](std::size_t i) { check_units(loaded[i], opts, *format == reports::Format::html); });
   std::vector<reports::FileResult> results;
   for (auto &l : loaded)
     results.push_back(std::move(l.result));

@@ -39,7 +39,7 @@ int exit_for(executor::RunStatus s) {
 int run_cmd(const RunArgs &a) {
   auto format = reports::parse_format(a.format);
   if (!format || *format == reports::Format::sarif)
-    return usage_error("--format", a.format, "expected one of text, json, junit");
+    return usage_error("--format", a.format, "expected one of text, json, junit, html");
   if (a.backend == "cuda") {
     std::cerr << "error: --backend cuda: this build has no CUDA executor\n";
     return environment;
@@ -95,7 +95,13 @@ int run_cmd(const RunArgs &a) {
       spec::render(std::cerr, *src, spec::Diagnostic{spec::Severity::error, r.loc, r.reason, {}});
       return bad_input;
     }
-  reports::RunFileResult result{src->path, std::holds_alternative<spec::Program>(*unit), std::move(report)};
+  reports::RunFileResult result{
+      src->path, std::holds_alternative<spec::Program>(*unit), std::move(report), {}};
+  if (*format == reports::Format::html)
+    if (const auto *k = std::get_if<spec::KernelSpec>(unit)) {
+      std::string why;
+      result.schedule = reports::kernel_timeline(*k, opts.overrides, opts.target, {}, why);
+    }
   const std::string text = *reports::render(*format, result);
   if (a.output.empty() || a.output == "-") {
     std::cout << text;
@@ -133,7 +139,7 @@ const bool registered = register_command(
       app.add_option("--inputs-kind", a->inputs_kind,
                      "generated inputs: uniform (default), normal, integers, one-hot or special")
           ->type_name("KIND");
-      app.add_option("--format", a->format, "output format: text, json, junit")->type_name("FORMAT");
+      app.add_option("--format", a->format, "output format: text, json, junit, html")->type_name("FORMAT");
       app.add_option("-o,--output", a->output, "write the report to this file (-: standard output)");
       return std::function<int()>([a] { return run_cmd(*a); });
     });

@@ -36,6 +36,7 @@ std::optional<Format> parse_format(const std::string &s) {
   if (s == "json") return Format::json;
   if (s == "sarif") return Format::sarif;
   if (s == "junit") return Format::junit;
+  if (s == "html") return Format::html;
   return std::nullopt;
 }
 
@@ -111,6 +112,7 @@ std::string render(Format format, const std::vector<FileResult> &files, const Te
   case Format::json: return to_json(files).dump(2, ' ', false, replace) + "\n";
   case Format::sarif: return to_sarif(files, cwd).dump(2, ' ', false, replace) + "\n";
   case Format::junit: return to_junit(files);
+  case Format::html: return to_html(files);
   case Format::text: break;
   }
   std::ostringstream os;

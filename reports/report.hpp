@@ -3,6 +3,7 @@
 /// JSON of docs/cli.md, SARIF 2.1.0 for code scanning and JUnit XML for CI.
 /// One result model, every format rendered from it.
 
+#include "reports/timeline.hpp"
 #include "spec/diag.hpp"
 #include "verifier/verdict.hpp"
 
@@ -26,6 +27,11 @@ struct UnitResult {
   verifier::Verdict verdict;
   /// "kernel" or "pipeline".
   const char *kind() const { return is_pipeline ? "pipeline" : "kernel"; }
+  /// HTML only (add_schedule): a kernel's pipeline timeline, or why it has
+  /// none; the target it was checked for.
+  std::optional<Timeline> timeline;
+  std::string timeline_note;
+  std::optional<std::string> target;
 };
 
 /// One checked file: its parse/validation errors, or one result per unit.
@@ -51,11 +57,11 @@ struct Counts {
   void add(const FileResult &);
 };
 
-enum class Format { text, json, sarif, junit };
-/// "text", "json", "sarif" or "junit"; nullopt for anything else.
+enum class Format { text, json, sarif, junit, html };
+/// "text", "json", "sarif", "junit" or "html"; nullopt for anything else.
 std::optional<Format> parse_format(const std::string &);
 /// The names parse_format accepts, for --help and usage errors.
-inline constexpr const char *kFormatNames = "text, json, sarif, junit";
+inline constexpr const char *kFormatNames = "text, json, sarif, junit, html";
 
 /// How text is written.
 struct TextOptions {
@@ -93,6 +99,19 @@ nlohmann::json to_sarif(const std::vector<FileResult> &, const std::string &cwd)
 /// `<failure>` with the findings as text for a violation, an `<error>` for an
 /// unknown verdict and for a file with bad input.
 std::string to_junit(const std::vector<FileResult> &);
+
+/// Fills a kernel unit's timeline (the schedule its lowering runs, with the
+/// bars of the first race trace among its findings marked) and target, for
+/// the HTML report; `overrides` and `target` as the check used them.
+void add_schedule(UnitResult &, const spec::KernelSpec &, const spec::Env &overrides,
+                  const std::optional<std::string> &target);
+
+/// One self-contained HTML page (inline CSS, SVG and script; nothing
+/// fetched): a summary table (file, unit, verdict, rules, time), then per
+/// unit its findings with source excerpts, notes and witness, its SRAM
+/// footprint against the target's budget and its pipeline timeline. A script
+/// on the page counts what rendered into `data-rows` / `data-bars` of <body>.
+std::string to_html(const std::vector<FileResult> &);
 
 /// Text for XML (an attribute value or element content): the five escapes;
 /// control bytes and invalid UTF-8, which XML 1.0 cannot hold, become '?'.

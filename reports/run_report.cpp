@@ -115,6 +115,7 @@ std::optional<std::string> render(Format format, const RunFileResult &f) {
   case Format::json: return to_json(f).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   case Format::junit: return to_junit(f);
   case Format::sarif: return std::nullopt;
+  case Format::html: return to_html(f);
   }
   return std::nullopt;
 }

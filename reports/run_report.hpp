@@ -16,7 +16,31 @@ struct RunFileResult {
   std::string path;
   bool is_pipeline = false;
   executor::RunReport report;
+  /// HTML only: a kernel's schedule as lowered (kernel_timeline).
+  std::optional<Timeline> schedule;
 };
+
+/// What a run's events say of its pipelining: transfer time (DMA workers),
+/// the issuing thread's compute time, and the transfer time that ran while
+/// the issuing thread computed.
+struct MeasuredOverlap {
+  std::int64_t span_ns = 0; ///< from the first event's start to the last one's end
+  std::int64_t transfer_ns = 0;
+  std::int64_t compute_ns = 0;
+  std::int64_t overlapped_ns = 0;
+};
+MeasuredOverlap measured_overlap(const std::vector<executor::Event> &);
+
+/// A run's measured timeline as an inline SVG: a lane per slot ring the
+/// copies moved (copy-in / copy-out transfers on the DMA workers), a compute
+/// lane and a lane for the issuing thread's waits, over wall time; the first
+/// `max_bars` events with a duration.
+std::string measured_svg(const std::vector<executor::Event> &, std::size_t max_bars = 400);
+
+/// One self-contained HTML page: a table of the runs (status, copies, the
+/// share of transfer time hidden behind compute, seconds), the kernel's
+/// lowered schedule, and per run its mismatch, notes and measured timeline.
+std::string to_html(const RunFileResult &);
 
 /// `{"tool", "version", "file", "unit", "kind", "verdict", "runs": [...],
 /// "summary": {...}}`: a run per DMA mode with its status, timing, copies,
@@ -28,8 +52,8 @@ nlohmann::json to_json(const RunFileResult &);
 /// that could not run.
 std::string to_junit(const RunFileResult &);
 
-/// The report in a format (text, json or junit; nullopt for sarif, which has
-/// nothing to say about a run).
+/// The report in a format (text, json, junit or html; nullopt for sarif,
+/// which has nothing to say about a run).
 std::optional<std::string> render(Format, const RunFileResult &);
 
 } // namespace pipecheck::reports

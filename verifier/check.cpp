@@ -4,6 +4,7 @@
 #include "verifier/rules/findings.hpp"
 #include "verifier/rules/model.hpp"
 #include "verifier/rules/symbolic.hpp"
+#include "verifier/rules/targets.hpp"
 #include "verifier/smt/smt.hpp"
 
 #include <algorithm>
@@ -29,6 +30,9 @@ Verdict check_spec_rules(const spec::KernelSpec &k, const CheckOptions &o) {
     return v;
   }
   v.sram_bytes = rules::sram_bytes(*built.model);
+  if (built.model->target)
+    if (const spec::Target *t = spec::find_target(*built.model->target))
+      v.sram_budget_bytes = rules::sram_budget(*t, built.model->vmem_limit_bytes);
   rules::RuleOutcome r = rules::check_symbolic(*built.model, o.timeout_ms);
   if (!r.errors.empty()) {
     v.status = Status::unknown;

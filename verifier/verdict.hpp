@@ -74,6 +74,9 @@ struct Verdict {
   std::string reason;            ///< why unknown (or what was proven, for verified)
   double seconds = 0;
   std::optional<std::int64_t> sram_bytes; ///< a kernel's SRAM footprint (lower bound)
+  /// The target's SRAM budget that footprint is held against (sram-capacity),
+  /// when the kernel names a known target.
+  std::optional<std::int64_t> sram_budget_bytes;
   /// Bad input the checker found (e.g. an index map that overflows at a grid
   /// point, a division by a param --set binds to 0): located errors, exit 3.
   /// Non-empty: status is unknown and there are no findings.
