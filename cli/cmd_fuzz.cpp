@@ -84,7 +84,9 @@ int fuzz_cmd(const FuzzArgs &a) {
     spec::render(std::cerr, *src, spec::Diagnostic{spec::Severity::error, err->loc, err->message, {}});
     return bad_input;
   }
-  const auto &r = std::get<sweep::SweepResult>(result);
+  auto &r = std::get<sweep::SweepResult>(result);
+  r.campaign.file = a.path;
+  r.campaign.source_hash = sweep::source_hash(src->text);
   const std::string text = a.format == "json" ? sweep::to_json(r) : sweep::to_text(r);
   if (a.output.empty() || a.output == "-") {
     std::cout << text;

@@ -56,8 +56,27 @@ struct ConfigResult {
   double check_ms = 0, run_ms = 0;
 };
 
+/// What makes shards one campaign: `pipecheck merge` combines only results
+/// that agree on all of it but the shard.
+struct Campaign {
+  std::string file;        ///< the .pk file, as given (set by the caller)
+  std::string source_hash; ///< FNV-1a 64 of the file's text, 16 hex digits (set by the caller)
+  std::uint64_t seed = 0;
+  std::size_t max_configs = 0;
+  std::int64_t scale = 1;
+  std::optional<std::string> target;
+  spec::Env sets; ///< --set
+  bool run = true;
+  std::uint64_t max_memory_bytes = 0;
+  std::int64_t shard_index = 0, shard_count = 1;
+};
+
+/// FNV-1a 64 of `text` as 16 lower-case hex digits (Campaign::source_hash).
+std::string source_hash(const std::string &text);
+
 struct SweepResult {
   std::string kernel;
+  Campaign campaign;                 ///< sweep() fills all but file and source_hash
   std::vector<std::string> swept;    ///< the params swept, in declaration order
   std::size_t total_configs = 0;     ///< the size of the full sweep
   bool sampled = false;              ///< fewer than all were tried
@@ -85,5 +104,20 @@ ConfigResult try_config(const spec::KernelSpec &k, const spec::Env &params, cons
 std::string to_json(const SweepResult &);
 /// A table, one line per configuration, and a summary line.
 std::string to_text(const SweepResult &);
+
+/// Reads a to_json() result back (to_json(from_json(t)) == t); on failure,
+/// why, with the byte offset of a syntax error when there is one.
+struct JsonError {
+  std::string message;
+  std::optional<std::size_t> byte;
+};
+std::variant<SweepResult, JsonError> from_json(const std::string &text);
+
+/// `pipecheck merge`: the shards of one campaign (`--shard K/N`, in any
+/// order, each named for errors) as the campaign run whole: configurations
+/// in sweep order, the smallest failure of the shard holding the first
+/// failing configuration, shard 0/1. An error says which shard or which
+/// setting does not fit: a different campaign, a repeated or missing shard.
+std::variant<SweepResult, std::string> merge(const std::vector<std::pair<std::string, SweepResult>> &shards);
 
 } // namespace pipecheck::sweep
