@@ -66,6 +66,7 @@ ConfigResult try_config(const spec::KernelSpec &k, const spec::Env &params, cons
   verifier::CheckOptions co;
   co.overrides = overrides;
   co.target = o.target;
+  co.query_cache = o.query_cache;
   auto t0 = std::chrono::steady_clock::now();
   verifier::Verdict v = verifier::check(k, co);
   c.check_ms = ms_since(t0);
@@ -112,7 +113,9 @@ ConfigResult try_config(const spec::KernelSpec &k, const spec::Env &params, cons
   return c;
 }
 
-std::variant<SweepResult, SweepError> sweep(const spec::KernelSpec &k, const SweepOptions &o) {
+std::variant<SweepResult, SweepError> sweep(const spec::KernelSpec &k, const SweepOptions &options) {
+  SweepOptions o = options;
+  if (!o.query_cache) o.query_cache = verifier::new_query_cache();
   SweepResult res;
   res.kernel = k.name;
   res.campaign.seed = o.seed;

@@ -10,10 +10,12 @@
 #include "executor/run.hpp"
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
+#include "verifier/check.hpp"
 #include "verifier/verdict.hpp"
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +32,9 @@ struct SweepOptions {
   std::uint64_t max_memory_bytes = 4ull << 30;
   /// --shard K/N: only the configurations whose index in the sweep is K mod N.
   std::int64_t shard_index = 0, shard_count = 1;
+  /// Decided spec-rule queries shared by the configurations' checks;
+  /// sweep() makes one for its sweep when absent.
+  std::shared_ptr<verifier::rules::QueryCache> query_cache;
   /// Called after each configuration (done, total): a progress bar.
   std::function<void(std::size_t, std::size_t)> progress;
 };

@@ -5,18 +5,29 @@
 #include "spec/ir.hpp"
 #include "verifier/verdict.hpp"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace pipecheck::verifier {
 
+namespace rules {
+class QueryCache;
+}
+
 struct CheckOptions {
   std::optional<std::string> target; ///< --target: overrides a spec's `target =`
   spec::Env overrides;               ///< --set NAME=VALUE
   unsigned timeout_ms = 10000;       ///< per solver query
   std::int64_t n_max = 8;            ///< concrete trip counts checked on the HB graph
+  /// Decided spec-rule queries shared by several checks (fuzz: one per
+  /// sweep); nullptr: every query is solved.
+  std::shared_ptr<rules::QueryCache> query_cache;
 };
+
+/// A fresh, empty cache for CheckOptions::query_cache.
+std::shared_ptr<rules::QueryCache> new_query_cache();
 
 /// Checks one validated kernel spec fully (verifier/kernel.cpp): every
 /// spec-level rule at every grid point, and the race checker on the program
