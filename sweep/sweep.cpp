@@ -55,6 +55,34 @@ struct Domain {
   std::vector<std::int64_t> values; // as declared, without repeats
 };
 
+executor::RunOptions run_options(const spec::Env &params, const SweepOptions &o) {
+  executor::RunOptions ro;
+  ro.overrides = o.overrides;
+  for (const auto &[n, v] : params)
+    ro.overrides[n] = v;
+  ro.target = o.target;
+  ro.scale = o.scale;
+  ro.seed = o.seed;
+  ro.max_memory_bytes = o.max_memory_bytes;
+  return ro;
+}
+
+// The first run of try_config's schedules that fails with a mismatch, its
+// inputs shrunk; empty when none does.
+std::string shrink_failing_run(const spec::KernelSpec &k, const spec::Env &params, const SweepOptions &o) {
+  executor::RunOptions ro = run_options(params, o);
+  for (auto mode : {executor::DmaMode::eager, executor::DmaMode::random}) {
+    ro.mode = mode;
+    executor::RunResult r = executor::run(k, ro);
+    if (r.status == executor::RunStatus::pass) continue;
+    if (r.status != executor::RunStatus::fail || !r.mismatch) return "";
+    executor::InputShrink s = executor::shrink_inputs(k, ro, r);
+    return "seed " + std::to_string(r.seed) + ", dma " + executor::to_string(mode) + ", " +
+           std::to_string(s.runs) + (s.runs == 1 ? " run: " : " runs: ") + s.message;
+  }
+  return "";
+}
+
 } // namespace
 
 ConfigResult try_config(const spec::KernelSpec &k, const spec::Env &params, const SweepOptions &o) {
@@ -84,12 +112,7 @@ ConfigResult try_config(const spec::KernelSpec &k, const spec::Env &params, cons
               : v.status == verifier::Status::violation ? Outcome::violation
                                                         : Outcome::unknown;
   if (!o.run) return c;
-  executor::RunOptions ro;
-  ro.overrides = overrides;
-  ro.target = o.target;
-  ro.scale = o.scale;
-  ro.seed = o.seed;
-  ro.max_memory_bytes = o.max_memory_bytes;
+  executor::RunOptions ro = run_options(params, o);
   t0 = std::chrono::steady_clock::now();
   // Two schedules: every copy as early as it may land, and a seeded random one.
   for (auto mode : {executor::DmaMode::eager, executor::DmaMode::random}) {
@@ -209,6 +232,8 @@ std::variant<SweepResult, SweepError> sweep(const spec::KernelSpec &k, const Swe
       index = index * d.values.size() + static_cast<std::size_t>(at - d.values.begin());
     }
     best.index = index;
+    if (o.run && !best.first_mismatch.empty() && !verifier::cancelled())
+      best.shrunk_input = shrink_failing_run(k, best.params, o);
     res.smallest_failure = std::move(best);
   }
   return res;
@@ -228,6 +253,7 @@ nlohmann::json config_json(const ConfigResult &c) {
   j["reason"] = c.reason;
   if (c.run) j["run"] = executor::to_string(*c.run);
   if (!c.first_mismatch.empty()) j["first_mismatch"] = c.first_mismatch;
+  if (!c.shrunk_input.empty()) j["shrunk_input"] = c.shrunk_input;
   j["check_ms"] = c.check_ms;
   j["run_ms"] = c.run_ms;
   return j;
@@ -303,6 +329,11 @@ std::string to_text(const SweepResult &r) {
   if (r.smallest_failure)
     os << "smallest failing configuration: " << params_text(r.smallest_failure->params) << " ("
        << to_string(r.smallest_failure->outcome) << ")\n";
+  if (r.smallest_failure && !r.smallest_failure->shrunk_input.empty())
+    os << "shrunk input ("
+       << r.smallest_failure->shrunk_input.substr(0, r.smallest_failure->shrunk_input.find(": "))
+       << "): " << r.smallest_failure->shrunk_input.substr(r.smallest_failure->shrunk_input.find(": ") + 2)
+       << "\n";
   os << "summary:";
   for (const auto &[k, n] : counts)
     os << " " << n << " " << k;
@@ -343,6 +374,7 @@ ConfigResult config_from(const nlohmann::json &j) {
     c.run = *run;
   }
   if (j.contains("first_mismatch")) c.first_mismatch = j.at("first_mismatch").get<std::string>();
+  if (j.contains("shrunk_input")) c.shrunk_input = j.at("shrunk_input").get<std::string>();
   c.check_ms = j.at("check_ms").get<double>();
   c.run_ms = j.at("run_ms").get<double>();
   return c;

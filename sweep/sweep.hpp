@@ -58,6 +58,11 @@ struct ConfigResult {
   std::string reason;             ///< the check's reason, or the run's failure
   std::optional<executor::RunStatus> run;
   std::string first_mismatch; ///< the run's account of its first mismatching element, when it has one
+  /// The smallest failure only: its failing run's inputs shrunk toward one
+  /// non-zero element (executor::shrink_inputs), e.g. "seed 0, dma eager,
+  /// 40 runs: o[0, 0] is 0 (reference: 1) when only a[0, 128] = 1 and
+  /// b[128, 0] = 1 are non-zero"; empty when there was no mismatch.
+  std::string shrunk_input;
   double check_ms = 0, run_ms = 0;
 };
 

@@ -135,3 +135,43 @@ TEST(Sweep, ItsJsonCarriesEachConfigurationAndASummary) {
   EXPECT_EQ(j["smallest_failure"]["params"]["bk"], 48);
   EXPECT_EQ(j["ok"], false);
 }
+
+TEST(Sweep, TheSmallestFailingRunCarriesItsInputShrunkToOneProduct) {
+  // The matmul that copies its accumulator out at the first k step: every
+  // bk with more than one k step fails against the reference.
+  const auto k = kernel(R"(kernel matmul:
+    param bk = 64 in {64, 32, 128}
+    grid = (2, 2, 128 // bk)
+    dimension_semantics = (parallel, parallel, arbitrary)
+    in  a: f32[64, 128]  block=(32, bk)  index=(i, j, kk) -> (i, kk)
+    in  b: f32[128, 64]  block=(bk, 32)  index=(i, j, kk) -> (kk, j)
+    out o: f32[64, 64]   block=(32, 32)  index=(i, j, kk) -> (i, j)
+    scratch acc: f32[32, 32]
+    body:
+        when program_id(2) == 0:
+            acc[...] = zeros
+        acc[...] += dot(a[...], b[...])
+        when program_id(2) == 0:
+            o[...] = acc[...]
+    reference:
+        o = dot(a, b)
+)");
+  sweep::SweepOptions o;
+  const auto r = sweep::sweep(k, o);
+  const auto &res = result(r);
+  ASSERT_TRUE(res.smallest_failure);
+  EXPECT_EQ(res.smallest_failure->params.at("bk"), 32);
+  EXPECT_EQ(res.smallest_failure->outcome, Outcome::violation); // accumulator-reset, and its run fails
+  EXPECT_EQ(res.smallest_failure->shrunk_input.rfind("seed 0, dma eager, ", 0), 0u)
+      << res.smallest_failure->shrunk_input;
+  EXPECT_NE(res.smallest_failure->shrunk_input.find(
+                ": o[0, 0] is 0 (reference: 1) when only a[0, 32] = 1 and b[32, 0] = 1 are non-zero"),
+            std::string::npos)
+      << res.smallest_failure->shrunk_input;
+  auto j = nlohmann::json::parse(sweep::to_json(res));
+  EXPECT_EQ(j["smallest_failure"]["shrunk_input"], res.smallest_failure->shrunk_input);
+  EXPECT_NE(sweep::to_text(res).find("shrunk input (seed 0, dma eager, "), std::string::npos);
+  // Only the smallest failure is shrunk.
+  for (const auto &c : res.configs)
+    EXPECT_TRUE(c.shrunk_input.empty());
+}
