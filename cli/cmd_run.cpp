@@ -103,7 +103,7 @@ int run_cmd(const RunArgs &a) {
         executor::InputShrink s = executor::shrink_inputs(*k, opts, r);
         r.notes.push_back("shrunk input (seed " + std::to_string(r.seed) + ", dma " +
                           executor::to_string(r.mode) + ", " + std::to_string(s.runs) +
-                          " runs): " + s.message);
+                          (s.runs == 1 ? " run): " : " runs): ") + s.message);
         break;
       }
   reports::RunFileResult result{src->path, std::holds_alternative<spec::Program>(*unit), std::move(report)};
