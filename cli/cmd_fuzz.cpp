@@ -23,6 +23,7 @@ struct FuzzArgs {
   std::string target;
   std::vector<std::string> sets;
   bool no_run = false;
+  unsigned jobs = 1;
 };
 
 // "K/N", 0 <= K < N; also TEST_SHARD_INDEX / TEST_TOTAL_SHARDS (Bazel, GoogleTest).
@@ -59,6 +60,7 @@ int fuzz_cmd(const FuzzArgs &a) {
   if (!shard.empty() && !parse_shard(shard, o.shard_index, o.shard_count))
     return usage_error("--shard", shard, "expects K/N with 0 <= K < N");
   o.run = !a.no_run;
+  o.jobs = a.jobs;
   if (!parse_sets(a.sets, o.overrides)) return bad_input;
   if (!a.target.empty()) {
     if (!check_target(a.target)) return bad_input;
@@ -120,6 +122,9 @@ const bool registered = register_command(
           ->type_name("SIZE");
       app.add_option("--target", a->target, target_help());
       app.add_flag("--no-run", a->no_run, "check each configuration without running it");
+      app.add_option("--jobs,-j", a->jobs, "check and run N configurations at once (default 1)")
+          ->check(CLI::Range(1u, 256u))
+          ->type_name("N");
       add_set_option(app, a->sets, "NAME=VALUE: fix a param (its domain is not swept)");
       return std::function<int()>([a] { return fuzz_cmd(*a); });
     });

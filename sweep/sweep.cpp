@@ -6,14 +6,17 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <iomanip>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace pipecheck::sweep {
 
@@ -195,13 +198,31 @@ std::variant<SweepResult, SweepError> sweep(const spec::KernelSpec &k, const Swe
     if (o.shard_count <= 1 ||
         static_cast<std::int64_t>(i % static_cast<std::size_t>(o.shard_count)) == o.shard_index)
       mine.push_back(i);
-  for (std::size_t n = 0; n < mine.size(); ++n) {
-    if (verifier::cancelled()) break;
-    ConfigResult c = try_config(k, params_of(mine[n]), o);
-    c.index = mine[n];
-    res.configs.push_back(std::move(c));
-    if (o.progress) o.progress(n + 1, mine.size());
+  std::vector<std::optional<ConfigResult>> done(mine.size());
+  std::atomic<std::size_t> next{0};
+  std::size_t finished = 0;
+  std::mutex progress_mu;
+  auto worker = [&] {
+    for (std::size_t n; (n = next++) < mine.size();) {
+      if (verifier::cancelled()) break;
+      ConfigResult c = try_config(k, params_of(mine[n]), o);
+      c.index = mine[n];
+      done[n] = std::move(c);
+      if (o.progress) {
+        std::lock_guard<std::mutex> lock(progress_mu);
+        o.progress(++finished, mine.size());
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> threads;
+    for (unsigned j = 1; j < std::min<std::size_t>(std::max(o.jobs, 1u), mine.size()); ++j)
+      threads.emplace_back(worker);
+    worker();
   }
+  // Ctrl-C leaves some unfinished: the report keeps those that finished.
+  for (auto &c : done)
+    if (c) res.configs.push_back(std::move(*c));
   // Shrink the first failure: lower each param, in domain order, while the
   // outcome stays the same.
   auto first = std::find_if(res.configs.begin(), res.configs.end(),

@@ -32,6 +32,9 @@ struct SweepOptions {
   std::uint64_t max_memory_bytes = 4ull << 30;
   /// --shard K/N: only the configurations whose index in the sweep is K mod N.
   std::int64_t shard_index = 0, shard_count = 1;
+  /// Configurations checked (and run) at once, each on its own thread; the
+  /// result is the same for any count.
+  unsigned jobs = 1;
   /// Decided spec-rule queries shared by the configurations' checks;
   /// sweep() makes one for its sweep when absent.
   std::shared_ptr<verifier::rules::QueryCache> query_cache;

@@ -175,3 +175,26 @@ TEST(Sweep, TheSmallestFailingRunCarriesItsInputShrunkToOneProduct) {
   for (const auto &c : res.configs)
     EXPECT_TRUE(c.shrunk_input.empty());
 }
+
+TEST(Sweep, ConfigurationsOnSeveralThreadsGiveTheSameResultAsOne) {
+  const auto k = kernel(kRowSum);
+  sweep::SweepOptions one, four;
+  four.jobs = 4;
+  std::size_t calls = 0, last = 0;
+  four.progress = [&](std::size_t done, std::size_t total) {
+    ++calls;
+    EXPECT_EQ(done, last + 1);
+    EXPECT_EQ(total, 6u);
+    last = done;
+  };
+  auto zero_times = [](sweep::SweepResult r) {
+    for (auto &c : r.configs)
+      c.check_ms = c.run_ms = 0;
+    if (r.smallest_failure) r.smallest_failure->check_ms = r.smallest_failure->run_ms = 0;
+    return sweep::to_json(r);
+  };
+  const std::string a = zero_times(result(sweep::sweep(k, one)));
+  const std::string b = zero_times(result(sweep::sweep(k, four)));
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(calls, 6u);
+}
