@@ -2,7 +2,9 @@
 // on generated kernels. Prints figures as text, then one JSON object on its
 // last line:
 //   verified_configs_per_s   configurations checked per second (--no-run) of a
-//                            matmul over 3 x 3 x 3 x 3 block sizes (target >= 1000)
+//                            matmul over 3 x 3 x 3 x 3 block sizes, one thread, each
+//                            sweep with its own query cache (target >= 1000); a text
+//                            line gives the same with --jobs = hardware threads
 //   executed_configs_per_s   configurations checked and run (two schedules) per
 //                            second, small shapes (target >= 100)
 //   agreement                generated kernels whose verdict agrees with their runs,
@@ -13,10 +15,12 @@
 #include "spec/parse.hpp"
 #include "sweep/sweep.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 using namespace pipecheck;
 
@@ -65,6 +69,14 @@ int main() {
     n_checked += std::get<sweep::SweepResult>(sweep::sweep(k, checked)).configs.size();
   const double verified_per_s = n_checked / seconds_since(t0);
   std::printf("fuzz --no-run: %zu configurations, %.0f per second\n", n_checked, verified_per_s);
+  // The same on every hardware thread (fuzz --jobs): a figure of the host.
+  checked.jobs = std::max(1u, std::thread::hardware_concurrency());
+  t0 = std::chrono::steady_clock::now();
+  std::size_t n_parallel = 0;
+  for (int rep = 0; rep < 3; ++rep)
+    n_parallel += std::get<sweep::SweepResult>(sweep::sweep(k, checked)).configs.size();
+  std::printf("fuzz --no-run --jobs %u: %zu configurations, %.0f per second\n", checked.jobs, n_parallel,
+              n_parallel / seconds_since(t0));
 
   sweep::SweepOptions executed;
   executed.max_configs = 1000;

@@ -25,6 +25,7 @@ struct FuzzArgs {
   std::string target;
   std::vector<std::string> sets;
   bool no_run = false;
+  unsigned jobs = 1;
 };
 
 // "K/N", 0 <= K < N; also TEST_SHARD_INDEX / TEST_TOTAL_SHARDS (Bazel, GoogleTest).
@@ -61,6 +62,7 @@ int fuzz_cmd(const FuzzArgs &a) {
   if (!shard.empty() && !parse_shard(shard, o.shard_index, o.shard_count))
     return usage_error("--shard", shard, "expects K/N with 0 <= K < N");
   o.run = !a.no_run;
+  o.jobs = a.jobs;
   if (!parse_sets(a.sets, o.overrides)) return bad_input;
   if (!a.target.empty()) {
     if (!check_target(a.target)) return bad_input;
@@ -86,7 +88,9 @@ int fuzz_cmd(const FuzzArgs &a) {
     spec::render(std::cerr, *src, spec::Diagnostic{spec::Severity::error, err->loc, err->message, {}});
     return bad_input;
   }
-  const auto &r = std::get<sweep::SweepResult>(result);
+  auto &r = std::get<sweep::SweepResult>(result);
+  r.campaign.file = a.path;
+  r.campaign.source_hash = sweep::source_hash(src->text);
   std::string text;
   if (a.format == "sarif" || a.format == "junit") {
     // The CI formats render the configurations as check results.
@@ -130,6 +134,9 @@ const bool registered = register_command(
           ->type_name("SIZE");
       app.add_option("--target", a->target, target_help());
       app.add_flag("--no-run", a->no_run, "check each configuration without running it");
+      app.add_option("--jobs,-j", a->jobs, "check and run N configurations at once (default 1)")
+          ->check(CLI::Range(1u, 256u))
+          ->type_name("N");
       add_set_option(app, a->sets, "NAME=VALUE: fix a param (its domain is not swept)");
       return std::function<int()>([a] { return fuzz_cmd(*a); });
     });

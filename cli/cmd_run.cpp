@@ -24,6 +24,7 @@ struct RunArgs {
   std::string inputs_kind = "uniform";
   std::string format = "text";
   std::string output;
+  bool shrink = false;
 };
 
 int exit_for(executor::RunStatus s) {
@@ -95,6 +96,16 @@ int run_cmd(const RunArgs &a) {
       spec::render(std::cerr, *src, spec::Diagnostic{spec::Severity::error, r.loc, r.reason, {}});
       return bad_input;
     }
+  if (a.shrink && report.status == executor::RunStatus::fail)
+    if (const auto *k = std::get_if<spec::KernelSpec>(&*unit))
+      for (auto &r : report.runs) {
+        if (r.status != executor::RunStatus::fail || !r.mismatch) continue;
+        executor::InputShrink s = executor::shrink_inputs(*k, opts, r);
+        r.notes.push_back("shrunk input (seed " + std::to_string(r.seed) + ", dma " +
+                          executor::to_string(r.mode) + ", " + std::to_string(s.runs) +
+                          (s.runs == 1 ? " run): " : " runs): ") + s.message);
+        break;
+      }
   reports::RunFileResult result{
       src->path, std::holds_alternative<spec::Program>(*unit), std::move(report), {}};
   if (*format == reports::Format::html)
@@ -139,6 +150,8 @@ const bool registered = register_command(
       app.add_option("--inputs-kind", a->inputs_kind,
                      "generated inputs: uniform (default), normal, integers, one-hot or special")
           ->type_name("KIND");
+      app.add_flag("--shrink", a->shrink,
+                   "on a mismatch, shrink the inputs toward one non-zero element that still fails");
       app.add_option("--format", a->format, "output format: text, json, junit, html")->type_name("FORMAT");
       app.add_option("-o,--output", a->output, "write the report to this file (-: standard output)");
       return std::function<int()>([a] { return run_cmd(*a); });

@@ -647,6 +647,13 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
     for (const auto &[out, in] : p.ck.aliases)
       p.arrays.at(out)->copy_from(*p.arrays.at(in));
   }
+  if (opts.input_data) {
+    for (const auto &o : p.ck.operands)
+      if (auto it = opts.input_data->find(o.name); o.role == spec::Role::in && it != opts.input_data->end())
+        p.arrays.at(o.name)->copy_from(*it->second);
+    for (const auto &[out, in] : p.ck.aliases)
+      p.arrays.at(out)->copy_from(*p.arrays.at(in));
+  }
   if (opts.save_dir)
     for (const auto &o : p.ck.operands)
       if (o.role == spec::Role::in)
@@ -1120,6 +1127,157 @@ std::string format_report(const RunReport &rep) {
   std::ostringstream os;
   print_report(os, rep);
   return os.str();
+}
+
+// ---------------------------------------------------------------- shrinking
+
+namespace {
+
+// A range [lo, hi) of one input's flat elements kept at their original
+// values; every element outside the kept ranges is zero.
+struct Chunk {
+  std::string input;
+  std::int64_t lo = 0, hi = 0;
+};
+
+std::string mismatch_short(const Mismatch &m) {
+  std::string s = m.array + index_string(m.element);
+  if (!m.poison.empty()) return s + " " + m.poison.substr(0, m.poison.find(':'));
+  return s + " is " + number(m.actual) + " (" + m.expected_from + ": " + number(m.expected) + ")";
+}
+
+} // namespace
+
+InputShrink shrink_inputs(const spec::KernelSpec &k, const RunOptions &opts, const RunResult &failing,
+                          int max_runs) {
+  InputShrink out;
+  if (!failing.mismatch) {
+    out.message = "nothing to shrink: the run failed without a mismatching element";
+    return out;
+  }
+  RunOptions base_opts = opts;
+  base_opts.mode = failing.mode;
+  base_opts.seed = failing.seed;
+  base_opts.save_dir.reset();
+  // The inputs the failing run had (generated or read).
+  KernelPrep p = prepare(k, base_opts, 1);
+  if (p.early) {
+    out.message = "cannot shrink: " + p.early->reason;
+    return out;
+  }
+  std::map<std::string, std::unique_ptr<HostArray>> base, trial;
+  std::vector<std::string> inputs;
+  for (const auto &o : p.ck.operands)
+    if (o.role == spec::Role::in) {
+      inputs.push_back(o.name);
+      base[o.name] = p.arrays.at(o.name)->clone();
+      trial[o.name] = p.arrays.at(o.name)->clone();
+    }
+  p = KernelPrep{};
+  std::map<std::string, const HostArray *> data;
+  for (const auto &[n, a] : trial)
+    data[n] = a.get();
+  base_opts.input_data = &data;
+  const Mismatch &want = *failing.mismatch;
+  // Whether the failure persists with only `kept` non-zero (value 1 instead
+  // of the original where `ones`).
+  auto fails = [&](const std::vector<Chunk> &kept, bool ones) -> bool {
+    for (auto &[n, a] : trial)
+      a->fill_zero();
+    for (const auto &c : kept)
+      for (std::int64_t i = c.lo; i < c.hi; ++i)
+        trial.at(c.input)->set(i, ones ? 1.0 : base.at(c.input)->get(i));
+    ++out.runs;
+    RunResult r = run(k, base_opts);
+    const bool same = r.status == RunStatus::fail && r.mismatch && r.mismatch->array == want.array &&
+                      r.mismatch->expected_from == want.expected_from;
+    if (same) out.mismatch = r.mismatch;
+    return same;
+  };
+  std::vector<Chunk> kept, work;
+  for (const auto &n : inputs)
+    if (base.at(n)->size() > 0) work.push_back({n, 0, base.at(n)->size()});
+  auto without = [&](std::size_t skip_work, const Chunk *extra) {
+    std::vector<Chunk> s = kept;
+    for (std::size_t i = 0; i < work.size(); ++i)
+      if (i != skip_work) s.push_back(work[i]);
+    if (extra) s.push_back(*extra);
+    return s;
+  };
+  if (fails({}, false)) {
+    out.shrunk = true;
+    out.message = mismatch_short(*out.mismatch) + " even when every input is 0";
+    return out;
+  }
+  // Each input zeroed whole.
+  for (std::size_t i = 0; i < work.size() && work.size() > 1 && out.runs < max_runs;)
+    if (fails(without(i, nullptr), false))
+      work.erase(work.begin() + static_cast<std::ptrdiff_t>(i));
+    else
+      ++i;
+  // Halves, breadth first: a chunk that must stay is split; its upper half is
+  // zeroed when the failure persists without it (the lowest indices stay),
+  // else its lower half.
+  while (!work.empty() && out.runs < max_runs) {
+    Chunk c = work.front();
+    work.erase(work.begin());
+    if (c.hi - c.lo <= 1) {
+      kept.push_back(c);
+      continue;
+    }
+    const std::int64_t mid = c.lo + (c.hi - c.lo) / 2;
+    Chunk lo{c.input, c.lo, mid}, hi{c.input, mid, c.hi};
+    if (fails(without(work.size(), &lo), false)) {
+      work.push_back(lo);
+    } else if (out.runs < max_runs && fails(without(work.size(), &hi), false)) {
+      work.push_back(hi);
+    } else {
+      work.push_back(lo);
+      work.push_back(hi);
+    }
+  }
+  for (const auto &c : work)
+    kept.push_back(c);
+  std::sort(kept.begin(), kept.end(), [&](const Chunk &a, const Chunk &b) {
+    auto ia = std::find(inputs.begin(), inputs.end(), a.input) - inputs.begin();
+    auto ib = std::find(inputs.begin(), inputs.end(), b.input) - inputs.begin();
+    return std::tie(ia, a.lo) < std::tie(ib, b.lo);
+  });
+  // The elements left non-zero.
+  std::vector<Chunk> singles;
+  for (const auto &c : kept)
+    for (std::int64_t i = c.lo; i < c.hi; ++i)
+      if (base.at(c.input)->get(i) != 0) {
+        if (++out.nonzero <= 8) singles.push_back({c.input, i, i + 1});
+      }
+  bool ones = false;
+  if (out.nonzero <= 8 && out.runs < max_runs && fails(singles, true)) ones = true;
+  out.shrunk = true;
+  std::string what;
+  for (std::size_t i = 0; i < singles.size() && out.nonzero <= 8; ++i) {
+    const auto &a = *base.at(singles[i].input);
+    out.elements.emplace_back(singles[i].input, unflatten(singles[i].lo, a.shape()));
+    out.values.push_back(ones ? 1.0 : a.get(singles[i].lo));
+    what += std::string(i == 0                    ? ""
+                        : i + 1 == singles.size() ? " and "
+                                                  : ", ") +
+            singles[i].input + index_string(out.elements.back().second) + " = " + number(out.values.back());
+  }
+  if (out.nonzero > 8) {
+    std::map<std::string, std::int64_t> per;
+    for (const auto &c : kept)
+      for (std::int64_t i = c.lo; i < c.hi; ++i)
+        per[c.input] += base.at(c.input)->get(i) != 0;
+    for (const auto &[n, count] : per)
+      what += (what.empty() ? "" : ", ") + std::to_string(count) + " of " + n;
+    what = std::to_string(out.nonzero) + " non-zero input elements (" + what + ")" +
+           (out.runs >= max_runs ? ", after " + std::to_string(out.runs) + " runs (the budget)" : "");
+    out.message = mismatch_short(*out.mismatch) + " with " + what;
+  } else {
+    out.message =
+        mismatch_short(*out.mismatch) + " when only " + what + (out.nonzero == 1 ? "" : " are non-zero");
+  }
+  return out;
 }
 
 } // namespace pipecheck::executor

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,9 @@ struct RunOptions {
   /// sides agree on is a value, not poison: an output element is then
   /// reported unwritten from the oracle's record of the body's stores.
   InputKind input_kind = InputKind::uniform;
+  /// A kernel's input operands' data by name, overriding generated or read
+  /// inputs (same dtype and scaled shape; not owned). shrink_inputs' trials.
+  const std::map<std::string, const HostArray *> *input_data = nullptr;
 };
 
 /// Where an output first differs from its intent.
@@ -125,6 +129,31 @@ RunResult run(const spec::Program &, const RunOptions &);
 /// computed once); fails if any run fails. Stops early on bad_input/error.
 RunReport run_all_modes(const spec::KernelSpec &, const RunOptions &);
 RunReport run_all_modes(const spec::Program &, const RunOptions &);
+
+/// `run --shrink`: a failing kernel run's inputs shrunk toward a minimal
+/// failing input, ideally one non-zero element, which localizes the bug.
+struct InputShrink {
+  bool shrunk = false; ///< the failure reproduced on smaller inputs
+  int runs = 0;        ///< kernel runs it took
+  /// The input elements left non-zero, with their values (all of them when
+  /// there are at most 8), and how many there are in all.
+  std::vector<std::pair<std::string, Shape>> elements;
+  std::vector<double> values;
+  std::int64_t nonzero = 0;
+  std::optional<Mismatch> mismatch; ///< the failure on the shrunk input
+  /// "o[3, 200] is 0 (reference: 1) when only x[3, 1224] = 1"; or why it
+  /// could not shrink.
+  std::string message;
+};
+
+/// Shrinks the inputs of `failing` (a run of `k` with `opts`, in its mode and
+/// seed, that failed with a mismatch) while a run still fails on the same
+/// output and comparison: every input zero first, then each input zeroed
+/// whole, then halves of the non-zero ranges zeroed, upper first (delta debugging: about
+/// two runs per halving), and the last few elements set to 1. At most
+/// `max_runs` runs; deterministic (no randomness beyond `opts.seed`).
+InputShrink shrink_inputs(const spec::KernelSpec &k, const RunOptions &opts, const RunResult &failing,
+                          int max_runs = 128);
 
 /// Human-readable report: one line per run, and for a failure where and why.
 void print_report(std::ostream &, const RunReport &);

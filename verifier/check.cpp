@@ -15,6 +15,8 @@ namespace pipecheck::verifier {
 void cancel_all() { smt::interrupt_all(); }
 bool cancelled() { return smt::interrupted(); }
 
+std::shared_ptr<rules::QueryCache> new_query_cache() { return std::make_shared<rules::QueryCache>(); }
+
 Verdict check_spec_rules(const spec::KernelSpec &k, const CheckOptions &o) {
   Verdict v;
   auto built = rules::build_model(k, o.overrides, o.target);
@@ -33,7 +35,7 @@ Verdict check_spec_rules(const spec::KernelSpec &k, const CheckOptions &o) {
   if (built.model->target)
     if (const spec::Target *t = spec::find_target(*built.model->target))
       v.sram_budget_bytes = rules::sram_budget(*t, built.model->vmem_limit_bytes);
-  rules::RuleOutcome r = rules::check_symbolic(*built.model, o.timeout_ms);
+  rules::RuleOutcome r = rules::check_symbolic(*built.model, o.timeout_ms, o.query_cache.get());
   if (!r.errors.empty()) {
     v.status = Status::unknown;
     v.reason = "bad input: " + r.errors.front().message;

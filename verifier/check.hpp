@@ -5,11 +5,16 @@
 #include "spec/ir.hpp"
 #include "verifier/verdict.hpp"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace pipecheck::verifier {
+
+namespace rules {
+class QueryCache;
+}
 
 struct CheckOptions {
   std::optional<std::string> target; ///< --target: overrides a spec's `target =`
@@ -19,7 +24,13 @@ struct CheckOptions {
   /// Check a kernel of more than 4096 grid steps on its grid cut when it has
   /// one (docs/lowering.md, "Large grids: the grid cut"); off: walk every step.
   bool grid_cut = true;
+  /// Decided spec-rule queries shared by several checks (fuzz: one per
+  /// sweep); nullptr: every query is solved.
+  std::shared_ptr<rules::QueryCache> query_cache;
 };
+
+/// A fresh, empty cache for CheckOptions::query_cache.
+std::shared_ptr<rules::QueryCache> new_query_cache();
 
 /// Checks one validated kernel spec fully (verifier/kernel.cpp): every
 /// spec-level rule at every grid point, and the race checker on the program

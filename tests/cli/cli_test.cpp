@@ -707,6 +707,122 @@ TEST(CliFuzz, RefusesAPipelineAndABadShardAsBadInput) {
 }
 
 // ---------------------------------------------------------------------------
+// merge: a fuzz campaign's shards as one result.
+
+namespace {
+
+const char *kRowSumDomains = R"(kernel row_sum:
+    param bk = 64 in {64, 48, 32, 16}
+    param bi = 8 in {8, 4}
+    grid = (cdiv(8, bi), cdiv(128, bk))
+    dimension_semantics = (parallel, arbitrary)
+    in  x: f32[8, 128]  block=(bi, bk)  index=(i, k) -> (i, k)
+    out o: f32[8]       block=(bi,)     index=(i, k) -> (i,)
+    body:
+        when program_id(1) == 0:
+            o[...] = zeros
+        o[...] += sum(x[...], axis=1)
+)";
+
+std::string slurp_file(const std::filesystem::path &p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The JSON with every "check_ms"/"run_ms" value set to 0: the only fields a
+// rerun does not repeat.
+std::string without_timings(std::string text) {
+  for (const std::string key : {"\"check_ms\": ", "\"run_ms\": "})
+    for (auto at = text.find(key); at != std::string::npos; at = text.find(key, at + 1)) {
+      const auto from = at + key.size(), to = text.find_first_of(",\n}", from);
+      text.replace(from, to - from, "0");
+    }
+  return text;
+}
+
+} // namespace
+
+TEST(CliMerge, ACampaignRunWholeEqualsItsShardsMergedInAnyOrder) {
+  TempDir d;
+  const std::string k = d.file("k.pk", kRowSumDomains);
+  Out whole = run("fuzz --format json " + k + " -o " + (d.path / "whole.json").string());
+  ASSERT_EQ(whole.code, 1) << whole.text; // bk = 48 is a partial block
+  for (int i = 0; i < 3; ++i) {
+    Out s = run("fuzz --format json " + k + " --shard " + std::to_string(i) + "/3 -o " +
+                (d.path / ("s" + std::to_string(i) + ".json")).string());
+    ASSERT_EQ(s.code, i == 1 ? 0 : 1) << i << ": " << s.text;
+  }
+  auto shard = [&](int i) { return (d.path / ("s" + std::to_string(i) + ".json")).string(); };
+  Out m = run("merge --format json " + shard(2) + " " + shard(0) + " " + shard(1) + " -o " +
+              (d.path / "merged.json").string());
+  EXPECT_EQ(m.code, 1) << m.text;
+  const std::string expected = without_timings(slurp_file(d.path / "whole.json"));
+  EXPECT_EQ(without_timings(slurp_file(d.path / "merged.json")), expected);
+  EXPECT_NE(expected.find("\"smallest_failure\""), std::string::npos) << expected;
+  Out text = run("merge " + shard(0) + " " + shard(1) + " " + shard(2));
+  EXPECT_EQ(text.code, 1) << text.text;
+  EXPECT_TRUE(contains(text.text, "8 of 8 configuration(s)")) << text.text;
+  EXPECT_TRUE(contains(text.text, "smallest failing configuration: bi=4 bk=48")) << text.text;
+}
+
+TEST(CliMerge, ExitsZeroWhenEveryMergedConfigurationIsOk) {
+  TempDir d;
+  const std::string k = source("corpus/examples/guide_reductions.pk");
+  const std::string args = " --kernel matmul --set m=256 --set n=256 --set k=256 --no-run --format json";
+  ASSERT_EQ(run("fuzz" + args + " --shard 0/2 -o " + (d.path / "a.json").string() + " " + k).code, 0);
+  ASSERT_EQ(run("fuzz" + args + " --shard 1/2 -o " + (d.path / "b.json").string() + " " + k).code, 0);
+  Out m = run("merge " + (d.path / "a.json").string() + " " + (d.path / "b.json").string());
+  EXPECT_EQ(m.code, 0) << m.text;
+  EXPECT_TRUE(contains(m.text, "27 of 27 configuration(s)")) << m.text;
+  EXPECT_TRUE(contains(m.text, "every configuration verified and passed")) << m.text;
+}
+
+TEST(CliMerge, RefusesAMissingShardAnotherSeedARepeatedShardAndNonJsonAsBadInput) {
+  TempDir d;
+  const std::string k = d.file("k.pk", kRowSumDomains);
+  auto shard = [&](const std::string &name, const std::string &args) {
+    const std::string path = (d.path / name).string();
+    Out o = run("fuzz --no-run --format json " + k + " " + args + " -o " + path);
+    EXPECT_NE(o.code, 3) << o.text;
+    return path;
+  };
+  const std::string s0 = shard("s0.json", "--shard 0/3"), s1 = shard("s1.json", "--shard 1/3"),
+                    s2 = shard("s2.json", "--shard 2/3"), other = shard("seed.json", "--shard 2/3 --seed 7");
+  Out missing = run("merge " + s0 + " " + s2);
+  EXPECT_EQ(missing.code, 3) << missing.text;
+  EXPECT_TRUE(contains(missing.text, "missing shard 1/3")) << missing.text;
+  Out seed = run("merge " + s0 + " " + s1 + " " + other);
+  EXPECT_EQ(seed.code, 3) << seed.text;
+  EXPECT_TRUE(contains(seed.text, "seed 7")) << seed.text;
+  EXPECT_TRUE(contains(seed.text, "not the same campaign")) << seed.text;
+  Out twice = run("merge " + s0 + " " + s1 + " " + s2 + " " + s1);
+  EXPECT_EQ(twice.code, 3) << twice.text;
+  EXPECT_TRUE(contains(twice.text, "are both shard 1/3")) << twice.text;
+  Out junk = run("merge " + d.file("junk.json", "{\n  \"kernel\": ,\n}\n"));
+  EXPECT_EQ(junk.code, 3) << junk.text;
+  EXPECT_TRUE(contains(junk.text, "junk.json:2:")) << junk.text;
+  Out text = run("merge " + k);
+  EXPECT_EQ(text.code, 3) << text.text;
+}
+
+TEST(CliRunShrink, AFailingRunWithShrinkNamesTheOneInputElementThatStillFails) {
+  const std::string k = source("corpus/examples/guide_reference.pk");
+  Out o = run("run " + k + " --kernel matmul_writes_at_first_step --dma eager --scale 2 --shrink");
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_TRUE(contains(o.text, "shrunk input (seed 0, dma eager, ")) << o.text;
+  EXPECT_TRUE(contains(o.text, " is 0 (reference: 1) when only a[")) << o.text;
+  EXPECT_TRUE(contains(o.text, " = 1 are non-zero")) << o.text;
+  Out plain = run("run " + k + " --kernel matmul_writes_at_first_step --dma eager --scale 2");
+  EXPECT_EQ(plain.code, 1) << plain.text;
+  EXPECT_FALSE(contains(plain.text, "shrunk input")) << plain.text;
+  Out pass = run("run " + k + " --kernel matmul_writes_at_last_step --dma eager --scale 2 --shrink");
+  EXPECT_EQ(pass.code, 0) << pass.text;
+  EXPECT_FALSE(contains(pass.text, "shrunk input")) << pass.text;
+}
+
+// ---------------------------------------------------------------------------
 // run: the reference, and .npy inputs and outputs.
 
 namespace {

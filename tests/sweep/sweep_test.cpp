@@ -135,3 +135,66 @@ TEST(Sweep, ItsJsonCarriesEachConfigurationAndASummary) {
   EXPECT_EQ(j["smallest_failure"]["params"]["bk"], 48);
   EXPECT_EQ(j["ok"], false);
 }
+
+TEST(Sweep, TheSmallestFailingRunCarriesItsInputShrunkToOneProduct) {
+  // The matmul that copies its accumulator out at the first k step: every
+  // bk with more than one k step fails against the reference.
+  const auto k = kernel(R"(kernel matmul:
+    param bk = 64 in {64, 32, 128}
+    grid = (2, 2, 128 // bk)
+    dimension_semantics = (parallel, parallel, arbitrary)
+    in  a: f32[64, 128]  block=(32, bk)  index=(i, j, kk) -> (i, kk)
+    in  b: f32[128, 64]  block=(bk, 32)  index=(i, j, kk) -> (kk, j)
+    out o: f32[64, 64]   block=(32, 32)  index=(i, j, kk) -> (i, j)
+    scratch acc: f32[32, 32]
+    body:
+        when program_id(2) == 0:
+            acc[...] = zeros
+        acc[...] += dot(a[...], b[...])
+        when program_id(2) == 0:
+            o[...] = acc[...]
+    reference:
+        o = dot(a, b)
+)");
+  sweep::SweepOptions o;
+  const auto r = sweep::sweep(k, o);
+  const auto &res = result(r);
+  ASSERT_TRUE(res.smallest_failure);
+  EXPECT_EQ(res.smallest_failure->params.at("bk"), 32);
+  EXPECT_EQ(res.smallest_failure->outcome, Outcome::violation); // accumulator-reset, and its run fails
+  EXPECT_EQ(res.smallest_failure->shrunk_input.rfind("seed 0, dma eager, ", 0), 0u)
+      << res.smallest_failure->shrunk_input;
+  EXPECT_NE(res.smallest_failure->shrunk_input.find(
+                ": o[0, 0] is 0 (reference: 1) when only a[0, 32] = 1 and b[32, 0] = 1 are non-zero"),
+            std::string::npos)
+      << res.smallest_failure->shrunk_input;
+  auto j = nlohmann::json::parse(sweep::to_json(res));
+  EXPECT_EQ(j["smallest_failure"]["shrunk_input"], res.smallest_failure->shrunk_input);
+  EXPECT_NE(sweep::to_text(res).find("shrunk input (seed 0, dma eager, "), std::string::npos);
+  // Only the smallest failure is shrunk.
+  for (const auto &c : res.configs)
+    EXPECT_TRUE(c.shrunk_input.empty());
+}
+
+TEST(Sweep, ConfigurationsOnSeveralThreadsGiveTheSameResultAsOne) {
+  const auto k = kernel(kRowSum);
+  sweep::SweepOptions one, four;
+  four.jobs = 4;
+  std::size_t calls = 0, last = 0;
+  four.progress = [&](std::size_t done, std::size_t total) {
+    ++calls;
+    EXPECT_EQ(done, last + 1);
+    EXPECT_EQ(total, 6u);
+    last = done;
+  };
+  auto zero_times = [](sweep::SweepResult r) {
+    for (auto &c : r.configs)
+      c.check_ms = c.run_ms = 0;
+    if (r.smallest_failure) r.smallest_failure->check_ms = r.smallest_failure->run_ms = 0;
+    return sweep::to_json(r);
+  };
+  const std::string a = zero_times(result(sweep::sweep(k, one)));
+  const std::string b = zero_times(result(sweep::sweep(k, four)));
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(calls, 6u);
+}

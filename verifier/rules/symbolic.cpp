@@ -20,7 +20,8 @@ struct SymPoint {
 
 class Sym {
 public:
-  Sym(const KernelModel &m, unsigned timeout_ms) : m_(m), solver_(ctx_, timeout_ms), axes_(run_axes(m)) {}
+  Sym(const KernelModel &m, unsigned timeout_ms, QueryCache *cache)
+      : m_(m), solver_(ctx_, timeout_ms), cache_(cache), axes_(run_axes(m)) {}
 
   RuleOutcome run() {
     for (std::size_t i = 0; i < m_.operands.size(); ++i) {
@@ -62,6 +63,7 @@ private:
   const KernelModel &m_;
   smt::Context ctx_;
   smt::Solver solver_;
+  QueryCache *cache_ = nullptr;
   RuleOutcome out_;
   int fresh_ = 0;
   bool minimal_ = true; // whether the last sat query's witness was fully minimized
@@ -187,6 +189,27 @@ private:
       err_.clear();
       return Q::unknown;
     }
+    // The query as text: its answer depends on nothing else (every
+    // assertion is made inside its push/pop scope).
+    std::string key;
+    if (cache_) {
+      key = name;
+      for (const auto &f : facts)
+        key += "\n" + f.key();
+      key += "\norder";
+      for (const auto *p : order) {
+        key += p->grid ? " g" : " b";
+        for (const auto &v : p->v)
+          key += " " + v.key();
+      }
+      for (auto l : lower)
+        key += " " + std::to_string(l);
+      if (auto a = cache_->find(key)) {
+        values = a->witness;
+        if (a->sat) minimal_ = true;
+        return a->sat ? Q::sat : Q::unsat;
+      }
+    }
     solver_.push();
     for (std::size_t i = 0; i < facts.size(); ++i)
       solver_.add(facts[i], name + "/" + std::to_string(i));
@@ -220,6 +243,8 @@ private:
       out_.unknown.push_back(name + ": " + (r.reason.empty() ? "solver returned unknown" : r.reason));
     }
     solver_.pop();
+    if (cache_ && (q == Q::unsat || (q == Q::sat && minimal_)))
+      cache_->store(key, {q == Q::sat, q == Q::sat ? values : std::vector<Point>{}});
     return q;
   }
 
@@ -634,6 +659,25 @@ private:
 
 } // namespace
 
-RuleOutcome check_symbolic(const KernelModel &m, unsigned timeout_ms) { return Sym(m, timeout_ms).run(); }
+std::optional<QueryCache::Answer> QueryCache::find(const std::string &key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = answers_.find(key);
+  if (it == answers_.end()) return std::nullopt;
+  return it->second;
+}
+
+void QueryCache::store(const std::string &key, Answer a) {
+  std::lock_guard<std::mutex> lock(mu_);
+  answers_.emplace(key, std::move(a));
+}
+
+std::size_t QueryCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return answers_.size();
+}
+
+RuleOutcome check_symbolic(const KernelModel &m, unsigned timeout_ms, QueryCache *cache) {
+  return Sym(m, timeout_ms, cache).run();
+}
 
 } // namespace pipecheck::verifier::rules

@@ -6,7 +6,11 @@
 #include "verifier/rules/model.hpp"
 #include "verifier/verdict.hpp"
 
+#include <cstdint>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace pipecheck::verifier::rules {
@@ -22,7 +26,28 @@ struct RuleOutcome {
   std::vector<spec::Diagnostic> errors;
 };
 
-/// Runs every spec-level rule symbolically, `timeout_ms` per query.
-RuleOutcome check_symbolic(const KernelModel &, unsigned timeout_ms);
+/// The decided answers of spec-rule queries (sat with its fully minimized
+/// witness, or unsat), keyed by the query's name, its assertions' text and
+/// the variables it minimizes: a query asked again, e.g. by another
+/// configuration of the same kernel whose constants it does not mention, is
+/// answered without solving. An undecided query is never stored. Thread-safe.
+class QueryCache {
+public:
+  struct Answer {
+    bool sat = false;
+    std::vector<std::vector<std::int64_t>> witness; ///< the minimized points, in the query's order
+  };
+  std::optional<Answer> find(const std::string &key) const;
+  void store(const std::string &key, Answer);
+  std::size_t size() const;
+
+private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, Answer> answers_;
+};
+
+/// Runs every spec-level rule symbolically, `timeout_ms` per query; with a
+/// cache, its answers are reused and its new ones stored.
+RuleOutcome check_symbolic(const KernelModel &, unsigned timeout_ms, QueryCache *cache = nullptr);
 
 } // namespace pipecheck::verifier::rules

@@ -11,6 +11,8 @@
 #include <limits>
 #include <mutex>
 #include <set>
+#include <string>
+#include <unordered_map>
 
 namespace pipecheck::verifier::smt {
 
@@ -51,6 +53,9 @@ struct Context::Impl {
   z3::context c;
   InterruptScope interrupt{c};
   std::vector<z3::expr> terms;
+  // Names the `//` and `%` auxiliaries: the same per check, so equal
+  // queries are equal text (rules::QueryCache).
+  unsigned long aux_counter = 0;
 };
 
 struct TermAccess {
@@ -73,6 +78,79 @@ z3::context &zc(const Term &t) { return t.context()->impl().c; }
 z3::expr lit(const Term &like, std::int64_t v) { return zc(like).int_val(static_cast<int64_t>(v)); }
 
 } // namespace
+
+namespace {
+
+void append_key(const z3::expr &e, std::string &out, std::unordered_map<unsigned, std::size_t> &seen) {
+  const unsigned id = Z3_get_ast_id(e.ctx(), e);
+  if (auto it = seen.find(id); it != seen.end()) {
+    out += '#';
+    out += std::to_string(it->second);
+    out += ' ';
+    return;
+  }
+  Z3_context c = e.ctx();
+  switch (e.kind()) {
+  case Z3_NUMERAL_AST:
+    out += e.is_int() ? 'i' : e.is_bool() ? 'b' : 'r';
+    out += Z3_get_numeral_string(c, e);
+    break;
+  case Z3_VAR_AST:
+    out += 'v';
+    out += std::to_string(Z3_get_index_value(c, e));
+    break;
+  case Z3_QUANTIFIER_AST: {
+    out += Z3_is_quantifier_forall(c, e) ? "(A" : Z3_is_quantifier_exists(c, e) ? "(E" : "(L";
+    const unsigned n = Z3_get_quantifier_num_bound(c, e);
+    // Bound variables by position and sort (de Bruijn): their names do not
+    // change what the quantifier means.
+    for (unsigned i = 0; i < n; ++i) {
+      out += ' ';
+      out += std::to_string(static_cast<int>(Z3_get_sort_kind(c, Z3_get_quantifier_bound_sort(c, e, i))));
+    }
+    out += " p" + std::to_string(Z3_get_quantifier_num_patterns(c, e));
+    out += " n" + std::to_string(Z3_get_quantifier_num_no_patterns(c, e));
+    out += ' ';
+    append_key(e.body(), out, seen);
+    out += ')';
+    break;
+  }
+  case Z3_APP_AST: {
+    z3::func_decl d = e.decl();
+    out += '(';
+    out += std::to_string(static_cast<int>(d.decl_kind()));
+    out += ':';
+    out += Z3_get_symbol_string(c, Z3_get_decl_name(c, d));
+    out += ':';
+    out += std::to_string(static_cast<int>(e.get_sort().sort_kind()));
+    if (const unsigned np = Z3_get_decl_num_parameters(c, d); np > 0) {
+      for (unsigned i = 0; i < np; ++i)
+        out += Z3_get_decl_parameter_kind(c, d, i) == Z3_PARAMETER_INT
+                   ? "[" + std::to_string(Z3_get_decl_int_parameter(c, d, i)) + "]"
+                   : "[" + d.to_string() + "]";
+    }
+    for (unsigned i = 0; i < e.num_args(); ++i) {
+      out += ' ';
+      append_key(e.arg(i), out, seen);
+    }
+    out += ')';
+    break;
+  }
+  default:
+    // Sorts and declarations never stand alone in a query; printed in full.
+    out += "?" + e.to_string();
+  }
+  seen.emplace(id, seen.size());
+}
+
+} // namespace
+
+std::string Term::key() const {
+  std::string out;
+  std::unordered_map<unsigned, std::size_t> seen;
+  append_key(ex(*this), out, seen);
+  return out;
+}
 
 std::optional<std::int64_t> Term::numeral() const {
   z3::expr e = ex(*this).simplify();
@@ -135,8 +213,34 @@ Term quantify(bool universal, const std::vector<Term> &vars, const Term &body) {
 Term forall(const std::vector<Term> &vars, const Term &body) { return quantify(true, vars, body); }
 Term exists(const std::vector<Term> &vars, const Term &body) { return quantify(false, vars, body); }
 
-Context::Context() : impl_(std::make_unique<Impl>()) {}
-Context::~Context() = default;
+namespace {
+
+// Contexts kept for reuse by this thread: making a Z3 context costs more than
+// all of a small kernel's queries (its tables, parameters and plugins).
+// A context's terms are dropped before it is kept; its declarations stay,
+// which is harmless (a name means an integer constant in every query).
+struct ContextPool {
+  std::vector<std::unique_ptr<Context::Impl>> free;
+};
+thread_local ContextPool t_pool;
+constexpr std::size_t kPooledContexts = 4;
+
+} // namespace
+
+Context::Context() {
+  if (!t_pool.free.empty()) {
+    impl_ = std::move(t_pool.free.back());
+    t_pool.free.pop_back();
+  } else {
+    impl_ = std::make_unique<Impl>();
+  }
+}
+
+Context::~Context() {
+  impl_->terms.clear();
+  impl_->aux_counter = 0;
+  if (t_pool.free.size() < kPooledContexts) t_pool.free.push_back(std::move(impl_));
+}
 
 Term Context::int_var(const std::string &name) {
   return TermAccess::make(this, impl_->c.int_const(name.c_str()));
@@ -296,8 +400,6 @@ std::vector<std::int64_t> Solver::minimize_lex(const std::vector<Term> &vars,
 
 namespace {
 
-std::atomic<unsigned long> aux_counter{0};
-
 struct Translator {
   Context &ctx;
   const Bindings &b;
@@ -383,7 +485,7 @@ struct Translator {
         // Python floor division by c: floor(x / c) == floor(-x / -c).
         Term num = *c > 0 ? x : -x;
         std::int64_t den = *c > 0 ? *c : -*c;
-        Term d = ctx.int_var("div!" + std::to_string(aux_counter++));
+        Term d = ctx.int_var("div!" + std::to_string(ctx.impl().aux_counter++));
         b.aux->aux_vars.push_back(d);
         b.aux->side.push_back(d * den <= num && num < d * den + den);
         return e.op == Op::FloorDiv ? d : x - d * *c;
@@ -455,7 +557,7 @@ struct Translator {
           num = -num;
           den = -den;
         }
-        Term d = ctx.int_var("cdiv!" + std::to_string(aux_counter++));
+        Term d = ctx.int_var("cdiv!" + std::to_string(ctx.impl().aux_counter++));
         b.aux->aux_vars.push_back(d);
         b.aux->side.push_back(d * den <= num && num < d * den + den);
         return -d;

@@ -32,6 +32,11 @@ public:
   bool is_true() const;
   bool is_false() const;
   std::string to_string() const;
+  /// The term's structure as compact text — operators, names, numerals,
+  /// quantifiers, bound variables, shared subterms as back references —
+  /// equal exactly for equal terms, in any Context. Far cheaper than
+  /// to_string(); for keys (rules::QueryCache), not for people.
+  std::string key() const;
 
 private:
   friend struct TermAccess;

@@ -125,3 +125,50 @@ TEST(Solver, ReportsUnknownWithAReasonRatherThanAVerdict) {
 
 } // namespace
 } // namespace pipecheck::verifier::smt
+
+namespace pipecheck::verifier::smt {
+namespace {
+
+TEST(TermKey, IsEqualForEqualTermsInAnyContextAndDiffersOtherwise) {
+  auto make = [](Context &c, int variant) {
+    Term x = c.int_var("x"), y = c.int_var("y");
+    Term shared = floor_div(x + 1, 3);
+    switch (variant) {
+    case 0: return forall({x}, shared + shared < y);
+    case 1: return exists({x}, shared + shared < y);
+    case 2: return forall({x}, shared + shared <= y);
+    case 3: return forall({x}, floor_div(x + 2, 3) + shared < y);
+    default: return forall({y}, shared + shared < x);
+    }
+  };
+  std::vector<std::string> keys;
+  for (int v = 0; v < 5; ++v) {
+    Context a;
+    const std::string k = make(a, v).key();
+    {
+      Context b; // another context, maybe a reused one
+      EXPECT_EQ(make(b, v).key(), k) << v;
+    }
+    for (const auto &other : keys)
+      EXPECT_NE(other, k) << v;
+    keys.push_back(k);
+  }
+}
+
+TEST(Context, AReusedContextAnswersAsAFreshOne) {
+  for (int round = 0; round < 8; ++round) {
+    Context c;
+    Solver s(c, 2000);
+    Term x = c.int_var("x");
+    s.push();
+    s.add(x * 2 == 2 * round + 1, "odd");
+    EXPECT_EQ(s.check().kind, Result::unsat) << round;
+    s.pop();
+    s.add(x * 2 == 2 * round, "even");
+    ASSERT_EQ(s.check().kind, Result::sat) << round;
+    EXPECT_EQ(s.value(x), round);
+  }
+}
+
+} // namespace
+} // namespace pipecheck::verifier::smt
