@@ -178,7 +178,8 @@ std::int64_t step_reach(const Program &p, int main_loop) {
   return reach;
 }
 
-CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period, std::int64_t reach) {
+CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period, std::int64_t reach,
+                 std::int64_t window) {
   CutPlan out;
   Env params = param_env(k.params, overrides);
   Binding bound = bind_kernel(k, params);
@@ -264,15 +265,18 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
     std::int64_t lo = 0, hi = 0;
     for (auto it = bounds.begin(); std::next(it) != bounds.end(); ++it)
       if (*std::next(it) - *it > hi - lo) lo = *it, hi = *std::next(it);
-    // The states at w and w + P, for some w in [lo + R, lo + R + P], are
-    // compared; the values [w - R, w + P + R] must all lie in the stretch of
-    // the cut grid, since a step looks R steps (so at most R values) around.
+    // The states at w and w + P, for some w in [lo + R, lo + R + window],
+    // are compared; the values [w - R, w + P + R] must all lie in the
+    // stretch of the cut grid, since a step looks R steps (so at most R
+    // values) around.
     reach = std::max<std::int64_t>(reach, 0);
-    std::int64_t room = hi - lo - 2 * period - 2 * reach;
+    window = std::max<std::int64_t>(window, 0);
+    std::int64_t room = hi - lo - period - window - 2 * reach;
     std::int64_t drop = room > 0 ? room / period * period : 0;
     if (drop <= 0) continue;
     ax.drop = drop;
     ax.first = lo + reach;
+    ax.window = window;
     ax.recurs_from = lo + reach;
     ax.upper = hi - drop;
     cut.grid[e] = n - drop;

@@ -30,8 +30,11 @@ namespace pipecheck::spec {
 struct AxisCut {
   std::int64_t drop = 0;  ///< D: values left out (0: the axis is kept whole)
   std::int64_t first = 0; ///< lo + reach: the first value a repeat may start at
-  /// w in [first, first + P]: where the state recurs (the race checker
-  /// settles it; the start-up of a deep pipeline takes a few values to pass).
+  /// How far past `first` the recurrence may start (0 or P): w in
+  /// [first, first + window].
+  std::int64_t window = 0;
+  /// w: where the state recurs (the race checker settles it; the start-up of
+  /// a deep pipeline takes a few values to pass).
   std::int64_t recurs_from = 0;
   std::int64_t upper = 0;  ///< hi - D: values at or above it are the kernel's values + D
   std::int64_t period = 1; ///< P
@@ -66,8 +69,11 @@ struct CutPlan {
 /// (and their defaults), for slot rings whose sizes divide `period`, and a
 /// lowered program whose steps look at most `reach` steps ahead or behind
 /// (`s + 2`, `t + 1 < n`): the repeated values keep that far from the
-/// stretch's ends. Axes shorter than about 3P + 2 reach + 2 values are kept whole.
-CutPlan plan_cut(const KernelSpec &, const Env &overrides, std::int64_t period, std::int64_t reach);
+/// stretch's ends. Axes too short to gain are kept whole.
+/// `window` (0 or P) leaves room for the recurrence to start up to that
+/// many values late: try 0 first, the smaller cut.
+CutPlan plan_cut(const KernelSpec &, const Env &overrides, std::int64_t period, std::int64_t reach,
+                 std::int64_t window = 0);
 
 /// How many steps ahead or behind the main loop of a rolled lowered program
 /// looks: the largest k in `v + k` or `v - k` of its step variables (the

@@ -110,28 +110,36 @@ std::optional<LoweredCheck> check_on_cut(const spec::KernelSpec &k, const spec::
   for (const auto &b : low.program.buffers)
     if (b.slots)
       if (auto n = spec::eval_int(*b.slots, {}); n && *n > 0) period = std::lcm(period, *n);
-  spec::CutPlan plan = spec::plan_cut(k, o.overrides, period, spec::step_reach(low.program, low.main_loop));
-  if (!plan.cut) {
-    why = plan.reason;
-    return std::nullopt;
-  }
-  spec::LowerOptions lo;
-  lo.overrides = o.overrides;
-  lo.target = o.target;
-  lo.check_blocks = false;
-  lo.cut = &*plan.cut;
-  std::vector<spec::Diagnostic> errors;
-  auto cut_low = spec::lower(k, lo, errors);
-  if (!cut_low) {
-    why = "the cut grid cannot be lowered";
-    return std::nullopt;
-  }
+  // The smaller cut first (the state recurs from the stretch's first
+  // value); then one with room for a pipeline's start-up to pass.
+  const std::int64_t reach = spec::step_reach(low.program, low.main_loop);
+  spec::CutPlan plan;
+  std::optional<spec::Lowered> cut_low;
   races::CutCheck cc;
-  try {
-    cc = races::check_cut(*cut_low, *plan.cut);
-  } catch (const races::Unsupported &u) {
-    why = std::string("the cut program cannot run: ") + u.what();
-    return std::nullopt;
+  for (std::int64_t window : {std::int64_t{0}, period}) {
+    plan = spec::plan_cut(k, o.overrides, period, reach, window);
+    if (!plan.cut) {
+      why = plan.reason;
+      return std::nullopt;
+    }
+    spec::LowerOptions lo;
+    lo.overrides = o.overrides;
+    lo.target = o.target;
+    lo.check_blocks = false;
+    lo.cut = &*plan.cut;
+    std::vector<spec::Diagnostic> errors;
+    cut_low = spec::lower(k, lo, errors);
+    if (!cut_low) {
+      why = "the cut grid cannot be lowered";
+      return std::nullopt;
+    }
+    try {
+      cc = races::check_cut(*cut_low, *plan.cut);
+    } catch (const races::Unsupported &u) {
+      why = std::string("the cut program cannot run: ") + u.what();
+      return std::nullopt;
+    }
+    if (cc.recurs) break;
   }
   if (!cc.recurs) {
     why = cc.reason;

@@ -22,7 +22,7 @@ CutCheck check_cut(const spec::Lowered &low, spec::GridCut &cut) {
   std::map<std::string, std::string> hbm_of;
   for (const auto &b : low.bindings)
     hbm_of[b.operand] = b.hbm;
-  // (axis, outer coordinates) -> the state at lo + j for j = 0..2P, its hbm
+  // (axis, outer coordinates) -> the state at first + j for j = 0..window + P, its hbm
   // coordinates moved back by j values of the axis.
   std::map<std::pair<std::size_t, std::vector<std::int64_t>>, std::map<std::int64_t, std::string>> keys;
   bool shifts_ready = false;
@@ -44,7 +44,7 @@ CutCheck check_cut(const spec::Lowered &low, spec::GridCut &cut) {
       const std::size_t e = order[i];
       const spec::AxisCut &ax = cut.axes[e];
       const std::int64_t j = point[e] - ax.first;
-      if (ax.drop == 0 || j < 0 || j > 2 * ax.period) continue;
+      if (ax.drop == 0 || j < 0 || j > ax.window + ax.period) continue;
       bool inner_zero = true;
       for (std::size_t g = i + 1; g < rank; ++g)
         inner_zero &= point[order[g]] == 0;
@@ -67,7 +67,7 @@ CutCheck check_cut(const spec::Lowered &low, spec::GridCut &cut) {
     spec::AxisCut &ax = cut.axes[e];
     if (ax.drop == 0) continue;
     std::optional<std::int64_t> found;
-    for (std::int64_t j = 0; j <= ax.period && !found; ++j) {
+    for (std::int64_t j = 0; j <= ax.window && !found; ++j) {
       bool all = true;
       for (const auto &[where, ks] : keys) {
         if (where.first != e) continue;

@@ -29,7 +29,7 @@ struct CutCheck {
 };
 
 /// Runs `cut_low`, spec::lower's rolled program for the kernel on `cut`, and
-/// settles each cut axis's `recurs_from`: the least w in [lo, lo + P] whose
+/// settles each cut axis's `recurs_from`: the least w in [first, first + window] whose
 /// states recur (the start-up of a deep pipeline can take a few values to
 /// pass). Throws Unsupported.
 CutCheck check_cut(const spec::Lowered &cut_low, spec::GridCut &cut);
