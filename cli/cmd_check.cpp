@@ -1,5 +1,6 @@
 // pipecheck check FILE...: verdicts for every kernel and pipeline.
 #include "cli/command.hpp"
+#include "perf/model.hpp"
 #include "reports/output.hpp"
 #include "reports/report.hpp"
 #include "spec/parse.hpp"
@@ -64,6 +65,22 @@ Loaded load_file(const InputPath &in, const verifier::CheckOptions &opts) {
   return l;
 }
 
+// The performance model's line for the HTML page: only where the timeline
+// walked every step (the model walks them all too).
+std::string model_note(const spec::KernelSpec &k, const verifier::CheckOptions &opts,
+                       const reports::UnitResult &u) {
+  if (!u.timeline || u.timeline->truncated) return "";
+  perf::ModelOptions mo;
+  mo.overrides = opts.overrides;
+  mo.target = opts.target;
+  mo.alternatives = false;
+  perf::ModelResult r = perf::model_kernel(k, mo);
+  if (!r.model)
+    return "none (" + (r.unknown.empty() ? std::string("the kernel cannot be modelled") : r.unknown) + ")";
+  return perf::summary(*r.model) +
+         " (pipecheck model says what a larger block or deeper buffering would buy)";
+}
+
 // `schedule`: the HTML report draws each kernel's pipeline timeline.
 void check_units(Loaded &l, const verifier::CheckOptions &opts, bool schedule) {
   if (!l.file || !l.result.errors.empty()) return;
@@ -81,8 +98,10 @@ void check_units(Loaded &l, const verifier::CheckOptions &opts, bool schedule) {
       continue;
     }
     if (schedule)
-      if (const auto *k = std::get_if<spec::KernelSpec>(&u))
+      if (const auto *k = std::get_if<spec::KernelSpec>(&u)) {
         reports::add_schedule(ur, *k, opts.overrides, opts.target);
+        ur.model_note = model_note(*k, opts, ur);
+      }
     l.result.units.push_back(std::move(ur));
   }
 }

@@ -29,29 +29,12 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-std::string seconds(double s) {
-  if (s == 0) return "0 s";
-  if (s < 1e-9) return fixed(s * 1e12, 1) + " ps";
-  if (s < 1e-6) return fixed(s * 1e9, 1) + " ns";
-  if (s < 1e-3) return fixed(s * 1e6, 1) + " us";
-  if (s < 1) return fixed(s * 1e3, 2) + " ms";
-  return fixed(s, 2) + " s";
-}
-
 std::string bytes(std::int64_t b) {
   const double v = static_cast<double>(b);
   if (b < 1024) return std::to_string(b) + " B";
   if (b < 1024 * 1024) return fixed(v / 1024, 1) + " KiB";
   if (b < std::int64_t{1} << 30) return fixed(v / (1024 * 1024), 1) + " MiB";
   return fixed(v / static_cast<double>(std::int64_t{1} << 30), 2) + " GiB";
-}
-
-// Two significant digits below 1% (a memory-bound kernel's utilization is
-// often a small fraction of a percent).
-std::string percent(double f) {
-  double p = f * 100;
-  if (p > 0 && p < 1) return fixed(p, std::min(6, 1 - static_cast<int>(std::floor(std::log10(p))))) + "%";
-  return fixed(p, 1) + "%";
 }
 
 std::string signed_change(double now, double then) {
@@ -63,23 +46,25 @@ std::string signed_change(double now, double then) {
 
 void text(std::ostream &os, const std::string &path, const perf::Model &m) {
   const auto &mc = m.machine;
-  os << path << ": " << m.kernel << " on " << m.target << " (alpha " << seconds(mc.alpha_s) << ", beta "
-     << fixed(mc.beta_bytes_per_s / 1e9, 0) << " GB/s, F " << fixed(mc.flops_per_s / 1e12, 0)
+  os << path << ": " << m.kernel << " on " << m.target << " (alpha " << perf::format_seconds(mc.alpha_s)
+     << ", beta " << fixed(mc.beta_bytes_per_s / 1e9, 0) << " GB/s, F " << fixed(mc.flops_per_s / 1e12, 0)
      << " TFLOP/s)\n";
   os << "  " << m.steps << (m.pipeline ? " compute steps; " : " grid steps; ") << m.flops_step
      << " flops per step, " << bytes(m.bytes) << " moved in all\n";
   for (const auto &o : m.operands)
     os << "  " << (o.role == spec::Role::in ? "in  " : "out ") << o.name << ": block " << bytes(o.block_bytes)
        << ", " << o.copies << (o.copies == 1 ? " copy" : " copies")
-       << (m.pipeline ? ", " : " (when its block changes), ") << bytes(o.bytes) << " = " << seconds(o.seconds)
-       << "\n";
-  os << "  predicted " << seconds(m.seconds) << ": " << perf::to_string(m.bound) << "-bound"
+       << (m.pipeline ? ", " : " (when its block changes), ") << bytes(o.bytes) << " = "
+       << perf::format_seconds(o.seconds) << "\n";
+  os << "  predicted " << perf::format_seconds(m.seconds) << ": " << perf::to_string(m.bound) << "-bound"
      << (m.bound == perf::Bound::compute ? ""
          : m.latency_bound               ? ", by latency: each copy's alpha is not hidden"
                                          : ", by bandwidth")
-     << " (copies " << seconds(m.copy_seconds) << ", compute " << seconds(m.compute_seconds) << ")\n";
-  os << "  start-up " << seconds(m.startup_seconds) << ", drain " << seconds(m.drain_seconds) << ": bubbles "
-     << percent(m.bubble_fraction) << "; utilization " << percent(m.utilization) << "\n";
+     << " (copies " << perf::format_seconds(m.copy_seconds) << ", compute "
+     << perf::format_seconds(m.compute_seconds) << ")\n";
+  os << "  start-up " << perf::format_seconds(m.startup_seconds) << ", drain "
+     << perf::format_seconds(m.drain_seconds) << ": bubbles " << perf::format_percent(m.bubble_fraction)
+     << "; utilization " << perf::format_percent(m.utilization) << "\n";
   os << "  SRAM " << bytes(m.sram_bytes) << " of " << bytes(m.sram_budget) << "\n";
   if (m.dominant) {
     const auto &d = m.operands[*m.dominant];
@@ -94,7 +79,7 @@ void text(std::ostream &os, const std::string &path, const perf::Model &m) {
         os << "not modelled (" << a.why << ")\n";
         continue;
       }
-      os << seconds(a.seconds) << " (" << signed_change(a.seconds, m.seconds) << "), SRAM "
+      os << perf::format_seconds(a.seconds) << " (" << signed_change(a.seconds, m.seconds) << "), SRAM "
          << bytes(a.sram_bytes) << " of " << bytes(m.sram_budget) << (a.fits ? ": fits" : ": does not fit")
          << "\n";
     }

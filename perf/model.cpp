@@ -1,5 +1,9 @@
 #include "perf/model.hpp"
 
+#include <cstdio>
+
+#include <cmath>
+
 #include "spec/checked.hpp"
 #include "spec/step.hpp"
 #include "spec/typecheck.hpp"
@@ -537,5 +541,44 @@ ModelResult model_program(const spec::Program &p, const ModelOptions &o) {
 }
 
 ModelResult model_kernel(const spec::KernelSpec &k, const ModelOptions &o) { return model_one(k, o); }
+
+namespace {
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+} // namespace
+
+std::string format_seconds(double s) {
+  if (s == 0) return "0 s";
+  if (s < 1e-9) return fixed(s * 1e12, 1) + " ps";
+  if (s < 1e-6) return fixed(s * 1e9, 1) + " ns";
+  if (s < 1e-3) return fixed(s * 1e6, 1) + " us";
+  if (s < 1) return fixed(s * 1e3, 2) + " ms";
+  return fixed(s, 2) + " s";
+}
+
+std::string format_percent(double f) {
+  double p = f * 100;
+  if (p > 0 && p < 1) return fixed(p, std::min(6, 1 - static_cast<int>(std::floor(std::log10(p))))) + "%";
+  return fixed(p, 1) + "%";
+}
+
+std::string summary(const Model &m) {
+  const auto &mc = m.machine;
+  std::string out = format_seconds(m.seconds) + " predicted on " + m.target + " (alpha " +
+                    format_seconds(mc.alpha_s) + ", beta " + fixed(mc.beta_bytes_per_s / 1e9, 0) +
+                    " GB/s, F " + fixed(mc.flops_per_s / 1e12, 0) + " TFLOP/s): " + to_string(m.bound) +
+                    "-bound";
+  if (m.bound == Bound::memory && m.latency_bound) out += " (latency: more buffers hide it)";
+  if (m.dominant && *m.dominant < m.operands.size())
+    out += ", " + m.operands[*m.dominant].name + " moves the most bytes";
+  out += "; utilization " + format_percent(m.utilization) + ", start-up and drain bubbles " +
+         format_percent(m.bubble_fraction);
+  return out;
+}
 
 } // namespace pipecheck::perf

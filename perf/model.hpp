@@ -171,6 +171,15 @@ struct ModelResult {
   std::string unknown;                  ///< why there is no model otherwise
 };
 
+/// A time as `pipecheck model` prints it ("12.5 us", "3.40 ms").
+std::string format_seconds(double);
+/// A fraction as a percentage, two significant digits below 1%.
+std::string format_percent(double);
+/// The model in one line: "12.5 us predicted on tpu_v5e (alpha 1.0 us,
+/// beta 819 GB/s, F 197 TFLOP/s): memory-bound, x moves the most bytes;
+/// utilization 4.1%, start-up and drain bubbles 9.0%".
+std::string summary(const Model &);
+
 /// Models a validated kernel: lowers it, walks the lowered program, and
 /// reports time, bound, bubbles, utilization, the dominating operand and
 /// what a larger block or deeper buffering would buy.

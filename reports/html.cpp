@@ -281,6 +281,8 @@ std::string to_html(const std::vector<FileResult> &files) {
         os << "</div>\n";
       }
       sram(os, u);
+      if (!u.model_note.empty())
+        os << "<p class=\"model\">Performance model: " << esc(u.model_note) << "</p>\n";
       timeline(os, u);
       os << "</section>\n";
     }

@@ -31,6 +31,9 @@ struct UnitResult {
   /// none; the target it was checked for.
   std::optional<Timeline> timeline;
   std::string timeline_note;
+  /// HTML only: the performance model in one line (perf::summary), or why
+  /// there is none.
+  std::string model_note;
   std::optional<std::string> target;
 };
 

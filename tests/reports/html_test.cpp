@@ -138,6 +138,19 @@ TEST(HtmlReport, DrawsALanePerSlotOfEachOperandAndACopyAndComputeBarPerStep) {
   EXPECT_NE(copy.find("SRAM footprint"), std::string::npos);
 }
 
+TEST(HtmlReport, AKernelShowsThePerformanceModelsLineUnlessItsGridIsTooLongToWalk) {
+  Out o = run("check --format html tests/reports/golden/units.pk 2>/dev/null");
+  const std::string copy = section(o.text, "copy");
+  ASSERT_FALSE(copy.empty()) << o.text;
+  EXPECT_NE(copy.find("<p class=\"model\">Performance model: "), std::string::npos) << copy;
+  EXPECT_NE(copy.find(" predicted on tpu_v5e (alpha "), std::string::npos) << copy;
+  EXPECT_NE(copy.find("-bound"), std::string::npos) << copy;
+  EXPECT_NE(copy.find("utilization "), std::string::npos) << copy;
+  const std::string big = section(o.text, "too_large_to_check");
+  ASSERT_FALSE(big.empty());
+  EXPECT_EQ(big.find("Performance model"), std::string::npos);
+}
+
 TEST(HtmlReport, AMillionStepGridDrawsItsFirstStepsOnASmallPage) {
   Out o = run("check --format html tests/reports/golden/units.pk 2>/dev/null");
   const std::string big = section(o.text, "too_large_to_check");
