@@ -190,12 +190,7 @@ int run_check(const CheckArgs &a) {
   std::error_code ec;
   const std::string cwd = std::filesystem::current_path(ec).string();
   const std::string report = reports::render(*format, results, text, cwd);
-  if (to_stdout) {
-    std::cout << report;
-  } else if (auto err = reports::write_file_atomically(a.output, report); !err.empty()) {
-    std::cerr << "error: -o " << a.output << ": " << err << "\n";
-    return environment;
-  }
+  if (!emit(a.output, report)) return environment;
   return reports::exit_code(results);
 }
 

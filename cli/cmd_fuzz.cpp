@@ -101,12 +101,7 @@ int fuzz_cmd(const FuzzArgs &a) {
   } else {
     text = a.format == "json" ? sweep::to_json(r) : sweep::to_text(r);
   }
-  if (a.output.empty() || a.output == "-") {
-    std::cout << text;
-  } else if (auto err = reports::write_file_atomically(a.output, text); !err.empty()) {
-    std::cerr << "error: -o " << a.output << ": " << err << "\n";
-    return environment;
-  }
+  if (!emit(a.output, text)) return environment;
   return r.all_ok() ? ok : violation;
 }
 

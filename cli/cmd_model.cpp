@@ -186,12 +186,7 @@ int model_cmd(const ModelArgs &a) {
   std::string result = a.format == "json"
                            ? nlohmann::json{{"tool", "pipecheck"}, {"models", models}}.dump(2) + "\n"
                            : out.str();
-  if (a.output.empty() || a.output == "-") {
-    std::cout << result;
-  } else if (auto err = reports::write_file_atomically(a.output, result); !err.empty()) {
-    std::cerr << "error: -o " << a.output << ": " << err << "\n";
-    return environment;
-  }
+  if (!emit(a.output, result)) return environment;
   return rc;
 }
 

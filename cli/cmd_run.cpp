@@ -114,12 +114,7 @@ int run_cmd(const RunArgs &a) {
       result.schedule = reports::kernel_timeline(*k, opts.overrides, opts.target, {}, why);
     }
   const std::string text = *reports::render(*format, result);
-  if (a.output.empty() || a.output == "-") {
-    std::cout << text;
-  } else if (auto err = reports::write_file_atomically(a.output, text); !err.empty()) {
-    std::cerr << "error: -o " << a.output << ": " << err << "\n";
-    return environment;
-  }
+  if (!emit(a.output, text)) return environment;
   return exit_for(result.report.status);
 }
 

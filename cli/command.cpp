@@ -1,5 +1,6 @@
 #include "cli/command.hpp"
 
+#include "reports/output.hpp"
 #include "spec/eval.hpp"
 #include "spec/parse.hpp"
 #include "spec/targets.hpp"
@@ -74,6 +75,18 @@ std::optional<spec::SourceFile> read_source(const std::string &path, std::string
   }
   ::close(fd);
   return spec::SourceFile::from_string(stdin_path ? kStdinName : path, std::move(text));
+}
+
+bool emit(const std::string &output, const std::string &text) {
+  if (output.empty() || output == "-") {
+    std::cout << text;
+    return true;
+  }
+  if (auto err = reports::write_file_atomically(output, text); !err.empty()) {
+    std::cerr << "error: -o " << output << ": " << err << "\n";
+    return false;
+  }
+  return true;
 }
 
 std::optional<spec::SourceFile> read_source(const std::string &path) {
