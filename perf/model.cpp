@@ -21,6 +21,22 @@ namespace {
 using spec::Expr;
 using spec::Op;
 
+// Nodes that name or shape data and compute nothing.
+bool moves_data(Op op) {
+  switch (op) {
+  case Op::Int:
+  case Op::Float:
+  case Op::Name:
+  case Op::Ref:
+  case Op::Ellipsis:
+  case Op::Slice:
+  case Op::None:
+  case Op::Zeros:
+  case Op::Tuple: return true;
+  default: return false;
+  }
+}
+
 std::int64_t elements(const spec::Dims &d) {
   std::int64_t n = 1;
   for (auto x : d)
@@ -35,16 +51,8 @@ std::int64_t expr_flops(const Expr &e, const spec::ExprTypes &types) {
   auto t = types.find(&e);
   if (t == types.end()) return n;
   const std::int64_t out = elements(t->second.shape);
+  if (moves_data(e.op)) return n;
   switch (e.op) {
-  case Op::Int:
-  case Op::Float:
-  case Op::Name:
-  case Op::Ref:
-  case Op::Ellipsis:
-  case Op::Slice:
-  case Op::None:
-  case Op::Zeros:
-  case Op::Tuple: return n;
   case Op::Call: break;
   default: return spec::saturating_add(n, out);
   }
@@ -438,16 +446,8 @@ std::int64_t per_element(const Expr &e, const std::vector<spec::StepRef> &reads)
   std::int64_t n = 0;
   for (const auto &a : e.args)
     n = spec::saturating_add(n, per_element(a, reads));
+  if (moves_data(e.op)) return n;
   switch (e.op) {
-  case Op::Int:
-  case Op::Float:
-  case Op::Name:
-  case Op::Ref:
-  case Op::Ellipsis:
-  case Op::Slice:
-  case Op::None:
-  case Op::Zeros:
-  case Op::Tuple: return n;
   case Op::Call:
     if (e.name == "dot" && !reads.empty() && !reads[0].place.box.empty()) {
       const auto &last = reads[0].place.box.back();

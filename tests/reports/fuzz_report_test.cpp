@@ -79,8 +79,8 @@ TEST(FuzzReport, EachConfigurationIsOneUnitWithItsOutcomeAsAVerdict) {
 }
 
 TEST(FuzzReport, FuzzWritesJUnitAndSchemaValidSarif) {
-  char tmpl[] = "/tmp/pipecheck_fuzz_report_XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string tmpl = (fs::temp_directory_path() / "pipecheck_fuzz_report_XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
   const fs::path dir = tmpl;
   const std::string fuzz = std::string(PIPECHECK_BINARY) +
                            " fuzz corpus/examples/guide_reductions.pk --kernel matmul --configs 2 --no-run";
