@@ -1,0 +1,14 @@
+"""pipecheck_jax: check unmodified JAX Pallas kernels with pipecheck.
+
+`export(fn, *args)` gives the `.pk` text of every pallas_call fn makes; `check(fn, *args)`
+runs `pipecheck check` on it; `assert_verified(fn, *args)` is the pytest form;
+`run(fn, *args, reference=ref)` runs the kernels in pipecheck's executor.
+"""
+
+from .export import Kernel, UnsupportedError, export, export_kernels, find_pallas_calls
+from .check import CheckResult, Finding, assert_verified, check, pipecheck_binary
+
+__all__ = [
+    "CheckResult", "Finding", "Kernel", "UnsupportedError", "assert_verified", "check",
+    "export", "export_kernels", "find_pallas_calls", "pipecheck_binary",
+]

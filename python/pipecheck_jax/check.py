@@ -1,0 +1,222 @@
+"""Runs `pipecheck check` on exported kernels and maps its findings back to the Python source."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from .export import Kernel, UnsupportedError, export_kernels
+
+#: exit codes, as pipecheck's: 0 verified, 1 violation, 2 unknown/unsupported, 3 bad input,
+#: 4 environment error.
+EXIT_VERIFIED, EXIT_VIOLATION, EXIT_UNKNOWN, EXIT_BAD_INPUT, EXIT_ENV = 0, 1, 2, 3, 4
+
+
+def pipecheck_binary() -> str:
+    """The pipecheck executable: $PIPECHECK, else the repository's build/cli/pipecheck, else PATH."""
+    env = os.environ.get("PIPECHECK")
+    if env:
+        return env
+    here = Path(__file__).resolve().parent
+    for root in (here.parent.parent, Path.cwd()):
+        cand = root / "build" / "cli" / "pipecheck"
+        if cand.is_file() and os.access(cand, os.X_OK):
+            return str(cand)
+    found = shutil.which("pipecheck")
+    if found:
+        return found
+    raise FileNotFoundError("no pipecheck executable: set PIPECHECK, build the repository "
+                            "(scripts/build), or put pipecheck on PATH")
+
+
+@dataclasses.dataclass
+class Finding:
+    """One finding of `pipecheck check`, located in the Python source where the jaxpr allows."""
+
+    kernel: str
+    rule: str
+    message: str
+    severity: str
+    pk_file: str
+    pk_line: int
+    pk_text: str
+    python: tuple[str, int] | None
+
+    def __str__(self) -> str:
+        where = f"{self.python[0]}:{self.python[1]}" if self.python else f"{self.pk_file}:{self.pk_line}"
+        return (f"{where}: {self.severity}: {self.message} [{self.rule}]\n"
+                f"    kernel {self.kernel}, exported as {self.pk_file}:{self.pk_line}: "
+                f"{self.pk_text.strip()}")
+
+
+@dataclasses.dataclass
+class CheckResult:
+    """What `pipecheck check` said about the exported kernels of one function or script."""
+
+    exit_code: int
+    verdicts: dict[str, str]  # kernel name -> verified | violation | unknown | error | unsupported
+    findings: list[Finding]
+    unsupported: list[UnsupportedError]
+    kernels: list[Kernel]
+    output: str  # pipecheck's own output (the --format asked for; json for check())
+    files: list[str]
+
+    @property
+    def verified(self) -> bool:
+        return self.exit_code == EXIT_VERIFIED
+
+    def report(self) -> str:
+        out = []
+        for f in self.findings:
+            out.append(str(f))
+        for u in self.unsupported:
+            out.append(str(u))
+        for k, v in self.verdicts.items():
+            out.append(f"kernel {k}: {v}")
+        return "\n".join(out)
+
+    def __str__(self) -> str:
+        return self.report()
+
+
+def _combine(codes) -> int:
+    codes = list(codes)
+    for c in (EXIT_ENV, EXIT_BAD_INPUT, EXIT_VIOLATION, EXIT_UNKNOWN):
+        if c in codes:
+            return c
+    return EXIT_VERIFIED
+
+
+def write_kernels(kernels: list[Kernel], out_dir: str | os.PathLike) -> list[str]:
+    """Writes each kernel to OUT_DIR/NAME.pk; returns the paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    for k in kernels:
+        path = os.path.join(out_dir, f"{k.name}.pk")
+        with open(path, "w") as f:
+            f.write(k.text)
+        paths.append(path)
+    return paths
+
+
+def check_kernels(kernels: list[Kernel], out_dir: str, unsupported=(), extra_args=(),
+                  fmt: str | None = None) -> CheckResult:
+    """Writes the kernels to out_dir and runs `pipecheck check` on them.
+
+    The findings come from a json run; with fmt (text, sarif, junit, html, json) a second run
+    renders pipecheck's own report into CheckResult.output, SARIF with its locations moved to
+    the Python source.
+    """
+    unsupported = list(unsupported)
+    verdicts = {u.kernel or "?": "unsupported" for u in unsupported}
+    if not kernels:
+        return CheckResult(EXIT_UNKNOWN if unsupported else EXIT_VERIFIED, verdicts, [], unsupported,
+                           [], "", [])
+    paths = write_kernels(kernels, out_dir)
+    exe = pipecheck_binary()
+    proc = subprocess.run([exe, "check", "--format", "json", *extra_args, *paths],
+                          capture_output=True, text=True)
+    try:
+        data = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise RuntimeError(f"pipecheck check failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
+    by_path = {os.path.abspath(p): k for p, k in zip(paths, kernels)}
+    texts = {os.path.abspath(p): k.text.splitlines() for p, k in zip(paths, kernels)}
+    findings = []
+    for r in data.get("results", []):
+        path = os.path.abspath(r.get("file", ""))
+        k = by_path.get(path)
+        unit = r.get("unit") or (k.name if k else "?")
+        verdicts[unit] = r.get("verdict", "?")
+        if r.get("verdict") == "error":
+            findings.append(_finding(k, path, texts.get(path, []), unit, "bad-input",
+                                     r.get("message", ""), "error", r.get("line", 0)))
+        for f in r.get("findings", []):
+            findings.append(_finding(k, path, texts.get(path, []), unit, f.get("rule", "?"),
+                                     f.get("message", ""), f.get("severity", "error"),
+                                     f.get("line", 0)))
+    code = _combine([proc.returncode] + ([EXIT_UNKNOWN] if unsupported else []))
+    output = proc.stdout
+    if fmt and fmt != "json":
+        rendered = subprocess.run([exe, "check", "--format", fmt, *extra_args, *paths],
+                                  capture_output=True, text=True)
+        output = rendered.stdout + rendered.stderr
+        if fmt == "sarif":
+            output = _sarif_to_python(output, by_path)
+    return CheckResult(code, verdicts, findings, unsupported, kernels, output, paths)
+
+
+def _finding(k, path, lines, unit, rule, message, severity, line) -> Finding:
+    py = k.line_map.get(line) if k is not None else None
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return Finding(unit, rule, message, severity, path, line, text.split("  # ")[0], py)
+
+
+def _sarif_to_python(text: str, by_path: dict) -> str:
+    """Moves each SARIF location from the exported .pk line to the Python line it came from."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+    def fix(loc):
+        phys = loc.get("physicalLocation") or {}
+        art = phys.get("artifactLocation") or {}
+        uri = art.get("uri", "")
+        path = os.path.abspath(uri[7:] if uri.startswith("file://") else uri)
+        k = by_path.get(path)
+        region = phys.get("region") or {}
+        if k is None or "startLine" not in region:
+            return
+        py = k.line_map.get(region["startLine"])
+        if py is None:
+            return
+        art["uri"] = Path(py[0]).resolve().as_uri()
+        art.pop("uriBaseId", None)
+        phys["region"] = {"startLine": py[1]}
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key, v in node.items():
+                if key in ("locations", "relatedLocations") and isinstance(v, list):
+                    for loc in v:
+                        if isinstance(loc, dict):
+                            fix(loc)
+                else:
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(doc)
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def check(fn: Callable, *args, keep_dir: str | None = None, **kwargs) -> CheckResult:
+    """Exports every pallas_call of fn(*args, **kwargs) and runs `pipecheck check` on them.
+
+    A construct the export cannot express is an `unsupported` entry and exit code 2 (unknown).
+    """
+    try:
+        kernels = export_kernels(fn, *args, **kwargs)
+        unsupported = []
+    except UnsupportedError as e:
+        kernels, unsupported = [], [e]
+    if keep_dir is not None:
+        return check_kernels(kernels, keep_dir, unsupported)
+    with tempfile.TemporaryDirectory(prefix="pipecheck_jax_") as d:
+        return check_kernels(kernels, d, unsupported)
+
+
+def assert_verified(fn: Callable, *args, **kwargs) -> CheckResult:
+    """Fails (AssertionError with the findings) unless every kernel fn makes is verified."""
+    r = check(fn, *args, **kwargs)
+    if not r.verified:
+        raise AssertionError("pipecheck did not verify the kernels:\n" + r.report())
+    return r

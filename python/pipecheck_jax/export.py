@@ -1,0 +1,1050 @@
+"""Translates the pallas_call equations of a traced JAX function into `.pk` kernels.
+
+The translation is syntactic and exact: every construct of the kernel jaxpr is either
+rendered as the `.pk` construct with the same meaning, or the export stops with an
+`UnsupportedError` that names the construct and the Python line it came from. Nothing is
+dropped silently: a kernel whose body the `.pk` language cannot express is not checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+from typing import Any, Callable
+
+import jax
+import numpy as np
+from jax import tree_util
+
+try:  # jax internals: the public API exposes no pallas_call equation parameters.
+    from jax._src import core as jax_core
+    from jax._src import source_info_util
+    from jax._src.pallas import core as pallas_core
+except ImportError as e:  # pragma: no cover - an incompatible jax
+    raise ImportError(f"pipecheck_jax needs jax's Pallas internals: {e}") from e
+
+
+class UnsupportedError(Exception):
+    """A construct the `.pk` language has no form for; `location` is "FILE:LINE" or None."""
+
+    def __init__(self, message: str, location: str | None = None, kernel: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.location = location
+        self.kernel = kernel
+
+    def __str__(self) -> str:
+        where = f"{self.location}: " if self.location else ""
+        what = f" (kernel {self.kernel})" if self.kernel else ""
+        return f"{where}unsupported{what}: {self.message}"
+
+
+@dataclasses.dataclass
+class Kernel:
+    """One exported pallas_call: its `.pk` text and where its lines came from."""
+
+    name: str
+    text: str
+    #: 1-based line of `text` -> (python file, python line), where the jaxpr says.
+    line_map: dict[int, tuple[str, int]]
+    #: the kernel function's definition, (file, line), when known.
+    source: tuple[str, int] | None
+    #: the pallas_call's call site, (file, line), when known.
+    call_site: tuple[str, int] | None
+    #: (name, role, shape, numpy dtype) of each in then out operand, in pallas_call order.
+    operands: list[tuple[str, str, tuple[int, ...], Any]]
+    #: the pallas_call equation itself.
+    eqn: Any = dataclasses.field(repr=False, default=None)
+
+
+_DTYPES = {
+    "float32": "f32",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "int32": "i32",
+    "int16": "i16",
+    "int8": "i8",
+    "uint8": "u8",
+    "bool": "bool",
+}
+
+_RESERVED = {
+    "kernel", "pipeline", "param", "in", "out", "scratch", "alias", "body", "when", "if",
+    "else", "elif", "for", "and", "or", "not", "None", "zeros", "full", "inf", "range",
+    "dot", "sum", "max", "min", "exp", "neg", "where", "iota", "cast", "transpose",
+    "reshape", "broadcast_to", "maximum", "minimum", "abs", "pow", "sqrt", "rsqrt", "log",
+    "log2", "exp2", "tanh", "cdiv", "ds", "program_id", "num_programs", "reference",
+    "grid", "target", "dimension_semantics", "vmem_limit_bytes",
+}
+
+_GRID_NAMES = ["i", "j", "k", "l", "m", "n", "p", "q"]
+
+
+def _frame(source_info) -> tuple[str, int] | None:
+    try:
+        fr = source_info_util.user_frame(source_info.traceback)
+    except Exception:  # noqa: BLE001 - source info is best effort
+        return None
+    if fr is None:
+        return None
+    return (fr.file_name, fr.start_line)
+
+
+def _fmt_loc(loc: tuple[str, int] | None) -> str | None:
+    return f"{loc[0]}:{loc[1]}" if loc else None
+
+
+def _dtype(dt, what: str, loc=None) -> str:
+    name = np.dtype(dt).name if not str(dt) == "bfloat16" else "bfloat16"
+    if name not in _DTYPES:
+        raise UnsupportedError(f"{what} has dtype {name}, which .pk has no form for", loc)
+    return _DTYPES[name]
+
+
+def _shape(shape) -> str:
+    return ", ".join(str(int(d)) for d in shape)
+
+
+def _tuple(items) -> str:
+    items = list(items)
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _float_text(v: float) -> str:
+    if math.isnan(v):
+        raise UnsupportedError("a NaN literal has no .pk form")
+    if math.isinf(v):
+        return "inf" if v > 0 else "(-inf)"
+    t = repr(float(v)).replace("e+", "e")
+    return f"({t})" if v < 0 else t
+
+
+def _literal_text(val) -> tuple[str, bool, bool]:
+    """(text, is_integer, nonnegative) of a scalar literal value."""
+    arr = np.asarray(val)
+    if arr.shape != ():
+        raise UnsupportedError(f"a constant array of shape {arr.shape} has no .pk form")
+    if arr.dtype == np.bool_:
+        return ("1" if bool(arr) else "0"), True, True
+    if np.issubdtype(arr.dtype, np.integer):
+        v = int(arr)
+        return (str(v) if v >= 0 else f"({v})"), True, v >= 0
+    v = float(arr)
+    return _float_text(v), False, v >= 0
+
+
+@dataclasses.dataclass
+class _E:
+    """A value: its `.pk` text; `int` when it is an integer expression (grid, loop, literal)."""
+
+    text: str
+    int: bool = False
+    nonneg: bool = False
+    reads: frozenset = frozenset()
+    pending: bool = False  # single use, not yet bound: inlined where it is used
+    load: tuple | None = None  # (ref, subscript) when the value is a plain load
+    acc: tuple | None = None  # (ref, subscript, other) for `load + other`
+    src: tuple | None = None
+    name: bool = False  # text is a bare local name
+    shape: tuple = ()
+    dtype: Any = None
+
+
+@dataclasses.dataclass
+class _Ref:
+    name: str
+    shape: tuple
+
+
+def _sub_jaxprs(value):
+    for s in value if isinstance(value, (tuple, list)) else (value,):
+        if isinstance(s, jax_core.ClosedJaxpr):
+            yield s.jaxpr
+        elif isinstance(s, jax_core.Jaxpr):
+            yield s
+
+
+def find_pallas_calls(jaxpr) -> list:
+    """Every pallas_call equation in `jaxpr` and the jaxprs nested in it (jit, cond, scan, ...)."""
+    found = []
+    for e in jaxpr.eqns:
+        if e.primitive.name == "pallas_call":
+            found.append(e)
+            continue
+        for v in e.params.values():
+            for s in _sub_jaxprs(v):
+                found.extend(find_pallas_calls(s))
+    return found
+
+
+def _inner(j):
+    return j.jaxpr if isinstance(j, jax_core.ClosedJaxpr) else j
+
+
+def _consts(j):
+    return list(j.consts) if isinstance(j, jax_core.ClosedJaxpr) else []
+
+
+# --- integer expressions: shared by index maps and the body's integer scalars ---------
+
+
+def _int_binary(name: str, a: _E, b: _E) -> _E | None:
+    nn = a.nonneg and b.nonneg
+    ops = {"add": "+", "sub": "-", "mul": "*"}
+    if name in ops:
+        return _E(f"({a.text} {ops[name]} {b.text})", int=True, nonneg=nn and name != "sub")
+    if name in ("max", "min"):
+        return _E(f"{name}({a.text}, {b.text})", int=True,
+                  nonneg=(a.nonneg or b.nonneg) if name == "max" else nn)
+    if name == "div":  # lax.div truncates towards zero; .pk's // floors
+        if nn:
+            return _E(f"({a.text} // {b.text})", int=True, nonneg=True)
+        q = f"(abs({a.text}) // abs({b.text}))"
+        return _E(f"where(({a.text} < 0) == ({b.text} < 0), {q}, -{q})", int=True)
+    if name == "rem":  # lax.rem takes the dividend's sign
+        if nn:
+            return _E(f"({a.text} % {b.text})", int=True, nonneg=True)
+        r = f"(abs({a.text}) % abs({b.text}))"
+        return _E(f"where({a.text} < 0, -{r}, {r})", int=True)
+    cmps = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+    if name in cmps:
+        return _E(f"({a.text} {cmps[name]} {b.text})", int=True, nonneg=True)
+    if name in ("and", "or"):
+        return _E(f"({a.text} {name} {b.text})", int=True, nonneg=True)
+    return None
+
+
+def _int_unary(name: str, a: _E, params) -> _E | None:
+    if name == "neg":
+        return _E(f"(-{a.text})", int=True, nonneg=a.text == "0")
+    if name == "abs":
+        return _E(f"abs({a.text})", int=True, nonneg=True)
+    if name == "not":
+        return _E(f"(not {a.text})", int=True, nonneg=True)
+    if name == "sign":
+        return _E(f"where({a.text} > 0, 1, where({a.text} < 0, -1, 0))", int=True, nonneg=a.nonneg)
+    if name in ("convert_element_type", "copy", "copy_p", "optimization_barrier"):
+        new = params.get("new_dtype")
+        if new is not None and not (np.issubdtype(new, np.integer) or new == np.bool_):
+            return None
+        return a
+    if name == "integer_pow":
+        return _E(f"({a.text} ** {int(params['y'])})", int=True, nonneg=a.nonneg or params["y"] % 2 == 0)
+    return None
+
+
+def _int_eqn(e, ins: list[_E]) -> _E | None:
+    """The integer expression an equation computes from integer operands, or None."""
+    name = e.primitive.name
+    if name == "select_n":
+        if len(ins) != 3:
+            return None
+        p, f, t = ins
+        return _E(f"where({p.text}, {t.text}, {f.text})", int=True, nonneg=f.nonneg and t.nonneg)
+    if name == "clamp":
+        lo, x, hi = ins
+        return _E(f"min(max({x.text}, {lo.text}), {hi.text})", int=True, nonneg=lo.nonneg)
+    if len(ins) == 2:
+        return _int_binary(name, ins[0], ins[1])
+    if len(ins) == 1:
+        return _int_unary(name, ins[0], e.params)
+    return None
+
+
+def _is_int_aval(aval) -> bool:
+    return getattr(aval, "shape", None) == () and (
+        np.issubdtype(aval.dtype, np.integer) or aval.dtype == np.bool_)
+
+
+def _index_map(bm, names: list[str], what: str, loc) -> str:
+    """The block indices of one BlockMapping as `.pk` integer expressions of the grid names."""
+    closed = bm.index_map_jaxpr
+    j = _inner(closed)
+    env: dict = {}
+    for v, n in zip(j.invars, names):
+        env[v] = _E(n, int=True, nonneg=True)
+    for v, c in zip(j.constvars, _consts(closed)):
+        t, is_int, nn = _literal_text(c)
+        env[v] = _E(t, int=True, nonneg=nn)
+
+    def read(a):
+        if isinstance(a, jax_core.Literal):
+            t, _, nn = _literal_text(a.val)
+            return _E(t, int=True, nonneg=nn)
+        return env[a]
+
+    def run(jx, args):
+        for v, a in zip(jx.invars, args):
+            env[v] = a
+        for e in jx.eqns:
+            ins = [read(a) for a in e.invars]
+            sub = e.params.get("jaxpr") or e.params.get("call_jaxpr")
+            if e.primitive.name in ("pjit", "jit", "custom_jvp_call", "closed_call") and sub is not None:
+                for v, c in zip(_inner(sub).constvars, _consts(sub)):
+                    t, _, nn = _literal_text(c)
+                    env[v] = _E(t, int=True, nonneg=nn)
+                outs = run(_inner(sub), ins)
+                for v, o in zip(e.outvars, outs):
+                    env[v] = o
+                continue
+            out = _int_eqn(e, ins) if len(e.outvars) == 1 else None
+            if out is None:
+                raise UnsupportedError(
+                    f"the index map of {what} uses '{e.primitive.name}', which has no .pk form "
+                    "(index maps may use +, -, *, //, %, min, max, comparisons and select)",
+                    _fmt_loc(_frame(e.source_info)) or loc)
+            env[e.outvars[0]] = out
+        return [read(v) for v in jx.outvars]
+
+    outs = run(j, [env[v] for v in j.invars])
+    return _tuple(_strip(o.text) for o in outs)
+
+
+def _strip(t: str) -> str:
+    """Drops one pair of outer parentheses that enclose the whole text."""
+    if t.startswith("(") and t.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(t):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i != len(t) - 1:
+                return t
+        return t[1:-1]
+    return t
+
+
+# --- the body --------------------------------------------------------------------------
+
+
+class _Body:
+    """Emits `.pk` body statements for a kernel jaxpr."""
+
+    def __init__(self, kernel: str, default_loc):
+        self.kernel = kernel
+        self.default_loc = default_loc
+        self.lines: list[tuple[str, tuple | None]] = []
+        self.counter = 0
+        self.pending: list[_E] = []
+        self.uses: dict = {}
+        self.src_override = None
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def fail(self, msg: str, e=None):
+        loc = _frame(e.source_info) if e is not None else None
+        raise UnsupportedError(msg, _fmt_loc(loc or self.default_loc), self.kernel)
+
+    def emit(self, indent: int, text: str, src):
+        self.lines.append(("    " * indent + text, src))
+
+    # Values -----------------------------------------------------------------------------
+
+    def bind(self, indent: int, e: _E) -> _E:
+        """Binds a pending value to a fresh local, so it is read where it was in the jaxpr."""
+        if not e.pending:
+            return e
+        name = self.fresh("v")
+        self.emit(indent, f"{name} = {_strip(e.text)}", e.src)
+        e.text, e.pending, e.name, e.load, e.acc, e.reads = name, False, True, None, None, frozenset()
+        if e in self.pending:
+            self.pending.remove(e)
+        return e
+
+    def flush(self, indent: int, ref: str | None = None):
+        """Binds the pending values that read `ref` (every pending read when None)."""
+        for p in list(self.pending):
+            if p.reads and (ref is None or ref in p.reads):
+                self.bind(indent, p)
+
+    # Translation ------------------------------------------------------------------------
+
+    def run(self, jaxpr, env: dict, indent: int) -> list:
+        uses: dict = {}
+        multi: set = set()
+        for e in jaxpr.eqns:
+            flow = e.primitive.name in ("cond", "scan", "while", "pjit", "jit", "custom_jvp_call",
+                                        "custom_vjp_call", "custom_vjp_call_jaxpr", "closed_call")
+            for a in e.invars:
+                if isinstance(a, jax_core.Var):
+                    uses[a] = uses.get(a, 0) + 1
+                    if flow:
+                        multi.add(a)
+        for a in jaxpr.outvars:
+            if isinstance(a, jax_core.Var):
+                uses[a] = uses.get(a, 0) + 1
+        self.uses.update(uses)
+
+        def read(a):
+            if isinstance(a, jax_core.Literal):
+                t, is_int, nn = _literal_text(a.val)
+                return _E(t, int=is_int and getattr(a.aval, "shape", ()) == (), nonneg=nn,
+                          shape=(), dtype=a.aval.dtype)
+            v = env[a]
+            if isinstance(v, _E) and v.pending:
+                v.pending = False  # consumed: it lives on inside its user's text
+                if v in self.pending:
+                    self.pending.remove(v)
+                v.pending_consumed = True
+            return v
+
+        for e in jaxpr.eqns:
+            src = self.src_override or _frame(e.source_info) or self.default_loc
+            outs = self.eqn(e, read, env, indent, src)
+            if outs is None:
+                continue
+            for v, o in zip(e.outvars, outs):
+                if isinstance(v, jax_core.DropVar) or o is None:
+                    continue
+                if isinstance(o, _E) and not o.name and not o.int and not _atomic(o.text):
+                    if uses.get(v, 0) == 1 and v not in multi and not isinstance(o, _Ref):
+                        o.pending = True
+                        o.src = o.src or src
+                        self.pending.append(o)
+                    elif uses.get(v, 0) >= 1:
+                        o.pending = True
+                        o.src = o.src or src
+                        self.bind(indent, o)
+                env[v] = o
+        return [env[v] if isinstance(v, jax_core.Var) else read(v) for v in jaxpr.outvars]
+
+    def subscript(self, ref: _Ref, e, idx_atoms, read, tree) -> str:
+        transforms = tree_util.tree_unflatten(tree, idx_atoms)
+        if len(transforms) == 0:
+            return "[...]"
+        if len(transforms) > 1 or type(transforms[0]).__name__ != "NDIndexer":
+            self.fail(f"a ref transform ({type(transforms[-1]).__name__}) on '{ref.name}' has no .pk form", e)
+        ix = transforms[0]
+        if getattr(ix, "int_indexer_shape", ()) not in ((), None):
+            self.fail(f"an array (gather) index into '{ref.name}' has no .pk form", e)
+        parts, full = [], True
+        for d, s in enumerate(ix.indices):
+            if type(s).__name__ == "Slice":
+                if s.stride != 1:
+                    self.fail(f"a strided slice (stride {s.stride}) of '{ref.name}' has no .pk form", e)
+                if isinstance(s.start, (int, np.integer)):
+                    lo, size = int(s.start), int(s.size)
+                    if lo == 0 and size == ref.shape[d]:
+                        parts.append(":")
+                    else:
+                        full = False
+                        parts.append(f"{lo}:{lo + size}")
+                else:
+                    full = False
+                    st = self.int_of(read(s.start) if not isinstance(s.start, _E) else s.start, e, "a slice start")
+                    parts.append(f"ds({_strip(st.text)}, {int(s.size)})")
+            else:
+                full = False
+                a = s if not isinstance(s, (int, np.integer)) else None
+                if a is None:
+                    parts.append(str(int(s)))
+                else:
+                    v = read(a)
+                    parts.append(_strip(self.int_of(v, e, "an index").text))
+        return "[...]" if full else "[" + ", ".join(parts) + "]"
+
+    def int_of(self, v, e, what: str) -> _E:
+        if not isinstance(v, _E) or not v.int:
+            self.fail(f"{what} computed from array data has no .pk form (indices and conditions "
+                      "must come from program_id, loop variables and constants)", e)
+        return v
+
+    def eqn(self, e, read, env, indent, src):
+        name = e.primitive.name
+        p = e.params
+        if name in ("get", "swap", "addupdate"):
+            ref = read(e.invars[0])
+            if not isinstance(ref, _Ref):
+                self.fail(f"'{name}' on a value that is not a kernel ref", e)
+            n = 1 if name == "get" else 2
+            sub = self.subscript(ref, e, e.invars[n:], read, p["tree"])
+            target = f"{ref.name}{sub}"
+            if name == "get":
+                aval = e.outvars[0].aval
+                return [_E(target, reads=frozenset([ref.name]), load=(ref.name, sub), src=src,
+                           shape=aval.shape, dtype=aval.dtype)]
+            val = read(e.invars[1])
+            old = None
+            if name == "swap" and self.uses.get(e.outvars[0], 0) > 0:
+                old = _E(target, reads=frozenset([ref.name]), pending=True, src=src)
+                self.pending.append(old)
+                self.bind(indent, old)
+            self.flush(indent, ref.name)
+            if name == "addupdate":
+                self.emit(indent, f"{target} += {_strip(val.text)}", src)
+            elif val.acc is not None and val.acc[0] == ref.name and val.acc[1] == sub \
+                    and getattr(val, "pending_consumed", False):
+                self.emit(indent, f"{target} += {_strip(val.acc[2].text)}", src)
+            else:
+                self.emit(indent, f"{target} = {_strip(val.text)}", src)
+            return [old] if name == "swap" else []
+        if name in ("program_id", "num_programs"):
+            return [_E(f"{name}({int(p['axis'])})", int=True, nonneg=True)]
+        if name == "cond":
+            return self.cond(e, read, env, indent, src)
+        if name == "scan":
+            return self.scan(e, read, env, indent, src)
+        if name == "while":
+            return self.while_loop(e, read, env, indent, src)
+        if name in ("pjit", "jit", "closed_call", "custom_jvp_call", "custom_vjp_call",
+                    "custom_vjp_call_jaxpr", "remat", "checkpoint"):
+            sub = p.get("jaxpr") or p.get("call_jaxpr") or p.get("fun_jaxpr")
+            if sub is None:
+                self.fail(f"'{name}' without a jaxpr", e)
+            ins = [read(a) for a in e.invars]
+            inner = _inner(sub)
+            senv = {}
+            for v, c in zip(inner.constvars, _consts(sub)):
+                t, is_int, nn = _literal_text(c)
+                senv[v] = _E(t, int=is_int, nonneg=nn)
+            for v, a in zip(inner.invars, ins):
+                senv[v] = a
+            saved, self.src_override = self.src_override, src
+            try:
+                return self.run(inner, senv, indent)
+            finally:
+                self.src_override = saved
+        if name in ("dma_start", "dma_wait", "semaphore_signal", "semaphore_wait", "semaphore_read",
+                    "async_copy", "copy_gmem_to_smem", "copy_smem_to_gmem", "barrier_wait",
+                    "barrier_arrive", "wgmma", "wgmma_wait", "commit_smem", "device_id"):
+            self.fail(f"manual DMA and synchronization ('{name}') have no .pk form in this "
+                      "version of pipecheck (DMAs and semaphores in kernel bodies are not "
+                      "exported yet)", e)
+        if name in ("run_scoped",):
+            self.fail("pl.run_scoped (scoped scratch allocation) has no .pk form: declare the "
+                      "buffer as scratch_shapes", e)
+        if name in ("masked_load", "masked_swap", "load", "store"):
+            self.fail(f"masked ref access ('{name}') has no .pk form", e)
+
+        ins = [read(a) for a in e.invars]
+        out_aval = e.outvars[0].aval if e.outvars else None
+        if all(isinstance(a, _E) and a.int for a in ins) and out_aval is not None \
+                and _is_int_aval(out_aval):
+            r = _int_eqn(e, ins)
+            if r is not None:
+                return [r]
+        r = self.tensor(e, ins, src)
+        return [r]
+
+    def tensor(self, e, ins, src) -> _E:
+        name = e.primitive.name
+        p = e.params
+        aval = e.outvars[0].aval
+        reads = frozenset().union(*[a.reads for a in ins if isinstance(a, _E)]) if ins else frozenset()
+        for a in ins:
+            if isinstance(a, _Ref):
+                self.fail(f"'{name}' takes the ref '{a.name}' itself, which has no .pk form", e)
+
+        def mk(text, **kw):
+            return _E(text, reads=reads, src=src, shape=aval.shape, dtype=aval.dtype, **kw)
+
+        t = [a.text for a in ins]
+        binops = {"add": "+", "sub": "-", "mul": "*", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
+                  "eq": "==", "ne": "!="}
+        if name in binops:
+            r = mk(f"({t[0]} {binops[name]} {t[1]})")
+            if name == "add":
+                for a, b in ((ins[0], ins[1]), (ins[1], ins[0])):
+                    if a.load is not None and getattr(a, "pending_consumed", False):
+                        r.acc = (a.load[0], a.load[1], b)
+                        break
+            return r
+        if name == "div":
+            if not np.issubdtype(aval.dtype, np.floating):
+                self.fail("integer division of arrays (lax.div truncates, .pk's // floors) has no "
+                          "exact .pk form", e)
+            return mk(f"({t[0]} / {t[1]})")
+        if name in ("and", "or"):
+            return mk(f"({t[0]} {'&' if name == 'and' else '|'} {t[1]})")
+        if name == "not":
+            return mk(f"(~{t[0]})")
+        if name in ("max", "min"):
+            return mk(f"{name}imum({t[0]}, {t[1]})")
+        if name == "pow":
+            return mk(f"pow({t[0]}, {t[1]})")
+        if name == "integer_pow":
+            return mk(f"({t[0]} ** {int(p['y'])})")
+        if name == "square":
+            return mk(f"({t[0]} ** 2)")
+        if name == "neg":
+            return mk(f"(-{t[0]})")
+        if name in ("exp", "log", "sqrt", "rsqrt", "tanh", "exp2", "log2", "abs"):
+            return mk(f"{name}({_strip(t[0])})")
+        if name == "logistic":
+            return mk(f"(1.0 / (1.0 + exp(-{t[0]})))")
+        if name == "clamp":
+            return mk(f"minimum(maximum({t[1]}, {t[0]}), {t[2]})")
+        if name in ("copy", "copy_p", "optimization_barrier"):
+            return ins[0]
+        if name == "select_n":
+            if len(ins) != 3:
+                self.fail(f"select_n with {len(ins) - 1} cases has no .pk form", e)
+            pred = t[0] if e.invars[0].aval.dtype == np.bool_ else f"({t[0]} != 0)"
+            return mk(f"where({_strip(pred)}, {_strip(t[2])}, {_strip(t[1])})")
+        if name == "convert_element_type":
+            src_dt = e.invars[0].aval.dtype
+            if np.dtype(src_dt) == np.dtype(p["new_dtype"]) and not ins[0].int:
+                return ins[0]
+            return mk(f"cast({_strip(t[0])}, {_dtype(p['new_dtype'], 'a cast', _fmt_loc(src))})")
+        if name == "iota":
+            dt = _dtype(p["dtype"], "an iota", _fmt_loc(src))
+            base = f"iota({_tuple(str(int(d)) for d in p['shape'])}, {int(p['dimension'])}"
+            if dt == "i32":
+                return mk(base + ")")
+            if dt in ("i16", "i8", "u8"):
+                return mk(base + f", dtype={dt})")
+            return mk(f"cast({base}), {dt})")
+        if name == "broadcast_in_dim":
+            shape = tuple(int(d) for d in p["shape"])
+            dims = tuple(p["broadcast_dimensions"])
+            src_shape = tuple(e.invars[0].aval.shape)
+            x = _strip(t[0])
+            if src_shape == ():
+                text = f"broadcast_to({x}, {_tuple(str(d) for d in shape)})"
+                if isinstance(e.invars[0], jax_core.Literal):
+                    dt = _dtype(aval.dtype, "a constant", _fmt_loc(src))
+                    if dt not in ("f32", "i32"):
+                        text = f"cast({text}, {dt})"
+                return mk(text)
+            if list(dims) != sorted(dims):
+                self.fail("broadcast_in_dim that permutes dims has no .pk form", e)
+            inter = tuple(src_shape[dims.index(d)] if d in dims else 1 for d in range(len(shape)))
+            text = x
+            if inter != src_shape:
+                text = f"reshape({text}, {_tuple(str(d) for d in inter)})"
+            if inter != shape:
+                text = f"broadcast_to({text}, {_tuple(str(d) for d in shape)})"
+            return mk(text)
+        if name in ("reshape", "squeeze", "expand_dims"):
+            if tuple(e.invars[0].aval.shape) == tuple(aval.shape):
+                return ins[0]
+            return mk(f"reshape({_strip(t[0])}, {_tuple(str(int(d)) for d in aval.shape)})")
+        if name == "transpose":
+            perm = tuple(p["permutation"])
+            if perm == tuple(range(len(perm))):
+                return ins[0]
+            if perm != tuple(reversed(range(len(perm)))):
+                self.fail(f"transpose with permutation {perm} has no .pk form (only the reversal)", e)
+            return mk(f"transpose({_strip(t[0])})")
+        if name in ("reduce_sum", "reduce_max", "reduce_min"):
+            fn = name[len("reduce_"):]
+            axes = sorted((int(a) for a in p["axes"]), reverse=True)
+            rank = len(e.invars[0].aval.shape)
+            if len(axes) == rank and rank > 1:
+                return mk(f"{fn}({_strip(t[0])})")
+            text = _strip(t[0])
+            for a in axes:
+                text = f"{fn}({text}, axis={a})"
+            return mk(text)
+        if name == "dot_general":
+            (lc, rc), (lb, rb) = p["dimension_numbers"]
+            if lb or rb:
+                self.fail("a batched dot_general has no .pk form", e)
+            ra, rb_ = len(e.invars[0].aval.shape), len(e.invars[1].aval.shape)
+            if ra > 2 or rb_ > 2 or len(lc) != 1 or len(rc) != 1:
+                self.fail("dot_general beyond a 1-D/2-D matrix product has no .pk form", e)
+            trans_a = ra == 2 and tuple(lc) == (0,)
+            trans_b = rb_ == 2 and tuple(rc) == (1,)
+            kw = ""
+            if trans_a:
+                kw += ", trans_a=True"
+            if trans_b:
+                kw += ", trans_b=True"
+            kw += f", preferred_element_type={_dtype(aval.dtype, 'a dot', _fmt_loc(src))}"
+            return mk(f"dot({_strip(t[0])}, {_strip(t[1])}{kw})")
+        if name == "slice":
+            starts, limits = p["start_indices"], p["limit_indices"]
+            if p.get("strides") and any(s != 1 for s in p["strides"]):
+                self.fail("a strided slice of a value has no .pk form", e)
+            base = ins[0]
+            base.pending = True
+            self.bind_any(base)
+            shape = e.invars[0].aval.shape
+            parts = [":" if (a == 0 and b == shape[d]) else f"{a}:{b}"
+                     for d, (a, b) in enumerate(zip(starts, limits))]
+            return mk(f"{base.text}[{', '.join(parts)}]")
+        self.fail(f"'{name}' has no .pk form in this version of pipecheck", e)
+
+    def bind_any(self, e: _E):
+        if not e.name and not _atomic(e.text):
+            self.bind(self._indent, e)
+
+    # Control flow -------------------------------------------------------------------------
+
+    def cond(self, e, read, env, indent, src):
+        branches = e.params["branches"]
+        ins = [read(a) for a in e.invars]
+        if e.outvars and any(not isinstance(v, jax_core.DropVar) for v in e.outvars):
+            self.fail("lax.cond with results has no .pk form (pl.when, a cond without results, has)", e)
+        if len(branches) != 2:
+            self.fail(f"lax.switch with {len(branches)} branches has no .pk form", e)
+        pred = self.int_of(ins[0], e, "a condition")
+        self.flush(indent)
+        for bi, cond_text in ((1, _strip(pred.text)), (0, f"not {pred.text}")):
+            b = _inner(branches[bi])
+            if not b.eqns:
+                continue
+            benv = {}
+            for v, c in zip(b.constvars, _consts(branches[bi])):
+                t, is_int, nn = _literal_text(c)
+                benv[v] = _E(t, int=is_int, nonneg=nn)
+            for v, a in zip(b.invars, ins[1:]):
+                benv[v] = a
+            self.emit(indent, f"when {cond_text}:", src)
+            mark = len(self.lines)
+            self._indent = indent + 1
+            self.run(b, benv, indent + 1)
+            self.flush(indent + 1)
+            self._indent = indent
+            if len(self.lines) == mark:
+                self.lines.pop()
+        return []
+
+    def _loop(self, e, indent, src, lo: _E, hi_text: str, consts, carries, body_closed,
+              index_pos: int | None):
+        """Emits `for t in range(lo, hi)` with carried locals; returns the carry outputs."""
+        body = _inner(body_closed)
+        self.flush(indent)
+        t = self.fresh("t")
+        names = []
+        for k, c in enumerate(carries):
+            if k == index_pos:
+                names.append(None)
+                continue
+            n = self.fresh("c")
+            self.emit(indent, f"{n} = {_strip(c.text)}", src)
+            names.append(n)
+        lo_text = _strip(lo.text)
+        rng = f"range({hi_text})" if lo_text == "0" else f"range({lo_text}, {hi_text})"
+        self.emit(indent, f"for {t} in {rng}:", src)
+        benv = {}
+        for v, c in zip(body.constvars, _consts(body_closed)):
+            tx, is_int, nn = _literal_text(c)
+            benv[v] = _E(tx, int=is_int, nonneg=nn)
+        nconst = len(consts)
+        for v, a in zip(body.invars[:nconst], consts):
+            benv[v] = a
+        for k, v in enumerate(body.invars[nconst:nconst + len(carries)]):
+            if k == index_pos:
+                benv[v] = _E(t, int=True, nonneg=lo.nonneg, name=True)
+            else:
+                benv[v] = _E(names[k], int=_is_int_aval(v.aval), name=True,
+                             shape=v.aval.shape, dtype=v.aval.dtype)
+        mark = len(self.lines)
+        self._indent = indent + 1
+        outs = self.run(body, benv, indent + 1)
+        self.flush(indent + 1)
+        updates = [(names[k], o) for k, o in enumerate(outs[:len(carries)])
+                   if k != index_pos and o.text != names[k]]
+        if len(updates) > 1:
+            tmp = []
+            for n, o in updates:
+                if o.name or _atomic(o.text):
+                    tmp.append((n, o.text))
+                else:
+                    o.pending = True
+                    o.src = o.src or src
+                    self.bind(indent + 1, o)
+                    tmp.append((n, o.text))
+            # a later update may read an earlier carry: go through fresh locals
+            staged = []
+            for n, tx in tmp:
+                if tx in dict(tmp):
+                    s = self.fresh("v")
+                    self.emit(indent + 1, f"{s} = {tx}", src)
+                    staged.append((n, s))
+                else:
+                    staged.append((n, tx))
+            for n, tx in staged:
+                self.emit(indent + 1, f"{n} = {tx}", src)
+        else:
+            for n, o in updates:
+                self.emit(indent + 1, f"{n} = {_strip(o.text)}", src)
+        self._indent = indent
+        if len(self.lines) == mark:
+            self.emit(indent + 1, f"{self.fresh('v')} = 0", src)
+        res = []
+        for k, c in enumerate(carries):
+            if k == index_pos:
+                res.append(_E(f"({lo.text} + {hi_text} - {lo.text})", int=True))
+            else:
+                res.append(_E(names[k], int=_is_int_aval(e.outvars[k].aval) if k < len(e.outvars) else False,
+                              name=True))
+        return res
+
+    def scan(self, e, read, env, indent, src):
+        p = e.params
+        nc, ncarry, length = p["num_consts"], p["num_carry"], int(p["length"])
+        ins = [read(a) for a in e.invars]
+        if len(ins) != nc + ncarry:
+            self.fail("lax.scan over arrays (xs) has no .pk form (fori_loop and pl.loop have)", e)
+        if p.get("reverse"):
+            self.fail("a reversed scan has no .pk form", e)
+        body = _inner(p["jaxpr"])
+        consts, carries = ins[:nc], ins[nc:]
+        index_pos = None
+        if carries and carries[0].int:
+            iv = body.invars[nc]
+            out0 = body.outvars[0]
+            for q in body.eqns:
+                if q.outvars and q.outvars[0] is out0 and q.primitive.name == "add" and \
+                        iv in q.invars and any(isinstance(a, jax_core.Literal) and int(a.val) == 1
+                                               for a in q.invars):
+                    index_pos = 0
+        if index_pos is None:
+            lo = _E("0", int=True, nonneg=True)
+            hi = str(length)
+        else:
+            lo = carries[0]
+            hi = str(length) if lo.text == "0" else f"{_strip(lo.text)} + {length}"
+        outs = self._loop(e, indent, src, lo, hi, consts, carries, p["jaxpr"], index_pos)
+        return outs + [None] * (len(e.outvars) - len(outs))
+
+    def while_loop(self, e, read, env, indent, src):
+        p = e.params
+        cn, bn = p["cond_nconsts"], p["body_nconsts"]
+        ins = [read(a) for a in e.invars]
+        cconsts, bconsts, carries = ins[:cn], ins[cn:cn + bn], ins[cn + bn:]
+        cj = _inner(p["cond_jaxpr"])
+        bj = _inner(p["body_jaxpr"])
+        # fori_loop with bounds known only at run time: carries (i, upper, *rest), i < upper.
+        ok = (len(carries) >= 2 and carries[0].int and carries[1].int and len(cj.eqns) == 1
+              and cj.eqns[0].primitive.name == "lt"
+              and list(cj.eqns[0].invars) == [cj.invars[cn], cj.invars[cn + 1]]
+              and bj.outvars[1] is bj.invars[bn + 1])
+        if ok:
+            out0 = bj.outvars[0]
+            ok = any(q.outvars and q.outvars[0] is out0 and q.primitive.name == "add"
+                     and bj.invars[bn] in q.invars for q in bj.eqns)
+        if not ok:
+            self.fail("a while loop that is not a fori_loop over a counter has no .pk form", e)
+        hi_text = _strip(carries[1].text)
+        body_carries = [carries[0], carries[1]] + carries[2:]
+        outs = self._loop(e, indent, src, carries[0], hi_text, bconsts, body_carries,
+                          p["body_jaxpr"], 0)
+        return outs
+
+    _indent = 0
+
+
+def _atomic(text: str) -> bool:
+    return bool(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*|\(?-?[0-9.e]+\)?|inf|\(-inf\)", text))
+
+
+def _ident(name: str, taken: set) -> str:
+    n = re.sub(r"[^A-Za-z0-9_]", "_", name or "") or "x"
+    if n[0].isdigit():
+        n = "x" + n
+    if n in _RESERVED or re.fullmatch(r"[vtc][0-9]+", n) or n in _GRID_NAMES:
+        n += "_"
+    base, k = n, 2
+    while n in taken:
+        n = f"{base}{k}"
+        k += 1
+    taken.add(n)
+    return n
+
+
+def _semantics(cp, rank: int, loc) -> list[str] | None:
+    ds = getattr(cp, "dimension_semantics", None)
+    if ds is None and isinstance(cp, dict):
+        ds = (cp.get("mosaic") or {}).get("dimension_semantics")
+    if ds is None:
+        return None
+    out = []
+    for s in ds:
+        t = str(getattr(s, "value", s)).lower().split(".")[-1]
+        if t in ("parallel", "arbitrary", "sequential"):
+            out.append(t)
+        elif t == "core_parallel":
+            raise UnsupportedError("dimension semantics core_parallel has no .pk form", loc)
+        else:
+            raise UnsupportedError(f"dimension semantics '{s}' has no .pk form", loc)
+    return out
+
+
+def _kernel_name(pc, taken: set) -> str:
+    nm = pc.params.get("name")
+    if not nm:
+        dbg = getattr(pc.params["jaxpr"], "debug_info", None)
+        src = getattr(dbg, "func_src_info", None) or ""
+        nm = src.split(" at ")[0] if src else "kernel"
+    nm = nm.strip("<>") or "kernel"
+    if nm == "lambda":
+        nm = "kernel"
+    return _ident(nm, taken)
+
+
+def _kernel_source(pc) -> tuple[str, int] | None:
+    dbg = getattr(pc.params["jaxpr"], "debug_info", None)
+    src = getattr(dbg, "func_src_info", None) or ""
+    m = re.match(r".* at (.*):(\d+)$", src)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+def export_call(pc, taken_names: set | None = None) -> Kernel:
+    """The `.pk` kernel of one pallas_call equation; raises UnsupportedError."""
+    taken_names = taken_names if taken_names is not None else set()
+    p = pc.params
+    call_site = _frame(pc.source_info)
+    source = _kernel_source(pc)
+    name = _kernel_name(pc, taken_names)
+    loc = _fmt_loc(call_site)
+    try:
+        return _export_call(pc, name, call_site, source)
+    except UnsupportedError as err:
+        err.kernel = err.kernel or name
+        err.location = err.location or loc
+        raise
+
+
+def _export_call(pc, name, call_site, source) -> Kernel:
+    p = pc.params
+    gm = p["grid_mapping"]
+    loc = _fmt_loc(call_site)
+    if gm.num_index_operands:
+        raise UnsupportedError(
+            f"scalar prefetch (num_scalar_prefetch={gm.num_index_operands}) has no .pk form in "
+            "this version of pipecheck: index maps that read prefetched scalars are not "
+            "exported yet", loc, name)
+    if getattr(gm, "num_dynamic_grid_bounds", 0):
+        raise UnsupportedError("a grid with bounds known only at run time has no .pk form", loc, name)
+    grid = tuple(gm.grid)
+    if any(not isinstance(g, (int, np.integer)) for g in grid):
+        raise UnsupportedError(f"a dynamic grid {grid} has no .pk form", loc, name)
+    if p.get("mesh") is not None:
+        raise UnsupportedError("pallas_call with a mesh (core_map) has no .pk form", loc, name)
+    kj = p["jaxpr"]
+    arg_names = list(getattr(getattr(kj, "debug_info", None), "arg_names", None) or [])
+    taken: set = set()
+    n_in, n_out = gm.num_inputs, gm.num_outputs
+    names = []
+    for k in range(len(kj.invars)):
+        default = f"in{k}" if k < n_in else (f"out{k - n_in}" if k < n_in + n_out else f"scratch{k - n_in - n_out}")
+        an = arg_names[k] if k < len(arg_names) and arg_names[k] else default
+        names.append(_ident(an, taken))
+    gnames = (_GRID_NAMES + [f"g{k}" for k in range(len(_GRID_NAMES), len(grid))])[:len(grid)]
+
+    lines: list[tuple[str, tuple | None]] = []
+    head = f"# exported by pipecheck_jax"
+    if source:
+        head += f" from {source[0]}:{source[1]}"
+    lines.append((head, source))
+    lines.append((f"kernel {name}:", source))
+    if grid:
+        lines.append((f"    grid = {_tuple(str(int(g)) for g in grid)}", call_site))
+    cp = p.get("compiler_params")
+    sem = _semantics(cp, len(grid), loc) if cp is not None else None
+    if sem:
+        lines.append((f"    dimension_semantics = {_tuple(sem)}", call_site))
+    vmem = getattr(cp, "vmem_limit_bytes", None)
+    if vmem is None and isinstance(cp, dict):
+        vmem = (cp.get("mosaic") or {}).get("vmem_limit_bytes")
+    if vmem:
+        lines.append((f"    vmem_limit_bytes = {int(vmem)}", call_site))
+
+    operands = []
+    for k, bm in enumerate(gm.block_mappings):
+        role = "in" if k < n_in else "out"
+        nm = names[k]
+        aval = bm.array_aval if hasattr(bm, "array_aval") else bm.array_shape_dtype
+        shape = tuple(int(d) for d in aval.shape)
+        dt = _dtype(aval.dtype, f"operand '{nm}'", loc)
+        operands.append((nm, role, shape, aval.dtype))
+        text = f"    {role:<3} {nm}: {dt}[{_shape(shape)}]"
+        ms = getattr(bm.transformed_block_aval, "memory_space", None)
+        ms_name = str(getattr(ms, "name", ms) or "").lower()
+        if "any" in ms_name or "hbm" in ms_name:
+            text += "  memory_space=any"
+            lines.append((text, call_site))
+            continue
+        dims = []
+        for b in bm.block_shape:
+            tn = type(b).__name__
+            if tn == "Squeezed" or b is None:
+                dims.append("None")
+            elif tn == "Blocked":
+                dims.append(str(int(b.block_size)))
+            elif isinstance(b, (int, np.integer)):
+                dims.append(str(int(b)))
+            else:
+                raise UnsupportedError(
+                    f"operand '{nm}': block dim {tn} has no .pk form in this version of the "
+                    "export (Blocked and Squeezed/None have)", loc, name)
+        text += f"  block={_tuple(dims)}"
+        idx = _index_map(bm, gnames, f"'{nm}'", loc)
+        text += f"  index={_tuple(gnames)} -> {idx}" if grid else ""
+        if "smem" in ms_name:
+            text += "  memory_space=smem"
+        pm = getattr(bm, "pipeline_mode", None)
+        if pm is not None:
+            n = getattr(pm, "buffer_count", None)
+            if n is not None:
+                text += (f"  buffered=({int(n)}, lookahead)" if getattr(pm, "use_lookahead", False)
+                         else f"  buffered={int(n)}")
+        lines.append((text, call_site))
+    for k in range(n_in + n_out, len(kj.invars)):
+        aval = kj.invars[k].aval
+        inner = getattr(aval, "inner_aval", aval)
+        ms = getattr(aval, "memory_space", None)
+        ms_name = str(getattr(ms, "name", ms) or "").lower()
+        if "sem" in ms_name or "sem" in str(getattr(inner, "dtype", "")).lower():
+            raise UnsupportedError(f"scratch '{names[k]}': semaphores have no .pk form in this "
+                                   "version of the export", loc, name)
+        dt = _dtype(inner.dtype, f"scratch '{names[k]}'", loc)
+        text = f"    scratch {names[k]}: {dt}[{_shape(inner.shape)}]"
+        if "smem" in ms_name:
+            text += "  memory_space=smem"
+        lines.append((text, call_site))
+    for i_in, i_out in p.get("input_output_aliases") or ():
+        lines.append((f"    alias {names[i_in]} -> {names[n_in + i_out]}", call_site))
+    lines.append(("    body:", source))
+
+    body = _Body(name, source)
+    env: dict = {}
+    for k, v in enumerate(kj.invars):
+        aval = v.aval
+        inner = getattr(aval, "inner_aval", aval)
+        env[v] = _Ref(names[k], tuple(int(d) for d in inner.shape))
+    for v in kj.constvars:
+        raise UnsupportedError("a kernel that closes over array constants has no .pk form", loc, name)
+    body._indent = 2
+    body.run(kj, env, 2)
+    body.flush(2)
+    if not body.lines:
+        body.emit(2, "v0 = 0", source)
+    lines.extend(body.lines)
+
+    text_lines, line_map = [], {}
+    for k, (t, src) in enumerate(lines, start=1):
+        if src is not None and k > 2 and not t.lstrip().startswith("#"):
+            t = f"{t}  # {os.path.basename(src[0])}:{src[1]}"
+        text_lines.append(t)
+        if src is not None:
+            line_map[k] = src
+    return Kernel(name=name, text="\n".join(text_lines) + "\n", line_map=line_map, source=source,
+                  call_site=call_site, operands=operands, eqn=pc)
+
+
+
+def trace(fn: Callable, *args, **kwargs):
+    """The jaxpr of fn(*args, **kwargs); arrays or jax.ShapeDtypeStruct both work."""
+    return jax.make_jaxpr(lambda *a: fn(*a, **kwargs))(*args)
+
+
+def export_kernels(fn: Callable, *args, **kwargs) -> list[Kernel]:
+    """One Kernel per pallas_call that fn(*args, **kwargs) makes; raises UnsupportedError."""
+    closed = trace(fn, *args, **kwargs)
+    calls = find_pallas_calls(closed.jaxpr)
+    if not calls:
+        raise UnsupportedError("the function makes no pallas_call")
+    taken: set = set()
+    return [export_call(pc, taken) for pc in calls]
+
+
+def export(fn: Callable, *args, **kwargs) -> str:
+    """The `.pk` text of every pallas_call that fn(*args, **kwargs) makes."""
+    return "\n".join(k.text for k in export_kernels(fn, *args, **kwargs))

@@ -1,0 +1,243 @@
+"""Pallas kernels written for the bridge's tests, in the style of the Pallas TPU guides.
+
+Each `make_*` returns (fn, args): fn makes the pallas_call, args are ShapeDtypeStructs (export
+and check need only shapes) — `concrete(args)` gives arrays for running them.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+f32 = jnp.float32
+
+
+def concrete(args, seed=0):
+    rng = np.random.default_rng(seed)
+    return [jnp.asarray(rng.uniform(-1, 1, a.shape).astype(a.dtype)) for a in args]
+
+
+# The pipelining guide: elementwise add.
+def add_matrices_kernel(x_ref, y_ref, z_ref):
+    z_ref[...] = x_ref[...] + y_ref[...]
+
+
+def make_add(m=1024, n=1024, bm=256, bn=512, interpret=False):
+    def add_matrices(x, y):
+        return pl.pallas_call(
+            add_matrices_kernel,
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            grid=(m // bm, n // bn),
+            in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j)),
+                      pl.BlockSpec((bm, bn), lambda i, j: (i, j))],
+            out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)),
+            interpret=interpret,
+        )(x, y)
+
+    s = jax.ShapeDtypeStruct((m, n), f32)
+    return add_matrices, [s, s]
+
+
+# The pipelining guide's reduction sharp edge: the reduction runs along the first grid axis
+# and the accumulator is never initialized.
+def incorrect_sum_kernel(x_ref, o_ref):
+    o_ref[...] += x_ref[...]
+
+
+def make_incorrect_sum(b=8, m=1024, n=1024, bm=256, bn=256, interpret=False):
+    def incorrect_sum(x):
+        return pl.pallas_call(
+            incorrect_sum_kernel,
+            grid=(b, m // bm, n // bn),
+            in_specs=[pl.BlockSpec((None, bm, bn), lambda i, j, k: (i, j, k))],
+            out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (j, k)),
+            out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
+            interpret=interpret,
+        )(x)
+
+    return incorrect_sum, [jax.ShapeDtypeStruct((b, m, n), f32)]
+
+
+def correct_sum_kernel(x_ref, o_ref):
+    @pl.when(pl.program_id(2) == 0)
+    def _():
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+    o_ref[...] += x_ref[...]
+
+
+def make_correct_sum(b=8, m=1024, n=1024, bm=256, bn=256, interpret=False):
+    def correct_sum(x):
+        return pl.pallas_call(
+            correct_sum_kernel,
+            grid=(m // bm, n // bn, b),
+            in_specs=[pl.BlockSpec((None, bm, bn), lambda i, j, k: (k, i, j))],
+            out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),
+            out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
+            compiler_params=pltpu.CompilerParams(
+                dimension_semantics=("parallel", "parallel", "arbitrary")),
+            interpret=interpret,
+        )(x)
+
+    return correct_sum, [jax.ShapeDtypeStruct((b, m, n), f32)]
+
+
+# The matmul guide: a VMEM scratch accumulator over the K axis.
+def matmul_kernel(x_ref, y_ref, z_ref, acc_ref, *, nsteps):
+    @pl.when(pl.program_id(2) == 0)
+    def _():
+        acc_ref[...] = jnp.zeros_like(acc_ref)
+
+    acc_ref[...] += jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+
+    @pl.when(pl.program_id(2) == nsteps - 1)
+    def _():
+        z_ref[...] = acc_ref[...].astype(z_ref.dtype)
+
+
+def make_matmul(m=512, k=512, n=512, bm=128, bk=128, bn=128, interpret=False):
+    def matmul(x, y):
+        return pl.pallas_call(
+            functools.partial(matmul_kernel, nsteps=k // bk),
+            grid=(m // bm, n // bn, k // bk),
+            in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
+                      pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j))],
+            out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
+            out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
+            scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
+            compiler_params=pltpu.CompilerParams(
+                dimension_semantics=("parallel", "parallel", "arbitrary"),
+                vmem_limit_bytes=32 * 2**20),
+            interpret=interpret,
+        )(x, y)
+
+    return matmul, [jax.ShapeDtypeStruct((m, k), f32), jax.ShapeDtypeStruct((k, n), f32)]
+
+
+# A causal flash-attention forward after jax/experimental/pallas/ops/tpu/flash_attention.py:
+# m, l and acc in VMEM scratch across the kv axis; kv blocks above the diagonal skipped; the
+# kv block walked in sub-blocks with a fori_loop.
+NEG_INF = -0.7 * float(np.finfo(np.float32).max)
+
+
+def flash_fwd_kernel(q_ref, k_ref, v_ref, o_ref, m_scr, l_scr, acc_scr, *, bq, bkm, bk, nkv):
+    qi, kv = pl.program_id(2), pl.program_id(3)
+
+    @pl.when(kv == 0)
+    def _():
+        m_scr[...] = jnp.full(m_scr.shape, -jnp.inf, jnp.float32)
+        l_scr[...] = jnp.zeros(l_scr.shape, jnp.float32)
+        acc_scr[...] = jnp.zeros(acc_scr.shape, jnp.float32)
+
+    @pl.when((qi + 1) * bq - 1 > kv * bkm)
+    def _():
+        def body(t, carry):
+            start = t * bk
+            m_prev = m_scr[...]
+            l_prev = l_scr[...]
+            q = q_ref[...]
+            k = k_ref[pl.ds(start, bk), :]
+            s = jax.lax.dot_general(q, k, (((1,), (1,)), ((), ())),
+                                    preferred_element_type=jnp.float32)
+            row = jax.lax.broadcasted_iota(jnp.int32, (bq, bk), 0) + qi * bq
+            col = jax.lax.broadcasted_iota(jnp.int32, (bq, bk), 1) + kv * bkm + start
+            s = s + jnp.where(col <= row, 0.0, NEG_INF)
+            m_curr = jnp.max(s, axis=1)[:, None]
+            m_next = jnp.maximum(m_prev, m_curr)
+            p = jnp.exp(s - m_next)
+            alpha = jnp.exp(m_prev - m_next)
+            l_corr = alpha * l_prev
+            l_next = jnp.sum(p, axis=1, keepdims=True) + l_corr
+            l_scr[...] = l_next
+            m_scr[...] = m_next
+            l_inv = jnp.where(l_next == 0.0, 1.0, 1.0 / l_next)
+            acc_scr[...] = acc_scr[...] * (l_corr * l_inv)
+            o_curr = jnp.dot(p, v_ref[pl.ds(start, bk), :], preferred_element_type=jnp.float32)
+            acc_scr[...] += o_curr * l_inv
+            return carry
+
+        jax.lax.fori_loop(0, bkm // bk, body, 0)
+
+    @pl.when(kv == nkv - 1)
+    def _():
+        o_ref[...] = acc_scr[...].astype(o_ref.dtype)
+
+
+def make_flash_fwd(batch=2, heads=2, seq=512, d=128, bq=128, bkm=256, bk=128, interpret=False):
+    nkv = seq // bkm
+
+    def flash_attention(q, k, v):
+        kernel = functools.partial(flash_fwd_kernel, bq=bq, bkm=bkm, bk=bk, nkv=nkv)
+        qo = pl.BlockSpec((None, None, bq, d), lambda b, h, i, j: (b, h, i, 0))
+        kvs = pl.BlockSpec((None, None, bkm, d), lambda b, h, i, j: (b, h, j, 0))
+        return pl.pallas_call(
+            kernel,
+            grid=(batch, heads, seq // bq, nkv),
+            in_specs=[qo, kvs, kvs],
+            out_specs=qo,
+            out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
+            scratch_shapes=[pltpu.VMEM((bq, 1), jnp.float32), pltpu.VMEM((bq, 1), jnp.float32),
+                            pltpu.VMEM((bq, d), jnp.float32)],
+            compiler_params=pltpu.CompilerParams(
+                dimension_semantics=("parallel", "parallel", "parallel", "arbitrary")),
+            interpret=interpret,
+        )(q, k, v)
+
+    s = jax.ShapeDtypeStruct((batch, heads, seq, d), f32)
+    return flash_attention, [s, s, s]
+
+
+def flash_reference(q, k, v):
+    s = jnp.einsum("bhqd,bhkd->bhqk", q, k)
+    n = q.shape[2]
+    mask = jnp.tril(jnp.ones((n, n), bool))
+    s = jnp.where(mask, s, -jnp.inf)
+    return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), v)
+
+
+# Scalar prefetch: the block of x each step reads comes from an SMEM table of indices.
+def gather_rows_kernel(idx_ref, x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+
+
+def make_scalar_prefetch(rows=8, n=128, interpret=False):
+    def gather_rows(idx, x):
+        return pl.pallas_call(
+            gather_rows_kernel,
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1,
+                grid=(rows,),
+                in_specs=[pl.BlockSpec((1, n), lambda i, idx_ref: (idx_ref[i], 0))],
+                out_specs=pl.BlockSpec((1, n), lambda i, idx_ref: (i, 0)),
+            ),
+            out_shape=jax.ShapeDtypeStruct((rows, n), x.dtype),
+            interpret=interpret,
+        )(idx, x)
+
+    return gather_rows, [jax.ShapeDtypeStruct((rows,), jnp.int32),
+                         jax.ShapeDtypeStruct((rows, n), f32)]
+
+
+# A manual DMA: the input stays in HBM and the body copies it into VMEM scratch.
+def manual_copy_kernel(x_hbm, o_ref, buf, sem):
+    copy = pltpu.make_async_copy(x_hbm, buf, sem)
+    copy.start()
+    copy.wait()
+    o_ref[...] = buf[...] + 1.0
+
+
+def make_manual_dma(m=8, n=128, interpret=False):
+    def manual_copy(x):
+        return pl.pallas_call(
+            manual_copy_kernel,
+            in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec((m, n), lambda: (0, 0)),
+            out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
+            scratch_shapes=[pltpu.VMEM((m, n), jnp.float32), pltpu.SemaphoreType.DMA(())],
+            interpret=interpret,
+        )(x)
+
+    return manual_copy, [jax.ShapeDtypeStruct((m, n), f32)]
