@@ -25,6 +25,9 @@ try:  # jax internals: the public API exposes no pallas_call equation parameters
 except ImportError as e:  # pragma: no cover - an incompatible jax
     raise ImportError(f"pipecheck_jax needs jax's Pallas internals: {e}") from e
 
+# The bridge's own frames (its tracing, its interception) are not the user's code.
+source_info_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)) + os.sep)
+
 
 class UnsupportedError(Exception):
     """A construct the `.pk` language has no form for; `location` is "FILE:LINE" or None."""
@@ -885,11 +888,13 @@ def _kernel_source(pc) -> tuple[str, int] | None:
     return (m.group(1), int(m.group(2))) if m else None
 
 
-def export_call(pc, taken_names: set | None = None) -> Kernel:
-    """The `.pk` kernel of one pallas_call equation; raises UnsupportedError."""
+def export_call(pc, taken_names: set | None = None, call_site=None) -> Kernel:
+    """The `.pk` kernel of one pallas_call equation; raises UnsupportedError.
+
+    call_site, (file, line), stands for the pallas_call's own source info where that has none.
+    """
     taken_names = taken_names if taken_names is not None else set()
-    p = pc.params
-    call_site = _frame(pc.source_info)
+    call_site = _frame(pc.source_info) or call_site
     source = _kernel_source(pc)
     name = _kernel_name(pc, taken_names)
     loc = _fmt_loc(call_site)

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from .export import Kernel, UnsupportedError, export_kernels
+from ._export import Kernel, UnsupportedError, export_kernels
 
 #: exit codes, as pipecheck's: 0 verified, 1 violation, 2 unknown/unsupported, 3 bad input,
 #: 4 environment error.

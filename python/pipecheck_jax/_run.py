@@ -1,0 +1,178 @@
+"""Runs exported kernels in pipecheck's executor on the arrays a JAX function is given."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import tempfile
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax._src import core as jax_core
+
+from ._check import pipecheck_binary
+from ._export import UnsupportedError, export_call, find_pallas_calls, trace
+
+
+@dataclasses.dataclass
+class RunResult:
+    """fn's outputs three ways: pallas_calls run by pipecheck, by JAX interpret=True, and ref."""
+
+    outputs: list  # fn's outputs, each pallas_call run by `pipecheck run`
+    interpret_outputs: list  # fn's outputs, each pallas_call run with interpret=True
+    reference_outputs: list | None
+    pipecheck_exit: int  # the worst `pipecheck run` exit code (1: pipelined run != oracle)
+    pipecheck_output: str
+    mismatches: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return self.pipecheck_exit == 0 and not self.mismatches
+
+    def __str__(self) -> str:
+        lines = list(self.mismatches)
+        if self.pipecheck_exit:
+            lines.append(f"pipecheck run exited {self.pipecheck_exit}:\n{self.pipecheck_output}")
+        return "\n".join(lines) or "ok"
+
+
+def _save(path: str, value) -> None:
+    a = np.asarray(value)
+    if a.dtype.name == "bfloat16":  # pipecheck reads bf16 as the raw bits, NumPy's V2
+        a = a.view(np.uint16).view("V2")
+    np.save(path, np.ascontiguousarray(a))
+
+
+def _load(path: str, dtype):
+    a = np.load(path)
+    if np.dtype(dtype).name == "bfloat16":
+        a = a.view(np.uint16).view(jnp.bfloat16)
+    return jnp.asarray(a)
+
+
+class _Evaluator:
+    def __init__(self, mode: str, work: str):
+        self.mode = mode  # "pipecheck" or "interpret"
+        self.work = work
+        self.exit = 0
+        self.output = ""
+        self.count = 0
+
+    def pallas_call(self, eqn, invals):
+        if self.mode == "interpret":
+            params = dict(eqn.params)
+            params["interpret"] = True
+            return eqn.primitive.bind(*invals, **params)
+        k = export_call(eqn, set())
+        self.count += 1
+        d = os.path.join(self.work, f"{self.count}_{k.name}")
+        os.makedirs(os.path.join(d, "in"), exist_ok=True)
+        pk = os.path.join(d, f"{k.name}.pk")
+        with open(pk, "w") as f:
+            f.write(k.text)
+        ins = [op for op in k.operands if op[1] == "in"]
+        for (name, _, _, _), v in zip(ins, invals[len(invals) - len(ins):]):
+            _save(os.path.join(d, "in", f"{name}.npy"), v)
+        proc = subprocess.run([pipecheck_binary(), "run", pk, "--dma", "eager", "--inputs",
+                               os.path.join(d, "in"), "--save", os.path.join(d, "out")],
+                              capture_output=True, text=True)
+        self.output += proc.stdout + proc.stderr
+        self.exit = max(self.exit, proc.returncode)
+        if proc.returncode not in (0, 1):
+            raise RuntimeError(f"pipecheck run {pk} failed (exit {proc.returncode}):\n"
+                               f"{proc.stdout}{proc.stderr}")
+        return [_load(os.path.join(d, "out", f"{name}.npy"), dt)
+                for name, role, _, dt in k.operands if role == "out"]
+
+    def eval(self, jaxpr, consts, args):
+        env = {}
+
+        def read(v):
+            return v.val if isinstance(v, jax_core.Literal) else env[v]
+
+        for v, c in zip(jaxpr.constvars, consts):
+            env[v] = c
+        for v, a in zip(jaxpr.invars, args):
+            env[v] = a
+        for e in jaxpr.eqns:
+            invals = [read(v) for v in e.invars]
+            if e.primitive.name == "pallas_call":
+                outs = self.pallas_call(e, invals)
+            else:
+                sub = e.params.get("jaxpr")
+                nested = [j for v in e.params.values() for j in _jaxprs(v)]
+                if any(find_pallas_calls(j) for j in nested):
+                    if e.primitive.name not in ("pjit", "jit", "closed_call") or sub is None:
+                        raise UnsupportedError(
+                            f"run: a pallas_call inside '{e.primitive.name}' is not supported "
+                            "(only inside jit)")
+                    inner = sub.jaxpr if hasattr(sub, "consts") else sub
+                    outs = self.eval(inner, getattr(sub, "consts", []), invals)
+                else:
+                    subfuns, params = e.primitive.get_bind_params(e.params)
+                    outs = e.primitive.bind(*subfuns, *invals, **params)
+                    if not e.primitive.multiple_results:
+                        outs = [outs]
+            for v, o in zip(e.outvars, outs):
+                env[v] = o
+        return [read(v) for v in jaxpr.outvars]
+
+
+def _jaxprs(value):
+    for s in value if isinstance(value, (tuple, list)) else (value,):
+        if isinstance(s, jax_core.ClosedJaxpr):
+            yield s.jaxpr
+        elif isinstance(s, jax_core.Jaxpr):
+            yield s
+
+
+def _compare(what: str, got, want, rtol: float, atol: float) -> list[str]:
+    out = []
+    got = jax.tree_util.tree_leaves(got)
+    want = jax.tree_util.tree_leaves(want)
+    if len(got) != len(want):
+        return [f"{what}: {len(got)} outputs against {len(want)}"]
+    for n, (g, w) in enumerate(zip(got, want)):
+        g = np.asarray(g, dtype=np.float64) if np.asarray(g).dtype.kind == "f" or \
+            np.asarray(g).dtype.name == "bfloat16" else np.asarray(g)
+        w = np.asarray(w, dtype=g.dtype)
+        if g.shape != w.shape:
+            out.append(f"{what}: output {n} has shape {g.shape}, expected {w.shape}")
+            continue
+        bad = ~np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            out.append(f"{what}: output {n} differs at {list(idx)}: {g[idx]} against {w[idx]} "
+                       f"({int(bad.sum())} of {bad.size} elements)")
+    return out
+
+
+def run(fn: Callable, *args, reference: Callable | None = None, rtol: float = 1e-5,
+        atol: float = 1e-5, keep_dir: str | None = None, **kwargs) -> RunResult:
+    """Runs fn(*args) with each pallas_call executed by `pipecheck run` on the actual arrays.
+
+    Compares the result with fn under JAX's interpret=True and, when given, with
+    reference(*args). `RunResult.ok` says whether all agree and pipecheck's pipelined run
+    matched its oracle.
+    """
+    args = [jnp.asarray(a) for a in args]
+    closed = trace(fn, *args, **kwargs)
+    work = keep_dir or tempfile.mkdtemp(prefix="pipecheck_jax_run_")
+    try:
+        pc = _Evaluator("pipecheck", work)
+        outs = pc.eval(closed.jaxpr, closed.consts, args)
+        interp = _Evaluator("interpret", work).eval(closed.jaxpr, closed.consts, args)
+    finally:
+        if keep_dir is None:
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)
+    mismatches = _compare("pipecheck vs interpret=True", outs, interp, rtol, atol)
+    ref = None
+    if reference is not None:
+        ref = jax.tree_util.tree_leaves(reference(*args))
+        mismatches += _compare("pipecheck vs reference", outs, ref, rtol, atol)
+    return RunResult(outs, interp, ref, pc.exit, pc.output, mismatches)
