@@ -8,6 +8,7 @@ with its code (0 verified, 1 violation, 2 unknown or unsupported, 3 bad input, 4
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import runpy
@@ -128,8 +129,11 @@ def main(argv=None) -> int:
     sys.argv = [opts.script, *opts.args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(opts.script)))
     script_failed = False
+    # A machine-readable report owns standard output: the script's prints go to stderr then.
+    quiet = contextlib.redirect_stdout(sys.stderr) if opts.format != "text" else contextlib.nullcontext()
     try:
-        runpy.run_path(opts.script, run_name="__main__")
+        with quiet:
+            runpy.run_path(opts.script, run_name="__main__")
     except SystemExit as e:
         script_failed = e.code not in (None, 0)
         if script_failed:

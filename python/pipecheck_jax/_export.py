@@ -199,7 +199,7 @@ def _int_binary(name: str, a: _E, b: _E) -> _E | None:
     if name in ops:
         return _E(f"({a.text} {ops[name]} {b.text})", int=True, nonneg=nn and name != "sub")
     if name in ("max", "min"):
-        return _E(f"{name}({a.text}, {b.text})", int=True,
+        return _E(f"{name}({_strip(a.text)}, {_strip(b.text)})", int=True,
                   nonneg=(a.nonneg or b.nonneg) if name == "max" else nn)
     if name == "div":  # lax.div truncates towards zero; .pk's // floors
         if nn:
@@ -245,7 +245,8 @@ def _int_eqn(e, ins: list[_E]) -> _E | None:
         if len(ins) != 3:
             return None
         p, f, t = ins
-        return _E(f"where({p.text}, {t.text}, {f.text})", int=True, nonneg=f.nonneg and t.nonneg)
+        return _E(f"where({_strip(p.text)}, {_strip(t.text)}, {_strip(f.text)})", int=True,
+                  nonneg=f.nonneg and t.nonneg)
     if name == "clamp":
         lo, x, hi = ins
         return _E(f"min(max({x.text}, {lo.text}), {hi.text})", int=True, nonneg=lo.nonneg)
@@ -991,14 +992,15 @@ def _export_call(pc, name, call_site, source) -> Kernel:
                 text += (f"  buffered=({int(n)}, lookahead)" if getattr(pm, "use_lookahead", False)
                          else f"  buffered={int(n)}")
         lines.append((text, call_site))
+    semaphores = []
     for k in range(n_in + n_out, len(kj.invars)):
         aval = kj.invars[k].aval
         inner = getattr(aval, "inner_aval", aval)
         ms = getattr(aval, "memory_space", None)
         ms_name = str(getattr(ms, "name", ms) or "").lower()
         if "sem" in ms_name or "sem" in str(getattr(inner, "dtype", "")).lower():
-            raise UnsupportedError(f"scratch '{names[k]}': semaphores have no .pk form in this "
-                                   "version of the export", loc, name)
+            semaphores.append(names[k])  # reported after the body, which names its DMA ops
+            continue
         dt = _dtype(inner.dtype, f"scratch '{names[k]}'", loc)
         text = f"    scratch {names[k]}: {dt}[{_shape(inner.shape)}]"
         if "smem" in ms_name:
@@ -1019,6 +1021,9 @@ def _export_call(pc, name, call_site, source) -> Kernel:
     body._indent = 2
     body.run(kj, env, 2)
     body.flush(2)
+    if semaphores:
+        raise UnsupportedError(f"scratch '{semaphores[0]}': semaphores have no .pk form in this "
+                               "version of the export", loc, name)
     if not body.lines:
         body.emit(2, "v0 = 0", source)
     lines.extend(body.lines)

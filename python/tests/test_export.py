@@ -1,0 +1,195 @@
+"""The export of Pallas kernels to .pk and what pipecheck check says about them."""
+
+import inspect
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+import kernels as K
+import pipecheck_jax as pj
+
+
+def line_of(fn, needle):
+    lines, start = inspect.getsourcelines(fn)
+    for k, text in enumerate(lines):
+        if needle in text:
+            return start + k
+    raise AssertionError(f"{needle!r} not in {fn.__name__}")
+
+
+def test_the_guides_add_exports_grid_blocks_and_index_maps_and_verifies():
+    fn, args = K.make_add()
+    text = pj.export(fn, *args)
+    assert "kernel add_matrices_kernel:" in text
+    assert "grid = (4, 2)" in text
+    assert "in  x_ref: f32[1024, 1024]  block=(256, 512)  index=(i, j) -> (i, j)" in text
+    assert "out z_ref: f32[1024, 1024]  block=(256, 512)  index=(i, j) -> (i, j)" in text
+    assert "z_ref[...] = x_ref[...] + y_ref[...]" in text
+    pj.assert_verified(fn, *args)
+
+
+def test_incorrect_sum_reports_both_bugs_at_the_python_lines():
+    fn, args = K.make_incorrect_sum()
+    r = pj.check(fn, *args)
+    assert r.exit_code == 1
+    assert r.verdicts == {"incorrect_sum_kernel": "violation"}
+    rules = {f.rule: f for f in r.findings}
+    assert set(rules) == {"reduction-not-last-axis", "uninitialized-accumulator"}
+    acc = rules["uninitialized-accumulator"]
+    assert acc.python == (inspect.getsourcefile(K), line_of(K.incorrect_sum_kernel, "+="))
+    assert acc.pk_text.strip() == "o_ref[...] += x_ref[...]"
+    # the operand's finding lands on the pallas_call that declares the out spec
+    assert rules["reduction-not-last-axis"].python[0] == inspect.getsourcefile(K)
+
+
+def test_assert_verified_fails_with_the_findings():
+    fn, args = K.make_incorrect_sum()
+    with pytest.raises(AssertionError) as e:
+        pj.assert_verified(fn, *args)
+    msg = str(e.value)
+    assert "uninitialized-accumulator" in msg and "reduction-not-last-axis" in msg
+    assert f"kernels.py:{line_of(K.incorrect_sum_kernel, '+=')}" in msg
+
+
+def test_correct_sum_exports_when_and_accumulation_and_verifies():
+    fn, args = K.make_correct_sum()
+    text = pj.export(fn, *args)
+    assert "dimension_semantics = (parallel, parallel, arbitrary)" in text
+    assert "index=(i, j, k) -> (k, i, j)" in text
+    assert "when program_id(2) == 0:" in text
+    assert "o_ref[...] += x_ref[...]" in text
+    pj.assert_verified(fn, *args)
+
+
+def test_matmul_with_a_scratch_accumulator_verifies():
+    fn, args = K.make_matmul()
+    text = pj.export(fn, *args)
+    assert "scratch acc_ref: f32[128, 128]" in text
+    assert "vmem_limit_bytes = 33554432" in text
+    assert "acc_ref[...] += dot(x_ref[...], y_ref[...], preferred_element_type=f32)" in text
+    assert "when program_id(2) == 3:" in text
+    pj.assert_verified(fn, *args)
+
+
+def test_causal_flash_attention_forward_verifies():
+    fn, args = K.make_flash_fwd()
+    text = pj.export(fn, *args)
+    assert "for t1 in range(2):" in text
+    assert "trans_b=True" in text and "iota((128, 128), 0)" in text
+    assert "k_ref[ds(t1 * 128, 128), :]" in text
+    pj.assert_verified(fn, *args)
+
+
+def test_a_kernel_with_a_bug_in_flash_attention_is_reported():
+    # the kv reduction axis marked parallel: each core has its own m, l and acc
+    fn, args = K.make_flash_fwd()
+    text = pj.export(fn, *args).replace("(parallel, parallel, parallel, arbitrary)",
+                                        "(parallel, parallel, parallel, parallel)")
+    assert "parallel-write-conflict" in _check_text(text)
+
+
+def _check_text(text):
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".pk") as f:
+        f.write(text)
+        f.flush()
+        return subprocess.run([pj.pipecheck_binary(), "check", f.name], capture_output=True,
+                              text=True).stdout
+
+
+def test_pallas_calls_are_found_inside_jit_cond_scan_and_custom_vjp():
+    add, args = K.make_add(m=256, n=512)
+
+    def in_cond(x, y):
+        return jax.lax.cond(x[0, 0] > 0, add, lambda a, b: a - b, x, y)
+
+    def in_scan(x, y):
+        return jax.lax.scan(lambda c, _: (add(c, y), None), x, None, length=2)[0]
+
+    @jax.custom_vjp
+    def in_vjp(x, y):
+        return add(x, y)
+
+    in_vjp.defvjp(lambda x, y: (add(x, y), None), lambda _, g: (g, g))
+    for fn in (jax.jit(add), in_cond, in_scan, in_vjp):
+        kernels = pj.export_kernels(fn, *args)
+        assert [k.name for k in kernels] == ["add_matrices_kernel"], fn
+
+
+def test_buffered_pipeline_mode_aliases_and_clamped_index_maps_are_exported():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0
+
+    def fn(x):
+        return pl.pallas_call(
+            kernel, grid=(4,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (jnp.minimum(i, 2), 0),
+                                   pipeline_mode=pl.Buffered(3))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (jnp.where(i < 2, i, 3 - i + 2), 0)),
+            out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32),
+            input_output_aliases={0: 0})(x)
+
+    text = pj.export(fn, jax.ShapeDtypeStruct((32, 128), jnp.float32))
+    assert "index=(i,) -> (min(i, 2), 0)  buffered=3" in text
+    assert "index=(i,) -> (where(i < 2, i, (3 - i) + 2), 0)" in text
+    assert "alias x_ref -> o_ref" in text
+
+
+def test_scalar_prefetch_is_reported_unsupported():
+    fn, args = K.make_scalar_prefetch()
+    with pytest.raises(pj.UnsupportedError) as e:
+        pj.export(fn, *args)
+    assert "scalar prefetch" in str(e.value)
+    assert e.value.kernel == "gather_rows_kernel"
+    r = pj.check(fn, *args)
+    assert r.exit_code == 2 and r.verdicts == {"gather_rows_kernel": "unsupported"}
+    with pytest.raises(AssertionError, match="scalar prefetch"):
+        pj.assert_verified(fn, *args)
+
+
+def test_manual_dma_is_reported_unsupported_at_the_copy():
+    fn, args = K.make_manual_dma()
+    with pytest.raises(pj.UnsupportedError) as e:
+        pj.export(fn, *args)
+    assert "manual DMA and synchronization ('dma_start') have no .pk form" in str(e.value)
+    assert f"kernels.py:{line_of(K.manual_copy_kernel, 'copy.start()')}" in str(e.value)
+    r = pj.check(fn, *args)
+    assert r.exit_code == 2 and r.verdicts == {"manual_copy_kernel": "unsupported"}
+
+
+def test_an_op_without_a_pk_form_is_an_unsupported_diagnostic_at_its_line():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = jnp.sin(x_ref[...])
+
+    def fn(x):
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32))(x)
+
+    with pytest.raises(pj.UnsupportedError) as e:
+        pj.export(fn, jax.ShapeDtypeStruct((8, 128), jnp.float32))
+    assert "'sin' has no .pk form" in str(e.value)
+    assert f"test_export.py:{line_of(kernel, 'jnp.sin')}" in str(e.value)
+
+
+def test_an_index_map_op_without_a_pk_form_is_an_unsupported_diagnostic():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    def fn(x):
+        return pl.pallas_call(
+            kernel, grid=(4,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (jax.lax.shift_left(i, 1) % 4, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32))(x)
+
+    with pytest.raises(pj.UnsupportedError, match="index map of 'x_ref' uses 'shift_left'"):
+        pj.export(fn, jax.ShapeDtypeStruct((32, 128), jnp.float32))
+
+
+def test_a_function_without_pallas_call_is_an_error():
+    with pytest.raises(pj.UnsupportedError, match="no pallas_call"):
+        pj.export(lambda x: x + 1, jax.ShapeDtypeStruct((8,), jnp.float32))
