@@ -238,9 +238,60 @@ def _int_unary(name: str, a: _E, params) -> _E | None:
     return None
 
 
+def _const(x: _E):
+    try:
+        return int(_strip(x.text))
+    except ValueError:
+        return None
+
+
+def _fold(name: str, vals: list[int], params) -> int | None:
+    """The value of an integer equation on constants (lax semantics), or None."""
+    if name == "select_n" and len(vals) == 3:
+        return vals[2] if vals[0] else vals[1]
+    if len(vals) == 2:
+        a, b = vals
+        ops = {"add": a + b, "sub": a - b, "mul": a * b, "max": max(a, b), "min": min(a, b),
+               "lt": int(a < b), "le": int(a <= b), "gt": int(a > b), "ge": int(a >= b),
+               "eq": int(a == b), "ne": int(a != b), "and": a & b, "or": a | b}
+        if name in ops:
+            return ops[name]
+        if name in ("div", "rem") and b != 0:
+            q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+            return q if name == "div" else a - b * q
+        return None
+    if len(vals) == 1:
+        a = vals[0]
+        if name == "neg":
+            return -a
+        if name == "abs":
+            return abs(a)
+        if name == "sign":
+            return (a > 0) - (a < 0)
+        if name == "not":
+            return int(not a) if a in (0, 1) else None
+        if name == "convert_element_type":
+            return a
+    return None
+
+
 def _int_eqn(e, ins: list[_E]) -> _E | None:
     """The integer expression an equation computes from integer operands, or None."""
     name = e.primitive.name
+    consts = [_const(x) for x in ins]
+    if ins and all(c is not None for c in consts):
+        new = e.params.get("new_dtype")
+        if new is None or np.issubdtype(new, np.integer) or new == np.bool_:
+            v = _fold(name, consts, e.params)
+            if v is not None and abs(v) < 2**31:
+                return _E(str(v) if v >= 0 else f"({v})", int=True, nonneg=v >= 0)
+    # what non-negativity decides (grid indices, jnp's floor-division and modulo fix-ups)
+    if name in ("lt", "ge") and len(ins) == 2 and ins[0].nonneg and consts[1] == 0:
+        return _E("0" if name == "lt" else "1", int=True, nonneg=True)
+    if name == "and" and 0 in consts:
+        return _E("0", int=True, nonneg=True)
+    if name == "select_n" and len(ins) == 3 and consts[0] is not None:
+        return ins[2] if consts[0] else ins[1]
     if name == "select_n":
         if len(ins) != 3:
             return None

@@ -241,3 +241,42 @@ def make_manual_dma(m=8, n=128, interpret=False):
         )(x)
 
     return manual_copy, [jax.ShapeDtypeStruct((m, n), f32)]
+
+
+# Constructs beyond the guides: a fori_loop whose trip count depends on the grid point, with
+# two carried values; a lax.cond with both branches; a sigmoid; a reduction kept as a row.
+def loops_and_branches_kernel(x_ref, o_ref, s_ref):
+    i = pl.program_id(0)
+
+    def body(t, carry):
+        m, s = carry
+        row = x_ref[pl.ds(t, 1), :]
+        return jnp.maximum(m, row), s + row
+
+    m0 = jnp.full((1, 128), -jnp.inf, jnp.float32)
+    m, s = jax.lax.fori_loop(0, i + 1, body, (m0, jnp.zeros((1, 128), jnp.float32)))
+
+    def even():
+        o_ref[0:1, :] = m
+
+    def odd():
+        o_ref[0:1, :] = -m
+
+    jax.lax.cond(i % 2 == 0, even, odd)
+    s_ref[...] = s
+    o_ref[1:2, :] = s_ref[...] * 2.0 + jax.nn.sigmoid(s)
+    o_ref[2:8, :] = jnp.broadcast_to(jnp.sum(x_ref[...], axis=0, keepdims=True), (6, 128))
+
+
+def make_loops_and_branches(interpret=False):
+    def loops_and_branches(x):
+        return pl.pallas_call(
+            loops_and_branches_kernel, grid=(4,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32),
+            scratch_shapes=[pltpu.VMEM((1, 128), jnp.float32)],
+            interpret=interpret,
+        )(x)
+
+    return loops_and_branches, [jax.ShapeDtypeStruct((32, 128), f32)]

@@ -29,3 +29,14 @@ def test_run_reports_a_difference_from_the_reference():
     r = pj.run(fn, *K.concrete(args), reference=lambda x, y: x - y)
     assert not r.ok
     assert any(m.startswith("pipecheck vs reference: output 0 differs") for m in r.mismatches)
+
+
+def test_loops_with_run_time_bounds_carries_and_two_branch_conds_run_like_interpret():
+    fn, args = K.make_loops_and_branches()
+    text = pj.export(fn, *args)
+    assert "for t3 in range(program_id(0) + 1):" in text
+    assert "when (program_id(0) % 2) == 0:" in text
+    assert "when not ((program_id(0) % 2) == 0):" in text
+    pj.assert_verified(fn, *args)
+    r = pj.run(fn, *K.concrete(args, seed=2))
+    assert r.ok, str(r)
