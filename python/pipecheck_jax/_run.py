@@ -112,7 +112,8 @@ class _Evaluator:
                     inner = sub.jaxpr if hasattr(sub, "consts") else sub
                     outs = self.eval(inner, getattr(sub, "consts", []), invals)
                 else:
-                    subfuns, params = e.primitive.get_bind_params(e.params)
+                    bp = e.primitive.get_bind_params(e.params)
+                    subfuns, params = bp if isinstance(bp, tuple) else ((), bp)
                     outs = e.primitive.bind(*subfuns, *invals, **params)
                     if not e.primitive.multiple_results:
                         outs = [outs]

@@ -40,3 +40,26 @@ def test_loops_with_run_time_bounds_carries_and_two_branch_conds_run_like_interp
     pj.assert_verified(fn, *args)
     r = pj.run(fn, *K.concrete(args, seed=2))
     assert r.ok, str(r)
+
+
+def test_run_goes_through_jit_and_the_code_around_the_pallas_call():
+    import jax
+
+    fn, args = K.make_add(m=256, n=512)
+    wrapped = jax.jit(lambda x, y: fn(x * 2.0, y) + 1.0)
+    r = pj.run(wrapped, *K.concrete(args), reference=lambda x, y: x * 2.0 + y + 1.0)
+    assert r.ok, str(r)
+
+
+def test_run_keeps_bf16_as_raw_bits_both_ways():
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    fn, args = K.make_matmul(m=256, k=256, n=256)
+    xs = [jnp.asarray(np.random.default_rng(3).uniform(-1, 1, a.shape), jnp.bfloat16)
+          for a in args]
+    ref = lambda x, y: jnp.dot(x, y, preferred_element_type=jnp.float32).astype(jnp.bfloat16)
+    r = pj.run(fn, *xs, reference=ref, rtol=1e-2, atol=1e-2)
+    assert r.ok, str(r)
+    assert r.outputs[0].dtype == jnp.bfloat16
