@@ -715,17 +715,14 @@ class _Body:
             if p.get("strides") and any(s != 1 for s in p["strides"]):
                 self.fail("a strided slice of a value has no .pk form", e)
             base = ins[0]
-            base.pending = True
-            self.bind_any(base)
+            if not base.name and not _atomic(base.text):
+                base.pending = True  # subscripts apply to a name: bind the value first
+                self.bind(self._indent, base)
             shape = e.invars[0].aval.shape
             parts = [":" if (a == 0 and b == shape[d]) else f"{a}:{b}"
                      for d, (a, b) in enumerate(zip(starts, limits))]
             return mk(f"{base.text}[{', '.join(parts)}]")
         self.fail(f"'{name}' has no .pk form in this version of pipecheck", e)
-
-    def bind_any(self, e: _E):
-        if not e.name and not _atomic(e.text):
-            self.bind(self._indent, e)
 
     # Control flow -------------------------------------------------------------------------
 
