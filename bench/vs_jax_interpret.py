@@ -66,7 +66,7 @@ def time_interpret(make, kw):
     except Exception as e:  # noqa: BLE001 - interpret mode raises on some bugs: that is a finding
         lines = [ln for ln in str(e).splitlines() if "Error: " in ln]
         msg = lines[-1].split("Error: ", 1)[1] if lines else type(e).__name__
-        return time.perf_counter() - t, f"raises: {msg[:48]}"
+        return time.perf_counter() - t, f"raises: {msg.split(' (')[0][:48]}"
     secs = time.perf_counter() - t
     found = []
     if _ipc is not None and getattr(_ipc, "races", None) is not None and _ipc.races.races_found:
@@ -80,21 +80,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--grids", default="8,64,512")
     opts = ap.parse_args()
+    print("| kernel | grid points | pipecheck check (export included) | interpret, detect_races | "
+          "speed-up | pipecheck finds | interpret finds |")
+    print("|---|---|---|---|---|---|---|", flush=True)
     rows = []
     for points in (int(g) for g in opts.grids.split(",")):
         for name, make, kw in cases(points):
             pc_s, pc_found = time_pipecheck(make, kw)
             ji_s, ji_found = time_interpret(make, kw)
-            rows.append(dict(kernel=name, grid_points=points, pipecheck_s=round(pc_s, 3),
-                             interpret_s=round(ji_s, 3), speedup=round(ji_s / pc_s, 1),
-                             pipecheck_finds=pc_found, interpret_finds=ji_found))
-    print("| kernel | grid points | pipecheck check (export included) | interpret, detect_races | "
-          "speed-up | pipecheck finds | interpret finds |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['kernel']} | {r['grid_points']} | {r['pipecheck_s']:.2f} s | "
-              f"{r['interpret_s']:.2f} s | {r['speedup']}x | {r['pipecheck_finds']} | "
-              f"{r['interpret_finds']} |")
+            r = dict(kernel=name, grid_points=points, pipecheck_s=round(pc_s, 3),
+                     interpret_s=round(ji_s, 3), speedup=round(ji_s / pc_s, 1),
+                     pipecheck_finds=pc_found, interpret_finds=ji_found)
+            rows.append(r)
+            print(f"| {r['kernel']} | {r['grid_points']} | {r['pipecheck_s']:.2f} s | "
+                  f"{r['interpret_s']:.2f} s | {r['speedup']}x | {r['pipecheck_finds']} | "
+                  f"{r['interpret_finds']} |", flush=True)
     print(json.dumps({"bench": "vs_jax_interpret", "jax": jax.__version__, "rows": rows}))
 
 
