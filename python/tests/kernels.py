@@ -166,13 +166,20 @@ def flash_fwd_kernel(q_ref, k_ref, v_ref, o_ref, m_scr, l_scr, acc_scr, *, bq, b
         o_ref[...] = acc_scr[...].astype(o_ref.dtype)
 
 
-def make_flash_fwd(batch=2, heads=2, seq=512, d=128, bq=128, bkm=256, bk=128, interpret=False):
+def make_flash_fwd(batch=2, heads=2, seq=512, d=128, bq=128, bkm=256, bk=128, interpret=False,
+                   select_kv_map=False):
+    """select_kv_map: upstream's kv index map, which maps a skipped kv block to block 0."""
     nkv = seq // bkm
+
+    def kv_map(b, h, i, j):
+        if select_kv_map:
+            return (b, h, jax.lax.select((i + 1) * bq - 1 > j * bkm, j, 0), 0)
+        return (b, h, j, 0)
 
     def flash_attention(q, k, v):
         kernel = functools.partial(flash_fwd_kernel, bq=bq, bkm=bkm, bk=bk, nkv=nkv)
         qo = pl.BlockSpec((None, None, bq, d), lambda b, h, i, j: (b, h, i, 0))
-        kvs = pl.BlockSpec((None, None, bkm, d), lambda b, h, i, j: (b, h, j, 0))
+        kvs = pl.BlockSpec((None, None, bkm, d), kv_map)
         return pl.pallas_call(
             kernel,
             grid=(batch, heads, seq // bq, nkv),

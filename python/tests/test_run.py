@@ -12,6 +12,9 @@ CASES = {
     "matmul": (K.make_matmul, dict(m=256, k=512, n=256), lambda x, y: x @ y),
     "flash_attention_fwd": (K.make_flash_fwd, dict(batch=1, heads=2, seq=512),
                             K.flash_reference),
+    "flash_attention_fwd_select_kv_map": (K.make_flash_fwd,
+                                          dict(batch=1, heads=1, seq=512, select_kv_map=True),
+                                          K.flash_reference),
 }
 
 
