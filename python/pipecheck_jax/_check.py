@@ -47,12 +47,18 @@ class Finding:
     pk_line: int
     pk_text: str
     python: tuple[str, int] | None
+    #: (message, python (file, line) or None, .pk line) of each note
+    notes: list = dataclasses.field(default_factory=list)
 
     def __str__(self) -> str:
         where = f"{self.python[0]}:{self.python[1]}" if self.python else f"{self.pk_file}:{self.pk_line}"
-        return (f"{where}: {self.severity}: {self.message} [{self.rule}]\n"
+        text = (f"{where}: {self.severity}: {self.message} [{self.rule}]\n"
                 f"    kernel {self.kernel}, exported as {self.pk_file}:{self.pk_line}: "
                 f"{self.pk_text.strip()}")
+        for msg, py, line in self.notes:
+            at = f"{py[0]}:{py[1]}" if py else f"{self.pk_file}:{line}"
+            text += f"\n    {at}: note: {msg}"
+        return text
 
 
 @dataclasses.dataclass
@@ -138,9 +144,13 @@ def check_kernels(kernels: list[Kernel], out_dir: str, unsupported=(), extra_arg
             findings.append(_finding(k, path, texts.get(path, []), unit, "bad-input",
                                      r.get("message", ""), "error", r.get("line", 0)))
         for f in r.get("findings", []):
-            findings.append(_finding(k, path, texts.get(path, []), unit, f.get("rule", "?"),
-                                     f.get("message", ""), f.get("severity", "error"),
-                                     f.get("line", 0)))
+            found = _finding(k, path, texts.get(path, []), unit, f.get("rule", "?"),
+                             f.get("message", ""), f.get("severity", "error"), f.get("line", 0))
+            for n in f.get("notes", []):
+                line = n.get("line", 0)
+                found.notes.append((n.get("message", ""),
+                                    k.line_map.get(line) if k is not None else None, line))
+            findings.append(found)
     code = _combine([proc.returncode] + ([EXIT_UNKNOWN] if unsupported else []))
     output = proc.stdout
     if fmt and fmt != "json":

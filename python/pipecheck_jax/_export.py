@@ -21,7 +21,6 @@ from jax import tree_util
 try:  # jax internals: the public API exposes no pallas_call equation parameters.
     from jax._src import core as jax_core
     from jax._src import source_info_util
-    from jax._src.pallas import core as pallas_core
 except ImportError as e:  # pragma: no cover - an incompatible jax
     raise ImportError(f"pipecheck_jax needs jax's Pallas internals: {e}") from e
 
@@ -859,7 +858,7 @@ class _Body:
         p = e.params
         cn, bn = p["cond_nconsts"], p["body_nconsts"]
         ins = [read(a) for a in e.invars]
-        cconsts, bconsts, carries = ins[:cn], ins[cn:cn + bn], ins[cn + bn:]
+        bconsts, carries = ins[cn:cn + bn], ins[cn + bn:]  # the cond's consts: only `lt`
         cj = _inner(p["cond_jaxpr"])
         bj = _inner(p["body_jaxpr"])
         # fori_loop with bounds known only at run time: carries (i, upper, *rest), i < upper.
@@ -983,7 +982,7 @@ def _export_call(pc, name, call_site, source) -> Kernel:
     gnames = (_GRID_NAMES + [f"g{k}" for k in range(len(_GRID_NAMES), len(grid))])[:len(grid)]
 
     lines: list[tuple[str, tuple | None]] = []
-    head = f"# exported by pipecheck_jax"
+    head = "# exported by pipecheck_jax"
     if source:
         head += f" from {source[0]}:{source[1]}"
     lines.append((head, source))

@@ -5,8 +5,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 import pipecheck_jax as pj
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -6,7 +6,6 @@ import jax
 import jax.numpy as jnp
 import pytest
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import tpu as pltpu
 
 import kernels as K
 import pipecheck_jax as pj

@@ -55,7 +55,6 @@ def test_run_goes_through_jit_and_the_code_around_the_pallas_call():
 
 
 def test_run_keeps_bf16_as_raw_bits_both_ways():
-    import jax
     import jax.numpy as jnp
     import numpy as np
 
