@@ -382,6 +382,7 @@ class _Body:
         self.counter = 0
         self.pending: list[_E] = []
         self.uses: dict = {}
+        self.user_axes: list[int] = []
         self.src_override = None
 
     def fresh(self, prefix: str) -> str:
@@ -536,7 +537,9 @@ class _Body:
                 self.emit(indent, f"{target} = {_strip(val.text)}", src)
             return [old] if name == "swap" else []
         if name in ("program_id", "num_programs"):
-            return [_E(f"{name}({int(p['axis'])})", int=True, nonneg=True)]
+            axis = int(p["axis"])  # an axis of the user's grid: vmap's axes are not counted
+            axis = self.user_axes[axis] if axis < len(self.user_axes) else axis
+            return [_E(f"{name}({axis})", int=True, nonneg=True)]
         if name == "cond":
             return self.cond(e, read, env, indent, src)
         if name == "scan":
@@ -991,6 +994,11 @@ def _export_call(pc, name, call_site, source) -> Kernel:
         lines.append((f"    grid = {_tuple(str(int(g)) for g in grid)}", call_site))
     cp = p.get("compiler_params")
     sem = _semantics(cp, len(grid), loc) if cp is not None else None
+    vmapped = set(getattr(gm, "vmapped_dims", ()) or ())
+    user_axes = [a for a in range(len(grid)) if a not in vmapped]
+    if sem is not None and vmapped:  # as Mosaic does: a vmapped grid axis is parallel
+        it = iter(sem)
+        sem = [next(it) if a not in vmapped else "parallel" for a in range(len(grid))]
     if sem:
         lines.append((f"    dimension_semantics = {_tuple(sem)}", call_site))
     vmem = getattr(cp, "vmem_limit_bytes", None)
@@ -1058,6 +1066,7 @@ def _export_call(pc, name, call_site, source) -> Kernel:
     lines.append(("    body:", source))
 
     body = _Body(name, source)
+    body.user_axes = user_axes
     env: dict = {}
     for k, v in enumerate(kj.invars):
         aval = v.aval

@@ -65,3 +65,17 @@ def test_run_keeps_bf16_as_raw_bits_both_ways():
     r = pj.run(fn, *xs, reference=ref, rtol=1e-2, atol=1e-2)
     assert r.ok, str(r)
     assert r.outputs[0].dtype == jnp.bfloat16
+
+
+def test_a_vmapped_kernel_counts_program_id_axes_of_the_users_grid():
+    import jax
+
+    fn, args = K.make_correct_sum(b=2, m=256, n=256, bm=128, bn=128)
+    s = jax.ShapeDtypeStruct((2,) + args[0].shape, args[0].dtype)
+    text = pj.export(jax.vmap(fn), s)
+    assert "grid = (2, 2, 2, 2)" in text
+    assert "dimension_semantics = (parallel, parallel, parallel, arbitrary)" in text
+    assert "when program_id(3) == 0:" in text
+    pj.assert_verified(jax.vmap(fn), s)
+    r = pj.run(jax.vmap(fn), *K.concrete([s]), reference=lambda x: x.sum(1))
+    assert r.ok, str(r)
