@@ -3,6 +3,7 @@
 #include "perf/model.hpp"
 #include "reports/output.hpp"
 #include "reports/report.hpp"
+#include "spec/opaque.hpp"
 #include "spec/parse.hpp"
 #include "spec/validate.hpp"
 #include "verifier/check.hpp"
@@ -143,6 +144,25 @@ bool use_color(const CheckArgs &a, bool to_stdout) {
   return !(no_color && *no_color) && !(term && std::string(term) == "dumb");
 }
 
+// A kernel with opaque ops is checked on their effects alone: say so once per
+// kernel, on standard error so that a structured report stays as it is.
+void note_opaque(const std::vector<Loaded> &loaded, const std::vector<reports::FileResult> &results) {
+  for (std::size_t i = 0; i < loaded.size() && i < results.size(); ++i) {
+    const auto &l = loaded[i];
+    if (!l.file || !results[i].errors.empty()) continue;
+    for (const auto &u : l.file->units) {
+      const auto *k = std::get_if<spec::KernelSpec>(&u);
+      const auto ops = k ? spec::opaque_ops(*k) : spec::opaque_ops(std::get<spec::Program>(u));
+      if (ops.empty()) continue;
+      const spec::Loc loc = spec::unit_loc(u);
+      std::cerr << results[i].source.path << ":" << loc.line << ":" << loc.col
+                << ": note: " << (k ? "kernel '" : "pipeline '") << spec::unit_name(u) << "' has opaque ops ("
+                << spec::describe(ops)
+                << "): the rules see their reads and writes, not their values, and run cannot execute them\n";
+    }
+  }
+}
+
 int run_check(const CheckArgs &a) {
   auto format = reports::parse_format(a.format);
   if (!format)
@@ -191,6 +211,7 @@ int run_check(const CheckArgs &a) {
   const std::string cwd = std::filesystem::current_path(ec).string();
   const std::string report = reports::render(*format, results, text, cwd);
   if (!emit(a.output, report)) return environment;
+  if (!a.quiet) note_opaque(loaded, results);
   return reports::exit_code(results);
 }
 

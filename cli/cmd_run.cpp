@@ -3,6 +3,7 @@
 #include "executor/run.hpp"
 #include "reports/output.hpp"
 #include "reports/run_report.hpp"
+#include "spec/opaque.hpp"
 
 #include <filesystem>
 #include <iostream>
@@ -80,6 +81,18 @@ int run_cmd(const RunArgs &a) {
   const auto *unit = select_unit(*file, a.path, a.kernel);
   if (!unit) return bad_input;
   if (!check_overrides(*unit, *src, opts.overrides)) return bad_input;
+  // An opaque op's values are unknown: any result would be a guess, never a pass.
+  {
+    const auto *k = std::get_if<spec::KernelSpec>(unit);
+    const auto ops = k ? spec::opaque_ops(*k) : spec::opaque_ops(std::get<spec::Program>(*unit));
+    if (!ops.empty()) {
+      std::cerr << src->path << ":" << ops.front().loc.line << ":" << ops.front().loc.col
+                << ": error: cannot run '" << spec::unit_name(*unit) << "': opaque op " << ops.front().op
+                << " at line " << ops.front().loc.line
+                << " has no known values (pipecheck check still checks its reads and writes)\n";
+      return unknown;
+    }
+  }
   executor::RunReport report;
   if (a.dma.empty()) {
     report = std::visit([&](const auto &u) { return executor::run_all_modes(u, opts); }, *unit);

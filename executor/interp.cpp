@@ -234,6 +234,16 @@ Value Interp::eval(const Expr &e) {
         {"exp", UnOp::exp},     {"neg", UnOp::neg},   {"sqrt", UnOp::sqrt},
         {"rsqrt", UnOp::rsqrt}, {"log", UnOp::log},   {"log2", UnOp::log2},
         {"exp2", UnOp::exp2},   {"tanh", UnOp::tanh}, {"abs", UnOp::abs}};
+    static const std::map<std::string, UnOp> math = {
+        {"sin", UnOp::sin},     {"cos", UnOp::cos},     {"erf", UnOp::erf},   {"floor", UnOp::floor},
+        {"ceil", UnOp::ceil},   {"round", UnOp::round}, {"sign", UnOp::sign}, {"sigmoid", UnOp::sigmoid},
+        {"expm1", UnOp::expm1}, {"log1p", UnOp::log1p}};
+    if (auto m = math.find(e.name); m != math.end() && np == 1) return unary(m->second, eval(arg(0)), e.loc);
+    if (e.name == "opaque") {
+      const Expr *op = e.kwarg("op");
+      bad(e.loc, "cannot run: opaque op " + (op ? expr_string(*op) : std::string("?")) + " at line " +
+                     std::to_string(e.loc.line) + " has no known values");
+    }
     if (auto u = unaries.find(e.name); u != unaries.end() && np == 1) {
       if (e.name == "abs")
         if (auto v = spec::eval_int(e, env)) return Value::scalar_int(*v);

@@ -402,7 +402,11 @@ Value unary(UnOp op, const Value &a, spec::Loc loc) {
     r.i = a.i;
     for (auto &x : r.i) {
       const auto u = static_cast<std::uint32_t>(x);
-      if (op == UnOp::neg)
+      if (op == UnOp::floor || op == UnOp::ceil || op == UnOp::round)
+        continue; // an integer is its own floor (jnp keeps the integer dtype)
+      else if (op == UnOp::sign)
+        x = a.dtype == DType::boolean ? x : (x > 0) - (x < 0);
+      else if (op == UnOp::neg)
         x = static_cast<std::int32_t>(0u - u);
       else if (op == UnOp::abs)
         x = x < 0 ? static_cast<std::int32_t>(0u - u) : x;
@@ -430,6 +434,18 @@ Value unary(UnOp op, const Value &a, spec::Loc loc) {
   case UnOp::exp2: apply([](float x) { return std::exp2(x); }); break;
   case UnOp::tanh: apply([](float x) { return std::tanh(x); }); break;
   case UnOp::bit_not: break; // rejected by the typing rule
+  case UnOp::sin: apply([](float x) { return std::sin(x); }); break;
+  case UnOp::cos: apply([](float x) { return std::cos(x); }); break;
+  case UnOp::erf: apply([](float x) { return std::erf(x); }); break;
+  case UnOp::floor: apply([](float x) { return std::floor(x); }); break;
+  case UnOp::ceil: apply([](float x) { return std::ceil(x); }); break;
+  // jnp.round rounds half to even: the default floating-point rounding mode.
+  case UnOp::round: apply([](float x) { return std::nearbyint(x); }); break;
+  // lax.sign keeps -0, +0 and NaN as they are.
+  case UnOp::sign: apply([](float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : x; }); break;
+  case UnOp::sigmoid: apply([](float x) { return 1.0f / (1.0f + std::exp(-x)); }); break;
+  case UnOp::expm1: apply([](float x) { return std::expm1(x); }); break;
+  case UnOp::log1p: apply([](float x) { return std::log1p(x); }); break;
   }
   round_all(r.dtype, r.f);
   return r;

@@ -103,7 +103,11 @@ Typed<TensorType> unary_type(UnaryOp op, const TensorType &a) {
   r.value = a;
   switch (op) {
   case UnaryOp::neg:
-  case UnaryOp::abs: break;
+  case UnaryOp::abs:
+  case UnaryOp::floor:
+  case UnaryOp::ceil:
+  case UnaryOp::round:
+  case UnaryOp::sign: break;
   case UnaryOp::bit_not:
     if (dtype_is_float(a.dtype)) r.error = "'~' takes bool or integer values, not " + type_string(a);
     break;
@@ -754,6 +758,21 @@ private:
     return d;
   }
 
+  // opaque(args..., op=, shape=, dtype=): the stated type, strong; the
+  // arguments are typed for their own errors, their types do not matter.
+  std::optional<TensorType> opaque_type(const Expr &e, const Scope &s) {
+    bool ok = true;
+    for (std::size_t k = 0; k < e.num_positional(); ++k)
+      ok &= type_of(e.args[k], s).has_value();
+    const Expr *sh = e.kwarg("shape");
+    const Expr *dt = e.kwarg("dtype");
+    if (!sh || !dt) return std::nullopt; // validation reports it
+    auto shape = shape_arg(*sh, s);
+    auto t = dt->op == Op::Name ? parse_dtype(dt->name) : std::nullopt;
+    if (!ok || !shape || !t) return std::nullopt;
+    return TensorType{*t, false, *shape};
+  }
+
   std::optional<bool> flag(const Expr &call, const char *name) {
     const Expr *k = call.kwarg(name);
     if (!k) return false;
@@ -775,6 +794,16 @@ private:
         {"exp", UnaryOp::exp},     {"neg", UnaryOp::neg},   {"sqrt", UnaryOp::sqrt},
         {"rsqrt", UnaryOp::rsqrt}, {"log", UnaryOp::log},   {"log2", UnaryOp::log2},
         {"exp2", UnaryOp::exp2},   {"tanh", UnaryOp::tanh}, {"abs", UnaryOp::abs}};
+    static const std::map<std::string, UnaryOp> math = {
+        {"sin", UnaryOp::sin},     {"cos", UnaryOp::cos},         {"erf", UnaryOp::erf},
+        {"floor", UnaryOp::floor}, {"ceil", UnaryOp::ceil},       {"round", UnaryOp::round},
+        {"sign", UnaryOp::sign},   {"sigmoid", UnaryOp::sigmoid}, {"expm1", UnaryOp::expm1},
+        {"log1p", UnaryOp::log1p}};
+    if (auto m = math.find(f); m != math.end() && np == 1) {
+      auto v = arg(0);
+      if (!v) return std::nullopt;
+      return check(unary_type(m->second, *v), e.loc);
+    }
     if (auto u = unary.find(f); u != unary.end() && np == 1) {
       auto v = arg(0);
       if (!v) return std::nullopt;
@@ -803,6 +832,7 @@ private:
       if (!shape || !dim) return std::nullopt;
       return check(iota_type(t, *shape, *dim), e.loc);
     }
+    if (f == "opaque") return opaque_type(e, s);
     if (f == "reshape" || f == "broadcast_to") {
       auto a = arg(0);
       auto shape = shape_arg(e.args[1], s);

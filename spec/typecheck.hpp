@@ -55,7 +55,30 @@ DType promote_dtype(DType a, bool a_weak, DType b, bool b_weak);
 /// bool, bitwise on integers, an error on floats.
 enum class ElemOp { add, sub, mul, div, floordiv, mod, maximum, minimum, pow, bit_and, bit_or };
 /// bit_not is `~`: logical on bool, bitwise on integers.
-enum class UnaryOp { neg, exp, sqrt, rsqrt, log, log2, exp2, tanh, abs, bit_not };
+/// floor, ceil, round (half to even, as jnp.round) and sign keep the dtype,
+/// as abs does; the others are float functions.
+enum class UnaryOp {
+  neg,
+  exp,
+  sqrt,
+  rsqrt,
+  log,
+  log2,
+  exp2,
+  tanh,
+  abs,
+  bit_not,
+  sin,
+  cos,
+  erf,
+  floor,
+  ceil,
+  round,
+  sign,
+  sigmoid,
+  expm1,
+  log1p
+};
 enum class Reduction { sum, max, min };
 /// `a < b` and the other comparisons.
 enum class CompareOp { eq, ne, lt, le, gt, ge };
@@ -63,8 +86,9 @@ enum class CompareOp { eq, ne, lt, le, gt, ge };
 /// `a op b`: broadcast shape, promoted dtype (integer `/` is f32), weak when
 /// both are.
 Typed<TensorType> elementwise_type(ElemOp, const TensorType &a, const TensorType &b);
-/// `-a`, `abs(a)` keep the type; the float functions (exp, sqrt, rsqrt,
-/// log, log2, exp2, tanh) of an integer are f32; `~a` takes bool or integers.
+/// `-a`, `abs(a)`, `floor`, `ceil`, `round`, `sign` keep the type; the float
+/// functions (exp, sqrt, rsqrt, log, log2, exp2, tanh, sin, cos, erf,
+/// sigmoid, expm1, log1p) of an integer are f32; `~a` takes bool or integers.
 Typed<TensorType> unary_type(UnaryOp, const TensorType &a);
 /// `a < b`: the broadcast shape, strong bool (operands compared in their
 /// promoted dtype).

@@ -48,6 +48,17 @@ const std::map<std::string, FnSig> &functions() {
       {"reshape", {2, 2, {}}},
       {"broadcast_to", {2, 2, {}}},
       {"ds", {2, 2, {}}},
+      {"sin", {1, 1, {}}},
+      {"cos", {1, 1, {}}},
+      {"erf", {1, 1, {}}},
+      {"floor", {1, 1, {}}},
+      {"ceil", {1, 1, {}}},
+      {"round", {1, 1, {}}},
+      {"sign", {1, 1, {}}},
+      {"sigmoid", {1, 1, {}}},
+      {"expm1", {1, 1, {}}},
+      {"log1p", {1, 1, {}}},
+      {"opaque", {0, 64, {"op", "shape", "dtype"}}},
   };
   return f;
 }
@@ -560,6 +571,21 @@ public:
       check_int_expr(x, scope, "a shape of " + fn);
   }
 
+  // opaque(args..., op=NAME, shape=(...), dtype=T): all three keywords are needed.
+  void opaque_call(const Expr &e, const std::set<std::string> &scope) {
+    const Expr *op = e.kwarg("op");
+    if (!op || op->op != Op::Name)
+      error(op ? op->loc : e.loc, "opaque needs op=NAME, the name of the operation it stands for");
+    if (const Expr *sh = e.kwarg("shape"))
+      shape_arg(*sh, scope, "opaque");
+    else
+      error(e.loc, "opaque needs shape=(...), the shape of its result");
+    if (const Expr *dt = e.kwarg("dtype"))
+      dtype_arg(*dt, "opaque's dtype");
+    else
+      error(e.loc, "opaque needs dtype=T, the dtype of its result");
+  }
+
   void dtype_arg(const Expr &t, const std::string &what) {
     if (t.op != Op::Name || !parse_dtype(t.name))
       error(t.loc, what + " is a dtype (f32, bf16, i32, ...), not '" + print(t) + "'");
@@ -610,6 +636,12 @@ public:
     if (e.name == "reshape" || e.name == "broadcast_to") {
       sub(e.args[0]);
       shape_arg(e.args[1], scope, e.name);
+      return;
+    }
+    if (e.name == "opaque") {
+      opaque_call(e, scope);
+      for (std::size_t i = 0; i < e.num_positional(); ++i)
+        sub(e.args[i]);
       return;
     }
     if (const Expr *ax = e.kwarg("axis")) {

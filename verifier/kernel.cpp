@@ -2,6 +2,7 @@
 // program spec::lower emits for the same binding.
 #include "spec/bind.hpp"
 #include "spec/lower.hpp"
+#include "spec/opaque.hpp"
 #include "verifier/check.hpp"
 #include "verifier/races/cutoff.hpp"
 #include "verifier/races/races.hpp"
@@ -281,6 +282,10 @@ Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
     v.status = Status::verified;
     v.reason = "every spec-level rule holds at every grid point; " + low.reason;
   }
+  if (auto ops = spec::opaque_ops(k); !ops.empty())
+    v.reason +=
+        (v.reason.empty() ? "" : "; ") + ("its opaque ops (" + spec::describe(ops) +
+                                          ") are checked on their reads and writes, not their values");
   return v;
 }
 

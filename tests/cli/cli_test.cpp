@@ -1043,3 +1043,31 @@ TEST(CliUsage, FmtReadsStandardInputForDash) {
   EXPECT_EQ(in.code, 0) << in.text;
   EXPECT_EQ(in.text, file.text);
 }
+
+// ---------------------------------------------------------------------------
+// Opaque ops (the JAX bridge's form of an operation .pk has no function for).
+
+TEST(CliOpaque, CheckNotesTheOpaqueOpsAndRunRefusesTheKernelWithExitTwo) {
+  const std::string p = temp_file("opaque.pk", R"(kernel sinh_copy:
+    grid = (8,)
+    in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = opaque(x[...], op=sinh, shape=(128, 128), dtype=f32)
+)");
+  Out c = run("check " + p);
+  EXPECT_EQ(c.code, 0) << c.text;
+  EXPECT_NE(c.text.find("verified: kernel 'sinh_copy'"), std::string::npos) << c.text;
+  EXPECT_NE(c.text.find(":1:1: note: kernel 'sinh_copy' has opaque ops (sinh at line 6)"), std::string::npos)
+      << c.text;
+  Out r = run("run " + p);
+  EXPECT_EQ(r.code, 2) << r.text;
+  EXPECT_NE(r.text.find(":6:18: error: cannot run 'sinh_copy': opaque op sinh at line 6 has no known values"),
+            std::string::npos)
+      << r.text;
+  EXPECT_EQ(r.text.find("PASS"), std::string::npos) << r.text;
+  Out f = run("fmt " + p);
+  EXPECT_EQ(f.code, 0) << f.text;
+  EXPECT_NE(f.text.find("o[...] = opaque(x[...], op=sinh, shape=(128, 128), dtype=f32)"), std::string::npos)
+      << f.text;
+}

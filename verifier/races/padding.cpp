@@ -227,6 +227,9 @@ PadValue dotted(const PadValue &a, const PadValue &b, bool ta, bool tb) {
 bool is_elementwise_fn(const std::string &f) {
   static const char *fns[] = {"exp", "exp2", "log",  "log2",    "sqrt",    "rsqrt", "tanh",
                               "abs", "neg",  "cast", "maximum", "minimum", "pow"};
+  static const char *more[] = {"sin",   "cos",  "erf",     "floor", "ceil",
+                               "round", "sign", "sigmoid", "expm1", "log1p"};
+  if (std::any_of(std::begin(more), std::end(more), [&](const char *x) { return f == x; })) return true;
   return std::any_of(std::begin(fns), std::end(fns), [&](const char *x) { return f == x; });
 }
 
@@ -550,6 +553,15 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
     for (std::size_t k = 0; k < np; ++k)
       args.push_back(eval(e.args[k], env));
     return elementwise(args);
+  }
+  if (f == "opaque") {
+    // Its values are unknown: padding in any argument may reach every element.
+    bool any = false;
+    for (std::size_t k = 0; k < np; ++k)
+      any |= eval(e.args[k], env).any;
+    const Expr *sh = e.kwarg("shape");
+    auto shape = sh ? shape_arg(*sh, env) : std::nullopt;
+    return any ? everywhere(shape) : none(shape);
   }
   // Anything else: padding anywhere in an operand may reach every element.
   bool any = false;
