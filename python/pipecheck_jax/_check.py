@@ -77,12 +77,25 @@ class CheckResult:
     def verified(self) -> bool:
         return self.exit_code == EXIT_VERIFIED
 
+    @property
+    def opaque(self) -> dict[str, list]:
+        """Kernel name -> (primitive, python (file, line) or None, .pk line) of each op the
+        export kept as an opaque op: checked on what it reads, not on its values."""
+        return {k.name: list(k.opaque) for k in self.kernels if k.opaque}
+
     def report(self) -> str:
         out = []
         for f in self.findings:
             out.append(str(f))
         for u in self.unsupported:
             out.append(str(u))
+        for k, ops in self.opaque.items():
+            for prim, py, line in ops:
+                where = f"{py[0]}:{py[1]}: " if py else ""
+                at = f" (line {line})" if line else ""
+                out.append(f"{where}note: '{prim}' has no .pk form: kernel {k} keeps it as an opaque "
+                           f"op{at}, checked on what it reads, not on its values; run cannot "
+                           "execute it")
         for k, v in self.verdicts.items():
             out.append(f"kernel {k}: {v}")
         return "\n".join(out)
@@ -156,7 +169,8 @@ def check_kernels(kernels: list[Kernel], out_dir: str, unsupported=(), extra_arg
     if fmt and fmt != "json":
         rendered = subprocess.run([exe, "check", "--format", fmt, *extra_args, *paths],
                                   capture_output=True, text=True)
-        output = rendered.stdout + rendered.stderr
+        # pipecheck's notes on standard error would not parse as a SARIF or JSON document
+        output = rendered.stdout + (rendered.stderr if fmt not in ("sarif", "json") else "")
         if fmt == "sarif":
             output = _sarif_to_python(output, by_path)
     return CheckResult(code, verdicts, findings, unsupported, kernels, output, paths)

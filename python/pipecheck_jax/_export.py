@@ -1,9 +1,11 @@
 """Translates the pallas_call equations of a traced JAX function into `.pk` kernels.
 
 The translation is syntactic and exact: every construct of the kernel jaxpr is either
-rendered as the `.pk` construct with the same meaning, or the export stops with an
-`UnsupportedError` that names the construct and the Python line it came from. Nothing is
-dropped silently: a kernel whose body the `.pk` language cannot express is not checked.
+rendered as the `.pk` construct with the same meaning, or, for an operation on values with
+no `.pk` function, as `opaque(args..., op=NAME, shape=..., dtype=...)`, which keeps what it
+reads and is listed in `Kernel.opaque`; anything else (a ref transform, an index map, control
+flow the language lacks) stops the export with an `UnsupportedError` that names the construct
+and the Python line it came from. Nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class Kernel:
     operands: list[tuple[str, str, tuple[int, ...], Any]]
     #: the pallas_call equation itself.
     eqn: Any = dataclasses.field(repr=False, default=None)
+    #: (primitive name, python (file, line) or None, .pk line) of each op exported as opaque.
+    opaque: list = dataclasses.field(default_factory=list)
 
 
 _DTYPES = {
@@ -78,8 +82,15 @@ _RESERVED = {
     "dot", "sum", "max", "min", "exp", "neg", "where", "iota", "cast", "transpose",
     "reshape", "broadcast_to", "maximum", "minimum", "abs", "pow", "sqrt", "rsqrt", "log",
     "log2", "exp2", "tanh", "cdiv", "ds", "program_id", "num_programs", "reference",
-    "grid", "target", "dimension_semantics", "vmem_limit_bytes",
+    "grid", "target", "dimension_semantics", "vmem_limit_bytes", "sin", "cos", "erf",
+    "floor", "ceil", "round", "sign", "sigmoid", "expm1", "log1p", "opaque",
 }
+
+#: jaxpr primitives with a `.pk` function of the same meaning (one argument).
+_UNARY = {"exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "tanh": "tanh",
+          "exp2": "exp2", "log2": "log2", "abs": "abs", "sin": "sin", "cos": "cos", "erf": "erf",
+          "floor": "floor", "ceil": "ceil", "sign": "sign", "logistic": "sigmoid",
+          "expm1": "expm1", "log1p": "log1p"}
 
 _GRID_NAMES = ["i", "j", "k", "l", "m", "n", "p", "q"]
 
@@ -384,6 +395,8 @@ class _Body:
         self.uses: dict = {}
         self.user_axes: list[int] = []
         self.src_override = None
+        #: (primitive, python (file, line), index into self.lines) of each opaque op
+        self.opaque: list = []
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -583,8 +596,25 @@ class _Body:
             r = _int_eqn(e, ins)
             if r is not None:
                 return [r]
+        if len(e.outvars) != 1:
+            return self.opaque_multi(e, ins, indent, src)
         r = self.tensor(e, ins, src)
         return [r]
+
+    def opaque_multi(self, e, ins, indent, src):
+        """An op with several results (or none): one opaque value per result, each reading
+        every operand, which is bound to a local first so that it is read once."""
+        name = e.primitive.name
+        for a in ins:
+            if isinstance(a, _Ref):
+                self.fail(f"'{name}' takes the ref '{a.name}' itself, which has no .pk form", e)
+        if not e.outvars:
+            self.fail(f"'{name}' has no result and no .pk form (an opaque op needs a result)", e)
+        for a in ins:
+            if not a.name and not a.int and not _atomic(a.text):
+                a.pending = True
+                self.bind(indent, a)
+        return [self.opaque_op(e, ins, v.aval, src) for v in e.outvars]
 
     def tensor(self, e, ins, src) -> _E:
         name = e.primitive.name
@@ -611,8 +641,7 @@ class _Body:
             return r
         if name == "div":
             if not np.issubdtype(aval.dtype, np.floating):
-                self.fail("integer division of arrays (lax.div truncates, .pk's // floors) has no "
-                          "exact .pk form", e)
+                return self.opaque_op(e, ins, aval, src)  # no exact .pk form
             return mk(f"({t[0]} / {t[1]})")
         if name in ("and", "or"):
             return mk(f"({t[0]} {'&' if name == 'and' else '|'} {t[1]})")
@@ -628,17 +657,17 @@ class _Body:
             return mk(f"({t[0]} ** 2)")
         if name == "neg":
             return mk(f"(-{t[0]})")
-        if name in ("exp", "log", "sqrt", "rsqrt", "tanh", "exp2", "log2", "abs"):
-            return mk(f"{name}({_strip(t[0])})")
-        if name == "logistic":
-            return mk(f"(1.0 / (1.0 + exp(-{t[0]})))")
+        if name in _UNARY:
+            return mk(f"{_UNARY[name]}({_strip(t[0])})")
+        if name == "round" and _round_half_even(p):
+            return mk(f"round({_strip(t[0])})")
         if name == "clamp":
             return mk(f"minimum(maximum({t[1]}, {t[0]}), {t[2]})")
         if name in ("copy", "copy_p", "optimization_barrier"):
             return ins[0]
         if name == "select_n":
             if len(ins) != 3:
-                self.fail(f"select_n with {len(ins) - 1} cases has no .pk form", e)
+                return self.opaque_op(e, ins, aval, src)  # no exact .pk form
             pred = t[0] if e.invars[0].aval.dtype == np.bool_ else f"({t[0]} != 0)"
             return mk(f"where({_strip(pred)}, {_strip(t[2])}, {_strip(t[1])})")
         if name == "convert_element_type":
@@ -667,7 +696,7 @@ class _Body:
                         text = f"cast({text}, {dt})"
                 return mk(text)
             if list(dims) != sorted(dims):
-                self.fail("broadcast_in_dim that permutes dims has no .pk form", e)
+                return self.opaque_op(e, ins, aval, src)  # no exact .pk form
             inter = tuple(src_shape[dims.index(d)] if d in dims else 1 for d in range(len(shape)))
             text = x
             if inter != src_shape:
@@ -684,7 +713,7 @@ class _Body:
             if perm == tuple(range(len(perm))):
                 return ins[0]
             if perm != tuple(reversed(range(len(perm)))):
-                self.fail(f"transpose with permutation {perm} has no .pk form (only the reversal)", e)
+                return self.opaque_op(e, ins, aval, src)  # no exact .pk form
             return mk(f"transpose({_strip(t[0])})")
         if name in ("reduce_sum", "reduce_max", "reduce_min"):
             fn = name[len("reduce_"):]
@@ -699,10 +728,10 @@ class _Body:
         if name == "dot_general":
             (lc, rc), (lb, rb) = p["dimension_numbers"]
             if lb or rb:
-                self.fail("a batched dot_general has no .pk form", e)
+                return self.opaque_op(e, ins, aval, src)  # no exact .pk form
             ra, rb_ = len(e.invars[0].aval.shape), len(e.invars[1].aval.shape)
             if ra > 2 or rb_ > 2 or len(lc) != 1 or len(rc) != 1:
-                self.fail("dot_general beyond a 1-D/2-D matrix product has no .pk form", e)
+                return self.opaque_op(e, ins, aval, src)  # no exact .pk form
             trans_a = ra == 2 and tuple(lc) == (0,)
             trans_b = rb_ == 2 and tuple(rc) == (1,)
             kw = ""
@@ -715,7 +744,7 @@ class _Body:
         if name == "slice":
             starts, limits = p["start_indices"], p["limit_indices"]
             if p.get("strides") and any(s != 1 for s in p["strides"]):
-                self.fail("a strided slice of a value has no .pk form", e)
+                return self.opaque_op(e, ins, aval, src)  # no exact .pk form
             base = ins[0]
             if not base.name and not _atomic(base.text):
                 base.pending = True  # subscripts apply to a name: bind the value first
@@ -724,7 +753,20 @@ class _Body:
             parts = [":" if (a == 0 and b == shape[d]) else f"{a}:{b}"
                      for d, (a, b) in enumerate(zip(starts, limits))]
             return mk(f"{base.text}[{', '.join(parts)}]")
-        self.fail(f"'{name}' has no .pk form in this version of pipecheck", e)
+        return self.opaque_op(e, ins, aval, src)
+
+    def opaque_op(self, e, ins, aval, src) -> _E:
+        """An op with no `.pk` function: its result reads all its operands, values unknown."""
+        name = e.primitive.name
+        op = re.sub(r"\W", "_", name)
+        op = op if op and not op[0].isdigit() else f"op_{op}"
+        dt = _dtype(aval.dtype, f"the result of '{name}'", _fmt_loc(src))
+        args = "".join(f"{_strip(a.text)}, " for a in ins)
+        shape = _tuple(str(int(d)) for d in aval.shape)
+        self.opaque.append((name, op, src))
+        reads = frozenset().union(*[a.reads for a in ins]) if ins else frozenset()
+        return _E(f"opaque({args}op={op}, shape={shape}, dtype={dt})", reads=reads, src=src,
+                  shape=aval.shape, dtype=aval.dtype)
 
     # Control flow -------------------------------------------------------------------------
 
@@ -882,6 +924,12 @@ class _Body:
         return outs
 
     _indent = 0
+
+
+def _round_half_even(params) -> bool:
+    """lax.round's rounding_method is TO_NEAREST_EVEN (jnp.round's), which `.pk` round is."""
+    m = params.get("rounding_method")
+    return m is not None and ("EVEN" in str(getattr(m, "name", m)).upper() or m == 1)
 
 
 def _atomic(text: str) -> bool:
@@ -1091,8 +1139,18 @@ def _export_call(pc, name, call_site, source) -> Kernel:
         text_lines.append(t)
         if src is not None:
             line_map[k] = src
+    # Each opaque op at the next exported line that names it (its value may be inlined
+    # into a later line than its own equation's).
+    sites = [(k, m.group(1)) for k, t in enumerate(text_lines, start=1)
+             for m in re.finditer(r"\bop=(\w+),", t.split("  # ")[0])]
+    opaque = []
+    for prim, op, src in body.opaque:
+        hit = next((site for site in sites if site[1] == op), None)
+        if hit is not None:
+            sites.remove(hit)
+        opaque.append((prim, src, hit[0] if hit else None))
     return Kernel(name=name, text="\n".join(text_lines) + "\n", line_map=line_map, source=source,
-                  call_site=call_site, operands=operands, eqn=pc)
+                  call_site=call_site, operands=operands, eqn=pc, opaque=opaque)
 
 
 

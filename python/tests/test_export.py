@@ -183,19 +183,6 @@ def test_manual_dma_is_reported_unsupported_at_the_copy():
     assert r.exit_code == 2 and r.verdicts == {"manual_copy_kernel": "unsupported"}
 
 
-def test_an_op_without_a_pk_form_is_an_unsupported_diagnostic_at_its_line():
-    def kernel(x_ref, o_ref):
-        o_ref[...] = jnp.sin(x_ref[...])
-
-    def fn(x):
-        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32))(x)
-
-    with pytest.raises(pj.UnsupportedError) as e:
-        pj.export(fn, jax.ShapeDtypeStruct((8, 128), jnp.float32))
-    assert "'sin' has no .pk form" in str(e.value)
-    assert f"test_export.py:{line_of(kernel, 'jnp.sin')}" in str(e.value)
-
-
 def test_an_index_map_op_without_a_pk_form_is_an_unsupported_diagnostic():
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref[...]

@@ -1,0 +1,161 @@
+"""Elementwise math the .pk language has (sin, erf, floor, ...) and opaque ops for the rest."""
+
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+
+import pipecheck_jax as pj
+
+F32 = jax.ShapeDtypeStruct((16, 128), jnp.float32)
+
+
+def line_of(fn, needle):
+    lines, start = inspect.getsourcelines(fn)
+    for k, text in enumerate(lines):
+        if needle in text:
+            return start + k
+    raise AssertionError(f"{needle!r} not in {fn.__name__}")
+
+
+def blocked(kernel, scratch_shapes=(), grid=(2,)):
+    def fn(x):
+        return pl.pallas_call(
+            kernel, grid=grid,
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32),
+            scratch_shapes=list(scratch_shapes))(x)
+    return fn
+
+
+MATH = {
+    "sin": (jnp.sin, "sin("),
+    "cos": (jnp.cos, "cos("),
+    "erf": (jax.lax.erf, "erf("),
+    "floor": (jnp.floor, "floor("),
+    "ceil": (jnp.ceil, "ceil("),
+    "round": (jnp.round, "round("),
+    "sign": (jnp.sign, "sign("),
+    "sigmoid": (jax.nn.sigmoid, "sigmoid("),
+    "expm1": (jnp.expm1, "expm1("),
+    "log1p": (lambda x: jnp.log1p(jnp.abs(x)), "log1p(abs("),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MATH))
+def test_elementwise_math_exports_to_its_pk_function_and_runs_like_interpret(name):
+    f, pk = MATH[name]
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = f(x_ref[...] * 3.0)
+
+    fn = blocked(kernel)
+    text = pj.export(fn, F32)
+    assert f"o_ref[...] = {pk}" in text, text
+    assert "opaque(" not in text
+    pj.assert_verified(fn, F32)
+    x = np.random.default_rng(0).standard_normal((16, 128), dtype=np.float32)
+    x[0, :8] = [0.5, -0.5, 1.5, 2.5, -2.5, 0.0, -0.0, 1 / 6]  # ties of round, zeros of sign
+    r = pj.run(fn, x, reference=lambda x: f(x * 3.0), rtol=2e-6, atol=2e-6)
+    assert r.ok, str(r)
+
+
+def test_an_op_without_a_pk_form_is_an_opaque_op_that_keeps_its_reads():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = jnp.sinh(x_ref[...]) + 1.0
+
+    fn = blocked(kernel)
+    text = pj.export(fn, F32)
+    assert "o_ref[...] = opaque(x_ref[...], op=sinh, shape=(8, 128), dtype=f32) + 1.0" in text, text
+    r = pj.check(fn, F32)
+    assert r.verified, str(r)
+    (k,) = r.kernels
+    (prim, py, pk_line), = k.opaque
+    assert prim == "sinh"
+    assert py[1] == line_of(kernel, "jnp.sinh")
+    assert "opaque(" in k.text.splitlines()[pk_line - 1]
+    assert r.opaque == {k.name: k.opaque}
+    assert f"test_opaque.py:{py[1]}: note: 'sinh' has no .pk form: kernel {k.name} keeps it as an " \
+        "opaque op" in r.report()
+
+
+def test_an_opaque_op_feeding_an_uninitialized_accumulator_is_still_reported():
+    def kernel(x_ref, o_ref, acc_ref):
+        acc_ref[...] += jnp.cumsum(x_ref[...], axis=1)  # never initialized
+        o_ref[...] = acc_ref[...]
+
+    from jax.experimental.pallas import tpu as pltpu
+
+    fn = blocked(kernel, scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)])
+    text = pj.export(fn, F32)
+    assert "op=cumsum" in text, text
+    r = pj.check(fn, F32)
+    assert r.exit_code == 1, str(r)
+    assert any(f.rule in ("uninitialized-accumulator", "uninitialized-read")
+               and f.python[1] == line_of(kernel, "jnp.cumsum") for f in r.findings), str(r)
+
+
+def test_an_op_with_several_results_is_one_opaque_value_per_result():
+    def kernel(x_ref, o_ref):
+        s, c = jax.lax.sort((x_ref[...] * 2.0, x_ref[...]), num_keys=1)
+        o_ref[...] = s + c
+
+    fn = blocked(kernel)
+    text = pj.export(fn, F32)
+    assert text.count("op=sort") == 2, text
+    pj.assert_verified(fn, F32)
+
+
+def test_run_refuses_a_kernel_with_an_opaque_op():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = jnp.sinh(x_ref[...])
+
+    x = np.ones((16, 128), np.float32)
+    with pytest.raises(RuntimeError, match="cannot run .*opaque op sinh"):
+        pj.run(blocked(kernel), x)
+
+
+
+CLI_SCRIPT = '''
+import jax, jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+def sinh_kernel(x_ref, o_ref):
+    o_ref[...] = jnp.sinh(x_ref[...])
+
+pl.pallas_call(sinh_kernel, grid=(2,),
+               in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+               out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+               out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32),
+               interpret=True)(jnp.ones((16, 128), jnp.float32))
+'''
+
+
+def test_the_cli_notes_the_opaque_op_at_its_python_line_and_keeps_sarif_parseable(workdir):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = os.path.join(workdir, "sinh_script.py")
+    with open(script, "w") as f:
+        f.write(CLI_SCRIPT)
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(here), PIPECHECK=pj.pipecheck_binary())
+
+    def cli(*extra):
+        return subprocess.run([sys.executable, "-m", "pipecheck_jax", "--out",
+                               os.path.join(workdir, "specs"), *extra, script],
+                              capture_output=True, text=True, env=env, cwd=workdir)
+
+    p = cli()
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"{script}:6: note: 'sinh' has no .pk form: kernel sinh_kernel keeps it as an opaque op" \
+        in p.stdout, p.stdout
+    p = cli("--format", "sarif")
+    assert p.returncode == 0, p.stderr
+    json.loads(p.stdout)
