@@ -395,7 +395,7 @@ class _Body:
         self.uses: dict = {}
         self.user_axes: list[int] = []
         self.src_override = None
-        #: (primitive, python (file, line), index into self.lines) of each opaque op
+        #: (primitive, its .pk op= name, python (file, line)) of each opaque op
         self.opaque: list = []
 
     def fresh(self, prefix: str) -> str:

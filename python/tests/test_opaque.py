@@ -159,3 +159,13 @@ def test_the_cli_notes_the_opaque_op_at_its_python_line_and_keeps_sarif_parseabl
     p = cli("--format", "sarif")
     assert p.returncode == 0, p.stderr
     json.loads(p.stdout)
+
+
+def test_a_reduction_without_a_pk_form_is_an_opaque_op_of_its_result_shape():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + jnp.argmax(x_ref[...], axis=1)[:, None].astype(jnp.float32)
+
+    fn = blocked(kernel)
+    text = pj.export(fn, F32)
+    assert "op=argmax, shape=(8,), dtype=i32)" in text, text
+    pj.assert_verified(fn, F32)
