@@ -317,8 +317,8 @@ TEST(ValidationError, ProgramIdOfAnAxisTheGridLacks) {
 }
 
 TEST(ValidationError, UnknownFunction) {
-  Err e = first_error(kHead + "    out o: f32[8]\n    body:\n        o[...] = erf(o[...])\n");
-  EXPECT_NE(e.message.find("unknown function 'erf'"), std::string::npos);
+  Err e = first_error(kHead + "    out o: f32[8]\n    body:\n        o[...] = erfinv(o[...])\n");
+  EXPECT_NE(e.message.find("unknown function 'erfinv'"), std::string::npos);
 }
 
 TEST(ValidationError, WrongArgumentCount) {
