@@ -3,8 +3,8 @@
 // PIPECHECK_AGREEMENT_CASES=100000), PIPECHECK_AGREEMENT_SEED the seed (default 1),
 // PIPECHECK_AGREEMENT_DUMP=1 prints every generated unit with its verdict.
 #include "properties/agreement.hpp"
-#include "properties/failure_file.hpp"
 #include "spec/parse.hpp"
+#include "sweep/failure_file.hpp"
 
 #include "tests/corpus/corpus_files.hpp"
 
@@ -52,10 +52,10 @@ void expect_agreement(const char *what, const rc::Gen<std::string> &gen) {
     // PIPECHECK_PROPERTY_SAVE=DIR: each as a corpus file; a failing run is
     // what the unit must show (`# expect-run: fail`), the rest a person
     // decides from the header.
-    properties::save_failure(std::string("agreement-") + what, text, {}, a.failed_runs > 0,
-                             "Property 4 / agreement (" + std::string(what) + ", seed " +
-                                 std::to_string(seed) + "): verdict " + a.verdict + "\n" +
-                                 a.disagreements.front() + "\nAdd the `# expect:` the unit should check as.");
+    sweep::save_failure(std::string("agreement-") + what, text, {}, a.failed_runs > 0,
+                        "Property 4 / agreement (" + std::string(what) + ", seed " + std::to_string(seed) +
+                            "): verdict " + a.verdict + "\n" + a.disagreements.front() +
+                            "\nAdd the `# expect:` the unit should check as.");
     if (++shown > 5) continue;
     ADD_FAILURE() << a.verdict << ": " << a.disagreements.front() << "\n" << text << reproduce;
   }

@@ -1,12 +1,12 @@
 // Properties 3 and 5 of issue 12 (properties/intent_property.hpp), and failing
-// cases written out as corpus files (properties/failure_file.hpp). 200 cases
+// cases written out as corpus files (sweep/failure_file.hpp). 200 cases
 // each in CI (RC_PARAMS="max_success=2000" for more); a failure prints
 // RapidCheck's seed and reproduce string, and with PIPECHECK_PROPERTY_SAVE=DIR
 // writes the case to DIR as a `.pk` file with its `# expect:`.
 #include "properties/agreement.hpp"
-#include "properties/failure_file.hpp"
 #include "properties/intent_property.hpp"
 #include "spec/parse.hpp"
+#include "sweep/failure_file.hpp"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -38,9 +38,9 @@ RC_GTEST_PROP(Intent, AVerifiedGeneratedKernelMatchesItsReferenceInEveryDmaModeO
   RC_LOG() << text << "seed " << seed << "\n" << lines(o.failures);
   const bool ok = o.verdict == "verified" && o.failures.empty();
   if (!ok)
-    properties::save_failure("reference", text, {{1, "verified"}}, false,
-                             "Property 3 (a verified kernel matches its reference), input seed " +
-                                 std::to_string(seed) + ":\n" + lines(o.failures));
+    sweep::save_failure("reference", text, {{1, "verified"}}, false,
+                        "Property 3 (a verified kernel matches its reference), input seed " +
+                            std::to_string(seed) + ":\n" + lines(o.failures));
   // Correct by construction: every one verifies, and every run passes.
   RC_ASSERT(o.verdict == std::string("verified"));
   RC_ASSERT(o.failures.empty());
@@ -53,9 +53,9 @@ RC_GTEST_PROP(Intent, AVerifiedPipelineSurvivesAdversarialDmaTimingForEveryNUpTo
   RC_PRE(o.verdict == std::string("verified"));
   RC_LOG() << text << lines(o.failures);
   if (!o.failures.empty())
-    properties::save_failure("timing", text, {{1, "verified"}}, false,
-                             "Property 5 (a verified pipeline survives adversarial DMA timing):\n" +
-                                 lines(o.failures));
+    sweep::save_failure("timing", text, {{1, "verified"}}, false,
+                        "Property 5 (a verified pipeline survives adversarial DMA timing):\n" +
+                            lines(o.failures));
   RC_ASSERT(o.failures.empty());
   RC_ASSERT(o.runs == properties::kAdversarialMaxN * (2 + properties::kAdversarialSeeds));
 }
@@ -108,8 +108,8 @@ TEST(FailureFile, AFailingCaseBecomesACorpusFileWithItsExpectations) {
                            "    body:\n        o[...] = x[...]\n";
   const auto dir =
       std::filesystem::temp_directory_path() / ("pipecheck_failure_file_" + std::to_string(::getpid()));
-  auto path = properties::save_failure("spec-rules", text, {{3, "index-out-of-bounds"}}, true,
-                                       "found by a test\nsecond line", dir.string());
+  auto path = sweep::save_failure("spec-rules", text, {{3, "index-out-of-bounds"}}, true,
+                                  "found by a test\nsecond line", dir.string());
   ASSERT_TRUE(path.has_value());
   std::ifstream in(*path);
   std::stringstream ss;
@@ -123,13 +123,12 @@ TEST(FailureFile, AFailingCaseBecomesACorpusFileWithItsExpectations) {
   EXPECT_EQ(parsed.file->expectations[0].rule, "index-out-of-bounds");
   EXPECT_EQ(parsed.file->expectations[0].line, 6); // the `in x` line, below the header and expect-run
   // The same case again is the same file; without a directory nothing is written.
-  EXPECT_EQ(
-      properties::save_failure("spec-rules", text, {{3, "index-out-of-bounds"}}, true, "", dir.string()),
-      path);
+  EXPECT_EQ(sweep::save_failure("spec-rules", text, {{3, "index-out-of-bounds"}}, true, "", dir.string()),
+            path);
   unsetenv("PIPECHECK_PROPERTY_SAVE");
-  EXPECT_FALSE(properties::save_failure("spec-rules", text, {}, false, "").has_value());
+  EXPECT_FALSE(sweep::save_failure("spec-rules", text, {}, false, "").has_value());
   setenv("PIPECHECK_PROPERTY_SAVE", dir.string().c_str(), 1);
-  EXPECT_TRUE(properties::save_failure("other", text, {{1, "verified"}}, false, "").has_value());
+  EXPECT_TRUE(sweep::save_failure("other", text, {{1, "verified"}}, false, "").has_value());
   unsetenv("PIPECHECK_PROPERTY_SAVE");
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()),
             2);

@@ -3,12 +3,15 @@
 /// with its `# expect:` comments (what it should check as) and a header that
 /// says where it came from, so that once the bug is fixed it stays fixed.
 
+#include "spec/ir.hpp"
+#include "sweep/sweep.hpp"
+
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace pipecheck::properties {
+namespace pipecheck::sweep {
 
 /// `text` with `# expect: WHAT` appended to each line named in `expect`
 /// (1-based lines of `text`; WHAT is a rule id or "verified"), `# expect-run:
@@ -26,4 +29,17 @@ std::optional<std::string> save_failure(const std::string &name, const std::stri
                                         bool run_fails, const std::string &header,
                                         const std::optional<std::string> &dir = {});
 
-} // namespace pipecheck::properties
+/// The kernel `k` at one configuration: each param in `params` fixed to its
+/// value, its domain dropped; printed canonically without the source's
+/// `# expect` comments (they described the whole sweep).
+std::string config_kernel_text(const spec::KernelSpec &k, const spec::Env &params);
+
+/// `fuzz --save-failures DIR`: the configuration `c` of `k` as a corpus file
+/// DIR/KERNEL-HASH.pk whose `# expect:` comments say what checking it shows
+/// now (each finding's rule at its line, or `verified`), with `# expect-run:
+/// fail` when its run failed. Returns the path; nullopt when the file
+/// cannot be written (or the fixed kernel does not parse).
+std::optional<std::string> save_config_failure(const spec::KernelSpec &k, const ConfigResult &c,
+                                               const SweepOptions &o, const std::string &dir);
+
+} // namespace pipecheck::sweep
