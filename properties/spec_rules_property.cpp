@@ -204,7 +204,7 @@ std::vector<std::string> brute_force_rules(const SmallKernel &k) {
   const int xl = x_line(k), ol = xl + 1;
   auto oob = [&](const IndexTerm *t, int line) {
     for (const auto &p : pts)
-      if (!in_bounds(block(t, p))) return found.insert("index-out-of-bounds@" + std::to_string(line)), void();
+      if (!in_bounds(block(t, p))) found.insert("index-out-of-bounds@" + std::to_string(line));
   };
   oob(k.x, xl);
   oob(k.o, ol);
