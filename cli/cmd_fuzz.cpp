@@ -2,6 +2,7 @@
 #include "cli/command.hpp"
 #include "reports/output.hpp"
 #include "reports/sweep_report.hpp"
+#include "sweep/failure_file.hpp"
 #include "sweep/sweep.hpp"
 
 #include <unistd.h>
@@ -26,6 +27,7 @@ struct FuzzArgs {
   std::vector<std::string> sets;
   bool no_run = false;
   unsigned jobs = 1;
+  std::string save_failures;
 };
 
 // "K/N", 0 <= K < N; also TEST_SHARD_INDEX / TEST_TOTAL_SHARDS (Bazel, GoogleTest).
@@ -102,6 +104,16 @@ int fuzz_cmd(const FuzzArgs &a) {
     text = a.format == "json" ? sweep::to_json(r) : sweep::to_text(r);
   }
   if (!emit(a.output, text)) return environment;
+  // The smallest failing configuration as a corpus file with its expectations.
+  if (!a.save_failures.empty() && r.smallest_failure) {
+    auto path = sweep::save_config_failure(*k, *r.smallest_failure, o, a.save_failures);
+    if (!path) {
+      std::cerr << "error: --save-failures " << a.save_failures
+                << ": cannot write the failing configuration\n";
+      return environment;
+    }
+    std::cerr << "saved the smallest failing configuration as " << *path << "\n";
+  }
   return r.all_ok() ? ok : violation;
 }
 
@@ -133,6 +145,10 @@ const bool registered = register_command(
           ->check(CLI::Range(1u, 256u))
           ->type_name("N");
       add_set_option(app, a->sets, "NAME=VALUE: fix a param (its domain is not swept)");
+      app.add_option("--save-failures", a->save_failures,
+                     "write the smallest failing configuration to DIR as a .pk corpus file with its "
+                     "# expect: comments")
+          ->type_name("DIR");
       return std::function<int()>([a] { return fuzz_cmd(*a); });
     });
 

@@ -366,11 +366,13 @@ Agreement agree_pipeline(const spec::Program &p) {
       if (auto *k = f.witness.get<std::int64_t>(param)) env[param] = *k;
       if (env.empty()) {
         a.disagreements.push_back("finding " + describe(f) + " has no witness " + param);
+        a.not_reproduced.push_back(a.disagreements.back());
         continue;
       }
     }
     if (!has(verifier::races::check_concrete(p, spec::param_env(p.params, env), param), f)) {
       a.disagreements.push_back("witness" + at(env) + " of " + describe(f) + " does not reproduce");
+      a.not_reproduced.push_back(a.disagreements.back());
       continue;
     }
     ++a.reproduced;
@@ -393,7 +395,11 @@ bool from_lowered_program(const verifier::Finding &f) {
 
 Agreement agree_kernel(const spec::KernelSpec &k) {
   Agreement a;
-  verifier::Verdict v = verifier::check(k, {});
+  // The solver's verdict, not the evaluation check() uses on small grids:
+  // witnesses are then reproduced by an independent enumeration.
+  verifier::CheckOptions co;
+  co.enumerate_max_points = 0;
+  verifier::Verdict v = verifier::check(k, co);
   if (!v.errors.empty()) {
     a.verdict = "skip";
     return a;
@@ -441,6 +447,7 @@ Agreement agree_kernel(const spec::KernelSpec &k) {
       }
       if (!found) {
         a.disagreements.push_back("lowered-program witness of " + describe(f) + " does not reproduce");
+        a.not_reproduced.push_back(a.disagreements.back());
         continue;
       }
     } else {
@@ -460,6 +467,7 @@ Agreement agree_kernel(const spec::KernelSpec &k) {
       if (!found) {
         a.disagreements.push_back("spec-rule witness of " + describe(f) +
                                   " does not reproduce by enumeration");
+        a.not_reproduced.push_back(a.disagreements.back());
         continue;
       }
     }
@@ -517,7 +525,7 @@ rc::Gen<std::string> agreement_kernel_text() {
 
 Agreement check_agreement(const std::string &text) {
   auto parsed = spec::parse_and_validate(spec::SourceFile::from_string("agree.pk", text));
-  if (!parsed.file || parsed.file->units.size() != 1) return Agreement{"skip", {}, 0, 0, 0, 0, 0, false};
+  if (!parsed.file || parsed.file->units.size() != 1) return Agreement{"skip", {}, 0, 0, 0, 0, 0, false, {}};
   return check_agreement(parsed.file->units[0]);
 }
 
@@ -549,6 +557,8 @@ void AgreementTally::add(const std::string &text, const Agreement &a) {
   reproduced += a.reproduced;
   shown_by_run += a.shown_by_run;
   unknown_with_failing_run += a.unknown_with_failing_run;
+  for (const auto &n : a.not_reproduced)
+    not_reproduced.emplace_back(text, n);
   if (!a.disagreements.empty()) disagreements.emplace_back(text, a);
 }
 
@@ -557,8 +567,8 @@ std::string AgreementTally::summary() const {
   o << cases << " cases: " << verified << " verified, " << violation << " violation, " << unknown
     << " unknown (" << unknown_with_failing_run << " of them with a failing run), " << skipped << " skipped; "
     << runs << " runs, " << failed_runs << " failed; " << findings << " findings, " << reproduced
-    << " witnesses reproduced, " << shown_by_run << " also shown by run; " << disagreements.size()
-    << " disagreements";
+    << " witnesses reproduced, " << not_reproduced.size() << " not reproduced, " << shown_by_run
+    << " also shown by run; " << disagreements.size() << " disagreements";
   return o.str();
 }
 

@@ -54,6 +54,9 @@ struct Agreement {
   int reproduced = 0;                    ///< findings whose witness reproduced
   int shown_by_run = 0;                  ///< findings whose witness binding also fails `run`
   bool unknown_with_failing_run = false; ///< `unknown`, and some run failed
+  /// Findings whose witness did not reproduce in the directed run (each
+  /// also a disagreement), as "RULE@LINE: why": property 4's count, goal 0.
+  std::vector<std::string> not_reproduced;
 };
 
 /// Checks, runs and compares one pipeline or kernel given as `.pk` text
@@ -69,6 +72,8 @@ struct AgreementTally {
   std::int64_t runs = 0, failed_runs = 0, findings = 0, reproduced = 0, shown_by_run = 0;
   std::int64_t unknown_with_failing_run = 0;
   std::vector<std::pair<std::string, Agreement>> disagreements;
+  /// Every finding not reproduced, with its unit's text.
+  std::vector<std::pair<std::string, std::string>> not_reproduced;
   void add(const std::string &text, const Agreement &);
   /// One line of counts, e.g. "2000 cases: 900 verified, 1000 violation, ...".
   std::string summary() const;

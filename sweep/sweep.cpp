@@ -98,6 +98,7 @@ ConfigResult try_config(const spec::KernelSpec &k, const spec::Env &params, cons
   co.overrides = overrides;
   co.target = o.target;
   co.query_cache = o.query_cache;
+  co.enumerate_max_points = o.enumerate_max_points;
   auto t0 = std::chrono::steady_clock::now();
   verifier::Verdict v = verifier::check(k, co);
   c.check_ms = ms_since(t0);

@@ -38,6 +38,9 @@ struct SweepOptions {
   /// Decided spec-rule queries shared by the configurations' checks;
   /// sweep() makes one for its sweep when absent.
   std::shared_ptr<verifier::rules::QueryCache> query_cache;
+  /// verifier::CheckOptions::enumerate_max_points: grids up to this many
+  /// points have their spec rules evaluated, not solved (0: always solved).
+  std::int64_t enumerate_max_points = 4096;
   /// Called after each configuration (done, total): a progress bar.
   std::function<void(std::size_t, std::size_t)> progress;
 };

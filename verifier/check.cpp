@@ -1,6 +1,7 @@
 #include "verifier/check.hpp"
 
 #include "verifier/races/races.hpp"
+#include "verifier/rules/enumerate.hpp"
 #include "verifier/rules/findings.hpp"
 #include "verifier/rules/model.hpp"
 #include "verifier/rules/symbolic.hpp"
@@ -35,7 +36,12 @@ Verdict check_spec_rules(const spec::KernelSpec &k, const CheckOptions &o) {
   if (built.model->target)
     if (const spec::Target *t = spec::find_target(*built.model->target))
       v.sram_budget_bytes = rules::sram_budget(*t, built.model->vmem_limit_bytes);
-  rules::RuleOutcome r = rules::check_symbolic(*built.model, o.timeout_ms, o.query_cache.get());
+  // Small grids: evaluating every point is exact and much cheaper than the
+  // solver's queries (fuzz checks hundreds of such configurations a second).
+  const std::int64_t points = built.model->num_points();
+  rules::RuleOutcome r = points <= o.enumerate_max_points
+                             ? rules::check_enumerated(*built.model, o.enumerate_max_points)
+                             : rules::check_symbolic(*built.model, o.timeout_ms, o.query_cache.get());
   if (!r.errors.empty()) {
     v.status = Status::unknown;
     v.reason = "bad input: " + r.errors.front().message;

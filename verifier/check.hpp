@@ -27,6 +27,11 @@ struct CheckOptions {
   /// Decided spec-rule queries shared by several checks (fuzz: one per
   /// sweep); nullptr: every query is solved.
   std::shared_ptr<rules::QueryCache> query_cache;
+  /// A kernel of at most this many grid points has its spec-level rules
+  /// decided by evaluating them at every point (verifier/rules/enumerate.hpp:
+  /// exact on a concrete grid, the same findings and witnesses) instead of
+  /// by solver queries; 0: always the solver.
+  std::int64_t enumerate_max_points = 4096;
 };
 
 /// A fresh, empty cache for CheckOptions::query_cache.

@@ -697,6 +697,48 @@ TEST(CliFuzz, ExitsOneWithTheSmallestFailingConfigurationWhenOneFails) {
   EXPECT_EQ(j["smallest_failure"]["rules"][0], "partial-block-reduction");
 }
 
+TEST(CliFuzz, SaveFailuresWritesTheSmallestFailingConfigurationAsACorpusFileThatChecksAsItsExpectationsSay) {
+  auto path = temp_file("fuzz_save.pk", R"(kernel row_sum:  # expect: verified
+    param bk = 64 in {64, 48, 32}
+    grid = (1, cdiv(128, bk))
+    dimension_semantics = (parallel, arbitrary)
+    in  x: f32[8, 128]  block=(8, bk)  index=(i, k) -> (i, k)
+    out o: f32[8]       block=(8,)     index=(i, k) -> (i,)
+    body:
+        when program_id(1) == 0:
+            o[...] = zeros
+        o[...] += sum(x[...], axis=1)
+)");
+  TempDir d;
+  Out o = run("fuzz " + path + " --save-failures " + (d.path / "saved").string());
+  EXPECT_EQ(o.code, 1) << o.text;
+  std::vector<std::filesystem::path> files;
+  for (const auto &e : std::filesystem::directory_iterator(d.path / "saved"))
+    files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u) << o.text;
+  std::ifstream in(files[0]);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string saved = ss.str();
+  // bk fixed at the failing 48, no domain, the source's own expectation gone.
+  EXPECT_NE(saved.find("param bk = 48\n"), std::string::npos) << saved;
+  EXPECT_EQ(saved.find("expect: verified"), std::string::npos) << saved;
+  EXPECT_NE(saved.find("# expect: partial-block-reduction"), std::string::npos) << saved;
+  // Checking the saved file finds what its expectation says, on that line.
+  int line = 0, n = 0;
+  std::istringstream lines(saved);
+  for (std::string l; std::getline(lines, l);)
+    if (++n, l.find("# expect: partial-block-reduction") != std::string::npos) line = n;
+  Out c = run("check " + files[0].string());
+  EXPECT_EQ(c.code, 1) << c.text;
+  EXPECT_NE(c.text.find(files[0].filename().string() + ":" + std::to_string(line) + ":"), std::string::npos)
+      << c.text << saved;
+  EXPECT_NE(c.text.find("partial-block-reduction"), std::string::npos) << c.text;
+  // A folder that cannot be written is an environment error.
+  Out bad = run("fuzz " + path + " --save-failures " + path + "/sub");
+  EXPECT_EQ(bad.code, 4) << bad.text;
+}
+
 TEST(CliFuzz, RefusesAPipelineAndABadShardAsBadInput) {
   Out p =
       run("fuzz " + source("corpus/examples/guide_pipelines.pk") + " --kernel " + "double_buffered_add_one");

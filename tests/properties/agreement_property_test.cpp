@@ -4,6 +4,7 @@
 // PIPECHECK_AGREEMENT_DUMP=1 prints every generated unit with its verdict.
 #include "properties/agreement.hpp"
 #include "spec/parse.hpp"
+#include "sweep/failure_file.hpp"
 
 #include "tests/corpus/corpus_files.hpp"
 
@@ -43,12 +44,27 @@ void expect_agreement(const char *what, const rc::Gen<std::string> &gen) {
   EXPECT_GT(t.verified, 0);
   EXPECT_GT(t.violation, 0);
   EXPECT_GT(t.reproduced, 0);
+  const std::string reproduce = "reproduce: PIPECHECK_AGREEMENT_SEED=" + std::to_string(seed) +
+                                " PIPECHECK_AGREEMENT_CASES=" + std::to_string(cases) +
+                                " build/tests/properties/properties_test --gtest_filter='Agreement.*'";
   std::size_t shown = 0;
   for (const auto &[text, a] : t.disagreements) {
-    if (++shown > 5) break;
-    ADD_FAILURE() << a.verdict << ": " << a.disagreements.front() << "\n" << text;
+    // PIPECHECK_PROPERTY_SAVE=DIR: each as a corpus file; a failing run is
+    // what the unit must show (`# expect-run: fail`), the rest a person
+    // decides from the header.
+    sweep::save_failure(std::string("agreement-") + what, text, {}, a.failed_runs > 0,
+                        "Property 4 / agreement (" + std::string(what) + ", seed " + std::to_string(seed) +
+                            "): verdict " + a.verdict + "\n" + a.disagreements.front() +
+                            "\nAdd the `# expect:` the unit should check as.");
+    if (++shown > 5) continue;
+    ADD_FAILURE() << a.verdict << ": " << a.disagreements.front() << "\n" << text << reproduce;
   }
-  EXPECT_EQ(t.disagreements.size(), 0u) << t.summary();
+  EXPECT_EQ(t.disagreements.size(), 0u) << t.summary() << "\n" << reproduce;
+  // Property 4: every finding's witness reproduces in a directed run; those
+  // that do not are counted and listed (goal 0).
+  for (const auto &[text, why] : t.not_reproduced)
+    ADD_FAILURE() << "not reproduced: " << why << "\n" << text;
+  EXPECT_EQ(t.not_reproduced.size(), 0u) << reproduce;
 }
 
 TEST(Agreement, EveryPipelineFailureHasAFindingEveryVerifiedPipelinePassesAndWitnessesReproduce) {

@@ -11,7 +11,7 @@ namespace pipecheck {
 namespace {
 
 struct BoundedRaceCounts {
-  BoundedRaceCounts() { setenv("RC_PARAMS", "max_success=60", 0); }
+  BoundedRaceCounts() { setenv("RC_PARAMS", "max_success=200", 0); }
 } bounded_race_counts;
 
 RC_GTEST_PROP(RaceChecker, AllNVerdictAgreesWithExhaustiveCheckingAndWitnessesReproduce, ()) {

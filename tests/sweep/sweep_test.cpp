@@ -198,3 +198,27 @@ TEST(Sweep, ConfigurationsOnSeveralThreadsGiveTheSameResultAsOne) {
   EXPECT_EQ(a, b);
   EXPECT_EQ(calls, 6u);
 }
+
+TEST(Sweep, ThreadsSharingTheSolversQueryCacheGiveTheSameVerdictsAsOneThreadAndAsEvaluation) {
+  // The solver path (its per-thread Z3 contexts and the shared query cache)
+  // on two threads; the CI's TSan build runs this.
+  const auto k = kernel(kRowSum);
+  sweep::SweepOptions evaluated, solved_one, solved_two;
+  evaluated.run = solved_one.run = solved_two.run = false;
+  solved_one.enumerate_max_points = solved_two.enumerate_max_points = 0;
+  solved_two.jobs = 2;
+  auto verdicts = [](const sweep::SweepResult &r) {
+    std::string s;
+    for (const auto &c : r.configs) {
+      s += std::string(sweep::to_string(c.outcome)) + ":";
+      for (const auto &rule : c.rules)
+        s += rule + ",";
+      s += " ";
+    }
+    return s;
+  };
+  const std::string a = verdicts(result(sweep::sweep(k, evaluated)));
+  EXPECT_EQ(verdicts(result(sweep::sweep(k, solved_one))), a);
+  EXPECT_EQ(verdicts(result(sweep::sweep(k, solved_two))), a);
+  EXPECT_NE(a.find("violation"), std::string::npos) << a;
+}

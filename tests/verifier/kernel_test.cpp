@@ -6,6 +6,9 @@
 #include "spec/parse.hpp"
 #include "verifier/check.hpp"
 #include "verifier/races/races.hpp"
+#include "verifier/rules/findings.hpp"
+
+#include "tests/corpus/corpus_files.hpp"
 
 #include <gtest/gtest.h>
 
@@ -259,4 +262,37 @@ TEST(KernelCheck, ASpecViolationStaysAViolationWhenTheLoweredProgramIsNotChecked
   auto v = verifier::check(k, {});
   EXPECT_EQ(v.status, Status::violation);
   EXPECT_NE(v.reason.find("1048576 grid steps are more than the 65536"), std::string::npos) << v.reason;
+}
+
+TEST(KernelCheck, SmallGridsAreDecidedByEvaluationWithTheSolversFindingsAndWitnesses) {
+  // check_spec_rules evaluates a grid of at most enumerate_max_points points
+  // (fuzz speed); on every corpus kernel it must say what the solver says.
+  auto describe = [](const verifier::Verdict &v) {
+    std::string s = std::string(verifier::to_string(v.status)) + ":";
+    for (const auto &f : v.findings) {
+      s += " " + std::string(verifier::id(f.rule)) + "@" + std::to_string(f.loc.line) + "[";
+      for (auto x : verifier::rules::witness_key(f.witness))
+        s += std::to_string(x) + ",";
+      s += "]";
+    }
+    return s;
+  };
+  int compared = 0;
+  for (const auto &rel : testing_corpus::corpus_files()) {
+    auto src = spec::SourceFile::from_string(
+        rel, testing_corpus::read(std::filesystem::path(PIPECHECK_SOURCE_DIR) / rel));
+    auto parsed = spec::parse_and_validate(src);
+    if (!parsed.file) continue;
+    for (const auto &unit : parsed.file->units) {
+      const auto *k = std::get_if<spec::KernelSpec>(&unit);
+      if (!k) continue;
+      verifier::CheckOptions evaluated, solved;
+      solved.enumerate_max_points = 0;
+      auto a = verifier::check_spec_rules(*k, evaluated), b = verifier::check_spec_rules(*k, solved);
+      if (b.status == Status::unknown) continue; // the evaluator may decide what the solver cannot
+      ++compared;
+      EXPECT_EQ(describe(a), describe(b)) << rel << ": kernel " << k->name;
+    }
+  }
+  EXPECT_GT(compared, 30);
 }
