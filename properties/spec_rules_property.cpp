@@ -275,16 +275,6 @@ bool unminimized_witness(const verifier::rules::KernelModel &m, const verifier::
   return false;
 }
 
-// The scratch-carry query quantifies over a grid point; Z3 now and then
-// cancels it ("solver timeout" within milliseconds, not at the 10 s limit)
-// on a kernel it decides on the next try. Such a case is not judged.
-bool only_carry_undecided(const verifier::rules::RuleOutcome &r) {
-  if (r.unknown.empty()) return false;
-  for (const auto &u : r.unknown)
-    if (u.rfind("scratch-carry/", 0) != 0) return false;
-  return true;
-}
-
 std::string describe(const verifier::Finding &f, bool witness = true) {
   std::ostringstream os;
   os << f.rule << "@" << f.loc.line << " [";
@@ -307,7 +297,6 @@ std::string compare_symbolic_with_enumeration(const std::string &text) {
   const auto &m = *built.model;
   auto sym = verifier::rules::check_symbolic(m, 10000);
   auto en = verifier::rules::check_enumerated(m);
-  if (only_carry_undecided(sym)) return "skip";
   if (!sym.unknown.empty()) return "symbolic unknown: " + sym.unknown[0];
   if (!en.unknown.empty()) return "enumeration unknown: " + en.unknown[0];
   std::string a, b;
@@ -350,7 +339,6 @@ std::string compare_symbolic_with_brute_force(const SmallKernel &k) {
   auto built = verifier::rules::build_model(*ks, {}, std::nullopt);
   if (!built.model) return "skip";
   auto sym = verifier::rules::check_symbolic(*built.model, 10000);
-  if (only_carry_undecided(sym)) return "skip";
   if (!sym.unknown.empty()) return "symbolic unknown: " + sym.unknown[0];
   if (!sym.errors.empty()) return "skip";
   std::set<std::string> got;

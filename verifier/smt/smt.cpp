@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cassert>
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <mutex>
@@ -278,6 +279,7 @@ struct Solver::Impl {
   std::optional<z3::model> model;
   std::vector<std::string> core;
   unsigned counter = 0;
+  unsigned timeout_ms = 0;
   // The plain incremental SMT kernel: every query runs inside push/pop, where
   // Z3's default solver hands over to this same kernel anyway, but the
   // default one first builds its tactic front end (~3 ms per solver, more
@@ -287,7 +289,8 @@ struct Solver::Impl {
 
 Solver::Solver(Context &c, unsigned timeout_ms) : ctx_(c), impl_(std::make_unique<Impl>(c.impl().c)) {
   z3::params p(c.impl().c);
-  p.set("timeout", timeout_ms == 0 ? 1u : timeout_ms);
+  impl_->timeout_ms = timeout_ms == 0 ? 1u : timeout_ms;
+  p.set("timeout", impl_->timeout_ms);
   impl_->s.set(p);
 }
 Solver::~Solver() = default;
@@ -306,12 +309,25 @@ Result Solver::check() {
     return r;
   }
   z3::check_result c = z3::unknown;
-  try {
-    c = impl_->s.check();
-  } catch (const z3::exception &e) {
-    r.kind = Result::unknown;
-    r.reason = e.msg();
-    return r;
+  // libz3 4.8.12 reuses its timer threads, and a timer armed for an earlier
+  // query can cancel this one after a few milliseconds: the same query then
+  // comes back "canceled" one run in ten. A cancel well before the timeout
+  // that nothing asked for is that, and the query is asked again (a bounded
+  // number of times, so a real early cancel still ends as unknown).
+  for (int attempt = 0;; ++attempt) {
+    auto started = std::chrono::steady_clock::now();
+    try {
+      c = impl_->s.check();
+    } catch (const z3::exception &e) {
+      r.kind = Result::unknown;
+      r.reason = e.msg();
+      return r;
+    }
+    if (c != z3::unknown || attempt == 3 || interrupted()) break;
+    std::string why = impl_->s.reason_unknown();
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+    if ((why != "canceled" && why != "timeout") || ms.count() * 2 >= impl_->timeout_ms) break;
   }
   impl_->core.clear();
   if (c == z3::sat) {
