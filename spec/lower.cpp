@@ -284,6 +284,13 @@ private:
 
   // ------------------------------------------------------------ statements
 
+  static Fail element_low_padding(const BoundOperand &o, std::size_t d) {
+    return Fail{o.loc,
+                "the Element dim " + std::to_string(d) + " of '" + o.name +
+                    "' has low padding that a window reaches: its copy would land at an offset into the "
+                    "slot, which the lowering does not emit yet (pad only the high end)"};
+  }
+
   bool changed(const Opnd &x, std::int64_t s) const { return s == 0 || x.blk[s] != x.blk[s - 1]; }
 
   Expr region(const Opnd &x, std::int64_t s) const {
@@ -298,9 +305,17 @@ private:
       }
       // Clipped where the dim is ragged (Pallas pads the last block); a block
       // past the end of a dividing dim stays out of bounds.
-      const std::int64_t lo = saturating_mul(b[d], *x.block[d]);
+      std::int64_t lo = saturating_mul(b[d], *x.block[d]);
       std::int64_t hi = saturating_add(lo, *x.block[d]);
       if (x.shape[d] % *x.block[d] != 0) hi = std::min(hi, x.shape[d]);
+      if (x.bo && x.bo->element[d]) {
+        // pl.Element: the index is an element offset into the padded dim;
+        // the window's high padding is the slot's part the copy leaves.
+        lo = x.bo->window_start(d, b[d]);
+        hi = saturating_add(lo, *x.block[d]);
+        if (lo < 0 && lo + *x.block[d] > 0 && x.bo->pad_lo[d] > 0) throw element_low_padding(*x.bo, d);
+        if (hi > x.shape[d] && lo < x.shape[d] && x.bo->pad_hi[d] > 0) hi = x.shape[d];
+      }
       if (lo != 0 || hi != x.shape[d]) {
         whole = false;
         subs.push_back(Expr::binary(Op::Slice, Expr::integer(lo), Expr::integer(hi)));
@@ -803,7 +818,8 @@ private:
         continue;
       }
       const std::int64_t bs = *x.block[d];
-      if (bs == x.shape[d] && is_int(b[d], 0)) {
+      const bool element = x.bo && x.bo->element[d];
+      if (bs == x.shape[d] && is_int(b[d], 0) && !element) {
         subs.push_back(Expr::binary(Op::Slice, Expr::leaf(Op::None), Expr::leaf(Op::None)));
         continue;
       }
@@ -811,6 +827,13 @@ private:
       Expr lo = bin(Op::Mul, b[d], lit(bs));
       Expr hi = bin(Op::Add, lo, lit(bs));
       if (x.shape[d] % bs != 0) hi = fold(Expr::call("min", {hi, lit(x.shape[d])}));
+      if (element) {
+        // pl.Element: an element offset into the padded dim (see region()).
+        if (x.bo->pad_lo[d] > 0) throw element_low_padding(*x.bo, d);
+        lo = b[d];
+        hi = bin(Op::Add, lo, lit(bs));
+        if (x.bo->pad_hi[d] > 0) hi = fold(Expr::call("min", {hi, lit(x.shape[d])}));
+      }
       subs.push_back(Expr::binary(Op::Slice, lo, hi));
     }
     if (whole) return Expr::var(x.hbm);

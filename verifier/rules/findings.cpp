@@ -425,6 +425,16 @@ Finding out_of_bounds_finding(const KernelModel &m, std::size_t op, const Point 
         dim = static_cast<std::int64_t>(d);
         detail = "block index " + std::to_string((*b)[d]) + " along dim " + std::to_string(d) +
                  " is outside [0, " + std::to_string(o.num_blocks[d]) + ")";
+        if (o.element[d]) {
+          // An Element dim's index is an element offset into the padded dim.
+          const std::int64_t lo = o.window_start(d, (*b)[d]);
+          detail = "element offset " + std::to_string((*b)[d]) + " along dim " + std::to_string(d) +
+                   " (Element(" + std::to_string(o.block[d]) + ", (" + std::to_string(o.pad_lo[d]) + ", " +
+                   std::to_string(o.pad_hi[d]) + "))) puts its window at elements " + std::to_string(lo) +
+                   ":" + std::to_string(spec::saturating_add(lo, o.block[d])) + ", outside the padded dim " +
+                   std::to_string(-o.pad_lo[d]) + ":" +
+                   std::to_string(spec::saturating_add(o.shape[d], o.pad_hi[d]));
+        }
         break;
       }
   Finding f = make(Rule::index_out_of_bounds, o.loc,
@@ -659,7 +669,9 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
     const auto &x = m.operands[i];
     if (x.role != spec::Role::in || !x.windowed) continue;
     for (std::size_t d = 0; d < x.shape.size(); ++d) {
-      if (x.squeezed[d] || x.shape[d] % x.block[d] == 0) continue;
+      // An Element dim holds undefined values only where it is padded.
+      const bool padded = x.element[d] ? x.pad_lo[d] > 0 || x.pad_hi[d] > 0 : x.shape[d] % x.block[d] != 0;
+      if (x.squeezed[d] || !padded) continue;
       std::string why;
       if (has_output)
         for (std::size_t a = 0; a < x.index_params.size() && why.empty(); ++a) {
@@ -677,6 +689,24 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
         if (why.empty() && c.operand == i && c.array_dim == d)
           why = "the body contracts it (dot/sum/max) on line " + std::to_string(c.loc.line);
       if (why.empty()) continue;
+      if (x.element[d]) {
+        // Which offsets reach the padding depends on the index map: any read counts.
+        bool read = false;
+        for (const auto &r : m.effects)
+          read = read || (r.operand == i && r.kind != Effect::write);
+        if (!read) continue;
+        Finding f =
+            make(Rule::partial_block_reduction, x.loc,
+                 "dim " + std::to_string(d) + " of '" + x.name + "' is an Element dim padded by (" +
+                     std::to_string(x.pad_lo[d]) + ", " + std::to_string(x.pad_hi[d]) + ") and " + why +
+                     ": a window that reaches the padding takes undefined values into the reduction");
+        f.witness.items.push_back({"operand", x.name});
+        f.witness.items.push_back({"dim", static_cast<std::int64_t>(d)});
+        f.witness.items.push_back({"extent", x.shape[d]});
+        f.witness.items.push_back({"block_size", x.block[d]});
+        out.push_back(std::move(f));
+        break;
+      }
       std::int64_t valid = x.shape[d] % x.block[d];
       // A read that stays within the valid elements (`x[:, 0:valid]`, as
       // megablox reads its k remainder) takes no padding in.
