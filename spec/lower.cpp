@@ -412,7 +412,7 @@ private:
   // unrolled: its bounds are known at each grid point, and each iteration's
   // statements see t as a constant.
   void loop(const For &f, const Stmt &st, std::int64_t s) {
-    auto lo = eval_int(rewrite(f.lo, s), {}), hi = eval_int(rewrite(f.hi, s), {});
+    auto lo = eval_int(rewrite(f.lo, s), int_lets_), hi = eval_int(rewrite(f.hi, s), int_lets_);
     if ((!lo || !hi) && rolled_) {
       // Bounds that depend on the grid point: the rolled program keeps the
       // loop (its variable a name in its statements).
@@ -459,7 +459,7 @@ private:
     for (auto &st : b) {
       if (auto *i = std::get_if<If>(&st.kind)) {
         Expr c = fold(rewrite(i->cond, s));
-        auto v = eval_int(c, {});
+        auto v = eval_int(c, int_lets_);
         if (v) {
           body(*v ? i->then_body : i->else_body, s);
           continue;
@@ -514,6 +514,12 @@ private:
         Stmt n = st;
         n.kind = Let{l->name, rewrite(l->value, s)};
         n.comments = {};
+        // An integer local the unrolled form decides (`chunks = n // bs`) may
+        // bound a loop or guard a `when` below.
+        if (auto v = rolled_ ? std::nullopt : eval_int(std::get<Let>(n.kind).value, int_lets_))
+          int_lets_[l->name] = *v;
+        else
+          int_lets_.erase(l->name);
         out_->push_back(n);
         continue;
       }
@@ -599,6 +605,7 @@ private:
         }
       }
       // 3. the body.
+      int_lets_.clear();
       body(k_.body, s);
       // 4. copy_out when the next block differs or at the last step;
       // 5. wait for the previous block's write-back on a change.
@@ -673,6 +680,7 @@ private:
                 break;
               }
         }
+      int_lets_.clear();
       body(k_.body, s);
       // Outputs whose block moves: on the first visit of each block (the
       // block differs from step t-1's) and at the last step.
@@ -1191,6 +1199,7 @@ private:
   const KernelSpec &k_;
   const LowerOptions &o_;
   Env env_;
+  Env int_lets_; // unrolled: the integer locals of the body bound so far at this grid step
   bool gpu_ = false;
   std::vector<std::int64_t> grid_;
   std::vector<bool> cta_; // GPU: the CTA axes
