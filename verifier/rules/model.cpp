@@ -180,7 +180,7 @@ struct Builder {
           dims.push_back(view[v++]);
         continue;
       }
-      if (s.op == Op::Slice) dims.push_back(view[v]);
+      if (s.op == Op::Slice || is_ds(s)) dims.push_back(view[v]);
       ++v;
     }
     for (; v < view.size(); ++v)
@@ -250,6 +250,8 @@ struct Builder {
     return false;
   }
 
+  static bool is_ds(const Expr &s) { return s.op == Op::Call && s.name == "ds" && s.num_positional() == 2; }
+
   static bool is_partial(const Expr &ref) {
     for (const auto &s : ref.args)
       if (s.op != Op::Ellipsis &&
@@ -290,6 +292,11 @@ struct Builder {
         auto lo = s.args[0].op == Op::None ? std::optional<std::int64_t>(0) : static_int(s.args[0]);
         auto hi = s.args[1].op == Op::None ? std::optional<std::int64_t>(n) : static_int(s.args[1]);
         if (lo && hi) box[d] = {clamp(*lo), std::max(clamp(*lo), clamp(*hi))};
+      } else if (is_ds(s)) {
+        // pl.ds(start, size): static once a body loop's variable is bound
+        // (the loop is unrolled), so a store per chunk covers only its chunk.
+        auto lo = static_int(s.args[0]), size = static_int(s.args[1]);
+        if (lo && size) box[d] = {clamp(*lo), std::max(clamp(*lo), clamp(spec::saturating_add(*lo, *size)))};
       } else if (auto i = static_int(s)) {
         box[d] = {clamp(*i), clamp(spec::saturating_add(*i, 1))};
       }
