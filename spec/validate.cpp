@@ -47,6 +47,7 @@ const std::map<std::string, FnSig> &functions() {
       {"iota", {2, 2, {"dtype"}}},
       {"reshape", {2, 2, {}}},
       {"broadcast_to", {2, 2, {}}},
+      {"tile", {2, 2, {}}},
       {"ds", {2, 2, {}}},
   };
   return f;
@@ -639,7 +640,7 @@ public:
       if (const Expr *d = e.kwarg("dtype")) dtype_arg(*d, "iota's dtype");
       return;
     }
-    if (e.name == "reshape" || e.name == "broadcast_to") {
+    if (e.name == "reshape" || e.name == "broadcast_to" || e.name == "tile") {
       sub(e.args[0]);
       shape_arg(e.args[1], scope, e.name);
       return;
