@@ -271,6 +271,7 @@ Value Interp::eval(const Expr &e) {
       if (!t.ok()) bad(e.loc, t.error);
       return broadcast_to(a, shape, e.loc);
     }
+    if (e.name == "tile") return tile(eval(arg(0)), shape_of(arg(1)), e.loc);
     if (e.name == "maximum" || e.name == "minimum" || ((e.name == "max" || e.name == "min") && np == 2)) {
       const bool mx = e.name == "maximum" || e.name == "max";
       Value a = eval(arg(0));

@@ -90,6 +90,9 @@ ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides,
     for (auto &o : c.operands) {
       for (std::size_t d = 0; d < o.shape.size(); ++d) {
         if (o.squeezed[d] || o.block[d] == 1) continue;
+        if (o.element[d])
+          bad(o.loc, "--scale " + std::to_string(scale) + " cannot scale the Element dim " +
+                         std::to_string(d) + " of '" + o.name + "': its index map gives element offsets");
         if (o.block[d] % scale != 0 || o.shape[d] % scale != 0)
           bad(o.loc, "--scale " + std::to_string(scale) + " does not divide dim " + std::to_string(d) +
                          " of '" + o.name + "' (array " + std::to_string(o.shape[d]) + ", block " +
@@ -178,7 +181,7 @@ bool block_boxes(const ConcreteOperand &o, const Shape &bidx, Box &abox, Box &bb
   bool any = true;
   for (std::size_t d = 0; d < rank; ++d) {
     // Saturating: a block index far outside the array stays outside it.
-    const std::int64_t lo = o.squeezed[d] ? bidx[d] : spec::saturating_mul(bidx[d], o.block[d]);
+    const std::int64_t lo = o.window_start(d, bidx[d]);
     const std::int64_t hi = spec::saturating_add(lo, o.block[d]);
     const std::int64_t clo = std::clamp<std::int64_t>(lo, 0, o.shape[d]);
     const std::int64_t chi = std::clamp<std::int64_t>(hi, 0, o.shape[d]);

@@ -608,6 +608,39 @@ Value broadcast_to(const Value &a, const Shape &shape, spec::Loc loc) {
   return r;
 }
 
+Value tile(const Value &a, const Shape &reps, spec::Loc loc) {
+  const spec::TensorType t = checked(spec::tile_type(a.type(), reps), loc);
+  const std::size_t rank = t.shape.size();
+  Shape in(rank, 1);
+  for (std::size_t d = 0; d < a.shape.size(); ++d)
+    in[rank - a.shape.size() + d] = a.shape[d];
+  Value r;
+  r.dtype = a.dtype;
+  r.weak = a.weak;
+  r.shape = t.shape;
+  const std::int64_t n = num_elements(r.shape);
+  if (a.is_float())
+    r.f.resize(static_cast<std::size_t>(n));
+  else
+    r.i.resize(static_cast<std::size_t>(n));
+  std::vector<std::int64_t> idx(rank, 0);
+  for (std::int64_t k = 0; k < n; ++k) {
+    // The source element: each output coordinate modulo a's (padded) extent.
+    std::int64_t src = 0;
+    for (std::size_t d = 0; d < rank; ++d)
+      src = src * in[d] + idx[d] % in[d];
+    if (a.is_float())
+      r.f[static_cast<std::size_t>(k)] = a.f[static_cast<std::size_t>(src)];
+    else
+      r.i[static_cast<std::size_t>(k)] = a.i[static_cast<std::size_t>(src)];
+    for (std::size_t d = rank; d-- > 0;) {
+      if (++idx[d] < r.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return r;
+}
+
 Value dot(const Value &a0, const Value &b0, spec::Loc loc, const spec::DotOptions &opts) {
   if (opts.trans_a || opts.trans_b || opts.preferred) {
     checked(spec::dot_type(a0.type(), b0.type(), opts), loc);

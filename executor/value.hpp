@@ -113,6 +113,8 @@ Value index(const Value &a, const std::vector<spec::ValueSubscript> &subs, spec:
 Value cast(const Value &a, spec::DType t);
 /// Broadcasts to `shape` (numpy rules).
 Value broadcast_to(const Value &a, const Shape &shape, spec::Loc loc = {});
+/// jnp.tile(a, reps) (spec::tile_type); throws ExecError(bad_input) on a negative rep.
+Value tile(const Value &a, const Shape &reps, spec::Loc loc = {});
 /// jnp.dot for 1-D/2-D operands. Floats accumulate in f32 and give f32 (as
 /// preferred_element_type=f32); integers accumulate in int64, give i32.
 Value dot(const Value &a, const Value &b, spec::Loc loc = {}, const spec::DotOptions &opts = {});

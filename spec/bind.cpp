@@ -3,6 +3,7 @@
 #include "spec/checked.hpp"
 #include "spec/print.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <sstream>
 
@@ -188,6 +189,9 @@ private:
                  (op.memory_space == MemorySpace::vmem || op.memory_space == MemorySpace::smem);
     o.block = o.shape;
     o.squeezed.assign(rank, false);
+    o.element.assign(rank, false);
+    o.pad_lo.assign(rank, 0);
+    o.pad_hi.assign(rank, 0);
     if (op.block_shape) {
       if (op.block_shape->size() != rank)
         throw bad(op.loc, "the block" + of + " has rank " + std::to_string(op.block_shape->size()) +
@@ -199,13 +203,28 @@ private:
           o.block[d] = 1;
           continue;
         }
-        o.block[d] =
-            value(*b, "the block" + of, "the block" + of + " is not a constant (bind its params with --set)");
-        if (o.block[d] < 1) throw bad(b->loc, "block dim '" + print(*b) + "'" + of + " is not positive");
+        const auto el = element_dim(*b);
+        const Expr &size = el ? el->size : *b;
+        o.block[d] = value(size, "the block" + of,
+                           "the block" + of + " is not a constant (bind its params with --set)");
+        if (o.block[d] < 1) throw bad(size.loc, "block dim '" + print(size) + "'" + of + " is not positive");
+        if (el) {
+          o.element[d] = true;
+          o.pad_lo[d] = value(el->lo, "the padding" + of, "the padding" + of + " is not a constant");
+          o.pad_hi[d] = value(el->hi, "the padding" + of, "the padding" + of + " is not a constant");
+          if (o.pad_lo[d] < 0 || o.pad_hi[d] < 0) throw bad(b->loc, "the padding" + of + " is negative");
+        }
       }
     }
-    for (std::size_t d = 0; d < rank; ++d)
+    for (std::size_t d = 0; d < rank; ++d) {
+      if (o.element[d]) {
+        // The offsets whose window [i, i + block) fits the padded dim.
+        const std::int64_t padded = saturating_add(saturating_add(o.shape[d], o.pad_lo[d]), o.pad_hi[d]);
+        o.num_blocks.push_back(std::max<std::int64_t>(0, padded - o.block[d] + 1));
+        continue;
+      }
       o.num_blocks.push_back(o.shape[d] / o.block[d] + (o.shape[d] % o.block[d] != 0));
+    }
     if (!op.index_map) {
       o.index.assign(rank, Expr::integer(0, op.loc));
       return o;
@@ -234,6 +253,16 @@ private:
 };
 
 } // namespace
+
+std::int64_t BoundOperand::window_start(std::size_t d, std::int64_t idx) const {
+  if (d < squeezed.size() && squeezed[d]) return idx;
+  if (d < element.size() && element[d]) return saturating_add(idx, -pad_lo[d]);
+  return saturating_mul(idx, block[d]);
+}
+
+bool BoundOperand::has_element_dims() const {
+  return std::find(element.begin(), element.end(), true) != element.end();
+}
 
 Binding bind_kernel(const KernelSpec &k, const Env &params) { return Binder(k, params).run(); }
 

@@ -48,6 +48,19 @@ struct BoundOperand {
   /// without an index_map.
   std::vector<Expr> index;
 
+  /// Per array dim: an Element dim (pl.Element), whose index is an element
+  /// offset into the array padded by pad_lo before and pad_hi after; for it
+  /// num_blocks is the number of offsets whose window fits the padded array
+  /// (so an index in [0, num_blocks) is in bounds either way).
+  std::vector<bool> element;
+  std::vector<std::int64_t> pad_lo, pad_hi;
+
+  /// The first array element of the window at index `idx` along dim `d`:
+  /// idx * block, idx - pad_lo for an Element dim, idx where squeezed.
+  std::int64_t window_start(std::size_t d, std::int64_t idx) const;
+  /// Whether some dim is an Element dim.
+  bool has_element_dims() const;
+
   /// The block as the body sees it (squeezed dims removed).
   std::vector<std::int64_t> block_view_shape() const;
   /// The array dim of the `v`-th non-squeezed dim.

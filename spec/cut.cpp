@@ -198,6 +198,10 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
   std::map<int, std::set<std::int64_t>> edges;
   for (const auto &op : b.operands) {
     if (op.role == Role::scratch) continue;
+    if (op.has_element_dims()) {
+      out.reason = "'" + op.name + "' has an Element block dim";
+      return out;
+    }
     auto &dims = follows[op.name];
     for (std::size_t d = 0; d < op.index.size(); ++d) {
       auto l = linear(op.index[d]);

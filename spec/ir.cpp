@@ -249,6 +249,22 @@ Loc unit_loc(const std::variant<KernelSpec, Program> &u) {
 
 std::ostream &operator<<(std::ostream &os, const Expr &e) { return os << print(e); }
 std::ostream &operator<<(std::ostream &os, const Stmt &s) { return os << print(s); }
+std::optional<ElementDim> element_dim(const Expr &b) {
+  if (b.op != Op::Call || b.name != "Element") return std::nullopt;
+  const std::size_t np = b.num_positional();
+  const Expr *pad = np == 2 ? &b.args[1] : b.kwarg("padding");
+  if (np < 1 || np > 2 || (np == 2 && b.kwarg("padding")) ||
+      b.kwarg_names.size() > (b.kwarg("padding") ? 1 : 0))
+    return std::nullopt;
+  ElementDim e{b.args[0], Expr::integer(0, b.loc), Expr::integer(0, b.loc)};
+  if (pad) {
+    if (pad->op != Op::Tuple || pad->args.size() != 2) return std::nullopt;
+    e.lo = pad->args[0];
+    e.hi = pad->args[1];
+  }
+  return e;
+}
+
 std::ostream &operator<<(std::ostream &os, const KernelSpec &k) { return os << print(k); }
 std::ostream &operator<<(std::ostream &os, const Program &p) { return os << print(p); }
 std::ostream &operator<<(std::ostream &os, const File &f) { return os << print(f); }

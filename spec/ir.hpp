@@ -323,6 +323,20 @@ std::ostream &operator<<(std::ostream &, const KernelSpec &);
 std::ostream &operator<<(std::ostream &, const Program &);
 std::ostream &operator<<(std::ostream &, const File &);
 
+/// A block dim `Element(size)`, `Element(size, (lo, hi))` or
+/// `Element(size, padding=(lo, hi))` (pl.Element): the index map returns
+/// the element offset `i` into the array padded by lo before and hi after,
+/// and the window is padded elements [i, i + size), i.e. array elements
+/// [i - lo, i - lo + size); the pad values are undefined.
+struct ElementDim {
+  Expr size;
+  Expr lo; ///< Int 0 without padding
+  Expr hi;
+};
+/// The Element form of block dim `b`, or nullopt when `b` is a plain extent
+/// (or a malformed Element call, which validation reports).
+std::optional<ElementDim> element_dim(const Expr &b);
+
 /// The name of a unit.
 const std::string &unit_name(const std::variant<KernelSpec, Program> &);
 /// The source line of a unit's header.

@@ -284,6 +284,13 @@ private:
 
   // ------------------------------------------------------------ statements
 
+  static Fail element_low_padding(const BoundOperand &o, std::size_t d) {
+    return Fail{o.loc,
+                "the Element dim " + std::to_string(d) + " of '" + o.name +
+                    "' has low padding that a window reaches: its copy would land at an offset into the "
+                    "slot, which the lowering does not emit yet (pad only the high end)"};
+  }
+
   bool changed(const Opnd &x, std::int64_t s) const { return s == 0 || x.blk[s] != x.blk[s - 1]; }
 
   Expr region(const Opnd &x, std::int64_t s) const {
@@ -298,9 +305,17 @@ private:
       }
       // Clipped where the dim is ragged (Pallas pads the last block); a block
       // past the end of a dividing dim stays out of bounds.
-      const std::int64_t lo = saturating_mul(b[d], *x.block[d]);
+      std::int64_t lo = saturating_mul(b[d], *x.block[d]);
       std::int64_t hi = saturating_add(lo, *x.block[d]);
       if (x.shape[d] % *x.block[d] != 0) hi = std::min(hi, x.shape[d]);
+      if (x.bo && x.bo->element[d]) {
+        // pl.Element: the index is an element offset into the padded dim;
+        // the window's high padding is the slot's part the copy leaves.
+        lo = x.bo->window_start(d, b[d]);
+        hi = saturating_add(lo, *x.block[d]);
+        if (lo < 0 && lo + *x.block[d] > 0 && x.bo->pad_lo[d] > 0) throw element_low_padding(*x.bo, d);
+        if (hi > x.shape[d] && lo < x.shape[d] && x.bo->pad_hi[d] > 0) hi = x.shape[d];
+      }
       if (lo != 0 || hi != x.shape[d]) {
         whole = false;
         subs.push_back(Expr::binary(Op::Slice, Expr::integer(lo), Expr::integer(hi)));
@@ -397,7 +412,7 @@ private:
   // unrolled: its bounds are known at each grid point, and each iteration's
   // statements see t as a constant.
   void loop(const For &f, const Stmt &st, std::int64_t s) {
-    auto lo = eval_int(rewrite(f.lo, s), {}), hi = eval_int(rewrite(f.hi, s), {});
+    auto lo = eval_int(rewrite(f.lo, s), int_lets_), hi = eval_int(rewrite(f.hi, s), int_lets_);
     if ((!lo || !hi) && rolled_) {
       // Bounds that depend on the grid point: the rolled program keeps the
       // loop (its variable a name in its statements).
@@ -444,7 +459,7 @@ private:
     for (auto &st : b) {
       if (auto *i = std::get_if<If>(&st.kind)) {
         Expr c = fold(rewrite(i->cond, s));
-        auto v = eval_int(c, {});
+        auto v = eval_int(c, int_lets_);
         if (v) {
           body(*v ? i->then_body : i->else_body, s);
           continue;
@@ -499,6 +514,12 @@ private:
         Stmt n = st;
         n.kind = Let{l->name, rewrite(l->value, s)};
         n.comments = {};
+        // An integer local the unrolled form decides (`chunks = n // bs`) may
+        // bound a loop or guard a `when` below.
+        if (auto v = rolled_ ? std::nullopt : eval_int(std::get<Let>(n.kind).value, int_lets_))
+          int_lets_[l->name] = *v;
+        else
+          int_lets_.erase(l->name);
         out_->push_back(n);
         continue;
       }
@@ -584,6 +605,7 @@ private:
         }
       }
       // 3. the body.
+      int_lets_.clear();
       body(k_.body, s);
       // 4. copy_out when the next block differs or at the last step;
       // 5. wait for the previous block's write-back on a change.
@@ -658,6 +680,7 @@ private:
                 break;
               }
         }
+      int_lets_.clear();
       body(k_.body, s);
       // Outputs whose block moves: on the first visit of each block (the
       // block differs from step t-1's) and at the last step.
@@ -803,7 +826,8 @@ private:
         continue;
       }
       const std::int64_t bs = *x.block[d];
-      if (bs == x.shape[d] && is_int(b[d], 0)) {
+      const bool element = x.bo && x.bo->element[d];
+      if (bs == x.shape[d] && is_int(b[d], 0) && !element) {
         subs.push_back(Expr::binary(Op::Slice, Expr::leaf(Op::None), Expr::leaf(Op::None)));
         continue;
       }
@@ -811,6 +835,13 @@ private:
       Expr lo = bin(Op::Mul, b[d], lit(bs));
       Expr hi = bin(Op::Add, lo, lit(bs));
       if (x.shape[d] % bs != 0) hi = fold(Expr::call("min", {hi, lit(x.shape[d])}));
+      if (element) {
+        // pl.Element: an element offset into the padded dim (see region()).
+        if (x.bo->pad_lo[d] > 0) throw element_low_padding(*x.bo, d);
+        lo = b[d];
+        hi = bin(Op::Add, lo, lit(bs));
+        if (x.bo->pad_hi[d] > 0) hi = fold(Expr::call("min", {hi, lit(x.shape[d])}));
+      }
       subs.push_back(Expr::binary(Op::Slice, lo, hi));
     }
     if (whole) return Expr::var(x.hbm);
@@ -1168,6 +1199,7 @@ private:
   const KernelSpec &k_;
   const LowerOptions &o_;
   Env env_;
+  Env int_lets_; // unrolled: the integer locals of the body bound so far at this grid step
   bool gpu_ = false;
   std::vector<std::int64_t> grid_;
   std::vector<bool> cta_; // GPU: the CTA axes

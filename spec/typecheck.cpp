@@ -202,6 +202,23 @@ Typed<TensorType> broadcast_to_type(const TensorType &a, const Dims &shape) {
   return r;
 }
 
+Typed<TensorType> tile_type(const TensorType &a, const Dims &reps) {
+  Typed<TensorType> r;
+  const std::size_t rank = std::max(a.shape.size(), reps.size());
+  Dims shape(rank);
+  for (std::size_t d = 0; d < rank; ++d) {
+    const std::size_t ka = d + a.shape.size(), kr = d + reps.size();
+    const std::int64_t ext = ka >= rank ? a.shape[ka - rank] : 1, rep = kr >= rank ? reps[kr - rank] : 1;
+    if (rep < 0) {
+      r.error = "tile's reps must not be negative, got " + dims_string(reps);
+      return r;
+    }
+    shape[d] = known(ext) ? ext * rep : ext;
+  }
+  r.value = TensorType{a.dtype, a.weak, shape};
+  return r;
+}
+
 TensorType cast_type(const TensorType &a, DType t) { return TensorType{t, false, a.shape}; }
 
 Typed<TensorType> dot_type(const TensorType &a, const TensorType &b, const DotOptions &opts) {
@@ -415,7 +432,7 @@ public:
       b.windowed = windowed && o.block_shape.has_value();
       if (b.windowed) {
         for (const auto &d : *o.block_shape)
-          if (d) b.type.shape.push_back(extent(*d));
+          if (d) b.type.shape.push_back(extent(element_dim(*d) ? element_dim(*d)->size : *d));
       } else {
         for (const auto &d : o.shape)
           b.type.shape.push_back(extent(d));
@@ -838,6 +855,12 @@ private:
       auto shape = shape_arg(e.args[1], s);
       if (!a || !shape) return std::nullopt;
       return check(f == "reshape" ? reshape_type(*a, *shape) : broadcast_to_type(*a, *shape), e.loc);
+    }
+    if (f == "tile") {
+      auto a = arg(0);
+      auto reps = shape_arg(e.args[1], s);
+      if (!a || !reps) return std::nullopt;
+      return check(tile_type(*a, *reps), e.loc);
     }
     if (f == "maximum" || f == "minimum" || ((f == "max" || f == "min") && np == 2)) {
       auto a = arg(0), b = arg(1);

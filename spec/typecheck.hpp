@@ -106,6 +106,9 @@ std::string shape_arg_error(const Dims &shape);
 Typed<TensorType> reshape_type(const TensorType &a, const Dims &shape);
 /// broadcast_to(a, shape): a must broadcast to exactly `shape`.
 Typed<TensorType> broadcast_to_type(const TensorType &a, const Dims &shape);
+/// jnp.tile(a, reps): the shorter of a's shape and reps is padded with
+/// leading 1s, and each dim is a's extent times its rep.
+Typed<TensorType> tile_type(const TensorType &a, const Dims &reps);
 /// cast(a, t): a's shape, dtype t, strong.
 TensorType cast_type(const TensorType &a, DType t);
 /// How a dot contracts and what it gives (pl.dot's trans_a / trans_b,

@@ -47,6 +47,7 @@ const std::map<std::string, FnSig> &functions() {
       {"iota", {2, 2, {"dtype"}}},
       {"reshape", {2, 2, {}}},
       {"broadcast_to", {2, 2, {}}},
+      {"tile", {2, 2, {}}},
       {"ds", {2, 2, {}}},
       {"sin", {1, 1, {}}},
       {"cos", {1, 1, {}}},
@@ -201,6 +202,29 @@ public:
                      std::to_string(dtype_bytes(dtype)) + " bytes do not fit in 64 bits");
   }
 
+  // pl.Element on an input: the rules and the lowering place its window by
+  // element offset; outputs and aliases still assume blocks that tile the array.
+  void check_element_dim(const Operand &o, const Expr &b, const std::set<std::string> &params,
+                         const std::string &what) {
+    auto e = element_dim(b);
+    if (!e) {
+      error(b.loc, "Element takes a block size and an optional padding (lo, hi): Element(128) or "
+                   "Element(128, (0, 16))");
+      return;
+    }
+    if (o.role != Role::in) {
+      error(b.loc, "Element block dims are supported on inputs only, not on " + what);
+      return;
+    }
+    check_int_expr(e->size, params, "the block of " + what);
+    check_positive(e->size, "a block extent of " + what);
+    for (const Expr *x : {&e->lo, &e->hi}) {
+      check_int_expr(*x, params, "the padding of " + what);
+      if (auto v = eval_int(*x, env); v && *v < 0)
+        error(x->loc, "the padding of " + what + " must not be negative, got " + std::to_string(*v));
+    }
+  }
+
   void check_positive(const Expr &e, const std::string &what) {
     if (auto v = eval_int(e, env); v && *v <= 0)
       error(e.loc, what + " must be positive, got " + std::to_string(*v));
@@ -277,8 +301,15 @@ public:
     }
     if (!has_out) error(k.loc, "kernel '" + k.name + "' has no 'out' operand");
     std::set<std::string> aliased_in, aliased_out;
-    for (const auto &a : k.aliases)
+    for (const auto &a : k.aliases) {
       alias(k, a, aliased_in, aliased_out);
+      if (const Operand *in = k.operand(a.input); in && in->block_shape)
+        for (const auto &b : *in->block_shape)
+          if (b && element_dim(*b)) {
+            error(a.loc, "input '" + a.input + "' has an Element block dim and cannot be aliased");
+            break;
+          }
+    }
     if (k.body_loc.line == 0 && k.body.empty()) error(k.loc, "kernel '" + k.name + "' has no body");
     std::set<std::string> scope = params;
     in_kernel_body_ = true;
@@ -380,7 +411,9 @@ public:
         error(o.loc, "the block of " + what + " has rank " + std::to_string(o.block_shape->size()) +
                          " but the array has rank " + std::to_string(o.shape.size()));
       for (const auto &b : *o.block_shape)
-        if (b) {
+        if (b && b->op == Op::Call && b->name == "Element")
+          check_element_dim(o, *b, params, what);
+        else if (b) {
           check_int_expr(*b, params, "the block of " + what);
           check_positive(*b, "a block extent of " + what);
         }
@@ -633,7 +666,7 @@ public:
       if (const Expr *d = e.kwarg("dtype")) dtype_arg(*d, "iota's dtype");
       return;
     }
-    if (e.name == "reshape" || e.name == "broadcast_to") {
+    if (e.name == "reshape" || e.name == "broadcast_to" || e.name == "tile") {
       sub(e.args[0]);
       shape_arg(e.args[1], scope, e.name);
       return;

@@ -224,3 +224,25 @@ TEST(BodyLanguageRun, TheMaskedTritonKernelsOfTheCorpusRunCorrectly) {
   }
   EXPECT_EQ(ran, 2);
 }
+
+TEST(BodyLanguage, TileRepeatsEachDimAsJnpTileDoes) {
+  // x is [[0, 1, 2, 3], [4, 5, 6, 7]]; reps (1, 2) repeats the columns.
+  Value v = run_body("        v = tile(x[...], (1, 2))\n");
+  EXPECT_EQ(v.shape, (Shape{2, 8}));
+  EXPECT_EQ(vec(v.f), (std::vector<float>{0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7}));
+  // More reps than dims: a leading dim of 2 copies of the whole block.
+  Value w = run_body("        v = tile(x[0, :], (2, 1))\n");
+  EXPECT_EQ(w.shape, (Shape{2, 4}));
+  EXPECT_EQ(vec(w.f), (std::vector<float>{0, 1, 2, 3, 0, 1, 2, 3}));
+  // Fewer reps than dims: the reps apply to the trailing dims.
+  Value u = run_body("        v = tile(x[...], (2,))\n");
+  EXPECT_EQ(u.shape, (Shape{2, 8}));
+}
+
+TEST(BodyLanguage, TileIsTypedWithItsResultShape) {
+  const auto t = spec::tile_type(spec::TensorType{DType::bf16, false, {8, 128}}, {2, 1, 3});
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t.value.shape, (spec::Dims{2, 8, 384}));
+  EXPECT_EQ(t.value.dtype, DType::bf16);
+  EXPECT_FALSE(spec::tile_type(spec::TensorType{DType::f32, false, {8}}, {-1}).ok());
+}

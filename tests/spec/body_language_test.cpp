@@ -283,3 +283,12 @@ TEST(BodyLanguageSyntax, AMaskOperatorInAParamBoundKeepsItsParentheses) {
   ASSERT_TRUE(b.file.has_value()) << printed;
   EXPECT_EQ(*a.file, *b.file) << printed;
 }
+
+TEST(BodyTyping, TileHasTheRepeatedShapeAndAMismatchIsALocatedError) {
+  const TensorType t = stored_type(kernel("f32[8, 256]", {"o[...] = tile(x[...], (1, 2))"}));
+  EXPECT_EQ(t.shape, (Dims{8, 256}));
+  EXPECT_EQ(print(parse_expr("tile(x[0, :], (8, 1))")), "tile(x[0, :], (8, 1))");
+  Diagnostic d = first_error(kernel("f32[8, 128]", {"o[...] = tile(x[...], (2, 1)) + x[...]"}));
+  EXPECT_EQ(d.loc.line, 6);
+  EXPECT_NE(d.message.find("[16, 128]"), std::string::npos) << d.message;
+}

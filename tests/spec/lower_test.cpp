@@ -439,3 +439,23 @@ TEST(LowerTpu, AStoreToAWholeAnySpaceOutputIsPrintedAsARefAndParsesBack) {
   ASSERT_TRUE(back.file) << (back.errors.empty() ? "" : back.errors[0].message);
   EXPECT_EQ(std::get<Program>(back.file->units.at(0)), l.program);
 }
+
+TEST(LowerUnrolled, ALoopBoundThatNamesAnIntegerLocalIsDecidedAtEachGridStep) {
+  auto l = lowered(R"(kernel loop_local:
+    param n = 512
+    param bs = 128
+    grid = (2,)
+    in  x: f32[2, n]  block=(None, n)  index=(i) -> (i, 0)
+    out o: f32[2, n]  block=(None, n)  index=(i) -> (i, 0)
+    body:
+        chunks = n // bs
+        when chunks > 2:
+            for t in range(chunks):
+                o[ds(t * bs, bs)] = x[ds(t * bs, bs)] * 2.0
+)");
+  // Two grid steps, four iterations each.
+  const auto ls = lines(l.program);
+  EXPECT_EQ(std::count_if(ls.begin(), ls.end(),
+                          [](const std::string &s) { return s.find("* 2.0") != std::string::npos; }),
+            8);
+}

@@ -84,9 +84,35 @@ bool overlaps(const Place &a, const Place &b) {
   return box_overlaps(a.box, b.box);
 }
 
+namespace {
+
+// `T[s] = where(c, v, T[s])`: the store puts back what it reads of T where
+// c fails (megablox's masked store of a tile two groups share).
+bool is_keep_store(const spec::Stmt &s) {
+  const auto *a = std::get_if<spec::Assign>(&s.kind);
+  if (!a || a->accumulate) return false;
+  const spec::Expr &v = a->value;
+  return v.op == spec::Op::Call && v.name == "where" && v.num_positional() == 3 && v.kwarg_names.empty() &&
+         v.args[2] == a->target;
+}
+
+bool has_keep_store(const spec::Block &body) {
+  for (const auto &st : body) {
+    if (is_keep_store(st)) return true;
+    if (const auto *i = std::get_if<spec::If>(&st.kind))
+      if (has_keep_store(i->then_body) || has_keep_store(i->else_body)) return true;
+    if (const auto *f = std::get_if<spec::For>(&st.kind))
+      if (has_keep_store(f->body)) return true;
+  }
+  return false;
+}
+
+} // namespace
+
 Machine::Machine(const spec::Program &p, spec::Env env)
     : program_(p), env_(std::move(env)), flow_([this](const std::string &n) { return buffer_index(n) >= 0; },
                                                [this](const spec::Expr &e) { return ref_padding(e); }) {
+  keeps_ = has_keep_store(p.body);
   try {
     stepper_ = std::make_unique<spec::Stepper>(p, p.body, env_);
   } catch (const spec::StepError &e) {
@@ -303,7 +329,7 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
     // A tensor local: where it holds padding, element by element (before any
     // padding exists, nothing does).
     const std::string &name = std::get<spec::Let>(s.kind).name;
-    if (any_padding_)
+    if (any_padding_ || keeps_)
       flow_.bind(name, value, env_);
     else
       flow_.forget(name);
@@ -318,9 +344,26 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
   bool self_read = accumulate;
   for (std::size_t k = 0; k + (accumulate ? 1 : 0) < refs.size(); ++k)
     if (overlaps(refs[k].place, target)) self_read = true;
+  // A keep store reads its target only to put it back: what nothing wrote
+  // of it becomes undefined data (like a partial block's padding) that the
+  // mask keeps or overwrites element by element; writing it back is the error.
+  const bool keep = is_keep_store(s);
+  bool kept_defined = false;
+  if (keep) {
+    auto it = slots_state_.find({target.buffer, target.slot});
+    std::vector<Box> undefined{target.box};
+    if (it != slots_state_.end()) {
+      kept_defined = !it->second.written.empty();
+      for (const auto &w : it->second.written)
+        undefined = boxes_minus(undefined, w);
+      for (const auto &pd : it->second.padding)
+        undefined = boxes_minus(undefined, pd);
+    }
+    add_padding(target, undefined);
+  }
   int ev = new_event(s, target.slot >= 0 ? std::optional(target.slot) : std::nullopt);
   for (auto &r : refs)
-    access(ev, -1, r.place, false);
+    if (!keep || !(r.place == target)) access(ev, -1, r.place, false);
   access(ev, -1, target, true);
   if (any_padding_) {
     // The padding of a partial block (see on_start) flows into the target:
@@ -336,6 +379,13 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
   }
   add_written(target);
   auto &st = slots_state_[{target.buffer, target.slot}];
+  // A keep store into a slot nothing defined holds no other block's data.
+  if (keep && !kept_defined && refs.size() > 0) {
+    bool other = false;
+    for (auto &r : refs)
+      other = other || (!(r.place == target) && overlaps(r.place, target));
+    self_read = other;
+  }
   if (self_read) {
     if (st.tag && st.pending_accumulate < 0) {
       st.pending_accumulate = ev;
@@ -399,7 +449,8 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
     r_.findings.push_back({Rule::uninitialized_read, ev, -1, -1, -1,
                            "copies out " + program_.buffers[src.buffer].name +
                                (src.slot >= 0 ? "[" + std::to_string(src.slot) + "]" : std::string()) +
-                               " with the padding of a partial block in it, which holds garbage"});
+                               " with undefined data in it (the padding of a partial block, or what a masked "
+                               "store kept of a slot nothing wrote)"});
   outstanding_.push_back(op);
   // The part of the destination the source does not fill is the padding of
   // a partial block: undefined, fine to compute on, wrong to write back.

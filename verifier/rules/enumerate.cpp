@@ -36,9 +36,11 @@ public:
       if (o.role == spec::Role::scratch && !m_.grid.empty()) scratch_resets(i);
       if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
     }
+    const std::vector<bool> kept = kept_garbage(m_, out_.findings);
     for (std::size_t e = 0; e < m_.effects.size(); ++e) {
       const auto &ef = m_.effects[e];
       const auto &o = m_.operands[ef.operand];
+      if (ef.keep && kept[ef.operand]) continue;
       // An acc scratch (plgpu.ACC) starts at zero in every CTA.
       if ((ef.kind == Effect::read || ef.kind == Effect::accumulate) &&
           ((o.role == spec::Role::out && o.windowed) || (o.role == spec::Role::scratch && !o.acc)))

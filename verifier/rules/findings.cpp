@@ -3,6 +3,7 @@
 #include "spec/checked.hpp"
 #include "spec/lower.hpp"
 
+#include "verifier/races/padding.hpp"
 #include "verifier/rules/targets.hpp"
 
 #include <algorithm>
@@ -224,6 +225,138 @@ Finding uninitialized_finding(const KernelModel &m, const Effect &r, const Point
   return f;
 }
 
+std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, std::size_t op) {
+  const auto &o = m.operands[op];
+  std::vector<std::size_t> stores;
+  std::optional<std::size_t> kept_read;
+  for (std::size_t e = 0; e < m.effects.size(); ++e) {
+    const Effect &ef = m.effects[e];
+    if (ef.operand != op) continue;
+    if (ef.kind == Effect::write) stores.push_back(e);
+    if (ef.keep && !kept_read) kept_read = e;
+  }
+  if (!kept_read) return std::vector<Finding>{};
+  std::int64_t total = 1, block = 1;
+  for (std::size_t d = 0; d < o.shape.size(); ++d) {
+    total = spec::saturating_mul(total, o.shape[d]);
+    block = spec::saturating_mul(block, o.block[d]);
+  }
+  const std::int64_t points = m.num_points();
+  constexpr std::int64_t kMaxElements = std::int64_t{1} << 22, kMaxWork = std::int64_t{1} << 27;
+  if (total > kMaxElements || spec::saturating_mul(spec::saturating_mul(points, block),
+                                                   static_cast<std::int64_t>(stores.size())) > kMaxWork)
+    return std::nullopt;
+  races::PaddingFlow flow([&](const std::string &n) { return m.operand_index(n).has_value(); },
+                          [](const spec::Expr &) { return races::RefPadding{}; });
+  std::vector<std::uint8_t> defined(static_cast<std::size_t>(total), m.is_aliased_output(op) ? 1 : 0);
+  std::vector<std::int64_t> kept_at(static_cast<std::size_t>(total), -1); // linear grid position
+  const std::size_t rank = o.shape.size();
+  for (std::int64_t k = 0; k < points; ++k) {
+    const Point p = spec::grid_point(m.grid, m.cta_axes, k);
+    auto b = block_at(m, op, p);
+    if (!b) return std::nullopt;
+    for (std::size_t s : stores) {
+      const Effect &w = m.effects[s];
+      auto g = guard_at(m, w, p);
+      if (!g) return std::nullopt;
+      if (!*g || w.box.size() != rank) continue;
+      // The mask per element of the box; empty: defines nothing.
+      std::optional<races::IntTensor> mask;
+      if (w.keep_mask) {
+        mask = flow.concrete(bind_grid(*w.keep_mask, p, m.grid), m.env);
+        const std::size_t r = mask ? mask->shape.size() : 0, nd = w.keep_dims.size();
+        if (r > nd) mask.reset();
+        for (std::size_t j = 0; mask && j < r; ++j) {
+          const std::int64_t ext = mask->shape[r - 1 - j];
+          const auto &bx = w.box[w.keep_dims[nd - 1 - j]];
+          if (ext != 1 && ext != bx.second - bx.first) mask.reset();
+        }
+      }
+      std::vector<std::int64_t> e(rank);
+      bool empty = false;
+      for (std::size_t d = 0; d < rank; ++d) {
+        e[d] = w.box[d].first;
+        empty = empty || w.box[d].second <= w.box[d].first;
+      }
+      while (!empty) {
+        std::int64_t flat = 0;
+        bool inside = true;
+        for (std::size_t d = 0; d < rank; ++d) {
+          const std::int64_t x = spec::saturating_add(spec::saturating_mul((*b)[d], o.block[d]), e[d]);
+          inside = inside && x >= 0 && x < o.shape[d];
+          flat = flat * o.shape[d] + x;
+        }
+        if (inside) {
+          bool sets = !w.keep_mask;
+          if (mask) {
+            std::int64_t mf = 0;
+            const std::size_t r = mask->shape.size(), nd = w.keep_dims.size();
+            for (std::size_t md = 0; md < r; ++md) {
+              const std::size_t vd = nd + md - r; // right-aligned value dim (r <= nd here)
+              const std::size_t d = w.keep_dims[vd];
+              const std::int64_t i = mask->shape[md] == 1 ? 0 : e[d] - w.box[d].first;
+              mf = mf * mask->shape[md] + i;
+            }
+            sets = mask->v[static_cast<std::size_t>(mf)] != 0;
+          }
+          auto &def = defined[static_cast<std::size_t>(flat)];
+          if (sets)
+            def = 1;
+          else if (!def && kept_at[static_cast<std::size_t>(flat)] < 0)
+            kept_at[static_cast<std::size_t>(flat)] = k;
+        }
+        std::size_t d = rank;
+        while (d-- > 0) {
+          if (++e[d] < w.box[d].second) break;
+          e[d] = w.box[d].first;
+        }
+        if (d == static_cast<std::size_t>(-1)) break;
+      }
+    }
+  }
+  // The element kept earliest (then first in row-major order) that stays garbage.
+  std::optional<std::size_t> worst;
+  for (std::size_t f = 0; f < defined.size(); ++f)
+    if (!defined[f] && kept_at[f] >= 0 && (!worst || kept_at[f] < kept_at[*worst])) worst = f;
+  if (!worst) return std::vector<Finding>{};
+  const Point p = spec::grid_point(m.grid, m.cta_axes, kept_at[*worst]);
+  std::vector<std::int64_t> elem(rank);
+  for (std::size_t d = rank, f = *worst; d-- > 0;) {
+    elem[d] = static_cast<std::int64_t>(f) % o.shape[d];
+    f /= static_cast<std::size_t>(o.shape[d]);
+  }
+  const Effect &r = m.effects[*kept_read];
+  std::string where = o.name + "[";
+  for (std::size_t d = 0; d < rank; ++d)
+    where += (d ? ", " : "") + std::to_string(elem[d]);
+  where += "]";
+  Finding f =
+      make(Rule::uninitialized_accumulator, r.loc,
+           "at grid point " + format_tuple(p) + " the store keeps element " + where + " of block " +
+               block_str(m, op, p) + ", which nothing wrote before, and no later grid point writes it: " +
+               "it stays garbage in the result");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"grid_point", p});
+  f.witness.items.push_back({"element", elem});
+  add_block(f, m, op, p);
+  f.notes.push_back(note(r.loc, "`where` takes " + where + " from '" + o.name +
+                                    "' itself where its condition fails; every store after grid point " +
+                                    format_tuple(p) + " leaves it out too"));
+  return std::vector<Finding>{std::move(f)};
+}
+
+std::vector<bool> kept_garbage(const KernelModel &m, std::vector<Finding> &out) {
+  std::vector<bool> decided(m.operands.size(), false);
+  for (std::size_t i = 0; i < m.operands.size(); ++i) {
+    if (m.operands[i].role != spec::Role::out || !m.operands[i].windowed) continue;
+    if (auto f = kept_garbage_findings(m, i)) {
+      decided[i] = true;
+      out.insert(out.end(), f->begin(), f->end());
+    }
+  }
+  return decided;
+}
+
 Finding reset_finding(const KernelModel &m, const Effect &w, const Point &partial, const Point &reset) {
   const auto &o = m.operands[w.operand];
   if (o.role == spec::Role::scratch) {
@@ -292,6 +425,16 @@ Finding out_of_bounds_finding(const KernelModel &m, std::size_t op, const Point 
         dim = static_cast<std::int64_t>(d);
         detail = "block index " + std::to_string((*b)[d]) + " along dim " + std::to_string(d) +
                  " is outside [0, " + std::to_string(o.num_blocks[d]) + ")";
+        if (o.element[d]) {
+          // An Element dim's index is an element offset into the padded dim.
+          const std::int64_t lo = o.window_start(d, (*b)[d]);
+          detail = "element offset " + std::to_string((*b)[d]) + " along dim " + std::to_string(d) +
+                   " (Element(" + std::to_string(o.block[d]) + ", (" + std::to_string(o.pad_lo[d]) + ", " +
+                   std::to_string(o.pad_hi[d]) + "))) puts its window at elements " + std::to_string(lo) +
+                   ":" + std::to_string(spec::saturating_add(lo, o.block[d])) + ", outside the padded dim " +
+                   std::to_string(-o.pad_lo[d]) + ":" +
+                   std::to_string(spec::saturating_add(o.shape[d], o.pad_hi[d]));
+        }
         break;
       }
   Finding f = make(Rule::index_out_of_bounds, o.loc,
@@ -526,7 +669,9 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
     const auto &x = m.operands[i];
     if (x.role != spec::Role::in || !x.windowed) continue;
     for (std::size_t d = 0; d < x.shape.size(); ++d) {
-      if (x.squeezed[d] || x.shape[d] % x.block[d] == 0) continue;
+      // An Element dim holds undefined values only where it is padded.
+      const bool padded = x.element[d] ? x.pad_lo[d] > 0 || x.pad_hi[d] > 0 : x.shape[d] % x.block[d] != 0;
+      if (x.squeezed[d] || !padded) continue;
       std::string why;
       if (has_output)
         for (std::size_t a = 0; a < x.index_params.size() && why.empty(); ++a) {
@@ -544,6 +689,24 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
         if (why.empty() && c.operand == i && c.array_dim == d)
           why = "the body contracts it (dot/sum/max) on line " + std::to_string(c.loc.line);
       if (why.empty()) continue;
+      if (x.element[d]) {
+        // Which offsets reach the padding depends on the index map: any read counts.
+        bool read = false;
+        for (const auto &r : m.effects)
+          read = read || (r.operand == i && r.kind != Effect::write);
+        if (!read) continue;
+        Finding f =
+            make(Rule::partial_block_reduction, x.loc,
+                 "dim " + std::to_string(d) + " of '" + x.name + "' is an Element dim padded by (" +
+                     std::to_string(x.pad_lo[d]) + ", " + std::to_string(x.pad_hi[d]) + ") and " + why +
+                     ": a window that reaches the padding takes undefined values into the reduction");
+        f.witness.items.push_back({"operand", x.name});
+        f.witness.items.push_back({"dim", static_cast<std::int64_t>(d)});
+        f.witness.items.push_back({"extent", x.shape[d]});
+        f.witness.items.push_back({"block_size", x.block[d]});
+        out.push_back(std::move(f));
+        break;
+      }
       std::int64_t valid = x.shape[d] % x.block[d];
       // A read that stays within the valid elements (`x[:, 0:valid]`, as
       // megablox reads its k remainder) takes no padding in.

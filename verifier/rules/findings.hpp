@@ -84,6 +84,20 @@ bool scratch_shared_across_parallel_axes(const KernelModel &);
 Finding not_covered_finding(const KernelModel &, std::size_t op, const Point &block, const Box &cell);
 Finding alias_finding(const KernelModel &, const AliasModel &, const Point &written, const Point &read);
 
+/// uninitialized-accumulator on the kept reads (Effect::keep) of output
+/// `op`: the grid runs in order with a defined bit per element of the
+/// output; a store defines its box, a store `o[s] = where(c, v, o[s])` only
+/// where c holds (c evaluated at each grid point; a c with no concrete value
+/// defines nothing). An element such a store keeps while it is still
+/// undefined, and that no later store defines, is a finding at the kept
+/// read. Empty when every kept element is overwritten; nullopt when the
+/// grid, the output or an index map or guard is beyond concrete evaluation
+/// (the caller then checks the kept reads as plain reads).
+std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &, std::size_t op);
+/// kept_garbage_findings for every windowed output, appended to `out`; per
+/// operand, whether it was decided (its kept reads then need no plain check).
+std::vector<bool> kept_garbage(const KernelModel &, std::vector<Finding> &out);
+
 /// Whether a read effect (an index into KernelModel::effects) fires at some
 /// grid point where its operand's block index along array dim `dim` is the
 /// last one: asked by partial-block-reduction, answered by the symbolic

@@ -5,6 +5,7 @@
 #include "spec/lower.hpp"
 #include "spec/targets.hpp"
 #include "spec/typecheck.hpp"
+#include "verifier/races/padding.hpp"
 
 #include <algorithm>
 #include <map>
@@ -67,6 +68,7 @@ struct Builder {
   std::map<std::string, bool> ref_local_transposed;
   std::string error;
   int order = 0;
+  std::map<std::string, Expr> mask_locals{}; // tensor lets that read no operand (masks, iotas)
 
   std::optional<spec::Diagnostic> bad_input;
 
@@ -140,12 +142,115 @@ struct Builder {
         scan_value(a, guards, loc);
       return;
     }
+    if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3 && e.args[1].op == Op::Ref &&
+        m.operand_index(e.args[1].name)) {
+      scan_value(e.args[0], guards, loc);
+      const std::size_t first = m.effects.size();
+      scan_value(e.args[1], guards, loc);
+      // scan_value registers a ref's own read before those in its subscripts.
+      if (m.effects.size() > first) narrow_by_mask(e.args[0], e.args[1], m.effects[first]);
+      for (std::size_t a = 2; a < e.args.size(); ++a)
+        scan_value(e.args[a], guards, loc);
+      return;
+    }
     if (e.op == Op::Call) {
       note_contraction(e, loc);
     }
     for (const auto &a : e.args)
       scan_value(a, guards, loc);
   }
+
+  // The array dims a ref's value keeps, in order (a scalar subscript drops
+  // its dim); nullopt where the ref is not a plain subscript list.
+  std::optional<std::vector<std::size_t>> value_dims(const Expr &ref, std::size_t op) const {
+    const auto &o = m.operands[op];
+    std::vector<std::size_t> view, dims;
+    for (std::size_t d = 0; d < o.block.size(); ++d)
+      if (!o.squeezed[d]) view.push_back(d);
+    std::size_t explicit_n = 0;
+    for (const auto &s : ref.args) {
+      if (s.op == Op::None) return std::nullopt;
+      if (s.op != Op::Ellipsis) ++explicit_n;
+    }
+    if (explicit_n > view.size()) return std::nullopt;
+    std::size_t v = 0;
+    for (const auto &s : ref.args) {
+      if (s.op == Op::Ellipsis) {
+        for (std::size_t k = 0; k < view.size() - explicit_n; ++k)
+          dims.push_back(view[v++]);
+        continue;
+      }
+      if (s.op == Op::Slice || is_ds(s)) dims.push_back(view[v]);
+      ++v;
+    }
+    for (; v < view.size(); ++v)
+      dims.push_back(view[v]);
+    return dims;
+  }
+
+  // A tensor expression with params, integer locals and mask locals
+  // substituted; program_id stays.
+  Expr mask_expr(const Expr &c) {
+    // Integer lets first: one may name a tensor local (`mine = row // 8 == i`).
+    Expr g = guard_expr(c);
+    return mask_locals.empty() ? g : spec::substitute(g, mask_locals);
+  }
+
+  // The value of a mask the params decide (iota, comparisons, `& | ~`, ...),
+  // or nullopt (it reads data or a grid index).
+  std::optional<races::IntTensor> concrete_mask(const Expr &masked) const {
+    races::PaddingFlow flow([this](const std::string &n) { return m.operand_index(n).has_value(); },
+                            [](const Expr &) { return races::RefPadding{}; });
+    return flow.concrete(masked, m.env);
+  }
+
+  // `where(c, x[s], ...)`: an element of x[s] at a position where c holds
+  // nowhere never reaches the value, so the read's box along a dim shrinks
+  // to the span of positions where c holds somewhere (megablox masks its k
+  // remainder this way: `where(iota(shape, 1) < k_rem, lhs[...], 0)`).
+  void narrow_by_mask(const Expr &cond, const Expr &ref, Effect &rd) {
+    auto dims = value_dims(ref, rd.operand);
+    if (!dims) return;
+    auto mask = concrete_mask(mask_expr(cond));
+    if (!mask) return;
+    const auto &shape = mask->shape;
+    const std::size_t r = shape.size(), nd = dims->size();
+    for (std::size_t k = 0; k < r && k < nd; ++k) {
+      const std::size_t md = r - 1 - k, d = (*dims)[nd - 1 - k];
+      auto &b = rd.box[d];
+      if (shape[md] != b.second - b.first || shape[md] <= 1) continue;
+      // Row-major position of `md` in a flat index: (flat / stride) % extent.
+      std::int64_t stride = 1;
+      for (std::size_t j = md + 1; j < r; ++j)
+        stride *= shape[j];
+      std::int64_t lo = shape[md], hi = -1;
+      for (std::size_t f = 0; f < mask->v.size(); ++f)
+        if (mask->v[f] != 0) {
+          const std::int64_t i = (static_cast<std::int64_t>(f) / stride) % shape[md];
+          lo = std::min(lo, i);
+          hi = std::max(hi, i);
+        }
+      if (hi < 0) return; // c holds nowhere: leave the read as it is
+      b = {b.first + lo, b.first + hi + 1};
+      rd.partial = true;
+    }
+  }
+
+  bool reads_local_ref(const Expr &e) const {
+    if ((e.op == Op::Ref || e.op == Op::Name) && ref_locals.count(e.name)) return true;
+    for (const auto &a : e.args)
+      if (reads_local_ref(a)) return true;
+    return false;
+  }
+
+  static bool reads_ref(const Expr &e, const KernelModel &m) {
+    if ((e.op == Op::Ref || e.op == Op::Name) && m.operand_index(e.name)) return true;
+    for (const auto &a : e.args)
+      if (reads_ref(a, m)) return true;
+    return false;
+  }
+
+  static bool is_ds(const Expr &s) { return s.op == Op::Call && s.name == "ds" && s.num_positional() == 2; }
 
   static bool is_partial(const Expr &ref) {
     for (const auto &s : ref.args)
@@ -187,6 +292,11 @@ struct Builder {
         auto lo = s.args[0].op == Op::None ? std::optional<std::int64_t>(0) : static_int(s.args[0]);
         auto hi = s.args[1].op == Op::None ? std::optional<std::int64_t>(n) : static_int(s.args[1]);
         if (lo && hi) box[d] = {clamp(*lo), std::max(clamp(*lo), clamp(*hi))};
+      } else if (is_ds(s)) {
+        // pl.ds(start, size): static once a body loop's variable is bound
+        // (the loop is unrolled), so a store per chunk covers only its chunk.
+        auto lo = static_int(s.args[0]), size = static_int(s.args[1]);
+        if (lo && size) box[d] = {clamp(*lo), std::max(clamp(*lo), clamp(spec::saturating_add(*lo, *size)))};
       } else if (auto i = static_int(s)) {
         box[d] = {clamp(*i), clamp(spec::saturating_add(*i, 1))};
       }
@@ -288,7 +398,25 @@ struct Builder {
         for (const auto &s : a->target.args)
           scan_value(s, guards, st.loc);
         if (auto i = m.operand_index(a->target.name)) {
+          // `T[s] = where(c, v, T[s])`: the last read of T is the kept branch.
+          const Expr &v = a->value;
+          const bool keep = !a->accumulate && v.op == Op::Call && v.name == "where" &&
+                            v.num_positional() == 3 && v.kwarg_names.empty() && v.args[2] == a->target &&
+                            !reads_ref(v.args[0], m) &&
+                            !std::any_of(a->target.args.begin(), a->target.args.end(),
+                                         [&](const Expr &x) { return reads_ref(x, m); });
+          auto dims = keep ? value_dims(a->target, *i) : std::nullopt;
+          if (dims)
+            for (auto e = m.effects.rbegin(); e != m.effects.rend(); ++e)
+              if (e->operand == *i && e->kind == Effect::read && e->order == order) {
+                e->keep = true;
+                break;
+              }
           Effect ef;
+          if (dims) {
+            ef.keep_mask = mask_expr(v.args[0]);
+            ef.keep_dims = *dims;
+          }
           ef.kind = a->accumulate ? Effect::accumulate : Effect::write;
           ef.operand = *i;
           ef.guards = guards;
@@ -303,6 +431,9 @@ struct Builder {
         scan_value(l->value, guards, st.loc);
         ref_locals.erase(l->name);
         int_locals.erase(l->name);
+        mask_locals.erase(l->name);
+        if (is_tensor_expr(l->value) && !reads_ref(l->value, m) && !reads_local_ref(l->value))
+          mask_locals[l->name] = mask_expr(l->value);
         if (auto d = direct_operand(l->value)) {
           ref_locals[l->name] = d->first;
           ref_local_transposed[l->name] = d->second;

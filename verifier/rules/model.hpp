@@ -42,6 +42,16 @@ struct Effect {
   /// subscript list).
   std::vector<std::pair<std::int64_t, std::int64_t>> box;
   spec::Loc loc; ///< the statement
+  /// A read that is the kept branch of `T[s] = where(c, v, T[s])`: the store
+  /// puts the elements it reads back where they were, so the read alone
+  /// consumes nothing (kept_garbage_findings decides whether what it keeps
+  /// is ever overwritten).
+  bool keep = false;
+  /// A store `T[s] = where(c, v, T[s])`: c with params and integer and mask
+  /// locals substituted (program_id stays), and the array dims of the
+  /// stored value in order; absent on any other store.
+  std::optional<spec::Expr> keep_mask;
+  std::vector<std::size_t> keep_dims;
 };
 const char *to_string(Effect::Kind);
 

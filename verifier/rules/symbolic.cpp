@@ -36,8 +36,10 @@ public:
       if (o.role == spec::Role::scratch) scratch_resets(i);
       if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
     }
+    const std::vector<bool> kept = kept_garbage(m_, out_.findings);
     for (const auto &e : m_.effects) {
       const auto &o = m_.operands[e.operand];
+      if (e.keep && kept[e.operand]) continue;
       // An acc scratch (plgpu.ACC) starts at zero in every CTA.
       if ((e.kind == Effect::read || e.kind == Effect::accumulate) &&
           ((o.role == spec::Role::out && o.windowed) || (o.role == spec::Role::scratch && !o.acc)))

@@ -449,3 +449,37 @@ TEST(Induction, AnAccessLeavingAFixedBufferIsAnOutOfBoundsPlanWithTheSmallestN) 
   EXPECT_FALSE(plan.ok);
   EXPECT_EQ(plan.out_of_bounds_at, std::optional<std::int64_t>(65));
 }
+
+// `Y[0] = where(m, x, Y[0])` keeps what nothing wrote of Y[0] where m fails:
+// undefined data, like a partial block's padding, which a later store may
+// overwrite and a write-back must not carry out.
+std::string keep_store_pipeline(const std::string &second_mask) {
+  return R"(pipeline keep:
+    hbm  A: f32[8]
+    hbm  B: f32[8]
+    sram X[1]: f32[8]
+    sram Y[1]: f32[8]
+    copy_in_start(A[0:8], X[0])
+    copy_in_wait(X[0])
+    Y[0] = where(iota((8,), 0) < 4, X[0], Y[0])
+    Y[0] = where()" +
+         second_mask + R"(, X[0] * 2, Y[0])
+    copy_out_start(Y[0], B[0:8])
+    copy_out_wait(Y[0])
+)";
+}
+
+TEST(RaceChecker, AMaskedStoreThatKeepsWhatALaterStoreWritesIsNoUninitializedRead) {
+  auto f = parse_text("t.pk", keep_store_pipeline("iota((8,), 0) >= 4"));
+  auto v = verifier::check_program(program(f, "keep"), {});
+  EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? v.reason : v.findings[0].message);
+}
+
+TEST(RaceChecker, AMaskedStoreWhoseKeptGarbageIsWrittenBackIsAnUninitializedRead) {
+  auto f = parse_text("t.pk", keep_store_pipeline("iota((8,), 0) >= 5"));
+  auto v = verifier::check_program(program(f, "keep"), {});
+  ASSERT_EQ(v.status, Status::violation);
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(v.findings[0].rule, verifier::Rule::uninitialized_read);
+  EXPECT_EQ(v.findings[0].loc.line, 10);
+}

@@ -78,5 +78,34 @@ TEST(BodyLoops, AHugeLoopIsUnknownNotAHang) {
   EXPECT_NE(v.reason.find("iterations"), std::string::npos) << v.reason;
 }
 
+// A ragged row of n = 1000 in chunks of 128 through `ds`: range(n // bs)
+// misses the tail 896:1000, range(cdiv(n, bs)) covers it.
+std::string ds_chunks(const std::string &trips) {
+  return "kernel ds_chunks:\n"
+         "    param n = 1000\n"
+         "    param bs = 128\n"
+         "    grid = (8,)\n"
+         "    in  x: f32[64, n]  block=(8, cdiv(n, bs) * bs)  index=(i) -> (i, 0)\n"
+         "    out o: f32[64, n]  block=(8, cdiv(n, bs) * bs)  index=(i) -> (i, 0)\n"
+         "    body:\n"
+         "        for t in range(" +
+         trips +
+         "):\n"
+         "            o[:, ds(t * bs, bs)] = x[:, ds(t * bs, bs)]\n";
+}
+
+TEST(BodyLoops, ADsStorePerChunkCoversOnlyItsChunkSoARoundedDownLoopLeavesTheTail) {
+  auto v = check_text(ds_chunks("n // bs"), "ds_chunks");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::output_not_covered, 6}}));
+  EXPECT_EQ(testing::point_item(v.findings[0], "cell_lo"), (std::vector<std::int64_t>{0, 896}));
+  EXPECT_EQ(testing::point_item(v.findings[0], "cell_hi"), (std::vector<std::int64_t>{8, 1024}));
+}
+
+TEST(BodyLoops, ADsStorePerChunkOverCdivChunksCoversTheRaggedRow) {
+  auto v = check_text(ds_chunks("cdiv(n, bs)"), "ds_chunks");
+  EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? v.reason : v.findings[0].message);
+}
+
 } // namespace
 } // namespace pipecheck

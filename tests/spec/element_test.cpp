@@ -1,0 +1,122 @@
+// pl.Element block dims: parsed, printed back, validated (inputs only,
+// padding (lo, hi) not negative), bound with element offsets, and lowered
+// to copies of the window's in-bounds part.
+#include "spec/bind.hpp"
+#include "spec/lower.hpp"
+#include "spec/parse.hpp"
+#include "spec/print.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace pipecheck::spec {
+namespace {
+
+std::string halo(const std::string &block, const std::string &index = "i * 128",
+                 const std::string &role = "in") {
+  return R"(kernel halo:
+    param n = 1024
+    grid = (n // 128,)
+    )" + role +
+         R"(  x: f32[n]  block=()" + block + R"(,)  index=(i) -> ()" + index + R"(,)
+    out o: f32[n]  block=(128,)  index=(i) -> (i,)
+    body:
+        o[...] = x[0:128]
+)";
+}
+
+ParseResult parsed(const std::string &text) {
+  return parse_and_validate(SourceFile::from_string("k.pk", text));
+}
+
+KernelSpec kernel(const std::string &text) {
+  auto r = parsed(text);
+  if (!r.file) {
+    ADD_FAILURE() << r.errors.at(0).loc.line << ": " << r.errors.at(0).message;
+    return {};
+  }
+  return std::get<KernelSpec>(r.file->units.at(0));
+}
+
+TEST(Element, ParsesWithPositionalOrKeywordPaddingAndPrintsBackToTheSameTree) {
+  for (const char *b : {"Element(144)", "Element(144, (0, 16))", "Element(144, padding=(0, 16))"}) {
+    KernelSpec k = kernel(halo(b));
+    const auto &dim = (*k.operands[0].block_shape)[0];
+    ASSERT_TRUE(dim);
+    auto e = element_dim(*dim);
+    ASSERT_TRUE(e) << b;
+    EXPECT_EQ(print(e->size), "144");
+    const std::string printed = print(k);
+    EXPECT_NE(printed.find(b), std::string::npos) << printed;
+    EXPECT_EQ(kernel(printed), k) << printed;
+  }
+}
+
+TEST(Element, BindsTheIndexAsAnElementOffsetIntoThePaddedDim) {
+  KernelSpec k = kernel(halo("Element(144, (4, 16))"));
+  Binding b = bind_kernel(k, param_env(k.params));
+  ASSERT_TRUE(b.kernel) << b.error->diag.message;
+  const BoundOperand &x = b.kernel->operands[0];
+  EXPECT_EQ(x.block, (std::vector<std::int64_t>{144}));
+  EXPECT_EQ(x.element, (std::vector<bool>{true}));
+  EXPECT_EQ(x.pad_lo, (std::vector<std::int64_t>{4}));
+  EXPECT_EQ(x.pad_hi, (std::vector<std::int64_t>{16}));
+  // Offsets 0 .. 1024 + 4 + 16 - 144 fit the padded dim.
+  EXPECT_EQ(x.num_blocks, (std::vector<std::int64_t>{901}));
+  EXPECT_EQ(x.window_start(0, 0), -4);
+  EXPECT_EQ(x.window_start(0, 900), 896);
+  EXPECT_EQ(block_index(*b.kernel, 0, {7}).value, (std::vector<std::int64_t>{896}));
+  EXPECT_EQ(b.kernel->operands[1].window_start(0, 7), 896);
+}
+
+TEST(Element, IsRejectedOnOutputsWithNegativePaddingAndWhenMalformed) {
+  struct Case {
+    std::string text, message;
+  };
+  const Case cases[] = {
+      {halo("Element(144, (0, 16))", "i * 128", "out"), "supported on inputs only"},
+      {halo("Element(144, (0, -1))"), "must not be negative"},
+      {halo("Element(144, (0, 16, 2))"), "Element takes a block size"},
+      {halo("Element(0)"), "must be positive"},
+  };
+  for (const auto &c : cases) {
+    auto r = parsed(c.text);
+    ASSERT_FALSE(r.file) << c.text;
+    ASSERT_FALSE(r.errors.empty());
+    EXPECT_NE(r.errors[0].message.find(c.message), std::string::npos) << r.errors[0].message;
+  }
+}
+
+TEST(Element, AnAliasedInputWithAnElementDimIsRejected) {
+  std::string t = halo("Element(128)");
+  t.replace(t.find("    body:"), 0, "    alias x -> o\n");
+  auto r = parsed(t);
+  ASSERT_FALSE(r.file);
+  EXPECT_NE(r.errors.at(0).message.find("cannot be aliased"), std::string::npos) << r.errors[0].message;
+}
+
+std::string lowered_text(const std::string &text, bool unroll) {
+  LowerOptions o;
+  o.unroll = unroll;
+  std::vector<Diagnostic> errs;
+  auto l = lower(kernel(text), o, errs);
+  if (!l) return "error: " + (errs.empty() ? std::string("?") : errs[0].message);
+  return print(l->program);
+}
+
+TEST(Element, LowersTheLastWindowToACopyOfItsInBoundsPart) {
+  const std::string unrolled = lowered_text(halo("Element(144, (0, 16))"), true);
+  EXPECT_NE(unrolled.find("x[128:272]"), std::string::npos) << unrolled;
+  EXPECT_NE(unrolled.find("x[896:1024]"), std::string::npos) << unrolled;
+  const std::string rolled = lowered_text(halo("Element(144, (0, 16))"), false);
+  EXPECT_NE(rolled.find("min("), std::string::npos) << rolled;
+}
+
+TEST(Element, LowPaddingThatAWindowReachesIsNotLoweredAndSaysSo) {
+  const std::string t = lowered_text(halo("Element(144, (16, 0))", "i * 128"), true);
+  EXPECT_NE(t.find("low padding"), std::string::npos) << t;
+}
+
+} // namespace
+} // namespace pipecheck::spec
