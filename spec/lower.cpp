@@ -94,7 +94,7 @@ std::int64_t ev(const Expr &e, const Env &env) {
   throw Fail{e.loc, "cannot evaluate '" + print(e) + "' (every param must be bound)"};
 }
 
-Stmt mk(std::variant<Assign, Let, If, For, Copy, Wgmma, WgmmaWait> k, Loc l) {
+Stmt mk(decltype(Stmt::kind) k, Loc l) {
   Stmt s;
   s.kind = std::move(k);
   s.loc = l;
@@ -267,6 +267,8 @@ private:
       b.loc = x.op->loc;
       if (x.op->role == Role::scratch) {
         b.kind = x.acc ? BufferKind::acc : (gpu_ ? BufferKind::smem : BufferKind::sram);
+        if (x.op->sem != SemKind::none) b.kind = BufferKind::sem;
+        b.sem = x.op->sem;
         b.name = x.op->name;
         b.shape = ints(x.shape);
       } else if (x.windowed) {
@@ -440,6 +442,33 @@ private:
       env_.erase(f.var);
   }
 
+  // A body DMA becomes the program's primitive on the same places: a
+  // descriptor's refs are those of its binding, rewritten where it is used.
+  void dma(const Dma &d, const Stmt &st, std::int64_t s) {
+    if (gpu_) throw Fail{st.loc, "DMAs on semaphores in a kernel body need a TPU target"};
+    if (d.action == DmaAction::bind) {
+      descriptors_[d.descriptor] = d;
+      return;
+    }
+    Dma n = d;
+    if (!d.descriptor.empty()) {
+      auto it = descriptors_.find(d.descriptor);
+      if (it == descriptors_.end()) throw Fail{st.loc, "'" + d.descriptor + "' is no DMA descriptor"};
+      n.src = it->second.src;
+      n.dst = it->second.dst;
+      n.sem = it->second.sem;
+    }
+    n.descriptor.clear();
+    n.method = false;
+    if (n.action == DmaAction::wait) n.src = Expr::leaf(Op::None, st.loc);
+    for (Expr *e : {&n.src, &n.dst, &n.sem, &n.n})
+      if (e->op != Op::None) *e = fold(rewrite(*e, s));
+    // A whole semaphore array of rank 0 is named alone, not `sem[...]`.
+    if (n.sem.op == Op::Ref && n.sem.args.size() == 1 && n.sem.args[0].op == Op::Ellipsis)
+      n.sem = Expr::var(n.sem.name, n.sem.loc);
+    out_->push_back(mk(n, st.loc));
+  }
+
   void body(const Block &b, std::int64_t s) {
     for (auto &st : b) {
       if (auto *i = std::get_if<If>(&st.kind)) {
@@ -504,6 +533,10 @@ private:
       }
       if (auto *f = std::get_if<For>(&st.kind)) {
         loop(*f, st, s);
+        continue;
+      }
+      if (auto *d = std::get_if<Dma>(&st.kind)) {
+        dma(*d, st, s);
         continue;
       }
       throw Fail{st.loc, "unsupported statement in a kernel body"};
@@ -1178,6 +1211,7 @@ private:
   Block *out_ = nullptr;
   std::map<std::string, Expr> cur_slot_;
   bool in_flight_ = false;
+  std::map<std::string, Dma> descriptors_; // the body's DMA descriptors by name
   std::vector<std::int64_t> step_of_;
   BoundKernel bound_;
   bool rolled_ = true;
