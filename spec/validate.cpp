@@ -523,9 +523,11 @@ public:
           ++idx;
         }
         if (idx != o->shape.size())
-          error(d.sem.loc, "'" + d.sem.name + "' is an array of " + std::to_string(o->shape.size()) +
-                               " dims of semaphores; name one with " + std::to_string(o->shape.size()) +
-                               " indices");
+          error(d.sem.loc, o->shape.empty() ? "'" + d.sem.name + "' is one semaphore; name it without a subscript"
+                                            : "'" + d.sem.name + "' is an array of semaphores of rank " +
+                                                  std::to_string(o->shape.size()) + "; name one with " +
+                                                  std::to_string(o->shape.size()) + " index(es): " + d.sem.name +
+                                                  "[k]");
       }
     }
     if (d.n.op != Op::None) check_int_expr(d.n, scope, "a semaphore count");

@@ -302,16 +302,21 @@ struct Builder {
       return !i || !m.operands[*i].decl || m.operands[*i].decl->memory_space == spec::MemorySpace::any ||
              m.operands[*i].decl->memory_space == spec::MemorySpace::hbm;
     };
-    if (!hbm_side(c->src)) scan_value(c->src, guards, loc);
-    if (c->dst.op == Op::Ref && !hbm_side(c->dst)) {
-      const std::size_t i = *m.operand_index(c->dst.name);
+    // A bare name is the whole ref, as `x[...]`.
+    auto as_ref = [](const Expr &r) {
+      return r.op == Op::Name ? Expr::ref(r.name, {Expr::leaf(Op::Ellipsis, r.loc)}, r.loc) : r;
+    };
+    if (!hbm_side(c->src)) scan_value(as_ref(c->src), guards, loc);
+    if (!hbm_side(c->dst)) {
+      const Expr dst = as_ref(c->dst);
+      const std::size_t i = *m.operand_index(dst.name);
       Effect ef;
       ef.kind = Effect::write;
       ef.operand = i;
       ef.guards = guards;
       ef.order = order + 1;
-      ef.partial = is_partial(c->dst);
-      ef.box = box_of(c->dst, i);
+      ef.partial = is_partial(dst);
+      ef.box = box_of(dst, i);
       ef.loc = loc;
       m.effects.push_back(std::move(ef));
     }
