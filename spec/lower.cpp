@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cassert>
 #include <deque>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -461,8 +462,16 @@ private:
     n.descriptor.clear();
     n.method = false;
     if (n.action == DmaAction::wait) n.src = Expr::leaf(Op::None, st.loc);
+    // A program subscript is a slice, not ds(start, size): the same elements.
+    std::function<Expr(Expr)> slices = [&](Expr e) {
+      for (auto &a : e.args)
+        a = slices(a);
+      if (e.op == Op::Call && e.name == "ds" && e.args.size() == 2 && e.kwarg_names.empty())
+        return Expr::binary(Op::Slice, e.args[0], fold(Expr::binary(Op::Add, e.args[0], e.args[1], e.loc)), e.loc);
+      return e;
+    };
     for (Expr *e : {&n.src, &n.dst, &n.sem, &n.n})
-      if (e->op != Op::None) *e = fold(rewrite(*e, s));
+      if (e->op != Op::None) *e = slices(fold(rewrite(*e, s)));
     // A whole semaphore array of rank 0 is named alone, not `sem[...]`.
     if (n.sem.op == Op::Ref && n.sem.args.size() == 1 && n.sem.args[0].op == Op::Ellipsis)
       n.sem = Expr::var(n.sem.name, n.sem.loc);
