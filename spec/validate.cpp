@@ -535,6 +535,11 @@ public:
 
   void kernel_ref(const Expr &r, const std::set<std::string> &scope, bool store) {
     const Operand *o = k_->operand(r.name);
+    if (o && o->sem != SemKind::none) {
+      error(r.loc, "'" + r.name + "' is a semaphore: DMAs and semaphore_signal/semaphore_wait use it, loads and "
+                                  "stores cannot");
+      return;
+    }
     if (!o) {
       if (scope.count(r.name) && !store)
         value_subscripts(r, scope);

@@ -149,6 +149,11 @@ TEST(DmaSyntax, AWaitOnAnUnboundDescriptorIsALocatedError) {
             "14:9 'd' is no DMA descriptor; bind one first: 'd = async_copy(src, dst, sem)'");
 }
 
+TEST(DmaSyntax, ASemaphoreIsNoDataToLoadOrStore) {
+  EXPECT_EQ(first_error(replace(kKernel, "o[...] = x[1]", "o[...] = sem[0]")),
+            "20:18 'sem' is a semaphore: DMAs and semaphore_signal/semaphore_wait use it, loads and stores cannot");
+}
+
 TEST(DmaSyntax, ASemaphoreIsScratchOnly) {
   EXPECT_EQ(first_error(replace(kKernel, "scratch r: semaphore", "in r: semaphore")),
             "9:11 a semaphore is scratch: 'scratch r: dma_sem[n]'");
