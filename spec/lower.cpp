@@ -467,7 +467,8 @@ private:
       for (auto &a : e.args)
         a = slices(a);
       if (e.op == Op::Call && e.name == "ds" && e.args.size() == 2 && e.kwarg_names.empty())
-        return Expr::binary(Op::Slice, e.args[0], fold(Expr::binary(Op::Add, e.args[0], e.args[1], e.loc)), e.loc);
+        return Expr::binary(Op::Slice, e.args[0], fold(Expr::binary(Op::Add, e.args[0], e.args[1], e.loc)),
+                            e.loc);
       return e;
     };
     for (Expr *e : {&n.src, &n.dst, &n.sem, &n.n})

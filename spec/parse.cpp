@@ -528,10 +528,12 @@ private:
     expect_punct(":");
     if (b.kind == BufferKind::sem) {
       Loc sl = peek().loc;
-      if (!is_name("dma_sem") && !is_name("semaphore")) fail(sl, "expected 'dma_sem' or 'semaphore' after 'sem " + b.name + ":'");
+      if (!is_name("dma_sem") && !is_name("semaphore"))
+        fail(sl, "expected 'dma_sem' or 'semaphore' after 'sem " + b.name + ":'");
       b.sem = advance().text == "dma_sem" ? SemKind::dma : SemKind::regular;
       b.dtype = DType::i32;
-      if (b.slots) fail(b.loc, "a semaphore array takes its size after the type: 'sem " + b.name + ": dma_sem[n]'");
+      if (b.slots)
+        fail(b.loc, "a semaphore array takes its size after the type: 'sem " + b.name + ": dma_sem[n]'");
       if (is_punct("[")) b.shape = shape();
     } else {
       b.dtype = dtype();
@@ -670,7 +672,8 @@ private:
       expect_punct(".");
       Loc ml = peek().loc;
       std::string m = identifier("'start' or 'wait'");
-      if (m != "start" && m != "wait") fail(ml, "a DMA descriptor has the methods start() and wait(), not '" + m + "'");
+      if (m != "start" && m != "wait")
+        fail(ml, "a DMA descriptor has the methods start() and wait(), not '" + m + "'");
       d.action = m == "start" ? DmaAction::start : DmaAction::wait;
       expect_punct("(");
       expect_punct(")");

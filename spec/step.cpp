@@ -271,7 +271,8 @@ int Stepper::start_copy(const Stmt &s, const Expr &src_ref, const Expr &dst_ref)
   a.src = resolve(src_ref, s.loc);
   a.dst = resolve(dst_ref, s.loc);
   // A DMA into on-chip memory reads like a copy in, one into HBM like a copy out.
-  a.kind = program_.buffers[a.dst.place.buffer].kind == BufferKind::hbm ? AsyncKind::copy_out : AsyncKind::copy_in;
+  a.kind =
+      program_.buffers[a.dst.place.buffer].kind == BufferKind::hbm ? AsyncKind::copy_out : AsyncKind::copy_in;
   a.src_read = a.src.place;
   a.dst_filled = a.dst.place;
   const int op = next_op_++;
@@ -283,7 +284,8 @@ int Stepper::start_copy(const Stmt &s, const Expr &src_ref, const Expr &dst_ref)
 
 void Stepper::exec_dma(const Stmt &s, const Dma &d) {
   if (d.action == DmaAction::bind || !d.descriptor.empty() || d.method)
-    throw StepError("a program writes DMAs as dma_start / dma_wait (descriptors belong in kernel bodies)", s.loc);
+    throw StepError("a program writes DMAs as dma_start / dma_wait (descriptors belong in kernel bodies)",
+                    s.loc);
   auto retire = [&](int op) { in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), op)); };
   switch (d.action) {
   case DmaAction::sync_copy: {
@@ -308,10 +310,11 @@ void Stepper::exec_dma(const Stmt &s, const Dma &d) {
     auto &sem = sems_[key];
     if (sem.credit + bytes > sem.total) {
       c_->on_fault(s, FaultKind::wait_without_copy,
-                   "waits for " + std::to_string(bytes) + " bytes on " + print(d.sem) + " but the copies on it " +
-                       (sem.total == sem.credit ? std::string("are all waited for already")
-                                                : "can bring only " + std::to_string(sem.total - sem.credit) +
-                                                      " more") +
+                   "waits for " + std::to_string(bytes) + " bytes on " + print(d.sem) +
+                       " but the copies on it " +
+                       (sem.total == sem.credit
+                            ? std::string("are all waited for already")
+                            : "can bring only " + std::to_string(sem.total - sem.credit) + " more") +
                        ": this hangs");
       return;
     }

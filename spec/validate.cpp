@@ -512,8 +512,9 @@ public:
       } else {
         if (dma != (o->sem == SemKind::dma))
           error(d.sem.loc, dma ? "'" + d.sem.name + "' is a regular semaphore; a DMA signals a dma_sem"
-                               : "'" + d.sem.name + "' is a DMA semaphore; semaphore_signal/semaphore_wait take "
-                                                    "a regular one");
+                               : "'" + d.sem.name +
+                                     "' is a DMA semaphore; semaphore_signal/semaphore_wait take "
+                                     "a regular one");
         std::size_t idx = 0;
         for (const auto &a : d.sem.args) {
           if (a.op == Op::Slice || a.op == Op::Ellipsis || a.op == Op::None)
@@ -523,11 +524,11 @@ public:
           ++idx;
         }
         if (idx != o->shape.size())
-          error(d.sem.loc, o->shape.empty() ? "'" + d.sem.name + "' is one semaphore; name it without a subscript"
-                                            : "'" + d.sem.name + "' is an array of semaphores of rank " +
-                                                  std::to_string(o->shape.size()) + "; name one with " +
-                                                  std::to_string(o->shape.size()) + " index(es): " + d.sem.name +
-                                                  "[k]");
+          error(d.sem.loc, o->shape.empty()
+                               ? "'" + d.sem.name + "' is one semaphore; name it without a subscript"
+                               : "'" + d.sem.name + "' is an array of semaphores of rank " +
+                                     std::to_string(o->shape.size()) + "; name one with " +
+                                     std::to_string(o->shape.size()) + " index(es): " + d.sem.name + "[k]");
       }
     }
     if (d.n.op != Op::None) check_int_expr(d.n, scope, "a semaphore count");
@@ -536,8 +537,9 @@ public:
   void kernel_ref(const Expr &r, const std::set<std::string> &scope, bool store) {
     const Operand *o = k_->operand(r.name);
     if (o && o->sem != SemKind::none) {
-      error(r.loc, "'" + r.name + "' is a semaphore: DMAs and semaphore_signal/semaphore_wait use it, loads and "
-                                  "stores cannot");
+      error(r.loc, "'" + r.name +
+                       "' is a semaphore: DMAs and semaphore_signal/semaphore_wait use it, loads and "
+                       "stores cannot");
       return;
     }
     if (!o) {
@@ -739,8 +741,9 @@ public:
     if (want == Want::acc && b->kind != BufferKind::acc)
       error(r.loc, role + " must be an acc buffer, but '" + r.name + "' is " + to_string(b->kind));
     if ((want == Want::sem) != (b->kind == BufferKind::sem)) {
-      error(r.loc, want == Want::sem ? role + " must be a semaphore, but '" + r.name + "' is " + to_string(b->kind)
-                                     : role + " cannot be the semaphore '" + r.name + "'");
+      error(r.loc, want == Want::sem
+                       ? role + " must be a semaphore, but '" + r.name + "' is " + to_string(b->kind)
+                       : role + " cannot be the semaphore '" + r.name + "'");
       return reg;
     }
     std::size_t first = 0;
@@ -854,8 +857,9 @@ public:
       const bool dma = d.action == DmaAction::start || d.action == DmaAction::wait;
       if (b && b->kind == BufferKind::sem && dma != (b->sem == SemKind::dma))
         error(d.sem.loc, dma ? "'" + d.sem.name + "' is a regular semaphore; a DMA signals a dma_sem"
-                             : "'" + d.sem.name + "' is a DMA semaphore; semaphore_signal/semaphore_wait take a "
-                                                  "regular one");
+                             : "'" + d.sem.name +
+                                   "' is a DMA semaphore; semaphore_signal/semaphore_wait take a "
+                                   "regular one");
     }
     if (d.n.op != Op::None) check_int_expr(d.n, scope, "a semaphore count");
     Region a, b;

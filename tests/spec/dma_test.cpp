@@ -80,7 +80,9 @@ struct Recorder : StepConsumer {
   void on_fault(const Stmt &s, FaultKind k, const std::string &m) override {
     out << "L" << s.loc.line << (k == FaultKind::wait_without_copy ? " hang: " : " fault: ") << m << "\n";
   }
-  void on_end(const std::vector<int> &in_flight) override { out << "end in_flight=" << in_flight.size() << "\n"; }
+  void on_end(const std::vector<int> &in_flight) override {
+    out << "end in_flight=" << in_flight.size() << "\n";
+  }
 };
 
 std::string step(const std::string &text) {
@@ -128,9 +130,11 @@ TEST(DmaSyntax, AProgramsPrimitivesAndSemaphoreBuffersPrintBack) {
 }
 
 TEST(DmaSyntax, ADmaBetweenDifferentShapesIsALocatedError) {
-  EXPECT_EQ(first_error(replace(kKernel, "c = async_copy(a[ds(i * 8, 8), :]", "c = async_copy(a[ds(i * 8, 4), :]")),
-            "12:9 copies a[ds(i * 8, 4), :] (f32[4, 128]) to x[i % 2] (f32[8, 128]): a DMA needs the same shape and "
-            "dtype on both sides");
+  EXPECT_EQ(
+      first_error(replace(kKernel, "c = async_copy(a[ds(i * 8, 8), :]", "c = async_copy(a[ds(i * 8, 4), :]")),
+      "12:9 copies a[ds(i * 8, 4), :] (f32[4, 128]) to x[i % 2] (f32[8, 128]): a DMA needs the same shape "
+      "and "
+      "dtype on both sides");
 }
 
 TEST(DmaSyntax, ASemaphoreArgumentThatIsNoSemaphoreIsALocatedError) {
@@ -150,8 +154,9 @@ TEST(DmaSyntax, AWaitOnAnUnboundDescriptorIsALocatedError) {
 }
 
 TEST(DmaSyntax, ASemaphoreIsNoDataToLoadOrStore) {
-  EXPECT_EQ(first_error(replace(kKernel, "o[...] = x[1]", "o[...] = sem[0]")),
-            "20:18 'sem' is a semaphore: DMAs and semaphore_signal/semaphore_wait use it, loads and stores cannot");
+  EXPECT_EQ(
+      first_error(replace(kKernel, "o[...] = x[1]", "o[...] = sem[0]")),
+      "20:18 'sem' is a semaphore: DMAs and semaphore_signal/semaphore_wait use it, loads and stores cannot");
 }
 
 TEST(DmaSyntax, ASemaphoreIsScratchOnly) {
@@ -187,7 +192,8 @@ TEST(DmaSemantics, AWaitLargerThanEveryOtherCopyRetiresTheLargeCopyOnly) {
 }
 
 TEST(DmaSemantics, AWaitNoCopyCanSatisfyHangsAndACopyNeverWaitedIsInFlightAtTheEnd) {
-  EXPECT_EQ(step(R"(pipeline p:
+  EXPECT_EQ(
+      step(R"(pipeline p:
     hbm A: f32[2, 8]
     sram X[2]: f32[8]
     sem S: dma_sem[2]
@@ -197,11 +203,11 @@ TEST(DmaSemantics, AWaitNoCopyCanSatisfyHangsAndACopyNeverWaitedIsInFlightAtTheE
     dma_wait(X[0], S[0])
     dma_start(A[1], X[1], S[1])
 )"),
-            "L5 start op0 in\n"
-            "L6 hang: waits for 32 bytes on S[1] but the copies on it are all waited for already: this hangs\n"
-            "L7 retire op0\n"
-            "L8 hang: waits for 32 bytes on S[0] but the copies on it are all waited for already: this hangs\n"
-            "L9 start op1 in\nend in_flight=1\n");
+      "L5 start op0 in\n"
+      "L6 hang: waits for 32 bytes on S[1] but the copies on it are all waited for already: this hangs\n"
+      "L7 retire op0\n"
+      "L8 hang: waits for 32 bytes on S[0] but the copies on it are all waited for already: this hangs\n"
+      "L9 start op1 in\nend in_flight=1\n");
 }
 
 TEST(DmaSemantics, ARegularSemaphoreWaitHangsPastWhatWasSignalledAndSyncCopyRetiresAtOnce) {
@@ -246,7 +252,8 @@ TEST(DmaLowering, TheBodysDmasJoinTheLoweredProgramAndItsTextParsesBack) {
     ASSERT_TRUE(l) << (errs.empty() ? "" : errs[0].message);
     const std::string text = print(l->program);
     EXPECT_NE(text.find("sem sem: dma_sem[2]"), std::string::npos) << text;
-    EXPECT_NE(text.find("dma_start(a[i * 8:i * 8 + 8, :], x[0:8, :], sem[i % 2])"), std::string::npos) << text;
+    EXPECT_NE(text.find("dma_start(a[i * 8:i * 8 + 8, :], x[0:8, :], sem[i % 2])"), std::string::npos)
+        << text;
     EXPECT_NE(text.find("dma_wait(x[0:8, :], sem["), std::string::npos) << text;
     EXPECT_NE(text.find("sync_copy(x[0:8, :], x[8:16, :])"), std::string::npos) << text;
     EXPECT_EQ(text.find("async_copy"), std::string::npos) << text;
