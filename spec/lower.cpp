@@ -4,6 +4,7 @@
 #include "spec/checked.hpp"
 #include "spec/print.hpp"
 #include "spec/targets.hpp"
+#include "spec/typecheck.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -408,6 +409,8 @@ private:
       n.var = f.var;
       n.lo = fold(rewrite(f.lo, s));
       n.hi = fold(rewrite(f.hi, s));
+      // The loop runs a number of times decided at run time.
+      forget_int_lets(f.body);
       Block *saved = out_;
       const bool entry = in_flight_;
       out_ = &n.body;
@@ -421,6 +424,7 @@ private:
       in_flight_ = in_flight_ || entry;
       out_ = saved;
       out_->push_back(mk(std::move(n), st.loc));
+      forget_int_lets(f.body);
       return;
     }
     if (!lo || !hi)
@@ -483,7 +487,7 @@ private:
     for (auto &st : b) {
       if (auto *i = std::get_if<If>(&st.kind)) {
         Expr c = fold(rewrite(i->cond, s));
-        auto v = eval_int(c, {});
+        auto v = eval_int(c, int_lets_);
         if (v) {
           body(*v ? i->then_body : i->else_body, s);
           continue;
@@ -503,6 +507,9 @@ private:
         in_flight_ = in_flight_ || after_then;
         out_ = saved;
         out_->push_back(mk(n, st.loc));
+        // Which branch ran is decided at run time: what they bound is unknown.
+        forget_int_lets(i->then_body);
+        forget_int_lets(i->else_body);
         continue;
       }
       if (auto *a = std::get_if<Assign>(&st.kind)) {
@@ -538,6 +545,10 @@ private:
         Stmt n = st;
         n.kind = Let{l->name, rewrite(l->value, s)};
         n.comments = {};
+        if (auto v = eval_int(std::get<Let>(n.kind).value, int_lets_))
+          int_lets_[l->name] = *v;
+        else
+          int_lets_.erase(l->name);
         out_->push_back(n);
         continue;
       }
@@ -1222,6 +1233,15 @@ private:
   std::map<std::string, Expr> cur_slot_;
   bool in_flight_ = false;
   std::map<std::string, Dma> descriptors_; // the body's DMA descriptors by name
+  // Body integer locals whose value is known where they are bound (`i =
+  // program_id(0)` in the unrolled form), so that a `when` on them is decided.
+  Env int_lets_;
+  void forget_int_lets(const Block &b) {
+    std::set<std::string> names;
+    bound_names(b, names);
+    for (const auto &n : names)
+      int_lets_.erase(n);
+  }
   std::vector<std::int64_t> step_of_;
   BoundKernel bound_;
   bool rolled_ = true;
