@@ -764,7 +764,10 @@ public:
                               std::to_string(*n) + " slots)");
       }
       first = 1;
-    } else if (b->kind != BufferKind::hbm && b->kind != BufferKind::sem && r.op == Op::Ref) {
+    } else if (b->kind != BufferKind::hbm && b->kind != BufferKind::sem && r.op == Op::Ref &&
+               b->shape.size() < 2) {
+      // A buffer of rank 2 or more is indexed like an array (a kernel's
+      // scratch `x[0]` lowers so); on a rank-1 buffer an index is a slot by mistake.
       for (const auto &s : r.args)
         if (s.op != Op::Slice && s.op != Op::Ellipsis) {
           error(s.loc, "'" + r.name + "' has no slots, so it takes no slot index (declare a ring: " +

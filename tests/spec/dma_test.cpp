@@ -262,3 +262,16 @@ TEST(DmaLowering, TheBodysDmasJoinTheLoweredProgramAndItsTextParsesBack) {
     EXPECT_EQ(std::get<Program>(back.file->units.at(0)), l->program);
   }
 }
+
+TEST(DmaLowering, AScratchIndexedByItsFirstDimPrintsAsProgramTextThatParsesBack) {
+  auto r = parse_text(kKernel);
+  ASSERT_TRUE(r.file);
+  std::vector<Diagnostic> errs;
+  auto l = lower(std::get<KernelSpec>(r.file->units.at(0)), {}, errs);
+  ASSERT_TRUE(l) << (errs.empty() ? "" : errs[0].message);
+  const std::string text = print(l->program);
+  EXPECT_NE(text.find("sync_copy(x[0], x[1])"), std::string::npos) << text;
+  auto back = parse_text(text);
+  ASSERT_TRUE(back.file) << back.errors.at(0).message << "\n" << text;
+  EXPECT_EQ(std::get<Program>(back.file->units.at(0)), l->program);
+}
