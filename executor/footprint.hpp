@@ -58,6 +58,8 @@ inline std::uint64_t heap(const spec::Stmt &s) {
           n += heap(k.acc) + heap(k.a) + heap(k.b);
         else if constexpr (std::is_same_v<K, spec::WgmmaWait>)
           n += heap(k.n);
+        else if constexpr (std::is_same_v<K, spec::Dma>)
+          n += heap(k.descriptor) + heap(k.src) + heap(k.dst) + heap(k.sem) + heap(k.n);
       },
       s.kind);
   return n;

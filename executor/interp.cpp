@@ -59,6 +59,9 @@ spec::Block rewrite_grid_calls(const spec::Block &b) {
             k.b = rewrite_grid_calls(k.b);
           } else if constexpr (std::is_same_v<K, spec::WgmmaWait>) {
             k.n = rewrite_grid_calls(k.n);
+          } else if constexpr (std::is_same_v<K, spec::Dma>) {
+            for (spec::Expr *e : {&k.src, &k.dst, &k.sem, &k.n})
+              *e = rewrite_grid_calls(*e);
           }
         },
         s.kind);
@@ -559,6 +562,25 @@ void Interp::exec(const spec::Stmt &s) {
       env[f->var] = *saved;
     else
       env.erase(f->var);
+    return;
+  }
+  if (const auto *d = std::get_if<spec::Dma>(&s.kind)) {
+    if (d->action == spec::DmaAction::bind) {
+      descriptors_[d->descriptor] = *d;
+      return;
+    }
+    if (d->action != spec::DmaAction::start && d->action != spec::DmaAction::sync_copy) return;
+    const spec::Dma *c = d;
+    if (!d->descriptor.empty()) {
+      auto it = descriptors_.find(d->descriptor);
+      if (it == descriptors_.end()) bad(s.loc, "'" + d->descriptor + "' is no DMA descriptor");
+      c = &it->second;
+    }
+    const View src = view_of(c->src), dst = view_of(c->dst);
+    mem_.before_read(src);
+    Value v = load(src);
+    mem_.before_write(dst);
+    store(v, dst, s.loc);
     return;
   }
   bad(s.loc, "this statement is not allowed in a body");

@@ -57,7 +57,8 @@ public:
   /// ExecError(fault) on an out-of-bounds subscript.
   View view_of(const spec::Expr &ref);
   /// Executes an Assign, Let, If (`when`) or For (a body loop) statement; other statement kinds
-  /// are the runner's.
+  /// are the runner's. A body DMA (oracle, per grid point) copies at its start
+  /// or sync_copy, as if it finished at once; waits and semaphores do nothing.
   void exec(const spec::Stmt &);
   void exec(const spec::Block &);
   /// What entering a body loop does to the locals (exec calls it): the loop
@@ -72,6 +73,7 @@ private:
   bool plan_fused(const spec::Expr &, Fused &, int &node);
 
   Memory &mem_;
+  std::map<std::string, spec::Dma> descriptors_; // the body's async_copy bindings
 };
 
 } // namespace pipecheck::executor

@@ -46,6 +46,8 @@ const spec::Expr *own_extent(const spec::Expr &e) {
 std::optional<spec::Loc> own_extent(const spec::Block &b) {
   for (const auto &st : b) {
     if (std::holds_alternative<spec::For>(st.kind)) return st.loc;
+    // A DMA's refs index arrays by element (pages, rows), which no scale divides.
+    if (std::holds_alternative<spec::Dma>(st.kind)) return st.loc;
     std::optional<spec::Loc> r;
     std::visit(
         [&](const auto &x) {

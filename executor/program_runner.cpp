@@ -62,6 +62,9 @@ bool mentions_grid_calls(const spec::Block &b) {
             found = mentions_grid_calls(k.acc) || mentions_grid_calls(k.a) || mentions_grid_calls(k.b);
           else if constexpr (std::is_same_v<K, spec::WgmmaWait>)
             found = mentions_grid_calls(k.n);
+          else if constexpr (std::is_same_v<K, spec::Dma>)
+            found = mentions_grid_calls(k.src) || mentions_grid_calls(k.dst) || mentions_grid_calls(k.sem) ||
+                    mentions_grid_calls(k.n);
         },
         s.kind);
     if (found) return true;
@@ -313,6 +316,11 @@ private:
                const std::vector<int> &retired) override {
     cur_loc_ = s.loc;
     const auto t0 = clock_.now_ns();
+    if (!waited && !std::holds_alternative<spec::WgmmaWait>(s.kind)) {
+      // semaphore_wait: the stepper keeps the count; nothing to move.
+      tick();
+      return;
+    }
     if (!waited) {
       // wgmma_wait(n): the retired wgmmas take effect now if they have not yet.
       for (int op : retired) {

@@ -95,6 +95,8 @@ void each_expr(Block &b, const std::function<void(Expr &)> &f) {
             f(k.src), f(k.dst);
           } else if constexpr (std::is_same_v<T, Wgmma>) {
             f(k.acc), f(k.a), f(k.b);
+          } else if constexpr (std::is_same_v<T, Dma>) {
+            f(k.src), f(k.dst), f(k.sem), f(k.n);
           } else {
             f(k.n);
           }
@@ -243,6 +245,20 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
       return out;
     }
 
+  bool dma = false;
+  std::function<void(const Block &)> find_dma = [&](const Block &bl) {
+    for (const auto &s : bl) {
+      if (std::holds_alternative<Dma>(s.kind)) dma = true;
+      if (auto *i = std::get_if<If>(&s.kind)) find_dma(i->then_body), find_dma(i->else_body);
+      if (auto *f = std::get_if<For>(&s.kind)) find_dma(f->body);
+    }
+  };
+  find_dma(k.body);
+  if (dma) {
+    // The machine's state key holds no semaphore counts.
+    out.reason = "the body copies by hand on semaphores";
+    return out;
+  }
   BodyUse use = body_use(k, params, b.grid);
   if (!use.bad.empty()) {
     out.reason = use.bad;

@@ -210,6 +210,7 @@ const char *to_string(BufferKind k) {
   case BufferKind::sram: return "sram";
   case BufferKind::smem: return "smem";
   case BufferKind::acc: return "acc";
+  case BufferKind::sem: return "sem";
   }
   return "?";
 }

@@ -162,8 +162,27 @@ struct WgmmaWait {
   friend bool operator==(const WgmmaWait &, const WgmmaWait &) = default;
 };
 
+/// A DMA or semaphore statement (pltpu.make_async_copy, pltpu.sync_copy,
+/// pltpu.semaphore_signal / semaphore_wait):
+/// - bind: `c = async_copy(src, dst, sem)` names a descriptor (no effect);
+/// - start / wait: `c.start()`, `c.wait()` (descriptor set), or
+///   `async_copy(src, dst, sem).start()` (method), or the primitives
+///   `dma_start(src, dst, sem)` / `dma_wait(dst, sem)` (lowered programs);
+///   a wait needs only dst and sem, as Pallas' dma_wait;
+/// - sync_copy: `sync_copy(src, dst)`;
+/// - signal / sem_wait: `semaphore_signal(sem, n)`, `semaphore_wait(sem, n)`.
+/// Fields that a form does not write are Op::None.
+enum class DmaAction { bind, start, wait, sync_copy, signal, sem_wait };
+struct Dma {
+  DmaAction action = DmaAction::start;
+  std::string descriptor; ///< bind: the name bound; start/wait: `c.start()` when set
+  bool method = false;    ///< written `async_copy(src, dst, sem).start()`
+  Expr src, dst, sem, n;
+  friend bool operator==(const Dma &, const Dma &) = default;
+};
+
 struct Stmt {
-  std::variant<Assign, Let, If, For, Copy, Wgmma, WgmmaWait> kind;
+  std::variant<Assign, Let, If, For, Copy, Wgmma, WgmmaWait, Dma> kind;
   Loc loc;
   Comments comments;
   friend bool operator==(const Stmt &, const Stmt &) = default;
@@ -191,6 +210,9 @@ const char *to_string(Role);
 enum class MemorySpace { vmem, any, smem, hbm, acc };
 const char *to_string(MemorySpace);
 enum class Revisit { immediate, any };
+/// A semaphore scratch (`scratch sem: dma_sem[2]`, `scratch s: semaphore`):
+/// pltpu.SemaphoreType.DMA / REGULAR; none for data operands.
+enum class SemKind { none, dma, regular };
 enum class DimSemantics { parallel, arbitrary, sequential };
 const char *to_string(DimSemantics);
 
@@ -222,6 +244,7 @@ struct Operand {
   PipelineMode pipeline_mode;
   Loc loc;
   Comments comments;
+  SemKind sem = SemKind::none; ///< a semaphore scratch: `shape` is the array of semaphores
   friend bool operator==(const Operand &, const Operand &) = default;
 };
 
@@ -273,7 +296,8 @@ struct KernelSpec {
   friend bool operator==(const KernelSpec &, const KernelSpec &) = default;
 };
 
-enum class BufferKind { hbm, sram, smem, acc };
+/// `sem`: an array of semaphores (`sem S: dma_sem[2]`), Buffer::sem says which kind.
+enum class BufferKind { hbm, sram, smem, acc, sem };
 const char *to_string(BufferKind);
 
 /// `sram X[2]: f32[512]`: a buffer, optionally a ring of slots.
@@ -285,6 +309,7 @@ struct Buffer {
   std::vector<Expr> shape;
   Loc loc;
   Comments comments;
+  SemKind sem = SemKind::none; ///< BufferKind::sem: dma or regular
   friend bool operator==(const Buffer &, const Buffer &) = default;
 };
 

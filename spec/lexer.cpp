@@ -163,7 +163,7 @@ private:
       }
       static const char *puncts[] = {"...", "**", "//", "->", "==", "!=", "<=", ">=", "+=", "(",
                                      ")",   "[",  "]",  "{",  "}",  ",",  ":",  "=",  "<",  ">",
-                                     "+",   "-",  "*",  "/",  "%",  "&",  "|",  "~"};
+                                     "+",   "-",  "*",  "/",  "%",  "&",  "|",  "~",  "."};
       bool matched = false;
       for (const char *p : puncts) {
         std::size_t n = std::char_traits<char>::length(p);

@@ -4,10 +4,12 @@
 #include "spec/checked.hpp"
 #include "spec/print.hpp"
 #include "spec/targets.hpp"
+#include "spec/typecheck.hpp"
 
 #include <algorithm>
 #include <cassert>
 #include <deque>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -94,7 +96,7 @@ std::int64_t ev(const Expr &e, const Env &env) {
   throw Fail{e.loc, "cannot evaluate '" + print(e) + "' (every param must be bound)"};
 }
 
-Stmt mk(std::variant<Assign, Let, If, For, Copy, Wgmma, WgmmaWait> k, Loc l) {
+Stmt mk(decltype(Stmt::kind) k, Loc l) {
   Stmt s;
   s.kind = std::move(k);
   s.loc = l;
@@ -267,6 +269,8 @@ private:
       b.loc = x.op->loc;
       if (x.op->role == Role::scratch) {
         b.kind = x.acc ? BufferKind::acc : (gpu_ ? BufferKind::smem : BufferKind::sram);
+        if (x.op->sem != SemKind::none) b.kind = BufferKind::sem;
+        b.sem = x.op->sem;
         b.name = x.op->name;
         b.shape = ints(x.shape);
       } else if (x.windowed) {
@@ -420,6 +424,8 @@ private:
       n.var = f.var;
       n.lo = fold(rewrite(f.lo, s));
       n.hi = fold(rewrite(f.hi, s));
+      // The loop runs a number of times decided at run time.
+      forget_int_lets(f.body);
       Block *saved = out_;
       const bool entry = in_flight_;
       out_ = &n.body;
@@ -433,6 +439,7 @@ private:
       in_flight_ = in_flight_ || entry;
       out_ = saved;
       out_->push_back(mk(std::move(n), st.loc));
+      forget_int_lets(f.body);
       return;
     }
     if (!lo || !hi)
@@ -453,6 +460,42 @@ private:
       env_[f.var] = *saved;
     else
       env_.erase(f.var);
+  }
+
+  // A body DMA becomes the program's primitive on the same places: a
+  // descriptor's refs are those of its binding, rewritten where it is used.
+  void dma(const Dma &d, const Stmt &st, std::int64_t s) {
+    if (gpu_) throw Fail{st.loc, "DMAs on semaphores in a kernel body need a TPU target"};
+    if (d.action == DmaAction::bind) {
+      descriptors_[d.descriptor] = d;
+      return;
+    }
+    Dma n = d;
+    if (!d.descriptor.empty()) {
+      auto it = descriptors_.find(d.descriptor);
+      if (it == descriptors_.end()) throw Fail{st.loc, "'" + d.descriptor + "' is no DMA descriptor"};
+      n.src = it->second.src;
+      n.dst = it->second.dst;
+      n.sem = it->second.sem;
+    }
+    n.descriptor.clear();
+    n.method = false;
+    if (n.action == DmaAction::wait) n.src = Expr::leaf(Op::None, st.loc);
+    // A program subscript is a slice, not ds(start, size): the same elements.
+    std::function<Expr(Expr)> slices = [&](Expr e) {
+      for (auto &a : e.args)
+        a = slices(a);
+      if (e.op == Op::Call && e.name == "ds" && e.args.size() == 2 && e.kwarg_names.empty())
+        return Expr::binary(Op::Slice, e.args[0], fold(Expr::binary(Op::Add, e.args[0], e.args[1], e.loc)),
+                            e.loc);
+      return e;
+    };
+    for (Expr *e : {&n.src, &n.dst, &n.sem, &n.n})
+      if (e->op != Op::None) *e = slices(fold(rewrite(*e, s)));
+    // A whole semaphore array of rank 0 is named alone, not `sem[...]`.
+    if (n.sem.op == Op::Ref && n.sem.args.size() == 1 && n.sem.args[0].op == Op::Ellipsis)
+      n.sem = Expr::var(n.sem.name, n.sem.loc);
+    out_->push_back(mk(n, st.loc));
   }
 
   void body(const Block &b, std::int64_t s) {
@@ -479,6 +522,9 @@ private:
         in_flight_ = in_flight_ || after_then;
         out_ = saved;
         out_->push_back(mk(n, st.loc));
+        // Which branch ran is decided at run time: what they bound is unknown.
+        forget_int_lets(i->then_body);
+        forget_int_lets(i->else_body);
         continue;
       }
       if (auto *a = std::get_if<Assign>(&st.kind)) {
@@ -525,6 +571,10 @@ private:
       }
       if (auto *f = std::get_if<For>(&st.kind)) {
         loop(*f, st, s);
+        continue;
+      }
+      if (auto *d = std::get_if<Dma>(&st.kind)) {
+        dma(*d, st, s);
         continue;
       }
       throw Fail{st.loc, "unsupported statement in a kernel body"};
@@ -1210,6 +1260,14 @@ private:
   Block *out_ = nullptr;
   std::map<std::string, Expr> cur_slot_;
   bool in_flight_ = false;
+  std::map<std::string, Dma> descriptors_; // the body's DMA descriptors by name
+  // A local bound in an undecided branch or a rolled loop has no one value.
+  void forget_int_lets(const Block &b) {
+    std::set<std::string> names;
+    bound_names(b, names);
+    for (const auto &n : names)
+      int_lets_.erase(n);
+  }
   std::vector<std::int64_t> step_of_;
   BoundKernel bound_;
   bool rolled_ = true;

@@ -386,8 +386,17 @@ private:
     o.role = role == "in" ? Role::in : role == "out" ? Role::out : Role::scratch;
     o.name = identifier("an operand name");
     expect_punct(":");
-    o.dtype = dtype();
-    o.shape = shape();
+    if (is_name("dma_sem") || is_name("semaphore")) {
+      // pltpu.SemaphoreType.DMA / REGULAR, optionally an array of them.
+      Loc sl = peek().loc;
+      o.sem = advance().text == "dma_sem" ? SemKind::dma : SemKind::regular;
+      if (o.role != Role::scratch) fail(sl, "a semaphore is scratch: 'scratch " + o.name + ": dma_sem[n]'");
+      o.dtype = DType::i32;
+      if (is_punct("[")) o.shape = shape();
+    } else {
+      o.dtype = dtype();
+      o.shape = shape();
+    }
     std::set<std::string> seen;
     while (peek().kind == Tok::Name) {
       Loc l = peek().loc;
@@ -490,7 +499,7 @@ private:
     while (peek().kind != Tok::Dedent && peek().kind != Tok::End) {
       if (is_name("param")) {
         p.params.push_back(param());
-      } else if ((is_name("hbm") || is_name("sram") || is_name("smem") || is_name("acc")) &&
+      } else if ((is_name("hbm") || is_name("sram") || is_name("smem") || is_name("acc") || is_name("sem")) &&
                  peek(1).kind == Tok::Name) {
         p.buffers.push_back(buffer());
       } else {
@@ -508,6 +517,7 @@ private:
     b.kind = kind == "hbm"    ? BufferKind::hbm
              : kind == "sram" ? BufferKind::sram
              : kind == "smem" ? BufferKind::smem
+             : kind == "sem"  ? BufferKind::sem
                               : BufferKind::acc;
     b.name = identifier("a buffer name");
     if (is_punct("[")) {
@@ -516,8 +526,19 @@ private:
       expect_punct("]");
     }
     expect_punct(":");
-    b.dtype = dtype();
-    b.shape = shape();
+    if (b.kind == BufferKind::sem) {
+      Loc sl = peek().loc;
+      if (!is_name("dma_sem") && !is_name("semaphore"))
+        fail(sl, "expected 'dma_sem' or 'semaphore' after 'sem " + b.name + ":'");
+      b.sem = advance().text == "dma_sem" ? SemKind::dma : SemKind::regular;
+      b.dtype = DType::i32;
+      if (b.slots)
+        fail(b.loc, "a semaphore array takes its size after the type: 'sem " + b.name + ": dma_sem[n]'");
+      if (is_punct("[")) b.shape = shape();
+    } else {
+      b.dtype = dtype();
+      b.shape = shape();
+    }
     b.comments = item_comments(b.loc);
     expect_newline();
     return b;
@@ -604,6 +625,8 @@ private:
       w.b = ref_expr();
       expect_punct(")");
       s.kind = std::move(w);
+    } else if (auto d = dma_stmt()) {
+      s.kind = std::move(*d);
     } else if (t.text == "wgmma_wait" && is_punct("(", 1)) {
       WgmmaWait w;
       advance();
@@ -637,6 +660,87 @@ private:
     s.comments = item_comments(s.loc);
     expect_newline();
     return s;
+  }
+
+  /// A DMA or semaphore statement (ir.hpp's Dma), or nullopt when the tokens
+  /// ahead are none.
+  std::optional<Dma> dma_stmt() {
+    const Token &t = peek();
+    Dma d;
+    d.src = d.dst = d.sem = d.n = Expr::leaf(Op::None, t.loc);
+    auto method = [&] {
+      expect_punct(".");
+      Loc ml = peek().loc;
+      std::string m = identifier("'start' or 'wait'");
+      if (m != "start" && m != "wait")
+        fail(ml, "a DMA descriptor has the methods start() and wait(), not '" + m + "'");
+      d.action = m == "start" ? DmaAction::start : DmaAction::wait;
+      expect_punct("(");
+      expect_punct(")");
+    };
+    auto three = [&] {
+      expect_punct("(");
+      d.src = ref_expr();
+      expect_punct(",");
+      d.dst = ref_expr();
+      expect_punct(",");
+      d.sem = ref_expr();
+      expect_punct(")");
+    };
+    if (is_punct(".", 1) && (peek(2).text == "start" || peek(2).text == "wait")) {
+      d.descriptor = advance().text;
+      method();
+      return d;
+    }
+    if (is_punct("=", 1) && peek(2).text == "async_copy" && is_punct("(", 3)) {
+      d.action = DmaAction::bind;
+      d.descriptor = identifier("a descriptor name");
+      advance();
+      advance();
+      three();
+      return d;
+    }
+    if (!is_punct("(", 1)) return std::nullopt;
+    if (t.text == "async_copy") {
+      advance();
+      three();
+      d.method = true;
+      method();
+    } else if (t.text == "dma_start") {
+      advance();
+      three();
+      d.action = DmaAction::start;
+    } else if (t.text == "dma_wait") {
+      advance();
+      expect_punct("(");
+      d.dst = ref_expr();
+      expect_punct(",");
+      d.sem = ref_expr();
+      expect_punct(")");
+      d.action = DmaAction::wait;
+    } else if (t.text == "sync_copy") {
+      advance();
+      expect_punct("(");
+      d.src = ref_expr();
+      expect_punct(",");
+      d.dst = ref_expr();
+      expect_punct(")");
+      d.action = DmaAction::sync_copy;
+    } else if (t.text == "semaphore_signal" || t.text == "semaphore_wait") {
+      d.action = advance().text == "semaphore_signal" ? DmaAction::signal : DmaAction::sem_wait;
+      expect_punct("(");
+      d.sem = ref_expr();
+      if (is_punct(",")) {
+        advance();
+        d.n = expr();
+      } else {
+        d.n = Expr::integer(1, d.sem.loc);
+      }
+      expect_punct(")");
+    } else {
+      return std::nullopt;
+    }
+    return d;
   }
 
   If if_stmt(int depth, Stmt &s) {

@@ -162,6 +162,52 @@ void end_line(std::ostream &os, const Comments &c) {
 
 void emit_block(std::ostream &os, const Block &b, int indent);
 
+void emit_dma(std::ostream &os, const Dma &d) {
+  auto args = [&](std::initializer_list<const Expr *> es) {
+    os << "(";
+    bool first = true;
+    for (const Expr *e : es) {
+      os << (first ? "" : ", ");
+      emit(os, *e);
+      first = false;
+    }
+    os << ")";
+  };
+  switch (d.action) {
+  case DmaAction::bind:
+    os << d.descriptor << " = async_copy";
+    args({&d.src, &d.dst, &d.sem});
+    return;
+  case DmaAction::start:
+  case DmaAction::wait: {
+    const char *m = d.action == DmaAction::start ? ".start()" : ".wait()";
+    if (!d.descriptor.empty()) {
+      os << d.descriptor << m;
+    } else if (d.method) {
+      os << "async_copy";
+      args({&d.src, &d.dst, &d.sem});
+      os << m;
+    } else if (d.action == DmaAction::start) {
+      os << "dma_start";
+      args({&d.src, &d.dst, &d.sem});
+    } else {
+      os << "dma_wait";
+      args({&d.dst, &d.sem});
+    }
+    return;
+  }
+  case DmaAction::sync_copy:
+    os << "sync_copy";
+    args({&d.src, &d.dst});
+    return;
+  case DmaAction::signal:
+  case DmaAction::sem_wait:
+    os << (d.action == DmaAction::signal ? "semaphore_signal" : "semaphore_wait");
+    args({&d.sem, &d.n});
+    return;
+  }
+}
+
 void emit_stmt(std::ostream &os, const Stmt &s, int indent) {
   leading(os, s.comments, indent);
   os << pad(indent);
@@ -238,6 +284,9 @@ void emit_stmt(std::ostream &os, const Stmt &s, int indent) {
           emit(os, k.n);
           os << ")";
           end_line(os, s.comments);
+        } else if constexpr (std::is_same_v<T, Dma>) {
+          emit_dma(os, k);
+          end_line(os, s.comments);
         }
       },
       s.kind);
@@ -270,7 +319,15 @@ void emit_param(std::ostream &os, const Param &p) {
   end_line(os, p.comments);
 }
 
-void emit_shape(std::ostream &os, DType d, const std::vector<Expr> &shape) {
+void emit_shape(std::ostream &os, DType d, const std::vector<Expr> &shape, SemKind sem) {
+  if (sem != SemKind::none) {
+    os << (sem == SemKind::dma ? "dma_sem" : "semaphore");
+    if (shape.empty()) return;
+    os << "[";
+    emit_list(os, shape);
+    os << "]";
+    return;
+  }
   os << to_string(d) << "[";
   emit_list(os, shape);
   os << "]";
@@ -307,7 +364,7 @@ void emit_kernel(std::ostream &os, const KernelSpec &k) {
   for (const auto &o : k.operands) {
     leading(os, o.comments, 1);
     os << pad(1) << to_string(o.role) << " " << o.name << ": ";
-    emit_shape(os, o.dtype, o.shape);
+    emit_shape(os, o.dtype, o.shape, o.sem);
     if (o.block_shape) {
       os << " block=(";
       for (std::size_t i = 0; i < o.block_shape->size(); ++i) {
@@ -372,7 +429,7 @@ void emit_program(std::ostream &os, const Program &p) {
     os << pad(1) << to_string(b.kind) << " " << b.name;
     if (b.slots) os << "[" << print(*b.slots) << "]";
     os << ": ";
-    emit_shape(os, b.dtype, b.shape);
+    emit_shape(os, b.dtype, b.shape, b.sem);
     end_line(os, b.comments);
   }
   emit_block(os, p.body, 1);

@@ -159,6 +159,10 @@ Dims kept_shape(const StepRef &r) {
 } // namespace
 
 void Stepper::exec_async(const Stmt &s) {
+  if (auto *d = std::get_if<Dma>(&s.kind)) {
+    exec_dma(s, *d);
+    return;
+  }
   if (auto *c = std::get_if<Copy>(&s.kind)) {
     const bool in = c->kind == CopyKind::in_start || c->kind == CopyKind::in_wait;
     if (c->kind == CopyKind::in_start || c->kind == CopyKind::out_start) {
@@ -237,6 +241,125 @@ void Stepper::exec_async(const Stmt &s) {
     }
     c_->on_wait(s, std::nullopt, retired);
     return;
+  }
+}
+
+Stepper::SlotKey Stepper::semaphore(const Expr &ref, const Loc &l) const {
+  const int bi = buffer_index(ref.name);
+  if (bi < 0 || program_.buffers[bi].kind != BufferKind::sem)
+    throw StepError("'" + print(ref) + "' is not a semaphore", l);
+  const StepRef r = resolve(ref, l);
+  std::int64_t flat = 0;
+  const auto &shape = block_shapes_[bi];
+  for (std::size_t d = 0; d < r.place.box.size(); ++d) {
+    if (r.place.box[d].second - r.place.box[d].first != 1)
+      throw StepError("'" + print(ref) + "' names more than one semaphore", l);
+    flat = flat * shape[d] + r.place.box[d].first;
+  }
+  return {bi, flat};
+}
+
+std::int64_t Stepper::bytes_of(const StepRef &r) const {
+  std::int64_t n = dtype_bytes(program_.buffers[r.place.buffer].dtype);
+  for (auto &[lo, hi] : r.place.box)
+    n *= hi - lo;
+  return n;
+}
+
+int Stepper::start_copy(const Stmt &s, const Expr &src_ref, const Expr &dst_ref) {
+  AsyncStart a;
+  a.src = resolve(src_ref, s.loc);
+  a.dst = resolve(dst_ref, s.loc);
+  // A DMA into on-chip memory reads like a copy in, one into HBM like a copy out.
+  a.kind =
+      program_.buffers[a.dst.place.buffer].kind == BufferKind::hbm ? AsyncKind::copy_out : AsyncKind::copy_in;
+  a.src_read = a.src.place;
+  a.dst_filled = a.dst.place;
+  const int op = next_op_++;
+  in_flight_.push_back(op);
+  if (a.kind == AsyncKind::copy_in) ++writes_[{a.dst.place.buffer, a.dst.place.slot}];
+  c_->on_start(s, op, a);
+  return op;
+}
+
+void Stepper::exec_dma(const Stmt &s, const Dma &d) {
+  if (d.action == DmaAction::bind || !d.descriptor.empty() || d.method)
+    throw StepError("a program writes DMAs as dma_start / dma_wait (descriptors belong in kernel bodies)",
+                    s.loc);
+  auto retire = [&](int op) { in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), op)); };
+  switch (d.action) {
+  case DmaAction::sync_copy: {
+    const int op = start_copy(s, d.src, d.dst);
+    retire(op);
+    c_->on_wait(s, resolve(d.dst, s.loc), {op});
+    return;
+  }
+  case DmaAction::start: {
+    const SlotKey key = semaphore(d.sem, s.loc);
+    const std::int64_t bytes = bytes_of(resolve(d.dst, s.loc));
+    const int op = start_copy(s, d.src, d.dst);
+    auto &sem = sems_[key];
+    sem.ops.push_back({op, bytes});
+    sem.total += bytes;
+    return;
+  }
+  case DmaAction::wait: {
+    const SlotKey key = semaphore(d.sem, s.loc);
+    const StepRef dst = resolve(d.dst, s.loc);
+    const std::int64_t bytes = bytes_of(dst);
+    auto &sem = sems_[key];
+    if (sem.credit + bytes > sem.total) {
+      c_->on_fault(s, FaultKind::wait_without_copy,
+                   "waits for " + std::to_string(bytes) + " bytes on " + print(d.sem) +
+                       " but the copies on it " +
+                       (sem.total == sem.credit
+                            ? std::string("are all waited for already")
+                            : "can bring only " + std::to_string(sem.total - sem.credit) + " more") +
+                       ": this hangs");
+      return;
+    }
+    sem.credit += bytes;
+    // Copies on one semaphore complete in any order: a copy is known to be
+    // done only when the others could not have supplied the bytes waited.
+    std::vector<int> retired;
+    for (bool more = true; more;) {
+      more = false;
+      for (auto it = sem.ops.begin(); it != sem.ops.end(); ++it)
+        if (sem.total - it->second < sem.credit) {
+          sem.total -= it->second;
+          sem.credit -= it->second;
+          retired.push_back(it->first);
+          retire(it->first);
+          sem.ops.erase(it);
+          more = true;
+          break;
+        }
+    }
+    std::sort(retired.begin(), retired.end());
+    c_->on_wait(s, dst, retired);
+    return;
+  }
+  case DmaAction::signal:
+  case DmaAction::sem_wait: {
+    const SlotKey key = semaphore(d.sem, s.loc);
+    const std::int64_t n = eval(d.n, s.loc);
+    if (n < 0) throw StepError("a semaphore count must be >= 0, not " + std::to_string(n), s.loc);
+    auto &sem = sems_[key];
+    if (d.action == DmaAction::signal) {
+      sem.value += n;
+    } else if (sem.value < n) {
+      // One issuing thread: nothing else can signal it.
+      c_->on_fault(s, FaultKind::wait_without_copy,
+                   "waits for " + std::to_string(n) + " on " + print(d.sem) + " but only " +
+                       std::to_string(sem.value) + " was signalled and nothing else signals it: this hangs");
+      return;
+    } else {
+      sem.value -= n;
+    }
+    c_->on_wait(s, std::nullopt, {});
+    return;
+  }
+  case DmaAction::bind: return;
   }
 }
 

@@ -21,7 +21,17 @@
 ///   where its source is smaller (spec::fit_copy; the rest is undefined), and
 ///   a copy_out_wait leaves its slot undefined unless another write-back out
 ///   of it is still in flight or the slot was written after the retired copy
-///   started.
+///   started;
+/// - DMAs on semaphores (`dma_start(src, dst, S)`, `dma_wait(dst, S)`,
+///   `sync_copy`, `semaphore_signal` / `semaphore_wait`; docs/lowering.md
+///   "DMAs and semaphores in kernel bodies"): a DMA adds its bytes to S when it
+///   completes, a wait takes bytes(dst) from S. Copies on S complete in any
+///   order, so a wait retires a copy only once the bytes waited on S exceed
+///   what all the other outstanding copies on S could have supplied (with
+///   equal sizes: when every outstanding copy on S is waited for). A wait
+///   that asks for more bytes than the outstanding copies on S can ever
+///   supply, or a semaphore_wait for more than was signalled, hangs
+///   (`wait-without-copy`).
 
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
@@ -155,6 +165,19 @@ private:
   std::deque<int> wgmmas_;
   std::map<SlotKey, std::uint64_t> writes_; // stores and copies into each slot
   std::map<int, std::uint64_t> out_writes_; // copy_out op -> its slot's writes at its start
+
+  // DMA semaphores and regular ones, keyed by (buffer, flat index).
+  struct Semaphore {
+    std::vector<std::pair<int, std::int64_t>> ops; // outstanding copies and their bytes, start order
+    std::int64_t total = 0;                        // their bytes
+    std::int64_t credit = 0;                       // bytes waited not yet attributed to a copy
+    std::int64_t value = 0;                        // a regular semaphore's count
+  };
+  std::map<SlotKey, Semaphore> sems_;
+  void exec_dma(const Stmt &, const Dma &);
+  SlotKey semaphore(const Expr &ref, const Loc &) const;
+  int start_copy(const Stmt &, const Expr &src, const Expr &dst);
+  std::int64_t bytes_of(const StepRef &) const;
 };
 
 } // namespace pipecheck::spec

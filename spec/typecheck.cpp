@@ -615,6 +615,17 @@ private:
       inner.locals[f->var] = Local{true, weak_int()};
       inner.ints.erase(f->var);
       block(f->body, inner);
+    } else if (const auto *d = std::get_if<Dma>(&st.kind)) {
+      // A DMA copies a ref onto one of the same shape and dtype (make_async_copy
+      // takes no casts or broadcasts); a wait's byte count is its dst's.
+      std::optional<TensorType> src, dst;
+      if (d->src.op != Op::None) src = ref_type(d->src, s);
+      if (d->dst.op != Op::None) dst = ref_type(d->dst, s);
+      if (src && dst && (src->dtype != dst->dtype || src->shape != dst->shape))
+        error(st.loc, "copies " + print(d->src) + " (" + type_string(*src) + ") to " + print(d->dst) + " (" +
+                          type_string(*dst) + "): a DMA needs the same shape and dtype on both sides");
+      if (d->n.op != Op::None)
+        if (auto err = not_int(d->n, s, "a semaphore count"); !err.empty()) error(d->n.loc, err);
     }
   }
 

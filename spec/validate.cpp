@@ -256,10 +256,12 @@ public:
 
   // --------------------------------------------------------------- kernels
   const KernelSpec *k_ = nullptr;
+  std::set<std::string> descriptors_; // DMA descriptors bound in the kernel body so far
   std::size_t grid_rank_ = 0;
 
   void kernel(const KernelSpec &k) {
     k_ = &k;
+    descriptors_.clear();
     std::set<std::string> names;
     check_params(k.params, names);
     if (k.grid) {
@@ -522,13 +524,68 @@ public:
     } else if (auto *c = std::get_if<Copy>(&s.kind)) {
       for (const Expr *r : {&c->src, &c->dst})
         if (r->op != Op::None) kernel_ref(*r, scope, false);
+    } else if (auto *d = std::get_if<Dma>(&s.kind)) {
+      kernel_dma(*d, s.loc, scope);
     } else {
       error(s.loc, "wgmma statements belong in pipelines; kernel bodies use dot()");
     }
   }
 
+  void kernel_dma(const Dma &d, Loc l, std::set<std::string> &scope) {
+    if (!d.descriptor.empty() && d.action != DmaAction::bind) {
+      if (!descriptors_.count(d.descriptor))
+        error(l, "'" + d.descriptor + "' is no DMA descriptor; bind one first: '" + d.descriptor +
+                     " = async_copy(src, dst, sem)'");
+      return;
+    }
+    if (d.action == DmaAction::bind) descriptors_.insert(d.descriptor);
+    for (const Expr *r : {&d.src, &d.dst}) {
+      if (r->op == Op::None) continue;
+      if (const Operand *o = k_->operand(r->name); o && o->sem != SemKind::none) {
+        error(r->loc, "'" + r->name + "' is a semaphore, not an array to copy");
+        continue;
+      }
+      kernel_ref(*r, scope, false);
+    }
+    if (d.sem.op != Op::None) {
+      const Operand *o = k_->operand(d.sem.name);
+      const bool dma = d.action != DmaAction::signal && d.action != DmaAction::sem_wait;
+      if (!o || o->sem == SemKind::none) {
+        error(d.sem.loc, "'" + d.sem.name + "' is not a semaphore (declare 'scratch " + d.sem.name +
+                             (dma ? ": dma_sem[n]')" : ": semaphore[n]')"));
+      } else {
+        if (dma != (o->sem == SemKind::dma))
+          error(d.sem.loc, dma ? "'" + d.sem.name + "' is a regular semaphore; a DMA signals a dma_sem"
+                               : "'" + d.sem.name +
+                                     "' is a DMA semaphore; semaphore_signal/semaphore_wait take "
+                                     "a regular one");
+        std::size_t idx = 0;
+        for (const auto &a : d.sem.args) {
+          if (a.op == Op::Slice || a.op == Op::Ellipsis || a.op == Op::None)
+            error(a.loc, "name one semaphore: index '" + d.sem.name + "' with integers");
+          else
+            check_int_expr(a, scope, "a semaphore index");
+          ++idx;
+        }
+        if (idx != o->shape.size())
+          error(d.sem.loc, o->shape.empty()
+                               ? "'" + d.sem.name + "' is one semaphore; name it without a subscript"
+                               : "'" + d.sem.name + "' is an array of semaphores of rank " +
+                                     std::to_string(o->shape.size()) + "; name one with " +
+                                     std::to_string(o->shape.size()) + " index(es): " + d.sem.name + "[k]");
+      }
+    }
+    if (d.n.op != Op::None) check_int_expr(d.n, scope, "a semaphore count");
+  }
+
   void kernel_ref(const Expr &r, const std::set<std::string> &scope, bool store) {
     const Operand *o = k_->operand(r.name);
+    if (o && o->sem != SemKind::none) {
+      error(r.loc, "'" + r.name +
+                       "' is a semaphore: DMAs and semaphore_signal/semaphore_wait use it, loads and "
+                       "stores cannot");
+      return;
+    }
     if (!o) {
       if (scope.count(r.name) && !store)
         value_subscripts(r, scope);
@@ -719,7 +776,7 @@ public:
       program_stmt(s, scope);
   }
 
-  enum class Want { any, hbm, onchip, acc };
+  enum class Want { any, hbm, onchip, acc, sem };
 
   // Checks a buffer reference; returns the region's rank and extents when known.
   struct Region {
@@ -748,6 +805,12 @@ public:
       error(r.loc, role + " must be an sram or smem buffer, but '" + r.name + "' is " + to_string(b->kind));
     if (want == Want::acc && b->kind != BufferKind::acc)
       error(r.loc, role + " must be an acc buffer, but '" + r.name + "' is " + to_string(b->kind));
+    if ((want == Want::sem) != (b->kind == BufferKind::sem)) {
+      error(r.loc, want == Want::sem
+                       ? role + " must be a semaphore, but '" + r.name + "' is " + to_string(b->kind)
+                       : role + " cannot be the semaphore '" + r.name + "'");
+      return reg;
+    }
     std::size_t first = 0;
     if (b->slots) {
       if (r.op == Op::Name || r.args.empty()) {
@@ -766,7 +829,10 @@ public:
                               std::to_string(*n) + " slots)");
       }
       first = 1;
-    } else if (b->kind != BufferKind::hbm && r.op == Op::Ref) {
+    } else if (b->kind != BufferKind::hbm && b->kind != BufferKind::sem && r.op == Op::Ref &&
+               b->shape.size() < 2) {
+      // A buffer of rank 2 or more is indexed like an array (a kernel's
+      // scratch `x[0]` lowers so); on a rank-1 buffer an index is a slot by mistake.
       for (const auto &s : r.args)
         if (s.op != Op::Slice && s.op != Op::Ellipsis) {
           error(s.loc, "'" + r.name + "' has no slots, so it takes no slot index (declare a ring: " +
@@ -845,6 +911,31 @@ public:
     if (mismatch) error(l, "copy between different shapes: " + shape(a) + " and " + shape(b));
   }
 
+  // Lowered programs write DMAs as the primitives: descriptors are the kernel body's.
+  void program_dma(const Dma &d, Loc l, const std::set<std::string> &scope) {
+    if (d.action == DmaAction::bind || !d.descriptor.empty() || d.method) {
+      error(l, "a pipeline writes DMAs as dma_start(src, dst, sem) and dma_wait(dst, sem); async_copy "
+               "descriptors belong in kernel bodies");
+      return;
+    }
+    if (d.sem.op != Op::None) {
+      Region sr = program_ref(d.sem, scope, Want::sem, "the semaphore");
+      if (sr.ok && !sr.extents.empty()) error(d.sem.loc, "name one semaphore: '" + d.sem.name + "[k]'");
+      const Buffer *b = p_->buffer(d.sem.name);
+      const bool dma = d.action == DmaAction::start || d.action == DmaAction::wait;
+      if (b && b->kind == BufferKind::sem && dma != (b->sem == SemKind::dma))
+        error(d.sem.loc, dma ? "'" + d.sem.name + "' is a regular semaphore; a DMA signals a dma_sem"
+                             : "'" + d.sem.name +
+                                   "' is a DMA semaphore; semaphore_signal/semaphore_wait take a "
+                                   "regular one");
+    }
+    if (d.n.op != Op::None) check_int_expr(d.n, scope, "a semaphore count");
+    Region a, b;
+    if (d.src.op != Op::None) a = program_ref(d.src, scope, Want::any, "the source of the copy");
+    if (d.dst.op != Op::None) b = program_ref(d.dst, scope, Want::any, "the destination of the copy");
+    if (d.src.op != Op::None && d.dst.op != Op::None) same_region(a, b, l);
+  }
+
   void program_stmt(const Stmt &s, std::set<std::string> &scope) {
     if (auto *a = std::get_if<Assign>(&s.kind)) {
       const Buffer *b = p_->buffer(a->target.name);
@@ -906,6 +997,8 @@ public:
     } else if (auto *w = std::get_if<WgmmaWait>(&s.kind)) {
       check_int_expr(w->n, scope, "wgmma_wait");
       if (auto v = eval_int(w->n, env); v && *v < 0) error(w->n.loc, "wgmma_wait takes a count >= 0");
+    } else if (auto *d = std::get_if<Dma>(&s.kind)) {
+      program_dma(*d, s.loc, scope);
     }
   }
 

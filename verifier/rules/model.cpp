@@ -390,6 +390,48 @@ struct Builder {
     return false;
   }
 
+  // A body DMA, as the grid point's semantics sees it (the oracle's): its
+  // start (or sync_copy) reads the source and writes the destination; waits
+  // and semaphores touch no data. An HBM-side ref is no access of the body's
+  // (DMAs are how HBM is reached); the race checker sees the rest.
+  std::map<std::string, spec::Dma> descriptors;
+  void dma(const spec::Dma &d, const std::vector<Expr> &guards, const spec::Loc &loc) {
+    if (d.action == spec::DmaAction::bind) {
+      descriptors[d.descriptor] = d;
+      return;
+    }
+    if (d.action != spec::DmaAction::start && d.action != spec::DmaAction::sync_copy) return;
+    const spec::Dma *c = &d;
+    if (!d.descriptor.empty()) {
+      auto it = descriptors.find(d.descriptor);
+      if (it == descriptors.end()) return;
+      c = &it->second;
+    }
+    auto hbm_side = [&](const Expr &r) {
+      auto i = m.operand_index(r.name);
+      return !i || !m.operands[*i].decl || m.operands[*i].decl->memory_space == spec::MemorySpace::any ||
+             m.operands[*i].decl->memory_space == spec::MemorySpace::hbm;
+    };
+    // A bare name is the whole ref, as `x[...]`.
+    auto as_ref = [](const Expr &r) {
+      return r.op == Op::Name ? Expr::ref(r.name, {Expr::leaf(Op::Ellipsis, r.loc)}, r.loc) : r;
+    };
+    if (!hbm_side(c->src)) scan_value(as_ref(c->src), guards, loc);
+    if (!hbm_side(c->dst)) {
+      const Expr dst = as_ref(c->dst);
+      const std::size_t i = *m.operand_index(dst.name);
+      Effect ef;
+      ef.kind = Effect::write;
+      ef.operand = i;
+      ef.guards = guards;
+      ef.order = order + 1;
+      ef.partial = is_partial(dst);
+      ef.box = box_of(dst, i);
+      ef.loc = loc;
+      m.effects.push_back(std::move(ef));
+    }
+  }
+
   void walk(const spec::Block &body, std::vector<Expr> guards) {
     for (const auto &st : body) {
       if (const auto *a = std::get_if<spec::Assign>(&st.kind)) {
@@ -454,6 +496,9 @@ struct Builder {
         }
       } else if (const auto *f = std::get_if<spec::For>(&st.kind)) {
         loop(*f, guards);
+      } else if (const auto *d = std::get_if<spec::Dma>(&st.kind)) {
+        order += 2;
+        dma(*d, guards, st.loc);
       } else {
         fail("the kernel body holds a statement that is not an assignment, binding, `when` or `for`");
       }
