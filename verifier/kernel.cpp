@@ -2,6 +2,7 @@
 // program spec::lower emits for the same binding.
 #include "spec/bind.hpp"
 #include "spec/lower.hpp"
+#include "spec/prefetch.hpp"
 #include "verifier/check.hpp"
 #include "verifier/races/cutoff.hpp"
 #include "verifier/races/races.hpp"
@@ -299,7 +300,23 @@ namespace {
 // allowed contents at once; the lowered program's copy skipping depends on
 // which consecutive block indices are equal, so its race check runs once
 // per allowed contents when there are few, and is undecided otherwise.
+// A read outside a prefetch array gives spec::kPrefetchPoison: say so where
+// a finding shows that value.
+Verdict explain_poison(Verdict v) {
+  const std::string poison = std::to_string(spec::kPrefetchPoison);
+  for (auto &f : v.findings)
+    if (f.message.find(poison) != std::string::npos)
+      f.message += " (" + poison + " is also what a read outside a prefetch array gives)";
+  return v;
+}
+
+Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o);
+
 Verdict check_prefetch(const spec::KernelSpec &k, const CheckOptions &o) {
+  return explain_poison(check_prefetch_contents(k, o));
+}
+
+Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o) {
   Verdict v;
   spec::PrefetchSpace space = spec::prefetch_space(k, spec::param_env(k.params, o.overrides));
   if (!space.errors.empty()) {
