@@ -316,6 +316,30 @@ Verdict check_prefetch(const spec::KernelSpec &k, const CheckOptions &o) {
   return explain_poison(check_prefetch_contents(k, o));
 }
 
+// The whole check once per allowed contents: the first violation (naming
+// its contents), else unknown if one was, else verified for all of them.
+Verdict check_each_contents(const spec::KernelSpec &k, const CheckOptions &o, const spec::PrefetchSpace &space,
+                            const std::vector<spec::PrefetchContents> &all, const std::string &why) {
+  for (const auto &c : all) {
+    Verdict one = check(spec::elaborate_prefetch(k, space, c), o);
+    if (one.status == Status::verified) continue;
+    const std::string with = spec::format_prefetch(c);
+    for (auto &f : one.findings) {
+      f.message += " (prefetch contents: " + with + ")";
+      for (const auto &[name, vals] : c)
+        f.witness.items.push_back({name, vals});
+    }
+    one.reason += (one.reason.empty() ? "" : " ") + std::string("(with prefetch contents ") + with + ")";
+    return one;
+  }
+  Verdict v;
+  v.status = Status::verified;
+  v.reason = "checked for each of the " + std::to_string(all.size()) +
+             " prefetch contents the constraints allow, as the rules over all of them at once were undecided (" +
+             why + ")";
+  return v;
+}
+
 Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o) {
   Verdict v;
   spec::PrefetchSpace space = spec::prefetch_space(k, spec::param_env(k.params, o.overrides));
@@ -341,8 +365,11 @@ Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o
   v = check_spec_rules(spec::elaborate_prefetch(k, space, {}), o, space, *start);
   if (!v.errors.empty()) return v;
   constexpr std::size_t kMaxContents = 256;
-  LoweredCheck low;
   auto all = spec::enumerate_prefetch(space, kMaxContents);
+  // Rules the solver could not decide over open contents (a loop bound read
+  // from a prefetch array): decided per contents when they are few.
+  if (v.status == Status::unknown && all) return check_each_contents(k, o, space, *all, v.reason);
+  LoweredCheck low;
   std::string each = "prefetch contents the constraints allow";
   if (!all && spec::prefetch_equality_only(k, spec::param_env(k.params, o.overrides))) {
     all = spec::prefetch_patterns(space, kMaxContents);

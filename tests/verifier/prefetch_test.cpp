@@ -83,3 +83,19 @@ TEST(PrefetchCheck, RacesThatDependOnValuesBeyondEqualityAreUnknownWhenTheConten
   EXPECT_EQ(few.status, Status::verified) << few.reason;
   EXPECT_NE(few.reason.find("each of the 16 prefetch contents"), std::string::npos) << few.reason;
 }
+
+TEST(PrefetchCheck, ALoopBoundReadFromAPrefetchArrayIsCheckedPerContentsUpToTheBound) {
+  const std::string loop = "o[...] = x[...]\n        for t in range(ids[program_id(0)]):\n"
+                           "            o[t * 4:t * 4 + 4, :] = x[t * 4:t * 4 + 4, :]";
+  // At most 3 trips of 4 rows fit an 8-row block only up to 2: found, with the contents.
+  auto v = check("prefetch ids: i32[4] in [0, 4)", "(i, ids) -> (i, 0)", loop);
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  EXPECT_EQ(v.findings.at(0).rule, verifier::Rule::index_out_of_bounds);
+  EXPECT_NE(v.findings.at(0).message.find("prefetch contents: ids = [0, 0, 0, 3]"), std::string::npos)
+      << v.findings.at(0).message;
+  auto ok = check("prefetch ids: i32[4] in [0, 3)", "(i, ids) -> (i, 0)", loop);
+  EXPECT_EQ(ok.status, Status::verified) << ok.reason;
+  EXPECT_NE(ok.reason.find("each of the 81 prefetch contents"), std::string::npos) << ok.reason;
+  // Past 256 contents it is unknown, never verified.
+  EXPECT_EQ(check("prefetch ids: i32[4] in [0, 5)", "(i, ids) -> (i, 0)", loop).status, Status::unknown);
+}
