@@ -2,9 +2,9 @@
 #include "cli/command.hpp"
 #include "executor/npy.hpp"
 #include "executor/run.hpp"
-#include "spec/prefetch.hpp"
 #include "reports/output.hpp"
 #include "reports/run_report.hpp"
+#include "spec/prefetch.hpp"
 
 #include <filesystem>
 #include <iostream>
@@ -31,7 +31,8 @@ struct RunArgs {
 };
 
 // --prefetch NAME=FILE.npy: the contents of a prefetch operand.
-bool read_prefetch_files(const std::vector<std::string> &flags, std::map<std::string, std::vector<std::int64_t>> &out) {
+bool read_prefetch_files(const std::vector<std::string> &flags,
+                         std::map<std::string, std::vector<std::int64_t>> &out) {
   for (const auto &f : flags) {
     const auto eq = f.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == f.size()) {

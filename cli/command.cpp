@@ -3,8 +3,8 @@
 #include "reports/output.hpp"
 #include "spec/eval.hpp"
 #include "spec/parse.hpp"
-#include "spec/targets.hpp"
 #include "spec/prefetch.hpp"
+#include "spec/targets.hpp"
 #include "spec/typecheck.hpp"
 
 #include "spec/validate.hpp"
@@ -187,8 +187,8 @@ resolve_prefetch(const std::variant<spec::KernelSpec, spec::Program> &u, const s
   for (const auto &[name, v] : supplied) {
     const spec::PrefetchArray *a = space.array(name);
     if (!a) {
-      std::cerr << "error: --prefetch " << name << ": kernel '" << k->name << "' has no prefetch named '" << name
-                << "'\n";
+      std::cerr << "error: --prefetch " << name << ": kernel '" << k->name << "' has no prefetch named '"
+                << name << "'\n";
       return std::nullopt;
     }
     if (auto why = spec::prefetch_violation(*a, v)) {
@@ -207,7 +207,8 @@ resolve_prefetch(const std::variant<spec::KernelSpec, spec::Program> &u, const s
     return std::nullopt;
   }
   if (!picked->empty())
-    note = "prefetch contents picked with seed " + std::to_string(seed) + ": " + spec::format_prefetch(*picked);
+    note =
+        "prefetch contents picked with seed " + std::to_string(seed) + ": " + spec::format_prefetch(*picked);
   if (!contents.empty())
     note += (note.empty() ? "" : "; ") + std::string("prefetch contents from --prefetch: ") +
             spec::format_prefetch(contents);

@@ -1078,7 +1078,8 @@ std::optional<spec::KernelSpec> resolve_prefetch(const spec::KernelSpec &k, cons
     return std::nullopt;
   }
   if (!picked->empty())
-    note = "prefetch contents picked with seed " + std::to_string(opts.seed) + ": " + spec::format_prefetch(*picked);
+    note = "prefetch contents picked with seed " + std::to_string(opts.seed) + ": " +
+           spec::format_prefetch(*picked);
   return spec::elaborate_prefetch(k, space, *picked);
 }
 

@@ -318,8 +318,10 @@ Verdict check_prefetch(const spec::KernelSpec &k, const CheckOptions &o) {
 
 // The whole check once per allowed contents: the first violation (naming
 // its contents), else unknown if one was, else verified for all of them.
-Verdict check_each_contents(const spec::KernelSpec &k, const CheckOptions &o, const spec::PrefetchSpace &space,
-                            const std::vector<spec::PrefetchContents> &all, const std::string &why) {
+Verdict check_each_contents(const spec::KernelSpec &k, const CheckOptions &o,
+                            const spec::PrefetchSpace &space, const std::vector<spec::PrefetchContents> &all,
+                            const std::string &why) {
+  std::optional<Verdict> undecided;
   for (const auto &c : all) {
     Verdict one = check(spec::elaborate_prefetch(k, space, c), o);
     if (one.status == Status::verified) continue;
@@ -330,13 +332,16 @@ Verdict check_each_contents(const spec::KernelSpec &k, const CheckOptions &o, co
         f.witness.items.push_back({name, vals});
     }
     one.reason += (one.reason.empty() ? "" : " ") + std::string("(with prefetch contents ") + with + ")";
-    return one;
+    if (one.status == Status::violation) return one;
+    if (!undecided) undecided = std::move(one);
   }
+  if (undecided) return *undecided;
   Verdict v;
   v.status = Status::verified;
-  v.reason = "checked for each of the " + std::to_string(all.size()) +
-             " prefetch contents the constraints allow, as the rules over all of them at once were undecided (" +
-             why + ")";
+  v.reason =
+      "checked for each of the " + std::to_string(all.size()) +
+      " prefetch contents the constraints allow, as the rules over all of them at once were undecided (" +
+      why + ")";
   return v;
 }
 
@@ -397,8 +402,9 @@ Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o
           f.witness.items.push_back({name, vals});
       }
       if (one.status == Status::unknown) one.reason += " (with prefetch contents " + with + ")";
-      low = std::move(one);
-      break;
+      const bool found = one.status == Status::violation;
+      if (found || low.status == Status::verified) low = std::move(one);
+      if (found) break;
     }
     if (low.status == Status::verified)
       low.reason =

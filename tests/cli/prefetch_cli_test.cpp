@@ -81,14 +81,16 @@ const std::string kGather = "kernel g:\n"
 } // namespace
 
 TEST(CliPrefetch, GivenContentsThatBreakTheirRangeAreBadInputAtTheElement) {
-  std::string f = temp_file("bad.pk", "kernel g:\n    grid = (4,)\n    prefetch ids: i32[4] = [0, 9, 1, 2] in [0, 8)\n"
-                                      "    in  x: f32[64, 128]  block=(8, 128)  index=(i, ids) -> (ids[i], 0)\n"
-                                      "    out o: f32[32, 128]  block=(8, 128)  index=(i, ids) -> (i, 0)\n"
-                                      "    body:\n        o[...] = x[...]\n");
+  std::string f =
+      temp_file("bad.pk", "kernel g:\n    grid = (4,)\n    prefetch ids: i32[4] = [0, 9, 1, 2] in [0, 8)\n"
+                          "    in  x: f32[64, 128]  block=(8, 128)  index=(i, ids) -> (ids[i], 0)\n"
+                          "    out o: f32[32, 128]  block=(8, 128)  index=(i, ids) -> (i, 0)\n"
+                          "    body:\n        o[...] = x[...]\n");
   for (const char *cmd : {"fmt ", "check ", "lower ", "run "}) {
     Out o = run(cmd + f);
     EXPECT_EQ(o.code, 3) << cmd << o.text;
-    EXPECT_NE(o.text.find(f + ":3:32: error: ids[1] = 9 is outside the stated range [0, 8)"), std::string::npos)
+    EXPECT_NE(o.text.find(f + ":3:32: error: ids[1] = 9 is outside the stated range [0, 8)"),
+              std::string::npos)
         << cmd << o.text;
   }
 }
@@ -104,7 +106,8 @@ TEST(CliPrefetch, RunTakesContentsFromAFileAndHoldsThemToTheConstraints) {
   const std::string f = temp_file("g.pk", kGather);
   Out ok = run("run " + f + " --dma eager --prefetch ids=" + temp_file("ok.npy", npy_i32({7, 7, 0, 1})));
   EXPECT_EQ(ok.code, 0) << ok.text;
-  EXPECT_NE(ok.text.find("prefetch contents from --prefetch: ids = [7, 7, 0, 1]"), std::string::npos) << ok.text;
+  EXPECT_NE(ok.text.find("prefetch contents from --prefetch: ids = [7, 7, 0, 1]"), std::string::npos)
+      << ok.text;
   // 8 is allowed by the range and is past the last block: the run fails.
   Out past = run("run " + f + " --dma eager --prefetch ids=" + temp_file("past.npy", npy_i32({8, 0, 0, 0})));
   EXPECT_EQ(past.code, 1) << past.text;

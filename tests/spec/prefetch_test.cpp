@@ -82,22 +82,30 @@ TEST(PrefetchValidate, RejectsContentsThatBreakTheirConstraintsAtTheElement) {
             "3:35: ids[2] = 1 is smaller than ids[1] = 2, but 'ids' is stated nondecreasing");
   EXPECT_EQ(first_error(gather("prefetch ids: i32[4] = [0, 0, 1, 2] sum == 4")),
             "3:5: the elements of 'ids' sum to 3, but the stated sum is 4");
-  EXPECT_EQ(first_error(gather("prefetch ids: i32[4] = [0, 0, 1]")), "3:23: 'ids' has 4 elements but 3 are given");
-  EXPECT_EQ(first_error(gather("prefetch ids: i32[4] in [3, 3)")), "3:30: the range [3, 3) of prefetch 'ids' is empty");
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[4] = [0, 0, 1]")),
+            "3:23: 'ids' has 4 elements but 3 are given");
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[4] in [3, 3)")),
+            "3:30: the range [3, 3) of prefetch 'ids' is empty");
 }
 
 TEST(PrefetchValidate, RejectsBadDeclarationsAndReads) {
-  EXPECT_EQ(first_error(gather("prefetch ids: f32[4]")), "3:5: a prefetch array holds integers (i32), not f32");
-  EXPECT_EQ(first_error(gather("prefetch ids: i32[4, 4]")), "3:22: a prefetch operand is 1-D (`ids: i32[n]`), not of rank 2");
-  EXPECT_EQ(first_error(gather("prefetch ids: i32[4] in [0, 8) bounded")),
-            "3:36: unknown prefetch constraint 'bounded'; expected `in [lo, hi)`, nondecreasing or `sum == s`");
+  EXPECT_EQ(first_error(gather("prefetch ids: f32[4]")),
+            "3:5: a prefetch array holds integers (i32), not f32");
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[4, 4]")),
+            "3:22: a prefetch operand is 1-D (`ids: i32[n]`), not of rank 2");
+  EXPECT_EQ(
+      first_error(gather("prefetch ids: i32[4] in [0, 8) bounded")),
+      "3:36: unknown prefetch constraint 'bounded'; expected `in [lo, hi)`, nondecreasing or `sum == s`");
   // The prefetch refs follow the grid indices: all or none.
-  EXPECT_NE(first_error(gather("prefetch ids: i32[4]", "(i, ids, more) -> (ids[i], 0)")).find("prefetch refs follow"),
+  EXPECT_NE(first_error(gather("prefetch ids: i32[4]", "(i, ids, more) -> (ids[i], 0)"))
+                .find("prefetch refs follow"),
             std::string::npos);
-  EXPECT_EQ(first_error(gather("prefetch ids: i32[4]", "(i, ids) -> (ids[0:2], 0)")),
-            "4:61: a prefetch array is read one element at a time ('ids[i]') in the index map of operand 'x'");
-  EXPECT_EQ(first_error("kernel g:\n    prefetch ids: i32[4]\n    out o: f32[8]\n    body:\n        ids[0] = 1\n"),
-            "5:9: cannot store into prefetch 'ids': scalar-prefetch operands are read-only");
+  EXPECT_EQ(
+      first_error(gather("prefetch ids: i32[4]", "(i, ids) -> (ids[0:2], 0)")),
+      "4:61: a prefetch array is read one element at a time ('ids[i]') in the index map of operand 'x'");
+  EXPECT_EQ(
+      first_error("kernel g:\n    prefetch ids: i32[4]\n    out o: f32[8]\n    body:\n        ids[0] = 1\n"),
+      "5:9: cannot store into prefetch 'ids': scalar-prefetch operands are read-only");
 }
 
 TEST(PrefetchSpaceTest, EnumeratesOnlyAllowedContents) {
@@ -110,7 +118,8 @@ TEST(PrefetchSpaceTest, EnumeratesOnlyAllowedContents) {
   for (const auto &c : *all)
     got.insert(c.at("ids"));
   EXPECT_EQ(got, (std::set<std::vector<std::int64_t>>{{0, 1, 2}, {1, 1, 1}}));
-  EXPECT_FALSE(enumerate_prefetch(prefetch_space(kernel_ok(gather("prefetch ids: i32[4] in [0, 8)")), {}), 100));
+  EXPECT_FALSE(
+      enumerate_prefetch(prefetch_space(kernel_ok(gather("prefetch ids: i32[4] in [0, 8)")), {}), 100));
 }
 
 TEST(PrefetchSpaceTest, PatternsAreThePartitionsTheRangeAllows) {
@@ -118,7 +127,8 @@ TEST(PrefetchSpaceTest, PatternsAreThePartitionsTheRangeAllows) {
   auto wide = prefetch_patterns(prefetch_space(kernel_ok(gather("prefetch ids: i32[4] in [0, 8)")), {}), 100);
   ASSERT_TRUE(wide);
   EXPECT_EQ(wide->size(), 15u);
-  auto narrow = prefetch_patterns(prefetch_space(kernel_ok(gather("prefetch ids: i32[4] in [5, 7)")), {}), 100);
+  auto narrow =
+      prefetch_patterns(prefetch_space(kernel_ok(gather("prefetch ids: i32[4] in [5, 7)")), {}), 100);
   ASSERT_TRUE(narrow);
   EXPECT_EQ(narrow->size(), 8u);
   for (const auto &c : *narrow)
@@ -154,8 +164,10 @@ TEST(PrefetchElaborate, ReadsBecomeWhereTreesAndReadsOutsideArePoison) {
   EXPECT_EQ(eval_int(m.results.at(0), {{"i", 4}}), kPrefetchPoison);
   EXPECT_EQ(eval_int(m.results.at(0), {{"i", -1}}), kPrefetchPoison);
   // Open contents read element names.
-  KernelSpec open = elaborate_prefetch(kernel_ok(gather("prefetch ids: i32[4] in [0, 8)")),
-                                       prefetch_space(kernel_ok(gather("prefetch ids: i32[4] in [0, 8)")), {}), {});
-  EXPECT_EQ(eval_int(open.operands.at(0).index_map->results.at(0), {{"i", 2}, {"ids[0]", 5}, {"ids[1]", 6}, {"ids[2]", 7}, {"ids[3]", 1}}),
+  KernelSpec open =
+      elaborate_prefetch(kernel_ok(gather("prefetch ids: i32[4] in [0, 8)")),
+                         prefetch_space(kernel_ok(gather("prefetch ids: i32[4] in [0, 8)")), {}), {});
+  EXPECT_EQ(eval_int(open.operands.at(0).index_map->results.at(0),
+                     {{"i", 2}, {"ids[0]", 5}, {"ids[1]", 6}, {"ids[2]", 7}, {"ids[3]", 1}}),
             7);
 }

@@ -67,7 +67,8 @@ TEST(PrefetchCheck, GivenContentsAreConstants) {
   EXPECT_EQ(check("prefetch ids: i32[4] = [0, 0, 7, 7]").status, Status::verified);
   auto v = check("prefetch ids: i32[4] = [0, 0, 1, 2]", "(i, ids) -> (ids[i + 1], 0)");
   ASSERT_EQ(v.status, Status::violation);
-  EXPECT_NE(v.findings.at(0).message.find("is also what a read outside a prefetch array gives"), std::string::npos)
+  EXPECT_NE(v.findings.at(0).message.find("is also what a read outside a prefetch array gives"),
+            std::string::npos)
       << v.findings.at(0).message;
 }
 
@@ -79,7 +80,8 @@ TEST(PrefetchCheck, RacesThatDependOnValuesBeyondEqualityAreUnknownWhenTheConten
   ASSERT_EQ(v.status, Status::unknown) << v.reason;
   EXPECT_NE(v.reason.find("depends on the prefetch contents"), std::string::npos) << v.reason;
   // Few enough contents: each is checked.
-  auto few = check("prefetch ids: i32[4] in [0, 2)", "(i, ids) -> (ids[i], 0)", "o[...] = x[...] + ids[program_id(0)]");
+  auto few = check("prefetch ids: i32[4] in [0, 2)", "(i, ids) -> (ids[i], 0)",
+                   "o[...] = x[...] + ids[program_id(0)]");
   EXPECT_EQ(few.status, Status::verified) << few.reason;
   EXPECT_NE(few.reason.find("each of the 16 prefetch contents"), std::string::npos) << few.reason;
 }
