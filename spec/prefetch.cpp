@@ -74,11 +74,12 @@ PrefetchSpace prefetch_space(const KernelSpec &k, const Env &params) {
     a.nondecreasing = p.nondecreasing;
     auto n = value(p.length, "the length of prefetch '" + p.name + "'");
     if (!n) continue;
-    if (*n < 1 || *n > (1 << 20)) {
+    // SMEM holds at most a few hundred KiB; 65536 i32 are 256 KiB.
+    if (*n < 1 || *n > (1 << 16)) {
       s.errors.push_back(
           {Severity::error,
            p.length.loc,
-           "the length of prefetch '" + p.name + "' must lie in [1, 2^20], got " + std::to_string(*n),
+           "the length of prefetch '" + p.name + "' must lie in [1, 65536], got " + std::to_string(*n),
            {}});
       continue;
     }
@@ -121,6 +122,8 @@ PrefetchSpace prefetch_space(const KernelSpec &k, const Env &params) {
 
 namespace {
 
+constexpr std::int64_t kMaxWalkedLength = 4096;
+
 // The range an open array's elements are drawn from when run picks them.
 std::pair<std::int64_t, std::int64_t> pick_range(const PrefetchArray &a) {
   std::int64_t lo = a.lo.value_or(0);
@@ -154,7 +157,8 @@ std::optional<std::vector<PrefetchContents>> enumerate_prefetch(const PrefetchSp
   std::vector<PrefetchContents> out{{}};
   for (const auto &a : s.arrays) {
     if (a.given) continue;
-    if (!a.lo || !a.hi) return std::nullopt;
+    // The walks below recurse once per element.
+    if (!a.lo || !a.hi || a.length > kMaxWalkedLength) return std::nullopt;
     std::vector<std::vector<std::int64_t>> all;
     std::vector<std::int64_t> cur;
     bool over = false;
@@ -196,7 +200,7 @@ std::optional<std::vector<PrefetchContents>> prefetch_patterns(const PrefetchSpa
   std::vector<PrefetchContents> out{{}};
   for (const auto &a : s.arrays) {
     if (a.given) continue;
-    if (!a.lo || !a.hi || a.sum) return std::nullopt;
+    if (!a.lo || !a.hi || a.sum || a.length > kMaxWalkedLength) return std::nullopt;
     const std::int64_t classes = *a.hi - *a.lo;
     std::vector<std::vector<std::int64_t>> all;
     std::vector<std::int64_t> cur;

@@ -522,6 +522,7 @@ public:
     } else if (auto *f = std::get_if<For>(&s.kind)) {
       check_int_expr(f->lo, scope, "a loop bound");
       check_int_expr(f->hi, scope, "a loop bound");
+      if (k_->prefetch(f->var)) error(s.loc, "loop variable '" + f->var + "' shadows a prefetch operand");
       std::set<std::string> inner = scope;
       inner.insert(f->var);
       kernel_block(f->body, inner, depth + 1);

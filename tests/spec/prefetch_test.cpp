@@ -171,3 +171,15 @@ TEST(PrefetchElaborate, ReadsBecomeWhereTreesAndReadsOutsideArePoison) {
                      {{"i", 2}, {"ids[0]", 5}, {"ids[1]", 6}, {"ids[2]", 7}, {"ids[3]", 1}}),
             7);
 }
+
+TEST(PrefetchValidate, BoundsTheLengthAndKeepsTheNameFromBeingShadowed) {
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[70000] in [0, 8)")),
+            "3:23: the length of prefetch 'ids' must lie in [1, 65536], got 70000");
+  EXPECT_EQ(first_error("kernel g:\n    prefetch ids: i32[4]\n    out o: f32[8]\n    body:\n"
+                        "        for ids in range(2):\n            o[...] = zeros\n"),
+            "5:9: loop variable 'ids' shadows a prefetch operand");
+  // A huge open array is neither enumerated nor patterned (each walk recurses per element).
+  auto big = prefetch_space(kernel_ok(gather("prefetch ids: i32[60000] in [0, 1)")), {});
+  EXPECT_FALSE(enumerate_prefetch(big, 256));
+  EXPECT_FALSE(prefetch_patterns(big, 256));
+}
