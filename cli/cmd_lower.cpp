@@ -31,7 +31,11 @@ int lower_cmd(const LowerArgs &a) {
   const auto *unit = select_kernel(*file, a.path, a.kernel, "is already a pipeline");
   if (!unit) return bad_input;
   if (!check_overrides(*unit, *src, opts.overrides)) return bad_input;
-  const auto *k = &std::get<spec::KernelSpec>(*unit);
+  std::string note;
+  auto resolved = resolve_prefetch(*unit, *src, opts.overrides, {}, 0, note);
+  if (!resolved) return bad_input;
+  if (!note.empty()) std::cerr << "note: " << note << "\n";
+  const auto *k = &std::get<spec::KernelSpec>(*resolved);
   std::vector<spec::Diagnostic> errors;
   auto lowered = spec::lower(*k, opts, errors);
   for (const auto &e : errors)

@@ -164,6 +164,16 @@ int model_cmd(const ModelArgs &a) {
   std::ostringstream out;
   nlohmann::json models = nlohmann::json::array();
   int rc = ok;
+  // Scalar prefetch: modelled with its given contents, or seed 0's (as `lower`).
+  std::vector<std::variant<spec::KernelSpec, spec::Program>> resolved;
+  resolved.reserve(units.size());
+  for (auto &u : units) {
+    std::string note;
+    auto r = resolve_prefetch(*u, *src, opts.overrides, {}, 0, note);
+    if (!r) return bad_input;
+    resolved.push_back(std::move(*r));
+    u = &resolved.back();
+  }
   for (const auto *u : units) {
     auto r = std::holds_alternative<spec::KernelSpec>(*u)
                  ? perf::model_kernel(std::get<spec::KernelSpec>(*u), opts)

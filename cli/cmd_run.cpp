@@ -1,9 +1,11 @@
 // pipecheck run FILE [--kernel NAME]: execute a kernel or pipeline against its intent.
 #include "cli/command.hpp"
+#include "executor/npy.hpp"
 #include "executor/run.hpp"
 #include "reports/output.hpp"
 #include "reports/run_report.hpp"
 #include "spec/opaque.hpp"
+#include "spec/prefetch.hpp"
 
 #include <filesystem>
 #include <iostream>
@@ -26,7 +28,36 @@ struct RunArgs {
   std::string format = "text";
   std::string output;
   bool shrink = false;
+  std::vector<std::string> prefetch; ///< NAME=FILE.npy
 };
+
+// --prefetch NAME=FILE.npy: the contents of a prefetch operand.
+bool read_prefetch_files(const std::vector<std::string> &flags,
+                         std::map<std::string, std::vector<std::int64_t>> &out) {
+  for (const auto &f : flags) {
+    const auto eq = f.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == f.size()) {
+      usage_error("--prefetch", f, "expected NAME=FILE.npy");
+      return false;
+    }
+    const std::string name = f.substr(0, eq), path = f.substr(eq + 1);
+    try {
+      auto a = executor::read_npy(path, name, std::uint64_t{1} << 26);
+      if (spec::dtype_is_float(a->dtype()) || a->shape().size() != 1) {
+        usage_error("--prefetch", f, "the file must hold a 1-D integer array");
+        return false;
+      }
+      std::vector<std::int64_t> v;
+      for (std::int64_t i = 0; i < a->size(); ++i)
+        v.push_back(static_cast<std::int64_t>(a->get(i)));
+      out[name] = std::move(v);
+    } catch (const executor::NpyError &e) {
+      usage_error("--prefetch", f, e.what());
+      return false;
+    }
+  }
+  return true;
+}
 
 int exit_for(executor::RunStatus s) {
   switch (s) {
@@ -78,9 +109,15 @@ int run_cmd(const RunArgs &a) {
   if (!src) return bad_input;
   auto file = load(*src);
   if (!file) return bad_input;
-  const auto *unit = select_unit(*file, a.path, a.kernel);
-  if (!unit) return bad_input;
-  if (!check_overrides(*unit, *src, opts.overrides)) return bad_input;
+  const auto *selected = select_unit(*file, a.path, a.kernel);
+  if (!selected) return bad_input;
+  if (!check_overrides(*selected, *src, opts.overrides)) return bad_input;
+  std::map<std::string, std::vector<std::int64_t>> supplied;
+  if (!read_prefetch_files(a.prefetch, supplied)) return bad_input;
+  std::string prefetch_note;
+  auto resolved = resolve_prefetch(*selected, *src, opts.overrides, supplied, opts.seed, prefetch_note);
+  if (!resolved) return bad_input;
+  const auto *unit = &*resolved;
   // An opaque op's values are unknown: any result would be a guess, never a pass.
   {
     const auto *k = std::get_if<spec::KernelSpec>(unit);
@@ -109,6 +146,9 @@ int run_cmd(const RunArgs &a) {
       spec::render(std::cerr, *src, spec::Diagnostic{spec::Severity::error, r.loc, r.reason, {}});
       return bad_input;
     }
+  if (!prefetch_note.empty())
+    for (auto &r : report.runs)
+      r.notes.push_back(prefetch_note);
   if (a.shrink && report.status == executor::RunStatus::fail)
     if (const auto *k = std::get_if<spec::KernelSpec>(&*unit))
       for (auto &r : report.runs) {
@@ -160,6 +200,10 @@ const bool registered = register_command(
           ->type_name("KIND");
       app.add_flag("--shrink", a->shrink,
                    "on a mismatch, shrink the inputs toward one non-zero element that still fails");
+      app.add_option("--prefetch", a->prefetch,
+                     "NAME=FILE.npy: the contents of prefetch operand NAME (default: its given contents, or "
+                     "contents that satisfy its constraints, picked with --seed)")
+          ->type_name("NAME=FILE");
       app.add_option("--format", a->format, "output format: text, json, junit, html")->type_name("FORMAT");
       app.add_option("-o,--output", a->output, "write the report to this file (-: standard output)");
       return std::function<int()>([a] { return run_cmd(*a); });

@@ -3,6 +3,7 @@
 #include "reports/output.hpp"
 #include "spec/eval.hpp"
 #include "spec/parse.hpp"
+#include "spec/prefetch.hpp"
 #include "spec/targets.hpp"
 #include "spec/typecheck.hpp"
 
@@ -159,6 +160,60 @@ const std::variant<spec::KernelSpec, spec::Program> *select_unit(const spec::Fil
     std::cerr << " " << spec::unit_name(u);
   std::cerr << "\n";
   return nullptr;
+}
+
+std::optional<std::variant<spec::KernelSpec, spec::Program>>
+resolve_prefetch(const std::variant<spec::KernelSpec, spec::Program> &u, const spec::SourceFile &src,
+                 const std::map<std::string, std::int64_t> &overrides,
+                 const std::map<std::string, std::vector<std::int64_t>> &supplied, std::uint64_t seed,
+                 std::string &note) {
+  const auto *k = std::get_if<spec::KernelSpec>(&u);
+  if (!k || k->prefetches.empty()) {
+    for (const auto &[name, v] : supplied) {
+      std::cerr << "error: --prefetch " << name << ": the unit has no prefetch operands\n";
+      return std::nullopt;
+    }
+    return u;
+  }
+  spec::PrefetchSpace space = spec::prefetch_space(*k, spec::param_env(k->params, overrides));
+  for (const auto &e : space.errors)
+    spec::render(std::cerr, src, e);
+  if (!space.errors.empty()) return std::nullopt;
+  if (!space.unknown.empty()) {
+    spec::render(std::cerr, src, spec::Diagnostic{spec::Severity::error, k->loc, space.unknown, {}});
+    return std::nullopt;
+  }
+  spec::PrefetchContents contents;
+  for (const auto &[name, v] : supplied) {
+    const spec::PrefetchArray *a = space.array(name);
+    if (!a) {
+      std::cerr << "error: --prefetch " << name << ": kernel '" << k->name << "' has no prefetch named '"
+                << name << "'\n";
+      return std::nullopt;
+    }
+    if (auto why = spec::prefetch_violation(*a, v)) {
+      std::cerr << "error: --prefetch " << name << ": " << *why << "\n";
+      return std::nullopt;
+    }
+    contents[name] = v;
+  }
+  spec::PrefetchSpace rest = space;
+  for (auto &a : rest.arrays)
+    if (contents.count(a.name)) a.given = contents[a.name];
+  std::string why;
+  auto picked = spec::pick_prefetch(rest, seed, why);
+  if (!picked) {
+    spec::render(std::cerr, src, spec::Diagnostic{spec::Severity::error, k->loc, why, {}});
+    return std::nullopt;
+  }
+  if (!picked->empty())
+    note =
+        "prefetch contents picked with seed " + std::to_string(seed) + ": " + spec::format_prefetch(*picked);
+  if (!contents.empty())
+    note += (note.empty() ? "" : "; ") + std::string("prefetch contents from --prefetch: ") +
+            spec::format_prefetch(contents);
+  contents.insert(picked->begin(), picked->end());
+  return spec::elaborate_prefetch(*k, space, contents);
 }
 
 std::vector<spec::Diagnostic> override_errors(const std::variant<spec::KernelSpec, spec::Program> &u,

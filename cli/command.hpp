@@ -89,6 +89,17 @@ std::vector<spec::Diagnostic> override_errors(const std::variant<spec::KernelSpe
 bool check_overrides(const std::variant<spec::KernelSpec, spec::Program> &, const spec::SourceFile &,
                      const std::map<std::string, std::int64_t> &overrides);
 
+/// For the commands that run or lower one kernel: a kernel with scalar
+/// prefetch elaborated (spec::elaborate_prefetch) with its given contents,
+/// those in `supplied` (--prefetch; checked against the constraints), and
+/// the rest picked with `seed` (`note` then names them); any other unit as
+/// it is. nullopt after printing the errors (bad input).
+std::optional<std::variant<spec::KernelSpec, spec::Program>>
+resolve_prefetch(const std::variant<spec::KernelSpec, spec::Program> &, const spec::SourceFile &,
+                 const std::map<std::string, std::int64_t> &overrides,
+                 const std::map<std::string, std::vector<std::int64_t>> &supplied, std::uint64_t seed,
+                 std::string &note);
+
 /// Parses `NAME=VALUE` pairs of --set into an environment; false (with a
 /// usage error on stderr) on a malformed one.
 bool parse_sets(const std::vector<std::string> &sets, std::map<std::string, std::int64_t> &out);

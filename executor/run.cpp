@@ -6,6 +6,7 @@
 #include "executor/program_runner.hpp"
 #include "executor/reference.hpp"
 #include "spec/lower.hpp"
+#include "spec/prefetch.hpp"
 #include "spec/targets.hpp"
 
 #include <algorithm>
@@ -1056,10 +1057,43 @@ template <class Unit, class Prep> RunReport all_modes(const Unit &u, Prep &p, co
 
 } // namespace
 
-RunResult run(const spec::KernelSpec &k, const RunOptions &opts) {
-  KernelPrep p = prepare(k, opts, 1);
-  RunResult r = run_prepared(k, p, opts, opts.mode, opts.seed, true);
+namespace {
+
+// A kernel with scalar prefetch runs elaborated (spec/prefetch.hpp) with its
+// given contents and, for the rest, contents that satisfy the constraints,
+// picked with the run's seed (named in `note`); nullopt with `bad` set when
+// its prefetch operands are bad input.
+std::optional<spec::KernelSpec> resolve_prefetch(const spec::KernelSpec &k, const RunOptions &opts,
+                                                 std::string &note, RunResult &bad) {
+  if (k.prefetches.empty()) return k;
+  spec::PrefetchSpace space = spec::prefetch_space(k, spec::param_env(k.params, opts.overrides));
+  std::string why = !space.errors.empty() ? space.errors.front().message : space.unknown;
+  bad.status = RunStatus::bad_input;
+  bad.unit = k.name;
+  bad.loc = !space.errors.empty() ? space.errors.front().loc : k.loc;
+  std::optional<spec::PrefetchContents> picked;
+  if (why.empty()) picked = spec::pick_prefetch(space, opts.seed, why);
+  if (!picked) {
+    bad.reason = why;
+    return std::nullopt;
+  }
+  if (!picked->empty())
+    note = "prefetch contents picked with seed " + std::to_string(opts.seed) + ": " +
+           spec::format_prefetch(*picked);
+  return spec::elaborate_prefetch(k, space, *picked);
+}
+
+} // namespace
+
+RunResult run(const spec::KernelSpec &k0, const RunOptions &opts) {
+  std::string note;
+  RunResult bad;
+  auto k = resolve_prefetch(k0, opts, note, bad);
+  if (!k) return bad;
+  KernelPrep p = prepare(*k, opts, 1);
+  RunResult r = run_prepared(*k, p, opts, opts.mode, opts.seed, true);
   r.memory_estimate = p.memory_estimate;
+  if (!note.empty()) r.notes.push_back(note);
   return r;
 }
 
@@ -1070,10 +1104,23 @@ RunResult run(const spec::Program &prog, const RunOptions &opts) {
   return r;
 }
 
-RunReport run_all_modes(const spec::KernelSpec &k, const RunOptions &opts) {
-  KernelPrep p = prepare(k, opts, kAllModesRuns);
-  RunReport r = all_modes(k, p, opts);
+RunReport run_all_modes(const spec::KernelSpec &k0, const RunOptions &opts) {
+  std::string note;
+  RunResult bad;
+  auto k = resolve_prefetch(k0, opts, note, bad);
+  if (!k) {
+    RunReport r;
+    r.status = bad.status;
+    r.unit = bad.unit;
+    r.runs.push_back(std::move(bad));
+    return r;
+  }
+  KernelPrep p = prepare(*k, opts, kAllModesRuns);
+  RunReport r = all_modes(*k, p, opts);
   r.memory_estimate = p.memory_estimate;
+  if (!note.empty())
+    for (auto &run : r.runs)
+      run.notes.push_back(note);
   return r;
 }
 

@@ -220,6 +220,11 @@ const Operand *KernelSpec::operand(const std::string &n) const {
     if (o.name == n) return &o;
   return nullptr;
 }
+const Prefetch *KernelSpec::prefetch(const std::string &n) const {
+  for (const auto &p : prefetches)
+    if (p.name == n) return &p;
+  return nullptr;
+}
 const Setting *KernelSpec::setting(const std::string &key) const {
   for (const auto &s : settings)
     if (s.key == key) return &s;

@@ -266,6 +266,25 @@ struct Setting {
   friend bool operator==(const Setting &, const Setting &) = default;
 };
 
+/// `prefetch ids: i32[n] ...`: a scalar-prefetch operand
+/// (PrefetchScalarGridSpec's num_scalar_prefetch), a 1-D integer array in
+/// SMEM that index maps (as trailing arguments) and the body read. Its
+/// contents are either given (`= [0, 0, 1, 2]`) or described by constraints
+/// (`in [lo, hi)`, `nondecreasing`, `sum == s`, any combination).
+struct Prefetch {
+  std::string name;
+  DType dtype = DType::i32;
+  Expr length;                             ///< the one extent
+  std::optional<std::vector<Expr>> values; ///< given contents
+  std::optional<Expr> lo, hi;              ///< `in [lo, hi)`
+  bool nondecreasing = false;
+  std::optional<Expr> sum; ///< `sum == s`
+  Loc loc;
+  Comments comments;
+  bool is_given() const { return values.has_value(); }
+  friend bool operator==(const Prefetch &, const Prefetch &) = default;
+};
+
 /// A `pallas_call`: grid, BlockSpecs, body.
 struct KernelSpec {
   std::string name;
@@ -289,8 +308,12 @@ struct KernelSpec {
   Block reference;
   Loc reference_loc; ///< line 0: no reference section
   Comments reference_comments;
+  /// `prefetch` declarations (scalar prefetch), in source order. An index
+  /// map takes the grid indices and then one name per prefetch operand.
+  std::vector<Prefetch> prefetches;
 
   const Operand *operand(const std::string &n) const;
+  const Prefetch *prefetch(const std::string &n) const;
   const Setting *setting(const std::string &key) const;
   const Param *param(const std::string &n) const;
   friend bool operator==(const KernelSpec &, const KernelSpec &) = default;

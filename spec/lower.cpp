@@ -1,4 +1,5 @@
 #include "spec/lower.hpp"
+#include "spec/prefetch.hpp"
 
 #include "spec/bind.hpp"
 #include "spec/checked.hpp"
@@ -1309,6 +1310,21 @@ std::int64_t Lowered::step(int top_level, const std::vector<std::int64_t> &itera
 }
 
 std::optional<Lowered> lower(const KernelSpec &k, const LowerOptions &o, std::vector<Diagnostic> &errors) {
+  // Scalar prefetch: the kernel with its given contents, the rest picked
+  // with seed 0 (the verifier elaborates each contents it checks itself).
+  if (!k.prefetches.empty()) {
+    PrefetchSpace s = prefetch_space(k, param_env(k.params, o.overrides));
+    std::string why = s.unknown;
+    std::optional<PrefetchContents> c;
+    if (s.errors.empty() && why.empty()) c = pick_prefetch(s, 0, why);
+    if (!c) {
+      errors.push_back(!s.errors.empty()
+                           ? s.errors.front()
+                           : Diagnostic{Severity::error, k.loc, "cannot lower '" + k.name + "': " + why, {}});
+      return std::nullopt;
+    }
+    return lower(elaborate_prefetch(k, s, *c), o, errors);
+  }
   try {
     if (o.cut) {
       KernelSpec cut = cut_body(k, o.overrides, *o.cut);

@@ -74,7 +74,9 @@ bool lowers_unrolled(const KernelSpec &k, bool gpu, std::string *why = nullptr);
 
 /// Lowers a validated kernel spec with every param bound (values, overrides).
 /// Returns nullopt and appends located errors when it cannot (e.g. a symbolic
-/// grid extent, or a construct the emitter does not support).
+/// grid extent, or a construct the emitter does not support). A kernel with
+/// scalar prefetch is lowered with its given contents and, for the rest,
+/// spec::pick_prefetch's with seed 0 (spec/prefetch.hpp).
 std::optional<Lowered> lower(const KernelSpec &, const LowerOptions &, std::vector<Diagnostic> &errors);
 
 } // namespace pipecheck::spec

@@ -252,14 +252,71 @@ private:
         k.body = block(0);
       } else if (t.text == "reference" && is_punct(":", 1)) {
         reference_section(k);
+      } else if (t.text == "prefetch") {
+        k.prefetches.push_back(prefetch());
       } else {
-        fail(l, "unknown kernel item '" + t.text +
-                    "'; expected param, grid, dimension_semantics, target, vmem_limit_bytes, "
-                    "max_concurrent_steps, delay_release, in, out, scratch, alias, body or reference");
+        fail(l,
+             "unknown kernel item '" + t.text +
+                 "'; expected param, grid, dimension_semantics, target, vmem_limit_bytes, "
+                 "max_concurrent_steps, delay_release, in, out, scratch, prefetch, alias, body or reference");
       }
     }
     if (peek().kind == Tok::Dedent) advance();
     return k;
+  }
+
+  // `prefetch NAME: DTYPE[n]` and either `= [v, ...]` (given contents) or
+  // constraints in any order: `in [lo, hi)`, `nondecreasing`, `sum == s`.
+  Prefetch prefetch() {
+    Prefetch p;
+    p.loc = expect_name("prefetch");
+    p.name = identifier("a prefetch name");
+    expect_punct(":");
+    p.dtype = dtype();
+    Loc sl = peek().loc;
+    auto sh = shape();
+    if (sh.size() != 1)
+      fail(sl,
+           "a prefetch operand is 1-D (`" + p.name + ": i32[n]`), not of rank " + std::to_string(sh.size()));
+    p.length = std::move(sh[0]);
+    if (is_punct("=")) {
+      advance();
+      expect_punct("[");
+      std::vector<Expr> v;
+      while (!is_punct("]")) {
+        v.push_back(expr());
+        if (!is_punct(",")) break;
+        advance();
+      }
+      expect_punct("]");
+      p.values = std::move(v);
+    }
+    {
+      std::set<std::string> seen;
+      while (peek().kind == Tok::Name) {
+        Loc l = peek().loc;
+        std::string key = advance().text;
+        if (!seen.insert(key).second) fail(l, "duplicate constraint '" + key + "'");
+        if (key == "in") {
+          expect_punct("[");
+          p.lo = expr();
+          expect_punct(",");
+          p.hi = expr();
+          expect_punct(")");
+        } else if (key == "nondecreasing") {
+          p.nondecreasing = true;
+        } else if (key == "sum") {
+          expect_punct("==");
+          p.sum = expr();
+        } else {
+          fail(l, "unknown prefetch constraint '" + key +
+                      "'; expected `in [lo, hi)`, nondecreasing or `sum == s`");
+        }
+      }
+    }
+    p.comments = item_comments(p.loc);
+    expect_newline();
+    return p;
   }
 
   // `reference:` and its statements; validate.cpp decides which statements

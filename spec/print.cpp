@@ -361,6 +361,19 @@ void emit_kernel(std::ostream &os, const KernelSpec &k) {
     os << pad(1) << s.key << " = " << print(s.value);
     end_line(os, s.comments);
   }
+  for (const auto &p : k.prefetches) {
+    leading(os, p.comments, 1);
+    os << pad(1) << "prefetch " << p.name << ": " << to_string(p.dtype) << "[" << print(p.length) << "]";
+    if (p.values) {
+      os << " = [";
+      emit_list(os, *p.values);
+      os << "]";
+    }
+    if (p.lo && p.hi) os << " in [" << print(*p.lo) << ", " << print(*p.hi) << ")";
+    if (p.nondecreasing) os << " nondecreasing";
+    if (p.sum) os << " sum == " << print(*p.sum);
+    end_line(os, p.comments);
+  }
   for (const auto &o : k.operands) {
     leading(os, o.comments, 1);
     os << pad(1) << to_string(o.role) << " " << o.name << ": ";

@@ -507,6 +507,8 @@ private:
       if (auto it = s.locals.find(e.name); it != s.locals.end()) return it->second.is_int;
       return k_.param(e.name) != nullptr;
     }
+    case Op::Ref: // a scalar load from a prefetch array
+      return !s.locals.count(e.name) && k_.prefetch(e.name) && e.args.size() == 1 && is_int(e.args[0], s);
     case Op::Call:
       if (e.name == "program_id" || e.name == "num_programs") return true;
       if (spec::is_int_function(e.name) && e.kwarg_names.empty())
@@ -679,6 +681,7 @@ private:
       return std::nullopt; // validation reports it
     case Op::Ref:
       if (auto it = s.locals.find(e.name); it != s.locals.end()) return value_index_type(e, it->second, s);
+      if (k_.prefetch(e.name)) return weak_int(); // elaborated into integer `where`s (spec/prefetch)
       return ref_type(e, s);
     case Op::Neg:
     case Op::BitNot: {

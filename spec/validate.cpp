@@ -3,6 +3,7 @@
 #include "spec/checked.hpp"
 #include "spec/eval.hpp"
 #include "spec/lower.hpp"
+#include "spec/prefetch.hpp"
 #include "spec/print.hpp"
 #include "spec/targets.hpp"
 #include "spec/typecheck.hpp"
@@ -137,6 +138,32 @@ public:
   }
 
   bool in_kernel_body_ = false;
+  /// The names that read a prefetch array here: an index map's trailing
+  /// arguments, or the arrays' own names in the body.
+  std::set<std::string> prefetch_refs_;
+
+  // `ids[e]`: one integer subscript.
+  void prefetch_read(const Expr &e, const std::set<std::string> &scope, const std::string &where) {
+    if (e.args.size() != 1 || e.args[0].op == Op::Ellipsis || e.args[0].op == Op::Slice) {
+      error(e.loc, "a prefetch array is read one element at a time ('" + e.name + "[i]') in " + where);
+      return;
+    }
+    int_expr_shape(e.args[0], scope, where);
+  }
+
+  void prefetch_decl(const Prefetch &p, std::set<std::string> &names) {
+    if (!names.insert(p.name).second) error(p.loc, "duplicate name '" + p.name + "'");
+    if (params.count(p.name)) error(p.loc, "prefetch '" + p.name + "' shadows a param");
+    if (dtype_is_float(p.dtype) || p.dtype == DType::boolean)
+      error(p.loc, "a prefetch array holds integers (i32), not " + std::string(to_string(p.dtype)));
+    const std::string what = "prefetch '" + p.name + "'";
+    check_int_expr(p.length, params, "the length of " + what);
+    if (p.values)
+      for (const auto &v : *p.values)
+        check_int_expr(v, params, "the contents of " + what);
+    for (const auto *e : {p.lo ? &*p.lo : nullptr, p.hi ? &*p.hi : nullptr, p.sum ? &*p.sum : nullptr})
+      if (e) check_int_expr(*e, params, "a constraint of " + what);
+  }
 
   void int_expr_shape(const Expr &e, const std::set<std::string> &scope, const std::string &where) {
     switch (e.op) {
@@ -145,7 +172,13 @@ public:
       if (!scope.count(e.name)) error(e.loc, "unknown name '" + e.name + "' in " + where);
       return;
     case Op::Float: error(e.loc, where + " must be an integer expression"); return;
-    case Op::Ref: error(e.loc, "a buffer reference is not allowed in " + where); return;
+    case Op::Ref:
+      if (prefetch_refs_.count(e.name)) {
+        prefetch_read(e, scope, where);
+        return;
+      }
+      error(e.loc, "a buffer reference is not allowed in " + where);
+      return;
     case Op::Zeros:
     case Op::Ellipsis:
     case Op::None:
@@ -294,6 +327,12 @@ public:
                             ") must be smaller than max_concurrent_steps (" + std::to_string(*mv) + ")");
       }
     }
+    for (const auto &p : k.prefetches)
+      prefetch_decl(p, names);
+    if (!k.prefetches.empty() && errs.empty()) {
+      PrefetchSpace space = prefetch_space(k, env);
+      errs.insert(errs.end(), space.errors.begin(), space.errors.end());
+    }
     bool has_out = false;
     for (const auto &o : k.operands) {
       if (!names.insert(o.name).second) error(o.loc, "duplicate name '" + o.name + "'");
@@ -315,7 +354,10 @@ public:
     if (k.body_loc.line == 0 && k.body.empty()) error(k.loc, "kernel '" + k.name + "' has no body");
     std::set<std::string> scope = params;
     in_kernel_body_ = true;
+    for (const auto &p : k.prefetches)
+      prefetch_refs_.insert(p.name);
     kernel_block(k.body, scope, 0);
+    prefetch_refs_.clear();
     in_kernel_body_ = false;
     if (k.reference_loc.line != 0 || !k.reference.empty()) reference(k);
   }
@@ -422,9 +464,16 @@ public:
     }
     if (o.index_map) {
       const auto &m = *o.index_map;
-      if (m.params.size() != grid_rank_)
+      // With scalar prefetch, Pallas passes the prefetch refs after the grid indices.
+      const std::size_t n_prefetch = k_ ? k_->prefetches.size() : 0;
+      if (m.params.size() != grid_rank_ && (n_prefetch == 0 || m.params.size() != grid_rank_ + n_prefetch))
         error(o.loc, "the index map of " + what + " takes " + std::to_string(m.params.size()) +
-                         " grid indices but the grid has rank " + std::to_string(grid_rank_));
+                         " grid indices but the grid has rank " + std::to_string(grid_rank_) +
+                         (n_prefetch ? " (and " + std::to_string(n_prefetch) +
+                                           " prefetch refs follow the grid indices, all or none)"
+                                     : ""));
+      for (std::size_t i = grid_rank_; i < m.params.size(); ++i)
+        prefetch_refs_.insert(m.params[i]);
       std::set<std::string> scope = params;
       std::set<std::string> seen;
       for (const auto &p : m.params) {
@@ -438,6 +487,7 @@ public:
                          " block indices but the array has rank " + std::to_string(o.shape.size()));
       for (const auto &r : m.results)
         check_int_expr(r, scope, "the index map of " + what);
+      prefetch_refs_.clear();
     }
     if (o.pipeline_mode.buffer_count) {
       check_int_expr(*o.pipeline_mode.buffer_count, params, "'buffered'");
@@ -505,7 +555,7 @@ public:
       kernel_expr(a->value, scope);
     } else if (auto *l = std::get_if<Let>(&s.kind)) {
       kernel_expr(l->value, scope);
-      if (k_->operand(l->name) || params.count(l->name))
+      if (k_->operand(l->name) || params.count(l->name) || k_->prefetch(l->name))
         error(s.loc, "'" + l->name + "' is an operand or param; store into a block with '" + l->name +
                          "[...] = ...'");
       scope.insert(l->name);
@@ -518,6 +568,7 @@ public:
     } else if (auto *f = std::get_if<For>(&s.kind)) {
       check_int_expr(f->lo, scope, "a loop bound");
       check_int_expr(f->hi, scope, "a loop bound");
+      if (k_->prefetch(f->var)) error(s.loc, "loop variable '" + f->var + "' shadows a prefetch operand");
       std::set<std::string> inner = scope;
       inner.insert(f->var);
       kernel_block(f->body, inner, depth + 1);
@@ -584,6 +635,13 @@ public:
       error(r.loc, "'" + r.name +
                        "' is a semaphore: DMAs and semaphore_signal/semaphore_wait use it, loads and "
                        "stores cannot");
+      return;
+    }
+    if (!o && k_->prefetch(r.name) && !scope.count(r.name)) {
+      if (store)
+        error(r.loc, "cannot store into prefetch '" + r.name + "': scalar-prefetch operands are read-only");
+      else
+        prefetch_read(r, scope, "a body");
       return;
     }
     if (!o) {

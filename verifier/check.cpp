@@ -18,7 +18,10 @@ bool cancelled() { return smt::interrupted(); }
 
 std::shared_ptr<rules::QueryCache> new_query_cache() { return std::make_shared<rules::QueryCache>(); }
 
-Verdict check_spec_rules(const spec::KernelSpec &k, const CheckOptions &o) {
+namespace {
+
+Verdict spec_rules(const spec::KernelSpec &k, const CheckOptions &o, const spec::PrefetchSpace *open,
+                   const spec::PrefetchContents *start) {
   Verdict v;
   auto built = rules::build_model(k, o.overrides, o.target);
   if (built.error) {
@@ -38,8 +41,10 @@ Verdict check_spec_rules(const spec::KernelSpec &k, const CheckOptions &o) {
       v.sram_budget_bytes = rules::sram_budget(*t, built.model->vmem_limit_bytes);
   // Small grids: evaluating every point is exact and much cheaper than the
   // solver's queries (fuzz checks hundreds of such configurations a second).
+  // Open prefetch contents are quantified by the solver.
   const std::int64_t points = built.model->num_points();
-  rules::RuleOutcome r = points <= o.enumerate_max_points
+  rules::RuleOutcome r = open ? rules::check_symbolic(*built.model, o.timeout_ms, *open, *start)
+                         : points <= o.enumerate_max_points
                              ? rules::check_enumerated(*built.model, o.enumerate_max_points)
                              : rules::check_symbolic(*built.model, o.timeout_ms, o.query_cache.get());
   if (!r.errors.empty()) {
@@ -61,8 +66,20 @@ Verdict check_spec_rules(const spec::KernelSpec &k, const CheckOptions &o) {
   } else {
     v.status = Status::verified;
     v.reason = "every spec-level rule holds at every grid point";
+    if (open) v.reason += " for all prefetch contents the constraints allow";
   }
   return v;
+}
+
+} // namespace
+
+Verdict check_spec_rules(const spec::KernelSpec &k, const CheckOptions &o) {
+  return spec_rules(k, o, nullptr, nullptr);
+}
+
+Verdict check_spec_rules(const spec::KernelSpec &k, const CheckOptions &o, const spec::PrefetchSpace &open,
+                         const spec::PrefetchContents &start) {
+  return spec_rules(k, o, &open, &start);
 }
 
 Verdict check(const spec::Program &p, const CheckOptions &o) { return check_program(p, o); }

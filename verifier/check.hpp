@@ -3,6 +3,7 @@
 
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
+#include "spec/prefetch.hpp"
 #include "verifier/verdict.hpp"
 
 #include <memory>
@@ -49,6 +50,12 @@ Verdict check(const spec::KernelSpec &, const CheckOptions &);
 /// The spec-level rules alone (no lowering): every rule of the catalog that
 /// is decided on the KernelSpec, at every grid point.
 Verdict check_spec_rules(const spec::KernelSpec &, const CheckOptions &);
+/// The same on a kernel elaborated with open prefetch contents
+/// (spec::elaborate_prefetch): the rules are decided for every contents
+/// `open` allows, each finding naming its witness's contents; `start` is
+/// allowed contents (spec::pick_prefetch).
+Verdict check_spec_rules(const spec::KernelSpec &, const CheckOptions &, const spec::PrefetchSpace &open,
+                         const spec::PrefetchContents &start);
 /// Checks one validated pipeline.
 Verdict check(const spec::Program &, const CheckOptions &);
 Verdict check(const std::variant<spec::KernelSpec, spec::Program> &, const CheckOptions &);

@@ -3,6 +3,7 @@
 #include "spec/bind.hpp"
 #include "spec/lower.hpp"
 #include "spec/opaque.hpp"
+#include "spec/prefetch.hpp"
 #include "verifier/check.hpp"
 #include "verifier/races/cutoff.hpp"
 #include "verifier/races/races.hpp"
@@ -232,16 +233,8 @@ LoweredCheck check_lowered(const spec::KernelSpec &k, const CheckOptions &o) {
   return out;
 }
 
-} // namespace
-
-Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
-  Verdict v = check_spec_rules(k, o);
-  if (!v.errors.empty()) return v;
-  LoweredCheck low;
-  if (cancelled())
-    low.reason = "interrupted";
-  else
-    low = check_lowered(k, o);
+// The spec rules' verdict `v` and the lowered program's `low`, as one.
+Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low) {
   // One root cause, one finding: a spec-level finding explains what the
   // lowered program shows at its line or on its operand (docs/rules.md).
   std::set<int> lines;
@@ -288,5 +281,143 @@ Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
                                           ") are checked on their reads and writes, not their values");
   return v;
 }
+
+Verdict check_prefetch(const spec::KernelSpec &k, const CheckOptions &o);
+
+} // namespace
+
+Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
+  if (!k.prefetches.empty()) return check_prefetch(k, o);
+  Verdict v = check_spec_rules(k, o);
+  if (!v.errors.empty()) return v;
+  LoweredCheck low;
+  if (cancelled())
+    low.reason = "interrupted";
+  else
+    low = check_lowered(k, o);
+  return combine(k, std::move(v), std::move(low));
+}
+
+namespace {
+
+// Scalar prefetch: given contents are constants (the kernel is elaborated
+// and checked as any other). Open contents: the spec rules decide every
+// allowed contents at once; the lowered program's copy skipping depends on
+// which consecutive block indices are equal, so its race check runs once
+// per allowed contents when there are few, and is undecided otherwise.
+// A read outside a prefetch array gives spec::kPrefetchPoison: say so where
+// a finding shows that value.
+Verdict explain_poison(Verdict v) {
+  const std::string poison = std::to_string(spec::kPrefetchPoison);
+  for (auto &f : v.findings)
+    if (f.message.find(poison) != std::string::npos)
+      f.message += " (" + poison + " is also what a read outside a prefetch array gives)";
+  return v;
+}
+
+Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o);
+
+Verdict check_prefetch(const spec::KernelSpec &k, const CheckOptions &o) {
+  return explain_poison(check_prefetch_contents(k, o));
+}
+
+// The whole check once per allowed contents: the first violation (naming
+// its contents), else unknown if one was, else verified for all of them.
+Verdict check_each_contents(const spec::KernelSpec &k, const CheckOptions &o,
+                            const spec::PrefetchSpace &space, const std::vector<spec::PrefetchContents> &all,
+                            const std::string &why) {
+  std::optional<Verdict> undecided;
+  for (const auto &c : all) {
+    Verdict one = check(spec::elaborate_prefetch(k, space, c), o);
+    if (one.status == Status::verified) continue;
+    const std::string with = spec::format_prefetch(c);
+    for (auto &f : one.findings) {
+      f.message += " (prefetch contents: " + with + ")";
+      for (const auto &[name, vals] : c)
+        f.witness.items.push_back({name, vals});
+    }
+    one.reason += (one.reason.empty() ? "" : " ") + std::string("(with prefetch contents ") + with + ")";
+    if (one.status == Status::violation) return one;
+    if (!undecided) undecided = std::move(one);
+  }
+  if (undecided) return *undecided;
+  Verdict v;
+  v.status = Status::verified;
+  v.reason =
+      "checked for each of the " + std::to_string(all.size()) +
+      " prefetch contents the constraints allow, as the rules over all of them at once were undecided (" +
+      why + ")";
+  return v;
+}
+
+Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o) {
+  Verdict v;
+  spec::PrefetchSpace space = spec::prefetch_space(k, spec::param_env(k.params, o.overrides));
+  if (!space.errors.empty()) {
+    v.status = Status::unknown;
+    v.reason = "bad input: " + space.errors.front().message;
+    v.errors = std::move(space.errors);
+    return v;
+  }
+  if (!space.unknown.empty()) {
+    v.status = Status::unknown;
+    v.reason = "scalar prefetch: " + space.unknown;
+    return v;
+  }
+  if (space.all_given()) return check(spec::elaborate_prefetch(k, space, {}), o);
+  std::string why;
+  auto start = spec::pick_prefetch(space, 0, why);
+  if (!start) {
+    v.status = Status::unknown;
+    v.reason = "scalar prefetch: " + why;
+    return v;
+  }
+  v = check_spec_rules(spec::elaborate_prefetch(k, space, {}), o, space, *start);
+  if (!v.errors.empty()) return v;
+  constexpr std::size_t kMaxContents = 256;
+  auto all = spec::enumerate_prefetch(space, kMaxContents);
+  // Rules the solver could not decide over open contents (a loop bound read
+  // from a prefetch array): decided per contents when they are few.
+  if (v.status == Status::unknown && all) return check_each_contents(k, o, space, *all, v.reason);
+  LoweredCheck low;
+  std::string each = "prefetch contents the constraints allow";
+  if (!all && spec::prefetch_equality_only(k, spec::param_env(k.params, o.overrides))) {
+    all = spec::prefetch_patterns(space, kMaxContents);
+    each = "patterns of equal prefetch elements (the lowered program depends on the contents only through "
+           "which block indices are equal)";
+  }
+  if (cancelled()) {
+    low.reason = "interrupted";
+  } else if (!all) {
+    low.reason =
+        "the lowered program is not checked: which copies it skips depends on the prefetch contents, "
+        "and their constraints allow more than " +
+        std::to_string(kMaxContents) +
+        " contents and patterns of equal elements (give the contents, or narrow the constraints, for a "
+        "race check)";
+  } else {
+    low.status = Status::verified;
+    for (const auto &c : *all) {
+      LoweredCheck one = check_lowered(spec::elaborate_prefetch(k, space, c), o);
+      if (one.status == Status::verified) continue;
+      const std::string with = spec::format_prefetch(c);
+      for (auto &f : one.findings) {
+        f.message += " (prefetch contents: " + with + ")";
+        for (const auto &[name, vals] : c)
+          f.witness.items.push_back({name, vals});
+      }
+      if (one.status == Status::unknown) one.reason += " (with prefetch contents " + with + ")";
+      const bool found = one.status == Status::violation;
+      if (found || low.status == Status::verified) low = std::move(one);
+      if (found) break;
+    }
+    if (low.status == Status::verified)
+      low.reason =
+          "the lowered program is race-free for each of the " + std::to_string(all->size()) + " " + each;
+  }
+  return combine(k, std::move(v), std::move(low));
+}
+
+} // namespace
 
 } // namespace pipecheck::verifier

@@ -6,6 +6,7 @@
 #include "executor/interp.hpp"
 #include "executor/oracle.hpp"
 #include "spec/parse.hpp"
+#include "spec/prefetch.hpp"
 #include "spec/typecheck.hpp"
 
 #include "tests/corpus/corpus_files.hpp"
@@ -110,8 +111,17 @@ int compare_file(const std::string &name, const std::string &text) {
   }
   int compared = 0;
   for (const auto &u : parsed.file->units)
-    if (const auto *k = std::get_if<spec::KernelSpec>(&u))
-      compared += compare_kernel(*k, name + " " + k->name);
+    if (const auto *k = std::get_if<spec::KernelSpec>(&u)) {
+      // Scalar prefetch: the executor runs the kernel with contents bound
+      // (spec/prefetch.hpp), so the types are compared on that kernel.
+      const spec::PrefetchSpace space = spec::prefetch_space(*k, spec::param_env(k->params));
+      std::string why;
+      const auto contents = spec::pick_prefetch(space, 0, why);
+      if (k->prefetches.empty() || !contents)
+        compared += compare_kernel(*k, name + " " + k->name);
+      else
+        compared += compare_kernel(spec::elaborate_prefetch(*k, space, *contents), name + " " + k->name);
+    }
   return compared;
 }
 

@@ -1,5 +1,6 @@
 #include "verifier/rules/symbolic.hpp"
 
+#include "spec/prefetch.hpp"
 #include "verifier/rules/findings.hpp"
 #include "verifier/smt/smt.hpp"
 
@@ -22,6 +23,33 @@ class Sym {
 public:
   Sym(const KernelModel &m, unsigned timeout_ms, QueryCache *cache)
       : m_(m), solver_(ctx_, timeout_ms), cache_(cache), axes_(run_axes(m)) {}
+
+  // Open prefetch contents: one solver variable per element, under the
+  // stated constraints in every query. `m.env` (which `env` points into)
+  // holds the contents of the last witness, so findings evaluate with them.
+  Sym(KernelModel &m, unsigned timeout_ms, const spec::PrefetchSpace &space) : Sym(m, timeout_ms, nullptr) {
+    env_ = &m.env;
+    for (const auto &a : space.arrays) {
+      if (a.given) continue;
+      std::vector<Term> xs;
+      for (std::int64_t k = 0; k < a.length; ++k) {
+        Term x = ctx_.int_var("prefetch_" + a.name + "_" + std::to_string(k));
+        pf_names_.emplace(spec::prefetch_element(a.name, k), x);
+        pf_facts_.push_back(x >= a.lo.value_or(-2147483648LL));
+        pf_facts_.push_back(x < a.hi.value_or(2147483648LL));
+        if (a.nondecreasing && !xs.empty()) pf_facts_.push_back(x >= xs.back());
+        pf_lower_.push_back(a.lo.value_or(-2147483648LL));
+        xs.push_back(x);
+      }
+      if (a.sum) {
+        Term t = ctx_.num(0);
+        for (const auto &x : xs)
+          t = t + x;
+        pf_facts_.push_back(t == *a.sum);
+      }
+      pf_arrays_.emplace_back(a.name, std::move(xs));
+    }
+  }
 
   RuleOutcome run() {
     for (std::size_t i = 0; i < m_.operands.size(); ++i) {
@@ -57,6 +85,7 @@ public:
         out_.findings.clear();
         break;
       }
+    if (env_) annotate_prefetch();
     finalize(out_.findings);
     return std::move(out_);
   }
@@ -72,6 +101,26 @@ private:
   std::string err_;
   smt::Bindings::Aux *aux_ = nullptr; // set while building a universally quantified body
   std::vector<std::size_t> axes_;     // run_axes: the grid axes in run order
+  // Open prefetch contents (the second constructor).
+  spec::Env *env_ = nullptr;
+  std::map<std::string, Term> pf_names_;
+  std::vector<Term> pf_facts_;
+  std::vector<std::int64_t> pf_lower_;
+  std::vector<std::pair<std::string, std::vector<Term>>> pf_arrays_;
+  spec::PrefetchContents pf_last_; // the contents of the last witness
+  std::size_t pf_annotated_ = 0;   // findings before this one name their contents
+
+  // Names the prefetch contents in the findings made since the last call:
+  // those of the witness they were built from (the last one).
+  void annotate_prefetch() {
+    for (; pf_annotated_ < out_.findings.size(); ++pf_annotated_) {
+      if (pf_last_.empty()) continue;
+      Finding &f = out_.findings[pf_annotated_];
+      f.message += " (prefetch contents: " + spec::format_prefetch(pf_last_) + ")";
+      for (const auto &[name, v] : pf_last_)
+        f.witness.items.push_back({name, v});
+    }
+  }
 
   SymPoint point(const std::string &tag) {
     SymPoint p;
@@ -117,6 +166,8 @@ private:
     for (std::size_t a = 0; a < params.size() && a < p.v.size(); ++a)
       b.names.emplace(params[a], p.v[a]);
     b.program_ids = p.v;
+    for (const auto &[n, t] : pf_names_)
+      b.names.emplace(n, t);
     b.num_programs = m_.grid;
     b.aux = aux_;
     return b;
@@ -186,6 +237,53 @@ private:
   // lexicographically and returned in that order.
   Q query(const std::string &name, const std::vector<Term> &facts, const std::vector<const SymPoint *> &order,
           std::vector<Point> &values, const std::vector<std::int64_t> &lower = {}) {
+    if (env_) {
+      annotate_prefetch();
+      if (!pf_facts_.empty()) return query_with_prefetch(name, facts, order, values, lower);
+    }
+    return query_core(name, facts, order, values, lower);
+  }
+
+  // A query over open prefetch contents: the constraints join its facts and
+  // the contents are minimized after the points, then bound in env_.
+  Q query_with_prefetch(const std::string &name, std::vector<Term> facts,
+                        const std::vector<const SymPoint *> &order, std::vector<Point> &values,
+                        std::vector<std::int64_t> lower) {
+    facts.insert(facts.end(), pf_facts_.begin(), pf_facts_.end());
+    SymPoint contents;
+    contents.grid = false;
+    for (const auto &[n, xs] : pf_arrays_)
+      contents.v.insert(contents.v.end(), xs.begin(), xs.end());
+    std::vector<const SymPoint *> ord = order;
+    if (!order.empty()) {
+      std::size_t vars = 0;
+      for (const auto *p : order)
+        vars += p->v.size();
+      lower.resize(vars, 0);
+      lower.insert(lower.end(), pf_lower_.begin(), pf_lower_.end());
+      ord.push_back(&contents);
+    }
+    Q q = query_core(name, facts, ord, values, lower);
+    if (q == Q::sat && !order.empty()) {
+      const Point &c = values.back();
+      std::size_t at = 0;
+      pf_last_.clear();
+      for (const auto &[n, xs] : pf_arrays_) {
+        std::vector<std::int64_t> v(c.begin() + static_cast<std::ptrdiff_t>(at),
+                                    c.begin() + static_cast<std::ptrdiff_t>(at + xs.size()));
+        for (std::size_t k = 0; k < v.size(); ++k)
+          (*env_)[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
+        pf_last_[n] = std::move(v);
+        at += xs.size();
+      }
+      values.pop_back();
+    }
+    return q;
+  }
+
+  Q query_core(const std::string &name, const std::vector<Term> &facts,
+               const std::vector<const SymPoint *> &order, std::vector<Point> &values,
+               const std::vector<std::int64_t> &lower) {
     if (!err_.empty()) {
       out_.unknown.push_back(name + ": unsupported construct: " + err_);
       err_.clear();
@@ -680,6 +778,15 @@ std::size_t QueryCache::size() const {
 
 RuleOutcome check_symbolic(const KernelModel &m, unsigned timeout_ms, QueryCache *cache) {
   return Sym(m, timeout_ms, cache).run();
+}
+
+RuleOutcome check_symbolic(const KernelModel &m, unsigned timeout_ms, const spec::PrefetchSpace &open,
+                           const spec::PrefetchContents &start) {
+  KernelModel copy = m;
+  for (const auto &[n, v] : start)
+    for (std::size_t k = 0; k < v.size(); ++k)
+      copy.env[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
+  return Sym(copy, timeout_ms, open).run();
 }
 
 } // namespace pipecheck::verifier::rules

@@ -3,6 +3,7 @@
 /// once (Z3, through verifier/smt), each model a witness. The grid is never
 /// enumerated: grid indices are bounded integer variables.
 
+#include "spec/prefetch.hpp"
 #include "verifier/rules/model.hpp"
 #include "verifier/verdict.hpp"
 
@@ -49,5 +50,13 @@ private:
 /// Runs every spec-level rule symbolically, `timeout_ms` per query; with a
 /// cache, its answers are reused and its new ones stored.
 RuleOutcome check_symbolic(const KernelModel &, unsigned timeout_ms, QueryCache *cache = nullptr);
+
+/// The same for a kernel elaborated with open prefetch contents
+/// (spec::elaborate_prefetch): every rule must hold for every contents the
+/// constraints of `open` allow; a finding names the contents of its witness
+/// (in its message and as one witness item per array). `start`: allowed
+/// contents the model evaluates with before the first witness.
+RuleOutcome check_symbolic(const KernelModel &, unsigned timeout_ms, const spec::PrefetchSpace &open,
+                           const spec::PrefetchContents &start);
 
 } // namespace pipecheck::verifier::rules

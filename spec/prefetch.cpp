@@ -1,0 +1,441 @@
+#include "spec/prefetch.hpp"
+
+#include "spec/print.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <set>
+#include <sstream>
+
+namespace pipecheck::spec {
+
+__extension__ typedef __int128 i128;
+
+bool PrefetchSpace::all_given() const {
+  return std::all_of(arrays.begin(), arrays.end(),
+                     [](const PrefetchArray &a) { return a.given.has_value(); });
+}
+
+const PrefetchArray *PrefetchSpace::array(const std::string &name) const {
+  for (const auto &a : arrays)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+std::string prefetch_element(const std::string &name, std::int64_t k) {
+  return name + "[" + std::to_string(k) + "]";
+}
+
+std::optional<std::string> prefetch_violation(const PrefetchArray &a, const std::vector<std::int64_t> &values,
+                                              std::optional<std::size_t> *index) {
+  auto at = [&](std::size_t i, std::string m) {
+    if (index) *index = i;
+    return std::optional<std::string>(std::move(m));
+  };
+  if (static_cast<std::int64_t>(values.size()) != a.length)
+    return at(values.size(), "'" + a.name + "' has " + std::to_string(a.length) + " elements but " +
+                                 std::to_string(values.size()) + " are given");
+  i128 sum = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::int64_t v = values[i];
+    const std::string elem = a.name + "[" + std::to_string(i) + "] = " + std::to_string(v);
+    if (v < -2147483648LL || v > 2147483647LL) return at(i, elem + " does not fit i32");
+    if ((a.lo && v < *a.lo) || (a.hi && v >= *a.hi))
+      return at(i, elem + " is outside the stated range [" + std::to_string(a.lo.value_or(0)) + ", " +
+                       std::to_string(a.hi.value_or(0)) + ")");
+    if (a.nondecreasing && i > 0 && v < values[i - 1])
+      return at(i, elem + " is smaller than " + a.name + "[" + std::to_string(i - 1) + "] = " +
+                       std::to_string(values[i - 1]) + ", but '" + a.name + "' is stated nondecreasing");
+    sum += v;
+  }
+  if (a.sum && sum != *a.sum)
+    return at(0, "the elements of '" + a.name + "' sum to " + std::to_string(static_cast<std::int64_t>(sum)) +
+                     ", but the stated sum is " + std::to_string(*a.sum));
+  return std::nullopt;
+}
+
+PrefetchSpace prefetch_space(const KernelSpec &k, const Env &params) {
+  PrefetchSpace s;
+  auto value = [&](const Expr &e, const std::string &what) -> std::optional<std::int64_t> {
+    Evaluation v = evaluate(e, params);
+    if (v.value) return v.value;
+    if (auto d = arithmetic_error(e, params, what)) {
+      s.errors.push_back(std::move(*d));
+    } else if (s.unknown.empty()) {
+      s.unknown = what + " '" + print(e) + "' is not a constant (bind its params with --set)";
+    }
+    return std::nullopt;
+  };
+  for (const auto &p : k.prefetches) {
+    PrefetchArray a;
+    a.name = p.name;
+    a.loc = p.loc;
+    a.nondecreasing = p.nondecreasing;
+    auto n = value(p.length, "the length of prefetch '" + p.name + "'");
+    if (!n) continue;
+    // SMEM holds at most a few hundred KiB; 65536 i32 are 256 KiB.
+    if (*n < 1 || *n > (1 << 16)) {
+      s.errors.push_back(
+          {Severity::error,
+           p.length.loc,
+           "the length of prefetch '" + p.name + "' must lie in [1, 65536], got " + std::to_string(*n),
+           {}});
+      continue;
+    }
+    a.length = *n;
+    if (p.lo) a.lo = value(*p.lo, "the range of prefetch '" + p.name + "'");
+    if (p.hi) a.hi = value(*p.hi, "the range of prefetch '" + p.name + "'");
+    if (p.sum) a.sum = value(*p.sum, "the sum of prefetch '" + p.name + "'");
+    if ((p.lo && !a.lo) || (p.hi && !a.hi) || (p.sum && !a.sum)) continue;
+    if (a.lo && a.hi && *a.lo >= *a.hi) {
+      s.errors.push_back({Severity::error,
+                          p.lo->loc,
+                          "the range [" + std::to_string(*a.lo) + ", " + std::to_string(*a.hi) +
+                              ") of prefetch '" + p.name + "' is empty",
+                          {}});
+      continue;
+    }
+    if (p.values) {
+      std::vector<std::int64_t> vs;
+      bool ok = true;
+      for (const auto &e : *p.values) {
+        auto v = value(e, "an element of prefetch '" + p.name + "'");
+        ok = ok && v.has_value();
+        if (v) vs.push_back(*v);
+      }
+      if (!ok) continue;
+      std::optional<std::size_t> bad;
+      if (auto why = prefetch_violation(a, vs, &bad)) {
+        Loc l = p.loc;
+        if (bad && *bad < p.values->size() && !a.sum) l = (*p.values)[*bad].loc;
+        if (static_cast<std::int64_t>(vs.size()) != a.length) l = p.length.loc;
+        s.errors.push_back({Severity::error, l, *why, {}});
+        continue;
+      }
+      a.given = std::move(vs);
+    }
+    s.arrays.push_back(std::move(a));
+  }
+  return s;
+}
+
+namespace {
+
+constexpr std::int64_t kMaxWalkedLength = 4096;
+
+// The range an open array's elements are drawn from when run picks them.
+std::pair<std::int64_t, std::int64_t> pick_range(const PrefetchArray &a) {
+  std::int64_t lo = a.lo.value_or(0);
+  std::int64_t hi = a.hi.value_or(lo + 16);
+  return {lo, hi};
+}
+
+// The values element `i` may take given the prefix (`prev`, `partial`), so
+// that the rest can still be completed: [vlo, vhi], empty when vlo > vhi.
+std::pair<i128, i128> feasible(const PrefetchArray &a, std::int64_t lo, std::int64_t hi, std::size_t i,
+                               std::optional<std::int64_t> prev, i128 partial) {
+  i128 vlo = lo, vhi = hi - 1;
+  if (a.nondecreasing && prev) vlo = std::max<i128>(vlo, *prev);
+  if (a.sum) {
+    const i128 rest = static_cast<i128>(a.length) - static_cast<i128>(i) - 1;
+    const i128 need = static_cast<i128>(*a.sum) - partial; // v + the rest's sum
+    // The rest lies in [rest*lo', rest*(hi-1)] with lo' = v when nondecreasing.
+    vlo = std::max(vlo, need - rest * (hi - 1));
+    if (a.nondecreasing) {
+      const i128 d = rest + 1; // v * d <= need, rounded toward negative infinity
+      vhi = std::min(vhi, need >= 0 ? need / d : -((-need + d - 1) / d));
+    } else
+      vhi = std::min(vhi, need - rest * lo);
+  }
+  return {vlo, vhi};
+}
+
+} // namespace
+
+std::optional<std::vector<PrefetchContents>> enumerate_prefetch(const PrefetchSpace &s, std::size_t limit) {
+  std::vector<PrefetchContents> out{{}};
+  for (const auto &a : s.arrays) {
+    if (a.given) continue;
+    // The walks below recurse once per element.
+    if (!a.lo || !a.hi || a.length > kMaxWalkedLength) return std::nullopt;
+    std::vector<std::vector<std::int64_t>> all;
+    std::vector<std::int64_t> cur;
+    bool over = false;
+    std::function<void(i128)> rec = [&](i128 partial) {
+      if (over) return;
+      if (static_cast<std::int64_t>(cur.size()) == a.length) {
+        if (all.size() >= limit) {
+          over = true;
+          return;
+        }
+        all.push_back(cur);
+        return;
+      }
+      std::optional<std::int64_t> prev;
+      if (!cur.empty()) prev = cur.back();
+      auto [vlo, vhi] = feasible(a, *a.lo, *a.hi, cur.size(), prev, partial);
+      for (i128 v = vlo; v <= vhi && !over; ++v) {
+        cur.push_back(static_cast<std::int64_t>(v));
+        rec(partial + v);
+        cur.pop_back();
+      }
+    };
+    rec(0);
+    if (over) return std::nullopt;
+    std::vector<PrefetchContents> next;
+    for (const auto &c : out)
+      for (const auto &v : all) {
+        if (next.size() >= limit) return std::nullopt;
+        PrefetchContents d = c;
+        d[a.name] = v;
+        next.push_back(std::move(d));
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
+std::optional<std::vector<PrefetchContents>> prefetch_patterns(const PrefetchSpace &s, std::size_t limit) {
+  std::vector<PrefetchContents> out{{}};
+  for (const auto &a : s.arrays) {
+    if (a.given) continue;
+    if (!a.lo || !a.hi || a.sum || a.length > kMaxWalkedLength) return std::nullopt;
+    const std::int64_t classes = *a.hi - *a.lo;
+    std::vector<std::vector<std::int64_t>> all;
+    std::vector<std::int64_t> cur;
+    bool over = false;
+    // Restricted growth strings: position k joins a class seen before or opens
+    // the next; nondecreasing contents only rejoin the last class.
+    std::function<void(std::int64_t)> rec = [&](std::int64_t used) {
+      if (over) return;
+      if (static_cast<std::int64_t>(cur.size()) == a.length) {
+        if (all.size() >= limit) {
+          over = true;
+          return;
+        }
+        all.emplace_back();
+        for (auto c : cur)
+          all.back().push_back(*a.lo + c);
+        return;
+      }
+      const std::int64_t first = a.nondecreasing && used > 0 ? used - 1 : 0;
+      for (std::int64_t c = first; c <= used && c < classes && !over; ++c) {
+        cur.push_back(c);
+        rec(std::max(used, c + 1));
+        cur.pop_back();
+      }
+    };
+    rec(0);
+    if (over) return std::nullopt;
+    std::vector<PrefetchContents> next;
+    for (const auto &c : out)
+      for (const auto &v : all) {
+        if (next.size() >= limit) return std::nullopt;
+        PrefetchContents d = c;
+        d[a.name] = v;
+        next.push_back(std::move(d));
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
+namespace {
+
+bool reads_any(const Expr &e, const std::set<std::string> &names) {
+  if (e.op == Op::Ref && names.count(e.name)) return true;
+  for (const auto &a : e.args)
+    if (reads_any(a, names)) return true;
+  return false;
+}
+
+bool block_reads_any(const Block &b, const std::set<std::string> &names) {
+  for (const auto &s : b) {
+    if (auto *a = std::get_if<Assign>(&s.kind)) {
+      if (reads_any(a->target, names) || reads_any(a->value, names)) return true;
+    } else if (auto *l = std::get_if<Let>(&s.kind)) {
+      if (reads_any(l->value, names)) return true;
+    } else if (auto *f = std::get_if<If>(&s.kind)) {
+      if (reads_any(f->cond, names) || block_reads_any(f->then_body, names) ||
+          block_reads_any(f->else_body, names))
+        return true;
+    } else if (auto *f = std::get_if<For>(&s.kind)) {
+      if (reads_any(f->lo, names) || reads_any(f->hi, names) || block_reads_any(f->body, names)) return true;
+    } else {
+      return true; // a statement of another kind: not known not to read them
+    }
+  }
+  return false;
+}
+
+} // namespace
+
+bool prefetch_equality_only(const KernelSpec &k, const Env &params) {
+  std::set<std::string> arrays;
+  for (const auto &p : k.prefetches)
+    arrays.insert(p.name);
+  if (block_reads_any(k.body, arrays)) return false;
+  const std::size_t grid_rank = k.grid ? k.grid->size() : 0;
+  for (const auto &o : k.operands) {
+    if (!o.index_map || o.index_map->params.size() <= grid_rank) continue;
+    std::set<std::string> names(o.index_map->params.begin() + static_cast<std::ptrdiff_t>(grid_rank),
+                                o.index_map->params.end());
+    bool reads = false;
+    for (std::size_t d = 0; d < o.index_map->results.size(); ++d) {
+      const Expr &r = o.index_map->results[d];
+      if (!reads_any(r, names)) continue;
+      reads = true;
+      if (r.op != Op::Ref || r.args.size() != 1 || reads_any(r.args[0], names)) return false;
+      if (!o.block_shape || d >= o.block_shape->size() || d >= o.shape.size()) return false;
+      auto n = eval_int(o.shape[d], params);
+      auto b = (*o.block_shape)[d] ? eval_int(*(*o.block_shape)[d], params) : std::optional<std::int64_t>(1);
+      if (!n || !b || *b <= 0 || *n % *b != 0) return false;
+    }
+    if (!reads) continue;
+    if (o.role != Role::in && o.role != Role::out) return false;
+    for (const auto &a : k.aliases)
+      if (a.input == o.name || a.output == o.name) return false;
+  }
+  return true;
+}
+
+std::optional<PrefetchContents> pick_prefetch(const PrefetchSpace &s, std::uint64_t seed, std::string &why) {
+  std::mt19937_64 rng(seed);
+  PrefetchContents out;
+  for (const auto &a : s.arrays) {
+    if (a.given) continue;
+    auto [lo, hi] = pick_range(a);
+    std::vector<std::int64_t> v;
+    i128 partial = 0;
+    for (std::int64_t i = 0; i < a.length; ++i) {
+      std::optional<std::int64_t> prev;
+      if (!v.empty()) prev = v.back();
+      auto [vlo, vhi] = feasible(a, lo, hi, static_cast<std::size_t>(i), prev, partial);
+      if (vlo > vhi) {
+        why = "no contents of '" + a.name + "' satisfy its constraints within [" + std::to_string(lo) + ", " +
+              std::to_string(hi) + ")";
+        return std::nullopt;
+      }
+      const auto span = static_cast<std::uint64_t>(vhi - vlo) + 1;
+      const std::int64_t x = static_cast<std::int64_t>(vlo + static_cast<i128>(rng() % span));
+      v.push_back(x);
+      partial += x;
+    }
+    if (auto bad = prefetch_violation(a, v)) {
+      why = *bad;
+      return std::nullopt;
+    }
+    out[a.name] = std::move(v);
+  }
+  return out;
+}
+
+namespace {
+
+class Elaborator {
+public:
+  Elaborator(const PrefetchSpace &s, const PrefetchContents &c) : s_(s), c_(c) {}
+
+  // The leaves of array `name`: literals, or element names when open.
+  std::vector<Expr> leaves(const std::string &name, Loc l) const {
+    const PrefetchArray *a = s_.array(name);
+    std::vector<Expr> out;
+    const std::vector<std::int64_t> *vals = a->given ? &*a->given : nullptr;
+    if (auto it = c_.find(name); !vals && it != c_.end()) vals = &it->second;
+    for (std::int64_t k = 0; k < a->length; ++k)
+      out.push_back(vals ? Expr::integer((*vals)[static_cast<std::size_t>(k)], l)
+                         : Expr::var(prefetch_element(name, k), l));
+    return out;
+  }
+
+  static Expr tree(const Expr &idx, const std::vector<Expr> &leaves, std::size_t lo, std::size_t hi, Loc l) {
+    if (hi - lo == 1) return leaves[lo];
+    const std::size_t mid = lo + (hi - lo) / 2;
+    Expr c = Expr::binary(Op::Lt, idx, Expr::integer(static_cast<std::int64_t>(mid), l), l);
+    return Expr::call("where", {c, tree(idx, leaves, lo, mid, l), tree(idx, leaves, mid, hi, l)}, l);
+  }
+
+  // ids[idx] as `where(0 <= idx < n, tree, poison)`.
+  Expr read(const std::string &name, const Expr &idx, Loc l) const {
+    auto lv = leaves(name, l);
+    const auto n = static_cast<std::int64_t>(lv.size());
+    Expr in = Expr::binary(Op::And, Expr::binary(Op::Ge, idx, Expr::integer(0, l), l),
+                           Expr::binary(Op::Lt, idx, Expr::integer(n, l), l), l);
+    return Expr::call("where", {in, tree(idx, lv, 0, lv.size(), l), Expr::integer(kPrefetchPoison, l)}, l);
+  }
+
+  // `names` maps a name as written (an index-map argument, or the array's
+  // own name in the body) to the array.
+  Expr expr(const Expr &e, const std::map<std::string, std::string> &names) const {
+    if (e.op == Op::Ref && e.args.size() == 1)
+      if (auto it = names.find(e.name); it != names.end())
+        return read(it->second, expr(e.args[0], names), e.loc);
+    Expr out = e;
+    for (auto &a : out.args)
+      a = expr(a, names);
+    return out;
+  }
+
+  void block(Block &b, const std::map<std::string, std::string> &names) const {
+    for (auto &s : b) {
+      if (auto *a = std::get_if<Assign>(&s.kind)) {
+        a->target = expr(a->target, names);
+        a->value = expr(a->value, names);
+      } else if (auto *l = std::get_if<Let>(&s.kind)) {
+        l->value = expr(l->value, names);
+      } else if (auto *f = std::get_if<If>(&s.kind)) {
+        f->cond = expr(f->cond, names);
+        block(f->then_body, names);
+        block(f->else_body, names);
+      } else if (auto *f = std::get_if<For>(&s.kind)) {
+        f->lo = expr(f->lo, names);
+        f->hi = expr(f->hi, names);
+        block(f->body, names);
+      }
+    }
+  }
+
+private:
+  const PrefetchSpace &s_;
+  const PrefetchContents &c_;
+};
+
+} // namespace
+
+KernelSpec elaborate_prefetch(const KernelSpec &k, const PrefetchSpace &s, const PrefetchContents &contents) {
+  KernelSpec out = k;
+  Elaborator el(s, contents);
+  const std::size_t grid_rank = k.grid ? k.grid->size() : 0;
+  for (auto &o : out.operands) {
+    if (!o.index_map || o.index_map->params.size() <= grid_rank) continue;
+    std::map<std::string, std::string> names;
+    for (std::size_t i = grid_rank; i < o.index_map->params.size() && i - grid_rank < k.prefetches.size();
+         ++i)
+      names[o.index_map->params[i]] = k.prefetches[i - grid_rank].name;
+    o.index_map->params.resize(grid_rank);
+    for (auto &r : o.index_map->results)
+      r = el.expr(r, names);
+  }
+  std::map<std::string, std::string> body_names;
+  for (const auto &p : k.prefetches)
+    body_names[p.name] = p.name;
+  el.block(out.body, body_names);
+  out.prefetches.clear();
+  return out;
+}
+
+std::string format_prefetch(const PrefetchContents &c) {
+  std::ostringstream os;
+  bool first = true;
+  for (const auto &[name, v] : c) {
+    os << (first ? "" : ", ") << name << " = [";
+    for (std::size_t i = 0; i < v.size(); ++i)
+      os << (i ? ", " : "") << v[i];
+    os << "]";
+    first = false;
+  }
+  return os.str();
+}
+
+} // namespace pipecheck::spec

@@ -1,0 +1,101 @@
+#pragma once
+/// Scalar prefetch (PrefetchScalarGridSpec): the contents of `prefetch`
+/// operands, the constraints on them, and the elaboration that turns a kernel
+/// reading them into one that reads none, so that binding, lowering, the race
+/// checker and the executor need not know about them.
+///
+/// Elaboration replaces every read `ids[e]` (in an index map, through its
+/// trailing prefetch arguments, or in the body) by a balanced `where` tree on
+/// `e` whose leaves are the contents: literals where the contents are known,
+/// and the names prefetch_element(ids, k) where they are not (the spec rules
+/// bind those to solver variables). An index outside `[0, n)` reads
+/// kPrefetchPoison, the lowest i32 (the executor's poison for integers).
+
+#include "spec/diag.hpp"
+#include "spec/eval.hpp"
+#include "spec/ir.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipecheck::spec {
+
+/// What a read outside a prefetch array gives.
+inline constexpr std::int64_t kPrefetchPoison = -2147483648LL;
+
+/// Contents of prefetch operands, by name.
+using PrefetchContents = std::map<std::string, std::vector<std::int64_t>>;
+
+/// One prefetch operand with its length and constraints evaluated.
+struct PrefetchArray {
+  std::string name;
+  std::int64_t length = 0;
+  std::optional<std::vector<std::int64_t>> given;
+  std::optional<std::int64_t> lo, hi; ///< `in [lo, hi)`
+  bool nondecreasing = false;
+  std::optional<std::int64_t> sum;
+  Loc loc;
+};
+
+/// Every prefetch operand of a kernel under its params, or why not (`error`:
+/// bad input such as contents that break their constraints; `unknown`: a
+/// length or bound that depends on an unbound param).
+struct PrefetchSpace {
+  std::vector<PrefetchArray> arrays;
+  std::vector<Diagnostic> errors;
+  std::string unknown;
+  /// True when no array's contents are left open.
+  bool all_given() const;
+  const PrefetchArray *array(const std::string &name) const;
+};
+
+/// Evaluates the prefetch declarations of `k` under `params`; given contents
+/// are checked against their length and constraints (located errors).
+PrefetchSpace prefetch_space(const KernelSpec &k, const Env &params);
+
+/// Why `values` are not allowed contents of `a` (length, range, order, sum),
+/// or nullopt when they are. `index` is set to the offending position, if one.
+std::optional<std::string> prefetch_violation(const PrefetchArray &a, const std::vector<std::int64_t> &values,
+                                              std::optional<std::size_t> *index = nullptr);
+
+/// Every allowed assignment of contents to the arrays that are not given,
+/// when there are at most `limit` (nullopt: more, or unbounded).
+std::optional<std::vector<PrefetchContents>> enumerate_prefetch(const PrefetchSpace &, std::size_t limit);
+
+/// One allowed contents per pattern of equal elements: for each open array,
+/// every partition of its positions into classes of equal values that some
+/// allowed contents has, realized as lo + class number (classes numbered in
+/// order of first appearance). Only for arrays whose constraints are `in
+/// [lo, hi)` and maybe `nondecreasing` (nullopt for a `sum`, or more than
+/// `limit` patterns). Whatever depends on the contents only through which
+/// elements are equal is decided on these.
+std::optional<std::vector<PrefetchContents>> prefetch_patterns(const PrefetchSpace &, std::size_t limit);
+
+/// Whether the lowered program of `k` depends on the prefetch contents only
+/// through which elements are equal: the body reads no prefetch array, and
+/// each index-map result that reads one is exactly `ids[e]` (e reading
+/// none), of an unaliased operand, along a dim its block divides (so equal
+/// indices name the same block and unequal ones disjoint whole blocks).
+bool prefetch_equality_only(const KernelSpec &k, const Env &params);
+
+/// Allowed contents for the arrays that are not given, drawn with `seed`;
+/// nullopt (with `why`) when none is found.
+std::optional<PrefetchContents> pick_prefetch(const PrefetchSpace &, std::uint64_t seed, std::string &why);
+
+/// The name element k of prefetch array `name` has in an elaborated kernel
+/// whose contents are open: "name[k]" (no `.pk` name can collide with it).
+std::string prefetch_element(const std::string &name, std::int64_t k);
+
+/// `k` without prefetch operands: each read of one becomes a `where` tree
+/// over its contents (given, else from `contents`, else element names), and
+/// index maps lose their prefetch arguments. Requires a space without errors
+/// or unknown.
+KernelSpec elaborate_prefetch(const KernelSpec &k, const PrefetchSpace &, const PrefetchContents &contents);
+
+/// "group_ids = [0, 0, 8, 1]" for each array, joined by ", ".
+std::string format_prefetch(const PrefetchContents &);
+
+} // namespace pipecheck::spec

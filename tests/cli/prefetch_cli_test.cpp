@@ -1,0 +1,130 @@
+// Scalar prefetch through the executable: located bad input, run with
+// given, supplied (--prefetch NAME=FILE.npy) or seeded contents.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+struct Out {
+  int code = -1;
+  std::string text; // stdout and stderr
+};
+
+Out run(const std::string &args) {
+  std::string cmd = std::string(PIPECHECK_BINARY) + " " + args + " 2>&1";
+  Out o;
+  FILE *p = popen(cmd.c_str(), "r");
+  if (!p) return o;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+    o.text.append(buf, n);
+  int st = pclose(p);
+  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return o;
+}
+
+std::filesystem::path temp_dir() {
+  return std::filesystem::temp_directory_path() / ("pipecheck_prefetch_cli_test_" + std::to_string(getpid()));
+}
+
+struct TempDirCleanup : ::testing::Environment {
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(temp_dir(), ec);
+  }
+};
+const auto *const kCleanup = ::testing::AddGlobalTestEnvironment(new TempDirCleanup);
+
+std::string temp_file(const std::string &name, const std::string &bytes) {
+  auto dir = temp_dir();
+  std::filesystem::create_directories(dir);
+  auto p = dir / name;
+  std::ofstream(p, std::ios::binary) << bytes;
+  return p.string();
+}
+
+// A version 1.0 .npy file holding a 1-D i32 array.
+std::string npy_i32(const std::vector<std::int32_t> &v) {
+  std::string h = "{'descr': '<i4', 'fortran_order': False, 'shape': (" + std::to_string(v.size()) + ",), }";
+  while ((10 + h.size() + 1) % 64 != 0)
+    h += ' ';
+  h += '\n';
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(h.size() & 0xff);
+  out += static_cast<char>(h.size() >> 8);
+  out += h;
+  for (std::int32_t x : v)
+    for (int b = 0; b < 4; ++b)
+      out += static_cast<char>((static_cast<std::uint32_t>(x) >> (8 * b)) & 0xff);
+  return out;
+}
+
+const std::string kGather = "kernel g:\n"
+                            "    grid = (4,)\n"
+                            "    prefetch ids: i32[4] in [0, 9)\n"
+                            "    in  x: f32[64, 128]  block=(8, 128)  index=(i, ids) -> (ids[i], 0)\n"
+                            "    out o: f32[32, 128]  block=(8, 128)  index=(i, ids) -> (i, 0)\n"
+                            "    body:\n"
+                            "        o[...] = x[...]\n";
+
+} // namespace
+
+TEST(CliPrefetch, GivenContentsThatBreakTheirRangeAreBadInputAtTheElement) {
+  std::string f =
+      temp_file("bad.pk", "kernel g:\n    grid = (4,)\n    prefetch ids: i32[4] = [0, 9, 1, 2] in [0, 8)\n"
+                          "    in  x: f32[64, 128]  block=(8, 128)  index=(i, ids) -> (ids[i], 0)\n"
+                          "    out o: f32[32, 128]  block=(8, 128)  index=(i, ids) -> (i, 0)\n"
+                          "    body:\n        o[...] = x[...]\n");
+  for (const char *cmd : {"fmt ", "check ", "lower ", "run "}) {
+    Out o = run(cmd + f);
+    EXPECT_EQ(o.code, 3) << cmd << o.text;
+    EXPECT_NE(o.text.find(f + ":3:32: error: ids[1] = 9 is outside the stated range [0, 8)"),
+              std::string::npos)
+        << cmd << o.text;
+  }
+}
+
+TEST(CliPrefetch, CheckNamesTheContentsOfTheWitness) {
+  Out o = run("check " + temp_file("g.pk", kGather));
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_NE(o.text.find("(prefetch contents: ids = [8, 0, 0, 0]) [index-out-of-bounds]"), std::string::npos)
+      << o.text;
+}
+
+TEST(CliPrefetch, RunTakesContentsFromAFileAndHoldsThemToTheConstraints) {
+  const std::string f = temp_file("g.pk", kGather);
+  Out ok = run("run " + f + " --dma eager --prefetch ids=" + temp_file("ok.npy", npy_i32({7, 7, 0, 1})));
+  EXPECT_EQ(ok.code, 0) << ok.text;
+  EXPECT_NE(ok.text.find("prefetch contents from --prefetch: ids = [7, 7, 0, 1]"), std::string::npos)
+      << ok.text;
+  // 8 is allowed by the range and is past the last block: the run fails.
+  Out past = run("run " + f + " --dma eager --prefetch ids=" + temp_file("past.npy", npy_i32({8, 0, 0, 0})));
+  EXPECT_EQ(past.code, 1) << past.text;
+  Out outside = run("run " + f + " --prefetch ids=" + temp_file("out.npy", npy_i32({1, 2, 3, 9})));
+  EXPECT_EQ(outside.code, 3) << outside.text;
+  EXPECT_NE(outside.text.find("error: --prefetch ids: ids[3] = 9 is outside the stated range [0, 9)"),
+            std::string::npos)
+      << outside.text;
+  Out unknown = run("run " + f + " --prefetch idz=" + temp_file("ok2.npy", npy_i32({0, 0, 0, 0})));
+  EXPECT_EQ(unknown.code, 3) << unknown.text;
+  EXPECT_NE(unknown.text.find("kernel 'g' has no prefetch named 'idz'"), std::string::npos) << unknown.text;
+}
+
+TEST(CliPrefetch, RunPicksContentsWithTheSeedAndNamesThem) {
+  const std::string f = temp_file("g.pk", kGather);
+  Out a = run("run " + f + " --dma eager --seed 3");
+  Out b = run("run " + f + " --dma eager --seed 3");
+  EXPECT_NE(a.text.find("prefetch contents picked with seed 3: ids = ["), std::string::npos) << a.text;
+  EXPECT_EQ(a.text.substr(a.text.find("prefetch contents")), b.text.substr(b.text.find("prefetch contents")));
+}

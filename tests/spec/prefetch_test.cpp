@@ -1,0 +1,185 @@
+// Scalar prefetch (spec/prefetch.hpp): `prefetch` declarations parse, print
+// back, validate with located errors, and elaborate into kernels that read
+// no prefetch array.
+#include "spec/eval.hpp"
+#include "spec/parse.hpp"
+#include "spec/prefetch.hpp"
+#include "spec/print.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+using namespace pipecheck::spec;
+
+namespace {
+
+std::string gather(const std::string &decl, const std::string &index = "(i, ids) -> (ids[i], 0)") {
+  return "kernel g:\n"
+         "    grid = (4,)\n"
+         "    " +
+         decl +
+         "\n"
+         "    in  x: f32[64, 128]  block=(8, 128)  index=" +
+         index +
+         "\n"
+         "    out o: f32[32, 128]  block=(8, 128)  index=(i, ids) -> (i, 0)\n"
+         "    body:\n"
+         "        o[...] = x[...]\n";
+}
+
+KernelSpec kernel_ok(const std::string &text) {
+  auto src = SourceFile::from_string("p.pk", text);
+  auto r = parse_and_validate(src);
+  if (!r.file) {
+    ADD_FAILURE() << render(src, r.errors.at(0));
+    return {};
+  }
+  return std::get<KernelSpec>(r.file->units.at(0));
+}
+
+// The first error of parse_and_validate, as "LINE:COL: message".
+std::string first_error(const std::string &text) {
+  auto r = parse_and_validate(SourceFile::from_string("p.pk", text));
+  if (r.errors.empty()) return "no error";
+  const auto &e = r.errors.front();
+  return std::to_string(e.loc.line) + ":" + std::to_string(e.loc.col) + ": " + e.message;
+}
+
+} // namespace
+
+TEST(PrefetchParse, ReadsGivenContentsAndConstraints) {
+  KernelSpec k = kernel_ok(gather("prefetch ids: i32[4] in [0, 8) nondecreasing sum == 12"));
+  ASSERT_EQ(k.prefetches.size(), 1u);
+  const Prefetch &p = k.prefetches[0];
+  EXPECT_EQ(p.name, "ids");
+  EXPECT_FALSE(p.is_given());
+  ASSERT_TRUE(p.lo && p.hi && p.sum);
+  EXPECT_EQ(p.hi->int_value, 8);
+  EXPECT_TRUE(p.nondecreasing);
+  EXPECT_EQ(p.sum->int_value, 12);
+  KernelSpec given = kernel_ok(gather("prefetch ids: i32[4] = [0, 0, 1, 2]"));
+  ASSERT_TRUE(given.prefetches.at(0).values);
+  EXPECT_EQ(given.prefetches[0].values->size(), 4u);
+}
+
+TEST(PrefetchParse, PrintsBackToTheSameKernel) {
+  for (const std::string decl : {"prefetch ids: i32[4] = [0, 0, 1, 2] in [0, 8) nondecreasing",
+                                 "prefetch ids: i32[2 * 2] in [0, 8) sum == 6", "prefetch ids: i32[4]"}) {
+    KernelSpec k = kernel_ok(gather(decl));
+    const std::string printed = print(k);
+    EXPECT_NE(printed.find(decl), std::string::npos) << printed;
+    auto again = parse_and_validate(SourceFile::from_string("p.pk", printed));
+    ASSERT_TRUE(again.file) << printed;
+    EXPECT_EQ(std::get<KernelSpec>(again.file->units.at(0)), k) << printed;
+  }
+}
+
+TEST(PrefetchValidate, RejectsContentsThatBreakTheirConstraintsAtTheElement) {
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[4] = [0, 0, 9, 2] in [0, 8)")),
+            "3:35: ids[2] = 9 is outside the stated range [0, 8)");
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[4] = [0, 2, 1, 2] nondecreasing")),
+            "3:35: ids[2] = 1 is smaller than ids[1] = 2, but 'ids' is stated nondecreasing");
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[4] = [0, 0, 1, 2] sum == 4")),
+            "3:5: the elements of 'ids' sum to 3, but the stated sum is 4");
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[4] = [0, 0, 1]")),
+            "3:23: 'ids' has 4 elements but 3 are given");
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[4] in [3, 3)")),
+            "3:30: the range [3, 3) of prefetch 'ids' is empty");
+}
+
+TEST(PrefetchValidate, RejectsBadDeclarationsAndReads) {
+  EXPECT_EQ(first_error(gather("prefetch ids: f32[4]")),
+            "3:5: a prefetch array holds integers (i32), not f32");
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[4, 4]")),
+            "3:22: a prefetch operand is 1-D (`ids: i32[n]`), not of rank 2");
+  EXPECT_EQ(
+      first_error(gather("prefetch ids: i32[4] in [0, 8) bounded")),
+      "3:36: unknown prefetch constraint 'bounded'; expected `in [lo, hi)`, nondecreasing or `sum == s`");
+  // The prefetch refs follow the grid indices: all or none.
+  EXPECT_NE(first_error(gather("prefetch ids: i32[4]", "(i, ids, more) -> (ids[i], 0)"))
+                .find("prefetch refs follow"),
+            std::string::npos);
+  EXPECT_EQ(
+      first_error(gather("prefetch ids: i32[4]", "(i, ids) -> (ids[0:2], 0)")),
+      "4:61: a prefetch array is read one element at a time ('ids[i]') in the index map of operand 'x'");
+  EXPECT_EQ(
+      first_error("kernel g:\n    prefetch ids: i32[4]\n    out o: f32[8]\n    body:\n        ids[0] = 1\n"),
+      "5:9: cannot store into prefetch 'ids': scalar-prefetch operands are read-only");
+}
+
+TEST(PrefetchSpaceTest, EnumeratesOnlyAllowedContents) {
+  KernelSpec k = kernel_ok(gather("prefetch ids: i32[3] in [0, 3) nondecreasing sum == 3"));
+  PrefetchSpace s = prefetch_space(k, {});
+  ASSERT_TRUE(s.errors.empty() && s.unknown.empty());
+  auto all = enumerate_prefetch(s, 100);
+  ASSERT_TRUE(all);
+  std::set<std::vector<std::int64_t>> got;
+  for (const auto &c : *all)
+    got.insert(c.at("ids"));
+  EXPECT_EQ(got, (std::set<std::vector<std::int64_t>>{{0, 1, 2}, {1, 1, 1}}));
+  EXPECT_FALSE(
+      enumerate_prefetch(prefetch_space(kernel_ok(gather("prefetch ids: i32[4] in [0, 8)")), {}), 100));
+}
+
+TEST(PrefetchSpaceTest, PatternsAreThePartitionsTheRangeAllows) {
+  // Bell(4) = 15 partitions of 4 positions; with only 2 values, the 8 of at most 2 classes.
+  auto wide = prefetch_patterns(prefetch_space(kernel_ok(gather("prefetch ids: i32[4] in [0, 8)")), {}), 100);
+  ASSERT_TRUE(wide);
+  EXPECT_EQ(wide->size(), 15u);
+  auto narrow =
+      prefetch_patterns(prefetch_space(kernel_ok(gather("prefetch ids: i32[4] in [5, 7)")), {}), 100);
+  ASSERT_TRUE(narrow);
+  EXPECT_EQ(narrow->size(), 8u);
+  for (const auto &c : *narrow)
+    for (auto v : c.at("ids"))
+      EXPECT_TRUE(v == 5 || v == 6);
+  // Nondecreasing: runs only, 2^3 of them.
+  auto runs = prefetch_patterns(
+      prefetch_space(kernel_ok(gather("prefetch ids: i32[4] in [0, 8) nondecreasing")), {}), 100);
+  ASSERT_TRUE(runs);
+  EXPECT_EQ(runs->size(), 8u);
+}
+
+TEST(PrefetchSpaceTest, PickedContentsSatisfyTheConstraintsForEverySeed) {
+  KernelSpec k = kernel_ok(gather("prefetch ids: i32[4] in [0, 8) nondecreasing sum == 13"));
+  PrefetchSpace s = prefetch_space(k, {});
+  for (std::uint64_t seed = 0; seed < 50; ++seed) {
+    std::string why;
+    auto c = pick_prefetch(s, seed, why);
+    ASSERT_TRUE(c) << why;
+    EXPECT_FALSE(prefetch_violation(s.arrays.at(0), c->at("ids")));
+  }
+}
+
+TEST(PrefetchElaborate, ReadsBecomeWhereTreesAndReadsOutsideArePoison) {
+  KernelSpec k = kernel_ok(gather("prefetch ids: i32[4] = [3, 1, 4, 1]"));
+  PrefetchSpace s = prefetch_space(k, {});
+  KernelSpec e = elaborate_prefetch(k, s, {});
+  EXPECT_TRUE(e.prefetches.empty());
+  const IndexMap &m = *e.operands.at(0).index_map;
+  EXPECT_EQ(m.params, std::vector<std::string>{"i"});
+  for (std::int64_t i = 0; i < 4; ++i)
+    EXPECT_EQ(eval_int(m.results.at(0), {{"i", i}}), (std::vector<std::int64_t>{3, 1, 4, 1})[i]);
+  EXPECT_EQ(eval_int(m.results.at(0), {{"i", 4}}), kPrefetchPoison);
+  EXPECT_EQ(eval_int(m.results.at(0), {{"i", -1}}), kPrefetchPoison);
+  // Open contents read element names.
+  KernelSpec open =
+      elaborate_prefetch(kernel_ok(gather("prefetch ids: i32[4] in [0, 8)")),
+                         prefetch_space(kernel_ok(gather("prefetch ids: i32[4] in [0, 8)")), {}), {});
+  EXPECT_EQ(eval_int(open.operands.at(0).index_map->results.at(0),
+                     {{"i", 2}, {"ids[0]", 5}, {"ids[1]", 6}, {"ids[2]", 7}, {"ids[3]", 1}}),
+            7);
+}
+
+TEST(PrefetchValidate, BoundsTheLengthAndKeepsTheNameFromBeingShadowed) {
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[70000] in [0, 8)")),
+            "3:23: the length of prefetch 'ids' must lie in [1, 65536], got 70000");
+  EXPECT_EQ(first_error("kernel g:\n    prefetch ids: i32[4]\n    out o: f32[8]\n    body:\n"
+                        "        for ids in range(2):\n            o[...] = zeros\n"),
+            "5:9: loop variable 'ids' shadows a prefetch operand");
+  // A huge open array is neither enumerated nor patterned (each walk recurses per element).
+  auto big = prefetch_space(kernel_ok(gather("prefetch ids: i32[60000] in [0, 1)")), {});
+  EXPECT_FALSE(enumerate_prefetch(big, 256));
+  EXPECT_FALSE(prefetch_patterns(big, 256));
+}
