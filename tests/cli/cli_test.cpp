@@ -137,12 +137,14 @@ const char *kSymbolic = R"(kernel k:
 )";
 
 // Many kernels: a check that runs for seconds.
+// Grids past what check decides by evaluation, so that each kernel takes the
+// solver and the grid cut (a few ms) and 3000 of them outlast the 500 ms wait.
 std::string many_kernels(int n) {
   std::string text;
   for (int i = 0; i < n; ++i)
     text += "kernel k" + std::to_string(i) +
-            ":\n    grid = (8,)\n    in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)\n"
-            "    out o: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)\n    body:\n"
+            ":\n    grid = (8192,)\n    in  x: f32[1048576, 128]  block=(128, 128)  index=(i) -> (i, 0)\n"
+            "    out o: f32[1048576, 128]  block=(128, 128)  index=(i) -> (i, 0)\n    body:\n"
             "        o[...] = x[...]\n\n";
   return text;
 }
