@@ -153,6 +153,23 @@ std::pair<i128, i128> feasible(const PrefetchArray &a, std::int64_t lo, std::int
 
 } // namespace
 
+namespace {
+// Each contents so far, once per array value: false past `limit` contents.
+bool extend(std::vector<PrefetchContents> &out, const std::string &name,
+            const std::vector<std::vector<std::int64_t>> &values, std::size_t limit) {
+  std::vector<PrefetchContents> next;
+  for (const auto &c : out)
+    for (const auto &v : values) {
+      if (next.size() >= limit) return false;
+      PrefetchContents d = c;
+      d[name] = v;
+      next.push_back(std::move(d));
+    }
+  out = std::move(next);
+  return true;
+}
+} // namespace
+
 std::optional<std::vector<PrefetchContents>> enumerate_prefetch(const PrefetchSpace &s, std::size_t limit) {
   std::vector<PrefetchContents> out{{}};
   for (const auto &a : s.arrays) {
@@ -182,16 +199,7 @@ std::optional<std::vector<PrefetchContents>> enumerate_prefetch(const PrefetchSp
       }
     };
     rec(0);
-    if (over) return std::nullopt;
-    std::vector<PrefetchContents> next;
-    for (const auto &c : out)
-      for (const auto &v : all) {
-        if (next.size() >= limit) return std::nullopt;
-        PrefetchContents d = c;
-        d[a.name] = v;
-        next.push_back(std::move(d));
-      }
-    out = std::move(next);
+    if (over || !extend(out, a.name, all, limit)) return std::nullopt;
   }
   return out;
 }
@@ -227,16 +235,7 @@ std::optional<std::vector<PrefetchContents>> prefetch_patterns(const PrefetchSpa
       }
     };
     rec(0);
-    if (over) return std::nullopt;
-    std::vector<PrefetchContents> next;
-    for (const auto &c : out)
-      for (const auto &v : all) {
-        if (next.size() >= limit) return std::nullopt;
-        PrefetchContents d = c;
-        d[a.name] = v;
-        next.push_back(std::move(d));
-      }
-    out = std::move(next);
+    if (over || !extend(out, a.name, all, limit)) return std::nullopt;
   }
   return out;
 }
