@@ -16,7 +16,8 @@ import sys
 import traceback
 
 from ._check import EXIT_ENV, EXIT_UNKNOWN, check_kernels
-from ._export import UnsupportedError, export_call, find_pallas_calls, trace
+from ._export import (UnsupportedError, _known_values, _prefetch_values, export_call,
+                      find_pallas_calls, trace)
 
 
 class Recorder:
@@ -39,9 +40,11 @@ class Recorder:
         except Exception as e:  # noqa: BLE001 - the script's own call will raise it again
             self._unsupported(UnsupportedError(f"could not trace the pallas_call: {e}"))
             return
+        known = _known_values(closed, list(args))  # scalar prefetch contents, when concrete
         for pc in find_pallas_calls(closed.jaxpr):
+            pre = _prefetch_values(pc, known)
             try:
-                k = export_call(pc, set(), call_site)
+                k = export_call(pc, set(), call_site, prefetch_values=pre)
             except UnsupportedError as e:
                 self._unsupported(e)
                 continue
@@ -49,7 +52,7 @@ class Recorder:
                 continue
             self._texts.add(k.text)
             if k.name in self.names:  # another call of the same kernel function: a new name
-                k = export_call(pc, self.names, call_site)
+                k = export_call(pc, self.names, call_site, prefetch_values=pre)
             else:
                 self.names.add(k.name)
             self.kernels.append(k)

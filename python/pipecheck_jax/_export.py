@@ -105,6 +105,15 @@ def _frame(source_info) -> tuple[str, int] | None:
     return (fr.file_name, fr.start_line)
 
 
+def _index_map_site(bm) -> tuple[str, int] | None:
+    """Where the index map function of a BlockMapping is defined, from its debug info."""
+    info = getattr(_inner(bm.index_map_jaxpr), "debug_info", None)
+    m = re.search(r" at (.+):(\d+)$", str(getattr(info, "func_src_info", "") or ""))
+    if m is None or "site-packages" in m.group(1) or "dist-packages" in m.group(1):
+        return None
+    return (m.group(1), int(m.group(2)))
+
+
 def _fmt_loc(loc: tuple[str, int] | None) -> str | None:
     return f"{loc[0]}:{loc[1]}" if loc else None
 
@@ -169,6 +178,7 @@ class _E:
 class _Ref:
     name: str
     shape: tuple
+    prefetch: bool = False  # a scalar prefetch ref: its reads are integer scalars
 
 
 def _sub_jaxprs(value):
@@ -323,13 +333,28 @@ def _is_int_aval(aval) -> bool:
         np.issubdtype(aval.dtype, np.integer) or aval.dtype == np.bool_)
 
 
-def _index_map(bm, names: list[str], what: str, loc) -> str:
-    """The block indices of one BlockMapping as `.pk` integer expressions of the grid names."""
+def _prefetch_read(ref: _Ref, e, ins) -> _E:
+    """`ids[e]`: one element of a scalar prefetch ref read in an index map."""
+    (ix,) = tree_util.tree_unflatten(e.params["tree"], ins[1:]) or (None,)
+    idx = getattr(ix, "indices", ())
+    if type(ix).__name__ != "NDIndexer" or len(idx) != 1 or type(idx[0]).__name__ == "Slice":
+        raise UnsupportedError(f"a read of the prefetch ref '{ref.name}' that is not one element "
+                               "has no .pk form", _fmt_loc(_frame(e.source_info)))
+    i = idx[0]
+    text = str(int(i)) if isinstance(i, (int, np.integer)) else _strip(i.text)
+    return _E(f"{ref.name}[{text}]", int=True)
+
+
+def _index_map(bm, names: list[str], what: str, loc, prefetch: tuple = ()) -> str:
+    """The block indices of one BlockMapping as `.pk` integer expressions of the grid names
+    (and of the prefetch refs `prefetch`, passed after the grid indices)."""
     closed = bm.index_map_jaxpr
     j = _inner(closed)
     env: dict = {}
     for v, n in zip(j.invars, names):
         env[v] = _E(n, int=True, nonneg=True)
+    for v, n in zip(j.invars[len(names):], prefetch):
+        env[v] = _Ref(n, (), prefetch=True)
     for v, c in zip(j.constvars, _consts(closed)):
         t, is_int, nn = _literal_text(c)
         env[v] = _E(t, int=True, nonneg=nn)
@@ -354,7 +379,11 @@ def _index_map(bm, names: list[str], what: str, loc) -> str:
                 for v, o in zip(e.outvars, outs):
                     env[v] = o
                 continue
-            out = _int_eqn(e, ins) if len(e.outvars) == 1 else None
+            if e.primitive.name == "get" and ins and isinstance(ins[0], _Ref):
+                env[e.outvars[0]] = _prefetch_read(ins[0], e, ins)
+                continue
+            out = _int_eqn(e, ins) if len(e.outvars) == 1 and \
+                not any(isinstance(a, _Ref) for a in ins) else None
             if out is None:
                 raise UnsupportedError(
                     f"the index map of {what} uses '{e.primitive.name}', which has no .pk form "
@@ -480,7 +509,9 @@ class _Body:
         return [env[v] if isinstance(v, jax_core.Var) else read(v) for v in jaxpr.outvars]
 
     def subscript(self, ref: _Ref, e, idx_atoms, read, tree) -> str:
-        transforms = tree_util.tree_unflatten(tree, idx_atoms)
+        return self.subscript_of(ref, e, tree_util.tree_unflatten(tree, idx_atoms), read)
+
+    def subscript_of(self, ref: _Ref, e, transforms, read) -> str:
         if len(transforms) == 0:
             return "[...]"
         if len(transforms) > 1 or type(transforms[0]).__name__ != "NDIndexer":
@@ -510,7 +541,7 @@ class _Body:
                 if a is None:
                     parts.append(str(int(s)))
                 else:
-                    v = read(a)
+                    v = a if isinstance(a, _E) else read(a)
                     parts.append(_strip(self.int_of(v, e, "an index").text))
         return "[...]" if full else "[" + ", ".join(parts) + "]"
 
@@ -527,6 +558,15 @@ class _Body:
             ref = read(e.invars[0])
             if not isinstance(ref, _Ref):
                 self.fail(f"'{name}' on a value that is not a kernel ref", e)
+            if ref.prefetch:
+                if name != "get":
+                    self.fail(f"a write to the scalar prefetch ref '{ref.name}' has no .pk form "
+                              "(prefetch arrays are read-only)", e)
+                sub = self.subscript(ref, e, e.invars[1:], read, p["tree"])
+                if sub in ("[...]", "") or ":" in sub or "ds(" in sub:
+                    self.fail(f"a read of the prefetch ref '{ref.name}' that is not one element "
+                              "has no .pk form", e)
+                return [_E(f"{ref.name}{sub}", int=True)]
             n = 1 if name == "get" else 2
             sub = self.subscript(ref, e, e.invars[n:], read, p["tree"])
             target = f"{ref.name}{sub}"
@@ -577,12 +617,18 @@ class _Body:
                 return self.run(inner, senv, indent)
             finally:
                 self.src_override = saved
-        if name in ("dma_start", "dma_wait", "semaphore_signal", "semaphore_wait", "semaphore_read",
+        if name in ("dma_start", "dma_wait"):
+            return self.dma(e, read, indent, src)
+        if name in ("semaphore_signal", "semaphore_wait"):
+            return self.semaphore(e, read, indent, src)
+        if name in ("semaphore_read",
                     "async_copy", "copy_gmem_to_smem", "copy_smem_to_gmem", "barrier_wait",
                     "barrier_arrive", "wgmma", "wgmma_wait", "commit_smem", "device_id"):
             self.fail(f"manual DMA and synchronization ('{name}') have no .pk form in this "
-                      "version of pipecheck (DMAs and semaphores in kernel bodies are not "
-                      "exported yet)", e)
+                      "version of pipecheck (the export has local async copies, sync_copy, "
+                      "semaphore_signal and semaphore_wait)", e)
+        if name == "run_scoped" and self.sync_copy(e, read, indent, src):
+            return []
         if name in ("run_scoped",):
             self.fail("pl.run_scoped (scoped scratch allocation) has no .pk form: declare the "
                       "buffer as scratch_shapes", e)
@@ -600,6 +646,94 @@ class _Body:
             return self.opaque_multi(e, ins, indent, src)
         r = self.tensor(e, ins, src)
         return [r]
+
+    def sync_copy(self, e, read, indent, src) -> bool:
+        """`pltpu.sync_copy(src, dst)`: a run_scoped that allocates one DMA semaphore and
+        only starts and waits one copy on it. False (nothing emitted) for any other."""
+        sub = e.params.get("jaxpr")
+        inner = _inner(sub) if sub is not None else None
+        if inner is None or len(inner.invars) != 1 or _consts(sub) or \
+                [q.primitive.name for q in inner.eqns] != ["dma_start", "dma_wait"]:
+            return False
+        sem = inner.invars[0]
+        aval = getattr(sem.aval, "inner_aval", sem.aval)
+        if "dma" not in str(getattr(aval, "dtype", "")).lower() or tuple(aval.shape) != ():
+            return False
+        senv = {sem: _Ref("<sync_copy semaphore>", ())}
+        for v, a in zip(inner.constvars, e.invars):
+            senv[v] = read(a)
+
+        def sread(a):
+            return read(a) if isinstance(a, jax_core.Literal) else senv[a]
+
+        start, wait = inner.eqns
+        if any(isinstance(a, jax_core.Var) and a not in senv for q in inner.eqns
+               for a in q.invars):
+            return False
+        texts, refs = self.dma_texts(start, sread)
+        for r in refs:
+            self.flush(indent, r)
+        self.emit(indent, f"sync_copy({texts[0]}, {texts[1]})", src)
+        return True
+
+    def dma_texts(self, e, read):
+        """The .pk texts of a dma_start/dma_wait's source, destination and semaphore, and the
+        names of the source and destination refs."""
+        name = e.primitive.name
+        vals = [read(a) for a in e.invars]
+        tree = e.params.get("tree")
+        if tree is None:
+            self.fail(f"'{name}' without its operand tree has no .pk form", e)
+        args = tree_util.tree_unflatten(tree, vals)
+        if len(args) < 3 or any(a is not None for a in args[3:]):
+            self.fail(f"a remote or two-semaphore copy ('{name}' with a source semaphore or a "
+                      "device id) has no .pk form", e)
+        texts = []
+        for what, tr in zip(("source", "destination", "semaphore"), args[:3]):
+            ref = getattr(tr, "ref", tr)
+            transforms = tuple(getattr(tr, "transforms", ()) or ())
+            if not isinstance(ref, _Ref):
+                self.fail(f"the {what} of '{name}' is not a kernel ref", e)
+            sub = self.subscript_of(ref, e, transforms, read)
+            if what == "semaphore" and sub == "[...]" and ref.shape == ():
+                sub = ""
+            texts.append(ref.name + sub)
+        if name == "dma_start" and e.params.get("add"):
+            self.fail("an accumulating copy (make_async_copy(..., add=True)) has no .pk form", e)
+        return texts, [getattr(a, "ref", a).name for a in args[:2]]
+
+    def dma(self, e, read, indent, src):
+        """`pltpu.make_async_copy(src, dst, sem).start()` / `.wait()` as `async_copy`."""
+        name = e.primitive.name
+        texts, refs = self.dma_texts(e, read)
+        for r in refs:
+            self.flush(indent, r)  # a copy reads its source and writes its destination
+        op = "start" if name == "dma_start" else "wait"
+        self.emit(indent, f"async_copy({texts[0]}, {texts[1]}, {texts[2]}).{op}()", src)
+        return []
+
+    def semaphore(self, e, read, indent, src):
+        """`pl.semaphore_signal(sem, n)` / `pl.semaphore_wait(sem, n)` on a local semaphore."""
+        name = e.primitive.name
+        tree = e.params.get("args_tree")
+        if tree is None:
+            self.fail(f"'{name}' without its operand tree has no .pk form", e)
+        args = list(tree_util.tree_unflatten(tree, [read(a) for a in e.invars]))
+        ref, transforms, value, rest = args[0], tuple(args[1] or ()), args[2], args[3:]
+        if name == "semaphore_signal" and any(a is not None for a in rest):
+            self.fail("a remote semaphore_signal (with a device id or core index) has no .pk "
+                      "form", e)
+        if name == "semaphore_wait" and rest and not (isinstance(rest[0], _E)
+                                                      and rest[0].text == "1"):
+            self.fail("a semaphore_wait that does not decrement has no .pk form", e)
+        if not isinstance(ref, _Ref):
+            self.fail(f"the semaphore of '{name}' is not a kernel ref", e)
+        sub = self.subscript_of(ref, e, transforms, read)
+        if sub == "[...]" and ref.shape == ():
+            sub = ""
+        count = self.int_of(value, e, f"the count of '{name}'")
+        self.emit(indent, f"{name}({ref.name}{sub}, {_strip(count.text)})", src)
+        return []
 
     def opaque_multi(self, e, ins, indent, src):
         """An op with several results (or none): one opaque value per result, each reading
@@ -987,7 +1121,8 @@ def _kernel_source(pc) -> tuple[str, int] | None:
     return (m.group(1), int(m.group(2))) if m else None
 
 
-def export_call(pc, taken_names: set | None = None, call_site=None) -> Kernel:
+def export_call(pc, taken_names: set | None = None, call_site=None, prefetch_values=None,
+                prefetch: dict | None = None) -> Kernel:
     """The `.pk` kernel of one pallas_call equation; raises UnsupportedError.
 
     call_site, (file, line), stands for the pallas_call's own source info where that has none.
@@ -998,22 +1133,38 @@ def export_call(pc, taken_names: set | None = None, call_site=None) -> Kernel:
     name = _kernel_name(pc, taken_names)
     loc = _fmt_loc(call_site)
     try:
-        return _export_call(pc, name, call_site, source)
+        return _export_call(pc, name, call_site, source, prefetch_values, prefetch or {})
     except UnsupportedError as err:
         err.kernel = err.kernel or name
         err.location = err.location or loc
         raise
 
 
-def _export_call(pc, name, call_site, source) -> Kernel:
+def _prefetch_line(nm: str, aval, value, constraint: str | None, loc, kernel) -> str:
+    """`prefetch NAME: i32[n] = [..] CONSTRAINTS` of one scalar prefetch operand."""
+    shape = tuple(getattr(aval, "shape", ()))
+    if len(shape) != 1 or not np.issubdtype(aval.dtype, np.integer):
+        raise UnsupportedError(f"scalar prefetch operand '{nm}' of shape {shape} and dtype "
+                               f"{aval.dtype} has no .pk form (.pk prefetch arrays are 1-D "
+                               "integer arrays)", loc, kernel)
+    text = f"    prefetch {nm}: {_dtype(aval.dtype, f'prefetch {nm!r}', loc)}[{shape[0]}]"
+    if value is not None:
+        text += " = [" + ", ".join(str(int(v)) for v in np.asarray(value).reshape(-1)) + "]"
+    elif not constraint:
+        raise UnsupportedError(
+            f"the contents of scalar prefetch operand '{nm}' are not known at export (pass the "
+            "array itself rather than a ShapeDtypeStruct, or describe them: "
+            f"prefetch={{{nm!r}: \"in [0, 8) nondecreasing\"}})", loc, kernel)
+    if constraint:
+        text += f" {constraint.strip()}"
+    return text
+
+
+def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=None) -> Kernel:
     p = pc.params
     gm = p["grid_mapping"]
     loc = _fmt_loc(call_site)
-    if gm.num_index_operands:
-        raise UnsupportedError(
-            f"scalar prefetch (num_scalar_prefetch={gm.num_index_operands}) has no .pk form in "
-            "this version of pipecheck: index maps that read prefetched scalars are not "
-            "exported yet", loc, name)
+    n_pre = int(gm.num_index_operands or 0)
     if getattr(gm, "num_dynamic_grid_bounds", 0):
         raise UnsupportedError("a grid with bounds known only at run time has no .pk form", loc, name)
     grid = tuple(gm.grid)
@@ -1028,8 +1179,14 @@ def _export_call(pc, name, call_site, source) -> Kernel:
     names = []
     for k in range(len(kj.invars)):
         default = f"in{k}" if k < n_in else (f"out{k - n_in}" if k < n_in + n_out else f"scratch{k - n_in - n_out}")
+        default = f"prefetch{k}" if k < n_pre else default
         an = arg_names[k] if k < len(arg_names) and arg_names[k] else default
         names.append(_ident(an, taken))
+    pre_names, names = names[:n_pre], names[n_pre:]
+    for key in prefetch or {}:
+        if key not in pre_names:
+            raise UnsupportedError(f"prefetch={{{key!r}: ...}} names no scalar prefetch operand "
+                                   f"of this kernel (it has {pre_names})", loc, name)
     gnames = (_GRID_NAMES + [f"g{k}" for k in range(len(_GRID_NAMES), len(grid))])[:len(grid)]
 
     lines: list[tuple[str, tuple | None]] = []
@@ -1055,6 +1212,11 @@ def _export_call(pc, name, call_site, source) -> Kernel:
     if vmem:
         lines.append((f"    vmem_limit_bytes = {int(vmem)}", call_site))
 
+    for k, nm in enumerate(pre_names):
+        value = prefetch_values[k] if prefetch_values and k < len(prefetch_values) else None
+        lines.append((_prefetch_line(nm, kj.invars[k].aval.inner_aval if hasattr(
+            kj.invars[k].aval, "inner_aval") else kj.invars[k].aval, value,
+            (prefetch or {}).get(nm), loc, name), call_site))
     operands = []
     for k, bm in enumerate(gm.block_mappings):
         role = "in" if k < n_in else "out"
@@ -1084,8 +1246,8 @@ def _export_call(pc, name, call_site, source) -> Kernel:
                     f"operand '{nm}': block dim {tn} has no .pk form in this version of the "
                     "export (Blocked and Squeezed/None have)", loc, name)
         text += f"  block={_tuple(dims)}"
-        idx = _index_map(bm, gnames, f"'{nm}'", loc)
-        text += f"  index={_tuple(gnames)} -> {idx}" if grid else ""
+        idx = _index_map(bm, gnames, f"'{nm}'", loc, tuple(pre_names))
+        text += f"  index={_tuple(gnames + pre_names)} -> {idx}" if grid else ""
         if "smem" in ms_name:
             text += "  memory_space=smem"
         pm = getattr(bm, "pipeline_mode", None)
@@ -1094,15 +1256,21 @@ def _export_call(pc, name, call_site, source) -> Kernel:
             if n is not None:
                 text += (f"  buffered=({int(n)}, lookahead)" if getattr(pm, "use_lookahead", False)
                          else f"  buffered={int(n)}")
-        lines.append((text, call_site))
-    semaphores = []
-    for k in range(n_in + n_out, len(kj.invars)):
-        aval = kj.invars[k].aval
+        lines.append((text, (_index_map_site(bm) or call_site) if n_pre else call_site))
+    for k in range(n_in + n_out, len(names)):
+        aval = kj.invars[n_pre + k].aval
         inner = getattr(aval, "inner_aval", aval)
         ms = getattr(aval, "memory_space", None)
         ms_name = str(getattr(ms, "name", ms) or "").lower()
-        if "sem" in ms_name or "sem" in str(getattr(inner, "dtype", "")).lower():
-            semaphores.append(names[k])  # reported after the body, which names its DMA ops
+        sem_dt = str(getattr(inner, "dtype", "")).lower()
+        if "sem" in ms_name or "sem" in sem_dt:
+            kind = "dma_sem" if "dma" in sem_dt else "semaphore"
+            if len(inner.shape) > 1:
+                raise UnsupportedError(f"scratch '{names[k]}': a semaphore array of shape "
+                                       f"{tuple(inner.shape)} has no .pk form (one dim at most)",
+                                       loc, name)
+            shape = f"[{int(inner.shape[0])}]" if inner.shape else ""
+            lines.append((f"    scratch {names[k]}: {kind}{shape}", call_site))
             continue
         dt = _dtype(inner.dtype, f"scratch '{names[k]}'", loc)
         text = f"    scratch {names[k]}: {dt}[{_shape(inner.shape)}]"
@@ -1110,7 +1278,7 @@ def _export_call(pc, name, call_site, source) -> Kernel:
             text += "  memory_space=smem"
         lines.append((text, call_site))
     for i_in, i_out in p.get("input_output_aliases") or ():
-        lines.append((f"    alias {names[i_in]} -> {names[n_in + i_out]}", call_site))
+        lines.append((f"    alias {names[i_in - n_pre]} -> {names[n_in + i_out]}", call_site))
     lines.append(("    body:", source))
 
     body = _Body(name, source)
@@ -1119,15 +1287,13 @@ def _export_call(pc, name, call_site, source) -> Kernel:
     for k, v in enumerate(kj.invars):
         aval = v.aval
         inner = getattr(aval, "inner_aval", aval)
-        env[v] = _Ref(names[k], tuple(int(d) for d in inner.shape))
+        nm = pre_names[k] if k < n_pre else names[k - n_pre]
+        env[v] = _Ref(nm, tuple(int(d) for d in inner.shape), prefetch=k < n_pre)
     for v in kj.constvars:
         raise UnsupportedError("a kernel that closes over array constants has no .pk form", loc, name)
     body._indent = 2
     body.run(kj, env, 2)
     body.flush(2)
-    if semaphores:
-        raise UnsupportedError(f"scratch '{semaphores[0]}': semaphores have no .pk form in this "
-                               "version of the export", loc, name)
     if not body.lines:
         body.emit(2, "v0 = 0", source)
     lines.extend(body.lines)
@@ -1159,16 +1325,46 @@ def trace(fn: Callable, *args, **kwargs):
     return jax.make_jaxpr(lambda *a: fn(*a, **kwargs))(*args)
 
 
-def export_kernels(fn: Callable, *args, **kwargs) -> list[Kernel]:
-    """One Kernel per pallas_call that fn(*args, **kwargs) makes; raises UnsupportedError."""
+def _known_values(closed, args) -> dict:
+    """The top-level jaxpr's variables whose values are known at export: the constants and
+    the arguments passed as arrays (not as ShapeDtypeStructs)."""
+    known = dict(zip(closed.jaxpr.constvars, closed.consts))
+    for v, a in zip(closed.jaxpr.invars, tree_util.tree_leaves(args)):
+        if isinstance(a, (np.ndarray, np.generic)) or (
+                isinstance(a, jax.Array) and not isinstance(a, jax_core.Tracer)):
+            known[v] = np.asarray(a)
+    return known
+
+
+def _prefetch_values(pc, known: dict) -> list:
+    n = int(pc.params["grid_mapping"].num_index_operands or 0)
+    out = []
+    for a in pc.invars[:n]:
+        if isinstance(a, jax_core.Literal):
+            out.append(np.asarray(a.val))
+        else:
+            out.append(known.get(a))
+    return out
+
+
+def export_kernels(fn: Callable, *args, prefetch: dict | None = None, **kwargs) -> list[Kernel]:
+    """One Kernel per pallas_call that fn(*args, **kwargs) makes; raises UnsupportedError.
+
+    A scalar prefetch operand's contents are written into the spec when the call receives it
+    straight from an array argument of `fn` or a constant; otherwise `prefetch` describes
+    them by the kernel parameter's name, in `.pk` constraint syntax:
+    `prefetch={"ids_ref": "in [0, 8) nondecreasing"}` (also added to known contents)."""
     closed = trace(fn, *args, **kwargs)
     calls = find_pallas_calls(closed.jaxpr)
     if not calls:
         raise UnsupportedError("the function makes no pallas_call")
     taken: set = set()
-    return [export_call(pc, taken) for pc in calls]
+    known = _known_values(closed, args)
+    return [export_call(pc, taken, prefetch_values=_prefetch_values(pc, known), prefetch=prefetch)
+            for pc in calls]
 
 
-def export(fn: Callable, *args, **kwargs) -> str:
-    """The `.pk` text of every pallas_call that fn(*args, **kwargs) makes."""
-    return "\n".join(k.text for k in export_kernels(fn, *args, **kwargs))
+def export(fn: Callable, *args, prefetch: dict | None = None, **kwargs) -> str:
+    """The `.pk` text of every pallas_call that fn(*args, **kwargs) makes (`prefetch`: see
+    export_kernels)."""
+    return "\n".join(k.text for k in export_kernels(fn, *args, prefetch=prefetch, **kwargs))

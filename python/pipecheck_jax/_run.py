@@ -66,7 +66,8 @@ class _Evaluator:
             params = dict(eqn.params)
             params["interpret"] = True
             return eqn.primitive.bind(*invals, **params)
-        k = export_call(eqn, set())
+        n_pre = int(eqn.params["grid_mapping"].num_index_operands or 0)
+        k = export_call(eqn, set(), prefetch_values=[np.asarray(v) for v in invals[:n_pre]])
         self.count += 1
         d = os.path.join(self.work, f"{self.count}_{k.name}")
         os.makedirs(os.path.join(d, "in"), exist_ok=True)

@@ -287,3 +287,85 @@ def make_loops_and_branches(interpret=False):
         )(x)
 
     return loops_and_branches, [jax.ShapeDtypeStruct((32, 128), f32)]
+
+
+# The software pipelining guide's manual double buffer ("Deriving a Double-Buffered
+# Pipeline"), with the guide's loop as the grid: A and the output stay in HBM, X and Y are
+# two-slot VMEM scratch, each copy is started at one step and waited at the next on its
+# slot's DMA semaphore. `wait_slot` picks the semaphore the copy into X[cur] is waited on
+# (the mutant waits on the other slot's, retiring the prefetch just started instead).
+def make_manual_double_buffer_kernel(n_steps, bm, other_slot=False):
+    def manual_double_buffer_kernel(a_hbm, o_hbm, x, y, in_sem, out_sem):
+        i = pl.program_id(0)
+        cur = i % 2
+        nxt = (i + 1) % 2
+        wait_slot = nxt if other_slot else cur
+
+        @pl.when(i == 0)
+        def _():
+            pltpu.make_async_copy(a_hbm.at[pl.ds(0, bm)], x.at[0], in_sem.at[0]).start()
+
+        @pl.when(i + 1 < n_steps)
+        def _():
+            pltpu.make_async_copy(a_hbm.at[pl.ds((i + 1) * bm, bm)], x.at[nxt],
+                                  in_sem.at[nxt]).start()
+
+        pltpu.make_async_copy(a_hbm.at[pl.ds(i * bm, bm)], x.at[cur], in_sem.at[wait_slot]).wait()
+        y[cur] = x[cur] + 1.0
+        pltpu.make_async_copy(y.at[cur], o_hbm.at[pl.ds(i * bm, bm)], out_sem.at[cur]).start()
+
+        @pl.when(i > 0)
+        def _():
+            pltpu.make_async_copy(y.at[nxt], o_hbm.at[pl.ds((i - 1) * bm, bm)],
+                                  out_sem.at[nxt]).wait()
+
+        @pl.when(i == n_steps - 1)
+        def _():
+            pltpu.make_async_copy(y.at[cur], o_hbm.at[pl.ds(i * bm, bm)], out_sem.at[cur]).wait()
+
+    return manual_double_buffer_kernel
+
+
+def make_manual_double_buffer(n_steps=8, bm=8, other_slot=False, interpret=False):
+    kernel = make_manual_double_buffer_kernel(n_steps, bm, other_slot)
+
+    def manual_double_buffer(a):
+        return pl.pallas_call(
+            kernel, grid=(n_steps,),
+            in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec(memory_space=pl.ANY),
+            out_shape=jax.ShapeDtypeStruct(a.shape, a.dtype),
+            scratch_shapes=[pltpu.VMEM((2, bm, 128), jnp.float32),
+                            pltpu.VMEM((2, bm, 128), jnp.float32),
+                            pltpu.SemaphoreType.DMA((2,)), pltpu.SemaphoreType.DMA((2,))],
+            interpret=interpret,
+        )(a)
+
+    return manual_double_buffer, [jax.ShapeDtypeStruct((n_steps * bm, 128), f32)]
+
+
+# Dynamic block indexing with scalar prefetch (the Pallas TPU sparse guide's
+# block_dynamic_slice, one block per grid step): each step copies the row block that the
+# prefetched `block_idx` names, and the body also reads the table (a scalar in SMEM) to tag
+# the block with its source index.
+def dynamic_block_gather_kernel(block_idx, x_ref, o_ref):
+    src = block_idx[pl.program_id(0)]
+    o_ref[...] = x_ref[...] + src.astype(jnp.float32)
+
+
+def make_dynamic_block_gather(steps=4, rows=4, bm=8, n=128, interpret=False):
+    def dynamic_block_gather(block_idx, x):
+        return pl.pallas_call(
+            dynamic_block_gather_kernel,
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1,
+                grid=(steps,),
+                in_specs=[pl.BlockSpec((bm, n), lambda i, block_idx: (block_idx[i], 0))],
+                out_specs=pl.BlockSpec((bm, n), lambda i, block_idx: (i, 0)),
+            ),
+            out_shape=jax.ShapeDtypeStruct((steps * bm, n), x.dtype),
+            interpret=interpret,
+        )(block_idx, x)
+
+    return dynamic_block_gather, [jax.ShapeDtypeStruct((steps,), jnp.int32),
+                                  jax.ShapeDtypeStruct((rows * bm, n), f32)]

@@ -161,28 +161,6 @@ def test_buffered_pipeline_mode_aliases_and_clamped_index_maps_are_exported():
     assert "alias x_ref -> o_ref" in text
 
 
-def test_scalar_prefetch_is_reported_unsupported():
-    fn, args = K.make_scalar_prefetch()
-    with pytest.raises(pj.UnsupportedError) as e:
-        pj.export(fn, *args)
-    assert "scalar prefetch" in str(e.value)
-    assert e.value.kernel == "gather_rows_kernel"
-    r = pj.check(fn, *args)
-    assert r.exit_code == 2 and r.verdicts == {"gather_rows_kernel": "unsupported"}
-    with pytest.raises(AssertionError, match="scalar prefetch"):
-        pj.assert_verified(fn, *args)
-
-
-def test_manual_dma_is_reported_unsupported_at_the_copy():
-    fn, args = K.make_manual_dma()
-    with pytest.raises(pj.UnsupportedError) as e:
-        pj.export(fn, *args)
-    assert "manual DMA and synchronization ('dma_start') have no .pk form" in str(e.value)
-    assert f"kernels.py:{line_of(K.manual_copy_kernel, 'copy.start()')}" in str(e.value)
-    r = pj.check(fn, *args)
-    assert r.exit_code == 2 and r.verdicts == {"manual_copy_kernel": "unsupported"}
-
-
 def test_an_index_map_op_without_a_pk_form_is_an_unsupported_diagnostic():
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref[...]

@@ -1,0 +1,202 @@
+"""Scalar prefetch (PrefetchScalarGridSpec) and manual DMAs / semaphores in kernel bodies."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+import kernels as K
+import pipecheck_jax as pj
+from test_export import line_of
+
+
+# Scalar prefetch ----------------------------------------------------------------------------
+
+
+def test_prefetch_contents_passed_as_an_array_are_written_into_the_spec_and_verify():
+    fn, args = K.make_dynamic_block_gather()
+    ids = np.array([3, 0, 0, 2], np.int32)
+    text = pj.export(fn, ids, args[1])
+    assert "prefetch block_idx: i32[4] = [3, 0, 0, 2]" in text
+    assert "index=(i, block_idx) -> (block_idx[i], 0)" in text
+    assert "index=(i, block_idx) -> (i, 0)" in text
+    assert "o_ref[...] = x_ref[...] + cast(block_idx[program_id(0)], f32)" in text
+    pj.assert_verified(fn, ids, args[1])
+
+
+def test_an_out_of_range_prefetch_id_is_index_out_of_bounds_at_the_index_map_line():
+    fn, args = K.make_dynamic_block_gather()
+    r = pj.check(fn, np.array([3, 0, 4, 2], np.int32), args[1])
+    assert r.exit_code == 1
+    assert r.verdicts == {"dynamic_block_gather_kernel": "violation"}
+    (f,) = r.findings
+    assert f.rule == "index-out-of-bounds"
+    want = line_of(K.make_dynamic_block_gather, "in_specs=")
+    assert f.python is not None and f.python[0].endswith("kernels.py")
+    assert f.python[1] == want, f.python
+    assert "block index 4 along dim 0 is outside [0, 4)" in f.message
+
+
+def test_prefetch_contents_unknown_at_export_are_unsupported_unless_described():
+    fn, args = K.make_dynamic_block_gather()
+    with pytest.raises(pj.UnsupportedError, match="contents of scalar prefetch operand "
+                       "'block_idx' are not known at export"):
+        pj.export(fn, *args)
+    r = pj.check(fn, *args)
+    assert r.exit_code == 2 and r.verdicts == {"dynamic_block_gather_kernel": "unsupported"}
+    text = pj.export(fn, *args, prefetch={"block_idx": "in [0, 4)"})
+    assert "prefetch block_idx: i32[4] in [0, 4)" in text
+    pj.assert_verified(fn, *args, prefetch={"block_idx": "in [0, 4)"})
+    r = pj.check(fn, *args, prefetch={"block_idx": "in [0, 5) nondecreasing"})
+    assert r.exit_code == 1
+    assert [f.rule for f in r.findings] == ["index-out-of-bounds"]
+    assert "prefetch contents: block_idx = [" in r.findings[0].message
+    with pytest.raises(pj.UnsupportedError, match="names no scalar prefetch operand"):
+        pj.export(fn, *args, prefetch={"ids": "in [0, 4)"})
+
+
+def test_a_prefetch_constant_inside_the_function_is_known():
+    fn, args = K.make_dynamic_block_gather()
+    text = pj.export(lambda x: fn(jnp.array([1, 1, 0, 3], jnp.int32), x), args[1])
+    assert "prefetch block_idx: i32[4] = [1, 1, 0, 3]" in text
+
+
+def test_the_gather_runs_like_interpret_and_the_reference():
+    fn, args = K.make_dynamic_block_gather()
+    ids = np.array([3, 0, 0, 2], np.int32)
+    (x,) = K.concrete(args[1:], seed=3)
+
+    def ref(i, x):
+        return (x.reshape(4, 8, 128)[np.asarray(i)]
+                + np.asarray(i, np.float32)[:, None, None]).reshape(32, 128)
+
+    r = pj.run(fn, ids, x, reference=ref)
+    assert r.ok, str(r)
+    assert r.pipecheck_exit == 0
+
+
+# Manual DMAs and semaphores --------------------------------------------------------------
+
+
+def test_the_guides_manual_double_buffer_exports_its_copies_and_verifies():
+    fn, args = K.make_manual_double_buffer()
+    text = pj.export(fn, *args)
+    assert "in  a_hbm: f32[64, 128]  memory_space=any" in text
+    assert "out o_hbm: f32[64, 128]  memory_space=any" in text
+    assert "scratch in_sem: dma_sem[2]" in text
+    assert ("async_copy(a_hbm[ds(program_id(0) * 8, 8), :], x[program_id(0) % 2, :, :], "
+            "in_sem[program_id(0) % 2]).wait()") in text
+    assert ("async_copy(y[program_id(0) % 2, :, :], o_hbm[ds(program_id(0) * 8, 8), :], "
+            "out_sem[program_id(0) % 2]).start()") in text
+    pj.assert_verified(fn, *args)
+
+
+def test_waiting_on_the_other_slots_semaphore_is_a_slot_race_at_the_python_lines():
+    fn, args = K.make_manual_double_buffer(other_slot=True)
+    r = pj.check(fn, *args)
+    assert r.exit_code == 1
+    assert {f.rule for f in r.findings} == {"slot-race"}
+    kernel = K.make_manual_double_buffer_kernel
+    lines = {f.python[1] for f in r.findings if f.python}
+    assert line_of(kernel, "y[cur] = x[cur] + 1.0") in lines
+
+
+def test_the_manual_double_buffer_runs_like_interpret_and_the_reference():
+    fn, args = K.make_manual_double_buffer()
+    r = pj.run(fn, *K.concrete(args, seed=4), reference=lambda a: a + 1.0)
+    assert r.ok, str(r)
+    assert r.pipecheck_exit == 0
+
+
+def test_a_single_dma_semaphore_is_one_dma_sem():
+    fn, args = K.make_manual_dma()
+    text = pj.export(fn, *args)
+    assert "scratch sem: dma_sem\n" in text.replace("  # ", "\n# ")
+    assert "async_copy(x_hbm[...], buf[...], sem).start()" in text
+    pj.assert_verified(fn, *args)
+
+
+def _signalling_call(kernel, scratch):
+    def fn(x):
+        return pl.pallas_call(
+            kernel, grid=(2,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32),
+            scratch_shapes=scratch)(x)
+
+    return fn, [jax.ShapeDtypeStruct((16, 128), jnp.float32)]
+
+
+def test_regular_semaphore_signals_and_waits_export_and_verify():
+    def signalling_kernel(x_ref, o_ref, sem, sems):
+        pl.semaphore_signal(sem, 1)
+        pl.semaphore_wait(sem, 1)
+        pl.semaphore_signal(sems.at[1], 2)
+        pl.semaphore_wait(sems.at[1], 2)
+        o_ref[...] = x_ref[...]
+
+    fn, args = _signalling_call(signalling_kernel, [pltpu.SemaphoreType.REGULAR,
+                                                    pltpu.SemaphoreType.REGULAR((2,))])
+    text = pj.export(fn, *args)
+    assert "scratch sem: semaphore  #" in text
+    assert "scratch sems: semaphore[2]  #" in text
+    assert "semaphore_signal(sem, 1)" in text
+    assert "semaphore_wait(sems[1], 2)" in text
+    pj.assert_verified(fn, *args)
+
+
+def test_a_semaphore_read_is_still_reported_unsupported_at_its_line():
+    def reading_kernel(x_ref, o_ref, sem):
+        n = pl.semaphore_read(sem)
+        o_ref[...] = x_ref[...] + n.astype(jnp.float32)
+
+    fn, args = _signalling_call(reading_kernel, [pltpu.SemaphoreType.REGULAR])
+    with pytest.raises(pj.UnsupportedError, match="'semaphore_read'") as e:
+        pj.export(fn, *args)
+    assert f"test_prefetch_dma.py:{line_of(reading_kernel, 'semaphore_read')}" in str(e.value)
+    r = pj.check(fn, *args)
+    assert r.exit_code == 2 and r.verdicts == {"reading_kernel": "unsupported"}
+
+
+def test_a_sync_copy_exports_as_sync_copy_verifies_and_runs_like_interpret():
+    def sync_copy_kernel(x_hbm, o_ref, buf):
+        pltpu.sync_copy(x_hbm.at[pl.ds(8, 8)], buf)
+        o_ref[...] = buf[...] * 2.0
+
+    def fn(x):
+        return pl.pallas_call(
+            sync_copy_kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec((8, 128), lambda: (0, 0)),
+            out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+            scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)])(x)
+
+    args = [jax.ShapeDtypeStruct((16, 128), jnp.float32)]
+    text = pj.export(fn, *args)
+    assert "sync_copy(x_hbm[8:16, :], buf[...])" in text
+    pj.assert_verified(fn, *args)
+    r = pj.run(fn, *K.concrete(args, seed=5), reference=lambda x: x[8:16] * 2.0)
+    assert r.ok, str(r)
+
+
+def test_the_cli_writes_the_prefetch_contents_the_script_passes(workdir):
+    import os
+    import subprocess
+    import sys
+
+    script = os.path.join(workdir, "script.py")
+    with open(script, "w") as f:
+        f.write("import jax.numpy as jnp\nimport kernels as K\n"
+                "fn, args = K.make_dynamic_block_gather()\n"
+                "fn(jnp.array([2, 2, 1, 0], jnp.int32), jnp.ones(args[1].shape, jnp.float32))\n")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(here), here]),
+               PIPECHECK=pj.pipecheck_binary())
+    out = os.path.join(workdir, "specs")
+    r = subprocess.run([sys.executable, "-m", "pipecheck_jax", "--out", out, script],
+                       capture_output=True, text=True, env=env, cwd=workdir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with open(os.path.join(out, "dynamic_block_gather_kernel.pk")) as f:
+        assert "prefetch block_idx: i32[4] = [2, 2, 1, 0]" in f.read()
