@@ -1183,8 +1183,12 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         an = arg_names[k] if k < len(arg_names) and arg_names[k] else default
         names.append(_ident(an, taken))
     pre_names, names = names[:n_pre], names[n_pre:]
+    # prefetch= may name a table by its kernel parameter's name or by its name in the spec.
+    py_names = [arg_names[k] if k < len(arg_names) else None for k in range(n_pre)]
+    constraints = [(prefetch or {}).get(nm) or (prefetch or {}).get(py_names[k])
+                   for k, nm in enumerate(pre_names)]
     for key in prefetch or {}:
-        if key not in pre_names:
+        if key not in pre_names and key not in py_names:
             raise UnsupportedError(f"prefetch={{{key!r}: ...}} names no scalar prefetch operand "
                                    f"of this kernel (it has {pre_names})", loc, name)
     gnames = (_GRID_NAMES + [f"g{k}" for k in range(len(_GRID_NAMES), len(grid))])[:len(grid)]
@@ -1216,7 +1220,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         value = prefetch_values[k] if prefetch_values and k < len(prefetch_values) else None
         lines.append((_prefetch_line(nm, kj.invars[k].aval.inner_aval if hasattr(
             kj.invars[k].aval, "inner_aval") else kj.invars[k].aval, value,
-            (prefetch or {}).get(nm), loc, name), call_site))
+            constraints[k], loc, name), call_site))
     operands = []
     for k, bm in enumerate(gm.block_mappings):
         role = "in" if k < n_in else "out"

@@ -200,3 +200,23 @@ def test_the_cli_writes_the_prefetch_contents_the_script_passes(workdir):
     assert r.returncode == 0, r.stdout + r.stderr
     with open(os.path.join(out, "dynamic_block_gather_kernel.pk")) as f:
         assert "prefetch block_idx: i32[4] = [2, 2, 1, 0]" in f.read()
+
+
+def test_a_prefetch_table_named_like_a_grid_index_is_renamed_and_prefetch_takes_its_python_name():
+    def clash_kernel(i, x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    def fn(ids, x):
+        return pl.pallas_call(
+            clash_kernel,
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1, grid=(2,),
+                in_specs=[pl.BlockSpec((8, 128), lambda g, i: (i[g], 0))],
+                out_specs=pl.BlockSpec((8, 128), lambda g, i: (g, 0))),
+            out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32))(ids, x)
+
+    args = [jax.ShapeDtypeStruct((2,), jnp.int32), jax.ShapeDtypeStruct((16, 128), jnp.float32)]
+    text = pj.export(fn, *args, prefetch={"i": "in [0, 2)"})
+    assert "prefetch i_: i32[2] in [0, 2)" in text
+    assert "index=(i, i_) -> (i_[i], 0)" in text
+    pj.assert_verified(fn, *args, prefetch={"i": "in [0, 2)"})
