@@ -1,6 +1,8 @@
 // The executor's lax.dot_general: batch dims, then a's free dims, then b's
 // free dims, against products computed by hand.
 #include "executor/interp.hpp"
+#include "executor/oracle.hpp"
+#include "executor/reference.hpp"
 #include "executor/value.hpp"
 
 #include "testing.hpp"
@@ -109,4 +111,16 @@ TEST(DotGeneralInterp, TheBodyCallRunsWithItsKeywords) {
   in.exec(std::get<spec::KernelSpec>(f.units.at(0)).body);
   // Each batch squared: [[0,1],[2,3]]^2 and [[4,5],[6,7]]^2.
   EXPECT_EQ(vec(in.locals.at("v").f), (std::vector<float>{2, 3, 6, 11, 46, 55, 66, 79}));
+}
+
+TEST(DotGeneralReference, TheToleranceGrowsWithEveryContractedExtent) {
+  // Contracting two dims of 16 and 32 sums 512 products per element.
+  const auto f = executor::testing::parse_text(
+      "kernel k:\n    in x: bf16[8, 16, 32]\n    in y: bf16[16, 32, 8]\n"
+      "    out o: f32[8, 8]\n    body:\n"
+      "        o[...] = dot_general(x[...], y[...], contract=((1, 2), (0, 1)))\n"
+      "    reference:\n"
+      "        o = dot_general(x, y, contract=((1, 2), (0, 1)))\n");
+  const ConcreteKernel c = concretize(std::get<spec::KernelSpec>(f.units.at(0)), {}, 1);
+  EXPECT_EQ(reference_reduction_length(c), 512);
 }
