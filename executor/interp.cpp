@@ -288,6 +288,15 @@ Value Interp::eval(const Expr &e) {
       const Value a = eval(arg(0));
       return dot(a, eval(arg(1)), e.loc, o);
     }
+    if (e.name == "dot_general") {
+      spec::Loc where;
+      const auto dims = spec::dot_general_dims(e, where);
+      if (!dims.ok()) bad(where, dims.error);
+      std::optional<spec::DType> pref;
+      if (const Expr *p = e.kwarg("preferred_element_type")) pref = dtype_of(*p);
+      const Value a = eval(arg(0));
+      return dot_general(a, eval(arg(1)), dims.value, e.loc, pref);
+    }
     if (e.name == "transpose") return transpose(eval(arg(0)));
     if (e.name == "sum" || e.name == "max" || e.name == "min") {
       std::optional<std::int64_t> axis;

@@ -20,13 +20,22 @@ public:
 };
 
 void collect_reductions(const spec::Expr &e, const spec::ExprTypes &types, std::int64_t &k) {
-  if (e.op == spec::Op::Call && (e.name == "dot" || e.name == "sum") && !e.args.empty()) {
+  if (e.op == spec::Op::Call && (e.name == "dot" || e.name == "dot_general" || e.name == "sum") &&
+      !e.args.empty()) {
     auto it = types.find(&e.args[0]);
     if (it != types.end() && !it->second.shape.empty()) {
       const auto &s = it->second.shape;
       std::int64_t len = 1;
       if (e.name == "dot") {
         len = s.back();
+      } else if (e.name == "dot_general") {
+        spec::Loc where;
+        const auto d = spec::dot_general_dims(e, where);
+        for (auto x : d.ok() ? d.value.lhs_contract : std::vector<std::int64_t>{})
+          if (x >= 0 && static_cast<std::size_t>(x) < s.size())
+            len = s[static_cast<std::size_t>(x)] == spec::kUnknownExtent
+                      ? spec::kUnknownExtent
+                      : len * s[static_cast<std::size_t>(x)];
       } else {
         std::optional<std::int64_t> axis;
         if (const spec::Expr *ax = e.kwarg("axis"))

@@ -679,6 +679,111 @@ Value dot(const Value &a0, const Value &b0, spec::Loc loc, const spec::DotOption
   return r;
 }
 
+namespace {
+
+// a with its dims in the order `perm` (output dim j is input dim perm[j]).
+Value permuted(const Value &a, const std::vector<std::size_t> &perm) {
+  const std::size_t rank = a.shape.size();
+  Shape strides(rank, 1);
+  for (std::size_t d = rank; d-- > 1;)
+    strides[d - 1] = strides[d] * a.shape[d];
+  Value r;
+  r.dtype = a.dtype;
+  r.weak = a.weak;
+  for (auto p : perm)
+    r.shape.push_back(a.shape[p]);
+  const std::int64_t n = a.size();
+  auto run = [&](auto &out, const auto &in) {
+    out.resize(static_cast<std::size_t>(n));
+    std::vector<std::int64_t> idx(rank, 0);
+    for (std::int64_t k = 0; k < n; ++k) {
+      std::int64_t src = 0;
+      for (std::size_t j = 0; j < rank; ++j)
+        src += idx[j] * strides[perm[j]];
+      out[static_cast<std::size_t>(k)] = in[static_cast<std::size_t>(src)];
+      for (std::size_t j = rank; j-- > 0;) {
+        if (++idx[j] < r.shape[j]) break;
+        idx[j] = 0;
+      }
+    }
+  };
+  if (a.is_float())
+    run(r.f, a.f);
+  else
+    run(r.i, a.i);
+  return r;
+}
+
+// Rows [k * rows, (k + 1) * rows) of a's flat data as a rows x cols matrix.
+Value matrix_slice(const Value &a, std::int64_t k, std::int64_t rows, std::int64_t cols) {
+  Value r;
+  r.dtype = a.dtype;
+  r.weak = a.weak;
+  r.shape = {rows, cols};
+  const auto from = static_cast<std::ptrdiff_t>(k * rows * cols), to = from + rows * cols;
+  if (a.is_float())
+    r.f.assign(a.f.begin() + from, a.f.begin() + to);
+  else
+    r.i.assign(a.i.begin() + from, a.i.begin() + to);
+  return r;
+}
+
+} // namespace
+
+Value dot_general(const Value &a, const Value &b, const spec::DotDims &d, spec::Loc loc,
+                  std::optional<DType> preferred) {
+  const spec::TensorType t = checked(spec::dot_general_type(a.type(), b.type(), d, preferred), loc);
+  // a as [batch, free, contract] and b as [batch, contract, free]: one 2-D
+  // dot per batch element.
+  auto order = [](std::size_t rank, const std::vector<std::int64_t> &batch,
+                  const std::vector<std::int64_t> &con, bool free_first) {
+    std::vector<bool> used(rank);
+    std::vector<std::size_t> perm, free;
+    for (auto x : batch)
+      used[static_cast<std::size_t>(x)] = true, perm.push_back(static_cast<std::size_t>(x));
+    for (auto x : con)
+      used[static_cast<std::size_t>(x)] = true;
+    for (std::size_t i = 0; i < rank; ++i)
+      if (!used[i]) free.push_back(i);
+    auto add = [&](const auto &v) {
+      for (auto x : v)
+        perm.push_back(static_cast<std::size_t>(x));
+    };
+    if (free_first)
+      add(free), add(con);
+    else
+      add(con), add(free);
+    return perm;
+  };
+  auto extent = [](const Value &v, const std::vector<std::int64_t> &dims) {
+    std::int64_t n = 1;
+    for (auto x : dims)
+      n *= v.shape[static_cast<std::size_t>(x)];
+    return n;
+  };
+  const Value pa = permuted(a, order(a.shape.size(), d.lhs_batch, d.lhs_contract, true));
+  const Value pb = permuted(b, order(b.shape.size(), d.rhs_batch, d.rhs_contract, false));
+  const std::int64_t batch = extent(a, d.lhs_batch), k = extent(a, d.lhs_contract);
+  const std::int64_t m = batch * k == 0 ? 0 : a.size() / (batch * k);
+  const std::int64_t n = batch * k == 0 ? 0 : b.size() / (batch * k);
+  Value r;
+  r.shape = t.shape;
+  r.dtype = dtype_is_float(a.dtype) || dtype_is_float(b.dtype) ? DType::f32 : DType::i32;
+  for (std::int64_t i = 0; i < batch && m > 0 && n > 0; ++i) {
+    const Value c = dot(matrix_slice(pa, i, m, k), matrix_slice(pb, i, k, n), loc);
+    r.f.insert(r.f.end(), c.f.begin(), c.f.end());
+    r.i.insert(r.i.end(), c.i.begin(), c.i.end());
+  }
+  // An empty contraction sums nothing.
+  if (k == 0) {
+    if (r.is_float())
+      r.f.assign(static_cast<std::size_t>(num_elements(r.shape)), 0.0f);
+    else
+      r.i.assign(static_cast<std::size_t>(num_elements(r.shape)), 0);
+  }
+  return preferred && *preferred != r.dtype ? cast(r, *preferred) : r;
+}
+
 Value transpose(const Value &a) {
   Value r;
   const spec::TensorType t = spec::transpose_type(a.type());

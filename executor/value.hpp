@@ -118,6 +118,11 @@ Value tile(const Value &a, const Shape &reps, spec::Loc loc = {});
 /// jnp.dot for 1-D/2-D operands. Floats accumulate in f32 and give f32 (as
 /// preferred_element_type=f32); integers accumulate in int64, give i32.
 Value dot(const Value &a, const Value &b, spec::Loc loc = {}, const spec::DotOptions &opts = {});
+/// lax.dot_general (spec::dot_general_type): each batch of a's free x
+/// contracted dims times b's contracted x free dims is a 2-D `dot`, so it
+/// accumulates as dot does; cast to `preferred` when given.
+Value dot_general(const Value &a, const Value &b, const spec::DotDims &dims, spec::Loc loc = {},
+                  std::optional<spec::DType> preferred = std::nullopt);
 /// Reverses the axes.
 Value transpose(const Value &a);
 /// Reduction over one axis (negative counts from the end) or all axes

@@ -70,6 +70,18 @@ std::int64_t expr_flops(const Expr &e, const spec::ExprTypes &types) {
     return spec::saturating_add(
         n, spec::saturating_mul(2, spec::saturating_mul(out, std::max<std::int64_t>(k, 0))));
   }
+  if (e.name == "dot_general" && e.num_positional() >= 2) {
+    // 2 flops per output element and contracted index.
+    auto a = types.find(&e.args[0]);
+    spec::Loc where;
+    const auto d = spec::dot_general_dims(e, where);
+    if (a == types.end() || !d.ok()) return n;
+    std::int64_t k = 1;
+    for (auto x : d.value.lhs_contract)
+      if (x >= 0 && static_cast<std::size_t>(x) < a->second.shape.size())
+        k = spec::saturating_mul(k, std::max<std::int64_t>(a->second.shape[static_cast<std::size_t>(x)], 0));
+    return spec::saturating_add(n, spec::saturating_mul(2, spec::saturating_mul(out, k)));
+  }
   if ((e.name == "sum" || e.name == "max" || e.name == "min") && !e.args.empty()) {
     auto a = types.find(&e.args[0]);
     if (a != types.end()) return spec::saturating_add(n, elements(a->second.shape));

@@ -247,6 +247,101 @@ Typed<TensorType> dot_type(const TensorType &a, const TensorType &b, const DotOp
   return r;
 }
 
+Typed<DotDims> dot_general_dims(const Expr &call, Loc &where) {
+  Typed<DotDims> r;
+  where = call.loc;
+  auto pair = [&](const char *key, std::vector<std::int64_t> &lhs, std::vector<std::int64_t> &rhs) {
+    const Expr *k = call.kwarg(key);
+    if (!k) {
+      if (std::string(key) == "batch") return true;
+      r.error = "dot_general needs contract=((a dims), (b dims)), the dims it sums over";
+      return false;
+    }
+    where = k->loc;
+    if (k->op != Op::Tuple || k->args.size() != 2 || k->args[0].op != Op::Tuple ||
+        k->args[1].op != Op::Tuple) {
+      r.error = std::string("dot_general's ") + key + " is a pair of dim tuples such as ((1,), (0,))";
+      return false;
+    }
+    for (int side = 0; side < 2; ++side)
+      for (const auto &x : k->args[side].args) {
+        auto v = eval_int(x, {});
+        if (!v) {
+          where = x.loc;
+          r.error = std::string("dot_general's ") + key + " dims must be constant integers";
+          return false;
+        }
+        (side == 0 ? lhs : rhs).push_back(*v);
+      }
+    return true;
+  };
+  if (pair("contract", r.value.lhs_contract, r.value.rhs_contract))
+    pair("batch", r.value.lhs_batch, r.value.rhs_batch);
+  return r;
+}
+
+DotDims dot_dims(std::size_t rank_a, std::size_t rank_b, bool trans_a, bool trans_b) {
+  DotDims d;
+  d.lhs_contract = {static_cast<std::int64_t>(trans_a ? 0 : rank_a - 1)};
+  d.rhs_contract = {static_cast<std::int64_t>(trans_b ? rank_b - 1 : 0)};
+  return d;
+}
+
+Typed<TensorType> dot_general_type(const TensorType &a, const TensorType &b, const DotDims &d,
+                                   std::optional<DType> preferred) {
+  Typed<TensorType> r;
+  if (d.lhs_contract.size() != d.rhs_contract.size() || d.lhs_batch.size() != d.rhs_batch.size()) {
+    r.error = "dot_general's contract and batch pair as many dims of a as of b";
+    return r;
+  }
+  auto claim = [&](const Dims &shape, const std::vector<std::int64_t> &dims, std::vector<bool> &used,
+                   const char *side) {
+    for (auto x : dims) {
+      if (x < 0 || static_cast<std::size_t>(x) >= shape.size()) {
+        r.error = std::string("dot_general: dim ") + std::to_string(x) + " of " + side +
+                  " is out of range for " + dims_string(shape);
+        return false;
+      }
+      if (used[static_cast<std::size_t>(x)]) {
+        r.error = std::string("dot_general: dim ") + std::to_string(x) + " of " + side + " is named twice";
+        return false;
+      }
+      used[static_cast<std::size_t>(x)] = true;
+    }
+    return true;
+  };
+  std::vector<bool> ua(a.shape.size()), ub(b.shape.size());
+  if (!claim(a.shape, d.lhs_batch, ua, "a") || !claim(a.shape, d.lhs_contract, ua, "a") ||
+      !claim(b.shape, d.rhs_batch, ub, "b") || !claim(b.shape, d.rhs_contract, ub, "b"))
+    return r;
+  auto agree = [&](const std::vector<std::int64_t> &l, const std::vector<std::int64_t> &rr,
+                   const char *what) {
+    for (std::size_t i = 0; i < l.size(); ++i) {
+      const std::int64_t x = a.shape[static_cast<std::size_t>(l[i])],
+                         y = b.shape[static_cast<std::size_t>(rr[i])];
+      if (known(x) && known(y) && x != y) {
+        r.error = "dot_general of " + dims_string(a.shape) + " and " + dims_string(b.shape) + ": " + what +
+                  " dims " + std::to_string(l[i]) + " and " + std::to_string(rr[i]) + " differ (" +
+                  std::to_string(x) + " vs " + std::to_string(y) + ")";
+        return false;
+      }
+    }
+    return true;
+  };
+  if (!agree(d.lhs_contract, d.rhs_contract, "contracted") || !agree(d.lhs_batch, d.rhs_batch, "batch"))
+    return r;
+  for (auto x : d.lhs_batch)
+    r.value.shape.push_back(a.shape[static_cast<std::size_t>(x)]);
+  for (std::size_t i = 0; i < a.shape.size(); ++i)
+    if (!ua[i]) r.value.shape.push_back(a.shape[i]);
+  for (std::size_t i = 0; i < b.shape.size(); ++i)
+    if (!ub[i]) r.value.shape.push_back(b.shape[i]);
+  r.value.dtype = preferred                                            ? *preferred
+                  : dtype_is_float(a.dtype) || dtype_is_float(b.dtype) ? DType::f32
+                                                                       : DType::i32;
+  return r;
+}
+
 ValueIndexed index_value(const Dims &value, const std::vector<ValueSubscript> &subs) {
   ValueIndexed r;
   std::vector<Subscript> real;
@@ -894,6 +989,22 @@ private:
       o.trans_a = *ta;
       o.trans_b = *tb;
       return check(dot_type(*a, *b, o), e.loc);
+    }
+    if (f == "dot_general") {
+      auto a = arg(0), b = arg(1);
+      std::optional<DType> pref;
+      if (const Expr *p = e.kwarg("preferred_element_type")) {
+        pref = p->op == Op::Name ? parse_dtype(p->name) : std::nullopt;
+        if (!pref) return std::nullopt; // validation reports it
+      }
+      Loc where;
+      auto dims = dot_general_dims(e, where);
+      if (!dims.ok()) {
+        error(where, dims.error);
+        return std::nullopt;
+      }
+      if (!a || !b) return std::nullopt;
+      return check(dot_general_type(*a, *b, dims.value, pref), e.loc);
     }
     if (f == "transpose") {
       auto a = arg(0);

@@ -122,6 +122,22 @@ struct DotOptions {
 Typed<TensorType> dot_type(const TensorType &a, const TensorType &b, const DotOptions &opts = {});
 /// Reversed axes.
 TensorType transpose_type(const TensorType &a);
+/// lax.dot_general's dimension numbers: the contracting and the batch dims
+/// of each operand (dims count from 0; each list pairs up by position).
+struct DotDims {
+  std::vector<std::int64_t> lhs_contract, rhs_contract, lhs_batch, rhs_batch;
+};
+/// The dimension numbers of `dot_general(a, b, contract=((..), (..)),
+/// batch=((..), (..)))` (batch defaults to none), or an error at `where`
+/// when a keyword is missing or is not a pair of tuples of constant ints.
+Typed<DotDims> dot_general_dims(const Expr &call, Loc &where);
+/// The DotDims of jnp.dot on operands of these ranks with pl.dot's flags.
+DotDims dot_dims(std::size_t rank_a, std::size_t rank_b, bool trans_a = false, bool trans_b = false);
+/// lax.dot_general: dims in range and none twice, contracting and batch
+/// extents equal; the result is the batch dims, then a's free dims, then
+/// b's free dims, each in order. The dtype is as dot_type's.
+Typed<TensorType> dot_general_type(const TensorType &a, const TensorType &b, const DotDims &,
+                                   std::optional<DType> preferred = std::nullopt);
 /// A reduction over `axis` (negative counts from the end; nullopt: all
 /// axes), which is dropped (kept with extent 1 when `keepdims`); the input's
 /// dtype.

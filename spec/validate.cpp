@@ -61,6 +61,7 @@ const std::map<std::string, FnSig> &functions() {
       {"expm1", {1, 1, {}}},
       {"log1p", {1, 1, {}}},
       {"opaque", {0, 64, {"op", "shape", "dtype"}}},
+      {"dot_general", {2, 2, {"contract", "batch", "preferred_element_type"}}},
   };
   return f;
 }
@@ -784,6 +785,14 @@ public:
     if (e.name == "reshape" || e.name == "broadcast_to" || e.name == "tile") {
       sub(e.args[0]);
       shape_arg(e.args[1], scope, e.name);
+      return;
+    }
+    if (e.name == "dot_general") {
+      Loc where;
+      if (auto d = dot_general_dims(e, where); !d.ok()) error(where, d.error);
+      if (const Expr *p = e.kwarg("preferred_element_type")) dtype_arg(*p, "preferred_element_type");
+      sub(e.args[0]);
+      sub(e.args[1]);
       return;
     }
     if (e.name == "opaque") {

@@ -103,6 +103,22 @@ TEST(Model, ADotCountsTwoMNKFlopsAndAnElementwiseOperationOnePerElement) {
   EXPECT_EQ(model(k).flops, 2 * total);
 }
 
+TEST(Model, ADotGeneralCountsTwoFlopsPerOutputElementAndContractedIndex) {
+  // A batch of 2, 64 x 32 per batch, contracting 128: 2 * 2 * 64 * 32 * 128.
+  auto k = kernel(R"(kernel k:
+    grid = (1,)
+    in  q: f32[2, 64, 128]
+    in  kk: f32[2, 32, 128]
+    out o: f32[2, 64, 32]
+    body:
+        o[...] = dot_general(q[...], kk[...], contract=((2,), (2,)), batch=((0,), (0,)))
+)");
+  std::int64_t total = 0;
+  for (auto &[loc, f] : perf::body_flops(k, {}))
+    total += f;
+  EXPECT_EQ(total, 2 * 2 * 64 * 32 * 128);
+}
+
 TEST(Model, AnElementwiseKernelIsMemoryBoundAndNamesItsDominatingOperandAndWhatMoreBuffersBuy) {
   auto k = kernel(R"(kernel k:
     param bm = 128 in {128, 256, 512}

@@ -224,6 +224,63 @@ PadValue dotted(const PadValue &a, const PadValue &b, bool ta, bool tb) {
   return normalized(std::move(v));
 }
 
+// lax.dot_general: an output element (batch, a-free, b-free) is padded when
+// an a element of its batch and a-free index is (whatever its contracted
+// index), or a b element of its batch and b-free index: padding along a
+// contracted dim reaches the whole output row or column, along a batch or
+// free dim only its own.
+PadValue dot_generaled(const PadValue &a, const PadValue &b, const spec::DotDims &d) {
+  if (!a.shape || !b.shape) return a.any || b.any ? everywhere(std::nullopt) : none(std::nullopt);
+  const auto t = spec::dot_general_type(spec::TensorType{spec::DType::f32, false, *a.shape},
+                                        spec::TensorType{spec::DType::f32, false, *b.shape}, d);
+  if (!t.ok()) return a.any || b.any ? everywhere(std::nullopt) : none(std::nullopt);
+  const Shape out = t.value.shape;
+  if (!a.any && !b.any) return none(out);
+  if (!small(out) || (a.any && a.bits.empty()) || (b.any && b.bits.empty())) return everywhere(out);
+  // For each element of an operand: its (batch, free) index, or the marks.
+  auto marks = [](const PadValue &v, const std::vector<std::int64_t> &batch,
+                  const std::vector<std::int64_t> &con, std::int64_t &nbatch, std::int64_t &nfree) {
+    const Shape &sh = *v.shape;
+    std::vector<int> role(sh.size(), 2); // 0 batch, 1 contracted, 2 free
+    for (auto x : con)
+      role[static_cast<std::size_t>(x)] = 1;
+    nbatch = 1;
+    nfree = 1;
+    for (auto x : batch)
+      role[static_cast<std::size_t>(x)] = 0, nbatch *= sh[static_cast<std::size_t>(x)];
+    for (std::size_t i = 0; i < sh.size(); ++i)
+      if (role[i] == 2) nfree *= sh[i];
+    std::vector<std::uint8_t> m(static_cast<std::size_t>(nbatch * nfree), 0);
+    const std::int64_t n = *numel(sh);
+    std::vector<std::int64_t> idx(sh.size(), 0);
+    for (std::int64_t k = 0; k < n; ++k) {
+      if (padded_at(v, k)) {
+        std::int64_t bi = 0, fi = 0;
+        for (auto x : batch)
+          bi = bi * sh[static_cast<std::size_t>(x)] + idx[static_cast<std::size_t>(x)];
+        for (std::size_t i = 0; i < sh.size(); ++i)
+          if (role[i] == 2) fi = fi * sh[i] + idx[i];
+        m[static_cast<std::size_t>(bi * nfree + fi)] = 1;
+      }
+      for (std::size_t i = sh.size(); i-- > 0;) {
+        if (++idx[i] < sh[i]) break;
+        idx[i] = 0;
+      }
+    }
+    return m;
+  };
+  std::int64_t nb = 1, m = 1, nb2 = 1, n = 1;
+  const auto ma = marks(a, d.lhs_batch, d.lhs_contract, nb, m);
+  const auto mb = marks(b, d.rhs_batch, d.rhs_contract, nb2, n);
+  PadValue v{out, true, std::vector<std::uint8_t>(static_cast<std::size_t>(nb * m * n), 0)};
+  for (std::int64_t x = 0; x < nb; ++x)
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j)
+        v.bits[static_cast<std::size_t>((x * m + i) * n + j)] =
+            ma[static_cast<std::size_t>(x * m + i)] | mb[static_cast<std::size_t>(x * n + j)];
+  return normalized(std::move(v));
+}
+
 bool is_elementwise_fn(const std::string &f) {
   static const char *fns[] = {"exp", "exp2", "log",  "log2",    "sqrt",    "rsqrt", "tanh",
                               "abs", "neg",  "cast", "maximum", "minimum", "pow"};
@@ -520,6 +577,13 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
   if (f == "dot" && np == 2)
     return dotted(eval(e.args[0], env), eval(e.args[1], env), bool_kwarg(e, "trans_a"),
                   bool_kwarg(e, "trans_b"));
+  if (f == "dot_general" && np == 2) {
+    spec::Loc where;
+    const auto dims = spec::dot_general_dims(e, where);
+    const PadValue a = eval(e.args[0], env), b = eval(e.args[1], env);
+    if (!dims.ok()) return a.any || b.any ? everywhere(std::nullopt) : none(std::nullopt);
+    return dot_generaled(a, b, dims.value);
+  }
   if (f == "transpose" && np == 1) {
     const PadValue a = eval(e.args[0], env);
     if (!a.shape || a.shape->size() != 2) return a.any ? everywhere(std::nullopt) : none(std::nullopt);

@@ -353,6 +353,16 @@ struct Builder {
         std::int64_t r = view_rank(b->first);
         if (r >= 1) add_contraction(b->first, r >= 2 ? r - 2 : 0, b->second != trans("trans_b"), loc);
       }
+    } else if (call.name == "dot_general" && call.num_positional() == 2) {
+      spec::Loc where;
+      const auto dims = spec::dot_general_dims(call, where);
+      if (!dims.ok()) return;
+      for (int side = 0; side < 2; ++side)
+        if (auto o = direct_operand(call.args[static_cast<std::size_t>(side)])) {
+          const std::int64_t r = view_rank(o->first);
+          for (auto d : side == 0 ? dims.value.lhs_contract : dims.value.rhs_contract)
+            if (d >= 0 && d < r) add_contraction(o->first, d, o->second, loc);
+        }
     } else if ((call.name == "sum" || call.name == "max" || call.name == "min") &&
                call.num_positional() == 1) {
       // With two positional arguments max/min are elementwise (jnp.maximum).

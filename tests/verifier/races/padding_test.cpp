@@ -221,3 +221,18 @@ TEST(PaddingFlowKernels, ARaggedOutputWhoseLastBlockIsWrittenOnlyInBoundsVerifie
 )");
   EXPECT_EQ(v.status, verifier::Status::verified) << v.reason;
 }
+
+TEST(PaddingFlow, ADotGeneralSpreadsContractedPaddingAndKeepsBatchPaddingInItsBatch) {
+  auto lets = lets_of("        d = dot_general(y[...], y[...], contract=((1,), (1,)))\n"
+                      "        e = dot_general(y[...], y[...], contract=((0,), (0,)))\n"
+                      "        b = dot_general(y[...], y[...], contract=((0,), (0,)), batch=((1,), (1,)))\n");
+  PaddingFlow f = flow();
+  // As dot with trans_b / trans_a: contracting the padded columns taints all.
+  EXPECT_EQ(padded(f.eval(lets.at("d"), kEnv)).size(), 16u);
+  EXPECT_EQ(padded(f.eval(lets.at("e"), kEnv)).size(), 8u * 8u - 6u * 6u);
+  // Columns as the batch: only batch elements 6 and 7 are padded.
+  const PadValue b = f.eval(lets.at("b"), kEnv);
+  ASSERT_TRUE(b.shape);
+  EXPECT_EQ(*b.shape, (verifier::races::Shape{8}));
+  EXPECT_EQ(padded(b), (std::vector<int>{6, 7}));
+}

@@ -66,6 +66,27 @@ TEST(BodyLoops, ADotWithTransBContractsTheLastDimOfItsRightOperand) {
     EXPECT_NE(f.rule, verifier::Rule::partial_block_reduction) << f.message;
 }
 
+TEST(BodyLoops, ADotGeneralContractsExactlyItsContractDims) {
+  // q and k are [1000, 128] in blocks of 256 rows: the last block is partial
+  // along dim 0. Contracting dim 1 is whole; contracting dim 0 sums padding.
+  auto src = [](const std::string &contract, const std::string &out) {
+    return "kernel qk:\n    grid = (4,)\n"
+           "    in  q: f32[1000, 128]  block=(256, 128)  index=(i) -> (i, 0)\n"
+           "    in  k: f32[1000, 128]  block=(256, 128)  index=(i) -> (i, 0)\n"
+           "    out o: " +
+           out + "  index=(i) -> (i, 0)\n    body:\n        o[...] = dot_general(q[...], k[...], contract=" +
+           contract + ")\n";
+  };
+  auto whole = check_text(src("((1,), (1,))", "f32[1024, 256]  block=(256, 256)"), "qk");
+  for (const auto &f : whole.findings)
+    EXPECT_NE(f.rule, verifier::Rule::partial_block_reduction) << f.message;
+  auto padded = check_text(src("((0,), (0,))", "f32[512, 128]  block=(128, 128)"), "qk");
+  bool found = false;
+  for (const auto &f : padded.findings)
+    found |= f.rule == verifier::Rule::partial_block_reduction;
+  EXPECT_TRUE(found) << "contracting the partial dim 0 sums its padding";
+}
+
 } // namespace
 } // namespace pipecheck
 
