@@ -861,11 +861,17 @@ class _Body:
             return mk(text)
         if name == "dot_general":
             (lc, rc), (lb, rb) = p["dimension_numbers"]
-            if lb or rb:
-                return self.opaque_op(e, ins, aval, src)  # no exact .pk form
             ra, rb_ = len(e.invars[0].aval.shape), len(e.invars[1].aval.shape)
-            if ra > 2 or rb_ > 2 or len(lc) != 1 or len(rc) != 1:
-                return self.opaque_op(e, ins, aval, src)  # no exact .pk form
+            pet = _dtype(aval.dtype, 'a dot', _fmt_loc(src))
+            if lb or rb or ra > 2 or rb_ > 2 or len(lc) != 1 or len(rc) != 1:
+                # Batched or higher-rank contractions: .pk's dot_general, with the same
+                # dimension numbers (result: batch, lhs free, rhs free dims).
+                def dims(ds):
+                    ds = [str(int(d)) for d in ds]
+                    return f"({ds[0]},)" if len(ds) == 1 else "(" + ", ".join(ds) + ")"
+                batch = f", batch=({dims(lb)}, {dims(rb)})" if (lb or rb) else ""
+                return mk(f"dot_general({_strip(t[0])}, {_strip(t[1])}, "
+                          f"contract=({dims(lc)}, {dims(rc)}){batch}, preferred_element_type={pet})")
             trans_a = ra == 2 and tuple(lc) == (0,)
             trans_b = rb_ == 2 and tuple(rc) == (1,)
             kw = ""
@@ -873,7 +879,7 @@ class _Body:
                 kw += ", trans_a=True"
             if trans_b:
                 kw += ", trans_b=True"
-            kw += f", preferred_element_type={_dtype(aval.dtype, 'a dot', _fmt_loc(src))}"
+            kw += f", preferred_element_type={pet}"
             return mk(f"dot({_strip(t[0])}, {_strip(t[1])}{kw})")
         if name == "slice":
             starts, limits = p["start_indices"], p["limit_indices"]

@@ -369,3 +369,25 @@ def make_dynamic_block_gather(steps=4, rows=4, bm=8, n=128, interpret=False):
 
     return dynamic_block_gather, [jax.ShapeDtypeStruct((steps,), jnp.int32),
                                   jax.ShapeDtypeStruct((rows * bm, n), f32)]
+
+
+# Batched attention scores, as flash attention's einsum("bqd,bkd->bqk") inside a kernel:
+# a dot_general with a batch dim.
+def batched_scores_kernel(q_ref, k_ref, s_ref):
+    s_ref[...] = jax.lax.dot_general(q_ref[...], k_ref[...], (((2,), (2,)), ((0,), (0,))),
+                                     preferred_element_type=f32)
+
+
+def make_batched_scores(b=4, q=128, k=128, d=64, bb=2, interpret=False):
+    def scores(qs, ks):
+        return pl.pallas_call(
+            batched_scores_kernel,
+            out_shape=jax.ShapeDtypeStruct((b, q, k), f32),
+            grid=(b // bb,),
+            in_specs=[pl.BlockSpec((bb, q, d), lambda i: (i, 0, 0)),
+                      pl.BlockSpec((bb, k, d), lambda i: (i, 0, 0))],
+            out_specs=pl.BlockSpec((bb, q, k), lambda i: (i, 0, 0)),
+            interpret=interpret,
+        )(qs, ks)
+
+    return scores, [jax.ShapeDtypeStruct((b, q, d), f32), jax.ShapeDtypeStruct((b, k, d), f32)]

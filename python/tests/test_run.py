@@ -79,3 +79,16 @@ def test_a_vmapped_kernel_counts_program_id_axes_of_the_users_grid():
     pj.assert_verified(jax.vmap(fn), s)
     r = pj.run(jax.vmap(fn), *K.concrete([s]), reference=lambda x: x.sum(1))
     assert r.ok, str(r)
+
+
+def test_a_batched_dot_general_exports_as_dot_general_verifies_and_runs_like_interpret():
+    import jax.numpy as jnp
+
+    fn, args = K.make_batched_scores()
+    text = pj.export(fn, *args)
+    assert "dot_general(" in text and "contract=((2,), (2,)), batch=((0,), (0,))" in text, text
+    assert "opaque(" not in text
+    pj.assert_verified(fn, *args)
+    r = pj.run(fn, *K.concrete(args, seed=3),
+               reference=lambda q, k: jnp.einsum("bqd,bkd->bqk", q, k), rtol=1e-4, atol=1e-4)
+    assert r.ok, str(r)
