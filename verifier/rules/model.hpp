@@ -105,9 +105,11 @@ struct ModelResult {
 };
 
 /// Builds the model of a validated kernel spec; `target` overrides the spec's
-/// `target =` setting.
+/// `target =` setting. The model points into the spec, which must outlive it.
 ModelResult build_model(const spec::KernelSpec &, const spec::Env &overrides,
                         const std::optional<std::string> &target);
+/// A temporary spec would be gone before its model is used.
+ModelResult build_model(spec::KernelSpec &&, const spec::Env &, const std::optional<std::string> &) = delete;
 
 using spec::bind_grid;
 using spec::format_tuple;

@@ -93,7 +93,8 @@ TEST(MaskedStore, AMaskOnDataKeepsEverythingAndIsReported) {
 TEST(MaskedStore, TheEnumeratorAgreesWithTheSymbolicChecker) {
   for (const char *rows : {"row // 8 == program_id(0)", "row // 8 == program_id(0) + 1"}) {
     spec::File file = testing::parse_text(halves(rows));
-    auto m = verifier::rules::build_model(testing::kernel(file, "halves"), {}, std::nullopt);
+    const spec::KernelSpec k = testing::kernel(file, "halves"); // the model points into it
+    auto m = verifier::rules::build_model(k, {}, std::nullopt);
     ASSERT_TRUE(m.model);
     auto s = verifier::rules::check_symbolic(*m.model, 10000);
     auto e = verifier::rules::check_enumerated(*m.model);
