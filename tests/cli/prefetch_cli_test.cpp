@@ -1,5 +1,7 @@
 // Scalar prefetch through the executable: located bad input, run with
 // given, supplied (--prefetch NAME=FILE.npy) or seeded contents.
+#include "tests/cli/cli_testing.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -13,44 +15,10 @@
 
 namespace {
 
-struct Out {
-  int code = -1;
-  std::string text; // stdout and stderr
-};
-
-Out run(const std::string &args) {
-  std::string cmd = std::string(PIPECHECK_BINARY) + " " + args + " 2>&1";
-  Out o;
-  FILE *p = popen(cmd.c_str(), "r");
-  if (!p) return o;
-  char buf[4096];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0)
-    o.text.append(buf, n);
-  int st = pclose(p);
-  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
-}
-
-std::filesystem::path temp_dir() {
-  return std::filesystem::temp_directory_path() / ("pipecheck_prefetch_cli_test_" + std::to_string(getpid()));
-}
-
-struct TempDirCleanup : ::testing::Environment {
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(temp_dir(), ec);
-  }
-};
-const auto *const kCleanup = ::testing::AddGlobalTestEnvironment(new TempDirCleanup);
-
-std::string temp_file(const std::string &name, const std::string &bytes) {
-  auto dir = temp_dir();
-  std::filesystem::create_directories(dir);
-  auto p = dir / name;
-  std::ofstream(p, std::ios::binary) << bytes;
-  return p.string();
-}
+using pipecheck::testing::Out;
+using pipecheck::testing::run;
+using pipecheck::testing::temp_dir;
+using pipecheck::testing::temp_file;
 
 // A version 1.0 .npy file holding a 1-D i32 array.
 std::string npy_i32(const std::vector<std::int32_t> &v) {
