@@ -785,39 +785,17 @@ Value dot_general(const Value &a, const Value &b, const spec::DotDims &d, spec::
 }
 
 Value transpose(const Value &a) {
-  Value r;
   const spec::TensorType t = spec::transpose_type(a.type());
+  const std::size_t rank = a.shape.size();
+  if (rank < 2) return a;
+  // Output dim j is input dim rank - 1 - j: dot_general's permutation, reversed.
+  std::vector<std::size_t> perm(rank);
+  for (std::size_t j = 0; j < rank; ++j)
+    perm[j] = rank - 1 - j;
+  Value r = permuted(a, perm);
   r.dtype = t.dtype;
   r.weak = t.weak;
   r.shape = t.shape;
-  const int rank = static_cast<int>(a.shape.size());
-  if (rank < 2) return a;
-  const std::int64_t n = a.size();
-  // Output element at index (o_0..o_{r-1}) reads input (o_{r-1}..o_0).
-  Shape in_strides(rank, 1);
-  for (int d = rank - 2; d >= 0; --d)
-    in_strides[d] = in_strides[d + 1] * a.shape[d + 1];
-  Shape st(rank); // input stride for each output dim
-  for (int d = 0; d < rank; ++d)
-    st[d] = in_strides[rank - 1 - d];
-  auto run = [&](auto &out, const auto &in) {
-    out.resize(static_cast<std::size_t>(n));
-    std::vector<std::int64_t> idx(rank, 0);
-    std::int64_t src = 0;
-    for (std::int64_t k = 0; k < n; ++k) {
-      out[k] = in[src];
-      for (int d = rank - 1; d >= 0; --d) {
-        src += st[d];
-        if (++idx[d] < r.shape[d]) break;
-        src -= st[d] * r.shape[d];
-        idx[d] = 0;
-      }
-    }
-  };
-  if (a.is_float())
-    run(r.f, a.f);
-  else
-    run(r.i, a.i);
   return r;
 }
 
