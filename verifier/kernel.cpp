@@ -321,6 +321,18 @@ Verdict check_prefetch(const spec::KernelSpec &k, const CheckOptions &o) {
   return explain_poison(check_prefetch_contents(k, o));
 }
 
+// Each finding names the prefetch contents it was found with (in its message
+// and its witness); the contents as text.
+std::string name_contents(std::vector<Finding> &findings, const spec::PrefetchContents &c) {
+  const std::string with = spec::format_prefetch(c);
+  for (auto &f : findings) {
+    f.message += " (prefetch contents: " + with + ")";
+    for (const auto &[name, vals] : c)
+      f.witness.items.push_back({name, vals});
+  }
+  return with;
+}
+
 // The whole check once per allowed contents: the first violation (naming
 // its contents), else unknown if one was, else verified for all of them.
 Verdict check_each_contents(const spec::KernelSpec &k, const CheckOptions &o,
@@ -330,12 +342,7 @@ Verdict check_each_contents(const spec::KernelSpec &k, const CheckOptions &o,
   for (const auto &c : all) {
     Verdict one = check(spec::elaborate_prefetch(k, space, c), o);
     if (one.status == Status::verified) continue;
-    const std::string with = spec::format_prefetch(c);
-    for (auto &f : one.findings) {
-      f.message += " (prefetch contents: " + with + ")";
-      for (const auto &[name, vals] : c)
-        f.witness.items.push_back({name, vals});
-    }
+    const std::string with = name_contents(one.findings, c);
     one.reason += (one.reason.empty() ? "" : " ") + std::string("(with prefetch contents ") + with + ")";
     if (one.status == Status::violation) return one;
     if (!undecided) undecided = std::move(one);
@@ -400,12 +407,7 @@ Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o
     for (const auto &c : *all) {
       LoweredCheck one = check_lowered(spec::elaborate_prefetch(k, space, c), o);
       if (one.status == Status::verified) continue;
-      const std::string with = spec::format_prefetch(c);
-      for (auto &f : one.findings) {
-        f.message += " (prefetch contents: " + with + ")";
-        for (const auto &[name, vals] : c)
-          f.witness.items.push_back({name, vals});
-      }
+      const std::string with = name_contents(one.findings, c);
       if (one.status == Status::unknown) one.reason += " (with prefetch contents " + with + ")";
       const bool found = one.status == Status::violation;
       if (found || low.status == Status::verified) low = std::move(one);
