@@ -21,7 +21,11 @@ namespace {
 // so neither a worker nor Z3's own handler can swallow it): it cancels every
 // check, which then ends without writing, and ends the process with 130 if
 // the command has not returned within a second.
+// A process started with SIGINT ignored (nohup, a background job of a script)
+// keeps it ignored, as the shell meant.
 void watch_interrupts() {
+  struct sigaction current {};
+  if (sigaction(SIGINT, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) return;
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <sys/wait.h>
 #include <thread>
@@ -105,7 +106,7 @@ const char *kSymbolic = R"(kernel k:
 
 // Many kernels: a check that runs for seconds.
 // Grids past what check decides by evaluation, so that each kernel takes the
-// solver and the grid cut (a few ms) and 3000 of them outlast the 500 ms wait.
+// solver and the grid cut (a few ms each).
 std::string many_kernels(int n) {
   std::string text;
   for (int i = 0; i < n; ++i)
@@ -116,40 +117,94 @@ std::string many_kernels(int n) {
   return text;
 }
 
+// `pipecheck check FILE -o OUT` in a child whose SIGINT is as a terminal's
+// foreground job has it (default), or ignored as a script's background job has
+// it: whatever the harness that runs the tests set.
+pid_t start_check(const std::string &file, const std::string &out, bool sigint_ignored) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGINT, sigint_ignored ? SIG_IGN : SIG_DFL);
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(PIPECHECK_BINARY, PIPECHECK_BINARY, "check", file.c_str(), "-o", out.c_str(), (char *)nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits (up to 30 s) until the child's main thread blocks SIGINT, i.e. its
+// Ctrl-C watcher is in place: a fixed sleep is too short on a loaded machine,
+// and a SIGINT sent before that kills the process by the default action.
+bool watching_interrupts(pid_t pid) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < until) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(status, line))
+      if (line.rfind("SigBlk:", 0) == 0 && (std::stoull(line.substr(7), nullptr, 16) & (1ull << (SIGINT - 1))))
+        return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+// Waits up to `limit` for the child; kills it past that. Empty when it had to.
+std::optional<int> wait_for(pid_t pid, std::chrono::seconds limit) {
+  auto since = std::chrono::steady_clock::now();
+  int status = 0;
+  pid_t done = 0;
+  while ((done = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() - since < limit)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return std::nullopt;
+  }
+  return status;
+}
+
 } // namespace
 
 TEST(CliHardening, CtrlCDuringCheckExitsWith130AtOnceAndLeavesNoOutputFile) {
   TempDir dir;
   std::string big = dir.file("big.pk", many_kernels(3000));
   std::string out = (dir.path / "report.txt").string();
-  pid_t pid = fork();
+  pid_t pid = start_check(big, out, false);
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(null, 2);
-    execl(PIPECHECK_BINARY, PIPECHECK_BINARY, "check", big.c_str(), "-o", out.c_str(), (char *)nullptr);
-    _exit(127);
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(watching_interrupts(pid)) << "the check never blocked SIGINT";
+  std::this_thread::sleep_for(std::chrono::milliseconds(200)); // well into the checks
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, WNOHANG), 0) << "the check ended before it was interrupted";
   auto sent = std::chrono::steady_clock::now();
   kill(pid, SIGINT);
-  pid_t done = 0;
-  while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
-         std::chrono::steady_clock::now() - sent < std::chrono::seconds(10))
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  if (done == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    FAIL() << "still running 10 s after SIGINT";
-  }
+  std::optional<int> ended = wait_for(pid, std::chrono::seconds(10));
+  ASSERT_TRUE(ended) << "still running 10 s after SIGINT";
+  status = *ended;
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   EXPECT_EQ(WEXITSTATUS(status), 130);
   EXPECT_LT(seconds, 3.0); // at once, with room for a loaded CI machine (the fallback exit is at 1 s)
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"big.pk"}) << "a report or a temporary file was left";
+}
+
+TEST(CliHardening, ACheckStartedWithCtrlCIgnoredKeepsItIgnoredAndFinishes) {
+  // nohup, or `pipecheck check ... &` in a script: SIGINT is ignored on entry,
+  // and a Ctrl-C meant for the script does not stop the check halfway.
+  TempDir dir;
+  std::string file = dir.file("some.pk", many_kernels(600));
+  std::string out = (dir.path / "report.txt").string();
+  pid_t pid = start_check(file, out, true);
+  ASSERT_GE(pid, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500)); // well into the checks
+  kill(pid, SIGINT);
+  std::optional<int> ended = wait_for(pid, std::chrono::seconds(300));
+  ASSERT_TRUE(ended) << "still running after 300 s";
+  ASSERT_TRUE(WIFEXITED(*ended)) << "killed by signal " << (WIFSIGNALED(*ended) ? WTERMSIG(*ended) : 0);
+  EXPECT_EQ(WEXITSTATUS(*ended), 0);
+  std::stringstream report;
+  report << std::ifstream(out).rdbuf();
+  EXPECT_TRUE(contains(report.str(), "k599")) << report.str();
 }
 
 TEST(CliHardening, AFailedWriteIsExitFourWithTheReason) {

@@ -291,6 +291,11 @@ Solver::Solver(Context &c, unsigned timeout_ms) : ctx_(c), impl_(std::make_uniqu
   z3::params p(c.impl().c);
   impl_->timeout_ms = timeout_ms == 0 ? 1u : timeout_ms;
   p.set("timeout", impl_->timeout_ms);
+  // Z3 would otherwise install its own SIGINT handler around every check and
+  // put the old one back after: putting back SIG_IGN discards a Ctrl-C that
+  // is pending for the CLI's watcher thread. Interrupts reach Z3 only
+  // through interrupt_all().
+  p.set("ctrl_c", false);
   impl_->s.set(p);
 }
 Solver::~Solver() = default;
