@@ -142,7 +142,8 @@ bool watching_interrupts(pid_t pid) {
     std::ifstream status("/proc/" + std::to_string(pid) + "/status");
     std::string line;
     while (std::getline(status, line))
-      if (line.rfind("SigBlk:", 0) == 0 && (std::stoull(line.substr(7), nullptr, 16) & (1ull << (SIGINT - 1))))
+      if (line.rfind("SigBlk:", 0) == 0 &&
+          (std::stoull(line.substr(7), nullptr, 16) & (1ull << (SIGINT - 1))))
         return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
