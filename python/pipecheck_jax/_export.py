@@ -1251,10 +1251,19 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                 dims.append(str(int(b.block_size)))
             elif isinstance(b, (int, np.integer)):
                 dims.append(str(int(b)))
+            elif tn == "Element":  # the index map gives an element offset into the padded dim
+                lo, hi = (int(x) for x in (getattr(b, "padding", None) or (0, 0)))
+                pad = f", ({lo}, {hi})" if (lo, hi) != (0, 0) else ""
+                dims.append(f"Element({int(b.block_size)}{pad})")
+            elif tn == "BoundedSlice":
+                raise UnsupportedError(
+                    f"operand '{nm}': block dim pl.BoundedSlice({int(b.block_size)}) has no "
+                    ".pk form in this version of the export (Blocked, Element and "
+                    "Squeezed/None have)", loc, name)
             else:
                 raise UnsupportedError(
                     f"operand '{nm}': block dim {tn} has no .pk form in this version of the "
-                    "export (Blocked and Squeezed/None have)", loc, name)
+                    "export (Blocked, Element and Squeezed/None have)", loc, name)
         text += f"  block={_tuple(dims)}"
         idx = _index_map(bm, gnames, f"'{nm}'", loc, tuple(pre_names))
         text += f"  index={_tuple(gnames + pre_names)} -> {idx}" if grid else ""
