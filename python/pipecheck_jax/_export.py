@@ -911,17 +911,34 @@ class _Body:
     # Control flow -------------------------------------------------------------------------
 
     def cond(self, e, read, env, indent, src):
+        """`pl.when`, `lax.cond` and `lax.switch` as one `when` per branch. Results are locals
+        bound before the branches (to a zero of their type, which no path keeps: exactly one
+        branch runs) and rebound at the end of each branch."""
         branches = e.params["branches"]
         ins = [read(a) for a in e.invars]
-        if e.outvars and any(not isinstance(v, jax_core.DropVar) for v in e.outvars):
-            self.fail("lax.cond with results has no .pk form (pl.when, a cond without results, has)", e)
-        if len(branches) != 2:
-            self.fail(f"lax.switch with {len(branches)} branches has no .pk form", e)
-        pred = self.int_of(ins[0], e, "a condition")
+        pred = self.int_of(ins[0], e, "a condition" if len(branches) == 2 else "a switch index")
         self.flush(indent)
-        for bi, cond_text in ((1, _strip(pred.text)), (0, f"not {pred.text}")):
+        results = [v for v in e.outvars if not isinstance(v, jax_core.DropVar)]
+        names = []
+        for v in e.outvars:
+            if isinstance(v, jax_core.DropVar):
+                names.append(None)
+                continue
+            n = self.fresh("c")
+            self.emit(indent, f"{n} = {self.zero_of(v.aval, e)}", src)
+            names.append(n)
+        if len(branches) == 2:
+            conds = [f"not {pred.text}", _strip(pred.text)]
+        else:  # the index is clamped to [0, n) by lax.switch before the cond
+            if not pred.name and not _atomic(pred.text):
+                k = self.fresh("v")
+                self.emit(indent, f"{k} = {_strip(pred.text)}", src)
+                pred = _E(k, int=True, name=True)
+            conds = [f"{pred.text} == {bi}" for bi in range(len(branches))]
+        order = [1, 0] if len(branches) == 2 else list(range(len(branches)))
+        for bi in order:
             b = _inner(branches[bi])
-            if not b.eqns:
+            if not b.eqns and not results:
                 continue
             benv = {}
             for v, c in zip(b.constvars, _consts(branches[bi])):
@@ -929,15 +946,36 @@ class _Body:
                 benv[v] = _E(t, int=is_int, nonneg=nn)
             for v, a in zip(b.invars, ins[1:]):
                 benv[v] = a
-            self.emit(indent, f"when {cond_text}:", src)
+            self.emit(indent, f"when {conds[bi]}:", src)
             mark = len(self.lines)
             self._indent = indent + 1
-            self.run(b, benv, indent + 1)
+            outs = self.run(b, benv, indent + 1)
+            for n, o in zip(names, outs):  # no store follows: a pending result reads here
+                if n is None:
+                    continue
+                if isinstance(o, _Ref):
+                    self.fail("a lax.cond that returns a ref has no .pk form", e)
+                if o.pending:
+                    o.pending = False
+                    if o in self.pending:
+                        self.pending.remove(o)
+                self.emit(indent + 1, f"{n} = {_strip(o.text)}", o.src or src)
             self.flush(indent + 1)
             self._indent = indent
             if len(self.lines) == mark:
                 self.lines.pop()
-        return []
+        return [None if n is None else
+                _E(n, int=_is_int_aval(v.aval), name=True, shape=tuple(v.aval.shape),
+                   dtype=v.aval.dtype)
+                for n, v in zip(names, e.outvars)]
+
+    def zero_of(self, aval, e) -> str:
+        """A `.pk` zero of exactly aval's shape and dtype."""
+        dt = _dtype(aval.dtype, "a lax.cond result", _fmt_loc(_frame(e.source_info)))
+        shape = tuple(int(d) for d in aval.shape)
+        if not shape:
+            return "0" if _is_int_aval(aval) else f"cast(0, {dt})"
+        return f"cast(broadcast_to(0, {_tuple(str(d) for d in shape)}), {dt})"
 
     def _loop(self, e, indent, src, lo: _E, hi_text: str, consts, carries, body_closed,
               index_pos: int | None):
