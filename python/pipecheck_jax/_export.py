@@ -632,8 +632,8 @@ class _Body:
         if name in ("run_scoped",):
             self.fail("pl.run_scoped (scoped scratch allocation) has no .pk form: declare the "
                       "buffer as scratch_shapes", e)
-        if name in ("masked_load", "masked_swap", "load", "store"):
-            self.fail(f"masked ref access ('{name}') has no .pk form", e)
+        if name in ("masked_load", "masked_swap"):
+            return self.masked(e, read, indent, src)
 
         ins = [read(a) for a in e.invars]
         out_aval = e.outvars[0].aval if e.outvars else None
@@ -646,6 +646,59 @@ class _Body:
             return self.opaque_multi(e, ins, indent, src)
         r = self.tensor(e, ins, src)
         return [r]
+
+    def masked(self, e, read, indent, src):
+        """`pl.load`/`pltpu.load`/`plgpu.load(..., mask=, other=)` and the stores with a mask.
+
+        A load with a mask and `other` is `where(mask, x[s], other)`; without `other` the
+        masked-off elements are what the memory holds (interpret mode's value; undefined on
+        hardware), so it is the plain load `x[s]`. A masked store is `x[s] = where(mask, v,
+        x[s])`, the form the rules know as a masked store (it reads x[s] only to put it back).
+        """
+        name = e.primitive.name
+        tree = e.params.get("args_tree")
+        if tree is None:
+            self.fail(f"'{name}' without its operand tree has no .pk form", e)
+        args = tree_util.tree_unflatten(tree, [read(a) for a in e.invars])
+        ref, transforms = args[0], tuple(args[1] or ())
+        if not isinstance(ref, _Ref):
+            self.fail(f"'{name}' on a value that is not a kernel ref", e)
+        if ref.prefetch:
+            self.fail(f"a masked access of the scalar prefetch ref '{ref.name}' has no .pk form", e)
+        if e.params.get("is_volatile"):
+            self.fail(f"a volatile load of '{ref.name}' has no .pk form", e)
+        sub = self.subscript_of(ref, e, transforms, read)
+        target = f"{ref.name}{sub}"
+        for a in args[2:]:
+            if a is not None and not isinstance(a, _E):
+                self.fail(f"'{name}' of '{ref.name}' takes a ref as a value, which has no .pk form", e)
+        if name == "masked_load":
+            mask, other = args[2], args[3]
+            aval = e.outvars[0].aval
+            if mask is None or other is None:
+                return [_E(target, reads=frozenset([ref.name]), load=(ref.name, sub), src=src,
+                           shape=aval.shape, dtype=aval.dtype)]
+            reads = frozenset([ref.name]) | mask.reads | other.reads
+            return [_E(f"where({_strip(mask.text)}, {target}, {_strip(other.text)})", reads=reads,
+                       src=src, shape=aval.shape, dtype=aval.dtype)]
+        val, mask = args[2], args[3]
+        used = bool(e.outvars) and self.uses.get(e.outvars[0], 0) > 0
+        if used and mask is not None and not val.name and not _atomic(val.text):
+            val.pending = True  # the old value reads it too: one read, at its place
+            self.bind(indent, val)
+        old = None
+        if used:
+            text = target if mask is None else f"where({_strip(mask.text)}, {target}, {_strip(val.text)})"
+            old = _E(text, reads=frozenset([ref.name]) | val.reads, pending=True, src=src)
+            self.pending.append(old)
+            self.bind(indent, old)
+        self.flush(indent, ref.name)
+        if mask is None:
+            self.emit(indent, f"{target} = {_strip(val.text)}", src)
+        else:
+            self.emit(indent, f"{target} = where({_strip(mask.text)}, {_strip(val.text)}, {target})",
+                      src)
+        return [old]
 
     def sync_copy(self, e, read, indent, src) -> bool:
         """`pltpu.sync_copy(src, dst)`: a run_scoped that allocates one DMA semaphore and

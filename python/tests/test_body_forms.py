@@ -108,3 +108,130 @@ def test_a_switch_on_array_data_is_a_located_unsupported_error():
         pj.export(rows(kernel), F32)
     assert "a switch index computed from array data has no .pk form" in err.value.message
     assert err.value.location.endswith(f":{line_of(kernel, 'jax.lax.switch')}")
+
+
+# --- masked loads and stores -----------------------------------------------------------------
+
+N_COLS = 1000  # not a multiple of the 128-wide blocks: the last block is partial
+
+
+def cols(kernel, out_cols=N_COLS, out_block=(8, 128), out_index=lambda i: (0, i),
+         semantics=None):
+    def fn(x):
+        return pl.pallas_call(
+            kernel, grid=(8,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (0, i))],
+            out_specs=pl.BlockSpec(out_block, out_index),
+            out_shape=jax.ShapeDtypeStruct((8, out_cols), jnp.float32),
+            compiler_params=None if semantics is None else
+            pltpu.CompilerParams(dimension_semantics=semantics))(x)
+    return fn
+
+
+COLS = jax.ShapeDtypeStruct((8, N_COLS), jnp.float32)
+
+
+def masked_kernel(x_ref, o_ref):
+    pos = pl.program_id(0) * 128 + jax.lax.broadcasted_iota(jnp.int32, (8, 128), 1)
+    m = pos < N_COLS
+    x = plgpu_load(x_ref, mask=m, other=0.0)
+    y = pltpu.load(x_ref.at[pl.ds(0, 8), :], mask=m)
+    pltpu.store(o_ref, x * 2.0 + y, mask=m)
+
+
+def plgpu_load(ref, **kw):
+    from jax.experimental.pallas import triton as pltriton
+
+    return pltriton.load(ref, **kw)
+
+
+def test_masked_loads_and_stores_export_to_where_forms_verify_and_run_like_interpret():
+    fn = cols(masked_kernel)
+    text = pj.export(fn, COLS)
+    body = [t.split("  # ")[0].strip() for t in text.splitlines()]
+    assert "v1 = ((program_id(0) * 128) + iota((8, 128), 1)) < 1000" in body, text
+    # other= gives where(mask, x, other); without it the load is x's memory; the store keeps
+    # the target where the mask does not hold
+    assert "o_ref[...] = where(v1, (where(v1, x_ref[...], 0.0) * 2.0) + x_ref[...], o_ref[...])" \
+        in body, text
+    pj.assert_verified(fn, COLS)
+    r = pj.run(fn, data((8, N_COLS)), reference=lambda x: x * 3.0)
+    assert r.ok, str(r)
+
+
+def reduce_kernel(mask_ok):
+    def masked_row_sum(x_ref, o_ref):
+        pos = pl.program_id(0) * 128 + jax.lax.broadcasted_iota(jnp.int32, (8, 128), 1)
+        m = (pos < N_COLS) if mask_ok else (pos <= N_COLS)
+        s = jnp.sum(plgpu_load(x_ref, mask=m, other=0.0), axis=1, keepdims=True)
+        o_ref[...] = jnp.broadcast_to(s, (8, 128))
+    return masked_row_sum
+
+
+def test_a_masked_load_whose_mask_keeps_the_padding_out_of_a_reduction_verifies():
+    pj.assert_verified(cols(reduce_kernel(True), out_cols=1024), COLS)
+
+
+def test_an_off_by_one_load_mask_lets_the_padding_into_a_reduction_and_is_reported():
+    kernel = reduce_kernel(False)
+    r = pj.check(cols(kernel, out_cols=1024), COLS)
+    assert r.exit_code == 1, str(r)
+    # the padding past column 1000 reaches the last block's sum, which is written out
+    assert any(f.rule == "uninitialized-read" and "grid point (7,)" in f.message
+               for f in r.findings), str(r)
+
+
+def halves(second_half_ok):
+    # Two grid points share one output block; each stores its half of the columns.
+    def halves_kernel(x_ref, o_ref):
+        i = pl.program_id(0)
+        col = jax.lax.broadcasted_iota(jnp.int32, (8, 128), 1)
+        lo = i * 64 if second_half_ok else 0
+        pltpu.store(o_ref, x_ref[...], mask=(col >= lo) & (col < lo + 64))
+
+    def fn(x):
+        return pl.pallas_call(
+            halves_kernel, grid=(2,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (0, i))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+            out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)))(x)
+    return halves_kernel, fn
+
+
+HALVES = jax.ShapeDtypeStruct((8, 256), jnp.float32)
+
+
+def test_masked_stores_that_together_write_a_shared_block_verify_and_run_like_interpret():
+    _, fn = halves(True)
+    text = pj.export(fn, HALVES)
+    assert "o_ref[...] = where(" in text and ", x_ref[...], o_ref[...])" in text, text
+    pj.assert_verified(fn, HALVES)
+    x = data((8, 256))
+    r = pj.run(fn, x, reference=lambda x: np.concatenate([x[:, :64], x[:, 192:]], axis=1))
+    assert r.ok, str(r)
+
+
+def test_masked_stores_that_leave_part_of_a_block_unwritten_are_reported_at_the_store():
+    kernel, fn = halves(False)
+    r = pj.check(fn, HALVES)
+    assert r.exit_code == 1, str(r)
+    assert any(f.python is not None and f.python[1] == line_of(kernel, "pltpu.store(")
+               for f in r.findings), str(r)
+
+
+def test_the_old_value_of_a_masked_swap_is_the_target_where_the_mask_holds_else_the_value():
+    from jax._src.pallas import primitives as pallas_primitives  # masked_swap, no public swap
+
+    def kernel(x_ref, o_ref):
+        col = jax.lax.broadcasted_iota(jnp.int32, (8, 128), 1)
+        o_ref[...] = jnp.full((8, 128), 3.0, jnp.float32)
+        old = pallas_primitives.swap(o_ref, None, x_ref[...] * 2.0, mask=col < 64)
+        o_ref[...] += old * 10.0
+
+    fn = rows(kernel, grid=4)
+    text = pj.export(fn, F32)
+    assert "v2 = where(iota((8, 128), 1) < 64, o_ref[...], v1)" in text, text
+    pj.assert_verified(fn, F32)
+    r = pj.run(fn, data(), reference=lambda x: np.where(np.arange(128) < 64, 2 * x + 30.0, 20 * x + 3.0))
+    assert r.ok, str(r)
