@@ -426,6 +426,10 @@ class _Body:
         self.src_override = None
         #: (primitive, its .pk op= name, python (file, line)) of each opaque op
         self.opaque: list = []
+        #: the names the kernel's lines use, and (scratch line, python (file, line)) of each
+        #: pl.run_scoped allocation, declared with the kernel's scratch
+        self.taken: set = set()
+        self.scoped: list = []
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -629,9 +633,8 @@ class _Body:
                       "semaphore_signal and semaphore_wait)", e)
         if name == "run_scoped" and self.sync_copy(e, read, indent, src):
             return []
-        if name in ("run_scoped",):
-            self.fail("pl.run_scoped (scoped scratch allocation) has no .pk form: declare the "
-                      "buffer as scratch_shapes", e)
+        if name == "run_scoped":
+            return self.run_scoped(e, read, indent, src)
         if name in ("masked_load", "masked_swap"):
             return self.masked(e, read, indent, src)
 
@@ -699,6 +702,36 @@ class _Body:
             self.emit(indent, f"{target} = where({_strip(mask.text)}, {_strip(val.text)}, {target})",
                       src)
         return [old]
+
+    def run_scoped(self, e, read, indent, src):
+        """`pl.run_scoped(f, *allocations)`: each allocation becomes a kernel scratch (named
+        after f's parameter) and f's body is exported in place. The buffer then lives across
+        scopes and grid steps, where Pallas' starts undefined at each entry: a read before any
+        write is reported where no earlier entry wrote it (the first), not at every entry."""
+        p = e.params
+        if p.get("collective_axes"):
+            self.fail("pl.run_scoped with collective_axes (memory shared across cores) has no "
+                      ".pk form", e)
+        if any(t for t in (p.get("ref_transforms") or ())):
+            self.fail("pl.run_scoped allocations with ref transforms have no .pk form", e)
+        sub = p["jaxpr"]
+        inner = _inner(sub)
+        if _consts(sub):
+            self.fail("a pl.run_scoped body that closes over array constants has no .pk form", e)
+        arg_names = list(getattr(getattr(inner, "debug_info", None), "arg_names", None) or [])
+        senv = {}
+        for v, a in zip(inner.constvars, e.invars):
+            senv[v] = read(a)
+        for k, v in enumerate(inner.invars):
+            an = arg_names[k] if k < len(arg_names) and arg_names[k] else "scoped"
+            nm = _ident(an, self.taken)
+            self.scoped.append((_scratch_line(nm, v.aval, _fmt_loc(src), self.kernel), src))
+            inner_aval = getattr(v.aval, "inner_aval", v.aval)
+            senv[v] = _Ref(nm, tuple(int(d) for d in inner_aval.shape))
+        outs = self.run(inner, senv, indent)
+        for v in inner.invars:  # the buffers die with the scope: their reads happen in it
+            self.flush(indent, senv[v].name)
+        return outs
 
     def sync_copy(self, e, read, indent, src) -> bool:
         """`pltpu.sync_copy(src, dst)`: a run_scoped that allocates one DMA semaphore and
@@ -1257,6 +1290,30 @@ def _prefetch_line(nm: str, aval, value, constraint: str | None, loc, kernel) ->
     return text
 
 
+def _scratch_line(nm: str, aval, loc, kernel) -> str:
+    """`scratch NAME: ...` of a kernel scratch or a run_scoped allocation (its ref's aval)."""
+    inner = getattr(aval, "inner_aval", aval)
+    ms = getattr(aval, "memory_space", None)
+    ms_name = str(getattr(ms, "name", ms) or "").lower()
+    sem_dt = str(getattr(inner, "dtype", "")).lower()
+    if "sem" in ms_name or "sem" in sem_dt:
+        kind = "dma_sem" if "dma" in sem_dt else "semaphore"
+        if len(inner.shape) > 1:
+            raise UnsupportedError(f"scratch '{nm}': a semaphore array of shape "
+                                   f"{tuple(inner.shape)} has no .pk form (one dim at most)",
+                                   loc, kernel)
+        shape = f"[{int(inner.shape[0])}]" if inner.shape else ""
+        return f"    scratch {nm}: {kind}{shape}"
+    if "any" in ms_name or "hbm" in ms_name:
+        raise UnsupportedError(f"scratch '{nm}': a scratch in {ms_name} memory has no .pk form "
+                               "(scratch is VMEM, SMEM or a semaphore)", loc, kernel)
+    dt = _dtype(inner.dtype, f"scratch '{nm}'", loc)
+    text = f"    scratch {nm}: {dt}[{_shape(inner.shape)}]"
+    if "smem" in ms_name:
+        text += "  memory_space=smem"
+    return text
+
+
 def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=None) -> Kernel:
     p = pc.params
     gm = p["grid_mapping"]
@@ -1368,31 +1425,14 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                          else f"  buffered={int(n)}")
         lines.append((text, (_index_map_site(bm) or call_site) if n_pre else call_site))
     for k in range(n_in + n_out, len(names)):
-        aval = kj.invars[n_pre + k].aval
-        inner = getattr(aval, "inner_aval", aval)
-        ms = getattr(aval, "memory_space", None)
-        ms_name = str(getattr(ms, "name", ms) or "").lower()
-        sem_dt = str(getattr(inner, "dtype", "")).lower()
-        if "sem" in ms_name or "sem" in sem_dt:
-            kind = "dma_sem" if "dma" in sem_dt else "semaphore"
-            if len(inner.shape) > 1:
-                raise UnsupportedError(f"scratch '{names[k]}': a semaphore array of shape "
-                                       f"{tuple(inner.shape)} has no .pk form (one dim at most)",
-                                       loc, name)
-            shape = f"[{int(inner.shape[0])}]" if inner.shape else ""
-            lines.append((f"    scratch {names[k]}: {kind}{shape}", call_site))
-            continue
-        dt = _dtype(inner.dtype, f"scratch '{names[k]}'", loc)
-        text = f"    scratch {names[k]}: {dt}[{_shape(inner.shape)}]"
-        if "smem" in ms_name:
-            text += "  memory_space=smem"
-        lines.append((text, call_site))
+        lines.append((_scratch_line(names[k], kj.invars[n_pre + k].aval, loc, name), call_site))
     for i_in, i_out in p.get("input_output_aliases") or ():
         lines.append((f"    alias {names[i_in - n_pre]} -> {names[n_in + i_out]}", call_site))
     lines.append(("    body:", source))
 
     body = _Body(name, source)
     body.user_axes = user_axes
+    body.taken = taken
     env: dict = {}
     for k, v in enumerate(kj.invars):
         aval = v.aval
@@ -1406,6 +1446,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     body.flush(2)
     if not body.lines:
         body.emit(2, "v0 = 0", source)
+    lines[-1:-1] = body.scoped  # before `body:`
     lines.extend(body.lines)
 
     text_lines, line_map = [], {}

@@ -235,3 +235,73 @@ def test_the_old_value_of_a_masked_swap_is_the_target_where_the_mask_holds_else_
     pj.assert_verified(fn, F32)
     r = pj.run(fn, data(), reference=lambda x: np.where(np.arange(128) < 64, 2 * x + 30.0, 20 * x + 3.0))
     assert r.ok, str(r)
+
+
+# --- pl.run_scoped ---------------------------------------------------------------------------
+
+
+def scoped_kernel(x_ref, o_ref):
+    def double(tmp):
+        tmp[...] = x_ref[...] * 2.0
+        return tmp[...] + 1.0
+
+    y = pl.run_scoped(double, pltpu.VMEM((8, 128), jnp.float32))
+
+    def copy_in(tmp, sem):
+        pltpu.async_copy(x_ref, tmp, sem).wait()
+        o_ref[...] = y + tmp[...]
+
+    pl.run_scoped(copy_in, pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA(()))
+
+
+def test_run_scoped_buffers_become_scratch_declared_at_the_scope_and_run_like_interpret():
+    fn = rows(scoped_kernel)
+    k, = pj.export_kernels(fn, F32)
+    lines = k.text.splitlines()
+    decl = {t.split("  # ")[0].strip(): n for n, t in enumerate(lines, start=1)
+            if t.lstrip().startswith("scratch ")}
+    assert list(decl) == ["scratch tmp: f32[8, 128]", "scratch tmp2: f32[8, 128]",
+                          "scratch sem: dma_sem"], k.text
+    # each declaration is located at its pl.run_scoped call
+    assert k.line_map[decl["scratch tmp: f32[8, 128]"]][1] == \
+        line_of(scoped_kernel, "pl.run_scoped(double")
+    assert k.line_map[decl["scratch sem: dma_sem"]][1] == \
+        line_of(scoped_kernel, "pl.run_scoped(copy_in")
+    body = [t.split("  # ")[0].strip() for t in lines]
+    # the scope's value is read inside the scope, before the next one starts
+    assert body.index("v1 = tmp[...] + 1.0") < body.index("async_copy(x_ref[...], tmp2[...], sem).start()")
+    pj.assert_verified(fn, F32)
+    r = pj.run(fn, data(), reference=lambda x: 3.0 * x + 1.0)
+    assert r.ok, str(r)
+
+
+def test_a_run_scoped_buffer_read_before_it_is_written_is_reported_at_the_read():
+    def kernel(x_ref, o_ref):
+        def scope(tmp):
+            o_ref[...] = tmp[...] + x_ref[...]  # tmp starts undefined
+
+        pl.run_scoped(scope, pltpu.VMEM((8, 128), jnp.float32))
+
+    r = pj.check(rows(kernel), F32)
+    assert r.exit_code == 1, str(r)
+    assert any(f.rule in ("uninitialized-read", "uninitialized-accumulator")
+               and f.python[1] == line_of(kernel, "tmp[...] + x_ref") for f in r.findings), str(r)
+
+
+def test_run_scoped_with_collective_axes_is_a_located_unsupported_error():
+    from jax._src.pallas import primitives as pallas_primitives
+
+    def kernel(x_ref, o_ref):
+        def scope(tmp):
+            tmp[...] = x_ref[...]
+            o_ref[...] = tmp[...]
+
+        pallas_primitives.run_scoped(scope, pltpu.VMEM((8, 128), jnp.float32),
+                                     collective_axes=("x",))
+
+    try:
+        jax.make_jaxpr(rows(kernel))(F32)
+    except Exception:  # noqa: BLE001 - this jax does not trace it outside a mesh
+        pytest.skip("run_scoped(collective_axes=) does not trace outside a mesh in this jax")
+    with pytest.raises(pj.UnsupportedError, match="collective_axes"):
+        pj.export(rows(kernel), F32)
