@@ -63,6 +63,10 @@ class Kernel:
     eqn: Any = dataclasses.field(repr=False, default=None)
     #: (primitive name, python (file, line) or None, .pk line) of each op exported as opaque.
     opaque: list = dataclasses.field(default_factory=list)
+    #: (primitive, python (file, line) or None, .pk line) of each op left out of the body,
+    #: as a comment there: ops with no effect on memory (debug_print); their operands are
+    #: still read.
+    dropped: list = dataclasses.field(default_factory=list)
 
 
 _DTYPES = {
@@ -430,6 +434,8 @@ class _Body:
         #: pl.run_scoped allocation, declared with the kernel's scratch
         self.taken: set = set()
         self.scoped: list = []
+        #: (primitive, python (file, line)) of each op left out as a comment
+        self.dropped: list = []
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -635,6 +641,8 @@ class _Body:
             return []
         if name == "run_scoped":
             return self.run_scoped(e, read, indent, src)
+        if name == "debug_print":
+            return self.debug_print(e, read, indent, src)
         if name in ("masked_load", "masked_swap"):
             return self.masked(e, read, indent, src)
 
@@ -702,6 +710,21 @@ class _Body:
             self.emit(indent, f"{target} = where({_strip(mask.text)}, {_strip(val.text)}, {target})",
                       src)
         return [old]
+
+    def debug_print(self, e, read, indent, src):
+        """`pl.debug_print`: it only prints, so it is left out, as a comment in the body and a
+        `Kernel.dropped` entry; an operand that reads a ref is bound to a local first, so the
+        read stays (printing an uninitialized scratch still reads it)."""
+        ins = [read(a) for a in e.invars]
+        for a in ins:
+            if isinstance(a, _E) and a.reads and not a.name:
+                a.pending = True
+                self.bind(indent, a)
+        fmt = re.sub(r"[^ -~]", " ", str(e.params.get("fmt", "")))[:60]
+        args = "".join(f", {_strip(a.text)}" for a in ins if isinstance(a, _E))
+        self.dropped.append(("debug_print", src))
+        self.emit(indent, f"# dropped: debug_print({fmt!r}{args}) prints, writing no memory", src)
+        return []
 
     def run_scoped(self, e, read, indent, src):
         """`pl.run_scoped(f, *allocations)`: each allocation becomes a kernel scratch (named
@@ -1466,8 +1489,10 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         if hit is not None:
             sites.remove(hit)
         opaque.append((prim, src, hit[0] if hit else None))
+    drops = [k for k, t in enumerate(text_lines, start=1) if t.lstrip().startswith("# dropped: ")]
+    dropped = [(prim, src, line) for (prim, src), line in zip(body.dropped, drops)]
     return Kernel(name=name, text="\n".join(text_lines) + "\n", line_map=line_map, source=source,
-                  call_site=call_site, operands=operands, eqn=pc, opaque=opaque)
+                  call_site=call_site, operands=operands, eqn=pc, opaque=opaque, dropped=dropped)
 
 
 

@@ -237,7 +237,7 @@ def test_the_old_value_of_a_masked_swap_is_the_target_where_the_mask_holds_else_
     assert r.ok, str(r)
 
 
-# --- pl.run_scoped ---------------------------------------------------------------------------
+# --- pl.run_scoped and debug_print -----------------------------------------------------------
 
 
 def scoped_kernel(x_ref, o_ref):
@@ -305,3 +305,38 @@ def test_run_scoped_with_collective_axes_is_a_located_unsupported_error():
         pytest.skip("run_scoped(collective_axes=) does not trace outside a mesh in this jax")
     with pytest.raises(pj.UnsupportedError, match="collective_axes"):
         pj.export(rows(kernel), F32)
+
+
+def test_debug_print_is_left_out_with_a_note_at_its_python_line_and_its_reads_kept():
+    def kernel(x_ref, o_ref, acc_ref):
+        pl.debug_print("step {}", pl.program_id(0))
+        pl.debug_print("acc {}", acc_ref[0, 0])  # acc is never written: a real read of it
+        o_ref[...] = x_ref[...]
+
+    fn = rows(kernel, scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)])
+    k, = pj.export_kernels(fn, F32)
+    lines = k.text.splitlines()
+    assert "        # dropped: debug_print('step {}', program_id(0)) prints, writing no memory" \
+        in lines, k.text
+    assert "        # dropped: debug_print('acc {}', v1) prints, writing no memory" in lines
+    assert [(p, py[1]) for p, py, _ in k.dropped] == [
+        ("debug_print", line_of(kernel, '"step {}"')), ("debug_print", line_of(kernel, '"acc {}"'))]
+    assert all(lines[n - 1].lstrip().startswith("# dropped: debug_print") for _, _, n in k.dropped)
+    r = pj.check(fn, F32)
+    assert r.exit_code == 1, str(r)
+    assert any(f.python[1] == line_of(kernel, '"acc {}"') for f in r.findings), str(r)
+    step_line = line_of(kernel, '"step {}"')
+    assert (f"test_body_forms.py:{step_line}: note: 'debug_print' is left out of kernel "
+            f"{k.name}") in r.report(), r.report()
+
+
+def test_a_kernel_with_only_a_debug_print_of_values_verifies_and_runs():
+    def kernel(x_ref, o_ref):
+        y = x_ref[...] * 2.0
+        pl.debug_print("y {}", y[0, 0])
+        o_ref[...] = y
+
+    fn = rows(kernel)
+    pj.assert_verified(fn, F32)
+    r = pj.run(fn, data(), reference=lambda x: 2.0 * x)
+    assert r.ok, str(r)
