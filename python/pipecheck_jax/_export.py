@@ -682,7 +682,8 @@ class _Body:
         target = f"{ref.name}{sub}"
         for a in args[2:]:
             if a is not None and not isinstance(a, _E):
-                self.fail(f"'{name}' of '{ref.name}' takes a ref as a value, which has no .pk form", e)
+                self.fail(f"'{name}' of '{ref.name}' takes a ref as a value, which has no .pk "
+                          "form", e)
         if name == "masked_load":
             mask, other = args[2], args[3]
             aval = e.outvars[0].aval
@@ -699,7 +700,8 @@ class _Body:
             self.bind(indent, val)
         old = None
         if used:
-            text = target if mask is None else f"where({_strip(mask.text)}, {target}, {_strip(val.text)})"
+            text = target if mask is None else \
+                f"where({_strip(mask.text)}, {target}, {_strip(val.text)})"
             old = _E(text, reads=frozenset([ref.name]) | val.reads, pending=True, src=src)
             self.pending.append(old)
             self.bind(indent, old)
@@ -707,8 +709,8 @@ class _Body:
         if mask is None:
             self.emit(indent, f"{target} = {_strip(val.text)}", src)
         else:
-            self.emit(indent, f"{target} = where({_strip(mask.text)}, {_strip(val.text)}, {target})",
-                      src)
+            self.emit(indent,
+                      f"{target} = where({_strip(mask.text)}, {_strip(val.text)}, {target})", src)
         return [old]
 
     def debug_print(self, e, read, indent, src):

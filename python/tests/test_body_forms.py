@@ -102,7 +102,8 @@ def test_a_bug_in_one_branch_of_a_cond_with_results_is_reported_at_that_branch()
 def test_a_switch_on_array_data_is_a_located_unsupported_error():
     def kernel(x_ref, o_ref):
         k = (x_ref[0, 0] > 0).astype(jnp.int32)
-        o_ref[...] = jax.lax.switch(k, [lambda: x_ref[...], lambda: -x_ref[...], lambda: x_ref[...]])
+        o_ref[...] = jax.lax.switch(k, [lambda: x_ref[...], lambda: -x_ref[...],
+                                        lambda: x_ref[...]])
 
     with pytest.raises(pj.UnsupportedError) as err:
         pj.export(rows(kernel), F32)
@@ -233,7 +234,8 @@ def test_the_old_value_of_a_masked_swap_is_the_target_where_the_mask_holds_else_
     text = pj.export(fn, F32)
     assert "v2 = where(iota((8, 128), 1) < 64, o_ref[...], v1)" in text, text
     pj.assert_verified(fn, F32)
-    r = pj.run(fn, data(), reference=lambda x: np.where(np.arange(128) < 64, 2 * x + 30.0, 20 * x + 3.0))
+    r = pj.run(fn, data(),
+               reference=lambda x: np.where(np.arange(128) < 64, 2 * x + 30.0, 20 * x + 3.0))
     assert r.ok, str(r)
 
 
@@ -269,7 +271,8 @@ def test_run_scoped_buffers_become_scratch_declared_at_the_scope_and_run_like_in
         line_of(scoped_kernel, "pl.run_scoped(copy_in")
     body = [t.split("  # ")[0].strip() for t in lines]
     # the scope's value is read inside the scope, before the next one starts
-    assert body.index("v1 = tmp[...] + 1.0") < body.index("async_copy(x_ref[...], tmp2[...], sem).start()")
+    assert body.index("v1 = tmp[...] + 1.0") < \
+        body.index("async_copy(x_ref[...], tmp2[...], sem).start()")
     pj.assert_verified(fn, F32)
     r = pj.run(fn, data(), reference=lambda x: 3.0 * x + 1.0)
     assert r.ok, str(r)
