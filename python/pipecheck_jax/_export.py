@@ -445,6 +445,10 @@ class _Body:
         loc = _frame(e.source_info) if e is not None else None
         raise UnsupportedError(msg, _fmt_loc(loc or self.default_loc), self.kernel)
 
+    def no_statements(self, mark: int) -> bool:
+        """Whether the lines emitted since `mark` are comments at most."""
+        return all(t.lstrip().startswith("#") for t, _ in self.lines[mark:])
+
     def emit(self, indent: int, text: str, src):
         self.lines.append(("    " * indent + text, src))
 
@@ -1075,6 +1079,8 @@ class _Body:
             self._indent = indent
             if len(self.lines) == mark:
                 self.lines.pop()
+            elif self.no_statements(mark):  # only dropped ops: a `when` needs a statement
+                self.emit(indent + 1, f"{self.fresh('v')} = 0", src)
         return [None if n is None else
                 _E(n, int=_is_int_aval(v.aval), name=True, shape=tuple(v.aval.shape),
                    dtype=v.aval.dtype)
@@ -1149,7 +1155,7 @@ class _Body:
             for n, o in updates:
                 self.emit(indent + 1, f"{n} = {_strip(o.text)}", src)
         self._indent = indent
-        if len(self.lines) == mark:
+        if self.no_statements(mark):  # a loop body needs a statement
             self.emit(indent + 1, f"{self.fresh('v')} = 0", src)
         res = []
         for k, c in enumerate(carries):
@@ -1469,7 +1475,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     body._indent = 2
     body.run(kj, env, 2)
     body.flush(2)
-    if not body.lines:
+    if body.no_statements(0):
         body.emit(2, "v0 = 0", source)
     lines[-1:-1] = body.scoped  # before `body:`
     lines.extend(body.lines)

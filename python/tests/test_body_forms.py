@@ -343,3 +343,25 @@ def test_a_kernel_with_only_a_debug_print_of_values_verifies_and_runs():
     pj.assert_verified(fn, F32)
     r = pj.run(fn, data(), reference=lambda x: 2.0 * x)
     assert r.ok, str(r)
+
+
+def test_a_when_or_loop_that_holds_only_a_debug_print_stays_a_valid_block():
+    def kernel(x_ref, o_ref):
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            pl.debug_print("first")
+
+        def body(t, c):
+            pl.debug_print("t {}", t)
+            return c
+
+        jax.lax.fori_loop(0, 3, body, 0)
+        o_ref[...] = x_ref[...]
+
+    fn = rows(kernel)
+    k, = pj.export_kernels(fn, F32)
+    assert len(k.dropped) == 2, k.text
+    for _, _, line in k.dropped:  # the block around each comment holds a statement too
+        following = k.text.splitlines()[line].split("  # ")[0]
+        assert following.strip().startswith("v") and following.strip().endswith("= 0"), k.text
+    pj.assert_verified(fn, F32)
