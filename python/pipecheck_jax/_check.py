@@ -83,6 +83,12 @@ class CheckResult:
         export kept as an opaque op: checked on what it reads, not on its values."""
         return {k.name: list(k.opaque) for k in self.kernels if k.opaque}
 
+    @property
+    def dropped(self) -> dict[str, list]:
+        """Kernel name -> (primitive, python (file, line) or None, .pk line) of each op the
+        export left out as a comment (debug_print: it writes no memory)."""
+        return {k.name: list(k.dropped) for k in self.kernels if k.dropped}
+
     def report(self) -> str:
         out = []
         for f in self.findings:
@@ -96,6 +102,12 @@ class CheckResult:
                 out.append(f"{where}note: '{prim}' has no .pk form: kernel {k} keeps it as an opaque "
                            f"op{at}, checked on what it reads, not on its values; run cannot "
                            "execute it")
+        for k, ops in self.dropped.items():
+            for prim, py, line in ops:
+                where = f"{py[0]}:{py[1]}: " if py else ""
+                at = f" (a comment at line {line})" if line else ""
+                out.append(f"{where}note: '{prim}' is left out of kernel {k}{at}: it writes no "
+                           "memory; the refs its operands read are still read")
         for k, v in self.verdicts.items():
             out.append(f"kernel {k}: {v}")
         return "\n".join(out)

@@ -63,6 +63,10 @@ class Kernel:
     eqn: Any = dataclasses.field(repr=False, default=None)
     #: (primitive name, python (file, line) or None, .pk line) of each op exported as opaque.
     opaque: list = dataclasses.field(default_factory=list)
+    #: (primitive, python (file, line) or None, .pk line) of each op left out of the body,
+    #: as a comment there: ops with no effect on memory (debug_print); their operands are
+    #: still read.
+    dropped: list = dataclasses.field(default_factory=list)
 
 
 _DTYPES = {
@@ -426,6 +430,12 @@ class _Body:
         self.src_override = None
         #: (primitive, its .pk op= name, python (file, line)) of each opaque op
         self.opaque: list = []
+        #: the names the kernel's lines use, and (scratch line, python (file, line)) of each
+        #: pl.run_scoped allocation, declared with the kernel's scratch
+        self.taken: set = set()
+        self.scoped: list = []
+        #: (primitive, python (file, line)) of each op left out as a comment
+        self.dropped: list = []
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -434,6 +444,10 @@ class _Body:
     def fail(self, msg: str, e=None):
         loc = _frame(e.source_info) if e is not None else None
         raise UnsupportedError(msg, _fmt_loc(loc or self.default_loc), self.kernel)
+
+    def no_statements(self, mark: int) -> bool:
+        """Whether the lines emitted since `mark` are comments at most."""
+        return all(t.lstrip().startswith("#") for t, _ in self.lines[mark:])
 
     def emit(self, indent: int, text: str, src):
         self.lines.append(("    " * indent + text, src))
@@ -629,11 +643,12 @@ class _Body:
                       "semaphore_signal and semaphore_wait)", e)
         if name == "run_scoped" and self.sync_copy(e, read, indent, src):
             return []
-        if name in ("run_scoped",):
-            self.fail("pl.run_scoped (scoped scratch allocation) has no .pk form: declare the "
-                      "buffer as scratch_shapes", e)
-        if name in ("masked_load", "masked_swap", "load", "store"):
-            self.fail(f"masked ref access ('{name}') has no .pk form", e)
+        if name == "run_scoped":
+            return self.run_scoped(e, read, indent, src)
+        if name == "debug_print":
+            return self.debug_print(e, read, indent, src)
+        if name in ("masked_load", "masked_swap"):
+            return self.masked(e, read, indent, src)
 
         ins = [read(a) for a in e.invars]
         out_aval = e.outvars[0].aval if e.outvars else None
@@ -646,6 +661,106 @@ class _Body:
             return self.opaque_multi(e, ins, indent, src)
         r = self.tensor(e, ins, src)
         return [r]
+
+    def masked(self, e, read, indent, src):
+        """`pl.load`/`pltpu.load`/`plgpu.load(..., mask=, other=)` and the stores with a mask.
+
+        A load with a mask and `other` is `where(mask, x[s], other)`; without `other` the
+        masked-off elements are what the memory holds (interpret mode's value; undefined on
+        hardware), so it is the plain load `x[s]`. A masked store is `x[s] = where(mask, v,
+        x[s])`, the form the rules know as a masked store (it reads x[s] only to put it back).
+        """
+        name = e.primitive.name
+        tree = e.params.get("args_tree")
+        if tree is None:
+            self.fail(f"'{name}' without its operand tree has no .pk form", e)
+        args = tree_util.tree_unflatten(tree, [read(a) for a in e.invars])
+        ref, transforms = args[0], tuple(args[1] or ())
+        if not isinstance(ref, _Ref):
+            self.fail(f"'{name}' on a value that is not a kernel ref", e)
+        if ref.prefetch:
+            self.fail(f"a masked access of the scalar prefetch ref '{ref.name}' has no .pk form", e)
+        if e.params.get("is_volatile"):
+            self.fail(f"a volatile load of '{ref.name}' has no .pk form", e)
+        sub = self.subscript_of(ref, e, transforms, read)
+        target = f"{ref.name}{sub}"
+        for a in args[2:]:
+            if a is not None and not isinstance(a, _E):
+                self.fail(f"'{name}' of '{ref.name}' takes a ref as a value, which has no .pk "
+                          "form", e)
+        if name == "masked_load":
+            mask, other = args[2], args[3]
+            aval = e.outvars[0].aval
+            if mask is None or other is None:
+                return [_E(target, reads=frozenset([ref.name]), load=(ref.name, sub), src=src,
+                           shape=aval.shape, dtype=aval.dtype)]
+            reads = frozenset([ref.name]) | mask.reads | other.reads
+            return [_E(f"where({_strip(mask.text)}, {target}, {_strip(other.text)})", reads=reads,
+                       src=src, shape=aval.shape, dtype=aval.dtype)]
+        val, mask = args[2], args[3]
+        used = bool(e.outvars) and self.uses.get(e.outvars[0], 0) > 0
+        if used and mask is not None and not val.name and not _atomic(val.text):
+            val.pending = True  # the old value reads it too: one read, at its place
+            self.bind(indent, val)
+        old = None
+        if used:
+            text = target if mask is None else \
+                f"where({_strip(mask.text)}, {target}, {_strip(val.text)})"
+            old = _E(text, reads=frozenset([ref.name]) | val.reads, pending=True, src=src)
+            self.pending.append(old)
+            self.bind(indent, old)
+        self.flush(indent, ref.name)
+        if mask is None:
+            self.emit(indent, f"{target} = {_strip(val.text)}", src)
+        else:
+            self.emit(indent,
+                      f"{target} = where({_strip(mask.text)}, {_strip(val.text)}, {target})", src)
+        return [old]
+
+    def debug_print(self, e, read, indent, src):
+        """`pl.debug_print`: it only prints, so it is left out, as a comment in the body and a
+        `Kernel.dropped` entry; an operand that reads a ref is bound to a local first, so the
+        read stays (printing an uninitialized scratch still reads it)."""
+        ins = [read(a) for a in e.invars]
+        for a in ins:
+            if isinstance(a, _E) and a.reads and not a.name:
+                a.pending = True
+                self.bind(indent, a)
+        fmt = re.sub(r"[^ -~]", " ", str(e.params.get("fmt", "")))[:60]
+        args = "".join(f", {_strip(a.text)}" for a in ins if isinstance(a, _E))
+        self.dropped.append(("debug_print", src))
+        self.emit(indent, f"# dropped: debug_print({fmt!r}{args}) prints, writing no memory", src)
+        return []
+
+    def run_scoped(self, e, read, indent, src):
+        """`pl.run_scoped(f, *allocations)`: each allocation becomes a kernel scratch (named
+        after f's parameter) and f's body is exported in place. The buffer then lives across
+        scopes and grid steps, where Pallas' starts undefined at each entry: a read before any
+        write is reported where no earlier entry wrote it (the first), not at every entry."""
+        p = e.params
+        if p.get("collective_axes"):
+            self.fail("pl.run_scoped with collective_axes (memory shared across cores) has no "
+                      ".pk form", e)
+        if any(t for t in (p.get("ref_transforms") or ())):
+            self.fail("pl.run_scoped allocations with ref transforms have no .pk form", e)
+        sub = p["jaxpr"]
+        inner = _inner(sub)
+        if _consts(sub):
+            self.fail("a pl.run_scoped body that closes over array constants has no .pk form", e)
+        arg_names = list(getattr(getattr(inner, "debug_info", None), "arg_names", None) or [])
+        senv = {}
+        for v, a in zip(inner.constvars, e.invars):
+            senv[v] = read(a)
+        for k, v in enumerate(inner.invars):
+            an = arg_names[k] if k < len(arg_names) and arg_names[k] else "scoped"
+            nm = _ident(an, self.taken)
+            self.scoped.append((_scratch_line(nm, v.aval, _fmt_loc(src), self.kernel), src))
+            inner_aval = getattr(v.aval, "inner_aval", v.aval)
+            senv[v] = _Ref(nm, tuple(int(d) for d in inner_aval.shape))
+        outs = self.run(inner, senv, indent)
+        for v in inner.invars:  # the buffers die with the scope: their reads happen in it
+            self.flush(indent, senv[v].name)
+        return outs
 
     def sync_copy(self, e, read, indent, src) -> bool:
         """`pltpu.sync_copy(src, dst)`: a run_scoped that allocates one DMA semaphore and
@@ -911,17 +1026,34 @@ class _Body:
     # Control flow -------------------------------------------------------------------------
 
     def cond(self, e, read, env, indent, src):
+        """`pl.when`, `lax.cond` and `lax.switch` as one `when` per branch. Results are locals
+        bound before the branches (to a zero of their type, which no path keeps: exactly one
+        branch runs) and rebound at the end of each branch."""
         branches = e.params["branches"]
         ins = [read(a) for a in e.invars]
-        if e.outvars and any(not isinstance(v, jax_core.DropVar) for v in e.outvars):
-            self.fail("lax.cond with results has no .pk form (pl.when, a cond without results, has)", e)
-        if len(branches) != 2:
-            self.fail(f"lax.switch with {len(branches)} branches has no .pk form", e)
-        pred = self.int_of(ins[0], e, "a condition")
+        pred = self.int_of(ins[0], e, "a condition" if len(branches) == 2 else "a switch index")
         self.flush(indent)
-        for bi, cond_text in ((1, _strip(pred.text)), (0, f"not {pred.text}")):
+        results = [v for v in e.outvars if not isinstance(v, jax_core.DropVar)]
+        names = []
+        for v in e.outvars:
+            if isinstance(v, jax_core.DropVar):
+                names.append(None)
+                continue
+            n = self.fresh("c")
+            self.emit(indent, f"{n} = {self.zero_of(v.aval, e)}", src)
+            names.append(n)
+        if len(branches) == 2:
+            conds = [f"not {pred.text}", _strip(pred.text)]
+        else:  # the index is clamped to [0, n) by lax.switch before the cond
+            if not pred.name and not _atomic(pred.text):
+                k = self.fresh("v")
+                self.emit(indent, f"{k} = {_strip(pred.text)}", src)
+                pred = _E(k, int=True, name=True)
+            conds = [f"{pred.text} == {bi}" for bi in range(len(branches))]
+        order = [1, 0] if len(branches) == 2 else list(range(len(branches)))
+        for bi in order:
             b = _inner(branches[bi])
-            if not b.eqns:
+            if not b.eqns and not results:
                 continue
             benv = {}
             for v, c in zip(b.constvars, _consts(branches[bi])):
@@ -929,15 +1061,38 @@ class _Body:
                 benv[v] = _E(t, int=is_int, nonneg=nn)
             for v, a in zip(b.invars, ins[1:]):
                 benv[v] = a
-            self.emit(indent, f"when {cond_text}:", src)
+            self.emit(indent, f"when {conds[bi]}:", src)
             mark = len(self.lines)
             self._indent = indent + 1
-            self.run(b, benv, indent + 1)
+            outs = self.run(b, benv, indent + 1)
+            for n, o in zip(names, outs):  # no store follows: a pending result reads here
+                if n is None:
+                    continue
+                if isinstance(o, _Ref):
+                    self.fail("a lax.cond that returns a ref has no .pk form", e)
+                if o.pending:
+                    o.pending = False
+                    if o in self.pending:
+                        self.pending.remove(o)
+                self.emit(indent + 1, f"{n} = {_strip(o.text)}", o.src or src)
             self.flush(indent + 1)
             self._indent = indent
             if len(self.lines) == mark:
                 self.lines.pop()
-        return []
+            elif self.no_statements(mark):  # only dropped ops: a `when` needs a statement
+                self.emit(indent + 1, f"{self.fresh('v')} = 0", src)
+        return [None if n is None else
+                _E(n, int=_is_int_aval(v.aval), name=True, shape=tuple(v.aval.shape),
+                   dtype=v.aval.dtype)
+                for n, v in zip(names, e.outvars)]
+
+    def zero_of(self, aval, e) -> str:
+        """A `.pk` zero of exactly aval's shape and dtype."""
+        dt = _dtype(aval.dtype, "a lax.cond result", _fmt_loc(_frame(e.source_info)))
+        shape = tuple(int(d) for d in aval.shape)
+        if not shape:
+            return "0" if _is_int_aval(aval) else f"cast(0, {dt})"
+        return f"cast(broadcast_to(0, {_tuple(str(d) for d in shape)}), {dt})"
 
     def _loop(self, e, indent, src, lo: _E, hi_text: str, consts, carries, body_closed,
               index_pos: int | None):
@@ -1000,7 +1155,7 @@ class _Body:
             for n, o in updates:
                 self.emit(indent + 1, f"{n} = {_strip(o.text)}", src)
         self._indent = indent
-        if len(self.lines) == mark:
+        if self.no_statements(mark):  # a loop body needs a statement
             self.emit(indent + 1, f"{self.fresh('v')} = 0", src)
         res = []
         for k, c in enumerate(carries):
@@ -1166,6 +1321,30 @@ def _prefetch_line(nm: str, aval, value, constraint: str | None, loc, kernel) ->
     return text
 
 
+def _scratch_line(nm: str, aval, loc, kernel) -> str:
+    """`scratch NAME: ...` of a kernel scratch or a run_scoped allocation (its ref's aval)."""
+    inner = getattr(aval, "inner_aval", aval)
+    ms = getattr(aval, "memory_space", None)
+    ms_name = str(getattr(ms, "name", ms) or "").lower()
+    sem_dt = str(getattr(inner, "dtype", "")).lower()
+    if "sem" in ms_name or "sem" in sem_dt:
+        kind = "dma_sem" if "dma" in sem_dt else "semaphore"
+        if len(inner.shape) > 1:
+            raise UnsupportedError(f"scratch '{nm}': a semaphore array of shape "
+                                   f"{tuple(inner.shape)} has no .pk form (one dim at most)",
+                                   loc, kernel)
+        shape = f"[{int(inner.shape[0])}]" if inner.shape else ""
+        return f"    scratch {nm}: {kind}{shape}"
+    if "any" in ms_name or "hbm" in ms_name:
+        raise UnsupportedError(f"scratch '{nm}': a scratch in {ms_name} memory has no .pk form "
+                               "(scratch is VMEM, SMEM or a semaphore)", loc, kernel)
+    dt = _dtype(inner.dtype, f"scratch '{nm}'", loc)
+    text = f"    scratch {nm}: {dt}[{_shape(inner.shape)}]"
+    if "smem" in ms_name:
+        text += "  memory_space=smem"
+    return text
+
+
 def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=None) -> Kernel:
     p = pc.params
     gm = p["grid_mapping"]
@@ -1251,10 +1430,19 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                 dims.append(str(int(b.block_size)))
             elif isinstance(b, (int, np.integer)):
                 dims.append(str(int(b)))
+            elif tn == "Element":  # the index map gives an element offset into the padded dim
+                lo, hi = (int(x) for x in (getattr(b, "padding", None) or (0, 0)))
+                pad = f", ({lo}, {hi})" if (lo, hi) != (0, 0) else ""
+                dims.append(f"Element({int(b.block_size)}{pad})")
+            elif tn == "BoundedSlice":
+                raise UnsupportedError(
+                    f"operand '{nm}': block dim pl.BoundedSlice({int(b.block_size)}) has no "
+                    ".pk form in this version of the export (Blocked, Element and "
+                    "Squeezed/None have)", loc, name)
             else:
                 raise UnsupportedError(
                     f"operand '{nm}': block dim {tn} has no .pk form in this version of the "
-                    "export (Blocked and Squeezed/None have)", loc, name)
+                    "export (Blocked, Element and Squeezed/None have)", loc, name)
         text += f"  block={_tuple(dims)}"
         idx = _index_map(bm, gnames, f"'{nm}'", loc, tuple(pre_names))
         text += f"  index={_tuple(gnames + pre_names)} -> {idx}" if grid else ""
@@ -1268,31 +1456,14 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                          else f"  buffered={int(n)}")
         lines.append((text, (_index_map_site(bm) or call_site) if n_pre else call_site))
     for k in range(n_in + n_out, len(names)):
-        aval = kj.invars[n_pre + k].aval
-        inner = getattr(aval, "inner_aval", aval)
-        ms = getattr(aval, "memory_space", None)
-        ms_name = str(getattr(ms, "name", ms) or "").lower()
-        sem_dt = str(getattr(inner, "dtype", "")).lower()
-        if "sem" in ms_name or "sem" in sem_dt:
-            kind = "dma_sem" if "dma" in sem_dt else "semaphore"
-            if len(inner.shape) > 1:
-                raise UnsupportedError(f"scratch '{names[k]}': a semaphore array of shape "
-                                       f"{tuple(inner.shape)} has no .pk form (one dim at most)",
-                                       loc, name)
-            shape = f"[{int(inner.shape[0])}]" if inner.shape else ""
-            lines.append((f"    scratch {names[k]}: {kind}{shape}", call_site))
-            continue
-        dt = _dtype(inner.dtype, f"scratch '{names[k]}'", loc)
-        text = f"    scratch {names[k]}: {dt}[{_shape(inner.shape)}]"
-        if "smem" in ms_name:
-            text += "  memory_space=smem"
-        lines.append((text, call_site))
+        lines.append((_scratch_line(names[k], kj.invars[n_pre + k].aval, loc, name), call_site))
     for i_in, i_out in p.get("input_output_aliases") or ():
         lines.append((f"    alias {names[i_in - n_pre]} -> {names[n_in + i_out]}", call_site))
     lines.append(("    body:", source))
 
     body = _Body(name, source)
     body.user_axes = user_axes
+    body.taken = taken
     env: dict = {}
     for k, v in enumerate(kj.invars):
         aval = v.aval
@@ -1304,8 +1475,9 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     body._indent = 2
     body.run(kj, env, 2)
     body.flush(2)
-    if not body.lines:
+    if body.no_statements(0):
         body.emit(2, "v0 = 0", source)
+    lines[-1:-1] = body.scoped  # before `body:`
     lines.extend(body.lines)
 
     text_lines, line_map = [], {}
@@ -1325,8 +1497,10 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         if hit is not None:
             sites.remove(hit)
         opaque.append((prim, src, hit[0] if hit else None))
+    drops = [k for k, t in enumerate(text_lines, start=1) if t.lstrip().startswith("# dropped: ")]
+    dropped = [(prim, src, line) for (prim, src), line in zip(body.dropped, drops)]
     return Kernel(name=name, text="\n".join(text_lines) + "\n", line_map=line_map, source=source,
-                  call_site=call_site, operands=operands, eqn=pc, opaque=opaque)
+                  call_site=call_site, operands=operands, eqn=pc, opaque=opaque, dropped=dropped)
 
 
 

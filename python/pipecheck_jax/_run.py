@@ -106,12 +106,7 @@ class _Evaluator:
                 sub = e.params.get("jaxpr")
                 nested = [j for v in e.params.values() for j in _jaxprs(v)]
                 if any(find_pallas_calls(j) for j in nested):
-                    if e.primitive.name not in ("pjit", "jit", "closed_call") or sub is None:
-                        raise UnsupportedError(
-                            f"run: a pallas_call inside '{e.primitive.name}' is not supported "
-                            "(only inside jit)")
-                    inner = sub.jaxpr if hasattr(sub, "consts") else sub
-                    outs = self.eval(inner, getattr(sub, "consts", []), invals)
+                    outs = self.control(e, invals)
                 else:
                     bp = e.primitive.get_bind_params(e.params)
                     subfuns, params = bp if isinstance(bp, tuple) else ((), bp)
@@ -121,6 +116,48 @@ class _Evaluator:
             for v, o in zip(e.outvars, outs):
                 env[v] = o
         return [read(v) for v in jaxpr.outvars]
+
+
+    def closed(self, sub, args):
+        """Evaluates a (closed) sub-jaxpr on args."""
+        inner = sub.jaxpr if hasattr(sub, "consts") else sub
+        return self.eval(inner, getattr(sub, "consts", []), list(args))
+
+    def control(self, e, invals):
+        """An equation whose sub-jaxprs make pallas_calls, run step by step on the actual
+        values, so that each pallas_call inside runs on its own inputs: jit and custom
+        derivative calls, cond/switch (the branch the index picks), scan and while."""
+        name, p = e.primitive.name, e.params
+        if name in ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call",
+                    "custom_vjp_call", "custom_vjp_call_jaxpr", "remat", "checkpoint"):
+            sub = p.get("jaxpr") or p.get("call_jaxpr") or p.get("fun_jaxpr")
+            if sub is not None:
+                return self.closed(sub, invals)
+        if name == "cond":
+            branches = p["branches"]
+            k = min(max(int(np.asarray(invals[0])), 0), len(branches) - 1)
+            return self.closed(branches[k], invals[1:])
+        if name == "scan":
+            nc, ncarry, length = p["num_consts"], p["num_carry"], int(p["length"])
+            consts, carry, xs = invals[:nc], invals[nc:nc + ncarry], invals[nc + ncarry:]
+            steps = range(length - 1, -1, -1) if p.get("reverse") else range(length)
+            ys = {}
+            for t in steps:
+                out = self.closed(p["jaxpr"], consts + list(carry) + [x[t] for x in xs])
+                carry, ys[t] = out[:ncarry], out[ncarry:]
+            stacked = []
+            for k, v in enumerate(e.outvars[ncarry:]):
+                stacked.append(jnp.stack([ys[t][k] for t in range(length)]) if length else
+                               jnp.zeros(v.aval.shape, v.aval.dtype))
+            return list(carry) + stacked
+        if name == "while":
+            cn, bn = p["cond_nconsts"], p["body_nconsts"]
+            cconsts, bconsts, carry = invals[:cn], invals[cn:cn + bn], invals[cn + bn:]
+            while bool(np.asarray(self.closed(p["cond_jaxpr"], cconsts + list(carry))[0])):
+                carry = self.closed(p["body_jaxpr"], bconsts + list(carry))
+            return list(carry)
+        raise UnsupportedError(f"run: a pallas_call inside '{name}' is not supported (jit, "
+                               "custom_jvp/vjp, cond, switch, scan and while are)")
 
 
 def _jaxprs(value):

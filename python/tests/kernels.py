@@ -391,3 +391,30 @@ def make_batched_scores(b=4, q=128, k=128, d=64, bb=2, interpret=False):
         )(qs, ks)
 
     return scores, [jax.ShapeDtypeStruct((b, q, d), f32), jax.ShapeDtypeStruct((b, k, d), f32)]
+
+
+# A halo: each block reads `halo` elements past its own (pl.Element with high padding), and
+# masks what lies beyond the array (the last block's halo is padding) to zero.
+def make_halo(n=1024, bs=128, halo=8, masked=True, interpret=False):
+    def halo_kernel(x_ref, o_ref):
+        x = x_ref[...]
+        if masked:
+            pos = pl.program_id(0) * bs + jax.lax.broadcasted_iota(jnp.int32, (bs + halo,), 0)
+            x = jnp.where(pos < n, x, 0.0)
+        o_ref[...] = x[:bs] + x[halo:]
+
+    def halo_sum(x):
+        return pl.pallas_call(
+            halo_kernel,
+            grid=(n // bs,),
+            in_specs=[pl.BlockSpec((pl.Element(bs + halo, (0, halo)),), lambda i: (i * bs,))],
+            out_specs=pl.BlockSpec((bs,), lambda i: (i,)),
+            out_shape=jax.ShapeDtypeStruct((n,), x.dtype),
+            interpret=interpret,
+        )(x)
+
+    return halo_sum, [jax.ShapeDtypeStruct((n,), f32)]
+
+
+def halo_reference(halo):
+    return lambda x: x + jnp.concatenate([x[halo:], jnp.zeros((halo,), x.dtype)])

@@ -89,21 +89,6 @@ def test_flash_attentions_select_kv_map_is_exported_exactly_and_verifies():
     pj.assert_verified(fn, *args)
 
 
-def test_element_block_dims_are_reported_unsupported():
-    def kernel(x_ref, o_ref):
-        o_ref[...] = x_ref[...]
-
-    def fn(x):
-        return pl.pallas_call(
-            kernel, grid=(2,),
-            in_specs=[pl.BlockSpec((pl.Element(8), 128), lambda i: (i * 8, 0))],
-            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
-            out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32))(x)
-
-    with pytest.raises(pj.UnsupportedError, match="block dim Element has no .pk form"):
-        pj.export(fn, jax.ShapeDtypeStruct((16, 128), jnp.float32))
-
-
 def test_a_kernel_with_a_bug_in_flash_attention_is_reported():
     # the kv reduction axis marked parallel: each core has its own m, l and acc
     fn, args = K.make_flash_fwd()

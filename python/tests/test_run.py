@@ -92,3 +92,55 @@ def test_a_batched_dot_general_exports_as_dot_general_verifies_and_runs_like_int
     r = pj.run(fn, *K.concrete(args, seed=3),
                reference=lambda q, k: jnp.einsum("bqd,bkd->bqk", q, k), rtol=1e-4, atol=1e-4)
     assert r.ok, str(r)
+
+
+def test_run_goes_through_cond_switch_scan_while_and_custom_vjp_around_the_pallas_call():
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    add, args = K.make_add(m=256, n=512)
+
+    def in_cond(x, y):
+        return jax.lax.cond(x[0, 0] > 0, add, lambda a, b: a - b, x, y)
+
+    def in_switch(x, y):
+        return jax.lax.switch(2, [lambda a, b: a, lambda a, b: b, add], x, y)
+
+    def in_scan(x, y):
+        return jax.lax.scan(lambda c, t: (add(c, y) * t, c.sum()), x, jnp.arange(1.0, 4.0))
+
+    def in_while(x, y):
+        return jax.lax.while_loop(lambda c: c[1] < 3, lambda c: (add(c[0], y), c[1] + 1),
+                                  (x, 0))[0]
+
+    @jax.custom_vjp
+    def in_vjp(x, y):
+        return add(x, y)
+
+    in_vjp.defvjp(lambda x, y: (add(x, y), None), lambda _, g: (g, g))
+
+    def scan_ref(x, y):
+        c, sums = np.asarray(x, np.float64), []
+        for t in (1.0, 2.0, 3.0):
+            sums.append(c.sum())
+            c = (c + y) * t
+        return [c, np.array(sums)]
+
+    x, y = (np.asarray(a) for a in K.concrete(args, seed=4))
+    cases = {
+        in_cond: lambda x, y: x + y if x[0, 0] > 0 else x - y,
+        in_switch: lambda x, y: x + y,
+        in_scan: scan_ref,
+        in_while: lambda x, y: x + 3 * y,
+        in_vjp: lambda x, y: x + y,
+    }
+    for fn, ref in cases.items():
+        for sign in (1.0, -1.0):  # both branches of in_cond
+            xs = (x * sign, y)
+            r = pj.run(fn, *xs, reference=ref, rtol=1e-4, atol=1e-3)
+            assert r.ok, f"{fn.__name__}: {r}"
+            assert r.pipecheck_exit == 0
+            # each pallas_call the values reach runs once: none in in_cond's other branch
+            calls = {in_scan: 3, in_while: 3, in_cond: int(xs[0][0, 0] > 0)}.get(fn, 1)
+            assert r.pipecheck_output.count("PASS") == calls, (fn.__name__, r.pipecheck_output)

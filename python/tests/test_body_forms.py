@@ -1,0 +1,367 @@
+"""Body forms beyond loads, stores and pl.when: lax.cond with results, lax.switch, masked loads
+and stores, pl.run_scoped scratch and debug_print."""
+
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+import pipecheck_jax as pj
+
+F32 = jax.ShapeDtypeStruct((32, 128), jnp.float32)
+
+
+def line_of(fn, needle):
+    lines, start = inspect.getsourcelines(fn)
+    for k, text in enumerate(lines):
+        if needle in text:
+            return start + k
+    raise AssertionError(f"{needle!r} not in {fn.__name__}")
+
+
+def rows(kernel, grid=4, scratch_shapes=(), semantics=None, out_index=lambda i: (i, 0)):
+    def fn(x):
+        return pl.pallas_call(
+            kernel, grid=(grid,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), out_index),
+            out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32),
+            scratch_shapes=list(scratch_shapes),
+            compiler_params=None if semantics is None else
+            pltpu.CompilerParams(dimension_semantics=semantics))(x)
+    return fn
+
+
+def data(shape=(32, 128), seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
+# --- lax.cond with results and lax.switch ----------------------------------------------------
+
+
+def cond_and_switch_kernel(x_ref, o_ref):
+    i = pl.program_id(0)
+    y = jax.lax.cond(i % 2 == 0, lambda x: x * 2.0, lambda x: x - 1.0, x_ref[...])
+    z, s = jax.lax.switch(i, [lambda: (x_ref[...] + 1.0, 1),
+                              lambda: (jnp.exp(x_ref[...]), 2),
+                              lambda: (x_ref[...] * 0.5, i)])
+    o_ref[...] = y + z + s
+
+
+def cond_and_switch_reference(x):
+    i = np.arange(32)[:, None] // 8
+    y = np.where(i % 2 == 0, x * 2.0, x - 1.0)
+    z = np.where(i == 0, x + 1.0, np.where(i == 1, np.exp(x), x * 0.5))
+    s = np.where(i == 0, 1, np.where(i == 1, 2, i))
+    return y + z + s
+
+
+def test_cond_with_results_and_switch_export_as_whens_that_rebind_locals():
+    fn = rows(cond_and_switch_kernel)
+    text = pj.export(fn, F32)
+    body = [t.split("  # ")[0].strip() for t in text.splitlines()]
+    # the results start as zeros of their type, then each branch binds them
+    assert "c2 = cast(broadcast_to(0, (8, 128)), f32)" in body, text
+    assert "when (program_id(0) % 2) == 0:" in body and "c2 = v1 * 2.0" in body, text
+    assert "when not ((program_id(0) % 2) == 0):" in body and "c2 = v1 - 1.0" in body, text
+    # switch: the clamped index, one when per branch
+    assert "v5 = min(max(program_id(0), 0), 2)" in body, text
+    for k, value in enumerate(("x_ref[...] + 1.0", "exp(x_ref[...])", "x_ref[...] * 0.5")):
+        assert f"when v5 == {k}:" in body and f"c3 = {value}" in body, text
+    assert "c4 = program_id(0)" in body, text
+    assert "o_ref[...] = (c2 + c3) + cast(c4, f32)" in body, text
+    pj.assert_verified(fn, F32)
+
+
+def test_cond_with_results_and_switch_run_like_interpret_and_the_reference():
+    r = pj.run(rows(cond_and_switch_kernel), data(), reference=cond_and_switch_reference,
+               rtol=1e-5, atol=1e-5)
+    assert r.ok, str(r)
+
+
+def test_a_bug_in_one_branch_of_a_cond_with_results_is_reported_at_that_branch():
+    def kernel(x_ref, o_ref, acc_ref):
+        i = pl.program_id(0)
+        y = jax.lax.cond(i == 0, lambda: x_ref[...],
+                         lambda: acc_ref[...] + x_ref[...])  # acc is never written
+        o_ref[...] = y
+
+    fn = rows(kernel, scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)])
+    r = pj.check(fn, F32)
+    assert r.exit_code == 1, str(r)
+    # grid point 0 takes the other branch: the read is reported from grid point 1 on
+    assert any(f.rule in ("uninitialized-read", "uninitialized-accumulator")
+               and "grid point (1,)" in f.message
+               and f.python[1] == line_of(kernel, "acc_ref[...] +") for f in r.findings), str(r)
+
+
+def test_a_switch_on_array_data_is_a_located_unsupported_error():
+    def kernel(x_ref, o_ref):
+        k = (x_ref[0, 0] > 0).astype(jnp.int32)
+        o_ref[...] = jax.lax.switch(k, [lambda: x_ref[...], lambda: -x_ref[...],
+                                        lambda: x_ref[...]])
+
+    with pytest.raises(pj.UnsupportedError) as err:
+        pj.export(rows(kernel), F32)
+    assert "a switch index computed from array data has no .pk form" in err.value.message
+    assert err.value.location.endswith(f":{line_of(kernel, 'jax.lax.switch')}")
+
+
+# --- masked loads and stores -----------------------------------------------------------------
+
+N_COLS = 1000  # not a multiple of the 128-wide blocks: the last block is partial
+
+
+def cols(kernel, out_cols=N_COLS, out_block=(8, 128), out_index=lambda i: (0, i),
+         semantics=None):
+    def fn(x):
+        return pl.pallas_call(
+            kernel, grid=(8,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (0, i))],
+            out_specs=pl.BlockSpec(out_block, out_index),
+            out_shape=jax.ShapeDtypeStruct((8, out_cols), jnp.float32),
+            compiler_params=None if semantics is None else
+            pltpu.CompilerParams(dimension_semantics=semantics))(x)
+    return fn
+
+
+COLS = jax.ShapeDtypeStruct((8, N_COLS), jnp.float32)
+
+
+def masked_kernel(x_ref, o_ref):
+    pos = pl.program_id(0) * 128 + jax.lax.broadcasted_iota(jnp.int32, (8, 128), 1)
+    m = pos < N_COLS
+    x = plgpu_load(x_ref, mask=m, other=0.0)
+    y = pltpu.load(x_ref.at[pl.ds(0, 8), :], mask=m)
+    pltpu.store(o_ref, x * 2.0 + y, mask=m)
+
+
+def plgpu_load(ref, **kw):
+    from jax.experimental.pallas import triton as pltriton
+
+    return pltriton.load(ref, **kw)
+
+
+def test_masked_loads_and_stores_export_to_where_forms_verify_and_run_like_interpret():
+    fn = cols(masked_kernel)
+    text = pj.export(fn, COLS)
+    body = [t.split("  # ")[0].strip() for t in text.splitlines()]
+    assert "v1 = ((program_id(0) * 128) + iota((8, 128), 1)) < 1000" in body, text
+    # other= gives where(mask, x, other); without it the load is x's memory; the store keeps
+    # the target where the mask does not hold
+    assert "o_ref[...] = where(v1, (where(v1, x_ref[...], 0.0) * 2.0) + x_ref[...], o_ref[...])" \
+        in body, text
+    pj.assert_verified(fn, COLS)
+    r = pj.run(fn, data((8, N_COLS)), reference=lambda x: x * 3.0)
+    assert r.ok, str(r)
+
+
+def reduce_kernel(mask_ok):
+    def masked_row_sum(x_ref, o_ref):
+        pos = pl.program_id(0) * 128 + jax.lax.broadcasted_iota(jnp.int32, (8, 128), 1)
+        m = (pos < N_COLS) if mask_ok else (pos <= N_COLS)
+        s = jnp.sum(plgpu_load(x_ref, mask=m, other=0.0), axis=1, keepdims=True)
+        o_ref[...] = jnp.broadcast_to(s, (8, 128))
+    return masked_row_sum
+
+
+def test_a_masked_load_whose_mask_keeps_the_padding_out_of_a_reduction_verifies():
+    pj.assert_verified(cols(reduce_kernel(True), out_cols=1024), COLS)
+
+
+def test_an_off_by_one_load_mask_lets_the_padding_into_a_reduction_and_is_reported():
+    kernel = reduce_kernel(False)
+    r = pj.check(cols(kernel, out_cols=1024), COLS)
+    assert r.exit_code == 1, str(r)
+    # the padding past column 1000 reaches the last block's sum, which is written out
+    assert any(f.rule == "uninitialized-read" and "grid point (7,)" in f.message
+               for f in r.findings), str(r)
+
+
+def halves(second_half_ok):
+    # Two grid points share one output block; each stores its half of the columns.
+    def halves_kernel(x_ref, o_ref):
+        i = pl.program_id(0)
+        col = jax.lax.broadcasted_iota(jnp.int32, (8, 128), 1)
+        lo = i * 64 if second_half_ok else 0
+        pltpu.store(o_ref, x_ref[...], mask=(col >= lo) & (col < lo + 64))
+
+    def fn(x):
+        return pl.pallas_call(
+            halves_kernel, grid=(2,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (0, i))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+            out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)))(x)
+    return halves_kernel, fn
+
+
+HALVES = jax.ShapeDtypeStruct((8, 256), jnp.float32)
+
+
+def test_masked_stores_that_together_write_a_shared_block_verify_and_run_like_interpret():
+    _, fn = halves(True)
+    text = pj.export(fn, HALVES)
+    assert "o_ref[...] = where(" in text and ", x_ref[...], o_ref[...])" in text, text
+    pj.assert_verified(fn, HALVES)
+    x = data((8, 256))
+    r = pj.run(fn, x, reference=lambda x: np.concatenate([x[:, :64], x[:, 192:]], axis=1))
+    assert r.ok, str(r)
+
+
+def test_masked_stores_that_leave_part_of_a_block_unwritten_are_reported_at_the_store():
+    kernel, fn = halves(False)
+    r = pj.check(fn, HALVES)
+    assert r.exit_code == 1, str(r)
+    assert any(f.python is not None and f.python[1] == line_of(kernel, "pltpu.store(")
+               for f in r.findings), str(r)
+
+
+def test_the_old_value_of_a_masked_swap_is_the_target_where_the_mask_holds_else_the_value():
+    from jax._src.pallas import primitives as pallas_primitives  # masked_swap, no public swap
+
+    def kernel(x_ref, o_ref):
+        col = jax.lax.broadcasted_iota(jnp.int32, (8, 128), 1)
+        o_ref[...] = jnp.full((8, 128), 3.0, jnp.float32)
+        old = pallas_primitives.swap(o_ref, None, x_ref[...] * 2.0, mask=col < 64)
+        o_ref[...] += old * 10.0
+
+    fn = rows(kernel, grid=4)
+    text = pj.export(fn, F32)
+    assert "v2 = where(iota((8, 128), 1) < 64, o_ref[...], v1)" in text, text
+    pj.assert_verified(fn, F32)
+    r = pj.run(fn, data(),
+               reference=lambda x: np.where(np.arange(128) < 64, 2 * x + 30.0, 20 * x + 3.0))
+    assert r.ok, str(r)
+
+
+# --- pl.run_scoped and debug_print -----------------------------------------------------------
+
+
+def scoped_kernel(x_ref, o_ref):
+    def double(tmp):
+        tmp[...] = x_ref[...] * 2.0
+        return tmp[...] + 1.0
+
+    y = pl.run_scoped(double, pltpu.VMEM((8, 128), jnp.float32))
+
+    def copy_in(tmp, sem):
+        pltpu.async_copy(x_ref, tmp, sem).wait()
+        o_ref[...] = y + tmp[...]
+
+    pl.run_scoped(copy_in, pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA(()))
+
+
+def test_run_scoped_buffers_become_scratch_declared_at_the_scope_and_run_like_interpret():
+    fn = rows(scoped_kernel)
+    k, = pj.export_kernels(fn, F32)
+    lines = k.text.splitlines()
+    decl = {t.split("  # ")[0].strip(): n for n, t in enumerate(lines, start=1)
+            if t.lstrip().startswith("scratch ")}
+    assert list(decl) == ["scratch tmp: f32[8, 128]", "scratch tmp2: f32[8, 128]",
+                          "scratch sem: dma_sem"], k.text
+    # each declaration is located at its pl.run_scoped call
+    assert k.line_map[decl["scratch tmp: f32[8, 128]"]][1] == \
+        line_of(scoped_kernel, "pl.run_scoped(double")
+    assert k.line_map[decl["scratch sem: dma_sem"]][1] == \
+        line_of(scoped_kernel, "pl.run_scoped(copy_in")
+    body = [t.split("  # ")[0].strip() for t in lines]
+    # the scope's value is read inside the scope, before the next one starts
+    assert body.index("v1 = tmp[...] + 1.0") < \
+        body.index("async_copy(x_ref[...], tmp2[...], sem).start()")
+    pj.assert_verified(fn, F32)
+    r = pj.run(fn, data(), reference=lambda x: 3.0 * x + 1.0)
+    assert r.ok, str(r)
+
+
+def test_a_run_scoped_buffer_read_before_it_is_written_is_reported_at_the_read():
+    def kernel(x_ref, o_ref):
+        def scope(tmp):
+            o_ref[...] = tmp[...] + x_ref[...]  # tmp starts undefined
+
+        pl.run_scoped(scope, pltpu.VMEM((8, 128), jnp.float32))
+
+    r = pj.check(rows(kernel), F32)
+    assert r.exit_code == 1, str(r)
+    assert any(f.rule in ("uninitialized-read", "uninitialized-accumulator")
+               and f.python[1] == line_of(kernel, "tmp[...] + x_ref") for f in r.findings), str(r)
+
+
+def test_run_scoped_with_collective_axes_is_a_located_unsupported_error():
+    from jax._src.pallas import primitives as pallas_primitives
+
+    def kernel(x_ref, o_ref):
+        def scope(tmp):
+            tmp[...] = x_ref[...]
+            o_ref[...] = tmp[...]
+
+        pallas_primitives.run_scoped(scope, pltpu.VMEM((8, 128), jnp.float32),
+                                     collective_axes=("x",))
+
+    try:
+        jax.make_jaxpr(rows(kernel))(F32)
+    except Exception:  # noqa: BLE001 - this jax does not trace it outside a mesh
+        pytest.skip("run_scoped(collective_axes=) does not trace outside a mesh in this jax")
+    with pytest.raises(pj.UnsupportedError, match="collective_axes"):
+        pj.export(rows(kernel), F32)
+
+
+def test_debug_print_is_left_out_with_a_note_at_its_python_line_and_its_reads_kept():
+    def kernel(x_ref, o_ref, acc_ref):
+        pl.debug_print("step {}", pl.program_id(0))
+        pl.debug_print("acc {}", acc_ref[0, 0])  # acc is never written: a real read of it
+        o_ref[...] = x_ref[...]
+
+    fn = rows(kernel, scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)])
+    k, = pj.export_kernels(fn, F32)
+    lines = k.text.splitlines()
+    assert "        # dropped: debug_print('step {}', program_id(0)) prints, writing no memory" \
+        in lines, k.text
+    assert "        # dropped: debug_print('acc {}', v1) prints, writing no memory" in lines
+    assert [(p, py[1]) for p, py, _ in k.dropped] == [
+        ("debug_print", line_of(kernel, '"step {}"')), ("debug_print", line_of(kernel, '"acc {}"'))]
+    assert all(lines[n - 1].lstrip().startswith("# dropped: debug_print") for _, _, n in k.dropped)
+    r = pj.check(fn, F32)
+    assert r.exit_code == 1, str(r)
+    assert any(f.python[1] == line_of(kernel, '"acc {}"') for f in r.findings), str(r)
+    step_line = line_of(kernel, '"step {}"')
+    assert (f"test_body_forms.py:{step_line}: note: 'debug_print' is left out of kernel "
+            f"{k.name}") in r.report(), r.report()
+
+
+def test_a_kernel_with_only_a_debug_print_of_values_verifies_and_runs():
+    def kernel(x_ref, o_ref):
+        y = x_ref[...] * 2.0
+        pl.debug_print("y {}", y[0, 0])
+        o_ref[...] = y
+
+    fn = rows(kernel)
+    pj.assert_verified(fn, F32)
+    r = pj.run(fn, data(), reference=lambda x: 2.0 * x)
+    assert r.ok, str(r)
+
+
+def test_a_when_or_loop_that_holds_only_a_debug_print_stays_a_valid_block():
+    def kernel(x_ref, o_ref):
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            pl.debug_print("first")
+
+        def body(t, c):
+            pl.debug_print("t {}", t)
+            return c
+
+        jax.lax.fori_loop(0, 3, body, 0)
+        o_ref[...] = x_ref[...]
+
+    fn = rows(kernel)
+    k, = pj.export_kernels(fn, F32)
+    assert len(k.dropped) == 2, k.text
+    for _, _, line in k.dropped:  # the block around each comment holds a statement too
+        following = k.text.splitlines()[line].split("  # ")[0]
+        assert following.strip().startswith("v") and following.strip().endswith("= 0"), k.text
+    pj.assert_verified(fn, F32)
