@@ -345,12 +345,17 @@ struct AddressUse {
 
   void use(const Expr &e) { ok = ok && !reads_name(e, tainted); }
 
+  // A table read may pick where a copy reads (an index, the start of a
+  // `ds`), never how much: a size from the table would change the bytes
+  // its waits count and what of the destination it fills.
   void source(const Expr &src) {
-    if (src.op == Op::Ref && eligible_source(src.name)) {
-      if (reads_name(src, tainted)) sources.insert(src.name);
-      return;
+    if (src.op != Op::Ref || !eligible_source(src.name)) return use(src);
+    for (const auto &a : src.args) {
+      if (!reads_name(a, tainted)) continue;
+      if (a.op == Op::Slice) return use(a);
+      if (a.op == Op::Call && a.name == "ds" && a.args.size() == 2) use(a.args[1]);
+      sources.insert(src.name);
     }
-    use(src);
   }
 
   void block(const Block &b) {

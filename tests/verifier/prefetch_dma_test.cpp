@@ -142,3 +142,20 @@ TEST(PrefetchDma, GivenTablesAreElaboratedInCopyAddresses) {
   ASSERT_EQ(bad.status, Status::violation) << bad.reason;
   EXPECT_EQ(bad.findings.at(0).rule, verifier::Rule::index_out_of_bounds);
 }
+
+TEST(PrefetchDma, ATableMayPickWhereACopyStartsButNotHowMuchItCopies) {
+  // ds(start, 8) rows from the pool: start + 8 <= 16 for every table in [0, 9).
+  const std::string start = kernel("prefetch pt: i32[8] in [0, 9)", "ds(pt[program_id(0)], 8), 0");
+  EXPECT_EQ(spec::prefetch_address_only(parse(start)).count("pt"), 1u);
+  EXPECT_EQ(check(start).status, Status::verified);
+  auto past = check(kernel("prefetch pt: i32[8] in [0, 10)", "ds(pt[program_id(0)], 8), 0"));
+  ASSERT_EQ(past.status, Status::violation) << past.reason;
+  EXPECT_NE(past.findings.at(0).message.find("slice 9:17 is out of bounds for dim 0 (extent 16)"),
+            std::string::npos)
+      << past.findings.at(0).message;
+  // A size read from the table is no static shape: bad input, located.
+  auto sized = spec::parse_and_validate(
+      spec::SourceFile::from_string("k.pk", kernel("prefetch pt: i32[8] in [0, 16)", "ds(pt[0], pt[1]), 0")));
+  ASSERT_FALSE(sized.errors.empty());
+  EXPECT_EQ(sized.errors[0].loc.line, 9);
+}
