@@ -367,13 +367,17 @@ private:
     return ctx_.all_of(c);
   }
 
-  smt::Bindings bindings(const std::vector<std::string> &params, const SymPoint &p) {
+  // `elements`: bind the open prefetch elements too (an expression that
+  // names none translates the same without them, and a long table's names
+  // cost a map insertion each).
+  smt::Bindings bindings(const std::vector<std::string> &params, const SymPoint &p, bool elements = true) {
     smt::Bindings b;
     for (std::size_t a = 0; a < params.size() && a < p.v.size(); ++a)
       b.names.emplace(params[a], p.v[a]);
     b.program_ids = p.v;
-    for (const auto &[n, t] : pf_names_)
-      b.names.emplace(n, t);
+    if (elements)
+      for (const auto &[n, t] : pf_names_)
+        b.names.emplace(n, t);
     b.num_programs = m_.grid;
     b.aux = aux_;
     return b;
@@ -409,7 +413,10 @@ private:
   }
 
   Term guard(const Effect &e, const SymPoint &p) {
-    auto b = bindings({}, p);
+    const bool elements =
+        !pf_names_.empty() &&
+        std::any_of(e.guards.begin(), e.guards.end(), [&](const auto &g) { return mentions_element(g); });
+    auto b = bindings({}, p, elements);
     std::vector<Term> c;
     for (const auto &g : e.guards) {
       auto t = tr(g, b);
