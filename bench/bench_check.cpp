@@ -17,6 +17,9 @@
 //   pipeline_n_1e6_over_n_8    a pipeline with N <= 1000000 vs N <= 8
 //   flash_attention_fwd_ms     corpus/kernels' causal flash attention forward with its kv
 //                              sub-block loop (target <= 100)
+//   paged_attention_page_table_ms  corpus/kernels' paged attention with body DMAs and a
+//                              page table described by constraints, at the upstream test's
+//                              shape (B = 6, P = 128, C = 32; target <= 1000)
 #include "spec/lower.hpp"
 #include "spec/parse.hpp"
 #include "spec/print.hpp"
@@ -123,6 +126,17 @@ int main() {
       std::printf("flash_attention_fwd: %s in %.1f ms\n",
                   verifier::to_string(verifier::check(u, opts).status), flash_ms);
     }
+  double paged_ms = 0;
+  std::string paged_verdict = "missing";
+  for (const auto &u : units)
+    if (auto *k = std::get_if<spec::KernelSpec>(&u); k && k->name == "paged_attention_page_table") {
+      verifier::CheckOptions upstream = opts;
+      upstream.overrides = {{"B", 6}, {"P", 128}, {"C", 32}};
+      paged_ms = time_ms([&] { (void)verifier::check(u, upstream); }, 3);
+      paged_verdict = verifier::to_string(verifier::check(u, upstream).status);
+      std::printf("paged_attention_page_table (B = 6, P = 128, C = 32): %s in %.1f ms\n",
+                  paged_verdict.c_str(), paged_ms);
+    }
 
   Unit small = parse_units("small.pk", sum_kernel(2, 2, 2)).at(0);
   Unit big = parse_units("big.pk", sum_kernel(64, 128, 128)).at(0);
@@ -181,10 +195,11 @@ int main() {
       "\"grid_2e20_verdict\": \"%s\", \"grid_2e16_ms\": %.1f, \"cut_off_2e16_ms\": %.1f, "
       "\"symbolic_speedup_vs_enumeration_2e20\": %.1f, \"pipeline_median_ms\": %.3f, "
       "\"pipeline_n_1e6_over_n_8\": %.3f, \"lower_lines_2e20_over_8\": %.3f, \"lower_2e20_ms\": %.3f, "
-      "\"flash_attention_fwd_ms\": %.1f}\n",
+      "\"flash_attention_fwd_ms\": %.1f, \"paged_attention_page_table_ms\": %.1f, "
+      "\"paged_attention_page_table_verdict\": \"%s\"}\n",
       median(kernel_ms), max_kernel_ms, median(spec_only_ms), small_ms > 0 ? big_ms / small_ms : 0,
       verifier::to_string(big_v.status), largest_ms, walk_ms, big_ms > 0 ? enum_ms / big_ms : 0,
       median(pipeline_ms), p8 > 0 ? p1e6 / p8 : 0, lines_small > 0 ? lines_big / lines_small : 0,
-      lower_big_ms, flash_ms);
+      lower_big_ms, flash_ms, paged_ms, paged_verdict.c_str());
   return 0;
 }

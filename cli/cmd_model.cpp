@@ -51,11 +51,15 @@ void text(std::ostream &os, const std::string &path, const perf::Model &m) {
      << " TFLOP/s)\n";
   os << "  " << m.steps << (m.pipeline ? " compute steps; " : " grid steps; ") << m.flops_step
      << " flops per step, " << bytes(m.bytes) << " moved in all\n";
-  for (const auto &o : m.operands)
-    os << "  " << (o.role == spec::Role::in ? "in  " : "out ") << o.name << ": block " << bytes(o.block_bytes)
-       << ", " << o.copies << (o.copies == 1 ? " copy" : " copies")
-       << (m.pipeline ? ", " : " (when its block changes), ") << bytes(o.bytes) << " = "
-       << perf::format_seconds(o.seconds) << "\n";
+  for (const auto &o : m.operands) {
+    os << "  " << (o.role == spec::Role::in ? "in  " : "out ") << o.name;
+    if (o.body_copies)
+      os << ": memory_space=any, " << o.copies << (o.copies == 1 ? " copy" : " copies") << " by the body, ";
+    else
+      os << ": block " << bytes(o.block_bytes) << ", " << o.copies << (o.copies == 1 ? " copy" : " copies")
+         << (m.pipeline ? ", " : " (when its block changes), ");
+    os << bytes(o.bytes) << " = " << perf::format_seconds(o.seconds) << "\n";
+  }
   os << "  predicted " << perf::format_seconds(m.seconds) << ": " << perf::to_string(m.bound) << "-bound"
      << (m.bound == perf::Bound::compute ? ""
          : m.latency_bound               ? ", by latency: each copy's alpha is not hidden"
@@ -118,7 +122,8 @@ nlohmann::json json(const std::string &path, const perf::Model &m) {
                              {"array_bytes", o.array_bytes},
                              {"copies", o.copies},
                              {"bytes", o.bytes},
-                             {"seconds", o.seconds}});
+                             {"seconds", o.seconds},
+                             {"body_copies", o.body_copies}});
   j["dominant"] = m.dominant ? nlohmann::json(m.operands[*m.dominant].name) : nlohmann::json(nullptr);
   j["alternatives"] = nlohmann::json::array();
   for (const auto &a : m.alternatives) {

@@ -162,6 +162,13 @@ public:
     auto &tr = t_.traffic.at((in ? a.dst_filled : a.src_read).buffer);
     (in ? tr.copies_in : tr.copies_out) += 1;
     (in ? tr.bytes_in : tr.bytes_out) += bytes;
+    // The HBM side too: a body DMA's memory_space=any operand has no window.
+    const int hbm = (in ? a.src_read : a.dst_filled).buffer;
+    if (p_.buffers.at(hbm).kind == spec::BufferKind::hbm) {
+      auto &h = t_.traffic.at(hbm);
+      (in ? h.copies_in : h.copies_out) += 1;
+      (in ? h.bytes_in : h.bytes_out) += bytes;
+    }
   }
   void on_wait(const spec::Stmt &, const std::optional<spec::StepRef> &,
                const std::vector<int> &retired) override {
@@ -382,18 +389,23 @@ ModelResult model_one(const spec::KernelSpec &k, const ModelOptions &o) {
   for (const auto &b : lowered->bindings) {
     if (b.role == spec::Role::scratch) continue;
     auto i = km.operand_index(b.operand);
-    if (!i || !km.operands[*i].windowed) continue;
+    if (!i) continue;
     const auto &x = km.operands[*i];
+    // A memory_space=any operand moves what the body's DMAs copy of it.
+    const bool by_hand = !x.windowed && !b.hbm.empty();
+    if (!x.windowed && !by_hand) continue;
     OperandCost c;
     c.name = x.name;
     c.role = x.role;
-    c.block_bytes = x.block_bytes();
+    c.block_bytes = by_hand ? 0 : x.block_bytes();
+    c.body_copies = by_hand;
     c.array_bytes = spec::saturating_mul(elements(x.shape), spec::dtype_bytes(x.dtype));
     for (const auto &tr : tm.traffic)
-      if (tr.buffer == b.window) {
+      if (tr.buffer == (by_hand ? b.hbm : b.window)) {
         c.copies = tr.copies_in + tr.copies_out;
         c.bytes = spec::saturating_add(tr.bytes_in, tr.bytes_out);
       }
+    if (by_hand && c.copies == 0) continue;
     c.seconds = static_cast<double>(c.bytes) / m.machine.beta_bytes_per_s;
     m.bytes = spec::saturating_add(m.bytes, c.bytes);
     m.operands.push_back(std::move(c));
@@ -405,7 +417,8 @@ ModelResult model_one(const spec::KernelSpec &k, const ModelOptions &o) {
     for (std::size_t i = 1; i < m.operands.size(); ++i)
       if (m.operands[i].bytes > m.operands[d].bytes) d = i;
     m.dominant = d;
-    if (o.alternatives) m.alternatives = alternatives(k, o, m, km);
+    // A larger block or another buffer means nothing for copies by hand.
+    if (o.alternatives && !m.operands[d].body_copies) m.alternatives = alternatives(k, o, m, km);
   }
   r.model = std::move(m);
   return r;

@@ -87,7 +87,10 @@ struct Timing {
   double last_compute_end = 0;
   std::int64_t flops = 0;
   std::int64_t copies = 0;
-  std::vector<Traffic> traffic; ///< per buffer that any copy touched, in buffer order
+  /// Per buffer that any copy touched, in buffer order: a copy counts for its
+  /// SRAM side (the window) and, when the other side is an hbm buffer, for
+  /// that buffer too (a body DMA's memory_space=any operand).
+  std::vector<Traffic> traffic;
   /// Per grid step (the first kTimelineSteps): when its compute ran.
   std::vector<StepTime> steps;
   static constexpr std::size_t kTimelineSteps = 1024;
@@ -112,6 +115,9 @@ struct OperandCost {
   std::int64_t copies = 0; ///< copies in plus copies out (a block copied when it changes)
   std::int64_t bytes = 0;  ///< bytes moved in and out
   double seconds = 0;      ///< bytes / beta
+  /// A memory_space=any operand the body copies by hand (async_copy,
+  /// sync_copy): copies and bytes are those copies' (block_bytes is 0).
+  bool body_copies = false;
 };
 
 /// A variant of the kernel the model tried (a larger block, deeper buffering).
@@ -147,7 +153,8 @@ struct Model {
   /// copy_seconds and compute_seconds: the copies' alpha is not hidden (the
   /// guide's latency-bound case, which more buffers fix).
   bool latency_bound = false;
-  std::vector<OperandCost> operands;     ///< windowed ins and outs, in declaration order
+  /// Windowed ins and outs, and memory_space=any ones the body copies, in declaration order.
+  std::vector<OperandCost> operands;
   std::optional<std::size_t> dominant;   ///< the operand moving the most bytes (memory-bound only)
   std::int64_t sram_bytes = 0;           ///< the footprint (verifier/rules sram_bytes)
   std::int64_t sram_budget = 0;          ///< the target's budget

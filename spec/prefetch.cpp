@@ -299,6 +299,134 @@ bool prefetch_equality_only(const KernelSpec &k, const Env &params) {
   return true;
 }
 
+namespace {
+
+// Which names an expression reads: refs (`ids[e]`) and plain names.
+bool reads_name(const Expr &e, const std::set<std::string> &names) {
+  if ((e.op == Op::Ref || e.op == Op::Name) && names.count(e.name)) return true;
+  for (const auto &a : e.args)
+    if (reads_name(a, names)) return true;
+  return false;
+}
+
+// The address-only analysis of prefetch_address_only: `tainted` holds the
+// arrays and every integer local computed from one (flow-insensitive, so a
+// local is tainted wherever its name is bound); `ok` turns false at any read
+// of a tainted name outside a DMA source's subscripts.
+struct AddressUse {
+  const KernelSpec &k;
+  std::set<std::string> tainted;
+  std::set<std::string> sources; // operands a DMA may read from with tainted subscripts
+  bool ok = true;
+
+  bool eligible_source(const std::string &name) const {
+    const Operand *o = k.operand(name);
+    if (!o || o->role != Role::in || o->memory_space != MemorySpace::any) return false;
+    for (const auto &a : k.aliases)
+      if (a.input == name || a.output == name) return false;
+    return true;
+  }
+
+  // Lets that read a tainted name taint theirs, until nothing changes.
+  bool spread(const Block &b) {
+    bool grew = false;
+    for (const auto &s : b) {
+      if (auto *l = std::get_if<Let>(&s.kind)) {
+        if (!tainted.count(l->name) && reads_name(l->value, tainted)) grew = tainted.insert(l->name).second;
+      } else if (auto *f = std::get_if<If>(&s.kind)) {
+        grew = spread(f->then_body) || grew;
+        grew = spread(f->else_body) || grew;
+      } else if (auto *f = std::get_if<For>(&s.kind)) {
+        grew = spread(f->body) || grew;
+      }
+    }
+    return grew;
+  }
+
+  void use(const Expr &e) { ok = ok && !reads_name(e, tainted); }
+
+  // A table read may pick where a copy reads (an index, the start of a
+  // `ds`), never how much: a size from the table would change the bytes
+  // its waits count and what of the destination it fills.
+  void source(const Expr &src) {
+    if (src.op != Op::Ref || !eligible_source(src.name)) return use(src);
+    for (const auto &a : src.args) {
+      if (!reads_name(a, tainted)) continue;
+      if (a.op == Op::Slice) return use(a);
+      if (a.op == Op::Call && a.name == "ds" && a.args.size() == 2) use(a.args[1]);
+      sources.insert(src.name);
+    }
+  }
+
+  void block(const Block &b) {
+    for (const auto &s : b) {
+      if (auto *a = std::get_if<Assign>(&s.kind)) {
+        use(a->target);
+        use(a->value);
+      } else if (std::holds_alternative<Let>(s.kind)) {
+        // A tainted local's value is only ever read where its uses are.
+      } else if (auto *f = std::get_if<If>(&s.kind)) {
+        use(f->cond);
+        block(f->then_body);
+        block(f->else_body);
+      } else if (auto *f = std::get_if<For>(&s.kind)) {
+        use(f->lo);
+        use(f->hi);
+        block(f->body);
+      } else if (auto *d = std::get_if<Dma>(&s.kind)) {
+        // A wait's source is no part of it (lowering drops it, as dma_wait).
+        if (d->action != DmaAction::signal && d->action != DmaAction::sem_wait)
+          source(d->src);
+        else
+          use(d->src);
+        use(d->dst);
+        use(d->sem);
+        use(d->n);
+      } else {
+        ok = false; // a statement of another kind: not known not to read them
+      }
+    }
+  }
+
+  // A source that some DMA writes is not read-only.
+  void written(const Block &b) {
+    for (const auto &s : b) {
+      if (auto *f = std::get_if<If>(&s.kind)) {
+        written(f->then_body);
+        written(f->else_body);
+      } else if (auto *f = std::get_if<For>(&s.kind)) {
+        written(f->body);
+      } else if (auto *d = std::get_if<Dma>(&s.kind)) {
+        const Expr &dst = d->dst;
+        if ((dst.op == Op::Ref || dst.op == Op::Name) && sources.count(dst.name)) ok = false;
+      }
+    }
+  }
+};
+
+} // namespace
+
+std::set<std::string> prefetch_address_only(const KernelSpec &k) {
+  std::set<std::string> out;
+  const std::size_t grid_rank = k.grid ? k.grid->size() : 0;
+  for (std::size_t i = 0; i < k.prefetches.size(); ++i) {
+    const Prefetch &p = k.prefetches[i];
+    bool in_map = false;
+    for (const auto &o : k.operands)
+      if (o.index_map && o.index_map->params.size() > grid_rank + i)
+        for (const auto &r : o.index_map->results)
+          in_map = in_map || reads_name(r, {o.index_map->params[grid_rank + i]});
+    if (in_map) continue;
+    AddressUse u{k, {p.name}, {}, true};
+    while (u.spread(k.body)) {
+    }
+    u.block(k.body);
+    u.written(k.body);
+    if (u.ok) out.insert(p.name);
+  }
+  return out;
+}
+
 std::optional<PrefetchContents> pick_prefetch(const PrefetchSpace &s, std::uint64_t seed, std::string &why) {
   std::mt19937_64 rng(seed);
   PrefetchContents out;
@@ -351,8 +479,11 @@ public:
   static Expr tree(const Expr &idx, const std::vector<Expr> &leaves, std::size_t lo, std::size_t hi, Loc l) {
     if (hi - lo == 1) return leaves[lo];
     const std::size_t mid = lo + (hi - lo) / 2;
+    Expr a = tree(idx, leaves, lo, mid, l), b = tree(idx, leaves, mid, hi, l);
+    // Equal contents need no choice: a run of one value is one leaf.
+    if (a.op == Op::Int && b.op == Op::Int && a.int_value == b.int_value) return a;
     Expr c = Expr::binary(Op::Lt, idx, Expr::integer(static_cast<std::int64_t>(mid), l), l);
-    return Expr::call("where", {c, tree(idx, leaves, lo, mid, l), tree(idx, leaves, mid, hi, l)}, l);
+    return Expr::call("where", {c, std::move(a), std::move(b)}, l);
   }
 
   // ids[idx] as `where(0 <= idx < n, tree, poison)`.
@@ -391,6 +522,10 @@ public:
         f->lo = expr(f->lo, names);
         f->hi = expr(f->hi, names);
         block(f->body, names);
+      } else if (auto *d = std::get_if<Dma>(&s.kind)) {
+        // A page table read in a copy's subscripts (paged attention).
+        for (Expr *e : {&d->src, &d->dst, &d->sem, &d->n})
+          *e = expr(*e, names);
       }
     }
   }

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,17 @@ std::optional<std::vector<PrefetchContents>> prefetch_patterns(const PrefetchSpa
 /// none), of an unaliased operand, along a dim its block divides (so equal
 /// indices name the same block and unequal ones disjoint whole blocks).
 bool prefetch_equality_only(const KernelSpec &k, const Env &params);
+
+/// The prefetch arrays of `k` that the lowered program reads only as
+/// addresses to copy from: no index map reads them, and in the body every
+/// read (directly, or through integer locals computed from one) is a
+/// subscript of the source of a body DMA (`async_copy`, `sync_copy`) from an
+/// unaliased `in` operand with memory_space=any that no DMA writes. Nothing
+/// writes such a source, so which of its elements a copy reads changes no
+/// race, wait or semaphore of the program; only whether the subscript lies
+/// inside the array, which the spec rules decide for every allowed contents
+/// (paged attention's page table).
+std::set<std::string> prefetch_address_only(const KernelSpec &k);
 
 /// Allowed contents for the arrays that are not given, drawn with `seed`;
 /// nullopt (with `why`) when none is found.

@@ -264,6 +264,36 @@ std::pair<int, std::string> cli(const std::string &args) {
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
 }
 
+TEST(Model, BodyDmasOfAMemorySpaceAnyOperandCountTheirBytes) {
+  // Each step copies one 8 x 128 f32 page (4 KiB) by hand from a pool in
+  // HBM, through one semaphore: 8 copies, 32 KiB, beside o's 8 write-backs.
+  const char *text = R"(kernel gather:
+    grid = (8,)
+    in  kp: f32[16, 8, 128]  memory_space=any
+    out o: f32[8, 8, 128]  block=(None, 8, 128)  index=(i) -> (i, 0, 0)
+    scratch buf: f32[8, 128]
+    scratch sem: dma_sem
+    body:
+        c = async_copy(kp[15 - program_id(0)], buf, sem)
+        c.start()
+        c.wait()
+        o[...] = buf[...]
+)";
+  perf::ModelOptions o;
+  o.machine = perf::Machine{0, 4096, 1e12};
+  auto m = model(kernel(text), o);
+  ASSERT_EQ(m.operands.size(), 2u);
+  EXPECT_EQ(m.operands[0].name, "kp");
+  EXPECT_TRUE(m.operands[0].body_copies);
+  EXPECT_EQ(m.operands[0].copies, 8);
+  EXPECT_EQ(m.operands[0].bytes, 8 * 4096);
+  EXPECT_DOUBLE_EQ(m.operands[0].seconds, 8);
+  EXPECT_EQ(m.operands[1].name, "o");
+  EXPECT_FALSE(m.operands[1].body_copies);
+  EXPECT_EQ(m.bytes, 2 * 8 * 4096);
+  EXPECT_DOUBLE_EQ(m.copy_seconds, 16);
+}
+
 TEST(ModelCommand, PrintsTheModelOfEveryKernelOfAFileAsTextOrJson) {
   auto [rc, out] =
       cli("model corpus/examples/guide_elementwise.pk --kernel add_matrices_pipelined --format json");

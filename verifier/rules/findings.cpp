@@ -448,6 +448,19 @@ Finding out_of_bounds_finding(const KernelModel &m, std::size_t op, const Point 
   return f;
 }
 
+Finding copy_address_finding(const KernelModel &m, const CopyAddress &a, const Point &p,
+                             const std::string &detail, int dim) {
+  const auto &o = m.operands[a.operand];
+  const std::string what = std::string(a.source ? "a copy from '" : "a copy into '") + o.name + "'";
+  Finding f = make(Rule::index_out_of_bounds, a.loc,
+                   what + " (memory_space=any) at grid point " + format_tuple(p) + ": " + detail);
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"grid_point", p});
+  if (dim >= 0) f.witness.items.push_back({"dim", static_cast<std::int64_t>(dim)});
+  f.notes.push_back(note(a.loc, "at grid point " + format_tuple(p) + ", " + what + ": " + detail));
+  return f;
+}
+
 Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Point &p, const Point &q) {
   const auto &o = m.operands[op];
   std::string b = block_str(m, op, p);

@@ -82,6 +82,10 @@ CarryUse carry_use(const KernelModel &, std::size_t op);
 /// scratch (TPU: the whole grid shares it; Mosaic GPU: each CTA has its own).
 bool scratch_shared_across_parallel_axes(const KernelModel &);
 Finding not_covered_finding(const KernelModel &, std::size_t op, const Point &block, const Box &cell);
+/// index-out-of-bounds of a body copy's HBM address at grid point `p`:
+/// `detail` is spec::subscript's error, `dim` its array dim.
+Finding copy_address_finding(const KernelModel &, const CopyAddress &, const Point &p,
+                             const std::string &detail, int dim);
 Finding alias_finding(const KernelModel &, const AliasModel &, const Point &written, const Point &read);
 
 /// uninitialized-accumulator on the kept reads (Effect::keep) of output

@@ -404,10 +404,11 @@ struct Builder {
   // start (or sync_copy) reads the source and writes the destination; waits
   // and semaphores touch no data. An HBM-side ref is no access of the body's
   // (DMAs are how HBM is reached); the race checker sees the rest.
-  std::map<std::string, spec::Dma> descriptors;
+  // Into the spec, which outlives the model.
+  std::map<std::string, const spec::Dma *> descriptors;
   void dma(const spec::Dma &d, const std::vector<Expr> &guards, const spec::Loc &loc) {
     if (d.action == spec::DmaAction::bind) {
-      descriptors[d.descriptor] = d;
+      descriptors[d.descriptor] = &d;
       return;
     }
     if (d.action != spec::DmaAction::start && d.action != spec::DmaAction::sync_copy) return;
@@ -415,7 +416,7 @@ struct Builder {
     if (!d.descriptor.empty()) {
       auto it = descriptors.find(d.descriptor);
       if (it == descriptors.end()) return;
-      c = &it->second;
+      c = it->second;
     }
     auto hbm_side = [&](const Expr &r) {
       auto i = m.operand_index(r.name);
@@ -426,6 +427,20 @@ struct Builder {
     auto as_ref = [](const Expr &r) {
       return r.op == Op::Name ? Expr::ref(r.name, {Expr::leaf(Op::Ellipsis, r.loc)}, r.loc) : r;
     };
+    auto address = [&](const Expr &r, bool source) {
+      auto i = r.op == Op::Ref ? m.operand_index(r.name) : std::nullopt;
+      if (!i) return;
+      CopyAddress a;
+      a.operand = *i;
+      a.ref = &r;
+      a.locals = int_locals;
+      a.guards = guards;
+      a.source = source;
+      a.loc = loc;
+      m.copy_addresses.push_back(std::move(a));
+    };
+    if (hbm_side(c->src)) address(c->src, true);
+    if (hbm_side(c->dst)) address(c->dst, false);
     if (!hbm_side(c->src)) scan_value(as_ref(c->src), guards, loc);
     if (!hbm_side(c->dst)) {
       const Expr dst = as_ref(c->dst);

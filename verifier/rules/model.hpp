@@ -10,6 +10,7 @@
 #include "spec/ir.hpp"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -62,6 +63,23 @@ struct Contraction {
   spec::Loc loc;
 };
 
+/// The `memory_space=any` side of a body DMA (an HBM address: a copy's
+/// source or destination), under the guards of the statement that starts
+/// it. The race checker decides its bounds on the lowered program; where its
+/// subscripts read open prefetch contents (a page table), the symbolic rules
+/// decide them for every allowed contents.
+struct CopyAddress {
+  std::size_t operand = 0;         ///< index into KernelModel::operands
+  const spec::Expr *ref = nullptr; ///< Op::Ref, as written (after prefetch elaboration); in the spec
+  /// The integer locals its subscripts may name, params and other locals
+  /// substituted (kept apart: a prefetch read is a large `where` tree, and
+  /// substituting into it at every unrolled copy would cost its size each).
+  std::map<std::string, spec::Expr> locals;
+  std::vector<spec::Expr> guards; ///< as Effect::guards
+  bool source = true;             ///< the copy reads it (else writes it)
+  spec::Loc loc;                  ///< the statement that starts the copy
+};
+
 struct AliasModel {
   std::size_t input = 0, output = 0;
   spec::Loc loc;
@@ -82,6 +100,7 @@ struct KernelModel {
   /// Mosaic GPU: the CTA axes (spec::cta_axes); empty on TPU. Each CTA has
   /// its own scratch, so a scratch written in one CTA is not written in another.
   std::vector<bool> cta_axes;
+  std::vector<CopyAddress> copy_addresses;
 
   std::optional<std::size_t> operand_index(const std::string &) const;
   bool is_aliased_input(std::size_t operand) const;

@@ -1,9 +1,11 @@
 #include "verifier/rules/symbolic.hpp"
 
+#include "spec/place.hpp"
 #include "spec/prefetch.hpp"
 #include "verifier/rules/findings.hpp"
 #include "verifier/smt/smt.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <functional>
 #include <optional>
@@ -76,6 +78,7 @@ public:
     }
     for (const auto &a : m_.aliases)
       alias(a);
+    if (env_ && !pf_arrays_.empty()) copy_addresses();
     auto structural = structural_findings(
         m_, out_.unknown, [&](std::size_t e, std::size_t d) { return reads_last_block(m_.effects[e], d); });
     out_.findings.insert(out_.findings.end(), structural.begin(), structural.end());
@@ -122,6 +125,209 @@ private:
     }
   }
 
+  bool mentions_element(const spec::Expr &e) const {
+    if (e.op == spec::Op::Name && pf_names_.count(e.name)) return true;
+    for (const auto &a : e.args)
+      if (mentions_element(a)) return true;
+    return false;
+  }
+
+  // `e` at one grid point: program_id bound, every closed subexpression
+  // evaluated and `where` with a known condition replaced by its branch, so
+  // that a prefetch read (a `where` tree over its index) becomes the one
+  // element it reads.
+  spec::Expr fold(const spec::Expr &e, const spec::Env &env, const Point &p,
+                  const std::map<std::string, spec::Expr> &locals = {}) const {
+    using spec::Op;
+    if (e.op == Op::Int) return e;
+    if (e.op == Op::Name) {
+      if (auto l = locals.find(e.name); l != locals.end()) return fold(l->second, env, p);
+      auto it = env.find(e.name);
+      return it == env.end() ? e : spec::Expr::integer(it->second, e.loc);
+    }
+    if (e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs") && e.args.size() == 1 &&
+        e.args[0].op == Op::Int && e.args[0].int_value >= 0 &&
+        static_cast<std::size_t>(e.args[0].int_value) < p.size()) {
+      const auto a = static_cast<std::size_t>(e.args[0].int_value);
+      return spec::Expr::integer(e.name == "program_id" ? p[a] : m_.grid[a], e.loc);
+    }
+    if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3 && e.kwarg_names.empty()) {
+      spec::Expr c = fold(e.args[0], env, p, locals);
+      if (c.op == Op::Int) return fold(e.args[c.int_value != 0 ? 1 : 2], env, p, locals);
+    }
+    // Built node by node: copying `e` would copy whole `where` trees.
+    spec::Expr out;
+    out.op = e.op;
+    out.int_value = e.int_value;
+    out.float_value = e.float_value;
+    out.name = e.name;
+    out.kwarg_names = e.kwarg_names;
+    out.loc = e.loc;
+    bool closed = true;
+    for (const auto &a : e.args) {
+      out.args.push_back(fold(a, env, p, locals));
+      closed = closed && out.args.back().op == Op::Int;
+    }
+    const bool value = out.op != Op::Ref && out.op != Op::Slice && !(out.op == Op::Call && out.name == "ds");
+    if (closed && value)
+      if (auto v = spec::evaluate(out, env).value) return spec::Expr::integer(*v, e.loc);
+    return out;
+  }
+
+  // Whether subscript `a` of a ref lies inside array extent `n`
+  // (spec/place.hpp's rule), as a solver term.
+  Term in_extent(const spec::Expr &a, std::int64_t n, const smt::Bindings &b) {
+    using spec::Op;
+    if (a.op == Op::Slice) {
+      Term lo = ctx_.num(0), hi = ctx_.num(n);
+      if (!a.args.empty() && a.args[0].op != Op::None)
+        if (auto t = tr(a.args[0], b)) lo = *t;
+      if (a.args.size() >= 2 && a.args[1].op != Op::None)
+        if (auto t = tr(a.args[1], b)) hi = *t;
+      return lo >= 0 && lo <= hi && hi <= n;
+    }
+    if (a.op == Op::Call && a.name == "ds" && a.args.size() == 2 && a.kwarg_names.empty()) {
+      auto start = tr(a.args[0], b), size = tr(a.args[1], b);
+      if (!start || !size) return ctx_.boolean(false);
+      return *start >= 0 && *size >= 0 && *start + *size <= n;
+    }
+    auto t = tr(a, b);
+    if (!t) return ctx_.boolean(false);
+    return *t >= 0 && *t < n;
+  }
+
+  // index-out-of-bounds of a body copy's HBM address that reads open
+  // prefetch contents: at every grid point (enumerated, so that each
+  // prefetch read folds to the element it reads), under the copy's guards,
+  // every subscript lies inside its dim for every allowed contents. One
+  // query for them all; a witness is mapped back to the first copy in run
+  // order that it puts out of bounds.
+  void copy_addresses() {
+    constexpr std::int64_t kMaxPoints = 1 << 16;
+    std::vector<std::size_t> open;
+    for (std::size_t i = 0; i < m_.copy_addresses.size(); ++i) {
+      const auto &a = m_.copy_addresses[i];
+      bool reads = mentions_element(*a.ref);
+      for (const auto &g : a.guards)
+        reads = reads || mentions_element(g);
+      if (reads) open.push_back(i);
+    }
+    if (open.empty()) return;
+    const std::int64_t points = m_.num_points();
+    if (points > kMaxPoints) {
+      out_.unknown.push_back(
+          "index-out-of-bounds of copy addresses that read prefetch contents: the grid has " +
+          std::to_string(points) + " points, more than the " + std::to_string(kMaxPoints) +
+          " it is decided on");
+      return;
+    }
+    // The model's env holds the contents of the last witness: fold without them.
+    spec::Env params = m_.env;
+    for (const auto &[n, t] : pf_names_)
+      params.erase(n);
+    struct Instance {
+      std::size_t address;
+      Point p;
+      std::vector<spec::Expr> guards;
+      spec::Expr ref;
+    };
+    std::vector<Instance> instances;
+    std::vector<Term> bad;
+    const smt::Bindings b = bindings({}, SymPoint{});
+    for (std::int64_t k = 0; k < points; ++k) {
+      const Point p = spec::grid_point(m_.grid, {}, k);
+      for (std::size_t i : open) {
+        const auto &a = m_.copy_addresses[i];
+        Instance in{i, p, {}, {}};
+        bool never = false;
+        std::vector<Term> c;
+        for (const auto &g : a.guards) {
+          spec::Expr x = fold(g, params, p);
+          if (x.op == spec::Op::Int) {
+            never = never || x.int_value == 0;
+            continue;
+          }
+          auto t = tr(x, b);
+          if (t) c.push_back(smt::truthy(*t));
+          in.guards.push_back(std::move(x));
+        }
+        if (never) continue;
+        in.ref = fold(*a.ref, params, p, a.locals);
+        std::vector<bool> ellipsis;
+        for (const auto &sub : in.ref.args)
+          ellipsis.push_back(sub.op == spec::Op::Ellipsis);
+        const auto &shape = m_.operands[a.operand].shape;
+        auto dims = spec::subscript_dims(shape.size(), ellipsis);
+        if (!dims) continue; // a rank error is the type checker's
+        std::vector<Term> inside;
+        for (std::size_t s = 0; s < in.ref.args.size(); ++s)
+          if ((*dims)[s] >= 0)
+            inside.push_back(in_extent(in.ref.args[s], shape[static_cast<std::size_t>((*dims)[s])], b));
+        c.push_back(!ctx_.all_of(inside));
+        bad.push_back(ctx_.all_of(c));
+        instances.push_back(std::move(in));
+      }
+    }
+    const std::string name = "index-out-of-bounds/copy-addresses";
+    if (!err_.empty()) {
+      out_.unknown.push_back(name + ": unsupported construct: " + err_);
+      err_.clear();
+      return;
+    }
+    if (bad.empty()) return;
+    solver_.push();
+    for (std::size_t i = 0; i < pf_facts_.size(); ++i)
+      solver_.add(pf_facts_[i], name + "/contents" + std::to_string(i));
+    solver_.add(ctx_.any_of(bad), name);
+    smt::Result r = solver_.check();
+    std::vector<std::int64_t> vals;
+    if (r.kind == smt::Result::sat) {
+      std::vector<Term> vars;
+      for (const auto &[n, xs] : pf_arrays_)
+        vars.insert(vars.end(), xs.begin(), xs.end());
+      // Small tables get the smallest contents; a large one any (minimizing
+      // hundreds of elements would cost a solver call each).
+      constexpr std::size_t kMinimizeUpTo = 64;
+      if (vars.size() <= kMinimizeUpTo) {
+        vals = solver_.minimize_lex(vars, pf_lower_);
+      } else {
+        for (const auto &x : vars)
+          vals.push_back(solver_.value(x));
+      }
+    } else if (r.kind == smt::Result::unknown) {
+      out_.unknown.push_back(name + ": " + (r.reason.empty() ? "solver returned unknown" : r.reason));
+    }
+    solver_.pop();
+    if (vals.empty()) return;
+    // The witness contents, bound in env_ for the findings.
+    spec::Env env = params;
+    std::size_t at = 0;
+    pf_last_.clear();
+    for (const auto &[n, xs] : pf_arrays_) {
+      std::vector<std::int64_t> v(vals.begin() + static_cast<std::ptrdiff_t>(at),
+                                  vals.begin() + static_cast<std::ptrdiff_t>(at + xs.size()));
+      for (std::size_t k = 0; k < v.size(); ++k) {
+        env[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
+        (*env_)[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
+      }
+      pf_last_[n] = std::move(v);
+      at += xs.size();
+    }
+    for (const auto &in : instances) {
+      bool fires = true;
+      for (const auto &g : in.guards)
+        fires = fires && spec::evaluate(g, env).value.value_or(0) != 0;
+      if (!fires) continue;
+      const auto &a = m_.copy_addresses[in.address];
+      const auto subs = spec::subscripts_of(
+          in.ref, [&](const spec::Expr &e, bool) { return spec::evaluate(fold(e, env, in.p), env).value; });
+      const spec::Subscripted placed = spec::subscript(m_.operands[a.operand].shape, subs);
+      if (!placed.out_of_bounds) continue;
+      out_.findings.push_back(copy_address_finding(m_, a, in.p, placed.error, placed.error_dim));
+      return;
+    }
+  }
+
   SymPoint point(const std::string &tag) {
     SymPoint p;
     std::string t = tag + std::to_string(fresh_++);
@@ -161,13 +367,17 @@ private:
     return ctx_.all_of(c);
   }
 
-  smt::Bindings bindings(const std::vector<std::string> &params, const SymPoint &p) {
+  // `elements`: bind the open prefetch elements too (an expression that
+  // names none translates the same without them, and a long table's names
+  // cost a map insertion each).
+  smt::Bindings bindings(const std::vector<std::string> &params, const SymPoint &p, bool elements = true) {
     smt::Bindings b;
     for (std::size_t a = 0; a < params.size() && a < p.v.size(); ++a)
       b.names.emplace(params[a], p.v[a]);
     b.program_ids = p.v;
-    for (const auto &[n, t] : pf_names_)
-      b.names.emplace(n, t);
+    if (elements)
+      for (const auto &[n, t] : pf_names_)
+        b.names.emplace(n, t);
     b.num_programs = m_.grid;
     b.aux = aux_;
     return b;
@@ -203,7 +413,10 @@ private:
   }
 
   Term guard(const Effect &e, const SymPoint &p) {
-    auto b = bindings({}, p);
+    const bool elements =
+        !pf_names_.empty() &&
+        std::any_of(e.guards.begin(), e.guards.end(), [&](const auto &g) { return mentions_element(g); });
+    auto b = bindings({}, p, elements);
     std::vector<Term> c;
     for (const auto &g : e.guards) {
       auto t = tr(g, b);
@@ -239,7 +452,13 @@ private:
           std::vector<Point> &values, const std::vector<std::int64_t> &lower = {}) {
     if (env_) {
       annotate_prefetch();
-      if (!pf_facts_.empty()) return query_with_prefetch(name, facts, order, values, lower);
+      // A query none of whose facts names an element is the same without
+      // the contents' constraints (they are satisfiable), and much smaller
+      // for a long table.
+      const bool reads = std::any_of(facts.begin(), facts.end(), [](const Term &f) {
+        return f.to_string().find("prefetch_") != std::string::npos;
+      });
+      if (!pf_facts_.empty() && reads) return query_with_prefetch(name, facts, order, values, lower);
     }
     return query_core(name, facts, order, values, lower);
   }

@@ -1,0 +1,161 @@
+// A page table read in the addresses of body DMAs (paged attention): the
+// spec rules decide every address's bounds for every allowed table, the
+// race check runs once (the table changes nothing else), and a kernel that
+// uses the table any other way keeps the old, enumerating treatment.
+#include "spec/parse.hpp"
+#include "spec/prefetch.hpp"
+#include "verifier/check.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+using namespace pipecheck;
+using verifier::Status;
+
+namespace {
+
+// One page per grid step, copied by hand from a pool of 16 pages: the page
+// is pt[program_id(0)] unless `page` says otherwise.
+std::string kernel(const std::string &prefetch, const std::string &page = "pt[program_id(0)]",
+                   const std::string &extra = "") {
+  return "kernel g:\n"
+         "    grid = (8,)\n"
+         "    " +
+         prefetch +
+         "\n"
+         "    in  kp: f32[16, 8, 128]  memory_space=any\n"
+         "    out o: f32[8, 8, 128]  block=(None, 8, 128)  index=(i) -> (i, 0, 0)\n"
+         "    scratch buf: f32[8, 128]\n"
+         "    scratch sem: dma_sem\n"
+         "    body:\n"
+         "        c = async_copy(kp[" +
+         page +
+         "], buf, sem)\n"
+         "        c.start()\n"
+         "        c.wait()\n" +
+         extra + "        o[...] = buf[...]\n";
+}
+
+spec::KernelSpec parse(const std::string &text) {
+  auto r = spec::parse_and_validate(spec::SourceFile::from_string("k.pk", text));
+  if (!r.file) {
+    ADD_FAILURE() << r.errors.at(0).loc.line << ": " << r.errors.at(0).message;
+    return {};
+  }
+  return std::get<spec::KernelSpec>(r.file->units.at(0));
+}
+
+verifier::Verdict check(const std::string &text) { return verifier::check(parse(text), {}); }
+
+} // namespace
+
+TEST(PrefetchDma, APageTableInsideThePoolVerifiesWithOneRaceCheck) {
+  // 16^8 tables: far too many to run each, and no index map reads them.
+  auto v = check(kernel("prefetch pt: i32[8] in [0, 16)"));
+  ASSERT_EQ(v.status, Status::verified) << v.reason;
+  EXPECT_NE(v.reason.find("pt = [0] * 8, and so with every allowed contents"), std::string::npos) << v.reason;
+}
+
+TEST(PrefetchDma, APageIndexTheRangeAllowsPastThePoolIsFoundWithItsTable) {
+  auto v = check(kernel("prefetch pt: i32[8] in [0, 17)"));
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  ASSERT_EQ(v.findings.size(), 1u);
+  const auto &f = v.findings[0];
+  EXPECT_EQ(f.rule, verifier::Rule::index_out_of_bounds);
+  EXPECT_EQ(f.loc.line, 10); // c.start()
+  EXPECT_NE(
+      f.message.find("a copy from 'kp' (memory_space=any) at grid point (7,): index 16 is out of bounds"),
+      std::string::npos)
+      << f.message;
+  const auto *pt = f.witness.get<std::vector<std::int64_t>>("pt");
+  ASSERT_TRUE(pt);
+  EXPECT_EQ(*pt, (std::vector<std::int64_t>{0, 0, 0, 0, 0, 0, 0, 16}));
+}
+
+TEST(PrefetchDma, AReadPastTheTableIsOutOfBoundsForEveryTable) {
+  auto v = check(kernel("prefetch pt: i32[8] in [0, 16)", "pt[program_id(0) + 1]"));
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  EXPECT_EQ(v.findings.at(0).rule, verifier::Rule::index_out_of_bounds);
+  EXPECT_NE(v.findings.at(0).message.find("index -2147483648"), std::string::npos)
+      << v.findings.at(0).message;
+}
+
+TEST(PrefetchDma, AGuardedCopyIsBoundsCheckedOnlyWhereItRuns) {
+  // pt[i + 1] past the table at i = 7, but the copy there does not run.
+  const std::string text = "kernel g:\n"
+                           "    grid = (8,)\n"
+                           "    prefetch pt: i32[8] in [0, 16)\n"
+                           "    in  kp: f32[16, 8, 128]  memory_space=any\n"
+                           "    out o: f32[8, 8, 128]  block=(None, 8, 128)  index=(i) -> (i, 0, 0)\n"
+                           "    scratch buf: f32[8, 128]\n"
+                           "    scratch sem: dma_sem\n"
+                           "    body:\n"
+                           "        buf[...] = zeros\n"
+                           "        when program_id(0) < 7:\n"
+                           "            async_copy(kp[pt[program_id(0) + 1]], buf, sem).start()\n"
+                           "            async_copy(kp[pt[program_id(0) + 1]], buf, sem).wait()\n"
+                           "        o[...] = buf[...]\n";
+  auto v = check(text);
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+}
+
+TEST(PrefetchDma, ALocalComputedFromTheTableIsStillAnAddress) {
+  // `page` bound from the table before the copy.
+  std::string text = kernel("prefetch pt: i32[8] in [0, 16)", "page");
+  text.replace(text.find("        c = async_copy"), 0, "        page = pt[program_id(0)]\n");
+  EXPECT_EQ(spec::prefetch_address_only(parse(text)).count("pt"), 1u);
+  EXPECT_EQ(check(text).status, Status::verified);
+}
+
+TEST(PrefetchDma, ATableReadOutsideAnAddressKeepsTheEnumeratingCheck) {
+  // The table decides a `when`: which copies run depends on the contents,
+  // and 16^8 tables are too many to run each.
+  std::string text = kernel("prefetch pt: i32[8] in [0, 16)", "pt[program_id(0)]");
+  text.replace(text.find("        c.start()"), 0, "        when pt[0] > 3:\n            buf[...] = zeros\n");
+  auto k = parse(text);
+  EXPECT_EQ(spec::prefetch_address_only(k).count("pt"), 0u);
+  EXPECT_EQ(verifier::check(k, {}).status, Status::unknown);
+}
+
+TEST(PrefetchDma, ACopyIntoTheTablesSourceIsNotAnAddressOnlyUse) {
+  // A source some DMA writes may race with the copies that read it.
+  const std::string text = "kernel g:\n"
+                           "    grid = (8,)\n"
+                           "    prefetch pt: i32[8] in [0, 16)\n"
+                           "    in  kp: f32[16, 8, 128]  memory_space=any\n"
+                           "    out o: f32[8, 8, 128]  block=(None, 8, 128)  index=(i) -> (i, 0, 0)\n"
+                           "    scratch buf: f32[8, 128]\n"
+                           "    scratch sem: dma_sem\n"
+                           "    body:\n"
+                           "        async_copy(kp[pt[program_id(0)]], buf, sem).start()\n"
+                           "        async_copy(kp[pt[program_id(0)]], buf, sem).wait()\n"
+                           "        sync_copy(buf, kp[0])\n"
+                           "        o[...] = buf[...]\n";
+  EXPECT_EQ(spec::prefetch_address_only(parse(text)).count("pt"), 0u);
+}
+
+TEST(PrefetchDma, GivenTablesAreElaboratedInCopyAddresses) {
+  auto v = check(kernel("prefetch pt: i32[8] = [15, 14, 13, 12, 11, 10, 9, 8]"));
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  auto bad = check(kernel("prefetch pt: i32[8] = [15, 14, 13, 12, 11, 10, 9, 16]"));
+  ASSERT_EQ(bad.status, Status::violation) << bad.reason;
+  EXPECT_EQ(bad.findings.at(0).rule, verifier::Rule::index_out_of_bounds);
+}
+
+TEST(PrefetchDma, ATableMayPickWhereACopyStartsButNotHowMuchItCopies) {
+  // ds(start, 8) rows from the pool: start + 8 <= 16 for every table in [0, 9).
+  const std::string start = kernel("prefetch pt: i32[8] in [0, 9)", "ds(pt[program_id(0)], 8), 0");
+  EXPECT_EQ(spec::prefetch_address_only(parse(start)).count("pt"), 1u);
+  EXPECT_EQ(check(start).status, Status::verified);
+  auto past = check(kernel("prefetch pt: i32[8] in [0, 10)", "ds(pt[program_id(0)], 8), 0"));
+  ASSERT_EQ(past.status, Status::violation) << past.reason;
+  EXPECT_NE(past.findings.at(0).message.find("slice 9:17 is out of bounds for dim 0 (extent 16)"),
+            std::string::npos)
+      << past.findings.at(0).message;
+  // A size read from the table is no static shape: bad input, located.
+  auto sized = spec::parse_and_validate(
+      spec::SourceFile::from_string("k.pk", kernel("prefetch pt: i32[8] in [0, 16)", "ds(pt[0], pt[1]), 0")));
+  ASSERT_FALSE(sized.errors.empty());
+  EXPECT_EQ(sized.errors[0].loc.line, 9);
+}
