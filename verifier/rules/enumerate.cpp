@@ -130,12 +130,23 @@ private:
 
   void out_of_bounds(std::size_t op) {
     const auto &o = m_.operands[op];
-    for (std::size_t i = 0; i < pts_.size(); ++i)
+    for (std::size_t i = 0; i < pts_.size(); ++i) {
+      bool bad = false;
       for (std::size_t d = 0; d < o.num_blocks.size(); ++d)
-        if (blk_[op][i][d] < 0 || blk_[op][i][d] >= o.num_blocks[d]) {
-          out_.findings.push_back(out_of_bounds_finding(m_, op, pts_[i]));
+        bad = bad || blk_[op][i][d] < 0 || blk_[op][i][d] >= o.num_blocks[d];
+      if (!bad && o.has_bounded_dims()) {
+        // A BoundedSlice window's size is checked at each point too.
+        if (!sizes_at(m_, op, pts_[i])) {
+          out_.unknown.push_back("cannot evaluate the ds sizes of the index_map of '" + o.name + "'");
           return;
         }
+        bad = bounded_slice_fault(m_, op, pts_[i]).has_value();
+      }
+      if (bad) {
+        out_.findings.push_back(out_of_bounds_finding(m_, op, pts_[i]));
+        return;
+      }
+    }
   }
 
   // The last run-order position b >= 1 whose axis one step along changes

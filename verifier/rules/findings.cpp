@@ -53,6 +53,38 @@ std::optional<Point> block_at(const KernelModel &m, std::size_t op, const Point 
   return spec::block_index(m.operands[op], m.env, m.grid, p).value;
 }
 
+std::optional<Point> sizes_at(const KernelModel &m, std::size_t op, const Point &p) {
+  return spec::window_sizes(m.operands[op], m.env, m.grid, p).value;
+}
+
+std::optional<std::pair<std::size_t, std::string>> bounded_slice_fault(const KernelModel &m, std::size_t op,
+                                                                       const Point &p) {
+  const auto &o = m.operands[op];
+  if (!o.has_bounded_dims()) return std::nullopt;
+  auto b = block_at(m, op, p);
+  auto z = sizes_at(m, op, p);
+  if (!b || !z) return std::nullopt;
+  for (std::size_t d = 0; d < o.bounded.size(); ++d) {
+    if (!o.bounded[d]) continue;
+    const std::int64_t start = (*b)[d], size = (*z)[d], end = spec::saturating_add(start, size);
+    const std::string ds = "ds(" + std::to_string(start) + ", " + std::to_string(size) + ") along dim " +
+                           std::to_string(d) + " (BoundedSlice(" + std::to_string(o.block[d]) + "))";
+    std::string why;
+    if (start < 0)
+      why = ds + " starts before the array";
+    else if (size < 0)
+      why = ds + " has a negative size";
+    else if (size > o.block[d])
+      why = ds + " is longer than its bound: the block buffer holds " + std::to_string(o.block[d]) +
+            " elements";
+    else if (end > o.shape[d])
+      why = ds + " takes elements " + std::to_string(start) + ":" + std::to_string(end) +
+            ", past the end of the dim (" + std::to_string(o.shape[d]) + " elements)";
+    if (!why.empty()) return std::make_pair(d, why);
+  }
+  return std::nullopt;
+}
+
 std::optional<bool> guard_at(const KernelModel &m, const Effect &e, const Point &p) {
   for (const auto &g : e.guards) {
     auto v = spec::eval_int(bind_grid(g, p, m.grid), m.env);
@@ -421,7 +453,7 @@ Finding out_of_bounds_finding(const KernelModel &m, std::size_t op, const Point 
   std::int64_t dim = -1;
   if (b)
     for (std::size_t d = 0; d < b->size(); ++d)
-      if ((*b)[d] < 0 || (*b)[d] >= o.num_blocks[d]) {
+      if (!o.bounded[d] && ((*b)[d] < 0 || (*b)[d] >= o.num_blocks[d])) {
         dim = static_cast<std::int64_t>(d);
         detail = "block index " + std::to_string((*b)[d]) + " along dim " + std::to_string(d) +
                  " is outside [0, " + std::to_string(o.num_blocks[d]) + ")";
@@ -437,8 +469,14 @@ Finding out_of_bounds_finding(const KernelModel &m, std::size_t op, const Point 
         }
         break;
       }
+  if (dim < 0)
+    if (auto fault = bounded_slice_fault(m, op, p)) {
+      dim = static_cast<std::int64_t>(fault->first);
+      detail = fault->second;
+    }
   Finding f = make(Rule::index_out_of_bounds, o.loc,
-                   "the index_map of '" + o.name + "' maps grid point " + format_tuple(p) + " to block " +
+                   "the index_map of '" + o.name + "' maps grid point " + format_tuple(p) +
+                       (o.has_bounded_dims() ? " to window start " : " to block ") +
                        (b ? format_tuple(*b) : std::string("?")) + ": " + detail);
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"grid_point", p});
@@ -671,7 +709,9 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
     for (std::size_t d = 0; d < x.shape.size(); ++d) {
       // An Element dim holds undefined values only where it is padded.
       const bool padded = x.element[d] ? x.pad_lo[d] > 0 || x.pad_hi[d] > 0 : x.shape[d] % x.block[d] != 0;
-      if (x.squeezed[d] || !padded) continue;
+      // A BoundedSlice dim's undefined tail (past its size) moves with the
+      // grid point: the race check follows it element by element instead.
+      if (x.squeezed[d] || !padded || x.bounded[d]) continue;
       std::string why;
       if (has_output)
         for (std::size_t a = 0; a < x.index_params.size() && why.empty(); ++a) {

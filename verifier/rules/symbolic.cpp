@@ -666,6 +666,22 @@ private:
       bad.push_back(b[d] < 0);
       bad.push_back(b[d] >= o.num_blocks[d]);
     }
+    if (o.has_bounded_dims()) {
+      // A BoundedSlice window [start, start + size): size in [0, bound],
+      // and the slice ends within the dim.
+      auto env = bindings(o.index_params, p);
+      for (std::size_t d = 0; d < b.size(); ++d) {
+        if (!o.bounded[d]) continue;
+        auto z = tr(o.size[d], env);
+        if (!z) {
+          out_.unknown.push_back("cannot encode the ds size of the index_map of '" + o.name + "'");
+          return;
+        }
+        bad.push_back(*z < 0);
+        bad.push_back(*z > o.block[d]);
+        bad.push_back(b[d] + *z > o.shape[d]);
+      }
+    }
     std::vector<Point> v;
     if (query("index-out-of-bounds/" + o.name, {in_grid(p), ctx_.any_of(bad)}, {&p}, v) == Q::sat)
       out_.findings.push_back(out_of_bounds_finding(m_, op, v[0]));
