@@ -96,6 +96,15 @@ TEST(BoundedSlice, APastTheEndSliceOnAGridTooLargeToEnumerateIsFoundBySolver) {
       << (ok.findings.empty() ? ok.reason : ok.findings[0].message);
 }
 
+TEST(BoundedSlice, AMaskOnTheSizeWrittenWithMinKeepsTheTailOut) {
+  // min of two scalars is a concrete mask bound, as minimum is.
+  auto v =
+      check_text(tail("ds(i * bs, min(bs, n - i * bs))", "1000", "128",
+                      "sum(where(iota((bs,), 0) < min(bs, n - program_id(0) * bs), x[...], 0.0), axis=0)"),
+                 "k");
+  EXPECT_EQ(v.status, verifier::Status::verified) << (v.findings.empty() ? v.reason : v.findings[0].message);
+}
+
 TEST(BoundedSlice, ReadingPastTheSizeReachesTheOutputAsUndefinedData) {
   auto v = check_text(tail("ds(i * bs, min(bs, n - i * bs))", "1000", "128", "sum(x[...], axis=0)"), "k");
   EXPECT_EQ(marks(v), (Marks{{verifier::Rule::uninitialized_read, kOut}}));
