@@ -236,6 +236,16 @@ public:
                      std::to_string(dtype_bytes(dtype)) + " bytes do not fit in 64 bits");
   }
 
+  // Why an Element or BoundedSlice dim is refused off an input: the output
+  // rules (coverage, revisits, conflicts, write-back) compare windows of the
+  // array's tiling by block index, which windows placed by element break.
+  static std::string inputs_only(const std::string &kind, const Operand &o, const std::string &what) {
+    return kind + " block dims are supported on inputs only, not on " + what +
+           (o.role == Role::out ? ": an output's windows are checked (coverage, revisits, parallel writes, "
+                                  "write-back) as blocks of the array's tiling; give it plain block sizes"
+                                : "");
+  }
+
   // pl.Element on an input: the rules and the lowering place its window by
   // element offset; outputs and aliases still assume blocks that tile the array.
   void check_element_dim(const Operand &o, const Expr &b, const std::set<std::string> &params,
@@ -247,7 +257,7 @@ public:
       return;
     }
     if (o.role != Role::in) {
-      error(b.loc, "Element block dims are supported on inputs only, not on " + what);
+      error(b.loc, inputs_only("Element", o, what));
       return;
     }
     check_int_expr(e->size, params, "the block of " + what);
@@ -270,7 +280,7 @@ public:
       return;
     }
     if (o.role != Role::in) {
-      error(b.loc, "BoundedSlice block dims are supported on inputs only, not on " + what);
+      error(b.loc, inputs_only("BoundedSlice", o, what));
       return;
     }
     check_int_expr(*bound, params, "the block of " + what);
