@@ -256,7 +256,7 @@ public:
                    "Element(128, (0, 16))");
       return;
     }
-    if (o.role != Role::in) {
+    if (o.role != Role::in && o.role != Role::out) {
       error(b.loc, inputs_only("Element", o, what));
       return;
     }
@@ -400,17 +400,19 @@ public:
     std::set<std::string> aliased_in, aliased_out;
     for (const auto &a : k.aliases) {
       alias(k, a, aliased_in, aliased_out);
-      if (const Operand *in = k.operand(a.input); in && in->block_shape)
-        for (const auto &b : *in->block_shape) {
-          const char *kind = !b                      ? nullptr
-                             : element_dim(*b)       ? "an Element"
-                             : bounded_slice_dim(*b) ? "a BoundedSlice"
-                                                     : nullptr;
-          if (kind) {
-            error(a.loc, "input '" + a.input + "' has " + kind + " block dim and cannot be aliased");
-            break;
-          }
+      for (const std::string *name : {&a.input, &a.output}) {
+        const Operand *x = k.operand(*name);
+        if (!x || !x->block_shape) continue;
+        const char *kind = nullptr;
+        for (const auto &b : *x->block_shape)
+          if (b && !kind)
+            kind = element_dim(*b) ? "an Element" : bounded_slice_dim(*b) ? "a BoundedSlice" : nullptr;
+        if (kind) {
+          error(a.loc, std::string(name == &a.input ? "input '" : "output '") + *name + "' has " + kind +
+                           " block dim and cannot be aliased");
+          break;
         }
+      }
     }
     if (k.body_loc.line == 0 && k.body.empty()) error(k.loc, "kernel '" + k.name + "' has no body");
     std::set<std::string> scope = params;

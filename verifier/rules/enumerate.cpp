@@ -29,8 +29,12 @@ public:
       if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out)) out_of_bounds(i);
       if (o.role == spec::Role::out && o.windowed) {
         if (!o.revisit_any && !m_.grid.empty()) revisit(i);
-        parallel_conflict(i);
-        if (!m_.is_aliased_output(i)) not_covered(i);
+        if (o.has_element_dims()) {
+          element_output_findings(m_, i, out_.findings, out_.unknown);
+        } else {
+          parallel_conflict(i);
+          if (!m_.is_aliased_output(i)) not_covered(i);
+        }
         if (m_.is_read(i) && !m_.grid.empty()) resets(i);
       }
       if (o.role == spec::Role::scratch && !m_.grid.empty()) scratch_resets(i);
