@@ -92,6 +92,9 @@ ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides,
     for (auto &o : c.operands) {
       for (std::size_t d = 0; d < o.shape.size(); ++d) {
         if (o.squeezed[d] || o.block[d] == 1) continue;
+        if (o.bounded[d])
+          bad(o.loc, "--scale " + std::to_string(scale) + " cannot scale the BoundedSlice dim " +
+                         std::to_string(d) + " of '" + o.name + "': its index map gives element ranges");
         if (o.element[d])
           bad(o.loc, "--scale " + std::to_string(scale) + " cannot scale the Element dim " +
                          std::to_string(d) + " of '" + o.name + "': its index map gives element offsets");
@@ -171,9 +174,24 @@ ArrayMap make_kernel_arrays(const ConcreteKernel &c, std::uint64_t seed, InputKi
 
 namespace {
 
+/// The window extents of `op` at `point` (a BoundedSlice dim's ds size),
+/// kept within [0, block]: a size past its bound is the rules' finding, and
+/// the block buffer holds no more.
+Shape window_extents(const ConcreteKernel &c, const ConcreteOperand &op, const Shape &point) {
+  spec::BlockIndex b = spec::window_sizes(op, c.params, c.grid, point);
+  if (b.error) bad(b.error->diag.loc, b.error->diag.message);
+  Shape out = std::move(*b.value);
+  for (std::size_t d = 0; d < out.size() && d < op.block.size(); ++d)
+    out[d] = std::clamp<std::int64_t>(out[d], 0, op.block[d]);
+  return out;
+}
+
 /// The array box a block covers, clipped to the array, and the matching box
 /// of the block buffer. False when nothing of the block is inside the array.
-bool block_boxes(const ConcreteOperand &o, const Shape &bidx, Box &abox, Box &bbox, bool &partial) {
+/// `ext` is the window's extent per dim (the block but for BoundedSlice dims);
+/// where it is short of the block the block is partial.
+bool block_boxes(const ConcreteOperand &o, const Shape &bidx, const Shape &ext, Box &abox, Box &bbox,
+                 bool &partial) {
   const std::size_t rank = o.shape.size();
   abox.lo.assign(rank, 0);
   abox.hi.assign(rank, 0);
@@ -184,10 +202,10 @@ bool block_boxes(const ConcreteOperand &o, const Shape &bidx, Box &abox, Box &bb
   for (std::size_t d = 0; d < rank; ++d) {
     // Saturating: a block index far outside the array stays outside it.
     const std::int64_t lo = o.window_start(d, bidx[d]);
-    const std::int64_t hi = spec::saturating_add(lo, o.block[d]);
+    const std::int64_t hi = spec::saturating_add(lo, ext[d]);
     const std::int64_t clo = std::clamp<std::int64_t>(lo, 0, o.shape[d]);
     const std::int64_t chi = std::clamp<std::int64_t>(hi, 0, o.shape[d]);
-    if (clo != lo || chi != hi) partial = true;
+    if (clo != lo || chi != hi || ext[d] != o.block[d]) partial = true;
     if (chi <= clo) any = false;
     abox.lo[d] = clo;
     abox.hi[d] = std::max(clo, chi);
@@ -311,7 +329,8 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written) 
       const auto &o = c.operands[k];
       if (!o.windowed) continue;
       bool partial = false;
-      inside[k] = block_boxes(o, block_index(c, o, point), aboxes[k], bboxes[k], partial);
+      inside[k] = block_boxes(o, block_index(c, o, point), window_extents(c, o, point), aboxes[k], bboxes[k],
+                              partial);
       HostArray &blk = *blocks[k];
       if (partial || !inside[k]) blk.fill_poison();
       if (inside[k]) copy_view(box_view(*arrays.at(o.name), aboxes[k]), box_view(blk, bboxes[k]));

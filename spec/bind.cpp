@@ -192,6 +192,7 @@ private:
     o.element.assign(rank, false);
     o.pad_lo.assign(rank, 0);
     o.pad_hi.assign(rank, 0);
+    o.bounded.assign(rank, false);
     if (op.block_shape) {
       if (op.block_shape->size() != rank)
         throw bad(op.loc, "the block" + of + " has rank " + std::to_string(op.block_shape->size()) +
@@ -204,7 +205,9 @@ private:
           continue;
         }
         const auto el = element_dim(*b);
-        const Expr &size = el ? el->size : *b;
+        const auto bound = bounded_slice_dim(*b);
+        o.bounded[d] = bound.has_value();
+        const Expr &size = el ? el->size : bound ? *bound : *b;
         o.block[d] = value(size, "the block" + of,
                            "the block" + of + " is not a constant (bind its params with --set)");
         if (o.block[d] < 1) throw bad(size.loc, "block dim '" + print(size) + "'" + of + " is not positive");
@@ -223,9 +226,16 @@ private:
         o.num_blocks.push_back(std::max<std::int64_t>(0, padded - o.block[d] + 1));
         continue;
       }
+      if (o.bounded[d]) {
+        o.num_blocks.push_back(saturating_add(o.shape[d], 1));
+        continue;
+      }
       o.num_blocks.push_back(o.shape[d] / o.block[d] + (o.shape[d] % o.block[d] != 0));
     }
+    for (std::size_t d = 0; d < rank; ++d)
+      o.size.push_back(Expr::integer(o.block[d], op.loc));
     if (!op.index_map) {
+      if (o.has_bounded_dims()) throw bad(op.loc, "a BoundedSlice dim" + of + " needs an index map");
       o.index.assign(rank, Expr::integer(0, op.loc));
       return o;
     }
@@ -242,11 +252,21 @@ private:
       subst[n] = Expr::integer(v);
     for (const auto &p : m.params)
       subst.erase(p);
-    for (const auto &r : m.results) {
+    for (std::size_t d = 0; d < rank; ++d) {
+      const Expr &r = m.results[d];
       // Decided with the grid indices unbound: `i // N` with --set N=0.
-      if (auto d = arithmetic_error(r, out_.params, "the index map" + of))
-        throw BindError{BindFault::bad_input, *d};
-      o.index.push_back(substitute(r, subst));
+      if (auto e = arithmetic_error(r, out_.params, "the index map" + of))
+        throw BindError{BindFault::bad_input, *e};
+      if (!o.bounded[d]) {
+        o.index.push_back(substitute(r, subst));
+        continue;
+      }
+      auto ds = ds_index(r);
+      if (!ds)
+        throw bad(r.loc, "dim " + std::to_string(d) + of +
+                             " is a BoundedSlice: its index map returns ds(start, size)");
+      o.index.push_back(substitute(ds->start, subst));
+      o.size[d] = substitute(ds->size, subst);
     }
     return o;
   }
@@ -257,6 +277,7 @@ private:
 std::int64_t BoundOperand::window_start(std::size_t d, std::int64_t idx) const {
   if (d < squeezed.size() && squeezed[d]) return idx;
   if (d < element.size() && element[d]) return saturating_add(idx, -pad_lo[d]);
+  if (d < bounded.size() && bounded[d]) return idx;
   return saturating_mul(idx, block[d]);
 }
 
@@ -264,10 +285,17 @@ bool BoundOperand::has_element_dims() const {
   return std::find(element.begin(), element.end(), true) != element.end();
 }
 
+bool BoundOperand::has_bounded_dims() const {
+  return std::find(bounded.begin(), bounded.end(), true) != bounded.end();
+}
+
 Binding bind_kernel(const KernelSpec &k, const Env &params) { return Binder(k, params).run(); }
 
-BlockIndex block_index(const BoundOperand &op, const Env &params, const std::vector<std::int64_t> &grid,
-                       const std::vector<std::int64_t> &point) {
+namespace {
+
+// `exprs` (an operand's index or window sizes) evaluated at `point`.
+BlockIndex evaluate_at(const BoundOperand &op, const std::vector<Expr> &exprs, const Env &params,
+                       const std::vector<std::int64_t> &grid, const std::vector<std::int64_t> &point) {
   Env env = params;
   for (std::size_t a = 0; a < op.index_params.size() && a < point.size(); ++a)
     env[op.index_params[a]] = point[a];
@@ -275,7 +303,7 @@ BlockIndex block_index(const BoundOperand &op, const Env &params, const std::vec
   std::vector<std::int64_t> idx;
   const std::string where = "the index map of '" + op.name + "'";
   // An arithmetic error in any dim wins over a symbolic param in another.
-  for (const auto &e : op.index) {
+  for (const auto &e : exprs) {
     Expr bound = bind_grid(e, point, grid);
     Evaluation v = evaluate(bound, env);
     if (v.value) {
@@ -297,6 +325,19 @@ BlockIndex block_index(const BoundOperand &op, const Env &params, const std::vec
   }
   if (!out.error) out.value = std::move(idx);
   return out;
+}
+
+} // namespace
+
+BlockIndex block_index(const BoundOperand &op, const Env &params, const std::vector<std::int64_t> &grid,
+                       const std::vector<std::int64_t> &point) {
+  return evaluate_at(op, op.index, params, grid, point);
+}
+
+BlockIndex window_sizes(const BoundOperand &op, const Env &params, const std::vector<std::int64_t> &grid,
+                        const std::vector<std::int64_t> &point) {
+  if (!op.has_bounded_dims()) return BlockIndex{op.block, std::nullopt};
+  return evaluate_at(op, op.size, params, grid, point);
 }
 
 BlockIndex block_index(const BoundKernel &k, std::size_t op, const std::vector<std::int64_t> &point) {

@@ -61,6 +61,18 @@ struct BoundOperand {
   /// Whether some dim is an Element dim.
   bool has_element_dims() const;
 
+  /// Per array dim: a BoundedSlice dim (pl.BoundedSlice), whose index (in
+  /// `index`) is the start element of `ds(start, size)` and whose window is
+  /// array elements [start, start + size); `block` is its bound. For it
+  /// num_blocks is extent + 1 (the starts in [0, extent]); size and bound
+  /// are checked by the rules.
+  std::vector<bool> bounded;
+  /// Per array dim: the window's extent, bound like `index`: the ds size of
+  /// a BoundedSlice dim, the literal block elsewhere.
+  std::vector<Expr> size;
+  /// Whether some dim is a BoundedSlice dim.
+  bool has_bounded_dims() const;
+
   /// The block as the body sees it (squeezed dims removed).
   std::vector<std::int64_t> block_view_shape() const;
   /// The array dim of the `v`-th non-squeezed dim.
@@ -131,6 +143,12 @@ struct BlockIndex {
 BlockIndex block_index(const BoundOperand &op, const Env &params, const std::vector<std::int64_t> &grid,
                        const std::vector<std::int64_t> &point);
 BlockIndex block_index(const BoundKernel &, std::size_t op, const std::vector<std::int64_t> &point);
+
+/// The window extents of `op` at grid point `point`, per array dim: the
+/// evaluated ds size of a BoundedSlice dim, the block elsewhere (1 where
+/// squeezed). Errors as block_index.
+BlockIndex window_sizes(const BoundOperand &op, const Env &params, const std::vector<std::int64_t> &grid,
+                        const std::vector<std::int64_t> &point);
 
 /// The number of points of a grid, saturating at INT64_MAX.
 std::int64_t num_points(const std::vector<std::int64_t> &grid);

@@ -204,6 +204,10 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
       out.reason = "'" + op.name + "' has an Element block dim";
       return out;
     }
+    if (op.has_bounded_dims()) {
+      out.reason = "'" + op.name + "' has a BoundedSlice block dim";
+      return out;
+    }
     auto &dims = follows[op.name];
     for (std::size_t d = 0; d < op.index.size(); ++d) {
       auto l = linear(op.index[d]);

@@ -271,6 +271,17 @@ std::optional<ElementDim> element_dim(const Expr &b) {
   return e;
 }
 
+std::optional<Expr> bounded_slice_dim(const Expr &b) {
+  if (b.op != Op::Call || b.name != "BoundedSlice" || b.args.size() != 1 || !b.kwarg_names.empty())
+    return std::nullopt;
+  return b.args[0];
+}
+
+std::optional<DsIndex> ds_index(const Expr &r) {
+  if (r.op != Op::Call || r.name != "ds" || r.args.size() != 2 || !r.kwarg_names.empty()) return std::nullopt;
+  return DsIndex{r.args[0], r.args[1]};
+}
+
 std::ostream &operator<<(std::ostream &os, const KernelSpec &k) { return os << print(k); }
 std::ostream &operator<<(std::ostream &os, const Program &p) { return os << print(p); }
 std::ostream &operator<<(std::ostream &os, const File &f) { return os << print(f); }

@@ -385,6 +385,23 @@ struct ElementDim {
 /// (or a malformed Element call, which validation reports).
 std::optional<ElementDim> element_dim(const Expr &b);
 
+/// The bound of block dim `b` when it is `BoundedSlice(bound)`
+/// (pl.BoundedSlice): the index map returns `ds(start, size)` in its
+/// position, the window is array elements [start, start + size) with
+/// 0 <= size <= bound, and the block buffer holds `bound` elements of which
+/// only the first `size` are copied. nullopt for any other block dim (a
+/// malformed BoundedSlice call included, which validation reports).
+std::optional<Expr> bounded_slice_dim(const Expr &b);
+
+/// An index map result `ds(start, size)` (pl.ds), the index of a
+/// BoundedSlice dim.
+struct DsIndex {
+  Expr start;
+  Expr size;
+};
+/// `r` as `ds(start, size)` (two positional arguments), or nullopt.
+std::optional<DsIndex> ds_index(const Expr &r);
+
 /// The name of a unit.
 const std::string &unit_name(const std::variant<KernelSpec, Program> &);
 /// The source line of a unit's header.

@@ -207,10 +207,21 @@ private:
       x.hbm = alias_of.count(o.name) ? alias_of[o.name] : o.name;
       if (x.windowed) x.window = o.name + (gpu_ ? "_smem" : "_vmem");
       x.bo = &bo;
+      if (gpu_ && bo.has_bounded_dims())
+        throw Fail{o.loc, "'" + o.name +
+                              "' has a BoundedSlice dim, a TPU block dim (pltpu.emit_pipeline): a Mosaic GPU "
+                              "target has none"};
       if (!rolled_)
         for (std::int64_t s = 0; s < steps_; ++s) {
           BlockIndex b = block_index(bo, bound.params, bound.grid, coords_[s]);
           if (b.error) throw Fail{b.error->diag.loc, b.error->diag.message};
+          if (bo.has_bounded_dims()) {
+            // The window moves when its start or its size does: the sizes
+            // follow the indices (region() reads them there).
+            BlockIndex z = window_sizes(bo, bound.params, bound.grid, coords_[s]);
+            if (z.error) throw Fail{z.error->diag.loc, z.error->diag.message};
+            b.value->insert(b.value->end(), z.value->begin(), z.value->end());
+          }
           x.blk.push_back(std::move(*b.value));
         }
       if (o.pipeline_mode.buffer_count)
@@ -320,6 +331,12 @@ private:
         hi = saturating_add(lo, *x.block[d]);
         if (lo < 0 && lo + *x.block[d] > 0 && x.bo->pad_lo[d] > 0) throw element_low_padding(*x.bo, d);
         if (hi > x.shape[d] && lo < x.shape[d] && x.bo->pad_hi[d] > 0) hi = x.shape[d];
+      }
+      if (x.bo && x.bo->bounded[d]) {
+        // pl.BoundedSlice: ds(start, size) copies `size` elements into the
+        // slot's leading part; the rest of the slot is left undefined.
+        lo = b[d];
+        hi = saturating_add(lo, b[x.shape.size() + d]);
       }
       if (lo != 0 || hi != x.shape[d]) {
         whole = false;
@@ -1290,6 +1307,11 @@ bool lowers_unrolled(const KernelSpec &k, bool gpu, std::string *why) {
     const char *what = nullptr;
     if (o.role == Role::in && o.pipeline_mode.lookahead) what = "lookahead (unrolled)";
     if (o.role == Role::out && o.pipeline_mode.revisit == Revisit::any) what = "revisit=any (unrolled)";
+    // A window whose size moves with the grid point: each step's copy is
+    // its own slice.
+    if (o.block_shape)
+      for (const auto &b : *o.block_shape)
+        if (b && bounded_slice_dim(*b)) what = "a BoundedSlice dim (unrolled)";
     if (what) {
       if (why) *why = what;
       return true;

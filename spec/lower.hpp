@@ -68,7 +68,8 @@ struct Lowered {
 
 /// True when `lower` gives `k` its unrolled form whatever the options: an
 /// input with `buffered=(B, lookahead)` or an output with `revisit=any` on a
-/// TPU target (their schedule needs the grid's future or past). `gpu`: the
+/// TPU target (their schedule needs the grid's future or past), or an
+/// operand with a BoundedSlice dim (each step copies its own slice). `gpu`: the
 /// kernel is lowered for h100/h200. Sets `why` to the construct.
 bool lowers_unrolled(const KernelSpec &k, bool gpu, std::string *why = nullptr);
 

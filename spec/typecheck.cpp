@@ -527,7 +527,10 @@ public:
       b.windowed = windowed && o.block_shape.has_value();
       if (b.windowed) {
         for (const auto &d : *o.block_shape)
-          if (d) b.type.shape.push_back(extent(element_dim(*d) ? element_dim(*d)->size : *d));
+          if (d)
+            b.type.shape.push_back(extent(element_dim(*d)         ? element_dim(*d)->size
+                                          : bounded_slice_dim(*d) ? *bounded_slice_dim(*d)
+                                                                  : *d));
       } else {
         for (const auto &d : o.shape)
           b.type.shape.push_back(extent(d));

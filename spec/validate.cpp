@@ -236,6 +236,16 @@ public:
                      std::to_string(dtype_bytes(dtype)) + " bytes do not fit in 64 bits");
   }
 
+  // Why an Element or BoundedSlice dim is refused off an input: the output
+  // rules (coverage, revisits, conflicts, write-back) compare windows of the
+  // array's tiling by block index, which windows placed by element break.
+  static std::string inputs_only(const std::string &kind, const Operand &o, const std::string &what) {
+    return kind + " block dims are supported on inputs only, not on " + what +
+           (o.role == Role::out ? ": an output's windows are checked (coverage, revisits, parallel writes, "
+                                  "write-back) as blocks of the array's tiling; give it plain block sizes"
+                                : "");
+  }
+
   // pl.Element on an input: the rules and the lowering place its window by
   // element offset; outputs and aliases still assume blocks that tile the array.
   void check_element_dim(const Operand &o, const Expr &b, const std::set<std::string> &params,
@@ -246,8 +256,8 @@ public:
                    "Element(128, (0, 16))");
       return;
     }
-    if (o.role != Role::in) {
-      error(b.loc, "Element block dims are supported on inputs only, not on " + what);
+    if (o.role != Role::in && o.role != Role::out) {
+      error(b.loc, inputs_only("Element", o, what));
       return;
     }
     check_int_expr(e->size, params, "the block of " + what);
@@ -257,6 +267,51 @@ public:
       if (auto v = eval_int(*x, env); v && *v < 0)
         error(x->loc, "the padding of " + what + " must not be negative, got " + std::to_string(*v));
     }
+  }
+
+  // pl.BoundedSlice on an input: the window is [start, start + size) with a
+  // size the index map gives per grid point; outputs still assume windows of
+  // one extent (coverage, revisits and write-back are decided per block).
+  void check_bounded_slice_dim(const Operand &o, const Expr &b, const std::set<std::string> &params,
+                               const std::string &what) {
+    auto bound = bounded_slice_dim(b);
+    if (!bound) {
+      error(b.loc, "BoundedSlice takes one block size, the most elements a window holds: BoundedSlice(128)");
+      return;
+    }
+    if (o.role != Role::in) {
+      error(b.loc, inputs_only("BoundedSlice", o, what));
+      return;
+    }
+    check_int_expr(*bound, params, "the block of " + what);
+    check_positive(*bound, "the bound of a BoundedSlice dim of " + what);
+  }
+
+  // Index map result `d` of `o`: ds(start, size) exactly where the block dim
+  // is a BoundedSlice, an integer expression elsewhere.
+  void index_result(const Operand &o, std::size_t d, const Expr &r, const std::set<std::string> &scope,
+                    const std::string &what) {
+    const std::string where = "the index map of " + what;
+    const bool bounded = o.block_shape && d < o.block_shape->size() && (*o.block_shape)[d] &&
+                         (*o.block_shape)[d]->op == Op::Call && (*o.block_shape)[d]->name == "BoundedSlice";
+    auto ds = ds_index(r);
+    if (bounded) {
+      if (!ds) {
+        error(r.loc, "dim " + std::to_string(d) + " of " + what +
+                         " is a BoundedSlice: the index map returns ds(start, size) there, not '" + print(r) +
+                         "'");
+        return;
+      }
+      check_int_expr(ds->start, scope, where);
+      check_int_expr(ds->size, scope, where);
+      return;
+    }
+    if (r.op == Op::Call && r.name == "ds") {
+      error(r.loc, "'" + print(r) + "' in " + where + " needs a BoundedSlice block dim in position " +
+                       std::to_string(d) + " (block=(..., BoundedSlice(n), ...))");
+      return;
+    }
+    check_int_expr(r, scope, where);
   }
 
   void check_positive(const Expr &e, const std::string &what) {
@@ -345,12 +400,19 @@ public:
     std::set<std::string> aliased_in, aliased_out;
     for (const auto &a : k.aliases) {
       alias(k, a, aliased_in, aliased_out);
-      if (const Operand *in = k.operand(a.input); in && in->block_shape)
-        for (const auto &b : *in->block_shape)
-          if (b && element_dim(*b)) {
-            error(a.loc, "input '" + a.input + "' has an Element block dim and cannot be aliased");
-            break;
-          }
+      for (const std::string *name : {&a.input, &a.output}) {
+        const Operand *x = k.operand(*name);
+        if (!x || !x->block_shape) continue;
+        const char *kind = nullptr;
+        for (const auto &b : *x->block_shape)
+          if (b && !kind)
+            kind = element_dim(*b) ? "an Element" : bounded_slice_dim(*b) ? "a BoundedSlice" : nullptr;
+        if (kind) {
+          error(a.loc, std::string(name == &a.input ? "input '" : "output '") + *name + "' has " + kind +
+                           " block dim and cannot be aliased");
+          break;
+        }
+      }
     }
     if (k.body_loc.line == 0 && k.body.empty()) error(k.loc, "kernel '" + k.name + "' has no body");
     std::set<std::string> scope = params;
@@ -458,6 +520,8 @@ public:
       for (const auto &b : *o.block_shape)
         if (b && b->op == Op::Call && b->name == "Element")
           check_element_dim(o, *b, params, what);
+        else if (b && b->op == Op::Call && b->name == "BoundedSlice")
+          check_bounded_slice_dim(o, *b, params, what);
         else if (b) {
           check_int_expr(*b, params, "the block of " + what);
           check_positive(*b, "a block extent of " + what);
@@ -486,9 +550,16 @@ public:
       if (m.results.size() != o.shape.size())
         error(o.loc, "the index map of " + what + " returns " + std::to_string(m.results.size()) +
                          " block indices but the array has rank " + std::to_string(o.shape.size()));
-      for (const auto &r : m.results)
-        check_int_expr(r, scope, "the index map of " + what);
+      for (std::size_t d = 0; d < m.results.size(); ++d)
+        index_result(o, d, m.results[d], scope, what);
       prefetch_refs_.clear();
+    } else if (o.block_shape && o.role == Role::in) {
+      for (const auto &b : *o.block_shape)
+        if (b && bounded_slice_dim(*b)) {
+          error(b->loc, "a BoundedSlice dim of " + what +
+                            " needs an index map that returns ds(start, size) in its position");
+          break;
+        }
     }
     if (o.pipeline_mode.buffer_count) {
       check_int_expr(*o.pipeline_mode.buffer_count, params, "'buffered'");

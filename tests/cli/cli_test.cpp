@@ -1138,3 +1138,23 @@ TEST(CliOpaque, CheckNotesTheOpaqueOpsAndRunRefusesTheKernelWithExitTwo) {
   EXPECT_NE(f.text.find("o[...] = opaque(x[...], op=sinh, shape=(128, 128), dtype=f32)"), std::string::npos)
       << f.text;
 }
+
+TEST(CliBoundedSlice, AMisplacedDsIsALocatedErrorWithACaretAndExitThree) {
+  const std::string p = temp_file("bounded.pk", R"(kernel tail:
+    grid = (8,)
+    in  x: f32[1000]  block=(BoundedSlice(128),)  index=(i) -> (i * 128,)
+    out o: f32[8]  block=(None,)  index=(i) -> (i,)
+    body:
+        o[...] = sum(x[...], axis=0)
+)");
+  for (const char *cmd : {"check ", "run ", "fmt ", "lower "}) {
+    Out r = run(cmd + p);
+    EXPECT_EQ(r.code, 3) << cmd << r.text;
+    EXPECT_NE(
+        r.text.find("bounded.pk:3:67: error: dim 0 of operand 'x' is a BoundedSlice: the index map returns "
+                    "ds(start, size) there, not 'i * 128'"),
+        std::string::npos)
+        << cmd << r.text;
+    EXPECT_NE(r.text.find("\n" + std::string(66, ' ') + "^\n"), std::string::npos) << cmd << r.text;
+  }
+}

@@ -1,5 +1,5 @@
-// pl.Element block dims: parsed, printed back, validated (inputs only,
-// padding (lo, hi) not negative), bound with element offsets, and lowered
+// pl.Element block dims: parsed, printed back, validated (inputs and
+// outputs, not aliased, padding (lo, hi) not negative), bound with element offsets, and lowered
 // to copies of the window's in-bounds part.
 #include "spec/bind.hpp"
 #include "spec/lower.hpp"
@@ -70,12 +70,11 @@ TEST(Element, BindsTheIndexAsAnElementOffsetIntoThePaddedDim) {
   EXPECT_EQ(b.kernel->operands[1].window_start(0, 7), 896);
 }
 
-TEST(Element, IsRejectedOnOutputsWithNegativePaddingAndWhenMalformed) {
+TEST(Element, IsRejectedWithNegativePaddingAndWhenMalformed) {
   struct Case {
     std::string text, message;
   };
   const Case cases[] = {
-      {halo("Element(144, (0, 16))", "i * 128", "out"), "supported on inputs only"},
       {halo("Element(144, (0, -1))"), "must not be negative"},
       {halo("Element(144, (0, 16, 2))"), "Element takes a block size"},
       {halo("Element(0)"), "must be positive"},
@@ -86,6 +85,32 @@ TEST(Element, IsRejectedOnOutputsWithNegativePaddingAndWhenMalformed) {
     ASSERT_FALSE(r.errors.empty());
     EXPECT_NE(r.errors[0].message.find(c.message), std::string::npos) << r.errors[0].message;
   }
+}
+
+TEST(Element, IsAcceptedOnAnOutputAndAnAliasedOutputWithOneIsRejected) {
+  const std::string t = R"(kernel k:
+    grid = (8,)
+    in  x: f32[1000]  block=(128,)  index=(i) -> (i,)
+    out o: f32[1000]  block=(Element(128, (0, 24)),)  index=(i) -> (i * 128,)
+    body:
+        o[...] = x[...]
+)";
+  EXPECT_TRUE(parsed(t).file);
+  std::string aliased = t;
+  aliased.replace(aliased.find("f32[1000]  block=(128,)"), 23, "f32[1000]  block=(Element(128, (0, 24)),)");
+  aliased.replace(aliased.find("(i,)\n"), 4, "(i * 128,)");
+  aliased.replace(aliased.find("    body:"), 0, "    alias x -> o\n");
+  auto r = parsed(aliased);
+  ASSERT_FALSE(r.file) << aliased;
+  EXPECT_NE(r.errors.at(0).message.find("has an Element block dim and cannot be aliased"), std::string::npos)
+      << r.errors[0].message;
+  std::string out_only = t;
+  out_only.replace(out_only.find("    body:"), 0, "    alias x -> o\n");
+  auto r2 = parsed(out_only);
+  ASSERT_FALSE(r2.file);
+  EXPECT_NE(r2.errors.at(0).message.find("output 'o' has an Element block dim and cannot be aliased"),
+            std::string::npos)
+      << r2.errors[0].message;
 }
 
 TEST(Element, AnAliasedInputWithAnElementDimIsRejected) {

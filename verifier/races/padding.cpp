@@ -456,7 +456,9 @@ std::optional<IntTensor> PaddingFlow::concrete(const Expr &e, const spec::Env &e
                                                         : b->v[static_cast<std::size_t>((*mb)[k])];
     return r;
   }
-  if ((e.name == "minimum" || e.name == "maximum") && np == 2) {
+  // min(a, b) and max(a, b) of two values are minimum and maximum (the
+  // body's `min(bs, n - i * bs)`).
+  if ((e.name == "minimum" || e.name == "maximum" || e.name == "min" || e.name == "max") && np == 2) {
     auto a = concrete(e.args[0], env), b = concrete(e.args[1], env);
     if (!a || !b) return std::nullopt;
     auto lt = combine(*a, *b, Op::Lt);
@@ -466,7 +468,7 @@ std::optional<IntTensor> PaddingFlow::concrete(const Expr &e, const spec::Env &e
     for (std::size_t k = 0; k < r.v.size(); ++k) {
       const std::int64_t x = a->v[static_cast<std::size_t>((*ma)[k])],
                          y = b->v[static_cast<std::size_t>((*mb)[k])];
-      r.v[k] = (e.name == "minimum") == (lt->v[k] != 0) ? x : y;
+      r.v[k] = (e.name == "minimum" || e.name == "min") == (lt->v[k] != 0) ? x : y;
     }
     return r;
   }

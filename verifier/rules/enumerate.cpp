@@ -29,8 +29,12 @@ public:
       if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out)) out_of_bounds(i);
       if (o.role == spec::Role::out && o.windowed) {
         if (!o.revisit_any && !m_.grid.empty()) revisit(i);
-        parallel_conflict(i);
-        if (!m_.is_aliased_output(i)) not_covered(i);
+        if (o.has_element_dims()) {
+          element_output_findings(m_, i, out_.findings, out_.unknown);
+        } else {
+          parallel_conflict(i);
+          if (!m_.is_aliased_output(i)) not_covered(i);
+        }
         if (m_.is_read(i) && !m_.grid.empty()) resets(i);
       }
       if (o.role == spec::Role::scratch && !m_.grid.empty()) scratch_resets(i);
@@ -130,12 +134,23 @@ private:
 
   void out_of_bounds(std::size_t op) {
     const auto &o = m_.operands[op];
-    for (std::size_t i = 0; i < pts_.size(); ++i)
+    for (std::size_t i = 0; i < pts_.size(); ++i) {
+      bool bad = false;
       for (std::size_t d = 0; d < o.num_blocks.size(); ++d)
-        if (blk_[op][i][d] < 0 || blk_[op][i][d] >= o.num_blocks[d]) {
-          out_.findings.push_back(out_of_bounds_finding(m_, op, pts_[i]));
+        bad = bad || blk_[op][i][d] < 0 || blk_[op][i][d] >= o.num_blocks[d];
+      if (!bad && o.has_bounded_dims()) {
+        // A BoundedSlice window's size is checked at each point too.
+        if (!sizes_at(m_, op, pts_[i])) {
+          out_.unknown.push_back("cannot evaluate the ds sizes of the index_map of '" + o.name + "'");
           return;
         }
+        bad = bounded_slice_fault(m_, op, pts_[i]).has_value();
+      }
+      if (bad) {
+        out_.findings.push_back(out_of_bounds_finding(m_, op, pts_[i]));
+        return;
+      }
+    }
   }
 
   // The last run-order position b >= 1 whose axis one step along changes

@@ -53,6 +53,38 @@ std::optional<Point> block_at(const KernelModel &m, std::size_t op, const Point 
   return spec::block_index(m.operands[op], m.env, m.grid, p).value;
 }
 
+std::optional<Point> sizes_at(const KernelModel &m, std::size_t op, const Point &p) {
+  return spec::window_sizes(m.operands[op], m.env, m.grid, p).value;
+}
+
+std::optional<std::pair<std::size_t, std::string>> bounded_slice_fault(const KernelModel &m, std::size_t op,
+                                                                       const Point &p) {
+  const auto &o = m.operands[op];
+  if (!o.has_bounded_dims()) return std::nullopt;
+  auto b = block_at(m, op, p);
+  auto z = sizes_at(m, op, p);
+  if (!b || !z) return std::nullopt;
+  for (std::size_t d = 0; d < o.bounded.size(); ++d) {
+    if (!o.bounded[d]) continue;
+    const std::int64_t start = (*b)[d], size = (*z)[d], end = spec::saturating_add(start, size);
+    const std::string ds = "ds(" + std::to_string(start) + ", " + std::to_string(size) + ") along dim " +
+                           std::to_string(d) + " (BoundedSlice(" + std::to_string(o.block[d]) + "))";
+    std::string why;
+    if (start < 0)
+      why = ds + " starts before the array";
+    else if (size < 0)
+      why = ds + " has a negative size";
+    else if (size > o.block[d])
+      why = ds + " is longer than its bound: the block buffer holds " + std::to_string(o.block[d]) +
+            " elements";
+    else if (end > o.shape[d])
+      why = ds + " takes elements " + std::to_string(start) + ":" + std::to_string(end) +
+            ", past the end of the dim (" + std::to_string(o.shape[d]) + " elements)";
+    if (!why.empty()) return std::make_pair(d, why);
+  }
+  return std::nullopt;
+}
+
 std::optional<bool> guard_at(const KernelModel &m, const Effect &e, const Point &p) {
   for (const auto &g : e.guards) {
     auto v = spec::eval_int(bind_grid(g, p, m.grid), m.env);
@@ -282,7 +314,7 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
         std::int64_t flat = 0;
         bool inside = true;
         for (std::size_t d = 0; d < rank; ++d) {
-          const std::int64_t x = spec::saturating_add(spec::saturating_mul((*b)[d], o.block[d]), e[d]);
+          const std::int64_t x = spec::saturating_add(o.window_start(d, (*b)[d]), e[d]);
           inside = inside && x >= 0 && x < o.shape[d];
           flat = flat * o.shape[d] + x;
         }
@@ -421,7 +453,7 @@ Finding out_of_bounds_finding(const KernelModel &m, std::size_t op, const Point 
   std::int64_t dim = -1;
   if (b)
     for (std::size_t d = 0; d < b->size(); ++d)
-      if ((*b)[d] < 0 || (*b)[d] >= o.num_blocks[d]) {
+      if (!o.bounded[d] && ((*b)[d] < 0 || (*b)[d] >= o.num_blocks[d])) {
         dim = static_cast<std::int64_t>(d);
         detail = "block index " + std::to_string((*b)[d]) + " along dim " + std::to_string(d) +
                  " is outside [0, " + std::to_string(o.num_blocks[d]) + ")";
@@ -437,8 +469,14 @@ Finding out_of_bounds_finding(const KernelModel &m, std::size_t op, const Point 
         }
         break;
       }
+  if (dim < 0)
+    if (auto fault = bounded_slice_fault(m, op, p)) {
+      dim = static_cast<std::int64_t>(fault->first);
+      detail = fault->second;
+    }
   Finding f = make(Rule::index_out_of_bounds, o.loc,
-                   "the index_map of '" + o.name + "' maps grid point " + format_tuple(p) + " to block " +
+                   "the index_map of '" + o.name + "' maps grid point " + format_tuple(p) +
+                       (o.has_bounded_dims() ? " to window start " : " to block ") +
                        (b ? format_tuple(*b) : std::string("?")) + ": " + detail);
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"grid_point", p});
@@ -535,6 +573,135 @@ bool scratch_shared_across_parallel_axes(const KernelModel &m) {
   for (auto s : m.semantics)
     if (s == spec::DimSemantics::parallel) return true;
   return false;
+}
+
+void element_output_findings(const KernelModel &m, std::size_t op, std::vector<Finding> &out,
+                             std::vector<std::string> &unknown) {
+  const auto &o = m.operands[op];
+  const std::size_t rank = o.shape.size();
+  std::int64_t total = 1;
+  for (auto n : o.shape)
+    total = spec::saturating_mul(total, n);
+  const std::int64_t points = m.num_points();
+  // Conflicts compare pairs of points: fewer of them where some axis is parallel.
+  bool parallel = false;
+  for (auto sem : m.semantics)
+    parallel = parallel || sem == spec::DimSemantics::parallel;
+  const std::int64_t kMaxPoints = parallel ? 4096 : 65536, kMaxElements = std::int64_t{1} << 22;
+  std::int64_t work = points;
+  for (auto b : o.block)
+    work = spec::saturating_mul(work, b);
+  constexpr std::int64_t kMaxWork = std::int64_t{1} << 27;
+  if (points > kMaxPoints || total > kMaxElements || work > kMaxWork) {
+    unknown.push_back("output '" + o.name +
+                      "' has Element dims: its coverage and parallel writes are decided by evaluating every "
+                      "grid point and element, and it has " +
+                      std::to_string(points) + " grid points (at most " + std::to_string(kMaxPoints) +
+                      ") and " + std::to_string(total) + " elements (at most " +
+                      std::to_string(kMaxElements) + "), its blocks " + std::to_string(work) +
+                      " elements over the grid (at most " + std::to_string(kMaxWork) + ")");
+    return;
+  }
+  std::vector<std::uint8_t> written(static_cast<std::size_t>(total), 0);
+  std::vector<Point> pts;
+  std::vector<Box> windows; // the in-bounds part of each storing point's window
+  for (std::int64_t k = 0; k < points; ++k) {
+    const Point p = spec::grid_point(m.grid, m.cta_axes, k);
+    auto b = block_at(m, op, p);
+    if (!b) {
+      unknown.push_back("cannot evaluate the index_map of '" + o.name + "'");
+      return;
+    }
+    Box win(rank);
+    for (std::size_t d = 0; d < rank; ++d) {
+      const std::int64_t lo = o.window_start(d, (*b)[d]);
+      win[d] = {std::clamp<std::int64_t>(lo, 0, o.shape[d]),
+                std::clamp<std::int64_t>(spec::saturating_add(lo, o.block[d]), 0, o.shape[d])};
+    }
+    bool stores = false;
+    for (const auto &w : m.effects) {
+      if (w.operand != op || w.kind == Effect::read || w.box.size() != rank) continue;
+      auto g = guard_at(m, w, p);
+      if (!g) {
+        unknown.push_back("cannot evaluate a guard on line " + std::to_string(w.loc.line));
+        return;
+      }
+      if (!*g) continue;
+      stores = true;
+      // The stored box in array elements, clipped to the array.
+      Box at(rank);
+      bool empty = false;
+      for (std::size_t d = 0; d < rank; ++d) {
+        const std::int64_t lo = o.window_start(d, (*b)[d]);
+        at[d] = {std::clamp<std::int64_t>(spec::saturating_add(lo, w.box[d].first), 0, o.shape[d]),
+                 std::clamp<std::int64_t>(spec::saturating_add(lo, w.box[d].second), 0, o.shape[d])};
+        empty = empty || at[d].second <= at[d].first;
+      }
+      if (empty) continue;
+      Point e(rank);
+      for (std::size_t d = 0; d < rank; ++d)
+        e[d] = at[d].first;
+      for (;;) {
+        std::int64_t flat = 0;
+        for (std::size_t d = 0; d < rank; ++d)
+          flat = flat * o.shape[d] + e[d];
+        written[static_cast<std::size_t>(flat)] = 1;
+        std::size_t d = rank;
+        while (d > 0 && ++e[d - 1] == at[d - 1].second) {
+          e[d - 1] = at[d - 1].first;
+          --d;
+        }
+        if (d == 0) break;
+      }
+    }
+    if (stores) {
+      pts.push_back(p);
+      windows.push_back(std::move(win));
+    }
+  }
+  if (!m.is_aliased_output(op))
+    for (std::int64_t flat = 0; flat < total; ++flat) {
+      if (written[static_cast<std::size_t>(flat)]) continue;
+      Point e(rank);
+      for (std::size_t d = rank, r = static_cast<std::size_t>(flat); d-- > 0;) {
+        e[d] = static_cast<std::int64_t>(r % static_cast<std::size_t>(o.shape[d]));
+        r /= static_cast<std::size_t>(o.shape[d]);
+      }
+      Finding f = make(Rule::output_not_covered, o.loc,
+                       "element " + format_tuple(e) + " of output '" + o.name +
+                           "' is never written: no grid point's store reaches it through its Element window");
+      f.witness.items.push_back({"operand", o.name});
+      f.witness.items.push_back({"element", e});
+      out.push_back(std::move(f));
+      break;
+    }
+  // Two storing points on different parallel cores whose windows overlap:
+  // each core writes its whole window back, in either order.
+  for (std::size_t i = 0; i < pts.size(); ++i)
+    for (std::size_t j = i + 1; j < pts.size(); ++j) {
+      std::int64_t axis = -1;
+      for (std::size_t a = 0; a < pts[i].size() && a < m.semantics.size() && axis < 0; ++a)
+        if (pts[i][a] != pts[j][a] && m.semantics[a] == spec::DimSemantics::parallel)
+          axis = static_cast<std::int64_t>(a);
+      bool overlap = axis >= 0;
+      for (std::size_t d = 0; d < rank && overlap; ++d)
+        overlap = windows[i][d].first < windows[j][d].second && windows[j][d].first < windows[i][d].second;
+      if (!overlap) continue;
+      std::string both;
+      for (std::size_t d = 0; d < rank; ++d)
+        both += (d ? ", " : "") + std::to_string(std::max(windows[i][d].first, windows[j][d].first)) + ":" +
+                std::to_string(std::min(windows[i][d].second, windows[j][d].second));
+      Finding f = make(
+          Rule::parallel_write_conflict, o.loc,
+          "grid points " + format_tuple(pts[i]) + " and " + format_tuple(pts[j]) +
+              " differ along parallel axis " + std::to_string(axis) + " and both write '" + o.name + "'[" +
+              both + "] through overlapping Element windows: the cores write them back in either order");
+      f.witness.items.push_back({"operand", o.name});
+      f.witness.items.push_back({"first_write", pts[i]});
+      f.witness.items.push_back({"second_write", pts[j]});
+      out.push_back(std::move(f));
+      return;
+    }
 }
 
 Finding not_covered_finding(const KernelModel &m, std::size_t op, const Point &block, const Box &cell) {
@@ -684,7 +851,9 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
     for (std::size_t d = 0; d < x.shape.size(); ++d) {
       // An Element dim holds undefined values only where it is padded.
       const bool padded = x.element[d] ? x.pad_lo[d] > 0 || x.pad_hi[d] > 0 : x.shape[d] % x.block[d] != 0;
-      if (x.squeezed[d] || !padded) continue;
+      // A BoundedSlice dim's undefined tail (past its size) moves with the
+      // grid point: the race check follows it element by element instead.
+      if (x.squeezed[d] || !padded || x.bounded[d]) continue;
       std::string why;
       if (has_output)
         for (std::size_t a = 0; a < x.index_params.size() && why.empty(); ++a) {

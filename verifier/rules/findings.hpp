@@ -46,6 +46,24 @@ std::size_t keep_from(const KernelModel &, std::size_t op);
 /// The block index of operand `op` at grid point `p` (concrete evaluation), or
 /// nullopt when an index expression cannot be evaluated.
 std::optional<Point> block_at(const KernelModel &, std::size_t op, const Point &p);
+/// An output with Element dims (windows placed by element offset, which may
+/// overlap): output-not-covered per array element (the first element no
+/// firing store reaches) and parallel-write-conflict when two grid points
+/// that differ along a parallel axis both store and their windows overlap,
+/// both by evaluating every grid point. Appends to `out`; a reason to
+/// `unknown` past 4096 grid points (65536 with no parallel axis) or 2^22
+/// elements, or when something does not evaluate. Replaces the per-block coverage and conflict rules for it.
+void element_output_findings(const KernelModel &, std::size_t op, std::vector<Finding> &out,
+                             std::vector<std::string> &unknown);
+/// The window extents of `op` at `p` (spec::window_sizes), or nullopt when
+/// they do not evaluate.
+std::optional<Point> sizes_at(const KernelModel &, std::size_t op, const Point &p);
+/// Why the window of `op` at `p` leaves a BoundedSlice dim: its first such
+/// dim and the reason (a start or size below zero, a size over the bound, a
+/// slice past the array's end); nullopt when every BoundedSlice dim fits or
+/// `p` does not evaluate.
+std::optional<std::pair<std::size_t, std::string>> bounded_slice_fault(const KernelModel &, std::size_t op,
+                                                                       const Point &p);
 /// Whether every guard of the effect holds at `p` (nullopt: not evaluable).
 std::optional<bool> guard_at(const KernelModel &, const Effect &, const Point &p);
 

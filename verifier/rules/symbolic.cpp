@@ -59,8 +59,12 @@ public:
       if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out)) out_of_bounds(i);
       if (o.role == spec::Role::out && o.windowed) {
         if (!o.revisit_any) revisit(i);
-        parallel_conflict(i);
-        if (!m_.is_aliased_output(i)) not_covered(i);
+        if (o.has_element_dims()) {
+          element_output_findings(m_, i, out_.findings, out_.unknown);
+        } else {
+          parallel_conflict(i);
+          if (!m_.is_aliased_output(i)) not_covered(i);
+        }
         if (m_.is_read(i)) resets(i);
       }
       if (o.role == spec::Role::scratch) scratch_resets(i);
@@ -884,6 +888,22 @@ private:
     for (std::size_t d = 0; d < b.size(); ++d) {
       bad.push_back(b[d] < 0);
       bad.push_back(b[d] >= o.num_blocks[d]);
+    }
+    if (o.has_bounded_dims()) {
+      // A BoundedSlice window [start, start + size): size in [0, bound],
+      // and the slice ends within the dim.
+      auto env = bindings(o.index_params, p);
+      for (std::size_t d = 0; d < b.size(); ++d) {
+        if (!o.bounded[d]) continue;
+        auto z = tr(o.size[d], env);
+        if (!z) {
+          out_.unknown.push_back("cannot encode the ds size of the index_map of '" + o.name + "'");
+          return;
+        }
+        bad.push_back(*z < 0);
+        bad.push_back(*z > o.block[d]);
+        bad.push_back(b[d] + *z > o.shape[d]);
+      }
     }
     std::vector<Point> v;
     if (query("index-out-of-bounds/" + o.name, {in_grid(p), ctx_.any_of(bad)}, {&p}, v) == Q::sat)
