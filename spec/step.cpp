@@ -40,22 +40,33 @@ void Stepper::bind(int v, std::int64_t value) {
   *p = value;
 }
 
-void Stepper::plan_int(const Expr &e) {
-  int_of_.try_emplace(&e, ints_.compile(e, [this](const std::string &n) { return var(n); }));
+int Stepper::plan_int(const Expr &e) {
+  if (auto it = int_of_.find(&e); it != int_of_.end()) return it->second;
+  const int h = ints_.compile(e, [this](const std::string &n) { return var(n); });
+  int_of_.emplace(&e, h);
+  return h;
 }
 
 void Stepper::plan_ref(const Expr &ref) {
-  buffer_of_.try_emplace(&ref, buffer_index(ref.name));
-  if (ref.op != Op::Ref) return;
-  // What subscripts_of evaluates: indices, slice bounds, ds(start, size).
-  for (const auto &a : ref.args) {
-    if (a.op == Op::Slice || (a.op == Op::Call && a.name == "ds")) {
-      for (const auto &b : a.args)
-        if (b.op != Op::None) plan_int(b);
-    } else if (a.op != Op::Ellipsis) {
-      plan_int(a);
+  if (refs_.count(&ref)) return;
+  RefPlan plan;
+  plan.buffer = buffer_index(ref.name);
+  // What subscripts_of evaluates, in its order: indices, slice bounds, ds(start, size).
+  auto add = [&](const Expr &e) { plan.subs.push_back({&e, plan_int(e)}); };
+  if (ref.op == Op::Ref)
+    for (const auto &a : ref.args) {
+      if (a.op == Op::Ellipsis) continue;
+      if (a.op == Op::Slice) {
+        if (!a.args.empty() && a.args[0].op != Op::None) add(a.args[0]);
+        if (a.args.size() >= 2 && a.args[1].op != Op::None) add(a.args[1]);
+      } else if (a.op == Op::Call && a.name == "ds" && a.args.size() == 2 && a.kwarg_names.empty()) {
+        add(a.args[0]);
+        add(a.args[1]);
+      } else {
+        add(a);
+      }
     }
-  }
+  refs_.emplace(&ref, std::move(plan));
 }
 
 void Stepper::collect_read_refs(const Expr &e, std::vector<const Expr *> &out) const {
@@ -82,12 +93,12 @@ void Stepper::plan_block(const Block &b) {
   for (const auto &s : b) {
     StmtPlan plan;
     if (auto *f = std::get_if<For>(&s.kind)) {
-      plan_int(f->lo);
-      plan_int(f->hi);
+      plan.ints[0] = plan_int(f->lo);
+      plan.ints[1] = plan_int(f->hi);
       plan.var = var(f->var);
       plan_block(f->body);
     } else if (auto *i = std::get_if<If>(&s.kind)) {
-      plan_int(i->cond);
+      plan.ints[0] = plan_int(i->cond);
       plan_block(i->then_body);
       plan_block(i->else_body);
     } else if (auto *l = std::get_if<Let>(&s.kind)) {
@@ -95,7 +106,7 @@ void Stepper::plan_block(const Block &b) {
         plan.let_store = &let_stores_.emplace_back(Expr::var(l->name, s.loc));
         plan_ref(*plan.let_store);
       } else {
-        plan_int(l->value);
+        plan.ints[0] = plan_int(l->value);
         plan.var = var(l->name);
       }
       plan_reads(l->value);
@@ -110,7 +121,7 @@ void Stepper::plan_block(const Block &b) {
       plan_ref(w->a);
       plan_ref(w->b);
     } else if (auto *ww = std::get_if<WgmmaWait>(&s.kind)) {
-      plan_int(ww->n);
+      plan.ints[0] = plan_int(ww->n);
     } else if (auto *d = std::get_if<Dma>(&s.kind)) {
       plan_ref(d->src);
       plan_ref(d->dst);
@@ -133,6 +144,12 @@ std::optional<std::int64_t> Stepper::value_of(const Expr &e) const {
   return eval_int(e, env_);
 }
 
+std::int64_t Stepper::eval(int handle, const Expr &e, const Loc &l) const {
+  if (handle >= 0)
+    if (auto v = ints_.value(handle, vars_.data())) return *v;
+  return eval(e, l);
+}
+
 std::int64_t Stepper::eval(const Expr &e, const Loc &l) const {
   if (auto v = value_of(e)) return *v;
   if (auto d = arithmetic_error(e, env_, "'" + print(e) + "'")) throw StepError(d->message, d->loc);
@@ -140,18 +157,23 @@ std::int64_t Stepper::eval(const Expr &e, const Loc &l) const {
 }
 
 StepRef Stepper::resolve(const Expr &ref, const Loc &l) const {
-  auto it = buffer_of_.find(&ref);
-  return resolve_in(ref, it != buffer_of_.end() ? it->second : buffer_index(ref.name), l);
+  auto it = refs_.find(&ref);
+  if (it == refs_.end()) return resolve_in(ref, buffer_index(ref.name), nullptr, l);
+  return resolve_in(ref, it->second.buffer, &it->second, l);
 }
 
-StepRef Stepper::resolve_in(const Expr &ref, int bi, const Loc &l) const {
+StepRef Stepper::resolve_in(const Expr &ref, int bi, const RefPlan *plan, const Loc &l) const {
   const std::string &name = ref.name;
   if (bi < 0 || (ref.op != Op::Ref && ref.op != Op::Name))
     throw StepError("'" + print(ref) + "' is not a buffer", l);
   const bool ring = slots_[bi] >= 0;
   const Dims &dims = ref_dims_[bi];
-  const auto subs =
-      subscripts_of(ref, [&](const Expr &e, bool) -> std::optional<std::int64_t> { return eval(e, l); });
+  std::size_t next = 0; // the plan's next subscript expression
+  const auto subs = subscripts_of(ref, [&](const Expr &e, bool) -> std::optional<std::int64_t> {
+    if (plan && next < plan->subs.size() && plan->subs[next].first == &e)
+      return eval(plan->subs[next++].second, e, l);
+    return eval(e, l);
+  });
   if (ring && (subs.empty() || subs[0].kind != Subscript::Kind::index))
     throw StepError("slot ring '" + name + "' used without a slot", l);
   const Subscripted r = subscript(dims, subs);
@@ -212,7 +234,7 @@ void Stepper::exec(const Stmt &s) {
   current_ = &s;
   const StmtPlan &plan = plans_.at(&s);
   if (auto *f = std::get_if<For>(&s.kind)) {
-    const std::int64_t lo = eval(f->lo, s.loc), hi = eval(f->hi, s.loc);
+    const std::int64_t lo = eval(plan.ints[0], f->lo, s.loc), hi = eval(plan.ints[1], f->hi, s.loc);
     std::int64_t *&bound = vars_[static_cast<std::size_t>(plan.var)];
     if (!bound) // bound by a consumer, perhaps
       if (auto it = env_.find(f->var); it != env_.end()) bound = &it->second;
@@ -231,7 +253,7 @@ void Stepper::exec(const Stmt &s) {
     return;
   }
   if (auto *i = std::get_if<If>(&s.kind)) {
-    exec_block(eval(i->cond, s.loc) ? i->then_body : i->else_body);
+    exec_block(eval(plan.ints[0], i->cond, s.loc) ? i->then_body : i->else_body);
     return;
   }
   if (auto *l = std::get_if<Let>(&s.kind)) {
@@ -240,7 +262,9 @@ void Stepper::exec(const Stmt &s) {
       exec_store(s, *plan.let_store, false, l->value);
       return;
     }
-    if (auto v = value_of(l->value)) {
+    std::optional<std::int64_t> v = ints_.value(plan.ints[0], vars_.data());
+    if (!v) v = eval_int(l->value, env_);
+    if (v) {
       bind(plan.var, *v);
       c_->on_int_let(s, l->name);
       return;
@@ -351,7 +375,7 @@ void Stepper::exec_async(const Stmt &s) {
     return;
   }
   if (auto *w = std::get_if<WgmmaWait>(&s.kind)) {
-    const std::int64_t n = eval(w->n, s.loc);
+    const std::int64_t n = eval(plans_.at(&s).ints[0], w->n, s.loc);
     if (n < 0) throw StepError("wgmma_wait takes n >= 0", s.loc);
     std::vector<int> retired;
     while (static_cast<std::int64_t>(wgmmas_.size()) > n) {

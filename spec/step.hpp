@@ -151,7 +151,6 @@ private:
   std::int64_t eval(const Expr &, const Loc &) const;
   /// eval_int under the env, through the compiled form where there is one.
   std::optional<std::int64_t> value_of(const Expr &) const;
-  StepRef resolve_in(const Expr &ref, int buffer, const Loc &) const;
   void exec_block(const Block &);
   void exec(const Stmt &);
   void exec_store(const Stmt &, const Expr &target, bool accumulate, const Expr &value);
@@ -192,7 +191,7 @@ private:
   // expressions to CompiledInts reading names through pointers into env_,
   // buffer names to indices, values to the buffer refs they read.
   void plan_block(const Block &);
-  void plan_int(const Expr &);
+  int plan_int(const Expr &);
   void plan_ref(const Expr &);
   void plan_reads(const Expr &value);
   void collect_read_refs(const Expr &, std::vector<const Expr *> &) const;
@@ -200,11 +199,19 @@ private:
   void bind(int var, std::int64_t value);
   struct StmtPlan {
     int var = -1;                    // a for's variable, a let's name
+    int ints[2] = {-1, -1};          // compiled: a for's bounds, an if's condition, a let's value
     const Expr *let_store = nullptr; // `T = ...` on a buffer: the ref T
   };
+  struct RefPlan {
+    int buffer = -1;                                // -1: not a buffer
+    std::vector<std::pair<const Expr *, int>> subs; // what subscripts_of evaluates, in order, compiled
+  };
+  /// eval() through a compiled handle (-1: none).
+  std::int64_t eval(int handle, const Expr &, const Loc &) const;
+  StepRef resolve_in(const Expr &ref, int buffer, const RefPlan *, const Loc &) const;
   CompiledInts ints_;
-  std::unordered_map<const Expr *, int> int_of_;    // integer expression -> compiled handle
-  std::unordered_map<const Expr *, int> buffer_of_; // a ref in the body -> its buffer (-1: none)
+  std::unordered_map<const Expr *, int> int_of_;   // integer expression -> compiled handle
+  std::unordered_map<const Expr *, RefPlan> refs_; // the refs in the body
   std::unordered_map<const Expr *, std::vector<const Expr *>> reads_of_; // a value -> its buffer refs
   std::unordered_map<const Stmt *, StmtPlan> plans_;
   std::map<std::string, int> var_of_;
