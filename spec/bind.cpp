@@ -113,6 +113,14 @@ Expr bind_grid(const Expr &e, const std::vector<std::int64_t> &point, const std:
 
 namespace {
 
+// Whether bind_grid can change `e`.
+bool has_grid_calls(const Expr &e) {
+  if (e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs")) return true;
+  for (const auto &a : e.args)
+    if (has_grid_calls(a)) return true;
+  return false;
+}
+
 BindError bad(Loc loc, std::string msg) {
   return {BindFault::bad_input, Diagnostic{Severity::error, loc, std::move(msg), {}}};
 }
@@ -266,37 +274,51 @@ bool BoundOperand::has_element_dims() const {
 
 Binding bind_kernel(const KernelSpec &k, const Env &params) { return Binder(k, params).run(); }
 
-BlockIndex block_index(const BoundOperand &op, const Env &params, const std::vector<std::int64_t> &grid,
-                       const std::vector<std::int64_t> &point) {
-  Env env = params;
-  for (std::size_t a = 0; a < op.index_params.size() && a < point.size(); ++a)
-    env[op.index_params[a]] = point[a];
+BlockIndexer::BlockIndexer(const BoundOperand &op, const Env &params, std::vector<std::int64_t> grid,
+                           std::size_t rank)
+    : op_(op), grid_(std::move(grid)), env_(params) {
+  for (std::size_t a = 0; a < op.index_params.size() && a < rank; ++a)
+    index_vars_.push_back(&env_[op.index_params[a]]);
+  for (const auto &e : op.index)
+    grid_calls_.push_back(has_grid_calls(e) ? 1 : 0);
+}
+
+BlockIndex BlockIndexer::at(const std::vector<std::int64_t> &point) {
+  for (std::size_t a = 0; a < index_vars_.size(); ++a)
+    *index_vars_[a] = point.at(a);
   BlockIndex out;
   std::vector<std::int64_t> idx;
-  const std::string where = "the index map of '" + op.name + "'";
+  auto where = [&] { return "the index map of '" + op_.name + "'"; };
   // An arithmetic error in any dim wins over a symbolic param in another.
-  for (const auto &e : op.index) {
-    Expr bound = bind_grid(e, point, grid);
-    Evaluation v = evaluate(bound, env);
+  for (std::size_t d = 0; d < op_.index.size(); ++d) {
+    const Expr &e = op_.index[d];
+    Expr with_grid;
+    const Expr &bound = grid_calls_[d] ? (with_grid = bind_grid(e, point, grid_)) : e;
+    Evaluation v = evaluate(bound, env_);
     if (v.value) {
       idx.push_back(*v.value);
       continue;
     }
-    if (auto d = v.is_error() ? arithmetic_error(bound, env, where) : std::nullopt) {
-      d->message += " at grid point " + format_tuple(point);
-      out.error = BindError{BindFault::bad_input, std::move(*d)};
+    if (auto dg = v.is_error() ? arithmetic_error(bound, env_, where()) : std::nullopt) {
+      dg->message += " at grid point " + format_tuple(point);
+      out.error = BindError{BindFault::bad_input, std::move(*dg)};
       return out;
     }
     if (!out.error)
       out.error = BindError{v.fault == EvalFault::unbound ? BindFault::unbound : BindFault::bad_input,
                             Diagnostic{Severity::error,
                                        e.loc,
-                                       where + " has no value at grid point " + format_tuple(point) +
+                                       where() + " has no value at grid point " + format_tuple(point) +
                                            (v.fault == EvalFault::unbound ? " (a param is symbolic)" : ""),
                                        {}}};
   }
   if (!out.error) out.value = std::move(idx);
   return out;
+}
+
+BlockIndex block_index(const BoundOperand &op, const Env &params, const std::vector<std::int64_t> &grid,
+                       const std::vector<std::int64_t> &point) {
+  return BlockIndexer(op, params, grid, point.size()).at(point);
 }
 
 BlockIndex block_index(const BoundKernel &k, std::size_t op, const std::vector<std::int64_t> &point) {
