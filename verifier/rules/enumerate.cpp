@@ -97,8 +97,9 @@ private:
     }
     for (const auto &e : m_.effects) {
       std::vector<char> f;
+      GuardEvaluator guards(m_, e, m_.grid.size()); // guard_at, point by point
       for (const auto &p : pts_) {
-        auto g = guard_at(m_, e, p);
+        auto g = guards.at(p);
         if (!g) {
           if (auto d = guard_error_at(m_, e, p))
             out_.errors.push_back(std::move(*d));
