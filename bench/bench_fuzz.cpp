@@ -9,8 +9,10 @@
 //                            second, small shapes (target >= 100)
 //   agreement                generated kernels whose verdict agrees with their runs,
 //                            as a fraction (target 1.0); PIPECHECK_BENCH_AGREEMENT_CASES
-//                            sets the count (default 10000)
+//                            sets the count (default 10000), PIPECHECK_BENCH_AGREEMENT_SEED
+//                            the generator's seed (default 1)
 //   agreement_cases          that count
+//   agreement_seed           that seed
 #include "properties/agreement.hpp"
 #include "spec/parse.hpp"
 #include "sweep/sweep.hpp"
@@ -91,8 +93,10 @@ int main() {
   std::int64_t cases = 10000;
   if (const char *e = std::getenv("PIPECHECK_BENCH_AGREEMENT_CASES"))
     cases = std::max<long long>(1, std::atoll(e));
+  std::uint64_t seed = 1;
+  if (const char *e = std::getenv("PIPECHECK_BENCH_AGREEMENT_SEED")) seed = std::strtoull(e, nullptr, 10);
   t0 = std::chrono::steady_clock::now();
-  auto tally = properties::run_agreement(properties::agreement_kernel_text(), cases, 1);
+  auto tally = properties::run_agreement(properties::agreement_kernel_text(), cases, seed);
   std::printf("agreement: %s (%.1f s)\n", tally.summary().c_str(), seconds_since(t0));
   for (const auto &[text, a] : tally.disagreements)
     std::printf("disagreement:\n%s\n", text.c_str());
@@ -100,7 +104,8 @@ int main() {
                                                        static_cast<double>(tally.cases)
                                            : 0;
   std::printf("{\"verified_configs_per_s\": %.1f, \"executed_configs_per_s\": %.1f, \"agreement\": %.4f, "
-              "\"agreement_cases\": %lld}\n",
-              verified_per_s, executed_per_s, agreement, static_cast<long long>(tally.cases));
+              "\"agreement_cases\": %lld, \"agreement_seed\": %llu}\n",
+              verified_per_s, executed_per_s, agreement, static_cast<long long>(tally.cases),
+              static_cast<unsigned long long>(seed));
   return 0;
 }

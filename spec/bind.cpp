@@ -113,6 +113,14 @@ Expr bind_grid(const Expr &e, const std::vector<std::int64_t> &point, const std:
 
 namespace {
 
+// Whether bind_grid can change `e`.
+bool has_grid_calls(const Expr &e) {
+  if (e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs")) return true;
+  for (const auto &a : e.args)
+    if (has_grid_calls(a)) return true;
+  return false;
+}
+
 BindError bad(Loc loc, std::string msg) {
   return {BindFault::bad_input, Diagnostic{Severity::error, loc, std::move(msg), {}}};
 }
@@ -291,35 +299,41 @@ bool BoundOperand::has_bounded_dims() const {
 
 Binding bind_kernel(const KernelSpec &k, const Env &params) { return Binder(k, params).run(); }
 
-namespace {
+BlockIndexer::BlockIndexer(const BoundOperand &op, const Env &params, std::vector<std::int64_t> grid,
+                           std::size_t rank, const std::vector<Expr> *exprs)
+    : op_(op), exprs_(exprs ? *exprs : op.index), grid_(std::move(grid)), env_(params) {
+  for (std::size_t a = 0; a < op.index_params.size() && a < rank; ++a)
+    index_vars_.push_back(&env_[op.index_params[a]]);
+  for (const auto &e : exprs_)
+    grid_calls_.push_back(has_grid_calls(e) ? 1 : 0);
+}
 
-// `exprs` (an operand's index or window sizes) evaluated at `point`.
-BlockIndex evaluate_at(const BoundOperand &op, const std::vector<Expr> &exprs, const Env &params,
-                       const std::vector<std::int64_t> &grid, const std::vector<std::int64_t> &point) {
-  Env env = params;
-  for (std::size_t a = 0; a < op.index_params.size() && a < point.size(); ++a)
-    env[op.index_params[a]] = point[a];
+BlockIndex BlockIndexer::at(const std::vector<std::int64_t> &point) {
+  for (std::size_t a = 0; a < index_vars_.size(); ++a)
+    *index_vars_[a] = point.at(a);
   BlockIndex out;
   std::vector<std::int64_t> idx;
-  const std::string where = "the index map of '" + op.name + "'";
+  auto where = [&] { return "the index map of '" + op_.name + "'"; };
   // An arithmetic error in any dim wins over a symbolic param in another.
-  for (const auto &e : exprs) {
-    Expr bound = bind_grid(e, point, grid);
-    Evaluation v = evaluate(bound, env);
+  for (std::size_t d = 0; d < exprs_.size(); ++d) {
+    const Expr &e = exprs_[d];
+    Expr with_grid;
+    const Expr &bound = grid_calls_[d] ? (with_grid = bind_grid(e, point, grid_)) : e;
+    Evaluation v = evaluate(bound, env_);
     if (v.value) {
       idx.push_back(*v.value);
       continue;
     }
-    if (auto d = v.is_error() ? arithmetic_error(bound, env, where) : std::nullopt) {
-      d->message += " at grid point " + format_tuple(point);
-      out.error = BindError{BindFault::bad_input, std::move(*d)};
+    if (auto dg = v.is_error() ? arithmetic_error(bound, env_, where()) : std::nullopt) {
+      dg->message += " at grid point " + format_tuple(point);
+      out.error = BindError{BindFault::bad_input, std::move(*dg)};
       return out;
     }
     if (!out.error)
       out.error = BindError{v.fault == EvalFault::unbound ? BindFault::unbound : BindFault::bad_input,
                             Diagnostic{Severity::error,
                                        e.loc,
-                                       where + " has no value at grid point " + format_tuple(point) +
+                                       where() + " has no value at grid point " + format_tuple(point) +
                                            (v.fault == EvalFault::unbound ? " (a param is symbolic)" : ""),
                                        {}}};
   }
@@ -327,17 +341,15 @@ BlockIndex evaluate_at(const BoundOperand &op, const std::vector<Expr> &exprs, c
   return out;
 }
 
-} // namespace
-
 BlockIndex block_index(const BoundOperand &op, const Env &params, const std::vector<std::int64_t> &grid,
                        const std::vector<std::int64_t> &point) {
-  return evaluate_at(op, op.index, params, grid, point);
+  return BlockIndexer(op, params, grid, point.size()).at(point);
 }
 
 BlockIndex window_sizes(const BoundOperand &op, const Env &params, const std::vector<std::int64_t> &grid,
                         const std::vector<std::int64_t> &point) {
   if (!op.has_bounded_dims()) return BlockIndex{op.block, std::nullopt};
-  return evaluate_at(op, op.size, params, grid, point);
+  return BlockIndexer(op, params, grid, point.size(), &op.size).at(point);
 }
 
 BlockIndex block_index(const BoundKernel &k, std::size_t op, const std::vector<std::int64_t> &point) {

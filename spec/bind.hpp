@@ -150,6 +150,28 @@ BlockIndex block_index(const BoundKernel &, std::size_t op, const std::vector<st
 BlockIndex window_sizes(const BoundOperand &op, const Env &params, const std::vector<std::int64_t> &grid,
                         const std::vector<std::int64_t> &point);
 
+/// block_index() of one operand at many grid points of one rank (`rank`
+/// coordinates each), its environment built once: the spec rules evaluate
+/// every point of a small grid.
+class BlockIndexer {
+public:
+  /// `exprs`: what to evaluate per dim (the operand's window sizes, say); its index by default.
+  BlockIndexer(const BoundOperand &, const Env &params, std::vector<std::int64_t> grid, std::size_t rank,
+               const std::vector<Expr> *exprs = nullptr);
+  BlockIndexer(const BlockIndexer &) = delete;
+  BlockIndexer &operator=(const BlockIndexer &) = delete;
+  /// block_index(op, params, grid, point); point.size() must be `rank`.
+  BlockIndex at(const std::vector<std::int64_t> &point);
+
+private:
+  const BoundOperand &op_;
+  const std::vector<Expr> &exprs_;
+  std::vector<std::int64_t> grid_;
+  Env env_;
+  std::vector<std::int64_t *> index_vars_; // the lambda params' values in env_
+  std::vector<char> grid_calls_;           // per dim: its index names program_id or num_programs
+};
+
 /// The number of points of a grid, saturating at INT64_MAX.
 std::int64_t num_points(const std::vector<std::int64_t> &grid);
 

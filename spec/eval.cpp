@@ -55,6 +55,73 @@ Evaluation power(std::int64_t x, std::int64_t y, const Expr &e) {
   return value(r, e);
 }
 
+// The integer function a call applies, given its name and argument count
+// (none: not one eval_int evaluates).
+enum class IntFn { none, cdiv, min, max, where, abs };
+IntFn int_function(const Expr &e) {
+  if (!e.kwarg_names.empty()) return IntFn::none;
+  const std::size_t n = e.args.size();
+  if (e.name == "cdiv" && n == 2) return IntFn::cdiv;
+  if ((e.name == "min" && n >= 2) || (e.name == "minimum" && n == 2)) return IntFn::min;
+  if ((e.name == "max" && n >= 2) || (e.name == "maximum" && n == 2)) return IntFn::max;
+  // where(c, a, b): lax.select on integers, as an index map clamps with it.
+  if (e.name == "where" && n == 3) return IntFn::where;
+  if (e.name == "abs" && n == 1) return IntFn::abs;
+  return IntFn::none;
+}
+
+// `f` on the values of all of its arguments (cdiv: v[1] != 0).
+Evaluation apply(IntFn f, const std::int64_t *v, std::size_t n, const Expr &e) {
+  switch (f) {
+  case IntFn::cdiv: return value(-floor_div_wide(-static_cast<i128>(v[0]), v[1]), e);
+  case IntFn::min: return value(*std::min_element(v, v + n), e);
+  case IntFn::max: return value(*std::max_element(v, v + n), e);
+  case IntFn::where: return value(v[0] != 0 ? v[1] : v[2], e);
+  case IntFn::abs: return value(v[0] < 0 ? -static_cast<i128>(v[0]) : v[0], e);
+  case IntFn::none: break;
+  }
+  return fault(EvalFault::not_integer, e);
+}
+
+// A binary integer operator on two values (y != 0 for // and %).
+Evaluation binary(Op op, std::int64_t a, std::int64_t b, const Expr &e) {
+  const i128 x = a, y = b;
+  switch (op) {
+  case Op::Add: return value(x + y, e);
+  case Op::Sub: return value(x - y, e);
+  case Op::Mul: return value(x * y, e);
+  case Op::FloorDiv: return value(floor_div_wide(x, y), e);
+  case Op::Mod: return value(x - floor_div_wide(x, y) * y, e);
+  case Op::Pow: return power(a, b, e);
+  case Op::Eq: return value(x == y, e);
+  case Op::Ne: return value(x != y, e);
+  case Op::Lt: return value(x < y, e);
+  case Op::Le: return value(x <= y, e);
+  case Op::Gt: return value(x > y, e);
+  case Op::Ge: return value(x >= y, e);
+  default: break;
+  }
+  return fault(EvalFault::not_integer, e);
+}
+
+bool is_binary(Op op) {
+  switch (op) {
+  case Op::Add:
+  case Op::Sub:
+  case Op::Mul:
+  case Op::FloorDiv:
+  case Op::Mod:
+  case Op::Pow:
+  case Op::Eq:
+  case Op::Ne:
+  case Op::Lt:
+  case Op::Le:
+  case Op::Gt:
+  case Op::Ge: return true;
+  default: return false;
+  }
+}
+
 Evaluation call(const Expr &e, const Env &env) {
   if (!is_int_function(e.name) || !e.kwarg_names.empty()) return fault(EvalFault::not_integer, e);
   std::vector<std::int64_t> v;
@@ -67,20 +134,14 @@ Evaluation call(const Expr &e, const Env &env) {
     else if (!missing)
       missing = x;
   }
-  if (e.name == "cdiv" && e.args.size() == 2) {
+  const IntFn f = int_function(e);
+  if (f == IntFn::cdiv) {
     if (auto d = evaluate(e.args[1], env).value; d && *d == 0) return fault(EvalFault::div_by_zero, e);
     if (missing) return *missing;
-    return value(-floor_div_wide(-static_cast<i128>(v[0]), v[1]), e);
+    return apply(f, v.data(), v.size(), e);
   }
   if (missing) return *missing;
-  if ((e.name == "min" && v.size() >= 2) || (e.name == "minimum" && v.size() == 2))
-    return value(*std::min_element(v.begin(), v.end()), e);
-  if ((e.name == "max" && v.size() >= 2) || (e.name == "maximum" && v.size() == 2))
-    return value(*std::max_element(v.begin(), v.end()), e);
-  // where(c, a, b): lax.select on integers, as an index map clamps with it.
-  if (e.name == "where" && v.size() == 3) return value(v[0] != 0 ? v[1] : v[2], e);
-  if (e.name == "abs" && v.size() == 1) return value(v[0] < 0 ? -static_cast<i128>(v[0]) : v[0], e);
-  return fault(EvalFault::not_integer, e);
+  return apply(f, v.data(), v.size(), e);
 }
 
 } // namespace
@@ -138,23 +199,7 @@ Evaluation evaluate(const Expr &e, const Env &env) {
       return fault(EvalFault::div_by_zero, e);
     if (!a.value) return a;
     if (!b.value) return b;
-    const i128 x = *a.value, y = *b.value;
-    switch (e.op) {
-    case Op::Add: return value(x + y, e);
-    case Op::Sub: return value(x - y, e);
-    case Op::Mul: return value(x * y, e);
-    case Op::FloorDiv: return value(floor_div_wide(x, y), e);
-    case Op::Mod: return value(x - floor_div_wide(x, y) * y, e);
-    case Op::Pow: return power(*a.value, *b.value, e);
-    case Op::Eq: return value(x == y, e);
-    case Op::Ne: return value(x != y, e);
-    case Op::Lt: return value(x < y, e);
-    case Op::Le: return value(x <= y, e);
-    case Op::Gt: return value(x > y, e);
-    case Op::Ge: return value(x >= y, e);
-    default: break;
-    }
-    return fault(EvalFault::not_integer, e);
+    return binary(e.op, *a.value, *b.value, e);
   }
   case Op::Call: return call(e, env);
   default: return fault(EvalFault::not_integer, e);
@@ -162,6 +207,128 @@ Evaluation evaluate(const Expr &e, const Env &env) {
 }
 
 std::optional<std::int64_t> eval_int(const Expr &e, const Env &env) { return evaluate(e, env).value; }
+
+int CompiledInts::add(Node n, const std::vector<int> &kids) {
+  n.first = static_cast<int>(kids_.size());
+  n.count = static_cast<int>(kids.size());
+  kids_.insert(kids_.end(), kids.begin(), kids.end());
+  nodes_.push_back(n);
+  return static_cast<int>(nodes_.size()) - 1;
+}
+
+int CompiledInts::compile_node(const Expr &e, const std::function<int(const std::string &)> &intern) {
+  Node n;
+  n.op = e.op;
+  std::vector<int> kids;
+  auto operands = [&](std::size_t count) {
+    if (e.args.size() < count) {
+      n.kind = Kind::no_value;
+      return;
+    }
+    for (std::size_t k = 0; k < count; ++k)
+      kids.push_back(compile_node(e.args[k], intern));
+  };
+  switch (e.op) {
+  case Op::Int:
+    n.kind = Kind::constant;
+    n.value = e.int_value;
+    break;
+  case Op::Name:
+    n.kind = Kind::variable;
+    n.value = intern(e.name);
+    break;
+  case Op::Neg:
+  case Op::Not:
+    n.kind = Kind::unary;
+    operands(1);
+    break;
+  case Op::And:
+  case Op::Or:
+    n.kind = Kind::binary;
+    operands(2);
+    break;
+  case Op::Call: {
+    const IntFn f = is_int_function(e.name) ? int_function(e) : IntFn::none;
+    if (f == IntFn::none) break; // never a value
+    n.kind = Kind::call;
+    n.fn = static_cast<std::uint8_t>(f);
+    operands(e.args.size());
+    break;
+  }
+  default:
+    if (!is_binary(e.op)) break; // never a value
+    n.kind = Kind::binary;
+    operands(2);
+    break;
+  }
+  return add(n, kids);
+}
+
+bool CompiledInts::eval(int node, const std::int64_t *const *vars, std::int64_t &out) const {
+  static const Expr here; // the location of a fault, which value() never reports
+  const Node &n = nodes_[static_cast<std::size_t>(node)];
+  const int *k = kids_.data() + n.first;
+  auto done = [&](const Evaluation &r) {
+    if (!r.value) return false;
+    out = *r.value;
+    return true;
+  };
+  switch (n.kind) {
+  case Kind::constant: out = n.value; return true;
+  case Kind::variable: {
+    const std::int64_t *v = vars[n.value];
+    if (!v) return false;
+    out = *v;
+    return true;
+  }
+  case Kind::unary: {
+    std::int64_t a = 0;
+    if (!eval(k[0], vars, a)) return false;
+    if (n.op == Op::Not) {
+      out = a == 0 ? 1 : 0;
+      return true;
+    }
+    return done(spec::value(-static_cast<i128>(a), here));
+  }
+  case Kind::binary: {
+    std::int64_t a = 0, b = 0;
+    if (!eval(k[0], vars, a)) return false;
+    if (n.op == Op::And || n.op == Op::Or) {
+      // Python's short circuit, as evaluate(): the right side only when needed.
+      if (n.op == Op::And && a == 0) return out = 0, true;
+      if (n.op == Op::Or && a != 0) return out = 1, true;
+      if (!eval(k[1], vars, b)) return false;
+      out = b != 0 ? 1 : 0;
+      return true;
+    }
+    if (!eval(k[1], vars, b)) return false;
+    if ((n.op == Op::FloorDiv || n.op == Op::Mod) && b == 0) return false;
+    return done(binary(n.op, a, b, here));
+  }
+  case Kind::call: {
+    std::int64_t small[4];
+    std::vector<std::int64_t> big;
+    std::int64_t *v = small;
+    if (n.count > 4) {
+      big.resize(static_cast<std::size_t>(n.count));
+      v = big.data();
+    }
+    for (int i = 0; i < n.count; ++i)
+      if (!eval(k[i], vars, v[i])) return false;
+    const auto f = static_cast<IntFn>(n.fn);
+    if (f == IntFn::cdiv && v[1] == 0) return false;
+    return done(apply(f, v, static_cast<std::size_t>(n.count), here));
+  }
+  case Kind::no_value: return false;
+  }
+  return false;
+}
+
+std::optional<std::int64_t> CompiledInts::value(int root, const std::int64_t *const *vars) const {
+  std::int64_t v = 0;
+  if (!eval(root, vars, v)) return std::nullopt;
+  return v;
+}
 
 std::optional<Diagnostic> arithmetic_error(const Expr &e, const Env &env, const std::string &where) {
   Evaluation r = evaluate(e, env);

@@ -6,6 +6,7 @@
 #include "spec/ir.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -50,6 +51,42 @@ struct Evaluation {
 /// name. Only the right side of an `and`/`or` that its left side decides (or
 /// leaves unknown) is not evaluated, as in Python.
 Evaluation evaluate(const Expr &, const Env &);
+
+/// Integer expressions compiled once for evaluation many times over (the
+/// Program stepper evaluates the same index expressions at every step). A
+/// name becomes a variable number, chosen by the caller's `intern`, read
+/// through a pointer the caller keeps (null: unbound). value() has a value
+/// exactly when spec::evaluate would under the same bindings, and the same
+/// one: the same operators, the same overflow checks and the same Python
+/// division; when it has none, spec::evaluate says why.
+class CompiledInts {
+public:
+  /// Compiles `e`; returns its handle for value(). `intern` gives a name's
+  /// variable number (>= 0).
+  template <class Intern> int compile(const Expr &e, Intern &&intern);
+  /// The value of the compiled expression `root` with variable k read
+  /// through vars[k].
+  std::optional<std::int64_t> value(int root, const std::int64_t *const *vars) const;
+
+private:
+  enum class Kind : std::uint8_t { constant, variable, unary, binary, call, no_value };
+  struct Node {
+    Kind kind = Kind::no_value;
+    Op op = Op::Int;
+    std::uint8_t fn = 0;      ///< call: which integer function (eval.cpp)
+    std::int64_t value = 0;   ///< constant: the value; variable: its number
+    int first = 0, count = 0; ///< operands: kids_[first, first + count)
+  };
+  int add(Node n, const std::vector<int> &kids);
+  int compile_node(const Expr &, const std::function<int(const std::string &)> &intern);
+  bool eval(int node, const std::int64_t *const *vars, std::int64_t &out) const;
+  std::vector<Node> nodes_;
+  std::vector<int> kids_;
+};
+
+template <class Intern> int CompiledInts::compile(const Expr &e, Intern &&intern) {
+  return compile_node(e, std::function<int(const std::string &)>(std::forward<Intern>(intern)));
+}
 
 /// "division by zero in WHERE" or "integer overflow in WHERE", located at the
 /// faulting operator, when evaluating the expression under `env` hits one.

@@ -23,42 +23,57 @@ CopyFit fit_copy(const Dims &src, const Dims &dst) {
   return f;
 }
 
-std::optional<std::vector<int>> subscript_dims(std::size_t rank, const std::vector<bool> &is_ellipsis) {
+namespace {
+// subscript_dims into out[0, n): false when the subscripts other than `...`
+// outnumber the dims.
+template <class IsEllipsis> bool map_dims(std::size_t rank, std::size_t n, IsEllipsis is_ellipsis, int *out) {
   std::size_t n_real = 0;
-  for (bool e : is_ellipsis)
-    n_real += !e;
-  if (n_real > rank) return std::nullopt;
-  std::vector<int> out;
+  for (std::size_t k = 0; k < n; ++k)
+    n_real += !is_ellipsis(k);
+  if (n_real > rank) return false;
   std::size_t d = 0;
-  for (std::size_t k = 0; k < is_ellipsis.size(); ++k) {
-    if (is_ellipsis[k]) {
+  for (std::size_t k = 0; k < n; ++k) {
+    if (is_ellipsis(k)) {
       std::size_t remaining = 0;
-      for (std::size_t t = k + 1; t < is_ellipsis.size(); ++t)
-        remaining += !is_ellipsis[t];
+      for (std::size_t t = k + 1; t < n; ++t)
+        remaining += !is_ellipsis(t);
       if (rank - remaining > d) d = rank - remaining;
-      out.push_back(-1);
+      out[k] = -1;
       continue;
     }
-    out.push_back(static_cast<int>(d++));
+    out[k] = static_cast<int>(d++);
   }
+  return true;
+}
+} // namespace
+
+std::optional<std::vector<int>> subscript_dims(std::size_t rank, const std::vector<bool> &is_ellipsis) {
+  std::vector<int> out(is_ellipsis.size());
+  if (!map_dims(
+          rank, is_ellipsis.size(), [&](std::size_t k) { return is_ellipsis[k]; }, out.data()))
+    return std::nullopt;
   return out;
 }
 
 Subscripted subscript(const Dims &array, const std::vector<Subscript> &subs) {
   Subscripted r;
-  std::vector<bool> ellipsis;
-  for (const auto &s : subs)
-    ellipsis.push_back(s.kind == Subscript::Kind::ellipsis);
-  const auto dims = subscript_dims(array.size(), ellipsis);
-  if (!dims) {
+  auto is_ellipsis = [&](std::size_t k) { return subs[k].kind == Subscript::Kind::ellipsis; };
+  int small[8];
+  std::vector<int> large;
+  int *dims = small;
+  if (subs.size() > 8) {
+    large.resize(subs.size());
+    dims = large.data();
+  }
+  if (!map_dims(array.size(), subs.size(), is_ellipsis, dims)) {
     std::size_t n_real = 0;
-    for (bool e : ellipsis)
-      n_real += !e;
+    for (std::size_t k = 0; k < subs.size(); ++k)
+      n_real += !is_ellipsis(k);
     r.error = std::to_string(n_real) + " subscripts for an array of rank " + std::to_string(array.size());
     return r;
   }
   r.dims.resize(array.size());
-  std::vector<std::optional<std::int64_t>> sizes(array.size()); // ds() sizes
+  std::vector<std::optional<std::int64_t>> sizes; // ds() sizes per dim, once there is one
   for (std::size_t d = 0; d < array.size(); ++d)
     r.dims[d] = {0, array[d], true};
   auto oob = [&](const std::string &what, int d) {
@@ -71,7 +86,7 @@ Subscripted subscript(const Dims &array, const std::vector<Subscript> &subs) {
   };
   for (std::size_t k = 0; k < subs.size(); ++k) {
     const Subscript &s = subs[k];
-    const int d = (*dims)[k];
+    const int d = dims[k];
     if (d < 0) continue;
     const std::int64_t dim = array[static_cast<std::size_t>(d)];
     auto str = [](std::optional<std::int64_t> v) { return v ? std::to_string(*v) : std::string("?"); };
@@ -89,7 +104,10 @@ Subscripted subscript(const Dims &array, const std::vector<Subscript> &subs) {
         return r;
       }
       r.dims[static_cast<std::size_t>(d)] = {lo.value_or(kUnknownExtent), hi.value_or(kUnknownExtent), true};
-      if (s.size) sizes[static_cast<std::size_t>(d)] = *s.size;
+      if (s.size) {
+        sizes.resize(array.size());
+        sizes[static_cast<std::size_t>(d)] = *s.size;
+      }
     } else {
       const auto i = s.lo;
       if (i && (*i < 0 || (known(dim) && *i >= dim))) {
@@ -99,10 +117,13 @@ Subscripted subscript(const Dims &array, const std::vector<Subscript> &subs) {
       r.dims[static_cast<std::size_t>(d)] = {i.value_or(kUnknownExtent), i ? *i + 1 : kUnknownExtent, false};
     }
   }
+  r.shape.reserve(r.dims.size());
   for (std::size_t d = 0; d < r.dims.size(); ++d) {
     const auto &x = r.dims[d];
     if (x.kept)
-      r.shape.push_back(known(x.lo) && known(x.hi) ? x.hi - x.lo : sizes[d].value_or(kUnknownExtent));
+      r.shape.push_back(known(x.lo) && known(x.hi) ? x.hi - x.lo
+                        : sizes.empty()            ? kUnknownExtent
+                                                   : sizes[d].value_or(kUnknownExtent));
   }
   return r;
 }
@@ -110,6 +131,7 @@ Subscripted subscript(const Dims &array, const std::vector<Subscript> &subs) {
 std::vector<Subscript> subscripts_of(const Expr &ref, const SubscriptValue &value) {
   std::vector<Subscript> subs;
   if (ref.op != Op::Ref) return subs;
+  subs.reserve(ref.args.size());
   for (const auto &a : ref.args) {
     Subscript sub;
     if (a.op == Op::Ellipsis) {

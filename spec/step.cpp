@@ -16,6 +16,119 @@ Stepper::Stepper(const Program &p, const Block &body, Env &env) : program_(p), b
     block_shapes_.push_back(std::move(shape));
     slots_.push_back(b.slots ? eval(*b.slots, b.loc) : -1);
     if (b.slots && slots_.back() < 1) throw StepError("buffer '" + b.name + "' has no slots", b.loc);
+    // A ring is indexed as an array whose first dim is the slot.
+    std::vector<std::int64_t> dims;
+    if (slots_.back() >= 0) dims.push_back(slots_.back());
+    dims.insert(dims.end(), block_shapes_.back().begin(), block_shapes_.back().end());
+    ref_dims_.push_back(std::move(dims));
+  }
+  plan_block(body_);
+}
+
+int Stepper::var(const std::string &name) {
+  auto [it, fresh] = var_of_.try_emplace(name, static_cast<int>(var_names_.size()));
+  if (fresh) {
+    var_names_.push_back(name);
+    vars_.push_back(nullptr);
+  }
+  return it->second;
+}
+
+void Stepper::bind(int v, std::int64_t value) {
+  auto &p = vars_[static_cast<std::size_t>(v)];
+  if (!p) p = &env_[var_names_[static_cast<std::size_t>(v)]];
+  *p = value;
+}
+
+int Stepper::plan_int(const Expr &e) {
+  if (auto it = int_of_.find(&e); it != int_of_.end()) return it->second;
+  const int h = ints_.compile(e, [this](const std::string &n) { return var(n); });
+  int_of_.emplace(&e, h);
+  return h;
+}
+
+void Stepper::plan_ref(const Expr &ref) {
+  if (refs_.count(&ref)) return;
+  RefPlan plan;
+  plan.buffer = buffer_index(ref.name);
+  // What subscripts_of evaluates, in its order: indices, slice bounds, ds(start, size).
+  auto add = [&](const Expr &e) { plan.subs.push_back({&e, plan_int(e)}); };
+  if (ref.op == Op::Ref)
+    for (const auto &a : ref.args) {
+      if (a.op == Op::Ellipsis) continue;
+      if (a.op == Op::Slice) {
+        if (!a.args.empty() && a.args[0].op != Op::None) add(a.args[0]);
+        if (a.args.size() >= 2 && a.args[1].op != Op::None) add(a.args[1]);
+      } else if (a.op == Op::Call && a.name == "ds" && a.args.size() == 2 && a.kwarg_names.empty()) {
+        add(a.args[0]);
+        add(a.args[1]);
+      } else {
+        add(a);
+      }
+    }
+  refs_.emplace(&ref, std::move(plan));
+}
+
+void Stepper::collect_read_refs(const Expr &e, std::vector<const Expr *> &out) const {
+  if (e.op == Op::Ref || e.op == Op::Name) {
+    if (buffer_index(e.name) >= 0) {
+      out.push_back(&e);
+      return;
+    }
+    if (e.op == Op::Name) return;
+  }
+  for (auto &a : e.args)
+    collect_read_refs(a, out);
+}
+
+void Stepper::plan_reads(const Expr &value) {
+  std::vector<const Expr *> refs;
+  collect_read_refs(value, refs);
+  for (const Expr *r : refs)
+    plan_ref(*r);
+  reads_of_.try_emplace(&value, std::move(refs));
+}
+
+void Stepper::plan_block(const Block &b) {
+  for (const auto &s : b) {
+    StmtPlan plan;
+    if (auto *f = std::get_if<For>(&s.kind)) {
+      plan.ints[0] = plan_int(f->lo);
+      plan.ints[1] = plan_int(f->hi);
+      plan.var = var(f->var);
+      plan_block(f->body);
+    } else if (auto *i = std::get_if<If>(&s.kind)) {
+      plan.ints[0] = plan_int(i->cond);
+      plan_block(i->then_body);
+      plan_block(i->else_body);
+    } else if (auto *l = std::get_if<Let>(&s.kind)) {
+      if (buffer_index(l->name) >= 0) {
+        plan.let_store = &let_stores_.emplace_back(Expr::var(l->name, s.loc));
+        plan_ref(*plan.let_store);
+      } else {
+        plan.ints[0] = plan_int(l->value);
+        plan.var = var(l->name);
+      }
+      plan_reads(l->value);
+    } else if (auto *a = std::get_if<Assign>(&s.kind)) {
+      plan_ref(a->target);
+      plan_reads(a->value);
+    } else if (auto *c = std::get_if<Copy>(&s.kind)) {
+      plan_ref(c->src);
+      plan_ref(c->dst);
+    } else if (auto *w = std::get_if<Wgmma>(&s.kind)) {
+      plan_ref(w->acc);
+      plan_ref(w->a);
+      plan_ref(w->b);
+    } else if (auto *ww = std::get_if<WgmmaWait>(&s.kind)) {
+      plan.ints[0] = plan_int(ww->n);
+    } else if (auto *d = std::get_if<Dma>(&s.kind)) {
+      plan_ref(d->src);
+      plan_ref(d->dst);
+      plan_ref(d->sem);
+      plan_int(d->n);
+    }
+    plans_.try_emplace(&s, plan);
   }
 }
 
@@ -25,24 +138,42 @@ int Stepper::buffer_index(const std::string &name) const {
   return -1;
 }
 
+std::optional<std::int64_t> Stepper::value_of(const Expr &e) const {
+  if (auto it = int_of_.find(&e); it != int_of_.end())
+    if (auto v = ints_.value(it->second, vars_.data())) return v;
+  return eval_int(e, env_);
+}
+
+std::int64_t Stepper::eval(int handle, const Expr &e, const Loc &l) const {
+  if (handle >= 0)
+    if (auto v = ints_.value(handle, vars_.data())) return *v;
+  return eval(e, l);
+}
+
 std::int64_t Stepper::eval(const Expr &e, const Loc &l) const {
-  if (auto v = eval_int(e, env_)) return *v;
+  if (auto v = value_of(e)) return *v;
   if (auto d = arithmetic_error(e, env_, "'" + print(e) + "'")) throw StepError(d->message, d->loc);
   throw StepError("cannot evaluate '" + print(e) + "'", e.loc.line ? e.loc : l);
 }
 
 StepRef Stepper::resolve(const Expr &ref, const Loc &l) const {
+  auto it = refs_.find(&ref);
+  if (it == refs_.end()) return resolve_in(ref, buffer_index(ref.name), nullptr, l);
+  return resolve_in(ref, it->second.buffer, &it->second, l);
+}
+
+StepRef Stepper::resolve_in(const Expr &ref, int bi, const RefPlan *plan, const Loc &l) const {
   const std::string &name = ref.name;
-  const int bi = buffer_index(name);
   if (bi < 0 || (ref.op != Op::Ref && ref.op != Op::Name))
     throw StepError("'" + print(ref) + "' is not a buffer", l);
   const bool ring = slots_[bi] >= 0;
-  // A ring is indexed as an array whose first dim is the slot.
-  Dims dims;
-  if (ring) dims.push_back(slots_[bi]);
-  dims.insert(dims.end(), block_shapes_[bi].begin(), block_shapes_[bi].end());
-  const auto subs =
-      subscripts_of(ref, [&](const Expr &e, bool) -> std::optional<std::int64_t> { return eval(e, l); });
+  const Dims &dims = ref_dims_[bi];
+  std::size_t next = 0; // the plan's next subscript expression
+  const auto subs = subscripts_of(ref, [&](const Expr &e, bool) -> std::optional<std::int64_t> {
+    if (plan && next < plan->subs.size() && plan->subs[next].first == &e)
+      return eval(plan->subs[next++].second, e, l);
+    return eval(e, l);
+  });
   if (ring && (subs.empty() || subs[0].kind != Subscript::Kind::index))
     throw StepError("slot ring '" + name + "' used without a slot", l);
   const Subscripted r = subscript(dims, subs);
@@ -56,6 +187,7 @@ StepRef Stepper::resolve(const Expr &ref, const Loc &l) const {
   std::size_t d = 0;
   if (ring) out.place.slot = r.dims[d++].lo;
   const std::size_t first = d;
+  out.place.box.reserve(r.dims.size() - first);
   for (; d < r.dims.size(); ++d) {
     out.place.box.push_back({r.dims[d].lo, r.dims[d].hi});
     if (r.dims[d].kept) out.kept.push_back(static_cast<int>(d - first));
@@ -64,19 +196,24 @@ StepRef Stepper::resolve(const Expr &ref, const Loc &l) const {
 }
 
 void Stepper::collect_reads(const Expr &e, std::vector<StepRef> &out, const Loc &l) const {
-  if (e.op == Op::Ref || e.op == Op::Name) {
-    if (buffer_index(e.name) >= 0) {
-      out.push_back(resolve(e, l));
-      return;
-    }
-    if (e.op == Op::Name) return;
+  if (auto it = reads_of_.find(&e); it != reads_of_.end()) {
+    out.reserve(out.size() + it->second.size() + 1);
+    for (const Expr *r : it->second)
+      out.push_back(resolve(*r, l));
+    return;
   }
-  for (auto &a : e.args)
-    collect_reads(a, out, l);
+  std::vector<const Expr *> refs;
+  collect_read_refs(e, refs);
+  for (const Expr *r : refs)
+    out.push_back(resolve(*r, l));
 }
 
 void Stepper::run(StepConsumer &c) {
   c_ = &c;
+  for (std::size_t v = 0; v < vars_.size(); ++v) {
+    auto it = env_.find(var_names_[v]);
+    vars_[v] = it == env_.end() ? nullptr : &it->second;
+  }
   try {
     exec_block(body_);
   } catch (const OutOfBounds &e) {
@@ -95,40 +232,47 @@ void Stepper::exec_block(const Block &b) {
 
 void Stepper::exec(const Stmt &s) {
   current_ = &s;
+  const StmtPlan &plan = plans_.at(&s);
   if (auto *f = std::get_if<For>(&s.kind)) {
-    const std::int64_t lo = eval(f->lo, s.loc), hi = eval(f->hi, s.loc);
-    auto it = env_.find(f->var);
+    const std::int64_t lo = eval(plan.ints[0], f->lo, s.loc), hi = eval(plan.ints[1], f->hi, s.loc);
+    std::int64_t *&bound = vars_[static_cast<std::size_t>(plan.var)];
+    if (!bound) // bound by a consumer, perhaps
+      if (auto it = env_.find(f->var); it != env_.end()) bound = &it->second;
     // Two plain values, not an optional: GCC's -Wmaybe-uninitialized misfires
     // on an optional here under -fsanitize=thread.
-    const bool had = it != env_.end();
-    const std::int64_t saved = had ? it->second : 0;
+    const bool had = bound != nullptr;
+    const std::int64_t saved = had ? *bound : 0;
     for (std::int64_t v = lo; v < hi; ++v) {
-      env_[f->var] = v;
+      bind(plan.var, v);
       loop_values_.push_back(v);
       c_->on_iteration(*f, v);
       exec_block(f->body);
       loop_values_.pop_back();
     }
-    if (had) env_[f->var] = saved;
+    if (had) bind(plan.var, saved);
     return;
   }
   if (auto *i = std::get_if<If>(&s.kind)) {
-    exec_block(eval(i->cond, s.loc) ? i->then_body : i->else_body);
+    exec_block(eval(plan.ints[0], i->cond, s.loc) ? i->then_body : i->else_body);
     return;
   }
   if (auto *l = std::get_if<Let>(&s.kind)) {
     // `T = expr` on an unslotted buffer is a store into the whole buffer.
-    if (buffer_index(l->name) >= 0) {
-      exec_store(s, Expr::var(l->name, s.loc), false, l->value);
+    if (plan.let_store) {
+      exec_store(s, *plan.let_store, false, l->value);
       return;
     }
-    if (auto v = eval_int(l->value, env_)) {
-      env_[l->name] = *v;
+    std::optional<std::int64_t> v = ints_.value(plan.ints[0], vars_.data());
+    if (!v) v = eval_int(l->value, env_);
+    if (v) {
+      bind(plan.var, *v);
       c_->on_int_let(s, l->name);
       return;
     }
     std::vector<StepRef> reads;
     collect_reads(l->value, reads, s.loc);
+    // The consumer may unbind the name (a tensor now), so nothing points at it.
+    vars_[static_cast<std::size_t>(plan.var)] = nullptr;
     c_->on_compute(s, reads, std::nullopt);
     env_.erase(l->name);
     return;
@@ -231,7 +375,7 @@ void Stepper::exec_async(const Stmt &s) {
     return;
   }
   if (auto *w = std::get_if<WgmmaWait>(&s.kind)) {
-    const std::int64_t n = eval(w->n, s.loc);
+    const std::int64_t n = eval(plans_.at(&s).ints[0], w->n, s.loc);
     if (n < 0) throw StepError("wgmma_wait takes n >= 0", s.loc);
     std::vector<int> retired;
     while (static_cast<std::int64_t>(wgmmas_.size()) > n) {

@@ -42,6 +42,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -120,7 +121,12 @@ public:
   /// Walks `body` (normally program.body) over `program`'s buffers with `env`
   /// binding every param; `env` is the stepper's working env (loop variables
   /// and integer lets are bound in it), shared with the consumer.
+  /// A consumer may read `env` and bind names of its own in it, but must not
+  /// erase a name the stepper binds (a loop variable, an integer let), except
+  /// the name of the tensor let it is told of in on_compute.
   Stepper(const Program &, const Block &body, Env &env);
+  Stepper(const Stepper &) = delete;
+  Stepper &operator=(const Stepper &) = delete;
   /// Runs to the end (or the first out-of-bounds fault). Throws StepError.
   void run(StepConsumer &);
 
@@ -143,6 +149,8 @@ public:
 
 private:
   std::int64_t eval(const Expr &, const Loc &) const;
+  /// eval_int under the env, through the compiled form where there is one.
+  std::optional<std::int64_t> value_of(const Expr &) const;
   void exec_block(const Block &);
   void exec(const Stmt &);
   void exec_store(const Stmt &, const Expr &target, bool accumulate, const Expr &value);
@@ -153,8 +161,8 @@ private:
   const Block &body_;
   Env &env_;
   StepConsumer *c_ = nullptr;
-  std::map<std::string, int> buffer_of_;
   std::vector<std::vector<std::int64_t>> block_shapes_;
+  std::vector<std::vector<std::int64_t>> ref_dims_; // a ring's slot count, then its block shape
   std::vector<std::int64_t> slots_;
   const Stmt *current_ = nullptr;
   std::vector<std::int64_t> loop_values_;
@@ -178,6 +186,38 @@ private:
   SlotKey semaphore(const Expr &ref, const Loc &) const;
   int start_copy(const Stmt &, const Expr &src, const Expr &dst);
   std::int64_t bytes_of(const StepRef &) const;
+
+  // The body compiled once (every step runs the same statements): integer
+  // expressions to CompiledInts reading names through pointers into env_,
+  // buffer names to indices, values to the buffer refs they read.
+  void plan_block(const Block &);
+  int plan_int(const Expr &);
+  void plan_ref(const Expr &);
+  void plan_reads(const Expr &value);
+  void collect_read_refs(const Expr &, std::vector<const Expr *> &) const;
+  int var(const std::string &name);
+  void bind(int var, std::int64_t value);
+  struct StmtPlan {
+    int var = -1;                    // a for's variable, a let's name
+    int ints[2] = {-1, -1};          // compiled: a for's bounds, an if's condition, a let's value
+    const Expr *let_store = nullptr; // `T = ...` on a buffer: the ref T
+  };
+  struct RefPlan {
+    int buffer = -1;                                // -1: not a buffer
+    std::vector<std::pair<const Expr *, int>> subs; // what subscripts_of evaluates, in order, compiled
+  };
+  /// eval() through a compiled handle (-1: none).
+  std::int64_t eval(int handle, const Expr &, const Loc &) const;
+  StepRef resolve_in(const Expr &ref, int buffer, const RefPlan *, const Loc &) const;
+  CompiledInts ints_;
+  std::unordered_map<const Expr *, int> int_of_;   // integer expression -> compiled handle
+  std::unordered_map<const Expr *, RefPlan> refs_; // the refs in the body
+  std::unordered_map<const Expr *, std::vector<const Expr *>> reads_of_; // a value -> its buffer refs
+  std::unordered_map<const Stmt *, StmtPlan> plans_;
+  std::map<std::string, int> var_of_;
+  std::vector<std::string> var_names_;
+  std::vector<std::int64_t *> vars_; // each variable's value in env_, null while unbound
+  std::deque<Expr> let_stores_;      // the refs of StmtPlan::let_store
 };
 
 } // namespace pipecheck::spec

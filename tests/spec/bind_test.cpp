@@ -148,5 +148,29 @@ TEST(Bind, AnIndexMapThatOverflowsAtAGridPointIsBadInputNamingThePoint) {
   EXPECT_EQ(b.error->diag.message, "integer overflow in the index map of 'x' at grid point (8,)");
 }
 
+TEST(Bind, ABlockIndexerReusedAcrossPointsGivesWhatBlockIndexGivesAtEach) {
+  // An overflow at one point and a value at the next:
+  // nothing of one point stays in the indexer's env for the next.
+  KernelSpec k = kernel("kernel k:\n    grid = (16, 2)\n"
+                        "    in  x: f32[64, 128] block=(8, 128) "
+                        "index=(i, j) -> ((i * 2**60 // 2**60 + j) % 8, 0)\n"
+                        "    out o: f32[64, 256] block=(8, 128) index=(i, j) -> (i % 8, j)\n"
+                        "    body:\n        o[...] = x[...]\n");
+  BoundKernel bk = *bind_kernel(k, {}).kernel;
+  for (std::size_t op = 0; op < 2; ++op) {
+    BlockIndexer indexer(bk.operands[op], bk.params, bk.grid, 2);
+    for (std::vector<std::int64_t> p : {std::vector<std::int64_t>{7, 1}, {8, 0}, {3, 1}, {9, 1}, {0, 0}}) {
+      const BlockIndex want = block_index(bk, op, p), got = indexer.at(p);
+      EXPECT_EQ(got.value, want.value) << op << " at " << format_tuple(p);
+      ASSERT_EQ(got.error.has_value(), want.error.has_value());
+      if (want.error) {
+        EXPECT_EQ(got.error->diag.message, want.error->diag.message);
+      }
+    }
+  }
+  EXPECT_EQ(block_index(bk, 0, {3, 1}).value, (std::vector<std::int64_t>{4, 0}));
+  EXPECT_TRUE(block_index(bk, 0, {8, 0}).error);
+}
+
 } // namespace
 } // namespace pipecheck::spec

@@ -183,3 +183,37 @@ TEST(Stepper, LoopsBindTheirVariableInTheSharedEnv) {
   Stepper(p, p.body, env).run(c);
   EXPECT_EQ(c.seen, (std::vector<std::int64_t>{0, 11, 22}));
 }
+
+TEST(Stepper, ALoopRestoresAVariableItShadowsAndATensorLetUnbindsAnIntegerName) {
+  // The stepper reads names through pointers into the env: a name rebound as
+  // a tensor (erased) and then as an integer again, and a shadowed param,
+  // must read as the env says at each step.
+  Program p = parse_program(R"(pipeline p:
+    param i >= 0
+    hbm A: f32[8, 8]
+    sram X[2]: f32[8]
+    t = i + 1
+    for i in range(2):
+        copy_in_start(A[t + i], X[i])
+        copy_in_wait(X[i])
+        t = X[i] * 2
+        t = 3
+    copy_in_start(A[t + i], X[0])
+    copy_in_wait(X[0])
+)");
+  struct Places : StepConsumer {
+    std::vector<std::int64_t> rows;
+    void on_compute(const Stmt &, const std::vector<StepRef> &, const std::optional<StepRef> &) override {}
+    void on_start(const Stmt &, int, const AsyncStart &a) override {
+      rows.push_back(a.src.place.box[0].first);
+    }
+    void on_wait(const Stmt &, const std::optional<StepRef> &, const std::vector<int> &) override {}
+    void on_undefined(const Stmt &, const StepPlace &) override {}
+    void on_fault(const Stmt &, FaultKind, const std::string &) override {}
+    void on_end(const std::vector<int> &) override {}
+  } c;
+  Env env{{"i", 4}};
+  Stepper(p, p.body, env).run(c);
+  // t = 5 for i = 0; then t = 3 (after a tensor t) for i = 1; after the loop i = 4 again.
+  EXPECT_EQ(c.rows, (std::vector<std::int64_t>{5, 4, 7}));
+}

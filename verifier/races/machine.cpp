@@ -29,22 +29,22 @@ bool box_empty(const Box &b) {
 /// True when `b` is covered by the union of `parts` (coordinate compression).
 bool box_covered(const Box &b, const std::vector<Box> &parts) {
   if (box_empty(b)) return true;
-  std::vector<Box> rel;
+  std::vector<const Box *> rel;
   for (auto &p : parts)
-    if (p.size() == b.size() && box_overlaps(p, b)) rel.push_back(p);
+    if (p.size() == b.size() && box_overlaps(p, b)) {
+      bool all = true;
+      for (std::size_t d = 0; d < b.size(); ++d)
+        if (p[d].first > b[d].first || p[d].second < b[d].second) all = false;
+      if (all) return true;
+      rel.push_back(&p);
+    }
   if (rel.empty()) return false;
-  for (auto &p : rel) {
-    bool all = true;
-    for (std::size_t d = 0; d < b.size(); ++d)
-      if (p[d].first > b[d].first || p[d].second < b[d].second) all = false;
-    if (all) return true;
-  }
   std::vector<std::vector<std::int64_t>> cuts(b.size());
   for (std::size_t d = 0; d < b.size(); ++d) {
     cuts[d] = {b[d].first, b[d].second};
     for (auto &p : rel) {
-      if (p[d].first > b[d].first && p[d].first < b[d].second) cuts[d].push_back(p[d].first);
-      if (p[d].second > b[d].first && p[d].second < b[d].second) cuts[d].push_back(p[d].second);
+      if ((*p)[d].first > b[d].first && (*p)[d].first < b[d].second) cuts[d].push_back((*p)[d].first);
+      if ((*p)[d].second > b[d].first && (*p)[d].second < b[d].second) cuts[d].push_back((*p)[d].second);
     }
     std::sort(cuts[d].begin(), cuts[d].end());
     cuts[d].erase(std::unique(cuts[d].begin(), cuts[d].end()), cuts[d].end());
@@ -60,7 +60,7 @@ bool box_covered(const Box &b, const std::vector<Box> &parts) {
     for (auto &p : rel) {
       bool in = true;
       for (std::size_t d = 0; d < b.size(); ++d)
-        if (p[d].first > cell[d].first || p[d].second < cell[d].second) in = false;
+        if ((*p)[d].first > cell[d].first || (*p)[d].second < cell[d].second) in = false;
       if (in) {
         hit = true;
         break;
@@ -247,17 +247,24 @@ void Machine::add_padding(const Place &p, const std::vector<Box> &boxes) {
 
 namespace {
 struct OpAccess {
-  Place place;
+  const Place *place;
   bool write;
   bool wgmma_operand;
   bool acc;
 };
-std::vector<OpAccess> op_accesses(const AsyncOp &o) {
+// The places an operation accesses while in flight (pointing into `o`).
+struct OpAccesses {
+  OpAccess at[3];
+  int n = 0;
+  const OpAccess *begin() const { return at; }
+  const OpAccess *end() const { return at + n; }
+};
+OpAccesses op_accesses(const AsyncOp &o) {
   switch (o.kind) {
   case OpKind::copy_in:
-  case OpKind::copy_out: return {{o.src, false, false, false}, {o.dst, true, false, false}};
+  case OpKind::copy_out: return {{{&o.src, false, false, false}, {&o.dst, true, false, false}, {}}, 2};
   case OpKind::wgmma:
-    return {{o.a, false, true, false}, {o.b, false, true, false}, {o.acc, true, false, true}};
+    return {{{&o.a, false, true, false}, {&o.b, false, true, false}, {&o.acc, true, false, true}}, 3};
   }
   return {};
 }
@@ -284,7 +291,7 @@ void Machine::access(int event, int op, const Place &p, bool write) {
     if (o == op) continue;
     const AsyncOp &other = r_.ops[o];
     for (auto &y : op_accesses(other)) {
-      if (!(write || y.write) || !overlaps(y.place, p)) continue;
+      if (!(write || y.write) || !overlaps(*y.place, p)) continue;
       if (acc_access && y.acc && other.kind == OpKind::wgmma) continue; // ordered on the accumulator
       bool async_operand = (y.wgmma_operand && write) || (operand && y.write);
       std::string what =
@@ -413,12 +420,12 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
     o.acc = acc;
     o.a = pa;
     o.b = pb;
-    r_.ops.push_back(o);
+    r_.ops.push_back(std::move(o));
     const int op = static_cast<int>(r_.ops.size()) - 1;
     assert(op == op_id);
     auto prev = last_wgmma_on_acc_.find(acc.buffer);
     if (record_graph_ && prev != last_wgmma_on_acc_.end())
-      r_.graph.add_edge(r_.ops[prev->second].node, o.node);
+      r_.graph.add_edge(r_.ops[prev->second].node, r_.ops[op].node);
     last_wgmma_on_acc_[acc.buffer] = op;
     access(ev, op, pa, false);
     access(ev, op, pb, false);
@@ -438,7 +445,7 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
   }
   o.src = src;
   o.dst = dst;
-  r_.ops.push_back(o);
+  r_.ops.push_back(std::move(o));
   const int op = static_cast<int>(r_.ops.size()) - 1;
   assert(op == op_id);
   // A copy reads only what fits its destination (a partial block's

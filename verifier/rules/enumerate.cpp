@@ -86,8 +86,9 @@ private:
     blk_.assign(m_.operands.size(), {});
     for (std::size_t i = 0; i < m_.operands.size(); ++i) {
       if (m_.operands[i].role == spec::Role::scratch) continue;
+      spec::BlockIndexer indexer(m_.operands[i], m_.env, m_.grid, m_.grid.size()); // block_at, point by point
       for (const auto &p : pts_) {
-        auto b = block_at(m_, i, p);
+        auto b = indexer.at(p).value;
         if (!b) {
           if (auto d = index_error_at(m_, i, p))
             out_.errors.push_back(std::move(*d));
@@ -100,8 +101,9 @@ private:
     }
     for (const auto &e : m_.effects) {
       std::vector<char> f;
+      GuardEvaluator guards(m_, e, m_.grid.size()); // guard_at, point by point
       for (const auto &p : pts_) {
-        auto g = guard_at(m_, e, p);
+        auto g = guards.at(p);
         if (!g) {
           if (auto d = guard_error_at(m_, e, p))
             out_.errors.push_back(std::move(*d));

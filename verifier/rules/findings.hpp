@@ -67,6 +67,26 @@ std::optional<std::pair<std::size_t, std::string>> bounded_slice_fault(const Ker
 /// Whether every guard of the effect holds at `p` (nullopt: not evaluable).
 std::optional<bool> guard_at(const KernelModel &, const Effect &, const Point &p);
 
+/// guard_at() of one effect at many grid points of one rank (`rank`
+/// coordinates each): its guards compiled once (spec::CompiledInts), with
+/// program_id(a) read from the point and num_programs(a) from the grid, as
+/// spec::bind_grid would write them in.
+class GuardEvaluator {
+public:
+  GuardEvaluator(const KernelModel &, const Effect &, std::size_t rank);
+  GuardEvaluator(const GuardEvaluator &) = delete;
+  GuardEvaluator &operator=(const GuardEvaluator &) = delete;
+  /// guard_at(model, effect, p); p.size() must be `rank`.
+  std::optional<bool> at(const Point &p);
+
+private:
+  spec::Env env_;                   // the model's env: the guards' other names
+  std::vector<std::int64_t> point_; // program_id(a) at the current point
+  spec::CompiledInts ints_;
+  std::vector<int> guards_;                // compiled, in order
+  std::vector<const std::int64_t *> vars_; // each name's value (null: unbound)
+};
+
 /// The arithmetic error (an integer overflow, a division by zero) evaluating
 /// the index map of `op` at grid point `p` hits, as bad input located at the
 /// operator and naming the point; nullopt when it evaluates or is merely unknown.

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 namespace pipecheck {
@@ -117,6 +118,54 @@ TEST(Enumerate, GivesUpOnAGridLargerThanItsBound) {
   ASSERT_TRUE(m.model);
   auto e = verifier::rules::check_enumerated(*m.model, 1000);
   EXPECT_FALSE(e.unknown.empty());
+}
+
+TEST(Enumerate, AGuardEvaluatorReusedAcrossPointsGivesWhatBindingTheGridGivesAtEach) {
+  // Guards on program_id and num_programs, one that divides by zero at some
+  // points (no value there) and one that names a symbolic param (never one).
+  auto f = testing::parse_text(R"(kernel g:
+    param D >= 0
+    grid = (3, 4)
+    in  x: f32[24, 128]  block=(2, 128)  index=(i, j) -> (i * 4 + j, 0)
+    out o: f32[24, 128]  block=(2, 128)  index=(i, j) -> (i * 4 + j, 0)
+    body:
+        when program_id(1) == num_programs(1) - 1 or 7 // program_id(0) > 5:
+            o[...] = x[...]
+        when program_id(0) < D:
+            o[...] = zeros
+)");
+  const spec::KernelSpec kernel = testing::kernel(f, "g");
+  auto m = verifier::rules::build_model(kernel, {}, std::nullopt);
+  ASSERT_TRUE(m.model);
+  const auto &model = *m.model;
+  ASSERT_GE(model.effects.size(), 3u);
+  std::vector<std::optional<bool>> seen;
+  for (const auto &e : model.effects) {
+    verifier::rules::GuardEvaluator guards(model, e, 2);
+    for (std::int64_t i = 0; i < 3; ++i)
+      for (std::int64_t j = 0; j < 4; ++j) {
+        const verifier::rules::Point p{i, j};
+        std::optional<bool> want = true;
+        for (const auto &g : e.guards) {
+          const auto v = spec::eval_int(spec::bind_grid(g, p, model.grid), model.env);
+          if (!v) {
+            want = std::nullopt;
+            break;
+          }
+          if (*v == 0) {
+            want = false;
+            break;
+          }
+        }
+        EXPECT_EQ(guards.at(p), want) << i << "," << j;
+        EXPECT_EQ(verifier::rules::guard_at(model, e, p), want);
+        seen.push_back(want);
+      }
+  }
+  // Each of true, false and no value occurs.
+  EXPECT_NE(std::find(seen.begin(), seen.end(), std::optional<bool>(true)), seen.end());
+  EXPECT_NE(std::find(seen.begin(), seen.end(), std::optional<bool>(false)), seen.end());
+  EXPECT_NE(std::find(seen.begin(), seen.end(), std::nullopt), seen.end());
 }
 
 } // namespace
