@@ -5,8 +5,9 @@
 #include <vector>
 
 namespace pipecheck::executor::cuda {
+namespace {
 
-PtxResult compile_to_ptx(const std::string &source, const std::string &name, const std::string &arch) {
+PtxResult compile(const std::string &source, const std::string &name, const std::string &arch, bool cubin) {
   PtxResult r;
   nvrtcProgram prog = nullptr;
   nvrtcResult e = nvrtcCreateProgram(&prog, source.c_str(), name.c_str(), 0, nullptr, nullptr);
@@ -27,20 +28,34 @@ PtxResult compile_to_ptx(const std::string &source, const std::string &name, con
     nvrtcDestroyProgram(&prog);
     return r;
   }
-  std::size_t ptx_size = 0;
-  e = nvrtcGetPTXSize(prog, &ptx_size);
+  std::size_t size = 0;
+  e = cubin ? nvrtcGetCUBINSize(prog, &size) : nvrtcGetPTXSize(prog, &size);
   if (e == NVRTC_SUCCESS) {
-    std::vector<char> ptx(ptx_size);
-    e = nvrtcGetPTX(prog, ptx.data());
-    if (e == NVRTC_SUCCESS) r.ptx.assign(ptx.data());
+    std::string out(size, '\0');
+    e = cubin ? nvrtcGetCUBIN(prog, out.data()) : nvrtcGetPTX(prog, out.data());
+    if (e == NVRTC_SUCCESS) {
+      // The PTX text ends in a NUL that is not part of it.
+      if (!cubin && !out.empty() && out.back() == '\0') out.pop_back();
+      (cubin ? r.cubin : r.ptx) = std::move(out);
+    }
   }
   nvrtcDestroyProgram(&prog);
   if (e != NVRTC_SUCCESS) {
-    r.error = std::string("NVRTC: nvrtcGetPTX: ") + nvrtcGetErrorString(e);
+    r.error = std::string(cubin ? "NVRTC: nvrtcGetCUBIN: " : "NVRTC: nvrtcGetPTX: ") + nvrtcGetErrorString(e);
     return r;
   }
   r.ok = true;
   return r;
+}
+
+} // namespace
+
+PtxResult compile_to_ptx(const std::string &source, const std::string &name, const std::string &arch) {
+  return compile(source, name, arch, false);
+}
+
+PtxResult compile_to_cubin(const std::string &source, const std::string &name, const std::string &arch) {
+  return compile(source, name, arch, true);
 }
 
 } // namespace pipecheck::executor::cuda

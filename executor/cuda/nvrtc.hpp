@@ -7,8 +7,9 @@ namespace pipecheck::executor::cuda {
 
 struct PtxResult {
   bool ok = false;
-  std::string ptx; ///< the module's PTX when ok
-  std::string log; ///< NVRTC's log (errors and warnings), maybe empty
+  std::string ptx;   ///< the module's PTX when ok (compile_to_ptx)
+  std::string cubin; ///< the module's SASS as an ELF image when ok (compile_to_cubin)
+  std::string log;   ///< NVRTC's log (errors and warnings), maybe empty
   /// When !ok: what failed ("NVRTC: compilation failed: <log>", or the API error).
   std::string error;
 };
@@ -18,5 +19,11 @@ struct PtxResult {
 /// throws; the NVRTC program is always destroyed.
 PtxResult compile_to_ptx(const std::string &source, const std::string &name,
                          const std::string &arch = "compute_90");
+
+/// Compiles `source` through PTX to machine code (NVRTC runs ptxas) for the
+/// real architecture `arch` (e.g. "sm_90", "sm_90a"): register allocation and
+/// the hardware's limits are checked as for a launch. Never throws.
+PtxResult compile_to_cubin(const std::string &source, const std::string &name,
+                           const std::string &arch = "sm_90a");
 
 } // namespace pipecheck::executor::cuda

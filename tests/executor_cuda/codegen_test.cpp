@@ -7,57 +7,18 @@
 #include "executor/cuda/codegen.hpp"
 #include "executor/cuda/device.hpp"
 #include "executor/cuda/nvrtc.hpp"
-#include "spec/diag.hpp"
-#include "spec/lower.hpp"
-#include "spec/parse.hpp"
+#include "tests/executor_cuda/testing.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
-#include <stdexcept>
 
 namespace pipecheck::executor::cuda {
 namespace {
 
-std::string read_file(const std::string &path) {
-  std::ifstream in(path);
-  if (!in) return {};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-spec::File parse_text(const std::string &text, const std::string &path) {
-  const auto sf = spec::SourceFile::from_string(path, text);
-  auto r = spec::parse(sf);
-  if (!r.file) throw std::runtime_error("parse failed: " + spec::render(sf, r.errors.at(0)));
-  return *r.file;
-}
-
-spec::File load_corpus(const std::string &rel) {
-  const std::string text = read_file(std::string(PIPECHECK_SOURCE_DIR) + "/" + rel);
-  if (text.empty()) throw std::runtime_error("cannot read " + rel);
-  return parse_text(text, rel);
-}
-
-template <class T> const T &unit(const spec::File &f, const std::string &name) {
-  for (const auto &u : f.units)
-    if (const T *t = std::get_if<T>(&u); t && t->name == name) return *t;
-  throw std::runtime_error("no unit " + name);
-}
-
-spec::Lowered lower(const spec::KernelSpec &k, const std::string &target, spec::Env overrides = {}) {
-  spec::LowerOptions o;
-  o.target = target;
-  o.overrides = std::move(overrides);
-  std::vector<spec::Diagnostic> errors;
-  auto l = spec::lower(k, o, errors);
-  if (!l) throw std::runtime_error("lowering " + k.name + " failed");
-  return *l;
-}
+using namespace testing;
 
 void expect_ptx_with_cp_async(const CudaKernel &k) {
   const PtxResult p = compile_to_ptx(k.source, k.entry + ".cu");
@@ -157,13 +118,6 @@ TEST(CudaCodegen, TheGeneratedSourceOfTheGuidesDoubleBufferedPipelineMatchesItsG
       << "regenerate with PIPECHECK_UPDATE_GOLDEN=1 and review the diff";
   EXPECT_EQ(r.kernel->smem_bytes, 2 * 2 * 512 * 4);
   expect_ptx_with_cp_async(*r.kernel);
-}
-
-TEST(CudaCodegen, AMalformedSourceIsAnNvrtcErrorWithItsLog) {
-  const PtxResult p = compile_to_ptx("extern \"C\" __global__ void k() { undeclared(); }", "bad.cu");
-  EXPECT_FALSE(p.ok);
-  EXPECT_NE(p.error.find("NVRTC"), std::string::npos);
-  EXPECT_NE(p.error.find("undeclared"), std::string::npos) << p.error;
 }
 
 TEST(CudaDevice, WithoutADeviceTheProbeSaysWhyNamingCuda) {
