@@ -37,6 +37,9 @@ __device__ __forceinline__ long long pk_floordiv(long long a, long long b) {
   return q;
 }
 __device__ __forceinline__ long long pk_mod(long long a, long long b) { return a - pk_floordiv(a, b) * b; }
+__device__ __forceinline__ long long pk_min(long long a, long long b) { return a < b ? a : b; }
+__device__ __forceinline__ long long pk_max(long long a, long long b) { return a < b ? b : a; }
+__device__ __forceinline__ long long pk_abs(long long a) { return a < 0 ? -a : a; }
 __device__ __forceinline__ long long pk_slot(long long k, long long slots) {
   if (k < 0 || k >= slots) __trap();
   return k;
@@ -258,8 +261,31 @@ private:
     case Op::Or: return "static_cast<long long>" + bin("||");
     case Op::Not: return "static_cast<long long>(!" + scalar(e.args.at(0)) + ")";
     case Op::Neg: return "(-" + scalar(e.args.at(0)) + ")";
+    case Op::Call: return scalar_call(e);
     default: unsupported(std::string("the operator ") + spec::to_string(e.op) + " in an integer expression");
     }
+  }
+
+  // spec/eval.cpp's integer functions, with the same meaning.
+  std::string scalar_call(const Expr &e) {
+    const std::size_t n = e.args.size();
+    if (!e.kwarg_names.empty() || !spec::is_int_function(e.name))
+      unsupported("the call " + e.name + "(...) in an integer expression");
+    if (e.name == "cdiv" && n == 2)
+      return "(-pk_floordiv(-" + scalar(e.args[0]) + ", " + scalar(e.args[1]) + "))";
+    if (((e.name == "min" || e.name == "max") && n >= 2) ||
+        ((e.name == "minimum" || e.name == "maximum") && n == 2)) {
+      const bool lo = e.name == "min" || e.name == "minimum";
+      std::string r = scalar(e.args[0]);
+      for (std::size_t i = 1; i < n; ++i)
+        r = std::string(lo ? "pk_min(" : "pk_max(") + r + ", " + scalar(e.args[i]) + ")";
+      return r;
+    }
+    if (e.name == "where" && n == 3)
+      return "(" + scalar(e.args[0]) + " != 0 ? " + scalar(e.args[1]) + " : " + scalar(e.args[2]) + ")";
+    if (e.name == "abs" && n == 1) return "pk_abs(" + scalar(e.args[0]) + ")";
+    unsupported("the call " + e.name + "(...) with " + std::to_string(n) +
+                " arguments in an integer expression");
   }
 
   // A slot pointer: `s_X + pk_slot(k, S) * n` for a ring, `s_X` for a single buffer.

@@ -6,6 +6,9 @@ __device__ __forceinline__ long long pk_floordiv(long long a, long long b) {
   return q;
 }
 __device__ __forceinline__ long long pk_mod(long long a, long long b) { return a - pk_floordiv(a, b) * b; }
+__device__ __forceinline__ long long pk_min(long long a, long long b) { return a < b ? a : b; }
+__device__ __forceinline__ long long pk_max(long long a, long long b) { return a < b ? b : a; }
+__device__ __forceinline__ long long pk_abs(long long a) { return a < 0 ? -a : a; }
 __device__ __forceinline__ long long pk_slot(long long k, long long slots) {
   if (k < 0 || k >= slots) __trap();
   return k;
