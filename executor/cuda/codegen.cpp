@@ -44,6 +44,7 @@ __device__ __forceinline__ long long pk_slot(long long k, long long slots) {
   if (k < 0 || k >= slots) __trap();
   return k;
 }
+#ifndef PK_HOST_EMULATION // (tests run this same source on host threads and define these)
 __device__ __forceinline__ void pk_cp_async4(void *smem, const void *gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(__cvta_generic_to_global(gmem)) : "memory");
@@ -68,6 +69,7 @@ __device__ __forceinline__ void pk_wait_groups(long long newer) {
     pk_cp_async_wait<7>();
   }
 }
+#endif
 )";
 
 std::string float_literal(double v) {

@@ -120,6 +120,22 @@ TEST(CudaCodegen, TheGeneratedSourceOfTheGuidesDoubleBufferedPipelineMatchesItsG
   expect_ptx_with_cp_async(*r.kernel);
 }
 
+TEST(CudaCodegen, TheGeneratedSourceOfAnElementwiseKernelWithASequentialAxisForH200MatchesItsGolden) {
+  const auto f = parse_text(add_rows_h200, "add_rows_h200.pk");
+  const auto r = generate_cuda(lower(unit<spec::KernelSpec>(f, "add_rows_h200"), "h200"), {});
+  ASSERT_TRUE(r) << r.error;
+  EXPECT_EQ(r.kernel->ctas, 2);
+  EXPECT_EQ(r.kernel->shared.at(0).slots, 2);
+  const std::string path = std::string(PIPECHECK_SOURCE_DIR) + "/tests/executor_cuda/golden/add_rows_h200.cu";
+  if (const char *u = std::getenv("PIPECHECK_UPDATE_GOLDEN"); u && std::string(u) == "1") {
+    std::ofstream(path) << r.kernel->source;
+    GTEST_SKIP() << "rewrote " << path;
+  }
+  EXPECT_EQ(r.kernel->source, read_file(path))
+      << "regenerate with PIPECHECK_UPDATE_GOLDEN=1 and review the diff";
+  expect_ptx_with_cp_async(*r.kernel);
+}
+
 TEST(CudaDevice, WithoutADeviceTheProbeSaysWhyNamingCuda) {
   std::string why;
   if (cuda_device_available(&why)) GTEST_SKIP() << "a CUDA device is present; this checks the no-device path";

@@ -12,6 +12,21 @@
 
 namespace pipecheck::executor::cuda::testing {
 
+/// A Mosaic GPU elementwise kernel with a CTA axis and a sequential axis: 2
+/// CTAs of 4 steps each through 2-slot rings, its output block moving each
+/// step (so write-backs queue). golden/add_rows_h200.cu is its source.
+inline const char *const add_rows_h200 = R"(kernel add_rows_h200:
+    grid = (2, 4)
+    dimension_semantics = (parallel, sequential)
+    target = h200
+    max_concurrent_steps = 2
+    in  x: f32[64, 256]  block=(32, 64)  index=(i, j) -> (i, j)
+    in  y: f32[64, 256]  block=(32, 64)  index=(i, j) -> (i, j)
+    out z: f32[64, 256]  block=(32, 64)  index=(i, j) -> (i, j)
+    body:
+        z[...] = x[...] * 2 + y[...]
+)";
+
 inline std::string read_file(const std::string &path) {
   std::ifstream in(path);
   if (!in) return {};
