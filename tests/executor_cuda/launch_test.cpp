@@ -79,5 +79,20 @@ TEST(CudaLaunch, TheGuidesElementwiseAddRunsOneCudaBlockPerCtaOnTheGpu) {
   }
 }
 
+TEST(CudaLaunch, AKernelWithASequentialAxisRunsItsCtasThroughTheirRingsOnTheGpu) {
+  SKIP_WITHOUT_A_GPU();
+  const auto f = parse_text(add_rows_h200, "add_rows_h200.pk");
+  const auto r = generate_cuda(lower(unit<spec::KernelSpec>(f, "add_rows_h200"), "h200"), {});
+  ASSERT_TRUE(r) << r.error;
+  const PtxResult p = compile_to_ptx(r.kernel->source, "add_rows.cu");
+  ASSERT_TRUE(p.ok) << p.error;
+  const auto x = random_floats(64 * 256, 4), y = random_floats(64 * 256, 5);
+  std::vector<std::vector<float>> arrays{x, y, std::vector<float>(64 * 256, 0.0f)};
+  const LaunchResult l = launch_once(*r.kernel, p.ptx, arrays);
+  ASSERT_TRUE(l.ok) << l.error;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(arrays[2][i], x[i] * 2.0f + y[i]) << "element " << i;
+}
+
 } // namespace
 } // namespace pipecheck::executor::cuda
