@@ -6,7 +6,9 @@
 ///
 /// What the generated kernel does:
 /// - Scalar statements (`name = ...`, `if`, `for`) run on every thread of a
-///   CTA alike (uniform control flow), with Python's `//` and `%`.
+///   CTA alike (uniform control flow), with Python's `//` and `%`, in 64-bit
+///   integers without spec/eval's overflow checks (lower() has evaluated
+///   every block index already; a hand-written pipeline is on its own).
 /// - Every sram/smem buffer is a ring of `slots` buffers in dynamic shared
 ///   memory; the whole layout must fit the per-block budget.
 /// - `copy_in_start(hbm region, slot)`: the CTA's threads issue `cp.async`
