@@ -1,5 +1,8 @@
 // pipecheck run FILE [--kernel NAME]: execute a kernel or pipeline against its intent.
 #include "cli/command.hpp"
+#ifdef PIPECHECK_WITH_CUDA
+#include "executor/cuda/device.hpp"
+#endif
 #include "executor/npy.hpp"
 #include "executor/run.hpp"
 #include "reports/output.hpp"
@@ -74,7 +77,20 @@ int run_cmd(const RunArgs &a) {
   if (!format || *format == reports::Format::sarif)
     return usage_error("--format", a.format, "expected one of text, json, junit, html");
   if (a.backend == "cuda") {
-    std::cerr << "error: --backend cuda: this build has no CUDA executor\n";
+#ifdef PIPECHECK_WITH_CUDA
+    std::string why;
+    if (!executor::cuda::cuda_device_available(&why)) {
+      std::cerr << "error: --backend cuda: " << why << "\n";
+      return environment;
+    }
+    std::cerr
+        << "error: --backend cuda: the CUDA runner cannot launch programs yet (executor/cuda generates and "
+           "compiles them with NVRTC, it does not run them)\n";
+#else
+    std::cerr
+        << "error: --backend cuda: this build has no CUDA executor (configured without the CUDA toolkit or "
+           "with -DPIPECHECK_CUDA=OFF)\n";
+#endif
     return environment;
   }
   executor::RunOptions opts;

@@ -585,6 +585,19 @@ TEST(Cli, RunWithCudaBackendAndNoDeviceIsAnEnvironmentError) {
   EXPECT_EQ(o.code, 4) << o.text;
 }
 
+TEST(Cli, RunWithCudaBackendFailsFastNamingCudaWhenItCannotRunThere) {
+  // No GPU here (or no CUDA in this build): an environment error that says
+  // CUDA, before any input is generated or any program is run.
+  std::string f = temp_file("k.pk", kKernel);
+  const auto t0 = std::chrono::steady_clock::now();
+  Out o = run("run --backend cuda " + f);
+  const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(o.code, 4) << o.text;
+  EXPECT_NE(o.text.find("error: --backend cuda: "), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("CUDA"), std::string::npos) << o.text;
+  EXPECT_LT(seconds, 10.0);
+}
+
 TEST(Cli, ABodyThatDoesNotTypeCheckIsBadInputInCheckRunAndLower) {
   auto dir = std::filesystem::temp_directory_path() / ("pipecheck_cli_typecheck_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);

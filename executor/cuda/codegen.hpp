@@ -1,0 +1,112 @@
+#pragma once
+/// The CUDA code generator: a lowered (or hand-written) spec::Program becomes
+/// one CUDA C++ translation unit, compiled at run time with NVRTC
+/// (executor/cuda/nvrtc.hpp). It translates the Program statement by
+/// statement and never looks at the `.pk` kernel: one semantics.
+///
+/// What the generated kernel does:
+/// - Scalar statements (`name = ...`, `if`, `for`) run on every thread of a
+///   CTA alike (uniform control flow), with Python's `//` and `%`, in 64-bit
+///   integers without spec/eval's overflow checks (lower() has evaluated
+///   every block index already; a hand-written pipeline is on its own).
+/// - Every sram/smem buffer is a ring of `slots` buffers in dynamic shared
+///   memory; the whole layout must fit the per-block budget.
+/// - `copy_in_start(hbm region, slot)`: the CTA's threads issue `cp.async`
+///   (4 bytes each, global to shared) and commit one group; the group's
+///   number is queued on that slot. `copy_in_wait(slot)` waits
+///   (`cp.async.wait_group`) until the oldest queued group of that slot has
+///   landed, then `__syncthreads()`.
+/// - `copy_out_start(slot, hbm region)` stores the slot with plain stores
+///   between two `__syncthreads()` (the copy takes effect at its start: one
+///   of the Program's allowed schedules); `copy_out_wait` checks that a
+///   write-back of that slot is outstanding.
+/// - Compute (`slot = expr`, `slot += expr`) is elementwise over same-shaped
+///   slots, each thread a strided set of elements, then `__syncthreads()`.
+/// - A fault (an index out of bounds, a copy whose region does not fill its
+///   slot, a wait with nothing outstanding) executes `__trap()`.
+/// - Poison: the kernel fills all of its shared memory with NaN before the
+///   first statement; outputs (hbm buffers written and never read) are
+///   poisoned by the host before the launch (fill_poison).
+/// - CTAs: a Mosaic GPU lowering with CTA (parallel) axes runs one CUDA
+///   block per CTA, each over its own contiguous run of steps of the main
+///   loop (spec::Lowered: a CTA's state starts fresh at its first step);
+///   any other program runs as one CUDA block, in program order.
+///
+/// Not supported yet (a CodegenResult with an error, never wrong code):
+/// dtypes other than f32, acc buffers and wgmma, semaphores and body DMAs,
+/// tensor local bindings, non-elementwise bodies (dot, reductions,
+/// transpose, broadcasting), sub-slot refs.
+
+#include "spec/eval.hpp"
+#include "spec/ir.hpp"
+#include "spec/lower.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipecheck::executor::cuda {
+
+/// One hbm buffer: a kernel parameter (a device pointer), in declaration order.
+struct GlobalArray {
+  std::string name;
+  spec::DType dtype = spec::DType::f32;
+  std::vector<std::int64_t> shape;
+  std::int64_t elements = 0;
+  bool read = false;    ///< the source of some copy_in_start
+  bool written = false; ///< the destination of some copy_out_start
+  /// Filled with poison by the host before the launch: written, never read.
+  bool poison() const { return written && !read; }
+};
+
+/// One sram/smem buffer in dynamic shared memory.
+struct SharedRing {
+  std::string name;
+  std::int64_t slots = 1;
+  std::int64_t slot_elements = 0;
+  std::int64_t offset_bytes = 0; ///< from the start of dynamic shared memory, 16-aligned
+};
+
+struct CudaKernel {
+  std::string entry;  ///< the `extern "C" __global__` function's name
+  std::string source; ///< the whole translation unit
+  std::int64_t ctas = 1;
+  int threads = 256;
+  std::int64_t smem_bytes = 0; ///< dynamic shared memory per block
+  std::vector<GlobalArray> arrays;
+  std::vector<SharedRing> shared;
+  std::vector<std::string> notes; ///< e.g. why the program runs as one CTA
+};
+
+struct CodegenOptions {
+  int threads = 256;
+  /// Dynamic shared memory per block: H100/H200 opt-in maximum (227 KiB).
+  std::int64_t smem_budget_bytes = 227 * 1024;
+};
+
+/// A generated kernel, or why there is none: "not supported by the CUDA
+/// backend: ..." for a construct the generator lacks, "does not fit shared
+/// memory: ..." (naming the budget) for a too large layout.
+struct CodegenResult {
+  std::optional<CudaKernel> kernel;
+  std::string error;
+  explicit operator bool() const { return kernel.has_value(); }
+};
+
+/// Generates the kernel for `program` with every param bound in `env`; one CTA.
+CodegenResult generate_cuda(const spec::Program &program, const spec::Env &env, const CodegenOptions & = {});
+
+/// Generates the kernel for a lowered kernel spec: with CTA axes (Mosaic GPU
+/// lowering, rolled) one CUDA block per CTA, otherwise one CTA.
+CodegenResult generate_cuda(const spec::Lowered &lowered, const spec::Env &env, const CodegenOptions & = {});
+
+/// The 32-bit pattern poison is written with for `dtype` (f32: a quiet NaN).
+/// Only f32 is supported by the generator.
+std::uint32_t poison_bits(spec::DType dtype);
+
+/// Fills `elements` f32 values at host memory `data` with poison; the host
+/// step before each launch for every GlobalArray with poison().
+void fill_poison(float *data, std::int64_t elements);
+
+} // namespace pipecheck::executor::cuda

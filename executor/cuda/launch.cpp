@@ -1,0 +1,86 @@
+#include "executor/cuda/launch.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <limits>
+
+namespace pipecheck::executor::cuda {
+namespace {
+
+struct Session {
+  cudaLibrary_t lib = nullptr;
+  std::vector<void *> device;
+  ~Session() {
+    for (void *p : device)
+      if (p) cudaFree(p);
+    if (lib) cudaLibraryUnload(lib);
+  }
+};
+
+bool check(cudaError_t e, const char *what, LaunchResult &r) {
+  if (e == cudaSuccess) return true;
+  r.error = std::string("CUDA: ") + what + ": " + cudaGetErrorString(e);
+  return false;
+}
+
+} // namespace
+
+LaunchResult launch_once(const CudaKernel &k, const std::string &image,
+                         std::vector<std::vector<float>> &arrays) {
+  LaunchResult r;
+  if (arrays.size() != k.arrays.size()) {
+    r.error = "launch: " + std::to_string(arrays.size()) + " host arrays for " +
+              std::to_string(k.arrays.size()) + " kernel arrays";
+    return r;
+  }
+  for (std::size_t i = 0; i < arrays.size(); ++i)
+    if (static_cast<std::int64_t>(arrays[i].size()) != k.arrays[i].elements) {
+      r.error = "launch: host array " + k.arrays[i].name + " has the wrong size";
+      return r;
+    }
+  if (k.ctas < 1 || k.ctas > std::numeric_limits<int>::max()) {
+    r.error = "launch: " + std::to_string(k.ctas) + " CTAs do not fit one CUDA grid dimension";
+    return r;
+  }
+  Session s;
+  if (!check(cudaLibraryLoadData(&s.lib, image.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+             "cudaLibraryLoadData", r))
+    return r;
+  cudaKernel_t kern = nullptr;
+  if (!check(cudaLibraryGetKernel(&kern, s.lib, k.entry.c_str()), "cudaLibraryGetKernel", r)) return r;
+  const void *fn = reinterpret_cast<const void *>(kern);
+  if (!check(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(k.smem_bytes)),
+             "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", r))
+    return r;
+  s.device.assign(arrays.size(), nullptr);
+  std::vector<void *> args(arrays.size());
+  for (std::size_t i = 0; i < arrays.size(); ++i) {
+    const std::size_t bytes = arrays[i].size() * sizeof(float);
+    if (!check(cudaMalloc(&s.device[i], bytes), "cudaMalloc", r)) return r;
+    std::vector<float> poison;
+    const float *src = arrays[i].data();
+    if (k.arrays[i].poison()) {
+      poison.resize(arrays[i].size());
+      fill_poison(poison.data(), static_cast<std::int64_t>(poison.size()));
+      src = poison.data();
+    }
+    if (!check(cudaMemcpy(s.device[i], src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the device", r))
+      return r;
+    args[i] = &s.device[i];
+  }
+  if (!check(cudaLaunchKernel(fn, dim3(static_cast<unsigned>(k.ctas)), dim3(static_cast<unsigned>(k.threads)),
+                              args.data(), static_cast<std::size_t>(k.smem_bytes), nullptr),
+             "cudaLaunchKernel", r))
+    return r;
+  if (!check(cudaDeviceSynchronize(), "the kernel (a __trap() is a fault of the program)", r)) return r;
+  for (std::size_t i = 0; i < arrays.size(); ++i)
+    if (k.arrays[i].written && !check(cudaMemcpy(arrays[i].data(), s.device[i],
+                                                 arrays[i].size() * sizeof(float), cudaMemcpyDeviceToHost),
+                                      "cudaMemcpy to the host", r))
+      return r;
+  r.ok = true;
+  return r;
+}
+
+} // namespace pipecheck::executor::cuda

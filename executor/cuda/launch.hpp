@@ -1,0 +1,28 @@
+#pragma once
+/// One launch of a generated kernel on the current CUDA device: the smallest
+/// host side of the CUDA runner (no timeline, no oracle; the caller compares).
+/// Untested on a GPU so far: the tests that call it skip without a device.
+
+#include "executor/cuda/codegen.hpp"
+
+#include <string>
+#include <vector>
+
+namespace pipecheck::executor::cuda {
+
+struct LaunchResult {
+  bool ok = false;
+  std::string error; ///< names the CUDA call that failed and its error
+};
+
+/// Loads `image` (PTX text or a cubin from executor/cuda/nvrtc.hpp), copies
+/// `arrays` (one per kernel.arrays entry, in order, each of its element
+/// count) to the device — those with poison() as poison, whatever the host
+/// holds — launches kernel.ctas blocks of kernel.threads threads with
+/// kernel.smem_bytes of dynamic shared memory, waits, and copies every
+/// written array back into `arrays`. A kernel that faults (`__trap()`) is an
+/// error. Never throws; device memory and the module are always released.
+LaunchResult launch_once(const CudaKernel &kernel, const std::string &image,
+                         std::vector<std::vector<float>> &arrays);
+
+} // namespace pipecheck::executor::cuda

@@ -1,0 +1,146 @@
+// The CUDA code generator and its NVRTC compile: no GPU needed.
+//
+// The golden source tests/executor_cuda/golden/double_buffered_add_one.cu is
+// compared exactly; after an intended change of the generator, regenerate it
+// with PIPECHECK_UPDATE_GOLDEN=1 ctest --test-dir build -R executor_cuda
+// and review the diff.
+#include "executor/cuda/codegen.hpp"
+#include "executor/cuda/device.hpp"
+#include "executor/cuda/nvrtc.hpp"
+#include "tests/executor_cuda/testing.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+namespace pipecheck::executor::cuda {
+namespace {
+
+using namespace testing;
+
+void expect_ptx_with_cp_async(const CudaKernel &k) {
+  const PtxResult p = compile_to_ptx(k.source, k.entry + ".cu");
+  ASSERT_TRUE(p.ok) << p.error << "\n" << k.source;
+  EXPECT_NE(p.ptx.find(".entry " + k.entry), std::string::npos);
+  EXPECT_NE(p.ptx.find("cp.async.ca.shared.global"), std::string::npos);
+  EXPECT_NE(p.ptx.find("cp.async.commit_group"), std::string::npos);
+  EXPECT_NE(p.ptx.find("cp.async.wait_group"), std::string::npos);
+}
+
+TEST(CudaCodegen, TheGuidesElementwiseKernelLoweredForH200IsOneCudaBlockPerCtaAndCompilesToPtxWithCpAsync) {
+  const auto f = load_corpus("corpus/examples/guide_elementwise.pk");
+  const auto l = lower(unit<spec::KernelSpec>(f, "add_matrices_param"), "h200", {{"bm", 32}, {"bn", 128}});
+  const auto r = generate_cuda(l, {});
+  ASSERT_TRUE(r) << r.error;
+  EXPECT_EQ(r.kernel->ctas, (4096 / 32) * (4096 / 128));
+  EXPECT_TRUE(r.kernel->notes.empty());
+  expect_ptx_with_cp_async(*r.kernel);
+}
+
+TEST(CudaCodegen, TheGuidesElementwiseKernelLoweredForTpuRunsAsOneCtaAndCompilesToPtxWithCpAsync) {
+  const auto f = load_corpus("corpus/examples/guide_elementwise.pk");
+  const auto l = lower(unit<spec::KernelSpec>(f, "add_matrices_param"), "tpu_v5e", {{"bm", 32}, {"bn", 128}});
+  const auto r = generate_cuda(l, {});
+  ASSERT_TRUE(r) << r.error;
+  EXPECT_EQ(r.kernel->ctas, 1);
+  ASSERT_EQ(r.kernel->notes.size(), 1u);
+  EXPECT_NE(r.kernel->notes[0].find("one CTA"), std::string::npos);
+  // A double-buffered ring of each operand: 3 x 2 slots of 32 x 128 f32.
+  EXPECT_EQ(r.kernel->smem_bytes, 3 * 2 * 32 * 128 * 4);
+  expect_ptx_with_cp_async(*r.kernel);
+}
+
+TEST(CudaCodegen, OnlyTheOutputIsPoisonedByTheHostAndPoisonIsNaN) {
+  const auto f = load_corpus("corpus/examples/guide_elementwise.pk");
+  const auto l = lower(unit<spec::KernelSpec>(f, "add_matrices_param"), "h200", {{"bm", 32}, {"bn", 128}});
+  const auto r = generate_cuda(l, {});
+  ASSERT_TRUE(r) << r.error;
+  ASSERT_EQ(r.kernel->arrays.size(), 3u);
+  EXPECT_FALSE(r.kernel->arrays[0].poison()); // x
+  EXPECT_FALSE(r.kernel->arrays[1].poison()); // y
+  EXPECT_TRUE(r.kernel->arrays[2].poison());  // z
+  EXPECT_EQ(r.kernel->arrays[2].elements, 4096 * 4096);
+  float v[3] = {1, 2, 3};
+  fill_poison(v, 3);
+  for (float x : v)
+    EXPECT_TRUE(std::isnan(x));
+  // The kernel poisons its shared memory itself before the first statement.
+  EXPECT_NE(r.kernel->source.find("Poison: every slot starts as NaN"), std::string::npos);
+}
+
+TEST(CudaCodegen, ABlockThatDoesNotFitSharedMemoryIsAnErrorNamingTheBudget) {
+  const auto f = load_corpus("corpus/examples/guide_elementwise.pk");
+  const auto l = lower(unit<spec::KernelSpec>(f, "add_matrices_pipelined"), "h200");
+  const auto r = generate_cuda(l, {});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error.find("does not fit shared memory"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("x_smem 1 x 1048576 B"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("budget is 232448 bytes"), std::string::npos) << r.error;
+}
+
+TEST(CudaCodegen, ADotBodyIsNotSupportedYetAndSaysSo) {
+  const auto f = parse_text(R"(kernel mm:
+    grid = (2, 2)
+    target = h200
+    in  a: f32[64, 32]  block=(32, 32)  index=(i, j) -> (i, 0)
+    in  b: f32[32, 64]  block=(32, 32)  index=(i, j) -> (0, j)
+    out o: f32[64, 64]  block=(32, 32)  index=(i, j) -> (i, j)
+    body:
+        o[...] = dot(a[...], b[...])
+)",
+                            "mm.pk");
+  const auto r = generate_cuda(lower(unit<spec::KernelSpec>(f, "mm"), "h200"), {});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error.rfind("not supported by the CUDA backend: the body operation dot(...)", 0), 0u)
+      << r.error;
+}
+
+TEST(CudaCodegen, ABf16KernelIsNotSupportedYetAndSaysSo) {
+  const auto f = load_corpus("corpus/guide/gpu_pallas_call.pk");
+  const auto r = generate_cuda(lower(unit<spec::KernelSpec>(f, "gpu_matmul"), "h100"), {});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error.rfind("not supported by the CUDA backend: dtype bf16", 0), 0u) << r.error;
+}
+
+TEST(CudaCodegen, TheGeneratedSourceOfTheGuidesDoubleBufferedPipelineMatchesItsGolden) {
+  const auto f = load_corpus("corpus/examples/guide_pipelines.pk");
+  const auto r = generate_cuda(unit<spec::Program>(f, "double_buffered_add_one"), {{"N", 4}});
+  ASSERT_TRUE(r) << r.error;
+  const std::string path =
+      std::string(PIPECHECK_SOURCE_DIR) + "/tests/executor_cuda/golden/double_buffered_add_one.cu";
+  if (const char *u = std::getenv("PIPECHECK_UPDATE_GOLDEN"); u && std::string(u) == "1") {
+    std::ofstream(path) << r.kernel->source;
+    GTEST_SKIP() << "rewrote " << path;
+  }
+  EXPECT_EQ(r.kernel->source, read_file(path))
+      << "regenerate with PIPECHECK_UPDATE_GOLDEN=1 and review the diff";
+  EXPECT_EQ(r.kernel->smem_bytes, 2 * 2 * 512 * 4);
+  expect_ptx_with_cp_async(*r.kernel);
+}
+
+TEST(CudaCodegen, TheGeneratedSourceOfAnElementwiseKernelWithASequentialAxisForH200MatchesItsGolden) {
+  const auto f = parse_text(add_rows_h200, "add_rows_h200.pk");
+  const auto r = generate_cuda(lower(unit<spec::KernelSpec>(f, "add_rows_h200"), "h200"), {});
+  ASSERT_TRUE(r) << r.error;
+  EXPECT_EQ(r.kernel->ctas, 2);
+  EXPECT_EQ(r.kernel->shared.at(0).slots, 2);
+  const std::string path = std::string(PIPECHECK_SOURCE_DIR) + "/tests/executor_cuda/golden/add_rows_h200.cu";
+  if (const char *u = std::getenv("PIPECHECK_UPDATE_GOLDEN"); u && std::string(u) == "1") {
+    std::ofstream(path) << r.kernel->source;
+    GTEST_SKIP() << "rewrote " << path;
+  }
+  EXPECT_EQ(r.kernel->source, read_file(path))
+      << "regenerate with PIPECHECK_UPDATE_GOLDEN=1 and review the diff";
+  expect_ptx_with_cp_async(*r.kernel);
+}
+
+TEST(CudaDevice, WithoutADeviceTheProbeSaysWhyNamingCuda) {
+  std::string why;
+  if (cuda_device_available(&why)) GTEST_SKIP() << "a CUDA device is present; this checks the no-device path";
+  EXPECT_NE(why.find("CUDA"), std::string::npos) << why;
+}
+
+} // namespace
+} // namespace pipecheck::executor::cuda
