@@ -18,15 +18,6 @@ namespace {
 
 using namespace testing;
 
-std::vector<float> random_floats(std::size_t n, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto &x : v)
-    x = d(g);
-  return v;
-}
-
 TEST(CudaEmulation, TheGoldenDoubleBufferedPipelineAddsOneToEveryRowOnHostThreads) {
   const auto a0 = random_floats(4 * 512, 1);
   auto a = a0;

@@ -22,15 +22,6 @@ using namespace testing;
     if (!cuda_device_available(&why_)) GTEST_SKIP() << "needs a CUDA GPU: " << why_;                         \
   } while (0)
 
-std::vector<float> random_floats(std::size_t n, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto &x : v)
-    x = d(g);
-  return v;
-}
-
 TEST(CudaLaunch, WithoutADeviceALaunchIsAnErrorNamingCuda) {
   std::string why;
   if (cuda_device_available(&why)) GTEST_SKIP() << "a CUDA device is present; this checks the no-device path";

@@ -6,9 +6,11 @@
 #include "spec/parse.hpp"
 
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace pipecheck::executor::cuda::testing {
 
@@ -26,6 +28,16 @@ inline const char *const add_rows_h200 = R"(kernel add_rows_h200:
     body:
         z[...] = x[...] * 2 + y[...]
 )";
+
+/// `n` floats uniform in [-1, 1), the same for the same seed.
+inline std::vector<float> random_floats(std::size_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto &x : v)
+    x = d(g);
+  return v;
+}
 
 inline std::string read_file(const std::string &path) {
   std::ifstream in(path);
