@@ -69,18 +69,7 @@ TEST(BoundedSlice, TheEnumeratorAndTheSolverAgree) {
   for (const char *index :
        {"ds(i * bs, min(bs, n - i * bs))", "ds(i * bs, bs)", "ds(i * bs, min(bs, n - i * bs) + 1)",
         "ds(i * bs, i - 1)", "ds(i * bs - 1, 1)", "ds(i, min(bs, n - i * bs))"}) {
-    spec::KernelSpec k = testing::kernel(testing::parse_text(tail(index)), "k");
-    auto m = verifier::rules::build_model(k, {}, std::nullopt);
-    ASSERT_TRUE(m.model) << index;
-    auto s = verifier::rules::check_symbolic(*m.model, 10000);
-    auto e = verifier::rules::check_enumerated(*m.model);
-    EXPECT_TRUE(s.unknown.empty() && e.unknown.empty()) << index;
-    ASSERT_EQ(s.findings.size(), e.findings.size()) << index;
-    for (std::size_t i = 0; i < s.findings.size(); ++i) {
-      EXPECT_EQ(s.findings[i].rule, e.findings[i].rule) << index;
-      EXPECT_EQ(s.findings[i].witness, e.findings[i].witness) << index;
-      EXPECT_EQ(s.findings[i].message, e.findings[i].message) << index;
-    }
+    testing::expect_enumerator_agrees(tail(index), "k", true);
   }
 }
 

@@ -4,6 +4,10 @@
 
 #include "spec/parse.hpp"
 #include "verifier/check.hpp"
+#include "verifier/rules/enumerate.hpp"
+#include "verifier/rules/findings.hpp"
+
+#include <gtest/gtest.h>
 
 #include <fstream>
 #include <set>
@@ -64,6 +68,26 @@ inline std::vector<std::int64_t> point_item(const verifier::Finding &f, const st
   const auto *i = item(f, key);
   if (!i) return {};
   return std::get<std::vector<std::int64_t>>(i->value);
+}
+
+/// Kernel `name` of `text`: the solver and the grid-point enumerator decide
+/// its spec rules alike, neither unknown: the same findings in order, with the
+/// same rule and witness (and message, where `messages`).
+inline void expect_enumerator_agrees(const std::string &text, const std::string &name, bool messages) {
+  const spec::KernelSpec k = kernel(parse_text(text), name); // the model points into it
+  auto m = verifier::rules::build_model(k, {}, std::nullopt);
+  ASSERT_TRUE(m.model) << text;
+  auto s = verifier::rules::check_symbolic(*m.model, 10000);
+  auto e = verifier::rules::check_enumerated(*m.model);
+  EXPECT_TRUE(s.unknown.empty() && e.unknown.empty()) << text;
+  ASSERT_EQ(s.findings.size(), e.findings.size()) << text;
+  for (std::size_t i = 0; i < s.findings.size(); ++i) {
+    EXPECT_EQ(s.findings[i].rule, e.findings[i].rule) << text;
+    EXPECT_EQ(s.findings[i].witness, e.findings[i].witness) << text;
+    if (messages) {
+      EXPECT_EQ(s.findings[i].message, e.findings[i].message) << text;
+    }
+  }
 }
 
 } // namespace pipecheck::testing
