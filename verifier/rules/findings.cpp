@@ -428,6 +428,14 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
 std::vector<bool> kept_garbage(const KernelModel &m, std::vector<Finding> &out) {
   std::vector<bool> decided(m.operands.size(), false);
   for (std::size_t i = 0; i < m.operands.size(); ++i) {
+    // A scratch (not acc) keeps what nothing wrote without harm until a read
+    // uses it: the lowered program follows those elements one by one
+    // (uninitialized-read where one reaches an output), so the kept read is
+    // not checked on its own.
+    if (m.operands[i].role == spec::Role::scratch && !m.operands[i].acc) {
+      decided[i] = true;
+      continue;
+    }
     if (m.operands[i].role != spec::Role::out || !m.operands[i].windowed) continue;
     if (auto f = kept_garbage_findings(m, i)) {
       decided[i] = true;

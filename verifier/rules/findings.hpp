@@ -138,6 +138,8 @@ Finding alias_finding(const KernelModel &, const AliasModel &, const Point &writ
 std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &, std::size_t op);
 /// kept_garbage_findings for every windowed output, appended to `out`; per
 /// operand, whether it was decided (its kept reads then need no plain check).
+/// A scratch's kept reads are always decided: what a masked store keeps of it
+/// is followed element by element by the lowered program's checks.
 std::vector<bool> kept_garbage(const KernelModel &, std::vector<Finding> &out);
 
 /// Whether a read effect (an index into KernelModel::effects) fires at some
