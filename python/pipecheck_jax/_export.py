@@ -397,7 +397,29 @@ def _index_map(bm, names: list[str], what: str, loc, prefetch: tuple = ()) -> st
         return [read(v) for v in jx.outvars]
 
     outs = run(j, [env[v] for v in j.invars])
-    return _tuple(_strip(o.text) for o in outs)
+    tree = getattr(bm, "index_map_out_tree", None)
+    results = tree_util.tree_unflatten(tree, outs) if tree is not None else outs
+    if not isinstance(results, (tuple, list)):
+        results = (results,)
+    texts = []
+    for d, (r, b) in enumerate(zip(results, bm.block_shape)):
+        bounded = type(b).__name__ == "BoundedSlice"
+        if type(r).__name__ == "Slice":
+            if not bounded:  # JAX refuses this itself; kept as a located error all the same
+                raise UnsupportedError(f"the index map of {what} returns a pl.ds in dim {d}, "
+                                       "whose block dim is not a pl.BoundedSlice", loc)
+            if int(getattr(r, "stride", 1) or 1) != 1:
+                raise UnsupportedError(f"the index map of {what} returns a strided pl.ds in "
+                                       f"dim {d}, which has no .pk form", loc)
+            start, size = (x if isinstance(x, _E) else _E(str(int(x)), int=True)
+                           for x in (r.start, r.size))
+            texts.append(f"ds({_strip(start.text)}, {_strip(size.text)})")
+        elif bounded:
+            raise UnsupportedError(f"the index map of {what} returns no pl.ds in dim {d}, a "
+                                   f"pl.BoundedSlice({int(b.block_size)}) dim", loc)
+        else:
+            texts.append(_strip(r.text))
+    return _tuple(texts)
 
 
 def _strip(t: str) -> str:
@@ -436,6 +458,8 @@ class _Body:
         self.scoped: list = []
         #: (primitive, python (file, line)) of each op left out as a comment
         self.dropped: list = []
+        #: (scratch, python (file, line)) of each masked load without `other`
+        self.masked_loads: list = []
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -691,9 +715,11 @@ class _Body:
         if name == "masked_load":
             mask, other = args[2], args[3]
             aval = e.outvars[0].aval
-            if mask is None or other is None:
+            if mask is None:
                 return [_E(target, reads=frozenset([ref.name]), load=(ref.name, sub), src=src,
                            shape=aval.shape, dtype=aval.dtype)]
+            if other is None:
+                return [self.masked_load_undefined(e, ref, target, mask, aval, indent, src)]
             reads = frozenset([ref.name]) | mask.reads | other.reads
             return [_E(f"where({_strip(mask.text)}, {target}, {_strip(other.text)})", reads=reads,
                        src=src, shape=aval.shape, dtype=aval.dtype)]
@@ -716,6 +742,25 @@ class _Body:
             self.emit(indent,
                       f"{target} = where({_strip(mask.text)}, {_strip(val.text)}, {target})", src)
         return [old]
+
+    def masked_load_undefined(self, e, ref, target, mask, aval, indent, src) -> _E:
+        """A masked load without `other`: the masked-off elements are undefined (interpret
+        mode returns what memory holds; hardware, anything). `.pk` has no undefined value, so
+        the load goes through a scratch of its own that nothing else writes, by the masked
+        store the rules know: `u[...] = where(mask, x[s], u[...])` keeps u where the mask
+        does not hold, and what nothing wrote of u is undefined, followed element by element
+        (docs/rules.md, "Masked stores in programs"), so using a masked-off element is an
+        uninitialized-read and a mask that keeps it out verifies. The value is `u[...]`."""
+        nm = _ident(f"{ref.name}_masked", self.taken)
+        dt = _dtype(aval.dtype, f"a masked load of '{ref.name}'", _fmt_loc(src))
+        self.scoped.append((f"    scratch {nm}: {dt}[{_shape(aval.shape)}]", src))
+        if not mask.name and not _atomic(mask.text) and mask.reads:
+            mask.pending = True  # a mask that reads memory is read here, once
+            self.bind(indent, mask)
+        self.emit(indent, f"{nm}[...] = where({_strip(mask.text)}, {target}, {nm}[...])", src)
+        self.masked_loads.append((nm, src))
+        return _E(f"{nm}[...]", reads=frozenset([nm]), load=(nm, "[...]"), src=src,
+                  shape=aval.shape, dtype=aval.dtype)
 
     def debug_print(self, e, read, indent, src):
         """`pl.debug_print`: it only prints, so it is left out, as a comment in the body and a
@@ -1434,15 +1479,12 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                 lo, hi = (int(x) for x in (getattr(b, "padding", None) or (0, 0)))
                 pad = f", ({lo}, {hi})" if (lo, hi) != (0, 0) else ""
                 dims.append(f"Element({int(b.block_size)}{pad})")
-            elif tn == "BoundedSlice":
-                raise UnsupportedError(
-                    f"operand '{nm}': block dim pl.BoundedSlice({int(b.block_size)}) has no "
-                    ".pk form in this version of the export (Blocked, Element and "
-                    "Squeezed/None have)", loc, name)
+            elif tn == "BoundedSlice":  # the index map gives ds(start, size) in this dim
+                dims.append(f"BoundedSlice({int(b.block_size)})")
             else:
                 raise UnsupportedError(
                     f"operand '{nm}': block dim {tn} has no .pk form in this version of the "
-                    "export (Blocked, Element and Squeezed/None have)", loc, name)
+                    "export (Blocked, Element, BoundedSlice and Squeezed/None have)", loc, name)
         text += f"  block={_tuple(dims)}"
         idx = _index_map(bm, gnames, f"'{nm}'", loc, tuple(pre_names))
         text += f"  index={_tuple(gnames + pre_names)} -> {idx}" if grid else ""
