@@ -458,8 +458,6 @@ class _Body:
         self.scoped: list = []
         #: (primitive, python (file, line)) of each op left out as a comment
         self.dropped: list = []
-        #: (scratch, python (file, line)) of each masked load without `other`
-        self.masked_loads: list = []
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -690,8 +688,7 @@ class _Body:
         """`pl.load`/`pltpu.load`/`plgpu.load(..., mask=, other=)` and the stores with a mask.
 
         A load with a mask and `other` is `where(mask, x[s], other)`; without `other` the
-        masked-off elements are what the memory holds (interpret mode's value; undefined on
-        hardware), so it is the plain load `x[s]`. A masked store is `x[s] = where(mask, v,
+        masked-off elements are undefined (masked_load_undefined). A masked store is `x[s] = where(mask, v,
         x[s])`, the form the rules know as a masked store (it reads x[s] only to put it back).
         """
         name = e.primitive.name
@@ -758,7 +755,6 @@ class _Body:
             mask.pending = True  # a mask that reads memory is read here, once
             self.bind(indent, mask)
         self.emit(indent, f"{nm}[...] = where({_strip(mask.text)}, {target}, {nm}[...])", src)
-        self.masked_loads.append((nm, src))
         return _E(f"{nm}[...]", reads=frozenset([nm]), load=(nm, "[...]"), src=src,
                   shape=aval.shape, dtype=aval.dtype)
 
