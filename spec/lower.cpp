@@ -33,10 +33,11 @@ struct Opnd {
   std::int64_t buffers = 2;
   bool windowed = true; // false: memory_space=any/hbm (the body copies by hand)
   std::string hbm, window;
-  std::vector<std::vector<std::int64_t>> blk; // per step: the window (spec::window_at: block index, then ds sizes)
-  bool acc = false;                           // memory_space=acc: plgpu.ACC, wgmma accumulator registers
-  bool invariant = true;                      // GPU: the block never moves within a CTA's pipeline
-  const BoundOperand *bo = nullptr;           // its binding: the block index expressions
+  std::vector<std::vector<std::int64_t>>
+      blk;                          // per step: the window (spec::window_at: block index, then ds sizes)
+  bool acc = false;                 // memory_space=acc: plgpu.ACC, wgmma accumulator registers
+  bool invariant = true;            // GPU: the block never moves within a CTA's pipeline
+  const BoundOperand *bo = nullptr; // its binding: the block index expressions
 };
 
 bool is_int(const Expr &e, std::int64_t v) { return e.op == Op::Int && e.int_value == v; }
@@ -332,7 +333,8 @@ private:
         // pl.BoundedSlice: ds(start, size) copies `size` elements into the
         // slot's leading part; the rest of the slot is left undefined.
         // The sizes follow the indices, one per BoundedSlice dim (window_at).
-        const auto nth = std::count(x.bo->bounded.begin(), x.bo->bounded.begin() + static_cast<std::ptrdiff_t>(d), true);
+        const auto nth =
+            std::count(x.bo->bounded.begin(), x.bo->bounded.begin() + static_cast<std::ptrdiff_t>(d), true);
         lo = b[d];
         hi = saturating_add(lo, b[x.shape.size() + static_cast<std::size_t>(nth)]);
       }

@@ -117,7 +117,8 @@ TEST(BoundedSliceOutput, TheOracleWritesBackOnlyTheSizeAndLeavesTheRestOfTheArra
 
 TEST(BoundedSliceOutput, ARaggedOutputRunsEqualToTheOracleAndItsReferenceInEveryMode) {
   RunOptions o;
-  RunReport r = run_all_modes(scale_kernel("ds(i * 128, min(128, n - i * 128))", "    reference:\n        o = x * 2.0\n"), o);
+  RunReport r = run_all_modes(
+      scale_kernel("ds(i * 128, min(128, n - i * 128))", "    reference:\n        o = x * 2.0\n"), o);
   EXPECT_EQ(r.status, RunStatus::pass) << (r.runs.empty() ? "" : r.runs[0].reason);
   EXPECT_GE(r.runs.size(), 5u);
 }
@@ -125,7 +126,8 @@ TEST(BoundedSliceOutput, ARaggedOutputRunsEqualToTheOracleAndItsReferenceInEvery
 TEST(BoundedSliceOutput, AnElementNoWindowWritesBackFailsTheRunNamingIt) {
   // Windows of 120 from starts 128 apart: 120:128 of each stride is never written.
   RunOptions o;
-  RunReport r = run_all_modes(scale_kernel("ds(i * 128, min(120, n - i * 128))", "    reference:\n        o = x * 2.0\n"), o);
+  RunReport r = run_all_modes(
+      scale_kernel("ds(i * 128, min(120, n - i * 128))", "    reference:\n        o = x * 2.0\n"), o);
   ASSERT_EQ(r.status, RunStatus::fail);
   ASSERT_TRUE(r.runs.at(0).mismatch);
   EXPECT_EQ(r.runs[0].mismatch->element, (Shape{120}));

@@ -681,7 +681,8 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
   // Per array element, in run order: what the last write-back left there.
   enum : std::uint8_t { never, stored, undefined };
   std::vector<std::uint8_t> state(static_cast<std::size_t>(total), never);
-  std::vector<std::int64_t> undefined_at(static_cast<std::size_t>(total), -1); // the point (linear) that left it
+  std::vector<std::int64_t> undefined_at(static_cast<std::size_t>(total),
+                                         -1); // the point (linear) that left it
   std::vector<Point> pts;
   std::vector<Box> windows; // the in-bounds part of each storing point's window
   // A visit: consecutive grid points with one window (spec::window_at: a
@@ -755,9 +756,9 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
       Box at(rank);
       for (std::size_t d = 0; d < rank; ++d) {
         const std::int64_t lo = o.window_start(d, (*b)[d]);
-        at[d] = {std::clamp<std::int64_t>(spec::saturating_add(lo, e.box[d].first), win[d].first, win[d].second),
-                 std::clamp<std::int64_t>(spec::saturating_add(lo, e.box[d].second), win[d].first,
-                                          win[d].second)};
+        at[d] = {
+            std::clamp<std::int64_t>(spec::saturating_add(lo, e.box[d].first), win[d].first, win[d].second),
+            std::clamp<std::int64_t>(spec::saturating_add(lo, e.box[d].second), win[d].first, win[d].second)};
       }
       visit_stores.push_back(std::move(at));
     }
@@ -807,11 +808,11 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
       for (std::size_t d = 0; d < rank; ++d)
         both += (d ? ", " : "") + std::to_string(std::max(windows[i][d].first, windows[j][d].first)) + ":" +
                 std::to_string(std::min(windows[i][d].second, windows[j][d].second));
-      Finding f = make(Rule::parallel_write_conflict, o.loc,
-                       "grid points " + format_tuple(pts[i]) + " and " + format_tuple(pts[j]) +
-                           " differ along parallel axis " + std::to_string(axis) + " and both write '" +
-                           o.name + "'[" + both +
-                           "] through overlapping windows: the cores write them back in either order");
+      Finding f =
+          make(Rule::parallel_write_conflict, o.loc,
+               "grid points " + format_tuple(pts[i]) + " and " + format_tuple(pts[j]) +
+                   " differ along parallel axis " + std::to_string(axis) + " and both write '" + o.name +
+                   "'[" + both + "] through overlapping windows: the cores write them back in either order");
       f.witness.items.push_back({"operand", o.name});
       f.witness.items.push_back({"first_write", pts[i]});
       f.witness.items.push_back({"second_write", pts[j]});

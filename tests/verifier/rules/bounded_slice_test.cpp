@@ -99,7 +99,6 @@ TEST(BoundedSlice, ReadingPastTheSizeReachesTheOutputAsUndefinedData) {
   EXPECT_EQ(marks(v), (Marks{{verifier::Rule::uninitialized_read, kOut}}));
 }
 
-
 // An output with a BoundedSlice dim: chunk i of x scaled into the same
 // slice of o; `out o` is line 7.
 std::string scaled(const std::string &index, const std::string &semantics = "parallel",
@@ -114,7 +113,8 @@ std::string scaled(const std::string &index, const std::string &semantics = "par
     out o: f32[n]  block=(BoundedSlice(bs),)  index=(i) -> ()" +
          index + R"(,)
     body:
-        )" + store + "\n";
+        )" +
+         store + "\n";
 }
 
 constexpr int kSlicedOut = 7;
@@ -131,15 +131,18 @@ TEST(BoundedSliceOutput, ASizePastTheBoundOrASlicePastTheEndIsIndexOutOfBoundsAt
     std::string index, message;
   };
   const Case cases[] = {
-      {"ds(i * bs, bs)", "ds(896, 128) along dim 0 (BoundedSlice(128)) takes elements 896:1024, past the end"},
-      {"ds(i * bs, min(bs, n - i * bs) + 1)", "ds(0, 129) along dim 0 (BoundedSlice(128)) is longer than its bound"},
+      {"ds(i * bs, bs)",
+       "ds(896, 128) along dim 0 (BoundedSlice(128)) takes elements 896:1024, past the end"},
+      {"ds(i * bs, min(bs, n - i * bs) + 1)",
+       "ds(0, 129) along dim 0 (BoundedSlice(128)) is longer than its bound"},
   };
   for (const auto &c : cases) {
     auto v = check_text(scaled(c.index), "k");
     ASSERT_TRUE(marks(v).count({verifier::Rule::index_out_of_bounds, kSlicedOut})) << c.index;
     bool named = false;
     for (const auto &f : v.findings)
-      named = named || (f.rule == verifier::Rule::index_out_of_bounds && f.message.find(c.message) != std::string::npos);
+      named = named || (f.rule == verifier::Rule::index_out_of_bounds &&
+                        f.message.find(c.message) != std::string::npos);
     EXPECT_TRUE(named) << c.index << ": " << v.findings[0].message;
   }
 }
@@ -148,9 +151,10 @@ TEST(BoundedSliceOutput, WindowsShortOfTheNextStartLeaveTheGapUncoveredPerElemen
   // Each window writes back 120 of the 128 elements its step is for.
   auto v = check_text(scaled("ds(i * bs, min(bs - 8, n - i * bs))"), "k");
   ASSERT_EQ(marks(v), (Marks{{verifier::Rule::output_not_covered, kSlicedOut}}));
-  EXPECT_NE(v.findings[0].message.find("element (120,) of output 'o' is never written: no grid point's window "
-                                       "reaches it"),
-            std::string::npos)
+  EXPECT_NE(
+      v.findings[0].message.find("element (120,) of output 'o' is never written: no grid point's window "
+                                 "reaches it"),
+      std::string::npos)
       << v.findings[0].message;
 }
 
@@ -159,9 +163,10 @@ TEST(BoundedSliceOutput, TwoParallelStepsWritingOverlappingSlicesConflict) {
   const std::string index = "ds(max(i * bs - 8, 0), min(bs, n - max(i * bs - 8, 0)))";
   auto v = check_text(scaled(index), "k");
   ASSERT_EQ(marks(v), (Marks{{verifier::Rule::parallel_write_conflict, kSlicedOut}}));
-  EXPECT_NE(v.findings[0].message.find("grid points (0,) and (1,) differ along parallel axis 0 and both write "
-                                       "'o'[120:128] through overlapping windows"),
-            std::string::npos)
+  EXPECT_NE(
+      v.findings[0].message.find("grid points (0,) and (1,) differ along parallel axis 0 and both write "
+                                 "'o'[120:128] through overlapping windows"),
+      std::string::npos)
       << v.findings[0].message;
   // On one core the later write-back wins: no conflict.
   auto a = check_text(scaled(index, "arbitrary"), "k");
@@ -188,8 +193,9 @@ TEST(BoundedSliceOutput, AWriteBackOfElementsNoStoreWroteLeavesThemUndefined) {
 }
 
 TEST(BoundedSliceOutput, TheEnumeratorAndTheSolversPathAgree) {
-  for (const char *index : {"ds(i * bs, min(bs, n - i * bs))", "ds(i * bs, bs)", "ds(i * bs, min(bs - 8, n - i * bs))",
-                            "ds(max(i * bs - 8, 0), min(bs, n - max(i * bs - 8, 0)))"})
+  for (const char *index :
+       {"ds(i * bs, min(bs, n - i * bs))", "ds(i * bs, bs)", "ds(i * bs, min(bs - 8, n - i * bs))",
+        "ds(max(i * bs - 8, 0), min(bs, n - max(i * bs - 8, 0)))"})
     testing::expect_enumerator_agrees(scaled(index), "k", false);
 }
 
@@ -225,7 +231,8 @@ std::set<verifier::Rule> rule_findings(const std::string &text) {
   EXPECT_TRUE(m.model);
   std::set<verifier::Rule> out;
   if (!m.model) return out;
-  for (const auto &r : {verifier::rules::check_enumerated(*m.model), verifier::rules::check_symbolic(*m.model, 10000)}) {
+  for (const auto &r :
+       {verifier::rules::check_enumerated(*m.model), verifier::rules::check_symbolic(*m.model, 10000)}) {
     EXPECT_TRUE(r.unknown.empty()) << r.unknown[0];
     for (const auto &f : r.findings)
       out.insert(f.rule);
@@ -242,9 +249,11 @@ TEST(BoundedSliceOutput, AWindowWithTheSameStartButAnotherSizeIsAnotherWindowTha
         when program_id(0) == 1:
             o[...] += x[...]
 )";
-  EXPECT_TRUE(rule_findings(same_start("64 * (i + 1)", "2", body)).count(verifier::Rule::uninitialized_accumulator));
+  EXPECT_TRUE(
+      rule_findings(same_start("64 * (i + 1)", "2", body)).count(verifier::Rule::uninitialized_accumulator));
   // The same with one size throughout is one window accumulated in place.
-  EXPECT_FALSE(rule_findings(same_start("128 + 0 * i", "2", body)).count(verifier::Rule::uninitialized_accumulator));
+  EXPECT_FALSE(
+      rule_findings(same_start("128 + 0 * i", "2", body)).count(verifier::Rule::uninitialized_accumulator));
   testing::expect_enumerator_agrees(same_start("64 * (i + 1)", "2", body), "k", true);
 }
 
@@ -252,8 +261,10 @@ TEST(BoundedSliceOutput, ASizeThatComesBackAfterAnotherIsANonConsecutiveRevisit)
   // Windows 0:64, 0:128, 0:64: the third visits the first's window again
   // after another in between.
   const std::string body = "        o[...] = x[...]\n";
-  EXPECT_TRUE(rule_findings(same_start("64 + 64 * (i % 2)", "3", body)).count(verifier::Rule::output_revisit));
-  EXPECT_FALSE(rule_findings(same_start("64 + 64 * (i // 2)", "3", body)).count(verifier::Rule::output_revisit));
+  EXPECT_TRUE(
+      rule_findings(same_start("64 + 64 * (i % 2)", "3", body)).count(verifier::Rule::output_revisit));
+  EXPECT_FALSE(
+      rule_findings(same_start("64 + 64 * (i // 2)", "3", body)).count(verifier::Rule::output_revisit));
   testing::expect_enumerator_agrees(same_start("64 + 64 * (i % 2)", "3", body), "k", true);
 }
 
