@@ -686,15 +686,34 @@ void locate(const KernelPrep &p, const std::string &operand, Mismatch &m) {
   m.array = operand;
   const ConcreteOperand *op = p.ck.operand(operand);
   if (op && op->windowed) {
-    Shape blk(m.element.size());
-    for (std::size_t d = 0; d < blk.size(); ++d)
-      blk[d] = op->squeezed[d] ? m.element[d] : m.element[d] / op->block[d];
-    m.block = blk;
-    for (std::int64_t lin = 0; lin < p.ck.num_points(); ++lin) {
-      const Shape pt = grid_point(p.ck, lin);
-      if (block_index(p.ck, *op, pt) == blk) {
-        m.grid_point = pt;
-        break;
+    if (op->has_element_dims() || op->has_bounded_dims()) {
+      // Windows placed by element: the first grid point whose window (its
+      // ds size along a BoundedSlice dim) holds the element, and its index.
+      for (std::int64_t lin = 0; lin < p.ck.num_points() && !m.grid_point; ++lin) {
+        const Shape pt = grid_point(p.ck, lin);
+        const Shape b = block_index(p.ck, *op, pt);
+        const auto z = spec::window_sizes(*op, p.ck.params, p.ck.grid, pt).value;
+        bool in = z.has_value();
+        for (std::size_t d = 0; d < b.size() && in; ++d) {
+          const std::int64_t lo = op->window_start(d, b[d]);
+          in = m.element[d] >= lo && m.element[d] - lo < (*z)[d];
+        }
+        if (in) {
+          m.block = b;
+          m.grid_point = pt;
+        }
+      }
+    } else {
+      Shape blk(m.element.size());
+      for (std::size_t d = 0; d < blk.size(); ++d)
+        blk[d] = op->squeezed[d] ? m.element[d] : m.element[d] / op->block[d];
+      m.block = blk;
+      for (std::int64_t lin = 0; lin < p.ck.num_points(); ++lin) {
+        const Shape pt = grid_point(p.ck, lin);
+        if (block_index(p.ck, *op, pt) == blk) {
+          m.grid_point = pt;
+          break;
+        }
       }
     }
   }

@@ -245,6 +245,7 @@ private:
     if (!op.index_map) {
       if (o.has_bounded_dims()) throw bad(op.loc, "a BoundedSlice dim" + of + " needs an index map");
       o.index.assign(rank, Expr::integer(0, op.loc));
+      o.window = o.index;
       return o;
     }
     const IndexMap &m = *op.index_map;
@@ -276,6 +277,9 @@ private:
       o.index.push_back(substitute(ds->start, subst));
       o.size[d] = substitute(ds->size, subst);
     }
+    o.window = o.index;
+    for (std::size_t d = 0; d < rank; ++d)
+      if (o.bounded[d]) o.window.push_back(o.size[d]);
     return o;
   }
 };
@@ -350,6 +354,12 @@ BlockIndex window_sizes(const BoundOperand &op, const Env &params, const std::ve
                         const std::vector<std::int64_t> &point) {
   if (!op.has_bounded_dims()) return BlockIndex{op.block, std::nullopt};
   return BlockIndexer(op, params, grid, point.size(), &op.size).at(point);
+}
+
+BlockIndex window_at(const BoundOperand &op, const Env &params, const std::vector<std::int64_t> &grid,
+                     const std::vector<std::int64_t> &point) {
+  if (!op.has_bounded_dims()) return block_index(op, params, grid, point);
+  return BlockIndexer(op, params, grid, point.size(), &op.window).at(point);
 }
 
 BlockIndex block_index(const BoundKernel &k, std::size_t op, const std::vector<std::int64_t> &point) {

@@ -72,6 +72,13 @@ struct BoundOperand {
   std::vector<Expr> size;
   /// Whether some dim is a BoundedSlice dim.
   bool has_bounded_dims() const;
+  /// What names the window at a grid point, bound like `index`: the index
+  /// per array dim, then the ds size of each BoundedSlice dim in order. Two
+  /// grid points whose values agree have the same window (Pallas keeps it
+  /// in its slot, copies nothing in or out between them); a BoundedSlice
+  /// window with the same start and another size is another window. Equal
+  /// to `index` without BoundedSlice dims.
+  std::vector<Expr> window;
 
   /// The block as the body sees it (squeezed dims removed).
   std::vector<std::int64_t> block_view_shape() const;
@@ -149,6 +156,12 @@ BlockIndex block_index(const BoundKernel &, std::size_t op, const std::vector<st
 /// squeezed). Errors as block_index.
 BlockIndex window_sizes(const BoundOperand &op, const Env &params, const std::vector<std::int64_t> &grid,
                         const std::vector<std::int64_t> &point);
+
+/// The values of `op.window` at grid point `point` (what names its window
+/// there: the block index, then the ds sizes of BoundedSlice dims). Errors
+/// as block_index.
+BlockIndex window_at(const BoundOperand &op, const Env &params, const std::vector<std::int64_t> &grid,
+                     const std::vector<std::int64_t> &point);
 
 /// block_index() of one operand at many grid points of one rank (`rank`
 /// coordinates each), its environment built once: the spec rules evaluate

@@ -33,10 +33,11 @@ struct Opnd {
   std::int64_t buffers = 2;
   bool windowed = true; // false: memory_space=any/hbm (the body copies by hand)
   std::string hbm, window;
-  std::vector<std::vector<std::int64_t>> blk; // block index per step
-  bool acc = false;                           // memory_space=acc: plgpu.ACC, wgmma accumulator registers
-  bool invariant = true;                      // GPU: the block never moves within a CTA's pipeline
-  const BoundOperand *bo = nullptr;           // its binding: the block index expressions
+  std::vector<std::vector<std::int64_t>>
+      blk;                          // per step: the window (spec::window_at: block index, then ds sizes)
+  bool acc = false;                 // memory_space=acc: plgpu.ACC, wgmma accumulator registers
+  bool invariant = true;            // GPU: the block never moves within a CTA's pipeline
+  const BoundOperand *bo = nullptr; // its binding: the block index expressions
 };
 
 bool is_int(const Expr &e, std::int64_t v) { return e.op == Op::Int && e.int_value == v; }
@@ -213,15 +214,11 @@ private:
                               "target has none"};
       if (!rolled_)
         for (std::int64_t s = 0; s < steps_; ++s) {
-          BlockIndex b = block_index(bo, bound.params, bound.grid, coords_[s]);
+          // The window moves when its start or its size does (spec::window_at:
+          // the ds sizes of BoundedSlice dims follow the indices, where
+          // region() reads them).
+          BlockIndex b = window_at(bo, bound.params, bound.grid, coords_[s]);
           if (b.error) throw Fail{b.error->diag.loc, b.error->diag.message};
-          if (bo.has_bounded_dims()) {
-            // The window moves when its start or its size does: the sizes
-            // follow the indices (region() reads them there).
-            BlockIndex z = window_sizes(bo, bound.params, bound.grid, coords_[s]);
-            if (z.error) throw Fail{z.error->diag.loc, z.error->diag.message};
-            b.value->insert(b.value->end(), z.value->begin(), z.value->end());
-          }
           x.blk.push_back(std::move(*b.value));
         }
       if (o.pipeline_mode.buffer_count)
@@ -335,8 +332,11 @@ private:
       if (x.bo && x.bo->bounded[d]) {
         // pl.BoundedSlice: ds(start, size) copies `size` elements into the
         // slot's leading part; the rest of the slot is left undefined.
+        // The sizes follow the indices, one per BoundedSlice dim (window_at).
+        const auto nth =
+            std::count(x.bo->bounded.begin(), x.bo->bounded.begin() + static_cast<std::ptrdiff_t>(d), true);
         lo = b[d];
-        hi = saturating_add(lo, b[x.shape.size() + d]);
+        hi = saturating_add(lo, b[x.shape.size() + static_cast<std::size_t>(nth)]);
       }
       if (lo != 0 || hi != x.shape[d]) {
         whole = false;

@@ -236,14 +236,10 @@ public:
                      std::to_string(dtype_bytes(dtype)) + " bytes do not fit in 64 bits");
   }
 
-  // Why an Element or BoundedSlice dim is refused off an input: the output
-  // rules (coverage, revisits, conflicts, write-back) compare windows of the
-  // array's tiling by block index, which windows placed by element break.
-  static std::string inputs_only(const std::string &kind, const Operand &o, const std::string &what) {
-    return kind + " block dims are supported on inputs only, not on " + what +
-           (o.role == Role::out ? ": an output's windows are checked (coverage, revisits, parallel writes, "
-                                  "write-back) as blocks of the array's tiling; give it plain block sizes"
-                                : "");
+  // Why an Element or BoundedSlice dim is refused where it is: only an
+  // input's or output's window is placed by element.
+  static std::string in_or_out_only(const std::string &kind, const Operand &, const std::string &what) {
+    return kind + " block dims are supported on inputs and outputs only, not on " + what;
   }
 
   // pl.Element on an input: the rules and the lowering place its window by
@@ -257,7 +253,7 @@ public:
       return;
     }
     if (o.role != Role::in && o.role != Role::out) {
-      error(b.loc, inputs_only("Element", o, what));
+      error(b.loc, in_or_out_only("Element", o, what));
       return;
     }
     check_int_expr(e->size, params, "the block of " + what);
@@ -269,9 +265,9 @@ public:
     }
   }
 
-  // pl.BoundedSlice on an input: the window is [start, start + size) with a
-  // size the index map gives per grid point; outputs still assume windows of
-  // one extent (coverage, revisits and write-back are decided per block).
+  // pl.BoundedSlice on an input or output: the window is [start, start +
+  // size) with a size the index map gives per grid point (an output writes
+  // back only those `size` elements; its rules decide per element).
   void check_bounded_slice_dim(const Operand &o, const Expr &b, const std::set<std::string> &params,
                                const std::string &what) {
     auto bound = bounded_slice_dim(b);
@@ -279,8 +275,8 @@ public:
       error(b.loc, "BoundedSlice takes one block size, the most elements a window holds: BoundedSlice(128)");
       return;
     }
-    if (o.role != Role::in) {
-      error(b.loc, inputs_only("BoundedSlice", o, what));
+    if (o.role != Role::in && o.role != Role::out) {
+      error(b.loc, in_or_out_only("BoundedSlice", o, what));
       return;
     }
     check_int_expr(*bound, params, "the block of " + what);
@@ -553,7 +549,7 @@ public:
       for (std::size_t d = 0; d < m.results.size(); ++d)
         index_result(o, d, m.results[d], scope, what);
       prefetch_refs_.clear();
-    } else if (o.block_shape && o.role == Role::in) {
+    } else if (o.block_shape && (o.role == Role::in || o.role == Role::out)) {
       for (const auto &b : *o.block_shape)
         if (b && bounded_slice_dim(*b)) {
           error(b->loc, "a BoundedSlice dim of " + what +

@@ -1,6 +1,7 @@
 // pl.BoundedSlice in the executor: the oracle copies only the ds size of
-// each window into its block buffer (the rest is poison), and the lowered
-// program runs with each step's slice.
+// each window into its block buffer (the rest is poison) and, for an
+// output, writes only that much back; the lowered program runs with each
+// step's slice.
 #include "executor/oracle.hpp"
 #include "executor/run.hpp"
 
@@ -76,6 +77,60 @@ TEST(BoundedSlice, ScaleIsALocatedRefusal) {
   EXPECT_NE(r.runs.at(0).reason.find("cannot scale the BoundedSlice dim 0 of 'x'"), std::string::npos)
       << r.runs[0].reason;
   EXPECT_EQ(r.runs[0].loc.line, 4);
+}
+
+// Chunk i of x scaled into o's slice [starts(i), starts(i) + size(i)):
+// an output with a BoundedSlice dim.
+spec::KernelSpec scale_kernel(const std::string &out_index, const std::string &extra = "") {
+  spec::File f = parse_text(R"(kernel k:
+    param n = 1000
+    grid = (8,)
+    in  x: f32[n]  block=(BoundedSlice(128),)  index=(i) -> (ds(i * 128, min(128, n - i * 128)),)
+    out o: f32[n]  block=(BoundedSlice(128),)  index=(i) -> ()" +
+                            out_index + R"(,)
+    body:
+        o[...] = x[...] * 2.0
+)" + extra);
+  return std::get<spec::KernelSpec>(f.units.at(0));
+}
+
+TEST(BoundedSliceOutput, TheOracleWritesBackOnlyTheSizeAndLeavesTheRestOfTheArrayUntouched) {
+  // Each window writes back 100 of its 128 elements.
+  const spec::KernelSpec k = scale_kernel("ds(i * 125, 100)");
+  const ConcreteKernel c = concretize(k, {}, 1);
+  ArrayMap arrays = make_kernel_arrays(c, 5);
+  WrittenMap written;
+  run_oracle(c, arrays, &written);
+  const HostArray &x = *arrays.at("x"), &o = *arrays.at("o");
+  for (std::int64_t i = 0; i < 8; ++i) {
+    for (std::int64_t e : {i * 125, i * 125 + 99}) {
+      ASSERT_FALSE(o.is_poison(e)) << e;
+      EXPECT_EQ(o.get(e), 2.0 * x.get(i * 128 + (e - i * 125))) << e;
+    }
+    // 100:125 of each stride is no window's: never written.
+    for (std::int64_t e : {i * 125 + 100, i * 125 + 124}) {
+      EXPECT_TRUE(o.is_poison(e)) << e;
+      EXPECT_EQ(written.at("o")[static_cast<std::size_t>(e)], 0) << e;
+    }
+  }
+}
+
+TEST(BoundedSliceOutput, ARaggedOutputRunsEqualToTheOracleAndItsReferenceInEveryMode) {
+  RunOptions o;
+  RunReport r = run_all_modes(
+      scale_kernel("ds(i * 128, min(128, n - i * 128))", "    reference:\n        o = x * 2.0\n"), o);
+  EXPECT_EQ(r.status, RunStatus::pass) << (r.runs.empty() ? "" : r.runs[0].reason);
+  EXPECT_GE(r.runs.size(), 5u);
+}
+
+TEST(BoundedSliceOutput, AnElementNoWindowWritesBackFailsTheRunNamingIt) {
+  // Windows of 120 from starts 128 apart: 120:128 of each stride is never written.
+  RunOptions o;
+  RunReport r = run_all_modes(
+      scale_kernel("ds(i * 128, min(120, n - i * 128))", "    reference:\n        o = x * 2.0\n"), o);
+  ASSERT_EQ(r.status, RunStatus::fail);
+  ASSERT_TRUE(r.runs.at(0).mismatch);
+  EXPECT_EQ(r.runs[0].mismatch->element, (Shape{120}));
 }
 
 } // namespace

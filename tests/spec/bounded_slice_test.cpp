@@ -1,5 +1,5 @@
-// pl.BoundedSlice block dims: parsed, printed back, validated (inputs only,
-// the index map returns ds(start, size) in exactly those positions), bound
+// pl.BoundedSlice block dims: parsed, printed back, validated (inputs and
+// outputs, the index map returns ds(start, size) in exactly those positions), bound
 // with the ds start as the index and the size per grid point, typed with
 // the bound, and lowered (unrolled) to copies of each step's slice.
 #include "spec/bind.hpp"
@@ -98,7 +98,6 @@ TEST(BoundedSlice, IsALocatedErrorWhereItsFormIsWrong) {
     int line, col;
   };
   const Case cases[] = {
-      {tail("BoundedSlice(128)", "ds(i * 128, 128)", "out"), "supported on inputs only", 4, 28},
       {tail("BoundedSlice(128)", "i"), "returns ds(start, size) there, not 'i'", 4, 62},
       {tail("128", "ds(i * 128, 128)"), "needs a BoundedSlice block dim in position 0", 4, 48},
       {tail("BoundedSlice(128, 8)"), "BoundedSlice takes one block size", 4, 27},
@@ -181,20 +180,66 @@ TEST(BoundedSlice, IsRefusedOnAMosaicGpuTarget) {
   EXPECT_NE(t.find("'x' has a BoundedSlice dim, a TPU block dim"), std::string::npos) << t;
 }
 
-TEST(BoundedSlice, AnOutputIsRefusedAtItsBlockDimSayingWhy) {
-  auto r = parsed(R"(kernel k:
+// Chunk i of x scaled into the same slice of o: the last holds 104 of 128.
+const char *kSlicedOutput = R"(kernel k:
+    param n = 1000
     grid = (8,)
-    in  x: f32[1024]  block=(128,)  index=(i) -> (i,)
-    out o: f32[1024]  block=(BoundedSlice(128),)  index=(i) -> (ds(i * 128, 128),)
+    in  x: f32[n]  block=(BoundedSlice(128),)  index=(i) -> (ds(i * 128, min(128, n - i * 128)),)
+    out o: f32[n]  block=(BoundedSlice(128),)  index=(i) -> (ds(i * 128, min(128, n - i * 128)),)
+    body:
+        o[...] = x[...] * 2.0
+)";
+
+TEST(BoundedSlice, AnOutputIsAcceptedAndWritesBackOnlyEachStepsSlice) {
+  const std::string t = lowered_text(kSlicedOutput);
+  EXPECT_NE(t.find("copy_out_start(o_vmem[0], o[0:128])"), std::string::npos) << t;
+  EXPECT_NE(t.find("copy_out_start(o_vmem[1], o[896:1000])"), std::string::npos) << t;
+  EXPECT_EQ(t.find("o[896:1024]"), std::string::npos) << t;
+}
+
+TEST(BoundedSlice, AnOutputWithoutAnIndexMapIsALocatedError) {
+  auto r = parsed(R"(kernel k:
+    grid = (1,)
+    in  x: f32[8]  block=(8,)  index=(i) -> (0,)
+    out o: f32[8]  block=(BoundedSlice(8),)
     body:
         o[...] = x[...]
 )");
   ASSERT_FALSE(r.file);
-  const auto &e = r.errors.at(0);
-  EXPECT_NE(e.message.find("supported on inputs only, not on operand 'o'"), std::string::npos) << e.message;
-  EXPECT_NE(e.message.find("give it plain block sizes"), std::string::npos) << e.message;
-  EXPECT_EQ(e.loc.line, 4);
-  EXPECT_EQ(e.loc.col, 30);
+  EXPECT_NE(r.errors.at(0).message.find("needs an index map that returns ds(start, size)"), std::string::npos)
+      << r.errors[0].message;
+  EXPECT_EQ(r.errors[0].loc.line, 4);
+}
+
+TEST(BoundedSlice, AnAliasedOutputWithABoundedSliceDimIsRejected) {
+  auto r = parsed(R"(kernel k:
+    grid = (2,)
+    in  x: f32[16]  block=(8,)  index=(i) -> (i,)
+    out o: f32[16]  block=(BoundedSlice(8),)  index=(i) -> (ds(i * 8, 8),)
+    alias x -> o
+    body:
+        o[...] = x[...]
+)");
+  ASSERT_FALSE(r.file);
+  EXPECT_NE(r.errors.at(0).message.find("output 'o' has a BoundedSlice block dim and cannot be aliased"),
+            std::string::npos)
+      << r.errors[0].message;
+  EXPECT_EQ(r.errors[0].loc.line, 5);
+}
+
+TEST(BoundedSlice, TheWindowIsNamedByItsStartThenItsSize) {
+  KernelSpec k = kernel(tail("BoundedSlice(128)", "ds(0, 16 * (i + 1))"));
+  Binding b = bind_kernel(k, param_env(k.params));
+  ASSERT_TRUE(b.kernel) << b.error->diag.message;
+  const BoundOperand &x = b.kernel->operands[0];
+  ASSERT_EQ(x.window.size(), 2u);
+  // One start, two sizes: two windows.
+  EXPECT_EQ(window_at(x, b.kernel->params, b.kernel->grid, {0}).value, (std::vector<std::int64_t>{0, 16}));
+  EXPECT_EQ(window_at(x, b.kernel->params, b.kernel->grid, {1}).value, (std::vector<std::int64_t>{0, 32}));
+  // Without BoundedSlice dims the window is the block index.
+  const BoundOperand &o = b.kernel->operands[1];
+  EXPECT_EQ(o.window.size(), 1u);
+  EXPECT_EQ(window_at(o, b.kernel->params, b.kernel->grid, {3}).value, (std::vector<std::int64_t>{3}));
 }
 
 } // namespace

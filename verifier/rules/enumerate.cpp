@@ -29,7 +29,7 @@ public:
       if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out)) out_of_bounds(i);
       if (o.role == spec::Role::out && o.windowed) {
         if (!o.revisit_any && !m_.grid.empty()) revisit(i);
-        if (o.has_element_dims()) {
+        if (o.has_element_dims() || o.has_bounded_dims()) {
           element_output_findings(m_, i, out_.findings, out_.unknown);
         } else {
           parallel_conflict(i);
@@ -69,7 +69,7 @@ private:
   std::int64_t max_;
   RuleOutcome out_;
   std::vector<Point> pts_;
-  std::vector<std::vector<Point>> blk_;  // [operand][point]
+  std::vector<std::vector<Point>> blk_;  // [operand][point]: its window (spec::window_at)
   std::vector<std::vector<char>> fires_; // [effect][point]
 
   // In run order (spec::grid_point): lexicographic on TPU, CTA by CTA on
@@ -86,7 +86,10 @@ private:
     blk_.assign(m_.operands.size(), {});
     for (std::size_t i = 0; i < m_.operands.size(); ++i) {
       if (m_.operands[i].role == spec::Role::scratch) continue;
-      spec::BlockIndexer indexer(m_.operands[i], m_.env, m_.grid, m_.grid.size()); // block_at, point by point
+      // spec::window_at, point by point: the block index, then a
+      // BoundedSlice window's ds sizes (same start, another size: another
+      // window); the rules below compare these, the bounds use the index.
+      spec::BlockIndexer indexer(m_.operands[i], m_.env, m_.grid, m_.grid.size(), &m_.operands[i].window);
       for (const auto &p : pts_) {
         auto b = indexer.at(p).value;
         if (!b) {

@@ -36,11 +36,12 @@ std::size_t keep_from(const KernelModel &m, std::size_t op) {
   const auto &o = m.operands[op];
   const auto axes = run_axes(m);
   std::size_t k = axes.size();
-  for (const auto &e : o.index)
+  // The window (a BoundedSlice window's ds sizes too: another size is another window).
+  for (const auto &e : o.window)
     if (names_program_id(e)) return axes.size();
   while (k > 0) {
     bool named = false;
-    for (const auto &e : o.index)
+    for (const auto &e : o.window)
       named =
           named || (axes[k - 1] < o.index_params.size() && spec::mentions(e, o.index_params[axes[k - 1]]));
     if (named) break;
@@ -334,7 +335,8 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
   for (std::int64_t k = 0; k < points; ++k) {
     const Point p = spec::grid_point(m.grid, m.cta_axes, k);
     auto b = block_at(m, op, p);
-    if (!b) return std::nullopt;
+    auto z = sizes_at(m, op, p); // a BoundedSlice window writes back only its size
+    if (!b || !z) return std::nullopt;
     for (std::size_t s : stores) {
       const Effect &w = m.effects[s];
       auto g = guard_at(m, w, p);
@@ -363,7 +365,7 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
         bool inside = true;
         for (std::size_t d = 0; d < rank; ++d) {
           const std::int64_t x = spec::saturating_add(o.window_start(d, (*b)[d]), e[d]);
-          inside = inside && x >= 0 && x < o.shape[d];
+          inside = inside && x >= 0 && x < o.shape[d] && (!o.bounded[d] || e[d] < (*z)[d]);
           flat = flat * o.shape[d] + x;
         }
         if (inside) {
@@ -635,6 +637,9 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
                              std::vector<std::string> &unknown) {
   const auto &o = m.operands[op];
   const std::size_t rank = o.shape.size();
+  const std::string kinds = o.has_element_dims() && o.has_bounded_dims() ? "Element and BoundedSlice dims"
+                            : o.has_element_dims()                       ? "Element dims"
+                                                                         : "BoundedSlice dims";
   std::int64_t total = 1;
   for (auto n : o.shape)
     total = spec::saturating_mul(total, n);
@@ -649,8 +654,8 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
     work = spec::saturating_mul(work, b);
   constexpr std::int64_t kMaxWork = std::int64_t{1} << 27;
   if (points > kMaxPoints || total > kMaxElements || work > kMaxWork) {
-    unknown.push_back("output '" + o.name +
-                      "' has Element dims: its coverage and parallel writes are decided by evaluating every "
+    unknown.push_back("output '" + o.name + "' has " + kinds +
+                      ": its coverage and parallel writes are decided by evaluating every "
                       "grid point and element, and it has " +
                       std::to_string(points) + " grid points (at most " + std::to_string(kMaxPoints) +
                       ") and " + std::to_string(total) + " elements (at most " +
@@ -658,76 +663,140 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
                       " elements over the grid (at most " + std::to_string(kMaxWork) + ")");
     return;
   }
-  std::vector<std::uint8_t> written(static_cast<std::size_t>(total), 0);
+  auto flat_of = [&](const Point &e) {
+    std::int64_t flat = 0;
+    for (std::size_t d = 0; d < rank; ++d)
+      flat = flat * o.shape[d] + e[d];
+    return static_cast<std::size_t>(flat);
+  };
+  // Calls f(element) for each element of a non-empty box.
+  auto each = [&](const Box &box, auto &&f) {
+    for (std::size_t d = 0; d < rank; ++d)
+      if (box[d].second <= box[d].first) return;
+    Point e(rank);
+    for (std::size_t d = 0; d < rank; ++d)
+      e[d] = box[d].first;
+    for (;;) {
+      f(e);
+      std::size_t d = rank;
+      while (d > 0 && ++e[d - 1] == box[d - 1].second) {
+        e[d - 1] = box[d - 1].first;
+        --d;
+      }
+      if (d == 0) break;
+    }
+  };
+  // Per array element, in run order: what the last write-back left there.
+  enum : std::uint8_t { never, stored, undefined };
+  std::vector<std::uint8_t> state(static_cast<std::size_t>(total), never);
+  std::vector<std::int64_t> undefined_at(static_cast<std::size_t>(total),
+                                         -1); // the point (linear) that left it
   std::vector<Point> pts;
   std::vector<Box> windows; // the in-bounds part of each storing point's window
+  // A visit: consecutive grid points with one window (spec::window_at: a
+  // BoundedSlice window with the same start and another size is another
+  // one). Pallas writes the window's `size` elements back when it ends,
+  // each from what the visit's stores put in the slot, undefined elsewhere
+  // (revisit=any copies a window seen before back in first).
+  std::optional<Point> key;
+  Box win;
+  std::vector<Box> visit_stores;
+  std::int64_t visit_last = -1;
+  std::set<Point> seen;
+  bool copied_in = false;
+  auto end_visit = [&] {
+    if (!key) return;
+    each(win, [&](const Point &e) {
+      const std::size_t f = flat_of(e);
+      bool s = false;
+      for (const auto &b : visit_stores) {
+        bool in = true;
+        for (std::size_t d = 0; d < rank; ++d)
+          in = in && e[d] >= b[d].first && e[d] < b[d].second;
+        s = s || in;
+      }
+      if (s) {
+        state[f] = stored;
+      } else if (!copied_in) {
+        state[f] = undefined;
+        undefined_at[f] = visit_last;
+      }
+    });
+  };
   for (std::int64_t k = 0; k < points; ++k) {
     const Point p = spec::grid_point(m.grid, m.cta_axes, k);
     auto b = block_at(m, op, p);
-    if (!b) {
+    auto z = sizes_at(m, op, p);
+    auto w = spec::window_at(o, m.env, m.grid, p).value;
+    if (!b || !z || !w) {
       unknown.push_back("cannot evaluate the index_map of '" + o.name + "'");
       return;
     }
-    Box win(rank);
-    for (std::size_t d = 0; d < rank; ++d) {
-      const std::int64_t lo = o.window_start(d, (*b)[d]);
-      win[d] = {std::clamp<std::int64_t>(lo, 0, o.shape[d]),
-                std::clamp<std::int64_t>(spec::saturating_add(lo, o.block[d]), 0, o.shape[d])};
+    if (!key || *key != *w) {
+      end_visit();
+      key = *w;
+      visit_stores.clear();
+      copied_in = o.revisit_any && !seen.insert(*w).second;
+      win.assign(rank, {0, 0});
+      for (std::size_t d = 0; d < rank; ++d) {
+        // A BoundedSlice dim writes back its ds size (kept within its
+        // bound, as the block buffer holds no more; past it is
+        // index-out-of-bounds), any other dim its block.
+        const std::int64_t ext = o.bounded[d] ? std::clamp<std::int64_t>((*z)[d], 0, o.block[d]) : o.block[d];
+        const std::int64_t lo = o.window_start(d, (*b)[d]);
+        win[d] = {std::clamp<std::int64_t>(lo, 0, o.shape[d]),
+                  std::clamp<std::int64_t>(spec::saturating_add(lo, ext), 0, o.shape[d])};
+      }
     }
+    visit_last = k;
     bool stores = false;
-    for (const auto &w : m.effects) {
-      if (w.operand != op || w.kind == Effect::read || w.box.size() != rank) continue;
-      auto g = guard_at(m, w, p);
+    for (const auto &e : m.effects) {
+      if (e.operand != op || e.kind == Effect::read || e.box.size() != rank) continue;
+      auto g = guard_at(m, e, p);
       if (!g) {
-        unknown.push_back("cannot evaluate a guard on line " + std::to_string(w.loc.line));
+        unknown.push_back("cannot evaluate a guard on line " + std::to_string(e.loc.line));
         return;
       }
       if (!*g) continue;
       stores = true;
-      // The stored box in array elements, clipped to the array.
+      // The stored box in array elements, within the part of the window
+      // that is written back.
       Box at(rank);
-      bool empty = false;
       for (std::size_t d = 0; d < rank; ++d) {
         const std::int64_t lo = o.window_start(d, (*b)[d]);
-        at[d] = {std::clamp<std::int64_t>(spec::saturating_add(lo, w.box[d].first), 0, o.shape[d]),
-                 std::clamp<std::int64_t>(spec::saturating_add(lo, w.box[d].second), 0, o.shape[d])};
-        empty = empty || at[d].second <= at[d].first;
+        at[d] = {
+            std::clamp<std::int64_t>(spec::saturating_add(lo, e.box[d].first), win[d].first, win[d].second),
+            std::clamp<std::int64_t>(spec::saturating_add(lo, e.box[d].second), win[d].first, win[d].second)};
       }
-      if (empty) continue;
-      Point e(rank);
-      for (std::size_t d = 0; d < rank; ++d)
-        e[d] = at[d].first;
-      for (;;) {
-        std::int64_t flat = 0;
-        for (std::size_t d = 0; d < rank; ++d)
-          flat = flat * o.shape[d] + e[d];
-        written[static_cast<std::size_t>(flat)] = 1;
-        std::size_t d = rank;
-        while (d > 0 && ++e[d - 1] == at[d - 1].second) {
-          e[d - 1] = at[d - 1].first;
-          --d;
-        }
-        if (d == 0) break;
-      }
+      visit_stores.push_back(std::move(at));
     }
     if (stores) {
       pts.push_back(p);
-      windows.push_back(std::move(win));
+      windows.push_back(win);
     }
   }
+  end_visit();
   if (!m.is_aliased_output(op))
-    for (std::int64_t flat = 0; flat < total; ++flat) {
-      if (written[static_cast<std::size_t>(flat)]) continue;
+    for (std::size_t flat = 0; flat < state.size(); ++flat) {
+      if (state[flat] == stored) continue;
       Point e(rank);
-      for (std::size_t d = rank, r = static_cast<std::size_t>(flat); d-- > 0;) {
+      for (std::size_t d = rank, r = flat; d-- > 0;) {
         e[d] = static_cast<std::int64_t>(r % static_cast<std::size_t>(o.shape[d]));
         r /= static_cast<std::size_t>(o.shape[d]);
       }
-      Finding f = make(Rule::output_not_covered, o.loc,
-                       "element " + format_tuple(e) + " of output '" + o.name +
-                           "' is never written: no grid point's store reaches it through its Element window");
+      std::string msg = "element " + format_tuple(e) + " of output '" + o.name + "' is never written: ";
+      if (state[flat] == never) {
+        msg += "no grid point's window reaches it";
+      } else {
+        const Point p = spec::grid_point(m.grid, m.cta_axes, undefined_at[flat]);
+        msg += "the window written back after grid point " + format_tuple(p) +
+               " holds it, but no store of that visit wrote it, so its write-back leaves it undefined";
+      }
+      Finding f = make(Rule::output_not_covered, o.loc, msg);
       f.witness.items.push_back({"operand", o.name});
       f.witness.items.push_back({"element", e});
+      if (state[flat] == undefined)
+        f.witness.items.push_back({"grid_point", spec::grid_point(m.grid, m.cta_axes, undefined_at[flat])});
       out.push_back(std::move(f));
       break;
     }
@@ -747,11 +816,11 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
       for (std::size_t d = 0; d < rank; ++d)
         both += (d ? ", " : "") + std::to_string(std::max(windows[i][d].first, windows[j][d].first)) + ":" +
                 std::to_string(std::min(windows[i][d].second, windows[j][d].second));
-      Finding f = make(
-          Rule::parallel_write_conflict, o.loc,
-          "grid points " + format_tuple(pts[i]) + " and " + format_tuple(pts[j]) +
-              " differ along parallel axis " + std::to_string(axis) + " and both write '" + o.name + "'[" +
-              both + "] through overlapping Element windows: the cores write them back in either order");
+      Finding f =
+          make(Rule::parallel_write_conflict, o.loc,
+               "grid points " + format_tuple(pts[i]) + " and " + format_tuple(pts[j]) +
+                   " differ along parallel axis " + std::to_string(axis) + " and both write '" + o.name +
+                   "'[" + both + "] through overlapping windows: the cores write them back in either order");
       f.witness.items.push_back({"operand", o.name});
       f.witness.items.push_back({"first_write", pts[i]});
       f.witness.items.push_back({"second_write", pts[j]});

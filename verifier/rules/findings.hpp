@@ -46,13 +46,18 @@ std::size_t keep_from(const KernelModel &, std::size_t op);
 /// The block index of operand `op` at grid point `p` (concrete evaluation), or
 /// nullopt when an index expression cannot be evaluated.
 std::optional<Point> block_at(const KernelModel &, std::size_t op, const Point &p);
-/// An output with Element dims (windows placed by element offset, which may
-/// overlap): output-not-covered per array element (the first element no
-/// firing store reaches) and parallel-write-conflict when two grid points
-/// that differ along a parallel axis both store and their windows overlap,
-/// both by evaluating every grid point. Appends to `out`; a reason to
-/// `unknown` past 4096 grid points (65536 with no parallel axis) or 2^22
-/// elements, or when something does not evaluate. Replaces the per-block coverage and conflict rules for it.
+/// An output with Element or BoundedSlice dims (windows placed by element,
+/// which may overlap or leave gaps; a BoundedSlice window writes back only
+/// its ds size): output-not-covered per array element, replaying the
+/// visits in run order (consecutive grid points with one window, as
+/// spec::window_at names it; each writes back its window, what no store of
+/// the visit wrote there undefined), reporting the first element never
+/// written or left undefined by the last write-back; and
+/// parallel-write-conflict when two grid points that differ along a
+/// parallel axis both store and their windows overlap; both by evaluating
+/// every grid point. Appends to `out`; a reason to `unknown` past 4096 grid
+/// points (65536 with no parallel axis) or 2^22 elements, or when something
+/// does not evaluate. Replaces the per-block coverage and conflict rules for it.
 void element_output_findings(const KernelModel &, std::size_t op, std::vector<Finding> &out,
                              std::vector<std::string> &unknown);
 /// The window extents of `op` at `p` (spec::window_sizes), or nullopt when

@@ -59,7 +59,7 @@ public:
       if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out)) out_of_bounds(i);
       if (o.role == spec::Role::out && o.windowed) {
         if (!o.revisit_any) revisit(i);
-        if (o.has_element_dims()) {
+        if (o.has_element_dims() || o.has_bounded_dims()) {
           element_output_findings(m_, i, out_.findings, out_.unknown);
         } else {
           parallel_conflict(i);
@@ -416,6 +416,20 @@ private:
     return out;
   }
 
+  // What names the window of `op` at p (spec::BoundOperand::window): the
+  // block index, then a BoundedSlice window's ds sizes. The rules that ask
+  // whether two points share a window compare these.
+  std::vector<Term> window(std::size_t op, const SymPoint &p) {
+    const auto &o = m_.operands[op];
+    auto b = bindings(o.index_params, p);
+    std::vector<Term> out;
+    for (const auto &e : o.window) {
+      auto t = tr(e, b);
+      out.push_back(t ? *t : ctx_.num(0));
+    }
+    return out;
+  }
+
   Term guard(const Effect &e, const SymPoint &p) {
     const bool elements =
         !pf_names_.empty() &&
@@ -577,7 +591,7 @@ private:
     const auto &o = m_.operands[op];
     if (m_.grid[axis] < 2) return false;
     bool may = false;
-    for (const auto &e : o.index)
+    for (const auto &e : o.window)
       may = may || (axis < o.index_params.size() && spec::mentions(e, o.index_params[axis])) ||
             mentions_program_id(e);
     if (!may) return false;
@@ -586,7 +600,7 @@ private:
     y.v[axis] = x.v[axis] + 1;
     std::vector<Point> v;
     return query("depends/" + o.name + "/axis" + std::to_string(axis),
-                 {in_grid(x), in_grid(y), !same(block(op, x), block(op, y))}, {}, v) == Q::sat;
+                 {in_grid(x), in_grid(y), !same(window(op, x), window(op, y))}, {}, v) == Q::sat;
   }
 
   static bool mentions_program_id(const spec::Expr &e) {
@@ -606,7 +620,7 @@ private:
     if (m_.grid.empty()) return;
     const auto &o = m_.operands[op];
     SymPoint p = point("p"), r = point("r"), q = point("q");
-    auto bp = block(op, p), br = block(op, r), bq = block(op, q);
+    auto bp = window(op, p), br = window(op, r), bq = window(op, q);
     std::vector<Term> facts = {in_grid(p),   in_grid(r),   in_grid(q),   lex_lt(p, r),
                                lex_lt(r, q), same(bp, bq), !same(bp, br)};
     // Most outputs are never revisited: one query settles both rules.
@@ -646,11 +660,11 @@ private:
     SymPoint q = point("q");
     std::vector<Term> inits;
     smt::Bindings::Aux aux;
-    auto bp = o.role == spec::Role::scratch ? cta(p) : block(rd.operand, p);
+    auto bp = o.role == spec::Role::scratch ? cta(p) : window(rd.operand, p);
     aux_ = &aux;
     for (const auto &w : m_.effects)
       if (w.operand == rd.operand && w.kind != Effect::read) inits.push_back(guard(w, q));
-    auto bq = o.role == spec::Role::scratch ? cta(q) : block(rd.operand, q);
+    auto bq = o.role == spec::Role::scratch ? cta(q) : window(rd.operand, q);
     aux_ = nullptr;
     if (!inits.empty()) {
       Term body = in_grid(q) && ctx_.all_of(aux.side) && lex_lt(q, p) && ctx_.any_of(inits) && same(bq, bp);
@@ -670,7 +684,7 @@ private:
       SymPoint p = point("p"), q = point("q");
       std::vector<Point> v;
       if (query("accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
-                {in_grid(p), in_grid(q), lex_lt(p, q), same(block(op, p), block(op, q)), guard(w, q),
+                {in_grid(p), in_grid(q), lex_lt(p, q), same(window(op, p), window(op, q)), guard(w, q),
                  fires(op, false, true, p)},
                 {&q, &p}, v) == Q::sat)
         out_.findings.push_back(reset_finding(m_, w, v[1], v[0]));

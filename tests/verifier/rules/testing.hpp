@@ -80,7 +80,14 @@ inline void expect_enumerator_agrees(const std::string &text, const std::string 
   auto s = verifier::rules::check_symbolic(*m.model, 10000);
   auto e = verifier::rules::check_enumerated(*m.model);
   EXPECT_TRUE(s.unknown.empty() && e.unknown.empty()) << text;
-  ASSERT_EQ(s.findings.size(), e.findings.size()) << text;
+  auto listed = [](const verifier::rules::RuleOutcome &r) {
+    std::string out;
+    for (const auto &f : r.findings)
+      out += "\n  " + f.message;
+    return out;
+  };
+  ASSERT_EQ(s.findings.size(), e.findings.size())
+      << text << "\nsolver:" << listed(s) << "\nenumerator:" << listed(e);
   for (std::size_t i = 0; i < s.findings.size(); ++i) {
     EXPECT_EQ(s.findings[i].rule, e.findings[i].rule) << text;
     EXPECT_EQ(s.findings[i].witness, e.findings[i].witness) << text;
