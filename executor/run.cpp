@@ -634,7 +634,8 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
     p.buffer_shapes[b.name] = *s;
   }
   // Now with the lowered program's own size, buffers and copies.
-  p.memory_estimate = kernel_estimate(flat, sizes, opts, runs, sizes.gpu, &p.lowered->program, &p.buffer_shapes);
+  p.memory_estimate =
+      kernel_estimate(flat, sizes, opts, runs, sizes.gpu, &p.lowered->program, &p.buffer_shapes);
   if (auto r = check_memory(k.name, k.loc, p.memory_estimate, opts.max_memory_bytes)) {
     p.early = r;
     return p;

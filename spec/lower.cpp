@@ -1363,8 +1363,8 @@ private:
   Block *out_ = nullptr;
   std::map<std::string, Expr> cur_slot_;
   bool in_flight_ = false;
-  Emitter *parent_ = nullptr;          // set on an inner pipeline's emitter
-  std::int64_t parent_step_ = 0;       // the outer step it runs at
+  Emitter *parent_ = nullptr;    // set on an inner pipeline's emitter
+  std::int64_t parent_step_ = 0; // the outer step it runs at
   std::vector<BufferBinding> nested_bindings_;
   std::map<std::string, Dma> descriptors_; // the body's DMA descriptors by name
   // A local bound in an undecided branch or a rolled loop has no one value.

@@ -68,12 +68,14 @@ void misplaced(const Block &b, bool top, bool inner, std::vector<Diagnostic> &er
   for (const auto &st : b) {
     if (const auto *e = std::get_if<EmitPipeline>(&st.kind)) {
       if (inner)
-        errs.push_back({Severity::error, st.loc,
+        errs.push_back({Severity::error,
+                        st.loc,
                         "not supported: an emit_pipeline inside an emit_pipeline's body (pipecheck models "
                         "at most two levels: a kernel and one inner pipeline)",
                         {}});
       else if (!top)
-        errs.push_back({Severity::error, st.loc,
+        errs.push_back({Severity::error,
+                        st.loc,
                         "not supported: an emit_pipeline under 'when' or 'for' (pipecheck accepts one at "
                         "the top level of the kernel body)",
                         {}});
@@ -92,8 +94,8 @@ Expr shift_axes(const Expr &e, std::int64_t by) {
   Expr out = e;
   for (auto &a : out.args)
     a = shift_axes(a, by);
-  if (out.op == Op::Call && (out.name == "program_id" || out.name == "num_programs") && out.args.size() == 1 &&
-      out.args[0].op == Op::Int)
+  if (out.op == Op::Call && (out.name == "program_id" || out.name == "num_programs") &&
+      out.args.size() == 1 && out.args[0].op == Op::Int)
     out.args[0].int_value += by;
   return out;
 }
@@ -177,11 +179,12 @@ std::vector<Diagnostic> nested_errors(const KernelSpec &k) {
   if (!errs.empty() || at < 0) return errs;
   const Stmt &st = k.body[static_cast<std::size_t>(at)];
   const auto &e = std::get<EmitPipeline>(st.kind);
-  if (const Setting *t = k.setting("target"); t && t->value.op == Op::Name &&
-                                              (t->value.name == "h100" || t->value.name == "h200"))
-    err(st.loc, "not supported: emit_pipeline nested in a kernel body needs a TPU target (pltpu.emit_pipeline); "
-                "this kernel's target is " +
-                    t->value.name);
+  if (const Setting *t = k.setting("target");
+      t && t->value.op == Op::Name && (t->value.name == "h100" || t->value.name == "h200"))
+    err(st.loc,
+        "not supported: emit_pipeline nested in a kernel body needs a TPU target (pltpu.emit_pipeline); "
+        "this kernel's target is " +
+            t->value.name);
   if (!k.prefetches.empty()) err(st.loc, "not supported: an emit_pipeline in a kernel with scalar prefetch");
   if (e.grid.empty()) err(st.loc, "the emit_pipeline's grid has no axis");
   if (e.grid.size() > kMaxInnerGridRank)
@@ -221,8 +224,9 @@ std::vector<Diagnostic> nested_errors(const KernelSpec &k) {
     names_in(Block{k.body[i]}, names);
     for (const auto &n : staged)
       if (names.count(n))
-        err(k.body[i].loc, "not supported: '" + n +
-                               "' is staged by the emit_pipeline; the body's other statements may not use it");
+        err(k.body[i].loc,
+            "not supported: '" + n +
+                "' is staged by the emit_pipeline; the body's other statements may not use it");
   }
   return errs;
 }
@@ -297,7 +301,8 @@ KernelSpec flatten_nested(const KernelSpec &k) {
     Expr c;
     for (std::size_t a = 0; a < q; ++a) {
       Expr pid = Expr::call("program_id", {Expr::integer(static_cast<std::int64_t>(r + a), st.loc)}, st.loc);
-      Expr v = last ? Expr::binary(Op::Sub, e.grid[a], Expr::integer(1, st.loc), st.loc) : Expr::integer(0, st.loc);
+      Expr v = last ? Expr::binary(Op::Sub, e.grid[a], Expr::integer(1, st.loc), st.loc)
+                    : Expr::integer(0, st.loc);
       Expr eq = Expr::binary(Op::Eq, pid, v, st.loc);
       c = a == 0 ? eq : Expr::binary(Op::And, c, eq, st.loc);
     }

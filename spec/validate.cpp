@@ -1190,8 +1190,10 @@ std::vector<Diagnostic> validate(const Program &p) {
   Validator v;
   for (const auto &st : p.body)
     if (has_emit_pipeline(Block{st}))
-      v.errs.push_back({Severity::error, st.loc,
-                        "an emit_pipeline belongs in a kernel body; a pipeline writes its copies itself", {}});
+      v.errs.push_back({Severity::error,
+                        st.loc,
+                        "an emit_pipeline belongs in a kernel body; a pipeline writes its copies itself",
+                        {}});
   if (!v.errs.empty()) return v.errs;
   v.program(p);
   return v.errs;

@@ -112,19 +112,22 @@ TEST(NestedEmitPipeline, ASpecNamingAWindowedOperandIsALocatedError) {
 }
 
 TEST(NestedEmitPipeline, ASpecNamingNoOperandOrTheWrongRoleIsALocatedError) {
-  EXPECT_EQ(first_error(replace(kRows, "in  y: block", "in  w: block")), "18:13 'w' is no operand of kernel 'rows'");
+  EXPECT_EQ(first_error(replace(kRows, "in  y: block", "in  w: block")),
+            "18:13 'w' is no operand of kernel 'rows'");
   EXPECT_EQ(first_error(replace(kRows, "in  y: block", "out y: block")),
             "18:13 'y' is an 'in' operand of the kernel, not an 'out'");
 }
 
 TEST(NestedEmitPipeline, AnEmitPipelineUnderWhenIsNotSupported) {
-  std::string text = replace(kMatmul, "        emit_pipeline(", "        when m > 0:\n          emit_pipeline(");
+  std::string text =
+      replace(kMatmul, "        emit_pipeline(", "        when m > 0:\n          emit_pipeline(");
   // Re-indent the rest of the pipeline under the `when`.
   text = replace(text, "            in  x:", "              in  x:");
   text = replace(text, "            in  y:", "              in  y:");
   text = replace(text, "            out z:", "              out z:");
   text = replace(text, "            body:", "              body:");
-  text = replace(text, "                when program_id(2) == 0:", "                  when program_id(2) == 0:");
+  text =
+      replace(text, "                when program_id(2) == 0:", "                  when program_id(2) == 0:");
   text = replace(text, "                    z[...] = zeros", "                      z[...] = zeros");
   text = replace(text, "                z[...] += dot", "                  z[...] += dot");
   EXPECT_EQ(first_error(text).substr(0, 42), "10:11 not supported: an emit_pipeline unde");
@@ -147,9 +150,11 @@ TEST(NestedEmitPipeline, AGpuTargetAndAGridOfRankFiveAreNotSupported) {
 }
 
 TEST(NestedEmitPipeline, AStatementOutsideThePipelineNamingAStagedOperandIsNotSupported) {
-  std::string text = replace(kRows, "        o[...] = acc[...]", "        o[...] = acc[...]\n        s = x[0]");
-  EXPECT_EQ(first_error(text),
-            "22:9 not supported: 'x' is staged by the emit_pipeline; the body's other statements may not use it");
+  std::string text =
+      replace(kRows, "        o[...] = acc[...]", "        o[...] = acc[...]\n        s = x[0]");
+  EXPECT_EQ(
+      first_error(text),
+      "22:9 not supported: 'x' is staged by the emit_pipeline; the body's other statements may not use it");
 }
 
 TEST(NestedEmitPipeline, AnInnerBodyTypeErrorIsLocatedInTheInnerBody) {
@@ -203,7 +208,8 @@ TEST(LowerNested, AGridlessKernelLowersToTheTopLevelSchedulersProgramForItsPipel
   ASSERT_TRUE(nested) << (errs.empty() ? "" : errs[0].message);
   auto top = lower(flatten_nested(k), {}, errs);
   ASSERT_TRUE(top) << (errs.empty() ? "" : errs[0].message);
-  EXPECT_EQ(nested->program.body, top->program.body) << print(nested->program) << "\n---\n" << print(top->program);
+  EXPECT_EQ(nested->program.body, top->program.body) << print(nested->program) << "\n---\n"
+                                                     << print(top->program);
   EXPECT_EQ(nested->program.buffers.size(), top->program.buffers.size());
 }
 
@@ -241,5 +247,6 @@ TEST(LowerNested, AHandWrittenPipelineWithAnEmitPipelineIsALocatedError) {
         body:
             A[0:1] = zeros
 )";
-  EXPECT_EQ(first_error(text), "3:5 an emit_pipeline belongs in a kernel body; a pipeline writes its copies itself");
+  EXPECT_EQ(first_error(text),
+            "3:5 an emit_pipeline belongs in a kernel body; a pipeline writes its copies itself");
 }
