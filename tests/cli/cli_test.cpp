@@ -1200,13 +1200,13 @@ TEST(CliNestedEmitPipeline, LowerPrintsTheInnerPipelineInsideEachOuterStep) {
   const std::string p = temp_file("nested_ok.pk", R"(kernel k:
     grid = (2,)
     target = tpu_v5e
-    in  x: f32[16, 128]  memory_space=any
-    out o: f32[16, 128]  memory_space=any
+    in  x: f32[32, 128]  memory_space=any
+    out o: f32[32, 128]  memory_space=any
     body:
         r = program_id(0)
         emit_pipeline(grid=(2,)):
-            in  x: block=(4, 128)  index=(t) -> (2 * r + t, 0)
-            out o: block=(4, 128)  index=(t) -> (2 * r + t, 0)
+            in  x: block=(8, 128)  index=(t) -> (2 * r + t, 0)
+            out o: block=(8, 128)  index=(t) -> (2 * r + t, 0)
             body:
                 o[...] = x[...] + 1
     reference:
@@ -1214,7 +1214,7 @@ TEST(CliNestedEmitPipeline, LowerPrintsTheInnerPipelineInsideEachOuterStep) {
 )");
   Out l = run("lower " + p);
   EXPECT_EQ(l.code, 0) << l.text;
-  EXPECT_NE(l.text.find("copy_in_start(x[8:12, :], x_vmem[0])"), std::string::npos) << l.text;
+  EXPECT_NE(l.text.find("copy_in_start(x[16:24, :], x_vmem[0])"), std::string::npos) << l.text;
   Out c = run("check " + p);
   EXPECT_EQ(c.code, 0) << c.text;
   Out r = run("run " + p);
