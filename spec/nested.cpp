@@ -309,22 +309,28 @@ KernelSpec flatten_nested(const KernelSpec &k) {
     return c;
   };
   Block body;
-  auto guarded = [&](const Stmt &s, bool last) {
+  auto guarded = [&](const Stmt &s) {
     if (std::holds_alternative<Let>(s.kind)) {
       body.push_back(s);
       return;
     }
     Stmt w;
     w.loc = s.loc;
-    w.kind = If{true, at_corner(last), {s}, {}};
+    w.kind = If{true, at_corner(false), {s}, {}};
     body.push_back(std::move(w));
   };
   for (int i = 0; i < at; ++i)
-    guarded(k.body[static_cast<std::size_t>(i)], false);
+    guarded(k.body[static_cast<std::size_t>(i)]);
   for (const auto &s : shift_axes(e.body, static_cast<std::int64_t>(r)))
     body.push_back(s);
-  for (std::size_t i = static_cast<std::size_t>(at) + 1; i < k.body.size(); ++i)
-    guarded(k.body[i], true);
+  // The statements after run as one block at the last inner point, so that
+  // a local one of them binds is visible to the next.
+  if (static_cast<std::size_t>(at) + 1 < k.body.size()) {
+    Stmt w;
+    w.loc = k.body[static_cast<std::size_t>(at) + 1].loc;
+    w.kind = If{true, at_corner(true), Block(k.body.begin() + at + 1, k.body.end()), {}};
+    body.push_back(std::move(w));
+  }
   f.body = std::move(body);
   return f;
 }

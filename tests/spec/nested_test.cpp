@@ -190,6 +190,15 @@ TEST(FlattenNested, StatementsBeforeRunAtTheFirstInnerPointAndAfterAtTheLast) {
   EXPECT_EQ(print(after.cond), "program_id(1) == k // bk - 1");
 }
 
+TEST(FlattenNested, ALocalBoundAfterThePipelineIsVisibleToTheStatementsAfterIt) {
+  std::string text =
+      replace(kRows, "        o[...] = acc[...]\n", "        t = acc[...] * 2\n        o[...] = t\n");
+  auto r = parse_text(text);
+  ASSERT_TRUE(r.file) << (r.errors.empty() ? "" : r.errors[0].message);
+  KernelSpec f = flatten_nested(std::get<KernelSpec>(r.file->units.at(0)));
+  EXPECT_EQ(std::get<If>(f.body.back().kind).then_body.size(), 2u);
+}
+
 TEST(FlattenNested, ProgramIdInTheInnerBodyIsTheInnerAxis) {
   std::string text = replace(kRows, "        r = program_id(0)\n        acc[...] = zeros\n",
                              "        r = program_id(0)\n        acc[...] = zeros\n");
