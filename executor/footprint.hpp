@@ -60,6 +60,11 @@ inline std::uint64_t heap(const spec::Stmt &s) {
           n += heap(k.n);
         else if constexpr (std::is_same_v<K, spec::Dma>)
           n += heap(k.descriptor) + heap(k.src) + heap(k.dst) + heap(k.sem) + heap(k.n);
+        else if constexpr (std::is_same_v<K, spec::EmitPipeline>) {
+          for (const auto &g : k.grid)
+            n += heap(g);
+          n += heap(k.body);
+        }
       },
       s.kind);
   return n;

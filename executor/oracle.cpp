@@ -1,4 +1,5 @@
 #include "executor/oracle.hpp"
+#include "spec/nested.hpp"
 
 #include "spec/targets.hpp"
 
@@ -70,8 +71,15 @@ std::optional<spec::Loc> own_extent(const spec::Block &b) {
 
 } // namespace
 
-ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides, std::int64_t scale,
+ConcreteKernel concretize(const spec::KernelSpec &nested, const spec::Env &overrides, std::int64_t scale,
                           const std::optional<std::string> &target) {
+  if (scale > 1 && spec::has_emit_pipeline(nested.body))
+    bad(nested.loc, "--scale does not apply to a kernel with an emit_pipeline: shrink its params with --set");
+  // A nested emit_pipeline runs per grid point of its flattened kernel
+  // (spec/nested.hpp): the inner body per inner point, the rest at the
+  // first and last.
+  auto flat = std::make_shared<const spec::KernelSpec>(spec::flatten_nested(nested));
+  const spec::KernelSpec &k = *flat;
   if (scale < 1) bad(k.loc, "--scale must be at least 1");
   if (scale > 1)
     if (auto l = own_extent(k.body))
@@ -86,6 +94,7 @@ ConcreteKernel concretize(const spec::KernelSpec &k, const spec::Env &overrides,
   ConcreteKernel c;
   static_cast<spec::BoundKernel &>(c) = std::move(*b.kernel);
   c.scale = scale;
+  c.flattened = flat;
   c.gpu = spec::targets_gpu(k, target);
   if (c.gpu) c.cta = spec::cta_axes(k, c.grid.size());
   if (scale > 1)

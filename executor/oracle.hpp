@@ -35,6 +35,9 @@ struct ConcreteKernel : spec::BoundKernel {
   /// (spec::grid_point), `cta` marking the CTA axes (spec::cta_axes; empty on TPU).
   bool gpu = false;
   std::vector<bool> cta;
+  /// A kernel with a nested emit_pipeline is bound as its flattened kernel
+  /// (spec/nested.hpp), held here: `spec` and the operands point into it.
+  std::shared_ptr<const spec::KernelSpec> flattened;
 };
 
 /// spec::bind_params with every param required (a run needs values, and

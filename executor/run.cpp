@@ -6,6 +6,7 @@
 #include "executor/program_runner.hpp"
 #include "executor/reference.hpp"
 #include "spec/lower.hpp"
+#include "spec/nested.hpp"
 #include "spec/prefetch.hpp"
 #include "spec/targets.hpp"
 
@@ -592,14 +593,17 @@ void find_unwritten(KernelPrep &);
 
 KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) {
   KernelPrep p;
+  // A nested emit_pipeline: the oracle and the sizes are its flattened
+  // kernel's (p.ck is bound to it); the lowering is the nested kernel's.
+  const spec::KernelSpec flat = spec::flatten_nested(k);
   try {
     p.ck = concretize(k, opts.overrides, opts.scale, opts.target);
   } catch (const ExecError &e) {
     p.early = from_error(k.name, e);
     return p;
   }
-  const KernelSizes sizes = kernel_sizes(k, p.ck);
-  p.memory_estimate = kernel_estimate(k, sizes, opts, runs, sizes.gpu, nullptr, nullptr);
+  const KernelSizes sizes = kernel_sizes(flat, p.ck);
+  p.memory_estimate = kernel_estimate(flat, sizes, opts, runs, sizes.gpu, nullptr, nullptr);
   if (auto r = check_memory(k.name, k.loc, p.memory_estimate, opts.max_memory_bytes)) {
     p.early = r;
     return p;
@@ -630,12 +634,13 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
     p.buffer_shapes[b.name] = *s;
   }
   // Now with the lowered program's own size, buffers and copies.
-  p.memory_estimate = kernel_estimate(k, sizes, opts, runs, sizes.gpu, &p.lowered->program, &p.buffer_shapes);
+  p.memory_estimate =
+      kernel_estimate(flat, sizes, opts, runs, sizes.gpu, &p.lowered->program, &p.buffer_shapes);
   if (auto r = check_memory(k.name, k.loc, p.memory_estimate, opts.max_memory_bytes)) {
     p.early = r;
     return p;
   }
-  p.reduces = has_float_reduction(k.body);
+  p.reduces = has_float_reduction(flat.body);
   p.arrays = make_kernel_arrays(p.ck, opts.seed, opts.input_kind);
   if (opts.inputs_dir) {
     for (const auto &o : p.ck.operands)

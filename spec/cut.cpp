@@ -97,6 +97,11 @@ void each_expr(Block &b, const std::function<void(Expr &)> &f) {
             f(k.acc), f(k.a), f(k.b);
           } else if constexpr (std::is_same_v<T, Dma>) {
             f(k.src), f(k.dst), f(k.sem), f(k.n);
+          } else if constexpr (std::is_same_v<T, EmitPipeline>) {
+            // Never cut (lowered unrolled); its grid and body for completeness.
+            for (auto &g : k.grid)
+              f(g);
+            each_expr(k.body, f);
           } else {
             f(k.n);
           }

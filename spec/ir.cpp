@@ -167,6 +167,9 @@ bool operator==(const If &a, const If &b) {
 bool operator==(const For &a, const For &b) {
   return a.var == b.var && a.lo == b.lo && a.hi == b.hi && a.body == b.body;
 }
+bool operator==(const EmitPipeline &a, const EmitPipeline &b) {
+  return a.grid == b.grid && a.specs == b.specs && a.body == b.body;
+}
 
 const char *to_string(CopyKind k) {
   switch (k) {

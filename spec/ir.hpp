@@ -104,6 +104,53 @@ struct Comments {
   friend bool operator==(const Comments &, const Comments &) { return true; }
 };
 
+// ------------------------------------------------------------ block specs
+
+enum class Role { in, out, scratch };
+const char *to_string(Role);
+/// `acc` is plgpu.ACC: a Mosaic GPU scratch in registers, zero at the start
+/// of each CTA (scratch only, h100/h200 only).
+enum class MemorySpace { vmem, any, smem, hbm, acc };
+const char *to_string(MemorySpace);
+enum class Revisit { immediate, any };
+/// A semaphore scratch (`scratch sem: dma_sem[2]`, `scratch s: semaphore`):
+/// pltpu.SemaphoreType.DMA / REGULAR; none for data operands.
+enum class SemKind { none, dma, regular };
+enum class DimSemantics { parallel, arbitrary, sequential };
+const char *to_string(DimSemantics);
+
+/// `pl.Buffered(buffer_count, use_lookahead)` plus the revisit mode.
+struct PipelineMode {
+  std::optional<Expr> buffer_count; ///< absent: the default (2)
+  bool lookahead = false;
+  Revisit revisit = Revisit::immediate;
+  friend bool operator==(const PipelineMode &, const PipelineMode &) = default;
+};
+
+/// `(i, j) -> (i, 0)`: the grid-index lambda of a BlockSpec.
+struct IndexMap {
+  std::vector<std::string> params;
+  std::vector<Expr> results;
+  friend bool operator==(const IndexMap &, const IndexMap &) = default;
+};
+
+/// One `in`, `out` or `scratch` line: an array and its BlockSpec.
+struct Operand {
+  Role role = Role::in;
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<Expr> shape;
+  /// Absent: the whole array. An element that is nullopt is `None` (squeezed).
+  std::optional<std::vector<std::optional<Expr>>> block_shape;
+  std::optional<IndexMap> index_map; ///< absent: all zeros
+  MemorySpace memory_space = MemorySpace::vmem;
+  PipelineMode pipeline_mode;
+  Loc loc;
+  Comments comments;
+  SemKind sem = SemKind::none; ///< a semaphore scratch: `shape` is the array of semaphores
+  friend bool operator==(const Operand &, const Operand &) = default;
+};
+
 // ---------------------------------------------------------------- statements
 
 struct Stmt;
@@ -181,8 +228,24 @@ struct Dma {
   friend bool operator==(const Dma &, const Dma &) = default;
 };
 
+/// `emit_pipeline(grid=(...)):` in a kernel body (pltpu.emit_pipeline): an
+/// inner pipeline with its own grid and BlockSpecs over the kernel's
+/// `memory_space=any` operands, and its own body, which sees each spec's
+/// name as its VMEM block. `specs` are `in`/`out` Operands whose dtype and
+/// shape are left empty (the outer operand's). Inside the inner body and the
+/// inner index maps, `program_id(a)` is the inner grid's (as Pallas'
+/// scheduler.grid_env makes it).
+struct EmitPipeline {
+  std::vector<Expr> grid;
+  std::vector<Operand> specs;
+  Block body;
+  Loc body_loc;
+  Comments body_comments;
+  friend bool operator==(const EmitPipeline &, const EmitPipeline &);
+};
+
 struct Stmt {
-  std::variant<Assign, Let, If, For, Copy, Wgmma, WgmmaWait, Dma> kind;
+  std::variant<Assign, Let, If, For, Copy, Wgmma, WgmmaWait, Dma, EmitPipeline> kind;
   Loc loc;
   Comments comments;
   friend bool operator==(const Stmt &, const Stmt &) = default;
@@ -201,51 +264,6 @@ struct Param {
   Comments comments;
   bool is_symbolic() const { return !value.has_value(); }
   friend bool operator==(const Param &, const Param &) = default;
-};
-
-enum class Role { in, out, scratch };
-const char *to_string(Role);
-/// `acc` is plgpu.ACC: a Mosaic GPU scratch in registers, zero at the start
-/// of each CTA (scratch only, h100/h200 only).
-enum class MemorySpace { vmem, any, smem, hbm, acc };
-const char *to_string(MemorySpace);
-enum class Revisit { immediate, any };
-/// A semaphore scratch (`scratch sem: dma_sem[2]`, `scratch s: semaphore`):
-/// pltpu.SemaphoreType.DMA / REGULAR; none for data operands.
-enum class SemKind { none, dma, regular };
-enum class DimSemantics { parallel, arbitrary, sequential };
-const char *to_string(DimSemantics);
-
-/// `pl.Buffered(buffer_count, use_lookahead)` plus the revisit mode.
-struct PipelineMode {
-  std::optional<Expr> buffer_count; ///< absent: the default (2)
-  bool lookahead = false;
-  Revisit revisit = Revisit::immediate;
-  friend bool operator==(const PipelineMode &, const PipelineMode &) = default;
-};
-
-/// `(i, j) -> (i, 0)`: the grid-index lambda of a BlockSpec.
-struct IndexMap {
-  std::vector<std::string> params;
-  std::vector<Expr> results;
-  friend bool operator==(const IndexMap &, const IndexMap &) = default;
-};
-
-/// One `in`, `out` or `scratch` line: an array and its BlockSpec.
-struct Operand {
-  Role role = Role::in;
-  std::string name;
-  DType dtype = DType::f32;
-  std::vector<Expr> shape;
-  /// Absent: the whole array. An element that is nullopt is `None` (squeezed).
-  std::optional<std::vector<std::optional<Expr>>> block_shape;
-  std::optional<IndexMap> index_map; ///< absent: all zeros
-  MemorySpace memory_space = MemorySpace::vmem;
-  PipelineMode pipeline_mode;
-  Loc loc;
-  Comments comments;
-  SemKind sem = SemKind::none; ///< a semaphore scratch: `shape` is the array of semaphores
-  friend bool operator==(const Operand &, const Operand &) = default;
 };
 
 /// `alias x -> o` (input_output_aliases).

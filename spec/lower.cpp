@@ -1,4 +1,5 @@
 #include "spec/lower.hpp"
+#include "spec/nested.hpp"
 #include "spec/prefetch.hpp"
 
 #include "spec/bind.hpp"
@@ -161,6 +162,9 @@ public:
     out.cta = cta_;
     for (auto &x : ops_)
       out.bindings.push_back({x.op->name, x.op->role, x.hbm, x.window});
+    // A nested emit_pipeline's rings (no hbm of their own: the kernel's).
+    for (auto &b : nested_bindings_)
+      out.bindings.push_back(b);
     return out;
   }
 
@@ -391,6 +395,10 @@ private:
       return Expr::integer(coords_[s][a], e.loc);
     }
     if (e.op == Op::Name && env_.count(e.name) && !find(e.name)) return Expr::integer(env_.at(e.name), e.loc);
+    // An inner pipeline's body naming the kernel's operands (its scratch, a
+    // windowed block): what they denote at the outer step.
+    if ((e.op == Op::Ref || e.op == Op::Name) && !find(e.name) && parent_ && parent_->find(e.name))
+      return parent_->rewrite(e, parent_step_);
     if (e.op == Op::Ref || e.op == Op::Name) {
       if (Opnd *x = find(e.name)) {
         std::vector<Expr> subs;
@@ -595,8 +603,85 @@ private:
         dma(*d, st, s);
         continue;
       }
+      if (auto *e = std::get_if<EmitPipeline>(&st.kind)) {
+        nested(*e, st, s);
+        continue;
+      }
       throw Fail{st.loc, "unsupported statement in a kernel body"};
     }
+  }
+
+  // A nested emit_pipeline at outer step s: the inner pipeline as a kernel
+  // of its own (its grid, its specs over the kernel's any operands, its
+  // body; the outer params, loop variables and integer locals as fixed
+  // params), lowered by this same emitter, its statements spliced here and
+  // its VMEM rings declared once in the kernel's program.
+  void nested(const EmitPipeline &e, const Stmt &st, std::int64_t s) {
+    if (gpu_ || parent_)
+      throw Fail{st.loc, "not supported: an emit_pipeline here (TPU kernels, one level of nesting)"};
+    KernelSpec in;
+    in.name = k_.name;
+    in.loc = st.loc;
+    std::set<std::string> seen;
+    auto add_param = [&](const std::string &n, std::int64_t v) {
+      if (!seen.insert(n).second) return;
+      Param p;
+      p.name = n;
+      p.value = lit(v);
+      p.loc = st.loc;
+      in.params.push_back(p);
+    };
+    for (auto &[n, v] : env_)
+      add_param(n, v);
+    for (auto &[n, v] : int_lets_)
+      add_param(n, v);
+    in.grid = e.grid;
+    in.grid_loc = st.loc;
+    if (auto *t = k_.setting("target")) in.settings.push_back(*t);
+    for (const auto &spec : e.specs) {
+      const Operand *outer = k_.operand(spec.name);
+      if (!outer) throw Fail{spec.loc, "'" + spec.name + "' is no operand of '" + k_.name + "'"};
+      Operand o = spec;
+      o.dtype = outer->dtype;
+      o.shape = outer->shape;
+      o.memory_space = MemorySpace::vmem;
+      in.operands.push_back(std::move(o));
+    }
+    in.body = e.body;
+    LowerOptions io;
+    io.target = o_.target;
+    io.check_blocks = o_.check_blocks;
+    Emitter inner(in, io);
+    inner.parent_ = this;
+    inner.parent_step_ = s;
+    // The inner program's state names avoid every name of the kernel's.
+    inner.used_ = used_;
+    for (auto &b : prog_.buffers)
+      inner.used_.insert(b.name);
+    for (auto &p : k_.params)
+      inner.used_.insert(p.name);
+    for (auto &x : ops_)
+      inner.used_.insert(x.op->name);
+    collect_names(k_.body);
+    inner.used_.insert(used_.begin(), used_.end());
+    Lowered l = inner.run();
+    for (auto &b : l.program.buffers) {
+      if (b.kind == BufferKind::hbm) continue; // the kernel's any operand
+      if (const Buffer *have = prog_.buffer(b.name)) {
+        if (!(*have == b))
+          throw Fail{st.loc, "the emit_pipeline's buffer '" + b.name + "' has the name of another buffer"};
+        continue;
+      }
+      prog_.buffers.push_back(b);
+    }
+    for (auto &x : l.bindings) {
+      BufferBinding nb{x.operand, x.role, "", x.window};
+      if (!x.window.empty() &&
+          std::find(nested_bindings_.begin(), nested_bindings_.end(), nb) == nested_bindings_.end())
+        nested_bindings_.push_back(nb);
+    }
+    for (auto &stmt : l.program.body)
+      out_->push_back(std::move(stmt));
   }
 
   // ------------------------------------------------------------------ TPU
@@ -1278,6 +1363,9 @@ private:
   Block *out_ = nullptr;
   std::map<std::string, Expr> cur_slot_;
   bool in_flight_ = false;
+  Emitter *parent_ = nullptr;    // set on an inner pipeline's emitter
+  std::int64_t parent_step_ = 0; // the outer step it runs at
+  std::vector<BufferBinding> nested_bindings_;
   std::map<std::string, Dma> descriptors_; // the body's DMA descriptors by name
   // A local bound in an undecided branch or a rolled loop has no one value.
   void forget_int_lets(const Block &b) {
@@ -1302,6 +1390,11 @@ private:
 std::vector<std::int64_t> Lowered::point(std::int64_t step) const { return grid_point(grid, cta, step); }
 
 bool lowers_unrolled(const KernelSpec &k, bool gpu, std::string *why) {
+  if (has_emit_pipeline(k.body)) {
+    // Each outer step lowers its inner pipeline with that step's values.
+    if (why) *why = "an emit_pipeline in the body (unrolled)";
+    return true;
+  }
   if (gpu) return false;
   for (auto &o : k.operands) {
     const char *what = nullptr;

@@ -30,6 +30,8 @@ void scan(const Block &b, std::vector<OpaqueOp> &out) {
       scan(f->lo, out);
       scan(f->hi, out);
       scan(f->body, out);
+    } else if (const auto *e = std::get_if<EmitPipeline>(&st.kind)) {
+      scan(e->body, out);
     }
   }
 }

@@ -436,24 +436,9 @@ private:
     return r;
   }
 
-  Operand operand() {
-    Operand o;
-    o.loc = peek().loc;
-    std::string role = advance().text;
-    o.role = role == "in" ? Role::in : role == "out" ? Role::out : Role::scratch;
-    o.name = identifier("an operand name");
-    expect_punct(":");
-    if (is_name("dma_sem") || is_name("semaphore")) {
-      // pltpu.SemaphoreType.DMA / REGULAR, optionally an array of them.
-      Loc sl = peek().loc;
-      o.sem = advance().text == "dma_sem" ? SemKind::dma : SemKind::regular;
-      if (o.role != Role::scratch) fail(sl, "a semaphore is scratch: 'scratch " + o.name + ": dma_sem[n]'");
-      o.dtype = DType::i32;
-      if (is_punct("[")) o.shape = shape();
-    } else {
-      o.dtype = dtype();
-      o.shape = shape();
-    }
+  // The options after an operand's shape (or after `in x:` in an
+  // emit_pipeline): block=, index=, buffered=, revisit=, memory_space=.
+  void operand_options(Operand &o) {
     std::set<std::string> seen;
     while (peek().kind == Tok::Name) {
       Loc l = peek().loc;
@@ -537,6 +522,27 @@ private:
                     "'; expected block, index, buffered, revisit or memory_space");
       }
     }
+  }
+
+  Operand operand() {
+    Operand o;
+    o.loc = peek().loc;
+    std::string role = advance().text;
+    o.role = role == "in" ? Role::in : role == "out" ? Role::out : Role::scratch;
+    o.name = identifier("an operand name");
+    expect_punct(":");
+    if (is_name("dma_sem") || is_name("semaphore")) {
+      // pltpu.SemaphoreType.DMA / REGULAR, optionally an array of them.
+      Loc sl = peek().loc;
+      o.sem = advance().text == "dma_sem" ? SemKind::dma : SemKind::regular;
+      if (o.role != Role::scratch) fail(sl, "a semaphore is scratch: 'scratch " + o.name + ": dma_sem[n]'");
+      o.dtype = DType::i32;
+      if (is_punct("[")) o.shape = shape();
+    } else {
+      o.dtype = dtype();
+      o.shape = shape();
+    }
+    operand_options(o);
     o.comments = item_comments(o.loc);
     expect_newline();
     return o;
@@ -646,6 +652,10 @@ private:
       return s;
     }
     if (t.text == "else" || t.text == "elif") fail(t.loc, "'" + t.text + "' without a matching 'if'");
+    if (t.text == "emit_pipeline" && is_punct("(", 1)) {
+      s.kind = emit_pipeline(depth, s);
+      return s;
+    }
     if ((t.text == "copy_in_start" || t.text == "copy_out_start") && is_punct("(", 1)) {
       Copy c;
       c.kind = t.text == "copy_in_start" ? CopyKind::in_start : CopyKind::out_start;
@@ -717,6 +727,54 @@ private:
     s.comments = item_comments(s.loc);
     expect_newline();
     return s;
+  }
+
+  // `emit_pipeline(grid=(...)):` then indented `in x: OPTIONS` / `out o:
+  // OPTIONS` lines and `body:` with the inner body (pltpu.emit_pipeline).
+  EmitPipeline emit_pipeline(int depth, Stmt &s) {
+    EmitPipeline e;
+    advance();
+    expect_punct("(");
+    Loc gl = peek().loc;
+    if (!is_name("grid")) fail(gl, "expected 'grid=(...)' in emit_pipeline(...)");
+    advance();
+    expect_punct("=");
+    e.grid = grid_tuple();
+    expect_punct(")");
+    expect_punct(":");
+    s.comments = item_comments(s.loc);
+    expect_newline();
+    if (peek().kind != Tok::Indent) expected("indented 'in'/'out' specs and a 'body:' of the emit_pipeline");
+    advance();
+    while (peek().kind != Tok::Dedent && peek().kind != Tok::End) {
+      const Token &t = peek();
+      Loc l = t.loc;
+      if (t.kind == Tok::Name && (t.text == "in" || t.text == "out")) {
+        if (e.body_loc.line != 0) fail(l, "the emit_pipeline's specs come before its 'body:'");
+        Operand o;
+        o.loc = l;
+        o.role = advance().text == "in" ? Role::in : Role::out;
+        o.name = identifier("the name of a memory_space=any operand");
+        expect_punct(":");
+        operand_options(o);
+        o.comments = item_comments(l);
+        expect_newline();
+        e.specs.push_back(std::move(o));
+      } else if (t.kind == Tok::Name && t.text == "body" && is_punct(":", 1)) {
+        if (e.body_loc.line != 0) fail(l, "duplicate 'body'");
+        advance();
+        advance();
+        e.body_loc = l;
+        e.body_comments = item_comments(l);
+        expect_newline();
+        e.body = block(depth + 1);
+      } else {
+        fail(l, "expected 'in NAME: ...', 'out NAME: ...' or 'body:' in an emit_pipeline");
+      }
+    }
+    if (peek().kind == Tok::Dedent) advance();
+    if (e.body_loc.line == 0) fail(s.loc, "the emit_pipeline has no 'body:'");
+    return e;
   }
 
   /// A DMA or semaphore statement (ir.hpp's Dma), or nullopt when the tokens

@@ -161,6 +161,7 @@ void end_line(std::ostream &os, const Comments &c) {
 }
 
 void emit_block(std::ostream &os, const Block &b, int indent);
+void emit_operand_options(std::ostream &os, const Operand &o);
 
 void emit_dma(std::ostream &os, const Dma &d) {
   auto args = [&](std::initializer_list<const Expr *> es) {
@@ -287,9 +288,60 @@ void emit_stmt(std::ostream &os, const Stmt &s, int indent) {
         } else if constexpr (std::is_same_v<T, Dma>) {
           emit_dma(os, k);
           end_line(os, s.comments);
+        } else if constexpr (std::is_same_v<T, EmitPipeline>) {
+          os << "emit_pipeline(grid=(";
+          emit_list(os, k.grid);
+          if (k.grid.size() == 1) os << ",";
+          os << ")):";
+          end_line(os, s.comments);
+          for (const auto &o : k.specs) {
+            leading(os, o.comments, indent + 1);
+            os << pad(indent + 1) << to_string(o.role) << " " << o.name << ":";
+            emit_operand_options(os, o);
+            end_line(os, o.comments);
+          }
+          leading(os, k.body_comments, indent + 1);
+          os << pad(indent + 1) << "body:";
+          end_line(os, k.body_comments);
+          emit_block(os, k.body, indent + 2);
         }
       },
       s.kind);
+}
+
+void emit_operand_options(std::ostream &os, const Operand &o) {
+  if (o.block_shape) {
+    os << " block=(";
+    for (std::size_t i = 0; i < o.block_shape->size(); ++i) {
+      if (i) os << ", ";
+      const auto &b = (*o.block_shape)[i];
+      if (b)
+        emit(os, *b);
+      else
+        os << "None";
+    }
+    if (o.block_shape->size() == 1) os << ",";
+    os << ")";
+  }
+  if (o.index_map) {
+    os << " index=(";
+    for (std::size_t i = 0; i < o.index_map->params.size(); ++i)
+      os << (i ? ", " : "") << o.index_map->params[i];
+    os << ") -> (";
+    emit_list(os, o.index_map->results);
+    os << ")";
+  }
+  if (o.pipeline_mode.buffer_count) {
+    os << " buffered=";
+    if (o.pipeline_mode.lookahead)
+      os << "(" << print(*o.pipeline_mode.buffer_count) << ", lookahead)";
+    else
+      os << print(*o.pipeline_mode.buffer_count);
+  } else if (o.pipeline_mode.lookahead) {
+    os << " buffered=(2, lookahead)";
+  }
+  if (o.pipeline_mode.revisit == Revisit::any) os << " revisit=any";
+  if (o.memory_space != MemorySpace::vmem) os << " memory_space=" << to_string(o.memory_space);
 }
 
 void emit_block(std::ostream &os, const Block &b, int indent) {
@@ -378,38 +430,7 @@ void emit_kernel(std::ostream &os, const KernelSpec &k) {
     leading(os, o.comments, 1);
     os << pad(1) << to_string(o.role) << " " << o.name << ": ";
     emit_shape(os, o.dtype, o.shape, o.sem);
-    if (o.block_shape) {
-      os << " block=(";
-      for (std::size_t i = 0; i < o.block_shape->size(); ++i) {
-        if (i) os << ", ";
-        const auto &b = (*o.block_shape)[i];
-        if (b)
-          emit(os, *b);
-        else
-          os << "None";
-      }
-      if (o.block_shape->size() == 1) os << ",";
-      os << ")";
-    }
-    if (o.index_map) {
-      os << " index=(";
-      for (std::size_t i = 0; i < o.index_map->params.size(); ++i)
-        os << (i ? ", " : "") << o.index_map->params[i];
-      os << ") -> (";
-      emit_list(os, o.index_map->results);
-      os << ")";
-    }
-    if (o.pipeline_mode.buffer_count) {
-      os << " buffered=";
-      if (o.pipeline_mode.lookahead)
-        os << "(" << print(*o.pipeline_mode.buffer_count) << ", lookahead)";
-      else
-        os << print(*o.pipeline_mode.buffer_count);
-    } else if (o.pipeline_mode.lookahead) {
-      os << " buffered=(2, lookahead)";
-    }
-    if (o.pipeline_mode.revisit == Revisit::any) os << " revisit=any";
-    if (o.memory_space != MemorySpace::vmem) os << " memory_space=" << to_string(o.memory_space);
+    emit_operand_options(os, o);
     end_line(os, o.comments);
   }
   for (const auto &a : k.aliases) {

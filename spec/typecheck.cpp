@@ -1,4 +1,5 @@
 #include "spec/typecheck.hpp"
+#include "spec/nested.hpp"
 
 #include "spec/print.hpp"
 
@@ -1046,6 +1047,10 @@ private:
 } // namespace
 
 std::vector<Diagnostic> typecheck(const KernelSpec &k, const Env &overrides, ExprTypes *types) {
+  // A nested emit_pipeline is typed as its flattened kernel: the inner
+  // body sees each staged operand as its inner block (spec/nested.hpp).
+  // (`types` then names the flattened kernel's expressions.)
+  if (has_emit_pipeline(k.body)) return Checker(flatten_nested(k), overrides, nullptr).run();
   return Checker(k, overrides, types).run();
 }
 

@@ -1,4 +1,5 @@
 #include "spec/validate.hpp"
+#include "spec/nested.hpp"
 
 #include "spec/checked.hpp"
 #include "spec/eval.hpp"
@@ -1166,6 +1167,14 @@ public:
 } // namespace
 
 std::vector<Diagnostic> validate(const KernelSpec &k) {
+  // A nested emit_pipeline: what the language accepts of it, then its
+  // flattened kernel (spec/nested.hpp) as any other, which validates the
+  // inner specs and body where they are written.
+  if (has_emit_pipeline(k.body) || has_emit_pipeline(k.reference)) {
+    auto errs = nested_errors(k);
+    if (!errs.empty()) return errs;
+    return validate(flatten_nested(k));
+  }
   Validator v;
   v.kernel(k);
   // The body's types are only meaningful over names and ranks that validate.
@@ -1175,6 +1184,13 @@ std::vector<Diagnostic> validate(const KernelSpec &k) {
 
 std::vector<Diagnostic> validate(const Program &p) {
   Validator v;
+  for (const auto &st : p.body)
+    if (has_emit_pipeline(Block{st}))
+      v.errs.push_back({Severity::error,
+                        st.loc,
+                        "an emit_pipeline belongs in a kernel body; a pipeline writes its copies itself",
+                        {}});
+  if (!v.errs.empty()) return v.errs;
   v.program(p);
   return v.errs;
 }

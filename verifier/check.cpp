@@ -1,4 +1,5 @@
 #include "verifier/check.hpp"
+#include "spec/nested.hpp"
 
 #include "verifier/races/races.hpp"
 #include "verifier/rules/enumerate.hpp"
@@ -74,6 +75,9 @@ Verdict spec_rules(const spec::KernelSpec &k, const CheckOptions &o, const spec:
 } // namespace
 
 Verdict check_spec_rules(const spec::KernelSpec &k, const CheckOptions &o) {
+  // A nested emit_pipeline: the rules hold for its flattened kernel
+  // (spec/nested.hpp), the inner BlockSpecs at every outer grid point.
+  if (spec::has_emit_pipeline(k.body)) return spec_rules(spec::flatten_nested(k), o, nullptr, nullptr);
   return spec_rules(k, o, nullptr, nullptr);
 }
 

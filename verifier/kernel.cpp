@@ -2,6 +2,7 @@
 // program spec::lower emits for the same binding.
 #include "spec/bind.hpp"
 #include "spec/lower.hpp"
+#include "spec/nested.hpp"
 #include "spec/opaque.hpp"
 #include "spec/prefetch.hpp"
 #include "verifier/check.hpp"
@@ -296,7 +297,8 @@ Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
     low.reason = "interrupted";
   else
     low = check_lowered(k, o);
-  return combine(k, std::move(v), std::move(low));
+  // A nested emit_pipeline's specs are operands of its flattened kernel.
+  return combine(spec::flatten_nested(k), std::move(v), std::move(low));
 }
 
 namespace {

@@ -1171,3 +1171,52 @@ TEST(CliBoundedSlice, AMisplacedDsIsALocatedErrorWithACaretAndExitThree) {
     EXPECT_NE(r.text.find("\n" + std::string(66, ' ') + "^\n"), std::string::npos) << cmd << r.text;
   }
 }
+
+TEST(CliNestedEmitPipeline, AnEmitPipelineUnderWhenIsALocatedNotSupportedErrorWithACaretAndExitThree) {
+  const std::string p = temp_file("nested.pk", R"(kernel k:
+    grid = (2,)
+    target = tpu_v5e
+    in  x: f32[16, 128]  memory_space=any
+    out o: f32[16, 128]  memory_space=any
+    body:
+        when program_id(0) == 0:
+            emit_pipeline(grid=(2,)):
+                in  x: block=(8, 128)  index=(t) -> (t, 0)
+                out o: block=(8, 128)  index=(t) -> (t, 0)
+                body:
+                    o[...] = x[...]
+)");
+  for (const char *cmd : {"check ", "run ", "fmt ", "lower "}) {
+    Out r = run(cmd + p);
+    EXPECT_EQ(r.code, 3) << cmd << r.text;
+    EXPECT_NE(r.text.find("nested.pk:8:13: error: not supported: an emit_pipeline under 'when' or 'for'"),
+              std::string::npos)
+        << cmd << r.text;
+    EXPECT_NE(r.text.find("\n" + std::string(12, ' ') + "^\n"), std::string::npos) << cmd << r.text;
+  }
+}
+
+TEST(CliNestedEmitPipeline, LowerPrintsTheInnerPipelineInsideEachOuterStep) {
+  const std::string p = temp_file("nested_ok.pk", R"(kernel k:
+    grid = (2,)
+    target = tpu_v5e
+    in  x: f32[32, 128]  memory_space=any
+    out o: f32[32, 128]  memory_space=any
+    body:
+        r = program_id(0)
+        emit_pipeline(grid=(2,)):
+            in  x: block=(8, 128)  index=(t) -> (2 * r + t, 0)
+            out o: block=(8, 128)  index=(t) -> (2 * r + t, 0)
+            body:
+                o[...] = x[...] + 1
+    reference:
+        o = x + 1
+)");
+  Out l = run("lower " + p);
+  EXPECT_EQ(l.code, 0) << l.text;
+  EXPECT_NE(l.text.find("copy_in_start(x[16:24, :], x_vmem[0])"), std::string::npos) << l.text;
+  Out c = run("check " + p);
+  EXPECT_EQ(c.code, 0) << c.text;
+  Out r = run("run " + p);
+  EXPECT_EQ(r.code, 0) << r.text;
+}

@@ -5,6 +5,7 @@
 // dtype and weakness the type checker gave it, so the two walks cannot drift.
 #include "executor/interp.hpp"
 #include "executor/oracle.hpp"
+#include "spec/nested.hpp"
 #include "spec/parse.hpp"
 #include "spec/prefetch.hpp"
 #include "spec/typecheck.hpp"
@@ -46,7 +47,9 @@ int compare_expr(executor::Interp &interp, const spec::Expr &e, const spec::Expr
 }
 
 // Runs the body at the first and last grid points on block-sized arrays.
-int compare_kernel(const spec::KernelSpec &k, const std::string &where) {
+int compare_kernel(const spec::KernelSpec &nested, const std::string &where) {
+  // A nested emit_pipeline runs, and is typed, as its flattened kernel.
+  const spec::KernelSpec k = spec::flatten_nested(nested);
   const executor::ConcreteKernel c = executor::concretize(k, {}, 1);
   spec::ExprTypes types;
   const auto errs = spec::typecheck(k, c.params, &types);
