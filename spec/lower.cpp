@@ -366,7 +366,8 @@ private:
         subs.push_back(Expr::binary(Op::Slice, Expr::leaf(Op::None), Expr::leaf(Op::None)));
       }
     }
-    if (whole) return {Expr::var(x.hbm)};
+    // The whole array may still land at an offset (a window padded at both ends).
+    if (whole) return {Expr::var(x.hbm), slot_offset(x, at)};
     return {Expr::ref(x.hbm, subs), slot_offset(x, at)};
   }
 

@@ -274,9 +274,8 @@ TEST(LowerRolled, RunsTheSameScheduleOnElementDimsWhoseWindowsReachTheLowAndHigh
         if (out)
           text += "    out o: " + e + "\n    body:\n        o[...] = zeros\n";
         else
-          text += "    in  x: " + e + "  buffered=" + std::to_string(bufs) + "\n    scratch s: f32[" +
-                  std::string(two ? "1" : "1") + "]\n    body:\n        s[0] = x[" + (two ? "0, 0" : "0") +
-                  "]\n";
+          text += "    in  x: " + e + "  buffered=" + std::to_string(bufs) + "\n    out o: f32[1]  block=(1,)  index=" +
+                  params + " -> (0,)\n    body:\n        o[...] = zeros\n";
         KernelSpec k = kernel(text);
         ASSERT_TRUE(expect_same_schedule(k, text)) << text;
         auto u = lower_text(k, true);
