@@ -1045,7 +1045,8 @@ public:
     }
     if (slot.ok && at.size() != slot.extents.size())
       error(c.offset.loc, "offset= takes " + std::to_string(slot.extents.size()) +
-                              " element offsets (one per kept dim of the slot), not " + std::to_string(at.size()));
+                              " element offsets (one per kept dim of the slot), not " +
+                              std::to_string(at.size()));
     return at;
   }
 
@@ -1060,9 +1061,9 @@ public:
                      to_string(b.dtype));
       for (std::size_t i = 0; i < a.extents.size() && i < b.extents.size() && i < at->size(); ++i)
         if (a.extents[i] && b.extents[i] && (*at)[i] && *(*at)[i] + *a.extents[i] > *b.extents[i])
-          error(l, "offset " + std::to_string(*(*at)[i]) + " puts the copy's " + std::to_string(*a.extents[i]) +
-                       " elements past the slot's " + std::to_string(*b.extents[i]) + " along its dim " +
-                       std::to_string(i));
+          error(l, "offset " + std::to_string(*(*at)[i]) + " puts the copy's " +
+                       std::to_string(*a.extents[i]) + " elements past the slot's " +
+                       std::to_string(*b.extents[i]) + " along its dim " + std::to_string(i));
       return;
     }
     if (a.dtype != b.dtype) {

@@ -268,20 +268,22 @@ TEST(LowerRolled, RunsTheSameScheduleOnElementDimsWhoseWindowsReachTheLowAndHigh
       for (bool out : {false, true}) {
         const bool two = std::string(c.grid).find(',') < std::string(c.grid).size() - 2;
         const std::string params = two ? "(i, j)" : "(i)";
-        const std::string e = std::string("f32") + c.shape + "  block=" + c.block + "  index=" + params +
-                              " -> " + c.map;
+        const std::string e =
+            std::string("f32") + c.shape + "  block=" + c.block + "  index=" + params + " -> " + c.map;
         std::string text = std::string("kernel k:\n    grid = ") + c.grid + "\n";
         if (out)
           text += "    out o: " + e + "\n    body:\n        o[...] = zeros\n";
         else
-          text += "    in  x: " + e + "  buffered=" + std::to_string(bufs) + "\n    out o: f32[1]  block=(1,)  index=" +
-                  params + " -> (0,)\n    body:\n        o[...] = zeros\n";
+          text += "    in  x: " + e + "  buffered=" + std::to_string(bufs) +
+                  "\n    out o: f32[1]  block=(1,)  index=" + params +
+                  " -> (0,)\n    body:\n        o[...] = zeros\n";
         KernelSpec k = kernel(text);
         ASSERT_TRUE(expect_same_schedule(k, text)) << text;
         auto u = lower_text(k, true);
         ASSERT_TRUE(u);
         const std::string printed = print(u->program);
-        for (std::size_t p = printed.find("offset="); p != std::string::npos; p = printed.find("offset=", p + 1))
+        for (std::size_t p = printed.find("offset="); p != std::string::npos;
+             p = printed.find("offset=", p + 1))
           ++offsets;
       }
   EXPECT_GT(offsets, 40);

@@ -800,7 +800,8 @@ Finding not_covered_finding(const KernelModel &m, std::size_t op, const Point &b
 }
 
 std::string not_covered_unknown(const KernelModel &m, std::size_t op, const Effect &store) {
-  return "output-not-covered/" + m.operands[op].name + ": the store on line " + std::to_string(store.loc.line) +
+  return "output-not-covered/" + m.operands[op].name + ": the store on line " +
+         std::to_string(store.loc.line) +
          " writes a part of the block that depends on the grid point (a subscript that is not static), and "
          "the other stores leave part of '" +
          m.operands[op].name + "' unwritten";

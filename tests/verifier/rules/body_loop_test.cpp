@@ -157,7 +157,8 @@ bool says_not_covered(const verifier::rules::RuleOutcome &r) {
 }
 bool unknown_on_coverage(const verifier::rules::RuleOutcome &r) {
   for (const auto &u : r.unknown)
-    if (u.find("output-not-covered/o") != std::string::npos && u.find("line 9") != std::string::npos) return true;
+    if (u.find("output-not-covered/o") != std::string::npos && u.find("line 9") != std::string::npos)
+      return true;
   return false;
 }
 
@@ -166,7 +167,8 @@ TEST(BodyLoops, ADsStoreWhoseStartDependsOnTheGridPointIsNotTakenAsCoveringItsBl
   const spec::KernelSpec k = testing::kernel(testing::parse_text(text), "ds_skip");
   auto m = verifier::rules::build_model(k, {}, std::nullopt);
   ASSERT_TRUE(m.model);
-  for (const auto &r : {verifier::rules::check_symbolic(*m.model, 10000), verifier::rules::check_enumerated(*m.model)}) {
+  for (const auto &r :
+       {verifier::rules::check_symbolic(*m.model, 10000), verifier::rules::check_enumerated(*m.model)}) {
     EXPECT_FALSE(says_not_covered(r)); // undecided, not a guess either way
     EXPECT_TRUE(unknown_on_coverage(r)) << (r.unknown.empty() ? "no unknown" : r.unknown[0]);
   }
@@ -179,7 +181,8 @@ TEST(BodyLoops, ADsStoreFromTheGridPointWithAStaticStoreCoveringTheRestIsDecided
   const spec::KernelSpec k = testing::kernel(testing::parse_text(text), "ds_skip");
   auto m = verifier::rules::build_model(k, {}, std::nullopt);
   ASSERT_TRUE(m.model);
-  for (const auto &r : {verifier::rules::check_symbolic(*m.model, 10000), verifier::rules::check_enumerated(*m.model)}) {
+  for (const auto &r :
+       {verifier::rules::check_symbolic(*m.model, 10000), verifier::rules::check_enumerated(*m.model)}) {
     EXPECT_FALSE(says_not_covered(r));
     EXPECT_FALSE(unknown_on_coverage(r));
   }
