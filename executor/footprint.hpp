@@ -53,7 +53,7 @@ inline std::uint64_t heap(const spec::Stmt &s) {
         else if constexpr (std::is_same_v<K, spec::For>)
           n += heap(k.var) + heap(k.lo) + heap(k.hi) + heap(k.body);
         else if constexpr (std::is_same_v<K, spec::Copy>)
-          n += heap(k.src) + heap(k.dst);
+          n += heap(k.src) + heap(k.dst) + heap(k.offset);
         else if constexpr (std::is_same_v<K, spec::Wgmma>)
           n += heap(k.acc) + heap(k.a) + heap(k.b);
         else if constexpr (std::is_same_v<K, spec::WgmmaWait>)

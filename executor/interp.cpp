@@ -53,6 +53,7 @@ spec::Block rewrite_grid_calls(const spec::Block &b) {
           } else if constexpr (std::is_same_v<K, spec::Copy>) {
             k.src = rewrite_grid_calls(k.src);
             k.dst = rewrite_grid_calls(k.dst);
+            k.offset = rewrite_grid_calls(k.offset);
           } else if constexpr (std::is_same_v<K, spec::Wgmma>) {
             k.acc = rewrite_grid_calls(k.acc);
             k.a = rewrite_grid_calls(k.a);

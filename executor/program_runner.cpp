@@ -57,7 +57,7 @@ bool mentions_grid_calls(const spec::Block &b) {
           else if constexpr (std::is_same_v<K, spec::For>)
             found = mentions_grid_calls(k.lo) || mentions_grid_calls(k.hi) || mentions_grid_calls(k.body);
           else if constexpr (std::is_same_v<K, spec::Copy>)
-            found = mentions_grid_calls(k.src) || mentions_grid_calls(k.dst);
+            found = mentions_grid_calls(k.src) || mentions_grid_calls(k.dst) || mentions_grid_calls(k.offset);
           else if constexpr (std::is_same_v<K, spec::Wgmma>)
             found = mentions_grid_calls(k.acc) || mentions_grid_calls(k.a) || mentions_grid_calls(k.b);
           else if constexpr (std::is_same_v<K, spec::WgmmaWait>)

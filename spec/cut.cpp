@@ -92,7 +92,7 @@ void each_expr(Block &b, const std::function<void(Expr &)> &f) {
           } else if constexpr (std::is_same_v<T, For>) {
             f(k.lo), f(k.hi), each_expr(k.body, f);
           } else if constexpr (std::is_same_v<T, Copy>) {
-            f(k.src), f(k.dst);
+            f(k.src), f(k.dst), f(k.offset);
           } else if constexpr (std::is_same_v<T, Wgmma>) {
             f(k.acc), f(k.a), f(k.b);
           } else if constexpr (std::is_same_v<T, Dma>) {

@@ -190,10 +190,15 @@ const char *to_string(CopyKind);
 /// copy_in_start(src, dst), copy_in_wait(dst), copy_out_start(src, dst),
 /// copy_out_wait(src). For waits only the slot argument is present (in `dst`
 /// for copy_in_wait, in `src` for copy_out_wait); the other is Op::None.
+/// A start may end in `offset=(o0, ...)`: where the hbm side lands in (is
+/// read from) the slot side, one element offset per kept dim of the slot
+/// side's ref (spec::fit_copy); without it, the leading corner.
 struct Copy {
   CopyKind kind = CopyKind::in_start;
   Expr src;
   Expr dst;
+  /// Op::None, or an Op::Tuple of integer expressions (starts only).
+  Expr offset = Expr::leaf(Op::None);
   /// The ref a wait names (dst for in_wait, src for out_wait).
   const Expr &waited() const { return kind == CopyKind::in_wait ? dst : src; }
   friend bool operator==(const Copy &, const Copy &) = default;

@@ -301,19 +301,35 @@ private:
 
   // ------------------------------------------------------------ statements
 
-  static Fail element_low_padding(const BoundOperand &o, std::size_t d) {
-    return Fail{o.loc,
-                "the Element dim " + std::to_string(d) + " of '" + o.name +
-                    "' has low padding that a window reaches: its copy would land at an offset into the "
-                    "slot, which the lowering does not emit yet (pad only the high end)"};
+  /// An hbm region a copy moves and, where a pl.Element window starts in the
+  /// array's low padding, the offset into the slot where it lands (`offset=`
+  /// of the copy; Op::None: the slot's leading corner).
+  struct HbmRegion {
+    Expr ref;
+    Expr offset = Expr::leaf(Op::None);
+  };
+
+  /// `offset=(o, ...)`, one per kept dim of the slot, or Op::None when every
+  /// offset folds to 0.
+  static Expr slot_offset(const Opnd &x, const std::vector<Expr> &per_dim) {
+    Expr t = Expr::leaf(Op::Tuple);
+    bool any = false;
+    for (std::size_t d = 0; d < x.shape.size(); ++d) {
+      if (!x.block[d]) continue;
+      Expr o = d < per_dim.size() ? fold(per_dim[d]) : lit(0);
+      any = any || !(o.op == Op::Int && o.int_value == 0);
+      t.args.push_back(std::move(o));
+    }
+    return any ? t : Expr::leaf(Op::None);
   }
 
   bool changed(const Opnd &x, std::int64_t s) const { return s == 0 || x.blk[s] != x.blk[s - 1]; }
 
-  Expr region(const Opnd &x, std::int64_t s) const {
+  HbmRegion region(const Opnd &x, std::int64_t s) const {
     const auto &b = x.blk[s];
     bool whole = true;
     std::vector<Expr> subs;
+    std::vector<Expr> at(x.shape.size(), lit(0));
     for (std::size_t d = 0; d < x.shape.size(); ++d) {
       if (!x.block[d]) {
         subs.push_back(Expr::integer(b[d]));
@@ -327,10 +343,15 @@ private:
       if (x.shape[d] % *x.block[d] != 0) hi = std::min(hi, x.shape[d]);
       if (x.bo && x.bo->element[d]) {
         // pl.Element: the index is an element offset into the padded dim;
-        // the window's high padding is the slot's part the copy leaves.
+        // the window's padding is the slot's part the copy leaves: its low
+        // padding the slot's leading part (the copy lands past it), its high
+        // padding the trailing part.
         lo = x.bo->window_start(d, b[d]);
         hi = saturating_add(lo, *x.block[d]);
-        if (lo < 0 && lo + *x.block[d] > 0 && x.bo->pad_lo[d] > 0) throw element_low_padding(*x.bo, d);
+        if (lo < 0 && hi >= 0 && x.bo->pad_lo[d] > 0) {
+          at[d] = lit(-lo);
+          lo = 0;
+        }
         if (hi > x.shape[d] && lo < x.shape[d] && x.bo->pad_hi[d] > 0) hi = x.shape[d];
       }
       if (x.bo && x.bo->bounded[d]) {
@@ -349,8 +370,9 @@ private:
         subs.push_back(Expr::binary(Op::Slice, Expr::leaf(Op::None), Expr::leaf(Op::None)));
       }
     }
-    if (whole) return Expr::var(x.hbm);
-    return Expr::ref(x.hbm, subs);
+    // The whole array may still land at an offset (a window padded at both ends).
+    if (whole) return {Expr::var(x.hbm), slot_offset(x, at)};
+    return {Expr::ref(x.hbm, subs), slot_offset(x, at)};
   }
 
   /// Every statement emitted since the last mark is issued by step s.
@@ -364,6 +386,14 @@ private:
     c.src = std::move(src);
     c.dst = std::move(dst);
     out_->push_back(mk(c, l));
+  }
+  void copy(CopyKind kind, HbmRegion src, Expr dst, Loc l) {
+    copy(kind, std::move(src.ref), std::move(dst), l);
+    std::get<Copy>(out_->back().kind).offset = std::move(src.offset);
+  }
+  void copy(CopyKind kind, Expr src, HbmRegion dst, Loc l) {
+    copy(kind, std::move(src), std::move(dst.ref), l);
+    std::get<Copy>(out_->back().kind).offset = std::move(dst.offset);
   }
   void in_start(const Opnd &x, std::int64_t s, std::int64_t k) {
     copy(CopyKind::in_start, region(x, s), slot(x, k), x.op->loc);
@@ -969,9 +999,10 @@ private:
 
   /// The hbm region of block `b` of `x` (a slice per blocked dim, clipped to
   /// the array where the dim is ragged; the whole array when it is one block).
-  Expr region_of(const Opnd &x, const std::vector<Expr> &b) const {
+  HbmRegion region_of(const Opnd &x, const std::vector<Expr> &b) const {
     bool whole = true;
     std::vector<Expr> subs;
+    std::vector<Expr> at(x.shape.size(), lit(0));
     for (std::size_t d = 0; d < x.shape.size(); ++d) {
       if (!x.block[d]) {
         subs.push_back(b[d]);
@@ -989,16 +1020,22 @@ private:
       Expr hi = bin(Op::Add, lo, lit(bs));
       if (x.shape[d] % bs != 0) hi = fold(Expr::call("min", {hi, lit(x.shape[d])}));
       if (element) {
-        // pl.Element: an element offset into the padded dim (see region()).
-        if (x.bo->pad_lo[d] > 0) throw element_low_padding(*x.bo, d);
-        lo = b[d];
+        // pl.Element: an element offset into the padded dim (see region()):
+        // a window that starts in the low padding copies from element 0,
+        // landing `pad_lo - b` elements into the slot.
+        const std::int64_t pad_lo = x.bo->pad_lo[d];
+        lo = bin(Op::Sub, b[d], lit(pad_lo));
         hi = bin(Op::Add, lo, lit(bs));
+        if (pad_lo > 0) {
+          at[d] = fold(Expr::call("max", {bin(Op::Sub, lit(pad_lo), b[d]), lit(0)}));
+          lo = fold(Expr::call("max", {lo, lit(0)}));
+        }
         if (x.bo->pad_hi[d] > 0) hi = fold(Expr::call("min", {hi, lit(x.shape[d])}));
       }
       subs.push_back(Expr::binary(Op::Slice, lo, hi));
     }
-    if (whole) return Expr::var(x.hbm);
-    return Expr::ref(x.hbm, subs);
+    if (whole) return {Expr::var(x.hbm)};
+    return {Expr::ref(x.hbm, subs), slot_offset(x, at)};
   }
 
   Expr ring(const Opnd &x, Expr k) const { return Expr::ref(x.window, {fold(std::move(k))}); }

@@ -664,6 +664,17 @@ private:
       c.src = ref_expr();
       expect_punct(",");
       c.dst = ref_expr();
+      if (is_punct(",")) {
+        advance();
+        const Token &k = peek();
+        if (!is_name("offset") || !is_punct("=", 1))
+          fail(k.loc, "expected 'offset=(...)' after the destination of " + t.text);
+        advance();
+        advance();
+        c.offset = expr();
+        if (c.offset.op != Op::Tuple)
+          fail(c.offset.loc, "offset= takes a tuple of element offsets, one per kept dim of the slot: (1,)");
+      }
       expect_punct(")");
       s.kind = std::move(c);
     } else if ((t.text == "copy_in_wait" || t.text == "copy_out_wait") && is_punct("(", 1)) {

@@ -8,18 +8,36 @@ namespace {
 bool known(std::int64_t d) { return d != kUnknownExtent; }
 } // namespace
 
-CopyFit fit_copy(const Dims &src, const Dims &dst) {
-  CopyFit f{src, dst};
-  if (src.size() != dst.size() || src == dst) return f;
+CopyFit fit_copy(const Dims &src, const Dims &dst, const Dims &at) {
+  CopyFit f{src, dst, Dims(src.size(), 0), Dims(dst.size(), 0), true};
+  bool moved = false;
+  for (auto o : at)
+    moved = moved || o != 0;
+  if (!at.empty() && (at.size() != src.size() || at.size() != dst.size())) f.fits = false;
+  if (src.size() != dst.size() || src == dst) {
+    f.fits = f.fits && !moved;
+    return f;
+  }
   bool src_fits = true, dst_fits = true;
   for (std::size_t d = 0; d < src.size(); ++d) {
     src_fits = src_fits && src[d] <= dst[d];
     dst_fits = dst_fits && dst[d] <= src[d];
   }
+  // The smaller side lands at `at` in the larger (its leading corner without).
+  auto place = [&](const Dims &small, const Dims &large, Dims &narrowed, Dims &start) {
+    narrowed = small;
+    if (!moved || !f.fits) return;
+    for (std::size_t d = 0; d < small.size(); ++d) {
+      if (at[d] < 0 || at[d] > large[d] - small[d]) f.fits = false;
+      start[d] = at[d];
+    }
+  };
   if (src_fits)
-    f.dst = src;
+    place(src, dst, f.dst, f.dst_at);
   else if (dst_fits)
-    f.src = dst;
+    place(dst, src, f.src, f.src_at);
+  else
+    f.fits = f.fits && !moved;
   return f;
 }
 

@@ -72,11 +72,18 @@ std::optional<std::vector<int>> subscript_dims(std::size_t rank, const std::vect
 /// narrowed to the smaller one's extents (its leading corner); otherwise both
 /// are their own shapes. What a copy's destination ref covers beyond its
 /// narrowed part is undefined after the copy (strict slot contents,
-/// docs/lowering.md).
+/// docs/lowering.md). With `at` (a copy's `offset=`: one element offset
+/// per dim; empty: all zero), the narrowed side is narrowed at that offset
+/// instead of its leading corner (a pl.Element window whose leading part
+/// lies in the array's low padding lands past it in the slot).
 struct CopyFit {
   Dims src, dst;
+  Dims src_at, dst_at; ///< where each side's moved part starts, per dim
+  /// false: `at` is not one offset per dim, or puts the smaller side
+  /// (partly) outside the larger (or moves a side that is not narrowed).
+  bool fits = true;
 };
-CopyFit fit_copy(const Dims &src, const Dims &dst);
+CopyFit fit_copy(const Dims &src, const Dims &dst, const Dims &at = {});
 
 /// The Subscripts of a ref's arguments (Op::Ref; a bare Name has none), with
 /// `value(e, is_slice_bound)` giving each index and slice bound (nullopt:

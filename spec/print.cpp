@@ -265,6 +265,10 @@ void emit_stmt(std::ostream &os, const Stmt &s, int indent) {
             emit(os, k.src);
             os << ", ";
             emit(os, k.dst);
+            if (k.offset.op != Op::None) {
+              os << ", offset=";
+              emit(os, k.offset);
+            }
             break;
           case CopyKind::in_wait: emit(os, k.dst); break;
           case CopyKind::out_wait: emit(os, k.src); break;

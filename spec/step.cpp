@@ -116,6 +116,8 @@ void Stepper::plan_block(const Block &b) {
     } else if (auto *c = std::get_if<Copy>(&s.kind)) {
       plan_ref(c->src);
       plan_ref(c->dst);
+      for (const auto &o : c->offset.args)
+        plan_int(o);
     } else if (auto *w = std::get_if<Wgmma>(&s.kind)) {
       plan_ref(w->acc);
       plan_ref(w->a);
@@ -314,15 +316,26 @@ void Stepper::exec_async(const Stmt &s) {
       a.kind = in ? AsyncKind::copy_in : AsyncKind::copy_out;
       a.src = resolve(c->src, s.loc);
       a.dst = resolve(c->dst, s.loc);
-      const CopyFit fit = fit_copy(kept_shape(a.src), kept_shape(a.dst));
+      Dims at;
+      if (c->offset.op != Op::None)
+        for (const auto &o : c->offset.args)
+          at.push_back(eval(o, s.loc));
+      const CopyFit fit = fit_copy(kept_shape(a.src), kept_shape(a.dst), at);
+      if (!fit.fits)
+        throw OutOfBounds("offset=" + print(c->offset) + " " + dims_string(at) + " does not place " +
+                          print(in ? c->src : c->dst) + " " + dims_string(kept_shape(in ? a.src : a.dst)) +
+                          " inside " + print(in ? c->dst : c->src) + " " +
+                          dims_string(kept_shape(in ? a.dst : a.src)));
       a.src_read = a.src.place;
       a.dst_filled = a.dst.place;
       for (std::size_t d = 0; d < a.src.kept.size() && d < fit.src.size(); ++d) {
         auto &iv = a.src_read.box[a.src.kept[d]];
+        iv.first += fit.src_at[d];
         iv.second = iv.first + fit.src[d];
       }
       for (std::size_t d = 0; d < a.dst.kept.size() && d < fit.dst.size(); ++d) {
         auto &iv = a.dst_filled.box[a.dst.kept[d]];
+        iv.first += fit.dst_at[d];
         iv.second = iv.first + fit.dst[d];
       }
       const StepPlace &slot = in ? a.dst.place : a.src.place;

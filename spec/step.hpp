@@ -18,7 +18,8 @@
 ///   copy`: a hang; the wait retires nothing and the run goes on, unless the
 ///   consumer stops it by throwing);
 /// - strict slot contents: a copy fills its destination's leading corner
-///   where its source is smaller (spec::fit_copy; the rest is undefined), and
+///   where its source is smaller, or the part at its `offset=` (spec::fit_copy;
+///   the rest is undefined; an offset past the slot is index_out_of_bounds), and
 ///   a copy_out_wait leaves its slot undefined unless another write-back out
 ///   of it is still in flight or the slot was written after the retired copy
 ///   started;

@@ -644,6 +644,8 @@ public:
     } else if (auto *c = std::get_if<Copy>(&s.kind)) {
       for (const Expr *r : {&c->src, &c->dst})
         if (r->op != Op::None) kernel_ref(*r, scope, false);
+      for (const auto &o : c->offset.args)
+        check_int_expr(o, scope, "a copy offset");
     } else if (auto *d = std::get_if<Dma>(&s.kind)) {
       kernel_dma(*d, s.loc, scope);
     } else {
@@ -1027,8 +1029,40 @@ public:
     return std::nullopt;
   }
 
-  void same_region(const Region &a, const Region &b, Loc l) {
+  /// A copy's `offset=`: one integer expression per kept dim of the slot
+  /// side `slot`; nullopt when the copy has none (its values where known).
+  std::optional<std::vector<std::optional<std::int64_t>>> copy_offset(const Copy &c, const Region &slot,
+                                                                      const std::set<std::string> &scope) {
+    if (c.offset.op == Op::None) return std::nullopt;
+    std::vector<std::optional<std::int64_t>> at;
+    for (const auto &o : c.offset.args) {
+      check_int_expr(o, scope, "a copy offset");
+      at.push_back(eval_int(o, env));
+      if (at.back() && *at.back() < 0) error(o.loc, "a copy offset must be >= 0");
+    }
+    if (slot.ok && at.size() != slot.extents.size())
+      error(c.offset.loc, "offset= takes " + std::to_string(slot.extents.size()) +
+                              " element offsets (one per kept dim of the slot), not " +
+                              std::to_string(at.size()));
+    return at;
+  }
+
+  /// `a`: the hbm side of a copy, `b` its slot side; with an offset, `a`
+  /// must fit `b` at it (where the extents are known).
+  void same_region(const Region &a, const Region &b, Loc l,
+                   const std::optional<std::vector<std::optional<std::int64_t>>> &at = std::nullopt) {
     if (!a.ok || !b.ok) return;
+    if (at) {
+      if (a.dtype != b.dtype)
+        error(l, std::string("copy between different dtypes: ") + to_string(a.dtype) + " and " +
+                     to_string(b.dtype));
+      for (std::size_t i = 0; i < a.extents.size() && i < b.extents.size() && i < at->size(); ++i)
+        if (a.extents[i] && b.extents[i] && (*at)[i] && *(*at)[i] + *a.extents[i] > *b.extents[i])
+          error(l, "offset " + std::to_string(*(*at)[i]) + " puts the copy's " +
+                       std::to_string(*a.extents[i]) + " elements past the slot's " +
+                       std::to_string(*b.extents[i]) + " along its dim " + std::to_string(i));
+      return;
+    }
     if (a.dtype != b.dtype) {
       error(l, std::string("copy between different dtypes: ") + to_string(a.dtype) + " and " +
                    to_string(b.dtype));
@@ -1113,13 +1147,16 @@ public:
       case CopyKind::in_start: {
         Region a = program_ref(c->src, scope, Want::hbm, "the source of copy_in_start");
         Region b = program_ref(c->dst, scope, Want::onchip, "the destination of copy_in_start");
-        same_region(a, b, s.loc);
+        same_region(a, b, s.loc, copy_offset(*c, b, scope));
         break;
       }
       case CopyKind::out_start: {
         Region a = program_ref(c->src, scope, Want::onchip, "the source of copy_out_start");
         Region b = program_ref(c->dst, scope, Want::hbm, "the destination of copy_out_start");
-        same_region(a, b, s.loc);
+        if (c->offset.op == Op::None)
+          same_region(a, b, s.loc);
+        else
+          same_region(b, a, s.loc, copy_offset(*c, a, scope));
         break;
       }
       case CopyKind::in_wait: program_ref(c->dst, scope, Want::onchip, "the slot of copy_in_wait"); break;

@@ -529,6 +529,7 @@ private:
       block(os, f->body, depth + 1);
       os << ind << "}\n";
     } else if (auto *c = std::get_if<spec::Copy>(&s.kind)) {
+      if (c->offset.op != Op::None) unsupported("copies with offset= (pl.Element windows in low padding)");
       copy(os, *c, depth);
     } else if (std::holds_alternative<spec::Wgmma>(s.kind) ||
                std::holds_alternative<spec::WgmmaWait>(s.kind)) {

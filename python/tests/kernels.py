@@ -416,5 +416,35 @@ def make_halo(n=1024, bs=128, halo=8, masked=True, interpret=False):
     return halo_sum, [jax.ShapeDtypeStruct((n,), f32)]
 
 
+def make_stencil(n=512, bs=128, mask_left=True, interpret=False):
+    """y[i] = x[i - 1] + x[i] + x[i + 1] through Element(bs + 2, (1, 1)): the
+    first window starts in the low padding, the last ends in the high."""
+    def stencil_kernel(x_ref, o_ref):
+        x = x_ref[...]
+        pos = pl.program_id(0) * bs - 1 + jax.lax.broadcasted_iota(jnp.int32, (bs + 2,), 0)
+        inside = pos < n
+        if mask_left:
+            inside = inside & (pos >= 0)
+        x = jnp.where(inside, x, 0.0)
+        o_ref[...] = x[:bs] + x[1:bs + 1] + x[2:]
+
+    def stencil3(x):
+        return pl.pallas_call(
+            stencil_kernel,
+            grid=(n // bs,),
+            in_specs=[pl.BlockSpec((pl.Element(bs + 2, (1, 1)),), lambda i: (i * bs,))],
+            out_specs=pl.BlockSpec((bs,), lambda i: (i,)),
+            out_shape=jax.ShapeDtypeStruct((n,), x.dtype),
+            interpret=interpret,
+        )(x)
+
+    return stencil3, [jax.ShapeDtypeStruct((n,), f32)]
+
+
+def stencil_reference(x):
+    z = jnp.zeros((1,), x.dtype)
+    return jnp.concatenate([z, x[:-1]]) + x + jnp.concatenate([x[1:], z])
+
+
 def halo_reference(halo):
     return lambda x: x + jnp.concatenate([x[halo:], jnp.zeros((halo,), x.dtype)])

@@ -37,6 +37,24 @@ def test_an_unmasked_halo_writes_the_padding_out_and_is_an_uninitialized_read():
                and f.python[0].endswith("kernels.py") for f in r.findings), str(r)
 
 
+def test_an_element_stencil_with_low_padding_exports_it_verifies_and_runs_like_the_reference():
+    fn, args = K.make_stencil()
+    text = pj.export(fn, *args)
+    assert "block=(Element(130, (1, 1)),)  index=(i,) -> (i * 128,)" in text, text
+    r = pj.check(fn, *args)
+    assert r.verified, str(r)
+    r = pj.run(fn, *K.concrete(args, seed=5), reference=K.stencil_reference)
+    assert r.ok, str(r)
+    assert r.pipecheck_exit == 0
+
+
+def test_a_stencil_that_does_not_mask_its_low_padding_is_an_uninitialized_read():
+    fn, args = K.make_stencil(mask_left=False)
+    r = pj.check(fn, *args)
+    assert r.exit_code == 1, str(r)
+    assert any(f.rule == "uninitialized-read" for f in r.findings), str(r)
+
+
 def test_an_element_window_past_the_padding_is_index_out_of_bounds_at_the_index_map():
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref[pl.ds(0, 128)]

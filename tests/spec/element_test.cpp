@@ -138,9 +138,52 @@ TEST(Element, LowersTheLastWindowToACopyOfItsInBoundsPart) {
   EXPECT_NE(rolled.find("min("), std::string::npos) << rolled;
 }
 
-TEST(Element, LowPaddingThatAWindowReachesIsNotLoweredAndSaysSo) {
-  const std::string t = lowered_text(halo("Element(144, (16, 0))", "i * 128"), true);
-  EXPECT_NE(t.find("low padding"), std::string::npos) << t;
+TEST(Element, AWindowThatStartsInTheLowPaddingLandsAtAnOffsetIntoItsSlot) {
+  // Element(144, (16, 0)) at offset i * 128: the first window is padded
+  // elements 0:144, array elements -16:128; its in-bounds part x[0:128]
+  // lands 16 elements into the slot. The others start in the array.
+  const std::string unrolled = lowered_text(halo("Element(144, (16, 0))", "i * 128"), true);
+  EXPECT_NE(unrolled.find("copy_in_start(x[0:128], x_vmem[0], offset=(16,))"), std::string::npos) << unrolled;
+  EXPECT_NE(unrolled.find("copy_in_start(x[112:256], x_vmem[1])"), std::string::npos) << unrolled;
+  EXPECT_EQ(unrolled.find("error"), std::string::npos) << unrolled;
+  // The rolled form computes the offset from the block index.
+  const std::string rolled = lowered_text(halo("Element(144, (16, 0))", "i * 128"), false);
+  EXPECT_NE(rolled.find("offset=(max(16 - "), std::string::npos) << rolled;
+}
+
+TEST(Element, AnOutputWindowInTheLowPaddingIsWrittenBackFromPastItsPaddingInTheSlot) {
+  const std::string t = R"(kernel k:
+    grid = (8,)
+    in  x: f32[1000]  block=(125,)  index=(i) -> (i,)
+    out o: f32[1000]  block=(Element(128, (3, 0)),)  index=(i) -> (i * 125,)
+    body:
+        o[3:128] = x[...]
+)";
+  const std::string unrolled = lowered_text(t, true);
+  EXPECT_NE(unrolled.find("copy_out_start(o_vmem[0], o[0:125], offset=(3,))"), std::string::npos) << unrolled;
+}
+
+TEST(Element, TheLoweredCopyWithAnOffsetParsesAndPrintsBackToTheSameProgram) {
+  for (bool unroll : {true, false}) {
+    const std::string text = lowered_text(halo("Element(144, (16, 0))", "i * 128"), unroll);
+    auto r = parse_and_validate(SourceFile::from_string("p.pk", text));
+    ASSERT_TRUE(r.file) << r.errors.at(0).loc.line << ": " << r.errors.at(0).message << "\n" << text;
+    const auto &p = std::get<Program>(r.file->units.at(0));
+    EXPECT_EQ(print(p), text);
+  }
+}
+
+TEST(Element, ACopyOffsetThatPutsTheBlockPastItsSlotIsALocatedError) {
+  const std::string text = R"(pipeline p:
+    hbm x: f32[16]
+    sram x_vmem[1]: f32[8]
+    copy_in_start(x[0:4], x_vmem[0], offset=(5,))
+    copy_in_wait(x_vmem[0])
+)";
+  auto r = parse_and_validate(SourceFile::from_string("p.pk", text));
+  ASSERT_FALSE(r.file);
+  EXPECT_NE(r.errors.at(0).message.find("past the slot"), std::string::npos) << r.errors[0].message;
+  EXPECT_EQ(r.errors[0].loc.line, 4);
 }
 
 } // namespace

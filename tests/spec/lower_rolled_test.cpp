@@ -244,3 +244,47 @@ TEST(LowerRolled, LookaheadAndRevisitAnyAreLoweredUnrolledWithTheReasonPastTheLi
   EXPECT_FALSE(lower_text(k, false, &why));
   EXPECT_NE(why.find("lookahead"), std::string::npos) << why;
 }
+
+TEST(LowerRolled, RunsTheSameScheduleOnElementDimsWhoseWindowsReachTheLowAndHighPadding) {
+  // 1-D and 2-D Element windows, padded at either end or both, read and
+  // written, placed by index maps that start in the low padding, cross it,
+  // step by more or less than the block, or stay put.
+  struct Case {
+    const char *grid, *shape, *block, *map;
+  };
+  const Case cases[] = {
+      {"(8,)", "[64]", "(Element(10, (1, 1)),)", "(i * 8,)"},
+      {"(8,)", "[64]", "(Element(12, (3, 1)),)", "(i * 8,)"},
+      {"(5,)", "[40]", "(Element(16, (8, 0)),)", "(i * 8,)"},
+      {"(6,)", "[40]", "(Element(8, (4, 4)),)", "(i * 8,)"},
+      {"(4,)", "[20]", "(Element(24, (2, 2)),)", "(0,)"},
+      {"(4,)", "[20]", "(Element(6, (5, 0)),)", "(i,)"},
+      {"(3, 4)", "[24, 32]", "(Element(10, (1, 1)), Element(10, (2, 0)))", "(i * 8, j * 8)"},
+      {"(3, 4)", "[3, 32]", "(None, Element(12, (4, 4)))", "(i, j * 8)"},
+  };
+  int offsets = 0;
+  for (const auto &c : cases)
+    for (int bufs : {1, 2, 3})
+      for (bool out : {false, true}) {
+        const bool two = std::string(c.grid).find(',') < std::string(c.grid).size() - 2;
+        const std::string params = two ? "(i, j)" : "(i)";
+        const std::string e =
+            std::string("f32") + c.shape + "  block=" + c.block + "  index=" + params + " -> " + c.map;
+        std::string text = std::string("kernel k:\n    grid = ") + c.grid + "\n";
+        if (out)
+          text += "    out o: " + e + "\n    body:\n        o[...] = zeros\n";
+        else
+          text += "    in  x: " + e + "  buffered=" + std::to_string(bufs) +
+                  "\n    out o: f32[1]  block=(1,)  index=" + params +
+                  " -> (0,)\n    body:\n        o[...] = zeros\n";
+        KernelSpec k = kernel(text);
+        ASSERT_TRUE(expect_same_schedule(k, text)) << text;
+        auto u = lower_text(k, true);
+        ASSERT_TRUE(u);
+        const std::string printed = print(u->program);
+        for (std::size_t p = printed.find("offset="); p != std::string::npos;
+             p = printed.find("offset=", p + 1))
+          ++offsets;
+      }
+  EXPECT_GT(offsets, 40);
+}

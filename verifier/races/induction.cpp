@@ -174,6 +174,8 @@ struct Collector {
     } else if (auto *c = std::get_if<Copy>(&s.kind)) {
       if (c->src.op != Op::None) ref(c->src, reg, ctx);
       if (c->dst.op != Op::None) ref(c->dst, reg, ctx);
+      // Where in its slot a copy lands is state the induction does not carry.
+      if (c->offset.op != Op::None) fail = "copies with offset= are checked concretely";
     } else if (auto *w = std::get_if<Wgmma>(&s.kind)) {
       ref(w->acc, reg, ctx), ref(w->a, reg, ctx), ref(w->b, reg, ctx);
     } else if (auto *w = std::get_if<WgmmaWait>(&s.kind)) {

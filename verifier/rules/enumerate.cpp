@@ -249,8 +249,14 @@ private:
     }
     const CoverCells cells = cover_cells(m_, op);
     std::vector<std::size_t> stores;
+    const Effect *inexact = nullptr; // a store whose box is not static: it covers nothing decided
     for (std::size_t e = 0; e < m_.effects.size(); ++e)
-      if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::read) stores.push_back(e);
+      if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::read) {
+        if (m_.effects[e].exact)
+          stores.push_back(e);
+        else if (!inexact)
+          inexact = &m_.effects[e];
+      }
     // Per block: which stores write it at some grid point.
     std::map<Point, std::vector<char>> by_block;
     for (std::size_t q = 0; q < pts_.size(); ++q)
@@ -270,7 +276,10 @@ private:
           covered = it != by_block.end() && it->second[s] &&
                     box_contains(m_.effects[stores[s]].box, cells.cells[c]);
         if (!covered) {
-          out_.findings.push_back(not_covered_finding(m_, op, b, cells.cells[c]));
+          if (inexact)
+            out_.unknown.push_back(not_covered_unknown(m_, op, *inexact));
+          else
+            out_.findings.push_back(not_covered_finding(m_, op, b, cells.cells[c]));
           return;
         }
       }

@@ -691,6 +691,7 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
   std::vector<std::uint8_t> state(static_cast<std::size_t>(total), never);
   std::vector<std::int64_t> undefined_at(static_cast<std::size_t>(total),
                                          -1); // the point (linear) that left it
+  const Effect *inexact = nullptr; // a store whose box is not static: it covers nothing decided
   std::vector<Point> pts;
   std::vector<Box> windows; // the in-bounds part of each storing point's window
   // A visit: consecutive grid points with one window (spec::window_at: a
@@ -759,6 +760,10 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
       }
       if (!*g) continue;
       stores = true;
+      if (!e.exact) {
+        inexact = &e;
+        continue;
+      }
       // The stored box in array elements, within the part of the window
       // that is written back.
       Box at(rank);
@@ -779,6 +784,10 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
   if (!m.is_aliased_output(op))
     for (std::size_t flat = 0; flat < state.size(); ++flat) {
       if (state[flat] == stored) continue;
+      if (inexact) {
+        unknown.push_back(not_covered_unknown(m, op, *inexact));
+        break;
+      }
       Point e(rank);
       for (std::size_t d = rank, r = flat; d-- > 0;) {
         e[d] = static_cast<std::int64_t>(r % static_cast<std::size_t>(o.shape[d]));
@@ -865,6 +874,14 @@ Finding not_covered_finding(const KernelModel &m, std::size_t op, const Point &b
       o.loc, what + " of " + o.name + " (of " + format_tuple(o.num_blocks) + " blocks) is never written" +
                  (whole ? "" : ": every store that writes this block covers only part of it")));
   return f;
+}
+
+std::string not_covered_unknown(const KernelModel &m, std::size_t op, const Effect &store) {
+  return "output-not-covered/" + m.operands[op].name + ": the store on line " +
+         std::to_string(store.loc.line) +
+         " writes a part of the block that depends on the grid point (a subscript that is not static), and "
+         "the other stores leave part of '" +
+         m.operands[op].name + "' unwritten";
 }
 
 CoverCells cover_cells(const KernelModel &m, std::size_t op) {

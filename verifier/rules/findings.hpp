@@ -125,6 +125,9 @@ CarryUse carry_use(const KernelModel &, std::size_t op);
 /// scratch (TPU: the whole grid shares it; Mosaic GPU: each CTA has its own).
 bool scratch_shared_across_parallel_axes(const KernelModel &);
 Finding not_covered_finding(const KernelModel &, std::size_t op, const Point &block, const Box &cell);
+/// The unknown reason when the stores that are decided leave part of output
+/// `op` unwritten and `store` (Effect::exact false) might write it.
+std::string not_covered_unknown(const KernelModel &, std::size_t op, const Effect &store);
 /// index-out-of-bounds of a body copy's HBM address at grid point `p`:
 /// `detail` is spec::subscript's error, `dim` its array dim.
 Finding copy_address_finding(const KernelModel &, const CopyAddress &, const Point &p,

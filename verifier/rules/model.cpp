@@ -263,7 +263,12 @@ struct Builder {
   // A subscript bound known statically: params and integer locals substituted.
   std::optional<std::int64_t> static_int(const Expr &e) { return spec::evaluate(guard_expr(e), m.env).value; }
 
-  std::vector<std::pair<std::int64_t, std::int64_t>> box_of(const Expr &ref, std::size_t op) {
+  /// `*exact` (when given) is cleared where a subscript is not static and
+  /// its dim is the whole block as an over-approximation.
+  std::vector<std::pair<std::int64_t, std::int64_t>> box_of(const Expr &ref, std::size_t op,
+                                                            bool *exact = nullptr) {
+    bool ignored = true;
+    bool &ok = exact ? *exact : ignored;
     const auto &o = m.operands[op];
     std::vector<std::pair<std::int64_t, std::int64_t>> box, full;
     std::vector<std::size_t> view;
@@ -274,31 +279,48 @@ struct Builder {
     box = full;
     std::size_t explicit_n = 0;
     for (const auto &s : ref.args) {
-      if (s.op == Op::None) return full; // not a plain subscript list
+      if (s.op == Op::None) { // not a plain subscript list
+        ok = false;
+        return full;
+      }
       if (s.op != Op::Ellipsis) ++explicit_n;
     }
-    if (explicit_n > view.size()) return full;
+    if (explicit_n > view.size()) {
+      ok = false;
+      return full;
+    }
     std::size_t v = 0;
     for (const auto &s : ref.args) {
       if (s.op == Op::Ellipsis) {
         v += view.size() - explicit_n;
         continue;
       }
-      if (v >= view.size()) return full;
+      if (v >= view.size()) {
+        ok = false;
+        return full;
+      }
       const std::size_t d = view[v++];
       const std::int64_t n = o.block[d];
       auto clamp = [n](std::int64_t x) { return std::clamp<std::int64_t>(x, 0, n); };
       if (s.op == Op::Slice && s.args.size() == 2) {
         auto lo = s.args[0].op == Op::None ? std::optional<std::int64_t>(0) : static_int(s.args[0]);
         auto hi = s.args[1].op == Op::None ? std::optional<std::int64_t>(n) : static_int(s.args[1]);
-        if (lo && hi) box[d] = {clamp(*lo), std::max(clamp(*lo), clamp(*hi))};
+        if (lo && hi)
+          box[d] = {clamp(*lo), std::max(clamp(*lo), clamp(*hi))};
+        else
+          ok = false;
       } else if (is_ds(s)) {
         // pl.ds(start, size): static once a body loop's variable is bound
         // (the loop is unrolled), so a store per chunk covers only its chunk.
         auto lo = static_int(s.args[0]), size = static_int(s.args[1]);
-        if (lo && size) box[d] = {clamp(*lo), std::max(clamp(*lo), clamp(spec::saturating_add(*lo, *size)))};
+        if (lo && size)
+          box[d] = {clamp(*lo), std::max(clamp(*lo), clamp(spec::saturating_add(*lo, *size)))};
+        else
+          ok = false;
       } else if (auto i = static_int(s)) {
         box[d] = {clamp(*i), clamp(spec::saturating_add(*i, 1))};
+      } else {
+        ok = false;
       }
     }
     return box;
@@ -451,7 +473,7 @@ struct Builder {
       ef.guards = guards;
       ef.order = order + 1;
       ef.partial = is_partial(dst);
-      ef.box = box_of(dst, i);
+      ef.box = box_of(dst, i, &ef.exact);
       ef.loc = loc;
       m.effects.push_back(std::move(ef));
     }
@@ -489,7 +511,7 @@ struct Builder {
           ef.guards = guards;
           ef.order = order + 1;
           ef.partial = is_partial(a->target);
-          ef.box = box_of(a->target, *i);
+          ef.box = box_of(a->target, *i, &ef.exact);
           ef.loc = st.loc;
           m.effects.push_back(std::move(ef));
         }

@@ -42,6 +42,11 @@ struct Effect {
   /// whole block dim where it is not (or where the ref is not a plain
   /// subscript list).
   std::vector<std::pair<std::int64_t, std::int64_t>> box;
+  /// false: some subscript is not static (it depends on the grid point, e.g.
+  /// `ds(t * bs, bs)` with a loop starting at program_id), so `box` is an
+  /// over-approximation: sound for reads and conflicts, but a store's box
+  /// cannot count as covering an output (coverage says unknown instead).
+  bool exact = true;
   spec::Loc loc; ///< the statement
   /// A read that is the kept branch of `T[s] = where(c, v, T[s])`: the store
   /// puts the elements it reads back where they were, so the read alone

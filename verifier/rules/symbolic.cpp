@@ -950,7 +950,13 @@ private:
       auto w = uncovered_block(op, cells.cells[c]);
       if (w && (!best || *w < best->first)) best = std::make_pair(*w, c);
     }
-    if (best) out_.findings.push_back(not_covered_finding(m_, op, best->first, cells.cells[best->second]));
+    if (!best) return;
+    for (const auto &e : m_.effects)
+      if (e.operand == op && e.kind != Effect::read && !e.exact) {
+        out_.unknown.push_back(not_covered_unknown(m_, op, e));
+        return;
+      }
+    out_.findings.push_back(not_covered_finding(m_, op, best->first, cells.cells[best->second]));
   }
 
   std::optional<Point> uncovered_block(std::size_t op, const Box &cell) {
@@ -975,7 +981,7 @@ private:
           auto bq = block(op, q);
           std::vector<Term> stores;
           for (const auto &e : m_.effects)
-            if (e.operand == op && e.kind != Effect::read && box_contains(e.box, cell))
+            if (e.operand == op && e.kind != Effect::read && e.exact && box_contains(e.box, cell))
               stores.push_back(guard(e, q));
           Term w = ctx_.any_of(stores);
           aux_ = nullptr;
