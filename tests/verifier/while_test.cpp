@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iostream>
+#include <sstream>
 #include <string>
 
 using namespace pipecheck;
@@ -152,4 +155,17 @@ TEST(WhileCheck, APipelineWhoseWhileRunsPastItsBoundIsUnknownInTheRaceCheck) {
   auto over = check(pipeline("4"));
   EXPECT_EQ(over.status, Status::unknown);
   EXPECT_NE(over.reason.find("the while loop at line 5 may run past its bound 4"), std::string::npos) << over.reason;
+}
+
+TEST(WhileCheckScratch, DISABLED_FromFile) {
+  std::ifstream in("/tmp/w/k.pk");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const spec::File f = parsed(ss.str());
+  for (const auto &u : f.units) {
+    auto v = verifier::check(u, {});
+    std::cout << verifier::to_string(v.status) << " " << v.reason << "\n";
+    for (const auto &x : v.findings)
+      std::cout << "  " << verifier::to_string(x.rule) << " line " << x.loc.line << ": " << x.message << "\n";
+  }
 }

@@ -497,6 +497,9 @@ struct Builder {
       } else if (const auto *l = std::get_if<spec::Let>(&st.kind)) {
         order += 2;
         scan_value(l->value, guards, st.loc);
+        // `k = k + 1`: the value reads the old binding, so it is taken first.
+        const bool is_int = !is_tensor_expr(l->value) && !direct_operand(l->value);
+        const std::optional<Expr> int_value = is_int ? std::optional<Expr>(guard_expr(l->value)) : std::nullopt;
         ref_locals.erase(l->name);
         int_locals.erase(l->name);
         mask_locals.erase(l->name);
@@ -505,8 +508,8 @@ struct Builder {
         if (auto d = direct_operand(l->value)) {
           ref_locals[l->name] = d->first;
           ref_local_transposed[l->name] = d->second;
-        } else if (!is_tensor_expr(l->value)) {
-          int_locals[l->name] = guard_expr(l->value);
+        } else if (int_value) {
+          int_locals[l->name] = *int_value;
         }
       } else if (const auto *w = std::get_if<spec::If>(&st.kind)) {
         order += 2;
