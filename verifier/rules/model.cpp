@@ -8,6 +8,7 @@
 #include "verifier/races/padding.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -434,7 +435,16 @@ struct Builder {
       CopyAddress a;
       a.operand = *i;
       a.ref = &r;
-      a.locals = int_locals;
+      // Only the locals its subscripts name (each may be a large term).
+      std::set<std::string> names;
+      std::function<void(const Expr &)> collect = [&](const Expr &x) {
+        if (x.op == Op::Name) names.insert(x.name);
+        for (const auto &y : x.args)
+          collect(y);
+      };
+      collect(r);
+      for (const auto &n : names)
+        if (auto it = int_locals.find(n); it != int_locals.end()) a.locals.emplace(n, it->second);
       a.guards = guards;
       a.source = source;
       a.loc = loc;
@@ -555,7 +565,12 @@ struct Builder {
         merged[n] = t->second;
         continue;
       }
-      Expr w = Expr::call("where", {c, t->second, e->second});
+      // An accumulation `k = k + d` in the branch: k + where(c, d, 0), so
+      // that a carry summed over many branches grows by d, not twofold.
+      const Expr &nv = t->second;
+      Expr w = nv.op == Op::Add && nv.args.size() == 2 && nv.args[0] == e->second
+                   ? Expr::binary(Op::Add, e->second, Expr::call("where", {c, nv.args[1], Expr::integer(0)}))
+                   : Expr::call("where", {c, t->second, e->second});
       if (size_of(w) > kMaxLocalSize) {
         fail("the integer local '" + n + "' that a branch at line " + std::to_string(c.loc.line) +
              " rebinds grows past " + std::to_string(kMaxLocalSize) + " terms (a deep while loop)");
