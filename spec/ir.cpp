@@ -185,8 +185,8 @@ For make_while(Expr cond, Expr bound, Block body, Loc loc) {
 const Expr &while_cond(const For &f) { return std::get<If>(f.body.at(0).kind).cond; }
 const Block &while_body(const For &f) { return std::get<If>(f.body.at(0).kind).then_body; }
 std::string while_bound_message(const Loc &loop, std::int64_t bound) {
-  return "the while loop at line " + std::to_string(loop.line) + " may run past its bound " + std::to_string(bound) +
-         ": its condition still holds after " + std::to_string(bound) + " iterations";
+  return "the while loop at line " + std::to_string(loop.line) + " may run past its bound " +
+         std::to_string(bound) + ": its condition still holds after " + std::to_string(bound) + " iterations";
 }
 
 const char *to_string(CopyKind k) {

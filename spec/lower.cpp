@@ -509,8 +509,9 @@ private:
       }
       in_flight_ = in_flight_ || entry;
       out_ = saved;
-      out_->push_back(mk(make_while(fold(rewrite(cond, s)), Expr::integer(*bound, f.hi.loc), std::move(inner), st.loc),
-                         st.loc));
+      out_->push_back(
+          mk(make_while(fold(rewrite(cond, s)), Expr::integer(*bound, f.hi.loc), std::move(inner), st.loc),
+             st.loc));
       forget_int_lets(b);
       return;
     }

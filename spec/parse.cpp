@@ -15,10 +15,9 @@ namespace {
 
 constexpr int kMaxExprDepth = 200;
 
-const std::set<std::string> kReserved = {"kernel", "pipeline", "param", "in",  "out",  "scratch",
-                                         "alias",  "body",     "when",  "if",  "else", "elif",
-                                         "for",    "and",      "or",    "not", "None", "zeros",
-                                         "while"};
+const std::set<std::string> kReserved = {"kernel", "pipeline", "param", "in",    "out",  "scratch", "alias",
+                                         "body",   "when",     "if",    "else",  "elif", "for",     "and",
+                                         "or",     "not",      "None",  "zeros", "while"};
 
 class Parser {
 public:

@@ -45,8 +45,8 @@ Verdict spec_rules(const spec::KernelSpec &k, const CheckOptions &o, const spec:
   const std::int64_t points = built.model->num_points();
   // Open contents read only in copy addresses (a page table): the other
   // rules do not depend on them and are evaluated on a small grid too.
-  const bool addresses_only =
-      open && points <= o.enumerate_max_points && !rules::reads_open_contents_outside_copy_addresses(*built.model);
+  const bool addresses_only = open && points <= o.enumerate_max_points &&
+                              !rules::reads_open_contents_outside_copy_addresses(*built.model);
   rules::RuleOutcome r = addresses_only ? rules::check_enumerated(*built.model, o.enumerate_max_points)
                          : open         ? rules::check_symbolic(*built.model, o.timeout_ms, *open, *start)
                          : points <= o.enumerate_max_points

@@ -59,6 +59,7 @@ TEST(RunWhile, ARunThatNeedsMoreIterationsThanTheBoundStopsWithTheLoopAndItsBoun
   const spec::File f = parse_text(search("[0, 0, 0, 3]", "1"));
   const RunResult r = run(unit<spec::KernelSpec>(f, "w"), {});
   EXPECT_EQ(r.status, RunStatus::bad_input) << r.reason;
-  EXPECT_NE(r.reason.find("the while loop at line 9 may run past its bound 1"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("the while loop at line 9 may run past its bound 1"), std::string::npos)
+      << r.reason;
   EXPECT_EQ(r.loc.line, 9);
 }

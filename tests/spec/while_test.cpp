@@ -80,7 +80,8 @@ TEST(WhileLoop, ParsesAsItsBoundOfIterationsEachGuardedByItsCondition) {
 TEST(WhileLoop, PrintsBackAsWrittenAndReparsesToTheSameKernel) {
   const KernelSpec k = kernel_ok(search());
   const std::string text = print(k);
-  EXPECT_NE(text.find("        while k < n and lens[k] == 0, bound=n:\n            k = k + 1\n"), std::string::npos)
+  EXPECT_NE(text.find("        while k < n and lens[k] == 0, bound=n:\n            k = k + 1\n"),
+            std::string::npos)
       << text;
   EXPECT_EQ(kernel_ok(text), k);
 }
@@ -92,8 +93,10 @@ TEST(WhileLoop, ADifferentBoundIsADifferentLoop) {
 TEST(WhileLoop, AWhileWithoutItsBoundIsALocatedError) {
   std::string t = search();
   t.replace(t.find(", bound=n"), 9, "");
-  EXPECT_EQ(first_error(t), "9:37: a while loop states the bound its check uses: 'while COND, bound=N:', found ':'");
-  EXPECT_EQ(first_error(search("k < n", "limit=4")), "9:22: expected 'bound=N' after the while condition, found 'limit'");
+  EXPECT_EQ(first_error(t),
+            "9:37: a while loop states the bound its check uses: 'while COND, bound=N:', found ':'");
+  EXPECT_EQ(first_error(search("k < n", "limit=4")),
+            "9:22: expected 'bound=N' after the while condition, found 'limit'");
 }
 
 TEST(WhileLoop, WhileIsAKeywordNotAName) {
@@ -105,7 +108,8 @@ TEST(WhileLoop, WhileIsAKeywordNotAName) {
 TEST(WhileLoop, AConditionOrBoundThatIsABlockValueIsALocatedError) {
   EXPECT_EQ(first_error(search("x[...] > 0")),
             "9:22: a 'while' condition must be an integer, but 'x[...] > 0' is not an integer expression");
-  EXPECT_EQ(first_error(search("k < n", "bound=x[0, 0]")), "9:28: a buffer reference is not allowed in a while bound");
+  EXPECT_EQ(first_error(search("k < n", "bound=x[0, 0]")),
+            "9:28: a buffer reference is not allowed in a while bound");
 }
 
 TEST(WhileLoop, AnIntegerConditionOnCarriedLocalsTypeChecks) {

@@ -903,8 +903,8 @@ void while_bounds(const KernelModel &m, std::vector<std::string> &unknown) {
   for (const auto &w : m.while_bounds) {
     const std::string said = spec::while_bound_message(w.loc, w.bound);
     if (points > kMaxPoints) {
-      unknown.push_back(said + " (not decided: the grid has " + std::to_string(points) + " points, more than " +
-                        std::to_string(kMaxPoints) + ")");
+      unknown.push_back(said + " (not decided: the grid has " + std::to_string(points) +
+                        " points, more than " + std::to_string(kMaxPoints) + ")");
       continue;
     }
     for (std::int64_t k = 0; k < points; ++k) {

@@ -509,7 +509,8 @@ struct Builder {
         scan_value(l->value, guards, st.loc);
         // `k = k + 1`: the value reads the old binding, so it is taken first.
         const bool is_int = !is_tensor_expr(l->value) && !direct_operand(l->value);
-        const std::optional<Expr> int_value = is_int ? std::optional<Expr>(guard_expr(l->value)) : std::nullopt;
+        const std::optional<Expr> int_value =
+            is_int ? std::optional<Expr>(guard_expr(l->value)) : std::nullopt;
         ref_locals.erase(l->name);
         int_locals.erase(l->name);
         mask_locals.erase(l->name);
@@ -639,7 +640,8 @@ struct Builder {
     }
     return true;
   }
-  bool while_by_point(const spec::For &f, const std::vector<Expr> &guards, const spec::Loc &loc, std::int64_t n) {
+  bool while_by_point(const spec::For &f, const std::vector<Expr> &guards, const spec::Loc &loc,
+                      std::int64_t n) {
     const std::int64_t points = m.num_points();
     if (points > kMaxTablePoints) return false;
     std::set<std::string> names;
@@ -649,7 +651,8 @@ struct Builder {
       if (int_locals.count(x)) carried.push_back(x);
     // vals[c][k][q]: carried c at the start of iteration k at point q.
     std::vector<std::vector<std::vector<std::int64_t>>> vals(carried.size());
-    std::vector<std::int64_t> trips(static_cast<std::size_t>(points), 0), over(static_cast<std::size_t>(points), 0);
+    std::vector<std::int64_t> trips(static_cast<std::size_t>(points), 0),
+        over(static_cast<std::size_t>(points), 0);
     std::int64_t most = 0;
     for (std::int64_t q = 0; q < points; ++q) {
       const auto p = spec::grid_point(m.grid, {}, q);
@@ -670,11 +673,13 @@ struct Builder {
       for (;; ++k) {
         for (std::size_t c = 0; c < carried.size(); ++c) {
           if (vals[c].size() <= static_cast<std::size_t>(k))
-            vals[c].resize(static_cast<std::size_t>(k) + 1, std::vector<std::int64_t>(static_cast<std::size_t>(points)));
+            vals[c].resize(static_cast<std::size_t>(k) + 1,
+                           std::vector<std::int64_t>(static_cast<std::size_t>(points)));
           vals[c][static_cast<std::size_t>(k)][static_cast<std::size_t>(q)] = env.at(carried[c]);
         }
         if (!runs) break;
-        auto c = spec::evaluate(bind_grid(spec::substitute(spec::while_cond(f), param_subst), p, m.grid), env).value;
+        auto c = spec::evaluate(bind_grid(spec::substitute(spec::while_cond(f), param_subst), p, m.grid), env)
+                     .value;
         if (!c) return false;
         if (*c == 0) break;
         if (k == n) {
