@@ -17,9 +17,11 @@
 //   pipeline_n_1e6_over_n_8    a pipeline with N <= 1000000 vs N <= 8
 //   flash_attention_fwd_ms     corpus/kernels' causal flash attention forward with its kv
 //                              sub-block loop (target <= 100)
-//   paged_attention_page_table_ms  corpus/kernels' paged attention with body DMAs and a
-//                              page table described by constraints, at the upstream test's
-//                              shape (B = 6, P = 128, C = 32; target <= 1000)
+//   paged_attention_page_table_ms  corpus/kernels' paged attention with body DMAs, a
+//                              page table described by constraints and the upstream
+//                              test's lengths (a while loop finds the next sequence with
+//                              pages), at the upstream test's shape (B = 6, P = 128,
+//                              C = 32; target <= 1000)
 #include "spec/lower.hpp"
 #include "spec/parse.hpp"
 #include "spec/print.hpp"

@@ -572,6 +572,9 @@ void Interp::exec(const spec::Stmt &s) {
       env[f->var] = *saved;
     else
       env.erase(f->var);
+    // A while loop that needs more iterations than its bound (spec::For).
+    if (f->is_while && eval_int(spec::while_cond(*f)) != 0)
+      bad(s.loc, spec::while_bound_message(s.loc, std::max<std::int64_t>(hi - lo, 0)));
     return;
   }
   if (const auto *d = std::get_if<spec::Dma>(&s.kind)) {

@@ -148,7 +148,7 @@ inline rc::Gen<spec::Stmt> stmt(int depth, bool kernel) {
         int_expr(2), block(depth, kernel), block(depth, kernel), rc::gen::arbitrary<bool>()));
     auto g_for = (rc::gen::apply(
         [](std::string v, Expr lo, Expr hi, Block b) {
-          return wrap(For{v, lo, hi, b});
+          return wrap(For{v, lo, hi, b, false});
         },
         name(), int_expr(1), int_expr(1), block(depth, kernel)));
     return rc::gen::weightedOneOf<Stmt>(

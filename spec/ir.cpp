@@ -165,7 +165,28 @@ bool operator==(const If &a, const If &b) {
          a.else_body == b.else_body;
 }
 bool operator==(const For &a, const For &b) {
-  return a.var == b.var && a.lo == b.lo && a.hi == b.hi && a.body == b.body;
+  return a.var == b.var && a.lo == b.lo && a.hi == b.hi && a.body == b.body && a.is_while == b.is_while;
+}
+
+For make_while(Expr cond, Expr bound, Block body, Loc loc) {
+  For f;
+  f.is_while = true;
+  f.lo = Expr::integer(0, loc);
+  f.hi = std::move(bound);
+  If i;
+  i.cond = std::move(cond);
+  i.then_body = std::move(body);
+  Stmt s;
+  s.loc = loc;
+  s.kind = std::move(i);
+  f.body.push_back(std::move(s));
+  return f;
+}
+const Expr &while_cond(const For &f) { return std::get<If>(f.body.at(0).kind).cond; }
+const Block &while_body(const For &f) { return std::get<If>(f.body.at(0).kind).then_body; }
+std::string while_bound_message(const Loc &loop, std::int64_t bound) {
+  return "the while loop at line " + std::to_string(loop.line) + " may run past its bound " +
+         std::to_string(bound) + ": its condition still holds after " + std::to_string(bound) + " iterations";
 }
 bool operator==(const EmitPipeline &a, const EmitPipeline &b) {
   return a.grid == b.grid && a.specs == b.specs && a.body == b.body;

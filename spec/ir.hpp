@@ -177,14 +177,31 @@ struct If {
   Block else_body;
   friend bool operator==(const If &, const If &);
 };
-/// `for var in range(lo, hi):`.
+/// `for var in range(lo, hi):`, or, with is_while, `while cond, bound=n:`
+/// (lax.while_loop checked up to n iterations). A while is the bounded
+/// unrolling every consumer already knows: var empty, lo 0, hi the bound,
+/// and body exactly one `if cond:` (is_when false, no else) holding the
+/// loop's statements. Once cond fails the body never runs again (cond has no
+/// effects), so n guarded iterations are the while loop for every run of at
+/// most n iterations; a run that needs more is the cond still holding after
+/// the loop (while_exceeds_bound), which the consumers report: an error in
+/// the executor, `unknown` in the checker.
 struct For {
   std::string var;
   Expr lo; ///< Int 0 when written `range(hi)`
   Expr hi;
   Block body;
+  bool is_while = false;
   friend bool operator==(const For &, const For &);
 };
+/// A while loop `while cond, bound=n:` with the given body, at `loc`.
+For make_while(Expr cond, Expr bound, Block body, Loc loc);
+/// A while loop's condition and statements (f.is_while).
+const Expr &while_cond(const For &f);
+const Block &while_body(const For &f);
+/// "the while loop at line L may run past its bound N": what every consumer
+/// says when the condition still holds after N iterations.
+std::string while_bound_message(const Loc &loop, std::int64_t bound);
 enum class CopyKind { in_start, in_wait, out_start, out_wait };
 const char *to_string(CopyKind);
 /// copy_in_start(src, dst), copy_in_wait(dst), copy_out_start(src, dst),

@@ -472,6 +472,10 @@ private:
   // unrolled: its bounds are known at each grid point, and each iteration's
   // statements see t as a constant.
   void loop(const For &f, const Stmt &st, std::int64_t s) {
+    if (f.is_while) {
+      while_loop(f, st, s);
+      return;
+    }
     auto lo = eval_int(rewrite(f.lo, s), int_lets_), hi = eval_int(rewrite(f.hi, s), int_lets_);
     if ((!lo || !hi) && rolled_) {
       // Bounds that depend on the grid point: the rolled program keeps the
@@ -516,6 +520,46 @@ private:
       env_[f.var] = *saved;
     else
       env_.erase(f.var);
+  }
+
+  // `while cond, bound=n:` stays a while loop in the rolled program (its
+  // trip count is decided at run time, by the stepper that the checker and
+  // the executor share). The unrolled form decides it at each grid point, as
+  // it decides a `when`: the body once per iteration while cond holds, and a
+  // run past the bound is the stepper's error.
+  void while_loop(const For &f, const Stmt &st, std::int64_t s) {
+    const auto bound = eval_int(rewrite(f.hi, s), int_lets_);
+    if (!bound) throw Fail{f.hi.loc, "cannot decide the bound of the while loop at a grid point"};
+    const Expr &cond = while_cond(f);
+    const Block &b = while_body(f);
+    if (rolled_) {
+      forget_int_lets(b);
+      Block inner;
+      Block *saved = out_;
+      const bool entry = in_flight_;
+      out_ = &inner;
+      body(b, s);
+      if (in_flight_ && !entry) {
+        // A wgmma may be in flight from one iteration into the next.
+        inner.clear();
+        in_flight_ = true;
+        body(b, s);
+      }
+      in_flight_ = in_flight_ || entry;
+      out_ = saved;
+      out_->push_back(
+          mk(make_while(fold(rewrite(cond, s)), Expr::integer(*bound, f.hi.loc), std::move(inner), st.loc),
+             st.loc));
+      forget_int_lets(b);
+      return;
+    }
+    for (std::int64_t v = 0;; ++v) {
+      const auto c = eval_int(fold(rewrite(cond, s)), int_lets_);
+      if (!c) throw Fail{cond.loc, "cannot decide '" + print(cond) + "' at a grid point"};
+      if (*c == 0) return;
+      if (v >= *bound) throw Fail{st.loc, while_bound_message(st.loc, std::max<std::int64_t>(*bound, 0))};
+      body(b, s);
+    }
   }
 
   // A body DMA becomes the program's primitive on the same places: a

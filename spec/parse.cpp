@@ -15,9 +15,9 @@ namespace {
 
 constexpr int kMaxExprDepth = 200;
 
-const std::set<std::string> kReserved = {"kernel", "pipeline", "param", "in",  "out",  "scratch",
-                                         "alias",  "body",     "when",  "if",  "else", "elif",
-                                         "for",    "and",      "or",    "not", "None", "zeros"};
+const std::set<std::string> kReserved = {"kernel", "pipeline", "param", "in",    "out",  "scratch", "alias",
+                                         "body",   "when",     "if",    "else",  "elif", "for",     "and",
+                                         "or",     "not",      "None",  "zeros", "while"};
 
 class Parser {
 public:
@@ -649,6 +649,27 @@ private:
       expect_newline();
       f.body = block(depth);
       s.kind = std::move(f);
+      return s;
+    }
+    if (t.text == "while") {
+      // `while cond, bound=n:` (lax.while_loop): the bound the check uses is
+      // part of the loop (spec::For, is_while).
+      advance();
+      Expr cond = expr();
+      if (!is_punct(","))
+        fail(peek().loc, "a while loop states the bound its check uses: 'while COND, bound=N:', found " +
+                             describe(peek()));
+      advance();
+      if (!is_name("bound") || !is_punct("=", 1))
+        fail(peek().loc, "expected 'bound=N' after the while condition, found " + describe(peek()));
+      advance();
+      advance();
+      Expr bound = expr();
+      expect_punct(":");
+      s.comments = item_comments(s.loc);
+      expect_newline();
+      Block body = block(depth);
+      s.kind = make_while(std::move(cond), std::move(bound), std::move(body), s.loc);
       return s;
     }
     if (t.text == "else" || t.text == "elif") fail(t.loc, "'" + t.text + "' without a matching 'if'");

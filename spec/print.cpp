@@ -248,6 +248,16 @@ void emit_stmt(std::ostream &os, const Stmt &s, int indent) {
             }
           }
         } else if constexpr (std::is_same_v<T, For>) {
+          if (k.is_while) {
+            os << "while ";
+            emit(os, while_cond(k));
+            os << ", bound=";
+            emit(os, k.hi);
+            os << ":";
+            end_line(os, s.comments);
+            emit_block(os, while_body(k), indent + 1);
+            return;
+          }
           os << "for " << k.var << " in range(";
           if (!(k.lo.op == Op::Int && k.lo.int_value == 0)) {
             emit(os, k.lo);

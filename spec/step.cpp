@@ -252,6 +252,13 @@ void Stepper::exec(const Stmt &s) {
       loop_values_.pop_back();
     }
     if (had) bind(plan.var, saved);
+    // A while loop whose condition still holds after its bound needs more
+    // iterations than the check covers (spec::For).
+    if (f->is_while) {
+      const Stmt &guard = f->body.at(0);
+      if (eval(plans_.at(&guard).ints[0], while_cond(*f), guard.loc))
+        throw StepError(while_bound_message(s.loc, std::max<std::int64_t>(hi - lo, 0)), s.loc);
+    }
     return;
   }
   if (auto *i = std::get_if<If>(&s.kind)) {

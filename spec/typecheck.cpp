@@ -698,9 +698,16 @@ private:
       Scope a = s, b = s;
       block(i->then_body, a);
       block(i->else_body, b);
+      // An integer a branch rebinds has no one value after it.
+      std::set<std::string> rebound;
+      bound_names(i->then_body, rebound);
+      bound_names(i->else_body, rebound);
+      for (const auto &n : rebound)
+        s.ints.erase(n);
     } else if (const auto *f = std::get_if<For>(&st.kind)) {
       for (const Expr *b : {&f->lo, &f->hi})
-        if (auto err = not_int(*b, s, "a loop bound"); !err.empty()) error(b->loc, err);
+        if (auto err = not_int(*b, s, f->is_while ? "a while bound" : "a loop bound"); !err.empty())
+          error(b->loc, err);
       // An integer the loop rebinds has no one value in it or after it.
       std::set<std::string> rebound;
       bound_names(f->body, rebound);
@@ -713,6 +720,14 @@ private:
       Scope inner = s;
       for (const auto &[n, l] : s.locals)
         if (!l.is_int && l.type) inner.carried[n] = *l.type;
+      if (f->is_while) {
+        // The condition is evaluated before each iteration and once after
+        // the last, on the locals the loop carries.
+        if (auto err = not_int(while_cond(*f), inner, "a 'while' condition"); !err.empty())
+          error(while_cond(*f).loc, err);
+        block(while_body(*f), inner);
+        return;
+      }
       inner.locals[f->var] = Local{true, weak_int()};
       inner.ints.erase(f->var);
       block(f->body, inner);

@@ -636,7 +636,7 @@ public:
       kernel_block(f->else_body, inner2, depth + 1);
     } else if (auto *f = std::get_if<For>(&s.kind)) {
       check_int_expr(f->lo, scope, "a loop bound");
-      check_int_expr(f->hi, scope, "a loop bound");
+      check_int_expr(f->hi, scope, f->is_while ? "a while bound" : "a loop bound");
       if (k_->prefetch(f->var)) error(s.loc, "loop variable '" + f->var + "' shadows a prefetch operand");
       std::set<std::string> inner = scope;
       inner.insert(f->var);

@@ -44,10 +44,21 @@ Verdict spec_rules(const spec::KernelSpec &k, const CheckOptions &o, const spec:
   // solver's queries (fuzz checks hundreds of such configurations a second).
   // Open prefetch contents are quantified by the solver.
   const std::int64_t points = built.model->num_points();
-  rules::RuleOutcome r = open ? rules::check_symbolic(*built.model, o.timeout_ms, *open, *start)
+  // Open contents read only in copy addresses (a page table): the other
+  // rules do not depend on them and are evaluated on a small grid too.
+  const bool addresses_only = open && points <= o.enumerate_max_points &&
+                              !rules::reads_open_contents_outside_copy_addresses(*built.model);
+  rules::RuleOutcome r = addresses_only ? rules::check_enumerated(*built.model, o.enumerate_max_points)
+                         : open         ? rules::check_symbolic(*built.model, o.timeout_ms, *open, *start)
                          : points <= o.enumerate_max_points
                              ? rules::check_enumerated(*built.model, o.enumerate_max_points)
                              : rules::check_symbolic(*built.model, o.timeout_ms, o.query_cache.get());
+  if (addresses_only && r.errors.empty()) {
+    rules::RuleOutcome a = rules::check_copy_addresses(*built.model, o.timeout_ms, *open, *start);
+    r.findings.insert(r.findings.end(), a.findings.begin(), a.findings.end());
+    r.unknown.insert(r.unknown.end(), a.unknown.begin(), a.unknown.end());
+    r.errors.insert(r.errors.end(), a.errors.begin(), a.errors.end());
+  }
   if (!r.errors.empty()) {
     v.status = Status::unknown;
     v.reason = "bad input: " + r.errors.front().message;

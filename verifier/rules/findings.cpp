@@ -979,9 +979,56 @@ std::int64_t sram_bytes(const KernelModel &m) {
   return total;
 }
 
+namespace {
+
+// A while loop that some grid point may run past its bound (KernelModel::
+// while_bounds): its guards and its condition after the modelled iterations
+// may all hold. Evaluated at every grid point; a condition that reads open
+// prefetch contents is not decided here, and the check decides it once per
+// allowed contents (verifier/kernel.cpp) where they are few.
+void while_bounds(const KernelModel &m, std::vector<std::string> &unknown) {
+  if (m.while_bounds.empty()) return;
+  constexpr std::int64_t kMaxPoints = 1 << 16;
+  const std::int64_t points = m.num_points();
+  // Without any prefetch element a witness may have bound in the env.
+  spec::Env env;
+  for (const auto &[n, v] : m.env)
+    if (n.find('[') == std::string::npos) env[n] = v;
+  for (const auto &w : m.while_bounds) {
+    const std::string said = spec::while_bound_message(w.loc, w.bound);
+    if (points > kMaxPoints) {
+      unknown.push_back(said + " (not decided: the grid has " + std::to_string(points) +
+                        " points, more than " + std::to_string(kMaxPoints) + ")");
+      continue;
+    }
+    for (std::int64_t k = 0; k < points; ++k) {
+      const auto p = spec::grid_point(m.grid, {}, k);
+      bool undecided = false, holds = true;
+      auto test = [&](const spec::Expr &e) {
+        const auto v = spec::evaluate(bind_grid(e, p, m.grid), env).value;
+        if (!v)
+          undecided = true;
+        else
+          holds = holds && *v != 0;
+      };
+      for (const auto &g : w.guards)
+        test(g);
+      test(w.cond);
+      if (!holds) continue;
+      unknown.push_back(said + (undecided ? " (not decided at grid point " + format_tuple(p) +
+                                                " without the prefetch contents its condition reads)"
+                                          : " (at grid point " + format_tuple(p) + ")"));
+      break;
+    }
+  }
+}
+
+} // namespace
+
 std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::string> &unknown,
                                          const ReadsLastBlock &reads_last_block) {
   std::vector<Finding> out;
+  while_bounds(m, unknown);
   // partial-block-reduction: an axis is a reduction axis when no output's
   // index_map depends on it.
   bool has_output = false;

@@ -8,7 +8,9 @@
 #include "verifier/races/padding.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <set>
 
 namespace pipecheck::verifier::rules {
 
@@ -455,7 +457,16 @@ struct Builder {
       CopyAddress a;
       a.operand = *i;
       a.ref = &r;
-      a.locals = int_locals;
+      // Only the locals its subscripts name (each may be a large term).
+      std::set<std::string> names;
+      std::function<void(const Expr &)> collect = [&](const Expr &x) {
+        if (x.op == Op::Name) names.insert(x.name);
+        for (const auto &y : x.args)
+          collect(y);
+      };
+      collect(r);
+      for (const auto &n : names)
+        if (auto it = int_locals.find(n); it != int_locals.end()) a.locals.emplace(n, it->second);
       a.guards = guards;
       a.source = source;
       a.loc = loc;
@@ -518,6 +529,10 @@ struct Builder {
       } else if (const auto *l = std::get_if<spec::Let>(&st.kind)) {
         order += 2;
         scan_value(l->value, guards, st.loc);
+        // `k = k + 1`: the value reads the old binding, so it is taken first.
+        const bool is_int = !is_tensor_expr(l->value) && !direct_operand(l->value);
+        const std::optional<Expr> int_value =
+            is_int ? std::optional<Expr>(guard_expr(l->value)) : std::nullopt;
         ref_locals.erase(l->name);
         int_locals.erase(l->name);
         mask_locals.erase(l->name);
@@ -526,8 +541,8 @@ struct Builder {
         if (auto d = direct_operand(l->value)) {
           ref_locals[l->name] = d->first;
           ref_local_transposed[l->name] = d->second;
-        } else if (!is_tensor_expr(l->value)) {
-          int_locals[l->name] = guard_expr(l->value);
+        } else if (int_value) {
+          int_locals[l->name] = *int_value;
         }
       } else if (const auto *w = std::get_if<spec::If>(&st.kind)) {
         order += 2;
@@ -535,14 +550,18 @@ struct Builder {
         Expr c = guard_expr(w->cond);
         auto then_g = guards;
         then_g.push_back(c);
+        const auto before = int_locals;
         walk(w->then_body, then_g);
+        const auto after_then = int_locals;
+        int_locals = before;
         if (!w->else_body.empty()) {
           auto else_g = guards;
           else_g.push_back(Expr::unary(Op::Not, c));
           walk(w->else_body, else_g);
         }
+        merge_branches(c, before, after_then);
       } else if (const auto *f = std::get_if<spec::For>(&st.kind)) {
-        loop(*f, guards);
+        loop(*f, guards, st.loc);
       } else if (const auto *d = std::get_if<spec::Dma>(&st.kind)) {
         order += 2;
         dma(*d, guards, st.loc);
@@ -554,11 +573,203 @@ struct Builder {
 
   static constexpr std::int64_t kMaxUnrolled = 256;
 
+  // After `when c:` (or `if c: ... else: ...`): an integer local a branch
+  // rebinds is `where(c, then's, else's)` (a carried while counter); one
+  // bound in a branch only is not visible after it. int_locals holds the
+  // else branch's (or, without one, the old) values.
+  void merge_branches(const Expr &c, const std::map<std::string, Expr> &before,
+                      const std::map<std::string, Expr> &after_then) {
+    std::map<std::string, Expr> merged;
+    for (const auto &[n, old] : before) {
+      auto t = after_then.find(n);
+      auto e = int_locals.find(n);
+      if (t == after_then.end() || e == int_locals.end()) continue; // rebound as a tensor
+      if (t->second == e->second) {
+        merged[n] = t->second;
+        continue;
+      }
+      // An accumulation `k = k + d` in the branch: k + where(c, d, 0), so
+      // that a carry summed over many branches grows by d, not twofold.
+      const Expr &nv = t->second;
+      Expr w = nv.op == Op::Add && nv.args.size() == 2 && nv.args[0] == e->second
+                   ? Expr::binary(Op::Add, e->second, Expr::call("where", {c, nv.args[1], Expr::integer(0)}))
+                   : Expr::call("where", {c, t->second, e->second});
+      if (size_of(w) > kMaxLocalSize) {
+        fail("the integer local '" + n + "' that a branch at line " + std::to_string(c.loc.line) +
+             " rebinds grows past " + std::to_string(kMaxLocalSize) + " terms (a deep while loop)");
+        continue;
+      }
+      merged[n] = std::move(w);
+    }
+    int_locals = std::move(merged);
+  }
+  static constexpr std::size_t kMaxLocalSize = 1 << 16;
+
+  // The while loop decided at each grid point, where its condition and the
+  // integers it carries have values there (given prefetch contents, params,
+  // program_id): substituting a carried counter into its own condition at
+  // every iteration grows the terms by a factor per iteration, while a
+  // table over the grid points stays the grid's size. Iteration k then runs
+  // under `k < trips` with each carried integer its value at that point and
+  // iteration (tables indexed by program_id), which is the same effects.
+  // False (nothing done) where some value is unknown or the grid is large.
+  static constexpr std::int64_t kMaxTablePoints = 1024;
+  Expr point_is(const std::vector<std::int64_t> &p) const {
+    Expr e;
+    for (std::size_t a = 0; a < p.size(); ++a) {
+      Expr eq = Expr::binary(Op::Eq, Expr::call("program_id", {Expr::integer(static_cast<std::int64_t>(a))}),
+                             Expr::integer(p[a]));
+      e = a == 0 ? eq : Expr::binary(Op::And, e, eq);
+    }
+    return p.empty() ? Expr::integer(1) : e;
+  }
+  Expr table(const std::vector<std::int64_t> &v) const {
+    Expr e = Expr::integer(v.back());
+    for (std::size_t q = v.size() - 1; q-- > 0;)
+      if (v[q] != v.back())
+        e = Expr::call("where", {point_is(spec::grid_point(m.grid, {}, static_cast<std::int64_t>(q))),
+                                 Expr::integer(v[q]), e});
+    return e;
+  }
+  // Runs the integer statements of `b` on `env` (the point's values); false
+  // where one has no value.
+  bool run_ints(const spec::Block &b, spec::Env &env, const std::vector<std::int64_t> &p, int depth = 0) {
+    auto value = [&](const Expr &e) {
+      return spec::evaluate(bind_grid(spec::substitute(e, param_subst), p, m.grid), env).value;
+    };
+    for (const auto &st : b) {
+      if (const auto *l = std::get_if<spec::Let>(&st.kind)) {
+        if (is_tensor_expr(l->value)) continue;
+        auto v = value(l->value);
+        if (!v) return false;
+        env[l->name] = *v;
+      } else if (const auto *i = std::get_if<spec::If>(&st.kind)) {
+        auto c = value(i->cond);
+        if (!c) return false;
+        if (!run_ints(*c ? i->then_body : i->else_body, env, p, depth + 1)) return false;
+      } else if (const auto *f = std::get_if<spec::For>(&st.kind)) {
+        auto lo = value(f->lo), hi = value(f->hi);
+        if (!lo || !hi || *hi - *lo > kMaxUnrolled || depth > 8) return false;
+        for (std::int64_t v = *lo; v < *hi; ++v) {
+          if (!f->is_while) env[f->var] = v;
+          if (!run_ints(f->body, env, p, depth + 1)) return false;
+        }
+        if (f->is_while) {
+          auto c = value(spec::while_cond(*f));
+          if (!c || *c) return false;
+        }
+      }
+    }
+    return true;
+  }
+  bool while_by_point(const spec::For &f, const std::vector<Expr> &guards, const spec::Loc &loc,
+                      std::int64_t n) {
+    const std::int64_t points = m.num_points();
+    if (points > kMaxTablePoints) return false;
+    std::set<std::string> names;
+    spec::bound_names(spec::while_body(f), names);
+    std::vector<std::string> carried;
+    for (const auto &x : names)
+      if (int_locals.count(x)) carried.push_back(x);
+    // vals[c][k][q]: carried c at the start of iteration k at point q.
+    std::vector<std::vector<std::vector<std::int64_t>>> vals(carried.size());
+    std::vector<std::int64_t> trips(static_cast<std::size_t>(points), 0),
+        over(static_cast<std::size_t>(points), 0);
+    std::int64_t most = 0;
+    for (std::int64_t q = 0; q < points; ++q) {
+      const auto p = spec::grid_point(m.grid, {}, q);
+      spec::Env env;
+      for (const auto &[x, v] : m.env)
+        if (x.find('[') == std::string::npos) env[x] = v;
+      for (const auto &[x, e] : int_locals)
+        if (auto v = spec::evaluate(bind_grid(e, p, m.grid), env).value) env[x] = *v;
+      for (const auto &x : carried)
+        if (!env.count(x)) return false;
+      bool runs = true;
+      for (const auto &g : guards) {
+        auto v = spec::evaluate(bind_grid(g, p, m.grid), env).value;
+        if (!v) return false;
+        runs = runs && *v != 0;
+      }
+      std::int64_t k = 0;
+      for (;; ++k) {
+        for (std::size_t c = 0; c < carried.size(); ++c) {
+          if (vals[c].size() <= static_cast<std::size_t>(k))
+            vals[c].resize(static_cast<std::size_t>(k) + 1,
+                           std::vector<std::int64_t>(static_cast<std::size_t>(points)));
+          vals[c][static_cast<std::size_t>(k)][static_cast<std::size_t>(q)] = env.at(carried[c]);
+        }
+        if (!runs) break;
+        auto c = spec::evaluate(bind_grid(spec::substitute(spec::while_cond(f), param_subst), p, m.grid), env)
+                     .value;
+        if (!c) return false;
+        if (*c == 0) break;
+        if (k == n) {
+          over[static_cast<std::size_t>(q)] = 1;
+          break;
+        }
+        if (!run_ints(spec::while_body(f), env, p)) return false;
+      }
+      trips[static_cast<std::size_t>(q)] = std::min(k, n);
+      most = std::max(most, trips[static_cast<std::size_t>(q)]);
+    }
+    // Where a point's loop ended earlier, its values stay as they were.
+    auto at = [&](std::size_t c, std::int64_t k) {
+      std::vector<std::int64_t> v(static_cast<std::size_t>(points));
+      for (std::size_t q = 0; q < v.size(); ++q) {
+        const std::int64_t kk = std::min(k, trips[q]);
+        v[q] = vals[c][static_cast<std::size_t>(kk)][q];
+      }
+      return table(v);
+    };
+    const Expr t = table(trips);
+    for (std::int64_t k = 0; k < most; ++k) {
+      for (std::size_t c = 0; c < carried.size(); ++c)
+        int_locals[carried[c]] = at(c, k);
+      auto g = guards;
+      g.push_back(Expr::binary(Op::Lt, Expr::integer(k), t));
+      walk(spec::while_body(f), g);
+    }
+    // After the loop: the carried values where it ended; a name first bound
+    // in it is not visible after it.
+    for (const auto &x : names)
+      int_locals.erase(x);
+    for (std::size_t c = 0; c < carried.size(); ++c)
+      int_locals[carried[c]] = at(c, most);
+    m.while_bounds.push_back({guards, table(over), n, loc});
+    return true;
+  }
+  static std::size_t size_of(const Expr &e) {
+    std::size_t n = 1;
+    for (const auto &a : e.args)
+      n += size_of(a);
+    return n;
+  }
+
   // A body loop is unrolled, so its effects are exact: iteration v binds
   // the loop variable to lo + v in guards, and with bounds that depend on
   // the grid point it runs where lo + v < hi, up to the most iterations any
   // grid point runs.
-  void loop(const spec::For &f, const std::vector<Expr> &guards) {
+  void loop(const spec::For &f, const std::vector<Expr> &guards, const spec::Loc &loc) {
+    if (f.is_while) {
+      // `while cond, bound=n:` is n iterations of `if cond:` (spec::For);
+      // whether some run needs more is decided from the condition after them.
+      const auto n = eval(guard_expr(f.hi), "a while bound");
+      if (!n) {
+        fail("the bound of the while loop at line " + std::to_string(loc.line) + " is not a constant");
+        return;
+      }
+      if (*n > kMaxUnrolled) {
+        fail("the while loop at line " + std::to_string(loc.line) + " has bound " + std::to_string(*n) +
+             ", more than the " + std::to_string(kMaxUnrolled) + " iterations the spec rules model");
+        return;
+      }
+      if (while_by_point(f, guards, loc, std::max<std::int64_t>(*n, 0))) return;
+      for (std::int64_t v = 0; v < *n; ++v)
+        walk(f.body, guards);
+      m.while_bounds.push_back({guards, guard_expr(spec::while_cond(f)), std::max<std::int64_t>(*n, 0), loc});
+      return;
+    }
     const Expr lo = guard_expr(f.lo), hi = guard_expr(f.hi);
     const auto clo = eval(lo, "a loop bound"), chi = eval(hi, "a loop bound");
     std::int64_t trips = 0;
@@ -595,9 +806,20 @@ struct Builder {
     for (std::int64_t v = 0; v < trips; ++v) {
       const Expr t = constant ? Expr::integer(*clo + v) : Expr::binary(Op::Add, lo, Expr::integer(v));
       auto g = guards;
-      if (!constant) g.push_back(Expr::binary(Op::Lt, t, hi));
       int_locals[f.var] = t;
+      if (constant) {
+        walk(f.body, g);
+        continue;
+      }
+      // An iteration past this point's bound does not run: what it binds
+      // holds only where it runs (a carry summed over a grid-dependent range).
+      const Expr runs = Expr::binary(Op::Lt, t, hi);
+      g.push_back(runs);
+      const auto before = int_locals;
       walk(f.body, g);
+      const auto after = int_locals;
+      int_locals = before;
+      merge_branches(runs, before, after);
     }
     if (saved)
       int_locals[f.var] = *saved;

@@ -85,6 +85,18 @@ struct CopyAddress {
   spec::Loc loc;                  ///< the statement that starts the copy
 };
 
+/// A body `while cond, bound=n:` (spec::For, is_while): the rules model its
+/// n iterations exactly, each under `cond`; `cond` here is the condition
+/// after the last of them (integer locals substituted), under the loop's
+/// guards. Where it may hold, some run needs more iterations than were
+/// modelled, and the rules are `unknown` (spec::while_bound_message).
+struct WhileBound {
+  std::vector<spec::Expr> guards;
+  spec::Expr cond;
+  std::int64_t bound = 0;
+  spec::Loc loc;
+};
+
 struct AliasModel {
   std::size_t input = 0, output = 0;
   spec::Loc loc;
@@ -106,6 +118,7 @@ struct KernelModel {
   /// its own scratch, so a scratch written in one CTA is not written in another.
   std::vector<bool> cta_axes;
   std::vector<CopyAddress> copy_addresses;
+  std::vector<WhileBound> while_bounds;
 
   std::optional<std::size_t> operand_index(const std::string &) const;
   bool is_aliased_input(std::size_t operand) const;

@@ -97,6 +97,14 @@ public:
     return std::move(out_);
   }
 
+  // Only index-out-of-bounds of copy addresses that read open contents.
+  RuleOutcome run_copy_addresses() {
+    if (env_ && !pf_arrays_.empty()) copy_addresses();
+    if (env_) annotate_prefetch();
+    finalize(out_.findings);
+    return std::move(out_);
+  }
+
 private:
   const KernelModel &m_;
   smt::Context ctx_;
@@ -1046,6 +1054,30 @@ RuleOutcome check_symbolic(const KernelModel &m, unsigned timeout_ms, const spec
     for (std::size_t k = 0; k < v.size(); ++k)
       copy.env[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
   return Sym(copy, timeout_ms, open).run();
+}
+
+RuleOutcome check_copy_addresses(const KernelModel &m, unsigned timeout_ms, const spec::PrefetchSpace &open,
+                                 const spec::PrefetchContents &start) {
+  KernelModel copy = m;
+  for (const auto &[n, v] : start)
+    for (std::size_t k = 0; k < v.size(); ++k)
+      copy.env[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
+  return Sym(copy, timeout_ms, open).run_copy_addresses();
+}
+
+bool reads_open_contents_outside_copy_addresses(const KernelModel &m) {
+  std::function<bool(const spec::Expr &)> reads = [&](const spec::Expr &e) {
+    if (e.op == spec::Op::Name && e.name.find('[') != std::string::npos) return true;
+    return std::any_of(e.args.begin(), e.args.end(), reads);
+  };
+  auto any = [&](const std::vector<spec::Expr> &xs) { return std::any_of(xs.begin(), xs.end(), reads); };
+  for (const auto &e : m.effects)
+    if (any(e.guards) || (e.keep_mask && reads(*e.keep_mask))) return true;
+  for (const auto &o : m.operands)
+    if (any(o.index)) return true;
+  for (const auto &w : m.while_bounds)
+    if (any(w.guards) || reads(w.cond)) return true;
+  return false;
 }
 
 } // namespace pipecheck::verifier::rules

@@ -59,4 +59,15 @@ RuleOutcome check_symbolic(const KernelModel &, unsigned timeout_ms, QueryCache 
 RuleOutcome check_symbolic(const KernelModel &, unsigned timeout_ms, const spec::PrefetchSpace &open,
                            const spec::PrefetchContents &start);
 
+/// Of the rules above, only index-out-of-bounds of body copy addresses that
+/// read open contents (a page table), for every allowed contents.
+RuleOutcome check_copy_addresses(const KernelModel &, unsigned timeout_ms, const spec::PrefetchSpace &open,
+                                 const spec::PrefetchContents &start);
+
+/// Whether anything of the model but its copy addresses reads open prefetch
+/// contents (an effect's guard or mask, an index map, a while loop). Where
+/// nothing does, every other rule is the same for every contents, and may
+/// be decided by evaluation (rules::check_enumerated).
+bool reads_open_contents_outside_copy_addresses(const KernelModel &);
+
 } // namespace pipecheck::verifier::rules
