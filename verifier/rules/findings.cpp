@@ -691,7 +691,7 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
   std::vector<std::uint8_t> state(static_cast<std::size_t>(total), never);
   std::vector<std::int64_t> undefined_at(static_cast<std::size_t>(total),
                                          -1); // the point (linear) that left it
-  const Effect *inexact = nullptr; // a store whose box is not static: it covers nothing decided
+  const Effect *inexact = nullptr;            // a store whose box is not static: it covers nothing decided
   std::vector<Point> pts;
   std::vector<Box> windows; // the in-bounds part of each storing point's window
   // A visit: consecutive grid points with one window (spec::window_at: a
