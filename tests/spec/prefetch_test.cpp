@@ -6,11 +6,15 @@
 #include "spec/prefetch.hpp"
 #include "spec/print.hpp"
 
+#include "testing.hpp"
+
 #include <gtest/gtest.h>
 
 #include <set>
 
 using namespace pipecheck::spec;
+using pipecheck::spec::testing::first_error;
+using pipecheck::spec::testing::kernel_ok;
 
 namespace {
 
@@ -26,24 +30,6 @@ std::string gather(const std::string &decl, const std::string &index = "(i, ids)
          "    out o: f32[32, 128]  block=(8, 128)  index=(i, ids) -> (i, 0)\n"
          "    body:\n"
          "        o[...] = x[...]\n";
-}
-
-KernelSpec kernel_ok(const std::string &text) {
-  auto src = SourceFile::from_string("p.pk", text);
-  auto r = parse_and_validate(src);
-  if (!r.file) {
-    ADD_FAILURE() << render(src, r.errors.at(0));
-    return {};
-  }
-  return std::get<KernelSpec>(r.file->units.at(0));
-}
-
-// The first error of parse_and_validate, as "LINE:COL: message".
-std::string first_error(const std::string &text) {
-  auto r = parse_and_validate(SourceFile::from_string("p.pk", text));
-  if (r.errors.empty()) return "no error";
-  const auto &e = r.errors.front();
-  return std::to_string(e.loc.line) + ":" + std::to_string(e.loc.col) + ": " + e.message;
 }
 
 } // namespace

@@ -6,11 +6,15 @@
 #include "spec/print.hpp"
 #include "spec/typecheck.hpp"
 
+#include "testing.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 using namespace pipecheck::spec;
+using pipecheck::spec::testing::first_error;
+using pipecheck::spec::testing::kernel_ok;
 
 namespace {
 
@@ -28,23 +32,6 @@ std::string search(const std::string &cond = "k < n and lens[k] == 0", const std
          ":\n"
          "            k = k + 1\n"
          "        o[...] = x[...] * k\n";
-}
-
-KernelSpec kernel_ok(const std::string &text) {
-  auto src = SourceFile::from_string("w.pk", text);
-  auto r = parse_and_validate(src);
-  if (!r.file) {
-    ADD_FAILURE() << render(src, r.errors.at(0));
-    return {};
-  }
-  return std::get<KernelSpec>(r.file->units.at(0));
-}
-
-std::string first_error(const std::string &text) {
-  auto r = parse_and_validate(SourceFile::from_string("w.pk", text));
-  if (r.errors.empty()) return "no error";
-  const auto &e = r.errors.front();
-  return std::to_string(e.loc.line) + ":" + std::to_string(e.loc.col) + ": " + e.message;
 }
 
 const For *first_while(const Block &b) {
