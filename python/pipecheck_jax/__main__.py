@@ -1,4 +1,4 @@
-"""python -m pipecheck_jax [--out DIR] [--format F] SCRIPT.py [ARGS...]
+"""python -m pipecheck_jax [--out DIR] [--format F] [--while-bound N] SCRIPT.py [ARGS...]
 
 Runs an unmodified script with pallas_call intercepted, writes each distinct call's `.pk`
 spec to DIR (named after the kernel function), runs `pipecheck check` on them and exits
@@ -16,14 +16,15 @@ import sys
 import traceback
 
 from ._check import EXIT_ENV, EXIT_UNKNOWN, check_kernels
-from ._export import (UnsupportedError, _known_values, _prefetch_values, export_call,
-                      find_pallas_calls, trace)
+from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, _known_values, _prefetch_values,
+                      export_call, find_pallas_calls, trace)
 
 
 class Recorder:
     """Collects the distinct pallas_calls a script makes, as exported kernels."""
 
-    def __init__(self):
+    def __init__(self, while_bound: int = DEFAULT_WHILE_BOUND):
+        self.while_bound = while_bound
         self.kernels = []
         self.unsupported = []
         self.names: set = set()
@@ -44,7 +45,8 @@ class Recorder:
         for pc in find_pallas_calls(closed.jaxpr):
             pre = _prefetch_values(pc, known)
             try:
-                k = export_call(pc, set(), call_site, prefetch_values=pre)
+                k = export_call(pc, set(), call_site, prefetch_values=pre,
+                                while_bound=self.while_bound)
             except UnsupportedError as e:
                 self._unsupported(e)
                 continue
@@ -52,7 +54,8 @@ class Recorder:
                 continue
             self._texts.add(k.text)
             if k.name in self.names:  # another call of the same kernel function: a new name
-                k = export_call(pc, self.names, call_site, prefetch_values=pre)
+                k = export_call(pc, self.names, call_site, prefetch_values=pre,
+                                while_bound=self.while_bound)
             else:
                 self.names.add(k.name)
             self.kernels.append(k)
@@ -112,6 +115,16 @@ def intercept(recorder: Recorder, interpret_on_cpu: bool = True):
     return undo
 
 
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
+    return n
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m pipecheck_jax",
@@ -122,11 +135,14 @@ def main(argv=None) -> int:
                     help="pipecheck check's output format; text and sarif name the Python lines")
     ap.add_argument("--no-interpret", action="store_true",
                     help="do not switch pallas_calls to interpret mode on a CPU backend")
+    ap.add_argument("--while-bound", type=_positive, default=DEFAULT_WHILE_BOUND, metavar="N",
+                    help="iterations each non-counted lax.while_loop in a kernel body is checked "
+                    f"for (default {DEFAULT_WHILE_BOUND}); a loop that may run longer is unknown")
     ap.add_argument("script", help="the Python script to run, unmodified")
     ap.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     opts = ap.parse_args(argv)
 
-    rec = Recorder()
+    rec = Recorder(opts.while_bound)
     undo = intercept(rec, not opts.no_interpret)
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [opts.script, *opts.args]

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from ._export import Kernel, UnsupportedError, export_kernels
+from ._export import DEFAULT_WHILE_BOUND, Kernel, UnsupportedError, export_kernels
 
 #: exit codes, as pipecheck's: 0 verified, 1 violation, 2 unknown/unsupported, 3 bad input,
 #: 4 environment error.
@@ -72,6 +72,9 @@ class CheckResult:
     kernels: list[Kernel]
     output: str  # pipecheck's own output (the --format asked for; json for check())
     files: list[str]
+    #: kernel name -> pipecheck's reason for a verdict that is not `verified` or `violation`
+    #: (why it is `unknown`: e.g. a while loop that may run past its bound)
+    reasons: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def verified(self) -> bool:
@@ -109,7 +112,8 @@ class CheckResult:
                 out.append(f"{where}note: '{prim}' is left out of kernel {k}{at}: it writes no "
                            "memory; the refs its operands read are still read")
         for k, v in self.verdicts.items():
-            out.append(f"kernel {k}: {v}")
+            why = self.reasons.get(k)
+            out.append(f"kernel {k}: {v}" + (f" ({why})" if why else ""))
         return "\n".join(out)
 
     def __str__(self) -> str:
@@ -160,11 +164,14 @@ def check_kernels(kernels: list[Kernel], out_dir: str, unsupported=(), extra_arg
     by_path = {os.path.abspath(p): k for p, k in zip(paths, kernels)}
     texts = {os.path.abspath(p): k.text.splitlines() for p, k in zip(paths, kernels)}
     findings = []
+    reasons = {}
     for r in data.get("results", []):
         path = os.path.abspath(r.get("file", ""))
         k = by_path.get(path)
         unit = r.get("unit") or (k.name if k else "?")
         verdicts[unit] = r.get("verdict", "?")
+        if r.get("verdict") == "unknown" and r.get("reason"):
+            reasons[unit] = r["reason"]
         if r.get("verdict") == "error":
             findings.append(_finding(k, path, texts.get(path, []), unit, "bad-input",
                                      r.get("message", ""), "error", r.get("line", 0)))
@@ -185,7 +192,7 @@ def check_kernels(kernels: list[Kernel], out_dir: str, unsupported=(), extra_arg
         output = rendered.stdout + (rendered.stderr if fmt not in ("sarif", "json") else "")
         if fmt == "sarif":
             output = _sarif_to_python(output, by_path)
-    return CheckResult(code, verdicts, findings, unsupported, kernels, output, paths)
+    return CheckResult(code, verdicts, findings, unsupported, kernels, output, paths, reasons)
 
 
 def _finding(k, path, lines, unit, rule, message, severity, line) -> Finding:
@@ -234,13 +241,16 @@ def _sarif_to_python(text: str, by_path: dict) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-def check(fn: Callable, *args, keep_dir: str | None = None, **kwargs) -> CheckResult:
+def check(fn: Callable, *args, keep_dir: str | None = None,
+          while_bound: int = DEFAULT_WHILE_BOUND, **kwargs) -> CheckResult:
     """Exports every pallas_call of fn(*args, **kwargs) and runs `pipecheck check` on them.
 
     A construct the export cannot express is an `unsupported` entry and exit code 2 (unknown).
+    A non-counted `lax.while_loop` in a body is checked exactly for runs of at most
+    while_bound iterations; where it may run longer, the kernel is `unknown` (exit 2).
     """
     try:
-        kernels = export_kernels(fn, *args, **kwargs)
+        kernels = export_kernels(fn, *args, while_bound=while_bound, **kwargs)
         unsupported = []
     except UnsupportedError as e:
         kernels, unsupported = [], [e]
@@ -250,9 +260,11 @@ def check(fn: Callable, *args, keep_dir: str | None = None, **kwargs) -> CheckRe
         return check_kernels(kernels, d, unsupported)
 
 
-def assert_verified(fn: Callable, *args, **kwargs) -> CheckResult:
-    """Fails (AssertionError with the findings) unless every kernel fn makes is verified."""
-    r = check(fn, *args, **kwargs)
+def assert_verified(fn: Callable, *args, while_bound: int = DEFAULT_WHILE_BOUND,
+                    **kwargs) -> CheckResult:
+    """Fails (AssertionError with the findings) unless every kernel fn makes is verified
+    (`while_bound`: see check)."""
+    r = check(fn, *args, while_bound=while_bound, **kwargs)
     if not r.verified:
         raise AssertionError("pipecheck did not verify the kernels:\n" + r.report())
     return r

@@ -98,6 +98,16 @@ _UNARY = {"exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "tanh": 
 
 _GRID_NAMES = ["i", "j", "k", "l", "m", "n", "p", "q"]
 
+#: the `bound=` of the `while` a non-counted lax.while_loop exports to, unless told otherwise:
+#: `check` is exact for runs of at most this many iterations and `unknown` past it.
+DEFAULT_WHILE_BOUND = 64
+
+
+def _while_bound(n) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or int(n) < 1:
+        raise ValueError(f"while_bound must be a positive integer, not {n!r}")
+    return int(n)
+
 
 def _frame(source_info) -> tuple[str, int] | None:
     try:
@@ -1135,12 +1145,15 @@ class _Body:
             return "0" if _is_int_aval(aval) else f"cast(0, {dt})"
         return f"cast(broadcast_to(0, {_tuple(str(d) for d in shape)}), {dt})"
 
-    def _loop(self, e, indent, src, lo: _E, hi_text: str, consts, carries, body_closed,
-              index_pos: int | None):
-        """Emits `for t in range(lo, hi)` with carried locals; returns the carry outputs."""
+    def _loop(self, e, indent, src, lo: _E | None, hi_text: str | None, consts, carries,
+              body_closed, index_pos: int | None, header: Callable | None = None):
+        """Emits `for t in range(lo, hi)` with carried locals; returns the carry outputs.
+
+        With `header`, a function of the carries' local names that returns the loop's first
+        line (`while COND, bound=N:`), that line instead of the `for` (no loop variable)."""
         body = _inner(body_closed)
         self.flush(indent)
-        t = self.fresh("t")
+        t = self.fresh("t") if header is None else None
         names = []
         for k, c in enumerate(carries):
             if k == index_pos:
@@ -1149,9 +1162,12 @@ class _Body:
             n = self.fresh("c")
             self.emit(indent, f"{n} = {_strip(c.text)}", src)
             names.append(n)
-        lo_text = _strip(lo.text)
-        rng = f"range({hi_text})" if lo_text == "0" else f"range({lo_text}, {hi_text})"
-        self.emit(indent, f"for {t} in {rng}:", src)
+        if header is None:
+            lo_text = _strip(lo.text)
+            rng = f"range({hi_text})" if lo_text == "0" else f"range({lo_text}, {hi_text})"
+            self.emit(indent, f"for {t} in {rng}:", src)
+        else:
+            self.emit(indent, header(names), src)
         benv = {}
         for v, c in zip(body.constvars, _consts(body_closed)):
             tx, is_int, nn = _literal_text(c)
@@ -1168,10 +1184,25 @@ class _Body:
         mark = len(self.lines)
         self._indent = indent + 1
         outs = self.run(body, benv, indent + 1)
-        self.flush(indent + 1)
         updates = [(names[k], o) for k, o in enumerate(outs[:len(carries)])
                    if k != index_pos and o.text != names[k]]
-        if len(updates) > 1:
+        # A `while` rebinds its carries in order, each `c = value` with the value inline,
+        # unless a value reads a carry that an earlier update rebinds (then, as a `for` always
+        # does with several carries, through fresh locals): the rules follow a tensor carry
+        # copied through a local (`v = c + x[...]`, `c = v`) in a while by terms that double
+        # with each iteration, and a direct rebinding by one term per iteration.
+        rebound: set = set()
+        clash = header is None and len(updates) > 1
+        for n, o in updates:
+            clash = clash or bool(rebound & set(re.findall(r"[A-Za-z_]\w*", o.text)))
+            rebound.add(n)
+        held = [o for _, o in updates
+                if header is not None and not clash and o.pending and o in self.pending]
+        for o in held:  # read where the update is, which is where the flush would bind it
+            self.pending.remove(o)
+            o.pending = False
+        self.flush(indent + 1)
+        if clash:
             tmp = []
             for n, o in updates:
                 if o.name or _atomic(o.text):
@@ -1194,7 +1225,12 @@ class _Body:
                 self.emit(indent + 1, f"{n} = {tx}", src)
         else:
             for n, o in updates:
-                self.emit(indent + 1, f"{n} = {_strip(o.text)}", src)
+                if o.pending:  # inlined here: no later flush binds it again
+                    o.pending = False
+                    if o in self.pending:
+                        self.pending.remove(o)
+                self.emit(indent + 1, f"{n} = {_strip(o.text)}",
+                          (o.src or src) if header is not None else src)
         self._indent = indent
         if self.no_statements(mark):  # a loop body needs a statement
             self.emit(indent + 1, f"{self.fresh('v')} = 0", src)
@@ -1203,8 +1239,10 @@ class _Body:
             if k == index_pos:
                 res.append(_E(f"({lo.text} + {hi_text} - {lo.text})", int=True))
             else:
-                res.append(_E(names[k], int=_is_int_aval(e.outvars[k].aval) if k < len(e.outvars) else False,
-                              name=True))
+                aval = e.outvars[k].aval if k < len(e.outvars) else None
+                res.append(_E(names[k], int=aval is not None and _is_int_aval(aval), name=True,
+                              shape=tuple(getattr(aval, "shape", ())),
+                              dtype=getattr(aval, "dtype", None)))
         return res
 
     def scan(self, e, read, env, indent, src):
@@ -1252,14 +1290,55 @@ class _Body:
             ok = any(q.outvars and q.outvars[0] is out0 and q.primitive.name == "add"
                      and bj.invars[bn] in q.invars for q in bj.eqns)
         if not ok:
-            self.fail("a while loop that is not a fori_loop over a counter has no .pk form", e)
+            return self.bounded_while(e, ins, indent, src)
         hi_text = _strip(carries[1].text)
         body_carries = [carries[0], carries[1]] + carries[2:]
         outs = self._loop(e, indent, src, carries[0], hi_text, bconsts, body_carries,
                           p["body_jaxpr"], 0)
         return outs
 
+    def bounded_while(self, e, ins, indent, src):
+        """A `lax.while_loop` that is not a counted fori_loop: `while COND, bound=N:`, its
+        carries as locals bound before the loop and rebound at the end of each iteration (as
+        a `for` carries them), COND the cond_jaxpr as an integer expression of those locals,
+        the prefetch refs, program_id and constants, N the export's `while_bound`. `.pk` reads
+        it as N iterations each under `when COND:`, exact for every run of at most N
+        iterations; where COND can still hold after N, `check` says unknown and `run` stops."""
+        p = e.params
+        cn, bn = p["cond_nconsts"], p["body_nconsts"]
+        cconsts, bconsts, carries = ins[:cn], ins[cn:cn + bn], ins[cn + bn:]
+        for c in carries:
+            if not isinstance(c, _E):
+                self.fail("a lax.while_loop that carries a ref has no .pk form", e)
+        for v in e.outvars:
+            _dtype(v.aval.dtype, "a lax.while_loop carry", _fmt_loc(_frame(e.source_info)))
+        cond_closed = p["cond_jaxpr"]
+        cj = _inner(cond_closed)
+
+        def header(names):
+            cenv = {}
+            for v, c in zip(cj.constvars, _consts(cond_closed)):
+                tx, is_int, nn = _literal_text(c)
+                cenv[v] = _E(tx, int=is_int, nonneg=nn)
+            for v, a in zip(cj.invars[:cn], cconsts):
+                cenv[v] = a
+            for v, n, c in zip(cj.invars[cn:], names, carries):
+                cenv[v] = _E(n, int=_is_int_aval(v.aval), name=True, nonneg=False,
+                             shape=tuple(v.aval.shape), dtype=v.aval.dtype)
+            mark = len(self.lines)
+            (cond,) = self.run(cj, cenv, indent)
+            if not isinstance(cond, _E) or not cond.int or len(self.lines) != mark:
+                self.fail("the condition of a lax.while_loop that is not an integer expression "
+                          "has no .pk form (a `while` condition may use the loop's integer "
+                          "carries, scalar prefetch reads, program_id and constants; not values "
+                          "loaded from a block, a scratch or an SMEM ref)", e)
+            return f"while {_strip(cond.text)}, bound={self.while_bound}:"
+
+        return self._loop(e, indent, src, None, None, bconsts, carries, p["body_jaxpr"], None,
+                          header=header)
+
     _indent = 0
+    while_bound = DEFAULT_WHILE_BOUND
 
 
 def _round_half_even(params) -> bool:
@@ -1324,18 +1403,21 @@ def _kernel_source(pc) -> tuple[str, int] | None:
 
 
 def export_call(pc, taken_names: set | None = None, call_site=None, prefetch_values=None,
-                prefetch: dict | None = None) -> Kernel:
+                prefetch: dict | None = None, while_bound: int = DEFAULT_WHILE_BOUND) -> Kernel:
     """The `.pk` kernel of one pallas_call equation; raises UnsupportedError.
 
     call_site, (file, line), stands for the pallas_call's own source info where that has none.
+    while_bound is the `bound=` of each non-counted lax.while_loop in the body.
     """
+    while_bound = _while_bound(while_bound)
     taken_names = taken_names if taken_names is not None else set()
     call_site = _frame(pc.source_info) or call_site
     source = _kernel_source(pc)
     name = _kernel_name(pc, taken_names)
     loc = _fmt_loc(call_site)
     try:
-        return _export_call(pc, name, call_site, source, prefetch_values, prefetch or {})
+        return _export_call(pc, name, call_site, source, prefetch_values, prefetch or {},
+                            while_bound)
     except UnsupportedError as err:
         err.kernel = err.kernel or name
         err.location = err.location or loc
@@ -1386,7 +1468,8 @@ def _scratch_line(nm: str, aval, loc, kernel) -> str:
     return text
 
 
-def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=None) -> Kernel:
+def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=None,
+                 while_bound: int = DEFAULT_WHILE_BOUND) -> Kernel:
     p = pc.params
     gm = p["grid_mapping"]
     loc = _fmt_loc(call_site)
@@ -1501,6 +1584,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
 
     body = _Body(name, source)
     body.user_axes = user_axes
+    body.while_bound = while_bound
     body.taken = taken
     env: dict = {}
     for k, v in enumerate(kj.invars):
@@ -1569,24 +1653,33 @@ def _prefetch_values(pc, known: dict) -> list:
     return out
 
 
-def export_kernels(fn: Callable, *args, prefetch: dict | None = None, **kwargs) -> list[Kernel]:
+def export_kernels(fn: Callable, *args, prefetch: dict | None = None,
+                   while_bound: int = DEFAULT_WHILE_BOUND, **kwargs) -> list[Kernel]:
     """One Kernel per pallas_call that fn(*args, **kwargs) makes; raises UnsupportedError.
+
+    A `lax.while_loop` in a kernel body that is not a counted fori_loop becomes
+    `while COND, bound=while_bound:`: checked exactly for runs of at most while_bound
+    iterations, `unknown` (never verified) where the condition may still hold after them.
 
     A scalar prefetch operand's contents are written into the spec when the call receives it
     straight from an array argument of `fn` or a constant; otherwise `prefetch` describes
     them by the kernel parameter's name, in `.pk` constraint syntax:
     `prefetch={"ids_ref": "in [0, 8) nondecreasing"}` (also added to known contents)."""
+    while_bound = _while_bound(while_bound)
     closed = trace(fn, *args, **kwargs)
     calls = find_pallas_calls(closed.jaxpr)
     if not calls:
         raise UnsupportedError("the function makes no pallas_call")
     taken: set = set()
     known = _known_values(closed, args)
-    return [export_call(pc, taken, prefetch_values=_prefetch_values(pc, known), prefetch=prefetch)
+    return [export_call(pc, taken, prefetch_values=_prefetch_values(pc, known), prefetch=prefetch,
+                        while_bound=while_bound)
             for pc in calls]
 
 
-def export(fn: Callable, *args, prefetch: dict | None = None, **kwargs) -> str:
-    """The `.pk` text of every pallas_call that fn(*args, **kwargs) makes (`prefetch`: see
-    export_kernels)."""
-    return "\n".join(k.text for k in export_kernels(fn, *args, prefetch=prefetch, **kwargs))
+def export(fn: Callable, *args, prefetch: dict | None = None,
+           while_bound: int = DEFAULT_WHILE_BOUND, **kwargs) -> str:
+    """The `.pk` text of every pallas_call that fn(*args, **kwargs) makes (`prefetch`,
+    `while_bound`: see export_kernels)."""
+    return "\n".join(k.text for k in export_kernels(fn, *args, prefetch=prefetch,
+                                                     while_bound=while_bound, **kwargs))

@@ -14,7 +14,8 @@ import numpy as np
 from jax._src import core as jax_core
 
 from ._check import pipecheck_binary
-from ._export import UnsupportedError, export_call, find_pallas_calls, trace
+from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, _while_bound, export_call,
+                      find_pallas_calls, trace)
 
 
 @dataclasses.dataclass
@@ -63,9 +64,10 @@ def _load(path: str, dtype):
 
 
 class _Evaluator:
-    def __init__(self, mode: str, work: str):
+    def __init__(self, mode: str, work: str, while_bound: int = DEFAULT_WHILE_BOUND):
         self.mode = mode  # "pipecheck" or "interpret"
         self.work = work
+        self.while_bound = while_bound
         self.exit = 0
         self.output = ""
         self.count = 0
@@ -76,7 +78,8 @@ class _Evaluator:
             params["interpret"] = True
             return eqn.primitive.bind(*invals, **params)
         n_pre = int(eqn.params["grid_mapping"].num_index_operands or 0)
-        k = export_call(eqn, set(), prefetch_values=[np.asarray(v) for v in invals[:n_pre]])
+        k = export_call(eqn, set(), prefetch_values=[np.asarray(v) for v in invals[:n_pre]],
+                        while_bound=self.while_bound)
         self.count += 1
         d = os.path.join(self.work, f"{self.count}_{k.name}")
         os.makedirs(os.path.join(d, "in"), exist_ok=True)
@@ -199,20 +202,24 @@ def _compare(what: str, got, want, rtol: float, atol: float) -> list[str]:
 
 
 def run(fn: Callable, *args, reference: Callable | None = None, rtol: float = 1e-5,
-        atol: float = 1e-5, keep_dir: str | None = None, **kwargs) -> RunResult:
+        atol: float = 1e-5, keep_dir: str | None = None,
+        while_bound: int = DEFAULT_WHILE_BOUND, **kwargs) -> RunResult:
     """Runs fn(*args) with each pallas_call executed by `pipecheck run` on the actual arrays.
 
     Compares the result with fn under JAX's interpret=True and, when given, with
     reference(*args). `RunResult.ok` says whether all agree and pipecheck's pipelined run
     matched its oracle. Where interpret=True cannot run fn (it raises that a construct is
     unsupported, as for a pallas_call with a pl.BoundedSlice dim), `RunResult.interpret_error` says why and only the reference is
-    compared: without one, `ok` is False.
+    compared: without one, `ok` is False. A non-counted `lax.while_loop` in a kernel body
+    runs for real, up to while_bound iterations: a run that needs more stops `pipecheck run`
+    with that error (a RuntimeError here).
     """
+    while_bound = _while_bound(while_bound)
     args = [jnp.asarray(a) for a in args]
     closed = trace(fn, *args, **kwargs)
     work = keep_dir or tempfile.mkdtemp(prefix="pipecheck_jax_run_")
     try:
-        pc = _Evaluator("pipecheck", work)
+        pc = _Evaluator("pipecheck", work, while_bound)
         outs = pc.eval(closed.jaxpr, closed.consts, args)
         interp, interpret_error = None, None
         try:

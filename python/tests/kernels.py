@@ -448,3 +448,60 @@ def stencil_reference(x):
 
 def halo_reference(halo):
     return lambda x: x + jnp.concatenate([x[halo:], jnp.zeros((halo,), x.dtype)])
+
+
+# Paged attention's search for the next sequence with pages (upstream's
+# compute_block_indices / advance_to_next_non_zero_length): a lax.while_loop whose condition
+# reads the scalar-prefetched lengths. Grid step b copies out the rows of the first sequence
+# after b whose length is not zero, or zeros when there is none; `guarded=False` reads them
+# without asking whether there is one.
+def make_next_nonempty_sequence(seqs=8, bm=8, n=128, guarded=True, interpret=False):
+    def next_nonempty_kernel(lengths_ref, x_ref, o_ref):
+        b = pl.program_id(0)
+
+        def empty(nb):  # nb is past the end, or sequence nb has no pages
+            return (nb < seqs) & (lengths_ref[jnp.minimum(nb, seqs - 1)] == 0)
+
+        nb = jax.lax.while_loop(empty, lambda nb: nb + 1, b + 1)
+
+        def copy_next():
+            o_ref[...] = x_ref[pl.ds(nb * bm, bm), :]
+
+        if guarded:
+            pl.when(nb < seqs)(copy_next)
+        else:
+            copy_next()
+
+        @pl.when(nb >= seqs)
+        def _():
+            o_ref[...] = jnp.zeros((bm, n), o_ref.dtype)
+
+    def next_nonempty(lengths, x):
+        return pl.pallas_call(
+            next_nonempty_kernel,
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1,
+                grid=(seqs,),
+                in_specs=[pl.BlockSpec((seqs * bm, n), lambda b, lengths: (0, 0))],
+                out_specs=pl.BlockSpec((bm, n), lambda b, lengths: (b, 0)),
+            ),
+            out_shape=jax.ShapeDtypeStruct((seqs * bm, n), x.dtype),
+            interpret=interpret,
+        )(lengths, x)
+
+    return next_nonempty, [jax.ShapeDtypeStruct((seqs,), jnp.int32),
+                           jax.ShapeDtypeStruct((seqs * bm, n), f32)]
+
+
+def next_nonempty_reference(bm=8):
+    def ref(lengths, x):
+        lengths, x = np.asarray(lengths), np.asarray(x)
+        out = np.zeros_like(x)
+        for b in range(len(lengths)):
+            nb = b + 1
+            while nb < len(lengths) and lengths[nb] == 0:
+                nb += 1
+            if nb < len(lengths):
+                out[b * bm:(b + 1) * bm] = x[nb * bm:(nb + 1) * bm]
+        return out
+    return ref

@@ -365,20 +365,6 @@ def test_a_run_scoped_buffer_read_before_written_at_a_later_entry_is_reported():
                and f.python[1] == line_of(kernel, "tmp[...] + x_ref") for f in r.findings), str(r)
 
 
-def test_a_while_loop_that_is_not_a_counted_fori_loop_is_a_located_unsupported_error():
-    def kernel(x_ref, o_ref):
-        n = jax.lax.while_loop(lambda k: k * k < 40, lambda k: k + 1, 0)
-        o_ref[...] = x_ref[...] + n
-
-    with pytest.raises(pj.UnsupportedError) as err:
-        pj.export(rows(kernel), F32)
-    assert "a while loop that is not a fori_loop over a counter has no .pk form" in \
-        err.value.message
-    assert err.value.location == f"{__file__}:{line_of(kernel, 'jax.lax.while_loop(')}"
-    r = pj.check(rows(kernel), F32)
-    assert r.exit_code == 2 and list(r.verdicts.values()) == ["unsupported"], str(r)
-
-
 def test_run_scoped_with_collective_axes_is_a_located_unsupported_error():
     from jax._src.pallas import primitives as pallas_primitives
 
