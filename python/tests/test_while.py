@@ -128,6 +128,25 @@ def test_a_while_that_carries_a_block_value_exports_verifies_and_runs_like_inter
     assert r.ok, str(r)
 
 
+def test_a_while_whose_block_carry_starts_from_zeros_verifies_at_the_default_bound():
+    # the carry starts as a constant bound to a local first (`c3 = v1`): the
+    # rules take it for a block, so the loop stays decided at each grid step
+    def kernel(x_ref, o_ref):
+        def body(carry):
+            k, acc = carry
+            return k + 1, acc + x_ref[...]
+
+        i = pl.program_id(0)
+        _, acc = jax.lax.while_loop(lambda c: c[0] <= i, body, (0, jnp.zeros((8, 128), jnp.float32)))
+        o_ref[...] = acc
+
+    fn = rows(kernel)
+    assert "bound=64:" in pj.export(fn, F32)
+    pj.assert_verified(fn, F32)
+    r = pj.run(fn, data(), reference=lambda x: x * np.repeat(np.arange(1, 5), 8)[:, None])
+    assert r.ok, str(r)
+
+
 def test_a_while_that_reads_an_uninitialized_scratch_in_its_body_is_reported_there():
     from jax.experimental.pallas import tpu as pltpu
 

@@ -71,6 +71,28 @@ TEST(WhileCheck, ASearchWithinItsBoundIsVerifiedSymbolicallyAndByEnumeration) {
   }
 }
 
+TEST(WhileCheck, ABlockCarryStartedFromATensorLocalIsNotAnIntegerAndALongBoundStaysDecided) {
+  // `c3 = v1` copies a block value: it is no integer local, so the loop is
+  // still decided at each grid point (it used to be taken for an integer,
+  // leaving the counter's terms to grow threefold per iteration: unknown).
+  const std::string text = "kernel k:\n"
+                           "    grid = (4,)\n"
+                           "    in  x: f32[32, 128]  block=(8, 128)  index=(i,) -> (i, 0)\n"
+                           "    out o: f32[32, 128]  block=(8, 128)  index=(i,) -> (i, 0)\n"
+                           "    body:\n"
+                           "        v1 = broadcast_to(0.0, (8, 128))\n"
+                           "        c2 = 0\n"
+                           "        c3 = v1\n"
+                           "        while c2 <= program_id(0), bound=64:\n"
+                           "            c2 = c2 + 1\n"
+                           "            c3 = c3 + x[...]\n"
+                           "        o[...] = c3\n";
+  for (bool symbolic : {true, false}) {
+    auto v = check(text, symbolic);
+    EXPECT_EQ(v.status, Status::verified) << v.reason;
+  }
+}
+
 TEST(WhileCheck, ASearchThatNeedsMoreIterationsThanItsBoundIsUnknownNamingTheLoopAndTheBound) {
   // Grid point 0 passes two empty sequences: two iterations, bound 1.
   for (bool symbolic : {true, false}) {

@@ -193,7 +193,7 @@ struct Builder {
   // A tensor expression with params, integer locals and mask locals
   // substituted; program_id stays.
   Expr mask_expr(const Expr &c) {
-    // Integer lets first: one may name a tensor local (`mine = row // 8 == i`).
+    // Integer lets first: a grid index or param inside a mask (`mine = row // 8 == i`).
     Expr g = guard_expr(c);
     return mask_locals.empty() ? g : spec::substitute(g, mask_locals);
   }
@@ -412,6 +412,15 @@ struct Builder {
     return g;
   }
 
+  std::set<std::string> tensor_locals; // lets bound to block values
+  // A block value: a tensor expression, or one that names a local bound to
+  // one (`c = v` copies a block, not an integer).
+  bool is_tensor_value(const Expr &e) const {
+    if (is_tensor_expr(e)) return true;
+    for (const auto &t : tensor_locals)
+      if (spec::mentions(e, t)) return true;
+    return false;
+  }
   static bool is_tensor_expr(const Expr &e) {
     if (e.op == Op::Ref || e.op == Op::Zeros || e.op == Op::Float || e.op == Op::BitAnd ||
         e.op == Op::BitOr || e.op == Op::BitNot || e.op == Op::Tuple)
@@ -530,13 +539,17 @@ struct Builder {
         order += 2;
         scan_value(l->value, guards, st.loc);
         // `k = k + 1`: the value reads the old binding, so it is taken first.
-        const bool is_int = !is_tensor_expr(l->value) && !direct_operand(l->value);
+        const bool is_int = !is_tensor_value(l->value) && !direct_operand(l->value);
         const std::optional<Expr> int_value =
             is_int ? std::optional<Expr>(guard_expr(l->value)) : std::nullopt;
+        if (is_int)
+          tensor_locals.erase(l->name);
+        else
+          tensor_locals.insert(l->name);
         ref_locals.erase(l->name);
         int_locals.erase(l->name);
         mask_locals.erase(l->name);
-        if (is_tensor_expr(l->value) && !reads_ref(l->value, m) && !reads_local_ref(l->value))
+        if (is_tensor_value(l->value) && !reads_ref(l->value, m) && !reads_local_ref(l->value))
           mask_locals[l->name] = mask_expr(l->value);
         if (auto d = direct_operand(l->value)) {
           ref_locals[l->name] = d->first;
@@ -639,7 +652,7 @@ struct Builder {
     };
     for (const auto &st : b) {
       if (const auto *l = std::get_if<spec::Let>(&st.kind)) {
-        if (is_tensor_expr(l->value)) continue;
+        if (is_tensor_value(l->value)) continue;
         auto v = value(l->value);
         if (!v) return false;
         env[l->name] = *v;
