@@ -413,25 +413,18 @@ private:
     return c;
   }
 
-  std::vector<Term> block(std::size_t op, const SymPoint &p) {
-    const auto &o = m_.operands[op];
-    auto b = bindings(o.index_params, p);
-    std::vector<Term> out;
-    for (const auto &e : o.index) {
-      auto t = tr(e, b);
-      out.push_back(t ? *t : ctx_.num(0));
-    }
-    return out;
-  }
+  std::vector<Term> block(std::size_t op, const SymPoint &p) { return at(op, m_.operands[op].index, p); }
 
   // What names the window of `op` at p (spec::BoundOperand::window): the
   // block index, then a BoundedSlice window's ds sizes. The rules that ask
   // whether two points share a window compare these.
-  std::vector<Term> window(std::size_t op, const SymPoint &p) {
-    const auto &o = m_.operands[op];
-    auto b = bindings(o.index_params, p);
+  std::vector<Term> window(std::size_t op, const SymPoint &p) { return at(op, m_.operands[op].window, p); }
+
+  // Index-map results `es` of `op` at p, as terms.
+  std::vector<Term> at(std::size_t op, const std::vector<spec::Expr> &es, const SymPoint &p) {
+    auto b = bindings(m_.operands[op].index_params, p);
     std::vector<Term> out;
-    for (const auto &e : o.window) {
+    for (const auto &e : es) {
       auto t = tr(e, b);
       out.push_back(t ? *t : ctx_.num(0));
     }
