@@ -149,6 +149,8 @@ Value Interp::eval(const Expr &e) {
   case Op::Int: return Value::scalar_int(e.int_value);
   case Op::Float: return Value::scalar_float(e.float_value);
   case Op::Zeros: return Value::scalar_float(0.0);
+  case Op::Undefined:
+    throw ExecError(ExecError::Kind::bad_input, e.loc, "'undefined' is only a whole store value");
   case Op::Name: {
     if (auto it = locals.find(e.name); it != locals.end()) return it->second;
     if (mem_.array(e.name)) {
@@ -524,6 +526,12 @@ bool Interp::exec_fused(const spec::Stmt &s) {
 void Interp::exec(const spec::Stmt &s) {
   if (exec_fused(s)) return;
   if (const auto *a = std::get_if<spec::Assign>(&s.kind)) {
+    if (a->discards()) { // `S[...] = undefined`: poison, so a read of it fails visibly
+      const View dst = view_of(a->target);
+      mem_.before_write(dst);
+      dst.fill_poison();
+      return;
+    }
     // A bare local is stored from where it lives, not from a copy.
     if (!a->accumulate && a->value.op == Op::Name) {
       if (auto it = locals.find(a->value.name); it != locals.end()) {

@@ -85,10 +85,6 @@ Shape squeezed(const Shape &s) {
   return r;
 }
 
-void fill_poison(const View &v) {
-  v.for_each_run([&](std::int64_t off, std::int64_t n) { v.array->fill_poison(off, n); });
-}
-
 class Runner : public Memory, private spec::StepConsumer {
 public:
   Runner(const spec::Program &p, const spec::Env &env, const BufferMap &buffers, const ProgramRunConfig &cfg)
@@ -284,7 +280,7 @@ private:
     // poison (strict slot contents), so relying on it fails visibly.
     if (!(a.dst_filled == a.dst.place)) {
       order(dst, true);
-      fill_poison(dst);
+      dst.fill_poison();
       dst = view_of(a.dst_filled, a.dst.kept);
     }
     src = view_of(a.src_read, a.src.kept);
@@ -364,7 +360,7 @@ private:
       all[d] = static_cast<int>(d);
     const View w = view_of(slot, all);
     order(w, true);
-    fill_poison(w);
+    w.fill_poison();
   }
 
   void on_fault(const spec::Stmt &s, spec::FaultKind, const std::string &message) override {

@@ -120,6 +120,10 @@ struct View {
   /// Calls fn(flat_offset, run_length) for each maximal contiguous run of the
   /// view, in row-major order.
   template <class F> void for_each_run(F &&fn) const;
+  /// Fills the view's elements with poison (HostArray::fill_poison).
+  void fill_poison() const {
+    for_each_run([&](std::int64_t off, std::int64_t n) { array->fill_poison(off, n); });
+  }
   /// A readable "X[1, 0:512]".
   std::string to_string() const;
 };

@@ -32,6 +32,7 @@ bool moves_data(Op op) {
   case Op::Slice:
   case Op::None:
   case Op::Zeros:
+  case Op::Undefined:
   case Op::Tuple: return true;
   default: return false;
   }

@@ -55,6 +55,7 @@ const char *to_string(Op op) {
   case Op::Slice: return ":";
   case Op::None: return "None";
   case Op::Zeros: return "zeros";
+  case Op::Undefined: return "undefined";
   case Op::Call: return "call";
   case Op::Neg: return "-";
   case Op::Not: return "not";

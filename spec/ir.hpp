@@ -32,7 +32,7 @@ bool dtype_is_float(DType);
 const char *to_string(DType);
 std::optional<DType> parse_dtype(const std::string &);
 
-/// Expression operators. Leaves: Int, Float, Name, Zeros, Ellipsis, None.
+/// Expression operators. Leaves: Int, Float, Name, Zeros, Undefined, Ellipsis, None.
 enum class Op {
   Int,      ///< int_value
   Float,    ///< float_value (also `inf`)
@@ -42,9 +42,14 @@ enum class Op {
   Slice,    ///< lo:hi inside a subscript; args = {lo, hi}, each may be None
   None,     ///< an absent slice bound
   Zeros,    ///< `zeros`: a block of zeros shaped like the store target
-  Call,     ///< name(args...), kwargs in `kwarg_names` (parallel to trailing args)
-  Neg,      ///< -a
-  Not,      ///< not a
+  /// `undefined`: only as a whole store value, `X[...] = undefined` (X a
+  /// scratch, or a pipeline's on-chip buffer): what X[...] holds becomes
+  /// unspecified, as a pl.run_scoped allocation is at each entry of its scope.
+  /// The executor fills it with poison; the checker takes it as never written.
+  Undefined,
+  Call, ///< name(args...), kwargs in `kwarg_names` (parallel to trailing args)
+  Neg,  ///< -a
+  Not,  ///< not a
   Add,
   Sub,
   Mul,
@@ -161,6 +166,8 @@ struct Assign {
   Expr target; ///< Op::Ref
   bool accumulate = false;
   Expr value;
+  /// `target[...] = undefined`: no store, the target's contents become unspecified.
+  bool discards() const { return value.op == Op::Undefined; }
   friend bool operator==(const Assign &, const Assign &) = default;
 };
 /// `name = value`: a local binding (tensor or integer).

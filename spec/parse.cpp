@@ -1149,6 +1149,10 @@ private:
       advance();
       return Expr::leaf(Op::Zeros, l);
     }
+    if (t.text == "undefined") {
+      advance();
+      return Expr::leaf(Op::Undefined, l);
+    }
     if (t.text == "inf") {
       advance();
       return Expr::floating(std::numeric_limits<double>::infinity(), l);

@@ -75,6 +75,7 @@ void emit(std::ostream &os, const Expr &e) {
   case Op::Ellipsis: os << "..."; return;
   case Op::None: os << "None"; return;
   case Op::Zeros: os << "zeros"; return;
+  case Op::Undefined: os << "undefined"; return;
   case Op::Slice:
     if (e.args[0].op != Op::None) emit(os, e.args[0]);
     os << ":";

@@ -295,6 +295,10 @@ void Stepper::exec(const Stmt &s) {
 
 void Stepper::exec_store(const Stmt &s, const Expr &target_ref, bool accumulate, const Expr &value) {
   StepRef target = resolve(target_ref, s.loc);
+  if (value.op == Op::Undefined) {
+    c_->on_discard(s, target);
+    return;
+  }
   std::vector<StepRef> reads;
   collect_reads(value, reads, s.loc);
   if (accumulate) reads.push_back(target);

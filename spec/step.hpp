@@ -111,6 +111,10 @@ public:
                        const std::vector<int> &retired) = 0;
   /// After on_wait: `slot` is undefined from now on (strict slot contents).
   virtual void on_undefined(const Stmt &, const StepPlace &slot) = 0;
+  /// `X[...] = undefined` (Assign::discards): what `target` holds is undefined
+  /// from now on. It is no store: on_compute is not called for it. By default
+  /// the same as a slot left undefined by a write-back.
+  virtual void on_discard(const Stmt &s, const StepRef &target) { on_undefined(s, target.place); }
   /// A fault at `stmt`. After index_out_of_bounds the walk stops (no on_end).
   virtual void on_fault(const Stmt &, FaultKind, const std::string &message) = 0;
   /// The end of the program; `in_flight`: ops never retired, in start order.

@@ -657,6 +657,7 @@ private:
   void stmt(const Stmt &st, Scope &s) {
     if (const auto *a = std::get_if<Assign>(&st.kind)) {
       auto target = ref_type(a->target, s);
+      if (a->discards()) return; // no value: the target's contents become unspecified
       auto value = type_of(a->value, s);
       if (!target || !value) return;
       if (a->accumulate) {
@@ -788,6 +789,7 @@ private:
     case Op::Int: return weak_int();
     case Op::Float:
     case Op::Zeros: return weak_float();
+    case Op::Undefined: return std::nullopt; // only a whole store value (validation reports it elsewhere)
     case Op::Name:
       if (auto it = s.locals.find(e.name); it != s.locals.end()) return it->second.type;
       if (k_.param(e.name)) return weak_int();

@@ -73,6 +73,13 @@ public:
 
   void error(Loc l, std::string msg) { errs.push_back(Diagnostic{Severity::error, l, std::move(msg), {}}); }
 
+  static constexpr const char *undefined_only_stored =
+      "'undefined' is only a whole store value: 'X[...] = undefined' makes what X[...] holds unspecified";
+  /// `X[...] = undefined` is a plain store (the form checked by its caller).
+  void discard_form(const Assign &a, Loc l) {
+    if (a.accumulate) error(l, "'+= undefined' has no meaning; write 'X[...] = undefined'");
+  }
+
   // --------------------------------------------------------------- params
   Env env;                      // values of params known so far
   std::set<std::string> params; // names of params defined so far
@@ -182,6 +189,7 @@ public:
       error(e.loc, "a buffer reference is not allowed in " + where);
       return;
     case Op::Zeros:
+    case Op::Undefined:
     case Op::Ellipsis:
     case Op::None:
     case Op::Slice: error(e.loc, "'" + print(e) + "' is not allowed in " + where); return;
@@ -621,7 +629,17 @@ public:
   void kernel_stmt(const Stmt &s, std::set<std::string> &scope, int depth) {
     if (auto *a = std::get_if<Assign>(&s.kind)) {
       kernel_ref(a->target, scope, true);
-      kernel_expr(a->value, scope);
+      if (a->discards()) {
+        const Operand *o = k_->operand(a->target.name);
+        if (o && (o->role != Role::scratch || o->sem != SemKind::none))
+          error(a->target.loc, "only a scratch buffer can be made undefined; '" + a->target.name + "' is " +
+                                   (o->sem != SemKind::none
+                                        ? "a semaphore"
+                                        : std::string("an ") + (o->role == Role::in ? "input" : "output")));
+        discard_form(*a, s.loc);
+      } else {
+        kernel_expr(a->value, scope);
+      }
     } else if (auto *l = std::get_if<Let>(&s.kind)) {
       kernel_expr(l->value, scope);
       if (k_->operand(l->name) || params.count(l->name) || k_->prefetch(l->name))
@@ -822,6 +840,7 @@ public:
     case Op::Ellipsis:
     case Op::Slice:
     case Op::None: error(e.loc, "'" + print(e) + "' is only allowed inside a subscript"); return;
+    case Op::Undefined: error(e.loc, undefined_only_stored); return;
     case Op::Call: call(e, scope, [&](const Expr &a) { kernel_expr(a, scope); }); return;
     default:
       for (const auto &a : e.args)
@@ -1116,10 +1135,15 @@ public:
       } else if (b->kind == BufferKind::hbm) {
         error(a->target.loc, "cannot store into HBM array '" + b->name +
                                  "' directly; copy a buffer out with copy_out_start");
+      } else if (a->discards() && b->kind == BufferKind::sem) {
+        error(a->target.loc, "'" + b->name + "' is a semaphore; only a buffer can be made undefined");
       } else {
         program_ref(a->target, scope, Want::any, "the store target");
       }
-      program_expr(a->value, scope);
+      if (a->discards())
+        discard_form(*a, s.loc);
+      else
+        program_expr(a->value, scope);
     } else if (auto *l = std::get_if<Let>(&s.kind)) {
       program_expr(l->value, scope);
       if (p_->buffer(l->name))
@@ -1187,6 +1211,7 @@ public:
     case Op::Ellipsis:
     case Op::Slice:
     case Op::None: error(e.loc, "'" + print(e) + "' is only allowed inside a subscript"); return;
+    case Op::Undefined: error(e.loc, undefined_only_stored); return;
     case Op::Call:
       if (e.name == "program_id" || e.name == "num_programs") {
         error(e.loc, e.name + " belongs in kernel bodies");

@@ -453,6 +453,7 @@ private:
     case Op::Int: return float_literal(static_cast<double>(e.int_value));
     case Op::Float: return float_literal(e.float_value);
     case Op::Zeros: return "0.0f";
+    case Op::Undefined: return "__int_as_float(0x7fc00000)"; // `S[...] = undefined`: poison (a NaN)
     case Op::Name: return "static_cast<float>(" + scalar(e) + ")";
     case Op::Ref: {
       if (!shared_.count(e.name)) unsupported("a compute statement reading hbm buffer " + e.name);

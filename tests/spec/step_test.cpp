@@ -217,3 +217,15 @@ TEST(Stepper, ALoopRestoresAVariableItShadowsAndATensorLetUnbindsAnIntegerName) 
   // t = 5 for i = 0; then t = 3 (after a tensor t) for i = 1; after the loop i = 4 again.
   EXPECT_EQ(c.rows, (std::vector<std::int64_t>{5, 4, 7}));
 }
+
+TEST(Stepper, AStoreOfUndefinedLeavesItsTargetUndefinedAndIsNoCompute) {
+  EXPECT_EQ(run(R"(pipeline p:
+    hbm A: f32[8]
+    sram X[2]: f32[8]
+    X[1, 2:6] = undefined
+    X[0] = undefined
+)"),
+            "L4 undefined X[1] 2:6\n"
+            "L5 undefined X[0] 0:8\n"
+            "end in_flight=0\n");
+}

@@ -61,6 +61,7 @@ bool is_integer_expr(const Expr &e, const spec::Program &p) {
   case Op::Ref:
   case Op::Float:
   case Op::Zeros:
+  case Op::Undefined:
   case Op::Ellipsis:
   case Op::Slice:
   case Op::None: return false;

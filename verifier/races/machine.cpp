@@ -281,11 +281,17 @@ void Machine::access(int event, int op, const Place &p, bool write) {
     const int undefined_at = st == slots_state_.end() ? -1 : st->second.undefined_by;
     std::string what =
         "reads " + bufs[p.buffer].name + (p.slot >= 0 ? "[" + std::to_string(p.slot) + "]" : std::string());
-    r_.findings.push_back({Rule::uninitialized_read, event, undefined_at, -1, -1,
-                           undefined_at >= 0 ? what + ", whose contents the waited write-back at line " +
-                                                   std::to_string(r_.events[undefined_at].stmt->loc.line) +
-                                                   " left undefined (a slot keeps nothing for its next visit)"
-                                             : what + ", which nothing has written"});
+    std::string why = what + ", which nothing has written";
+    if (undefined_at >= 0) {
+      const spec::Stmt &by = *r_.events[undefined_at].stmt;
+      const std::string line = std::to_string(by.loc.line);
+      why = std::holds_alternative<spec::Assign>(by.kind)
+                ? what + ", which '" + spec::print(std::get<spec::Assign>(by.kind).target) +
+                      " = undefined' at line " + line + " left undefined"
+                : what + ", whose contents the waited write-back at line " + line +
+                      " left undefined (a slot keeps nothing for its next visit)";
+    }
+    r_.findings.push_back({Rule::uninitialized_read, event, undefined_at, -1, -1, why});
   }
   for (int o : outstanding_) {
     if (o == op) continue;
@@ -498,6 +504,13 @@ void Machine::on_wait(const spec::Stmt &s, const std::optional<spec::StepRef> &w
 void Machine::on_undefined(const spec::Stmt &, const spec::StepPlace &slot) {
   clear_written(slot);
   slots_state_[{slot.buffer, slot.slot}].undefined_by = static_cast<int>(r_.events.size()) - 1;
+}
+
+void Machine::on_discard(const spec::Stmt &s, const spec::StepRef &target) {
+  const spec::StepPlace &p = target.place;
+  const int ev = new_event(s, p.slot >= 0 ? std::optional(p.slot) : std::nullopt);
+  clear_written(p);
+  slots_state_[{p.buffer, p.slot}].undefined_by = ev;
 }
 
 void Machine::on_fault(const spec::Stmt &s, spec::FaultKind kind, const std::string &message) {

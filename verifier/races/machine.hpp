@@ -149,6 +149,7 @@ private:
   void on_wait(const spec::Stmt &, const std::optional<spec::StepRef> &waited,
                const std::vector<int> &retired) override;
   void on_undefined(const spec::Stmt &, const spec::StepPlace &slot) override;
+  void on_discard(const spec::Stmt &, const spec::StepRef &target) override;
   void on_fault(const spec::Stmt &, spec::FaultKind, const std::string &message) override;
   void on_end(const std::vector<int> &in_flight) override;
 
@@ -173,7 +174,7 @@ private:
     std::optional<Place> tag;
     int pending_accumulate = -1; ///< event of an accumulate on a tagged slot
     std::optional<Place> pending_tag;
-    int undefined_by = -1; ///< the copy_out_wait event that last left it undefined
+    int undefined_by = -1; ///< the copy_out_wait or `= undefined` event that last left it undefined
   };
 
   const spec::Program &program_;

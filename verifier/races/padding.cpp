@@ -495,7 +495,8 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
   switch (e.op) {
   case Op::Int:
   case Op::Float:
-  case Op::Zeros: return none(Shape{});
+  case Op::Zeros:
+  case Op::Undefined: return none(Shape{});
   case Op::Name:
   case Op::Ref: {
     if (is_buffer_(e.name)) {

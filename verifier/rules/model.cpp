@@ -503,6 +503,14 @@ struct Builder {
     for (const auto &st : body) {
       if (const auto *a = std::get_if<spec::Assign>(&st.kind)) {
         order += 2;
+        if (a->discards()) {
+          // `S[...] = undefined` (a scratch only) neither reads nor writes. What
+          // it leaves undefined is the lowered program's per-element check's to
+          // find (docs/rules.md): these rules never count it as a write.
+          for (const auto &s : a->target.args)
+            scan_value(s, guards, st.loc);
+          continue;
+        }
         scan_value(a->value, guards, st.loc);
         for (const auto &s : a->target.args)
           scan_value(s, guards, st.loc);
