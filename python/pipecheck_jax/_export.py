@@ -10,6 +10,7 @@ and the Python line it came from. Nothing is dropped silently.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -752,18 +753,20 @@ class _Body:
 
     def masked_load_undefined(self, e, ref, target, mask, aval, indent, src) -> _E:
         """A masked load without `other`: the masked-off elements are undefined (interpret
-        mode returns what memory holds; hardware, anything). `.pk` has no undefined value, so
-        the load goes through a scratch of its own that nothing else writes, by the masked
-        store the rules know: `u[...] = where(mask, x[s], u[...])` keeps u where the mask
-        does not hold, and what nothing wrote of u is undefined, followed element by element
-        (docs/rules.md, "Masked stores in programs"), so using a masked-off element is an
-        uninitialized-read and a mask that keeps it out verifies. The value is `u[...]`."""
+        mode returns what memory holds; hardware, anything). `.pk` has no undefined value, only
+        undefined contents, so the load goes through a scratch of its own that nothing else
+        writes: `u[...] = undefined` (what an earlier load kept is gone), then the masked store
+        the rules know, `u[...] = where(mask, x[s], u[...])`, which keeps u where the mask does
+        not hold. What nothing wrote of u is undefined, followed element by element (docs/rules.md,
+        "Masked stores in programs"), so using a masked-off element is an uninitialized-read and
+        a mask that keeps it out verifies. The value is `u[...]`."""
         nm = _ident(f"{ref.name}_masked", self.taken)
         dt = _dtype(aval.dtype, f"a masked load of '{ref.name}'", _fmt_loc(src))
         self.scoped.append((f"    scratch {nm}: {dt}[{_shape(aval.shape)}]", src))
         if not mask.name and not _atomic(mask.text) and mask.reads:
             mask.pending = True  # a mask that reads memory is read here, once
             self.bind(indent, mask)
+        self.emit(indent, f"{nm}[...] = undefined", src)
         self.emit(indent, f"{nm}[...] = where({_strip(mask.text)}, {target}, {nm}[...])", src)
         return _E(f"{nm}[...]", reads=frozenset([nm]), load=(nm, "[...]"), src=src,
                   shape=aval.shape, dtype=aval.dtype)
@@ -785,9 +788,11 @@ class _Body:
 
     def run_scoped(self, e, read, indent, src):
         """`pl.run_scoped(f, *allocations)`: each allocation becomes a kernel scratch (named
-        after f's parameter) and f's body is exported in place. The buffer then lives across
-        scopes and grid steps, where Pallas' starts undefined at each entry: a read before any
-        write is reported where no earlier entry wrote it (the first), not at every entry."""
+        after f's parameter) and f's body is exported in place. The buffer lives across scopes
+        and grid steps in `.pk`, where Pallas' starts undefined at each entry of the scope: so
+        the scope begins with `NAME[...] = undefined` for each buffer (not for semaphores), and
+        a read before a write in this entry is an uninitialized-read whatever an earlier entry
+        wrote."""
         p = e.params
         if p.get("collective_axes"):
             self.fail("pl.run_scoped with collective_axes (memory shared across cores) has no "
@@ -805,9 +810,12 @@ class _Body:
         for k, v in enumerate(inner.invars):
             an = arg_names[k] if k < len(arg_names) and arg_names[k] else "scoped"
             nm = _ident(an, self.taken)
-            self.scoped.append((_scratch_line(nm, v.aval, _fmt_loc(src), self.kernel), src))
+            line = _scratch_line(nm, v.aval, _fmt_loc(src), self.kernel)
+            self.scoped.append((line, src))
             inner_aval = getattr(v.aval, "inner_aval", v.aval)
             senv[v] = _Ref(nm, tuple(int(d) for d in inner_aval.shape))
+            if not _is_semaphore(v.aval):
+                self.emit(indent, f"{nm}[...] = undefined", src)
         outs = self.run(inner, senv, indent)
         for v in inner.invars:  # the buffers die with the scope: their reads happen in it
             self.flush(indent, senv[v].name)
@@ -1444,13 +1452,23 @@ def _prefetch_line(nm: str, aval, value, constraint: str | None, loc, kernel) ->
     return text
 
 
+def _memory_space_name(aval) -> str:
+    ms = getattr(aval, "memory_space", None)
+    return str(getattr(ms, "name", ms) or "").lower()
+
+
+def _is_semaphore(aval) -> bool:
+    """A ref aval of semaphores (a DMA or regular semaphore scratch or allocation)."""
+    inner = getattr(aval, "inner_aval", aval)
+    return "sem" in _memory_space_name(aval) or "sem" in str(getattr(inner, "dtype", "")).lower()
+
+
 def _scratch_line(nm: str, aval, loc, kernel) -> str:
     """`scratch NAME: ...` of a kernel scratch or a run_scoped allocation (its ref's aval)."""
     inner = getattr(aval, "inner_aval", aval)
-    ms = getattr(aval, "memory_space", None)
-    ms_name = str(getattr(ms, "name", ms) or "").lower()
+    ms_name = _memory_space_name(aval)
     sem_dt = str(getattr(inner, "dtype", "")).lower()
-    if "sem" in ms_name or "sem" in sem_dt:
+    if _is_semaphore(aval):
         kind = "dma_sem" if "dma" in sem_dt else "semaphore"
         if len(inner.shape) > 1:
             raise UnsupportedError(f"scratch '{nm}': a semaphore array of shape "
@@ -1628,7 +1646,31 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
 
 def trace(fn: Callable, *args, **kwargs):
     """The jaxpr of fn(*args, **kwargs); arrays or jax.ShapeDtypeStruct both work."""
-    return jax.make_jaxpr(lambda *a: fn(*a, **kwargs))(*args)
+    with tpu_info_on_cpu():
+        return jax.make_jaxpr(lambda *a: fn(*a, **kwargs))(*args)
+
+
+@contextlib.contextmanager
+def tpu_info_on_cpu():
+    """While tracing on a machine without a TPU, answer Pallas' questions about the TPU
+    (`pltpu.emit_pipeline` asks for its tiling at trace time and refuses a CPU device) as a
+    TPU v5e would. Nothing changes where the backend already has TPU info, or where this jax
+    has no such registry (then tracing fails as it would without pipecheck)."""
+    try:
+        from jax._src.pallas.mosaic import tpu_info
+        registry = tpu_info.registry
+        chip = tpu_info.ChipVersion.TPU_V5E
+    except (ImportError, AttributeError):
+        yield
+        return
+    added = "cpu" not in registry
+    if added:
+        registry["cpu"] = lambda: tpu_info.get_tpu_info_for_chip(chip, 1)
+    try:
+        yield
+    finally:
+        if added:
+            registry.pop("cpu", None)
 
 
 def _known_values(closed, args) -> dict:

@@ -151,9 +151,11 @@ def test_masked_loads_and_stores_export_to_where_forms_verify_and_run_like_inter
     text = pj.export(fn, COLS)
     body = [t.split("  # ")[0].strip() for t in text.splitlines()]
     assert "v1 = ((program_id(0) * 128) + iota((8, 128), 1)) < 1000" in body, text
-    # other= gives where(mask, x, other); without it the load goes through a scratch whose
-    # masked-off elements nothing writes; the store keeps the target where the mask does not hold
-    assert "x_ref_masked[...] = where(v1, x_ref[...], x_ref_masked[...])" in body, text
+    # other= gives where(mask, x, other); without it the load goes through a scratch made
+    # undefined at each load, whose masked-off elements nothing writes; the store keeps the
+    # target where the mask does not hold
+    k = body.index("x_ref_masked[...] = where(v1, x_ref[...], x_ref_masked[...])")
+    assert body[k - 1] == "x_ref_masked[...] = undefined", text
     assert "o_ref[...] = where(v1, (where(v1, x_ref[...], 0.0) * 2.0) + x_ref_masked[...], " \
         "o_ref[...])" in body, text
     pj.assert_verified(fn, COLS)
@@ -197,7 +199,8 @@ def test_a_masked_load_without_other_goes_through_a_scratch_nothing_else_writes(
     k, = pj.export_kernels(rows(kernel), F32)
     body = [t.split("  # ")[0].strip() for t in k.text.splitlines()]
     assert "scratch x_ref_masked: f32[8, 128]" in body, k.text
-    assert body[body.index("v1 = iota((8, 128), 1) < 64") + 1:][:3] == [
+    assert body[body.index("v1 = iota((8, 128), 1) < 64") + 1:][:4] == [
+        "x_ref_masked[...] = undefined",
         "x_ref_masked[...] = where(v1, x_ref[...], x_ref_masked[...])",
         "v2 = x_ref_masked[...] * 2.0",
         "o_ref[...] = where(v1, v2, broadcast_to(0.0, (8, 128)))"], k.text
@@ -219,6 +222,35 @@ def test_masked_off_elements_of_a_load_without_other_written_out_are_an_uninitia
     assert r.exit_code == 1, str(r)
     assert any(f.rule == "uninitialized-read" and f.python is not None
                and f.python[0].endswith("test_body_forms.py") for f in r.findings), str(r)
+
+
+def shrinking_mask_kernel(mask_kept):
+    # The mask covers the whole block at grid point 0 and half of it after: what step 0's
+    # load kept of x is no value of a later step's masked-off elements.
+    def kernel(x_ref, o_ref):
+        col = jax.lax.broadcasted_iota(jnp.int32, (8, 128), 1)
+        m = col < jnp.where(pl.program_id(0) == 0, 128, 64)
+        y = pltpu.load(x_ref, mask=m)
+        o_ref[...] = jnp.where(m, y * 2.0, 0.0) if mask_kept else y * 2.0
+    return kernel
+
+
+def test_masked_off_elements_are_undefined_at_every_load_not_what_an_earlier_step_loaded():
+    kernel = shrinking_mask_kernel(False)
+    r = pj.check(rows(kernel), F32)
+    assert r.exit_code == 1, str(r)
+    # grid point 1 writes out the columns its load left undefined (step 0's load took them)
+    assert any(f.rule == "uninitialized-read" and "at grid point (1,)" in f.message
+               for f in r.findings), str(r)
+
+
+def test_a_shrinking_load_mask_kept_out_of_the_output_verifies_and_runs():
+    fn = rows(shrinking_mask_kernel(True))
+    pj.assert_verified(fn, F32)
+    keep = np.broadcast_to(np.arange(128) < 64, (32, 128)).copy()
+    keep[:8] = True
+    r = pj.run(fn, data(), reference=lambda x: np.where(keep, 2.0 * x, 0.0))
+    assert r.ok, str(r)
 
 
 def halves(second_half_ok):
@@ -309,6 +341,10 @@ def test_run_scoped_buffers_become_scratch_declared_at_the_scope_and_run_like_in
     assert k.line_map[decl["scratch sem: dma_sem"]][1] == \
         line_of(scoped_kernel, "pl.run_scoped(copy_in")
     body = [t.split("  # ")[0].strip() for t in lines]
+    # each buffer (not the semaphore) starts undefined at its scope's entry
+    assert [t for t in body if t.endswith("= undefined")] == [
+        "tmp[...] = undefined", "tmp2[...] = undefined"], k.text
+    assert body.index("tmp[...] = undefined") < body.index("tmp[...] = x_ref[...] * 2.0")
     # the scope's value is read inside the scope, before the next one starts
     assert body.index("v1 = tmp[...] + 1.0") < \
         body.index("async_copy(x_ref[...], tmp2[...], sem).start()")
@@ -352,11 +388,6 @@ def test_a_run_scoped_buffer_written_at_every_entry_before_it_is_read_verifies()
     assert r.ok, str(r)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not expressible yet: .pk has no form for 'undefined at scope entry' (a scratch keeps "
-    "what the last entry wrote), so a read that only a later grid step's entry makes before "
-    "writing reads step 0's data and is missed; needs a language form (docs/jax.md, Scoped "
-    "allocations)"))
 def test_a_run_scoped_buffer_read_before_written_at_a_later_entry_is_reported():
     kernel = scope_written_at_step_0_only(False)
     r = pj.check(rows(kernel), F32)
