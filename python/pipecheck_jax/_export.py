@@ -225,6 +225,23 @@ def _consts(j):
     return list(j.consts) if isinstance(j, jax_core.ClosedJaxpr) else []
 
 
+def scan_counts(params) -> tuple[int, int]:
+    """A scan equation's numbers of constant and carried operands (its operands are the
+    constants, the carry, then the scanned arrays). jax 0.10 has num_consts and num_carry;
+    0.11 has ft_in, the three groups as flat trees."""
+    if "num_consts" in params:
+        return int(params["num_consts"]), int(params["num_carry"])
+    consts, carry = params["ft_in"].elts[:2]
+    return len(list(consts.vals)), len(list(carry.vals))
+
+
+def _array_consts(j):
+    """The array constants a sub-jaxpr closes over. From jax 0.11 every Jaxpr is closed, and a
+    run_scoped body's consts are the tracers of the refs it closes over (its constvars, bound
+    to the equation's operands), which are no constants."""
+    return [c for c in _consts(j) if not isinstance(c, jax_core.Tracer)]
+
+
 # --- integer expressions: shared by index maps and the body's integer scalars ---------
 
 
@@ -801,7 +818,7 @@ class _Body:
             self.fail("pl.run_scoped allocations with ref transforms have no .pk form", e)
         sub = p["jaxpr"]
         inner = _inner(sub)
-        if _consts(sub):
+        if _array_consts(sub):
             self.fail("a pl.run_scoped body that closes over array constants has no .pk form", e)
         arg_names = list(getattr(getattr(inner, "debug_info", None), "arg_names", None) or [])
         senv = {}
@@ -826,7 +843,7 @@ class _Body:
         only starts and waits one copy on it. False (nothing emitted) for any other."""
         sub = e.params.get("jaxpr")
         inner = _inner(sub) if sub is not None else None
-        if inner is None or len(inner.invars) != 1 or _consts(sub) or \
+        if inner is None or len(inner.invars) != 1 or _array_consts(sub) or \
                 [q.primitive.name for q in inner.eqns] != ["dma_start", "dma_wait"]:
             return False
         sem = inner.invars[0]
@@ -1255,7 +1272,7 @@ class _Body:
 
     def scan(self, e, read, env, indent, src):
         p = e.params
-        nc, ncarry, length = p["num_consts"], p["num_carry"], int(p["length"])
+        (nc, ncarry), length = scan_counts(p), int(p["length"])
         ins = [read(a) for a in e.invars]
         if len(ins) != nc + ncarry:
             self.fail("lax.scan over arrays (xs) has no .pk form (fori_loop and pl.loop have)", e)

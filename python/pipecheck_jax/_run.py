@@ -15,7 +15,7 @@ from jax._src import core as jax_core
 
 from ._check import pipecheck_binary
 from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, _while_bound, export_call,
-                      find_pallas_calls, trace)
+                      find_pallas_calls, scan_counts, trace)
 
 
 @dataclasses.dataclass
@@ -150,7 +150,7 @@ class _Evaluator:
             k = min(max(int(np.asarray(invals[0])), 0), len(branches) - 1)
             return self.closed(branches[k], invals[1:])
         if name == "scan":
-            nc, ncarry, length = p["num_consts"], p["num_carry"], int(p["length"])
+            (nc, ncarry), length = scan_counts(p), int(p["length"])
             consts, carry, xs = invals[:nc], invals[nc:nc + ncarry], invals[nc + ncarry:]
             steps = range(length - 1, -1, -1) if p.get("reverse") else range(length)
             ys = {}
