@@ -529,6 +529,11 @@ private:
          << v << ") {\n";
       block(os, f->body, depth + 1);
       os << ind << "}\n";
+      // A while past its bound (spec::while_bound_message): the condition
+      // still holds after the last guarded iteration, a fault as in run.
+      if (f->is_while)
+        os << ind << "if (" << scalar(spec::while_cond(*f)) << ") __trap(); // the while loop at line "
+           << s.loc.line << " may run past its bound " << f->hi << "\n";
     } else if (auto *c = std::get_if<spec::Copy>(&s.kind)) {
       if (c->offset.op != Op::None) unsupported("copies with offset= (pl.Element windows in low padding)");
       copy(os, *c, depth);

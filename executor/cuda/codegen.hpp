@@ -23,7 +23,9 @@
 /// - Compute (`slot = expr`, `slot += expr`) is elementwise over same-shaped
 ///   slots, each thread a strided set of elements, then `__syncthreads()`.
 /// - A fault (an index out of bounds, a copy whose region does not fill its
-///   slot, a wait with nothing outstanding) executes `__trap()`.
+///   slot, a wait with nothing outstanding, a `while` whose condition still
+///   holds after its bound) executes `__trap()`.
+/// - `X[s] = undefined` stores NaN (poison) into the slot.
 /// - Poison: the kernel fills all of its shared memory with NaN before the
 ///   first statement; outputs (hbm buffers written and never read) are
 ///   poisoned by the host before the launch (fill_poison).

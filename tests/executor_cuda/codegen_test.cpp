@@ -136,6 +136,31 @@ TEST(CudaCodegen, TheGeneratedSourceOfAnElementwiseKernelWithASequentialAxisForH
   expect_ptx_with_cp_async(*r.kernel);
 }
 
+TEST(CudaCodegen, AWhilePastItsBoundTrapsAndAStoreOfUndefinedIsNaNAndBothCompileToPtx) {
+  const auto f = parse_text("pipeline w:\n"
+                            "    hbm A: f32[4, 512]\n"
+                            "    sram X[2]: f32[512]\n"
+                            "    k = 0\n"
+                            "    while k < 4, bound=2:\n"
+                            "        copy_in_start(A[k], X[0])\n"
+                            "        copy_in_wait(X[0])\n"
+                            "        k = k + 1\n"
+                            "    X[1] = undefined\n"
+                            "    X[1] = X[0] + X[1]\n",
+                            "w.pk");
+  const auto r = generate_cuda(unit<spec::Program>(f, "w"), {});
+  ASSERT_TRUE(r) << r.error;
+  const std::string &src = r.kernel->source;
+  const auto trap = src.find(") __trap(); // the while loop at line 5 may run past its bound 2");
+  ASSERT_NE(trap, std::string::npos) << src;
+  // after the loop's last guarded iteration, before what follows the loop
+  EXPECT_LT(trap, src.find("X[1] = undefined")) << src;
+  EXPECT_NE(src.find("= __int_as_float(0x7fc00000);"), std::string::npos) << src;
+  const PtxResult p = compile_to_ptx(src, r.kernel->entry + ".cu");
+  ASSERT_TRUE(p.ok) << p.error << "\n" << src;
+  EXPECT_NE(p.ptx.find("trap;"), std::string::npos);
+}
+
 TEST(CudaDevice, WithoutADeviceTheProbeSaysWhyNamingCuda) {
   std::string why;
   if (cuda_device_available(&why)) GTEST_SKIP() << "a CUDA device is present; this checks the no-device path";
