@@ -196,12 +196,20 @@ class _Ref:
     prefetch: bool = False  # a scalar prefetch ref: its reads are integer scalars
 
 
-def _sub_jaxprs(value):
+# jax 0.10 wraps a Jaxpr and its consts in a ClosedJaxpr; in 0.11 the two are one class; 0.12
+# has only Jaxpr, which holds its consts.
+_CLOSED = getattr(jax_core, "ClosedJaxpr", None)
+
+
+def _is_jaxpr(x) -> bool:
+    return isinstance(x, jax_core.Jaxpr) or (_CLOSED is not None and isinstance(x, _CLOSED))
+
+
+def sub_jaxprs(value):
+    """The jaxprs (open: eqns, invars) an equation parameter holds, one or a sequence."""
     for s in value if isinstance(value, (tuple, list)) else (value,):
-        if isinstance(s, jax_core.ClosedJaxpr):
-            yield s.jaxpr
-        elif isinstance(s, jax_core.Jaxpr):
-            yield s
+        if _is_jaxpr(s):
+            yield _inner(s)
 
 
 def find_pallas_calls(jaxpr) -> list:
@@ -212,17 +220,19 @@ def find_pallas_calls(jaxpr) -> list:
             found.append(e)
             continue
         for v in e.params.values():
-            for s in _sub_jaxprs(v):
+            for s in sub_jaxprs(v):
                 found.extend(find_pallas_calls(s))
     return found
 
 
 def _inner(j):
-    return j.jaxpr if isinstance(j, jax_core.ClosedJaxpr) else j
+    return j.jaxpr if _CLOSED is not None and isinstance(j, _CLOSED) else j
 
 
 def _consts(j):
-    return list(j.consts) if isinstance(j, jax_core.ClosedJaxpr) else []
+    if _CLOSED is not None and isinstance(j, _CLOSED):
+        return list(j.consts)
+    return list(getattr(j, "consts", None) or ())
 
 
 def scan_counts(params) -> tuple[int, int]:

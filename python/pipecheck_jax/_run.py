@@ -14,8 +14,8 @@ import numpy as np
 from jax._src import core as jax_core
 
 from ._check import pipecheck_binary
-from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, _while_bound, export_call,
-                      find_pallas_calls, scan_counts, trace)
+from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, _consts, _inner, _while_bound,
+                      export_call, find_pallas_calls, scan_counts, sub_jaxprs, trace)
 
 
 @dataclasses.dataclass
@@ -116,7 +116,7 @@ class _Evaluator:
                 outs = self.pallas_call(e, invals)
             else:
                 sub = e.params.get("jaxpr")
-                nested = [j for v in e.params.values() for j in _jaxprs(v)]
+                nested = [j for v in e.params.values() for j in sub_jaxprs(v)]
                 if any(find_pallas_calls(j) for j in nested):
                     outs = self.control(e, invals)
                 else:
@@ -132,8 +132,7 @@ class _Evaluator:
 
     def closed(self, sub, args):
         """Evaluates a (closed) sub-jaxpr on args."""
-        inner = sub.jaxpr if hasattr(sub, "consts") else sub
-        return self.eval(inner, getattr(sub, "consts", []), list(args))
+        return self.eval(_inner(sub), _consts(sub), list(args))
 
     def control(self, e, invals):
         """An equation whose sub-jaxprs make pallas_calls, run step by step on the actual
@@ -170,14 +169,6 @@ class _Evaluator:
             return list(carry)
         raise UnsupportedError(f"run: a pallas_call inside '{name}' is not supported (jit, "
                                "custom_jvp/vjp, cond, switch, scan and while are)")
-
-
-def _jaxprs(value):
-    for s in value if isinstance(value, (tuple, list)) else (value,):
-        if isinstance(s, jax_core.ClosedJaxpr):
-            yield s.jaxpr
-        elif isinstance(s, jax_core.Jaxpr):
-            yield s
 
 
 def _compare(what: str, got, want, rtol: float, atol: float) -> list[str]:
