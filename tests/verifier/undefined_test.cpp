@@ -35,6 +35,12 @@ std::string dump(const verifier::Verdict &v) {
   return s;
 }
 
+bool reads_uninitialized_at(const verifier::Verdict &v, int line) {
+  for (const auto &f : v.findings)
+    if (f.rule == Rule::uninitialized_read && f.loc.line == line) return true;
+  return false;
+}
+
 // Line 7 makes tmp undefined; line 9 writes it (at `when`); line 10 reads it.
 std::string scoped(const std::string &when, const std::string &discard = "tmp[...] = undefined") {
   return "kernel s:\n"
@@ -112,10 +118,7 @@ TEST(UndefinedCheck, AnAccumulatorMadeUndefinedAfterItsInitIsReadUninitialized) 
                  "        when program_id(0) == 3:\n"
                  "            o[...] = acc[...]\n");
   EXPECT_EQ(v.status, Status::violation);
-  bool found = false;
-  for (const auto &f : v.findings)
-    found = found || (f.rule == Rule::uninitialized_read && f.loc.line == 10);
-  EXPECT_TRUE(found) << dump(v);
+  EXPECT_TRUE(reads_uninitialized_at(v, 10)) << dump(v);
 }
 
 TEST(UndefinedCheck, InAPipelineASlotMadeUndefinedIsNotReadableUntilWrittenAgain) {
@@ -129,8 +132,5 @@ TEST(UndefinedCheck, InAPipelineASlotMadeUndefinedIsNotReadableUntilWrittenAgain
                  "    copy_out_start(X[0], O)\n"
                  "    copy_out_wait(X[0])\n");
   EXPECT_EQ(v.status, Status::violation);
-  bool found = false;
-  for (const auto &f : v.findings)
-    found = found || (f.rule == Rule::uninitialized_read && f.loc.line == 8);
-  EXPECT_TRUE(found) << dump(v);
+  EXPECT_TRUE(reads_uninitialized_at(v, 8)) << dump(v);
 }
