@@ -510,14 +510,15 @@ private:
     if (trips > kMaxTrips)
       throw Fail{st.loc, "the loop over '" + f.var + "' runs more than " + std::to_string(kMaxTrips) +
                              " iterations at a grid point, the most the lowering unrolls"};
-    const auto saved =
-        env_.find(f.var) != env_.end() ? std::optional<std::int64_t>(env_.at(f.var)) : std::nullopt;
+    const auto outer = env_.find(f.var);
+    const bool shadows = outer != env_.end();
+    const std::int64_t saved = shadows ? outer->second : 0;
     for (std::int64_t v = *lo; v < *hi; ++v) {
       env_[f.var] = v;
       body(f.body, s);
     }
-    if (saved)
-      env_[f.var] = *saved;
+    if (shadows)
+      env_[f.var] = saved;
     else
       env_.erase(f.var);
   }
