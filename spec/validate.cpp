@@ -484,6 +484,9 @@ public:
     case Op::Ellipsis:
     case Op::Slice:
     case Op::None: error(e.loc, "'" + print(e) + "' is only allowed inside a subscript"); return;
+    case Op::Undefined:
+      error(e.loc, "a reference states the values an output must hold; 'undefined' is none");
+      return;
     case Op::Call:
       if (e.name == "program_id" || e.name == "num_programs") {
         error(e.loc, e.name + " belongs in the body: a reference states whole arrays, with no grid");

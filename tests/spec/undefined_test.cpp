@@ -89,3 +89,8 @@ TEST(Undefined, InAPipelineIsAllowedOnSramAndRefusedOnHbm) {
   EXPECT_EQ(first_error(head + "    X[0] += undefined\n"),
             "4:5: '+= undefined' has no meaning; write 'X[...] = undefined'");
 }
+
+TEST(Undefined, InAReferenceIsRefusedAtParseTime) {
+  EXPECT_EQ(first_error(kernel("        o[...] = x[...]\n") + "    reference:\n        o = undefined\n"),
+            "10:13: a reference states the values an output must hold; 'undefined' is none");
+}
