@@ -837,8 +837,7 @@ class _Body:
         for k, v in enumerate(inner.invars):
             an = arg_names[k] if k < len(arg_names) and arg_names[k] else "scoped"
             nm = _ident(an, self.taken)
-            line = _scratch_line(nm, v.aval, _fmt_loc(src), self.kernel)
-            self.scoped.append((line, src))
+            self.scoped.append((_scratch_line(nm, v.aval, _fmt_loc(src), self.kernel), src))
             inner_aval = getattr(v.aval, "inner_aval", v.aval)
             senv[v] = _Ref(nm, tuple(int(d) for d in inner_aval.shape))
             if not _is_semaphore(v.aval):

@@ -137,8 +137,8 @@ def ragged_reference(offs, x):
 def emit_pipeline_interpret(kernel):
     """JAX's own run of `kernel` on the same BlockSpecs: Pallas takes BoundedSlice only in
     pltpu.emit_pipeline, which runs in TPU interpret mode on CPU once its tiling lookup knows
-    the device (the CPU is described as a v5e)."""
-    from jax._src.pallas.mosaic import tpu_info
+    the device (the CPU is described as a v5e, as the export traces it)."""
+    from pipecheck_jax._export import tpu_info_on_cpu
 
     def outer(offs_ref, x_hbm, o_hbm):
         pltpu.emit_pipeline(
@@ -149,11 +149,7 @@ def emit_pipeline_interpret(kernel):
             out_specs=[pl.BlockSpec((16, 128), lambda i: (i, 0))])(x_hbm, o_hbm)
 
     def run(offs, x):
-        added = "cpu" not in tpu_info.registry
-        if added:
-            tpu_info.registry["cpu"] = lambda: tpu_info.get_tpu_info_for_chip(
-                tpu_info.ChipVersion.TPU_V5E, 1)
-        try:
+        with tpu_info_on_cpu():
             return pl.pallas_call(
                 outer,
                 in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM),
@@ -161,9 +157,6 @@ def emit_pipeline_interpret(kernel):
                 out_specs=pl.BlockSpec(memory_space=pl.ANY),
                 out_shape=jax.ShapeDtypeStruct((64, 128), jnp.float32),
                 interpret=pltpu.InterpretParams())(jnp.asarray(offs), x)
-        finally:
-            if added:
-                del tpu_info.registry["cpu"]
     return run
 
 
