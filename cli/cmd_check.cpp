@@ -1,5 +1,6 @@
 // pipecheck check FILE...: verdicts for every kernel and pipeline.
 #include "cli/command.hpp"
+#include "executor/npy.hpp"
 #include "perf/model.hpp"
 #include "reports/output.hpp"
 #include "reports/report.hpp"
@@ -52,7 +53,7 @@ Loaded load_file(const InputPath &in, const verifier::CheckOptions &opts) {
     return l;
   }
   r.source = std::move(*src);
-  auto parsed = spec::parse_and_validate(r.source);
+  auto parsed = spec::parse_and_validate(r.source, executor::load_prefetch_npy);
   if (!parsed.file) {
     r.errors = parsed.errors;
     return l;

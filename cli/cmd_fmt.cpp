@@ -122,7 +122,7 @@ int fmt_cmd(const FmtArgs &a) {
       continue;
     }
     auto src = read_source(in.path);
-    auto f = src ? load(*src) : std::nullopt;
+    auto f = src ? load(*src, /*read_prefetch_files=*/false) : std::nullopt; // formatting reads no data
     if (!f) {
       rc = bad_input;
       continue;

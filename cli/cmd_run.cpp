@@ -44,20 +44,12 @@ bool read_prefetch_files(const std::vector<std::string> &flags,
       return false;
     }
     const std::string name = f.substr(0, eq), path = f.substr(eq + 1);
-    try {
-      auto a = executor::read_npy(path, name, std::uint64_t{1} << 26);
-      if (spec::dtype_is_float(a->dtype()) || a->shape().size() != 1) {
-        usage_error("--prefetch", f, "the file must hold a 1-D integer array");
-        return false;
-      }
-      std::vector<std::int64_t> v;
-      for (std::int64_t i = 0; i < a->size(); ++i)
-        v.push_back(static_cast<std::int64_t>(a->get(i)));
-      out[name] = std::move(v);
-    } catch (const executor::NpyError &e) {
-      usage_error("--prefetch", f, e.what());
+    spec::LoadedContents c = executor::load_prefetch_npy(path);
+    if (!c.values) {
+      usage_error("--prefetch", f, c.error);
       return false;
     }
+    out[name] = std::move(*c.values);
   }
   return true;
 }

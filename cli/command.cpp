@@ -1,5 +1,6 @@
 #include "cli/command.hpp"
 
+#include "executor/npy.hpp"
 #include "reports/output.hpp"
 #include "spec/eval.hpp"
 #include "spec/parse.hpp"
@@ -135,8 +136,17 @@ std::vector<InputPath> expand_paths(const std::vector<std::string> &paths) {
   return out;
 }
 
-std::optional<spec::File> load(const spec::SourceFile &src) {
-  auto r = spec::parse_and_validate(src);
+std::optional<spec::File> load(const spec::SourceFile &src, bool read_prefetch_files) {
+  spec::ParseResult r;
+  if (read_prefetch_files) {
+    r = spec::parse_and_validate(src, executor::load_prefetch_npy);
+  } else {
+    r = spec::parse(src);
+    if (r.file) {
+      r.errors = spec::validate(*r.file);
+      if (!r.errors.empty()) r.file.reset();
+    }
+  }
   for (const auto &e : r.errors)
     spec::render(std::cerr, src, e);
   return std::move(r.file);
@@ -213,7 +223,9 @@ resolve_prefetch(const std::variant<spec::KernelSpec, spec::Program> &u, const s
     note += (note.empty() ? "" : "; ") + std::string("prefetch contents from --prefetch: ") +
             spec::format_prefetch(contents);
   contents.insert(picked->begin(), picked->end());
-  return spec::elaborate_prefetch(*k, space, contents);
+  // `rest`: an array given in the .pk (`= [...]`, `from "FILE"`) runs with --prefetch's contents
+  // when both name it, as the note says.
+  return spec::elaborate_prefetch(*k, rest, contents);
 }
 
 std::vector<spec::Diagnostic> override_errors(const std::variant<spec::KernelSpec, spec::Program> &u,

@@ -61,7 +61,10 @@ struct InputPath {
 std::vector<InputPath> expand_paths(const std::vector<std::string> &paths);
 
 /// Parses and validates a file, printing diagnostics to stderr on failure.
-std::optional<spec::File> load(const spec::SourceFile &src);
+/// The .npy files of `prefetch ... from "FILE"` are read into the kernels,
+/// unless `read_prefetch_files` is false (fmt: such a prefetch then stays
+/// without contents, which only printing the file may see).
+std::optional<spec::File> load(const spec::SourceFile &src, bool read_prefetch_files = true);
 
 /// The unit named `name` (or the only unit when `name` is empty); prints an
 /// error and returns nullptr when there is no such unit or the choice is ambiguous.

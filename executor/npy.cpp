@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -232,7 +233,7 @@ std::unique_ptr<HostArray> read_npy(const std::string &path, const std::string &
   if (!ec && size > max_bytes)
     throw NpyError(path + ": " + std::to_string(size) + " bytes, more than the array it should hold");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw NpyError(path + ": cannot be read");
+  if (!in) throw NpyError(path + ": cannot be read: " + std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
   try {
@@ -240,6 +241,27 @@ std::unique_ptr<HostArray> read_npy(const std::string &path, const std::string &
   } catch (const NpyError &e) {
     throw NpyError(path + ": " + e.what());
   }
+}
+
+spec::LoadedContents load_prefetch_npy(const std::string &path) {
+  spec::LoadedContents c;
+  try {
+    // SMEM holds at most 65536 prefetched i32: a file far over that is refused unread.
+    auto a = read_npy(path, "prefetch", std::uint64_t{1} << 26);
+    if (spec::dtype_is_float(a->dtype()) || a->dtype() == spec::DType::boolean || a->shape().size() != 1) {
+      c.error = path + ": the file must hold a 1-D integer array, not " +
+                std::string(spec::to_string(a->dtype())) + " of rank " + std::to_string(a->shape().size());
+      return c;
+    }
+    std::vector<std::int64_t> v;
+    v.reserve(static_cast<std::size_t>(a->size()));
+    for (std::int64_t i = 0; i < a->size(); ++i)
+      v.push_back(static_cast<std::int64_t>(a->get(i)));
+    c.values = std::move(v);
+  } catch (const NpyError &e) {
+    c.error = e.what();
+  }
+  return c;
 }
 
 void write_npy(const std::string &path, const HostArray &a) {

@@ -10,6 +10,7 @@
 /// and read from `|V2` or `<V2`, or from the `descr` ml_dtypes writes for it.
 
 #include "executor/tensor.hpp"
+#include "spec/parse.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -43,6 +44,11 @@ std::unique_ptr<HostArray> parse_npy(std::string_view bytes, const std::string &
 /// hold is refused before it is read).
 std::unique_ptr<HostArray> read_npy(const std::string &path, const std::string &name,
                                     std::uint64_t max_bytes = UINT64_MAX);
+/// The contents of a prefetch operand from an .npy file (`prefetch NAME:
+/// i32[n] from "FILE"`, `--prefetch NAME=FILE`): a 1-D integer array, as
+/// spec::PrefetchLoader wants them; the error names the path otherwise.
+spec::LoadedContents load_prefetch_npy(const std::string &path);
+
 /// Writes `a` to `path`; throws NpyError (naming the path) when it cannot.
 void write_npy(const std::string &path, const HostArray &a);
 

@@ -322,8 +322,12 @@ struct Prefetch {
   std::string name;
   DType dtype = DType::i32;
   Expr length;                             ///< the one extent
-  std::optional<std::vector<Expr>> values; ///< given contents
-  std::optional<Expr> lo, hi;              ///< `in [lo, hi)`
+  std::optional<std::vector<Expr>> values; ///< given contents (read from `file` once loaded)
+  /// `from "FILE"`: the contents are a 1-D integer .npy, FILE relative to the
+  /// .pk's folder; parse_and_validate loads them into `values`.
+  std::optional<std::string> file;
+  Loc file_loc;
+  std::optional<Expr> lo, hi; ///< `in [lo, hi)`
   bool nondecreasing = false;
   std::optional<Expr> sum; ///< `sum == s`
   Loc loc;

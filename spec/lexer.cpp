@@ -156,6 +156,10 @@ private:
         push(Tok::Name, s_.substr(b, i_ - b), l);
         continue;
       }
+      if (c == '"') {
+        string(l);
+        continue;
+      }
       if (std::isdigit(static_cast<unsigned char>(c)) ||
           (c == '.' && i_ + 1 < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_ + 1])))) {
         number(l);
@@ -193,6 +197,30 @@ private:
   static std::string hex(unsigned char u) {
     const char *d = "0123456789abcdef";
     return std::string{d[u >> 4], d[u & 15]};
+  }
+
+  // "...": one line; `\"` and `\\` are the only escapes.
+  void string(Loc l) {
+    ++i_; // '"'
+    std::string t;
+    while (true) {
+      if (i_ >= s_.size() || s_[i_] == '\n')
+        fail(l, "unterminated string: a string ends with '\"' on its line");
+      char c = s_[i_];
+      if (c == '"') break;
+      if (c == '\\') {
+        if (i_ + 1 < s_.size() && (s_[i_ + 1] == '"' || s_[i_ + 1] == '\\')) {
+          t += s_[i_ + 1];
+          i_ += 2;
+          continue;
+        }
+        fail(here(), "unknown escape in a string: only \\\" and \\\\ are escapes");
+      }
+      t += c;
+      ++i_;
+    }
+    ++i_; // '"'
+    push(Tok::String, t, l);
   }
 
   void number(Loc l) {

@@ -9,11 +9,13 @@
 
 namespace pipecheck::spec {
 
-enum class Tok { Name, Int, Float, Punct, Newline, Indent, Dedent, End };
+/// String: a double-quoted literal on one line (`"table.npy"`), its text the
+/// contents with `\"` and `\\` unescaped; no other escapes.
+enum class Tok { Name, Int, Float, String, Punct, Newline, Indent, Dedent, End };
 
 struct Token {
   Tok kind = Tok::End;
-  std::string text; ///< the spelling (Name, Punct, Int, Float)
+  std::string text; ///< the spelling (Name, Punct, Int, Float); a String's contents
   Loc loc;
 };
 

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <set>
 
@@ -65,6 +66,7 @@ private:
     case Tok::Name: return "'" + t.text + "'";
     case Tok::Int:
     case Tok::Float: return "number " + t.text;
+    case Tok::String: return "string \"" + t.text + "\"";
     case Tok::Punct: return "'" + t.text + "'";
     case Tok::Newline: return "end of line";
     case Tok::Indent: return "an indented block";
@@ -265,8 +267,9 @@ private:
     return k;
   }
 
-  // `prefetch NAME: DTYPE[n]` and either `= [v, ...]` (given contents) or
-  // constraints in any order: `in [lo, hi)`, `nondecreasing`, `sum == s`.
+  // `prefetch NAME: DTYPE[n]`, then given contents (`= [v, ...]` or
+  // `from "FILE"`), constraints in any order (`in [lo, hi)`, `nondecreasing`,
+  // `sum == s`), or both.
   Prefetch prefetch() {
     Prefetch p;
     p.loc = expect_name("prefetch");
@@ -290,12 +293,24 @@ private:
       }
       expect_punct("]");
       p.values = std::move(v);
+    } else if (peek().kind == Tok::Name && peek().text == "from") {
+      advance();
+      if (peek().kind != Tok::String)
+        fail(peek().loc, "expected the file the contents of prefetch '" + p.name +
+                             "' come from, as a string (`from \"" + p.name + ".npy\"`), found " +
+                             describe(peek()));
+      p.file_loc = peek().loc;
+      p.file = advance().text;
+      if (p.file->empty()) fail(p.file_loc, "the file name of prefetch '" + p.name + "' is empty");
     }
     {
       std::set<std::string> seen;
       while (peek().kind == Tok::Name) {
         Loc l = peek().loc;
         std::string key = advance().text;
+        if (key == "from" && p.values)
+          fail(l, "the contents of prefetch '" + p.name +
+                      "' are given twice: write `= [...]` or `from \"FILE\"`");
         if (!seen.insert(key).second) fail(l, "duplicate constraint '" + key + "'");
         if (key == "in") {
           expect_punct("[");
@@ -1193,10 +1208,45 @@ ParseResult parse(const SourceFile &src) {
   return Parser(std::move(lx)).run();
 }
 
-ParseResult parse_and_validate(const SourceFile &src) {
+std::vector<Diagnostic> load_prefetch_files(File &f, const std::string &pk_path, const PrefetchLoader &load) {
+  std::vector<Diagnostic> errs;
+  for (auto &u : f.units) {
+    auto *k = std::get_if<KernelSpec>(&u);
+    if (!k) continue;
+    for (auto &p : k->prefetches) {
+      if (!p.file) continue;
+      const std::string what = "the contents of prefetch '" + p.name + "' from \"" + *p.file + "\"";
+      if (!load) {
+        errs.push_back({Severity::error,
+                        p.file_loc,
+                        what + " are not loaded: this reader of .pk files reads no other files (the "
+                               "pipecheck command does)",
+                        {}});
+        continue;
+      }
+      std::filesystem::path path(*p.file);
+      if (path.is_relative() && pk_path != "-" && pk_path != "<stdin>")
+        path = std::filesystem::path(pk_path).parent_path() / path;
+      LoadedContents c = load(path.string());
+      if (!c.values) {
+        errs.push_back({Severity::error, p.file_loc, "cannot read " + what + ": " + c.error, {}});
+        continue;
+      }
+      std::vector<Expr> values;
+      values.reserve(c.values->size());
+      for (std::int64_t v : *c.values)
+        values.push_back(Expr::integer(v, p.file_loc));
+      p.values = std::move(values);
+    }
+  }
+  return errs;
+}
+
+ParseResult parse_and_validate(const SourceFile &src, const PrefetchLoader &load) {
   ParseResult r = parse(src);
   if (!r.file) return r;
-  auto errs = validate(*r.file);
+  auto errs = load_prefetch_files(*r.file, src.path, load);
+  if (errs.empty()) errs = validate(*r.file);
   if (!errs.empty()) {
     r.errors = std::move(errs);
     r.file.reset();

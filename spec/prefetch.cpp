@@ -110,6 +110,10 @@ PrefetchSpace prefetch_space(const KernelSpec &k, const Env &params) {
         Loc l = p.loc;
         if (bad && *bad < p.values->size() && !a.sum) l = (*p.values)[*bad].loc;
         if (static_cast<std::int64_t>(vs.size()) != a.length) l = p.length.loc;
+        if (p.file) {
+          l = p.file_loc;
+          *why = "the contents from \"" + *p.file + "\" do not fit the declaration: " + *why;
+        }
         s.errors.push_back({Severity::error, l, *why, {}});
         continue;
       }

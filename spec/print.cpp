@@ -431,7 +431,12 @@ void emit_kernel(std::ostream &os, const KernelSpec &k) {
   for (const auto &p : k.prefetches) {
     leading(os, p.comments, 1);
     os << pad(1) << "prefetch " << p.name << ": " << to_string(p.dtype) << "[" << print(p.length) << "]";
-    if (p.values) {
+    if (p.file) {
+      os << " from \"";
+      for (char c : *p.file)
+        os << (c == '"' || c == '\\' ? "\\" : "") << c;
+      os << "\"";
+    } else if (p.values) {
       os << " = [";
       emit_list(os, *p.values);
       os << "]";

@@ -96,3 +96,72 @@ TEST(CliPrefetch, RunPicksContentsWithTheSeedAndNamesThem) {
   EXPECT_NE(a.text.find("prefetch contents picked with seed 3: ids = ["), std::string::npos) << a.text;
   EXPECT_EQ(a.text.substr(a.text.find("prefetch contents")), b.text.substr(b.text.find("prefetch contents")));
 }
+
+TEST(CliPrefetch, ContentsFromAFileNamedInTheKernelAreItsGivenContentsForEveryCommand) {
+  // The .npy lies next to the .pk, and the commands run from another folder:
+  // `from "FILE"` is relative to the .pk's folder.
+  const std::string decl_ok =
+      "kernel g:\n    grid = (4,)\n    prefetch ids: i32[4] from \"ids.npy\" in [0, 9)\n";
+  const std::string rest = "    in  x: f32[64, 128]  block=(8, 128)  index=(i, ids) -> (ids[i], 0)\n"
+                           "    out o: f32[32, 128]  block=(8, 128)  index=(i, ids) -> (i, 0)\n"
+                           "    body:\n        o[...] = x[...]\n";
+  temp_file("ids.npy", npy_i32({7, 7, 0, 1}));
+  const std::string f = temp_file("from.pk", decl_ok + rest);
+  Out check = run("check " + f);
+  EXPECT_EQ(check.code, 0) << check.text;
+  EXPECT_NE(check.text.find("verified: kernel 'g'"), std::string::npos) << check.text;
+  Out ran = run("run " + f + " --dma eager");
+  EXPECT_EQ(ran.code, 0) << ran.text;
+  EXPECT_EQ(ran.text.find("prefetch contents picked"), std::string::npos) << ran.text; // nothing drawn
+  Out lowered = run("lower " + f);
+  EXPECT_EQ(lowered.code, 0) << lowered.text;
+  // One table whose first entry (8, allowed by the range) names a block past x's 8: only
+  // that table is checked, so the finding needs no witness contents.
+  temp_file("past.npy", npy_i32({8, 0, 0, 0}));
+  const std::string past =
+      temp_file("past.pk", "kernel g:\n    grid = (4,)\n    prefetch ids: i32[4] from \"past.npy\" "
+                           "in [0, 9)\n" +
+                               rest);
+  Out bad = run("check " + past);
+  EXPECT_EQ(bad.code, 1) << bad.text;
+  EXPECT_NE(bad.text.find("[index-out-of-bounds]"), std::string::npos) << bad.text;
+  EXPECT_EQ(bad.text.find("prefetch contents:"), std::string::npos) << bad.text;
+  EXPECT_EQ(run("run " + past + " --dma eager").code, 1);
+  // --prefetch on run replaces the file's contents for that run.
+  Out replaced =
+      run("run " + past + " --dma eager --prefetch ids=" + temp_file("ok3.npy", npy_i32({1, 2, 3, 4})));
+  EXPECT_EQ(replaced.code, 0) << replaced.text;
+}
+
+TEST(CliPrefetch, AFileThatCannotBeReadOrDoesNotFitIsBadInputAtItsNameButFmtStillFormats) {
+  const std::string rest = "    in  x: f32[64, 128]  block=(8, 128)  index=(i, ids) -> (ids[i], 0)\n"
+                           "    out o: f32[32, 128]  block=(8, 128)  index=(i, ids) -> (i, 0)\n"
+                           "    body:\n        o[...] = x[...]\n";
+  temp_file("nine.npy", npy_i32({0, 9, 1, 2}));
+  const std::string outside =
+      temp_file("outside.pk",
+                "kernel g:\n    grid = (4,)\n    prefetch ids: i32[4] from \"nine.npy\" in [0, 8)\n" + rest);
+  const std::string missing =
+      temp_file("missing.pk",
+                "kernel g:\n    grid = (4,)\n    prefetch ids: i32[4] from \"none.npy\" in [0, 8)\n" + rest);
+  for (const char *cmd : {"check ", "lower ", "run "}) {
+    Out o = run(cmd + outside);
+    EXPECT_EQ(o.code, 3) << cmd << o.text;
+    EXPECT_NE(o.text.find(outside +
+                          ":3:31: error: the contents from \"nine.npy\" do not fit the declaration: "
+                          "ids[1] = 9 is outside the stated range [0, 8)"),
+              std::string::npos)
+        << cmd << o.text;
+    Out m = run(cmd + missing);
+    EXPECT_EQ(m.code, 3) << cmd << m.text;
+    EXPECT_NE(
+        m.text.find(missing + ":3:31: error: cannot read the contents of prefetch 'ids' from \"none.npy\": "),
+        std::string::npos)
+        << cmd << m.text;
+    EXPECT_NE(m.text.find("No such file or directory"), std::string::npos) << cmd << m.text;
+  }
+  // Formatting reads no data: the declaration prints back as written.
+  Out fmt = run("fmt " + missing);
+  EXPECT_EQ(fmt.code, 0) << fmt.text;
+  EXPECT_NE(fmt.text.find("prefetch ids: i32[4] from \"none.npy\" in [0, 8)"), std::string::npos) << fmt.text;
+}

@@ -169,3 +169,105 @@ TEST(PrefetchValidate, BoundsTheLengthAndKeepsTheNameFromBeingShadowed) {
   EXPECT_FALSE(enumerate_prefetch(big, 256));
   EXPECT_FALSE(prefetch_patterns(big, 256));
 }
+
+namespace {
+
+// A loader that knows one file, the path as the .pk's folder resolves it.
+PrefetchLoader one_file(std::string path, std::vector<std::int64_t> values, std::vector<std::string> *asked) {
+  return [=](const std::string &p) {
+    if (asked) asked->push_back(p);
+    LoadedContents c;
+    if (p == path) {
+      c.values = values;
+    } else {
+      c.error = p + ": cannot be read: No such file or directory";
+    }
+    return c;
+  };
+}
+
+} // namespace
+
+TEST(PrefetchFromFile, ParsesAndPrintsTheFileNameWithItsEscapes) {
+  auto r = parse(
+      SourceFile::from_string("t.pk", gather(R"(prefetch ids: i32[4] from "tables/a \"b\".npy" in [0, 8))")));
+  ASSERT_TRUE(r.file) << r.errors.at(0).message;
+  const Prefetch &p = std::get<KernelSpec>(r.file->units.at(0)).prefetches.at(0);
+  EXPECT_EQ(p.file, std::optional<std::string>(R"(tables/a "b".npy)"));
+  EXPECT_EQ(p.file_loc.line, 3);
+  EXPECT_EQ(p.file_loc.col, 31);
+  EXPECT_FALSE(p.values); // not loaded by parse
+  const std::string printed = print(*r.file);
+  EXPECT_NE(printed.find(R"(prefetch ids: i32[4] from "tables/a \"b\".npy" in [0, 8))"), std::string::npos)
+      << printed;
+  auto again = parse(SourceFile::from_string("t.pk", printed));
+  ASSERT_TRUE(again.file);
+  EXPECT_EQ(std::get<KernelSpec>(again.file->units.at(0)).prefetches.at(0).file, p.file);
+}
+
+TEST(PrefetchFromFile, LoadsTheFileRelativeToTheKernelsFolderAsGivenContents) {
+  std::vector<std::string> asked;
+  auto r = parse_and_validate(
+      SourceFile::from_string("kernels/g.pk", gather(R"(prefetch ids: i32[4] from "ids.npy")")),
+      one_file("kernels/ids.npy", {3, 3, 0, 7}, &asked));
+  ASSERT_TRUE(r.file) << r.errors.at(0).message;
+  EXPECT_EQ(asked, std::vector<std::string>{"kernels/ids.npy"});
+  const Prefetch &p = std::get<KernelSpec>(r.file->units.at(0)).prefetches.at(0);
+  ASSERT_TRUE(p.is_given());
+  std::vector<std::int64_t> got;
+  for (const auto &e : *p.values)
+    got.push_back(e.int_value);
+  EXPECT_EQ(got, (std::vector<std::int64_t>{3, 3, 0, 7}));
+  // An absolute name is taken as it is.
+  asked.clear();
+  auto abs = parse_and_validate(
+      SourceFile::from_string("kernels/g.pk", gather(R"(prefetch ids: i32[4] from "/t/ids.npy")")),
+      one_file("/t/ids.npy", {0, 0, 0, 0}, &asked));
+  EXPECT_TRUE(abs.file);
+  EXPECT_EQ(asked, std::vector<std::string>{"/t/ids.npy"});
+}
+
+TEST(PrefetchFromFile, ContentsThatDoNotFitTheDeclarationAreErrorsAtTheFileName) {
+  auto check = [](std::vector<std::int64_t> values, const std::string &decl) {
+    auto r = parse_and_validate(SourceFile::from_string("g.pk", gather(decl)),
+                                one_file("ids.npy", values, nullptr));
+    if (r.errors.empty()) return std::string("no error");
+    const auto &e = r.errors.front();
+    return std::to_string(e.loc.line) + ":" + std::to_string(e.loc.col) + ": " + e.message;
+  };
+  EXPECT_EQ(
+      check({0, 9, 1, 2}, R"(prefetch ids: i32[4] from "ids.npy" in [0, 8))"),
+      R"(3:31: the contents from "ids.npy" do not fit the declaration: ids[1] = 9 is outside the stated range [0, 8))");
+  EXPECT_EQ(
+      check({0, 1, 2}, R"(prefetch ids: i32[4] from "ids.npy")"),
+      R"(3:31: the contents from "ids.npy" do not fit the declaration: 'ids' has 4 elements but 3 are given)");
+  EXPECT_EQ(
+      check({2, 1, 1, 1}, R"(prefetch ids: i32[4] from "ids.npy" nondecreasing)"),
+      R"(3:31: the contents from "ids.npy" do not fit the declaration: ids[1] = 1 is smaller than ids[0] = 2, but 'ids' is stated nondecreasing)");
+  EXPECT_EQ(
+      check({0, 0, 0, 0}, R"(prefetch ids: i32[4] from "other.npy")"),
+      R"(3:31: cannot read the contents of prefetch 'ids' from "other.npy": other.npy: cannot be read: No such file or directory)");
+}
+
+TEST(PrefetchFromFile, WithoutALoaderTheContentsAreAnErrorNotOpenContents) {
+  // Library readers that load no files must not check the kernel for every
+  // table instead of the file's one.
+  EXPECT_EQ(
+      first_error(gather(R"(prefetch ids: i32[4] from "ids.npy" in [0, 8))")),
+      R"(3:31: the contents of prefetch 'ids' from "ids.npy" are not loaded: this reader of .pk files reads no other files (the pipecheck command does))");
+}
+
+TEST(PrefetchFromFile, BadSpellingsAreLocatedErrors) {
+  EXPECT_EQ(
+      first_error(gather("prefetch ids: i32[4] from ids.npy")),
+      "3:31: expected the file the contents of prefetch 'ids' come from, as a string (`from \"ids.npy\"`), "
+      "found 'ids'");
+  EXPECT_EQ(first_error(gather(R"(prefetch ids: i32[4] from "ids.npy)")),
+            "3:31: unterminated string: a string ends with '\"' on its line");
+  EXPECT_EQ(first_error(gather(R"(prefetch ids: i32[4] from "a\n.npy")")),
+            "3:33: unknown escape in a string: only \\\" and \\\\ are escapes");
+  EXPECT_EQ(first_error(gather(R"(prefetch ids: i32[4] from "")")),
+            "3:31: the file name of prefetch 'ids' is empty");
+  EXPECT_EQ(first_error(gather(R"(prefetch ids: i32[4] = [0, 0, 0, 0] from "ids.npy")")),
+            "3:41: the contents of prefetch 'ids' are given twice: write `= [...]` or `from \"FILE\"`");
+}
