@@ -36,7 +36,7 @@ struct RunArgs {
 
 // --prefetch NAME=FILE.npy: the contents of a prefetch operand.
 bool read_prefetch_files(const std::vector<std::string> &flags,
-                         std::map<std::string, std::vector<std::int64_t>> &out) {
+                         std::map<std::string, spec::LoadedContents> &out) {
   for (const auto &f : flags) {
     const auto eq = f.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == f.size()) {
@@ -49,7 +49,7 @@ bool read_prefetch_files(const std::vector<std::string> &flags,
       usage_error("--prefetch", f, c.error);
       return false;
     }
-    out[name] = std::move(*c.values);
+    out[name] = std::move(c);
   }
   return true;
 }
@@ -120,7 +120,7 @@ int run_cmd(const RunArgs &a) {
   const auto *selected = select_unit(*file, a.path, a.kernel);
   if (!selected) return bad_input;
   if (!check_overrides(*selected, *src, opts.overrides)) return bad_input;
-  std::map<std::string, std::vector<std::int64_t>> supplied;
+  std::map<std::string, spec::LoadedContents> supplied;
   if (!read_prefetch_files(a.prefetch, supplied)) return bad_input;
   std::string prefetch_note;
   auto resolved = resolve_prefetch(*selected, *src, opts.overrides, supplied, opts.seed, prefetch_note);

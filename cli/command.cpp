@@ -175,7 +175,7 @@ const std::variant<spec::KernelSpec, spec::Program> *select_unit(const spec::Fil
 std::optional<std::variant<spec::KernelSpec, spec::Program>>
 resolve_prefetch(const std::variant<spec::KernelSpec, spec::Program> &u, const spec::SourceFile &src,
                  const std::map<std::string, std::int64_t> &overrides,
-                 const std::map<std::string, std::vector<std::int64_t>> &supplied, std::uint64_t seed,
+                 const std::map<std::string, spec::LoadedContents> &supplied, std::uint64_t seed,
                  std::string &note) {
   const auto *k = std::get_if<spec::KernelSpec>(&u);
   if (!k || k->prefetches.empty()) {
@@ -194,11 +194,16 @@ resolve_prefetch(const std::variant<spec::KernelSpec, spec::Program> &u, const s
     return std::nullopt;
   }
   spec::PrefetchContents contents;
-  for (const auto &[name, v] : supplied) {
+  for (const auto &[name, file] : supplied) {
+    const std::vector<std::int64_t> &v = *file.values;
     const spec::PrefetchArray *a = space.array(name);
     if (!a) {
       std::cerr << "error: --prefetch " << name << ": kernel '" << k->name << "' has no prefetch named '"
                 << name << "'\n";
+      return std::nullopt;
+    }
+    if (auto why = spec::prefetch_shape_mismatch(*a, file.shape)) {
+      std::cerr << "error: --prefetch " << name << ": the file " << *why << "\n";
       return std::nullopt;
     }
     if (auto why = spec::prefetch_violation(*a, v)) {

@@ -4,6 +4,7 @@
 
 #include "spec/diag.hpp"
 #include "spec/ir.hpp"
+#include "spec/parse.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -100,7 +101,7 @@ bool check_overrides(const std::variant<spec::KernelSpec, spec::Program> &, cons
 std::optional<std::variant<spec::KernelSpec, spec::Program>>
 resolve_prefetch(const std::variant<spec::KernelSpec, spec::Program> &, const spec::SourceFile &,
                  const std::map<std::string, std::int64_t> &overrides,
-                 const std::map<std::string, std::vector<std::int64_t>> &supplied, std::uint64_t seed,
+                 const std::map<std::string, spec::LoadedContents> &supplied, std::uint64_t seed,
                  std::string &note);
 
 /// Parses `NAME=VALUE` pairs of --set into an environment; false (with a

@@ -248,11 +248,13 @@ spec::LoadedContents load_prefetch_npy(const std::string &path) {
   try {
     // SMEM holds at most 65536 prefetched i32: a file far over that is refused unread.
     auto a = read_npy(path, "prefetch", std::uint64_t{1} << 26);
-    if (spec::dtype_is_float(a->dtype()) || a->dtype() == spec::DType::boolean || a->shape().size() != 1) {
-      c.error = path + ": the file must hold a 1-D integer array, not " +
+    if (spec::dtype_is_float(a->dtype()) || a->dtype() == spec::DType::boolean || a->shape().empty() ||
+        a->shape().size() > 4) {
+      c.error = path + ": the file must hold an integer array of rank 1 to 4, not " +
                 std::string(spec::to_string(a->dtype())) + " of rank " + std::to_string(a->shape().size());
       return c;
     }
+    c.shape.assign(a->shape().begin(), a->shape().end());
     std::vector<std::int64_t> v;
     v.reserve(static_cast<std::size_t>(a->size()));
     for (std::int64_t i = 0; i < a->size(); ++i)

@@ -45,8 +45,9 @@ std::unique_ptr<HostArray> parse_npy(std::string_view bytes, const std::string &
 std::unique_ptr<HostArray> read_npy(const std::string &path, const std::string &name,
                                     std::uint64_t max_bytes = UINT64_MAX);
 /// The contents of a prefetch operand from an .npy file (`prefetch NAME:
-/// i32[n] from "FILE"`, `--prefetch NAME=FILE`): a 1-D integer array, as
-/// spec::PrefetchLoader wants them; the error names the path otherwise.
+/// i32[n] from "FILE"`, `--prefetch NAME=FILE`): an integer array of rank 1
+/// to 4, flat in C order with its shape, as spec::PrefetchLoader wants them;
+/// the error names the path otherwise.
 spec::LoadedContents load_prefetch_npy(const std::string &path);
 
 /// Writes `a` to `path`; throws NpyError (naming the path) when it cannot.

@@ -321,7 +321,12 @@ struct Setting {
 struct Prefetch {
   std::string name;
   DType dtype = DType::i32;
-  Expr length;                             ///< the one extent
+  Expr length; ///< the element count: the one extent, or for rank > 1 the product of `dims`
+  /// Rank > 1 (`i32[B, P]`): the extents as written; empty for a 1-D array.
+  /// Its contents are in C order (`= [...]` lists them flat); a read names
+  /// one element (`pt[b, p]`) until parse_and_validate flattens the reads.
+  std::vector<Expr> dims;
+  bool flat = false; ///< rank > 1 with its reads flattened to `pt[e]` (spec/prefetch.hpp)
   std::optional<std::vector<Expr>> values; ///< given contents (read from `file` once loaded)
   /// `from "FILE"`: the contents are a 1-D integer .npy, FILE relative to the
   /// .pk's folder; parse_and_validate loads them into `values`.
@@ -332,7 +337,10 @@ struct Prefetch {
   std::optional<Expr> sum; ///< `sum == s`
   Loc loc;
   Comments comments;
+  std::vector<std::int64_t> file_shape; ///< the shape of the loaded `file`
   bool is_given() const { return values.has_value(); }
+  /// The subscripts of one read: the rank, or 1 once flattened.
+  std::size_t read_rank() const { return dims.empty() || flat ? 1 : dims.size(); }
   friend bool operator==(const Prefetch &, const Prefetch &) = default;
 };
 

@@ -1,6 +1,7 @@
 #include "spec/parse.hpp"
 
 #include "spec/lexer.hpp"
+#include "spec/prefetch.hpp"
 #include "spec/validate.hpp"
 
 #include <cerrno>
@@ -267,7 +268,7 @@ private:
     return k;
   }
 
-  // `prefetch NAME: DTYPE[n]`, then given contents (`= [v, ...]` or
+  // `prefetch NAME: DTYPE[n]` (or `[b, n]`, up to rank 4), then given contents (`= [v, ...]` or
   // `from "FILE"`), constraints in any order (`in [lo, hi)`, `nondecreasing`,
   // `sum == s`), or both.
   Prefetch prefetch() {
@@ -278,10 +279,13 @@ private:
     p.dtype = dtype();
     Loc sl = peek().loc;
     auto sh = shape();
-    if (sh.size() != 1)
-      fail(sl,
-           "a prefetch operand is 1-D (`" + p.name + ": i32[n]`), not of rank " + std::to_string(sh.size()));
-    p.length = std::move(sh[0]);
+    if (sh.empty() || sh.size() > 4)
+      fail(sl, "a prefetch operand has rank 1 to 4 (`" + p.name + ": i32[n]`, `" + p.name +
+                   ": i32[b, n]`), not " + std::to_string(sh.size()));
+    p.length = sh[0];
+    for (std::size_t d = 1; d < sh.size(); ++d)
+      p.length = Expr::binary(Op::Mul, std::move(p.length), sh[d], sh[d].loc);
+    if (sh.size() > 1) p.dims = std::move(sh);
     if (is_punct("=")) {
       advance();
       expect_punct("[");
@@ -1237,6 +1241,7 @@ std::vector<Diagnostic> load_prefetch_files(File &f, const std::string &pk_path,
       for (std::int64_t v : *c.values)
         values.push_back(Expr::integer(v, p.file_loc));
       p.values = std::move(values);
+      p.file_shape = std::move(c.shape);
     }
   }
   return errs;
@@ -1247,6 +1252,9 @@ ParseResult parse_and_validate(const SourceFile &src, const PrefetchLoader &load
   if (!r.file) return r;
   auto errs = load_prefetch_files(*r.file, src.path, load);
   if (errs.empty()) errs = validate(*r.file);
+  if (errs.empty())
+    for (auto &u : r.file->units)
+      if (auto *k = std::get_if<KernelSpec>(&u)) *k = flatten_prefetch_reads(*k);
   if (!errs.empty()) {
     r.errors = std::move(errs);
     r.file.reset();

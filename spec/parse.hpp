@@ -21,9 +21,11 @@ struct ParseResult {
 /// Nesting deeper than 64 blocks or 200 expression levels is an error.
 ParseResult parse(const SourceFile &);
 
-/// What a PrefetchLoader read: the elements of a 1-D integer array, or why not.
+/// What a PrefetchLoader read: the elements of an integer array in C order
+/// and its shape, or why not.
 struct LoadedContents {
   std::optional<std::vector<std::int64_t>> values;
+  std::vector<std::int64_t> shape;
   std::string error; ///< why there are no values ("cannot open file: ...")
 };
 

@@ -55,6 +55,19 @@ std::optional<std::string> prefetch_violation(const PrefetchArray &a, const std:
   return std::nullopt;
 }
 
+std::optional<std::string> prefetch_shape_mismatch(const PrefetchArray &a,
+                                                   const std::vector<std::int64_t> &shape) {
+  // A 1-D array of another length is left to prefetch_violation's count.
+  if (shape.empty() || shape == a.dims || (shape.size() == 1 && a.dims.size() == 1)) return std::nullopt;
+  std::string has = "(", declared = "[";
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    has += (d ? ", " : "") + std::to_string(shape[d]);
+  for (std::size_t d = 0; d < a.dims.size(); ++d)
+    declared += (d ? ", " : "") + std::to_string(a.dims[d]);
+  return "holds an array of shape " + has + (shape.size() == 1 ? ",)" : ")") + ", but '" + a.name +
+         "' is declared " + declared + "]";
+}
+
 PrefetchSpace prefetch_space(const KernelSpec &k, const Env &params) {
   PrefetchSpace s;
   auto value = [&](const Expr &e, const std::string &what) -> std::optional<std::int64_t> {
@@ -72,6 +85,22 @@ PrefetchSpace prefetch_space(const KernelSpec &k, const Env &params) {
     a.name = p.name;
     a.loc = p.loc;
     a.nondecreasing = p.nondecreasing;
+    // Rank > 1: each extent at least 1 (the length, their product, is then bounded below).
+    std::vector<std::int64_t> dims;
+    for (const auto &d : p.dims) {
+      auto v = value(d, "an extent of prefetch '" + p.name + "'");
+      if (!v) break;
+      if (*v < 1) {
+        s.errors.push_back(
+            {Severity::error,
+             d.loc,
+             "an extent of prefetch '" + p.name + "' must be at least 1, got " + std::to_string(*v),
+             {}});
+        break;
+      }
+      dims.push_back(*v);
+    }
+    if (dims.size() != p.dims.size()) continue;
     auto n = value(p.length, "the length of prefetch '" + p.name + "'");
     if (!n) continue;
     // SMEM holds at most a few hundred KiB; 65536 i32 are 256 KiB.
@@ -84,6 +113,11 @@ PrefetchSpace prefetch_space(const KernelSpec &k, const Env &params) {
       continue;
     }
     a.length = *n;
+    a.dims = p.dims.empty() ? std::vector<std::int64_t>{*n} : dims;
+    if (auto why = prefetch_shape_mismatch(a, p.file_shape)) {
+      s.errors.push_back({Severity::error, p.file_loc, "\"" + p.file.value_or("") + "\" " + *why, {}});
+      continue;
+    }
     if (p.lo) a.lo = value(*p.lo, "the range of prefetch '" + p.name + "'");
     if (p.hi) a.hi = value(*p.hi, "the range of prefetch '" + p.name + "'");
     if (p.sum) a.sum = value(*p.sum, "the sum of prefetch '" + p.name + "'");
@@ -464,6 +498,72 @@ std::optional<PrefetchContents> pick_prefetch(const PrefetchSpace &s, std::uint6
 
 namespace {
 
+// Rewrites every read of a prefetch array in a kernel's index maps and body
+// with `read` (the array's name, and the read as written, its subscripts
+// already rewritten).
+class ReadRewriter {
+public:
+  using Read = std::function<Expr(const std::string &array, Expr read)>;
+  explicit ReadRewriter(Read read) : read_(std::move(read)) {}
+
+  // `names` maps a name as written (an index-map argument, or the array's
+  // own name in the body) to the array.
+  Expr expr(const Expr &e, const std::map<std::string, std::string> &names) const {
+    Expr out = e;
+    for (auto &a : out.args)
+      a = expr(a, names);
+    if (e.op == Op::Ref)
+      if (auto it = names.find(e.name); it != names.end()) return read_(it->second, std::move(out));
+    return out;
+  }
+
+  void block(Block &b, const std::map<std::string, std::string> &names) const {
+    for (auto &s : b) {
+      if (auto *a = std::get_if<Assign>(&s.kind)) {
+        a->target = expr(a->target, names);
+        a->value = expr(a->value, names);
+      } else if (auto *l = std::get_if<Let>(&s.kind)) {
+        l->value = expr(l->value, names);
+      } else if (auto *f = std::get_if<If>(&s.kind)) {
+        f->cond = expr(f->cond, names);
+        block(f->then_body, names);
+        block(f->else_body, names);
+      } else if (auto *f = std::get_if<For>(&s.kind)) {
+        f->lo = expr(f->lo, names);
+        f->hi = expr(f->hi, names);
+        block(f->body, names);
+      } else if (auto *d = std::get_if<Dma>(&s.kind)) {
+        // A page table read in a copy's subscripts (paged attention).
+        for (Expr *e : {&d->src, &d->dst, &d->sem, &d->n})
+          *e = expr(*e, names);
+      }
+    }
+  }
+
+  // The index maps (through their trailing prefetch arguments, which are
+  // dropped when `drop_arguments`) and the body of `out`, a copy of `k`.
+  void kernel(KernelSpec &out, const KernelSpec &k, bool drop_arguments) const {
+    const std::size_t grid_rank = k.grid ? k.grid->size() : 0;
+    for (auto &o : out.operands) {
+      if (!o.index_map || o.index_map->params.size() <= grid_rank) continue;
+      std::map<std::string, std::string> names;
+      for (std::size_t i = grid_rank; i < o.index_map->params.size() && i - grid_rank < k.prefetches.size();
+           ++i)
+        names[o.index_map->params[i]] = k.prefetches[i - grid_rank].name;
+      if (drop_arguments) o.index_map->params.resize(grid_rank);
+      for (auto &r : o.index_map->results)
+        r = expr(r, names);
+    }
+    std::map<std::string, std::string> body_names;
+    for (const auto &p : k.prefetches)
+      body_names[p.name] = p.name;
+    block(out.body, body_names);
+  }
+
+private:
+  Read read_;
+};
+
 class Elaborator {
 public:
   Elaborator(const PrefetchSpace &s, const PrefetchContents &c) : s_(s), c_(c) {}
@@ -499,41 +599,6 @@ public:
     return Expr::call("where", {in, tree(idx, lv, 0, lv.size(), l), Expr::integer(kPrefetchPoison, l)}, l);
   }
 
-  // `names` maps a name as written (an index-map argument, or the array's
-  // own name in the body) to the array.
-  Expr expr(const Expr &e, const std::map<std::string, std::string> &names) const {
-    if (e.op == Op::Ref && e.args.size() == 1)
-      if (auto it = names.find(e.name); it != names.end())
-        return read(it->second, expr(e.args[0], names), e.loc);
-    Expr out = e;
-    for (auto &a : out.args)
-      a = expr(a, names);
-    return out;
-  }
-
-  void block(Block &b, const std::map<std::string, std::string> &names) const {
-    for (auto &s : b) {
-      if (auto *a = std::get_if<Assign>(&s.kind)) {
-        a->target = expr(a->target, names);
-        a->value = expr(a->value, names);
-      } else if (auto *l = std::get_if<Let>(&s.kind)) {
-        l->value = expr(l->value, names);
-      } else if (auto *f = std::get_if<If>(&s.kind)) {
-        f->cond = expr(f->cond, names);
-        block(f->then_body, names);
-        block(f->else_body, names);
-      } else if (auto *f = std::get_if<For>(&s.kind)) {
-        f->lo = expr(f->lo, names);
-        f->hi = expr(f->hi, names);
-        block(f->body, names);
-      } else if (auto *d = std::get_if<Dma>(&s.kind)) {
-        // A page table read in a copy's subscripts (paged attention).
-        for (Expr *e : {&d->src, &d->dst, &d->sem, &d->n})
-          *e = expr(*e, names);
-      }
-    }
-  }
-
 private:
   const PrefetchSpace &s_;
   const PrefetchContents &c_;
@@ -544,22 +609,43 @@ private:
 KernelSpec elaborate_prefetch(const KernelSpec &k, const PrefetchSpace &s, const PrefetchContents &contents) {
   KernelSpec out = k;
   Elaborator el(s, contents);
-  const std::size_t grid_rank = k.grid ? k.grid->size() : 0;
-  for (auto &o : out.operands) {
-    if (!o.index_map || o.index_map->params.size() <= grid_rank) continue;
-    std::map<std::string, std::string> names;
-    for (std::size_t i = grid_rank; i < o.index_map->params.size() && i - grid_rank < k.prefetches.size();
-         ++i)
-      names[o.index_map->params[i]] = k.prefetches[i - grid_rank].name;
-    o.index_map->params.resize(grid_rank);
-    for (auto &r : o.index_map->results)
-      r = el.expr(r, names);
-  }
-  std::map<std::string, std::string> body_names;
-  for (const auto &p : k.prefetches)
-    body_names[p.name] = p.name;
-  el.block(out.body, body_names);
+  ReadRewriter rw([&](const std::string &array, Expr read) {
+    // parse_and_validate flattened every read to one subscript.
+    return el.read(array, read.args.at(0), read.loc);
+  });
+  rw.kernel(out, k, /*drop_arguments=*/true);
   out.prefetches.clear();
+  return out;
+}
+
+KernelSpec flatten_prefetch_reads(const KernelSpec &k) {
+  std::map<std::string, const Prefetch *> multi;
+  for (const auto &p : k.prefetches)
+    if (p.read_rank() > 1) multi[p.name] = &p;
+  if (multi.empty()) return k;
+  KernelSpec out = k;
+  ReadRewriter rw([&](const std::string &array, Expr read) {
+    auto it = multi.find(array);
+    if (it == multi.end() || read.args.size() != it->second->dims.size()) return read;
+    const auto &dims = it->second->dims;
+    const auto &sub = read.args;
+    const Loc l = read.loc;
+    std::optional<Expr> in, flat;
+    for (std::size_t d = 0; d < dims.size(); ++d) {
+      Expr lo = Expr::binary(Op::Le, Expr::integer(0, l), sub[d], l);
+      Expr hi = Expr::binary(Op::Lt, sub[d], dims[d], l);
+      Expr both = Expr::binary(Op::And, std::move(lo), std::move(hi), l);
+      in = in ? Expr::binary(Op::And, std::move(*in), std::move(both), l) : std::move(both);
+      flat = flat ? Expr::binary(Op::Add, Expr::binary(Op::Mul, std::move(*flat), dims[d], l), sub[d], l)
+                  : sub[d];
+    }
+    Expr idx = Expr::call("where", {std::move(*in), std::move(*flat), Expr::integer(-1, l)}, l);
+    read.args = {std::move(idx)};
+    return read;
+  });
+  rw.kernel(out, k, /*drop_arguments=*/false);
+  for (auto &p : out.prefetches)
+    if (multi.count(p.name)) p.flat = true;
   return out;
 }
 

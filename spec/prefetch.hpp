@@ -34,6 +34,7 @@ using PrefetchContents = std::map<std::string, std::vector<std::int64_t>>;
 struct PrefetchArray {
   std::string name;
   std::int64_t length = 0;
+  std::vector<std::int64_t> dims; ///< the extents: {length} for a 1-D array
   std::optional<std::vector<std::int64_t>> given;
   std::optional<std::int64_t> lo, hi; ///< `in [lo, hi)`
   bool nondecreasing = false;
@@ -61,6 +62,13 @@ PrefetchSpace prefetch_space(const KernelSpec &k, const Env &params);
 /// or nullopt when they are. `index` is set to the offending position, if one.
 std::optional<std::string> prefetch_violation(const PrefetchArray &a, const std::vector<std::int64_t> &values,
                                               std::optional<std::size_t> *index = nullptr);
+
+/// Why contents of `shape` (a file's) do not fit `a`'s declared extents:
+/// "holds an array of shape (2, 8), but 'pt' is declared [4, 4]"; nullopt
+/// when they do, when `shape` is empty (not known), or when both are 1-D
+/// (prefetch_violation then counts the elements).
+std::optional<std::string> prefetch_shape_mismatch(const PrefetchArray &a,
+                                                   const std::vector<std::int64_t> &shape);
 
 /// Every allowed assignment of contents to the arrays that are not given,
 /// when there are at most `limit` (nullopt: more, or unbounded).
@@ -106,6 +114,15 @@ std::string prefetch_element(const std::string &name, std::int64_t k);
 /// index maps lose their prefetch arguments. Requires a space without errors
 /// or unknown.
 KernelSpec elaborate_prefetch(const KernelSpec &k, const PrefetchSpace &, const PrefetchContents &contents);
+
+/// `k` with every read of a prefetch array of rank > 1 flattened, in index
+/// maps and the body: `pt[b, p]` (pt: i32[B, P]) becomes
+/// `pt[where(0 <= b and b < B and 0 <= p and p < P, b * P + p, -1)]`, a read
+/// of the C-order contents where every subscript lies in its dim, and of
+/// poison (index -1) where one does not, as the read would be. Those arrays
+/// are marked `flat`; everything after reads 1-D arrays only.
+/// parse_and_validate applies it to every kernel it returns.
+KernelSpec flatten_prefetch_reads(const KernelSpec &k);
 
 /// "group_ids = [0, 0, 8, 1]" for each array, joined by ", ".
 std::string format_prefetch(const PrefetchContents &);

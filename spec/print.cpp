@@ -430,7 +430,13 @@ void emit_kernel(std::ostream &os, const KernelSpec &k) {
   }
   for (const auto &p : k.prefetches) {
     leading(os, p.comments, 1);
-    os << pad(1) << "prefetch " << p.name << ": " << to_string(p.dtype) << "[" << print(p.length) << "]";
+    os << pad(1) << "prefetch " << p.name << ": " << to_string(p.dtype) << "[";
+    if (p.dims.empty()) {
+      os << print(p.length);
+    } else {
+      emit_list(os, p.dims);
+    }
+    os << "]";
     if (p.file) {
       os << " from \"";
       for (char c : *p.file)

@@ -607,7 +607,9 @@ private:
       return k_.param(e.name) != nullptr;
     }
     case Op::Ref: // a scalar load from a prefetch array
-      return !s.locals.count(e.name) && k_.prefetch(e.name) && e.args.size() == 1 && is_int(e.args[0], s);
+      return !s.locals.count(e.name) && k_.prefetch(e.name) &&
+             e.args.size() == k_.prefetch(e.name)->read_rank() &&
+             std::all_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return is_int(a, s); });
     case Op::Call:
       if (e.name == "program_id" || e.name == "num_programs") return true;
       if (spec::is_int_function(e.name) && e.kwarg_names.empty())

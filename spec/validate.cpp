@@ -149,15 +149,23 @@ public:
   bool in_kernel_body_ = false;
   /// The names that read a prefetch array here: an index map's trailing
   /// arguments, or the arrays' own names in the body.
-  std::set<std::string> prefetch_refs_;
+  std::map<std::string, std::size_t> prefetch_refs_; ///< name -> subscripts of one read
 
-  // `ids[e]`: one integer subscript.
-  void prefetch_read(const Expr &e, const std::set<std::string> &scope, const std::string &where) {
-    if (e.args.size() != 1 || e.args[0].op == Op::Ellipsis || e.args[0].op == Op::Slice) {
-      error(e.loc, "a prefetch array is read one element at a time ('" + e.name + "[i]') in " + where);
+  // `ids[e]`: one integer subscript per dim.
+  void prefetch_read(const Expr &e, std::size_t rank, const std::set<std::string> &scope,
+                     const std::string &where) {
+    const bool scalar = std::all_of(e.args.begin(), e.args.end(),
+                                    [](const Expr &a) { return a.op != Op::Ellipsis && a.op != Op::Slice; });
+    if (e.args.size() != rank || !scalar) {
+      std::string idx = "i";
+      for (std::size_t d = 1; d < rank; ++d)
+        idx += ", " + std::string(1, static_cast<char>('i' + d));
+      error(e.loc,
+            "a prefetch array is read one element at a time ('" + e.name + "[" + idx + "]') in " + where);
       return;
     }
-    int_expr_shape(e.args[0], scope, where);
+    for (const auto &a : e.args)
+      int_expr_shape(a, scope, where);
   }
 
   void prefetch_decl(const Prefetch &p, std::set<std::string> &names) {
@@ -182,8 +190,8 @@ public:
       return;
     case Op::Float: error(e.loc, where + " must be an integer expression"); return;
     case Op::Ref:
-      if (prefetch_refs_.count(e.name)) {
-        prefetch_read(e, scope, where);
+      if (auto it = prefetch_refs_.find(e.name); it != prefetch_refs_.end()) {
+        prefetch_read(e, it->second, scope, where);
         return;
       }
       error(e.loc, "a buffer reference is not allowed in " + where);
@@ -423,7 +431,7 @@ public:
     std::set<std::string> scope = params;
     in_kernel_body_ = true;
     for (const auto &p : k.prefetches)
-      prefetch_refs_.insert(p.name);
+      prefetch_refs_[p.name] = p.read_rank();
     kernel_block(k.body, scope, 0);
     prefetch_refs_.clear();
     in_kernel_body_ = false;
@@ -545,8 +553,8 @@ public:
                          (n_prefetch ? " (and " + std::to_string(n_prefetch) +
                                            " prefetch refs follow the grid indices, all or none)"
                                      : ""));
-      for (std::size_t i = grid_rank_; i < m.params.size(); ++i)
-        prefetch_refs_.insert(m.params[i]);
+      for (std::size_t i = grid_rank_; i < m.params.size() && i - grid_rank_ < n_prefetch; ++i)
+        prefetch_refs_[m.params[i]] = k_->prefetches[i - grid_rank_].read_rank();
       std::set<std::string> scope = params;
       std::set<std::string> seen;
       for (const auto &p : m.params) {
@@ -733,7 +741,7 @@ public:
       if (store)
         error(r.loc, "cannot store into prefetch '" + r.name + "': scalar-prefetch operands are read-only");
       else
-        prefetch_read(r, scope, "a body");
+        prefetch_read(r, k_->prefetch(r.name)->read_rank(), scope, "a body");
       return;
     }
     if (!o) {

@@ -376,15 +376,16 @@ def _is_int_aval(aval) -> bool:
 
 
 def _prefetch_read(ref: _Ref, e, ins) -> _E:
-    """`ids[e]`: one element of a scalar prefetch ref read in an index map."""
+    """`ids[e]` (`pt[b, p]` for a table of rank > 1): one element of a scalar prefetch ref
+    read in an index map."""
     (ix,) = tree_util.tree_unflatten(e.params["tree"], ins[1:]) or (None,)
     idx = getattr(ix, "indices", ())
-    if type(ix).__name__ != "NDIndexer" or len(idx) != 1 or type(idx[0]).__name__ == "Slice":
+    if (type(ix).__name__ != "NDIndexer" or not idx or len(idx) != len(getattr(ix, "shape", idx))
+            or any(type(i).__name__ == "Slice" for i in idx)):
         raise UnsupportedError(f"a read of the prefetch ref '{ref.name}' that is not one element "
                                "has no .pk form", _fmt_loc(_frame(e.source_info)))
-    i = idx[0]
-    text = str(int(i)) if isinstance(i, (int, np.integer)) else _strip(i.text)
-    return _E(f"{ref.name}[{text}]", int=True)
+    texts = [str(int(i)) if isinstance(i, (int, np.integer)) else _strip(i.text) for i in idx]
+    return _E(f"{ref.name}[{', '.join(texts)}]", int=True)
 
 
 def _index_map(bm, names: list[str], what: str, loc, prefetch: tuple = ()) -> str:
@@ -1459,13 +1460,15 @@ def export_call(pc, taken_names: set | None = None, call_site=None, prefetch_val
 
 
 def _prefetch_line(nm: str, aval, value, constraint: str | None, loc, kernel) -> str:
-    """`prefetch NAME: i32[n] = [..] CONSTRAINTS` of one scalar prefetch operand."""
+    """`prefetch NAME: i32[n] = [..] CONSTRAINTS` (`i32[b, n]` for rank > 1, the contents in C
+    order) of one scalar prefetch operand."""
     shape = tuple(getattr(aval, "shape", ()))
-    if len(shape) != 1 or not np.issubdtype(aval.dtype, np.integer):
+    if not 1 <= len(shape) <= 4 or not np.issubdtype(aval.dtype, np.integer):
         raise UnsupportedError(f"scalar prefetch operand '{nm}' of shape {shape} and dtype "
-                               f"{aval.dtype} has no .pk form (.pk prefetch arrays are 1-D "
-                               "integer arrays)", loc, kernel)
-    text = f"    prefetch {nm}: {_dtype(aval.dtype, f'prefetch {nm!r}', loc)}[{shape[0]}]"
+                               f"{aval.dtype} has no .pk form (.pk prefetch arrays are integer "
+                               "arrays of rank 1 to 4)", loc, kernel)
+    dims = ", ".join(str(int(d)) for d in shape)
+    text = f"    prefetch {nm}: {_dtype(aval.dtype, f'prefetch {nm!r}', loc)}[{dims}]"
     if value is not None:
         text += " = [" + ", ".join(str(int(v)) for v in np.asarray(value).reshape(-1)) + "]"
     elif not constraint:

@@ -371,6 +371,30 @@ def make_dynamic_block_gather(steps=4, rows=4, bm=8, n=128, interpret=False):
                                   jax.ShapeDtypeStruct((rows * bm, n), f32)]
 
 
+# A 2-D block table (paged attention's page_indices[b, p]): block (b, p) of the output is
+# block table[b, p] of x, read in the index map and, as a number, in the body.
+def block_table_gather_kernel(table, x_ref, o_ref):
+    o_ref[...] = x_ref[...] + table[pl.program_id(0), pl.program_id(1)].astype(f32)
+
+
+def make_block_table_gather(b=2, p=3, rows=4, bm=8, n=128, interpret=False):
+    def block_table_gather(table, x):
+        return pl.pallas_call(
+            block_table_gather_kernel,
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1,
+                grid=(b, p),
+                in_specs=[pl.BlockSpec((bm, n), lambda i, j, table: (table[i, j], 0))],
+                out_specs=pl.BlockSpec((bm, n), lambda i, j, table: (i * p + j, 0)),
+            ),
+            out_shape=jax.ShapeDtypeStruct((b * p * bm, n), x.dtype),
+            interpret=interpret,
+        )(table, x)
+
+    return block_table_gather, [jax.ShapeDtypeStruct((b, p), jnp.int32),
+                                jax.ShapeDtypeStruct((rows * bm, n), f32)]
+
+
 # Batched attention scores, as flash attention's einsum("bqd,bkd->bqk") inside a kernel:
 # a dot_general with a batch dim.
 def batched_scores_kernel(q_ref, k_ref, s_ref):

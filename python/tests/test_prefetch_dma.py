@@ -57,6 +57,29 @@ def test_prefetch_contents_unknown_at_export_are_unsupported_unless_described():
         pj.export(fn, *args, prefetch={"ids": "in [0, 4)"})
 
 
+def test_a_2d_block_table_exports_as_a_rank_2_prefetch_and_runs_like_interpret_mode():
+    fn, args = K.make_block_table_gather()
+    table = np.array([[3, 0, 1], [2, 2, 0]], np.int32)
+    text = pj.export(fn, table, args[1])
+    assert "prefetch table: i32[2, 3] = [3, 0, 1, 2, 2, 0]" in text
+    assert "index=(i, j, table) -> (table[i, j], 0)" in text
+    assert "cast(table[program_id(0), program_id(1)], f32)" in text
+    pj.assert_verified(fn, table, args[1])
+    x = np.random.default_rng(0).standard_normal((32, 128), np.float32)
+    r = pj.run(fn, table, x)  # against interpret=True on the same table
+    assert r.ok, r
+    want = x[table.reshape(-1) * 8 + np.arange(8)[:, None]].transpose(1, 0, 2).reshape(48, 128) \
+        + np.repeat(table.reshape(-1), 8)[:, None].astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(r.outputs[0]), want)
+    # Described rather than given: every table in [0, 5) is checked, and 4 is past x's 4 blocks.
+    r = pj.check(fn, *args, prefetch={"table": "in [0, 5)"})
+    assert r.exit_code == 1 and [f.rule for f in r.findings] == ["index-out-of-bounds"]
+    # In range, the spec rules hold for every table, but the body reads the table, so the
+    # lowered program's race check would need each of the 4^6 tables: unknown, never verified.
+    r = pj.check(fn, *args, prefetch={"table": "in [0, 4)"})
+    assert r.exit_code == 2 and r.verdicts == {"block_table_gather_kernel": "unknown"}, r.report()
+
+
 def test_a_prefetch_constant_inside_the_function_is_known():
     fn, args = K.make_dynamic_block_gather()
     text = pj.export(lambda x: fn(jnp.array([1, 1, 0, 3], jnp.int32), x), args[1])

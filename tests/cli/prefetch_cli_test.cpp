@@ -165,3 +165,64 @@ TEST(CliPrefetch, AFileThatCannotBeReadOrDoesNotFitIsBadInputAtItsNameButFmtStil
   EXPECT_EQ(fmt.code, 0) << fmt.text;
   EXPECT_NE(fmt.text.find("prefetch ids: i32[4] from \"none.npy\" in [0, 8)"), std::string::npos) << fmt.text;
 }
+
+namespace {
+
+// A version 1.0 .npy file holding an i32 array of the given shape, C order.
+std::string npy_i32_shaped(const std::vector<std::int32_t> &v, const std::string &shape) {
+  std::string flat = npy_i32(v);
+  const std::string one = "(" + std::to_string(v.size()) + ",)";
+  std::string h = "{'descr': '<i4', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + h.size() + 1) % 64 != 0)
+    h += ' ';
+  h += '\n';
+  std::string out = flat.substr(0, 8);
+  out += static_cast<char>(h.size() & 0xff);
+  out += static_cast<char>(h.size() >> 8);
+  out += h;
+  const std::size_t data =
+      10 + static_cast<unsigned char>(flat[8]) + 256 * static_cast<unsigned char>(flat[9]);
+  return out + flat.substr(data);
+}
+
+} // namespace
+
+TEST(CliPrefetch, ARank2PageTableFromAFileChecksAndRunsAndItsShapeMustMatch) {
+  // Block (b, p) of x is the one pt[b, p] names; a read one column past its row is poison,
+  // not the next row's first entry.
+  const std::string rest = "    in  x: f32[32, 128]  block=(8, 128)  index=(b, p, t) -> (t[b, p + D], 0)\n"
+                           "    out o: f32[32, 128]  block=(8, 128)  index=(b, p, t) -> (b * 2 + p, 0)\n"
+                           "    body:\n        o[...] = x[...]\n";
+  temp_file("pt.npy", npy_i32_shaped({3, 1, 0, 2}, "(2, 2)"));
+  temp_file("pt14.npy", npy_i32_shaped({3, 1, 0, 2}, "(1, 4)"));
+  auto kernel = [&](const std::string &name, const std::string &decl, int d) {
+    return temp_file(name, "kernel g:\n    param D = " + std::to_string(d) + "\n    grid = (2, 2)\n    " +
+                               decl + "\n" + rest);
+  };
+  const std::string ok = kernel("pt_ok.pk", "prefetch pt: i32[2, 2] from \"pt.npy\" in [0, 4)", 0);
+  Out check = run("check " + ok);
+  EXPECT_EQ(check.code, 0) << check.text;
+  EXPECT_EQ(run("run " + ok + " --dma eager").code, 0);
+  const std::string past = kernel("pt_past.pk", "prefetch pt: i32[2, 2] from \"pt.npy\" in [0, 4)", 1);
+  Out bad = run("check " + past);
+  EXPECT_EQ(bad.code, 1) << bad.text;
+  EXPECT_NE(
+      bad.text.find("(-2147483648 is also what a read outside a prefetch array gives) [index-out-of-bounds]"),
+      std::string::npos)
+      << bad.text;
+  const std::string wrong = kernel("pt_wrong.pk", "prefetch pt: i32[2, 2] from \"pt14.npy\"", 0);
+  Out shape = run("check " + wrong);
+  EXPECT_EQ(shape.code, 3) << shape.text;
+  EXPECT_NE(
+      shape.text.find("error: \"pt14.npy\" holds an array of shape (1, 4), but 'pt' is declared [2, 2]"),
+      std::string::npos)
+      << shape.text;
+  const std::string open = kernel("pt_open.pk", "prefetch pt: i32[2, 2] in [0, 4)", 0);
+  Out flag = run("run " + open + " --prefetch pt=" + temp_dir().string() + "/pt14.npy");
+  EXPECT_EQ(flag.code, 3) << flag.text;
+  EXPECT_NE(flag.text.find(
+                "error: --prefetch pt: the file holds an array of shape (1, 4), but 'pt' is declared [2, 2]"),
+            std::string::npos)
+      << flag.text;
+  EXPECT_EQ(run("run " + open + " --dma eager --prefetch pt=" + temp_dir().string() + "/pt.npy").code, 0);
+}

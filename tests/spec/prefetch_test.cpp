@@ -77,8 +77,16 @@ TEST(PrefetchValidate, RejectsContentsThatBreakTheirConstraintsAtTheElement) {
 TEST(PrefetchValidate, RejectsBadDeclarationsAndReads) {
   EXPECT_EQ(first_error(gather("prefetch ids: f32[4]")),
             "3:5: a prefetch array holds integers (i32), not f32");
-  EXPECT_EQ(first_error(gather("prefetch ids: i32[4, 4]")),
-            "3:22: a prefetch operand is 1-D (`ids: i32[n]`), not of rank 2");
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[2, 2, 2, 2, 2]")),
+            "3:22: a prefetch operand has rank 1 to 4 (`ids: i32[n]`, `ids: i32[b, n]`), not 5");
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[]")),
+            "3:22: a prefetch operand has rank 1 to 4 (`ids: i32[n]`, `ids: i32[b, n]`), not 0");
+  // A 2-D array is read with two subscripts, in index maps and bodies alike.
+  EXPECT_EQ(
+      first_error(gather("prefetch ids: i32[4, 4]")),
+      "4:61: a prefetch array is read one element at a time ('ids[i, j]') in the index map of operand 'x'");
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[4, 0]", "(i, ids) -> (ids[i, 0], 0)")),
+            "3:26: an extent of prefetch 'ids' must be at least 1, got 0");
   EXPECT_EQ(
       first_error(gather("prefetch ids: i32[4] in [0, 8) bounded")),
       "3:36: unknown prefetch constraint 'bounded'; expected `in [lo, hi)`, nondecreasing or `sum == s`");
@@ -270,4 +278,59 @@ TEST(PrefetchFromFile, BadSpellingsAreLocatedErrors) {
             "3:31: the file name of prefetch 'ids' is empty");
   EXPECT_EQ(first_error(gather(R"(prefetch ids: i32[4] = [0, 0, 0, 0] from "ids.npy")")),
             "3:41: the contents of prefetch 'ids' are given twice: write `= [...]` or `from \"FILE\"`");
+}
+
+TEST(PrefetchFlatten, ReadsOfARank2ArrayAreItsCOrderContentsAndPoisonOutsideAnyDim) {
+  // pt: i32[2, 3] given in C order; the index map reads pt[i // 3, i % 3 + d] for d in {0, 1}:
+  // with d = 1 the last column reads one past its row, which is poison, not the next row's first.
+  for (int d : {0, 1}) {
+    KernelSpec k = kernel_ok("kernel g:\n"
+                             "    grid = (6,)\n"
+                             "    prefetch pt: i32[2, 3] = [5, 4, 3, 2, 1, 0]\n"
+                             "    in  x: f32[64, 128]  block=(8, 128)  index=(i, t) -> (t[i // 3, i % 3 + " +
+                             std::to_string(d) +
+                             "], 0)\n"
+                             "    out o: f32[48, 128]  block=(8, 128)  index=(i, t) -> (i, 0)\n"
+                             "    body:\n"
+                             "        o[...] = x[...]\n");
+    ASSERT_EQ(k.prefetches.size(), 1u);
+    EXPECT_TRUE(k.prefetches[0].flat);
+    EXPECT_EQ(k.prefetches[0].read_rank(), 1u);
+    // Still prints as declared.
+    EXPECT_NE(print(k).find("prefetch pt: i32[2, 3] = [5, 4, 3, 2, 1, 0]"), std::string::npos) << print(k);
+    PrefetchSpace s = prefetch_space(k, {});
+    ASSERT_TRUE(s.errors.empty());
+    EXPECT_EQ(s.arrays.at(0).dims, (std::vector<std::int64_t>{2, 3}));
+    KernelSpec e = elaborate_prefetch(k, s, {});
+    const Expr &block_row = e.operands.at(0).index_map->results.at(0);
+    for (std::int64_t i = 0; i < 6; ++i) {
+      const std::int64_t col = i % 3 + d;
+      const std::int64_t want = col < 3 ? 5 - (i / 3 * 3 + col) : kPrefetchPoison;
+      EXPECT_EQ(eval_int(block_row, {{"i", i}}), std::optional<std::int64_t>(want))
+          << "i=" << i << " d=" << d;
+    }
+  }
+}
+
+TEST(PrefetchFlatten, ABodyReadOfARank3ArrayBecomesItsCOrderIndexOrMinusOne) {
+  for (const std::string mid : {"1", "2"}) {
+    KernelSpec k = kernel_ok("kernel g:\n"
+                             "    grid = (2,)\n"
+                             "    prefetch m: i32[2, 2, 2] in [0, 2)\n"
+                             "    out o: f32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)\n"
+                             "    body:\n"
+                             "        b = program_id(0)\n"
+                             "        when m[b, " +
+                             mid +
+                             ", 0] != 0:\n"
+                             "            o[...] = zeros\n");
+    const auto &when = std::get<If>(k.body.at(1).kind);
+    const Expr &read = when.cond.args.at(0);
+    ASSERT_EQ(read.op, Op::Ref);
+    ASSERT_EQ(read.args.size(), 1u);
+    // Element (b, 1, 0) is 4b + 2 in C order; (b, 2, 0) lies outside dim 1: index -1, poison.
+    for (std::int64_t b : {0, 1})
+      EXPECT_EQ(eval_int(read.args[0], {{"b", b}}), std::optional<std::int64_t>(mid == "1" ? 4 * b + 2 : -1))
+          << print(read);
+  }
 }
