@@ -324,7 +324,7 @@ struct Prefetch {
   Expr length; ///< the element count: the one extent, or for rank > 1 the product of `dims`
   /// Rank > 1 (`i32[B, P]`): the extents as written; empty for a 1-D array.
   /// Its contents are in C order (`= [...]` lists them flat); a read names
-  /// one element (`pt[b, p]`) until parse_and_validate flattens the reads.
+  /// one element (`pt[b, p]`) until spec::flatten_prefetch_reads flattens it.
   std::vector<Expr> dims;
   bool flat = false; ///< rank > 1 with its reads flattened to `pt[e]` (spec/prefetch.hpp)
   std::optional<std::vector<Expr>> values; ///< given contents (read from `file` once loaded)

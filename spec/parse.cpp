@@ -1,7 +1,6 @@
 #include "spec/parse.hpp"
 
 #include "spec/lexer.hpp"
-#include "spec/prefetch.hpp"
 #include "spec/validate.hpp"
 
 #include <cerrno>
@@ -1252,9 +1251,6 @@ ParseResult parse_and_validate(const SourceFile &src, const PrefetchLoader &load
   if (!r.file) return r;
   auto errs = load_prefetch_files(*r.file, src.path, load);
   if (errs.empty()) errs = validate(*r.file);
-  if (errs.empty())
-    for (auto &u : r.file->units)
-      if (auto *k = std::get_if<KernelSpec>(&u)) *k = flatten_prefetch_reads(*k);
   if (!errs.empty()) {
     r.errors = std::move(errs);
     r.file.reset();

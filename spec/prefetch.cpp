@@ -308,7 +308,8 @@ bool block_reads_any(const Block &b, const std::set<std::string> &names) {
 
 } // namespace
 
-bool prefetch_equality_only(const KernelSpec &k, const Env &params) {
+bool prefetch_equality_only(const KernelSpec &raw, const Env &params) {
+  const KernelSpec k = flatten_prefetch_reads(raw); // reads of rank > 1 as the element they are
   std::set<std::string> arrays;
   for (const auto &p : k.prefetches)
     arrays.insert(p.name);
@@ -444,7 +445,8 @@ struct AddressUse {
 
 } // namespace
 
-std::set<std::string> prefetch_address_only(const KernelSpec &k) {
+std::set<std::string> prefetch_address_only(const KernelSpec &raw) {
+  const KernelSpec k = flatten_prefetch_reads(raw); // reads of rank > 1 as the element they are
   std::set<std::string> out;
   const std::size_t grid_rank = k.grid ? k.grid->size() : 0;
   for (std::size_t i = 0; i < k.prefetches.size(); ++i) {
@@ -592,6 +594,12 @@ public:
 
   // ids[idx] as `where(0 <= idx < n, tree, poison)`.
   Expr read(const std::string &name, const Expr &idx, Loc l) const {
+    // ids[where(c, f, -1)] (a flattened read of rank > 1) is where(c, ids[f], poison), as
+    // -1 reads poison: the tree then branches on f, not on the whole where.
+    if (idx.op == Op::Call && idx.name == "where" && idx.args.size() == 3 && idx.args[2].op == Op::Int &&
+        idx.args[2].int_value == -1)
+      return Expr::call("where", {idx.args[0], read(name, idx.args[1], l), Expr::integer(kPrefetchPoison, l)},
+                        l);
     auto lv = leaves(name, l);
     const auto n = static_cast<std::int64_t>(lv.size());
     Expr in = Expr::binary(Op::And, Expr::binary(Op::Ge, idx, Expr::integer(0, l), l),
@@ -606,11 +614,13 @@ private:
 
 } // namespace
 
-KernelSpec elaborate_prefetch(const KernelSpec &k, const PrefetchSpace &s, const PrefetchContents &contents) {
+KernelSpec elaborate_prefetch(const KernelSpec &raw, const PrefetchSpace &s,
+                              const PrefetchContents &contents) {
+  const KernelSpec k = flatten_prefetch_reads(raw);
   KernelSpec out = k;
   Elaborator el(s, contents);
   ReadRewriter rw([&](const std::string &array, Expr read) {
-    // parse_and_validate flattened every read to one subscript.
+    // Flattened above: one subscript.
     return el.read(array, read.args.at(0), read.loc);
   });
   rw.kernel(out, k, /*drop_arguments=*/true);

@@ -120,8 +120,9 @@ KernelSpec elaborate_prefetch(const KernelSpec &k, const PrefetchSpace &, const 
 /// `pt[where(0 <= b and b < B and 0 <= p and p < P, b * P + p, -1)]`, a read
 /// of the C-order contents where every subscript lies in its dim, and of
 /// poison (index -1) where one does not, as the read would be. Those arrays
-/// are marked `flat`; everything after reads 1-D arrays only.
-/// parse_and_validate applies it to every kernel it returns.
+/// are marked `flat`. elaborate_prefetch, prefetch_equality_only and
+/// prefetch_address_only apply it first, so that every command sees the same
+/// reads, and the kernel as parsed keeps its reads as written (`fmt`).
 KernelSpec flatten_prefetch_reads(const KernelSpec &k);
 
 /// "group_ids = [0, 0, 8, 1]" for each array, joined by ", ".

@@ -294,10 +294,15 @@ TEST(PrefetchFlatten, ReadsOfARank2ArrayAreItsCOrderContentsAndPoisonOutsideAnyD
                              "    body:\n"
                              "        o[...] = x[...]\n");
     ASSERT_EQ(k.prefetches.size(), 1u);
-    EXPECT_TRUE(k.prefetches[0].flat);
-    EXPECT_EQ(k.prefetches[0].read_rank(), 1u);
-    // Still prints as declared.
+    EXPECT_EQ(k.prefetches[0].read_rank(), 2u);
+    // The kernel as parsed prints as written.
     EXPECT_NE(print(k).find("prefetch pt: i32[2, 3] = [5, 4, 3, 2, 1, 0]"), std::string::npos) << print(k);
+    EXPECT_NE(print(k).find("(t[i // 3, i % 3 + " + std::to_string(d) + "], 0)"), std::string::npos)
+        << print(k);
+    const KernelSpec flat = flatten_prefetch_reads(k);
+    EXPECT_TRUE(flat.prefetches.at(0).flat);
+    EXPECT_EQ(flat.prefetches[0].read_rank(), 1u);
+    EXPECT_EQ(flatten_prefetch_reads(flat), flat);
     PrefetchSpace s = prefetch_space(k, {});
     ASSERT_TRUE(s.errors.empty());
     EXPECT_EQ(s.arrays.at(0).dims, (std::vector<std::int64_t>{2, 3}));
@@ -324,7 +329,8 @@ TEST(PrefetchFlatten, ABodyReadOfARank3ArrayBecomesItsCOrderIndexOrMinusOne) {
                              mid +
                              ", 0] != 0:\n"
                              "            o[...] = zeros\n");
-    const auto &when = std::get<If>(k.body.at(1).kind);
+    const KernelSpec flat = flatten_prefetch_reads(k);
+    const auto &when = std::get<If>(flat.body.at(1).kind);
     const Expr &read = when.cond.args.at(0);
     ASSERT_EQ(read.op, Op::Ref);
     ASSERT_EQ(read.args.size(), 1u);
