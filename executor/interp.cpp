@@ -131,9 +131,14 @@ View Interp::view_of(const Expr &ref) {
   const auto subs = spec::subscripts_of(
       ref, [&](const Expr &e, bool) -> std::optional<std::int64_t> { return eval_int(e); });
   const spec::Subscripted r = spec::subscript(a->shape(), subs);
-  if (!r.ok())
+  if (!r.ok()) {
+    // A subscript that reads scalar-prefetch tables is an elaborated `where` tree of a
+    // kilobyte or more: the line and the failing index say more than its text.
+    std::string what = "'" + expr_string(ref) + "'";
+    if (what.size() > 160) what = "the reference to " + ref.name + " on this line";
     throw ExecError(r.out_of_bounds ? ExecError::Kind::fault : ExecError::Kind::bad_input, ref.loc,
-                    "'" + expr_string(ref) + "': " + r.error + " of " + a->name() + shape_string(a->shape()));
+                    what + ": " + r.error + " of " + a->name() + shape_string(a->shape()));
+  }
   std::vector<int> kept;
   for (std::size_t d = 0; d < r.dims.size(); ++d) {
     v.box.lo[d] = r.dims[d].lo;

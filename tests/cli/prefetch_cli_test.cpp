@@ -226,3 +226,28 @@ TEST(CliPrefetch, ARank2PageTableFromAFileChecksAndRunsAndItsShapeMustMatch) {
       << flag.text;
   EXPECT_EQ(run("run " + open + " --dma eager --prefetch pt=" + temp_dir().string() + "/pt.npy").code, 0);
 }
+
+TEST(CliPrefetch, ARunThatCopiesFromAPageReadPastItsRowNamesTheLineNotTheExpandedTable) {
+  // pt[i, 1] lies outside pt's one column: poison, so the copy's source index is out of bounds.
+  const std::string f =
+      temp_file("row.pk", "kernel g:\n"
+                          "    grid = (2,)\n"
+                          "    prefetch pt: i32[2, 1] = [1, 0]\n"
+                          "    in  x: f32[2, 8, 128]  memory_space=any\n"
+                          "    out o: f32[16, 128]  block=(8, 128)  index=(i, t) -> (i, 0)\n"
+                          "    scratch buf: f32[8, 128]\n"
+                          "    body:\n"
+                          "        sync_copy(x[pt[program_id(0), 1]], buf)\n"
+                          "        o[...] = buf[...]\n");
+  Out o = run("run " + f + " --dma eager");
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_NE(
+      o.text.find("line 8: oracle: the reference to x on this line: index -2147483648 is out of bounds for "
+                  "dim 0 (extent 2) of x[2, 8, 128]"),
+      std::string::npos)
+      << o.text;
+  EXPECT_EQ(o.text.find("where("), std::string::npos) << o.text;
+  Out c = run("check " + f);
+  EXPECT_EQ(c.code, 1) << c.text;
+  EXPECT_NE(c.text.find("[index-out-of-bounds]"), std::string::npos) << c.text;
+}
