@@ -204,26 +204,20 @@ TEST(CliPrefetch, ARank2PageTableFromAFileChecksAndRunsAndItsShapeMustMatch) {
   EXPECT_EQ(check.code, 0) << check.text;
   EXPECT_EQ(run("run " + ok + " --dma eager").code, 0);
   const std::string past = kernel("pt_past.pk", "prefetch pt: i32[2, 2] from \"pt.npy\" in [0, 4)", 1);
-  Out bad = run("check " + past);
-  EXPECT_EQ(bad.code, 1) << bad.text;
-  EXPECT_NE(
-      bad.text.find("(-2147483648 is also what a read outside a prefetch array gives) [index-out-of-bounds]"),
-      std::string::npos)
-      << bad.text;
+  // The command's exit code, and a line its output must hold.
+  auto expect = [](const std::string &args, int code, const std::string &says) {
+    Out o = run(args);
+    EXPECT_EQ(o.code, code) << args << "\n" << o.text;
+    EXPECT_NE(o.text.find(says), std::string::npos) << args << "\n" << o.text;
+  };
+  expect("check " + past, 1,
+         "(-2147483648 is also what a read outside a prefetch array gives) [index-out-of-bounds]");
   const std::string wrong = kernel("pt_wrong.pk", "prefetch pt: i32[2, 2] from \"pt14.npy\"", 0);
-  Out shape = run("check " + wrong);
-  EXPECT_EQ(shape.code, 3) << shape.text;
-  EXPECT_NE(
-      shape.text.find("error: \"pt14.npy\" holds an array of shape (1, 4), but 'pt' is declared [2, 2]"),
-      std::string::npos)
-      << shape.text;
+  expect("check " + wrong, 3,
+         "error: \"pt14.npy\" holds an array of shape (1, 4), but 'pt' is declared [2, 2]");
   const std::string open = kernel("pt_open.pk", "prefetch pt: i32[2, 2] in [0, 4)", 0);
-  Out flag = run("run " + open + " --prefetch pt=" + temp_dir().string() + "/pt14.npy");
-  EXPECT_EQ(flag.code, 3) << flag.text;
-  EXPECT_NE(flag.text.find(
-                "error: --prefetch pt: the file holds an array of shape (1, 4), but 'pt' is declared [2, 2]"),
-            std::string::npos)
-      << flag.text;
+  expect("run " + open + " --prefetch pt=" + temp_dir().string() + "/pt14.npy", 3,
+         "error: --prefetch pt: the file holds an array of shape (1, 4), but 'pt' is declared [2, 2]");
   EXPECT_EQ(run("run " + open + " --dma eager --prefetch pt=" + temp_dir().string() + "/pt.npy").code, 0);
 }
 
