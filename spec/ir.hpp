@@ -328,8 +328,9 @@ struct Prefetch {
   std::vector<Expr> dims;
   bool flat = false; ///< rank > 1 with its reads flattened to `pt[e]` (spec/prefetch.hpp)
   std::optional<std::vector<Expr>> values; ///< given contents (read from `file` once loaded)
-  /// `from "FILE"`: the contents are a 1-D integer .npy, FILE relative to the
-  /// .pk's folder; parse_and_validate loads them into `values`.
+  /// `from "FILE"`: the contents are an integer .npy of the declared shape,
+  /// FILE relative to the .pk's folder; parse_and_validate loads them into
+  /// `values` (and its shape into `file_shape`).
   std::optional<std::string> file;
   Loc file_loc;
   std::optional<Expr> lo, hi; ///< `in [lo, hi)`
