@@ -1,6 +1,7 @@
 #include "spec/prefetch.hpp"
 
 #include "spec/print.hpp"
+#include "spec/typecheck.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -59,13 +60,11 @@ std::optional<std::string> prefetch_shape_mismatch(const PrefetchArray &a,
                                                    const std::vector<std::int64_t> &shape) {
   // A 1-D array of another length is left to prefetch_violation's count.
   if (shape.empty() || shape == a.dims || (shape.size() == 1 && a.dims.size() == 1)) return std::nullopt;
-  std::string has = "(", declared = "[";
+  std::string has = "("; // as NumPy writes a shape
   for (std::size_t d = 0; d < shape.size(); ++d)
     has += (d ? ", " : "") + std::to_string(shape[d]);
-  for (std::size_t d = 0; d < a.dims.size(); ++d)
-    declared += (d ? ", " : "") + std::to_string(a.dims[d]);
   return "holds an array of shape " + has + (shape.size() == 1 ? ",)" : ")") + ", but '" + a.name +
-         "' is declared " + declared + "]";
+         "' is declared " + dims_string(a.dims);
 }
 
 PrefetchSpace prefetch_space(const KernelSpec &k, const Env &params) {

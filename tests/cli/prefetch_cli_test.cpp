@@ -20,9 +20,10 @@ using pipecheck::testing::run;
 using pipecheck::testing::temp_dir;
 using pipecheck::testing::temp_file;
 
-// A version 1.0 .npy file holding a 1-D i32 array.
-std::string npy_i32(const std::vector<std::int32_t> &v) {
-  std::string h = "{'descr': '<i4', 'fortran_order': False, 'shape': (" + std::to_string(v.size()) + ",), }";
+// A version 1.0 .npy file holding an i32 array in C order: 1-D, or of `shape` as NumPy writes it ("(2, 2)").
+std::string npy_i32(const std::vector<std::int32_t> &v, std::string shape = "") {
+  if (shape.empty()) shape = "(" + std::to_string(v.size()) + ",)";
+  std::string h = "{'descr': '<i4', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + h.size() + 1) % 64 != 0)
     h += ' ';
   h += '\n';
@@ -166,35 +167,14 @@ TEST(CliPrefetch, AFileThatCannotBeReadOrDoesNotFitIsBadInputAtItsNameButFmtStil
   EXPECT_NE(fmt.text.find("prefetch ids: i32[4] from \"none.npy\" in [0, 8)"), std::string::npos) << fmt.text;
 }
 
-namespace {
-
-// A version 1.0 .npy file holding an i32 array of the given shape, C order.
-std::string npy_i32_shaped(const std::vector<std::int32_t> &v, const std::string &shape) {
-  std::string flat = npy_i32(v);
-  const std::string one = "(" + std::to_string(v.size()) + ",)";
-  std::string h = "{'descr': '<i4', 'fortran_order': False, 'shape': " + shape + ", }";
-  while ((10 + h.size() + 1) % 64 != 0)
-    h += ' ';
-  h += '\n';
-  std::string out = flat.substr(0, 8);
-  out += static_cast<char>(h.size() & 0xff);
-  out += static_cast<char>(h.size() >> 8);
-  out += h;
-  const std::size_t data =
-      10 + static_cast<unsigned char>(flat[8]) + 256 * static_cast<unsigned char>(flat[9]);
-  return out + flat.substr(data);
-}
-
-} // namespace
-
 TEST(CliPrefetch, ARank2PageTableFromAFileChecksAndRunsAndItsShapeMustMatch) {
   // Block (b, p) of x is the one pt[b, p] names; a read one column past its row is poison,
   // not the next row's first entry.
   const std::string rest = "    in  x: f32[32, 128]  block=(8, 128)  index=(b, p, t) -> (t[b, p + D], 0)\n"
                            "    out o: f32[32, 128]  block=(8, 128)  index=(b, p, t) -> (b * 2 + p, 0)\n"
                            "    body:\n        o[...] = x[...]\n";
-  temp_file("pt.npy", npy_i32_shaped({3, 1, 0, 2}, "(2, 2)"));
-  temp_file("pt14.npy", npy_i32_shaped({3, 1, 0, 2}, "(1, 4)"));
+  temp_file("pt.npy", npy_i32({3, 1, 0, 2}, "(2, 2)"));
+  temp_file("pt14.npy", npy_i32({3, 1, 0, 2}, "(1, 4)"));
   auto kernel = [&](const std::string &name, const std::string &decl, int d) {
     return temp_file(name, "kernel g:\n    param D = " + std::to_string(d) + "\n    grid = (2, 2)\n    " +
                                decl + "\n" + rest);
