@@ -228,9 +228,9 @@ resolve_prefetch(const std::variant<spec::KernelSpec, spec::Program> &u, const s
     note += (note.empty() ? "" : "; ") + std::string("prefetch contents from --prefetch: ") +
             spec::format_prefetch(contents);
   contents.insert(picked->begin(), picked->end());
-  // `rest`: an array given in the .pk (`= [...]`, `from "FILE"`) runs with --prefetch's contents
-  // when both name it, as the note says.
-  return spec::elaborate_prefetch(*k, rest, contents);
+  // An array given in the .pk (`= [...]`, `from "FILE"`) runs with --prefetch's contents when
+  // both name it, as the note says. The command elaborates the kernel itself (spec::elaborate).
+  return spec::with_contents(*k, contents);
 }
 
 std::vector<spec::Diagnostic> override_errors(const std::variant<spec::KernelSpec, spec::Program> &u,

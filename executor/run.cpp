@@ -8,6 +8,7 @@
 #include "spec/lower.hpp"
 #include "spec/nested.hpp"
 #include "spec/prefetch.hpp"
+#include "spec/state.hpp"
 #include "spec/targets.hpp"
 
 #include <algorithm>
@@ -1089,8 +1090,9 @@ namespace {
 // its prefetch operands are bad input.
 std::optional<spec::KernelSpec> resolve_prefetch(const spec::KernelSpec &k, const RunOptions &opts,
                                                  std::string &note, RunResult &bad) {
-  if (k.prefetches.empty()) return k;
-  spec::PrefetchSpace space = spec::prefetch_space(k, spec::param_env(k.params, opts.overrides));
+  if (k.prefetches.empty() && !spec::has_state(k)) return k;
+  const spec::Env params = spec::param_env(k.params, opts.overrides);
+  spec::PrefetchSpace space = spec::prefetch_space(k, params);
   std::string why = !space.errors.empty() ? space.errors.front().message : space.unknown;
   bad.status = RunStatus::bad_input;
   bad.unit = k.name;
@@ -1104,7 +1106,20 @@ std::optional<spec::KernelSpec> resolve_prefetch(const spec::KernelSpec &k, cons
   if (!picked->empty())
     note = "prefetch contents picked with seed " + std::to_string(opts.seed) + ": " +
            spec::format_prefetch(*picked);
-  return spec::elaborate_prefetch(k, space, *picked);
+  // SMEM state (spec/state.hpp) runs as the same elaborated kernel that check proves.
+  spec::StateElaboration e = spec::elaborate(k, space, params, *picked);
+  if (e.kernel) return std::move(*e.kernel);
+  if (!e.errors.empty()) {
+    bad.loc = e.errors.front().loc;
+    bad.reason = e.errors.front().message;
+  } else if (e.undefined_read) {
+    bad.status = RunStatus::fail;
+    bad.loc = e.undefined_read->loc;
+    bad.reason = spec::undefined_state_message(*e.undefined_read);
+  } else {
+    bad.reason = "cannot run '" + k.name + "': " + e.unknown;
+  }
+  return std::nullopt;
 }
 
 } // namespace

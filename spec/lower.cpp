@@ -1,6 +1,7 @@
 #include "spec/lower.hpp"
 #include "spec/nested.hpp"
 #include "spec/prefetch.hpp"
+#include "spec/state.hpp"
 
 #include "spec/bind.hpp"
 #include "spec/checked.hpp"
@@ -1509,8 +1510,10 @@ std::int64_t Lowered::step(int top_level, const std::vector<std::int64_t> &itera
 std::optional<Lowered> lower(const KernelSpec &k, const LowerOptions &o, std::vector<Diagnostic> &errors) {
   // Scalar prefetch: the kernel with its given contents, the rest picked
   // with seed 0 (the verifier elaborates each contents it checks itself).
-  if (!k.prefetches.empty()) {
-    PrefetchSpace s = prefetch_space(k, param_env(k.params, o.overrides));
+  // SMEM state (spec/state.hpp): the kernel with it elaborated, as every command runs it.
+  if (!k.prefetches.empty() || has_state(k)) {
+    const Env params = param_env(k.params, o.overrides);
+    PrefetchSpace s = prefetch_space(k, params);
     std::string why = s.unknown;
     std::optional<PrefetchContents> c;
     if (s.errors.empty() && why.empty()) c = pick_prefetch(s, 0, why);
@@ -1520,7 +1523,19 @@ std::optional<Lowered> lower(const KernelSpec &k, const LowerOptions &o, std::ve
                            : Diagnostic{Severity::error, k.loc, "cannot lower '" + k.name + "': " + why, {}});
       return std::nullopt;
     }
-    return lower(elaborate_prefetch(k, s, *c), o, errors);
+    StateElaboration e = elaborate(k, s, params, *c);
+    if (!e.kernel) {
+      if (!e.errors.empty())
+        errors.push_back(e.errors.front());
+      else if (e.undefined_read)
+        errors.push_back(Diagnostic{Severity::error, e.undefined_read->loc,
+                                    "cannot lower '" + k.name + "': " + undefined_state_message(*e.undefined_read),
+                                    {}});
+      else
+        errors.push_back(Diagnostic{Severity::error, k.loc, "cannot lower '" + k.name + "': " + e.unknown, {}});
+      return std::nullopt;
+    }
+    return lower(*e.kernel, o, errors);
   }
   try {
     if (o.cut) {

@@ -627,6 +627,19 @@ KernelSpec elaborate_prefetch(const KernelSpec &raw, const PrefetchSpace &s,
   return out;
 }
 
+KernelSpec with_contents(const KernelSpec &k, const PrefetchContents &contents) {
+  KernelSpec out = k;
+  for (auto &p : out.prefetches)
+    if (auto it = contents.find(p.name); it != contents.end()) {
+      std::vector<Expr> values;
+      for (auto v : it->second)
+        values.push_back(Expr::integer(v, p.loc));
+      p.values = std::move(values);
+      p.file.reset();
+    }
+  return out;
+}
+
 KernelSpec flatten_prefetch_reads(const KernelSpec &k) {
   std::map<std::string, const Prefetch *> multi;
   for (const auto &p : k.prefetches)

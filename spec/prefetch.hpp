@@ -125,6 +125,12 @@ KernelSpec elaborate_prefetch(const KernelSpec &k, const PrefetchSpace &, const 
 /// reads, and the kernel as parsed keeps its reads as written (`fmt`).
 KernelSpec flatten_prefetch_reads(const KernelSpec &k);
 
+/// `k` with the contents of each array that `contents` names given (as if
+/// written `= [...]` in its declaration): what `run --prefetch` and the
+/// picked contents of `run`, `lower` and `model` hand on, so that every
+/// command elaborates the kernel itself (spec::elaborate).
+KernelSpec with_contents(const KernelSpec &k, const PrefetchContents &contents);
+
 /// "group_ids = [0, 0, 8, 1]" for each array, joined by ", ".
 std::string format_prefetch(const PrefetchContents &);
 

@@ -1,4 +1,5 @@
 #include "spec/typecheck.hpp"
+#include "spec/state.hpp"
 #include "spec/nested.hpp"
 
 #include "spec/print.hpp"
@@ -606,10 +607,15 @@ private:
       if (auto it = s.locals.find(e.name); it != s.locals.end()) return it->second.is_int;
       return k_.param(e.name) != nullptr;
     }
-    case Op::Ref: // a scalar load from a prefetch array
-      return !s.locals.count(e.name) && k_.prefetch(e.name) &&
-             e.args.size() == k_.prefetch(e.name)->read_rank() &&
+    case Op::Ref: { // a scalar load from a prefetch array or from SMEM state (spec/state.hpp)
+      if (s.locals.count(e.name)) return false;
+      const Operand *o = k_.operand(e.name);
+      const std::size_t rank = o && is_state_scratch(*o) ? o->shape.size()
+                               : !o && k_.prefetch(e.name) ? k_.prefetch(e.name)->read_rank()
+                                                           : 0;
+      return rank != 0 && e.args.size() == rank &&
              std::all_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return is_int(a, s); });
+    }
     case Op::Call:
       if (e.name == "program_id" || e.name == "num_programs") return true;
       if (spec::is_int_function(e.name) && e.kwarg_names.empty())
@@ -658,6 +664,16 @@ private:
 
   void stmt(const Stmt &st, Scope &s) {
     if (const auto *a = std::get_if<Assign>(&st.kind)) {
+      const Operand *o = k_.operand(a->target.name);
+      if ((o && is_state_scratch(*o)) || (!o && k_.prefetch(a->target.name))) {
+        // SMEM state holds integer scalars: what is stored is an integer expression.
+        for (const auto &sub : a->target.args)
+          if (auto err = not_int(sub, s, "a subscript"); !err.empty()) error(sub.loc, err);
+        if (auto err = not_int(a->value, s, "a value stored into SMEM state '" + a->target.name + "'");
+            !err.empty())
+          error(a->value.loc, err);
+        return;
+      }
       auto target = ref_type(a->target, s);
       if (a->discards()) return; // no value: the target's contents become unspecified
       auto value = type_of(a->value, s);

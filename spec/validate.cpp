@@ -5,6 +5,7 @@
 #include "spec/eval.hpp"
 #include "spec/lower.hpp"
 #include "spec/prefetch.hpp"
+#include "spec/state.hpp"
 #include "spec/print.hpp"
 #include "spec/targets.hpp"
 #include "spec/typecheck.hpp"
@@ -150,6 +151,8 @@ public:
   /// The names that read a prefetch array here: an index map's trailing
   /// arguments, or the arrays' own names in the body.
   std::map<std::string, std::size_t> prefetch_refs_; ///< name -> subscripts of one read
+  std::set<std::string> written_;                    ///< prefetch arrays the body stores into (state)
+  std::map<std::string, std::string> written_args_;  ///< index-map argument -> such an array
 
   // `ids[e]`: one integer subscript per dim.
   void prefetch_read(const Expr &e, std::size_t rank, const std::set<std::string> &scope,
@@ -166,6 +169,43 @@ public:
     }
     for (const auto &a : e.args)
       int_expr_shape(a, scope, where);
+    const Operand *o = k_ ? k_->operand(e.name) : nullptr;
+    if (in_kernel_body_ && ((o && is_state_scratch(*o)) || written_.count(e.name))) state_subscripts(e);
+  }
+
+  // SMEM state (spec/state.hpp) names one element with constant subscripts.
+  void state_subscripts(const Expr &e) {
+    for (const auto &a : e.args) {
+      std::set<std::string> names;
+      std::function<void(const Expr &)> walk = [&](const Expr &x) {
+        if (x.op == Op::Name || x.op == Op::Ref || (x.op == Op::Call && !is_int_function(x.name)))
+          names.insert(x.name);
+        for (const auto &y : x.args)
+          walk(y);
+      };
+      walk(a);
+      for (const auto &n : names)
+        if (!params.count(n)) {
+          error(a.loc, "a subscript of SMEM state '" + e.name + "' must be a constant of literals and params, "
+                       "not '" + print(a) + "' (each element is a scalar the checker follows across grid steps)");
+          break;
+        }
+    }
+  }
+
+  // A read or store of an SMEM state array: one element, constant subscripts.
+  void state_access(const Expr &r, std::size_t rank, const std::set<std::string> &scope) {
+    const bool scalar = std::all_of(r.args.begin(), r.args.end(), [](const Expr &a) {
+      return a.op != Op::Ellipsis && a.op != Op::Slice && a.op != Op::None;
+    });
+    if (r.args.size() != rank || !scalar) {
+      error(r.loc, "'" + r.name + "' holds SMEM scalars: read and store one element at a time (" + r.name +
+                       "[" + std::string(rank > 1 ? "i, j" : "i") + "]), with constant subscripts");
+      return;
+    }
+    for (const auto &a : r.args)
+      int_expr_shape(a, scope, "a subscript");
+    state_subscripts(r);
   }
 
   void prefetch_decl(const Prefetch &p, std::set<std::string> &names) {
@@ -190,6 +230,12 @@ public:
       return;
     case Op::Float: error(e.loc, where + " must be an integer expression"); return;
     case Op::Ref:
+      if (auto it = written_args_.find(e.name); it != written_args_.end()) {
+        error(e.loc, "an index map cannot read '" + it->second +
+                         "': the body stores into it (SMEM state), and when the pipeline evaluates an index "
+                         "map against the body's stores is not modelled");
+        return;
+      }
       if (auto it = prefetch_refs_.find(e.name); it != prefetch_refs_.end()) {
         prefetch_read(e, it->second, scope, where);
         return;
@@ -396,6 +442,7 @@ public:
                             ") must be smaller than max_concurrent_steps (" + std::to_string(*mv) + ")");
       }
     }
+    written_ = written_prefetches(k);
     for (const auto &p : k.prefetches)
       prefetch_decl(p, names);
     if (!k.prefetches.empty() && errs.empty()) {
@@ -432,6 +479,8 @@ public:
     in_kernel_body_ = true;
     for (const auto &p : k.prefetches)
       prefetch_refs_[p.name] = p.read_rank();
+    for (const auto &o : k.operands)
+      if (is_state_scratch(o)) prefetch_refs_[o.name] = o.shape.size();
     kernel_block(k.body, scope, 0);
     prefetch_refs_.clear();
     in_kernel_body_ = false;
@@ -553,8 +602,13 @@ public:
                          (n_prefetch ? " (and " + std::to_string(n_prefetch) +
                                            " prefetch refs follow the grid indices, all or none)"
                                      : ""));
-      for (std::size_t i = grid_rank_; i < m.params.size() && i - grid_rank_ < n_prefetch; ++i)
-        prefetch_refs_[m.params[i]] = k_->prefetches[i - grid_rank_].read_rank();
+      for (std::size_t i = grid_rank_; i < m.params.size() && i - grid_rank_ < n_prefetch; ++i) {
+        const Prefetch &p = k_->prefetches[i - grid_rank_];
+        if (written_.count(p.name))
+          written_args_[m.params[i]] = p.name;
+        else
+          prefetch_refs_[m.params[i]] = p.read_rank();
+      }
       std::set<std::string> scope = params;
       std::set<std::string> seen;
       for (const auto &p : m.params) {
@@ -569,6 +623,7 @@ public:
       for (std::size_t d = 0; d < m.results.size(); ++d)
         index_result(o, d, m.results[d], scope, what);
       prefetch_refs_.clear();
+      written_args_.clear();
     } else if (o.block_shape && (o.role == Role::in || o.role == Role::out)) {
       for (const auto &b : *o.block_shape)
         if (b && bounded_slice_dim(*b)) {
@@ -696,6 +751,11 @@ public:
         error(r->loc, "'" + r->name + "' is a semaphore, not an array to copy");
         continue;
       }
+      if (const Operand *o = k_->operand(r->name); o && is_state_scratch(*o)) {
+        error(r->loc, "'" + r->name + "' holds SMEM scalars (an i32 SMEM scratch): the body stores them with "
+                      "'=' and reads them as integers; a DMA cannot copy it");
+        continue;
+      }
       kernel_ref(*r, scope, false);
     }
     if (d.sem.op != Op::None) {
@@ -738,10 +798,15 @@ public:
       return;
     }
     if (!o && k_->prefetch(r.name) && !scope.count(r.name)) {
+      // A store makes the array SMEM state, as upstream paged attention's buffer_index_ref.
       if (store)
-        error(r.loc, "cannot store into prefetch '" + r.name + "': scalar-prefetch operands are read-only");
+        state_access(r, k_->prefetch(r.name)->dims.empty() ? 1 : k_->prefetch(r.name)->dims.size(), scope);
       else
         prefetch_read(r, k_->prefetch(r.name)->read_rank(), scope, "a body");
+      return;
+    }
+    if (o && is_state_scratch(*o)) {
+      state_access(r, o->shape.size(), scope);
       return;
     }
     if (!o) {

@@ -5,6 +5,7 @@
 #include "spec/nested.hpp"
 #include "spec/opaque.hpp"
 #include "spec/prefetch.hpp"
+#include "spec/state.hpp"
 #include "verifier/check.hpp"
 #include "verifier/races/cutoff.hpp"
 #include "verifier/races/races.hpp"
@@ -285,10 +286,12 @@ Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low) {
 }
 
 Verdict check_prefetch(const spec::KernelSpec &k, const CheckOptions &o);
+Verdict check_state(const spec::KernelSpec &k, const CheckOptions &o);
 
 } // namespace
 
 Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
+  if (spec::has_state(k)) return check_state(k, o);
   if (!k.prefetches.empty()) return check_prefetch(k, o);
   Verdict v = check_spec_rules(k, o);
   if (!v.errors.empty()) return v;
@@ -339,11 +342,11 @@ std::string name_contents(std::vector<Finding> &findings, const spec::PrefetchCo
 // The whole check once per allowed contents: the first violation (naming
 // its contents), else unknown if one was, else verified for all of them.
 Verdict check_each_contents(const spec::KernelSpec &k, const CheckOptions &o,
-                            const spec::PrefetchSpace &space, const std::vector<spec::PrefetchContents> &all,
-                            const std::string &why) {
+                            const std::vector<spec::PrefetchContents> &all, const std::string &why) {
   std::optional<Verdict> undecided;
   for (const auto &c : all) {
-    Verdict one = check(spec::elaborate_prefetch(k, space, c), o);
+    // The kernel with these contents given: elaborated (state and all) as it would be with them written.
+    Verdict one = check(spec::with_contents(k, c), o);
     if (one.status == Status::verified) continue;
     const std::string with = name_contents(one.findings, c);
     one.reason += (one.reason.empty() ? "" : " ") + std::string("(with prefetch contents ") + with + ")";
@@ -394,6 +397,48 @@ bool every_open_array_is_an_address(const spec::KernelSpec &k, const spec::Prefe
   return true;
 }
 
+// SMEM state (spec/state.hpp): the kernel is checked with its state
+// elaborated, which runs the integer part of the body over the grid. A read
+// of a state element before any store is an uninitialized-read at the step
+// that makes it. Where the state depends on prefetch contents left open, the
+// kernel is checked once per allowed contents, when they are few.
+Verdict check_state(const spec::KernelSpec &k, const CheckOptions &o) {
+  const spec::Env params = spec::param_env(k.params, o.overrides);
+  spec::StateElaboration e = spec::elaborate_state(k, params);
+  if (e.kernel) return check(*e.kernel, o);
+  Verdict v;
+  v.status = Status::unknown;
+  if (!e.errors.empty()) {
+    v.reason = "bad input: " + e.errors.front().message;
+    v.errors = std::move(e.errors);
+    return v;
+  }
+  if (e.undefined_read) {
+    Finding f;
+    f.rule = Rule::uninitialized_read;
+    f.loc = e.undefined_read->loc;
+    f.message = spec::undefined_state_message(*e.undefined_read);
+    f.witness.items.push_back({"grid_point", e.undefined_read->grid_point});
+    f.witness.items.push_back({"element", e.undefined_read->element});
+    v.status = Status::violation;
+    v.findings.push_back(std::move(f));
+    return v;
+  }
+  if (e.needs_contents) {
+    spec::PrefetchSpace space = spec::prefetch_space(k, params);
+    if (space.errors.empty() && space.unknown.empty()) {
+      constexpr std::size_t kMaxContents = 256;
+      if (auto all = spec::enumerate_prefetch(space, kMaxContents))
+        return check_each_contents(k, o, *all, e.unknown);
+      v.reason = e.unknown + ", and their constraints allow more than " + std::to_string(kMaxContents) +
+                 " contents (give the contents, or narrow the constraints)";
+      return v;
+    }
+  }
+  v.reason = e.unknown;
+  return v;
+}
+
 Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o) {
   Verdict v;
   spec::PrefetchSpace space = spec::prefetch_space(k, spec::param_env(k.params, o.overrides));
@@ -422,7 +467,7 @@ Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o
   auto all = spec::enumerate_prefetch(space, kMaxContents);
   // Rules the solver could not decide over open contents (a loop bound read
   // from a prefetch array): decided per contents when they are few.
-  if (v.status == Status::unknown && all) return check_each_contents(k, o, space, *all, v.reason);
+  if (v.status == Status::unknown && all) return check_each_contents(k, o, *all, v.reason);
   LoweredCheck low;
   std::string each = "prefetch contents the constraints allow";
   const bool addresses = !all && every_open_array_is_an_address(k, space);
