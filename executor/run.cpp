@@ -1108,7 +1108,7 @@ std::optional<spec::KernelSpec> resolve_prefetch(const spec::KernelSpec &k, cons
            spec::format_prefetch(*picked);
   // SMEM state (spec/state.hpp) runs as the same elaborated kernel that check proves.
   spec::StateElaboration e = spec::elaborate(k, space, params, *picked);
-  if (e.kernel) return std::move(*e.kernel);
+  if (e.kernel && !e.undefined_read) return std::move(*e.kernel);
   if (!e.errors.empty()) {
     bad.loc = e.errors.front().loc;
     bad.reason = e.errors.front().message;

@@ -1525,14 +1525,10 @@ std::optional<Lowered> lower(const KernelSpec &k, const LowerOptions &o, std::ve
     }
     StateElaboration e = elaborate(k, s, params, *c);
     if (!e.kernel) {
-      if (!e.errors.empty())
-        errors.push_back(e.errors.front());
-      else if (e.undefined_read)
-        errors.push_back(Diagnostic{Severity::error, e.undefined_read->loc,
-                                    "cannot lower '" + k.name + "': " + undefined_state_message(*e.undefined_read),
-                                    {}});
-      else
-        errors.push_back(Diagnostic{Severity::error, k.loc, "cannot lower '" + k.name + "': " + e.unknown, {}});
+      errors.push_back(
+          !e.errors.empty()
+              ? e.errors.front()
+              : Diagnostic{Severity::error, k.loc, "cannot lower '" + k.name + "': " + e.unknown, {}});
       return std::nullopt;
     }
     return lower(*e.kernel, o, errors);

@@ -39,7 +39,8 @@ std::set<std::string> written_prefetches(const KernelSpec &k) {
 }
 
 bool has_state(const KernelSpec &k) {
-  return std::any_of(k.operands.begin(), k.operands.end(), [](const Operand &o) { return is_state_scratch(o); }) ||
+  return std::any_of(k.operands.begin(), k.operands.end(),
+                     [](const Operand &o) { return is_state_scratch(o); }) ||
          !written_prefetches(k).empty();
 }
 
@@ -120,10 +121,22 @@ public:
     if (!sim.prefetches.empty()) {
       PrefetchSpace space = prefetch_space(out, params_);
       if (!space.errors.empty() || !space.unknown.empty()) {
-        r_.unknown = "scalar prefetch: " + (space.errors.empty() ? space.unknown : space.errors.front().message);
+        r_.unknown =
+            "scalar prefetch: " + (space.errors.empty() ? space.unknown : space.errors.front().message);
         return std::move(r_);
       }
-      sim = elaborate_prefetch(out, space, contents_);
+      // The run reads the body only: the arrays whose contents are known
+      // become their values, and a read of one left open stays a read, which
+      // has no value (need() says so) without a tree over a long table.
+      for (auto &o : sim.operands)
+        o.index_map.reset();
+      std::erase_if(sim.prefetches, [&](const Prefetch &p) {
+        const PrefetchArray *a = space.array(p.name);
+        const bool open = !a || (!a->given && !contents_.count(p.name));
+        if (open) open_.insert(p.name);
+        return open;
+      });
+      sim = elaborate_prefetch(sim, space, contents_);
     }
     if (!simulate(sim.body)) return std::move(r_);
     fill_entries(out.body);
@@ -146,7 +159,9 @@ private:
   /// entry_[k][L]: element k at the entry of step L (nullopt: undefined, or never read).
   std::vector<std::vector<std::optional<std::int64_t>>> entry_;
 
-  void error(Loc l, std::string msg) { r_.errors.push_back(Diagnostic{Severity::error, l, std::move(msg), {}}); }
+  void error(Loc l, std::string msg) {
+    r_.errors.push_back(Diagnostic{Severity::error, l, std::move(msg), {}});
+  }
 
   std::optional<std::int64_t> constant(const Expr &e) const { return eval_int(e, params_); }
 
@@ -191,7 +206,8 @@ private:
       for (const auto &d : p.dims.empty() ? std::vector<Expr>{p.length} : p.dims) {
         auto v = constant(d);
         if (!v) {
-          r_.unknown = "the prefetch array '" + name + "', which the body stores into, has an extent that "
+          r_.unknown = "the prefetch array '" + name +
+                       "', which the body stores into, has an extent that "
                        "depends on an unbound param";
           return false;
         }
@@ -295,8 +311,8 @@ private:
         return std::nullopt;
       }
       if (*v < 0 || *v >= a.dims[d]) {
-        error(r.args[d].loc, "'" + print(r) + "' is outside '" + a.name + "', whose dim " + std::to_string(d) +
-                                 " has " + std::to_string(a.dims[d]) + " elements");
+        error(r.args[d].loc, "'" + print(r) + "' is outside '" + a.name + "', whose dim " +
+                                 std::to_string(d) + " has " + std::to_string(a.dims[d]) + " elements");
         return std::nullopt;
       }
       flat = flat * a.dims[d] + *v;
@@ -373,16 +389,19 @@ private:
     Block prologue;
     Expr linear = Expr::integer(0, k_.body_loc);
     for (std::size_t a = 0; a < rank; ++a) {
-      Expr pid = Expr::call("program_id", {Expr::integer(static_cast<std::int64_t>(a), k_.body_loc)}, k_.body_loc);
-      linear = a == 0 ? pid
-                      : Expr::binary(Op::Add, Expr::binary(Op::Mul, linear, Expr::integer(grid_[a], k_.body_loc)),
-                                     pid, k_.body_loc);
+      Expr pid =
+          Expr::call("program_id", {Expr::integer(static_cast<std::int64_t>(a), k_.body_loc)}, k_.body_loc);
+      linear =
+          a == 0 ? pid
+                 : Expr::binary(Op::Add, Expr::binary(Op::Mul, linear, Expr::integer(grid_[a], k_.body_loc)),
+                                pid, k_.body_loc);
     }
     prologue.push_back(Stmt{Let{step_, linear}, k_.body_loc, {}});
     for (std::size_t k = 0; k < locals_.size(); ++k)
-      prologue.push_back(Stmt{Let{locals_[k], Expr::call(kEntry, {Expr::integer(static_cast<std::int64_t>(k))})},
-                              k_.body_loc,
-                              {}});
+      prologue.push_back(
+          Stmt{Let{locals_[k], Expr::call(kEntry, {Expr::integer(static_cast<std::int64_t>(k))})},
+               k_.body_loc,
+               {}});
     out.body.insert(out.body.begin(), prologue.begin(), prologue.end());
     return out;
   }
@@ -391,13 +410,15 @@ private:
 
   struct Cell {
     std::optional<std::int64_t> value;
-    bool open = false;        ///< prefetched contents left open
-    bool carried = false;     ///< stored by an earlier step
+    bool open = false;    ///< prefetched contents left open
+    bool carried = false; ///< stored by an earlier step
   };
   std::vector<Cell> cells_;
   std::vector<Cell> at_entry_;
   std::vector<bool> stored_; ///< stored during this step
   std::vector<std::int64_t> point_;
+  std::map<const Stmt *, bool> names_state_; ///< whether a statement's expressions name state
+  std::set<std::string> open_;               ///< prefetch arrays whose contents are left open
   Env env_;
   std::int64_t budget_ = 4'000'000; ///< statements the run may execute
 
@@ -409,10 +430,11 @@ private:
 
   // The value of an integer expression the state depends on at this step.
   std::optional<std::int64_t> need(const Expr &e, const Loc &at) {
-    Evaluation v = evaluate(bind_grid(e, point_, grid_), env_);
+    const Expr bound = bind_grid(e, point_, grid_); // v.at points into it
+    Evaluation v = evaluate(bound, env_);
     if (v.value) return v.value;
-    if (v.fault == EvalFault::unbound && v.at && v.at->name.find('[') != std::string::npos) {
-      fail("the SMEM state depends on the prefetch contents (" + v.at->name + " at line " +
+    if (v.at && v.at->op == Op::Ref && open_.count(v.at->name)) {
+      fail("the SMEM state depends on the prefetch contents ('" + print(*v.at) + "' at line " +
                std::to_string(at.line) + "), which are left open",
            true);
       return std::nullopt;
@@ -433,23 +455,45 @@ private:
           return fail("the SMEM state " + shown + " starts with the prefetch contents, which are left open",
                       true);
         if (!c.value) {
-          r_.undefined_read = UndefinedStateRead{at, shown, point_};
-          return false;
+          // The first such read is the finding; the run goes on with poison,
+          // so that `lower` can still show the program.
+          if (!r_.undefined_read) r_.undefined_read = UndefinedStateRead{at, shown, point_};
+          return true;
         }
         if (c.carried)
           for (std::size_t a = 0; a < parallel_.size(); ++a)
             if (parallel_[a])
-              return fail("the SMEM state " + shown + " is carried from one grid step to the next, and axis " +
-                          std::to_string(a) +
+              return fail("the SMEM state " + shown +
+                          " is carried from one grid step to the next, and axis " + std::to_string(a) +
                           " is parallel: which steps one core runs, and in what order, is not fixed (mark it "
                           "arbitrary)");
       }
     return std::all_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return reads(a, at); });
   }
 
+  // Whether `e` names a state element's local.
+  bool names_state(const Expr &e) const {
+    if (e.op == Op::Name && element_of_local_.count(e.name)) return true;
+    return std::any_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return names_state(a); });
+  }
+
   bool stmt_reads(const Stmt &s) {
+    // Most statements name no state (a copy's address trees over a page
+    // table are large): decided once per statement, not at every step.
+    auto [it, fresh] = names_state_.try_emplace(&s, false);
+    if (fresh) {
+      bool any = false;
+      visit_exprs(s, [&](const Expr &e) { any = any || names_state(e); });
+      it->second = any;
+    }
+    if (!it->second) return true;
     bool ok = true;
-    auto each = [&](const Expr &e) { ok = ok && reads(e, s.loc); };
+    visit_exprs(s, [&](const Expr &e) { ok = ok && reads(e, s.loc); });
+    return ok;
+  }
+
+  // The expressions of `s` itself (not of the blocks it holds).
+  template <class F> static void visit_exprs(const Stmt &s, F &&each) {
     std::visit(
         [&](const auto &x) {
           using T = std::decay_t<decltype(x)>;
@@ -481,7 +525,6 @@ private:
           }
         },
         s.kind);
-    return ok;
   }
 
   bool exec(const Block &b) {
@@ -489,12 +532,10 @@ private:
       if (--budget_ < 0)
         return fail("the SMEM state is tabulated by running the body's integers over the grid, which takes "
                     "more than 4000000 statements here");
-      if (const auto *l = std::get_if<Let>(&s.kind); l && l->value.op == Op::Call && l->value.name == kEntry) {
+      if (const auto *l = std::get_if<Let>(&s.kind);
+          l && l->value.op == Op::Call && l->value.name == kEntry) {
         const auto k = static_cast<std::size_t>(l->value.args[0].int_value);
-        if (at_entry_[k].value)
-          env_[l->name] = *at_entry_[k].value;
-        else
-          env_.erase(l->name);
+        env_[l->name] = at_entry_[k].value.value_or(kPrefetchPoison);
         continue;
       }
       if (!stmt_reads(s)) return false;
@@ -576,7 +617,8 @@ private:
         filled[static_cast<std::size_t>(it - values.begin())] = **first;
     std::vector<std::pair<std::int64_t, std::int64_t>> runs; // (first step, value)
     for (std::size_t L = 0; L < filled.size(); ++L)
-      if (runs.empty() || runs.back().second != filled[L]) runs.push_back({static_cast<std::int64_t>(L), filled[L]});
+      if (runs.empty() || runs.back().second != filled[L])
+        runs.push_back({static_cast<std::int64_t>(L), filled[L]});
     if (runs.empty()) return Expr::integer(0, at);
     std::function<Expr(std::size_t, std::size_t)> tree = [&](std::size_t lo, std::size_t hi) -> Expr {
       if (hi - lo == 1) return Expr::integer(runs[lo].second, at);

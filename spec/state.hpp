@@ -49,9 +49,9 @@ inline constexpr std::int64_t kMaxStateSteps = 4096;
 /// A read of a state element before anything stored it (an SMEM scratch
 /// holds no value at the first grid step).
 struct UndefinedStateRead {
-  Loc loc;                               ///< the statement that reads it
-  std::string element;                   ///< "st[0]"
-  std::vector<std::int64_t> grid_point;  ///< the first step that reads it
+  Loc loc;                              ///< the statement that reads it
+  std::string element;                  ///< "st[0]"
+  std::vector<std::int64_t> grid_point; ///< the first step that reads it
 };
 
 /// The outcome of elaborate_state: the kernel without state, or why not.
@@ -63,6 +63,9 @@ struct StateElaboration {
   /// `unknown` because the state depends on prefetch contents left open:
   /// given contents for them would decide it.
   bool needs_contents = false;
+  /// The first read of an element before anything stored it. `kernel` is
+  /// then still given (an undefined entry value is whatever the table holds
+  /// there), for `lower` to show; check reports the read, run fails at it.
   std::optional<UndefinedStateRead> undefined_read;
   std::vector<Diagnostic> errors; ///< bad input (a subscript outside its array)
 };
@@ -72,7 +75,8 @@ struct StateElaboration {
 /// then a state that depends on them is unknown with needs_contents). A
 /// kernel without state comes back as it is. Prefetch reads that are not
 /// state stay as written, for elaborate_prefetch.
-StateElaboration elaborate_state(const KernelSpec &k, const Env &params, const PrefetchContents &contents = {});
+StateElaboration elaborate_state(const KernelSpec &k, const Env &params,
+                                 const PrefetchContents &contents = {});
 
 /// The kernel every command runs and lowers: elaborate_state, then
 /// elaborate_prefetch (when `k` has prefetch arrays) with the same contents

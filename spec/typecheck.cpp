@@ -1,6 +1,6 @@
 #include "spec/typecheck.hpp"
-#include "spec/state.hpp"
 #include "spec/nested.hpp"
+#include "spec/state.hpp"
 
 #include "spec/print.hpp"
 
@@ -610,7 +610,7 @@ private:
     case Op::Ref: { // a scalar load from a prefetch array or from SMEM state (spec/state.hpp)
       if (s.locals.count(e.name)) return false;
       const Operand *o = k_.operand(e.name);
-      const std::size_t rank = o && is_state_scratch(*o) ? o->shape.size()
+      const std::size_t rank = o && is_state_scratch(*o)   ? o->shape.size()
                                : !o && k_.prefetch(e.name) ? k_.prefetch(e.name)->read_rank()
                                                            : 0;
       return rank != 0 && e.args.size() == rank &&

@@ -5,8 +5,8 @@
 #include "spec/eval.hpp"
 #include "spec/lower.hpp"
 #include "spec/prefetch.hpp"
-#include "spec/state.hpp"
 #include "spec/print.hpp"
+#include "spec/state.hpp"
 #include "spec/targets.hpp"
 #include "spec/typecheck.hpp"
 
@@ -186,8 +186,10 @@ public:
       walk(a);
       for (const auto &n : names)
         if (!params.count(n)) {
-          error(a.loc, "a subscript of SMEM state '" + e.name + "' must be a constant of literals and params, "
-                       "not '" + print(a) + "' (each element is a scalar the checker follows across grid steps)");
+          error(a.loc, "a subscript of SMEM state '" + e.name +
+                           "' must be a constant of literals and params, "
+                           "not '" +
+                           print(a) + "' (each element is a scalar the checker follows across grid steps)");
           break;
         }
     }
@@ -752,8 +754,9 @@ public:
         continue;
       }
       if (const Operand *o = k_->operand(r->name); o && is_state_scratch(*o)) {
-        error(r->loc, "'" + r->name + "' holds SMEM scalars (an i32 SMEM scratch): the body stores them with "
-                      "'=' and reads them as integers; a DMA cannot copy it");
+        error(r->loc, "'" + r->name +
+                          "' holds SMEM scalars (an i32 SMEM scratch): the body stores them with "
+                          "'=' and reads them as integers; a DMA cannot copy it");
         continue;
       }
       kernel_ref(*r, scope, false);

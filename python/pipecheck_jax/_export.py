@@ -194,6 +194,7 @@ class _Ref:
     name: str
     shape: tuple
     prefetch: bool = False  # a scalar prefetch ref: its reads are integer scalars
+    state: bool = False  # an int32 SMEM scratch: integer scalars kept across grid steps
 
 
 # jax 0.10 wraps a Jaxpr and its consts in a ClosedJaxpr; in 0.11 the two are one class; 0.12
@@ -633,15 +634,29 @@ class _Body:
             ref = read(e.invars[0])
             if not isinstance(ref, _Ref):
                 self.fail(f"'{name}' on a value that is not a kernel ref", e)
-            if ref.prefetch:
-                if name != "get":
-                    self.fail(f"a write to the scalar prefetch ref '{ref.name}' has no .pk form "
-                              "(prefetch arrays are read-only)", e)
-                sub = self.subscript(ref, e, e.invars[1:], read, p["tree"])
+            if ref.prefetch or ref.state:
+                # Integer scalars in SMEM: a read is an integer, and a store (into a prefetch ref
+                # too, as paged attention's buffer_index_ref) makes them state the .pk follows
+                # across grid steps (docs/language.md, "SMEM state").
+                what = "scalar prefetch ref" if ref.prefetch else "SMEM scratch"
+                n = 1 if name == "get" else 2
+                sub = self.subscript(ref, e, e.invars[n:], read, p["tree"])
                 if sub in ("[...]", "") or ":" in sub or "ds(" in sub:
-                    self.fail(f"a read of the prefetch ref '{ref.name}' that is not one element "
-                              "has no .pk form", e)
-                return [_E(f"{ref.name}{sub}", int=True)]
+                    self.fail(f"a {'read' if name == 'get' else 'write'} of the {what} '{ref.name}' "
+                              "that is not one element has no .pk form", e)
+                if name == "get":
+                    return [_E(f"{ref.name}{sub}", int=True)]
+                val = read(e.invars[1])
+                if not isinstance(val, _E) or not val.int:
+                    self.fail(f"a write to the {what} '{ref.name}' of a value that is not an integer "
+                              "expression has no .pk form (SMEM state holds integers computed from "
+                              "program_id, loop variables, constants and SMEM reads)", e)
+                if name == "swap" and self.uses.get(e.outvars[0], 0) > 0:
+                    self.fail(f"a swap on the {what} '{ref.name}' whose old value is used has no .pk "
+                              "form (read it first)", e)
+                self.emit(indent, f"{ref.name}{sub} {'+=' if name == 'addupdate' else '='} "
+                                  f"{_strip(val.text)}", src)
+                return []
             n = 1 if name == "get" else 2
             sub = self.subscript(ref, e, e.invars[n:], read, p["tree"])
             target = f"{ref.name}{sub}"
@@ -1638,7 +1653,9 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         aval = v.aval
         inner = getattr(aval, "inner_aval", aval)
         nm = pre_names[k] if k < n_pre else names[k - n_pre]
-        env[v] = _Ref(nm, tuple(int(d) for d in inner.shape), prefetch=k < n_pre)
+        state = (k >= n_pre + n_in + n_out and "smem" in _memory_space_name(aval)
+                 and np.dtype(inner.dtype) == np.int32)
+        env[v] = _Ref(nm, tuple(int(d) for d in inner.shape), prefetch=k < n_pre, state=state)
     for v in kj.constvars:
         raise UnsupportedError("a kernel that closes over array constants has no .pk form", loc, name)
     body._indent = 2

@@ -529,3 +529,45 @@ def next_nonempty_reference(bm=8):
                 out[b * bm:(b + 1) * bm] = x[nb * bm:(nb + 1) * bm]
         return out
     return ref
+
+
+# SMEM state: a step counter in an SMEM scratch, stored at the first step (by program_id, or by
+# a flag in a scalar prefetch ref that the body clears, as upstream paged attention's init_flag):
+# block i gets x + i. With flag [0] the counter is read before anything stored it. (interpret=True
+# keeps the SMEM scratch across grid steps but not a store into a prefetch ref: pltpu's
+# InterpretParams mode, as the TPU, keeps both.)
+def step_counter_kernel(flag_ref, x_ref, o_ref, count_ref):
+    @pl.when(flag_ref[0] == 1)
+    def _():
+        count_ref[0] = 0
+        flag_ref[0] = 0
+
+    o_ref[...] = x_ref[...] + count_ref[0].astype(f32)
+    count_ref[0] = count_ref[0] + 1
+
+
+def step_counter_first_step_kernel(flag_ref, x_ref, o_ref, count_ref):
+    @pl.when(pl.program_id(0) == 0)
+    def _():
+        count_ref[0] = 0
+
+    o_ref[...] = x_ref[...] + count_ref[0].astype(f32)
+    count_ref[0] = count_ref[0] + 1
+
+
+def make_step_counter(n=4, bm=8, w=128, by_flag=True, interpret=False):
+    def step_counter(flag, x):
+        return pl.pallas_call(
+            step_counter_kernel if by_flag else step_counter_first_step_kernel,
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1,
+                grid=(n,),
+                in_specs=[pl.BlockSpec((bm, w), lambda i, f: (i, 0))],
+                out_specs=pl.BlockSpec((bm, w), lambda i, f: (i, 0)),
+                scratch_shapes=[pltpu.SMEM((1,), jnp.int32)],
+            ),
+            out_shape=jax.ShapeDtypeStruct((n * bm, w), f32),
+            interpret=interpret,
+        )(flag, x)
+
+    return step_counter, [jax.ShapeDtypeStruct((1,), jnp.int32), jax.ShapeDtypeStruct((n * bm, w), f32)]

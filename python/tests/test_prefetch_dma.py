@@ -243,3 +243,25 @@ def test_a_prefetch_table_named_like_a_grid_index_is_renamed_and_prefetch_takes_
     assert "prefetch i_: i32[2] in [0, 2)" in text
     assert "index=(i, i_) -> (i_[i], 0)" in text
     pj.assert_verified(fn, *args, prefetch={"i": "in [0, 2)"})
+
+
+def test_smem_state_exports_as_state_that_check_follows_across_grid_steps():
+    fn, args = K.make_step_counter()
+    flag = np.array([1], np.int32)
+    text = pj.export(fn, flag, args[1])
+    assert "scratch count_ref: i32[1]  memory_space=smem" in text, text
+    assert "flag_ref[0] = 0" in text and "count_ref[0] = count_ref[0] + 1" in text, text
+    pj.assert_verified(fn, flag, args[1])
+    # Without the flag, nothing stores the counter before the first step reads it.
+    r = pj.check(fn, np.array([0], np.int32), args[1])
+    assert r.exit_code == 1 and [f.rule for f in r.findings] == ["uninitialized-read"], r.report()
+    assert r.findings[0].message.startswith("count_ref[0] is read at grid point (0,)"), r.report()
+
+
+def test_an_smem_counter_runs_like_interpret_mode():
+    fn, args = K.make_step_counter(by_flag=False)
+    x = np.random.default_rng(1).standard_normal((32, 128), np.float32)
+    r = pj.run(fn, np.array([0], np.int32), x)  # against interpret=True
+    assert r.ok, r
+    want = x + np.repeat(np.arange(4, dtype=np.float32), 8)[:, None]
+    np.testing.assert_array_equal(np.asarray(r.outputs[0]), want)

@@ -8,6 +8,7 @@
 #include "spec/nested.hpp"
 #include "spec/parse.hpp"
 #include "spec/prefetch.hpp"
+#include "spec/state.hpp"
 #include "spec/typecheck.hpp"
 
 #include "tests/corpus/corpus_files.hpp"
@@ -115,15 +116,19 @@ int compare_file(const std::string &name, const std::string &text) {
   int compared = 0;
   for (const auto &u : parsed.file->units)
     if (const auto *k = std::get_if<spec::KernelSpec>(&u)) {
-      // Scalar prefetch: the executor runs the kernel with contents bound
-      // (spec/prefetch.hpp), so the types are compared on that kernel.
-      const spec::PrefetchSpace space = spec::prefetch_space(*k, spec::param_env(k->params));
+      // Scalar prefetch and SMEM state: the executor runs the kernel with
+      // contents bound and its state elaborated (spec/state.hpp), so the
+      // types are compared on that kernel (one whose state cannot be
+      // elaborated does not run).
+      const spec::Env params = spec::param_env(k->params);
+      const spec::PrefetchSpace space = spec::prefetch_space(*k, params);
       std::string why;
       const auto contents = spec::pick_prefetch(space, 0, why);
-      if (k->prefetches.empty() || !contents)
+      if ((k->prefetches.empty() && !spec::has_state(*k)) || !contents) {
         compared += compare_kernel(*k, name + " " + k->name);
-      else
-        compared += compare_kernel(spec::elaborate_prefetch(*k, space, *contents), name + " " + k->name);
+      } else if (auto e = spec::elaborate(*k, space, params, *contents); e.kernel) {
+        compared += compare_kernel(*e.kernel, name + " " + k->name);
+      }
     }
   return compared;
 }

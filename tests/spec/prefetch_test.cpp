@@ -97,9 +97,11 @@ TEST(PrefetchValidate, RejectsBadDeclarationsAndReads) {
   EXPECT_EQ(
       first_error(gather("prefetch ids: i32[4]", "(i, ids) -> (ids[0:2], 0)")),
       "4:61: a prefetch array is read one element at a time ('ids[i]') in the index map of operand 'x'");
-  EXPECT_EQ(
-      first_error("kernel g:\n    prefetch ids: i32[4]\n    out o: f32[8]\n    body:\n        ids[0] = 1\n"),
-      "5:9: cannot store into prefetch 'ids': scalar-prefetch operands are read-only");
+  // A store makes the array SMEM state (spec/state.hpp): one element at a time.
+  EXPECT_EQ(first_error(
+                "kernel g:\n    prefetch ids: i32[4]\n    out o: f32[8]\n    body:\n        ids[0:2] = 1\n"),
+            "5:9: 'ids' holds SMEM scalars: read and store one element at a time (ids[i]), with constant "
+            "subscripts");
 }
 
 TEST(PrefetchSpaceTest, EnumeratesOnlyAllowedContents) {
