@@ -93,6 +93,10 @@ void collect_names(const Stmt &s, std::set<std::string> &out) {
         } else if constexpr (std::is_same_v<T, Dma>) {
           out.insert(x.descriptor);
         } else if constexpr (std::is_same_v<T, EmitPipeline>) {
+          for (const auto &o : x.specs)
+            if (o.index_map)
+              for (const auto &r : o.index_map->results)
+                collect_names(r, out);
           collect_names(x.body, out);
         }
       },
@@ -366,6 +370,14 @@ private:
           *x = expr(*x);
       } else if (auto *w = std::get_if<WgmmaWait>(&s.kind)) {
         w->n = expr(w->n);
+      } else if (std::holds_alternative<EmitPipeline>(s.kind)) {
+        std::set<std::string> names;
+        collect_names(s, names);
+        for (const auto &a : arrays_)
+          if (names.count(a.name)) {
+            error(s.loc, "not supported: SMEM state ('" + a.name + "') in an emit_pipeline's body or specs");
+            break;
+          }
       }
     }
   }

@@ -270,3 +270,23 @@ TEST(StateValidation, AnIndexMapCannotReadAPrefetchArrayTheBodyStoresInto) {
             "4:59: an index map cannot read 'b': the body stores into it (SMEM state), and when the pipeline "
             "evaluates an index map against the body's stores is not modelled");
 }
+
+TEST(StateElaboration, StateInAnEmitPipelineBodyIsALocatedNotSupported) {
+  KernelSpec k = kernel_ok("kernel s:\n"
+                           "    grid = (2,)\n"
+                           "    scratch st: i32[1] memory_space=smem\n"
+                           "    in  x: f32[256, 128]  memory_space=any\n"
+                           "    out o: f32[256, 128]  memory_space=any\n"
+                           "    body:\n"
+                           "        st[0] = 1\n"
+                           "        emit_pipeline(grid=(2,)):\n"
+                           "            in  x: block=(64, 128)  index=(t) -> (program_id(0) * 2 + t, 0)\n"
+                           "            out o: block=(64, 128)  index=(t) -> (program_id(0) * 2 + t, 0)\n"
+                           "            body:\n"
+                           "                o[...] = x[...] * st[0]\n");
+  auto r = elaborate_state(k, {});
+  EXPECT_FALSE(r.kernel);
+  ASSERT_FALSE(r.errors.empty());
+  EXPECT_EQ(r.errors[0].loc.line, 8);
+  EXPECT_EQ(r.errors[0].message, "not supported: SMEM state ('st') in an emit_pipeline's body or specs");
+}
