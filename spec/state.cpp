@@ -69,38 +69,61 @@ void collect_names(const Expr &e, std::set<std::string> &out) {
     collect_names(a, out);
 }
 
-void collect_names(const Block &b, std::set<std::string> &out);
-
-void collect_names(const Stmt &s, std::set<std::string> &out) {
+// The expressions of `s` itself (not of the blocks it holds).
+template <class F> void for_each_expr(const Stmt &s, F &&each) {
   std::visit(
       [&](const auto &x) {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, Assign>) {
-          collect_names(x.target, out);
-          collect_names(x.value, out);
+          each(x.target);
+          each(x.value);
         } else if constexpr (std::is_same_v<T, Let>) {
-          out.insert(x.name);
-          collect_names(x.value, out);
+          each(x.value);
         } else if constexpr (std::is_same_v<T, If>) {
-          collect_names(x.cond, out);
-          collect_names(x.then_body, out);
-          collect_names(x.else_body, out);
+          each(x.cond);
         } else if constexpr (std::is_same_v<T, For>) {
-          out.insert(x.var);
-          collect_names(x.lo, out);
-          collect_names(x.hi, out);
-          collect_names(x.body, out);
+          each(x.lo);
+          each(x.hi);
+        } else if constexpr (std::is_same_v<T, Copy>) {
+          each(x.src);
+          each(x.dst);
+          each(x.offset);
         } else if constexpr (std::is_same_v<T, Dma>) {
-          out.insert(x.descriptor);
+          each(x.src);
+          each(x.dst);
+          each(x.sem);
+          each(x.n);
+        } else if constexpr (std::is_same_v<T, Wgmma>) {
+          each(x.acc);
+          each(x.a);
+          each(x.b);
+        } else if constexpr (std::is_same_v<T, WgmmaWait>) {
+          each(x.n);
         } else if constexpr (std::is_same_v<T, EmitPipeline>) {
           for (const auto &o : x.specs)
             if (o.index_map)
               for (const auto &r : o.index_map->results)
-                collect_names(r, out);
-          collect_names(x.body, out);
+                each(r);
         }
       },
       s.kind);
+}
+
+void collect_names(const Block &b, std::set<std::string> &out);
+
+void collect_names(const Stmt &s, std::set<std::string> &out) {
+  for_each_expr(s, [&](const Expr &e) { collect_names(e, out); });
+  if (const auto *l = std::get_if<Let>(&s.kind)) out.insert(l->name);
+  if (const auto *d = std::get_if<Dma>(&s.kind)) out.insert(d->descriptor);
+  if (const auto *i = std::get_if<If>(&s.kind)) {
+    collect_names(i->then_body, out);
+    collect_names(i->else_body, out);
+  }
+  if (const auto *f = std::get_if<For>(&s.kind)) {
+    out.insert(f->var);
+    collect_names(f->body, out);
+  }
+  if (const auto *e = std::get_if<EmitPipeline>(&s.kind)) collect_names(e->body, out);
 }
 
 void collect_names(const Block &b, std::set<std::string> &out) {
@@ -495,48 +518,13 @@ private:
     auto [it, fresh] = names_state_.try_emplace(&s, false);
     if (fresh) {
       bool any = false;
-      visit_exprs(s, [&](const Expr &e) { any = any || names_state(e); });
+      for_each_expr(s, [&](const Expr &e) { any = any || names_state(e); });
       it->second = any;
     }
     if (!it->second) return true;
     bool ok = true;
-    visit_exprs(s, [&](const Expr &e) { ok = ok && reads(e, s.loc); });
+    for_each_expr(s, [&](const Expr &e) { ok = ok && reads(e, s.loc); });
     return ok;
-  }
-
-  // The expressions of `s` itself (not of the blocks it holds).
-  template <class F> static void visit_exprs(const Stmt &s, F &&each) {
-    std::visit(
-        [&](const auto &x) {
-          using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, Assign>) {
-            each(x.target);
-            each(x.value);
-          } else if constexpr (std::is_same_v<T, Let>) {
-            each(x.value);
-          } else if constexpr (std::is_same_v<T, If>) {
-            each(x.cond);
-          } else if constexpr (std::is_same_v<T, For>) {
-            each(x.lo);
-            each(x.hi);
-          } else if constexpr (std::is_same_v<T, Copy>) {
-            each(x.src);
-            each(x.dst);
-            each(x.offset);
-          } else if constexpr (std::is_same_v<T, Dma>) {
-            each(x.src);
-            each(x.dst);
-            each(x.sem);
-            each(x.n);
-          } else if constexpr (std::is_same_v<T, Wgmma>) {
-            each(x.acc);
-            each(x.a);
-            each(x.b);
-          } else if constexpr (std::is_same_v<T, WgmmaWait>) {
-            each(x.n);
-          }
-        },
-        s.kind);
   }
 
   bool exec(const Block &b) {

@@ -4,6 +4,8 @@
 #include "spec/parse.hpp"
 #include "verifier/check.hpp"
 
+#include "testing.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -11,6 +13,7 @@
 using namespace pipecheck;
 using verifier::Rule;
 using verifier::Status;
+using verifier::testing::has_finding;
 
 namespace {
 
@@ -48,12 +51,6 @@ verifier::Verdict check(const std::string &text) {
   return verifier::check(std::get<spec::KernelSpec>(r.file->units.at(0)), {});
 }
 
-bool has(const verifier::Verdict &v, Rule rule, int line) {
-  for (const auto &f : v.findings)
-    if (f.rule == rule && f.loc.line == line) return true;
-  return false;
-}
-
 } // namespace
 
 TEST(KernelDma, APrefetchWaitedAtTheNextGridStepOnItsOwnSemaphoreIsVerified) {
@@ -64,19 +61,19 @@ TEST(KernelDma, APrefetchWaitedAtTheNextGridStepOnItsOwnSemaphoreIsVerified) {
 TEST(KernelDma, WaitingOnTheOtherBuffersSemaphoreLetsTheComputeReadACopyInFlight) {
   auto v = check(prefetching("sem[(i + 1) % 2]"));
   EXPECT_EQ(v.status, Status::violation);
-  EXPECT_TRUE(has(v, Rule::slot_race, 16));
+  EXPECT_TRUE(has_finding(v, Rule::slot_race, 16));
 }
 
 TEST(KernelDma, APrefetchThatWrapsAroundIsNeverWaitedAtTheLastGridStep) {
   auto v = check(prefetching("sem[i % 2]", "i + 1 <= n"));
   EXPECT_EQ(v.status, Status::violation);
-  EXPECT_TRUE(has(v, Rule::copy_never_waited, 14));
+  EXPECT_TRUE(has_finding(v, Rule::copy_never_waited, 14));
 }
 
 TEST(KernelDma, AWaitWithNothingOnItsSemaphoreIsAHangWithItsGridPoint) {
   // The prefetch is dropped: from step 1 on, nothing is in flight on the wait's semaphore.
   auto v = check(prefetching("sem[i % 2]", "i + 1 < 0"));
-  ASSERT_TRUE(has(v, Rule::wait_without_copy, 15));
+  ASSERT_TRUE(has_finding(v, Rule::wait_without_copy, 15));
   for (const auto &f : v.findings)
     if (f.rule == Rule::wait_without_copy) {
       EXPECT_NE(f.message.find("this hangs"), std::string::npos) << f.message;

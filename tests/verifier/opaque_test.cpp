@@ -3,13 +3,18 @@
 #include "spec/parse.hpp"
 #include "verifier/check.hpp"
 
+#include "testing.hpp"
+
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include <string>
 
 using namespace pipecheck;
 using verifier::Rule;
 using verifier::Status;
+using verifier::testing::has_finding;
 
 namespace {
 
@@ -20,12 +25,6 @@ spec::KernelSpec kernel(const std::string &text) {
     return {};
   }
   return std::get<spec::KernelSpec>(r.file->units.at(0));
-}
-
-bool has(const verifier::Verdict &v, Rule rule, int line) {
-  for (const auto &f : v.findings)
-    if (f.rule == rule && f.loc.line == line) return true;
-  return false;
 }
 
 // A reduction over k into a scratch accumulator, through an opaque op; line 10
@@ -52,8 +51,11 @@ std::string accumulate(bool init) {
 TEST(OpaqueRules, AnAccumulatorAnOpaqueOpFeedsIsStillCheckedForItsInit) {
   const auto v = verifier::check(kernel(accumulate(false)), {});
   EXPECT_EQ(v.status, Status::violation);
-  EXPECT_TRUE(has(v, Rule::uninitialized_accumulator, 10) || has(v, Rule::uninitialized_read, 10))
-      << v.reason;
+  const bool either = std::any_of(v.findings.begin(), v.findings.end(), [](const auto &f) {
+    return f.loc.line == 10 &&
+           (f.rule == Rule::uninitialized_accumulator || f.rule == Rule::uninitialized_read);
+  });
+  EXPECT_TRUE(either) << v.reason;
 }
 
 TEST(OpaqueRules, AKernelWhoseRulesHoldOnTheEffectsIsVerifiedWithANote) {
@@ -79,7 +81,7 @@ TEST(OpaqueRules, AnOpaqueOpThatReadsAnUninitializedScratchIsReportedAsAnyReadOf
       verifier::check(kernel(text("opaque(x[...], s[...], op=erf_inv, shape=(128, 128), dtype=f32)")), {});
   const auto plain = verifier::check(kernel(text("x[...] + s[...]")), {});
   EXPECT_EQ(opaque.status, Status::violation);
-  EXPECT_TRUE(has(opaque, Rule::uninitialized_accumulator, 7)) << opaque.reason;
+  EXPECT_TRUE(has_finding(opaque, Rule::uninitialized_accumulator, 7)) << opaque.reason;
   ASSERT_EQ(opaque.findings.size(), plain.findings.size());
   for (std::size_t k = 0; k < plain.findings.size(); ++k) {
     EXPECT_EQ(opaque.findings[k].rule, plain.findings[k].rule);

@@ -7,6 +7,8 @@
 #include "spec/parse.hpp"
 #include "verifier/check.hpp"
 
+#include "testing.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -14,6 +16,7 @@
 using namespace pipecheck;
 using verifier::Rule;
 using verifier::Status;
+using verifier::testing::has_finding;
 
 namespace {
 
@@ -60,15 +63,6 @@ verifier::Verdict check(const std::string &text) {
   return verifier::check(r.file->units.at(0), {});
 }
 
-bool has(const verifier::Verdict &v, Rule rule, int line) {
-  for (const auto &f : v.findings)
-    if (f.rule == rule && f.loc.line == line) return true;
-  for (const auto &f : v.findings)
-    ADD_FAILURE() << "found " << verifier::to_string(f.rule) << " at line " << f.loc.line << ": "
-                  << f.message;
-  return false;
-}
-
 } // namespace
 
 TEST(StateCheck, ADoubleBufferWhoseSlotLivesInSmemScratchIsVerified) {
@@ -79,8 +73,8 @@ TEST(StateCheck, ADoubleBufferWhoseSlotLivesInSmemScratchIsVerified) {
 TEST(StateCheck, ASlotNeverFlippedPrefetchesOntoTheBufferInFlight) {
   auto v = check(ring(kScratch, kInit, ""));
   ASSERT_EQ(v.status, Status::violation) << v.reason;
-  EXPECT_TRUE(has(v, Rule::slot_race, 19));         // the prefetch into buf[nxt] at the second step
-  EXPECT_TRUE(has(v, Rule::wait_without_copy, 20)); // the wait on the slot nothing was copied into
+  EXPECT_TRUE(has_finding(v, Rule::slot_race, 19));         // the prefetch into buf[nxt] at the second step
+  EXPECT_TRUE(has_finding(v, Rule::wait_without_copy, 20)); // the wait on the slot nothing was copied into
 }
 
 TEST(StateCheck, ASlotReadBeforeAnyStoreIsAnUninitializedReadWithItsGridPoint) {

@@ -6,6 +6,8 @@
 #include "spec/parse.hpp"
 #include "verifier/check.hpp"
 
+#include "testing.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,6 +15,7 @@
 using namespace pipecheck;
 using verifier::Rule;
 using verifier::Status;
+using verifier::testing::has_finding;
 
 namespace {
 
@@ -51,15 +54,6 @@ verifier::Verdict check(const std::string &text, bool symbolic = true) {
   verifier::CheckOptions o;
   o.enumerate_max_points = symbolic ? 0 : 4096; // 0: the solver's symbolic rules
   return verifier::check(f.units.at(0), o);
-}
-
-bool has(const verifier::Verdict &v, Rule rule, int line) {
-  for (const auto &f : v.findings)
-    if (f.rule == rule && f.loc.line == line) return true;
-  for (const auto &f : v.findings)
-    ADD_FAILURE() << "found " << verifier::to_string(f.rule) << " at line " << f.loc.line << ": "
-                  << f.message;
-  return false;
 }
 
 } // namespace
@@ -135,7 +129,7 @@ TEST(WhileCheck, AnEffectInTheLoopHappensOnlyAtTheIterationsItsConditionAllows) 
   for (bool symbolic : {true, false}) {
     auto v = check(text, symbolic);
     EXPECT_EQ(v.status, Status::violation) << v.reason;
-    EXPECT_TRUE(has(v, Rule::uninitialized_accumulator, 12));
+    EXPECT_TRUE(has_finding(v, Rule::uninitialized_accumulator, 12));
   }
 }
 
@@ -154,7 +148,7 @@ TEST(WhileCheck, ARebindingInAWhenHoldsOnlyWhereTheBranchRan) {
   for (bool symbolic : {true, false}) {
     auto v = check(text, symbolic);
     EXPECT_EQ(v.status, Status::violation) << v.reason;
-    EXPECT_TRUE(has(v, Rule::output_not_covered, 4));
+    EXPECT_TRUE(has_finding(v, Rule::output_not_covered, 4));
   }
 }
 
