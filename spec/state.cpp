@@ -315,6 +315,14 @@ private:
     return true;
   }
 
+  // The state array element k belongs to.
+  std::string state_array(std::size_t k) const {
+    std::string name;
+    for (const auto &a : arrays_) // in order of their first element
+      if (k >= a.first) name = a.name;
+    return name;
+  }
+
   const StateArray *array(const std::string &name) const {
     for (const auto &a : arrays_)
       if (a.name == name) return &a;
@@ -457,9 +465,10 @@ private:
   Env env_;
   std::int64_t budget_ = 4'000'000; ///< statements the run may execute
 
-  bool fail(std::string why, bool needs_contents = false) {
+  bool fail(std::string why, const std::string &needs_array = "") {
     r_.unknown = std::move(why);
-    r_.needs_contents = needs_contents;
+    r_.needs_contents = !needs_array.empty();
+    r_.needs_array = needs_array;
     return false;
   }
 
@@ -471,7 +480,7 @@ private:
     if (v.at && v.at->op == Op::Ref && open_.count(v.at->name)) {
       fail("the SMEM state depends on the prefetch contents ('" + print(*v.at) + "' at line " +
                std::to_string(at.line) + "), which are left open",
-           true);
+           v.at->name);
       return std::nullopt;
     }
     fail("the SMEM state depends on '" + print(e) + "' at line " + std::to_string(at.line) +
@@ -488,7 +497,7 @@ private:
         const std::string &shown = display_[it->second];
         if (c.open)
           return fail("the SMEM state " + shown + " starts with the prefetch contents, which are left open",
-                      true);
+                      state_array(it->second));
         if (!c.value) {
           // The first such read is the finding; the run goes on with poison,
           // so that `lower` can still show the program.

@@ -63,6 +63,9 @@ struct StateElaboration {
   /// `unknown` because the state depends on prefetch contents left open:
   /// given contents for them would decide it.
   bool needs_contents = false;
+  /// With needs_contents: the open prefetch array whose contents it needs
+  /// (others may be needed too once it is given).
+  std::string needs_array;
   /// The first read of an element before anything stored it. `kernel` is
   /// then still given (an undefined entry value is whatever the table holds
   /// there), for `lower` to show; check reports the read, run fails at it.

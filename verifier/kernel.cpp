@@ -425,13 +425,17 @@ Verdict check_state(const spec::KernelSpec &k, const CheckOptions &o) {
     return v;
   }
   if (e.needs_contents) {
+    // Only the array the state needs is enumerated; each of its contents is
+    // then checked as given, the other arrays as they are (open ones by the
+    // usual route, or enumerated in turn if the state needs them too).
     spec::PrefetchSpace space = spec::prefetch_space(k, params);
-    if (space.errors.empty() && space.unknown.empty()) {
+    std::erase_if(space.arrays, [&](const spec::PrefetchArray &a) { return a.name != e.needs_array; });
+    if (space.errors.empty() && space.unknown.empty() && !space.arrays.empty()) {
       constexpr std::size_t kMaxContents = 256;
       if (auto all = spec::enumerate_prefetch(space, kMaxContents))
         return check_each_contents(k, o, *all, e.unknown);
-      v.reason = e.unknown + ", and their constraints allow more than " + std::to_string(kMaxContents) +
-                 " contents (give the contents, or narrow the constraints)";
+      v.reason = e.unknown + ", and the constraints of '" + e.needs_array + "' allow more than " +
+                 std::to_string(kMaxContents) + " contents (give them, or narrow the constraints)";
       return v;
     }
   }

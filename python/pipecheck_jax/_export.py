@@ -462,6 +462,19 @@ def _index_map(bm, names: list[str], what: str, loc, prefetch: tuple = ()) -> st
     return _tuple(texts)
 
 
+def _offset(base, add):
+    """`base + add` for a subscript: ints stay ints, an integer expression (_E) becomes one."""
+    if isinstance(base, int) and isinstance(add, int):
+        return base + add
+    if isinstance(base, int) and base == 0:
+        return add
+    if isinstance(add, int) and add == 0:
+        return base
+    bt = str(base) if isinstance(base, int) else f"({_strip(base.text)})"
+    at = str(add) if isinstance(add, int) else f"({_strip(add.text)})"
+    return _E(f"{bt} + {at}", int=True)
+
+
 def _strip(t: str) -> str:
     """Drops one pair of outer parentheses that enclose the whole text."""
     if t.startswith("(") and t.endswith(")"):
@@ -486,6 +499,8 @@ class _Body:
         self.default_loc = default_loc
         self.lines: list[tuple[str, tuple | None]] = []
         self.counter = 0
+        self.bind_reads_of: frozenset = frozenset()  # SMEM state refs whose reads are bound
+        self.stored_state: set = set()  # SMEM state refs the body stores into
         self.pending: list[_E] = []
         self.uses: dict = {}
         self.user_axes: list[int] = []
@@ -588,37 +603,55 @@ class _Body:
         return self.subscript_of(ref, e, tree_util.tree_unflatten(tree, idx_atoms), read)
 
     def subscript_of(self, ref: _Ref, e, transforms, read) -> str:
+        """The `.pk` subscript of `ref` under its transforms: one NDIndexer, or several stacked
+        (`ref.at[h].at[page]`, as paged attention's copies), composed into one over the ref's
+        own dims."""
         if len(transforms) == 0:
             return "[...]"
-        if len(transforms) > 1 or type(transforms[0]).__name__ != "NDIndexer":
-            self.fail(f"a ref transform ({type(transforms[-1]).__name__}) on '{ref.name}' has no .pk form", e)
-        ix = transforms[0]
-        if getattr(ix, "int_indexer_shape", ()) not in ((), None):
-            self.fail(f"an array (gather) index into '{ref.name}' has no .pk form", e)
-        parts, full = [], True
-        for d, s in enumerate(ix.indices):
-            if type(s).__name__ == "Slice":
-                if s.stride != 1:
-                    self.fail(f"a strided slice (stride {s.stride}) of '{ref.name}' has no .pk form", e)
-                if isinstance(s.start, (int, np.integer)):
-                    lo, size = int(s.start), int(s.size)
-                    if lo == 0 and size == ref.shape[d]:
-                        parts.append(":")
+        # One entry per dim of the ref: ("int", text) removes the dim, ("slice", start, size)
+        # keeps it (start a text, or an int when static).
+        dims = [("slice", 0, int(n)) for n in ref.shape]
+        for ix in transforms:
+            if type(ix).__name__ != "NDIndexer":
+                self.fail(f"a ref transform ({type(ix).__name__}) on '{ref.name}' has no .pk form", e)
+            if getattr(ix, "int_indexer_shape", ()) not in ((), None):
+                self.fail(f"an array (gather) index into '{ref.name}' has no .pk form", e)
+            kept = [d for d, x in enumerate(dims) if x[0] == "slice"]
+            if len(ix.indices) > len(kept):
+                self.fail(f"an index of rank {len(ix.indices)} into a view of '{ref.name}' of rank "
+                          f"{len(kept)} has no .pk form", e)
+            for d, s in zip(kept, ix.indices):
+                base = dims[d][1]
+                if type(s).__name__ == "Slice":
+                    if s.stride != 1:
+                        self.fail(f"a strided slice (stride {s.stride}) of '{ref.name}' has no .pk form", e)
+                    if isinstance(s.start, (int, np.integer)):
+                        start = int(s.start)
                     else:
-                        full = False
-                        parts.append(f"{lo}:{lo + size}")
+                        start = self.int_of(read(s.start) if not isinstance(s.start, _E) else s.start, e,
+                                            "a slice start")
+                    dims[d] = ("slice", _offset(base, start), int(s.size))
+                else:
+                    if isinstance(s, (int, np.integer)):
+                        idx = int(s)
+                    else:
+                        idx = self.int_of(s if isinstance(s, _E) else read(s), e, "an index")
+                    dims[d] = ("int", _offset(base, idx))
+        parts, full = [], True
+        for d, x in enumerate(dims):
+            if x[0] == "int":
+                full = False
+                parts.append(_strip(x[1].text) if isinstance(x[1], _E) else str(x[1]))
+            elif isinstance(x[1], int):
+                lo, size = x[1], x[2]
+                if lo == 0 and size == ref.shape[d]:
+                    parts.append(":")
                 else:
                     full = False
-                    st = self.int_of(read(s.start) if not isinstance(s.start, _E) else s.start, e, "a slice start")
-                    parts.append(f"ds({_strip(st.text)}, {int(s.size)})")
+                    parts.append(f"{lo}:{lo + size}")
             else:
                 full = False
-                a = s if not isinstance(s, (int, np.integer)) else None
-                if a is None:
-                    parts.append(str(int(s)))
-                else:
-                    v = a if isinstance(a, _E) else read(a)
-                    parts.append(_strip(self.int_of(v, e, "an index").text))
+                parts.append(f"ds({_strip(x[1].text)}, {x[2]})")
         return "[...]" if full else "[" + ", ".join(parts) + "]"
 
     def int_of(self, v, e, what: str) -> _E:
@@ -645,7 +678,12 @@ class _Body:
                     self.fail(f"a {'read' if name == 'get' else 'write'} of the {what} '{ref.name}' "
                               "that is not one element has no .pk form", e)
                 if name == "get":
+                    if ref.name in self.bind_reads_of:
+                        local = self.fresh("s")
+                        self.emit(indent, f"{local} = {ref.name}{sub}", src)
+                        return [_E(local, int=True, name=True)]
                     return [_E(f"{ref.name}{sub}", int=True)]
+                self.stored_state.add(ref.name)
                 val = read(e.invars[1])
                 if not isinstance(val, _E) or not val.int:
                     self.fail(f"a write to the {what} '{ref.name}' of a value that is not an integer "
@@ -1644,23 +1682,33 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         lines.append((f"    alias {names[i_in - n_pre]} -> {names[n_in + i_out]}", call_site))
     lines.append(("    body:", source))
 
-    body = _Body(name, source)
-    body.user_axes = user_axes
-    body.while_bound = while_bound
-    body.taken = taken
-    env: dict = {}
-    for k, v in enumerate(kj.invars):
-        aval = v.aval
-        inner = getattr(aval, "inner_aval", aval)
-        nm = pre_names[k] if k < n_pre else names[k - n_pre]
-        state = (k >= n_pre + n_in + n_out and "smem" in _memory_space_name(aval)
-                 and np.dtype(inner.dtype) == np.int32)
-        env[v] = _Ref(nm, tuple(int(d) for d in inner.shape), prefetch=k < n_pre, state=state)
     for v in kj.constvars:
         raise UnsupportedError("a kernel that closes over array constants has no .pk form", loc, name)
-    body._indent = 2
-    body.run(kj, env, 2)
-    body.flush(2)
+
+    def translate(stored: frozenset) -> _Body:
+        body = _Body(name, source)
+        body.user_axes = user_axes
+        body.while_bound = while_bound
+        body.taken = taken
+        body.bind_reads_of = stored
+        env: dict = {}
+        for k, v in enumerate(kj.invars):
+            aval = v.aval
+            inner = getattr(aval, "inner_aval", aval)
+            nm = pre_names[k] if k < n_pre else names[k - n_pre]
+            state = (k >= n_pre + n_in + n_out and "smem" in _memory_space_name(aval)
+                     and np.dtype(inner.dtype) == np.int32)
+            env[v] = _Ref(nm, tuple(int(d) for d in inner.shape), prefetch=k < n_pre, state=state)
+        body._indent = 2
+        body.run(kj, env, 2)
+        body.flush(2)
+        return body
+
+    body = translate(frozenset())
+    if body.stored_state:
+        # SMEM state is stored into: its reads are bound to a local where they are in the jaxpr
+        # (`init = init_flag_ref[0]` before `init_flag_ref[0] = 0`), not inlined at their use.
+        body = translate(frozenset(body.stored_state))
     if body.no_statements(0):
         body.emit(2, "v0 = 0", source)
     lines[-1:-1] = body.scoped  # before `body:`
