@@ -79,34 +79,20 @@ std::optional<Linear> linear(const Expr &e) {
 
 // Every expression of a block, statements nested in `when`/`for` included.
 void each_expr(Block &b, const std::function<void(Expr &)> &f) {
-  for (auto &s : b)
-    std::visit(
-        [&](auto &k) {
-          using T = std::decay_t<decltype(k)>;
-          if constexpr (std::is_same_v<T, Assign>) {
-            f(k.target), f(k.value);
-          } else if constexpr (std::is_same_v<T, Let>) {
-            f(k.value);
-          } else if constexpr (std::is_same_v<T, If>) {
-            f(k.cond), each_expr(k.then_body, f), each_expr(k.else_body, f);
-          } else if constexpr (std::is_same_v<T, For>) {
-            f(k.lo), f(k.hi), each_expr(k.body, f);
-          } else if constexpr (std::is_same_v<T, Copy>) {
-            f(k.src), f(k.dst), f(k.offset);
-          } else if constexpr (std::is_same_v<T, Wgmma>) {
-            f(k.acc), f(k.a), f(k.b);
-          } else if constexpr (std::is_same_v<T, Dma>) {
-            f(k.src), f(k.dst), f(k.sem), f(k.n);
-          } else if constexpr (std::is_same_v<T, EmitPipeline>) {
-            // Never cut (lowered unrolled); its grid and body for completeness.
-            for (auto &g : k.grid)
-              f(g);
-            each_expr(k.body, f);
-          } else {
-            f(k.n);
-          }
-        },
-        s.kind);
+  for (auto &s : b) {
+    for_each_expr(s, f);
+    if (auto *i = std::get_if<If>(&s.kind)) {
+      each_expr(i->then_body, f);
+      each_expr(i->else_body, f);
+    } else if (auto *l = std::get_if<For>(&s.kind)) {
+      each_expr(l->body, f);
+    } else if (auto *e = std::get_if<EmitPipeline>(&s.kind)) {
+      // Never cut (lowered unrolled); its grid and body for completeness.
+      for (auto &g : e->grid)
+        f(g);
+      each_expr(e->body, f);
+    }
+  }
 }
 
 // The body's uses of the grid: comparisons `program_id(e) <op> constant`

@@ -311,4 +311,36 @@ std::ostream &operator<<(std::ostream &os, const KernelSpec &k) { return os << p
 std::ostream &operator<<(std::ostream &os, const Program &p) { return os << print(p); }
 std::ostream &operator<<(std::ostream &os, const File &f) { return os << print(f); }
 
+namespace {
+
+template <class S, class F> void each_own_expr(S &s, const F &f) {
+  std::visit(
+      [&](auto &x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, Assign>) {
+          f(x.target), f(x.value);
+        } else if constexpr (std::is_same_v<T, Let>) {
+          f(x.value);
+        } else if constexpr (std::is_same_v<T, If>) {
+          f(x.cond);
+        } else if constexpr (std::is_same_v<T, For>) {
+          f(x.lo), f(x.hi);
+        } else if constexpr (std::is_same_v<T, Copy>) {
+          f(x.src), f(x.dst), f(x.offset);
+        } else if constexpr (std::is_same_v<T, Wgmma>) {
+          f(x.acc), f(x.a), f(x.b);
+        } else if constexpr (std::is_same_v<T, WgmmaWait>) {
+          f(x.n);
+        } else if constexpr (std::is_same_v<T, Dma>) {
+          f(x.src), f(x.dst), f(x.sem), f(x.n);
+        }
+      },
+      s.kind);
+}
+
+} // namespace
+
+void for_each_expr(Stmt &s, const std::function<void(Expr &)> &f) { each_own_expr(s, f); }
+void for_each_expr(const Stmt &s, const std::function<void(const Expr &)> &f) { each_own_expr(s, f); }
+
 } // namespace pipecheck::spec

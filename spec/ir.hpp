@@ -7,6 +7,7 @@
 /// was parsed from; locations and comments take no part in `==`.
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -280,6 +281,13 @@ struct Stmt {
   friend bool operator==(const Stmt &, const Stmt &) = default;
 };
 std::ostream &operator<<(std::ostream &, const Stmt &);
+
+/// Calls `f` on each expression statement `s` holds itself: an assignment's
+/// target and value, a condition, loop bounds, a copy's or DMA's refs. Not
+/// those of the blocks it holds (`when`/`for` bodies), nor an
+/// emit_pipeline's (its grid, specs and body are the caller's to walk).
+void for_each_expr(Stmt &s, const std::function<void(Expr &)> &f);
+void for_each_expr(const Stmt &s, const std::function<void(const Expr &)> &f);
 
 // --------------------------------------------------------------- declarations
 

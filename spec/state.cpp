@@ -69,46 +69,6 @@ void collect_names(const Expr &e, std::set<std::string> &out) {
     collect_names(a, out);
 }
 
-// The expressions of `s` itself (not of the blocks it holds).
-template <class F> void for_each_expr(const Stmt &s, F &&each) {
-  std::visit(
-      [&](const auto &x) {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, Assign>) {
-          each(x.target);
-          each(x.value);
-        } else if constexpr (std::is_same_v<T, Let>) {
-          each(x.value);
-        } else if constexpr (std::is_same_v<T, If>) {
-          each(x.cond);
-        } else if constexpr (std::is_same_v<T, For>) {
-          each(x.lo);
-          each(x.hi);
-        } else if constexpr (std::is_same_v<T, Copy>) {
-          each(x.src);
-          each(x.dst);
-          each(x.offset);
-        } else if constexpr (std::is_same_v<T, Dma>) {
-          each(x.src);
-          each(x.dst);
-          each(x.sem);
-          each(x.n);
-        } else if constexpr (std::is_same_v<T, Wgmma>) {
-          each(x.acc);
-          each(x.a);
-          each(x.b);
-        } else if constexpr (std::is_same_v<T, WgmmaWait>) {
-          each(x.n);
-        } else if constexpr (std::is_same_v<T, EmitPipeline>) {
-          for (const auto &o : x.specs)
-            if (o.index_map)
-              for (const auto &r : o.index_map->results)
-                each(r);
-        }
-      },
-      s.kind);
-}
-
 void collect_names(const Block &b, std::set<std::string> &out);
 
 void collect_names(const Stmt &s, std::set<std::string> &out) {
@@ -123,7 +83,13 @@ void collect_names(const Stmt &s, std::set<std::string> &out) {
     out.insert(f->var);
     collect_names(f->body, out);
   }
-  if (const auto *e = std::get_if<EmitPipeline>(&s.kind)) collect_names(e->body, out);
+  if (const auto *e = std::get_if<EmitPipeline>(&s.kind)) {
+    for (const auto &o : e->specs)
+      if (o.index_map)
+        for (const auto &r : o.index_map->results)
+          collect_names(r, out);
+    collect_names(e->body, out);
+  }
 }
 
 void collect_names(const Block &b, std::set<std::string> &out) {
@@ -378,30 +344,8 @@ private:
           s.kind = Let{locals_[*k], std::move(v)};
           continue;
         }
-        a->target = expr(a->target);
-        a->value = expr(a->value);
-      } else if (auto *l = std::get_if<Let>(&s.kind)) {
-        l->value = expr(l->value);
-      } else if (auto *i = std::get_if<If>(&s.kind)) {
-        i->cond = expr(i->cond);
-        block(i->then_body);
-        block(i->else_body);
-      } else if (auto *f = std::get_if<For>(&s.kind)) {
-        f->lo = expr(f->lo);
-        f->hi = expr(f->hi);
-        block(f->body);
-      } else if (auto *c = std::get_if<Copy>(&s.kind)) {
-        for (Expr *x : {&c->src, &c->dst, &c->offset})
-          *x = expr(*x);
-      } else if (auto *d = std::get_if<Dma>(&s.kind)) {
-        for (Expr *x : {&d->src, &d->dst, &d->sem, &d->n})
-          *x = expr(*x);
-      } else if (auto *w = std::get_if<Wgmma>(&s.kind)) {
-        for (Expr *x : {&w->acc, &w->a, &w->b})
-          *x = expr(*x);
-      } else if (auto *w = std::get_if<WgmmaWait>(&s.kind)) {
-        w->n = expr(w->n);
-      } else if (std::holds_alternative<EmitPipeline>(s.kind)) {
+      }
+      if (std::holds_alternative<EmitPipeline>(s.kind)) {
         std::set<std::string> names;
         collect_names(s, names);
         for (const auto &a : arrays_)
@@ -409,6 +353,14 @@ private:
             error(s.loc, "not supported: SMEM state ('" + a.name + "') in an emit_pipeline's body or specs");
             break;
           }
+        continue;
+      }
+      for_each_expr(s, [&](Expr &e) { e = expr(e); });
+      if (auto *i = std::get_if<If>(&s.kind)) {
+        block(i->then_body);
+        block(i->else_body);
+      } else if (auto *f = std::get_if<For>(&s.kind)) {
+        block(f->body);
       }
     }
   }
