@@ -2,6 +2,7 @@
 
 #include "spec/bind.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdio>
@@ -72,6 +73,24 @@ __device__ __forceinline__ void pk_wait_groups(long long newer) {
 #endif
 )";
 
+// Adversarial mode's delays (CodegenOptions::adversarial); PK_SEED is defined before.
+const char *adversarial_preamble =
+    R"(__device__ __forceinline__ unsigned long long pk_mix(unsigned long long h) {
+  h ^= h >> 33; h *= 0xff51afd7ed558ccdULL; h ^= h >> 33; h *= 0xc4ceb9fe1a85ec53ULL; h ^= h >> 33;
+  return h;
+}
+#ifndef PK_HOST_EMULATION
+// Spins 0..4095 cycles at one site in four, the same for the whole block.
+__device__ __forceinline__ void pk_delay(unsigned long long site, long long &passed) {
+  const unsigned long long h = pk_mix(PK_SEED ^ pk_mix(site * 0x9e3779b97f4a7c15ULL ^ pk_mix(blockIdx.x ^ (static_cast<unsigned long long>(passed++) << 20))));
+  if ((h & 3ULL) != 0) return;
+  const long long cycles = static_cast<long long>((h >> 8) & 4095ULL), t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+#endif
+)";
+
 std::string float_literal(double v) {
   if (std::isnan(v)) return "__int_as_float(0x7fc00000)";
   if (std::isinf(v)) return v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
@@ -84,6 +103,7 @@ std::string float_literal(double v) {
 
 struct Region {
   std::vector<std::string> lo, extent; // per dim of the hbm buffer
+  std::vector<bool> kept;              // per dim: a slice (or whole), not an index
 };
 
 class Gen {
@@ -100,8 +120,12 @@ public:
     k.ctas = ctas;
     layout(k);
     collect_locals(p_.body);
+    if (o_.adversarial) collect_forms(p_.body);
     std::ostringstream os;
-    os << preamble << "\n";
+    os << preamble;
+    if (o_.adversarial)
+      os << "#define PK_SEED " << o_.adversarial_seed << "ULL // adversarial mode\n" << adversarial_preamble;
+    os << "\n";
     os << "extern \"C\" __global__ void __launch_bounds__(" << o_.threads << ") " << k.entry << "(";
     for (std::size_t i = 0; i < k.arrays.size(); ++i) {
       const auto &a = k.arrays[i];
@@ -119,11 +143,18 @@ public:
          << "LL; e += blockDim.x) reinterpret_cast<float *>(pk_smem)[e] = __int_as_float(0x7fc00000);\n";
     }
     os << "  long long pk_groups = 0; // cp.async groups committed by this thread\n";
+    if (o_.adversarial) os << "  long long pk_passed = 0; // delay sites passed (adversarial mode)\n";
     for (const auto &s : k.shared) {
       os << "  long long q_" << s.name << "[" << s.slots << "][" << queue_depth
          << "]; // queued copy-in groups\n";
       os << "  int qn_" << s.name << "[" << s.slots << "] = {};\n";
       os << "  int out_" << s.name << "[" << s.slots << "] = {}; // outstanding write-backs\n";
+      if (o_.adversarial) {
+        os << "  long long wb_" << s.name << "[" << s.slots << "][" << queue_depth << "]["
+           << 1 + 2 * max_rank_ << "]; // their arrays and regions\n";
+        os << "  int dirty_" << s.name << "[" << s.slots
+           << "] = {}; // written since its last write-back started\n";
+      }
     }
     for (const auto &v : locals_)
       os << "  long long v_" << v << " = 0;\n";
@@ -170,6 +201,7 @@ private:
         a.shape = shape;
         a.elements = n;
         hbm_[b.name] = k.arrays.size();
+        max_rank_ = std::max(max_rank_, shape.size());
         k.arrays.push_back(a);
         break;
       }
@@ -183,6 +215,7 @@ private:
           r.slots = *s;
         }
         r.slot_elements = n;
+        r.slot_shape = shape;
         r.offset_bytes = off;
         off += (r.slots * n * 4 + 15) / 16 * 16;
         parts += (parts.empty() ? "" : ", ") + b.name + " " + std::to_string(r.slots) + " x " +
@@ -233,6 +266,28 @@ private:
       }
     }
   }
+  void collect_forms(const spec::Block &b) {
+    for (const auto &s : b) {
+      if (auto *c = std::get_if<spec::Copy>(&s.kind); c && c->kind == spec::CopyKind::out_start)
+        form_of(*c);
+      else if (auto *i = std::get_if<spec::If>(&s.kind)) {
+        collect_forms(i->then_body);
+        collect_forms(i->else_body);
+      } else if (auto *f = std::get_if<spec::For>(&s.kind)) {
+        collect_forms(f->body);
+      }
+    }
+  }
+  std::size_t form_of(const spec::Copy &c) {
+    std::int64_t n = 0;
+    slot_ptr(c.src, &n);
+    WritebackForm f{c.src.name, hbm_.count(c.dst.name) ? hbm_.at(c.dst.name) : 0, region(c.dst).kept};
+    for (std::size_t i = 0; i < forms_.size(); ++i)
+      if (forms_[i].ring == f.ring && forms_[i].array == f.array && forms_[i].kept == f.kept) return i;
+    forms_.push_back(f);
+    return forms_.size() - 1;
+  }
+
   void add_local(const std::string &n) {
     if (hbm_.count(n) || shared_.count(n)) unsupported("local " + n + " shadows a buffer");
     if (seen_.insert(n).second) locals_.push_back(n);
@@ -317,6 +372,7 @@ private:
       for (std::size_t d = 0; d < rank; ++d) {
         g.lo.push_back("0LL");
         g.extent.push_back(std::to_string(a.shape[d]) + "LL");
+        g.kept.push_back(true);
       }
       return g;
     }
@@ -326,6 +382,7 @@ private:
       if (d >= r.args.size()) {
         g.lo.push_back("0LL");
         g.extent.push_back(std::to_string(a.shape[d]) + "LL");
+        g.kept.push_back(true);
         continue;
       }
       const Expr &x = r.args[d];
@@ -335,41 +392,95 @@ private:
             x.args.at(1).op == Op::None ? std::to_string(a.shape[d]) + "LL" : scalar(x.args.at(1));
         g.lo.push_back(lo);
         g.extent.push_back("(" + hi + " - " + lo + ")");
+        g.kept.push_back(true);
       } else if (x.op == Op::Ellipsis) {
         unsupported("an ellipsis inside an hbm region of " + r.name);
       } else {
         g.lo.push_back(scalar(x));
         g.extent.push_back("1LL");
+        g.kept.push_back(false);
       }
     }
     return g;
   }
 
-  // Declares r<d>/n<d> for a region and traps unless it lies inside the array and fills `elements`.
-  void region_decls(std::ostream &os, const std::string &ind, const Region &g, const GlobalArray &a,
-                    std::int64_t elements) {
-    std::string count, bounds;
+  // Declares r<d>/n<d> for a region of `a` and traps unless it lies inside the array.
+  void region_decls(std::ostream &os, const std::string &ind, const Region &g, const GlobalArray &a) {
+    std::string bounds;
     for (std::size_t d = 0; d < g.lo.size(); ++d) {
       os << ind << "const long long r" << d << " = " << g.lo[d] << ", n" << d << " = " << g.extent[d]
          << ";\n";
-      count += (d ? " * n" : "n") + std::to_string(d);
-      bounds += " || r" + std::to_string(d) + " < 0 || n" + std::to_string(d) + " < 0 || r" +
-                std::to_string(d) + " + n" + std::to_string(d) + " > " + std::to_string(a.shape[d]) + "LL";
+      bounds += std::string(d ? " || " : "") + "r" + std::to_string(d) + " < 0 || n" + std::to_string(d) +
+                " < 0 || r" + std::to_string(d) + " + n" + std::to_string(d) + " > " +
+                std::to_string(a.shape[d]) + "LL";
     }
-    if (count.empty()) count = "1LL";
-    os << ind << "if (" << count << " != " << elements << "LL" << bounds << ") __trap();\n";
+    if (!bounds.empty()) os << ind << "if (" << bounds << ") __trap();\n";
   }
 
-  // The global element offset of region element `e` (row-major in the region).
-  std::string region_offset(std::ostream &os, const std::string &ind, const GlobalArray &a) {
-    const std::size_t rank = a.shape.size();
-    if (rank == 0) return "0LL";
-    os << ind << "long long rest = e, off = 0, stride = 1;\n";
-    for (std::size_t d = rank; d-- > 0;) {
-      os << ind << "off += (r" << d << " + rest % n" << d << ") * stride; rest /= n" << d
-         << "; stride *= " << a.shape[d] << "LL;\n";
+  // How a copy's region (r<d>, n<d> declared) meets a slot, spec::fit_copy's
+  // rule: when the region keeps as many dims as the slot has and is no
+  // larger than it in every dim (or no smaller), the larger side is
+  // narrowed to the smaller one's extents, at its leading corner (a partial
+  // edge block); otherwise the two must hold as many elements, moved in
+  // row-major order. Declares m<k> (the moved extent of slot dim k) and traps
+  // where neither holds. Returns whether the corner form applies.
+  bool fit_decls(std::ostream &os, const std::string &ind, const Region &g, const SharedRing &s) {
+    std::vector<std::size_t> kept;
+    for (std::size_t d = 0; d < g.kept.size(); ++d)
+      if (g.kept[d]) kept.push_back(d);
+    if (kept.size() != s.slot_shape.size() || kept.empty()) {
+      std::string count;
+      for (std::size_t d = 0; d < g.kept.size(); ++d)
+        count += (d ? " * n" : "n") + std::to_string(d);
+      if (count.empty()) count = "1LL";
+      os << ind << "if (" << count << " != " << s.slot_elements << "LL) __trap();\n";
+      return false;
     }
-    return "off";
+    std::string le, ge;
+    for (std::size_t k = 0; k < kept.size(); ++k) {
+      const std::string n = "n" + std::to_string(kept[k]), S = std::to_string(s.slot_shape[k]) + "LL";
+      os << ind << "const long long m" << k << " = pk_min(" << n << ", " << S << ");\n";
+      le += (k ? " && " : "") + n + " <= " + S;
+      ge += (k ? " && " : "") + n + " >= " + S;
+    }
+    os << ind << "if (!((" << le << ") || (" << ge << "))) __trap();\n";
+    return true;
+  }
+
+  // Inside a loop over slot element `e`: declares `off`, the element's offset
+  // in `a`, and returns the condition that it is moved ("true" for the flat form).
+  std::string element_map(std::ostream &os, const std::string &ind, const Region &g, const GlobalArray &a,
+                          const SharedRing &s, bool corner) {
+    const std::size_t rank = a.shape.size();
+    if (!corner) {
+      if (rank == 0) {
+        os << ind << "const long long off = 0;\n";
+        return "true";
+      }
+      os << ind << "long long rest = e, off = 0, stride = 1;\n";
+      for (std::size_t d = rank; d-- > 0;)
+        os << ind << "off += (r" << d << " + rest % n" << d << ") * stride; rest /= n" << d
+           << "; stride *= " << a.shape[d] << "LL;\n";
+      return "true";
+    }
+    const std::size_t srank = s.slot_shape.size();
+    os << ind << "long long rest = e;\n";
+    for (std::size_t k = srank; k-- > 0;)
+      os << ind << "const long long c" << k << " = rest % " << s.slot_shape[k]
+         << "LL; rest /= " << s.slot_shape[k] << "LL;\n";
+    std::string off, cond;
+    std::int64_t stride = 1;
+    std::size_t k = srank;
+    for (std::size_t d = rank; d-- > 0;) {
+      const std::string c = g.kept[d] ? " + c" + std::to_string(--k) : "";
+      off = "(r" + std::to_string(d) + c + ") * " + std::to_string(stride) + "LL" +
+            (off.empty() ? "" : " + ") + off;
+      stride *= a.shape[d];
+    }
+    for (std::size_t j = 0; j < srank; ++j)
+      cond += (j ? " && c" : "c") + std::to_string(j) + " < m" + std::to_string(j);
+    os << ind << "const long long off = " << (off.empty() ? "0LL" : off) << ";\n";
+    return cond;
   }
 
   void copy(std::ostream &os, const spec::Copy &c, int depth) {
@@ -381,12 +492,21 @@ private:
       const std::string dst = slot_ptr(c.dst, &n);
       const Region g = region(c.src);
       const auto &a = arrays_->at(hbm_.at(c.src.name));
+      const auto &ring = shared_ring(c.dst.name);
       os << ind << "{ // copy_in_start(" << c.src << ", " << c.dst << ")\n";
-      region_decls(os, in2, g, a, n);
+      delay(os, in2);
+      region_decls(os, in2, g, a);
+      const bool corner = fit_decls(os, in2, g, ring);
       os << in2 << "float *const dst = " << dst << ";\n";
       os << in2 << "for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) {\n";
-      const std::string off = region_offset(os, in2 + "  ", a);
-      os << in2 << "  pk_cp_async4(dst + e, g_" << a.name << " + " << off << ");\n";
+      const std::string moved = element_map(os, in2 + "  ", g, a, ring, corner);
+      const std::string copy = std::string(o_.adversarial ? "dst[e] = __int_as_float(0x7fc00000); " : "") +
+                               "pk_cp_async4(dst + e, g_" + a.name + " + off);";
+      if (corner)
+        os << in2 << "  if (" << moved << ") { " << copy
+           << " } else dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison\n";
+      else
+        os << in2 << "  " << copy << "\n";
       os << in2 << "}\n";
       os << in2 << "pk_cp_async_commit();\n";
       os << in2 << "++pk_groups;\n";
@@ -394,6 +514,7 @@ private:
       os << in2 << "if (qn_" << c.dst.name << "[" << k << "] == " << queue_depth << ") __trap();\n";
       os << in2 << "q_" << c.dst.name << "[" << k << "][qn_" << c.dst.name << "[" << k
          << "]++] = pk_groups;\n";
+      if (o_.adversarial) os << in2 << "dirty_" << c.dst.name << "[" << k << "] = 1;\n";
       os << ind << "}\n";
       return;
     }
@@ -402,6 +523,7 @@ private:
       const std::string k = slot_index(c.dst);
       const std::string q = "q_" + c.dst.name + "[" + k + "]", qn = "qn_" + c.dst.name + "[" + k + "]";
       os << ind << "{ // copy_in_wait(" << c.dst << "): its oldest copy\n";
+      delay(os, in2);
       os << in2 << "if (" << qn << " == 0) __trap();\n";
       os << in2 << "pk_wait_groups(pk_groups - " << q << "[0]);\n";
       os << in2 << "for (int i = 1; i < " << qn << "; ++i) " << q << "[i - 1] = " << q << "[i];\n";
@@ -414,22 +536,45 @@ private:
       const std::string src = slot_ptr(c.src, &n);
       const Region g = region(c.dst);
       const auto &a = arrays_->at(hbm_.at(c.dst.name));
+      const auto &ring = shared_ring(c.src.name);
+      const std::string k = slot_index(c.src), o = "out_" + c.src.name + "[" + k + "]";
+      if (o_.adversarial) {
+        // The write-back takes effect at its wait (the latest point allowed):
+        // its region is queued on the slot.
+        os << ind << "{ // copy_out_start(" << c.src << ", " << c.dst << "): takes effect at its wait\n";
+        delay(os, in2);
+        region_decls(os, in2, g, a);
+        fit_decls(os, in2, g, ring);
+        os << in2 << "if (" << o << " == " << queue_depth << ") __trap();\n";
+        os << in2 << "long long *const w = wb_" << c.src.name << "[" << k << "][" << o << "++];\n";
+        os << in2 << "w[0] = " << form_of(c) << "; // its form: array " << a.name << ", kept dims\n";
+        for (std::size_t d = 0; d < g.lo.size(); ++d)
+          os << in2 << "w[" << 1 + 2 * d << "] = r" << d << "; w[" << 2 + 2 * d << "] = n" << d << ";\n";
+        os << in2 << "dirty_" << c.src.name << "[" << k << "] = 0;\n";
+        os << ind << "}\n";
+        return;
+      }
       os << ind << "{ // copy_out_start(" << c.src << ", " << c.dst << ")\n";
-      region_decls(os, in2, g, a, n);
+      region_decls(os, in2, g, a);
+      const bool corner = fit_decls(os, in2, g, ring);
       os << in2 << "const float *const src = " << src << ";\n";
       os << in2 << "__syncthreads();\n";
       os << in2 << "for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) {\n";
-      const std::string off = region_offset(os, in2 + "  ", a);
-      os << in2 << "  g_" << a.name << "[" << off << "] = src[e];\n";
+      const std::string moved = element_map(os, in2 + "  ", g, a, ring, corner);
+      os << in2 << "  if (" << moved << ") g_" << a.name << "[off] = src[e];\n";
       os << in2 << "}\n";
-      os << in2 << "++out_" << c.src.name << "[" << slot_index(c.src) << "];\n";
+      os << in2 << "++" << o << ";\n";
       os << in2 << "__syncthreads();\n";
       os << ind << "}\n";
       return;
     }
     case spec::CopyKind::out_wait: {
-      slot_ptr(c.src, &n);
-      const std::string o = "out_" + c.src.name + "[" + slot_index(c.src) + "]";
+      const std::string src = slot_ptr(c.src, &n);
+      const std::string k = slot_index(c.src), o = "out_" + c.src.name + "[" + k + "]";
+      if (o_.adversarial) {
+        out_wait_adversarial(os, c, ind, src, n);
+        return;
+      }
       os << ind << "{ // copy_out_wait(" << c.src << ")\n";
       os << in2 << "if (" << o << " == 0) __trap();\n";
       os << in2 << "--" << o << ";\n";
@@ -437,6 +582,63 @@ private:
       return;
     }
     }
+  }
+
+  // Adversarial mode: the slot's oldest write-back takes effect here; then,
+  // as the CPU runner's strict slot contents say, a retired write-back
+  // leaves its slot poison unless another write-back out of it is in flight
+  // or the slot was written since it started.
+  void out_wait_adversarial(std::ostream &os, const spec::Copy &c, const std::string &ind,
+                            const std::string &src, std::int64_t n) {
+    const std::string in2 = ind + "  ", in3 = in2 + "  ", in4 = in3 + "  ";
+    const std::string ring = c.src.name;
+    const int width = 1 + 2 * max_rank_;
+    os << ind << "{ // copy_out_wait(" << c.src << "): its oldest write-back takes effect\n";
+    delay(os, in2);
+    os << in2 << "const long long k = " << slot_index(c.src) << ";\n";
+    os << in2 << "if (out_" << ring << "[k] == 0) __trap();\n";
+    os << in2 << "long long w[" << width << "];\n";
+    os << in2 << "for (int j = 0; j < " << width << "; ++j) w[j] = wb_" << ring << "[k][0][j];\n";
+    os << in2 << "for (int i = 1; i < out_" << ring << "[k]; ++i)\n";
+    os << in3 << "for (int j = 0; j < " << width << "; ++j) wb_" << ring << "[k][i - 1][j] = wb_" << ring
+       << "[k][i][j];\n";
+    os << in2 << "--out_" << ring << "[k];\n";
+    os << in2 << "float *const src = " << src << ";\n";
+    os << in2 << "__syncthreads();\n";
+    os << in2 << "switch (w[0]) {\n";
+    const auto &slot = shared_ring(ring);
+    for (std::size_t i = 0; i < forms_.size(); ++i) {
+      if (forms_[i].ring != ring) continue;
+      const auto &a = arrays_->at(forms_[i].array);
+      Region g;
+      g.kept = forms_[i].kept;
+      os << in2 << "case " << i << ": {\n";
+      for (std::size_t d = 0; d < a.shape.size(); ++d)
+        os << in3 << "const long long r" << d << " = w[" << 1 + 2 * d << "], n" << d << " = w[" << 2 + 2 * d
+           << "];\n";
+      const bool corner = fit_decls(os, in3, g, slot);
+      os << in3 << "for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) {\n";
+      const std::string moved = element_map(os, in4, g, a, slot, corner);
+      os << in4 << "if (" << moved << ") g_" << a.name << "[off] = src[e];\n";
+      os << in3 << "}\n";
+      os << in3 << "break;\n";
+      os << in2 << "}\n";
+    }
+    os << in2 << "default: __trap();\n";
+    os << in2 << "}\n";
+    os << in2 << "__syncthreads();\n";
+    os << in2 << "if (out_" << ring << "[k] == 0 && dirty_" << ring
+       << "[k] == 0) { // strict slot contents\n";
+    os << in3 << "for (long long e = threadIdx.x; e < " << n
+       << "LL; e += blockDim.x) src[e] = __int_as_float(0x7fc00000);\n";
+    os << in3 << "__syncthreads();\n";
+    os << in2 << "}\n";
+    os << ind << "}\n";
+  }
+
+  // Adversarial mode: a seeded spin at this site (a number of its own).
+  void delay(std::ostream &os, const std::string &ind) {
+    if (o_.adversarial) os << ind << "pk_delay(" << sites_++ << "ULL, pk_passed);\n";
   }
 
   std::string slot_index(const Expr &r) {
@@ -488,11 +690,13 @@ private:
     std::vector<std::string> ptrs;
     const std::string value = tensor(a.value, n, ptrs);
     os << ind << "{ // " << a.target << (a.accumulate ? " += " : " = ") << a.value << "\n";
+    delay(os, ind + "  ");
     os << ind << "  float *const d = " << dst << ";\n";
     for (std::size_t i = 0; i < ptrs.size(); ++i)
       os << ind << "  const float *const p" << i + 1 << " = " << ptrs[i] << ";\n";
     os << ind << "  for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) d[e] "
        << (a.accumulate ? "+=" : "=") << " " << value << ";\n";
+    if (o_.adversarial) os << ind << "  dirty_" << a.target.name << "[" << slot_index(a.target) << "] = 1;\n";
     os << ind << "  __syncthreads();\n";
     os << ind << "}\n";
   }
@@ -554,6 +758,16 @@ private:
   std::map<std::string, bool> ring_;
   std::set<std::string> seen_;
   std::vector<std::string> locals_;
+  // Adversarial mode: the (ring, array, kept dims) of every copy_out_start,
+  // so a queued write-back's wait knows how its region meets its slot.
+  struct WritebackForm {
+    std::string ring;
+    std::size_t array = 0;
+    std::vector<bool> kept;
+  };
+  std::vector<WritebackForm> forms_;
+  unsigned sites_ = 0;       // adversarial delay sites so far
+  std::size_t max_rank_ = 0; // of the hbm arrays
 };
 
 CodegenResult generate(const spec::Program &p, const spec::Env &env, const CodegenOptions &o, int main_loop,

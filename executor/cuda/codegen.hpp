@@ -16,16 +16,24 @@
 ///   number is queued on that slot. `copy_in_wait(slot)` waits
 ///   (`cp.async.wait_group`) until the oldest queued group of that slot has
 ///   landed, then `__syncthreads()`.
+/// - A region meets its slot as spec::fit_copy says: when it keeps as many
+///   dims as the slot has and is no larger in every dim (a partial edge
+///   block) or no smaller, the smaller side's extents move, at the leading
+///   corner, and the rest of a copied-in slot becomes poison; otherwise the
+///   two must hold as many elements, moved in row-major order.
 /// - `copy_out_start(slot, hbm region)` stores the slot with plain stores
 ///   between two `__syncthreads()` (the copy takes effect at its start: one
 ///   of the Program's allowed schedules); `copy_out_wait` checks that a
-///   write-back of that slot is outstanding.
+///   write-back of that slot is outstanding. (Adversarial mode: at its wait.)
 /// - Compute (`slot = expr`, `slot += expr`) is elementwise over same-shaped
 ///   slots, each thread a strided set of elements, then `__syncthreads()`.
-/// - A fault (an index out of bounds, a copy whose region does not fill its
-///   slot, a wait with nothing outstanding, a `while` whose condition still
+/// - A fault (an index out of bounds, a copy whose region fits its slot in
+///   neither way above, a wait with nothing outstanding, a `while` whose condition still
 ///   holds after its bound) executes `__trap()`.
 /// - `X[s] = undefined` stores NaN (poison) into the slot.
+/// - CodegenOptions::adversarial: slots poisoned at each copy into them,
+///   write-backs taking effect at their waits and leaving their slots
+///   poison, and seeded delays (see there).
 /// - Poison: the kernel fills all of its shared memory with NaN before the
 ///   first statement; outputs (hbm buffers written and never read) are
 ///   poisoned by the host before the launch (fill_poison).
@@ -67,7 +75,8 @@ struct SharedRing {
   std::string name;
   std::int64_t slots = 1;
   std::int64_t slot_elements = 0;
-  std::int64_t offset_bytes = 0; ///< from the start of dynamic shared memory, 16-aligned
+  std::vector<std::int64_t> slot_shape; ///< a slot's dims
+  std::int64_t offset_bytes = 0;        ///< from the start of dynamic shared memory, 16-aligned
 };
 
 struct CudaKernel {
@@ -85,6 +94,26 @@ struct CodegenOptions {
   int threads = 256;
   /// Dynamic shared memory per block: H100/H200 opt-in maximum (227 KiB).
   std::int64_t smem_budget_bytes = 227 * 1024;
+  /// Adversarial mode: widens the windows in which a racy pipeline goes
+  /// wrong on a GPU, where plain runs of racy rings often give right answers.
+  /// - Every copy_in_start first fills its destination slot with poison, so
+  ///   a read that races the copy, or a slot read after another block's
+  ///   copy into it started, reads NaN rather than a stale block that may
+  ///   happen to be right.
+  /// - A copy_out_start only queues its region; the write-back's stores
+  ///   happen at its copy_out_wait (the latest point the Program allows), so
+  ///   a slot overwritten before that wait writes back the wrong block.
+  ///   Then, as the CPU runner's strict slot contents say, the slot becomes
+  ///   poison unless another write-back out of it is in flight or it was
+  ///   written since this one started; a write-back never waited never
+  ///   lands.
+  /// - Seeded spins (clock64) delay some copy starts, waits and compute
+  ///   statements by up to 4095 cycles: whether a site spins, and how long,
+  ///   is a hash of the seed, the site, the block and how many sites the
+  ///   thread passed before, the same for every thread of a block.
+  /// The seed is part of the generated source.
+  bool adversarial = false;
+  std::uint64_t adversarial_seed = 0;
 };
 
 /// A generated kernel, or why there is none: "not supported by the CUDA

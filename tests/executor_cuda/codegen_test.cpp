@@ -161,6 +161,54 @@ TEST(CudaCodegen, AWhilePastItsBoundTrapsAndAStoreOfUndefinedIsNaNAndBothCompile
   EXPECT_NE(p.ptx.find("trap;"), std::string::npos);
 }
 
+TEST(CudaCodegen, AdversarialModeSpinsOnClock64PoisonsSlotsAtCopyStartsAndDefersWriteBacksToTheirWaits) {
+  const auto f = load_corpus("corpus/examples/guide_pipelines.pk");
+  CodegenOptions o;
+  o.adversarial = true;
+  o.adversarial_seed = 42;
+  const auto r = generate_cuda(unit<spec::Program>(f, "double_buffered_add_one"), {{"N", 4}}, o);
+  ASSERT_TRUE(r) << r.error;
+  const std::string &src = r.kernel->source;
+  EXPECT_NE(src.find("#define PK_SEED 42ULL"), std::string::npos) << src;
+  EXPECT_NE(src.find("dst[e] = __int_as_float(0x7fc00000); pk_cp_async4("), std::string::npos) << src;
+  EXPECT_NE(src.find("takes effect at its wait"), std::string::npos) << src;
+  EXPECT_NE(src.find("// strict slot contents"), std::string::npos) << src;
+  const PtxResult p = compile_to_ptx(src, r.kernel->entry + ".cu");
+  ASSERT_TRUE(p.ok) << p.error << "\n" << src;
+  EXPECT_NE(p.ptx.find("%clock64"), std::string::npos);
+  // The seed is the only difference another seed makes; plain mode has none of it.
+  o.adversarial_seed = 43;
+  const auto r43 = generate_cuda(unit<spec::Program>(f, "double_buffered_add_one"), {{"N", 4}}, o);
+  ASSERT_TRUE(r43);
+  EXPECT_NE(r43.kernel->source, src);
+  const auto plain = generate_cuda(unit<spec::Program>(f, "double_buffered_add_one"), {{"N", 4}});
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain.kernel->source.find("pk_delay"), std::string::npos);
+}
+
+TEST(CudaCodegen, APartialEdgeBlockMovesToTheSlotsLeadingCornerAndTheRestOfTheSlotIsPoison) {
+  const auto f = parse_text("pipeline edge:\n"
+                            "    hbm A: f32[6, 8]\n"
+                            "    hbm B: f32[6, 8]\n"
+                            "    sram X[1]: f32[4, 8]\n"
+                            "    copy_in_start(A[4:6, :], X[0])\n"
+                            "    copy_in_wait(X[0])\n"
+                            "    copy_out_start(X[0], B[4:6, :])\n"
+                            "    copy_out_wait(X[0])\n",
+                            "edge.pk");
+  const auto r = generate_cuda(unit<spec::Program>(f, "edge"), {});
+  ASSERT_TRUE(r) << r.error;
+  const std::string &src = r.kernel->source;
+  EXPECT_NE(src.find("const long long m0 = pk_min(n0, 4LL);"), std::string::npos) << src;
+  EXPECT_NE(src.find("if (c0 < m0 && c1 < m1) { pk_cp_async4(dst + e, g_A + off); } else dst[e] = "
+                     "__int_as_float(0x7fc00000);"),
+            std::string::npos)
+      << src;
+  EXPECT_NE(src.find("if (c0 < m0 && c1 < m1) g_B[off] = src[e];"), std::string::npos) << src;
+  const PtxResult p = compile_to_ptx(src, r.kernel->entry + ".cu");
+  ASSERT_TRUE(p.ok) << p.error << "\n" << src;
+}
+
 TEST(CudaDevice, WithoutADeviceTheProbeSaysWhyNamingCuda) {
   std::string why;
   if (cuda_device_available(&why)) GTEST_SKIP() << "a CUDA device is present; this checks the no-device path";

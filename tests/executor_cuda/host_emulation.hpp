@@ -3,10 +3,19 @@
 // include this, define PK_HOST_EMULATION, include the generated source (as
 // it is in golden/), then pk_emulate(kernel, ctas, threads, args...).
 // Blocks run one after another; a block's threads are std::threads meeting
-// at __syncthreads() (a std::barrier). cp.async copies take effect at once
-// (the eager schedule, one the Program allows), so this checks the
-// generated indexing and control flow, not asynchrony. __trap() aborts.
+// at __syncthreads() (a std::barrier).
+//
+// cp.async copies take effect as pk_emulation_schedule says:
+// - eager: at once, where they are issued;
+// - on_wait: as late as PTX allows, when a cp.async.wait_group of the
+//   issuing thread covers their group (each thread has its own groups), and
+//   never when no wait covers them.
+// Both are schedules a GPU may run, the two ends of what it may do, as the
+// CPU runner's eager and on_wait modes are for the Program.
+// __trap() ends the launch: pk_emulate returns true (the block's other
+// threads stop at their next __syncthreads()).
 
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -14,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
 #include <vector>
 
 struct PkDim {
@@ -25,6 +35,11 @@ inline std::barrier<> *pk_block_barrier = nullptr;
 // One block's dynamic shared memory (blocks run one at a time).
 alignas(16) inline unsigned char pk_smem[232448];
 
+enum class PkSchedule { eager, on_wait };
+inline PkSchedule pk_emulation_schedule = PkSchedule::eager;
+inline std::atomic<bool> pk_trapped{false};
+struct PkTrap {};
+
 #define __global__
 #define __device__
 #define __forceinline__ inline
@@ -32,27 +47,63 @@ alignas(16) inline unsigned char pk_smem[232448];
 #define __align__(n)
 #define __shared__
 
-inline void __syncthreads() { pk_block_barrier->arrive_and_wait(); }
+inline void __syncthreads() {
+  pk_block_barrier->arrive_and_wait();
+  if (pk_trapped) throw PkTrap{};
+}
 [[noreturn]] inline void __trap() {
-  std::fprintf(stderr, "__trap() in block %u thread %u\n", blockIdx.x, threadIdx.x);
-  std::abort();
+  if (!pk_trapped.exchange(true))
+    std::fprintf(stderr, "__trap() in block %u thread %u\n", blockIdx.x, threadIdx.x);
+  throw PkTrap{};
 }
 inline float __int_as_float(unsigned bits) {
   float f;
   std::memcpy(&f, &bits, sizeof f);
   return f;
 }
-inline void pk_cp_async4(void *smem, const void *gmem) { std::memcpy(smem, gmem, 4); }
-inline void pk_cp_async_commit() {}
+
+// A thread's cp.async copies not yet taken effect (on_wait), with the group
+// each was committed in (-1: not yet committed).
+struct PkPendingCopy {
+  void *smem;
+  const void *gmem;
+  int bytes;
+  long long group;
+};
+inline thread_local std::vector<PkPendingCopy> pk_pending;
+inline thread_local long long pk_committed = 0;
+
+inline void pk_cp_async(void *smem, const void *gmem, int bytes) {
+  if (pk_emulation_schedule == PkSchedule::eager)
+    std::memcpy(smem, gmem, static_cast<std::size_t>(bytes));
+  else
+    pk_pending.push_back({smem, gmem, bytes, -1});
+}
+inline void pk_cp_async4(void *smem, const void *gmem) { pk_cp_async(smem, gmem, 4); }
+inline void pk_cp_async_commit() {
+  ++pk_committed;
+  for (auto &p : pk_pending)
+    if (p.group < 0) p.group = pk_committed;
+}
+// cp.async.wait_group N: every group but the newest N has landed.
 inline void pk_wait_groups(long long newer) {
   if (newer < 0) __trap();
+  std::vector<PkPendingCopy> left;
+  for (const auto &p : pk_pending)
+    if (p.group >= 0 && p.group <= pk_committed - newer)
+      std::memcpy(p.smem, p.gmem, static_cast<std::size_t>(p.bytes));
+    else
+      left.push_back(p);
+  pk_pending.swap(left);
 }
 
+// Returns true when a thread executed __trap().
 template <class... P, class... A>
-void pk_emulate(void (*kernel)(P...), unsigned ctas, unsigned threads, A... args) {
+bool pk_emulate(void (*kernel)(P...), unsigned ctas, unsigned threads, A... args) {
   blockDim = {threads, 1, 1};
   gridDim = {ctas, 1, 1};
-  for (unsigned b = 0; b < ctas; ++b) {
+  pk_trapped = false;
+  for (unsigned b = 0; b < ctas && !pk_trapped; ++b) {
     std::barrier<> bar(threads);
     pk_block_barrier = &bar;
     std::vector<std::thread> ts;
@@ -60,9 +111,31 @@ void pk_emulate(void (*kernel)(P...), unsigned ctas, unsigned threads, A... args
       ts.emplace_back([&, t] {
         threadIdx = {t, 0, 0};
         blockIdx = {b, 0, 0};
-        kernel(args...);
+        pk_pending.clear();
+        pk_committed = 0;
+        try {
+          kernel(args...);
+        } catch (const PkTrap &) {
+          bar.arrive_and_drop(); // the others stop at their next barrier
+        }
       });
     for (auto &th : ts)
       th.join();
   }
+  return pk_trapped;
 }
+
+// Calls pk_emulate with kernel parameters from untyped pointers, each cast
+// to the kernel's parameter type: how a run-time compiled module is called.
+template <class... P, std::size_t... I>
+bool pk_call_impl(void (*kernel)(P...), void *const *args, unsigned ctas, unsigned threads,
+                  std::index_sequence<I...>) {
+  return pk_emulate(kernel, ctas, threads, static_cast<P>(args[I])...);
+}
+template <class... P> bool pk_call(void (*kernel)(P...), void *const *args, unsigned ctas, unsigned threads) {
+  return pk_call_impl(kernel, args, ctas, threads, std::index_sequence_for<P...>{});
+}
+
+// Adversarial mode's delays: no time to widen on the host (the schedule
+// stands in for them).
+inline void pk_delay(unsigned long long, long long &passed) { ++passed; }

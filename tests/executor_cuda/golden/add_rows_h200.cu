@@ -83,13 +83,17 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
       { // copy_in_start(x[s // 4 * 32:s // 4 * 32 + 32, s % 4 * 64:s % 4 * 64 + 64], x_smem[0])
         const long long r0 = (pk_floordiv(v_s, 4LL) * 32LL), n0 = (((pk_floordiv(v_s, 4LL) * 32LL) + 32LL) - (pk_floordiv(v_s, 4LL) * 32LL));
         const long long r1 = (pk_mod(v_s, 4LL) * 64LL), n1 = (((pk_mod(v_s, 4LL) * 64LL) + 64LL) - (pk_mod(v_s, 4LL) * 64LL));
-        if (n0 * n1 != 2048LL || r0 < 0 || n0 < 0 || r0 + n0 > 64LL || r1 < 0 || n1 < 0 || r1 + n1 > 256LL) __trap();
+        if (r0 < 0 || n0 < 0 || r0 + n0 > 64LL || r1 < 0 || n1 < 0 || r1 + n1 > 256LL) __trap();
+        const long long m0 = pk_min(n0, 32LL);
+        const long long m1 = pk_min(n1, 64LL);
+        if (!((n0 <= 32LL && n1 <= 64LL) || (n0 >= 32LL && n1 >= 64LL))) __trap();
         float *const dst = (s_x_smem + pk_slot(0LL, 2LL) * 2048LL);
         for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
-          long long rest = e, off = 0, stride = 1;
-          off += (r1 + rest % n1) * stride; rest /= n1; stride *= 256LL;
-          off += (r0 + rest % n0) * stride; rest /= n0; stride *= 64LL;
-          pk_cp_async4(dst + e, g_x + off);
+          long long rest = e;
+          const long long c1 = rest % 64LL; rest /= 64LL;
+          const long long c0 = rest % 32LL; rest /= 32LL;
+          const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+          if (c0 < m0 && c1 < m1) { pk_cp_async4(dst + e, g_x + off); } else dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison
         }
         pk_cp_async_commit();
         ++pk_groups;
@@ -99,13 +103,17 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
       { // copy_in_start(x[(s + 1) // 4 * 32:(s + 1) // 4 * 32 + 32, (s + 1) % 4 * 64:(s + 1) % 4 * 64 + 64], x_smem[1])
         const long long r0 = (pk_floordiv((v_s + 1LL), 4LL) * 32LL), n0 = (((pk_floordiv((v_s + 1LL), 4LL) * 32LL) + 32LL) - (pk_floordiv((v_s + 1LL), 4LL) * 32LL));
         const long long r1 = (pk_mod((v_s + 1LL), 4LL) * 64LL), n1 = (((pk_mod((v_s + 1LL), 4LL) * 64LL) + 64LL) - (pk_mod((v_s + 1LL), 4LL) * 64LL));
-        if (n0 * n1 != 2048LL || r0 < 0 || n0 < 0 || r0 + n0 > 64LL || r1 < 0 || n1 < 0 || r1 + n1 > 256LL) __trap();
+        if (r0 < 0 || n0 < 0 || r0 + n0 > 64LL || r1 < 0 || n1 < 0 || r1 + n1 > 256LL) __trap();
+        const long long m0 = pk_min(n0, 32LL);
+        const long long m1 = pk_min(n1, 64LL);
+        if (!((n0 <= 32LL && n1 <= 64LL) || (n0 >= 32LL && n1 >= 64LL))) __trap();
         float *const dst = (s_x_smem + pk_slot(1LL, 2LL) * 2048LL);
         for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
-          long long rest = e, off = 0, stride = 1;
-          off += (r1 + rest % n1) * stride; rest /= n1; stride *= 256LL;
-          off += (r0 + rest % n0) * stride; rest /= n0; stride *= 64LL;
-          pk_cp_async4(dst + e, g_x + off);
+          long long rest = e;
+          const long long c1 = rest % 64LL; rest /= 64LL;
+          const long long c0 = rest % 32LL; rest /= 32LL;
+          const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+          if (c0 < m0 && c1 < m1) { pk_cp_async4(dst + e, g_x + off); } else dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison
         }
         pk_cp_async_commit();
         ++pk_groups;
@@ -115,13 +123,17 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
       { // copy_in_start(y[s // 4 * 32:s // 4 * 32 + 32, s % 4 * 64:s % 4 * 64 + 64], y_smem[0])
         const long long r0 = (pk_floordiv(v_s, 4LL) * 32LL), n0 = (((pk_floordiv(v_s, 4LL) * 32LL) + 32LL) - (pk_floordiv(v_s, 4LL) * 32LL));
         const long long r1 = (pk_mod(v_s, 4LL) * 64LL), n1 = (((pk_mod(v_s, 4LL) * 64LL) + 64LL) - (pk_mod(v_s, 4LL) * 64LL));
-        if (n0 * n1 != 2048LL || r0 < 0 || n0 < 0 || r0 + n0 > 64LL || r1 < 0 || n1 < 0 || r1 + n1 > 256LL) __trap();
+        if (r0 < 0 || n0 < 0 || r0 + n0 > 64LL || r1 < 0 || n1 < 0 || r1 + n1 > 256LL) __trap();
+        const long long m0 = pk_min(n0, 32LL);
+        const long long m1 = pk_min(n1, 64LL);
+        if (!((n0 <= 32LL && n1 <= 64LL) || (n0 >= 32LL && n1 >= 64LL))) __trap();
         float *const dst = (s_y_smem + pk_slot(0LL, 2LL) * 2048LL);
         for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
-          long long rest = e, off = 0, stride = 1;
-          off += (r1 + rest % n1) * stride; rest /= n1; stride *= 256LL;
-          off += (r0 + rest % n0) * stride; rest /= n0; stride *= 64LL;
-          pk_cp_async4(dst + e, g_y + off);
+          long long rest = e;
+          const long long c1 = rest % 64LL; rest /= 64LL;
+          const long long c0 = rest % 32LL; rest /= 32LL;
+          const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+          if (c0 < m0 && c1 < m1) { pk_cp_async4(dst + e, g_y + off); } else dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison
         }
         pk_cp_async_commit();
         ++pk_groups;
@@ -131,13 +143,17 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
       { // copy_in_start(y[(s + 1) // 4 * 32:(s + 1) // 4 * 32 + 32, (s + 1) % 4 * 64:(s + 1) % 4 * 64 + 64], y_smem[1])
         const long long r0 = (pk_floordiv((v_s + 1LL), 4LL) * 32LL), n0 = (((pk_floordiv((v_s + 1LL), 4LL) * 32LL) + 32LL) - (pk_floordiv((v_s + 1LL), 4LL) * 32LL));
         const long long r1 = (pk_mod((v_s + 1LL), 4LL) * 64LL), n1 = (((pk_mod((v_s + 1LL), 4LL) * 64LL) + 64LL) - (pk_mod((v_s + 1LL), 4LL) * 64LL));
-        if (n0 * n1 != 2048LL || r0 < 0 || n0 < 0 || r0 + n0 > 64LL || r1 < 0 || n1 < 0 || r1 + n1 > 256LL) __trap();
+        if (r0 < 0 || n0 < 0 || r0 + n0 > 64LL || r1 < 0 || n1 < 0 || r1 + n1 > 256LL) __trap();
+        const long long m0 = pk_min(n0, 32LL);
+        const long long m1 = pk_min(n1, 64LL);
+        if (!((n0 <= 32LL && n1 <= 64LL) || (n0 >= 32LL && n1 >= 64LL))) __trap();
         float *const dst = (s_y_smem + pk_slot(1LL, 2LL) * 2048LL);
         for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
-          long long rest = e, off = 0, stride = 1;
-          off += (r1 + rest % n1) * stride; rest /= n1; stride *= 256LL;
-          off += (r0 + rest % n0) * stride; rest /= n0; stride *= 64LL;
-          pk_cp_async4(dst + e, g_y + off);
+          long long rest = e;
+          const long long c1 = rest % 64LL; rest /= 64LL;
+          const long long c0 = rest % 32LL; rest /= 32LL;
+          const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+          if (c0 < m0 && c1 < m1) { pk_cp_async4(dst + e, g_y + off); } else dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison
         }
         pk_cp_async_commit();
         ++pk_groups;
@@ -180,14 +196,18 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
       { // copy_out_start(z_smem[t % 2], z[z_b0 * 32:z_b0 * 32 + 32, z_b1 * 64:z_b1 * 64 + 64])
         const long long r0 = (v_z_b0 * 32LL), n0 = (((v_z_b0 * 32LL) + 32LL) - (v_z_b0 * 32LL));
         const long long r1 = (v_z_b1 * 64LL), n1 = (((v_z_b1 * 64LL) + 64LL) - (v_z_b1 * 64LL));
-        if (n0 * n1 != 2048LL || r0 < 0 || n0 < 0 || r0 + n0 > 64LL || r1 < 0 || n1 < 0 || r1 + n1 > 256LL) __trap();
+        if (r0 < 0 || n0 < 0 || r0 + n0 > 64LL || r1 < 0 || n1 < 0 || r1 + n1 > 256LL) __trap();
+        const long long m0 = pk_min(n0, 32LL);
+        const long long m1 = pk_min(n1, 64LL);
+        if (!((n0 <= 32LL && n1 <= 64LL) || (n0 >= 32LL && n1 >= 64LL))) __trap();
         const float *const src = (s_z_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
         __syncthreads();
         for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
-          long long rest = e, off = 0, stride = 1;
-          off += (r1 + rest % n1) * stride; rest /= n1; stride *= 256LL;
-          off += (r0 + rest % n0) * stride; rest /= n0; stride *= 64LL;
-          g_z[off] = src[e];
+          long long rest = e;
+          const long long c1 = rest % 64LL; rest /= 64LL;
+          const long long c0 = rest % 32LL; rest /= 32LL;
+          const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+          if (c0 < m0 && c1 < m1) g_z[off] = src[e];
         }
         ++out_z_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)];
         __syncthreads();
@@ -206,13 +226,17 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
       { // copy_in_start(x[(s + 2) // 4 * 32:(s + 2) // 4 * 32 + 32, (s + 2) % 4 * 64:(s + 2) % 4 * 64 + 64], x_smem[(t + 2) % 2])
         const long long r0 = (pk_floordiv((v_s + 2LL), 4LL) * 32LL), n0 = (((pk_floordiv((v_s + 2LL), 4LL) * 32LL) + 32LL) - (pk_floordiv((v_s + 2LL), 4LL) * 32LL));
         const long long r1 = (pk_mod((v_s + 2LL), 4LL) * 64LL), n1 = (((pk_mod((v_s + 2LL), 4LL) * 64LL) + 64LL) - (pk_mod((v_s + 2LL), 4LL) * 64LL));
-        if (n0 * n1 != 2048LL || r0 < 0 || n0 < 0 || r0 + n0 > 64LL || r1 < 0 || n1 < 0 || r1 + n1 > 256LL) __trap();
+        if (r0 < 0 || n0 < 0 || r0 + n0 > 64LL || r1 < 0 || n1 < 0 || r1 + n1 > 256LL) __trap();
+        const long long m0 = pk_min(n0, 32LL);
+        const long long m1 = pk_min(n1, 64LL);
+        if (!((n0 <= 32LL && n1 <= 64LL) || (n0 >= 32LL && n1 >= 64LL))) __trap();
         float *const dst = (s_x_smem + pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL) * 2048LL);
         for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
-          long long rest = e, off = 0, stride = 1;
-          off += (r1 + rest % n1) * stride; rest /= n1; stride *= 256LL;
-          off += (r0 + rest % n0) * stride; rest /= n0; stride *= 64LL;
-          pk_cp_async4(dst + e, g_x + off);
+          long long rest = e;
+          const long long c1 = rest % 64LL; rest /= 64LL;
+          const long long c0 = rest % 32LL; rest /= 32LL;
+          const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+          if (c0 < m0 && c1 < m1) { pk_cp_async4(dst + e, g_x + off); } else dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison
         }
         pk_cp_async_commit();
         ++pk_groups;
@@ -224,13 +248,17 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
       { // copy_in_start(y[(s + 2) // 4 * 32:(s + 2) // 4 * 32 + 32, (s + 2) % 4 * 64:(s + 2) % 4 * 64 + 64], y_smem[(t + 2) % 2])
         const long long r0 = (pk_floordiv((v_s + 2LL), 4LL) * 32LL), n0 = (((pk_floordiv((v_s + 2LL), 4LL) * 32LL) + 32LL) - (pk_floordiv((v_s + 2LL), 4LL) * 32LL));
         const long long r1 = (pk_mod((v_s + 2LL), 4LL) * 64LL), n1 = (((pk_mod((v_s + 2LL), 4LL) * 64LL) + 64LL) - (pk_mod((v_s + 2LL), 4LL) * 64LL));
-        if (n0 * n1 != 2048LL || r0 < 0 || n0 < 0 || r0 + n0 > 64LL || r1 < 0 || n1 < 0 || r1 + n1 > 256LL) __trap();
+        if (r0 < 0 || n0 < 0 || r0 + n0 > 64LL || r1 < 0 || n1 < 0 || r1 + n1 > 256LL) __trap();
+        const long long m0 = pk_min(n0, 32LL);
+        const long long m1 = pk_min(n1, 64LL);
+        if (!((n0 <= 32LL && n1 <= 64LL) || (n0 >= 32LL && n1 >= 64LL))) __trap();
         float *const dst = (s_y_smem + pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL) * 2048LL);
         for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
-          long long rest = e, off = 0, stride = 1;
-          off += (r1 + rest % n1) * stride; rest /= n1; stride *= 256LL;
-          off += (r0 + rest % n0) * stride; rest /= n0; stride *= 64LL;
-          pk_cp_async4(dst + e, g_y + off);
+          long long rest = e;
+          const long long c1 = rest % 64LL; rest /= 64LL;
+          const long long c0 = rest % 32LL; rest /= 32LL;
+          const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+          if (c0 < m0 && c1 < m1) { pk_cp_async4(dst + e, g_y + off); } else dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison
         }
         pk_cp_async_commit();
         ++pk_groups;

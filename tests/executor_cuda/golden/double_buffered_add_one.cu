@@ -60,13 +60,15 @@ extern "C" __global__ void __launch_bounds__(256) pk_double_buffered_add_one(flo
   { // copy_in_start(A[0], X[0])
     const long long r0 = 0LL, n0 = 1LL;
     const long long r1 = 0LL, n1 = 512LL;
-    if (n0 * n1 != 512LL || r0 < 0 || n0 < 0 || r0 + n0 > 4LL || r1 < 0 || n1 < 0 || r1 + n1 > 512LL) __trap();
+    if (r0 < 0 || n0 < 0 || r0 + n0 > 4LL || r1 < 0 || n1 < 0 || r1 + n1 > 512LL) __trap();
+    const long long m0 = pk_min(n1, 512LL);
+    if (!((n1 <= 512LL) || (n1 >= 512LL))) __trap();
     float *const dst = (s_X + pk_slot(0LL, 2LL) * 512LL);
     for (long long e = threadIdx.x; e < 512LL; e += blockDim.x) {
-      long long rest = e, off = 0, stride = 1;
-      off += (r1 + rest % n1) * stride; rest /= n1; stride *= 512LL;
-      off += (r0 + rest % n0) * stride; rest /= n0; stride *= 4LL;
-      pk_cp_async4(dst + e, g_A + off);
+      long long rest = e;
+      const long long c0 = rest % 512LL; rest /= 512LL;
+      const long long off = (r0) * 512LL + (r1 + c0) * 1LL;
+      if (c0 < m0) { pk_cp_async4(dst + e, g_A + off); } else dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison
     }
     pk_cp_async_commit();
     ++pk_groups;
@@ -80,13 +82,15 @@ extern "C" __global__ void __launch_bounds__(256) pk_double_buffered_add_one(flo
       { // copy_in_start(A[i + 1], X[nxt])
         const long long r0 = (v_i + 1LL), n0 = 1LL;
         const long long r1 = 0LL, n1 = 512LL;
-        if (n0 * n1 != 512LL || r0 < 0 || n0 < 0 || r0 + n0 > 4LL || r1 < 0 || n1 < 0 || r1 + n1 > 512LL) __trap();
+        if (r0 < 0 || n0 < 0 || r0 + n0 > 4LL || r1 < 0 || n1 < 0 || r1 + n1 > 512LL) __trap();
+        const long long m0 = pk_min(n1, 512LL);
+        if (!((n1 <= 512LL) || (n1 >= 512LL))) __trap();
         float *const dst = (s_X + pk_slot(v_nxt, 2LL) * 512LL);
         for (long long e = threadIdx.x; e < 512LL; e += blockDim.x) {
-          long long rest = e, off = 0, stride = 1;
-          off += (r1 + rest % n1) * stride; rest /= n1; stride *= 512LL;
-          off += (r0 + rest % n0) * stride; rest /= n0; stride *= 4LL;
-          pk_cp_async4(dst + e, g_A + off);
+          long long rest = e;
+          const long long c0 = rest % 512LL; rest /= 512LL;
+          const long long off = (r0) * 512LL + (r1 + c0) * 1LL;
+          if (c0 < m0) { pk_cp_async4(dst + e, g_A + off); } else dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison
         }
         pk_cp_async_commit();
         ++pk_groups;
@@ -110,14 +114,16 @@ extern "C" __global__ void __launch_bounds__(256) pk_double_buffered_add_one(flo
     { // copy_out_start(Y[cur], A[i])
       const long long r0 = v_i, n0 = 1LL;
       const long long r1 = 0LL, n1 = 512LL;
-      if (n0 * n1 != 512LL || r0 < 0 || n0 < 0 || r0 + n0 > 4LL || r1 < 0 || n1 < 0 || r1 + n1 > 512LL) __trap();
+      if (r0 < 0 || n0 < 0 || r0 + n0 > 4LL || r1 < 0 || n1 < 0 || r1 + n1 > 512LL) __trap();
+      const long long m0 = pk_min(n1, 512LL);
+      if (!((n1 <= 512LL) || (n1 >= 512LL))) __trap();
       const float *const src = (s_Y + pk_slot(v_cur, 2LL) * 512LL);
       __syncthreads();
       for (long long e = threadIdx.x; e < 512LL; e += blockDim.x) {
-        long long rest = e, off = 0, stride = 1;
-        off += (r1 + rest % n1) * stride; rest /= n1; stride *= 512LL;
-        off += (r0 + rest % n0) * stride; rest /= n0; stride *= 4LL;
-        g_A[off] = src[e];
+        long long rest = e;
+        const long long c0 = rest % 512LL; rest /= 512LL;
+        const long long off = (r0) * 512LL + (r1 + c0) * 1LL;
+        if (c0 < m0) g_A[off] = src[e];
       }
       ++out_Y[pk_slot(v_cur, 2LL)];
       __syncthreads();

@@ -1,0 +1,300 @@
+// Every corpus kernel and pipeline the CUDA generator supports, compiled as
+// host C++ at run time (host_module.hpp) and run on host threads with the
+// same inputs as the CPU runner runs its Program: under the same schedule
+// (cp.async eager, or on_wait as late as the waits allow) the generated
+// kernel must compute what the CPU runner computes, fault (__trap) where it
+// faults, and — in adversarial mode — go wrong where it goes wrong. This
+// checks the generator's indexing, rings, waits and CTA split across the
+// corpus without a GPU; a GPU's own timing is not emulated.
+#include "executor/cuda/codegen.hpp"
+#include "executor/program_runner.hpp"
+#include "executor/tensor.hpp"
+#include "spec/eval.hpp"
+#include "tests/executor_cuda/host_module.hpp"
+#include "tests/executor_cuda/testing.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+#include <unistd.h>
+
+namespace pipecheck::executor::cuda {
+namespace {
+
+using namespace testing;
+
+struct Case {
+  std::string name;      // file::unit
+  bool verified = false; // its `# expect: verified`: proven race-free for every schedule
+  spec::Program program;
+  spec::Env env;
+  CudaKernel kernel;
+};
+
+// Kernels small enough to emulate in a test: at most this many hbm bytes.
+constexpr std::int64_t max_hbm_bytes = 8 << 20;
+
+std::vector<Case> generated_cases(const CodegenOptions &o) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const auto &e : fs::recursive_directory_iterator(fs::path(PIPECHECK_SOURCE_DIR) / "corpus"))
+    if (e.path().extension() == ".pk") files.push_back(fs::relative(e.path(), PIPECHECK_SOURCE_DIR).string());
+  std::sort(files.begin(), files.end());
+  std::vector<Case> out;
+  std::set<std::string> sources;
+  for (const auto &path : files) {
+    spec::File f;
+    try {
+      f = load_corpus(path);
+    } catch (const std::exception &) {
+      continue;
+    }
+    for (const auto &u : f.units) {
+      Case c;
+      c.name = path + "::" + spec::unit_name(u);
+      const int line = std::visit([](const auto &x) { return x.loc.line; }, u);
+      for (const auto &e : f.expectations)
+        c.verified = c.verified || (e.line == line && e.rule == "verified");
+      std::optional<CodegenResult> r;
+      if (const auto *k = std::get_if<spec::KernelSpec>(&u)) {
+        std::vector<spec::Diagnostic> errors;
+        auto l = spec::lower(*k, spec::LowerOptions{}, errors);
+        if (!l) continue;
+        r = generate_cuda(*l, {}, o);
+        c.program = l->program;
+      } else {
+        c.program = std::get<spec::Program>(u);
+        c.env = spec::param_env(c.program.params);
+        for (const auto &p : c.program.params)
+          if (p.is_symbolic()) {
+            const auto lo = p.lo ? spec::eval_int(*p.lo, c.env) : std::nullopt;
+            c.env[p.name] = std::max<std::int64_t>(lo.value_or(1), 3);
+          }
+        r = generate_cuda(c.program, c.env, o);
+      }
+      if (!*r || !sources.insert(r->kernel->source).second) continue;
+      std::int64_t bytes = 0;
+      for (const auto &a : r->kernel->arrays)
+        bytes += a.elements * 4;
+      if (bytes > max_hbm_bytes) continue;
+      c.kernel = *r->kernel;
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+using Arrays = std::map<std::string, std::unique_ptr<HostArray>>;
+
+// The program's buffers as the CUDA launch starts them: inputs seeded
+// random, outputs (written, never read) and on-chip buffers poison; with
+// `random_outputs` the outputs random too (a NaN in them then is poison the
+// program wrote).
+Arrays initial_buffers(const Case &c, std::uint64_t seed, bool random_outputs = false) {
+  Arrays m;
+  std::uint64_t k = 0;
+  for (const auto &b : c.program.buffers) {
+    auto a = std::make_unique<HostArray>(b.name, b.dtype, *buffer_array_shape(b, c.env));
+    a->fill_poison();
+    if (b.kind == spec::BufferKind::hbm) {
+      const auto &g = *std::find_if(c.kernel.arrays.begin(), c.kernel.arrays.end(),
+                                    [&](const GlobalArray &x) { return x.name == b.name; });
+      a->fill_random(seed * 7919 + ++k);
+      if (g.poison() && !random_outputs) a->fill_poison();
+    }
+    m[b.name] = std::move(a);
+  }
+  return m;
+}
+
+// One run's hbm arrays, or none when it faulted (CPU) or trapped (emulated).
+using Outcome = std::optional<std::vector<std::vector<float>>>;
+
+Outcome run_on_cpu(const Case &c, DmaMode mode, std::uint64_t seed, bool random_outputs = false) {
+  Arrays arrays = initial_buffers(c, seed, random_outputs);
+  BufferMap map;
+  for (auto &[n, a] : arrays)
+    map[n] = a.get();
+  ProgramRunConfig cfg;
+  cfg.mode = mode;
+  cfg.dma_threads = 1;
+  if (run_program(c.program, c.env, map, cfg).error) return std::nullopt;
+  std::vector<std::vector<float>> out;
+  for (const auto &g : c.kernel.arrays) {
+    const HostArray &a = *arrays.at(g.name);
+    std::vector<float> v(static_cast<std::size_t>(a.size()));
+    for (std::int64_t i = 0; i < a.size(); ++i)
+      v[static_cast<std::size_t>(i)] = static_cast<float>(a.get(i));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+Outcome emulate(const HostModule &m, std::size_t i, const Case &c, bool on_wait, std::uint64_t seed) {
+  Arrays init = initial_buffers(c, seed);
+  std::vector<std::vector<float>> arrays;
+  std::vector<void *> args;
+  for (const auto &g : c.kernel.arrays) {
+    const HostArray &a = *init.at(g.name);
+    std::vector<float> v(static_cast<std::size_t>(a.size()));
+    std::memcpy(v.data(), a.data(), v.size() * 4);
+    arrays.push_back(std::move(v));
+  }
+  for (auto &v : arrays)
+    args.push_back(v.data());
+  if (m.run(i, args, 4, on_wait)) return std::nullopt;
+  return arrays;
+}
+
+// Whether `o` holds NaN at an element where `written` (a run whose outputs
+// started random) holds NaN: poison the program wrote, not an element left
+// unwritten.
+bool holds_written_poison(const Outcome &o, const Outcome &written) {
+  if (!o || !written) return false;
+  for (std::size_t k = 0; k < o->size(); ++k)
+    for (std::size_t i = 0; i < (*o)[k].size(); ++i)
+      if (std::isnan((*o)[k][i]) && std::isnan((*written)[k][i])) return true;
+  return false;
+}
+
+bool same(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return std::fabs(a - b) <= 1e-5f * std::max(1.0f, std::fabs(b));
+}
+
+// How `got` first differs from `want` (a fault, or an element); empty when equal.
+std::string difference(const Case &c, const Outcome &got, const Outcome &want) {
+  if (!got || !want) return got ? "the intent faults" : want ? "it faults" : "";
+  for (std::size_t k = 0; k < c.kernel.arrays.size(); ++k)
+    for (std::size_t i = 0; i < (*want)[k].size(); ++i)
+      if (!same((*got)[k][i], (*want)[k][i]))
+        return c.kernel.arrays[k].name + "[" + std::to_string(i) + "] = " + std::to_string((*got)[k][i]) +
+               ", the intent " + std::to_string((*want)[k][i]);
+  return {};
+}
+
+class EmulatedCorpus : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    CodegenOptions adversarial;
+    adversarial.adversarial = true;
+    adversarial.adversarial_seed = 1;
+    plain_ = new std::vector<Case>(generated_cases({}));
+    adversarial_ = new std::vector<Case>(generated_cases(adversarial));
+    std::vector<const CudaKernel *> ks;
+    for (const auto *cs : {plain_, adversarial_})
+      for (const auto &c : *cs)
+        ks.push_back(&c.kernel);
+    dir_ = new std::string(std::filesystem::temp_directory_path() /
+                           ("pipecheck-emulated-" + std::to_string(::getpid())));
+    std::filesystem::create_directories(*dir_);
+    module_ = new HostModule(ks, *dir_);
+  }
+  static void TearDownTestSuite() {
+    delete module_;
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+    delete plain_;
+    delete adversarial_;
+  }
+  // Each generated kernel's runs: the intent (synchronous copies) and the
+  // CPU runner's eager and on_wait runs, then the emulated kernel's eager and
+  // on_wait runs (module index `first + i`).
+  struct Runs {
+    Outcome intent, written, cpu[2], emulated[2]; // written: the intent with outputs starting random
+  };
+  static Runs runs(const std::vector<Case> &cases, std::size_t first, std::size_t i) {
+    const Case &c = cases[i];
+    Runs r;
+    r.intent = run_on_cpu(c, DmaMode::synchronous, i + 1);
+    r.written = run_on_cpu(c, DmaMode::synchronous, i + 1, true);
+    for (int on_wait : {0, 1}) {
+      r.cpu[on_wait] = run_on_cpu(c, on_wait ? DmaMode::on_wait : DmaMode::eager, i + 1);
+      r.emulated[on_wait] = emulate(*module_, first + i, c, on_wait, i + 1);
+    }
+    return r;
+  }
+  // Right: no fault, equal to the intent, and no poison (inputs hold none).
+  static bool right(const Case &c, const Runs &r, const Outcome &o) {
+    return o && r.intent && !holds_written_poison(o, r.written) && difference(c, o, r.intent).empty();
+  }
+
+  static std::vector<Case> *plain_, *adversarial_;
+  static HostModule *module_;
+  static std::string *dir_;
+};
+std::vector<Case> *EmulatedCorpus::plain_ = nullptr;
+std::vector<Case> *EmulatedCorpus::adversarial_ = nullptr;
+HostModule *EmulatedCorpus::module_ = nullptr;
+std::string *EmulatedCorpus::dir_ = nullptr;
+
+TEST_F(EmulatedCorpus, EveryGeneratedVerifiedKernelRunsRightUnderBothSchedulesPlainAndAdversarial) {
+  ASSERT_TRUE(module_->ok()) << module_->error();
+  ASSERT_GE(plain_->size(), 10u);
+  for (const auto *cs : {plain_, adversarial_}) {
+    const std::size_t first = cs == plain_ ? 0 : plain_->size();
+    int checked = 0;
+    for (std::size_t i = 0; i < cs->size(); ++i) {
+      const Case &c = (*cs)[i];
+      if (!c.verified) continue;
+      ++checked;
+      const Runs r = runs(*cs, first, i);
+      ASSERT_TRUE(right(c, r, r.intent)) << c.name << ": its intent faults or holds poison";
+      for (int on_wait : {0, 1})
+        EXPECT_TRUE(right(c, r, r.emulated[on_wait]))
+            << c.name << (cs == plain_ ? "" : " (adversarial)") << (on_wait ? " on_wait: " : " eager: ")
+            << (holds_written_poison(r.emulated[on_wait], r.written) ? "poison in an output; " : "")
+            << difference(c, r.emulated[on_wait], r.intent);
+    }
+    std::cout << (cs == plain_ ? "plain: " : "adversarial: ") << checked << " verified of " << cs->size()
+              << " generated kernels run right emulated\n";
+    EXPECT_GE(checked, 10);
+  }
+}
+
+TEST_F(EmulatedCorpus, EveryGeneratedKernelThatGoesWrongOnTheCpuRunnerGoesWrongEmulatedInAdversarialMode) {
+  ASSERT_TRUE(module_->ok()) << module_->error();
+  int wrong = 0;
+  for (std::size_t i = 0; i < adversarial_->size(); ++i) {
+    const Case &c = (*adversarial_)[i];
+    const Runs r = runs(*adversarial_, plain_->size(), i);
+    if (r.intent && right(c, r, r.cpu[0]) && right(c, r, r.cpu[1])) continue;
+    ++wrong;
+    EXPECT_FALSE(right(c, r, r.emulated[0]) && right(c, r, r.emulated[1]))
+        << c.name << ": the CPU runner gives " << difference(c, r.cpu[0], r.intent) << " (eager), "
+        << difference(c, r.cpu[1], r.intent) << " (on_wait); emulated, both runs are right";
+  }
+  std::cout << wrong << " generated kernels go wrong on the CPU runner, and emulated\n";
+  EXPECT_GE(wrong, 5);
+}
+
+// Adversarial mode exposes more: a kernel with a race the checker finds may
+// run right on the CPU runner's two schedules (eager, on_wait) and still go
+// wrong emulated, since the emulation mixes them (copy-ins early, write-backs
+// late, slots poisoned at each copy's start). Never the other way round
+// for a verified kernel (the test above).
+TEST_F(EmulatedCorpus, AdversarialModeExposesRacesTheCpuRunnersSchedulesMiss) {
+  ASSERT_TRUE(module_->ok()) << module_->error();
+  std::vector<std::string> more;
+  for (std::size_t i = 0; i < adversarial_->size(); ++i) {
+    const Case &c = (*adversarial_)[i];
+    const Runs r = runs(*adversarial_, plain_->size(), i);
+    if (c.verified || !right(c, r, r.cpu[0]) || !right(c, r, r.cpu[1])) continue;
+    if (!right(c, r, r.emulated[0]) || !right(c, r, r.emulated[1])) more.push_back(c.name);
+  }
+  for (const auto &n : more)
+    std::cout << "exposed only in adversarial mode: " << n << "\n";
+  EXPECT_NE(std::find(more.begin(), more.end(),
+                      "corpus/guide/generic_pipeline.pk::generic_scale_1d_grid_in_input_slot"),
+            more.end());
+}
+
+} // namespace
+} // namespace pipecheck::executor::cuda
