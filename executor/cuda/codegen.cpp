@@ -1,6 +1,7 @@
 #include "executor/cuda/codegen.hpp"
 
 #include "spec/bind.hpp"
+#include "spec/typecheck.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -45,7 +46,38 @@ __device__ __forceinline__ long long pk_slot(long long k, long long slots) {
   if (k < 0 || k >= slots) __trap();
   return k;
 }
+// Element types (spec::DType): bf16 and f16 are held as their bits and
+// computed in f32, rounded to nearest even after every operation, as the CPU
+// interpreter does; integers are computed in 64 bits and wrapped to 32.
+__device__ __forceinline__ float pk_from_bf16(unsigned short h) {
+  return __int_as_float(static_cast<int>(static_cast<unsigned>(h) << 16));
+}
+__device__ __forceinline__ unsigned short pk_to_bf16(float f) {
+  unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<unsigned short>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<unsigned short>(u >> 16);
+}
+__device__ __forceinline__ long long pk_wrap_i32(long long x) {
+  return static_cast<long long>(static_cast<int>(static_cast<unsigned>(x)));
+}
+// jnp.maximum / minimum: NaN wins.
+__device__ __forceinline__ float pk_fmax(float a, float b) { return (a > b || a != a) ? a : b; }
+__device__ __forceinline__ float pk_fmin(float a, float b) { return (a < b || a != a) ? a : b; }
+// Elementwise integer // and % (jnp: x // 0 is 0 here, as in the CPU interpreter).
+__device__ __forceinline__ long long pk_ifloordiv(long long a, long long b) { return b == 0 ? 0 : pk_floordiv(a, b); }
+__device__ __forceinline__ long long pk_ifloormod(long long a, long long b) { return b == 0 ? 0 : pk_mod(a, b); }
 #ifndef PK_HOST_EMULATION // (tests run this same source on host threads and define these)
+__device__ __forceinline__ unsigned short pk_to_f16(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ float pk_from_f16(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
 __device__ __forceinline__ void pk_cp_async4(void *smem, const void *gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(__cvta_generic_to_global(gmem)) : "memory");
@@ -101,6 +133,56 @@ std::string float_literal(double v) {
   return s + "f";
 }
 
+// How an element of a dtype is held and computed in the generated code.
+struct Ty {
+  const char *storage; // the C++ type in memory
+  int bytes;
+  const char *poison; // an expression of the storage type: NaN, or the integer sentinel
+  bool is_float;      // computed as float (else as long long)
+};
+
+Ty ty(spec::DType t) {
+  switch (t) {
+  case spec::DType::f32: return {"float", 4, "__int_as_float(0x7fc00000)", true};
+  case spec::DType::bf16: return {"unsigned short", 2, "static_cast<unsigned short>(0x7fc0u)", true};
+  case spec::DType::f16: return {"unsigned short", 2, "static_cast<unsigned short>(0x7e00u)", true};
+  case spec::DType::i32: return {"int", 4, "static_cast<int>(0x80000000u)", false};
+  default: break;
+  }
+  throw Unsupported{std::string("dtype ") + spec::to_string(t) + " (f32, bf16, f16 and i32 so far)"};
+}
+
+// A stored element (storage type) as its computed value.
+std::string load(spec::DType t, const std::string &x) {
+  switch (t) {
+  case spec::DType::bf16: return "pk_from_bf16(" + x + ")";
+  case spec::DType::f16: return "pk_from_f16(" + x + ")";
+  case spec::DType::i32: return "static_cast<long long>(" + x + ")";
+  default: return x;
+  }
+}
+
+// A computed value (float, or long long; already of dtype t) as stored.
+std::string store(spec::DType t, const std::string &x) {
+  switch (t) {
+  case spec::DType::bf16: return "pk_to_bf16(" + x + ")";
+  case spec::DType::f16: return "pk_to_f16(" + x + ")";
+  case spec::DType::i32: return "static_cast<int>(static_cast<unsigned>(" + x + "))";
+  default: return x;
+  }
+}
+
+// A computed value rounded (floats) or wrapped (integers) to dtype t, as
+// after every operation of the CPU interpreter.
+std::string to_dtype(spec::DType t, const std::string &x) {
+  switch (t) {
+  case spec::DType::bf16:
+  case spec::DType::f16:
+  case spec::DType::i32: return load(t, store(t, x));
+  default: return x;
+  }
+}
+
 struct Region {
   std::vector<std::string> lo, extent; // per dim of the hbm buffer
   std::vector<bool> kept;              // per dim: a slice (or whole), not an index
@@ -129,19 +211,20 @@ public:
     os << "extern \"C\" __global__ void __launch_bounds__(" << o_.threads << ") " << k.entry << "(";
     for (std::size_t i = 0; i < k.arrays.size(); ++i) {
       const auto &a = k.arrays[i];
-      os << (i ? ", " : "") << (a.written ? "float *__restrict__ g_" : "const float *__restrict__ g_")
+      os << (i ? ", " : "") << (a.written ? "" : "const ") << ty(a.dtype).storage << " *__restrict__ g_"
          << a.name;
     }
     os << ") {\n";
     os << "  extern __shared__ __align__(16) unsigned char pk_smem[];\n";
-    for (const auto &s : k.shared)
-      os << "  float *const s_" << s.name << " = reinterpret_cast<float *>(pk_smem + " << s.offset_bytes
-         << ");\n";
-    if (!k.shared.empty()) {
-      os << "  // Poison: every slot starts as NaN.\n";
-      os << "  for (long long e = threadIdx.x; e < " << k.smem_bytes / 4
-         << "LL; e += blockDim.x) reinterpret_cast<float *>(pk_smem)[e] = __int_as_float(0x7fc00000);\n";
+    for (const auto &s : k.shared) {
+      const char *t = ty(s.dtype).storage;
+      os << "  " << t << " *const s_" << s.name << " = reinterpret_cast<" << t << " *>(pk_smem + "
+         << s.offset_bytes << ");\n";
     }
+    if (!k.shared.empty()) os << "  // Poison: every slot starts as NaN (integers: their lowest value).\n";
+    for (const auto &s : k.shared)
+      os << "  for (long long e = threadIdx.x; e < " << s.slots * s.slot_elements << "LL; e += blockDim.x) s_"
+         << s.name << "[e] = " << ty(s.dtype).poison << ";\n";
     os << "  long long pk_groups = 0; // cp.async groups committed by this thread\n";
     if (o_.adversarial) os << "  long long pk_passed = 0; // delay sites passed (adversarial mode)\n";
     for (const auto &s : k.shared) {
@@ -182,9 +265,13 @@ private:
     std::int64_t off = 0;
     std::string parts;
     for (const auto &b : p_.buffers) {
-      if (b.dtype != spec::DType::f32)
-        unsupported(std::string("dtype ") + spec::to_string(b.dtype) + " (buffer " + b.name +
-                    "); only f32 so far");
+      if (b.kind != spec::BufferKind::acc && b.kind != spec::BufferKind::sem) {
+        try {
+          ty(b.dtype);
+        } catch (const Unsupported &u) {
+          unsupported(u.reason + ": buffer " + b.name);
+        }
+      }
       std::vector<std::int64_t> shape;
       std::int64_t n = 1;
       for (const auto &d : b.shape) {
@@ -216,10 +303,12 @@ private:
         }
         r.slot_elements = n;
         r.slot_shape = shape;
+        r.dtype = b.dtype;
         r.offset_bytes = off;
-        off += (r.slots * n * 4 + 15) / 16 * 16;
+        const std::int64_t bytes = ty(b.dtype).bytes;
+        off += (r.slots * n * bytes + 15) / 16 * 16;
         parts += (parts.empty() ? "" : ", ") + b.name + " " + std::to_string(r.slots) + " x " +
-                 std::to_string(n * 4) + " B";
+                 std::to_string(n * bytes) + " B";
         shared_[b.name] = k.shared.size();
         ring_[b.name] = b.slots.has_value();
         k.shared.push_back(r);
@@ -447,39 +536,42 @@ private:
     return true;
   }
 
-  // Inside a loop over slot element `e`: declares `off`, the element's offset
-  // in `a`, and returns the condition that it is moved ("true" for the flat form).
+  // Inside a loop over slot elements: declares `off<sfx>`, the offset in `a`
+  // of slot element `e<sfx>`, and returns the condition that it is moved
+  // ("true" for the flat form).
   std::string element_map(std::ostream &os, const std::string &ind, const Region &g, const GlobalArray &a,
-                          const SharedRing &s, bool corner) {
+                          const SharedRing &s, bool corner, const std::string &sfx = "") {
     const std::size_t rank = a.shape.size();
+    const std::string e = "e" + sfx, off_name = "off" + sfx, rest = "rest" + sfx;
     if (!corner) {
       if (rank == 0) {
-        os << ind << "const long long off = 0;\n";
+        os << ind << "const long long " << off_name << " = 0;\n";
         return "true";
       }
-      os << ind << "long long rest = e, off = 0, stride = 1;\n";
+      os << ind << "long long " << rest << " = " << e << ", " << off_name << " = 0, stride" << sfx
+         << " = 1;\n";
       for (std::size_t d = rank; d-- > 0;)
-        os << ind << "off += (r" << d << " + rest % n" << d << ") * stride; rest /= n" << d
-           << "; stride *= " << a.shape[d] << "LL;\n";
+        os << ind << off_name << " += (r" << d << " + " << rest << " % n" << d << ") * stride" << sfx << "; "
+           << rest << " /= n" << d << "; stride" << sfx << " *= " << a.shape[d] << "LL;\n";
       return "true";
     }
     const std::size_t srank = s.slot_shape.size();
-    os << ind << "long long rest = e;\n";
+    os << ind << "long long " << rest << " = " << e << ";\n";
     for (std::size_t k = srank; k-- > 0;)
-      os << ind << "const long long c" << k << " = rest % " << s.slot_shape[k]
-         << "LL; rest /= " << s.slot_shape[k] << "LL;\n";
+      os << ind << "const long long c" << k << sfx << " = " << rest << " % " << s.slot_shape[k] << "LL; "
+         << rest << " /= " << s.slot_shape[k] << "LL;\n";
     std::string off, cond;
     std::int64_t stride = 1;
     std::size_t k = srank;
     for (std::size_t d = rank; d-- > 0;) {
-      const std::string c = g.kept[d] ? " + c" + std::to_string(--k) : "";
+      const std::string c = g.kept[d] ? " + c" + std::to_string(--k) + sfx : "";
       off = "(r" + std::to_string(d) + c + ") * " + std::to_string(stride) + "LL" +
             (off.empty() ? "" : " + ") + off;
       stride *= a.shape[d];
     }
     for (std::size_t j = 0; j < srank; ++j)
-      cond += (j ? " && c" : "c") + std::to_string(j) + " < m" + std::to_string(j);
-    os << ind << "const long long off = " << (off.empty() ? "0LL" : off) << ";\n";
+      cond += (j ? " && c" : "c") + std::to_string(j) + sfx + " < m" + std::to_string(j);
+    os << ind << "const long long " << off_name << " = " << (off.empty() ? "0LL" : off) << ";\n";
     return cond;
   }
 
@@ -493,21 +585,48 @@ private:
       const Region g = region(c.src);
       const auto &a = arrays_->at(hbm_.at(c.src.name));
       const auto &ring = shared_ring(c.dst.name);
+      if (a.dtype != ring.dtype)
+        unsupported("a copy from " + a.name + " (" + spec::to_string(a.dtype) + ") into " + ring.name + " (" +
+                    spec::to_string(ring.dtype) + ")");
+      const Ty t = ty(a.dtype);
       os << ind << "{ // copy_in_start(" << c.src << ", " << c.dst << ")\n";
       delay(os, in2);
       region_decls(os, in2, g, a);
       const bool corner = fit_decls(os, in2, g, ring);
-      os << in2 << "float *const dst = " << dst << ";\n";
-      os << in2 << "for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) {\n";
-      const std::string moved = element_map(os, in2 + "  ", g, a, ring, corner);
-      const std::string copy = std::string(o_.adversarial ? "dst[e] = __int_as_float(0x7fc00000); " : "") +
-                               "pk_cp_async4(dst + e, g_" + a.name + " + off);";
-      if (corner)
-        os << in2 << "  if (" << moved << ") { " << copy
-           << " } else dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison\n";
-      else
-        os << in2 << "  " << copy << "\n";
-      os << in2 << "}\n";
+      os << in2 << t.storage << " *const dst = " << dst << ";\n";
+      const std::string poison_first = o_.adversarial ? "dst[e] = " + std::string(t.poison) + "; " : "";
+      if (t.bytes == 4) {
+        os << in2 << "for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) {\n";
+        const std::string moved = element_map(os, in2 + "  ", g, a, ring, corner);
+        const std::string copy = poison_first + "pk_cp_async4(dst + e, g_" + a.name + " + off);";
+        if (corner)
+          os << in2 << "  if (" << moved << ") { " << copy << " } else dst[e] = " << t.poison
+             << "; // past the moved corner: poison\n";
+        else
+          os << in2 << "  " << copy << "\n";
+        os << in2 << "}\n";
+      } else {
+        // 2-byte elements in pairs: one 4-byte cp.async where both move and
+        // lie next to each other in the array, 4-byte aligned; otherwise
+        // each is copied at once (it takes effect at its start).
+        os << in2 << "for (long long e0 = 2 * threadIdx.x; e0 < " << n << "LL; e0 += 2 * blockDim.x) {\n";
+        os << in2 << "  const long long e1 = e0 + 1;\n";
+        const std::string m0 = element_map(os, in2 + "  ", g, a, ring, corner, "0");
+        os << in2 << "  const bool in1 = e1 < " << n << "LL;\n";
+        os << in2 << "  if (in1) {\n";
+        const std::string m1 = element_map(os, in2 + "    ", g, a, ring, corner, "1");
+        os << in2 << "    if (" << (ring.slot_elements % 2 == 0 ? "" : "false && ") << "(" << m0 << ") && ("
+           << m1 << ") && off1 == off0 + 1 && off0 % 2 == 0) {\n";
+        if (o_.adversarial)
+          os << in2 << "      dst[e0] = " << t.poison << "; dst[e1] = " << t.poison << ";\n";
+        os << in2 << "      pk_cp_async4(dst + e0, g_" << a.name << " + off0);\n";
+        os << in2 << "      continue;\n";
+        os << in2 << "    }\n";
+        os << in2 << "    dst[e1] = (" << m1 << ") ? g_" << a.name << "[off1] : " << t.poison << ";\n";
+        os << in2 << "  }\n";
+        os << in2 << "  dst[e0] = (" << m0 << ") ? g_" << a.name << "[off0] : " << t.poison << ";\n";
+        os << in2 << "}\n";
+      }
       os << in2 << "pk_cp_async_commit();\n";
       os << in2 << "++pk_groups;\n";
       const std::string k = slot_index(c.dst);
@@ -537,6 +656,9 @@ private:
       const Region g = region(c.dst);
       const auto &a = arrays_->at(hbm_.at(c.dst.name));
       const auto &ring = shared_ring(c.src.name);
+      if (a.dtype != ring.dtype)
+        unsupported("a copy from " + ring.name + " (" + spec::to_string(ring.dtype) + ") into " + a.name +
+                    " (" + spec::to_string(a.dtype) + ")");
       const std::string k = slot_index(c.src), o = "out_" + c.src.name + "[" + k + "]";
       if (o_.adversarial) {
         // The write-back takes effect at its wait (the latest point allowed):
@@ -557,7 +679,7 @@ private:
       os << ind << "{ // copy_out_start(" << c.src << ", " << c.dst << ")\n";
       region_decls(os, in2, g, a);
       const bool corner = fit_decls(os, in2, g, ring);
-      os << in2 << "const float *const src = " << src << ";\n";
+      os << in2 << "const " << ty(a.dtype).storage << " *const src = " << src << ";\n";
       os << in2 << "__syncthreads();\n";
       os << in2 << "for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) {\n";
       const std::string moved = element_map(os, in2 + "  ", g, a, ring, corner);
@@ -603,7 +725,7 @@ private:
     os << in3 << "for (int j = 0; j < " << width << "; ++j) wb_" << ring << "[k][i - 1][j] = wb_" << ring
        << "[k][i][j];\n";
     os << in2 << "--out_" << ring << "[k];\n";
-    os << in2 << "float *const src = " << src << ";\n";
+    os << in2 << ty(shared_ring(ring).dtype).storage << " *const src = " << src << ";\n";
     os << in2 << "__syncthreads();\n";
     os << in2 << "switch (w[0]) {\n";
     const auto &slot = shared_ring(ring);
@@ -630,7 +752,7 @@ private:
     os << in2 << "if (out_" << ring << "[k] == 0 && dirty_" << ring
        << "[k] == 0) { // strict slot contents\n";
     os << in3 << "for (long long e = threadIdx.x; e < " << n
-       << "LL; e += blockDim.x) src[e] = __int_as_float(0x7fc00000);\n";
+       << "LL; e += blockDim.x) src[e] = " << ty(shared_ring(ring).dtype).poison << ";\n";
     os << in3 << "__syncthreads();\n";
     os << in2 << "}\n";
     os << ind << "}\n";
@@ -646,37 +768,91 @@ private:
     return "pk_slot(" + scalar(r.args[0]) + ", " + std::to_string(shared_ring(r.name).slots) + "LL)";
   }
 
-  // An elementwise tensor expression at element `e`; slot operands become pointers in `ptrs`.
-  std::string tensor(const Expr &e, std::int64_t n, std::vector<std::string> &ptrs) {
-    auto bin = [&](const char *op) {
-      return "(" + tensor(e.args.at(0), n, ptrs) + " " + op + " " + tensor(e.args.at(1), n, ptrs) + ")";
+  // A typed elementwise value at element `e`: its code (float for float
+  // dtypes, long long for integers) and its type by spec's rules (typecheck.hpp).
+  struct TValue {
+    std::string code;
+    spec::TensorType type;
+  };
+
+  // The code of `v` as a value of dtype `t` (its promotion).
+  static std::string as(const TValue &v, spec::DType t) {
+    const bool f = ty(t).is_float;
+    if (f == ty(v.type.dtype).is_float) return v.type.dtype == t ? v.code : to_dtype(t, v.code);
+    return f ? to_dtype(t, "static_cast<float>(" + v.code + ")") : "static_cast<long long>(" + v.code + ")";
+  }
+
+  // An elementwise tensor expression at element `e`; slot operands become
+  // typed pointers in `ptrs` (their code).
+  TValue tensor(const Expr &e, std::int64_t n, std::vector<std::pair<std::string, std::string>> &ptrs) {
+    using spec::DType;
+    auto typed = [&](spec::Typed<spec::TensorType> t) {
+      if (!t.ok()) unsupported("an ill-typed body expression: " + t.error);
+      return t.value;
+    };
+    auto bin = [&](spec::ElemOp op) {
+      const TValue a = tensor(e.args.at(0), n, ptrs), b = tensor(e.args.at(1), n, ptrs);
+      const spec::TensorType t = typed(spec::elementwise_type(op, a.type, b.type));
+      const DType d = t.dtype;
+      ty(d);
+      const std::string x = as(a, d), y = as(b, d);
+      const bool f = ty(d).is_float;
+      std::string r;
+      switch (op) {
+      case spec::ElemOp::add: r = "(" + x + " + " + y + ")"; break;
+      case spec::ElemOp::sub: r = "(" + x + " - " + y + ")"; break;
+      case spec::ElemOp::mul: r = "(" + x + " * " + y + ")"; break;
+      case spec::ElemOp::div: r = "(" + x + " / " + y + ")"; break; // promoted to a float
+      case spec::ElemOp::maximum: r = std::string(f ? "pk_fmax(" : "pk_max(") + x + ", " + y + ")"; break;
+      case spec::ElemOp::minimum: r = std::string(f ? "pk_fmin(" : "pk_min(") + x + ", " + y + ")"; break;
+      case spec::ElemOp::floordiv:
+        if (f) unsupported("// of floats in a compute statement");
+        r = "pk_ifloordiv(" + x + ", " + y + ")";
+        break;
+      case spec::ElemOp::mod:
+        if (f) unsupported("% of floats in a compute statement");
+        r = "pk_ifloormod(" + x + ", " + y + ")";
+        break;
+      default: unsupported(std::string("the body operation ") + spec::to_string(e.op));
+      }
+      return TValue{to_dtype(d, r), t};
     };
     switch (e.op) {
-    case Op::Int: return float_literal(static_cast<double>(e.int_value));
-    case Op::Float: return float_literal(e.float_value);
-    case Op::Zeros: return "0.0f";
-    case Op::Undefined: return "__int_as_float(0x7fc00000)"; // `S[...] = undefined`: poison (a NaN)
-    case Op::Name: return "static_cast<float>(" + scalar(e) + ")";
+    case Op::Int: return {std::to_string(e.int_value) + "LL", {DType::i32, true, {}}};
+    case Op::Float: return {float_literal(e.float_value), {DType::f32, true, {}}};
+    case Op::Zeros: return {"0LL", {DType::i32, true, {}}};
+    case Op::Name: return {scalar(e), {DType::i32, true, {}}};
     case Op::Ref: {
       if (!shared_.count(e.name)) unsupported("a compute statement reading hbm buffer " + e.name);
       std::int64_t m = 0;
       const std::string p = slot_ptr(e, &m);
       if (m != n) unsupported("a compute statement mixing block sizes (broadcasting)");
-      ptrs.push_back(p);
-      return "p" + std::to_string(ptrs.size()) + "[e]";
+      ptrs.emplace_back(e.name, p);
+      const DType d = shared_ring(e.name).dtype;
+      return {load(d, "p" + std::to_string(ptrs.size()) + "[e]"), {d, false, {}}};
     }
-    case Op::Add: return bin("+");
-    case Op::Sub: return bin("-");
-    case Op::Mul: return bin("*");
-    case Op::Div: return bin("/");
-    case Op::Neg: return "(-" + tensor(e.args.at(0), n, ptrs) + ")";
+    case Op::Add: return bin(spec::ElemOp::add);
+    case Op::Sub: return bin(spec::ElemOp::sub);
+    case Op::Mul: return bin(spec::ElemOp::mul);
+    case Op::Div: return bin(spec::ElemOp::div);
+    case Op::FloorDiv: return bin(spec::ElemOp::floordiv);
+    case Op::Mod: return bin(spec::ElemOp::mod);
+    case Op::Neg: {
+      const TValue a = tensor(e.args.at(0), n, ptrs);
+      return {to_dtype(a.type.dtype, "(-" + a.code + ")"), a.type};
+    }
     case Op::Call:
-      if (e.kwarg_names.empty() && e.args.size() == 2 && (e.name == "maximum" || e.name == "minimum"))
-        return std::string(e.name == "maximum" ? "fmaxf(" : "fminf(") + tensor(e.args[0], n, ptrs) + ", " +
-               tensor(e.args[1], n, ptrs) + ")";
-      if (e.kwarg_names.empty() && e.args.size() == 1 && e.name == "exp")
-        return "expf(" + tensor(e.args[0], n, ptrs) + ")";
-      unsupported("the body operation " + e.name + "(...) (only elementwise + - * /, maximum, minimum, exp)");
+      if (e.kwarg_names.empty() && e.args.size() == 2 && e.name == "maximum")
+        return bin(spec::ElemOp::maximum);
+      if (e.kwarg_names.empty() && e.args.size() == 2 && e.name == "minimum")
+        return bin(spec::ElemOp::minimum);
+      if (e.kwarg_names.empty() && e.args.size() == 1 && e.name == "exp") {
+        const TValue a = tensor(e.args[0], n, ptrs);
+        const spec::TensorType t = typed(spec::unary_type(spec::UnaryOp::exp, a.type));
+        return {to_dtype(t.dtype, "expf(" + as(a, t.dtype) + ")"), t};
+      }
+      unsupported("the body operation " + e.name +
+                  "(...) (only elementwise + - * / // %, maximum, minimum, exp)");
     default: unsupported(std::string("the operator ") + spec::to_string(e.op) + " in a compute statement");
     }
   }
@@ -687,15 +863,37 @@ private:
       unsupported("a store into hbm buffer " + a.target.name + " (only slots are computed into)");
     std::int64_t n = 0;
     const std::string dst = slot_ptr(a.target, &n);
-    std::vector<std::string> ptrs;
-    const std::string value = tensor(a.value, n, ptrs);
+    const spec::DType d = shared_ring(a.target.name).dtype;
+    const Ty t = ty(d);
+    std::vector<std::pair<std::string, std::string>> ptrs; // (ring, pointer)
+    std::string value;
+    if (a.value.op == Op::Undefined) {
+      if (a.accumulate) unsupported("+= undefined");
+      value = t.poison; // `S[...] = undefined`: poison
+    } else {
+      TValue v = tensor(a.value, n, ptrs);
+      if (a.accumulate) {
+        ptrs.emplace_back(a.target.name, dst);
+        const TValue cur{load(d, "p" + std::to_string(ptrs.size()) + "[e]"), {d, false, {}}};
+        const auto sum = spec::elementwise_type(spec::ElemOp::add, cur.type, v.type);
+        if (!sum.ok()) unsupported("an ill-typed +=: " + sum.error);
+        v = TValue{
+            to_dtype(sum.value.dtype, "(" + as(cur, sum.value.dtype) + " + " + as(v, sum.value.dtype) + ")"),
+            sum.value};
+      }
+      if (v.type.dtype != d && !v.type.weak)
+        unsupported(std::string("a store of a ") + spec::to_string(v.type.dtype) + " value into " +
+                    a.target.name + " (" + spec::to_string(d) + ")");
+      value = store(d, as(v, d));
+    }
     os << ind << "{ // " << a.target << (a.accumulate ? " += " : " = ") << a.value << "\n";
     delay(os, ind + "  ");
-    os << ind << "  float *const d = " << dst << ";\n";
+    os << ind << "  " << t.storage << " *const d = " << dst << ";\n";
     for (std::size_t i = 0; i < ptrs.size(); ++i)
-      os << ind << "  const float *const p" << i + 1 << " = " << ptrs[i] << ";\n";
-    os << ind << "  for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) d[e] "
-       << (a.accumulate ? "+=" : "=") << " " << value << ";\n";
+      os << ind << "  const " << ty(shared_ring(ptrs[i].first).dtype).storage << " *const p" << i + 1 << " = "
+         << ptrs[i].second << ";\n";
+    os << ind << "  for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) d[e] = " << value
+       << ";\n";
     if (o_.adversarial) os << ind << "  dirty_" << a.target.name << "[" << slot_index(a.target) << "] = 1;\n";
     os << ind << "  __syncthreads();\n";
     os << ind << "}\n";
@@ -823,17 +1021,28 @@ CodegenResult generate_cuda(const spec::Lowered &l, const spec::Env &env, const 
 }
 
 std::uint32_t poison_bits(spec::DType dtype) {
-  assert(dtype == spec::DType::f32);
-  (void)dtype;
-  return 0x7fc00000u;
+  switch (dtype) {
+  case spec::DType::bf16: return 0x7fc0u;
+  case spec::DType::f16: return 0x7e00u;
+  case spec::DType::i32: return 0x80000000u;
+  default: return 0x7fc00000u;
+  }
 }
 
-void fill_poison(float *data, std::int64_t elements) {
-  const std::uint32_t bits = poison_bits(spec::DType::f32);
-  float v;
-  std::memcpy(&v, &bits, sizeof v);
-  for (std::int64_t i = 0; i < elements; ++i)
-    data[i] = v;
+int element_bytes(spec::DType dtype) { return ty(dtype).bytes; }
+
+void fill_poison(void *data, spec::DType dtype, std::int64_t elements) {
+  const std::uint32_t bits = poison_bits(dtype);
+  auto *p = static_cast<unsigned char *>(data);
+  const int b = element_bytes(dtype);
+  for (std::int64_t i = 0; i < elements; ++i) {
+    if (b == 4) {
+      std::memcpy(p + i * 4, &bits, 4);
+    } else {
+      const auto h = static_cast<std::uint16_t>(bits);
+      std::memcpy(p + i * 2, &h, 2);
+    }
+  }
 }
 
 } // namespace pipecheck::executor::cuda

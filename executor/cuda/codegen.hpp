@@ -42,8 +42,14 @@
 ///   loop (spec::Lowered: a CTA's state starts fresh at its first step);
 ///   any other program runs as one CUDA block, in program order.
 ///
+/// - Element types f32, bf16, f16 and i32, typed by spec's rules
+///   (typecheck.hpp: weak literals, promotion); bf16 and f16 are computed in
+///   f32 and rounded after every operation, integers wrapped to 32 bits, as
+///   the CPU interpreter does. 2-byte elements move in 4-byte cp.async pairs
+///   where a pair lies next to each other in the array, otherwise at once.
+///
 /// Not supported yet (a CodegenResult with an error, never wrong code):
-/// dtypes other than f32, acc buffers and wgmma, semaphores and body DMAs,
+/// other dtypes (i16, i8, u8, bool), acc buffers and wgmma, semaphores and body DMAs,
 /// tensor local bindings, non-elementwise bodies (dot, reductions,
 /// transpose, broadcasting), sub-slot refs.
 
@@ -76,7 +82,8 @@ struct SharedRing {
   std::int64_t slots = 1;
   std::int64_t slot_elements = 0;
   std::vector<std::int64_t> slot_shape; ///< a slot's dims
-  std::int64_t offset_bytes = 0;        ///< from the start of dynamic shared memory, 16-aligned
+  spec::DType dtype = spec::DType::f32;
+  std::int64_t offset_bytes = 0; ///< from the start of dynamic shared memory, 16-aligned
 };
 
 struct CudaKernel {
@@ -132,12 +139,17 @@ CodegenResult generate_cuda(const spec::Program &program, const spec::Env &env, 
 /// lowering, rolled) one CUDA block per CTA, otherwise one CTA.
 CodegenResult generate_cuda(const spec::Lowered &lowered, const spec::Env &env, const CodegenOptions & = {});
 
-/// The 32-bit pattern poison is written with for `dtype` (f32: a quiet NaN).
-/// Only f32 is supported by the generator.
+/// The bit pattern poison is written with for `dtype` (f32: a quiet NaN;
+/// bf16, f16: theirs, in the low 16 bits; i32: its lowest value), as
+/// executor/tensor.hpp's HostArray::fill_poison writes it. Only the dtypes
+/// the generator supports (f32, bf16, f16, i32).
 std::uint32_t poison_bits(spec::DType dtype);
 
-/// Fills `elements` f32 values at host memory `data` with poison; the host
-/// step before each launch for every GlobalArray with poison().
-void fill_poison(float *data, std::int64_t elements);
+/// Bytes per element of a dtype the generator supports.
+int element_bytes(spec::DType dtype);
+
+/// Fills `elements` elements of `dtype` at host memory `data` with poison;
+/// the host step before each launch for every GlobalArray with poison().
+void fill_poison(void *data, spec::DType dtype, std::int64_t elements);
 
 } // namespace pipecheck::executor::cuda

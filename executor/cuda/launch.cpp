@@ -26,7 +26,7 @@ bool check(cudaError_t e, const char *what, LaunchResult &r) {
 } // namespace
 
 LaunchResult launch_once(const CudaKernel &k, const std::string &image,
-                         std::vector<std::vector<float>> &arrays) {
+                         std::vector<std::vector<unsigned char>> &arrays) {
   LaunchResult r;
   if (arrays.size() != k.arrays.size()) {
     r.error = "launch: " + std::to_string(arrays.size()) + " host arrays for " +
@@ -34,7 +34,8 @@ LaunchResult launch_once(const CudaKernel &k, const std::string &image,
     return r;
   }
   for (std::size_t i = 0; i < arrays.size(); ++i)
-    if (static_cast<std::int64_t>(arrays[i].size()) != k.arrays[i].elements) {
+    if (static_cast<std::int64_t>(arrays[i].size()) !=
+        k.arrays[i].elements * element_bytes(k.arrays[i].dtype)) {
       r.error = "launch: host array " + k.arrays[i].name + " has the wrong size";
       return r;
     }
@@ -56,13 +57,13 @@ LaunchResult launch_once(const CudaKernel &k, const std::string &image,
   s.device.assign(arrays.size(), nullptr);
   std::vector<void *> args(arrays.size());
   for (std::size_t i = 0; i < arrays.size(); ++i) {
-    const std::size_t bytes = arrays[i].size() * sizeof(float);
+    const std::size_t bytes = arrays[i].size();
     if (!check(cudaMalloc(&s.device[i], bytes), "cudaMalloc", r)) return r;
-    std::vector<float> poison;
-    const float *src = arrays[i].data();
+    std::vector<unsigned char> poison;
+    const unsigned char *src = arrays[i].data();
     if (k.arrays[i].poison()) {
       poison.resize(arrays[i].size());
-      fill_poison(poison.data(), static_cast<std::int64_t>(poison.size()));
+      fill_poison(poison.data(), k.arrays[i].dtype, k.arrays[i].elements);
       src = poison.data();
     }
     if (!check(cudaMemcpy(s.device[i], src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the device", r))
@@ -75,9 +76,9 @@ LaunchResult launch_once(const CudaKernel &k, const std::string &image,
     return r;
   if (!check(cudaDeviceSynchronize(), "the kernel (a __trap() is a fault of the program)", r)) return r;
   for (std::size_t i = 0; i < arrays.size(); ++i)
-    if (k.arrays[i].written && !check(cudaMemcpy(arrays[i].data(), s.device[i],
-                                                 arrays[i].size() * sizeof(float), cudaMemcpyDeviceToHost),
-                                      "cudaMemcpy to the host", r))
+    if (k.arrays[i].written &&
+        !check(cudaMemcpy(arrays[i].data(), s.device[i], arrays[i].size(), cudaMemcpyDeviceToHost),
+               "cudaMemcpy to the host", r))
       return r;
   r.ok = true;
   return r;

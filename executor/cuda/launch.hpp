@@ -16,13 +16,13 @@ struct LaunchResult {
 };
 
 /// Loads `image` (PTX text or a cubin from executor/cuda/nvrtc.hpp), copies
-/// `arrays` (one per kernel.arrays entry, in order, each of its element
-/// count) to the device — those with poison() as poison, whatever the host
+/// `arrays` (one per kernel.arrays entry, in order, each its elements'
+/// bytes) to the device — those with poison() as poison, whatever the host
 /// holds — launches kernel.ctas blocks of kernel.threads threads with
 /// kernel.smem_bytes of dynamic shared memory, waits, and copies every
 /// written array back into `arrays`. A kernel that faults (`__trap()`) is an
 /// error. Never throws; device memory and the module are always released.
 LaunchResult launch_once(const CudaKernel &kernel, const std::string &image,
-                         std::vector<std::vector<float>> &arrays);
+                         std::vector<std::vector<unsigned char>> &arrays);
 
 } // namespace pipecheck::executor::cuda

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 
 namespace pipecheck::executor::cuda {
 namespace {
@@ -63,9 +64,18 @@ TEST(CudaCodegen, OnlyTheOutputIsPoisonedByTheHostAndPoisonIsNaN) {
   EXPECT_TRUE(r.kernel->arrays[2].poison());  // z
   EXPECT_EQ(r.kernel->arrays[2].elements, 4096 * 4096);
   float v[3] = {1, 2, 3};
-  fill_poison(v, 3);
+  fill_poison(v, spec::DType::f32, 3);
   for (float x : v)
     EXPECT_TRUE(std::isnan(x));
+  // bf16 and f16 poison is their NaN, i32's the lowest value, as HostArray's.
+  std::uint16_t h[2] = {1, 2};
+  fill_poison(h, spec::DType::bf16, 1);
+  fill_poison(h + 1, spec::DType::f16, 1);
+  EXPECT_EQ(h[0], 0x7fc0);
+  EXPECT_EQ(h[1], 0x7e00);
+  std::int32_t i = 0;
+  fill_poison(&i, spec::DType::i32, 1);
+  EXPECT_EQ(i, std::numeric_limits<std::int32_t>::min());
   // The kernel poisons its shared memory itself before the first statement.
   EXPECT_NE(r.kernel->source.find("Poison: every slot starts as NaN"), std::string::npos);
 }
@@ -97,11 +107,36 @@ TEST(CudaCodegen, ADotBodyIsNotSupportedYetAndSaysSo) {
       << r.error;
 }
 
-TEST(CudaCodegen, ABf16KernelIsNotSupportedYetAndSaysSo) {
-  const auto f = load_corpus("corpus/guide/gpu_pallas_call.pk");
-  const auto r = generate_cuda(lower(unit<spec::KernelSpec>(f, "gpu_matmul"), "h100"), {});
+TEST(CudaCodegen, AnI8BufferIsNotSupportedYetAndSaysSo) {
+  const auto f = parse_text("pipeline bytes:\n"
+                            "    hbm A: i8[4, 512]\n"
+                            "    sram X[2]: i8[512]\n"
+                            "    copy_in_start(A[0], X[0])\n"
+                            "    copy_in_wait(X[0])\n",
+                            "bytes.pk");
+  const auto r = generate_cuda(unit<spec::Program>(f, "bytes"), {});
   ASSERT_FALSE(r);
-  EXPECT_EQ(r.error.rfind("not supported by the CUDA backend: dtype bf16", 0), 0u) << r.error;
+  EXPECT_EQ(r.error, "not supported by the CUDA backend: dtype i8 (f32, bf16, f16 and i32 so far): buffer A");
+}
+
+TEST(CudaCodegen, Bf16IsHeldAsItsBitsComputedInF32AndRoundedAfterEveryOperation) {
+  const auto f = load_corpus("corpus/kernels/typed_elementwise_gpu.pk");
+  const auto r = generate_cuda(lower(unit<spec::KernelSpec>(f, "bf16_scale_add_rows"), "h100"), {});
+  ASSERT_TRUE(r) << r.error;
+  const std::string &src = r.kernel->source;
+  EXPECT_NE(src.find("const unsigned short *__restrict__ g_x"), std::string::npos) << src;
+  // x * 3 + y - 0.5: the literals adopt bf16, each operation rounds to it.
+  EXPECT_NE(
+      src.find(
+          "pk_from_bf16(pk_to_bf16((pk_from_bf16(pk_to_bf16((pk_from_bf16(pk_to_bf16((pk_from_bf16(p1[e]) "
+          "* pk_from_bf16(pk_to_bf16(static_cast<float>(3LL))))))"),
+      std::string::npos)
+      << src;
+  // 2-byte elements: 4-byte cp.async pairs where a pair is contiguous.
+  EXPECT_NE(src.find("pk_cp_async4(dst + e0, g_x + off0);"), std::string::npos) << src;
+  const PtxResult p = compile_to_ptx(src, r.kernel->entry + ".cu");
+  ASSERT_TRUE(p.ok) << p.error;
+  EXPECT_NE(p.ptx.find("cp.async.ca.shared.global"), std::string::npos);
 }
 
 TEST(CudaCodegen, TheGeneratedSourceOfTheGuidesDoubleBufferedPipelineMatchesItsGolden) {

@@ -82,7 +82,7 @@ std::vector<Case> generated_cases(const CodegenOptions &o) {
       if (!*r || !sources.insert(r->kernel->source).second) continue;
       std::int64_t bytes = 0;
       for (const auto &a : r->kernel->arrays)
-        bytes += a.elements * 4;
+        bytes += a.elements * element_bytes(a.dtype);
       if (bytes > max_hbm_bytes) continue;
       c.kernel = *r->kernel;
       out.push_back(std::move(c));
@@ -114,8 +114,16 @@ Arrays initial_buffers(const Case &c, std::uint64_t seed, bool random_outputs = 
   return m;
 }
 
-// One run's hbm arrays, or none when it faulted (CPU) or trapped (emulated).
-using Outcome = std::optional<std::vector<std::vector<float>>>;
+// One run's hbm arrays as doubles (poison as NaN, whatever the dtype), or
+// none when it faulted (CPU) or trapped (emulated).
+using Outcome = std::optional<std::vector<std::vector<double>>>;
+
+std::vector<double> values(const HostArray &a) {
+  std::vector<double> v(static_cast<std::size_t>(a.size()));
+  for (std::int64_t i = 0; i < a.size(); ++i)
+    v[static_cast<std::size_t>(i)] = a.is_poison(i) ? std::nan("") : a.get(i);
+  return v;
+}
 
 Outcome run_on_cpu(const Case &c, DmaMode mode, std::uint64_t seed, bool random_outputs = false) {
   Arrays arrays = initial_buffers(c, seed, random_outputs);
@@ -126,31 +134,23 @@ Outcome run_on_cpu(const Case &c, DmaMode mode, std::uint64_t seed, bool random_
   cfg.mode = mode;
   cfg.dma_threads = 1;
   if (run_program(c.program, c.env, map, cfg).error) return std::nullopt;
-  std::vector<std::vector<float>> out;
-  for (const auto &g : c.kernel.arrays) {
-    const HostArray &a = *arrays.at(g.name);
-    std::vector<float> v(static_cast<std::size_t>(a.size()));
-    for (std::int64_t i = 0; i < a.size(); ++i)
-      v[static_cast<std::size_t>(i)] = static_cast<float>(a.get(i));
-    out.push_back(std::move(v));
-  }
+  std::vector<std::vector<double>> out;
+  for (const auto &g : c.kernel.arrays)
+    out.push_back(values(*arrays.at(g.name)));
   return out;
 }
 
+// The kernel run on host threads on the same initial arrays (their bytes).
 Outcome emulate(const HostModule &m, std::size_t i, const Case &c, bool on_wait, std::uint64_t seed) {
   Arrays init = initial_buffers(c, seed);
-  std::vector<std::vector<float>> arrays;
   std::vector<void *> args;
-  for (const auto &g : c.kernel.arrays) {
-    const HostArray &a = *init.at(g.name);
-    std::vector<float> v(static_cast<std::size_t>(a.size()));
-    std::memcpy(v.data(), a.data(), v.size() * 4);
-    arrays.push_back(std::move(v));
-  }
-  for (auto &v : arrays)
-    args.push_back(v.data());
+  for (const auto &g : c.kernel.arrays)
+    args.push_back(init.at(g.name)->data());
   if (m.run(i, args, 4, on_wait)) return std::nullopt;
-  return arrays;
+  std::vector<std::vector<double>> out;
+  for (const auto &g : c.kernel.arrays)
+    out.push_back(values(*init.at(g.name)));
+  return out;
 }
 
 // Whether `o` holds NaN at an element where `written` (a run whose outputs
@@ -164,9 +164,9 @@ bool holds_written_poison(const Outcome &o, const Outcome &written) {
   return false;
 }
 
-bool same(float a, float b) {
+bool same(double a, double b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
-  return std::fabs(a - b) <= 1e-5f * std::max(1.0f, std::fabs(b));
+  return std::fabs(a - b) <= 1e-5 * std::max(1.0, std::fabs(b));
 }
 
 // How `got` first differs from `want` (a fault, or an element); empty when equal.

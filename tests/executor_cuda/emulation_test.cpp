@@ -32,7 +32,7 @@ TEST(CudaEmulation, TheGoldenSequentialAxisKernelComputesEveryBlockThroughItsRin
   ASSERT_TRUE(r) << r.error;
   const auto x = random_floats(64 * 256, 2), y = random_floats(64 * 256, 3);
   std::vector<float> z(64 * 256);
-  fill_poison(z.data(), static_cast<std::int64_t>(z.size()));
+  fill_poison(z.data(), spec::DType::f32, static_cast<std::int64_t>(z.size()));
   emulate_add_rows_h200(x.data(), y.data(), z.data(), static_cast<unsigned>(r.kernel->ctas), 8);
   for (std::size_t i = 0; i < z.size(); ++i)
     ASSERT_EQ(z[i], x[i] * 2.0f + y[i]) << "element " << i;

@@ -61,6 +61,23 @@ inline float __int_as_float(unsigned bits) {
   std::memcpy(&f, &bits, sizeof f);
   return f;
 }
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+// f16 as the GPU's cvt.rn.f16.f32 / cvt.f32.f16 (the compiler's _Float16).
+inline unsigned short pk_to_f16(float f) {
+  const _Float16 h = static_cast<_Float16>(f);
+  unsigned short u;
+  std::memcpy(&u, &h, sizeof u);
+  return u;
+}
+inline float pk_from_f16(unsigned short u) {
+  _Float16 h;
+  std::memcpy(&h, &u, sizeof h);
+  return static_cast<float>(h);
+}
 
 // A thread's cp.async copies not yet taken effect (on_wait), with the group
 // each was committed in (-1: not yet committed).

@@ -30,7 +30,7 @@ TEST(CudaLaunch, WithoutADeviceALaunchIsAnErrorNamingCuda) {
   ASSERT_TRUE(r) << r.error;
   const PtxResult p = compile_to_ptx(r.kernel->source, "add_one.cu");
   ASSERT_TRUE(p.ok) << p.error;
-  std::vector<std::vector<float>> arrays{std::vector<float>(4 * 512, 1.0f)};
+  std::vector<std::vector<unsigned char>> arrays{bytes_of(std::vector<float>(4 * 512, 1.0f))};
   const LaunchResult l = launch_once(*r.kernel, p.ptx, arrays);
   EXPECT_FALSE(l.ok);
   EXPECT_EQ(l.error.rfind("CUDA: ", 0), 0u) << l.error;
@@ -44,11 +44,12 @@ TEST(CudaLaunch, TheGuidesDoubleBufferedPipelineAddsOneInPlaceOnTheGpu) {
   const PtxResult p = compile_to_ptx(r.kernel->source, "add_one.cu");
   ASSERT_TRUE(p.ok) << p.error;
   const auto a = random_floats(6 * 512, 1);
-  std::vector<std::vector<float>> arrays{a};
+  std::vector<std::vector<unsigned char>> arrays{bytes_of(a)};
   const LaunchResult l = launch_once(*r.kernel, p.ptx, arrays);
   ASSERT_TRUE(l.ok) << l.error;
+  const auto out = floats_of(arrays[0]);
   for (std::size_t i = 0; i < a.size(); ++i)
-    ASSERT_EQ(arrays[0][i], a[i] + 1.0f) << "element " << i;
+    ASSERT_EQ(out[i], a[i] + 1.0f) << "element " << i;
 }
 
 TEST(CudaLaunch, TheGuidesElementwiseAddRunsOneCudaBlockPerCtaOnTheGpu) {
@@ -61,12 +62,14 @@ TEST(CudaLaunch, TheGuidesElementwiseAddRunsOneCudaBlockPerCtaOnTheGpu) {
   const PtxResult p = compile_to_ptx(r.kernel->source, "add.cu");
   ASSERT_TRUE(p.ok) << p.error;
   const auto x = random_floats(256 * 512, 2), y = random_floats(256 * 512, 3);
-  std::vector<std::vector<float>> arrays{x, y, std::vector<float>(256 * 512, 0.0f)};
+  std::vector<std::vector<unsigned char>> arrays{bytes_of(x), bytes_of(y),
+                                                 bytes_of(std::vector<float>(256 * 512, 0.0f))};
   const LaunchResult l = launch_once(*r.kernel, p.ptx, arrays);
   ASSERT_TRUE(l.ok) << l.error;
+  const auto z = floats_of(arrays[2]);
   for (std::size_t i = 0; i < x.size(); ++i) {
-    ASSERT_FALSE(std::isnan(arrays[2][i])) << "poison left at element " << i;
-    ASSERT_EQ(arrays[2][i], x[i] + y[i]) << "element " << i;
+    ASSERT_FALSE(std::isnan(z[i])) << "poison left at element " << i;
+    ASSERT_EQ(z[i], x[i] + y[i]) << "element " << i;
   }
 }
 
@@ -78,11 +81,13 @@ TEST(CudaLaunch, AKernelWithASequentialAxisRunsItsCtasThroughTheirRingsOnTheGpu)
   const PtxResult p = compile_to_ptx(r.kernel->source, "add_rows.cu");
   ASSERT_TRUE(p.ok) << p.error;
   const auto x = random_floats(64 * 256, 4), y = random_floats(64 * 256, 5);
-  std::vector<std::vector<float>> arrays{x, y, std::vector<float>(64 * 256, 0.0f)};
+  std::vector<std::vector<unsigned char>> arrays{bytes_of(x), bytes_of(y),
+                                                 bytes_of(std::vector<float>(64 * 256, 0.0f))};
   const LaunchResult l = launch_once(*r.kernel, p.ptx, arrays);
   ASSERT_TRUE(l.ok) << l.error;
+  const auto z = floats_of(arrays[2]);
   for (std::size_t i = 0; i < x.size(); ++i)
-    ASSERT_EQ(arrays[2][i], x[i] * 2.0f + y[i]) << "element " << i;
+    ASSERT_EQ(z[i], x[i] * 2.0f + y[i]) << "element " << i;
 }
 
 } // namespace

@@ -5,6 +5,7 @@
 #include "spec/lower.hpp"
 #include "spec/parse.hpp"
 
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -36,6 +37,18 @@ inline std::vector<float> random_floats(std::size_t n, unsigned seed) {
   std::vector<float> v(n);
   for (auto &x : v)
     x = d(g);
+  return v;
+}
+
+/// The bytes of `v` (a launch's host array), and back.
+inline std::vector<unsigned char> bytes_of(const std::vector<float> &v) {
+  std::vector<unsigned char> b(v.size() * sizeof(float));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+inline std::vector<float> floats_of(const std::vector<unsigned char> &b) {
+  std::vector<float> v(b.size() / sizeof(float));
+  std::memcpy(v.data(), b.data(), v.size() * sizeof(float));
   return v;
 }
 

@@ -13,7 +13,38 @@ __device__ __forceinline__ long long pk_slot(long long k, long long slots) {
   if (k < 0 || k >= slots) __trap();
   return k;
 }
+// Element types (spec::DType): bf16 and f16 are held as their bits and
+// computed in f32, rounded to nearest even after every operation, as the CPU
+// interpreter does; integers are computed in 64 bits and wrapped to 32.
+__device__ __forceinline__ float pk_from_bf16(unsigned short h) {
+  return __int_as_float(static_cast<int>(static_cast<unsigned>(h) << 16));
+}
+__device__ __forceinline__ unsigned short pk_to_bf16(float f) {
+  unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<unsigned short>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<unsigned short>(u >> 16);
+}
+__device__ __forceinline__ long long pk_wrap_i32(long long x) {
+  return static_cast<long long>(static_cast<int>(static_cast<unsigned>(x)));
+}
+// jnp.maximum / minimum: NaN wins.
+__device__ __forceinline__ float pk_fmax(float a, float b) { return (a > b || a != a) ? a : b; }
+__device__ __forceinline__ float pk_fmin(float a, float b) { return (a < b || a != a) ? a : b; }
+// Elementwise integer // and % (jnp: x // 0 is 0 here, as in the CPU interpreter).
+__device__ __forceinline__ long long pk_ifloordiv(long long a, long long b) { return b == 0 ? 0 : pk_floordiv(a, b); }
+__device__ __forceinline__ long long pk_ifloormod(long long a, long long b) { return b == 0 ? 0 : pk_mod(a, b); }
 #ifndef PK_HOST_EMULATION // (tests run this same source on host threads and define these)
+__device__ __forceinline__ unsigned short pk_to_f16(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ float pk_from_f16(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
 __device__ __forceinline__ void pk_cp_async4(void *smem, const void *gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(__cvta_generic_to_global(gmem)) : "memory");
@@ -45,8 +76,10 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
   float *const s_x_smem = reinterpret_cast<float *>(pk_smem + 0);
   float *const s_y_smem = reinterpret_cast<float *>(pk_smem + 16384);
   float *const s_z_smem = reinterpret_cast<float *>(pk_smem + 32768);
-  // Poison: every slot starts as NaN.
-  for (long long e = threadIdx.x; e < 12288LL; e += blockDim.x) reinterpret_cast<float *>(pk_smem)[e] = __int_as_float(0x7fc00000);
+  // Poison: every slot starts as NaN (integers: their lowest value).
+  for (long long e = threadIdx.x; e < 4096LL; e += blockDim.x) s_x_smem[e] = __int_as_float(0x7fc00000);
+  for (long long e = threadIdx.x; e < 4096LL; e += blockDim.x) s_y_smem[e] = __int_as_float(0x7fc00000);
+  for (long long e = threadIdx.x; e < 4096LL; e += blockDim.x) s_z_smem[e] = __int_as_float(0x7fc00000);
   long long pk_groups = 0; // cp.async groups committed by this thread
   long long q_x_smem[2][4]; // queued copy-in groups
   int qn_x_smem[2] = {};
@@ -185,9 +218,9 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
     }
     { // z_smem[t % 2] = x_smem[t % 2] * 2 + y_smem[t % 2]
       float *const d = (s_z_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
-      const float *const p1 = (s_y_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
-      const float *const p2 = (s_x_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
-      for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) d[e] = ((p2[e] * 2.0f) + p1[e]);
+      const float *const p1 = (s_x_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
+      const float *const p2 = (s_y_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
+      for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) d[e] = ((p1[e] * static_cast<float>(2LL)) + p2[e]);
       __syncthreads();
     }
     v_z_b0 = v_pid0;

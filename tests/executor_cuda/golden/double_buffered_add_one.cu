@@ -13,7 +13,38 @@ __device__ __forceinline__ long long pk_slot(long long k, long long slots) {
   if (k < 0 || k >= slots) __trap();
   return k;
 }
+// Element types (spec::DType): bf16 and f16 are held as their bits and
+// computed in f32, rounded to nearest even after every operation, as the CPU
+// interpreter does; integers are computed in 64 bits and wrapped to 32.
+__device__ __forceinline__ float pk_from_bf16(unsigned short h) {
+  return __int_as_float(static_cast<int>(static_cast<unsigned>(h) << 16));
+}
+__device__ __forceinline__ unsigned short pk_to_bf16(float f) {
+  unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<unsigned short>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<unsigned short>(u >> 16);
+}
+__device__ __forceinline__ long long pk_wrap_i32(long long x) {
+  return static_cast<long long>(static_cast<int>(static_cast<unsigned>(x)));
+}
+// jnp.maximum / minimum: NaN wins.
+__device__ __forceinline__ float pk_fmax(float a, float b) { return (a > b || a != a) ? a : b; }
+__device__ __forceinline__ float pk_fmin(float a, float b) { return (a < b || a != a) ? a : b; }
+// Elementwise integer // and % (jnp: x // 0 is 0 here, as in the CPU interpreter).
+__device__ __forceinline__ long long pk_ifloordiv(long long a, long long b) { return b == 0 ? 0 : pk_floordiv(a, b); }
+__device__ __forceinline__ long long pk_ifloormod(long long a, long long b) { return b == 0 ? 0 : pk_mod(a, b); }
 #ifndef PK_HOST_EMULATION // (tests run this same source on host threads and define these)
+__device__ __forceinline__ unsigned short pk_to_f16(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ float pk_from_f16(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
 __device__ __forceinline__ void pk_cp_async4(void *smem, const void *gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(__cvta_generic_to_global(gmem)) : "memory");
@@ -44,8 +75,9 @@ extern "C" __global__ void __launch_bounds__(256) pk_double_buffered_add_one(flo
   extern __shared__ __align__(16) unsigned char pk_smem[];
   float *const s_X = reinterpret_cast<float *>(pk_smem + 0);
   float *const s_Y = reinterpret_cast<float *>(pk_smem + 4096);
-  // Poison: every slot starts as NaN.
-  for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) reinterpret_cast<float *>(pk_smem)[e] = __int_as_float(0x7fc00000);
+  // Poison: every slot starts as NaN (integers: their lowest value).
+  for (long long e = threadIdx.x; e < 1024LL; e += blockDim.x) s_X[e] = __int_as_float(0x7fc00000);
+  for (long long e = threadIdx.x; e < 1024LL; e += blockDim.x) s_Y[e] = __int_as_float(0x7fc00000);
   long long pk_groups = 0; // cp.async groups committed by this thread
   long long q_X[2][4]; // queued copy-in groups
   int qn_X[2] = {};
@@ -108,7 +140,7 @@ extern "C" __global__ void __launch_bounds__(256) pk_double_buffered_add_one(flo
     { // Y[cur] = X[cur] + 1
       float *const d = (s_Y + pk_slot(v_cur, 2LL) * 512LL);
       const float *const p1 = (s_X + pk_slot(v_cur, 2LL) * 512LL);
-      for (long long e = threadIdx.x; e < 512LL; e += blockDim.x) d[e] = (p1[e] + 1.0f);
+      for (long long e = threadIdx.x; e < 512LL; e += blockDim.x) d[e] = (p1[e] + static_cast<float>(1LL));
       __syncthreads();
     }
     { // copy_out_start(Y[cur], A[i])
