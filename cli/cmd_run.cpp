@@ -2,6 +2,7 @@
 #include "cli/command.hpp"
 #ifdef PIPECHECK_WITH_CUDA
 #include "executor/cuda/device.hpp"
+#include "executor/cuda_runner/cuda_runner.hpp"
 #endif
 #include "executor/npy.hpp"
 #include "executor/run.hpp"
@@ -68,24 +69,31 @@ int run_cmd(const RunArgs &a) {
   auto format = reports::parse_format(a.format);
   if (!format || *format == reports::Format::sarif)
     return usage_error("--format", a.format, "expected one of text, json, junit, html");
+#ifdef PIPECHECK_WITH_CUDA
+  std::optional<executor::cuda::CudaDevice> cuda;
+#endif
   if (a.backend == "cuda") {
+    if (!a.dma.empty())
+      return usage_error("--dma", a.dma,
+                         "applies to the cpu backend (the cuda backend runs plainly, then adversarially)");
 #ifdef PIPECHECK_WITH_CUDA
     std::string why;
     if (!executor::cuda::cuda_device_available(&why)) {
       std::cerr << "error: --backend cuda: " << why << "\n";
       return environment;
     }
-    std::cerr
-        << "error: --backend cuda: the CUDA runner cannot launch programs yet (executor/cuda generates and "
-           "compiles them with NVRTC, it does not run them)\n";
+    cuda.emplace();
 #else
     std::cerr
         << "error: --backend cuda: this build has no CUDA executor (configured without the CUDA toolkit or "
            "with -DPIPECHECK_CUDA=OFF)\n";
-#endif
     return environment;
+#endif
   }
   executor::RunOptions opts;
+#ifdef PIPECHECK_WITH_CUDA
+  if (cuda) opts.device = &*cuda;
+#endif
   if (!a.dma.empty() && !executor::parse_dma_mode(a.dma))
     return usage_error("--dma", a.dma, "unknown mode; expected eager, on_wait or random");
   auto seed = seed_flag(a.seed);

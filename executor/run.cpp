@@ -250,6 +250,28 @@ void adopt(RunResult &r, ProgramOutcome &&o) {
   r.seconds = static_cast<double>(o.wall_ns) * 1e-9;
 }
 
+// A device run in place of run_program (RunOptions::device); its fault or
+// inability to run is the result's status and reason (false).
+bool run_on_device(RunResult &r, const RunOptions &opts, const spec::Program &prog,
+                   const spec::Lowered *lowered, const spec::Env &env, const BufferMap &buffers, DmaMode mode,
+                   std::uint64_t seed) {
+  const bool adversarial = mode == DmaMode::random;
+  r.backend = opts.device->name(adversarial);
+  const ProgramDevice::Outcome o = opts.device->run(prog, lowered, env, buffers, adversarial, seed);
+  r.seconds = o.seconds;
+  switch (o.kind) {
+  case ProgramDevice::Outcome::Kind::ran: return true;
+  case ProgramDevice::Outcome::Kind::fault:
+    r.status = RunStatus::fail;
+    r.reason = "the program faulted on the device: " + o.message;
+    return false;
+  case ProgramDevice::Outcome::Kind::cannot_run: break;
+  }
+  r.status = RunStatus::error;
+  r.reason = o.message;
+  return false;
+}
+
 std::optional<RunResult> check_memory(const std::string &unit, spec::Loc loc, std::uint64_t need,
                                       std::uint64_t limit) {
   if (need <= limit) return std::nullopt;
@@ -793,6 +815,21 @@ RunResult with_run(RunResult r, DmaMode mode, std::uint64_t seed) {
   return r;
 }
 
+// The lowered program on the CPU runner; false (with the result's status
+// and reason) when it faulted.
+bool run_lowered(RunResult &r, const spec::KernelSpec &k, const spec::Program &prog, const KernelPrep &p,
+                 const BufferMap &buffers, const RunOptions &opts, DmaMode mode, std::uint64_t seed) {
+  ProgramOutcome o = run_program(prog, p.program_env, buffers, config_for(opts, mode, seed));
+  std::optional<ExecError> err = o.error;
+  adopt(r, std::move(o));
+  if (!err) return true;
+  RunResult e = from_error(k.name, *err, "lowered program: ");
+  r.status = e.status;
+  r.reason = e.reason;
+  r.loc = e.loc;
+  return false;
+}
+
 RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOptions &opts, DmaMode mode,
                        std::uint64_t seed, bool save) {
   if (p.early) return with_run(*p.early, mode, seed);
@@ -835,15 +872,9 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
       }
       dst->copy_from(*src);
     }
-  ProgramOutcome o = run_program(prog, p.program_env, buffers, config_for(opts, mode, seed));
-  const bool faulted = o.error.has_value();
-  std::optional<ExecError> err = o.error;
-  adopt(r, std::move(o));
-  if (faulted) {
-    RunResult e = from_error(k.name, *err, "lowered program: ");
-    r.status = e.status;
-    r.reason = e.reason;
-    r.loc = e.loc;
+  if (opts.device) {
+    if (!run_on_device(r, opts, prog, &*p.lowered, p.program_env, buffers, mode, seed)) return r;
+  } else if (!run_lowered(r, k, prog, p, buffers, opts, mode, seed)) {
     return r;
   }
   r.status = RunStatus::pass;
@@ -1014,15 +1045,19 @@ RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptio
   r.params = p.env;
   BufferMap map;
   auto owned = fresh_buffers(prog, p, map);
-  ProgramOutcome o = run_program(prog, p.env, map, config_for(opts, mode, seed));
-  std::optional<ExecError> err = o.error;
-  adopt(r, std::move(o));
-  if (err) {
-    RunResult e = from_error(prog.name, *err);
-    r.status = e.status;
-    r.reason = e.reason;
-    r.loc = e.loc;
-    return r;
+  if (opts.device) {
+    if (!run_on_device(r, opts, prog, nullptr, p.env, map, mode, seed)) return r;
+  } else {
+    ProgramOutcome o = run_program(prog, p.env, map, config_for(opts, mode, seed));
+    std::optional<ExecError> err = o.error;
+    adopt(r, std::move(o));
+    if (err) {
+      RunResult e = from_error(prog.name, *err);
+      r.status = e.status;
+      r.reason = e.reason;
+      r.loc = e.loc;
+      return r;
+    }
   }
   r.status = RunStatus::pass;
   if (save && opts.save_dir)
@@ -1063,11 +1098,14 @@ template <class Unit, class Prep> RunReport all_modes(const Unit &u, Prep &p, co
   RunReport rep;
   rep.unit = u.name;
   rep.status = RunStatus::pass;
-  const std::pair<DmaMode, std::uint64_t> plan[] = {{DmaMode::eager, opts.seed},
-                                                    {DmaMode::on_wait, opts.seed},
-                                                    {DmaMode::random, opts.seed},
-                                                    {DmaMode::random, opts.seed + 1},
-                                                    {DmaMode::random, opts.seed + 2}};
+  std::vector<std::pair<DmaMode, std::uint64_t>> plan = {{DmaMode::eager, opts.seed},
+                                                         {DmaMode::on_wait, opts.seed},
+                                                         {DmaMode::random, opts.seed},
+                                                         {DmaMode::random, opts.seed + 1},
+                                                         {DmaMode::random, opts.seed + 2}};
+  // A device: one plain run, two adversarial ones (RunOptions::device).
+  if (opts.device)
+    plan = {{DmaMode::eager, opts.seed}, {DmaMode::random, opts.seed}, {DmaMode::random, opts.seed + 1}};
   for (const auto &[mode, seed] : plan) {
     rep.runs.push_back(run_prepared(u, p, opts, mode, seed, rep.runs.empty()));
     const RunStatus s = rep.runs.back().status;
@@ -1170,6 +1208,12 @@ RunReport run_all_modes(const spec::Program &prog, const RunOptions &opts) {
   return r;
 }
 
+std::string run_label(const RunResult &r) {
+  std::string n = r.backend.empty() ? to_string(r.mode) : r.backend;
+  if (r.mode == DmaMode::random) n += " seed=" + std::to_string(r.seed);
+  return n;
+}
+
 void print_report(std::ostream &os, const RunReport &rep) {
   os << rep.unit << ": ";
   switch (rep.status) {
@@ -1180,11 +1224,8 @@ void print_report(std::ostream &os, const RunReport &rep) {
   }
   os << " (" << rep.runs.size() << " run" << (rep.runs.size() == 1 ? "" : "s") << ")\n";
   for (const auto &r : rep.runs) {
-    std::ostringstream mode;
-    mode << to_string(r.mode);
-    if (r.mode == DmaMode::random) mode << " seed=" << r.seed;
     // Wide enough for "random seed=4294967297" (the CLI's largest seed + 2).
-    os << "  " << std::left << std::setw(23) << mode.str() << std::setw(10) << to_string(r.status)
+    os << "  " << std::left << std::setw(23) << run_label(r) << std::setw(10) << to_string(r.status)
        << std::right;
     if (r.status == RunStatus::pass || r.status == RunStatus::fail)
       os << std::fixed << std::setprecision(4) << r.seconds << " s, " << r.copies << " copies, "

@@ -18,9 +18,11 @@
 
 #include "executor/events.hpp"
 #include "executor/inputs.hpp"
+#include "executor/program_runner.hpp"
 #include "executor/tensor.hpp"
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
+#include "spec/lower.hpp"
 
 #include <cstdint>
 #include <iosfwd>
@@ -38,6 +40,32 @@ namespace pipecheck::executor {
 /// do not match its kernel's operands).
 enum class RunStatus { pass, fail, bad_input, error };
 const char *to_string(RunStatus);
+
+/// A device that runs a Program in place of the CPU runner (`run --backend
+/// cuda`: executor/cuda_runner). The run's inputs, intent and comparison are
+/// the CPU runner's; only the execution moves.
+class ProgramDevice {
+public:
+  virtual ~ProgramDevice() = default;
+  struct Outcome {
+    enum class Kind {
+      ran,       ///< it ran; the hbm buffers hold its results
+      fault,     ///< the program faulted on the device (a __trap: a wait with nothing outstanding, ...)
+      cannot_run ///< the device cannot run it (a construct it lacks, a layout too large, no device)
+    } kind = Kind::cannot_run;
+    std::string message; ///< why, for fault and cannot_run
+    double seconds = 0;  ///< the device run's wall time
+  };
+  /// The label of a run in reports ("cuda", "cuda adversarial").
+  virtual std::string name(bool adversarial) const = 0;
+  /// Runs `program` (for a kernel, `lowered` is its lowering, whose CTA
+  /// axes the device may use) with every param bound in `env`. In
+  /// `buffers` the hbm buffers hold the run's initial data (outputs
+  /// poison) and are left as the run ends; the device keeps its on-chip
+  /// buffers itself. `adversarial`, `seed`: the device's adversarial mode.
+  virtual Outcome run(const spec::Program &program, const spec::Lowered *lowered, const spec::Env &env,
+                      const BufferMap &buffers, bool adversarial, std::uint64_t seed) const = 0;
+};
 
 struct RunOptions {
   DmaMode mode = DmaMode::eager;
@@ -71,6 +99,11 @@ struct RunOptions {
   /// A kernel's input operands' data by name, overriding generated or read
   /// inputs (same dtype and scaled shape; not owned). shrink_inputs' trials.
   const std::map<std::string, const HostArray *> *input_data = nullptr;
+  /// Runs the program on this device instead of the CPU runner (not owned).
+  /// `mode` then means: random, an adversarial device run with `seed`; any
+  /// other, a plain one. run_all_modes makes one plain device run and
+  /// adversarial ones with seeds seed and seed + 1.
+  const ProgramDevice *device = nullptr;
 };
 
 /// Where an output first differs from its intent.
@@ -112,6 +145,8 @@ struct RunResult {
   /// The up-front estimate of the bytes this run allocates (compared with
   /// max_memory_bytes); 0 when it stopped before estimating.
   std::uint64_t memory_estimate = 0;
+  /// A device run (RunOptions::device): its label, shown instead of the mode.
+  std::string backend;
 };
 
 struct RunReport {
@@ -154,6 +189,10 @@ struct InputShrink {
 /// `max_runs` runs; deterministic (no randomness beyond `opts.seed`).
 InputShrink shrink_inputs(const spec::KernelSpec &k, const RunOptions &opts, const RunResult &failing,
                           int max_runs = 128);
+
+/// A run's label in reports: its DMA mode ("random seed=3"), or its device
+/// run's ("cuda adversarial seed=3").
+std::string run_label(const RunResult &);
 
 /// Human-readable report: one line per run, and for a failure where and why.
 void print_report(std::ostream &, const RunReport &);

@@ -17,12 +17,6 @@ std::string fixed(double v, const char *fmt = "%.1f") {
   return buf;
 }
 
-std::string run_label(const executor::RunResult &r) {
-  std::string n = executor::to_string(r.mode);
-  if (r.mode == executor::DmaMode::random) n += " seed=" + std::to_string(r.seed);
-  return n;
-}
-
 // A copy's transfer into its slot ring (its label is "SRC -> DST" and the
 // event's buffer is the ring's side) is a copy-in; out of it, a copy-out.
 bool is_copy_in(const executor::Event &e) {
@@ -176,8 +170,8 @@ std::string to_html(const RunFileResult &f) {
     overlaps.push_back(measured_overlap(r.events));
     const auto &m = overlaps.back();
     os << "<tr data-verdict=\"" << executor::to_string(r.status) << "\"><td><a href=\"#r" << i << "\">"
-       << esc(run_label(r)) << "</a></td><td>" << executor::to_string(r.status) << "</td><td>" << r.copies
-       << "</td><td>" << r.bytes_copied << "</td><td>"
+       << esc(executor::run_label(r)) << "</a></td><td>" << executor::to_string(r.status) << "</td><td>"
+       << r.copies << "</td><td>" << r.bytes_copied << "</td><td>"
        << (m.transfer_ns > 0 ? fixed(100.0 * m.overlapped_ns / m.transfer_ns) + "%" : std::string("-"))
        << "</td><td class=\"time\">" << fixed(r.seconds, "%.3f s") << "</td></tr>\n";
   }
@@ -190,7 +184,7 @@ std::string to_html(const RunFileResult &f) {
   for (std::size_t i = 0; i < rep.runs.size(); ++i) {
     const auto &r = rep.runs[i];
     const auto &m = overlaps[i];
-    os << "<section id=\"r" << i << "\">\n<h2>" << esc(run_label(r)) << " <span class=\"verdict "
+    os << "<section id=\"r" << i << "\">\n<h2>" << esc(executor::run_label(r)) << " <span class=\"verdict "
        << (r.status == executor::RunStatus::pass ? "verified" : "violation") << "\">"
        << executor::to_string(r.status) << "</span></h2>\n";
     if (!r.reason.empty()) os << "<p class=\"reason\">" << esc(r.reason) << "</p>\n";

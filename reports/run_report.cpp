@@ -8,12 +8,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string run_name(const executor::RunResult &r) {
-  std::string n = executor::to_string(r.mode);
-  if (r.mode == executor::DmaMode::random) n += " seed=" + std::to_string(r.seed);
-  return n;
-}
-
 json mismatch_json(const executor::Mismatch &m) {
   json j = {{"array", m.array},
             {"element", m.element},
@@ -42,6 +36,7 @@ json to_json(const RunFileResult &f) {
   for (const auto &r : rep.runs) {
     json j = {{"mode", executor::to_string(r.mode)},
               {"seed", r.seed},
+              {"backend", r.backend.empty() ? "cpu" : r.backend},
               {"status", executor::to_string(r.status)},
               {"seconds", r.seconds},
               {"copies", r.copies},
@@ -76,8 +71,8 @@ std::string to_junit(const RunFileResult &f) {
   const std::string path = xml_text(f.path);
   for (const auto &r : rep.runs) {
     total += r.seconds;
-    cases << "    <testcase name=\"" << xml_text(rep.unit + " [" + run_name(r) + "]") << "\" classname=\""
-          << path << "\" file=\"" << path << "\" time=\"" << seconds(r.seconds) << "\"";
+    cases << "    <testcase name=\"" << xml_text(rep.unit + " [" + executor::run_label(r) + "]")
+          << "\" classname=\"" << path << "\" file=\"" << path << "\" time=\"" << seconds(r.seconds) << "\"";
     std::string why = r.reason;
     if (r.loc.line > 0) why = "line " + std::to_string(r.loc.line) + ": " + why;
     switch (r.status) {

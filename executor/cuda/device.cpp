@@ -22,4 +22,18 @@ bool cuda_device_available(std::string *why) {
   return true;
 }
 
+std::string device_arch(std::string *why) {
+  if (!cuda_device_available(why)) return {};
+  int device = 0, major = 0, minor = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  if (e != cudaSuccess) {
+    if (why) *why = std::string("CUDA: the device's compute capability: ") + cudaGetErrorString(e);
+    return {};
+  }
+  // sm_90a: Hopper with its architecture-specific instructions (wgmma, setmaxnreg).
+  return "sm_" + std::to_string(major) + std::to_string(minor) + (major == 9 && minor == 0 ? "a" : "");
+}
+
 } // namespace pipecheck::executor::cuda

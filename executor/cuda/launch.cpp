@@ -10,10 +10,13 @@ namespace {
 struct Session {
   cudaLibrary_t lib = nullptr;
   std::vector<void *> device;
-  ~Session() {
+  ~Session() { release(); }
+  void release() {
     for (void *p : device)
       if (p) cudaFree(p);
+    device.clear();
     if (lib) cudaLibraryUnload(lib);
+    lib = nullptr;
   }
 };
 
@@ -26,7 +29,7 @@ bool check(cudaError_t e, const char *what, LaunchResult &r) {
 } // namespace
 
 LaunchResult launch_once(const CudaKernel &k, const std::string &image,
-                         std::vector<std::vector<unsigned char>> &arrays) {
+                         std::vector<std::vector<unsigned char>> &arrays, bool poison_outputs) {
   LaunchResult r;
   if (arrays.size() != k.arrays.size()) {
     r.error = "launch: " + std::to_string(arrays.size()) + " host arrays for " +
@@ -61,7 +64,7 @@ LaunchResult launch_once(const CudaKernel &k, const std::string &image,
     if (!check(cudaMalloc(&s.device[i], bytes), "cudaMalloc", r)) return r;
     std::vector<unsigned char> poison;
     const unsigned char *src = arrays[i].data();
-    if (k.arrays[i].poison()) {
+    if (poison_outputs && k.arrays[i].poison()) {
       poison.resize(arrays[i].size());
       fill_poison(poison.data(), k.arrays[i].dtype, k.arrays[i].elements);
       src = poison.data();
@@ -74,7 +77,14 @@ LaunchResult launch_once(const CudaKernel &k, const std::string &image,
                               args.data(), static_cast<std::size_t>(k.smem_bytes), nullptr),
              "cudaLaunchKernel", r))
     return r;
-  if (!check(cudaDeviceSynchronize(), "the kernel (a __trap() is a fault of the program)", r)) return r;
+  if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+    check(e, "the kernel (a __trap() is a fault of the program)", r);
+    // A trap is sticky: the context is gone until the device is reset.
+    r.trapped = e == cudaErrorLaunchFailure || e == cudaErrorIllegalInstruction || e == cudaErrorAssert;
+    s.release();
+    cudaDeviceReset();
+    return r;
+  }
   for (std::size_t i = 0; i < arrays.size(); ++i)
     if (k.arrays[i].written &&
         !check(cudaMemcpy(arrays[i].data(), s.device[i], arrays[i].size(), cudaMemcpyDeviceToHost),

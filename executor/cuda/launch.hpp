@@ -12,6 +12,9 @@ namespace pipecheck::executor::cuda {
 
 struct LaunchResult {
   bool ok = false;
+  /// The kernel faulted (a __trap(): a fault of the program, as the CPU
+  /// runner's); the device was reset, so later launches work.
+  bool trapped = false;
   std::string error; ///< names the CUDA call that failed and its error
 };
 
@@ -23,6 +26,6 @@ struct LaunchResult {
 /// written array back into `arrays`. A kernel that faults (`__trap()`) is an
 /// error. Never throws; device memory and the module are always released.
 LaunchResult launch_once(const CudaKernel &kernel, const std::string &image,
-                         std::vector<std::vector<unsigned char>> &arrays);
+                         std::vector<std::vector<unsigned char>> &arrays, bool poison_outputs = true);
 
 } // namespace pipecheck::executor::cuda

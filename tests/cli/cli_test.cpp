@@ -585,6 +585,13 @@ TEST(Cli, RunWithCudaBackendAndNoDeviceIsAnEnvironmentError) {
   EXPECT_EQ(o.code, 4) << o.text;
 }
 
+TEST(Cli, RunWithCudaBackendTakesNoDmaModeSinceTheGpuPicksItsOwnSchedule) {
+  std::string f = temp_file("k.pk", kKernel);
+  Out o = run("run --backend cuda --dma eager " + f);
+  EXPECT_EQ(o.code, 3) << o.text;
+  EXPECT_NE(o.text.find("applies to the cpu backend"), std::string::npos) << o.text;
+}
+
 TEST(Cli, RunWithCudaBackendFailsFastNamingCudaWhenItCannotRunThere) {
   // No GPU here (or no CUDA in this build): an environment error that says
   // CUDA, before any input is generated or any program is run.

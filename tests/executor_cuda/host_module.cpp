@@ -1,5 +1,6 @@
 #include "tests/executor_cuda/host_module.hpp"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
@@ -45,7 +46,13 @@ HostModule::HostModule(const std::vector<const CudaKernel *> &kernels, const std
     tu << "  case " << i << ": return pk_call(pk_k" << i << "::" << kernels[i]->entry
        << ", a, ctas, threads);\n";
   tu << "  }\n  return true;\n}\n";
-  const std::string src = dir + "/kernels.cpp", lib = dir + "/kernels.so", log = dir + "/compile.log";
+  // A library name never used before in this process: its inline variables
+  // (GNU unique symbols) keep a closed library loaded, and dlopen of a path
+  // already loaded returns the old library.
+  static std::atomic<int> serial{0};
+  const std::string n = std::to_string(serial++);
+  const std::string src = dir + "/kernels" + n + ".cpp", lib = dir + "/kernels" + n + ".so",
+                    log = dir + "/compile" + n + ".log";
   std::ofstream(src) << tu.str();
   const std::string cmd = shell_quote(PIPECHECK_CXX) + " -std=c++20 -O1 -w -shared -fPIC -pthread -I" +
                           shell_quote(PIPECHECK_SOURCE_DIR) + " -o " + shell_quote(lib) + " " +

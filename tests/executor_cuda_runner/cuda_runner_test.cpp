@@ -1,0 +1,156 @@
+// `run --backend cuda` end to end without a GPU: executor::run_all_modes
+// with a CudaDevice whose launcher runs each generated kernel on host
+// threads (tests/executor_cuda/host_module.hpp, eager cp.async), so the
+// inputs, the intent, the comparison, the plain and adversarial runs and
+// the fault and refusal paths are the product's own.
+#include "executor/cuda/device.hpp"
+#include "executor/cuda_runner/cuda_runner.hpp"
+#include "tests/executor_cuda/host_module.hpp"
+#include "tests/executor_cuda/testing.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <unistd.h>
+
+namespace pipecheck::executor::cuda {
+namespace {
+
+using namespace testing;
+
+// Each distinct source compiled for the host once.
+class EmulatedLauncher {
+public:
+  EmulatedLauncher()
+      : dir_(std::filesystem::temp_directory_path() / ("pipecheck-runner-" + std::to_string(::getpid()))) {}
+  ~EmulatedLauncher() {
+    modules_.clear();
+    std::filesystem::remove_all(dir_);
+  }
+  Launcher launcher() {
+    return [this](const CudaKernel &k, std::vector<std::vector<unsigned char>> &arrays) {
+      using Kind = ProgramDevice::Outcome::Kind;
+      ProgramDevice::Outcome o;
+      auto &m = modules_[k.source];
+      if (!m) {
+        const auto d = dir_ / std::to_string(modules_.size());
+        std::filesystem::create_directories(d);
+        m = std::make_unique<HostModule>(std::vector<const CudaKernel *>{&k}, d.string());
+      }
+      if (!m->ok()) {
+        o.message = m->error();
+        return o;
+      }
+      ++launches;
+      std::vector<void *> args;
+      for (auto &a : arrays)
+        args.push_back(a.data());
+      o.kind = m->run(0, args, 4, /*on_wait=*/false) ? Kind::fault : Kind::ran;
+      if (o.kind == Kind::fault) o.message = "__trap()";
+      return o;
+    };
+  }
+  int launches = 0;
+
+private:
+  std::filesystem::path dir_;
+  std::map<std::string, std::unique_ptr<HostModule>> modules_;
+};
+
+RunReport run_on(const CudaDevice &device, const std::string &path, const std::string &name) {
+  const auto f = load_corpus(path);
+  RunOptions o;
+  o.device = &device;
+  for (const auto &u : f.units)
+    if (spec::unit_name(u) == name) return std::visit([&](const auto &x) { return run_all_modes(x, o); }, u);
+  throw std::runtime_error("no unit " + name);
+}
+
+TEST(CudaRunner, AVerifiedBf16KernelPassesItsPlainAndAdversarialRunsAgainstTheOracle) {
+  EmulatedLauncher e;
+  const CudaDevice device(e.launcher());
+  const RunReport r = run_on(device, "corpus/kernels/typed_elementwise_gpu.pk", "bf16_scale_add_rows");
+  ASSERT_EQ(r.status, RunStatus::pass) << format_report(r);
+  ASSERT_EQ(r.runs.size(), 3u);
+  EXPECT_EQ(run_label(r.runs[0]), "cuda");
+  EXPECT_EQ(run_label(r.runs[1]), "cuda adversarial seed=0");
+  EXPECT_EQ(run_label(r.runs[2]), "cuda adversarial seed=1");
+  EXPECT_EQ(e.launches, 3);
+  EXPECT_NE(format_report(r).find("  cuda adversarial seed=1"), std::string::npos) << format_report(r);
+}
+
+TEST(CudaRunner, AScratchInitializedOnlyInTheFirstCtaFailsOnTheDevice) {
+  EmulatedLauncher e;
+  const CudaDevice device(e.launcher());
+  const RunReport r =
+      run_on(device, "corpus/guide/gpu_pallas_call.pk", "gpu_scratch_init_only_in_the_first_cta");
+  EXPECT_EQ(r.status, RunStatus::fail) << format_report(r);
+  ASSERT_FALSE(r.runs.empty());
+  ASSERT_TRUE(r.runs[0].mismatch.has_value()) << format_report(r);
+  EXPECT_EQ(r.runs[0].mismatch->array, "o");
+}
+
+TEST(CudaRunner, AnUninitializedBf16AccumulatorReadsPoisonOnTheDevice) {
+  EmulatedLauncher e;
+  const CudaDevice device(e.launcher());
+  const RunReport r = run_on(device, "corpus/kernels/typed_elementwise_gpu.pk", "bf16_row_sum_never_zeroed");
+  ASSERT_EQ(r.status, RunStatus::fail) << format_report(r);
+  ASSERT_TRUE(r.runs[0].mismatch.has_value());
+  EXPECT_TRUE(r.runs[0].mismatch->is_poison) << format_report(r);
+}
+
+TEST(CudaRunner, APipelineWhoseWriteBackOverlapsTheNextPrefetchFailsAdversariallyOnly) {
+  EmulatedLauncher e;
+  const CudaDevice device(e.launcher());
+  const RunReport r =
+      run_on(device, "corpus/guide/generic_pipeline.pk", "generic_scale_1d_grid_in_input_slot");
+  ASSERT_EQ(r.runs.size(), 3u) << format_report(r);
+  EXPECT_EQ(r.runs[0].status, RunStatus::pass) << format_report(r); // plain: the copy-out lands at its start
+  EXPECT_EQ(r.runs[1].status, RunStatus::fail) << format_report(r);
+  EXPECT_EQ(r.status, RunStatus::fail);
+}
+
+// A program whose intent faults never reaches the device (the synchronous
+// run reports it); a trap on the device itself is the run's failure.
+TEST(CudaRunner, ATrapOnTheDeviceIsAFailureOfTheRunWithItsReason) {
+  const CudaDevice device([](const CudaKernel &, std::vector<std::vector<unsigned char>> &) {
+    ProgramDevice::Outcome o;
+    o.kind = ProgramDevice::Outcome::Kind::fault;
+    o.message = "CUDA: the kernel (a __trap() is a fault of the program): unspecified launch failure";
+    return o;
+  });
+  const auto f = load_corpus("corpus/examples/guide_pipelines.pk");
+  RunOptions o;
+  o.device = &device;
+  o.overrides = {{"N", 4}};
+  const RunResult r = run(unit<spec::Program>(f, "double_buffered_add_one"), o);
+  EXPECT_EQ(r.status, RunStatus::fail);
+  EXPECT_EQ(r.reason,
+            "the program faulted on the device: CUDA: the kernel (a __trap() is a fault of the program): "
+            "unspecified launch failure");
+}
+
+TEST(CudaRunner, AConstructTheGeneratorLacksIsAnErrorNotAPass) {
+  EmulatedLauncher e;
+  const CudaDevice device(e.launcher());
+  const RunReport r = run_on(device, "corpus/guide/gpu_pallas_call.pk", "gpu_matmul");
+  EXPECT_EQ(r.status, RunStatus::error);
+  ASSERT_EQ(r.runs.size(), 1u);
+  EXPECT_EQ(r.runs[0].reason.rfind("not supported by the CUDA backend: ", 0), 0u) << r.runs[0].reason;
+  EXPECT_EQ(e.launches, 0);
+}
+
+TEST(CudaRunner, WithoutAGpuTheGpuLauncherCannotRunAndSaysCuda) {
+  std::string why;
+  if (cuda_device_available(&why)) GTEST_SKIP() << "a CUDA device is present; this checks the no-device path";
+  const CudaDevice device;
+  const RunReport r = run_on(device, "corpus/kernels/typed_elementwise_gpu.pk", "i32_floor_div_mod");
+  EXPECT_EQ(r.status, RunStatus::error);
+  ASSERT_EQ(r.runs.size(), 1u);
+  EXPECT_NE(r.runs[0].reason.find("--backend cuda: no"), std::string::npos) << r.runs[0].reason;
+}
+
+} // namespace
+} // namespace pipecheck::executor::cuda
