@@ -203,6 +203,7 @@ public:
     layout(k);
     collect_locals(p_.body);
     if (o_.adversarial) collect_forms(p_.body);
+    collect_wgmmas(p_.body);
     std::ostringstream os;
     os << preamble;
     if (o_.adversarial)
@@ -221,10 +222,17 @@ public:
       os << "  " << t << " *const s_" << s.name << " = reinterpret_cast<" << t << " *>(pk_smem + "
          << s.offset_bytes << ");\n";
     }
-    if (!k.shared.empty()) os << "  // Poison: every slot starts as NaN (integers: their lowest value).\n";
+    if (!k.shared.empty())
+      os << "  // Poison: every slot starts as NaN (integers: their lowest value); an acc as zeros.\n";
     for (const auto &s : k.shared)
       os << "  for (long long e = threadIdx.x; e < " << s.slots * s.slot_elements << "LL; e += blockDim.x) s_"
-         << s.name << "[e] = " << ty(s.dtype).poison << ";\n";
+         << s.name << "[e] = " << (s.accumulator ? "0.0f" : ty(s.dtype).poison) << ";\n";
+    if (!wgmma_forms_.empty()) {
+      os << "  // wgmmas in flight, oldest first: their form and operand slots.\n";
+      os << "  int wg_form[" << queue_depth * 2 << "];\n";
+      os << "  const unsigned char *wg_a[" << queue_depth * 2 << "], *wg_b[" << queue_depth * 2 << "];\n";
+      os << "  int wg_n = 0;\n";
+    }
     os << "  long long pk_groups = 0; // cp.async groups committed by this thread\n";
     if (o_.adversarial) os << "  long long pk_passed = 0; // delay sites passed (adversarial mode)\n";
     for (const auto &s : k.shared) {
@@ -292,10 +300,16 @@ private:
         k.arrays.push_back(a);
         break;
       }
+      case spec::BufferKind::acc:
+        if (b.dtype != spec::DType::f32)
+          unsupported("acc buffer " + b.name + " of " + spec::to_string(b.dtype) +
+                      " (f32 accumulators only)");
+        [[fallthrough]];
       case spec::BufferKind::sram:
       case spec::BufferKind::smem: {
         SharedRing r;
         r.name = b.name;
+        r.accumulator = b.kind == spec::BufferKind::acc;
         if (b.slots) {
           auto s = spec::eval_int(*b.slots, env_);
           if (!s || *s < 1) unsupported("buffer " + b.name + " has a slot count that does not evaluate");
@@ -314,7 +328,6 @@ private:
         k.shared.push_back(r);
         break;
       }
-      case spec::BufferKind::acc: unsupported("acc buffer " + b.name + " (wgmma accumulators)");
       case spec::BufferKind::sem: unsupported("semaphore buffer " + b.name);
       }
     }
@@ -899,6 +912,108 @@ private:
     os << ind << "}\n";
   }
 
+  // wgmma(acc, a, b): acc += a @ b, asynchronous: it reads a and b when it
+  // retires, at the wgmma_wait that retires it (the CPU runner's eager and
+  // on_wait modes; the latest point allowed), so a slot refilled before
+  // then is read refilled. Each wgmma statement is one form (its acc and
+  // operand rings); the queue holds the form and the operand slots.
+  struct WgmmaForm {
+    std::string acc, a, b;
+    std::int64_t m = 0, k = 0, n = 0;
+  };
+  std::vector<WgmmaForm> wgmma_forms_;
+  std::map<const spec::Wgmma *, std::size_t> wgmma_form_of_;
+
+  void collect_wgmmas(const spec::Block &b) {
+    for (const auto &s : b) {
+      if (auto *w = std::get_if<spec::Wgmma>(&s.kind)) {
+        WgmmaForm f;
+        auto ring = [&](const Expr &r) -> const SharedRing & {
+          if ((r.op != Op::Ref && r.op != Op::Name) || !shared_.count(r.name))
+            unsupported("a wgmma operand that is not a slot");
+          return shared_ring(r.name);
+        };
+        const SharedRing &acc = ring(w->acc), &a = ring(w->a), &bb = ring(w->b);
+        if (!acc.accumulator) unsupported("a wgmma into " + acc.name + ", which is not an acc buffer");
+        if (a.slot_shape.size() != 2 || bb.slot_shape.size() != 2 || acc.slot_shape.size() != 2 ||
+            a.slot_shape[1] != bb.slot_shape[0] || acc.slot_shape[0] != a.slot_shape[0] ||
+            acc.slot_shape[1] != bb.slot_shape[1])
+          unsupported("a wgmma whose operand shapes are not (m, k) @ (k, n) into (m, n)");
+        if (a.dtype != bb.dtype || !ty(a.dtype).is_float)
+          unsupported("a wgmma of " + std::string(spec::to_string(a.dtype)) + " by " +
+                      spec::to_string(bb.dtype));
+        f.acc = acc.name;
+        f.a = a.name;
+        f.b = bb.name;
+        f.m = a.slot_shape[0];
+        f.k = a.slot_shape[1];
+        f.n = bb.slot_shape[1];
+        wgmma_form_of_[w] = wgmma_forms_.size();
+        wgmma_forms_.push_back(f);
+      } else if (auto *i = std::get_if<spec::If>(&s.kind)) {
+        collect_wgmmas(i->then_body);
+        collect_wgmmas(i->else_body);
+      } else if (auto *fo = std::get_if<spec::For>(&s.kind)) {
+        collect_wgmmas(fo->body);
+      }
+    }
+  }
+
+  void wgmma(std::ostream &os, const spec::Wgmma &w, int depth) {
+    const std::string ind(static_cast<std::size_t>(depth) * 2, ' ');
+    std::int64_t n = 0;
+    const std::string a = slot_ptr(w.a, &n), b = slot_ptr(w.b, &n);
+    os << ind << "{ // wgmma(" << w.acc << ", " << w.a << ", " << w.b
+       << "): reads its operands when it retires\n";
+    delay(os, ind + "  ");
+    os << ind << "  if (wg_n == " << queue_depth * 2 << ") __trap();\n";
+    os << ind << "  wg_form[wg_n] = " << wgmma_form_of_.at(&w) << ";\n";
+    os << ind << "  wg_a[wg_n] = reinterpret_cast<const unsigned char *>(" << a << ");\n";
+    os << ind << "  wg_b[wg_n] = reinterpret_cast<const unsigned char *>(" << b << ");\n";
+    os << ind << "  ++wg_n;\n";
+    os << ind << "}\n";
+  }
+
+  void wgmma_wait(std::ostream &os, const spec::WgmmaWait &w, int depth) {
+    const std::string ind(static_cast<std::size_t>(depth) * 2, ' '), in2 = ind + "  ", in3 = in2 + "  ";
+    os << ind << "{ // wgmma_wait(" << w.n << "): the oldest retire until at most that many are in flight\n";
+    delay(os, in2);
+    os << in2 << "const long long keep = " << scalar(w.n) << ";\n";
+    os << in2 << "if (keep < 0) __trap();\n";
+    os << in2 << "while (wg_n > keep) {\n";
+    os << in3 << "__syncthreads();\n";
+    os << in3 << "switch (wg_form[0]) {\n";
+    for (std::size_t i = 0; i < wgmma_forms_.size(); ++i) {
+      const WgmmaForm &f = wgmma_forms_[i];
+      const spec::DType t = shared_ring(f.a).dtype;
+      const std::string st = ty(t).storage;
+      os << in3 << "case " << i << ": { // " << f.acc << " += " << f.a << " @ " << f.b << "\n";
+      os << in3 << "  const " << st << " *const A = reinterpret_cast<const " << st << " *>(wg_a[0]);\n";
+      os << in3 << "  const " << st << " *const B = reinterpret_cast<const " << st << " *>(wg_b[0]);\n";
+      os << in3 << "  for (long long e = threadIdx.x; e < " << f.m * f.n << "LL; e += blockDim.x) {\n";
+      os << in3 << "    const long long i = e / " << f.n << "LL, j = e % " << f.n << "LL;\n";
+      os << in3 << "    float sum = 0.0f;\n";
+      os << in3 << "    for (long long p = 0; p < " << f.k
+         << "LL; ++p) sum += " << load(t, "A[i * " + std::to_string(f.k) + "LL + p]") << " * "
+         << load(t, "B[p * " + std::to_string(f.n) + "LL + j]") << ";\n";
+      os << in3 << "    s_" << f.acc << "[e] += sum;\n";
+      os << in3 << "  }\n";
+      os << in3 << "  break;\n";
+      os << in3 << "}\n";
+    }
+    os << in3 << "default: __trap();\n";
+    os << in3 << "}\n";
+    os << in3 << "for (int q = 1; q < wg_n; ++q) {\n";
+    os << in3 << "  wg_form[q - 1] = wg_form[q];\n";
+    os << in3 << "  wg_a[q - 1] = wg_a[q];\n";
+    os << in3 << "  wg_b[q - 1] = wg_b[q];\n";
+    os << in3 << "}\n";
+    os << in3 << "--wg_n;\n";
+    os << in3 << "__syncthreads();\n";
+    os << in2 << "}\n";
+    os << ind << "}\n";
+  }
+
   void block(std::ostream &os, const spec::Block &b, int depth) {
     for (const auto &s : b)
       stmt(os, s, depth);
@@ -939,9 +1054,10 @@ private:
     } else if (auto *c = std::get_if<spec::Copy>(&s.kind)) {
       if (c->offset.op != Op::None) unsupported("copies with offset= (pl.Element windows in low padding)");
       copy(os, *c, depth);
-    } else if (std::holds_alternative<spec::Wgmma>(s.kind) ||
-               std::holds_alternative<spec::WgmmaWait>(s.kind)) {
-      unsupported("wgmma");
+    } else if (auto *w = std::get_if<spec::Wgmma>(&s.kind)) {
+      wgmma(os, *w, depth);
+    } else if (auto *ww = std::get_if<spec::WgmmaWait>(&s.kind)) {
+      wgmma_wait(os, *ww, depth);
     } else {
       unsupported("DMAs and semaphores in kernel bodies");
     }

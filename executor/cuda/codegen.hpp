@@ -31,6 +31,12 @@
 ///   neither way above, a wait with nothing outstanding, a `while` whose condition still
 ///   holds after its bound) executes `__trap()`.
 /// - `X[s] = undefined` stores NaN (poison) into the slot.
+/// - `acc` buffers live in shared memory too and start as zeros.
+///   `wgmma(acc, a, b)` queues acc += a @ b (f32 sums of the operands'
+///   products), which reads a and b when a `wgmma_wait(n)` retires it, as
+///   the CPU runner's eager and on_wait modes do: a slot refilled before
+///   that wait (no delay_release) is read refilled. It is computed with
+///   plain loads and FMA-free float arithmetic, not the wgmma instruction.
 /// - CodegenOptions::adversarial: slots poisoned at each copy into them,
 ///   write-backs taking effect at their waits and leaving their slots
 ///   poison, and seeded delays (see there).
@@ -49,9 +55,11 @@
 ///   where a pair lies next to each other in the array, otherwise at once.
 ///
 /// Not supported yet (a CodegenResult with an error, never wrong code):
-/// other dtypes (i16, i8, u8, bool), acc buffers and wgmma, semaphores and body DMAs,
-/// tensor local bindings, non-elementwise bodies (dot, reductions,
-/// transpose, broadcasting), sub-slot refs.
+/// other dtypes (i16, i8, u8, bool), wgmma's real instructions (a wgmma is
+/// a loop over shared memory, see below), semaphores and
+/// body DMAs, tensor local bindings, non-elementwise bodies (dot,
+/// reductions, transpose, broadcasting), sub-slot refs, copies with
+/// offset=, TMA bulk copies (the rings use cp.async on every architecture).
 
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
@@ -84,6 +92,7 @@ struct SharedRing {
   std::vector<std::int64_t> slot_shape; ///< a slot's dims
   spec::DType dtype = spec::DType::f32;
   std::int64_t offset_bytes = 0; ///< from the start of dynamic shared memory, 16-aligned
+  bool accumulator = false;      ///< an acc buffer (wgmma's): starts as zeros, not poison
 };
 
 struct CudaKernel {

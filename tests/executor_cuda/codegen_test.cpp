@@ -244,6 +244,23 @@ TEST(CudaCodegen, APartialEdgeBlockMovesToTheSlotsLeadingCornerAndTheRestOfTheSl
   ASSERT_TRUE(p.ok) << p.error << "\n" << src;
 }
 
+TEST(CudaCodegen, AWgmmaIsQueuedAtItsStatementAndReadsItsSlotsWhenAWaitRetiresIt) {
+  const auto f = load_corpus("corpus/kernels/wgmma_matmul_gpu.pk");
+  const auto r = generate_cuda(lower(unit<spec::KernelSpec>(f, "wgmma_matmul_delay_release"), "h100"), {});
+  ASSERT_TRUE(r) << r.error;
+  const std::string &src = r.kernel->source;
+  EXPECT_EQ(r.kernel->ctas, 4);
+  // The accumulator starts as zeros, the slots as poison.
+  EXPECT_NE(src.find("s_acc[e] = 0.0f;"), std::string::npos) << src;
+  const auto issue = src.find("wgmma(acc, a_smem[t % 2], b_smem[t % 2]): reads its operands when it retires");
+  const auto retire = src.find("case 0: { // acc += a_smem @ b_smem");
+  ASSERT_NE(issue, std::string::npos) << src;
+  ASSERT_NE(retire, std::string::npos) << src;
+  EXPECT_NE(src.find("while (wg_n > keep) {"), std::string::npos) << src;
+  const PtxResult p = compile_to_ptx(src, r.kernel->entry + ".cu");
+  ASSERT_TRUE(p.ok) << p.error;
+}
+
 TEST(CudaDevice, WithoutADeviceTheProbeSaysWhyNamingCuda) {
   std::string why;
   if (cuda_device_available(&why)) GTEST_SKIP() << "a CUDA device is present; this checks the no-device path";

@@ -23,22 +23,13 @@ using namespace testing;
 // Each distinct source compiled for the host once.
 class EmulatedLauncher {
 public:
-  EmulatedLauncher()
-      : dir_(std::filesystem::temp_directory_path() / ("pipecheck-runner-" + std::to_string(::getpid()))) {}
-  ~EmulatedLauncher() {
-    modules_.clear();
-    std::filesystem::remove_all(dir_);
-  }
+  EmulatedLauncher() = default;
   Launcher launcher() {
     return [this](const CudaKernel &k, std::vector<std::vector<unsigned char>> &arrays) {
       using Kind = ProgramDevice::Outcome::Kind;
       ProgramDevice::Outcome o;
       auto &m = modules_[k.source];
-      if (!m) {
-        const auto d = dir_ / std::to_string(modules_.size());
-        std::filesystem::create_directories(d);
-        m = std::make_unique<HostModule>(std::vector<const CudaKernel *>{&k}, d.string());
-      }
+      if (!m) m = std::make_unique<HostModule>(std::vector<const CudaKernel *>{&k}, host_module_dir());
       if (!m->ok()) {
         o.message = m->error();
         return o;
@@ -55,7 +46,6 @@ public:
   int launches = 0;
 
 private:
-  std::filesystem::path dir_;
   std::map<std::string, std::unique_ptr<HostModule>> modules_;
 };
 
@@ -112,6 +102,21 @@ TEST(CudaRunner, APipelineWhoseWriteBackOverlapsTheNextPrefetchFailsAdversariall
   EXPECT_EQ(r.status, RunStatus::fail);
 }
 
+TEST(CudaRunner, AWgmmaKLoopIsRightWithDelayReleaseAndCorruptWithoutIt) {
+  EmulatedLauncher e;
+  const CudaDevice device(e.launcher());
+  const RunReport right = run_on(device, "corpus/kernels/wgmma_matmul_gpu.pk", "wgmma_matmul_delay_release");
+  EXPECT_EQ(right.status, RunStatus::pass) << format_report(right);
+  const RunReport wrong =
+      run_on(device, "corpus/kernels/wgmma_matmul_gpu.pk", "wgmma_matmul_without_delay_release");
+  ASSERT_EQ(wrong.runs.size(), 3u) << format_report(wrong);
+  // The wgmma reads a slot the next copy has refilled (or poisoned, in
+  // adversarial mode, where the copy has not landed yet).
+  EXPECT_EQ(wrong.runs[1].status, RunStatus::fail) << format_report(wrong);
+  ASSERT_TRUE(wrong.runs[1].mismatch.has_value());
+  EXPECT_EQ(wrong.runs[1].mismatch->array, "o");
+}
+
 // A program whose intent faults never reaches the device (the synchronous
 // run reports it); a trap on the device itself is the run's failure.
 TEST(CudaRunner, ATrapOnTheDeviceIsAFailureOfTheRunWithItsReason) {
@@ -135,10 +140,21 @@ TEST(CudaRunner, ATrapOnTheDeviceIsAFailureOfTheRunWithItsReason) {
 TEST(CudaRunner, AConstructTheGeneratorLacksIsAnErrorNotAPass) {
   EmulatedLauncher e;
   const CudaDevice device(e.launcher());
-  const RunReport r = run_on(device, "corpus/guide/gpu_pallas_call.pk", "gpu_matmul");
+  const auto f = parse_text("pipeline bytes:\n"
+                            "    hbm A: i8[2, 256]\n"
+                            "    hbm B: i8[2, 256]\n"
+                            "    sram X[1]: i8[256]\n"
+                            "    copy_in_start(A[0], X[0])\n"
+                            "    copy_in_wait(X[0])\n"
+                            "    copy_out_start(X[0], B[0])\n"
+                            "    copy_out_wait(X[0])\n",
+                            "bytes.pk");
+  RunOptions o;
+  o.device = &device;
+  const RunReport r = run_all_modes(unit<spec::Program>(f, "bytes"), o);
   EXPECT_EQ(r.status, RunStatus::error);
   ASSERT_EQ(r.runs.size(), 1u);
-  EXPECT_EQ(r.runs[0].reason.rfind("not supported by the CUDA backend: ", 0), 0u) << r.runs[0].reason;
+  EXPECT_EQ(r.runs[0].reason.rfind("not supported by the CUDA backend: dtype i8", 0), 0u) << r.runs[0].reason;
   EXPECT_EQ(e.launches, 0);
 }
 

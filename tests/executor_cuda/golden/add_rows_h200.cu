@@ -76,7 +76,7 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
   float *const s_x_smem = reinterpret_cast<float *>(pk_smem + 0);
   float *const s_y_smem = reinterpret_cast<float *>(pk_smem + 16384);
   float *const s_z_smem = reinterpret_cast<float *>(pk_smem + 32768);
-  // Poison: every slot starts as NaN (integers: their lowest value).
+  // Poison: every slot starts as NaN (integers: their lowest value); an acc as zeros.
   for (long long e = threadIdx.x; e < 4096LL; e += blockDim.x) s_x_smem[e] = __int_as_float(0x7fc00000);
   for (long long e = threadIdx.x; e < 4096LL; e += blockDim.x) s_y_smem[e] = __int_as_float(0x7fc00000);
   for (long long e = threadIdx.x; e < 4096LL; e += blockDim.x) s_z_smem[e] = __int_as_float(0x7fc00000);

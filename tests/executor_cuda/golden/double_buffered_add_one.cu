@@ -75,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(256) pk_double_buffered_add_one(flo
   extern __shared__ __align__(16) unsigned char pk_smem[];
   float *const s_X = reinterpret_cast<float *>(pk_smem + 0);
   float *const s_Y = reinterpret_cast<float *>(pk_smem + 4096);
-  // Poison: every slot starts as NaN (integers: their lowest value).
+  // Poison: every slot starts as NaN (integers: their lowest value); an acc as zeros.
   for (long long e = threadIdx.x; e < 1024LL; e += blockDim.x) s_X[e] = __int_as_float(0x7fc00000);
   for (long long e = threadIdx.x; e < 1024LL; e += blockDim.x) s_Y[e] = __int_as_float(0x7fc00000);
   long long pk_groups = 0; // cp.async groups committed by this thread
