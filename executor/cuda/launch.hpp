@@ -15,7 +15,8 @@ struct LaunchResult {
   /// The kernel faulted (a __trap(): a fault of the program, as the CPU
   /// runner's); the device was reset, so later launches work.
   bool trapped = false;
-  std::string error; ///< names the CUDA call that failed and its error
+  std::string error;  ///< names the CUDA call that failed and its error
+  double seconds = 0; ///< launch_timed: the fastest timed launch
 };
 
 /// Loads `image` (PTX text or a cubin from executor/cuda/nvrtc.hpp), copies
@@ -27,5 +28,12 @@ struct LaunchResult {
 /// error. Never throws; device memory and the module are always released.
 LaunchResult launch_once(const CudaKernel &kernel, const std::string &image,
                          std::vector<std::vector<unsigned char>> &arrays, bool poison_outputs = true);
+
+/// launch_once, then `reps` more launches on the same device arrays, each
+/// timed with CUDA events; `seconds` is the fastest. The arrays copied back
+/// are the last launch's (every launch writes the same outputs).
+LaunchResult launch_timed(const CudaKernel &kernel, const std::string &image,
+                          std::vector<std::vector<unsigned char>> &arrays, int reps,
+                          bool poison_outputs = true);
 
 } // namespace pipecheck::executor::cuda

@@ -16,8 +16,9 @@ PtxResult compile(const std::string &source, const std::string &name, const std:
     return r;
   }
   const std::string arch_flag = "--gpu-architecture=" + arch;
-  const char *opts[] = {arch_flag.c_str(), "--std=c++17"};
-  e = nvrtcCompileProgram(prog, 2, opts);
+  // No fused multiply-adds: a * b + c rounds twice, as in the CPU interpreter.
+  const char *opts[] = {arch_flag.c_str(), "--std=c++17", "--fmad=false"};
+  e = nvrtcCompileProgram(prog, 3, opts);
   std::size_t log_size = 0;
   if (nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
     std::vector<char> log(log_size);

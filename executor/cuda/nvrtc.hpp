@@ -1,5 +1,7 @@
 #pragma once
-/// Run-time compilation of generated CUDA C++ with NVRTC.
+/// Run-time compilation of generated CUDA C++ with NVRTC (C++17, and
+/// --fmad=false: no multiply-add is fused, so float arithmetic rounds as the
+/// CPU interpreter's does).
 
 #include <string>
 

@@ -10,6 +10,7 @@
 #include "executor/program_runner.hpp"
 #include "executor/tensor.hpp"
 #include "spec/eval.hpp"
+#include "tests/executor_cuda/corpus_cases.hpp"
 #include "tests/executor_cuda/host_module.hpp"
 #include "tests/executor_cuda/testing.hpp"
 
@@ -30,66 +31,12 @@ namespace {
 
 using namespace testing;
 
-struct Case {
-  std::string name;      // file::unit
-  bool verified = false; // its `# expect: verified`: proven race-free for every schedule
-  spec::Program program;
-  spec::Env env;
-  CudaKernel kernel;
-};
+using Case = CorpusCase;
 
 // Kernels small enough to emulate in a test: at most this many hbm bytes.
 constexpr std::int64_t max_hbm_bytes = 8 << 20;
 
-std::vector<Case> generated_cases(const CodegenOptions &o) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> files;
-  for (const auto &e : fs::recursive_directory_iterator(fs::path(PIPECHECK_SOURCE_DIR) / "corpus"))
-    if (e.path().extension() == ".pk") files.push_back(fs::relative(e.path(), PIPECHECK_SOURCE_DIR).string());
-  std::sort(files.begin(), files.end());
-  std::vector<Case> out;
-  std::set<std::string> sources;
-  for (const auto &path : files) {
-    spec::File f;
-    try {
-      f = load_corpus(path);
-    } catch (const std::exception &) {
-      continue;
-    }
-    for (const auto &u : f.units) {
-      Case c;
-      c.name = path + "::" + spec::unit_name(u);
-      const int line = std::visit([](const auto &x) { return x.loc.line; }, u);
-      for (const auto &e : f.expectations)
-        c.verified = c.verified || (e.line == line && e.rule == "verified");
-      std::optional<CodegenResult> r;
-      if (const auto *k = std::get_if<spec::KernelSpec>(&u)) {
-        std::vector<spec::Diagnostic> errors;
-        auto l = spec::lower(*k, spec::LowerOptions{}, errors);
-        if (!l) continue;
-        r = generate_cuda(*l, {}, o);
-        c.program = l->program;
-      } else {
-        c.program = std::get<spec::Program>(u);
-        c.env = spec::param_env(c.program.params);
-        for (const auto &p : c.program.params)
-          if (p.is_symbolic()) {
-            const auto lo = p.lo ? spec::eval_int(*p.lo, c.env) : std::nullopt;
-            c.env[p.name] = std::max<std::int64_t>(lo.value_or(1), 3);
-          }
-        r = generate_cuda(c.program, c.env, o);
-      }
-      if (!*r || !sources.insert(r->kernel->source).second) continue;
-      std::int64_t bytes = 0;
-      for (const auto &a : r->kernel->arrays)
-        bytes += a.elements * element_bytes(a.dtype);
-      if (bytes > max_hbm_bytes) continue;
-      c.kernel = *r->kernel;
-      out.push_back(std::move(c));
-    }
-  }
-  return out;
-}
+std::vector<Case> generated_cases(const CodegenOptions &o) { return generated_corpus(o, max_hbm_bytes); }
 
 using Arrays = std::map<std::string, std::unique_ptr<HostArray>>;
 
@@ -192,15 +139,10 @@ protected:
     for (const auto *cs : {plain_, adversarial_})
       for (const auto &c : *cs)
         ks.push_back(&c.kernel);
-    dir_ = new std::string(std::filesystem::temp_directory_path() /
-                           ("pipecheck-emulated-" + std::to_string(::getpid())));
-    std::filesystem::create_directories(*dir_);
-    module_ = new HostModule(ks, *dir_);
+    module_ = new HostModule(ks, host_module_dir());
   }
   static void TearDownTestSuite() {
     delete module_;
-    std::filesystem::remove_all(*dir_);
-    delete dir_;
     delete plain_;
     delete adversarial_;
   }
@@ -228,12 +170,10 @@ protected:
 
   static std::vector<Case> *plain_, *adversarial_;
   static HostModule *module_;
-  static std::string *dir_;
 };
 std::vector<Case> *EmulatedCorpus::plain_ = nullptr;
 std::vector<Case> *EmulatedCorpus::adversarial_ = nullptr;
 HostModule *EmulatedCorpus::module_ = nullptr;
-std::string *EmulatedCorpus::dir_ = nullptr;
 
 TEST_F(EmulatedCorpus, EveryGeneratedVerifiedKernelRunsRightUnderBothSchedulesPlainAndAdversarial) {
   ASSERT_TRUE(module_->ok()) << module_->error();

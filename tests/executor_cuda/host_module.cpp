@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unistd.h>
 
 namespace pipecheck::executor::cuda::testing {
 
@@ -31,6 +33,12 @@ std::string shell_quote(const std::string &s) {
 
 } // namespace
 
+std::string host_module_dir() {
+  const auto d = std::filesystem::temp_directory_path() / "pipecheck-host-modules";
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
 HostModule::HostModule(const std::vector<const CudaKernel *> &kernels, const std::string &dir) {
   std::ostringstream tu;
   tu << "#include \"tests/executor_cuda/host_emulation.hpp\"\n#define PK_HOST_EMULATION\n";
@@ -46,23 +54,46 @@ HostModule::HostModule(const std::vector<const CudaKernel *> &kernels, const std
     tu << "  case " << i << ": return pk_call(pk_k" << i << "::" << kernels[i]->entry
        << ", a, ctas, threads);\n";
   tu << "  }\n  return true;\n}\n";
-  // A library name never used before in this process: its inline variables
-  // (GNU unique symbols) keep a closed library loaded, and dlopen of a path
-  // already loaded returns the old library.
-  static std::atomic<int> serial{0};
-  const std::string n = std::to_string(serial++);
-  const std::string src = dir + "/kernels" + n + ".cpp", lib = dir + "/kernels" + n + ".so",
-                    log = dir + "/compile" + n + ".log";
-  std::ofstream(src) << tu.str();
-  const std::string cmd = shell_quote(PIPECHECK_CXX) + " -std=c++20 -O1 -w -shared -fPIC -pthread -I" +
-                          shell_quote(PIPECHECK_SOURCE_DIR) + " -o " + shell_quote(lib) + " " +
-                          shell_quote(src) + " >" + shell_quote(log) + " 2>&1";
-  if (std::system(cmd.c_str()) != 0) {
-    std::ifstream in(log);
+  const std::string tu_text = tu.str();
+  // The library is named by a hash of what it is built from (the unit and
+  // the emulation header), so a test process that finds it built reuses it
+  // (each test of a suite runs in its own process). It is built under a
+  // name of its own and renamed, so that parallel tests never see half a
+  // file.
+  std::string header;
+  {
+    std::ifstream in(std::string(PIPECHECK_SOURCE_DIR) + "/tests/executor_cuda/host_emulation.hpp");
     std::stringstream ss;
     ss << in.rdbuf();
-    error_ = "compiling " + src + " failed: " + ss.str().substr(0, 4000);
-    return;
+    header = ss.str();
+  }
+  std::uint64_t h = 1469598103934665603ull; // FNV-1a
+  const std::string compiler = PIPECHECK_CXX;
+  for (const std::string *t : {static_cast<const std::string *>(&header), &compiler, &tu_text})
+    for (unsigned char c : *t)
+      h = (h ^ c) * 1099511628211ull;
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(h));
+  const std::string lib = dir + "/kernels-" + name + ".so";
+  if (!std::filesystem::exists(lib)) {
+    static std::atomic<int> serial{0};
+    const std::string n = std::to_string(::getpid()) + "-" + std::to_string(serial++);
+    const std::string src = dir + "/kernels-" + n + ".cpp", tmp = dir + "/kernels-" + n + ".so",
+                      log = dir + "/compile-" + n + ".log";
+    std::ofstream(src) << tu_text;
+    const std::string cmd = shell_quote(PIPECHECK_CXX) + " -std=c++20 -O1 -w -shared -fPIC -pthread -I" +
+                            shell_quote(PIPECHECK_SOURCE_DIR) + " -o " + shell_quote(tmp) + " " +
+                            shell_quote(src) + " >" + shell_quote(log) + " 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+      std::ifstream in(log);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      error_ = "compiling " + src + " failed: " + ss.str().substr(0, 4000);
+      return;
+    }
+    std::filesystem::rename(tmp, lib);
+    std::filesystem::remove(src);
+    std::filesystem::remove(log);
   }
   handle_ = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle_) {

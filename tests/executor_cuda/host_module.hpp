@@ -12,9 +12,14 @@
 
 namespace pipecheck::executor::cuda::testing {
 
+/// Where the tests keep their host libraries (created): one folder under the
+/// system's temporary directory, shared by the tests' processes.
+std::string host_module_dir();
+
 class HostModule {
 public:
-  /// Compiles every kernel's source into `dir`/kernels.so and loads it;
+  /// Compiles every kernel's source into one library in `dir` (named by a
+  /// hash of its source: one already there is reused) and loads it;
   /// error() says why not (the compiler's output).
   HostModule(const std::vector<const CudaKernel *> &kernels, const std::string &dir);
   ~HostModule();
