@@ -102,6 +102,44 @@ __device__ __forceinline__ void pk_wait_groups(long long newer) {
     pk_cp_async_wait<7>();
   }
 }
+// sm_90: bulk copies (TMA) into shared memory completing on an mbarrier.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PK_TMA 1
+__device__ __forceinline__ unsigned pk_shared_addr(const void *p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void pk_mbar_init(unsigned long long *bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(pk_shared_addr(bar)) : "memory");
+}
+// Orders this CTA's earlier generic writes to shared memory before later bulk copies into it.
+__device__ __forceinline__ void pk_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void pk_mbar_expect_tx(unsigned long long *bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(pk_shared_addr(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void pk_bulk_copy(void *smem, const void *gmem, unsigned bytes, unsigned long long *bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   pk_shared_addr(smem)),
+               "l"(__cvta_generic_to_global(gmem)), "r"(bytes), "r"(pk_shared_addr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void pk_mbar_wait(unsigned long long *bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(pk_shared_addr(bar)), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+#else
+#define PK_TMA 0
+__device__ __forceinline__ void pk_mbar_init(unsigned long long *) {}
+__device__ __forceinline__ void pk_fence_proxy_async() {}
+__device__ __forceinline__ void pk_mbar_expect_tx(unsigned long long *, unsigned) { __trap(); }
+__device__ __forceinline__ void pk_bulk_copy(void *, const void *, unsigned, unsigned long long *) { __trap(); }
+__device__ __forceinline__ void pk_mbar_wait(unsigned long long *, unsigned) { __trap(); }
+#endif
 #endif
 )";
 
@@ -204,6 +242,7 @@ public:
     collect_locals(p_.body);
     if (o_.adversarial) collect_forms(p_.body);
     collect_wgmmas(p_.body);
+    collect_bulk(p_.body);
     std::ostringstream os;
     os << preamble;
     if (o_.adversarial)
@@ -233,6 +272,16 @@ public:
       os << "  const unsigned char *wg_a[" << queue_depth * 2 << "], *wg_b[" << queue_depth * 2 << "];\n";
       os << "  int wg_n = 0;\n";
     }
+    for (const auto &s : k.shared)
+      if (bulk_[s.name])
+        os << "  __shared__ __align__(8) unsigned long long pk_bar_" << s.name << "[" << s.slots
+           << "]; // its bulk copies complete here\n";
+    for (const auto &s : k.shared)
+      if (bulk_[s.name]) {
+        os << "  unsigned ph_" << s.name << "[" << s.slots << "] = {}; // each barrier's phase\n";
+        os << "  if (threadIdx.x == 0)\n    for (int i = 0; i < " << s.slots << "; ++i) pk_mbar_init(&pk_bar_"
+           << s.name << "[i]);\n";
+      }
     os << "  long long pk_groups = 0; // cp.async groups committed by this thread\n";
     if (o_.adversarial) os << "  long long pk_passed = 0; // delay sites passed (adversarial mode)\n";
     for (const auto &s : k.shared) {
@@ -332,7 +381,10 @@ private:
       }
     }
     k.smem_bytes = off;
-    if (off > o_.smem_budget_bytes)
+    std::int64_t barriers = 0; // static shared memory: a bulk-copy barrier per slot at most
+    for (const auto &r : k.shared)
+      barriers += 8 * r.slots;
+    if (off + barriers > o_.smem_budget_bytes)
       throw TooLarge{"does not fit shared memory: the program's buffers need " + std::to_string(off) +
                      " bytes (" + parts + "), the per-block budget is " +
                      std::to_string(o_.smem_budget_bytes) + " bytes"};
@@ -368,6 +420,24 @@ private:
       }
     }
   }
+  void collect_bulk(const spec::Block &b) {
+    for (const auto &s : b) {
+      if (auto *c = std::get_if<spec::Copy>(&s.kind); c && c->kind == spec::CopyKind::in_start) {
+        if (c->dst.op != Op::Ref || !shared_.count(c->dst.name) || c->src.op != Op::Ref ||
+            !hbm_.count(c->src.name))
+          continue; // refused where it is generated
+        const Region g = region(c->src);
+        const SharedRing &r = shared_ring(c->dst.name);
+        if (bulk_copy_fits(g, arrays_->at(hbm_.at(c->src.name)), r, corner_form(g, r))) bulk_[r.name] = true;
+      } else if (auto *i = std::get_if<spec::If>(&s.kind)) {
+        collect_bulk(i->then_body);
+        collect_bulk(i->else_body);
+      } else if (auto *f = std::get_if<spec::For>(&s.kind)) {
+        collect_bulk(f->body);
+      }
+    }
+  }
+
   void collect_forms(const spec::Block &b) {
     for (const auto &s : b) {
       if (auto *c = std::get_if<spec::Copy>(&s.kind); c && c->kind == spec::CopyKind::out_start)
@@ -526,11 +596,16 @@ private:
   // edge block); otherwise the two must hold as many elements, moved in
   // row-major order. Declares m<k> (the moved extent of slot dim k) and traps
   // where neither holds. Returns whether the corner form applies.
+  static bool corner_form(const Region &g, const SharedRing &s) {
+    const auto kept = static_cast<std::size_t>(std::count(g.kept.begin(), g.kept.end(), true));
+    return kept == s.slot_shape.size() && kept > 0;
+  }
+
   bool fit_decls(std::ostream &os, const std::string &ind, const Region &g, const SharedRing &s) {
     std::vector<std::size_t> kept;
     for (std::size_t d = 0; d < g.kept.size(); ++d)
       if (g.kept[d]) kept.push_back(d);
-    if (kept.size() != s.slot_shape.size() || kept.empty()) {
+    if (!corner_form(g, s)) {
       std::string count;
       for (std::size_t d = 0; d < g.kept.size(); ++d)
         count += (d ? " * n" : "n") + std::to_string(d);
@@ -608,6 +683,43 @@ private:
       const bool corner = fit_decls(os, in2, g, ring);
       os << in2 << t.storage << " *const dst = " << dst << ";\n";
       const std::string poison_first = o_.adversarial ? "dst[e] = " + std::string(t.poison) + "; " : "";
+      const std::string k = slot_index(c.dst);
+      const bool bulk = bulk_copy_fits(g, a, ring, corner);
+      if (bulk) {
+        // sm_90: whole rows by bulk copies (TMA) on the slot's mbarrier,
+        // where the slot has no copy in flight and the rows are 16-byte aligned.
+        const std::size_t last = ring.slot_shape.size() - 1;
+        std::string rows = "1LL";
+        for (std::size_t d = 0; d < last; ++d)
+          rows += " * m" + std::to_string(d);
+        os << in2 << "const bool pk_bulk = PK_TMA && qn_" << c.dst.name << "[" << k << "] == 0 && m" << last
+           << " == " << ring.slot_shape[last] << "LL && (r" << a.shape.size() - 1 << " * " << t.bytes
+           << "LL) % 16 == 0;\n";
+        os << in2 << "if (pk_bulk) {\n";
+        if (o_.adversarial)
+          os << in2 << "  for (long long e = threadIdx.x; e < " << n
+             << "LL; e += blockDim.x) dst[e] = " << t.poison << "; // adversarial: poison first\n";
+        os << in2 << "  __syncthreads();\n";
+        os << in2 << "  if (threadIdx.x == 0) {\n";
+        os << in2 << "    pk_fence_proxy_async();\n";
+        os << in2 << "    pk_mbar_expect_tx(&pk_bar_" << c.dst.name << "[" << k << "], static_cast<unsigned>("
+           << rows << " * " << ring.slot_shape[last] * t.bytes << "LL));\n";
+        os << in2 << "    for (long long e = 0; e < " << n << "LL; e += " << ring.slot_shape[last]
+           << "LL) {\n";
+        const std::string moved = element_map(os, in2 + "      ", g, a, ring, corner);
+        os << in2 << "      if (" << moved << ") pk_bulk_copy(dst + e, g_" << a.name << " + off, "
+           << ring.slot_shape[last] * t.bytes << "u, &pk_bar_" << c.dst.name << "[" << k << "]);\n";
+        os << in2 << "    }\n";
+        os << in2 << "  }\n";
+        os << in2 << "  for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) {\n";
+        const std::string moved_e = element_map(os, in2 + "    ", g, a, ring, corner);
+        os << in2 << "    if (!(" << moved_e << ")) dst[e] = " << t.poison
+           << "; // past the moved corner: poison\n";
+        os << in2 << "  }\n";
+        os << in2 << "  q_" << c.dst.name << "[" << k << "][qn_" << c.dst.name << "[" << k
+           << "]++] = -1; // a bulk copy: waited on the barrier\n";
+        os << in2 << "} else {\n";
+      }
       if (t.bytes == 4) {
         os << in2 << "for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) {\n";
         const std::string moved = element_map(os, in2 + "  ", g, a, ring, corner);
@@ -642,10 +754,10 @@ private:
       }
       os << in2 << "pk_cp_async_commit();\n";
       os << in2 << "++pk_groups;\n";
-      const std::string k = slot_index(c.dst);
       os << in2 << "if (qn_" << c.dst.name << "[" << k << "] == " << queue_depth << ") __trap();\n";
       os << in2 << "q_" << c.dst.name << "[" << k << "][qn_" << c.dst.name << "[" << k
          << "]++] = pk_groups;\n";
+      if (bulk) os << in2 << "}\n";
       if (o_.adversarial) os << in2 << "dirty_" << c.dst.name << "[" << k << "] = 1;\n";
       os << ind << "}\n";
       return;
@@ -657,7 +769,17 @@ private:
       os << ind << "{ // copy_in_wait(" << c.dst << "): its oldest copy\n";
       delay(os, in2);
       os << in2 << "if (" << qn << " == 0) __trap();\n";
-      os << in2 << "pk_wait_groups(pk_groups - " << q << "[0]);\n";
+      if (bulk_[c.dst.name]) {
+        os << in2 << "if (" << q << "[0] < 0) {\n";
+        os << in2 << "  pk_mbar_wait(&pk_bar_" << c.dst.name << "[" << k << "], ph_" << c.dst.name << "[" << k
+           << "]);\n";
+        os << in2 << "  ph_" << c.dst.name << "[" << k << "] ^= 1u;\n";
+        os << in2 << "} else {\n";
+        os << in2 << "  pk_wait_groups(pk_groups - " << q << "[0]);\n";
+        os << in2 << "}\n";
+      } else {
+        os << in2 << "pk_wait_groups(pk_groups - " << q << "[0]);\n";
+      }
       os << in2 << "for (int i = 1; i < " << qn << "; ++i) " << q << "[i - 1] = " << q << "[i];\n";
       os << in2 << "--" << qn << ";\n";
       os << in2 << "__syncthreads();\n";
@@ -769,6 +891,15 @@ private:
     os << in3 << "__syncthreads();\n";
     os << in2 << "}\n";
     os << ind << "}\n";
+  }
+
+  // Whether a copy's region may move by bulk copies of whole slot rows: the
+  // corner form, the array's last dim kept (rows are contiguous in it), and
+  // rows of whole 16-byte units in both the slot and the array.
+  bool bulk_copy_fits(const Region &g, const GlobalArray &a, const SharedRing &s, bool corner) const {
+    if (!corner || a.shape.empty() || !g.kept.back() || s.slot_shape.empty()) return false;
+    const std::int64_t b = ty(s.dtype).bytes;
+    return (s.slot_shape.back() * b) % 16 == 0 && (a.shape.back() * b) % 16 == 0;
   }
 
   // Adversarial mode: a seeded spin at this site (a number of its own).
@@ -1080,8 +1211,9 @@ private:
     std::vector<bool> kept;
   };
   std::vector<WritebackForm> forms_;
-  unsigned sites_ = 0;       // adversarial delay sites so far
-  std::size_t max_rank_ = 0; // of the hbm arrays
+  std::map<std::string, bool> bulk_; // rings some copy may fill by bulk copies
+  unsigned sites_ = 0;               // adversarial delay sites so far
+  std::size_t max_rank_ = 0;         // of the hbm arrays
 };
 
 CodegenResult generate(const spec::Program &p, const spec::Env &env, const CodegenOptions &o, int main_loop,

@@ -16,6 +16,12 @@
 ///   number is queued on that slot. `copy_in_wait(slot)` waits
 ///   (`cp.async.wait_group`) until the oldest queued group of that slot has
 ///   landed, then `__syncthreads()`.
+/// - On sm_90 (and in the host emulation) a copy_in_start whose slot rows
+///   are whole 16-byte units, contiguous in the array, moves by bulk copies
+///   (TMA, `cp.async.bulk`) of whole rows that complete on the slot's
+///   mbarrier, where the slot has no copy in flight and the first row is
+///   16-byte aligned; its copy_in_wait waits on that barrier's phase. Other
+///   copies, and every copy before sm_90, use cp.async.
 /// - A region meets its slot as spec::fit_copy says: when it keeps as many
 ///   dims as the slot has and is no larger in every dim (a partial edge
 ///   block) or no smaller, the smaller side's extents move, at the leading
@@ -59,7 +65,8 @@
 /// a loop over shared memory, see below), semaphores and
 /// body DMAs, tensor local bindings, non-elementwise bodies (dot,
 /// reductions, transpose, broadcasting), sub-slot refs, copies with
-/// offset=, TMA bulk copies (the rings use cp.async on every architecture).
+/// offset=, TMA tensor maps (bulk copies move one row each), TMA stores
+/// (write-backs are plain stores).
 
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"

@@ -21,13 +21,18 @@ namespace {
 
 using namespace testing;
 
+// Its copies are asynchronous: cp.async groups, or (sm_90) bulk copies on
+// mbarriers, whichever paths the compiler keeps.
 void expect_ptx_with_cp_async(const CudaKernel &k) {
   const PtxResult p = compile_to_ptx(k.source, k.entry + ".cu");
   ASSERT_TRUE(p.ok) << p.error << "\n" << k.source;
   EXPECT_NE(p.ptx.find(".entry " + k.entry), std::string::npos);
-  EXPECT_NE(p.ptx.find("cp.async.ca.shared.global"), std::string::npos);
-  EXPECT_NE(p.ptx.find("cp.async.commit_group"), std::string::npos);
-  EXPECT_NE(p.ptx.find("cp.async.wait_group"), std::string::npos);
+  const bool cp_async = p.ptx.find("cp.async.ca.shared.global") != std::string::npos &&
+                        p.ptx.find("cp.async.commit_group") != std::string::npos &&
+                        p.ptx.find("cp.async.wait_group") != std::string::npos;
+  const bool bulk = p.ptx.find("cp.async.bulk.shared::cluster.global") != std::string::npos &&
+                    p.ptx.find("mbarrier.try_wait.parity") != std::string::npos;
+  EXPECT_TRUE(cp_async || bulk) << p.ptx.substr(0, 2000);
 }
 
 TEST(CudaCodegen, TheGuidesElementwiseKernelLoweredForH200IsOneCudaBlockPerCtaAndCompilesToPtxWithCpAsync) {
@@ -259,6 +264,42 @@ TEST(CudaCodegen, AWgmmaIsQueuedAtItsStatementAndReadsItsSlotsWhenAWaitRetiresIt
   EXPECT_NE(src.find("while (wg_n > keep) {"), std::string::npos) << src;
   const PtxResult p = compile_to_ptx(src, r.kernel->entry + ".cu");
   ASSERT_TRUE(p.ok) << p.error;
+}
+
+TEST(CudaCodegen, OnSm90WholeAlignedRowsMoveByBulkCopiesOnAnMbarrierAndAssembleForSm90a) {
+  const auto f = parse_text(add_rows_h200, "add_rows_h200.pk");
+  const auto r = generate_cuda(lower(unit<spec::KernelSpec>(f, "add_rows_h200"), "h200"), {});
+  ASSERT_TRUE(r) << r.error;
+  const std::string &src = r.kernel->source;
+  // 64 f32 per row: 256 bytes, whole 16-byte units.
+  EXPECT_NE(src.find("pk_bulk_copy(dst + e, g_x + off, 256u, &pk_bar_x_smem["), std::string::npos) << src;
+  EXPECT_NE(src.find("pk_mbar_wait(&pk_bar_x_smem["), std::string::npos) << src;
+  const PtxResult p = compile_to_ptx(src, r.kernel->entry + ".cu");
+  ASSERT_TRUE(p.ok) << p.error;
+  for (const char *op :
+       {"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes",
+        "mbarrier.try_wait.parity.shared::cta.b64", "mbarrier.arrive.expect_tx.shared::cta.b64",
+        "mbarrier.init.shared::cta.b64", "fence.proxy.async.shared::cta", "cp.async.wait_group"})
+    EXPECT_NE(p.ptx.find(op), std::string::npos) << op;
+  const PtxResult sass = compile_to_cubin(src, r.kernel->entry + ".cu", "sm_90a");
+  EXPECT_TRUE(sass.ok) << sass.error;
+  // Before sm_90 the same source has only its cp.async path.
+  const PtxResult sm80 = compile_to_ptx(src, r.kernel->entry + ".cu", "compute_80");
+  ASSERT_TRUE(sm80.ok) << sm80.error;
+  EXPECT_EQ(sm80.ptx.find("cp.async.bulk"), std::string::npos);
+}
+
+TEST(CudaCodegen, RowsThatAreNot16ByteUnitsMoveByCpAsyncOnly) {
+  const auto f = parse_text("pipeline odd_rows:\n"
+                            "    hbm A: f32[4, 6]\n"
+                            "    sram X[2]: f32[6]\n"
+                            "    copy_in_start(A[0], X[0])\n"
+                            "    copy_in_wait(X[0])\n",
+                            "odd.pk");
+  const auto r = generate_cuda(unit<spec::Program>(f, "odd_rows"), {});
+  ASSERT_TRUE(r) << r.error;
+  EXPECT_EQ(r.kernel->source.find("pk_bulk_copy(dst"), std::string::npos) << r.kernel->source;
+  EXPECT_EQ(r.kernel->source.find("pk_bar_X"), std::string::npos) << r.kernel->source;
 }
 
 TEST(CudaDevice, WithoutADeviceTheProbeSaysWhyNamingCuda) {

@@ -114,6 +114,36 @@ inline void pk_wait_groups(long long newer) {
   pk_pending.swap(left);
 }
 
+// sm_90 bulk copies (TMA) on an mbarrier: thread 0 issues them and every
+// thread waits; under on_wait they take effect when thread 0 waits on their
+// barrier (before the __syncthreads() that follows every wait).
+#define PK_TMA 1
+struct PkPendingBulk {
+  void *smem;
+  const void *gmem;
+  unsigned bytes;
+  const void *bar;
+};
+inline thread_local std::vector<PkPendingBulk> pk_pending_bulk;
+inline void pk_mbar_init(unsigned long long *) {}
+inline void pk_fence_proxy_async() {}
+inline void pk_mbar_expect_tx(unsigned long long *, unsigned) {}
+inline void pk_bulk_copy(void *smem, const void *gmem, unsigned bytes, unsigned long long *bar) {
+  if (pk_emulation_schedule == PkSchedule::eager)
+    std::memcpy(smem, gmem, bytes);
+  else
+    pk_pending_bulk.push_back({smem, gmem, bytes, bar});
+}
+inline void pk_mbar_wait(unsigned long long *bar, unsigned) {
+  std::vector<PkPendingBulk> left;
+  for (const auto &p : pk_pending_bulk)
+    if (p.bar == bar)
+      std::memcpy(p.smem, p.gmem, p.bytes);
+    else
+      left.push_back(p);
+  pk_pending_bulk.swap(left);
+}
+
 // Returns true when a thread executed __trap().
 template <class... P, class... A>
 bool pk_emulate(void (*kernel)(P...), unsigned ctas, unsigned threads, A... args) {
@@ -129,6 +159,7 @@ bool pk_emulate(void (*kernel)(P...), unsigned ctas, unsigned threads, A... args
         threadIdx = {t, 0, 0};
         blockIdx = {b, 0, 0};
         pk_pending.clear();
+        pk_pending_bulk.clear();
         pk_committed = 0;
         try {
           kernel(args...);

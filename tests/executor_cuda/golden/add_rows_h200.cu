@@ -69,6 +69,44 @@ __device__ __forceinline__ void pk_wait_groups(long long newer) {
     pk_cp_async_wait<7>();
   }
 }
+// sm_90: bulk copies (TMA) into shared memory completing on an mbarrier.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PK_TMA 1
+__device__ __forceinline__ unsigned pk_shared_addr(const void *p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void pk_mbar_init(unsigned long long *bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(pk_shared_addr(bar)) : "memory");
+}
+// Orders this CTA's earlier generic writes to shared memory before later bulk copies into it.
+__device__ __forceinline__ void pk_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void pk_mbar_expect_tx(unsigned long long *bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(pk_shared_addr(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void pk_bulk_copy(void *smem, const void *gmem, unsigned bytes, unsigned long long *bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   pk_shared_addr(smem)),
+               "l"(__cvta_generic_to_global(gmem)), "r"(bytes), "r"(pk_shared_addr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void pk_mbar_wait(unsigned long long *bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(pk_shared_addr(bar)), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+#else
+#define PK_TMA 0
+__device__ __forceinline__ void pk_mbar_init(unsigned long long *) {}
+__device__ __forceinline__ void pk_fence_proxy_async() {}
+__device__ __forceinline__ void pk_mbar_expect_tx(unsigned long long *, unsigned) { __trap(); }
+__device__ __forceinline__ void pk_bulk_copy(void *, const void *, unsigned, unsigned long long *) { __trap(); }
+__device__ __forceinline__ void pk_mbar_wait(unsigned long long *, unsigned) { __trap(); }
+#endif
 #endif
 
 extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *__restrict__ g_x, const float *__restrict__ g_y, float *__restrict__ g_z) {
@@ -80,6 +118,14 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
   for (long long e = threadIdx.x; e < 4096LL; e += blockDim.x) s_x_smem[e] = __int_as_float(0x7fc00000);
   for (long long e = threadIdx.x; e < 4096LL; e += blockDim.x) s_y_smem[e] = __int_as_float(0x7fc00000);
   for (long long e = threadIdx.x; e < 4096LL; e += blockDim.x) s_z_smem[e] = __int_as_float(0x7fc00000);
+  __shared__ __align__(8) unsigned long long pk_bar_x_smem[2]; // its bulk copies complete here
+  __shared__ __align__(8) unsigned long long pk_bar_y_smem[2]; // its bulk copies complete here
+  unsigned ph_x_smem[2] = {}; // each barrier's phase
+  if (threadIdx.x == 0)
+    for (int i = 0; i < 2; ++i) pk_mbar_init(&pk_bar_x_smem[i]);
+  unsigned ph_y_smem[2] = {}; // each barrier's phase
+  if (threadIdx.x == 0)
+    for (int i = 0; i < 2; ++i) pk_mbar_init(&pk_bar_y_smem[i]);
   long long pk_groups = 0; // cp.async groups committed by this thread
   long long q_x_smem[2][4]; // queued copy-in groups
   int qn_x_smem[2] = {};
@@ -121,6 +167,29 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
         const long long m1 = pk_min(n1, 64LL);
         if (!((n0 <= 32LL && n1 <= 64LL) || (n0 >= 32LL && n1 >= 64LL))) __trap();
         float *const dst = (s_x_smem + pk_slot(0LL, 2LL) * 2048LL);
+        const bool pk_bulk = PK_TMA && qn_x_smem[pk_slot(0LL, 2LL)] == 0 && m1 == 64LL && (r1 * 4LL) % 16 == 0;
+        if (pk_bulk) {
+          __syncthreads();
+          if (threadIdx.x == 0) {
+            pk_fence_proxy_async();
+            pk_mbar_expect_tx(&pk_bar_x_smem[pk_slot(0LL, 2LL)], static_cast<unsigned>(1LL * m0 * 256LL));
+            for (long long e = 0; e < 2048LL; e += 64LL) {
+              long long rest = e;
+              const long long c1 = rest % 64LL; rest /= 64LL;
+              const long long c0 = rest % 32LL; rest /= 32LL;
+              const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+              if (c0 < m0 && c1 < m1) pk_bulk_copy(dst + e, g_x + off, 256u, &pk_bar_x_smem[pk_slot(0LL, 2LL)]);
+            }
+          }
+          for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
+            long long rest = e;
+            const long long c1 = rest % 64LL; rest /= 64LL;
+            const long long c0 = rest % 32LL; rest /= 32LL;
+            const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+            if (!(c0 < m0 && c1 < m1)) dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison
+          }
+          q_x_smem[pk_slot(0LL, 2LL)][qn_x_smem[pk_slot(0LL, 2LL)]++] = -1; // a bulk copy: waited on the barrier
+        } else {
         for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
           long long rest = e;
           const long long c1 = rest % 64LL; rest /= 64LL;
@@ -132,6 +201,7 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
         ++pk_groups;
         if (qn_x_smem[pk_slot(0LL, 2LL)] == 4) __trap();
         q_x_smem[pk_slot(0LL, 2LL)][qn_x_smem[pk_slot(0LL, 2LL)]++] = pk_groups;
+        }
       }
       { // copy_in_start(x[(s + 1) // 4 * 32:(s + 1) // 4 * 32 + 32, (s + 1) % 4 * 64:(s + 1) % 4 * 64 + 64], x_smem[1])
         const long long r0 = (pk_floordiv((v_s + 1LL), 4LL) * 32LL), n0 = (((pk_floordiv((v_s + 1LL), 4LL) * 32LL) + 32LL) - (pk_floordiv((v_s + 1LL), 4LL) * 32LL));
@@ -141,6 +211,29 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
         const long long m1 = pk_min(n1, 64LL);
         if (!((n0 <= 32LL && n1 <= 64LL) || (n0 >= 32LL && n1 >= 64LL))) __trap();
         float *const dst = (s_x_smem + pk_slot(1LL, 2LL) * 2048LL);
+        const bool pk_bulk = PK_TMA && qn_x_smem[pk_slot(1LL, 2LL)] == 0 && m1 == 64LL && (r1 * 4LL) % 16 == 0;
+        if (pk_bulk) {
+          __syncthreads();
+          if (threadIdx.x == 0) {
+            pk_fence_proxy_async();
+            pk_mbar_expect_tx(&pk_bar_x_smem[pk_slot(1LL, 2LL)], static_cast<unsigned>(1LL * m0 * 256LL));
+            for (long long e = 0; e < 2048LL; e += 64LL) {
+              long long rest = e;
+              const long long c1 = rest % 64LL; rest /= 64LL;
+              const long long c0 = rest % 32LL; rest /= 32LL;
+              const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+              if (c0 < m0 && c1 < m1) pk_bulk_copy(dst + e, g_x + off, 256u, &pk_bar_x_smem[pk_slot(1LL, 2LL)]);
+            }
+          }
+          for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
+            long long rest = e;
+            const long long c1 = rest % 64LL; rest /= 64LL;
+            const long long c0 = rest % 32LL; rest /= 32LL;
+            const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+            if (!(c0 < m0 && c1 < m1)) dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison
+          }
+          q_x_smem[pk_slot(1LL, 2LL)][qn_x_smem[pk_slot(1LL, 2LL)]++] = -1; // a bulk copy: waited on the barrier
+        } else {
         for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
           long long rest = e;
           const long long c1 = rest % 64LL; rest /= 64LL;
@@ -152,6 +245,7 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
         ++pk_groups;
         if (qn_x_smem[pk_slot(1LL, 2LL)] == 4) __trap();
         q_x_smem[pk_slot(1LL, 2LL)][qn_x_smem[pk_slot(1LL, 2LL)]++] = pk_groups;
+        }
       }
       { // copy_in_start(y[s // 4 * 32:s // 4 * 32 + 32, s % 4 * 64:s % 4 * 64 + 64], y_smem[0])
         const long long r0 = (pk_floordiv(v_s, 4LL) * 32LL), n0 = (((pk_floordiv(v_s, 4LL) * 32LL) + 32LL) - (pk_floordiv(v_s, 4LL) * 32LL));
@@ -161,6 +255,29 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
         const long long m1 = pk_min(n1, 64LL);
         if (!((n0 <= 32LL && n1 <= 64LL) || (n0 >= 32LL && n1 >= 64LL))) __trap();
         float *const dst = (s_y_smem + pk_slot(0LL, 2LL) * 2048LL);
+        const bool pk_bulk = PK_TMA && qn_y_smem[pk_slot(0LL, 2LL)] == 0 && m1 == 64LL && (r1 * 4LL) % 16 == 0;
+        if (pk_bulk) {
+          __syncthreads();
+          if (threadIdx.x == 0) {
+            pk_fence_proxy_async();
+            pk_mbar_expect_tx(&pk_bar_y_smem[pk_slot(0LL, 2LL)], static_cast<unsigned>(1LL * m0 * 256LL));
+            for (long long e = 0; e < 2048LL; e += 64LL) {
+              long long rest = e;
+              const long long c1 = rest % 64LL; rest /= 64LL;
+              const long long c0 = rest % 32LL; rest /= 32LL;
+              const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+              if (c0 < m0 && c1 < m1) pk_bulk_copy(dst + e, g_y + off, 256u, &pk_bar_y_smem[pk_slot(0LL, 2LL)]);
+            }
+          }
+          for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
+            long long rest = e;
+            const long long c1 = rest % 64LL; rest /= 64LL;
+            const long long c0 = rest % 32LL; rest /= 32LL;
+            const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+            if (!(c0 < m0 && c1 < m1)) dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison
+          }
+          q_y_smem[pk_slot(0LL, 2LL)][qn_y_smem[pk_slot(0LL, 2LL)]++] = -1; // a bulk copy: waited on the barrier
+        } else {
         for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
           long long rest = e;
           const long long c1 = rest % 64LL; rest /= 64LL;
@@ -172,6 +289,7 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
         ++pk_groups;
         if (qn_y_smem[pk_slot(0LL, 2LL)] == 4) __trap();
         q_y_smem[pk_slot(0LL, 2LL)][qn_y_smem[pk_slot(0LL, 2LL)]++] = pk_groups;
+        }
       }
       { // copy_in_start(y[(s + 1) // 4 * 32:(s + 1) // 4 * 32 + 32, (s + 1) % 4 * 64:(s + 1) % 4 * 64 + 64], y_smem[1])
         const long long r0 = (pk_floordiv((v_s + 1LL), 4LL) * 32LL), n0 = (((pk_floordiv((v_s + 1LL), 4LL) * 32LL) + 32LL) - (pk_floordiv((v_s + 1LL), 4LL) * 32LL));
@@ -181,6 +299,29 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
         const long long m1 = pk_min(n1, 64LL);
         if (!((n0 <= 32LL && n1 <= 64LL) || (n0 >= 32LL && n1 >= 64LL))) __trap();
         float *const dst = (s_y_smem + pk_slot(1LL, 2LL) * 2048LL);
+        const bool pk_bulk = PK_TMA && qn_y_smem[pk_slot(1LL, 2LL)] == 0 && m1 == 64LL && (r1 * 4LL) % 16 == 0;
+        if (pk_bulk) {
+          __syncthreads();
+          if (threadIdx.x == 0) {
+            pk_fence_proxy_async();
+            pk_mbar_expect_tx(&pk_bar_y_smem[pk_slot(1LL, 2LL)], static_cast<unsigned>(1LL * m0 * 256LL));
+            for (long long e = 0; e < 2048LL; e += 64LL) {
+              long long rest = e;
+              const long long c1 = rest % 64LL; rest /= 64LL;
+              const long long c0 = rest % 32LL; rest /= 32LL;
+              const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+              if (c0 < m0 && c1 < m1) pk_bulk_copy(dst + e, g_y + off, 256u, &pk_bar_y_smem[pk_slot(1LL, 2LL)]);
+            }
+          }
+          for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
+            long long rest = e;
+            const long long c1 = rest % 64LL; rest /= 64LL;
+            const long long c0 = rest % 32LL; rest /= 32LL;
+            const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+            if (!(c0 < m0 && c1 < m1)) dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison
+          }
+          q_y_smem[pk_slot(1LL, 2LL)][qn_y_smem[pk_slot(1LL, 2LL)]++] = -1; // a bulk copy: waited on the barrier
+        } else {
         for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
           long long rest = e;
           const long long c1 = rest % 64LL; rest /= 64LL;
@@ -192,18 +333,29 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
         ++pk_groups;
         if (qn_y_smem[pk_slot(1LL, 2LL)] == 4) __trap();
         q_y_smem[pk_slot(1LL, 2LL)][qn_y_smem[pk_slot(1LL, 2LL)]++] = pk_groups;
+        }
       }
     }
     { // copy_in_wait(x_smem[t % 2]): its oldest copy
       if (qn_x_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)] == 0) __trap();
-      pk_wait_groups(pk_groups - q_x_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)][0]);
+      if (q_x_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)][0] < 0) {
+        pk_mbar_wait(&pk_bar_x_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)], ph_x_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)]);
+        ph_x_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)] ^= 1u;
+      } else {
+        pk_wait_groups(pk_groups - q_x_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)][0]);
+      }
       for (int i = 1; i < qn_x_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)]; ++i) q_x_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)][i - 1] = q_x_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)][i];
       --qn_x_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)];
       __syncthreads();
     }
     { // copy_in_wait(y_smem[t % 2]): its oldest copy
       if (qn_y_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)] == 0) __trap();
-      pk_wait_groups(pk_groups - q_y_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)][0]);
+      if (q_y_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)][0] < 0) {
+        pk_mbar_wait(&pk_bar_y_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)], ph_y_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)]);
+        ph_y_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)] ^= 1u;
+      } else {
+        pk_wait_groups(pk_groups - q_y_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)][0]);
+      }
       for (int i = 1; i < qn_y_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)]; ++i) q_y_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)][i - 1] = q_y_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)][i];
       --qn_y_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)];
       __syncthreads();
@@ -264,6 +416,29 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
         const long long m1 = pk_min(n1, 64LL);
         if (!((n0 <= 32LL && n1 <= 64LL) || (n0 >= 32LL && n1 >= 64LL))) __trap();
         float *const dst = (s_x_smem + pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL) * 2048LL);
+        const bool pk_bulk = PK_TMA && qn_x_smem[pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL)] == 0 && m1 == 64LL && (r1 * 4LL) % 16 == 0;
+        if (pk_bulk) {
+          __syncthreads();
+          if (threadIdx.x == 0) {
+            pk_fence_proxy_async();
+            pk_mbar_expect_tx(&pk_bar_x_smem[pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL)], static_cast<unsigned>(1LL * m0 * 256LL));
+            for (long long e = 0; e < 2048LL; e += 64LL) {
+              long long rest = e;
+              const long long c1 = rest % 64LL; rest /= 64LL;
+              const long long c0 = rest % 32LL; rest /= 32LL;
+              const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+              if (c0 < m0 && c1 < m1) pk_bulk_copy(dst + e, g_x + off, 256u, &pk_bar_x_smem[pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL)]);
+            }
+          }
+          for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
+            long long rest = e;
+            const long long c1 = rest % 64LL; rest /= 64LL;
+            const long long c0 = rest % 32LL; rest /= 32LL;
+            const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+            if (!(c0 < m0 && c1 < m1)) dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison
+          }
+          q_x_smem[pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL)][qn_x_smem[pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL)]++] = -1; // a bulk copy: waited on the barrier
+        } else {
         for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
           long long rest = e;
           const long long c1 = rest % 64LL; rest /= 64LL;
@@ -275,6 +450,7 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
         ++pk_groups;
         if (qn_x_smem[pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL)] == 4) __trap();
         q_x_smem[pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL)][qn_x_smem[pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL)]++] = pk_groups;
+        }
       }
     }
     if (static_cast<long long>(static_cast<long long>(v_t >= 0LL) && static_cast<long long>((v_t + 2LL) < 4LL))) {
@@ -286,6 +462,29 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
         const long long m1 = pk_min(n1, 64LL);
         if (!((n0 <= 32LL && n1 <= 64LL) || (n0 >= 32LL && n1 >= 64LL))) __trap();
         float *const dst = (s_y_smem + pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL) * 2048LL);
+        const bool pk_bulk = PK_TMA && qn_y_smem[pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL)] == 0 && m1 == 64LL && (r1 * 4LL) % 16 == 0;
+        if (pk_bulk) {
+          __syncthreads();
+          if (threadIdx.x == 0) {
+            pk_fence_proxy_async();
+            pk_mbar_expect_tx(&pk_bar_y_smem[pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL)], static_cast<unsigned>(1LL * m0 * 256LL));
+            for (long long e = 0; e < 2048LL; e += 64LL) {
+              long long rest = e;
+              const long long c1 = rest % 64LL; rest /= 64LL;
+              const long long c0 = rest % 32LL; rest /= 32LL;
+              const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+              if (c0 < m0 && c1 < m1) pk_bulk_copy(dst + e, g_y + off, 256u, &pk_bar_y_smem[pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL)]);
+            }
+          }
+          for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
+            long long rest = e;
+            const long long c1 = rest % 64LL; rest /= 64LL;
+            const long long c0 = rest % 32LL; rest /= 32LL;
+            const long long off = (r0 + c0) * 256LL + (r1 + c1) * 1LL;
+            if (!(c0 < m0 && c1 < m1)) dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison
+          }
+          q_y_smem[pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL)][qn_y_smem[pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL)]++] = -1; // a bulk copy: waited on the barrier
+        } else {
         for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) {
           long long rest = e;
           const long long c1 = rest % 64LL; rest /= 64LL;
@@ -297,6 +496,7 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
         ++pk_groups;
         if (qn_y_smem[pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL)] == 4) __trap();
         q_y_smem[pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL)][qn_y_smem[pk_slot(pk_mod((v_t + 2LL), 2LL), 2LL)]++] = pk_groups;
+        }
       }
     }
     if (static_cast<long long>(v_t == 3LL)) {

@@ -69,6 +69,44 @@ __device__ __forceinline__ void pk_wait_groups(long long newer) {
     pk_cp_async_wait<7>();
   }
 }
+// sm_90: bulk copies (TMA) into shared memory completing on an mbarrier.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PK_TMA 1
+__device__ __forceinline__ unsigned pk_shared_addr(const void *p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void pk_mbar_init(unsigned long long *bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(pk_shared_addr(bar)) : "memory");
+}
+// Orders this CTA's earlier generic writes to shared memory before later bulk copies into it.
+__device__ __forceinline__ void pk_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void pk_mbar_expect_tx(unsigned long long *bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(pk_shared_addr(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void pk_bulk_copy(void *smem, const void *gmem, unsigned bytes, unsigned long long *bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   pk_shared_addr(smem)),
+               "l"(__cvta_generic_to_global(gmem)), "r"(bytes), "r"(pk_shared_addr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void pk_mbar_wait(unsigned long long *bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(pk_shared_addr(bar)), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+#else
+#define PK_TMA 0
+__device__ __forceinline__ void pk_mbar_init(unsigned long long *) {}
+__device__ __forceinline__ void pk_fence_proxy_async() {}
+__device__ __forceinline__ void pk_mbar_expect_tx(unsigned long long *, unsigned) { __trap(); }
+__device__ __forceinline__ void pk_bulk_copy(void *, const void *, unsigned, unsigned long long *) { __trap(); }
+__device__ __forceinline__ void pk_mbar_wait(unsigned long long *, unsigned) { __trap(); }
+#endif
 #endif
 
 extern "C" __global__ void __launch_bounds__(256) pk_double_buffered_add_one(float *__restrict__ g_A) {
@@ -78,6 +116,10 @@ extern "C" __global__ void __launch_bounds__(256) pk_double_buffered_add_one(flo
   // Poison: every slot starts as NaN (integers: their lowest value); an acc as zeros.
   for (long long e = threadIdx.x; e < 1024LL; e += blockDim.x) s_X[e] = __int_as_float(0x7fc00000);
   for (long long e = threadIdx.x; e < 1024LL; e += blockDim.x) s_Y[e] = __int_as_float(0x7fc00000);
+  __shared__ __align__(8) unsigned long long pk_bar_X[2]; // its bulk copies complete here
+  unsigned ph_X[2] = {}; // each barrier's phase
+  if (threadIdx.x == 0)
+    for (int i = 0; i < 2; ++i) pk_mbar_init(&pk_bar_X[i]);
   long long pk_groups = 0; // cp.async groups committed by this thread
   long long q_X[2][4]; // queued copy-in groups
   int qn_X[2] = {};
@@ -96,6 +138,27 @@ extern "C" __global__ void __launch_bounds__(256) pk_double_buffered_add_one(flo
     const long long m0 = pk_min(n1, 512LL);
     if (!((n1 <= 512LL) || (n1 >= 512LL))) __trap();
     float *const dst = (s_X + pk_slot(0LL, 2LL) * 512LL);
+    const bool pk_bulk = PK_TMA && qn_X[pk_slot(0LL, 2LL)] == 0 && m0 == 512LL && (r1 * 4LL) % 16 == 0;
+    if (pk_bulk) {
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        pk_fence_proxy_async();
+        pk_mbar_expect_tx(&pk_bar_X[pk_slot(0LL, 2LL)], static_cast<unsigned>(1LL * 2048LL));
+        for (long long e = 0; e < 512LL; e += 512LL) {
+          long long rest = e;
+          const long long c0 = rest % 512LL; rest /= 512LL;
+          const long long off = (r0) * 512LL + (r1 + c0) * 1LL;
+          if (c0 < m0) pk_bulk_copy(dst + e, g_A + off, 2048u, &pk_bar_X[pk_slot(0LL, 2LL)]);
+        }
+      }
+      for (long long e = threadIdx.x; e < 512LL; e += blockDim.x) {
+        long long rest = e;
+        const long long c0 = rest % 512LL; rest /= 512LL;
+        const long long off = (r0) * 512LL + (r1 + c0) * 1LL;
+        if (!(c0 < m0)) dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison
+      }
+      q_X[pk_slot(0LL, 2LL)][qn_X[pk_slot(0LL, 2LL)]++] = -1; // a bulk copy: waited on the barrier
+    } else {
     for (long long e = threadIdx.x; e < 512LL; e += blockDim.x) {
       long long rest = e;
       const long long c0 = rest % 512LL; rest /= 512LL;
@@ -106,6 +169,7 @@ extern "C" __global__ void __launch_bounds__(256) pk_double_buffered_add_one(flo
     ++pk_groups;
     if (qn_X[pk_slot(0LL, 2LL)] == 4) __trap();
     q_X[pk_slot(0LL, 2LL)][qn_X[pk_slot(0LL, 2LL)]++] = pk_groups;
+    }
   }
   for (v_i = 0LL; v_i < 4LL; ++v_i) {
     v_cur = pk_mod(v_i, 2LL);
@@ -118,6 +182,27 @@ extern "C" __global__ void __launch_bounds__(256) pk_double_buffered_add_one(flo
         const long long m0 = pk_min(n1, 512LL);
         if (!((n1 <= 512LL) || (n1 >= 512LL))) __trap();
         float *const dst = (s_X + pk_slot(v_nxt, 2LL) * 512LL);
+        const bool pk_bulk = PK_TMA && qn_X[pk_slot(v_nxt, 2LL)] == 0 && m0 == 512LL && (r1 * 4LL) % 16 == 0;
+        if (pk_bulk) {
+          __syncthreads();
+          if (threadIdx.x == 0) {
+            pk_fence_proxy_async();
+            pk_mbar_expect_tx(&pk_bar_X[pk_slot(v_nxt, 2LL)], static_cast<unsigned>(1LL * 2048LL));
+            for (long long e = 0; e < 512LL; e += 512LL) {
+              long long rest = e;
+              const long long c0 = rest % 512LL; rest /= 512LL;
+              const long long off = (r0) * 512LL + (r1 + c0) * 1LL;
+              if (c0 < m0) pk_bulk_copy(dst + e, g_A + off, 2048u, &pk_bar_X[pk_slot(v_nxt, 2LL)]);
+            }
+          }
+          for (long long e = threadIdx.x; e < 512LL; e += blockDim.x) {
+            long long rest = e;
+            const long long c0 = rest % 512LL; rest /= 512LL;
+            const long long off = (r0) * 512LL + (r1 + c0) * 1LL;
+            if (!(c0 < m0)) dst[e] = __int_as_float(0x7fc00000); // past the moved corner: poison
+          }
+          q_X[pk_slot(v_nxt, 2LL)][qn_X[pk_slot(v_nxt, 2LL)]++] = -1; // a bulk copy: waited on the barrier
+        } else {
         for (long long e = threadIdx.x; e < 512LL; e += blockDim.x) {
           long long rest = e;
           const long long c0 = rest % 512LL; rest /= 512LL;
@@ -128,11 +213,17 @@ extern "C" __global__ void __launch_bounds__(256) pk_double_buffered_add_one(flo
         ++pk_groups;
         if (qn_X[pk_slot(v_nxt, 2LL)] == 4) __trap();
         q_X[pk_slot(v_nxt, 2LL)][qn_X[pk_slot(v_nxt, 2LL)]++] = pk_groups;
+        }
       }
     }
     { // copy_in_wait(X[cur]): its oldest copy
       if (qn_X[pk_slot(v_cur, 2LL)] == 0) __trap();
-      pk_wait_groups(pk_groups - q_X[pk_slot(v_cur, 2LL)][0]);
+      if (q_X[pk_slot(v_cur, 2LL)][0] < 0) {
+        pk_mbar_wait(&pk_bar_X[pk_slot(v_cur, 2LL)], ph_X[pk_slot(v_cur, 2LL)]);
+        ph_X[pk_slot(v_cur, 2LL)] ^= 1u;
+      } else {
+        pk_wait_groups(pk_groups - q_X[pk_slot(v_cur, 2LL)][0]);
+      }
       for (int i = 1; i < qn_X[pk_slot(v_cur, 2LL)]; ++i) q_X[pk_slot(v_cur, 2LL)][i - 1] = q_X[pk_slot(v_cur, 2LL)][i];
       --qn_X[pk_slot(v_cur, 2LL)];
       __syncthreads();
