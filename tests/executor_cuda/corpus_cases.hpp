@@ -22,17 +22,34 @@ struct CorpusCase {
   CudaKernel kernel;
 };
 
-/// The corpus units the generator makes a kernel of with `o`, each distinct
-/// source once, whose hbm arrays take at most `max_hbm_bytes`, in file order.
-inline std::vector<CorpusCase> generated_corpus(const CodegenOptions &o, std::int64_t max_hbm_bytes) {
+/// Every `.pk` file under corpus/, relative to the source tree, sorted.
+inline std::vector<std::string> corpus_files() {
   namespace fs = std::filesystem;
   std::vector<std::string> files;
   for (const auto &e : fs::recursive_directory_iterator(fs::path(PIPECHECK_SOURCE_DIR) / "corpus"))
     if (e.path().extension() == ".pk") files.push_back(fs::relative(e.path(), PIPECHECK_SOURCE_DIR).string());
   std::sort(files.begin(), files.end());
+  return files;
+}
+
+/// A pipeline's params bound: symbolic ones at their lower bound, at least
+/// 3 (a full turn of a double-buffered ring).
+inline spec::Env pipeline_env(const spec::Program &p) {
+  spec::Env env = spec::param_env(p.params);
+  for (const auto &q : p.params)
+    if (q.is_symbolic()) {
+      const auto lo = q.lo ? spec::eval_int(*q.lo, env) : std::nullopt;
+      env[q.name] = std::max<std::int64_t>(lo.value_or(1), 3);
+    }
+  return env;
+}
+
+/// The corpus units the generator makes a kernel of with `o`, each distinct
+/// source once, whose hbm arrays take at most `max_hbm_bytes`, in file order.
+inline std::vector<CorpusCase> generated_corpus(const CodegenOptions &o, std::int64_t max_hbm_bytes) {
   std::vector<CorpusCase> out;
   std::set<std::string> sources;
-  for (const auto &path : files) {
+  for (const auto &path : corpus_files()) {
     spec::File f;
     try {
       f = load_corpus(path);
@@ -54,12 +71,7 @@ inline std::vector<CorpusCase> generated_corpus(const CodegenOptions &o, std::in
         c.program = l->program;
       } else {
         c.program = std::get<spec::Program>(u);
-        c.env = spec::param_env(c.program.params);
-        for (const auto &p : c.program.params)
-          if (p.is_symbolic()) {
-            const auto lo = p.lo ? spec::eval_int(*p.lo, c.env) : std::nullopt;
-            c.env[p.name] = std::max<std::int64_t>(lo.value_or(1), 3);
-          }
+        c.env = pipeline_env(c.program);
         r = generate_cuda(c.program, c.env, o);
       }
       if (!r || !sources.insert(r.kernel->source).second) continue;

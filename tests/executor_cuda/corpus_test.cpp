@@ -5,6 +5,7 @@
 #include "executor/cuda/codegen.hpp"
 #include "executor/cuda/nvrtc.hpp"
 #include "spec/eval.hpp"
+#include "tests/executor_cuda/corpus_cases.hpp"
 #include "tests/executor_cuda/testing.hpp"
 
 #include <gtest/gtest.h>
@@ -19,16 +20,6 @@ namespace pipecheck::executor::cuda {
 namespace {
 
 using namespace testing;
-
-std::vector<std::string> corpus_files() {
-  namespace fs = std::filesystem;
-  std::vector<std::string> out;
-  const fs::path root = fs::path(PIPECHECK_SOURCE_DIR) / "corpus";
-  for (const auto &e : fs::recursive_directory_iterator(root))
-    if (e.path().extension() == ".pk") out.push_back(fs::relative(e.path(), PIPECHECK_SOURCE_DIR).string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 bool refused_with_reason(const std::string &error) {
   return error.rfind("not supported by the CUDA backend: ", 0) == 0 ||
@@ -82,14 +73,7 @@ TEST(CudaCorpus, EveryCorpusUnitIsGeneratedAndCompiledOrRefusedWithItsReason) {
         }
       } else {
         program = &std::get<spec::Program>(u);
-        // A symbolic trip count at its lower bound, at least 3 (a full ring turn).
-        spec::Env env = spec::param_env(program->params);
-        for (const auto &p : program->params)
-          if (p.is_symbolic()) {
-            const auto lo = p.lo ? spec::eval_int(*p.lo, env) : std::nullopt;
-            env[p.name] = std::max<std::int64_t>(lo.value_or(1), 3);
-          }
-        r = generate_cuda(*program, env);
+        r = generate_cuda(*program, pipeline_env(*program));
         if (*r && compiled.insert(r->kernel->source).second) {
           const PtxResult p = compile_to_ptx(r->kernel->source, r->kernel->entry + ".cu");
           ASSERT_TRUE(p.ok) << path << "::" << program->name << ": " << p.error;
