@@ -815,15 +815,16 @@ RunResult with_run(RunResult r, DmaMode mode, std::uint64_t seed) {
   return r;
 }
 
-// The lowered program on the CPU runner; false (with the result's status
-// and reason) when it faulted.
-bool run_lowered(RunResult &r, const spec::KernelSpec &k, const spec::Program &prog, const KernelPrep &p,
-                 const BufferMap &buffers, const RunOptions &opts, DmaMode mode, std::uint64_t seed) {
-  ProgramOutcome o = run_program(prog, p.program_env, buffers, config_for(opts, mode, seed));
+// The program on the CPU runner; false (with the result's status and
+// reason, after `prefix`) when it faulted.
+bool run_on_cpu(RunResult &r, const std::string &unit, const spec::Program &prog, const spec::Env &env,
+                const BufferMap &buffers, const RunOptions &opts, DmaMode mode, std::uint64_t seed,
+                const std::string &prefix) {
+  ProgramOutcome o = run_program(prog, env, buffers, config_for(opts, mode, seed));
   std::optional<ExecError> err = o.error;
   adopt(r, std::move(o));
   if (!err) return true;
-  RunResult e = from_error(k.name, *err, "lowered program: ");
+  RunResult e = from_error(unit, *err, prefix);
   r.status = e.status;
   r.reason = e.reason;
   r.loc = e.loc;
@@ -874,7 +875,7 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
     }
   if (opts.device) {
     if (!run_on_device(r, opts, prog, &*p.lowered, p.program_env, buffers, mode, seed)) return r;
-  } else if (!run_lowered(r, k, prog, p, buffers, opts, mode, seed)) {
+  } else if (!run_on_cpu(r, k.name, prog, p.program_env, buffers, opts, mode, seed, "lowered program: ")) {
     return r;
   }
   r.status = RunStatus::pass;
@@ -1047,17 +1048,8 @@ RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptio
   auto owned = fresh_buffers(prog, p, map);
   if (opts.device) {
     if (!run_on_device(r, opts, prog, nullptr, p.env, map, mode, seed)) return r;
-  } else {
-    ProgramOutcome o = run_program(prog, p.env, map, config_for(opts, mode, seed));
-    std::optional<ExecError> err = o.error;
-    adopt(r, std::move(o));
-    if (err) {
-      RunResult e = from_error(prog.name, *err);
-      r.status = e.status;
-      r.reason = e.reason;
-      r.loc = e.loc;
-      return r;
-    }
+  } else if (!run_on_cpu(r, prog.name, prog, p.env, map, opts, mode, seed, "")) {
+    return r;
   }
   r.status = RunStatus::pass;
   if (save && opts.save_dir)
