@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -174,17 +175,19 @@ std::string float_literal(double v) {
 // How an element of a dtype is held and computed in the generated code.
 struct Ty {
   const char *storage; // the C++ type in memory
-  int bytes;
-  const char *poison; // an expression of the storage type: NaN, or the integer sentinel
-  bool is_float;      // computed as float (else as long long)
+  int bytes;           // spec::dtype_bytes
+  const char *poison;  // an expression of the storage type: NaN, or the integer sentinel
+  bool is_float;       // computed as float (else as long long)
 };
 
 Ty ty(spec::DType t) {
   switch (t) {
-  case spec::DType::f32: return {"float", 4, "__int_as_float(0x7fc00000)", true};
-  case spec::DType::bf16: return {"unsigned short", 2, "static_cast<unsigned short>(0x7fc0u)", true};
-  case spec::DType::f16: return {"unsigned short", 2, "static_cast<unsigned short>(0x7e00u)", true};
-  case spec::DType::i32: return {"int", 4, "static_cast<int>(0x80000000u)", false};
+  case spec::DType::f32: return {"float", spec::dtype_bytes(t), "__int_as_float(0x7fc00000)", true};
+  case spec::DType::bf16:
+    return {"unsigned short", spec::dtype_bytes(t), "static_cast<unsigned short>(0x7fc0u)", true};
+  case spec::DType::f16:
+    return {"unsigned short", spec::dtype_bytes(t), "static_cast<unsigned short>(0x7e00u)", true};
+  case spec::DType::i32: return {"int", spec::dtype_bytes(t), "static_cast<int>(0x80000000u)", false};
   default: break;
   }
   throw Unsupported{std::string("dtype ") + spec::to_string(t) + " (f32, bf16, f16 and i32 so far)"};
@@ -225,6 +228,20 @@ struct Region {
   std::vector<std::string> lo, extent; // per dim of the hbm buffer
   std::vector<bool> kept;              // per dim: a slice (or whole), not an index
 };
+
+// Every statement of `b`, and of the bodies of its ifs and loops, in
+// program order (a statement before its body).
+void each_stmt(const spec::Block &b, const std::function<void(const spec::Stmt &)> &f) {
+  for (const auto &s : b) {
+    f(s);
+    if (auto *i = std::get_if<spec::If>(&s.kind)) {
+      each_stmt(i->then_body, f);
+      each_stmt(i->else_body, f);
+    } else if (auto *l = std::get_if<spec::For>(&s.kind)) {
+      each_stmt(l->body, f);
+    }
+  }
+}
 
 class Gen {
 public:
@@ -392,63 +409,40 @@ private:
   }
 
   void mark_copies(const spec::Block &b, CudaKernel &k) {
-    for (const auto &s : b) {
-      if (auto *c = std::get_if<spec::Copy>(&s.kind)) {
-        if (c->kind == spec::CopyKind::in_start && c->src.op == Op::Ref && hbm_.count(c->src.name))
-          k.arrays[hbm_[c->src.name]].read = true;
-        if (c->kind == spec::CopyKind::out_start && c->dst.op == Op::Ref && hbm_.count(c->dst.name))
-          k.arrays[hbm_[c->dst.name]].written = true;
-      } else if (auto *i = std::get_if<spec::If>(&s.kind)) {
-        mark_copies(i->then_body, k);
-        mark_copies(i->else_body, k);
-      } else if (auto *f = std::get_if<spec::For>(&s.kind)) {
-        mark_copies(f->body, k);
-      }
-    }
+    each_stmt(b, [&](const spec::Stmt &s) {
+      auto *c = std::get_if<spec::Copy>(&s.kind);
+      if (!c) return;
+      if (c->kind == spec::CopyKind::in_start && c->src.op == Op::Ref && hbm_.count(c->src.name))
+        k.arrays[hbm_[c->src.name]].read = true;
+      if (c->kind == spec::CopyKind::out_start && c->dst.op == Op::Ref && hbm_.count(c->dst.name))
+        k.arrays[hbm_[c->dst.name]].written = true;
+    });
   }
 
   void collect_locals(const spec::Block &b) {
-    for (const auto &s : b) {
-      if (auto *l = std::get_if<spec::Let>(&s.kind)) {
-        add_local(l->name);
-      } else if (auto *i = std::get_if<spec::If>(&s.kind)) {
-        collect_locals(i->then_body);
-        collect_locals(i->else_body);
-      } else if (auto *f = std::get_if<spec::For>(&s.kind)) {
-        add_local(f->var);
-        collect_locals(f->body);
-      }
-    }
+    each_stmt(b, [&](const spec::Stmt &s) {
+      if (auto *l = std::get_if<spec::Let>(&s.kind)) add_local(l->name);
+      if (auto *f = std::get_if<spec::For>(&s.kind)) add_local(f->var);
+    });
   }
+
   void collect_bulk(const spec::Block &b) {
-    for (const auto &s : b) {
-      if (auto *c = std::get_if<spec::Copy>(&s.kind); c && c->kind == spec::CopyKind::in_start) {
-        if (c->dst.op != Op::Ref || !shared_.count(c->dst.name) || c->src.op != Op::Ref ||
-            !hbm_.count(c->src.name))
-          continue; // refused where it is generated
-        const Region g = region(c->src);
-        const SharedRing &r = shared_ring(c->dst.name);
-        if (bulk_copy_fits(g, arrays_->at(hbm_.at(c->src.name)), r, corner_form(g, r))) bulk_[r.name] = true;
-      } else if (auto *i = std::get_if<spec::If>(&s.kind)) {
-        collect_bulk(i->then_body);
-        collect_bulk(i->else_body);
-      } else if (auto *f = std::get_if<spec::For>(&s.kind)) {
-        collect_bulk(f->body);
-      }
-    }
+    each_stmt(b, [&](const spec::Stmt &s) {
+      auto *c = std::get_if<spec::Copy>(&s.kind);
+      if (!c || c->kind != spec::CopyKind::in_start) return;
+      if (c->dst.op != Op::Ref || !shared_.count(c->dst.name) || c->src.op != Op::Ref ||
+          !hbm_.count(c->src.name))
+        return; // refused where it is generated
+      const Region g = region(c->src);
+      const SharedRing &r = shared_ring(c->dst.name);
+      if (bulk_copy_fits(g, arrays_->at(hbm_.at(c->src.name)), r, corner_form(g, r))) bulk_[r.name] = true;
+    });
   }
 
   void collect_forms(const spec::Block &b) {
-    for (const auto &s : b) {
-      if (auto *c = std::get_if<spec::Copy>(&s.kind); c && c->kind == spec::CopyKind::out_start)
-        form_of(*c);
-      else if (auto *i = std::get_if<spec::If>(&s.kind)) {
-        collect_forms(i->then_body);
-        collect_forms(i->else_body);
-      } else if (auto *f = std::get_if<spec::For>(&s.kind)) {
-        collect_forms(f->body);
-      }
-    }
+    each_stmt(b, [&](const spec::Stmt &s) {
+      if (auto *c = std::get_if<spec::Copy>(&s.kind); c && c->kind == spec::CopyKind::out_start) form_of(*c);
+    });
   }
   std::size_t form_of(const spec::Copy &c) {
     std::int64_t n = 0;
@@ -1056,38 +1050,26 @@ private:
   std::map<const spec::Wgmma *, std::size_t> wgmma_form_of_;
 
   void collect_wgmmas(const spec::Block &b) {
-    for (const auto &s : b) {
-      if (auto *w = std::get_if<spec::Wgmma>(&s.kind)) {
-        WgmmaForm f;
-        auto ring = [&](const Expr &r) -> const SharedRing & {
-          if ((r.op != Op::Ref && r.op != Op::Name) || !shared_.count(r.name))
-            unsupported("a wgmma operand that is not a slot");
-          return shared_ring(r.name);
-        };
-        const SharedRing &acc = ring(w->acc), &a = ring(w->a), &bb = ring(w->b);
-        if (!acc.accumulator) unsupported("a wgmma into " + acc.name + ", which is not an acc buffer");
-        if (a.slot_shape.size() != 2 || bb.slot_shape.size() != 2 || acc.slot_shape.size() != 2 ||
-            a.slot_shape[1] != bb.slot_shape[0] || acc.slot_shape[0] != a.slot_shape[0] ||
-            acc.slot_shape[1] != bb.slot_shape[1])
-          unsupported("a wgmma whose operand shapes are not (m, k) @ (k, n) into (m, n)");
-        if (a.dtype != bb.dtype || !ty(a.dtype).is_float)
-          unsupported("a wgmma of " + std::string(spec::to_string(a.dtype)) + " by " +
-                      spec::to_string(bb.dtype));
-        f.acc = acc.name;
-        f.a = a.name;
-        f.b = bb.name;
-        f.m = a.slot_shape[0];
-        f.k = a.slot_shape[1];
-        f.n = bb.slot_shape[1];
-        wgmma_form_of_[w] = wgmma_forms_.size();
-        wgmma_forms_.push_back(f);
-      } else if (auto *i = std::get_if<spec::If>(&s.kind)) {
-        collect_wgmmas(i->then_body);
-        collect_wgmmas(i->else_body);
-      } else if (auto *fo = std::get_if<spec::For>(&s.kind)) {
-        collect_wgmmas(fo->body);
-      }
-    }
+    each_stmt(b, [&](const spec::Stmt &s) {
+      auto *w = std::get_if<spec::Wgmma>(&s.kind);
+      if (!w) return;
+      auto ring = [&](const Expr &r) -> const SharedRing & {
+        if ((r.op != Op::Ref && r.op != Op::Name) || !shared_.count(r.name))
+          unsupported("a wgmma operand that is not a slot");
+        return shared_ring(r.name);
+      };
+      const SharedRing &acc = ring(w->acc), &a = ring(w->a), &bb = ring(w->b);
+      if (!acc.accumulator) unsupported("a wgmma into " + acc.name + ", which is not an acc buffer");
+      if (a.slot_shape.size() != 2 || bb.slot_shape.size() != 2 || acc.slot_shape.size() != 2 ||
+          a.slot_shape[1] != bb.slot_shape[0] || acc.slot_shape[0] != a.slot_shape[0] ||
+          acc.slot_shape[1] != bb.slot_shape[1])
+        unsupported("a wgmma whose operand shapes are not (m, k) @ (k, n) into (m, n)");
+      if (a.dtype != bb.dtype || !ty(a.dtype).is_float)
+        unsupported("a wgmma of " + std::string(spec::to_string(a.dtype)) + " by " +
+                    spec::to_string(bb.dtype));
+      wgmma_form_of_[w] = wgmma_forms_.size();
+      wgmma_forms_.push_back({acc.name, a.name, bb.name, a.slot_shape[0], a.slot_shape[1], bb.slot_shape[1]});
+    });
   }
 
   void wgmma(std::ostream &os, const spec::Wgmma &w, int depth) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pipecheck::executor::cuda::testing {
@@ -22,14 +23,21 @@ struct CorpusCase {
   CudaKernel kernel;
 };
 
-/// Every `.pk` file under corpus/, relative to the source tree, sorted.
-inline std::vector<std::string> corpus_files() {
+/// Every `.pk` file under corpus/ that parses (the others are the parser's
+/// tests), by its path relative to the source tree, sorted.
+inline std::vector<std::pair<std::string, spec::File>> parsed_corpus() {
   namespace fs = std::filesystem;
   std::vector<std::string> files;
   for (const auto &e : fs::recursive_directory_iterator(fs::path(PIPECHECK_SOURCE_DIR) / "corpus"))
     if (e.path().extension() == ".pk") files.push_back(fs::relative(e.path(), PIPECHECK_SOURCE_DIR).string());
   std::sort(files.begin(), files.end());
-  return files;
+  std::vector<std::pair<std::string, spec::File>> out;
+  for (const auto &path : files)
+    try {
+      out.emplace_back(path, load_corpus(path));
+    } catch (const std::exception &) {
+    }
+  return out;
 }
 
 /// A pipeline's params bound: symbolic ones at their lower bound, at least
@@ -49,13 +57,7 @@ inline spec::Env pipeline_env(const spec::Program &p) {
 inline std::vector<CorpusCase> generated_corpus(const CodegenOptions &o, std::int64_t max_hbm_bytes) {
   std::vector<CorpusCase> out;
   std::set<std::string> sources;
-  for (const auto &path : corpus_files()) {
-    spec::File f;
-    try {
-      f = load_corpus(path);
-    } catch (const std::exception &) {
-      continue; // files that do not parse are the parser's tests
-    }
+  for (const auto &[path, f] : parsed_corpus()) {
     for (const auto &u : f.units) {
       CorpusCase c;
       c.name = path + "::" + spec::unit_name(u);
