@@ -47,6 +47,14 @@ __device__ __forceinline__ long long pk_slot(long long k, long long slots) {
   if (k < 0 || k >= slots) __trap();
   return k;
 }
+// A wgmma operand slot (rows, C) of 2-byte elements is stored as wgmma's
+// canonical no-swizzle layout: 8 x 8 core matrices (8 rows of 16 bytes,
+// contiguous), ordered row-major by (row / 8, column / 8). Where element
+// `e` (row-major in the slot) is stored.
+__device__ __forceinline__ long long pk_tile(long long e, long long C) {
+  const long long r = e / C, c = e % C;
+  return ((r >> 3) * (C >> 3) + (c >> 3)) * 64 + (r & 7) * 8 + (c & 7);
+}
 // Element types (spec::DType): bf16 and f16 are held as their bits and
 // computed in f32, rounded to nearest even after every operation, as the CPU
 // interpreter does; integers are computed in 64 bits and wrapped to 32.
@@ -141,6 +149,44 @@ __device__ __forceinline__ void pk_mbar_expect_tx(unsigned long long *, unsigned
 __device__ __forceinline__ void pk_bulk_copy(void *, const void *, unsigned, unsigned long long *) { __trap(); }
 __device__ __forceinline__ void pk_mbar_wait(unsigned long long *, unsigned) { __trap(); }
 #endif
+// sm_90a: wgmma instructions (PK_WGMMA). Elsewhere a wgmma is a loop over
+// shared memory when it retires.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define PK_WGMMA 1
+__device__ __forceinline__ void pk_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void pk_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void pk_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving an accumulator register across the asynchronous wgmma writing it.
+__device__ __forceinline__ void pk_fence_operand(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+#else
+#define PK_WGMMA 0
+#endif
+#endif
+#if PK_WGMMA
+// wgmma.wait_group with a count known at run time: past 7, waiting for 7 is stricter.
+__device__ __forceinline__ void pk_wgmma_wait_n(long long keep) {
+  switch (keep) {
+  case 0: pk_wgmma_wait<0>(); break;
+  case 1: pk_wgmma_wait<1>(); break;
+  case 2: pk_wgmma_wait<2>(); break;
+  case 3: pk_wgmma_wait<3>(); break;
+  case 4: pk_wgmma_wait<4>(); break;
+  case 5: pk_wgmma_wait<5>(); break;
+  case 6: pk_wgmma_wait<6>(); break;
+  default:
+    if (keep < 0) __trap();
+    pk_wgmma_wait<7>();
+  }
+}
+// A shared memory matrix descriptor, no swizzle: start address, leading
+// (K-direction) and stride (M/N-direction) byte offsets between core matrices.
+__device__ __forceinline__ unsigned long long pk_wgmma_desc(const void *p, unsigned lbo, unsigned sbo) {
+  return static_cast<unsigned long long>((pk_shared_addr(p) & 0x3ffffu) >> 4) |
+         (static_cast<unsigned long long>((lbo >> 4) & 0x3fffu) << 16) |
+         (static_cast<unsigned long long>((sbo >> 4) & 0x3fffu) << 32);
+}
 #endif
 )";
 
@@ -264,6 +310,7 @@ public:
     os << preamble;
     if (o_.adversarial)
       os << "#define PK_SEED " << o_.adversarial_seed << "ULL // adversarial mode\n" << adversarial_preamble;
+    instruction_decls(os);
     os << "\n";
     os << "extern \"C\" __global__ void __launch_bounds__(" << o_.threads << ") " << k.entry << "(";
     for (std::size_t i = 0; i < k.arrays.size(); ++i) {
@@ -288,6 +335,15 @@ public:
       os << "  int wg_form[" << queue_depth * 2 << "];\n";
       os << "  const unsigned char *wg_a[" << queue_depth * 2 << "], *wg_b[" << queue_depth * 2 << "];\n";
       os << "  int wg_n = 0;\n";
+    }
+    if (!frag_.empty()) {
+      os << "#if PK_WGMMA\n";
+      os << "  if (blockDim.x != " << o_.threads
+         << ") __trap(); // the warpgroups the fragments are dealt to\n";
+      for (const auto &[acc, g] : frag_)
+        os << "  float f_" << acc << "[" << g.per_group << "][" << g.ni / 2 << "]; int wgn_" << acc
+           << " = 0; // " << acc << "'s fragment, its wgmmas in flight\n";
+      os << "#endif\n";
     }
     for (const auto &s : k.shared)
       if (bulk_[s.name])
@@ -331,6 +387,7 @@ public:
     }
     os << "}\n";
     k.source = os.str();
+    k.wgmma = !frag_.empty();
     return k;
   }
 
@@ -676,7 +733,8 @@ private:
       region_decls(os, in2, g, a);
       const bool corner = fit_decls(os, in2, g, ring);
       os << in2 << t.storage << " *const dst = " << dst << ";\n";
-      const std::string poison_first = o_.adversarial ? "dst[e] = " + std::string(t.poison) + "; " : "";
+      const std::string poison_first =
+          o_.adversarial ? "dst[" + at(ring.name, "e") + "] = " + std::string(t.poison) + "; " : "";
       const std::string k = slot_index(c.dst);
       const bool bulk = bulk_copy_fits(g, a, ring, corner);
       if (bulk) {
@@ -701,13 +759,18 @@ private:
         os << in2 << "    for (long long e = 0; e < " << n << "LL; e += " << ring.slot_shape[last]
            << "LL) {\n";
         const std::string moved = element_map(os, in2 + "      ", g, a, ring, corner);
-        os << in2 << "      if (" << moved << ") pk_bulk_copy(dst + e, g_" << a.name << " + off, "
-           << ring.slot_shape[last] * t.bytes << "u, &pk_bar_" << c.dst.name << "[" << k << "]);\n";
+        if (tiled_.count(ring.name)) // a row of the canonical layout: 16 bytes per core matrix
+          os << in2 << "      if (" << moved << ") for (long long u = 0; u < " << ring.slot_shape[last]
+             << "LL; u += 8) pk_bulk_copy(dst + " << at(ring.name, "e + u") << ", g_" << a.name
+             << " + off + u, 16u, &pk_bar_" << c.dst.name << "[" << k << "]);\n";
+        else
+          os << in2 << "      if (" << moved << ") pk_bulk_copy(dst + e, g_" << a.name << " + off, "
+             << ring.slot_shape[last] * t.bytes << "u, &pk_bar_" << c.dst.name << "[" << k << "]);\n";
         os << in2 << "    }\n";
         os << in2 << "  }\n";
         os << in2 << "  for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) {\n";
         const std::string moved_e = element_map(os, in2 + "    ", g, a, ring, corner);
-        os << in2 << "    if (!(" << moved_e << ")) dst[e] = " << t.poison
+        os << in2 << "    if (!(" << moved_e << ")) dst[" << at(ring.name, "e") << "] = " << t.poison
            << "; // past the moved corner: poison\n";
         os << in2 << "  }\n";
         os << in2 << "  q_" << c.dst.name << "[" << k << "][qn_" << c.dst.name << "[" << k
@@ -717,10 +780,11 @@ private:
       if (t.bytes == 4) {
         os << in2 << "for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) {\n";
         const std::string moved = element_map(os, in2 + "  ", g, a, ring, corner);
-        const std::string copy = poison_first + "pk_cp_async4(dst + e, g_" + a.name + " + off);";
+        const std::string copy =
+            poison_first + "pk_cp_async4(dst + " + at(ring.name, "e") + ", g_" + a.name + " + off);";
         if (corner)
-          os << in2 << "  if (" << moved << ") { " << copy << " } else dst[e] = " << t.poison
-             << "; // past the moved corner: poison\n";
+          os << in2 << "  if (" << moved << ") { " << copy << " } else dst[" << at(ring.name, "e")
+             << "] = " << t.poison << "; // past the moved corner: poison\n";
         else
           os << in2 << "  " << copy << "\n";
         os << in2 << "}\n";
@@ -737,13 +801,16 @@ private:
         os << in2 << "    if (" << (ring.slot_elements % 2 == 0 ? "" : "false && ") << "(" << m0 << ") && ("
            << m1 << ") && off1 == off0 + 1 && off0 % 2 == 0) {\n";
         if (o_.adversarial)
-          os << in2 << "      dst[e0] = " << t.poison << "; dst[e1] = " << t.poison << ";\n";
-        os << in2 << "      pk_cp_async4(dst + e0, g_" << a.name << " + off0);\n";
+          os << in2 << "      dst[" << at(ring.name, "e0") << "] = " << t.poison << "; dst["
+             << at(ring.name, "e1") << "] = " << t.poison << ";\n";
+        os << in2 << "      pk_cp_async4(dst + " << at(ring.name, "e0") << ", g_" << a.name << " + off0);\n";
         os << in2 << "      continue;\n";
         os << in2 << "    }\n";
-        os << in2 << "    dst[e1] = (" << m1 << ") ? g_" << a.name << "[off1] : " << t.poison << ";\n";
+        os << in2 << "    dst[" << at(ring.name, "e1") << "] = (" << m1 << ") ? g_" << a.name
+           << "[off1] : " << t.poison << ";\n";
         os << in2 << "  }\n";
-        os << in2 << "  dst[e0] = (" << m0 << ") ? g_" << a.name << "[off0] : " << t.poison << ";\n";
+        os << in2 << "  dst[" << at(ring.name, "e0") << "] = (" << m0 << ") ? g_" << a.name
+           << "[off0] : " << t.poison << ";\n";
         os << in2 << "}\n";
       }
       os << in2 << "pk_cp_async_commit();\n";
@@ -812,7 +879,7 @@ private:
       os << in2 << "__syncthreads();\n";
       os << in2 << "for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) {\n";
       const std::string moved = element_map(os, in2 + "  ", g, a, ring, corner);
-      os << in2 << "  if (" << moved << ") g_" << a.name << "[off] = src[e];\n";
+      os << in2 << "  if (" << moved << ") g_" << a.name << "[off] = src[" << at(ring.name, "e") << "];\n";
       os << in2 << "}\n";
       os << in2 << "++" << o << ";\n";
       os << in2 << "__syncthreads();\n";
@@ -870,7 +937,7 @@ private:
       const bool corner = fit_decls(os, in3, g, slot);
       os << in3 << "for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) {\n";
       const std::string moved = element_map(os, in4, g, a, slot, corner);
-      os << in4 << "if (" << moved << ") g_" << a.name << "[off] = src[e];\n";
+      os << in4 << "if (" << moved << ") g_" << a.name << "[off] = src[" << at(ring, "e") << "];\n";
       os << in3 << "}\n";
       os << in3 << "break;\n";
       os << in2 << "}\n";
@@ -967,7 +1034,7 @@ private:
       if (m != n) unsupported("a compute statement mixing block sizes (broadcasting)");
       ptrs.emplace_back(e.name, p);
       const DType d = shared_ring(e.name).dtype;
-      return {load(d, "p" + std::to_string(ptrs.size()) + "[e]"), {d, false, {}}};
+      return {load(d, "p" + std::to_string(ptrs.size()) + "[" + at(e.name, "e") + "]"), {d, false, {}}};
     }
     case Op::Add: return bin(spec::ElemOp::add);
     case Op::Sub: return bin(spec::ElemOp::sub);
@@ -1012,7 +1079,8 @@ private:
       TValue v = tensor(a.value, n, ptrs);
       if (a.accumulate) {
         ptrs.emplace_back(a.target.name, dst);
-        const TValue cur{load(d, "p" + std::to_string(ptrs.size()) + "[e]"), {d, false, {}}};
+        const TValue cur{load(d, "p" + std::to_string(ptrs.size()) + "[" + at(a.target.name, "e") + "]"),
+                         {d, false, {}}};
         const auto sum = spec::elementwise_type(spec::ElemOp::add, cur.type, v.type);
         if (!sum.ok()) unsupported("an ill-typed +=: " + sum.error);
         v = TValue{
@@ -1030,8 +1098,8 @@ private:
     for (std::size_t i = 0; i < ptrs.size(); ++i)
       os << ind << "  const " << ty(shared_ring(ptrs[i].first).dtype).storage << " *const p" << i + 1 << " = "
          << ptrs[i].second << ";\n";
-    os << ind << "  for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) d[e] = " << value
-       << ";\n";
+    os << ind << "  for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) d["
+       << at(a.target.name, "e") << "] = " << value << ";\n";
     if (o_.adversarial) os << ind << "  dirty_" << a.target.name << "[" << slot_index(a.target) << "] = 1;\n";
     os << ind << "  __syncthreads();\n";
     os << ind << "}\n";
@@ -1048,6 +1116,18 @@ private:
   };
   std::vector<WgmmaForm> wgmma_forms_;
   std::map<const spec::Wgmma *, std::size_t> wgmma_form_of_;
+  // An acc computed by wgmma instructions (PK_WGMMA): its fragment. Its
+  // (m, n) splits into tiles of 64 x ni, one wgmma each per 16 of k, dealt
+  // to the warpgroups in turn; a thread holds per_group tiles of ni / 2
+  // floats (f_<acc>), the acc's truth while wgmmas on it are in flight
+  // (wgn_<acc> of them), loaded from shared memory when the first is issued
+  // and stored back when the last retires.
+  struct AccFrag {
+    int ni = 8, tiles = 0, per_group = 0;
+    std::int64_t m = 0, n = 0;
+  };
+  std::map<std::string, AccFrag> frag_;
+  std::set<std::string> tiled_; // rings stored in the canonical layout (pk_tile)
 
   void collect_wgmmas(const spec::Block &b) {
     each_stmt(b, [&](const spec::Stmt &s) {
@@ -1070,6 +1150,89 @@ private:
       wgmma_form_of_[w] = wgmma_forms_.size();
       wgmma_forms_.push_back({acc.name, a.name, bb.name, a.slot_shape[0], a.slot_shape[1], bb.slot_shape[1]});
     });
+    // An acc whose every wgmma fits the instruction is computed by wgmma
+    // instructions on sm_90a (PK_WGMMA), with its operand rings stored in
+    // the canonical layout (pk_tile); any other by the loop everywhere.
+    std::set<std::string> loop_only;
+    for (const auto &f : wgmma_forms_)
+      if (!instruction_fits(f)) loop_only.insert(f.acc);
+    for (const auto &f : wgmma_forms_) {
+      if (loop_only.count(f.acc) || frag_.count(f.acc)) continue;
+      AccFrag g;
+      g.ni = 8;
+      for (std::int64_t ni = 8; ni <= std::min<std::int64_t>(f.n, 256); ni += 8)
+        if (f.n % ni == 0) g.ni = static_cast<int>(ni);
+      g.tiles = static_cast<int>((f.m / 64) * (f.n / g.ni));
+      const int groups = o_.threads / 128;
+      g.per_group = (g.tiles + groups - 1) / groups;
+      if (g.per_group * g.ni / 2 > 128) { // more accumulator registers than a thread should hold
+        loop_only.insert(f.acc);
+        continue;
+      }
+      g.m = f.m;
+      g.n = f.n;
+      frag_[f.acc] = g;
+    }
+    for (const auto &f : wgmma_forms_)
+      if (frag_.count(f.acc)) {
+        tiled_.insert(f.a);
+        tiled_.insert(f.b);
+      }
+  }
+
+  // Whether a wgmma's shapes and types fit m64nNk16 (bf16 or f16 into f32)
+  // with both operands in the canonical layout: m a multiple of 64, k of 16,
+  // n of 8, and whole warpgroups of threads.
+  bool instruction_fits(const WgmmaForm &f) {
+    const SharedRing &a = shared_ring(f.a), &b = shared_ring(f.b);
+    const bool half = a.dtype == spec::DType::bf16 || a.dtype == spec::DType::f16;
+    return half && a.dtype == b.dtype && f.m % 64 == 0 && f.k % 16 == 0 && f.n % 8 == 0 && f.n > 0 &&
+           o_.threads % 128 == 0;
+  }
+
+  // Where element `e` of ring `r`'s slot is stored (pk_tile for a wgmma operand).
+  std::string at(const std::string &r, const std::string &e) const {
+    if (!tiled_.count(r)) return e;
+    for (const auto &s : *shared_list_)
+      if (s.name == r) return "pk_tile(" + e + ", " + std::to_string(s.slot_shape[1]) + "LL)";
+    return e;
+  }
+
+  // The wgmma m64nNk16 function for `ni` and the operands' dtype (its
+  // accumulator fragment: ni / 2 floats per thread).
+  std::string instruction(spec::DType t, int ni) const {
+    return std::string("pk_wgmma_") + spec::to_string(t) + "_m64n" + std::to_string(ni);
+  }
+  void instruction_decls(std::ostream &os) {
+    std::set<std::pair<spec::DType, int>> seen;
+    for (const auto &f : wgmma_forms_) {
+      if (!frag_.count(f.acc)) continue;
+      const spec::DType t = shared_ring(f.a).dtype;
+      const int ni = frag_.at(f.acc).ni;
+      if (!seen.insert({t, ni}).second) continue;
+      const int regs = ni / 2;
+      const std::string dt = spec::to_string(t);
+      os << "#if PK_WGMMA\n";
+      os << "// wgmma m64n" << ni << "k16: d += a @ b, a K-major, b N-major (transposed), no swizzle.\n";
+      os << "__device__ __forceinline__ void " << instruction(t, ni) << "(float (&d)[" << regs
+         << "], unsigned long long a, unsigned long long b) {\n";
+      os << "#ifdef PK_HOST_EMULATION\n";
+      os << "  pk_wgmma_emulated(d, " << ni << ", a, b, " << (t == spec::DType::bf16 ? "true" : "false")
+         << ", /*trans_a=*/0, /*trans_b=*/1);\n";
+      os << "#else\n";
+      os << "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << regs + 2
+         << ", 0;\\nwgmma.mma_async.sync.aligned.m64n" << ni << "k16.f32." << dt << "." << dt << " {";
+      for (int i = 0; i < regs; ++i)
+        os << (i ? ", " : "") << "%" << i;
+      os << "}, %" << regs << ", %" << regs + 1 << ", p, 1, 1, 0, 1;\\n}\\n\"\n";
+      os << "               : ";
+      for (int i = 0; i < regs; ++i)
+        os << (i ? ", " : "") << "\"+f\"(d[" << i << "])";
+      os << "\n               : \"l\"(a), \"l\"(b), \"r\"(1)\n               : \"memory\");\n";
+      os << "#endif\n";
+      os << "}\n";
+      os << "#endif\n";
+    }
   }
 
   void wgmma(std::ostream &os, const spec::Wgmma &w, int depth) {
@@ -1084,7 +1247,74 @@ private:
     os << ind << "  wg_a[wg_n] = reinterpret_cast<const unsigned char *>(" << a << ");\n";
     os << ind << "  wg_b[wg_n] = reinterpret_cast<const unsigned char *>(" << b << ");\n";
     os << ind << "  ++wg_n;\n";
+    if (!frag_.empty()) {
+      // sm_90a: every wgmma statement commits one wgmma-group (empty for a
+      // loop form), so that wgmma.wait_group counts as the queue does.
+      const WgmmaForm &f = wgmma_forms_.at(wgmma_form_of_.at(&w));
+      os << "#if PK_WGMMA\n";
+      if (frag_.count(f.acc)) issue(os, f, a, b, ind + "  ");
+      os << ind << "  pk_wgmma_commit();\n";
+      os << "#endif\n";
+    }
     os << ind << "}\n";
+  }
+
+  // A thread's fragment elements of tile j of acc: declares row and col
+  // (in the acc) of element i and runs `body` for each, in a loop the
+  // compiler unrolls (the fragment stays in registers).
+  void each_fragment_element(std::ostream &os, const std::string &ind, const std::string &acc, int j,
+                             const std::string &body) {
+    const AccFrag &g = frag_.at(acc);
+    const int groups = o_.threads / 128;
+    os << ind << "if (threadIdx.x / 128 + " << groups * j << " < " << g.tiles << ") {\n";
+    os << ind << "  const long long t = threadIdx.x / 128 + " << groups * j << ", mt = t / " << g.n / g.ni
+       << ", nt = t % " << g.n / g.ni << ";\n";
+    os << ind << "  const long long w = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;\n";
+    os << ind << "#pragma unroll\n";
+    os << ind << "  for (int i = 0; i < " << g.ni / 2 << "; ++i) {\n";
+    os << ind << "    const long long row = mt * 64 + w * 16 + lane / 4 + 8 * ((i / 2) % 2);\n";
+    os << ind << "    const long long col = nt * " << g.ni << " + 8 * (i / 4) + 2 * (lane % 4) + i % 2;\n";
+    os << ind << "    " << body << "\n";
+    os << ind << "  }\n";
+    os << ind << "}\n";
+  }
+
+  // sm_90a: issues form f's wgmma instructions on slots a and b, after the
+  // CTA's writes to them are ordered before the async proxy's reads.
+  void issue(std::ostream &os, const WgmmaForm &f, const std::string &a, const std::string &b,
+             const std::string &ind) {
+    const AccFrag &g = frag_.at(f.acc);
+    const int groups = o_.threads / 128;
+    const spec::DType t = shared_ring(f.a).dtype;
+    const std::string st = ty(t).storage;
+    os << ind << "pk_fence_proxy_async();\n";
+    os << ind << "__syncthreads();\n";
+    os << ind << "if (wgn_" << f.acc
+       << "++ == 0) { // the first in flight: the fragment from shared memory\n";
+    for (int j = 0; j < g.per_group; ++j)
+      each_fragment_element(os, ind + "  ", f.acc, j,
+                            "f_" + f.acc + "[" + std::to_string(j) + "][i] = s_" + f.acc + "[row * " +
+                                std::to_string(g.n) + "LL + col];");
+    os << ind << "}\n";
+    os << ind << "pk_wgmma_fence();\n";
+    os << ind << "const " << st << " *const A = " << a << ";\n";
+    os << ind << "const " << st << " *const B = " << b << ";\n";
+    for (int j = 0; j < g.per_group; ++j) {
+      os << ind << "if (threadIdx.x / 128 + " << groups * j << " < " << g.tiles << ") {\n";
+      os << ind << "  const long long t = threadIdx.x / 128 + " << groups * j << ", mt = t / " << g.n / g.ni
+         << ", nt = t % " << g.n / g.ni << ";\n";
+      os << ind << "  for (long long ks = 0; ks < " << f.k / 16 << "; ++ks)\n";
+      // A (m, k) K-major: core matrices 128 B apart along k, k / 8 * 128 B along m.
+      // B (k, n) N-major: n / 8 * 128 B apart along k, 128 B along n.
+      os << ind << "    " << instruction(t, g.ni) << "(f_" << f.acc << "[" << j
+         << "], pk_wgmma_desc(A + pk_tile(mt * " << 64 * f.k << "LL + ks * 16, " << f.k << "LL), 128u, "
+         << f.k * 16 << "u), pk_wgmma_desc(B + pk_tile(ks * " << 16 * f.n << "LL + nt * " << g.ni << ", "
+         << f.n << "LL), " << f.n * 16 << "u, 128u));\n";
+      os << ind << "#pragma unroll\n";
+      os << ind << "  for (int i = 0; i < " << g.ni / 2 << "; ++i) pk_fence_operand(f_" << f.acc << "[" << j
+         << "][i]);\n";
+      os << ind << "}\n";
+    }
   }
 
   void wgmma_wait(std::ostream &os, const spec::WgmmaWait &w, int depth) {
@@ -1093,6 +1323,7 @@ private:
     delay(os, in2);
     os << in2 << "const long long keep = " << scalar(w.n) << ";\n";
     os << in2 << "if (keep < 0) __trap();\n";
+    if (!frag_.empty()) os << "#if PK_WGMMA\n" << in2 << "pk_wgmma_wait_n(keep);\n#endif\n";
     os << in2 << "while (wg_n > keep) {\n";
     os << in3 << "__syncthreads();\n";
     os << in3 << "switch (wg_form[0]) {\n";
@@ -1101,14 +1332,31 @@ private:
       const spec::DType t = shared_ring(f.a).dtype;
       const std::string st = ty(t).storage;
       os << in3 << "case " << i << ": { // " << f.acc << " += " << f.a << " @ " << f.b << "\n";
+      if (frag_.count(f.acc)) {
+        const AccFrag &g = frag_.at(f.acc);
+        os << "#if PK_WGMMA\n";
+        os << in3 << "  if (--wgn_" << f.acc
+           << " == 0) { // the last in flight: the fragment to shared memory\n";
+        for (int j = 0; j < g.per_group; ++j) {
+          os << in3 << "#pragma unroll\n";
+          os << in3 << "    for (int i = 0; i < " << g.ni / 2 << "; ++i) pk_fence_operand(f_" << f.acc << "["
+             << j << "][i]);\n";
+          each_fragment_element(os, in3 + "    ", f.acc, j,
+                                "s_" + f.acc + "[row * " + std::to_string(g.n) + "LL + col] = f_" + f.acc +
+                                    "[" + std::to_string(j) + "][i];");
+        }
+        os << in3 << "  }\n";
+        os << in3 << "  break;\n";
+        os << "#endif\n";
+      }
       os << in3 << "  const " << st << " *const A = reinterpret_cast<const " << st << " *>(wg_a[0]);\n";
       os << in3 << "  const " << st << " *const B = reinterpret_cast<const " << st << " *>(wg_b[0]);\n";
       os << in3 << "  for (long long e = threadIdx.x; e < " << f.m * f.n << "LL; e += blockDim.x) {\n";
       os << in3 << "    const long long i = e / " << f.n << "LL, j = e % " << f.n << "LL;\n";
       os << in3 << "    float sum = 0.0f;\n";
       os << in3 << "    for (long long p = 0; p < " << f.k
-         << "LL; ++p) sum += " << load(t, "A[i * " + std::to_string(f.k) + "LL + p]") << " * "
-         << load(t, "B[p * " + std::to_string(f.n) + "LL + j]") << ";\n";
+         << "LL; ++p) sum += " << load(t, "A[" + at(f.a, "i * " + std::to_string(f.k) + "LL + p") + "]")
+         << " * " << load(t, "B[" + at(f.b, "p * " + std::to_string(f.n) + "LL + j") + "]") << ";\n";
       os << in3 << "    s_" << f.acc << "[e] += sum;\n";
       os << in3 << "  }\n";
       os << in3 << "  break;\n";

@@ -39,10 +39,20 @@
 /// - `X[s] = undefined` stores NaN (poison) into the slot.
 /// - `acc` buffers live in shared memory too and start as zeros.
 ///   `wgmma(acc, a, b)` queues acc += a @ b (f32 sums of the operands'
-///   products), which reads a and b when a `wgmma_wait(n)` retires it, as
-///   the CPU runner's eager and on_wait modes do: a slot refilled before
-///   that wait (no delay_release) is read refilled. It is computed with
-///   plain loads and FMA-free float arithmetic, not the wgmma instruction.
+///   products). On sm_90a (PK_WGMMA), where every wgmma into an acc fits
+///   m64nNk16 (bf16 or f16 operands, m % 64, k % 16, n % 8, whole
+///   warpgroups), it is the `wgmma.mma_async` instruction: the operand rings
+///   are stored in its canonical no-swizzle layout (pk_tile: 8 x 8 core
+///   matrices, every access to them goes through it), the acc's tiles of
+///   64 x n are dealt to the warpgroups and held in registers while wgmmas
+///   on it are in flight (loaded from shared memory at the first, stored
+///   back when the last retires), each statement commits one wgmma-group
+///   and `wgmma_wait(n)` is `wgmma.wait_group n`: the hardware reads the
+///   slots asynchronously, so a slot refilled before that wait (no
+///   delay_release) races as it does in Pallas. Elsewhere it is a loop over
+///   shared memory that reads a and b when a `wgmma_wait(n)` retires it, as
+///   the CPU runner's eager and on_wait modes do, with FMA-free float
+///   arithmetic.
 /// - CodegenOptions::adversarial: slots poisoned at each copy into them,
 ///   write-backs taking effect at their waits and leaving their slots
 ///   poison, and seeded delays (see there).
@@ -61,12 +71,12 @@
 ///   where a pair lies next to each other in the array, otherwise at once.
 ///
 /// Not supported yet (a CodegenResult with an error, never wrong code):
-/// other dtypes (i16, i8, u8, bool), wgmma's real instructions (a wgmma is
-/// a loop over shared memory, see below), semaphores and
-/// body DMAs, tensor local bindings, non-elementwise bodies (dot,
-/// reductions, transpose, broadcasting), sub-slot refs, copies with
-/// offset=, TMA tensor maps (bulk copies move one row each), TMA stores
-/// (write-backs are plain stores).
+/// other dtypes (i16, i8, u8, bool), semaphores and body DMAs, tensor local
+/// bindings, non-elementwise bodies (dot, reductions, transpose,
+/// broadcasting), sub-slot refs, copies with offset=. Not done for speed
+/// yet: TMA tensor maps (bulk copies move one row, or one 16-byte row of a
+/// core matrix, each), swizzled wgmma layouts, TMA stores (write-backs are
+/// plain stores).
 
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
@@ -108,6 +118,9 @@ struct CudaKernel {
   std::int64_t ctas = 1;
   int threads = 256;
   std::int64_t smem_bytes = 0; ///< dynamic shared memory per block
+  /// Issues wgmma instructions on sm_90a: launched with exactly `threads`
+  /// threads (whole warpgroups, to which its accumulator tiles are dealt).
+  bool wgmma = false;
   std::vector<GlobalArray> arrays;
   std::vector<SharedRing> shared;
   std::vector<std::string> notes; ///< e.g. why the program runs as one CTA

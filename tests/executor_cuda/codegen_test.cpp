@@ -266,6 +266,65 @@ TEST(CudaCodegen, AWgmmaIsQueuedAtItsStatementAndReadsItsSlotsWhenAWaitRetiresIt
   ASSERT_TRUE(p.ok) << p.error;
 }
 
+TEST(CudaCodegen, OnSm90aAWgmmaIsTheWgmmaInstructionOnCanonicalLayoutSlotsAndItsWaitIsWaitGroup) {
+  const auto f = load_corpus("corpus/kernels/wgmma_matmul_gpu.pk");
+  const auto r = generate_cuda(lower(unit<spec::KernelSpec>(f, "wgmma_matmul_delay_release"), "h100"), {});
+  ASSERT_TRUE(r) << r.error;
+  const std::string &src = r.kernel->source;
+  // a (64, 32) and b (32, 64) slots are stored as 8 x 8 core matrices;
+  // the (64, 64) acc is one 64 x 64 tile: 32 floats per thread.
+  EXPECT_NE(src.find("pk_cp_async4(dst + pk_tile(e0, 32LL), g_a + off0);"), std::string::npos) << src;
+  EXPECT_NE(src.find("pk_cp_async4(dst + pk_tile(e0, 64LL), g_b + off0);"), std::string::npos) << src;
+  EXPECT_NE(src.find("float f_acc[1][32]; int wgn_acc = 0;"), std::string::npos) << src;
+  EXPECT_NE(src.find("pk_wgmma_bf16_m64n64(f_acc[0], pk_wgmma_desc(A + pk_tile(mt * 2048LL + ks * 16, 32LL), "
+                     "128u, 512u), pk_wgmma_desc(B + pk_tile(ks * 1024LL + nt * 64, 64LL), 1024u, 128u));"),
+            std::string::npos)
+      << src;
+  const PtxResult p = compile_to_ptx(src, r.kernel->entry + ".cu", "compute_90a");
+  ASSERT_TRUE(p.ok) << p.error;
+  for (const char *op : {"wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", "wgmma.fence.sync.aligned",
+                         "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned 1",
+                         "wgmma.wait_group.sync.aligned 0", "fence.proxy.async.shared::cta"})
+    EXPECT_NE(p.ptx.find(op), std::string::npos) << op;
+  const PtxResult sass = compile_to_cubin(src, r.kernel->entry + ".cu", "sm_90a");
+  EXPECT_TRUE(sass.ok) << sass.error;
+  // Without sm_90a's features (sm_90, sm_80) a wgmma is the loop at its retirement.
+  for (const char *arch : {"compute_90", "compute_80"}) {
+    const PtxResult loop = compile_to_ptx(src, r.kernel->entry + ".cu", arch);
+    ASSERT_TRUE(loop.ok) << loop.error;
+    EXPECT_EQ(loop.ptx.find("wgmma."), std::string::npos) << arch;
+  }
+}
+
+TEST(CudaCodegen, AWgmmaTheInstructionDoesNotFitIsTheLoopOnEveryArchitecture) {
+  // m = 32 is not a multiple of 64: no m64nNk16 tile.
+  const auto f = parse_text("pipeline small_wgmma:\n"
+                            "    hbm a: bf16[32, 16]\n"
+                            "    hbm b: bf16[16, 8]\n"
+                            "    hbm o: f32[32, 8]\n"
+                            "    smem x: bf16[32, 16]\n"
+                            "    smem y: bf16[16, 8]\n"
+                            "    smem z: f32[32, 8]\n"
+                            "    acc c: f32[32, 8]\n"
+                            "    copy_in_start(a[...], x[...])\n"
+                            "    copy_in_start(b[...], y[...])\n"
+                            "    copy_in_wait(x[...])\n"
+                            "    copy_in_wait(y[...])\n"
+                            "    wgmma(c, x[...], y[...])\n"
+                            "    wgmma_wait(0)\n"
+                            "    z[...] = c[...]\n"
+                            "    copy_out_start(z[...], o[...])\n"
+                            "    copy_out_wait(z[...])\n",
+                            "small.pk");
+  const auto r = generate_cuda(unit<spec::Program>(f, "small_wgmma"), {});
+  ASSERT_TRUE(r) << r.error;
+  EXPECT_EQ(r.kernel->source.find("pk_tile(e"), std::string::npos) << r.kernel->source;
+  EXPECT_EQ(r.kernel->source.find("f_c["), std::string::npos) << r.kernel->source;
+  const PtxResult p = compile_to_ptx(r.kernel->source, r.kernel->entry + ".cu", "compute_90a");
+  ASSERT_TRUE(p.ok) << p.error;
+  EXPECT_EQ(p.ptx.find("wgmma."), std::string::npos);
+}
+
 TEST(CudaCodegen, OnSm90WholeAlignedRowsMoveByBulkCopiesOnAnMbarrierAndAssembleForSm90a) {
   const auto f = parse_text(add_rows_h200, "add_rows_h200.pk");
   const auto r = generate_cuda(lower(unit<spec::KernelSpec>(f, "add_rows_h200"), "h200"), {});

@@ -152,14 +152,15 @@ protected:
   struct Runs {
     Outcome intent, written, cpu[2], emulated[2]; // written: the intent with outputs starting random
   };
-  static Runs runs(const std::vector<Case> &cases, std::size_t first, std::size_t i) {
+  static Runs runs(const std::vector<Case> &cases, std::size_t first, std::size_t i,
+                   const HostModule *m = nullptr) {
     const Case &c = cases[i];
     Runs r;
     r.intent = run_on_cpu(c, DmaMode::synchronous, i + 1);
     r.written = run_on_cpu(c, DmaMode::synchronous, i + 1, true);
     for (int on_wait : {0, 1}) {
       r.cpu[on_wait] = run_on_cpu(c, on_wait ? DmaMode::on_wait : DmaMode::eager, i + 1);
-      r.emulated[on_wait] = emulate(*module_, first + i, c, on_wait, i + 1);
+      r.emulated[on_wait] = emulate(m ? *m : *module_, first + i, c, on_wait, i + 1);
     }
     return r;
   }
@@ -234,6 +235,50 @@ TEST_F(EmulatedCorpus, AdversarialModeExposesRacesTheCpuRunnersSchedulesMiss) {
   EXPECT_NE(std::find(more.begin(), more.end(),
                       "corpus/guide/generic_pipeline.pk::generic_scale_1d_grid_in_input_slot"),
             more.end());
+}
+
+// A kernel whose wgmmas fit the instruction (CudaKernel::wgmma) runs them
+// as wgmma instructions on sm_90a (emulated as the PTX ISA defines them, by
+// descriptors into the canonical layout) and as a loop over shared memory
+// elsewhere: both compute what the CPU runner computes, and both go wrong
+// where it goes wrong (delay_release missing: the refilled slot is read).
+TEST_F(EmulatedCorpus, WgmmaKernelsAreRightAndWrongAsTheCpuRunnerIsByTheInstructionAndByTheLoop) {
+  ASSERT_TRUE(module_->ok()) << module_->error();
+  std::vector<std::pair<const std::vector<Case> *, std::size_t>> picked; // (cases, index)
+  std::vector<const CudaKernel *> ks;
+  for (const auto *cs : {plain_, adversarial_})
+    for (std::size_t i = 0; i < cs->size(); ++i)
+      if ((*cs)[i].kernel.wgmma) {
+        picked.emplace_back(cs, i);
+        ks.push_back(&(*cs)[i].kernel);
+      }
+  ASSERT_GE(picked.size(), 8u); // the guide's, the rule's and the corpus kernel's, each twin, both modes
+  const HostModule loop(ks, host_module_dir(), "#define PK_WGMMA 0");
+  ASSERT_TRUE(loop.ok()) << loop.error();
+  bool twin_wrong = false;
+  for (std::size_t j = 0; j < picked.size(); ++j) {
+    const auto &[cs, i] = picked[j];
+    const Case &c = (*cs)[i];
+    const bool adversarial = cs == adversarial_;
+    // Module indices: module_ holds plain_ then adversarial_; `loop` the picked ones.
+    const Runs instr = runs(*cs, adversarial ? plain_->size() : 0, i);
+    const Runs by_loop = runs(*cs, j - i, i, &loop);
+    const bool cpu_right = right(c, instr, instr.cpu[0]) && right(c, instr, instr.cpu[1]);
+    for (const Runs *r : {&instr, &by_loop}) {
+      const char *how = r == &instr ? " (instruction)" : " (loop)";
+      if (c.verified) {
+        for (int on_wait : {0, 1})
+          EXPECT_TRUE(right(c, *r, r->emulated[on_wait]))
+              << c.name << how << (on_wait ? " on_wait: " : " eager: ")
+              << difference(c, r->emulated[on_wait], r->intent);
+      } else if (adversarial && !cpu_right) {
+        EXPECT_FALSE(right(c, *r, r->emulated[1])) << c.name << how << ": right on_wait in adversarial mode";
+      }
+    }
+    if (adversarial && c.name.find("wgmma_matmul_without_delay_release") != std::string::npos)
+      twin_wrong = !right(c, instr, instr.emulated[1]);
+  }
+  EXPECT_TRUE(twin_wrong) << "the corpus' wgmma K loop without delay_release";
 }
 
 } // namespace

@@ -144,6 +144,87 @@ inline void pk_mbar_wait(unsigned long long *bar, unsigned) {
   pk_pending_bulk.swap(left);
 }
 
+// sm_90a's wgmma instructions (PK_WGMMA; a test may define it 0 before
+// including this, to run a wgmma as its loop instead). Each thread computes
+// its own accumulator fragment elements, reading the operands through their
+// shared memory matrix descriptors as the PTX ISA defines them (no swizzle:
+// 8 x 16-byte core matrices; K-major element (mn, k) of a at
+// start + mn%8*16 + mn/8*SBO + k%8*2 + k/8*LBO, MN-major at
+// start + mn%8*2 + mn/8*SBO + k%8*16 + k/8*LBO), and the fragment layout of
+// the m64nNk16 f32 accumulator (element i of thread t: row
+// t/32*16 + t%32/4 + 8*(i/2%2), column 8*(i/4) + 2*(t%4) + i%2).
+// eager: computed where issued; on_wait: when a wgmma.wait_group of the
+// thread covers its wgmma-group (reading its operands then), never when none does.
+#ifndef PK_WGMMA
+#define PK_WGMMA 1
+#endif
+// The running block's dynamic shared memory, where shared addresses start
+// (host_module.cpp gives each kernel its own pk_smem and sets this).
+inline unsigned char *pk_smem_base = pk_smem;
+inline unsigned pk_shared_addr(const void *p) {
+  return static_cast<unsigned>(static_cast<const unsigned char *>(p) - pk_smem_base);
+}
+struct PkPendingWgmma {
+  float *d;
+  int n;
+  unsigned long long a, b;
+  bool bf16;
+  int trans_a, trans_b;
+  long long group;
+};
+inline thread_local std::vector<PkPendingWgmma> pk_pending_wgmma;
+inline thread_local long long pk_wgmma_groups = 0;
+inline float pk_emulated_half(unsigned offset, bool bf16) {
+  if (offset + 2 > sizeof pk_smem) __trap();
+  unsigned short u;
+  std::memcpy(&u, pk_smem_base + offset, 2);
+  return bf16 ? __int_as_float(static_cast<unsigned>(u) << 16) : pk_from_f16(u);
+}
+inline void pk_wgmma_execute(const PkPendingWgmma &w) {
+  auto field = [](unsigned long long d, int lo) { return static_cast<unsigned>((d >> lo) & 0x3fffu) << 4; };
+  if ((w.a >> 62) != 0 || (w.b >> 62) != 0) __trap(); // swizzled layouts: not emulated
+  // Element (mn, k) of an operand.
+  auto element = [&](unsigned long long desc, int trans, unsigned mn, unsigned k) {
+    const unsigned start = field(desc, 0), lbo = field(desc, 16), sbo = field(desc, 32);
+    const unsigned off = trans == 0 ? mn % 8 * 16 + mn / 8 * sbo + k % 8 * 2 + k / 8 * lbo
+                                    : mn % 8 * 2 + mn / 8 * sbo + k % 8 * 16 + k / 8 * lbo;
+    return pk_emulated_half(start + off, w.bf16);
+  };
+  const unsigned t = threadIdx.x % 128;
+  for (int i = 0; i < w.n / 2; ++i) {
+    const unsigned row = t / 32 * 16 + t % 32 / 4 + 8 * (i / 2 % 2);
+    const unsigned col = 8 * (i / 4) + 2 * (t % 4) + i % 2;
+    float sum = 0.0f;
+    for (unsigned k = 0; k < 16; ++k)
+      sum += element(w.a, w.trans_a, row, k) * element(w.b, w.trans_b, col, k);
+    w.d[i] += sum;
+  }
+}
+inline void pk_wgmma_emulated(float *d, int n, unsigned long long a, unsigned long long b, bool bf16,
+                              int trans_a, int trans_b) {
+  const PkPendingWgmma w{d, n, a, b, bf16, trans_a, trans_b, -1};
+  if (pk_emulation_schedule == PkSchedule::eager)
+    pk_wgmma_execute(w);
+  else
+    pk_pending_wgmma.push_back(w);
+}
+inline void pk_wgmma_fence() {}
+inline void pk_fence_operand(float &) {}
+inline void pk_wgmma_commit() {
+  ++pk_wgmma_groups;
+  for (auto &w : pk_pending_wgmma)
+    if (w.group < 0) w.group = pk_wgmma_groups;
+}
+template <int N> void pk_wgmma_wait() {
+  std::vector<PkPendingWgmma> left;
+  for (const auto &w : pk_pending_wgmma)
+    if (w.group >= 0 && w.group <= pk_wgmma_groups - N)
+      pk_wgmma_execute(w);
+    else
+      left.push_back(w);
+  pk_pending_wgmma.swap(left);
+}
+
 // Returns true when a thread executed __trap().
 template <class... P, class... A>
 bool pk_emulate(void (*kernel)(P...), unsigned ctas, unsigned threads, A... args) {
@@ -160,7 +241,9 @@ bool pk_emulate(void (*kernel)(P...), unsigned ctas, unsigned threads, A... args
         blockIdx = {b, 0, 0};
         pk_pending.clear();
         pk_pending_bulk.clear();
+        pk_pending_wgmma.clear();
         pk_committed = 0;
+        pk_wgmma_groups = 0;
         try {
           kernel(args...);
         } catch (const PkTrap &) {

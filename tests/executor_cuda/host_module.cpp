@@ -39,20 +39,22 @@ std::string host_module_dir() {
   return d.string();
 }
 
-HostModule::HostModule(const std::vector<const CudaKernel *> &kernels, const std::string &dir) {
+HostModule::HostModule(const std::vector<const CudaKernel *> &kernels, const std::string &dir,
+                       const std::string &defines) {
   std::ostringstream tu;
-  tu << "#include \"tests/executor_cuda/host_emulation.hpp\"\n#define PK_HOST_EMULATION\n";
+  tu << defines << "\n#include \"tests/executor_cuda/host_emulation.hpp\"\n#define PK_HOST_EMULATION\n";
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     tu << in_namespace(kernels[i]->source, "pk_k" + std::to_string(i));
     ctas_.push_back(kernels[i]->ctas);
+    threads_.push_back(kernels[i]->wgmma ? kernels[i]->threads : 0);
   }
   tu << "extern \"C\" bool pk_host_run(int i, void *const *a, unsigned ctas, unsigned threads, int on_wait) "
         "{\n"
      << "  pk_emulation_schedule = on_wait ? PkSchedule::on_wait : PkSchedule::eager;\n"
      << "  switch (i) {\n";
   for (std::size_t i = 0; i < kernels.size(); ++i)
-    tu << "  case " << i << ": return pk_call(pk_k" << i << "::" << kernels[i]->entry
-       << ", a, ctas, threads);\n";
+    tu << "  case " << i << ": pk_smem_base = pk_k" << i << "::pk_smem; return pk_call(pk_k" << i
+       << "::" << kernels[i]->entry << ", a, ctas, threads);\n";
   tu << "  }\n  return true;\n}\n";
   const std::string tu_text = tu.str();
   // The library is named by a hash of what it is built from (the unit and
@@ -110,6 +112,7 @@ HostModule::~HostModule() {
 }
 
 bool HostModule::run(std::size_t i, const std::vector<void *> &args, unsigned threads, bool on_wait) const {
+  if (threads_.at(i) > 0) threads = static_cast<unsigned>(threads_[i]);
   return run_(static_cast<int>(i), args.data(), static_cast<unsigned>(ctas_.at(i)), threads, on_wait ? 1 : 0);
 }
 

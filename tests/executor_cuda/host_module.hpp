@@ -21,7 +21,9 @@ public:
   /// Compiles every kernel's source into one library in `dir` (named by a
   /// hash of its source: one already there is reused) and loads it;
   /// error() says why not (the compiler's output).
-  HostModule(const std::vector<const CudaKernel *> &kernels, const std::string &dir);
+  /// `defines`: lines before the emulation header (e.g. "#define PK_WGMMA 0").
+  HostModule(const std::vector<const CudaKernel *> &kernels, const std::string &dir,
+             const std::string &defines = "");
   ~HostModule();
   HostModule(const HostModule &) = delete;
   HostModule &operator=(const HostModule &) = delete;
@@ -30,12 +32,13 @@ public:
   const std::string &error() const { return error_; }
 
   /// Runs kernel `i` (of the constructor's list) with its ctas, `threads`
-  /// threads per block, on `args` (one pointer per entry of its arrays),
-  /// its cp.async copies on_wait or eager. True when it executed __trap().
+  /// threads per block (a CudaKernel::wgmma kernel: its own threads), on `args` (one pointer per entry of its
+  /// arrays), its cp.async copies on_wait or eager. True when it executed __trap().
   bool run(std::size_t i, const std::vector<void *> &args, unsigned threads, bool on_wait) const;
 
 private:
   std::vector<std::int64_t> ctas_;
+  std::vector<int> threads_; // a wgmma kernel's own threads, else 0
   void *handle_ = nullptr;
   bool (*run_)(int, void *const *, unsigned, unsigned, int) = nullptr;
   std::string error_;

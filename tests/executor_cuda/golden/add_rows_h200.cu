@@ -13,6 +13,14 @@ __device__ __forceinline__ long long pk_slot(long long k, long long slots) {
   if (k < 0 || k >= slots) __trap();
   return k;
 }
+// A wgmma operand slot (rows, C) of 2-byte elements is stored as wgmma's
+// canonical no-swizzle layout: 8 x 8 core matrices (8 rows of 16 bytes,
+// contiguous), ordered row-major by (row / 8, column / 8). Where element
+// `e` (row-major in the slot) is stored.
+__device__ __forceinline__ long long pk_tile(long long e, long long C) {
+  const long long r = e / C, c = e % C;
+  return ((r >> 3) * (C >> 3) + (c >> 3)) * 64 + (r & 7) * 8 + (c & 7);
+}
 // Element types (spec::DType): bf16 and f16 are held as their bits and
 // computed in f32, rounded to nearest even after every operation, as the CPU
 // interpreter does; integers are computed in 64 bits and wrapped to 32.
@@ -107,6 +115,44 @@ __device__ __forceinline__ void pk_mbar_expect_tx(unsigned long long *, unsigned
 __device__ __forceinline__ void pk_bulk_copy(void *, const void *, unsigned, unsigned long long *) { __trap(); }
 __device__ __forceinline__ void pk_mbar_wait(unsigned long long *, unsigned) { __trap(); }
 #endif
+// sm_90a: wgmma instructions (PK_WGMMA). Elsewhere a wgmma is a loop over
+// shared memory when it retires.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define PK_WGMMA 1
+__device__ __forceinline__ void pk_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void pk_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void pk_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving an accumulator register across the asynchronous wgmma writing it.
+__device__ __forceinline__ void pk_fence_operand(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+#else
+#define PK_WGMMA 0
+#endif
+#endif
+#if PK_WGMMA
+// wgmma.wait_group with a count known at run time: past 7, waiting for 7 is stricter.
+__device__ __forceinline__ void pk_wgmma_wait_n(long long keep) {
+  switch (keep) {
+  case 0: pk_wgmma_wait<0>(); break;
+  case 1: pk_wgmma_wait<1>(); break;
+  case 2: pk_wgmma_wait<2>(); break;
+  case 3: pk_wgmma_wait<3>(); break;
+  case 4: pk_wgmma_wait<4>(); break;
+  case 5: pk_wgmma_wait<5>(); break;
+  case 6: pk_wgmma_wait<6>(); break;
+  default:
+    if (keep < 0) __trap();
+    pk_wgmma_wait<7>();
+  }
+}
+// A shared memory matrix descriptor, no swizzle: start address, leading
+// (K-direction) and stride (M/N-direction) byte offsets between core matrices.
+__device__ __forceinline__ unsigned long long pk_wgmma_desc(const void *p, unsigned lbo, unsigned sbo) {
+  return static_cast<unsigned long long>((pk_shared_addr(p) & 0x3ffffu) >> 4) |
+         (static_cast<unsigned long long>((lbo >> 4) & 0x3fffu) << 16) |
+         (static_cast<unsigned long long>((sbo >> 4) & 0x3fffu) << 32);
+}
 #endif
 
 extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *__restrict__ g_x, const float *__restrict__ g_y, float *__restrict__ g_z) {
