@@ -70,6 +70,13 @@ __device__ __forceinline__ unsigned short pk_to_bf16(float f) {
 __device__ __forceinline__ long long pk_wrap_i32(long long x) {
   return static_cast<long long>(static_cast<int>(static_cast<unsigned>(x)));
 }
+__device__ __forceinline__ float pk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+// cast(x, i32) of a float: NaN is i32 poison (its lowest value), the rest saturates and truncates.
+__device__ __forceinline__ long long pk_f2i(float x) {
+  if (x != x) return -2147483648LL;
+  const double d = static_cast<double>(x);
+  return static_cast<long long>(d < -2147483648.0 ? -2147483648.0 : d > 2147483647.0 ? 2147483647.0 : d);
+}
 // jnp.maximum / minimum: NaN wins.
 __device__ __forceinline__ float pk_fmax(float a, float b) { return (a > b || a != a) ? a : b; }
 __device__ __forceinline__ float pk_fmin(float a, float b) { return (a < b || a != a) ? a : b; }
@@ -306,6 +313,27 @@ public:
     if (o_.adversarial) collect_forms(p_.body);
     collect_wgmmas(p_.body);
     collect_bulk(p_.body);
+    // The statements first: they place the tensor locals and temporaries.
+    arena_base_ = k.smem_bytes;
+    std::ostringstream body;
+    for (std::size_t i = 0; i < p_.body.size(); ++i) {
+      if (static_cast<int>(i) == main_loop) {
+        const auto &f = std::get<spec::For>(p_.body[i].kind);
+        body << "  // The main loop: this CTA's " << steps_per_cta << " steps.\n";
+        body << "  for (v_" << f.var << " = static_cast<long long>(blockIdx.x) * " << steps_per_cta
+             << "LL; v_" << f.var << " < (static_cast<long long>(blockIdx.x) + 1) * " << steps_per_cta
+             << "LL; ++v_" << f.var << ") {\n";
+        block(body, f.body, 2);
+        body << "  }\n";
+      } else {
+        stmt(body, p_.body[i], 1);
+      }
+    }
+    if (arena_peak_ > 0) {
+      k.smem_bytes = arena_base_ + arena_peak_;
+      check_budget(k, " and " + std::to_string(arena_peak_) +
+                          " bytes of body values (tensor locals, temporaries)");
+    }
     std::ostringstream os;
     os << preamble;
     if (o_.adversarial)
@@ -371,20 +399,9 @@ public:
     }
     for (const auto &v : locals_)
       os << "  long long v_" << v << " = 0;\n";
+    os << local_decls_.str();
     if (!k.shared.empty()) os << "  __syncthreads();\n";
-    for (std::size_t i = 0; i < p_.body.size(); ++i) {
-      if (static_cast<int>(i) == main_loop) {
-        const auto &f = std::get<spec::For>(p_.body[i].kind);
-        os << "  // The main loop: this CTA's " << steps_per_cta << " steps.\n";
-        os << "  for (v_" << f.var << " = static_cast<long long>(blockIdx.x) * " << steps_per_cta << "LL; v_"
-           << f.var << " < (static_cast<long long>(blockIdx.x) + 1) * " << steps_per_cta << "LL; ++v_"
-           << f.var << ") {\n";
-        block(os, f.body, 2);
-        os << "  }\n";
-      } else {
-        stmt(os, p_.body[i], 1);
-      }
-    }
+    os << body.str();
     os << "}\n";
     k.source = os.str();
     k.wgmma = !frag_.empty();
@@ -403,6 +420,7 @@ private:
           unsupported(u.reason + ": buffer " + b.name);
         }
       }
+      has_half_ = has_half_ || b.dtype == spec::DType::bf16 || b.dtype == spec::DType::f16;
       std::vector<std::int64_t> shape;
       std::int64_t n = 1;
       for (const auto &d : b.shape) {
@@ -455,40 +473,71 @@ private:
       }
     }
     k.smem_bytes = off;
+    parts_ = parts;
+    check_budget(k, "");
+    mark_copies(p_.body, k);
+  }
+
+  void check_budget(const CudaKernel &k, const std::string &more) {
     std::int64_t barriers = 0; // static shared memory: a bulk-copy barrier per slot at most
     for (const auto &r : k.shared)
       barriers += 8 * r.slots;
-    if (off + barriers > o_.smem_budget_bytes)
-      throw TooLarge{"does not fit shared memory: the program's buffers need " + std::to_string(off) +
-                     " bytes (" + parts + "), the per-block budget is " +
-                     std::to_string(o_.smem_budget_bytes) + " bytes"};
-    mark_copies(p_.body, k);
+    if (k.smem_bytes + barriers > o_.smem_budget_bytes)
+      throw TooLarge{"does not fit shared memory: the program's buffers need " +
+                     std::to_string(k.smem_bytes) + " bytes (" + parts_ + more +
+                     "), the per-block budget is " + std::to_string(o_.smem_budget_bytes) + " bytes"};
   }
 
   void mark_copies(const spec::Block &b, CudaKernel &k) {
     each_stmt(b, [&](const spec::Stmt &s) {
       auto *c = std::get_if<spec::Copy>(&s.kind);
       if (!c) return;
-      if (c->kind == spec::CopyKind::in_start && c->src.op == Op::Ref && hbm_.count(c->src.name))
+      if (c->kind == spec::CopyKind::in_start && hbm_.count(c->src.name))
         k.arrays[hbm_[c->src.name]].read = true;
-      if (c->kind == spec::CopyKind::out_start && c->dst.op == Op::Ref && hbm_.count(c->dst.name))
+      if (c->kind == spec::CopyKind::out_start && hbm_.count(c->dst.name))
         k.arrays[hbm_[c->dst.name]].written = true;
     });
   }
 
+  // Every let and loop variable; a let whose value is not an integer
+  // expression (a tensor, or a float) binds a tensor local, and so does every
+  // let that reads one (to a fixed point, for loops that read a name before
+  // its binding in the text).
   void collect_locals(const spec::Block &b) {
     each_stmt(b, [&](const spec::Stmt &s) {
       if (auto *l = std::get_if<spec::Let>(&s.kind)) add_local(l->name);
       if (auto *f = std::get_if<spec::For>(&s.kind)) add_local(f->var);
     });
+    std::set<std::string> loop_vars;
+    each_stmt(b, [&](const spec::Stmt &s) {
+      if (auto *f = std::get_if<spec::For>(&s.kind)) loop_vars.insert(f->var);
+    });
+    for (bool changed = true; changed;) {
+      changed = false;
+      each_stmt(b, [&](const spec::Stmt &s) {
+        auto *l = std::get_if<spec::Let>(&s.kind);
+        if (!l || tensor_names_.count(l->name)) return;
+        try {
+          scalar(l->value);
+        } catch (const Unsupported &) {
+          if (loop_vars.count(l->name)) unsupported("the loop variable " + l->name + " rebound to a tensor");
+          tensor_names_.insert(l->name);
+          changed = true;
+        }
+      });
+    }
+    std::vector<std::string> ints;
+    for (const auto &n : locals_)
+      if (!tensor_names_.count(n)) ints.push_back(n);
+    locals_ = ints;
   }
 
   void collect_bulk(const spec::Block &b) {
     each_stmt(b, [&](const spec::Stmt &s) {
       auto *c = std::get_if<spec::Copy>(&s.kind);
       if (!c || c->kind != spec::CopyKind::in_start) return;
-      if (c->dst.op != Op::Ref || !shared_.count(c->dst.name) || c->src.op != Op::Ref ||
-          !hbm_.count(c->src.name))
+      if (c->dst.op != Op::Ref || !shared_.count(c->dst.name) ||
+          (c->src.op != Op::Ref && c->src.op != Op::Name) || !hbm_.count(c->src.name))
         return; // refused where it is generated
       const Region g = region(c->src);
       const SharedRing &r = shared_ring(c->dst.name);
@@ -523,6 +572,8 @@ private:
     switch (e.op) {
     case Op::Int: return std::to_string(e.int_value) + "LL";
     case Op::Name:
+      if (tensor_names_.count(e.name))
+        unsupported("the tensor local " + e.name + " in an integer expression");
       if (seen_.count(e.name)) return "v_" + e.name;
       if (auto it = env_.find(e.name); it != env_.end()) return std::to_string(it->second) + "LL";
       unsupported("the name " + e.name + " in an integer expression");
@@ -587,11 +638,14 @@ private:
   const SharedRing &shared_ring(const std::string &n) { return shared_list_->at(shared_.at(n)); }
 
   Region region(const Expr &r) {
-    if (r.op != Op::Ref || !hbm_.count(r.name)) unsupported("a copy between two on-chip buffers");
+    if ((r.op != Op::Ref && r.op != Op::Name) || !hbm_.count(r.name)) {
+      if (shared_.count(r.name)) unsupported("a copy between two on-chip buffers");
+      unsupported("a copy of " + text(r) + ", which is not an hbm buffer or a region of one");
+    }
     const auto &a = arrays_->at(hbm_.at(r.name));
     Region g;
     const std::size_t rank = a.shape.size();
-    if (r.args.size() == 1 && r.args[0].op == Op::Ellipsis) {
+    if (r.op == Op::Name || (r.args.size() == 1 && r.args[0].op == Op::Ellipsis)) { // the whole array
       for (std::size_t d = 0; d < rank; ++d) {
         g.lo.push_back("0LL");
         g.extent.push_back(std::to_string(a.shape[d]) + "LL");
@@ -973,134 +1027,810 @@ private:
     return "pk_slot(" + scalar(r.args[0]) + ", " + std::to_string(shared_ring(r.name).slots) + "LL)";
   }
 
-  // A typed elementwise value at element `e`: its code (float for float
-  // dtypes, long long for integers) and its type by spec's rules (typecheck.hpp).
-  struct TValue {
-    std::string code;
+  // ---- Body values (tensors) ----
+  //
+  // A body value in the generated code: its type by spec's rules
+  // (typecheck.hpp; every extent known) and the code of its element at the
+  // given coordinates, one per dim (float for float dtypes, long long for
+  // integers and bool). Elementwise operations, broadcasting, iota and refs
+  // to slots are fused into the pass that uses them; a reduction, a dot and
+  // anything read at other coordinates than its consumer's own where that
+  // could race (a read of the statement's target) are first computed into a
+  // temporary in shared memory by a pass of their own (`pre`), followed by
+  // __syncthreads(). Tensor locals live in shared memory too.
+  static std::string text(const Expr &e) {
+    std::ostringstream s;
+    s << e;
+    return s.str();
+  }
+  struct TV {
     spec::TensorType type;
+    std::function<std::string(const std::vector<std::string> &)> at;
   };
 
-  // The code of `v` as a value of dtype `t` (its promotion).
-  static std::string as(const TValue &v, spec::DType t) {
-    const bool f = ty(t).is_float;
-    if (f == ty(v.type.dtype).is_float) return v.type.dtype == t ? v.code : to_dtype(t, v.code);
-    return f ? to_dtype(t, "static_cast<float>(" + v.code + ")") : "static_cast<long long>(" + v.code + ")";
+  static bool computable(spec::DType t) {
+    return t == spec::DType::f32 || t == spec::DType::bf16 || t == spec::DType::f16 ||
+           t == spec::DType::i32 || t == spec::DType::boolean;
+  }
+  static std::string round_to(spec::DType t, const std::string &x) {
+    return t == spec::DType::boolean ? "static_cast<long long>((" + x + ") != 0)" : to_dtype(t, x);
+  }
+  // Element code `x` of dtype `from` as a value of dtype `t` (a promotion).
+  static std::string convert(const std::string &x, spec::DType from, spec::DType t) {
+    if (!computable(t)) unsupported(std::string("values of dtype ") + spec::to_string(t));
+    if (from == t) return x;
+    if (spec::dtype_is_float(t))
+      return round_to(t, spec::dtype_is_float(from) ? x : "static_cast<float>(" + x + ")");
+    if (spec::dtype_is_float(from))
+      unsupported(std::string("a float value converted to ") + spec::to_string(t) +
+                  " (a cast to an integer)");
+    return round_to(t, x);
+  }
+  static std::string code_as(const TV &v, spec::DType t, const std::vector<std::string> &c) {
+    return convert(v.at(c), v.type.dtype, t);
+  }
+  static spec::TensorType typed(spec::Typed<spec::TensorType> t) {
+    if (!t.ok()) unsupported("an ill-typed body expression: " + t.error);
+    return t.value;
+  }
+  static std::int64_t elements(const spec::Dims &s) {
+    std::int64_t n = 1;
+    for (auto d : s)
+      n *= d;
+    return n;
+  }
+  // Row-major linear index of coordinates `c` in `shape` (a pass's own
+  // element index where `c` are that pass's coordinates of that shape).
+  std::string linear(const std::vector<std::string> &c, const spec::Dims &shape) const {
+    if (c.empty()) return "0LL";
+    if (auto it = pass_linear_.find(pass_key(c, shape)); it != pass_linear_.end()) return it->second;
+    std::string r = "(" + c[0] + ")";
+    for (std::size_t d = 1; d < c.size(); ++d)
+      r = "(" + r + " * " + std::to_string(shape[d]) + "LL + " + c[d] + ")";
+    return r;
+  }
+  // The coordinates of `v` (shape `from`) that broadcast to coordinates `c` of `to`.
+  static std::vector<std::string> broadcast(const std::vector<std::string> &c, const spec::Dims &from,
+                                            const spec::Dims &to) {
+    std::vector<std::string> r;
+    const std::size_t skip = to.size() - from.size();
+    for (std::size_t d = 0; d < from.size(); ++d)
+      r.push_back(from[d] == 1 && to[skip + d] != 1 ? "0LL" : c[skip + d]);
+    return r;
+  }
+  static TV broadcast_to(const TV &v, const spec::Dims &to) {
+    TV r{v.type, nullptr};
+    r.type.shape = to;
+    const spec::Dims from = v.type.shape;
+    auto at = v.at;
+    r.at = [at, from, to](const std::vector<std::string> &c) { return at(broadcast(c, from, to)); };
+    return r;
   }
 
-  // An elementwise tensor expression at element `e`; slot operands become
-  // typed pointers in `ptrs` (their code).
-  TValue tensor(const Expr &e, std::int64_t n, std::vector<std::pair<std::string, std::string>> &ptrs) {
-    using spec::DType;
-    auto typed = [&](spec::Typed<spec::TensorType> t) {
-      if (!t.ok()) unsupported("an ill-typed body expression: " + t.error);
-      return t.value;
+  // Code emitted before a statement's main pass: its temporaries.
+  struct Pre {
+    std::ostringstream os;
+    std::string ind;
+    std::string target_ring, target_text; // the statement's target: read otherwise, via a temporary
+  };
+
+  static std::string pass_key(const std::vector<std::string> &c, const spec::Dims &shape) {
+    std::string k;
+    for (std::size_t d = 0; d < c.size(); ++d)
+      k += c[d] + ":" + std::to_string(shape[d]) + ",";
+    return k;
+  }
+  // A pass of the CTA's threads over the elements of `shape`: `body` gets
+  // the element's coordinates.
+  void pass(std::ostream &os, const std::string &ind, const spec::Dims &shape,
+            const std::function<void(std::ostream &, const std::string &, const std::vector<std::string> &)>
+                &body) {
+    const std::string p = "q" + std::to_string(ids_++) + "_";
+    os << ind << "for (long long " << p << "e = threadIdx.x; " << p << "e < " << elements(shape) << "LL; "
+       << p << "e += blockDim.x) {\n";
+    std::vector<std::string> c(shape.size());
+    if (!shape.empty()) os << ind << "  long long " << p << "r = " << p << "e;\n";
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      c[d] = p + "c" + std::to_string(d);
+      os << ind << "  const long long " << c[d] << " = " << p << "r % " << shape[d] << "LL; " << p
+         << "r /= " << shape[d] << "LL;\n";
+    }
+    if (!c.empty()) pass_linear_[pass_key(c, shape)] = p + "e";
+    body(os, ind + "  ", c);
+    os << ind << "}\n";
+  }
+
+  // Shared memory for temporaries and tensor locals, after the rings.
+  std::int64_t alloc_arena(std::int64_t bytes, bool persistent) {
+    bytes = (std::max<std::int64_t>(bytes, 1) + 15) / 16 * 16;
+    std::int64_t off;
+    if (persistent) {
+      off = locals_top_;
+      locals_top_ += bytes;
+      stmt_top_ = std::max(stmt_top_, locals_top_);
+    } else {
+      off = stmt_top_;
+      stmt_top_ += bytes;
+    }
+    arena_peak_ = std::max({arena_peak_, stmt_top_, locals_top_});
+    return arena_base_ + off;
+  }
+  static const char *storage_of(spec::DType t) { return spec::dtype_is_float(t) ? "float" : "long long"; }
+  static int bytes_of(spec::DType t) { return spec::dtype_is_float(t) ? 4 : 8; }
+
+  // `v` computed into a temporary by a pass of its own.
+  TV materialize(const TV &v, Pre &pre) {
+    const std::string name = "pk_t" + std::to_string(ids_++);
+    const std::int64_t off = alloc_arena(elements(v.type.shape) * bytes_of(v.type.dtype), false);
+    const char *st = storage_of(v.type.dtype);
+    pre.os << pre.ind << st << " *const " << name << " = reinterpret_cast<" << st << " *>(pk_smem + " << off
+           << "); // " << spec::type_string(v.type) << "\n";
+    const spec::Dims shape = v.type.shape;
+    pass(pre.os, pre.ind, shape,
+         [&](std::ostream &os, const std::string &ind, const std::vector<std::string> &c) {
+           os << ind << name << "[" << linear(c, shape) << "] = " << v.at(c) << ";\n";
+         });
+    pre.os << pre.ind << "__syncthreads();\n";
+    TV r{v.type, nullptr};
+    r.at = [this, name, shape](const std::vector<std::string> &c) {
+      return name + "[" + linear(c, shape) + "]";
     };
-    auto bin = [&](spec::ElemOp op) {
-      const TValue a = tensor(e.args.at(0), n, ptrs), b = tensor(e.args.at(1), n, ptrs);
-      const spec::TensorType t = typed(spec::elementwise_type(op, a.type, b.type));
-      const DType d = t.dtype;
-      ty(d);
-      const std::string x = as(a, d), y = as(b, d);
-      const bool f = ty(d).is_float;
-      std::string r;
+    return r;
+  }
+
+  // A ref to a slot (or single buffer): its base pointer, per slot dim the
+  // first element's index and whether the dim is kept, and the kept extents.
+  struct View {
+    std::string ring, ptr;
+    std::vector<std::string> lo;
+    std::vector<bool> kept;
+    spec::Dims shape;
+  };
+  View view(const Expr &r, Pre &pre) {
+    if ((r.op != Op::Ref && r.op != Op::Name) || !shared_.count(r.name))
+      unsupported("a compute operand that is not a slot");
+    const SharedRing &s = shared_ring(r.name);
+    View v;
+    v.ring = r.name;
+    Expr sub = r;
+    if (ring_[r.name]) {
+      if (r.op != Op::Ref || r.args.empty() || r.args[0].op == Op::Ellipsis || r.args[0].op == Op::Slice)
+        unsupported("a ref to slot ring " + r.name + " without its slot");
+      v.ptr = "(s_" + r.name + " + pk_slot(" + scalar(r.args[0]) + ", " + std::to_string(s.slots) + "LL) * " +
+              std::to_string(s.slot_elements) + "LL)";
+      sub.args.erase(sub.args.begin());
+    } else {
+      v.ptr = "s_" + r.name;
+    }
+    const spec::Dims dims(s.slot_shape.begin(), s.slot_shape.end());
+    const auto subs = spec::subscripts_of(
+        sub, [&](const Expr &x, bool) -> std::optional<std::int64_t> { return spec::eval_int(x, env_); });
+    const spec::Subscripted part = spec::subscript(dims, subs);
+    if (!part.ok() || part.dims.size() != dims.size()) unsupported("the ref " + text(r) + ": " + part.error);
+    for (auto e : part.shape)
+      if (e == spec::kUnknownExtent)
+        unsupported("the ref " + text(r) + ", whose extent is not known statically");
+    v.shape = part.shape;
+    v.lo.assign(dims.size(), "0LL");
+    v.kept.assign(dims.size(), true);
+    std::vector<bool> ell;
+    for (const auto &x : subs)
+      ell.push_back(x.kind == spec::Subscript::Kind::ellipsis);
+    const auto at = spec::subscript_dims(dims.size(), ell);
+    if (!at) unsupported("the ref " + text(r) + " has more subscripts than dims");
+    std::string bounds;
+    std::size_t kept = 0;
+    std::vector<std::int64_t> extent(dims.size());
+    for (std::size_t d = 0; d < dims.size(); ++d)
+      extent[d] = part.dims[d].kept ? part.shape[kept++] : 1;
+    for (std::size_t i = 0; i < subs.size(); ++i) {
+      const int d = (*at)[i];
+      if (d < 0) continue;
+      const Expr &x = sub.args[i];
+      const auto ud = static_cast<std::size_t>(d);
+      if (subs[i].kind == spec::Subscript::Kind::index) {
+        v.lo[ud] = scalar(x);
+        v.kept[ud] = false;
+      } else if (x.op == Op::Call) { // ds(start, size)
+        v.lo[ud] = scalar(x.args.at(0));
+      } else if (subs[i].has_lo) {
+        v.lo[ud] = scalar(x.args.at(0));
+      }
+      if (v.lo[ud] != "0LL" || !v.kept[ud])
+        bounds += std::string(bounds.empty() ? "" : " || ") + v.lo[ud] + " < 0 || " + v.lo[ud] + " + " +
+                  std::to_string(extent[ud]) + " > " + std::to_string(dims[ud]);
+    }
+    if (!bounds.empty()) pre.os << pre.ind << "if (" << bounds << ") __trap(); // the ref " << r << "\n";
+    return v;
+  }
+  // Where coordinates `c` (of the view's kept dims) are stored.
+  std::string view_index(const View &v, const std::vector<std::string> &c) const {
+    std::vector<std::string> full;
+    std::size_t k = 0;
+    for (std::size_t d = 0; d < v.lo.size(); ++d) {
+      const std::string x = v.kept[d] ? c[k++] : "0LL";
+      full.push_back(v.lo[d] == "0LL" ? x : "(" + v.lo[d] + " + " + x + ")");
+    }
+    spec::Dims dims;
+    for (const auto &s : *shared_list_)
+      if (s.name == v.ring) dims.assign(s.slot_shape.begin(), s.slot_shape.end());
+    return at(v.ring, linear(full, dims));
+  }
+
+  TV slot_value(const Expr &r, Pre &pre) {
+    const View v = view(r, pre);
+    const SharedRing &s = shared_ring(r.name);
+    const std::string name = "pk_p" + std::to_string(ids_++);
+    pre.os << pre.ind << "const " << ty(s.dtype).storage << " *const " << name << " = " << v.ptr << ";\n";
+    TV t{{s.dtype, false, v.shape}, nullptr};
+    const spec::DType d = s.dtype;
+    t.at = [this, v, name, d](const std::vector<std::string> &c) {
+      return load(d, name + "[" + view_index(v, c) + "]");
+    };
+    // A slot the statement also writes, read at other coordinates: first
+    // copied, so that no thread reads an element another one overwrites.
+    if (r.name == pre.target_ring && text(r) != pre.target_text) return materialize(t, pre);
+    return t;
+  }
+
+  // A tensor local read: whole (`x`) or subscripted by static indices,
+  // slices and None (`m[:, None]`, `s[:, 0:1]`).
+  TV local_value(const Expr &e) {
+    auto it = tlocals_.find(e.name);
+    if (it == tlocals_.end() || !it->second.bound)
+      unsupported("the tensor local " + e.name + " read before it is bound");
+    const TLocal &l = it->second;
+    const std::string name = "pk_l_" + e.name;
+    const spec::Dims shape = l.type.shape;
+    TV t{l.type, nullptr};
+    t.at = [this, name, shape](const std::vector<std::string> &c) {
+      return name + "[" + linear(c, shape) + "]";
+    };
+    if (e.op != Op::Ref) return t;
+    const auto subs = spec::value_subscripts_of(
+        e, [&](const Expr &x, bool) -> std::optional<std::int64_t> { return spec::eval_int(x, env_); });
+    const spec::ValueIndexed ix = spec::index_value(shape, subs);
+    if (!ix.ok()) unsupported("the subscripted local " + text(e) + ": " + ix.error);
+    for (const auto &d : ix.part.dims)
+      if (d.lo == spec::kUnknownExtent || d.hi == spec::kUnknownExtent)
+        unsupported("the subscripted local " + text(e) + " (subscripts not known statically)");
+    // Each result dim: a new axis (-1) or a dim of the local, in order.
+    std::vector<int> source;
+    std::size_t vd = 0;
+    for (const auto &s : subs) {
+      if (s.new_axis) {
+        source.push_back(-1);
+      } else if (s.sub.kind == spec::Subscript::Kind::ellipsis) {
+        unsupported("an ellipsis subscript of a local");
+      } else {
+        if (s.sub.kind == spec::Subscript::Kind::slice) source.push_back(static_cast<int>(vd));
+        ++vd;
+      }
+    }
+    for (; vd < shape.size(); ++vd)
+      source.push_back(static_cast<int>(vd));
+    if (source.size() != ix.shape.size()) unsupported("the subscripted local " + text(e));
+    std::vector<std::int64_t> lo;
+    for (const auto &d : ix.part.dims)
+      lo.push_back(d.lo);
+    TV r{{l.type.dtype, l.type.weak, ix.shape}, nullptr};
+    const std::size_t rank = shape.size();
+    r.at = [this, name, shape, source, lo, rank](const std::vector<std::string> &c) {
+      std::vector<std::string> full(rank);
+      for (std::size_t d = 0; d < rank; ++d)
+        full[d] = std::to_string(lo[d]) + "LL";
+      for (std::size_t j = 0; j < source.size(); ++j)
+        if (source[j] >= 0)
+          full[static_cast<std::size_t>(source[j])] =
+              "(" + std::to_string(lo[static_cast<std::size_t>(source[j])]) + "LL + " + c[j] + ")";
+      return name + "[" + linear(full, shape) + "]";
+    };
+    return r;
+  }
+
+  spec::Dims shape_arg(const Expr &e) {
+    spec::Dims s;
+    const auto add = [&](const Expr &x) {
+      const auto v = spec::eval_int(x, env_);
+      if (!v || *v < 0) unsupported("a shape " + text(e) + " not known statically");
+      s.push_back(*v);
+    };
+    if (e.op == Op::Tuple)
+      for (const auto &x : e.args)
+        add(x);
+    else
+      add(e);
+    return s;
+  }
+
+  TV unary_fn(spec::UnaryOp op, const char *fn, const TV &a) {
+    const spec::TensorType t = typed(spec::unary_type(op, a.type));
+    TV r{t, nullptr};
+    const std::string f = fn;
+    r.at = [a, t, f](const std::vector<std::string> &c) {
+      return round_to(t.dtype, "(" + f + "(" + code_as(a, t.dtype, c) + "))");
+    };
+    return r;
+  }
+
+  TV binary(spec::ElemOp op, const TV &a, const TV &b) {
+    const spec::TensorType t = typed(spec::elementwise_type(op, a.type, b.type));
+    const spec::DType d = t.dtype;
+    if (!computable(d)) unsupported(std::string("values of dtype ") + spec::to_string(d));
+    const bool f = spec::dtype_is_float(d);
+    if (!f && op == spec::ElemOp::div) unsupported("integer / in a body");
+    const TV x = broadcast_to(a, t.shape), y = broadcast_to(b, t.shape);
+    TV r{t, nullptr};
+    r.at = [x, y, d, f, op](const std::vector<std::string> &c) {
+      const std::string u = code_as(x, d, c), v = code_as(y, d, c);
+      std::string e;
       switch (op) {
-      case spec::ElemOp::add: r = "(" + x + " + " + y + ")"; break;
-      case spec::ElemOp::sub: r = "(" + x + " - " + y + ")"; break;
-      case spec::ElemOp::mul: r = "(" + x + " * " + y + ")"; break;
-      case spec::ElemOp::div: r = "(" + x + " / " + y + ")"; break; // promoted to a float
-      case spec::ElemOp::maximum: r = std::string(f ? "pk_fmax(" : "pk_max(") + x + ", " + y + ")"; break;
-      case spec::ElemOp::minimum: r = std::string(f ? "pk_fmin(" : "pk_min(") + x + ", " + y + ")"; break;
+      case spec::ElemOp::add: e = "(" + u + " + " + v + ")"; break;
+      case spec::ElemOp::sub: e = "(" + u + " - " + v + ")"; break;
+      case spec::ElemOp::mul: e = "(" + u + " * " + v + ")"; break;
+      case spec::ElemOp::div: e = "(" + u + " / " + v + ")"; break;
+      case spec::ElemOp::maximum: e = std::string(f ? "pk_fmax(" : "pk_max(") + u + ", " + v + ")"; break;
+      case spec::ElemOp::minimum: e = std::string(f ? "pk_fmin(" : "pk_min(") + u + ", " + v + ")"; break;
       case spec::ElemOp::floordiv:
-        if (f) unsupported("// of floats in a compute statement");
-        r = "pk_ifloordiv(" + x + ", " + y + ")";
+        if (f) unsupported("// of floats in a body");
+        e = "pk_ifloordiv(" + u + ", " + v + ")";
         break;
       case spec::ElemOp::mod:
-        if (f) unsupported("% of floats in a compute statement");
-        r = "pk_ifloormod(" + x + ", " + y + ")";
+        if (f) unsupported("% of floats in a body");
+        e = "pk_ifloormod(" + u + ", " + v + ")";
         break;
-      default: unsupported(std::string("the body operation ") + spec::to_string(e.op));
+      case spec::ElemOp::bit_and: e = "(" + u + " & " + v + ")"; break;
+      case spec::ElemOp::bit_or: e = "(" + u + " | " + v + ")"; break;
+      default: unsupported("this elementwise body operation");
       }
-      return TValue{to_dtype(d, r), t};
+      return round_to(d, e);
+    };
+    return r;
+  }
+
+  // `e`'s two operands (in order: their temporaries too) combined by op.
+  TV binary(spec::ElemOp op, const Expr &e, Pre &pre) {
+    const TV a = value(e.args.at(0), pre);
+    const TV b = value(e.args.at(1), pre);
+    return binary(op, a, b);
+  }
+
+  TV compare(Op op, const TV &a, const TV &b) {
+    const spec::TensorType t = typed(spec::compare_type(a.type, b.type));
+    const spec::DType d = spec::promote_dtype(a.type.dtype, a.type.weak, b.type.dtype, b.type.weak);
+    if (!computable(d)) unsupported(std::string("values of dtype ") + spec::to_string(d));
+    const TV x = broadcast_to(a, t.shape), y = broadcast_to(b, t.shape);
+    const char *o = op == Op::Eq   ? "=="
+                    : op == Op::Ne ? "!="
+                    : op == Op::Lt ? "<"
+                    : op == Op::Le ? "<="
+                    : op == Op::Gt ? ">"
+                                   : ">=";
+    TV r{t, nullptr};
+    r.at = [x, y, d, o](const std::vector<std::string> &c) {
+      return "static_cast<long long>(" + code_as(x, d, c) + " " + o + " " + code_as(y, d, c) + ")";
+    };
+    return r;
+  }
+
+  TV reduction(const std::string &name, const Expr &e, Pre &pre) {
+    const std::size_t np = e.num_positional();
+    const TV a = value(e.args.at(0), pre);
+    std::optional<std::int64_t> axis;
+    const Expr *ax = e.kwarg("axis");
+    if (!ax && np >= 2) ax = &e.args[1];
+    if (ax) {
+      axis = spec::eval_int(*ax, env_);
+      if (!axis) unsupported("a reduction axis not known statically");
+    }
+    bool keepdims = false;
+    if (const Expr *k = e.kwarg("keepdims")) {
+      const auto b = spec::bool_literal(*k);
+      if (!b) unsupported("keepdims that is not True or False");
+      keepdims = *b;
+    }
+    const spec::Reduction op = name == "sum"   ? spec::Reduction::sum
+                               : name == "max" ? spec::Reduction::max
+                                               : spec::Reduction::min;
+    const spec::TensorType t = typed(spec::reduce_type(op, a.type, axis, keepdims));
+    if (!computable(t.dtype)) unsupported(std::string("values of dtype ") + spec::to_string(t.dtype));
+    const bool f = spec::dtype_is_float(t.dtype);
+    const spec::Dims in = a.type.shape;
+    const std::size_t rank = in.size();
+    const std::int64_t axn = axis ? spec::normalize_axis(*axis, rank) : -1;
+    const std::string acc = "pk_a" + std::to_string(ids_++), k = "pk_k" + std::to_string(ids_++);
+    TV r{t, nullptr};
+    const std::string init = name == "sum" ? (f ? "0.0f" : "0LL")
+                             : name == "max"
+                                 ? (f ? "__int_as_float(0xff800000)" : "(-9223372036854775807LL - 1)")
+                                 : (f ? "__int_as_float(0x7f800000)" : "9223372036854775807LL");
+    const spec::Dims out = t.shape;
+    const std::string name_t = "pk_t" + std::to_string(ids_++);
+    const std::int64_t off = alloc_arena(elements(out) * bytes_of(t.dtype), false);
+    const char *st = storage_of(t.dtype);
+    pre.os << pre.ind << st << " *const " << name_t << " = reinterpret_cast<" << st << " *>(pk_smem + " << off
+           << "); // " << e << "\n";
+    pass(pre.os, pre.ind, out,
+         [&](std::ostream &os, const std::string &ind, const std::vector<std::string> &c) {
+           os << ind << (f ? "float " : "long long ") << acc << " = " << init << ";\n";
+           std::vector<std::string> ic(rank);
+           std::int64_t len = 1;
+           if (axn < 0) {
+             len = elements(in);
+             os << ind << "for (long long " << k << " = 0; " << k << " < " << len << "LL; ++" << k << ") {\n";
+             os << ind << "  long long " << k << "r = " << k << ";\n";
+             for (std::size_t d = rank; d-- > 0;) {
+               ic[d] = k + "c" + std::to_string(d);
+               os << ind << "  const long long " << ic[d] << " = " << k << "r % " << in[d] << "LL; " << k
+                  << "r /= " << in[d] << "LL;\n";
+             }
+           } else {
+             len = in[static_cast<std::size_t>(axn)];
+             std::size_t j = 0;
+             for (std::size_t d = 0; d < rank; ++d) {
+               if (static_cast<std::int64_t>(d) == axn) {
+                 ic[d] = k;
+                 if (keepdims) ++j;
+               } else {
+                 ic[d] = c[j++];
+               }
+             }
+             os << ind << "for (long long " << k << " = 0; " << k << " < " << len << "LL; ++" << k << ") {\n";
+           }
+           const std::string x = a.at(ic);
+           if (name == "sum")
+             os << ind << "  " << acc << " = " << acc << " + " << x << ";\n";
+           else if (f)
+             os << ind << "  " << acc << " = " << (name == "max" ? "pk_fmax(" : "pk_fmin(") << x << ", "
+                << acc << ");\n";
+           else
+             os << ind << "  " << acc << " = " << (name == "max" ? "pk_max(" : "pk_min(") << x << ", " << acc
+                << ");\n";
+           os << ind << "}\n";
+           os << ind << name_t << "[" << linear(c, out) << "] = " << round_to(t.dtype, acc) << ";\n";
+         });
+    pre.os << pre.ind << "__syncthreads();\n";
+    r.at = [this, name_t, out](const std::vector<std::string> &c) {
+      return name_t + "[" + linear(c, out) + "]";
+    };
+    return r;
+  }
+
+  TV dot(const Expr &e, Pre &pre) {
+    spec::DotOptions o;
+    auto flag = [&](const char *n) {
+      const Expr *x = e.kwarg(n);
+      if (!x) return false;
+      const auto b = spec::bool_literal(*x);
+      if (!b) unsupported(std::string(n) + " that is not True or False");
+      return *b;
+    };
+    o.trans_a = flag("trans_a");
+    o.trans_b = flag("trans_b");
+    if (const Expr *p = e.kwarg("preferred_element_type")) {
+      const auto d = p->op == Op::Name ? spec::parse_dtype(p->name) : std::nullopt;
+      if (!d) unsupported("a preferred_element_type that is not a dtype name");
+      o.preferred = *d;
+    }
+    if (e.num_positional() != 2) unsupported("dot() with other than two operands");
+    const TV a = value(e.args[0], pre);
+    const TV b = value(e.args[1], pre);
+    const spec::TensorType t = typed(spec::dot_type(a.type, b.type, o));
+    const spec::TensorType raw = typed(spec::dot_type(a.type, b.type, {o.trans_a, o.trans_b, std::nullopt}));
+    if (!computable(t.dtype) || !computable(raw.dtype)) unsupported("a dot of these dtypes");
+    const bool f = spec::dtype_is_float(raw.dtype);
+    const std::size_t ra = a.type.shape.size(), rb = b.type.shape.size();
+    const std::int64_t K = o.trans_a ? a.type.shape[0] : a.type.shape.back();
+    const spec::Dims out = t.shape;
+    const std::string name_t = "pk_t" + std::to_string(ids_++), acc = "pk_a" + std::to_string(ids_++),
+                      k = "pk_k" + std::to_string(ids_++);
+    const std::int64_t off = alloc_arena(elements(out) * bytes_of(t.dtype), false);
+    const char *st = storage_of(t.dtype);
+    pre.os << pre.ind << st << " *const " << name_t << " = reinterpret_cast<" << st << " *>(pk_smem + " << off
+           << "); // " << e << "\n";
+    pass(pre.os, pre.ind, out,
+         [&](std::ostream &os, const std::string &ind, const std::vector<std::string> &c) {
+           // (i, j) of the result: a's free row (2-D a) then b's free column (2-D b).
+           std::size_t j = 0;
+           const std::string i = ra == 2 ? c[j++] : "0LL", n = rb == 2 ? c[j++] : "0LL";
+           std::vector<std::string> ca, cb;
+           if (ra == 2)
+             ca = o.trans_a ? std::vector<std::string>{k, i} : std::vector<std::string>{i, k};
+           else
+             ca = {k};
+           if (rb == 2)
+             cb = o.trans_b ? std::vector<std::string>{n, k} : std::vector<std::string>{k, n};
+           else
+             cb = {k};
+           os << ind << (f ? "float " : "long long ") << acc << " = " << (f ? "0.0f" : "0LL") << ";\n";
+           os << ind << "for (long long " << k << " = 0; " << k << " < " << K << "LL; ++" << k << ") " << acc
+              << " = " << acc << " + "
+              << code_as(a, raw.dtype == spec::DType::i32 ? spec::DType::i32 : spec::DType::f32, ca) << " * "
+              << code_as(b, raw.dtype == spec::DType::i32 ? spec::DType::i32 : spec::DType::f32, cb) << ";\n";
+           os << ind << name_t << "[" << linear(c, out)
+              << "] = " << convert(round_to(raw.dtype, acc), raw.dtype, t.dtype) << ";\n";
+         });
+    pre.os << pre.ind << "__syncthreads();\n";
+    TV r{t, nullptr};
+    r.at = [this, name_t, out](const std::vector<std::string> &c) {
+      return name_t + "[" + linear(c, out) + "]";
+    };
+    return r;
+  }
+
+  TV value(const Expr &e, Pre &pre) {
+    using spec::DType;
+    auto weak_int = [&](const std::string &code) {
+      TV t{{DType::i32, true, {}}, nullptr};
+      t.at = [code](const std::vector<std::string> &) { return code; };
+      return t;
+    };
+    auto weak_float = [&](const std::string &code) {
+      TV t{{DType::f32, true, {}}, nullptr};
+      t.at = [code](const std::vector<std::string> &) { return code; };
+      return t;
     };
     switch (e.op) {
-    case Op::Int: return {std::to_string(e.int_value) + "LL", {DType::i32, true, {}}};
-    case Op::Float: return {float_literal(e.float_value), {DType::f32, true, {}}};
-    case Op::Zeros: return {"0LL", {DType::i32, true, {}}};
-    case Op::Name: return {scalar(e), {DType::i32, true, {}}};
-    case Op::Ref: {
-      if (!shared_.count(e.name)) unsupported("a compute statement reading hbm buffer " + e.name);
-      std::int64_t m = 0;
-      const std::string p = slot_ptr(e, &m);
-      if (m != n) unsupported("a compute statement mixing block sizes (broadcasting)");
-      ptrs.emplace_back(e.name, p);
-      const DType d = shared_ring(e.name).dtype;
-      return {load(d, "p" + std::to_string(ptrs.size()) + "[" + at(e.name, "e") + "]"), {d, false, {}}};
-    }
-    case Op::Add: return bin(spec::ElemOp::add);
-    case Op::Sub: return bin(spec::ElemOp::sub);
-    case Op::Mul: return bin(spec::ElemOp::mul);
-    case Op::Div: return bin(spec::ElemOp::div);
-    case Op::FloorDiv: return bin(spec::ElemOp::floordiv);
-    case Op::Mod: return bin(spec::ElemOp::mod);
-    case Op::Neg: {
-      const TValue a = tensor(e.args.at(0), n, ptrs);
-      return {to_dtype(a.type.dtype, "(-" + a.code + ")"), a.type};
-    }
-    case Op::Call:
-      if (e.kwarg_names.empty() && e.args.size() == 2 && e.name == "maximum")
-        return bin(spec::ElemOp::maximum);
-      if (e.kwarg_names.empty() && e.args.size() == 2 && e.name == "minimum")
-        return bin(spec::ElemOp::minimum);
-      if (e.kwarg_names.empty() && e.args.size() == 1 && e.name == "exp") {
-        const TValue a = tensor(e.args[0], n, ptrs);
-        const spec::TensorType t = typed(spec::unary_type(spec::UnaryOp::exp, a.type));
-        return {to_dtype(t.dtype, "expf(" + as(a, t.dtype) + ")"), t};
+    case Op::Int: return weak_int(std::to_string(e.int_value) + "LL");
+    case Op::Float: return weak_float(float_literal(e.float_value));
+    case Op::Zeros: return weak_float("0.0f");
+    case Op::Name:
+      if (tensor_names_.count(e.name)) return local_value(e);
+      if (shared_.count(e.name)) return slot_value(e, pre);
+      if (e.name == "inf" && !seen_.count(e.name) && !env_.count(e.name))
+        return weak_float(float_literal(INFINITY));
+      return weak_int(scalar(e));
+    case Op::Ref:
+      if (tensor_names_.count(e.name)) return local_value(e);
+      if (!shared_.count(e.name)) unsupported("a body reading hbm buffer " + e.name);
+      return slot_value(e, pre);
+    case Op::Add: return binary(spec::ElemOp::add, e, pre);
+    case Op::Sub: return binary(spec::ElemOp::sub, e, pre);
+    case Op::Mul: return binary(spec::ElemOp::mul, e, pre);
+    case Op::Div: return binary(spec::ElemOp::div, e, pre);
+    case Op::FloorDiv: return binary(spec::ElemOp::floordiv, e, pre);
+    case Op::Mod: return binary(spec::ElemOp::mod, e, pre);
+    case Op::BitAnd: return binary(spec::ElemOp::bit_and, e, pre);
+    case Op::BitOr: return binary(spec::ElemOp::bit_or, e, pre);
+    case Op::And:
+    case Op::Or:
+      if (e.args.size() == 2) {
+        const TV a = value(e.args[0], pre);
+        const TV b = value(e.args[1], pre);
+        if (a.type.shape.empty() && b.type.shape.empty() && !spec::dtype_is_float(a.type.dtype) &&
+            !spec::dtype_is_float(b.type.dtype)) {
+          TV r = weak_int("");
+          const std::string o = e.op == Op::And ? " && " : " || ";
+          r.at = [a, b, o](const std::vector<std::string> &c) {
+            return "static_cast<long long>((" + a.at(c) + ")" + o + "(" + b.at(c) + "))";
+          };
+          return r;
+        }
       }
-      unsupported("the body operation " + e.name +
-                  "(...) (only elementwise + - * / // %, maximum, minimum, exp)");
-    default: unsupported(std::string("the operator ") + spec::to_string(e.op) + " in a compute statement");
+      unsupported("and / or of tensors in a body (& and | are elementwise)");
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge: {
+      const TV a = value(e.args.at(0), pre); // operands in order: their temporaries too
+      return compare(e.op, a, value(e.args.at(1), pre));
     }
+    case Op::Neg: {
+      const TV a = value(e.args.at(0), pre);
+      if (a.type.dtype == DType::boolean) unsupported("- of a bool");
+      TV r = a;
+      r.at = [a](const std::vector<std::string> &c) { return round_to(a.type.dtype, "(-" + a.at(c) + ")"); };
+      return r;
+    }
+    case Op::Call: return call(e, pre);
+    default: unsupported(std::string("the operator ") + spec::to_string(e.op) + " in a body");
+    }
+  }
+
+  TV call(const Expr &e, Pre &pre) {
+    const std::size_t np = e.num_positional();
+    const std::string &n = e.name;
+    if (spec::is_int_function(n) && n != "max" && n != "min" && n != "maximum" && n != "minimum" &&
+        n != "abs" && n != "where") {
+      TV t{{spec::DType::i32, true, {}}, nullptr};
+      const std::string code = scalar(e);
+      t.at = [code](const std::vector<std::string> &) { return code; };
+      return t;
+    }
+    if ((n == "maximum" || n == "minimum" || n == "max" || n == "min") && np == 2 && e.kwarg_names.empty())
+      return binary(n == "maximum" || n == "max" ? spec::ElemOp::maximum : spec::ElemOp::minimum, e, pre);
+    if ((n == "sum" || n == "max" || n == "min") && np >= 1) return reduction(n, e, pre);
+    if (n == "dot") return dot(e, pre);
+    if (n == "where" && np == 3) {
+      const TV c = value(e.args[0], pre);
+      const TV a = value(e.args[1], pre);
+      const TV b = value(e.args[2], pre);
+      const spec::TensorType t = typed(spec::where_type(c.type, a.type, b.type));
+      if (!computable(t.dtype)) unsupported(std::string("values of dtype ") + spec::to_string(t.dtype));
+      const TV x = broadcast_to(c, t.shape), y = broadcast_to(a, t.shape), z = broadcast_to(b, t.shape);
+      TV r{t, nullptr};
+      r.at = [x, y, z, t](const std::vector<std::string> &co) {
+        return "((" + x.at(co) + ") != 0 ? " + code_as(y, t.dtype, co) + " : " + code_as(z, t.dtype, co) +
+               ")";
+      };
+      return r;
+    }
+    if (n == "iota" && np == 2) {
+      spec::DType dt = spec::DType::i32;
+      if (const Expr *d = e.kwarg("dtype")) {
+        const auto p = d->op == Op::Name ? spec::parse_dtype(d->name) : std::nullopt;
+        if (!p) unsupported("an iota dtype that is not a dtype name");
+        dt = *p;
+      }
+      const spec::Dims shape = shape_arg(e.args[0]);
+      const auto dim = spec::eval_int(e.args[1], env_);
+      if (!dim) unsupported("an iota dimension not known statically");
+      const spec::TensorType t = typed(spec::iota_type(dt, shape, *dim));
+      if (!computable(t.dtype)) unsupported(std::string("values of dtype ") + spec::to_string(t.dtype));
+      TV r{t, nullptr};
+      const auto d = static_cast<std::size_t>(*dim);
+      r.at = [d](const std::vector<std::string> &c) { return "static_cast<long long>(" + c[d] + ")"; };
+      return r;
+    }
+    if (n == "cast" && np == 2) {
+      const TV a = value(e.args[0], pre);
+      const auto dt = e.args[1].op == Op::Name ? spec::parse_dtype(e.args[1].name) : std::nullopt;
+      if (!dt) unsupported("cast() to " + text(e.args[1]) + ", which is not a dtype name");
+      const spec::TensorType t = spec::cast_type(a.type, *dt);
+      if (!computable(t.dtype) || t.dtype == spec::DType::boolean)
+        unsupported(std::string("a cast to ") + spec::to_string(t.dtype));
+      TV r{t, nullptr};
+      const bool from_float = spec::dtype_is_float(a.type.dtype), to_float = spec::dtype_is_float(t.dtype);
+      r.at = [a, t, from_float, to_float](const std::vector<std::string> &c) {
+        if (from_float && !to_float) return "pk_f2i(" + a.at(c) + ")";
+        return code_as(a, t.dtype, c);
+      };
+      return r;
+    }
+    if (n == "broadcast_to" && np == 2) {
+      const TV a = value(e.args[0], pre);
+      const spec::Dims shape = shape_arg(e.args[1]);
+      typed(spec::broadcast_to_type(a.type, shape));
+      return broadcast_to(a, shape);
+    }
+    if (n == "zeros" && np == 0) {
+      TV t{{spec::DType::f32, true, {}}, nullptr};
+      t.at = [](const std::vector<std::string> &) { return std::string("0.0f"); };
+      return t;
+    }
+    if (np == 1 && e.kwarg_names.empty()) {
+      static const std::map<std::string, std::pair<spec::UnaryOp, const char *>> fns = {
+          {"exp", {spec::UnaryOp::exp, "expf"}},
+          {"sqrt", {spec::UnaryOp::sqrt, "sqrtf"}},
+          {"rsqrt", {spec::UnaryOp::rsqrt, "1.0f / sqrtf"}},
+          {"log", {spec::UnaryOp::log, "logf"}},
+          {"log2", {spec::UnaryOp::log2, "log2f"}},
+          {"exp2", {spec::UnaryOp::exp2, "exp2f"}},
+          {"tanh", {spec::UnaryOp::tanh, "tanhf"}},
+          {"sin", {spec::UnaryOp::sin, "sinf"}},
+          {"cos", {spec::UnaryOp::cos, "cosf"}},
+          {"floor", {spec::UnaryOp::floor, "floorf"}},
+          {"ceil", {spec::UnaryOp::ceil, "ceilf"}},
+          {"expm1", {spec::UnaryOp::expm1, "expm1f"}},
+          {"log1p", {spec::UnaryOp::log1p, "log1pf"}},
+          {"sigmoid", {spec::UnaryOp::sigmoid, "pk_sigmoid"}}};
+      if (auto it = fns.find(n); it != fns.end()) {
+        const TV a = value(e.args[0], pre);
+        const spec::TensorType t = typed(spec::unary_type(it->second.first, a.type));
+        if (!spec::dtype_is_float(t.dtype)) unsupported(n + "(...) of integers");
+        return unary_fn(it->second.first, it->second.second, a);
+      }
+      if (n == "abs") {
+        const TV a = value(e.args[0], pre);
+        TV r = a;
+        const bool f = spec::dtype_is_float(a.type.dtype);
+        r.at = [a, f](const std::vector<std::string> &c) {
+          return round_to(a.type.dtype, std::string(f ? "fabsf(" : "pk_abs(") + a.at(c) + ")");
+        };
+        return r;
+      }
+    }
+    unsupported("the body operation " + n + "(...)");
   }
 
   void compute(std::ostream &os, const spec::Assign &a, int depth) {
     const std::string ind(static_cast<std::size_t>(depth) * 2, ' ');
-    if (a.target.op != Op::Ref || !shared_.count(a.target.name))
-      unsupported("a store into hbm buffer " + a.target.name + " (only slots are computed into)");
-    std::int64_t n = 0;
-    const std::string dst = slot_ptr(a.target, &n);
-    const spec::DType d = shared_ring(a.target.name).dtype;
+    if ((a.target.op != Op::Ref && a.target.op != Op::Name) || !shared_.count(a.target.name))
+      unsupported("a store into " + a.target.name + " (only slots are computed into)");
+    stmt_top_ = locals_top_;
+    Pre pre;
+    pre.ind = ind + "  ";
+    pre.target_ring = a.target.name;
+    pre.target_text = text(a.target);
+    const View v = view(a.target, pre);
+    const SharedRing &ring = shared_ring(a.target.name);
+    const spec::DType d = ring.dtype;
     const Ty t = ty(d);
-    std::vector<std::pair<std::string, std::string>> ptrs; // (ring, pointer)
-    std::string value;
+    std::optional<TV> val;
     if (a.value.op == Op::Undefined) {
       if (a.accumulate) unsupported("+= undefined");
-      value = t.poison; // `S[...] = undefined`: poison
     } else {
-      TValue v = tensor(a.value, n, ptrs);
-      if (a.accumulate) {
-        ptrs.emplace_back(a.target.name, dst);
-        const TValue cur{load(d, "p" + std::to_string(ptrs.size()) + "[" + at(a.target.name, "e") + "]"),
-                         {d, false, {}}};
-        const auto sum = spec::elementwise_type(spec::ElemOp::add, cur.type, v.type);
-        if (!sum.ok()) unsupported("an ill-typed +=: " + sum.error);
-        v = TValue{
-            to_dtype(sum.value.dtype, "(" + as(cur, sum.value.dtype) + " + " + as(v, sum.value.dtype) + ")"),
-            sum.value};
+      val = value(a.value, pre);
+      const std::string err = spec::store_error(val->type, v.shape);
+      if (!err.empty()) unsupported("the store " + text(a.target) + ": " + err);
+      if (elements(val->type.shape) == 1 && val->type.shape != v.shape) {
+        TV one = *val;
+        const std::size_t rank = val->type.shape.size();
+        one.at = [one_at = val->at, rank](const std::vector<std::string> &) {
+          return one_at(std::vector<std::string>(rank, "0LL"));
+        };
+        one.type.shape = v.shape;
+        val = one;
+      } else {
+        val = broadcast_to(*val, v.shape);
       }
-      if (v.type.dtype != d && !v.type.weak)
-        unsupported(std::string("a store of a ") + spec::to_string(v.type.dtype) + " value into " +
-                    a.target.name + " (" + spec::to_string(d) + ")");
-      value = store(d, as(v, d));
+      if (a.accumulate) {
+        // `target += value`: cur + value by spec's rule (a value of another
+        // dtype is added as if weak where jnp allows), read where written.
+        TV cur{{d, false, v.shape}, nullptr};
+        cur.at = [this, v, d](const std::vector<std::string> &co) {
+          return load(d, "pk_d[" + view_index(v, co) + "]");
+        };
+        const auto sum = spec::accumulate_type(cur.type, val->type);
+        if (!sum.ok()) unsupported("an ill-typed +=: " + sum.error);
+        TV add = *val;
+        if (spec::added_as_weak(d, add.type)) add.type.weak = true;
+        val = binary(spec::ElemOp::add, cur, add);
+        if (val->type.dtype != sum.value.dtype) unsupported("a += whose sum is typed otherwise");
+      }
     }
     os << ind << "{ // " << a.target << (a.accumulate ? " += " : " = ") << a.value << "\n";
     delay(os, ind + "  ");
-    os << ind << "  " << t.storage << " *const d = " << dst << ";\n";
-    for (std::size_t i = 0; i < ptrs.size(); ++i)
-      os << ind << "  const " << ty(shared_ring(ptrs[i].first).dtype).storage << " *const p" << i + 1 << " = "
-         << ptrs[i].second << ";\n";
-    os << ind << "  for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) d["
-       << at(a.target.name, "e") << "] = " << value << ";\n";
+    os << pre.os.str();
+    os << ind << "  " << t.storage << " *const pk_d = " << v.ptr << ";\n";
+    pass(os, ind + "  ", v.shape,
+         [&](std::ostream &o, const std::string &in, const std::vector<std::string> &c) {
+           o << in << "pk_d[" << view_index(v, c)
+             << "] = " << (val ? store(d, code_as(*val, d, c)) : std::string(t.poison)) << ";\n";
+         });
     if (o_.adversarial) os << ind << "  dirty_" << a.target.name << "[" << slot_index(a.target) << "] = 1;\n";
+    os << ind << "  __syncthreads();\n";
+    os << ind << "}\n";
+  }
+
+  // `name = value` of a tensor: into the local's shared memory.
+  void bind_local(std::ostream &os, const spec::Let &l, int depth) {
+    const std::string ind(static_cast<std::size_t>(depth) * 2, ' ');
+    stmt_top_ = locals_top_;
+    Pre pre;
+    pre.ind = ind + "  ";
+    const TV v = value(l.value, pre);
+    if (!computable(v.type.dtype))
+      unsupported(std::string("values of dtype ") + spec::to_string(v.type.dtype));
+    TLocal &t = tlocals_[l.name];
+    if (!t.bound) {
+      t.type = v.type;
+      t.offset = alloc_arena(elements(v.type.shape) * bytes_of(v.type.dtype), true);
+      t.bound = true;
+      local_decls_ << "  " << storage_of(v.type.dtype) << " *const pk_l_" << l.name << " = reinterpret_cast<"
+                   << storage_of(v.type.dtype) << " *>(pk_smem + " << t.offset << "); // the local " << l.name
+                   << ": " << spec::type_string(v.type) << "\n";
+    } else if (t.type.shape != v.type.shape || t.type.dtype != v.type.dtype) {
+      unsupported("the local " + l.name + " bound to " + spec::type_string(t.type) + " and to " +
+                  spec::type_string(v.type));
+    } else if (t.type.weak != v.type.weak && !(v.type.dtype == spec::DType::f32 && !has_half_)) {
+      // (an f32 local weak in one binding and strong in another types alike
+      // wherever no bf16 or f16 value is: f32 beats the integers either way)
+      unsupported("the local " + l.name + " bound to a weak and to a strong " + spec::type_string(v.type));
+    }
+    os << ind << "{ // " << l.name << " = " << l.value << "\n";
+    delay(os, ind + "  ");
+    // Computed into a temporary first, then stored: the value may read the
+    // local at other coordinates (a broadcast or a subscript of it).
+    const spec::Dims shape = v.type.shape;
+    const TV tmp = materialize(v, pre);
+    os << pre.os.str();
+    pass(os, ind + "  ", shape,
+         [&](std::ostream &o, const std::string &in, const std::vector<std::string> &c) {
+           o << in << "pk_l_" << l.name << "[" << linear(c, shape) << "] = " << tmp.at(c) << ";\n";
+         });
     os << ind << "  __syncthreads();\n";
     os << ind << "}\n";
   }
@@ -1384,6 +2114,8 @@ private:
     const std::string ind(static_cast<std::size_t>(depth) * 2, ' ');
     if (auto *a = std::get_if<spec::Assign>(&s.kind)) {
       compute(os, *a, depth);
+    } else if (auto *l = std::get_if<spec::Let>(&s.kind); l && tensor_names_.count(l->name)) {
+      bind_local(os, *l, depth);
     } else if (auto *l = std::get_if<spec::Let>(&s.kind)) {
       std::string v;
       try {
@@ -1443,7 +2175,22 @@ private:
   std::vector<WritebackForm> forms_;
   std::map<std::string, bool> bulk_; // rings some copy may fill by bulk copies
   unsigned sites_ = 0;               // adversarial delay sites so far
-  std::size_t max_rank_ = 0;         // of the hbm arrays
+  // Body values: tensor locals (shared memory after the rings, from
+  // arena_base_) and per-statement temporaries above them.
+  struct TLocal {
+    spec::TensorType type;
+    std::int64_t offset = 0;
+    bool bound = false;
+  };
+  std::map<std::string, TLocal> tlocals_;
+  std::set<std::string> tensor_names_; // lets bound to tensors (the rest are integers)
+  std::ostringstream local_decls_;
+  std::int64_t arena_base_ = 0, locals_top_ = 0, stmt_top_ = 0, arena_peak_ = 0;
+  unsigned ids_ = 0;                               // unique names in the generated code
+  std::map<std::string, std::string> pass_linear_; // a pass's coordinates: its element index
+  std::string parts_;                              // the rings' sizes, for the budget's message
+  bool has_half_ = false;                          // some buffer holds bf16 or f16
+  std::size_t max_rank_ = 0;                       // of the hbm arrays
 };
 
 CodegenResult generate(const spec::Program &p, const spec::Env &env, const CodegenOptions &o, int main_loop,

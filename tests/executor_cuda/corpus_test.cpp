@@ -73,11 +73,14 @@ TEST(CudaCorpus, EveryCorpusUnitIsGeneratedAndCompiledOrRefusedWithItsReason) {
           ASSERT_TRUE(p.ok) << path << "::" << program->name << ": " << p.error;
         }
       }
-      if (*r)
+      if (*r) {
         ++generated;
-      else {
+        if (std::getenv("PIPECHECK_CUDA_REASONS"))
+          std::cout << "generated: " << path << "::" << spec::unit_name(u) << "\n";
+      } else {
         ++refused;
-        if (std::getenv("PIPECHECK_CUDA_REASONS")) std::cout << "refused: " << r->error << "\n";
+        if (std::getenv("PIPECHECK_CUDA_REASONS"))
+          std::cout << "refused: " << path << "::" << spec::unit_name(u) << ": " << r->error << "\n";
         EXPECT_TRUE(refused_with_reason(r->error)) << path << "::" << spec::unit_name(u) << ": " << r->error;
       }
     }

@@ -36,6 +36,13 @@ __device__ __forceinline__ unsigned short pk_to_bf16(float f) {
 __device__ __forceinline__ long long pk_wrap_i32(long long x) {
   return static_cast<long long>(static_cast<int>(static_cast<unsigned>(x)));
 }
+__device__ __forceinline__ float pk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+// cast(x, i32) of a float: NaN is i32 poison (its lowest value), the rest saturates and truncates.
+__device__ __forceinline__ long long pk_f2i(float x) {
+  if (x != x) return -2147483648LL;
+  const double d = static_cast<double>(x);
+  return static_cast<long long>(d < -2147483648.0 ? -2147483648.0 : d > 2147483647.0 ? 2147483647.0 : d);
+}
 // jnp.maximum / minimum: NaN wins.
 __device__ __forceinline__ float pk_fmax(float a, float b) { return (a > b || a != a) ? a : b; }
 __device__ __forceinline__ float pk_fmin(float a, float b) { return (a < b || a != a) ? a : b; }
@@ -415,10 +422,15 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
       v_z_pending = (v_z_pending - 1LL);
     }
     { // z_smem[t % 2] = x_smem[t % 2] * 2 + y_smem[t % 2]
-      float *const d = (s_z_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
-      const float *const p1 = (s_x_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
-      const float *const p2 = (s_y_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
-      for (long long e = threadIdx.x; e < 2048LL; e += blockDim.x) d[e] = ((p1[e] * static_cast<float>(2LL)) + p2[e]);
+      const float *const pk_p0 = (s_x_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
+      const float *const pk_p1 = (s_y_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
+      float *const pk_d = (s_z_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
+      for (long long q2_e = threadIdx.x; q2_e < 2048LL; q2_e += blockDim.x) {
+        long long q2_r = q2_e;
+        const long long q2_c1 = q2_r % 64LL; q2_r /= 64LL;
+        const long long q2_c0 = q2_r % 32LL; q2_r /= 32LL;
+        pk_d[q2_e] = ((pk_p0[q2_e] * static_cast<float>(2LL)) + pk_p1[q2_e]);
+      }
       __syncthreads();
     }
     v_z_b0 = v_pid0;

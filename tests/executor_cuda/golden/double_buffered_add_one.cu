@@ -36,6 +36,13 @@ __device__ __forceinline__ unsigned short pk_to_bf16(float f) {
 __device__ __forceinline__ long long pk_wrap_i32(long long x) {
   return static_cast<long long>(static_cast<int>(static_cast<unsigned>(x)));
 }
+__device__ __forceinline__ float pk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+// cast(x, i32) of a float: NaN is i32 poison (its lowest value), the rest saturates and truncates.
+__device__ __forceinline__ long long pk_f2i(float x) {
+  if (x != x) return -2147483648LL;
+  const double d = static_cast<double>(x);
+  return static_cast<long long>(d < -2147483648.0 ? -2147483648.0 : d > 2147483647.0 ? 2147483647.0 : d);
+}
 // jnp.maximum / minimum: NaN wins.
 __device__ __forceinline__ float pk_fmax(float a, float b) { return (a > b || a != a) ? a : b; }
 __device__ __forceinline__ float pk_fmin(float a, float b) { return (a < b || a != a) ? a : b; }
@@ -275,9 +282,13 @@ extern "C" __global__ void __launch_bounds__(256) pk_double_buffered_add_one(flo
       __syncthreads();
     }
     { // Y[cur] = X[cur] + 1
-      float *const d = (s_Y + pk_slot(v_cur, 2LL) * 512LL);
-      const float *const p1 = (s_X + pk_slot(v_cur, 2LL) * 512LL);
-      for (long long e = threadIdx.x; e < 512LL; e += blockDim.x) d[e] = (p1[e] + static_cast<float>(1LL));
+      const float *const pk_p0 = (s_X + pk_slot(v_cur, 2LL) * 512LL);
+      float *const pk_d = (s_Y + pk_slot(v_cur, 2LL) * 512LL);
+      for (long long q1_e = threadIdx.x; q1_e < 512LL; q1_e += blockDim.x) {
+        long long q1_r = q1_e;
+        const long long q1_c0 = q1_r % 512LL; q1_r /= 512LL;
+        pk_d[q1_e] = (pk_p0[q1_e] + static_cast<float>(1LL));
+      }
       __syncthreads();
     }
     { // copy_out_start(Y[cur], A[i])
