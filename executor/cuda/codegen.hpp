@@ -31,8 +31,20 @@
 ///   between two `__syncthreads()` (the copy takes effect at its start: one
 ///   of the Program's allowed schedules); `copy_out_wait` checks that a
 ///   write-back of that slot is outstanding. (Adversarial mode: at its wait.)
-/// - Compute (`slot = expr`, `slot += expr`) is elementwise over same-shaped
-///   slots, each thread a strided set of elements, then `__syncthreads()`.
+/// - Body values are typed by spec's rules (typecheck.hpp) with every extent
+///   known. A store (`ref = expr`, `ref += expr`, the ref a slot or a
+///   sub-block of one: indices, slices, ds) is one pass of the CTA's threads
+///   over the target's elements, each thread a strided set, then
+///   `__syncthreads()`. Elementwise operations (arithmetic, comparisons,
+///   where, maximum/minimum, exp and the other float functions, cast),
+///   broadcasting, iota and slot refs fuse into that pass; reductions
+///   (sum/max/min over an axis or all), dot (1-D/2-D, trans_a/trans_b,
+///   preferred_element_type; f32 sums in k order) and a read of the
+///   statement's own target at other coordinates are computed first into
+///   temporaries in shared memory by passes of their own. A let bound to a
+///   tensor (or a float) is a tensor local in shared memory, one per name
+///   (every binding of the same type); temporaries and locals follow the
+///   rings and count against the budget.
 /// - A fault (an index out of bounds, a copy whose region fits its slot in
 ///   neither way above, a wait with nothing outstanding, a `while` whose condition still
 ///   holds after its bound) executes `__trap()`.
@@ -71,9 +83,10 @@
 ///   where a pair lies next to each other in the array, otherwise at once.
 ///
 /// Not supported yet (a CodegenResult with an error, never wrong code):
-/// other dtypes (i16, i8, u8, bool), semaphores and body DMAs, tensor local
-/// bindings, non-elementwise bodies (dot, reductions, transpose,
-/// broadcasting), sub-slot refs, copies with offset=. Not done for speed
+/// other dtypes (i16, i8, u8; bool only as a computed value), semaphores and
+/// body DMAs, copies between on-chip buffers or into sub-blocks of slots,
+/// copies with offset=, reshape, transpose, dot_general, pow, refs whose
+/// extent is not known statically, a cast of a float to bool. Not done for speed
 /// yet: TMA tensor maps (bulk copies move one row, or one 16-byte row of a
 /// core matrix, each), swizzled wgmma layouts, TMA stores (write-backs are
 /// plain stores).
