@@ -24,7 +24,9 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
+#include <sstream>
 #include <unistd.h>
 
 namespace pipecheck::executor::cuda {
@@ -292,6 +294,150 @@ TEST_F(EmulatedCorpus, WgmmaKernelsAreRightAndWrongAsTheCpuRunnerIsByTheInstruct
       twin_wrong = !right(c, instr, instr.emulated[1]);
   }
   EXPECT_TRUE(twin_wrong) << "the corpus' wgmma K loop without delay_release";
+}
+
+// ---- Generated bodies ----
+//
+// The body evaluator (fusion, broadcasting, temporaries, locals) against the
+// CPU interpreter on programs no one wrote: random expression trees over a
+// (A, B) slot, a (B,) row, an (A, 1) column and a (B, C) matrix, with
+// elementwise operations, where/iota/comparisons, reductions over an axis
+// (keepdims or not) or all, dot (m square: also trans_b), integer // and %
+// cast to f32, and tensor locals, each
+// stored through a local into an output slot. Seeded; a failure prints the
+// program. PIPECHECK_CUDA_BODY_CASES sets how many (CI: 24).
+class BodyGen {
+public:
+  explicit BodyGen(std::uint32_t seed) : rng_(seed) {}
+
+  // An expression of shape `s` ("full" (A, B), "row" (B,), "col" (A, 1),
+  // "one" (): a literal, a scalar or a one-element ref), depth-bounded.
+  std::string expr(const std::string &s, int depth) {
+    const int pick = depth <= 0 ? 0 : static_cast<int>(rng_() % 9);
+    switch (pick) {
+    case 0: return leaf(s);
+    case 1:
+    case 2: {
+      static const char *ops[] = {" + ", " - ", " * "};
+      return "(" + expr(s, depth - 1) + ops[rng_() % 3] + expr(narrower(s), depth - 1) + ")";
+    }
+    case 3:
+      return std::string(rng_() % 2 ? "maximum(" : "minimum(") + expr(s, depth - 1) + ", " +
+             expr(narrower(s), depth - 1) + ")";
+    case 4: {
+      static const char *cmp[] = {" < ", " >= ", " != "};
+      return "where(" + expr(s, depth - 1) + cmp[rng_() % 3] + expr(narrower(s), depth - 1) + ", " +
+             expr(s, depth - 1) + ", " + expr(narrower(s), depth - 1) + ")";
+    }
+    case 5: return reduce_to(s, depth);
+    case 6:
+      if (s == "full")
+        return "dot(" + expr("full", depth - 1) + ", m[0]" + (rng_() % 2 ? ", trans_b=True" : "") +
+               ") * 0.25";
+      return reduce_to(s, depth);
+    case 7: return std::string(rng_() % 2 ? "exp(" : "abs(") + expr(s, depth - 1) + " * 0.125)";
+    default: {
+      const std::string name = "t" + std::to_string(names_++);
+      const std::string value = expr(s, depth - 1); // may bind locals of its own first
+      locals_.push_back(name + " = " + value);
+      return name;
+    }
+    }
+  }
+  const std::vector<std::string> &locals() const { return locals_; }
+  std::uint32_t next() { return rng_(); }
+
+private:
+  // Something that broadcasts to shape s.
+  std::string narrower(const std::string &s) {
+    if (s == "full") {
+      static const char *k[] = {"full", "row", "col", "one"};
+      return k[rng_() % 4];
+    }
+    return rng_() % 2 ? s : "one";
+  }
+  std::string leaf(const std::string &s) {
+    const unsigned r = rng_() % 3;
+    if (s == "one" && r == 0)
+      return std::to_string(static_cast<int>(rng_() % 7) - 3) + (rng_() % 2 ? ".5" : "");
+    if (s == "full" && r == 1 && rng_() % 2)
+      return "cast(iota((A, B), 1) // 3 - iota((A, B), 0) % 4, f32)"; // integer // and % first
+    if (s == "full") return r == 1 ? "iota((A, B), " + std::to_string(rng_() % 2) + ") * 0.5" : "x[0]";
+    if (s == "row") return r == 1 ? "iota((B,), 0) * 0.25" : "y[0]";
+    if (s == "col") return r == 1 ? "x[0, :, 0:1]" : "z[0]";
+    return r == 1 ? "x[0, 1, 2]" : "y[0, 3]";
+  }
+  std::string reduce_to(const std::string &s, int depth) {
+    const char *f = rng_() % 2 ? "sum(" : "max(";
+    if (s == "row") return f + expr("full", depth - 1) + ", axis=0)";
+    if (s == "col") return f + expr("full", depth - 1) + ", axis=1, keepdims=True)";
+    if (s == "one") return std::string(f) + expr(rng_() % 2 ? "full" : "row", depth - 1) + ")";
+    return "(" + expr("full", depth - 1) + " - " + f + expr("full", depth - 1) +
+           ", axis=" + std::to_string(rng_() % 2) + ", keepdims=True))";
+  }
+  std::mt19937 rng_;
+  std::vector<std::string> locals_;
+  int names_ = 0;
+};
+
+std::string generated_body_program(std::uint32_t seed) {
+  BodyGen g(seed);
+  const std::string out = g.expr("full", 3);
+  std::ostringstream p;
+  p << "pipeline body_" << seed << ":\n"
+    << "    param A = 6\n    param B = 8\n"
+    << "    hbm X: f32[A, B]\n    hbm Y: f32[B]\n    hbm Z: f32[A, 1]\n    hbm M: f32[B, B]\n"
+    << "    hbm O: f32[A, B]\n"
+    << "    sram x[1]: f32[A, B]\n    sram y[1]: f32[B]\n    sram z[1]: f32[A, 1]\n    sram m[1]: f32[B, B]\n"
+    << "    sram o[1]: f32[A, B]\n"
+    << "    copy_in_start(X, x[0])\n    copy_in_start(Y, y[0])\n    copy_in_start(Z, z[0])\n"
+    << "    copy_in_start(M, m[0])\n"
+    << "    copy_in_wait(x[0])\n    copy_in_wait(y[0])\n    copy_in_wait(z[0])\n    copy_in_wait(m[0])\n";
+  for (const auto &l : g.locals())
+    p << "    " << l << "\n";
+  p << "    o[0] = " << out << "\n"
+    << "    o[0] += x[0] * 0.5\n"
+    << "    copy_out_start(o[0], O)\n    copy_out_wait(o[0])\n";
+  return p.str();
+}
+
+TEST(EmulatedBodies, GeneratedBodiesComputeWhatTheCpuInterpreterComputes) {
+  int n = 24;
+  if (const char *e = std::getenv("PIPECHECK_CUDA_BODY_CASES")) n = std::max(1, std::atoi(e));
+  std::vector<Case> cases;
+  std::vector<std::string> texts;
+  for (int i = 0; i < n; ++i) {
+    const std::string text = generated_body_program(static_cast<std::uint32_t>(1000 + i));
+    const spec::File f = parse_text(text, "body.pk");
+    ASSERT_EQ(f.units.size(), 1u) << text;
+    Case c;
+    c.name = "body_" + std::to_string(1000 + i);
+    c.verified = true;
+    c.program = std::get<spec::Program>(f.units[0]);
+    c.env = pipeline_env(c.program);
+    const CodegenResult r = generate_cuda(c.program, c.env);
+    ASSERT_TRUE(r) << r.error << "\n" << text;
+    c.kernel = *r.kernel;
+    cases.push_back(std::move(c));
+    texts.push_back(text);
+  }
+  std::vector<const CudaKernel *> ks;
+  for (const auto &c : cases)
+    ks.push_back(&c.kernel);
+  const HostModule m(ks, host_module_dir());
+  ASSERT_TRUE(m.ok()) << m.error();
+  int compared = 0;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case &c = cases[i];
+    const Outcome want = run_on_cpu(c, DmaMode::synchronous, i + 1);
+    ASSERT_TRUE(want) << "the CPU interpreter faults on\n" << texts[i];
+    for (int on_wait : {0, 1}) {
+      const Outcome got = emulate(m, i, c, on_wait, i + 1);
+      EXPECT_EQ(difference(c, got, want), "") << texts[i];
+    }
+    ++compared;
+  }
+  EXPECT_EQ(compared, n);
 }
 
 } // namespace
