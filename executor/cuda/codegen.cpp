@@ -83,6 +83,22 @@ __device__ __forceinline__ float pk_fmin(float a, float b) { return (a < b || a 
 // Elementwise integer // and % (jnp: x // 0 is 0 here, as in the CPU interpreter).
 __device__ __forceinline__ long long pk_ifloordiv(long long a, long long b) { return b == 0 ? 0 : pk_floordiv(a, b); }
 __device__ __forceinline__ long long pk_ifloormod(long long a, long long b) { return b == 0 ? 0 : pk_mod(a, b); }
+// A wait for "at most n pending" with n known at run time, by an instruction
+// that takes n as an immediate: past 7, waiting for 7 covers it too.
+template <class W> __device__ __forceinline__ void pk_wait_n(long long n, const W &w) {
+  switch (n) {
+  case 0: w.template go<0>(); break;
+  case 1: w.template go<1>(); break;
+  case 2: w.template go<2>(); break;
+  case 3: w.template go<3>(); break;
+  case 4: w.template go<4>(); break;
+  case 5: w.template go<5>(); break;
+  case 6: w.template go<6>(); break;
+  default:
+    if (n < 0) __trap();
+    w.template go<7>();
+  }
+}
 #ifndef PK_HOST_EMULATION // (tests run this same source on host threads and define these)
 __device__ __forceinline__ unsigned short pk_to_f16(float f) {
   unsigned short h;
@@ -102,22 +118,12 @@ __device__ __forceinline__ void pk_cp_async_commit() { asm volatile("cp.async.co
 template <int N> __device__ __forceinline__ void pk_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+struct PkCpAsyncWait {
+  template <int N> __device__ __forceinline__ void go() const { pk_cp_async_wait<N>(); }
+};
 // Waits until at most `newer` groups (those committed after the awaited one)
-// are pending; past 7 waiting for 7 still covers the awaited group.
-__device__ __forceinline__ void pk_wait_groups(long long newer) {
-  switch (newer) {
-  case 0: pk_cp_async_wait<0>(); break;
-  case 1: pk_cp_async_wait<1>(); break;
-  case 2: pk_cp_async_wait<2>(); break;
-  case 3: pk_cp_async_wait<3>(); break;
-  case 4: pk_cp_async_wait<4>(); break;
-  case 5: pk_cp_async_wait<5>(); break;
-  case 6: pk_cp_async_wait<6>(); break;
-  default:
-    if (newer < 0) __trap();
-    pk_cp_async_wait<7>();
-  }
-}
+// are pending.
+__device__ __forceinline__ void pk_wait_groups(long long newer) { pk_wait_n(newer, PkCpAsyncWait{}); }
 // sm_90: bulk copies (TMA) into shared memory completing on an mbarrier.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define PK_TMA 1
@@ -172,21 +178,11 @@ __device__ __forceinline__ void pk_fence_operand(float &r) { asm volatile("" : "
 #endif
 #endif
 #if PK_WGMMA
-// wgmma.wait_group with a count known at run time: past 7, waiting for 7 is stricter.
-__device__ __forceinline__ void pk_wgmma_wait_n(long long keep) {
-  switch (keep) {
-  case 0: pk_wgmma_wait<0>(); break;
-  case 1: pk_wgmma_wait<1>(); break;
-  case 2: pk_wgmma_wait<2>(); break;
-  case 3: pk_wgmma_wait<3>(); break;
-  case 4: pk_wgmma_wait<4>(); break;
-  case 5: pk_wgmma_wait<5>(); break;
-  case 6: pk_wgmma_wait<6>(); break;
-  default:
-    if (keep < 0) __trap();
-    pk_wgmma_wait<7>();
-  }
-}
+struct PkWgmmaWait {
+  template <int N> __device__ __forceinline__ void go() const { pk_wgmma_wait<N>(); }
+};
+// wgmma.wait_group with a count known at run time.
+__device__ __forceinline__ void pk_wgmma_wait_n(long long keep) { pk_wait_n(keep, PkWgmmaWait{}); }
 // A shared memory matrix descriptor, no swizzle: start address, leading
 // (K-direction) and stride (M/N-direction) byte offsets between core matrices.
 __device__ __forceinline__ unsigned long long pk_wgmma_desc(const void *p, unsigned lbo, unsigned sbo) {
