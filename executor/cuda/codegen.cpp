@@ -500,13 +500,13 @@ private:
   // let that reads one (to a fixed point, for loops that read a name before
   // its binding in the text).
   void collect_locals(const spec::Block &b) {
-    each_stmt(b, [&](const spec::Stmt &s) {
-      if (auto *l = std::get_if<spec::Let>(&s.kind)) add_local(l->name);
-      if (auto *f = std::get_if<spec::For>(&s.kind)) add_local(f->var);
-    });
     std::set<std::string> loop_vars;
     each_stmt(b, [&](const spec::Stmt &s) {
-      if (auto *f = std::get_if<spec::For>(&s.kind)) loop_vars.insert(f->var);
+      if (auto *l = std::get_if<spec::Let>(&s.kind)) add_local(l->name);
+      if (auto *f = std::get_if<spec::For>(&s.kind)) {
+        add_local(f->var);
+        loop_vars.insert(f->var);
+      }
     });
     for (bool changed = true; changed;) {
       changed = false;
@@ -624,12 +624,17 @@ private:
     if (ring_[r.name]) {
       if (r.args.size() != 1 || r.args[0].op == Op::Ellipsis || r.args[0].op == Op::Slice)
         unsupported("a sub-block of slot ring " + r.name + " (only whole slots X[k])");
-      return "(s_" + r.name + " + pk_slot(" + scalar(r.args[0]) + ", " + std::to_string(s.slots) + "LL) * " +
-             std::to_string(s.slot_elements) + "LL)";
-    }
-    if (!(r.args.empty() || (r.args.size() == 1 && r.args[0].op == Op::Ellipsis)))
+    } else if (!(r.args.empty() || (r.args.size() == 1 && r.args[0].op == Op::Ellipsis))) {
       unsupported("a sub-block of buffer " + r.name);
-    return "s_" + r.name;
+    }
+    return slot_base(r);
+  }
+  // The first element of the slot a ref to ring r.name names (its first
+  // subscript, for a ring), or of the single buffer.
+  std::string slot_base(const Expr &r) {
+    if (!ring_[r.name]) return "s_" + r.name;
+    return "(s_" + r.name + " + " + slot_index(r) + " * " +
+           std::to_string(shared_ring(r.name).slot_elements) + "LL)";
   }
   const SharedRing &shared_ring(const std::string &n) { return shared_list_->at(shared_.at(n)); }
 
@@ -1154,30 +1159,42 @@ private:
   static const char *storage_of(spec::DType t) { return spec::dtype_is_float(t) ? "float" : "long long"; }
   static int bytes_of(spec::DType t) { return spec::dtype_is_float(t) ? 4 : 8; }
 
-  // `v` computed into a temporary by a pass of its own.
-  TV materialize(const TV &v, Pre &pre) {
+  // A temporary of type `t` in shared memory, computed by a pass of its own
+  // before the statement (then a barrier): `element` writes what an element
+  // needs and returns its value.
+  using ElementCode =
+      std::function<std::string(std::ostream &, const std::string &, const std::vector<std::string> &)>;
+  TV temporary(const spec::TensorType &t, const std::string &what, Pre &pre, const ElementCode &element) {
     const std::string name = "pk_t" + std::to_string(ids_++);
-    const std::int64_t off = alloc_arena(elements(v.type.shape) * bytes_of(v.type.dtype), false);
-    const char *st = storage_of(v.type.dtype);
+    const std::int64_t off = alloc_arena(elements(t.shape) * bytes_of(t.dtype), false);
+    const char *st = storage_of(t.dtype);
     pre.os << pre.ind << st << " *const " << name << " = reinterpret_cast<" << st << " *>(pk_smem + " << off
-           << "); // " << spec::type_string(v.type) << "\n";
-    const spec::Dims shape = v.type.shape;
+           << "); // " << what << "\n";
+    const spec::Dims shape = t.shape;
     pass(pre.os, pre.ind, shape,
          [&](std::ostream &os, const std::string &ind, const std::vector<std::string> &c) {
-           os << ind << name << "[" << linear(c, shape) << "] = " << v.at(c) << ";\n";
+           const std::string value = element(os, ind, c);
+           os << ind << name << "[" << linear(c, shape) << "] = " << value << ";\n";
          });
     pre.os << pre.ind << "__syncthreads();\n";
-    TV r{v.type, nullptr};
+    TV r{t, nullptr};
     r.at = [this, name, shape](const std::vector<std::string> &c) {
       return name + "[" + linear(c, shape) + "]";
     };
     return r;
+  }
+  // `v` computed into a temporary.
+  TV materialize(const TV &v, Pre &pre) {
+    return temporary(
+        v.type, spec::type_string(v.type), pre,
+        [&](std::ostream &, const std::string &, const std::vector<std::string> &c) { return v.at(c); });
   }
 
   // A ref to a slot (or single buffer): its base pointer, per slot dim the
   // first element's index and whether the dim is kept, and the kept extents.
   struct View {
     std::string ring, ptr;
+    spec::Dims dims; ///< the slot's
     std::vector<std::string> lo;
     std::vector<bool> kept;
     spec::Dims shape;
@@ -1192,13 +1209,11 @@ private:
     if (ring_[r.name]) {
       if (r.op != Op::Ref || r.args.empty() || r.args[0].op == Op::Ellipsis || r.args[0].op == Op::Slice)
         unsupported("a ref to slot ring " + r.name + " without its slot");
-      v.ptr = "(s_" + r.name + " + pk_slot(" + scalar(r.args[0]) + ", " + std::to_string(s.slots) + "LL) * " +
-              std::to_string(s.slot_elements) + "LL)";
       sub.args.erase(sub.args.begin());
-    } else {
-      v.ptr = "s_" + r.name;
     }
+    v.ptr = slot_base(r);
     const spec::Dims dims(s.slot_shape.begin(), s.slot_shape.end());
+    v.dims = dims;
     const auto subs = spec::subscripts_of(
         sub, [&](const Expr &x, bool) -> std::optional<std::int64_t> { return spec::eval_int(x, env_); });
     const spec::Subscripted part = spec::subscript(dims, subs);
@@ -1247,10 +1262,7 @@ private:
       const std::string x = v.kept[d] ? c[k++] : "0LL";
       full.push_back(v.lo[d] == "0LL" ? x : "(" + v.lo[d] + " + " + x + ")");
     }
-    spec::Dims dims;
-    for (const auto &s : *shared_list_)
-      if (s.name == v.ring) dims.assign(s.slot_shape.begin(), s.slot_shape.end());
-    return at(v.ring, linear(full, dims));
+    return at(v.ring, linear(full, v.dims));
   }
 
   TV slot_value(const Expr &r, Pre &pre) {
@@ -1435,61 +1447,49 @@ private:
     const std::size_t rank = in.size();
     const std::int64_t axn = axis ? spec::normalize_axis(*axis, rank) : -1;
     const std::string acc = "pk_a" + std::to_string(ids_++), k = "pk_k" + std::to_string(ids_++);
-    TV r{t, nullptr};
     const std::string init = name == "sum" ? (f ? "0.0f" : "0LL")
                              : name == "max"
                                  ? (f ? "__int_as_float(0xff800000)" : "(-9223372036854775807LL - 1)")
                                  : (f ? "__int_as_float(0x7f800000)" : "9223372036854775807LL");
-    const spec::Dims out = t.shape;
-    const std::string name_t = "pk_t" + std::to_string(ids_++);
-    const std::int64_t off = alloc_arena(elements(out) * bytes_of(t.dtype), false);
-    const char *st = storage_of(t.dtype);
-    pre.os << pre.ind << st << " *const " << name_t << " = reinterpret_cast<" << st << " *>(pk_smem + " << off
-           << "); // " << e << "\n";
-    pass(pre.os, pre.ind, out,
-         [&](std::ostream &os, const std::string &ind, const std::vector<std::string> &c) {
-           os << ind << (f ? "float " : "long long ") << acc << " = " << init << ";\n";
-           std::vector<std::string> ic(rank);
-           std::int64_t len = 1;
-           if (axn < 0) {
-             len = elements(in);
-             os << ind << "for (long long " << k << " = 0; " << k << " < " << len << "LL; ++" << k << ") {\n";
-             os << ind << "  long long " << k << "r = " << k << ";\n";
-             for (std::size_t d = rank; d-- > 0;) {
-               ic[d] = k + "c" + std::to_string(d);
-               os << ind << "  const long long " << ic[d] << " = " << k << "r % " << in[d] << "LL; " << k
-                  << "r /= " << in[d] << "LL;\n";
-             }
-           } else {
-             len = in[static_cast<std::size_t>(axn)];
-             std::size_t j = 0;
-             for (std::size_t d = 0; d < rank; ++d) {
-               if (static_cast<std::int64_t>(d) == axn) {
-                 ic[d] = k;
-                 if (keepdims) ++j;
-               } else {
-                 ic[d] = c[j++];
-               }
-             }
-             os << ind << "for (long long " << k << " = 0; " << k << " < " << len << "LL; ++" << k << ") {\n";
-           }
-           const std::string x = a.at(ic);
-           if (name == "sum")
-             os << ind << "  " << acc << " = " << acc << " + " << x << ";\n";
-           else if (f)
-             os << ind << "  " << acc << " = " << (name == "max" ? "pk_fmax(" : "pk_fmin(") << x << ", "
-                << acc << ");\n";
-           else
-             os << ind << "  " << acc << " = " << (name == "max" ? "pk_max(" : "pk_min(") << x << ", " << acc
-                << ");\n";
-           os << ind << "}\n";
-           os << ind << name_t << "[" << linear(c, out) << "] = " << round_to(t.dtype, acc) << ";\n";
-         });
-    pre.os << pre.ind << "__syncthreads();\n";
-    r.at = [this, name_t, out](const std::vector<std::string> &c) {
-      return name_t + "[" + linear(c, out) + "]";
-    };
-    return r;
+    return temporary(
+        t, text(e), pre, [&](std::ostream &os, const std::string &ind, const std::vector<std::string> &c) {
+          os << ind << (f ? "float " : "long long ") << acc << " = " << init << ";\n";
+          std::vector<std::string> ic(rank);
+          std::int64_t len = 1;
+          if (axn < 0) {
+            len = elements(in);
+            os << ind << "for (long long " << k << " = 0; " << k << " < " << len << "LL; ++" << k << ") {\n";
+            os << ind << "  long long " << k << "r = " << k << ";\n";
+            for (std::size_t d = rank; d-- > 0;) {
+              ic[d] = k + "c" + std::to_string(d);
+              os << ind << "  const long long " << ic[d] << " = " << k << "r % " << in[d] << "LL; " << k
+                 << "r /= " << in[d] << "LL;\n";
+            }
+          } else {
+            len = in[static_cast<std::size_t>(axn)];
+            std::size_t j = 0;
+            for (std::size_t d = 0; d < rank; ++d) {
+              if (static_cast<std::int64_t>(d) == axn) {
+                ic[d] = k;
+                if (keepdims) ++j;
+              } else {
+                ic[d] = c[j++];
+              }
+            }
+            os << ind << "for (long long " << k << " = 0; " << k << " < " << len << "LL; ++" << k << ") {\n";
+          }
+          const std::string x = a.at(ic);
+          if (name == "sum")
+            os << ind << "  " << acc << " = " << acc << " + " << x << ";\n";
+          else if (f)
+            os << ind << "  " << acc << " = " << (name == "max" ? "pk_fmax(" : "pk_fmin(") << x << ", " << acc
+               << ");\n";
+          else
+            os << ind << "  " << acc << " = " << (name == "max" ? "pk_max(" : "pk_min(") << x << ", " << acc
+               << ");\n";
+          os << ind << "}\n";
+          return round_to(t.dtype, acc);
+        });
   }
 
   TV dot(const Expr &e, Pre &pre) {
@@ -1517,55 +1517,39 @@ private:
     const bool f = spec::dtype_is_float(raw.dtype);
     const std::size_t ra = a.type.shape.size(), rb = b.type.shape.size();
     const std::int64_t K = o.trans_a ? a.type.shape[0] : a.type.shape.back();
-    const spec::Dims out = t.shape;
-    const std::string name_t = "pk_t" + std::to_string(ids_++), acc = "pk_a" + std::to_string(ids_++),
-                      k = "pk_k" + std::to_string(ids_++);
-    const std::int64_t off = alloc_arena(elements(out) * bytes_of(t.dtype), false);
-    const char *st = storage_of(t.dtype);
-    pre.os << pre.ind << st << " *const " << name_t << " = reinterpret_cast<" << st << " *>(pk_smem + " << off
-           << "); // " << e << "\n";
-    pass(pre.os, pre.ind, out,
-         [&](std::ostream &os, const std::string &ind, const std::vector<std::string> &c) {
-           // (i, j) of the result: a's free row (2-D a) then b's free column (2-D b).
-           std::size_t j = 0;
-           const std::string i = ra == 2 ? c[j++] : "0LL", n = rb == 2 ? c[j++] : "0LL";
-           std::vector<std::string> ca, cb;
-           if (ra == 2)
-             ca = o.trans_a ? std::vector<std::string>{k, i} : std::vector<std::string>{i, k};
-           else
-             ca = {k};
-           if (rb == 2)
-             cb = o.trans_b ? std::vector<std::string>{n, k} : std::vector<std::string>{k, n};
-           else
-             cb = {k};
-           os << ind << (f ? "float " : "long long ") << acc << " = " << (f ? "0.0f" : "0LL") << ";\n";
-           os << ind << "for (long long " << k << " = 0; " << k << " < " << K << "LL; ++" << k << ") " << acc
-              << " = " << acc << " + "
-              << code_as(a, raw.dtype == spec::DType::i32 ? spec::DType::i32 : spec::DType::f32, ca) << " * "
-              << code_as(b, raw.dtype == spec::DType::i32 ? spec::DType::i32 : spec::DType::f32, cb) << ";\n";
-           os << ind << name_t << "[" << linear(c, out)
-              << "] = " << convert(round_to(raw.dtype, acc), raw.dtype, t.dtype) << ";\n";
-         });
-    pre.os << pre.ind << "__syncthreads();\n";
-    TV r{t, nullptr};
-    r.at = [this, name_t, out](const std::vector<std::string> &c) {
-      return name_t + "[" + linear(c, out) + "]";
-    };
-    return r;
+    const std::string acc = "pk_a" + std::to_string(ids_++), k = "pk_k" + std::to_string(ids_++);
+    return temporary(
+        t, text(e), pre, [&](std::ostream &os, const std::string &ind, const std::vector<std::string> &c) {
+          // (i, j) of the result: a's free row (2-D a) then b's free column (2-D b).
+          std::size_t j = 0;
+          const std::string i = ra == 2 ? c[j++] : "0LL", n = rb == 2 ? c[j++] : "0LL";
+          std::vector<std::string> ca, cb;
+          if (ra == 2)
+            ca = o.trans_a ? std::vector<std::string>{k, i} : std::vector<std::string>{i, k};
+          else
+            ca = {k};
+          if (rb == 2)
+            cb = o.trans_b ? std::vector<std::string>{n, k} : std::vector<std::string>{k, n};
+          else
+            cb = {k};
+          os << ind << (f ? "float " : "long long ") << acc << " = " << (f ? "0.0f" : "0LL") << ";\n";
+          os << ind << "for (long long " << k << " = 0; " << k << " < " << K << "LL; ++" << k << ") " << acc
+             << " = " << acc << " + " << code_as(a, raw.dtype, ca) << " * " << code_as(b, raw.dtype, cb)
+             << ";\n"; // raw: f32 for floats, i32 for integers
+          return convert(round_to(raw.dtype, acc), raw.dtype, t.dtype);
+        });
   }
 
+  // A weak scalar (a Python literal or an integer expression) of this code.
+  static TV weak(spec::DType t, const std::string &code) {
+    TV v{{t, true, {}}, nullptr};
+    v.at = [code](const std::vector<std::string> &) { return code; };
+    return v;
+  }
+  static TV weak_int(const std::string &code) { return weak(spec::DType::i32, code); }
+  static TV weak_float(const std::string &code) { return weak(spec::DType::f32, code); }
+
   TV value(const Expr &e, Pre &pre) {
-    using spec::DType;
-    auto weak_int = [&](const std::string &code) {
-      TV t{{DType::i32, true, {}}, nullptr};
-      t.at = [code](const std::vector<std::string> &) { return code; };
-      return t;
-    };
-    auto weak_float = [&](const std::string &code) {
-      TV t{{DType::f32, true, {}}, nullptr};
-      t.at = [code](const std::vector<std::string> &) { return code; };
-      return t;
-    };
     switch (e.op) {
     case Op::Int: return weak_int(std::to_string(e.int_value) + "LL");
     case Op::Float: return weak_float(float_literal(e.float_value));
@@ -1615,7 +1599,7 @@ private:
     }
     case Op::Neg: {
       const TV a = value(e.args.at(0), pre);
-      if (a.type.dtype == DType::boolean) unsupported("- of a bool");
+      if (a.type.dtype == spec::DType::boolean) unsupported("- of a bool");
       TV r = a;
       r.at = [a](const std::vector<std::string> &c) { return round_to(a.type.dtype, "(-" + a.at(c) + ")"); };
       return r;
@@ -1629,12 +1613,8 @@ private:
     const std::size_t np = e.num_positional();
     const std::string &n = e.name;
     if (spec::is_int_function(n) && n != "max" && n != "min" && n != "maximum" && n != "minimum" &&
-        n != "abs" && n != "where") {
-      TV t{{spec::DType::i32, true, {}}, nullptr};
-      const std::string code = scalar(e);
-      t.at = [code](const std::vector<std::string> &) { return code; };
-      return t;
-    }
+        n != "abs" && n != "where")
+      return weak_int(scalar(e));
     if ((n == "maximum" || n == "minimum" || n == "max" || n == "min") && np == 2 && e.kwarg_names.empty())
       return binary(n == "maximum" || n == "max" ? spec::ElemOp::maximum : spec::ElemOp::minimum, e, pre);
     if ((n == "sum" || n == "max" || n == "min") && np >= 1) return reduction(n, e, pre);
@@ -1691,11 +1671,7 @@ private:
       typed(spec::broadcast_to_type(a.type, shape));
       return broadcast_to(a, shape);
     }
-    if (n == "zeros" && np == 0) {
-      TV t{{spec::DType::f32, true, {}}, nullptr};
-      t.at = [](const std::vector<std::string> &) { return std::string("0.0f"); };
-      return t;
-    }
+    if (n == "zeros" && np == 0) return weak_float("0.0f");
     if (np == 1 && e.kwarg_names.empty()) {
       static const std::map<std::string, std::pair<spec::UnaryOp, const char *>> fns = {
           {"exp", {spec::UnaryOp::exp, "expf"}},
@@ -1991,10 +1967,7 @@ private:
   void each_fragment_element(std::ostream &os, const std::string &ind, const std::string &acc, int j,
                              const std::string &body) {
     const AccFrag &g = frag_.at(acc);
-    const int groups = o_.threads / 128;
-    os << ind << "if (threadIdx.x / 128 + " << groups * j << " < " << g.tiles << ") {\n";
-    os << ind << "  const long long t = threadIdx.x / 128 + " << groups * j << ", mt = t / " << g.n / g.ni
-       << ", nt = t % " << g.n / g.ni << ";\n";
+    open_tile(os, ind, g, j);
     os << ind << "  const long long w = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;\n";
     os << ind << "#pragma unroll\n";
     os << ind << "  for (int i = 0; i < " << g.ni / 2 << "; ++i) {\n";
@@ -2005,12 +1978,20 @@ private:
     os << ind << "}\n";
   }
 
+  // Opens the block of this thread's warpgroup's tile j of an acc, if it has
+  // one: declares t (the tile), mt and nt (its row and column of tiles).
+  void open_tile(std::ostream &os, const std::string &ind, const AccFrag &g, int j) const {
+    const int groups = o_.threads / 128;
+    os << ind << "if (threadIdx.x / 128 + " << groups * j << " < " << g.tiles << ") {\n";
+    os << ind << "  const long long t = threadIdx.x / 128 + " << groups * j << ", mt = t / " << g.n / g.ni
+       << ", nt = t % " << g.n / g.ni << ";\n";
+  }
+
   // sm_90a: issues form f's wgmma instructions on slots a and b, after the
   // CTA's writes to them are ordered before the async proxy's reads.
   void issue(std::ostream &os, const WgmmaForm &f, const std::string &a, const std::string &b,
              const std::string &ind) {
     const AccFrag &g = frag_.at(f.acc);
-    const int groups = o_.threads / 128;
     const spec::DType t = shared_ring(f.a).dtype;
     const std::string st = ty(t).storage;
     os << ind << "pk_fence_proxy_async();\n";
@@ -2026,9 +2007,7 @@ private:
     os << ind << "const " << st << " *const A = " << a << ";\n";
     os << ind << "const " << st << " *const B = " << b << ";\n";
     for (int j = 0; j < g.per_group; ++j) {
-      os << ind << "if (threadIdx.x / 128 + " << groups * j << " < " << g.tiles << ") {\n";
-      os << ind << "  const long long t = threadIdx.x / 128 + " << groups * j << ", mt = t / " << g.n / g.ni
-         << ", nt = t % " << g.n / g.ni << ";\n";
+      open_tile(os, ind, g, j);
       os << ind << "  for (long long ks = 0; ks < " << f.k / 16 << "; ++ks)\n";
       // A (m, k) K-major: core matrices 128 B apart along k, k / 8 * 128 B along m.
       // B (k, n) N-major: n / 8 * 128 B apart along k, 128 B along n.

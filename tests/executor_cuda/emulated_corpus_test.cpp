@@ -345,7 +345,6 @@ public:
     }
   }
   const std::vector<std::string> &locals() const { return locals_; }
-  std::uint32_t next() { return rng_(); }
 
 private:
   // Something that broadcasts to shape s.
