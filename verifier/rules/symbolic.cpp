@@ -115,6 +115,7 @@ private:
   bool minimal_ = true; // whether the last sat query's witness was fully minimized
   std::string err_;
   smt::Bindings::Aux *aux_ = nullptr; // set while building a universally quantified body
+  bool expand_ = false;               // forall_points expands over the grid (query_quantified)
   std::vector<std::size_t> axes_;     // run_axes: the grid axes in run order
   // Open prefetch contents (the second constructor).
   spec::Env *env_ = nullptr;
@@ -658,23 +659,27 @@ private:
       if (w.operand == rd.operand && w.kind != Effect::read && w.order < rd.order)
         facts.push_back(!guard(w, p));
     // ...nor at any earlier grid point, to the same block.
-    SymPoint q = point("q");
-    std::vector<Term> inits;
-    smt::Bindings::Aux aux;
+    std::vector<std::size_t> stores;
+    for (std::size_t w = 0; w < m_.effects.size(); ++w)
+      if (m_.effects[w].operand == rd.operand && m_.effects[w].kind != Effect::read) stores.push_back(w);
     auto bp = o.role == spec::Role::scratch ? cta(p) : window(rd.operand, p);
-    aux_ = &aux;
-    for (const auto &w : m_.effects)
-      if (w.operand == rd.operand && w.kind != Effect::read) inits.push_back(guard(w, q));
-    auto bq = o.role == spec::Role::scratch ? cta(q) : window(rd.operand, q);
-    aux_ = nullptr;
-    if (!inits.empty()) {
-      Term body = in_grid(q) && ctx_.all_of(aux.side) && lex_lt(q, p) && ctx_.any_of(inits) && same(bq, bp);
-      facts.push_back(smt::forall(with(q.v, aux.aux_vars), !body));
-    }
-    std::vector<Point> v;
-    if (query("uninitialized-accumulator/" + o.name + "/line" + std::to_string(rd.loc.line), facts, {&p},
-              v) == Q::sat)
-      out_.findings.push_back(uninitialized_finding(m_, rd, v[0]));
+    auto best = query_quantified(
+        "uninitialized-accumulator/" + o.name + "/line" + std::to_string(rd.loc.line),
+        [&](smt::Bindings::Aux &aux, bool with_aux) {
+          if (stores.empty()) return facts;
+          SymPoint q = point("q");
+          aux_ = with_aux ? &aux : nullptr;
+          std::vector<Term> inits;
+          for (std::size_t w : stores)
+            inits.push_back(guard(m_.effects[w], q));
+          auto bq = o.role == spec::Role::scratch ? cta(q) : window(rd.operand, q);
+          aux_ = nullptr;
+          Term body =
+              in_grid(q) && ctx_.all_of(aux.side) && lex_lt(q, p) && ctx_.any_of(inits) && same(bq, bp);
+          return with(facts, {forall_points(q, aux, !body)});
+        },
+        {&p}, by_run());
+    if (best) out_.findings.push_back(uninitialized_finding(m_, rd, (*best)[0]));
   }
 
   void resets(std::size_t op) {
@@ -731,7 +736,7 @@ private:
             aux_ = nullptr;
             Term between =
                 in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(cleared);
-            return with(facts, {smt::forall(with(t.v, aux.aux_vars), !between)});
+            return with(facts, {forall_points(t, aux, !between)});
           },
           {&q, &p}, by_run());
       if (best) out_.findings.push_back(reset_finding(m_, w, (*best)[1], (*best)[0]));
@@ -846,31 +851,64 @@ private:
   // conditions for `//` and `%` (aux variables), which usually help
   // quantifier instantiation; where MBQI gives up on them ("incomplete
   // quantifiers") or leaves the witness unminimized, again with Z3's own
-  // div/mod. `facts(aux, with_aux)` builds the facts, setting aux_ to `&aux`
-  // while it builds the quantified part when `with_aux`. Returns the least
-  // witness by `less`, an undecided first attempt forgotten when the second
-  // decides.
+  // div/mod; where that is undecided too and the grid has at most
+  // kExpandedPoints points, once more with the quantifier expanded into one
+  // instance per grid point, which is quantifier-free and decided.
+  // `facts(aux, with_aux)` builds the facts, setting aux_ to `&aux` while it
+  // builds the quantified part when `with_aux`, and quantifying that part by
+  // forall_points. Returns the least witness by `less`, an undecided attempt
+  // forgotten when a later one decides.
+  static constexpr std::int64_t kExpandedPoints = 4096;
+
   std::optional<std::vector<Point>>
   query_quantified(const std::string &name,
                    const std::function<std::vector<Term>(smt::Bindings::Aux &, bool)> &facts,
                    const std::vector<const SymPoint *> &order,
                    const std::function<bool(const std::vector<Point> &, const std::vector<Point> &)> &less) {
     std::optional<std::vector<Point>> best;
-    for (int attempt = 0; attempt < 2; ++attempt) {
+    const std::size_t undecided = out_.unknown.size();
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (attempt == 2) {
+        if (m_.num_points() > kExpandedPoints) break;
+        expand_ = true;
+      }
+      out_.unknown.resize(undecided); // only the last attempt's reason is kept
       smt::Bindings::Aux aux;
       std::vector<Term> f = facts(aux, attempt == 0);
+      expand_ = false;
       std::vector<Point> v;
-      const std::size_t undecided = out_.unknown.size();
       Q r = query(name, f, order, v);
       if (r == Q::sat && (!best || less(v, *best))) best = v;
-      if (attempt == 0 && !aux.aux_vars.empty() && (r == Q::unknown || (r == Q::sat && !minimal_))) {
-        if (r == Q::unknown) out_.unknown.resize(undecided);
-        continue;
-      }
-      if (r == Q::unknown && best) out_.unknown.resize(undecided);
-      break;
+      if (r == Q::unsat || (r == Q::sat && minimal_)) break;
+      // Attempt 0 and 1 differ only where an index uses `//` or `%`.
+      if (attempt == 0 && aux.aux_vars.empty()) attempt = 1;
     }
+    if (best) out_.unknown.resize(undecided);
     return best;
+  }
+
+  // `forall point. body` over the grid point `point` (body bounds it by
+  // in_grid) and `aux`'s variables; while query_quantified expands, the
+  // conjunction of `body` at every grid point instead (no aux variables then).
+  Term forall_points(const SymPoint &point, const smt::Bindings::Aux &aux, const Term &body) {
+    if (!expand_) return smt::forall(with(point.v, aux.aux_vars), body);
+    std::vector<Term> each;
+    Point g(m_.grid.size(), 0);
+    for (bool more = true; more;) {
+      std::vector<Term> at;
+      for (auto c : g)
+        at.push_back(ctx_.num(c));
+      each.push_back(smt::substitute(body, point.v, at));
+      more = false;
+      for (std::size_t k = g.size(); k-- > 0;) {
+        if (++g[k] < m_.grid[k]) {
+          more = true;
+          break;
+        }
+        g[k] = 0;
+      }
+    }
+    return ctx_.all_of(each);
   }
 
   // Witness order: by the run order of their grid points.
@@ -988,7 +1026,7 @@ private:
           aux_ = nullptr;
           Term written = in_grid(q) && ctx_.all_of(aux.side) && same(bq, b.v) && w;
           auto all = facts;
-          all.push_back(smt::forall(with(q.v, aux.aux_vars), !written));
+          all.push_back(forall_points(q, aux, !written));
           return all;
         },
         {&b}, [](const std::vector<Point> &x, const std::vector<Point> &y) { return x[0] < y[0]; });

@@ -5,9 +5,9 @@
 
 #include <z3++.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cassert>
-#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <mutex>
@@ -214,34 +214,25 @@ Term quantify(bool universal, const std::vector<Term> &vars, const Term &body) {
 Term forall(const std::vector<Term> &vars, const Term &body) { return quantify(true, vars, body); }
 Term exists(const std::vector<Term> &vars, const Term &body) { return quantify(false, vars, body); }
 
-namespace {
-
-// Contexts kept for reuse by this thread: making a Z3 context costs more than
-// all of a small kernel's queries (its tables, parameters and plugins).
-// A context's terms are dropped before it is kept; its declarations stay,
-// which is harmless (a name means an integer constant in every query).
-struct ContextPool {
-  std::vector<std::unique_ptr<Context::Impl>> free;
-};
-thread_local ContextPool t_pool;
-constexpr std::size_t kPooledContexts = 4;
-
-} // namespace
-
-Context::Context() {
-  if (!t_pool.free.empty()) {
-    impl_ = std::move(t_pool.free.back());
-    t_pool.free.pop_back();
-  } else {
-    impl_ = std::make_unique<Impl>();
+Term substitute(const Term &t, const std::vector<Term> &from, const std::vector<Term> &to) {
+  assert(from.size() == to.size());
+  z3::expr_vector src(zc(t)), dst(zc(t));
+  for (std::size_t i = 0; i < from.size(); ++i) {
+    src.push_back(ex(from[i]));
+    dst.push_back(ex(to[i]));
   }
+  z3::expr e = ex(t);
+  return mk(t, e.substitute(src, dst));
 }
 
-Context::~Context() {
-  impl_->terms.clear();
-  impl_->aux_counter = 0;
-  if (t_pool.free.size() < kPooledContexts) t_pool.free.push_back(std::move(impl_));
-}
+// Every Context is a fresh Z3 context (about 1.5 ms to make). Contexts used
+// to be kept and reused by their thread, but a reused context keeps what
+// earlier queries declared and learned, and MBQI's answer to a quantified
+// query then depended on what the thread had checked before: the same
+// kernel came out verified or unknown depending on the files before it.
+Context::Context() : impl_(std::make_unique<Impl>()) {}
+
+Context::~Context() = default;
 
 Term Context::int_var(const std::string &name) {
   return TermAccess::make(this, impl_->c.int_const(name.c_str()));
@@ -279,7 +270,7 @@ struct Solver::Impl {
   std::optional<z3::model> model;
   std::vector<std::string> core;
   unsigned counter = 0;
-  unsigned timeout_ms = 0;
+  unsigned rlimit = 0;
   // The plain incremental SMT kernel: every query runs inside push/pop, where
   // Z3's default solver hands over to this same kernel anyway, but the
   // default one first builds its tactic front end (~3 ms per solver, more
@@ -289,8 +280,15 @@ struct Solver::Impl {
 
 Solver::Solver(Context &c, unsigned timeout_ms) : ctx_(c), impl_(std::make_unique<Impl>(c.impl().c)) {
   z3::params p(c.impl().c);
-  impl_->timeout_ms = timeout_ms == 0 ? 1u : timeout_ms;
-  p.set("timeout", impl_->timeout_ms);
+  // The budget is Z3's resource count (its `rlimit`), not a clock: the same
+  // query gets the same answer on a loaded CI machine, under a sanitizer and
+  // on a laptop. Z3 4.8's own timer is also unsafe to lean on: a timer armed
+  // for an earlier query can cancel a later one after a few milliseconds
+  // (inside MBQI that surfaces as "incomplete quantifiers"), and one that
+  // expires while a query is set up can be lost.
+  const std::uint64_t units = std::uint64_t{timeout_ms == 0 ? 1u : timeout_ms} * kResourceUnitsPerMs;
+  impl_->rlimit = static_cast<unsigned>(std::min<std::uint64_t>(units, std::numeric_limits<unsigned>::max()));
+  p.set("rlimit", impl_->rlimit);
   // Z3 would otherwise install its own SIGINT handler around every check and
   // put the old one back after: putting back SIG_IGN discards a Ctrl-C that
   // is pending for the CLI's watcher thread. Interrupts reach Z3 only
@@ -314,25 +312,12 @@ Result Solver::check() {
     return r;
   }
   z3::check_result c = z3::unknown;
-  // libz3 4.8.12 reuses its timer threads, and a timer armed for an earlier
-  // query can cancel this one after a few milliseconds: the same query then
-  // comes back "canceled" one run in ten. A cancel well before the timeout
-  // that nothing asked for is that, and the query is asked again (a bounded
-  // number of times, so a real early cancel still ends as unknown).
-  for (int attempt = 0;; ++attempt) {
-    auto started = std::chrono::steady_clock::now();
-    try {
-      c = impl_->s.check();
-    } catch (const z3::exception &e) {
-      r.kind = Result::unknown;
-      r.reason = e.msg();
-      return r;
-    }
-    if (c != z3::unknown || attempt == 3 || interrupted()) break;
-    std::string why = impl_->s.reason_unknown();
-    auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-    if ((why != "canceled" && why != "timeout") || ms.count() * 2 >= impl_->timeout_ms) break;
+  try {
+    c = impl_->s.check();
+  } catch (const z3::exception &e) {
+    r.kind = Result::unknown;
+    r.reason = e.msg();
+    return r;
   }
   impl_->core.clear();
   if (c == z3::sat) {
@@ -348,8 +333,9 @@ Result Solver::check() {
     r.reason = impl_->s.reason_unknown();
     if (interrupted())
       r.reason = "interrupted";
-    else if (r.reason == "canceled" || r.reason == "timeout")
-      r.reason = "solver timeout";
+    else if (r.reason == "canceled" || r.reason == "timeout" ||
+             r.reason.find("resource") != std::string::npos)
+      r.reason = "solver budget exhausted";
   }
   return r;
 }

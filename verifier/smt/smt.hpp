@@ -77,6 +77,9 @@ Term truthy(const Term &t);
 /// `forall vars. body` / `exists vars. body`; vars are integer constants.
 Term forall(const std::vector<Term> &vars, const Term &body);
 Term exists(const std::vector<Term> &vars, const Term &body);
+/// `t` with each of `from` (integer constants) replaced by the term at the
+/// same position of `to`.
+Term substitute(const Term &t, const std::vector<Term> &from, const std::vector<Term> &to);
 
 /// Stops all solving in this process for good (Ctrl-C): every query running
 /// in any Context stops, and every later query answers unknown
@@ -111,14 +114,25 @@ private:
 /// The answer of a query: sat (a model exists), unsat, or unknown with why.
 struct Result {
   enum Kind { sat, unsat, unknown } kind = unknown;
-  std::string reason; ///< for unknown: Z3's reason ("timeout", "incomplete quantifiers", ...)
+  std::string reason; ///< for unknown: why ("solver budget exhausted", "incomplete quantifiers", ...)
   friend bool operator==(const Result &a, const Result &b) { return a.kind == b.kind; }
 };
 const char *to_string(Result::Kind);
 
-/// A solver with a per-query timeout and named (tracked) assertions: Z3's
+/// Z3 resource units (its `rlimit` count) a solver's budget grants per
+/// millisecond: about what Z3 4.8 spends in a millisecond on one core of a
+/// current x86 machine (measured on the properties' slowest queries).
+inline constexpr std::uint64_t kResourceUnitsPerMs = 2000;
+
+/// A solver with a per-query budget and named (tracked) assertions: Z3's
 /// incremental SMT kernel (quantifiers by E-matching and MBQI), meant for
 /// many small queries each in its own push/pop scope.
+///
+/// The budget, `timeout_ms`, is counted in Z3's resource units
+/// (kResourceUnitsPerMs per millisecond), not by a clock: a query's answer
+/// does not depend on the machine's load, so a verdict is the same in CI,
+/// under a sanitizer and on a laptop. A query that exhausts it is unknown,
+/// "solver budget exhausted".
 class Solver {
 public:
   Solver(Context &, unsigned timeout_ms);
