@@ -254,7 +254,9 @@ TEST(Model, TheGuidesSectionFourPipelineOverlapsEachStepsComputeWithTheNextCopyI
 
 std::pair<int, std::string> cli(const std::string &args) {
   std::string out;
-  FILE *p = popen(("cd '" PIPECHECK_SOURCE_DIR "' && " PIPECHECK_BINARY " " + args + " 2>&1").c_str(), "r");
+  FILE *p = popen(
+      ("cd '" + std::string(PIPECHECK_SOURCE_DIR) + "' && " PIPECHECK_BINARY " " + args + " 2>&1").c_str(),
+      "r");
   if (!p) return {-1, ""};
   char buf[4096];
   std::size_t n;
