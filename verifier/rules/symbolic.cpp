@@ -839,7 +839,7 @@ private:
           aux_ = nullptr;
           Term between =
               in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(inits);
-          return with(facts, {smt::forall(with(t.v, aux.aux_vars), !between)});
+          return with(facts, {forall_points(t, aux, !between)});
         },
         {&q, &p}, by_run());
     if (best) out_.findings.push_back(scratch_carry_finding(m_, op, (*best)[1], (*best)[0]));
