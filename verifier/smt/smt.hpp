@@ -120,8 +120,9 @@ struct Result {
 const char *to_string(Result::Kind);
 
 /// Z3 resource units (its `rlimit` count) a solver's budget grants per
-/// millisecond: about what Z3 4.8 spends in a millisecond on one core of a
-/// current x86 machine (measured on the properties' slowest queries).
+/// millisecond: a little over what Z3 4.8 spends in a millisecond on one
+/// core of this project's x86 CI machine (about 1,400, measured on the
+/// spec-rules properties' slowest MBQI query).
 inline constexpr std::uint64_t kResourceUnitsPerMs = 2000;
 
 /// A solver with a per-query budget and named (tracked) assertions: Z3's
