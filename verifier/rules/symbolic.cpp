@@ -1,5 +1,6 @@
 #include "verifier/rules/symbolic.hpp"
 
+#include "spec/bind.hpp"
 #include "spec/place.hpp"
 #include "spec/prefetch.hpp"
 #include "verifier/rules/findings.hpp"
@@ -893,20 +894,12 @@ private:
   Term forall_points(const SymPoint &point, const smt::Bindings::Aux &aux, const Term &body) {
     if (!expand_) return smt::forall(with(point.v, aux.aux_vars), body);
     std::vector<Term> each;
-    Point g(m_.grid.size(), 0);
-    for (bool more = true; more;) {
+    const std::int64_t n = m_.num_points();
+    for (std::int64_t l = 0; l < n; ++l) {
       std::vector<Term> at;
-      for (auto c : g)
+      for (auto c : spec::grid_point(m_.grid, m_.cta_axes, l))
         at.push_back(ctx_.num(c));
       each.push_back(smt::substitute(body, point.v, at));
-      more = false;
-      for (std::size_t k = g.size(); k-- > 0;) {
-        if (++g[k] < m_.grid[k]) {
-          more = true;
-          break;
-        }
-        g[k] = 0;
-      }
     }
     return ctx_.all_of(each);
   }
