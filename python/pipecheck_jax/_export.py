@@ -58,7 +58,9 @@ class Kernel:
     source: tuple[str, int] | None
     #: the pallas_call's call site, (file, line), when known.
     call_site: tuple[str, int] | None
-    #: (name, role, shape, numpy dtype) of each in then out operand, in pallas_call order.
+    #: (name, role, shape, numpy dtype) of each in then out operand, in pallas_call order;
+    #: role is "in", "out", or "dropped" for an output the program drops that the kernel
+    #: declares as the scratch it uses it as (see _export_call).
     operands: list[tuple[str, str, tuple[int, ...], Any]]
     #: the pallas_call equation itself.
     eqn: Any = dataclasses.field(repr=False, default=None)
@@ -88,7 +90,8 @@ _RESERVED = {
     "reshape", "broadcast_to", "maximum", "minimum", "abs", "pow", "sqrt", "rsqrt", "log",
     "log2", "exp2", "tanh", "cdiv", "ds", "program_id", "num_programs", "reference",
     "grid", "target", "dimension_semantics", "vmem_limit_bytes", "sin", "cos", "erf",
-    "floor", "ceil", "round", "sign", "sigmoid", "expm1", "log1p", "opaque",
+    "floor", "ceil", "round", "sign", "sigmoid", "expm1", "log1p", "opaque", "tile",
+    "dot_general",
 }
 
 #: jaxpr primitives with a `.pk` function of the same meaning (one argument).
@@ -213,17 +216,32 @@ def sub_jaxprs(value):
             yield _inner(s)
 
 
-def find_pallas_calls(jaxpr) -> list:
-    """Every pallas_call equation in `jaxpr` and the jaxprs nested in it (jit, cond, scan, ...)."""
+def _pallas_calls_in(jaxpr) -> list:
+    """(equation, the jaxpr that holds it) of every pallas_call in `jaxpr` and the jaxprs
+    nested in it (jit, cond, scan, ...)."""
     found = []
     for e in jaxpr.eqns:
         if e.primitive.name == "pallas_call":
-            found.append(e)
+            found.append((e, jaxpr))
             continue
         for v in e.params.values():
             for s in sub_jaxprs(v):
-                found.extend(find_pallas_calls(s))
+                found.extend(_pallas_calls_in(s))
     return found
+
+
+def find_pallas_calls(jaxpr) -> list:
+    """Every pallas_call equation in `jaxpr` and the jaxprs nested in it (jit, cond, scan, ...)."""
+    return [e for e, _ in _pallas_calls_in(jaxpr)]
+
+
+def unused_outputs(eqn, jaxpr) -> frozenset:
+    """The positions of eqn's results that no equation of `jaxpr` (the jaxpr holding eqn)
+    reads and that `jaxpr` does not return: results the program drops."""
+    used = {v for q in jaxpr.eqns for v in q.invars if isinstance(v, jax_core.Var)}
+    used |= {v for v in jaxpr.outvars if isinstance(v, jax_core.Var)}
+    return frozenset(k for k, v in enumerate(eqn.outvars)
+                     if isinstance(v, jax_core.DropVar) or v not in used)
 
 
 def _inner(j):
@@ -1096,6 +1114,11 @@ class _Body:
             if tuple(e.invars[0].aval.shape) == tuple(aval.shape):
                 return ins[0]
             return mk(f"reshape({_strip(t[0])}, {_tuple(str(int(d)) for d in aval.shape)})")
+        if name == "tile":  # jnp.tile: the same reps, the same leading-1 padding
+            if all(int(r) == 1 for r in p["reps"]) and \
+                    tuple(e.invars[0].aval.shape) == tuple(aval.shape):
+                return ins[0]
+            return mk(f"tile({_strip(t[0])}, {_tuple(str(int(r)) for r in p['reps'])})")
         if name == "transpose":
             perm = tuple(p["permutation"])
             if perm == tuple(range(len(perm))):
@@ -1491,11 +1514,13 @@ def _kernel_source(pc) -> tuple[str, int] | None:
 
 
 def export_call(pc, taken_names: set | None = None, call_site=None, prefetch_values=None,
-                prefetch: dict | None = None, while_bound: int = DEFAULT_WHILE_BOUND) -> Kernel:
+                prefetch: dict | None = None, while_bound: int = DEFAULT_WHILE_BOUND,
+                unused: frozenset = frozenset()) -> Kernel:
     """The `.pk` kernel of one pallas_call equation; raises UnsupportedError.
 
     call_site, (file, line), stands for the pallas_call's own source info where that has none.
     while_bound is the `bound=` of each non-counted lax.while_loop in the body.
+    unused: the positions of the call's results that the program drops (unused_outputs).
     """
     while_bound = _while_bound(while_bound)
     taken_names = taken_names if taken_names is not None else set()
@@ -1505,7 +1530,7 @@ def export_call(pc, taken_names: set | None = None, call_site=None, prefetch_val
     loc = _fmt_loc(call_site)
     try:
         return _export_call(pc, name, call_site, source, prefetch_values, prefetch or {},
-                            while_bound)
+                            while_bound, unused)
     except UnsupportedError as err:
         err.kernel = err.kernel or name
         err.location = err.location or loc
@@ -1569,7 +1594,7 @@ def _scratch_line(nm: str, aval, loc, kernel) -> str:
 
 
 def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=None,
-                 while_bound: int = DEFAULT_WHILE_BOUND) -> Kernel:
+                 while_bound: int = DEFAULT_WHILE_BOUND, unused: frozenset = frozenset()) -> Kernel:
     p = pc.params
     gm = p["grid_mapping"]
     loc = _fmt_loc(call_site)
@@ -1626,11 +1651,19 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         lines.append((f"    vmem_limit_bytes = {int(vmem)}", call_site))
 
     for k, nm in enumerate(pre_names):
-        value = prefetch_values[k] if prefetch_values and k < len(prefetch_values) else None
+        # A description says what to check, every contents it allows: it wins over contents
+        # known at export (those of the one call traced).
+        value = prefetch_values[k] if prefetch_values and k < len(prefetch_values) and \
+            not constraints[k] else None
         lines.append((_prefetch_line(nm, kj.invars[k].aval.inner_aval if hasattr(
             kj.invars[k].aval, "inner_aval") else kj.invars[k].aval, value,
             constraints[k], loc, name), call_site))
     operands = []
+    aliased = {int(i_out) for _, i_out in p.get("input_output_aliases") or ()}
+    # An output the program drops whose index map is constant is the scratch idiom of the
+    # time before scratch_shapes (splash attention's m/l/o): its block stays in VMEM for the
+    # whole grid (per core) and is never read back, so it is exported as the scratch it is.
+    as_scratch = []
     for k, bm in enumerate(gm.block_mappings):
         role = "in" if k < n_in else "out"
         nm = names[k]
@@ -1666,6 +1699,17 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                     "export (Blocked, Element, BoundedSlice and Squeezed/None have)", loc, name)
         text += f"  block={_tuple(dims)}"
         idx = _index_map(bm, gnames, f"'{nm}'", loc, tuple(pre_names))
+        if (role == "out" and k - n_in in unused and k - n_in not in aliased
+                and re.fullmatch(r"\(\s*(-?\d+\s*(,\s*)?)*\)", idx)
+                and all(d == "None" or d.isdigit() for d in dims)):
+            operands[-1] = (nm, "dropped", shape, aval.dtype)
+            block = [d for d in dims if d != "None"]
+            line = f"    scratch {nm}: {dt}[{', '.join(block)}]"
+            if "smem" in ms_name:
+                line += "  memory_space=smem"
+            as_scratch.append((line + "  # a dropped output with a constant index map",
+                               call_site))
+            continue
         text += f"  index={_tuple(gnames + pre_names)} -> {idx}" if grid else ""
         if "smem" in ms_name:
             text += "  memory_space=smem"
@@ -1676,6 +1720,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                 text += (f"  buffered=({int(n)}, lookahead)" if getattr(pm, "use_lookahead", False)
                          else f"  buffered={int(n)}")
         lines.append((text, (_index_map_site(bm) or call_site) if n_pre else call_site))
+    lines.extend(as_scratch)
     for k in range(n_in + n_out, len(names)):
         lines.append((_scratch_line(names[k], kj.invars[n_pre + k].aval, loc, name), call_site))
     for i_in, i_out in p.get("input_output_aliases") or ():
@@ -1768,14 +1813,70 @@ def tpu_info_on_cpu():
 
 
 def _known_values(closed, args) -> dict:
-    """The top-level jaxpr's variables whose values are known at export: the constants and
-    the arguments passed as arrays (not as ShapeDtypeStructs)."""
+    """The variables whose values are known at export: the constants and the arguments
+    passed as arrays (not as ShapeDtypeStructs), and what follows from them (_propagate)."""
     known = dict(zip(closed.jaxpr.constvars, closed.consts))
     for v, a in zip(closed.jaxpr.invars, tree_util.tree_leaves(args)):
         if isinstance(a, (np.ndarray, np.generic)) or (
                 isinstance(a, jax.Array) and not isinstance(a, jax_core.Tracer)):
             known[v] = np.asarray(a)
+    _propagate(closed.jaxpr, known)
     return known
+
+
+#: equations whose sub-jaxpr is called once on the equation's operands, as a function is.
+_CALLS = ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
+          "custom_vjp_call_jaxpr", "remat", "checkpoint")
+#: the most elements an integer result computed at export may have.
+_FOLD_ELEMENTS = 1 << 20
+_UNKNOWN = object()
+
+
+def _propagate(jaxpr, known: dict) -> None:
+    """Adds to `known` the values of jaxpr's variables that follow from it: a call's
+    (jit, custom_jvp/vjp) operands as its sub-jaxpr's arguments and its results back, the
+    constants of every nested jaxpr, and the integer results of effect-free equations on
+    known values only (a table sliced, reshaped or offset before it is prefetched), computed
+    here as the program would."""
+    for e in jaxpr.eqns:
+        ins = [a.val if isinstance(a, jax_core.Literal) else known.get(a, _UNKNOWN)
+               for a in e.invars]
+        name = e.primitive.name
+        subs = [(s, j) for v in e.params.values() for s in
+                (v if isinstance(v, (tuple, list)) else (v,)) if _is_jaxpr(s)
+                for j in (_inner(s),)]
+        for s, j in subs:
+            for v, c in zip(j.constvars, _consts(s) or ()):
+                known[v] = c
+        if name in _CALLS and len(subs) == 1:
+            inner = subs[0][1]
+            for v, x in zip(inner.invars, ins):
+                if x is not _UNKNOWN:
+                    known[v] = x
+            _propagate(inner, known)
+            for v, o in zip(e.outvars, inner.outvars):
+                val = o.val if isinstance(o, jax_core.Literal) else known.get(o, _UNKNOWN)
+                if val is not _UNKNOWN and not isinstance(v, jax_core.DropVar):
+                    known[v] = val
+            continue
+        for _, j in subs:
+            _propagate(j, known)
+        if subs or name == "pallas_call" or e.effects or any(x is _UNKNOWN for x in ins):
+            continue
+        if not all(np.issubdtype(v.aval.dtype, np.integer) or v.aval.dtype == np.bool_
+                   for v in e.outvars if hasattr(v.aval, "dtype")) or \
+                any(math.prod(getattr(v.aval, "shape", ())) > _FOLD_ELEMENTS for v in e.outvars):
+            continue
+        try:
+            bp = e.primitive.get_bind_params(e.params)
+            subfuns, params = bp if isinstance(bp, tuple) else ((), bp)
+            outs = e.primitive.bind(*subfuns, *ins, **params)
+            outs = [np.asarray(o) for o in (outs if e.primitive.multiple_results else [outs])]
+        except Exception:  # noqa: BLE001 - not computable here (or under a trace, as from
+            continue       # python -m pipecheck_jax inside a jit): the value stays unknown
+        for v, o in zip(e.outvars, outs):
+            if not isinstance(v, jax_core.DropVar):
+                known[v] = o
 
 
 def _prefetch_values(pc, known: dict) -> list:
@@ -1797,20 +1898,20 @@ def export_kernels(fn: Callable, *args, prefetch: dict | None = None,
     `while COND, bound=while_bound:`: checked exactly for runs of at most while_bound
     iterations, `unknown` (never verified) where the condition may still hold after them.
 
-    A scalar prefetch operand's contents are written into the spec when the call receives it
-    straight from an array argument of `fn` or a constant; otherwise `prefetch` describes
-    them by the kernel parameter's name, in `.pk` constraint syntax:
-    `prefetch={"ids_ref": "in [0, 8) nondecreasing"}` (also added to known contents)."""
+    A scalar prefetch operand's contents are written into the spec when they follow from
+    array arguments of `fn` and constants (passed through jit, or computed on with integer
+    operations, on the way); otherwise `prefetch` describes them by the kernel
+    parameter's name, in `.pk` constraint syntax: `prefetch={"ids_ref": "in [0, 8)
+    nondecreasing"}`. A description wins over known contents: all it allows is checked."""
     while_bound = _while_bound(while_bound)
     closed = trace(fn, *args, **kwargs)
-    calls = find_pallas_calls(closed.jaxpr)
-    if not calls:
+    if not find_pallas_calls(closed.jaxpr):
         raise UnsupportedError("the function makes no pallas_call")
     taken: set = set()
     known = _known_values(closed, args)
     return [export_call(pc, taken, prefetch_values=_prefetch_values(pc, known), prefetch=prefetch,
-                        while_bound=while_bound)
-            for pc in calls]
+                        while_bound=while_bound, unused=unused_outputs(pc, holder))
+            for pc, holder in _pallas_calls_in(closed.jaxpr)]
 
 
 def export(fn: Callable, *args, prefetch: dict | None = None,

@@ -14,7 +14,7 @@ import numpy as np
 from jax._src import core as jax_core
 
 from ._check import pipecheck_binary
-from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, _consts, _inner, _while_bound,
+from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, _consts, _inner, _while_bound, unused_outputs,
                       export_call, find_pallas_calls, scan_counts, sub_jaxprs, trace)
 
 
@@ -72,14 +72,14 @@ class _Evaluator:
         self.output = ""
         self.count = 0
 
-    def pallas_call(self, eqn, invals):
+    def pallas_call(self, eqn, invals, unused=frozenset()):
         if self.mode == "interpret":
             params = dict(eqn.params)
             params["interpret"] = True
             return eqn.primitive.bind(*invals, **params)
         n_pre = int(eqn.params["grid_mapping"].num_index_operands or 0)
         k = export_call(eqn, set(), prefetch_values=[np.asarray(v) for v in invals[:n_pre]],
-                        while_bound=self.while_bound)
+                        while_bound=self.while_bound, unused=unused)
         self.count += 1
         d = os.path.join(self.work, f"{self.count}_{k.name}")
         os.makedirs(os.path.join(d, "in"), exist_ok=True)
@@ -97,8 +97,10 @@ class _Evaluator:
         if proc.returncode not in (0, 1):
             raise RuntimeError(f"pipecheck run {pk} failed (exit {proc.returncode}):\n"
                                f"{proc.stdout}{proc.stderr}")
-        return [_load(os.path.join(d, "out", f"{name}.npy"), dt)
-                for name, role, _, dt in k.operands if role == "out"]
+        # A dropped output the kernel declared as scratch has no result; nothing reads it.
+        return [_load(os.path.join(d, "out", f"{name}.npy"), dt) if role == "out" else
+                jnp.zeros(shape, dt)
+                for name, role, shape, dt in k.operands if role in ("out", "dropped")]
 
     def eval(self, jaxpr, consts, args):
         env = {}
@@ -113,7 +115,7 @@ class _Evaluator:
         for e in jaxpr.eqns:
             invals = [read(v) for v in e.invars]
             if e.primitive.name == "pallas_call":
-                outs = self.pallas_call(e, invals)
+                outs = self.pallas_call(e, invals, unused_outputs(e, jaxpr))
             else:
                 sub = e.params.get("jaxpr")
                 nested = [j for v in e.params.values() for j in sub_jaxprs(v)]

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 
 import kernels as K
 import pipecheck_jax as pj
@@ -164,3 +165,96 @@ def test_an_index_map_op_without_a_pk_form_is_an_unsupported_diagnostic():
 def test_a_function_without_pallas_call_is_an_error():
     with pytest.raises(pj.UnsupportedError, match="no pallas_call"):
         pj.export(lambda x: x + 1, jax.ShapeDtypeStruct((8,), jnp.float32))
+
+
+# jnp.tile ----------------------------------------------------------------------------------
+
+
+def tile_rows_kernel(b_ref, x_ref, o_ref):
+    # A (1, 128) bias row repeated down the block, and an identity tile Pallas code also has
+    # (splash attention's tile(x, (1, head_dim // 128)) at head_dim 128).
+    o_ref[...] = x_ref[...] + jnp.tile(b_ref[...], (8, 1)) + jnp.tile(x_ref[...], (1, 1))
+
+
+def make_tile_rows():
+    def tile_rows(b, x):
+        return pl.pallas_call(
+            tile_rows_kernel, grid=(2,),
+            in_specs=[pl.BlockSpec((1, 128), lambda i: (0, 0)),
+                      pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32))(b, x)
+    return tile_rows
+
+
+def test_jnp_tile_exports_as_tile_and_runs_like_interpret():
+    fn = make_tile_rows()
+    b = jnp.arange(128, dtype=jnp.float32).reshape(1, 128)
+    x = jnp.linspace(-1, 1, 16 * 128, dtype=jnp.float32).reshape(16, 128)
+    text = pj.export(fn, b, x)
+    assert "tile(b_ref[...], (8, 1))" in text, text
+    assert "tile(x_ref" not in text and "opaque" not in text, text
+    r = pj.assert_verified(fn, b, x)
+    assert not r.opaque
+    res = pj.run(fn, b, x, reference=lambda b, x: 2 * x + b)
+    assert res.ok, res
+
+
+# Outputs the program drops -----------------------------------------------------------------
+
+
+def scratch_output_kernel(x_ref, acc_ref, o_ref):
+    # The scratch idiom of the time before scratch_shapes: acc_ref is an output whose index
+    # map is constant, accumulated over the grid and dropped by the caller.
+    @pl.when(pl.program_id(0) == 0)
+    def _():
+        acc_ref[...] = jnp.zeros_like(acc_ref)
+
+    acc_ref[...] += x_ref[...]
+    o_ref[...] = acc_ref[...]
+
+
+def make_scratch_output(acc_index=lambda i: (0, 0), acc_rows=8, keep_acc=False,
+                        semantics="arbitrary"):
+    def scratch_output(x):
+        acc, o = pl.pallas_call(
+            scratch_output_kernel, grid=(4,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=[pl.BlockSpec((8, 128), acc_index),
+                       pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_shape=[jax.ShapeDtypeStruct((acc_rows, 128), jnp.float32),
+                       jax.ShapeDtypeStruct((32, 128), jnp.float32)],
+            compiler_params=pltpu.CompilerParams(dimension_semantics=(semantics,)))(x)
+        return (acc, o) if keep_acc else o
+    return scratch_output
+
+
+def test_a_dropped_output_with_a_constant_index_map_is_exported_as_scratch_and_runs():
+    fn = make_scratch_output()
+    x = jnp.linspace(-1, 1, 32 * 128, dtype=jnp.float32).reshape(32, 128)
+    text = pj.export(fn, x)
+    assert "scratch acc_ref: f32[8, 128]" in text and "out acc_ref" not in text, text
+    pj.assert_verified(fn, x)
+    res = pj.run(fn, x, reference=lambda x: jnp.cumsum(x.reshape(4, 8, 128), 0).reshape(32, 128))
+    assert res.ok, res
+
+
+def test_a_dropped_output_used_as_scratch_on_a_parallel_axis_is_reported():
+    # Each core of a megacore split has its own copy of the block: the carry is lost.
+    r = pj.check(make_scratch_output(semantics="parallel"), jnp.zeros((32, 128)))
+    assert r.verdicts == {"scratch_output_kernel": "violation"}, r.report()
+    assert "parallel-write-conflict" in {f.rule for f in r.findings}, r.report()
+
+
+def test_an_output_the_program_returns_stays_an_output_even_with_a_constant_index_map():
+    fn = make_scratch_output(keep_acc=True)
+    text = pj.export(fn, jnp.zeros((32, 128)))
+    assert "out acc_ref: f32[8, 128]" in text and "scratch acc_ref" not in text, text
+
+
+def test_a_dropped_output_whose_index_map_moves_stays_an_output():
+    # Its blocks are written back between visits: not the scratch idiom, so not exported as one
+    # (here each block holds the running sum of one step, and the rules check it as an output).
+    fn = make_scratch_output(acc_index=lambda i: (i, 0), acc_rows=32)
+    text = pj.export(fn, jnp.zeros((32, 128)))
+    assert "out acc_ref: f32[32, 128]" in text and "scratch acc_ref" not in text, text

@@ -266,3 +266,40 @@ def test_an_smem_counter_runs_like_interpret_mode():
     assert r.ok, r
     want = x + np.repeat(np.arange(4, dtype=np.float32), 8)[:, None]
     np.testing.assert_array_equal(np.asarray(r.outputs[0]), want)
+
+
+def test_prefetch_contents_computed_from_constants_inside_jit_are_known_at_export():
+    # The table is a constant of the traced function, passed through a jit and computed on
+    # (reversed, offset) before the pallas_call gets it, as splash attention's mask info is.
+    fn, args = K.make_dynamic_block_gather()
+    table = np.array([0, 1, 1, 2], np.int32)
+
+    @jax.jit
+    def through_jit(t, x):
+        return fn(t[::-1] + 1, x)
+
+    text = pj.export(lambda x: through_jit(jnp.asarray(table), x), args[1])
+    assert "prefetch block_idx: i32[4] = [3, 2, 2, 1]" in text, text
+    pj.assert_verified(lambda x: through_jit(jnp.asarray(table), x), args[1])
+    # One entry past the 4 blocks of x: the computed contents reach the race check.
+    r = pj.check(lambda x: through_jit(jnp.asarray(table) + 1, x), args[1])
+    assert r.verdicts == {"dynamic_block_gather_kernel": "violation"}, r.report()
+    assert {f.rule for f in r.findings} == {"index-out-of-bounds"}, r.report()
+
+
+def test_a_prefetch_description_wins_over_contents_known_at_export():
+    fn, args = K.make_dynamic_block_gather()
+    ids = np.array([3, 0, 0, 2], np.int32)
+    text = pj.export(fn, ids, args[1], prefetch={"block_idx": "in [0, 5)"})
+    assert "prefetch block_idx: i32[4] in [0, 5)" in text, text
+    # Every table in [0, 5) is checked, not only ids: 4 is past x's 4 blocks.
+    r = pj.check(fn, ids, args[1], prefetch={"block_idx": "in [0, 5)"})
+    assert [f.rule for f in r.findings] == ["index-out-of-bounds"], r.report()
+
+
+def test_prefetch_contents_computed_from_an_argument_passed_as_a_shape_stay_unknown():
+    fn, args = K.make_dynamic_block_gather()
+    r = pj.check(lambda t, x: fn(t + 1, x), *args)
+    assert r.verdicts == {"dynamic_block_gather_kernel": "unsupported"}, r.report()
+    assert r.exit_code == 2
+    assert "are not known at export" in r.report(), r.report()
