@@ -16,8 +16,8 @@ import sys
 import traceback
 
 from ._check import EXIT_ENV, EXIT_UNKNOWN, check_kernels
-from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, _known_values, _prefetch_values,
-                      export_call, find_pallas_calls, trace)
+from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, _num_grid_bounds, _prefetch_values,
+                      export_call, pallas_calls, trace)
 
 
 class Recorder:
@@ -41,12 +41,12 @@ class Recorder:
         except Exception as e:  # noqa: BLE001 - the script's own call will raise it again
             self._unsupported(UnsupportedError(f"could not trace the pallas_call: {e}"))
             return
-        known = _known_values(closed, list(args))  # scalar prefetch contents, when concrete
-        for pc in find_pallas_calls(closed.jaxpr):
-            pre = _prefetch_values(pc, known)
+        for call in pallas_calls(closed, list(args)):  # scalar prefetch contents, when concrete
+            pc, pre = call.eqn, _prefetch_values(call)
+            bounds = call.values[:_num_grid_bounds(pc)]
             try:
                 k = export_call(pc, set(), call_site, prefetch_values=pre,
-                                while_bound=self.while_bound)
+                                while_bound=self.while_bound, grid_bounds=bounds)
             except UnsupportedError as e:
                 self._unsupported(e)
                 continue
@@ -55,7 +55,7 @@ class Recorder:
             self._texts.add(k.text)
             if k.name in self.names:  # another call of the same kernel function: a new name
                 k = export_call(pc, self.names, call_site, prefetch_values=pre,
-                                while_bound=self.while_bound)
+                                while_bound=self.while_bound, grid_bounds=bounds)
             else:
                 self.names.add(k.name)
             self.kernels.append(k)

@@ -216,23 +216,17 @@ def sub_jaxprs(value):
             yield _inner(s)
 
 
-def _pallas_calls_in(jaxpr) -> list:
-    """(equation, the jaxpr that holds it) of every pallas_call in `jaxpr` and the jaxprs
-    nested in it (jit, cond, scan, ...)."""
+def find_pallas_calls(jaxpr) -> list:
+    """Every pallas_call equation in `jaxpr` and the jaxprs nested in it (jit, cond, scan, ...)."""
     found = []
     for e in jaxpr.eqns:
         if e.primitive.name == "pallas_call":
-            found.append((e, jaxpr))
+            found.append(e)
             continue
         for v in e.params.values():
             for s in sub_jaxprs(v):
-                found.extend(_pallas_calls_in(s))
+                found.extend(find_pallas_calls(s))
     return found
-
-
-def find_pallas_calls(jaxpr) -> list:
-    """Every pallas_call equation in `jaxpr` and the jaxprs nested in it (jit, cond, scan, ...)."""
-    return [e for e, _ in _pallas_calls_in(jaxpr)]
 
 
 def unused_outputs(eqn, jaxpr) -> frozenset:
@@ -1515,12 +1509,14 @@ def _kernel_source(pc) -> tuple[str, int] | None:
 
 def export_call(pc, taken_names: set | None = None, call_site=None, prefetch_values=None,
                 prefetch: dict | None = None, while_bound: int = DEFAULT_WHILE_BOUND,
-                unused: frozenset = frozenset()) -> Kernel:
+                unused: frozenset = frozenset(), grid_bounds=()) -> Kernel:
     """The `.pk` kernel of one pallas_call equation; raises UnsupportedError.
 
     call_site, (file, line), stands for the pallas_call's own source info where that has none.
     while_bound is the `bound=` of each non-counted lax.while_loop in the body.
     unused: the positions of the call's results that the program drops (unused_outputs).
+    grid_bounds: the values of its dynamic grid bounds (its first operands; None where not
+    known at export): the grid is exported with them.
     """
     while_bound = _while_bound(while_bound)
     taken_names = taken_names if taken_names is not None else set()
@@ -1530,7 +1526,7 @@ def export_call(pc, taken_names: set | None = None, call_site=None, prefetch_val
     loc = _fmt_loc(call_site)
     try:
         return _export_call(pc, name, call_site, source, prefetch_values, prefetch or {},
-                            while_bound, unused)
+                            while_bound, unused, grid_bounds)
     except UnsupportedError as err:
         err.kernel = err.kernel or name
         err.location = err.location or loc
@@ -1594,14 +1590,24 @@ def _scratch_line(nm: str, aval, loc, kernel) -> str:
 
 
 def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=None,
-                 while_bound: int = DEFAULT_WHILE_BOUND, unused: frozenset = frozenset()) -> Kernel:
+                 while_bound: int = DEFAULT_WHILE_BOUND, unused: frozenset = frozenset(),
+                 grid_bounds=()) -> Kernel:
     p = pc.params
     gm = p["grid_mapping"]
     loc = _fmt_loc(call_site)
     n_pre = int(gm.num_index_operands or 0)
-    if getattr(gm, "num_dynamic_grid_bounds", 0):
-        raise UnsupportedError("a grid with bounds known only at run time has no .pk form", loc, name)
     grid = tuple(gm.grid)
+    if _num_grid_bounds(pc):
+        # megablox's (tiles_n, num_active_tiles, tiles_k): a bound computed from the group
+        # sizes, known at export when they are; the kernel is checked for that grid.
+        bounds = iter(list(grid_bounds) + [None] * _num_grid_bounds(pc))
+        dynamic = [type(g).__name__ == "DynamicGridDim" for g in grid]
+        grid = tuple(next(bounds) if d else g for g, d in zip(grid, dynamic))
+        if any(g is None for g in grid):
+            raise UnsupportedError("a grid with bounds known only at run time (not at export: "
+                                   "pass the arrays they are computed from) has no .pk form",
+                                   loc, name)
+        grid = tuple(int(np.asarray(g).reshape(-1)[0]) if d else g for g, d in zip(grid, dynamic))
     if any(not isinstance(g, (int, np.integer)) for g in grid):
         raise UnsupportedError(f"a dynamic grid {grid} has no .pk form", loc, name)
     if p.get("mesh") is not None:
@@ -1812,82 +1818,98 @@ def tpu_info_on_cpu():
             registry.pop("cpu", None)
 
 
-def _known_values(closed, args) -> dict:
-    """The variables whose values are known at export: the constants and the arguments
-    passed as arrays (not as ShapeDtypeStructs), and what follows from them (_propagate)."""
-    known = dict(zip(closed.jaxpr.constvars, closed.consts))
-    for v, a in zip(closed.jaxpr.invars, tree_util.tree_leaves(args)):
-        if isinstance(a, (np.ndarray, np.generic)) or (
-                isinstance(a, jax.Array) and not isinstance(a, jax_core.Tracer)):
-            known[v] = np.asarray(a)
-    _propagate(closed.jaxpr, known)
-    return known
+@dataclasses.dataclass
+class Call:
+    """One pallas_call the traced function makes, as reached through the calls around it."""
+
+    eqn: Any
+    #: the jaxpr that holds eqn (what its results are used by: unused_outputs)
+    holder: Any
+    #: the value of each of eqn's operands where it is known at export (numpy), else None
+    values: list
 
 
 #: equations whose sub-jaxpr is called once on the equation's operands, as a function is.
 _CALLS = ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
           "custom_vjp_call_jaxpr", "remat", "checkpoint")
-#: the most elements an integer result computed at export may have.
+#: the most elements a result computed at export may have.
 _FOLD_ELEMENTS = 1 << 20
-_UNKNOWN = object()
 
 
-def _propagate(jaxpr, known: dict) -> None:
-    """Adds to `known` the values of jaxpr's variables that follow from it: a call's
-    (jit, custom_jvp/vjp) operands as its sub-jaxpr's arguments and its results back, the
-    constants of every nested jaxpr, and the integer results of effect-free equations on
-    known values only (a table sliced, reshaped or offset before it is prefetched), computed
-    here as the program would."""
+def pallas_calls(closed, args) -> list[Call]:
+    """Every pallas_call of the traced function (`closed`, made from `args`), each with the
+    operand values known at export: those that follow from the array arguments (numpy or jax
+    arrays, not ShapeDtypeStructs) and the constants, through the calls around it (jit,
+    custom_jvp/vjp: each call on its own operands, so a jitted function called twice is two
+    calls with their own values) and through effect-free equations on known values (a table
+    sliced, offset or cumulated on the way), computed here as the program would."""
+    env = dict(zip(closed.jaxpr.constvars, closed.consts))
+    for v, a in zip(closed.jaxpr.invars, tree_util.tree_leaves(args)):
+        if isinstance(a, (np.ndarray, np.generic)) or (
+                isinstance(a, jax.Array) and not isinstance(a, jax_core.Tracer)):
+            env[v] = np.asarray(a)
+    found: list[Call] = []
+    _walk(closed.jaxpr, env, found)
+    return found
+
+
+def _walk(jaxpr, env: dict, found: list) -> list:
+    """Records jaxpr's pallas_calls in `found`, following values in `env` (this invocation's:
+    jaxpr variable -> value); returns the values of jaxpr's results (None where unknown)."""
+    def value(a):
+        return np.asarray(a.val) if isinstance(a, jax_core.Literal) else env.get(a)
+
     for e in jaxpr.eqns:
-        ins = [a.val if isinstance(a, jax_core.Literal) else known.get(a, _UNKNOWN)
-               for a in e.invars]
+        ins = [value(a) for a in e.invars]
         name = e.primitive.name
-        subs = [(s, j) for v in e.params.values() for s in
-                (v if isinstance(v, (tuple, list)) else (v,)) if _is_jaxpr(s)
-                for j in (_inner(s),)]
-        for s, j in subs:
-            for v, c in zip(j.constvars, _consts(s) or ()):
-                known[v] = c
+        if name == "pallas_call":
+            found.append(Call(e, jaxpr, ins))
+            continue
+        subs = [s for v in e.params.values() for s in
+                (v if isinstance(v, (tuple, list)) else (v,)) if _is_jaxpr(s)]
         if name in _CALLS and len(subs) == 1:
-            inner = subs[0][1]
-            for v, x in zip(inner.invars, ins):
-                if x is not _UNKNOWN:
-                    known[v] = x
-            _propagate(inner, known)
-            for v, o in zip(e.outvars, inner.outvars):
-                val = o.val if isinstance(o, jax_core.Literal) else known.get(o, _UNKNOWN)
-                if val is not _UNKNOWN and not isinstance(v, jax_core.DropVar):
-                    known[v] = val
-            continue
-        for _, j in subs:
-            _propagate(j, known)
-        if subs or name == "pallas_call" or e.effects or any(x is _UNKNOWN for x in ins):
-            continue
-        if not all(np.issubdtype(v.aval.dtype, np.integer) or v.aval.dtype == np.bool_
-                   for v in e.outvars if hasattr(v.aval, "dtype")) or \
-                any(math.prod(getattr(v.aval, "shape", ())) > _FOLD_ELEMENTS for v in e.outvars):
-            continue
-        try:
-            bp = e.primitive.get_bind_params(e.params)
-            subfuns, params = bp if isinstance(bp, tuple) else ((), bp)
-            outs = e.primitive.bind(*subfuns, *ins, **params)
-            outs = [np.asarray(o) for o in (outs if e.primitive.multiple_results else [outs])]
-        except Exception:  # noqa: BLE001 - not computable here (or under a trace, as from
-            continue       # python -m pipecheck_jax inside a jit): the value stays unknown
-        for v, o in zip(e.outvars, outs):
-            if not isinstance(v, jax_core.DropVar):
-                known[v] = o
+            inner = _inner(subs[0])
+            sub_env = dict(zip(inner.constvars, _consts(subs[0])))
+            sub_env.update((v, x) for v, x in zip(inner.invars, ins) if x is not None)
+            outs = _walk(inner, sub_env, found)
+        elif any(find_pallas_calls(_inner(s)) for s in subs):
+            for s in subs:  # cond branches, loop bodies: what they make, with their constants
+                _walk(_inner(s), dict(zip(_inner(s).constvars, _consts(s))), found)
+            outs = None
+        else:  # loops too (jnp.searchsorted's binary search): they end as the program's do
+            outs = _computed(e, ins)
+        for v, o in zip(e.outvars, outs or ()):
+            if o is not None and not isinstance(v, jax_core.DropVar):
+                env[v] = np.asarray(o)
+    return [value(a) for a in jaxpr.outvars]
 
 
-def _prefetch_values(pc, known: dict) -> list:
-    n = int(pc.params["grid_mapping"].num_index_operands or 0)
-    out = []
-    for a in pc.invars[:n]:
-        if isinstance(a, jax_core.Literal):
-            out.append(np.asarray(a.val))
-        else:
-            out.append(known.get(a))
-    return out
+def _computed(e, ins) -> list | None:
+    """e's results computed on its known operands, where all are known, e has no effects and
+    its results are arrays of at most _FOLD_ELEMENTS elements; else None. (Floats too:
+    megablox's tile visits are a histogram of its group offsets.)"""
+    if e.effects or any(x is None for x in ins):
+        return None
+    for v in e.outvars:
+        if not hasattr(v.aval, "dtype") or math.prod(v.aval.shape) > _FOLD_ELEMENTS:
+            return None
+    try:
+        bp = e.primitive.get_bind_params(e.params)
+        subfuns, params = bp if isinstance(bp, tuple) else ((), bp)
+        outs = e.primitive.bind(*subfuns, *ins, **params)
+        return [np.asarray(o) for o in (outs if e.primitive.multiple_results else [outs])]
+    except Exception:  # noqa: BLE001 - not computable here (or under a trace, as from
+        return None    # python -m pipecheck_jax inside a jit): the values stay unknown
+
+
+def _num_grid_bounds(eqn) -> int:
+    """How many dynamic grid bounds the pallas_call eqn takes (its first operands)."""
+    return int(getattr(eqn.params["grid_mapping"], "num_dynamic_grid_bounds", 0) or 0)
+
+
+def _prefetch_values(call: Call) -> list:
+    skip = _num_grid_bounds(call.eqn)
+    return call.values[skip:skip + int(call.eqn.params["grid_mapping"].num_index_operands or 0)]
 
 
 def export_kernels(fn: Callable, *args, prefetch: dict | None = None,
@@ -1908,10 +1930,10 @@ def export_kernels(fn: Callable, *args, prefetch: dict | None = None,
     if not find_pallas_calls(closed.jaxpr):
         raise UnsupportedError("the function makes no pallas_call")
     taken: set = set()
-    known = _known_values(closed, args)
-    return [export_call(pc, taken, prefetch_values=_prefetch_values(pc, known), prefetch=prefetch,
-                        while_bound=while_bound, unused=unused_outputs(pc, holder))
-            for pc, holder in _pallas_calls_in(closed.jaxpr)]
+    return [export_call(c.eqn, taken, prefetch_values=_prefetch_values(c), prefetch=prefetch,
+                        while_bound=while_bound, unused=unused_outputs(c.eqn, c.holder),
+                        grid_bounds=c.values[:_num_grid_bounds(c.eqn)])
+            for c in pallas_calls(closed, args)]
 
 
 def export(fn: Callable, *args, prefetch: dict | None = None,

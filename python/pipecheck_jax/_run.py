@@ -14,8 +14,9 @@ import numpy as np
 from jax._src import core as jax_core
 
 from ._check import pipecheck_binary
-from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, _consts, _inner, _while_bound, unused_outputs,
-                      export_call, find_pallas_calls, scan_counts, sub_jaxprs, trace)
+from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, _consts, _inner, _num_grid_bounds,
+                      _while_bound, export_call, find_pallas_calls, scan_counts, sub_jaxprs,
+                      trace, unused_outputs)
 
 
 @dataclasses.dataclass
@@ -78,8 +79,11 @@ class _Evaluator:
             params["interpret"] = True
             return eqn.primitive.bind(*invals, **params)
         n_pre = int(eqn.params["grid_mapping"].num_index_operands or 0)
-        k = export_call(eqn, set(), prefetch_values=[np.asarray(v) for v in invals[:n_pre]],
-                        while_bound=self.while_bound, unused=unused)
+        nb = _num_grid_bounds(eqn)
+        k = export_call(eqn, set(),
+                        prefetch_values=[np.asarray(v) for v in invals[nb:nb + n_pre]],
+                        while_bound=self.while_bound, unused=unused,
+                        grid_bounds=[np.asarray(v) for v in invals[:nb]])
         self.count += 1
         d = os.path.join(self.work, f"{self.count}_{k.name}")
         os.makedirs(os.path.join(d, "in"), exist_ok=True)

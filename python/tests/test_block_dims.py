@@ -1,6 +1,5 @@
 """pl.Element and pl.BoundedSlice block dims export to .pk's Element and BoundedSlice."""
 
-import inspect
 
 import jax
 import jax.numpy as jnp

@@ -303,3 +303,19 @@ def test_prefetch_contents_computed_from_an_argument_passed_as_a_shape_stay_unkn
     assert r.verdicts == {"dynamic_block_gather_kernel": "unsupported"}, r.report()
     assert r.exit_code == 2
     assert "are not known at export" in r.report(), r.report()
+
+
+def test_a_jitted_function_called_twice_gives_each_call_its_own_table():
+    # One jitted function, so one sub-jaxpr, one pallas_call equation, two calls: each is
+    # exported with the table it gets.
+    fn, args = K.make_dynamic_block_gather()
+    gather = jax.jit(lambda t, x: fn(t + 0, x))
+    table = np.array([0, 1, 2, 3], np.int32)
+
+    def twice(x):
+        return gather(jnp.asarray(table), x) + gather(jnp.asarray(table[::-1].copy()), x)
+
+    kernels = pj.export_kernels(twice, args[1])
+    assert len(kernels) == 2
+    assert "prefetch block_idx: i32[4] = [0, 1, 2, 3]" in kernels[0].text, kernels[0].text
+    assert "prefetch block_idx: i32[4] = [3, 2, 1, 0]" in kernels[1].text, kernels[1].text

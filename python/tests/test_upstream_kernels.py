@@ -1,25 +1,24 @@
 """The kernels jax itself ships (jax.experimental.pallas.ops), exported from the installed jax
 and checked: what pipecheck says of the real thing, not of a transcription."""
+import importlib
 import importlib.util
 import inspect
 import sys
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
-from jax.experimental.pallas.ops.gpu import attention as gpu_attention
 from jax.experimental.pallas.ops.gpu import decode_attention as gpu_decode
 from jax.experimental.pallas.ops.gpu import layer_norm as gpu_layer_norm
-from jax.experimental.pallas.ops.gpu import softmax as gpu_softmax
-from jax.experimental.pallas.ops.tpu import flash_attention as tpu_flash
-from jax.experimental.pallas.ops.tpu import matmul as tpu_matmul
-from jax.experimental.pallas.ops.tpu.megablox import ops as megablox
 from jax.experimental.pallas.ops.tpu.paged_attention import paged_attention_kernel as pak
 from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as ragged_paged
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as sak
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as sam
 
 import pipecheck_jax as pj
+import upstream as U
+from upstream import SEQ, f32s, gmm, splash, splash_args
 
 B, H, D, S, P, C = 2, 8, 128, 16, 8, 2  # batch, heads, head_dim, page_size, pages, per block
 
@@ -79,36 +78,6 @@ def test_upstream_paged_attention_that_never_flips_its_buffer_index_is_a_violati
 
 
 # Splash attention, as the installed jax ships it ----------------------------------------------
-
-
-SPLASH_BLOCKS = dict(block_q=128, block_kv=128, block_kv_compute=128, block_q_dkv=128,
-                     block_kv_dkv=128, block_kv_dkv_compute=128, block_q_dq=128, block_kv_dq=128)
-SEQ, HEADS, HEAD_DIM = 512, 2, 128
-
-
-def splash(module=sak, mask=lambda: sam.CausalMask((SEQ, SEQ)), mqa=False, residuals=False,
-           grad=False):
-    """fn(q, k, v) of a splash kernel made by `module` (the installed one or a mutant); the
-    mask info (data_next, block_mask, ...) is computed from the mask when it is made and
-    reaches the pallas_calls as constants through jit, so the export knows its contents."""
-    heads = sam.MultiHeadMask([mask() for _ in range(HEADS)])
-    make = module.make_splash_mqa_single_device if mqa else module.make_splash_mha_single_device
-    kernel = make(heads, block_sizes=module.BlockSizes(**SPLASH_BLOCKS), save_residuals=residuals)
-    if grad:
-        return lambda q, k, v: jax.grad(lambda q, k, v: kernel(q, k, v).sum(),
-                                        argnums=(0, 1, 2))(q, k, v)
-    if residuals:
-        return lambda q, k, v: kernel(q, k, v)[0]
-    return kernel
-
-
-def splash_args(mqa=False, seed=None):
-    q, kv = (HEADS, SEQ, HEAD_DIM), ((SEQ, HEAD_DIM) if mqa else (HEADS, SEQ, HEAD_DIM))
-    if seed is None:
-        return jnp.zeros(q, jnp.float32), jnp.zeros(kv, jnp.float32), jnp.zeros(kv, jnp.float32)
-    key = jax.random.PRNGKey(seed)
-    return tuple(jax.random.normal(jax.random.fold_in(key, n), s, jnp.float32)
-                 for n, s in enumerate((q, kv, kv)))
 
 
 def splash_mutant(old: str, new: str, tmp_path):
@@ -189,49 +158,13 @@ def test_upstream_splash_attention_with_its_q_axis_parallel_is_still_verified(tm
 # The other kernels jax ships ------------------------------------------------------------------
 
 
-FLASH_BLOCKS = tpu_flash.BlockSizes(
-    block_q=128, block_k_major=128, block_k=128, block_b=1, block_q_major_dkv=128,
-    block_k_major_dkv=128, block_k_dkv=128, block_q_dkv=128, block_k_major_dq=128,
-    block_k_dq=128, block_q_dq=128)
-MHA_BLOCKS = gpu_attention.BlockSizes(block_q=64, block_k=64, block_q_dkv=64, block_kv_dkv=64,
-                                      block_q_dq=64, block_kv_dq=64)
-
-
-def grad_of(f):
-    return lambda *a: jax.grad(lambda *a: f(*a).sum(), argnums=tuple(range(len(a))))(*a)
-
-
-def f32s(*shapes):
-    return [jnp.zeros(s, jnp.float32) for s in shapes]
-
-
-UPSTREAM_VERIFIED = {
-    # name: (fn, args, the kernels it makes)
-    "tpu_matmul": (lambda x, y: tpu_matmul.matmul(x, y, block_shape=(128, 128)),
-                   f32s((256, 512), (512, 256)), {"matmul_kernel"}),
-    "tpu_flash_attention": (
-        grad_of(lambda q, k, v: tpu_flash.flash_attention(q, k, v, causal=True,
-                                                          block_sizes=FLASH_BLOCKS)),
-        f32s(*[(1, 2, 256, 128)] * 3),
-        {"_flash_attention_kernel", "_flash_attention_dkv_kernel", "_flash_attention_dq_kernel"}),
-    "gpu_attention": (
-        grad_of(lambda q, k, v: gpu_attention.mha(q, k, v, segment_ids=None, causal=True,
-                                                  block_sizes=MHA_BLOCKS)),
-        f32s(*[(1, 256, 2, 64)] * 3), {"mha_forward", "mha_preprocess_backward", "mha_backward"}),
-    "gpu_softmax": (gpu_softmax.softmax, f32s((8, 256)), {"_vmappable_softmax_kernel"}),
-}
-
-
-@pytest.mark.parametrize("name", sorted(UPSTREAM_VERIFIED))
+@pytest.mark.parametrize("name", sorted(U.VERIFIED))
 def test_upstream_kernel_is_verified_and_runs_like_interpret(name):
-    fn, args, kernels = UPSTREAM_VERIFIED[name]
+    fn, args, kernels = U.VERIFIED[name]
     r = pj.check(fn, *args)
     assert r.verdicts == {k: "verified" for k in kernels}, r.report()
     assert not r.opaque, r.report()  # flash attention's jnp.tile is .pk's tile
-    key = jax.random.PRNGKey(1)
-    data = [jax.random.normal(jax.random.fold_in(key, n), a.shape, a.dtype)
-            for n, a in enumerate(args)]
-    res = pj.run(fn, *data, rtol=1e-4, atol=1e-4)
+    res = pj.run(fn, *U.data(args), rtol=1e-4, atol=1e-4)
     assert res.ok, res
 
 
@@ -244,9 +177,9 @@ UPSTREAM_UNSUPPORTED = {
         f32s((2, 4, 64), (2, 256, 64), (2, 256, 64)) + [jnp.zeros((2,), jnp.int32),
                                                          jnp.full((2,), 256, jnp.int32)],
         "a condition computed from array data", "decode_attention.py"),
-    "tpu_megablox_gmm": (
-        lambda lhs, rhs, sizes: megablox.gmm(lhs, rhs, sizes, tiling=(128, 128, 128)),
-        f32s((512, 256), (4, 256, 128)) + [jnp.array([128, 0, 256, 128], jnp.int32)],
+    "tpu_megablox_gmm_of_unknown_group_sizes": (
+        gmm,
+        f32s((512, 256), (4, 256, 128)) + [jax.ShapeDtypeStruct((4,), jnp.int32)],
         "a grid with bounds known only at run time", "gmm.py"),
     "tpu_ragged_paged_attention": (
         lambda q, kv, lens, pages, cu, n: ragged_paged.ragged_paged_attention(
@@ -267,3 +200,40 @@ def test_upstream_kernel_beyond_the_export_is_unsupported_at_its_python_line(nam
     assert r.exit_code == 2 and set(r.verdicts.values()) == {"unsupported"}, r.report()
     (u,) = r.unsupported
     assert construct in str(u) and u.location and f"/{file}:" in u.location, str(u)
+
+
+# Megablox grouped matmul: its grid (tiles_n, num_active_tiles, tiles_k) and its tile tables
+# are computed from the group sizes (a histogram, a searchsorted, repeats), which the export
+# computes as the program would when the group sizes are given.
+
+@pytest.mark.parametrize("sizes", [[100, 0, 300, 112], [512, 0, 0, 0], [1, 1, 1, 509]],
+                         ids=["shared_tiles", "one_group", "tiny_groups"])
+def test_upstream_megablox_gmm_is_verified_and_runs_like_interpret_for_given_group_sizes(sizes):
+    lhs, rhs, sizes = U.gmm_args(sizes)
+    text = pj.export(gmm, lhs, rhs, sizes)
+    active = {(100, 0, 300, 112): 6, (512, 0, 0, 0): 4, (1, 1, 1, 509): 7}[tuple(sizes.tolist())]
+    assert f"grid = (1, {active}, 2)" in text, text  # num_active_tiles, from the group sizes
+    r = pj.check(gmm, lhs, rhs, sizes)
+    assert r.verdicts == {"kernel_": "verified"}, r.report()
+    ends = np.cumsum(np.asarray(sizes))
+    starts = ends - np.asarray(sizes)
+    want = np.concatenate([np.asarray(lhs[s:e] @ rhs[g]) for g, (s, e) in enumerate(zip(starts, ends))])
+    res = pj.run(gmm, lhs, rhs, sizes, reference=lambda *_: want, rtol=1e-4, atol=1e-4)
+    assert res.ok, res
+
+
+def test_upstream_megablox_gmm_whose_accumulator_init_moves_is_a_violation(tmp_path):
+    gmm_module = importlib.import_module("jax.experimental.pallas.ops.tpu.megablox.gmm")
+    src = inspect.getsource(gmm_module)
+    init = "    @pl.when(k_i == 0)\n    def _zero_acc():"  # gmm's (tgmm's guard differs)
+    assert src.count(init) == 1
+    path = tmp_path / "gmm_mutant.py"
+    path.write_text(src.replace(init, init.replace("k_i == 0", "k_i == 1")))
+    spec = importlib.util.spec_from_file_location("gmm_mutant", path)
+    mutant = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mutant)
+    lhs, rhs = f32s((512, 256), (4, 256, 128))
+    r = pj.check(lambda a, b, c: mutant.gmm(a, b, c, tiling=(128, 128, 128)), lhs, rhs,
+                 jnp.array([100, 0, 300, 112], jnp.int32))
+    assert r.verdicts == {"kernel_": "violation"}, r.report()
+    assert "uninitialized-accumulator" in {f.rule for f in r.findings}, r.report()

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""pipecheck check through the JAX bridge on the kernels the installed jax ships.
+
+For each upstream kernel (jax.experimental.pallas.ops: TPU matmul, flash attention forward
+and backward, splash attention, megablox gmm, GPU attention and softmax), called as its users
+call it: the time of `pipecheck_jax.check` (trace and export included; the median of
+--repeat runs), the kernels it makes, their grid points and verdicts. Prints a Markdown
+table, then one JSON object as its last line.
+
+    PYTHONPATH=python:python/tests /usr/bin/python3 bench/upstream_kernels.py [--repeat 3]
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "python", "tests"))
+
+import jax  # noqa: E402
+from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as sam  # noqa: E402
+
+import pipecheck_jax as pj  # noqa: E402
+import upstream as U  # noqa: E402
+
+
+def cases():
+    """(name, fn, args)"""
+    out = [(name, fn, args) for name, (fn, args, _) in sorted(U.VERIFIED.items())]
+    local = dict(mask=lambda: sam.LocalMask((U.SEQ, U.SEQ), window_size=(100, 50), offset=0))
+    out += [("splash causal forward", U.splash(), U.splash_args()),
+            ("splash causal forward+backward", U.splash(grad=True), U.splash_args()),
+            ("splash local forward+backward", U.splash(grad=True, **local), U.splash_args())]
+    out += [(f"megablox gmm, group sizes {s}", U.gmm, U.gmm_args(s))
+            for s in ([100, 0, 300, 112], [1, 1, 1, 509])]
+    return out
+
+
+def grid_points(text: str) -> int:
+    m = re.search(r"^\s*grid = \(([^)]*)\)", text, re.M)
+    n = 1
+    for d in (m.group(1).split(",") if m else []):
+        if d.strip():
+            n *= int(d)
+    return n
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    rows = []
+    for name, fn, args in cases():
+        times, r = [], None
+        for _ in range(max(1, a.repeat)):
+            t = time.perf_counter()
+            r = pj.check(fn, *args)
+            times.append(time.perf_counter() - t)
+        rows.append({"kernel": name, "seconds": statistics.median(times),
+                     "calls": len(r.kernels),
+                     "grid_points": sum(grid_points(k.text) for k in r.kernels),
+                     "verdicts": sorted(set(r.verdicts.values()))})
+    print(f"jax {jax.__version__}, median of {a.repeat}, trace and export included\n")
+    print("| upstream kernel | pallas_calls | grid points | verdict | check (s) |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['kernel']} | {row['calls']} | {row['grid_points']} | "
+              f"{', '.join(row['verdicts'])} | {row['seconds']:.2f} |")
+    print(json.dumps({"jax": jax.__version__, "rows": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""The kernels the installed jax ships (jax.experimental.pallas.ops), called as their users
+call them: shared by test_upstream_kernels.py and bench/upstream_kernels.py."""
+
+import jax
+import jax.numpy as jnp
+from jax.experimental.pallas.ops.gpu import attention as gpu_attention
+from jax.experimental.pallas.ops.gpu import softmax as gpu_softmax
+from jax.experimental.pallas.ops.tpu import flash_attention as tpu_flash
+from jax.experimental.pallas.ops.tpu import matmul as tpu_matmul
+from jax.experimental.pallas.ops.tpu.megablox import ops as megablox
+from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as sak
+from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as sam
+
+FLASH_BLOCKS = tpu_flash.BlockSizes(
+    block_q=128, block_k_major=128, block_k=128, block_b=1, block_q_major_dkv=128,
+    block_k_major_dkv=128, block_k_dkv=128, block_q_dkv=128, block_k_major_dq=128,
+    block_k_dq=128, block_q_dq=128)
+MHA_BLOCKS = gpu_attention.BlockSizes(block_q=64, block_k=64, block_q_dkv=64, block_kv_dkv=64,
+                                      block_q_dq=64, block_kv_dq=64)
+
+
+def grad_of(f):
+    return lambda *a: jax.grad(lambda *a: f(*a).sum(), argnums=tuple(range(len(a))))(*a)
+
+
+def f32s(*shapes):
+    return [jnp.zeros(s, jnp.float32) for s in shapes]
+
+
+SPLASH_BLOCKS = dict(block_q=128, block_kv=128, block_kv_compute=128, block_q_dkv=128,
+                     block_kv_dkv=128, block_kv_dkv_compute=128, block_q_dq=128, block_kv_dq=128)
+SEQ, HEADS, HEAD_DIM = 512, 2, 128
+
+
+def splash(module=sak, mask=lambda: sam.CausalMask((SEQ, SEQ)), mqa=False, residuals=False,
+           grad=False):
+    """fn(q, k, v) of a splash kernel made by `module` (the installed one or a mutant); the
+    mask info (data_next, block_mask, ...) is computed from the mask when it is made and
+    reaches the pallas_calls as constants through jit, so the export knows its contents."""
+    heads = sam.MultiHeadMask([mask() for _ in range(HEADS)])
+    make = module.make_splash_mqa_single_device if mqa else module.make_splash_mha_single_device
+    kernel = make(heads, block_sizes=module.BlockSizes(**SPLASH_BLOCKS), save_residuals=residuals)
+    if grad:
+        return lambda q, k, v: jax.grad(lambda q, k, v: kernel(q, k, v).sum(),
+                                        argnums=(0, 1, 2))(q, k, v)
+    if residuals:
+        return lambda q, k, v: kernel(q, k, v)[0]
+    return kernel
+
+
+def splash_args(mqa=False, seed=None):
+    q, kv = (HEADS, SEQ, HEAD_DIM), ((SEQ, HEAD_DIM) if mqa else (HEADS, SEQ, HEAD_DIM))
+    if seed is None:
+        return jnp.zeros(q, jnp.float32), jnp.zeros(kv, jnp.float32), jnp.zeros(kv, jnp.float32)
+    key = jax.random.PRNGKey(seed)
+    return tuple(jax.random.normal(jax.random.fold_in(key, n), s, jnp.float32)
+                 for n, s in enumerate((q, kv, kv)))
+
+
+# Megablox grouped matmul: its grid (tiles_n, num_active_tiles, tiles_k) and its tile tables
+# are computed from the group sizes (a histogram, a searchsorted, repeats), which the export
+# computes as the program would when the group sizes are given.
+def gmm(lhs, rhs, sizes):
+    return megablox.gmm(lhs, rhs, sizes, tiling=(128, 128, 128))
+
+
+def gmm_args(sizes, seed=2):
+    key = jax.random.PRNGKey(seed)
+    return (jax.random.normal(key, (512, 256), jnp.float32),
+            jax.random.normal(jax.random.fold_in(key, 1), (4, 256, 128), jnp.float32),
+            jnp.array(sizes, jnp.int32))
+
+
+VERIFIED = {
+    # name: (fn, args, the kernels it makes)
+    "tpu_matmul": (lambda x, y: tpu_matmul.matmul(x, y, block_shape=(128, 128)),
+                   f32s((256, 512), (512, 256)), {"matmul_kernel"}),
+    "tpu_flash_attention": (
+        grad_of(lambda q, k, v: tpu_flash.flash_attention(q, k, v, causal=True,
+                                                          block_sizes=FLASH_BLOCKS)),
+        f32s(*[(1, 2, 256, 128)] * 3),
+        {"_flash_attention_kernel", "_flash_attention_dkv_kernel", "_flash_attention_dq_kernel"}),
+    "gpu_attention": (
+        grad_of(lambda q, k, v: gpu_attention.mha(q, k, v, segment_ids=None, causal=True,
+                                                  block_sizes=MHA_BLOCKS)),
+        f32s(*[(1, 256, 2, 64)] * 3), {"mha_forward", "mha_preprocess_backward", "mha_backward"}),
+    "gpu_softmax": (gpu_softmax.softmax, f32s((8, 256)), {"_vmappable_softmax_kernel"}),
+}
+
+
+def data(args, seed=1):
+    """Normal random arrays of the shapes and dtypes of args (zeros, for the check)."""
+    key = jax.random.PRNGKey(seed)
+    return [jax.random.normal(jax.random.fold_in(key, n), a.shape, a.dtype)
+            for n, a in enumerate(args)]
