@@ -342,6 +342,10 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
       auto g = guard_at(m, w, p);
       if (!g) return std::nullopt;
       if (!*g || w.box.size() != rank) continue;
+      // The store's box at this grid point (a `ds(program_id(0) * 16, 16)` is
+      // one chunk here, not the whole block).
+      const auto box = box_at(m, w, p);
+      if (!box) return std::nullopt;
       // The mask per element of the box; empty: defines nothing.
       std::optional<races::IntTensor> mask;
       if (w.keep_mask) {
@@ -350,15 +354,15 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
         if (r > nd) mask.reset();
         for (std::size_t j = 0; mask && j < r; ++j) {
           const std::int64_t ext = mask->shape[r - 1 - j];
-          const auto &bx = w.box[w.keep_dims[nd - 1 - j]];
+          const auto &bx = (*box)[w.keep_dims[nd - 1 - j]];
           if (ext != 1 && ext != bx.second - bx.first) mask.reset();
         }
       }
       std::vector<std::int64_t> e(rank);
       bool empty = false;
       for (std::size_t d = 0; d < rank; ++d) {
-        e[d] = w.box[d].first;
-        empty = empty || w.box[d].second <= w.box[d].first;
+        e[d] = (*box)[d].first;
+        empty = empty || (*box)[d].second <= (*box)[d].first;
       }
       while (!empty) {
         std::int64_t flat = 0;
@@ -376,7 +380,7 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
             for (std::size_t md = 0; md < r; ++md) {
               const std::size_t vd = nd + md - r; // right-aligned value dim (r <= nd here)
               const std::size_t d = w.keep_dims[vd];
-              const std::int64_t i = mask->shape[md] == 1 ? 0 : e[d] - w.box[d].first;
+              const std::int64_t i = mask->shape[md] == 1 ? 0 : e[d] - (*box)[d].first;
               mf = mf * mask->shape[md] + i;
             }
             sets = mask->v[static_cast<std::size_t>(mf)] != 0;
@@ -389,8 +393,8 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
         }
         std::size_t d = rank;
         while (d-- > 0) {
-          if (++e[d] < w.box[d].second) break;
-          e[d] = w.box[d].first;
+          if (++e[d] < (*box)[d].second) break;
+          e[d] = (*box)[d].first;
         }
         if (d == static_cast<std::size_t>(-1)) break;
       }
@@ -633,13 +637,21 @@ bool scratch_shared_across_parallel_axes(const KernelModel &m) {
   return false;
 }
 
+bool needs_element_coverage(const KernelModel &m, std::size_t op) {
+  const auto &o = m.operands[op];
+  if (o.has_element_dims() || o.has_bounded_dims()) return true;
+  return std::any_of(m.effects.begin(), m.effects.end(),
+                     [&](const Effect &e) { return e.operand == op && e.kind != Effect::read && !e.exact; });
+}
+
 void element_output_findings(const KernelModel &m, std::size_t op, std::vector<Finding> &out,
                              std::vector<std::string> &unknown) {
   const auto &o = m.operands[op];
   const std::size_t rank = o.shape.size();
-  const std::string kinds = o.has_element_dims() && o.has_bounded_dims() ? "Element and BoundedSlice dims"
-                            : o.has_element_dims()                       ? "Element dims"
-                                                                         : "BoundedSlice dims";
+  const std::string kinds = o.has_element_dims() && o.has_bounded_dims() ? "has Element and BoundedSlice dims"
+                            : o.has_element_dims()                       ? "has Element dims"
+                            : o.has_bounded_dims()                       ? "has BoundedSlice dims"
+                                                   : "is stored in parts that move with the grid point";
   std::int64_t total = 1;
   for (auto n : o.shape)
     total = spec::saturating_mul(total, n);
@@ -654,7 +666,7 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
     work = spec::saturating_mul(work, b);
   constexpr std::int64_t kMaxWork = std::int64_t{1} << 27;
   if (points > kMaxPoints || total > kMaxElements || work > kMaxWork) {
-    unknown.push_back("output '" + o.name + "' has " + kinds +
+    unknown.push_back("output '" + o.name + "' " + kinds +
                       ": its coverage and parallel writes are decided by evaluating every "
                       "grid point and element, and it has " +
                       std::to_string(points) + " grid points (at most " + std::to_string(kMaxPoints) +
@@ -760,7 +772,8 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
       }
       if (!*g) continue;
       stores = true;
-      if (!e.exact) {
+      const auto box = box_at(m, e, p); // decided at this grid point where not static
+      if (!box) {
         inexact = &e;
         continue;
       }
@@ -770,8 +783,9 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
       for (std::size_t d = 0; d < rank; ++d) {
         const std::int64_t lo = o.window_start(d, (*b)[d]);
         at[d] = {
-            std::clamp<std::int64_t>(spec::saturating_add(lo, e.box[d].first), win[d].first, win[d].second),
-            std::clamp<std::int64_t>(spec::saturating_add(lo, e.box[d].second), win[d].first, win[d].second)};
+            std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].first), win[d].first, win[d].second),
+            std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].second), win[d].first,
+                                     win[d].second)};
       }
       visit_stores.push_back(std::move(at));
     }

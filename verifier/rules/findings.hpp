@@ -60,6 +60,12 @@ std::optional<Point> block_at(const KernelModel &, std::size_t op, const Point &
 /// does not evaluate. Replaces the per-block coverage and conflict rules for it.
 void element_output_findings(const KernelModel &, std::size_t op, std::vector<Finding> &out,
                              std::vector<std::string> &unknown);
+/// Whether output `op` is checked per element (element_output_findings)
+/// rather than per block: it has Element or BoundedSlice dims, or a store
+/// whose box depends on the grid point (`o[ds(program_id(0) * 16, 16)]`,
+/// each grid point filling its chunk of one revisited block), which the
+/// per-block cells cannot place but each grid point's evaluation can.
+bool needs_element_coverage(const KernelModel &, std::size_t op);
 /// The window extents of `op` at `p` (spec::window_sizes), or nullopt when
 /// they do not evaluate.
 std::optional<Point> sizes_at(const KernelModel &, std::size_t op, const Point &p);

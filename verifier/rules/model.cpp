@@ -26,6 +26,82 @@ const char *to_string(Effect::Kind k) {
   return "read";
 }
 
+/// The box (Effect::box) of subscript `ref` into operand o, each subscript
+/// bound's value given by `value` (nullopt: not known); `ok` is cleared where
+/// one is not known and its dim is the whole block as an over-approximation.
+/// One meaning for the model's static boxes and box_at's per grid point.
+std::vector<std::pair<std::int64_t, std::int64_t>>
+subscript_box(const OperandModel &o, const Expr &ref,
+              const std::function<std::optional<std::int64_t>(const Expr &)> &value, bool &ok) {
+  auto is_ds = [](const Expr &s) { return s.op == Op::Call && s.name == "ds" && s.num_positional() == 2; };
+  std::vector<std::pair<std::int64_t, std::int64_t>> box, full;
+  std::vector<std::size_t> view;
+  for (std::size_t d = 0; d < o.block.size(); ++d) {
+    full.emplace_back(0, o.block[d]);
+    if (!o.squeezed[d]) view.push_back(d);
+  }
+  box = full;
+  std::size_t explicit_n = 0;
+  for (const auto &s : ref.args) {
+    if (s.op == Op::None) { // not a plain subscript list
+      ok = false;
+      return full;
+    }
+    if (s.op != Op::Ellipsis) ++explicit_n;
+  }
+  if (explicit_n > view.size()) {
+    ok = false;
+    return full;
+  }
+  std::size_t v = 0;
+  for (const auto &s : ref.args) {
+    if (s.op == Op::Ellipsis) {
+      v += view.size() - explicit_n;
+      continue;
+    }
+    if (v >= view.size()) {
+      ok = false;
+      return full;
+    }
+    const std::size_t d = view[v++];
+    const std::int64_t n = o.block[d];
+    auto clamp = [n](std::int64_t x) { return std::clamp<std::int64_t>(x, 0, n); };
+    if (s.op == Op::Slice && s.args.size() == 2) {
+      auto lo = s.args[0].op == Op::None ? std::optional<std::int64_t>(0) : value(s.args[0]);
+      auto hi = s.args[1].op == Op::None ? std::optional<std::int64_t>(n) : value(s.args[1]);
+      if (lo && hi)
+        box[d] = {clamp(*lo), std::max(clamp(*lo), clamp(*hi))};
+      else
+        ok = false;
+    } else if (is_ds(s)) {
+      // pl.ds(start, size): static once a body loop's variable is bound
+      // (the loop is unrolled), so a store per chunk covers only its chunk.
+      auto lo = value(s.args[0]), size = value(s.args[1]);
+      if (lo && size)
+        box[d] = {clamp(*lo), std::max(clamp(*lo), clamp(spec::saturating_add(*lo, *size)))};
+      else
+        ok = false;
+    } else if (auto i = value(s)) {
+      box[d] = {clamp(*i), clamp(spec::saturating_add(*i, 1))};
+    } else {
+      ok = false;
+    }
+  }
+  return box;
+}
+
+std::optional<std::vector<std::pair<std::int64_t, std::int64_t>>>
+box_at(const KernelModel &m, const Effect &e, const std::vector<std::int64_t> &p) {
+  if (e.exact) return e.box;
+  if (!e.target) return std::nullopt;
+  bool ok = true;
+  auto box = subscript_box(
+      m.operands[e.operand], *e.target,
+      [&](const Expr &x) { return spec::evaluate(bind_grid(x, p, m.grid), m.env).value; }, ok);
+  if (!ok) return std::nullopt;
+  return box;
+}
+
 std::optional<std::size_t> KernelModel::operand_index(const std::string &n) const {
   for (std::size_t i = 0; i < operands.size(); ++i)
     if (operands[i].name == n) return i;
@@ -270,62 +346,17 @@ struct Builder {
   std::vector<std::pair<std::int64_t, std::int64_t>> box_of(const Expr &ref, std::size_t op,
                                                             bool *exact = nullptr) {
     bool ignored = true;
-    bool &ok = exact ? *exact : ignored;
-    const auto &o = m.operands[op];
-    std::vector<std::pair<std::int64_t, std::int64_t>> box, full;
-    std::vector<std::size_t> view;
-    for (std::size_t d = 0; d < o.block.size(); ++d) {
-      full.emplace_back(0, o.block[d]);
-      if (!o.squeezed[d]) view.push_back(d);
-    }
-    box = full;
-    std::size_t explicit_n = 0;
-    for (const auto &s : ref.args) {
-      if (s.op == Op::None) { // not a plain subscript list
-        ok = false;
-        return full;
-      }
-      if (s.op != Op::Ellipsis) ++explicit_n;
-    }
-    if (explicit_n > view.size()) {
-      ok = false;
-      return full;
-    }
-    std::size_t v = 0;
-    for (const auto &s : ref.args) {
-      if (s.op == Op::Ellipsis) {
-        v += view.size() - explicit_n;
-        continue;
-      }
-      if (v >= view.size()) {
-        ok = false;
-        return full;
-      }
-      const std::size_t d = view[v++];
-      const std::int64_t n = o.block[d];
-      auto clamp = [n](std::int64_t x) { return std::clamp<std::int64_t>(x, 0, n); };
-      if (s.op == Op::Slice && s.args.size() == 2) {
-        auto lo = s.args[0].op == Op::None ? std::optional<std::int64_t>(0) : static_int(s.args[0]);
-        auto hi = s.args[1].op == Op::None ? std::optional<std::int64_t>(n) : static_int(s.args[1]);
-        if (lo && hi)
-          box[d] = {clamp(*lo), std::max(clamp(*lo), clamp(*hi))};
-        else
-          ok = false;
-      } else if (is_ds(s)) {
-        // pl.ds(start, size): static once a body loop's variable is bound
-        // (the loop is unrolled), so a store per chunk covers only its chunk.
-        auto lo = static_int(s.args[0]), size = static_int(s.args[1]);
-        if (lo && size)
-          box[d] = {clamp(*lo), std::max(clamp(*lo), clamp(spec::saturating_add(*lo, *size)))};
-        else
-          ok = false;
-      } else if (auto i = static_int(s)) {
-        box[d] = {clamp(*i), clamp(spec::saturating_add(*i, 1))};
-      } else {
-        ok = false;
-      }
-    }
-    return box;
+    return subscript_box(
+        m.operands[op], ref, [&](const Expr &e) { return static_int(e); }, exact ? *exact : ignored);
+  }
+
+  /// The target with params and integer locals substituted in its
+  /// subscripts (Effect::target).
+  Expr substituted_target(const Expr &ref) {
+    Expr t = ref;
+    for (auto &s : t.args)
+      s = guard_expr(s);
+    return t;
   }
 
   // The operand a tensor argument reads directly (a ref, a local bound to a
@@ -540,6 +571,7 @@ struct Builder {
           ef.order = order + 1;
           ef.partial = is_partial(a->target);
           ef.box = box_of(a->target, *i, &ef.exact);
+          if (!ef.exact) ef.target = substituted_target(a->target);
           ef.loc = st.loc;
           m.effects.push_back(std::move(ef));
         }

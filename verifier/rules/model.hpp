@@ -10,6 +10,7 @@
 #include "spec/ir.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -58,6 +59,10 @@ struct Effect {
   /// stored value in order; absent on any other store.
   std::optional<spec::Expr> keep_mask;
   std::vector<std::size_t> keep_dims;
+  /// A store whose box is not exact: its target with params and integer
+  /// locals substituted in the subscripts (program_id stays), so that
+  /// box_at can decide the box at each grid point.
+  std::optional<spec::Expr> target;
 };
 const char *to_string(Effect::Kind);
 
@@ -147,6 +152,18 @@ ModelResult build_model(const spec::KernelSpec &, const spec::Env &overrides,
                         const std::optional<std::string> &target);
 /// A temporary spec would be gone before its model is used.
 ModelResult build_model(spec::KernelSpec &&, const spec::Env &, const std::optional<std::string> &) = delete;
+
+/// The box (Effect::box) of subscript `ref` into operand o, each subscript
+/// bound's value given by `value` (nullopt: not known); `ok` is cleared
+/// where one is not known, and that dim is then the whole block.
+std::vector<std::pair<std::int64_t, std::int64_t>>
+subscript_box(const OperandModel &o, const spec::Expr &ref,
+              const std::function<std::optional<std::int64_t>(const spec::Expr &)> &value, bool &ok);
+/// The box of effect e at grid point p: e.box where it is exact, else the
+/// box of its target with the grid point bound (a `ds(program_id(0) * 16,
+/// 16)` is one 16-element chunk there); nullopt where that is not decided.
+std::optional<std::vector<std::pair<std::int64_t, std::int64_t>>> box_at(const KernelModel &, const Effect &e,
+                                                                         const std::vector<std::int64_t> &p);
 
 using spec::bind_grid;
 using spec::format_tuple;

@@ -60,7 +60,7 @@ public:
       if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out)) out_of_bounds(i);
       if (o.role == spec::Role::out && o.windowed) {
         if (!o.revisit_any) revisit(i);
-        if (o.has_element_dims() || o.has_bounded_dims()) {
+        if (needs_element_coverage(m_, i)) {
           element_output_findings(m_, i, out_.findings, out_.unknown);
         } else {
           parallel_conflict(i);

@@ -90,10 +90,46 @@ TEST(MaskedStore, AMaskOnDataKeepsEverythingAndIsReported) {
   EXPECT_EQ(marks(v), (Marks{{Rule::uninitialized_accumulator, 9}}));
 }
 
+// Triton's idiom on one revisited block: grid point i stores its chunk
+// ds(16 i, 16), masked by the chunk's columns below `limit`, keeping the rest.
+std::string chunks(const std::string &limit) {
+  return R"(kernel chunks:
+    grid = (4,)
+    dimension_semantics = (arbitrary,)
+    in  x: f32[64]  block=(64,)  index=(i) -> (0,)
+    out o: f32[64]  block=(64,)  index=(i) -> (0,)
+    body:
+        col = program_id(0) * 16 + iota((16,), 0)
+        o[ds(program_id(0) * 16, 16)] = where(col < )" +
+         limit + R"(, x[ds(program_id(0) * 16, 16)], o[ds(program_id(0) * 16, 16)])
+)";
+}
+
+TEST(MaskedStore, ChunksStoredAtTheirGridPointsCoverTheBlockTogether) {
+  // The store's box depends on the grid point: each point's chunk, not the
+  // whole block (it was a false uninitialized-accumulator at o[0], which
+  // grid point (0,) does write).
+  auto v = check_text(chunks("64"), "chunks");
+  EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? v.reason : v.findings[0].message);
+}
+
+TEST(MaskedStore, AChunkMaskThatDropsTheTailIsReportedAtTheLastChunk) {
+  auto v = check_text(chunks("60"), "chunks");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{Rule::uninitialized_accumulator, 8}}));
+  const auto &f = v.findings[0];
+  EXPECT_EQ(point_item(f, "grid_point"), (std::vector<std::int64_t>{3}));
+  EXPECT_EQ(point_item(f, "element"), (std::vector<std::int64_t>{60}));
+}
+
 TEST(MaskedStore, TheEnumeratorAgreesWithTheSymbolicChecker) {
-  for (const char *rows : {"row // 8 == program_id(0)", "row // 8 == program_id(0) + 1"}) {
-    spec::File file = testing::parse_text(halves(rows));
-    const spec::KernelSpec k = testing::kernel(file, "halves"); // the model points into it
+  const std::pair<std::string, std::string> cases[] = {{halves("row // 8 == program_id(0)"), "halves"},
+                                                       {halves("row // 8 == program_id(0) + 1"), "halves"},
+                                                       {chunks("64"), "chunks"},
+                                                       {chunks("60"), "chunks"}};
+  for (const auto &[rows, name] : cases) {
+    spec::File file = testing::parse_text(rows);
+    const spec::KernelSpec k = testing::kernel(file, name); // the model points into it
     auto m = verifier::rules::build_model(k, {}, std::nullopt);
     ASSERT_TRUE(m.model);
     auto s = verifier::rules::check_symbolic(*m.model, 10000);
