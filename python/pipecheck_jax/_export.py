@@ -190,6 +190,10 @@ class _E:
     name: bool = False  # text is a bare local name
     shape: tuple = ()
     dtype: Any = None
+    #: (start, n, axis) when the value is an integer array start + iota(n) along `axis`,
+    #: constant along every other dim (Triton's `i * bs + jnp.arange(bs)`, maybe `[:, None]`
+    #: and broadcast): start is an int or an integer _E. A gather with it is ds(start, n).
+    affine: tuple | None = None
 
 
 @dataclasses.dataclass
@@ -487,6 +491,56 @@ def _offset(base, add):
     return _E(f"{bt} + {at}", int=True)
 
 
+def _affine(e, ins) -> tuple | None:
+    """The `affine` (start, n, axis) of e's result: iota, and what keeps the form: + or -
+    an integer scalar, broadcast_in_dim, reshape, integer casts. None otherwise."""
+    name, p = e.primitive.name, e.params
+    shape = tuple(int(d) for d in getattr(e.outvars[0].aval, "shape", ())) if e.outvars else ()
+
+    def along(axis, n):  # constant along the other dims: broadcast (as [:, None] makes)
+        return 0 <= axis < len(shape) and shape[axis] == n
+
+    if not np.issubdtype(getattr(e.outvars[0].aval, "dtype", np.float32), np.integer):
+        return None
+    if name == "iota":
+        axis = int(p["dimension"])
+        return (0, shape[axis], axis) if along(axis, shape[axis]) else None
+    args = [getattr(a, "affine", None) for a in ins]
+    if name in ("add", "sub") and len(ins) == 2:
+        for k in (0, 1):
+            a, b = args[k], ins[1 - k]
+            if a is None or not isinstance(b, _E) or not b.int or tuple(b.shape or ()) != ():
+                continue
+            if name == "sub" and k == 1:
+                return None  # b - iota runs backwards
+            start = a[0]
+            if name == "add":
+                start = _offset(start, b)
+            else:
+                st = str(start) if isinstance(start, int) else f"({_strip(start.text)})"
+                start = _E(f"{st} - ({_strip(b.text)})", int=True)
+            return (start, a[1], a[2]) if along(a[2], a[1]) else None
+        return None
+    a = args[0] if args else None
+    if a is None:
+        return None
+    start, n, axis = a
+    if name in ("convert_element_type", "copy", "copy_p"):
+        return a if along(axis, n) else None
+    if name == "broadcast_in_dim":
+        new = int(p["broadcast_dimensions"][axis])
+        return (start, n, new) if along(new, n) else None
+    if name == "broadcast_to":  # numpy's rule: new dims come first
+        new = axis + len(shape) - len(e.invars[0].aval.shape)
+        return (start, n, new) if along(new, n) else None
+    if name in ("reshape", "squeeze", "expand_dims"):  # only size-1 dims come or go
+        src = tuple(int(d) for d in e.invars[0].aval.shape)
+        if [d for d in src if d != 1] != [n] or [d for d in shape if d != 1] != [n]:
+            return None
+        return (start, n, shape.index(n))
+    return None
+
+
 def _strip(t: str) -> str:
     """Drops one pair of outer parentheses that enclose the whole text."""
     if t.startswith("(") and t.endswith(")"):
@@ -525,6 +579,12 @@ class _Body:
         self.scoped: list = []
         #: (primitive, python (file, line)) of each op left out as a comment
         self.dropped: list = []
+        #: ref name -> {dim: n} for each dim a gather window `ref.at[s + arange(n)]` reads,
+        #: which may pass the ref's end where a mask keeps it out (Triton's idiom): the
+        #: export pads the block to a multiple of n there
+        self.pad: dict = {}
+        #: (ref name, dim) of each access that covers a dim of a ref whole
+        self.whole: set = set()
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -619,6 +679,7 @@ class _Body:
         (`ref.at[h].at[page]`, as paged attention's copies), composed into one over the ref's
         own dims."""
         if len(transforms) == 0:
+            self.whole.update((ref.name, d) for d in range(len(ref.shape)))
             return "[...]"
         # One entry per dim of the ref: ("int", text) removes the dim, ("slice", start, size)
         # keeps it (start a text, or an int when static).
@@ -626,9 +687,10 @@ class _Body:
         for ix in transforms:
             if type(ix).__name__ != "NDIndexer":
                 self.fail(f"a ref transform ({type(ix).__name__}) on '{ref.name}' has no .pk form", e)
-            if getattr(ix, "int_indexer_shape", ()) not in ((), None):
-                self.fail(f"an array (gather) index into '{ref.name}' has no .pk form", e)
             kept = [d for d, x in enumerate(dims) if x[0] == "slice"]
+            if getattr(ix, "int_indexer_shape", ()) not in ((), None):
+                self.gather_windows(ref, e, ix, kept, dims, read)
+                continue
             if len(ix.indices) > len(kept):
                 self.fail(f"an index of rank {len(ix.indices)} into a view of '{ref.name}' of rank "
                           f"{len(kept)} has no .pk form", e)
@@ -657,6 +719,7 @@ class _Body:
             elif isinstance(x[1], int):
                 lo, size = x[1], x[2]
                 if lo == 0 and size == ref.shape[d]:
+                    self.whole.add((ref.name, d))
                     parts.append(":")
                 else:
                     full = False
@@ -665,6 +728,31 @@ class _Body:
                 full = False
                 parts.append(f"ds({_strip(x[1].text)}, {x[2]})")
         return "[...]" if full else "[" + ", ".join(parts) + "]"
+
+    def gather_windows(self, ref: _Ref, e, ix, kept: list, dims: list, read):
+        """An NDIndexer with array indices, where each is a window start + iota(n) along its
+        own axis of the indexer (`x_ref.at[col_idx]`, `x_ref.at[row_idx[:, None],
+        col_idx[None]]`, col_idx = i * bs + jnp.arange(bs)) on adjacent dims: the gather
+        is those slices. Sets dims[d] to ("slice", start, n) and asks for padding."""
+        what = f"an array (gather) index into '{ref.name}'"
+        arrays = []
+        for k, (d, s) in enumerate(zip(kept, ix.indices)):
+            if type(s).__name__ == "Slice":
+                continue
+            v = s if isinstance(s, _E) else read(s)
+            aff = getattr(v, "affine", None)
+            if aff is None:
+                self.fail(f"{what} that is not a window start + jnp.arange(n) has no .pk form", e)
+            arrays.append((k, d, aff))
+        shape = tuple(int(n) for n in ix.int_indexer_shape)
+        ks = [k for k, _, _ in arrays]
+        if ks != list(range(ks[0], ks[0] + len(ks))) or len(shape) != len(arrays) or \
+                any(aff[2] != i or aff[1] != shape[i] for i, (_, _, aff) in enumerate(arrays)):
+            self.fail(f"{what} whose windows are not along their own axes, in dim order, has "
+                      "no .pk form", e)
+        for _, d, (start, n, _) in arrays:
+            dims[d] = ("slice", _offset(dims[d][1], start), n)
+            self.pad.setdefault(ref.name, {})[d] = n
 
     def int_of(self, v, e, what: str) -> _E:
         if not isinstance(v, _E) or not v.int:
@@ -1017,6 +1105,13 @@ class _Body:
         return [self.opaque_op(e, ins, v.aval, src) for v in e.outvars]
 
     def tensor(self, e, ins, src) -> _E:
+        r = self._tensor(e, ins, src)
+        aff = _affine(e, ins)
+        if aff is not None and isinstance(r, _E):
+            r.affine = aff
+        return r
+
+    def _tensor(self, e, ins, src) -> _E:
         name = e.primitive.name
         p = e.params
         aval = e.outvars[0].aval
@@ -1108,6 +1203,10 @@ class _Body:
             if tuple(e.invars[0].aval.shape) == tuple(aval.shape):
                 return ins[0]
             return mk(f"reshape({_strip(t[0])}, {_tuple(str(int(d)) for d in aval.shape)})")
+        if name == "broadcast_to":  # jnp.broadcast_to's primitive: numpy's rule, as .pk's
+            if tuple(e.invars[0].aval.shape) == tuple(aval.shape):
+                return ins[0]
+            return mk(f"broadcast_to({_strip(t[0])}, {_tuple(str(int(d)) for d in aval.shape)})")
         if name == "tile":  # jnp.tile: the same reps, the same leading-1 padding
             if all(int(r) == 1 for r in p["reps"]) and \
                     tuple(e.invars[0].aval.shape) == tuple(aval.shape):
@@ -1555,6 +1654,35 @@ def _prefetch_line(nm: str, aval, value, constraint: str | None, loc, kernel) ->
     return text
 
 
+def _pad_for_gathers(lines: list, operand_line: dict, body, loc, kernel) -> None:
+    """Pads the block of each operand that a gather window `ref.at[s + arange(n)]` reads, in
+    that dim, to a multiple of n: a window may pass the array's end where its mask keeps the
+    lanes out (Triton's `col_idx < n_col`), and what it reads there is the block's padding,
+    which the rules follow as undefined (an unmasked lane that reaches an output is an
+    uninitialized-read). A window past even the padding is an index-out-of-bounds."""
+    for nm, pads in body.pad.items():
+        k = operand_line.get(nm)
+        m = re.search(r"block=\(([^)]*)\)", lines[k][0]) if k is not None else None
+        if m is None:
+            raise UnsupportedError(f"a gather window into '{nm}' (a scratch, or in memory_space="
+                                   "any) has no .pk form", loc, kernel)
+        dims = [x.strip() for x in m.group(1).split(",") if x.strip()]
+        if not all(d == "None" or d.isdigit() for d in dims):
+            raise UnsupportedError(f"a gather window into '{nm}', whose block has Element or "
+                                   "BoundedSlice dims, has no .pk form", loc, kernel)
+        shown = [i for i, d in enumerate(dims) if d != "None"]
+        for d, n in sorted(pads.items()):
+            size = int(dims[shown[d]])
+            if size % n and (nm, d) in body.whole:
+                raise UnsupportedError(
+                    f"'{nm}' is read both through gather windows of {n} that pass its end and "
+                    f"whole: no .pk form (the padded block would change the whole read)", loc,
+                    kernel)
+            dims[shown[d]] = str(-(-size // n) * n)
+        text, site = lines[k]
+        lines[k] = (text[:m.start()] + f"block={_tuple(dims)}" + text[m.end():], site)
+
+
 def _memory_space_name(aval) -> str:
     ms = getattr(aval, "memory_space", None)
     return str(getattr(ms, "name", ms) or "").lower()
@@ -1670,6 +1798,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     # time before scratch_shapes (splash attention's m/l/o): its block stays in VMEM for the
     # whole grid (per core) and is never read back, so it is exported as the scratch it is.
     as_scratch = []
+    operand_line: dict = {}  # operand name -> index in lines of its `in`/`out` line
     for k, bm in enumerate(gm.block_mappings):
         role = "in" if k < n_in else "out"
         nm = names[k]
@@ -1684,6 +1813,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
             text += "  memory_space=any"
             lines.append((text, call_site))
             continue
+        operand_line[nm] = len(lines)
         dims = []
         for b in bm.block_shape:
             tn = type(b).__name__
@@ -1760,6 +1890,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         # SMEM state is stored into: its reads are bound to a local where they are in the jaxpr
         # (`init = init_flag_ref[0]` before `init_flag_ref[0] = 0`), not inlined at their use.
         body = translate(frozenset(body.stored_state))
+    _pad_for_gathers(lines, operand_line, body, loc, name)
     if body.no_statements(0):
         body.emit(2, "v0 = 0", source)
     lines[-1:-1] = body.scoped  # before `body:`

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.experimental.pallas.ops.gpu import decode_attention as gpu_decode
-from jax.experimental.pallas.ops.gpu import layer_norm as gpu_layer_norm
+from jax.experimental.pallas.ops.gpu import paged_attention as gpu_paged
 from jax.experimental.pallas.ops.tpu.paged_attention import paged_attention_kernel as pak
 from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as ragged_paged
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as sak
@@ -170,8 +170,12 @@ def test_upstream_kernel_is_verified_and_runs_like_interpret(name):
 
 UPSTREAM_UNSUPPORTED = {
     # name: (fn, args, the construct the diagnostic names, the upstream file it points into)
-    "gpu_layer_norm": (gpu_layer_norm.layer_norm, f32s((2, 4, 300), (300,), (300,)),
-                       "an array (gather) index into 'x_ref'", "layer_norm.py"),
+    "gpu_paged_attention": (
+        lambda q, k, v, tables, lengths: gpu_paged.paged_attention(
+            q, k, v, tables, lengths, block_h=16, pages_per_compute_block=2, k_splits=2),
+        f32s((2, 16, 64), (4, 32, 16, 64), (4, 32, 16, 64)) + [
+            jnp.arange(16, dtype=jnp.int32).reshape(2, 8), jnp.full((2,), 64, jnp.int32)],
+        "a condition computed from array data", "paged_attention.py"),
     "gpu_decode_attention": (
         lambda q, k, v, start, lengths: gpu_decode.mqa(q, k, v, start, lengths, k_splits=4),
         f32s((2, 4, 64), (2, 256, 64), (2, 256, 64)) + [jnp.zeros((2,), jnp.int32),

@@ -4,6 +4,8 @@ call them: shared by test_upstream_kernels.py and bench/upstream_kernels.py."""
 import jax
 import jax.numpy as jnp
 from jax.experimental.pallas.ops.gpu import attention as gpu_attention
+from jax.experimental.pallas.ops.gpu import layer_norm as gpu_layer_norm
+from jax.experimental.pallas.ops.gpu import rms_norm as gpu_rms_norm
 from jax.experimental.pallas.ops.gpu import softmax as gpu_softmax
 from jax.experimental.pallas.ops.tpu import flash_attention as tpu_flash
 from jax.experimental.pallas.ops.tpu import matmul as tpu_matmul
@@ -85,6 +87,11 @@ VERIFIED = {
                                                   block_sizes=MHA_BLOCKS)),
         f32s(*[(1, 256, 2, 64)] * 3), {"mha_forward", "mha_preprocess_backward", "mha_backward"}),
     "gpu_softmax": (gpu_softmax.softmax, f32s((8, 256)), {"_vmappable_softmax_kernel"}),
+    # Triton window gathers, x_ref.at[i * bs + arange(bs)] under a mask, on ragged rows of 300.
+    "gpu_layer_norm": (grad_of(gpu_layer_norm.layer_norm), f32s((2, 4, 300), (300,), (300,)),
+                       {"ln_forward", "ln_backward_dx", "ln_backward_dw_db"}),
+    "gpu_rms_norm": (grad_of(gpu_rms_norm.rms_norm), f32s((2, 4, 300), (300,), (300,)),
+                     {"rms_forward", "ln_backward_dx", "ln_backward_dw_db"}),
 }
 
 

@@ -1,0 +1,144 @@
+"""Triton's window gathers, `x_ref.at[i * bs + jnp.arange(bs)]` under a mask (GPU layer norm,
+RMS norm): exported as ds windows on blocks padded to whole windows."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+import pipecheck_jax as pj
+
+N, BS, ROWS = 300, 128, 4  # a ragged row: 3 windows of 128, the last 84 columns real
+
+
+def row_scale_kernel(x_ref, o_ref, *, cmp, mask_load):
+    # o = x * sum(x) per row, a window at a time, as upstream's layer norm walks its row.
+    n = x_ref.shape[0]
+
+    def total(i, acc):
+        cols = i * BS + jnp.arange(BS)
+        mask = cmp(cols, n)
+        return acc + plgpu.load(x_ref.at[cols], mask=mask if mask_load else None, other=0.0
+                                if mask_load else None)
+
+    s = lax.fori_loop(0, pl.cdiv(n, BS), total, jnp.zeros(BS, jnp.float32)).sum()
+
+    @pl.loop(0, pl.cdiv(n, BS))
+    def _(i):
+        cols = i * BS + jnp.arange(BS)
+        mask = cols < n
+        plgpu.store(o_ref.at[cols], plgpu.load(x_ref.at[cols], mask=mask, other=0.0) * s,
+                    mask=mask)
+
+
+def row_scale(cmp=lambda c, n: c < n, mask_load=True):
+    def call(x):
+        kernel = pl.pallas_call(
+            lambda x_ref, o_ref: row_scale_kernel(x_ref, o_ref, cmp=cmp, mask_load=mask_load),
+            out_shape=jax.ShapeDtypeStruct((N,), jnp.float32), grid=())
+        return jax.vmap(kernel)(x)
+    return call
+
+
+def x_rows(seed=0):
+    return jax.random.normal(jax.random.PRNGKey(seed), (ROWS, N), jnp.float32)
+
+
+def test_a_window_gather_exports_as_ds_on_a_block_padded_to_whole_windows():
+    text = pj.export(row_scale(), x_rows())
+    # 300 columns in windows of 128: the block is the 3 windows, the last 212 of them padding.
+    assert "in  x_ref: f32[4, 300]  block=(None, 384)" in text, text
+    assert "out o_ref: f32[4, 300]  block=(None, 384)" in text, text
+    assert "x_ref[ds(t" in text and "* 128, 128)]" in text, text
+    assert "opaque" not in text, text
+
+
+def test_a_masked_window_gather_verifies_and_runs_like_interpret():
+    pj.assert_verified(row_scale(), x_rows())
+    x = x_rows(1)
+    res = pj.run(row_scale(), x, reference=lambda x: x * x.sum(axis=1, keepdims=True),
+                 rtol=1e-4, atol=1e-4)
+    assert res.ok, res
+
+
+@pytest.mark.parametrize("variant", [dict(cmp=lambda c, n: c <= n), dict(mask_load=False)],
+                         ids=["off_by_one_mask", "no_mask"])
+def test_a_window_that_reads_past_the_row_unmasked_is_an_uninitialized_read(variant):
+    # The lanes past column 299 read the padding, and the sum carries it into every output.
+    r = pj.check(row_scale(**variant), x_rows())
+    assert r.verdicts == {"kernel_": "violation"}, r.report()
+    assert "uninitialized-read" in {f.rule for f in r.findings}, r.report()
+
+
+def block_sum_kernel(x_ref, o_ref):
+    # 2-D windows, as upstream's layer norm backward reads rows and columns at once.
+    m, n = x_ref.shape
+    j = pl.program_id(0)
+    cols = j * 16 + jnp.arange(16)
+
+    def body(i, acc):
+        rows = i * 8 + jnp.arange(8)
+        mask = (rows < m)[:, None] & (cols < n)[None, :]
+        return acc + plgpu.load(x_ref.at[rows[:, None], cols[None]], mask=mask,
+                                other=0.0).sum(axis=0)
+
+    acc = lax.fori_loop(0, pl.cdiv(m, 8), body, jnp.zeros(16, jnp.float32))
+    plgpu.store(o_ref.at[cols], acc, mask=cols < n)
+
+
+def block_sum(x):
+    return pl.pallas_call(block_sum_kernel, out_shape=jax.ShapeDtypeStruct((x.shape[1],),
+                                                                           jnp.float32),
+                          grid=(pl.cdiv(x.shape[1], 16),))(x)
+
+
+def test_two_d_window_gathers_and_per_program_chunks_of_one_output_verify():
+    x = jax.random.normal(jax.random.PRNGKey(2), (20, 50), jnp.float32)
+    text = pj.export(block_sum, x)
+    assert "in  x_ref: f32[20, 50]  block=(24, 64)" in text, text  # whole windows of 8 and 16
+    pj.assert_verified(block_sum, x)
+    res = pj.run(block_sum, x, reference=lambda x: x.sum(axis=0), rtol=1e-4, atol=1e-4)
+    assert res.ok, res
+
+
+def test_a_gather_that_is_no_window_is_unsupported_at_its_line():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = plgpu.load(x_ref.at[jnp.arange(64) * 2])  # strided: no ds window
+
+    fn = lambda x: pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((64,), jnp.float32),
+                                  grid=())(x)
+    r = pj.check(fn, jnp.zeros((128,), jnp.float32))
+    assert r.exit_code == 2, r.report()
+    (u,) = r.unsupported
+    assert "that is not a window start + jnp.arange(n)" in str(u), str(u)
+
+
+def test_a_ref_read_through_windows_past_its_end_and_whole_is_unsupported():
+    def kernel(x_ref, o_ref):
+        cols = jnp.arange(128)
+        o_ref[...] = plgpu.load(x_ref.at[cols], mask=cols < 100, other=0.0)[:100] + x_ref[...]
+
+    fn = lambda x: pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((100,), jnp.float32),
+                                  grid=())(x)
+    r = pj.check(fn, jnp.zeros((100,), jnp.float32))
+    assert r.exit_code == 2, r.report()
+    assert "read both through gather windows of 128 that pass its end and whole" in r.report()
+
+
+def test_windows_within_the_ref_need_no_padding():
+    # 256 columns in windows of 128: the block stays the row.
+    x = jnp.asarray(np.ones((ROWS, 256), np.float32))
+
+    def call(x):
+        kernel = pl.pallas_call(
+            lambda x_ref, o_ref: row_scale_kernel(x_ref, o_ref, cmp=lambda c, n: c < n,
+                                                  mask_load=True),
+            out_shape=jax.ShapeDtypeStruct((256,), jnp.float32), grid=())
+        return jax.vmap(kernel)(x)
+
+    text = pj.export(call, x)
+    assert "block=(None, 256)" in text, text
+    pj.assert_verified(call, x)
