@@ -1134,6 +1134,15 @@ class _Body:
                         r.acc = (a.load[0], a.load[1], b)
                         break
             return r
+        if name in ("div", "rem") and np.issubdtype(aval.dtype, np.integer):
+            # lax.div truncates towards zero and lax.rem takes the dividend's sign, where
+            # .pk's // and % floor: the same where-forms as for integer scalars (_int_binary).
+            a, b = t[0], t[1]
+            if name == "div":
+                q = f"(abs({a}) // abs({b}))"
+                return mk(f"where(({a} < 0) == ({b} < 0), {q}, -{q})")
+            r = f"(abs({a}) % abs({b}))"
+            return mk(f"where({a} < 0, -{r}, {r})")
         if name == "div":
             if not np.issubdtype(aval.dtype, np.floating):
                 return self.opaque_op(e, ins, aval, src)  # no exact .pk form

@@ -258,3 +258,24 @@ def test_a_dropped_output_whose_index_map_moves_stays_an_output():
     fn = make_scratch_output(acc_index=lambda i: (i, 0), acc_rows=32)
     text = pj.export(fn, jnp.zeros((32, 128)))
     assert "out acc_ref: f32[32, 128]" in text and "scratch acc_ref" not in text, text
+
+
+def int_div_rem_kernel(x_ref, o_ref):
+    # lax.div truncates and lax.rem takes the dividend's sign, on negative values too.
+    a = jax.lax.broadcasted_iota(jnp.int32, (8, 128), 1) - 64
+    o_ref[...] = x_ref[...] + (jax.lax.div(a, 3) * 1000 + jax.lax.rem(a, 3)).astype(jnp.float32)
+
+
+def test_integer_div_and_rem_on_arrays_export_exactly_and_run_like_interpret():
+    fn = lambda x: pl.pallas_call(int_div_rem_kernel, grid=(1,),
+                                  in_specs=[pl.BlockSpec((8, 128), lambda i: (0, 0))],
+                                  out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+                                  out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32))(x)
+    x = jnp.zeros((8, 128), jnp.float32)
+    r = pj.assert_verified(fn, x)
+    assert not r.opaque, r.report()
+    a = jnp.arange(128, dtype=jnp.int32) - 64
+    want = jnp.broadcast_to((jax.lax.div(a, 3) * 1000 + jax.lax.rem(a, 3)).astype(jnp.float32),
+                            (8, 128))
+    res = pj.run(fn, x, reference=lambda x: want)
+    assert res.ok, res

@@ -111,8 +111,9 @@ def test_upstream_splash_attention_exports_its_mask_info_and_its_scratch_outputs
 @pytest.mark.parametrize("variant", [
     dict(), dict(mask=lambda: sam.LocalMask((SEQ, SEQ), window_size=(100, 50), offset=0)),
     dict(mqa=True, residuals=True), dict(grad=True),
-    dict(grad=True, mask=lambda: sam.LocalMask((SEQ, SEQ), window_size=(100, 50), offset=0))],
-    ids=["causal", "local", "mqa_residuals", "grad_causal", "grad_local"])
+    dict(grad=True, mask=lambda: sam.LocalMask((SEQ, SEQ), window_size=(100, 50), offset=0)),
+    dict(mask=lambda: sam.ChunkedCausalMask((SEQ, SEQ), chunk_size=192))],
+    ids=["causal", "local", "mqa_residuals", "grad_causal", "grad_local", "chunked"])
 def test_upstream_splash_attention_is_verified_forward_and_backward(variant):
     r = pj.check(splash(**variant), *splash_args(variant.get("mqa", False)))
     assert r.verified and r.verdicts and set(r.verdicts.values()) == {"verified"}, r.report()
@@ -120,7 +121,9 @@ def test_upstream_splash_attention_is_verified_forward_and_backward(variant):
 
 
 def test_upstream_splash_attention_runs_like_interpret_forward_and_backward():
-    for variant in (dict(), dict(grad=True)):
+    # The chunked mask computes q // chunk == kv // chunk in the kernel: lax.div on integers.
+    chunked = dict(mask=lambda: sam.ChunkedCausalMask((SEQ, SEQ), chunk_size=192))
+    for variant in (dict(), dict(grad=True), chunked):
         res = pj.run(splash(**variant), *splash_args(seed=0), rtol=1e-4, atol=1e-4)
         assert res.ok, res
 
