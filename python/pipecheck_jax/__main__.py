@@ -16,7 +16,8 @@ import sys
 import traceback
 
 from ._check import EXIT_ENV, EXIT_UNKNOWN, check_kernels
-from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, _num_grid_bounds, _prefetch_values,
+from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, _input_values,
+                      _num_grid_bounds, _prefetch_values,
                       export_call, pallas_calls, trace)
 
 
@@ -42,11 +43,12 @@ class Recorder:
             self._unsupported(UnsupportedError(f"could not trace the pallas_call: {e}"))
             return
         for call in pallas_calls(closed, list(args)):  # scalar prefetch contents, when concrete
-            pc, pre = call.eqn, _prefetch_values(call)
+            pc, pre, ins = call.eqn, _prefetch_values(call), _input_values(call)
             bounds = call.values[:_num_grid_bounds(pc)]
             try:
                 k = export_call(pc, set(), call_site, prefetch_values=pre,
-                                while_bound=self.while_bound, grid_bounds=bounds)
+                                while_bound=self.while_bound, grid_bounds=bounds,
+                                input_values=ins)
             except UnsupportedError as e:
                 self._unsupported(e)
                 continue
@@ -55,7 +57,8 @@ class Recorder:
             self._texts.add(k.text)
             if k.name in self.names:  # another call of the same kernel function: a new name
                 k = export_call(pc, self.names, call_site, prefetch_values=pre,
-                                while_bound=self.while_bound, grid_bounds=bounds)
+                                while_bound=self.while_bound, grid_bounds=bounds,
+                                input_values=ins)
             else:
                 self.names.add(k.name)
             self.kernels.append(k)

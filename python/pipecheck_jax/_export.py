@@ -194,6 +194,9 @@ class _E:
     #: constant along every other dim (Triton's `i * bs + jnp.arange(bs)`, maybe `[:, None]`
     #: and broadcast): start is an int or an integer _E. A gather with it is ds(start, n).
     affine: tuple | None = None
+    #: the refs the value was computed from, kept when it is bound to a local (reads is
+    #: not): for diagnostics only
+    sources: frozenset = frozenset()
 
 
 @dataclasses.dataclass
@@ -202,6 +205,10 @@ class _Ref:
     shape: tuple
     prefetch: bool = False  # a scalar prefetch ref: its reads are integer scalars
     state: bool = False  # an int32 SMEM scratch: integer scalars kept across grid steps
+    #: an integer input whose contents are known or described: (prefetch table name, per
+    #: array dim (block size or None when squeezed, block index text of program_id)); a
+    #: scalar read of it is also a read of the table, an integer (_DataTable)
+    table: tuple | None = None
 
 
 # jax 0.10 wraps a Jaxpr and its consts in a ClosedJaxpr; in 0.11 the two are one class; 0.12
@@ -408,6 +415,11 @@ def _prefetch_read(ref: _Ref, e, ins) -> _E:
 def _index_map(bm, names: list[str], what: str, loc, prefetch: tuple = ()) -> str:
     """The block indices of one BlockMapping as `.pk` integer expressions of the grid names
     (and of the prefetch refs `prefetch`, passed after the grid indices)."""
+    return _tuple(_index_map_parts(bm, names, what, loc, prefetch))
+
+
+def _index_map_parts(bm, names: list[str], what: str, loc, prefetch: tuple = ()) -> list[str]:
+    """_index_map's expressions, one per array dim."""
     closed = bm.index_map_jaxpr
     j = _inner(closed)
     env: dict = {}
@@ -475,7 +487,7 @@ def _index_map(bm, names: list[str], what: str, loc, prefetch: tuple = ()) -> st
                                    f"pl.BoundedSlice({int(b.block_size)}) dim", loc)
         else:
             texts.append(_strip(r.text))
-    return _tuple(texts)
+    return texts
 
 
 def _offset(base, add):
@@ -585,6 +597,10 @@ class _Body:
         self.pad: dict = {}
         #: (ref name, dim) of each access that covers a dim of a ref whole
         self.whole: set = set()
+        #: the data tables (_Ref.table) a read used
+        self.tables_read: set = set()
+        #: the integer inputs without a data table (contents neither known nor described)
+        self.untabled: set = set()
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -729,6 +745,47 @@ class _Body:
                 parts.append(f"ds({_strip(x[1].text)}, {x[2]})")
         return "[...]" if full else "[" + ", ".join(parts) + "]"
 
+    def table_read(self, ref: _Ref, e, idx_atoms, read, tree) -> _E | None:
+        """A scalar read of an integer input with a table (_Ref.table), as that table's element:
+        an integer the body may test, loop to and index with (decode attention's
+        `kv_seq_len_ref[()]`). None where the read is no single element of the block."""
+        transforms = tree_util.tree_unflatten(tree, idx_atoms)
+        local = []  # the element's index in each dim of the ref (the block's unsqueezed dims)
+        if len(transforms) > 1:
+            return None
+        if transforms:
+            ix = transforms[0]
+            if type(ix).__name__ != "NDIndexer" or \
+                    getattr(ix, "int_indexer_shape", ()) not in ((), None):
+                return None
+            for s in ix.indices:
+                if type(s).__name__ == "Slice":
+                    if s.size != 1 or not isinstance(s.start, (int, np.integer)):
+                        return None
+                    local.append(_E(str(int(s.start)), int=True))
+                else:
+                    v = _E(str(int(s)), int=True) if isinstance(s, (int, np.integer)) else (
+                        s if isinstance(s, _E) else read(s))
+                    if not isinstance(v, _E) or not v.int:
+                        return None
+                    local.append(v)
+        if len(local) != len(ref.shape) and not all(d == 1 for d in ref.shape):
+            return None
+        table, dims = ref.table
+        it = iter(local)
+        subs = []
+        for size, block_index in dims:  # the array index: block index * block size + local
+            if size is None:
+                subs.append(block_index)
+                continue
+            x = next(it, None)
+            terms = [f"({block_index}) * {size}" if size != 1 else f"({block_index})"]
+            if x is not None and _strip(x.text) != "0":
+                terms.append(f"({_strip(x.text)})")
+            subs.append(" + ".join(terms))
+        self.tables_read.add(table)
+        return _E(f"{table}[{', '.join(_strip(t) for t in subs) or '0'}]", int=True)
+
     def gather_windows(self, ref: _Ref, e, ix, kept: list, dims: list, read):
         """An NDIndexer with array indices, where each is a window start + iota(n) along its
         own axis of the indexer (`x_ref.at[col_idx]`, `x_ref.at[row_idx[:, None],
@@ -756,8 +813,14 @@ class _Body:
 
     def int_of(self, v, e, what: str) -> _E:
         if not isinstance(v, _E) or not v.int:
-            self.fail(f"{what} computed from array data has no .pk form (indices and conditions "
-                      "must come from program_id, loop variables and constants)", e)
+            msg = (f"{what} computed from array data has no .pk form (indices and conditions "
+                   "must come from program_id, loop variables and constants)")
+            inputs = sorted(set(getattr(v, "sources", ()) or ()) & self.untabled)
+            if inputs:
+                msg += (f"; it reads the integer input '{inputs[0]}', whose reads would count "
+                        "if its contents were known at export (pass the array itself) or "
+                        f"described: prefetch={{{inputs[0]!r}: \"in [0, 8)\"}}")
+            self.fail(msg, e)
         return v
 
     def eqn(self, e, read, env, indent, src):
@@ -796,12 +859,16 @@ class _Body:
                                   f"{_strip(val.text)}", src)
                 return []
             n = 1 if name == "get" else 2
+            if name == "get" and ref.table is not None and e.outvars[0].aval.shape == ():
+                read_ = self.table_read(ref, e, e.invars[1:], read, p["tree"])
+                if read_ is not None:
+                    return [read_]
             sub = self.subscript(ref, e, e.invars[n:], read, p["tree"])
             target = f"{ref.name}{sub}"
             if name == "get":
                 aval = e.outvars[0].aval
                 return [_E(target, reads=frozenset([ref.name]), load=(ref.name, sub), src=src,
-                           shape=aval.shape, dtype=aval.dtype)]
+                           shape=aval.shape, dtype=aval.dtype, sources=frozenset([ref.name]))]
             val = read(e.invars[1])
             old = None
             if name == "swap" and self.uses.get(e.outvars[0], 0) > 0:
@@ -1116,12 +1183,15 @@ class _Body:
         p = e.params
         aval = e.outvars[0].aval
         reads = frozenset().union(*[a.reads for a in ins if isinstance(a, _E)]) if ins else frozenset()
+        sources = frozenset().union(*[a.sources for a in ins if isinstance(a, _E)]) if ins \
+            else frozenset()
         for a in ins:
             if isinstance(a, _Ref):
                 self.fail(f"'{name}' takes the ref '{a.name}' itself, which has no .pk form", e)
 
         def mk(text, **kw):
-            return _E(text, reads=reads, src=src, shape=aval.shape, dtype=aval.dtype, **kw)
+            return _E(text, reads=reads, src=src, shape=aval.shape, dtype=aval.dtype,
+                      sources=reads | sources, **kw)
 
         t = [a.text for a in ins]
         binops = {"add": "+", "sub": "-", "mul": "*", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
@@ -1617,7 +1687,7 @@ def _kernel_source(pc) -> tuple[str, int] | None:
 
 def export_call(pc, taken_names: set | None = None, call_site=None, prefetch_values=None,
                 prefetch: dict | None = None, while_bound: int = DEFAULT_WHILE_BOUND,
-                unused: frozenset = frozenset(), grid_bounds=()) -> Kernel:
+                unused: frozenset = frozenset(), grid_bounds=(), input_values=()) -> Kernel:
     """The `.pk` kernel of one pallas_call equation; raises UnsupportedError.
 
     call_site, (file, line), stands for the pallas_call's own source info where that has none.
@@ -1625,6 +1695,8 @@ def export_call(pc, taken_names: set | None = None, call_site=None, prefetch_val
     unused: the positions of the call's results that the program drops (unused_outputs).
     grid_bounds: the values of its dynamic grid bounds (its first operands; None where not
     known at export): the grid is exported with them.
+    input_values: the values of its inputs where known at export (None where not): an integer
+    input's scalar reads become reads of a prefetch table of its contents (_data_tables).
     """
     while_bound = _while_bound(while_bound)
     taken_names = taken_names if taken_names is not None else set()
@@ -1634,7 +1706,7 @@ def export_call(pc, taken_names: set | None = None, call_site=None, prefetch_val
     loc = _fmt_loc(call_site)
     try:
         return _export_call(pc, name, call_site, source, prefetch_values, prefetch or {},
-                            while_bound, unused, grid_bounds)
+                            while_bound, unused, grid_bounds, input_values)
     except UnsupportedError as err:
         err.kernel = err.kernel or name
         err.location = err.location or loc
@@ -1661,6 +1733,86 @@ def _prefetch_line(nm: str, aval, value, constraint: str | None, loc, kernel) ->
     if constraint:
         text += f" {constraint.strip()}"
     return text
+
+
+#: the most elements a data table may have (a .pk prefetch array's limit: SMEM is small).
+_TABLE_ELEMENTS = 65536
+
+
+def _data_tables(gm, names, n_in, input_values, prefetch: dict, py_names, rank, pre_names,
+                 taken, loc) -> dict:
+    """The integer inputs whose scalar reads may steer the body (decode attention's
+    `kv_seq_len_ref[()]` in a loop bound and a `lax.cond`): those whose contents are known at
+    export, or described by prefetch= under their name, with blocks of Blocked and squeezed
+    dims and at most _TABLE_ELEMENTS elements. name -> ((table name, dims), prefetch line
+    text): the body reads the element at (block index * block size + local index) of a
+    prefetch table of the input's contents, the same values the block holds."""
+    out = {}
+    pids = [f"program_id({k})" for k in range(rank)]
+    for k, bm in enumerate(gm.block_mappings[:n_in]):
+        nm = names[k]
+        aval = bm.array_aval if hasattr(bm, "array_aval") else bm.array_shape_dtype
+        if not np.issubdtype(aval.dtype, np.integer) or math.prod(aval.shape) > _TABLE_ELEMENTS:
+            continue
+        ms = getattr(bm.transformed_block_aval, "memory_space", None)
+        if "any" in str(getattr(ms, "name", ms) or "").lower():
+            continue
+        value = input_values[k] if k < len(input_values) else None
+        py = py_names[k] if k < len(py_names) else None
+        constraint = prefetch.get(nm) or (prefetch.get(py) if py else None)
+        if value is None and not constraint:
+            continue
+        sizes = []
+        for b in bm.block_shape:
+            tn = type(b).__name__
+            if tn == "Squeezed" or b is None:
+                sizes.append(None)
+            elif tn == "Blocked":
+                sizes.append(int(b.block_size))
+            elif isinstance(b, (int, np.integer)):
+                sizes.append(int(b))
+            else:
+                sizes = None
+                break
+        if sizes is None:
+            continue
+        try:
+            index = _index_map_parts(bm, pids, f"'{nm}'", loc, pre_names)
+        except UnsupportedError:
+            continue  # the operand line reports it
+        shape = tuple(int(d) for d in aval.shape)
+        dims = list(zip(sizes, index))
+        if shape == ():  # a scalar input: a table of one
+            shape, dims = (1,), [(None, "0")]
+            value = None if value is None else np.asarray(value).reshape(1)
+        table = _ident(f"{nm}_values", taken)
+        line = _prefetch_line(table, jax.ShapeDtypeStruct(shape, aval.dtype), value, constraint,
+                              loc, None)
+        out[nm] = ((table, dims), line + f"  # the contents of '{nm}', read as integers")
+    return out
+
+
+def _declare_tables(lines: list, tables: dict, used: set, has_prefetch: bool, loc, kernel):
+    """Declares the data tables the body read (_data_tables) as prefetch arrays after the
+    kernel's own, and names them in every index map that names the prefetch arrays (an index
+    map takes one name per prefetch array, in declaration order)."""
+    new = [(t, line) for (t, _), line in tables.values() if t in used]
+    if not new:
+        return
+    at = max((k for k, (t, _) in enumerate(lines) if t.lstrip().startswith("prefetch ")),
+             default=None)
+    if at is None:
+        at = next(k for k, (t, _) in enumerate(lines) if t.lstrip().startswith(("in ", "out ")))
+        at -= 1
+    site = lines[at][1] if at >= 0 else None
+    for off, (_, line) in enumerate(new, start=1):
+        lines.insert(at + off, (line, site))
+    if has_prefetch:
+        extra = ", " + ", ".join(t for t, _ in new)
+        for k, (t, src) in enumerate(lines):
+            m = re.search(r"  index=\(([^)]*)\) ->", t)
+            if m and t.lstrip().startswith(("in ", "out ")):
+                lines[k] = (t[:m.end(1)] + extra + t[m.end(1):], src)
 
 
 def _pad_for_gathers(lines: list, operand_line: dict, body, loc, kernel) -> None:
@@ -1728,7 +1880,7 @@ def _scratch_line(nm: str, aval, loc, kernel) -> str:
 
 def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=None,
                  while_bound: int = DEFAULT_WHILE_BOUND, unused: frozenset = frozenset(),
-                 grid_bounds=()) -> Kernel:
+                 grid_bounds=(), input_values=()) -> Kernel:
     p = pc.params
     gm = p["grid_mapping"]
     loc = _fmt_loc(call_site)
@@ -1764,10 +1916,16 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     py_names = [arg_names[k] if k < len(arg_names) else None for k in range(n_pre)]
     constraints = [(prefetch or {}).get(nm) or (prefetch or {}).get(py_names[k])
                    for k, nm in enumerate(pre_names)]
+    int_inputs = [names[k] for k in range(n_in)
+                  if np.issubdtype(getattr(kj.invars[n_pre + k].aval, "inner_aval",
+                                           kj.invars[n_pre + k].aval).dtype, np.integer)]
+    int_py = [arg_names[n_pre + k] if n_pre + k < len(arg_names) else None for k in range(n_in)]
     for key in prefetch or {}:
-        if key not in pre_names and key not in py_names:
+        if key not in pre_names and key not in py_names and key not in int_inputs and \
+                key not in int_py:
             raise UnsupportedError(f"prefetch={{{key!r}: ...}} names no scalar prefetch operand "
-                                   f"of this kernel (it has {pre_names})", loc, name)
+                                   f"or integer input of this kernel (it has "
+                                   f"{pre_names + int_inputs})", loc, name)
     gnames = (_GRID_NAMES + [f"g{k}" for k in range(len(_GRID_NAMES), len(grid))])[:len(grid)]
 
     lines: list[tuple[str, tuple | None]] = []
@@ -1865,6 +2023,8 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                 text += (f"  buffered=({int(n)}, lookahead)" if getattr(pm, "use_lookahead", False)
                          else f"  buffered={int(n)}")
         lines.append((text, (_index_map_site(bm) or call_site) if n_pre else call_site))
+    tables = _data_tables(gm, names, n_in, input_values, prefetch or {}, arg_names[n_pre:],
+                          len(grid), tuple(pre_names), taken, loc)
     lines.extend(as_scratch)
     for k in range(n_in + n_out, len(names)):
         lines.append((_scratch_line(names[k], kj.invars[n_pre + k].aval, loc, name), call_site))
@@ -1881,6 +2041,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         body.while_bound = while_bound
         body.taken = taken
         body.bind_reads_of = stored
+        body.untabled = set(int_inputs) - set(tables)
         env: dict = {}
         for k, v in enumerate(kj.invars):
             aval = v.aval
@@ -1888,7 +2049,9 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
             nm = pre_names[k] if k < n_pre else names[k - n_pre]
             state = (k >= n_pre + n_in + n_out and "smem" in _memory_space_name(aval)
                      and np.dtype(inner.dtype) == np.int32)
-            env[v] = _Ref(nm, tuple(int(d) for d in inner.shape), prefetch=k < n_pre, state=state)
+            table = tables[nm][0] if nm in tables else None
+            env[v] = _Ref(nm, tuple(int(d) for d in inner.shape), prefetch=k < n_pre, state=state,
+                          table=table)
         body._indent = 2
         body.run(kj, env, 2)
         body.flush(2)
@@ -1900,6 +2063,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         # (`init = init_flag_ref[0]` before `init_flag_ref[0] = 0`), not inlined at their use.
         body = translate(frozenset(body.stored_state))
     _pad_for_gathers(lines, operand_line, body, loc, name)
+    _declare_tables(lines, tables, body.tables_read, bool(pre_names), loc, name)
     if body.no_statements(0):
         body.emit(2, "v0 = 0", source)
     lines[-1:-1] = body.scoped  # before `body:`
@@ -2047,6 +2211,13 @@ def _num_grid_bounds(eqn) -> int:
     return int(getattr(eqn.params["grid_mapping"], "num_dynamic_grid_bounds", 0) or 0)
 
 
+def _input_values(call: Call) -> list:
+    """The known values of the call's inputs (after its grid bounds and prefetch operands)."""
+    gm = call.eqn.params["grid_mapping"]
+    start = _num_grid_bounds(call.eqn) + int(gm.num_index_operands or 0)
+    return call.values[start:start + int(gm.num_inputs)]
+
+
 def _prefetch_values(call: Call) -> list:
     skip = _num_grid_bounds(call.eqn)
     return call.values[skip:skip + int(call.eqn.params["grid_mapping"].num_index_operands or 0)]
@@ -2072,7 +2243,8 @@ def export_kernels(fn: Callable, *args, prefetch: dict | None = None,
     taken: set = set()
     return [export_call(c.eqn, taken, prefetch_values=_prefetch_values(c), prefetch=prefetch,
                         while_bound=while_bound, unused=unused_outputs(c.eqn, c.holder),
-                        grid_bounds=c.values[:_num_grid_bounds(c.eqn)])
+                        grid_bounds=c.values[:_num_grid_bounds(c.eqn)],
+                        input_values=_input_values(c))
             for c in pallas_calls(closed, args)]
 
 

@@ -80,10 +80,12 @@ class _Evaluator:
             return eqn.primitive.bind(*invals, **params)
         n_pre = int(eqn.params["grid_mapping"].num_index_operands or 0)
         nb = _num_grid_bounds(eqn)
+        n_in = int(eqn.params["grid_mapping"].num_inputs)
         k = export_call(eqn, set(),
                         prefetch_values=[np.asarray(v) for v in invals[nb:nb + n_pre]],
                         while_bound=self.while_bound, unused=unused,
-                        grid_bounds=[np.asarray(v) for v in invals[:nb]])
+                        grid_bounds=[np.asarray(v) for v in invals[:nb]],
+                        input_values=[np.asarray(v) for v in invals[nb + n_pre:nb + n_pre + n_in]])
         self.count += 1
         d = os.path.join(self.work, f"{self.count}_{k.name}")
         os.makedirs(os.path.join(d, "in"), exist_ok=True)

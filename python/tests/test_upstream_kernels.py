@@ -178,11 +178,10 @@ UPSTREAM_UNSUPPORTED = {
             q, k, v, tables, lengths, block_h=16, pages_per_compute_block=2, k_splits=2),
         f32s((2, 16, 64), (4, 32, 16, 64), (4, 32, 16, 64)) + [
             jnp.arange(16, dtype=jnp.int32).reshape(2, 8), jnp.full((2,), 64, jnp.int32)],
-        "a condition computed from array data", "paged_attention.py"),
-    "gpu_decode_attention": (
+        "an array (gather) index into 'k_pages_ref' that is not a window", "paged_attention.py"),
+    "gpu_decode_attention_of_unknown_lengths": (
         lambda q, k, v, start, lengths: gpu_decode.mqa(q, k, v, start, lengths, k_splits=4),
-        f32s((2, 4, 64), (2, 256, 64), (2, 256, 64)) + [jnp.zeros((2,), jnp.int32),
-                                                         jnp.full((2,), 256, jnp.int32)],
+        f32s((2, 4, 64), (2, 256, 64), (2, 256, 64)) + [jax.ShapeDtypeStruct((2,), jnp.int32)] * 2,
         "a condition computed from array data", "decode_attention.py"),
     "tpu_megablox_gmm_of_unknown_group_sizes": (
         gmm,
@@ -244,3 +243,31 @@ def test_upstream_megablox_gmm_whose_accumulator_init_moves_is_a_violation(tmp_p
                  jnp.array([100, 0, 300, 112], jnp.int32))
     assert r.verdicts == {"kernel_": "violation"}, r.report()
     assert "uninitialized-accumulator" in {f.rule for f in r.findings}, r.report()
+
+
+# Decode attention: its start index and kv length, integer inputs read as scalars, bound its kv
+# loop and pick a lax.cond branch; with their contents given they are prefetch tables.
+
+def decode(q, k, v, start, lengths):
+    return gpu_decode.mqa(q, k, v, start, lengths, k_splits=4)
+
+
+@pytest.mark.parametrize("start, lengths", [([0, 30], [100, 256]), ([0, 0], [0, 1]),
+                                            ([200, 0], [100, 64])],
+                         ids=["ragged", "empty", "start_past_length"])
+def test_upstream_decode_attention_is_verified_and_runs_like_interpret(start, lengths):
+    q, k, v = U.data([jnp.zeros((2, 4, 64)), jnp.zeros((2, 256, 64)), jnp.zeros((2, 256, 64))])
+    start, lengths = jnp.array(start, jnp.int32), jnp.array(lengths, jnp.int32)
+    r = pj.check(decode, q, k, v, start, lengths)
+    assert r.verdicts == {"mha_forward": "verified"}, r.report()
+    res = pj.run(decode, q, k, v, start, lengths, rtol=1e-4, atol=1e-4)
+    assert res.ok, res
+
+
+def test_upstream_decode_attention_of_described_lengths_is_not_verified_past_what_it_can_check():
+    # Every length in [0, 257) for each of 2 sequences: the race check would need each of
+    # them; the verdict says so rather than passing.
+    s = jax.ShapeDtypeStruct((2,), jnp.int32)
+    r = pj.check(decode, *f32s((2, 4, 64), (2, 256, 64), (2, 256, 64)), s, s,
+                 prefetch={"start_idx_ref": "in [0, 257)", "kv_seq_len_ref": "in [0, 257)"})
+    assert r.verdicts == {"mha_forward": "unknown"}, r.report()
