@@ -2,7 +2,8 @@
 """pipecheck check through the JAX bridge on the kernels the installed jax ships.
 
 For each upstream kernel (jax.experimental.pallas.ops: TPU matmul, flash attention forward
-and backward, splash attention, megablox gmm, GPU attention and softmax), called as its users
+and backward, splash attention, megablox gmm, GPU attention, softmax, layer norm, RMS norm
+and decode attention), called as its users
 call it: the time of `pipecheck_jax.check` (trace and export included): the first run, when jax
 traces the function afresh, and the median of --repeat runs, when its jit caches are warm;
 the kernels it makes, their grid points and verdicts. Prints a Markdown
@@ -39,6 +40,7 @@ def cases():
             ("splash local forward+backward", U.splash(grad=True, **local), U.splash_args())]
     out += [(f"megablox gmm, group sizes {s}", U.gmm, U.gmm_args(s))
             for s in ([100, 0, 300, 112], [1, 1, 1, 509])]
+    out += [("decode attention, lengths [100, 256]", U.decode, U.decode_args([0, 30], [100, 256]))]
     return out
 
 

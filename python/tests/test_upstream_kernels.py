@@ -245,22 +245,16 @@ def test_upstream_megablox_gmm_whose_accumulator_init_moves_is_a_violation(tmp_p
     assert "uninitialized-accumulator" in {f.rule for f in r.findings}, r.report()
 
 
-# Decode attention: its start index and kv length, integer inputs read as scalars, bound its kv
-# loop and pick a lax.cond branch; with their contents given they are prefetch tables.
-
-def decode(q, k, v, start, lengths):
-    return gpu_decode.mqa(q, k, v, start, lengths, k_splits=4)
-
+# Decode attention (upstream.decode): its lengths, given, are prefetch tables.
 
 @pytest.mark.parametrize("start, lengths", [([0, 30], [100, 256]), ([0, 0], [0, 1]),
                                             ([200, 0], [100, 64])],
                          ids=["ragged", "empty", "start_past_length"])
 def test_upstream_decode_attention_is_verified_and_runs_like_interpret(start, lengths):
-    q, k, v = U.data([jnp.zeros((2, 4, 64)), jnp.zeros((2, 256, 64)), jnp.zeros((2, 256, 64))])
-    start, lengths = jnp.array(start, jnp.int32), jnp.array(lengths, jnp.int32)
-    r = pj.check(decode, q, k, v, start, lengths)
+    args = U.decode_args(start, lengths)
+    r = pj.check(U.decode, *args)
     assert r.verdicts == {"mha_forward": "verified"}, r.report()
-    res = pj.run(decode, q, k, v, start, lengths, rtol=1e-4, atol=1e-4)
+    res = pj.run(U.decode, *args, rtol=1e-4, atol=1e-4)
     assert res.ok, res
 
 
@@ -268,6 +262,6 @@ def test_upstream_decode_attention_of_described_lengths_is_not_verified_past_wha
     # Every length in [0, 257) for each of 2 sequences: the race check would need each of
     # them; the verdict says so rather than passing.
     s = jax.ShapeDtypeStruct((2,), jnp.int32)
-    r = pj.check(decode, *f32s((2, 4, 64), (2, 256, 64), (2, 256, 64)), s, s,
+    r = pj.check(U.decode, *f32s((2, 4, 64), (2, 256, 64), (2, 256, 64)), s, s,
                  prefetch={"start_idx_ref": "in [0, 257)", "kv_seq_len_ref": "in [0, 257)"})
     assert r.verdicts == {"mha_forward": "unknown"}, r.report()

@@ -4,6 +4,7 @@ call them: shared by test_upstream_kernels.py and bench/upstream_kernels.py."""
 import jax
 import jax.numpy as jnp
 from jax.experimental.pallas.ops.gpu import attention as gpu_attention
+from jax.experimental.pallas.ops.gpu import decode_attention as gpu_decode
 from jax.experimental.pallas.ops.gpu import layer_norm as gpu_layer_norm
 from jax.experimental.pallas.ops.gpu import rms_norm as gpu_rms_norm
 from jax.experimental.pallas.ops.gpu import softmax as gpu_softmax
@@ -93,6 +94,18 @@ VERIFIED = {
     "gpu_rms_norm": (grad_of(gpu_rms_norm.rms_norm), f32s((2, 4, 300), (300,), (300,)),
                      {"rms_forward", "ln_backward_dx", "ln_backward_dw_db"}),
 }
+
+
+# Decode attention: its start indices and kv lengths (integer inputs read as scalars that
+# bound its kv loop and pick a lax.cond branch) are prefetch tables of their contents.
+def decode(q, k, v, start, lengths):
+    return gpu_decode.mqa(q, k, v, start, lengths, k_splits=4)
+
+
+def decode_args(start, lengths, seed=1):
+    q, k, v = data([jnp.zeros((2, 4, 64)), jnp.zeros((2, 256, 64)), jnp.zeros((2, 256, 64))],
+                   seed)
+    return q, k, v, jnp.array(start, jnp.int32), jnp.array(lengths, jnp.int32)
 
 
 def data(args, seed=1):
