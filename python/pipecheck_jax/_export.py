@@ -1785,6 +1785,8 @@ def _data_tables(gm, names, n_in, input_values, prefetch: dict, py_names, rank, 
         if shape == ():  # a scalar input: a table of one
             shape, dims = (1,), [(None, "0")]
             value = None if value is None else np.asarray(value).reshape(1)
+        if len(shape) > 4:
+            continue  # no .pk prefetch form: its reads stay block reads
         table = _ident(f"{nm}_values", taken)
         line = _prefetch_line(table, jax.ShapeDtypeStruct(shape, aval.dtype), value, constraint,
                               loc, None)
