@@ -100,9 +100,12 @@ class _Evaluator:
                               capture_output=True, text=True)
         self.output += proc.stdout + proc.stderr
         self.exit = max(self.exit, proc.returncode)
-        if proc.returncode not in (0, 1):
-            raise RuntimeError(f"pipecheck run {pk} failed (exit {proc.returncode}):\n"
-                               f"{proc.stdout}{proc.stderr}")
+        outs = [os.path.join(d, "out", f"{name}.npy") for name, role, _, _ in k.operands
+                if role == "out"]
+        if proc.returncode not in (0, 1) or not all(os.path.exists(f) for f in outs):
+            # (exit 1 without outputs: the run stopped, e.g. at an out-of-bounds access)
+            raise RuntimeError(f"pipecheck run {pk} failed (exit {proc.returncode}) and wrote "
+                               f"no outputs:\n{proc.stdout}{proc.stderr}")
         # A dropped output the kernel declared as scratch has no result; nothing reads it.
         return [_load(os.path.join(d, "out", f"{name}.npy"), dt) if role == "out" else
                 jnp.zeros(shape, dt)

@@ -5,6 +5,7 @@ contents, when they are known at export or described."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax import lax
 from jax.experimental import pallas as pl
 
@@ -90,3 +91,9 @@ def test_an_integer_input_read_only_as_a_block_stays_a_plain_input():
     fn = lambda x, n: pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32))(x, n)
     text = pj.export(fn, jnp.zeros((8, 128)), jnp.asarray(np.arange(1024, dtype=np.int32).reshape(8, 128)))
     assert "prefetch" not in text, text
+
+
+def test_a_run_that_stops_at_the_out_of_bounds_read_says_where():
+    with pytest.raises(RuntimeError) as e:
+        pj.run(chunk_sum, x_data(), jnp.array([2, 5], jnp.int32))
+    assert "wrote no outputs" in str(e.value) and "slice 32:40 is out of bounds" in str(e.value)
