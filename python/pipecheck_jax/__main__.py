@@ -18,7 +18,7 @@ import traceback
 from ._check import EXIT_ENV, EXIT_UNKNOWN, check_kernels
 from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, _input_values,
                       _num_grid_bounds, _prefetch_values,
-                      export_call, pallas_calls, trace)
+                      export_call, internal_error, pallas_calls, trace)
 
 
 class Recorder:
@@ -51,6 +51,9 @@ class Recorder:
                                 input_values=ins)
             except UnsupportedError as e:
                 self._unsupported(e)
+                continue
+            except Exception as e:  # noqa: BLE001 - a bug of the export must not stop the script
+                self._unsupported(internal_error(e))
                 continue
             if k.text in self._texts:
                 continue

@@ -31,6 +31,13 @@ except ImportError as e:  # pragma: no cover - an incompatible jax
 source_info_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)) + os.sep)
 
 
+def internal_error(e: Exception, kernel: str | None = None) -> "UnsupportedError":
+    """An exception the export did not expect, as the diagnostic it reports instead of
+    crashing the caller's program: never a pass (exit 2), and says it is the export's fault."""
+    return UnsupportedError(f"internal error of the export ({type(e).__name__}: {e}); the "
+                            "kernel is not checked: please report it", None, kernel)
+
+
 class UnsupportedError(Exception):
     """A construct the `.pk` language has no form for; `location` is "FILE:LINE" or None."""
 
@@ -720,6 +727,10 @@ class _Body:
                     else:
                         start = self.int_of(read(s.start) if not isinstance(s.start, _E) else s.start, e,
                                             "a slice start")
+                    if not isinstance(s.size, (int, np.integer)):
+                        self.fail(f"a slice of '{ref.name}' whose size is computed at run time "
+                                  "has no .pk form (a body slice has a static size; a "
+                                  "BlockSpec's pl.BoundedSlice dim takes a dynamic one)", e)
                     dims[d] = ("slice", _offset(base, start), int(s.size))
                 else:
                     if isinstance(s, (int, np.integer)):
@@ -2243,11 +2254,16 @@ def export_kernels(fn: Callable, *args, prefetch: dict | None = None,
     if not find_pallas_calls(closed.jaxpr):
         raise UnsupportedError("the function makes no pallas_call")
     taken: set = set()
-    return [export_call(c.eqn, taken, prefetch_values=_prefetch_values(c), prefetch=prefetch,
-                        while_bound=while_bound, unused=unused_outputs(c.eqn, c.holder),
-                        grid_bounds=c.values[:_num_grid_bounds(c.eqn)],
-                        input_values=_input_values(c))
-            for c in pallas_calls(closed, args)]
+    try:
+        return [export_call(c.eqn, taken, prefetch_values=_prefetch_values(c), prefetch=prefetch,
+                            while_bound=while_bound, unused=unused_outputs(c.eqn, c.holder),
+                            grid_bounds=c.values[:_num_grid_bounds(c.eqn)],
+                            input_values=_input_values(c))
+                for c in pallas_calls(closed, args)]
+    except UnsupportedError:
+        raise
+    except Exception as e:  # noqa: BLE001 - past tracing, a failure is the export's own bug
+        raise internal_error(e) from e
 
 
 def export(fn: Callable, *args, prefetch: dict | None = None,

@@ -279,3 +279,36 @@ def test_integer_div_and_rem_on_arrays_export_exactly_and_run_like_interpret():
                             (8, 128))
     res = pj.run(fn, x, reference=lambda x: want)
     assert res.ok, res
+
+
+def test_an_export_bug_is_an_unsupported_internal_error_never_a_crash_or_a_pass(monkeypatch):
+    import pipecheck_jax._export as export
+
+    def boom(*a, **k):
+        raise KeyError("a construct the export did not expect")
+
+    monkeypatch.setattr(export, "_export_call", boom)
+    fn, args = K.make_add()
+    r = pj.check(fn, *args)
+    assert r.exit_code == 2 and not r.verified, r.report()
+    (u,) = r.unsupported
+    assert "internal error of the export (KeyError" in str(u), str(u)
+
+
+def test_a_body_slice_of_run_time_size_is_unsupported_at_its_line():
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(n_ref, x_hbm, o_ref, buf, sem):
+        n = n_ref[0]
+        pltpu.make_async_copy(x_hbm.at[pl.ds(0, n)], buf.at[pl.ds(0, n)], sem).start()
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+    def fn(n, x):
+        return pl.pallas_call(
+            kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM), pl.BlockSpec(memory_space=pl.ANY)],
+            scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA(())])(n, x)
+
+    r = pj.check(fn, jnp.array([4], jnp.int32), jnp.zeros((8, 128), jnp.float32))
+    assert r.exit_code == 2, r.report()
+    assert any("whose size is computed at run time" in str(u) for u in r.unsupported), r.report()
