@@ -2151,6 +2151,8 @@ _CALLS = ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_
           "custom_vjp_call_jaxpr", "remat", "checkpoint")
 #: the most elements a result computed at export may have.
 _FOLD_ELEMENTS = 1 << 20
+#: the most elements an operand of a non-integer result computed at export may have.
+_FOLD_FLOAT_OPERAND = 1 << 16
 
 
 def pallas_calls(closed, args) -> list[Call]:
@@ -2203,13 +2205,19 @@ def _walk(jaxpr, env: dict, found: list) -> list:
 
 def _computed(e, ins) -> list | None:
     """e's results computed on its known operands, where all are known, e has no effects and
-    its results are arrays of at most _FOLD_ELEMENTS elements; else None. (Floats too:
-    megablox's tile visits are a histogram of its group offsets.)"""
+    its results are arrays of at most _FOLD_ELEMENTS elements; else None. Floats too
+    (megablox's tile visits are a histogram of its group offsets), but only from operands of
+    at most _FOLD_FLOAT_OPERAND elements: a model's weights passed as arrays are not worth
+    computing on, op by op, for the tables a kernel takes."""
     if e.effects or any(x is None for x in ins):
         return None
     for v in e.outvars:
         if not hasattr(v.aval, "dtype") or math.prod(v.aval.shape) > _FOLD_ELEMENTS:
             return None
+    ints = all(np.issubdtype(v.aval.dtype, np.integer) or v.aval.dtype == np.bool_
+               for v in e.outvars)
+    if not ints and any(np.size(x) > _FOLD_FLOAT_OPERAND for x in ins):
+        return None
     try:
         bp = e.primitive.get_bind_params(e.params)
         subfuns, params = bp if isinstance(bp, tuple) else ((), bp)
