@@ -170,13 +170,20 @@ bool unknown_on_coverage(const verifier::rules::RuleOutcome &r) {
   return false;
 }
 
+// The symbolic checker's and the enumerator's outcomes on text's ds_skip.
+std::vector<verifier::rules::RuleOutcome> both_outcomes(const std::string &text) {
+  const spec::KernelSpec k = testing::kernel(testing::parse_text(text), "ds_skip");
+  auto m = verifier::rules::build_model(k, {}, std::nullopt); // points into k
+  if (!m.model) {
+    ADD_FAILURE() << "no model: " << m.unknown_reason;
+    return {};
+  }
+  return {verifier::rules::check_symbolic(*m.model, 10000), verifier::rules::check_enumerated(*m.model)};
+}
+
 TEST(BodyLoops, ADsStoreWhoseStartDependsOnTheGridPointIsPlacedAtEachGridPoint) {
   const std::string text = ds_from_the_grid("");
-  const spec::KernelSpec k = testing::kernel(testing::parse_text(text), "ds_skip");
-  auto m = verifier::rules::build_model(k, {}, std::nullopt);
-  ASSERT_TRUE(m.model);
-  for (const auto &r :
-       {verifier::rules::check_symbolic(*m.model, 10000), verifier::rules::check_enumerated(*m.model)}) {
+  for (const auto &r : both_outcomes(text)) {
     ASSERT_TRUE(says_not_covered(r)) << (r.unknown.empty() ? "no finding" : r.unknown[0]);
     // Grid point 1 skips chunk 0 of its block: element (8, 0) is written back undefined.
     const auto &f = r.findings.front();
@@ -196,11 +203,7 @@ TEST(BodyLoops, ADsStoreFromTheGridPointOverAGridTooLargeToPlaceIsUnknown) {
   // Placed per grid point and element up to 4096 parallel points: past
   // that, undecided, not a guess either way.
   const std::string text = ds_from_the_grid("", "8192");
-  const spec::KernelSpec k = testing::kernel(testing::parse_text(text), "ds_skip");
-  auto m = verifier::rules::build_model(k, {}, std::nullopt);
-  ASSERT_TRUE(m.model);
-  for (const auto &r :
-       {verifier::rules::check_symbolic(*m.model, 10000), verifier::rules::check_enumerated(*m.model)}) {
+  for (const auto &r : both_outcomes(text)) {
     EXPECT_FALSE(says_not_covered(r));
     EXPECT_TRUE(unknown_on_coverage(r)) << (r.unknown.empty() ? "no unknown" : r.unknown[0]);
   }
@@ -210,11 +213,7 @@ TEST(BodyLoops, ADsStoreFromTheGridPointWithAStaticStoreCoveringTheRestIsDecided
   // The static store writes chunk 0 everywhere: the decided stores cover
   // the block, so the undecided one does not matter.
   const std::string text = ds_from_the_grid("        o[:, 0:bs] = x[:, 0:bs]\n");
-  const spec::KernelSpec k = testing::kernel(testing::parse_text(text), "ds_skip");
-  auto m = verifier::rules::build_model(k, {}, std::nullopt);
-  ASSERT_TRUE(m.model);
-  for (const auto &r :
-       {verifier::rules::check_symbolic(*m.model, 10000), verifier::rules::check_enumerated(*m.model)}) {
+  for (const auto &r : both_outcomes(text)) {
     EXPECT_FALSE(says_not_covered(r));
     EXPECT_FALSE(unknown_on_coverage(r));
   }
