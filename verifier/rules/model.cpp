@@ -525,6 +525,7 @@ struct Builder {
       ef.order = order + 1;
       ef.partial = is_partial(dst);
       ef.box = box_of(dst, i, &ef.exact);
+      if (!ef.exact) ef.target = substituted_target(dst);
       ef.loc = loc;
       m.effects.push_back(std::move(ef));
     }
