@@ -126,7 +126,6 @@ class _Evaluator:
             if e.primitive.name == "pallas_call":
                 outs = self.pallas_call(e, invals, unused_outputs(e, jaxpr))
             else:
-                sub = e.params.get("jaxpr")
                 nested = [j for v in e.params.values() for j in sub_jaxprs(v)]
                 if any(find_pallas_calls(j) for j in nested):
                     outs = self.control(e, invals)
