@@ -16,9 +16,8 @@ import sys
 import traceback
 
 from ._check import EXIT_ENV, EXIT_UNKNOWN, check_kernels
-from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, _input_values,
-                      _num_grid_bounds, _prefetch_values,
-                      export_call, internal_error, pallas_calls, trace)
+from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, export_found, internal_error,
+                      pallas_calls, trace)
 
 
 class Recorder:
@@ -43,12 +42,8 @@ class Recorder:
             self._unsupported(UnsupportedError(f"could not trace the pallas_call: {e}"))
             return
         for call in pallas_calls(closed, list(args)):  # scalar prefetch contents, when concrete
-            pc, pre, ins = call.eqn, _prefetch_values(call), _input_values(call)
-            bounds = call.values[:_num_grid_bounds(pc)]
             try:
-                k = export_call(pc, set(), call_site, prefetch_values=pre,
-                                while_bound=self.while_bound, grid_bounds=bounds,
-                                input_values=ins)
+                k = export_found(call, set(), call_site, while_bound=self.while_bound)
             except UnsupportedError as e:
                 self._unsupported(e)
                 continue
@@ -59,9 +54,7 @@ class Recorder:
                 continue
             self._texts.add(k.text)
             if k.name in self.names:  # another call of the same kernel function: a new name
-                k = export_call(pc, self.names, call_site, prefetch_values=pre,
-                                while_bound=self.while_bound, grid_bounds=bounds,
-                                input_values=ins)
+                k = export_found(call, self.names, call_site, while_bound=self.while_bound)
             else:
                 self.names.add(k.name)
             self.kernels.append(k)

@@ -31,13 +31,6 @@ except ImportError as e:  # pragma: no cover - an incompatible jax
 source_info_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)) + os.sep)
 
 
-def internal_error(e: Exception, kernel: str | None = None) -> "UnsupportedError":
-    """An exception the export did not expect, as the diagnostic it reports instead of
-    crashing the caller's program: never a pass (exit 2), and says it is the export's fault."""
-    return UnsupportedError(f"internal error of the export ({type(e).__name__}: {e}); the "
-                            "kernel is not checked: please report it", None, kernel)
-
-
 class UnsupportedError(Exception):
     """A construct the `.pk` language has no form for; `location` is "FILE:LINE" or None."""
 
@@ -51,6 +44,13 @@ class UnsupportedError(Exception):
         where = f"{self.location}: " if self.location else ""
         what = f" (kernel {self.kernel})" if self.kernel else ""
         return f"{where}unsupported{what}: {self.message}"
+
+
+def internal_error(e: Exception, kernel: str | None = None) -> UnsupportedError:
+    """An exception the export did not expect, as the diagnostic it reports instead of
+    crashing the caller's program: never a pass (exit 2), and says it is the export's fault."""
+    return UnsupportedError(f"internal error of the export ({type(e).__name__}: {e}); the "
+                            "kernel is not checked: please report it", None, kernel)
 
 
 @dataclasses.dataclass
@@ -214,7 +214,7 @@ class _Ref:
     state: bool = False  # an int32 SMEM scratch: integer scalars kept across grid steps
     #: an integer input whose contents are known or described: (prefetch table name, per
     #: array dim (block size or None when squeezed, block index text of program_id)); a
-    #: scalar read of it is also a read of the table, an integer (_DataTable)
+    #: scalar read of it is also a read of the table, an integer (_data_tables)
     table: tuple | None = None
 
 
@@ -232,6 +232,11 @@ def sub_jaxprs(value):
     for s in value if isinstance(value, (tuple, list)) else (value,):
         if _is_jaxpr(s):
             yield _inner(s)
+
+
+#: equations whose sub-jaxpr is called once on the equation's operands, as a function is.
+_CALLS = ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
+          "custom_vjp_call_jaxpr", "remat", "checkpoint")
 
 
 def find_pallas_calls(jaxpr) -> list:
@@ -532,12 +537,11 @@ def _affine(e, ins) -> tuple | None:
                 continue
             if name == "sub" and k == 1:
                 return None  # b - iota runs backwards
-            start = a[0]
             if name == "add":
-                start = _offset(start, b)
+                start = _offset(a[0], b)
             else:
-                st = str(start) if isinstance(start, int) else f"({_strip(start.text)})"
-                start = _E(f"{st} - ({_strip(b.text)})", int=True)
+                base = a[0] if isinstance(a[0], _E) else _E(str(a[0]), int=True)
+                start = _int_binary("sub", base, b)
             return (start, a[1], a[2]) if along(a[2], a[1]) else None
         return None
     a = args[0] if args else None
@@ -1805,10 +1809,10 @@ def _data_tables(gm, names, n_in, input_values, prefetch: dict, py_names, rank, 
     return out
 
 
-def _declare_tables(lines: list, tables: dict, used: set, has_prefetch: bool, loc, kernel):
+def _declare_tables(lines: list, tables: dict, used: set, params: list | None):
     """Declares the data tables the body read (_data_tables) as prefetch arrays after the
-    kernel's own, and names them in every index map that names the prefetch arrays (an index
-    map takes one name per prefetch array, in declaration order)."""
+    kernel's own, and names them in every index map whose parameters `params` name the
+    prefetch arrays (an index map takes one name per prefetch array, in declaration order)."""
     new = [(t, line) for (t, _), line in tables.values() if t in used]
     if not new:
         return
@@ -1820,12 +1824,10 @@ def _declare_tables(lines: list, tables: dict, used: set, has_prefetch: bool, lo
     site = lines[at][1] if at >= 0 else None
     for off, (_, line) in enumerate(new, start=1):
         lines.insert(at + off, (line, site))
-    if has_prefetch:
-        extra = ", " + ", ".join(t for t, _ in new)
-        for k, (t, src) in enumerate(lines):
-            m = re.search(r"  index=\(([^)]*)\) ->", t)
-            if m and t.lstrip().startswith(("in ", "out ")):
-                lines[k] = (t[:m.end(1)] + extra + t[m.end(1):], src)
+    if params:  # the index maps name the kernel's own prefetch arrays: these follow them
+        old = f"  index={_tuple(params)} ->"
+        ext = f"  index={_tuple(params + [t for t, _ in new])} ->"
+        lines[:] = [(t.replace(old, ext, 1), src) for t, src in lines]
 
 
 def _pad_for_gathers(lines: list, operand_line: dict, body, loc, kernel) -> None:
@@ -1835,15 +1837,14 @@ def _pad_for_gathers(lines: list, operand_line: dict, body, loc, kernel) -> None
     which the rules follow as undefined (an unmasked lane that reaches an output is an
     uninitialized-read). A window past even the padding is an index-out-of-bounds."""
     for nm, pads in body.pad.items():
-        k = operand_line.get(nm)
-        m = re.search(r"block=\(([^)]*)\)", lines[k][0]) if k is not None else None
-        if m is None:
+        if nm not in operand_line:
             raise UnsupportedError(f"a gather window into '{nm}' (a scratch, or in memory_space="
                                    "any) has no .pk form", loc, kernel)
-        dims = [x.strip() for x in m.group(1).split(",") if x.strip()]
+        k, dims = operand_line[nm]
         if not all(d == "None" or d.isdigit() for d in dims):
             raise UnsupportedError(f"a gather window into '{nm}', whose block has Element or "
                                    "BoundedSlice dims, has no .pk form", loc, kernel)
+        padded = list(dims)
         shown = [i for i, d in enumerate(dims) if d != "None"]
         for d, n in sorted(pads.items()):
             size = int(dims[shown[d]])
@@ -1852,9 +1853,9 @@ def _pad_for_gathers(lines: list, operand_line: dict, body, loc, kernel) -> None
                     f"'{nm}' is read both through gather windows of {n} that pass its end and "
                     f"whole: no .pk form (the padded block would change the whole read)", loc,
                     kernel)
-            dims[shown[d]] = str(-(-size // n) * n)
+            padded[shown[d]] = str(-(-size // n) * n)
         text, site = lines[k]
-        lines[k] = (text[:m.start()] + f"block={_tuple(dims)}" + text[m.end():], site)
+        lines[k] = (text.replace(f"block={_tuple(dims)}", f"block={_tuple(padded)}", 1), site)
 
 
 def _memory_space_name(aval) -> str:
@@ -1902,14 +1903,14 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     if _num_grid_bounds(pc):
         # megablox's (tiles_n, num_active_tiles, tiles_k): a bound computed from the group
         # sizes, known at export when they are; the kernel is checked for that grid.
-        bounds = iter(list(grid_bounds) + [None] * _num_grid_bounds(pc))
-        dynamic = [type(g).__name__ == "DynamicGridDim" for g in grid]
-        grid = tuple(next(bounds) if d else g for g, d in zip(grid, dynamic))
+        bounds = iter(grid_bounds)
+        grid = tuple(next(bounds, None) if type(g).__name__ == "DynamicGridDim" else g
+                     for g in grid)
         if any(g is None for g in grid):
             raise UnsupportedError("a grid with bounds known only at run time (not at export: "
                                    "pass the arrays they are computed from) has no .pk form",
                                    loc, name)
-        grid = tuple(int(np.asarray(g).reshape(-1)[0]) if d else g for g, d in zip(grid, dynamic))
+        grid = tuple(g if isinstance(g, int) else int(np.asarray(g).reshape(-1)[0]) for g in grid)
     if any(not isinstance(g, (int, np.integer)) for g in grid):
         raise UnsupportedError(f"a dynamic grid {grid} has no .pk form", loc, name)
     if p.get("mesh") is not None:
@@ -1978,7 +1979,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     # time before scratch_shapes (splash attention's m/l/o): its block stays in VMEM for the
     # whole grid (per core) and is never read back, so it is exported as the scratch it is.
     as_scratch = []
-    operand_line: dict = {}  # operand name -> index in lines of its `in`/`out` line
+    operand_line: dict = {}  # operand name -> (index in lines of its line, its block dims)
     for k, bm in enumerate(gm.block_mappings):
         role = "in" if k < n_in else "out"
         nm = names[k]
@@ -1993,8 +1994,8 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
             text += "  memory_space=any"
             lines.append((text, call_site))
             continue
-        operand_line[nm] = len(lines)
         dims = []
+        operand_line[nm] = (len(lines), dims)
         for b in bm.block_shape:
             tn = type(b).__name__
             if tn == "Squeezed" or b is None:
@@ -2076,7 +2077,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         # (`init = init_flag_ref[0]` before `init_flag_ref[0] = 0`), not inlined at their use.
         body = translate(frozenset(body.stored_state))
     _pad_for_gathers(lines, operand_line, body, loc, name)
-    _declare_tables(lines, tables, body.tables_read, bool(pre_names), loc, name)
+    _declare_tables(lines, tables, body.tables_read, gnames + pre_names if pre_names else None)
     if body.no_statements(0):
         body.emit(2, "v0 = 0", source)
     lines[-1:-1] = body.scoped  # before `body:`
@@ -2146,9 +2147,6 @@ class Call:
     values: list
 
 
-#: equations whose sub-jaxpr is called once on the equation's operands, as a function is.
-_CALLS = ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
-          "custom_vjp_call_jaxpr", "remat", "checkpoint")
 #: the most elements a result computed at export may have.
 _FOLD_ELEMENTS = 1 << 20
 #: the most elements an operand of a non-integer result computed at export may have.
@@ -2227,6 +2225,18 @@ def _computed(e, ins) -> list | None:
         return None    # python -m pipecheck_jax inside a jit): the values stay unknown
 
 
+def export_found(call: Call, taken_names: set | None = None, call_site=None,
+                 prefetch: dict | None = None,
+                 while_bound: int = DEFAULT_WHILE_BOUND) -> Kernel:
+    """export_call with what `call` knows: the values of its grid bounds, prefetch operands and
+    inputs, and which of its results the program holding it drops."""
+    return export_call(call.eqn, taken_names, call_site, prefetch_values=_prefetch_values(call),
+                       prefetch=prefetch, while_bound=while_bound,
+                       unused=unused_outputs(call.eqn, call.holder),
+                       grid_bounds=call.values[:_num_grid_bounds(call.eqn)],
+                       input_values=_input_values(call))
+
+
 def _num_grid_bounds(eqn) -> int:
     """How many dynamic grid bounds the pallas_call eqn takes (its first operands)."""
     return int(getattr(eqn.params["grid_mapping"], "num_dynamic_grid_bounds", 0) or 0)
@@ -2263,10 +2273,7 @@ def export_kernels(fn: Callable, *args, prefetch: dict | None = None,
         raise UnsupportedError("the function makes no pallas_call")
     taken: set = set()
     try:
-        return [export_call(c.eqn, taken, prefetch_values=_prefetch_values(c), prefetch=prefetch,
-                            while_bound=while_bound, unused=unused_outputs(c.eqn, c.holder),
-                            grid_bounds=c.values[:_num_grid_bounds(c.eqn)],
-                            input_values=_input_values(c))
+        return [export_found(c, taken, prefetch=prefetch, while_bound=while_bound)
                 for c in pallas_calls(closed, args)]
     except UnsupportedError:
         raise

@@ -14,9 +14,9 @@ import numpy as np
 from jax._src import core as jax_core
 
 from ._check import pipecheck_binary
-from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, _consts, _inner, _num_grid_bounds,
-                      _while_bound, export_call, find_pallas_calls, scan_counts, sub_jaxprs,
-                      trace, unused_outputs)
+from ._export import (_CALLS, DEFAULT_WHILE_BOUND, Call, UnsupportedError, _consts, _inner,
+                      _while_bound, export_found, find_pallas_calls, scan_counts, sub_jaxprs,
+                      trace)
 
 
 @dataclasses.dataclass
@@ -73,19 +73,15 @@ class _Evaluator:
         self.output = ""
         self.count = 0
 
-    def pallas_call(self, eqn, invals, unused=frozenset()):
+    def pallas_call(self, eqn, invals, holder):
+        """eqn (a pallas_call of the jaxpr `holder`) run on invals: by JAX's interpret mode,
+        or exported with the values it gets and run by `pipecheck run`."""
         if self.mode == "interpret":
             params = dict(eqn.params)
             params["interpret"] = True
             return eqn.primitive.bind(*invals, **params)
-        n_pre = int(eqn.params["grid_mapping"].num_index_operands or 0)
-        nb = _num_grid_bounds(eqn)
-        n_in = int(eqn.params["grid_mapping"].num_inputs)
-        k = export_call(eqn, set(),
-                        prefetch_values=[np.asarray(v) for v in invals[nb:nb + n_pre]],
-                        while_bound=self.while_bound, unused=unused,
-                        grid_bounds=[np.asarray(v) for v in invals[:nb]],
-                        input_values=[np.asarray(v) for v in invals[nb + n_pre:nb + n_pre + n_in]])
+        k = export_found(Call(eqn, holder, [np.asarray(v) for v in invals]), set(),
+                         while_bound=self.while_bound)
         self.count += 1
         d = os.path.join(self.work, f"{self.count}_{k.name}")
         os.makedirs(os.path.join(d, "in"), exist_ok=True)
@@ -124,7 +120,7 @@ class _Evaluator:
         for e in jaxpr.eqns:
             invals = [read(v) for v in e.invars]
             if e.primitive.name == "pallas_call":
-                outs = self.pallas_call(e, invals, unused_outputs(e, jaxpr))
+                outs = self.pallas_call(e, invals, jaxpr)
             else:
                 nested = [j for v in e.params.values() for j in sub_jaxprs(v)]
                 if any(find_pallas_calls(j) for j in nested):
@@ -149,8 +145,7 @@ class _Evaluator:
         values, so that each pallas_call inside runs on its own inputs: jit and custom
         derivative calls, cond/switch (the branch the index picks), scan and while."""
         name, p = e.primitive.name, e.params
-        if name in ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call",
-                    "custom_vjp_call", "custom_vjp_call_jaxpr", "remat", "checkpoint"):
+        if name in _CALLS:
             sub = p.get("jaxpr") or p.get("call_jaxpr") or p.get("fun_jaxpr")
             if sub is not None:
                 return self.closed(sub, invals)

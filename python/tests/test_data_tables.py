@@ -97,3 +97,26 @@ def test_a_run_that_stops_at_the_out_of_bounds_read_says_where():
     with pytest.raises(RuntimeError) as e:
         pj.run(chunk_sum, x_data(), jnp.array([2, 5], jnp.int32))
     assert "wrote no outputs" in str(e.value) and "slice 32:40 is out of bounds" in str(e.value)
+
+
+def test_a_table_beside_the_kernels_own_prefetch_is_named_in_every_index_map_after_it():
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(ids, x_ref, n_ref, o_ref):
+        o_ref[...] = lax.fori_loop(0, n_ref[()], lambda t, a: a + x_ref[pl.ds(t * 8, 8), :],
+                                   jnp.zeros((8, 128), jnp.float32))
+
+    def fn(ids, x, n):
+        return pl.pallas_call(kernel, grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(B,),
+            in_specs=[pl.BlockSpec((None, ROWS, 128), lambda b, ids: (ids[b], 0, 0)),
+                      pl.BlockSpec((None,), lambda b, ids: (b,))],
+            out_specs=pl.BlockSpec((None, 8, 128), lambda b, ids: (b, 0, 0))),
+            out_shape=jax.ShapeDtypeStruct((B, 8, 128), jnp.float32))(ids, x, n)
+
+    args = (jnp.array([1, 0], jnp.int32), x_data(), jnp.array([3, 4], jnp.int32))
+    text = pj.export(fn, *args)
+    assert "prefetch ids: i32[2] = [1, 0]" in text and "prefetch n_ref_values: i32[2]" in text
+    assert text.count("index=(i, ids, n_ref_values) ->") == 3, text
+    pj.assert_verified(fn, *args)
+    assert pj.run(fn, *args).ok

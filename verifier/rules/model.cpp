@@ -26,6 +26,10 @@ const char *to_string(Effect::Kind k) {
   return "read";
 }
 
+namespace {
+
+bool is_ds(const Expr &s) { return s.op == Op::Call && s.name == "ds" && s.num_positional() == 2; }
+
 /// The box (Effect::box) of subscript `ref` into operand o, each subscript
 /// bound's value given by `value` (nullopt: not known); `ok` is cleared where
 /// one is not known and its dim is the whole block as an over-approximation.
@@ -33,7 +37,6 @@ const char *to_string(Effect::Kind k) {
 std::vector<std::pair<std::int64_t, std::int64_t>>
 subscript_box(const OperandModel &o, const Expr &ref,
               const std::function<std::optional<std::int64_t>(const Expr &)> &value, bool &ok) {
-  auto is_ds = [](const Expr &s) { return s.op == Op::Call && s.name == "ds" && s.num_positional() == 2; };
   std::vector<std::pair<std::int64_t, std::int64_t>> box, full;
   std::vector<std::size_t> view;
   for (std::size_t d = 0; d < o.block.size(); ++d) {
@@ -89,6 +92,8 @@ subscript_box(const OperandModel &o, const Expr &ref,
   }
   return box;
 }
+
+} // namespace
 
 std::optional<std::vector<std::pair<std::int64_t, std::int64_t>>>
 box_at(const KernelModel &m, const Effect &e, const std::vector<std::int64_t> &p) {
@@ -327,8 +332,6 @@ struct Builder {
       if (reads_ref(a, m)) return true;
     return false;
   }
-
-  static bool is_ds(const Expr &s) { return s.op == Op::Call && s.name == "ds" && s.num_positional() == 2; }
 
   static bool is_partial(const Expr &ref) {
     for (const auto &s : ref.args)

@@ -10,7 +10,6 @@
 #include "spec/ir.hpp"
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -153,12 +152,6 @@ ModelResult build_model(const spec::KernelSpec &, const spec::Env &overrides,
 /// A temporary spec would be gone before its model is used.
 ModelResult build_model(spec::KernelSpec &&, const spec::Env &, const std::optional<std::string> &) = delete;
 
-/// The box (Effect::box) of subscript `ref` into operand o, each subscript
-/// bound's value given by `value` (nullopt: not known); `ok` is cleared
-/// where one is not known, and that dim is then the whole block.
-std::vector<std::pair<std::int64_t, std::int64_t>>
-subscript_box(const OperandModel &o, const spec::Expr &ref,
-              const std::function<std::optional<std::int64_t>(const spec::Expr &)> &value, bool &ok);
 /// The box of effect e at grid point p: e.box where it is exact, else the
 /// box of its target with the grid point bound (a `ds(program_id(0) * 16,
 /// 16)` is one 16-element chunk there); nullopt where that is not decided.
