@@ -116,6 +116,7 @@ public:
     for (auto &p : k_.params)
       if (!env_.count(p.name)) throw Fail{p.loc, "param '" + p.name + "' has no value: bind it with --set"};
     gpu_ = targets_gpu(k_, o_.target);
+    triton_ = uses_triton(k_);
     Binding bound = bind_kernel(k_, env_);
     if (bound.error) throw Fail{bound.error->diag.loc, bound.error->diag.message};
     bound_ = std::move(*bound.kernel);
@@ -242,7 +243,9 @@ private:
         }
         if (trivial) x.buffers = 1;
       }
-      if (o.pipeline_mode.revisit == Revisit::any && o.role == Role::out) x.buffers = 1;
+      // revisit=any, and Triton's stores into the HBM array itself, read
+      // each visit's block back first: one slot.
+      if ((o.pipeline_mode.revisit == Revisit::any || triton_) && o.role == Role::out) x.buffers = 1;
       if (x.buffers < 1) throw Fail{o.loc, "buffer_count must be at least 1"};
       if (gpu_) {
         // M slots per operand, M clipped to one CTA's step count.
@@ -819,7 +822,8 @@ private:
         cur_slot_[x.op->name] = lit(st.unit_of[s] % x.buffers);
       }
       // Outputs: the slot of the current unit; revisit=any copies a block
-      // visited before back in.
+      // visited before back in, Triton every block (what its stores do not
+      // reach keeps the array's contents).
       for (auto &x : ops_) {
         if (!x.windowed || x.op->role != Role::out) continue;
         if (changed(x, s) && s > 0) ++out_unit[x.op->name];
@@ -827,7 +831,7 @@ private:
         cur_slot_[x.op->name] = lit(k);
         if (changed(x, s)) {
           bool again = !visited[x.op->name].insert(x.blk[s]).second;
-          if (again && x.op->pipeline_mode.revisit == Revisit::any) {
+          if ((again && x.op->pipeline_mode.revisit == Revisit::any) || triton_) {
             copy(CopyKind::in_start, region(x, s), slot(x, k), x.op->loc);
             copy(CopyKind::in_wait, Expr::leaf(Op::None), slot(x, k), x.op->loc);
           }
@@ -1246,6 +1250,10 @@ private:
           out_ = open_if(Expr::var(st.isnew), x.op->loc);
           let(st.unit, bin(Op::Add, Expr::var(st.unit), lit(1)), x.op->loc);
           if (x.op->role == Role::in) in_wait_at(x, bin(Op::Mod, Expr::var(st.unit), lit(x.buffers)));
+          if (x.op->role == Role::out && triton_) { // Triton: the array's block, read back (one slot)
+            copy(CopyKind::in_start, region_of(x, vars(st.cur)), ring(x, lit(0)), x.op->loc);
+            in_wait_at(x, lit(0));
+          }
           out_ = saved;
           cur_slot_[x.op->name] = fold(bin(Op::Mod, Expr::var(st.unit), lit(x.buffers)));
         }
@@ -1437,6 +1445,7 @@ private:
   Env env_;
   Env int_lets_; // unrolled: the integer locals of the body bound so far at this grid step
   bool gpu_ = false;
+  bool triton_ = false; ///< backend = triton: outputs read back at each visit
   std::vector<std::int64_t> grid_;
   std::vector<bool> cta_; // GPU: the CTA axes
   std::int64_t steps_ = 1;

@@ -217,16 +217,16 @@ private:
         k.dimension_semantics_loc = l;
         k.dimension_semantics_comments = item_comments(l);
         expect_newline();
-      } else if (t.text == "target" || t.text == "vmem_limit_bytes" || t.text == "max_concurrent_steps" ||
-                 t.text == "delay_release") {
+      } else if (t.text == "target" || t.text == "backend" || t.text == "vmem_limit_bytes" ||
+                 t.text == "max_concurrent_steps" || t.text == "delay_release") {
         if (!seen_settings.insert(t.text).second) fail(l, "duplicate '" + t.text + "'");
         Setting s;
         s.key = advance().text;
         s.loc = l;
         expect_punct("=");
-        if (s.key == "target") {
+        if (s.key == "target" || s.key == "backend") {
           Loc vl = peek().loc;
-          s.value = Expr::var(identifier("a target name"), vl);
+          s.value = Expr::var(identifier(s.key == "target" ? "a target name" : "a backend name"), vl);
         } else {
           s.value = expr();
         }

@@ -70,8 +70,14 @@ std::string unknown_target_message(const std::string &name) {
   return "unknown target '" + name + "'; expected one of " + target_names();
 }
 
+bool uses_triton(const KernelSpec &k) {
+  const auto *s = k.setting("backend");
+  return s && s->value.op == Op::Name && s->value.name == "triton";
+}
+
 std::optional<std::string> kernel_target(const KernelSpec &k,
                                          const std::optional<std::string> &override_name) {
+  if (uses_triton(k)) return std::nullopt;
   if (override_name) return override_name;
   if (const auto *s = k.setting("target"); s && s->value.op == Op::Name) return s->value.name;
   return std::nullopt;

@@ -40,8 +40,16 @@ std::string target_names();
 /// "unknown target 'NAME'; expected one of tpu_v4, ...".
 std::string unknown_target_message(const std::string &name);
 
+/// True when the kernel says `backend = triton` (pallas_call's
+/// compiler_params=pltriton.CompilerParams(...)): every grid point is its own
+/// program, all of them concurrent, and a block is a view of the HBM array
+/// that loads and stores reach directly, with no copy in or write-back
+/// (docs/language.md, "The Triton backend").
+bool uses_triton(const KernelSpec &);
+
 /// The name of the target a kernel is checked, lowered or run for: the
-/// override (--target) if any, else the spec's `target =` setting, else none.
+/// override (--target) if any, else the spec's `target =` setting, else
+/// none; none for a Triton kernel (the targets' rules are Mosaic's).
 std::optional<std::string> kernel_target(const KernelSpec &, const std::optional<std::string> &override_name);
 /// True for a known GPU target name (h100, h200).
 bool is_gpu_target(const std::string &name);

@@ -428,6 +428,10 @@ public:
     for (const auto &s : k.settings) {
       if (s.key == "target") {
         if (!find_target(s.value.name)) error(s.value.loc, unknown_target_message(s.value.name));
+      } else if (s.key == "backend") {
+        if (s.value.name != "triton")
+          error(s.value.loc, "unknown backend '" + s.value.name +
+                                 "'; expected triton (Mosaic is the default: name its target instead)");
       } else {
         check_int_expr(s.value, params, "'" + s.key + "'");
         auto v = eval_int(s.value, env);
@@ -436,6 +440,7 @@ public:
                 "'" + s.key + "' must be " + (s.key == "delay_release" ? "non-negative" : "positive"));
       }
     }
+    if (uses_triton(k)) triton(k);
     if (auto *m = k.setting("max_concurrent_steps"); m) {
       if (auto *d = k.setting("delay_release"); d) {
         auto mv = eval_int(m->value, env), dv = eval_int(d->value, env);
@@ -640,6 +645,21 @@ public:
     }
     if (o.pipeline_mode.lookahead && o.role != Role::in)
       error(o.loc, "lookahead applies to inputs only ('" + o.name + "' is an output)");
+  }
+
+  // What the Triton backend of pallas_call refuses, and what is Mosaic's.
+  void triton(const KernelSpec &k) {
+    const std::string why = " (the kernel says backend = triton)";
+    if (k.dimension_semantics)
+      error(k.dimension_semantics_loc, "dimension_semantics is Mosaic's: Triton runs every grid point as its "
+                                       "own program, all of them concurrently" +
+                                           why);
+    for (const auto &s : k.settings)
+      if (s.key != "backend")
+        error(s.loc, "'" + s.key + "' is a Mosaic setting; a Triton kernel has none" + why);
+    if (grid_rank_ > 3)
+      error(k.grid_loc, "the Triton backend takes a grid of at most 3 dims, this one has " +
+                            std::to_string(grid_rank_) + why);
   }
 
   // plgpu.ACC: a Mosaic GPU scratch of wgmma accumulator registers.

@@ -168,6 +168,24 @@ TEST(LowerTpu, RevisitAnyCopiesARevisitedOutputBlockBackIn) {
   expect_round_trip(l.program);
 }
 
+TEST(LowerTriton, ReadsEveryOutputBlockBackBeforeTheBodyIntoOneSlot) {
+  // Triton's stores reach the array itself: what a program does not store
+  // keeps the array's contents, so each visit starts from them.
+  auto l = lowered(R"(kernel half:
+    grid = (4,)
+    backend = triton
+    in  x: f32[64]  block=(16,)  index=(i) -> (i,)
+    out o: f32[64]  block=(16,)  index=(i) -> (i,)
+    body:
+        o[ds(0, 8)] = x[ds(0, 8)]
+)");
+  auto v = lines(l.program);
+  EXPECT_EQ(count_prefix(v, "copy_in_start(o["), 4);
+  EXPECT_EQ(count_prefix(v, "copy_out_start(o_vmem[0]"), 4);
+  EXPECT_EQ(print(*l.program.buffer("o_vmem")->slots), "1");
+  expect_round_trip(l.program);
+}
+
 TEST(LowerTpu, AliasedOperandsShareOneHbmArray) {
   auto l = lowered(R"(kernel inplace:
     grid = (8,)

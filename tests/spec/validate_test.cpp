@@ -514,3 +514,48 @@ TEST(SyntaxError, AnUnknownMemorySpaceListsAcc) {
   Err e = first_error(kHead + "    in x: f32[8] memory_space=regs\n    out o: f32[8]\n" + kBody);
   EXPECT_NE(e.message.find("hbm or acc"), std::string::npos);
 }
+
+// ------------------------------------------------------------ backend = triton
+
+namespace {
+const std::string kTritonOps = "    in  x: f32[8]  block=(2,)  index=(i) -> (i,)\n"
+                               "    out o: f32[8]  block=(2,)  index=(i) -> (i,)\n";
+}
+
+TEST(TritonBackend, AnUnknownBackendIsNamedWithTheOneThereIs) {
+  Err e = first_error(kHead + "    backend = mosaic\n" + kTritonOps + kBody);
+  EXPECT_EQ(e.line, 3);
+  EXPECT_EQ(e.col, 15);
+  EXPECT_NE(e.message.find("unknown backend 'mosaic'; expected triton"), std::string::npos) << e.message;
+}
+
+TEST(TritonBackend, DimensionSemanticsAreMosaicsAndRefused) {
+  Err e = first_error(kHead + "    dimension_semantics = (arbitrary,)\n    backend = triton\n" + kTritonOps +
+                      kBody);
+  EXPECT_EQ(e.line, 3);
+  EXPECT_NE(e.message.find("dimension_semantics is Mosaic's"), std::string::npos) << e.message;
+}
+
+TEST(TritonBackend, MosaicSettingsAreRefused) {
+  for (const std::string s : {"target = h200", "vmem_limit_bytes = 1024", "max_concurrent_steps = 2"}) {
+    Err e = first_error(kHead + "    backend = triton\n    " + s + "\n" + kTritonOps + kBody);
+    EXPECT_EQ(e.line, 4) << s;
+    EXPECT_NE(e.message.find("is a Mosaic setting; a Triton kernel has none"), std::string::npos)
+        << e.message;
+  }
+}
+
+TEST(TritonBackend, AGridOfMoreThanThreeDimsIsRefused) {
+  Err e = first_error("kernel k:\n    grid = (1, 1, 1, 4)\n    backend = triton\n"
+                      "    in  x: f32[8]  block=(2,)  index=(a, b, c, i) -> (i,)\n"
+                      "    out o: f32[8]  block=(2,)  index=(a, b, c, i) -> (i,)\n" +
+                      kBody);
+  EXPECT_EQ(e.line, 2);
+  EXPECT_NE(e.message.find("at most 3 dims, this one has 4"), std::string::npos) << e.message;
+}
+
+TEST(TritonBackend, ADuplicateBackendLineIsRefused) {
+  Err e = first_error(kHead + "    backend = triton\n    backend = triton\n" + kTritonOps + kBody);
+  EXPECT_EQ(e.line, 4);
+  EXPECT_NE(e.message.find("duplicate 'backend'"), std::string::npos) << e.message;
+}
