@@ -79,6 +79,7 @@ std::string SmallKernel::text() const {
   std::ostringstream os;
   os << "kernel k:\n";
   os << "    grid = (" << join(g) << (rank == 1 ? ",)" : ")") << "\n";
+  if (triton) os << "    backend = triton\n";
   if (!semantics.empty())
     os << "    dimension_semantics = (" << join(semantics) << (rank == 1 ? ",)" : ")") << "\n";
   os << "    in  x: f32[" << shape << "]  block=(" << block << ")  index=" << lam << " -> (" << x[0].text()
@@ -133,7 +134,8 @@ rc::Gen<SmallKernel> small_kernel() {
     k.o[0] = *rc::gen::elementOf(index_terms(rank, k.n0));
     k.o[1] = *rc::gen::elementOf(index_terms(rank, k.n1));
     k.alias = *rc::gen::element(false, false, true);
-    if (*rc::gen::inRange(0, 3) > 0)
+    k.triton = *rc::gen::inRange(0, 4) == 0;
+    if (!k.triton && *rc::gen::inRange(0, 3) > 0)
       for (int a = 0; a < rank; ++a)
         k.semantics.push_back(*rc::gen::element<std::string>("parallel", "arbitrary"));
     k.axis = *rc::gen::inRange(0, rank);
@@ -151,7 +153,7 @@ rc::Gen<std::string> small_kernel_text() {
 namespace {
 
 // Where the generated kernel's lines are (they depend only on the header).
-int x_line(const SmallKernel &k) { return k.semantics.empty() ? 3 : 4; }
+int x_line(const SmallKernel &k) { return k.semantics.empty() && !k.triton ? 3 : 4; }
 
 } // namespace
 
@@ -208,8 +210,9 @@ std::vector<std::string> brute_force_rules(const SmallKernel &k) {
   };
   oob(k.x, xl);
   oob(k.o, ol);
-  // A non-consecutive revisit of an output block (either rule of the family).
-  {
+  // A non-consecutive revisit of an output block (either rule of the
+  // family; Triton keeps no block across visits).
+  if (!k.triton) {
     std::set<Block> seen;
     for (std::size_t q = 0; q < pts.size(); ++q) {
       Block b = block(k.o, pts[q]);
@@ -217,10 +220,17 @@ std::vector<std::string> brute_force_rules(const SmallKernel &k) {
       seen.insert(b);
     }
   }
-  // Two writes of one block from points apart along a parallel axis.
+  // Two writes of one block from points apart along a parallel axis;
+  // Triton: two programs storing one row half of one block in the array.
   for (std::size_t p = 0; p < pts.size(); ++p)
     for (std::size_t q = p + 1; q < pts.size(); ++q) {
       Step sp = step(pts[p]), sq = step(pts[q]);
+      if (k.triton) {
+        const Block b = block(k.o, pts[p]);
+        if (b == block(k.o, pts[q]) && in_bounds(b) && ((sp.upper && sq.upper) || (sp.lower && sq.lower)))
+          found.insert("parallel-write-conflict@" + std::to_string(ol));
+        continue;
+      }
       if (!(sp.upper || sp.lower) || !(sq.upper || sq.lower) || block(k.o, pts[p]) != block(k.o, pts[q]))
         continue;
       for (std::size_t a = 0; a < k.semantics.size(); ++a)
@@ -257,6 +267,9 @@ std::vector<std::string> brute_force_rules(const SmallKernel &k) {
       if (s.upper || s.lower) written.insert(b);
     }
   }
+  // Triton: each program has its own scratch, so the accumulator bodies
+  // read it uninitialized in every program whose guard skips the init.
+  if (k.triton && k.body >= 6 && k.body <= 8 && k.grid[ax] > 1) found.insert("uninitialized-accumulator");
   return {found.begin(), found.end()};
 }
 

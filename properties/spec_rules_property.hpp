@@ -27,6 +27,7 @@ struct IndexTerm {
 struct SmallKernel {
   std::vector<std::int64_t> grid;
   std::vector<std::string> semantics; ///< empty: no dimension_semantics line
+  bool triton = false;                ///< `backend = triton` (then no semantics)
   std::int64_t b0 = 8, b1 = 8;        ///< the block
   std::int64_t n0 = 1, n1 = 1;        ///< blocks per dimension
   std::int64_t r0 = 0, r1 = 0;        ///< the shape is n * b - r (ragged when r > 0)
@@ -45,7 +46,10 @@ rc::Gen<SmallKernel> small_kernel();
 /// index-out-of-bounds (per operand line), "revisit" (output-revisit or
 /// reduction-not-last-axis, at the out line), parallel-write-conflict,
 /// output-not-covered (unaliased output only), and "uninitialized-accumulator"
-/// (no line) for a read of an output block nothing wrote yet.
+/// (no line) for a read of an output block nothing wrote yet. Under
+/// `backend = triton`: no revisit, a conflict where two programs store one
+/// row half of one block, and a scratch read in a program that did not
+/// initialize it is uninitialized (each program has its own).
 std::vector<std::string> brute_force_rules(const SmallKernel &k);
 
 /// Compares the symbolic spec rules on `k` with brute_force_rules, on the

@@ -28,14 +28,16 @@ public:
       const auto &o = m_.operands[i];
       if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out)) out_of_bounds(i);
       if (o.role == spec::Role::out && o.windowed) {
-        if (!o.revisit_any && !m_.grid.empty()) revisit(i);
+        // (Triton has no block that stays across visits to revisit or
+        // reset: its programs' stores meet per element, or not at all.)
+        if (!o.revisit_any && !m_.grid.empty() && !m_.triton) revisit(i);
         if (needs_element_coverage(m_, i)) {
           element_output_findings(m_, i, out_.findings, out_.unknown);
         } else {
           parallel_conflict(i);
           if (!m_.is_aliased_output(i)) not_covered(i);
         }
-        if (m_.is_read(i) && !m_.grid.empty()) resets(i);
+        if (m_.is_read(i) && !m_.grid.empty() && !m_.triton) resets(i);
       }
       if (o.role == spec::Role::scratch && !m_.grid.empty()) scratch_resets(i);
       if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);

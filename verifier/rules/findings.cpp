@@ -293,9 +293,10 @@ Finding uninitialized_finding(const KernelModel &m, const Effect &r, const Point
   std::string what =
       scratch ? "scratch '" + o.name + "'" : "block " + block_str(m, r.operand, p) + " of '" + o.name + "'";
   Finding f = make(Rule::uninitialized_accumulator, r.loc,
-                   "reads " + what + " at grid point " + format_tuple(p) +
-                       " before anything wrote it: initialize it under `when program_id(a) == 0` "
-                       "on the reduction axis");
+                   "reads " + what + " at grid point " + format_tuple(p) + " before anything wrote it: " +
+                       (m.triton ? "store it in the program first (a Triton program's output holds what the "
+                                   "array held, garbage unless aliased, and its scratch nothing)"
+                                 : "initialize it under `when program_id(a) == 0` on the reduction axis"));
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"grid_point", p});
   if (!scratch) add_block(f, m, r.operand, p);
@@ -416,11 +417,12 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
   for (std::size_t d = 0; d < rank; ++d)
     where += (d ? ", " : "") + std::to_string(elem[d]);
   where += "]";
-  Finding f =
-      make(Rule::uninitialized_accumulator, r.loc,
-           "at grid point " + format_tuple(p) + " the store keeps element " + where + " of block " +
-               block_str(m, op, p) + ", which nothing wrote before, and no later grid point writes it: " +
-               "it stays garbage in the result");
+  Finding f = make(Rule::uninitialized_accumulator, r.loc,
+                   "at grid point " + format_tuple(p) + " the store keeps element " + where + " of block " +
+                       block_str(m, op, p) +
+                       (m.triton ? ", which no program writes: "
+                                 : ", which nothing wrote before, and no later grid point writes it: ") +
+                       "it stays garbage in the result");
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"grid_point", p});
   f.witness.items.push_back({"element", elem});
@@ -639,7 +641,7 @@ bool scratch_shared_across_parallel_axes(const KernelModel &m) {
 
 bool needs_element_coverage(const KernelModel &m, std::size_t op) {
   const auto &o = m.operands[op];
-  if (o.has_element_dims() || o.has_bounded_dims()) return true;
+  if (o.has_element_dims() || o.has_bounded_dims() || (m.triton && o.role == spec::Role::out)) return true;
   return std::any_of(m.effects.begin(), m.effects.end(),
                      [&](const Effect &e) { return e.operand == op && e.kind != Effect::read && !e.exact; });
 }
@@ -651,15 +653,17 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
   const std::string kinds = o.has_element_dims() && o.has_bounded_dims() ? "has Element and BoundedSlice dims"
                             : o.has_element_dims()                       ? "has Element dims"
                             : o.has_bounded_dims()                       ? "has BoundedSlice dims"
-                                                   : "is stored in parts that move with the grid point";
+                            : m.triton ? "is stored element by element by concurrent Triton programs"
+                                       : "is stored in parts that move with the grid point";
   std::int64_t total = 1;
   for (auto n : o.shape)
     total = spec::saturating_mul(total, n);
   const std::int64_t points = m.num_points();
-  // Conflicts compare pairs of points: fewer of them where some axis is parallel.
+  // Conflicts compare pairs of points: fewer of them where some axis is
+  // parallel (Triton's compare each element's stores, one pass).
   bool parallel = false;
   for (auto sem : m.semantics)
-    parallel = parallel || sem == spec::DimSemantics::parallel;
+    parallel = parallel || (sem == spec::DimSemantics::parallel && !m.triton);
   const std::int64_t kMaxPoints = parallel ? 4096 : 65536, kMaxElements = std::int64_t{1} << 22;
   std::int64_t work = points;
   for (auto b : o.block)
@@ -717,6 +721,16 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
   std::int64_t visit_last = -1;
   std::set<Point> seen;
   bool copied_in = false;
+  // Triton: the program (linear grid point) that stored each element first,
+  // and the first element two programs store.
+  std::vector<std::int64_t> owner(m.triton ? static_cast<std::size_t>(total) : 0, -1);
+  std::optional<std::pair<std::int64_t, Point>> race; // (the other program, element)
+  Point race_at;
+  struct Read {
+    std::int64_t k; // the program (linear grid point)
+    Box box;        // in array elements
+  };
+  std::vector<Read> reads; // Triton: every program's reads of the output
   auto end_visit = [&] {
     if (!key) return;
     each(win, [&](const Point &e) {
@@ -749,7 +763,8 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
       end_visit();
       key = *w;
       visit_stores.clear();
-      copied_in = o.revisit_any && !seen.insert(*w).second;
+      // Triton's stores reach the array itself: whatever they miss keeps its contents.
+      copied_in = m.triton || (o.revisit_any && !seen.insert(*w).second);
       win.assign(rank, {0, 0});
       for (std::size_t d = 0; d < rank; ++d) {
         // A BoundedSlice dim writes back its ds size (kept within its
@@ -764,13 +779,32 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
     visit_last = k;
     bool stores = false;
     for (const auto &e : m.effects) {
-      if (e.operand != op || e.kind == Effect::read || e.box.size() != rank) continue;
+      // (A masked store's kept branch reads nothing on Triton: the store
+      // leaves those elements alone.)
+      const bool triton_read = m.triton && e.kind == Effect::read && !e.keep;
+      if (e.operand != op || (e.kind == Effect::read && !triton_read) || e.box.size() != rank) continue;
       auto g = guard_at(m, e, p);
       if (!g) {
         unknown.push_back("cannot evaluate a guard on line " + std::to_string(e.loc.line));
         return;
       }
       if (!*g) continue;
+      if (triton_read) {
+        const auto box = box_at(m, e, p);
+        if (!box) {
+          unknown.push_back("cannot place the read of '" + o.name + "' on line " +
+                            std::to_string(e.loc.line) + " at grid point " + format_tuple(p));
+          return;
+        }
+        Box at(rank);
+        for (std::size_t d = 0; d < rank; ++d) {
+          const std::int64_t lo = o.window_start(d, (*b)[d]);
+          at[d] = {std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].first), 0, o.shape[d]),
+                   std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].second), 0, o.shape[d])};
+        }
+        reads.push_back({k, std::move(at)});
+        continue;
+      }
       stores = true;
       const auto box = box_at(m, e, p); // decided at this grid point where not static
       if (!box) {
@@ -787,6 +821,15 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
             std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].second), win[d].first,
                                      win[d].second)};
       }
+      if (m.triton && !race)
+        each(at, [&](const Point &e) {
+          std::int64_t &who = owner[flat_of(e)];
+          if (who >= 0 && who != k && !race) {
+            race = std::make_pair(who, e);
+            race_at = p;
+          }
+          if (who < 0) who = k;
+        });
       visit_stores.push_back(std::move(at));
     }
     if (stores) {
@@ -809,7 +852,7 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
       }
       std::string msg = "element " + format_tuple(e) + " of output '" + o.name + "' is never written: ";
       if (state[flat] == never) {
-        msg += "no grid point's window reaches it";
+        msg += m.triton ? "no program stores it" : "no grid point's window reaches it";
       } else {
         const Point p = spec::grid_point(m.grid, m.cta_axes, undefined_at[flat]);
         msg += "the window written back after grid point " + format_tuple(p) +
@@ -823,9 +866,51 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
       out.push_back(std::move(f));
       break;
     }
+  // Triton: a program that reads an element another program stores sees
+  // it before or after that store, as the two happen to run.
+  if (m.triton && !race)
+    for (const auto &r : reads) {
+      std::optional<Point> hit;
+      std::int64_t who = -1;
+      each(r.box, [&](const Point &e) {
+        const std::int64_t w = owner[flat_of(e)];
+        if (!hit && w >= 0 && w != r.k) {
+          hit = e;
+          who = w;
+        }
+      });
+      if (!hit) continue;
+      const Point writer = spec::grid_point(m.grid, m.cta_axes, who);
+      const Point reader = spec::grid_point(m.grid, m.cta_axes, r.k);
+      Finding f =
+          make(Rule::parallel_write_conflict, o.loc,
+               "grid point " + format_tuple(reader) + " reads element " + format_tuple(*hit) + " of '" +
+                   o.name + "', which grid point " + format_tuple(writer) +
+                   " stores: Triton runs them as concurrent programs, so the read sees the store or not, "
+                   "as they happen to run");
+      f.witness.items.push_back({"operand", o.name});
+      f.witness.items.push_back({"element", *hit});
+      f.witness.items.push_back({"first_write", writer});
+      f.witness.items.push_back({"read", reader});
+      out.push_back(std::move(f));
+      break;
+    }
+  if (race) {
+    const Point first = spec::grid_point(m.grid, m.cta_axes, race->first);
+    Finding f = make(Rule::parallel_write_conflict, o.loc,
+                     "grid points " + format_tuple(first) + " and " + format_tuple(race_at) +
+                         " both store element " + format_tuple(race->second) + " of '" + o.name +
+                         "': Triton runs them as concurrent programs, so which store lands there is a race");
+    f.witness.items.push_back({"operand", o.name});
+    f.witness.items.push_back({"element", race->second});
+    f.witness.items.push_back({"first_write", first});
+    f.witness.items.push_back({"second_write", race_at});
+    out.push_back(std::move(f));
+  }
   // Two storing points on different parallel cores whose windows overlap:
-  // each core writes its whole window back, in either order.
-  for (std::size_t i = 0; i < pts.size(); ++i)
+  // each core writes its whole window back, in either order (Triton has no
+  // write-back: its programs race only where their stores meet, above).
+  for (std::size_t i = 0; i < pts.size() && !m.triton; ++i)
     for (std::size_t j = i + 1; j < pts.size(); ++j) {
       std::int64_t axis = -1;
       for (std::size_t a = 0; a < pts[i].size() && a < m.semantics.size() && axis < 0; ++a)

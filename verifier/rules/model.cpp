@@ -217,7 +217,8 @@ struct Builder {
         ef.guards = guards;
         ef.order = order;
         ef.partial = is_partial(e);
-        ef.box = box_of(e, *i);
+        ef.box = box_of(e, *i, &ef.exact);
+        if (!ef.exact) ef.target = substituted_target(e);
         ef.loc = loc;
         m.effects.push_back(std::move(ef));
       }
@@ -913,6 +914,13 @@ struct Builder {
       m.cta_axes = spec::cta_axes(k, m.grid.size());
       // Mosaic GPU without dimension_semantics: every axis is a CTA axis.
       if (!k.dimension_semantics) m.semantics.assign(m.grid.size(), spec::DimSemantics::parallel);
+    }
+    if (spec::uses_triton(k)) {
+      // Each program is a CTA of one step: its scratch (a program-local
+      // array) is its own.
+      m.triton = true;
+      m.semantics.assign(m.grid.size(), spec::DimSemantics::parallel);
+      m.cta_axes.assign(m.grid.size(), true);
     }
     build_operands(*bound.kernel);
     if (!error.empty()) return false;

@@ -58,9 +58,9 @@ struct Effect {
   /// stored value in order; absent on any other store.
   std::optional<spec::Expr> keep_mask;
   std::vector<std::size_t> keep_dims;
-  /// A store whose box is not exact: its target with params and integer
-  /// locals substituted in the subscripts (program_id stays), so that
-  /// box_at can decide the box at each grid point.
+  /// A store or read whose box is not exact: its ref with params and
+  /// integer locals substituted in the subscripts (program_id stays), so
+  /// that box_at can decide the box at each grid point.
   std::optional<spec::Expr> target;
 };
 const char *to_string(Effect::Kind);
@@ -123,6 +123,11 @@ struct KernelModel {
   std::vector<bool> cta_axes;
   std::vector<CopyAddress> copy_addresses;
   std::vector<WhileBound> while_bounds;
+  /// `backend = triton`: every axis is parallel (the programs run
+  /// concurrently), every grid point a CTA of its own (cta_axes all true:
+  /// a scratch is program-local), and a program's stores reach the output
+  /// array directly, element by element, with no write-back of its block.
+  bool triton = false;
 
   std::optional<std::size_t> operand_index(const std::string &) const;
   bool is_aliased_input(std::size_t operand) const;

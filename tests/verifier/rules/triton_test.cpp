@@ -1,0 +1,207 @@
+// `backend = triton`: every grid point a concurrent program whose stores
+// reach the output array itself. Conflicts are stores of one element by two
+// programs (not overlapping blocks), coverage is what some program stores,
+// and a kernel right on Mosaic TPU's sequential axes can race here.
+#include "testing.hpp"
+#include "verifier/rules/model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace pipecheck {
+namespace {
+
+using testing::check_text;
+using testing::expect_enumerator_agrees;
+using testing::Marks;
+using testing::marks;
+using testing::point_item;
+using verifier::Rule;
+using verifier::Status;
+
+// A matmul with its k chunks in the grid, TPU style; `backend` is a line of
+// the kernel or nothing.
+std::string split_k(const std::string &backend) {
+  return R"(kernel mm:
+    grid = (2, 2, 4)
+)" + backend +
+         R"(    in  a: f32[64, 256]  block=(32, 64)  index=(i, j, c) -> (i, c)
+    in  b: f32[256, 64]  block=(64, 32)  index=(i, j, c) -> (c, j)
+    out o: f32[64, 64]  block=(32, 32)  index=(i, j, c) -> (i, j)
+    body:
+        when program_id(2) == 0:
+            o[...] = zeros
+        o[...] += dot(a[...], b[...])
+)";
+}
+
+TEST(Triton, ProgramsOfOneOutputBlockRaceWhereMosaicTpuRunsThemInOrder) {
+  auto tpu = check_text(split_k(""), "mm");
+  EXPECT_EQ(tpu.status, Status::verified) << (tpu.findings.empty() ? tpu.reason : tpu.findings[0].message);
+
+  auto v = check_text(split_k("    backend = triton\n"), "mm");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{Rule::parallel_write_conflict, 6}}));
+  const auto &f = v.findings[0];
+  EXPECT_EQ(point_item(f, "element"), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(point_item(f, "first_write"), (std::vector<std::int64_t>{0, 0, 0}));
+  EXPECT_EQ(point_item(f, "second_write"), (std::vector<std::int64_t>{0, 0, 1}));
+  EXPECT_NE(f.message.find("concurrent programs"), std::string::npos) << f.message;
+}
+
+// Each program stores chunk ds(stride * i, 16) of one whole-array block.
+std::string chunks(const std::string &stride, const std::string &grid = "4") {
+  return R"(kernel chunks:
+    grid = ()" +
+         grid + R"(,)
+    backend = triton
+    in  x: f32[64]  block=(64,)  index=(i) -> (0,)
+    out o: f32[64]  block=(64,)  index=(i) -> (0,)
+    body:
+        o[ds(program_id(0) * )" +
+         stride + R"(, 16)] = x[ds(program_id(0) * )" + stride + R"(, 16)]
+)";
+}
+
+TEST(Triton, ChunksThatTileTheArrayAreNoConflictThoughTheyShareOneBlock) {
+  // Mosaic would write the whole block back from every core: a conflict there.
+  auto v = check_text(chunks("16"), "chunks");
+  EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? v.reason : v.findings[0].message);
+}
+
+TEST(Triton, OverlappingChunksAreAConflictAtTheFirstSharedElement) {
+  auto v = check_text(chunks("8", "7"), "chunks");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{Rule::parallel_write_conflict, 5}}));
+  const auto &f = v.findings[0];
+  EXPECT_EQ(point_item(f, "element"), (std::vector<std::int64_t>{8}));
+  EXPECT_EQ(point_item(f, "first_write"), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(point_item(f, "second_write"), (std::vector<std::int64_t>{1}));
+}
+
+TEST(Triton, AnElementNoProgramStoresIsNotCoveredWithThatReason) {
+  auto v = check_text(chunks("16", "3"), "chunks");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{Rule::output_not_covered, 5}}));
+  const auto &f = v.findings[0];
+  EXPECT_EQ(point_item(f, "element"), (std::vector<std::int64_t>{48}));
+  EXPECT_NE(f.message.find("no program stores it"), std::string::npos) << f.message;
+}
+
+// Program 1 stores p[0:16]; program 0 stores p[16:32], from `src`.
+std::string halves(const std::string &src) {
+  return R"(kernel halves:
+    grid = (2,)
+    backend = triton
+    in  x: f32[32]  block=(16,)  index=(i) -> (i,)
+    out p: f32[32]  block=(32,)  index=(i) -> (0,)
+    body:
+        when program_id(0) == 1:
+            p[ds(0, 16)] = x[...]
+        when program_id(0) == 0:
+            p[ds(16, 16)] = )" +
+         src + "\n";
+}
+
+TEST(Triton, ProgramsStoringDisjointHalvesOfOneBlockNeitherResetNorRevisitIt) {
+  // Mosaic's block-level rules would see grid point 1 re-initialize the
+  // block grid point 0 wrote (accumulator-reset): Triton has no such block.
+  auto v = check_text(halves("x[...]"), "halves");
+  EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? v.reason : v.findings[0].message);
+}
+
+TEST(Triton, AProgramReadingWhatAnotherStoresIsARace) {
+  auto v = check_text(halves("p[ds(0, 16)]"), "halves");
+  ASSERT_EQ(v.status, Status::violation);
+  const verifier::Finding *race = nullptr;
+  for (const auto &f : v.findings)
+    if (f.rule == Rule::parallel_write_conflict && f.loc.line == 5) race = &f;
+  ASSERT_TRUE(race) << v.findings[0].message;
+  EXPECT_EQ(point_item(*race, "element"), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(point_item(*race, "first_write"), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(point_item(*race, "read"), (std::vector<std::int64_t>{0}));
+  EXPECT_NE(race->message.find("reads element (0,) of 'p', which grid point (1,) stores"), std::string::npos)
+      << race->message;
+}
+
+TEST(Triton, TheEnumeratorAgreesWithTheSymbolicChecker) {
+  expect_enumerator_agrees(halves("x[...]"), "halves", true);
+  expect_enumerator_agrees(halves("p[ds(0, 16)]"), "halves", true);
+  expect_enumerator_agrees(split_k("    backend = triton\n"), "mm", true);
+  expect_enumerator_agrees(chunks("16"), "chunks", true);
+  expect_enumerator_agrees(chunks("8", "7"), "chunks", true);
+  expect_enumerator_agrees(chunks("16", "3"), "chunks", true);
+}
+
+TEST(Triton, WhatAStoreLeavesOfAnAliasedOutputKeepsTheInput) {
+  // Half of each block stored: on Triton the rest is the input's, in place.
+  const std::string text = R"(kernel half:
+    grid = (4,)
+    backend = triton
+    in  x: f32[64]  block=(16,)  index=(i) -> (i,)
+    out o: f32[64]  block=(16,)  index=(i) -> (i,)
+    alias x -> o
+    body:
+        o[ds(0, 8)] = x[ds(0, 8)] * 2.0
+)";
+  auto v = check_text(text, "half");
+  EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? v.reason : v.findings[0].message);
+}
+
+TEST(Triton, AScratchIsEachProgramsOwn) {
+  // Written by program 0 only, read by every program: garbage in the others.
+  const std::string text = R"(kernel carry:
+    grid = (4,)
+    backend = triton
+    in  x: f32[64]  block=(16,)  index=(i) -> (i,)
+    out o: f32[64]  block=(16,)  index=(i) -> (i,)
+    scratch t: f32[16]
+    body:
+        when program_id(0) == 0:
+            t[...] = x[...]
+        o[...] = t[...] + x[...]
+)";
+  auto v = check_text(text, "carry");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{Rule::uninitialized_accumulator, 10}}));
+  EXPECT_EQ(point_item(v.findings[0], "grid_point"), (std::vector<std::int64_t>{1}));
+}
+
+TEST(Triton, EveryAxisIsParallelAndNoTargetApplies) {
+  const std::string text = R"(kernel k:
+    grid = (3, 5)
+    backend = triton
+    in  x: f32[48, 80]  block=(16, 16)  index=(i, j) -> (i, j)
+    out o: f32[48, 80]  block=(16, 16)  index=(i, j) -> (i, j)
+    body:
+        o[...] = x[...]
+)";
+  const spec::File file = testing::parse_text(text);
+  const spec::KernelSpec k = testing::kernel(file, "k");
+  auto m = verifier::rules::build_model(k, {}, std::string("h200")); // --target h200
+  ASSERT_TRUE(m.model);
+  EXPECT_TRUE(m.model->triton);
+  EXPECT_EQ(m.model->semantics,
+            (std::vector<spec::DimSemantics>{spec::DimSemantics::parallel, spec::DimSemantics::parallel}));
+  EXPECT_FALSE(m.model->target);
+  EXPECT_EQ(m.model->cta_axes, (std::vector<bool>{true, true}));
+}
+
+TEST(Triton, ALargeGridIsDecidedNotUnknown) {
+  // 60000 programs, each its 4 x 4 tile: past the 4096 points of the
+  // pairwise Mosaic check, within Triton's one pass over the elements.
+  const std::string text = R"(kernel big:
+    grid = (300, 200)
+    backend = triton
+    in  x: f32[1200, 800]  block=(4, 4)  index=(i, j) -> (i, j)
+    out o: f32[1200, 800]  block=(4, 4)  index=(i, j) -> (i, j)
+    body:
+        o[ds(0, 4), :] = x[...]
+)";
+  auto v = check_text(text, "big");
+  EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? v.reason : v.findings[0].message);
+}
+
+} // namespace
+} // namespace pipecheck
