@@ -1663,6 +1663,16 @@ def _ident(name: str, taken: set) -> str:
     return n
 
 
+def _is_triton(cp) -> bool:
+    """Whether a pallas_call's compiler_params pick the Triton backend (pltriton.CompilerParams;
+    without compiler_params a GPU call lowers to Mosaic GPU, the default since JAX 0.9)."""
+    try:
+        from jax.experimental.pallas import triton as pltriton
+    except ImportError:  # a jax without the Triton backend makes no Triton calls
+        return False
+    return isinstance(cp, pltriton.CompilerParams)
+
+
 def _semantics(cp, rank: int, loc) -> list[str] | None:
     ds = getattr(cp, "dimension_semantics", None)
     if ds is None and isinstance(cp, dict):
@@ -1951,6 +1961,11 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     if grid:
         lines.append((f"    grid = {_tuple(str(int(g)) for g in grid)}", call_site))
     cp = p.get("compiler_params")
+    if _is_triton(cp):
+        # Pallas' Triton backend: every grid point a concurrent program whose loads and
+        # stores reach the arrays directly (docs/jax.md, "Triton kernels").
+        lines.append(("    backend = triton", call_site))
+        cp = None
     sem = _semantics(cp, len(grid), loc) if cp is not None else None
     vmapped = set(getattr(gm, "vmapped_dims", ()) or ())
     user_axes = [a for a in range(len(grid)) if a not in vmapped]
