@@ -45,7 +45,10 @@ void DmaEngine::perform(Transfer &t, int thread) {
   t.thread = thread;
   t.t_start_ns = clock_.now_ns();
   // A copy out lands in HBM, which the issuer does not read back soon.
-  copy_view(t.src, t.dst, t.is_in ? CopyHint::normal : CopyHint::stream_dst);
+  if (t.changed_from)
+    copy_view_changed(t.src, t.dst, *t.changed_from);
+  else
+    copy_view(t.src, t.dst, t.is_in ? CopyHint::normal : CopyHint::stream_dst);
   t.t_end_ns = clock_.now_ns();
 }
 

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,7 +47,10 @@ private:
 struct Transfer {
   View src, dst;
   spec::Loc loc;
-  bool is_in = true;  ///< copy_in (HBM -> slot) or copy_out
+  bool is_in = true; ///< copy_in (HBM -> slot) or copy_out
+  /// A copy out that writes only the elements of src differing from this
+  /// view (shaped like dst): ProgramRunConfig::launch_snapshot's write-back.
+  std::optional<View> changed_from;
   std::string buffer; ///< the slot side's buffer
   std::int64_t slot = -1;
   std::string label; ///< "A[3] -> X[1]"

@@ -97,6 +97,10 @@ public:
   }
 
   ProgramOutcome run() {
+    if (cfg_.launch_snapshot)
+      for (const auto &b : program_.buffers)
+        if (b.kind == spec::BufferKind::hbm)
+          if (HostArray *a = array(b.name)) snapshot_[a] = a->clone();
     try {
       // The program's semantics are the stepper's (spec/step.hpp), the race
       // checker's too; this runner gives its events effect on host arrays.
@@ -284,6 +288,8 @@ private:
       dst = view_of(a.dst_filled, a.dst.kept);
     }
     src = view_of(a.src_read, a.src.kept);
+    if (in && cfg_.launch_snapshot)
+      if (auto it = snapshot_.find(src.array); it != snapshot_.end()) src.array = it->second.get();
     if (squeezed(src.shape()) != squeezed(dst.shape()))
       bad(s.loc, "copy from " + src.to_string() + " of shape " + shape_string(src.shape()) + " to " +
                      dst.to_string() + " of shape " + shape_string(dst.shape()) + ": shapes differ");
@@ -294,6 +300,13 @@ private:
     t.dst = dst;
     t.loc = s.loc;
     t.is_in = in;
+    // Launch snapshot: a program's write-back carries only what it changed
+    // of what it read, so it does not undo another program's stores.
+    if (!in && cfg_.launch_snapshot)
+      if (auto it = snapshot_.find(dst.array); it != snapshot_.end()) {
+        t.changed_from = dst;
+        t.changed_from->array = it->second.get();
+      }
     const spec::StepPlace &side = in ? a.dst.place : a.src.place;
     t.buffer = program_.buffers[side.buffer].name;
     t.slot = side.slot;
@@ -435,6 +448,7 @@ private:
 
   const spec::Program &program_;
   const BufferMap &buffers_;
+  std::map<const HostArray *, std::unique_ptr<HostArray>> snapshot_; ///< launch_snapshot: hbm as it started
   ProgramRunConfig cfg_;
   Clock clock_;
   // The copies started and not yet waited, by op (the engine points into

@@ -38,6 +38,12 @@ struct ProgramRunConfig {
   /// ... and at most this many heap bytes of them (the vector's capacity and
   /// the events' strings, as executor/footprint.hpp counts them).
   std::uint64_t max_event_bytes = 4ull << 20;
+  /// Every copy in reads the hbm buffers as they were when the run
+  /// started, and every copy out writes only the elements that differ from
+  /// them: the Triton schedule in which all programs launch at once and
+  /// read before any of them stores (a race-free kernel cannot tell it from
+  /// any other; a racy one loses the stores it races with).
+  bool launch_snapshot = false;
 };
 
 struct ProgramOutcome {

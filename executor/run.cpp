@@ -535,9 +535,10 @@ KernelSizes kernel_sizes(const spec::KernelSpec &k, const ConcreteKernel &c) {
     z.max_elements = std::max(z.max_elements, num_elements(o.block_view_shape()));
     ++z.windowed;
     // An input: start and wait; an output: start and wait, and with
-    // revisit=any a copy back in (start and wait) first.
+    // revisit=any or on Triton a copy back in (start and wait) first.
     const bool revisits =
-        o.role == spec::Role::out && o.decl && o.decl->pipeline_mode.revisit == spec::Revisit::any;
+        o.role == spec::Role::out &&
+        ((o.decl && o.decl->pipeline_mode.revisit == spec::Revisit::any) || spec::uses_triton(k));
     z.copies_per_step += revisits ? 4 : 2;
     z.starts_per_step += revisits ? 2 : 1;
     std::int64_t depth = 2;
@@ -558,6 +559,7 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
                               const std::map<std::string, Shape> *buffer_shapes) {
   Estimate e;
   e.add(z.arrays);
+  if (spec::uses_triton(k)) e.add(z.arrays); // a run's launch snapshot of the hbm buffers
   e.add(z.blocks);
   e.add(values(nodes(k.body, false) + lets(k.body), z.max_elements));
   e.add(event_bytes(opts, runs));
@@ -819,8 +821,10 @@ RunResult with_run(RunResult r, DmaMode mode, std::uint64_t seed) {
 // reason, after `prefix`) when it faulted.
 bool run_on_cpu(RunResult &r, const std::string &unit, const spec::Program &prog, const spec::Env &env,
                 const BufferMap &buffers, const RunOptions &opts, DmaMode mode, std::uint64_t seed,
-                const std::string &prefix) {
-  ProgramOutcome o = run_program(prog, env, buffers, config_for(opts, mode, seed));
+                const std::string &prefix, bool launch_snapshot = false) {
+  ProgramRunConfig c = config_for(opts, mode, seed);
+  c.launch_snapshot = launch_snapshot;
+  ProgramOutcome o = run_program(prog, env, buffers, c);
   std::optional<ExecError> err = o.error;
   adopt(r, std::move(o));
   if (!err) return true;
@@ -873,11 +877,18 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
       }
       dst->copy_from(*src);
     }
+  // Triton's adversarial runs: every program reads the arrays as they were
+  // at launch, so a program that reads (or `+=`s) what another stores loses it.
+  const bool snapshot = !opts.device && mode == DmaMode::random && spec::uses_triton(k);
   if (opts.device) {
     if (!run_on_device(r, opts, prog, &*p.lowered, p.program_env, buffers, mode, seed)) return r;
-  } else if (!run_on_cpu(r, k.name, prog, p.program_env, buffers, opts, mode, seed, "lowered program: ")) {
+  } else if (!run_on_cpu(r, k.name, prog, p.program_env, buffers, opts, mode, seed,
+                         "lowered program: ", snapshot)) {
     return r;
   }
+  if (snapshot)
+    r.notes.push_back("backend = triton: in this run every program read the arrays as they were at launch "
+                      "(all programs at once, no store landed before another program's reads)");
   r.status = RunStatus::pass;
   if (save && opts.save_dir)
     for (const auto &bind : p.lowered->bindings)

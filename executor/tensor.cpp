@@ -12,6 +12,7 @@
 #include <new>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -474,6 +475,29 @@ void copy_view(const View &src, const View &dst, CopyHint hint) {
   // Non-temporal stores are weakly ordered: fence them before the caller
   // hands the bytes to another thread.
   if (stream) stream_fence();
+}
+
+void copy_view_changed(const View &src, const View &dst, const View &base) {
+  assert(src.dtype() == dst.dtype() && base.dtype() == dst.dtype());
+  assert(src.size() == dst.size() && base.size() == dst.size());
+  auto offsets = [](const View &v) {
+    std::vector<std::int64_t> out;
+    out.reserve(static_cast<std::size_t>(v.size()));
+    v.for_each_run([&](std::int64_t off, std::int64_t n) {
+      for (std::int64_t i = 0; i < n; ++i)
+        out.push_back(off + i);
+    });
+    return out;
+  };
+  const auto s = offsets(src), d = offsets(dst), b = offsets(base);
+  const auto eb = static_cast<std::size_t>(src.array->elem_bytes());
+  const std::byte *sbase = src.array->data(), *bbase = base.array->data();
+  std::byte *dbase = dst.array->data();
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const std::byte *from = sbase + static_cast<std::size_t>(s[i]) * eb;
+    if (std::memcmp(from, bbase + static_cast<std::size_t>(b[i]) * eb, eb) != 0)
+      std::memcpy(dbase + static_cast<std::size_t>(d[i]) * eb, from, eb);
+  }
 }
 
 } // namespace pipecheck::executor

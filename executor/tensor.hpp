@@ -141,6 +141,10 @@ enum class CopyHint {
 /// share. Every store is visible to a thread that synchronizes with the
 /// caller afterwards (a streaming copy ends with a store fence).
 void copy_view(const View &src, const View &dst, CopyHint hint = CopyHint::normal);
+/// copy_view, but only the elements of src whose bytes differ from the
+/// element at the same position of `base` (a view shaped like dst): a
+/// write-back of only what a program changed (a Triton program's stores).
+void copy_view_changed(const View &src, const View &dst, const View &base);
 
 // ------------------------------------------------------------ implementation
 

@@ -327,7 +327,12 @@ private:
     return any ? t : Expr::leaf(Op::None);
   }
 
-  bool changed(const Opnd &x, std::int64_t s) const { return s == 0 || x.blk[s] != x.blk[s - 1]; }
+  /// Whether step s starts a visit of x's block: its block differs from the
+  /// step before's; on Triton, every step of an output (each grid point is
+  /// a program of its own, which reads its block and writes it back).
+  bool changed(const Opnd &x, std::int64_t s) const {
+    return s == 0 || x.blk[s] != x.blk[s - 1] || (triton_ && x.op->role == Role::out);
+  }
 
   HbmRegion region(const Opnd &x, std::int64_t s) const {
     const auto &b = x.blk[s];
@@ -845,7 +850,7 @@ private:
       for (auto &x : ops_) {
         if (!x.windowed || x.op->role != Role::out) continue;
         std::int64_t u = out_unit[x.op->name];
-        if (s == steps_ - 1 || x.blk[s + 1] != x.blk[s]) {
+        if (s == steps_ - 1 || x.blk[s + 1] != x.blk[s] || triton_) {
           out_start(x, s, u % x.buffers);
           if (x.buffers == 1) out_wait(x, 0);
         }
@@ -1245,6 +1250,7 @@ private:
             let(st.cur[d], b[d], x.op->loc);
           Expr isnew = bin(Op::Eq, s, lit(0));
           if (mentions_pid(b)) isnew = bin(Op::Or, isnew, differs(vars(st.cur), vars(st.prev)));
+          if (triton_ && x.op->role == Role::out) isnew = lit(1); // every program its own visit
           let(st.isnew, isnew, x.op->loc);
           Block *saved = out_;
           out_ = open_if(Expr::var(st.isnew), x.op->loc);
@@ -1266,7 +1272,9 @@ private:
         Expr next = bin(Op::Add, s, lit(1));
         Expr last = bin(Op::Eq, s, lit(steps_ - 1));
         Block *saved = out_;
-        out_ = open_if(bin(Op::Or, last, differs(block_at(x, coords_at(next)), vars(st.cur))), x.op->loc);
+        Expr ends = bin(Op::Or, last, differs(block_at(x, coords_at(next)), vars(st.cur)));
+        if (triton_) ends = lit(1);
+        out_ = open_if(ends, x.op->loc);
         copy(CopyKind::out_start, ring(x, cur_slot_[x.op->name]), region_of(x, vars(st.cur)), x.op->loc);
         if (x.buffers == 1) out_wait(x, 0);
         out_ = saved;

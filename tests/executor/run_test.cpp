@@ -331,6 +331,28 @@ TEST(RunKernel, AnOutputRevisitedNonConsecutivelyFailsWithPoisonAndItsTwinPasses
   EXPECT_EQ(good.status, RunStatus::pass) << format_report(good);
 }
 
+TEST(RunKernel, TritonsAdversarialRunsLaunchEveryProgramAtOnceAndLoseARacingStore) {
+  // The split-k matmul races under Triton: run in order (eager, on_wait) it
+  // is right, launched at once (random) the programs past k = 0 read o
+  // before the init landed.
+  const spec::File f = load_corpus("corpus/kernels/triton_gpu.pk");
+  const RunReport racy = run_all_modes(unit<spec::KernelSpec>(f, "matmul_k_in_grid_gpu"), {});
+  for (const auto &r : racy.runs) {
+    EXPECT_EQ(r.status, r.mode == DmaMode::random ? RunStatus::fail : RunStatus::pass) << format_report(racy);
+    if (r.mode == DmaMode::random) {
+      ASSERT_EQ(r.notes.size(), 1u) << format_report(racy);
+      EXPECT_NE(r.notes[0].find("as they were at launch"), std::string::npos) << r.notes[0];
+    }
+  }
+  // Programs sharing one block but storing disjoint chunks of it, and an
+  // aliased output half-stored in place: each write-back carries only what
+  // its program changed, so neither undoes another's stores.
+  for (const char *name : {"matmul_k_in_loop_gpu", "column_sums_chunks_gpu", "scale_half_blocks_in_place_gpu"}) {
+    const RunReport good = run_all_modes(unit<spec::KernelSpec>(f, name), {});
+    EXPECT_EQ(good.status, RunStatus::pass) << name << "\n" << format_report(good);
+  }
+}
+
 // ------------------------------------------------ sizes and integer arithmetic
 
 namespace {
