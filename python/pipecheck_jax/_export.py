@@ -77,6 +77,8 @@ class Kernel:
     #: as a comment there: ops with no effect on memory (debug_print); their operands are
     #: still read.
     dropped: list = dataclasses.field(default_factory=list)
+    #: `backend = triton`: the call picks Pallas' Triton backend (pltriton.CompilerParams).
+    triton: bool = False
 
 
 _DTYPES = {
@@ -2118,7 +2120,8 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     drops = [k for k, t in enumerate(text_lines, start=1) if t.lstrip().startswith("# dropped: ")]
     dropped = [(prim, src, line) for (prim, src), line in zip(body.dropped, drops)]
     return Kernel(name=name, text="\n".join(text_lines) + "\n", line_map=line_map, source=source,
-                  call_site=call_site, operands=operands, eqn=pc, opaque=opaque, dropped=dropped)
+                  call_site=call_site, operands=operands, eqn=pc, opaque=opaque, dropped=dropped,
+                  triton=_is_triton(p.get("compiler_params")))
 
 
 

@@ -91,7 +91,10 @@ class _Evaluator:
         ins = [op for op in k.operands if op[1] == "in"]
         for (name, _, _, _), v in zip(ins, invals[len(invals) - len(ins):]):
             _save(os.path.join(d, "in", f"{name}.npy"), v)
-        proc = subprocess.run([pipecheck_binary(), "run", pk, "--dma", "eager", "--inputs",
+        # A Triton kernel runs as Triton may: every program launched at once (pipecheck's
+        # adversarial run), so one that races with another's stores gives other outputs.
+        dma = ["--dma", "random", "--seed", "0"] if k.triton else ["--dma", "eager"]
+        proc = subprocess.run([pipecheck_binary(), "run", pk, *dma, "--inputs",
                                os.path.join(d, "in"), "--save", os.path.join(d, "out")],
                               capture_output=True, text=True)
         self.output += proc.stdout + proc.stderr

@@ -76,6 +76,18 @@ def test_split_k_in_the_grid_is_a_race_under_triton_and_right_on_mosaic_tpu():
     assert tpu.verdicts == {"split_k_kernel": "verified"}, tpu.report()
 
 
+def test_split_k_under_triton_runs_as_triton_may_and_loses_the_racing_stores():
+    # interpret=True runs the programs in order and gets the right product; pipecheck runs a
+    # Triton kernel with every program launched at once, where the programs past k = 0 read
+    # o before the init lands.
+    res = pj.run(lambda a, b: split_k(pltriton.CompilerParams(num_warps=4))(a, b),
+                 *operands(seed=3), rtol=1e-4, atol=1e-4)
+    assert not res.ok and res.pipecheck_exit == 1, res
+    assert "as they were at launch" in res.pipecheck_output, res
+    ok = pj.run(lambda a, b: split_k(None)(a, b), *operands(seed=3), rtol=1e-4, atol=1e-4)
+    assert ok.ok, ok
+
+
 def test_its_twin_with_the_k_loop_in_the_body_verifies_and_runs_like_interpret():
     pj.assert_verified(k_loop, *operands())
     res = pj.run(k_loop, *operands(seed=3), rtol=1e-4, atol=1e-4)
