@@ -347,7 +347,8 @@ TEST(RunKernel, TritonsAdversarialRunsLaunchEveryProgramAtOnceAndLoseARacingStor
   // Programs sharing one block but storing disjoint chunks of it, and an
   // aliased output half-stored in place: each write-back carries only what
   // its program changed, so neither undoes another's stores.
-  for (const char *name : {"matmul_k_in_loop_gpu", "column_sums_chunks_gpu", "scale_half_blocks_in_place_gpu"}) {
+  for (const char *name :
+       {"matmul_k_in_loop_gpu", "column_sums_chunks_gpu", "scale_half_blocks_in_place_gpu"}) {
     const RunReport good = run_all_modes(unit<spec::KernelSpec>(f, name), {});
     EXPECT_EQ(good.status, RunStatus::pass) << name << "\n" << format_report(good);
   }

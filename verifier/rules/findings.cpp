@@ -807,6 +807,12 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
       }
       stores = true;
       const auto box = box_at(m, e, p); // decided at this grid point where not static
+      if (!box && m.triton) {           // the stores it might meet are not known: no verdict on races
+        unknown.push_back("cannot place the store into '" + o.name + "' on line " +
+                          std::to_string(e.loc.line) + " at grid point " + format_tuple(p) +
+                          ", so whether another program stores there is not decided");
+        return;
+      }
       if (!box) {
         inexact = &e;
         continue;
