@@ -646,10 +646,28 @@ bool needs_element_coverage(const KernelModel &m, std::size_t op) {
                      [&](const Effect &e) { return e.operand == op && e.kind != Effect::read && !e.exact; });
 }
 
-void element_output_findings(const KernelModel &m, std::size_t op, std::vector<Finding> &out,
-                             std::vector<std::string> &unknown) {
+Finding triton_race_finding(const KernelModel &m, std::size_t op, const Point &element, const Point &store,
+                            const Point &other, bool other_reads) {
   const auto &o = m.operands[op];
-  const std::size_t rank = o.shape.size();
+  const std::string e = "element " + format_tuple(element) + " of '" + o.name + "'";
+  Finding f = make(Rule::parallel_write_conflict, o.loc,
+                   other_reads ? "grid point " + format_tuple(other) + " reads " + e + ", which grid point " +
+                                     format_tuple(store) +
+                                     " stores: Triton runs them as concurrent programs, so the read sees the "
+                                     "store or not, as they happen to run"
+                               : "grid points " + format_tuple(store) + " and " + format_tuple(other) +
+                                     " both store " + e +
+                                     ": Triton runs them as concurrent programs, so which store lands there "
+                                     "is a race");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"element", element});
+  f.witness.items.push_back({"first_write", store});
+  f.witness.items.push_back({other_reads ? "read" : "second_write", other});
+  return f;
+}
+
+std::optional<std::string> element_pass_too_large(const KernelModel &m, std::size_t op) {
+  const auto &o = m.operands[op];
   const std::string kinds = o.has_element_dims() && o.has_bounded_dims() ? "has Element and BoundedSlice dims"
                             : o.has_element_dims()                       ? "has Element dims"
                             : o.has_bounded_dims()                       ? "has BoundedSlice dims"
@@ -669,16 +687,28 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
   for (auto b : o.block)
     work = spec::saturating_mul(work, b);
   constexpr std::int64_t kMaxWork = std::int64_t{1} << 27;
-  if (points > kMaxPoints || total > kMaxElements || work > kMaxWork) {
-    unknown.push_back("output '" + o.name + "' " + kinds +
-                      ": its coverage and parallel writes are decided by evaluating every "
-                      "grid point and element, and it has " +
-                      std::to_string(points) + " grid points (at most " + std::to_string(kMaxPoints) +
-                      ") and " + std::to_string(total) + " elements (at most " +
-                      std::to_string(kMaxElements) + "), its blocks " + std::to_string(work) +
-                      " elements over the grid (at most " + std::to_string(kMaxWork) + ")");
+  if (points > kMaxPoints || total > kMaxElements || work > kMaxWork)
+    return "output '" + o.name + "' " + kinds +
+           ": its coverage and parallel writes are decided by evaluating every "
+           "grid point and element, and it has " +
+           std::to_string(points) + " grid points (at most " + std::to_string(kMaxPoints) + ") and " +
+           std::to_string(total) + " elements (at most " + std::to_string(kMaxElements) + "), its blocks " +
+           std::to_string(work) + " elements over the grid (at most " + std::to_string(kMaxWork) + ")";
+  return std::nullopt;
+}
+
+void element_output_findings(const KernelModel &m, std::size_t op, std::vector<Finding> &out,
+                             std::vector<std::string> &unknown) {
+  if (auto why = element_pass_too_large(m, op)) {
+    unknown.push_back(*why);
     return;
   }
+  const auto &o = m.operands[op];
+  const std::size_t rank = o.shape.size();
+  std::int64_t total = 1;
+  for (auto n : o.shape)
+    total = spec::saturating_mul(total, n);
+  const std::int64_t points = m.num_points();
   auto flat_of = [&](const Point &e) {
     std::int64_t flat = 0;
     for (std::size_t d = 0; d < rank; ++d)
@@ -886,33 +916,13 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
         }
       });
       if (!hit) continue;
-      const Point writer = spec::grid_point(m.grid, m.cta_axes, who);
-      const Point reader = spec::grid_point(m.grid, m.cta_axes, r.k);
-      Finding f =
-          make(Rule::parallel_write_conflict, o.loc,
-               "grid point " + format_tuple(reader) + " reads element " + format_tuple(*hit) + " of '" +
-                   o.name + "', which grid point " + format_tuple(writer) +
-                   " stores: Triton runs them as concurrent programs, so the read sees the store or not, "
-                   "as they happen to run");
-      f.witness.items.push_back({"operand", o.name});
-      f.witness.items.push_back({"element", *hit});
-      f.witness.items.push_back({"first_write", writer});
-      f.witness.items.push_back({"read", reader});
-      out.push_back(std::move(f));
+      out.push_back(triton_race_finding(m, op, *hit, spec::grid_point(m.grid, m.cta_axes, who),
+                                        spec::grid_point(m.grid, m.cta_axes, r.k), true));
       break;
     }
-  if (race) {
-    const Point first = spec::grid_point(m.grid, m.cta_axes, race->first);
-    Finding f = make(Rule::parallel_write_conflict, o.loc,
-                     "grid points " + format_tuple(first) + " and " + format_tuple(race_at) +
-                         " both store element " + format_tuple(race->second) + " of '" + o.name +
-                         "': Triton runs them as concurrent programs, so which store lands there is a race");
-    f.witness.items.push_back({"operand", o.name});
-    f.witness.items.push_back({"element", race->second});
-    f.witness.items.push_back({"first_write", first});
-    f.witness.items.push_back({"second_write", race_at});
-    out.push_back(std::move(f));
-  }
+  if (race)
+    out.push_back(triton_race_finding(m, op, race->second, spec::grid_point(m.grid, m.cta_axes, race->first),
+                                      race_at, false));
   // Two storing points on different parallel cores whose windows overlap:
   // each core writes its whole window back, in either order (Triton has no
   // write-back: its programs race only where their stores meet, above).

@@ -60,6 +60,13 @@ std::optional<Point> block_at(const KernelModel &, std::size_t op, const Point &
 /// does not evaluate. Replaces the per-block coverage and conflict rules for it.
 void element_output_findings(const KernelModel &, std::size_t op, std::vector<Finding> &out,
                              std::vector<std::string> &unknown);
+/// parallel-write-conflict on a Triton output: grid point `store` stores
+/// `element`, and `other` stores it too or (other_reads) reads it.
+Finding triton_race_finding(const KernelModel &, std::size_t op, const Point &element, const Point &store,
+                            const Point &other, bool other_reads);
+/// Why element_output_findings cannot evaluate output `op` (too many grid
+/// points, elements or block elements over the grid); nullopt when it can.
+std::optional<std::string> element_pass_too_large(const KernelModel &, std::size_t op);
 /// Whether output `op` is checked per element (element_output_findings)
 /// rather than per block: it has Element or BoundedSlice dims, or a store
 /// whose box depends on the grid point (`o[ds(program_id(0) * 16, 16)]`,

@@ -62,7 +62,13 @@ public:
         // (Triton has no block that stays across visits to revisit or
         // reset: its programs' stores meet per element, or not at all.)
         if (!o.revisit_any && !m_.triton) revisit(i);
-        if (needs_element_coverage(m_, i)) {
+        if (needs_element_coverage(m_, i) && m_.triton && element_pass_too_large(m_, i) &&
+            triton_boxes_static(i)) {
+          // Too many programs to replay: their stores meet only where two
+          // static boxes overlap on one block, which the solver decides.
+          triton_races(i);
+          if (!m_.is_aliased_output(i)) not_covered(i);
+        } else if (needs_element_coverage(m_, i)) {
           element_output_findings(m_, i, out_.findings, out_.unknown);
         } else {
           parallel_conflict(i);
@@ -973,6 +979,59 @@ private:
                fires(op, true, false, p), fires(op, true, false, q)},
               {&p, &q}, v) == Q::sat)
       out_.findings.push_back(parallel_conflict_finding(m_, op, v[0], v[1]));
+  }
+
+  // A Triton output whose stores and reads all have static boxes (and no
+  // Element or BoundedSlice dims).
+  bool triton_boxes_static(std::size_t op) const {
+    const auto &o = m_.operands[op];
+    if (o.has_element_dims() || o.has_bounded_dims()) return false;
+    return std::all_of(m_.effects.begin(), m_.effects.end(),
+                       [&](const Effect &e) { return e.operand != op || e.keep || e.exact; });
+  }
+
+  // Triton: two programs whose static store boxes (or a store's and a
+  // read's) overlap on one block, on an element inside the array.
+  void triton_races(std::size_t op) {
+    const auto &o = m_.operands[op];
+    std::vector<std::size_t> stores, touches;
+    for (std::size_t e = 0; e < m_.effects.size(); ++e) {
+      const Effect &ef = m_.effects[e];
+      if (ef.operand != op || ef.keep) continue;
+      if (ef.kind != Effect::read) stores.push_back(e);
+      touches.push_back(e);
+    }
+    for (std::size_t s : stores)
+      for (std::size_t t : touches) {
+        const Effect &es = m_.effects[s], &et = m_.effects[t];
+        const bool reads = et.kind == Effect::read;
+        if (!reads && t < s) continue; // each pair of stores once: p and q range over both orders
+        Box ov(o.shape.size());
+        bool empty = false;
+        for (std::size_t d = 0; d < ov.size(); ++d) {
+          ov[d] = {std::max(es.box[d].first, et.box[d].first), std::min(es.box[d].second, et.box[d].second)};
+          empty = empty || ov[d].first >= ov[d].second;
+        }
+        if (empty) continue;
+        SymPoint p = point("p"), q = point("q");
+        std::vector<Term> differ;
+        for (std::size_t a = 0; a < m_.grid.size(); ++a)
+          differ.push_back(p.v[a] != q.v[a]);
+        const auto bp = block(op, p);
+        std::vector<Term> facts = {in_grid(p),   in_grid(q),  ctx_.any_of(differ), same(bp, block(op, q)),
+                                   guard(es, p), guard(et, q)};
+        for (std::size_t d = 0; d < ov.size(); ++d)
+          facts.push_back(bp[d] * o.block[d] + ov[d].first < o.shape[d]);
+        std::vector<Point> v;
+        if (query("parallel-write-conflict/" + o.name, facts, {&p, &q}, v) != Q::sat) continue;
+        const auto b = block_at(m_, op, v[0]);
+        if (!b) continue;
+        Point element(ov.size());
+        for (std::size_t d = 0; d < ov.size(); ++d)
+          element[d] = (*b)[d] * o.block[d] + ov[d].first;
+        out_.findings.push_back(triton_race_finding(m_, op, element, v[0], v[1], reads));
+        return;
+      }
   }
 
   // Per cell (cover_cells): some block whose cell holds array elements and

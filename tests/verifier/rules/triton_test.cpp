@@ -203,5 +203,37 @@ TEST(Triton, ALargeGridIsDecidedNotUnknown) {
   EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? v.reason : v.findings[0].message);
 }
 
+// One row per program, 70000 programs: past the element replay's 65536, so
+// the solver decides where static store boxes meet.
+std::string rows(const std::string &index) {
+  return R"(kernel rows:
+    grid = (70000,)
+    backend = triton
+    in  x: f32[70000, 8]  block=(None, 8)  index=(r) -> (r, 0)
+    out o: f32[70000, 8]  block=(None, 8)  index=(r) -> ()" +
+         index + R"(, 0)
+    body:
+        o[...] = x[...] * 2.0
+)";
+}
+
+TEST(Triton, PastTheReplayTheSolverProvesRowsDisjoint) {
+  auto v = check_text(rows("r"), "rows");
+  EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? v.reason : v.findings[0].message);
+}
+
+TEST(Triton, PastTheReplayTheSolverFindsTwoProgramsOnOneRow) {
+  auto v = check_text(rows("r // 2"), "rows");
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  const verifier::Finding *race = nullptr;
+  for (const auto &f : v.findings)
+    if (f.rule == Rule::parallel_write_conflict) race = &f;
+  ASSERT_TRUE(race) << v.findings[0].message;
+  EXPECT_EQ(race->loc.line, 5);
+  EXPECT_EQ(point_item(*race, "element"), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(point_item(*race, "first_write"), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(point_item(*race, "second_write"), (std::vector<std::int64_t>{1}));
+}
+
 } // namespace
 } // namespace pipecheck
