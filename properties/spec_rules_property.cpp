@@ -5,6 +5,7 @@
 #include "verifier/rules/findings.hpp"
 #include "verifier/rules/symbolic.hpp"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -342,6 +343,27 @@ std::string compare_symbolic_with_enumeration(const std::string &text) {
     }
   }
   return "";
+}
+
+std::string compare_triton_races_with_brute_force(const SmallKernel &k) {
+  if (!k.triton) return "skip";
+  auto parsed = spec::parse_and_validate(spec::SourceFile::from_string("prop.pk", k.text()));
+  if (!parsed.file || parsed.file->units.empty()) return "skip";
+  const auto *ks = std::get_if<spec::KernelSpec>(&parsed.file->units[0]);
+  if (!ks) return "skip";
+  auto built = verifier::rules::build_model(*ks, {}, std::nullopt);
+  if (!built.model) return "skip";
+  auto sym = verifier::rules::check_triton_races_symbolically(*built.model, 10000);
+  if (!sym.unknown.empty()) return "symbolic unknown: " + sym.unknown[0];
+  const std::string conflict = "parallel-write-conflict@" + std::to_string(x_line(k) + 1);
+  bool solver = false;
+  for (const auto &f : sym.findings)
+    solver = solver || (f.rule == verifier::Rule::parallel_write_conflict && f.loc.line == x_line(k) + 1);
+  const auto want = brute_force_rules(k);
+  const bool brute = std::find(want.begin(), want.end(), conflict) != want.end();
+  if (solver == brute) return "";
+  return std::string("the solver ") + (solver ? "finds" : "does not find") + " a race, the brute force " +
+         (brute ? "does" : "does not");
 }
 
 std::string compare_symbolic_with_brute_force(const SmallKernel &k) {

@@ -57,6 +57,12 @@ std::vector<std::string> brute_force_rules(const SmallKernel &k);
 /// not validate, else both sets.
 std::string compare_symbolic_with_brute_force(const SmallKernel &k);
 
+/// For a `backend = triton` kernel: whether the solver's race check (the
+/// path past the element replay's limits) finds a parallel-write-conflict
+/// exactly when brute_force_rules does, on the output. "" when they agree,
+/// "skip" when the kernel is not Triton's or does not validate.
+std::string compare_triton_races_with_brute_force(const SmallKernel &k);
+
 /// Random small kernel specs as `.pk` text (kernel name `k`): grids of rank
 /// 1-3 with extents 1-4, 2-D operands with ragged shapes, index maps with
 /// `//`, `%`, offsets and transposes, guarded inits, input writes, aliases.

@@ -44,6 +44,18 @@ RC_GTEST_PROP(SpecRules, SymbolicRulesAgreeWithABruteForceEvaluatorThatHasItsOwn
   RC_ASSERT(diff == std::string());
 }
 
+RC_GTEST_PROP(SpecRules, TheSolversTritonRacesAgreeWithTheBruteForceEvaluator, ()) {
+  // The path a Triton kernel past the element replay's limits takes, held
+  // to the brute force on small kernels (generated Triton kernels only).
+  properties::SmallKernel k = *properties::small_kernel();
+  k.triton = true;
+  k.semantics.clear();
+  std::string diff = properties::compare_triton_races_with_brute_force(k);
+  RC_PRE(diff != "skip");
+  RC_LOG() << k.text() << diff << "\n";
+  RC_ASSERT(diff == std::string());
+}
+
 TEST(SpecRules, TheComparisonFailsWhenTheVerdictsDiffer) {
   // A kernel that the property knows to be buggy yields findings on both sides;
   // the comparison itself must report agreement, not vacuously pass on "skip".

@@ -107,6 +107,20 @@ public:
   }
 
   // Only index-out-of-bounds of copy addresses that read open contents.
+  RuleOutcome run_triton_races() {
+    for (std::size_t i = 0; i < m_.operands.size(); ++i) {
+      const auto &o = m_.operands[i];
+      if (o.role != spec::Role::out || !o.windowed) continue;
+      if (!triton_boxes_static(i)) {
+        out_.unknown.push_back("output '" + o.name + "' has a store or read whose box is not static");
+        continue;
+      }
+      triton_races(i);
+    }
+    finalize(out_.findings);
+    return std::move(out_);
+  }
+
   RuleOutcome run_copy_addresses() {
     if (env_ && !pf_arrays_.empty()) copy_addresses();
     if (env_) annotate_prefetch();
@@ -1020,15 +1034,17 @@ private:
         const auto bp = block(op, p);
         std::vector<Term> facts = {in_grid(p),   in_grid(q),  ctx_.any_of(differ), same(bp, block(op, q)),
                                    guard(es, p), guard(et, q)};
-        for (std::size_t d = 0; d < ov.size(); ++d)
+        for (std::size_t d = 0; d < ov.size(); ++d) { // some element of the overlap in the array
           facts.push_back(bp[d] * o.block[d] + ov[d].first < o.shape[d]);
+          facts.push_back(bp[d] * o.block[d] + ov[d].second > 0);
+        }
         std::vector<Point> v;
         if (query("parallel-write-conflict/" + o.name, facts, {&p, &q}, v) != Q::sat) continue;
         const auto b = block_at(m_, op, v[0]);
         if (!b) continue;
         Point element(ov.size());
         for (std::size_t d = 0; d < ov.size(); ++d)
-          element[d] = (*b)[d] * o.block[d] + ov[d].first;
+          element[d] = std::max<std::int64_t>((*b)[d] * o.block[d] + ov[d].first, 0);
         out_.findings.push_back(triton_race_finding(m_, op, element, v[0], v[1], reads));
         return;
       }
@@ -1148,6 +1164,10 @@ RuleOutcome check_copy_addresses(const KernelModel &m, unsigned timeout_ms, cons
     for (std::size_t k = 0; k < v.size(); ++k)
       copy.env[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
   return Sym(copy, timeout_ms, open).run_copy_addresses();
+}
+
+RuleOutcome check_triton_races_symbolically(const KernelModel &m, unsigned timeout_ms) {
+  return Sym(m, timeout_ms, nullptr).run_triton_races();
 }
 
 bool reads_open_contents_outside_copy_addresses(const KernelModel &m) {

@@ -59,6 +59,12 @@ RuleOutcome check_symbolic(const KernelModel &, unsigned timeout_ms, QueryCache 
 RuleOutcome check_symbolic(const KernelModel &, unsigned timeout_ms, const spec::PrefetchSpace &open,
                            const spec::PrefetchContents &start);
 
+/// Of the rules above, only the races of a Triton kernel's outputs
+/// (parallel-write-conflict) as the solver decides them past the element
+/// replay's limits, for every output, whatever its grid: what the property
+/// tests hold equal to the replay on small kernels.
+RuleOutcome check_triton_races_symbolically(const KernelModel &, unsigned timeout_ms);
+
 /// Of the rules above, only index-out-of-bounds of body copy addresses that
 /// read open contents (a page table), for every allowed contents.
 RuleOutcome check_copy_addresses(const KernelModel &, unsigned timeout_ms, const spec::PrefetchSpace &open,
