@@ -189,7 +189,9 @@ std::vector<RuleDoc> make_docs() {
                "Two grid points that differ along a `parallel` axis write the same output block. Parallel "
                "axes may be split across cores (megacore, the CUDA grid), so the writes race. The same "
                "holds for a scratch that carries a value across a parallel axis: each core has its own. "
-               "Mark the reduction axis `arbitrary`.",
+               "Mark the reduction axis `arbitrary`. Under `backend = triton` every grid point is a "
+               "concurrent program storing into the array itself: two programs storing one element, or "
+               "one reading what another stores, race; a reduction belongs in the body's loop.",
                R"(kernel sum_reduction_axis_marked_parallel:
     grid = (4, 4, 8)
     dimension_semantics = (parallel, parallel, parallel)
