@@ -345,15 +345,22 @@ std::string compare_symbolic_with_enumeration(const std::string &text) {
   return "";
 }
 
-std::string compare_triton_races_with_brute_force(const SmallKernel &k) {
-  if (!k.triton) return "skip";
+namespace {
+
+// compare(model) on the model of k's text (which points into the parsed
+// file, alive for the call); "skip" when it does not validate or build.
+template <class F> std::string with_model(const SmallKernel &k, F &&compare) {
   auto parsed = spec::parse_and_validate(spec::SourceFile::from_string("prop.pk", k.text()));
   if (!parsed.file || parsed.file->units.empty()) return "skip";
   const auto *ks = std::get_if<spec::KernelSpec>(&parsed.file->units[0]);
   if (!ks) return "skip";
   auto built = verifier::rules::build_model(*ks, {}, std::nullopt);
   if (!built.model) return "skip";
-  auto sym = verifier::rules::check_triton_races_symbolically(*built.model, 10000);
+  return compare(*built.model);
+}
+
+std::string triton_races_agree(const SmallKernel &k, const verifier::rules::KernelModel &m) {
+  auto sym = verifier::rules::check_triton_races_symbolically(m, 10000);
   if (!sym.unknown.empty()) return "symbolic unknown: " + sym.unknown[0];
   const std::string conflict = "parallel-write-conflict@" + std::to_string(x_line(k) + 1);
   bool solver = false;
@@ -366,14 +373,8 @@ std::string compare_triton_races_with_brute_force(const SmallKernel &k) {
          (brute ? "does" : "does not");
 }
 
-std::string compare_symbolic_with_brute_force(const SmallKernel &k) {
-  auto parsed = spec::parse_and_validate(spec::SourceFile::from_string("prop.pk", k.text()));
-  if (!parsed.file || parsed.file->units.empty()) return "skip";
-  const auto *ks = std::get_if<spec::KernelSpec>(&parsed.file->units[0]);
-  if (!ks) return "skip";
-  auto built = verifier::rules::build_model(*ks, {}, std::nullopt);
-  if (!built.model) return "skip";
-  auto sym = verifier::rules::check_symbolic(*built.model, 10000);
+std::string symbolic_agrees(const SmallKernel &k, const verifier::rules::KernelModel &m) {
+  auto sym = verifier::rules::check_symbolic(m, 10000);
   if (!sym.unknown.empty()) return "symbolic unknown: " + sym.unknown[0];
   if (!sym.errors.empty()) return "skip";
   std::set<std::string> got;
@@ -397,6 +398,17 @@ std::string compare_symbolic_with_brute_force(const SmallKernel &k) {
   std::vector<std::string> have(got.begin(), got.end());
   if (want == have) return "";
   return "symbolic {" + join(have) + "} != brute force {" + join(want) + "}";
+}
+
+} // namespace
+
+std::string compare_triton_races_with_brute_force(const SmallKernel &k) {
+  if (!k.triton) return "skip";
+  return with_model(k, [&](const verifier::rules::KernelModel &m) { return triton_races_agree(k, m); });
+}
+
+std::string compare_symbolic_with_brute_force(const SmallKernel &k) {
+  return with_model(k, [&](const verifier::rules::KernelModel &m) { return symbolic_agrees(k, m); });
 }
 
 } // namespace pipecheck::properties
