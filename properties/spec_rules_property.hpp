@@ -48,8 +48,9 @@ rc::Gen<SmallKernel> small_kernel();
 /// output-not-covered (unaliased output only), and "uninitialized-accumulator"
 /// (no line) for a read of an output block nothing wrote yet. Under
 /// `backend = triton`: no revisit, a conflict where two programs store one
-/// row half of one block, and a scratch read in a program that did not
-/// initialize it is uninitialized (each program has its own).
+/// row half of one block, a read of the unaliased output before its own
+/// program stored there is uninitialized, and so is a scratch read in a
+/// program that did not initialize it (each program has its own).
 std::vector<std::string> brute_force_rules(const SmallKernel &k);
 
 /// Compares the symbolic spec rules on `k` with brute_force_rules, on the
@@ -57,9 +58,10 @@ std::vector<std::string> brute_force_rules(const SmallKernel &k);
 /// not validate, else both sets.
 std::string compare_symbolic_with_brute_force(const SmallKernel &k);
 
-/// For a `backend = triton` kernel: whether the solver's race check (the
-/// path past the element replay's limits) finds a parallel-write-conflict
-/// exactly when brute_force_rules does, on the output. "" when they agree,
+/// For a `backend = triton` kernel: whether the solver's race and garbage
+/// checks (the path past the element replay's limits) find a
+/// parallel-write-conflict and an uninitialized-accumulator on the output
+/// exactly when brute_force_rules does. "" when they agree,
 /// "skip" when the kernel is not Triton's or does not validate.
 std::string compare_triton_races_with_brute_force(const SmallKernel &k);
 

@@ -48,8 +48,10 @@ public:
       const auto &o = m_.operands[ef.operand];
       if (ef.keep && kept[ef.operand]) continue;
       // An acc scratch (plgpu.ACC) starts at zero in every CTA.
+      // (A Triton output's reads are its element pass's: per program, in order.)
       if ((ef.kind == Effect::read || ef.kind == Effect::accumulate) &&
-          ((o.role == spec::Role::out && o.windowed) || (o.role == spec::Role::scratch && !o.acc)))
+          ((o.role == spec::Role::out && o.windowed && !m_.triton) ||
+           (o.role == spec::Role::scratch && !o.acc)))
         uninitialized(e);
       if (ef.kind != Effect::read && o.role == spec::Role::in && o.windowed) input_write(e);
     }

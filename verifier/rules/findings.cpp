@@ -666,6 +666,20 @@ Finding triton_race_finding(const KernelModel &m, std::size_t op, const Point &e
   return f;
 }
 
+Finding triton_garbage_finding(const KernelModel &m, const Effect &read, const Point &p,
+                               const Point &element) {
+  const auto &o = m.operands[read.operand];
+  Finding f =
+      make(Rule::uninitialized_accumulator, read.loc,
+           "grid point " + format_tuple(p) + " reads element " + format_tuple(element) + " of '" + o.name +
+               "' before its program stores it: a Triton program reads the array itself, which holds "
+               "garbage there (store it first, or alias an input to the output)");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"grid_point", p});
+  f.witness.items.push_back({"element", element});
+  return f;
+}
+
 std::optional<std::string> element_pass_too_large(const KernelModel &m, std::size_t op) {
   const auto &o = m.operands[op];
   const std::string kinds = o.has_element_dims() && o.has_bounded_dims() ? "has Element and BoundedSlice dims"
@@ -761,6 +775,22 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
     Box box;        // in array elements
   };
   std::vector<Read> reads; // Triton: every program's reads of the output
+  // Triton: the last program that stored each element (programs run one at
+  // a time here, each through its effects in order), and the first read of
+  // an element its own program had not stored yet: what the array held.
+  std::vector<std::int64_t> mine(m.triton ? static_cast<std::size_t>(total) : 0, -1);
+  struct Garbage {
+    Point point, element;
+    const Effect *read;
+  };
+  std::optional<Garbage> garbage;
+  const bool aliased = m.is_aliased_output(op);
+  auto read_before_store = [&](const Box &at, const Effect &e, std::int64_t k, const Point &p) {
+    if (garbage || aliased) return;
+    each(at, [&](const Point &x) {
+      if (!garbage && mine[flat_of(x)] != k) garbage = Garbage{p, x, &e};
+    });
+  };
   auto end_visit = [&] {
     if (!key) return;
     each(win, [&](const Point &e) {
@@ -832,6 +862,7 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
           at[d] = {std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].first), 0, o.shape[d]),
                    std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].second), 0, o.shape[d])};
         }
+        read_before_store(at, e, k, p);
         reads.push_back({k, std::move(at)});
         continue;
       }
@@ -857,11 +888,14 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
             std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].second), win[d].first,
                                      win[d].second)};
       }
-      if (m.triton && !race)
-        each(at, [&](const Point &e) {
-          std::int64_t &who = owner[flat_of(e)];
+      if (m.triton && e.kind == Effect::accumulate) read_before_store(at, e, k, p); // `+=` reads first
+      if (m.triton)
+        each(at, [&](const Point &x) {
+          const std::size_t f = flat_of(x);
+          mine[f] = k;
+          std::int64_t &who = owner[f];
           if (who >= 0 && who != k && !race) {
-            race = std::make_pair(who, e);
+            race = std::make_pair(who, x);
             race_at = p;
           }
           if (who < 0) who = k;
@@ -920,6 +954,7 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
                                         spec::grid_point(m.grid, m.cta_axes, r.k), true));
       break;
     }
+  if (garbage) out.push_back(triton_garbage_finding(m, *garbage->read, garbage->point, garbage->element));
   if (race)
     out.push_back(triton_race_finding(m, op, race->second, spec::grid_point(m.grid, m.cta_axes, race->first),
                                       race_at, false));

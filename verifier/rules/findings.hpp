@@ -64,6 +64,9 @@ void element_output_findings(const KernelModel &, std::size_t op, std::vector<Fi
 /// `element`, and `other` stores it too or (other_reads) reads it.
 Finding triton_race_finding(const KernelModel &, std::size_t op, const Point &element, const Point &store,
                             const Point &other, bool other_reads);
+/// uninitialized-accumulator on a Triton output: `read` (a load or `+=`)
+/// at grid point p takes `element` before p's program stored it.
+Finding triton_garbage_finding(const KernelModel &, const Effect &read, const Point &p, const Point &element);
 /// Why element_output_findings cannot evaluate output `op` (too many grid
 /// points, elements or block elements over the grid); nullopt when it can.
 std::optional<std::string> element_pass_too_large(const KernelModel &, std::size_t op);

@@ -67,6 +67,7 @@ public:
           // Too many programs to replay: their stores meet only where two
           // static boxes overlap on one block, which the solver decides.
           triton_races(i);
+          triton_garbage(i);
           if (!m_.is_aliased_output(i)) not_covered(i);
         } else if (needs_element_coverage(m_, i)) {
           element_output_findings(m_, i, out_.findings, out_.unknown);
@@ -84,8 +85,11 @@ public:
       const auto &o = m_.operands[e.operand];
       if (e.keep && kept[e.operand]) continue;
       // An acc scratch (plgpu.ACC) starts at zero in every CTA.
+      // (A Triton output's reads are its element pass's or triton_solver's:
+      // per program, in order.)
       if ((e.kind == Effect::read || e.kind == Effect::accumulate) &&
-          ((o.role == spec::Role::out && o.windowed) || (o.role == spec::Role::scratch && !o.acc)))
+          ((o.role == spec::Role::out && o.windowed && !m_.triton) ||
+           (o.role == spec::Role::scratch && !o.acc)))
         uninitialized(e);
       if (e.kind != Effect::read && o.role == spec::Role::in && o.windowed) input_write(e);
     }
@@ -116,6 +120,7 @@ public:
         continue;
       }
       triton_races(i);
+      triton_garbage(i);
     }
     finalize(out_.findings);
     return std::move(out_);
@@ -1048,6 +1053,74 @@ private:
         out_.findings.push_back(triton_race_finding(m_, op, element, v[0], v[1], reads));
         return;
       }
+  }
+
+  // Triton: a load or `+=` of the output at some program, on a part of its
+  // box that no earlier store of the same program covers (the part split
+  // into cells by those stores' boxes), inside the array, unaliased.
+  void triton_garbage(std::size_t op) {
+    const auto &o = m_.operands[op];
+    if (m_.is_aliased_output(op)) return;
+    const std::size_t rank = o.shape.size();
+    for (std::size_t r = 0; r < m_.effects.size(); ++r) {
+      const Effect &er = m_.effects[r];
+      if (er.operand != op || er.keep || er.kind == Effect::write) continue;
+      std::vector<std::size_t> earlier;
+      std::vector<std::set<std::int64_t>> cuts(rank);
+      for (std::size_t d = 0; d < rank; ++d)
+        cuts[d] = {er.box[d].first, er.box[d].second};
+      for (std::size_t s = 0; s < r; ++s) {
+        const Effect &es = m_.effects[s];
+        if (es.operand != op || es.kind == Effect::read) continue;
+        earlier.push_back(s);
+        for (std::size_t d = 0; d < rank; ++d)
+          for (auto x : {es.box[d].first, es.box[d].second})
+            if (x > er.box[d].first && x < er.box[d].second) cuts[d].insert(x);
+      }
+      // Every cell: a box between consecutive cuts along each dim.
+      std::vector<std::vector<std::int64_t>> bounds(rank);
+      for (std::size_t d = 0; d < rank; ++d)
+        bounds[d].assign(cuts[d].begin(), cuts[d].end());
+      std::vector<std::size_t> at(rank, 0);
+      for (;;) {
+        Box cell(rank);
+        bool empty = false;
+        for (std::size_t d = 0; d < rank; ++d) {
+          empty = empty || bounds[d].size() < 2;
+          if (!empty) cell[d] = {bounds[d][at[d]], bounds[d][at[d] + 1]};
+        }
+        if (empty) break;
+        SymPoint p = point("p");
+        const auto bp = block(op, p);
+        std::vector<Term> facts = {in_grid(p), guard(er, p)};
+        for (std::size_t s : earlier) {
+          bool covers = true;
+          for (std::size_t d = 0; d < rank; ++d)
+            covers = covers && m_.effects[s].box[d].first <= cell[d].first &&
+                     cell[d].second <= m_.effects[s].box[d].second;
+          if (covers) facts.push_back(!guard(m_.effects[s], p));
+        }
+        for (std::size_t d = 0; d < rank; ++d) {
+          facts.push_back(bp[d] * o.block[d] + cell[d].first < o.shape[d]);
+          facts.push_back(bp[d] * o.block[d] + cell[d].second > 0);
+        }
+        std::vector<Point> v;
+        if (query("uninitialized-accumulator/" + o.name, facts, {&p}, v) == Q::sat)
+          if (const auto b = block_at(m_, op, v[0])) {
+            Point element(rank);
+            for (std::size_t d = 0; d < rank; ++d)
+              element[d] = std::max<std::int64_t>((*b)[d] * o.block[d] + cell[d].first, 0);
+            out_.findings.push_back(triton_garbage_finding(m_, er, v[0], element));
+            return;
+          }
+        std::size_t d = rank;
+        while (d > 0 && ++at[d - 1] + 1 >= bounds[d - 1].size()) {
+          at[d - 1] = 0;
+          --d;
+        }
+        if (d == 0) break;
+      }
+    }
   }
 
   // Per cell (cover_cells): some block whose cell holds array elements and
