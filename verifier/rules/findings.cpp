@@ -307,6 +307,57 @@ Finding uninitialized_finding(const KernelModel &m, const Effect &r, const Point
   return f;
 }
 
+namespace {
+
+// The mask of a masked store `T[s] = where(c, v, T[s])` at a grid point,
+// over its box: which elements it sets (the others it keeps).
+class StoreMask {
+public:
+  /// `box`: the store's box at p (box_at). Without a keep_mask the store
+  /// sets its whole box; a mask that does not evaluate (or does not fit the
+  /// box) sets nothing as far as it can tell (`evaluated` false).
+  StoreMask(const KernelModel &m, const races::PaddingFlow &flow, const Effect &w, const Point &p,
+            const Box &box)
+      : w_(w), box_(box) {
+    if (!w.keep_mask) return;
+    mask_ = flow.concrete(bind_grid(*w.keep_mask, p, m.grid), m.env);
+    const std::size_t r = mask_ ? mask_->shape.size() : 0, nd = w.keep_dims.size();
+    if (r > nd) mask_.reset();
+    for (std::size_t j = 0; mask_ && j < r; ++j) {
+      const std::int64_t ext = mask_->shape[r - 1 - j];
+      const auto &bx = box[w.keep_dims[nd - 1 - j]];
+      if (ext != 1 && ext != bx.second - bx.first) mask_.reset();
+    }
+  }
+  bool evaluated() const { return !w_.keep_mask || mask_.has_value(); }
+  /// Whether the store sets the element at `e` (block-relative, inside the box).
+  bool sets(const std::vector<std::int64_t> &e) const {
+    if (!w_.keep_mask) return true;
+    if (!mask_) return false;
+    std::int64_t mf = 0;
+    const std::size_t r = mask_->shape.size(), nd = w_.keep_dims.size();
+    for (std::size_t md = 0; md < r; ++md) {
+      const std::size_t vd = nd + md - r; // right-aligned value dim (r <= nd here)
+      const std::size_t d = w_.keep_dims[vd];
+      const std::int64_t i = mask_->shape[md] == 1 ? 0 : e[d] - box_[d].first;
+      mf = mf * mask_->shape[md] + i;
+    }
+    return mask_->v[static_cast<std::size_t>(mf)] != 0;
+  }
+
+private:
+  const Effect &w_;
+  Box box_;
+  std::optional<races::IntTensor> mask_;
+};
+
+races::PaddingFlow mask_flow(const KernelModel &m) {
+  return races::PaddingFlow([mp = &m](const std::string &n) { return mp->operand_index(n).has_value(); },
+                            [](const spec::Expr &) { return races::RefPadding{}; });
+}
+
+} // namespace
+
 std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, std::size_t op) {
   const auto &o = m.operands[op];
   std::vector<std::size_t> stores;
@@ -328,8 +379,7 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
   if (total > kMaxElements || spec::saturating_mul(spec::saturating_mul(points, block),
                                                    static_cast<std::int64_t>(stores.size())) > kMaxWork)
     return std::nullopt;
-  races::PaddingFlow flow([&](const std::string &n) { return m.operand_index(n).has_value(); },
-                          [](const spec::Expr &) { return races::RefPadding{}; });
+  const races::PaddingFlow flow = mask_flow(m);
   std::vector<std::uint8_t> defined(static_cast<std::size_t>(total), m.is_aliased_output(op) ? 1 : 0);
   std::vector<std::int64_t> kept_at(static_cast<std::size_t>(total), -1); // linear grid position
   const std::size_t rank = o.shape.size();
@@ -347,18 +397,7 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
       // one chunk here, not the whole block).
       const auto box = box_at(m, w, p);
       if (!box) return std::nullopt;
-      // The mask per element of the box; empty: defines nothing.
-      std::optional<races::IntTensor> mask;
-      if (w.keep_mask) {
-        mask = flow.concrete(bind_grid(*w.keep_mask, p, m.grid), m.env);
-        const std::size_t r = mask ? mask->shape.size() : 0, nd = w.keep_dims.size();
-        if (r > nd) mask.reset();
-        for (std::size_t j = 0; mask && j < r; ++j) {
-          const std::int64_t ext = mask->shape[r - 1 - j];
-          const auto &bx = (*box)[w.keep_dims[nd - 1 - j]];
-          if (ext != 1 && ext != bx.second - bx.first) mask.reset();
-        }
-      }
+      const StoreMask mask(m, flow, w, p, *box); // a mask that does not evaluate defines nothing
       std::vector<std::int64_t> e(rank);
       bool empty = false;
       for (std::size_t d = 0; d < rank; ++d) {
@@ -374,18 +413,7 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
           flat = flat * o.shape[d] + x;
         }
         if (inside) {
-          bool sets = !w.keep_mask;
-          if (mask) {
-            std::int64_t mf = 0;
-            const std::size_t r = mask->shape.size(), nd = w.keep_dims.size();
-            for (std::size_t md = 0; md < r; ++md) {
-              const std::size_t vd = nd + md - r; // right-aligned value dim (r <= nd here)
-              const std::size_t d = w.keep_dims[vd];
-              const std::int64_t i = mask->shape[md] == 1 ? 0 : e[d] - (*box)[d].first;
-              mf = mf * mask->shape[md] + i;
-            }
-            sets = mask->v[static_cast<std::size_t>(mf)] != 0;
-          }
+          const bool sets = mask.sets(e);
           auto &def = defined[static_cast<std::size_t>(flat)];
           if (sets)
             def = 1;
@@ -785,6 +813,7 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
   };
   std::optional<Garbage> garbage;
   const bool aliased = m.is_aliased_output(op);
+  const races::PaddingFlow flow = mask_flow(m);
   auto read_before_store = [&](const Box &at, const Effect &e, std::int64_t k, const Point &p) {
     if (garbage || aliased) return;
     each(at, [&](const Point &x) {
@@ -889,8 +918,20 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
                                      win[d].second)};
       }
       if (m.triton && e.kind == Effect::accumulate) read_before_store(at, e, k, p); // `+=` reads first
+      // A masked store sets only where its mask holds: programs whose chunks
+      // overlap under masks that keep them apart do not race (a mask that
+      // does not evaluate counts as setting all of its box).
+      const std::optional<StoreMask> mask = m.triton && e.keep_mask
+                                                ? std::optional<StoreMask>(std::in_place, m, flow, e, p, *box)
+                                                : std::nullopt;
+      Point rel(rank);
       if (m.triton)
         each(at, [&](const Point &x) {
+          if (mask && mask->evaluated()) {
+            for (std::size_t d = 0; d < rank; ++d)
+              rel[d] = x[d] - o.window_start(d, (*b)[d]);
+            if (!mask->sets(rel)) return;
+          }
           const std::size_t f = flat_of(x);
           mine[f] = k;
           std::int64_t &who = owner[f];

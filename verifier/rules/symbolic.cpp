@@ -1001,12 +1001,14 @@ private:
   }
 
   // A Triton output whose stores and reads all have static boxes (and no
-  // Element or BoundedSlice dims).
+  // Element or BoundedSlice dims), and no masked store (whose mask, not its
+  // box, says what it sets: the element replay's to evaluate).
   bool triton_boxes_static(std::size_t op) const {
     const auto &o = m_.operands[op];
     if (o.has_element_dims() || o.has_bounded_dims()) return false;
-    return std::all_of(m_.effects.begin(), m_.effects.end(),
-                       [&](const Effect &e) { return e.operand != op || e.keep || e.exact; });
+    return std::all_of(m_.effects.begin(), m_.effects.end(), [&](const Effect &e) {
+      return e.operand != op || e.keep || (e.exact && !e.keep_mask);
+    });
   }
 
   // Triton: two programs whose static store boxes (or a store's and a

@@ -185,6 +185,38 @@ TEST(Triton, AProgramReadingWhatItHasNotStoredReadsGarbageThoughAnotherStoredThe
   EXPECT_EQ(a.status, Status::verified) << (a.findings.empty() ? a.reason : a.findings[0].message);
 }
 
+// Each program computes a 24-wide window with a 4-element halo on each side
+// and stores only its 16 interior elements, by mask (`hi` ends them).
+std::string halo(const std::string &hi) {
+  return R"(kernel halo:
+    grid = (4,)
+    backend = triton
+    in  x: f32[72]  block=(72,)  index=(i) -> (0,)
+    out o: f32[72]  block=(72,)  index=(i) -> (0,)
+    body:
+        col = program_id(0) * 16 + iota((24,), 0)
+        first = (col >= program_id(0) * 16 + 4) | (program_id(0) == 0)
+        last = (col < program_id(0) * 16 + )" +
+         hi + R"() | (program_id(0) == 3)
+        o[ds(program_id(0) * 16, 24)] = where(first & last, x[ds(program_id(0) * 16, 24)], o[ds(program_id(0) * 16, 24)])
+)";
+}
+
+TEST(Triton, OverlappingWindowsWhoseMasksKeepThemApartDoNotRace) {
+  auto v = check_text(halo("20"), "halo");
+  EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? v.reason : v.findings[0].message);
+}
+
+TEST(Triton, AMaskOneElementTooWideRacesAtThatElement) {
+  auto v = check_text(halo("21"), "halo");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{Rule::parallel_write_conflict, 5}}));
+  EXPECT_EQ(point_item(v.findings[0], "element"), (std::vector<std::int64_t>{20}));
+  EXPECT_EQ(point_item(v.findings[0], "first_write"), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(point_item(v.findings[0], "second_write"), (std::vector<std::int64_t>{1}));
+  expect_enumerator_agrees(halo("21"), "halo", true);
+}
+
 TEST(Triton, AScratchIsEachProgramsOwn) {
   // Written by program 0 only, read by every program: garbage in the others.
   const std::string text = R"(kernel carry:
