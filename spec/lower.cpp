@@ -850,7 +850,7 @@ private:
       for (auto &x : ops_) {
         if (!x.windowed || x.op->role != Role::out) continue;
         std::int64_t u = out_unit[x.op->name];
-        if (s == steps_ - 1 || x.blk[s + 1] != x.blk[s] || triton_) {
+        if (s == steps_ - 1 || changed(x, s + 1)) {
           out_start(x, s, u % x.buffers);
           if (x.buffers == 1) out_wait(x, 0);
         }

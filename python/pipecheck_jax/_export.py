@@ -1963,9 +1963,10 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     if grid:
         lines.append((f"    grid = {_tuple(str(int(g)) for g in grid)}", call_site))
     cp = p.get("compiler_params")
-    if _is_triton(cp):
+    triton = _is_triton(cp)
+    if triton:
         # Pallas' Triton backend: every grid point a concurrent program whose loads and
-        # stores reach the arrays directly (docs/jax.md, "Triton kernels").
+        # stores reach the arrays directly (docs/language.md, "The Triton backend").
         lines.append(("    backend = triton", call_site))
         cp = None
     sem = _semantics(cp, len(grid), loc) if cp is not None else None
@@ -2121,7 +2122,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     dropped = [(prim, src, line) for (prim, src), line in zip(body.dropped, drops)]
     return Kernel(name=name, text="\n".join(text_lines) + "\n", line_map=line_map, source=source,
                   call_site=call_site, operands=operands, eqn=pc, opaque=opaque, dropped=dropped,
-                  triton=_is_triton(p.get("compiler_params")))
+                  triton=triton)
 
 
 

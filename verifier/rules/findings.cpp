@@ -814,6 +814,9 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
   std::optional<Garbage> garbage;
   const bool aliased = m.is_aliased_output(op);
   const races::PaddingFlow flow = mask_flow(m);
+  Box whole(rank);
+  for (std::size_t d = 0; d < rank; ++d)
+    whole[d] = {0, o.shape[d]};
   auto read_before_store = [&](const Box &at, const Effect &e, std::int64_t k, const Point &p) {
     if (garbage || aliased) return;
     each(at, [&](const Point &x) {
@@ -878,26 +881,33 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
         return;
       }
       if (!*g) continue;
+      const auto box = box_at(m, e, p); // decided at this grid point where not static
+      // The box in array elements, within `clip` (the array for a read, the
+      // part of the window written back for a store).
+      auto place = [&](const Box &clip) {
+        Box at(rank);
+        for (std::size_t d = 0; d < rank; ++d) {
+          const std::int64_t lo = o.window_start(d, (*b)[d]);
+          at[d] = {std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].first), clip[d].first,
+                                            clip[d].second),
+                   std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].second), clip[d].first,
+                                            clip[d].second)};
+        }
+        return at;
+      };
       if (triton_read) {
-        const auto box = box_at(m, e, p);
         if (!box) {
           unknown.push_back("cannot place the read of '" + o.name + "' on line " +
                             std::to_string(e.loc.line) + " at grid point " + format_tuple(p));
           return;
         }
-        Box at(rank);
-        for (std::size_t d = 0; d < rank; ++d) {
-          const std::int64_t lo = o.window_start(d, (*b)[d]);
-          at[d] = {std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].first), 0, o.shape[d]),
-                   std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].second), 0, o.shape[d])};
-        }
+        Box at = place(whole);
         read_before_store(at, e, k, p);
         reads.push_back({k, std::move(at)});
         continue;
       }
       stores = true;
-      const auto box = box_at(m, e, p); // decided at this grid point where not static
-      if (!box && m.triton) {           // the stores it might meet are not known: no verdict on races
+      if (!box && m.triton) { // the stores it might meet are not known: no verdict on races
         unknown.push_back("cannot place the store into '" + o.name + "' on line " +
                           std::to_string(e.loc.line) + " at grid point " + format_tuple(p) +
                           ", so whether another program stores there is not decided");
@@ -907,16 +917,7 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
         inexact = &e;
         continue;
       }
-      // The stored box in array elements, within the part of the window
-      // that is written back.
-      Box at(rank);
-      for (std::size_t d = 0; d < rank; ++d) {
-        const std::int64_t lo = o.window_start(d, (*b)[d]);
-        at[d] = {
-            std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].first), win[d].first, win[d].second),
-            std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].second), win[d].first,
-                                     win[d].second)};
-      }
+      const Box at = place(win);
       if (m.triton && e.kind == Effect::accumulate) read_before_store(at, e, k, p); // `+=` reads first
       // A masked store sets only where its mask holds: programs whose chunks
       // overlap under masks that keep them apart do not race (a mask that
@@ -941,7 +942,7 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
           }
           if (who < 0) who = k;
         });
-      visit_stores.push_back(std::move(at));
+      visit_stores.push_back(at);
     }
     if (stores) {
       pts.push_back(p);
@@ -1075,13 +1076,13 @@ std::string not_covered_unknown(const KernelModel &m, std::size_t op, const Effe
          m.operands[op].name + "' unwritten";
 }
 
-CoverCells cover_cells(const KernelModel &m, std::size_t op) {
+CoverCells cover_cells(const KernelModel &m, std::size_t op, bool reads_too) {
   const auto &o = m.operands[op];
   std::vector<std::vector<std::int64_t>> cuts(o.block.size());
   for (std::size_t d = 0; d < o.block.size(); ++d)
     cuts[d] = {0, o.block[d]};
   for (const auto &e : m.effects)
-    if (e.operand == op && e.kind != Effect::read)
+    if (e.operand == op && (e.kind != Effect::read || (reads_too && !e.keep)))
       for (std::size_t d = 0; d < e.box.size() && d < cuts.size(); ++d) {
         cuts[d].push_back(e.box[d].first);
         cuts[d].push_back(e.box[d].second);

@@ -23,7 +23,9 @@ using Box = std::vector<std::pair<std::int64_t, std::int64_t>>;
 struct CoverCells {
   std::vector<Box> cells;
 };
-CoverCells cover_cells(const KernelModel &, std::size_t op);
+/// `reads_too`: cut at the boxes of its reads as well (not a masked store's
+/// kept branch), so each read's box is a union of cells.
+CoverCells cover_cells(const KernelModel &, std::size_t op, bool reads_too = false);
 /// Whether `outer` contains `inner` in every dim.
 bool box_contains(const Box &outer, const Box &inner);
 /// Whether some element of the cell of block `b` lies inside the array

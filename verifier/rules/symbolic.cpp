@@ -62,15 +62,16 @@ public:
         // (Triton has no block that stays across visits to revisit or
         // reset: its programs' stores meet per element, or not at all.)
         if (!o.revisit_any && !m_.triton) revisit(i);
-        if (needs_element_coverage(m_, i) && m_.triton && element_pass_too_large(m_, i) &&
-            triton_boxes_static(i)) {
-          // Too many programs to replay: their stores meet only where two
-          // static boxes overlap on one block, which the solver decides.
-          triton_races(i);
-          triton_garbage(i);
-          if (!m_.is_aliased_output(i)) not_covered(i);
-        } else if (needs_element_coverage(m_, i)) {
-          element_output_findings(m_, i, out_.findings, out_.unknown);
+        if (needs_element_coverage(m_, i)) {
+          if (m_.triton && element_pass_too_large(m_, i) && triton_boxes_static(i)) {
+            // Too many programs to replay: their stores meet only where two
+            // static boxes overlap on one block, which the solver decides.
+            triton_races(i);
+            triton_garbage(i);
+            if (!m_.is_aliased_output(i)) not_covered(i);
+          } else {
+            element_output_findings(m_, i, out_.findings, out_.unknown);
+          }
         } else {
           parallel_conflict(i);
           if (!m_.is_aliased_output(i)) not_covered(i);
@@ -110,7 +111,7 @@ public:
     return std::move(out_);
   }
 
-  // Only index-out-of-bounds of copy addresses that read open contents.
+  // Only the Triton race and garbage checks of the solver's path.
   RuleOutcome run_triton_races() {
     for (std::size_t i = 0; i < m_.operands.size(); ++i) {
       const auto &o = m_.operands[i];
@@ -126,6 +127,7 @@ public:
     return std::move(out_);
   }
 
+  // Only index-out-of-bounds of copy addresses that read open contents.
   RuleOutcome run_copy_addresses() {
     if (env_ && !pf_arrays_.empty()) copy_addresses();
     if (env_) annotate_prefetch();
@@ -1011,6 +1013,27 @@ private:
     });
   }
 
+  // Some element of `box` (block-relative) of block `bp` lies inside the
+  // array (the block index may be out of bounds: the elements must not be).
+  void reaches_array(std::size_t op, const std::vector<Term> &bp, const Box &box, std::vector<Term> &facts) {
+    const auto &o = m_.operands[op];
+    for (std::size_t d = 0; d < box.size(); ++d) {
+      facts.push_back(bp[d] * o.block[d] + box[d].first < o.shape[d]);
+      facts.push_back(bp[d] * o.block[d] + box[d].second > 0);
+    }
+  }
+
+  // The first array element of `box` in op's block at grid point p (a
+  // witness), nullopt where the index map does not evaluate.
+  std::optional<Point> first_element(std::size_t op, const Point &p, const Box &box) {
+    const auto b = block_at(m_, op, p);
+    if (!b) return std::nullopt;
+    Point element(box.size());
+    for (std::size_t d = 0; d < box.size(); ++d)
+      element[d] = std::max<std::int64_t>((*b)[d] * m_.operands[op].block[d] + box[d].first, 0);
+    return element;
+  }
+
   // Triton: two programs whose static store boxes (or a store's and a
   // read's) overlap on one block, on an element inside the array.
   void triton_races(std::size_t op) {
@@ -1041,86 +1064,43 @@ private:
         const auto bp = block(op, p);
         std::vector<Term> facts = {in_grid(p),   in_grid(q),  ctx_.any_of(differ), same(bp, block(op, q)),
                                    guard(es, p), guard(et, q)};
-        for (std::size_t d = 0; d < ov.size(); ++d) { // some element of the overlap in the array
-          facts.push_back(bp[d] * o.block[d] + ov[d].first < o.shape[d]);
-          facts.push_back(bp[d] * o.block[d] + ov[d].second > 0);
-        }
+        reaches_array(op, bp, ov, facts);
         std::vector<Point> v;
         if (query("parallel-write-conflict/" + o.name, facts, {&p, &q}, v) != Q::sat) continue;
-        const auto b = block_at(m_, op, v[0]);
-        if (!b) continue;
-        Point element(ov.size());
-        for (std::size_t d = 0; d < ov.size(); ++d)
-          element[d] = std::max<std::int64_t>((*b)[d] * o.block[d] + ov[d].first, 0);
-        out_.findings.push_back(triton_race_finding(m_, op, element, v[0], v[1], reads));
+        const auto element = first_element(op, v[0], ov);
+        if (!element) continue;
+        out_.findings.push_back(triton_race_finding(m_, op, *element, v[0], v[1], reads));
         return;
       }
   }
 
-  // Triton: a load or `+=` of the output at some program, on a part of its
-  // box that no earlier store of the same program covers (the part split
-  // into cells by those stores' boxes), inside the array, unaliased.
+  // Triton: a load or `+=` of the output at some program, on a cell of its
+  // box (cover_cells, cut at the reads' boxes too) that no earlier store of
+  // the same program covers, inside the array, unaliased.
   void triton_garbage(std::size_t op) {
     const auto &o = m_.operands[op];
     if (m_.is_aliased_output(op)) return;
-    const std::size_t rank = o.shape.size();
+    const CoverCells cells = cover_cells(m_, op, true);
     for (std::size_t r = 0; r < m_.effects.size(); ++r) {
       const Effect &er = m_.effects[r];
       if (er.operand != op || er.keep || er.kind == Effect::write) continue;
-      std::vector<std::size_t> earlier;
-      std::vector<std::set<std::int64_t>> cuts(rank);
-      for (std::size_t d = 0; d < rank; ++d)
-        cuts[d] = {er.box[d].first, er.box[d].second};
-      for (std::size_t s = 0; s < r; ++s) {
-        const Effect &es = m_.effects[s];
-        if (es.operand != op || es.kind == Effect::read) continue;
-        earlier.push_back(s);
-        for (std::size_t d = 0; d < rank; ++d)
-          for (auto x : {es.box[d].first, es.box[d].second})
-            if (x > er.box[d].first && x < er.box[d].second) cuts[d].insert(x);
-      }
-      // Every cell: a box between consecutive cuts along each dim.
-      std::vector<std::vector<std::int64_t>> bounds(rank);
-      for (std::size_t d = 0; d < rank; ++d)
-        bounds[d].assign(cuts[d].begin(), cuts[d].end());
-      std::vector<std::size_t> at(rank, 0);
-      for (;;) {
-        Box cell(rank);
-        bool empty = false;
-        for (std::size_t d = 0; d < rank; ++d) {
-          empty = empty || bounds[d].size() < 2;
-          if (!empty) cell[d] = {bounds[d][at[d]], bounds[d][at[d] + 1]};
-        }
-        if (empty) break;
+      for (const Box &cell : cells.cells) {
+        if (!box_contains(er.box, cell)) continue;
         SymPoint p = point("p");
         const auto bp = block(op, p);
         std::vector<Term> facts = {in_grid(p), guard(er, p)};
-        for (std::size_t s : earlier) {
-          bool covers = true;
-          for (std::size_t d = 0; d < rank; ++d)
-            covers = covers && m_.effects[s].box[d].first <= cell[d].first &&
-                     cell[d].second <= m_.effects[s].box[d].second;
-          if (covers) facts.push_back(!guard(m_.effects[s], p));
+        for (std::size_t s = 0; s < r; ++s) {
+          const Effect &es = m_.effects[s];
+          if (es.operand == op && es.kind != Effect::read && box_contains(es.box, cell))
+            facts.push_back(!guard(es, p));
         }
-        for (std::size_t d = 0; d < rank; ++d) {
-          facts.push_back(bp[d] * o.block[d] + cell[d].first < o.shape[d]);
-          facts.push_back(bp[d] * o.block[d] + cell[d].second > 0);
-        }
+        reaches_array(op, bp, cell, facts);
         std::vector<Point> v;
-        if (query("uninitialized-accumulator/" + o.name, facts, {&p}, v) == Q::sat)
-          if (const auto b = block_at(m_, op, v[0])) {
-            Point element(rank);
-            for (std::size_t d = 0; d < rank; ++d)
-              element[d] = std::max<std::int64_t>((*b)[d] * o.block[d] + cell[d].first, 0);
-            out_.findings.push_back(triton_garbage_finding(m_, er, v[0], element));
-            return;
-          }
-        std::size_t d = rank;
-        while (d > 0 && ++at[d - 1] + 1 >= bounds[d - 1].size()) {
-          at[d - 1] = 0;
-          --d;
+        if (query("uninitialized-accumulator/" + o.name, facts, {&p}, v) != Q::sat) continue;
+        if (const auto element = first_element(op, v[0], cell)) {
+          out_.findings.push_back(triton_garbage_finding(m_, er, v[0], *element));
+          return;
         }
-        if (d == 0) break;
       }
     }
   }
