@@ -87,6 +87,33 @@ TEST(WhileCheck, ABlockCarryStartedFromATensorLocalIsNotAnIntegerAndALongBoundSt
   }
 }
 
+TEST(WhileCheck, ABlockComputedFromABlockLocalOfTheBodyIsNotAnIntegerAndALongBoundStaysDecided) {
+  // `r = iota(...)` then `q = where(r < 0, ...)`: q is a block value too, so
+  // the loop is decided at each grid point (q was taken for an integer with
+  // no value, the loop unrolled symbolically, and `s`, carried through a
+  // `where` of itself, grew threefold per iteration: upstream ragged paged
+  // attention's check ran out of memory).
+  const std::string text = "kernel k:\n"
+                           "    grid = (4,)\n"
+                           "    prefetch lens: i32[4] = [3, 1, 0, 2]\n"
+                           "    in  x: f32[32, 128]  block=(8, 128)  index=(i, l) -> (i, 0)\n"
+                           "    out o: f32[32, 128]  block=(8, 128)  index=(i, l) -> (i, 0)\n"
+                           "    body:\n"
+                           "        o[...] = x[...]\n"
+                           "        s = 0\n"
+                           "        k = 0\n"
+                           "        while k < lens[program_id(0)], bound=64:\n"
+                           "            r = iota((8, 128), 0)\n"
+                           "            q = where(r < 0, -(abs(r) // 2), abs(r) // 2)\n"
+                           "            s = where(lens[s % 4] > k, s + 1, s)\n"
+                           "            o[...] = where(q < s, o[...], x[...])\n"
+                           "            k = k + 1\n";
+  for (bool symbolic : {true, false}) {
+    auto v = check(text, symbolic);
+    EXPECT_EQ(v.status, Status::verified) << v.reason;
+  }
+}
+
 TEST(WhileCheck, ASearchThatNeedsMoreIterationsThanItsBoundIsUnknownNamingTheLoopAndTheBound) {
   // Grid point 0 passes two empty sequences: two iterations, bound 1.
   for (bool symbolic : {true, false}) {

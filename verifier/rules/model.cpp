@@ -594,13 +594,22 @@ struct Builder {
         ref_locals.erase(l->name);
         int_locals.erase(l->name);
         mask_locals.erase(l->name);
-        if (is_tensor_value(l->value) && !reads_ref(l->value, m) && !reads_local_ref(l->value))
-          mask_locals[l->name] = mask_expr(l->value);
+        if (is_tensor_value(l->value) && !reads_ref(l->value, m) && !reads_local_ref(l->value)) {
+          // A mask past the size limit is left unknown (as one that reads data).
+          Expr mk = mask_expr(l->value);
+          if (size_of(mk) <= kMaxLocalSize) mask_locals[l->name] = std::move(mk);
+        }
         if (auto d = direct_operand(l->value)) {
           ref_locals[l->name] = d->first;
           ref_local_transposed[l->name] = d->second;
         } else if (int_value) {
-          int_locals[l->name] = *int_value;
+          // `k = where(c(k), k + 1, k)` unrolled: each iteration substitutes
+          // k into itself, so the terms grow by a factor per iteration.
+          if (size_of(*int_value) > kMaxLocalSize)
+            fail("the integer local '" + l->name + "' bound at line " + std::to_string(st.loc.line) + " grows past " +
+                 std::to_string(kMaxLocalSize) + " terms (a while loop unrolled symbolically)");
+          else
+            int_locals[l->name] = *int_value;
         }
       } else if (const auto *w = std::get_if<spec::If>(&st.kind)) {
         order += 2;
@@ -690,27 +699,42 @@ struct Builder {
     return e;
   }
   // Runs the integer statements of `b` on `env` (the point's values); false
-  // where one has no value.
+  // where one has no value. A let of a block value is skipped, and so is one
+  // computed from such a let of this run (`r = iota(...)`, then `q = r // 2`):
+  // the walk has not reached them yet, so tensor_locals does not name them.
   bool run_ints(const spec::Block &b, spec::Env &env, const std::vector<std::int64_t> &p, int depth = 0) {
+    std::set<std::string> blocks;
+    return run_ints(b, env, p, depth, blocks);
+  }
+  bool run_ints(const spec::Block &b, spec::Env &env, const std::vector<std::int64_t> &p, int depth,
+                std::set<std::string> &blocks) {
     auto value = [&](const Expr &e) {
       return spec::evaluate(bind_grid(spec::substitute(e, param_subst), p, m.grid), env).value;
     };
     for (const auto &st : b) {
       if (const auto *l = std::get_if<spec::Let>(&st.kind)) {
-        if (is_tensor_value(l->value)) continue;
+        const bool block = is_tensor_value(l->value) ||
+                           std::any_of(blocks.begin(), blocks.end(),
+                                       [&](const std::string &t) { return spec::mentions(l->value, t); });
+        if (block) {
+          blocks.insert(l->name);
+          env.erase(l->name);
+          continue;
+        }
+        blocks.erase(l->name);
         auto v = value(l->value);
         if (!v) return false;
         env[l->name] = *v;
       } else if (const auto *i = std::get_if<spec::If>(&st.kind)) {
         auto c = value(i->cond);
         if (!c) return false;
-        if (!run_ints(*c ? i->then_body : i->else_body, env, p, depth + 1)) return false;
+        if (!run_ints(*c ? i->then_body : i->else_body, env, p, depth + 1, blocks)) return false;
       } else if (const auto *f = std::get_if<spec::For>(&st.kind)) {
         auto lo = value(f->lo), hi = value(f->hi);
         if (!lo || !hi || *hi - *lo > kMaxUnrolled || depth > 8) return false;
         for (std::int64_t v = *lo; v < *hi; ++v) {
           if (!f->is_while) env[f->var] = v;
-          if (!run_ints(f->body, env, p, depth + 1)) return false;
+          if (!run_ints(f->body, env, p, depth + 1, blocks)) return false;
         }
         if (f->is_while) {
           auto c = value(spec::while_cond(*f));
