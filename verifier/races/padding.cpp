@@ -472,6 +472,20 @@ std::optional<IntTensor> PaddingFlow::concrete(const Expr &e, const spec::Env &e
     }
     return r;
   }
+  // abs and sign, elementwise: jnp's integer `//` and `%` on a tensor come
+  // out of the export as where/sign/abs trees (masked_store's `iota // group`).
+  if ((e.name == "abs" || e.name == "sign") && np == 1) {
+    auto a = concrete(e.args[0], env);
+    if (!a) return std::nullopt;
+    for (auto &x : a->v) {
+      if (e.name == "sign")
+        x = (x > 0) - (x < 0);
+      else if (!in_range(x = x < 0 ? -x : x))
+        return std::nullopt;
+    }
+    a->is_bool = false;
+    return a;
+  }
   if ((e.name == "reshape" || e.name == "broadcast_to") && np == 2) {
     auto a = concrete(e.args[0], env);
     auto shape = shape_arg(e.args[1], env);

@@ -11,10 +11,10 @@
 ///
 /// Masks are evaluated concretely: an integer or boolean expression built
 /// from literals, bound integer names, `iota`, arithmetic, comparisons,
-/// `& | ~`, `where`, `minimum`/`maximum`, `reshape`, `broadcast_to`, `[:,
-/// None]` and locals bound to such expressions has a value per element, and
-/// `where(c, a, b)` then takes its padding from `a` only where `c` holds and
-/// from `b` only where it does not. A mask that reads a buffer (data) or is
+/// `& | ~`, `where`, `minimum`/`maximum`, `abs`, `sign`, `reshape`,
+/// `broadcast_to`, `[:, None]` and locals bound to such expressions has a
+/// value per element, and `where(c, a, b)` then takes its padding from `a`
+/// only where `c` holds and from `b` only where it does not. A mask that reads a buffer (data) or is
 /// too large has no concrete value, and `where` keeps the padding of both.
 
 #include "spec/eval.hpp"

@@ -96,6 +96,22 @@ TEST(PaddingFlow, MasksCombineWithAndOrAndNotElementByElement) {
   EXPECT_EQ(padded(f.eval(lets.at("b"), kEnv)), (std::vector<int>{7}));
 }
 
+TEST(PaddingFlow, AMaskOfAbsAndSignIsDecidedElementByElement) {
+  // jnp's integer floor division of an iota as the export writes it
+  // (masked_store's `iota // group` in ragged paged attention): r // 2 with
+  // the sign correction, 3 for elements 6 and 7.
+  auto lets = lets_of("        r = iota((8,), 0)\n"
+                      "        q = where((r < 0) == (2 < 0), abs(r) // abs(2), -(abs(r) // abs(2)))\n"
+                      "        neg = (sign(r) != 1) & (r != 0)\n"
+                      "        a = where((q < 3) & ~neg, x[...], 0.0)\n"
+                      "        b = where(q <= 3, x[...], 0.0)\n");
+  PaddingFlow f = flow();
+  for (const char *n : {"r", "q", "neg"})
+    f.bind(n, lets.at(n), kEnv);
+  EXPECT_FALSE(f.eval(lets.at("a"), kEnv).any);
+  EXPECT_EQ(padded(f.eval(lets.at("b"), kEnv)), (std::vector<int>{6, 7}));
+}
+
 TEST(PaddingFlow, AMaskThatReadsDataIsNotDecidedAndKeepsThePaddingOfBothSides) {
   auto lets = lets_of("        a = where(x[...] > 0.0, x[...], 0.0)\n"
                       "        b = where(iota((8,), 0) < n, 0.0, x[...])\n");
