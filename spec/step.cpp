@@ -5,6 +5,7 @@
 #include "spec/typecheck.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace pipecheck::spec {
 
@@ -69,16 +70,27 @@ void Stepper::plan_ref(const Expr &ref) {
   refs_.emplace(&ref, std::move(plan));
 }
 
-void Stepper::collect_read_refs(const Expr &e, std::vector<const Expr *> &out) const {
+void Stepper::collect_read_refs(const Expr &e, std::vector<const Expr *> &out, ReadGuards guards) {
   if (e.op == Op::Ref || e.op == Op::Name) {
     if (buffer_index(e.name) >= 0) {
       out.push_back(&e);
+      if (!guards.empty()) read_guards_[&e] = std::move(guards);
       return;
     }
     if (e.op == Op::Name) return;
   }
+  if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3 && e.args.size() == 3) {
+    collect_read_refs(e.args[0], out, guards);
+    plan_int(e.args[0]);
+    for (int k = 1; k <= 2; ++k) {
+      auto g = guards;
+      g.emplace_back(&e.args[0], k == 1);
+      collect_read_refs(e.args[static_cast<std::size_t>(k)], out, std::move(g));
+    }
+    return;
+  }
   for (auto &a : e.args)
-    collect_read_refs(a, out);
+    collect_read_refs(a, out, guards);
 }
 
 void Stepper::plan_reads(const Expr &value) {
@@ -198,16 +210,16 @@ StepRef Stepper::resolve_in(const Expr &ref, int bi, const RefPlan *plan, const 
 }
 
 void Stepper::collect_reads(const Expr &e, std::vector<StepRef> &out, const Loc &l) const {
-  if (auto it = reads_of_.find(&e); it != reads_of_.end()) {
-    out.reserve(out.size() + it->second.size() + 1);
-    for (const Expr *r : it->second)
-      out.push_back(resolve(*r, l));
-    return;
+  auto it = reads_of_.find(&e);
+  if (it == reads_of_.end()) throw std::logic_error("a value the stepper did not plan");
+  out.reserve(out.size() + it->second.size() + 1);
+  for (const Expr *r : it->second) {
+    bool selected = true;
+    if (auto g = read_guards_.find(r); g != read_guards_.end())
+      for (const auto &[cond, holds] : g->second)
+        if (auto v = value_of(*cond); v && (*v != 0) != holds) selected = false;
+    if (selected) out.push_back(resolve(*r, l));
   }
-  std::vector<const Expr *> refs;
-  collect_read_refs(e, refs);
-  for (const Expr *r : refs)
-    out.push_back(resolve(*r, l));
 }
 
 void Stepper::run(StepConsumer &c) {

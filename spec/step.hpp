@@ -199,7 +199,9 @@ private:
   int plan_int(const Expr &);
   void plan_ref(const Expr &);
   void plan_reads(const Expr &value);
-  void collect_read_refs(const Expr &, std::vector<const Expr *> &) const;
+  /// `where(c, a, b)` around a read: (c, true) inside a, (c, false) inside b.
+  using ReadGuards = std::vector<std::pair<const Expr *, bool>>;
+  void collect_read_refs(const Expr &, std::vector<const Expr *> &, ReadGuards guards = {});
   int var(const std::string &name);
   void bind(int var, std::int64_t value);
   struct StmtPlan {
@@ -218,6 +220,10 @@ private:
   std::unordered_map<const Expr *, int> int_of_;   // integer expression -> compiled handle
   std::unordered_map<const Expr *, RefPlan> refs_; // the refs in the body
   std::unordered_map<const Expr *, std::vector<const Expr *>> reads_of_; // a value -> its buffer refs
+  // A buffer ref read inside a `where` branch -> the conditions that select it:
+  // an integer condition that does not select it keeps the read from counting
+  // (`where(k == 0, init, acc[...])` reads acc only past k == 0).
+  std::unordered_map<const Expr *, ReadGuards> read_guards_;
   std::unordered_map<const Stmt *, StmtPlan> plans_;
   std::map<std::string, int> var_of_;
   std::vector<std::string> var_names_;

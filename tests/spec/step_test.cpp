@@ -184,6 +184,23 @@ TEST(Stepper, LoopsBindTheirVariableInTheSharedEnv) {
   EXPECT_EQ(c.seen, (std::vector<std::int64_t>{0, 11, 22}));
 }
 
+TEST(Stepper, AReadInTheBranchAnIntegerWhereDropsIsNoRead) {
+  // where(c, a, b) with c an integer: only the branch it selects is read
+  // (`where(k == 0, init, acc[...])`); a condition on data selects nothing.
+  EXPECT_EQ(run(R"(pipeline p:
+    sram X[2]: f32[8]
+    sram Y[2]: f32[8]
+    for i in range(2):
+        Y[0] = where(i == 0, X[0] * 0.0, X[1] + X[0])
+        Y[1] = where(X[0] > 0.0, X[0], X[1])
+)"),
+            "L5 compute reads=1 write=Y[0] 0:8\n"
+            "L6 compute reads=3 write=Y[1] 0:8\n"
+            "L5 compute reads=2 write=Y[0] 0:8\n"
+            "L6 compute reads=3 write=Y[1] 0:8\n"
+            "end in_flight=0\n");
+}
+
 TEST(Stepper, ALoopRestoresAVariableItShadowsAndATensorLetUnbindsAnIntegerName) {
   // The stepper reads names through pointers into the env: a name rebound as
   // a tensor (erased) and then as an integer again, and a shadowed param,

@@ -226,6 +226,21 @@ struct Builder {
         scan_value(a, guards, loc);
       return;
     }
+    // `where(c, a, b)` with an integer condition (`k == 0`, no block data):
+    // a reaches the value only where c holds and b only where it does not,
+    // so their reads count under those guards (`where(k == 0, init,
+    // acc[...])`, upstream's load_with_init, reads acc only past step 0).
+    if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3 && e.args.size() == 3 &&
+        !is_tensor_value(e.args[0])) {
+      scan_value(e.args[0], guards, loc);
+      const Expr c = guard_expr(e.args[0]);
+      auto then_g = guards, else_g = guards;
+      then_g.push_back(c);
+      else_g.push_back(Expr::unary(Op::Not, c));
+      scan_value(e.args[1], then_g, loc);
+      scan_value(e.args[2], else_g, loc);
+      return;
+    }
     if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3 && e.args[1].op == Op::Ref &&
         m.operand_index(e.args[1].name)) {
       scan_value(e.args[0], guards, loc);
