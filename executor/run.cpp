@@ -527,7 +527,12 @@ KernelSizes kernel_sizes(const spec::KernelSpec &k, const ConcreteKernel &c) {
           spec::saturating_add(z.out_elements, static_cast<std::uint64_t>(num_elements(o.shape)));
     if (!o.windowed) {
       z.hbm = spec::saturating_add(z.hbm, array);
-      z.max_elements = std::max(z.max_elements, num_elements(o.shape));
+      // An operand left in HBM (memory_space=any/hbm) is only copied, never
+      // loaded into a value (any-space-access): a page pool of many MiB does
+      // not size the body's values.
+      const bool in_hbm = o.decl && (o.decl->memory_space == spec::MemorySpace::any ||
+                                     o.decl->memory_space == spec::MemorySpace::hbm);
+      if (!in_hbm) z.max_elements = std::max(z.max_elements, num_elements(o.shape));
       continue;
     }
     z.hbm = spec::saturating_add(z.hbm, array);

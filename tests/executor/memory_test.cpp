@@ -139,3 +139,33 @@ TEST(MemoryEstimateLongGrid, CoversTheUnrolledProgramCopiesAndTimelineOfEverySte
   EXPECT_EQ(refused.status, executor::RunStatus::bad_input);
   EXPECT_LT(g_peak.load() - start, 1 << 20);
 }
+
+TEST(MemoryEstimateHbmOperand, APagePoolLeftInHbmDoesNotSizeTheBodysValues) {
+  if (kSanitized) GTEST_SKIP() << "allocation peaks are measured in the build without sanitizers";
+  // An 8 MiB pool in memory_space=any is only copied from, page by page,
+  // never loaded into a value: the body's values are pages (ragged paged
+  // attention's 7 GiB estimate came from counting each of its thousands of
+  // value nodes as big as the pool).
+  auto parsed = spec::parse_and_validate(spec::SourceFile::from_string(
+      "pool.pk", "kernel k:\n    grid = (4,)\n    target = tpu_v5e\n"
+                 "    in  pool: f32[64, 256, 128]  memory_space=any\n"
+                 "    out o: f32[1024, 128]  block=(256, 128)  index=(i) -> (i, 0)\n"
+                 "    scratch page: f32[256, 128]\n    scratch sem: dma_sem\n"
+                 "    body:\n"
+                 "        async_copy(pool[program_id(0) * 3], page, sem).start()\n"
+                 "        async_copy(pool[program_id(0) * 3], page, sem).wait()\n"
+                 "        a = page[...] * 2.0 + 1.0\n"
+                 "        b = where(a > 0.0, a, -a) * a - page[...]\n"
+                 "        o[...] = exp(b) + tanh(a) * b\n"));
+  ASSERT_TRUE(parsed.file);
+  executor::RunOptions o;
+  const std::uint64_t pool = 64ull * 256 * 128 * 4;
+  const std::int64_t before = g_live.load();
+  g_peak.store(before);
+  const auto r = executor::run(std::get<spec::KernelSpec>(parsed.file->units.at(0)), o);
+  const std::int64_t growth = g_peak.load() - before;
+  EXPECT_EQ(r.status, executor::RunStatus::pass) << r.reason;
+  EXPECT_LE(static_cast<std::uint64_t>(growth), r.memory_estimate)
+      << "peak " << growth << " bytes, estimate " << r.memory_estimate;
+  EXPECT_LT(r.memory_estimate, 6 * pool) << r.memory_estimate;
+}
