@@ -229,6 +229,29 @@ def _is_jaxpr(x) -> bool:
     return isinstance(x, jax_core.Jaxpr) or (_CLOSED is not None and isinstance(x, _CLOSED))
 
 
+def _used_once_inside(e) -> frozenset:
+    """The operand positions of a call (`pjit`: jnp.where, jnp.full_like, ... are jitted) that
+    its jaxpr uses once, in a plain equation or as a result: such an operand may be inlined
+    where it is used, as outside a call (jnp.where(k == 0, init, ref[...]) keeps its load
+    inside the where). Loops, conds and other calls count as many uses."""
+    if e.primitive.name not in ("pjit", "jit", "closed_call"):
+        return frozenset()
+    sub = e.params.get("jaxpr") or e.params.get("call_jaxpr")
+    if sub is None:
+        return frozenset()
+    inner = _inner(sub)
+    count: dict = {}
+    for q in inner.eqns:
+        many = any(True for v in q.params.values() for _ in sub_jaxprs(v))
+        for a in q.invars:
+            if isinstance(a, jax_core.Var):
+                count[a] = count.get(a, 0) + (2 if many else 1)
+    for a in inner.outvars:
+        if isinstance(a, jax_core.Var):
+            count[a] = count.get(a, 0) + 1
+    return frozenset(k for k, v in enumerate(inner.invars) if count.get(v, 0) == 1)
+
+
 def sub_jaxprs(value):
     """The jaxprs (open: eqns, invars) an equation parameter holds, one or a sequence."""
     for s in value if isinstance(value, (tuple, list)) else (value,):
@@ -657,10 +680,11 @@ class _Body:
         for e in jaxpr.eqns:
             flow = e.primitive.name in ("cond", "scan", "while", "pjit", "jit", "custom_jvp_call",
                                         "custom_vjp_call", "custom_vjp_call_jaxpr", "closed_call")
-            for a in e.invars:
+            once = _used_once_inside(e) if flow else ()
+            for k, a in enumerate(e.invars):
                 if isinstance(a, jax_core.Var):
                     uses[a] = uses.get(a, 0) + 1
-                    if flow:
+                    if flow and k not in once:
                         multi.add(a)
         for a in jaxpr.outvars:
             if isinstance(a, jax_core.Var):
@@ -706,28 +730,63 @@ class _Body:
     def subscript_of(self, ref: _Ref, e, transforms, read) -> str:
         """The `.pk` subscript of `ref` under its transforms: one NDIndexer, or several stacked
         (`ref.at[h].at[page]`, as paged attention's copies), composed into one over the ref's
-        own dims."""
+        own dims. A view that reshapes the ref is refused here (see view_of)."""
+        sub, shape, reshaped = self.view_of(ref, e, transforms, read)
+        if reshaped:
+            self.fail(f"a reshaped view of '{ref.name}' as a copy or semaphore operand has no "
+                      ".pk form (reads and stores through one have)", e)
+        return sub
+
+    def view_of(self, ref: _Ref, e, transforms, read) -> tuple:
+        """(subscript, shape, reshaped): the `.pk` subscript over the ref's own dims that
+        reaches the elements of the view `transforms` make, the shape of what that subscript
+        reads, and whether the view is a reshape of it (its shape then differs from the
+        view's, and a read is `reshape(ref[sub], view shape)`, row-major as Pallas').
+
+        The view is a list of groups, each a run of the ref's dims (in order) that the view
+        sees as one dim, merged row-major: a ReshapeTransform merges runs of the view's dims
+        (`kv_bufs.at[b].reshape(pages * page_size * heads, head_dim)`, ragged paged
+        attention's), and an index into a merged dim must reach a box of its ref dims (a
+        strided slice `kv[h::heads, :]` of that merge is the rows of head h: every page and
+        token, one head); anything else has no .pk form and is refused."""
         if len(transforms) == 0:
             self.whole.update((ref.name, d) for d in range(len(ref.shape)))
-            return "[...]"
+            return "[...]", tuple(int(n) for n in ref.shape), False
         # One entry per dim of the ref: ("int", text) removes the dim, ("slice", start, size)
         # keeps it (start a text, or an int when static).
         dims = [("slice", 0, int(n)) for n in ref.shape]
+        groups = [[d] for d in range(len(ref.shape))]
+        reshaped = False
         for ix in transforms:
-            if type(ix).__name__ != "NDIndexer":
-                self.fail(f"a ref transform ({type(ix).__name__}) on '{ref.name}' has no .pk form", e)
-            kept = [d for d, x in enumerate(dims) if x[0] == "slice"]
+            kind = type(ix).__name__
+            if kind == "ReshapeTransform":
+                groups = self.reshape_view(ref, e, dims, groups, tuple(ix.shape))
+                reshaped = True
+                continue
+            if kind != "NDIndexer":
+                self.fail(f"a ref transform ({kind}) on '{ref.name}' has no .pk form", e)
             if getattr(ix, "int_indexer_shape", ()) not in ((), None):
+                if any(len(g) != 1 for g in groups):
+                    self.fail(f"an array (gather) index into a reshaped view of '{ref.name}' "
+                              "has no .pk form", e)
+                kept = [g[0] for g in groups]
                 self.gather_windows(ref, e, ix, kept, dims, read)
                 continue
-            if len(ix.indices) > len(kept):
+            if len(ix.indices) > len(groups):
                 self.fail(f"an index of rank {len(ix.indices)} into a view of '{ref.name}' of rank "
-                          f"{len(kept)} has no .pk form", e)
-            for d, s in zip(kept, ix.indices):
+                          f"{len(groups)} has no .pk form", e)
+            new_groups = []
+            for g, s in zip(groups, ix.indices):
+                if len(g) != 1:
+                    if self.index_merged(ref, e, dims, g, s, read):
+                        new_groups.append([d for d in g if dims[d][0] == "slice"])
+                    continue
+                d = g[0]
                 base = dims[d][1]
                 if type(s).__name__ == "Slice":
                     if s.stride != 1:
-                        self.fail(f"a strided slice (stride {s.stride}) of '{ref.name}' has no .pk form", e)
+                        self.fail(f"a strided slice (stride {s.stride}) of '{ref.name}' has no "
+                                  ".pk form", e)
                     if isinstance(s.start, (int, np.integer)):
                         start = int(s.start)
                     else:
@@ -738,12 +797,14 @@ class _Body:
                                   "has no .pk form (a body slice has a static size; a "
                                   "BlockSpec's pl.BoundedSlice dim takes a dynamic one)", e)
                     dims[d] = ("slice", _offset(base, start), int(s.size))
+                    new_groups.append(g)
                 else:
                     if isinstance(s, (int, np.integer)):
                         idx = int(s)
                     else:
                         idx = self.int_of(s if isinstance(s, _E) else read(s), e, "an index")
                     dims[d] = ("int", _offset(base, idx))
+            groups = new_groups + groups[len(ix.indices):]
         parts, full = [], True
         for d, x in enumerate(dims):
             if x[0] == "int":
@@ -760,7 +821,87 @@ class _Body:
             else:
                 full = False
                 parts.append(f"ds({_strip(x[1].text)}, {x[2]})")
-        return "[...]" if full else "[" + ", ".join(parts) + "]"
+        shape = tuple(x[2] for x in dims if x[0] == "slice")
+        return ("[...]" if full else "[" + ", ".join(parts) + "]"), shape, reshaped
+
+    def reshape_view(self, ref: _Ref, e, dims: list, groups: list, shape: tuple) -> list:
+        """The groups of a view reshaped to `shape`: each new dim merges a run of the view's
+        dims whose sizes multiply to it (dims of size 1 go with any run). A new dim that
+        splits one of the view's dims is refused."""
+        sizes = [math.prod(dims[d][2] for d in g) for g in groups]
+        total = math.prod(sizes)
+        if -1 in shape:
+            known = math.prod(n for n in shape if n != -1)
+            shape = tuple(total // known if n == -1 else n for n in shape)
+        if math.prod(shape) != total:
+            self.fail(f"a reshape of a view of '{ref.name}' to {shape} that changes its size", e)
+        out, i = [], 0
+        for n in shape:
+            members, prod = [], 1
+            while i < len(groups) and prod * sizes[i] <= n and (prod < n or sizes[i] == 1):
+                members += groups[i]
+                prod *= sizes[i]
+                i += 1
+            if prod != n:
+                self.fail(f"a reshape of a view of '{ref.name}' (dims {tuple(sizes)}) to "
+                          f"{tuple(shape)} that splits a dim has no .pk form (one that merges "
+                          "adjacent dims has)", e)
+            out.append(members)
+        for g, n in zip(groups[i:], sizes[i:]):  # dims of size 1 left over
+            if out:
+                out[-1] += g
+        return out
+
+    def index_merged(self, ref: _Ref, e, dims: list, group: list, s, read) -> bool:
+        """Applies the index `s` (an int or a Slice, static) of a merged view dim to the ref
+        dims of `group`, each of which becomes an index ("int") or a slice; True when the view
+        keeps the dim (a slice). The elements it reaches must be a box of those dims (their
+        increasing order is then the box's row-major order): `h::heads` of (token, head)
+        merged, one head of every token, or `0:32`, the first tokens' every head."""
+        sizes = [dims[d][2] for d in group]
+        if type(s).__name__ == "Slice":
+            if not all(isinstance(x, (int, np.integer)) for x in (s.start, s.size, s.stride)):
+                self.fail(f"a slice of a reshaped view of '{ref.name}' whose start or size is "
+                          "computed at run time has no .pk form", e)
+            start, size, stride, keep = int(s.start), int(s.size), int(s.stride), True
+        else:
+            v = s if isinstance(s, (int, np.integer, _E)) else read(s)
+            if isinstance(v, _E) and v.int and re.fullmatch(r"-?\d+", _strip(v.text)):
+                v = int(_strip(v.text))  # a constant index, as a literal
+            if not isinstance(v, (int, np.integer)):
+                self.fail(f"an index into a reshaped view of '{ref.name}' computed at run time "
+                          "has no .pk form", e)
+            start, size, stride, keep = int(v), 1, 1, False
+        if size < 1 or size > 1 << 20 or stride < 1:
+            self.fail(f"an index of a reshaped view of '{ref.name}' of {size} elements, stride "
+                      f"{stride}, has no .pk form", e)
+        coords = [set() for _ in group]
+        for t in range(size):
+            flat = start + t * stride
+            for k in reversed(range(len(group))):
+                coords[k].add(flat % sizes[k])
+                flat //= sizes[k]
+            if flat:
+                self.fail(f"an index of a reshaped view of '{ref.name}' past its end has no "
+                          ".pk form", e)
+        lo = [min(c) if c else 0 for c in coords]
+        ext = [max(c) + 1 - min(c) if c else 0 for c in coords]
+        # The elements reached lie in the box of their coordinates' ranges; they are all of
+        # it (and, increasing, in its row-major order) when there are as many of them.
+        if math.prod(ext) != size:
+            self.fail(f"an index of a reshaped view of '{ref.name}' (start {start}, size "
+                      f"{size}, stride {stride} into merged dims {tuple(sizes)}) that does not "
+                      "reach a box of them has no .pk form", e)
+        inner = [k for k, n in enumerate(ext) if n > 1]
+        for k, d in enumerate(group):
+            base = dims[d][1]
+            if keep and ext[k] > 1:
+                dims[d] = ("slice", _offset(base, lo[k]), ext[k])
+            elif keep and k == (inner[0] if inner else len(group) - 1):
+                dims[d] = ("slice", _offset(base, lo[k]), 1)  # the view's dim of size 1
+            else:
+                dims[d] = ("int", _offset(base, lo[k]))
+        return keep
 
     def table_read(self, ref: _Ref, e, idx_atoms, read, tree) -> _E | None:
         """A scalar read of an integer input with a table (_Ref.table), as that table's element:
@@ -880,13 +1021,25 @@ class _Body:
                 read_ = self.table_read(ref, e, e.invars[1:], read, p["tree"])
                 if read_ is not None:
                     return [read_]
-            sub = self.subscript(ref, e, e.invars[n:], read, p["tree"])
+            sub, vshape, reshaped = self.view_of(
+                ref, e, tree_util.tree_unflatten(p["tree"], e.invars[n:]), read)
             target = f"{ref.name}{sub}"
             if name == "get":
                 aval = e.outvars[0].aval
+                if reshaped and tuple(aval.shape) != vshape:  # a read through a ref reshape
+                    return [_E(f"reshape({target}, {_tuple(str(int(d)) for d in aval.shape)})",
+                               reads=frozenset([ref.name]), src=src, shape=aval.shape,
+                               dtype=aval.dtype, sources=frozenset([ref.name]))]
                 return [_E(target, reads=frozenset([ref.name]), load=(ref.name, sub), src=src,
                            shape=aval.shape, dtype=aval.dtype, sources=frozenset([ref.name]))]
             val = read(e.invars[1])
+            if reshaped and tuple(e.invars[1].aval.shape) != vshape:
+                # a store through a ref reshape: the value, reshaped back to the ref's dims
+                val = _E(f"reshape({_strip(val.text)}, {_tuple(str(d) for d in vshape)})",
+                         reads=val.reads, src=val.src, shape=vshape, dtype=val.dtype)
+                if name == "swap" and self.uses.get(e.outvars[0], 0) > 0:
+                    self.fail(f"a swap through a reshaped view of '{ref.name}' whose old value "
+                              "is used has no .pk form", e)
             old = None
             if name == "swap" and self.uses.get(e.outvars[0], 0) > 0:
                 old = _E(target, reads=frozenset([ref.name]), pending=True, src=src)
