@@ -2,9 +2,8 @@
 """pipecheck check through the JAX bridge on the kernels the installed jax ships.
 
 For each upstream kernel (jax.experimental.pallas.ops: TPU matmul, flash attention forward
-and backward, splash attention, megablox gmm, GPU attention, softmax, layer norm, RMS norm
-and decode attention), called as its users
-call it: the time of `pipecheck_jax.check` (trace and export included): the first run, when jax
+and backward, splash attention, megablox gmm, ragged paged attention, GPU attention,
+softmax, layer norm, RMS norm and decode attention), called as its users call it: the time of `pipecheck_jax.check` (trace and export included): the first run, when jax
 traces the function afresh, and the median of --repeat runs, when its jit caches are warm;
 the kernels it makes, their grid points and verdicts. Prints a Markdown
 table, then one JSON object as its last line.
@@ -41,6 +40,12 @@ def cases():
     out += [(f"megablox gmm, group sizes {s}", U.gmm, U.gmm_args(s))
             for s in ([100, 0, 300, 112], [1, 1, 1, 509])]
     out += [("decode attention, lengths [100, 256]", U.decode, U.decode_args([0, 30], [100, 256]))]
+    out += [("ragged paged attention, q lens [5, 16, 11]", U.ragged,
+             U.ragged_args([5, 16, 11], [40, 64, 12], 32)),
+            ("ragged paged attention, 8 decodes", U.ragged,
+             U.ragged_args([1] * 8, [33, 17, 64, 1, 5, 16, 63, 2], 8, max_seqs=8, pages=64)),
+            ("ragged paged attention, 2 head blocks", U.ragged,
+             U.ragged_args([3, 13], [3, 50], 16, heads=8, kv_heads=8))]
     return out
 
 

@@ -12,13 +12,12 @@ import pytest
 from jax.experimental.pallas.ops.gpu import decode_attention as gpu_decode
 from jax.experimental.pallas.ops.gpu import paged_attention as gpu_paged
 from jax.experimental.pallas.ops.tpu.paged_attention import paged_attention_kernel as pak
-from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as ragged_paged
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as sak
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as sam
 
 import pipecheck_jax as pj
 import upstream as U
-from upstream import SEQ, f32s, gmm, splash, splash_args
+from upstream import SEQ, f32s, gmm, ragged, ragged_args, ragged_reference, splash, splash_args
 
 B, H, D, S, P, C = 2, 8, 128, 16, 8, 2  # batch, heads, head_dim, page_size, pages, per block
 
@@ -187,14 +186,6 @@ UPSTREAM_UNSUPPORTED = {
         gmm,
         f32s((512, 256), (4, 256, 128)) + [jax.ShapeDtypeStruct((4,), jnp.int32)],
         "a grid with bounds known only at run time", "gmm.py"),
-    "tpu_ragged_paged_attention": (
-        lambda q, kv, lens, pages, cu, n: ragged_paged.ragged_paged_attention(
-            q, kv, lens, pages, cu, n, num_kv_pages_per_block=2, num_queries_per_block=8,
-            vmem_limit_bytes=32 * 1024 * 1024),
-        f32s((16, 4, 128), (32, 16, 4, 128)) + [
-            jnp.array([20, 40, 0, 0], jnp.int32), jnp.arange(16, dtype=jnp.int32).reshape(4, 4),
-            jnp.array([0, 8, 16, 16, 16], jnp.int32), jnp.array([2], jnp.int32)],
-        "a ref transform (ReshapeTransform) on 'kv_bufs'", "kernel.py"),
 }
 
 
@@ -265,3 +256,77 @@ def test_upstream_decode_attention_of_described_lengths_is_not_verified_past_wha
     r = pj.check(U.decode, *f32s((2, 4, 64), (2, 256, 64), (2, 256, 64)), s, s,
                  prefetch={"start_idx_ref": "in [0, 257)", "kv_seq_len_ref": "in [0, 257)"})
     assert r.verdicts == {"mha_forward": "unknown"}, r.report()
+
+
+# Ragged paged attention (upstream.ragged): its pages reach the kernel through hand-written
+# double-buffered copies (one per page) into kv_bufs, read back as `kv_bufs.at[b].reshape(
+# pages * page_size * heads, head_dim)` sliced with a stride (its K and V rows, interleaved
+# per head): a reshaped view the export turns back into kv_bufs' own dims. Its state
+# (seq_buf_idx: where the next grid step starts, which buffer holds its pages) is followed
+# across the grid; its accumulators start with `where(kv_blk_idx == 0, init, ref[...])`.
+
+RAGGED = {
+    # name: (q_lens, kv_lens, tokens, extra args of ragged_args)
+    "prefill": ([8, 8], [20, 40], 16, {}),
+    "mixed_across_query_blocks": ([5, 16, 11], [40, 64, 12], 32, {}),  # kv_len >= q_len
+    "decode": ([1, 1, 1, 1, 1, 1, 1, 1], [33, 17, 64, 1, 5, 16, 63, 2], 8,
+               dict(max_seqs=8, pages=64)),
+    "two_head_blocks": ([3, 13], [3, 50], 16, dict(heads=8, kv_heads=8)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RAGGED))
+def test_upstream_ragged_paged_attention_is_verified_and_runs_like_its_reference(name):
+    q_lens, kv_lens, tokens, extra = RAGGED[name]
+    args = ragged_args(q_lens, kv_lens, tokens, **extra)
+    text = pj.export(ragged, *args)
+    assert "reshape(kv_bufs[" in text, text  # the strided rows of the reshaped buffer
+    r = pj.check(ragged, *args)
+    assert r.verdicts == {"ragged_paged_attention_kernel": "verified"}, r.report()
+    res = pj.run(ragged, *args, reference=ragged_reference, rtol=1e-4, atol=1e-4)
+    # jax 0.10's interpret mode crashes on the kernel's masked pltpu.store of a ref view
+    assert res.ok and "inside JAX" in (res.interpret_error or "inside JAX"), res
+
+
+def test_upstream_ragged_paged_attention_writes_out_its_padding_tokens_undefined():
+    # 3 tokens in a query block of 8, on the first grid step: rows 3..7 of the accumulator
+    # are never stored, and the output block is written back with them.
+    r = pj.check(ragged, *ragged_args([1, 1, 1], [33, 17, 64], 8))
+    assert r.verdicts == {"ragged_paged_attention_kernel": "violation"}, r.report()
+    assert {f.rule for f in r.findings} == {"uninitialized-read"}, r.report()
+    assert "o_ref" in r.report(), r.report()
+
+
+RAGGED_MUTANTS = {
+    # name: (upstream text, its replacement, the rules reported)
+    "prefetch_into_the_buffer_in_use": (
+        "next_buf_idx = lax.select(cur_buf_idx == 0, 1, 0)", "next_buf_idx = cur_buf_idx",
+        {"slot-race"}),
+    "buffer_index_not_stored": (
+        "  seq_buf_idx_ref[1] = buf_idx\n", "\n",
+        {"slot-race", "copy-never-waited", "wait-without-copy"}),
+    "init_on_the_second_kv_block": (
+        "kv_blk_idx == 0, jnp.full_like(ref, init_val)", "kv_blk_idx == 1, jnp.full_like(ref, init_val)",
+        {"uninitialized-accumulator", "uninitialized-read"}),
+    "sequence_not_reset_for_the_next_head_block": (
+        "seq_buf_idx_ref[0] = lax.select(seq_idx < num_seqs, seq_idx, 0)",
+        "seq_buf_idx_ref[0] = seq_idx", {"copy-never-waited"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RAGGED_MUTANTS))
+def test_upstream_ragged_paged_attention_mutant_is_a_violation(name, tmp_path):
+    module = importlib.import_module("jax.experimental.pallas.ops.tpu.ragged_paged_attention.kernel")
+    src = inspect.getsource(module)
+    old, new, rules = RAGGED_MUTANTS[name]
+    assert src.count(old) == 1
+    path = tmp_path / "ragged_mutant.py"
+    path.write_text(src.replace(old, new))
+    spec = importlib.util.spec_from_file_location("ragged_mutant", path)
+    mutant = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mutant)
+    args = ragged_args([3, 13], [3, 50], 16, heads=8, kv_heads=8)  # two head blocks
+    r = pj.check(lambda *a: ragged(*a, module=mutant), *args)
+    assert r.verdicts == {"ragged_paged_attention_kernel": "violation"}, r.report()
+    assert {f.rule for f in r.findings} == rules, r.report()
+    assert all(f.python and f.python[0].endswith("ragged_mutant.py") for f in r.findings), r.report()

@@ -11,6 +11,7 @@ from jax.experimental.pallas.ops.gpu import softmax as gpu_softmax
 from jax.experimental.pallas.ops.tpu import flash_attention as tpu_flash
 from jax.experimental.pallas.ops.tpu import matmul as tpu_matmul
 from jax.experimental.pallas.ops.tpu.megablox import ops as megablox
+from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as ragged_paged
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as sak
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as sam
 
@@ -106,6 +107,40 @@ def decode_args(start, lengths, seed=1):
     q, k, v = data([jnp.zeros((2, 4, 64)), jnp.zeros((2, 256, 64)), jnp.zeros((2, 256, 64))],
                    seed)
     return q, k, v, jnp.array(start, jnp.int32), jnp.array(lengths, jnp.int32)
+
+
+# Ragged paged attention (vLLM's TPU kernel): sequences of q_lens query tokens (their
+# concatenation, padded to `tokens`) attending to kv_lens tokens each in pages of a shared
+# pool (f32 K and V interleaved per head, `2 * kv_heads` combined heads); max_seqs table
+# rows, the first len(q_lens) in use. Its prefetched lengths and page table are known at
+# export, so the check follows its sequence walk and its double-buffered page copies.
+def ragged(q, kv, kv_lens, pages, cu_q_lens, num_seqs, module=ragged_paged, **kwargs):
+    return module.ragged_paged_attention(q, kv, kv_lens, pages, cu_q_lens, num_seqs,
+                                         num_kv_pages_per_block=2, num_queries_per_block=8,
+                                         **kwargs)
+
+
+def ragged_args(q_lens, kv_lens, tokens, max_seqs=4, heads=4, kv_heads=2, pages=32,
+                page_size=16, pages_per_seq=4, seed=3):
+    q, kv = data([jnp.zeros((tokens, heads, 128)), jnp.zeros((pages, page_size, 2 * kv_heads,
+                                                              128))], seed)
+    n = len(q_lens)
+    lens = [*kv_lens] + [0] * (max_seqs - n)
+    cu = [0]
+    for x in [*q_lens] + [0] * (max_seqs - n):
+        cu.append(cu[-1] + x)
+    table = jax.random.permutation(jax.random.PRNGKey(seed), pages)[:max_seqs * pages_per_seq]
+    return (q, kv, jnp.array(lens, jnp.int32),
+            table.reshape(max_seqs, pages_per_seq).astype(jnp.int32),
+            jnp.array(cu, jnp.int32), jnp.array([n], jnp.int32))
+
+
+def ragged_reference(*args, **kwargs):
+    """The upstream reference (on the tokens in use, which must be all of them: the output
+    rows of padding tokens are whatever the kernel's accumulator held)."""
+    q, cu, n = args[0], args[4], args[5]
+    assert int(cu[int(n[0])]) == q.shape[0], "padding tokens have no reference output"
+    return ragged_paged.ref_ragged_paged_attention(*args, sm_scale=1.0, **kwargs)
 
 
 def data(args, seed=1):
