@@ -621,8 +621,9 @@ struct Builder {
           // `k = where(c(k), k + 1, k)` unrolled: each iteration substitutes
           // k into itself, so the terms grow by a factor per iteration.
           if (size_of(*int_value) > kMaxLocalSize)
-            fail("the integer local '" + l->name + "' bound at line " + std::to_string(st.loc.line) + " grows past " +
-                 std::to_string(kMaxLocalSize) + " terms (a while loop unrolled symbolically)");
+            fail("the integer local '" + l->name + "' bound at line " + std::to_string(st.loc.line) +
+                 " grows past " + std::to_string(kMaxLocalSize) +
+                 " terms (a while loop unrolled symbolically)");
           else
             int_locals[l->name] = *int_value;
         }
