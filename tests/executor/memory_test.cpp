@@ -85,6 +85,18 @@ Measured measure(const std::variant<spec::KernelSpec, spec::Program> &u, const e
 
 class MemoryEstimate : public ::testing::TestWithParam<std::string> {};
 
+/// Runs `k`, which passes, allocating no more than its estimate.
+executor::RunResult run_within_estimate(const spec::KernelSpec &k, const executor::RunOptions &o) {
+  const std::int64_t before = g_live.load();
+  g_peak.store(before);
+  auto r = executor::run(k, o);
+  const std::int64_t growth = g_peak.load() - before;
+  EXPECT_EQ(r.status, executor::RunStatus::pass) << r.reason;
+  EXPECT_LE(static_cast<std::uint64_t>(growth), r.memory_estimate)
+      << "peak " << growth << " bytes, estimate " << r.memory_estimate;
+  return r;
+}
+
 } // namespace
 
 TEST_P(MemoryEstimate, EveryCorpusUnitAllocatesLessThanItsEstimate) {
@@ -124,13 +136,7 @@ TEST(MemoryEstimateLongGrid, CoversTheUnrolledProgramCopiesAndTimelineOfEverySte
                                                "    body:\n        o[...] = x[...] + 1\n"));
   ASSERT_TRUE(parsed.file);
   executor::RunOptions o;
-  const std::int64_t before = g_live.load();
-  g_peak.store(before);
-  const auto r = executor::run(std::get<spec::KernelSpec>(parsed.file->units.at(0)), o);
-  const std::int64_t growth = g_peak.load() - before;
-  EXPECT_EQ(r.status, executor::RunStatus::pass) << r.reason;
-  EXPECT_LE(static_cast<std::uint64_t>(growth), r.memory_estimate)
-      << "peak " << growth << " bytes, estimate " << r.memory_estimate;
+  const auto r = run_within_estimate(std::get<spec::KernelSpec>(parsed.file->units.at(0)), o);
   // Refusing it is decided before anything grows.
   o.max_memory_bytes = r.memory_estimate - 1;
   g_peak.store(g_live.load());
@@ -160,12 +166,6 @@ TEST(MemoryEstimateHbmOperand, APagePoolLeftInHbmDoesNotSizeTheBodysValues) {
   ASSERT_TRUE(parsed.file);
   executor::RunOptions o;
   const std::uint64_t pool = 64ull * 256 * 128 * 4;
-  const std::int64_t before = g_live.load();
-  g_peak.store(before);
-  const auto r = executor::run(std::get<spec::KernelSpec>(parsed.file->units.at(0)), o);
-  const std::int64_t growth = g_peak.load() - before;
-  EXPECT_EQ(r.status, executor::RunStatus::pass) << r.reason;
-  EXPECT_LE(static_cast<std::uint64_t>(growth), r.memory_estimate)
-      << "peak " << growth << " bytes, estimate " << r.memory_estimate;
+  const auto r = run_within_estimate(std::get<spec::KernelSpec>(parsed.file->units.at(0)), o);
   EXPECT_LT(r.memory_estimate, 6 * pool) << r.memory_estimate;
 }
