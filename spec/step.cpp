@@ -5,7 +5,6 @@
 #include "spec/typecheck.hpp"
 
 #include <algorithm>
-#include <stdexcept>
 
 namespace pipecheck::spec {
 
@@ -70,7 +69,7 @@ void Stepper::plan_ref(const Expr &ref) {
   refs_.emplace(&ref, std::move(plan));
 }
 
-void Stepper::collect_read_refs(const Expr &e, std::vector<const Expr *> &out, ReadGuards guards) {
+void Stepper::collect_read_refs(const Expr &e, std::vector<const Expr *> &out, ReadGuards guards) const {
   if (e.op == Op::Ref || e.op == Op::Name) {
     if (buffer_index(e.name) >= 0) {
       out.push_back(&e);
@@ -81,7 +80,6 @@ void Stepper::collect_read_refs(const Expr &e, std::vector<const Expr *> &out, R
   }
   if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3 && e.args.size() == 3) {
     collect_read_refs(e.args[0], out, guards);
-    plan_int(e.args[0]);
     for (int k = 1; k <= 2; ++k) {
       auto g = guards;
       g.emplace_back(&e.args[0], k == 1);
@@ -96,8 +94,12 @@ void Stepper::collect_read_refs(const Expr &e, std::vector<const Expr *> &out, R
 void Stepper::plan_reads(const Expr &value) {
   std::vector<const Expr *> refs;
   collect_read_refs(value, refs);
-  for (const Expr *r : refs)
+  for (const Expr *r : refs) {
     plan_ref(*r);
+    if (auto g = read_guards_.find(r); g != read_guards_.end())
+      for (const auto &c : g->second)
+        plan_int(*c.first);
+  }
   reads_of_.try_emplace(&value, std::move(refs));
 }
 
@@ -210,10 +212,12 @@ StepRef Stepper::resolve_in(const Expr &ref, int bi, const RefPlan *plan, const 
 }
 
 void Stepper::collect_reads(const Expr &e, std::vector<StepRef> &out, const Loc &l) const {
+  std::vector<const Expr *> unplanned;
   auto it = reads_of_.find(&e);
-  if (it == reads_of_.end()) throw std::logic_error("a value the stepper did not plan");
-  out.reserve(out.size() + it->second.size() + 1);
-  for (const Expr *r : it->second) {
+  if (it == reads_of_.end()) collect_read_refs(e, unplanned);
+  const auto &refs = it == reads_of_.end() ? unplanned : it->second;
+  out.reserve(out.size() + refs.size() + 1);
+  for (const Expr *r : refs) {
     bool selected = true;
     if (auto g = read_guards_.find(r); g != read_guards_.end())
       for (const auto &[cond, holds] : g->second)

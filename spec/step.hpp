@@ -201,7 +201,7 @@ private:
   void plan_reads(const Expr &value);
   /// `where(c, a, b)` around a read: (c, true) inside a, (c, false) inside b.
   using ReadGuards = std::vector<std::pair<const Expr *, bool>>;
-  void collect_read_refs(const Expr &, std::vector<const Expr *> &, ReadGuards guards = {});
+  void collect_read_refs(const Expr &, std::vector<const Expr *> &, ReadGuards guards = {}) const;
   int var(const std::string &name);
   void bind(int var, std::int64_t value);
   struct StmtPlan {
@@ -223,7 +223,7 @@ private:
   // A buffer ref read inside a `where` branch -> the conditions that select it:
   // an integer condition that does not select it keeps the read from counting
   // (`where(k == 0, init, acc[...])` reads acc only past k == 0).
-  std::unordered_map<const Expr *, ReadGuards> read_guards_;
+  mutable std::unordered_map<const Expr *, ReadGuards> read_guards_;
   std::unordered_map<const Stmt *, StmtPlan> plans_;
   std::map<std::string, int> var_of_;
   std::vector<std::string> var_names_;
