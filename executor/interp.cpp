@@ -25,10 +25,7 @@ Expr rewrite_grid_calls(const Expr &e) {
     const int axis = static_cast<int>(e.args[0].int_value);
     return Expr::var(e.name == "program_id" ? program_id_name(axis) : num_programs_name(axis), e.loc);
   }
-  Expr r = e;
-  for (auto &a : r.args)
-    a = rewrite_grid_calls(a);
-  return r;
+  return e.map_args([](const Expr &a) { return rewrite_grid_calls(a); });
 }
 
 spec::Block rewrite_grid_calls(const spec::Block &b) {

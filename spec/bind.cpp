@@ -105,10 +105,22 @@ Expr bind_grid(const Expr &e, const std::vector<std::int64_t> &point, const std:
       return Expr::integer(src[static_cast<std::size_t>(a)], e.loc);
     return e;
   }
-  Expr out = e;
-  for (auto &a : out.args)
-    a = bind_grid(a, point, grid);
-  return out;
+  return e.map_args([&](const Expr &a) { return bind_grid(a, point, grid); });
+}
+
+std::string program_id_var(std::int64_t a) { return "program_id(" + std::to_string(a) + ")"; }
+
+Expr grid_calls_as_names(const Expr &e, std::size_t rank, const std::vector<std::int64_t> &grid) {
+  if (e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs") && e.args.size() == 1 &&
+      e.args[0].op == Op::Int) {
+    const auto a = e.args[0].int_value;
+    const bool pid = e.name == "program_id";
+    if (a >= 0 && static_cast<std::size_t>(a) < (pid ? rank : grid.size()))
+      return pid ? Expr::var(program_id_var(a), e.loc)
+                 : Expr::integer(grid[static_cast<std::size_t>(a)], e.loc);
+    return e;
+  }
+  return e.map_args([&](const Expr &a) { return grid_calls_as_names(a, rank, grid); });
 }
 
 namespace {

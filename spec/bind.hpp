@@ -192,6 +192,15 @@ std::int64_t num_points(const std::vector<std::int64_t> &grid);
 /// the grid's extents.
 Expr bind_grid(const Expr &, const std::vector<std::int64_t> &point, const std::vector<std::int64_t> &grid);
 
+/// The name program_id(a) has in grid_calls_as_names' result, one that no
+/// identifier can be: its value at a point goes in the env.
+std::string program_id_var(std::int64_t a);
+
+/// bind_grid for a point of `rank` coordinates not yet known: program_id(a)
+/// becomes the name program_id_var(a), num_programs(a) the grid's extent; so
+/// that an expression evaluated at many points is rewritten once.
+Expr grid_calls_as_names(const Expr &, std::size_t rank, const std::vector<std::int64_t> &grid);
+
 /// "(0, 1, 2)"; a 1-tuple is "(0,)".
 std::string format_tuple(const std::vector<std::int64_t> &);
 

@@ -439,10 +439,7 @@ Expr substitute(const Expr &e, const std::map<std::string, Expr> &m) {
     if (it != m.end()) return it->second;
     return e;
   }
-  Expr r = e;
-  for (auto &a : r.args)
-    a = substitute(a, m);
-  return r;
+  return e.map_args([&](const Expr &a) { return substitute(a, m); });
 }
 
 bool mentions(const Expr &e, const std::string &name) {

@@ -343,4 +343,36 @@ template <class S, class F> void each_own_expr(S &s, const F &f) {
 void for_each_expr(Stmt &s, const std::function<void(Expr &)> &f) { each_own_expr(s, f); }
 void for_each_expr(const Stmt &s, const std::function<void(const Expr &)> &f) { each_own_expr(s, f); }
 
+void collect_names(const Expr &e, std::set<std::string> &out) {
+  if (e.op == Op::Name || e.op == Op::Ref || e.op == Op::Call) out.insert(e.name);
+  for (const auto &a : e.args)
+    collect_names(a, out);
+}
+
+void collect_names(const Stmt &s, std::set<std::string> &out) {
+  for_each_expr(s, [&](const Expr &e) { collect_names(e, out); });
+  if (const auto *l = std::get_if<Let>(&s.kind)) out.insert(l->name);
+  if (const auto *d = std::get_if<Dma>(&s.kind)) out.insert(d->descriptor);
+  if (const auto *i = std::get_if<If>(&s.kind)) {
+    collect_names(i->then_body, out);
+    collect_names(i->else_body, out);
+  }
+  if (const auto *f = std::get_if<For>(&s.kind)) {
+    out.insert(f->var);
+    collect_names(f->body, out);
+  }
+  if (const auto *e = std::get_if<EmitPipeline>(&s.kind)) {
+    for (const auto &o : e->specs)
+      if (o.index_map)
+        for (const auto &r : o.index_map->results)
+          collect_names(r, out);
+    collect_names(e->body, out);
+  }
+}
+
+void collect_names(const Block &b, std::set<std::string> &out) {
+  for (const auto &s : b)
+    collect_names(s, out);
+}
+
 } // namespace pipecheck::spec

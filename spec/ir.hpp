@@ -11,6 +11,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -93,6 +94,23 @@ struct Expr {
   static Expr call(std::string fn, std::vector<Expr> args, Loc l = {});
   static Expr ref(std::string n, std::vector<Expr> subscripts, Loc l = {});
   static Expr leaf(Op op, Loc l = {});
+
+  /// This node with each argument a replaced by f(a), built without copying
+  /// the arguments first (`Expr out = e;` then rewriting out.args copies
+  /// every subtree once per level above it).
+  template <class F> Expr map_args(F &&f) const {
+    Expr out;
+    out.op = op;
+    out.int_value = int_value;
+    out.float_value = float_value;
+    out.name = name;
+    out.kwarg_names = kwarg_names;
+    out.loc = loc;
+    out.args.reserve(args.size());
+    for (const auto &a : args)
+      out.args.push_back(f(a));
+    return out;
+  }
 
   /// Positional arguments of a Call (all args minus keyword ones).
   std::size_t num_positional() const { return args.size() - kwarg_names.size(); }
@@ -288,6 +306,13 @@ std::ostream &operator<<(std::ostream &, const Stmt &);
 /// emit_pipeline's (its grid, specs and body are the caller's to walk).
 void for_each_expr(Stmt &s, const std::function<void(Expr &)> &f);
 void for_each_expr(const Stmt &s, const std::function<void(const Expr &)> &f);
+/// Adds every name `e` (or `s`, with the blocks it holds, or `b`) uses or
+/// binds to `out`: refs, plain names, called functions, locals, loop
+/// variables, DMA descriptors; so that a name made up for a kernel collides
+/// with none of its own.
+void collect_names(const Expr &e, std::set<std::string> &out);
+void collect_names(const Stmt &s, std::set<std::string> &out);
+void collect_names(const Block &b, std::set<std::string> &out);
 
 // --------------------------------------------------------------- declarations
 

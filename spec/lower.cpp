@@ -47,9 +47,7 @@ bool is_int(const Expr &e, std::int64_t v) { return e.op == Op::Int && e.int_val
 /// Folds constant subexpressions and the identities x + 0, x * 1, x * 0,
 /// x // 1, x % 1, so that the rolled program reads as it would be written.
 Expr fold(const Expr &e) {
-  Expr out = e;
-  for (auto &a : out.args)
-    a = fold(a);
+  Expr out = e.map_args([](const Expr &a) { return fold(a); });
   // Every operand a literal: the value, where the operator is integer
   // arithmetic, a comparison, a logical one or min/max/cdiv/abs (eval_int
   // answers nothing for refs, slices and other calls).
@@ -460,9 +458,7 @@ private:
         return Expr::ref(x->window, args, e.loc);
       }
     }
-    Expr out = e;
-    for (auto &a : out.args)
-      a = rewrite(a, s);
+    Expr out = e.map_args([&](const Expr &a) { return rewrite(a, s); });
     if (out.op != Op::Ref && out.op != Op::Slice && out.op != Op::Call)
       if (auto v = eval_int(out, {}); v && out.op != Op::Int && out.op != Op::Float && out.op != Op::Name)
         return Expr::integer(*v, e.loc);
@@ -592,9 +588,8 @@ private:
     n.method = false;
     if (n.action == DmaAction::wait) n.src = Expr::leaf(Op::None, st.loc);
     // A program subscript is a slice, not ds(start, size): the same elements.
-    std::function<Expr(Expr)> slices = [&](Expr e) {
-      for (auto &a : e.args)
-        a = slices(a);
+    std::function<Expr(const Expr &)> slices = [&](const Expr &in) {
+      Expr e = in.map_args(slices);
       if (e.op == Op::Call && e.name == "ds" && e.args.size() == 2 && e.kwarg_names.empty())
         return Expr::binary(Op::Slice, e.args[0], fold(Expr::binary(Op::Add, e.args[0], e.args[1], e.loc)),
                             e.loc);
@@ -746,7 +741,7 @@ private:
       inner.used_.insert(p.name);
     for (auto &x : ops_)
       inner.used_.insert(x.op->name);
-    collect_names(k_.body);
+    collect_names(k_.body, used_);
     inner.used_.insert(used_.begin(), used_.end());
     Lowered l = inner.run();
     for (auto &b : l.program.buffers) {
@@ -969,29 +964,6 @@ private:
   /// cannot carry: such kernels are lowered unrolled.
   bool needs_unroll() { return lowers_unrolled(k_, gpu_, &unroll_reason_); }
 
-  void collect_names(const Expr &e) {
-    if (e.op == Op::Name || e.op == Op::Ref || e.op == Op::Call) used_.insert(e.name);
-    for (auto &a : e.args)
-      collect_names(a);
-  }
-  void collect_names(const Block &b) {
-    for (auto &st : b) {
-      if (auto *l = std::get_if<Let>(&st.kind)) {
-        used_.insert(l->name);
-        collect_names(l->value);
-      } else if (auto *a = std::get_if<Assign>(&st.kind)) {
-        collect_names(a->target);
-        collect_names(a->value);
-      } else if (auto *i = std::get_if<If>(&st.kind)) {
-        collect_names(i->cond);
-        collect_names(i->then_body);
-        collect_names(i->else_body);
-      } else if (auto *f = std::get_if<For>(&st.kind)) {
-        used_.insert(f->var);
-        collect_names(f->body);
-      }
-    }
-  }
   /// A name for the program's own state that no buffer, param or body
   /// local already has.
   std::string fresh(std::string base) {
@@ -1034,10 +1006,7 @@ private:
       if (a && *a >= 0 && *a < static_cast<std::int64_t>(grid_.size()))
         return e.name == "program_id" ? coords[*a] : lit(grid_[*a]);
     }
-    Expr out = e;
-    for (auto &arg : out.args)
-      arg = grid_calls(arg, coords);
-    return out;
+    return e.map_args([&](const Expr &arg) { return grid_calls(arg, coords); });
   }
   std::vector<Expr> coords_at(const Expr &T) const {
     std::vector<Expr> c;
@@ -1143,7 +1112,7 @@ private:
       used_.insert(b.name);
     for (auto &x : ops_)
       used_.insert(x.op->name);
-    collect_names(k_.body);
+    collect_names(k_.body, used_);
     step_var_ = fresh("s");
     for (std::size_t a = 0; a < grid_.size(); ++a)
       pid_.push_back(fresh("pid" + std::to_string(a)));

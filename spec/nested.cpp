@@ -91,9 +91,7 @@ void misplaced(const Block &b, bool top, bool inner, std::vector<Diagnostic> &er
 
 // `program_id(a)` / `num_programs(a)` with a literal axis moved to `a + by`.
 Expr shift_axes(const Expr &e, std::int64_t by) {
-  Expr out = e;
-  for (auto &a : out.args)
-    a = shift_axes(a, by);
+  Expr out = e.map_args([&](const Expr &a) { return shift_axes(a, by); });
   if (out.op == Op::Call && (out.name == "program_id" || out.name == "num_programs") &&
       out.args.size() == 1 && out.args[0].op == Op::Int)
     out.args[0].int_value += by;
@@ -138,10 +136,7 @@ Expr grid_calls_to(const Expr &e, const std::vector<std::string> &names) {
   if (e.op == Op::Call && e.name == "program_id" && e.args.size() == 1 && e.args[0].op == Op::Int &&
       e.args[0].int_value >= 0 && e.args[0].int_value < static_cast<std::int64_t>(names.size()))
     return Expr::var(names[static_cast<std::size_t>(e.args[0].int_value)], e.loc);
-  Expr out = e;
-  for (auto &a : out.args)
-    a = grid_calls_to(a, names);
-  return out;
+  return e.map_args([&](const Expr &a) { return grid_calls_to(a, names); });
 }
 
 } // namespace

@@ -62,41 +62,6 @@ struct StateArray {
   std::size_t first = 0; ///< its first element's number
 };
 
-// Every name the kernel uses, so that the locals made here collide with none.
-void collect_names(const Expr &e, std::set<std::string> &out) {
-  if (e.op == Op::Name || e.op == Op::Ref || e.op == Op::Call) out.insert(e.name);
-  for (const auto &a : e.args)
-    collect_names(a, out);
-}
-
-void collect_names(const Block &b, std::set<std::string> &out);
-
-void collect_names(const Stmt &s, std::set<std::string> &out) {
-  for_each_expr(s, [&](const Expr &e) { collect_names(e, out); });
-  if (const auto *l = std::get_if<Let>(&s.kind)) out.insert(l->name);
-  if (const auto *d = std::get_if<Dma>(&s.kind)) out.insert(d->descriptor);
-  if (const auto *i = std::get_if<If>(&s.kind)) {
-    collect_names(i->then_body, out);
-    collect_names(i->else_body, out);
-  }
-  if (const auto *f = std::get_if<For>(&s.kind)) {
-    out.insert(f->var);
-    collect_names(f->body, out);
-  }
-  if (const auto *e = std::get_if<EmitPipeline>(&s.kind)) {
-    for (const auto &o : e->specs)
-      if (o.index_map)
-        for (const auto &r : o.index_map->results)
-          collect_names(r, out);
-    collect_names(e->body, out);
-  }
-}
-
-void collect_names(const Block &b, std::set<std::string> &out) {
-  for (const auto &s : b)
-    collect_names(s, out);
-}
-
 // The placeholder for element k's value at a step's entry, filled in once the
 // grid has been run.
 constexpr const char *kEntry = "state entry";
@@ -327,10 +292,7 @@ private:
         auto k = element(e, *a);
         return Expr::var(k ? locals_[*k] : e.name, e.loc);
       }
-    Expr out = e;
-    for (auto &x : out.args)
-      x = expr(x);
-    return out;
+    return e.map_args([&](const Expr &x) { return expr(x); });
   }
 
   void block(Block &b) {

@@ -90,31 +90,6 @@ std::optional<bool> guard_at(const KernelModel &m, const Effect &e, const Point 
   return GuardEvaluator(m, e, p.size()).at(p);
 }
 
-namespace {
-
-// A name no identifier can be: program_id(a) at the current point.
-std::string program_id_var(std::int64_t a) { return "program_id(" + std::to_string(a) + ")"; }
-
-// spec::bind_grid with program_id(a) left as the name program_id_var(a),
-// for a point of `rank` coordinates.
-spec::Expr grid_calls_as_names(const spec::Expr &e, std::size_t rank, const std::vector<std::int64_t> &grid) {
-  if (e.op == spec::Op::Call && (e.name == "program_id" || e.name == "num_programs") && e.args.size() == 1 &&
-      e.args[0].op == spec::Op::Int) {
-    const auto a = e.args[0].int_value;
-    const bool pid = e.name == "program_id";
-    if (a >= 0 && static_cast<std::size_t>(a) < (pid ? rank : grid.size()))
-      return pid ? spec::Expr::var(program_id_var(a), e.loc)
-                 : spec::Expr::integer(grid[static_cast<std::size_t>(a)], e.loc);
-    return e;
-  }
-  spec::Expr out = e;
-  for (auto &a : out.args)
-    a = grid_calls_as_names(a, rank, grid);
-  return out;
-}
-
-} // namespace
-
 GuardEvaluator::GuardEvaluator(const KernelModel &m, const Effect &e, std::size_t rank)
     : env_(m.env), point_(rank, 0) {
   std::map<std::string, int> ids;
@@ -122,10 +97,10 @@ GuardEvaluator::GuardEvaluator(const KernelModel &m, const Effect &e, std::size_
     return ids.try_emplace(n, static_cast<int>(ids.size())).first->second;
   };
   for (const auto &g : e.guards)
-    guards_.push_back(ints_.compile(grid_calls_as_names(g, rank, m.grid), intern));
+    guards_.push_back(ints_.compile(spec::grid_calls_as_names(g, rank, m.grid), intern));
   vars_.assign(ids.size(), nullptr);
   for (std::size_t a = 0; a < rank; ++a)
-    if (auto it = ids.find(program_id_var(static_cast<std::int64_t>(a))); it != ids.end())
+    if (auto it = ids.find(spec::program_id_var(static_cast<std::int64_t>(a))); it != ids.end())
       vars_[static_cast<std::size_t>(it->second)] = &point_[a];
   for (const auto &[name, id] : ids)
     if (auto it = env_.find(name); it != env_.end() && !vars_[static_cast<std::size_t>(id)])
