@@ -510,9 +510,7 @@ public:
   // `names` maps a name as written (an index-map argument, or the array's
   // own name in the body) to the array.
   Expr expr(const Expr &e, const std::map<std::string, std::string> &names) const {
-    Expr out = e;
-    for (auto &a : out.args)
-      a = expr(a, names);
+    Expr out = e.map_args([&](const Expr &a) { return expr(a, names); });
     if (e.op == Op::Ref)
       if (auto it = names.find(e.name); it != names.end()) return read_(it->second, std::move(out));
     return out;
@@ -611,11 +609,110 @@ private:
   const PrefetchContents &c_;
 };
 
+// Binds each subscript of a body read of a prefetch array that would be
+// costly to copy to a local of its own, set just before the statement that
+// reads (`t = <subscript>`, then `ids[t]`): the read becomes a tree over its
+// contents that names the subscript at every branch, so a long subscript, or
+// one that reads a prefetch array itself (and is a tree too), would be copied
+// once per element, and nested reads multiply. The condition of a while loop,
+// evaluated at every iteration, keeps its subscripts in place.
+class SubscriptBinder {
+public:
+  explicit SubscriptBinder(const KernelSpec &k) {
+    for (const auto &p : k.prefetches)
+      arrays_.insert(p.name);
+    for (const auto &p : k.params)
+      used_.insert(p.name);
+    for (const auto &o : k.operands) {
+      used_.insert(o.name);
+      if (o.index_map) used_.insert(o.index_map->params.begin(), o.index_map->params.end());
+    }
+    used_.insert(arrays_.begin(), arrays_.end());
+    collect_names(k.body, used_);
+  }
+
+  void block(Block &b) {
+    Block out;
+    out.reserve(b.size());
+    for (auto &s : b) {
+      std::vector<Stmt> lets;
+      if (auto *f = std::get_if<For>(&s.kind)) {
+        f->hi = expr(f->hi, lets);
+        if (f->is_while) {
+          // Its body is one `if cond:` (make_while), whose cond stays.
+          for (auto &inner : f->body)
+            if (auto *i = std::get_if<If>(&inner.kind)) block(i->then_body);
+        } else {
+          f->lo = expr(f->lo, lets);
+          block(f->body);
+        }
+      } else if (auto *i = std::get_if<If>(&s.kind)) {
+        i->cond = expr(i->cond, lets);
+        block(i->then_body);
+        block(i->else_body);
+      } else if (std::holds_alternative<Assign>(s.kind) || std::holds_alternative<Let>(s.kind) ||
+                 std::holds_alternative<Dma>(s.kind)) {
+        for_each_expr(s, [&](Expr &e) { e = expr(e, lets); });
+      }
+      for (auto &l : lets)
+        out.push_back(std::move(l));
+      out.push_back(std::move(s));
+    }
+    b = std::move(out);
+  }
+
+private:
+  std::set<std::string> arrays_, used_;
+  std::size_t next_ = 0;
+
+  // At most this many nodes, a subscript that reads no prefetch array is
+  // copied into the tree as it is.
+  static constexpr std::size_t kInlineNodes = 8;
+
+  static std::size_t nodes(const Expr &e, std::size_t cap) {
+    std::size_t n = 1;
+    for (const auto &a : e.args) {
+      if (n > cap) break;
+      n += nodes(a, cap - n);
+    }
+    return n;
+  }
+
+  bool costly(const Expr &sub) const {
+    if (sub.op == Op::Name || sub.op == Op::Int || sub.op == Op::Slice || sub.op == Op::Ellipsis ||
+        sub.op == Op::None || ds_index(sub) || bounded_slice_dim(sub))
+      return false;
+    return reads_any(sub, arrays_) || nodes(sub, kInlineNodes) > kInlineNodes;
+  }
+
+  Expr expr(Expr e, std::vector<Stmt> &lets) {
+    for (auto &a : e.args)
+      a = expr(std::move(a), lets);
+    if (e.op != Op::Ref || !arrays_.count(e.name)) return e;
+    for (auto &a : e.args) {
+      if (!costly(a)) continue;
+      std::string name = e.name + "_idx" + std::to_string(next_++);
+      while (used_.count(name))
+        name += "_";
+      used_.insert(name);
+      Stmt let;
+      let.loc = a.loc;
+      const Loc at = a.loc;
+      let.kind = Let{name, std::move(a)};
+      lets.push_back(std::move(let));
+      a = Expr::var(name, at);
+    }
+    return e;
+  }
+};
+
 } // namespace
 
 KernelSpec elaborate_prefetch(const KernelSpec &raw, const PrefetchSpace &s,
                               const PrefetchContents &contents) {
-  const KernelSpec k = flatten_prefetch_reads(raw);
+  KernelSpec bound = raw;
+  SubscriptBinder(raw).block(bound.body);
+  const KernelSpec k = flatten_prefetch_reads(bound);
   KernelSpec out = k;
   Elaborator el(s, contents);
   ReadRewriter rw([&](const std::string &array, Expr read) {

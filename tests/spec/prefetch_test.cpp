@@ -342,3 +342,71 @@ TEST(PrefetchFlatten, ABodyReadOfARank3ArrayBecomesItsCOrderIndexOrMinusOne) {
           << print(read);
   }
 }
+
+namespace {
+
+std::size_t nodes(const Expr &e) {
+  std::size_t n = 1;
+  for (const auto &a : e.args)
+    n += nodes(a);
+  return n;
+}
+
+std::string table(std::int64_t n, std::int64_t mul, std::int64_t add) {
+  std::string s = "[";
+  for (std::int64_t i = 0; i < n; ++i)
+    s += (i ? ", " : "") + std::to_string((i * mul + add) % n);
+  return s + "]";
+}
+
+} // namespace
+
+TEST(PrefetchElaborate, ASubscriptThatReadsAnotherArrayIsBoundOnceBeforeItsStatement) {
+  // b[(a[k] + 1) % 32]: the read of b is a tree over b's 32 elements whose
+  // every branch names its subscript, itself a tree over a's; bound to a
+  // local, it is written once (ragged paged attention's page table reads,
+  // subscripted by reads of its sequence tables, were hundreds of kilobytes
+  // of text per copy). A while's condition, evaluated at every iteration,
+  // keeps its subscript in place.
+  KernelSpec k = kernel_ok("kernel g:\n"
+                           "    grid = (4,)\n"
+                           "    prefetch a: i32[32] = " +
+                           table(32, 7, 3) +
+                           "\n"
+                           "    prefetch b: i32[32] = " +
+                           table(32, 13, 5) +
+                           "\n"
+                           "    out o: f32[32, 128]  block=(8, 128)  index=(i) -> (i, 0)\n"
+                           "    body:\n"
+                           "        k = program_id(0)\n"
+                           "        when b[(a[k] + 1) % 32] > 4:\n"
+                           "            o[...] = zeros\n"
+                           "        while k < b[(a[k] + 2) % 32], bound=64:\n"
+                           "            k = k + 1\n");
+  KernelSpec e = elaborate_prefetch(k, prefetch_space(k, {}), {});
+  ASSERT_EQ(e.body.size(), 4u) << print(e);
+  const auto *let = std::get_if<Let>(&e.body.at(1).kind);
+  ASSERT_TRUE(let) << print(e);
+  EXPECT_EQ(let->name, "b_idx0");
+  const auto &when = std::get<If>(e.body.at(2).kind);
+  const auto &loop = std::get<For>(e.body.at(3).kind);
+  EXPECT_EQ(loop.body.size(), 1u) << print(e); // the while's `if cond:` alone
+  const std::vector<std::int64_t> a = [] {
+    std::vector<std::int64_t> v;
+    for (std::int64_t i = 0; i < 32; ++i)
+      v.push_back((i * 7 + 3) % 32);
+    return v;
+  }();
+  for (std::int64_t kk = 0; kk < 4; ++kk) {
+    const auto sub = eval_int(let->value, {{"k", kk}});
+    EXPECT_EQ(sub, (a[static_cast<std::size_t>(kk)] + 1) % 32);
+    const std::int64_t b = (*sub * 13 + 5) % 32;
+    EXPECT_EQ(eval_int(when.cond, {{"k", kk}, {"b_idx0", *sub}}), b > 4 ? 1 : 0);
+    const std::int64_t b2 = ((a[static_cast<std::size_t>(kk)] + 2) % 32 * 13 + 5) % 32;
+    EXPECT_EQ(eval_int(while_cond(loop), {{"k", kk}}), kk < b2 ? 1 : 0);
+  }
+  // The `when`'s tree names b_idx0 at each of its branches, where the
+  // while's copies a's tree: some 32 times 32 times a few nodes.
+  EXPECT_LT(nodes(when.cond) + nodes(let->value), 800u) << print(e);
+  EXPECT_GT(nodes(while_cond(loop)), 4000u);
+}
