@@ -114,6 +114,81 @@ TEST(WhileCheck, ABlockComputedFromABlockLocalOfTheBodyIsNotAnIntegerAndALongBou
   }
 }
 
+namespace {
+
+// A copy in a while loop whose page is read through a chain of prefetch
+// tables of 64 elements (ragged paged attention's page table read at an
+// index that reads its sequence tables): t's subscript, then t, as the spec
+// rules' terms, copy the tables' trees into every branch of the next, past
+// 65536 terms. Each has a value at every grid point and iteration, and is
+// kept as the table of those values. `pt` declares the page table's
+// contents: "= [...]", or a range.
+std::string table(std::int64_t mul, std::int64_t add, std::int64_t at = -1, std::int64_t value = 0) {
+  std::string s = "[";
+  for (std::int64_t i = 0; i < 64; ++i)
+    s += (i ? ", " : "") + std::to_string(i == at ? value : (i * mul + add) % 64);
+  return s + "]";
+}
+
+std::string chained(const std::string &pt) {
+  return "kernel chain:\n"
+         "    grid = (4,)\n"
+         "    prefetch a: i32[64] = " +
+         table(7, 3) +
+         "\n"
+         "    prefetch b: i32[64] = " +
+         table(13, 5) +
+         "\n"
+         "    prefetch pt: i32[64] " +
+         pt +
+         "\n"
+         "    in  x: f32[64, 8, 128]  memory_space=any\n"
+         "    out o: f32[4, 8, 128]  block=(None, 8, 128)  index=(i, a, b, pt) -> (i, 0, 0)\n"
+         "    scratch buf: f32[8, 128]\n"
+         "    scratch sem: dma_sem[1]\n"
+         "    body:\n"
+         "        k = 0\n"
+         "        while k < a[program_id(0)] % 4 + 1, bound=8:\n"
+         "            t = pt[b[(a[program_id(0) * 4 + k] + k) % 64]]\n"
+         "            async_copy(x[t], buf, sem[0]).start()\n"
+         "            async_copy(x[t], buf, sem[0]).wait()\n"
+         "            o[...] = buf[...]\n"
+         "            k = k + 1\n";
+}
+
+} // namespace
+
+TEST(WhileCheck, APageReadThroughAChainOfLongTablesIsDecidedAtEveryPointAndIteration) {
+  for (bool symbolic : {true, false}) {
+    auto v = check(chained("= " + table(5, 1)), symbolic);
+    EXPECT_EQ(v.status, Status::verified) << v.reason;
+  }
+}
+
+TEST(WhileCheck, APageReadThroughAChainOfLongTablesThatLeavesThePoolIsOutOfBoundsAtItsCopy) {
+  // Element 40 of pt, which grid point 1 reads at its third iteration.
+  for (bool symbolic : {true, false}) {
+    auto v = check(chained("= " + table(5, 1, 40, 64)), symbolic);
+    EXPECT_EQ(v.status, Status::violation) << v.reason;
+    EXPECT_TRUE(has_finding(v, Rule::index_out_of_bounds, 14)) << v.reason;
+    ASSERT_FALSE(v.findings.empty());
+    EXPECT_NE(v.findings[0].message.find("index 64 is out of bounds"), std::string::npos)
+        << v.findings[0].message;
+    EXPECT_NE(v.findings[0].message.find("at grid point (1,)"), std::string::npos) << v.findings[0].message;
+  }
+}
+
+TEST(WhileCheck, APageOfAnOpenTableLeavesTheLoopDecidedAtEachPointAndItsAddressCheckedForEveryTable) {
+  // t has no value at a point, and nothing the loop decides needs one: the
+  // loop is still decided point by point (it was unrolled symbolically, and
+  // k, carried through it, grew past the limit: unknown).
+  auto v = check(chained("in [0, 64)"));
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  v = check(chained("in [0, 65)"));
+  EXPECT_EQ(v.status, Status::violation) << v.reason;
+  EXPECT_TRUE(has_finding(v, Rule::index_out_of_bounds, 14)) << v.reason;
+}
+
 TEST(WhileCheck, ASearchThatNeedsMoreIterationsThanItsBoundIsUnknownNamingTheLoopAndTheBound) {
   // Grid point 0 passes two empty sequences: two iterations, bound 1.
   for (bool symbolic : {true, false}) {

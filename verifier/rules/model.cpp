@@ -230,8 +230,10 @@ struct Builder {
     // a reaches the value only where c holds and b only where it does not,
     // so their reads count under those guards (`where(k == 0, init,
     // acc[...])`, upstream's load_with_init, reads acc only past step 0).
+    // A where whose branches read no operand (an integer tree over a
+    // prefetch array's contents) needs no guards.
     if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3 && e.args.size() == 3 &&
-        !is_tensor_value(e.args[0])) {
+        !is_tensor_value(e.args[0]) && reads_in_branches(e)) {
       scan_value(e.args[0], guards, loc);
       const Expr c = guard_expr(e.args[0]);
       auto then_g = guards, else_g = guards;
@@ -339,6 +341,12 @@ struct Builder {
     if ((e.op == Op::Ref || e.op == Op::Name) && ref_locals.count(e.name)) return true;
     for (const auto &a : e.args)
       if (reads_local_ref(a)) return true;
+    return false;
+  }
+
+  bool reads_in_branches(const Expr &where) const {
+    for (std::size_t a = 1; a < 3; ++a)
+      if (reads_ref(where.args[a], m) || reads_local_ref(where.args[a])) return true;
     return false;
   }
 
@@ -618,9 +626,14 @@ struct Builder {
           ref_locals[l->name] = d->first;
           ref_local_transposed[l->name] = d->second;
         } else if (int_value) {
+          // Many terms with a value at every grid point where the statement
+          // runs: the table of those values, which every use copies instead.
+          std::optional<Expr> table_value;
+          if (size_of(*int_value) > kTabulateAbove) table_value = tabulate(*int_value, guards);
+          if (table_value) int_locals[l->name] = std::move(*table_value);
           // `k = where(c(k), k + 1, k)` unrolled: each iteration substitutes
           // k into itself, so the terms grow by a factor per iteration.
-          if (size_of(*int_value) > kMaxLocalSize)
+          else if (size_of(*int_value) > kMaxLocalSize)
             fail("the integer local '" + l->name + "' bound at line " + std::to_string(st.loc.line) +
                  " grows past " + std::to_string(kMaxLocalSize) +
                  " terms (a while loop unrolled symbolically)");
@@ -715,18 +728,28 @@ struct Builder {
     return e;
   }
   // Runs the integer statements of `b` on `env` (the point's values); false
-  // where one has no value. A let of a block value is skipped, and so is one
+  // where a condition or a loop bound has no value. A let of a block value is skipped, and so is one
   // computed from such a let of this run (`r = iota(...)`, then `q = r // 2`):
   // the walk has not reached them yet, so tensor_locals does not name them.
-  bool run_ints(const spec::Block &b, spec::Env &env, const std::vector<std::int64_t> &p, int depth = 0) {
-    std::set<std::string> blocks;
-    return run_ints(b, env, p, depth, blocks);
+  // `env` holds the point's coordinates as program_id_var names; `named`
+  // each statement's expressions as evaluated there, made once per loop.
+  using Named = std::map<const Expr *, Expr>;
+  const Expr &named(const Expr &e, Named &cache) const {
+    auto it = cache.find(&e);
+    if (it == cache.end())
+      it =
+          cache
+              .emplace(&e, spec::grid_calls_as_names(spec::substitute(e, param_subst), m.grid.size(), m.grid))
+              .first;
+    return it->second;
   }
-  bool run_ints(const spec::Block &b, spec::Env &env, const std::vector<std::int64_t> &p, int depth,
+  bool run_ints(const spec::Block &b, spec::Env &env, Named &cache, int depth = 0) {
+    std::set<std::string> blocks;
+    return run_ints(b, env, cache, depth, blocks);
+  }
+  bool run_ints(const spec::Block &b, spec::Env &env, Named &cache, int depth,
                 std::set<std::string> &blocks) {
-    auto value = [&](const Expr &e) {
-      return spec::evaluate(bind_grid(spec::substitute(e, param_subst), p, m.grid), env).value;
-    };
+    auto value = [&](const Expr &e) { return spec::evaluate(named(e, cache), env).value; };
     for (const auto &st : b) {
       if (const auto *l = std::get_if<spec::Let>(&st.kind)) {
         const bool block = is_tensor_value(l->value) ||
@@ -738,19 +761,23 @@ struct Builder {
           continue;
         }
         blocks.erase(l->name);
-        auto v = value(l->value);
-        if (!v) return false;
-        env[l->name] = *v;
+        // One without a value (a read of open prefetch contents: a page
+        // number) is fine until a condition, a bound or a carried integer
+        // needs it.
+        if (auto v = value(l->value))
+          env[l->name] = *v;
+        else
+          env.erase(l->name);
       } else if (const auto *i = std::get_if<spec::If>(&st.kind)) {
         auto c = value(i->cond);
         if (!c) return false;
-        if (!run_ints(*c ? i->then_body : i->else_body, env, p, depth + 1, blocks)) return false;
+        if (!run_ints(*c ? i->then_body : i->else_body, env, cache, depth + 1, blocks)) return false;
       } else if (const auto *f = std::get_if<spec::For>(&st.kind)) {
         auto lo = value(f->lo), hi = value(f->hi);
         if (!lo || !hi || *hi - *lo > kMaxUnrolled || depth > 8) return false;
         for (std::int64_t v = *lo; v < *hi; ++v) {
           if (!f->is_while) env[f->var] = v;
-          if (!run_ints(f->body, env, p, depth + 1, blocks)) return false;
+          if (!run_ints(f->body, env, cache, depth + 1, blocks)) return false;
         }
         if (f->is_while) {
           auto c = value(spec::while_cond(*f));
@@ -759,6 +786,53 @@ struct Builder {
       }
     }
     return true;
+  }
+  // The params (not the elements of prefetch arrays left open, which have
+  // no value at a point).
+  spec::Env point_env() const {
+    spec::Env env;
+    for (const auto &[x, v] : m.env)
+      if (x.find('[') == std::string::npos) env[x] = v;
+    return env;
+  }
+  // An integer local of more terms than this, bound where its value at each
+  // grid point is known, is kept as the table of those values: a subscript
+  // of a prefetch read that reads other prefetch arrays (a tree over their
+  // contents each) would otherwise be copied, trees and all, into every use.
+  static constexpr std::size_t kTabulateAbove = 512;
+  // `e` (the int locals substituted) as a table over the grid points, where
+  // it has a value at every point the guards hold; at a point where they do
+  // not, the statement does not run and its value is never used. Nullopt
+  // where some value is unknown (open prefetch contents) or the grid is large.
+  std::optional<Expr> tabulate(const Expr &e, const std::vector<Expr> &guards) const {
+    const std::int64_t points = m.num_points();
+    if (points > kMaxTablePoints) return std::nullopt;
+    spec::Env env = point_env();
+    std::vector<Expr> guards_at;
+    for (const auto &g : guards)
+      guards_at.push_back(spec::grid_calls_as_names(g, m.grid.size(), m.grid));
+    const Expr e_at = spec::grid_calls_as_names(e, m.grid.size(), m.grid);
+    std::vector<std::int64_t> v(static_cast<std::size_t>(points));
+    for (std::int64_t q = 0; q < points; ++q) {
+      const auto p = spec::grid_point(m.grid, {}, q);
+      for (std::size_t a = 0; a < p.size(); ++a)
+        env[spec::program_id_var(static_cast<std::int64_t>(a))] = p[a];
+      bool runs = true;
+      for (const auto &g : guards_at) {
+        auto x = spec::evaluate(g, env).value;
+        if (!x) return std::nullopt;
+        runs = runs && *x != 0;
+      }
+      const auto at = static_cast<std::size_t>(q);
+      if (!runs) {
+        v[at] = q > 0 ? v[at - 1] : 0;
+        continue;
+      }
+      auto x = spec::evaluate(e_at, env).value;
+      if (!x) return std::nullopt;
+      v[at] = *x;
+    }
+    return table(v);
   }
   bool while_by_point(const spec::For &f, const std::vector<Expr> &guards, const spec::Loc &loc,
                       std::int64_t n) {
@@ -774,18 +848,29 @@ struct Builder {
     std::vector<std::int64_t> trips(static_cast<std::size_t>(points), 0),
         over(static_cast<std::size_t>(points), 0);
     std::int64_t most = 0;
+    // What is evaluated at every point, with program_id(a) a name: the
+    // guards and the integer locals the loop uses.
+    Named cache;
+    std::set<std::string> used;
+    spec::collect_names(f.body, used);
+    std::vector<std::pair<std::string, Expr>> locals;
+    for (const auto &[x, e] : int_locals)
+      if (used.count(x)) locals.emplace_back(x, spec::grid_calls_as_names(e, m.grid.size(), m.grid));
+    std::vector<Expr> guards_at;
+    for (const auto &g : guards)
+      guards_at.push_back(spec::grid_calls_as_names(g, m.grid.size(), m.grid));
     for (std::int64_t q = 0; q < points; ++q) {
       const auto p = spec::grid_point(m.grid, {}, q);
-      spec::Env env;
-      for (const auto &[x, v] : m.env)
-        if (x.find('[') == std::string::npos) env[x] = v;
-      for (const auto &[x, e] : int_locals)
-        if (auto v = spec::evaluate(bind_grid(e, p, m.grid), env).value) env[x] = *v;
+      spec::Env env = point_env();
+      for (std::size_t a = 0; a < p.size(); ++a)
+        env[spec::program_id_var(static_cast<std::int64_t>(a))] = p[a];
+      for (const auto &[x, e] : locals)
+        if (auto v = spec::evaluate(e, env).value) env[x] = *v;
       for (const auto &x : carried)
         if (!env.count(x)) return false;
       bool runs = true;
-      for (const auto &g : guards) {
-        auto v = spec::evaluate(bind_grid(g, p, m.grid), env).value;
+      for (const auto &g : guards_at) {
+        auto v = spec::evaluate(g, env).value;
         if (!v) return false;
         runs = runs && *v != 0;
       }
@@ -795,18 +880,19 @@ struct Builder {
           if (vals[c].size() <= static_cast<std::size_t>(k))
             vals[c].resize(static_cast<std::size_t>(k) + 1,
                            std::vector<std::int64_t>(static_cast<std::size_t>(points)));
-          vals[c][static_cast<std::size_t>(k)][static_cast<std::size_t>(q)] = env.at(carried[c]);
+          auto v = env.find(carried[c]);
+          if (v == env.end()) return false;
+          vals[c][static_cast<std::size_t>(k)][static_cast<std::size_t>(q)] = v->second;
         }
         if (!runs) break;
-        auto c = spec::evaluate(bind_grid(spec::substitute(spec::while_cond(f), param_subst), p, m.grid), env)
-                     .value;
+        auto c = spec::evaluate(named(spec::while_cond(f), cache), env).value;
         if (!c) return false;
         if (*c == 0) break;
         if (k == n) {
           over[static_cast<std::size_t>(q)] = 1;
           break;
         }
-        if (!run_ints(spec::while_body(f), env, p)) return false;
+        if (!run_ints(spec::while_body(f), env, cache)) return false;
       }
       trips[static_cast<std::size_t>(q)] = std::min(k, n);
       most = std::max(most, trips[static_cast<std::size_t>(q)]);
