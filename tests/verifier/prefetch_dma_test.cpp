@@ -108,6 +108,19 @@ TEST(PrefetchDma, ALocalComputedFromTheTableIsStillAnAddress) {
   EXPECT_EQ(check(text).status, Status::verified);
 }
 
+TEST(PrefetchDma, ALocalComputedFromTheTableIsBoundsCheckedAsTheAddressItIs) {
+  // The twin of the above with a range past the pool: `kp[page]` names no
+  // table element itself, its local does (this was verified).
+  std::string text = kernel("prefetch pt: i32[8] in [0, 17)", "page + 0");
+  text.replace(text.find("        c = async_copy"), 0, "        page = pt[program_id(0)]\n");
+  auto v = check(text);
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(v.findings[0].rule, verifier::Rule::index_out_of_bounds);
+  EXPECT_NE(v.findings[0].message.find("at grid point (7,): index 16 is out of bounds"), std::string::npos)
+      << v.findings[0].message;
+}
+
 TEST(PrefetchDma, ATableReadOutsideAnAddressKeepsTheEnumeratingCheck) {
   // The table decides a `when`: which copies run depends on the contents,
   // and 16^8 tables are too many to run each.

@@ -250,7 +250,10 @@ private:
     std::vector<std::size_t> open;
     for (std::size_t i = 0; i < m_.copy_addresses.size(); ++i) {
       const auto &a = m_.copy_addresses[i];
+      // Directly, or through the integer locals its subscripts name.
       bool reads = mentions_element(*a.ref);
+      for (const auto &[n, v] : a.locals)
+        reads = reads || mentions_element(v);
       for (const auto &g : a.guards)
         reads = reads || mentions_element(g);
       if (reads) open.push_back(i);
