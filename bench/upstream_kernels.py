@@ -31,7 +31,7 @@ import upstream as U  # noqa: E402
 
 
 def cases():
-    """(name, fn, args)"""
+    """(name, fn, args, keyword arguments of pj.check)"""
     out = [(name, fn, args) for name, (fn, args, _) in sorted(U.VERIFIED.items())]
     local = dict(mask=lambda: sam.LocalMask((U.SEQ, U.SEQ), window_size=(100, 50), offset=0))
     out += [("splash causal forward", U.splash(), U.splash_args()),
@@ -46,6 +46,14 @@ def cases():
              U.ragged_args([1] * 8, [33, 17, 64, 1, 5, 16, 63, 2], 8, max_seqs=8, pages=64)),
             ("ragged paged attention, 2 head blocks", U.ragged,
              U.ragged_args([3, 13], [3, 50], 16, heads=8, kv_heads=8))]
+    lens = [(17 * i + 5) % 64 + 1 for i in range(32)]
+    out += [("ragged paged attention, 32 decodes", U.ragged,
+             U.ragged_args([1] * 32, lens, 32, max_seqs=32, pages=128))]
+    # (name, fn, args, keyword arguments of pj.check)
+    out = [(*c, {}) for c in out]
+    out += [("ragged paged attention, 8 decodes, every page table", U.ragged,
+             U.ragged_args([1] * 8, [33, 17, 64, 1, 5, 16, 63, 2], 8, max_seqs=8, pages=64),
+             dict(prefetch={"page_indices_ref": "in [0, 64)"}))]
     return out
 
 
@@ -63,11 +71,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
     rows = []
-    for name, fn, args in cases():
+    for name, fn, args, kwargs in cases():
         times, r = [], None
         for _ in range(max(1, a.repeat)):
             t = time.perf_counter()
-            r = pj.check(fn, *args)
+            r = pj.check(fn, *args, **kwargs)
             times.append(time.perf_counter() - t)
         rows.append({"kernel": name, "first_seconds": times[0],
                      "seconds": statistics.median(times),

@@ -297,6 +297,20 @@ def test_upstream_ragged_paged_attention_writes_out_its_padding_tokens_undefined
     assert "o_ref" in r.report(), r.report()
 
 
+# Every page table into the pool: the table is read only as the page of each copy's source,
+# so one race check holds for all of them and the spec rules bound every page for every
+# table; a range one page past the pool is out of bounds with a witness table.
+@pytest.mark.parametrize("pages, verdict", [(64, "verified"), (65, "violation")])
+def test_upstream_ragged_paged_attention_is_decided_for_every_page_table_in_a_range(pages, verdict):
+    args = ragged_args([1] * 8, [33, 17, 64, 1, 5, 16, 63, 2], 8, max_seqs=8, pages=64)
+    r = pj.check(ragged, *args, prefetch={"page_indices_ref": f"in [0, {pages})"})
+    assert r.verdicts == {"ragged_paged_attention_kernel": verdict}, r.report()
+    if verdict == "violation":
+        assert {f.rule for f in r.findings} == {"index-out-of-bounds"}, r.report()
+        assert "index 64 is out of bounds for dim 0 (extent 64)" in r.report(), r.report()
+        assert "page_indices_ref = [" in r.report(), r.report()
+
+
 RAGGED_MUTANTS = {
     # name: (upstream text, its replacement, the rules reported)
     "prefetch_into_the_buffer_in_use": (
