@@ -48,7 +48,10 @@ def cases():
              U.ragged_args([3, 13], [3, 50], 16, heads=8, kv_heads=8))]
     lens = [(17 * i + 5) % 64 + 1 for i in range(32)]
     out += [("ragged paged attention, 32 decodes", U.ragged,
-             U.ragged_args([1] * 32, lens, 32, max_seqs=32, pages=128))]
+             U.ragged_args([1] * 32, lens, 32, max_seqs=32, pages=128)),
+            ("ragged paged attention, q lens [100, 200, 300, 160]", U.ragged,
+             U.ragged_args([100, 200, 300, 160], [400, 200, 500, 160], 760, pages=128,
+                           pages_per_seq=32))]
     # (name, fn, args, keyword arguments of pj.check)
     out = [(*c, {}) for c in out]
     out += [("ragged paged attention, 8 decodes, every page table", U.ragged,

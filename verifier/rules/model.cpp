@@ -629,7 +629,7 @@ struct Builder {
           // Many terms with a value at every grid point where the statement
           // runs: the table of those values, which every use copies instead.
           std::optional<Expr> table_value;
-          if (size_of(*int_value) > kTabulateAbove) table_value = tabulate(*int_value, guards);
+          if (size_of(*int_value) > kTabulateAbove) table_value = tabulate(l->value, guards);
           if (table_value) int_locals[l->name] = std::move(*table_value);
           // `k = where(c(k), k + 1, k)` unrolled: each iteration substitutes
           // k into itself, so the terms grow by a factor per iteration.
@@ -710,23 +710,28 @@ struct Builder {
   // iteration (tables indexed by program_id), which is the same effects.
   // False (nothing done) where some value is unknown or the grid is large.
   static constexpr std::int64_t kMaxTablePoints = 1024;
-  Expr point_is(const std::vector<std::int64_t> &p) const {
-    Expr e;
-    for (std::size_t a = 0; a < p.size(); ++a) {
-      Expr eq = Expr::binary(Op::Eq, Expr::call("program_id", {Expr::integer(static_cast<std::int64_t>(a))}),
-                             Expr::integer(p[a]));
-      e = a == 0 ? eq : Expr::binary(Op::And, e, eq);
+  // The point's number in the order spec::grid_point gives (row-major, the
+  // last axis fastest): ((program_id(0) * g1) + program_id(1)) * g2 + ...
+  Expr point_number() const {
+    Expr e = Expr::integer(0);
+    for (std::size_t a = 0; a < m.grid.size(); ++a) {
+      Expr pid = Expr::call("program_id", {Expr::integer(static_cast<std::int64_t>(a))});
+      e = a == 0 ? pid
+                 : Expr::binary(Op::Add, Expr::binary(Op::Mul, std::move(e), Expr::integer(m.grid[a])), pid);
     }
-    return p.empty() ? Expr::integer(1) : e;
-  }
-  Expr table(const std::vector<std::int64_t> &v) const {
-    Expr e = Expr::integer(v.back());
-    for (std::size_t q = v.size() - 1; q-- > 0;)
-      if (v[q] != v.back())
-        e = Expr::call("where", {point_is(spec::grid_point(m.grid, {}, static_cast<std::int64_t>(q))),
-                                 Expr::integer(v[q]), e});
     return e;
   }
+  // v[point] as a search tree on the point's number: a value in log(points)
+  // comparisons, a run of equal values one leaf.
+  static Expr tree(const Expr &at, const std::vector<std::int64_t> &v, std::size_t lo, std::size_t hi) {
+    if (std::all_of(v.begin() + static_cast<std::ptrdiff_t>(lo), v.begin() + static_cast<std::ptrdiff_t>(hi),
+                    [&](std::int64_t x) { return x == v[lo]; }))
+      return Expr::integer(v[lo]);
+    const std::size_t mid = lo + (hi - lo) / 2;
+    return Expr::call("where", {Expr::binary(Op::Lt, at, Expr::integer(static_cast<std::int64_t>(mid))),
+                                tree(at, v, lo, mid), tree(at, v, mid, hi)});
+  }
+  Expr table(const std::vector<std::int64_t> &v) const { return tree(point_number(), v, 0, v.size()); }
   // Runs the integer statements of `b` on `env` (the point's values); false
   // where a condition or a loop bound has no value. A let of a block value is skipped, and so is one
   // computed from such a let of this run (`r = iota(...)`, then `q = r // 2`):
@@ -800,23 +805,36 @@ struct Builder {
   // of a prefetch read that reads other prefetch arrays (a tree over their
   // contents each) would otherwise be copied, trees and all, into every use.
   static constexpr std::size_t kTabulateAbove = 512;
-  // `e` (the int locals substituted) as a table over the grid points, where
-  // it has a value at every point the guards hold; at a point where they do
-  // not, the statement does not run and its value is never used. Nullopt
-  // where some value is unknown (open prefetch contents) or the grid is large.
+  // The value `e` (as written) has with the int locals substituted, as a
+  // table over the grid points, where it has a value at every point the
+  // guards hold; at a point where they do not, the statement does not run
+  // and its value is never used. Nullopt where some value is unknown (open
+  // prefetch contents) or the grid is large. Each int local `e` names is
+  // evaluated once per point, not once per use.
   std::optional<Expr> tabulate(const Expr &e, const std::vector<Expr> &guards) const {
     const std::int64_t points = m.num_points();
     if (points > kMaxTablePoints) return std::nullopt;
-    spec::Env env = point_env();
+    const std::size_t rank = m.grid.size();
     std::vector<Expr> guards_at;
     for (const auto &g : guards)
-      guards_at.push_back(spec::grid_calls_as_names(g, m.grid.size(), m.grid));
-    const Expr e_at = spec::grid_calls_as_names(e, m.grid.size(), m.grid);
+      guards_at.push_back(spec::grid_calls_as_names(g, rank, m.grid));
+    std::set<std::string> names;
+    spec::collect_names(e, names);
+    std::vector<std::pair<std::string, Expr>> locals;
+    for (const auto &n : names)
+      if (auto it = int_locals.find(n); it != int_locals.end())
+        locals.emplace_back(n, spec::grid_calls_as_names(it->second, rank, m.grid));
+    const Expr e_at = spec::grid_calls_as_names(spec::substitute(e, param_subst), rank, m.grid);
     std::vector<std::int64_t> v(static_cast<std::size_t>(points));
     for (std::int64_t q = 0; q < points; ++q) {
       const auto p = spec::grid_point(m.grid, {}, q);
+      spec::Env env = point_env();
       for (std::size_t a = 0; a < p.size(); ++a)
         env[spec::program_id_var(static_cast<std::int64_t>(a))] = p[a];
+      // The locals' terms name no local: each is evaluated before any is set.
+      std::vector<std::pair<std::string, std::optional<std::int64_t>>> values;
+      for (const auto &[n, x] : locals)
+        values.emplace_back(n, spec::evaluate(x, env).value);
       bool runs = true;
       for (const auto &g : guards_at) {
         auto x = spec::evaluate(g, env).value;
@@ -828,6 +846,8 @@ struct Builder {
         v[at] = q > 0 ? v[at - 1] : 0;
         continue;
       }
+      for (const auto &[n, x] : values)
+        if (x) env[n] = *x;
       auto x = spec::evaluate(e_at, env).value;
       if (!x) return std::nullopt;
       v[at] = *x;
