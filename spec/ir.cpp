@@ -375,4 +375,18 @@ void collect_names(const Block &b, std::set<std::string> &out) {
     collect_names(s, out);
 }
 
+std::set<std::string> kernel_names(const KernelSpec &k) {
+  std::set<std::string> out;
+  for (const auto &p : k.params)
+    out.insert(p.name);
+  for (const auto &o : k.operands) {
+    out.insert(o.name);
+    if (o.index_map) out.insert(o.index_map->params.begin(), o.index_map->params.end());
+  }
+  for (const auto &p : k.prefetches)
+    out.insert(p.name);
+  collect_names(k.body, out);
+  return out;
+}
+
 } // namespace pipecheck::spec

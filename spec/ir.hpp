@@ -313,6 +313,10 @@ void for_each_expr(const Stmt &s, const std::function<void(const Expr &)> &f);
 void collect_names(const Expr &e, std::set<std::string> &out);
 void collect_names(const Stmt &s, std::set<std::string> &out);
 void collect_names(const Block &b, std::set<std::string> &out);
+struct KernelSpec;
+/// Every name kernel `k` uses: its params, operands, prefetch arrays,
+/// index-map arguments and what its body uses or binds (collect_names).
+std::set<std::string> kernel_names(const KernelSpec &k);
 
 // --------------------------------------------------------------- declarations
 

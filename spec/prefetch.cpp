@@ -618,17 +618,9 @@ private:
 // evaluated at every iteration, keeps its subscripts in place.
 class SubscriptBinder {
 public:
-  explicit SubscriptBinder(const KernelSpec &k) {
+  explicit SubscriptBinder(const KernelSpec &k) : used_(kernel_names(k)) {
     for (const auto &p : k.prefetches)
       arrays_.insert(p.name);
-    for (const auto &p : k.params)
-      used_.insert(p.name);
-    for (const auto &o : k.operands) {
-      used_.insert(o.name);
-      if (o.index_map) used_.insert(o.index_map->params.begin(), o.index_map->params.end());
-    }
-    used_.insert(arrays_.begin(), arrays_.end());
-    collect_names(k.body, used_);
   }
 
   void block(Block &b) {

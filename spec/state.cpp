@@ -124,18 +124,7 @@ private:
   std::optional<std::int64_t> constant(const Expr &e) const { return eval_int(e, params_); }
 
   bool arrays() {
-    std::set<std::string> used;
-    for (const auto &p : k_.params)
-      used.insert(p.name);
-    for (const auto &o : k_.operands)
-      used.insert(o.name);
-    for (const auto &p : k_.prefetches)
-      used.insert(p.name);
-    for (const auto &o : k_.operands)
-      if (o.index_map)
-        for (const auto &n : o.index_map->params)
-          used.insert(n);
-    collect_names(k_.body, used);
+    std::set<std::string> used = kernel_names(k_);
     auto fresh = [&](std::string base) {
       while (used.count(base))
         base += "_";

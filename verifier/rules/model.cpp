@@ -628,12 +628,13 @@ struct Builder {
         } else if (int_value) {
           // Many terms with a value at every grid point where the statement
           // runs: the table of those values, which every use copies instead.
+          const std::size_t terms = size_of(*int_value);
           std::optional<Expr> table_value;
-          if (size_of(*int_value) > kTabulateAbove) table_value = tabulate(l->value, guards);
+          if (terms > kTabulateAbove) table_value = tabulate(l->value, guards);
           if (table_value) int_locals[l->name] = std::move(*table_value);
           // `k = where(c(k), k + 1, k)` unrolled: each iteration substitutes
           // k into itself, so the terms grow by a factor per iteration.
-          else if (size_of(*int_value) > kMaxLocalSize)
+          else if (terms > kMaxLocalSize)
             fail("the integer local '" + l->name + "' bound at line " + std::to_string(st.loc.line) +
                  " grows past " + std::to_string(kMaxLocalSize) +
                  " terms (a while loop unrolled symbolically)");
@@ -792,13 +793,45 @@ struct Builder {
     }
     return true;
   }
-  // The params (not the elements of prefetch arrays left open, which have
-  // no value at a point).
-  spec::Env point_env() const {
-    spec::Env env;
+  // What is evaluated at one grid point after another: the guards, and the
+  // int locals of some names, rewritten once with program_id(a) the name
+  // program_id_var(a).
+  struct PointForms {
+    std::vector<Expr> guards;
+    std::vector<std::pair<std::string, Expr>> locals;
+  };
+  PointForms point_forms(const std::vector<Expr> &guards, const std::set<std::string> &names) const {
+    PointForms f;
+    for (const auto &g : guards)
+      f.guards.push_back(spec::grid_calls_as_names(g, m.grid.size(), m.grid));
+    for (const auto &[x, e] : int_locals)
+      if (names.count(x)) f.locals.emplace_back(x, spec::grid_calls_as_names(e, m.grid.size(), m.grid));
+    return f;
+  }
+  // `env` at point p: the params (not the elements of prefetch arrays left
+  // open, which have no value at a point), the point's coordinates and the
+  // locals' values there (their terms name no local: each is evaluated
+  // before any is set; one without a value is left out). Whether the guards
+  // hold there; nullopt where one has no value.
+  std::optional<bool> at_point(const PointForms &f, const std::vector<std::int64_t> &p,
+                               spec::Env &env) const {
+    env.clear();
     for (const auto &[x, v] : m.env)
       if (x.find('[') == std::string::npos) env[x] = v;
-    return env;
+    for (std::size_t a = 0; a < p.size(); ++a)
+      env[spec::program_id_var(static_cast<std::int64_t>(a))] = p[a];
+    std::vector<std::pair<std::string, std::int64_t>> values;
+    for (const auto &[x, e] : f.locals)
+      if (auto v = spec::evaluate(e, env).value) values.emplace_back(x, *v);
+    bool runs = true;
+    for (const auto &g : f.guards) {
+      auto v = spec::evaluate(g, env).value;
+      if (!v) return std::nullopt;
+      runs = runs && *v != 0;
+    }
+    for (const auto &[x, v] : values)
+      env[x] = v;
+    return runs;
   }
   // An integer local of more terms than this, bound where its value at each
   // grid point is known, is kept as the table of those values: a subscript
@@ -814,40 +847,21 @@ struct Builder {
   std::optional<Expr> tabulate(const Expr &e, const std::vector<Expr> &guards) const {
     const std::int64_t points = m.num_points();
     if (points > kMaxTablePoints) return std::nullopt;
-    const std::size_t rank = m.grid.size();
-    std::vector<Expr> guards_at;
-    for (const auto &g : guards)
-      guards_at.push_back(spec::grid_calls_as_names(g, rank, m.grid));
     std::set<std::string> names;
     spec::collect_names(e, names);
-    std::vector<std::pair<std::string, Expr>> locals;
-    for (const auto &n : names)
-      if (auto it = int_locals.find(n); it != int_locals.end())
-        locals.emplace_back(n, spec::grid_calls_as_names(it->second, rank, m.grid));
-    const Expr e_at = spec::grid_calls_as_names(spec::substitute(e, param_subst), rank, m.grid);
+    const PointForms forms = point_forms(guards, names);
+    Named cache;
+    const Expr &e_at = named(e, cache);
     std::vector<std::int64_t> v(static_cast<std::size_t>(points));
+    spec::Env env;
     for (std::int64_t q = 0; q < points; ++q) {
-      const auto p = spec::grid_point(m.grid, {}, q);
-      spec::Env env = point_env();
-      for (std::size_t a = 0; a < p.size(); ++a)
-        env[spec::program_id_var(static_cast<std::int64_t>(a))] = p[a];
-      // The locals' terms name no local: each is evaluated before any is set.
-      std::vector<std::pair<std::string, std::optional<std::int64_t>>> values;
-      for (const auto &[n, x] : locals)
-        values.emplace_back(n, spec::evaluate(x, env).value);
-      bool runs = true;
-      for (const auto &g : guards_at) {
-        auto x = spec::evaluate(g, env).value;
-        if (!x) return std::nullopt;
-        runs = runs && *x != 0;
-      }
+      const auto runs = at_point(forms, spec::grid_point(m.grid, {}, q), env);
+      if (!runs) return std::nullopt;
       const auto at = static_cast<std::size_t>(q);
-      if (!runs) {
+      if (!*runs) {
         v[at] = q > 0 ? v[at - 1] : 0;
         continue;
       }
-      for (const auto &[n, x] : values)
-        if (x) env[n] = *x;
       auto x = spec::evaluate(e_at, env).value;
       if (!x) return std::nullopt;
       v[at] = *x;
@@ -868,32 +882,18 @@ struct Builder {
     std::vector<std::int64_t> trips(static_cast<std::size_t>(points), 0),
         over(static_cast<std::size_t>(points), 0);
     std::int64_t most = 0;
-    // What is evaluated at every point, with program_id(a) a name: the
-    // guards and the integer locals the loop uses.
+    // The guards and the integer locals the loop uses, at every point.
     Named cache;
     std::set<std::string> used;
     spec::collect_names(f.body, used);
-    std::vector<std::pair<std::string, Expr>> locals;
-    for (const auto &[x, e] : int_locals)
-      if (used.count(x)) locals.emplace_back(x, spec::grid_calls_as_names(e, m.grid.size(), m.grid));
-    std::vector<Expr> guards_at;
-    for (const auto &g : guards)
-      guards_at.push_back(spec::grid_calls_as_names(g, m.grid.size(), m.grid));
+    const PointForms forms = point_forms(guards, used);
     for (std::int64_t q = 0; q < points; ++q) {
-      const auto p = spec::grid_point(m.grid, {}, q);
-      spec::Env env = point_env();
-      for (std::size_t a = 0; a < p.size(); ++a)
-        env[spec::program_id_var(static_cast<std::int64_t>(a))] = p[a];
-      for (const auto &[x, e] : locals)
-        if (auto v = spec::evaluate(e, env).value) env[x] = *v;
+      spec::Env env;
+      const auto holds = at_point(forms, spec::grid_point(m.grid, {}, q), env);
+      if (!holds) return false;
       for (const auto &x : carried)
         if (!env.count(x)) return false;
-      bool runs = true;
-      for (const auto &g : guards_at) {
-        auto v = spec::evaluate(g, env).value;
-        if (!v) return false;
-        runs = runs && *v != 0;
-      }
+      const bool runs = *holds;
       std::int64_t k = 0;
       for (;; ++k) {
         for (std::size_t c = 0; c < carried.size(); ++c) {
