@@ -2,7 +2,7 @@
 """pipecheck check through the JAX bridge on the kernels the installed jax ships.
 
 For each upstream kernel (jax.experimental.pallas.ops: TPU matmul, flash attention forward
-and backward, splash attention, megablox gmm, ragged paged attention, GPU attention,
+and backward, splash attention, megablox gmm and tgmm, ragged paged attention, GPU attention,
 softmax, layer norm, RMS norm and decode attention), called as its users call it: the time of `pipecheck_jax.check` (trace and export included): the first run, when jax
 traces the function afresh, and the median of --repeat runs, when its jit caches are warm;
 the kernels it makes, their grid points and verdicts. Prints a Markdown
@@ -39,6 +39,7 @@ def cases():
             ("splash local forward+backward", U.splash(grad=True, **local), U.splash_args())]
     out += [(f"megablox gmm, group sizes {s}", U.gmm, U.gmm_args(s))
             for s in ([100, 0, 300, 112], [1, 1, 1, 509])]
+    out += [("megablox tgmm, group sizes [100, 0, 300, 112]", U.tgmm, U.tgmm_args([100, 0, 300, 112]))]
     out += [("decode attention, lengths [100, 256]", U.decode, U.decode_args([0, 30], [100, 256]))]
     out += [("ragged paged attention, q lens [5, 16, 11]", U.ragged,
              U.ragged_args([5, 16, 11], [40, 64, 12], 32)),

@@ -11,7 +11,7 @@ using enum Rule;
 
 // The only place rule ids are spelled. docs/rules.md has one section per
 // entry (tests/verifier/rule_test.cpp checks both ways).
-constexpr std::array<RuleInfo, 19> kRules = {{
+constexpr std::array<RuleInfo, 20> kRules = {{
     {reduction_not_last_axis, "reduction-not-last-axis", RuleScope::spec,
      "an output is accumulated along a grid axis followed by an axis its index_map depends on",
      "docs/rules.md#reduction-not-last-axis"},
@@ -23,6 +23,9 @@ constexpr std::array<RuleInfo, 19> kRules = {{
     {accumulator_reset, "accumulator-reset", RuleScope::spec,
      "the init write fires again on a later visit, discarding the partial result",
      "docs/rules.md#accumulator-reset"},
+    {accumulator_carried, "accumulator-carried", RuleScope::spec,
+     "a scratch accumulator stores into an output block what it accumulated for another block",
+     "docs/rules.md#accumulator-carried"},
     {input_write_lost, "input-write-lost", RuleScope::spec,
      "the body writes an input block, aliased or not: the write never reaches HBM",
      "docs/rules.md#input-write-lost"},

@@ -19,6 +19,7 @@ enum class Rule : std::uint8_t {
   output_revisit,
   uninitialized_accumulator,
   accumulator_reset,
+  accumulator_carried,
   input_write_lost,
   index_out_of_bounds, ///< also a program rule
   partial_block_reduction,

@@ -342,6 +342,10 @@ def _int_binary(name: str, a: _E, b: _E) -> _E | None:
     return None
 
 
+# Compiler hints that return their operand (pl.multiple_of, Triton's max_contiguous).
+_HINTS = ("multiple_of", "max_contiguous")
+
+
 def _int_unary(name: str, a: _E, params) -> _E | None:
     if name == "neg":
         return _E(f"(-{a.text})", int=True, nonneg=a.text == "0")
@@ -351,7 +355,7 @@ def _int_unary(name: str, a: _E, params) -> _E | None:
         return _E(f"(not {a.text})", int=True, nonneg=True)
     if name == "sign":
         return _E(f"where({a.text} > 0, 1, where({a.text} < 0, -1, 0))", int=True, nonneg=a.nonneg)
-    if name in ("convert_element_type", "copy", "copy_p", "optimization_barrier"):
+    if name in ("convert_element_type", "copy", "copy_p", "optimization_barrier") + _HINTS:
         new = params.get("new_dtype")
         if new is not None and not (np.issubdtype(new, np.integer) or new == np.bool_):
             return None
@@ -573,7 +577,7 @@ def _affine(e, ins) -> tuple | None:
     if a is None:
         return None
     start, n, axis = a
-    if name in ("convert_element_type", "copy", "copy_p"):
+    if name in ("convert_element_type", "copy", "copy_p") + _HINTS:
         return a if along(axis, n) else None
     if name == "broadcast_in_dim":
         new = int(p["broadcast_dimensions"][axis])
@@ -971,8 +975,14 @@ class _Body:
 
     def int_of(self, v, e, what: str) -> _E:
         if not isinstance(v, _E) or not v.int:
-            msg = (f"{what} computed from array data has no .pk form (indices and conditions "
-                   "must come from program_id, loop variables and constants)")
+            ops = re.findall(r"op=([A-Za-z_][A-Za-z_0-9]*)", getattr(v, "text", ""))
+            if ops and not getattr(v, "reads", None):
+                msg = (f"{what} computed by '{ops[0]}', an operation with no integer .pk form, has "
+                       "no .pk form (indices and conditions must come from program_id, loop "
+                       "variables, scalar prefetch and constants)")
+            else:
+                msg = (f"{what} computed from array data has no .pk form (indices and conditions "
+                       "must come from program_id, loop variables and constants)")
             inputs = sorted(set(getattr(v, "sources", ()) or ()) & self.untabled)
             if inputs:
                 msg += (f"; it reads the integer input '{inputs[0]}', whose reads would count "
@@ -1407,7 +1417,7 @@ class _Body:
             return mk(f"round({_strip(t[0])})")
         if name == "clamp":
             return mk(f"minimum(maximum({t[1]}, {t[0]}), {t[2]})")
-        if name in ("copy", "copy_p", "optimization_barrier"):
+        if name in ("copy", "copy_p", "optimization_barrier") + _HINTS:
             return ins[0]
         if name == "select_n":
             if len(ins) != 3:

@@ -469,3 +469,76 @@ def test_a_when_or_loop_that_holds_only_a_debug_print_stays_a_valid_block():
         following = k.text.splitlines()[line].split("  # ")[0]
         assert following.strip().startswith("v") and following.strip().endswith("= 0"), k.text
     pj.assert_verified(fn, F32)
+
+
+# Compiler hints: pl.multiple_of returns its operand, so a slice start or a DMA address with
+# the alignment hint exports as the same integer expression, and is checked as without it.
+
+def hinted_slice_kernel(hint):
+    def kernel(x_ref, o_ref):
+        start = pl.program_id(1) * 128
+        if hint:
+            start = pl.multiple_of(start, 128)
+        o_ref[...] = x_ref[:, pl.ds(start, 128)] * 2.0
+    return kernel
+
+
+def hinted_slice(hint, bk=128):
+    def fn(x):
+        return pl.pallas_call(
+            hinted_slice_kernel(hint), grid=(2, 256 // bk),
+            in_specs=[pl.BlockSpec((16, 256), lambda i, j: (i, 0))],
+            out_specs=pl.BlockSpec((16, 128), lambda i, j: (i, j)),
+            out_shape=jax.ShapeDtypeStruct((32, 256 // bk * 128), jnp.float32))(x)
+    return fn
+
+
+def hinted_dma(x_hbm, o_ref, buf, sem):
+    start = pl.multiple_of(pl.program_id(0) * 8, 8)
+    cp = pltpu.make_async_copy(x_hbm.at[pl.ds(start, 8), :], buf, sem)
+    cp.start()
+    cp.wait()
+    o_ref[...] = buf[...]
+
+
+def test_multiple_of_is_its_operand_in_a_slice_start_and_a_dma_address():
+    x = jnp.arange(32 * 256, dtype=jnp.float32).reshape(32, 256)
+    assert pj.export(hinted_slice(True), x) == pj.export(hinted_slice(False), x)
+    pj.assert_verified(hinted_slice(True), x)
+    assert pj.run(hinted_slice(True), x, reference=lambda x: x * 2.0).ok
+
+    def dma(x):
+        return pl.pallas_call(
+            hinted_dma, grid=(4,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32),
+            scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA])(x)
+
+    x = jnp.arange(32 * 128, dtype=jnp.float32).reshape(32, 128)
+    pj.assert_verified(dma, x)
+    assert pj.run(dma, x, reference=lambda x: x).ok
+
+
+def test_a_hinted_slice_start_past_the_block_is_still_out_of_bounds():
+    # bk = 64: four column steps, the start 128 * j passes the 256 columns at j = 2.
+    r = pj.check(hinted_slice(True, bk=64), jnp.ones((32, 256), jnp.float32))
+    assert r.exit_code == 1 and "index-out-of-bounds" in {f.rule for f in r.findings}, r.report()
+
+
+def popcount_start_kernel(x_ref, o_ref):
+    start = jax.lax.population_count(pl.program_id(0)) * 8
+    o_ref[...] = x_ref[pl.ds(start, 8), :]
+
+
+def test_an_index_computed_by_an_integer_op_without_a_pk_form_names_that_op():
+    def fn(x):
+        return pl.pallas_call(
+            popcount_start_kernel, grid=(4,), in_specs=[pl.BlockSpec((64, 128), lambda i: (0, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32))(x)
+
+    r = pj.check(fn, jax.ShapeDtypeStruct((64, 128), jnp.float32))
+    assert r.exit_code == 2, r.report()
+    (u,) = r.unsupported
+    assert "computed by 'population_count'" in str(u) and "array data" not in str(u), str(u)
+    assert u.location.endswith(f":{line_of(popcount_start_kernel, 'x_ref[pl.ds')}"), u.location

@@ -236,6 +236,50 @@ def test_upstream_megablox_gmm_whose_accumulator_init_moves_is_a_violation(tmp_p
     assert "uninitialized-accumulator" in {f.rule for f in r.findings}, r.report()
 
 
+@pytest.mark.parametrize("sizes", [[100, 0, 300, 112], [512, 0, 0, 0], [0, 0, 0, 512], [1, 1, 1, 509]],
+                         ids=["shared_tiles", "first_group", "last_group", "tiny_groups"])
+def test_upstream_megablox_tgmm_is_verified_and_runs_like_interpret_for_given_group_sizes(sizes):
+    args = U.tgmm_args(sizes)
+    r = pj.check(U.tgmm, *args)
+    assert r.verdicts == {"kernel_": "verified"}, r.report()
+    if sizes == [100, 0, 300, 112]:
+        res = pj.run(U.tgmm, *args, reference=lambda *a: U.tgmm_reference(*a), rtol=1e-4, atol=1e-4)
+        assert res.ok, res
+
+
+def tgmm_mutant(tmp_path, old, new):
+    src = inspect.getsource(U.megablox_kernels)
+    assert src.count(old) == 1
+    path = tmp_path / "tgmm_mutant.py"
+    path.write_text(src.replace(old, new))
+    spec = importlib.util.spec_from_file_location("tgmm_mutant", path)
+    mutant = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mutant)
+    return lambda a, b, c: mutant.tgmm(a, b, c, tiling=(128, 128, 128))
+
+
+def test_upstream_megablox_tgmm_that_resets_only_at_the_first_tile_carries_groups_into_each_other(
+        tmp_path):
+    # Its scratch is zeroed at grid_id 0 only, not when the group changes: group 2's block
+    # holds group 0's sum as well.
+    fn = tgmm_mutant(tmp_path, "group_has_changed = jnp.logical_or(grid_id == 0, prev_group != group)",
+                     "group_has_changed = grid_id == 0")
+    r = pj.check(fn, *U.tgmm_args([100, 0, 300, 112]))
+    assert r.verdicts == {"kernel_": "violation"}, r.report()
+    assert {f.rule for f in r.findings} == {"accumulator-carried"}, r.report()
+    (f,) = r.findings
+    assert f.python and f.python[0].endswith("tgmm_mutant.py"), f  # the store, in the source
+    assert "out[...] = " in open(f.python[0]).read().splitlines()[f.python[1] - 1], f
+
+
+def test_upstream_megablox_tgmm_that_stores_only_at_the_end_leaves_groups_unwritten(tmp_path):
+    fn = tgmm_mutant(tmp_path,
+                     "group_is_changing = jnp.logical_or(is_end_of_grid, group != next_group)",
+                     "group_is_changing = is_end_of_grid")
+    r = pj.check(fn, *U.tgmm_args([100, 0, 300, 112]))
+    assert {"output-not-covered", "accumulator-reset"} <= {f.rule for f in r.findings}, r.report()
+
+
 # Decode attention (upstream.decode): its lengths, given, are prefetch tables.
 
 @pytest.mark.parametrize("start, lengths", [([0, 30], [100, 256]), ([0, 0], [0, 1]),

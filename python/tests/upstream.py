@@ -1,8 +1,11 @@
 """The kernels the installed jax ships (jax.experimental.pallas.ops), called as their users
 call them: shared by test_upstream_kernels.py and bench/upstream_kernels.py."""
 
+import importlib
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.experimental.pallas.ops.gpu import attention as gpu_attention
 from jax.experimental.pallas.ops.gpu import decode_attention as gpu_decode
 from jax.experimental.pallas.ops.gpu import layer_norm as gpu_layer_norm
@@ -14,6 +17,9 @@ from jax.experimental.pallas.ops.tpu.megablox import ops as megablox
 from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as ragged_paged
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as sak
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as sam
+
+# The module of gmm and tgmm (the package's `gmm` is the function of ops.py).
+megablox_kernels = importlib.import_module("jax.experimental.pallas.ops.tpu.megablox.gmm")
 
 FLASH_BLOCKS = tpu_flash.BlockSizes(
     block_q=128, block_k_major=128, block_k=128, block_b=1, block_q_major_dkv=128,
@@ -73,6 +79,26 @@ def gmm_args(sizes, seed=2):
     return (jax.random.normal(key, (512, 256), jnp.float32),
             jax.random.normal(jax.random.fold_in(key, 1), (4, 256, 128), jnp.float32),
             jnp.array(sizes, jnp.int32))
+
+
+# Megablox's transposed grouped matmul (gmm's backward for rhs): out[g] = lhs[:, group g's
+# rows] @ rhs[group g's rows], one (k, n) block per group, its scratch zeroed when the group
+# changes along the grid's m tiles and stored when it is about to change.
+def tgmm(lhs, rhs, sizes):
+    return megablox_kernels.tgmm(lhs, rhs, sizes, tiling=(128, 128, 128))
+
+
+def tgmm_args(sizes, seed=3):
+    key = jax.random.PRNGKey(seed)
+    m = int(sum(sizes))
+    return (jax.random.normal(key, (256, m), jnp.float32),
+            jax.random.normal(jax.random.fold_in(key, 1), (m, 128), jnp.float32),
+            jnp.array(sizes, jnp.int32))
+
+
+def tgmm_reference(lhs, rhs, sizes):
+    ends = np.cumsum(np.asarray(sizes))
+    return np.stack([np.asarray(lhs[:, e - s:e] @ rhs[e - s:e]) for s, e in zip(np.asarray(sizes), ends)])
 
 
 VERIFIED = {

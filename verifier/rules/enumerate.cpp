@@ -39,7 +39,10 @@ public:
         }
         if (m_.is_read(i) && !m_.grid.empty() && !m_.triton) resets(i);
       }
-      if (o.role == spec::Role::scratch && !m_.grid.empty()) scratch_resets(i);
+      if (o.role == spec::Role::scratch && !m_.grid.empty()) {
+        scratch_resets(i);
+        if (!m_.triton) scratch_carried(i);
+      }
       if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
     }
     const std::vector<bool> kept = kept_garbage(m_, out_.findings);
@@ -382,6 +385,58 @@ private:
     }
     for (std::size_t w : u.inits)
       overwritten_reset(u, w);
+  }
+
+  // As the symbolic checker's scratch_carried: the smallest q where a store
+  // of the scratch's partial result fires with no init before its read,
+  // then the smallest p in q's CTA, at or after the last init before q, that
+  // accumulated after its inits, where the output is on another block, with
+  // an accumulation at some r, p < r < q, on q's block.
+  void scratch_carried(std::size_t op) {
+    const ScratchUse u = scratch_use(m_, op);
+    if (u.accumulates.empty() || (u.inits.empty() && !m_.operands[op].acc)) return;
+    auto same_cta = [&](std::size_t p, std::size_t q) {
+      for (std::size_t a = 0; a < m_.cta_axes.size() && a < pts_[p].size(); ++a)
+        if (m_.cta_axes[a] && pts_[p][a] != pts_[q][a]) return false;
+      return true;
+    };
+    auto init_at = [&](std::size_t p) {
+      for (std::size_t i : u.inits)
+        if (fires_[i][p]) return true;
+      return false;
+    };
+    auto accumulated_at = [&](std::size_t p, bool after_inits) {
+      for (std::size_t ai : u.accumulates) {
+        if (!fires_[ai][p]) continue;
+        bool kept = true;
+        for (std::size_t i : u.inits)
+          kept = kept && !(after_inits && m_.effects[i].order > m_.effects[ai].order && fires_[i][p]);
+        if (kept) return true;
+      }
+      return false;
+    };
+    for (const CarriedUse &c : carried_uses(m_, op)) {
+      const int read_order = m_.effects[c.consume].order;
+      bool found = false;
+      std::size_t from = 0; // the last point before q where an init fired
+      for (std::size_t q = 0; q < pts_.size() && !found; ++q) {
+        bool init_first = false;
+        for (std::size_t i : u.inits)
+          init_first = init_first || (fires_[i][q] && m_.effects[i].order < read_order);
+        if (fires_[c.store][q] && !init_first) {
+          for (std::size_t p = from; p < q && !found; ++p) {
+            if (!same_cta(p, q) || !accumulated_at(p, true) || blk_[c.output][p] == blk_[c.output][q])
+              continue;
+            for (std::size_t r = p + 1; r < q && !found; ++r)
+              if (accumulated_at(r, false) && blk_[c.output][r] == blk_[c.output][q]) {
+                out_.findings.push_back(carried_finding(m_, op, c, pts_[p], pts_[q]));
+                found = true;
+              }
+          }
+        }
+        if (init_at(q)) from = q;
+      }
+    }
   }
 
   // As the symbolic checker's overwritten_reset: the init at q discards what

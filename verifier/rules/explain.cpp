@@ -119,6 +119,40 @@ std::vector<RuleDoc> make_docs() {
         o[...] += x[...]
 )"});
   d.push_back(
+      {Rule::accumulator_carried,
+       "A scratch accumulator (one buffer for the whole grid) is stored into an output block while it "
+       "still holds what it accumulated for an earlier block: its init does not fire on the first "
+       "step of each block. At grid point q the store's value reads the scratch; some p < q "
+       "accumulated into it while the output was on another block, with no init since; and the "
+       "block of q was itself accumulated over several steps after p. A scratch stored at every step "
+       "into that step's own block (a running total, cumsum's carry) is not reported.",
+       R"(kernel matmul_init_once:
+    grid = (2, 2, 4)
+    in  x: f32[256, 512]  block=(128, 128)  index=(i, j, k) -> (i, k)
+    in  y: f32[512, 256]  block=(128, 128)  index=(i, j, k) -> (k, j)
+    out o: f32[256, 256]  block=(128, 128)  index=(i, j, k) -> (i, j)
+    scratch acc: f32[128, 128]
+    body:
+        when program_id(0) == 0 and program_id(1) == 0 and program_id(2) == 0:
+            acc[...] = zeros
+        acc[...] += dot(x[...], y[...])
+        when program_id(2) == 3:
+            o[...] = acc[...]
+)",
+       R"(kernel matmul_init_per_block:
+    grid = (2, 2, 4)
+    in  x: f32[256, 512]  block=(128, 128)  index=(i, j, k) -> (i, k)
+    in  y: f32[512, 256]  block=(128, 128)  index=(i, j, k) -> (k, j)
+    out o: f32[256, 256]  block=(128, 128)  index=(i, j, k) -> (i, j)
+    scratch acc: f32[128, 128]
+    body:
+        when program_id(2) == 0:
+            acc[...] = zeros
+        acc[...] += dot(x[...], y[...])
+        when program_id(2) == 3:
+            o[...] = acc[...]
+)"});
+  d.push_back(
       {Rule::input_write_lost,
        "The body writes an input block. Inputs are copied HBM -> VMEM only, so the write stays in the "
        "window and never reaches HBM; with input_output_aliases too, since only the output's window "

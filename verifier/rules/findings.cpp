@@ -624,6 +624,43 @@ Finding scratch_carry_finding(const KernelModel &m, std::size_t op, const Point 
   return f;
 }
 
+std::vector<CarriedUse> carried_uses(const KernelModel &m, std::size_t op) {
+  const ScratchUse u = scratch_use(m, op);
+  std::vector<CarriedUse> out;
+  for (std::size_t s = 0; s < m.effects.size(); ++s) {
+    const Effect &w = m.effects[s];
+    const auto &o = m.operands[w.operand];
+    if (w.kind == Effect::read || o.role != spec::Role::out || !o.windowed) continue;
+    for (std::size_t c : w.sources)
+      if (std::find(u.consumes.begin(), u.consumes.end(), c) != u.consumes.end())
+        out.push_back({s, c, w.operand});
+  }
+  return out;
+}
+
+Finding carried_finding(const KernelModel &m, std::size_t op, const CarriedUse &use, const Point &accumulated,
+                        const Point &stored) {
+  const auto &acc = m.operands[op];
+  const auto &o = m.operands[use.output];
+  const std::string from = block_str(m, use.output, accumulated), to = block_str(m, use.output, stored);
+  Finding f = make(Rule::accumulator_carried, m.effects[use.store].loc,
+                   "stores into block " + to + " of '" + o.name + "' at grid point " + format_tuple(stored) +
+                       " what scratch '" + acc.name + "' accumulated since grid point " +
+                       format_tuple(accumulated) + ", where '" + o.name + "' is on block " + from +
+                       ": no init of '" + acc.name + "' fires between them; re-initialize it on the first " +
+                       "step of each block of '" + o.name + "'");
+  f.witness.items.push_back({"operand", acc.name});
+  f.witness.items.push_back({"accumulated", accumulated});
+  f.witness.items.push_back({"stored", stored});
+  add_block(f, m, use.output, stored);
+  f.notes.push_back(note(acc.loc, "'" + acc.name + "' accumulated at grid point " +
+                                      format_tuple(accumulated) + ", for block " + from + " of '" + o.name +
+                                      "'"));
+  f.notes.push_back(note(m.effects[use.store].loc, "and still holds it when stored into block " + to +
+                                                       " at grid point " + format_tuple(stored)));
+  return f;
+}
+
 CarryUse carry_use(const KernelModel &m, std::size_t op) {
   CarryUse c;
   for (std::size_t e = 0; e < m.effects.size(); ++e) {

@@ -133,6 +133,18 @@ Finding parallel_conflict_finding(const KernelModel &, std::size_t op, const Poi
 /// A scratch value written at `written` is read at `read`, which differs
 /// from it along parallel axis `axis` (parallel-write-conflict on the scratch).
 Finding scratch_carry_finding(const KernelModel &, std::size_t op, const Point &written, const Point &read);
+/// A store of scratch `op`'s partial result into an output: `store` writes
+/// output `output` and holds (Effect::sources) `consume`, a read of the
+/// scratch in ScratchUse::consumes.
+struct CarriedUse {
+  std::size_t store = 0, consume = 0, output = 0;
+};
+std::vector<CarriedUse> carried_uses(const KernelModel &, std::size_t op);
+/// accumulator-carried: the store `use` at grid point `stored` puts into the
+/// output's block there what scratch `op` accumulated at `accumulated`, for
+/// another block of that output.
+Finding carried_finding(const KernelModel &, std::size_t op, const CarriedUse &use, const Point &accumulated,
+                        const Point &stored);
 /// The effects of scratch-carry: every store of the scratch, every read of it
 /// (a load or `+=`), and the inits (ScratchUse::inits) that cut the carry.
 struct CarryUse {

@@ -152,6 +152,21 @@ struct Builder {
   std::string error;
   int order = 0;
   std::map<std::string, Expr> mask_locals{}; // tensor lets that read no operand (masks, iotas)
+  std::map<std::string, std::vector<std::size_t>> local_sources; // a local: the reads its value holds
+
+  // The reads registered since effect `first`, and those of the locals `e`
+  // names: what a value computed by `e` holds (Effect::sources).
+  std::vector<std::size_t> sources_of(const Expr &e, std::size_t first) const {
+    std::set<std::size_t> out;
+    for (std::size_t i = first; i < m.effects.size(); ++i)
+      if (m.effects[i].kind == Effect::read) out.insert(i);
+    std::set<std::string> names;
+    spec::collect_names(e, names);
+    for (const auto &n : names)
+      if (auto it = local_sources.find(n); it != local_sources.end())
+        out.insert(it->second.begin(), it->second.end());
+    return {out.begin(), out.end()};
+  }
 
   std::optional<spec::Diagnostic> bad_input;
 
@@ -570,7 +585,9 @@ struct Builder {
             scan_value(s, guards, st.loc);
           continue;
         }
+        const std::size_t first = m.effects.size();
         scan_value(a->value, guards, st.loc);
+        std::vector<std::size_t> sources = sources_of(a->value, first);
         for (const auto &s : a->target.args)
           scan_value(s, guards, st.loc);
         if (auto i = m.operand_index(a->target.name)) {
@@ -601,11 +618,17 @@ struct Builder {
           ef.box = box_of(a->target, *i, &ef.exact);
           if (!ef.exact) ef.target = substituted_target(a->target);
           ef.loc = st.loc;
+          ef.sources = std::move(sources);
           m.effects.push_back(std::move(ef));
         }
       } else if (const auto *l = std::get_if<spec::Let>(&st.kind)) {
         order += 2;
+        const std::size_t first = m.effects.size();
         scan_value(l->value, guards, st.loc);
+        if (auto src = sources_of(l->value, first); !src.empty())
+          local_sources[l->name] = std::move(src);
+        else
+          local_sources.erase(l->name);
         // `k = k + 1`: the value reads the old binding, so it is taken first.
         const bool is_int = !is_tensor_value(l->value) && !direct_operand(l->value);
         const std::optional<Expr> int_value =

@@ -62,6 +62,12 @@ struct Effect {
   /// integer locals substituted in the subscripts (program_id stays), so
   /// that box_at can decide the box at each grid point.
   std::optional<spec::Expr> target;
+  /// A store: the read effects (indices into KernelModel::effects) whose
+  /// values it stores, in its own statement or through the tensor locals its
+  /// value names (`t = acc[...]` then `o[...] = t / l[...]`). Which output
+  /// block a scratch accumulator's partial result reaches
+  /// (accumulator-carried).
+  std::vector<std::size_t> sources;
 };
 const char *to_string(Effect::Kind);
 

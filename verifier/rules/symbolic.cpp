@@ -78,7 +78,10 @@ public:
         }
         if (m_.is_read(i) && !m_.triton) resets(i);
       }
-      if (o.role == spec::Role::scratch) scratch_resets(i);
+      if (o.role == spec::Role::scratch) {
+        scratch_resets(i);
+        scratch_carried(i);
+      }
       if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
     }
     const std::vector<bool> kept = kept_garbage(m_, out_.findings);
@@ -774,6 +777,65 @@ private:
           {&q, &p}, by_run());
       if (best) out_.findings.push_back(reset_finding(m_, w, (*best)[1], (*best)[0]));
       overwritten_reset(u, wi);
+    }
+  }
+
+  // A store at q of the scratch's partial result into the output's block
+  // there, while the scratch holds what it accumulated at p < q (after the
+  // last init at p, none at any point between, none at q before the read)
+  // where the output is on another block, and the block of q was accumulated
+  // at some r, p < r < q: a reduction within the block whose accumulator was
+  // never reset for it. (Without r, a store every step of what accumulated
+  // so far is a running total, cumsum's carry: not reported.) The same CTA
+  // (on Mosaic GPU each has its own scratch; an acc scratch starts at zero in
+  // each, its init).
+  void scratch_carried(std::size_t op) {
+    if (m_.grid.empty() || m_.triton) return;
+    const auto &o = m_.operands[op];
+    const ScratchUse u = scratch_use(m_, op);
+    // Without an init uninitialized-accumulator reports the first read.
+    if (u.accumulates.empty() || (u.inits.empty() && !o.acc)) return;
+    for (const CarriedUse &c : carried_uses(m_, op)) {
+      const Effect &store = m_.effects[c.store], &rd = m_.effects[c.consume];
+      SymPoint p = point("p"), q = point("q"), r = point("r");
+      std::vector<Term> facts = {in_grid(p),
+                                 in_grid(q),
+                                 in_grid(r),
+                                 lex_lt(p, r),
+                                 lex_lt(r, q),
+                                 same(cta(p), cta(q)),
+                                 guard(store, q),
+                                 !same(window(c.output, p), window(c.output, q)),
+                                 same(window(c.output, r), window(c.output, q))};
+      for (std::size_t i : u.inits)
+        if (m_.effects[i].order < rd.order) facts.push_back(!guard(m_.effects[i], q));
+      std::vector<Term> at_p, at_r;
+      for (std::size_t ai : u.accumulates) {
+        const Effect &a = m_.effects[ai];
+        std::vector<Term> t = {guard(a, p)};
+        for (std::size_t i : u.inits)
+          if (m_.effects[i].order > a.order) t.push_back(!guard(m_.effects[i], p));
+        at_p.push_back(ctx_.all_of(t));
+        at_r.push_back(guard(a, r));
+      }
+      facts.push_back(ctx_.any_of(at_p));
+      facts.push_back(ctx_.any_of(at_r));
+      auto best = query_quantified(
+          "accumulator-carried/" + o.name + "/line" + std::to_string(store.loc.line),
+          [&](smt::Bindings::Aux &aux, bool with_aux) {
+            if (u.inits.empty()) return facts;
+            SymPoint t = point("t");
+            aux_ = with_aux ? &aux : nullptr;
+            std::vector<Term> inits;
+            for (std::size_t i : u.inits)
+              inits.push_back(guard(m_.effects[i], t));
+            aux_ = nullptr;
+            Term between =
+                in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(inits);
+            return with(facts, {forall_points(t, aux, !between)});
+          },
+          {&q, &p}, by_run());
+      if (best) out_.findings.push_back(carried_finding(m_, op, c, (*best)[1], (*best)[0]));
     }
   }
 

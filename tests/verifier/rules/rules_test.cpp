@@ -815,5 +815,107 @@ TEST(ParallelWriteConflict, OnMosaicGpuWithoutDimensionSemanticsEveryAxisIsParal
   EXPECT_EQ(check_text(with, "k_as_ctas").status, Status::verified);
 }
 
+// A scratch accumulator reset only at the first grid point, on a rank-4 grid
+// with the reduction axis last: block (0, 0, 1) of o gets what the scratch
+// accumulated for (0, 0, 0) as well. Symbolic and enumerated give one witness.
+TEST(AccumulatorCarried, FlagsAScratchResetOnlyAtTheFirstPointOnARank4Grid) {
+  const std::string src = R"(kernel carried4:
+    grid = (2, 2, 2, 3)
+    in  x: f32[2, 256, 384, 256]  block=(None, 128, 128, 128)  index=(b, i, j, k) -> (b, i, k, j)
+    out o: f32[2, 256, 256]  block=(None, 128, 128)  index=(b, i, j, k) -> (b, i, j)
+    scratch acc: f32[128, 128]
+    body:
+        when program_id(0) == 0 and program_id(1) == 0 and program_id(2) == 0 and program_id(3) == 0:
+            acc[...] = zeros
+        acc[...] += sum(x[...], axis=1)
+        when program_id(3) == 2:
+            o[...] = acc[...]
+)";
+  auto v = check_text(src, "carried4");
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::accumulator_carried, 11}})) << v.reason;
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(point_item(v.findings[0], "accumulated"), (std::vector<std::int64_t>{0, 0, 0, 0}));
+  EXPECT_EQ(point_item(v.findings[0], "stored"), (std::vector<std::int64_t>{0, 0, 1, 2}));
+  const spec::KernelSpec k = testing::kernel(testing::parse_text(src), "carried4");
+  auto m = verifier::rules::build_model(k, {}, std::nullopt); // points into k
+  ASSERT_TRUE(m.model);
+  auto s = verifier::rules::check_symbolic(*m.model, 10000), e = verifier::rules::check_enumerated(*m.model);
+  ASSERT_EQ(s.findings.size(), 1u);
+  ASSERT_EQ(e.findings.size(), 1u);
+  EXPECT_EQ(s.findings[0].witness, e.findings[0].witness);
+  // Reset on the first step of each (b, i, j) block: verified.
+  std::string right = src;
+  right.replace(right.find("program_id(0) == 0 and program_id(1) == 0 and program_id(2) == 0 and "), 69, "");
+  EXPECT_EQ(check_text(right, "carried4").status, Status::verified);
+}
+
+// The value reaches the output through locals; a store every step of what
+// accumulated so far into the step's own block is a running total.
+TEST(AccumulatorCarried, FollowsTheScratchThroughLocalsAndLeavesARunningTotalAlone) {
+  const std::string src = R"(kernel via_locals:
+    grid = (6,)
+    in  x: f32[768, 128]  block=(128, 128)  index=(g,) -> (g, 0)
+    out o: f32[2, 128]  block=(None, 128)  index=(g,) -> (g // 3, 0)
+    out r: f32[6, 128]  block=(None, 128)  index=(g,) -> (g, 0)
+    scratch acc: f32[128]
+    body:
+        when program_id(0) == 0:
+            acc[...] = zeros
+        acc[...] += sum(x[...], axis=0)
+        t = acc[...]
+        u = t * 2.0
+        r[...] = t
+        when program_id(0) % 3 == 2:
+            o[...] = u + 1.0
+)";
+  auto v = check_text(src, "via_locals");
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::accumulator_carried, 15}}));
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(point_item(v.findings[0], "stored"), (std::vector<std::int64_t>{5}));
+  EXPECT_EQ(point_item(v.findings[0], "accumulated"), (std::vector<std::int64_t>{0}));
+}
+
+// On Mosaic GPU each CTA has its own scratch, and an acc scratch starts at
+// zero in each: the rows as CTAs carry nothing into each other. The same
+// rows as steps of one TPU grid, the scratch zeroed once, carry.
+TEST(AccumulatorCarried, CountsOnlyThePointsOfOneCtaOnMosaicGpu) {
+  const std::string gpu = R"(kernel rows:
+    grid = (2, 4)
+    dimension_semantics = (parallel, sequential)
+    target = h100
+    max_concurrent_steps = 2
+    delay_release = 1
+    in  a: bf16[128, 512]  block=(64, 128)  index=(i, k) -> (i, k)
+    in  b: bf16[512, 128]  block=(128, 128)  index=(i, k) -> (k, 0)
+    out o: f32[128, 128]  block=(64, 128)  index=(i, k) -> (i, 0)
+    scratch acc: f32[64, 128]  memory_space=acc
+    body:
+        acc[...] += dot(a[...], b[...])
+        when program_id(1) == 3:
+            o[...] = acc[...]
+)";
+  auto v = check_text(gpu, "rows");
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  const std::string tpu = R"(kernel rows:
+    grid = (2, 4)
+    dimension_semantics = (arbitrary, arbitrary)
+    in  a: bf16[128, 512]  block=(64, 128)  index=(i, k) -> (i, k)
+    in  b: bf16[512, 128]  block=(128, 128)  index=(i, k) -> (k, 0)
+    out o: f32[128, 128]  block=(64, 128)  index=(i, k) -> (i, 0)
+    scratch acc: f32[64, 128]
+    body:
+        when program_id(0) == 0 and program_id(1) == 0:
+            acc[...] = zeros
+        acc[...] += dot(a[...], b[...])
+        when program_id(1) == 3:
+            o[...] = acc[...]
+)";
+  auto w = check_text(tpu, "rows");
+  EXPECT_EQ(marks(w), (Marks{{verifier::Rule::accumulator_carried, 13}}));
+  ASSERT_EQ(w.findings.size(), 1u);
+  EXPECT_EQ(point_item(w.findings[0], "accumulated"), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(point_item(w.findings[0], "stored"), (std::vector<std::int64_t>{1, 3}));
+}
+
 } // namespace
 } // namespace pipecheck
