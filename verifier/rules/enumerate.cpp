@@ -226,22 +226,20 @@ private:
         r.push_back(pts_[pt][a]);
       return r;
     };
-    // Per block: its first writer, and the first later writer that differs
-    // from it along a parallel axis.
-    std::map<Point, std::pair<std::size_t, std::optional<std::size_t>>> by_block;
-    for (std::size_t q = 0; q < pts_.size(); ++q) {
-      if (!writes(op, q)) continue;
-      auto it = by_block.find(blk_[op][q]);
-      if (it == by_block.end())
-        by_block.emplace(blk_[op][q], std::make_pair(q, std::optional<std::size_t>()));
-      else if (!it->second.second && proj(q) != proj(it->second.first))
-        it->second.second = q;
+    // The smallest p, then the smallest q > p on p's block, apart from it
+    // along a parallel axis, one of the two storing it (every visit writes
+    // its window back, stored or not).
+    std::map<Point, std::vector<std::size_t>> by_block;
+    for (std::size_t q = 0; q < pts_.size(); ++q)
+      by_block[blk_[op][q]].push_back(q);
+    for (std::size_t p = 0; p < pts_.size(); ++p) {
+      const auto &visits = by_block[blk_[op][p]];
+      for (auto it = std::upper_bound(visits.begin(), visits.end(), p); it != visits.end(); ++it)
+        if (proj(*it) != proj(p) && (writes(op, p) || writes(op, *it))) {
+          out_.findings.push_back(parallel_conflict_finding(m_, op, pts_[p], pts_[*it]));
+          return;
+        }
     }
-    std::optional<std::pair<std::size_t, std::size_t>> best;
-    for (const auto &[b, w] : by_block)
-      if (w.second && (!best || w.first < best->first)) best = std::make_pair(w.first, *w.second);
-    if (best)
-      out_.findings.push_back(parallel_conflict_finding(m_, op, pts_[best->first], pts_[best->second]));
   }
 
   void not_covered(std::size_t op) {

@@ -587,7 +587,8 @@ Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Po
                        " differ along parallel axis " + ax +
                        (named ? ", which the index_map of '" + o.name + "' folds,"
                               : ", which the index_map of '" + o.name + "' drops,") +
-                       " but both write block " + b + " of '" + o.name + "': axis " + ax + " reduces into '" +
+                       " but both write block " + b + " of '" + o.name +
+                       "' (a visit writes its window back, stored or not): axis " + ax + " reduces into '" +
                        o.name + "', so mark it `arbitrary`");
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"first_write", p});

@@ -1060,9 +1060,11 @@ private:
     for (std::size_t a : axes)
       differ.push_back(p.v[a] != q.v[a]);
     std::vector<Point> v;
+    // Every visit writes its window back, stored or not: a point that never
+    // stores the block still copies garbage over it from its own core.
     if (query("parallel-write-conflict/" + m_.operands[op].name,
               {in_grid(p), in_grid(q), lex_lt(p, q), ctx_.any_of(differ), same(block(op, p), block(op, q)),
-               fires(op, true, false, p), fires(op, true, false, q)},
+               fires(op, true, false, p) || fires(op, true, false, q)},
               {&p, &q}, v) == Q::sat)
       out_.findings.push_back(parallel_conflict_finding(m_, op, v[0], v[1]));
   }

@@ -352,10 +352,38 @@ TEST(ParallelWriteConflict, FlagsAScratchCarriedAcrossAParallelAxisWithItsAxis) 
 )";
   auto v = check_text(src, "carry");
   ASSERT_EQ(v.status, Status::violation);
-  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::parallel_write_conflict, 6}}));
-  EXPECT_EQ(point_item(v.findings[0], "first_write"), (std::vector<std::int64_t>{0, 0}));
-  EXPECT_EQ(point_item(v.findings[0], "read"), (std::vector<std::int64_t>{0, 1}));
-  EXPECT_NE(v.findings[0].message.find("parallel axis 1"), std::string::npos) << v.findings[0].message;
+  // The scratch, and the output: the core that runs k = 0 writes block (0, 0)
+  // back too, never having stored it.
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::parallel_write_conflict, 5},
+                             {verifier::Rule::parallel_write_conflict, 6}}));
+  ASSERT_EQ(v.findings.size(), 2u);
+  EXPECT_EQ(point_item(v.findings[1], "first_write"), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(point_item(v.findings[1], "read"), (std::vector<std::int64_t>{0, 1}));
+  EXPECT_NE(v.findings[1].message.find("parallel axis 1"), std::string::npos) << v.findings[1].message;
+}
+
+// On a megacore TPU each core writes back the output windows it visited,
+// stored or not: a block every point of a parallel axis visits but only the
+// last stores gets the other core's garbage. Sequential (`arbitrary`), the
+// block is written back once, after the store.
+TEST(ParallelWriteConflict, FlagsABlockAParallelAxisVisitsWhereOnlyOnePointStores) {
+  const std::string src = R"(kernel last_stores:
+    grid = (4,)
+    dimension_semantics = (parallel,)
+    in  x: f32[128, 128]  block=(128, 128)  index=(j) -> (0, 0)
+    out o: f32[128, 128]  block=(128, 128)  index=(j) -> (0, 0)
+    body:
+        when program_id(0) == num_programs(0) - 1:
+            o[...] = x[...] * 2.0
+)";
+  auto v = check_text(src, "last_stores");
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::parallel_write_conflict, 5}}));
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(point_item(v.findings[0], "first_write"), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(point_item(v.findings[0], "second_write"), (std::vector<std::int64_t>{3}));
+  std::string seq = src;
+  seq.replace(seq.find("(parallel,)"), 11, "(arbitrary,)");
+  EXPECT_EQ(check_text(seq, "last_stores").status, Status::verified);
 }
 
 TEST(InputWriteLost, FlagsAWriteToAnAliasedInputAndSaysToWriteTheOutput) {
