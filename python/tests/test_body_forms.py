@@ -542,3 +542,38 @@ def test_an_index_computed_by_an_integer_op_without_a_pk_form_names_that_op():
     (u,) = r.unsupported
     assert "computed by 'population_count'" in str(u) and "array data" not in str(u), str(u)
     assert u.location.endswith(f":{line_of(popcount_start_kernel, 'x_ref[pl.ds')}"), u.location
+
+
+# A ragged reduction axis (300 rows in blocks of 128), the last block's padding rows masked
+# out by their global row, iota + program_id * 128 < 300: the usual idiom, decided element by
+# element in the lowered program. `<=` lets row 300 through.
+
+def masked_column_sums(op):
+    def kernel(x_ref, o_ref):
+        i = pl.program_id(0)
+
+        @pl.when(i == 0)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref)
+
+        row = jax.lax.broadcasted_iota(jnp.int32, x_ref.shape, 0) + i * 128
+        x = jnp.where(op(row, 300), x_ref[...], 0.0)
+        o_ref[...] += jnp.broadcast_to(jnp.sum(x, axis=0, keepdims=True), (8, 256))
+
+    def fn(x):
+        return pl.pallas_call(
+            kernel, grid=(pl.cdiv(300, 128),), in_specs=[pl.BlockSpec((128, 256), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 256), lambda i: (0, 0)),
+            out_shape=jax.ShapeDtypeStruct((8, 256), jnp.float32),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)))(x)
+    return fn
+
+
+def test_a_ragged_reduction_masked_by_its_grid_point_verifies_and_its_off_by_one_is_reported():
+    x = jax.random.normal(jax.random.PRNGKey(0), (300, 256), jnp.float32)
+    ok = masked_column_sums(lambda r, n: r < n)
+    pj.assert_verified(ok, x)
+    want = lambda x: jnp.broadcast_to(jnp.sum(x, axis=0, keepdims=True), (8, 256))
+    assert pj.run(ok, x, reference=want, rtol=1e-4, atol=1e-4).ok
+    r = pj.check(masked_column_sums(lambda r, n: r <= n), x)
+    assert r.exit_code == 1 and {f.rule for f in r.findings} == {"uninitialized-read"}, r.report()

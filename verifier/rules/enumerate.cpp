@@ -324,22 +324,42 @@ private:
     }
   }
 
+  // The smallest q where the init fires on elements of its block that a read
+  // or accumulation at some p < q took, then the smallest such p (boxes at
+  // their points, box_at; one not decided counts as the whole block).
   void resets(std::size_t op) {
+    using Box = std::vector<std::pair<std::int64_t, std::int64_t>>;
+    auto box = [&](const Effect &e, std::size_t p) {
+      auto b = box_at(m_, e, pts_[p]);
+      if (b) return *b;
+      Box whole;
+      for (std::int64_t n : m_.operands[op].block)
+        whole.emplace_back(0, n);
+      return whole;
+    };
+    auto overlap = [](const Box &a, const Box &b) {
+      for (std::size_t d = 0; d < a.size() && d < b.size(); ++d)
+        if (!(a[d].first < b[d].second && b[d].first < a[d].second)) return false;
+      return true;
+    };
     for (std::size_t w = 0; w < m_.effects.size(); ++w) {
       const Effect &we = m_.effects[w];
       if (we.operand != op || we.kind != Effect::write || m_.reads_own_target(we)) continue;
-      std::map<Point, std::size_t> first_acc;
-      for (std::size_t q = 0; q < pts_.size(); ++q) {
+      std::map<Point, std::vector<std::pair<std::size_t, Box>>> taken; // per block: (point, box) in order
+      bool found = false;
+      for (std::size_t q = 0; q < pts_.size() && !found; ++q) {
         if (fires_[w][q]) {
-          auto it = first_acc.find(blk_[op][q]);
-          if (it != first_acc.end()) {
-            out_.findings.push_back(reset_finding(m_, we, pts_[it->second], pts_[q]));
-            break;
-          }
+          const Box wb = box(we, q);
+          for (const auto &[p, b] : taken[blk_[op][q]])
+            if (overlap(b, wb)) {
+              out_.findings.push_back(reset_finding(m_, we, pts_[p], pts_[q]));
+              found = true;
+              break;
+            }
         }
         for (std::size_t e = 0; e < m_.effects.size(); ++e)
           if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::write && fires_[e][q])
-            first_acc.emplace(blk_[op][q], q);
+            taken[blk_[op][q]].emplace_back(q, box(m_.effects[e], q));
       }
     }
   }

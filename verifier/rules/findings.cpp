@@ -1289,7 +1289,8 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
       bool padding_read = false;
       for (std::size_t e = 0; e < m.effects.size() && !padding_read; ++e) {
         const Effect &r = m.effects[e];
-        if (r.operand != i || r.kind == Effect::write || d >= r.box.size() || r.box[d].second <= valid)
+        if (r.operand != i || r.kind == Effect::write || d >= r.box.size() || r.box[d].second <= valid ||
+            r.masked)
           continue;
         padding_read = reads_last_block(e, d);
       }

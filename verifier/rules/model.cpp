@@ -30,67 +30,20 @@ namespace {
 
 bool is_ds(const Expr &s) { return s.op == Op::Call && s.name == "ds" && s.num_positional() == 2; }
 
-/// The box (Effect::box) of subscript `ref` into operand o, each subscript
-/// bound's value given by `value` (nullopt: not known); `ok` is cleared where
-/// one is not known and its dim is the whole block as an over-approximation.
-/// One meaning for the model's static boxes and box_at's per grid point.
+/// The box (Effect::box) of subscript `ref` into operand o (BoxArith over
+/// int64); `ok` is cleared where a bound is not known and its dim is the
+/// whole block as an over-approximation. One meaning for the model's static
+/// boxes and box_at's per grid point.
 std::vector<std::pair<std::int64_t, std::int64_t>>
 subscript_box(const OperandModel &o, const Expr &ref,
               const std::function<std::optional<std::int64_t>(const Expr &)> &value, bool &ok) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> box, full;
-  std::vector<std::size_t> view;
-  for (std::size_t d = 0; d < o.block.size(); ++d) {
-    full.emplace_back(0, o.block[d]);
-    if (!o.squeezed[d]) view.push_back(d);
-  }
-  box = full;
-  std::size_t explicit_n = 0;
-  for (const auto &s : ref.args) {
-    if (s.op == Op::None) { // not a plain subscript list
-      ok = false;
-      return full;
-    }
-    if (s.op != Op::Ellipsis) ++explicit_n;
-  }
-  if (explicit_n > view.size()) {
-    ok = false;
-    return full;
-  }
-  std::size_t v = 0;
-  for (const auto &s : ref.args) {
-    if (s.op == Op::Ellipsis) {
-      v += view.size() - explicit_n;
-      continue;
-    }
-    if (v >= view.size()) {
-      ok = false;
-      return full;
-    }
-    const std::size_t d = view[v++];
-    const std::int64_t n = o.block[d];
-    auto clamp = [n](std::int64_t x) { return std::clamp<std::int64_t>(x, 0, n); };
-    if (s.op == Op::Slice && s.args.size() == 2) {
-      auto lo = s.args[0].op == Op::None ? std::optional<std::int64_t>(0) : value(s.args[0]);
-      auto hi = s.args[1].op == Op::None ? std::optional<std::int64_t>(n) : value(s.args[1]);
-      if (lo && hi)
-        box[d] = {clamp(*lo), std::max(clamp(*lo), clamp(*hi))};
-      else
-        ok = false;
-    } else if (is_ds(s)) {
-      // pl.ds(start, size): static once a body loop's variable is bound
-      // (the loop is unrolled), so a store per chunk covers only its chunk.
-      auto lo = value(s.args[0]), size = value(s.args[1]);
-      if (lo && size)
-        box[d] = {clamp(*lo), std::max(clamp(*lo), clamp(spec::saturating_add(*lo, *size)))};
-      else
-        ok = false;
-    } else if (auto i = value(s)) {
-      box[d] = {clamp(*i), clamp(spec::saturating_add(*i, 1))};
-    } else {
-      ok = false;
-    }
-  }
-  return box;
+  BoxArith<std::int64_t> a;
+  a.value = value;
+  a.num = [](std::int64_t x) { return x; };
+  a.add = [](std::int64_t x, std::int64_t y) { return spec::saturating_add(x, y); };
+  a.clamp = [](std::int64_t x, std::int64_t n) { return std::clamp<std::int64_t>(x, 0, n); };
+  a.max = [](std::int64_t x, std::int64_t y) { return std::max(x, y); };
+  return subscript_box_of(o, ref, a, ok);
 }
 
 } // namespace
@@ -327,8 +280,18 @@ struct Builder {
   void narrow_by_mask(const Expr &cond, const Expr &ref, Effect &rd) {
     auto dims = value_dims(ref, rd.operand);
     if (!dims) return;
-    auto mask = concrete_mask(mask_expr(cond));
-    if (!mask) return;
+    const Expr mk = mask_expr(cond);
+    auto mask = concrete_mask(mk);
+    if (!mask) {
+      // What is left of a mask that reads no data: program_id, iotas and
+      // arithmetic (a tensor local still named reads an operand).
+      std::set<std::string> names;
+      spec::collect_names(mk, names);
+      rd.masked = !reads_ref(mk, m) && std::none_of(names.begin(), names.end(), [&](const std::string &n) {
+        return tensor_locals.count(n) > 0 || ref_locals.count(n) > 0;
+      });
+      return;
+    }
     const auto &shape = mask->shape;
     const std::size_t r = shape.size(), nd = dims->size();
     for (std::size_t k = 0; k < r && k < nd; ++k) {

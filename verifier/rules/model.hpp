@@ -10,6 +10,7 @@
 #include "spec/ir.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -68,6 +69,12 @@ struct Effect {
   /// block a scratch accumulator's partial result reaches
   /// (accumulator-carried).
   std::vector<std::size_t> sources;
+  /// A read that is the selected branch of `where(c, x[s], ...)` whose mask
+  /// c reads no operand but depends on the grid point (`iota(...) + i * bm <
+  /// m`): which of its elements reach the value is the lowered program's
+  /// padding flow's to decide, element by element (partial-block-reduction
+  /// leaves it to that check).
+  bool masked = false;
 };
 const char *to_string(Effect::Kind);
 
@@ -162,6 +169,82 @@ ModelResult build_model(const spec::KernelSpec &, const spec::Env &overrides,
                         const std::optional<std::string> &target);
 /// A temporary spec would be gone before its model is used.
 ModelResult build_model(spec::KernelSpec &&, const spec::Env &, const std::optional<std::string> &) = delete;
+
+/// The arithmetic of a box's bounds: integers (the model's static boxes,
+/// box_at) or solver terms (the symbolic rules at a symbolic grid point).
+template <class V> struct BoxArith {
+  std::function<std::optional<V>(const spec::Expr &)> value; ///< a subscript bound's value, if known
+  std::function<V(std::int64_t)> num;
+  std::function<V(const V &, const V &)> add;
+  std::function<V(const V &, std::int64_t)> clamp; ///< to [0, n]
+  std::function<V(const V &, const V &)> max;
+};
+
+/// The box [lo, hi) per block dim that subscript `ref` of operand o names,
+/// clamped to the block: `a:b` slices, `ds(start, size)`, integer indices
+/// and `...`; where a bound is not known its dim is the whole block and `ok`
+/// is cleared.
+template <class V>
+std::vector<std::pair<V, V>> subscript_box_of(const OperandModel &o, const spec::Expr &ref,
+                                              const BoxArith<V> &a, bool &ok) {
+  std::vector<std::pair<V, V>> full;
+  std::vector<std::size_t> view;
+  for (std::size_t d = 0; d < o.block.size(); ++d) {
+    full.emplace_back(a.num(0), a.num(o.block[d]));
+    if (!o.squeezed[d]) view.push_back(d);
+  }
+  std::vector<std::pair<V, V>> box = full;
+  std::size_t explicit_n = 0;
+  for (const auto &s : ref.args) {
+    if (s.op == spec::Op::None) { // not a plain subscript list
+      ok = false;
+      return full;
+    }
+    if (s.op != spec::Op::Ellipsis) ++explicit_n;
+  }
+  if (explicit_n > view.size()) {
+    ok = false;
+    return full;
+  }
+  std::size_t v = 0;
+  for (const auto &s : ref.args) {
+    if (s.op == spec::Op::Ellipsis) {
+      v += view.size() - explicit_n;
+      continue;
+    }
+    if (v >= view.size()) {
+      ok = false;
+      return full;
+    }
+    const std::size_t d = view[v++];
+    const std::int64_t n = o.block[d];
+    auto range = [&](const V &lo, const V &hi) {
+      const V l = a.clamp(lo, n);
+      box[d] = {l, a.max(l, a.clamp(hi, n))};
+    };
+    if (s.op == spec::Op::Slice && s.args.size() == 2) {
+      auto lo = s.args[0].op == spec::Op::None ? std::optional<V>(a.num(0)) : a.value(s.args[0]);
+      auto hi = s.args[1].op == spec::Op::None ? std::optional<V>(a.num(n)) : a.value(s.args[1]);
+      if (lo && hi)
+        range(*lo, *hi);
+      else
+        ok = false;
+    } else if (s.op == spec::Op::Call && s.name == "ds" && s.num_positional() == 2) {
+      // pl.ds(start, size): static once a body loop's variable is bound
+      // (the loop is unrolled), so a store per chunk covers only its chunk.
+      auto lo = a.value(s.args[0]), size = a.value(s.args[1]);
+      if (lo && size)
+        range(*lo, a.add(*lo, *size));
+      else
+        ok = false;
+    } else if (auto i = a.value(s)) {
+      range(*i, a.add(*i, a.num(1)));
+    } else {
+      ok = false;
+    }
+  }
+  return box;
+}
 
 /// The box of effect e at grid point p: e.box where it is exact, else the
 /// box of its target with the grid point bound (a `ds(program_id(0) * 16,

@@ -718,16 +718,59 @@ private:
     if (best) out_.findings.push_back(uninitialized_finding(m_, rd, (*best)[0]));
   }
 
+  // The box of effect e at p as terms (subscript_box_of): its static box,
+  // or its target's with p's coordinates; a bound the solver cannot take
+  // leaves its dim the whole block.
+  std::vector<std::pair<Term, Term>> box_terms(const Effect &e, const SymPoint &p) {
+    std::vector<std::pair<Term, Term>> out;
+    if (e.exact || !e.target) {
+      for (const auto &[lo, hi] : e.box)
+        out.emplace_back(ctx_.num(lo), ctx_.num(hi));
+      return out;
+    }
+    const smt::Bindings b = bindings({}, p);
+    BoxArith<Term> a;
+    a.value = [&](const spec::Expr &x) -> std::optional<Term> {
+      auto t = smt::translate(ctx_, x, b);
+      return t.term ? std::optional<Term>(*t.term) : std::nullopt;
+    };
+    a.num = [&](std::int64_t x) { return ctx_.num(x); };
+    a.add = [](const Term &x, const Term &y) { return x + y; };
+    a.clamp = [&](const Term &x, std::int64_t n) {
+      return smt::ite(x < 0, ctx_.num(0), smt::ite(x > n, ctx_.num(n), x));
+    };
+    a.max = [](const Term &x, const Term &y) { return smt::ite(x < y, y, x); };
+    bool ok = true;
+    return subscript_box_of(m_.operands[e.operand], *e.target, a, ok);
+  }
+
+  Term overlap(const std::vector<std::pair<Term, Term>> &a, const std::vector<std::pair<Term, Term>> &b) {
+    std::vector<Term> c;
+    for (std::size_t d = 0; d < a.size() && d < b.size(); ++d) {
+      c.push_back(a[d].first < b[d].second);
+      c.push_back(b[d].first < a[d].second);
+    }
+    return ctx_.all_of(c);
+  }
+
+  // The init at q re-initializes elements of the block that some read or
+  // accumulation at p < q took (disjoint chunks of one block, each
+  // initialized on its own first step, are not a reset).
   void resets(std::size_t op) {
     if (m_.grid.empty()) return;
     const auto &o = m_.operands[op];
     for (const auto &w : m_.effects) {
       if (w.operand != op || w.kind != Effect::write || m_.reads_own_target(w)) continue;
       SymPoint p = point("p"), q = point("q");
+      const auto wb = box_terms(w, q);
+      std::vector<Term> taken;
+      for (const auto &e : m_.effects)
+        if (e.operand == op && e.kind != Effect::write)
+          taken.push_back(guard(e, p) && overlap(box_terms(e, p), wb));
       std::vector<Point> v;
       if (query("accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
                 {in_grid(p), in_grid(q), lex_lt(p, q), same(window(op, p), window(op, q)), guard(w, q),
-                 fires(op, false, true, p)},
+                 ctx_.any_of(taken)},
                 {&q, &p}, v) == Q::sat)
         out_.findings.push_back(reset_finding(m_, w, v[1], v[0]));
     }

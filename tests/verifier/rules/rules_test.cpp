@@ -843,6 +843,44 @@ TEST(ParallelWriteConflict, OnMosaicGpuWithoutDimensionSemanticsEveryAxisIsParal
   EXPECT_EQ(check_text(with, "k_as_ctas").status, Status::verified);
 }
 
+// Each step n accumulates into its own column chunk of a block that stays
+// across k and n, the chunk zeroed on its first k step: disjoint from what the
+// other chunks took, so no reset. Zeroing the whole block there discards
+// chunk 0 at (0, 0, 1). Symbolic (the chunks' boxes as terms) and enumerated
+// agree.
+TEST(AccumulatorReset, AcceptsAnInitOfAChunkDisjointFromWhatEarlierStepsAccumulated) {
+  const std::string src = R"(kernel chunks:
+    grid = (2, 4, 2)
+    dimension_semantics = (parallel, arbitrary, arbitrary)
+    in  x: f32[2, 32, 256]  block=(None, 8, 128)  index=(b, k, n) -> (b, k, n)
+    out o: f32[2, 8, 256]   block=(None, 8, 256)  index=(b, k, n) -> (b, 0, 0)
+    body:
+        when program_id(1) == 0:
+            o[:, ds(program_id(2) * 128, 128)] = zeros
+        o[:, ds(program_id(2) * 128, 128)] += x[...]
+)";
+  std::string whole = src;
+  const std::string chunk_init = "o[:, ds(program_id(2) * 128, 128)] = zeros";
+  whole.replace(whole.find(chunk_init), chunk_init.size(), "o[...] = zeros");
+  for (const std::string *text : {&src, static_cast<const std::string *>(&whole)}) {
+    const spec::KernelSpec k = testing::kernel(testing::parse_text(*text), "chunks");
+    auto m = verifier::rules::build_model(k, {}, std::nullopt); // points into k
+    ASSERT_TRUE(m.model);
+    auto s = verifier::rules::check_symbolic(*m.model, 10000),
+         e = verifier::rules::check_enumerated(*m.model);
+    ASSERT_TRUE(s.unknown.empty()) << s.unknown[0];
+    ASSERT_EQ(s.findings.size(), e.findings.size());
+    for (std::size_t i = 0; i < s.findings.size(); ++i)
+      EXPECT_EQ(s.findings[i].witness, e.findings[i].witness) << s.findings[i].rule;
+  }
+  EXPECT_EQ(check_text(src, "chunks").status, Status::verified);
+  auto v = check_text(whole, "chunks");
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::accumulator_reset, 8}}));
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0, 0}));
+  EXPECT_EQ(point_item(v.findings[0], "reset"), (std::vector<std::int64_t>{0, 0, 1}));
+}
+
 // A scratch accumulator reset only at the first grid point, on a rank-4 grid
 // with the reduction axis last: block (0, 0, 1) of o gets what the scratch
 // accumulated for (0, 0, 0) as well. Symbolic and enumerated give one witness.
