@@ -211,6 +211,44 @@ std::vector<std::string> brute_force_rules(const SmallKernel &k) {
   };
   oob(k.x, xl);
   oob(k.o, ol);
+  // Triton: a store of a block in bounds whose rows or columns pass the
+  // ragged end writes past the array (its stores reach the array itself), at
+  // the store's line.
+  if (k.triton) {
+    const int b = ol + 2 + ((k.body >= 6 && k.body <= 8) ? 1 : 0) + (k.alias ? 1 : 0); // first body line
+    struct Store {
+      int line;
+      bool upper, lower; // the rows it writes: 0:4, 4:
+    };
+    std::vector<Store> stores;
+    switch (k.body) {
+    case 0:
+    case 1: stores = {{b, true, true}}; break;
+    case 2: stores = {{b + 1, true, true}, {b + 2, true, true}}; break;
+    case 3:
+    case 5:
+    case 4: stores = {{b + 1, true, true}}; break;
+    case 6: stores = {{b + 4, true, true}}; break;
+    case 7:
+    case 8: stores = {{b + 3, true, true}}; break;
+    case 9: stores = {{b, true, false}, {b + 2, false, true}}; break;
+    }
+    for (const auto &p : pts) {
+      const Block bl = block(k.o, p);
+      if (!in_bounds(bl)) continue;
+      const Step s = step(p);
+      // Rows 0:4 stay within a ragged last block (it loses at most 3 of 8).
+      const bool rows_past = bl.first == k.n0 - 1 && k.r0 > 0, cols_past = bl.second == k.n1 - 1 && k.r1 > 0;
+      for (const auto &st : stores) {
+        // Which of the step's writes this statement is (case 2's init fires
+        // only where pid == 0; case 9's halves separately).
+        bool fires = (st.upper && s.upper) || (st.lower && s.lower);
+        if (k.body == 2 && st.line == b + 1) fires = p[ax] == 0;
+        if (fires && (cols_past || (st.lower && rows_past)))
+          found.insert("index-out-of-bounds@" + std::to_string(st.line));
+      }
+    }
+  }
   // A non-consecutive revisit of an output block (either rule of the
   // family; Triton keeps no block across visits).
   if (!k.triton) {
@@ -232,7 +270,9 @@ std::vector<std::string> brute_force_rules(const SmallKernel &k) {
           found.insert("parallel-write-conflict@" + std::to_string(ol));
         continue;
       }
-      if (!(sp.upper || sp.lower) || !(sq.upper || sq.lower) || block(k.o, pts[p]) != block(k.o, pts[q]))
+      // Every visit writes its window back, stored or not: one store of the
+      // two is enough.
+      if ((!(sp.upper || sp.lower) && !(sq.upper || sq.lower)) || block(k.o, pts[p]) != block(k.o, pts[q]))
         continue;
       for (std::size_t a = 0; a < k.semantics.size(); ++a)
         if (k.semantics[a] == "parallel" && pts[p][a] != pts[q][a])
@@ -346,6 +386,10 @@ std::string compare_symbolic_with_enumeration(const std::string &text) {
       bool out = false;
       for (std::size_t d = 0; b && d < b->size(); ++d)
         out = out || (*b)[d] < 0 || (*b)[d] >= m.operands[op].num_blocks[d];
+      // A Triton store past the array names the element it writes there.
+      const auto e = pt("element");
+      for (std::size_t d = 0; d < e.size() && d < m.operands[op].shape.size(); ++d)
+        out = out || e[d] < 0 || e[d] >= m.operands[op].shape[d];
       if (!out) return "out-of-bounds witness does not hold: " + describe(f);
     }
   }

@@ -50,7 +50,10 @@ rc::Gen<SmallKernel> small_kernel();
 /// `backend = triton`: no revisit, a conflict where two programs store one
 /// row half of one block, a read of the unaliased output before its own
 /// program stored there is uninitialized, and so is a scratch read in a
-/// program that did not initialize it (each program has its own).
+/// program that did not initialize it (each program has its own), and a
+/// store of a block in bounds that passes the array's ragged end is
+/// index-out-of-bounds at the store's line. A parallel-write-conflict needs
+/// one store of the two points' shared block (each visit writes it back).
 std::vector<std::string> brute_force_rules(const SmallKernel &k);
 
 /// Compares the symbolic spec rules on `k` with brute_force_rules, on the

@@ -142,3 +142,30 @@ def test_windows_within_the_ref_need_no_padding():
     text = pj.export(call, x)
     assert "block=(None, 256)" in text, text
     pj.assert_verified(call, x)
+
+
+def tail_store_kernel(x_ref, o_ref, *, masked):
+    # Windows of 16 over 50 elements: the last program's window passes the end.
+    idx = pl.program_id(0) * 16 + jnp.arange(16)
+    x = plgpu.load(x_ref.at[idx], mask=idx < 50, other=0.0)
+    plgpu.store(o_ref.at[idx], x + 1.0, mask=(idx < 50) if masked else None)
+
+
+def tail_store(masked):
+    def fn(x):
+        return pl.pallas_call(
+            lambda x_ref, o_ref: tail_store_kernel(x_ref, o_ref, masked=masked), grid=(4,),
+            out_shape=jax.ShapeDtypeStruct((50,), jnp.float32),
+            compiler_params=plgpu.CompilerParams(num_warps=4))(x)
+    return fn
+
+
+def test_a_window_store_past_the_array_without_its_mask_is_out_of_bounds_at_the_store():
+    # The padded block would hold it, but a Triton program's store reaches global memory.
+    x = jnp.arange(50, dtype=jnp.float32)
+    pj.assert_verified(tail_store(True), x)
+    r = pj.check(tail_store(False), x)
+    assert r.exit_code == 1, r.report()
+    (f,) = r.findings
+    assert f.rule == "index-out-of-bounds" and "element (50,)" in f.message, r.report()
+    assert "plgpu.store" in open(f.python[0]).read().splitlines()[f.python[1] - 1], f

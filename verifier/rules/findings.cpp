@@ -687,6 +687,21 @@ bool needs_element_coverage(const KernelModel &m, std::size_t op) {
                      [&](const Effect &e) { return e.operand == op && e.kind != Effect::read && !e.exact; });
 }
 
+Finding triton_past_end_finding(const KernelModel &m, std::size_t op, const Effect &store, const Point &p,
+                                const Point &element) {
+  const auto &o = m.operands[op];
+  Finding f =
+      make(Rule::index_out_of_bounds, store.loc,
+           "this store writes element " + format_tuple(element) + " of '" + o.name + "', outside its shape " +
+               format_tuple(o.shape) + ", at grid point " + format_tuple(p) +
+               ": a Triton program's stores reach the array itself; mask the store to the array's "
+               "extent");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"element", element});
+  f.witness.items.push_back({"grid_point", p});
+  return f;
+}
+
 Finding triton_race_finding(const KernelModel &m, std::size_t op, const Point &element, const Point &store,
                             const Point &other, bool other_reads) {
   const auto &o = m.operands[op];
@@ -825,6 +840,11 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
     const Effect *read;
   };
   std::optional<Garbage> garbage;
+  struct Past {
+    Point point, element;
+    const Effect *store;
+  };
+  std::map<const Effect *, Past> past; // Triton: per store, the first element it writes past the array
   const bool aliased = m.is_aliased_output(op);
   const races::PaddingFlow flow = mask_flow(m);
   Box whole(rank);
@@ -939,6 +959,37 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
                                                 ? std::optional<StoreMask>(std::in_place, m, flow, e, p, *box)
                                                 : std::nullopt;
       Point rel(rank);
+      if (m.triton && !past.count(&e)) {
+        // Triton's stores reach the array itself: an element past its end
+        // (the block's padding, which the JAX bridge adds for gather
+        // windows) is written out of bounds unless the mask keeps it.
+        // (A block index outside the array is the index map's
+        // index-out-of-bounds: one root cause, one finding.)
+        Box full(rank);
+        bool outside = false, block_in = true;
+        for (std::size_t d = 0; d < rank; ++d)
+          block_in = block_in && (o.element[d] || ((*b)[d] >= 0 && (*b)[d] < o.num_blocks[d]));
+        for (std::size_t d = 0; d < rank && block_in; ++d) {
+          const std::int64_t lo = o.window_start(d, (*b)[d]);
+          full[d] = {spec::saturating_add(lo, (*box)[d].first), spec::saturating_add(lo, (*box)[d].second)};
+          outside = outside || full[d].first < 0 || full[d].second > o.shape[d];
+        }
+        if (outside && mask && !mask->evaluated()) {
+          unknown.push_back("cannot decide whether the masked store into '" + o.name + "' on line " +
+                            std::to_string(e.loc.line) + " at grid point " + format_tuple(p) +
+                            " stays within the array (its mask is not evaluated)");
+        } else if (outside) {
+          each(full, [&](const Point &x) {
+            bool in = true;
+            for (std::size_t d = 0; d < rank; ++d) {
+              in = in && x[d] >= 0 && x[d] < o.shape[d];
+              rel[d] = x[d] - o.window_start(d, (*b)[d]);
+            }
+            if (past.count(&e) || in || (mask && !mask->sets(rel))) return;
+            past.emplace(&e, Past{p, x, &e});
+          });
+        }
+      }
       if (m.triton)
         each(at, [&](const Point &x) {
           if (mask && mask->evaluated()) {
@@ -1010,6 +1061,8 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
       break;
     }
   if (garbage) out.push_back(triton_garbage_finding(m, *garbage->read, garbage->point, garbage->element));
+  for (const auto &[store, at] : past)
+    out.push_back(triton_past_end_finding(m, op, *store, at.point, at.element));
   if (race)
     out.push_back(triton_race_finding(m, op, race->second, spec::grid_point(m.grid, m.cta_axes, race->first),
                                       race_at, false));

@@ -72,6 +72,10 @@ Finding triton_garbage_finding(const KernelModel &, const Effect &read, const Po
 /// Why element_output_findings cannot evaluate output `op` (too many grid
 /// points, elements or block elements over the grid); nullopt when it can.
 std::optional<std::string> element_pass_too_large(const KernelModel &, std::size_t op);
+/// index-out-of-bounds of a Triton store that writes `element` of output
+/// `op`, past the array, at grid point `p` (its stores reach the array).
+Finding triton_past_end_finding(const KernelModel &, std::size_t op, const Effect &store, const Point &p,
+                                const Point &element);
 /// Whether output `op` is checked per element (element_output_findings)
 /// rather than per block: it has Element or BoundedSlice dims, or a store
 /// whose box depends on the grid point (`o[ds(program_id(0) * 16, 16)]`,

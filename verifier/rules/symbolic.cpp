@@ -68,6 +68,7 @@ public:
             // static boxes overlap on one block, which the solver decides.
             triton_races(i);
             triton_garbage(i);
+            triton_past_end(i);
             if (!m_.is_aliased_output(i)) not_covered(i);
           } else {
             element_output_findings(m_, i, out_.findings, out_.unknown);
@@ -1146,6 +1147,42 @@ private:
 
   // Triton: two programs whose static store boxes (or a store's and a
   // read's) overlap on one block, on an element inside the array.
+  // The element pass's check of stores past the array, for a grid too large
+  // to replay: a store (static box, no mask) at some p where it fires, its
+  // block inside the array, whose box passes the array's end in some dim.
+  void triton_past_end(std::size_t op) {
+    const auto &o = m_.operands[op];
+    for (const auto &e : m_.effects) {
+      if (e.operand != op || e.kind == Effect::read || e.keep || e.box.size() != o.shape.size()) continue;
+      SymPoint p = point("p");
+      auto bp = block(op, p);
+      std::vector<Term> inside, past;
+      for (std::size_t d = 0; d < bp.size(); ++d) {
+        inside.push_back(bp[d] >= 0);
+        inside.push_back(bp[d] < o.num_blocks[d]);
+        past.push_back(bp[d] * o.block[d] + e.box[d].second > o.shape[d]);
+      }
+      std::vector<Point> v;
+      if (query("triton-past-end/" + o.name + "/line" + std::to_string(e.loc.line),
+                {in_grid(p), guard(e, p), ctx_.all_of(inside), ctx_.any_of(past)}, {&p}, v) != Q::sat)
+        continue;
+      const auto b = block_at(m_, op, v[0]);
+      if (!b) continue;
+      // The first element of the box past the end in row-major order (the
+      // element pass's): the box's start, moved to the array's extent in the
+      // last dim that passes it.
+      Point x(o.shape.size());
+      for (std::size_t d = 0; d < x.size(); ++d)
+        x[d] = (*b)[d] * o.block[d] + e.box[d].first;
+      for (std::size_t d = x.size(); d-- > 0;)
+        if ((*b)[d] * o.block[d] + e.box[d].second > o.shape[d]) {
+          x[d] = std::max(x[d], o.shape[d]);
+          break;
+        }
+      out_.findings.push_back(triton_past_end_finding(m_, op, e, v[0], x));
+    }
+  }
+
   void triton_races(std::size_t op) {
     const auto &o = m_.operands[op];
     std::vector<std::size_t> stores, touches;

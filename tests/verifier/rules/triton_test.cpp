@@ -72,6 +72,54 @@ std::string chunks(const std::string &stride, const std::string &grid = "4") {
 )";
 }
 
+// A Triton program's stores reach the array: an unmasked store of a block
+// that passes the array's end writes past it; masked to the array, it does
+// not. (The block padded to whole windows, as the JAX bridge pads a gather's
+// block, does not hide it.)
+TEST(Triton, AStorePastTheArraysEndIsOutOfBoundsUnlessItsMaskKeepsIt) {
+  const std::string src = R"(kernel tail:
+    grid = (4,)
+    backend = triton
+    in  x: f32[50]  block=(64,)  index=(i) -> (0,)
+    out o: f32[50]  block=(64,)  index=(i) -> (0,)
+    body:
+        o[ds(program_id(0) * 16, 16)] = x[ds(program_id(0) * 16, 16)] + 1.0
+)";
+  auto v = check_text(src, "tail");
+  EXPECT_EQ(marks(v), (Marks{{Rule::index_out_of_bounds, 7}}));
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(point_item(v.findings[0], "element"), (std::vector<std::int64_t>{50}));
+  EXPECT_EQ(point_item(v.findings[0], "grid_point"), (std::vector<std::int64_t>{3}));
+  std::string masked = src;
+  const std::string store = "o[ds(program_id(0) * 16, 16)] = x[ds(program_id(0) * 16, 16)] + 1.0";
+  masked.replace(masked.find(store), store.size(),
+                 "o[ds(program_id(0) * 16, 16)] = where(program_id(0) * 16 + iota((16,), 0) < 50, "
+                 "x[ds(program_id(0) * 16, 16)] + 1.0, o[ds(program_id(0) * 16, 16)])");
+  EXPECT_EQ(check_text(masked, "tail").status, verifier::Status::verified);
+}
+
+// Past the element replay's limits (70000 programs) the solver finds the
+// program whose block passes the end, and the first element past it.
+TEST(Triton, AStorePastTheEndIsFoundByTheSolverOnAGridTooLargeToReplay) {
+  const std::string src = R"(kernel big:
+    grid = (70000,)
+    backend = triton
+    in  x: f32[279999]  block=(4,)  index=(i) -> (i,)
+    out o: f32[279999]  block=(4,)  index=(i) -> (i,)
+    body:
+        o[...] = x[...]
+)";
+  auto v = check_text(src, "big");
+  EXPECT_EQ(marks(v), (Marks{{Rule::index_out_of_bounds, 7}})) << v.reason;
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(point_item(v.findings[0], "element"), (std::vector<std::int64_t>{279999}));
+  EXPECT_EQ(point_item(v.findings[0], "grid_point"), (std::vector<std::int64_t>{69999}));
+  std::string exact = src;
+  for (std::size_t at; (at = exact.find("279999")) != std::string::npos;)
+    exact.replace(at, 6, "280000");
+  EXPECT_EQ(check_text(exact, "big").status, verifier::Status::verified) << check_text(exact, "big").reason;
+}
+
 TEST(Triton, ChunksThatTileTheArrayAreNoConflictThoughTheyShareOneBlock) {
   // Mosaic would write the whole block back from every core: a conflict there.
   auto v = check_text(chunks("16"), "chunks");
