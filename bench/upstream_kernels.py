@@ -8,7 +8,7 @@ traces the function afresh, and the median of --repeat runs, when its jit caches
 the kernels it makes, their grid points and verdicts. Prints a Markdown
 table, then one JSON object as its last line.
 
-    PYTHONPATH=python:python/tests /usr/bin/python3 bench/upstream_kernels.py [--repeat 3]
+    PYTHONPATH=python:python/tests /usr/bin/python3 bench/upstream_kernels.py [--repeat 3] [--only NAME]
 """
 
 import argparse
@@ -73,9 +73,12 @@ def grid_points(text: str) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", default="", help="only the kernels whose name contains this")
     a = ap.parse_args()
     rows = []
     for name, fn, args, kwargs in cases():
+        if a.only not in name:
+            continue
         times, r = [], None
         for _ in range(max(1, a.repeat)):
             t = time.perf_counter()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -180,7 +181,7 @@ def check_kernels(kernels: list[Kernel], out_dir: str, unsupported=(), extra_arg
                              f.get("message", ""), f.get("severity", "error"), f.get("line", 0))
             for n in f.get("notes", []):
                 line = n.get("line", 0)
-                found.notes.append((n.get("message", ""),
+                found.notes.append((_python_lines(n.get("message", ""), k),
                                     k.line_map.get(line) if k is not None else None, line))
             findings.append(found)
     code = _combine([proc.returncode] + ([EXIT_UNKNOWN] if unsupported else []))
@@ -195,10 +196,23 @@ def check_kernels(kernels: list[Kernel], out_dir: str, unsupported=(), extra_arg
     return CheckResult(code, verdicts, findings, unsupported, kernels, output, paths, reasons)
 
 
+def _python_lines(message: str, k) -> str:
+    """A message's "line N" (a line of the exported .pk file) as the Python line it came from,
+    `file.py:M`, where the export knows it."""
+    if k is None:
+        return message
+
+    def sub(m):
+        py = k.line_map.get(int(m.group(1)))
+        return f"{os.path.basename(py[0])}:{py[1]}" if py else m.group(0)
+
+    return re.sub(r"\bline (\d+)\b", sub, message)
+
+
 def _finding(k, path, lines, unit, rule, message, severity, line) -> Finding:
     py = k.line_map.get(line) if k is not None else None
     text = lines[line - 1] if 0 < line <= len(lines) else ""
-    return Finding(unit, rule, message, severity, path, line, text.split("  # ")[0], py)
+    return Finding(unit, rule, _python_lines(message, k), severity, path, line, text.split("  # ")[0], py)
 
 
 def _sarif_to_python(text: str, by_path: dict) -> str:

@@ -637,6 +637,8 @@ class _Body:
         self.pad: dict = {}
         #: (ref name, dim) of each access that covers a dim of a ref whole
         self.whole: set = set()
+        #: a Triton call's body: its masked loads touch no memory where the mask is off
+        self.triton = False
         #: the data tables (_Ref.table) a read used
         self.tables_read: set = set()
         #: the integer inputs without a data table (contents neither known nor described)
@@ -1156,6 +1158,8 @@ class _Body:
                            shape=aval.shape, dtype=aval.dtype)]
             if other is None:
                 return [self.masked_load_undefined(e, ref, target, mask, aval, indent, src)]
+            if self.triton:
+                self.pad_masked_windows(ref, transforms)
             reads = frozenset([ref.name]) | mask.reads | other.reads
             return [_E(f"where({_strip(mask.text)}, {target}, {_strip(other.text)})", reads=reads,
                        src=src, shape=aval.shape, dtype=aval.dtype)]
@@ -1178,6 +1182,25 @@ class _Body:
             self.emit(indent,
                       f"{target} = where({_strip(mask.text)}, {_strip(val.text)}, {target})", src)
         return [old]
+
+    def pad_masked_windows(self, ref: _Ref, transforms) -> None:
+        """A Triton masked load through `pl.ds(start, n)` windows (`x_ref.at[pl.ds(k * 64,
+        64)]`, mask=cols < n): its masked-off lanes touch no memory, so its last window may pass
+        the ref's end. Its block is padded as a gather window's is (_pad_for_gathers): what a
+        lane reads there is padding, which the mask keeps out."""
+        if len(transforms) != 1 or type(transforms[0]).__name__ != "NDIndexer":
+            return
+        ix = transforms[0]
+        if getattr(ix, "int_indexer_shape", ()) not in ((), None):
+            return  # a gather: gather_windows pads it
+        for d, s in enumerate(ix.indices):
+            if type(s).__name__ != "Slice" or not isinstance(s.size, (int, np.integer)) or \
+                    s.stride != 1 or int(s.size) <= 0 or d >= len(ref.shape):
+                continue
+            n = int(s.size)
+            if isinstance(s.start, (int, np.integer)) and int(s.start) + n <= int(ref.shape[d]):
+                continue  # a static window within the ref
+            self.pad.setdefault(ref.name, {})[d] = n
 
     def masked_load_undefined(self, e, ref, target, mask, aval, indent, src) -> _E:
         """A masked load without `other`: the masked-off elements are undefined (interpret
@@ -2232,6 +2255,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
 
     def translate(stored: frozenset) -> _Body:
         body = _Body(name, source)
+        body.triton = triton
         body.user_axes = user_axes
         body.while_bound = while_bound
         body.taken = taken

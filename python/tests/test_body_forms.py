@@ -577,3 +577,21 @@ def test_a_ragged_reduction_masked_by_its_grid_point_verifies_and_its_off_by_one
     assert pj.run(ok, x, reference=want, rtol=1e-4, atol=1e-4).ok
     r = pj.check(masked_column_sums(lambda r, n: r <= n), x)
     assert r.exit_code == 1 and {f.rule for f in r.findings} == {"uninitialized-read"}, r.report()
+
+
+def centered_rows_kernel(x_ref, o_ref):
+    x = x_ref[...]
+    o_ref[...] = x - jnp.mean(x, axis=0, keepdims=True)
+
+
+def test_a_message_that_names_a_line_of_the_export_names_the_python_line_instead():
+    fn = lambda x: pl.pallas_call(  # noqa: E731
+        centered_rows_kernel, grid=(pl.cdiv(300, 128),),
+        in_specs=[pl.BlockSpec((128, 256), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((128, 256), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct((300, 256), jnp.float32))(x)
+    r = pj.check(fn, jax.ShapeDtypeStruct((300, 256), jnp.float32))
+    (f,) = r.findings
+    line = line_of(centered_rows_kernel, "jnp.mean")
+    assert f.rule == "partial-block-reduction", r.report()
+    assert f"contracts it (dot/sum/max) on test_body_forms.py:{line}" in f.message, f.message

@@ -169,3 +169,31 @@ def test_a_window_store_past_the_array_without_its_mask_is_out_of_bounds_at_the_
     (f,) = r.findings
     assert f.rule == "index-out-of-bounds" and "element (50,)" in f.message, r.report()
     assert "plgpu.store" in open(f.python[0]).read().splitlines()[f.python[1] - 1], f
+
+
+def chunked_total_kernel(x_ref, o_ref, *, masked):
+    # pl.ds windows of 64 over 200 elements: the last passes the end, its lanes masked off.
+    def body(k, acc):
+        cols = k * 64 + jnp.arange(64)
+        win = x_ref.at[pl.ds(k * 64, 64)]
+        return acc + (plgpu.load(win, mask=cols < 200, other=0.0) if masked else plgpu.load(win))
+    o_ref[0] = lax.fori_loop(0, pl.cdiv(200, 64), body, jnp.zeros(64, jnp.float32)).sum()
+
+
+def chunked_total(masked):
+    def fn(x):
+        return pl.pallas_call(
+            lambda x_ref, o_ref: chunked_total_kernel(x_ref, o_ref, masked=masked), grid=(1,),
+            out_shape=jax.ShapeDtypeStruct((1,), jnp.float32),
+            compiler_params=plgpu.CompilerParams(num_warps=4))(x)
+    return fn
+
+
+def test_a_masked_ds_window_past_the_end_is_padded_like_a_gather_window_and_verifies():
+    x = jnp.arange(200, dtype=jnp.float32)
+    assert "block=(256,)" in pj.export(chunked_total(True), x)
+    pj.assert_verified(chunked_total(True), x)
+    assert pj.run(chunked_total(True), x, reference=lambda x: x.sum()[None]).ok
+    # Unmasked, the window past the end is out of bounds (no padding asked for).
+    r = pj.check(chunked_total(False), x)
+    assert r.exit_code == 1 and {f.rule for f in r.findings} == {"index-out-of-bounds"}, r.report()

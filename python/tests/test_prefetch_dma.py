@@ -319,3 +319,57 @@ def test_a_jitted_function_called_twice_gives_each_call_its_own_table():
     assert len(kernels) == 2
     assert "prefetch block_idx: i32[4] = [0, 1, 2, 3]" in kernels[0].text, kernels[0].text
     assert "prefetch block_idx: i32[4] = [3, 2, 1, 0]" in kernels[1].text, kernels[1].text
+
+
+# A double buffer chained across grid steps on a 2-D grid: step s = i * 4 + j starts the copy
+# for step s + 1 into the other slot and waits on its own. With axis 0 `parallel`, the chain
+# crosses it at (i, 3) -> (i + 1, 0): the core that starts at (2, 0) waits on a copy it never
+# started. The copy into the other slot at (i + 1, 0) does not make the slot it reads fresh.
+
+def chained_rows_kernel(x_hbm, o_ref, buf, sem):
+    i, j = pl.program_id(0), pl.program_id(1)
+    s = i * 4 + j
+
+    def copy(step, slot):
+        return pltpu.make_async_copy(
+            x_hbm.at[pl.ds((step // 4) * 8, 8), pl.ds((step % 4) * 128, 128)], buf.at[slot],
+            sem.at[slot])
+
+    @pl.when(s == 0)
+    def _():
+        copy(0, 0).start()
+
+    @pl.when(s + 1 < 16)
+    def _():
+        copy(s + 1, 1 - s % 2).start()
+
+    copy(s, s % 2).wait()
+
+    @pl.when(j == 0)
+    def _():
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+    o_ref[...] += buf[s % 2]
+
+
+def chained_rows(semantics):
+    def fn(x):
+        return pl.pallas_call(
+            chained_rows_kernel, grid=(4, 4), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec((8, 128), lambda i, j: (i, 0)),
+            scratch_shapes=[pltpu.VMEM((2, 8, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,))],
+            out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=semantics))(x)
+    return fn
+
+
+def test_a_dma_chain_across_a_parallel_axis_of_a_2d_grid_is_reported_and_sequential_verifies():
+    x = jnp.arange(32 * 512, dtype=jnp.float32).reshape(32, 512)
+    ok = chained_rows(("arbitrary", "arbitrary"))
+    pj.assert_verified(ok, x)
+    want = lambda x: x.reshape(4, 8, 4, 128).sum(axis=2).reshape(32, 128)
+    assert pj.run(ok, x, reference=want).ok
+    r = pj.check(chained_rows(("parallel", "arbitrary")), x)
+    assert r.exit_code == 1, r.report()
+    (f,) = [f for f in r.findings if "'buf'" in f.message]
+    assert f.rule == "parallel-write-conflict" and "(0, 3) into grid point (1, 0)" in f.message, f

@@ -324,24 +324,29 @@ private:
     }
   }
 
+  using Box = std::vector<std::pair<std::int64_t, std::int64_t>>;
+
+  // The box of effect e at point p (box_at); one not decided is the whole block.
+  Box box_or_whole(const Effect &e, std::size_t p) const {
+    if (auto b = box_at(m_, e, pts_[p])) return *b;
+    Box whole;
+    for (std::int64_t n : m_.operands[e.operand].block)
+      whole.emplace_back(0, n);
+    return whole;
+  }
+
+  static bool overlaps(const Box &a, const Box &b) {
+    for (std::size_t d = 0; d < a.size() && d < b.size(); ++d)
+      if (!(a[d].first < b[d].second && b[d].first < a[d].second)) return false;
+    return true;
+  }
+
   // The smallest q where the init fires on elements of its block that a read
   // or accumulation at some p < q took, then the smallest such p (boxes at
   // their points, box_at; one not decided counts as the whole block).
   void resets(std::size_t op) {
-    using Box = std::vector<std::pair<std::int64_t, std::int64_t>>;
-    auto box = [&](const Effect &e, std::size_t p) {
-      auto b = box_at(m_, e, pts_[p]);
-      if (b) return *b;
-      Box whole;
-      for (std::int64_t n : m_.operands[op].block)
-        whole.emplace_back(0, n);
-      return whole;
-    };
-    auto overlap = [](const Box &a, const Box &b) {
-      for (std::size_t d = 0; d < a.size() && d < b.size(); ++d)
-        if (!(a[d].first < b[d].second && b[d].first < a[d].second)) return false;
-      return true;
-    };
+    auto box = [&](const Effect &e, std::size_t p) { return box_or_whole(e, p); };
+    auto overlap = [](const Box &a, const Box &b) { return overlaps(a, b); };
     for (std::size_t w = 0; w < m_.effects.size(); ++w) {
       const Effect &we = m_.effects[w];
       if (we.operand != op || we.kind != Effect::write || m_.reads_own_target(we)) continue;
@@ -523,9 +528,15 @@ private:
       bool carried_read = false;
       for (std::size_t r : u.reads) {
         if (!fires_[r][q]) continue;
+        // (An init of what the read does not take, the other slot, cuts
+        // nothing; a read whose box is empty, past the scratch, carries nothing.)
+        const Box rb = box_or_whole(m_.effects[r], q);
+        const bool empty =
+            std::any_of(rb.begin(), rb.end(), [](const auto &d) { return d.first >= d.second; });
         bool init_before = false;
         for (std::size_t i : u.inits)
-          init_before = init_before || (fires_[i][q] && m_.effects[i].order < m_.effects[r].order);
+          init_before = init_before || (fires_[i][q] && m_.effects[i].order < m_.effects[r].order &&
+                                        (empty || overlaps(box_or_whole(m_.effects[i], q), rb)));
         carried_read = carried_read || !init_before;
       }
       if (carried_read)

@@ -267,11 +267,29 @@ Finding uninitialized_finding(const KernelModel &m, const Effect &r, const Point
   bool scratch = o.role == spec::Role::scratch;
   std::string what =
       scratch ? "scratch '" + o.name + "'" : "block " + block_str(m, r.operand, p) + " of '" + o.name + "'";
+  // The advice names the reduction axis where there is one: an output's last
+  // axis in run order that its index map does not name.
+  std::string init = "initialize it under `when program_id(k) == 0`, k the reduction axis";
+  if (!scratch && !m.grid.empty()) {
+    const auto axes = run_axes(m);
+    for (std::size_t i = axes.size(); i-- > 0;) {
+      const std::size_t a = axes[i];
+      bool named = false;
+      for (const auto &e : o.index)
+        named = named || (a < o.index_params.size() && spec::mentions(e, o.index_params[a]));
+      if (!named) {
+        init = "initialize it under `when program_id(" + std::to_string(a) + ") == 0` (axis " +
+               std::to_string(a) + ", which the index_map of '" + o.name +
+               "' does not name, is its reduction)";
+        break;
+      }
+    }
+  }
   Finding f = make(Rule::uninitialized_accumulator, r.loc,
                    "reads " + what + " at grid point " + format_tuple(p) + " before anything wrote it: " +
                        (m.triton ? "store it in the program first (a Triton program's output holds what the "
                                    "array held, garbage unless aliased, and its scratch nothing)"
-                                 : "initialize it under `when program_id(a) == 0` on the reduction axis"));
+                                 : init));
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"grid_point", p});
   if (!scratch) add_block(f, m, r.operand, p);

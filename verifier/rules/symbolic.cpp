@@ -961,8 +961,18 @@ private:
       stored.push_back(guard(m_.effects[e], p));
     for (std::size_t r : u.reads) {
       std::vector<Term> c = {guard(m_.effects[r], q)};
+      // An init before the read cuts the carry where it writes what the
+      // read takes (a DMA into the other slot of a double buffer does not).
+      // (A read whose box is empty, clamped past the scratch, is the
+      // lowered program's index-out-of-bounds: it carries nothing here.)
+      const auto rb = box_terms(m_.effects[r], q);
+      std::vector<Term> empty;
+      for (const auto &[lo, hi] : rb)
+        empty.push_back(lo >= hi);
       for (std::size_t i : u.inits)
-        if (m_.effects[i].order < m_.effects[r].order) c.push_back(!guard(m_.effects[i], q));
+        if (m_.effects[i].order < m_.effects[r].order)
+          c.push_back(
+              !(guard(m_.effects[i], q) && (overlap(box_terms(m_.effects[i], q), rb) || ctx_.any_of(empty))));
       read.push_back(ctx_.all_of(c));
     }
     const std::vector<Term> facts = {in_grid(p),          in_grid(q),          lex_lt(p, q),
