@@ -54,16 +54,28 @@ def test_upstream_paged_attention_is_verified_for_every_length_and_page_table_al
     assert r.verdicts == {"paged_flash_attention_kernel_inline_seq_dim": "verified"}, r.report()
 
 
+def mutant_of(module, old: str, new: str, tmp_path, name: str):
+    """The installed `module` with `old` (once in its source) replaced by `new`, loaded from a
+    file of tmp_path, so that findings point into the mutant's source."""
+    src = inspect.getsource(module)
+    assert src.count(old) == 1, old
+    path = tmp_path / f"{name}.py"
+    path.write_text(src.replace(old, new))
+    spec = importlib.util.spec_from_file_location(name, path)
+    mutant = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mutant  # dataclasses look their module up
+    try:
+        spec.loader.exec_module(mutant)
+    finally:
+        del sys.modules[spec.name]
+    return mutant
+
+
 def test_upstream_paged_attention_that_never_flips_its_buffer_index_is_a_violation(tmp_path):
     # The installed kernel's source with one statement removed, as an author might forget it.
-    src = inspect.getsource(pak)
-    store = "buffer_index_ref[0] = next_buffer_index"
-    assert src.count(store) == 1
-    path = tmp_path / "paged_attention_mutant.py"
-    path.write_text(src.replace(store, "pass  # mutant: the buffer index is never flipped"))
-    spec = importlib.util.spec_from_file_location("paged_attention_mutant", path)
-    mutant = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mutant)
+    mutant = mutant_of(pak, "buffer_index_ref[0] = next_buffer_index",
+                       "pass  # mutant: the buffer index is never flipped", tmp_path,
+                       "paged_attention_mutant")
 
     def paged_mutant(q, k, v, lengths, pages):
         return mutant.paged_attention(q, k, v, lengths, pages, pages_per_compute_block=C)
@@ -81,18 +93,7 @@ def test_upstream_paged_attention_that_never_flips_its_buffer_index_is_a_violati
 
 def splash_mutant(old: str, new: str, tmp_path):
     """The installed splash_attention_kernel module with `old` (once in it) replaced."""
-    src = inspect.getsource(sak)
-    assert src.count(old) == 1, old
-    path = tmp_path / "splash_attention_mutant.py"
-    path.write_text(src.replace(old, new))
-    spec = importlib.util.spec_from_file_location("splash_attention_mutant", path)
-    mutant = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mutant  # its dataclasses look their module up
-    try:
-        spec.loader.exec_module(mutant)
-    finally:
-        del sys.modules[spec.name]
-    return mutant
+    return mutant_of(sak, old, new, tmp_path, "splash_attention_mutant")
 
 
 def test_upstream_splash_attention_exports_its_mask_info_and_its_scratch_outputs():
@@ -220,15 +221,9 @@ def test_upstream_megablox_gmm_is_verified_and_runs_like_interpret_for_given_gro
 
 
 def test_upstream_megablox_gmm_whose_accumulator_init_moves_is_a_violation(tmp_path):
-    gmm_module = importlib.import_module("jax.experimental.pallas.ops.tpu.megablox.gmm")
-    src = inspect.getsource(gmm_module)
     init = "    @pl.when(k_i == 0)\n    def _zero_acc():"  # gmm's (tgmm's guard differs)
-    assert src.count(init) == 1
-    path = tmp_path / "gmm_mutant.py"
-    path.write_text(src.replace(init, init.replace("k_i == 0", "k_i == 1")))
-    spec = importlib.util.spec_from_file_location("gmm_mutant", path)
-    mutant = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mutant)
+    mutant = mutant_of(U.megablox_kernels, init, init.replace("k_i == 0", "k_i == 1"), tmp_path,
+                       "gmm_mutant")
     lhs, rhs = f32s((512, 256), (4, 256, 128))
     r = pj.check(lambda a, b, c: mutant.gmm(a, b, c, tiling=(128, 128, 128)), lhs, rhs,
                  jnp.array([100, 0, 300, 112], jnp.int32))
@@ -248,13 +243,7 @@ def test_upstream_megablox_tgmm_is_verified_and_runs_like_interpret_for_given_gr
 
 
 def tgmm_mutant(tmp_path, old, new):
-    src = inspect.getsource(U.megablox_kernels)
-    assert src.count(old) == 1
-    path = tmp_path / "tgmm_mutant.py"
-    path.write_text(src.replace(old, new))
-    spec = importlib.util.spec_from_file_location("tgmm_mutant", path)
-    mutant = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mutant)
+    mutant = mutant_of(U.megablox_kernels, old, new, tmp_path, "tgmm_mutant")
     return lambda a, b, c: mutant.tgmm(a, b, c, tiling=(128, 128, 128))
 
 
@@ -374,15 +363,8 @@ RAGGED_MUTANTS = {
 
 @pytest.mark.parametrize("name", sorted(RAGGED_MUTANTS))
 def test_upstream_ragged_paged_attention_mutant_is_a_violation(name, tmp_path):
-    module = importlib.import_module("jax.experimental.pallas.ops.tpu.ragged_paged_attention.kernel")
-    src = inspect.getsource(module)
     old, new, rules = RAGGED_MUTANTS[name]
-    assert src.count(old) == 1
-    path = tmp_path / "ragged_mutant.py"
-    path.write_text(src.replace(old, new))
-    spec = importlib.util.spec_from_file_location("ragged_mutant", path)
-    mutant = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mutant)
+    mutant = mutant_of(U.ragged_paged, old, new, tmp_path, "ragged_mutant")
     args = ragged_args([3, 13], [3, 50], 16, heads=8, kv_heads=8)  # two head blocks
     r = pj.check(lambda *a: ragged(*a, module=mutant), *args)
     assert r.verdicts == {"ragged_paged_attention_kernel": "violation"}, r.report()

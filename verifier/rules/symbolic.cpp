@@ -777,6 +777,21 @@ private:
     }
   }
 
+  // For every grid point t strictly between p and q in run order, none of the
+  // effects `es` fires at t: the quantified part of the reset and carry
+  // queries (query_quantified; aux_ is set while the guards at t are built).
+  Term none_between(const std::vector<std::size_t> &es, const SymPoint &p, const SymPoint &q,
+                    smt::Bindings::Aux &aux, bool with_aux) {
+    SymPoint t = point("t");
+    aux_ = with_aux ? &aux : nullptr;
+    std::vector<Term> fired;
+    for (std::size_t e : es)
+      fired.push_back(guard(m_.effects[e], t));
+    aux_ = nullptr;
+    Term between = in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(fired);
+    return forall_points(t, aux, !between);
+  }
+
   // A scratch accumulator carries one partial result at a time, whatever block
   // the outputs are on. Its init at q discards work when some p < q
   // accumulated into it after the last init and nothing read it since: no
@@ -808,15 +823,7 @@ private:
       auto best = query_quantified(
           "accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
           [&](smt::Bindings::Aux &aux, bool with_aux) {
-            SymPoint t = point("t");
-            aux_ = with_aux ? &aux : nullptr;
-            std::vector<Term> cleared;
-            for (std::size_t ci : clears)
-              cleared.push_back(cleared_at(ci, t));
-            aux_ = nullptr;
-            Term between =
-                in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(cleared);
-            return with(facts, {forall_points(t, aux, !between)});
+            return with(facts, {none_between(clears, p, q, aux, with_aux)});
           },
           {&q, &p}, by_run());
       if (best) out_.findings.push_back(reset_finding(m_, w, (*best)[1], (*best)[0]));
@@ -868,15 +875,7 @@ private:
           "accumulator-carried/" + o.name + "/line" + std::to_string(store.loc.line),
           [&](smt::Bindings::Aux &aux, bool with_aux) {
             if (u.inits.empty()) return facts;
-            SymPoint t = point("t");
-            aux_ = with_aux ? &aux : nullptr;
-            std::vector<Term> inits;
-            for (std::size_t i : u.inits)
-              inits.push_back(guard(m_.effects[i], t));
-            aux_ = nullptr;
-            Term between =
-                in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(inits);
-            return with(facts, {forall_points(t, aux, !between)});
+            return with(facts, {none_between(u.inits, p, q, aux, with_aux)});
           },
           {&q, &p}, by_run());
       if (best) out_.findings.push_back(carried_finding(m_, op, c, (*best)[1], (*best)[0]));
@@ -980,15 +979,7 @@ private:
     auto best = query_quantified(
         "scratch-carry/" + m_.operands[op].name,
         [&](smt::Bindings::Aux &aux, bool with_aux) {
-          SymPoint t = point("t");
-          aux_ = with_aux ? &aux : nullptr;
-          std::vector<Term> inits;
-          for (std::size_t i : u.inits)
-            inits.push_back(guard(m_.effects[i], t));
-          aux_ = nullptr;
-          Term between =
-              in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(inits);
-          return with(facts, {forall_points(t, aux, !between)});
+          return with(facts, {none_between(u.inits, p, q, aux, with_aux)});
         },
         {&q, &p}, by_run());
     if (best) out_.findings.push_back(scratch_carry_finding(m_, op, (*best)[1], (*best)[0]));
