@@ -345,8 +345,6 @@ private:
   // or accumulation at some p < q took, then the smallest such p (boxes at
   // their points, box_at; one not decided counts as the whole block).
   void resets(std::size_t op) {
-    auto box = [&](const Effect &e, std::size_t p) { return box_or_whole(e, p); };
-    auto overlap = [](const Box &a, const Box &b) { return overlaps(a, b); };
     for (std::size_t w = 0; w < m_.effects.size(); ++w) {
       const Effect &we = m_.effects[w];
       if (we.operand != op || we.kind != Effect::write || m_.reads_own_target(we)) continue;
@@ -354,9 +352,9 @@ private:
       bool found = false;
       for (std::size_t q = 0; q < pts_.size() && !found; ++q) {
         if (fires_[w][q]) {
-          const Box wb = box(we, q);
+          const Box wb = box_or_whole(we, q);
           for (const auto &[p, b] : taken[blk_[op][q]])
-            if (overlap(b, wb)) {
+            if (overlaps(b, wb)) {
               out_.findings.push_back(reset_finding(m_, we, pts_[p], pts_[q]));
               found = true;
               break;
@@ -364,7 +362,7 @@ private:
         }
         for (std::size_t e = 0; e < m_.effects.size(); ++e)
           if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::write && fires_[e][q])
-            taken[blk_[op][q]].emplace_back(q, box(m_.effects[e], q));
+            taken[blk_[op][q]].emplace_back(q, box_or_whole(m_.effects[e], q));
       }
     }
   }
@@ -418,22 +416,17 @@ private:
   void scratch_carried(std::size_t op) {
     const ScratchUse u = scratch_use(m_, op);
     if (u.accumulates.empty() || (u.inits.empty() && !m_.operands[op].acc)) return;
-    auto same_cta = [&](std::size_t p, std::size_t q) {
-      for (std::size_t a = 0; a < m_.cta_axes.size() && a < pts_[p].size(); ++a)
-        if (m_.cta_axes[a] && pts_[p][a] != pts_[q][a]) return false;
-      return true;
-    };
     auto init_at = [&](std::size_t p) {
       for (std::size_t i : u.inits)
         if (fires_[i][p]) return true;
       return false;
     };
+    // An accumulation at p, with (after_inits) no init after it at p.
     auto accumulated_at = [&](std::size_t p, bool after_inits) {
       for (std::size_t ai : u.accumulates) {
-        if (!fires_[ai][p]) continue;
-        bool kept = true;
+        bool kept = fires_[ai][p];
         for (std::size_t i : u.inits)
-          kept = kept && !(after_inits && m_.effects[i].order > m_.effects[ai].order && fires_[i][p]);
+          if (after_inits && m_.effects[i].order > m_.effects[ai].order) kept = kept && !fires_[i][p];
         if (kept) return true;
       }
       return false;
@@ -448,7 +441,9 @@ private:
           init_first = init_first || (fires_[i][q] && m_.effects[i].order < read_order);
         if (fires_[c.store][q] && !init_first) {
           for (std::size_t p = from; p < q && !found; ++p) {
-            if (!same_cta(p, q) || !accumulated_at(p, true) || blk_[c.output][p] == blk_[c.output][q])
+            // (block() of a scratch is its CTA.)
+            if (block(op, p) != block(op, q) || !accumulated_at(p, true) ||
+                blk_[c.output][p] == blk_[c.output][q])
               continue;
             for (std::size_t r = p + 1; r < q && !found; ++r)
               if (accumulated_at(r, false) && blk_[c.output][r] == blk_[c.output][q]) {

@@ -287,9 +287,9 @@ struct Builder {
       // arithmetic (a tensor local still named reads an operand).
       std::set<std::string> names;
       spec::collect_names(mk, names);
-      rd.masked = !reads_ref(mk, m) && std::none_of(names.begin(), names.end(), [&](const std::string &n) {
-        return tensor_locals.count(n) > 0 || ref_locals.count(n) > 0;
-      });
+      rd.masked = !reads_ref(mk, m) && !reads_local_ref(mk) &&
+                  std::none_of(names.begin(), names.end(),
+                               [&](const std::string &n) { return tensor_locals.count(n); });
       return;
     }
     const auto &shape = mask->shape;

@@ -1146,8 +1146,6 @@ private:
     return element;
   }
 
-  // Triton: two programs whose static store boxes (or a store's and a
-  // read's) overlap on one block, on an element inside the array.
   // The element pass's check of stores past the array, for a grid too large
   // to replay: a store (static box, no mask) at some p where it fires, its
   // block inside the array, whose box passes the array's end in some dim.
@@ -1184,6 +1182,8 @@ private:
     }
   }
 
+  // Triton: two programs whose static store boxes (or a store's and a
+  // read's) overlap on one block, on an element inside the array.
   void triton_races(std::size_t op) {
     const auto &o = m_.operands[op];
     std::vector<std::size_t> stores, touches;
