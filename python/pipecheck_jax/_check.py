@@ -183,6 +183,8 @@ def check_kernels(kernels: list[Kernel], out_dir: str, unsupported=(), extra_arg
                 line = n.get("line", 0)
                 found.notes.append((_python_lines(n.get("message", ""), k),
                                     k.line_map.get(line) if k is not None else None, line))
+            if k is not None and k.mosaic_gpu and found.rule == "async-operand-overwritten":
+                found.notes.append((_DROPPED_DELAY_RELEASE, k.call_site, 0))
             findings.append(found)
     code = _combine([proc.returncode] + ([EXIT_UNKNOWN] if unsupported else []))
     output = proc.stdout
@@ -194,6 +196,17 @@ def check_kernels(kernels: list[Kernel], out_dir: str, unsupported=(), extra_arg
         if fmt == "sarif":
             output = _sarif_to_python(output, by_path)
     return CheckResult(code, verdicts, findings, unsupported, kernels, output, paths, reasons)
+
+
+#: Why a Mosaic GPU pallas_call's wgmma races whatever its BlockSpecs say: Pallas' lowering
+#: (jax/_src/pallas/mosaic_gpu/lowering.py, _block_spec_from_block_mapping, in jax 0.10 and
+#: 0.11) builds the pipeline's BlockSpecs from the call's block mappings, which keep no
+#: delay_release.
+_DROPPED_DELAY_RELEASE = (
+    "a Mosaic GPU pallas_call pipelines with delay_release = 0, whatever its plgpu.BlockSpecs "
+    "say: Pallas' lowering does not pass delay_release on to the pipeline. Await the wgmma in "
+    "the step (plgpu.wgmma_wait(0)), or pipeline with plgpu.emit_pipeline inside plgpu.kernel, "
+    "whose BlockSpecs keep it")
 
 
 def _python_lines(message: str, k) -> str:

@@ -79,6 +79,8 @@ class Kernel:
     dropped: list = dataclasses.field(default_factory=list)
     #: `backend = triton`: the call picks Pallas' Triton backend (pltriton.CompilerParams).
     triton: bool = False
+    #: `target = h100`: the call lowers to Mosaic GPU (_is_mosaic_gpu).
+    mosaic_gpu: bool = False
 
 
 _DTYPES = {
@@ -264,17 +266,24 @@ _CALLS = ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_
           "custom_vjp_call_jaxpr", "remat", "checkpoint")
 
 
-def find_pallas_calls(jaxpr) -> list:
-    """Every pallas_call equation in `jaxpr` and the jaxprs nested in it (jit, cond, scan, ...)."""
+def find_pallas_calls(jaxpr, primitives: tuple = ("pallas_call",)) -> list:
+    """Every pallas_call equation (or equation of `primitives`) in `jaxpr` and the jaxprs nested
+    in it (jit, cond, scan, ...)."""
     found = []
     for e in jaxpr.eqns:
-        if e.primitive.name == "pallas_call":
+        if e.primitive.name in primitives:
             found.append(e)
             continue
         for v in e.params.values():
             for s in sub_jaxprs(v):
-                found.extend(find_pallas_calls(s))
+                found.extend(find_pallas_calls(s, primitives))
     return found
+
+
+#: Kernels that are not pallas_calls: `plgpu.kernel` (an `mpmd_map` of Mosaic GPU meshes) and
+#: `pl.core_map`. The export does not read them; a function that makes one is unsupported as
+#: a whole, so that its pallas_calls are never reported verified with a kernel left unread.
+_OTHER_KERNELS = ("mpmd_map", "core_map")
 
 
 def unused_outputs(eqn, jaxpr) -> frozenset:
@@ -288,6 +297,16 @@ def unused_outputs(eqn, jaxpr) -> frozenset:
 
 def _inner(j):
     return j.jaxpr if _CLOSED is not None and isinstance(j, _CLOSED) else j
+
+
+def _uses_primitive(e, name: str) -> bool:
+    """Whether equation e is a `name` or holds one in a jaxpr of its params (a cond's branches,
+    a loop's body, a call's jaxpr), at any depth."""
+    if e.primitive.name == name:
+        return True
+    subs = [s for v in e.params.values() for s in (v if isinstance(v, (tuple, list)) else (v,))
+            if _is_jaxpr(s)]
+    return any(_uses_primitive(f, name) for s in subs for f in _inner(s).eqns)
 
 
 def _consts(j):
@@ -639,6 +658,11 @@ class _Body:
         self.whole: set = set()
         #: a Triton call's body: its masked loads touch no memory where the mask is off
         self.triton = False
+        #: the plgpu.ACC scratch of a Mosaic GPU call (`memory_space=acc`), which wgmma
+        #: accumulates into
+        self.acc_refs: set = set()
+        #: the equations after the one being translated, in its block (see wgmma)
+        self.after: list = []
         #: the data tables (_Ref.table) a read used
         self.tables_read: set = set()
         #: the integer inputs without a data table (contents neither known nor described)
@@ -710,8 +734,9 @@ class _Body:
                 v.pending_consumed = True
             return v
 
-        for e in jaxpr.eqns:
+        for at, e in enumerate(jaxpr.eqns):
             src = self.src_override or _frame(e.source_info) or self.default_loc
+            self.after = jaxpr.eqns[at + 1:]  # what follows e in its block (wgmma's await)
             outs = self.eqn(e, read, env, indent, src)
             if outs is None:
                 continue
@@ -765,6 +790,8 @@ class _Body:
         reshaped = False
         for ix in transforms:
             kind = type(ix).__name__
+            if kind in _LAYOUT_VIEWS:
+                continue  # Mosaic GPU's tiling and swizzling, undone: the ref's own elements
             if kind == "ReshapeTransform":
                 groups = self.reshape_view(ref, e, dims, groups, tuple(ix.shape))
                 reshaped = True
@@ -1098,9 +1125,18 @@ class _Body:
             return self.dma(e, read, indent, src)
         if name in ("semaphore_signal", "semaphore_wait"):
             return self.semaphore(e, read, indent, src)
+        if name == "wgmma_ref":
+            return self.wgmma(e, read, indent, src)
+        if name in ("wgmma_wait", "commit_smem"):
+            # wgmma: each wgmma's await was read where it was issued (see wgmma); commit_smem
+            # makes stores visible to the copy engine, which the .pk program's copies need not
+            # be told (docs/lowering.md, "Mosaic GPU").
+            return []
+        if name in ("wgmma_accumulator_deref", "wgmma_accumulator_deref_p"):
+            return self.acc_read(e, read, src)
         if name in ("semaphore_read",
                     "async_copy", "copy_gmem_to_smem", "copy_smem_to_gmem", "barrier_wait",
-                    "barrier_arrive", "wgmma", "wgmma_wait", "commit_smem", "device_id"):
+                    "barrier_arrive", "wgmma", "device_id", "tcgen05_mma", "wait_smem_to_gmem"):
             self.fail(f"manual DMA and synchronization ('{name}') have no .pk form in this "
                       "version of pipecheck (the export has local async copies, sync_copy, "
                       "semaphore_signal and semaphore_wait)", e)
@@ -1124,6 +1160,87 @@ class _Body:
             return self.opaque_multi(e, ins, indent, src)
         r = self.tensor(e, ins, src)
         return [r]
+
+    def wgmma(self, e, read, indent, src):
+        """`plgpu.wgmma(acc, a, b)` in a Mosaic GPU `pallas_call`: an asynchronous
+        `acc += a @ b` that reads the refs a and b until a `plgpu.wgmma_wait(n)` retires it.
+        The .pk statement `acc[...] += dot(a[...], b[...])` is such a wgmma followed by
+        `wgmma_wait(1)` (one left in flight until the next wgmma's wait or a read of acc:
+        docs/lowering.md, "Mosaic GPU"); `acc[...] = acc[...] + dot(...)` is one awaited at
+        once. Which of the two a wgmma is decided by the first await that follows it in its
+        block: `wgmma_wait(0)` (nothing stored into a or b in between) is the second,
+        `wgmma_wait(n >= 1)` or a read of acc the first. A wgmma not awaited in its block, or a
+        second issued while the first is in flight, keeps more in flight than the .pk form
+        says, and is refused."""
+        p = e.params
+        acc = read(e.invars[0])
+        if not isinstance(acc, _Ref) or acc.name not in self.acc_refs:
+            self.fail("a wgmma whose accumulator is not a plgpu.ACC scratch has no .pk form", e)
+        rest = list(e.invars[1:])
+        views = []
+        for what in ("a", "b"):
+            opnd = read(rest.pop(0))
+            if not isinstance(opnd, _Ref):
+                self.fail(f"a wgmma whose {what} operand is a value in registers, not a ref, has "
+                          "no .pk form", e)
+            tree = p.get(f"{what}_transforms_tree")
+            k = tree.num_leaves if tree is not None else 0
+            leaves, rest = rest[:k], rest[k:]
+            transforms = tree_util.tree_unflatten(tree, leaves) if tree is not None else ()
+            sub, _, reshaped = self.view_of(opnd, e, list(transforms), read)
+            if reshaped:
+                self.fail(f"a wgmma operand that reshapes '{opnd.name}' has no .pk form", e)
+            views.append((opnd, sub))
+        if p.get("acc_transforms_tree") is not None:
+            self.fail("a wgmma into a view of its accumulator has no .pk form", e)
+        waited = None  # the n of the first wgmma_wait after e, or "read" for a read of acc
+        stored = False  # whether something stores into a or b before that
+        mine = {e.invars[1], e.invars[2]}
+        for f in self.after:
+            fn = f.primitive.name
+            if fn == "wgmma_wait":
+                n = f.invars[0]
+                if not isinstance(n, jax_core.Literal):
+                    self.fail("plgpu.wgmma_wait(n) with an n not known at export has no .pk form",
+                              f)
+                waited = int(n.val)
+                break
+            if fn in ("wgmma_accumulator_deref", "wgmma_accumulator_deref_p"):
+                waited = "read"
+                break
+            if _uses_primitive(f, "wgmma_ref"):
+                self.fail("a second wgmma while one is in flight (no plgpu.wgmma_wait between "
+                          "them) has no .pk form (the .pk wgmma keeps at most one in flight)", f)
+            if fn in ("swap", "addupdate", "masked_swap") and f.invars[0] in mine:
+                stored = True
+        if waited is None:
+            self.fail("a wgmma not awaited by a plgpu.wgmma_wait in the same block has no .pk "
+                      "form (the .pk wgmma keeps at most one in flight, awaited by the next "
+                      "wgmma's wait or a read of the accumulator)", e)
+        if waited == 0 and stored:
+            self.fail("a store into a wgmma's operand before its plgpu.wgmma_wait(0) has no .pk "
+                      "form", e)
+        self.flush(indent)
+        (a, sa), (b, sb) = views
+        dot = f"dot({a.name}{sa}, {b.name}{sb}, preferred_element_type=f32)"
+        if waited == 0:
+            self.emit(indent, f"{acc.name}[...] = {acc.name}[...] + {dot}", src)
+        else:
+            self.emit(indent, f"{acc.name}[...] += {dot}", src)
+        return []
+
+    def acc_read(self, e, read, src):
+        """`acc[...]` of a plgpu.ACC scratch (Pallas' wgmma_accumulator_deref): it awaits every
+        wgmma in flight first, as the .pk program does before any use of an acc scratch."""
+        acc = read(e.invars[0])
+        if int(e.params.get("wait_n", 0)) != 0:
+            self.fail("a read of a plgpu.ACC scratch that leaves wgmmas in flight (wait_n > 0) "
+                      "has no .pk form", e)
+        if not isinstance(acc, _Ref):
+            self.fail("a read of an accumulator that is not a kernel ref", e)
+        aval = e.outvars[0].aval
+        return [_E(f"{acc.name}[...]", reads=frozenset([acc.name]), load=(acc.name, "[...]"),
+                   src=src, shape=aval.shape, dtype=aval.dtype, sources=frozenset([acc.name]))]
 
     def masked(self, e, read, indent, src):
         """`pl.load`/`pltpu.load`/`plgpu.load(..., mask=, other=)` and the stores with a mask.
@@ -1851,6 +1968,29 @@ def _ident(name: str, taken: set) -> str:
     return n
 
 
+#: The views Mosaic GPU puts on a ref whose BlockSpec or scratch has `transforms=`
+#: (plgpu.TilingTransform, SwizzleTransform): a ref of the tiled shape, read through
+#: untiling and unswizzling as the block's own elements. The export declares such refs with
+#: their block's shape, so these views are the identity there.
+_LAYOUT_VIEWS = ("UnswizzleRef", "UntilingTransform")
+
+
+def _is_mosaic_gpu(cp, kj) -> bool:
+    """Whether a pallas_call lowers to Mosaic GPU: its compiler_params are
+    plgpu.CompilerParams, or its kernel takes a Mosaic GPU ref (plgpu.ACC, SMEM, GMEM scratch
+    or blocks): such a call runs on nothing else. A call with neither is exported as a TPU
+    call; on a GPU it would lower to Mosaic GPU too (the default since JAX 0.9), which the
+    export cannot tell from the call."""
+    if type(cp).__module__.startswith("jax._src.pallas.mosaic_gpu"):
+        return True
+    for v in kj.invars:
+        ms = getattr(v.aval, "memory_space", None)
+        if type(v.aval).__module__.startswith("jax._src.pallas.mosaic_gpu") or \
+                type(ms).__module__.startswith("jax._src.pallas.mosaic_gpu"):
+            return True
+    return False
+
+
 def _is_triton(cp) -> bool:
     """Whether a pallas_call's compiler_params pick the Triton backend (pltriton.CompilerParams;
     without compiler_params a GPU call lowers to Mosaic GPU, the default since JAX 0.9)."""
@@ -2067,6 +2207,11 @@ def _is_semaphore(aval) -> bool:
     return "sem" in _memory_space_name(aval) or "sem" in str(getattr(inner, "dtype", "")).lower()
 
 
+def _is_acc(aval) -> bool:
+    """A plgpu.ACC scratch: Mosaic GPU's wgmma accumulator, in registers."""
+    return type(aval).__name__ == "WGMMAAbstractAccumulatorRef"
+
+
 def _scratch_line(nm: str, aval, loc, kernel) -> str:
     """`scratch NAME: ...` of a kernel scratch or a run_scoped allocation (its ref's aval)."""
     inner = getattr(aval, "inner_aval", aval)
@@ -2080,12 +2225,20 @@ def _scratch_line(nm: str, aval, loc, kernel) -> str:
                                    loc, kernel)
         shape = f"[{int(inner.shape[0])}]" if inner.shape else ""
         return f"    scratch {nm}: {kind}{shape}"
-    if "any" in ms_name or "hbm" in ms_name:
+    if "any" in ms_name or "hbm" in ms_name or "gmem" in ms_name or "tmem" in ms_name:
         raise UnsupportedError(f"scratch '{nm}': a scratch in {ms_name} memory has no .pk form "
-                               "(scratch is VMEM, SMEM or a semaphore)", loc, kernel)
+                               "(scratch is VMEM, SMEM, a plgpu.ACC or a semaphore)", loc, kernel)
+    if "barrier" in sem_dt:
+        raise UnsupportedError(f"scratch '{nm}': Mosaic GPU barriers have no .pk form in this "
+                               "version of pipecheck", loc, kernel)
+    if getattr(aval, "transforms", ()):
+        raise UnsupportedError(f"scratch '{nm}': a scratch with transforms= (tiling, swizzling) "
+                               "has no .pk form in this version of the export", loc, kernel)
     dt = _dtype(inner.dtype, f"scratch '{nm}'", loc)
     text = f"    scratch {nm}: {dt}[{_shape(inner.shape)}]"
-    if "smem" in ms_name:
+    if _is_acc(aval):
+        text += "  memory_space=acc"  # plgpu.ACC: wgmma accumulator registers, zero at start
+    elif "smem" in ms_name:
         text += "  memory_space=smem"
     return text
 
@@ -2122,7 +2275,8 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         default = f"in{k}" if k < n_in else (f"out{k - n_in}" if k < n_in + n_out else f"scratch{k - n_in - n_out}")
         default = f"prefetch{k}" if k < n_pre else default
         an = arg_names[k] if k < len(arg_names) and arg_names[k] else default
-        names.append(_ident(an, taken))
+        # a ref with Mosaic GPU transforms is a TransformedRef: jax names it `a_ref.ref`
+        names.append(_ident(an.removesuffix(".ref"), taken))
     pre_names, names = names[:n_pre], names[n_pre:]
     # prefetch= may name a table by its kernel parameter's name or by its name in the spec.
     py_names = [arg_names[k] if k < len(arg_names) else None for k in range(n_pre)]
@@ -2155,6 +2309,17 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         # stores reach the arrays directly (docs/language.md, "The Triton backend").
         lines.append(("    backend = triton", call_site))
         cp = None
+    mgpu = not triton and _is_mosaic_gpu(cp, kj)
+    if mgpu:
+        # Pallas' Mosaic GPU pallas_call: the parallel axes a CUDA grid of CTAs, each running
+        # plgpu.emit_pipeline over the others (docs/lowering.md, "Mosaic GPU"). Its lowering
+        # builds the pipeline's BlockSpecs from the block mappings, which keep no
+        # delay_release: a plgpu.BlockSpec's delay_release does not reach the pipeline, so
+        # the export writes none.
+        lines.append(("    target = h100", call_site))
+        if n_pre:
+            raise UnsupportedError("scalar prefetch in a Mosaic GPU pallas_call: Pallas' "
+                                   "Mosaic GPU lowering does not support it", loc, name)
     sem = _semantics(cp, len(grid), loc) if cp is not None else None
     vmapped = set(getattr(gm, "vmapped_dims", ()) or ())
     user_axes = [a for a in range(len(grid)) if a not in vmapped]
@@ -2163,6 +2328,9 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         sem = [next(it) if a not in vmapped else "parallel" for a in range(len(grid))]
     if sem:
         lines.append((f"    dimension_semantics = {_tuple(sem)}", call_site))
+    steps = int(getattr(cp, "max_concurrent_steps", 1) or 1) if mgpu else 1
+    if steps != 1:
+        lines.append((f"    max_concurrent_steps = {steps}", call_site))
     vmem = getattr(cp, "vmem_limit_bytes", None)
     if vmem is None and isinstance(cp, dict):
         vmem = (cp.get("mosaic") or {}).get("vmem_limit_bytes")
@@ -2194,7 +2362,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         text = f"    {role:<3} {nm}: {dt}[{_shape(shape)}]"
         ms = getattr(bm.transformed_block_aval, "memory_space", None)
         ms_name = str(getattr(ms, "name", ms) or "").lower()
-        if "any" in ms_name or "hbm" in ms_name:
+        if "any" in ms_name or "hbm" in ms_name or "gmem" in ms_name:
             text += "  memory_space=any"
             lines.append((text, call_site))
             continue
@@ -2269,8 +2437,16 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
             state = (k >= n_pre + n_in + n_out and "smem" in _memory_space_name(aval)
                      and np.dtype(inner.dtype) == np.int32)
             table = tables[nm][0] if nm in tables else None
-            env[v] = _Ref(nm, tuple(int(d) for d in inner.shape), prefetch=k < n_pre, state=state,
-                          table=table)
+            shape = tuple(int(d) for d in inner.shape)
+            if n_pre <= k < n_pre + n_in + n_out and gm.block_mappings[k - n_pre].transforms:
+                # Mosaic GPU's tiled ref: read through its untiling (_LAYOUT_VIEWS), it is the
+                # block as declared
+                shape = tuple(int(getattr(b, "block_size", b))
+                              for b in gm.block_mappings[k - n_pre].block_shape
+                              if b is not None and type(b).__name__ != "Squeezed")
+            if k >= n_pre + n_in + n_out and _is_acc(aval):
+                body.acc_refs.add(nm)
+            env[v] = _Ref(nm, shape, prefetch=k < n_pre, state=state, table=table)
         body._indent = 2
         body.run(kj, env, 2)
         body.flush(2)
@@ -2309,7 +2485,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     dropped = [(prim, src, line) for (prim, src), line in zip(body.dropped, drops)]
     return Kernel(name=name, text="\n".join(text_lines) + "\n", line_map=line_map, source=source,
                   call_site=call_site, operands=operands, eqn=pc, opaque=opaque, dropped=dropped,
-                  triton=triton)
+                  triton=triton, mosaic_gpu=mgpu)
 
 
 
@@ -2475,6 +2651,11 @@ def export_kernels(fn: Callable, *args, prefetch: dict | None = None,
     nondecreasing"}`. A description wins over known contents: all it allows is checked."""
     while_bound = _while_bound(while_bound)
     closed = trace(fn, *args, **kwargs)
+    for e in find_pallas_calls(closed.jaxpr, _OTHER_KERNELS):
+        raise UnsupportedError(
+            f"a kernel made by plgpu.kernel or pl.core_map (the '{e.primitive.name}' primitive) "
+            "has no .pk form in this version of the export, which reads pallas_calls",
+            _fmt_loc(_frame(e.source_info)))
     if not find_pallas_calls(closed.jaxpr):
         raise UnsupportedError("the function makes no pallas_call")
     taken: set = set()

@@ -1,0 +1,260 @@
+"""pallas_calls that lower to Mosaic GPU (plgpu.CompilerParams, plgpu.ACC scratch,
+plgpu.BlockSpec) export as `target = h100`: the parallel axes a grid of CTAs, each running
+plgpu.emit_pipeline over the others with max_concurrent_steps slots, and plgpu.wgmma an
+asynchronous matmul that reads its slots until a wgmma_wait retires it."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import mosaic_gpu as plgpu
+
+import pipecheck_jax as pj
+
+TM = TN = 64
+TK = 32
+GM, GN, GK = 2, 2, 4
+M, N, K = GM * TM, GN * TN, GK * TK
+
+
+def wgmma_kernel(wait):
+    """Hopper's matmul step: a wgmma into the accumulator, awaited with `wait` left in
+    flight; the last k step stores the accumulator."""
+    def kernel(a_ref, b_ref, o_ref, acc_ref):
+        plgpu.wgmma(acc_ref, a_ref, b_ref)
+
+        @pl.when(pl.program_id(2) == GK - 1)
+        def _():
+            o_ref[...] = acc_ref[...].astype(jnp.float16)
+
+        plgpu.wgmma_wait(wait)
+    return kernel
+
+
+def matmul(kernel, steps=2, delay_release=1, transforms=()):
+    def f(a, b):
+        spec = dict(delay_release=delay_release, transforms=transforms)
+        return pl.pallas_call(
+            kernel, grid=(GM, GN, GK),
+            in_specs=[plgpu.BlockSpec((TM, TK), lambda i, j, k: (i, k), **spec),
+                      plgpu.BlockSpec((TK, TN), lambda i, j, k: (k, j), **spec)],
+            out_specs=plgpu.BlockSpec((TM, TN), lambda i, j, k: (i, j), transforms=transforms),
+            out_shape=jax.ShapeDtypeStruct((M, N), jnp.float16),
+            scratch_shapes=[plgpu.ACC((TM, TN), jnp.float32)],
+            compiler_params=plgpu.CompilerParams(
+                dimension_semantics=("parallel", "parallel", "sequential"),
+                max_concurrent_steps=steps))(a, b)
+    return f
+
+
+def specs():
+    return (jax.ShapeDtypeStruct((M, K), jnp.float16), jax.ShapeDtypeStruct((K, N), jnp.float16))
+
+
+def operands(seed=0):
+    ka, kb = jax.random.split(jax.random.key(seed))
+    return (jax.random.uniform(ka, (M, K), jnp.float16), jax.random.uniform(kb, (K, N), jnp.float16))
+
+
+def reference(a, b):
+    return (a.astype(jnp.float32) @ b.astype(jnp.float32)).astype(jnp.float16)
+
+
+def line_of(fn, text):
+    import inspect
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(k for k, t in enumerate(lines) if text in t)
+
+
+def test_a_mosaic_gpu_call_exports_for_h100_with_its_slots_accumulator_and_untiled_blocks():
+    tiled = (plgpu.TilingTransform((8, 32)), plgpu.SwizzleTransform(64))
+    text = pj.export(matmul(wgmma_kernel(1), steps=3, transforms=tiled), *specs())
+    assert "    target = h100" in text
+    assert "    dimension_semantics = (parallel, parallel, sequential)" in text
+    assert "    max_concurrent_steps = 3" in text
+    assert "delay_release" not in text  # Pallas' pallas_call lowering drops it
+    assert "scratch acc_ref: f32[64, 64]  memory_space=acc" in text
+    # the refs are tiled and swizzled in the jaxpr; the blocks are as the BlockSpecs say
+    assert "in  a_ref: f16[128, 128]  block=(64, 32)  index=(i, j, k) -> (i, k)" in text
+    assert "acc_ref[...] += dot(a_ref[...], b_ref[...], preferred_element_type=f32)" in text
+    assert "o_ref[...] = cast(acc_ref[...], f16)" in text
+
+
+@pytest.mark.parametrize("steps", [1, 2, 3])
+def test_a_wgmma_left_in_flight_is_overwritten_by_the_next_copy_whatever_its_blockspecs_delay(steps):
+    # The pattern of Hopper matmuls: wgmma_wait(1) keeps the step's wgmma in flight, which
+    # needs delay_release = 1. A pallas_call's pipeline never gets it: Pallas' Mosaic GPU
+    # lowering rebuilds the BlockSpecs from the block mappings, which keep no delay_release.
+    r = pj.check(matmul(wgmma_kernel(1), steps=steps), *specs())
+    assert r.exit_code == 1, r
+    found = {(f.rule, f.pk_text.split(":")[0].strip()) for f in r.findings}
+    assert found == {("async-operand-overwritten", "in  a_ref"),
+                     ("async-operand-overwritten", "in  b_ref")}, r
+    for f in r.findings:
+        notes = [msg for msg, _, _ in f.notes]
+        assert any("delay_release = 0, whatever its plgpu.BlockSpecs say" in n for n in notes), f
+        wgmma = [py for msg, py, _ in f.notes if msg.startswith("event") and "wgmma(" in msg]
+        assert wgmma and wgmma[0][1] == line_of(wgmma_kernel(1), "plgpu.wgmma("), f
+
+
+def test_a_wgmma_awaited_in_its_step_verifies_and_runs_equal_to_its_reference():
+    f = matmul(wgmma_kernel(0), steps=2)
+    r = pj.check(f, *specs())
+    assert r.exit_code == 0, r
+    assert "acc_ref[...] = acc_ref[...] + dot(a_ref[...], b_ref[...]" in pj.export(f, *specs())
+    run = pj.run(f, *operands(), reference=reference, rtol=2e-2, atol=0.1)
+    assert run.ok, run
+
+
+def test_the_racing_wgmma_gives_wrong_numbers_in_pipechecks_pipelined_run():
+    run = pj.run(matmul(wgmma_kernel(1), steps=2), *operands(), reference=reference, rtol=2e-2,
+                 atol=0.1)
+    assert not run.ok, run
+    assert "pipecheck run exited 1" in str(run), run
+
+
+def accumulate_into_output(steps):
+    def kernel(x_ref, o_ref):
+        @pl.when(pl.program_id(1) == 0)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref)
+
+        o_ref[...] += x_ref[...]
+
+    def f(x):
+        return pl.pallas_call(
+            kernel, grid=(2, 4),
+            in_specs=[pl.BlockSpec((64, 64), lambda i, k: (i, k))],
+            out_specs=pl.BlockSpec((64, 64), lambda i, k: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((128, 64), jnp.float32),
+            compiler_params=plgpu.CompilerParams(dimension_semantics=("parallel", "sequential"),
+                                                 max_concurrent_steps=steps))(x)
+    return f
+
+
+def test_accumulating_into_an_output_across_steps_holds_only_with_one_slot():
+    # Mosaic GPU's pipeline gives every step slot t % max_concurrent_steps of the output too:
+    # with two, step 1 adds into a slot no step initialized. TPU's output block stays put.
+    x = jax.random.uniform(jax.random.key(1), (128, 256), jnp.float32)
+    ref = (lambda x: x.reshape(128, 4, 64).sum(1))
+    one = accumulate_into_output(1)
+    assert pj.check(one, x).exit_code == 0
+    assert pj.run(one, x, reference=ref).ok
+    two = accumulate_into_output(2)
+    r = pj.check(two, x)
+    assert r.exit_code == 1 and "uninitialized-read" in {f.rule for f in r.findings}, r
+    assert not pj.run(two, x, reference=ref).ok
+
+
+def test_a_call_with_an_acc_scratch_and_no_compiler_params_is_mosaic_gpu_with_every_axis_parallel():
+    # Without dimension_semantics every axis is a CTA of one step: the k axis writes each
+    # output block from four CTAs at once.
+    def kernel(a_ref, b_ref, o_ref, acc_ref):
+        plgpu.wgmma(acc_ref, a_ref, b_ref)
+        plgpu.wgmma_wait(0)
+        o_ref[...] = acc_ref[...].astype(jnp.float16)
+
+    def f(a, b):
+        return pl.pallas_call(
+            kernel, grid=(GM, GN, GK),
+            in_specs=[pl.BlockSpec((TM, TK), lambda i, j, k: (i, k)),
+                      pl.BlockSpec((TK, TN), lambda i, j, k: (k, j))],
+            out_specs=pl.BlockSpec((TM, TN), lambda i, j, k: (i, j)),
+            out_shape=jax.ShapeDtypeStruct((M, N), jnp.float16),
+            scratch_shapes=[plgpu.ACC((TM, TN), jnp.float32)])(a, b)
+    text = pj.export(f, *specs())
+    assert "    target = h100" in text and "dimension_semantics" not in text
+    r = pj.check(f, *specs())
+    assert r.exit_code == 1 and "parallel-write-conflict" in {f.rule for f in r.findings}, r
+
+
+def test_blocks_that_fit_tpu_vmem_but_not_an_h100_blocks_shared_memory_are_reported():
+    # 4 slots of a (128, 128) f32 input and output: 512 KiB, over the 227 KiB of a CTA.
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0
+
+    def f(x, steps):
+        return pl.pallas_call(
+            kernel, grid=(8,),
+            in_specs=[pl.BlockSpec((128, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((128, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((1024, 128), jnp.float32),
+            compiler_params=plgpu.CompilerParams(dimension_semantics=("sequential",),
+                                                 max_concurrent_steps=steps))(x)
+    x = jax.ShapeDtypeStruct((1024, 128), jnp.float32)
+    r = pj.check(lambda x: f(x, 4), x)
+    assert r.exit_code == 1 and {f.rule for f in r.findings} == {"sram-capacity"}, r
+    assert pj.check(lambda x: f(x, 1), x).exit_code == 0
+
+
+def unsupported_message(kernel, scratch=()):
+    def f(a, b):
+        return pl.pallas_call(
+            kernel, grid=(GM, GN, GK),
+            in_specs=[pl.BlockSpec((TM, TK), lambda i, j, k: (i, k)),
+                      pl.BlockSpec((TK, TN), lambda i, j, k: (k, j))],
+            out_specs=pl.BlockSpec((TM, TN), lambda i, j, k: (i, j)),
+            out_shape=jax.ShapeDtypeStruct((M, N), jnp.float16),
+            scratch_shapes=[plgpu.ACC((TM, TN), jnp.float32), *scratch],
+            compiler_params=plgpu.CompilerParams(
+                dimension_semantics=("parallel", "parallel", "sequential"),
+                max_concurrent_steps=2))(a, b)
+    r = pj.check(f, *specs())
+    assert r.exit_code == 2 and not r.findings and len(r.unsupported) == 1, r
+    return str(r.unsupported[0])
+
+
+def test_wgmmas_the_pk_form_cannot_hold_in_flight_are_unsupported_not_verified():
+    def never_awaited(a_ref, b_ref, o_ref, acc_ref):
+        plgpu.wgmma(acc_ref, a_ref, b_ref)
+
+    def two_in_flight(a_ref, b_ref, o_ref, acc_ref):
+        plgpu.wgmma(acc_ref, a_ref.at[:, pl.ds(0, 16)], b_ref.at[pl.ds(0, 16), :])
+        plgpu.wgmma(acc_ref, a_ref.at[:, pl.ds(16, 16)], b_ref.at[pl.ds(16, 16), :])
+        plgpu.wgmma_wait(0)
+
+    assert "not awaited by a plgpu.wgmma_wait" in unsupported_message(never_awaited)
+    assert "a second wgmma while one is in flight" in unsupported_message(two_in_flight)
+
+
+def test_wgmmas_on_views_of_their_blocks_read_those_views():
+    def kernel(a_ref, b_ref, o_ref, acc_ref):
+        for c in range(2):
+            plgpu.wgmma(acc_ref, a_ref.at[:, pl.ds(c * 16, 16)], b_ref.at[pl.ds(c * 16, 16), :])
+            plgpu.wgmma_wait(0)
+
+        @pl.when(pl.program_id(2) == GK - 1)
+        def _():
+            o_ref[...] = acc_ref[...].astype(jnp.float16)
+
+    f = matmul(kernel)
+    text = pj.export(f, *specs())
+    assert "dot(a_ref[:, 0:16], b_ref[0:16, :], preferred_element_type=f32)" in text
+    assert "dot(a_ref[:, 16:32], b_ref[16:32, :], preferred_element_type=f32)" in text
+    assert pj.check(f, *specs()).exit_code == 0
+    assert pj.run(f, *operands(), reference=reference, rtol=2e-2, atol=0.1).ok
+
+
+def test_barriers_and_manual_copies_are_unsupported():
+    def with_barrier(a_ref, b_ref, o_ref, acc_ref, bar):
+        plgpu.wgmma(acc_ref, a_ref, b_ref)
+        plgpu.wgmma_wait(0)
+
+    assert "barriers have no .pk form" in unsupported_message(
+        with_barrier, [plgpu.Barrier(num_arrivals=1)])
+
+
+def test_a_plgpu_kernel_is_unsupported_as_a_whole_even_beside_a_pallas_call():
+    # plgpu.kernel is no pallas_call: the function is not checked at all rather than
+    # reported verified for its pallas_call alone.
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((128,), jnp.float32), grid=(1,),
+                  grid_names=("x",))
+    def fill(o_ref):
+        o_ref[...] = jnp.full_like(o_ref, 42.0)
+
+    def both(a, b):
+        return matmul(wgmma_kernel(0))(a, b), fill()
+
+    r = pj.check(both, *specs())
+    assert r.exit_code == 2 and not r.kernels, r
+    assert "plgpu.kernel or pl.core_map" in str(r.unsupported[0])
