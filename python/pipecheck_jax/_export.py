@@ -1991,6 +1991,23 @@ def _is_mosaic_gpu(cp, kj) -> bool:
     return False
 
 
+def _mosaic_gpu_block(bm, nm: str, ms_name: str, loc, kernel) -> None:
+    """Refuses, as Pallas' Mosaic GPU lowering does (`_check_block_mappings`), a BlockSpec it
+    cannot lower: a GMEM block that is not the whole array at (0, ...), block dims other than
+    Blocked and Squeezed, a pipeline_mode."""
+    why = None
+    if "gmem" in ms_name and not bm.has_trivial_window():
+        why = "a GMEM block must be the whole array with an index map of zeros"
+    elif any(type(b).__name__ not in ("Blocked", "Squeezed") and b is not None
+             and not isinstance(b, (int, np.integer)) for b in bm.block_shape):
+        why = "only Blocked (and squeezed) block dims are supported"
+    elif getattr(bm, "pipeline_mode", None) is not None:
+        why = "pipeline_mode (pl.Buffered) is not supported"
+    if why:
+        raise UnsupportedError(f"operand '{nm}': Pallas' Mosaic GPU lowering refuses this "
+                               f"BlockSpec: {why}", loc, kernel)
+
+
 def _is_triton(cp) -> bool:
     """Whether a pallas_call's compiler_params pick the Triton backend (pltriton.CompilerParams;
     without compiler_params a GPU call lowers to Mosaic GPU, the default since JAX 0.9)."""
@@ -2320,6 +2337,9 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         if n_pre:
             raise UnsupportedError("scalar prefetch in a Mosaic GPU pallas_call: Pallas' "
                                    "Mosaic GPU lowering does not support it", loc, name)
+        if getattr(gm, "vmapped_dims", ()):
+            raise UnsupportedError("a vmapped Mosaic GPU pallas_call: Pallas' Mosaic GPU "
+                                   "lowering does not support it", loc, name)
     sem = _semantics(cp, len(grid), loc) if cp is not None else None
     vmapped = set(getattr(gm, "vmapped_dims", ()) or ())
     user_axes = [a for a in range(len(grid)) if a not in vmapped]
@@ -2362,6 +2382,10 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         text = f"    {role:<3} {nm}: {dt}[{_shape(shape)}]"
         ms = getattr(bm.transformed_block_aval, "memory_space", None)
         ms_name = str(getattr(ms, "name", ms) or "").lower()
+        if mgpu:
+            _mosaic_gpu_block(bm, nm, ms_name, loc, name)
+            if "smem" in ms_name:
+                ms_name = ""  # where Mosaic GPU's pipeline puts every block
         if "any" in ms_name or "hbm" in ms_name or "gmem" in ms_name:
             text += "  memory_space=any"
             lines.append((text, call_site))

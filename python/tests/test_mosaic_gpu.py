@@ -258,3 +258,30 @@ def test_a_plgpu_kernel_is_unsupported_as_a_whole_even_beside_a_pallas_call():
     r = pj.check(both, *specs())
     assert r.exit_code == 2 and not r.kernels, r
     assert "plgpu.kernel or pl.core_map" in str(r.unsupported[0])
+
+
+def test_blockspecs_pallas_mosaic_gpu_lowering_refuses_are_unsupported():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+
+    def call(spec):
+        return lambda x: pl.pallas_call(
+            kernel, grid=(4,), in_specs=[spec],
+            out_specs=pl.BlockSpec((32, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((128, 128), jnp.float32),
+            compiler_params=plgpu.CompilerParams(dimension_semantics=("sequential",)))(x)
+
+    x = jax.ShapeDtypeStruct((128, 128), jnp.float32)
+    for spec, why in [
+            (pl.BlockSpec((32, 128), lambda i: (i, 0), memory_space=plgpu.GMEM),
+             "a GMEM block must be the whole array"),
+            (pl.BlockSpec((pl.Element(32), 128), lambda i: (i * 32, 0)),
+             "only Blocked (and squeezed) block dims"),
+            (pl.BlockSpec((32, 128), lambda i: (i, 0), pipeline_mode=pl.Buffered(3)),
+             "pipeline_mode")]:
+        r = pj.check(call(spec), x)
+        assert r.exit_code == 2 and len(r.unsupported) == 1, r
+        assert "Pallas' Mosaic GPU lowering refuses this BlockSpec" in str(r.unsupported[0])
+        assert why in str(r.unsupported[0]), r
+    ok = pj.check(call(pl.BlockSpec((32, 128), lambda i: (i, 0))), x)
+    assert ok.exit_code == 0, ok
