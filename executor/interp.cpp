@@ -280,6 +280,39 @@ Value Interp::eval(const Expr &e) {
       return broadcast_to(a, shape, e.loc);
     }
     if (e.name == "tile") return tile(eval(arg(0)), shape_of(arg(1)), e.loc);
+    if (e.name == "concatenate") {
+      std::vector<Value> parts;
+      for (std::size_t k = 0; k < np; ++k)
+        parts.push_back(eval(arg(k)));
+      const Expr *ax = e.kwarg("axis");
+      return concatenate(parts, ax ? eval_int(*ax) : 0, e.loc);
+    }
+    if (e.name == "roll" || e.name == "flip" || e.name == "argmax" || e.name == "argmin" ||
+        e.name == "cumsum" || e.name == "cummax" || e.name == "cummin") {
+      const Expr *ax = e.kwarg("axis");
+      if (!ax) bad(e.loc, e.name + " takes axis=");
+      const std::int64_t axis = eval_int(*ax);
+      const Value a = eval(arg(0));
+      if (e.name == "flip") return flip(a, axis, e.loc);
+      if (e.name == "argmax" || e.name == "argmin") return arg_reduce(e.name == "argmax", a, axis, e.loc);
+      if (e.name == "roll") {
+        std::optional<std::pair<std::int64_t, std::int64_t>> stride;
+        if (const Expr *st = e.kwarg("stride"))
+          if (const Expr *sa = e.kwarg("stride_axis")) stride = std::make_pair(eval_int(*st), eval_int(*sa));
+        return roll(a, eval_int(arg(1)), axis, stride, e.loc);
+      }
+      const ReduceOp op = e.name == "cumsum"   ? ReduceOp::sum
+                          : e.name == "cummax" ? ReduceOp::max
+                                               : ReduceOp::min;
+      return cumulative(op, a, axis, flag(e, "reverse"), e.loc);
+    }
+    if (e.name == "shift_left" || e.name == "shift_right_logical" || e.name == "shift_right_arithmetic") {
+      const Shift op = e.name == "shift_left"            ? Shift::left
+                       : e.name == "shift_right_logical" ? Shift::right_logical
+                                                         : Shift::right_arithmetic;
+      const Value a = eval(arg(0));
+      return shift(op, a, eval(arg(1)), e.loc);
+    }
     if (e.name == "maximum" || e.name == "minimum" || ((e.name == "max" || e.name == "min") && np == 2)) {
       const bool mx = e.name == "maximum" || e.name == "max";
       Value a = eval(arg(0));

@@ -799,6 +799,192 @@ Value transpose(const Value &a) {
   return r;
 }
 
+namespace {
+
+/// A value of a's dtype whose element at each multi-index `idx` of `shape` is
+/// a's element number src(idx): the element moves of roll and flip.
+template <class Src> Value moved(const Value &a, const Shape &shape, Src src) {
+  Value r;
+  r.dtype = a.dtype;
+  r.weak = a.weak;
+  r.shape = shape;
+  const std::int64_t n = num_elements(shape);
+  if (a.is_float())
+    r.f.resize(static_cast<std::size_t>(n));
+  else
+    r.i.resize(static_cast<std::size_t>(n));
+  std::vector<std::int64_t> idx(shape.size(), 0);
+  for (std::int64_t k = 0; k < n; ++k) {
+    const auto from = static_cast<std::size_t>(src(idx));
+    if (a.is_float())
+      r.f[static_cast<std::size_t>(k)] = a.f[from];
+    else
+      r.i[static_cast<std::size_t>(k)] = a.i[from];
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return r;
+}
+
+/// The flat index of `idx` in `shape`, row-major.
+std::int64_t flat_index(const Shape &shape, const std::vector<std::int64_t> &idx) {
+  std::int64_t f = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    f = f * shape[d] + idx[d];
+  return f;
+}
+
+std::int64_t floor_mod(std::int64_t a, std::int64_t n) { return n == 0 ? 0 : ((a % n) + n) % n; }
+
+/// A shape seen as (outer, len, inner) around `axis`.
+struct AxisLines {
+  std::int64_t outer = 1, len = 1, inner = 1;
+};
+AxisLines lines_around(const Shape &shape, std::int64_t axis) {
+  AxisLines l;
+  for (std::int64_t d = 0; d < static_cast<std::int64_t>(shape.size()); ++d)
+    (d < axis ? l.outer : d == axis ? l.len : l.inner) *= shape[static_cast<std::size_t>(d)];
+  return l;
+}
+
+} // namespace
+
+Value concatenate(const std::vector<Value> &parts, std::int64_t axis, spec::Loc loc) {
+  std::vector<spec::TensorType> types;
+  for (const auto &p : parts)
+    types.push_back(p.type());
+  const spec::TensorType t = checked(spec::concatenate_type(types, axis), loc);
+  const std::int64_t ax = spec::normalize_axis(axis, t.shape.size());
+  Value r;
+  r.dtype = t.dtype;
+  r.weak = t.weak;
+  r.shape = t.shape;
+  const AxisLines out = lines_around(r.shape, ax);
+  if (r.is_float())
+    r.f.resize(static_cast<std::size_t>(r.size()));
+  else
+    r.i.resize(static_cast<std::size_t>(r.size()));
+  std::int64_t at = 0; // where along the axis the part starts
+  for (const auto &p : parts) {
+    const AxisLines l = lines_around(p.shape, ax);
+    const std::int64_t run = l.len * l.inner; // one outer row of the part, contiguous in both
+    for (std::int64_t o = 0; o < l.outer; ++o) {
+      const auto from = static_cast<std::size_t>(o * run),
+                 to = static_cast<std::size_t>((o * out.len + at) * out.inner);
+      if (r.is_float())
+        std::copy_n(p.f.begin() + from, run, r.f.begin() + to);
+      else
+        std::copy_n(p.i.begin() + from, run, r.i.begin() + to);
+    }
+    at += l.len;
+  }
+  return r;
+}
+
+Value roll(const Value &a, std::int64_t shift, std::int64_t axis,
+           std::optional<std::pair<std::int64_t, std::int64_t>> stride, spec::Loc loc) {
+  checked(spec::along_axis_type(a.type(), axis, "roll"), loc);
+  const auto ax = static_cast<std::size_t>(spec::normalize_axis(axis, a.shape.size()));
+  std::optional<std::size_t> sax;
+  if (stride) sax = static_cast<std::size_t>(spec::normalize_axis(stride->second, a.shape.size()));
+  std::vector<std::int64_t> from;
+  return moved(a, a.shape, [&](const std::vector<std::int64_t> &idx) {
+    from = idx;
+    const std::int64_t s = shift + (sax ? idx[*sax] * stride->first : 0);
+    from[ax] = floor_mod(idx[ax] - s, a.shape[ax]);
+    return flat_index(a.shape, from);
+  });
+}
+
+Value flip(const Value &a, std::int64_t axis, spec::Loc loc) {
+  checked(spec::along_axis_type(a.type(), axis, "flip"), loc);
+  const auto ax = static_cast<std::size_t>(spec::normalize_axis(axis, a.shape.size()));
+  std::vector<std::int64_t> from;
+  return moved(a, a.shape, [&](const std::vector<std::int64_t> &idx) {
+    from = idx;
+    from[ax] = a.shape[ax] - 1 - idx[ax];
+    return flat_index(a.shape, from);
+  });
+}
+
+Value arg_reduce(bool max, const Value &a, std::int64_t axis, spec::Loc loc) {
+  const spec::TensorType t = checked(spec::arg_reduce_type(a.type(), axis), loc);
+  const AxisLines l = lines_around(a.shape, spec::normalize_axis(axis, a.shape.size()));
+  Value r;
+  r.dtype = t.dtype;
+  r.shape = t.shape;
+  r.i.assign(static_cast<std::size_t>(l.outer * l.inner), 0);
+  for (std::int64_t o = 0; o < l.outer; ++o)
+    for (std::int64_t in = 0; in < l.inner; ++in) {
+      std::int64_t best = 0;
+      auto at = [&](std::int64_t k) { return static_cast<std::size_t>((o * l.len + k) * l.inner + in); };
+      for (std::int64_t k = 1; k < l.len; ++k) {
+        bool better;
+        if (a.is_float()) {
+          const float x = a.f[at(k)], b = a.f[at(best)];
+          better = !std::isnan(b) && (std::isnan(x) || (max ? x > b : x < b));
+        } else {
+          const std::int64_t x = a.i[at(k)], b = a.i[at(best)];
+          better = max ? x > b : x < b;
+        }
+        if (better) best = k;
+      }
+      r.i[static_cast<std::size_t>(o * l.inner + in)] = best;
+    }
+  return r;
+}
+
+Value cumulative(ReduceOp op, const Value &a, std::int64_t axis, bool reverse, spec::Loc loc) {
+  checked(spec::along_axis_type(a.type(), axis, "a cumulative reduction"), loc);
+  const AxisLines l = lines_around(a.shape, spec::normalize_axis(axis, a.shape.size()));
+  Value r = a;
+  r.weak = a.weak;
+  for (std::int64_t o = 0; o < l.outer; ++o)
+    for (std::int64_t in = 0; in < l.inner; ++in)
+      for (std::int64_t step = 1; step < l.len; ++step) {
+        const std::int64_t k = reverse ? l.len - 1 - step : step, prev = reverse ? k + 1 : k - 1;
+        const auto at = static_cast<std::size_t>((o * l.len + k) * l.inner + in),
+                   before = static_cast<std::size_t>((o * l.len + prev) * l.inner + in);
+        if (r.is_float()) {
+          float &x = r.f[at];
+          const float p = r.f[before];
+          x = op == ReduceOp::sum ? x + p : op == ReduceOp::max ? fmax_nan(x, p) : fmin_nan(x, p);
+        } else {
+          const std::int64_t x = r.i[at], p = r.i[before];
+          r.i[at] = op == ReduceOp::sum
+                        ? wrap_to(r.dtype, x + p)
+                        : static_cast<std::int32_t>(op == ReduceOp::max ? std::max(x, p) : std::min(x, p));
+        }
+      }
+  round_all(r.dtype, r.f);
+  return r;
+}
+
+Value shift(Shift op, const Value &a, const Value &b, spec::Loc loc) {
+  const spec::TensorType t = checked(spec::shift_type(a.type(), b.type()), loc);
+  const int bits = spec::dtype_bytes(t.dtype) * 8;
+  const bool is_unsigned = t.dtype == DType::u8;
+  const std::uint64_t mask = bits >= 64 ? ~0ULL : (1ULL << bits) - 1;
+  Value r;
+  r.dtype = t.dtype;
+  r.weak = t.weak;
+  r.shape = t.shape;
+  map2(a.i, a.shape, b.i, b.shape, r.shape, r.i, [&](std::int64_t x, std::int64_t n) -> std::int64_t {
+    const std::uint64_t u = static_cast<std::uint64_t>(x) & mask;
+    const bool negative = !is_unsigned && x < 0;
+    if (n < 0 || n >= bits) return op == Shift::right_arithmetic && negative ? -1 : 0;
+    switch (op) {
+    case Shift::left: return wrap_to(t.dtype, static_cast<std::int64_t>((u << n) & mask));
+    case Shift::right_logical: return wrap_to(t.dtype, static_cast<std::int64_t>(u >> n));
+    case Shift::right_arithmetic: break;
+    }
+    return x >> n; // x holds the signed value: C++20's >> fills with its sign
+  });
+  return r;
+}
+
 Value reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, spec::Loc loc, bool keepdims) {
   const int rank = static_cast<int>(a.shape.size());
   std::int64_t outer = 1, len = a.size(), inner = 1;

@@ -115,6 +115,24 @@ Value cast(const Value &a, spec::DType t);
 Value broadcast_to(const Value &a, const Shape &shape, spec::Loc loc = {});
 /// jnp.tile(a, reps) (spec::tile_type); throws ExecError(bad_input) on a negative rep.
 Value tile(const Value &a, const Shape &reps, spec::Loc loc = {});
+/// jnp.concatenate(parts, axis) (spec::concatenate_type).
+Value concatenate(const std::vector<Value> &parts, std::int64_t axis, spec::Loc loc = {});
+/// pltpu.roll / jnp.roll along `axis`: element i is a's (i - shift) mod n.
+/// With a stride, row r along `stride->second` is rolled by shift + r * stride->first.
+Value roll(const Value &a, std::int64_t shift, std::int64_t axis,
+           std::optional<std::pair<std::int64_t, std::int64_t>> stride = std::nullopt, spec::Loc loc = {});
+/// jnp.flip along `axis` (lax.rev).
+Value flip(const Value &a, std::int64_t axis, spec::Loc loc = {});
+/// lax.argmax / argmin over `axis`: i32, the first index of the extreme; a
+/// NaN counts as the extreme (the first NaN wins), as lax's comparator does.
+Value arg_reduce(bool max, const Value &a, std::int64_t axis, spec::Loc loc = {});
+/// lax.cumsum / cummax / cummin along `axis` (from the end when `reverse`).
+Value cumulative(ReduceOp op, const Value &a, std::int64_t axis, bool reverse, spec::Loc loc = {});
+/// lax.shift_left / shift_right_logical / shift_right_arithmetic on integers,
+/// on the bits of the promoted dtype: a shift by a negative amount or by at
+/// least the bit width gives 0 (the arithmetic right shift: the sign fill).
+enum class Shift { left, right_logical, right_arithmetic };
+Value shift(Shift op, const Value &a, const Value &b, spec::Loc loc = {});
 /// jnp.dot for 1-D/2-D operands. Floats accumulate in f32 and give f32 (as
 /// preferred_element_type=f32); integers accumulate in int64, give i32.
 Value dot(const Value &a, const Value &b, spec::Loc loc = {}, const spec::DotOptions &opts = {});

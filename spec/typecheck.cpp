@@ -221,6 +221,74 @@ Typed<TensorType> tile_type(const TensorType &a, const Dims &reps) {
   return r;
 }
 
+Typed<TensorType> concatenate_type(const std::vector<TensorType> &parts, std::int64_t axis) {
+  Typed<TensorType> r;
+  if (parts.empty()) {
+    r.error = "concatenate takes at least one value";
+    return r;
+  }
+  const TensorType &first = parts.front();
+  const std::size_t rank = first.shape.size();
+  const std::int64_t ax = normalize_axis(axis, rank);
+  if (rank == 0 || ax < 0 || ax >= static_cast<std::int64_t>(rank)) {
+    r.error = "concatenate's axis " + std::to_string(axis) + " is out of range for shape " +
+              dims_string(first.shape);
+    return r;
+  }
+  r.value = first;
+  r.value.weak = true;
+  std::int64_t total = 0;
+  for (const auto &p : parts) {
+    if (p.dtype != first.dtype) {
+      r.error = std::string("concatenate's values must share a dtype, got ") + to_string(first.dtype) +
+                " and " + to_string(p.dtype);
+      return r;
+    }
+    bool same = p.shape.size() == rank;
+    for (std::size_t d = 0; same && d < rank; ++d)
+      same = static_cast<std::int64_t>(d) == ax || !known(p.shape[d]) || !known(first.shape[d]) ||
+             p.shape[d] == first.shape[d];
+    if (!same) {
+      r.error = "concatenate's values must have equal extents except along axis " + std::to_string(ax) +
+                ", got " + dims_string(first.shape) + " and " + dims_string(p.shape);
+      return r;
+    }
+    const std::int64_t ext = p.shape[static_cast<std::size_t>(ax)];
+    total = known(total) && known(ext) ? total + ext : kUnknownExtent;
+    r.value.weak = r.value.weak && p.weak;
+  }
+  r.value.shape[static_cast<std::size_t>(ax)] = total;
+  return r;
+}
+
+Typed<TensorType> along_axis_type(const TensorType &a, std::int64_t axis, const std::string &what) {
+  Typed<TensorType> r;
+  const std::int64_t ax = normalize_axis(axis, a.shape.size());
+  if (ax < 0 || ax >= static_cast<std::int64_t>(a.shape.size()))
+    r.error = what + "'s axis " + std::to_string(axis) + " is out of range for shape " + dims_string(a.shape);
+  r.value = a;
+  return r;
+}
+
+Typed<TensorType> arg_reduce_type(const TensorType &a, std::int64_t axis) {
+  Typed<TensorType> r = reduce_type(Reduction::max, a, axis);
+  r.value.dtype = DType::i32;
+  r.value.weak = false;
+  if (!r.ok() && r.error.find("empty axis") != std::string::npos)
+    r.error = "an argmax or argmin over an empty axis";
+  return r;
+}
+
+Typed<TensorType> shift_type(const TensorType &a, const TensorType &b) {
+  Typed<TensorType> r;
+  if (dtype_is_float(a.dtype) || dtype_is_float(b.dtype) || a.dtype == DType::boolean ||
+      b.dtype == DType::boolean) {
+    r.error = std::string("shifts take integers, got ") + to_string(a.dtype) + " and " + to_string(b.dtype);
+    return r;
+  }
+  return elementwise_type(ElemOp::add, a, b);
+}
+
 TensorType cast_type(const TensorType &a, DType t) { return TensorType{t, false, a.shape}; }
 
 Typed<TensorType> dot_type(const TensorType &a, const TensorType &b, const DotOptions &opts) {
@@ -1009,6 +1077,56 @@ private:
       auto reps = shape_arg(e.args[1], s);
       if (!a || !reps) return std::nullopt;
       return check(tile_type(*a, *reps), e.loc);
+    }
+    // The constant integer keyword `name` of f (`axis=1`), `dflt` when absent.
+    auto const_kwarg = [&](const char *name,
+                           std::optional<std::int64_t> dflt) -> std::optional<std::int64_t> {
+      const Expr *k = e.kwarg(name);
+      if (!k) return dflt;
+      auto v = eval_int(*k, s.ints);
+      if (!v) error(k->loc, f + "'s " + name + " must be a constant integer");
+      return v;
+    };
+    if (f == "concatenate") {
+      std::vector<TensorType> parts;
+      bool ok = true;
+      for (std::size_t k = 0; k < np; ++k)
+        if (auto t = arg(k))
+          parts.push_back(*t);
+        else
+          ok = false;
+      auto axis = const_kwarg("axis", 0);
+      if (!ok || !axis) return std::nullopt;
+      return check(concatenate_type(parts, *axis), e.loc);
+    }
+    if (f == "roll" || f == "flip" || f == "cumsum" || f == "cummax" || f == "cummin" || f == "argmax" ||
+        f == "argmin") {
+      auto a = arg(0);
+      if (f == "roll")
+        if (auto err = not_int(e.args[1], s, "roll's shift"); !err.empty()) error(e.args[1].loc, err);
+      auto axis = const_kwarg("axis", std::nullopt);
+      if (!e.kwarg("axis")) error(e.loc, f + " takes axis=");
+      if (f == "roll" && (e.kwarg("stride") != nullptr) != (e.kwarg("stride_axis") != nullptr))
+        error(e.loc, "roll takes stride= and stride_axis= together");
+      auto stride_axis = const_kwarg("stride_axis", std::nullopt);
+      if (e.kwarg("stride")) const_kwarg("stride", 0);
+      if (f.rfind("cum", 0) == 0 && !flag(e, "reverse")) return std::nullopt;
+      if (!a || !axis) return std::nullopt;
+      if (f == "argmax" || f == "argmin") return check(arg_reduce_type(*a, *axis), e.loc);
+      auto t = check(along_axis_type(*a, *axis, f), e.loc);
+      if (t && stride_axis) {
+        if (!check(along_axis_type(*a, *stride_axis, "roll's stride"), e.loc)) return std::nullopt;
+        if (normalize_axis(*stride_axis, a->shape.size()) == normalize_axis(*axis, a->shape.size())) {
+          error(e.loc, "roll's stride_axis must differ from its axis");
+          return std::nullopt;
+        }
+      }
+      return t;
+    }
+    if (f == "shift_left" || f == "shift_right_logical" || f == "shift_right_arithmetic") {
+      auto a = arg(0), b = arg(1);
+      if (!a || !b) return std::nullopt;
+      return check(shift_type(*a, *b), e.loc);
     }
     if (f == "maximum" || f == "minimum" || ((f == "max" || f == "min") && np == 2)) {
       auto a = arg(0), b = arg(1);

@@ -109,6 +109,19 @@ Typed<TensorType> broadcast_to_type(const TensorType &a, const Dims &shape);
 /// jnp.tile(a, reps): the shorter of a's shape and reps is padded with
 /// leading 1s, and each dim is a's extent times its rep.
 Typed<TensorType> tile_type(const TensorType &a, const Dims &reps);
+/// jnp.concatenate(parts, axis): one dtype and rank, every extent but the
+/// axis's equal; the axis's extents add up.
+Typed<TensorType> concatenate_type(const std::vector<TensorType> &parts, std::int64_t axis);
+/// An operation that moves or scans elements along `axis` and keeps a's type
+/// (roll, flip, cumsum, cummax, cummin; `what` names it in the error): the
+/// axis in range.
+Typed<TensorType> along_axis_type(const TensorType &a, std::int64_t axis, const std::string &what);
+/// argmax / argmin over `axis` (lax.argmax: the first index of the maximum, a
+/// NaN counting as the maximum): i32, the axis dropped; a nonempty axis.
+Typed<TensorType> arg_reduce_type(const TensorType &a, std::int64_t axis);
+/// shift_left, shift_right_logical, shift_right_arithmetic: integers (not
+/// bool), broadcast and promoted as `a + b`.
+Typed<TensorType> shift_type(const TensorType &a, const TensorType &b);
 /// cast(a, t): a's shape, dtype t, strong.
 TensorType cast_type(const TensorType &a, DType t);
 /// How a dot contracts and what it gives (pl.dot's trans_a / trans_b,

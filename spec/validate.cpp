@@ -64,6 +64,17 @@ const std::map<std::string, FnSig> &functions() {
       {"log1p", {1, 1, {}}},
       {"opaque", {0, 64, {"op", "shape", "dtype"}}},
       {"dot_general", {2, 2, {"contract", "batch", "preferred_element_type"}}},
+      {"concatenate", {1, 64, {"axis"}}},
+      {"roll", {2, 2, {"axis", "stride", "stride_axis"}}},
+      {"flip", {1, 1, {"axis"}}},
+      {"argmax", {1, 1, {"axis"}}},
+      {"argmin", {1, 1, {"axis"}}},
+      {"cumsum", {1, 1, {"axis", "reverse"}}},
+      {"cummax", {1, 1, {"axis", "reverse"}}},
+      {"cummin", {1, 1, {"axis", "reverse"}}},
+      {"shift_left", {2, 2, {}}},
+      {"shift_right_logical", {2, 2, {}}},
+      {"shift_right_arithmetic", {2, 2, {}}},
   };
   return f;
 }
@@ -989,10 +1000,10 @@ public:
         sub(e.args[i]);
       return;
     }
-    if (const Expr *ax = e.kwarg("axis")) {
-      if (!eval_int(*ax, {})) error(ax->loc, "axis must be a constant integer");
-    }
-    for (const char *k : {"keepdims", "trans_a", "trans_b"})
+    for (const char *k : {"axis", "stride", "stride_axis"})
+      if (const Expr *x = e.kwarg(k); x && !eval_int(*x, {}))
+        error(x->loc, std::string(k) + " must be a constant integer");
+    for (const char *k : {"keepdims", "trans_a", "trans_b", "reverse"})
       if (const Expr *b = e.kwarg(k); b && !bool_literal(*b))
         error(b->loc, std::string(k) + " takes True or False");
     if (const Expr *p = e.kwarg("preferred_element_type")) dtype_arg(*p, "preferred_element_type");

@@ -246,3 +246,68 @@ TEST(BodyLanguage, TileIsTypedWithItsResultShape) {
   EXPECT_EQ(t.value.dtype, DType::bf16);
   EXPECT_FALSE(spec::tile_type(spec::TensorType{DType::f32, false, {8}}, {-1}).ok());
 }
+
+TEST(BodyLanguage, ConcatenateJoinsAlongItsAxis) {
+  // x is [[0, 1, 2, 3], [4, 5, 6, 7]].
+  Value v = run_body("        v = concatenate(x[:, 2:4], x[:, 0:1], axis=1)\n");
+  EXPECT_EQ(v.shape, (Shape{2, 3}));
+  EXPECT_EQ(vec(v.f), (std::vector<float>{2, 3, 0, 6, 7, 4}));
+  Value w = run_body("        v = concatenate(x[1:2, :], x[...], axis=0)\n");
+  EXPECT_EQ(w.shape, (Shape{3, 4}));
+  EXPECT_EQ(vec(w.f), (std::vector<float>{4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_THROW(concatenate({floats({2}, {1, 2}), ints({2}, {1, 2})}, 0), ExecError);
+}
+
+TEST(BodyLanguage, RollMovesElementsForwardAsJnpRollAndStridedRowsByTheirOwnShift) {
+  Value v = run_body("        v = roll(x[...], 1, axis=1)\n");
+  EXPECT_EQ(vec(v.f), (std::vector<float>{3, 0, 1, 2, 7, 4, 5, 6}));
+  Value n = run_body("        v = roll(x[...], -5, axis=1)\n"); // -5 mod 4 = 3: left by one
+  EXPECT_EQ(vec(n.f), (std::vector<float>{1, 2, 3, 0, 5, 6, 7, 4}));
+  // pltpu.roll(x, 1, 1, stride=1, stride_axis=0): row r rolled by 1 + r.
+  Value s = run_body("        v = roll(x[...], 1, axis=1, stride=1, stride_axis=0)\n");
+  EXPECT_EQ(vec(s.f), (std::vector<float>{3, 0, 1, 2, 6, 7, 4, 5}));
+}
+
+TEST(BodyLanguage, FlipReversesOneAxis) {
+  EXPECT_EQ(vec(run_body("        v = flip(x[...], axis=1)\n").f),
+            (std::vector<float>{3, 2, 1, 0, 7, 6, 5, 4}));
+  EXPECT_EQ(vec(run_body("        v = flip(x[...], axis=0)\n").f),
+            (std::vector<float>{4, 5, 6, 7, 0, 1, 2, 3}));
+}
+
+TEST(BodyLanguageValues, ArgmaxTakesTheFirstExtremeAndANaNWins) {
+  const Value a = floats({2, 3}, {1, 5, 5, NAN, 2, NAN});
+  EXPECT_EQ(vec(arg_reduce(true, a, 1).i), (std::vector<std::int32_t>{1, 0}));
+  EXPECT_EQ(vec(arg_reduce(false, a, 1).i), (std::vector<std::int32_t>{0, 0}));
+  EXPECT_EQ(arg_reduce(true, a, 1).dtype, DType::i32);
+  EXPECT_EQ(vec(arg_reduce(false, ints({2, 2}, {3, 1, 2, 4}), 0).i), (std::vector<std::int32_t>{1, 0}));
+  EXPECT_THROW(arg_reduce(true, floats({2, 0}, {}), 1), ExecError);
+}
+
+TEST(BodyLanguageValues, RunningReductionsScanTheirAxisEitherWay) {
+  const Value a = ints({2, 3}, {1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(vec(cumulative(ReduceOp::sum, a, 1, false).i), (std::vector<std::int32_t>{1, 3, 6, 4, 9, 15}));
+  EXPECT_EQ(vec(cumulative(ReduceOp::sum, a, 1, true).i), (std::vector<std::int32_t>{6, 5, 3, 15, 11, 6}));
+  EXPECT_EQ(vec(cumulative(ReduceOp::sum, a, 0, false).i), (std::vector<std::int32_t>{1, 2, 3, 5, 7, 9}));
+  EXPECT_EQ(vec(cumulative(ReduceOp::max, floats({4}, {2, 1, 3, 0}), 0, false).f),
+            (std::vector<float>{2, 2, 3, 3}));
+  EXPECT_EQ(vec(cumulative(ReduceOp::min, floats({4}, {2, 1, 3, 0}), 0, true).f),
+            (std::vector<float>{0, 0, 0, 0}));
+}
+
+TEST(BodyLanguageValues, ShiftsWorkOnTheBitsOfTheirDtypeAndSaturatePastItsWidth) {
+  const Value x = ints({4}, {-8, 1, 255, -1});
+  auto by = [](std::int32_t n) { return ints({}, {n}); };
+  EXPECT_EQ(vec(shift(Shift::left, x, by(1)).i), (std::vector<std::int32_t>{-16, 2, 510, -2}));
+  EXPECT_EQ(vec(shift(Shift::right_arithmetic, x, by(2)).i), (std::vector<std::int32_t>{-2, 0, 63, -1}));
+  EXPECT_EQ(vec(shift(Shift::right_logical, x, by(28)).i), (std::vector<std::int32_t>{15, 0, 0, 15}));
+  EXPECT_EQ(vec(shift(Shift::left, x, by(32)).i), (std::vector<std::int32_t>{0, 0, 0, 0}));
+  EXPECT_EQ(vec(shift(Shift::right_arithmetic, x, by(40)).i), (std::vector<std::int32_t>{-1, 0, 0, -1}));
+  EXPECT_EQ(vec(shift(Shift::right_logical, x, by(-1)).i), (std::vector<std::int32_t>{0, 0, 0, 0}));
+  // i8: 8 bits. 0x40 << 1 wraps to -128; -128 >> 1 logically is 64.
+  const Value b = ints({2}, {64, -128}, DType::i8);
+  EXPECT_EQ(vec(shift(Shift::left, b, ints({}, {1}, DType::i8)).i), (std::vector<std::int32_t>{-128, 0}));
+  EXPECT_EQ(vec(shift(Shift::right_logical, b, ints({}, {1}, DType::i8)).i),
+            (std::vector<std::int32_t>{32, 64}));
+  EXPECT_THROW(shift(Shift::left, floats({1}, {1}), by(1)), ExecError);
+}

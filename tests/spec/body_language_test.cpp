@@ -292,3 +292,49 @@ TEST(BodyTyping, TileHasTheRepeatedShapeAndAMismatchIsALocatedError) {
   EXPECT_EQ(d.loc.line, 6);
   EXPECT_NE(d.message.find("[16, 128]"), std::string::npos) << d.message;
 }
+
+TEST(BodyTyping, ConcatenateAddsUpItsAxisAndMismatchedPartsAreLocatedErrors) {
+  EXPECT_EQ(stored_type(kernel("f32[8, 256]", {"o[...] = concatenate(x[...], x[...], axis=1)"})).shape,
+            (Dims{8, 256}));
+  EXPECT_EQ(stored_type(kernel("f32[16, 128]", {"o[...] = concatenate(x[...], x[...])"})).shape,
+            (Dims{16, 128}));
+  Diagnostic d =
+      first_error(kernel("f32[8, 128]", {"v = concatenate(x[...], x[0:4, :], axis=1)", "o[...] = x[...]"}));
+  EXPECT_EQ(d.loc.line, 6);
+  EXPECT_NE(d.message.find("equal extents except along axis 1"), std::string::npos) << d.message;
+  d = first_error(kernel("f32[8, 128]", {"v = concatenate(x[...], n8[...], axis=0)", "o[...] = x[...]"}));
+  EXPECT_NE(d.message.find("share a dtype"), std::string::npos) << d.message;
+}
+
+TEST(BodyTyping, AxisOperationsKeepOrDropTheirAxisAndNeedAConstantOne) {
+  EXPECT_EQ(stored_type(kernel("f32[8, 128]", {"s = 3", "o[...] = roll(x[...], s + 1, axis=1)"})).shape,
+            (Dims{8, 128}));
+  const TensorType a = stored_type(kernel("i32[8]", {"o[...] = argmax(x[...], axis=1)"}));
+  EXPECT_EQ(a.shape, (Dims{8}));
+  EXPECT_EQ(a.dtype, DType::i32);
+  EXPECT_EQ(stored_type(kernel("f32[8, 128]", {"o[...] = cumsum(x[...], axis=0, reverse=True)"})).shape,
+            (Dims{8, 128}));
+  EXPECT_NE(first_error(kernel("f32[8, 128]", {"o[...] = flip(x[...])"})).message.find("flip takes axis="),
+            std::string::npos);
+  EXPECT_NE(
+      first_error(kernel("f32[8, 128]", {"o[...] = flip(x[...], axis=2)"})).message.find("out of range"),
+      std::string::npos);
+  EXPECT_NE(first_error(kernel("f32[8, 128]", {"o[...] = roll(x[...], x[...], axis=0)"}))
+                .message.find("roll's shift"),
+            std::string::npos);
+  EXPECT_NE(first_error(kernel("f32[8, 128]", {"o[...] = roll(x[...], 1, axis=0, stride=1)"}))
+                .message.find("together"),
+            std::string::npos);
+  EXPECT_EQ(print(parse_expr("roll(x[...], 1, axis=1, stride=2, stride_axis=0)")),
+            "roll(x[...], 1, axis=1, stride=2, stride_axis=0)");
+}
+
+TEST(BodyTyping, ShiftsTakeIntegers) {
+  const TensorType t =
+      stored_type(kernel("i32[8, 128]", {"o[...] = shift_right_logical(cast(x[...], i32), 4)"}));
+  EXPECT_EQ(t.dtype, DType::i32);
+  EXPECT_EQ(stored_type(kernel("i8[8, 128]", {"o[...] = shift_left(n8[...], 1)"})).dtype, DType::i8);
+  EXPECT_NE(first_error(kernel("f32[8, 128]", {"o[...] = shift_left(x[...], 1)"}))
+                .message.find("shifts take integers"),
+            std::string::npos);
+}

@@ -505,6 +505,71 @@ std::optional<IntTensor> PaddingFlow::concrete(const Expr &e, const spec::Env &e
   return std::nullopt;
 }
 
+namespace {
+
+/// A shape seen as (outer, len, inner) around `axis`: flat index (o * len + k) * inner + i.
+struct AxisLines {
+  std::int64_t outer = 1, len = 1, inner = 1;
+};
+AxisLines lines_around(const Shape &s, std::int64_t axis) {
+  AxisLines l;
+  for (std::int64_t d = 0; d < static_cast<std::int64_t>(s.size()); ++d)
+    (d < axis ? l.outer : d == axis ? l.len : l.inner) *= s[static_cast<std::size_t>(d)];
+  return l;
+}
+
+/// The padding of flip, roll and the running reductions (cumsum, cummax,
+/// cummin) of `a` along `ax`: moved with the elements, or, for a running
+/// reduction, from the first padded element of a line on (from the last,
+/// reversed). A roll whose shift is not known here may move it anywhere.
+PadValue along_axis(const std::string &f, const Expr &e, const PadValue &a, std::int64_t ax,
+                    const spec::Env &env) {
+  const Shape &s = *a.shape;
+  if (!a.any) return none(s);
+  std::optional<std::int64_t> shift, stride, stride_axis;
+  if (f == "roll") {
+    if (e.num_positional() < 2 || !(shift = spec::eval_int(e.args[1], env))) return everywhere(s);
+    if (e.kwarg("stride")) {
+      stride = int_kwarg(e, "stride", env);
+      stride_axis = int_kwarg(e, "stride_axis", env);
+      if (!stride || !stride_axis) return everywhere(s);
+      if (*stride_axis < 0) *stride_axis += static_cast<std::int64_t>(s.size());
+    }
+  }
+  if (a.bits.empty() || !small(s)) return everywhere(s);
+  const AxisLines l = lines_around(s, ax);
+  const bool reverse = bool_kwarg(e, "reverse");
+  PadValue r{s, true, std::vector<std::uint8_t>(a.bits.size(), 0)};
+  auto at = [&](std::int64_t o, std::int64_t k, std::int64_t i) {
+    return static_cast<std::size_t>((o * l.len + k) * l.inner + i);
+  };
+  for (std::int64_t o = 0; o < l.outer; ++o)
+    for (std::int64_t i = 0; i < l.inner; ++i)
+      for (std::int64_t step = 0; step < l.len; ++step) {
+        const std::int64_t k = reverse ? l.len - 1 - step : step;
+        std::uint8_t bit;
+        if (f == "flip") {
+          bit = a.bits[at(o, l.len - 1 - k, i)];
+        } else if (f == "roll") {
+          std::int64_t by = *shift;
+          if (stride) { // the element's coordinate along stride_axis
+            std::int64_t rest = static_cast<std::int64_t>(at(o, k, i));
+            for (std::int64_t d = static_cast<std::int64_t>(s.size()) - 1; d > *stride_axis; --d)
+              rest /= s[static_cast<std::size_t>(d)];
+            by += rest % s[static_cast<std::size_t>(*stride_axis)] * *stride;
+          }
+          bit = a.bits[at(o, ((k - by) % l.len + l.len) % l.len, i)];
+        } else {
+          bit = a.bits[at(o, k, i)];
+          if (step > 0) bit |= r.bits[at(o, reverse ? k + 1 : k - 1, i)];
+        }
+        r.bits[at(o, k, i)] = bit;
+      }
+  return normalized(std::move(r));
+}
+
+} // namespace
+
 PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
   switch (e.op) {
   case Op::Int:
@@ -628,6 +693,53 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
     if (!m) return everywhere(shape);
     return gathered(a, *shape, *m);
   }
+  if (f == "concatenate" && np >= 1) {
+    // Each part's padding lands where the part does along the axis.
+    std::vector<PadValue> parts;
+    bool any = false, known = true;
+    for (std::size_t k = 0; k < np; ++k) {
+      parts.push_back(eval(e.args[k], env));
+      any |= parts.back().any;
+      known = known && parts.back().shape && parts.back().shape->size() == parts[0].shape->size();
+    }
+    auto axis = e.kwarg("axis") ? int_kwarg(e, "axis", env) : std::optional<std::int64_t>(0);
+    const auto rank = known ? static_cast<std::int64_t>(parts[0].shape->size()) : 0;
+    const std::int64_t ax = axis && *axis < 0 ? *axis + rank : axis.value_or(-1);
+    if (!known || ax < 0 || ax >= rank) return any ? everywhere(std::nullopt) : none(std::nullopt);
+    Shape out = *parts[0].shape;
+    out[static_cast<std::size_t>(ax)] = 0;
+    for (const auto &p : parts)
+      out[static_cast<std::size_t>(ax)] += (*p.shape)[static_cast<std::size_t>(ax)];
+    if (!any) return none(out);
+    if (!small(out)) return everywhere(out);
+    const AxisLines l = lines_around(out, ax);
+    PadValue r{out, true, std::vector<std::uint8_t>(static_cast<std::size_t>(*numel(out)), 0)};
+    std::int64_t at = 0;
+    for (const auto &p : parts) {
+      const std::int64_t len = (*p.shape)[static_cast<std::size_t>(ax)];
+      for (std::int64_t o = 0; o < l.outer; ++o)
+        for (std::int64_t k = 0; k < len; ++k)
+          for (std::int64_t i = 0; i < l.inner; ++i)
+            if (padded_at(p, (o * len + k) * l.inner + i))
+              r.bits[static_cast<std::size_t>((o * l.len + at + k) * l.inner + i)] = 1;
+      at += len;
+    }
+    return normalized(std::move(r));
+  }
+  if ((f == "flip" || f == "roll" || f == "argmax" || f == "argmin" || f == "cumsum" || f == "cummax" ||
+       f == "cummin") &&
+      np >= 1) {
+    const PadValue a = eval(e.args[0], env);
+    auto axis = int_kwarg(e, "axis", env);
+    const auto rank = a.shape ? static_cast<std::int64_t>(a.shape->size()) : 0;
+    const std::int64_t ax = axis && *axis < 0 ? *axis + rank : axis.value_or(-1);
+    if (!a.shape || ax < 0 || ax >= rank) return a.any ? everywhere(std::nullopt) : none(std::nullopt);
+    // argmax / argmin: an index is garbage where its line held padding, as a max is.
+    if (f == "argmax" || f == "argmin") return reduced(a, ax, false);
+    return along_axis(f, e, a, ax, env);
+  }
+  if ((f == "shift_left" || f == "shift_right_logical" || f == "shift_right_arithmetic") && np == 2)
+    return elementwise({eval(e.args[0], env), eval(e.args[1], env)});
   if (f == "cast" && np >= 1) return eval(e.args[0], env); // the dtype argument is no value
   if (is_elementwise_fn(f) || ((f == "max" || f == "min") && np == 2)) {
     std::vector<PadValue> args;
