@@ -281,15 +281,6 @@ PadValue dot_generaled(const PadValue &a, const PadValue &b, const spec::DotDims
   return normalized(std::move(v));
 }
 
-bool is_elementwise_fn(const std::string &f) {
-  static const char *fns[] = {"exp", "exp2", "log",  "log2",    "sqrt",    "rsqrt", "tanh",
-                              "abs", "neg",  "cast", "maximum", "minimum", "pow"};
-  static const char *more[] = {"sin",   "cos",  "erf",     "floor", "ceil",
-                               "round", "sign", "sigmoid", "expm1", "log1p"};
-  if (std::any_of(std::begin(more), std::end(more), [&](const char *x) { return f == x; })) return true;
-  return std::any_of(std::begin(fns), std::end(fns), [&](const char *x) { return f == x; });
-}
-
 std::optional<std::int64_t> int_kwarg(const Expr &e, const char *k, const spec::Env &env) {
   const Expr *x = e.kwarg(k);
   if (!x) return std::nullopt;
@@ -359,6 +350,36 @@ bool is_comparison(Op op) {
 }
 
 } // namespace
+
+bool is_elementwise_fn(const std::string &f) {
+  static const char *fns[] = {"exp",
+                              "exp2",
+                              "log",
+                              "log2",
+                              "sqrt",
+                              "rsqrt",
+                              "tanh",
+                              "abs",
+                              "neg",
+                              "cast",
+                              "maximum",
+                              "minimum",
+                              "pow",
+                              "sin",
+                              "cos",
+                              "erf",
+                              "floor",
+                              "ceil",
+                              "round",
+                              "sign",
+                              "sigmoid",
+                              "expm1",
+                              "log1p",
+                              "shift_left",
+                              "shift_right_logical",
+                              "shift_right_arithmetic"};
+  return std::any_of(std::begin(fns), std::end(fns), [&](const char *x) { return f == x; });
+}
 
 std::optional<IntTensor> PaddingFlow::concrete(const Expr &e, const spec::Env &env) const {
   if (e.op == Op::Name || e.op == Op::Ref) {
@@ -738,8 +759,6 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
     if (f == "argmax" || f == "argmin") return reduced(a, ax, false);
     return along_axis(f, e, a, ax, env);
   }
-  if ((f == "shift_left" || f == "shift_right_logical" || f == "shift_right_arithmetic") && np == 2)
-    return elementwise({eval(e.args[0], env), eval(e.args[1], env)});
   if (f == "cast" && np >= 1) return eval(e.args[0], env); // the dtype argument is no value
   if (is_elementwise_fn(f) || ((f == "max" || f == "min") && np == 2)) {
     std::vector<PadValue> args;

@@ -191,11 +191,22 @@ ScratchUse scratch_use(const KernelModel &m, std::size_t op) {
       if (w.operand == op && w.kind != Effect::read && w.order == r.order + 1) return true;
     return false;
   };
+  // A result accumulator (feeds_output) also updates itself through a
+  // tensor local: `a = acc[...]` then `acc[...] = a + s`. (An auxiliary
+  // one's such stores, online softmax's `m[...] = maximum(m_prev, ...)`, stay
+  // inits: its last update is dead by design.)
+  const bool result = feeds_output(m, op);
+  auto through_local = [&](const Effect &w) {
+    return result && std::any_of(w.sources.begin(), w.sources.end(), [&](std::size_t r) {
+             return m.effects[r].operand == op && m.effects[r].kind == Effect::read;
+           });
+  };
   ScratchUse u;
   for (std::size_t e = 0; e < m.effects.size(); ++e) {
     const Effect &ef = m.effects[e];
     if (ef.operand != op) continue;
-    if (ef.kind == Effect::accumulate || (ef.kind == Effect::write && m.reads_own_target(ef)))
+    if (ef.kind == Effect::accumulate ||
+        (ef.kind == Effect::write && (m.reads_own_target(ef) || through_local(ef))))
       u.accumulates.push_back(e);
     else if (ef.kind == Effect::write)
       u.inits.push_back(e);
@@ -205,6 +216,15 @@ ScratchUse scratch_use(const KernelModel &m, std::size_t op) {
     }
   }
   return u;
+}
+
+bool feeds_output(const KernelModel &m, std::size_t op) {
+  for (const auto &w : m.effects) {
+    if (w.kind == Effect::read || m.operands[w.operand].role != spec::Role::out) continue;
+    for (std::size_t r : w.sources)
+      if (m.effects[r].operand == op) return true;
+  }
+  return false;
 }
 
 namespace {

@@ -219,6 +219,14 @@ struct ScratchUse {
 };
 ScratchUse scratch_use(const KernelModel &, std::size_t op);
 
+/// Whether a store into a windowed output holds a value read from scratch
+/// `op`, in its statement or through tensor locals (Effect::sources): a
+/// result accumulator (`o[...] = acc[...]`), as opposed to an auxiliary one
+/// whose last update may well be dead (online softmax's m and l feed acc,
+/// not o). accumulator-reset holds an auxiliary scratch's reset harmful only
+/// where it splits a visit of some output block.
+bool feeds_output(const KernelModel &, std::size_t op);
+
 /// The SRAM footprint as Pallas allocates it. TPU: per windowed operand
 /// buffer_count x block bytes. Mosaic GPU (per CTA): per windowed operand,
 /// outputs included, gpu_slots() x block bytes. Plus scratch in VMEM/SMEM; a

@@ -211,13 +211,9 @@ struct Builder {
       scan_value(e.args[2], else_g, loc);
       return;
     }
-    if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3 && e.args[1].op == Op::Ref &&
-        m.operand_index(e.args[1].name)) {
+    if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3 && masks_reads(e.args[1])) {
       scan_value(e.args[0], guards, loc);
-      const std::size_t first = m.effects.size();
-      scan_value(e.args[1], guards, loc);
-      // scan_value registers a ref's own read before those in its subscripts.
-      if (m.effects.size() > first) narrow_by_mask(e.args[0], e.args[1], m.effects[first]);
+      scan_masked(e.args[0], e.args[1], guards, loc);
       for (std::size_t a = 2; a < e.args.size(); ++a)
         scan_value(e.args[a], guards, loc);
       return;
@@ -227,6 +223,42 @@ struct Builder {
     }
     for (const auto &a : e.args)
       scan_value(a, guards, loc);
+  }
+
+  // Whether an element of `v` at some position comes only from elements at
+  // that position of the operand reads in it: an operand read, or an
+  // elementwise operator or function (cast, abs, maximum, ...) of such
+  // values and of values with no read (a bf16 load cast to f32, `x * x`).
+  // A where's mask then narrows those reads as it would the read itself.
+  bool masks_reads(const Expr &v) const {
+    if (v.op == Op::Ref) return m.operand_index(v.name).has_value();
+    if (!reads_ref(v, m)) return true;
+    const bool fn = v.op == Op::Call && races::is_elementwise_fn(v.name);
+    const bool oper =
+        v.op == Op::Neg || v.op == Op::Not || v.op == Op::BitNot || (v.op >= Op::Add && v.op <= Op::BitOr);
+    if (!fn && !oper) return false;
+    const std::size_t n = fn && v.name == "cast" ? 1 : v.num_positional();
+    for (std::size_t k = 0; k < n; ++k)
+      if (!masks_reads(v.args[k])) return false;
+    return true;
+  }
+
+  // Scans `v` (masks_reads holds) with each operand read in it narrowed by
+  // the where's mask `cond`.
+  void scan_masked(const Expr &cond, const Expr &v, const std::vector<Expr> &guards, spec::Loc loc) {
+    if (v.op == Op::Ref) {
+      const std::size_t first = m.effects.size();
+      scan_value(v, guards, loc);
+      // scan_value registers a ref's own read before those in its subscripts.
+      if (m.effects.size() > first) narrow_by_mask(cond, v, m.effects[first]);
+      return;
+    }
+    if (!reads_ref(v, m)) {
+      scan_value(v, guards, loc);
+      return;
+    }
+    for (const auto &a : v.args)
+      scan_masked(cond, a, guards, loc);
   }
 
   // The array dims a ref's value keeps, in order (a scalar subscript drops

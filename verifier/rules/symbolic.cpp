@@ -820,6 +820,15 @@ private:
       facts.push_back(ctx_.any_of(accumulated));
       for (std::size_t ci : clears)
         if (m_.effects[ci].order < w.order) facts.push_back(!cleared_at(ci, q));
+      // An auxiliary scratch (not feeds_output) is reset harmfully only within
+      // a visit: some output on the same block at p and q.
+      if (!feeds_output(m_, op)) {
+        std::vector<Term> visit;
+        for (std::size_t x = 0; x < m_.operands.size(); ++x)
+          if (m_.operands[x].role == spec::Role::out && m_.operands[x].windowed)
+            visit.push_back(same(window(x, p), window(x, q)));
+        facts.push_back(ctx_.any_of(visit));
+      }
       auto best = query_quantified(
           "accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
           [&](smt::Bindings::Aux &aux, bool with_aux) {

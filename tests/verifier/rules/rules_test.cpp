@@ -983,5 +983,66 @@ TEST(AccumulatorCarried, CountsOnlyThePointsOfOneCtaOnMosaicGpu) {
   EXPECT_EQ(point_item(w.findings[0], "stored"), (std::vector<std::int64_t>{1, 3}));
 }
 
+// A running argmax keeps the running max in m, which feeds idx, not the
+// output: m's update at the last k step is dead, and the init at the next row
+// block throws it away harmlessly. The same init also firing mid-visit (k ==
+// 1) discards what k = 0 put into m, which k = 1 would have read. A result
+// accumulator updated through a local (`a = acc[...]` then `acc[...] = a +
+// s`) accumulates. Symbolic and enumerated witnesses agree.
+TEST(AccumulatorReset, AnAuxiliaryScratchIsResetHarmfullyOnlyWithinAVisitOfAnOutputBlock) {
+  const std::string aux = R"(kernel aux:
+    grid = (2, 3)
+    dimension_semantics = (parallel, arbitrary)
+    in  x: f32[16, 384]  block=(8, 128)  index=(i, k) -> (i, k)
+    out o: i32[16, 1]  block=(8, 1)  index=(i, k) -> (i, 0)
+    scratch m: f32[8, 1]
+    scratch idx: i32[8, 1]
+    body:
+        when program_id(1) == 0:
+            m[...] = full(-inf)
+            idx[...] = zeros
+        bm = max(x[...], axis=1, keepdims=True)
+        idx[...] = where(bm > m[...], program_id(1), idx[...])
+        m[...] = maximum(m[...], bm)
+        when program_id(1) == 2:
+            o[...] = idx[...]
+)";
+  std::string mid = aux;
+  mid.replace(mid.find("when program_id(1) == 0:"), 24, "when program_id(1) != 2:");
+  std::string local = R"(kernel local:
+    grid = (2, 4)
+    dimension_semantics = (parallel, arbitrary)
+    in  x: f32[16, 512]  block=(8, 128)  index=(i, k) -> (i, k)
+    out o: f32[16, 1]  block=(8, 1)  index=(i, k) -> (i, 0)
+    scratch acc: f32[8, 1]
+    scratch last: f32[8, 1]
+    body:
+        when program_id(1) == 0 or program_id(1) == 2:
+            acc[...] = zeros
+        a = acc[...]
+        acc[...] = a + sum(x[...], axis=1, keepdims=True)
+        last[...] = a
+        when program_id(1) == 3:
+            o[...] = acc[...]
+)";
+  for (const auto &[text, name] : std::vector<std::pair<const std::string *, const char *>>{
+           {&aux, "aux"}, {&mid, "aux"}, {&local, "local"}}) {
+    const spec::KernelSpec k = testing::kernel(testing::parse_text(*text), name);
+    auto m = verifier::rules::build_model(k, {}, std::nullopt); // points into k
+    ASSERT_TRUE(m.model);
+    auto s = verifier::rules::check_symbolic(*m.model, 10000),
+         e = verifier::rules::check_enumerated(*m.model);
+    ASSERT_TRUE(s.unknown.empty()) << s.unknown[0];
+    ASSERT_EQ(s.findings.size(), e.findings.size()) << *text;
+    for (std::size_t i = 0; i < s.findings.size(); ++i)
+      EXPECT_EQ(s.findings[i].witness, e.findings[i].witness) << s.findings[i].rule;
+  }
+  EXPECT_EQ(check_text(aux, "aux").status, Status::verified);
+  auto v = check_text(mid, "aux");
+  EXPECT_EQ(marks(v).count({verifier::Rule::accumulator_reset, 10}), 1u) << v.reason;
+  auto l = check_text(local, "local");
+  EXPECT_EQ(marks(l), (Marks{{verifier::Rule::accumulator_reset, 10}}));
+}
+
 } // namespace
 } // namespace pipecheck

@@ -34,6 +34,36 @@ TEST(Targets, TpuTilingWantsEightBy128UnlessTheBlockIsTheWholeDim) {
   EXPECT_EQ(v[0].required, 128);
 }
 
+TEST(Targets, TpuTilingCountsASqueezedDimAsABlockOfOneAsPallasChecksIt) {
+  const Target &t = *find_target("tpu_v5e");
+  // (None, 128) rows of a (4, 256) array: the second-minor block is 1 of 4.
+  auto v = tiling_violations(t, {4, 256}, {1, 128}, {true, false}, spec::DType::f32);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].dim, 0u);
+  EXPECT_NE(v[0].message.find("squeezed"), std::string::npos) << v[0].message;
+  // A squeezed leading dim of a rank-3 array is not one of the last two.
+  EXPECT_TRUE(tiling_violations(t, {4, 8, 128}, {1, 8, 128}, {true, false, false}, spec::DType::f32).empty());
+  // An array whose second-minor extent is 1.
+  EXPECT_TRUE(tiling_violations(t, {1, 256}, {1, 128}, {true, false}, spec::DType::f32).empty());
+}
+
+TEST(Targets, TpuTilingOfA1DBlockIsTheWholeArrayAMultipleOf1024OrAPowerOfTwoOfALaneTile) {
+  const Target &t = *find_target("tpu_v5e");
+  auto ok = [&](std::int64_t n, std::int64_t b, spec::DType dt) {
+    return tiling_violations(t, {n}, {b}, {false}, dt).empty();
+  };
+  EXPECT_TRUE(ok(4096, 1024, spec::DType::f32));
+  EXPECT_TRUE(ok(4096, 3072, spec::DType::f32)); // a multiple of 1024
+  EXPECT_TRUE(ok(4096, 128, spec::DType::f32));  // a power of 2 of at least 128
+  EXPECT_TRUE(ok(1000, 1000, spec::DType::f32)); // the whole array
+  EXPECT_FALSE(ok(4096, 384, spec::DType::f32)); // a multiple of 128 only
+  EXPECT_FALSE(ok(4096, 64, spec::DType::f32));
+  EXPECT_FALSE(ok(4096, 256, spec::DType::i8)); // int8: at least 128 * 4
+  EXPECT_TRUE(ok(4096, 512, spec::DType::i8));
+  EXPECT_FALSE(ok(4096, 128, spec::DType::bf16));   // bf16: at least 256
+  EXPECT_TRUE(ok(4096, 128, spec::DType::boolean)); // a bool is 32 bits there
+}
+
 TEST(Targets, GpuTilingEnforcesTmaLimits) {
   const Target &g = *find_target("h100");
   EXPECT_TRUE(tiling_violations(g, {1024, 1024}, {128, 64}, {false, false}, spec::DType::bf16).empty());
