@@ -16,15 +16,16 @@ import sys
 import traceback
 
 from ._check import EXIT_ENV, EXIT_UNKNOWN, check_kernels
-from ._export import (DEFAULT_WHILE_BOUND, UnsupportedError, export_found, internal_error,
-                      pallas_calls, trace)
+from ._export import (DEFAULT_WHILE_BOUND, GPU_TARGETS, TPU_TARGETS, UnsupportedError,
+                      export_found, internal_error, pallas_calls, trace)
 
 
 class Recorder:
     """Collects the distinct pallas_calls a script makes, as exported kernels."""
 
-    def __init__(self, while_bound: int = DEFAULT_WHILE_BOUND):
+    def __init__(self, while_bound: int = DEFAULT_WHILE_BOUND, target: str | None = None):
         self.while_bound = while_bound
+        self.target = target
         self.kernels = []
         self.unsupported = []
         self.names: set = set()
@@ -43,7 +44,8 @@ class Recorder:
             return
         for call in pallas_calls(closed, list(args)):  # scalar prefetch contents, when concrete
             try:
-                k = export_found(call, set(), call_site, while_bound=self.while_bound)
+                k = export_found(call, set(), call_site, while_bound=self.while_bound,
+                                 target=self.target)
             except UnsupportedError as e:
                 self._unsupported(e)
                 continue
@@ -54,7 +56,8 @@ class Recorder:
                 continue
             self._texts.add(k.text)
             if k.name in self.names:  # another call of the same kernel function: a new name
-                k = export_found(call, self.names, call_site, while_bound=self.while_bound)
+                k = export_found(call, self.names, call_site, while_bound=self.while_bound,
+                                 target=self.target)
             else:
                 self.names.add(k.name)
             self.kernels.append(k)
@@ -137,11 +140,14 @@ def main(argv=None) -> int:
     ap.add_argument("--while-bound", type=_positive, default=DEFAULT_WHILE_BOUND, metavar="N",
                     help="iterations each non-counted lax.while_loop in a kernel body is checked "
                     f"for (default {DEFAULT_WHILE_BOUND}); a loop that may run longer is unknown")
+    ap.add_argument("--target", choices=list(TPU_TARGETS + GPU_TARGETS), default=None,
+                    help="the TPU (default tpu_v5e) or GPU (default h100) whose tiling rule and "
+                    "on-chip memory the kernels are checked against")
     ap.add_argument("script", help="the Python script to run, unmodified")
     ap.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     opts = ap.parse_args(argv)
 
-    rec = Recorder(opts.while_bound)
+    rec = Recorder(opts.while_bound, opts.target)
     undo = intercept(rec, not opts.no_interpret)
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [opts.script, *opts.args]

@@ -269,15 +269,19 @@ def _sarif_to_python(text: str, by_path: dict) -> str:
 
 
 def check(fn: Callable, *args, keep_dir: str | None = None,
-          while_bound: int = DEFAULT_WHILE_BOUND, **kwargs) -> CheckResult:
+          while_bound: int = DEFAULT_WHILE_BOUND, target: str | None = None,
+          **kwargs) -> CheckResult:
     """Exports every pallas_call of fn(*args, **kwargs) and runs `pipecheck check` on them.
 
     A construct the export cannot express is an `unsupported` entry and exit code 2 (unknown).
     A non-counted `lax.while_loop` in a body is checked exactly for runs of at most
     while_bound iterations; where it may run longer, the kernel is `unknown` (exit 2).
+    `target` is the TPU (default tpu_v5e) or GPU (default h100) whose tiling rule and
+    on-chip memory the kernels are checked against (`tpu_v4`, `tpu_v5e`, `tpu_v5p`,
+    `tpu_v6e`, `h100`, `h200`).
     """
     try:
-        kernels = export_kernels(fn, *args, while_bound=while_bound, **kwargs)
+        kernels = export_kernels(fn, *args, while_bound=while_bound, target=target, **kwargs)
         unsupported = []
     except UnsupportedError as e:
         kernels, unsupported = [], [e]
@@ -288,10 +292,10 @@ def check(fn: Callable, *args, keep_dir: str | None = None,
 
 
 def assert_verified(fn: Callable, *args, while_bound: int = DEFAULT_WHILE_BOUND,
-                    **kwargs) -> CheckResult:
+                    target: str | None = None, **kwargs) -> CheckResult:
     """Fails (AssertionError with the findings) unless every kernel fn makes is verified
-    (`while_bound`: see check)."""
-    r = check(fn, *args, while_bound=while_bound, **kwargs)
+    (`while_bound`, `target`: see check)."""
+    r = check(fn, *args, while_bound=while_bound, target=target, **kwargs)
     if not r.verified:
         raise AssertionError("pipecheck did not verify the kernels:\n" + r.report())
     return r

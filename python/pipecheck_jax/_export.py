@@ -118,6 +118,18 @@ _GRID_NAMES = ["i", "j", "k", "l", "m", "n", "p", "q"]
 DEFAULT_WHILE_BOUND = 64
 
 
+#: The `.pk` targets (docs/language.md): TPUs, then Mosaic GPU's.
+TPU_TARGETS = ("tpu_v4", "tpu_v5e", "tpu_v5p", "tpu_v6e")
+GPU_TARGETS = ("h100", "h200")
+
+
+def _target(name) -> str | None:
+    if name is not None and name not in TPU_TARGETS + GPU_TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TPU_TARGETS + GPU_TARGETS)}, "
+                         f"not {name!r}")
+    return name
+
+
 def _while_bound(n) -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or int(n) < 1:
         raise ValueError(f"while_bound must be a positive integer, not {n!r}")
@@ -1134,6 +1146,14 @@ class _Body:
             return []
         if name in ("wgmma_accumulator_deref", "wgmma_accumulator_deref_p"):
             return self.acc_read(e, read, src)
+        if name in ("wgmma_accumulator_store", "wgmma_accumulator_store_p"):
+            # `acc[...] = v` on a plgpu.ACC: the .pk store (which awaits the wgmmas in flight)
+            acc, val = read(e.invars[0]), read(e.invars[1])
+            if not isinstance(acc, _Ref) or acc.name not in self.acc_refs:
+                self.fail("a store into an accumulator that is not a plgpu.ACC scratch", e)
+            self.flush(indent, acc.name)
+            self.emit(indent, f"{acc.name}[...] = {_strip(val.text)}", src)
+            return [val]
         if name in ("semaphore_read",
                     "async_copy", "copy_gmem_to_smem", "copy_smem_to_gmem", "barrier_wait",
                     "barrier_arrive", "wgmma", "device_id", "tcgen05_mma", "wait_smem_to_gmem"):
@@ -1611,6 +1631,35 @@ class _Body:
                     tuple(e.invars[0].aval.shape) == tuple(aval.shape):
                 return ins[0]
             return mk(f"tile({_strip(t[0])}, {_tuple(str(int(r)) for r in p['reps'])})")
+        if name == "concatenate":
+            return mk(f"concatenate({', '.join(_strip(x) for x in t)}, axis={int(p['dimension'])})")
+        if name == "stack":  # jnp.stack: each operand with a unit dim at the axis, joined
+            ax = int(p["axis"])
+            parts = []
+            for a, v in zip(t, e.invars):
+                shape = list(v.aval.shape)
+                shape.insert(ax, 1)
+                parts.append(f"reshape({_strip(a)}, {_tuple(str(int(d)) for d in shape)})")
+            return mk(f"concatenate({', '.join(parts)}, axis={ax})")
+        if name == "rev":  # jnp.flip: one flip per dimension
+            text = _strip(t[0])
+            for d in p["dimensions"]:
+                text = f"flip({text}, axis={int(d)})"
+            return mk(text)
+        if name in ("argmax", "argmin") and len(p["axes"]) == 1 and \
+                np.dtype(p["index_dtype"]) == np.int32:
+            return mk(f"{name}({_strip(t[0])}, axis={int(p['axes'][0])})")
+        if name in ("cumsum", "cummax", "cummin"):
+            rev = ", reverse=True" if p.get("reverse") else ""
+            return mk(f"{name}({_strip(t[0])}, axis={int(p['axis'])}{rev})")
+        if name in ("shift_left", "shift_right_logical", "shift_right_arithmetic"):
+            return mk(f"{name}({_strip(t[0])}, {_strip(t[1])})")
+        if name == "roll" and len(ins) == 2 and isinstance(ins[1], _E) and ins[1].int:
+            # pltpu.roll: jnp.roll's direction; with a stride, each row along stride_axis
+            # rolled by shift + row * stride
+            stride = "" if p.get("stride") is None else \
+                f", stride={int(p['stride'])}, stride_axis={int(p['stride_axis'])}"
+            return mk(f"roll({_strip(t[0])}, {_strip(t[1])}, axis={int(p['axis'])}{stride})")
         if name == "transpose":
             perm = tuple(p["permutation"])
             if perm == tuple(range(len(perm))):
@@ -1975,6 +2024,21 @@ def _ident(name: str, taken: set) -> str:
 _LAYOUT_VIEWS = ("UnswizzleRef", "UntilingTransform")
 
 
+def _is_mosaic_tpu(cp, kj, gm) -> bool:
+    """Whether a pallas_call is written for Mosaic TPU: pltpu.CompilerParams (or the old
+    `{"mosaic": ...}` dict), or a TPU memory space (pltpu.VMEM, SMEM, semaphores) on a
+    scratch or a block. A call with neither names no backend: it lowers to Mosaic TPU on a
+    TPU and to Mosaic GPU on a GPU."""
+    def tpu(x):
+        return type(x).__module__.startswith("jax._src.pallas.mosaic.")
+    if tpu(cp) or (isinstance(cp, dict) and "mosaic" in cp):
+        return True
+    spaces = [getattr(v.aval, "memory_space", None) for v in kj.invars]
+    spaces += [getattr(bm.transformed_block_aval, "memory_space", None)
+               for bm in gm.block_mappings]
+    return any(tpu(ms) for ms in spaces)
+
+
 def _is_mosaic_gpu(cp, kj) -> bool:
     """Whether a pallas_call lowers to Mosaic GPU: its compiler_params are
     plgpu.CompilerParams, or its kernel takes a Mosaic GPU ref (plgpu.ACC, SMEM, GMEM scratch
@@ -2057,8 +2121,14 @@ def _kernel_source(pc) -> tuple[str, int] | None:
 
 def export_call(pc, taken_names: set | None = None, call_site=None, prefetch_values=None,
                 prefetch: dict | None = None, while_bound: int = DEFAULT_WHILE_BOUND,
-                unused: frozenset = frozenset(), grid_bounds=(), input_values=()) -> Kernel:
+                unused: frozenset = frozenset(), grid_bounds=(), input_values=(),
+                target: str | None = None) -> Kernel:
     """The `.pk` kernel of one pallas_call equation; raises UnsupportedError.
+
+    target: the `.pk` target a TPU call is checked for (default tpu_v5e: its tiling rule is
+    every TPU's, its VMEM budget the smallest), or a Mosaic GPU call (default h100); one of
+    the other kind is not applied. A Triton call names none; nor does a call that names no
+    backend (no compiler_params, no TPU or GPU memory space), unless `target` is a TPU.
 
     call_site, (file, line), stands for the pallas_call's own source info where that has none.
     while_bound is the `bound=` of each non-counted lax.while_loop in the body.
@@ -2069,6 +2139,7 @@ def export_call(pc, taken_names: set | None = None, call_site=None, prefetch_val
     input's scalar reads become reads of a prefetch table of its contents (_data_tables).
     """
     while_bound = _while_bound(while_bound)
+    target = _target(target)
     taken_names = taken_names if taken_names is not None else set()
     call_site = _frame(pc.source_info) or call_site
     source = _kernel_source(pc)
@@ -2076,7 +2147,7 @@ def export_call(pc, taken_names: set | None = None, call_site=None, prefetch_val
     loc = _fmt_loc(call_site)
     try:
         return _export_call(pc, name, call_site, source, prefetch_values, prefetch or {},
-                            while_bound, unused, grid_bounds, input_values)
+                            while_bound, unused, grid_bounds, input_values, target)
     except UnsupportedError as err:
         err.kernel = err.kernel or name
         err.location = err.location or loc
@@ -2262,7 +2333,7 @@ def _scratch_line(nm: str, aval, loc, kernel) -> str:
 
 def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=None,
                  while_bound: int = DEFAULT_WHILE_BOUND, unused: frozenset = frozenset(),
-                 grid_bounds=(), input_values=()) -> Kernel:
+                 grid_bounds=(), input_values=(), target: str | None = None) -> Kernel:
     p = pc.params
     gm = p["grid_mapping"]
     loc = _fmt_loc(call_site)
@@ -2333,13 +2404,17 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         # builds the pipeline's BlockSpecs from the block mappings, which keep no
         # delay_release: a plgpu.BlockSpec's delay_release does not reach the pipeline, so
         # the export writes none.
-        lines.append(("    target = h100", call_site))
+        lines.append((f"    target = {target if target in GPU_TARGETS else 'h100'}", call_site))
         if n_pre:
             raise UnsupportedError("scalar prefetch in a Mosaic GPU pallas_call: Pallas' "
                                    "Mosaic GPU lowering does not support it", loc, name)
         if getattr(gm, "vmapped_dims", ()):
             raise UnsupportedError("a vmapped Mosaic GPU pallas_call: Pallas' Mosaic GPU "
                                    "lowering does not support it", loc, name)
+    elif not triton and (target in TPU_TARGETS or _is_mosaic_tpu(cp, kj, gm)):
+        # Mosaic TPU: its tiling rule and VMEM budget (block-tiling, sram-capacity). A call
+        # that names no backend gets them only from an explicit target.
+        lines.append((f"    target = {target if target in TPU_TARGETS else 'tpu_v5e'}", call_site))
     sem = _semantics(cp, len(grid), loc) if cp is not None else None
     vmapped = set(getattr(gm, "vmapped_dims", ()) or ())
     user_axes = [a for a in range(len(grid)) if a not in vmapped]
@@ -2633,14 +2708,14 @@ def _computed(e, ins) -> list | None:
 
 def export_found(call: Call, taken_names: set | None = None, call_site=None,
                  prefetch: dict | None = None,
-                 while_bound: int = DEFAULT_WHILE_BOUND) -> Kernel:
+                 while_bound: int = DEFAULT_WHILE_BOUND, target: str | None = None) -> Kernel:
     """export_call with what `call` knows: the values of its grid bounds, prefetch operands and
     inputs, and which of its results the program holding it drops."""
     return export_call(call.eqn, taken_names, call_site, prefetch_values=_prefetch_values(call),
                        prefetch=prefetch, while_bound=while_bound,
                        unused=unused_outputs(call.eqn, call.holder),
                        grid_bounds=call.values[:_num_grid_bounds(call.eqn)],
-                       input_values=_input_values(call))
+                       input_values=_input_values(call), target=target)
 
 
 def _num_grid_bounds(eqn) -> int:
@@ -2661,7 +2736,8 @@ def _prefetch_values(call: Call) -> list:
 
 
 def export_kernels(fn: Callable, *args, prefetch: dict | None = None,
-                   while_bound: int = DEFAULT_WHILE_BOUND, **kwargs) -> list[Kernel]:
+                   while_bound: int = DEFAULT_WHILE_BOUND, target: str | None = None,
+                   **kwargs) -> list[Kernel]:
     """One Kernel per pallas_call that fn(*args, **kwargs) makes; raises UnsupportedError.
 
     A `lax.while_loop` in a kernel body that is not a counted fori_loop becomes
@@ -2672,8 +2748,11 @@ def export_kernels(fn: Callable, *args, prefetch: dict | None = None,
     array arguments of `fn` and constants (passed through jit, or computed on with integer
     operations, on the way); otherwise `prefetch` describes them by the kernel
     parameter's name, in `.pk` constraint syntax: `prefetch={"ids_ref": "in [0, 8)
-    nondecreasing"}`. A description wins over known contents: all it allows is checked."""
+    nondecreasing"}`. A description wins over known contents: all it allows is checked.
+
+    `target` names the TPU or GPU the calls are checked for (see export_call)."""
     while_bound = _while_bound(while_bound)
+    target = _target(target)
     closed = trace(fn, *args, **kwargs)
     for e in find_pallas_calls(closed.jaxpr, _OTHER_KERNELS):
         raise UnsupportedError(
@@ -2684,7 +2763,7 @@ def export_kernels(fn: Callable, *args, prefetch: dict | None = None,
         raise UnsupportedError("the function makes no pallas_call")
     taken: set = set()
     try:
-        return [export_found(c, taken, prefetch=prefetch, while_bound=while_bound)
+        return [export_found(c, taken, prefetch=prefetch, while_bound=while_bound, target=target)
                 for c in pallas_calls(closed, args)]
     except UnsupportedError:
         raise
@@ -2693,8 +2772,9 @@ def export_kernels(fn: Callable, *args, prefetch: dict | None = None,
 
 
 def export(fn: Callable, *args, prefetch: dict | None = None,
-           while_bound: int = DEFAULT_WHILE_BOUND, **kwargs) -> str:
+           while_bound: int = DEFAULT_WHILE_BOUND, target: str | None = None, **kwargs) -> str:
     """The `.pk` text of every pallas_call that fn(*args, **kwargs) makes (`prefetch`,
-    `while_bound`: see export_kernels)."""
+    `while_bound`, `target`: see export_kernels)."""
     return "\n".join(k.text for k in export_kernels(fn, *args, prefetch=prefetch,
-                                                     while_bound=while_bound, **kwargs))
+                                                     while_bound=while_bound, target=target,
+                                                     **kwargs))

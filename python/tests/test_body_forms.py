@@ -1,6 +1,7 @@
 """Body forms beyond loads, stores and pl.when: lax.cond with results, lax.switch, masked loads
 and stores, pl.run_scoped scratch and debug_print."""
 
+import functools
 import inspect
 
 import jax
@@ -577,6 +578,83 @@ def test_a_ragged_reduction_masked_by_its_grid_point_verifies_and_its_off_by_one
     assert pj.run(ok, x, reference=want, rtol=1e-4, atol=1e-4).ok
     r = pj.check(masked_column_sums(lambda r, n: r <= n), x)
     assert r.exit_code == 1 and {f.rule for f in r.findings} == {"uninitialized-read"}, r.report()
+
+
+@pytest.mark.parametrize("form", ["cast_of_bf16", "abs", "scaled"])
+def test_a_mask_around_an_elementwise_function_of_the_load_masks_the_load(form):
+    # where(mask, f(x_ref[...]), 0) with f elementwise (an astype, abs, a scale): each
+    # element of f's value comes from the load's element at its position, so the mask keeps
+    # the padding out as it does around the load itself. x * mask (NaN * 0) does not.
+    f = {"cast_of_bf16": lambda x: x.astype(jnp.float32), "abs": jnp.abs,
+         "scaled": lambda x: 2.0 * x + 1.0}[form]
+    dt = jnp.bfloat16 if form == "cast_of_bf16" else jnp.float32
+
+    def kernel(x_ref, o_ref, *, multiply):
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref)
+
+        row = jax.lax.broadcasted_iota(jnp.int32, (128, 256), 0) + pl.program_id(0) * 128
+        if multiply:
+            x = f(x_ref[...]) * (row < 300).astype(jnp.float32)
+        else:
+            x = jnp.where(row < 300, f(x_ref[...]), 0.0)
+        o_ref[...] += jnp.broadcast_to(jnp.sum(x, axis=0, keepdims=True), (8, 256))
+
+    def fn(x, multiply=False):
+        return pl.pallas_call(
+            functools.partial(kernel, multiply=multiply), grid=(pl.cdiv(300, 128),),
+            in_specs=[pl.BlockSpec((128, 256), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 256), lambda i: (0, 0)),
+            out_shape=jax.ShapeDtypeStruct((8, 256), jnp.float32),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)))(x)
+
+    x = jax.random.normal(jax.random.PRNGKey(0), (300, 256), jnp.float32).astype(dt)
+    pj.assert_verified(fn, x)
+    want = lambda x: jnp.broadcast_to(jnp.sum(f(x), axis=0, keepdims=True), (8, 256))
+    assert pj.run(fn, x, reference=want, rtol=1e-2, atol=1e-2).ok
+    r = pj.check(lambda x: fn(x, multiply=True), x)
+    assert r.exit_code == 1 and "partial-block-reduction" in {f.rule for f in r.findings}, r
+
+
+@pytest.mark.parametrize("through_local", [False, True])
+def test_an_accumulation_through_a_local_is_one_and_an_init_mid_reduction_discards_it(through_local):
+    # acc[...] = acc[...] + s, or a = acc[...]; acc[...] = a + s with a used again: both add
+    # into acc, and an init that also fires at k == 2 throws away what k = 0, 1 added.
+    def kernel(x_ref, o_ref, acc, last, *, reset_at):
+        k = pl.program_id(1)
+
+        @pl.when((k == 0) | (k == reset_at))
+        def _():
+            acc[...] = jnp.zeros_like(acc)
+
+        s = jnp.sum(x_ref[...], axis=1, keepdims=True)
+        if through_local:
+            a = acc[...]
+            acc[...] = a + s
+            last[...] = a
+        else:
+            acc[...] = acc[...] + s
+            last[...] = s
+
+        @pl.when(k == pl.num_programs(1) - 1)
+        def _():
+            o_ref[...] = acc[...]
+
+    def fn(x, reset_at=0):
+        return pl.pallas_call(
+            functools.partial(kernel, reset_at=reset_at), grid=(2, 4),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, k: (i, k))],
+            out_specs=pl.BlockSpec((8, 1), lambda i, k: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((16, 1), jnp.float32),
+            scratch_shapes=[pltpu.VMEM((8, 1), jnp.float32)] * 2,
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")))(x)
+
+    x = jax.ShapeDtypeStruct((16, 512), jnp.float32)
+    pj.assert_verified(fn, x)
+    r = pj.check(lambda x: fn(x, reset_at=2), x)
+    assert {f.rule for f in r.findings} == {"accumulator-reset"}, r
+    assert "re-initializes scratch 'acc' at grid point (0, 2)" in str(r), r
 
 
 def centered_rows_kernel(x_ref, o_ref):

@@ -103,14 +103,16 @@ def test_a_table_beside_the_kernels_own_prefetch_is_named_in_every_index_map_aft
     from jax.experimental.pallas import tpu as pltpu
 
     def kernel(ids, x_ref, n_ref, o_ref):
-        o_ref[...] = lax.fori_loop(0, n_ref[()], lambda t, a: a + x_ref[pl.ds(t * 8, 8), :],
+        o_ref[...] = lax.fori_loop(0, n_ref[pl.program_id(0)],
+                                   lambda t, a: a + x_ref[pl.ds(t * 8, 8), :],
                                    jnp.zeros((8, 128), jnp.float32))
 
     def fn(ids, x, n):
+        # n whole (a squeezed (None,) block of it is a block of 1, which TPU's tiling refuses)
         return pl.pallas_call(kernel, grid_spec=pltpu.PrefetchScalarGridSpec(
             num_scalar_prefetch=1, grid=(B,),
             in_specs=[pl.BlockSpec((None, ROWS, 128), lambda b, ids: (ids[b], 0, 0)),
-                      pl.BlockSpec((None,), lambda b, ids: (b,))],
+                      pl.BlockSpec((B,), lambda b, ids: (0,))],
             out_specs=pl.BlockSpec((None, 8, 128), lambda b, ids: (b, 0, 0))),
             out_shape=jax.ShapeDtypeStruct((B, 8, 128), jnp.float32))(ids, x, n)
 

@@ -285,3 +285,25 @@ def test_blockspecs_pallas_mosaic_gpu_lowering_refuses_are_unsupported():
         assert why in str(r.unsupported[0]), r
     ok = pj.check(call(pl.BlockSpec((32, 128), lambda i: (i, 0))), x)
     assert ok.exit_code == 0, ok
+
+
+@pytest.mark.parametrize("zero_at, rules", [(0, set()), (1, {"accumulator-reset"})])
+def test_a_store_into_the_acc_exports_and_zeroing_it_mid_reduction_is_a_reset(zero_at, rules):
+    def kernel(a_ref, b_ref, o_ref, acc_ref):
+        @pl.when(pl.program_id(2) == zero_at)
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        plgpu.wgmma(acc_ref, a_ref, b_ref)
+        plgpu.wgmma_wait(0)
+
+        @pl.when(pl.program_id(2) == GK - 1)
+        def _():
+            o_ref[...] = acc_ref[...].astype(jnp.float16)
+
+    f = matmul(kernel)
+    assert "acc_ref[...] = broadcast_to(0.0, (64, 64))" in pj.export(f, *specs())
+    r = pj.check(f, *specs())
+    assert {x.rule for x in r.findings} == rules, r
+    run = pj.run(f, *operands(), reference=reference, rtol=2e-2, atol=0.1)
+    assert run.ok == (not rules), run

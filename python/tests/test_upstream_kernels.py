@@ -304,7 +304,10 @@ RAGGED = {
     "mixed_across_query_blocks": ([5, 16, 11], [40, 64, 12], 32, {}),  # kv_len >= q_len
     "decode": ([1, 1, 1, 1, 1, 1, 1, 1], [33, 17, 64, 1, 5, 16, 63, 2], 8,
                dict(max_seqs=8, pages=64)),
-    "two_head_blocks": ([3, 13], [3, 50], 16, dict(heads=8, kv_heads=8)),
+    # 16 heads in q blocks of 8: a (8, 4, 128) block of 8 heads (heads=8, kv_heads=8, which
+    # upstream's get_min_heads_per_blk allows) is a block-tiling violation, rejected by
+    # Pallas' own check of TPU blocks (the second-minor dim 4, of 8)
+    "two_head_blocks": ([3, 13], [3, 50], 16, dict(heads=16, kv_heads=8)),
 }
 
 
@@ -319,6 +322,12 @@ def test_upstream_ragged_paged_attention_is_verified_and_runs_like_its_reference
     res = pj.run(ragged, *args, reference=ragged_reference, rtol=1e-4, atol=1e-4)
     # jax 0.10's interpret mode crashes on the kernel's masked pltpu.store of a ref view
     assert res.ok and "inside JAX" in (res.interpret_error or "inside JAX"), res
+
+
+def test_upstream_ragged_paged_attention_with_a_block_of_half_of_8_heads_is_a_tiling_violation():
+    r = pj.check(ragged, *ragged_args([3, 13], [3, 50], 16, heads=8, kv_heads=8))
+    assert {f.rule for f in r.findings} == {"block-tiling"}, r.report()
+    assert "block dim 1 is 4, neither a multiple of 8 nor the array's extent 8" in r.report()
 
 
 def test_upstream_ragged_paged_attention_writes_out_its_padding_tokens_undefined():
@@ -365,7 +374,7 @@ RAGGED_MUTANTS = {
 def test_upstream_ragged_paged_attention_mutant_is_a_violation(name, tmp_path):
     old, new, rules = RAGGED_MUTANTS[name]
     mutant = mutant_of(U.ragged_paged, old, new, tmp_path, "ragged_mutant")
-    args = ragged_args([3, 13], [3, 50], 16, heads=8, kv_heads=8)  # two head blocks
+    args = ragged_args([3, 13], [3, 50], 16, heads=16, kv_heads=8)  # two head blocks
     r = pj.check(lambda *a: ragged(*a, module=mutant), *args)
     assert r.verdicts == {"ragged_paged_attention_kernel": "violation"}, r.report()
     assert {f.rule for f in r.findings} == rules, r.report()
