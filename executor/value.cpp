@@ -838,16 +838,8 @@ std::int64_t flat_index(const Shape &shape, const std::vector<std::int64_t> &idx
 
 std::int64_t floor_mod(std::int64_t a, std::int64_t n) { return n == 0 ? 0 : ((a % n) + n) % n; }
 
-/// A shape seen as (outer, len, inner) around `axis`.
-struct AxisLines {
-  std::int64_t outer = 1, len = 1, inner = 1;
-};
-AxisLines lines_around(const Shape &shape, std::int64_t axis) {
-  AxisLines l;
-  for (std::int64_t d = 0; d < static_cast<std::int64_t>(shape.size()); ++d)
-    (d < axis ? l.outer : d == axis ? l.len : l.inner) *= shape[static_cast<std::size_t>(d)];
-  return l;
-}
+using spec::AxisLines;
+using spec::lines_around;
 
 } // namespace
 

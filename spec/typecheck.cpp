@@ -485,6 +485,13 @@ std::optional<bool> bool_literal(const Expr &e) {
   return std::nullopt;
 }
 
+AxisLines lines_around(const Dims &shape, std::int64_t axis) {
+  AxisLines l;
+  for (std::int64_t d = 0; d < static_cast<std::int64_t>(shape.size()); ++d)
+    (d < axis ? l.outer : d == axis ? l.len : l.inner) *= shape[static_cast<std::size_t>(d)];
+  return l;
+}
+
 std::int64_t normalize_axis(std::int64_t axis, std::size_t rank) {
   return axis < 0 ? axis + static_cast<std::int64_t>(rank) : axis;
 }

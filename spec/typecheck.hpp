@@ -179,6 +179,13 @@ void bound_names(const Block &, std::set<std::string> &out);
 std::optional<bool> bool_literal(const Expr &);
 /// The axis `reduce_type` reduces, normalized to [0, rank) (call after it succeeded).
 std::int64_t normalize_axis(std::int64_t axis, std::size_t rank);
+/// A row-major shape seen around one axis: the element at (o, k, i) is flat
+/// index (o * len + k) * inner + i, k along the axis. The executor's moves
+/// and scans and the race checker's padding flow walk values this way.
+struct AxisLines {
+  std::int64_t outer = 1, len = 1, inner = 1;
+};
+AxisLines lines_around(const Dims &shape, std::int64_t axis);
 /// full(v): v must have one element; the result is weak.
 Typed<TensorType> full_type(const TensorType &v);
 /// Whether a value of shape `value` fits a block of shape `target`:

@@ -528,16 +528,8 @@ std::optional<IntTensor> PaddingFlow::concrete(const Expr &e, const spec::Env &e
 
 namespace {
 
-/// A shape seen as (outer, len, inner) around `axis`: flat index (o * len + k) * inner + i.
-struct AxisLines {
-  std::int64_t outer = 1, len = 1, inner = 1;
-};
-AxisLines lines_around(const Shape &s, std::int64_t axis) {
-  AxisLines l;
-  for (std::int64_t d = 0; d < static_cast<std::int64_t>(s.size()); ++d)
-    (d < axis ? l.outer : d == axis ? l.len : l.inner) *= s[static_cast<std::size_t>(d)];
-  return l;
-}
+using spec::AxisLines;
+using spec::lines_around;
 
 /// The padding of flip, roll and the running reductions (cumsum, cummax,
 /// cummin) of `a` along `ax`: moved with the elements, or, for a running
