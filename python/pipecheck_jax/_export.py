@@ -316,9 +316,8 @@ def _uses_primitive(e, name: str) -> bool:
     a loop's body, a call's jaxpr), at any depth."""
     if e.primitive.name == name:
         return True
-    subs = [s for v in e.params.values() for s in (v if isinstance(v, (tuple, list)) else (v,))
-            if _is_jaxpr(s)]
-    return any(_uses_primitive(f, name) for s in subs for f in _inner(s).eqns)
+    return any(_uses_primitive(f, name) for v in e.params.values() for s in sub_jaxprs(v)
+               for f in s.eqns)
 
 
 def _consts(j):
