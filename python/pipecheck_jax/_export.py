@@ -79,7 +79,7 @@ class Kernel:
     dropped: list = dataclasses.field(default_factory=list)
     #: `backend = triton`: the call picks Pallas' Triton backend (pltriton.CompilerParams).
     triton: bool = False
-    #: `target = h100`: the call lowers to Mosaic GPU (_is_mosaic_gpu).
+    #: `target = h100`: the call lowers to Mosaic GPU (_backend).
     mosaic_gpu: bool = False
 
 
@@ -2023,35 +2023,25 @@ def _ident(name: str, taken: set) -> str:
 _LAYOUT_VIEWS = ("UnswizzleRef", "UntilingTransform")
 
 
-def _is_mosaic_tpu(cp, kj, gm) -> bool:
-    """Whether a pallas_call is written for Mosaic TPU: pltpu.CompilerParams (or the old
-    `{"mosaic": ...}` dict), or a TPU memory space (pltpu.VMEM, SMEM, semaphores) on a
-    scratch or a block. A call with neither names no backend: it lowers to Mosaic TPU on a
-    TPU and to Mosaic GPU on a GPU."""
-    def tpu(x):
-        return type(x).__module__.startswith("jax._src.pallas.mosaic.")
-    if tpu(cp) or (isinstance(cp, dict) and "mosaic" in cp):
-        return True
-    spaces = [getattr(v.aval, "memory_space", None) for v in kj.invars]
-    spaces += [getattr(bm.transformed_block_aval, "memory_space", None)
-               for bm in gm.block_mappings]
-    return any(tpu(ms) for ms in spaces)
-
-
-def _is_mosaic_gpu(cp, kj) -> bool:
-    """Whether a pallas_call lowers to Mosaic GPU: its compiler_params are
-    plgpu.CompilerParams, or its kernel takes a Mosaic GPU ref (plgpu.ACC, SMEM, GMEM scratch
-    or blocks): such a call runs on nothing else. A call with neither is exported as a TPU
-    call; on a GPU it would lower to Mosaic GPU too (the default since JAX 0.9), which the
+def _backend(cp, kj, gm) -> str | None:
+    """Which Pallas backend a pallas_call is written for: "triton" (pltriton.CompilerParams),
+    "mosaic_gpu" (plgpu.CompilerParams, or a Mosaic GPU ref: a plgpu.ACC, SMEM or GMEM scratch
+    or block), "mosaic_tpu" (pltpu.CompilerParams or the old `{"mosaic": ...}` dict, or a TPU
+    memory space: pltpu.VMEM, SMEM, semaphores), or None: a call that names no backend lowers
+    to Mosaic TPU on a TPU and to Mosaic GPU on a GPU (the default since JAX 0.9), which the
     export cannot tell from the call."""
-    if type(cp).__module__.startswith("jax._src.pallas.mosaic_gpu"):
-        return True
-    for v in kj.invars:
-        ms = getattr(v.aval, "memory_space", None)
-        if type(v.aval).__module__.startswith("jax._src.pallas.mosaic_gpu") or \
-                type(ms).__module__.startswith("jax._src.pallas.mosaic_gpu"):
-            return True
-    return False
+    if _is_triton(cp):
+        return "triton"
+    refs = [v.aval for v in kj.invars]
+    made = [cp, *refs, *(getattr(a, "memory_space", None) for a in refs),
+            *(getattr(bm.transformed_block_aval, "memory_space", None) for bm in gm.block_mappings)]
+    modules = [type(x).__module__ for x in made]
+    if any(m.startswith("jax._src.pallas.mosaic_gpu") for m in modules):
+        return "mosaic_gpu"
+    if any(m.startswith("jax._src.pallas.mosaic.") for m in modules) or \
+            (isinstance(cp, dict) and "mosaic" in cp):
+        return "mosaic_tpu"
+    return None
 
 
 def _mosaic_gpu_block(bm, nm: str, ms_name: str, loc, kernel) -> None:
@@ -2390,13 +2380,13 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     if grid:
         lines.append((f"    grid = {_tuple(str(int(g)) for g in grid)}", call_site))
     cp = p.get("compiler_params")
-    triton = _is_triton(cp)
+    backend = _backend(cp, kj, gm)
+    triton, mgpu = backend == "triton", backend == "mosaic_gpu"
     if triton:
         # Pallas' Triton backend: every grid point a concurrent program whose loads and
         # stores reach the arrays directly (docs/language.md, "The Triton backend").
         lines.append(("    backend = triton", call_site))
         cp = None
-    mgpu = not triton and _is_mosaic_gpu(cp, kj)
     if mgpu:
         # Pallas' Mosaic GPU pallas_call: the parallel axes a CUDA grid of CTAs, each running
         # plgpu.emit_pipeline over the others (docs/lowering.md, "Mosaic GPU"). Its lowering
@@ -2410,7 +2400,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         if getattr(gm, "vmapped_dims", ()):
             raise UnsupportedError("a vmapped Mosaic GPU pallas_call: Pallas' Mosaic GPU "
                                    "lowering does not support it", loc, name)
-    elif not triton and (target in TPU_TARGETS or _is_mosaic_tpu(cp, kj, gm)):
+    elif not triton and (target in TPU_TARGETS or backend == "mosaic_tpu"):
         # Mosaic TPU: its tiling rule and VMEM budget (block-tiling, sram-capacity). A call
         # that names no backend gets them only from an explicit target.
         lines.append((f"    target = {target if target in TPU_TARGETS else 'tpu_v5e'}", call_site))

@@ -31,7 +31,9 @@ def wgmma_kernel(wait):
     return kernel
 
 
-def matmul(kernel, steps=2, delay_release=1, transforms=()):
+def matmul(kernel, steps=2, delay_release=1, transforms=(), scratch=(), params=True):
+    """The (GM, GN, GK) matmul call of `kernel` with an ACC scratch (and `scratch`), k
+    sequential with `steps` slots; without params, no compiler_params at all."""
     def f(a, b):
         spec = dict(delay_release=delay_release, transforms=transforms)
         return pl.pallas_call(
@@ -40,10 +42,10 @@ def matmul(kernel, steps=2, delay_release=1, transforms=()):
                       plgpu.BlockSpec((TK, TN), lambda i, j, k: (k, j), **spec)],
             out_specs=plgpu.BlockSpec((TM, TN), lambda i, j, k: (i, j), transforms=transforms),
             out_shape=jax.ShapeDtypeStruct((M, N), jnp.float16),
-            scratch_shapes=[plgpu.ACC((TM, TN), jnp.float32)],
+            scratch_shapes=[plgpu.ACC((TM, TN), jnp.float32), *scratch],
             compiler_params=plgpu.CompilerParams(
                 dimension_semantics=("parallel", "parallel", "sequential"),
-                max_concurrent_steps=steps))(a, b)
+                max_concurrent_steps=steps) if params else None)(a, b)
     return f
 
 
@@ -154,14 +156,7 @@ def test_a_call_with_an_acc_scratch_and_no_compiler_params_is_mosaic_gpu_with_ev
         plgpu.wgmma_wait(0)
         o_ref[...] = acc_ref[...].astype(jnp.float16)
 
-    def f(a, b):
-        return pl.pallas_call(
-            kernel, grid=(GM, GN, GK),
-            in_specs=[pl.BlockSpec((TM, TK), lambda i, j, k: (i, k)),
-                      pl.BlockSpec((TK, TN), lambda i, j, k: (k, j))],
-            out_specs=pl.BlockSpec((TM, TN), lambda i, j, k: (i, j)),
-            out_shape=jax.ShapeDtypeStruct((M, N), jnp.float16),
-            scratch_shapes=[plgpu.ACC((TM, TN), jnp.float32)])(a, b)
+    f = matmul(kernel, params=False)
     text = pj.export(f, *specs())
     assert "    target = h100" in text and "dimension_semantics" not in text
     r = pj.check(f, *specs())
@@ -188,17 +183,7 @@ def test_blocks_that_fit_tpu_vmem_but_not_an_h100_blocks_shared_memory_are_repor
 
 
 def unsupported_message(kernel, scratch=()):
-    def f(a, b):
-        return pl.pallas_call(
-            kernel, grid=(GM, GN, GK),
-            in_specs=[pl.BlockSpec((TM, TK), lambda i, j, k: (i, k)),
-                      pl.BlockSpec((TK, TN), lambda i, j, k: (k, j))],
-            out_specs=pl.BlockSpec((TM, TN), lambda i, j, k: (i, j)),
-            out_shape=jax.ShapeDtypeStruct((M, N), jnp.float16),
-            scratch_shapes=[plgpu.ACC((TM, TN), jnp.float32), *scratch],
-            compiler_params=plgpu.CompilerParams(
-                dimension_semantics=("parallel", "parallel", "sequential"),
-                max_concurrent_steps=2))(a, b)
+    f = matmul(kernel, scratch=scratch)
     r = pj.check(f, *specs())
     assert r.exit_code == 2 and not r.findings and len(r.unsupported) == 1, r
     return str(r.unsupported[0])

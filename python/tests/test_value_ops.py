@@ -131,6 +131,15 @@ def test_int8_dequantization_by_shifts_and_scales_runs_equal_to_a_reference():
     assert run.ok, run
 
 
+def ragged_rows(kernel, out_block=(16, C), out_rows=60):
+    """kernel over a (60, C) array in blocks of 16 rows: rows 12..15 of the last block are
+    padding."""
+    return lambda x: pl.pallas_call(
+        kernel, grid=(4,), in_specs=[pl.BlockSpec((16, C), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec(out_block, lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct((out_rows, C), jnp.float32))(x)
+
+
 def test_a_roll_that_brings_a_ragged_tails_padding_into_the_stored_rows_is_reported():
     # 60 rows in blocks of 16: the last block's rows 12..15 are padding. Rolled down by 4
     # rows, they land on rows 0..3 of that block, which are stored into rows 48..51 of the
@@ -140,10 +149,7 @@ def test_a_roll_that_brings_a_ragged_tails_padding_into_the_stored_rows_is_repor
             x = x_ref[...]
             o_ref[...] = pltpu.roll(x, 4, 0) if roll else x
 
-        return lambda x: pl.pallas_call(
-            kernel, grid=(4,), in_specs=[pl.BlockSpec((16, C), lambda i: (i, 0))],
-            out_specs=pl.BlockSpec((16, C), lambda i: (i, 0)),
-            out_shape=jax.ShapeDtypeStruct((60, C), jnp.float32))(x)
+        return ragged_rows(kernel)
 
     x = jax.ShapeDtypeStruct((60, C), jnp.float32)
     assert pj.check(call(False), x).exit_code == 0
@@ -164,10 +170,7 @@ def test_flipping_a_masked_tail_keeps_the_padding_where_the_mask_put_zeros():
                 y = jnp.where(rows < 60, jnp.flip(x, axis=0), 0.0)
             o_ref[...] = jnp.sum(y, axis=0, keepdims=True)
 
-        return lambda x: pl.pallas_call(
-            kernel, grid=(4,), in_specs=[pl.BlockSpec((16, C), lambda i: (i, 0))],
-            out_specs=pl.BlockSpec((1, C), lambda i: (i, 0)),
-            out_shape=jax.ShapeDtypeStruct((4, C), jnp.float32))(x)
+        return ragged_rows(kernel, out_block=(1, C), out_rows=4)
 
     x = jax.ShapeDtypeStruct((60, C), jnp.float32)
     assert pj.check(call(True), x).exit_code == 0

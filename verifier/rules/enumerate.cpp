@@ -388,7 +388,6 @@ private:
     constexpr std::size_t none = static_cast<std::size_t>(-1);
     // An auxiliary scratch (not feeds_output) is reset harmfully only within
     // a visit: some output on the same block at both points.
-    const bool result = feeds_output(m_, op);
     auto splits_a_visit = [&](std::size_t p, std::size_t q) {
       for (std::size_t o = 0; o < m_.operands.size(); ++o)
         if (m_.operands[o].role == spec::Role::out && m_.operands[o].windowed && blk_[o][p] == blk_[o][q])
@@ -405,7 +404,7 @@ private:
             if (pending == none) pending = q;
             continue;
           }
-          if (e == w && pending < q && (result || splits_a_visit(pending, q))) {
+          if (e == w && pending < q && (u.result || splits_a_visit(pending, q))) {
             out_.findings.push_back(reset_finding(m_, m_.effects[w], pts_[pending], pts_[q]));
             found = true;
             break;

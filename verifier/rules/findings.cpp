@@ -195,13 +195,13 @@ ScratchUse scratch_use(const KernelModel &m, std::size_t op) {
   // tensor local: `a = acc[...]` then `acc[...] = a + s`. (An auxiliary
   // one's such stores, online softmax's `m[...] = maximum(m_prev, ...)`, stay
   // inits: its last update is dead by design.)
-  const bool result = feeds_output(m, op);
+  ScratchUse u;
+  u.result = feeds_output(m, op);
   auto through_local = [&](const Effect &w) {
-    return result && std::any_of(w.sources.begin(), w.sources.end(), [&](std::size_t r) {
+    return u.result && std::any_of(w.sources.begin(), w.sources.end(), [&](std::size_t r) {
              return m.effects[r].operand == op && m.effects[r].kind == Effect::read;
            });
   };
-  ScratchUse u;
   for (std::size_t e = 0; e < m.effects.size(); ++e) {
     const Effect &ef = m.effects[e];
     if (ef.operand != op) continue;

@@ -216,6 +216,7 @@ struct ScratchUse {
   std::vector<std::size_t> accumulates;
   std::vector<std::size_t> consumes;
   std::vector<std::optional<std::size_t>> consume_store;
+  bool result = false; ///< feeds_output
 };
 ScratchUse scratch_use(const KernelModel &, std::size_t op);
 

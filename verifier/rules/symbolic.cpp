@@ -822,7 +822,7 @@ private:
         if (m_.effects[ci].order < w.order) facts.push_back(!cleared_at(ci, q));
       // An auxiliary scratch (not feeds_output) is reset harmfully only within
       // a visit: some output on the same block at p and q.
-      if (!feeds_output(m_, op)) {
+      if (!u.result) {
         std::vector<Term> visit;
         for (std::size_t x = 0; x < m_.operands.size(); ++x)
           if (m_.operands[x].role == spec::Role::out && m_.operands[x].windowed)
