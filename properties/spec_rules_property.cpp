@@ -87,7 +87,7 @@ std::string SmallKernel::text() const {
      << ", " << x[1].text() << ")\n";
   os << "    out o: f32[" << shape << "]  block=(" << block << ")  index=" << lam << " -> (" << o[0].text()
      << ", " << o[1].text() << ")\n";
-  if (body >= 6 && body <= 8) os << "    scratch acc: f32[" << block << "]\n";
+  if (scratch_body()) os << "    scratch acc: f32[" << block << "]\n";
   if (alias) os << "    alias x -> o\n";
   os << "    body:\n";
   std::string pid = "program_id(" + std::to_string(axis) + ")";
@@ -104,6 +104,14 @@ std::string SmallKernel::text() const {
   case 8:
     os << "        when " << pid << " % 2 == 0:\n            acc[...] = zeros\n        acc[...] += x[...]\n"
        << "        o[...] = acc[...]\n";
+    break;
+  case 10:
+    os << "        when " << pid << " == 0:\n            acc[...] = zeros\n        acc[...] += x[...]\n"
+       << "        when " << pid << " == 0:\n            o[...] = acc[...]\n";
+    break;
+  case 11:
+    os << "        when " << pid << " == 0:\n            acc[...] = zeros\n        o[...] = acc[...]\n"
+       << "        acc[...] += x[...]\n";
     break;
   case 9:
     os << "        o[0:4, :] = x[0:4, :]\n        when " << pid << " % 2 == 0:\n"
@@ -141,8 +149,10 @@ rc::Gen<SmallKernel> small_kernel() {
         k.semantics.push_back(*rc::gen::element<std::string>("parallel", "arbitrary"));
     k.axis = *rc::gen::inRange(0, rank);
     // 6..8: a scratch accumulator (carried across an axis, consumed at its
-    // last step or at every step); 9: stores of two slices of the block.
-    k.body = *rc::gen::inRange(0, 10);
+    // last step or at every step); 9: stores of two slices of the block;
+    // 10, 11: a scratch accumulator stored at its first step, after or
+    // before (an exclusive scan) each step's update.
+    k.body = *rc::gen::inRange(0, 12);
     return k;
   });
 }
@@ -192,12 +202,14 @@ std::vector<std::string> brute_force_rules(const SmallKernel &k) {
     case 0:
     case 4:
     case 7:
-    case 8: all = true; break;
+    case 8:
+    case 11: all = true; break;
     case 1: all = s.reads = true; break;
     case 2: all = s.reads = true, s.init_first = pid == 0; break;
     case 3:
     case 6: all = pid == n - 1; break;
     case 5: all = pid % 2 == 1; break;
+    case 10: all = pid == 0; break;
     case 9: s.upper = true, s.lower = pid % 2 == 0; break;
     }
     if (all) s.upper = s.lower = true;
@@ -215,7 +227,7 @@ std::vector<std::string> brute_force_rules(const SmallKernel &k) {
   // ragged end writes past the array (its stores reach the array itself), at
   // the store's line.
   if (k.triton) {
-    const int b = ol + 2 + ((k.body >= 6 && k.body <= 8) ? 1 : 0) + (k.alias ? 1 : 0); // first body line
+    const int b = ol + 2 + (k.scratch_body() ? 1 : 0) + (k.alias ? 1 : 0); // first body line
     struct Store {
       int line;
       bool upper, lower; // the rows it writes: 0:4, 4:
@@ -231,6 +243,8 @@ std::vector<std::string> brute_force_rules(const SmallKernel &k) {
     case 6: stores = {{b + 4, true, true}}; break;
     case 7:
     case 8: stores = {{b + 3, true, true}}; break;
+    case 10: stores = {{b + 4, true, true}}; break;
+    case 11: stores = {{b + 2, true, true}}; break;
     case 9: stores = {{b, true, false}, {b + 2, false, true}}; break;
     }
     for (const auto &p : pts) {
@@ -317,7 +331,7 @@ std::vector<std::string> brute_force_rules(const SmallKernel &k) {
   }
   // Triton: each program has its own scratch, so the accumulator bodies
   // read it uninitialized in every program whose guard skips the init.
-  if (k.triton && k.body >= 6 && k.body <= 8 && k.grid[ax] > 1) found.insert("uninitialized-accumulator");
+  if (k.triton && k.scratch_body() && k.grid[ax] > 1) found.insert("uninitialized-accumulator");
   return {found.begin(), found.end()};
 }
 
@@ -423,7 +437,7 @@ std::string triton_races_agree(const SmallKernel &k, const verifier::rules::Kern
   const bool brute = std::find(want.begin(), want.end(), conflict) != want.end();
   // (Bodies 6-8 read a scratch, not the output: their uninitialized read is not this path's.)
   const bool brute_garbage =
-      k.body < 6 && std::find(want.begin(), want.end(), "uninitialized-accumulator") != want.end();
+      !k.scratch_body() && std::find(want.begin(), want.end(), "uninitialized-accumulator") != want.end();
   if (solver == brute && solver_garbage == brute_garbage) return "";
   return std::string("the solver ") + (solver ? "finds" : "does not find") + " a race and " +
          (solver_garbage ? "finds" : "does not find") + " a read before a store, the brute force " +

@@ -34,8 +34,11 @@ struct SmallKernel {
   IndexTerm x[2], o[2];               ///< the index maps of `x` and `o`
   bool alias = false;                 ///< `alias x -> o`
   int axis = 0;                       ///< the grid axis the body's guards name
-  int body = 0;                       ///< the body template, 0-9
+  int body = 0;                       ///< the body template, 0-11
   std::string text() const;           ///< as `.pk` text
+  /// Bodies 6-8, 10 and 11 accumulate into `scratch acc` (the others touch
+  /// only x and o).
+  bool scratch_body() const { return (body >= 6 && body <= 8) || body >= 10; }
 };
 
 rc::Gen<SmallKernel> small_kernel();

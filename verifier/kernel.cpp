@@ -250,6 +250,7 @@ Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low) {
     clipped_blocks |= f.rule == Rule::partial_block_reduction || f.rule == Rule::index_out_of_bounds;
     lines.insert(f.loc.line);
     if (auto *name = f.witness.get<std::string>("operand")) operands.insert(*name);
+    if (auto *name = f.witness.get<std::string>("output")) operands.insert(*name);
     for (const auto &op : k.operands)
       if (op.loc.line == f.loc.line) operands.insert(op.name);
   }

@@ -11,7 +11,7 @@ using enum Rule;
 
 // The only place rule ids are spelled. docs/rules.md has one section per
 // entry (tests/verifier/rule_test.cpp checks both ways).
-constexpr std::array<RuleInfo, 20> kRules = {{
+constexpr std::array<RuleInfo, 21> kRules = {{
     {reduction_not_last_axis, "reduction-not-last-axis", RuleScope::spec,
      "an output is accumulated along a grid axis followed by an axis its index_map depends on",
      "docs/rules.md#reduction-not-last-axis"},
@@ -26,6 +26,9 @@ constexpr std::array<RuleInfo, 20> kRules = {{
     {accumulator_carried, "accumulator-carried", RuleScope::spec,
      "a scratch accumulator stores into an output block what it accumulated for another block",
      "docs/rules.md#accumulator-carried"},
+    {accumulation_lost, "accumulation-lost", RuleScope::spec,
+     "an output is stored from a scratch accumulator before its reduction ends: the last updates are lost",
+     "docs/rules.md#accumulation-lost"},
     {input_write_lost, "input-write-lost", RuleScope::spec,
      "the body writes an input block, aliased or not: the write never reaches HBM",
      "docs/rules.md#input-write-lost"},

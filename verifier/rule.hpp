@@ -20,6 +20,7 @@ enum class Rule : std::uint8_t {
   uninitialized_accumulator,
   accumulator_reset,
   accumulator_carried,
+  accumulation_lost,
   input_write_lost,
   index_out_of_bounds, ///< also a program rule
   partial_block_reduction,

@@ -41,7 +41,10 @@ public:
       }
       if (o.role == spec::Role::scratch && !m_.grid.empty()) {
         scratch_resets(i);
-        if (!m_.triton) scratch_carried(i);
+        if (!m_.triton) {
+          scratch_carried(i);
+          lost_accumulations(i);
+        }
       }
       if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
     }
@@ -386,14 +389,7 @@ private:
     std::stable_sort(events.begin(), events.end(),
                      [&](std::size_t a, std::size_t b) { return m_.effects[a].order < m_.effects[b].order; });
     constexpr std::size_t none = static_cast<std::size_t>(-1);
-    // An auxiliary scratch (not feeds_output) is reset harmfully only within
-    // a visit: some output on the same block at both points.
-    auto splits_a_visit = [&](std::size_t p, std::size_t q) {
-      for (std::size_t o = 0; o < m_.operands.size(); ++o)
-        if (m_.operands[o].role == spec::Role::out && m_.operands[o].windowed && blk_[o][p] == blk_[o][q])
-          return true;
-      return false;
-    };
+    // A reset is harmful only within a visit (see the symbolic checker).
     for (std::size_t w : u.inits) {
       std::size_t pending = none;
       bool found = false;
@@ -404,7 +400,7 @@ private:
             if (pending == none) pending = q;
             continue;
           }
-          if (e == w && pending < q && (u.result || splits_a_visit(pending, q))) {
+          if (e == w && pending < q && splits_a_visit(pending, q)) {
             out_.findings.push_back(reset_finding(m_, m_.effects[w], pts_[pending], pts_[q]));
             found = true;
             break;
@@ -414,6 +410,76 @@ private:
     }
     for (std::size_t w : u.inits)
       overwritten_reset(u, w);
+  }
+
+  // Some windowed output is on the same block at p and q.
+  bool splits_a_visit(std::size_t p, std::size_t q) const {
+    for (std::size_t o = 0; o < m_.operands.size(); ++o)
+      if (m_.operands[o].role == spec::Role::out && m_.operands[o].windowed && blk_[o][p] == blk_[o][q])
+        return true;
+    return false;
+  }
+
+  // As the symbolic checker's lost_accumulations: per accumulation, the
+  // smallest r where it is live (no init or consume after it at r) whose
+  // next clear in its CTA is an init at q that starts a new visit, or which
+  // has none (q the CTA's last point); then the smallest p < r in that CTA
+  // that accumulated with a fed output on r's block.
+  void lost_accumulations(std::size_t op) {
+    const ScratchUse u = scratch_use(m_, op);
+    const std::vector<std::size_t> fed = fed_outputs(m_, op);
+    if (!u.result || u.accumulates.empty() || fed.empty()) return;
+    std::vector<std::size_t> clears = u.inits;
+    clears.insert(clears.end(), u.consumes.begin(), u.consumes.end());
+    const std::size_t n = pts_.size();
+    // Per point: its CTA's last point, the next point of its CTA where a
+    // clear fires (n: none), and whether that point's first clear is an init.
+    std::vector<std::size_t> last(n), next(n, n);
+    std::vector<char> cleared(n, 0), init_first(n, 0), accumulated(n, 0);
+    for (std::size_t x = 0; x < n; ++x) {
+      int first = -1;
+      bool first_init = false;
+      for (std::size_t ci : clears)
+        if (fires_[ci][x] && (first < 0 || m_.effects[ci].order < first)) {
+          first = m_.effects[ci].order;
+          first_init = std::find(u.inits.begin(), u.inits.end(), ci) != u.inits.end();
+        }
+      cleared[x] = first >= 0;
+      init_first[x] = first_init;
+      for (std::size_t aj : u.accumulates)
+        accumulated[x] = accumulated[x] || fires_[aj][x];
+    }
+    for (std::size_t x = n; x-- > 0;) {
+      const bool ends = x + 1 == n || block(op, x + 1) != block(op, x);
+      last[x] = ends ? x : last[x + 1];
+      next[x] = ends ? n : (cleared[x + 1] ? x + 1 : next[x + 1]);
+    }
+    // Per fed output, per (CTA, window): the first point that accumulated.
+    std::vector<std::map<std::pair<Point, Point>, std::size_t>> first_acc(fed.size());
+    for (std::size_t x = 0; x < fed.size(); ++x)
+      for (std::size_t pt = 0; pt < n; ++pt)
+        if (accumulated[pt]) first_acc[x].emplace(std::make_pair(block(op, pt), blk_[fed[x]][pt]), pt);
+    for (std::size_t ai : u.accumulates) {
+      const Effect &a = m_.effects[ai];
+      bool found = false;
+      for (std::size_t r = 0; r < n && !found; ++r) {
+        bool live = fires_[ai][r];
+        for (std::size_t ci : clears)
+          live = live && !(m_.effects[ci].order > a.order && fires_[ci][r]);
+        if (!live) continue;
+        const std::size_t q = next[r] < n ? next[r] : last[r];
+        if (next[r] < n && (!init_first[q] || splits_a_visit(r, q))) continue;
+        std::size_t p = n;
+        for (std::size_t x = 0; x < fed.size(); ++x) {
+          auto it = first_acc[x].find({block(op, r), blk_[fed[x]][r]});
+          if (it != first_acc[x].end() && it->second < r) p = std::min(p, it->second);
+        }
+        if (p < n) {
+          out_.findings.push_back(lost_finding(m_, op, a, pts_[p], pts_[r], pts_[q]));
+          found = true;
+        }
+      }
+    }
   }
 
   // As the symbolic checker's scratch_carried: the smallest q where a store

@@ -153,6 +153,40 @@ std::vector<RuleDoc> make_docs() {
             o[...] = acc[...]
 )"});
   d.push_back(
+      {Rule::accumulation_lost,
+       "A scratch accumulator is updated after the last statement that reads it for an output block, "
+       "and then re-initialized for the next block, or the grid (on Mosaic GPU: the CTA) ends, before "
+       "anything reads it: the output was stored before its reduction finished, and the last steps' "
+       "work never reaches it. Reported where some earlier step of the same visit of the output "
+       "accumulated too; a store before each step's update into that step's own block (an exclusive "
+       "scan) leaves its last update dead by design and is not reported.",
+       R"(kernel matmul_stored_on_first_step:
+    grid = (2, 2, 4)
+    in  x: f32[256, 512]  block=(128, 128)  index=(i, j, k) -> (i, k)
+    in  y: f32[512, 256]  block=(128, 128)  index=(i, j, k) -> (k, j)
+    out o: f32[256, 256]  block=(128, 128)  index=(i, j, k) -> (i, j)
+    scratch acc: f32[128, 128]
+    body:
+        when program_id(2) == 0:
+            acc[...] = zeros
+        acc[...] += dot(x[...], y[...])
+        when program_id(2) == 0:
+            o[...] = acc[...]
+)",
+       R"(kernel matmul_stored_on_last_step:
+    grid = (2, 2, 4)
+    in  x: f32[256, 512]  block=(128, 128)  index=(i, j, k) -> (i, k)
+    in  y: f32[512, 256]  block=(128, 128)  index=(i, j, k) -> (k, j)
+    out o: f32[256, 256]  block=(128, 128)  index=(i, j, k) -> (i, j)
+    scratch acc: f32[128, 128]
+    body:
+        when program_id(2) == 0:
+            acc[...] = zeros
+        acc[...] += dot(x[...], y[...])
+        when program_id(2) == num_programs(2) - 1:
+            o[...] = acc[...]
+)"});
+  d.push_back(
       {Rule::input_write_lost,
        "The body writes an input block. Inputs are copied HBM -> VMEM only, so the write stays in the "
        "window and never reaches HBM; with input_output_aliases too, since only the output's window "

@@ -700,6 +700,56 @@ Finding carried_finding(const KernelModel &m, std::size_t op, const CarriedUse &
   return f;
 }
 
+std::vector<std::size_t> fed_outputs(const KernelModel &m, std::size_t op) {
+  std::vector<std::size_t> out;
+  for (const CarriedUse &c : carried_uses(m, op))
+    if (std::find(out.begin(), out.end(), c.output) == out.end()) out.push_back(c.output);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Finding lost_finding(const KernelModel &m, std::size_t op, const Effect &a, const Point &earlier,
+                     const Point &lost, const Point &next) {
+  const auto &acc = m.operands[op];
+  std::size_t out = 0;
+  for (std::size_t x : fed_outputs(m, op))
+    if (block_at(m, x, earlier) == block_at(m, x, lost)) {
+      out = x;
+      break;
+    }
+  const auto &o = m.operands[out];
+  // The store to fix: the first in program order of o from the scratch.
+  const Effect *store = nullptr;
+  for (const CarriedUse &c : carried_uses(m, op))
+    if (c.output == out && (!store || m.effects[c.store].order < store->order)) store = &m.effects[c.store];
+  const std::string b = block_str(m, out, lost);
+  bool reset = false;
+  if (next != lost)
+    for (std::size_t i : scratch_use(m, op).inits)
+      reset = reset || guard_at(m, m.effects[i], next).value_or(false);
+  const std::string then =
+      reset ? "re-initialized at grid point " + format_tuple(next) + " for block " + block_str(m, out, next) +
+                  " before any statement reads it"
+            : "not read again before " +
+                  (m.cta_axes.empty() ? std::string("the grid ends") : std::string("its CTA ends")) +
+                  " (grid point " + format_tuple(next) + ")";
+  Finding f = make(Rule::accumulation_lost, store->loc,
+                   "the last updates of scratch '" + acc.name + "' for block " + b + " of '" + o.name +
+                       "' never reach it: '" + acc.name + "' is updated at grid point " + format_tuple(lost) +
+                       " and " + then + "; store '" + o.name + "' from '" + acc.name +
+                       "' after the last update of each block (on the reduction's last step)");
+  f.witness.items.push_back({"operand", acc.name});
+  f.witness.items.push_back({"output", o.name});
+  f.witness.items.push_back({"accumulated", earlier});
+  f.witness.items.push_back({"lost", lost});
+  f.witness.items.push_back({reset ? "reset" : "last_step", next});
+  add_block(f, m, out, lost);
+  f.notes.push_back(note(acc.loc, "'" + acc.name + "' accumulated for block " + b + " of '" + o.name +
+                                      "' at grid point " + format_tuple(earlier)));
+  f.notes.push_back(note(a.loc, "and updated here at grid point " + format_tuple(lost) + ", unread since"));
+  return f;
+}
+
 CarryUse carry_use(const KernelModel &m, std::size_t op) {
   CarryUse c;
   for (std::size_t e = 0; e < m.effects.size(); ++e) {

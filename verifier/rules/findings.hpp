@@ -149,6 +149,18 @@ std::vector<CarriedUse> carried_uses(const KernelModel &, std::size_t op);
 /// another block of that output.
 Finding carried_finding(const KernelModel &, std::size_t op, const CarriedUse &use, const Point &accumulated,
                         const Point &stored);
+/// The windowed outputs some store of which holds a read of scratch `op`
+/// (carried_uses' outputs), each once, in operand order.
+std::vector<std::size_t> fed_outputs(const KernelModel &, std::size_t op);
+/// accumulation-lost: accumulation `a` of result scratch `op` at grid point
+/// `lost`, with no read of the scratch after it before `next`, where an init
+/// re-initializes it for another block (or, where no init fires at `next`
+/// or `next` is `lost`, the scratch's CTA ends there: the last point of
+/// `lost`'s CTA). `earlier` accumulated too, with some output the scratch
+/// feeds (fed_outputs) on the same block as at `lost`: a reduction over
+/// several steps whose last updates never reach it.
+Finding lost_finding(const KernelModel &, std::size_t op, const Effect &a, const Point &earlier,
+                     const Point &lost, const Point &next);
 /// The effects of scratch-carry: every store of the scratch, every read of it
 /// (a load or `+=`), and the inits (ScratchUse::inits) that cut the carry.
 struct CarryUse {

@@ -82,6 +82,7 @@ public:
       if (o.role == spec::Role::scratch) {
         scratch_resets(i);
         scratch_carried(i);
+        lost_accumulations(i);
       }
       if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
     }
@@ -820,15 +821,11 @@ private:
       facts.push_back(ctx_.any_of(accumulated));
       for (std::size_t ci : clears)
         if (m_.effects[ci].order < w.order) facts.push_back(!cleared_at(ci, q));
-      // An auxiliary scratch (not feeds_output) is reset harmfully only within
-      // a visit: some output on the same block at p and q.
-      if (!u.result) {
-        std::vector<Term> visit;
-        for (std::size_t x = 0; x < m_.operands.size(); ++x)
-          if (m_.operands[x].role == spec::Role::out && m_.operands[x].windowed)
-            visit.push_back(same(window(x, p), window(x, q)));
-        facts.push_back(ctx_.any_of(visit));
-      }
+      // A reset is harmful only within a visit: some output on the same block
+      // at p and q. (Between visits, what a result scratch accumulated unread
+      // is accumulation-lost's: the stores, not the init, are misplaced; an
+      // auxiliary scratch's last update may be dead by design.)
+      facts.push_back(splits_a_visit(p, q));
       auto best = query_quantified(
           "accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
           [&](smt::Bindings::Aux &aux, bool with_aux) {
@@ -837,6 +834,70 @@ private:
           {&q, &p}, by_run());
       if (best) out_.findings.push_back(reset_finding(m_, w, (*best)[1], (*best)[0]));
       overwritten_reset(u, wi);
+    }
+  }
+
+  // Some windowed output is on the same block at p and q.
+  Term splits_a_visit(const SymPoint &p, const SymPoint &q) {
+    std::vector<Term> visit;
+    for (std::size_t x = 0; x < m_.operands.size(); ++x)
+      if (m_.operands[x].role == spec::Role::out && m_.operands[x].windowed)
+        visit.push_back(same(window(x, p), window(x, q)));
+    return ctx_.any_of(visit);
+  }
+
+  // Accumulation a of a result scratch at r that nothing reads: no init or
+  // consuming read after it at r, none at any point strictly between r and
+  // q, where q is either the next point of r's CTA where one fires, the
+  // first of them an init, with no output on the same block at r and q (an
+  // init within a visit is accumulator-reset's), or, where none fires after
+  // r, the last point of r's CTA. And a reduction over several steps: some
+  // p < r in that CTA accumulated, with an output the scratch feeds on the
+  // same block at p and r. (Without p, a store before each step's update
+  // is an exclusive scan, whose last update is dead by design.)
+  void lost_accumulations(std::size_t op) {
+    if (m_.grid.empty() || m_.triton) return;
+    const auto &o = m_.operands[op];
+    const ScratchUse u = scratch_use(m_, op);
+    const std::vector<std::size_t> fed = fed_outputs(m_, op);
+    if (!u.result || u.accumulates.empty() || fed.empty()) return;
+    std::vector<std::size_t> clears = u.inits;
+    clears.insert(clears.end(), u.consumes.begin(), u.consumes.end());
+    for (std::size_t ai : u.accumulates) {
+      const Effect &a = m_.effects[ai];
+      SymPoint r = point("r"), p = point("p"), q = point("q");
+      std::vector<Term> facts = {in_grid(r),           in_grid(p),           in_grid(q), lex_lt(p, r),
+                                 same(cta(p), cta(r)), same(cta(q), cta(r)), guard(a, r)};
+      for (std::size_t ci : clears)
+        if (m_.effects[ci].order > a.order) facts.push_back(!guard(m_.effects[ci], r));
+      std::vector<Term> at_p, on_block;
+      for (std::size_t aj : u.accumulates)
+        at_p.push_back(guard(m_.effects[aj], p));
+      for (std::size_t x : fed)
+        on_block.push_back(same(window(x, p), window(x, r)));
+      facts.push_back(ctx_.any_of(at_p));
+      facts.push_back(ctx_.any_of(on_block));
+      std::vector<Term> last, none_at_q, reset;
+      for (std::size_t k = 0; k < m_.grid.size(); ++k)
+        if (k >= m_.cta_axes.size() || !m_.cta_axes[k]) last.push_back(q.v[k] == m_.grid[k] - 1);
+      for (std::size_t ci : clears)
+        none_at_q.push_back(!guard(m_.effects[ci], q));
+      for (std::size_t wi : u.inits) {
+        std::vector<Term> c = {guard(m_.effects[wi], q)};
+        for (std::size_t ci : clears)
+          if (m_.effects[ci].order < m_.effects[wi].order) c.push_back(!guard(m_.effects[ci], q));
+        reset.push_back(ctx_.all_of(c));
+      }
+      Term ends = ctx_.all_of(last) && (same(r.v, q.v) || ctx_.all_of(none_at_q));
+      Term resets = lex_lt(r, q) && ctx_.any_of(reset) && !splits_a_visit(r, q);
+      facts.push_back(ends || resets);
+      auto best = query_quantified(
+          "accumulation-lost/" + o.name + "/line" + std::to_string(a.loc.line),
+          [&](smt::Bindings::Aux &aux, bool with_aux) {
+            return with(facts, {none_between(clears, r, q, aux, with_aux)});
+          },
+          {&r, &p, &q}, by_run());
+      if (best) out_.findings.push_back(lost_finding(m_, op, a, (*best)[1], (*best)[0], (*best)[2]));
     }
   }
 

@@ -90,7 +90,7 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnGuideReductions) {
 
 TEST(Enumerate, AgreesWithTheSymbolicCheckerOnTheRevisitAndResetRules) {
   for (const char *f : {"reduction-not-last-axis.pk", "output-revisit.pk", "accumulator-reset.pk",
-                        "accumulator-carried.pk", "uninitialized-accumulator.pk"})
+                        "accumulator-carried.pk", "accumulation-lost.pk", "uninitialized-accumulator.pk"})
     expect_agreement((std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "rules" / f).string());
 }
 
@@ -107,7 +107,8 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnMosaicGpuKernelsWithAScratchPerCta
 
 TEST(Enumerate, AgreesWithTheSymbolicCheckerOnScratchInitAndStoreGuards) {
   // Every pairing of an init guard, an update form and a store guard of a
-  // scratch accumulator on a rank-2 grid (i, k).
+  // scratch accumulator on a rank-2 grid (i, k), the store after the update
+  // or before it.
   const std::vector<std::string> inits = {
       "", "when program_id(1) == 0:\n            ", "when program_id(1) % 2 == 0:\n            ",
       "when program_id(0) == 0:\n            ", "when program_id(1) == num_programs(1) - 1:\n            "};
@@ -115,34 +116,38 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnScratchInitAndStoreGuards) {
   const std::vector<std::string> stores = {"", "when program_id(1) == num_programs(1) - 1:\n            ",
                                            "when program_id(1) == 1:\n            ",
                                            "when program_id(0) == 1 and program_id(1) == 2:\n            "};
-  int flagged = 0, compared = 0;
+  int flagged = 0, lost = 0, compared = 0;
   for (const auto &init : inits)
     for (const auto &update : updates)
-      for (const auto &store : stores) {
-        std::string text = "kernel k:\n    grid = (2, 3)\n"
-                           "    in  x: f32[256, 384]  block=(128, 128)  index=(i, k) -> (i, k)\n"
-                           "    out o: f32[256, 128]  block=(128, 128)  index=(i, k) -> (i, 0)\n"
-                           "    scratch acc: f32[128, 128]\n    body:\n        " +
-                           init + "acc[...] = zeros\n        " + update + "\n        " + store +
-                           "o[...] = acc[...]\n";
-        spec::File f = testing::parse_text(text);
-        // The model points into the kernel: keep it alive.
-        const spec::KernelSpec kernel = testing::kernel(f, "k");
-        auto m = verifier::rules::build_model(kernel, {}, std::nullopt);
-        ASSERT_TRUE(m.model) << text;
-        auto s = verifier::rules::check_symbolic(*m.model, 10000);
-        auto e = verifier::rules::check_enumerated(*m.model);
-        EXPECT_TRUE(s.unknown.empty() && e.unknown.empty()) << text;
-        ASSERT_EQ(s.findings.size(), e.findings.size()) << text;
-        for (std::size_t i = 0; i < s.findings.size(); ++i) {
-          EXPECT_EQ(s.findings[i].rule, e.findings[i].rule) << text;
-          EXPECT_EQ(s.findings[i].witness, e.findings[i].witness) << text << s.findings[i].rule;
-          flagged += s.findings[i].rule == verifier::Rule::accumulator_reset;
+      for (const auto &store : stores)
+        for (bool store_first : {false, true}) {
+          const std::string st = store + "o[...] = acc[...]\n        ";
+          std::string text = "kernel k:\n    grid = (2, 3)\n"
+                             "    in  x: f32[256, 384]  block=(128, 128)  index=(i, k) -> (i, k)\n"
+                             "    out o: f32[256, 128]  block=(128, 128)  index=(i, k) -> (i, 0)\n"
+                             "    scratch acc: f32[128, 128]\n    body:\n        " +
+                             init + "acc[...] = zeros\n        " + (store_first ? st : "") + update +
+                             "\n        " + (store_first ? "" : st);
+          spec::File f = testing::parse_text(text);
+          // The model points into the kernel: keep it alive.
+          const spec::KernelSpec kernel = testing::kernel(f, "k");
+          auto m = verifier::rules::build_model(kernel, {}, std::nullopt);
+          ASSERT_TRUE(m.model) << text;
+          auto s = verifier::rules::check_symbolic(*m.model, 10000);
+          auto e = verifier::rules::check_enumerated(*m.model);
+          EXPECT_TRUE(s.unknown.empty() && e.unknown.empty()) << text;
+          ASSERT_EQ(s.findings.size(), e.findings.size()) << text;
+          for (std::size_t i = 0; i < s.findings.size(); ++i) {
+            EXPECT_EQ(s.findings[i].rule, e.findings[i].rule) << text;
+            EXPECT_EQ(s.findings[i].witness, e.findings[i].witness) << text << s.findings[i].rule;
+            flagged += s.findings[i].rule == verifier::Rule::accumulator_reset;
+            lost += s.findings[i].rule == verifier::Rule::accumulation_lost;
+          }
+          ++compared;
         }
-        ++compared;
-      }
-  EXPECT_EQ(compared, 40);
-  EXPECT_GT(flagged, 5); // the sweep does exercise the rule
+  EXPECT_EQ(compared, 80);
+  EXPECT_GT(flagged, 5); // the sweep does exercise the rules
+  EXPECT_GT(lost, 5);
 }
 
 TEST(Enumerate, GivesUpOnAGridLargerThanItsBound) {

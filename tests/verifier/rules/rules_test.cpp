@@ -983,6 +983,160 @@ TEST(AccumulatorCarried, CountsOnlyThePointsOfOneCtaOnMosaicGpu) {
   EXPECT_EQ(point_item(w.findings[0], "stored"), (std::vector<std::int64_t>{1, 3}));
 }
 
+// The store of a matmul's scratch guarded on the first K step: each block's
+// later products are accumulated, then re-initialized away at the next
+// block. The init is right (no accumulator-reset); the store is not.
+// Symbolic and enumerated give one witness.
+TEST(AccumulationLost, FlagsAStoreOnTheFirstReductionStepAtTheStore) {
+  const std::string src = R"(kernel first_step:
+    grid = (2, 2, 4)
+    in  x: f32[256, 512]  block=(128, 128)  index=(i, j, k) -> (i, k)
+    in  y: f32[512, 256]  block=(128, 128)  index=(i, j, k) -> (k, j)
+    out o: f32[256, 256]  block=(128, 128)  index=(i, j, k) -> (i, j)
+    scratch acc: f32[128, 128]
+    body:
+        when program_id(2) == 0:
+            acc[...] = zeros
+        acc[...] += dot(x[...], y[...])
+        when program_id(2) == 0:
+            o[...] = acc[...]
+)";
+  auto v = check_text(src, "first_step");
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::accumulation_lost, 12}})) << v.reason;
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(point_item(v.findings[0], "accumulated"), (std::vector<std::int64_t>{0, 0, 0}));
+  EXPECT_EQ(point_item(v.findings[0], "lost"), (std::vector<std::int64_t>{0, 0, 1}));
+  EXPECT_EQ(point_item(v.findings[0], "reset"), (std::vector<std::int64_t>{0, 1, 0}));
+  testing::expect_enumerator_agrees(src, "first_step", true);
+  std::string right = src;
+  right.replace(right.rfind("program_id(2) == 0"), 18, "program_id(2) == 3");
+  EXPECT_EQ(check_text(right, "first_step").status, Status::verified) << right;
+}
+
+// One output block reduced over the whole grid, stored before the last
+// step's update: nothing re-initializes the scratch, the grid just ends.
+TEST(AccumulationLost, FlagsAnUpdateAfterTheStoreOnTheLastStepOfTheGrid) {
+  const std::string src = R"(kernel store_then_add:
+    grid = (1, 4)
+    in  x: f32[256, 1024]  block=(256, 256)  index=(i, k) -> (i, k)
+    out o: f32[256, 256]   block=(256, 256)  index=(i, k) -> (i, 0)
+    scratch acc: f32[256, 256]
+    body:
+        when program_id(1) == 0:
+            acc[...] = zeros
+        when program_id(1) == 3:
+            o[...] = acc[...]
+        acc[...] += x[...]
+)";
+  auto v = check_text(src, "store_then_add");
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::accumulation_lost, 10}})) << v.reason;
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(point_item(v.findings[0], "lost"), (std::vector<std::int64_t>{0, 3}));
+  EXPECT_EQ(point_item(v.findings[0], "last_step"), (std::vector<std::int64_t>{0, 3}));
+  testing::expect_enumerator_agrees(src, "store_then_add", true);
+}
+
+// An exclusive scan stores before each step's update into the step's own
+// block, and its init per row throws the row's last update away by design:
+// no block is reduced over several steps. (This was accumulator-reset.) An
+// auxiliary scratch (a running max feeding only another scratch) may leave
+// its last update unread too.
+TEST(AccumulationLost, LeavesAnExclusiveScanAndAnAuxiliaryScratchAlone) {
+  const std::string scan = R"(kernel row_scan:
+    grid = (2, 4)
+    dimension_semantics = (parallel, arbitrary)
+    in  x: f32[512, 1024]  block=(256, 256)  index=(i, k) -> (i, k)
+    out o: f32[512, 1024]  block=(256, 256)  index=(i, k) -> (i, k)
+    scratch acc: f32[256, 256]
+    body:
+        when program_id(1) == 0:
+            acc[...] = zeros
+        o[...] = acc[...]
+        acc[...] += x[...]
+)";
+  auto v = check_text(scan, "row_scan");
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  testing::expect_enumerator_agrees(scan, "row_scan", true);
+  const std::string aux = R"(kernel row_max_count:
+    grid = (2, 4)
+    dimension_semantics = (parallel, arbitrary)
+    in  x: f32[512, 1024]  block=(256, 256)  index=(i, k) -> (i, k)
+    out o: f32[512, 256]   block=(256, 256)  index=(i, k) -> (i, 0)
+    scratch m: f32[256, 256]
+    scratch n: f32[256, 256]
+    body:
+        when program_id(1) == 0:
+            m[...] = x[...]
+            n[...] = zeros
+        n[...] = n[...] + where(x[...] > m[...], 1.0, 0.0)
+        m[...] = maximum(m[...], x[...])
+        when program_id(1) == 3:
+            o[...] = n[...]
+)";
+  auto w = check_text(aux, "row_max_count");
+  EXPECT_EQ(w.status, Status::verified) << w.reason;
+}
+
+// Mosaic GPU: each CTA (a row here) has its own register accumulator and runs
+// k in sequence; a store one step early leaves the CTA's last product unread
+// when the CTA ends. On time, verified.
+TEST(AccumulationLost, CountsTheEndOfEachCtaOnMosaicGpu) {
+  const std::string src = R"(kernel rows:
+    grid = (2, 4)
+    dimension_semantics = (parallel, sequential)
+    target = h100
+    max_concurrent_steps = 2
+    delay_release = 1
+    in  a: bf16[128, 512]  block=(64, 128)  index=(i, k) -> (i, k)
+    in  b: bf16[512, 128]  block=(128, 128)  index=(i, k) -> (k, 0)
+    out o: f32[128, 128]  block=(64, 128)  index=(i, k) -> (i, 0)
+    scratch acc: f32[64, 128]  memory_space=acc
+    body:
+        acc[...] += dot(a[...], b[...])
+        when program_id(1) == 2:
+            o[...] = acc[...]
+)";
+  auto v = check_text(src, "rows");
+  // (The lowered program's write-back of the slot the store did not fill is
+  // the same root cause: dropped.)
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::accumulation_lost, 14}})) << v.reason;
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(point_item(v.findings[0], "lost"), (std::vector<std::int64_t>{0, 3}));
+  EXPECT_EQ(point_item(v.findings[0], "last_step"), (std::vector<std::int64_t>{0, 3}));
+  testing::expect_enumerator_agrees(src, "rows", true);
+  std::string right = src;
+  right.replace(right.find("program_id(1) == 2"), 18, "program_id(1) == 3");
+  EXPECT_EQ(check_text(right, "rows").status, Status::verified) << right;
+}
+
+// A grid too large to enumerate (2^30 points): the solver finds the first
+// lost update, at the first block's second step.
+TEST(AccumulationLost, DecidesAGridTooLargeToEnumerate) {
+  const std::string src = R"(kernel big:
+    grid = (1024, 1024, 1024)
+    dimension_semantics = (parallel, parallel, arbitrary)
+    in  x: f32[131072, 131072]  block=(128, 128)  index=(i, j, k) -> (i, k)
+    out o: f32[131072, 131072]  block=(128, 128)  index=(i, j, k) -> (i, j)
+    scratch acc: f32[128, 128]
+    body:
+        when program_id(2) == 0:
+            acc[...] = zeros
+        acc[...] += x[...]
+        when program_id(2) == 1:
+            o[...] = acc[...]
+)";
+  const spec::KernelSpec k = testing::kernel(testing::parse_text(src), "big");
+  auto m = verifier::rules::build_model(k, {}, std::nullopt); // points into k
+  ASSERT_TRUE(m.model);
+  auto s = verifier::rules::check_symbolic(*m.model, 10000);
+  EXPECT_TRUE(s.unknown.empty());
+  ASSERT_EQ(s.findings.size(), 1u);
+  EXPECT_EQ(s.findings[0].rule, verifier::Rule::accumulation_lost);
+  EXPECT_EQ(point_item(s.findings[0], "accumulated"), (std::vector<std::int64_t>{0, 0, 0}));
+  EXPECT_EQ(point_item(s.findings[0], "lost"), (std::vector<std::int64_t>{0, 0, 2}));
+  EXPECT_EQ(point_item(s.findings[0], "reset"), (std::vector<std::int64_t>{0, 1, 0}));
+}
+
 // A running argmax keeps the running max in m, which feeds idx, not the
 // output: m's update at the last k step is dead, and the init at the next row
 // block throws it away harmlessly. The same init also firing mid-visit (k ==
