@@ -481,3 +481,36 @@ TEST(RunNpy, APipelineSavesItsHbmBuffersAndStartsFromThemAgain) {
   EXPECT_EQ(std::memcmp(after->data(), after2->data(), static_cast<std::size_t>(after->bytes())), 0);
   std::filesystem::remove_all(dir);
 }
+
+// An integer's poison is its dtype's lowest value, which a body may well
+// compute: an int8 quantization clamps to -128, a masked int max starts at
+// iinfo.min, a bool mask is true. Where the body stored the element and
+// both sides hold it, it is that value; an element no grid point stores
+// still fails as poison.
+TEST(RunKernel, AnIntegerOutputHoldingItsDtypesLowestValueWhereTheBodyStoredItPasses) {
+  auto f = parse_text(R"(kernel quantize:
+    grid = (2,)
+    in  x: f32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    out q: i8[16, 128]   block=(8, 128)  index=(i) -> (i, 0)
+    out m: i32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    out z: bool[16, 128] block=(8, 128)  index=(i) -> (i, 0)
+    body:
+        q[...] = cast(minimum(maximum(round(x[...] * 1000.0), -128.0), 127.0), i8)
+        m[...] = where(x[...] > 2.0, 1, -2147483648)
+        z[...] = x[...] < 2.0
+
+kernel quantize_upper_rows_only:
+    grid = (2,)
+    in  x: f32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    out q: i8[16, 128]   block=(8, 128)  index=(i) -> (i, 0)
+    body:
+        q[0:4, :] = cast(minimum(maximum(round(x[0:4, :] * 1000.0), -128.0), 127.0), i8)
+)");
+  const RunReport rep = run_all_modes(unit<spec::KernelSpec>(f, "quantize"), RunOptions{});
+  EXPECT_EQ(rep.status, RunStatus::pass) << format_report(rep);
+  const RunResult bad = run(unit<spec::KernelSpec>(f, "quantize_upper_rows_only"), RunOptions{});
+  EXPECT_EQ(bad.status, RunStatus::fail) << bad.reason;
+  ASSERT_TRUE(bad.mismatch);
+  EXPECT_TRUE(bad.mismatch->is_poison);
+  EXPECT_EQ(bad.mismatch->element, (Shape{4, 0}));
+}
