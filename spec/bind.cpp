@@ -65,6 +65,15 @@ std::vector<bool> cta_axes(const KernelSpec &k, std::size_t rank) {
   return cta;
 }
 
+bool moves_within_cta(const Operand &o, const std::vector<bool> &cta) {
+  if (!o.index_map) return false;
+  for (std::size_t a = 0; a < o.index_map->params.size() && a < cta.size(); ++a)
+    if (!cta[a])
+      for (const auto &r : o.index_map->results)
+        if (mentions(r, o.index_map->params[a])) return true;
+  return false;
+}
+
 std::int64_t cta_steps(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta) {
   std::int64_t n = 1;
   for (std::size_t a = 0; a < grid.size(); ++a)

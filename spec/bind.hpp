@@ -110,6 +110,14 @@ struct BoundKernel {
 /// dimension_semantics every axis is parallel (one step per CTA).
 std::vector<bool> cta_axes(const KernelSpec &, std::size_t grid_rank);
 
+/// Mosaic GPU: whether the block of operand `o` may move within a CTA's
+/// pipeline: its index map names some non-CTA axis (Pallas'
+/// `_is_index_invariant` negated, which reads the index map's jaxpr after
+/// dead-code elimination: a name the results mention counts, `k * 0` too).
+/// Such an output is copied out inside the loop, on the first step of each
+/// visit and at the CTA's last step; any other output once, after the loop.
+bool moves_within_cta(const Operand &o, const std::vector<bool> &cta);
+
 /// Mosaic GPU: the number of pipeline steps in one CTA (the product of the
 /// non-CTA extents; 1 when every axis is a CTA axis).
 std::int64_t cta_steps(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta);

@@ -202,12 +202,7 @@ private:
         ops_.push_back(x);
         continue;
       }
-      // Pallas' _is_index_invariant: the index map uses no pipeline (non-CTA) axis.
-      if (o.index_map)
-        for (std::size_t a = 0; a < o.index_map->params.size() && a < cta_.size(); ++a)
-          if (!cta_[a])
-            for (auto &r : o.index_map->results)
-              if (mentions(r, o.index_map->params[a])) x.invariant = false;
+      x.invariant = !moves_within_cta(o, cta_);
       x.windowed = o.memory_space == MemorySpace::vmem || o.memory_space == MemorySpace::smem;
       x.hbm = alias_of.count(o.name) ? alias_of[o.name] : o.name;
       if (x.windowed) x.window = o.name + (gpu_ ? "_smem" : "_vmem");
@@ -882,7 +877,12 @@ private:
         Assign z{Expr::ref(x.op->name, {Expr::leaf(Op::Ellipsis)}), false, Expr::leaf(Op::Zeros)};
         out_->push_back(mk(z, x.op->loc));
       }
-    std::deque<std::pair<Opnd *, std::int64_t>> outs; // in-flight copy-outs (operand, slot)
+    // In-flight copy-outs: operand, slot, and the step that started it.
+    struct Out {
+      Opnd *x;
+      std::int64_t slot, step;
+    };
+    std::deque<Out> outs;
     bool copies_out_in_loop = false;
     for (auto &x : ops_)
       if (x.windowed && x.op->role == Role::out && !x.invariant) copies_out_in_loop = true;
@@ -898,21 +898,20 @@ private:
         cur_slot_[x.op->name] = lit(k);
         if (x.op->role == Role::in) in_wait(x, k);
       }
-      // wait_smem_to_gmem(M - 1): the slot about to be written is free.
-      if (copies_out_in_loop)
-        for (auto &x : ops_) {
-          if (!x.windowed || x.op->role != Role::out) continue;
-          std::int64_t mine = 0;
-          for (auto &o : outs)
-            if (o.first == &x) ++mine;
-          for (; mine > x.buffers - 1; --mine)
-            for (auto it = outs.begin(); it != outs.end(); ++it)
-              if (it->first == &x) {
-                out_wait(x, it->second);
-                outs.erase(it);
-                break;
-              }
+      // wait_smem_to_gmem(M - 1): every step commits one bulk async-group
+      // (empty where it copies nothing out), and at most the M - 1 most
+      // recent stay pending: the copy-outs of steps t - M and before are
+      // done, so the slot about to be written is free.
+      if (copies_out_in_loop) {
+        for (auto it = outs.begin(); it != outs.end();) {
+          if (it->step <= t - it->x->buffers) {
+            out_wait(*it->x, it->slot);
+            it = outs.erase(it);
+          } else {
+            ++it;
+          }
         }
+      }
       int_lets_.clear();
       body(k_.body, s);
       // Outputs whose block moves: on the first visit of each block (the
@@ -925,7 +924,7 @@ private:
             in_flight_ = false;
           }
           out_start(x, s, t % x.buffers);
-          outs.push_back({&x, t % x.buffers});
+          outs.push_back({&x, t % x.buffers, t});
         }
       }
       for (auto &x : ops_) {
@@ -944,16 +943,16 @@ private:
       if (!x.windowed || x.op->role != Role::out || !x.invariant) continue;
       std::int64_t k = (n - 1) % x.buffers;
       out_start(x, base + n - 1, k);
-      outs.push_back({&x, k});
+      outs.push_back({&x, k, n - 1});
     }
     // Every write-back waited: each moving output's in start order, then the
     // outputs stored after the loop (the order the rolled form drains them).
     for (auto &x : ops_)
       for (auto &o : outs)
-        if (o.first == &x && !x.invariant) out_wait(x, o.second);
+        if (o.x == &x && !x.invariant) out_wait(x, o.slot);
     for (auto &x : ops_)
       for (auto &o : outs)
-        if (o.first == &x && x.invariant) out_wait(x, o.second);
+        if (o.x == &x && x.invariant) out_wait(x, o.slot);
     mark_step(base + n - 1); // what follows the loop belongs to the CTA's last step
   }
 
@@ -1289,21 +1288,25 @@ private:
     struct Q {
       Opnd *x;
       std::string count;
-      std::vector<std::string> q, cur, prev;
+      std::vector<std::string> q, at, cur, prev; // in-flight slots and the steps that started them
     };
     std::vector<Q> moving;
     bool any_moving = false;
     for (auto &x : ops_)
       if (x.windowed && x.op->role == Role::out && !x.invariant) {
-        Q q{&x, fresh(x.op->name + "_pending"), {}, fresh_dims(x, "b"), fresh_dims(x, "prev")};
-        for (std::int64_t k = 0; k < x.buffers; ++k)
+        Q q{&x, fresh(x.op->name + "_pending"), {}, {}, fresh_dims(x, "b"), fresh_dims(x, "prev")};
+        for (std::int64_t k = 0; k < x.buffers; ++k) {
           q.q.push_back(fresh(x.op->name + "_q" + std::to_string(k)));
+          q.at.push_back(fresh(x.op->name + "_at" + std::to_string(k)));
+        }
         moving.push_back(q);
         any_moving = true;
       }
     for (auto &q : moving) {
       let(q.count, lit(0), q.x->op->loc);
       for (auto &v : q.q)
+        let(v, lit(0), q.x->op->loc);
+      for (auto &v : q.at)
         let(v, lit(0), q.x->op->loc);
       for (auto &v : q.prev)
         let(v, lit(0), q.x->op->loc);
@@ -1337,13 +1340,20 @@ private:
         cur_slot_[x.op->name] = bin(Op::Mod, t, lit(x.buffers));
         if (x.op->role == Role::in) in_wait_at(x, cur_slot_[x.op->name]);
       }
-      // wait_smem_to_gmem(M - 1): the slot about to be written is free.
+      // wait_smem_to_gmem(M - 1): the copy-outs of steps t - M and before
+      // are done (one bulk async-group per step, empty where it copies
+      // nothing out). The oldest pending one is at least step t - M, as the
+      // previous step retired the rest: at most one to retire.
       if (any_moving)
         for (auto &q : moving) {
-          out_ = open_if(bin(Op::Gt, Expr::var(q.count), lit(q.x->buffers - 1)), q.x->op->loc);
+          out_ = open_if(bin(Op::And, bin(Op::Gt, Expr::var(q.count), lit(0)),
+                             bin(Op::Le, Expr::var(q.at[0]), bin(Op::Sub, t, lit(q.x->buffers)))),
+                         q.x->op->loc);
           copy(CopyKind::out_wait, ring(*q.x, Expr::var(q.q[0])), Expr::leaf(Op::None), q.x->op->loc);
-          for (std::size_t k = 0; k + 1 < q.q.size(); ++k)
+          for (std::size_t k = 0; k + 1 < q.q.size(); ++k) {
             let(q.q[k], Expr::var(q.q[k + 1]), q.x->op->loc);
+            let(q.at[k], Expr::var(q.at[k + 1]), q.x->op->loc);
+          }
           let(q.count, bin(Op::Sub, Expr::var(q.count), lit(1)), q.x->op->loc);
           out_ = saved;
         }
@@ -1366,6 +1376,7 @@ private:
           Block *o2 = out_;
           out_ = open_if(bin(Op::Eq, Expr::var(q.count), lit(k)), x.op->loc);
           let(q.q[static_cast<std::size_t>(k)], cur_slot_[x.op->name], x.op->loc);
+          let(q.at[static_cast<std::size_t>(k)], t, x.op->loc);
           out_ = o2;
         }
         let(q.count, bin(Op::Add, Expr::var(q.count), lit(1)), x.op->loc);

@@ -11,7 +11,7 @@ using enum Rule;
 
 // The only place rule ids are spelled. docs/rules.md has one section per
 // entry (tests/verifier/rule_test.cpp checks both ways).
-constexpr std::array<RuleInfo, 21> kRules = {{
+constexpr std::array<RuleInfo, 22> kRules = {{
     {reduction_not_last_axis, "reduction-not-last-axis", RuleScope::spec,
      "an output is accumulated along a grid axis followed by an axis its index_map depends on",
      "docs/rules.md#reduction-not-last-axis"},
@@ -32,6 +32,9 @@ constexpr std::array<RuleInfo, 21> kRules = {{
     {input_write_lost, "input-write-lost", RuleScope::spec,
      "the body writes an input block, aliased or not: the write never reaches HBM",
      "docs/rules.md#input-write-lost"},
+    {output_write_lost, "output-write-lost", RuleScope::spec,
+     "Mosaic GPU: the body stores an output block on a step whose slot is never copied out",
+     "docs/rules.md#output-write-lost"},
     {index_out_of_bounds, "index-out-of-bounds", RuleScope::both,
      "a block index or a ref's subscript lies outside its array, buffer or ring",
      "docs/rules.md#index-out-of-bounds"},

@@ -22,6 +22,7 @@ enum class Rule : std::uint8_t {
   accumulator_carried,
   accumulation_lost,
   input_write_lost,
+  output_write_lost,
   index_out_of_bounds, ///< also a program rule
   partial_block_reduction,
   parallel_write_conflict,

@@ -296,3 +296,27 @@ TEST(KernelCheck, SmallGridsAreDecidedByEvaluationWithTheSolversFindingsAndWitne
   }
   EXPECT_GT(compared, 30);
 }
+
+// Mosaic GPU commits one bulk async-group per step, empty where the step
+// copies nothing out, and `wait_smem_to_gmem(M - 1)` leaves at most the
+// M - 1 most recent pending: at step t the copy-outs of steps t - M and
+// before are done, whatever the steps between copied. An output visiting
+// blocks for 1, M and 1 steps, stored on the first step of each visit, is
+// race-free (counting the copies alone left the copy of step 1 in flight at
+// step M + 1, which writes its slot: a false slot-race).
+TEST(KernelCheck, AMosaicGpuOutputStoredOnTheFirstStepOfEachVisitIsRaceFreeThoughStepsBetweenCopyNothing) {
+  for (int m : {2, 3}) {
+    const std::string M = std::to_string(m);
+    const std::string text = "kernel mv:\n    grid = (2, " + std::to_string(m + 2) +
+                             ")\n    dimension_semantics = (parallel, sequential)\n    target = h100\n"
+                             "    max_concurrent_steps = " +
+                             M + "\n    in  x: f32[128, " + std::to_string(128 * (m + 2)) +
+                             "]  block=(64, 128)  index=(i, j) -> (i, j)\n"
+                             "    out o: f32[128, 384]  block=(64, 128)  index=(i, j) -> (i, (j + " +
+                             std::to_string(m - 1) + ") // " + M +
+                             ")\n    body:\n        when program_id(1) % " + M +
+                             " == 1 or program_id(1) == 0:\n            o[...] = x[...]\n";
+    auto v = verifier::check(kernel(text), {});
+    EXPECT_EQ(v.status, Status::verified) << text << v.reason;
+  }
+}

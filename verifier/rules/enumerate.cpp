@@ -38,6 +38,7 @@ public:
           if (!m_.is_aliased_output(i)) not_covered(i);
         }
         if (m_.is_read(i) && !m_.grid.empty() && !m_.triton) resets(i);
+        if (copied_out_per_visit(m_, i)) lost_output_writes(i);
       }
       if (o.role == spec::Role::scratch && !m_.grid.empty()) {
         scratch_resets(i);
@@ -134,7 +135,11 @@ private:
   // A scratch is one buffer per CTA on Mosaic GPU (its CTA coordinates name
   // it) and one for the whole grid on TPU.
   Point block(std::size_t op, std::size_t pt) const {
-    if (m_.operands[op].role != spec::Role::scratch) return blk_[op][pt];
+    return m_.operands[op].role == spec::Role::scratch ? cta_of(pt) : blk_[op][pt];
+  }
+
+  // The CTA coordinates of a point (empty on TPU: one for the whole grid).
+  Point cta_of(std::size_t pt) const {
     Point cta;
     for (std::size_t a = 0; a < m_.cta_axes.size(); ++a)
       if (m_.cta_axes[a]) cta.push_back(pts_[pt][a]);
@@ -410,6 +415,23 @@ private:
     }
     for (std::size_t w : u.inits)
       overwritten_reset(u, w);
+  }
+
+  // As the symbolic checker's lost_output_writes: per store, the first point
+  // in run order that is neither its CTA's first nor last step and whose
+  // previous step has the same block.
+  void lost_output_writes(std::size_t op) {
+    for (std::size_t e = 0; e < m_.effects.size(); ++e) {
+      const Effect &w = m_.effects[e];
+      if (w.operand != op || w.kind == Effect::read) continue;
+      for (std::size_t p = 1; p + 1 < pts_.size(); ++p) {
+        const bool same_cta = cta_of(p - 1) == cta_of(p) && cta_of(p + 1) == cta_of(p);
+        if (same_cta && fires_[e][p] && blk_[op][p] == blk_[op][p - 1]) {
+          out_.findings.push_back(output_write_lost_finding(m_, w, pts_[p - 1], pts_[p]));
+          break;
+        }
+      }
+    }
   }
 
   // Some windowed output is on the same block at p and q.

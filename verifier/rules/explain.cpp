@@ -208,6 +208,45 @@ std::vector<RuleDoc> make_docs() {
     body:
         o[...] = x[...] + 1
 )"});
+  d.push_back(
+      {Rule::output_write_lost,
+       "Mosaic GPU: each step of a CTA's pipeline writes a fresh SMEM slot, and an output whose index "
+       "map names a sequential axis is copied out only on the first step of each visit of a block and "
+       "at the CTA's last step. A store at any other step (the TPU idiom of storing on the last "
+       "reduction step) is never written back. Make the axes the output's index map names parallel: "
+       "then it is stored once per CTA, after the loop, from the last step's slot.",
+       R"(kernel row_sums_sequential_rows:
+    grid = (2, 4)
+    dimension_semantics = (sequential, sequential)
+    target = h100
+    max_concurrent_steps = 2
+    delay_release = 1
+    in  a: bf16[128, 512]  block=(64, 128)  index=(i, k) -> (i, k)
+    in  b: bf16[512, 128]  block=(128, 128)  index=(i, k) -> (k, 0)
+    out o: f32[128, 128]  block=(64, 128)  index=(i, k) -> (i, 0)
+    scratch acc: f32[64, 128]  memory_space=acc
+    body:
+        when program_id(1) == 0:
+            acc[...] = zeros
+        acc[...] += dot(a[...], b[...])
+        when program_id(1) == 3:
+            o[...] = acc[...]
+)",
+       R"(kernel row_sums_parallel_rows:
+    grid = (2, 4)
+    dimension_semantics = (parallel, sequential)
+    target = h100
+    max_concurrent_steps = 2
+    delay_release = 1
+    in  a: bf16[128, 512]  block=(64, 128)  index=(i, k) -> (i, k)
+    in  b: bf16[512, 128]  block=(128, 128)  index=(i, k) -> (k, 0)
+    out o: f32[128, 128]  block=(64, 128)  index=(i, k) -> (i, 0)
+    scratch acc: f32[64, 128]  memory_space=acc
+    body:
+        acc[...] += dot(a[...], b[...])
+        when program_id(1) == 3:
+            o[...] = acc[...]
+)"});
   d.push_back({Rule::index_out_of_bounds,
                "Some grid point maps an operand to a block index below 0 or at least cdiv(extent, block) "
                "along some dim: no element of that block lies in the array. In a pipeline: a ref's "

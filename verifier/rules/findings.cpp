@@ -551,6 +551,34 @@ Finding input_write_finding(const KernelModel &m, const Effect &w, const Point &
   return f;
 }
 
+bool copied_out_per_visit(const KernelModel &m, std::size_t op) {
+  const auto &o = m.operands[op];
+  return !m.triton && !m.cta_axes.empty() && o.role == spec::Role::out && o.windowed && o.decl &&
+         spec::moves_within_cta(*o.decl, m.cta_axes);
+}
+
+Finding output_write_lost_finding(const KernelModel &m, const Effect &w, const Point &previous,
+                                  const Point &p) {
+  const auto &o = m.operands[w.operand];
+  const std::string b = block_str(m, w.operand, p);
+  Finding f = make(Rule::output_write_lost, w.loc,
+                   "this store into block " + b + " of '" + o.name + "' at grid point " + format_tuple(p) +
+                       " is never written back: on Mosaic GPU each step of a CTA's pipeline writes a fresh " +
+                       "SMEM slot, and the slot of an output whose index map names a sequential axis is " +
+                       "copied out only on the first step of each visit of a block and at the CTA's last " +
+                       "step, and '" + o.name + "' is on block " + b + " at the step before, grid point " +
+                       format_tuple(previous) + ". Store the block on its first step, or make the axes its " +
+                       "index map names parallel (CTA axes) so that it is stored once, after the CTA's loop");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"previous", previous});
+  f.witness.items.push_back({"grid_point", p});
+  add_block(f, m, w.operand, p);
+  f.notes.push_back(note(o.loc, "block " + b + " of '" + o.name + "' at grid point " +
+                                    format_tuple(previous) + " and at " + format_tuple(p) +
+                                    ", which is not its CTA's last step"));
+  return f;
+}
+
 Finding out_of_bounds_finding(const KernelModel &m, std::size_t op, const Point &p) {
   const auto &o = m.operands[op];
   auto b = block_at(m, op, p);

@@ -130,6 +130,14 @@ Finding revisit_finding(const KernelModel &, std::size_t op, bool accumulated, c
 Finding uninitialized_finding(const KernelModel &, const Effect &read, const Point &p);
 Finding reset_finding(const KernelModel &, const Effect &init, const Point &partial, const Point &reset);
 Finding input_write_finding(const KernelModel &, const Effect &write, const Point &p);
+/// Mosaic GPU: whether output `op` is copied out inside each CTA's pipeline,
+/// once per visit (spec::moves_within_cta), rather than once after it.
+bool copied_out_per_visit(const KernelModel &, std::size_t op);
+/// output-write-lost: store `w` of such an output fires at grid point `p`,
+/// which is neither the first step of its visit (`previous`, the step before
+/// it in its CTA, has the same block) nor its CTA's last step.
+Finding output_write_lost_finding(const KernelModel &, const Effect &w, const Point &previous,
+                                  const Point &p);
 Finding out_of_bounds_finding(const KernelModel &, std::size_t op, const Point &p);
 Finding parallel_conflict_finding(const KernelModel &, std::size_t op, const Point &p, const Point &q);
 /// `cell` is the part of the block no store writes (block-relative); the

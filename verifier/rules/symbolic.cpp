@@ -78,6 +78,7 @@ public:
           if (!m_.is_aliased_output(i)) not_covered(i);
         }
         if (m_.is_read(i) && !m_.triton) resets(i);
+        if (copied_out_per_visit(m_, i)) lost_output_writes(i);
       }
       if (o.role == spec::Role::scratch) {
         scratch_resets(i);
@@ -834,6 +835,38 @@ private:
           {&q, &p}, by_run());
       if (best) out_.findings.push_back(reset_finding(m_, w, (*best)[1], (*best)[0]));
       overwritten_reset(u, wi);
+    }
+  }
+
+  // Mosaic GPU: a store into output `op` at p, whose previous step q in its
+  // CTA (its run-order predecessor there: the non-CTA axes one step back)
+  // has the same block, p not the CTA's last step: no copy-out takes p's slot.
+  void lost_output_writes(std::size_t op) {
+    const auto &o = m_.operands[op];
+    std::vector<std::size_t> steps; // the non-CTA axes, in run order
+    for (std::size_t a : axes_)
+      if (a >= m_.cta_axes.size() || !m_.cta_axes[a]) steps.push_back(a);
+    for (const auto &w : m_.effects) {
+      if (w.operand != op || w.kind == Effect::read) continue;
+      SymPoint p = point("p"), q = point("q");
+      std::vector<Term> back, not_last;
+      for (std::size_t k = 0; k < steps.size(); ++k) {
+        std::vector<Term> c = {p.v[steps[k]] >= 1, q.v[steps[k]] == p.v[steps[k]] - 1};
+        for (std::size_t j = 0; j < k; ++j)
+          c.push_back(q.v[steps[j]] == p.v[steps[j]]);
+        for (std::size_t j = k + 1; j < steps.size(); ++j) {
+          c.push_back(p.v[steps[j]] == 0);
+          c.push_back(q.v[steps[j]] == m_.grid[steps[j]] - 1);
+        }
+        back.push_back(ctx_.all_of(c));
+        not_last.push_back(p.v[steps[k]] < m_.grid[steps[k]] - 1);
+      }
+      std::vector<Point> v;
+      if (query("output-write-lost/" + o.name + "/line" + std::to_string(w.loc.line),
+                {in_grid(p), in_grid(q), same(cta(p), cta(q)), ctx_.any_of(back), ctx_.any_of(not_last),
+                 same(window(op, p), window(op, q)), guard(w, p)},
+                {&p, &q}, v) == Q::sat)
+        out_.findings.push_back(output_write_lost_finding(m_, w, v[1], v[0]));
     }
   }
 

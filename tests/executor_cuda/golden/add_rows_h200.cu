@@ -188,6 +188,8 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
   long long v_z_pending = 0;
   long long v_z_q0 = 0;
   long long v_z_q1 = 0;
+  long long v_z_at0 = 0;
+  long long v_z_at1 = 0;
   long long v_z_prev0 = 0;
   long long v_z_prev1 = 0;
   long long v_s = 0;
@@ -200,6 +202,8 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
   v_z_pending = 0LL;
   v_z_q0 = 0LL;
   v_z_q1 = 0LL;
+  v_z_at0 = 0LL;
+  v_z_at1 = 0LL;
   v_z_prev0 = 0LL;
   v_z_prev1 = 0LL;
   // The main loop: this CTA's 4 steps.
@@ -409,12 +413,13 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
       --qn_y_smem[pk_slot(pk_mod(v_t, 2LL), 2LL)];
       __syncthreads();
     }
-    if (static_cast<long long>(v_z_pending > 1LL)) {
+    if (static_cast<long long>(static_cast<long long>(v_z_pending > 0LL) && static_cast<long long>(v_z_at0 <= (v_t - 2LL)))) {
       { // copy_out_wait(z_smem[z_q0])
         if (out_z_smem[pk_slot(v_z_q0, 2LL)] == 0) __trap();
         --out_z_smem[pk_slot(v_z_q0, 2LL)];
       }
       v_z_q0 = v_z_q1;
+      v_z_at0 = v_z_at1;
       v_z_pending = (v_z_pending - 1LL);
     }
     { // z_smem[t % 2] = x_smem[t % 2] * 2 + y_smem[t % 2]
@@ -453,9 +458,11 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
       }
       if (static_cast<long long>(v_z_pending == 0LL)) {
         v_z_q0 = pk_mod(v_t, 2LL);
+        v_z_at0 = v_t;
       }
       if (static_cast<long long>(v_z_pending == 1LL)) {
         v_z_q1 = pk_mod(v_t, 2LL);
+        v_z_at1 = v_t;
       }
       v_z_pending = (v_z_pending + 1LL);
     }

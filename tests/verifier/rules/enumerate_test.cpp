@@ -103,6 +103,8 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnCoverageCarriesSlicesAndInputWrite
 TEST(Enumerate, AgreesWithTheSymbolicCheckerOnMosaicGpuKernelsWithAScratchPerCta) {
   expect_agreement(
       (std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "guide" / "gpu_pallas_call.pk").string());
+  expect_agreement(
+      (std::filesystem::path(PIPECHECK_SOURCE_DIR) / "corpus" / "rules" / "output-write-lost.pk").string());
 }
 
 TEST(Enumerate, AgreesWithTheSymbolicCheckerOnScratchInitAndStoreGuards) {

@@ -1137,6 +1137,70 @@ TEST(AccumulationLost, DecidesAGridTooLargeToEnumerate) {
   EXPECT_EQ(point_item(s.findings[0], "reset"), (std::vector<std::int64_t>{0, 1, 0}));
 }
 
+// Mosaic GPU, rank-4 grid (b parallel; h, q, k sequential), the output on
+// (b, h, q) moving within each CTA: the store on the last k step is lost for
+// every (h, q) but the CTA's last. Too many points to enumerate; the solver
+// names the first lost store. With h and q parallel too the output stays
+// for the whole CTA: verified.
+TEST(OutputWriteLost, FlagsAStoreOnTheLastReductionStepOfAMovingOutputOnARank4Grid) {
+  const std::string src = R"(kernel attn:
+    grid = (8, 64, 64, 64)
+    dimension_semantics = (parallel, sequential, sequential, sequential)
+    target = h100
+    in  x: f32[8, 64, 4096, 4096]  block=(None, None, 64, 64)  index=(b, h, q, k) -> (b, h, q, k)
+    out o: f32[8, 64, 4096, 64]  block=(None, None, 64, 64)  index=(b, h, q, k) -> (b, h, q, 0)
+    scratch acc: f32[64, 64]
+    body:
+        when program_id(3) == 0:
+            acc[...] = zeros
+        acc[...] += x[...]
+        when program_id(3) == num_programs(3) - 1:
+            o[...] = acc[...]
+)";
+  const spec::KernelSpec k = testing::kernel(testing::parse_text(src), "attn");
+  auto m = verifier::rules::build_model(k, {}, std::nullopt); // points into k
+  ASSERT_TRUE(m.model);
+  auto s = verifier::rules::check_symbolic(*m.model, 10000);
+  EXPECT_TRUE(s.unknown.empty());
+  ASSERT_EQ(s.findings.size(), 1u);
+  EXPECT_EQ(s.findings[0].rule, verifier::Rule::output_write_lost);
+  EXPECT_EQ(s.findings[0].loc.line, 13);
+  EXPECT_EQ(point_item(s.findings[0], "grid_point"), (std::vector<std::int64_t>{0, 0, 0, 63}));
+  EXPECT_EQ(point_item(s.findings[0], "previous"), (std::vector<std::int64_t>{0, 0, 0, 62}));
+  std::string right = src;
+  right.replace(right.find("(parallel, sequential, sequential, sequential)"), 46,
+                "(parallel, parallel, parallel, sequential)");
+  const spec::KernelSpec k2 = testing::kernel(testing::parse_text(right), "attn");
+  auto m2 = verifier::rules::build_model(k2, {}, std::nullopt);
+  ASSERT_TRUE(m2.model);
+  auto s2 = verifier::rules::check_symbolic(*m2.model, 10000);
+  EXPECT_TRUE(s2.unknown.empty());
+  EXPECT_TRUE(s2.findings.empty()) << s2.findings[0].message;
+}
+
+// The TPU keeps an output block in one VMEM buffer over its visit and writes
+// it back when the visit ends: the same store is right there.
+TEST(OutputWriteLost, LeavesTpuKernelsAlone) {
+  const std::string src = R"(kernel rows:
+    grid = (2, 4)
+    dimension_semantics = (arbitrary, arbitrary)
+    in  x: f32[128, 512]  block=(64, 128)  index=(i, k) -> (i, k)
+    out o: f32[128, 128]  block=(64, 128)  index=(i, k) -> (i, 0)
+    scratch acc: f32[64, 128]
+    body:
+        when program_id(1) == 0:
+            acc[...] = zeros
+        acc[...] += x[...]
+        when program_id(1) == 3:
+            o[...] = acc[...]
+)";
+  EXPECT_EQ(check_text(src, "rows").status, Status::verified);
+  std::string gpu = src;
+  gpu.replace(gpu.find("    in  x"), 0, "    target = h100\n");
+  auto v = check_text(gpu, "rows");
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::output_write_lost, 13}})) << v.reason;
+}
+
 // A running argmax keeps the running max in m, which feeds idx, not the
 // output: m's update at the last k step is dead, and the init at the next row
 // block throws it away harmlessly. The same init also firing mid-visit (k ==
