@@ -1558,6 +1558,9 @@ class _Body:
             return mk(f"({t[0]} / {t[1]})")
         if name in ("and", "or"):
             return mk(f"({t[0]} {'&' if name == 'and' else '|'} {t[1]})")
+        if name == "xor":
+            # (a | b) & ~(a & b): bitwise on integers, logical on bool, as lax.xor.
+            return mk(f"(({t[0]} | {t[1]}) & ~({t[0]} & {t[1]}))")
         if name == "not":
             return mk(f"(~{t[0]})")
         if name in ("max", "min"):

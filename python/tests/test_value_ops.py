@@ -1,6 +1,6 @@
 """Everyday value operations of kernel bodies that have `.pk` forms: concatenate, roll
-(jnp and pltpu, strided too), flip, argmax/argmin, cumsum/cummax/cummin and the integer
-shifts. Each kernel is checked and run by pipecheck, and its outputs must equal JAX's
+(jnp and pltpu, strided too), flip, argmax/argmin, cumsum/cummax/cummin, the integer
+shifts and xor. Each kernel is checked and run by pipecheck, and its outputs must equal JAX's
 interpret=True and a jnp reference: the executor computes what JAX computes."""
 
 import functools
@@ -101,6 +101,10 @@ SHIFTS = {
     "by_row_amounts": lambda x, i: jax.lax.shift_right_arithmetic(
         x, jax.lax.broadcasted_iota(jnp.int32, (R, C), 0) * 3),  # 0..45: past 31 too
     "left_past_the_width": lambda x, i: jax.lax.shift_left(x, jnp.int32(40)),
+    # A hash step of a counter-based PRNG (xorshift): xor with shifted copies.
+    "xorshift": lambda x, i: (lambda y: y ^ jax.lax.shift_right_logical(y, jnp.int32(17)))(
+        x ^ (x << 13)),
+    "xor_of_masks": lambda x, i: jnp.where((x > 0) ^ (x % 3 == 0), x, -x),
 }
 
 
@@ -110,7 +114,7 @@ def test_integer_shifts_run_equal_to_interpret_mode_and_a_reference(name):
     f = rowwise(body, in_dtype=jnp.int32)
     (x,) = data(jnp.int32)
     text = pj.export(f, x)
-    assert "opaque(" not in text and "shift_" in text, text
+    assert "opaque(" not in text and ("shift_" in text or "~" in text), text
     assert pj.check(f, x).exit_code == 0
     run = pj.run(f, x, reference=per_block(body))
     assert run.ok, run
