@@ -39,6 +39,7 @@ public:
         }
         if (m_.is_read(i) && !m_.grid.empty() && !m_.triton) resets(i);
         if (copied_out_per_visit(m_, i)) lost_output_writes(i);
+        if (copied_out_after_loop(m_, i)) lost_last_slot_writes(i);
       }
       if (o.role == spec::Role::scratch && !m_.grid.empty()) {
         scratch_resets(i);
@@ -355,7 +356,7 @@ private:
   void resets(std::size_t op) {
     for (std::size_t w = 0; w < m_.effects.size(); ++w) {
       const Effect &we = m_.effects[w];
-      if (we.operand != op || we.kind != Effect::write || m_.reads_own_target(we)) continue;
+      if (we.operand != op || we.kind != Effect::write || m_.updates_through_locals(we)) continue;
       std::map<Point, std::vector<std::pair<std::size_t, Box>>> taken; // per block: (point, box) in order
       bool found = false;
       for (std::size_t q = 0; q < pts_.size() && !found; ++q) {
@@ -405,7 +406,7 @@ private:
             if (pending == none) pending = q;
             continue;
           }
-          if (e == w && pending < q && splits_a_visit(pending, q)) {
+          if (e == w && pending < q && splits_a_visit(op, pending, q)) {
             out_.findings.push_back(reset_finding(m_, m_.effects[w], pts_[pending], pts_[q]));
             found = true;
             break;
@@ -434,71 +435,104 @@ private:
     }
   }
 
-  // Some windowed output is on the same block at p and q.
-  bool splits_a_visit(std::size_t p, std::size_t q) const {
-    for (std::size_t o = 0; o < m_.operands.size(); ++o)
-      if (m_.operands[o].role == spec::Role::out && m_.operands[o].windowed && blk_[o][p] == blk_[o][q])
-        return true;
+  // As the symbolic checker's lost_last_slot_writes: per store, the first
+  // point in run order whose step index in its CTA is not the last step's
+  // modulo the slot count, with no store that may overlap it later in the
+  // CTA.
+  void lost_last_slot_writes(std::size_t op) {
+    const std::int64_t slots = gpu_slots(m_);
+    const std::size_t n = pts_.size();
+    std::vector<std::size_t> first(n), last(n);
+    for (std::size_t x = 0; x < n; ++x)
+      first[x] = x > 0 && cta_of(x - 1) == cta_of(x) ? first[x - 1] : x;
+    for (std::size_t x = n; x-- > 0;)
+      last[x] = x + 1 < n && cta_of(x + 1) == cta_of(x) ? last[x + 1] : x;
+    for (const auto &w : m_.effects) {
+      if (w.operand != op || w.kind == Effect::read) continue;
+      const std::size_t wi = static_cast<std::size_t>(&w - m_.effects.data());
+      const std::vector<std::size_t> later = overlapping_stores(m_, w);
+      for (std::size_t p = 0; p < n; ++p) {
+        if (!fires_[wi][p]) continue;
+        const auto t = static_cast<std::int64_t>(p - first[p]),
+                   steps = static_cast<std::int64_t>(last[p] - first[p]);
+        if (t % slots == steps % slots) continue;
+        bool overwritten = false;
+        for (std::size_t q = p + 1; q <= last[p] && !overwritten; ++q)
+          for (std::size_t e : later)
+            overwritten = overwritten || fires_[e][q];
+        if (!overwritten) {
+          out_.findings.push_back(output_last_slot_finding(m_, w, pts_[p], pts_[last[p]]));
+          break;
+        }
+      }
+    }
+  }
+
+  // Some output that scratch `op` reaches (reached_outputs) is on the same
+  // block at p and q.
+  bool splits_a_visit(std::size_t op, std::size_t p, std::size_t q) const {
+    for (std::size_t o : reached_outputs(m_, op))
+      if (blk_[o][p] == blk_[o][q]) return true;
     return false;
   }
 
-  // As the symbolic checker's lost_accumulations: per accumulation, the
-  // smallest r where it is live (no init or consume after it at r) whose
+  // As the symbolic checker's lost_accumulations: per fed output and
+  // accumulation, the smallest r where it is live (no clear of that output
+  // after it at r, no store into the output taking its value at r) whose
   // next clear in its CTA is an init at q that starts a new visit, or which
   // has none (q the CTA's last point); then the smallest p < r in that CTA
-  // that accumulated with a fed output on r's block.
+  // that accumulated with the output on r's block.
   void lost_accumulations(std::size_t op) {
     const ScratchUse u = scratch_use(m_, op);
-    const std::vector<std::size_t> fed = fed_outputs(m_, op);
-    if (!u.result || u.accumulates.empty() || fed.empty()) return;
-    std::vector<std::size_t> clears = u.inits;
-    clears.insert(clears.end(), u.consumes.begin(), u.consumes.end());
+    if (!u.result || u.accumulates.empty()) return;
     const std::size_t n = pts_.size();
-    // Per point: its CTA's last point, the next point of its CTA where a
-    // clear fires (n: none), and whether that point's first clear is an init.
-    std::vector<std::size_t> last(n), next(n, n);
-    std::vector<char> cleared(n, 0), init_first(n, 0), accumulated(n, 0);
-    for (std::size_t x = 0; x < n; ++x) {
-      int first = -1;
-      bool first_init = false;
-      for (std::size_t ci : clears)
-        if (fires_[ci][x] && (first < 0 || m_.effects[ci].order < first)) {
-          first = m_.effects[ci].order;
-          first_init = std::find(u.inits.begin(), u.inits.end(), ci) != u.inits.end();
-        }
-      cleared[x] = first >= 0;
-      init_first[x] = first_init;
+    std::vector<char> accumulated(n, 0);
+    for (std::size_t x = 0; x < n; ++x)
       for (std::size_t aj : u.accumulates)
         accumulated[x] = accumulated[x] || fires_[aj][x];
-    }
-    for (std::size_t x = n; x-- > 0;) {
-      const bool ends = x + 1 == n || block(op, x + 1) != block(op, x);
-      last[x] = ends ? x : last[x + 1];
-      next[x] = ends ? n : (cleared[x + 1] ? x + 1 : next[x + 1]);
-    }
-    // Per fed output, per (CTA, window): the first point that accumulated.
-    std::vector<std::map<std::pair<Point, Point>, std::size_t>> first_acc(fed.size());
-    for (std::size_t x = 0; x < fed.size(); ++x)
-      for (std::size_t pt = 0; pt < n; ++pt)
-        if (accumulated[pt]) first_acc[x].emplace(std::make_pair(block(op, pt), blk_[fed[x]][pt]), pt);
-    for (std::size_t ai : u.accumulates) {
-      const Effect &a = m_.effects[ai];
-      bool found = false;
-      for (std::size_t r = 0; r < n && !found; ++r) {
-        bool live = fires_[ai][r];
+    for (const LostUse &l : lost_uses(m_, op)) {
+      const std::vector<std::size_t> &clears = l.clears;
+      // Per point: its CTA's last point, the next point of its CTA where a
+      // clear fires (n: none), and whether that point's first clear is an init.
+      std::vector<std::size_t> last(n), next(n, n);
+      std::vector<char> cleared(n, 0), init_first(n, 0);
+      for (std::size_t x = 0; x < n; ++x) {
+        int first = -1;
+        bool first_init = false;
         for (std::size_t ci : clears)
-          live = live && !(m_.effects[ci].order > a.order && fires_[ci][r]);
-        if (!live) continue;
-        const std::size_t q = next[r] < n ? next[r] : last[r];
-        if (next[r] < n && (!init_first[q] || splits_a_visit(r, q))) continue;
-        std::size_t p = n;
-        for (std::size_t x = 0; x < fed.size(); ++x) {
-          auto it = first_acc[x].find({block(op, r), blk_[fed[x]][r]});
-          if (it != first_acc[x].end() && it->second < r) p = std::min(p, it->second);
-        }
-        if (p < n) {
-          out_.findings.push_back(lost_finding(m_, op, a, pts_[p], pts_[r], pts_[q]));
-          found = true;
+          if (fires_[ci][x] && (first < 0 || m_.effects[ci].order < first)) {
+            first = m_.effects[ci].order;
+            first_init = std::find(u.inits.begin(), u.inits.end(), ci) != u.inits.end();
+          }
+        cleared[x] = first >= 0;
+        init_first[x] = first_init;
+      }
+      for (std::size_t x = n; x-- > 0;) {
+        const bool ends = x + 1 == n || block(op, x + 1) != block(op, x);
+        last[x] = ends ? x : last[x + 1];
+        next[x] = ends ? n : (cleared[x + 1] ? x + 1 : next[x + 1]);
+      }
+      // Per (CTA, window of the output): the first point that accumulated.
+      std::map<std::pair<Point, Point>, std::size_t> first_acc;
+      for (std::size_t pt = 0; pt < n; ++pt)
+        if (accumulated[pt]) first_acc.emplace(std::make_pair(block(op, pt), blk_[l.output][pt]), pt);
+      for (std::size_t k = 0; k < u.accumulates.size(); ++k) {
+        const std::size_t ai = u.accumulates[k];
+        const Effect &a = m_.effects[ai];
+        for (std::size_t r = 0; r < n; ++r) {
+          bool live = fires_[ai][r];
+          for (std::size_t ci : clears)
+            live = live && !(m_.effects[ci].order > a.order && fires_[ci][r]);
+          for (std::size_t wi : l.delivering[k])
+            live = live && !fires_[wi][r];
+          if (!live) continue;
+          const std::size_t q = next[r] < n ? next[r] : last[r];
+          if (next[r] < n && (!init_first[q] || splits_a_visit(op, r, q))) continue;
+          auto it = first_acc.find({block(op, r), blk_[l.output][r]});
+          if (it != first_acc.end() && it->second < r) {
+            out_.findings.push_back(lost_finding(m_, op, l.output, a, pts_[it->second], pts_[r], pts_[q]));
+            break;
+          }
         }
       }
     }

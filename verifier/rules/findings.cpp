@@ -557,18 +557,64 @@ bool copied_out_per_visit(const KernelModel &m, std::size_t op) {
          spec::moves_within_cta(*o.decl, m.cta_axes);
 }
 
+bool copied_out_after_loop(const KernelModel &m, std::size_t op) {
+  const auto &o = m.operands[op];
+  return !m.triton && !m.cta_axes.empty() && o.role == spec::Role::out && o.windowed && o.decl &&
+         !spec::moves_within_cta(*o.decl, m.cta_axes) && gpu_slots(m) > 1;
+}
+
+std::vector<std::size_t> overlapping_stores(const KernelModel &m, const Effect &w) {
+  std::vector<std::size_t> out;
+  for (std::size_t e = 0; e < m.effects.size(); ++e) {
+    const Effect &x = m.effects[e];
+    if (x.operand != w.operand || x.kind == Effect::read) continue;
+    bool meet = !x.exact || !w.exact;
+    if (!meet) {
+      meet = true;
+      for (std::size_t d = 0; d < x.box.size() && d < w.box.size(); ++d)
+        meet = meet && x.box[d].first < w.box[d].second && w.box[d].first < x.box[d].second;
+    }
+    if (meet) out.push_back(e);
+  }
+  return out;
+}
+
+Finding output_last_slot_finding(const KernelModel &m, const Effect &w, const Point &p, const Point &last) {
+  const auto &o = m.operands[w.operand];
+  const std::string b = block_str(m, w.operand, p);
+  const std::int64_t slots = gpu_slots(m);
+  Finding f =
+      make(Rule::output_write_lost, w.loc,
+           "this store into block " + b + " of '" + o.name + "' at grid point " + format_tuple(p) +
+               " is never written back: on Mosaic GPU each step of a CTA's pipeline writes a fresh " +
+               "SMEM slot (" + std::to_string(slots) + " here, max_concurrent_steps), and an output " +
+               "whose index map names only parallel axes is copied out once, after the CTA's loop, " +
+               "from the slot of its last step, grid point " + format_tuple(last) +
+               ", which this step does not use; nothing stores there after it. Store the final value " +
+               "on the CTA's last step");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"grid_point", p});
+  f.witness.items.push_back({"last_step", last});
+  add_block(f, m, w.operand, p);
+  f.notes.push_back(note(o.loc, "'" + o.name + "' is copied out from the slot of grid point " +
+                                    format_tuple(last) + " only"));
+  return f;
+}
+
 Finding output_write_lost_finding(const KernelModel &m, const Effect &w, const Point &previous,
                                   const Point &p) {
   const auto &o = m.operands[w.operand];
   const std::string b = block_str(m, w.operand, p);
-  Finding f = make(Rule::output_write_lost, w.loc,
-                   "this store into block " + b + " of '" + o.name + "' at grid point " + format_tuple(p) +
-                       " is never written back: on Mosaic GPU each step of a CTA's pipeline writes a fresh " +
-                       "SMEM slot, and the slot of an output whose index map names a sequential axis is " +
-                       "copied out only on the first step of each visit of a block and at the CTA's last " +
-                       "step, and '" + o.name + "' is on block " + b + " at the step before, grid point " +
-                       format_tuple(previous) + ". Store the block on its first step, or make the axes its " +
-                       "index map names parallel (CTA axes) so that it is stored once, after the CTA's loop");
+  Finding f =
+      make(Rule::output_write_lost, w.loc,
+           "this store into block " + b + " of '" + o.name + "' at grid point " + format_tuple(p) +
+               " is never written back: on Mosaic GPU each step of a CTA's pipeline writes a fresh " +
+               "SMEM slot, and the slot of an output whose index map names a sequential axis is " +
+               "copied out only on the first step of each visit of a block and at the CTA's last " +
+               "step, and '" + o.name + "' is on block " + b + " at the step before, grid point " +
+               format_tuple(previous) + ". Store the block on the first step of each visit (and on the " +
+               "CTA's last step, whose slot is copied out again), or make the axes its index map " +
+               "names parallel (CTA axes) so that it is stored once, after the CTA's loop");
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"previous", previous});
   f.witness.items.push_back({"grid_point", p});
@@ -736,15 +782,74 @@ std::vector<std::size_t> fed_outputs(const KernelModel &m, std::size_t op) {
   return out;
 }
 
-Finding lost_finding(const KernelModel &m, std::size_t op, const Effect &a, const Point &earlier,
-                     const Point &lost, const Point &next) {
-  const auto &acc = m.operands[op];
-  std::size_t out = 0;
-  for (std::size_t x : fed_outputs(m, op))
-    if (block_at(m, x, earlier) == block_at(m, x, lost)) {
-      out = x;
-      break;
+std::vector<std::size_t> reached_outputs(const KernelModel &m, std::size_t op) {
+  std::vector<bool> seen(m.operands.size(), false), out(m.operands.size(), false);
+  std::vector<std::size_t> todo = {op};
+  seen[op] = true;
+  while (!todo.empty()) {
+    const std::size_t s = todo.back();
+    todo.pop_back();
+    for (const auto &w : m.effects) {
+      if (w.kind == Effect::read) continue;
+      const auto &x = m.operands[w.operand];
+      bool holds = false;
+      for (std::size_t r : w.sources)
+        holds = holds || m.effects[r].operand == s;
+      if (!holds) continue;
+      if (x.role == spec::Role::out && x.windowed) out[w.operand] = true;
+      if (x.role == spec::Role::scratch && !seen[w.operand]) {
+        seen[w.operand] = true;
+        todo.push_back(w.operand);
+      }
     }
+  }
+  std::vector<std::size_t> r;
+  for (std::size_t x = 0; x < out.size(); ++x)
+    if (out[x]) r.push_back(x);
+  return r;
+}
+
+std::vector<LostUse> lost_uses(const KernelModel &m, std::size_t op) {
+  const ScratchUse u = scratch_use(m, op);
+  auto is_consume = [&](std::size_t r) {
+    return std::find(u.consumes.begin(), u.consumes.end(), r) != u.consumes.end();
+  };
+  std::vector<LostUse> out;
+  for (std::size_t x : fed_outputs(m, op)) {
+    LostUse l;
+    l.output = x;
+    l.clears = u.inits;
+    std::vector<std::size_t> stores;
+    for (std::size_t s = 0; s < m.effects.size(); ++s) {
+      const Effect &w = m.effects[s];
+      if (w.operand != x || w.kind == Effect::read) continue;
+      bool feeds = false;
+      for (std::size_t r : w.sources)
+        if (is_consume(r)) {
+          feeds = true;
+          if (std::find(l.clears.begin(), l.clears.end(), r) == l.clears.end()) l.clears.push_back(r);
+        }
+      if (feeds) stores.push_back(s);
+    }
+    for (std::size_t ai : u.accumulates) {
+      const Effect &a = m.effects[ai];
+      std::vector<std::size_t> d;
+      for (std::size_t s : stores)
+        for (std::size_t r : m.effects[s].sources)
+          if (is_consume(r) && std::find(a.sources.begin(), a.sources.end(), r) != a.sources.end()) {
+            d.push_back(s);
+            break;
+          }
+      l.delivering.push_back(std::move(d));
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+Finding lost_finding(const KernelModel &m, std::size_t op, std::size_t out, const Effect &a,
+                     const Point &earlier, const Point &lost, const Point &next) {
+  const auto &acc = m.operands[op];
   const auto &o = m.operands[out];
   // The store to fix: the first in program order of o from the scratch.
   const Effect *store = nullptr;
@@ -1572,13 +1677,19 @@ std::vector<std::int64_t> witness_key(const Witness &w) {
 
 void finalize(std::vector<Finding> &fs) {
   std::set<std::string> reduced;
-  for (const auto &f : fs)
+  std::set<int> stored_early; // the lines of accumulation-lost's stores
+  for (const auto &f : fs) {
     if (f.rule == Rule::reduction_not_last_axis)
       for (const auto &it : f.witness.items)
         if (it.key == "operand") reduced.insert(std::get<std::string>(it.value));
+    if (f.rule == Rule::accumulation_lost) stored_early.insert(f.loc.line);
+  }
   std::vector<Finding> kept;
   std::map<std::pair<Rule, int>, std::size_t> at;
   for (auto &f : fs) {
+    // A store before the reduction ends that Mosaic GPU also never copies
+    // out: one fix (store on the last step), one finding.
+    if (f.rule == Rule::output_write_lost && stored_early.count(f.loc.line)) continue;
     if (f.rule == Rule::output_revisit) {
       bool superseded = false;
       for (const auto &it : f.witness.items)

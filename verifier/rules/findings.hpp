@@ -133,11 +133,24 @@ Finding input_write_finding(const KernelModel &, const Effect &write, const Poin
 /// Mosaic GPU: whether output `op` is copied out inside each CTA's pipeline,
 /// once per visit (spec::moves_within_cta), rather than once after it.
 bool copied_out_per_visit(const KernelModel &, std::size_t op);
-/// output-write-lost: store `w` of such an output fires at grid point `p`,
-/// which is neither the first step of its visit (`previous`, the step before
-/// it in its CTA, has the same block) nor its CTA's last step.
+/// Mosaic GPU with more than one slot: whether output `op` is copied out
+/// once per CTA, after its loop, from the slot of its last step (its index
+/// map names no non-CTA axis).
+bool copied_out_after_loop(const KernelModel &, std::size_t op);
+/// output-write-lost: store `w` of an output copied out per visit fires at
+/// grid point `p`, which is neither the first step of its visit
+/// (`previous`, the step before it in its CTA, has the same block) nor its
+/// CTA's last step.
 Finding output_write_lost_finding(const KernelModel &, const Effect &w, const Point &previous,
                                   const Point &p);
+/// output-write-lost: store `w` of an output copied out after the loop
+/// fires at grid point `p`, a step whose slot is not the last step's, and no
+/// store that may overlap it fires later in the CTA (`last`, its last
+/// point): its value is final but never copied out.
+Finding output_last_slot_finding(const KernelModel &, const Effect &w, const Point &p, const Point &last);
+/// The stores of `w`'s operand that may write an element `w` writes (boxes
+/// that meet, or are not static): indices into KernelModel::effects.
+std::vector<std::size_t> overlapping_stores(const KernelModel &, const Effect &w);
 Finding out_of_bounds_finding(const KernelModel &, std::size_t op, const Point &p);
 Finding parallel_conflict_finding(const KernelModel &, std::size_t op, const Point &p, const Point &q);
 /// `cell` is the part of the block no store writes (block-relative); the
@@ -160,6 +173,25 @@ Finding carried_finding(const KernelModel &, std::size_t op, const CarriedUse &u
 /// The windowed outputs some store of which holds a read of scratch `op`
 /// (carried_uses' outputs), each once, in operand order.
 std::vector<std::size_t> fed_outputs(const KernelModel &, std::size_t op);
+/// The windowed outputs scratch `op`'s values reach: the ones it feeds, and
+/// those of every scratch a store of which holds a read of it, transitively
+/// (a running argmax's max feeds its index, which feeds the output). Each
+/// once, in operand order. A reset of the scratch discards work only within
+/// a visit of one of these (accumulator-reset).
+std::vector<std::size_t> reached_outputs(const KernelModel &, std::size_t op);
+/// How accumulation-lost follows result scratch `op` into one output it
+/// feeds: `clears` are its inits and the reads of it that some store into
+/// `output` holds (a read feeding only the scratch's own update, or another
+/// output, delivers nothing to this one); `delivering[k]`, per accumulation
+/// ScratchUse::accumulates[k], the stores into `output` that hold a read the
+/// accumulation's value holds too (`s = acc[...] + x; o[...] = s;
+/// acc[...] = s`: the store takes the update's value, in whatever order).
+struct LostUse {
+  std::size_t output = 0;
+  std::vector<std::size_t> clears;
+  std::vector<std::vector<std::size_t>> delivering;
+};
+std::vector<LostUse> lost_uses(const KernelModel &, std::size_t op);
 /// accumulation-lost: accumulation `a` of result scratch `op` at grid point
 /// `lost`, with no read of the scratch after it before `next`, where an init
 /// re-initializes it for another block (or, where no init fires at `next`
@@ -167,8 +199,8 @@ std::vector<std::size_t> fed_outputs(const KernelModel &, std::size_t op);
 /// `lost`'s CTA). `earlier` accumulated too, with some output the scratch
 /// feeds (fed_outputs) on the same block as at `lost`: a reduction over
 /// several steps whose last updates never reach it.
-Finding lost_finding(const KernelModel &, std::size_t op, const Effect &a, const Point &earlier,
-                     const Point &lost, const Point &next);
+Finding lost_finding(const KernelModel &, std::size_t op, std::size_t output, const Effect &a,
+                     const Point &earlier, const Point &lost, const Point &next);
 /// The effects of scratch-carry: every store of the scratch, every read of it
 /// (a load or `+=`), and the inits (ScratchUse::inits) that cut the carry.
 struct CarryUse {
@@ -260,7 +292,8 @@ std::int64_t sram_bytes(const KernelModel &);
 std::int64_t gpu_slots(const KernelModel &);
 
 /// One root cause, one finding: drops output-revisit where
-/// reduction-not-last-axis holds for the same operand, keeps one finding per
+/// reduction-not-last-axis holds for the same operand, output-write-lost on
+/// a store accumulation-lost reports, keeps one finding per
 /// (rule, anchor line) — the one with the smallest witness — and sorts by line.
 void finalize(std::vector<Finding> &);
 

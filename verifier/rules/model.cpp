@@ -84,6 +84,13 @@ bool KernelModel::is_read(std::size_t op) const {
   return false;
 }
 
+bool KernelModel::updates_through_locals(const Effect &w) const {
+  if (reads_own_target(w)) return true;
+  for (std::size_t r : w.sources)
+    if (effects[r].operand == w.operand && effects[r].kind != Effect::write) return true;
+  return false;
+}
+
 bool KernelModel::reads_own_target(const Effect &w) const {
   // Within one statement the reads carry its `order` and the store order + 1.
   for (const auto &r : effects)

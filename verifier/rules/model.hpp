@@ -152,6 +152,10 @@ struct KernelModel {
   /// (`o[...] = where(mask, a, o[...])`, `acc[...] = acc[...] + x`): a
   /// read-modify-write like `+=`, not an init.
   bool reads_own_target(const Effect &w) const;
+  /// True when store `w` holds a read of its own operand, in its statement
+  /// or through tensor locals (`v = o[...]`, then `o[...] = v + c`, as the
+  /// bridge exports `o_ref[...] += lax.cond(...)`): an update of an output.
+  bool updates_through_locals(const Effect &w) const;
   std::int64_t num_points() const; ///< saturates at INT64_MAX
 };
 

@@ -79,6 +79,7 @@ public:
         }
         if (m_.is_read(i) && !m_.triton) resets(i);
         if (copied_out_per_visit(m_, i)) lost_output_writes(i);
+        if (copied_out_after_loop(m_, i)) lost_last_slot_writes(i);
       }
       if (o.role == spec::Role::scratch) {
         scratch_resets(i);
@@ -763,7 +764,7 @@ private:
     if (m_.grid.empty()) return;
     const auto &o = m_.operands[op];
     for (const auto &w : m_.effects) {
-      if (w.operand != op || w.kind != Effect::write || m_.reads_own_target(w)) continue;
+      if (w.operand != op || w.kind != Effect::write || m_.updates_through_locals(w)) continue;
       SymPoint p = point("p"), q = point("q");
       const auto wb = box_terms(w, q);
       std::vector<Term> taken;
@@ -822,11 +823,11 @@ private:
       facts.push_back(ctx_.any_of(accumulated));
       for (std::size_t ci : clears)
         if (m_.effects[ci].order < w.order) facts.push_back(!cleared_at(ci, q));
-      // A reset is harmful only within a visit: some output on the same block
-      // at p and q. (Between visits, what a result scratch accumulated unread
+      // A reset is harmful only within a visit: some output the scratch
+      // reaches on the same block at p and q. (Between visits, what a result scratch accumulated unread
       // is accumulation-lost's: the stores, not the init, are misplaced; an
       // auxiliary scratch's last update may be dead by design.)
-      facts.push_back(splits_a_visit(p, q));
+      facts.push_back(splits_a_visit(op, p, q));
       auto best = query_quantified(
           "accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
           [&](smt::Bindings::Aux &aux, bool with_aux) {
@@ -870,67 +871,112 @@ private:
     }
   }
 
-  // Some windowed output is on the same block at p and q.
-  Term splits_a_visit(const SymPoint &p, const SymPoint &q) {
+  // Mosaic GPU, an output copied out after the loop from the slot of the
+  // CTA's last step q: a store at p, whose step index within the CTA is not
+  // that slot's modulo the slot count, with no store that may overlap it at
+  // any point after p up to q.
+  void lost_last_slot_writes(std::size_t op) {
+    const auto &o = m_.operands[op];
+    const std::int64_t slots = gpu_slots(m_);
+    std::vector<std::size_t> steps; // the non-CTA axes, in run order
+    for (std::size_t a : axes_)
+      if (a >= m_.cta_axes.size() || !m_.cta_axes[a]) steps.push_back(a);
+    std::int64_t n = 1;
+    for (std::size_t a : steps)
+      n *= m_.grid[a];
+    for (const auto &w : m_.effects) {
+      if (w.operand != op || w.kind == Effect::read) continue;
+      const std::vector<std::size_t> later = overlapping_stores(m_, w);
+      SymPoint p = point("p"), q = point("q");
+      Term t = ctx_.num(0);
+      std::int64_t stride = 1;
+      for (std::size_t k = steps.size(); k-- > 0;) {
+        t = t + p.v[steps[k]] * ctx_.num(stride);
+        stride *= m_.grid[steps[k]];
+      }
+      const std::string tag = "slot" + std::to_string(fresh_++);
+      Term c = ctx_.int_var(tag + "_c"), r = ctx_.int_var(tag + "_r");
+      std::vector<Term> facts = {
+          in_grid(p), in_grid(q), same(cta(p), cta(q)), guard(w, p), t == c * ctx_.num(slots) + r,
+          r >= 0,     r < slots,  r != (n - 1) % slots};
+      for (std::size_t a : steps)
+        facts.push_back(q.v[a] == m_.grid[a] - 1);
+      for (std::size_t e : later)
+        facts.push_back(!guard(m_.effects[e], q));
+      auto best = query_quantified(
+          "output-write-lost/" + o.name + "/line" + std::to_string(w.loc.line) + "/last-slot",
+          [&](smt::Bindings::Aux &aux, bool with_aux) {
+            return with(facts, {none_between(later, p, q, aux, with_aux)});
+          },
+          {&p, &q}, by_run());
+      if (best) out_.findings.push_back(output_last_slot_finding(m_, w, (*best)[0], (*best)[1]));
+    }
+  }
+
+  // Some output that scratch `op` reaches (reached_outputs) is on the same
+  // block at p and q.
+  Term splits_a_visit(std::size_t op, const SymPoint &p, const SymPoint &q) {
     std::vector<Term> visit;
-    for (std::size_t x = 0; x < m_.operands.size(); ++x)
-      if (m_.operands[x].role == spec::Role::out && m_.operands[x].windowed)
-        visit.push_back(same(window(x, p), window(x, q)));
+    for (std::size_t x : reached_outputs(m_, op))
+      visit.push_back(same(window(x, p), window(x, q)));
     return ctx_.any_of(visit);
   }
 
-  // Accumulation a of a result scratch at r that nothing reads: no init or
-  // consuming read after it at r, none at any point strictly between r and
-  // q, where q is either the next point of r's CTA where one fires, the
-  // first of them an init, with no output on the same block at r and q (an
-  // init within a visit is accumulator-reset's), or, where none fires after
-  // r, the last point of r's CTA. And a reduction over several steps: some
-  // p < r in that CTA accumulated, with an output the scratch feeds on the
-  // same block at p and r. (Without p, a store before each step's update
-  // is an exclusive scan, whose last update is dead by design.)
+  // Per output x the result scratch feeds (lost_uses): accumulation a at r
+  // whose value never reaches x: no clear of x (an init, or a read some
+  // store into x holds) after it at r, no store into x that takes its value
+  // at r, no clear at any point strictly between r and q, where q is either
+  // the next point of r's CTA where one fires, the first of them an init,
+  // with no reached output on the same block at r and q (an init within a
+  // visit is accumulator-reset's), or, where none fires after r, the last
+  // point of r's CTA. And a reduction over several steps: some p < r in that
+  // CTA accumulated, with x on the same block at p and r. (Without p, a
+  // store before each step's update is an exclusive scan, whose last update
+  // is dead by design.)
   void lost_accumulations(std::size_t op) {
     if (m_.grid.empty() || m_.triton) return;
     const auto &o = m_.operands[op];
     const ScratchUse u = scratch_use(m_, op);
-    const std::vector<std::size_t> fed = fed_outputs(m_, op);
-    if (!u.result || u.accumulates.empty() || fed.empty()) return;
-    std::vector<std::size_t> clears = u.inits;
-    clears.insert(clears.end(), u.consumes.begin(), u.consumes.end());
-    for (std::size_t ai : u.accumulates) {
-      const Effect &a = m_.effects[ai];
-      SymPoint r = point("r"), p = point("p"), q = point("q");
-      std::vector<Term> facts = {in_grid(r),           in_grid(p),           in_grid(q), lex_lt(p, r),
-                                 same(cta(p), cta(r)), same(cta(q), cta(r)), guard(a, r)};
-      for (std::size_t ci : clears)
-        if (m_.effects[ci].order > a.order) facts.push_back(!guard(m_.effects[ci], r));
-      std::vector<Term> at_p, on_block;
-      for (std::size_t aj : u.accumulates)
-        at_p.push_back(guard(m_.effects[aj], p));
-      for (std::size_t x : fed)
-        on_block.push_back(same(window(x, p), window(x, r)));
-      facts.push_back(ctx_.any_of(at_p));
-      facts.push_back(ctx_.any_of(on_block));
-      std::vector<Term> last, none_at_q, reset;
-      for (std::size_t k = 0; k < m_.grid.size(); ++k)
-        if (k >= m_.cta_axes.size() || !m_.cta_axes[k]) last.push_back(q.v[k] == m_.grid[k] - 1);
-      for (std::size_t ci : clears)
-        none_at_q.push_back(!guard(m_.effects[ci], q));
-      for (std::size_t wi : u.inits) {
-        std::vector<Term> c = {guard(m_.effects[wi], q)};
+    if (!u.result || u.accumulates.empty()) return;
+    for (const LostUse &l : lost_uses(m_, op)) {
+      const std::size_t x = l.output;
+      const std::vector<std::size_t> &clears = l.clears;
+      for (std::size_t k = 0; k < u.accumulates.size(); ++k) {
+        const Effect &a = m_.effects[u.accumulates[k]];
+        SymPoint r = point("r"), p = point("p"), q = point("q");
+        std::vector<Term> facts = {
+            in_grid(r),           in_grid(p),           in_grid(q),  lex_lt(p, r),
+            same(cta(p), cta(r)), same(cta(q), cta(r)), guard(a, r), same(window(x, p), window(x, r))};
         for (std::size_t ci : clears)
-          if (m_.effects[ci].order < m_.effects[wi].order) c.push_back(!guard(m_.effects[ci], q));
-        reset.push_back(ctx_.all_of(c));
+          if (m_.effects[ci].order > a.order) facts.push_back(!guard(m_.effects[ci], r));
+        for (std::size_t wi : l.delivering[k])
+          facts.push_back(!guard(m_.effects[wi], r));
+        std::vector<Term> at_p;
+        for (std::size_t aj : u.accumulates)
+          at_p.push_back(guard(m_.effects[aj], p));
+        facts.push_back(ctx_.any_of(at_p));
+        std::vector<Term> last, none_at_q, reset;
+        for (std::size_t d = 0; d < m_.grid.size(); ++d)
+          if (d >= m_.cta_axes.size() || !m_.cta_axes[d]) last.push_back(q.v[d] == m_.grid[d] - 1);
+        for (std::size_t ci : clears)
+          none_at_q.push_back(!guard(m_.effects[ci], q));
+        for (std::size_t wi : u.inits) {
+          std::vector<Term> c = {guard(m_.effects[wi], q)};
+          for (std::size_t ci : clears)
+            if (m_.effects[ci].order < m_.effects[wi].order) c.push_back(!guard(m_.effects[ci], q));
+          reset.push_back(ctx_.all_of(c));
+        }
+        Term ends = ctx_.all_of(last) && (same(r.v, q.v) || ctx_.all_of(none_at_q));
+        Term resets = lex_lt(r, q) && ctx_.any_of(reset) && !splits_a_visit(op, r, q);
+        facts.push_back(ends || resets);
+        auto best = query_quantified(
+            "accumulation-lost/" + o.name + "/" + m_.operands[x].name + "/line" + std::to_string(a.loc.line),
+            [&](smt::Bindings::Aux &aux, bool with_aux) {
+              return with(facts, {none_between(clears, r, q, aux, with_aux)});
+            },
+            {&r, &p, &q}, by_run());
+        if (best) out_.findings.push_back(lost_finding(m_, op, x, a, (*best)[1], (*best)[0], (*best)[2]));
       }
-      Term ends = ctx_.all_of(last) && (same(r.v, q.v) || ctx_.all_of(none_at_q));
-      Term resets = lex_lt(r, q) && ctx_.any_of(reset) && !splits_a_visit(r, q);
-      facts.push_back(ends || resets);
-      auto best = query_quantified(
-          "accumulation-lost/" + o.name + "/line" + std::to_string(a.loc.line),
-          [&](smt::Bindings::Aux &aux, bool with_aux) {
-            return with(facts, {none_between(clears, r, q, aux, with_aux)});
-          },
-          {&r, &p, &q}, by_run());
-      if (best) out_.findings.push_back(lost_finding(m_, op, a, (*best)[1], (*best)[0], (*best)[2]));
     }
   }
 

@@ -1178,6 +1178,42 @@ TEST(OutputWriteLost, FlagsAStoreOnTheLastReductionStepOfAMovingOutputOnARank4Gr
   EXPECT_TRUE(s2.findings.empty()) << s2.findings[0].message;
 }
 
+// An output whose index map names only CTA axes is copied out after the
+// loop from the last step's slot (n - 1) % M. A store on step 61 of 64 with
+// M = 3 (slot 1; the last step's is slot 0) that nothing follows is lost;
+// on step 63 it is the last step's. Too many points to enumerate.
+TEST(OutputWriteLost, FlagsTheLastStoreOfAnOutputCopiedAfterTheLoopOnAnotherSlot) {
+  auto src = [](int at) {
+    return R"(kernel late:
+    grid = (512, 8, 8)
+    dimension_semantics = (parallel, sequential, sequential)
+    target = h100
+    max_concurrent_steps = 3
+    in  x: f32[32768, 8192]  block=(64, 128)  index=(i, a, b) -> (i, 8 * a + b)
+    out o: f32[32768, 128]  block=(64, 128)  index=(i, a, b) -> (i, 0)
+    body:
+        when 8 * program_id(1) + program_id(2) == )" +
+           std::to_string(at) + R"(:
+            o[...] = x[...]
+)";
+  };
+  for (int at : {61, 63}) {
+    const spec::KernelSpec k = testing::kernel(testing::parse_text(src(at)), "late");
+    auto m = verifier::rules::build_model(k, {}, std::nullopt); // points into k
+    ASSERT_TRUE(m.model);
+    auto s = verifier::rules::check_symbolic(*m.model, 10000);
+    EXPECT_TRUE(s.unknown.empty());
+    if (at == 63) {
+      EXPECT_TRUE(s.findings.empty()) << s.findings[0].message;
+      continue;
+    }
+    ASSERT_EQ(s.findings.size(), 1u);
+    EXPECT_EQ(s.findings[0].rule, verifier::Rule::output_write_lost);
+    EXPECT_EQ(point_item(s.findings[0], "grid_point"), (std::vector<std::int64_t>{0, 7, 5}));
+    EXPECT_EQ(point_item(s.findings[0], "last_step"), (std::vector<std::int64_t>{0, 7, 7}));
+  }
+}
+
 // The TPU keeps an output block in one VMEM buffer over its visit and writes
 // it back when the visit ends: the same store is right there.
 TEST(OutputWriteLost, LeavesTpuKernelsAlone) {
@@ -1199,6 +1235,43 @@ TEST(OutputWriteLost, LeavesTpuKernelsAlone) {
   gpu.replace(gpu.find("    in  x"), 0, "    target = h100\n");
   auto v = check_text(gpu, "rows");
   EXPECT_EQ(marks(v), (Marks{{verifier::Rule::output_write_lost, 13}})) << v.reason;
+}
+
+// A running argmax's max m reaches the index output through idx; a second
+// output on one block for the whole grid (a global max) does not hold m's
+// values, so m's re-init on each row starts no visit of anything m reaches.
+// Symbolic and enumerated agree.
+TEST(AccumulatorReset, CountsOnlyTheVisitsOfOutputsTheScratchReaches) {
+  const std::string src = R"(kernel argmax_and_global_max:
+    grid = (2, 4)
+    dimension_semantics = (arbitrary, arbitrary)
+    in  x: f32[16, 512]  block=(8, 128)  index=(i, k) -> (i, k)
+    out idx_o: i32[16, 128]  block=(8, 128)  index=(i, k) -> (i, 0)
+    out g: f32[8, 128]  block=(8, 128)  index=(i, k) -> (0, 0)
+    scratch m: f32[8, 1]
+    scratch idx: i32[8, 1]
+    body:
+        when program_id(1) == 0:
+            m[...] = full(-inf)
+            idx[...] = zeros
+        bm = max(x[...], axis=1, keepdims=True)
+        bi = reshape(argmax(x[...], axis=1), (8, 1)) + program_id(1) * 128
+        idx[...] = where(bm > m[...], bi, idx[...])
+        m[...] = maximum(m[...], bm)
+        when program_id(1) == 3:
+            idx_o[...] = idx[...]
+        when program_id(0) == 0 and program_id(1) == 0:
+            g[...] = full(-inf)
+        g[...] = maximum(g[...], max(x[...]))
+)";
+  auto v = check_text(src, "argmax_and_global_max");
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  testing::expect_enumerator_agrees(src, "argmax_and_global_max", true);
+  const auto m = testing::kernel(testing::parse_text(src), "argmax_and_global_max");
+  auto model = verifier::rules::build_model(m, {}, std::nullopt);
+  ASSERT_TRUE(model.model);
+  EXPECT_EQ(verifier::rules::reached_outputs(*model.model, *model.model->operand_index("m")),
+            (std::vector<std::size_t>{*model.model->operand_index("idx_o")}));
 }
 
 // A running argmax keeps the running max in m, which feeds idx, not the
