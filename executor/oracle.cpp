@@ -32,10 +32,17 @@ spec::Env bind_params(const std::vector<spec::Param> &params, const spec::Env &o
 namespace {
 
 // Where a body states extents of its own (a slice bound, ds(), a shape, a
-// loop), which --scale does not divide: the first such expression.
+// loop, an integer index other than 0: `acc[program_id(0)]` picks one of
+// the dim's elements, which a scaled dim may no longer have), which --scale
+// does not divide: the first such expression.
 const spec::Expr *own_extent(const spec::Expr &e) {
   using spec::Op;
   if (e.op == Op::Slice && (e.args.at(0).op != Op::None || e.args.at(1).op != Op::None)) return &e;
+  if (e.op == Op::Ref)
+    for (const auto &a : e.args)
+      if (a.op != Op::Slice && a.op != Op::Ellipsis && a.op != Op::None &&
+          !(a.op == Op::Int && a.int_value == 0))
+        return &a;
   if (e.op == Op::Call &&
       (e.name == "ds" || e.name == "iota" || e.name == "reshape" || e.name == "broadcast_to"))
     return &e;
@@ -84,7 +91,7 @@ ConcreteKernel concretize(const spec::KernelSpec &nested, const spec::Env &overr
   if (scale > 1)
     if (auto l = own_extent(k.body))
       bad(*l, "--scale divides array and block dims, not the extents this body states (slices, ds, shapes, "
-              "loops): run it unscaled, or shrink its params with --set");
+              "loops, integer indices): run it unscaled, or shrink its params with --set");
   const spec::Env params = bind_params(k.params, overrides);
   for (const auto &p : k.params)
     if (!params.count(p.name))

@@ -514,3 +514,30 @@ kernel quantize_upper_rows_only:
   EXPECT_TRUE(bad.mismatch->is_poison);
   EXPECT_EQ(bad.mismatch->element, (Shape{4, 0}));
 }
+
+// `--scale` divides array and block dims, not an integer index into one:
+// `acc[program_id(0)]` picks a bank that a halved dim no longer has. The
+// scaled run is bad input at the index (not an out-of-bounds fault of the
+// kernel); unscaled it passes.
+TEST(RunKernel, ScaleRefusesABodyIndexingADimByAnIntegerOtherThanZero) {
+  auto f = parse_text(R"(kernel banks:
+    grid = (2, 4)
+    dimension_semantics = (arbitrary, arbitrary)
+    in  x: f32[16, 512]  block=(8, 128)  index=(i, k) -> (i, k)
+    out o: f32[16, 128]  block=(8, 128)  index=(i, k) -> (i, 0)
+    scratch acc: f32[2, 8, 128]
+    body:
+        when program_id(0) == 0 and program_id(1) == 0:
+            acc[...] = zeros
+        acc[program_id(0)] += x[...]
+        when program_id(1) == 3:
+            o[...] = acc[program_id(0)]
+)");
+  RunOptions o;
+  o.scale = 2;
+  const RunResult scaled = run(unit<spec::KernelSpec>(f, "banks"), o);
+  EXPECT_EQ(scaled.status, RunStatus::bad_input) << scaled.reason;
+  EXPECT_NE(scaled.reason.find("integer indices"), std::string::npos) << scaled.reason;
+  const RunReport rep = run_all_modes(unit<spec::KernelSpec>(f, "banks"), RunOptions{});
+  EXPECT_EQ(rep.status, RunStatus::pass) << format_report(rep);
+}

@@ -394,24 +394,33 @@ private:
       if (kind[e] != Ev::none) events.push_back(e);
     std::stable_sort(events.begin(), events.end(),
                      [&](std::size_t a, std::size_t b) { return m_.effects[a].order < m_.effects[b].order; });
-    constexpr std::size_t none = static_cast<std::size_t>(-1);
-    // A reset is harmful only within a visit (see the symbolic checker).
+    // A reset is harmful only within a visit (see the symbolic checker), and
+    // only where the init's box meets what was accumulated (one bank of a
+    // scratch indexed by the grid point is not another's).
     for (std::size_t w : u.inits) {
-      std::size_t pending = none;
+      std::vector<std::pair<std::size_t, std::size_t>> pending; // (point, accumulation) since the last clear
       bool found = false;
       for (std::size_t q = 0; q < pts_.size() && !found; ++q)
         for (std::size_t e : events) {
           if (!fires_[e][q]) continue;
           if (kind[e] == Ev::accumulate) {
-            if (pending == none) pending = q;
+            pending.emplace_back(q, e);
             continue;
           }
-          if (e == w && pending < q && splits_a_visit(op, pending, q)) {
-            out_.findings.push_back(reset_finding(m_, m_.effects[w], pts_[pending], pts_[q]));
-            found = true;
-            break;
+          if (e == w) {
+            const Box wb = box_or_whole(m_.effects[w], q);
+            std::size_t best = pts_.size();
+            for (const auto &[p, a] : pending)
+              if (p < q && p < best && overlaps(box_or_whole(m_.effects[a], p), wb) &&
+                  splits_a_visit(op, p, q))
+                best = p;
+            if (best < pts_.size()) {
+              out_.findings.push_back(reset_finding(m_, m_.effects[w], pts_[best], pts_[q]));
+              found = true;
+              break;
+            }
           }
-          pending = none;
+          pending.clear();
         }
     }
     for (std::size_t w : u.inits)
@@ -551,10 +560,11 @@ private:
         if (fires_[i][p]) return true;
       return false;
     };
-    // An accumulation at p, with (after_inits) no init after it at p.
-    auto accumulated_at = [&](std::size_t p, bool after_inits) {
+    // An accumulation at p, with (after_inits) no init after it at p and
+    // (`meets`) a box that meets it.
+    auto accumulated_at = [&](std::size_t p, bool after_inits, const Box *meets = nullptr) {
       for (std::size_t ai : u.accumulates) {
-        bool kept = fires_[ai][p];
+        bool kept = fires_[ai][p] && (!meets || overlaps(box_or_whole(m_.effects[ai], p), *meets));
         for (std::size_t i : u.inits)
           if (after_inits && m_.effects[i].order > m_.effects[ai].order) kept = kept && !fires_[i][p];
         if (kept) return true;
@@ -570,9 +580,10 @@ private:
         for (std::size_t i : u.inits)
           init_first = init_first || (fires_[i][q] && m_.effects[i].order < read_order);
         if (fires_[c.store][q] && !init_first) {
+          const Box rb = box_or_whole(m_.effects[c.consume], q);
           for (std::size_t p = from; p < q && !found; ++p) {
             // (block() of a scratch is its CTA.)
-            if (block(op, p) != block(op, q) || !accumulated_at(p, true) ||
+            if (block(op, p) != block(op, q) || !accumulated_at(p, true, &rb) ||
                 blk_[c.output][p] == blk_[c.output][q])
               continue;
             for (std::size_t r = p + 1; r < q && !found; ++r)

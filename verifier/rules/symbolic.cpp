@@ -813,9 +813,10 @@ private:
       SymPoint p = point("p"), q = point("q");
       std::vector<Term> facts = {in_grid(p), in_grid(q), lex_lt(p, q), guard(w, q)};
       std::vector<Term> accumulated;
+      const auto wb = box_terms(w, q);
       for (std::size_t ai : u.accumulates) {
         const Effect &a = m_.effects[ai];
-        std::vector<Term> c = {guard(a, p)};
+        std::vector<Term> c = {guard(a, p), overlap(box_terms(a, p), wb)};
         for (std::size_t ci : clears)
           if (m_.effects[ci].order > a.order) c.push_back(!cleared_at(ci, p));
         accumulated.push_back(ctx_.all_of(c));
@@ -1010,9 +1011,12 @@ private:
       for (std::size_t i : u.inits)
         if (m_.effects[i].order < rd.order) facts.push_back(!guard(m_.effects[i], q));
       std::vector<Term> at_p, at_r;
+      const auto rb = box_terms(rd, q);
       for (std::size_t ai : u.accumulates) {
         const Effect &a = m_.effects[ai];
-        std::vector<Term> t = {guard(a, p)};
+        // (what p accumulated meets what the store reads at q: one bank of a
+        // scratch indexed by the grid point is not another's)
+        std::vector<Term> t = {guard(a, p), overlap(box_terms(a, p), rb)};
         for (std::size_t i : u.inits)
           if (m_.effects[i].order > a.order) t.push_back(!guard(m_.effects[i], p));
         at_p.push_back(ctx_.all_of(t));
