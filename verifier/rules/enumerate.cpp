@@ -81,8 +81,9 @@ private:
   std::int64_t max_;
   RuleOutcome out_;
   std::vector<Point> pts_;
-  std::vector<std::vector<Point>> blk_;  // [operand][point]: its window (spec::window_at)
-  std::vector<std::vector<char>> fires_; // [effect][point]
+  std::vector<std::vector<Point>> blk_;                     // [operand][point]: its window (spec::window_at)
+  std::vector<std::vector<char>> fires_;                    // [effect][point]
+  std::map<std::size_t, std::vector<std::size_t>> reached_; // per scratch: reached_outputs
 
   // In run order (spec::grid_point): lexicographic on TPU, CTA by CTA on
   // Mosaic GPU.
@@ -479,8 +480,10 @@ private:
 
   // Some output that scratch `op` reaches (reached_outputs) is on the same
   // block at p and q.
-  bool splits_a_visit(std::size_t op, std::size_t p, std::size_t q) const {
-    for (std::size_t o : reached_outputs(m_, op))
+  bool splits_a_visit(std::size_t op, std::size_t p, std::size_t q) {
+    auto it = reached_.find(op);
+    if (it == reached_.end()) it = reached_.emplace(op, reached_outputs(m_, op)).first;
+    for (std::size_t o : it->second)
       if (blk_[o][p] == blk_[o][q]) return true;
     return false;
   }
