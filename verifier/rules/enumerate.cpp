@@ -84,6 +84,7 @@ private:
   std::vector<std::vector<Point>> blk_;                     // [operand][point]: its window (spec::window_at)
   std::vector<std::vector<char>> fires_;                    // [effect][point]
   std::map<std::size_t, std::vector<std::size_t>> reached_; // per scratch: reached_outputs
+  std::vector<std::size_t> cta_first_, cta_last_;           // [point]: its CTA's first and last points
 
   // In run order (spec::grid_point): lexicographic on TPU, CTA by CTA on
   // Mosaic GPU.
@@ -93,6 +94,14 @@ private:
     const std::int64_t n = m_.num_points();
     for (std::int64_t l = 0; l < n; ++l)
       pts_.push_back(spec::grid_point(m_.grid, m_.cta_axes, l));
+    // A CTA's points are consecutive in run order.
+    const std::size_t m = pts_.size();
+    cta_first_.resize(m);
+    cta_last_.resize(m);
+    for (std::size_t x = 0; x < m; ++x)
+      cta_first_[x] = x > 0 && cta_of(x - 1) == cta_of(x) ? cta_first_[x - 1] : x;
+    for (std::size_t x = m; x-- > 0;)
+      cta_last_[x] = x + 1 < m && cta_of(x + 1) == cta_of(x) ? cta_last_[x + 1] : x;
   }
 
   bool precompute() {
@@ -435,9 +444,9 @@ private:
     for (std::size_t e = 0; e < m_.effects.size(); ++e) {
       const Effect &w = m_.effects[e];
       if (w.operand != op || w.kind == Effect::read) continue;
-      for (std::size_t p = 1; p + 1 < pts_.size(); ++p) {
-        const bool same_cta = cta_of(p - 1) == cta_of(p) && cta_of(p + 1) == cta_of(p);
-        if (same_cta && fires_[e][p] && blk_[op][p] == blk_[op][p - 1]) {
+      for (std::size_t p = 0; p < pts_.size(); ++p) {
+        const bool inner = cta_first_[p] < p && p < cta_last_[p]; // neither its CTA's first nor last step
+        if (inner && fires_[e][p] && blk_[op][p] == blk_[op][p - 1]) {
           out_.findings.push_back(output_write_lost_finding(m_, w, pts_[p - 1], pts_[p]));
           break;
         }
@@ -452,11 +461,7 @@ private:
   void lost_last_slot_writes(std::size_t op) {
     const std::int64_t slots = gpu_slots(m_);
     const std::size_t n = pts_.size();
-    std::vector<std::size_t> first(n), last(n);
-    for (std::size_t x = 0; x < n; ++x)
-      first[x] = x > 0 && cta_of(x - 1) == cta_of(x) ? first[x - 1] : x;
-    for (std::size_t x = n; x-- > 0;)
-      last[x] = x + 1 < n && cta_of(x + 1) == cta_of(x) ? last[x + 1] : x;
+    const auto &first = cta_first_, &last = cta_last_;
     for (const auto &w : m_.effects) {
       if (w.operand != op || w.kind == Effect::read) continue;
       const std::size_t wi = static_cast<std::size_t>(&w - m_.effects.data());
@@ -504,9 +509,9 @@ private:
         accumulated[x] = accumulated[x] || fires_[aj][x];
     for (const LostUse &l : lost_uses(m_, op)) {
       const std::vector<std::size_t> &clears = l.clears;
-      // Per point: its CTA's last point, the next point of its CTA where a
-      // clear fires (n: none), and whether that point's first clear is an init.
-      std::vector<std::size_t> last(n), next(n, n);
+      // Per point: the next point of its CTA where a clear fires (n: none),
+      // and whether that point's first clear is an init.
+      std::vector<std::size_t> next(n, n);
       std::vector<char> cleared(n, 0), init_first(n, 0);
       for (std::size_t x = 0; x < n; ++x) {
         int first = -1;
@@ -519,11 +524,8 @@ private:
         cleared[x] = first >= 0;
         init_first[x] = first_init;
       }
-      for (std::size_t x = n; x-- > 0;) {
-        const bool ends = x + 1 == n || block(op, x + 1) != block(op, x);
-        last[x] = ends ? x : last[x + 1];
-        next[x] = ends ? n : (cleared[x + 1] ? x + 1 : next[x + 1]);
-      }
+      for (std::size_t x = n; x-- > 0;)
+        next[x] = cta_last_[x] == x ? n : (cleared[x + 1] ? x + 1 : next[x + 1]);
       // Per (CTA, window of the output): the first point that accumulated.
       std::map<std::pair<Point, Point>, std::size_t> first_acc;
       for (std::size_t pt = 0; pt < n; ++pt)
@@ -538,7 +540,7 @@ private:
           for (std::size_t wi : l.delivering[k])
             live = live && !fires_[wi][r];
           if (!live) continue;
-          const std::size_t q = next[r] < n ? next[r] : last[r];
+          const std::size_t q = next[r] < n ? next[r] : cta_last_[r];
           if (next[r] < n && (!init_first[q] || splits_a_visit(op, r, q))) continue;
           auto it = first_acc.find({block(op, r), blk_[l.output][r]});
           if (it != first_acc.end() && it->second < r) {

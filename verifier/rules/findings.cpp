@@ -551,16 +551,23 @@ Finding input_write_finding(const KernelModel &m, const Effect &w, const Point &
   return f;
 }
 
-bool copied_out_per_visit(const KernelModel &m, std::size_t op) {
+namespace {
+
+// A windowed output of a Mosaic GPU pallas_call (its pipeline copies it out).
+bool gpu_pipelined_output(const KernelModel &m, std::size_t op) {
   const auto &o = m.operands[op];
-  return !m.triton && !m.cta_axes.empty() && o.role == spec::Role::out && o.windowed && o.decl &&
-         spec::moves_within_cta(*o.decl, m.cta_axes);
+  return !m.triton && !m.cta_axes.empty() && o.role == spec::Role::out && o.windowed && o.decl;
+}
+
+} // namespace
+
+bool copied_out_per_visit(const KernelModel &m, std::size_t op) {
+  return gpu_pipelined_output(m, op) && spec::moves_within_cta(*m.operands[op].decl, m.cta_axes);
 }
 
 bool copied_out_after_loop(const KernelModel &m, std::size_t op) {
-  const auto &o = m.operands[op];
-  return !m.triton && !m.cta_axes.empty() && o.role == spec::Role::out && o.windowed && o.decl &&
-         !spec::moves_within_cta(*o.decl, m.cta_axes) && gpu_slots(m) > 1;
+  return gpu_pipelined_output(m, op) && !spec::moves_within_cta(*m.operands[op].decl, m.cta_axes) &&
+         gpu_slots(m) > 1;
 }
 
 std::vector<std::size_t> overlapping_stores(const KernelModel &m, const Effect &w) {

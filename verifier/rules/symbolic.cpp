@@ -454,6 +454,41 @@ private:
     return c;
   }
 
+  // How many run positions the CTA axes take: they lead the run order, and
+  // the pipeline (non-CTA) axes follow (all axes are pipeline axes on TPU).
+  std::size_t cta_count() const {
+    std::size_t n = 0;
+    for (std::size_t a = 0; a < m_.cta_axes.size() && a < m_.grid.size(); ++a)
+      n += m_.cta_axes[a] ? 1 : 0;
+    return n;
+  }
+
+  // q is the last step of its CTA: every pipeline axis at its last value.
+  Term cta_last(const SymPoint &q) {
+    std::vector<Term> c;
+    for (std::size_t k = cta_count(); k < axes_.size(); ++k)
+      c.push_back(q.v[axes_[k]] == m_.grid[axes_[k]] - 1);
+    return ctx_.all_of(c);
+  }
+
+  // `earlier` is the grid point right before `later` in run order, `later`
+  // advancing one of the run positions from `from` on: the positions before
+  // it equal, the ones after it wrapped from their last value to 0.
+  Term step_back(const SymPoint &later, const SymPoint &earlier, std::size_t from) {
+    std::vector<Term> steps;
+    for (std::size_t k = from; k < axes_.size(); ++k) {
+      std::vector<Term> c = {later.v[axes_[k]] >= 1, earlier.v[axes_[k]] == later.v[axes_[k]] - 1};
+      for (std::size_t j = 0; j < k; ++j)
+        c.push_back(earlier.v[axes_[j]] == later.v[axes_[j]]);
+      for (std::size_t j = k + 1; j < axes_.size(); ++j) {
+        c.push_back(later.v[axes_[j]] == 0);
+        c.push_back(earlier.v[axes_[j]] == m_.grid[axes_[j]] - 1);
+      }
+      steps.push_back(ctx_.all_of(c));
+    }
+    return ctx_.any_of(steps);
+  }
+
   std::vector<Term> block(std::size_t op, const SymPoint &p) { return at(op, m_.operands[op].index, p); }
 
   // What names the window of `op` at p (spec::BoundOperand::window): the
@@ -845,27 +880,12 @@ private:
   // has the same block, p not the CTA's last step: no copy-out takes p's slot.
   void lost_output_writes(std::size_t op) {
     const auto &o = m_.operands[op];
-    std::vector<std::size_t> steps; // the non-CTA axes, in run order
-    for (std::size_t a : axes_)
-      if (a >= m_.cta_axes.size() || !m_.cta_axes[a]) steps.push_back(a);
     for (const auto &w : m_.effects) {
       if (w.operand != op || w.kind == Effect::read) continue;
       SymPoint p = point("p"), q = point("q");
-      std::vector<Term> back, not_last;
-      for (std::size_t k = 0; k < steps.size(); ++k) {
-        std::vector<Term> c = {p.v[steps[k]] >= 1, q.v[steps[k]] == p.v[steps[k]] - 1};
-        for (std::size_t j = 0; j < k; ++j)
-          c.push_back(q.v[steps[j]] == p.v[steps[j]]);
-        for (std::size_t j = k + 1; j < steps.size(); ++j) {
-          c.push_back(p.v[steps[j]] == 0);
-          c.push_back(q.v[steps[j]] == m_.grid[steps[j]] - 1);
-        }
-        back.push_back(ctx_.all_of(c));
-        not_last.push_back(p.v[steps[k]] < m_.grid[steps[k]] - 1);
-      }
       std::vector<Point> v;
       if (query("output-write-lost/" + o.name + "/line" + std::to_string(w.loc.line),
-                {in_grid(p), in_grid(q), same(cta(p), cta(q)), ctx_.any_of(back), ctx_.any_of(not_last),
+                {in_grid(p), in_grid(q), step_back(p, q, cta_count()), !cta_last(p),
                  same(window(op, p), window(op, q)), guard(w, p)},
                 {&p, &q}, v) == Q::sat)
         out_.findings.push_back(output_write_lost_finding(m_, w, v[1], v[0]));
@@ -878,30 +898,23 @@ private:
   // any point after p up to q.
   void lost_last_slot_writes(std::size_t op) {
     const auto &o = m_.operands[op];
-    const std::int64_t slots = gpu_slots(m_);
-    std::vector<std::size_t> steps; // the non-CTA axes, in run order
-    for (std::size_t a : axes_)
-      if (a >= m_.cta_axes.size() || !m_.cta_axes[a]) steps.push_back(a);
-    std::int64_t n = 1;
-    for (std::size_t a : steps)
-      n *= m_.grid[a];
+    const std::int64_t slots = gpu_slots(m_), n = spec::cta_steps(m_.grid, m_.cta_axes);
     for (const auto &w : m_.effects) {
       if (w.operand != op || w.kind == Effect::read) continue;
       const std::vector<std::size_t> later = overlapping_stores(m_, w);
       SymPoint p = point("p"), q = point("q");
+      // p's step index within its CTA, pipeline axes last fastest.
       Term t = ctx_.num(0);
       std::int64_t stride = 1;
-      for (std::size_t k = steps.size(); k-- > 0;) {
-        t = t + p.v[steps[k]] * ctx_.num(stride);
-        stride *= m_.grid[steps[k]];
+      for (std::size_t k = axes_.size(); k-- > cta_count();) {
+        t = t + p.v[axes_[k]] * ctx_.num(stride);
+        stride *= m_.grid[axes_[k]];
       }
       const std::string tag = "slot" + std::to_string(fresh_++);
       Term c = ctx_.int_var(tag + "_c"), r = ctx_.int_var(tag + "_r");
-      std::vector<Term> facts = {
-          in_grid(p), in_grid(q), same(cta(p), cta(q)), guard(w, p), t == c * ctx_.num(slots) + r,
-          r >= 0,     r < slots,  r != (n - 1) % slots};
-      for (std::size_t a : steps)
-        facts.push_back(q.v[a] == m_.grid[a] - 1);
+      std::vector<Term> facts = {in_grid(p),  in_grid(q),  same(cta(p), cta(q)),
+                                 cta_last(q), guard(w, p), t == c * ctx_.num(slots) + r,
+                                 r >= 0,      r < slots,   r != (n - 1) % slots};
       for (std::size_t e : later)
         facts.push_back(!guard(m_.effects[e], q));
       auto best = query_quantified(
@@ -956,9 +969,7 @@ private:
         for (std::size_t aj : u.accumulates)
           at_p.push_back(guard(m_.effects[aj], p));
         facts.push_back(ctx_.any_of(at_p));
-        std::vector<Term> last, none_at_q, reset;
-        for (std::size_t d = 0; d < m_.grid.size(); ++d)
-          if (d >= m_.cta_axes.size() || !m_.cta_axes[d]) last.push_back(q.v[d] == m_.grid[d] - 1);
+        std::vector<Term> none_at_q, reset;
         for (std::size_t ci : clears)
           none_at_q.push_back(!guard(m_.effects[ci], q));
         for (std::size_t wi : u.inits) {
@@ -967,7 +978,7 @@ private:
             if (m_.effects[ci].order < m_.effects[wi].order) c.push_back(!guard(m_.effects[ci], q));
           reset.push_back(ctx_.all_of(c));
         }
-        Term ends = ctx_.all_of(last) && (same(r.v, q.v) || ctx_.all_of(none_at_q));
+        Term ends = cta_last(q) && (same(r.v, q.v) || ctx_.all_of(none_at_q));
         Term resets = lex_lt(r, q) && ctx_.any_of(reset) && !splits_a_visit(op, r, q);
         facts.push_back(ends || resets);
         auto best = query_quantified(
@@ -1047,20 +1058,9 @@ private:
       if (u.consume_store[c]) keep = std::min(keep, keep_from(m_, m_.effects[*u.consume_store[c]].operand));
     if (keep >= axes_.size()) return;
     SymPoint q = point("q"), r = point("r");
-    std::vector<Term> steps;
-    for (std::size_t k = keep; k < axes_.size(); ++k) {
-      std::vector<Term> c = {q.v[axes_[k]] >= 1, r.v[axes_[k]] == q.v[axes_[k]] - 1};
-      for (std::size_t j = 0; j < k; ++j)
-        c.push_back(r.v[axes_[j]] == q.v[axes_[j]]);
-      for (std::size_t j = k + 1; j < axes_.size(); ++j) {
-        c.push_back(q.v[axes_[j]] == 0);
-        c.push_back(r.v[axes_[j]] == m_.grid[axes_[j]] - 1);
-      }
-      // Each consume that may fire at r after the accumulation must be
-      // overwritten by this step.
-      steps.push_back(ctx_.all_of(c));
-    }
-    std::vector<Term> facts = {in_grid(q), in_grid(r), ctx_.any_of(steps), guard(w, q)};
+    // (Each consume that may fire at r after the accumulation must be
+    // overwritten by this step.)
+    std::vector<Term> facts = {in_grid(q), in_grid(r), step_back(q, r, keep), guard(w, q)};
     for (std::size_t ci : u.inits)
       if (m_.effects[ci].order < w.order) facts.push_back(!guard(m_.effects[ci], q));
     for (std::size_t ci : u.consumes)
