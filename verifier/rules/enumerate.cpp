@@ -433,8 +433,70 @@ private:
           pending.clear();
         }
     }
-    for (std::size_t w : u.inits)
+    for (std::size_t w : u.inits) {
       overwritten_reset(u, w);
+      overwritten_after_reset(u, w);
+    }
+  }
+
+  // As the symbolic checker's overwritten_after_reset: per fed output, the
+  // first q where the init fires whose block's last overwrite at or after
+  // q (by point, then program order) is a delivering store after the init
+  // in q's CTA, with no init between; then the first p before q in that
+  // visit and CTA whose accumulation's input blocks are not read again by
+  // it from q to t.
+  void overwritten_after_reset(const ScratchUse &u, std::size_t wi) {
+    if (!u.result || m_.triton) return;
+    const Effect &w = m_.effects[wi];
+    const std::size_t n = pts_.size();
+    for (const OverwriteUse &ov : overwrite_uses(m_, w.operand)) {
+      if (ov.delivering.empty()) continue;
+      const std::size_t x = ov.output;
+      bool found = false;
+      for (std::size_t q = 0; q < n && !found; ++q) {
+        if (!fires_[wi][q]) continue;
+        std::size_t t = n, si = 0;
+        for (std::size_t v = q; v < n; ++v)
+          if (blk_[x][v] == blk_[x][q])
+            for (std::size_t oi : ov.overwrites)
+              if (fires_[oi][v] && (t != v || m_.effects[oi].order > m_.effects[si].order)) t = v, si = oi;
+        if (t == n || cta_first_[t] != cta_first_[q]) continue;
+        const Effect &s = m_.effects[si];
+        if (std::find(ov.delivering.begin(), ov.delivering.end(), si) == ov.delivering.end()) continue;
+        if (t == q && s.order < w.order) continue;
+        bool init_between = false;
+        for (std::size_t ii : u.inits) {
+          const int io = m_.effects[ii].order;
+          for (std::size_t v = q + 1; v < t; ++v)
+            init_between = init_between || fires_[ii][v];
+          if (io < s.order && fires_[ii][t] && (t != q || io > w.order)) init_between = true;
+        }
+        if (init_between) continue;
+        const Box wb = box_or_whole(w, q);
+        for (std::size_t p = cta_first_[q]; p < q && !found; ++p) {
+          if (blk_[x][p] != blk_[x][q]) continue;
+          for (std::size_t ai : u.accumulates) {
+            const Effect &a = m_.effects[ai];
+            bool lost = fires_[ai][p] && overlaps(box_or_whole(a, p), wb);
+            for (std::size_t ii : u.inits)
+              lost = lost && !(m_.effects[ii].order > a.order && fires_[ii][p]);
+            const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
+            for (std::size_t v = q; lost && v <= t; ++v) {
+              bool again = fires_[ai][v];
+              for (std::size_t in : ins)
+                again = again && blk_[in][v] == blk_[in][p];
+              lost = !again;
+            }
+            if (lost) {
+              out_.findings.push_back(
+                  overwritten_after_reset_finding(m_, w, x, pts_[p], pts_[q], s, pts_[t]));
+              found = true;
+              break;
+            }
+          }
+        }
+      }
+    }
   }
 
   // As the symbolic checker's lost_output_writes: per store, the first point

@@ -854,6 +854,63 @@ std::vector<LostUse> lost_uses(const KernelModel &m, std::size_t op) {
   return out;
 }
 
+std::vector<OverwriteUse> overwrite_uses(const KernelModel &m, std::size_t op) {
+  std::vector<OverwriteUse> out;
+  for (std::size_t x : fed_outputs(m, op)) {
+    OverwriteUse u;
+    u.output = x;
+    for (std::size_t s = 0; s < m.effects.size(); ++s) {
+      const Effect &w = m.effects[s];
+      if (w.operand != x || w.kind != Effect::write || m.updates_through_locals(w)) continue;
+      u.overwrites.push_back(s);
+      if (std::any_of(w.sources.begin(), w.sources.end(),
+                      [&](std::size_t r) { return m.effects[r].operand == op; }))
+        u.delivering.push_back(s);
+    }
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
+std::vector<std::size_t> accumulated_inputs(const KernelModel &m, const Effect &a) {
+  std::vector<std::size_t> out;
+  for (std::size_t r : a.sources) {
+    const std::size_t op = m.effects[r].operand;
+    if (m.operands[op].role == spec::Role::in && m.operands[op].windowed) out.push_back(op);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+Finding overwritten_after_reset_finding(const KernelModel &m, const Effect &w, std::size_t output,
+                                        const Point &partial, const Point &reset, const Effect &store,
+                                        const Point &overwritten) {
+  const auto &acc = m.operands[w.operand];
+  const auto &o = m.operands[output];
+  const std::string b = block_str(m, output, reset);
+  Finding f =
+      make(Rule::accumulator_reset, w.loc,
+           "this write re-initializes scratch '" + acc.name + "' at grid point " + format_tuple(reset) +
+               ", within the visit of block " + b + " of '" + o.name + "': the store at grid point " +
+               format_tuple(overwritten) + " then overwrites that block with what accumulated after " +
+               "the reset, so what '" + acc.name + "' accumulated since " + format_tuple(partial) +
+               " is lost: initialize it only on the first step of the block's visit, or store with `where` "
+               "keeping the elements the block already holds");
+  f.witness.items.push_back({"operand", acc.name});
+  f.witness.items.push_back({"first_visit", partial});
+  f.witness.items.push_back({"reset", reset});
+  f.witness.items.push_back({"output", o.name});
+  f.witness.items.push_back({"overwritten", overwritten});
+  add_block(f, m, output, reset);
+  f.notes.push_back(note(acc.loc, "'" + acc.name + "' accumulated for block " + b + " of '" + o.name +
+                                      "' at grid point " + format_tuple(partial)));
+  f.notes.push_back(note(w.loc, "reset at grid point " + format_tuple(reset)));
+  f.notes.push_back(note(store.loc, "block " + b + " of '" + o.name + "' overwritten at grid point " +
+                                        format_tuple(overwritten) + ", its last store in this visit"));
+  return f;
+}
+
 Finding lost_finding(const KernelModel &m, std::size_t op, std::size_t out, const Effect &a,
                      const Point &earlier, const Point &lost, const Point &next) {
   const auto &acc = m.operands[op];

@@ -192,6 +192,26 @@ struct LostUse {
   std::vector<std::vector<std::size_t>> delivering;
 };
 std::vector<LostUse> lost_uses(const KernelModel &, std::size_t op);
+/// accumulator-reset after the partial result reached an output: per output
+/// the result scratch `op` feeds (fed_outputs), `overwrites`, its stores
+/// that do not read it (the last of them in a visit decides its block), and
+/// `delivering`, those of them that hold a read of the scratch.
+struct OverwriteUse {
+  std::size_t output = 0;
+  std::vector<std::size_t> overwrites, delivering;
+};
+std::vector<OverwriteUse> overwrite_uses(const KernelModel &, std::size_t op);
+/// The windowed inputs whose reads the value of accumulation `a` holds, each
+/// once, in operand order: the blocks that make up its contribution.
+std::vector<std::size_t> accumulated_inputs(const KernelModel &, const Effect &a);
+/// accumulator-reset: init `w` of result scratch `op` at grid point `reset`,
+/// within the visit of block B of `output`, discards what was accumulated at
+/// `partial` (in that visit, before the reset), and `store` at
+/// `overwritten`, the last store into B that does not read it, puts there
+/// only what accumulated after the reset.
+Finding overwritten_after_reset_finding(const KernelModel &, const Effect &w, std::size_t output,
+                                        const Point &partial, const Point &reset, const Effect &store,
+                                        const Point &overwritten);
 /// accumulation-lost: accumulation `a` of result scratch `op` at grid point
 /// `lost`, with no read of the scratch after it before `next`, where an init
 /// re-initializes it for another block (or, where no init fires at `next`

@@ -872,6 +872,112 @@ private:
           {&q, &p}, by_run());
       if (best) out_.findings.push_back(reset_finding(m_, w, (*best)[1], (*best)[0]));
       overwritten_reset(u, wi);
+      overwritten_after_reset(u, wi);
+    }
+  }
+
+  // forall u. !(u in the grid and cond(u)), aux_ set while cond is built
+  // when with_aux (each quantifier its own aux variables).
+  // (`outer` learns its aux variables only to know that it has some:
+  // query_quantified's second attempt.)
+  Term at_no_point(const std::function<Term(const SymPoint &)> &cond, smt::Bindings::Aux &outer,
+                   bool with_aux) {
+    SymPoint u = point("u");
+    smt::Bindings::Aux aux;
+    aux_ = with_aux ? &aux : nullptr;
+    Term c = cond(u);
+    aux_ = nullptr;
+    outer.aux_vars.insert(outer.aux_vars.end(), aux.aux_vars.begin(), aux.aux_vars.end());
+    return forall_points(u, aux, !(in_grid(u) && ctx_.all_of(aux.side) && c));
+  }
+
+  // The init at q, within the visit of a block of output x the result
+  // scratch feeds (overwrite_uses), after which the last store into that
+  // block that does not read it (at t, no such store later at t or at any
+  // later point on that block) holds a read of the scratch, with no init
+  // after q before it: the block ends as what accumulated after q. Lost:
+  // accumulation a at p < q, in x's visit and q's CTA, its box meeting the
+  // init's, no init after it at p, whose input blocks no firing of a from q
+  // to t reads again (a reduction repeated whole after each reset, the
+  // same result each round, loses nothing).
+  void overwritten_after_reset(const ScratchUse &u, std::size_t wi) {
+    if (!u.result || m_.triton) return;
+    const Effect &w = m_.effects[wi];
+    const auto &o = m_.operands[w.operand];
+    for (const OverwriteUse &ov : overwrite_uses(m_, w.operand)) {
+      if (ov.delivering.empty()) continue;
+      const std::size_t x = ov.output;
+      SymPoint p = point("p"), q = point("q"), t = point("t");
+      const Term at_q = same(q.v, t.v);
+      std::vector<Term> facts = {in_grid(p),
+                                 in_grid(q),
+                                 in_grid(t),
+                                 lex_lt(p, q),
+                                 !lex_lt(t, q),
+                                 guard(w, q),
+                                 same(cta(p), cta(q)),
+                                 same(cta(q), cta(t)),
+                                 same(window(x, p), window(x, q)),
+                                 same(window(x, q), window(x, t))};
+      std::vector<Term> last;
+      for (std::size_t si : ov.delivering) {
+        const Effect &s = m_.effects[si];
+        std::vector<Term> c = {guard(s, t)};
+        if (s.order < w.order) c.push_back(!at_q);
+        for (std::size_t oi : ov.overwrites)
+          if (m_.effects[oi].order > s.order) c.push_back(!guard(m_.effects[oi], t));
+        for (std::size_t ii : u.inits)
+          if (m_.effects[ii].order < s.order)
+            c.push_back((at_q && ctx_.boolean(m_.effects[ii].order <= w.order)) || !guard(m_.effects[ii], t));
+        last.push_back(ctx_.all_of(c));
+      }
+      facts.push_back(ctx_.any_of(last));
+      const auto wb = box_terms(w, q);
+      auto best = query_quantified(
+          "accumulator-reset/" + o.name + "/" + m_.operands[x].name + "/line" + std::to_string(w.loc.line) +
+              "/overwritten-after",
+          [&](smt::Bindings::Aux &aux, bool with_aux) {
+            std::vector<Term> more = {none_between(u.inits, q, t, aux, with_aux),
+                                      at_no_point(
+                                          [&](const SymPoint &v) {
+                                            std::vector<Term> later;
+                                            for (std::size_t oi : ov.overwrites)
+                                              later.push_back(guard(m_.effects[oi], v));
+                                            return lex_lt(t, v) && same(window(x, v), window(x, t)) &&
+                                                   ctx_.any_of(later);
+                                          },
+                                          aux, with_aux)};
+            std::vector<Term> lost;
+            for (std::size_t ai : u.accumulates) {
+              const Effect &a = m_.effects[ai];
+              std::vector<Term> c = {guard(a, p), overlap(box_terms(a, p), wb)};
+              for (std::size_t ii : u.inits)
+                if (m_.effects[ii].order > a.order) c.push_back(!guard(m_.effects[ii], p));
+              const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
+              c.push_back(at_no_point(
+                  [&](const SymPoint &v) {
+                    std::vector<Term> again = {!lex_lt(v, q), !lex_lt(t, v), guard(a, v)};
+                    for (std::size_t in : ins)
+                      again.push_back(same(window(in, v), window(in, p)));
+                    return ctx_.all_of(again);
+                  },
+                  aux, with_aux));
+              lost.push_back(ctx_.all_of(c));
+            }
+            more.push_back(ctx_.any_of(lost));
+            return with(facts, more);
+          },
+          {&q, &p, &t}, by_run());
+      if (best) {
+        const Point &tv = (*best)[2];
+        // The store the witness names: the last delivering one firing at t.
+        const Effect *s = nullptr;
+        for (std::size_t si : ov.delivering)
+          if (guard_at(m_, m_.effects[si], tv).value_or(false) && (!s || m_.effects[si].order > s->order))
+            s = &m_.effects[si];
+        out_.findings.push_back(overwritten_after_reset_finding(m_, w, x, (*best)[1], (*best)[0],
+                                                                s ? *s : m_.effects[ov.delivering[0]], tv));
+      }
     }
   }
 

@@ -312,12 +312,113 @@ TEST(AccumulatorReset, FlagsAScratchResetInsideABlockWhoseStoreTheNextStepOverwr
         o[...] = acc[...]
 )";
   // The store at k = 1 is overwritten by the next step's store of the same
-  // block, so it consumes nothing: the init at k = 2 discards the sum.
+  // block, so it consumes nothing: the init at k = 2 discards the sum. The
+  // block's last store, at k = 3, holds only what accumulated since, so
+  // what k = 0 added is lost too (the earliest witness wins).
   auto v = check_text(src, "write_through");
   ASSERT_EQ(v.status, Status::violation);
   EXPECT_EQ(marks(v), (Marks{{verifier::Rule::accumulator_reset, 9}}));
-  EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 1}));
+  EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0}));
   EXPECT_EQ(point_item(v.findings[0], "reset"), (std::vector<std::int64_t>{0, 2}));
+  EXPECT_EQ(point_item(v.findings[0], "overwritten"), (std::vector<std::int64_t>{0, 3}));
+}
+
+TEST(AccumulatorReset, FlagsAnInitGuardedOnlyOnTheInnerOfTwoReductionAxes) {
+  // The output block stays on over k1 and k2; the scratch is zeroed and
+  // stored on every k1 round, so the last round's store keeps only x's
+  // blocks 4..7 of the row.
+  const std::string kernel = R"(kernel two_axes:
+    grid = (2, 2, 4)
+    dimension_semantics = (parallel, arbitrary, arbitrary)
+    in  x: f32[256, 2048]  block=(128, 256)  index=(i, k1, k2) -> (i, k1 * 4 + k2)
+    out o: f32[256, 256]   block=(128, 256)  index=(i, k1, k2) -> (i, 0)
+    scratch acc: f32[128, 256]
+    body:
+        when INIT:
+            acc[...] = zeros
+        acc[...] += x[...]
+        when STORE:
+            o[...] = acc[...]
+)";
+  auto with = [&](const std::string &init, const std::string &store) {
+    std::string t = kernel;
+    t.replace(t.find("INIT"), 4, init);
+    t.replace(t.find("STORE"), 5, store);
+    return t;
+  };
+  const std::string last2 = "program_id(2) == num_programs(2) - 1";
+  auto v = check_text(with("program_id(2) == 0", last2), "two_axes");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::accumulator_reset, 9}}));
+  EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0, 0}));
+  EXPECT_EQ(point_item(v.findings[0], "reset"), (std::vector<std::int64_t>{0, 1, 0}));
+  EXPECT_EQ(point_item(v.findings[0], "overwritten"), (std::vector<std::int64_t>{0, 1, 3}));
+  EXPECT_NE(v.findings[0].message.find("within the visit of block (0, 0) of 'o'"), std::string::npos)
+      << v.findings[0].message;
+  // `or` zeroes it at every k1 round too.
+  EXPECT_EQ(marks(check_text(with("program_id(1) == 0 or program_id(2) == 0",
+                                  "program_id(1) == num_programs(1) - 1 and " + last2),
+                             "two_axes")),
+            (Marks{{verifier::Rule::accumulator_reset, 9}}));
+  // The twin: both guards on both axes.
+  EXPECT_EQ(check_text(with("program_id(1) == 0 and program_id(2) == 0",
+                            "program_id(1) == num_programs(1) - 1 and " + last2),
+                       "two_axes")
+                .status,
+            Status::verified);
+}
+
+TEST(AccumulatorReset, AcceptsAReductionRepeatedWholeOnEachStepOfAnOuterAxis) {
+  // Row sums beside a matmul over (i, j, k): o_sum's block stays on over j
+  // and k, and each j round sums x's row blocks again from zero, the same
+  // result each time; the last round's store loses nothing.
+  auto v = check_text(R"(kernel matmul_and_row_sums:
+    grid = (2, 2, 4)
+    dimension_semantics = (parallel, arbitrary, arbitrary)
+    in  x: f32[256, 512]  block=(128, 128)  index=(i, j, k) -> (i, k)
+    in  y: f32[512, 256]  block=(128, 128)  index=(i, j, k) -> (k, j)
+    out o: f32[256, 256]  block=(128, 128)  index=(i, j, k) -> (i, j)
+    out o_sum: f32[256, 128]  block=(128, 128)  index=(i, j, k) -> (i, 0)
+    scratch acc: f32[128, 128]
+    scratch rows: f32[128, 128]
+    body:
+        when program_id(2) == 0:
+            acc[...] = zeros
+            rows[...] = zeros
+        acc[...] += dot(x[...], y[...])
+        rows[...] += x[...]
+        when program_id(2) == num_programs(2) - 1:
+            o[...] = acc[...]
+            o_sum[...] = rows[...]
+)",
+                      "matmul_and_row_sums");
+  EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? "" : v.findings[0].message);
+}
+
+TEST(AccumulatorReset, FlagsAnOuterAxisResetOnMosaicGpuWhereTheBlockIsCopiedOutAfterTheLoop) {
+  // One CTA per row block; k1 and k2 the pipeline. o's map names only the
+  // CTA axis, so it is copied out once, after the loop: the last round's sum.
+  auto v = check_text(R"(kernel gpu_two_axes:
+    grid = (2, 2, 2)
+    dimension_semantics = (parallel, sequential, sequential)
+    target = h100
+    max_concurrent_steps = 2
+    delay_release = 1
+    in  a: bf16[128, 512]  block=(64, 128)  index=(i, k1, k2) -> (i, k1 * 2 + k2)
+    in  b: bf16[512, 128]  block=(128, 128)  index=(i, k1, k2) -> (k1 * 2 + k2, 0)
+    out o: f32[128, 128]  block=(64, 128)  index=(i, k1, k2) -> (i, 0)
+    scratch acc: f32[64, 128]  memory_space=acc
+    body:
+        when program_id(2) == 0:
+            acc[...] = zeros
+        acc[...] += dot(a[...], b[...])
+        when program_id(2) == 1:
+            o[...] = acc[...]
+)",
+                      "gpu_two_axes");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::accumulator_reset, 13}}));
+  EXPECT_EQ(point_item(v.findings[0], "overwritten"), (std::vector<std::int64_t>{0, 1, 1}));
 }
 
 TEST(AccumulatorReset, AcceptsAScratchStoredOnEveryStepAndResetWhereTheOutputBlockChanges) {
