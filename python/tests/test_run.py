@@ -144,3 +144,35 @@ def test_run_goes_through_cond_switch_scan_while_and_custom_vjp_around_the_palla
             # each pallas_call the values reach runs once: none in in_cond's other branch
             calls = {in_scan: 3, in_while: 3, in_cond: int(xs[0][0, 0] > 0)}.get(fn, 1)
             assert r.pipecheck_output.count("PASS") == calls, (fn.__name__, r.pipecheck_output)
+
+
+def test_a_program_id_inside_a_when_body_runs_against_the_reference_where_interpret_fails():
+    # jax 0.10's interpret=True cannot lower a pl.program_id inside a pl.when body on the
+    # CPU; run says so and compares pipecheck's run with the reference alone.
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+        @pl.when(pl.program_id(1) == 0)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref) + pl.program_id(0).astype(jnp.float32)
+
+        o_ref[...] += x_ref[...]
+
+    def f(x):
+        return pl.pallas_call(
+            kernel, grid=(2, 2), in_specs=[pl.BlockSpec((8, 128), lambda i, j: (i, j))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, j: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32))(x)
+
+    def ref(x):
+        rows = jnp.repeat(jnp.arange(2, dtype=jnp.float32), 8)[:, None]
+        return x[:, :128] + x[:, 128:] + rows
+
+    x = jax.random.uniform(jax.random.key(0), (16, 256), jnp.float32)
+    r = pj.run(f, x, reference=ref)
+    assert r.interpret_error is not None and "program_id" in r.interpret_error, str(r)
+    assert r.ok, str(r)
+    bad = pj.run(f, x, reference=lambda x: ref(x) + 1)
+    assert not bad.ok
