@@ -417,6 +417,8 @@ private:
             pending.emplace_back(q, e);
             continue;
           }
+          // (A fresh init, `where(k == 0, 0, acc[...]) + x` where k == 0,
+          // clears and then contributes: contributions().)
           if (e == w) {
             const Box wb = box_or_whole(m_.effects[w], q);
             std::size_t best = pts_.size();
@@ -431,6 +433,7 @@ private:
             }
           }
           pending.clear();
+          if (m_.effects[e].fresh) pending.emplace_back(q, e);
         }
     }
     for (std::size_t w : u.inits) {

@@ -198,7 +198,7 @@ ScratchUse scratch_use(const KernelModel &m, std::size_t op) {
   ScratchUse u;
   u.result = feeds_output(m, op);
   auto through_local = [&](const Effect &w) {
-    return u.result && std::any_of(w.sources.begin(), w.sources.end(), [&](std::size_t r) {
+    return u.result && !w.fresh && std::any_of(w.sources.begin(), w.sources.end(), [&](std::size_t r) {
              return m.effects[r].operand == op && m.effects[r].kind == Effect::read;
            });
   };
@@ -208,14 +208,22 @@ ScratchUse scratch_use(const KernelModel &m, std::size_t op) {
     if (ef.kind == Effect::accumulate ||
         (ef.kind == Effect::write && (m.reads_own_target(ef) || through_local(ef))))
       u.accumulates.push_back(e);
-    else if (ef.kind == Effect::write)
+    else if (ef.kind == Effect::write) {
       u.inits.push_back(e);
-    else if (!same_statement_stores(ef)) {
+      if (ef.fresh) u.fresh_inits.push_back(e);
+    } else if (!same_statement_stores(ef)) {
       u.consumes.push_back(e);
       u.consume_store.push_back(overwritten_store(m, ef));
     }
   }
   return u;
+}
+
+std::vector<std::size_t> contributions(const ScratchUse &u) {
+  std::vector<std::size_t> out = u.accumulates;
+  out.insert(out.end(), u.fresh_inits.begin(), u.fresh_inits.end());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 bool feeds_output(const KernelModel &m, std::size_t op) {
@@ -954,7 +962,12 @@ CarryUse carry_use(const KernelModel &m, std::size_t op) {
     if (m.effects[e].kind != Effect::read) c.stores.push_back(e);
     if (m.effects[e].kind != Effect::write) c.reads.push_back(e);
   }
-  c.inits = scratch_use(m, op).inits;
+  // (Not the fresh inits: a select that starts the sum on one step reads the
+  // scratch on the others, where a carry it then drops is one root cause with
+  // the select on the wrong step, uninitialized-accumulator's.)
+  const ScratchUse u = scratch_use(m, op);
+  for (std::size_t i : u.inits)
+    if (!m.effects[i].fresh) c.inits.push_back(i);
   return c;
 }
 

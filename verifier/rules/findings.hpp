@@ -222,7 +222,7 @@ Finding overwritten_after_reset_finding(const KernelModel &, const Effect &w, st
 Finding lost_finding(const KernelModel &, std::size_t op, std::size_t output, const Effect &a,
                      const Point &earlier, const Point &lost, const Point &next);
 /// The effects of scratch-carry: every store of the scratch, every read of it
-/// (a load or `+=`), and the inits (ScratchUse::inits) that cut the carry.
+/// (a load or `+=`), and the inits (ScratchUse::inits, not the fresh ones) that cut the carry.
 struct CarryUse {
   std::vector<std::size_t> stores, reads, inits;
 };
@@ -288,9 +288,14 @@ struct ScratchUse {
   std::vector<std::size_t> accumulates;
   std::vector<std::size_t> consumes;
   std::vector<std::optional<std::size_t>> consume_store;
-  bool result = false; ///< feeds_output
+  std::vector<std::size_t> fresh_inits; ///< the inits that are Effect::fresh
+  bool result = false;                  ///< feeds_output
 };
 ScratchUse scratch_use(const KernelModel &, std::size_t op);
+/// What adds to the partial result a reset can discard: the accumulations,
+/// and the fresh inits (Effect::fresh: `where(k == 0, 0, acc[...]) + x`
+/// where k == 0 starts the sum with x), in effect order.
+std::vector<std::size_t> contributions(const ScratchUse &);
 
 /// Whether a store into a windowed output holds a value read from scratch
 /// `op`, in its statement or through tensor locals (Effect::sources): a

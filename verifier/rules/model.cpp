@@ -85,6 +85,7 @@ bool KernelModel::is_read(std::size_t op) const {
 }
 
 bool KernelModel::updates_through_locals(const Effect &w) const {
+  if (w.fresh) return false;
   if (reads_own_target(w)) return true;
   for (std::size_t r : w.sources)
     if (effects[r].operand == w.operand && effects[r].kind != Effect::write) return true;
@@ -92,6 +93,7 @@ bool KernelModel::updates_through_locals(const Effect &w) const {
 }
 
 bool KernelModel::reads_own_target(const Effect &w) const {
+  if (w.fresh) return false;
   // Within one statement the reads carry its `order` and the store order + 1.
   for (const auto &r : effects)
     if (r.operand == w.operand && r.kind == Effect::read && r.order + 1 == w.order) return true;
@@ -113,6 +115,7 @@ struct Builder {
   int order = 0;
   std::map<std::string, Expr> mask_locals{}; // tensor lets that read no operand (masks, iotas)
   std::map<std::string, std::vector<std::size_t>> local_sources; // a local: the reads its value holds
+  std::map<std::string, std::size_t> local_depth; // a local: how many guards its unguarded definition had
 
   // The reads registered since effect `first`, and those of the locals `e`
   // names: what a value computed by `e` holds (Effect::sources).
@@ -126,6 +129,31 @@ struct Builder {
       if (auto it = local_sources.find(n); it != local_sources.end())
         out.insert(it->second.begin(), it->second.end());
     return {out.begin(), out.end()};
+  }
+
+  // Store `w` (its reads registered from effect `first` on): where every
+  // read of its own operand that its value holds (in its statement or
+  // through locals) fires under w's guards and more, the condition under
+  // which one of them fires (the disjunction of their extra guards). None:
+  // no such read, or one that fires wherever w does.
+  std::optional<Expr> update_condition(const Effect &w, std::size_t first) const {
+    std::vector<std::size_t> own;
+    for (std::size_t r = first; r < m.effects.size(); ++r)
+      own.push_back(r);
+    own.insert(own.end(), w.sources.begin(), w.sources.end());
+    std::optional<Expr> any;
+    for (std::size_t r : own) {
+      const Effect &e = m.effects[r];
+      if (e.operand != w.operand || e.kind != Effect::read) continue;
+      if (e.guards.size() <= w.guards.size() ||
+          !std::equal(w.guards.begin(), w.guards.end(), e.guards.begin()))
+        return std::nullopt;
+      std::optional<Expr> all;
+      for (std::size_t g = w.guards.size(); g < e.guards.size(); ++g)
+        all = all ? Expr::binary(Op::And, *all, e.guards[g]) : e.guards[g];
+      any = any ? Expr::binary(Op::Or, *any, *all) : *all;
+    }
+    return any;
   }
 
   std::optional<spec::Diagnostic> bad_input;
@@ -621,13 +649,37 @@ struct Builder {
           if (!ef.exact) ef.target = substituted_target(a->target);
           ef.loc = st.loc;
           ef.sources = std::move(sources);
-          m.effects.push_back(std::move(ef));
+          if (std::optional<Expr> upd =
+                  !dims && ef.kind == Effect::write ? update_condition(ef, first) : std::nullopt) {
+            Effect fresh = ef;
+            fresh.fresh = true;
+            fresh.guards.push_back(Expr::unary(Op::Not, *upd));
+            ef.guards.push_back(*upd);
+            m.effects.push_back(std::move(ef));
+            m.effects.push_back(std::move(fresh));
+          } else {
+            m.effects.push_back(std::move(ef));
+          }
         }
       } else if (const auto *l = std::get_if<spec::Let>(&st.kind)) {
         order += 2;
         const std::size_t first = m.effects.size();
         scan_value(l->value, guards, st.loc);
-        if (auto src = sources_of(l->value, first); !src.empty())
+        // A definition under more guards than the local's first (a lax.cond
+        // branch's `when c: v = acc[...]`) may not run: the value keeps what
+        // the earlier definitions read too.
+        std::vector<std::size_t> src = sources_of(l->value, first);
+        auto depth = local_depth.find(l->name);
+        if (depth != local_depth.end() && guards.size() > depth->second) {
+          if (auto it = local_sources.find(l->name); it != local_sources.end()) {
+            src.insert(src.end(), it->second.begin(), it->second.end());
+            std::sort(src.begin(), src.end());
+            src.erase(std::unique(src.begin(), src.end()), src.end());
+          }
+        } else {
+          local_depth[l->name] = guards.size();
+        }
+        if (!src.empty())
           local_sources[l->name] = std::move(src);
         else
           local_sources.erase(l->name);

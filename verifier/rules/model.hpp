@@ -75,6 +75,12 @@ struct Effect {
   /// padding flow's to decide, element by element (partial-block-reduction
   /// leaves it to that check).
   bool masked = false;
+  /// A store whose statement reads its own operand only under conditions
+  /// beyond the statement's guards (`acc[...] = where(k == 0, 0, acc[...]) +
+  /// x`, or a lax.cond's branch local) is two effects: the update where one
+  /// of those conditions holds, and this one, fresh, where none does: there
+  /// it writes without reading its operand, an init.
+  bool fresh = false;
 };
 const char *to_string(Effect::Kind);
 

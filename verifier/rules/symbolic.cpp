@@ -849,7 +849,7 @@ private:
       std::vector<Term> facts = {in_grid(p), in_grid(q), lex_lt(p, q), guard(w, q)};
       std::vector<Term> accumulated;
       const auto wb = box_terms(w, q);
-      for (std::size_t ai : u.accumulates) {
+      for (std::size_t ai : contributions(u)) {
         const Effect &a = m_.effects[ai];
         std::vector<Term> c = {guard(a, p), overlap(box_terms(a, p), wb)};
         for (std::size_t ci : clears)

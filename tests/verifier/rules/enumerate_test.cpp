@@ -114,7 +114,10 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnScratchInitAndStoreGuards) {
   const std::vector<std::string> inits = {
       "", "when program_id(1) == 0:\n            ", "when program_id(1) % 2 == 0:\n            ",
       "when program_id(0) == 0:\n            ", "when program_id(1) == num_programs(1) - 1:\n            "};
-  const std::vector<std::string> updates = {"acc[...] += x[...]", "acc[...] = acc[...] * 2 + x[...]"};
+  const std::vector<std::string> updates = {
+      "acc[...] += x[...]", "acc[...] = acc[...] * 2 + x[...]",
+      // a select that zeroes on odd steps: an init there (Effect::fresh)
+      "acc[...] = where(program_id(1) % 2 == 1, broadcast_to(0.0, (128, 128)), acc[...]) + x[...]"};
   const std::vector<std::string> stores = {"", "when program_id(1) == num_programs(1) - 1:\n            ",
                                            "when program_id(1) == 1:\n            ",
                                            "when program_id(0) == 1 and program_id(1) == 2:\n            "};
@@ -147,7 +150,7 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnScratchInitAndStoreGuards) {
           }
           ++compared;
         }
-  EXPECT_EQ(compared, 80);
+  EXPECT_EQ(compared, 120);
   EXPECT_GT(flagged, 5); // the sweep does exercise the rules
   EXPECT_GT(lost, 5);
 }

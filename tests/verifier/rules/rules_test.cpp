@@ -368,6 +368,57 @@ TEST(AccumulatorReset, FlagsAnInitGuardedOnlyOnTheInnerOfTwoReductionAxes) {
             Status::verified);
 }
 
+TEST(AccumulatorReset, CountsASelectThatStartsTheSumAsAnInitWhereItsConditionHolds) {
+  // Grid (i, k1, k2), the sum over (k1, k2) into o's block i. A select on a
+  // grid condition writes without reading acc where the condition holds:
+  // an init there, an update elsewhere (as pl.when would split it).
+  const std::string head = R"(kernel sel:
+    grid = (2, 2, 3)
+    dimension_semantics = (parallel, arbitrary, arbitrary)
+    in  x: f32[16, 768]  block=(8, 128)  index=(i, k1, k2) -> (i, k1 * 3 + k2)
+    out o: f32[16, 128]  block=(8, 128)  index=(i, k1, k2) -> (i, 0)
+)";
+  const std::string store = "        when program_id(1) == 1 and program_id(2) == 2:\n"
+                            "            o[...] = acc[...]\n";
+  auto scratch = [&](const std::string &body) {
+    return check_text(head + "    scratch acc: f32[8, 128]\n    body:\n" + body + store, "sel");
+  };
+  // jnp.where, zeroing on every step of the first k1 round.
+  auto v = scratch(
+      "        acc[...] = where(program_id(1) == 0, broadcast_to(0.0, (8, 128)), acc[...]) + x[...]\n");
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::accumulator_reset, 8}}));
+  EXPECT_EQ(point_item(v.findings[0], "reset"), (std::vector<std::int64_t>{0, 0, 1}));
+  EXPECT_EQ(
+      scratch("        acc[...] = where(program_id(1) == 0 and program_id(2) == 0, broadcast_to(0.0, (8, "
+              "128)), acc[...]) + x[...]\n")
+          .status,
+      Status::verified);
+  // lax.cond as the bridge exports it: a local defined in each branch,
+  // zeroing on each k1 round's first step; and the twin.
+  auto cond = [&](const std::string &c, bool acc_in_then) {
+    const std::string zero = "c1 = broadcast_to(0.0, (8, 128))", read = "c1 = acc[...]";
+    return scratch("        c1 = broadcast_to(0.0, (8, 128))\n        when " + c + ":\n            " +
+                   (acc_in_then ? read : zero) + "\n        when not (" + c + "):\n            " +
+                   (acc_in_then ? zero : read) + "\n        acc[...] = c1 + x[...]\n");
+  };
+  EXPECT_EQ(marks(cond("program_id(2) == 0", false)), (Marks{{verifier::Rule::accumulator_reset, 13}}));
+  EXPECT_EQ(cond("program_id(1) == 0 and program_id(2) == 0", false).status, Status::verified);
+  // The read in the first branch: the local keeps what either branch read.
+  EXPECT_EQ(cond("program_id(1) > 0 or program_id(2) > 0", true).status, Status::verified);
+  EXPECT_EQ(marks(cond("program_id(2) > 0", true)), (Marks{{verifier::Rule::accumulator_reset, 13}}));
+  // Straight into the output block.
+  EXPECT_EQ(
+      marks(check_text(
+          head + "    body:\n        o[...] = where(program_id(2) == 0, x[...], o[...] + x[...])\n", "sel")),
+      (Marks{{verifier::Rule::accumulator_reset, 7}}));
+  EXPECT_EQ(check_text(
+                head + "    body:\n        o[...] = where(program_id(1) == 0 and program_id(2) == 0, x[...], "
+                       "o[...] + x[...])\n",
+                "sel")
+                .status,
+            Status::verified);
+}
+
 TEST(AccumulatorReset, AcceptsAReductionRepeatedWholeOnEachStepOfAnOuterAxis) {
   // Row sums beside a matmul over (i, j, k): o_sum's block stays on over j
   // and k, and each j round sums x's row blocks again from zero, the same
