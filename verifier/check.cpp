@@ -66,6 +66,7 @@ Verdict spec_rules(const spec::KernelSpec &k, const CheckOptions &o, const spec:
     return v;
   }
   v.findings = std::move(r.findings);
+  v.unstored_revisits = std::move(r.unstored_revisits);
   std::string unknown;
   for (const auto &u : r.unknown)
     unknown += (unknown.empty() ? "" : "; ") + u;

@@ -259,6 +259,13 @@ Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low) {
                      (clipped_blocks && low.findings[i].rule == Rule::uninitialized_read);
     for (const auto &op : low.operands[i])
       explained |= operands.count(op) > 0;
+    // A visit that stores nothing into a block revisited later writes back
+    // undefined data the last visit replaces (output-revisit's exception).
+    explained |= low.findings[i].rule == Rule::uninitialized_read && !low.operands[i].empty() &&
+                 std::all_of(low.operands[i].begin(), low.operands[i].end(), [&](const std::string &op) {
+                   return std::find(v.unstored_revisits.begin(), v.unstored_revisits.end(), op) !=
+                          v.unstored_revisits.end();
+                 });
     if (!explained) v.findings.push_back(std::move(low.findings[i]));
   }
 

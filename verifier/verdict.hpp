@@ -81,6 +81,10 @@ struct Verdict {
   /// point, a division by a param --set binds to 0): located errors, exit 3.
   /// Non-empty: status is unknown and there are no findings.
   std::vector<spec::Diagnostic> errors;
+  /// The spec rules' RuleOutcome::unstored_revisits: outputs whose write-backs
+  /// of undefined data a later visit replaces (the lowered program's
+  /// uninitialized-read on them is expected).
+  std::vector<std::string> unstored_revisits;
 };
 
 } // namespace pipecheck::verifier

@@ -399,15 +399,19 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
       other = other || (!(r.place == target) && overlaps(r.place, target));
     self_read = other;
   }
+  const Box &tb = target.box;
   if (self_read) {
-    if (st.tag && st.pending_accumulate < 0) {
-      st.pending_accumulate = ev;
-      st.pending_tag = st.tag;
-    }
+    const bool pending = std::any_of(st.pending.begin(), st.pending.end(),
+                                     [&](const SlotState::Pending &x) { return box_overlaps(x.box, tb); });
+    if (!pending)
+      for (const auto &t : st.tags)
+        if (box_overlaps(t.box, tb)) {
+          st.pending.push_back({tb, ev, t.from});
+          break;
+        }
   } else {
-    st.tag.reset();
-    st.pending_accumulate = -1;
-    st.pending_tag.reset();
+    std::erase_if(st.tags, [&](const SlotState::Tag &t) { return box_overlaps(t.box, tb); });
+    std::erase_if(st.pending, [&](const SlotState::Pending &x) { return box_overlaps(x.box, tb); });
   }
 }
 
@@ -474,21 +478,24 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
     add_written(a.dst_filled);
   }
   if (!(a.dst_filled == dst)) add_padding(dst, box_minus(dst.box, a.dst_filled.box));
+  // The box of the slot the copy fills or reads now holds that hbm region.
+  auto retag = [](SlotState &st, const Box &b, const Place &from) {
+    std::erase_if(st.tags, [&](const SlotState::Tag &t) { return box_overlaps(t.box, b); });
+    std::erase_if(st.pending, [&](const SlotState::Pending &x) { return box_overlaps(x.box, b); });
+    st.tags.push_back({b, from});
+  };
   if (in) {
-    auto &st = slots_state_[{dst.buffer, dst.slot}];
-    st.tag = src;
-    st.pending_accumulate = -1;
-    st.pending_tag.reset();
+    retag(slots_state_[{dst.buffer, dst.slot}], dst.box, src);
   } else {
     auto &st = slots_state_[{src.buffer, src.slot}];
-    if (st.pending_accumulate >= 0 && st.pending_tag && st.pending_tag->buffer == dst.buffer &&
-        !(*st.pending_tag == dst))
-      r_.findings.push_back({Rule::stale_read, st.pending_accumulate, ev, -1, -1,
-                             "accumulates into a slot that holds another block: its result "
-                             "is written back to a different region"});
-    st.tag = dst;
-    st.pending_accumulate = -1;
-    st.pending_tag.reset();
+    for (const auto &x : st.pending)
+      if (box_overlaps(x.box, src.box) && x.from.buffer == dst.buffer && !(x.from == dst)) {
+        r_.findings.push_back({Rule::stale_read, x.event, ev, -1, -1,
+                               "accumulates into a slot that holds another block: its result "
+                               "is written back to a different region"});
+        break;
+      }
+    retag(st, src.box, dst);
   }
 }
 
@@ -588,7 +595,7 @@ std::string Machine::state_key(const std::map<std::pair<int, int>, std::int64_t>
     // A wholly undefined slot is as if never used: its stale-read tag can only
     // matter to an accumulate that reads it, which is an uninitialized read
     // either way, so it does not change the verdict.
-    if (st.written.empty() && st.padding.empty() && st.pending_accumulate < 0) continue;
+    if (st.written.empty() && st.padding.empty() && st.pending.empty()) continue;
     os << k.first << '/' << k.second << '[';
     auto w = st.written;
     std::sort(w.begin(), w.end());
@@ -605,11 +612,19 @@ std::string Machine::state_key(const std::map<std::pair<int, int>, std::int64_t>
         os << lo << ':' << hi << ',';
       os << ';';
     }
-    os << "]t";
-    if (st.tag) put(*st.tag);
-    if (st.pending_accumulate >= 0) {
-      os << "p" << r_.events[st.pending_accumulate].stmt;
-      if (st.pending_tag) put(*st.pending_tag);
+    // (Tags and pending accumulates in the order their boxes were last
+    // tagged: two runs that reach the same state do so in the same order.)
+    for (const auto &t : st.tags) {
+      os << "]t";
+      for (auto &[lo, hi] : t.box)
+        os << lo << ':' << hi << ',';
+      put(t.from);
+    }
+    for (const auto &x : st.pending) {
+      os << "p" << r_.events[x.event].stmt;
+      for (auto &[lo, hi] : x.box)
+        os << lo << ':' << hi << ',';
+      put(x.from);
     }
   }
   return os.str();

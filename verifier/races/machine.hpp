@@ -171,9 +171,20 @@ private:
     /// Parts holding the padding of a partial block: undefined data that may
     /// be computed on (elementwise, it stays in the padding) but not written back.
     std::vector<Box> padding;
-    std::optional<Place> tag;
-    int pending_accumulate = -1; ///< event of an accumulate on a tagged slot
-    std::optional<Place> pending_tag;
+    /// Per box of the slot (a scratch of several blocks, `buf[k % 2]`, is one
+    /// slot -1 whose boxes are its blocks): the hbm region it holds.
+    struct Tag {
+      Box box;
+      Place from;
+    };
+    std::vector<Tag> tags;
+    /// An accumulate into a tagged box, not yet written back.
+    struct Pending {
+      Box box;
+      int event = -1;
+      Place from;
+    };
+    std::vector<Pending> pending;
     int undefined_by = -1; ///< the copy_out_wait or `= undefined` event that last left it undefined
   };
 

@@ -222,6 +222,33 @@ private:
           ++visits;
         }
       }
+    if (revisit_needs_a_store(m_, op)) {
+      // The first q with an earlier point p of its block, a store firing at
+      // p, and a point of another block between them (after p: before the
+      // last such point before q, `gap`).
+      std::map<Point, std::size_t> first_store;
+      std::size_t gap = pts_.size(); // the last point before q on another block than q's
+      for (std::size_t q = 0; q < pts_.size(); ++q) {
+        if (q > 0 && blk_[op][q - 1] != blk_[op][q]) gap = q - 1;
+        auto it = first_store.find(blk_[op][q]);
+        if (it != first_store.end() && gap < pts_.size() && it->second < gap) {
+          out_.findings.push_back(revisit_finding(m_, op, false, pts_[it->second], pts_[q]));
+          return;
+        }
+        bool stores = false;
+        for (std::size_t e = 0; e < m_.effects.size(); ++e)
+          stores =
+              stores || (m_.effects[e].operand == op && m_.effects[e].kind != Effect::read && fires_[e][q]);
+        if (stores) first_store.emplace(blk_[op][q], q);
+      }
+      std::set<Point> seen;
+      for (std::size_t q = 0; q < pts_.size(); ++q)
+        if (!seen.insert(blk_[op][q]).second && blk_[op][q - 1] != blk_[op][q]) {
+          out_.unstored_revisits.push_back(m_.operands[op].name);
+          break;
+        }
+      return;
+    }
     std::map<Point, std::size_t> first;
     for (std::size_t q = 0; q < pts_.size(); ++q) {
       auto it = first.find(blk_[op][q]);
@@ -643,6 +670,10 @@ private:
     };
     for (const CarriedUse &c : carried_uses(m_, op)) {
       const int read_order = m_.effects[c.consume].order;
+      // The first point of each point's visit of the output (r must be in q's).
+      std::vector<std::size_t> visit(pts_.size(), 0);
+      for (std::size_t x = 1; x < pts_.size(); ++x)
+        visit[x] = blk_[c.output][x - 1] == blk_[c.output][x] ? visit[x - 1] : x;
       bool found = false;
       std::size_t from = 0; // the last point before q where an init fired
       for (std::size_t q = 0; q < pts_.size() && !found; ++q) {
@@ -656,7 +687,7 @@ private:
             if (block(op, p) != block(op, q) || !accumulated_at(p, true, &rb) ||
                 blk_[c.output][p] == blk_[c.output][q])
               continue;
-            for (std::size_t r = p + 1; r < q && !found; ++r)
+            for (std::size_t r = std::max(p + 1, visit[q]); r < q && !found; ++r)
               if (accumulated_at(r, false) && blk_[c.output][r] == blk_[c.output][q]) {
                 out_.findings.push_back(carried_finding(m_, op, c, pts_[p], pts_[q]));
                 found = true;

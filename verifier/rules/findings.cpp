@@ -219,6 +219,10 @@ ScratchUse scratch_use(const KernelModel &m, std::size_t op) {
   return u;
 }
 
+bool revisit_needs_a_store(const KernelModel &m, std::size_t op) {
+  return !m.is_read(op) && !m.is_aliased_output(op);
+}
+
 std::vector<std::size_t> contributions(const ScratchUse &u) {
   std::vector<std::size_t> out = u.accumulates;
   out.insert(out.end(), u.fresh_inits.begin(), u.fresh_inits.end());

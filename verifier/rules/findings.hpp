@@ -127,6 +127,11 @@ std::optional<spec::Diagnostic> witness_error(const KernelModel &, const Finding
 
 Finding revisit_finding(const KernelModel &, std::size_t op, bool accumulated, const Point &first,
                         const Point &revisit);
+/// output-revisit of output `op` needs a store at the earlier visit: the
+/// output is neither read nor aliased, so a visit that stores nothing writes
+/// back only what the last visit's write-back replaces (a reduction over an
+/// outer axis into scratch banks, stored on its last step).
+bool revisit_needs_a_store(const KernelModel &, std::size_t op);
 Finding uninitialized_finding(const KernelModel &, const Effect &read, const Point &p);
 Finding reset_finding(const KernelModel &, const Effect &init, const Point &partial, const Point &reset);
 Finding input_write_finding(const KernelModel &, const Effect &write, const Point &p);

@@ -700,9 +700,22 @@ private:
     auto bp = window(op, p), br = window(op, r), bq = window(op, q);
     std::vector<Term> facts = {in_grid(p),   in_grid(r),   in_grid(q),   lex_lt(p, r),
                                lex_lt(r, q), same(bp, bq), !same(bp, br)};
+    const bool needs_store = revisit_needs_a_store(m_, op);
+    std::vector<Term> unrelaxed = facts;
+    if (needs_store) {
+      std::vector<Term> stored;
+      for (const auto &w : m_.effects)
+        if (w.operand == op && w.kind != Effect::read) stored.push_back(guard(w, p));
+      facts.push_back(ctx_.any_of(stored));
+    }
     // Most outputs are never revisited: one query settles both rules.
     std::vector<Point> v;
-    if (query("output-revisit/" + o.name, facts, {&q, &p, &r}, v) != Q::sat) return;
+    if (query("output-revisit/" + o.name, facts, {&q, &p, &r}, v) != Q::sat) {
+      std::vector<Point> u;
+      if (needs_store && query("output-revisit/" + o.name + "/any", unrelaxed, {&q, &p, &r}, u) == Q::sat)
+        out_.unstored_revisits.push_back(o.name);
+      return;
+    }
     if (m_.is_read(op)) {
       // Positions in run order (run_axes).
       std::optional<std::size_t> last_dep;
@@ -1144,8 +1157,16 @@ private:
       auto best = query_quantified(
           "accumulator-carried/" + o.name + "/line" + std::to_string(store.loc.line),
           [&](smt::Bindings::Aux &aux, bool with_aux) {
-            if (u.inits.empty()) return facts;
-            return with(facts, {none_between(u.inits, p, q, aux, with_aux)});
+            // r in q's visit: the output stays on q's block from r to q (a
+            // first pass over the blocks that stores nothing, a two-pass
+            // norm's statistics, accumulates for no visit of the second).
+            std::vector<Term> more = {at_no_point(
+                [&](const SymPoint &t) {
+                  return lex_lt(r, t) && lex_lt(t, q) && !same(window(c.output, t), window(c.output, q));
+                },
+                aux, with_aux)};
+            if (!u.inits.empty()) more.push_back(none_between(u.inits, p, q, aux, with_aux));
+            return with(facts, more);
           },
           {&q, &p}, by_run());
       if (best) out_.findings.push_back(carried_finding(m_, op, c, (*best)[1], (*best)[0]));

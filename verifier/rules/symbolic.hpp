@@ -25,6 +25,11 @@ struct RuleOutcome {
   /// a grid point the rules evaluate, located at the operator. Non-empty:
   /// the findings are dropped (their witnesses could not be evaluated).
   std::vector<spec::Diagnostic> errors;
+  /// Outputs, neither read nor aliased, revisited non-consecutively only
+  /// after visits that store nothing into the block (output-revisit holds):
+  /// those visits write back undefined data that a later visit's write-back
+  /// replaces, which the lowered program's uninitialized-read would report.
+  std::vector<std::string> unstored_revisits;
 };
 
 /// The decided answers of spec-rule queries (sat with its fully minimized
