@@ -2344,6 +2344,11 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         grid = tuple(g if isinstance(g, int) else int(np.asarray(g).reshape(-1)[0]) for g in grid)
     if any(not isinstance(g, (int, np.integer)) for g in grid):
         raise UnsupportedError(f"a dynamic grid {grid} has no .pk form", loc, name)
+    if any(int(g) == 0 for g in grid):
+        # (pl.cdiv(0, bm) for an empty array): Pallas runs no grid point at all.
+        raise UnsupportedError(f"grid {tuple(int(g) for g in grid)} has an extent of 0: the "
+                               "kernel never runs, and .pk grids and arrays are not empty",
+                               loc, name)
     if p.get("mesh") is not None:
         raise UnsupportedError("pallas_call with a mesh (core_map) has no .pk form", loc, name)
     kj = p["jaxpr"]
@@ -2444,6 +2449,9 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         nm = names[k]
         aval = bm.array_aval if hasattr(bm, "array_aval") else bm.array_shape_dtype
         shape = tuple(int(d) for d in aval.shape)
+        if 0 in shape:
+            raise UnsupportedError(f"operand '{nm}' is empty, {shape}: .pk arrays are not", loc,
+                                   name)
         dt = _dtype(aval.dtype, f"operand '{nm}'", loc)
         operands.append((nm, role, shape, aval.dtype))
         text = f"    {role:<3} {nm}: {dt}[{_shape(shape)}]"

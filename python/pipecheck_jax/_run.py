@@ -54,7 +54,7 @@ def _save(path: str, value) -> None:
     a = np.asarray(value)
     if a.dtype.name == "bfloat16":  # pipecheck reads bf16 as the raw bits, NumPy's V2
         a = a.view(np.uint16).view("V2")
-    np.save(path, np.ascontiguousarray(a))
+    np.save(path, np.ascontiguousarray(a).reshape(a.shape))  # (ascontiguousarray makes a 0-d array 1-d)
 
 
 def _load(path: str, dtype):

@@ -312,3 +312,24 @@ def test_a_body_slice_of_run_time_size_is_unsupported_at_its_line():
     r = pj.check(fn, jnp.array([4], jnp.int32), jnp.zeros((8, 128), jnp.float32))
     assert r.exit_code == 2, r.report()
     assert any("whose size is computed at run time" in str(u) for u in r.unsupported), r.report()
+
+
+def test_a_grid_with_an_extent_of_0_or_an_empty_operand_is_unsupported_not_bad_input():
+    # Pallas runs no grid point of grid (0, 2) (pl.cdiv(0, 8) rows); .pk has no empty grid or
+    # array, so the kernel is unknown, never a crash of the checker (exit 3).
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+
+    def f(x, grid):
+        return pl.pallas_call(kernel, grid=grid, in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                              out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                              out_shape=jax.ShapeDtypeStruct(x.shape, jnp.float32))(x)
+
+    r = pj.check(lambda x: f(x, (0,)), jax.ShapeDtypeStruct((16, 128), jnp.float32))
+    assert r.exit_code == 2 and "extent of 0" in str(r), str(r)
+    r = pj.check(lambda x: f(x, (1,)), jax.ShapeDtypeStruct((0, 128), jnp.float32))
+    assert r.exit_code == 2 and "is empty" in str(r), str(r)

@@ -176,3 +176,25 @@ def test_a_program_id_inside_a_when_body_runs_against_the_reference_where_interp
     assert r.ok, str(r)
     bad = pj.run(f, x, reference=lambda x: ref(x) + 1)
     assert not bad.ok
+
+
+def test_a_0_d_scalar_input_in_smem_runs_with_its_shape():
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(s_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[...] * s_ref[...]
+
+    def f(s, x):
+        return pl.pallas_call(
+            kernel, grid=(2,),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM), pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32))(s, x)
+
+    s = jnp.asarray(1.5, jnp.float32)
+    x = jax.random.uniform(jax.random.key(1), (16, 128), jnp.float32)
+    r = pj.run(f, s, x, reference=lambda s, x: x * s)
+    assert r.ok, str(r)
