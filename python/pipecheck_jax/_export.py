@@ -2462,6 +2462,12 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
             if "smem" in ms_name:
                 ms_name = ""  # where Mosaic GPU's pipeline puts every block
         if "any" in ms_name or "hbm" in ms_name or "gmem" in ms_name:
+            if getattr(gm, "vmapped_dims", ()):
+                # jax.vmap gives the kernel one batch element of it (a ref without the batch
+                # dims), which the .pk operand, the whole array, cannot name.
+                raise UnsupportedError(f"operand '{nm}' in memory_space=ANY of a vmapped "
+                                       "pallas_call: the kernel sees one batch element of it, "
+                                       "which has no .pk form", loc, name)
             text += "  memory_space=any"
             lines.append((text, call_site))
             continue

@@ -373,3 +373,41 @@ def test_a_dma_chain_across_a_parallel_axis_of_a_2d_grid_is_reported_and_sequent
     assert r.exit_code == 1, r.report()
     (f,) = [f for f in r.findings if "'buf'" in f.message]
     assert f.rule == "parallel-write-conflict" and "(0, 3) into grid point (1, 0)" in f.message, f
+
+
+def test_a_vmapped_call_with_an_any_space_operand_is_unsupported_not_bad_input():
+    # Under jax.vmap the kernel sees one batch element of the ANY operand (a 2-D ref of a
+    # 3-D array): its DMAs' subscripts name that element, which the .pk operand cannot.
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_hbm, o_ref, buf, sem):
+        def cp(k):
+            return pltpu.make_async_copy(x_hbm.at[pl.ds(k * 8, 8)], buf.at[k % 2], sem.at[k % 2])
+
+        cp(0).start()
+
+        def body(k, c):
+            @pl.when(k + 1 < 8)
+            def _():
+                cp(k + 1).start()
+
+            cp(k).wait()
+            o_ref[pl.ds(k * 8, 8), :] = buf[k % 2] * 3
+            return c
+
+        lax.fori_loop(0, 8, body, 0)
+
+    def one(x):
+        return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                              out_specs=pl.BlockSpec((64, 128), lambda: (0, 0)),
+                              out_shape=jax.ShapeDtypeStruct((64, 128), jnp.float32),
+                              scratch_shapes=[pltpu.VMEM((2, 8, 128), jnp.float32),
+                                              pltpu.SemaphoreType.DMA((2,))])(x)
+
+    assert pj.check(one, jax.ShapeDtypeStruct((64, 128), jnp.float32)).exit_code == 0
+    r = pj.check(jax.vmap(one), jax.ShapeDtypeStruct((2, 64, 128), jnp.float32))
+    assert r.exit_code == 2 and "vmapped" in str(r), str(r)
