@@ -265,12 +265,19 @@ std::vector<std::string> brute_force_rules(const SmallKernel &k) {
   }
   // A non-consecutive revisit of an output block (either rule of the
   // family; Triton keeps no block across visits).
+  // Of an output neither read nor aliased, only a revisit after a visit that
+  // stored into the block (a visit that stores nothing writes back what the
+  // last one replaces).
   if (!k.triton) {
-    std::set<Block> seen;
+    const bool needs_store = k.body != 1 && k.body != 2 && !k.alias;
+    std::map<Block, bool> stored; // seen, and whether some point stored into it
     for (std::size_t q = 0; q < pts.size(); ++q) {
       Block b = block(k.o, pts[q]);
-      if (seen.count(b) && block(k.o, pts[q - 1]) != b) found.insert("revisit@" + std::to_string(ol));
-      seen.insert(b);
+      auto it = stored.find(b);
+      if (it != stored.end() && block(k.o, pts[q - 1]) != b && (!needs_store || it->second))
+        found.insert("revisit@" + std::to_string(ol));
+      const Step s = step(pts[q]);
+      stored[b] = (it != stored.end() && it->second) || s.upper || s.lower;
     }
   }
   // Two writes of one block from points apart along a parallel axis;
