@@ -305,9 +305,11 @@ void Machine::access(int event, int op, const Place &p, bool write) {
       std::string msg =
           async_operand ? "overwrites " + what + " while a wgmma still reads it (no wgmma_wait retired it)"
                         : (write ? "writes " : "reads ") + what + " while an asynchronous " +
-                              (other.kind == OpKind::copy_in    ? std::string("copy into it")
-                               : other.kind == OpKind::copy_out ? std::string("copy out of it")
-                                                                : std::string("wgmma")) +
+                              // (by what the copy does to this place: a copy-in reads its hbm
+                              // source and writes its slot, a copy-out the other way round)
+                              (other.kind == OpKind::wgmma ? std::string("wgmma")
+                               : y.write                   ? std::string("copy into it")
+                                                           : std::string("copy out of it")) +
                               " is still in flight";
       RawFinding f{async_operand ? Rule::async_operand_overwritten : Rule::slot_race,
                    event,

@@ -483,3 +483,36 @@ TEST(RaceChecker, AMaskedStoreWhoseKeptGarbageIsWrittenBackIsAnUninitializedRead
   EXPECT_EQ(v.findings[0].rule, verifier::Rule::uninitialized_read);
   EXPECT_EQ(v.findings[0].loc.line, 10);
 }
+
+TEST(HbmRace, NamesWhatTheCopyInFlightDoesToTheRegionNotItsDirection) {
+  // A copy-in reads its hbm source (a copy out of the region), a copy-out
+  // writes its hbm destination (a copy into it).
+  auto f = parse_text("hbm.pk", R"(pipeline write_during_copy_in:
+    hbm  A: f32[2, 512]
+    sram X[2]: f32[512]
+    X[1] = zeros
+    copy_in_start(A[0], X[0])
+    copy_out_start(X[1], A[0])
+    copy_in_wait(X[0])
+    copy_out_wait(X[1])
+
+pipeline read_during_copy_out:
+    hbm  A: f32[2, 512]
+    sram X[2]: f32[512]
+    X[1] = zeros
+    copy_out_start(X[1], A[0])
+    copy_in_start(A[0], X[0])
+    copy_in_wait(X[0])
+    copy_out_wait(X[1])
+)");
+  auto w = verifier::check_program(program(f, "write_during_copy_in"), {});
+  ASSERT_EQ(w.findings.size(), 1u);
+  EXPECT_EQ(
+      w.findings[0].message.rfind("writes A while an asynchronous copy out of it is still in flight", 0), 0u)
+      << w.findings[0].message;
+  auto r = verifier::check_program(program(f, "read_during_copy_out"), {});
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].message.rfind("reads A while an asynchronous copy into it is still in flight", 0),
+            0u)
+      << r.findings[0].message;
+}
