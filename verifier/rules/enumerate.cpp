@@ -45,6 +45,7 @@ public:
         scratch_resets(i);
         if (!m_.triton) {
           scratch_carried(i);
+          readded(i);
           lost_accumulations(i);
         }
       }
@@ -670,7 +671,7 @@ private:
     };
     for (const CarriedUse &c : carried_uses(m_, op)) {
       const int read_order = m_.effects[c.consume].order;
-      // The first point of each point's visit of the output (r must be in q's).
+      // The first point of each point's visit of the output (q's must accumulate).
       std::vector<std::size_t> visit(pts_.size(), 0);
       for (std::size_t x = 1; x < pts_.size(); ++x)
         visit[x] = blk_[c.output][x - 1] == blk_[c.output][x] ? visit[x - 1] : x;
@@ -680,6 +681,12 @@ private:
         bool init_first = false;
         for (std::size_t i : u.inits)
           init_first = init_first || (fires_[i][q] && m_.effects[i].order < read_order);
+        // (An accumulation in q's visit, before the read at q itself.)
+        bool accumulated_in_visit = false;
+        for (std::size_t x = visit[q]; x <= q && fires_[c.store][q]; ++x)
+          for (std::size_t ai : u.accumulates)
+            accumulated_in_visit =
+                accumulated_in_visit || (fires_[ai][x] && (x < q || m_.effects[ai].order < read_order));
         if (fires_[c.store][q] && !init_first) {
           const Box rb = box_or_whole(m_.effects[c.consume], q);
           for (std::size_t p = from; p < q && !found; ++p) {
@@ -687,7 +694,7 @@ private:
             if (block(op, p) != block(op, q) || !accumulated_at(p, true, &rb) ||
                 blk_[c.output][p] == blk_[c.output][q])
               continue;
-            for (std::size_t r = std::max(p + 1, visit[q]); r < q && !found; ++r)
+            for (std::size_t r = p + 1; r < q && !found && accumulated_in_visit; ++r)
               if (accumulated_at(r, false) && blk_[c.output][r] == blk_[c.output][q]) {
                 out_.findings.push_back(carried_finding(m_, op, c, pts_[p], pts_[q]));
                 found = true;
@@ -695,6 +702,58 @@ private:
           }
         }
         if (init_at(q)) from = q;
+      }
+    }
+  }
+
+  // As the symbolic checker's readded: per adding use, the first q, then p,
+  // then r.
+  void readded(std::size_t op) {
+    if (m_.triton) return;
+    const ScratchUse u = scratch_use(m_, op);
+    if (u.accumulates.empty()) return;
+    const std::vector<CarriedUse> uses = carried_uses(m_, op);
+    const std::size_t n = pts_.size();
+    // inits_before[x]: how many points before x an init fires at.
+    std::vector<std::size_t> inits_before(n + 1, 0);
+    for (std::size_t x = 0; x < n; ++x) {
+      bool any = false;
+      for (std::size_t i : u.inits)
+        any = any || fires_[i][x];
+      inits_before[x + 1] = inits_before[x] + (any ? 1 : 0);
+    }
+    auto init_at = [&](std::size_t x, auto &&pred) {
+      for (std::size_t i : u.inits)
+        if (fires_[i][x] && pred(m_.effects[i].order)) return true;
+      return false;
+    };
+    for (const CarriedUse &cq : uses) {
+      if (!adds_into_output(m_, cq)) continue;
+      const Effect &rq = m_.effects[cq.consume];
+      bool found = false;
+      for (std::size_t q = 0; q < n && !found; ++q) {
+        if (!fires_[cq.store][q] || init_at(q, [&](int o) { return o < rq.order; })) continue;
+        const Box rb = box_or_whole(rq, q);
+        for (std::size_t p = cta_first_[q]; p < q && !found; ++p) {
+          if (blk_[cq.output][p] != blk_[cq.output][q]) continue;
+          for (std::size_t r = cta_first_[q]; r <= p && !found; ++r) {
+            // (no init strictly between r and q)
+            if (inits_before[q] - inits_before[r + 1] > 0) continue;
+            for (const CarriedUse &cp : uses) {
+              if (found || cp.output != cq.output || !adds_into_output(m_, cp) || !fires_[cp.store][p])
+                continue;
+              for (std::size_t ai : u.accumulates) {
+                const Effect &a = m_.effects[ai];
+                if (!fires_[ai][r] || !overlaps(box_or_whole(a, r), rb)) continue;
+                if (init_at(r, [&](int o) { return o > a.order; })) continue;
+                if (r == p && a.order > m_.effects[cp.consume].order) continue;
+                out_.findings.push_back(readded_finding(m_, op, cq, pts_[r], pts_[p], pts_[q]));
+                found = true;
+                break;
+              }
+            }
+          }
+        }
       }
     }
   }

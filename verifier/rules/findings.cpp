@@ -793,6 +793,36 @@ Finding carried_finding(const KernelModel &m, std::size_t op, const CarriedUse &
   return f;
 }
 
+bool adds_into_output(const KernelModel &m, const CarriedUse &c) {
+  const Effect &s = m.effects[c.store];
+  return s.kind == Effect::accumulate || m.updates_through_locals(s);
+}
+
+Finding readded_finding(const KernelModel &m, std::size_t op, const CarriedUse &use, const Point &accumulated,
+                        const Point &added, const Point &stored) {
+  const auto &acc = m.operands[op];
+  const auto &o = m.operands[use.output];
+  const std::string b = block_str(m, use.output, stored);
+  Finding f =
+      make(Rule::accumulator_carried, m.effects[use.store].loc,
+           "adds into block " + b + " of '" + o.name + "' at grid point " + format_tuple(stored) +
+               " what scratch '" + acc.name + "' accumulated at grid point " + format_tuple(accumulated) +
+               ", which it already added to that block at grid point " + format_tuple(added) +
+               ": no init of '" + acc.name + "' fires between them, so it is counted twice; " +
+               "re-initialize '" + acc.name + "' after each store that adds it");
+  f.witness.items.push_back({"operand", acc.name});
+  f.witness.items.push_back({"accumulated", accumulated});
+  f.witness.items.push_back({"added", added});
+  f.witness.items.push_back({"stored", stored});
+  add_block(f, m, use.output, stored);
+  f.notes.push_back(
+      note(acc.loc, "'" + acc.name + "' accumulated at grid point " + format_tuple(accumulated)));
+  f.notes.push_back(note(m.effects[use.store].loc, "added to block " + b + " of '" + o.name +
+                                                       "' at grid point " + format_tuple(added) +
+                                                       ", and again at grid point " + format_tuple(stored)));
+  return f;
+}
+
 std::vector<std::size_t> fed_outputs(const KernelModel &m, std::size_t op) {
   std::vector<std::size_t> out;
   for (const CarriedUse &c : carried_uses(m, op))

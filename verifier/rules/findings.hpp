@@ -175,6 +175,16 @@ std::vector<CarriedUse> carried_uses(const KernelModel &, std::size_t op);
 /// another block of that output.
 Finding carried_finding(const KernelModel &, std::size_t op, const CarriedUse &use, const Point &accumulated,
                         const Point &stored);
+/// Whether carried use `c` adds the scratch into the output (`o[...] +=
+/// acc[...]`, or a store that holds a read of its own block): a partial
+/// result it adds must not reach it again (accumulator-carried, re-added).
+bool adds_into_output(const KernelModel &, const CarriedUse &c);
+/// accumulator-carried, re-added: the store of `use` at `stored` adds into
+/// the output's block what scratch `op` accumulated at `accumulated`, which
+/// a store adding it at `added` (accumulated <= added < stored, the same
+/// block) already added.
+Finding readded_finding(const KernelModel &, std::size_t op, const CarriedUse &use, const Point &accumulated,
+                        const Point &added, const Point &stored);
 /// The windowed outputs some store of which holds a read of scratch `op`
 /// (carried_uses' outputs), each once, in operand order.
 std::vector<std::size_t> fed_outputs(const KernelModel &, std::size_t op);

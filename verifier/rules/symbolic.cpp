@@ -84,6 +84,7 @@ public:
       if (o.role == spec::Role::scratch) {
         scratch_resets(i);
         scratch_carried(i);
+        readded(i);
         lost_accumulations(i);
       }
       if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
@@ -1154,15 +1155,27 @@ private:
       }
       facts.push_back(ctx_.any_of(at_p));
       facts.push_back(ctx_.any_of(at_r));
+      SymPoint v = point("v");
+      std::vector<Term> at_v;
+      for (std::size_t ai : u.accumulates) {
+        std::vector<Term> t = {guard(m_.effects[ai], v)};
+        if (m_.effects[ai].order > rd.order) t.push_back(!same(v.v, q.v));
+        at_v.push_back(ctx_.all_of(t));
+      }
+      facts.push_back(in_grid(v));
+      facts.push_back(!lex_lt(q, v));
+      facts.push_back(same(window(c.output, v), window(c.output, q)));
+      facts.push_back(ctx_.any_of(at_v));
       auto best = query_quantified(
           "accumulator-carried/" + o.name + "/line" + std::to_string(store.loc.line),
           [&](smt::Bindings::Aux &aux, bool with_aux) {
-            // r in q's visit: the output stays on q's block from r to q (a
-            // first pass over the blocks that stores nothing, a two-pass
-            // norm's statistics, accumulates for no visit of the second).
+            // And an accumulation at some v in q's visit (the output on q's
+            // block from v to q), before the read where v is q: a statistic
+            // a first pass computes over every block and a second pass only
+            // reads (a two-pass norm) is no block's partial result.
             std::vector<Term> more = {at_no_point(
                 [&](const SymPoint &t) {
-                  return lex_lt(r, t) && lex_lt(t, q) && !same(window(c.output, t), window(c.output, q));
+                  return lex_lt(v, t) && lex_lt(t, q) && !same(window(c.output, t), window(c.output, q));
                 },
                 aux, with_aux)};
             if (!u.inits.empty()) more.push_back(none_between(u.inits, p, q, aux, with_aux));
@@ -1170,6 +1183,57 @@ private:
           },
           {&q, &p}, by_run());
       if (best) out_.findings.push_back(carried_finding(m_, op, c, (*best)[1], (*best)[0]));
+    }
+  }
+
+  // A store at q that adds the scratch into output x's block (adds_into_output),
+  // while the scratch still holds what it accumulated at r, which such a
+  // store already added at p, r <= p < q, x on the same block at p and q,
+  // one CTA: no init after the accumulation at r, at any point strictly
+  // between r and q, nor at q before the read.
+  void readded(std::size_t op) {
+    if (m_.grid.empty() || m_.triton) return;
+    const auto &o = m_.operands[op];
+    const ScratchUse u = scratch_use(m_, op);
+    if (u.accumulates.empty()) return;
+    const std::vector<CarriedUse> uses = carried_uses(m_, op);
+    for (const CarriedUse &cq : uses) {
+      if (!adds_into_output(m_, cq)) continue;
+      const Effect &rq = m_.effects[cq.consume];
+      SymPoint r = point("r"), p = point("p"), q = point("q");
+      std::vector<Term> facts = {in_grid(r),
+                                 in_grid(p),
+                                 in_grid(q),
+                                 !lex_lt(p, r),
+                                 lex_lt(p, q),
+                                 same(cta(r), cta(q)),
+                                 same(window(cq.output, p), window(cq.output, q)),
+                                 guard(m_.effects[cq.store], q)};
+      for (std::size_t i : u.inits)
+        if (m_.effects[i].order < rq.order) facts.push_back(!guard(m_.effects[i], q));
+      const auto rb = box_terms(rq, q);
+      std::vector<Term> pairs;
+      for (const CarriedUse &cp : uses) {
+        if (cp.output != cq.output || !adds_into_output(m_, cp)) continue;
+        for (std::size_t ai : u.accumulates) {
+          const Effect &a = m_.effects[ai];
+          std::vector<Term> c = {guard(m_.effects[cp.store], p), guard(a, r), overlap(box_terms(a, r), rb)};
+          for (std::size_t i : u.inits)
+            if (m_.effects[i].order > a.order) c.push_back(!guard(m_.effects[i], r));
+          if (a.order > m_.effects[cp.consume].order) c.push_back(!same(r.v, p.v));
+          pairs.push_back(ctx_.all_of(c));
+        }
+      }
+      facts.push_back(ctx_.any_of(pairs));
+      auto best = query_quantified(
+          "accumulator-carried/" + o.name + "/line" + std::to_string(m_.effects[cq.store].loc.line) +
+              "/re-added",
+          [&](smt::Bindings::Aux &aux, bool with_aux) {
+            if (u.inits.empty()) return facts;
+            return with(facts, {none_between(u.inits, r, q, aux, with_aux)});
+          },
+          {&q, &p, &r}, by_run());
+      if (best) out_.findings.push_back(readded_finding(m_, op, cq, (*best)[2], (*best)[1], (*best)[0]));
     }
   }
 
