@@ -194,7 +194,11 @@ StepRef Stepper::resolve_in(const Expr &ref, int bi, const RefPlan *plan, const 
     throw StepError("slot ring '" + name + "' used without a slot", l);
   const Subscripted r = subscript(dims, subs);
   if (!r.ok()) {
-    std::string what = "'" + print(ref) + "': " + r.error + " of " + name + dims_string(dims);
+    // (A subscript that reads a prefetch table is a long `where` tree once
+    // elaborated: the source line under the message shows it as written.)
+    std::string text = print(ref);
+    if (text.size() > 160) text = name + "[...]";
+    std::string what = "'" + text + "': " + r.error + " of " + name + dims_string(dims);
     if (r.out_of_bounds) throw OutOfBounds(what);
     throw StepError(what, l);
   }

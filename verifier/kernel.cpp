@@ -323,9 +323,14 @@ namespace {
 // a finding shows that value.
 Verdict explain_poison(Verdict v) {
   const std::string poison = std::to_string(spec::kPrefetchPoison);
-  for (auto &f : v.findings)
-    if (f.message.find(poison) != std::string::npos)
-      f.message += " (" + poison + " is also what a read outside a prefetch array gives)";
+  for (auto &f : v.findings) {
+    // (In the message, or in a statement of its trace: a long ref is named
+    // by its buffer alone in the message.)
+    bool shows = f.message.find(poison) != std::string::npos;
+    for (const auto &t : f.witness.trace)
+      shows = shows || t.statement.find(poison) != std::string::npos;
+    if (shows) f.message += " (" + poison + " is also what a read outside a prefetch array gives)";
+  }
   return v;
 }
 

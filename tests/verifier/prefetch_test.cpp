@@ -101,3 +101,33 @@ TEST(PrefetchCheck, ALoopBoundReadFromAPrefetchArrayIsCheckedPerContentsUpToTheB
   // Past 256 contents it is unknown, never verified.
   EXPECT_EQ(check("prefetch ids: i32[4] in [0, 5)", "(i, ids) -> (i, 0)", loop).status, Status::unknown);
 }
+
+TEST(PrefetchCheck, ACopyAddressReadingPastTheTableNamesTheBufferAndThePoisonNotTheElaboratedTree) {
+  // The prefetch for the next step reads ids[i + 1], past the table at the
+  // last step: the elaborated subscript is a `where` tree over the
+  // contents, which the message does not print (the source line shows it).
+  const std::string text = R"(kernel g:
+    grid = (4,)
+    prefetch ids: i32[4] = [3, 0, 5, 1]
+    in  x: f32[48, 128]  memory_space=any
+    out o: f32[32, 128]  block=(8, 128)  index=(i, ids) -> (i, 0)
+    scratch buf: f32[2, 8, 128]
+    scratch sem: dma_sem[2]
+    body:
+        when program_id(0) == 0:
+            async_copy(x[ds(ids[0] * 8, 8), :], buf[0, :, :], sem[0]).start()
+        async_copy(x[ds(ids[program_id(0) + 1] * 8, 8), :], buf[(program_id(0) + 1) % 2, :, :], sem[(program_id(0) + 1) % 2]).start()
+        async_copy(x[0:8, :], buf[program_id(0) % 2, :, :], sem[program_id(0) % 2]).wait()
+        o[...] = buf[program_id(0) % 2, :, :]
+)";
+  auto r = spec::parse_and_validate(spec::SourceFile::from_string("k.pk", text));
+  ASSERT_TRUE(r.file);
+  auto v = verifier::check(std::get<spec::KernelSpec>(r.file->units.at(0)), verifier::CheckOptions{});
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  const auto &f = v.findings.at(0);
+  EXPECT_EQ(f.rule, verifier::Rule::index_out_of_bounds);
+  EXPECT_EQ(f.message.rfind("'x[...]': slice", 0), 0u) << f.message;
+  EXPECT_EQ(f.message.find("where("), std::string::npos) << f.message;
+  EXPECT_NE(f.message.find("is also what a read outside a prefetch array gives"), std::string::npos)
+      << f.message;
+}
