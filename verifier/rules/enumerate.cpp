@@ -669,7 +669,7 @@ private:
       }
       return false;
     };
-    for (const CarriedUse &c : carried_uses(m_, op)) {
+    for (const CarriedUse &c : carried_and_indirect_uses(m_, op)) {
       const int read_order = m_.effects[c.consume].order;
       // The first point of each point's visit of the output (q's must accumulate).
       std::vector<std::size_t> visit(pts_.size(), 0);
@@ -744,7 +744,7 @@ private:
                 continue;
               for (std::size_t ai : u.accumulates) {
                 const Effect &a = m_.effects[ai];
-                if (!fires_[ai][r] || !overlaps(box_or_whole(a, r), rb)) continue;
+                if (a.keep_mask || !fires_[ai][r] || !overlaps(box_or_whole(a, r), rb)) continue;
                 if (init_at(r, [&](int o) { return o > a.order; })) continue;
                 if (r == p && a.order > m_.effects[cp.consume].order) continue;
                 out_.findings.push_back(readded_finding(m_, op, cq, pts_[r], pts_[p], pts_[q]));

@@ -775,9 +775,13 @@ Finding carried_finding(const KernelModel &m, std::size_t op, const CarriedUse &
   const auto &acc = m.operands[op];
   const auto &o = m.operands[use.output];
   const std::string from = block_str(m, use.output, accumulated), to = block_str(m, use.output, stored);
+  const auto &via = m.operands[m.effects[use.store].operand];
+  const std::string what = &via == &o ? "stores into block " + to + " of '" + o.name + "' at grid point " +
+                                            format_tuple(stored) + " what"
+                                      : "updates scratch '" + via.name + "' for block " + to + " of '" +
+                                            o.name + "' at grid point " + format_tuple(stored) + " from what";
   Finding f = make(Rule::accumulator_carried, m.effects[use.store].loc,
-                   "stores into block " + to + " of '" + o.name + "' at grid point " + format_tuple(stored) +
-                       " what scratch '" + acc.name + "' accumulated since grid point " +
+                   what + " scratch '" + acc.name + "' accumulated since grid point " +
                        format_tuple(accumulated) + ", where '" + o.name + "' is on block " + from +
                        ": no init of '" + acc.name + "' fires between them; re-initialize it on the first " +
                        "step of each block of '" + o.name + "'");
@@ -791,6 +795,21 @@ Finding carried_finding(const KernelModel &m, std::size_t op, const CarriedUse &
   f.notes.push_back(note(m.effects[use.store].loc, "and still holds it when stored into block " + to +
                                                        " at grid point " + format_tuple(stored)));
   return f;
+}
+
+std::vector<CarriedUse> carried_and_indirect_uses(const KernelModel &m, std::size_t op) {
+  std::vector<CarriedUse> out = carried_uses(m, op);
+  const ScratchUse u = scratch_use(m, op);
+  for (std::size_t s = 0; s < m.effects.size(); ++s) {
+    const Effect &w = m.effects[s];
+    if (w.kind == Effect::read || w.operand == op || m.operands[w.operand].role != spec::Role::scratch)
+      continue;
+    for (std::size_t c : w.sources)
+      if (std::find(u.consumes.begin(), u.consumes.end(), c) != u.consumes.end())
+        for (std::size_t x : reached_outputs(m, w.operand))
+          out.push_back({s, c, x});
+  }
+  return out;
 }
 
 bool adds_into_output(const KernelModel &m, const CarriedUse &c) {

@@ -175,6 +175,12 @@ std::vector<CarriedUse> carried_uses(const KernelModel &, std::size_t op);
 /// another block of that output.
 Finding carried_finding(const KernelModel &, std::size_t op, const CarriedUse &use, const Point &accumulated,
                         const Point &stored);
+/// carried_uses, and the indirect ones: a store into another scratch that
+/// holds a read of `op` (a running argmax's index update reading its max),
+/// once per output that scratch reaches (reached_outputs), the store
+/// `store` and the output `output`. accumulator-carried's uses: a max not
+/// reset per block of the index output picks the other block's indices.
+std::vector<CarriedUse> carried_and_indirect_uses(const KernelModel &, std::size_t op);
 /// Whether carried use `c` adds the scratch into the output (`o[...] +=
 /// acc[...]`, or a store that holds a read of its own block): a partial
 /// result it adds must not reach it again (accumulator-carried, re-added).

@@ -1127,7 +1127,7 @@ private:
     const ScratchUse u = scratch_use(m_, op);
     // Without an init uninitialized-accumulator reports the first read.
     if (u.accumulates.empty() || (u.inits.empty() && !o.acc)) return;
-    for (const CarriedUse &c : carried_uses(m_, op)) {
+    for (const CarriedUse &c : carried_and_indirect_uses(m_, op)) {
       const Effect &store = m_.effects[c.store], &rd = m_.effects[c.consume];
       SymPoint p = point("p"), q = point("q"), r = point("r");
       std::vector<Term> facts = {in_grid(p),
@@ -1217,6 +1217,7 @@ private:
         if (cp.output != cq.output || !adds_into_output(m_, cp)) continue;
         for (std::size_t ai : u.accumulates) {
           const Effect &a = m_.effects[ai];
+          if (a.keep_mask) continue; // (a masked store replaces what it selects: it adds nothing)
           std::vector<Term> c = {guard(m_.effects[cp.store], p), guard(a, r), overlap(box_terms(a, r), rb)};
           for (std::size_t i : u.inits)
             if (m_.effects[i].order > a.order) c.push_back(!guard(m_.effects[i], r));
