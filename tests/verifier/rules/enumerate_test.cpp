@@ -36,6 +36,28 @@ void expect_agreement(const std::string &path) {
   EXPECT_GT(compared, 3);
 }
 
+// The rules of kernel `k` in `text`, by both checkers, which must agree on
+// every finding and witness (each failure names the kernel).
+std::vector<verifier::Rule> agreeing_rules(const std::string &text) {
+  spec::File f = testing::parse_text(text);
+  // The model points into the kernel: keep it alive.
+  const spec::KernelSpec kernel = testing::kernel(f, "k");
+  auto m = verifier::rules::build_model(kernel, {}, std::nullopt);
+  EXPECT_TRUE(m.model) << text;
+  if (!m.model) return {};
+  auto s = verifier::rules::check_symbolic(*m.model, 10000);
+  auto e = verifier::rules::check_enumerated(*m.model);
+  EXPECT_TRUE(s.unknown.empty() && e.unknown.empty()) << text;
+  EXPECT_EQ(s.findings.size(), e.findings.size()) << text;
+  std::vector<verifier::Rule> out;
+  for (std::size_t i = 0; i < s.findings.size() && i < e.findings.size(); ++i) {
+    EXPECT_EQ(s.findings[i].rule, e.findings[i].rule) << text;
+    EXPECT_EQ(s.findings[i].witness, e.findings[i].witness) << text << s.findings[i].rule;
+    out.push_back(s.findings[i].rule);
+  }
+  return out;
+}
+
 TEST(Enumerate, AgreesWithTheSymbolicCheckerWhereMbqiGivesUpOnItsQuantifiedQueries) {
   // Cases the spec-rules property found undecided. On the first, Z3's MBQI
   // answers "incomplete quantifiers" with `//` and `%` both ways, and the
@@ -133,20 +155,9 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnScratchInitAndStoreGuards) {
                              "    scratch acc: f32[128, 128]\n    body:\n        " +
                              init + "acc[...] = zeros\n        " + (store_first ? st : "") + update +
                              "\n        " + (store_first ? "" : st);
-          spec::File f = testing::parse_text(text);
-          // The model points into the kernel: keep it alive.
-          const spec::KernelSpec kernel = testing::kernel(f, "k");
-          auto m = verifier::rules::build_model(kernel, {}, std::nullopt);
-          ASSERT_TRUE(m.model) << text;
-          auto s = verifier::rules::check_symbolic(*m.model, 10000);
-          auto e = verifier::rules::check_enumerated(*m.model);
-          EXPECT_TRUE(s.unknown.empty() && e.unknown.empty()) << text;
-          ASSERT_EQ(s.findings.size(), e.findings.size()) << text;
-          for (std::size_t i = 0; i < s.findings.size(); ++i) {
-            EXPECT_EQ(s.findings[i].rule, e.findings[i].rule) << text;
-            EXPECT_EQ(s.findings[i].witness, e.findings[i].witness) << text << s.findings[i].rule;
-            flagged += s.findings[i].rule == verifier::Rule::accumulator_reset;
-            lost += s.findings[i].rule == verifier::Rule::accumulation_lost;
+          for (auto r : agreeing_rules(text)) {
+            flagged += r == verifier::Rule::accumulator_reset;
+            lost += r == verifier::Rule::accumulation_lost;
           }
           ++compared;
         }
@@ -177,20 +188,8 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnInitAndStoreGuardsOverTwoReduction
                   "    scratch acc: f32[128, 128]\n    body:\n        when " +
                   init + ":\n            acc[...] = zeros\n        acc[...] += x[...]\n        when " +
                   store + ":\n            o[...] = acc[...]\n";
-          spec::File f = testing::parse_text(text);
-          // The model points into the kernel: keep it alive.
-          const spec::KernelSpec kernel = testing::kernel(f, "k");
-          auto m = verifier::rules::build_model(kernel, {}, std::nullopt);
-          ASSERT_TRUE(m.model) << text;
-          auto s = verifier::rules::check_symbolic(*m.model, 10000);
-          auto e = verifier::rules::check_enumerated(*m.model);
-          EXPECT_TRUE(s.unknown.empty() && e.unknown.empty()) << text;
-          ASSERT_EQ(s.findings.size(), e.findings.size()) << text;
-          for (std::size_t i = 0; i < s.findings.size(); ++i) {
-            EXPECT_EQ(s.findings[i].rule, e.findings[i].rule) << text;
-            EXPECT_EQ(s.findings[i].witness, e.findings[i].witness) << text << s.findings[i].rule;
-            flagged += s.findings[i].rule == verifier::Rule::accumulator_reset;
-          }
+          for (auto r : agreeing_rules(text))
+            flagged += r == verifier::Rule::accumulator_reset;
           ++compared;
         }
   EXPECT_EQ(compared, 64);
