@@ -435,6 +435,7 @@ private:
     // A reset is harmful only within a visit (see the symbolic checker), and
     // only where the init's box meets what was accumulated (one bank of a
     // scratch indexed by the grid point is not another's).
+    const std::vector<std::size_t> contributing = contributions(m_, u);
     for (std::size_t w : u.inits) {
       std::vector<std::pair<std::size_t, std::size_t>> pending; // (point, accumulation) since the last clear
       bool found = false;
@@ -461,7 +462,8 @@ private:
             }
           }
           pending.clear();
-          if (m_.effects[e].fresh) pending.emplace_back(q, e);
+          if (std::find(contributing.begin(), contributing.end(), e) != contributing.end())
+            pending.emplace_back(q, e);
         }
     }
     for (std::size_t w : u.inits) {
@@ -634,7 +636,15 @@ private:
             live = live && !fires_[wi][r];
           if (!live) continue;
           const std::size_t q = next[r] < n ? next[r] : cta_last_[r];
-          if (next[r] < n && (!init_first[q] || splits_a_visit(op, r, q))) continue;
+          // (The first clear at q: an init that meets what a accumulated at r.)
+          bool meets = false;
+          for (std::size_t wi : u.inits) {
+            bool first = fires_[wi][q];
+            for (std::size_t ci : clears)
+              first = first && !(m_.effects[ci].order < m_.effects[wi].order && fires_[ci][q]);
+            meets = meets || (first && overlaps(box_or_whole(m_.effects[wi], q), box_or_whole(a, r)));
+          }
+          if (next[r] < n && (!init_first[q] || !meets || splits_a_visit(op, r, q))) continue;
           auto it = first_acc.find({block(op, r), blk_[l.output][r]});
           if (it != first_acc.end() && it->second < r) {
             out_.findings.push_back(lost_finding(m_, op, l.output, a, pts_[it->second], pts_[r], pts_[q]));
@@ -687,7 +697,7 @@ private:
           for (std::size_t ai : u.accumulates)
             accumulated_in_visit =
                 accumulated_in_visit || (fires_[ai][x] && (x < q || m_.effects[ai].order < read_order));
-        if (fires_[c.store][q] && !init_first) {
+        if (fires_[c.store][q] && fires_[c.consume][q] && !init_first) {
           const Box rb = box_or_whole(m_.effects[c.consume], q);
           for (std::size_t p = from; p < q && !found; ++p) {
             // (block() of a scratch is its CTA.)
@@ -732,7 +742,8 @@ private:
       const Effect &rq = m_.effects[cq.consume];
       bool found = false;
       for (std::size_t q = 0; q < n && !found; ++q) {
-        if (!fires_[cq.store][q] || init_at(q, [&](int o) { return o < rq.order; })) continue;
+        if (!fires_[cq.store][q] || !fires_[cq.consume][q] || init_at(q, [&](int o) { return o < rq.order; }))
+          continue;
         const Box rb = box_or_whole(rq, q);
         for (std::size_t p = cta_first_[q]; p < q && !found; ++p) {
           if (blk_[cq.output][p] != blk_[cq.output][q]) continue;
@@ -740,7 +751,8 @@ private:
             // (no init strictly between r and q)
             if (inits_before[q] - inits_before[r + 1] > 0) continue;
             for (const CarriedUse &cp : uses) {
-              if (found || cp.output != cq.output || !adds_into_output(m_, cp) || !fires_[cp.store][p])
+              if (found || cp.output != cq.output || !adds_into_output(m_, cp) || !fires_[cp.store][p] ||
+                  !fires_[cp.consume][p])
                 continue;
               for (std::size_t ai : u.accumulates) {
                 const Effect &a = m_.effects[ai];

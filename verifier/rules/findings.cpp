@@ -223,9 +223,10 @@ bool revisit_needs_a_store(const KernelModel &m, std::size_t op) {
   return !m.is_read(op) && !m.is_aliased_output(op);
 }
 
-std::vector<std::size_t> contributions(const ScratchUse &u) {
+std::vector<std::size_t> contributions(const KernelModel &m, const ScratchUse &u) {
   std::vector<std::size_t> out = u.accumulates;
-  out.insert(out.end(), u.fresh_inits.begin(), u.fresh_inits.end());
+  for (std::size_t i : u.fresh_inits)
+    if (!accumulated_inputs(m, m.effects[i]).empty()) out.push_back(i);
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -314,9 +314,10 @@ struct ScratchUse {
 };
 ScratchUse scratch_use(const KernelModel &, std::size_t op);
 /// What adds to the partial result a reset can discard: the accumulations,
-/// and the fresh inits (Effect::fresh: `where(k == 0, 0, acc[...]) + x`
-/// where k == 0 starts the sum with x), in effect order.
-std::vector<std::size_t> contributions(const ScratchUse &);
+/// and the fresh inits whose value reads an input block (Effect::fresh:
+/// `where(k == 0, 0, acc[...]) + x` where k == 0 starts the sum with x;
+/// not `where(k == 0, 0, acc[...])`), in effect order.
+std::vector<std::size_t> contributions(const KernelModel &, const ScratchUse &);
 
 /// Whether a store into a windowed output holds a value read from scratch
 /// `op`, in its statement or through tensor locals (Effect::sources): a

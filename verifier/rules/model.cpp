@@ -236,9 +236,9 @@ struct Builder {
     // A where whose branches read no operand (an integer tree over a
     // prefetch array's contents) needs no guards.
     if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3 && e.args.size() == 3 &&
-        !is_tensor_value(e.args[0]) && reads_in_branches(e)) {
+        grid_condition(e.args[0]) && reads_in_branches(e)) {
       scan_value(e.args[0], guards, loc);
-      const Expr c = guard_expr(e.args[0]);
+      const Expr c = guard_expr(*grid_condition(e.args[0]));
       auto then_g = guards, else_g = guards;
       then_g.push_back(c);
       else_g.push_back(Expr::unary(Op::Not, c));
@@ -387,6 +387,17 @@ struct Builder {
     for (const auto &a : e.args)
       if (reads_local_ref(a)) return true;
     return false;
+  }
+
+  // A where condition that holds or fails for the whole block at a grid
+  // point: an integer condition (`k == 0`), or one broadcast to the block's
+  // shape (`broadcast_to(k == 0, (8, 128))`, as jnp.full or [None, None]
+  // export it). The condition itself.
+  std::optional<Expr> grid_condition(const Expr &c) const {
+    if (!is_tensor_value(c)) return c;
+    if (c.op == Op::Call && c.name == "broadcast_to" && c.num_positional() >= 1)
+      return grid_condition(c.args[0]);
+    return std::nullopt;
   }
 
   bool reads_in_branches(const Expr &where) const {
@@ -622,10 +633,13 @@ struct Builder {
           scan_value(s, guards, st.loc);
         if (auto i = m.operand_index(a->target.name)) {
           // `T[s] = where(c, v, T[s])`: the last read of T is the kept branch.
+          // With an integer condition (`k == 0`, no block data) it is `when c:
+          // T[s] = v`: the split below (update_condition) leaves only that.
           const Expr &v = a->value;
-          const bool keep = !a->accumulate && v.op == Op::Call && v.name == "where" &&
-                            v.num_positional() == 3 && v.kwarg_names.empty() && v.args[2] == a->target &&
-                            !reads_ref(v.args[0], m) &&
+          const bool select = !a->accumulate && v.op == Op::Call && v.name == "where" &&
+                              v.num_positional() == 3 && v.kwarg_names.empty() && v.args[2] == a->target;
+          const bool grid_select = select && grid_condition(v.args[0]) && reads_in_branches(v);
+          const bool keep = select && !grid_select && !reads_ref(v.args[0], m) &&
                             !std::any_of(a->target.args.begin(), a->target.args.end(),
                                          [&](const Expr &x) { return reads_ref(x, m); });
           auto dims = keep ? value_dims(a->target, *i) : std::nullopt;
@@ -655,7 +669,8 @@ struct Builder {
             fresh.fresh = true;
             fresh.guards.push_back(Expr::unary(Op::Not, *upd));
             ef.guards.push_back(*upd);
-            m.effects.push_back(std::move(ef));
+            // (A grid select's update puts back what T held: no write at all.)
+            if (!grid_select) m.effects.push_back(std::move(ef));
             m.effects.push_back(std::move(fresh));
           } else {
             m.effects.push_back(std::move(ef));

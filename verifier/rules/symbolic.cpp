@@ -863,7 +863,7 @@ private:
       std::vector<Term> facts = {in_grid(p), in_grid(q), lex_lt(p, q), guard(w, q)};
       std::vector<Term> accumulated;
       const auto wb = box_terms(w, q);
-      for (std::size_t ai : contributions(u)) {
+      for (std::size_t ai : contributions(m_, u)) {
         const Effect &a = m_.effects[ai];
         std::vector<Term> c = {guard(a, p), overlap(box_terms(a, p), wb)};
         for (std::size_t ci : clears)
@@ -1093,7 +1093,9 @@ private:
         for (std::size_t ci : clears)
           none_at_q.push_back(!guard(m_.effects[ci], q));
         for (std::size_t wi : u.inits) {
-          std::vector<Term> c = {guard(m_.effects[wi], q)};
+          // (an init that meets what a accumulated: one bank of acc[i] is not another's)
+          std::vector<Term> c = {guard(m_.effects[wi], q),
+                                 overlap(box_terms(m_.effects[wi], q), box_terms(a, r))};
           for (std::size_t ci : clears)
             if (m_.effects[ci].order < m_.effects[wi].order) c.push_back(!guard(m_.effects[ci], q));
           reset.push_back(ctx_.all_of(c));
@@ -1137,6 +1139,7 @@ private:
                                  lex_lt(r, q),
                                  same(cta(p), cta(q)),
                                  guard(store, q),
+                                 guard(rd, q),
                                  !same(window(c.output, p), window(c.output, q)),
                                  same(window(c.output, r), window(c.output, q))};
       for (std::size_t i : u.inits)
@@ -1208,7 +1211,8 @@ private:
                                  lex_lt(p, q),
                                  same(cta(r), cta(q)),
                                  same(window(cq.output, p), window(cq.output, q)),
-                                 guard(m_.effects[cq.store], q)};
+                                 guard(m_.effects[cq.store], q),
+                                 guard(rq, q)};
       for (std::size_t i : u.inits)
         if (m_.effects[i].order < rq.order) facts.push_back(!guard(m_.effects[i], q));
       const auto rb = box_terms(rq, q);
@@ -1218,7 +1222,10 @@ private:
         for (std::size_t ai : u.accumulates) {
           const Effect &a = m_.effects[ai];
           if (a.keep_mask) continue; // (a masked store replaces what it selects: it adds nothing)
-          std::vector<Term> c = {guard(m_.effects[cp.store], p), guard(a, r), overlap(box_terms(a, r), rb)};
+          // (the read itself at p: `o += where(k == last, acc, 0)` adds acc
+          // only on the last step)
+          std::vector<Term> c = {guard(m_.effects[cp.store], p), guard(m_.effects[cp.consume], p),
+                                 guard(a, r), overlap(box_terms(a, r), rb)};
           for (std::size_t i : u.inits)
             if (m_.effects[i].order > a.order) c.push_back(!guard(m_.effects[i], r));
           if (a.order > m_.effects[cp.consume].order) c.push_back(!same(r.v, p.v));
