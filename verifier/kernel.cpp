@@ -261,11 +261,13 @@ Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low) {
       explained |= operands.count(op) > 0;
     // A visit that stores nothing into a block revisited later writes back
     // undefined data the last visit replaces (output-revisit's exception).
-    explained |= low.findings[i].rule == Rule::uninitialized_read && !low.operands[i].empty() &&
-                 std::all_of(low.operands[i].begin(), low.operands[i].end(), [&](const std::string &op) {
-                   return std::find(v.unstored_revisits.begin(), v.unstored_revisits.end(), op) !=
-                          v.unstored_revisits.end();
-                 });
+    const bool unstored =
+        low.findings[i].rule == Rule::uninitialized_read && !low.operands[i].empty() &&
+        std::all_of(low.operands[i].begin(), low.operands[i].end(), [&](const std::string &op) {
+          return std::find(v.unstored_revisits.begin(), v.unstored_revisits.end(), op) !=
+                 v.unstored_revisits.end();
+        });
+    explained |= unstored;
     if (!explained) v.findings.push_back(std::move(low.findings[i]));
   }
 
@@ -285,6 +287,10 @@ Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low) {
   } else {
     v.status = Status::verified;
     v.reason = "every spec-level rule holds at every grid point; " + low.reason;
+    if (low.status == Status::violation) // (its findings all the expected undefined write-backs)
+      v.reason = "every spec-level rule holds at every grid point; the lowered program is race-free, and "
+                 "the write-backs of undefined data by visits that store nothing into a block revisited "
+                 "later are replaced by the last visit's";
   }
   if (auto ops = spec::opaque_ops(k); !ops.empty())
     v.reason +=
