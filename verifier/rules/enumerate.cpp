@@ -745,11 +745,11 @@ private:
         if (!fires_[cq.store][q] || !fires_[cq.consume][q] || init_at(q, [&](int o) { return o < rq.order; }))
           continue;
         const Box rb = box_or_whole(rq, q);
-        for (std::size_t p = cta_first_[q]; p < q && !found; ++p) {
+        for (std::size_t p = cta_first_[q]; p <= q && !found; ++p) {
           if (blk_[cq.output][p] != blk_[cq.output][q]) continue;
           for (std::size_t r = cta_first_[q]; r <= p && !found; ++r) {
             // (no init strictly between r and q)
-            if (inits_before[q] - inits_before[r + 1] > 0) continue;
+            if (r + 1 < q && inits_before[q] - inits_before[r + 1] > 0) continue;
             for (const CarriedUse &cp : uses) {
               if (found || cp.output != cq.output || !adds_into_output(m_, cp) || !fires_[cp.store][p] ||
                   !fires_[cp.consume][p])
@@ -759,6 +759,7 @@ private:
                 if (a.keep_mask || !fires_[ai][r] || !overlaps(box_or_whole(a, r), rb)) continue;
                 if (init_at(r, [&](int o) { return o > a.order; })) continue;
                 if (r == p && a.order > m_.effects[cp.consume].order) continue;
+                if (p == q && m_.effects[cp.consume].order >= rq.order) continue;
                 out_.findings.push_back(readded_finding(m_, op, cq, pts_[r], pts_[p], pts_[q]));
                 found = true;
                 break;

@@ -1191,7 +1191,8 @@ private:
 
   // A store at q that adds the scratch into output x's block (adds_into_output),
   // while the scratch still holds what it accumulated at r, which such a
-  // store already added at p, r <= p < q, x on the same block at p and q,
+  // store already added at p, r <= p <= q (at q, an earlier statement), x on
+  // the same block at p and q,
   // one CTA: no init after the accumulation at r, at any point strictly
   // between r and q, nor at q before the read.
   void readded(std::size_t op) {
@@ -1208,7 +1209,7 @@ private:
                                  in_grid(p),
                                  in_grid(q),
                                  !lex_lt(p, r),
-                                 lex_lt(p, q),
+                                 !lex_lt(q, p),
                                  same(cta(r), cta(q)),
                                  same(window(cq.output, p), window(cq.output, q)),
                                  guard(m_.effects[cq.store], q),
@@ -1229,6 +1230,8 @@ private:
           for (std::size_t i : u.inits)
             if (m_.effects[i].order > a.order) c.push_back(!guard(m_.effects[i], r));
           if (a.order > m_.effects[cp.consume].order) c.push_back(!same(r.v, p.v));
+          // (p = q: an earlier statement of the step added it, `o += acc` twice)
+          if (m_.effects[cp.consume].order >= rq.order) c.push_back(!same(p.v, q.v));
           pairs.push_back(ctx_.all_of(c));
         }
       }
