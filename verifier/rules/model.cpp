@@ -638,7 +638,20 @@ struct Builder {
           const Expr &v = a->value;
           const bool select = !a->accumulate && v.op == Op::Call && v.name == "where" &&
                               v.num_positional() == 3 && v.kwarg_names.empty() && v.args[2] == a->target;
-          const bool grid_select = select && grid_condition(v.args[0]) && reads_in_branches(v);
+          // (Not where the selected value reads T too, `where(k == 0, acc * 0, acc)`.)
+          auto reads_target = [&](const Expr &x) {
+            std::set<std::string> names;
+            spec::collect_names(x, names);
+            for (const auto &n : names) {
+              if (n == a->target.name) return true;
+              if (auto it = local_sources.find(n); it != local_sources.end())
+                for (std::size_t r : it->second)
+                  if (m.effects[r].operand == *i) return true;
+            }
+            return false;
+          };
+          const bool grid_select =
+              select && grid_condition(v.args[0]) && reads_in_branches(v) && !reads_target(v.args[1]);
           const bool keep = select && !grid_select && !reads_ref(v.args[0], m) &&
                             !std::any_of(a->target.args.begin(), a->target.args.end(),
                                          [&](const Expr &x) { return reads_ref(x, m); });
