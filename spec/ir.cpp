@@ -343,6 +343,13 @@ template <class S, class F> void each_own_expr(S &s, const F &f) {
 void for_each_expr(Stmt &s, const std::function<void(Expr &)> &f) { each_own_expr(s, f); }
 void for_each_expr(const Stmt &s, const std::function<void(const Expr &)> &f) { each_own_expr(s, f); }
 
+const Expr &unbroadcast(const Expr &e) {
+  const Expr *c = &e;
+  while (c->op == Op::Call && c->name == "broadcast_to" && c->num_positional() >= 1)
+    c = &c->args[0];
+  return *c;
+}
+
 void collect_names(const Expr &e, std::set<std::string> &out) {
   if (e.op == Op::Name || e.op == Op::Ref || e.op == Op::Call) out.insert(e.name);
   for (const auto &a : e.args)

@@ -311,6 +311,10 @@ void for_each_expr(const Stmt &s, const std::function<void(const Expr &)> &f);
 /// variables, DMA descriptors; so that a name made up for a kernel collides
 /// with none of its own.
 void collect_names(const Expr &e, std::set<std::string> &out);
+/// What a chain of `broadcast_to(v, shape)` broadcasts (`v`), else `e`
+/// itself: a where condition broadcast to the block (`broadcast_to(k == 0,
+/// (8, 128))`, as jnp.full or [None, None] export it) is that condition.
+const Expr &unbroadcast(const Expr &e);
 void collect_names(const Stmt &s, std::set<std::string> &out);
 void collect_names(const Block &b, std::set<std::string> &out);
 struct KernelSpec;

@@ -80,11 +80,9 @@ void Stepper::collect_read_refs(const Expr &e, std::vector<const Expr *> &out, R
   }
   if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3 && e.args.size() == 3) {
     collect_read_refs(e.args[0], out, guards);
-    // A condition broadcast to the block (`broadcast_to(k == 0, (8, 128))`)
-    // guards the branches as the condition itself does.
-    const Expr *c = &e.args[0];
-    while (c->op == Op::Call && c->name == "broadcast_to" && c->num_positional() >= 1)
-      c = &c->args[0];
+    // A condition broadcast to the block guards the branches as the
+    // condition itself does.
+    const Expr *c = &unbroadcast(e.args[0]);
     for (int k = 1; k <= 2; ++k) {
       auto g = guards;
       g.emplace_back(c, k == 1);

@@ -390,13 +390,11 @@ struct Builder {
   }
 
   // A where condition that holds or fails for the whole block at a grid
-  // point: an integer condition (`k == 0`), or one broadcast to the block's
-  // shape (`broadcast_to(k == 0, (8, 128))`, as jnp.full or [None, None]
-  // export it). The condition itself.
+  // point: an integer condition (`k == 0`), possibly broadcast to the block
+  // (spec::unbroadcast). The condition itself.
   std::optional<Expr> grid_condition(const Expr &c) const {
-    if (!is_tensor_value(c)) return c;
-    if (c.op == Op::Call && c.name == "broadcast_to" && c.num_positional() >= 1)
-      return grid_condition(c.args[0]);
+    const Expr &u = spec::unbroadcast(c);
+    if (!is_tensor_value(u)) return u;
     return std::nullopt;
   }
 

@@ -834,14 +834,14 @@ private:
   // queries (query_quantified; aux_ is set while the guards at t are built).
   Term none_between(const std::vector<std::size_t> &es, const SymPoint &p, const SymPoint &q,
                     smt::Bindings::Aux &aux, bool with_aux) {
-    SymPoint t = point("t");
-    aux_ = with_aux ? &aux : nullptr;
-    std::vector<Term> fired;
-    for (std::size_t e : es)
-      fired.push_back(guard(m_.effects[e], t));
-    aux_ = nullptr;
-    Term between = in_grid(t) && ctx_.all_of(aux.side) && lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(fired);
-    return forall_points(t, aux, !between);
+    return at_no_point(
+        [&](const SymPoint &t) {
+          std::vector<Term> fired;
+          for (std::size_t e : es)
+            fired.push_back(guard(m_.effects[e], t));
+          return lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(fired);
+        },
+        aux, with_aux);
   }
 
   // A scratch accumulator carries one partial result at a time, whatever block
