@@ -1468,6 +1468,10 @@ class _Body:
         texts, refs = self.dma_texts(e, read)
         for r in refs:
             self.flush(indent, r)  # a copy reads its source and writes its destination
+        if name == "dma_wait":
+            # A wait may complete a copy into any buffer (one semaphore for several copies,
+            # or a descriptor naming another buffer): no read moves past it.
+            self.flush(indent)
         op = "start" if name == "dma_start" else "wait"
         self.emit(indent, f"async_copy({texts[0]}, {texts[1]}, {texts[2]}).{op}()", src)
         return []
@@ -1492,6 +1496,7 @@ class _Body:
         if sub == "[...]" and ref.shape == ():
             sub = ""
         count = self.int_of(value, e, f"the count of '{name}'")
+        self.flush(indent)  # no read moves past a wait (or the signal that answers one)
         self.emit(indent, f"{name}({ref.name}{sub}, {_strip(count.text)})", src)
         return []
 
@@ -1575,6 +1580,13 @@ class _Body:
             return mk(f"(-{t[0]})")
         if name in _UNARY:
             return mk(f"{_UNARY[name]}({_strip(t[0])})")
+        if name == "reciprocal" and np.issubdtype(aval.dtype, np.floating):
+            # pl.reciprocal: 1 / x; approx=True as interpret mode computes it, of x
+            # rounded to bf16 (a TPU's approximation differs in the last bits).
+            if p.get("approx") and np.dtype(aval.dtype).name != "bfloat16":
+                dt = _dtype(aval.dtype, "a reciprocal", _fmt_loc(src))
+                return mk(f"1.0 / cast(cast({_strip(t[0])}, bf16), {dt})")
+            return mk(f"1.0 / {t[0]}")
         if name == "round" and _round_half_even(p):
             return mk(f"round({_strip(t[0])})")
         if name == "clamp":
@@ -2562,6 +2574,14 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         # SMEM state is stored into: its reads are bound to a local where they are in the jaxpr
         # (`init = init_flag_ref[0]` before `init_flag_ref[0] = 0`), not inlined at their use.
         body = translate(frozenset(body.stored_state))
+        for text, _ in lines:
+            mapped = text.split(" -> ", 1)[1] if "  index=" in text and " -> " in text else ""
+            for st in sorted(body.stored_state):
+                if re.search(rf"\b{re.escape(st)}\[", mapped):
+                    raise UnsupportedError(
+                        f"an index map reads '{st}', which the body stores into (SMEM state): when "
+                        "the pipeline evaluates an index map against the body's stores has no .pk "
+                        "form", loc, name)
     _pad_for_gathers(lines, operand_line, body, loc, name)
     _declare_tables(lines, tables, body.tables_read, gnames + pre_names if pre_names else None)
     if body.no_statements(0):

@@ -209,7 +209,7 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float = 1e
     reference(*args). `RunResult.ok` says whether all agree and pipecheck's pipelined run
     matched its oracle. Where interpret=True cannot run fn (it raises that a construct is
     unsupported, as for a pallas_call with a pl.BoundedSlice dim, or fails inside JAX with an
-    AttributeError), `RunResult.interpret_error` says why and only the reference is
+    AttributeError or AssertionError), `RunResult.interpret_error` says why and only the reference is
     compared: without one, `ok` is False. A non-counted `lax.while_loop` in a kernel body
     runs for real, up to while_bound iterations: a run that needs more stops `pipecheck run`
     with that error (a RuntimeError here).
@@ -224,9 +224,11 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float = 1e
         interp, interpret_error = None, None
         try:
             interp = _Evaluator("interpret", work).eval(closed.jaxpr, closed.consts, args)
-        except (ValueError, NotImplementedError, AttributeError) as err:
+        except (ValueError, NotImplementedError, AttributeError, AssertionError) as err:
             text = str(err).splitlines()[0] if str(err) else ""
-            if isinstance(err, AttributeError):
+            if isinstance(err, (AttributeError, AssertionError)):
+                # (An assert inside JAX: jax 0.10's interpret mode asserts on a
+                # pl.program_id inside a pl.run_scoped body.)
                 # A crash of interpret mode itself, past tracing (jax 0.10's discharge of
                 # upstream ragged paged attention's masked pltpu.store: "'TypedInt' object
                 # has no attribute 'shape'"): no verdict on the kernel.

@@ -673,3 +673,61 @@ def test_a_message_that_names_a_line_of_the_export_names_the_python_line_instead
     line = line_of(centered_rows_kernel, "jnp.mean")
     assert f.rule == "partial-block-reduction", r.report()
     assert f"contracts it (dot/sum/max) on test_body_forms.py:{line}" in f.message, f.message
+
+
+def read_around_a_wait_kernel(a_hbm, o_ref, abuf, other, sem, *, read_first):
+    pltpu.make_async_copy(a_hbm, abuf, sem.at[0]).start()
+    if read_first:
+        s = abuf[...] * 2.0  # before the copy into abuf is waited
+    # a wait-only descriptor that names another buffer of the same size and semaphore
+    pltpu.make_async_copy(a_hbm, other, sem.at[0]).wait()
+    if not read_first:
+        s = abuf[...] * 2.0
+    o_ref[...] = s + 1.0
+
+
+def read_around_a_wait(read_first):
+    return lambda a: pl.pallas_call(
+        functools.partial(read_around_a_wait_kernel, read_first=read_first),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec((8, 128), lambda: (0, 0)),
+        out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+        scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.VMEM((8, 128), jnp.float32),
+                        pltpu.SemaphoreType.DMA((1,))])(a)
+
+
+def test_a_read_is_never_moved_past_a_dma_wait_so_a_read_before_the_wait_is_a_slot_race():
+    a = jnp.arange(8 * 128, dtype=jnp.float32).reshape(8, 128)
+    good = read_around_a_wait(read_first=False)
+    pj.assert_verified(good, a)
+    assert pj.run(good, a, reference=lambda a: 2 * a + 1).ok
+    text = pj.export(read_around_a_wait(read_first=True), a)
+    lines = [t.split("  #")[0].strip() for t in text.splitlines()]
+    read = next(k for k, t in enumerate(lines) if "abuf[...] * 2.0" in t)
+    wait = next(k for k, t in enumerate(lines) if t.endswith(".wait()"))
+    assert read < wait, text
+    r = pj.check(read_around_a_wait(read_first=True), a)
+    assert "slot-race" in {f.rule for f in r.findings}, r
+
+
+def test_an_index_map_that_reads_smem_state_the_body_stores_into_is_unsupported():
+    def kernel(keep_ref, cur_ref, x_ref, o_ref):
+        @pl.when(keep_ref[pl.program_id(0)] != 0)
+        def _():
+            o_ref[...] = x_ref[...]
+            cur_ref[0] = cur_ref[0] + 1
+
+    def fn(keep, cur, x):
+        return pl.pallas_call(
+            kernel,
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=2, grid=(4,),
+                in_specs=[pl.BlockSpec((8, 128), lambda i, kp, c: (i, 0))],
+                out_specs=pl.BlockSpec((8, 128), lambda i, kp, c: (c[0], 0))),
+            out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)))(keep, cur, x)
+
+    r = pj.check(fn, np.array([1, 0, 1, 1], np.int32), np.array([0], np.int32),
+                 jax.ShapeDtypeStruct((32, 128), jnp.float32))
+    assert r.exit_code == 2, r
+    assert "an index map reads 'cur_ref', which the body stores into" in str(r), r

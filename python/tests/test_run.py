@@ -178,6 +178,37 @@ def test_a_program_id_inside_a_when_body_runs_against_the_reference_where_interp
     assert not bad.ok
 
 
+def test_a_program_id_inside_run_scoped_runs_against_the_reference_where_interpret_asserts():
+    # jax 0.10's interpret=True fails an assert inside JAX on a pl.program_id in a
+    # pl.run_scoped body: no verdict of interpret mode, the reference decides.
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref):
+        def scoped(tmp):
+            tmp[...] = x_ref[...] + pl.program_id(0).astype(jnp.float32)
+            o_ref[...] = tmp[...]
+
+        pl.run_scoped(scoped, pltpu.VMEM((8, 128), jnp.float32))
+
+    def f(x):
+        return pl.pallas_call(
+            kernel, grid=(2,), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32))(x)
+
+    def ref(x):
+        return x + jnp.repeat(jnp.arange(2, dtype=jnp.float32), 8)[:, None]
+
+    x = jax.random.uniform(jax.random.key(0), (16, 128), jnp.float32)
+    r = pj.run(f, x, reference=ref)
+    assert r.interpret_error is not None and "AssertionError" in r.interpret_error, str(r)
+    assert r.ok, str(r)
+    assert not pj.run(f, x, reference=lambda x: ref(x) + 1).ok
+
+
 def test_a_0_d_scalar_input_in_smem_runs_with_its_shape():
     import jax
     import jax.numpy as jnp

@@ -72,10 +72,15 @@ BODIES = {
     "cumsum_rows_reversed": (lambda x, i: jax.lax.cumsum(x, axis=0, reverse=True), 1, {}),
     "cummax_lanes": (lambda x, i: jax.lax.cummax(x, axis=1), 1, {}),
     "cummin_rows": (lambda x, i: jax.lax.cummin(x, axis=0), 1, {}),
+    # (x + 16.5 is exact in bf16 too: approx=True reads x rounded to bf16, as interpret mode)
+    "reciprocal": (lambda x, i: pl.reciprocal(x + 16.5), 1, {}),
+    "reciprocal_approx": (lambda x, i: pl.reciprocal(x + 16.5, approx=True), 1, {}),
 }
 
-# pltpu.roll runs only inside a kernel: its references are jnp.roll, as its lowering is
+# pltpu.roll and pl.reciprocal run only inside a kernel: their references are jnp's
 ROLL_REFERENCES = {
+    "reciprocal": lambda x, i: 1.0 / (x + 16.5),
+    "reciprocal_approx": lambda x, i: 1.0 / (x + 16.5),
     "pltpu_roll": lambda x, i: jnp.roll(x, 5, 1),
     "pltpu_roll_by_program_id": lambda x, i: jnp.roll(x, i + 1, 0),
     "pltpu_roll_strided": lambda x, i: jnp.stack([jnp.roll(x[r], 1 + 2 * r) for r in range(R)]),
