@@ -716,6 +716,26 @@ KernelSpec elaborate_prefetch(const KernelSpec &raw, const PrefetchSpace &s,
   return out;
 }
 
+const Expr *elaborated_read_bounds(const Expr &e) {
+  if (e.op == Op::Call && e.name == "where" && e.args.size() == 3 && e.kwarg_names.empty() &&
+      e.args[2].op == Op::Int && e.args[2].int_value == kPrefetchPoison)
+    return &e.args[0];
+  return nullptr;
+}
+
+std::vector<std::pair<Expr, Expr>> elaborated_read_extents(const Expr &in) {
+  std::vector<std::pair<Expr, Expr>> out;
+  std::function<void(const Expr &)> walk = [&](const Expr &c) {
+    if (c.op == Op::And)
+      for (const auto &a : c.args)
+        walk(a);
+    else if (c.op == Op::Lt && c.args.size() == 2)
+      out.emplace_back(c.args[0], c.args[1]);
+  };
+  walk(in);
+  return out;
+}
+
 KernelSpec with_contents(const KernelSpec &k, const PrefetchContents &contents) {
   KernelSpec out = k;
   for (auto &p : out.prefetches)

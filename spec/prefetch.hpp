@@ -115,6 +115,17 @@ std::string prefetch_element(const std::string &name, std::int64_t k);
 /// or unknown.
 KernelSpec elaborate_prefetch(const KernelSpec &k, const PrefetchSpace &, const PrefetchContents &contents);
 
+/// Whether `e` is a read of a prefetch array as elaborate_prefetch leaves
+/// it, `where(in, <contents>, kPrefetchPoison)`: its condition `in` (every
+/// subscript inside its dim), else null. A read outside the array is
+/// index-out-of-bounds (Pallas' interpreter raises on it; on a TPU the SMEM
+/// load takes whatever lies next to the table).
+const Expr *elaborated_read_bounds(const Expr &e);
+
+/// The subscripts and extents such a condition tests, `(idx, n)` for each
+/// `idx < n` in it, outermost first.
+std::vector<std::pair<Expr, Expr>> elaborated_read_extents(const Expr &in);
+
 /// `k` with every read of a prefetch array of rank > 1 flattened, in index
 /// maps and the body: `pt[b, p]` (pt: i32[B, P]) becomes
 /// `pt[where(0 <= b and b < B and 0 <= p and p < P, b * P + p, -1)]`, a read

@@ -53,11 +53,24 @@ Verdict spec_rules(const spec::KernelSpec &k, const CheckOptions &o, const spec:
                          : points <= o.enumerate_max_points
                              ? rules::check_enumerated(*built.model, o.enumerate_max_points)
                              : rules::check_symbolic(*built.model, o.timeout_ms, o.query_cache.get());
-  if (addresses_only && r.errors.empty()) {
-    rules::RuleOutcome a = rules::check_copy_addresses(*built.model, o.timeout_ms, *open, *start);
+  auto add = [&](const rules::RuleOutcome &a) {
     r.findings.insert(r.findings.end(), a.findings.begin(), a.findings.end());
     r.unknown.insert(r.unknown.end(), a.unknown.begin(), a.unknown.end());
     r.errors.insert(r.errors.end(), a.errors.begin(), a.errors.end());
+  };
+  if (addresses_only && r.errors.empty())
+    add(rules::check_copy_addresses(*built.model, o.timeout_ms, *open, *start));
+  if (r.errors.empty()) add(rules::check_prefetch_reads(*built.model, o.timeout_ms, open, start));
+  // (Open contents leave guards without a value at a point: not enumerated.)
+  constexpr std::int64_t kEmptyVisitPoints = 1 << 16;
+  if (r.errors.empty() && !open) {
+    // (A store the other rules already report is one finding: one root cause.)
+    rules::RuleOutcome e = rules::check_empty_visits(*built.model, kEmptyVisitPoints);
+    std::erase_if(e.findings, [&](const Finding &f) {
+      return std::any_of(r.findings.begin(), r.findings.end(),
+                         [&](const Finding &g) { return g.rule == f.rule && g.loc == f.loc; });
+    });
+    add(e);
   }
   if (!r.errors.empty()) {
     v.status = Status::unknown;

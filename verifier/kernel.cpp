@@ -5,12 +5,14 @@
 #include "spec/nested.hpp"
 #include "spec/opaque.hpp"
 #include "spec/prefetch.hpp"
+#include "spec/print.hpp"
 #include "spec/state.hpp"
 #include "verifier/check.hpp"
 #include "verifier/races/cutoff.hpp"
 #include "verifier/races/races.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <set>
 
@@ -326,16 +328,47 @@ namespace {
 // which consecutive block indices are equal, so its race check runs once
 // per allowed contents when there are few, and is undecided otherwise.
 // A read outside a prefetch array gives spec::kPrefetchPoison: say so where
-// a finding shows that value.
-Verdict explain_poison(Verdict v) {
+// a finding's message shows that value (a block index, an address). (Not
+// where only a statement of its trace does: an elaborated read holds the
+// value as its out-of-range branch, taken or not; a read that is taken out
+// of range is an index-out-of-bounds finding of its own.)
+// A finding on a read of a prefetch array names the read as written in `k`.
+Verdict explain_poison(const spec::KernelSpec &k, Verdict v) {
   const std::string poison = std::to_string(spec::kPrefetchPoison);
+  const std::string generic = "a read of a prefetch array";
   for (auto &f : v.findings) {
-    // (In the message, or in a statement of its trace: a long ref is named
-    // by its buffer alone in the message.)
-    bool shows = f.message.find(poison) != std::string::npos;
-    for (const auto &t : f.witness.trace)
-      shows = shows || t.statement.find(poison) != std::string::npos;
-    if (shows) f.message += " (" + poison + " is also what a read outside a prefetch array gives)";
+    if (f.rule == Rule::index_out_of_bounds && f.message.rfind(generic, 0) == 0) {
+      std::optional<std::string> read;
+      std::function<void(const spec::Expr &)> find = [&](const spec::Expr &x) {
+        if (!read && x.op == spec::Op::Ref && x.loc.line == f.loc.line && x.loc.col == f.loc.col &&
+            k.prefetch(x.name))
+          read = spec::print(x);
+        for (const auto &a : x.args)
+          find(a);
+      };
+      std::function<void(const spec::Block &)> block = [&](const spec::Block &b) {
+        for (const auto &st : b) {
+          spec::for_each_expr(st, find);
+          if (const auto *w = std::get_if<spec::If>(&st.kind)) {
+            block(w->then_body);
+            block(w->else_body);
+          } else if (const auto *l = std::get_if<spec::For>(&st.kind)) {
+            block(l->body);
+          } else if (const auto *e = std::get_if<spec::EmitPipeline>(&st.kind)) {
+            block(e->body);
+          }
+        }
+      };
+      block(k.body);
+      for (const auto &o : k.operands)
+        if (o.index_map)
+          for (const auto &r : o.index_map->results)
+            find(r);
+      if (read) f.message.replace(0, generic.size(), "the prefetch read '" + *read + "'");
+      continue;
+    }
+    if (f.message.find(poison) != std::string::npos)
+      f.message += " (" + poison + " is also what a read outside a prefetch array gives)";
   }
   return v;
 }
@@ -343,7 +376,7 @@ Verdict explain_poison(Verdict v) {
 Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o);
 
 Verdict check_prefetch(const spec::KernelSpec &k, const CheckOptions &o) {
-  return explain_poison(check_prefetch_contents(k, o));
+  return explain_poison(k, check_prefetch_contents(k, o));
 }
 
 // Each finding names the prefetch contents it was found with (in its message

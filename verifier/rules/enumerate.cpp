@@ -77,6 +77,29 @@ public:
     return std::move(out_);
   }
 
+  // Only the empty visits of accumulator-carried (empty_visits), for every
+  // scratch: what check_empty_visits runs on every grid both checkers see.
+  RuleOutcome run_empty_visits() {
+    if (m_.num_points() > max_ || m_.grid.empty() || m_.triton) {
+      if (!m_.grid.empty() && !m_.triton && m_.num_points() > max_)
+        for (std::size_t i = 0; i < m_.operands.size(); ++i)
+          if (m_.operands[i].role == spec::Role::scratch && !empty_visit_candidates(i).empty()) {
+            out_.unknown.push_back("accumulator-carried (a visit that stores '" + m_.operands[i].name +
+                                   "' without initializing or accumulating it): the grid has " +
+                                   std::to_string(m_.num_points()) + " points, more than the " +
+                                   std::to_string(max_) + " it is decided on");
+            break;
+          }
+      return std::move(out_);
+    }
+    points();
+    if (!precompute()) return std::move(out_);
+    for (std::size_t i = 0; i < m_.operands.size(); ++i)
+      if (m_.operands[i].role == spec::Role::scratch) empty_visits(i);
+    finalize(out_.findings);
+    return std::move(out_);
+  }
+
 private:
   const KernelModel &m_;
   std::int64_t max_;
@@ -655,6 +678,91 @@ private:
     }
   }
 
+  // The stores that could store a block's partial result in a visit that
+  // neither initializes nor accumulates the scratch: a store into an output
+  // whose value reads nothing but scratch (`o[...] = acc[...]`, `acc / l`),
+  // of a scratch with inits. (A store that reads an input block too, a
+  // second pass's `(x - mean) * rstd`, computes the block from it.)
+  std::vector<CarriedUse> empty_visit_candidates(std::size_t op) const {
+    std::vector<CarriedUse> out;
+    if (m_.operands[op].acc || scratch_use(m_, op).inits.empty()) return out;
+    for (const CarriedUse &c : carried_uses(m_, op)) {
+      const Effect &st = m_.effects[c.store];
+      if (std::all_of(st.sources.begin(), st.sources.end(), [&](std::size_t r) {
+            return m_.operands[m_.effects[r].operand].role == spec::Role::scratch;
+          }))
+        out.push_back(c);
+    }
+    return out;
+  }
+
+  // accumulator-carried, the empty visit: a store at q into the output's
+  // block B of what the scratch holds, in a visit of B (the consecutive
+  // points on B around q, in q's CTA) where nothing initializes or
+  // accumulates the scratch, so that it stores the partial result the
+  // scratch accumulated at its last write p before the visit, where the
+  // output was on another block: the scratch is reset per block (its inits
+  // fire on two blocks of the output), but not for B. The init inside the
+  // guard that skips an empty block's work (`when k * bk < length[b]`). (A
+  // single init for the whole grid is a total every block may store; an
+  // exclusive scan's visit accumulates after its store; a copy into the
+  // scratch at p, the next step's prefetch, is no partial result.)
+  void empty_visits(std::size_t op) {
+    const ScratchUse u = scratch_use(m_, op);
+    std::vector<std::size_t> writes = u.inits;
+    writes.insert(writes.end(), u.accumulates.begin(), u.accumulates.end());
+    const std::size_t n = pts_.size();
+    for (const CarriedUse &c : empty_visit_candidates(op)) {
+      const Effect &rd = m_.effects[c.consume];
+      bool two_blocks = false;
+      std::optional<std::size_t> first;
+      for (std::size_t x = 0; x < n && !two_blocks; ++x)
+        for (std::size_t i : u.inits)
+          if (fires_[i][x]) {
+            if (!first) first = x;
+            two_blocks = two_blocks || blk_[c.output][x] != blk_[c.output][*first];
+          }
+      if (!two_blocks) continue;
+      // written[t]: how many points before t write the scratch (any box).
+      std::vector<std::size_t> written(n + 1, 0);
+      for (std::size_t t = 0; t < n; ++t) {
+        bool any = false;
+        for (std::size_t e : writes)
+          any = any || fires_[e][t];
+        written[t + 1] = written[t] + (any ? 1 : 0);
+      }
+      for (std::size_t s0 = 0, s1 = 0; s0 < n; s0 = s1) {
+        // The visit [s0, s1).
+        for (s1 = s0 + 1; s1 < n && s1 != cta_first_[s1] && blk_[c.output][s1] == blk_[c.output][s0]; ++s1) {
+        }
+        if (written[s1] - written[s0] > 0) continue;
+        std::optional<std::size_t> q;
+        for (std::size_t t = s0; t < s1 && !q; ++t)
+          if (fires_[c.store][t] && fires_[c.consume][t]) q = t;
+        if (!q) continue;
+        const Box rb = box_or_whole(rd, *q);
+        // The last write before the visit of what the store reads: an accumulation.
+        std::optional<std::size_t> p, last;
+        for (std::size_t t = s0; t-- > cta_first_[*q] && !last;)
+          for (std::size_t e : writes)
+            if (fires_[e][t] && overlaps(box_or_whole(m_.effects[e], t), rb)) {
+              // (at t, its last write in program order decides)
+              std::size_t lw = e;
+              for (std::size_t f : writes)
+                if (fires_[f][t] && overlaps(box_or_whole(m_.effects[f], t), rb) &&
+                    m_.effects[f].order > m_.effects[lw].order)
+                  lw = f;
+              last = t;
+              if (std::find(u.accumulates.begin(), u.accumulates.end(), lw) != u.accumulates.end()) p = t;
+              break;
+            }
+        if (!p || blk_[c.output][*p] == blk_[c.output][*q]) continue;
+        out_.findings.push_back(empty_visit_finding(m_, op, c, pts_[*p], pts_[*q]));
+        break;
+      }
+    }
+  }
+
   // As the symbolic checker's scratch_carried: the smallest q where a store
   // of the scratch's partial result fires with no init before its read,
   // then the smallest p in q's CTA, at or after the last init before q, that
@@ -834,7 +942,8 @@ private:
     };
     std::size_t from = 0; // the last point before q where an init fired, else 0
     for (std::size_t q = 0; q < pts_.size(); ++q) {
-      bool carried_read = false;
+      // The boxes of the reads at q that no init before them in q covers.
+      std::vector<Box> carried;
       for (std::size_t r : u.reads) {
         if (!fires_[r][q]) continue;
         // (An init of what the read does not take, the other slot, cuts
@@ -846,14 +955,22 @@ private:
         for (std::size_t i : u.inits)
           init_before = init_before || (fires_[i][q] && m_.effects[i].order < m_.effects[r].order &&
                                         (empty || overlaps(box_or_whole(m_.effects[i], q), rb)));
-        carried_read = carried_read || !init_before;
+        if (!init_before) carried.push_back(rb);
       }
-      if (carried_read)
-        for (std::size_t p = from; p < q; ++p)
-          if (any(u.stores, p) && apart(p, q)) {
+      // A store at p of what such a read takes (one slot per block of a
+      // parallel axis, `acc[j]`, is no carry between the slots).
+      if (!carried.empty())
+        for (std::size_t p = from; p < q; ++p) {
+          if (!apart(p, q)) continue;
+          for (std::size_t s : u.stores) {
+            if (!fires_[s][p]) continue;
+            const Box sb = box_or_whole(m_.effects[s], p);
+            if (std::none_of(carried.begin(), carried.end(), [&](const Box &rb) { return overlaps(sb, rb); }))
+              continue;
             out_.findings.push_back(scratch_carry_finding(m_, op, pts_[p], pts_[q]));
             return;
           }
+        }
       if (any(u.inits, q)) from = q;
     }
   }
@@ -898,6 +1015,10 @@ private:
 
 RuleOutcome check_enumerated(const KernelModel &m, std::int64_t max_points) {
   return Enum(m, max_points).run();
+}
+
+RuleOutcome check_empty_visits(const KernelModel &m, std::int64_t max_points) {
+  return Enum(m, max_points).run_empty_visits();
 }
 
 } // namespace pipecheck::verifier::rules

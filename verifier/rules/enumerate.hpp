@@ -15,4 +15,12 @@ namespace pipecheck::verifier::rules {
 /// `unknown` entry when the grid or an output's block count exceeds max_points.
 RuleOutcome check_enumerated(const KernelModel &, std::int64_t max_points = 1 << 22);
 
+/// accumulator-carried's empty visits, decided by enumeration on every grid
+/// of at most `max_points` (both checkers' verdicts include it): a store of
+/// a scratch's value into an output block whose visit neither initializes
+/// nor accumulates the scratch, which is reset per block elsewhere, so that
+/// the block gets another block's partial result. `unknown` past the limit
+/// where such a store exists.
+RuleOutcome check_empty_visits(const KernelModel &, std::int64_t max_points);
+
 } // namespace pipecheck::verifier::rules

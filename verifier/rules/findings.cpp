@@ -698,6 +698,17 @@ Finding copy_address_finding(const KernelModel &m, const CopyAddress &a, const P
   return f;
 }
 
+Finding prefetch_read_finding(const PrefetchRead &r, const Point &p, const std::string &detail) {
+  Finding f =
+      make(Rule::index_out_of_bounds, r.loc,
+           "a read of a prefetch array at grid point " + format_tuple(p) + ": " + detail +
+               "; Pallas' interpreter raises on it, and on a TPU the SMEM load takes whatever lies next "
+               "to the table");
+  f.witness.items.push_back({"grid_point", p});
+  f.notes.push_back(note(r.loc, "at grid point " + format_tuple(p) + ", " + detail));
+  return f;
+}
+
 Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Point &p, const Point &q) {
   const auto &o = m.operands[op];
   std::string b = block_str(m, op, p);
@@ -798,6 +809,16 @@ Finding carried_finding(const KernelModel &m, std::size_t op, const CarriedUse &
   return f;
 }
 
+Finding empty_visit_finding(const KernelModel &m, std::size_t op, const CarriedUse &use, const Point &written,
+                            const Point &stored) {
+  Finding f = carried_finding(m, op, use, written, stored);
+  f.notes.push_back(note(m.effects[use.store].loc, "nothing initializes or accumulates '" +
+                                                       m.operands[op].name + "' while '" +
+                                                       m.operands[use.output].name + "' is on block " +
+                                                       block_str(m, use.output, stored)));
+  return f;
+}
+
 std::vector<CarriedUse> carried_and_indirect_uses(const KernelModel &m, std::size_t op) {
   std::vector<CarriedUse> out = carried_uses(m, op);
   const ScratchUse u = scratch_use(m, op);
@@ -815,7 +836,8 @@ std::vector<CarriedUse> carried_and_indirect_uses(const KernelModel &m, std::siz
 
 bool adds_into_output(const KernelModel &m, const CarriedUse &c) {
   const Effect &s = m.effects[c.store];
-  return s.kind == Effect::accumulate || m.updates_through_locals(s);
+  return (s.kind == Effect::accumulate || m.updates_through_locals(s)) &&
+         std::find(s.added.begin(), s.added.end(), c.consume) != s.added.end();
 }
 
 Finding readded_finding(const KernelModel &m, std::size_t op, const CarriedUse &use, const Point &accumulated,

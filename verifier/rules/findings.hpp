@@ -180,10 +180,15 @@ Finding carried_finding(const KernelModel &, std::size_t op, const CarriedUse &u
 /// once per output that scratch reaches (reached_outputs), the store
 /// `store` and the output `output`. accumulator-carried's uses: a max not
 /// reset per block of the index output picks the other block's indices.
+/// carried_finding for a store in a visit of its block that neither
+/// initializes nor accumulates the scratch (a note says so).
+Finding empty_visit_finding(const KernelModel &, std::size_t op, const CarriedUse &use, const Point &written,
+                            const Point &stored);
 std::vector<CarriedUse> carried_and_indirect_uses(const KernelModel &, std::size_t op);
 /// Whether carried use `c` adds the scratch into the output (`o[...] +=
-/// acc[...]`, or a store that holds a read of its own block): a partial
-/// result it adds must not reach it again (accumulator-carried, re-added).
+/// acc[...]`, or a store that holds a read of its own block), the scratch's
+/// read a term of the sum (Effect::added): a partial result it adds must
+/// not reach it again (accumulator-carried, re-added).
 bool adds_into_output(const KernelModel &, const CarriedUse &c);
 /// accumulator-carried, re-added: the store of `use` at `stored` adds into
 /// the output's block what scratch `op` accumulated at `accumulated`, which
@@ -259,6 +264,9 @@ std::string not_covered_unknown(const KernelModel &, std::size_t op, const Effec
 /// `detail` is spec::subscript's error, `dim` its array dim.
 Finding copy_address_finding(const KernelModel &, const CopyAddress &, const Point &p,
                              const std::string &detail, int dim);
+/// A read of a prefetch array outside it at grid point p; `detail` says which
+/// subscript and where it lies.
+Finding prefetch_read_finding(const PrefetchRead &, const Point &p, const std::string &detail);
 Finding alias_finding(const KernelModel &, const AliasModel &, const Point &written, const Point &read);
 
 /// uninitialized-accumulator on the kept reads (Effect::keep) of output

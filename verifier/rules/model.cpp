@@ -3,6 +3,7 @@
 #include "spec/checked.hpp"
 #include "spec/eval.hpp"
 #include "spec/lower.hpp"
+#include "spec/prefetch.hpp"
 #include "spec/targets.hpp"
 #include "spec/typecheck.hpp"
 #include "verifier/races/padding.hpp"
@@ -116,6 +117,84 @@ struct Builder {
   std::map<std::string, Expr> mask_locals{}; // tensor lets that read no operand (masks, iotas)
   std::map<std::string, std::vector<std::size_t>> local_sources; // a local: the reads its value holds
   std::map<std::string, std::size_t> local_depth; // a local: how many guards its unguarded definition had
+  std::map<std::string, Expr> local_values;       // a local: its last definition, as written
+
+  // The reads (effect indices) `e` holds additively (Effect::added), for a
+  // store into operand `target`: `reads` are the reads its refs stand for
+  // (the statement's own, or, inside a local's definition, the local's
+  // sources); a local is followed into its last definition.
+  std::set<std::size_t> added_reads(const Expr &e, const std::vector<std::size_t> &reads, std::size_t target,
+                                    std::set<std::string> &open) const {
+    auto of_operand = [&](const std::string &name) {
+      std::set<std::size_t> out;
+      if (auto i = m.operand_index(name))
+        for (std::size_t r : reads)
+          if (m.effects[r].operand == *i) out.insert(r);
+      return out;
+    };
+    auto reads_target = [&](const Expr &x) {
+      std::set<std::string> names;
+      spec::collect_names(x, names);
+      for (const auto &n : names) {
+        if (auto i = m.operand_index(n); i && *i == target) return true;
+        if (auto it = local_sources.find(n); it != local_sources.end())
+          for (std::size_t r : it->second)
+            if (m.effects[r].operand == target) return true;
+      }
+      return false;
+    };
+    auto both = [&](const Expr &a, const Expr &b) {
+      std::set<std::size_t> x = added_reads(a, reads, target, open), y = added_reads(b, reads, target, open);
+      x.insert(y.begin(), y.end());
+      return x;
+    };
+    // A product: what one factor adds, scaled by the other, where that one does not read the target.
+    auto product = [&](const Expr &a, const Expr &b) {
+      std::set<std::size_t> out;
+      if (!reads_target(b)) out = added_reads(a, reads, target, open);
+      if (!reads_target(a)) {
+        auto y = added_reads(b, reads, target, open);
+        out.insert(y.begin(), y.end());
+      }
+      return out;
+    };
+    switch (e.op) {
+    case Op::Ref: return of_operand(e.name);
+    case Op::Name: {
+      if (m.operand_index(e.name)) return of_operand(e.name);
+      auto v = local_values.find(e.name);
+      auto src = local_sources.find(e.name);
+      if (v == local_values.end() || src == local_sources.end() || open.count(e.name)) return {};
+      open.insert(e.name);
+      auto out = added_reads(v->second, src->second, target, open);
+      open.erase(e.name);
+      return out;
+    }
+    case Op::Add:
+    case Op::Sub: return both(e.args[0], e.args[1]);
+    case Op::Neg: return added_reads(e.args[0], reads, target, open);
+    case Op::Mul: return product(e.args[0], e.args[1]);
+    case Op::Div:
+      return reads_target(e.args[1]) ? std::set<std::size_t>{} : added_reads(e.args[0], reads, target, open);
+    case Op::Call:
+      if ((e.name == "dot" || e.name == "dot_general") && e.num_positional() >= 2)
+        return product(e.args[0], e.args[1]);
+      if (e.name == "where" && e.num_positional() == 3) return both(e.args[1], e.args[2]);
+      if ((e.name == "sum" || e.name == "reshape" || e.name == "broadcast_to" || e.name == "transpose" ||
+           e.name == "cast" || e.name == "tile" || e.name == "concatenate") &&
+          e.num_positional() >= 1) {
+        std::set<std::size_t> out;
+        const std::size_t n = e.name == "concatenate" ? e.num_positional() : 1;
+        for (std::size_t k = 0; k < n; ++k) {
+          auto y = added_reads(e.args[k], reads, target, open);
+          out.insert(y.begin(), y.end());
+        }
+        return out;
+      }
+      return {};
+    default: return {};
+    }
+  }
 
   // The reads registered since effect `first`, and those of the locals `e`
   // names: what a value computed by `e` holds (Effect::sources).
@@ -612,8 +691,54 @@ struct Builder {
     }
   }
 
+  // The reads of prefetch arrays in `e` (nested ones too: `ids[perm[i]]`).
+  void prefetch_reads(const Expr &e, const std::vector<Expr> &guards) {
+    if (const Expr *in = spec::elaborated_read_bounds(e)) {
+      PrefetchRead r;
+      r.in_range = *in;
+      std::set<std::string> names;
+      spec::collect_names(*in, names);
+      for (const auto &n : names)
+        if (auto it = int_locals.find(n); it != int_locals.end()) r.locals.emplace(n, it->second);
+      r.guards = guards;
+      r.loc = e.loc;
+      m.prefetch_reads.push_back(std::move(r));
+    }
+    if ((e.op == Op::And || e.op == Op::Or) && e.args.size() == 2) {
+      // Python's short circuit: the right side is read only where the left
+      // does not decide (`k < n and lens[k] == 0`).
+      prefetch_reads(e.args[0], guards);
+      auto right = guards;
+      const Expr left = guard_expr(e.args[0]);
+      right.push_back(e.op == Op::And ? left : Expr::unary(Op::Not, left));
+      prefetch_reads(e.args[1], right);
+      return;
+    }
+    for (const auto &a : e.args)
+      prefetch_reads(a, guards);
+  }
+  void prefetch_reads(const spec::Stmt &st, const std::vector<Expr> &guards) {
+    if (const auto *a = std::get_if<spec::Assign>(&st.kind)) {
+      prefetch_reads(a->target, guards);
+      prefetch_reads(a->value, guards);
+    } else if (const auto *l = std::get_if<spec::Let>(&st.kind)) {
+      prefetch_reads(l->value, guards);
+    } else if (const auto *w = std::get_if<spec::If>(&st.kind)) {
+      prefetch_reads(w->cond, guards);
+    } else if (const auto *f = std::get_if<spec::For>(&st.kind)) {
+      if (!f->is_while) {
+        prefetch_reads(f->lo, guards);
+        prefetch_reads(f->hi, guards);
+      }
+    } else if (const auto *d = std::get_if<spec::Dma>(&st.kind)) {
+      for (const Expr *x : {&d->src, &d->dst, &d->sem, &d->n})
+        prefetch_reads(*x, guards);
+    }
+  }
+
   void walk(const spec::Block &body, std::vector<Expr> guards) {
     for (const auto &st : body) {
+      prefetch_reads(st, guards);
       if (const auto *a = std::get_if<spec::Assign>(&st.kind)) {
         order += 2;
         if (a->discards()) {
@@ -666,6 +791,14 @@ struct Builder {
             ef.keep_dims = *dims;
           }
           ef.kind = a->accumulate ? Effect::accumulate : Effect::write;
+          {
+            std::vector<std::size_t> own;
+            for (std::size_t r = first; r < m.effects.size(); ++r)
+              if (m.effects[r].kind == Effect::read) own.push_back(r);
+            std::set<std::string> open;
+            const auto added = added_reads(v, own, *i, open);
+            ef.added.assign(added.begin(), added.end());
+          }
           ef.operand = *i;
           ef.guards = guards;
           ef.order = order + 1;
@@ -691,6 +824,7 @@ struct Builder {
         order += 2;
         const std::size_t first = m.effects.size();
         scan_value(l->value, guards, st.loc);
+        local_values[l->name] = l->value;
         // A definition under more guards than the local's first (a lax.cond
         // branch's `when c: v = acc[...]`) may not run: the value keeps what
         // the earlier definitions read too.
@@ -1177,6 +1311,14 @@ struct Builder {
       auto i = m.operand_index(a.input), o = m.operand_index(a.output);
       if (!i || !o) return fail("alias names an unknown operand");
       m.aliases.push_back({*i, *o, a.loc});
+    }
+    // The index maps' prefetch reads, their params the grid point's coordinates.
+    for (const auto &o : m.operands) {
+      std::map<std::string, Expr> at;
+      for (std::size_t a = 0; a < o.index_params.size() && a < m.grid.size(); ++a)
+        at[o.index_params[a]] = Expr::call("program_id", {Expr::integer(static_cast<std::int64_t>(a))});
+      for (const auto &e : o.index)
+        prefetch_reads(spec::substitute(e, at), {});
     }
     walk(k.body, {});
     return error.empty();

@@ -81,6 +81,12 @@ struct Effect {
   /// of those conditions holds, and this one, fresh, where none does: there
   /// it writes without reading its operand, an init.
   bool fresh = false;
+  /// A store: the sources its value holds as a term of a sum (`o[...] +=
+  /// acc[...]`, `o + dot(acc, w)`), not inside a nonlinear function, a
+  /// denominator or a factor of its own operand's read (online softmax's
+  /// `alpha * o + p @ v` rescales o by a running max, it adds no scratch).
+  /// What accumulator-carried's re-added case counts as added.
+  std::vector<std::size_t> added;
 };
 const char *to_string(Effect::Kind);
 
@@ -120,6 +126,18 @@ struct WhileBound {
   spec::Loc loc;
 };
 
+/// A read of a scalar prefetch array (spec::elaborated_read_bounds), in a
+/// body statement under its guards, or in an index map (no guards: Pallas
+/// evaluates it at every grid point). index-out-of-bounds where `in_range`
+/// may fail while the guards hold.
+struct PrefetchRead {
+  spec::Expr in_range;
+  /// The integer locals `in_range` may name (as CopyAddress::locals).
+  std::map<std::string, spec::Expr> locals;
+  std::vector<spec::Expr> guards; ///< as Effect::guards
+  spec::Loc loc;                  ///< the read as written
+};
+
 struct AliasModel {
   std::size_t input = 0, output = 0;
   spec::Loc loc;
@@ -141,6 +159,7 @@ struct KernelModel {
   /// its own scratch, so a scratch written in one CTA is not written in another.
   std::vector<bool> cta_axes;
   std::vector<CopyAddress> copy_addresses;
+  std::vector<PrefetchRead> prefetch_reads;
   std::vector<WhileBound> while_bounds;
   /// `backend = triton`: every axis is parallel (the programs run
   /// concurrently), every grid point a CTA of its own (cta_axes all true:

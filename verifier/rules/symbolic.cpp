@@ -135,6 +135,134 @@ public:
     return std::move(out_);
   }
 
+  // Only index-out-of-bounds of reads of prefetch arrays.
+  RuleOutcome run_prefetch_reads() {
+    prefetch_reads();
+    if (env_) annotate_prefetch();
+    finalize(out_.findings);
+    return std::move(out_);
+  }
+
+  // index-out-of-bounds of a read of a prefetch array: at every grid point
+  // (enumerated, as for copy addresses), under the read's guards, its
+  // subscripts lie inside the array. Given contents fold every term to a
+  // number; open ones are decided by one query over all allowed contents.
+  // A guard that reads block data (no number with given contents) is not
+  // decided here: that read is left out.
+  void prefetch_reads() {
+    if (m_.prefetch_reads.empty()) return;
+    constexpr std::int64_t kMaxPoints = 1 << 16;
+    const std::string name = "index-out-of-bounds/prefetch-reads";
+    const std::int64_t points = m_.num_points();
+    if (points > kMaxPoints) {
+      out_.unknown.push_back(name + ": the grid has " + std::to_string(points) + " points, more than the " +
+                             std::to_string(kMaxPoints) + " it is decided on");
+      return;
+    }
+    spec::Env params = m_.env;
+    for (const auto &[n, t] : pf_names_)
+      params.erase(n);
+    // Which subscript lies outside, at p under env.
+    auto detail = [&](const PrefetchRead &r, const Point &p, const spec::Env &env) {
+      const auto extents = spec::elaborated_read_extents(r.in_range);
+      for (std::size_t d = 0; d < extents.size(); ++d) {
+        auto v = spec::evaluate(fold(extents[d].first, env, p, r.locals), env).value;
+        auto n = spec::evaluate(fold(extents[d].second, env, p, r.locals), env).value;
+        if (v && n && (*v < 0 || *v >= *n))
+          return "its subscript " + std::to_string(d) + " is " + std::to_string(*v) +
+                 ", outside 0:" + std::to_string(*n);
+      }
+      return std::string("a subscript lies outside the array");
+    };
+    struct Instance {
+      std::size_t read;
+      Point p;
+      std::vector<spec::Expr> guards;
+      spec::Expr in;
+    };
+    std::vector<Instance> instances;
+    std::vector<Term> bad;
+    const smt::Bindings b = bindings({}, SymPoint{});
+    for (std::int64_t k = 0; k < points; ++k) {
+      const Point p = spec::grid_point(m_.grid, {}, k);
+      for (std::size_t i = 0; i < m_.prefetch_reads.size(); ++i) {
+        const auto &r = m_.prefetch_reads[i];
+        Instance in{i, p, {}, fold(r.in_range, params, p, r.locals)};
+        if (in.in.op == spec::Op::Int && in.in.int_value != 0) continue;
+        bool never = false;
+        for (const auto &g : r.guards) {
+          spec::Expr x = fold(g, params, p, r.locals);
+          if (x.op == spec::Op::Int)
+            never = never || x.int_value == 0;
+          else
+            in.guards.push_back(std::move(x));
+        }
+        if (never) continue;
+        if (in.in.op == spec::Op::Int && in.guards.empty()) {
+          out_.findings.push_back(prefetch_read_finding(r, p, detail(r, p, params)));
+          return;
+        }
+        if (!env_) continue;
+        std::vector<Term> c;
+        for (const auto &g : in.guards)
+          if (auto t = tr(g, b)) c.push_back(smt::truthy(*t));
+        if (auto t = tr(in.in, b)) c.push_back(!smt::truthy(*t));
+        bad.push_back(ctx_.all_of(c));
+        instances.push_back(std::move(in));
+      }
+    }
+    if (!err_.empty()) {
+      out_.unknown.push_back(name + ": unsupported construct: " + err_);
+      err_.clear();
+      return;
+    }
+    if (bad.empty()) return;
+    solver_.push();
+    for (std::size_t i = 0; i < pf_facts_.size(); ++i)
+      solver_.add(pf_facts_[i], name + "/contents" + std::to_string(i));
+    solver_.add(ctx_.any_of(bad), name);
+    smt::Result res = solver_.check();
+    std::vector<std::int64_t> vals;
+    if (res.kind == smt::Result::sat) {
+      std::vector<Term> vars;
+      for (const auto &[n, xs] : pf_arrays_)
+        vars.insert(vars.end(), xs.begin(), xs.end());
+      constexpr std::size_t kMinimizeUpTo = 64;
+      if (vars.size() <= kMinimizeUpTo) {
+        vals = solver_.minimize_lex(vars, pf_lower_);
+      } else {
+        for (const auto &x : vars)
+          vals.push_back(solver_.value(x));
+      }
+    } else if (res.kind == smt::Result::unknown) {
+      out_.unknown.push_back(name + ": " + (res.reason.empty() ? "solver returned unknown" : res.reason));
+    }
+    solver_.pop();
+    if (vals.empty()) return;
+    spec::Env env = params;
+    std::size_t at = 0;
+    pf_last_.clear();
+    for (const auto &[n, xs] : pf_arrays_) {
+      std::vector<std::int64_t> v(vals.begin() + static_cast<std::ptrdiff_t>(at),
+                                  vals.begin() + static_cast<std::ptrdiff_t>(at + xs.size()));
+      for (std::size_t k = 0; k < v.size(); ++k) {
+        env[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
+        (*env_)[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
+      }
+      pf_last_[n] = std::move(v);
+      at += xs.size();
+    }
+    for (const auto &in : instances) {
+      bool fires = spec::evaluate(fold(in.in, env, in.p), env).value.value_or(1) == 0;
+      for (const auto &g : in.guards)
+        fires = fires && spec::evaluate(fold(g, env, in.p), env).value.value_or(0) != 0;
+      if (!fires) continue;
+      const auto &r = m_.prefetch_reads[in.read];
+      out_.findings.push_back(prefetch_read_finding(r, in.p, detail(r, in.p, env)));
+      return;
+    }
+  }
+
   // Only index-out-of-bounds of copy addresses that read open contents.
   RuleOutcome run_copy_addresses() {
     if (env_ && !pf_arrays_.empty()) copy_addresses();
@@ -1308,11 +1436,9 @@ private:
     // reports the first read: one root cause, one finding.
     if (u.stores.empty() || u.reads.empty() || u.inits.empty()) return;
     SymPoint p = point("p"), q = point("q");
-    std::vector<Term> differ, stored, read;
+    std::vector<Term> differ, read;
     for (std::size_t a = 0; a < m_.semantics.size(); ++a)
       if (m_.semantics[a] == spec::DimSemantics::parallel) differ.push_back(p.v[a] != q.v[a]);
-    for (std::size_t e : u.stores)
-      stored.push_back(guard(m_.effects[e], p));
     for (std::size_t r : u.reads) {
       std::vector<Term> c = {guard(m_.effects[r], q)};
       // An init before the read cuts the carry where it writes what the
@@ -1327,10 +1453,16 @@ private:
         if (m_.effects[i].order < m_.effects[r].order)
           c.push_back(
               !(guard(m_.effects[i], q) && (overlap(box_terms(m_.effects[i], q), rb) || ctx_.any_of(empty))));
+      // A store at p of what the read takes (one slot per block of a
+      // parallel axis, `acc[j]`, is no carry between the slots).
+      std::vector<Term> stored;
+      for (std::size_t e : u.stores)
+        stored.push_back(guard(m_.effects[e], p) && overlap(box_terms(m_.effects[e], p), rb));
+      c.push_back(ctx_.any_of(stored));
       read.push_back(ctx_.all_of(c));
     }
-    const std::vector<Term> facts = {in_grid(p),          in_grid(q),          lex_lt(p, q),
-                                     ctx_.any_of(differ), ctx_.any_of(stored), ctx_.any_of(read)};
+    const std::vector<Term> facts = {in_grid(p), in_grid(q), lex_lt(p, q), ctx_.any_of(differ),
+                                     ctx_.any_of(read)};
     auto best = query_quantified(
         "scratch-carry/" + m_.operands[op].name,
         [&](smt::Bindings::Aux &aux, bool with_aux) {
@@ -1722,6 +1854,18 @@ RuleOutcome check_copy_addresses(const KernelModel &m, unsigned timeout_ms, cons
     for (std::size_t k = 0; k < v.size(); ++k)
       copy.env[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
   return Sym(copy, timeout_ms, open).run_copy_addresses();
+}
+
+RuleOutcome check_prefetch_reads(const KernelModel &m, unsigned timeout_ms, const spec::PrefetchSpace *open,
+                                 const spec::PrefetchContents *start) {
+  if (m.prefetch_reads.empty()) return {};
+  if (!open) return Sym(m, timeout_ms, nullptr).run_prefetch_reads();
+  KernelModel copy = m;
+  if (start)
+    for (const auto &[n, v] : *start)
+      for (std::size_t k = 0; k < v.size(); ++k)
+        copy.env[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
+  return Sym(copy, timeout_ms, *open).run_prefetch_reads();
 }
 
 RuleOutcome check_triton_races_symbolically(const KernelModel &m, unsigned timeout_ms) {

@@ -70,6 +70,13 @@ RuleOutcome check_symbolic(const KernelModel &, unsigned timeout_ms, const spec:
 /// tests hold equal to the replay on small kernels.
 RuleOutcome check_triton_races_symbolically(const KernelModel &, unsigned timeout_ms);
 
+/// index-out-of-bounds of the kernel's reads of prefetch arrays
+/// (KernelModel::prefetch_reads) at every grid point; with `open`, for every
+/// contents its constraints allow (`start`: allowed contents, for the model's
+/// env). Neither the enumerator nor the solver's other rules decide it.
+RuleOutcome check_prefetch_reads(const KernelModel &, unsigned timeout_ms, const spec::PrefetchSpace *open,
+                                 const spec::PrefetchContents *start);
+
 /// Of the rules above, only index-out-of-bounds of body copy addresses that
 /// read open contents (a page table), for every allowed contents.
 RuleOutcome check_copy_addresses(const KernelModel &, unsigned timeout_ms, const spec::PrefetchSpace &open,

@@ -1489,3 +1489,78 @@ TEST(AccumulatorReset, AnAuxiliaryScratchIsResetHarmfullyOnlyWithinAVisitOfAnOut
 
 } // namespace
 } // namespace pipecheck
+
+namespace pipecheck {
+namespace {
+
+using testing::check_text;
+using testing::point_item;
+using verifier::Status;
+
+// grid (i, k): init and accumulation inside `when i != skip`, the store on
+// the last k: row `skip` stores the row before it.
+std::string empty_row_kernel(int num_k, const std::string &skip) {
+  return "kernel rows:\n"
+         "    param num_rows = 3\n"
+         "    param num_k = " +
+         std::to_string(num_k) +
+         "\n"
+         "    grid = (num_rows, num_k)\n"
+         "    dimension_semantics = (arbitrary, arbitrary)\n"
+         "    in  x: f32[8 * num_rows, 128 * num_k]  block=(8, 128)  index=(i, k) -> (i, k)\n"
+         "    out o: f32[8 * num_rows, 128]  block=(8, 128)  index=(i, k) -> (i, 0)\n"
+         "    scratch acc: f32[8, 128]\n"
+         "    body:\n"
+         "        when program_id(0) != " +
+         skip +
+         ":\n"
+         "            when program_id(1) == 0:\n"
+         "                acc[...] = zeros\n"
+         "            acc[...] += x[...]\n"
+         "        when program_id(1) == num_programs(1) - 1:\n"
+         "            o[...] = acc[...]\n";
+}
+
+TEST(AccumulatorCarried, ARowWhoseVisitNeitherInitializesNorAccumulatesStoresTheRowBefore) {
+  auto v = check_text(empty_row_kernel(2, "1"), "rows");
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  const auto &f = v.findings.at(0);
+  EXPECT_EQ(f.rule, verifier::Rule::accumulator_carried);
+  EXPECT_EQ(point_item(f, "accumulated"), (std::vector<std::int64_t>{0, 1}));
+  EXPECT_EQ(point_item(f, "stored"), (std::vector<std::int64_t>{1, 1}));
+}
+
+TEST(AccumulatorCarried, AnEmptyRowIsDecidedOnGridsPastTheEnumeratorsLimitAndUnknownPastItsOwn) {
+  // 3 x 2000 points: past the 4096 the enumerator runs the other rules on.
+  auto v = check_text(empty_row_kernel(2000, "1"), "rows");
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  EXPECT_EQ(point_item(v.findings.at(0), "stored"), (std::vector<std::int64_t>{1, 1999}));
+  // 3 x 30000 points: past the 65536 it is decided on.
+  v = check_text(empty_row_kernel(30000, "1"), "rows");
+  EXPECT_NE(v.status, Status::verified);
+  EXPECT_NE(v.reason.find("accumulator-carried (a visit that stores 'acc'"), std::string::npos) << v.reason;
+}
+
+TEST(AccumulatorCarried, ASingleInitForTheWholeGridIsATotalEveryBlockMayStore) {
+  // Only grid point (0, 0) initializes, and only row 0 accumulates: every row
+  // stores the same total (a broadcast, or a scan with empty rows).
+  const char *src = R"(kernel total:
+    grid = (3, 2)
+    dimension_semantics = (arbitrary, arbitrary)
+    in  x: f32[24, 256]  block=(8, 128)  index=(i, k) -> (i, k)
+    out o: f32[24, 128]  block=(8, 128)  index=(i, k) -> (i, 0)
+    scratch acc: f32[8, 128]
+    body:
+        when program_id(0) == 0 and program_id(1) == 0:
+            acc[...] = zeros
+        when program_id(0) == 0:
+            acc[...] += x[...]
+        when program_id(1) == 1:
+            o[...] = acc[...]
+)";
+  auto v = check_text(src, "total");
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+}
+
+} // namespace
+} // namespace pipecheck
