@@ -458,6 +458,10 @@ Agreement agree_kernel(const spec::KernelSpec &k) {
           break;
         }
         enumerated = verifier::rules::check_enumerated(*built.model);
+        // (and the visit passes every checker runs by enumeration)
+        const auto visits = verifier::rules::check_empty_visits(*built.model, 1 << 16);
+        enumerated->findings.insert(enumerated->findings.end(), visits.findings.begin(),
+                                    visits.findings.end());
       }
       bool found = false;
       for (const auto &g : enumerated->findings)

@@ -7,6 +7,7 @@
 #include "spec/prefetch.hpp"
 #include "spec/print.hpp"
 #include "spec/state.hpp"
+#include "spec/step.hpp"
 #include "verifier/check.hpp"
 #include "verifier/races/cutoff.hpp"
 #include "verifier/races/races.hpp"
@@ -184,6 +185,106 @@ std::optional<LoweredCheck> check_on_cut(const spec::KernelSpec &k, const spec::
   return out;
 }
 
+// A body copy (dma_start) waited at a grid point that differs from the one
+// that started it along a `parallel` axis: the cores that split the axis
+// each run their own grid points with their own semaphores, so on a chip
+// with two TensorCores one core waits for a copy it never started (a hang)
+// and the other ends with its copy in flight. Decided on the lowered
+// program's run, which retires each copy at the wait that takes it.
+class CoreCrossing : public spec::StepConsumer {
+public:
+  CoreCrossing(const spec::KernelSpec &k, const spec::Lowered &low) : k_(k), low_(low) {
+    for (std::size_t i = 0; i < low.program.body.size(); ++i)
+      index(low.program.body[i], static_cast<int>(i));
+    const auto &sem = k.dimension_semantics;
+    for (std::size_t a = 0; sem && a < sem->size(); ++a)
+      parallel_.push_back((*sem)[a] == spec::DimSemantics::parallel);
+  }
+  std::optional<Finding> run() {
+    if (std::find(parallel_.begin(), parallel_.end(), true) == parallel_.end()) return std::nullopt;
+    spec::Env env;
+    spec::Stepper st(low_.program, low_.program.body, env);
+    stepper_ = &st;
+    try {
+      st.run(*this);
+    } catch (const std::exception &) {
+      return std::nullopt; // the race checker reports what stops the run
+    }
+    return std::move(found_);
+  }
+
+  void on_compute(const spec::Stmt &, const std::vector<spec::StepRef> &,
+                  const std::optional<spec::StepRef> &) override {}
+  void on_start(const spec::Stmt &s, int op, const spec::AsyncStart &) override {
+    if (std::holds_alternative<spec::Dma>(s.kind)) started_[op] = {step(s), s.loc};
+  }
+  void on_wait(const spec::Stmt &s, const std::optional<spec::StepRef> &,
+               const std::vector<int> &retired) override {
+    for (int op : retired) {
+      auto it = started_.find(op);
+      if (it == started_.end() || found_) continue;
+      const auto p = low_.point(it->second.first), q = low_.point(step(s));
+      for (std::size_t a = 0; a < parallel_.size() && a < p.size(); ++a)
+        if (parallel_[a] && p[a] != q[a]) {
+          found_ = finding(s, it->second.second, p, q, a);
+          break;
+        }
+    }
+  }
+  void on_undefined(const spec::Stmt &, const spec::StepPlace &) override {}
+  void on_fault(const spec::Stmt &, spec::FaultKind, const std::string &) override {}
+  void on_end(const std::vector<int> &) override {}
+
+private:
+  void index(const spec::Stmt &s, int top) {
+    top_level_[&s] = top;
+    if (const auto *w = std::get_if<spec::If>(&s.kind)) {
+      for (const auto &x : w->then_body)
+        index(x, top);
+      for (const auto &x : w->else_body)
+        index(x, top);
+    } else if (const auto *f = std::get_if<spec::For>(&s.kind)) {
+      for (const auto &x : f->body)
+        index(x, top);
+    }
+  }
+  std::int64_t step(const spec::Stmt &s) const {
+    auto it = top_level_.find(&s);
+    return low_.step(it == top_level_.end() ? -1 : it->second, stepper_->loop_values());
+  }
+  Finding finding(const spec::Stmt &wait, const spec::Loc &start, const std::vector<std::int64_t> &p,
+                  const std::vector<std::int64_t> &q, std::size_t axis) const {
+    Finding f;
+    f.rule = Rule::wait_without_copy;
+    f.loc = wait.loc;
+    const std::string ax = std::to_string(axis);
+    f.message = "this wait at grid point " + spec::format_tuple(q) +
+                " takes the copy started at grid point " + spec::format_tuple(p) +
+                ", which differs along parallel axis " + ax + ": the cores that split axis " + ax +
+                " each run their own grid points with their own semaphores, so on a chip with two "
+                "TensorCores one core waits for a copy it never started (a hang) and the other ends with its "
+                "copy in flight; mark axis " +
+                ax + " `arbitrary`, or start and wait each copy at one grid point";
+    f.witness.items.push_back({"grid_point", q});
+    f.witness.items.push_back({"started", p});
+    f.witness.items.push_back({"axis", static_cast<std::int64_t>(axis)});
+    spec::Diagnostic n;
+    n.loc = start;
+    n.severity = spec::Severity::note;
+    n.message = "the copy started at grid point " + spec::format_tuple(p);
+    f.notes.push_back(std::move(n));
+    return f;
+  }
+
+  const spec::KernelSpec &k_;
+  const spec::Lowered &low_;
+  std::vector<bool> parallel_;
+  std::map<const spec::Stmt *, int> top_level_;
+  std::map<int, std::pair<std::int64_t, spec::Loc>> started_;
+  const spec::Stepper *stepper_ = nullptr;
+  std::optional<Finding> found_;
+};
+
 LoweredCheck check_lowered(const spec::KernelSpec &k, const CheckOptions &o) {
   LoweredCheck out;
   spec::LowerOptions lo;
@@ -235,6 +336,13 @@ LoweredCheck check_lowered(const spec::KernelSpec &k, const CheckOptions &o) {
     out.reason = "the lowered program (" + std::to_string(grid_steps) + " grid steps) is race-free";
   else
     out.reason = "the lowered program: " + v.reason;
+  if (auto crossing = CoreCrossing(k, *low).run()) {
+    // (Ahead of the run's own findings: the crossing is their root cause.)
+    out.findings.insert(out.findings.begin(), std::move(*crossing));
+    out.operands.insert(out.operands.begin(), std::set<std::string>{});
+    if (out.status != Status::violation) out.reason = "the lowered program's body copies cross cores";
+    out.status = Status::violation;
+  }
   return out;
 }
 

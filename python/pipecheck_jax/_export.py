@@ -649,6 +649,7 @@ class _Body:
         self.counter = 0
         self.bind_reads_of: frozenset = frozenset()  # SMEM state refs whose reads are bound
         self.stored_state: set = set()  # SMEM state refs the body stores into
+        self.in_while_cond = 0  # translating a lax.while_loop's condition (one expression)
         self.pending: list[_E] = []
         self.uses: dict = {}
         self.user_axes: list[int] = []
@@ -1048,6 +1049,12 @@ class _Body:
                 if sub in ("[...]", "") or ":" in sub or "ds(" in sub:
                     self.fail(f"a {'read' if name == 'get' else 'write'} of the {what} '{ref.name}' "
                               "that is not one element has no .pk form", e)
+                state = ref.state or name != "get" or ref.name in self.bind_reads_of
+                if state and not re.fullmatch(r"\[\s*\d+(\s*,\s*\d+)*\s*\]", sub):
+                    self.fail(f"a {'read' if name == 'get' else 'write'} of the {what} '{ref.name}' "
+                              f"at {sub}, a subscript that is not a constant, has no .pk form (SMEM "
+                              "state is followed element by element; docs/language.md, \"SMEM state\")",
+                              e)
                 if name == "get":
                     if ref.name in self.bind_reads_of:
                         local = self.fresh("s")
@@ -1172,6 +1179,16 @@ class _Body:
         out_aval = e.outvars[0].aval if e.outvars else None
         if all(isinstance(a, _E) and a.int for a in ins) and out_aval is not None \
                 and _is_int_aval(out_aval):
+            if name in ("and", "or") and not self.in_while_cond:
+                # jnp's & and | take both sides, loaded before they combine; .pk's `and` and
+                # `or` short-circuit, as Python's: a side that reads SMEM (a prefetch table
+                # read past its end at the last step) is bound to a local first. (Not in a
+                # while condition, which is one expression.)
+                for k, a in enumerate(ins):
+                    if "[" in a.text and not a.name:
+                        local = self.fresh("v")
+                        self.emit(indent, f"{local} = {_strip(a.text)}", src)
+                        ins[k] = _E(local, int=True, name=True, nonneg=a.nonneg)
             r = _int_eqn(e, ins)
             if r is not None:
                 return [r]
@@ -1580,7 +1597,7 @@ class _Body:
             return mk(f"(-{t[0]})")
         if name in _UNARY:
             return mk(f"{_UNARY[name]}({_strip(t[0])})")
-        if name == "reciprocal" and np.issubdtype(aval.dtype, np.floating):
+        if name == "reciprocal" and jax.dtypes.issubdtype(aval.dtype, jax.numpy.floating):
             # pl.reciprocal: 1 / x; approx=True as interpret mode computes it, of x
             # rounded to bf16 (a TPU's approximation differs in the last bits).
             if p.get("approx") and np.dtype(aval.dtype).name != "bfloat16":
@@ -1992,7 +2009,11 @@ class _Body:
                 cenv[v] = _E(n, int=_is_int_aval(v.aval), name=True, nonneg=False,
                              shape=tuple(v.aval.shape), dtype=v.aval.dtype)
             mark = len(self.lines)
-            (cond,) = self.run(cj, cenv, indent)
+            self.in_while_cond += 1  # (one expression: no local can be bound in it)
+            try:
+                (cond,) = self.run(cj, cenv, indent)
+            finally:
+                self.in_while_cond -= 1
             if not isinstance(cond, _E) or not cond.int or len(self.lines) != mark:
                 self.fail("the condition of a lax.while_loop that is not an integer expression "
                           "has no .pk form (a `while` condition may use the loop's integer "

@@ -731,3 +731,50 @@ def test_an_index_map_that_reads_smem_state_the_body_stores_into_is_unsupported(
                  jax.ShapeDtypeStruct((32, 128), jnp.float32))
     assert r.exit_code == 2, r
     assert "an index map reads 'cur_ref', which the body stores into" in str(r), r
+
+
+def test_smem_state_at_a_subscript_that_is_not_a_constant_is_unsupported():
+    def kernel(x_ref, o_ref, c_ref):
+        j = pl.program_id(0)
+        c_ref[j] = j + 1  # one counter per grid step: SMEM state is followed element by element
+        o_ref[...] = x_ref[...] * c_ref[j].astype(jnp.float32)
+
+    fn = lambda x: pl.pallas_call(  # noqa: E731
+        kernel, grid=(4,), in_specs=[pl.BlockSpec((8, 128), lambda j: (j, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda j: (j, 0)),
+        out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32),
+        scratch_shapes=[pltpu.SMEM((4,), jnp.int32)],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)))(x)
+    r = pj.check(fn, jax.ShapeDtypeStruct((32, 128), jnp.float32))
+    assert r.exit_code == 2, r
+    assert "a subscript that is not a constant" in str(r), r
+
+
+def segment_flush_kernel(seg_ref, x_ref, o_ref, *, clamp):
+    t = pl.program_id(0)
+    nxt = jnp.minimum(t + 1, 3) if clamp else t + 1
+    # jnp's | takes both sides: seg_ref[t + 1] is loaded at t == 3 too, past the table
+    @pl.when((t == 3) | (seg_ref[t] != seg_ref[nxt]))
+    def _():
+        o_ref[...] = x_ref[...]
+
+
+def segment_flush(clamp):
+    return lambda seg, x: pl.pallas_call(
+        functools.partial(segment_flush_kernel, clamp=clamp),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(4,),
+            in_specs=[pl.BlockSpec((8, 128), lambda t, s: (t, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda t, s: (s[t], 0))),
+        out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)))(seg, x)
+
+
+def test_a_prefetch_read_on_either_side_of_jnp_or_is_a_read_past_the_table_at_the_last_step():
+    seg = np.array([0, 0, 1, 1], np.int32)
+    x = jax.ShapeDtypeStruct((32, 128), jnp.float32)
+    pj.assert_verified(segment_flush(clamp=True), seg, x)
+    r = pj.check(segment_flush(clamp=False), seg, x)
+    (f,) = r.findings
+    assert f.rule == "index-out-of-bounds", r
+    assert "'seg_ref[program_id(0) + 1]' at grid point (3,): its subscript 0 is 4, outside 0:4" in f.message, f

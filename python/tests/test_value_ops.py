@@ -99,6 +99,16 @@ def test_a_value_operation_verifies_and_runs_equal_to_interpret_mode_and_a_refer
     assert run.ok, run
 
 
+def test_a_bf16_reciprocal_exports_as_a_division_and_runs_equal_to_interpret_mode():
+    f = rowwise(lambda x, i: pl.reciprocal(x + 16.5), in_dtype=jnp.bfloat16)
+    (x,) = data(jnp.bfloat16)
+    text = pj.export(f, x)
+    assert "opaque(" not in text and "1.0 / " in text, text
+    assert pj.check(f, x).exit_code == 0
+    run = pj.run(f, x, reference=per_block(lambda x, i: 1.0 / (x + 16.5)), rtol=1e-2)
+    assert run.ok, run
+
+
 SHIFTS = {
     "nibbles": lambda x, i: (x >> 4) & 15,
     "shift_left": lambda x, i: x << 3,

@@ -77,25 +77,33 @@ public:
     return std::move(out_);
   }
 
-  // Only the empty visits of accumulator-carried (empty_visits), for every
-  // scratch: what check_empty_visits runs on every grid both checkers see.
+  // Only the empty visits and superseded resets of accumulator-carried
+  // (empty_visits, superseded_resets), for every scratch: what
+  // check_empty_visits runs on every grid both checkers see.
   RuleOutcome run_empty_visits() {
-    if (m_.num_points() > max_ || m_.grid.empty() || m_.triton) {
-      if (!m_.grid.empty() && !m_.triton && m_.num_points() > max_)
-        for (std::size_t i = 0; i < m_.operands.size(); ++i)
-          if (m_.operands[i].role == spec::Role::scratch && !empty_visit_candidates(i).empty()) {
-            out_.unknown.push_back("accumulator-carried (a visit that stores '" + m_.operands[i].name +
-                                   "' without initializing or accumulating it): the grid has " +
-                                   std::to_string(m_.num_points()) + " points, more than the " +
-                                   std::to_string(max_) + " it is decided on");
-            break;
-          }
+    if (m_.grid.empty() || m_.triton) return std::move(out_);
+    bool any = false;
+    for (std::size_t i = 0; i < m_.operands.size(); ++i)
+      any = any || visits_matter(i) || resets_matter(i);
+    if (!any) return std::move(out_);
+    if (m_.num_points() > max_) {
+      // (Past the limit, superseded resets are the solver's case alone.)
+      for (std::size_t i = 0; i < m_.operands.size(); ++i)
+        if (visits_matter(i)) {
+          out_.unknown.push_back("accumulator-carried (a visit that stores '" + m_.operands[i].name +
+                                 "' without initializing or accumulating it): the grid has " +
+                                 std::to_string(m_.num_points()) + " points, more than the " +
+                                 std::to_string(max_) + " it is decided on");
+          break;
+        }
       return std::move(out_);
     }
     points();
     if (!precompute()) return std::move(out_);
-    for (std::size_t i = 0; i < m_.operands.size(); ++i)
-      if (m_.operands[i].role == spec::Role::scratch) empty_visits(i);
+    for (std::size_t i = 0; i < m_.operands.size(); ++i) {
+      if (visits_matter(i)) empty_visits(i);
+      if (resets_matter(i)) superseded_resets(i);
+    }
     finalize(out_.findings);
     return std::move(out_);
   }
@@ -678,6 +686,25 @@ private:
     }
   }
 
+  // Whether some init or accumulation of scratch `op` fires at every grid
+  // point (no guard): then every visit writes it, and the last init before
+  // any read is at the reading point.
+  bool written_everywhere(std::size_t op, bool inits_only) const {
+    const ScratchUse u = scratch_use(m_, op);
+    auto unguarded = [&](std::size_t e) { return m_.effects[e].guards.empty(); };
+    return std::any_of(u.inits.begin(), u.inits.end(), unguarded) ||
+           (!inits_only && std::any_of(u.accumulates.begin(), u.accumulates.end(), unguarded));
+  }
+  bool visits_matter(std::size_t op) const {
+    return m_.operands[op].role == spec::Role::scratch && !m_.operands[op].acc &&
+           !empty_visit_candidates(op).empty() && !written_everywhere(op, false);
+  }
+  bool resets_matter(std::size_t op) const {
+    return m_.operands[op].role == spec::Role::scratch && !m_.operands[op].acc &&
+           !scratch_use(m_, op).inits.empty() && !carried_uses(m_, op).empty() &&
+           !written_everywhere(op, true);
+  }
+
   // The stores that could store a block's partial result in a visit that
   // neither initializes nor accumulates the scratch: a store into an output
   // whose value reads nothing but scratch (`o[...] = acc[...]`, `acc / l`),
@@ -758,6 +785,47 @@ private:
             }
         if (!p || blk_[c.output][*p] == blk_[c.output][*q]) continue;
         out_.findings.push_back(empty_visit_finding(m_, op, c, pts_[*p], pts_[*q]));
+        break;
+      }
+    }
+  }
+
+  // accumulator-carried, a reset superseded: a store at q into the output's
+  // block B of what the scratch holds, whose last init before the read (of
+  // what the read takes) fired at w while the output was on another block,
+  // after an init at some w0 < w while it was on B: the scratch is reset per
+  // block, and B's reset was overwritten by another block's before B stored.
+  // Blocks visited in turn that share one scratch (grid (b, kv, q) with the
+  // output on q and the init on kv == 0), at any length of the reduction. (A
+  // running total or scan that is reset per row never resets for a later
+  // block of the row; a block whose visits each reset first has its own init
+  // last.)
+  void superseded_resets(std::size_t op) {
+    const ScratchUse u = scratch_use(m_, op);
+    if (u.inits.empty()) return;
+    const std::size_t n = pts_.size();
+    for (const CarriedUse &c : carried_uses(m_, op)) {
+      const Effect &rd = m_.effects[c.consume];
+      // last[b]: per block of the output, the points where an init met what the read takes (found lazily).
+      for (std::size_t q = 0; q < n; ++q) {
+        if (!fires_[c.store][q] || !fires_[c.consume][q]) continue;
+        const Box rb = box_or_whole(rd, q);
+        auto init_at = [&](std::size_t t, bool before_read) {
+          for (std::size_t i : u.inits)
+            if (fires_[i][t] && (!before_read || m_.effects[i].order < rd.order) &&
+                overlaps(box_or_whole(m_.effects[i], t), rb))
+              return true;
+          return false;
+        };
+        std::optional<std::size_t> w;
+        for (std::size_t t = q + 1; t-- > cta_first_[q] && !w;)
+          if (init_at(t, t == q)) w = t;
+        if (!w || blk_[c.output][*w] == blk_[c.output][q]) continue;
+        std::optional<std::size_t> w0;
+        for (std::size_t t = *w; t-- > cta_first_[q] && !w0;)
+          if (blk_[c.output][t] == blk_[c.output][q] && init_at(t, false)) w0 = t;
+        if (!w0) continue;
+        out_.findings.push_back(superseded_reset_finding(m_, op, c, pts_[*w0], pts_[*w], pts_[q]));
         break;
       }
     }

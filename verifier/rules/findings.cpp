@@ -699,11 +699,10 @@ Finding copy_address_finding(const KernelModel &m, const CopyAddress &a, const P
 }
 
 Finding prefetch_read_finding(const PrefetchRead &r, const Point &p, const std::string &detail) {
-  Finding f =
-      make(Rule::index_out_of_bounds, r.loc,
-           "a read of a prefetch array at grid point " + format_tuple(p) + ": " + detail +
-               "; Pallas' interpreter raises on it, and on a TPU the SMEM load takes whatever lies next "
-               "to the table");
+  Finding f = make(Rule::index_out_of_bounds, r.loc,
+                   "a read of a prefetch array at grid point " + format_tuple(p) + ": " + detail +
+                       "; on a TPU the SMEM load takes whatever lies next to the table, and Pallas' TPU "
+                       "interpret mode (pltpu.InterpretParams) raises on it by default");
   f.witness.items.push_back({"grid_point", p});
   f.notes.push_back(note(r.loc, "at grid point " + format_tuple(p) + ", " + detail));
   return f;
@@ -816,6 +815,17 @@ Finding empty_visit_finding(const KernelModel &m, std::size_t op, const CarriedU
                                                        m.operands[op].name + "' while '" +
                                                        m.operands[use.output].name + "' is on block " +
                                                        block_str(m, use.output, stored)));
+  return f;
+}
+
+Finding superseded_reset_finding(const KernelModel &m, std::size_t op, const CarriedUse &use,
+                                 const Point &own, const Point &other, const Point &stored) {
+  Finding f = carried_finding(m, op, use, other, stored);
+  f.notes.push_back(note(m.operands[op].loc, "'" + m.operands[op].name + "' was initialized for block " +
+                                                 block_str(m, use.output, stored) + " at grid point " +
+                                                 format_tuple(own) + ", and again for block " +
+                                                 block_str(m, use.output, other) + " at grid point " +
+                                                 format_tuple(other) + " before this store"));
   return f;
 }
 

@@ -184,6 +184,10 @@ Finding carried_finding(const KernelModel &, std::size_t op, const CarriedUse &u
 /// initializes nor accumulates the scratch (a note says so).
 Finding empty_visit_finding(const KernelModel &, std::size_t op, const CarriedUse &use, const Point &written,
                             const Point &stored);
+/// carried_finding for a store whose block's reset (at `own`) was
+/// superseded by another block's (at `other`) before it stored.
+Finding superseded_reset_finding(const KernelModel &, std::size_t op, const CarriedUse &use, const Point &own,
+                                 const Point &other, const Point &stored);
 std::vector<CarriedUse> carried_and_indirect_uses(const KernelModel &, std::size_t op);
 /// Whether carried use `c` adds the scratch into the output (`o[...] +=
 /// acc[...]`, or a store that holds a read of its own block), the scratch's

@@ -117,7 +117,8 @@ struct Builder {
   std::map<std::string, Expr> mask_locals{}; // tensor lets that read no operand (masks, iotas)
   std::map<std::string, std::vector<std::size_t>> local_sources; // a local: the reads its value holds
   std::map<std::string, std::size_t> local_depth; // a local: how many guards its unguarded definition had
-  std::map<std::string, Expr> local_values;       // a local: its last definition, as written
+  // A local: its definitions as written, the last unguarded one and those under more guards after it.
+  std::map<std::string, std::vector<Expr>> local_values;
 
   // The reads (effect indices) `e` holds additively (Effect::added), for a
   // store into operand `target`: `reads` are the reads its refs stand for
@@ -166,7 +167,11 @@ struct Builder {
       auto src = local_sources.find(e.name);
       if (v == local_values.end() || src == local_sources.end() || open.count(e.name)) return {};
       open.insert(e.name);
-      auto out = added_reads(v->second, src->second, target, open);
+      std::set<std::size_t> out;
+      for (const auto &def : v->second) {
+        auto y = added_reads(def, src->second, target, open);
+        out.insert(y.begin(), y.end());
+      }
       open.erase(e.name);
       return out;
     }
@@ -824,7 +829,13 @@ struct Builder {
         order += 2;
         const std::size_t first = m.effects.size();
         scan_value(l->value, guards, st.loc);
-        local_values[l->name] = l->value;
+        {
+          // (as local_sources: a definition under more guards may not run)
+          auto d = local_depth.find(l->name);
+          auto &defs = local_values[l->name];
+          if (d == local_depth.end() || guards.size() <= d->second) defs.clear();
+          defs.push_back(l->value);
+        }
         // A definition under more guards than the local's first (a lax.cond
         // branch's `when c: v = acc[...]`) may not run: the value keeps what
         // the earlier definitions read too.
