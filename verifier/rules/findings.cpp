@@ -1480,6 +1480,18 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
     }
 }
 
+Finding any_output_not_covered_finding(const KernelModel &m, std::size_t op, const Point &element) {
+  const auto &o = m.operands[op];
+  Finding f = make(Rule::output_not_covered, o.loc,
+                   "no copy writes element " + format_tuple(element) + " of output '" + o.name +
+                       "' (memory_space=any): that part of the result stays garbage; an output in HBM is "
+                       "written by the body's copies alone (alias an input to it, input_output_aliases, to "
+                       "keep the rest)");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"element", element});
+  return f;
+}
+
 Finding not_covered_finding(const KernelModel &m, std::size_t op, const Point &block, const Box &cell) {
   const auto &o = m.operands[op];
   bool whole = true;

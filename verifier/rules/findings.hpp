@@ -261,6 +261,8 @@ CarryUse carry_use(const KernelModel &, std::size_t op);
 /// scratch (TPU: the whole grid shares it; Mosaic GPU: each CTA has its own).
 bool scratch_shared_across_parallel_axes(const KernelModel &);
 Finding not_covered_finding(const KernelModel &, std::size_t op, const Point &block, const Box &cell);
+/// No copy writes `element` of output `op` in `memory_space=any`.
+Finding any_output_not_covered_finding(const KernelModel &, std::size_t op, const Point &element);
 /// The unknown reason when the stores that are decided leave part of output
 /// `op` unwritten and `store` (Effect::exact false) might write it.
 std::string not_covered_unknown(const KernelModel &, std::size_t op, const Effect &store);

@@ -135,6 +135,53 @@ public:
     return std::move(out_);
   }
 
+  // Open contents that make one of `bad` hold under the arrays' constraints
+  // (the smallest where the tables are small): `params` with the elements
+  // bound, also in env_ and pf_last_ for the findings; nullopt where none
+  // does, or where the solver cannot say (then `unknown` names `name`).
+  std::optional<spec::Env> witness_contents(const std::string &name, const std::vector<Term> &bad,
+                                            const spec::Env &params) {
+    if (bad.empty()) return std::nullopt;
+    solver_.push();
+    for (std::size_t i = 0; i < pf_facts_.size(); ++i)
+      solver_.add(pf_facts_[i], name + "/contents" + std::to_string(i));
+    solver_.add(ctx_.any_of(bad), name);
+    smt::Result r = solver_.check();
+    std::vector<std::int64_t> vals;
+    if (r.kind == smt::Result::sat) {
+      std::vector<Term> vars;
+      for (const auto &[n, xs] : pf_arrays_)
+        vars.insert(vars.end(), xs.begin(), xs.end());
+      // Small tables get the smallest contents; a large one any (minimizing
+      // hundreds of elements would cost a solver call each).
+      constexpr std::size_t kMinimizeUpTo = 64;
+      if (vars.size() <= kMinimizeUpTo) {
+        vals = solver_.minimize_lex(vars, pf_lower_);
+      } else {
+        for (const auto &x : vars)
+          vals.push_back(solver_.value(x));
+      }
+    } else if (r.kind == smt::Result::unknown) {
+      out_.unknown.push_back(name + ": " + (r.reason.empty() ? "solver returned unknown" : r.reason));
+    }
+    solver_.pop();
+    if (vals.empty()) return std::nullopt;
+    spec::Env env = params;
+    std::size_t at = 0;
+    pf_last_.clear();
+    for (const auto &[n, xs] : pf_arrays_) {
+      std::vector<std::int64_t> v(vals.begin() + static_cast<std::ptrdiff_t>(at),
+                                  vals.begin() + static_cast<std::ptrdiff_t>(at + xs.size()));
+      for (std::size_t k = 0; k < v.size(); ++k) {
+        env[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
+        (*env_)[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
+      }
+      pf_last_[n] = std::move(v);
+      at += xs.size();
+    }
+    return env;
+  }
+
   // Only index-out-of-bounds of reads of prefetch arrays.
   RuleOutcome run_prefetch_reads() {
     prefetch_reads();
@@ -216,42 +263,9 @@ public:
       err_.clear();
       return;
     }
-    if (bad.empty()) return;
-    solver_.push();
-    for (std::size_t i = 0; i < pf_facts_.size(); ++i)
-      solver_.add(pf_facts_[i], name + "/contents" + std::to_string(i));
-    solver_.add(ctx_.any_of(bad), name);
-    smt::Result res = solver_.check();
-    std::vector<std::int64_t> vals;
-    if (res.kind == smt::Result::sat) {
-      std::vector<Term> vars;
-      for (const auto &[n, xs] : pf_arrays_)
-        vars.insert(vars.end(), xs.begin(), xs.end());
-      constexpr std::size_t kMinimizeUpTo = 64;
-      if (vars.size() <= kMinimizeUpTo) {
-        vals = solver_.minimize_lex(vars, pf_lower_);
-      } else {
-        for (const auto &x : vars)
-          vals.push_back(solver_.value(x));
-      }
-    } else if (res.kind == smt::Result::unknown) {
-      out_.unknown.push_back(name + ": " + (res.reason.empty() ? "solver returned unknown" : res.reason));
-    }
-    solver_.pop();
-    if (vals.empty()) return;
-    spec::Env env = params;
-    std::size_t at = 0;
-    pf_last_.clear();
-    for (const auto &[n, xs] : pf_arrays_) {
-      std::vector<std::int64_t> v(vals.begin() + static_cast<std::ptrdiff_t>(at),
-                                  vals.begin() + static_cast<std::ptrdiff_t>(at + xs.size()));
-      for (std::size_t k = 0; k < v.size(); ++k) {
-        env[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
-        (*env_)[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
-      }
-      pf_last_[n] = std::move(v);
-      at += xs.size();
-    }
+    auto solved = witness_contents(name, bad, params);
+    if (!solved) return;
+    const spec::Env &env = *solved;
     for (const auto &in : instances) {
       bool fires = spec::evaluate(fold(in.in, env, in.p), env).value.value_or(1) == 0;
       for (const auto &g : in.guards)
@@ -261,6 +275,83 @@ public:
       out_.findings.push_back(prefetch_read_finding(r, in.p, detail(r, in.p, env)));
       return;
     }
+  }
+
+  // output-not-covered of an output in `memory_space=any`, which only the
+  // body's copies write (no window is written back): the union of what the
+  // copies into it write, at every grid point (enumerated, given contents)
+  // where their guards hold, covers the array. Decided where every such copy
+  // has a value at every point and the array has at most 2^24 elements; an
+  // aliased output keeps its input's data and is not checked.
+  RuleOutcome run_any_output_coverage() {
+    constexpr std::int64_t kMaxPoints = 1 << 16, kMaxElements = 1 << 24;
+    if (m_.num_points() > kMaxPoints) return std::move(out_);
+    for (std::size_t op = 0; op < m_.operands.size(); ++op) {
+      const auto &o = m_.operands[op];
+      if (o.role != spec::Role::out || o.windowed || !o.decl ||
+          o.decl->memory_space != spec::MemorySpace::any || m_.is_aliased_output(op))
+        continue;
+      // (A store into it as if it were a block is any-space-access's: one root cause.)
+      if (std::any_of(m_.effects.begin(), m_.effects.end(), [&](const Effect &e) { return e.operand == op; }))
+        continue;
+      std::int64_t total = 1;
+      for (std::int64_t d : o.shape)
+        if (d <= 0 || __builtin_mul_overflow(total, d, &total)) total = kMaxElements + 1;
+      if (total > kMaxElements) continue;
+      std::vector<char> written(static_cast<std::size_t>(total), 0);
+      bool decided = true;
+      for (std::int64_t k = 0; k < m_.num_points() && decided; ++k) {
+        const Point p = spec::grid_point(m_.grid, m_.cta_axes, k);
+        for (const auto &a : m_.copy_addresses) {
+          if (a.operand != op || a.source) continue;
+          bool fires = true;
+          for (const auto &g : a.guards) {
+            auto v = spec::evaluate(fold(g, m_.env, p, a.locals), m_.env).value;
+            if (!v) decided = false;
+            fires = fires && v && *v != 0;
+          }
+          if (!decided) break;
+          if (!fires) continue;
+          const spec::Expr ref = fold(*a.ref, m_.env, p, a.locals);
+          bool known = true;
+          const auto subs = spec::subscripts_of(ref, [&](const spec::Expr &e, bool) {
+            auto v = spec::evaluate(fold(e, m_.env, p), m_.env).value;
+            known = known && v.has_value();
+            return v;
+          });
+          const spec::Subscripted placed = spec::subscript(o.shape, subs);
+          if (!known || !placed.ok()) {
+            decided = decided && placed.out_of_bounds; // (an address outside is index-out-of-bounds)
+            continue;
+          }
+          mark(written, o.shape, placed, 0, 0);
+        }
+      }
+      if (!decided) continue;
+      for (std::int64_t e = 0; e < total; ++e)
+        if (!written[static_cast<std::size_t>(e)]) {
+          std::vector<std::int64_t> element(o.shape.size());
+          for (std::size_t d = o.shape.size(), r = static_cast<std::size_t>(e); d-- > 0;) {
+            element[d] = static_cast<std::int64_t>(r % static_cast<std::size_t>(o.shape[d]));
+            r /= static_cast<std::size_t>(o.shape[d]);
+          }
+          out_.findings.push_back(any_output_not_covered_finding(m_, op, element));
+          break;
+        }
+    }
+    finalize(out_.findings);
+    return std::move(out_);
+  }
+  // Marks the elements `placed` covers, dims from `d` on, at flat offset `base`.
+  static void mark(std::vector<char> &written, const std::vector<std::int64_t> &shape,
+                   const spec::Subscripted &placed, std::size_t d, std::int64_t base) {
+    if (d == shape.size()) {
+      written[static_cast<std::size_t>(base)] = 1;
+      return;
+    }
+    for (std::int64_t i = std::max<std::int64_t>(placed.dims[d].lo, 0);
+         i < std::min(placed.dims[d].hi, shape[d]); ++i)
+      mark(written, shape, placed, d + 1, base * shape[d] + i);
   }
 
   // Only index-out-of-bounds of copy addresses that read open contents.
@@ -456,45 +547,10 @@ private:
       err_.clear();
       return;
     }
-    if (bad.empty()) return;
-    solver_.push();
-    for (std::size_t i = 0; i < pf_facts_.size(); ++i)
-      solver_.add(pf_facts_[i], name + "/contents" + std::to_string(i));
-    solver_.add(ctx_.any_of(bad), name);
-    smt::Result r = solver_.check();
-    std::vector<std::int64_t> vals;
-    if (r.kind == smt::Result::sat) {
-      std::vector<Term> vars;
-      for (const auto &[n, xs] : pf_arrays_)
-        vars.insert(vars.end(), xs.begin(), xs.end());
-      // Small tables get the smallest contents; a large one any (minimizing
-      // hundreds of elements would cost a solver call each).
-      constexpr std::size_t kMinimizeUpTo = 64;
-      if (vars.size() <= kMinimizeUpTo) {
-        vals = solver_.minimize_lex(vars, pf_lower_);
-      } else {
-        for (const auto &x : vars)
-          vals.push_back(solver_.value(x));
-      }
-    } else if (r.kind == smt::Result::unknown) {
-      out_.unknown.push_back(name + ": " + (r.reason.empty() ? "solver returned unknown" : r.reason));
-    }
-    solver_.pop();
-    if (vals.empty()) return;
     // The witness contents, bound in env_ for the findings.
-    spec::Env env = params;
-    std::size_t at = 0;
-    pf_last_.clear();
-    for (const auto &[n, xs] : pf_arrays_) {
-      std::vector<std::int64_t> v(vals.begin() + static_cast<std::ptrdiff_t>(at),
-                                  vals.begin() + static_cast<std::ptrdiff_t>(at + xs.size()));
-      for (std::size_t k = 0; k < v.size(); ++k) {
-        env[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
-        (*env_)[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
-      }
-      pf_last_[n] = std::move(v);
-      at += xs.size();
-    }
+    auto solved = witness_contents(name, bad, params);
+    if (!solved) return;
+    const spec::Env &env = *solved;
     for (const auto &in : instances) {
       bool fires = true;
       for (const auto &g : in.guards)
@@ -1866,6 +1922,10 @@ RuleOutcome check_prefetch_reads(const KernelModel &m, unsigned timeout_ms, cons
       for (std::size_t k = 0; k < v.size(); ++k)
         copy.env[spec::prefetch_element(n, static_cast<std::int64_t>(k))] = v[k];
   return Sym(copy, timeout_ms, *open).run_prefetch_reads();
+}
+
+RuleOutcome check_any_output_coverage(const KernelModel &m, unsigned timeout_ms) {
+  return Sym(m, timeout_ms, nullptr).run_any_output_coverage();
 }
 
 RuleOutcome check_triton_races_symbolically(const KernelModel &m, unsigned timeout_ms) {

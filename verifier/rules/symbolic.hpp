@@ -77,6 +77,12 @@ RuleOutcome check_triton_races_symbolically(const KernelModel &, unsigned timeou
 RuleOutcome check_prefetch_reads(const KernelModel &, unsigned timeout_ms, const spec::PrefetchSpace *open,
                                  const spec::PrefetchContents *start);
 
+/// output-not-covered of outputs in `memory_space=any` (written by the body's
+/// copies alone), decided by enumerating the grid (given contents, up to 2^16
+/// points and 2^24 elements, where every copy into one has a value at every
+/// point); an aliased output is not checked.
+RuleOutcome check_any_output_coverage(const KernelModel &, unsigned timeout_ms);
+
 /// Of the rules above, only index-out-of-bounds of body copy addresses that
 /// read open contents (a page table), for every allowed contents.
 RuleOutcome check_copy_addresses(const KernelModel &, unsigned timeout_ms, const spec::PrefetchSpace &open,
