@@ -22,6 +22,17 @@ struct SymPoint {
   bool grid = true; ///< a grid point (minimized in run order), not a block index
 };
 
+// An output in memory_space=any, not aliased, that the body does not store
+// into as if it were a block (any-space-access's case: one root cause): only
+// copies write it.
+bool any_output_written_by_copies(const KernelModel &m, std::size_t op) {
+  const auto &o = m.operands[op];
+  if (o.role != spec::Role::out || o.windowed || !o.decl || o.decl->memory_space != spec::MemorySpace::any ||
+      m.is_aliased_output(op))
+    return false;
+  return std::none_of(m.effects.begin(), m.effects.end(), [&](const Effect &e) { return e.operand == op; });
+}
+
 class Sym {
 public:
   Sym(const KernelModel &m, unsigned timeout_ms, QueryCache *cache)
@@ -288,12 +299,7 @@ public:
     if (m_.num_points() > kMaxPoints) return std::move(out_);
     for (std::size_t op = 0; op < m_.operands.size(); ++op) {
       const auto &o = m_.operands[op];
-      if (o.role != spec::Role::out || o.windowed || !o.decl ||
-          o.decl->memory_space != spec::MemorySpace::any || m_.is_aliased_output(op))
-        continue;
-      // (A store into it as if it were a block is any-space-access's: one root cause.)
-      if (std::any_of(m_.effects.begin(), m_.effects.end(), [&](const Effect &e) { return e.operand == op; }))
-        continue;
+      if (!any_output_written_by_copies(m_, op)) continue;
       std::int64_t total = 1;
       for (std::int64_t d : o.shape)
         if (d <= 0 || __builtin_mul_overflow(total, d, &total)) total = kMaxElements + 1;
@@ -1925,6 +1931,11 @@ RuleOutcome check_prefetch_reads(const KernelModel &m, unsigned timeout_ms, cons
 }
 
 RuleOutcome check_any_output_coverage(const KernelModel &m, unsigned timeout_ms) {
+  // (No solver for a kernel without such an output: building one costs more than most checks.)
+  bool any = false;
+  for (std::size_t op = 0; op < m.operands.size(); ++op)
+    any = any || any_output_written_by_copies(m, op);
+  if (!any) return {};
   return Sym(m, timeout_ms, nullptr).run_any_output_coverage();
 }
 
