@@ -193,7 +193,7 @@ std::optional<LoweredCheck> check_on_cut(const spec::KernelSpec &k, const spec::
 // program's run, which retires each copy at the wait that takes it.
 class CoreCrossing : public spec::StepConsumer {
 public:
-  CoreCrossing(const spec::KernelSpec &k, const spec::Lowered &low) : k_(k), low_(low) {
+  CoreCrossing(const spec::KernelSpec &k, const spec::Lowered &low) : low_(low) {
     for (std::size_t i = 0; i < low.program.body.size(); ++i)
       index(low.program.body[i], static_cast<int>(i));
     const auto &sem = k.dimension_semantics;
@@ -201,7 +201,9 @@ public:
       parallel_.push_back((*sem)[a] == spec::DimSemantics::parallel);
   }
   std::optional<Finding> run() {
-    if (std::find(parallel_.begin(), parallel_.end(), true) == parallel_.end()) return std::nullopt;
+    // (Only a program with body copies and a parallel axis is run again.)
+    if (!body_copies_ || std::find(parallel_.begin(), parallel_.end(), true) == parallel_.end())
+      return std::nullopt;
     spec::Env env;
     spec::Stepper st(low_.program, low_.program.body, env);
     stepper_ = &st;
@@ -238,6 +240,7 @@ public:
 private:
   void index(const spec::Stmt &s, int top) {
     top_level_[&s] = top;
+    body_copies_ = body_copies_ || std::holds_alternative<spec::Dma>(s.kind);
     if (const auto *w = std::get_if<spec::If>(&s.kind)) {
       for (const auto &x : w->then_body)
         index(x, top);
@@ -276,8 +279,8 @@ private:
     return f;
   }
 
-  const spec::KernelSpec &k_;
   const spec::Lowered &low_;
+  bool body_copies_ = false;
   std::vector<bool> parallel_;
   std::map<const spec::Stmt *, int> top_level_;
   std::map<int, std::pair<std::int64_t, spec::Loc>> started_;
