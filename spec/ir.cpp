@@ -343,6 +343,23 @@ template <class S, class F> void each_own_expr(S &s, const F &f) {
 void for_each_expr(Stmt &s, const std::function<void(Expr &)> &f) { each_own_expr(s, f); }
 void for_each_expr(const Stmt &s, const std::function<void(const Expr &)> &f) { each_own_expr(s, f); }
 
+void for_each_stmt(const Stmt &s, const std::function<void(const Stmt &)> &f) {
+  f(s);
+  if (const auto *i = std::get_if<If>(&s.kind)) {
+    for_each_stmt(i->then_body, f);
+    for_each_stmt(i->else_body, f);
+  } else if (const auto *l = std::get_if<For>(&s.kind)) {
+    for_each_stmt(l->body, f);
+  } else if (const auto *e = std::get_if<EmitPipeline>(&s.kind)) {
+    for_each_stmt(e->body, f);
+  }
+}
+
+void for_each_stmt(const Block &b, const std::function<void(const Stmt &)> &f) {
+  for (const auto &s : b)
+    for_each_stmt(s, f);
+}
+
 const Expr &unbroadcast(const Expr &e) {
   const Expr *c = &e;
   while (c->op == Op::Call && c->name == "broadcast_to" && c->num_positional() >= 1)

@@ -306,6 +306,11 @@ std::ostream &operator<<(std::ostream &, const Stmt &);
 /// emit_pipeline's (its grid, specs and body are the caller's to walk).
 void for_each_expr(Stmt &s, const std::function<void(Expr &)> &f);
 void for_each_expr(const Stmt &s, const std::function<void(const Expr &)> &f);
+/// Calls `f` on `s` and on each statement of the blocks it holds (`when`
+/// and `else`, `for` and emit_pipeline bodies), in order, a statement before
+/// those it holds; on a block, on each of its statements so.
+void for_each_stmt(const Stmt &s, const std::function<void(const Stmt &)> &f);
+void for_each_stmt(const Block &b, const std::function<void(const Stmt &)> &f);
 /// Adds every name `e` (or `s`, with the blocks it holds, or `b`) uses or
 /// binds to `out`: refs, plain names, called functions, locals, loop
 /// variables, DMA descriptors; so that a name made up for a kernel collides

@@ -194,8 +194,12 @@ std::optional<LoweredCheck> check_on_cut(const spec::KernelSpec &k, const spec::
 class CoreCrossing : public spec::StepConsumer {
 public:
   CoreCrossing(const spec::KernelSpec &k, const spec::Lowered &low) : low_(low) {
+    // Each statement's top-level statement (Lowered::step's index).
     for (std::size_t i = 0; i < low.program.body.size(); ++i)
-      index(low.program.body[i], static_cast<int>(i));
+      spec::for_each_stmt(low.program.body[i], [&](const spec::Stmt &s) {
+        top_level_[&s] = static_cast<int>(i);
+        body_copies_ = body_copies_ || std::holds_alternative<spec::Dma>(s.kind);
+      });
     const auto &sem = k.dimension_semantics;
     for (std::size_t a = 0; sem && a < sem->size(); ++a)
       parallel_.push_back((*sem)[a] == spec::DimSemantics::parallel);
@@ -238,19 +242,6 @@ public:
   void on_end(const std::vector<int> &) override {}
 
 private:
-  void index(const spec::Stmt &s, int top) {
-    top_level_[&s] = top;
-    body_copies_ = body_copies_ || std::holds_alternative<spec::Dma>(s.kind);
-    if (const auto *w = std::get_if<spec::If>(&s.kind)) {
-      for (const auto &x : w->then_body)
-        index(x, top);
-      for (const auto &x : w->else_body)
-        index(x, top);
-    } else if (const auto *f = std::get_if<spec::For>(&s.kind)) {
-      for (const auto &x : f->body)
-        index(x, top);
-    }
-  }
   std::int64_t step(const spec::Stmt &s) const {
     auto it = top_level_.find(&s);
     return low_.step(it == top_level_.end() ? -1 : it->second, stepper_->loop_values());
@@ -457,20 +448,7 @@ Verdict explain_poison(const spec::KernelSpec &k, Verdict v) {
         for (const auto &a : x.args)
           find(a);
       };
-      std::function<void(const spec::Block &)> block = [&](const spec::Block &b) {
-        for (const auto &st : b) {
-          spec::for_each_expr(st, find);
-          if (const auto *w = std::get_if<spec::If>(&st.kind)) {
-            block(w->then_body);
-            block(w->else_body);
-          } else if (const auto *l = std::get_if<spec::For>(&st.kind)) {
-            block(l->body);
-          } else if (const auto *e = std::get_if<spec::EmitPipeline>(&st.kind)) {
-            block(e->body);
-          }
-        }
-      };
-      block(k.body);
+      spec::for_each_stmt(k.body, [&](const spec::Stmt &st) { spec::for_each_expr(st, find); });
       for (const auto &o : k.operands)
         if (o.index_map)
           for (const auto &r : o.index_map->results)

@@ -14,6 +14,15 @@ using verifier::Status;
 
 namespace {
 
+verifier::Verdict check_text(const std::string &text) {
+  auto r = spec::parse_and_validate(spec::SourceFile::from_string("k.pk", text));
+  if (!r.file) {
+    ADD_FAILURE() << r.errors.at(0).loc.line << ": " << r.errors.at(0).message;
+    return {};
+  }
+  return verifier::check(std::get<spec::KernelSpec>(r.file->units.at(0)), verifier::CheckOptions{});
+}
+
 verifier::Verdict check(const std::string &decl, const std::string &index = "(i, ids) -> (ids[i], 0)",
                         const std::string &body = "o[...] = x[...]") {
   const std::string text = "kernel g:\n"
@@ -28,12 +37,7 @@ verifier::Verdict check(const std::string &decl, const std::string &index = "(i,
                            "    body:\n"
                            "        " +
                            body + "\n";
-  auto r = spec::parse_and_validate(spec::SourceFile::from_string("k.pk", text));
-  if (!r.file) {
-    ADD_FAILURE() << r.errors.at(0).loc.line << ": " << r.errors.at(0).message;
-    return {};
-  }
-  return verifier::check(std::get<spec::KernelSpec>(r.file->units.at(0)), verifier::CheckOptions{});
+  return check_text(text);
 }
 
 } // namespace
@@ -120,9 +124,7 @@ TEST(PrefetchCheck, ACopyAddressReadingPastTheTableIsReportedAtTheReadAsWrittenN
         async_copy(x[0:8, :], buf[program_id(0) % 2, :, :], sem[program_id(0) % 2]).wait()
         o[...] = buf[program_id(0) % 2, :, :]
 )";
-  auto r = spec::parse_and_validate(spec::SourceFile::from_string("k.pk", text));
-  ASSERT_TRUE(r.file);
-  auto v = verifier::check(std::get<spec::KernelSpec>(r.file->units.at(0)), verifier::CheckOptions{});
+  auto v = check_text(text);
   ASSERT_EQ(v.status, Status::violation) << v.reason;
   const auto &f = v.findings.at(0);
   EXPECT_EQ(f.rule, verifier::Rule::index_out_of_bounds);
@@ -138,15 +140,6 @@ TEST(PrefetchCheck, ACopyAddressReadingPastTheTableIsReportedAtTheReadAsWrittenN
 }
 
 namespace {
-
-verifier::Verdict check_text(const std::string &text) {
-  auto r = spec::parse_and_validate(spec::SourceFile::from_string("k.pk", text));
-  if (!r.file) {
-    ADD_FAILURE() << r.errors.at(0).loc.line << ": " << r.errors.at(0).message;
-    return {};
-  }
-  return verifier::check(std::get<spec::KernelSpec>(r.file->units.at(0)), verifier::CheckOptions{});
-}
 
 // A segment sum over grid (t,) that stores at each segment's end: `last` reads
 // the next step's segment id, past the table at the last step unless guarded.

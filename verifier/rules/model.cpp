@@ -722,28 +722,9 @@ struct Builder {
     for (const auto &a : e.args)
       prefetch_reads(a, guards);
   }
-  void prefetch_reads(const spec::Stmt &st, const std::vector<Expr> &guards) {
-    if (const auto *a = std::get_if<spec::Assign>(&st.kind)) {
-      prefetch_reads(a->target, guards);
-      prefetch_reads(a->value, guards);
-    } else if (const auto *l = std::get_if<spec::Let>(&st.kind)) {
-      prefetch_reads(l->value, guards);
-    } else if (const auto *w = std::get_if<spec::If>(&st.kind)) {
-      prefetch_reads(w->cond, guards);
-    } else if (const auto *f = std::get_if<spec::For>(&st.kind)) {
-      if (!f->is_while) {
-        prefetch_reads(f->lo, guards);
-        prefetch_reads(f->hi, guards);
-      }
-    } else if (const auto *d = std::get_if<spec::Dma>(&st.kind)) {
-      for (const Expr *x : {&d->src, &d->dst, &d->sem, &d->n})
-        prefetch_reads(*x, guards);
-    }
-  }
-
   void walk(const spec::Block &body, std::vector<Expr> guards) {
     for (const auto &st : body) {
-      prefetch_reads(st, guards);
+      spec::for_each_expr(st, [&](const Expr &e) { prefetch_reads(e, guards); });
       if (const auto *a = std::get_if<spec::Assign>(&st.kind)) {
         order += 2;
         if (a->discards()) {

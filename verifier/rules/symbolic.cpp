@@ -146,6 +146,30 @@ public:
     return std::move(out_);
   }
 
+  // The model's params without the elements of open contents (its env holds
+  // those of the last witness): what a grid point's terms are folded with.
+  spec::Env closed_params() const {
+    spec::Env params = m_.env;
+    for (const auto &[n, t] : pf_names_)
+      params.erase(n);
+    return params;
+  }
+
+  // `guards` at grid point p, folded with `params`: those that keep terms
+  // (open contents, block data), or nullopt where one is false there.
+  std::optional<std::vector<spec::Expr>> guards_at(const std::vector<spec::Expr> &guards,
+                                                   const spec::Env &params, const Point &p) const {
+    std::vector<spec::Expr> out;
+    for (const auto &g : guards) {
+      spec::Expr x = fold(g, params, p);
+      if (x.op != spec::Op::Int)
+        out.push_back(std::move(x));
+      else if (x.int_value == 0)
+        return std::nullopt;
+    }
+    return out;
+  }
+
   // Open contents that make one of `bad` hold under the arrays' constraints
   // (the smallest where the tables are small): `params` with the elements
   // bound, also in env_ and pf_last_ for the findings; nullopt where none
@@ -217,9 +241,7 @@ public:
                              std::to_string(kMaxPoints) + " it is decided on");
       return;
     }
-    spec::Env params = m_.env;
-    for (const auto &[n, t] : pf_names_)
-      params.erase(n);
+    const spec::Env params = closed_params();
     // Which subscript lies outside, at p under env.
     auto detail = [&](const PrefetchRead &r, const Point &p, const spec::Env &env) {
       const auto extents = spec::elaborated_read_extents(r.in_range);
@@ -247,15 +269,9 @@ public:
         const auto &r = m_.prefetch_reads[i];
         Instance in{i, p, {}, fold(r.in_range, params, p, r.locals)};
         if (in.in.op == spec::Op::Int && in.in.int_value != 0) continue;
-        bool never = false;
-        for (const auto &g : r.guards) {
-          spec::Expr x = fold(g, params, p, r.locals);
-          if (x.op == spec::Op::Int)
-            never = never || x.int_value == 0;
-          else
-            in.guards.push_back(std::move(x));
-        }
-        if (never) continue;
+        auto guards = guards_at(r.guards, params, p);
+        if (!guards) continue;
+        in.guards = std::move(*guards);
         if (in.in.op == spec::Op::Int && in.guards.empty()) {
           out_.findings.push_back(prefetch_read_finding(r, p, detail(r, p, params)));
           return;
@@ -500,10 +516,7 @@ private:
           " it is decided on");
       return;
     }
-    // The model's env holds the contents of the last witness: fold without them.
-    spec::Env params = m_.env;
-    for (const auto &[n, t] : pf_names_)
-      params.erase(n);
+    const spec::Env params = closed_params();
     struct Instance {
       std::size_t address;
       Point p;
@@ -517,20 +530,12 @@ private:
       const Point p = spec::grid_point(m_.grid, {}, k);
       for (std::size_t i : open) {
         const auto &a = m_.copy_addresses[i];
-        Instance in{i, p, {}, {}};
-        bool never = false;
+        auto guards = guards_at(a.guards, params, p);
+        if (!guards) continue;
+        Instance in{i, p, std::move(*guards), {}};
         std::vector<Term> c;
-        for (const auto &g : a.guards) {
-          spec::Expr x = fold(g, params, p);
-          if (x.op == spec::Op::Int) {
-            never = never || x.int_value == 0;
-            continue;
-          }
-          auto t = tr(x, b);
-          if (t) c.push_back(smt::truthy(*t));
-          in.guards.push_back(std::move(x));
-        }
-        if (never) continue;
+        for (const auto &g : in.guards)
+          if (auto t = tr(g, b)) c.push_back(smt::truthy(*t));
         in.ref = fold(*a.ref, params, p, a.locals);
         std::vector<bool> ellipsis;
         for (const auto &sub : in.ref.args)
