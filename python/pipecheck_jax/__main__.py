@@ -17,7 +17,8 @@ import traceback
 
 from ._check import EXIT_ENV, EXIT_UNKNOWN, check_kernels
 from ._export import (DEFAULT_WHILE_BOUND, GPU_TARGETS, TPU_TARGETS, UnsupportedError,
-                      export_found, internal_error, pallas_calls, trace)
+                      NotNative, export_found, internal_error, pallas_calls, tpu_info_on_cpu,
+                      trace, trace_lowered)
 
 
 class Recorder:
@@ -39,10 +40,19 @@ class Recorder:
                  if hasattr(a, "shape") else a for a in args]
         try:
             closed = trace(f, *specs)
+            calls = pallas_calls(closed, list(args))  # scalar prefetch contents, when concrete
+            try:
+                for call in calls:
+                    export_found(call, set(), call_site, while_bound=self.while_bound,
+                                 target=self.target)
+            except NotNative:  # an emit_pipeline the nested form cannot say: as Pallas lowers it
+                calls = pallas_calls(trace_lowered(f, *specs), list(args))
+            except Exception:  # noqa: BLE001 - reported per call below
+                pass
         except Exception as e:  # noqa: BLE001 - the script's own call will raise it again
             self._unsupported(UnsupportedError(f"could not trace the pallas_call: {e}"))
             return
-        for call in pallas_calls(closed, list(args)):  # scalar prefetch contents, when concrete
+        for call in calls:
             try:
                 k = export_found(call, set(), call_site, while_bound=self.while_bound,
                                  target=self.target)
@@ -101,7 +111,8 @@ def intercept(recorder: Recorder, interpret_on_cpu: bool = True):
         @functools.wraps(f)
         def call(*args):
             recorder.record(f, args, _user_frame())
-            return f(*args)
+            with tpu_info_on_cpu():  # (a pltpu.emit_pipeline asks for the TPU's tiling)
+                return f(*args)
 
         return call
 

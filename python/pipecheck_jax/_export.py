@@ -46,6 +46,13 @@ class UnsupportedError(Exception):
         return f"{where}unsupported{what}: {self.message}"
 
 
+class NotNative(UnsupportedError):
+    """An emit_pipeline primitive (pltpu.emit_pipeline traced with JAX's
+    jax_use_emit_pipeline_primitive) that `.pk`'s nested emit_pipeline cannot say: the caller
+    traces the function again without the primitive and exports the DMAs and loop Pallas
+    makes of it (trace_lowered)."""
+
+
 def internal_error(e: Exception, kernel: str | None = None) -> UnsupportedError:
     """An exception the export did not expect, as the diagnostic it reports instead of
     crashing the caller's program: never a pass (exit 2), and says it is the export's fault."""
@@ -346,6 +353,13 @@ def _array_consts(j):
 # --- integer expressions: shared by index maps and the body's integer scalars ---------
 
 
+def _truncated(a: str, b: str) -> str:
+    """Where a // b (floor) is one below lax.div's quotient (towards zero): a remainder and
+    operands of opposite signs. (lax.rem's remainder is then a % b - b.) Not through abs:
+    abs of the dtype's minimum wraps to itself."""
+    return f"((({a} % {b}) != 0) and (({a} < 0) != ({b} < 0)))"
+
+
 def _int_binary(name: str, a: _E, b: _E) -> _E | None:
     nn = a.nonneg and b.nonneg
     ops = {"add": "+", "sub": "-", "mul": "*"}
@@ -357,13 +371,13 @@ def _int_binary(name: str, a: _E, b: _E) -> _E | None:
     if name == "div":  # lax.div truncates towards zero; .pk's // floors
         if nn:
             return _E(f"({a.text} // {b.text})", int=True, nonneg=True)
-        q = f"(abs({a.text}) // abs({b.text}))"
-        return _E(f"where(({a.text} < 0) == ({b.text} < 0), {q}, -{q})", int=True)
+        return _E(f"where({_truncated(a.text, b.text)}, ({a.text} // {b.text}) + 1, "
+                  f"{a.text} // {b.text})", int=True)
     if name == "rem":  # lax.rem takes the dividend's sign
         if nn:
             return _E(f"({a.text} % {b.text})", int=True, nonneg=True)
-        r = f"(abs({a.text}) % abs({b.text}))"
-        return _E(f"where({a.text} < 0, -{r}, {r})", int=True)
+        return _E(f"where({_truncated(a.text, b.text)}, ({a.text} % {b.text}) - {b.text}, "
+                  f"{a.text} % {b.text})", int=True)
     cmps = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
     if name in cmps:
         return _E(f"({a.text} {cmps[name]} {b.text})", int=True, nonneg=True)
@@ -489,8 +503,11 @@ def _index_map(bm, names: list[str], what: str, loc, prefetch: tuple = ()) -> st
     return _tuple(_index_map_parts(bm, names, what, loc, prefetch))
 
 
-def _index_map_parts(bm, names: list[str], what: str, loc, prefetch: tuple = ()) -> list[str]:
-    """_index_map's expressions, one per array dim."""
+def _index_map_parts(bm, names: list[str], what: str, loc, prefetch: tuple = (),
+                     consts: list | None = None) -> list[str]:
+    """_index_map's expressions, one per array dim. `consts`: the index map's closed-over
+    values as integer expressions (an emit_pipeline's index map closes over the outer
+    kernel's values), else its constants are literals."""
     closed = bm.index_map_jaxpr
     j = _inner(closed)
     env: dict = {}
@@ -498,9 +515,12 @@ def _index_map_parts(bm, names: list[str], what: str, loc, prefetch: tuple = ())
         env[v] = _E(n, int=True, nonneg=True)
     for v, n in zip(j.invars[len(names):], prefetch):
         env[v] = _Ref(n, (), prefetch=True)
-    for v, c in zip(j.constvars, _consts(closed)):
-        t, is_int, nn = _literal_text(c)
-        env[v] = _E(t, int=True, nonneg=nn)
+    if consts is not None:
+        env.update(zip(j.constvars, consts))
+    else:
+        for v, c in zip(j.constvars, _consts(closed)):
+            t, is_int, nn = _literal_text(c)
+            env[v] = _E(t, int=True, nonneg=nn)
 
     def read(a):
         if isinstance(a, jax_core.Literal):
@@ -679,6 +699,13 @@ class _Body:
         self.tables_read: set = set()
         #: the integer inputs without a data table (contents neither known nor described)
         self.untabled: set = set()
+        #: the kernel's unaliased memory_space=ANY operands (name -> "in"/"out"), which an
+        #: emit_pipeline may stage; whether the kernel has scalar prefetch
+        self.any_operands: dict = {}
+        self.has_prefetch = False
+        #: (the operands it stages, its first and one past its last line) of the body's
+        #: emit_pipeline exported in .pk's nested form
+        self.pipeline: tuple | None = None
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -1166,6 +1193,8 @@ class _Body:
             self.fail(f"manual DMA and synchronization ('{name}') have no .pk form in this "
                       "version of pipecheck (the export has local async copies, sync_copy, "
                       "semaphore_signal and semaphore_wait)", e)
+        if name == "emit_pipeline":
+            return self.emit_pipeline(e, read, env, indent, src)
         if name == "run_scoped" and self.sync_copy(e, read, indent, src):
             return []
         if name == "run_scoped":
@@ -1424,6 +1453,179 @@ class _Body:
             self.flush(indent, senv[v].name)
         return outs
 
+    def emit_pipeline(self, e, read, env, indent, src):
+        """`pltpu.emit_pipeline(body, grid=..., in_specs=..., out_specs=...)(refs...)`, traced as
+        JAX's emit_pipeline primitive, as `.pk`'s nested `emit_pipeline(grid=...)`: the inner
+        grid, per BlockSpec a spec naming the kernel's memory_space=ANY operand it stages, and
+        the inner body, in which program_id is the inner grid's (docs/language.md, "Nested
+        emit_pipeline"). So the spec rules see the inner BlockSpecs and the reductions the
+        inner body makes over the inner grid. The outer values the index maps and the body
+        close over are locals bound before it. What the nested form cannot say raises
+        NotNative: the kernel is then exported as the DMAs and loop Pallas makes of it."""
+        p = e.params
+        gm = p["grid_mapping"]
+
+        def no(why: str):
+            raise NotNative(f"an emit_pipeline {why} has no nested .pk form", _fmt_loc(src),
+                             self.kernel)
+
+        if indent != 2 or self.pipeline is not None:
+            no("under a condition or loop, inside another, or after another in the body,")
+        if self.has_prefetch:
+            no("in a kernel with scalar prefetch")
+        if p.get("core_axis") is not None or p.get("core_axis_name") is not None:
+            no("split across cores (core_axis)")
+        if p.get("no_pipelining"):
+            no("with no_pipelining=True")
+        grid = tuple(gm.grid)
+        if int(gm.num_dynamic_grid_bounds or 0) or int(p.get("_num_extra_dynamic") or 0) or \
+                getattr(gm, "vmapped_dims", ()) or \
+                any(not isinstance(g, (int, np.integer)) for g in grid) or \
+                any(not isinstance(o, (int, np.integer)) or o for o in
+                    p.get("_static_grid_offsets") or ()) or not 1 <= len(grid) <= 4:
+            no(f"over a grid {grid} that is not static, of rank 1 to 4")
+        counts = [len(bm.index_map_jaxpr.consts) for bm in gm.block_mappings]
+        n_im, n_body = sum(counts), int(p["body_consts_len"])
+        body = p["body_jaxpr"]
+        args = e.invars[n_im + n_body:]
+        try:  # the refs, each maybe a view (x_hbm.at[rows]): its ref and indexer, as leaves
+            tree = p["args_tree"].unflatten([f"\0{k}" for k in range(len(args))])
+        except Exception:  # noqa: BLE001 - a tree this export does not know
+            no("on refs of a structure this export does not know")
+        leaf = {f"\0{k}": a for k, a in enumerate(args)}
+        views = tree if isinstance(tree, (tuple, list)) else (tree,)
+        if len(views) != len(gm.block_mappings) or len(body.invars) != len(views):
+            no("on refs of a structure this export does not know")
+        self.flush(indent)
+        bound: dict = {}
+
+        def closure(a):
+            """An outer value the pipeline reads: the value, bound to a local when it is an
+            expression (the inner program_id is not the outer one)."""
+            if isinstance(a, jax_core.Var) and a in bound:
+                return bound[a]
+            x = read(a)
+            if not isinstance(x, _Ref) and not _atomic(x.text):
+                local = self.fresh("c")
+                self.emit(indent, f"{local} = {_strip(x.text)}", src)
+                x = _E(local, int=x.int, nonneg=x.nonneg, name=True, shape=x.shape,
+                       dtype=x.dtype, sources=x.sources | x.reads)
+            if isinstance(a, jax_core.Var):
+                bound[a] = x
+            return x
+
+        def scalar(x):
+            """An index of a view: a Python int, or an integer outer value (a leaf)."""
+            if isinstance(x, (int, np.integer)):
+                return int(x)
+            c = closure(leaf[x]) if isinstance(x, str) and x in leaf else None
+            if not isinstance(c, _E) or not c.int:
+                no("on a ref view whose index is not an integer scalar")
+            return c
+
+        staged: list[str] = []
+        # per staged ref: per dim of the operand, None (a dim the view keeps) or its index:
+        # ("at", i) for x.at[i], ("ds", start, size) for x.at[pl.ds(start, size)]
+        layouts: list = []
+        for k, v in enumerate(views):
+            role = "in" if k < gm.num_inputs else "out"
+            base, idx = v, None
+            if type(v).__name__ == "TransformedRef":
+                base, transforms = v.ref, tuple(v.transforms)
+                if len(transforms) != 1 or type(transforms[0]).__name__ != "NDIndexer" or \
+                        tuple(getattr(transforms[0], "int_indexer_shape", ()) or ()) != ():
+                    no("on a ref with transforms other than one .at[...] of ints and pl.ds")
+                idx = transforms[0].indices
+            r = read(leaf[base]) if isinstance(base, str) and base in leaf else None
+            if not isinstance(r, _Ref) or self.any_operands.get(r.name) != role or \
+                    r.name in staged:
+                no("on a ref that is not a memory_space=ANY operand of the kernel's "
+                   f"{'inputs' if role == 'in' else 'outputs'}, staged once,")
+            staged.append(r.name)
+            if idx is None:
+                layouts.append([None] * len(r.shape))
+                continue
+            lay = []
+            for d in idx:
+                if type(d).__name__ == "Slice":
+                    if int(getattr(d, "stride", 1) or 1) != 1:
+                        no("on a strided ref view")
+                    st = scalar(d.start)
+                    lay.append(None if st == 0 and int(d.size) == r.shape[len(lay)]
+                               else ("ds", st, int(d.size)))
+                else:
+                    lay.append(("at", scalar(d)))
+            layouts.append(lay + [None] * (len(r.shape) - len(lay)))
+
+        im = [closure(a) for a in e.invars[:n_im]]
+        consts = [closure(a) for a in e.invars[n_im:n_im + n_body]]
+        gnames = _GRID_NAMES[:len(grid)]
+        specs = []
+        at = 0
+        for k, (bm, nm, lay) in enumerate(zip(gm.block_mappings, staged, layouts)):
+            mine, at = im[at:at + counts[k]], at + counts[k]
+            if any(not isinstance(c, _E) or not c.int for c in mine):
+                no(f"whose index map for '{nm}' closes over a value that is not an integer")
+            vdims = _block_dims(bm, nm, _fmt_loc(src), self.kernel)
+            if any(not (d == "None" or d.isdigit()) for d in vdims):
+                no(f"with a pl.Element or pl.BoundedSlice block dim for '{nm}'")
+            try:
+                vidx = _index_map_parts(bm, gnames, f"'{nm}'", _fmt_loc(src), consts=mine)
+            except UnsupportedError as err:
+                no(f"whose index map for '{nm}' has no .pk form ({err.message})")
+            # The view's BlockSpec as one of the whole operand: an x.at[i] dim squeezed at i,
+            # a pl.ds(start, n) dim offset by start (in elements: pl.Element, unless start
+            # is a multiple of the block known at export).
+            dims, idxs, it = [], [], iter(zip(vdims, vidx))
+            for d in lay:
+                if d is not None and d[0] == "at":
+                    dims.append("None")
+                    idxs.append(_strip(d[1].text) if isinstance(d[1], _E) else str(d[1]))
+                    continue
+                b, ix = next(it)
+                if d is None:
+                    dims.append(b)
+                    idxs.append(ix)
+                    continue
+                st, n = d[1], d[2]
+                if b == "None":
+                    dims.append("None")
+                    idxs.append(f"{_strip(st.text) if isinstance(st, _E) else st} + {ix}")
+                elif n % int(b):
+                    no(f"on a view of '{nm}' of {n} elements in a dim its blocks of {b} "
+                       "do not divide")
+                elif isinstance(st, int) and st % int(b) == 0:
+                    dims.append(b)
+                    idxs.append(f"{st // int(b)} + {ix}" if st else ix)
+                else:
+                    dims.append(f"Element({b})")
+                    idxs.append(f"{_strip(st.text) if isinstance(st, _E) else st} + "
+                                f"({ix}) * {b}")
+            role = "in" if k < gm.num_inputs else "out"
+            specs.append((f"{role:<3} {nm}: block={_tuple(dims)}  index={_tuple(gnames)} -> "
+                          f"{_tuple(idxs)}{_buffered(bm)}", _index_map_site(bm) or src))
+        start = len(self.lines)
+        self.emit(indent, f"emit_pipeline(grid={_tuple(str(int(g)) for g in grid)}):", src)
+        for text, site in specs:
+            self.emit(indent + 1, text, site)
+        self.emit(indent + 1, "body:", src)
+        benv = dict(zip(body.constvars, consts))
+        for v, nm in zip(body.invars, staged):
+            inner = getattr(v.aval, "inner_aval", v.aval)
+            benv[v] = _Ref(nm, tuple(int(d) for d in inner.shape))
+        mark = len(self.lines)
+        saved = self.user_axes
+        self.user_axes = []  # the inner grid's axes, as the body names them
+        try:
+            self.run(body, benv, indent + 2)
+            self.flush(indent + 2)
+        finally:
+            self.user_axes = saved
+        if self.no_statements(mark):
+            self.emit(indent + 2, f"{self.fresh('v')} = 0", src)
+        self.pipeline = (frozenset(staged), start, len(self.lines))
+        return []
+
     def sync_copy(self, e, read, indent, src) -> bool:
         """`pltpu.sync_copy(src, dst)`: a run_scoped that allocates one DMA semaphore and
         only starts and waits one copy on it. False (nothing emitted) for any other."""
@@ -1568,12 +1770,13 @@ class _Body:
         if name in ("div", "rem") and np.issubdtype(aval.dtype, np.integer):
             # lax.div truncates towards zero and lax.rem takes the dividend's sign, where
             # .pk's // and % floor: the same where-forms as for integer scalars (_int_binary).
+            # (Not through abs: abs of the dtype's minimum wraps to itself, and -128 // 16
+            # would be +8.)
             a, b = t[0], t[1]
+            off = f"((({a} % {b}) != 0) & (({a} < 0) != ({b} < 0)))"
             if name == "div":
-                q = f"(abs({a}) // abs({b}))"
-                return mk(f"where(({a} < 0) == ({b} < 0), {q}, -{q})")
-            r = f"(abs({a}) % abs({b}))"
-            return mk(f"where({a} < 0, -{r}, {r})")
+                return mk(f"where({off}, ({a} // {b}) + 1, {a} // {b})")
+            return mk(f"where({off}, ({a} % {b}) - {b}, {a} % {b})")
         if name == "div":
             if not np.issubdtype(aval.dtype, np.floating):
                 return self.opaque_op(e, ins, aval, src)  # no exact .pk form
@@ -2309,6 +2512,40 @@ def _pad_for_gathers(lines: list, operand_line: dict, body, loc, kernel) -> None
         lines[k] = (text.replace(f"block={_tuple(dims)}", f"block={_tuple(padded)}", 1), site)
 
 
+def _block_dims(bm, nm: str, loc, kernel) -> list[str]:
+    """The `.pk` block= dims of one BlockMapping."""
+    dims = []
+    for b in bm.block_shape:
+        tn = type(b).__name__
+        if tn == "Squeezed" or b is None:
+            dims.append("None")
+        elif tn == "Blocked":
+            dims.append(str(int(b.block_size)))
+        elif isinstance(b, (int, np.integer)):
+            dims.append(str(int(b)))
+        elif tn == "Element":  # the index map gives an element offset into the padded dim
+            lo, hi = (int(x) for x in (getattr(b, "padding", None) or (0, 0)))
+            pad = f", ({lo}, {hi})" if (lo, hi) != (0, 0) else ""
+            dims.append(f"Element({int(b.block_size)}{pad})")
+        elif tn == "BoundedSlice":  # the index map gives ds(start, size) in this dim
+            dims.append(f"BoundedSlice({int(b.block_size)})")
+        else:
+            raise UnsupportedError(
+                f"operand '{nm}': block dim {tn} has no .pk form in this version of the "
+                "export (Blocked, Element, BoundedSlice and Squeezed/None have)", loc, kernel)
+    return dims
+
+
+def _buffered(bm) -> str:
+    """The `  buffered=...` option of a BlockMapping's pipeline_mode (pl.Buffered), or ""."""
+    pm = getattr(bm, "pipeline_mode", None)
+    n = getattr(pm, "buffer_count", None) if pm is not None else None
+    if n is None:
+        return ""
+    return (f"  buffered=({int(n)}, lookahead)" if getattr(pm, "use_lookahead", False)
+            else f"  buffered={int(n)}")
+
+
 def _memory_space_name(aval) -> str:
     ms = getattr(aval, "memory_space", None)
     return str(getattr(ms, "name", ms) or "").lower()
@@ -2477,6 +2714,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     # whole grid (per core) and is never read back, so it is exported as the scratch it is.
     as_scratch = []
     operand_line: dict = {}  # operand name -> (index in lines of its line, its block dims)
+    any_operands: dict = {}  # memory_space=ANY operand name -> "in" or "out"
     for k, bm in enumerate(gm.block_mappings):
         role = "in" if k < n_in else "out"
         nm = names[k]
@@ -2503,27 +2741,10 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                                        "which has no .pk form", loc, name)
             text += "  memory_space=any"
             lines.append((text, call_site))
+            any_operands[nm] = role
             continue
-        dims = []
+        dims = _block_dims(bm, nm, loc, name)
         operand_line[nm] = (len(lines), dims)
-        for b in bm.block_shape:
-            tn = type(b).__name__
-            if tn == "Squeezed" or b is None:
-                dims.append("None")
-            elif tn == "Blocked":
-                dims.append(str(int(b.block_size)))
-            elif isinstance(b, (int, np.integer)):
-                dims.append(str(int(b)))
-            elif tn == "Element":  # the index map gives an element offset into the padded dim
-                lo, hi = (int(x) for x in (getattr(b, "padding", None) or (0, 0)))
-                pad = f", ({lo}, {hi})" if (lo, hi) != (0, 0) else ""
-                dims.append(f"Element({int(b.block_size)}{pad})")
-            elif tn == "BoundedSlice":  # the index map gives ds(start, size) in this dim
-                dims.append(f"BoundedSlice({int(b.block_size)})")
-            else:
-                raise UnsupportedError(
-                    f"operand '{nm}': block dim {tn} has no .pk form in this version of the "
-                    "export (Blocked, Element, BoundedSlice and Squeezed/None have)", loc, name)
         text += f"  block={_tuple(dims)}"
         idx = _index_map(bm, gnames, f"'{nm}'", loc, tuple(pre_names))
         if (role == "out" and k - n_in in unused and k - n_in not in aliased
@@ -2540,20 +2761,17 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         text += f"  index={_tuple(gnames + pre_names)} -> {idx}" if grid else ""
         if "smem" in ms_name:
             text += "  memory_space=smem"
-        pm = getattr(bm, "pipeline_mode", None)
-        if pm is not None:
-            n = getattr(pm, "buffer_count", None)
-            if n is not None:
-                text += (f"  buffered=({int(n)}, lookahead)" if getattr(pm, "use_lookahead", False)
-                         else f"  buffered={int(n)}")
+        text += _buffered(bm)
         lines.append((text, (_index_map_site(bm) or call_site) if n_pre else call_site))
     tables = _data_tables(gm, names, n_in, input_values, prefetch or {}, arg_names[n_pre:],
                           len(grid), tuple(pre_names), taken, loc)
     lines.extend(as_scratch)
     for k in range(n_in + n_out, len(names)):
         lines.append((_scratch_line(names[k], kj.invars[n_pre + k].aval, loc, name), call_site))
+    aliased_names: set = set()
     for i_in, i_out in p.get("input_output_aliases") or ():
         lines.append((f"    alias {names[i_in - n_pre]} -> {names[n_in + i_out]}", call_site))
+        aliased_names |= {names[i_in - n_pre], names[n_in + i_out]}
     lines.append(("    body:", source))
 
     for v in kj.constvars:
@@ -2567,6 +2785,9 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         body.taken = taken
         body.bind_reads_of = stored
         body.untabled = set(int_inputs) - set(tables)
+        body.any_operands = {nm: role for nm, role in any_operands.items()
+                             if nm not in aliased_names}
+        body.has_prefetch = n_pre > 0
         env: dict = {}
         for k, v in enumerate(kj.invars):
             aval = v.aval
@@ -2603,6 +2824,16 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                         f"an index map reads '{st}', which the body stores into (SMEM state): when "
                         "the pipeline evaluates an index map against the body's stores has no .pk "
                         "form", loc, name)
+    if body.pipeline is not None:
+        # .pk's nested form: no statement outside the emit_pipeline names an operand it stages
+        staged, start, end = body.pipeline
+        for t, src in body.lines[:start] + body.lines[end:]:
+            hit = next((nm for nm in sorted(staged) if not t.lstrip().startswith("#") and
+                        re.search(rf"\b{re.escape(nm)}\b", t)), None)
+            if hit is not None:
+                raise NotNative(f"an emit_pipeline staging '{hit}', which the body also "
+                                 "names outside it, has no nested .pk form",
+                                 _fmt_loc(src or source), name)
     _pad_for_gathers(lines, operand_line, body, loc, name)
     _declare_tables(lines, tables, body.tables_read, gnames + pre_names if pre_names else None)
     if body.no_statements(0):
@@ -2636,9 +2867,41 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
 
 
 def trace(fn: Callable, *args, **kwargs):
-    """The jaxpr of fn(*args, **kwargs); arrays or jax.ShapeDtypeStruct both work."""
-    with tpu_info_on_cpu():
+    """The jaxpr of fn(*args, **kwargs); arrays or jax.ShapeDtypeStruct both work. A
+    `pltpu.emit_pipeline` in a kernel is traced as JAX's emit_pipeline primitive (which keeps
+    its grid and BlockSpecs) where this jax has it and it traces; see trace_lowered."""
+    state = _pipeline_primitive_state()
+    if state is not None:
+        try:
+            with tpu_info_on_cpu(), state(True):
+                return jax.make_jaxpr(lambda *a: fn(*a, **kwargs))(*args)
+        except Exception:  # noqa: BLE001 - traced again as JAX traces it by default, below
+            pass
+    return trace_lowered(fn, *args, **kwargs)
+
+
+def trace_lowered(fn: Callable, *args, **kwargs):
+    """trace, with a `pltpu.emit_pipeline` traced into the DMAs and loop Pallas makes of it,
+    as JAX does by default (and as interpret mode runs it)."""
+    state = _pipeline_primitive_state()
+    with tpu_info_on_cpu(), (state(False) if state is not None else contextlib.nullcontext()):
         return jax.make_jaxpr(lambda *a: fn(*a, **kwargs))(*args)
+
+
+def _pipeline_primitive_state():
+    """JAX's jax_use_emit_pipeline_primitive config state, or None in a jax without it."""
+    try:
+        from jax._src import config as jax_config
+    except ImportError:  # pragma: no cover - an incompatible jax
+        return None
+    return getattr(jax_config, "use_emit_pipeline_primitive", None)
+
+
+def has_pipeline_primitive(closed) -> bool:
+    """Whether a pallas_call of the traced function holds an emit_pipeline primitive (a
+    jaxpr made by trace that interpret mode cannot run: run it from trace_lowered's)."""
+    return any(_uses_primitive(f, "emit_pipeline") for pc in find_pallas_calls(closed.jaxpr)
+               for f in _inner(pc.params["jaxpr"]).eqns)
 
 
 @contextlib.contextmanager
@@ -2810,8 +3073,13 @@ def export_kernels(fn: Callable, *args, prefetch: dict | None = None,
         raise UnsupportedError("the function makes no pallas_call")
     taken: set = set()
     try:
-        return [export_found(c, taken, prefetch=prefetch, while_bound=while_bound, target=target)
-                for c in pallas_calls(closed, args)]
+        try:
+            return [export_found(c, taken, prefetch=prefetch, while_bound=while_bound,
+                                 target=target) for c in pallas_calls(closed, args)]
+        except NotNative:  # an emit_pipeline the nested form cannot say: as Pallas lowers it
+            closed, taken = trace_lowered(fn, *args, **kwargs), set()
+            return [export_found(c, taken, prefetch=prefetch, while_bound=while_bound,
+                                 target=target) for c in pallas_calls(closed, args)]
     except UnsupportedError:
         raise
     except Exception as e:  # noqa: BLE001 - past tracing, a failure is the export's own bug

@@ -14,16 +14,18 @@ import numpy as np
 from jax._src import core as jax_core
 
 from ._check import pipecheck_binary
-from ._export import (_CALLS, DEFAULT_WHILE_BOUND, Call, UnsupportedError, _consts, _inner,
-                      _while_bound, export_found, find_pallas_calls, scan_counts, sub_jaxprs,
-                      trace)
+from ._export import (_CALLS, DEFAULT_WHILE_BOUND, Call, NotNative, UnsupportedError, _consts,
+                      _inner, _while_bound, export_found, find_pallas_calls,
+                      has_pipeline_primitive, scan_counts, sub_jaxprs, trace, trace_lowered)
 
 
 @dataclasses.dataclass
 class RunResult:
     """fn's outputs three ways: pallas_calls run by pipecheck, by JAX interpret=True, and ref."""
 
-    outputs: list  # fn's outputs, each pallas_call run by `pipecheck run`
+    #: fn's outputs, each pallas_call run by `pipecheck run`; None where a run stopped at an
+    #: error of the kernel (then nothing is compared, and pipecheck_output says where)
+    outputs: list | None
     interpret_outputs: list  # fn's outputs, each pallas_call run with interpret=True
     reference_outputs: list | None
     pipecheck_exit: int  # the worst `pipecheck run` exit code (1: pipelined run != oracle)
@@ -64,6 +66,10 @@ def _load(path: str, dtype):
     return jnp.asarray(a)
 
 
+class _Stopped(Exception):
+    """`pipecheck run` stopped a kernel at an error of its own (exit 1, no outputs)."""
+
+
 class _Evaluator:
     def __init__(self, mode: str, work: str, while_bound: int = DEFAULT_WHILE_BOUND):
         self.mode = mode  # "pipecheck" or "interpret"
@@ -101,8 +107,12 @@ class _Evaluator:
         self.exit = max(self.exit, proc.returncode)
         outs = [os.path.join(d, "out", f"{name}.npy") for name, role, _, _ in k.operands
                 if role == "out"]
+        if proc.returncode == 1 and not all(os.path.exists(f) for f in outs):
+            # the run stopped at an error of the kernel (an out-of-bounds access, a wait that
+            # hangs): a verdict on it, not a failure to run
+            raise _Stopped(f"pipecheck run {pk} stopped at an error of the kernel and wrote "
+                           f"no outputs:\n{proc.stdout}{proc.stderr}")
         if proc.returncode not in (0, 1) or not all(os.path.exists(f) for f in outs):
-            # (exit 1 without outputs: the run stopped, e.g. at an out-of-bounds access)
             raise RuntimeError(f"pipecheck run {pk} failed (exit {proc.returncode}) and wrote "
                                f"no outputs:\n{proc.stdout}{proc.stderr}")
         # A dropped output the kernel declared as scratch has no result; nothing reads it.
@@ -217,13 +227,23 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float = 1e
     while_bound = _while_bound(while_bound)
     args = [jnp.asarray(a) for a in args]
     closed = trace(fn, *args, **kwargs)
+    # (interpret mode runs a pltpu.emit_pipeline as the DMAs and loop Pallas makes of it)
+    lowered = trace_lowered(fn, *args, **kwargs) if has_pipeline_primitive(closed) else closed
     work = keep_dir or tempfile.mkdtemp(prefix="pipecheck_jax_run_")
     try:
         pc = _Evaluator("pipecheck", work, while_bound)
-        outs = pc.eval(closed.jaxpr, closed.consts, args)
+        try:
+            try:
+                outs = pc.eval(closed.jaxpr, closed.consts, args)
+            except NotNative:  # an emit_pipeline the nested form cannot say: as Pallas lowers it
+                pc = _Evaluator("pipecheck", work, while_bound)
+                outs = pc.eval(lowered.jaxpr, lowered.consts, args)
+        except _Stopped as stop:  # nothing to compare: the kernel's run failed
+            return RunResult(None, None, None, 1, str(stop),
+                             ["pipecheck run stopped at an error of the kernel (below)"])
         interp, interpret_error = None, None
         try:
-            interp = _Evaluator("interpret", work).eval(closed.jaxpr, closed.consts, args)
+            interp = _Evaluator("interpret", work).eval(lowered.jaxpr, lowered.consts, args)
         except (ValueError, NotImplementedError, AttributeError, AssertionError) as err:
             text = str(err).splitlines()[0] if str(err) else ""
             if isinstance(err, (AttributeError, AssertionError)):

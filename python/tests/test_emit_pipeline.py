@@ -1,7 +1,9 @@
-"""A `pltpu.emit_pipeline` inside a kernel, exported as what its jaxpr holds: the pipeline's
-buffers as `run_scoped` scratch (undefined at the scope's entry), its DMAs on semaphores, and
-its loop over the inner grid with the slot counters carried. The check covers the inner
-BlockSpecs through the DMA addresses, and `run` compares with JAX."""
+"""A `pltpu.emit_pipeline` inside a kernel, traced as JAX's emit_pipeline primitive and
+exported as `.pk`'s nested `emit_pipeline(grid=...)`: its specs over the kernel's ANY operands
+(a ref view `.at[...]` folded into them) and its inner body, so the spec rules see the
+reductions it makes over its grid. What the nested form cannot say (an aliased operand, a
+pipeline over VMEM refs) is exported as the DMAs and loop Pallas makes of it. `run` compares
+with JAX's interpret mode, which runs the latter."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -34,14 +36,181 @@ def doubling(index_map):
     return fn
 
 
-def test_an_emit_pipeline_exports_as_its_dmas_and_loop_with_buffers_undefined_at_entry():
+def body_lines(text):
+    return [t.split("  # ")[0].strip() for t in text.splitlines()]
+
+
+def test_an_emit_pipeline_exports_as_the_nested_form_with_its_specs_and_body():
     text = pj.export(doubling(lambda i: (i, 0)), X)
-    body = [t.split("  # ")[0].strip() for t in text.splitlines()]
-    # the double buffers and their semaphores are run_scoped allocations
-    assert sum(1 for t in body if t.startswith("scratch ") and ": dma_sem[2]" in t) == 2, text
-    assert sum(1 for t in body if t.endswith("[...] = undefined")) == 2, text
-    assert any(t.startswith("for t1 in range(4):") for t in body), text
-    assert any(".start()" in t for t in body) and any(".wait()" in t for t in body), text
+    body = body_lines(text)
+    assert "emit_pipeline(grid=(4,)):" in body, text
+    assert "in  x_hbm: block=(8, 128)  index=(i,) -> (i, 0)" in body, text
+    assert "out o_hbm: block=(8, 128)  index=(i,) -> (i, 0)" in body, text
+    assert "o_hbm[...] = x_hbm[...] * 2.0" in body, text
+    assert not any(".start()" in t for t in body), text
+
+
+def row_sums(store_step=-1, init_once=False):
+    """Per outer row block r, an inner pipeline over x's column blocks of the row view
+    x_hbm.at[rows] sums them into a scratch: stored into o's block after the pipeline (a
+    windowed output), or, with store_step, by the inner body into the view o_hbm.at[rows] at
+    that inner step (-1: the last)."""
+    inner_store = store_step is not None
+
+    def kernel(x_hbm, o, acc):
+        r = pl.program_id(0)
+        rows = pl.ds(pl.multiple_of(r * 8, 8), 8)
+        if init_once:
+            @pl.when(r == 0)
+            def _():
+                acc[...] = jnp.zeros_like(acc)
+
+        def inner(x_blk, *o_blk):
+            k = pl.program_id(0)
+            if not init_once:
+                @pl.when(k == 0)
+                def _():
+                    acc[...] = jnp.zeros_like(acc)
+            acc[...] += x_blk[...]
+            if inner_store:
+                @pl.when(k == (store_step % 4))
+                def _():
+                    o_blk[0][...] = acc[...]
+
+        pltpu.emit_pipeline(
+            inner, grid=(4,), in_specs=[pl.BlockSpec((8, 128), lambda k: (0, k))],
+            out_specs=[pl.BlockSpec((8, 128), lambda k: (0, 0))] if inner_store else [],
+        )(x_hbm.at[rows], *([o.at[rows]] if inner_store else []))
+        if not inner_store:
+            o[...] = acc[...]
+
+    def fn(x):
+        return pl.pallas_call(
+            kernel, grid=(2,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec(memory_space=pl.ANY) if inner_store else
+            pl.BlockSpec((8, 128), lambda r: (r, 0)),
+            out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32),
+            scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)])(x)
+    return fn
+
+
+def row_sums_reference(x):
+    return x.reshape(16, 4, 128).sum(1)
+
+
+XR = jax.ShapeDtypeStruct((16, 512), jnp.float32)
+
+
+def test_a_row_view_is_an_element_offset_of_the_operand_closed_over_as_a_local():
+    text = pj.export(row_sums(), XR)
+    body = body_lines(text)
+    assert "c1 = program_id(0) * 8" in body, text
+    assert "in  x_hbm: block=(Element(8), 128)  index=(i,) -> (c1 + (0) * 8, i)" in body, text
+    assert "out o: block=(Element(8), 128)  index=(i,) -> (c1 + (0) * 8, 0)" in body, text
+
+
+def test_a_reduction_inside_an_emit_pipeline_stored_on_its_last_step_verifies_and_runs():
+    fn = row_sums()
+    pj.assert_verified(fn, XR)
+    r = pj.run(fn, data((16, 512)), reference=row_sums_reference)
+    assert r.ok, str(r)
+
+
+def test_a_reduction_inside_an_emit_pipeline_stored_on_its_first_step_is_an_accumulation_lost():
+    r = pj.check(row_sums(store_step=0), XR)
+    assert r.exit_code == 1, str(r)
+    assert [f.rule for f in r.findings] == ["accumulation-lost"], str(r)
+    assert not pj.run(row_sums(store_step=0), data((16, 512)),
+                      reference=row_sums_reference).ok
+
+
+def test_an_accumulator_zeroed_on_the_first_outer_step_only_is_carried_into_the_next_row():
+    fn = row_sums(store_step=None, init_once=True)
+    r = pj.check(fn, XR)
+    assert r.exit_code == 1, str(r)
+    assert [f.rule for f in r.findings] == ["accumulator-carried"], str(r)
+    # its twin, zeroed on each row's first inner step, stores each row's own sums
+    good = row_sums(store_step=None)
+    pj.assert_verified(good, XR)
+    assert pj.run(good, data((16, 512)), reference=row_sums_reference).ok
+
+
+def test_static_views_fold_into_block_indices_and_an_integer_index_squeezes_its_dim():
+    def kernel(x_hbm, o_hbm):
+        def inner(x_blk, o_blk):
+            o_blk[...] = x_blk[...] + 1.0
+
+        pltpu.emit_pipeline(inner, grid=(2,),
+                            in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                            out_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                            )(x_hbm.at[1, pl.ds(8, 16)], o_hbm)
+
+    def fn(x):
+        return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                              out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                              out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32))(x)
+
+    x3 = jax.ShapeDtypeStruct((2, 32, 128), jnp.float32)
+    text = pj.export(fn, x3)
+    assert "in  x_hbm: block=(None, 8, 128)  index=(i,) -> (1, 1 + i, 0)" in body_lines(text), text
+    pj.assert_verified(fn, x3)
+    x = data((2, 32, 128))
+    assert pj.run(fn, x, reference=lambda a: a[1, 8:24] + 1.0).ok
+
+
+def in_place_increment():
+    def kernel(x_hbm, o_hbm):
+        def inner(x_blk, o_blk):
+            o_blk[...] = x_blk[...] + 1.0
+
+        pltpu.emit_pipeline(inner, grid=(4,),
+                            in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                            out_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))])(x_hbm, o_hbm)
+
+    def fn(x):
+        return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                              out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                              out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32),
+                              input_output_aliases={0: 0})(x)
+    return fn
+
+
+def test_an_emit_pipeline_on_an_aliased_operand_exports_as_its_dmas_and_loop():
+    fn = in_place_increment()
+    body = body_lines(pj.export(fn, X))
+    # the double buffers and their semaphores are run_scoped allocations, undefined at entry
+    assert sum(1 for t in body if t.startswith("scratch ") and ": dma_sem[2]" in t) == 2, body
+    assert sum(1 for t in body if t.endswith("[...] = undefined")) == 2, body
+    assert any(t.startswith("for t1 in range(4):") for t in body), body
+    assert any(".start()" in t for t in body) and any(".wait()" in t for t in body), body
+    assert not any(t.startswith("emit_pipeline(") for t in body), body
+    pj.assert_verified(fn, X)
+    assert pj.run(fn, data(), reference=lambda x: x + 1.0).ok
+
+
+def test_an_emit_pipeline_over_the_blocks_of_another_exports_as_its_dmas_and_loop():
+    def kernel(x_hbm, o_hbm):
+        def outer(x_rows, o_rows):
+            def inner(x_blk, o_blk):
+                o_blk[...] = x_blk[...] * 3.0
+            pltpu.emit_pipeline(inner, grid=(2,),
+                                in_specs=[pl.BlockSpec((8, 128), lambda k: (0, k))],
+                                out_specs=[pl.BlockSpec((8, 128), lambda k: (0, k))],
+                                )(x_rows, o_rows)
+        pltpu.emit_pipeline(outer, grid=(2,),
+                            in_specs=[pl.BlockSpec((8, 256), lambda r: (r, 0))],
+                            out_specs=[pl.BlockSpec((8, 256), lambda r: (r, 0))])(x_hbm, o_hbm)
+
+    def fn(x):
+        return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                              out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                              out_shape=jax.ShapeDtypeStruct((16, 256), jnp.float32))(x)
+
+    x = jax.ShapeDtypeStruct((16, 256), jnp.float32)
+    body = body_lines(pj.export(fn, x))
+    assert not any(t.startswith("emit_pipeline(") for t in body), body
+    pj.assert_verified(fn, x)
+    assert pj.run(fn, data((16, 256)), reference=lambda a: 3.0 * a).ok
 
 
 def test_an_emit_pipeline_verifies_and_runs_like_jax():
@@ -51,7 +220,7 @@ def test_an_emit_pipeline_verifies_and_runs_like_jax():
     assert r.ok, str(r)
 
 
-def test_an_inner_index_map_one_block_too_far_is_an_index_out_of_bounds_of_its_dma():
+def test_an_inner_index_map_one_block_too_far_is_an_index_out_of_bounds_of_its_spec():
     r = pj.check(doubling(lambda i: (i + 1, 0)), X)
     assert r.exit_code == 1, str(r)
     assert any(f.rule == "index-out-of-bounds" for f in r.findings), str(r)
