@@ -263,3 +263,21 @@ def test_padding_moves_with_a_roll_so_a_mask_on_the_rolled_lanes_keeps_it_out():
     run = pj.run(call(28, True), xs, reference=lambda x: jnp.sum(x, 1, keepdims=True),
                  rtol=1e-4, atol=1e-4)
     assert run.ok, run
+
+
+def test_integer_division_and_remainder_truncate_as_lax_at_the_dtypes_minimum():
+    # lax.div truncates towards zero and lax.rem takes the dividend's sign; -128 // 16 on
+    # int8 (an int4 unpack's high nibble) is -8. Tensors and grid-point scalars both.
+    vals = jnp.array([-128, -127, -17, -16, -15, -1, 0, 1, 15, 16, 17, 127], jnp.int8)
+    x = jnp.broadcast_to(jnp.resize(vals, (C,)), (G * R, C))
+    d = jnp.broadcast_to(jnp.resize(jnp.array([16, -16, 3, -3, 7], jnp.int8), (R * G, 1)),
+                         (G * R, C))
+
+    def body(x, d, i):
+        k = jnp.int32(i) - 2  # a grid-point scalar of both signs
+        s = jax.lax.div(k * 7, jnp.int32(-2)) + jax.lax.rem(k * 7, jnp.int32(4))
+        return (jax.lax.div(x, d) * 2 + jax.lax.rem(x, d) + x // 16).astype(jnp.int32) + s
+
+    f = rowwise(body, out_dtype=jnp.int32, in_dtype=jnp.int8, n_in=2)
+    run = pj.run(f, x, d, reference=per_block(body, 2))
+    assert run.ok, run
