@@ -419,6 +419,30 @@ private:
     return true;
   }
 
+  // a's elements outside b, as disjoint non-empty boxes (none where b
+  // covers a; a itself where they do not meet or a is empty).
+  static std::vector<Box> minus(const Box &a, const Box &b) {
+    if (std::any_of(a.begin(), a.end(), [](const auto &d) { return d.first >= d.second; })) return {};
+    if (!overlaps(a, b)) return {a};
+    std::vector<Box> out;
+    Box rest = a;
+    for (std::size_t d = 0; d < a.size() && d < b.size(); ++d) {
+      if (rest[d].first < b[d].first) {
+        Box below = rest;
+        below[d].second = b[d].first;
+        out.push_back(std::move(below));
+        rest[d].first = b[d].first;
+      }
+      if (b[d].second < rest[d].second) {
+        Box above = rest;
+        above[d].first = b[d].second;
+        out.push_back(std::move(above));
+        rest[d].second = b[d].second;
+      }
+    }
+    return out;
+  }
+
   // The smallest q where the init fires on elements of its block that a read
   // or accumulation at some p < q took, then the smallest such p (boxes at
   // their points, box_at; one not decided counts as the whole block).
@@ -898,8 +922,19 @@ private:
     if (m_.triton) return;
     const ScratchUse u = scratch_use(m_, op);
     if (u.accumulates.empty()) return;
-    const std::vector<CarriedUse> uses = carried_uses(m_, op);
+    const std::vector<CarriedUse> uses = adding_uses(m_, op);
     const std::size_t n = pts_.size();
+    // Whether an init of a scratch target fires after its add at p and
+    // before the add at q (the first add then counts for nothing).
+    auto target_reset = [&](const CarriedUse &cp, std::size_t p, const CarriedUse &cq, std::size_t q) {
+      const int after = m_.effects[cp.store].order, before = m_.effects[cq.store].order;
+      for (std::size_t i : target_inits(m_, cq))
+        for (std::size_t x = p; x <= q; ++x) {
+          const int o = m_.effects[i].order;
+          if (fires_[i][x] && (x != p || o > after) && (x != q || o < before)) return true;
+        }
+      return false;
+    };
     // inits_before[x]: how many points before x an init fires at.
     std::vector<std::size_t> inits_before(n + 1, 0);
     for (std::size_t x = 0; x < n; ++x) {
@@ -914,7 +949,6 @@ private:
       return false;
     };
     for (const CarriedUse &cq : uses) {
-      if (!adds_into_output(m_, cq)) continue;
       const Effect &rq = m_.effects[cq.consume];
       bool found = false;
       for (std::size_t q = 0; q < n && !found; ++q) {
@@ -927,8 +961,9 @@ private:
             // (no init strictly between r and q)
             if (r + 1 < q && inits_before[q] - inits_before[r + 1] > 0) continue;
             for (const CarriedUse &cp : uses) {
-              if (found || cp.output != cq.output || !adds_into_output(m_, cp) || !fires_[cp.store][p] ||
-                  !fires_[cp.consume][p])
+              if (found || cp.output != cq.output ||
+                  m_.effects[cp.store].operand != m_.effects[cq.store].operand || !fires_[cp.store][p] ||
+                  !fires_[cp.consume][p] || target_reset(cp, p, cq, q))
                 continue;
               for (std::size_t ai : u.accumulates) {
                 const Effect &a = m_.effects[ai];
@@ -1010,20 +1045,25 @@ private:
     };
     std::size_t from = 0; // the last point before q where an init fired, else 0
     for (std::size_t q = 0; q < pts_.size(); ++q) {
-      // The boxes of the reads at q that no init before them in q covers.
+      // The parts of the reads' boxes at q that no init before them in q
+      // writes. (An init of what the read does not take, the other slot,
+      // cuts nothing; one of half the box, the new rows of a halo window,
+      // cuts that half; a read whose box is empty, past the scratch, carries
+      // nothing.)
       std::vector<Box> carried;
       for (std::size_t r : u.reads) {
         if (!fires_[r][q]) continue;
-        // (An init of what the read does not take, the other slot, cuts
-        // nothing; a read whose box is empty, past the scratch, carries nothing.)
-        const Box rb = box_or_whole(m_.effects[r], q);
-        const bool empty =
-            std::any_of(rb.begin(), rb.end(), [](const auto &d) { return d.first >= d.second; });
-        bool init_before = false;
+        std::vector<Box> left = {box_or_whole(m_.effects[r], q)};
         for (std::size_t i : u.inits)
-          init_before = init_before || (fires_[i][q] && m_.effects[i].order < m_.effects[r].order &&
-                                        (empty || overlaps(box_or_whole(m_.effects[i], q), rb)));
-        if (!init_before) carried.push_back(rb);
+          if (fires_[i][q] && m_.effects[i].order < m_.effects[r].order) {
+            const Box ib = box_or_whole(m_.effects[i], q);
+            std::vector<Box> next;
+            for (const Box &b : left)
+              for (Box &piece : minus(b, ib))
+                next.push_back(std::move(piece));
+            left = std::move(next);
+          }
+        carried.insert(carried.end(), left.begin(), left.end());
       }
       // A store at p of what such a read takes (one slot per block of a
       // parallel axis, `acc[j]`, is no carry between the slots).
@@ -1073,6 +1113,31 @@ private:
         }
         if (overlap) {
           out_.findings.push_back(alias_finding(m_, a, pts_[p], pts_[q]));
+          return;
+        }
+      }
+    // An in-place update at q from the input's window over the output's
+    // block, whose previous step p (in q's CTA) stored into that block.
+    for (const auto &[s, r] : in_place_updates(m_, a))
+      for (std::size_t q = 1; q < n; ++q) {
+        const std::size_t p = q - 1;
+        if (q == cta_first_[q] || !fires_[s][q] || !fires_[r][q] || blk_[a.output][p] != blk_[a.output][q])
+          continue;
+        bool meets = true;
+        for (std::size_t d = 0; d < x.shape.size(); ++d) {
+          const std::int64_t xs = spec::saturating_mul(blk_[a.input][q][d], x.block[d]);
+          const std::int64_t os = spec::saturating_mul(blk_[a.output][q][d], o.block[d]);
+          meets =
+              meets && xs < spec::saturating_add(os, o.block[d]) && os < spec::saturating_add(xs, x.block[d]);
+        }
+        if (!meets) continue;
+        const Box sb = box_or_whole(m_.effects[s], q);
+        for (std::size_t e = 0; e < m_.effects.size(); ++e) {
+          const Effect &w = m_.effects[e];
+          if (w.operand != a.output || w.kind == Effect::read || !fires_[e][p] ||
+              !overlaps(box_or_whole(w, p), sb))
+            continue;
+          out_.findings.push_back(stale_twin_finding(m_, a, m_.effects[s], pts_[p], pts_[q]));
           return;
         }
       }

@@ -850,18 +850,41 @@ bool adds_into_output(const KernelModel &m, const CarriedUse &c) {
          std::find(s.added.begin(), s.added.end(), c.consume) != s.added.end();
 }
 
+std::vector<CarriedUse> adding_uses(const KernelModel &m, std::size_t op) {
+  std::vector<CarriedUse> out;
+  for (const CarriedUse &c : carried_and_indirect_uses(m, op)) {
+    const Effect &s = m.effects[c.store];
+    const bool into_scratch = m.operands[s.operand].role == spec::Role::scratch;
+    if (into_scratch ? s.kind == Effect::accumulate &&
+                           std::find(s.added.begin(), s.added.end(), c.consume) != s.added.end()
+                     : adds_into_output(m, c))
+      out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<std::size_t> target_inits(const KernelModel &m, const CarriedUse &c) {
+  const std::size_t t = m.effects[c.store].operand;
+  if (m.operands[t].role != spec::Role::scratch) return {};
+  return scratch_use(m, t).inits;
+}
+
 Finding readded_finding(const KernelModel &m, std::size_t op, const CarriedUse &use, const Point &accumulated,
                         const Point &added, const Point &stored) {
   const auto &acc = m.operands[op];
   const auto &o = m.operands[use.output];
+  const auto &via = m.operands[m.effects[use.store].operand];
   const std::string b = block_str(m, use.output, stored);
+  const std::string into = &via == &o
+                               ? "block " + b + " of '" + o.name + "'"
+                               : "scratch '" + via.name + "' (for block " + b + " of '" + o.name + "')";
   Finding f =
       make(Rule::accumulator_carried, m.effects[use.store].loc,
-           "adds into block " + b + " of '" + o.name + "' at grid point " + format_tuple(stored) +
-               " what scratch '" + acc.name + "' accumulated at grid point " + format_tuple(accumulated) +
-               ", which it already added to that block at grid point " + format_tuple(added) +
-               ": no init of '" + acc.name + "' fires between them, so it is counted twice; " +
-               "re-initialize '" + acc.name + "' after each store that adds it");
+           "adds into " + into + " at grid point " + format_tuple(stored) + " what scratch '" + acc.name +
+               "' accumulated at grid point " + format_tuple(accumulated) +
+               ", which it already added there at " + "grid point " + format_tuple(added) + ": no init of '" +
+               acc.name + "' fires between them, so it is counted twice; re-initialize '" + acc.name +
+               "' after each store that adds it");
   f.witness.items.push_back({"operand", acc.name});
   f.witness.items.push_back({"accumulated", accumulated});
   f.witness.items.push_back({"added", added});
@@ -869,9 +892,9 @@ Finding readded_finding(const KernelModel &m, std::size_t op, const CarriedUse &
   add_block(f, m, use.output, stored);
   f.notes.push_back(
       note(acc.loc, "'" + acc.name + "' accumulated at grid point " + format_tuple(accumulated)));
-  f.notes.push_back(note(m.effects[use.store].loc, "added to block " + b + " of '" + o.name +
-                                                       "' at grid point " + format_tuple(added) +
-                                                       ", and again at grid point " + format_tuple(stored)));
+  f.notes.push_back(note(m.effects[use.store].loc, "added to " + into + " at grid point " +
+                                                       format_tuple(added) + ", and again at grid point " +
+                                                       format_tuple(stored)));
   return f;
 }
 
@@ -1606,6 +1629,49 @@ Finding alias_finding(const KernelModel &m, const AliasModel &a, const Point &wr
                                     " and written back when its visit ended"));
   f.notes.push_back(note(x.loc, "block " + block_str(m, a.input, read) + " of " + x.name +
                                     " read at grid point " + format_tuple(read)));
+  return f;
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> in_place_updates(const KernelModel &m, const AliasModel &a) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (std::size_t s = 0; s < m.effects.size(); ++s) {
+    const Effect &st = m.effects[s];
+    if (st.operand != a.output || st.kind != Effect::write) continue;
+    std::optional<std::size_t> twin;
+    bool other = false;
+    for (std::size_t r : st.added) {
+      const std::size_t op = m.effects[r].operand;
+      if (op == a.input)
+        twin = r;
+      else if (op != a.output)
+        other = true;
+    }
+    if (twin && other) out.emplace_back(s, *twin);
+  }
+  return out;
+}
+
+Finding stale_twin_finding(const KernelModel &m, const AliasModel &a, const Effect &store,
+                           const Point &stored, const Point &read) {
+  const auto &x = m.operands[a.input];
+  const auto &o = m.operands[a.output];
+  const std::string b = block_str(m, a.output, read);
+  Finding f = make(
+      Rule::alias_hazard, store.loc,
+      "this store updates block " + b + " of '" + o.name + "' at grid point " + format_tuple(read) +
+          " from input '" + x.name + "', its alias, whose window still holds the block as it was before '" +
+          o.name + "' stored into it at grid point " + format_tuple(stored) +
+          ": consecutive steps on one block neither write the output back nor fetch the input again, "
+          "so that store is lost; add into '" +
+          o.name + "' instead (" + o.name + "[...] = " + x.name +
+          "[...] on the block's first step, then +=)");
+  f.witness.items.push_back({"operand", x.name});
+  f.witness.items.push_back({"stored", stored});
+  f.witness.items.push_back({"read", read});
+  add_block(f, m, a.output, read);
+  f.notes.push_back(note(a.loc, "'" + x.name + "' aliased to '" + o.name + "'"));
+  f.notes.push_back(note(store.loc, "'" + o.name + "' stored at grid point " + format_tuple(stored) +
+                                        ", the step before, on the same block"));
   return f;
 }
 

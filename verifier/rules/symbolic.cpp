@@ -1395,10 +1395,13 @@ private:
     const auto &o = m_.operands[op];
     const ScratchUse u = scratch_use(m_, op);
     if (u.accumulates.empty()) return;
-    const std::vector<CarriedUse> uses = carried_uses(m_, op);
+    const std::vector<CarriedUse> uses = adding_uses(m_, op);
     for (const CarriedUse &cq : uses) {
-      if (!adds_into_output(m_, cq)) continue;
       const Effect &rq = m_.effects[cq.consume];
+      // A scratch target: none of its inits after the add at p, between p
+      // and q, or at q before the add there (the first add then counts for
+      // nothing).
+      const std::vector<std::size_t> reset = target_inits(m_, cq);
       SymPoint r = point("r"), p = point("p"), q = point("q");
       std::vector<Term> facts = {in_grid(r),
                                  in_grid(p),
@@ -1413,8 +1416,10 @@ private:
         if (m_.effects[i].order < rq.order) facts.push_back(!guard(m_.effects[i], q));
       const auto rb = box_terms(rq, q);
       std::vector<Term> pairs;
+      for (std::size_t i : reset)
+        if (m_.effects[i].order < m_.effects[cq.store].order) facts.push_back(!guard(m_.effects[i], q));
       for (const CarriedUse &cp : uses) {
-        if (cp.output != cq.output || !adds_into_output(m_, cp)) continue;
+        if (cp.output != cq.output || m_.effects[cp.store].operand != m_.effects[cq.store].operand) continue;
         for (std::size_t ai : u.accumulates) {
           const Effect &a = m_.effects[ai];
           if (a.keep_mask) continue; // (a masked store replaces what it selects: it adds nothing)
@@ -1425,6 +1430,8 @@ private:
           for (std::size_t i : u.inits)
             if (m_.effects[i].order > a.order) c.push_back(!guard(m_.effects[i], r));
           if (a.order > m_.effects[cp.consume].order) c.push_back(!same(r.v, p.v));
+          for (std::size_t i : reset)
+            if (m_.effects[i].order > m_.effects[cp.store].order) c.push_back(!guard(m_.effects[i], p));
           // (p = q: an earlier statement of the step added it, `o += acc` twice)
           if (m_.effects[cp.consume].order >= rq.order) c.push_back(!same(p.v, q.v));
           pairs.push_back(ctx_.all_of(c));
@@ -1435,8 +1442,10 @@ private:
           "accumulator-carried/" + o.name + "/line" + std::to_string(m_.effects[cq.store].loc.line) +
               "/re-added",
           [&](smt::Bindings::Aux &aux, bool with_aux) {
-            if (u.inits.empty()) return facts;
-            return with(facts, {none_between(u.inits, r, q, aux, with_aux)});
+            std::vector<Term> more;
+            if (!u.inits.empty()) more.push_back(none_between(u.inits, r, q, aux, with_aux));
+            if (!reset.empty()) more.push_back(none_between(reset, p, q, aux, with_aux));
+            return more.empty() ? facts : with(facts, more);
           },
           {&q, &p, &r}, by_run());
       if (best) out_.findings.push_back(readded_finding(m_, op, cq, (*best)[2], (*best)[1], (*best)[0]));
@@ -1508,23 +1517,34 @@ private:
       if (m_.semantics[a] == spec::DimSemantics::parallel) differ.push_back(p.v[a] != q.v[a]);
     for (std::size_t r : u.reads) {
       std::vector<Term> c = {guard(m_.effects[r], q)};
-      // An init before the read cuts the carry where it writes what the
-      // read takes (a DMA into the other slot of a double buffer does not).
-      // (A read whose box is empty, clamped past the scratch, is the
-      // lowered program's index-out-of-bounds: it carries nothing here.)
+      // An element x the read takes that no init before it at q writes (an
+      // init of the other slot of a double buffer cuts nothing; one of half
+      // the read's box, the new rows of a halo window, cuts that half), and
+      // a store at p writes (one slot per block of a parallel axis, `acc[j]`,
+      // is no carry between the slots). (A read whose box is empty, clamped
+      // past the scratch, holds no x: the lowered program's
+      // index-out-of-bounds.)
       const auto rb = box_terms(m_.effects[r], q);
-      std::vector<Term> empty;
-      for (const auto &[lo, hi] : rb)
-        empty.push_back(lo >= hi);
+      std::vector<Term> x;
+      for (std::size_t d = 0; d < rb.size(); ++d) {
+        x.push_back(ctx_.int_var("carried" + std::to_string(fresh_) + "_" + std::to_string(d)));
+        c.push_back(rb[d].first <= x[d] && x[d] < rb[d].second);
+      }
+      ++fresh_;
+      auto holds = [&](const std::vector<std::pair<Term, Term>> &b) {
+        std::vector<Term> in;
+        for (std::size_t d = 0; d < b.size() && d < x.size(); ++d) {
+          in.push_back(b[d].first <= x[d]);
+          in.push_back(x[d] < b[d].second);
+        }
+        return ctx_.all_of(in);
+      };
       for (std::size_t i : u.inits)
         if (m_.effects[i].order < m_.effects[r].order)
-          c.push_back(
-              !(guard(m_.effects[i], q) && (overlap(box_terms(m_.effects[i], q), rb) || ctx_.any_of(empty))));
-      // A store at p of what the read takes (one slot per block of a
-      // parallel axis, `acc[j]`, is no carry between the slots).
+          c.push_back(!(guard(m_.effects[i], q) && holds(box_terms(m_.effects[i], q))));
       std::vector<Term> stored;
       for (std::size_t e : u.stores)
-        stored.push_back(guard(m_.effects[e], p) && overlap(box_terms(m_.effects[e], p), rb));
+        stored.push_back(guard(m_.effects[e], p) && holds(box_terms(m_.effects[e], p)));
       c.push_back(ctx_.any_of(stored));
       read.push_back(ctx_.all_of(c));
     }
@@ -1867,18 +1887,49 @@ private:
     if (!x.windowed || !o.windowed || x.shape.size() != o.shape.size() || m_.grid.empty()) return;
     SymPoint p = point("p"), r = point("r"), q = point("q");
     auto bo = block(a.output, p), bor = block(a.output, r), bx = block(a.input, q);
-    std::vector<Term> overlap;
+    std::vector<Term> meets;
     for (std::size_t d = 0; d < bo.size(); ++d) {
       Term xs = bx[d] * x.block[d], os = bo[d] * o.block[d];
-      overlap.push_back(xs < os + o.block[d]);
-      overlap.push_back(os < xs + x.block[d]);
+      meets.push_back(xs < os + o.block[d]);
+      meets.push_back(os < xs + x.block[d]);
     }
     std::vector<Point> v;
     if (query("alias-hazard/" + x.name + "->" + o.name,
               {in_grid(p), in_grid(r), in_grid(q), lex_lt(p, r), lex_lt(r, q) || same(r.v, q.v),
-               !same(bo, bor), ctx_.all_of(overlap)},
-              {&q, &p, &r}, v) == Q::sat)
+               !same(bo, bor), ctx_.all_of(meets)},
+              {&q, &p, &r}, v) == Q::sat) {
       out_.findings.push_back(alias_finding(m_, a, v[1], v[0]));
+      return;
+    }
+    // An in-place update at q from the input's window over the output's
+    // block, whose previous step p (in q's CTA) stored into that block.
+    for (const auto &[s, rd] : in_place_updates(m_, a)) {
+      const Effect &st = m_.effects[s];
+      SymPoint pp = point("p"), qq = point("q");
+      auto bq = block(a.output, qq), xq = block(a.input, qq);
+      std::vector<Term> c = {in_grid(pp),
+                             in_grid(qq),
+                             step_back(qq, pp, cta_count()),
+                             same(window(a.output, pp), window(a.output, qq)),
+                             guard(st, qq),
+                             guard(m_.effects[rd], qq)};
+      for (std::size_t d = 0; d < bq.size(); ++d) {
+        Term xs = xq[d] * x.block[d], os = bq[d] * o.block[d];
+        c.push_back(xs < os + o.block[d]);
+        c.push_back(os < xs + x.block[d]);
+      }
+      std::vector<Term> stored;
+      for (const auto &w : m_.effects)
+        if (w.operand == a.output && w.kind != Effect::read)
+          stored.push_back(guard(w, pp) && overlap(box_terms(w, pp), box_terms(st, qq)));
+      c.push_back(ctx_.any_of(stored));
+      std::vector<Point> w;
+      if (query("alias-hazard/" + x.name + "->" + o.name + "/in-place/line" + std::to_string(st.loc.line), c,
+                {&qq, &pp}, w) == Q::sat) {
+        out_.findings.push_back(stale_twin_finding(m_, a, st, w[1], w[0]));
+        return;
+      }
+    }
   }
 };
 
