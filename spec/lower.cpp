@@ -348,13 +348,16 @@ private:
         // the window's padding is the slot's part the copy leaves: its low
         // padding the slot's leading part (the copy lands past it), its high
         // padding the trailing part.
+        // A window past the padded dim keeps its slice out of bounds.
         lo = x.bo->window_start(d, b[d]);
         hi = saturating_add(lo, *x.block[d]);
-        if (lo < 0 && hi >= 0 && x.bo->pad_lo[d] > 0) {
+        if (lo < 0 && hi >= 0 && x.bo->pad_lo[d] > 0 && lo >= -x.bo->pad_lo[d]) {
           at[d] = lit(-lo);
           lo = 0;
         }
-        if (hi > x.shape[d] && lo < x.shape[d] && x.bo->pad_hi[d] > 0) hi = x.shape[d];
+        if (hi > x.shape[d] && lo < x.shape[d] && x.bo->pad_hi[d] > 0 &&
+            hi <= saturating_add(x.shape[d], x.bo->pad_hi[d]))
+          hi = x.shape[d];
       }
       if (x.bo && x.bo->bounded[d]) {
         // pl.BoundedSlice: ds(start, size) copies `size` elements into the
@@ -1046,14 +1049,17 @@ private:
         // pl.Element: an element offset into the padded dim (see region()):
         // a window that starts in the low padding copies from element 0,
         // landing `pad_lo - b` elements into the slot.
-        const std::int64_t pad_lo = x.bo->pad_lo[d];
+        // (A window past the padded dim keeps its slice out of bounds.)
+        const std::int64_t pad_lo = x.bo->pad_lo[d], pad_hi = x.bo->pad_hi[d];
         lo = bin(Op::Sub, b[d], lit(pad_lo));
         hi = bin(Op::Add, lo, lit(bs));
         if (pad_lo > 0) {
           at[d] = fold(Expr::call("max", {bin(Op::Sub, lit(pad_lo), b[d]), lit(0)}));
-          lo = fold(Expr::call("max", {lo, lit(0)}));
+          lo = fold(Expr::call("where", {bin(Op::Ge, b[d], lit(0)), Expr::call("max", {lo, lit(0)}), lo}));
         }
-        if (x.bo->pad_hi[d] > 0) hi = fold(Expr::call("min", {hi, lit(x.shape[d])}));
+        if (pad_hi > 0)
+          hi = fold(Expr::call("where", {bin(Op::Le, hi, lit(x.shape[d] + pad_hi)),
+                                         Expr::call("min", {hi, lit(x.shape[d])}), hi}));
       }
       subs.push_back(Expr::binary(Op::Slice, lo, hi));
     }
