@@ -703,8 +703,8 @@ class _Body:
         #: emit_pipeline may stage; whether the kernel has scalar prefetch
         self.any_operands: dict = {}
         self.has_prefetch = False
-        #: (the operands it stages, its first and one past its last line) of the body's
-        #: emit_pipeline exported in .pk's nested form
+        #: (the operands it stages, its first and one past its last line, the refs its
+        #: body closes over) of the body's emit_pipeline exported in .pk's nested form
         self.pipeline: tuple | None = None
 
     def fresh(self, prefix: str) -> str:
@@ -747,8 +747,11 @@ class _Body:
         uses: dict = {}
         multi: set = set()
         for e in jaxpr.eqns:
-            flow = e.primitive.name in ("cond", "scan", "while", "pjit", "jit", "custom_jvp_call",
-                                        "custom_vjp_call", "custom_vjp_call_jaxpr", "closed_call")
+            # (a run_scoped body too: a pltpu.emit_pipeline's loop inside one must not take
+            # a value read before it, `h0 = s[...]`, as a read at each of its steps)
+            flow = e.primitive.name in ("cond", "scan", "while", "run_scoped", "pjit", "jit",
+                                        "custom_jvp_call", "custom_vjp_call",
+                                        "custom_vjp_call_jaxpr", "closed_call")
             once = _used_once_inside(e) if flow else ()
             for k, a in enumerate(e.invars):
                 if isinstance(a, jax_core.Var):
@@ -1559,6 +1562,7 @@ class _Body:
 
         im = [closure(a) for a in e.invars[:n_im]]
         consts = [closure(a) for a in e.invars[n_im:n_im + n_body]]
+        touched = frozenset(c.name for c in consts if isinstance(c, _Ref))
         gnames = _GRID_NAMES[:len(grid)]
         specs = []
         at = 0
@@ -1576,31 +1580,38 @@ class _Body:
             # The view's BlockSpec as one of the whole operand: an x.at[i] dim squeezed at i,
             # a pl.ds(start, n) dim offset by start (in elements: pl.Element, unless start
             # is a multiple of the block known at export).
-            dims, idxs, it = [], [], iter(zip(vdims, vidx))
+            # (a view's blocks past its end: known at export where the index map closes over
+            # nothing; such a block is written as block -1, an index-out-of-bounds)
+            ranges = _index_ranges(bm, grid) if not counts[k] else None
+            dims, idxs, it = [], [], iter(enumerate(zip(vdims, vidx)))
             for d in lay:
                 if d is not None and d[0] == "at":
                     dims.append("None")
                     idxs.append(_strip(d[1].text) if isinstance(d[1], _E) else str(d[1]))
                     continue
-                b, ix = next(it)
+                vd, (b, ix) = next(it)
                 if d is None:
                     dims.append(b)
                     idxs.append(ix)
                     continue
                 st, n = d[1], d[2]
-                if b == "None":
-                    dims.append("None")
-                    idxs.append(f"{_strip(st.text) if isinstance(st, _E) else st} + {ix}")
-                elif n % int(b):
+                stt = _strip(st.text) if isinstance(st, _E) else str(st)
+                if b != "None" and n % int(b):
                     no(f"on a view of '{nm}' of {n} elements in a dim its blocks of {b} "
                        "do not divide")
+                blocks = n if b == "None" else n // int(b)
+                past = ranges is not None and (ranges[vd][0] < 0 or ranges[vd][1] >= blocks)
+                if b == "None":
+                    dims.append("None")
+                    real, out = f"{stt} + {ix}", "-1"
                 elif isinstance(st, int) and st % int(b) == 0:
                     dims.append(b)
-                    idxs.append(f"{st // int(b)} + {ix}" if st else ix)
+                    real, out = (f"{st // int(b)} + {ix}" if st else ix), "-1"
                 else:
                     dims.append(f"Element({b})")
-                    idxs.append(f"{_strip(st.text) if isinstance(st, _E) else st} + "
-                                f"({ix}) * {b}")
+                    real, out = f"{stt} + ({ix}) * {b}", f"-{b}"
+                idxs.append(f"where(({ix} >= 0) and ({ix} < {blocks}), {real}, {out})"
+                            if past else real)
             role = "in" if k < gm.num_inputs else "out"
             specs.append((f"{role:<3} {nm}: block={_tuple(dims)}  index={_tuple(gnames)} -> "
                           f"{_tuple(idxs)}{_buffered(bm)}", _index_map_site(bm) or src))
@@ -1623,7 +1634,7 @@ class _Body:
             self.user_axes = saved
         if self.no_statements(mark):
             self.emit(indent + 2, f"{self.fresh('v')} = 0", src)
-        self.pipeline = (frozenset(staged), start, len(self.lines))
+        self.pipeline = (frozenset(staged), start, len(self.lines), touched)
         return []
 
     def sync_copy(self, e, read, indent, src) -> bool:
@@ -2512,6 +2523,24 @@ def _pad_for_gathers(lines: list, operand_line: dict, body, loc, kernel) -> None
         lines[k] = (text.replace(f"block={_tuple(dims)}", f"block={_tuple(padded)}", 1), site)
 
 
+def _index_ranges(bm, grid, limit: int = 1 << 16) -> list | None:
+    """Per dim, the (least, greatest) block index bm's index map gives over `grid`; None
+    where it closes over values not known here, the grid has more than `limit` points, or
+    it cannot be evaluated (then nothing is decided)."""
+    closed = bm.index_map_jaxpr
+    consts = _consts(closed)
+    if any(isinstance(c, jax_core.Tracer) for c in consts) or not grid or \
+            math.prod(int(g) for g in grid) > limit:
+        return None
+    try:
+        axes = np.meshgrid(*(np.arange(int(g), dtype=np.int32) for g in grid), indexing="ij")
+        flat = [jax.numpy.asarray(a.reshape(-1)) for a in axes]
+        outs = jax.vmap(lambda *ix: jax_core.eval_jaxpr(_inner(closed), consts, *ix))(*flat)
+        return [(int(np.min(o)), int(np.max(o))) for o in outs]
+    except Exception:  # noqa: BLE001 - a map this cannot evaluate: nothing decided
+        return None
+
+
 def _block_dims(bm, nm: str, loc, kernel) -> list[str]:
     """The `.pk` block= dims of one BlockMapping."""
     dims = []
@@ -2824,9 +2853,12 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                         f"an index map reads '{st}', which the body stores into (SMEM state): when "
                         "the pipeline evaluates an index map against the body's stores has no .pk "
                         "form", loc, name)
+    if body.pipeline is not None and (body.tables_read or pre_names):
+        raise NotNative("an emit_pipeline in a kernel that reads scalar prefetch or a data "
+                        "table has no nested .pk form", loc, name)
     if body.pipeline is not None:
         # .pk's nested form: no statement outside the emit_pipeline names an operand it stages
-        staged, start, end = body.pipeline
+        staged, start, end, touched = body.pipeline
         for t, src in body.lines[:start] + body.lines[end:]:
             hit = next((nm for nm in sorted(staged) if not t.lstrip().startswith("#") and
                         re.search(rf"\b{re.escape(nm)}\b", t)), None)
@@ -2834,6 +2866,17 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                 raise NotNative(f"an emit_pipeline staging '{hit}', which the body also "
                                  "names outside it, has no nested .pk form",
                                  _fmt_loc(src or source), name)
+        # and it evaluates a local bound before it at every inner step: one read from a ref
+        # the inner body may write (`h0 = s[...]`, then `s[...] += x * h0`, or h0 used after
+        # it) would change under it
+        later = "\n".join(t for t, _ in body.lines[start:])
+        for t, src in body.lines[:start]:
+            m = re.match(r"\s*(\w+) = (.*)", t)
+            if m and any(re.search(rf"\b{re.escape(r)}\[", m.group(2)) for r in touched) and \
+                    re.search(rf"\b{re.escape(m.group(1))}\b", later):
+                raise NotNative(f"an emit_pipeline after '{m.group(1)}', a value read from a ref "
+                                "its body may write and used after, has no nested .pk form",
+                                _fmt_loc(src or source), name)
     _pad_for_gathers(lines, operand_line, body, loc, name)
     _declare_tables(lines, tables, body.tables_read, gnames + pre_names if pre_names else None)
     if body.no_statements(0):

@@ -258,7 +258,10 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float = 1e
                 # (a cond branch) undischarged and fails lowering it on the CPU: JAX's
                 # own failure, however common the kernel.
                 text = f"interpret mode failed inside JAX: {text}"
-            elif "does not have a corresponding jaxpr input" in text:
+            elif "does not have a corresponding jaxpr input" in text or \
+                    "Did not ask for inval to be discharged" in text:
+                # (jax 0.10's discharge of a pl.run_scoped around a pltpu.emit_pipeline: "Did
+                # not ask for inval to be discharged but it was")
                 # jax 0.10's discharge of a plgpu.wgmma through a ref view (`a_ref.at[:, ds]`):
                 # its read effect names a ref the discharged jaxpr lacks; JAX's own failure.
                 text = f"interpret mode failed inside JAX: {text}"

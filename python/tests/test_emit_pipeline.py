@@ -158,6 +158,30 @@ def test_static_views_fold_into_block_indices_and_an_integer_index_squeezes_its_
     assert pj.run(fn, x, reference=lambda a: a[1, 8:24] + 1.0).ok
 
 
+def copy_through_a_row_view(rows):
+    def kernel(x_hbm, o_hbm):
+        def inner(x_blk, o_blk):
+            o_blk[...] = x_blk[...]
+
+        pltpu.emit_pipeline(inner, grid=(2,),
+                            in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                            out_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                            )(x_hbm.at[pl.ds(0, rows)], o_hbm)
+
+    return lambda x: pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                                    out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                                    out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32))(x)
+
+
+def test_an_inner_block_past_the_end_of_its_view_is_an_index_out_of_bounds():
+    # x_hbm.at[0:8] has one block of 8 rows; the inner grid reaches block 1, inside the
+    # array but past the view
+    x = jax.ShapeDtypeStruct((16, 128), jnp.float32)
+    r = pj.check(copy_through_a_row_view(8), x)
+    assert r.exit_code == 1 and [f.rule for f in r.findings] == ["index-out-of-bounds"], str(r)
+    pj.assert_verified(copy_through_a_row_view(16), x)
+
+
 def in_place_increment():
     def kernel(x_hbm, o_hbm):
         def inner(x_blk, o_blk):
@@ -224,6 +248,54 @@ def test_an_inner_index_map_one_block_too_far_is_an_index_out_of_bounds_of_its_s
     r = pj.check(doubling(lambda i: (i + 1, 0)), X)
     assert r.exit_code == 1, str(r)
     assert any(f.rule == "index-out-of-bounds" for f in r.findings), str(r)
+
+
+def test_a_value_read_before_the_pipeline_from_a_ref_its_body_writes_keeps_its_value():
+    # h0 is read once, before the pipeline: the nested form would read s again at each
+    # inner step (it falls back), and the loop Pallas makes must not inline the read
+    def kernel(x_hbm, o_ref, s):
+        s[...] = jnp.ones_like(s)
+        h0 = s[...]
+
+        def inner(x_blk):
+            s[...] += x_blk[...] * h0
+
+        pltpu.emit_pipeline(inner, grid=(2,),
+                            in_specs=[pl.BlockSpec((8, 128), lambda k: (0, k))])(x_hbm)
+        o_ref[...] = s[...]
+
+    def fn(x):
+        return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                              out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)])(x)
+
+    x = data((8, 256))
+    body = body_lines(pj.export(fn, x))
+    assert not any(t.startswith("emit_pipeline(") for t in body), body
+    r = pj.run(fn, x, reference=lambda a: 1.0 + a[:, :128] + a[:, 128:])
+    assert r.ok, str(r)
+
+
+def test_an_index_map_reading_an_smem_table_exports_as_its_dmas_and_loop():
+    def kernel(idx, x_hbm, o_ref):
+        j = idx[0]
+
+        def inner(x_blk):
+            o_ref[...] = x_blk[...]
+
+        pltpu.emit_pipeline(inner, grid=(1,),
+                            in_specs=[pl.BlockSpec((8, 128), lambda k: (j, k))])(x_hbm)
+
+    def fn(i, x):
+        return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM),
+                                                pl.BlockSpec(memory_space=pl.ANY)],
+                              out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32))(i, x)
+
+    args = (jnp.array([1], jnp.int32), data((16, 128)))
+    body = body_lines(pj.export(fn, *args))
+    assert not any(t.startswith("emit_pipeline(") for t in body), body
+    pj.assert_verified(fn, *args)
+    assert pj.run(fn, *args, reference=lambda i, x: x[8:16]).ok
 
 
 SCRIPT = '''
