@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace pipecheck::spec {
@@ -46,7 +47,8 @@ bool has_state(const KernelSpec &k) {
 
 std::string undefined_state_message(const UndefinedStateRead &r) {
   return r.element + " is read at grid point " + format_tuple(r.grid_point) +
-         " before anything stores it (an SMEM scratch holds no value until the body stores one)";
+         " before anything stores it, and this statement depends on its value (an SMEM scratch holds no value "
+         "until the body stores one)";
 }
 
 namespace {
@@ -401,12 +403,7 @@ private:
         if (c.open)
           return fail("the SMEM state " + shown + " starts with the prefetch contents, which are left open",
                       state_array(it->second));
-        if (!c.value) {
-          // The first such read is the finding; the run goes on with poison,
-          // so that `lower` can still show the program.
-          if (!r_.undefined_read) r_.undefined_read = UndefinedStateRead{at, shown, point_};
-          return true;
-        }
+        if (!c.value) return true; // a garbage value: taint() decides whether it matters
         if (c.carried)
           for (std::size_t a = 0; a < parallel_.size(); ++a)
             if (parallel_[a])
@@ -422,6 +419,54 @@ private:
   bool names_state(const Expr &e) const {
     if (e.op == Op::Name && element_of_local_.count(e.name)) return true;
     return std::any_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return names_state(a); });
+  }
+
+  // An element's value that nothing stored (an SMEM load of garbage, which
+  // does not fault) matters only where it decides something. The locals
+  // holding one are tainted; the run goes on with poison for them, and the
+  // first statement whose effect depends on one is the finding: a store, a
+  // copy, a loop bound, a condition that has no value without them (`(k ==
+  // 0) or (prev != id)` at k == 0 has one, either way round, as jnp's `|`).
+  std::set<std::string> tainted_;
+  std::map<std::string, std::string> taint_shown_; ///< tainted local -> the element it holds
+
+  // The first tainted local or garbage element local `e` names, as its element.
+  std::optional<std::string> taint(const Expr &e) const {
+    if (e.op == Op::Name) {
+      if (auto it = element_of_local_.find(e.name);
+          it != element_of_local_.end() && !stored_[it->second] && !at_entry_[it->second].value &&
+          !at_entry_[it->second].open)
+        return display_[it->second];
+      if (tainted_.count(e.name)) return taint_shown_.at(e.name);
+    }
+    for (const auto &a : e.args)
+      if (auto t = taint(a)) return t;
+    return std::nullopt;
+  }
+
+  // e's value without the tainted names (nullopt where it needs one); `and`,
+  // `or` and `not` decided by either side.
+  std::optional<std::int64_t> untainted(const Expr &e, const Env &env) const {
+    if ((e.op == Op::And || e.op == Op::Or) && e.args.size() == 2) {
+      auto a = untainted(e.args[0], env), b = untainted(e.args[1], env);
+      const std::int64_t stop = e.op == Op::And ? 0 : 1;
+      if ((a && (*a != 0) == (stop != 0)) || (b && (*b != 0) == (stop != 0))) return stop;
+      if (a && b) return 1 - stop;
+      return std::nullopt;
+    }
+    if (e.op == Op::Not && e.args.size() == 1) {
+      auto a = untainted(e.args[0], env);
+      if (!a) return std::nullopt;
+      return *a == 0 ? 1 : 0;
+    }
+    if (taint(e)) return std::nullopt;
+    return evaluate(e, env).value;
+  }
+
+  void report_taint(const Loc &at, const std::string &shown) {
+    // The first is the finding; the run goes on with poison, so that
+    // `lower` can still show the program.
+    if (!r_.undefined_read) r_.undefined_read = UndefinedStateRead{at, shown, point_};
   }
 
   bool stmt_reads(const Stmt &s) {
@@ -451,7 +496,30 @@ private:
         continue;
       }
       if (!stmt_reads(s)) return false;
-      if (const auto *l = std::get_if<Let>(&s.kind)) {
+      const auto *let = std::get_if<Let>(&s.kind);
+      const bool plain_let = let && !element_of_local_.count(let->name);
+      if (plain_let) {
+        tainted_.erase(let->name);
+        if (auto t = taint(let->value)) {
+          tainted_.insert(let->name);
+          taint_shown_[let->name] = *t;
+        }
+      } else if (const auto *i = std::get_if<If>(&s.kind); i && taint(i->cond)) {
+        if (auto c = untainted(bind_grid(i->cond, point_, grid_), env_)) {
+          if (!exec(*c ? i->then_body : i->else_body)) return false;
+          continue;
+        }
+        report_taint(s.loc, *taint(i->cond));
+      } else if (const auto *f = std::get_if<For>(&s.kind)) {
+        if (auto t = taint(f->lo); t || (t = taint(f->hi))) report_taint(s.loc, *t);
+      } else if (!std::get_if<If>(&s.kind)) {
+        std::optional<std::string> t;
+        for_each_expr(s, [&](const Expr &e) {
+          if (!t) t = taint(e);
+        });
+        if (t) report_taint(s.loc, *t);
+      }
+      if (const auto *l = let) {
         if (auto it = element_of_local_.find(l->name); it != element_of_local_.end()) {
           auto v = need(l->value, s.loc);
           if (!v) return false;
@@ -500,6 +568,7 @@ private:
         rest /= static_cast<std::size_t>(grid_[a]);
       }
       env_ = params_;
+      tainted_.clear();
       at_entry_ = cells_;
       stored_.assign(locals_.size(), false);
       for (std::size_t k = 0; k < locals_.size(); ++k)

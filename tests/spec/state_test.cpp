@@ -140,8 +140,35 @@ TEST(StateElaboration, AReadBeforeAnyStoreIsAnUndefinedReadAtItsFirstStep) {
   EXPECT_EQ(r.undefined_read->loc.line, 10);
   EXPECT_EQ(
       undefined_state_message(*r.undefined_read),
-      "st[0] is read at grid point (1,) before anything stores it (an SMEM scratch holds no value until "
-      "the body stores one)");
+      "st[0] is read at grid point (1,) before anything stores it, and this statement depends on its value (an "
+      "SMEM scratch holds no value until the body stores one)");
+}
+
+TEST(StateElaboration, AReadWhoseValueDecidesNothingIsNoUndefinedRead) {
+  // `(k == 0) or (prev != x)`, jnp's `|` taking both sides: at step 0 the
+  // garbage prev decides nothing, either way round; from step 1 it holds
+  // what step 0 stored.
+  for (const std::string cond : {"(program_id(0) == 0) or (p != 5)", "(p != 5) or (program_id(0) == 0)",
+                                 "not ((program_id(0) != 0) and (p == 5))"}) {
+    auto r = elaborated(kernel("    scratch st: i32[1] memory_space=smem\n",
+                               "        p = st[0]\n"
+                               "        when " +
+                                   cond +
+                                   ":\n"
+                                   "            o[...] = x[...]\n"
+                                   "        st[0] = 5\n"));
+    EXPECT_TRUE(r.kernel) << cond;
+    EXPECT_FALSE(r.undefined_read) << cond;
+  }
+  // The same read deciding the condition at step 0 is one.
+  auto r = elaborated(kernel("    scratch st: i32[1] memory_space=smem\n",
+                             "        p = st[0]\n"
+                             "        when (program_id(0) == 1) or (p != 5):\n"
+                             "            o[...] = x[...]\n"
+                             "        st[0] = 5\n"));
+  ASSERT_TRUE(r.undefined_read);
+  EXPECT_EQ(r.undefined_read->grid_point, (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(r.undefined_read->loc.line, 8); // the when
 }
 
 TEST(StateElaboration, AStoreBeforeTheReadInTheSameStepNeedsNoEarlierValue) {
