@@ -431,9 +431,11 @@ private:
     }
     if (e.op == Op::Name && env_.count(e.name) && !find(e.name)) return Expr::integer(env_.at(e.name), e.loc);
     // An inner pipeline's body naming the kernel's operands (its scratch, a
-    // windowed block): what they denote at the outer step.
+    // windowed block): what they denote at the outer step, at the subscripts
+    // the inner body gives (its program_id the inner grid's), rewritten here.
     if ((e.op == Op::Ref || e.op == Op::Name) && !find(e.name) && parent_ && parent_->find(e.name))
-      return parent_->rewrite(e, parent_step_);
+      return parent_->rewrite(e.op == Op::Ref ? e.map_args([&](const Expr &a) { return rewrite(a, s); }) : e,
+                              parent_step_);
     if (e.op == Op::Ref || e.op == Op::Name) {
       if (Opnd *x = find(e.name)) {
         std::vector<Expr> subs;
