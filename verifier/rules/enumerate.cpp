@@ -924,17 +924,6 @@ private:
     if (u.accumulates.empty()) return;
     const std::vector<CarriedUse> uses = adding_uses(m_, op);
     const std::size_t n = pts_.size();
-    // Whether an init of a scratch target fires after its add at p and
-    // before the add at q (the first add then counts for nothing).
-    auto target_reset = [&](const CarriedUse &cp, std::size_t p, const CarriedUse &cq, std::size_t q) {
-      const int after = m_.effects[cp.store].order, before = m_.effects[cq.store].order;
-      for (std::size_t i : target_inits(m_, cq))
-        for (std::size_t x = p; x <= q; ++x) {
-          const int o = m_.effects[i].order;
-          if (fires_[i][x] && (x != p || o > after) && (x != q || o < before)) return true;
-        }
-      return false;
-    };
     // inits_before[x]: how many points before x an init fires at.
     std::vector<std::size_t> inits_before(n + 1, 0);
     for (std::size_t x = 0; x < n; ++x) {
@@ -963,7 +952,7 @@ private:
             for (const CarriedUse &cp : uses) {
               if (found || cp.output != cq.output ||
                   m_.effects[cp.store].operand != m_.effects[cq.store].operand || !fires_[cp.store][p] ||
-                  !fires_[cp.consume][p] || target_reset(cp, p, cq, q))
+                  !fires_[cp.consume][p])
                 continue;
               for (std::size_t ai : u.accumulates) {
                 const Effect &a = m_.effects[ai];
@@ -1025,25 +1014,20 @@ private:
     }
   }
 
-  // The smallest read point q, then the smallest p < q that stored the
-  // scratch after the last init before q, with p and q apart along a
-  // parallel axis; the read at q must not follow an init at q.
+  // The smallest read point q, then the smallest p < q that stored an
+  // element the read at q takes, with p and q apart along a parallel axis
+  // and no init writing that element at q before the read or at a point
+  // between.
   void scratch_carry(std::size_t op) {
     const CarryUse u = carry_use(m_, op);
     // Without an init every store accumulates, and uninitialized-accumulator
     // reports the first read: one root cause, one finding.
     if (u.stores.empty() || u.reads.empty() || u.inits.empty()) return;
-    auto any = [&](const std::vector<std::size_t> &es, std::size_t p) {
-      for (std::size_t e : es)
-        if (fires_[e][p]) return true;
-      return false;
-    };
     auto apart = [&](std::size_t p, std::size_t q) {
       for (std::size_t a = 0; a < m_.semantics.size(); ++a)
         if (m_.semantics[a] == spec::DimSemantics::parallel && pts_[p][a] != pts_[q][a]) return true;
       return false;
     };
-    std::size_t from = 0; // the last point before q where an init fired, else 0
     for (std::size_t q = 0; q < pts_.size(); ++q) {
       // The parts of the reads' boxes at q that no init before them in q
       // writes. (An init of what the read does not take, the other slot,
@@ -1066,20 +1050,32 @@ private:
         carried.insert(carried.end(), left.begin(), left.end());
       }
       // A store at p of what such a read takes (one slot per block of a
-      // parallel axis, `acc[j]`, is no carry between the slots).
-      if (!carried.empty())
-        for (std::size_t p = from; p < q; ++p) {
-          if (!apart(p, q)) continue;
+      // parallel axis, `acc[j]`, is no carry between the slots), with no init
+      // of it at a point between: walking back from q, each point's inits
+      // cut what they write; the smallest such p.
+      std::optional<std::size_t> found;
+      for (std::size_t t = q; t-- > 0 && !carried.empty();) {
+        if (apart(t, q))
           for (std::size_t s : u.stores) {
-            if (!fires_[s][p]) continue;
-            const Box sb = box_or_whole(m_.effects[s], p);
-            if (std::none_of(carried.begin(), carried.end(), [&](const Box &rb) { return overlaps(sb, rb); }))
-              continue;
-            out_.findings.push_back(scratch_carry_finding(m_, op, pts_[p], pts_[q]));
-            return;
+            if (!fires_[s][t]) continue;
+            const Box sb = box_or_whole(m_.effects[s], t);
+            if (std::any_of(carried.begin(), carried.end(), [&](const Box &rb) { return overlaps(sb, rb); }))
+              found = t;
           }
-        }
-      if (any(u.inits, q)) from = q;
+        for (std::size_t i : u.inits)
+          if (fires_[i][t]) {
+            const Box ib = box_or_whole(m_.effects[i], t);
+            std::vector<Box> next;
+            for (const Box &b : carried)
+              for (Box &piece : minus(b, ib))
+                next.push_back(std::move(piece));
+            carried = std::move(next);
+          }
+      }
+      if (found) {
+        out_.findings.push_back(scratch_carry_finding(m_, op, pts_[*found], pts_[q]));
+        return;
+      }
     }
   }
 
@@ -1116,13 +1112,15 @@ private:
           return;
         }
       }
-    // An in-place update at q from the input's window over the output's
-    // block, whose previous step p (in q's CTA) stored into that block.
-    for (const auto &[s, r] : in_place_updates(m_, a))
-      for (std::size_t q = 1; q < n; ++q) {
-        const std::size_t p = q - 1;
-        if (q == cta_first_[q] || !fires_[s][q] || !fires_[r][q] || blk_[a.output][p] != blk_[a.output][q])
-          continue;
+    // A store at q taking the input's window over the output's block, which
+    // overwrites what a store at p, earlier in the visit (in q's CTA), put
+    // there from other inputs that the store at q does not read again at
+    // the same blocks (the smallest q, then p, per store).
+    for (const auto &[s, r] : twin_stores(m_, a)) {
+      const Effect &st = m_.effects[s];
+      const std::vector<std::size_t> again = input_sources(m_, st, a);
+      for (std::size_t q = 0; q < n; ++q) {
+        if (!fires_[s][q] || !fires_[r][q]) continue;
         bool meets = true;
         for (std::size_t d = 0; d < x.shape.size(); ++d) {
           const std::int64_t xs = spec::saturating_mul(blk_[a.input][q][d], x.block[d]);
@@ -1131,16 +1129,26 @@ private:
               meets && xs < spec::saturating_add(os, o.block[d]) && os < spec::saturating_add(xs, x.block[d]);
         }
         if (!meets) continue;
-        const Box sb = box_or_whole(m_.effects[s], q);
-        for (std::size_t e = 0; e < m_.effects.size(); ++e) {
-          const Effect &w = m_.effects[e];
-          if (w.operand != a.output || w.kind == Effect::read || !fires_[e][p] ||
-              !overlaps(box_or_whole(w, p), sb))
-            continue;
-          out_.findings.push_back(stale_twin_finding(m_, a, m_.effects[s], pts_[p], pts_[q]));
-          return;
-        }
+        std::size_t v = q; // the visit's first point
+        while (v > cta_first_[q] && blk_[a.output][v - 1] == blk_[a.output][q])
+          --v;
+        const Box sb = box_or_whole(st, q);
+        for (std::size_t p = v; p < q; ++p)
+          for (std::size_t e = 0; e < m_.effects.size(); ++e) {
+            const Effect &w = m_.effects[e];
+            if (w.operand != a.output || w.kind == Effect::read || !fires_[e][p] ||
+                !overlaps(box_or_whole(w, p), sb))
+              continue;
+            bool lost = false;
+            for (std::size_t op : input_sources(m_, w, a))
+              lost = lost || std::find(again.begin(), again.end(), op) == again.end() ||
+                     blk_[op][p] != blk_[op][q];
+            if (!lost) continue;
+            out_.findings.push_back(stale_twin_finding(m_, a, st, pts_[p], pts_[q]));
+            return;
+          }
       }
+    }
   }
 };
 

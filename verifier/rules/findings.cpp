@@ -863,12 +863,6 @@ std::vector<CarriedUse> adding_uses(const KernelModel &m, std::size_t op) {
   return out;
 }
 
-std::vector<std::size_t> target_inits(const KernelModel &m, const CarriedUse &c) {
-  const std::size_t t = m.effects[c.store].operand;
-  if (m.operands[t].role != spec::Role::scratch) return {};
-  return scratch_use(m, t).inits;
-}
-
 Finding readded_finding(const KernelModel &m, std::size_t op, const CarriedUse &use, const Point &accumulated,
                         const Point &added, const Point &stored) {
   const auto &acc = m.operands[op];
@@ -1077,6 +1071,31 @@ CarryUse carry_use(const KernelModel &m, std::size_t op) {
   const ScratchUse u = scratch_use(m, op);
   for (std::size_t i : u.inits)
     if (!m.effects[i].fresh) c.inits.push_back(i);
+  // A store that fills one region of the scratch from another (`w[8:16] =
+  // w[0:8] + 1`, a staging buffer) reads none of what it writes: for the
+  // carry, an init of its region.
+  auto disjoint = [](const Effect &a, const Effect &b) {
+    for (std::size_t d = 0; d < a.box.size() && d < b.box.size(); ++d)
+      if (a.box[d].second <= b.box[d].first || b.box[d].second <= a.box[d].first) return true;
+    return false;
+  };
+  for (std::size_t e : c.stores) {
+    const Effect &w = m.effects[e];
+    if (w.kind != Effect::write || w.fresh || !w.exact ||
+        std::find(c.inits.begin(), c.inits.end(), e) != c.inits.end())
+      continue;
+    // (its statement's reads of the scratch, and those through its locals)
+    bool own = false, apart = true;
+    for (std::size_t r = 0; r < m.effects.size(); ++r) {
+      const Effect &rd = m.effects[r];
+      if (rd.operand != op || rd.kind != Effect::read ||
+          (rd.order + 1 != w.order && std::find(w.sources.begin(), w.sources.end(), r) == w.sources.end()))
+        continue;
+      own = true;
+      apart = apart && rd.exact && disjoint(rd, w);
+    }
+    if (own && apart) c.inits.push_back(e);
+  }
   return c;
 }
 
@@ -1632,21 +1651,28 @@ Finding alias_finding(const KernelModel &m, const AliasModel &a, const Point &wr
   return f;
 }
 
-std::vector<std::pair<std::size_t, std::size_t>> in_place_updates(const KernelModel &m, const AliasModel &a) {
+std::vector<std::pair<std::size_t, std::size_t>> twin_stores(const KernelModel &m, const AliasModel &a) {
   std::vector<std::pair<std::size_t, std::size_t>> out;
   for (std::size_t s = 0; s < m.effects.size(); ++s) {
     const Effect &st = m.effects[s];
     if (st.operand != a.output || st.kind != Effect::write) continue;
-    std::optional<std::size_t> twin;
-    bool other = false;
-    for (std::size_t r : st.added) {
-      const std::size_t op = m.effects[r].operand;
-      if (op == a.input)
-        twin = r;
-      else if (op != a.output)
-        other = true;
-    }
-    if (twin && other) out.emplace_back(s, *twin);
+    for (std::size_t r : st.sources)
+      if (m.effects[r].operand == a.input) {
+        out.emplace_back(s, r);
+        break;
+      }
+  }
+  return out;
+}
+
+std::vector<std::size_t> input_sources(const KernelModel &m, const Effect &w, const AliasModel &a) {
+  std::vector<std::size_t> out;
+  for (std::size_t r : w.sources) {
+    const std::size_t op = m.effects[r].operand;
+    const auto &o = m.operands[op];
+    if (op != a.input && o.role == spec::Role::in && o.windowed &&
+        std::find(out.begin(), out.end(), op) == out.end())
+      out.push_back(op);
   }
   return out;
 }
@@ -1658,11 +1684,11 @@ Finding stale_twin_finding(const KernelModel &m, const AliasModel &a, const Effe
   const std::string b = block_str(m, a.output, read);
   Finding f = make(
       Rule::alias_hazard, store.loc,
-      "this store updates block " + b + " of '" + o.name + "' at grid point " + format_tuple(read) +
+      "this store writes block " + b + " of '" + o.name + "' at grid point " + format_tuple(read) +
           " from input '" + x.name + "', its alias, whose window still holds the block as it was before '" +
           o.name + "' stored into it at grid point " + format_tuple(stored) +
-          ": consecutive steps on one block neither write the output back nor fetch the input again, "
-          "so that store is lost; add into '" +
+          ": the steps of one visit of a block neither write the output back nor fetch the input again, "
+          "so that store is lost; update '" +
           o.name + "' instead (" + o.name + "[...] = " + x.name +
           "[...] on the block's first step, then +=)");
   f.witness.items.push_back({"operand", x.name});
@@ -1671,7 +1697,7 @@ Finding stale_twin_finding(const KernelModel &m, const AliasModel &a, const Effe
   add_block(f, m, a.output, read);
   f.notes.push_back(note(a.loc, "'" + x.name + "' aliased to '" + o.name + "'"));
   f.notes.push_back(note(store.loc, "'" + o.name + "' stored at grid point " + format_tuple(stored) +
-                                        ", the step before, on the same block"));
+                                        ", earlier in the same visit of the block"));
   return f;
 }
 

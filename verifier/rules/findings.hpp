@@ -200,9 +200,6 @@ bool adds_into_output(const KernelModel &, const CarriedUse &c);
 /// end; a store through locals into a scratch, Kahan's compensation, is no
 /// such add).
 std::vector<CarriedUse> adding_uses(const KernelModel &, std::size_t op);
-/// The inits of an adding use's target where it is a scratch (none for an
-/// output): one between two adds discards the first.
-std::vector<std::size_t> target_inits(const KernelModel &, const CarriedUse &c);
 /// accumulator-carried, re-added: the store of `use` at `stored` adds into
 /// the output's block what scratch `op` accumulated at `accumulated`, which
 /// a store adding it at `added` (accumulated <= added < stored, the same
@@ -283,15 +280,18 @@ Finding copy_address_finding(const KernelModel &, const CopyAddress &, const Poi
 /// subscript and where it lies.
 Finding prefetch_read_finding(const PrefetchRead &, const Point &p, const std::string &detail);
 Finding alias_finding(const KernelModel &, const AliasModel &, const Point &written, const Point &read);
-/// The in-place updates of an alias: (store, read) of a store into the
-/// output that does not read it and holds as terms of its sum (Effect::added)
-/// the read of the input twin and a read of another operand (`o[...] =
-/// b[...] + x[...]`, b aliased to o).
-std::vector<std::pair<std::size_t, std::size_t>> in_place_updates(const KernelModel &, const AliasModel &);
-/// alias-hazard, within a visit: the in-place update `store` at `read` takes
-/// the input twin's window, which still holds the output's block as it was
-/// before the visit, while the output's block was stored at `stored`, the
-/// step before, in the same visit: that store is lost.
+/// The stores of an alias's output that take its input twin: (store, read)
+/// of a store into the output that does not read it and holds a read of the
+/// input twin (`o[...] = b[...] + x[...]`, `o[...] = b[...]`, b aliased to o).
+std::vector<std::pair<std::size_t, std::size_t>> twin_stores(const KernelModel &, const AliasModel &);
+/// The windowed inputs other than the twin whose reads store `w` holds: what
+/// a later store of the block loses of w unless it reads them again, at the
+/// same blocks.
+std::vector<std::size_t> input_sources(const KernelModel &, const Effect &w, const AliasModel &);
+/// alias-hazard, within a visit: the store `store` at `read` takes the input
+/// twin's window, which still holds the output's block as it was before the
+/// visit, and overwrites what a store at `stored`, earlier in the visit, put
+/// there from other inputs: that store is lost.
 Finding stale_twin_finding(const KernelModel &, const AliasModel &, const Effect &store, const Point &stored,
                            const Point &read);
 

@@ -1398,10 +1398,7 @@ private:
     const std::vector<CarriedUse> uses = adding_uses(m_, op);
     for (const CarriedUse &cq : uses) {
       const Effect &rq = m_.effects[cq.consume];
-      // A scratch target: none of its inits after the add at p, between p
-      // and q, or at q before the add there (the first add then counts for
-      // nothing).
-      const std::vector<std::size_t> reset = target_inits(m_, cq);
+
       SymPoint r = point("r"), p = point("p"), q = point("q");
       std::vector<Term> facts = {in_grid(r),
                                  in_grid(p),
@@ -1416,8 +1413,6 @@ private:
         if (m_.effects[i].order < rq.order) facts.push_back(!guard(m_.effects[i], q));
       const auto rb = box_terms(rq, q);
       std::vector<Term> pairs;
-      for (std::size_t i : reset)
-        if (m_.effects[i].order < m_.effects[cq.store].order) facts.push_back(!guard(m_.effects[i], q));
       for (const CarriedUse &cp : uses) {
         if (cp.output != cq.output || m_.effects[cp.store].operand != m_.effects[cq.store].operand) continue;
         for (std::size_t ai : u.accumulates) {
@@ -1430,8 +1425,6 @@ private:
           for (std::size_t i : u.inits)
             if (m_.effects[i].order > a.order) c.push_back(!guard(m_.effects[i], r));
           if (a.order > m_.effects[cp.consume].order) c.push_back(!same(r.v, p.v));
-          for (std::size_t i : reset)
-            if (m_.effects[i].order > m_.effects[cp.store].order) c.push_back(!guard(m_.effects[i], p));
           // (p = q: an earlier statement of the step added it, `o += acc` twice)
           if (m_.effects[cp.consume].order >= rq.order) c.push_back(!same(p.v, q.v));
           pairs.push_back(ctx_.all_of(c));
@@ -1444,7 +1437,6 @@ private:
           [&](smt::Bindings::Aux &aux, bool with_aux) {
             std::vector<Term> more;
             if (!u.inits.empty()) more.push_back(none_between(u.inits, r, q, aux, with_aux));
-            if (!reset.empty()) more.push_back(none_between(reset, p, q, aux, with_aux));
             return more.empty() ? facts : with(facts, more);
           },
           {&q, &p, &r}, by_run());
@@ -1515,45 +1507,49 @@ private:
     std::vector<Term> differ, read;
     for (std::size_t a = 0; a < m_.semantics.size(); ++a)
       if (m_.semantics[a] == spec::DimSemantics::parallel) differ.push_back(p.v[a] != q.v[a]);
-    for (std::size_t r : u.reads) {
-      std::vector<Term> c = {guard(m_.effects[r], q)};
-      // An element x the read takes that no init before it at q writes (an
-      // init of the other slot of a double buffer cuts nothing; one of half
-      // the read's box, the new rows of a halo window, cuts that half), and
-      // a store at p writes (one slot per block of a parallel axis, `acc[j]`,
-      // is no carry between the slots). (A read whose box is empty, clamped
-      // past the scratch, holds no x: the lowered program's
-      // index-out-of-bounds.)
-      const auto rb = box_terms(m_.effects[r], q);
-      std::vector<Term> x;
-      for (std::size_t d = 0; d < rb.size(); ++d) {
-        x.push_back(ctx_.int_var("carried" + std::to_string(fresh_) + "_" + std::to_string(d)));
-        c.push_back(rb[d].first <= x[d] && x[d] < rb[d].second);
+    // An element x some read at q takes that no init before it at q writes
+    // (an init of the other slot of a double buffer cuts nothing; one of half
+    // the read's box, the new rows of a halo window, cuts that half), a store
+    // at p writes (one slot per block of a parallel axis, `acc[j]`, is no
+    // carry between the slots), and no init at a point between writes. (A
+    // read whose box is empty, clamped past the scratch, holds no x: the
+    // lowered program's index-out-of-bounds.)
+    std::vector<Term> x;
+    for (std::size_t d = 0; d < m_.operands[op].block.size(); ++d)
+      x.push_back(ctx_.int_var("carried" + std::to_string(fresh_) + "_" + std::to_string(d)));
+    ++fresh_;
+    auto holds = [&](const std::vector<std::pair<Term, Term>> &b) {
+      std::vector<Term> in;
+      for (std::size_t d = 0; d < b.size() && d < x.size(); ++d) {
+        in.push_back(b[d].first <= x[d]);
+        in.push_back(x[d] < b[d].second);
       }
-      ++fresh_;
-      auto holds = [&](const std::vector<std::pair<Term, Term>> &b) {
-        std::vector<Term> in;
-        for (std::size_t d = 0; d < b.size() && d < x.size(); ++d) {
-          in.push_back(b[d].first <= x[d]);
-          in.push_back(x[d] < b[d].second);
-        }
-        return ctx_.all_of(in);
-      };
+      return ctx_.all_of(in);
+    };
+    for (std::size_t r : u.reads) {
+      std::vector<Term> c = {guard(m_.effects[r], q), holds(box_terms(m_.effects[r], q))};
       for (std::size_t i : u.inits)
         if (m_.effects[i].order < m_.effects[r].order)
           c.push_back(!(guard(m_.effects[i], q) && holds(box_terms(m_.effects[i], q))));
-      std::vector<Term> stored;
-      for (std::size_t e : u.stores)
-        stored.push_back(guard(m_.effects[e], p) && holds(box_terms(m_.effects[e], p)));
-      c.push_back(ctx_.any_of(stored));
       read.push_back(ctx_.all_of(c));
     }
-    const std::vector<Term> facts = {in_grid(p), in_grid(q), lex_lt(p, q), ctx_.any_of(differ),
-                                     ctx_.any_of(read)};
+    std::vector<Term> stored;
+    for (std::size_t e : u.stores)
+      stored.push_back(guard(m_.effects[e], p) && holds(box_terms(m_.effects[e], p)));
+    const std::vector<Term> facts = {in_grid(p),          in_grid(q),        lex_lt(p, q),
+                                     ctx_.any_of(differ), ctx_.any_of(read), ctx_.any_of(stored)};
     auto best = query_quantified(
         "scratch-carry/" + m_.operands[op].name,
         [&](smt::Bindings::Aux &aux, bool with_aux) {
-          return with(facts, {none_between(u.inits, p, q, aux, with_aux)});
+          return with(facts,
+                      {at_no_point(
+                          [&](const SymPoint &t) {
+                            std::vector<Term> cut;
+                            for (std::size_t i : u.inits)
+                              cut.push_back(guard(m_.effects[i], t) && holds(box_terms(m_.effects[i], t)));
+                            return lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(cut);
+                          },
+                          aux, with_aux)});
         },
         {&q, &p}, by_run());
     if (best) out_.findings.push_back(scratch_carry_finding(m_, op, (*best)[1], (*best)[0]));
@@ -1901,15 +1897,19 @@ private:
       out_.findings.push_back(alias_finding(m_, a, v[1], v[0]));
       return;
     }
-    // An in-place update at q from the input's window over the output's
-    // block, whose previous step p (in q's CTA) stored into that block.
-    for (const auto &[s, rd] : in_place_updates(m_, a)) {
+    // A store at q taking the input's window over the output's block, which
+    // overwrites what a store at p, earlier in the visit (in q's CTA: no
+    // point between on another block), put there from other inputs that the
+    // store at q does not read again at the same blocks.
+    for (const auto &[s, rd] : twin_stores(m_, a)) {
       const Effect &st = m_.effects[s];
+      const std::vector<std::size_t> again = input_sources(m_, st, a);
       SymPoint pp = point("p"), qq = point("q");
       auto bq = block(a.output, qq), xq = block(a.input, qq);
       std::vector<Term> c = {in_grid(pp),
                              in_grid(qq),
-                             step_back(qq, pp, cta_count()),
+                             lex_lt(pp, qq),
+                             same(cta(pp), cta(qq)),
                              same(window(a.output, pp), window(a.output, qq)),
                              guard(st, qq),
                              guard(m_.effects[rd], qq)};
@@ -1919,14 +1919,29 @@ private:
         c.push_back(os < xs + x.block[d]);
       }
       std::vector<Term> stored;
-      for (const auto &w : m_.effects)
-        if (w.operand == a.output && w.kind != Effect::read)
-          stored.push_back(guard(w, pp) && overlap(box_terms(w, pp), box_terms(st, qq)));
+      for (const auto &w : m_.effects) {
+        if (w.operand != a.output || w.kind == Effect::read) continue;
+        std::vector<Term> lost;
+        for (std::size_t op : input_sources(m_, w, a))
+          lost.push_back(std::find(again.begin(), again.end(), op) == again.end()
+                             ? ctx_.all_of({})
+                             : !same(block(op, pp), block(op, qq)));
+        stored.push_back(guard(w, pp) && overlap(box_terms(w, pp), box_terms(st, qq)) && ctx_.any_of(lost));
+      }
       c.push_back(ctx_.any_of(stored));
-      std::vector<Point> w;
-      if (query("alias-hazard/" + x.name + "->" + o.name + "/in-place/line" + std::to_string(st.loc.line), c,
-                {&qq, &pp}, w) == Q::sat) {
-        out_.findings.push_back(stale_twin_finding(m_, a, st, w[1], w[0]));
+      auto best = query_quantified(
+          "alias-hazard/" + x.name + "->" + o.name + "/in-visit/line" + std::to_string(st.loc.line),
+          [&](smt::Bindings::Aux &aux, bool with_aux) {
+            return with(c, {at_no_point(
+                               [&](const SymPoint &t) {
+                                 return lex_lt(pp, t) && lex_lt(t, qq) &&
+                                        !same(window(a.output, t), window(a.output, qq));
+                               },
+                               aux, with_aux)});
+          },
+          {&qq, &pp}, by_run());
+      if (best) {
+        out_.findings.push_back(stale_twin_finding(m_, a, st, (*best)[1], (*best)[0]));
         return;
       }
     }
