@@ -1571,8 +1571,12 @@ class _Body:
             if any(not isinstance(c, _E) or not c.int for c in mine):
                 no(f"whose index map for '{nm}' closes over a value that is not an integer")
             vdims = _block_dims(bm, nm, _fmt_loc(src), self.kernel)
-            if any(not (d == "None" or d.isdigit()) for d in vdims):
-                no(f"with a pl.Element or pl.BoundedSlice block dim for '{nm}'")
+            # (a pl.Element dim of the operand itself is the .pk's; one of a view would
+            # need its offset folded in, and pl.BoundedSlice has no nested form)
+            views = [d for d in lay if d is None or d[0] != "at"]
+            if any(d.startswith("BoundedSlice") or (d.startswith("Element") and v is not None)
+                   for d, v in zip(vdims, views)):
+                no(f"with a pl.BoundedSlice block dim, or a pl.Element one on a view, for '{nm}'")
             try:
                 vidx = _index_map_parts(bm, gnames, f"'{nm}'", _fmt_loc(src), consts=mine)
             except UnsupportedError as err:

@@ -227,8 +227,16 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float = 1e
     while_bound = _while_bound(while_bound)
     args = [jnp.asarray(a) for a in args]
     closed = trace(fn, *args, **kwargs)
-    # (interpret mode runs a pltpu.emit_pipeline as the DMAs and loop Pallas makes of it)
-    lowered = trace_lowered(fn, *args, **kwargs) if has_pipeline_primitive(closed) else closed
+    # (interpret mode runs a pltpu.emit_pipeline as the DMAs and loop Pallas makes of it,
+    # which JAX may fail to trace: a pl.Element inner BlockSpec)
+    lowered, lowered_error = closed, None
+    if has_pipeline_primitive(closed):
+        try:
+            lowered = trace_lowered(fn, *args, **kwargs)
+        except Exception as err:  # noqa: BLE001 - JAX's own failure: interpret mode cannot run it
+            lowered = None
+            lowered_error = (f"interpret mode failed inside JAX tracing the emit_pipeline: "
+                             f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}")
     work = keep_dir or tempfile.mkdtemp(prefix="pipecheck_jax_run_")
     try:
         pc = _Evaluator("pipecheck", work, while_bound)
@@ -236,17 +244,24 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float = 1e
             try:
                 outs = pc.eval(closed.jaxpr, closed.consts, args)
             except NotNative:  # an emit_pipeline the nested form cannot say: as Pallas lowers it
+                if lowered is None:
+                    raise RuntimeError(lowered_error) from None
                 pc = _Evaluator("pipecheck", work, while_bound)
                 outs = pc.eval(lowered.jaxpr, lowered.consts, args)
         except _Stopped as stop:  # nothing to compare: the kernel's run failed
             return RunResult(None, None, None, 1, str(stop),
                              ["pipecheck run stopped at an error of the kernel (below)"])
-        interp, interpret_error = None, None
+        interp, interpret_error = None, lowered_error
         try:
-            interp = _Evaluator("interpret", work).eval(lowered.jaxpr, lowered.consts, args)
-        except (ValueError, NotImplementedError, AttributeError, AssertionError) as err:
+            if lowered is not None:
+                interp = _Evaluator("interpret", work).eval(lowered.jaxpr, lowered.consts, args)
+        except (ValueError, NotImplementedError, AttributeError, AssertionError, TypeError) as err:
             text = str(err).splitlines()[0] if str(err) else ""
-            if isinstance(err, (AttributeError, AssertionError)):
+            if isinstance(err, TypeError) and "concrete values" not in text:
+                raise
+            if isinstance(err, (AttributeError, AssertionError, TypeError)):
+                # (jax 0.10's discharge of a pltpu.emit_pipeline with a pl.Element BlockSpec
+                # slices by a traced size: "Shapes must be 1D sequences of concrete values")
                 # (An assert inside JAX: jax 0.10's interpret mode asserts on a
                 # pl.program_id inside a pl.run_scoped body.)
                 # A crash of interpret mode itself, past tracing (jax 0.10's discharge of
