@@ -47,7 +47,8 @@ bool has_state(const KernelSpec &k) {
 
 std::string undefined_state_message(const UndefinedStateRead &r) {
   return r.element + " is read at grid point " + format_tuple(r.grid_point) +
-         " before anything stores it, and this statement depends on its value (an SMEM scratch holds no value "
+         " before anything stores it, and this statement depends on its value (an SMEM scratch holds no "
+         "value "
          "until the body stores one)";
 }
 
@@ -433,9 +434,9 @@ private:
   // The first tainted local or garbage element local `e` names, as its element.
   std::optional<std::string> taint(const Expr &e) const {
     if (e.op == Op::Name) {
-      if (auto it = element_of_local_.find(e.name);
-          it != element_of_local_.end() && !stored_[it->second] && !at_entry_[it->second].value &&
-          !at_entry_[it->second].open)
+      if (auto it = element_of_local_.find(e.name); it != element_of_local_.end() && !stored_[it->second] &&
+                                                    !at_entry_[it->second].value &&
+                                                    !at_entry_[it->second].open)
         return display_[it->second];
       if (tainted_.count(e.name)) return taint_shown_.at(e.name);
     }

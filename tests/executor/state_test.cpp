@@ -40,6 +40,7 @@ TEST(RunState, ASlotReadBeforeAnyStoreFailsTheRunAtThatStatement) {
   const RunResult r = run(unit<spec::KernelSpec>(ring(), "smem_slot_ring_read_before_store"), {});
   EXPECT_EQ(r.status, RunStatus::fail);
   EXPECT_EQ(r.loc.line, 75); // the copy into buf[cur], which the garbage slot picks
-  EXPECT_EQ(r.reason, "slot[0] is read at grid point (0,) before anything stores it, and this statement depends "
-                      "on its value (an SMEM scratch holds no value until the body stores one)");
+  EXPECT_EQ(r.reason,
+            "slot[0] is read at grid point (0,) before anything stores it, and this statement depends "
+            "on its value (an SMEM scratch holds no value until the body stores one)");
 }

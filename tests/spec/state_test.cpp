@@ -138,10 +138,10 @@ TEST(StateElaboration, AReadBeforeAnyStoreIsAnUndefinedReadAtItsFirstStep) {
   EXPECT_EQ(r.undefined_read->element, "st[0]");
   EXPECT_EQ(r.undefined_read->grid_point, (std::vector<std::int64_t>{1}));
   EXPECT_EQ(r.undefined_read->loc.line, 10);
-  EXPECT_EQ(
-      undefined_state_message(*r.undefined_read),
-      "st[0] is read at grid point (1,) before anything stores it, and this statement depends on its value (an "
-      "SMEM scratch holds no value until the body stores one)");
+  EXPECT_EQ(undefined_state_message(*r.undefined_read),
+            "st[0] is read at grid point (1,) before anything stores it, and this statement depends on its "
+            "value (an "
+            "SMEM scratch holds no value until the body stores one)");
 }
 
 TEST(StateElaboration, AReadWhoseValueDecidesNothingIsNoUndefinedRead) {
@@ -150,13 +150,13 @@ TEST(StateElaboration, AReadWhoseValueDecidesNothingIsNoUndefinedRead) {
   // what step 0 stored.
   for (const std::string cond : {"(program_id(0) == 0) or (p != 5)", "(p != 5) or (program_id(0) == 0)",
                                  "not ((program_id(0) != 0) and (p == 5))"}) {
-    auto r = elaborated(kernel("    scratch st: i32[1] memory_space=smem\n",
-                               "        p = st[0]\n"
-                               "        when " +
-                                   cond +
-                                   ":\n"
-                                   "            o[...] = x[...]\n"
-                                   "        st[0] = 5\n"));
+    auto r =
+        elaborated(kernel("    scratch st: i32[1] memory_space=smem\n", "        p = st[0]\n"
+                                                                        "        when " +
+                                                                            cond +
+                                                                            ":\n"
+                                                                            "            o[...] = x[...]\n"
+                                                                            "        st[0] = 5\n"));
     EXPECT_TRUE(r.kernel) << cond;
     EXPECT_FALSE(r.undefined_read) << cond;
   }

@@ -419,6 +419,15 @@ private:
     return true;
   }
 
+  // The pieces' elements outside b, in place.
+  static void cut(std::vector<Box> &pieces, const Box &b) {
+    std::vector<Box> left;
+    for (const Box &a : pieces)
+      for (Box &piece : minus(a, b))
+        left.push_back(std::move(piece));
+    pieces = std::move(left);
+  }
+
   // a's elements outside b, as disjoint non-empty boxes (none where b
   // covers a; a itself where they do not meet or a is empty).
   static std::vector<Box> minus(const Box &a, const Box &b) {
@@ -1039,14 +1048,8 @@ private:
         if (!fires_[r][q]) continue;
         std::vector<Box> left = {box_or_whole(m_.effects[r], q)};
         for (std::size_t i : u.inits)
-          if (fires_[i][q] && m_.effects[i].order < m_.effects[r].order) {
-            const Box ib = box_or_whole(m_.effects[i], q);
-            std::vector<Box> next;
-            for (const Box &b : left)
-              for (Box &piece : minus(b, ib))
-                next.push_back(std::move(piece));
-            left = std::move(next);
-          }
+          if (fires_[i][q] && m_.effects[i].order < m_.effects[r].order)
+            cut(left, box_or_whole(m_.effects[i], q));
         carried.insert(carried.end(), left.begin(), left.end());
       }
       // A store at p of what such a read takes (one slot per block of a
@@ -1063,14 +1066,7 @@ private:
               found = t;
           }
         for (std::size_t i : u.inits)
-          if (fires_[i][t]) {
-            const Box ib = box_or_whole(m_.effects[i], t);
-            std::vector<Box> next;
-            for (const Box &b : carried)
-              for (Box &piece : minus(b, ib))
-                next.push_back(std::move(piece));
-            carried = std::move(next);
-          }
+          if (fires_[i][t]) cut(carried, box_or_whole(m_.effects[i], t));
       }
       if (found) {
         out_.findings.push_back(scratch_carry_finding(m_, op, pts_[*found], pts_[q]));
