@@ -39,28 +39,17 @@ class Recorder:
         specs = [jax.ShapeDtypeStruct(getattr(a, "shape", ()), getattr(a, "dtype", None))
                  if hasattr(a, "shape") else a for a in args]
         try:
-            closed = trace(f, *specs)
-            calls = pallas_calls(closed, list(args))  # scalar prefetch contents, when concrete
-            try:
-                for call in calls:
-                    export_found(call, set(), call_site, while_bound=self.while_bound,
-                                 target=self.target)
-            except NotNative:  # an emit_pipeline the nested form cannot say: as Pallas lowers it
-                calls = pallas_calls(trace_lowered(f, *specs), list(args))
-            except Exception:  # noqa: BLE001 - reported per call below
-                pass
+            # (scalar prefetch contents, when concrete, from the args)
+            exported = self._export(pallas_calls(trace(f, *specs), list(args)), call_site)
+            if exported is None:  # an emit_pipeline the nested form cannot say: as Pallas lowers it
+                exported = self._export(pallas_calls(trace_lowered(f, *specs), list(args)),
+                                        call_site)
         except Exception as e:  # noqa: BLE001 - the script's own call will raise it again
             self._unsupported(UnsupportedError(f"could not trace the pallas_call: {e}"))
             return
-        for call in calls:
-            try:
-                k = export_found(call, set(), call_site, while_bound=self.while_bound,
-                                 target=self.target)
-            except UnsupportedError as e:
-                self._unsupported(e)
-                continue
-            except Exception as e:  # noqa: BLE001 - a bug of the export must not stop the script
-                self._unsupported(internal_error(e))
+        for call, k in exported:
+            if isinstance(k, UnsupportedError):
+                self._unsupported(k)
                 continue
             if k.text in self._texts:
                 continue
@@ -71,6 +60,23 @@ class Recorder:
             else:
                 self.names.add(k.name)
             self.kernels.append(k)
+
+    def _export(self, calls, call_site):
+        """(call, its Kernel or the UnsupportedError saying why not) per call; None where an
+        emit_pipeline has no nested form (NotNative): the function is traced again."""
+        out = []
+        for call in calls:
+            try:
+                k = export_found(call, set(), call_site, while_bound=self.while_bound,
+                                 target=self.target)
+            except NotNative:
+                return None
+            except UnsupportedError as e:
+                k = e
+            except Exception as e:  # noqa: BLE001 - a bug of the export must not stop the script
+                k = internal_error(e)
+            out.append((call, k))
+        return out
 
     def _unsupported(self, e):
         if str(e) not in self._errors:

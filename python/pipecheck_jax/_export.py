@@ -353,11 +353,12 @@ def _array_consts(j):
 # --- integer expressions: shared by index maps and the body's integer scalars ---------
 
 
-def _truncated(a: str, b: str) -> str:
+def _truncated(a: str, b: str, both: str = "and") -> str:
     """Where a // b (floor) is one below lax.div's quotient (towards zero): a remainder and
-    operands of opposite signs. (lax.rem's remainder is then a % b - b.) Not through abs:
-    abs of the dtype's minimum wraps to itself."""
-    return f"((({a} % {b}) != 0) and (({a} < 0) != ({b} < 0)))"
+    operands of opposite signs, joined by `both` (`&` for tensors). (lax.rem's remainder is
+    then a % b - b.) Not through abs: abs of the dtype's minimum wraps to itself (int8
+    -128 // 16 would be +8)."""
+    return f"((({a} % {b}) != 0) {both} (({a} < 0) != ({b} < 0)))"
 
 
 def _int_binary(name: str, a: _E, b: _E) -> _E | None:
@@ -1573,9 +1574,9 @@ class _Body:
             vdims = _block_dims(bm, nm, _fmt_loc(src), self.kernel)
             # (a pl.Element dim of the operand itself is the .pk's; one of a view would
             # need its offset folded in, and pl.BoundedSlice has no nested form)
-            views = [d for d in lay if d is None or d[0] != "at"]
+            kept = [d for d in lay if d is None or d[0] != "at"]  # the view's dims, as vdims
             if any(d.startswith("BoundedSlice") or (d.startswith("Element") and v is not None)
-                   for d, v in zip(vdims, views)):
+                   for d, v in zip(vdims, kept)):
                 no(f"with a pl.BoundedSlice block dim, or a pl.Element one on a view, for '{nm}'")
             try:
                 vidx = _index_map_parts(bm, gnames, f"'{nm}'", _fmt_loc(src), consts=mine)
@@ -1785,10 +1786,8 @@ class _Body:
         if name in ("div", "rem") and np.issubdtype(aval.dtype, np.integer):
             # lax.div truncates towards zero and lax.rem takes the dividend's sign, where
             # .pk's // and % floor: the same where-forms as for integer scalars (_int_binary).
-            # (Not through abs: abs of the dtype's minimum wraps to itself, and -128 // 16
-            # would be +8.)
             a, b = t[0], t[1]
-            off = f"((({a} % {b}) != 0) & (({a} < 0) != ({b} < 0)))"
+            off = _truncated(a, b, "&")
             if name == "div":
                 return mk(f"where({off}, ({a} // {b}) + 1, {a} // {b})")
             return mk(f"where({off}, ({a} % {b}) - {b}, {a} % {b})")

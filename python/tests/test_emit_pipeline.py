@@ -19,6 +19,15 @@ def data(shape=(32, 128), seed=0):
     return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
 
 
+def in_hbm(kernel, shape, **kwargs):
+    """A pallas_call of `kernel` on one input and one f32 output of `shape`, both left in
+    HBM (memory_space=ANY) for the kernel's emit_pipeline."""
+    any_space = pl.BlockSpec(memory_space=pl.ANY)
+    return lambda x: pl.pallas_call(kernel, in_specs=[any_space], out_specs=any_space,
+                                    out_shape=jax.ShapeDtypeStruct(shape, jnp.float32),
+                                    **kwargs)(x)
+
+
 def doubling(index_map):
     def inner(x_ref, o_ref):
         o_ref[...] = x_ref[...] * 2.0
@@ -28,12 +37,7 @@ def doubling(index_map):
                             in_specs=[pl.BlockSpec((8, 128), index_map)],
                             out_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))])(x_hbm, o_hbm)
 
-    def fn(x):
-        return pl.pallas_call(kernel,
-                              in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
-                              out_specs=pl.BlockSpec(memory_space=pl.ANY),
-                              out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32))(x)
-    return fn
+    return in_hbm(kernel, (32, 128))
 
 
 def body_lines(text):
@@ -145,10 +149,7 @@ def test_static_views_fold_into_block_indices_and_an_integer_index_squeezes_its_
                             out_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
                             )(x_hbm.at[1, pl.ds(8, 16)], o_hbm)
 
-    def fn(x):
-        return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
-                              out_specs=pl.BlockSpec(memory_space=pl.ANY),
-                              out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32))(x)
+    fn = in_hbm(kernel, (16, 128))
 
     x3 = jax.ShapeDtypeStruct((2, 32, 128), jnp.float32)
     text = pj.export(fn, x3)
@@ -168,9 +169,7 @@ def copy_through_a_row_view(rows):
                             out_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
                             )(x_hbm.at[pl.ds(0, rows)], o_hbm)
 
-    return lambda x: pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
-                                    out_specs=pl.BlockSpec(memory_space=pl.ANY),
-                                    out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32))(x)
+    return in_hbm(kernel, (16, 128))
 
 
 def test_an_inner_block_past_the_end_of_its_view_is_an_index_out_of_bounds():
@@ -199,9 +198,7 @@ def test_an_element_inner_blockspec_keeps_its_padding_and_checks_and_runs():
                 in_specs=[pl.BlockSpec((pl.Element(16, (0, pad_hi)), 128), lambda i: (i * 8, 0))],
                 out_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))])(x_hbm, o_hbm)
 
-        return lambda x: pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
-                                        out_specs=pl.BlockSpec(memory_space=pl.ANY),
-                                        out_shape=jax.ShapeDtypeStruct((n, 128), jnp.float32))(x)
+        return in_hbm(kernel, (n, 128))
 
     x = data((n, 128))
     assert "block=(Element(16, (0, 8)), 128)" in pj.export(summing(8), x)
@@ -222,12 +219,7 @@ def in_place_increment():
                             in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
                             out_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))])(x_hbm, o_hbm)
 
-    def fn(x):
-        return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
-                              out_specs=pl.BlockSpec(memory_space=pl.ANY),
-                              out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32),
-                              input_output_aliases={0: 0})(x)
-    return fn
+    return in_hbm(kernel, (32, 128), input_output_aliases={0: 0})
 
 
 def test_an_emit_pipeline_on_an_aliased_operand_exports_as_its_dmas_and_loop():
@@ -256,10 +248,7 @@ def test_an_emit_pipeline_over_the_blocks_of_another_exports_as_its_dmas_and_loo
                             in_specs=[pl.BlockSpec((8, 256), lambda r: (r, 0))],
                             out_specs=[pl.BlockSpec((8, 256), lambda r: (r, 0))])(x_hbm, o_hbm)
 
-    def fn(x):
-        return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
-                              out_specs=pl.BlockSpec(memory_space=pl.ANY),
-                              out_shape=jax.ShapeDtypeStruct((16, 256), jnp.float32))(x)
+    fn = in_hbm(kernel, (16, 256))
 
     x = jax.ShapeDtypeStruct((16, 256), jnp.float32)
     body = body_lines(pj.export(fn, x))

@@ -413,12 +413,6 @@ private:
     return whole;
   }
 
-  static bool overlaps(const Box &a, const Box &b) {
-    for (std::size_t d = 0; d < a.size() && d < b.size(); ++d)
-      if (!(a[d].first < b[d].second && b[d].first < a[d].second)) return false;
-    return true;
-  }
-
   // The pieces' elements outside b, in place.
   static void cut(std::vector<Box> &pieces, const Box &b) {
     std::vector<Box> left;
@@ -1092,22 +1086,23 @@ private:
     std::vector<std::size_t> next_change(n, n);
     for (std::size_t p = n; p-- > 0;)
       if (p + 1 < n) next_change[p] = blk_[a.output][p + 1] != blk_[a.output][p] ? p + 1 : next_change[p + 1];
+    // Whether the input's block at q and the output's at p share HBM elements.
+    auto meets = [&](std::size_t q, std::size_t p) {
+      for (std::size_t d = 0; d < x.shape.size(); ++d) {
+        // Saturating: an index far outside the array stays far outside.
+        const std::int64_t xs = spec::saturating_mul(blk_[a.input][q][d], x.block[d]);
+        const std::int64_t os = spec::saturating_mul(blk_[a.output][p][d], o.block[d]);
+        if (!(xs < spec::saturating_add(os, o.block[d]) && os < spec::saturating_add(xs, x.block[d])))
+          return false;
+      }
+      return true;
+    };
     for (std::size_t q = 0; q < n; ++q)
-      for (std::size_t p = 0; p < q; ++p) {
-        if (next_change[p] > q) continue;
-        bool overlap = true;
-        for (std::size_t d = 0; d < x.shape.size(); ++d) {
-          // Saturating: an index far outside the array stays far outside.
-          const std::int64_t xs = spec::saturating_mul(blk_[a.input][q][d], x.block[d]);
-          const std::int64_t os = spec::saturating_mul(blk_[a.output][p][d], o.block[d]);
-          overlap = overlap && xs < spec::saturating_add(os, o.block[d]) &&
-                    os < spec::saturating_add(xs, x.block[d]);
-        }
-        if (overlap) {
+      for (std::size_t p = 0; p < q; ++p)
+        if (next_change[p] <= q && meets(q, p)) {
           out_.findings.push_back(alias_finding(m_, a, pts_[p], pts_[q]));
           return;
         }
-      }
     // A store at q taking the input's window over the output's block, which
     // overwrites what a store at p, earlier in the visit (in q's CTA), put
     // there from other inputs that the store at q does not read again at
@@ -1116,15 +1111,7 @@ private:
       const Effect &st = m_.effects[s];
       const std::vector<std::size_t> again = input_sources(m_, st, a);
       for (std::size_t q = 0; q < n; ++q) {
-        if (!fires_[s][q] || !fires_[r][q]) continue;
-        bool meets = true;
-        for (std::size_t d = 0; d < x.shape.size(); ++d) {
-          const std::int64_t xs = spec::saturating_mul(blk_[a.input][q][d], x.block[d]);
-          const std::int64_t os = spec::saturating_mul(blk_[a.output][q][d], o.block[d]);
-          meets =
-              meets && xs < spec::saturating_add(os, o.block[d]) && os < spec::saturating_add(xs, x.block[d]);
-        }
-        if (!meets) continue;
+        if (!fires_[s][q] || !fires_[r][q] || !meets(q, q)) continue;
         std::size_t v = q; // the visit's first point
         while (v > cta_first_[q] && blk_[a.output][v - 1] == blk_[a.output][q])
           --v;

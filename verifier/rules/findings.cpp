@@ -876,7 +876,7 @@ Finding readded_finding(const KernelModel &m, std::size_t op, const CarriedUse &
       make(Rule::accumulator_carried, m.effects[use.store].loc,
            "adds into " + into + " at grid point " + format_tuple(stored) + " what scratch '" + acc.name +
                "' accumulated at grid point " + format_tuple(accumulated) +
-               ", which it already added there at " + "grid point " + format_tuple(added) + ": no init of '" +
+               ", which it already added there at grid point " + format_tuple(added) + ": no init of '" +
                acc.name + "' fires between them, so it is counted twice; re-initialize '" + acc.name +
                "' after each store that adds it");
   f.witness.items.push_back({"operand", acc.name});
@@ -1074,11 +1074,6 @@ CarryUse carry_use(const KernelModel &m, std::size_t op) {
   // A store that fills one region of the scratch from another (`w[8:16] =
   // w[0:8] + 1`, a staging buffer) reads none of what it writes: for the
   // carry, an init of its region.
-  auto disjoint = [](const Effect &a, const Effect &b) {
-    for (std::size_t d = 0; d < a.box.size() && d < b.box.size(); ++d)
-      if (a.box[d].second <= b.box[d].first || b.box[d].second <= a.box[d].first) return true;
-    return false;
-  };
   for (std::size_t e : c.stores) {
     const Effect &w = m.effects[e];
     if (w.kind != Effect::write || w.fresh || !w.exact ||
@@ -1092,7 +1087,7 @@ CarryUse carry_use(const KernelModel &m, std::size_t op) {
           (rd.order + 1 != w.order && std::find(w.sources.begin(), w.sources.end(), r) == w.sources.end()))
         continue;
       own = true;
-      apart = apart && rd.exact && disjoint(rd, w);
+      apart = apart && rd.exact && !overlaps(rd.box, w.box);
     }
     if (own && apart) c.inits.push_back(e);
   }
@@ -1616,6 +1611,12 @@ CoverCells cover_cells(const KernelModel &m, std::size_t op, bool reads_too) {
     }
     if (done) return r;
   }
+}
+
+bool overlaps(const Box &a, const Box &b) {
+  for (std::size_t d = 0; d < a.size() && d < b.size(); ++d)
+    if (!(a[d].first < b[d].second && b[d].first < a[d].second)) return false;
+  return true;
 }
 
 bool box_contains(const Box &outer, const Box &inner) {

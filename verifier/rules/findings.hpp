@@ -28,6 +28,8 @@ struct CoverCells {
 CoverCells cover_cells(const KernelModel &, std::size_t op, bool reads_too = false);
 /// Whether `outer` contains `inner` in every dim.
 bool box_contains(const Box &outer, const Box &inner);
+/// Whether `a` and `b` share an element: they meet in every dim both have.
+bool overlaps(const Box &a, const Box &b);
 /// Whether some element of the cell of block `b` lies inside the array
 /// (the last block of a ragged dim is partly padding, which needs no write).
 bool cell_in_array(const OperandModel &, const Point &b, const Box &cell);

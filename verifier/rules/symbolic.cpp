@@ -1398,7 +1398,6 @@ private:
     const std::vector<CarriedUse> uses = adding_uses(m_, op);
     for (const CarriedUse &cq : uses) {
       const Effect &rq = m_.effects[cq.consume];
-
       SymPoint r = point("r"), p = point("p"), q = point("q");
       std::vector<Term> facts = {in_grid(r),
                                  in_grid(p),
@@ -1435,9 +1434,8 @@ private:
           "accumulator-carried/" + o.name + "/line" + std::to_string(m_.effects[cq.store].loc.line) +
               "/re-added",
           [&](smt::Bindings::Aux &aux, bool with_aux) {
-            std::vector<Term> more;
-            if (!u.inits.empty()) more.push_back(none_between(u.inits, r, q, aux, with_aux));
-            return more.empty() ? facts : with(facts, more);
+            if (u.inits.empty()) return facts;
+            return with(facts, {none_between(u.inits, r, q, aux, with_aux)});
           },
           {&q, &p, &r}, by_run());
       if (best) out_.findings.push_back(readded_finding(m_, op, cq, (*best)[2], (*best)[1], (*best)[0]));
@@ -1881,18 +1879,22 @@ private:
     const auto &x = m_.operands[a.input];
     const auto &o = m_.operands[a.output];
     if (!x.windowed || !o.windowed || x.shape.size() != o.shape.size() || m_.grid.empty()) return;
+    // Whether the input's block at q and the output's at p share HBM elements.
+    auto meets = [&](const SymPoint &q, const SymPoint &p) {
+      auto bx = block(a.input, q), bo = block(a.output, p);
+      std::vector<Term> c;
+      for (std::size_t d = 0; d < bo.size(); ++d) {
+        Term xs = bx[d] * x.block[d], os = bo[d] * o.block[d];
+        c.push_back(xs < os + o.block[d]);
+        c.push_back(os < xs + x.block[d]);
+      }
+      return ctx_.all_of(c);
+    };
     SymPoint p = point("p"), r = point("r"), q = point("q");
-    auto bo = block(a.output, p), bor = block(a.output, r), bx = block(a.input, q);
-    std::vector<Term> meets;
-    for (std::size_t d = 0; d < bo.size(); ++d) {
-      Term xs = bx[d] * x.block[d], os = bo[d] * o.block[d];
-      meets.push_back(xs < os + o.block[d]);
-      meets.push_back(os < xs + x.block[d]);
-    }
     std::vector<Point> v;
     if (query("alias-hazard/" + x.name + "->" + o.name,
               {in_grid(p), in_grid(r), in_grid(q), lex_lt(p, r), lex_lt(r, q) || same(r.v, q.v),
-               !same(bo, bor), ctx_.all_of(meets)},
+               !same(block(a.output, p), block(a.output, r)), meets(q, p)},
               {&q, &p, &r}, v) == Q::sat) {
       out_.findings.push_back(alias_finding(m_, a, v[1], v[0]));
       return;
@@ -1905,19 +1907,14 @@ private:
       const Effect &st = m_.effects[s];
       const std::vector<std::size_t> again = input_sources(m_, st, a);
       SymPoint pp = point("p"), qq = point("q");
-      auto bq = block(a.output, qq), xq = block(a.input, qq);
       std::vector<Term> c = {in_grid(pp),
                              in_grid(qq),
                              lex_lt(pp, qq),
                              same(cta(pp), cta(qq)),
                              same(window(a.output, pp), window(a.output, qq)),
                              guard(st, qq),
-                             guard(m_.effects[rd], qq)};
-      for (std::size_t d = 0; d < bq.size(); ++d) {
-        Term xs = xq[d] * x.block[d], os = bq[d] * o.block[d];
-        c.push_back(xs < os + o.block[d]);
-        c.push_back(os < xs + x.block[d]);
-      }
+                             guard(m_.effects[rd], qq),
+                             meets(qq, qq)};
       std::vector<Term> stored;
       for (const auto &w : m_.effects) {
         if (w.operand != a.output || w.kind == Effect::read) continue;
