@@ -163,6 +163,23 @@ PadValue elementwise(const std::vector<PadValue> &args) {
   return normalized(std::move(r));
 }
 
+/// `where(c, a, b)` with c known: padded where c selects a padded element
+/// (nullopt where the shapes do not broadcast or are too large to follow).
+std::optional<PadValue> selected(const IntTensor &c, const PadValue &a, const PadValue &b) {
+  if (!a.shape || !b.shape) return std::nullopt;
+  auto s1 = broadcast_shape(c.shape, *a.shape);
+  auto shape = s1 ? broadcast_shape(*s1, *b.shape) : std::nullopt;
+  if (!shape || !small(*shape)) return std::nullopt;
+  if (!a.any && !b.any) return none(shape);
+  auto mc = broadcast_map(c.shape, *shape), ma = broadcast_map(*a.shape, *shape),
+       mb = broadcast_map(*b.shape, *shape);
+  if (!mc || !ma || !mb) return std::nullopt;
+  PadValue r{shape, true, std::vector<std::uint8_t>(mc->size(), 0)};
+  for (std::size_t k = 0; k < mc->size(); ++k)
+    r.bits[k] = c.v[static_cast<std::size_t>((*mc)[k])] ? padded_at(a, (*ma)[k]) : padded_at(b, (*mb)[k]);
+  return normalized(std::move(r));
+}
+
 /// A reduction of `v` along `axis` (all axes when nullopt).
 PadValue reduced(const PadValue &v, std::optional<std::int64_t> axis, bool keepdims) {
   if (!v.shape) return v.any ? everywhere(std::nullopt) : none(std::nullopt);
@@ -634,6 +651,15 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
     return gathered(it->second, m->first, m->second);
   }
   case Op::Call: break;
+  case Op::BitAnd: {
+    // `a & m` with m known (`(x > 0.5) & (col < n)`): where m is 0 the
+    // result is 0 whatever a holds, as `where(m, a, 0)`.
+    const PadValue a = eval(e.args.at(0), env), b = eval(e.args.at(1), env);
+    for (std::size_t s = 0; s < 2; ++s)
+      if (auto mv = concrete(e.args[s], env); mv && !(s == 0 ? a : b).any)
+        if (auto r = selected(*mv, s == 0 ? b : a, none(Shape{}))) return *r;
+    return elementwise({a, b});
+  }
   default: {
     std::vector<PadValue> args;
     for (const auto &a : e.args)
@@ -648,18 +674,8 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
   if (f == "where" && np == 3) {
     const PadValue c = eval(e.args[0], env), a = eval(e.args[1], env), b = eval(e.args[2], env);
     auto cv = concrete(e.args[0], env);
-    if (!cv || !a.shape || !b.shape || c.any) return elementwise({c, a, b});
-    auto s1 = broadcast_shape(cv->shape, *a.shape);
-    auto shape = s1 ? broadcast_shape(*s1, *b.shape) : std::nullopt;
-    if (!shape || !small(*shape)) return elementwise({c, a, b});
-    if (!a.any && !b.any) return none(shape);
-    auto mc = broadcast_map(cv->shape, *shape), ma = broadcast_map(*a.shape, *shape),
-         mb = broadcast_map(*b.shape, *shape);
-    if (!mc || !ma || !mb) return elementwise({c, a, b});
-    PadValue r{shape, true, std::vector<std::uint8_t>(mc->size(), 0)};
-    for (std::size_t k = 0; k < mc->size(); ++k)
-      r.bits[k] = cv->v[static_cast<std::size_t>((*mc)[k])] ? padded_at(a, (*ma)[k]) : padded_at(b, (*mb)[k]);
-    return normalized(std::move(r));
+    if (!cv || c.any) return elementwise({c, a, b});
+    return selected(*cv, a, b).value_or(elementwise({c, a, b}));
   }
   if ((f == "sum" || f == "max" || f == "min") && np == 1) {
     std::optional<std::int64_t> axis;

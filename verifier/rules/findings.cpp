@@ -1832,7 +1832,7 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
       for (std::size_t e = 0; e < m.effects.size() && !padding_read; ++e) {
         const Effect &r = m.effects[e];
         if (r.operand != i || r.kind == Effect::write || d >= r.box.size() || r.box[d].second <= valid ||
-            r.masked)
+            std::find(r.masked.begin(), r.masked.end(), d) != r.masked.end())
           continue;
         padding_read = reads_last_block(e, d);
       }

@@ -9,6 +9,7 @@
 #include "verifier/races/padding.hpp"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <map>
 #include <set>
@@ -330,12 +331,31 @@ struct Builder {
       scan_value(e.args[2], else_g, loc);
       return;
     }
-    if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3 && masks_reads(e.args[1])) {
+    // `where(c, x, y)`: x counts only where c holds and y only where it
+    // does not (`where(col >= n, 0, x[...])` masks as `where(col < n, x[...], 0)`).
+    if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3 &&
+        (masks_reads(e.args[1]) || masks_reads(e.args[2]))) {
       scan_value(e.args[0], guards, loc);
-      scan_masked(e.args[0], e.args[1], guards, loc);
-      for (std::size_t a = 2; a < e.args.size(); ++a)
+      for (std::size_t b = 1; b < 3; ++b) {
+        if (!masks_reads(e.args[b]))
+          scan_value(e.args[b], guards, loc);
+        else
+          scan_masked(b == 1 ? e.args[0] : Expr::unary(Op::BitNot, e.args[0]), e.args[b], guards, loc);
+      }
+      for (std::size_t a = 3; a < e.args.size(); ++a)
         scan_value(e.args[a], guards, loc);
       return;
+    }
+    // `x & m` with a mask m that reads no operand (`(x[...] > 0.5) & (col <
+    // n)`): where m is 0 the result is 0 whatever x holds, as `where(m, x, 0)`.
+    if (e.op == Op::BitAnd && e.args.size() == 2) {
+      for (std::size_t s = 0; s < 2; ++s) {
+        const Expr &mk = e.args[s], &x = e.args[1 - s];
+        if (reads_ref(mk, m) || reads_local_ref(mk) || !reads_ref(x, m) || !masks_reads(x)) continue;
+        scan_value(mk, guards, loc);
+        scan_masked(mk, x, guards, loc);
+        return;
+      }
     }
     if (e.op == Op::Call) {
       note_contraction(e, loc);
@@ -349,9 +369,19 @@ struct Builder {
   // elementwise operator or function (cast, abs, maximum, ...) of such
   // values and of values with no read (a bf16 load cast to f32, `x * x`).
   // A where's mask then narrows those reads as it would the read itself.
+  // A dot's result position (b, m, n) takes the elements of its operands
+  // at those positions along their batch and free dims (every element
+  // along a contracted dim): a mask on the result narrows the operands'
+  // reads along those dims (`where(col < n, dot(q, k, trans_b=True), -inf)`
+  // masks k's padded rows, the result's padded columns). Also a transpose
+  // (its dims reversed) and the elementwise forms.
   bool masks_reads(const Expr &v) const {
     if (v.op == Op::Ref) return m.operand_index(v.name).has_value();
     if (!reads_ref(v, m)) return true;
+    if (v.op == Op::Call && (v.name == "dot" || v.name == "dot_general"))
+      return dot_operand_dims(v).has_value() && masks_reads(v.args[0]) && masks_reads(v.args[1]);
+    if (v.op == Op::Call && v.name == "transpose" && v.num_positional() == 1)
+      return value_rank(v.args[0]) == 2 && masks_reads(v.args[0]);
     const bool fn = v.op == Op::Call && races::is_elementwise_fn(v.name);
     const bool oper =
         v.op == Op::Neg || v.op == Op::Not || v.op == Op::BitNot || (v.op >= Op::Add && v.op <= Op::BitOr);
@@ -362,22 +392,158 @@ struct Builder {
     return true;
   }
 
+  // Which dim of the mask (counted from its last) each dim of a value
+  // stands at, none for a dim the mask does not reach (a dot's contracted
+  // dim); nullopt: the value's dims align with the mask's trailing dims.
+  using MaskDims = std::optional<std::vector<std::optional<std::size_t>>>;
+
+  // `dims` for a value of rank n: its trailing alignment with the value it
+  // is part of (broadcasting).
+  static std::vector<std::optional<std::size_t>> aligned(const MaskDims &dims, std::size_t n) {
+    std::vector<std::optional<std::size_t>> r(n);
+    for (std::size_t k = 0; k < n; ++k)
+      if (!dims)
+        r[k] = n - 1 - k;
+      else if (k + dims->size() >= n)
+        r[k] = (*dims)[k + dims->size() - n];
+    return r;
+  }
+
+  // The dot's operands' dims in its result: for each operand, per dim, the
+  // result dim it stands at (none where contracted); nullopt where an
+  // operand's rank is unknown or the dims are malformed.
+  std::optional<std::array<std::vector<std::optional<std::size_t>>, 2>>
+  dot_operand_dims(const Expr &dot) const {
+    if (dot.num_positional() != 2) return std::nullopt;
+    auto ra = value_rank(dot.args[0]), rb = value_rank(dot.args[1]);
+    if (!ra || !rb) return std::nullopt;
+    spec::DotDims d;
+    if (dot.name == "dot") {
+      if (*ra != 2 || *rb != 2) return std::nullopt;
+      auto flag = [&](const char *k) {
+        const Expr *f = dot.kwarg(k);
+        return f && spec::bool_literal(*f).value_or(false);
+      };
+      d = spec::dot_dims(2, 2, flag("trans_a"), flag("trans_b"));
+    } else {
+      spec::Loc where;
+      auto g = spec::dot_general_dims(dot, where);
+      if (!g.ok()) return std::nullopt;
+      d = g.value;
+    }
+    std::array<std::vector<std::optional<std::size_t>>, 2> out{std::vector<std::optional<std::size_t>>(*ra),
+                                                               std::vector<std::optional<std::size_t>>(*rb)};
+    const auto in = [](const std::vector<std::int64_t> &v, std::size_t x) {
+      return std::find(v.begin(), v.end(), static_cast<std::int64_t>(x)) != v.end();
+    };
+    const std::vector<std::int64_t> *batch[2] = {&d.lhs_batch, &d.rhs_batch},
+                                    *contract[2] = {&d.lhs_contract, &d.rhs_contract};
+    std::size_t at = d.lhs_batch.size(); // the free dims follow the batch dims, a's then b's
+    for (std::size_t s = 0; s < 2; ++s)
+      for (std::size_t x = 0; x < out[s].size(); ++x) {
+        if (in(*contract[s], x)) continue;
+        const auto &b = *batch[s];
+        if (auto it = std::find(b.begin(), b.end(), static_cast<std::int64_t>(x)); it != b.end())
+          out[s][x] = static_cast<std::size_t>(it - b.begin());
+        else
+          out[s][x] = at++;
+      }
+    return out;
+  }
+
+  // The rank of a value, where the expression says it: an operand read, a
+  // shape argument, a dot, or an elementwise combination of such.
+  std::optional<std::size_t> value_rank(const Expr &e) const {
+    if (e.op == Op::Int || e.op == Op::Float) return 0;
+    if (e.op == Op::Ref) {
+      auto op = m.operand_index(e.name);
+      if (!op) return std::nullopt;
+      auto d = value_dims(e, *op);
+      return d ? std::optional<std::size_t>(d->size()) : std::nullopt;
+    }
+    if (e.op == Op::Call) {
+      const std::size_t np = e.num_positional();
+      const Expr *shape = e.name == "iota" && np >= 1                                    ? &e.args[0]
+                          : (e.name == "broadcast_to" || e.name == "reshape") && np == 2 ? &e.args[1]
+                                                                                         : nullptr;
+      if (shape)
+        return shape->op == Op::Tuple ? std::optional<std::size_t>(shape->args.size()) : std::nullopt;
+      if (e.name == "transpose" && np == 1) return value_rank(e.args[0]);
+      if (e.name == "cast" && np >= 1) return value_rank(e.args[0]);
+      if (e.name == "dot" || e.name == "dot_general") {
+        auto d = dot_operand_dims(e);
+        if (!d) return std::nullopt;
+        std::size_t n = 0;
+        for (const auto &side : *d)
+          for (const auto &x : side)
+            if (x) n = std::max(n, *x + 1);
+        return n;
+      }
+      if (!races::is_elementwise_fn(e.name)) return std::nullopt;
+    } else if (!(e.op == Op::Neg || e.op == Op::Not || e.op == Op::BitNot ||
+                 (e.op >= Op::Add && e.op <= Op::BitOr))) {
+      return std::nullopt;
+    }
+    std::size_t r = 0;
+    for (std::size_t k = 0; k < e.num_positional(); ++k) {
+      auto a = value_rank(e.args[k]);
+      if (!a) return std::nullopt;
+      r = std::max(r, *a);
+    }
+    return r;
+  }
+
   // Scans `v` (masks_reads holds) with each operand read in it narrowed by
-  // the where's mask `cond`.
-  void scan_masked(const Expr &cond, const Expr &v, const std::vector<Expr> &guards, spec::Loc loc) {
+  // the mask `cond` along the dims `dims` says.
+  void scan_masked(const Expr &cond, const Expr &v, const std::vector<Expr> &guards, spec::Loc loc,
+                   const MaskDims &dims = std::nullopt) {
     if (v.op == Op::Ref) {
       const std::size_t first = m.effects.size();
       scan_value(v, guards, loc);
       // scan_value registers a ref's own read before those in its subscripts.
-      if (m.effects.size() > first) narrow_by_mask(cond, v, m.effects[first]);
+      if (m.effects.size() > first) narrow_by_mask(cond, v, m.effects[first], dims);
       return;
     }
     if (!reads_ref(v, m)) {
       scan_value(v, guards, loc);
       return;
     }
-    for (const auto &a : v.args)
-      scan_masked(cond, a, guards, loc);
+    if (v.op == Op::Call && (v.name == "dot" || v.name == "dot_general")) {
+      note_contraction(v, loc);
+      const auto sides = *dot_operand_dims(v);
+      std::size_t rank = 0;
+      for (const auto &side : sides)
+        for (const auto &x : side)
+          if (x) rank = std::max(rank, *x + 1);
+      const auto result = aligned(dims, rank);
+      for (std::size_t s = 0; s < 2; ++s) {
+        std::vector<std::optional<std::size_t>> child;
+        for (const auto &x : sides[s])
+          child.push_back(x ? result[*x] : std::nullopt);
+        scan_masked(cond, v.args[s], guards, loc, child);
+      }
+      for (std::size_t a = 2; a < v.args.size(); ++a)
+        scan_value(v.args[a], guards, loc);
+      return;
+    }
+    if (v.op == Op::Call && v.name == "transpose") {
+      auto child = aligned(dims, 2);
+      std::swap(child[0], child[1]);
+      scan_masked(cond, v.args[0], guards, loc, child);
+      return;
+    }
+    for (const auto &a : v.args) {
+      if (!dims) {
+        scan_masked(cond, a, guards, loc);
+        continue;
+      }
+      // Broadcasting aligns an argument's dims with the value's last ones.
+      auto r = value_rank(a);
+      if (r && *r <= dims->size())
+        scan_masked(cond, a, guards, loc, aligned(dims, *r));
+      else
+        scan_value(a, guards, loc);
+    }
   }
 
   // The array dims a ref's value keeps, in order (a scalar subscript drops
@@ -428,9 +594,10 @@ struct Builder {
   // nowhere never reaches the value, so the read's box along a dim shrinks
   // to the span of positions where c holds somewhere (megablox masks its k
   // remainder this way: `where(iota(shape, 1) < k_rem, lhs[...], 0)`).
-  void narrow_by_mask(const Expr &cond, const Expr &ref, Effect &rd) {
+  void narrow_by_mask(const Expr &cond, const Expr &ref, Effect &rd, const MaskDims &at = std::nullopt) {
     auto dims = value_dims(ref, rd.operand);
     if (!dims) return;
+    const auto from_end = aligned(at, dims->size());
     const Expr mk = mask_expr(cond);
     auto mask = concrete_mask(mk);
     if (!mask) {
@@ -438,15 +605,18 @@ struct Builder {
       // arithmetic (a tensor local still named reads an operand).
       std::set<std::string> names;
       spec::collect_names(mk, names);
-      rd.masked = !reads_ref(mk, m) && !reads_local_ref(mk) &&
-                  std::none_of(names.begin(), names.end(),
-                               [&](const std::string &n) { return tensor_locals.count(n); });
+      if (!reads_ref(mk, m) && !reads_local_ref(mk) &&
+          std::none_of(names.begin(), names.end(),
+                       [&](const std::string &n) { return tensor_locals.count(n); }))
+        for (std::size_t k = 0; k < dims->size(); ++k)
+          if (from_end[k]) rd.masked.push_back((*dims)[k]);
       return;
     }
     const auto &shape = mask->shape;
     const std::size_t r = shape.size(), nd = dims->size();
-    for (std::size_t k = 0; k < r && k < nd; ++k) {
-      const std::size_t md = r - 1 - k, d = (*dims)[nd - 1 - k];
+    for (std::size_t k = 0; k < nd; ++k) {
+      if (!from_end[k] || *from_end[k] >= r) continue;
+      const std::size_t md = r - 1 - *from_end[k], d = (*dims)[k];
       auto &b = rd.box[d];
       if (shape[md] != b.second - b.first || shape[md] <= 1) continue;
       // Row-major position of `md` in a flat index: (flat / stride) % extent.

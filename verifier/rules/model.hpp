@@ -73,8 +73,9 @@ struct Effect {
   /// c reads no operand but depends on the grid point (`iota(...) + i * bm <
   /// m`): which of its elements reach the value is the lowered program's
   /// padding flow's to decide, element by element (partial-block-reduction
-  /// leaves it to that check).
-  bool masked = false;
+  /// leaves it to that check): the operand's array dims the mask reaches
+  /// (all the read's dims, or a dot operand's uncontracted ones).
+  std::vector<std::size_t> masked;
   /// A store whose statement reads its own operand only under conditions
   /// beyond the statement's guards (`acc[...] = where(k == 0, 0, acc[...]) +
   /// x`, or a lax.cond's branch local) is two effects: the update where one
