@@ -96,6 +96,17 @@ TEST(PaddingFlow, MasksCombineWithAndOrAndNotElementByElement) {
   EXPECT_EQ(padded(f.eval(lets.at("b"), kEnv)), (std::vector<int>{7}));
 }
 
+TEST(PaddingFlow, ABooleanAndWithAKnownMaskHoldsPaddingOnlyWhereTheMaskLetsItThrough) {
+  // `(x > 0.5) & mask` is false wherever the mask is, whatever x holds.
+  auto lets = lets_of("        a = (x[...] > 0.5) & (iota((8,), 0) < n)\n"
+                      "        b = (iota((8,), 0) <= n) & (x[...] > 0.5)\n"
+                      "        c = (x[...] > 0.5) & (x[...] < 2.0)\n");
+  PaddingFlow f = flow();
+  EXPECT_FALSE(f.eval(lets.at("a"), kEnv).any);
+  EXPECT_EQ(padded(f.eval(lets.at("b"), kEnv)), (std::vector<int>{6}));
+  EXPECT_EQ(padded(f.eval(lets.at("c"), kEnv)), (std::vector<int>{6, 7}));
+}
+
 TEST(PaddingFlow, AMaskOfAbsAndSignIsDecidedElementByElement) {
   // jnp's integer floor division of an iota as the export writes it
   // (masked_store's `iota // group` in ragged paged attention): r // 2 with
