@@ -36,7 +36,7 @@ bool any_output_written_by_copies(const KernelModel &m, std::size_t op) {
 class Sym {
 public:
   Sym(const KernelModel &m, unsigned timeout_ms, QueryCache *cache)
-      : m_(m), solver_(ctx_, timeout_ms), cache_(cache), axes_(run_axes(m)) {}
+      : m_(m), solver_(ctx_, timeout_ms), timeout_ms_(timeout_ms), cache_(cache), axes_(run_axes(m)) {}
 
   // Open prefetch contents: one solver variable per element, under the
   // stated constraints in every query. `m.env` (which `env` points into)
@@ -388,6 +388,10 @@ private:
   const KernelModel &m_;
   smt::Context ctx_;
   smt::Solver solver_;
+  unsigned timeout_ms_;
+  // query_quantified's attempt: a quantified query (query_core gives it a
+  // solver of its own), with its quantifiers eliminated.
+  bool quantified_ = false, use_qe_ = false;
   QueryCache *cache_ = nullptr;
   RuleOutcome out_;
   int fresh_ = 0;
@@ -395,6 +399,7 @@ private:
   std::string err_;
   smt::Bindings::Aux *aux_ = nullptr; // set while building a universally quantified body
   bool expand_ = false;               // forall_points expands over the grid (query_quantified)
+  bool instances_only_ = false;       // at_no_point gives its anchors' instances (query_quantified)
   std::vector<std::size_t> axes_;     // run_axes: the grid axes in run order
   // Open prefetch contents (the second constructor).
   spec::Env *env_ = nullptr;
@@ -803,14 +808,21 @@ private:
     // assertion is made inside its push/pop scope).
     std::string key;
     if (cache_) {
+      // (variables by first occurrence: a query asked again with fresh
+      // points, as query_quantified's next attempt does, is the same query)
+      std::vector<Term> all = facts;
+      for (const auto *p : order)
+        all.insert(all.end(), p->v.begin(), p->v.end());
+      const std::vector<std::string> keys = Term::keys(all);
       key = name;
-      for (const auto &f : facts)
-        key += "\n" + f.key();
+      std::size_t at = 0;
+      for (; at < facts.size(); ++at)
+        key += "\n" + keys[at];
       key += "\norder";
       for (const auto *p : order) {
         key += p->grid ? " g" : " b";
-        for (const auto &v : p->v)
-          key += " " + v.key();
+        for (std::size_t k = 0; k < p->v.size(); ++k)
+          key += " " + keys[at++];
       }
       for (auto l : lower)
         key += " " + std::to_string(l);
@@ -820,10 +832,18 @@ private:
         return a->sat ? Q::sat : Q::unsat;
       }
     }
-    solver_.push();
+    // A quantified query on a solver of its own: whether instantiation
+    // decides it then depends on the query alone, not on what the shared
+    // solver learned before (a cached run asks fewer queries).
+    std::unique_ptr<smt::Solver> own;
+    if (quantified_)
+      own = std::make_unique<smt::Solver>(
+          ctx_, timeout_ms_, use_qe_ ? smt::Solver::Mode::eliminate_quantifiers : smt::Solver::Mode::plain);
+    smt::Solver &solver = own ? *own : solver_;
+    solver.push();
     for (std::size_t i = 0; i < facts.size(); ++i)
-      solver_.add(facts[i], name + "/" + std::to_string(i));
-    smt::Result r = solver_.check();
+      solver.add(facts[i], name + "/" + std::to_string(i));
+    smt::Result r = solver.check();
     Q q = Q::unsat;
     if (r.kind == smt::Result::sat) {
       q = Q::sat;
@@ -838,7 +858,7 @@ private:
           vars.push_back(p->v[coord(p, k)]);
       std::vector<std::int64_t> lo = lower;
       lo.resize(vars.size(), 0);
-      auto vals = solver_.minimize_lex(vars, lo, &minimal_);
+      auto vals = solver.minimize_lex(vars, lo, &minimal_);
       std::size_t at = 0;
       values.clear();
       for (const auto *p : order) {
@@ -852,7 +872,7 @@ private:
       q = Q::unknown;
       out_.unknown.push_back(name + ": " + (r.reason.empty() ? "solver returned unknown" : r.reason));
     }
-    solver_.pop();
+    solver.pop();
     if (cache_ && (q == Q::unsat || (q == Q::sat && minimal_)))
       cache_->store(key, {q == Q::sat, q == Q::sat ? values : std::vector<Point>{}});
     return q;
@@ -1036,7 +1056,7 @@ private:
             fired.push_back(guard(m_.effects[e], t));
           return lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(fired);
         },
-        aux, with_aux);
+        aux, with_aux, {&p, &q});
   }
 
   // A scratch accumulator carries one partial result at a time, whatever block
@@ -1085,12 +1105,42 @@ private:
     }
   }
 
+  // The grid points next to x in run order: per axis, x one further along
+  // it (the later axes at 0) and one back (the later axes at their last).
+  // An unlisted quantifier's instances at them decide most "nothing fires
+  // between p and q" facts without quantifier reasoning (an init at
+  // `k % 8 == 0` and a read at `k % 8 == 7`: q's predecessor).
+  std::vector<SymPoint> neighbours(const SymPoint &x) {
+    std::vector<SymPoint> out;
+    for (std::size_t i = 0; i < axes_.size(); ++i) {
+      SymPoint up = x, down = x;
+      up.v[axes_[i]] = x.v[axes_[i]] + ctx_.num(1);
+      down.v[axes_[i]] = x.v[axes_[i]] - ctx_.num(1);
+      for (std::size_t j = i + 1; j < axes_.size(); ++j) {
+        up.v[axes_[j]] = ctx_.num(0);
+        down.v[axes_[j]] = ctx_.num(m_.grid[axes_[j]] - 1);
+      }
+      out.push_back(std::move(up));
+      out.push_back(std::move(down));
+    }
+    return out;
+  }
+
   // forall u. !(u in the grid and cond(u)), aux_ set while cond is built
   // when with_aux (each quantifier its own aux variables).
   // (`outer` learns its aux variables only to know that it has some:
   // query_quantified's second attempt.)
+  // While instances_only_ (query_quantified's first pass), the forall is
+  // only its instances at the grid points next to `anchors` in run order.
   Term at_no_point(const std::function<Term(const SymPoint &)> &cond, smt::Bindings::Aux &outer,
-                   bool with_aux) {
+                   bool with_aux, const std::vector<const SymPoint *> &anchors = {}) {
+    if (instances_only_) {
+      std::vector<Term> each = {ctx_.boolean(true)};
+      for (const auto *x : anchors)
+        for (const auto &t : neighbours(*x))
+          each.push_back(!(in_grid(t) && cond(t)));
+      return ctx_.all_of(each);
+    }
     SymPoint u = point("u");
     smt::Bindings::Aux aux;
     aux_ = with_aux ? &aux : nullptr;
@@ -1555,11 +1605,15 @@ private:
 
   // Grid points' coordinates in run order, concatenated: compares witnesses
   // as the enumerator orders them.
-  // A query whose facts quantify over a grid point: first with linear side
+  // A query whose facts quantify over a grid point: first with each
+  // quantifier replaced by its instances at the grid points next to its
+  // anchors (at_no_point), where unsat is the answer; then with linear side
   // conditions for `//` and `%` (aux variables), which usually help
   // quantifier instantiation; where MBQI gives up on them ("incomplete
-  // quantifiers") or leaves the witness unminimized, again with Z3's own
-  // div/mod; where that is undecided too and the grid has at most
+  // quantifiers") or leaves the witness unminimized, the same with the
+  // quantifiers eliminated (linear integer arithmetic: decided where its
+  // budget lasts), then with Z3's own div/mod; where that is undecided too
+  // and the grid has at most
   // kExpandedPoints points, once more with the quantifier expanded into one
   // instance per grid point, which is quantifier-free and decided.
   // `facts(aux, with_aux)` builds the facts, setting aux_ to `&aux` while it
@@ -1575,21 +1629,40 @@ private:
                    const std::function<bool(const std::vector<Point> &, const std::vector<Point> &)> &less) {
     std::optional<std::vector<Point>> best;
     const std::size_t undecided = out_.unknown.size();
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      if (attempt == 2) {
+    {
+      // First the quantifiers' instances next to their anchors only: a
+      // consequence of the facts, so unsat there is unsat.
+      instances_only_ = true;
+      smt::Bindings::Aux aux;
+      std::vector<Term> f = facts(aux, false);
+      instances_only_ = false;
+      std::vector<Point> v;
+      const Q r = query(name + "/instances", f, {}, v);
+      out_.unknown.resize(undecided);
+      if (r == Q::unsat) return best;
+    }
+    bool has_aux = false;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      // 0: aux variables, the plain kernel; 1: the same with the quantifiers
+      // eliminated; 2: Z3's own div/mod (only where there are aux
+      // variables); 3: expanded.
+      if (attempt == 2 && !has_aux) continue;
+      if (attempt == 3) {
         if (m_.num_points() > kExpandedPoints) break;
         expand_ = true;
       }
       out_.unknown.resize(undecided); // only the last attempt's reason is kept
       smt::Bindings::Aux aux;
-      std::vector<Term> f = facts(aux, attempt == 0);
+      std::vector<Term> f = facts(aux, attempt < 2);
+      if (attempt == 0) has_aux = !aux.aux_vars.empty();
       expand_ = false;
+      use_qe_ = attempt == 1;
+      quantified_ = attempt < 3;
       std::vector<Point> v;
       Q r = query(name, f, order, v);
+      use_qe_ = quantified_ = false;
       if (r == Q::sat && (!best || less(v, *best))) best = v;
       if (r == Q::unsat || (r == Q::sat && minimal_)) break;
-      // Attempt 0 and 1 differ only where an index uses `//` or `%`.
-      if (attempt == 0 && aux.aux_vars.empty()) attempt = 1;
     }
     if (best) out_.unknown.resize(undecided);
     return best;
@@ -1599,6 +1672,7 @@ private:
   // in_grid) and `aux`'s variables; while query_quantified expands, the
   // conjunction of `body` at every grid point instead (no aux variables then).
   Term forall_points(const SymPoint &point, const smt::Bindings::Aux &aux, const Term &body) {
+    if (instances_only_) return ctx_.boolean(true); // (a forall not at_no_point's: no instances)
     if (!expand_) return smt::forall(with(point.v, aux.aux_vars), body);
     std::vector<Term> each;
     const std::int64_t n = m_.num_points();

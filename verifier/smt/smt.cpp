@@ -82,7 +82,9 @@ z3::expr lit(const Term &like, std::int64_t v) { return zc(like).int_val(static_
 
 namespace {
 
-void append_key(const z3::expr &e, std::string &out, std::unordered_map<unsigned, std::size_t> &seen) {
+// `names` (when given) numbers the free constants by first occurrence.
+void append_key(const z3::expr &e, std::string &out, std::unordered_map<unsigned, std::size_t> &seen,
+                std::unordered_map<std::string, std::size_t> *names) {
   const unsigned id = Z3_get_ast_id(e.ctx(), e);
   if (auto it = seen.find(id); it != seen.end()) {
     out += '#';
@@ -112,12 +114,18 @@ void append_key(const z3::expr &e, std::string &out, std::unordered_map<unsigned
     out += " p" + std::to_string(Z3_get_quantifier_num_patterns(c, e));
     out += " n" + std::to_string(Z3_get_quantifier_num_no_patterns(c, e));
     out += ' ';
-    append_key(e.body(), out, seen);
+    append_key(e.body(), out, seen, names);
     out += ')';
     break;
   }
   case Z3_APP_AST: {
     z3::func_decl d = e.decl();
+    if (names && e.num_args() == 0 && d.decl_kind() == Z3_OP_UNINTERPRETED) {
+      const auto at = names->emplace(Z3_get_symbol_string(c, Z3_get_decl_name(c, d)), names->size()).first;
+      out +=
+          "c" + std::to_string(at->second) + ":" + std::to_string(static_cast<int>(e.get_sort().sort_kind()));
+      break;
+    }
     out += '(';
     out += std::to_string(static_cast<int>(d.decl_kind()));
     out += ':';
@@ -132,7 +140,7 @@ void append_key(const z3::expr &e, std::string &out, std::unordered_map<unsigned
     }
     for (unsigned i = 0; i < e.num_args(); ++i) {
       out += ' ';
-      append_key(e.arg(i), out, seen);
+      append_key(e.arg(i), out, seen, names);
     }
     out += ')';
     break;
@@ -149,7 +157,17 @@ void append_key(const z3::expr &e, std::string &out, std::unordered_map<unsigned
 std::string Term::key() const {
   std::string out;
   std::unordered_map<unsigned, std::size_t> seen;
-  append_key(ex(*this), out, seen);
+  append_key(ex(*this), out, seen, nullptr);
+  return out;
+}
+
+std::vector<std::string> Term::keys(const std::vector<Term> &terms) {
+  std::vector<std::string> out;
+  std::unordered_map<std::string, std::size_t> names;
+  for (const Term &t : terms) {
+    std::unordered_map<unsigned, std::size_t> seen;
+    append_key(ex(t), out.emplace_back(), seen, &names);
+  }
   return out;
 }
 
@@ -276,9 +294,15 @@ struct Solver::Impl {
   // default one first builds its tactic front end (~3 ms per solver, more
   // than all of a small kernel's queries together).
   explicit Impl(z3::context &c) : s(c, z3::solver::simple()) {}
+  explicit Impl(const z3::tactic &t) : s(t.mk_solver()), tracked(false) {}
+  bool tracked = true; // assertions carry their names (the plain kernel)
 };
 
-Solver::Solver(Context &c, unsigned timeout_ms) : ctx_(c), impl_(std::make_unique<Impl>(c.impl().c)) {
+Solver::Solver(Context &c, unsigned timeout_ms, Mode mode)
+    : ctx_(c),
+      impl_(mode == Mode::plain
+                ? std::make_unique<Impl>(c.impl().c)
+                : std::make_unique<Impl>(z3::tactic(c.impl().c, "qe") & z3::tactic(c.impl().c, "smt"))) {
   z3::params p(c.impl().c);
   // The budget is Z3's resource count (its `rlimit`), not a clock: the same
   // query gets the same answer on a loaded CI machine, under a sanitizer and
@@ -299,6 +323,10 @@ Solver::Solver(Context &c, unsigned timeout_ms) : ctx_(c), impl_(std::make_uniqu
 Solver::~Solver() = default;
 
 void Solver::add(const Term &t, const std::string &name) {
+  if (!impl_->tracked) {
+    impl_->s.add(ex(t));
+    return;
+  }
   std::string n = name + "#" + std::to_string(impl_->counter++);
   impl_->s.add(ex(t), n.c_str());
 }

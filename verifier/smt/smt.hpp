@@ -37,6 +37,11 @@ public:
   /// equal exactly for equal terms, in any Context. Far cheaper than
   /// to_string(); for keys (rules::QueryCache), not for people.
   std::string key() const;
+  /// Each term's key, the free constants (variables) named by their first
+  /// occurrence across all of them: equal exactly for lists of terms equal
+  /// up to a consistent renaming of their variables (one query asked with
+  /// fresh names, as an earlier one: the same answer).
+  static std::vector<std::string> keys(const std::vector<Term> &terms);
 
 private:
   friend struct TermAccess;
@@ -136,7 +141,14 @@ inline constexpr std::uint64_t kResourceUnitsPerMs = 2000;
 /// "solver budget exhausted".
 class Solver {
 public:
-  Solver(Context &, unsigned timeout_ms);
+  /// How a check decides its assertions: Z3's plain incremental SMT kernel,
+  /// or linear integer arithmetic's quantifiers eliminated first (Z3's `qe`
+  /// tactic, then the SMT kernel): a decision procedure for the
+  /// "nothing fires between p and q" facts the plain kernel's instantiation
+  /// can give up on (`k % 8 == 0` resets on a grid too large to expand).
+  /// Its assertions' names appear in no unsat core.
+  enum class Mode { plain, eliminate_quantifiers };
+  Solver(Context &, unsigned timeout_ms, Mode mode = Mode::plain);
   ~Solver();
   Solver(const Solver &) = delete;
   Solver &operator=(const Solver &) = delete;
