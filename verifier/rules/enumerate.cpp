@@ -651,14 +651,17 @@ private:
   // after it at r, no store into the output taking its value at r) whose
   // next clear in its CTA is an init at q that starts a new visit, or which
   // has none (q the CTA's last point); then the smallest p < r in that CTA
-  // that accumulated with the output on r's block.
+  // that accumulated with the output on r's block (a fresh init that starts
+  // the sum with an input block, `where(k == 0, 0, acc[...]) + x` at k == 0,
+  // accumulated there too: contributions()).
   void lost_accumulations(std::size_t op) {
     const ScratchUse u = scratch_use(m_, op);
     if (!u.result || u.accumulates.empty()) return;
     const std::size_t n = pts_.size();
+    const std::vector<std::size_t> contributing = contributions(m_, u);
     std::vector<char> accumulated(n, 0);
     for (std::size_t x = 0; x < n; ++x)
-      for (std::size_t aj : u.accumulates)
+      for (std::size_t aj : contributing)
         accumulated[x] = accumulated[x] || fires_[aj][x];
     for (const LostUse &l : lost_uses(m_, op)) {
       const std::vector<std::size_t> &clears = l.clears;

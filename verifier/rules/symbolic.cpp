@@ -1309,7 +1309,10 @@ private:
   // with no reached output on the same block at r and q (an init within a
   // visit is accumulator-reset's), or, where none fires after r, the last
   // point of r's CTA. And a reduction over several steps: some p < r in that
-  // CTA accumulated, with x on the same block at p and r. (Without p, a
+  // CTA accumulated, with x on the same block at p and r: an accumulation,
+  // or a fresh init that starts the sum with an input block
+  // (contributions(): `where(k == 0, 0, acc[...]) + x` at k == 0, so that a
+  // two-step reduction stored at its first step is reported). (Without p, a
   // store before each step's update is an exclusive scan, whose last update
   // is dead by design.)
   void lost_accumulations(std::size_t op) {
@@ -1331,7 +1334,7 @@ private:
         for (std::size_t wi : l.delivering[k])
           facts.push_back(!guard(m_.effects[wi], r));
         std::vector<Term> at_p;
-        for (std::size_t aj : u.accumulates)
+        for (std::size_t aj : contributions(m_, u))
           at_p.push_back(guard(m_.effects[aj], p));
         facts.push_back(ctx_.any_of(at_p));
         std::vector<Term> none_at_q, reset;
