@@ -140,37 +140,44 @@ TEST(Enumerate, AgreesWithTheSymbolicCheckerOnMosaicGpuKernelsWithAScratchPerCta
 
 TEST(Enumerate, AgreesWithTheSymbolicCheckerOnScratchInitAndStoreGuards) {
   // Every pairing of an init guard, an update form and a store guard of a
-  // scratch accumulator on a rank-2 grid (i, k), the store after the update
-  // or before it.
+  // scratch accumulator on a rank-2 grid (i, k), k of 3 steps or 2, the
+  // store after the update or before it.
   const std::vector<std::string> inits = {
       "", "when program_id(1) == 0:\n            ", "when program_id(1) % 2 == 0:\n            ",
       "when program_id(0) == 0:\n            ", "when program_id(1) == num_programs(1) - 1:\n            "};
   const std::vector<std::string> updates = {
       "acc[...] += x[...]", "acc[...] = acc[...] * 2 + x[...]",
       // a select that zeroes on odd steps: an init there (Effect::fresh)
-      "acc[...] = where(program_id(1) % 2 == 1, broadcast_to(0.0, (128, 128)), acc[...]) + x[...]"};
+      "acc[...] = where(program_id(1) % 2 == 1, broadcast_to(0.0, (128, 128)), acc[...]) + x[...]",
+      // the init folded into the first update: k == 0 starts the sum with x
+      // (with 2 steps and the store at k == 0, the only accumulation before
+      // the lost one)
+      "acc[...] = where(program_id(1) == 0, broadcast_to(0.0, (128, 128)), acc[...]) + x[...]"};
   const std::vector<std::string> stores = {"", "when program_id(1) == num_programs(1) - 1:\n            ",
                                            "when program_id(1) == 1:\n            ",
-                                           "when program_id(0) == 1 and program_id(1) == 2:\n            "};
+                                           "when program_id(0) == 1 and program_id(1) == 2:\n            ",
+                                           "when program_id(1) == 0:\n            "};
   int flagged = 0, lost = 0, compared = 0;
-  for (const auto &init : inits)
-    for (const auto &update : updates)
-      for (const auto &store : stores)
-        for (bool store_first : {false, true}) {
-          const std::string st = store + "o[...] = acc[...]\n        ";
-          std::string text = "kernel k:\n    grid = (2, 3)\n"
-                             "    in  x: f32[256, 384]  block=(128, 128)  index=(i, k) -> (i, k)\n"
-                             "    out o: f32[256, 128]  block=(128, 128)  index=(i, k) -> (i, 0)\n"
-                             "    scratch acc: f32[128, 128]\n    body:\n        " +
-                             init + "acc[...] = zeros\n        " + (store_first ? st : "") + update +
-                             "\n        " + (store_first ? "" : st);
-          for (auto r : agreeing_rules(text)) {
-            flagged += r == verifier::Rule::accumulator_reset;
-            lost += r == verifier::Rule::accumulation_lost;
+  for (const char *grid : {"(2, 3)", "(2, 2)"})
+    for (const auto &init : inits)
+      for (const auto &update : updates)
+        for (const auto &store : stores)
+          for (bool store_first : {false, true}) {
+            const std::string st = store + "o[...] = acc[...]\n        ";
+            std::string text = std::string("kernel k:\n    grid = ") + grid +
+                               "\n"
+                               "    in  x: f32[256, 384]  block=(128, 128)  index=(i, k) -> (i, k)\n"
+                               "    out o: f32[256, 128]  block=(128, 128)  index=(i, k) -> (i, 0)\n"
+                               "    scratch acc: f32[128, 128]\n    body:\n        " +
+                               init + "acc[...] = zeros\n        " + (store_first ? st : "") + update +
+                               "\n        " + (store_first ? "" : st);
+            for (auto r : agreeing_rules(text)) {
+              flagged += r == verifier::Rule::accumulator_reset;
+              lost += r == verifier::Rule::accumulation_lost;
+            }
+            ++compared;
           }
-          ++compared;
-        }
-  EXPECT_EQ(compared, 120);
+  EXPECT_EQ(compared, 400);
   EXPECT_GT(flagged, 5); // the sweep does exercise the rules
   EXPECT_GT(lost, 5);
 }

@@ -1188,6 +1188,49 @@ TEST(AccumulationLost, FlagsAnUpdateAfterTheStoreOnTheLastStepOfTheGrid) {
   testing::expect_enumerator_agrees(src, "store_then_add", true);
 }
 
+// The init folded into the first update (`where(k == 0, 0, acc[...]) + x`):
+// k == 0 is an init that starts the sum with x there, and counts as the
+// earlier accumulation. Two steps, stored at the first: the k == 1 update is
+// re-initialized away at the next row (megablox's tile shared by two groups,
+// stored at its first visit). Stored at the last step, verified; the same
+// folded init in an exclusive scan (each step its own block) stays exempt.
+TEST(AccumulationLost, CountsAFoldedInitAsTheEarlierAccumulation) {
+  const std::string src = R"(kernel folded:
+    grid = (4, 2)
+    dimension_semantics = (parallel, arbitrary)
+    in  x: f32[32, 256]  block=(8, 128)  index=(i, k) -> (i, k)
+    out o: f32[32, 128]  block=(8, 128)  index=(i, k) -> (i, 0)
+    scratch t: f32[8, 128]
+    body:
+        t[...] = where(program_id(1) == 0, zeros, t[...]) + x[...]
+        when program_id(1) == 0:
+            o[...] = t[...]
+)";
+  auto v = check_text(src, "folded");
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::accumulation_lost, 10}})) << v.reason;
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(point_item(v.findings[0], "accumulated"), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(point_item(v.findings[0], "lost"), (std::vector<std::int64_t>{0, 1}));
+  EXPECT_EQ(point_item(v.findings[0], "reset"), (std::vector<std::int64_t>{1, 0}));
+  testing::expect_enumerator_agrees(src, "folded", true);
+  std::string right = src;
+  right.replace(right.rfind("program_id(1) == 0"), 18, "program_id(1) == 1");
+  EXPECT_EQ(check_text(right, "folded").status, Status::verified) << right;
+  testing::expect_enumerator_agrees(right, "folded", true);
+  const std::string scan = R"(kernel folded_scan:
+    grid = (4, 2)
+    dimension_semantics = (parallel, arbitrary)
+    in  x: f32[32, 256]  block=(8, 128)  index=(i, k) -> (i, k)
+    out o: f32[32, 256]  block=(8, 128)  index=(i, k) -> (i, k)
+    scratch t: f32[8, 128]
+    body:
+        o[...] = where(program_id(1) == 0, zeros, t[...])
+        t[...] = where(program_id(1) == 0, zeros, t[...]) + x[...]
+)";
+  EXPECT_EQ(check_text(scan, "folded_scan").status, Status::verified);
+  testing::expect_enumerator_agrees(scan, "folded_scan", true);
+}
+
 // An exclusive scan stores before each step's update into the step's own
 // block, and its init per row throws the row's last update away by design:
 // no block is reduced over several steps. (This was accumulator-reset.) An
