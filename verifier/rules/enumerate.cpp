@@ -51,6 +51,7 @@ public:
       }
       if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
     }
+    hbm_copy_conflicts();
     const std::vector<bool> kept = kept_garbage(m_, out_.findings);
     for (std::size_t e = 0; e < m_.effects.size(); ++e) {
       const auto &ef = m_.effects[e];
@@ -318,6 +319,89 @@ private:
           return;
         }
     }
+  }
+
+  // parallel-write-conflict of body copies' memory_space=any regions: the
+  // smallest grid points p before q (by their coordinates) that differ
+  // along a parallel axis where a copy at p and one at q touch one region of
+  // an HBM array, one of them writing it. Every copy's region at every grid
+  // point, swept along dim 0 per array (the usual per-block copies meet
+  // none of the others there). Open prefetch contents in an address are the
+  // solver's (check_copy_addresses).
+  void hbm_copy_conflicts() {
+    const CopyRegions regions(m_);
+    if (regions.pairs().empty()) return;
+    std::vector<char> used(m_.copy_addresses.size(), 0);
+    for (const auto &[i, j] : regions.pairs())
+      used[i] = used[j] = 1;
+    for (std::size_t a = 0; a < used.size(); ++a)
+      if (used[a] && regions.reads_open(a)) return;
+    std::vector<std::size_t> axes;
+    for (std::size_t a = 0; a < m_.semantics.size(); ++a)
+      if (m_.semantics[a] == spec::DimSemantics::parallel) axes.push_back(a);
+    auto core_differs = [&](std::size_t x, std::size_t y) {
+      for (std::size_t a : axes)
+        if (pts_[x][a] != pts_[y][a]) return true;
+      return false;
+    };
+    struct Touch {
+      std::size_t pt;
+      bool write;
+      Box box;
+    };
+    std::map<std::size_t, std::vector<Touch>> by_array;
+    std::set<std::size_t> written;
+    for (std::size_t pt = 0; pt < pts_.size(); ++pt)
+      for (std::size_t a = 0; a < used.size(); ++a) {
+        if (!used[a]) continue;
+        const CopyRegions::At r = regions.at(a, pts_[pt]);
+        if (!r.decided) {
+          out_.unknown.push_back("parallel-write-conflict: the region of the copy on line " +
+                                 std::to_string(m_.copy_addresses[a].loc.line) +
+                                 " has no value at grid point " + format_tuple(pts_[pt]));
+          return;
+        }
+        if (!r.fires || !region_meet(r.box, r.box)) continue;
+        const std::size_t arr = hbm_array(m_, m_.copy_addresses[a].operand);
+        const bool write = !m_.copy_addresses[a].source;
+        if (write) written.insert(arr);
+        by_array[arr].push_back({pt, write, r.box});
+      }
+    std::optional<std::pair<std::size_t, std::size_t>> best; // (p, q), p before q in run order
+    auto better = [&](std::size_t p, std::size_t q) {
+      return !best || std::tie(pts_[p], pts_[q]) < std::tie(pts_[best->first], pts_[best->second]);
+    };
+    constexpr std::int64_t kMaxComparisons = std::int64_t{1} << 26;
+    std::int64_t comparisons = 0;
+    for (auto &[arr, touches] : by_array) {
+      if (!written.count(arr)) continue;
+      auto lo0 = [](const Touch &t) { return t.box.empty() ? 0 : t.box[0].first; };
+      auto hi0 = [](const Touch &t) { return t.box.empty() ? 1 : t.box[0].second; };
+      std::stable_sort(touches.begin(), touches.end(),
+                       [&](const Touch &x, const Touch &y) { return lo0(x) < lo0(y); });
+      std::vector<const Touch *> active; // those whose dim-0 range reaches the current start
+      for (const Touch &t : touches) {
+        std::erase_if(active, [&](const Touch *u) { return hi0(*u) <= lo0(t); });
+        for (const Touch *u : active) {
+          if (++comparisons > kMaxComparisons) break;
+          if (!(t.write || u->write) || !core_differs(t.pt, u->pt) || !region_meet(t.box, u->box)) continue;
+          const std::size_t p = std::min(t.pt, u->pt), q = std::max(t.pt, u->pt);
+          if (better(p, q)) best = std::make_pair(p, q);
+        }
+        if (comparisons > kMaxComparisons) break;
+        active.push_back(&t);
+      }
+    }
+    if (comparisons > kMaxComparisons && !best) {
+      out_.unknown.push_back("parallel-write-conflict: more than " + std::to_string(kMaxComparisons) +
+                             " pairs of body copies' memory_space=any regions meet");
+      return;
+    }
+    if (!best) return;
+    const Point &p = pts_[best->first], &q = pts_[best->second];
+    if (const auto c = regions.conflict_at(p, q))
+      out_.findings.push_back(
+          hbm_copy_conflict_finding(m_, std::get<0>(*c), std::get<1>(*c), p, q, std::get<2>(*c)));
   }
 
   void not_covered(std::size_t op) {

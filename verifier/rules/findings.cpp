@@ -2,6 +2,7 @@
 
 #include "spec/checked.hpp"
 #include "spec/lower.hpp"
+#include "spec/place.hpp"
 
 #include "verifier/races/padding.hpp"
 #include "verifier/rules/targets.hpp"
@@ -1978,6 +1979,182 @@ void finalize(std::vector<Finding> &fs) {
     return id(a.rule) < id(b.rule);
   });
   fs = std::move(kept);
+}
+
+std::size_t hbm_array(const KernelModel &m, std::size_t op) {
+  for (const auto &a : m.aliases)
+    if (a.input == op) return a.output;
+  return op;
+}
+
+namespace {
+
+// A name of an open prefetch element (spec::prefetch_element, `ids[3]`):
+// its value is a solver variable, not the env's.
+bool reads_open_element(const spec::Expr &e) {
+  if (e.op == spec::Op::Name && e.name.find('[') != std::string::npos) return true;
+  return std::any_of(e.args.begin(), e.args.end(), reads_open_element);
+}
+
+} // namespace
+
+CopyRegions::CopyRegions(const KernelModel &m) : m_(m), env_(m.env) {
+  bool parallel = false;
+  for (std::size_t a = 0; a < m.semantics.size() && a < m.grid.size(); ++a)
+    parallel = parallel || (m.semantics[a] == spec::DimSemantics::parallel && m.grid[a] > 1);
+  // (A Triton kernel has no body copies; its stores race per element.)
+  if (!parallel || m.triton) return;
+  for (const auto &a : m.copy_addresses) {
+    std::vector<spec::Expr> gs;
+    for (const auto &g : a.guards)
+      gs.push_back(spec::grid_calls_as_names(g, m.grid.size(), m.grid));
+    guards_.push_back(std::move(gs));
+    const spec::Expr ref = a.locals.empty() ? *a.ref : spec::substitute(*a.ref, a.locals);
+    refs_.push_back(spec::grid_calls_as_names(ref, m.grid.size(), m.grid));
+  }
+  const auto &as = m.copy_addresses;
+  for (std::size_t i = 0; i < as.size(); ++i)
+    for (std::size_t j = i; j < as.size(); ++j)
+      if (hbm_array(m, as[i].operand) == hbm_array(m, as[j].operand) && (!as[i].source || !as[j].source))
+        pairs_.emplace_back(i, j);
+}
+
+bool CopyRegions::reads_open(std::size_t i) const {
+  const CopyAddress &a = m_.copy_addresses[i];
+  if (reads_open_element(*a.ref)) return true;
+  for (const auto &[n, v] : a.locals)
+    if (reads_open_element(v)) return true;
+  return std::any_of(a.guards.begin(), a.guards.end(), reads_open_element);
+}
+
+CopyRegions::At CopyRegions::at(std::size_t i, const Point &p) const {
+  At r;
+  for (std::size_t a = 0; a < p.size(); ++a)
+    env_[spec::program_id_var(static_cast<std::int64_t>(a))] = p[a];
+  auto value = [&](const spec::Expr &e) { return spec::evaluate(e, env_).value; };
+  for (const auto &g : guards_[i]) {
+    const auto v = value(g);
+    if (!v) {
+      r.decided = false;
+      return r;
+    }
+    if (*v == 0) return r;
+  }
+  r.fires = true;
+  const auto &shape = m_.operands[m_.copy_addresses[i].operand].shape;
+  for (std::int64_t n : shape)
+    r.box.emplace_back(0, n);
+  const spec::Expr &ref = refs_[i];
+  std::vector<bool> ellipsis;
+  for (const auto &s : ref.args)
+    ellipsis.push_back(s.op == spec::Op::Ellipsis);
+  const auto dims = spec::subscript_dims(shape.size(), ellipsis);
+  if (!dims) {
+    r.decided = false; // (a rank error is the type checker's)
+    return r;
+  }
+  for (std::size_t s = 0; s < ref.args.size(); ++s) {
+    if ((*dims)[s] < 0) continue;
+    const auto d = static_cast<std::size_t>((*dims)[s]);
+    const spec::Expr &x = ref.args[s];
+    std::optional<std::int64_t> lo, hi;
+    if (x.op == spec::Op::Slice) {
+      lo = x.args.empty() || x.args[0].op == spec::Op::None ? std::optional<std::int64_t>(0)
+                                                            : value(x.args[0]);
+      hi = x.args.size() < 2 || x.args[1].op == spec::Op::None ? std::optional<std::int64_t>(shape[d])
+                                                               : value(x.args[1]);
+    } else if (x.op == spec::Op::Call && x.name == "ds" && x.args.size() == 2 && x.kwarg_names.empty()) {
+      lo = value(x.args[0]);
+      const auto size = value(x.args[1]);
+      if (lo && size) hi = *lo + *size;
+    } else {
+      lo = value(x);
+      if (lo) hi = *lo + 1;
+    }
+    if (!lo || !hi) {
+      r.decided = false;
+      return r;
+    }
+    // Cut to the array (the part outside is index-out-of-bounds').
+    const std::int64_t l = std::clamp<std::int64_t>(*lo, 0, shape[d]);
+    r.box[d] = {l, std::max(l, std::clamp<std::int64_t>(*hi, 0, shape[d]))};
+  }
+  return r;
+}
+
+std::optional<Box> region_meet(const Box &a, const Box &b) {
+  if (a.size() != b.size()) return std::nullopt;
+  Box out;
+  for (std::size_t d = 0; d < a.size(); ++d) {
+    out.emplace_back(std::max(a[d].first, b[d].first), std::min(a[d].second, b[d].second));
+    if (out.back().first >= out.back().second) return std::nullopt;
+  }
+  return out;
+}
+
+std::optional<std::tuple<std::size_t, std::size_t, Box>> CopyRegions::conflict_at(const Point &p,
+                                                                                  const Point &q) const {
+  for (const auto &[i, j] : pairs_)
+    for (int way = 0; way < (i == j ? 1 : 2); ++way) {
+      const std::size_t a = way == 0 ? i : j, b = way == 0 ? j : i;
+      const At x = at(a, p), y = at(b, q);
+      if (!x.decided || !y.decided || !x.fires || !y.fires) continue;
+      if (auto meet = region_meet(x.box, y.box)) return std::make_tuple(a, b, *meet);
+    }
+  return std::nullopt;
+}
+
+std::string region_str(const std::string &name, const Box &box) {
+  std::string s = name + "[";
+  for (std::size_t d = 0; d < box.size(); ++d)
+    s += (d ? ", " : "") + std::to_string(box[d].first) + ":" + std::to_string(box[d].second);
+  return s + "]";
+}
+
+Finding hbm_copy_conflict_finding(const KernelModel &m, std::size_t a, std::size_t b, const Point &p,
+                                  const Point &q, const Box &region) {
+  const CopyAddress &x = m.copy_addresses[a], &y = m.copy_addresses[b];
+  const auto &o = m.operands[hbm_array(m, x.operand)];
+  std::int64_t axis = -1;
+  for (std::size_t d = 0; d < p.size(); ++d)
+    if (p[d] != q[d] && m.semantics[d] == spec::DimSemantics::parallel) {
+      axis = static_cast<std::int64_t>(d);
+      break;
+    }
+  const std::string ax = std::to_string(axis);
+  // Through an aliased input the array has another name: say both.
+  auto via = [&](const CopyAddress &c) {
+    return c.operand == hbm_array(m, c.operand) ? std::string()
+                                                : " (through '" + m.operands[c.operand].name + "', aliased)";
+  };
+  auto does = [&](const CopyAddress &c) { return c.source ? "reads" : "writes"; };
+  auto at_line = [](const CopyAddress &c) { return " (line " + std::to_string(c.loc.line) + ")"; };
+  const std::string r = region_str(o.name, region);
+  const bool both_write = !x.source && !y.source;
+  Finding f =
+      make(Rule::parallel_write_conflict, y.loc,
+           "grid points " + format_tuple(p) + " and " + format_tuple(q) + " differ along parallel axis " +
+               ax + ", but the copy at " + format_tuple(p) + at_line(x) + " " + does(x) + " " + r + via(x) +
+               " and the copy at " + format_tuple(q) + at_line(y) + " " + does(y) + " it" + via(y) +
+               " (memory_space=any): the cores that split axis " + ax + " may run them at once, so " +
+               (both_write ? "which copy lands last is a race"
+                           : "the read takes the data from before or after the write, as they happen "
+                             "to run") +
+               "; mark axis " + ax + " `arbitrary`, or give each of its grid points its own region");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"first_access", p});
+  f.witness.items.push_back({"second_access", q});
+  f.witness.items.push_back({"axis", axis});
+  Point element;
+  for (const auto &[lo, hi] : region)
+    element.push_back(lo);
+  f.witness.items.push_back({"element", element});
+  f.witness.items.push_back({"first_line", static_cast<std::int64_t>(x.loc.line)});
+  f.witness.items.push_back({"second_line", static_cast<std::int64_t>(y.loc.line)});
+  f.notes.push_back(note(x.loc, "at grid point " + format_tuple(p) + ", this copy " + does(x) + " " + r));
+  f.notes.push_back(note(y.loc, "at grid point " + format_tuple(q) +
+                                    ", possibly on another core, this copy " + does(y) + " " + r));
+  return f;
 }
 
 } // namespace pipecheck::verifier::rules

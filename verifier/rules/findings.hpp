@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace pipecheck::verifier::rules {
@@ -362,6 +363,54 @@ std::vector<std::size_t> contributions(const KernelModel &, const ScratchUse &);
 /// not o). accumulator-reset holds an auxiliary scratch's reset harmful only
 /// where it splits a visit of some output block.
 bool feeds_output(const KernelModel &, std::size_t op);
+
+/// The HBM array a `memory_space=any` (or `hbm`) operand names: an aliased
+/// input's is its output's (they are one buffer).
+std::size_t hbm_array(const KernelModel &, std::size_t op);
+
+/// parallel-write-conflict of body copies' `memory_space=any` regions: on a
+/// chip with two TensorCores, grid points that differ along a parallel axis
+/// may run at once on different cores, so a copy writing a region that a
+/// copy at such another grid point writes or reads races. The region of a
+/// copy address at a grid point, per array dim [lo, hi), cut to the array
+/// (a subscript outside it is index-out-of-bounds' own finding).
+class CopyRegions {
+public:
+  explicit CopyRegions(const KernelModel &);
+  struct At {
+    bool decided = true; ///< false: a guard or a subscript has no value there
+    bool fires = false;  ///< its guards hold
+    Box box;             ///< where it fires: empty dims where it lies outside the array
+  };
+  At at(std::size_t address, const Point &p) const;
+  /// Whether its ref, locals or guards read open prefetch contents (no
+  /// value in the env: the solver's to decide, over every allowed contents).
+  bool reads_open(std::size_t address) const;
+  /// The pairs (a, b) of copy addresses (a <= b) on one HBM array, at least
+  /// one of them a write (CopyAddress::source false): those that may race.
+  /// Empty without a parallel axis, or under `backend = triton`.
+  const std::vector<std::pair<std::size_t, std::size_t>> &pairs() const { return pairs_; }
+  /// The first pair in pairs() order whose regions meet with a at p and b
+  /// at q (either way round), as (address at p, address at q, the region
+  /// both touch); nullopt where none does (or one has no value).
+  std::optional<std::tuple<std::size_t, std::size_t, Box>> conflict_at(const Point &p, const Point &q) const;
+
+private:
+  const KernelModel &m_;
+  mutable spec::Env env_; // the model's when built, with program_id bound at the point asked
+  std::vector<std::vector<spec::Expr>> guards_; // per address, program_id as names
+  std::vector<spec::Expr> refs_;                // per address, locals substituted, program_id as names
+  std::vector<std::pair<std::size_t, std::size_t>> pairs_;
+};
+
+/// The region two boxes share; nullopt where they do not meet.
+std::optional<Box> region_meet(const Box &, const Box &);
+
+/// parallel-write-conflict of copy addresses `a` (at grid point p) and `b`
+/// (at q, later in run order, differing from p along a parallel axis), which
+/// both touch `region` of their HBM array; reported at b's statement.
+Finding hbm_copy_conflict_finding(const KernelModel &, std::size_t a, std::size_t b, const Point &p,
+                                  const Point &q, const Box &region);
 
 /// The SRAM footprint as Pallas allocates it. TPU: per windowed operand
 /// buffer_count x block bytes. Mosaic GPU (per CTA): per windowed operand,

@@ -100,6 +100,7 @@ public:
       }
       if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
     }
+    hbm_copy_conflicts(false);
     const std::vector<bool> kept = kept_garbage(m_, out_.findings);
     for (const auto &e : m_.effects) {
       const auto &o = m_.operands[e.operand];
@@ -376,9 +377,11 @@ public:
       mark(written, shape, placed, d + 1, base * shape[d] + i);
   }
 
-  // Only index-out-of-bounds of copy addresses that read open contents.
+  // Only the rules on copy addresses that read open contents:
+  // index-out-of-bounds, and parallel-write-conflict of their regions.
   RuleOutcome run_copy_addresses() {
     if (env_ && !pf_arrays_.empty()) copy_addresses();
+    if (env_ && !pf_arrays_.empty()) hbm_copy_conflicts(true);
     if (env_) annotate_prefetch();
     finalize(out_.findings);
     return std::move(out_);
@@ -1757,6 +1760,129 @@ private:
                fires(op, true, false, p) || fires(op, true, false, q)},
               {&p, &q}, v) == Q::sat)
       out_.findings.push_back(parallel_conflict_finding(m_, op, v[0], v[1]));
+  }
+
+  // parallel-write-conflict of body copies' memory_space=any regions (the
+  // enumerator's hbm_copy_conflicts, for any grid): grid points p before q
+  // in run order, differing along a parallel axis, where some pair of
+  // copies on one HBM array, one of them a write, fires at p and q with
+  // regions that meet; p and q minimized, the pair then picked at them by
+  // evaluation (CopyRegions::conflict_at). `open_only`: only where some
+  // such copy reads open prefetch contents (the enumerator leaves those).
+  void hbm_copy_conflicts(bool open_only) {
+    const CopyRegions regions(m_);
+    if (regions.pairs().empty()) return;
+    if (open_only) {
+      bool open = false;
+      for (const auto &[i, j] : regions.pairs())
+        open = open || regions.reads_open(i) || regions.reads_open(j);
+      if (!open) return;
+    }
+    spec::Env params = closed_params();
+    std::map<std::string, spec::Expr> subst;
+    for (const auto &[n, v] : params)
+      subst.emplace(n, spec::Expr::integer(v));
+    SymPoint p = point("p"), q = point("q");
+    std::vector<Term> differ;
+    for (std::size_t a = 0; a < m_.semantics.size(); ++a)
+      if (m_.semantics[a] == spec::DimSemantics::parallel) differ.push_back(p.v[a] != q.v[a]);
+    std::vector<Term> alts;
+    for (const auto &[i, j] : regions.pairs()) {
+      alts.push_back(copies_meet(i, p, j, q, subst));
+      if (i != j) alts.push_back(copies_meet(j, p, i, q, subst));
+    }
+    const std::string name = "parallel-write-conflict/hbm-copies";
+    const std::vector<Term> facts = {in_grid(p), in_grid(q), lex_lt(p, q), ctx_.any_of(differ),
+                                     ctx_.any_of(alts)};
+    std::vector<Point> v;
+    if (!env_ || pf_facts_.empty()) {
+      if (query(name, facts, {&p, &q}, v) != Q::sat) return;
+    } else {
+      // Open contents: the points minimized under the contents' constraints,
+      // then contents for those points (witness_contents: the smallest for
+      // a small table; minimizing a long table's elements one solver call
+      // each, as query would, takes far too long).
+      annotate_prefetch();
+      if (query_core(name, with(facts, pf_facts_), {&p, &q}, v, {}) != Q::sat) return;
+      std::vector<Term> pinned = facts;
+      for (std::size_t k = 0; k < p.v.size(); ++k) {
+        pinned.push_back(p.v[k] == v[0][k]);
+        pinned.push_back(q.v[k] == v[1][k]);
+      }
+      if (!witness_contents(name, {ctx_.all_of(pinned)}, closed_params())) return;
+    }
+    // (Evaluated with the witness's contents, which the query bound in the env.)
+    if (const auto c = CopyRegions(m_).conflict_at(v[0], v[1]))
+      out_.findings.push_back(
+          hbm_copy_conflict_finding(m_, std::get<0>(*c), std::get<1>(*c), v[0], v[1], std::get<2>(*c)));
+    else
+      out_.unknown.push_back("parallel-write-conflict/hbm-copies: the witness " + format_tuple(v[0]) + ", " +
+                             format_tuple(v[1]) + " does not evaluate");
+  }
+
+  // Copy address a fires at p and b at q, and their regions (CopyRegions::at,
+  // as terms) meet.
+  Term copies_meet(std::size_t a, const SymPoint &p, std::size_t b, const SymPoint &q,
+                   const std::map<std::string, spec::Expr> &params) {
+    std::vector<Term> c;
+    const auto ra = copy_region(a, p, params, c), rb = copy_region(b, q, params, c);
+    for (std::size_t d = 0; d < ra.size() && d < rb.size(); ++d) {
+      c.push_back(ra[d].first < rb[d].second);
+      c.push_back(rb[d].first < ra[d].second);
+      c.push_back(ra[d].first < ra[d].second);
+      c.push_back(rb[d].first < rb[d].second);
+    }
+    return ctx_.all_of(c);
+  }
+
+  // The region of copy address i at p, per array dim, cut to the array; its
+  // guards at p go to `facts`.
+  std::vector<std::pair<Term, Term>> copy_region(std::size_t i, const SymPoint &p,
+                                                 const std::map<std::string, spec::Expr> &params,
+                                                 std::vector<Term> &facts) {
+    const CopyAddress &a = m_.copy_addresses[i];
+    const smt::Bindings b = bindings({}, p, !pf_names_.empty());
+    auto term = [&](const spec::Expr &e) {
+      spec::Expr x = a.locals.empty() ? e : spec::substitute(e, a.locals);
+      auto t = tr(spec::substitute(x, params), b);
+      return t ? *t : ctx_.num(0); // (err_ is set: the query is unknown)
+    };
+    for (const auto &g : a.guards)
+      facts.push_back(smt::truthy(term(g)));
+    const auto &shape = m_.operands[a.operand].shape;
+    std::vector<std::pair<Term, Term>> box;
+    for (std::int64_t n : shape)
+      box.emplace_back(ctx_.num(0), ctx_.num(n));
+    std::vector<bool> ellipsis;
+    for (const auto &s : a.ref->args)
+      ellipsis.push_back(s.op == spec::Op::Ellipsis);
+    const auto dims = spec::subscript_dims(shape.size(), ellipsis);
+    if (!dims) {
+      facts.push_back(ctx_.boolean(false));
+      return box;
+    }
+    auto clamp = [&](const Term &t, std::int64_t n) {
+      return smt::ite(t < 0, ctx_.num(0), smt::ite(t > n, ctx_.num(n), t));
+    };
+    for (std::size_t s = 0; s < a.ref->args.size(); ++s) {
+      if ((*dims)[s] < 0) continue;
+      const auto d = static_cast<std::size_t>((*dims)[s]);
+      const std::int64_t n = shape[d];
+      const spec::Expr &x = a.ref->args[s];
+      Term lo = ctx_.num(0), hi = ctx_.num(n);
+      if (x.op == spec::Op::Slice) {
+        if (!x.args.empty() && x.args[0].op != spec::Op::None) lo = term(x.args[0]);
+        if (x.args.size() >= 2 && x.args[1].op != spec::Op::None) hi = term(x.args[1]);
+      } else if (x.op == spec::Op::Call && x.name == "ds" && x.args.size() == 2 && x.kwarg_names.empty()) {
+        lo = term(x.args[0]);
+        hi = lo + term(x.args[1]);
+      } else {
+        lo = term(x);
+        hi = lo + 1;
+      }
+      box[d] = {clamp(lo, n), clamp(hi, n)};
+    }
+    return box;
   }
 
   // A Triton output whose stores and reads all have static boxes (and no
