@@ -42,7 +42,9 @@ constexpr std::array<RuleInfo, 22> kRules = {{
      "a reduced dimension is not a multiple of its block: padding enters the reduction",
      "docs/rules.md#partial-block-reduction"},
     {parallel_write_conflict, "parallel-write-conflict", RuleScope::spec,
-     "grid points differing along a parallel axis write the same output block or share a scratch value",
+     "grid points differing along a parallel axis write the same output block or any-space region, or share "
+     "a "
+     "scratch value",
      "docs/rules.md#parallel-write-conflict"},
     {output_not_covered, "output-not-covered", RuleScope::spec,
      "some elements of an output no alias covers are never written", "docs/rules.md#output-not-covered"},

@@ -292,14 +292,17 @@ std::vector<RuleDoc> make_docs() {
             o[...] = zeros
         o[...] += dot(a[...], b[...])
 )"});
-  d.push_back({Rule::parallel_write_conflict,
-               "Two grid points that differ along a `parallel` axis write the same output block. Parallel "
-               "axes may be split across cores (megacore, the CUDA grid), so the writes race. The same "
-               "holds for a scratch that carries a value across a parallel axis: each core has its own. "
-               "Mark the reduction axis `arbitrary`. Under `backend = triton` every grid point is a "
-               "concurrent program storing into the array itself: two programs storing one element, or "
-               "one reading what another stores, race; a reduction belongs in the body's loop.",
-               R"(kernel sum_reduction_axis_marked_parallel:
+  d.push_back(
+      {Rule::parallel_write_conflict,
+       "Two grid points that differ along a `parallel` axis write the same output block. Parallel "
+       "axes may be split across cores (megacore, the CUDA grid), so the writes race. The same "
+       "holds for a scratch that carries a value across a parallel axis: each core has its own, and for "
+       "body DMAs whose `memory_space=any` regions meet at two such grid points, one writing it (a "
+       "prefix sum carried through the output, a scatter with a repeated row). "
+       "Mark the reduction axis `arbitrary`. Under `backend = triton` every grid point is a "
+       "concurrent program storing into the array itself: two programs storing one element, or "
+       "one reading what another stores, race; a reduction belongs in the body's loop.",
+       R"(kernel sum_reduction_axis_marked_parallel:
     grid = (4, 4, 8)
     dimension_semantics = (parallel, parallel, parallel)
     in  x: f32[8, 1024, 1024]  block=(None, 256, 256)  index=(i, j, k) -> (k, i, j)
@@ -309,7 +312,7 @@ std::vector<RuleDoc> make_docs() {
             o[...] = zeros
         o[...] += x[...]
 )",
-               kSumRight});
+       kSumRight});
   d.push_back({Rule::output_not_covered,
                "Some elements of an output are never written by any grid point (decided per element box: a "
                "block every step writes only half of is not covered): that part of the result is garbage. "
