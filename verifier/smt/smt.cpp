@@ -448,6 +448,22 @@ struct Translator {
   Term as_int(const Term &t) { return is_bool(t) ? ite(t, ctx.num(1), ctx.num(0)) : t; }
   Term as_bool(const Term &t) { return is_bool(t) ? t : (t != 0); }
 
+  // `g * y` with g a grid index whose axis has few steps (`j * p` with a
+  // two-phase axis p, the (i, j * p) index map of a kernel that parks an
+  // output block in its first phase): one linear case per value of g.
+  static constexpr std::int64_t kCaseSplitExtent = 16;
+  std::optional<Term> cases_of(const Term &g, const Term &y) {
+    for (std::size_t k = 0; k < b.program_ids.size() && k < b.num_programs.size(); ++k) {
+      const std::int64_t n = b.num_programs[k];
+      if (n < 1 || n > kCaseSplitExtent || !z3::eq(ex(g), ex(b.program_ids[k]))) continue;
+      Term r = ctx.num(0);
+      for (std::int64_t v = n - 1; v >= 1; --v)
+        r = ite(g == ctx.num(v), y * ctx.num(v), r);
+      return r;
+    }
+    return std::nullopt;
+  }
+
   std::optional<std::int64_t> constant(const Term &t) {
     if (is_bool(t)) return std::nullopt;
     return t.numeral();
@@ -509,7 +525,14 @@ struct Translator {
     case Op::Add: return x + y;
     case Op::Sub: return x - y;
     case Op::Mul:
-      if (!constant(x) && !constant(y)) return fail("nonlinear multiplication of two grid-dependent terms");
+      if (!constant(x) && !constant(y)) {
+        if (auto t = cases_of(x, y)) return t;
+        if (auto t = cases_of(y, x)) return t;
+        return fail(
+            "nonlinear multiplication of two grid-dependent terms (one of them a grid index of an axis "
+            "of at most " +
+            std::to_string(kCaseSplitExtent) + " steps is split into cases)");
+      }
       return x * y;
     case Op::FloorDiv:
     case Op::Mod: {

@@ -73,6 +73,34 @@ TEST(Translate, ReportsUnsupportedConstructsInsteadOfGuessing) {
   EXPECT_FALSE(u.term.has_value());
 }
 
+TEST(Translate, SplitsAProductWithTheIndexOfAShortGridAxisIntoOneCasePerStep) {
+  // `j * p` with p the index of a 2-step axis (a two-phase kernel's index
+  // map): linear per case; a long axis's product stays unsupported.
+  Context c;
+  Bindings b;
+  Term p = c.int_var("p"), j = c.int_var("j");
+  b.program_ids = {p, j};
+  b.num_programs = {2, 4096};
+  b.names.emplace("p", p);
+  b.names.emplace("j", j);
+  const auto prod = spec::Expr::binary(spec::Op::Mul, spec::Expr::var("j"), spec::Expr::var("p"));
+  auto t = translate(c, prod, b);
+  ASSERT_TRUE(t.term.has_value()) << t.error;
+  Solver s(c, 2000);
+  for (std::int64_t pv : {0, 1})
+    for (std::int64_t jv : {0, 7, 4095}) {
+      s.push();
+      s.add(p == c.num(pv) && j == c.num(jv), "point");
+      ASSERT_EQ(s.check().kind, Result::sat);
+      EXPECT_EQ(s.value(*t.term), pv * jv);
+      s.pop();
+    }
+  b.num_programs = {4096, 4096};
+  auto u = translate(c, prod, b);
+  EXPECT_FALSE(u.term.has_value());
+  EXPECT_NE(u.error.find("nonlinear"), std::string::npos);
+}
+
 TEST(Solver, AnswersUnsatWithTheNamesOfTheCoreAndMinimizesWitnesses) {
   Context c;
   Solver s(c, 2000);
