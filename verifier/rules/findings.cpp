@@ -303,20 +303,27 @@ Finding uninitialized_finding(const KernelModel &m, const Effect &r, const Point
       scratch ? "scratch '" + o.name + "'" : "block " + block_str(m, r.operand, p) + " of '" + o.name + "'";
   // The advice names the reduction axis where there is one: an output's last
   // axis in run order that its index map does not name.
+  // A scratch's: that of the first windowed output that has one (the
+  // result it accumulates).
   std::string init = "initialize it under `when program_id(k) == 0`, k the reduction axis";
-  if (!scratch && !m.grid.empty()) {
+  if (!m.grid.empty()) {
     const auto axes = run_axes(m);
-    for (std::size_t i = axes.size(); i-- > 0;) {
-      const std::size_t a = axes[i];
-      bool named = false;
-      for (const auto &e : o.index)
-        named = named || (a < o.index_params.size() && spec::mentions(e, o.index_params[a]));
-      if (!named) {
-        init = "initialize it under `when program_id(" + std::to_string(a) + ") == 0` (axis " +
-               std::to_string(a) + ", which the index_map of '" + o.name +
-               "' does not name, is its reduction)";
-        break;
+    for (std::size_t x = 0; x < m.operands.size(); ++x) {
+      const auto &out = m.operands[x];
+      if (scratch ? out.role != spec::Role::out || !out.windowed : x != r.operand) continue;
+      std::optional<std::size_t> axis;
+      for (std::size_t i = axes.size(); i-- > 0 && !axis;) {
+        bool named = false;
+        for (const auto &e : out.index)
+          named =
+              named || (axes[i] < out.index_params.size() && spec::mentions(e, out.index_params[axes[i]]));
+        if (!named) axis = axes[i];
       }
+      if (!axis) continue;
+      const std::string a = std::to_string(*axis);
+      init = "initialize it under `when program_id(" + a + ") == 0` (axis " + a +
+             ", which the index_map of '" + out.name + "' does not name, is its reduction)";
+      break;
     }
   }
   Finding f = make(Rule::uninitialized_accumulator, r.loc,
