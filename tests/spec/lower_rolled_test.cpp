@@ -1,6 +1,8 @@
 // The rolled lowering (a loop over the grid steps carrying the scheduler's
 // state) against the unrolled one (literal slots and regions per step): the
 // same schedule, held equal event by event through the one Program stepper.
+#include "spec/bind.hpp"
+#include "spec/eval.hpp"
 #include "spec/lower.hpp"
 
 #include "spec/parse.hpp"
@@ -153,8 +155,14 @@ TEST(LowerRolled, RunsTheSameScheduleAsTheUnrolledFormOnEveryCorpusKernel) {
     auto r = parse_and_validate(SourceFile::from_string(e.path().string(), ss.str()));
     if (!r.file) continue;
     for (auto &u : r.file->units)
-      if (auto *k = std::get_if<KernelSpec>(&u))
+      if (auto *k = std::get_if<KernelSpec>(&u)) {
+        // (The corpus' grids over the enumerator's 4096 points are there for
+        // the solver; unrolled, each takes seconds, minutes under ASan. The
+        // grid sizes do not matter to the rolled form: ItsSizeDoesNotDependOnTheGrid.)
+        const Binding b = bind_kernel(*k, param_env(k->params));
+        if (b.kernel && b.kernel->num_points() > 4096) continue;
         if (expect_same_schedule(*k, e.path().filename().string() + ":" + k->name)) ++compared;
+      }
   }
   EXPECT_GT(compared, 40);
 }
