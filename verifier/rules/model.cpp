@@ -511,11 +511,7 @@ struct Builder {
     if (v.op == Op::Call && (v.name == "dot" || v.name == "dot_general")) {
       note_contraction(v, loc);
       const auto sides = *dot_operand_dims(v);
-      std::size_t rank = 0;
-      for (const auto &side : sides)
-        for (const auto &x : side)
-          if (x) rank = std::max(rank, *x + 1);
-      const auto result = aligned(dims, rank);
+      const auto result = aligned(dims, *value_rank(v));
       for (std::size_t s = 0; s < 2; ++s) {
         std::vector<std::optional<std::size_t>> child;
         for (const auto &x : sides[s])
