@@ -881,12 +881,22 @@ Finding readded_finding(const KernelModel &m, std::size_t op, const CarriedUse &
                                ? "block " + b + " of '" + o.name + "'"
                                : "scratch '" + via.name + "' (for block " + b + " of '" + o.name + "')";
   Finding f =
-      make(Rule::accumulator_carried, m.effects[use.store].loc,
-           "adds into " + into + " at grid point " + format_tuple(stored) + " what scratch '" + acc.name +
-               "' accumulated at grid point " + format_tuple(accumulated) +
-               ", which it already added there at grid point " + format_tuple(added) + ": no init of '" +
-               acc.name + "' fires between them, so it is counted twice; re-initialize '" + acc.name +
-               "' after each store that adds it");
+      m.effects[use.store].folds_by_extremum
+          ? make(Rule::accumulator_carried, m.effects[use.store].loc,
+                 "folds into " + into + " at grid point " + format_tuple(stored) +
+                     " (a running max or min) what scratch '" + acc.name +
+                     "' holds there, and already folded it at grid point " + format_tuple(added) +
+                     ", where it held only what it had accumulated up to grid point " +
+                     format_tuple(accumulated) + ": no init of '" + acc.name +
+                     "' fires between them, so a partial result of the reduction is folded in; fold '" +
+                     acc.name + "' in once, after its last update for the block")
+          : make(Rule::accumulator_carried, m.effects[use.store].loc,
+                 "adds into " + into + " at grid point " + format_tuple(stored) + " what scratch '" +
+                     acc.name + "' accumulated at grid point " + format_tuple(accumulated) +
+                     ", which it already added there at grid point " + format_tuple(added) +
+                     ": no init of '" + acc.name +
+                     "' fires between them, so it is counted twice; re-initialize '" + acc.name +
+                     "' after each store that adds it");
   f.witness.items.push_back({"operand", acc.name});
   f.witness.items.push_back({"accumulated", accumulated});
   f.witness.items.push_back({"added", added});

@@ -125,6 +125,7 @@ struct Builder {
   // store into operand `target`: `reads` are the reads its refs stand for
   // (the statement's own, or, inside a local's definition, the local's
   // sources); a local is followed into its last definition.
+  mutable bool folds_by_extremum = false; // set by added_reads: a maximum/minimum folded what it added
   std::set<std::size_t> added_reads(const Expr &e, const std::vector<std::size_t> &reads, std::size_t target,
                                     std::set<std::string> &open) const {
     auto of_operand = [&](const std::string &name) {
@@ -186,8 +187,20 @@ struct Builder {
       if ((e.name == "dot" || e.name == "dot_general") && e.num_positional() >= 2)
         return product(e.args[0], e.args[1]);
       if (e.name == "where" && e.num_positional() == 3) return both(e.args[1], e.args[2]);
-      if ((e.name == "sum" || e.name == "reshape" || e.name == "broadcast_to" || e.name == "transpose" ||
-           e.name == "cast" || e.name == "tile" || e.name == "concatenate") &&
+      // A running max or min folds its other side in as a sum adds it
+      // (`mx[...] = maximum(mx[...], max(acc[...], axis=1))`): a partial
+      // result folded at one step and again after more accumulation is as
+      // wrong as one added twice. Only where one side reads the target: a
+      // max with a constant (relu) or of two fresh values folds nothing.
+      if ((e.name == "maximum" || e.name == "minimum") && e.num_positional() == 2) {
+        if (reads_target(e.args[0]) == reads_target(e.args[1])) return {};
+        auto out = both(e.args[0], e.args[1]);
+        if (!out.empty()) folds_by_extremum = true;
+        return out;
+      }
+      if ((e.name == "sum" || e.name == "max" || e.name == "min" || e.name == "reshape" ||
+           e.name == "broadcast_to" || e.name == "transpose" || e.name == "cast" || e.name == "tile" ||
+           e.name == "concatenate") &&
           e.num_positional() >= 1) {
         std::set<std::size_t> out;
         const std::size_t n = e.name == "concatenate" ? e.num_positional() : 1;
@@ -948,8 +961,10 @@ struct Builder {
             for (std::size_t r = first; r < m.effects.size(); ++r)
               if (m.effects[r].kind == Effect::read) own.push_back(r);
             std::set<std::string> open;
+            folds_by_extremum = false;
             const auto added = added_reads(v, own, *i, open);
             ef.added.assign(added.begin(), added.end());
+            ef.folds_by_extremum = folds_by_extremum;
           }
           ef.operand = *i;
           ef.guards = guards;

@@ -88,6 +88,10 @@ struct Effect {
   /// `alpha * o + p @ v` rescales o by a running max, it adds no scratch).
   /// What accumulator-carried's re-added case counts as added.
   std::vector<std::size_t> added;
+  /// `added` holds a source through a running `maximum`/`minimum` with the
+  /// store's own operand: it folds the source's value in rather than adding
+  /// it (the re-added finding says so).
+  bool folds_by_extremum = false;
 };
 const char *to_string(Effect::Kind);
 
