@@ -759,12 +759,35 @@ Finding scratch_carry_finding(const KernelModel &m, std::size_t op, const Point 
       break;
     }
   const std::string ax = std::to_string(axis);
+  // A value computed from an input block that the read's point no longer
+  // sees (a per-block cache refreshed on the wrong axis) is stale on one
+  // core too: marking the axis arbitrary would not fix it.
+  std::optional<std::size_t> stale;
+  for (const Effect &w : m.effects) {
+    if (w.operand != op || w.kind == Effect::read || !guard_at(m, w, written).value_or(false)) continue;
+    for (std::size_t r : w.sources) {
+      const std::size_t in = m.effects[r].operand;
+      if (!stale && m.operands[in].role == spec::Role::in && m.operands[in].windowed &&
+          block_at(m, in, written) != block_at(m, in, read))
+        stale = in;
+    }
+  }
+  const std::string advice =
+      !stale ? "mark axis " + ax + " `arbitrary` or initialize '" + o.name + "' at each of its steps"
+             : "it was computed from block " + block_str(m, *stale, written) + " of '" +
+                   m.operands[*stale].name + "' and the read sees block " + block_str(m, *stale, read) +
+                   ": if '" + o.name +
+                   "' caches a function of the current block, initialize it whenever the block of '" +
+                   m.operands[*stale].name + "' changes (marking axis " + ax +
+                   " `arbitrary` would leave it stale); if it carries the earlier block on purpose (a halo), "
+                   "mark "
+                   "axis " +
+                   ax + " `arbitrary`";
   Finding f = make(Rule::parallel_write_conflict, o.loc,
                    "scratch '" + o.name + "' carries a value written at grid point " + format_tuple(written) +
                        " into grid point " + format_tuple(read) + ", which differs along parallel axis " +
                        ax + ": the cores that split axis " + ax +
-                       " each have their own scratch, so the carried value is lost; mark axis " + ax +
-                       " `arbitrary` or initialize '" + o.name + "' at each of its steps");
+                       " each have their own scratch, so the carried value is lost; " + advice);
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"first_write", written});
   f.witness.items.push_back({"read", read});

@@ -664,6 +664,46 @@ TEST(ParallelWriteConflict, NamesTheAxisTheIndexMapDrops) {
   EXPECT_NE(v.findings[0].message.find("mark it `arbitrary`"), std::string::npos) << v.findings[0].message;
 }
 
+TEST(ParallelWriteConflict, AScratchCacheOfAnotherInputBlockIsNotToldThatArbitraryFixesIt) {
+  // xn caches f(x's row block), refreshed on the wrong axis: carried across
+  // the parallel axis, and stale on one core as well.
+  const char *cache = R"(kernel k:
+    grid = (3, 3)
+    dimension_semantics = (parallel, arbitrary)
+    in  x: f32[96, 256]  block=(32, 256)  index=(i, j) -> (i, 0)
+    in  w: f32[256, 384]  block=(256, 128)  index=(i, j) -> (0, j)
+    out o: f32[96, 384]  block=(32, 128)  index=(i, j) -> (i, j)
+    scratch xn: f32[32, 256]
+    body:
+        when program_id(0) == 0:
+            xn[...] = x[...] * 2.0
+        o[...] = dot(xn[...], w[...])
+)";
+  auto v = check_text(cache, "k");
+  ASSERT_EQ(marks(v), (Marks{{verifier::Rule::parallel_write_conflict, 7}}));
+  const std::string &msg = v.findings[0].message;
+  EXPECT_NE(msg.find("computed from block (0, 0) of 'x' and the read sees block (1, 0)"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("initialize it whenever the block of 'x' changes"), std::string::npos) << msg;
+  // A carry of something no input block computed keeps the plain advice.
+  const char *carry = R"(kernel k:
+    grid = (3, 3)
+    dimension_semantics = (parallel, arbitrary)
+    in  x: f32[96, 384]  block=(32, 128)  index=(i, j) -> (i, j)
+    out o: f32[96, 384]  block=(32, 128)  index=(i, j) -> (i, j)
+    scratch c: f32[32, 128]
+    body:
+        when program_id(0) == 0:
+            c[...] = zeros
+        o[...] = x[...] + c[...]
+)";
+  auto w = check_text(carry, "k");
+  ASSERT_EQ(marks(w), (Marks{{verifier::Rule::parallel_write_conflict, 6}}));
+  EXPECT_NE(w.findings[0].message.find("mark axis 0 `arbitrary` or initialize 'c' at each of its steps"),
+            std::string::npos)
+      << w.findings[0].message;
+}
+
 TEST(IndexOutOfBounds, ALoweredOutOfBoundsCopyNamesTheBlockAndDim) {
   // i * i is beyond the Z3 encoding (nonlinear): the lowered program's copy
   // shows it, and the message names the block the index map gave.
