@@ -1958,6 +1958,29 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
   }
   for (const auto &o : m.operands) {
     if (!o.windowed) continue;
+    // Mosaic's lowering takes a block with Element dims only where every
+    // other dim is an Element or squeezed ("All block dimensions must be
+    // Elements or none of them can be Elements"); interpret mode runs both.
+    if (t->kind == TargetKind::tpu &&
+        std::find(o.element.begin(), o.element.end(), true) != o.element.end()) {
+      std::optional<std::size_t> plain;
+      for (std::size_t d = 0; d < o.block.size() && !plain; ++d)
+        if (!o.element[d] && !o.squeezed[d]) plain = d;
+      if (plain) {
+        Finding f = make(Rule::block_tiling, o.loc,
+                         "the block of '" + o.name + "' mixes Element dims with a plain dim (dim " +
+                             std::to_string(*plain) + ", block " + std::to_string(o.block[*plain]) +
+                             "), which Mosaic rejects on " + t->name +
+                             ": every dim beside an Element dim must be an Element or squeezed; write dim " +
+                             std::to_string(*plain) + " as Element(" + std::to_string(o.block[*plain]) +
+                             ") with its index_map returning the element offset");
+        f.witness.items.push_back({"operand", o.name});
+        f.witness.items.push_back({"dim", static_cast<std::int64_t>(*plain)});
+        f.witness.items.push_back({"block_size", o.block[*plain]});
+        out.push_back(std::move(f));
+        continue;
+      }
+    }
     auto v = tiling_violations(*t, o.shape, o.block, o.squeezed, o.dtype);
     if (v.empty()) continue;
     Finding f = make(Rule::block_tiling, o.loc,
