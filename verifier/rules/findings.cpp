@@ -326,6 +326,18 @@ Finding uninitialized_finding(const KernelModel &m, const Effect &r, const Point
       break;
     }
   }
+  // An aliased output's window is not fetched from the input it aliases:
+  // zeroing it drops what that input holds, which an in-place update means
+  // to add to.
+  if (!scratch && !m.triton)
+    for (const AliasModel &al : m.aliases)
+      if (al.output == r.operand && m.operands[al.input].windowed) {
+        init += "; to add to what its aliased input '" + m.operands[al.input].name +
+                "' holds, seed it from that input there (`" + o.name +
+                "[...] = " + m.operands[al.input].name +
+                "[...]`): the window of an aliased output is not fetched from the input";
+        break;
+      }
   Finding f = make(Rule::uninitialized_accumulator, r.loc,
                    "reads " + what + " at grid point " + format_tuple(p) + " before anything wrote it: " +
                        (m.triton ? "store it in the program first (a Triton program's output holds what the "

@@ -111,6 +111,25 @@ TEST(UninitializedAccumulator, FlagsScratchReadBeforeAnyWrite) {
   EXPECT_EQ(marks(v), (Marks{{verifier::Rule::uninitialized_accumulator, 7}}));
 }
 
+TEST(UninitializedAccumulator, AnAliasedOutputIsAdvisedToBeSeededFromItsInput) {
+  // An in-place bincount: its window is not fetched from counts_in, so
+  // zeroing it, the usual advice, would drop the old counts.
+  const char *src = R"(kernel bincount:
+    grid = (8,)
+    in  ids: i32[64, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    in  counts_in: i32[1, 128]  block=(1, 128)  index=(i) -> (0, 0)
+    out o: i32[1, 128]  block=(1, 128)  index=(i) -> (0, 0)
+    alias counts_in -> o
+    body:
+        o[...] += reshape(sum(ids[...], axis=0), (1, 128))
+)";
+  auto v = check_text(src, "bincount");
+  ASSERT_EQ(marks(v), (Marks{{verifier::Rule::uninitialized_accumulator, 8}}));
+  EXPECT_NE(v.findings[0].message.find("seed it from that input there (`o[...] = counts_in[...]`)"),
+            std::string::npos)
+      << v.findings[0].message;
+}
+
 TEST(AccumulatorReset, FlagsAnInitGuardedOnTheWrongAxis) {
   const char *src = R"(kernel wrong_axis:
     grid = (4, 4, 8)
