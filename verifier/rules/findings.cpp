@@ -1693,7 +1693,7 @@ Finding alias_finding(const KernelModel &m, const AliasModel &a, const Point &wr
                    "input '" + x.name + "' reads block " + block_str(m, a.input, read) + " at grid point " +
                        format_tuple(read) + " after output '" + o.name +
                        "' wrote back the same HBM region from grid point " + format_tuple(written) +
-                       ": the input sees the new values, not the original ones");
+                       ": the input may see the new values instead of the original ones (or race with the write-back where the fetch of the reading step overlaps it)");
   f.witness.items.push_back({"operand", x.name});
   f.witness.items.push_back({"written_back", written});
   f.witness.items.push_back({"read", read});
