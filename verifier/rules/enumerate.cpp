@@ -1058,6 +1058,78 @@ private:
           }
         }
       }
+      if (!found) readded_round(u, cq, uses);
+    }
+  }
+
+  // As the symbolic checker's readded_round: the first q, then p, then s,
+  // then r. An accumulation at x holds until the next init: x's segment
+  // starts after the last point before it where an init fires (or at an
+  // init of x itself before it). With readded's case ruled out, p lies in
+  // an earlier segment than q.
+  void readded_round(const ScratchUse &u, const CarriedUse &cq, const std::vector<CarriedUse> &uses) {
+    const std::size_t n = pts_.size();
+    const Effect &rq = m_.effects[cq.consume];
+    auto init_at = [&](std::size_t x, auto &&pred) {
+      for (std::size_t i : u.inits)
+        if (fires_[i][x] && pred(m_.effects[i].order)) return true;
+      return false;
+    };
+    std::vector<std::size_t> accs;
+    for (std::size_t ai : u.accumulates)
+      if (!m_.effects[ai].keep_mask && !accumulated_inputs(m_, m_.effects[ai]).empty()) accs.push_back(ai);
+    if (accs.empty()) return;
+    // inits_before[x]: how many points before x an init fires at.
+    std::vector<std::size_t> inits_before(n + 1, 0);
+    for (std::size_t x = 0; x < n; ++x)
+      inits_before[x + 1] = inits_before[x] + (init_at(x, [](int) { return true; }) ? 1 : 0);
+    // seg[x]: a point at or before the first whose accumulations may still
+    // be held at x, per CTA.
+    std::vector<std::size_t> seg(n);
+    for (std::size_t x = 0; x < n; ++x)
+      seg[x] = x == cta_first_[x] ? x : (init_at(x - 1, [](int) { return true; }) ? x - 1 : seg[x - 1]);
+    // a at x holds at `upto` (a point, and the order of the read there).
+    auto holds = [&](std::size_t ai, std::size_t x, std::size_t upto, int order) {
+      const Effect &a = m_.effects[ai];
+      if (!fires_[ai][x]) return false;
+      if (x == upto && a.order > order) return false;
+      // (an init of x after a clears it; one before a starts the segment)
+      if (init_at(x, [&](int o) { return o > a.order && (x != upto || o < order); })) return false;
+      if (upto > x + 1 && inits_before[upto] - inits_before[x + 1] > 0) return false;
+      if (upto != x && init_at(upto, [&](int o) { return o < order; })) return false;
+      return true;
+    };
+    auto same_inputs = [&](std::size_t ai, std::size_t x, std::size_t y) {
+      for (std::size_t in : accumulated_inputs(m_, m_.effects[ai]))
+        if (blk_[in][x] != blk_[in][y]) return false;
+      return true;
+    };
+    for (std::size_t q = 0; q < n; ++q) {
+      if (!fires_[cq.store][q] || !fires_[cq.consume][q] || init_at(q, [&](int o) { return o < rq.order; }))
+        continue;
+      const Box rb = box_or_whole(rq, q);
+      for (std::size_t p = cta_first_[q]; p < q; ++p) {
+        if (blk_[cq.output][p] != blk_[cq.output][q]) continue;
+        for (const CarriedUse &cp : uses) {
+          if (cp.output != cq.output || m_.effects[cp.store].operand != m_.effects[cq.store].operand ||
+              !fires_[cp.store][p] || !fires_[cp.consume][p])
+            continue;
+          const Effect &rp = m_.effects[cp.consume];
+          const Box pb = box_or_whole(rp, p);
+          for (std::size_t sp = std::max(p + 1, seg[q]); sp <= q; ++sp)
+            for (std::size_t rr = std::max(seg[p], cta_first_[q]); rr <= p; ++rr)
+              for (std::size_t ai : accs) {
+                const Effect &a = m_.effects[ai];
+                if (!holds(ai, sp, q, rq.order) || !overlaps(box_or_whole(a, sp), rb) ||
+                    !holds(ai, rr, p, rp.order) || !overlaps(box_or_whole(a, rr), pb) ||
+                    !same_inputs(ai, rr, sp))
+                  continue;
+                out_.findings.push_back(readded_round_finding(m_, m_.effects[cq.consume].operand, cq,
+                                                              pts_[rr], pts_[p], pts_[sp], pts_[q]));
+                return;
+              }
+        }
+      }
     }
   }
 

@@ -906,6 +906,38 @@ std::vector<CarriedUse> adding_uses(const KernelModel &m, std::size_t op) {
   return out;
 }
 
+Finding readded_round_finding(const KernelModel &m, std::size_t op, const CarriedUse &use,
+                              const Point &accumulated, const Point &added, const Point &reaccumulated,
+                              const Point &stored) {
+  const auto &acc = m.operands[op];
+  const auto &o = m.operands[use.output];
+  const auto &via = m.operands[m.effects[use.store].operand];
+  const std::string b = block_str(m, use.output, stored);
+  const std::string into = &via == &o
+                               ? "block " + b + " of '" + o.name + "'"
+                               : "scratch '" + via.name + "' (for block " + b + " of '" + o.name + "')";
+  Finding f = make(Rule::accumulator_carried, m.effects[use.store].loc,
+                   "adds into " + into + " at grid point " + format_tuple(stored) + " what scratch '" +
+                       acc.name + "' accumulated at grid point " + format_tuple(reaccumulated) +
+                       " from the same input blocks as at grid point " + format_tuple(accumulated) +
+                       ", whose result it already added there at grid point " + format_tuple(added) +
+                       ": the reduction is repeated whole on each round and added every round, so it is "
+                       "counted once per round; add it on one round only, or store it with `=`");
+  f.witness.items.push_back({"operand", acc.name});
+  f.witness.items.push_back({"accumulated", accumulated});
+  f.witness.items.push_back({"added", added});
+  f.witness.items.push_back({"reaccumulated", reaccumulated});
+  f.witness.items.push_back({"stored", stored});
+  add_block(f, m, use.output, stored);
+  f.notes.push_back(note(
+      acc.loc, "'" + acc.name + "' accumulated at grid point " + format_tuple(accumulated) +
+                   " and again from the same input blocks at grid point " + format_tuple(reaccumulated)));
+  f.notes.push_back(note(m.effects[use.store].loc, "added to " + into + " at grid point " +
+                                                       format_tuple(added) + ", and again at grid point " +
+                                                       format_tuple(stored)));
+  return f;
+}
+
 Finding readded_finding(const KernelModel &m, std::size_t op, const CarriedUse &use, const Point &accumulated,
                         const Point &added, const Point &stored) {
   const auto &acc = m.operands[op];
@@ -1693,7 +1725,8 @@ Finding alias_finding(const KernelModel &m, const AliasModel &a, const Point &wr
                    "input '" + x.name + "' reads block " + block_str(m, a.input, read) + " at grid point " +
                        format_tuple(read) + " after output '" + o.name +
                        "' wrote back the same HBM region from grid point " + format_tuple(written) +
-                       ": the input may see the new values instead of the original ones (or race with the write-back where the fetch of the reading step overlaps it)");
+                       ": the input may see the new values instead of the original ones (or race with the "
+                       "write-back where the fetch of the reading step overlaps it)");
   f.witness.items.push_back({"operand", x.name});
   f.witness.items.push_back({"written_back", written});
   f.witness.items.push_back({"read", read});

@@ -209,6 +209,12 @@ std::vector<CarriedUse> adding_uses(const KernelModel &, std::size_t op);
 /// block) already added.
 Finding readded_finding(const KernelModel &, std::size_t op, const CarriedUse &use, const Point &accumulated,
                         const Point &added, const Point &stored);
+/// accumulator-carried, re-added per round: the store of `use` at `stored`
+/// adds what the scratch accumulated at `reaccumulated` from the same input
+/// blocks as at `accumulated`, whose result it already added at `added`.
+Finding readded_round_finding(const KernelModel &, std::size_t op, const CarriedUse &use,
+                              const Point &accumulated, const Point &added, const Point &reaccumulated,
+                              const Point &stored);
 /// The windowed outputs some store of which holds a read of scratch `op`
 /// (carried_uses' outputs), each once, in operand order.
 std::vector<std::size_t> fed_outputs(const KernelModel &, std::size_t op);

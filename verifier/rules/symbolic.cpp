@@ -1494,8 +1494,81 @@ private:
             return with(facts, {none_between(u.inits, r, q, aux, with_aux)});
           },
           {&q, &p, &r}, by_run());
-      if (best) out_.findings.push_back(readded_finding(m_, op, cq, (*best)[2], (*best)[1], (*best)[0]));
+      if (best) {
+        out_.findings.push_back(readded_finding(m_, op, cq, (*best)[2], (*best)[1], (*best)[0]));
+        continue;
+      }
+      readded_round(u, cq, uses);
     }
+  }
+
+  // A reduction repeated whole on each round of an outer axis, and added
+  // into the output every round: the store adding the scratch at q holds
+  // what accumulation a did at s from the same input blocks as at r, whose
+  // result a store already added into that block at p (r <= p < s <= q; no
+  // init from r to that read at p, nor from s to the read at q; one CTA).
+  // The same contribution is counted once per round. (With no init between
+  // p and s, readded's own case; an accumulation that reads no windowed
+  // input is not followed: its value need not repeat.)
+  void readded_round(const ScratchUse &u, const CarriedUse &cq, const std::vector<CarriedUse> &uses) {
+    const std::size_t op = m_.effects[cq.consume].operand;
+    const Effect &rq = m_.effects[cq.consume];
+    SymPoint r = point("r"), p = point("p"), s = point("s"), q = point("q");
+    std::vector<Term> facts = {in_grid(r),
+                               in_grid(p),
+                               in_grid(s),
+                               in_grid(q),
+                               !lex_lt(p, r),
+                               lex_lt(p, s),
+                               !lex_lt(q, s),
+                               same(cta(r), cta(q)),
+                               same(window(cq.output, p), window(cq.output, q)),
+                               guard(m_.effects[cq.store], q),
+                               guard(rq, q)};
+    for (std::size_t i : u.inits)
+      if (m_.effects[i].order < rq.order) facts.push_back(!guard(m_.effects[i], q));
+    const auto rb = box_terms(rq, q);
+    std::vector<Term> pairs;
+    for (const CarriedUse &cp : uses) {
+      if (cp.output != cq.output || m_.effects[cp.store].operand != m_.effects[cq.store].operand) continue;
+      const Effect &rp = m_.effects[cp.consume];
+      for (std::size_t ai : u.accumulates) {
+        const Effect &a = m_.effects[ai];
+        const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
+        if (a.keep_mask || ins.empty()) continue;
+        std::vector<Term> c = {guard(m_.effects[cp.store], p),
+                               guard(rp, p),
+                               guard(a, r),
+                               overlap(box_terms(a, r), box_terms(rp, p)),
+                               guard(a, s),
+                               overlap(box_terms(a, s), rb)};
+        for (std::size_t in : ins)
+          c.push_back(same(window(in, r), window(in, s)));
+        for (std::size_t i : u.inits) {
+          const Effect &w = m_.effects[i];
+          if (w.order > a.order) c.push_back(!guard(w, r) && !guard(w, s));
+          // (at p, before its read: unless p is r and the init came before a)
+          if (w.order < rp.order)
+            c.push_back((same(r.v, p.v) && ctx_.boolean(w.order < a.order)) || !guard(w, p));
+        }
+        if (a.order > rp.order) c.push_back(!same(r.v, p.v));
+        if (a.order > rq.order) c.push_back(!same(s.v, q.v));
+        pairs.push_back(ctx_.all_of(c));
+      }
+    }
+    if (pairs.empty()) return;
+    facts.push_back(ctx_.any_of(pairs));
+    auto best = query_quantified(
+        "accumulator-carried/" + m_.operands[op].name + "/line" +
+            std::to_string(m_.effects[cq.store].loc.line) + "/re-added-round",
+        [&](smt::Bindings::Aux &aux, bool with_aux) {
+          return with(facts, {none_between(u.inits, r, p, aux, with_aux),
+                              none_between(u.inits, s, q, aux, with_aux)});
+        },
+        {&q, &p, &s, &r}, by_run());
+    if (best)
+      out_.findings.push_back(
+          readded_round_finding(m_, op, cq, (*best)[3], (*best)[1], (*best)[2], (*best)[0]));
   }
 
   // The init at q discards what the previous grid point in run order
