@@ -595,7 +595,7 @@ private:
             std::size_t best = pts_.size();
             for (const auto &[p, a] : pending)
               if (p < q && p < best && overlaps(box_or_whole(m_.effects[a], p), wb) &&
-                  splits_a_visit(op, p, q))
+                  splits_a_visit(op, p, q) && !accumulated_again(op, a, p, q))
                 best = p;
             if (best < pts_.size()) {
               out_.findings.push_back(reset_finding(m_, m_.effects[w], pts_[best], pts_[q]));
@@ -612,6 +612,26 @@ private:
       overwritten_reset(u, w);
       overwritten_after_reset(u, w);
     }
+  }
+
+  // As the symbolic checker's scratch_resets: whether accumulation a reads
+  // the blocks it read at p again at some v >= q in q's CTA, with an output
+  // the scratch reaches on one block at p, q and v (a round repeated whole).
+  bool accumulated_again(std::size_t op, std::size_t a, std::size_t p, std::size_t q) {
+    const std::vector<std::size_t> ins = accumulated_inputs(m_, m_.effects[a]);
+    if (ins.empty()) return false;
+    auto it = reached_.find(op);
+    if (it == reached_.end()) it = reached_.emplace(op, reached_outputs(m_, op)).first;
+    for (std::size_t v = q; v <= cta_last_[q]; ++v) {
+      if (!fires_[a][v]) continue;
+      bool same = true;
+      for (std::size_t in : ins)
+        same = same && blk_[in][v] == blk_[in][p];
+      if (!same) continue;
+      for (std::size_t x : it->second)
+        if (blk_[x][p] == blk_[x][q] && blk_[x][q] == blk_[x][v]) return true;
+    }
+    return false;
   }
 
   // As the symbolic checker's overwritten_after_reset: per fed output, the
@@ -773,6 +793,7 @@ private:
       for (std::size_t k = 0; k < u.accumulates.size(); ++k) {
         const std::size_t ai = u.accumulates[k];
         const Effect &a = m_.effects[ai];
+        const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
         for (std::size_t r = 0; r < n; ++r) {
           bool live = fires_[ai][r];
           for (std::size_t ci : clears)
@@ -790,6 +811,21 @@ private:
             meets = meets || (first && overlaps(box_or_whole(m_.effects[wi], q), box_or_whole(a, r)));
           }
           if (next[r] < n && (!init_first[q] || !meets || splits_a_visit(op, r, q))) continue;
+          // (a round repeated whole: as the symbolic checker's, with z the
+          // last init at or before r in its CTA)
+          if (!ins.empty() && !u.inits.empty()) {
+            std::size_t z = n;
+            for (std::size_t t = r + 1; t-- > cta_first_[r] && z == n;)
+              for (std::size_t wi : u.inits)
+                if (fires_[wi][t]) z = t;
+            bool again = false;
+            for (std::size_t v = cta_first_[r]; z < n && v < z && !again; ++v) {
+              again = fires_[ai][v] && blk_[l.output][v] == blk_[l.output][r];
+              for (std::size_t in : ins)
+                again = again && blk_[in][v] == blk_[in][r];
+            }
+            if (again) continue;
+          }
           auto it = first_acc.find({block(op, r), blk_[l.output][r]});
           if (it != first_acc.end() && it->second < r) {
             out_.findings.push_back(lost_finding(m_, op, l.output, a, pts_[it->second], pts_[r], pts_[q]));

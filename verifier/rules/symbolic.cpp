@@ -1079,16 +1079,37 @@ private:
       const Effect &w = m_.effects[wi];
       SymPoint p = point("p"), q = point("q");
       std::vector<Term> facts = {in_grid(p), in_grid(q), lex_lt(p, q), guard(w, q)};
-      std::vector<Term> accumulated;
       const auto wb = box_terms(w, q);
-      for (std::size_t ai : contributions(m_, u)) {
-        const Effect &a = m_.effects[ai];
-        std::vector<Term> c = {guard(a, p), overlap(box_terms(a, p), wb)};
-        for (std::size_t ci : clears)
-          if (m_.effects[ci].order > a.order) c.push_back(!cleared_at(ci, p));
-        accumulated.push_back(ctx_.all_of(c));
-      }
-      facts.push_back(ctx_.any_of(accumulated));
+      // What a accumulated at p, unless a later firing of a from q on, in
+      // the visit, reads the same input blocks again: a reduction repeated
+      // whole on each round of an outer axis, stored on its last round,
+      // loses nothing to the resets between rounds.
+      const std::vector<std::size_t> reached = reached_outputs(m_, op);
+      auto accumulated = [&](smt::Bindings::Aux &aux, bool with_aux) {
+        std::vector<Term> out;
+        for (std::size_t ai : contributions(m_, u)) {
+          const Effect &a = m_.effects[ai];
+          std::vector<Term> c = {guard(a, p), overlap(box_terms(a, p), wb)};
+          for (std::size_t ci : clears)
+            if (m_.effects[ci].order > a.order) c.push_back(!cleared_at(ci, p));
+          const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
+          if (!ins.empty())
+            c.push_back(at_no_point(
+                [&](const SymPoint &v) {
+                  std::vector<Term> visit;
+                  for (std::size_t x : reached)
+                    visit.push_back(same(window(x, p), window(x, q)) && same(window(x, q), window(x, v)));
+                  std::vector<Term> again = {!lex_lt(v, q), same(cta(v), cta(q)), ctx_.any_of(visit),
+                                             guard(a, v)};
+                  for (std::size_t in : ins)
+                    again.push_back(same(window(in, v), window(in, p)));
+                  return ctx_.all_of(again);
+                },
+                aux, with_aux, {&q}));
+          out.push_back(ctx_.all_of(c));
+        }
+        return ctx_.any_of(out);
+      };
       for (std::size_t ci : clears)
         if (m_.effects[ci].order < w.order) facts.push_back(!cleared_at(ci, q));
       // A reset is harmful only within a visit: some output the scratch
@@ -1099,7 +1120,7 @@ private:
       auto best = query_quantified(
           "accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
           [&](smt::Bindings::Aux &aux, bool with_aux) {
-            return with(facts, {none_between(clears, p, q, aux, with_aux)});
+            return with(facts, {none_between(clears, p, q, aux, with_aux), accumulated(aux, with_aux)});
           },
           {&q, &p}, by_run());
       if (best) out_.findings.push_back(reset_finding(m_, w, (*best)[1], (*best)[0]));
@@ -1354,10 +1375,42 @@ private:
         Term ends = cta_last(q) && (same(r.v, q.v) || ctx_.all_of(none_at_q));
         Term resets = lex_lt(r, q) && ctx_.any_of(reset) && !splits_a_visit(op, r, q);
         facts.push_back(ends || resets);
+        // A round repeated whole loses nothing: with z the last init at or
+        // before r, a at some v < z in the visit read the same input blocks
+        // (a bias gradient recomputed on each round of an outer axis and
+        // stored on one). (The first round, with no init before it, is
+        // judged as it is.)
+        const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
+        SymPoint z = point("z");
         auto best = query_quantified(
             "accumulation-lost/" + o.name + "/" + m_.operands[x].name + "/line" + std::to_string(a.loc.line),
             [&](smt::Bindings::Aux &aux, bool with_aux) {
-              return with(facts, {none_between(clears, r, q, aux, with_aux)});
+              std::vector<Term> more = {none_between(clears, r, q, aux, with_aux)};
+              if (!ins.empty() && !u.inits.empty()) {
+                auto init_at = [&](const SymPoint &t) {
+                  std::vector<Term> fired;
+                  for (std::size_t wi : u.inits)
+                    fired.push_back(guard(m_.effects[wi], t));
+                  return ctx_.any_of(fired);
+                };
+                Term first_round = at_no_point(
+                    [&](const SymPoint &t) { return !lex_lt(r, t) && same(cta(t), cta(r)) && init_at(t); },
+                    aux, with_aux, {&r});
+                Term later_round =
+                    in_grid(z) && !lex_lt(r, z) && same(cta(z), cta(r)) && init_at(z) &&
+                    none_between(u.inits, z, r, aux, with_aux) && (same(z.v, r.v) || !init_at(r)) &&
+                    at_no_point(
+                        [&](const SymPoint &v) {
+                          std::vector<Term> again = {lex_lt(v, z), same(cta(v), cta(r)),
+                                                     same(window(x, v), window(x, r)), guard(a, v)};
+                          for (std::size_t in : ins)
+                            again.push_back(same(window(in, v), window(in, r)));
+                          return ctx_.all_of(again);
+                        },
+                        aux, with_aux, {&z, &r});
+                more.push_back(first_round || later_round);
+              }
+              return with(facts, more);
             },
             {&r, &p, &q}, by_run());
         if (best) out_.findings.push_back(lost_finding(m_, op, x, a, (*best)[1], (*best)[0], (*best)[2]));
