@@ -172,6 +172,11 @@ struct Operand {
   Loc loc;
   Comments comments;
   SemKind sem = SemKind::none; ///< a semaphore scratch: `shape` is the array of semaphores
+  /// Set by flatten_nested on an operand whose block comes from an
+  /// emit_pipeline's spec: the pipeline DMAs its windows itself, so
+  /// pallas_call's window lowering rules (Mosaic's Element-dim rule) do not
+  /// apply to it.
+  bool emit_pipeline = false;
   friend bool operator==(const Operand &, const Operand &) = default;
 };
 

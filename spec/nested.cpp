@@ -276,6 +276,7 @@ KernelSpec flatten_nested(const KernelSpec &k) {
     n.dtype = o.dtype;
     n.shape = o.shape;
     n.memory_space = MemorySpace::vmem;
+    n.emit_pipeline = true;
     if (n.index_map) {
       IndexMap m;
       m.params = outer_idx;

@@ -2006,7 +2006,7 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
     // Mosaic's lowering takes a block with Element dims only where every
     // other dim is an Element or squeezed ("All block dimensions must be
     // Elements or none of them can be Elements"); interpret mode runs both.
-    if (t->kind == TargetKind::tpu &&
+    if (t->kind == TargetKind::tpu && !(o.decl && o.decl->emit_pipeline) &&
         std::find(o.element.begin(), o.element.end(), true) != o.element.end()) {
       std::optional<std::size_t> plain;
       for (std::size_t d = 0; d < o.block.size() && !plain; ++d)

@@ -395,6 +395,11 @@ struct Builder {
       return dot_operand_dims(v).has_value() && masks_reads(v.args[0]) && masks_reads(v.args[1]);
     if (v.op == Op::Call && v.name == "transpose" && v.num_positional() == 1)
       return value_rank(v.args[0]) == 2 && masks_reads(v.args[0]);
+    // A where is elementwise in its three arguments: an outer mask narrows
+    // the reads of both branches and of the condition (`where(valid,
+    // exp(where(causal, s, -inf) - lse[...]), 0)`).
+    if (v.op == Op::Call && v.name == "where" && v.num_positional() == 3 && v.args.size() == 3)
+      return masks_reads(v.args[0]) && masks_reads(v.args[1]) && masks_reads(v.args[2]);
     const bool fn = v.op == Op::Call && races::is_elementwise_fn(v.name);
     const bool oper =
         v.op == Op::Neg || v.op == Op::Not || v.op == Op::BitNot || (v.op >= Op::Add && v.op <= Op::BitOr);
@@ -466,8 +471,28 @@ struct Builder {
 
   // The rank of a value, where the expression says it: an operand read, a
   // shape argument, a dot, or an elementwise combination of such.
+  mutable std::set<std::string> rank_open_; // value_rank: the locals being followed
   std::optional<std::size_t> value_rank(const Expr &e) const {
     if (e.op == Op::Int || e.op == Op::Float) return 0;
+    // A tensor local: the rank of its definitions, where they agree
+    // (`q = where(valid, q_ref[...], 0)`, then `dot(q, k_ref[...])`).
+    if (e.op == Op::Name && !m.operand_index(e.name) && !rank_open_.count(e.name)) {
+      std::vector<Expr> defs;
+      if (auto v = local_values.find(e.name); v != local_values.end()) defs = v->second;
+      if (auto k = mask_locals.find(e.name); defs.empty() && k != mask_locals.end())
+        defs.push_back(k->second);
+      if (defs.empty()) return std::nullopt;
+      rank_open_.insert(e.name);
+      std::optional<std::size_t> r;
+      bool agree = true;
+      for (const auto &d : defs) {
+        auto x = value_rank(d);
+        agree = agree && x && (!r || *r == *x);
+        r = x;
+      }
+      rank_open_.erase(e.name);
+      return agree ? r : std::nullopt;
+    }
     if (e.op == Op::Ref) {
       auto op = m.operand_index(e.name);
       if (!op) return std::nullopt;
@@ -483,6 +508,7 @@ struct Builder {
         return shape->op == Op::Tuple ? std::optional<std::size_t>(shape->args.size()) : std::nullopt;
       if (e.name == "transpose" && np == 1) return value_rank(e.args[0]);
       if (e.name == "cast" && np >= 1) return value_rank(e.args[0]);
+      if (e.name == "where" && np != 3) return std::nullopt;
       if (e.name == "dot" || e.name == "dot_general") {
         auto d = dot_operand_dims(e);
         if (!d) return std::nullopt;
@@ -492,7 +518,7 @@ struct Builder {
             if (x) n = std::max(n, *x + 1);
         return n;
       }
-      if (!races::is_elementwise_fn(e.name)) return std::nullopt;
+      if (!races::is_elementwise_fn(e.name) && e.name != "where") return std::nullopt;
     } else if (!(e.op == Op::Neg || e.op == Op::Not || e.op == Op::BitNot ||
                  (e.op >= Op::Add && e.op <= Op::BitOr))) {
       return std::nullopt;
@@ -541,18 +567,31 @@ struct Builder {
       scan_masked(cond, v.args[0], guards, loc, child);
       return;
     }
-    for (const auto &a : v.args) {
-      if (!dims) {
-        scan_masked(cond, a, guards, loc);
-        continue;
-      }
-      // Broadcasting aligns an argument's dims with the value's last ones.
+    // Broadcasting aligns an argument's dims with the value's last ones.
+    auto arg = [&](const Expr &a, const std::vector<Expr> &g) {
+      if (!dims) return scan_masked(cond, a, g, loc);
       auto r = value_rank(a);
       if (r && *r <= dims->size())
-        scan_masked(cond, a, guards, loc, aligned(dims, *r));
+        scan_masked(cond, a, g, loc, aligned(dims, *r));
       else
-        scan_value(a, guards, loc);
+        scan_value(a, g, loc);
+    };
+    // A select on a grid condition inside the mask splits the guards, as
+    // scan_value does (`where(rows, x[...], where(k == 0, 0, t[...]))`: t
+    // is read only where k != 0).
+    if (v.op == Op::Call && v.name == "where" && v.num_positional() == 3 && v.args.size() == 3 &&
+        grid_condition(v.args[0]) && reads_in_branches(v)) {
+      scan_value(v.args[0], guards, loc);
+      const Expr c = guard_expr(*grid_condition(v.args[0]));
+      auto then_g = guards, else_g = guards;
+      then_g.push_back(c);
+      else_g.push_back(Expr::unary(Op::Not, c));
+      arg(v.args[1], then_g);
+      arg(v.args[2], else_g);
+      return;
     }
+    for (const auto &a : v.args)
+      arg(a, guards);
   }
 
   // The array dims a ref's value keeps, in order (a scalar subscript drops
