@@ -22,6 +22,20 @@ int dtype_bytes(DType d) {
   return 4;
 }
 
+const Expr *keep_select(const Assign &a) {
+  if (a.accumulate) return nullptr;
+  auto uncast = [](const Expr *x) {
+    while (x->op == Op::Call && x->name == "cast" && x->num_positional() >= 1)
+      x = &x->args[0];
+    return x;
+  };
+  const Expr *v = uncast(&a.value);
+  if (v->op == Op::Call && v->name == "where" && v->num_positional() == 3 && v->kwarg_names.empty() &&
+      *uncast(&v->args[2]) == a.target)
+    return v;
+  return nullptr;
+}
+
 bool dtype_is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
 
 const char *to_string(DType d) {

@@ -194,6 +194,12 @@ struct Assign {
   bool discards() const { return value.op == Op::Undefined; }
   friend bool operator==(const Assign &, const Assign &) = default;
 };
+/// `T[s] = where(c, v, T[s])`, also through casts (megablox's bf16 store
+/// `cast(where(c, acc, cast(T[s], f32)), bf16)`): the where, whose store
+/// puts back T's elements where c fails (a keep store); nullptr for any
+/// other store.
+const Expr *keep_select(const Assign &);
+
 /// `name = value`: a local binding (tensor or integer).
 struct Let {
   std::string name;

@@ -90,10 +90,7 @@ namespace {
 // c fails (megablox's masked store of a tile two groups share).
 bool is_keep_store(const spec::Stmt &s) {
   const auto *a = std::get_if<spec::Assign>(&s.kind);
-  if (!a || a->accumulate) return false;
-  const spec::Expr &v = a->value;
-  return v.op == spec::Op::Call && v.name == "where" && v.num_positional() == 3 && v.kwarg_names.empty() &&
-         v.args[2] == a->target;
+  return a && spec::keep_select(*a);
 }
 
 bool has_keep_store(const spec::Block &body) {

@@ -962,9 +962,10 @@ struct Builder {
           // `T[s] = where(c, v, T[s])`: the last read of T is the kept branch.
           // With an integer condition (`k == 0`, no block data) it is `when c:
           // T[s] = v`: the split below (update_condition) leaves only that.
-          const Expr &v = a->value;
-          const bool select = !a->accumulate && v.op == Op::Call && v.name == "where" &&
-                              v.num_positional() == 3 && v.kwarg_names.empty() && v.args[2] == a->target;
+          // (spec::keep_select: through casts too.)
+          const Expr *kept = spec::keep_select(*a);
+          const Expr &v = kept ? *kept : a->value;
+          const bool select = kept != nullptr;
           // (Not where the selected value reads T too, `where(k == 0, acc * 0, acc)`.)
           auto reads_target = [&](const Expr &x) {
             std::set<std::string> names;
