@@ -216,6 +216,32 @@ int CompiledInts::add(Node n, const std::vector<int> &kids) {
   return static_cast<int>(nodes_.size()) - 1;
 }
 
+namespace {
+
+// The x of a prefetch tree's condition: `x < c`, or `(x >= c) and (x < d)`.
+const Expr *tree_index(const Expr &c) {
+  if (c.op == Op::Lt && c.args.size() == 2 && c.args[1].op == Op::Int) return &c.args[0];
+  if (c.op == Op::And && c.args.size() == 2 && c.args[0].op == Op::Ge && c.args[0].args.size() == 2 &&
+      c.args[0].args[1].op == Op::Int && c.args[1].op == Op::Lt && c.args[1].args.size() == 2 &&
+      c.args[1].args[1].op == Op::Int && c.args[0].args[0] == c.args[1].args[0])
+    return &c.args[0].args[0];
+  return nullptr;
+}
+
+// Whether `b` is an integer or a tree of wheres on `x < c` with integer
+// leaves: where x evaluates, so does every condition in it, and no leaf
+// fails, so evaluating only the branch a condition picks gives what
+// evaluating both would (spec/prefetch.cpp's table reads, a leaf per entry:
+// both branches would cost the whole table at every read).
+bool total_given(const Expr &b, const Expr &x) {
+  if (b.op == Op::Int) return true;
+  if (!(b.op == Op::Call && b.name == "where" && b.args.size() == 3 && b.kwarg_names.empty())) return false;
+  const Expr *i = tree_index(b.args[0]);
+  return i && *i == x && total_given(b.args[1], x) && total_given(b.args[2], x);
+}
+
+} // namespace
+
 int CompiledInts::compile_node(const Expr &e, const std::function<int(const std::string &)> &intern) {
   Node n;
   n.op = e.op;
@@ -252,6 +278,10 @@ int CompiledInts::compile_node(const Expr &e, const std::function<int(const std:
     if (f == IntFn::none) break; // never a value
     n.kind = Kind::call;
     n.fn = static_cast<std::uint8_t>(f);
+    if (f == IntFn::where && e.args.size() == 3)
+      if (const Expr *x = tree_index(e.args[0]);
+          x && total_given(e.args[1], *x) && total_given(e.args[2], *x))
+        n.kind = Kind::select;
     operands(e.args.size());
     break;
   }
@@ -318,6 +348,11 @@ bool CompiledInts::eval(int node, const std::int64_t *const *vars, std::int64_t 
     const auto f = static_cast<IntFn>(n.fn);
     if (f == IntFn::cdiv && v[1] == 0) return false;
     return done(apply(f, v, static_cast<std::size_t>(n.count), here));
+  }
+  case Kind::select: {
+    std::int64_t c = 0;
+    if (!eval(k[0], vars, c)) return false;
+    return eval(k[c != 0 ? 1 : 2], vars, out);
   }
   case Kind::no_value: return false;
   }

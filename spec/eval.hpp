@@ -69,7 +69,9 @@ public:
   std::optional<std::int64_t> value(int root, const std::int64_t *const *vars) const;
 
 private:
-  enum class Kind : std::uint8_t { constant, variable, unary, binary, call, no_value };
+  /// select: a where that evaluates only the branch its condition picks,
+  /// where that equals evaluating both (a prefetch table's tree: compile_node).
+  enum class Kind : std::uint8_t { constant, variable, unary, binary, call, select, no_value };
   struct Node {
     Kind kind = Kind::no_value;
     Op op = Op::Int;

@@ -464,6 +464,9 @@ Verdict explain_poison(const spec::KernelSpec &k, Verdict v) {
 
 Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o);
 
+/// The grid a kernel with given prefetch contents is enumerated on.
+constexpr std::int64_t kGivenContentsPoints = std::int64_t{1} << 16;
+
 Verdict check_prefetch(const spec::KernelSpec &k, const CheckOptions &o) {
   return explain_poison(k, check_prefetch_contents(k, o));
 }
@@ -598,7 +601,16 @@ Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o
     v.reason = "scalar prefetch: " + space.unknown;
     return v;
   }
-  if (space.all_given()) return check(spec::elaborate_prefetch(k, space, {}), o);
+  if (space.all_given()) {
+    // Given contents are where-trees of one leaf per element in the
+    // solver's terms (a table of a few hundred entries makes its queries
+    // slow: minutes); evaluated point by point they are array reads. Such a
+    // kernel is enumerated on a larger grid (unless enumeration is off: 0).
+    CheckOptions given = o;
+    if (given.enumerate_max_points > 0)
+      given.enumerate_max_points = std::max<std::int64_t>(given.enumerate_max_points, kGivenContentsPoints);
+    return check(spec::elaborate_prefetch(k, space, {}), given);
+  }
   std::string why;
   auto start = spec::pick_prefetch(space, 0, why);
   if (!start) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -26,7 +27,7 @@ rc::Gen<std::int64_t> leaf_value() {
 }
 
 Expr gen_expr(int depth) {
-  const int kind = *rc::gen::inRange(0, depth <= 0 ? 3 : 9);
+  const int kind = *rc::gen::inRange(0, depth <= 0 ? 3 : 10);
   switch (kind) {
   case 0: return Expr::integer(*leaf_value());
   case 1: return Expr::var(*rc::gen::elementOf(kNames));
@@ -38,6 +39,25 @@ Expr gen_expr(int depth) {
     return Expr::binary(op, gen_expr(depth - 1), gen_expr(depth - 1));
   }
   case 5: return Expr::unary(*rc::gen::element(Op::Neg, Op::Not, Op::BitNot), gen_expr(depth - 1));
+  case 6: {
+    // A prefetch table's read, as spec/prefetch.cpp elaborates it: a tree
+    // of `x < mid` selects with integer leaves (CompiledInts evaluates only
+    // the branch each picks), or one whose leaves may fail.
+    const Expr x = gen_expr(depth - 1);
+    const int n = *rc::gen::inRange(1, 9);
+    const bool total = *rc::gen::inRange(0, 4) > 0;
+    std::vector<Expr> leaves;
+    for (int k = 0; k < n; ++k)
+      leaves.push_back(total ? Expr::integer(*leaf_value()) : gen_expr(depth - 1));
+    std::function<Expr(int, int)> tree = [&](int lo, int hi) -> Expr {
+      if (hi - lo == 1) return leaves[static_cast<std::size_t>(lo)];
+      const int mid = lo + (hi - lo) / 2;
+      return Expr::call("where", {Expr::binary(Op::Lt, x, Expr::integer(mid)), tree(lo, mid), tree(mid, hi)});
+    };
+    const Expr in = Expr::binary(Op::And, Expr::binary(Op::Ge, x, Expr::integer(0)),
+                                 Expr::binary(Op::Lt, x, Expr::integer(n)));
+    return Expr::call("where", {in, tree(0, n), Expr::integer(-1)});
+  }
   default: {
     const std::string fn = *rc::gen::element<std::string>("cdiv", "min", "max", "minimum", "maximum", "where",
                                                           "abs", "exp", "ds");
