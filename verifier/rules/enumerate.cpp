@@ -619,7 +619,7 @@ private:
   // the scratch reaches on one block at p, q and v (a round repeated whole).
   bool accumulated_again(std::size_t op, std::size_t a, std::size_t p, std::size_t q) {
     const std::vector<std::size_t> ins = accumulated_inputs(m_, m_.effects[a]);
-    if (ins.empty()) return false;
+    if (!inputs_may_repeat(m_, ins)) return false;
     auto it = reached_.find(op);
     if (it == reached_.end()) it = reached_.emplace(op, reached_outputs(m_, op)).first;
     for (std::size_t v = q; v <= cta_last_[q]; ++v) {
@@ -813,7 +813,7 @@ private:
           if (next[r] < n && (!init_first[q] || !meets || splits_a_visit(op, r, q))) continue;
           // (a round repeated whole: as the symbolic checker's, with z the
           // last init at or before r in its CTA)
-          if (!ins.empty() && !u.inits.empty()) {
+          if (inputs_may_repeat(m_, ins) && !u.inits.empty()) {
             std::size_t z = n;
             for (std::size_t t = r + 1; t-- > cta_first_[r] && z == n;)
               for (std::size_t wi : u.inits)
@@ -1113,7 +1113,8 @@ private:
     };
     std::vector<std::size_t> accs;
     for (std::size_t ai : u.accumulates)
-      if (!m_.effects[ai].keep_mask && !accumulated_inputs(m_, m_.effects[ai]).empty()) accs.push_back(ai);
+      if (!m_.effects[ai].keep_mask && inputs_may_repeat(m_, accumulated_inputs(m_, m_.effects[ai])))
+        accs.push_back(ai);
     if (accs.empty()) return;
     // inits_before[x]: how many points before x an init fires at.
     std::vector<std::size_t> inits_before(n + 1, 0);

@@ -1068,6 +1068,21 @@ std::vector<OverwriteUse> overwrite_uses(const KernelModel &m, std::size_t op) {
   return out;
 }
 
+bool inputs_may_repeat(const KernelModel &m, const std::vector<std::size_t> &ins) {
+  if (ins.empty()) return false;
+  for (std::size_t a = 0; a < m.grid.size(); ++a) {
+    bool pinned = false;
+    for (std::size_t in : ins) {
+      const auto &o = m.operands[in];
+      if (a >= o.index_params.size()) continue;
+      for (const auto &e : o.index)
+        pinned = pinned || (e.op == spec::Op::Name && e.name == o.index_params[a]);
+    }
+    if (!pinned) return true;
+  }
+  return false;
+}
+
 std::vector<std::size_t> accumulated_inputs(const KernelModel &m, const Effect &a) {
   std::vector<std::size_t> out;
   for (std::size_t r : a.sources) {

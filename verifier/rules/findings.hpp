@@ -249,6 +249,12 @@ std::vector<OverwriteUse> overwrite_uses(const KernelModel &, std::size_t op);
 /// The windowed inputs whose reads the value of accumulation `a` holds, each
 /// once, in operand order: the blocks that make up its contribution.
 std::vector<std::size_t> accumulated_inputs(const KernelModel &, const Effect &a);
+/// Whether some two grid points may give every input of `ins` the same
+/// window: false where, for each grid axis, some input's index map returns
+/// that axis' index itself in some dim (`(i, k)`: every point reads its own
+/// blocks). A round repeated whole needs such points; the queries that look
+/// for one are skipped without (they cost a quantifier each).
+bool inputs_may_repeat(const KernelModel &, const std::vector<std::size_t> &ins);
 /// accumulator-reset: init `w` of result scratch `op` at grid point `reset`,
 /// within the visit of block B of `output`, discards what was accumulated at
 /// `partial` (in that visit, before the reset), and `store` at

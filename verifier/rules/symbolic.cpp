@@ -1093,7 +1093,7 @@ private:
           for (std::size_t ci : clears)
             if (m_.effects[ci].order > a.order) c.push_back(!cleared_at(ci, p));
           const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
-          if (!ins.empty())
+          if (inputs_may_repeat(m_, ins))
             c.push_back(at_no_point(
                 [&](const SymPoint &v) {
                   std::vector<Term> visit;
@@ -1386,7 +1386,7 @@ private:
             "accumulation-lost/" + o.name + "/" + m_.operands[x].name + "/line" + std::to_string(a.loc.line),
             [&](smt::Bindings::Aux &aux, bool with_aux) {
               std::vector<Term> more = {none_between(clears, r, q, aux, with_aux)};
-              if (!ins.empty() && !u.inits.empty()) {
+              if (inputs_may_repeat(m_, ins) && !u.inits.empty()) {
                 auto init_at = [&](const SymPoint &t) {
                   std::vector<Term> fired;
                   for (std::size_t wi : u.inits)
@@ -1588,7 +1588,7 @@ private:
       for (std::size_t ai : u.accumulates) {
         const Effect &a = m_.effects[ai];
         const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
-        if (a.keep_mask || ins.empty()) continue;
+        if (a.keep_mask || !inputs_may_repeat(m_, ins)) continue;
         std::vector<Term> c = {guard(m_.effects[cp.store], p),
                                guard(rp, p),
                                guard(a, r),
