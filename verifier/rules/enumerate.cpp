@@ -1042,6 +1042,20 @@ private:
     }
   }
 
+  // Whether an init of u fires at point x whose order `pred` accepts.
+  template <class Pred> bool init_fires(const ScratchUse &u, std::size_t x, Pred &&pred) const {
+    for (std::size_t i : u.inits)
+      if (fires_[i][x] && pred(m_.effects[i].order)) return true;
+    return false;
+  }
+  // [x]: how many points before x an init of u fires at (x up to n).
+  std::vector<std::size_t> count_inits_before(const ScratchUse &u) const {
+    std::vector<std::size_t> out(pts_.size() + 1, 0);
+    for (std::size_t x = 0; x < pts_.size(); ++x)
+      out[x + 1] = out[x] + (init_fires(u, x, [](int) { return true; }) ? 1 : 0);
+    return out;
+  }
+
   // As the symbolic checker's readded: per adding use, the first q, then p,
   // then r.
   void readded(std::size_t op) {
@@ -1050,19 +1064,8 @@ private:
     if (u.accumulates.empty()) return;
     const std::vector<CarriedUse> uses = adding_uses(m_, op);
     const std::size_t n = pts_.size();
-    // inits_before[x]: how many points before x an init fires at.
-    std::vector<std::size_t> inits_before(n + 1, 0);
-    for (std::size_t x = 0; x < n; ++x) {
-      bool any = false;
-      for (std::size_t i : u.inits)
-        any = any || fires_[i][x];
-      inits_before[x + 1] = inits_before[x] + (any ? 1 : 0);
-    }
-    auto init_at = [&](std::size_t x, auto &&pred) {
-      for (std::size_t i : u.inits)
-        if (fires_[i][x] && pred(m_.effects[i].order)) return true;
-      return false;
-    };
+    const std::vector<std::size_t> inits_before = count_inits_before(u);
+    auto init_at = [&](std::size_t x, auto &&pred) { return init_fires(u, x, pred); };
     for (const CarriedUse &cq : uses) {
       const Effect &rq = m_.effects[cq.consume];
       bool found = false;
@@ -1106,20 +1109,13 @@ private:
   void readded_round(const ScratchUse &u, const CarriedUse &cq, const std::vector<CarriedUse> &uses) {
     const std::size_t n = pts_.size();
     const Effect &rq = m_.effects[cq.consume];
-    auto init_at = [&](std::size_t x, auto &&pred) {
-      for (std::size_t i : u.inits)
-        if (fires_[i][x] && pred(m_.effects[i].order)) return true;
-      return false;
-    };
+    auto init_at = [&](std::size_t x, auto &&pred) { return init_fires(u, x, pred); };
     std::vector<std::size_t> accs;
     for (std::size_t ai : u.accumulates)
       if (!m_.effects[ai].keep_mask && inputs_may_repeat(m_, accumulated_inputs(m_, m_.effects[ai])))
         accs.push_back(ai);
     if (accs.empty()) return;
-    // inits_before[x]: how many points before x an init fires at.
-    std::vector<std::size_t> inits_before(n + 1, 0);
-    for (std::size_t x = 0; x < n; ++x)
-      inits_before[x + 1] = inits_before[x] + (init_at(x, [](int) { return true; }) ? 1 : 0);
+    const std::vector<std::size_t> inits_before = count_inits_before(u);
     // seg[x]: a point at or before the first whose accumulations may still
     // be held at x, per CTA.
     std::vector<std::size_t> seg(n);

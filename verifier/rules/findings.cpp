@@ -906,16 +906,23 @@ std::vector<CarriedUse> adding_uses(const KernelModel &m, std::size_t op) {
   return out;
 }
 
+namespace {
+// What the store of `use` adds into at `stored`: the output's block, or the
+// scratch that carries it there.
+std::string added_into(const KernelModel &m, const CarriedUse &use, const Point &stored) {
+  const auto &o = m.operands[use.output];
+  const auto &via = m.operands[m.effects[use.store].operand];
+  const std::string b = block_str(m, use.output, stored);
+  return &via == &o ? "block " + b + " of '" + o.name + "'"
+                    : "scratch '" + via.name + "' (for block " + b + " of '" + o.name + "')";
+}
+} // namespace
+
 Finding readded_round_finding(const KernelModel &m, std::size_t op, const CarriedUse &use,
                               const Point &accumulated, const Point &added, const Point &reaccumulated,
                               const Point &stored) {
   const auto &acc = m.operands[op];
-  const auto &o = m.operands[use.output];
-  const auto &via = m.operands[m.effects[use.store].operand];
-  const std::string b = block_str(m, use.output, stored);
-  const std::string into = &via == &o
-                               ? "block " + b + " of '" + o.name + "'"
-                               : "scratch '" + via.name + "' (for block " + b + " of '" + o.name + "')";
+  const std::string into = added_into(m, use, stored);
   Finding f = make(Rule::accumulator_carried, m.effects[use.store].loc,
                    "adds into " + into + " at grid point " + format_tuple(stored) + " what scratch '" +
                        acc.name + "' accumulated at grid point " + format_tuple(reaccumulated) +
@@ -941,12 +948,7 @@ Finding readded_round_finding(const KernelModel &m, std::size_t op, const Carrie
 Finding readded_finding(const KernelModel &m, std::size_t op, const CarriedUse &use, const Point &accumulated,
                         const Point &added, const Point &stored) {
   const auto &acc = m.operands[op];
-  const auto &o = m.operands[use.output];
-  const auto &via = m.operands[m.effects[use.store].operand];
-  const std::string b = block_str(m, use.output, stored);
-  const std::string into = &via == &o
-                               ? "block " + b + " of '" + o.name + "'"
-                               : "scratch '" + via.name + "' (for block " + b + " of '" + o.name + "')";
+  const std::string into = added_into(m, use, stored);
   Finding f =
       m.effects[use.store].folds_by_extremum
           ? make(Rule::accumulator_carried, m.effects[use.store].loc,

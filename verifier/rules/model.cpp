@@ -333,17 +333,9 @@ struct Builder {
     // acc[...])`, upstream's load_with_init, reads acc only past step 0).
     // A where whose branches read no operand (an integer tree over a
     // prefetch array's contents) needs no guards.
-    if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3 && e.args.size() == 3 &&
-        grid_condition(e.args[0]) && reads_in_branches(e)) {
-      scan_value(e.args[0], guards, loc);
-      const Expr c = guard_expr(*grid_condition(e.args[0]));
-      auto then_g = guards, else_g = guards;
-      then_g.push_back(c);
-      else_g.push_back(Expr::unary(Op::Not, c));
-      scan_value(e.args[1], then_g, loc);
-      scan_value(e.args[2], else_g, loc);
+    if (split_grid_select(e, guards, loc,
+                          [&](const Expr &b, const std::vector<Expr> &g) { scan_value(b, g, loc); }))
       return;
-    }
     // `where(c, x, y)`: x counts only where c holds and y only where it
     // does not (`where(col >= n, 0, x[...])` masks as `where(col < n, x[...], 0)`).
     if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3 &&
@@ -532,6 +524,24 @@ struct Builder {
     return r;
   }
 
+  // `where(c, a, b)` with a grid condition c whose branches read operands:
+  // scans c, then each branch with `branch` under the guards plus c (a) or
+  // not c (b). False (nothing scanned) for any other expression.
+  bool split_grid_select(const Expr &e, const std::vector<Expr> &guards, spec::Loc loc,
+                         const std::function<void(const Expr &, const std::vector<Expr> &)> &branch) {
+    if (!(e.op == Op::Call && e.name == "where" && e.num_positional() == 3 && e.args.size() == 3 &&
+          grid_condition(e.args[0]) && reads_in_branches(e)))
+      return false;
+    scan_value(e.args[0], guards, loc);
+    const Expr c = guard_expr(*grid_condition(e.args[0]));
+    auto then_g = guards, else_g = guards;
+    then_g.push_back(c);
+    else_g.push_back(Expr::unary(Op::Not, c));
+    branch(e.args[1], then_g);
+    branch(e.args[2], else_g);
+    return true;
+  }
+
   // Scans `v` (masks_reads holds) with each operand read in it narrowed by
   // the mask `cond` along the dims `dims` says.
   void scan_masked(const Expr &cond, const Expr &v, const std::vector<Expr> &guards, spec::Loc loc,
@@ -579,17 +589,7 @@ struct Builder {
     // A select on a grid condition inside the mask splits the guards, as
     // scan_value does (`where(rows, x[...], where(k == 0, 0, t[...]))`: t
     // is read only where k != 0).
-    if (v.op == Op::Call && v.name == "where" && v.num_positional() == 3 && v.args.size() == 3 &&
-        grid_condition(v.args[0]) && reads_in_branches(v)) {
-      scan_value(v.args[0], guards, loc);
-      const Expr c = guard_expr(*grid_condition(v.args[0]));
-      auto then_g = guards, else_g = guards;
-      then_g.push_back(c);
-      else_g.push_back(Expr::unary(Op::Not, c));
-      arg(v.args[1], then_g);
-      arg(v.args[2], else_g);
-      return;
-    }
+    if (split_grid_select(v, guards, loc, arg)) return;
     for (const auto &a : v.args)
       arg(a, guards);
   }

@@ -1493,6 +1493,25 @@ private:
     }
   }
 
+  // What readded and readded_round share: the adding store of `cq` fires at
+  // q with no init before its read there, output x on the same block at p
+  // and q, r <= p, r and q in one CTA.
+  std::vector<Term> added_again(const ScratchUse &u, const CarriedUse &cq, const SymPoint &r,
+                                const SymPoint &p, const SymPoint &q) {
+    const Effect &rq = m_.effects[cq.consume];
+    std::vector<Term> facts = {in_grid(r),
+                               in_grid(p),
+                               in_grid(q),
+                               !lex_lt(p, r),
+                               same(cta(r), cta(q)),
+                               same(window(cq.output, p), window(cq.output, q)),
+                               guard(m_.effects[cq.store], q),
+                               guard(rq, q)};
+    for (std::size_t i : u.inits)
+      if (m_.effects[i].order < rq.order) facts.push_back(!guard(m_.effects[i], q));
+    return facts;
+  }
+
   // A store at q that adds the scratch into output x's block (adds_into_output),
   // while the scratch still holds what it accumulated at r, which such a
   // store already added at p, r <= p <= q (at q, an earlier statement), x on
@@ -1508,17 +1527,8 @@ private:
     for (const CarriedUse &cq : uses) {
       const Effect &rq = m_.effects[cq.consume];
       SymPoint r = point("r"), p = point("p"), q = point("q");
-      std::vector<Term> facts = {in_grid(r),
-                                 in_grid(p),
-                                 in_grid(q),
-                                 !lex_lt(p, r),
-                                 !lex_lt(q, p),
-                                 same(cta(r), cta(q)),
-                                 same(window(cq.output, p), window(cq.output, q)),
-                                 guard(m_.effects[cq.store], q),
-                                 guard(rq, q)};
-      for (std::size_t i : u.inits)
-        if (m_.effects[i].order < rq.order) facts.push_back(!guard(m_.effects[i], q));
+      std::vector<Term> facts = added_again(u, cq, r, p, q);
+      facts.push_back(!lex_lt(q, p));
       const auto rb = box_terms(rq, q);
       std::vector<Term> pairs;
       for (const CarriedUse &cp : uses) {
@@ -1567,19 +1577,8 @@ private:
     const std::size_t op = m_.effects[cq.consume].operand;
     const Effect &rq = m_.effects[cq.consume];
     SymPoint r = point("r"), p = point("p"), s = point("s"), q = point("q");
-    std::vector<Term> facts = {in_grid(r),
-                               in_grid(p),
-                               in_grid(s),
-                               in_grid(q),
-                               !lex_lt(p, r),
-                               lex_lt(p, s),
-                               !lex_lt(q, s),
-                               same(cta(r), cta(q)),
-                               same(window(cq.output, p), window(cq.output, q)),
-                               guard(m_.effects[cq.store], q),
-                               guard(rq, q)};
-    for (std::size_t i : u.inits)
-      if (m_.effects[i].order < rq.order) facts.push_back(!guard(m_.effects[i], q));
+    std::vector<Term> facts = added_again(u, cq, r, p, q);
+    facts.insert(facts.end(), {in_grid(s), lex_lt(p, s), !lex_lt(q, s)});
     const auto rb = box_terms(rq, q);
     std::vector<Term> pairs;
     for (const CarriedUse &cp : uses) {
