@@ -151,6 +151,24 @@ bool is_int_function(const std::string &name) {
   return std::any_of(std::begin(int_fns), std::end(int_fns), [&](const char *f) { return name == f; });
 }
 
+bool is_truth_value(const Expr &e) {
+  switch (e.op) {
+  case Op::Eq:
+  case Op::Ne:
+  case Op::Lt:
+  case Op::Le:
+  case Op::Gt:
+  case Op::Ge:
+  case Op::And:
+  case Op::Or:
+  case Op::Not: return true;
+  case Op::BitAnd:
+  case Op::BitOr:
+  case Op::BitNot: return !e.args.empty() && std::all_of(e.args.begin(), e.args.end(), is_truth_value);
+  default: return false;
+  }
+}
+
 Evaluation evaluate(const Expr &e, const Env &env) {
   switch (e.op) {
   case Op::Int: return value(e.int_value, e);
@@ -178,6 +196,24 @@ Evaluation evaluate(const Expr &e, const Env &env) {
     Evaluation b = evaluate(e.args[1], env);
     if (!b.value) return b;
     return value(*b.value != 0 ? 1 : 0, e);
+  }
+  case Op::BitNot: {
+    if (!is_truth_value(e)) return fault(EvalFault::not_integer, e);
+    Evaluation a = evaluate(e.args[0], env);
+    if (!a.value) return a;
+    return value(*a.value == 0 ? 1 : 0, e);
+  }
+  case Op::BitAnd:
+  case Op::BitOr: {
+    if (!is_truth_value(e)) return fault(EvalFault::not_integer, e);
+    Evaluation a = evaluate(e.args[0], env);
+    Evaluation b = evaluate(e.args[1], env);
+    if (a.is_error()) return a;
+    if (b.is_error()) return b;
+    if (!a.value) return a;
+    if (!b.value) return b;
+    const bool x = *a.value != 0, y = *b.value != 0;
+    return value(e.op == Op::BitAnd ? (x && y) : (x || y), e);
   }
   case Op::Add:
   case Op::Sub:
@@ -268,8 +304,19 @@ int CompiledInts::compile_node(const Expr &e, const std::function<int(const std:
     n.kind = Kind::unary;
     operands(1);
     break;
+  case Op::BitNot:
+    if (!is_truth_value(e)) break; // never a value
+    n.kind = Kind::unary;
+    operands(1);
+    break;
   case Op::And:
   case Op::Or:
+    n.kind = Kind::binary;
+    operands(2);
+    break;
+  case Op::BitAnd:
+  case Op::BitOr:
+    if (!is_truth_value(e)) break; // never a value
     n.kind = Kind::binary;
     operands(2);
     break;
@@ -314,7 +361,7 @@ bool CompiledInts::eval(int node, const std::int64_t *const *vars, std::int64_t 
   case Kind::unary: {
     std::int64_t a = 0;
     if (!eval(k[0], vars, a)) return false;
-    if (n.op == Op::Not) {
+    if (n.op == Op::Not || n.op == Op::BitNot) {
       out = a == 0 ? 1 : 0;
       return true;
     }
@@ -332,6 +379,10 @@ bool CompiledInts::eval(int node, const std::int64_t *const *vars, std::int64_t 
       return true;
     }
     if (!eval(k[1], vars, b)) return false;
+    if (n.op == Op::BitAnd || n.op == Op::BitOr) {
+      out = n.op == Op::BitAnd ? (a != 0 && b != 0) : (a != 0 || b != 0);
+      return true;
+    }
     if ((n.op == Op::FloorDiv || n.op == Op::Mod) && b == 0) return false;
     return done(binary(n.op, a, b, here));
   }

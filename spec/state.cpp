@@ -359,8 +359,9 @@ private:
 
   struct Cell {
     std::optional<std::int64_t> value;
-    bool open = false;    ///< prefetched contents left open
-    bool carried = false; ///< stored by an earlier step
+    bool open = false;                   ///< prefetched contents left open
+    bool carried = false;                ///< stored by an earlier step
+    std::vector<std::int64_t> stored_at; ///< carried: the grid point that stored it last
   };
   std::vector<Cell> cells_;
   std::vector<Cell> at_entry_;
@@ -405,13 +406,19 @@ private:
           return fail("the SMEM state " + shown + " starts with the prefetch contents, which are left open",
                       state_array(it->second));
         if (!c.value) return true; // a garbage value: taint() decides whether it matters
+        // Steps that agree on every parallel axis run on one core, in the
+        // grid's order, and other cores' steps store into their own SMEM:
+        // a value stored last by such a step is what this core reads. One
+        // stored at a step that differs along a parallel axis may be
+        // another core's.
         if (c.carried)
           for (std::size_t a = 0; a < parallel_.size(); ++a)
-            if (parallel_[a])
-              return fail("the SMEM state " + shown +
-                          " is carried from one grid step to the next, and axis " + std::to_string(a) +
-                          " is parallel: which steps one core runs, and in what order, is not fixed (mark it "
-                          "arbitrary)");
+            if (parallel_[a] && c.stored_at[a] != point_[a])
+              return fail("the SMEM state " + shown + " is carried from grid point " +
+                          format_tuple(c.stored_at) + " into grid point " + format_tuple(point_) +
+                          ", across axis " + std::to_string(a) +
+                          ", which is parallel: which steps one core runs, and in what order, is not fixed "
+                          "(mark it arbitrary, or set the state anew where that axis's index changes)");
       }
     return std::all_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return reads(a, at); });
   }
@@ -576,7 +583,7 @@ private:
         entry_[k][L] = cells_[k].value;
       if (!exec(body)) return false;
       for (std::size_t k = 0; k < locals_.size(); ++k)
-        if (stored_[k]) cells_[k] = Cell{env_.at(locals_[k]), false, true};
+        if (stored_[k]) cells_[k] = Cell{env_.at(locals_[k]), false, true, point_};
     }
     return true;
   }

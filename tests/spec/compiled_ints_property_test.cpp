@@ -34,8 +34,9 @@ Expr gen_expr(int depth) {
   case 2: return *rc::gen::element(Expr::floating(1.5), Expr::ref("x", {}), Expr::leaf(Op::Zeros));
   case 3:
   case 4: {
-    const Op op = *rc::gen::element(Op::Add, Op::Sub, Op::Mul, Op::FloorDiv, Op::Mod, Op::Pow, Op::Eq, Op::Ne,
-                                    Op::Lt, Op::Le, Op::Gt, Op::Ge, Op::And, Op::Or, Op::Div, Op::BitAnd);
+    const Op op =
+        *rc::gen::element(Op::Add, Op::Sub, Op::Mul, Op::FloorDiv, Op::Mod, Op::Pow, Op::Eq, Op::Ne, Op::Lt,
+                          Op::Le, Op::Gt, Op::Ge, Op::And, Op::Or, Op::Div, Op::BitAnd, Op::BitOr);
     return Expr::binary(op, gen_expr(depth - 1), gen_expr(depth - 1));
   }
   case 5: return Expr::unary(*rc::gen::element(Op::Neg, Op::Not, Op::BitNot), gen_expr(depth - 1));

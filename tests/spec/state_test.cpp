@@ -187,9 +187,31 @@ TEST(StateElaboration, StateCarriedAcrossAParallelAxisIsUnknownButAnAxisOfOneIsN
                            "        flag[0] = 0\n";
   auto r = elaborated(kernel(decls, body, "(2, 2)", "(i, j, f) -> (i, 0)"));
   EXPECT_FALSE(r.kernel);
-  EXPECT_NE(r.unknown.find("axis 0 is parallel"), std::string::npos) << r.unknown;
+  EXPECT_NE(r.unknown.find("across axis 0, which is parallel"), std::string::npos) << r.unknown;
   auto one = elaborated(kernel(decls, body, "(1, 2)", "(i, j, f) -> (i, 0)"));
   ASSERT_TRUE(one.kernel) << one.unknown;
+}
+
+TEST(StateElaboration, StateSetAnewOnEachIndexOfTheParallelAxisIsCarriedOnlyWithinOneCore) {
+  // A running offset reset where the arbitrary axis starts: each value the
+  // body reads was stored at a step of the same index along axis 0, which
+  // runs on the same core. Without the reset, (1, 0) reads what (0, 1) left.
+  const std::string decls = "    dimension_semantics = (parallel, arbitrary)\n"
+                            "    scratch off: i32[1] memory_space=smem\n";
+  const std::string body = "        when program_id(1) == 0:\n"
+                           "            off[0] = 0\n"
+                           "        o[...] = x[...] * off[0]\n"
+                           "        off[0] = off[0] + 1\n";
+  auto r = elaborated(kernel(decls, body, "(3, 4)", "(i, j) -> (i, 0)"));
+  ASSERT_TRUE(r.kernel) << r.unknown;
+  std::string once = body;
+  once.replace(once.find("program_id(1) == 0"), 18, "program_id(0) == 0 and program_id(1) == 0");
+  auto u = elaborated(kernel(decls, once, "(3, 4)", "(i, j) -> (i, 0)"));
+  EXPECT_FALSE(u.kernel);
+  EXPECT_NE(u.unknown.find("carried from grid point (0, 3) into grid point (1, 0), across axis 0, which is "
+                           "parallel"),
+            std::string::npos)
+      << u.unknown;
 }
 
 TEST(StateElaboration, StateThatStartsWithOpenContentsNeedsThemAndIsDecidedWithThem) {

@@ -107,5 +107,5 @@ TEST(StateCheck, APrefetchedSlotIsCheckedWithEachContentsItsConstraintsAllow) {
 TEST(StateCheck, StateCarriedAlongAParallelAxisIsUnknownNotVerified) {
   auto v = check(ring(kScratch, kInit, kFlip, "(i) -> (i, 0)", "parallel"));
   EXPECT_EQ(v.status, Status::unknown);
-  EXPECT_NE(v.reason.find("axis 0 is parallel"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("across axis 0, which is parallel"), std::string::npos) << v.reason;
 }

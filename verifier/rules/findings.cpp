@@ -338,8 +338,22 @@ Finding uninitialized_finding(const KernelModel &m, const Effect &r, const Point
                 "[...]`): the window of an aliased output is not fetched from the input";
         break;
       }
+  // A copy started before the statement that fills its source (a write-back
+  // started before the compute): the reduction advice does not apply.
+  const Effect *later = nullptr;
+  if (r.copy_source)
+    for (const Effect &w : m.effects)
+      if (w.operand == r.operand && w.kind != Effect::read && w.order > r.order && !w.copy_source) {
+        later = &w;
+        break;
+      }
+  if (later)
+    init = "the copy starts before the statement that writes its source; start it after that store";
+  else if (r.copy_source)
+    init = "a copy reads it; write it before the copy starts";
   Finding f = make(Rule::uninitialized_accumulator, r.loc,
-                   "reads " + what + " at grid point " + format_tuple(p) + " before anything wrote it: " +
+                   std::string(r.copy_source ? "copies out " : "reads ") + what + " at grid point " +
+                       format_tuple(p) + " before anything wrote it: " +
                        (m.triton ? "store it in the program first (a Triton program's output holds what the "
                                    "array held, garbage unless aliased, and its scratch nothing)"
                                  : init));
@@ -350,6 +364,7 @@ Finding uninitialized_finding(const KernelModel &m, const Effect &r, const Point
                                     " no earlier statement or grid "
                                     "point has written " +
                                     what));
+  if (later) f.notes.push_back(note(later->loc, "written here, after the copy started"));
   return f;
 }
 

@@ -694,10 +694,21 @@ struct Builder {
   // A where condition that holds or fails for the whole block at a grid
   // point: an integer condition (`k == 0`), possibly broadcast to the block
   // (spec::unbroadcast). The condition itself.
+  // `&`, `|` and `~` of such conditions (jnp's way to write `and` on bools,
+  // spec::is_truth_value) are read as `and`, `or` and `not`.
   std::optional<Expr> grid_condition(const Expr &c) const {
     const Expr &u = spec::unbroadcast(c);
     if (!is_tensor_value(u)) return u;
-    return std::nullopt;
+    if (!spec::is_truth_value(u) || (u.op != Op::BitAnd && u.op != Op::BitOr && u.op != Op::BitNot))
+      return std::nullopt;
+    std::vector<Expr> args;
+    for (const auto &a : u.args) {
+      auto g = grid_condition(a);
+      if (!g) return std::nullopt;
+      args.push_back(std::move(*g));
+    }
+    if (u.op == Op::BitNot) return Expr::unary(Op::Not, std::move(args[0]), u.loc);
+    return Expr::binary(u.op == Op::BitAnd ? Op::And : Op::Or, std::move(args[0]), std::move(args[1]), u.loc);
   }
 
   bool reads_in_branches(const Expr &where) const {
@@ -897,7 +908,12 @@ struct Builder {
     };
     if (hbm_side(c->src)) address(c->src, true);
     if (hbm_side(c->dst)) address(c->dst, false);
-    if (!hbm_side(c->src)) scan_value(as_ref(c->src), guards, loc);
+    if (!hbm_side(c->src)) {
+      const std::size_t first = m.effects.size();
+      scan_value(as_ref(c->src), guards, loc);
+      for (std::size_t e = first; e < m.effects.size(); ++e)
+        m.effects[e].copy_source = true;
+    }
     if (!hbm_side(c->dst)) {
       const Expr dst = as_ref(c->dst);
       const std::size_t i = *m.operand_index(dst.name);

@@ -92,6 +92,8 @@ struct Effect {
   /// store's own operand: it folds the source's value in rather than adding
   /// it (the re-added finding says so).
   bool folds_by_extremum = false;
+  /// A read by a body DMA's start (or sync_copy): the copy's on-chip source.
+  bool copy_source = false;
 };
 const char *to_string(Effect::Kind);
 

@@ -130,6 +130,31 @@ TEST(UninitializedAccumulator, AnAliasedOutputIsAdvisedToBeSeededFromItsInput) {
       << v.findings[0].message;
 }
 
+TEST(UninitializedAccumulator, AWriteBackStartedBeforeTheComputeIsAdvisedToStartAfterTheStore) {
+  // The copy out of obuf starts before the store that fills it: the advice
+  // is about the order, not a reduction axis (there is none).
+  const char *src = R"(kernel early_write_back:
+    grid = (5,)
+    in  x: f32[40, 256]  block=(8, 256)  index=(i,) -> (i, 0)
+    out o: f32[40, 256]  memory_space=any
+    scratch obuf: f32[8, 256]
+    scratch sem: dma_sem
+    body:
+        async_copy(obuf[...], o[ds(program_id(0) * 8, 8), :], sem).start()
+        obuf[...] = tanh(x[...])
+        async_copy(obuf[...], o[ds(program_id(0) * 8, 8), :], sem).wait()
+)";
+  auto v = check_text(src, "early_write_back");
+  ASSERT_EQ(marks(v), (Marks{{verifier::Rule::uninitialized_accumulator, 8}}));
+  EXPECT_NE(
+      v.findings[0].message.find("copies out scratch 'obuf' at grid point (0,) before anything wrote it: "
+                                 "the copy starts before the statement that writes its source"),
+      std::string::npos)
+      << v.findings[0].message;
+  ASSERT_EQ(v.findings[0].notes.size(), 2u);
+  EXPECT_EQ(v.findings[0].notes[1].loc.line, 9);
+}
+
 TEST(AccumulatorReset, FlagsAnInitGuardedOnTheWrongAxis) {
   const char *src = R"(kernel wrong_axis:
     grid = (4, 4, 8)
