@@ -164,7 +164,12 @@ bool is_truth_value(const Expr &e) {
   case Op::Not: return true;
   case Op::BitAnd:
   case Op::BitOr:
-  case Op::BitNot: return !e.args.empty() && std::all_of(e.args.begin(), e.args.end(), is_truth_value);
+    // (0 and 1 too: on them `&` and `|` are `and` and `or` whatever their
+    // type, as where a comparison was folded to its value.)
+    return e.args.size() == 2 && std::all_of(e.args.begin(), e.args.end(), [](const Expr &a) {
+             return is_truth_value(a) || (a.op == Op::Int && (a.int_value == 0 || a.int_value == 1));
+           });
+  case Op::BitNot: return e.args.size() == 1 && is_truth_value(e.args[0]);
   default: return false;
   }
 }

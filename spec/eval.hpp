@@ -29,7 +29,9 @@ bool is_int_function(const std::string &name);
 
 /// A truth value: a comparison, `and`/`or`/`not` of anything, or jnp's `&`,
 /// `|`, `~` of truth values (a rank-0 mask in `.pk`, as `where((i == 0) & (k
-/// == 0), ...)` writes one). Those evaluate as `and`, `or`, `not` do, to 0/1,
+/// == 0), ...)` writes one; `&` and `|` also of the literals 0 and 1, on
+/// which they are `and` and `or` whatever the type). Those evaluate as
+/// `and`, `or`, `not` do, to 0/1,
 /// except that `&` and `|` take both sides, as jnp does; on other integers
 /// `&`, `|`, `~` have no value (bitwise on an index is a mask's business).
 bool is_truth_value(const Expr &);

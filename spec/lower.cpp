@@ -46,8 +46,18 @@ bool is_int(const Expr &e, std::int64_t v) { return e.op == Op::Int && e.int_val
 
 /// Folds constant subexpressions and the identities x + 0, x * 1, x * 0,
 /// x // 1, x % 1, so that the rolled program reads as it would be written.
+// `~` of a truth value whose operand folded to 0 or 1 (`out`, `e` with its
+// operands folded) is its `not`, not the bitwise ~ of that integer
+// (spec::is_truth_value).
+std::optional<Expr> folded_not(const Expr &e, const Expr &out) {
+  if (e.op == Op::BitNot && is_truth_value(e) && out.args.size() == 1 && out.args[0].op == Op::Int)
+    return Expr::integer(out.args[0].int_value == 0 ? 1 : 0, e.loc);
+  return std::nullopt;
+}
+
 Expr fold(const Expr &e) {
   Expr out = e.map_args([](const Expr &a) { return fold(a); });
+  if (auto n = folded_not(e, out)) return *n;
   // Every operand a literal: the value, where the operator is integer
   // arithmetic, a comparison, a logical one or min/max/cdiv/abs (eval_int
   // answers nothing for refs, slices and other calls).
@@ -459,6 +469,7 @@ private:
       }
     }
     Expr out = e.map_args([&](const Expr &a) { return rewrite(a, s); });
+    if (auto n = folded_not(e, out)) return *n;
     if (out.op != Op::Ref && out.op != Op::Slice && out.op != Op::Call)
       if (auto v = eval_int(out, {}); v && out.op != Op::Int && out.op != Op::Float && out.op != Op::Name)
         return Expr::integer(*v, e.loc);

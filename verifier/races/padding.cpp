@@ -674,6 +674,13 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
   if (f == "where" && np == 3) {
     const PadValue c = eval(e.args[0], env), a = eval(e.args[1], env), b = eval(e.args[2], env);
     auto cv = concrete(e.args[0], env);
+    // `where(m & d, a, b)` with m known and d data (`valid & (col ==
+    // label[...])`): where m is 0 the value is b, elsewhere it depends on d.
+    const Expr &ce = e.args[0];
+    if (!cv && ce.op == Op::BitAnd && ce.args.size() == 2)
+      for (std::size_t s = 0; s < 2; ++s)
+        if (auto mv = concrete(ce.args[s], env); mv && !eval(ce.args[s], env).any)
+          if (auto r = selected(*mv, elementwise({eval(ce.args[1 - s], env), a, b}), b)) return *r;
     if (!cv || c.any) return elementwise({c, a, b});
     return selected(*cv, a, b).value_or(elementwise({c, a, b}));
   }

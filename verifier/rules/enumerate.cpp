@@ -1289,9 +1289,16 @@ private:
       }
       return true;
     };
+    // fetched[q]: the point whose fetch filled the input's window read at q
+    // (its block changed there, or the CTA starts there). A window fetched
+    // before p's visit ended holds what the array held before, whatever
+    // that visit writes back.
+    std::vector<std::size_t> fetched(n, 0);
+    for (std::size_t q = 0; q < n; ++q)
+      fetched[q] = q > cta_first_[q] && blk_[a.input][q - 1] == blk_[a.input][q] ? fetched[q - 1] : q;
     for (std::size_t q = 0; q < n; ++q)
       for (std::size_t p = 0; p < q; ++p)
-        if (next_change[p] <= q && meets(q, p)) {
+        if (next_change[p] <= fetched[q] && meets(q, p)) {
           out_.findings.push_back(alias_finding(m_, a, pts_[p], pts_[q]));
           return;
         }

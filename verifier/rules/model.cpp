@@ -126,6 +126,7 @@ struct Builder {
   // (the statement's own, or, inside a local's definition, the local's
   // sources); a local is followed into its last definition.
   mutable bool folds_by_extremum = false; // set by added_reads: a maximum/minimum folded what it added
+  mutable std::map<std::string, std::set<std::size_t>> added_memo; // added_reads of locals, this store's
   std::set<std::size_t> added_reads(const Expr &e, const std::vector<std::size_t> &reads, std::size_t target,
                                     std::set<std::string> &open) const {
     auto of_operand = [&](const std::string &name) {
@@ -168,6 +169,9 @@ struct Builder {
       auto v = local_values.find(e.name);
       auto src = local_sources.find(e.name);
       if (v == local_values.end() || src == local_sources.end() || open.count(e.name)) return {};
+      // (Once per local and store: a chain of locals each naming the one
+      // before twice would otherwise be followed 2^n times.)
+      if (auto hit = added_memo.find(e.name); hit != added_memo.end()) return hit->second;
       open.insert(e.name);
       std::set<std::size_t> out;
       for (const auto &def : v->second) {
@@ -175,6 +179,7 @@ struct Builder {
         out.insert(y.begin(), y.end());
       }
       open.erase(e.name);
+      added_memo[e.name] = out;
       return out;
     }
     case Op::Add:
@@ -307,9 +312,149 @@ struct Builder {
     }
   }
 
+  // A let whose value is elementwise in the reads it holds (masks_reads: `v
+  // = x[...]`, `x = cast(x_ref[...], f32)`, `s = dot(q, k)`, or of such
+  // locals): which of its elements reach anything its uses decide, as if the
+  // value were written at each (`where(col < n, v, -inf)` in a later
+  // statement masks the read as it would inline). Its reads' boxes and
+  // masked dims become those of its uses, joined (finish_deferred); a use
+  // that is not followed (past the block that binds it, or once a name its
+  // value names is bound again: `closed`) takes them whole, as the let
+  // registered them. A local never used keeps them whole too.
+  using Box = std::vector<std::pair<std::int64_t, std::int64_t>>;
+  // Which dim of the mask (counted from its last) each dim of a value
+  // stands at, none for a dim the mask does not reach (a dot's contracted
+  // dim); nullopt: the value's dims align with the mask's trailing dims.
+  using MaskDims = std::optional<std::vector<std::optional<std::size_t>>>;
+  struct Deferred {
+    Expr value;
+    std::vector<std::size_t> reads;               ///< the read effects the let registered
+    std::vector<std::size_t> deps;                ///< the deferred lets its value names (records)
+    std::vector<Box> box;                         ///< joined over its uses
+    std::vector<std::vector<std::size_t>> masked; ///< intersected over its uses
+    bool used = false;
+    bool closed = false;
+    bool whole = false; ///< used whole (use_whole)
+  };
+  /// Uses followed by scanning a value again; past kMaxDeferredScans (a
+  /// chain of locals each used twice by the next doubles them per link) a
+  /// use takes the reads whole.
+  std::size_t deferred_scans = 0;
+  static constexpr std::size_t kMaxDeferredScans = 20000;
+  std::vector<Deferred> deferred_records;
+  std::map<std::string, std::size_t> deferred_names; ///< a local's current record
+  bool deferring = false;                            ///< scanning a deferred let's own value
+  int walk_depth = 0;
+
+  void join_use(Deferred &d, std::vector<Box> boxes, std::vector<std::vector<std::size_t>> masked) {
+    if (!d.used) {
+      d.box = std::move(boxes);
+      d.masked = std::move(masked);
+      d.used = true;
+      return;
+    }
+    for (std::size_t r = 0; r < d.box.size(); ++r) {
+      for (std::size_t k = 0; k < d.box[r].size() && k < boxes[r].size(); ++k)
+        d.box[r][k] = {std::min(d.box[r][k].first, boxes[r][k].first),
+                       std::max(d.box[r][k].second, boxes[r][k].second)};
+      std::erase_if(d.masked[r], [&](std::size_t x) {
+        return std::find(masked[r].begin(), masked[r].end(), x) == masked[r].end();
+      });
+    }
+  }
+
+  // A use of record `r` that takes its reads whole, and those of the
+  // deferred lets it names.
+  void use_whole(std::size_t r) {
+    // (Once taken whole, a record and what it names stay whole.)
+    if (deferred_records[r].whole) return;
+    deferred_records[r].whole = true;
+    std::vector<Box> boxes;
+    std::vector<std::vector<std::size_t>> masked;
+    for (std::size_t e : deferred_records[r].reads) {
+      boxes.push_back(m.effects[e].box);
+      masked.push_back(m.effects[e].masked);
+    }
+    join_use(deferred_records[r], std::move(boxes), std::move(masked));
+    const auto deps = deferred_records[r].deps;
+    for (std::size_t d : deps)
+      use_whole(d);
+  }
+
+  // A use of the deferred local `name` (false: it is none), under the mask
+  // `cond` along `dims` where given: its value scanned here, its reads taken
+  // back out and joined into its record.
+  bool use_deferred(const std::string &name, const Expr *cond, const MaskDims &dims,
+                    const std::vector<Expr> &guards, spec::Loc loc) {
+    auto it = deferred_names.find(name);
+    if (it == deferred_names.end()) return false;
+    if (deferring) return true; // a deferred let's own value: the let's uses decide
+    const std::size_t r = it->second;
+    if (deferred_records[r].closed || deferred_records[r].whole || ++deferred_scans > kMaxDeferredScans) {
+      use_whole(r);
+      return true;
+    }
+    const Expr value = deferred_records[r].value;
+    const std::size_t first = m.effects.size(), contractions = m.contractions.size();
+    if (cond)
+      scan_masked(*cond, value, guards, loc, dims);
+    else
+      scan_value(value, guards, loc);
+    std::vector<Box> boxes;
+    std::vector<std::vector<std::size_t>> masked;
+    bool same = true;
+    for (std::size_t e = first; e < m.effects.size() && same; ++e)
+      if (m.effects[e].kind == Effect::read) {
+        const std::size_t k = boxes.size();
+        same = k < deferred_records[r].reads.size() &&
+               m.effects[deferred_records[r].reads[k]].operand == m.effects[e].operand &&
+               m.effects[deferred_records[r].reads[k]].box.size() == m.effects[e].box.size();
+        boxes.push_back(m.effects[e].box);
+        masked.push_back(m.effects[e].masked);
+      }
+    same = same && boxes.size() == deferred_records[r].reads.size();
+    m.effects.resize(first);
+    m.contractions.resize(contractions);
+    if (same)
+      join_use(deferred_records[r], std::move(boxes), std::move(masked));
+    else
+      use_whole(r);
+    return true;
+  }
+
+  // Whether `e` names a deferred local.
+  bool names_deferred(const Expr &e) const {
+    if (e.op == Op::Name && deferred_names.count(e.name)) return true;
+    return std::any_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return names_deferred(a); });
+  }
+
+  // The records whose value names `name` (bound again, or a loop variable
+  // taking new values) are followed no further.
+  void close_deferred_naming(const std::string &name) {
+    for (auto &d : deferred_records)
+      if (!d.closed && spec::mentions(d.value, name)) d.closed = true;
+  }
+
+  // The deferred reads' boxes, from their uses.
+  void finish_deferred() {
+    for (const auto &d : deferred_records) {
+      if (!d.used) continue;
+      for (std::size_t k = 0; k < d.reads.size(); ++k) {
+        Effect &e = m.effects[d.reads[k]];
+        if (e.box != d.box[k]) e.partial = true;
+        e.box = d.box[k];
+        e.masked = d.masked[k];
+      }
+    }
+  }
+
   // Registers reads of every operand ref in a tensor expression, and the dims
   // that dot/sum/max contract.
   void scan_value(const Expr &e, const std::vector<Expr> &guards, const spec::Loc &loc) {
+    if (e.op == Op::Name) {
+      use_deferred(e.name, nullptr, std::nullopt, guards, loc);
+      return;
+    }
     if (e.op == Op::Ref) {
       if (auto i = m.operand_index(e.name)) {
         Effect ef;
@@ -356,7 +501,9 @@ struct Builder {
     if (e.op == Op::BitAnd && e.args.size() == 2) {
       for (std::size_t s = 0; s < 2; ++s) {
         const Expr &mk = e.args[s], &x = e.args[1 - s];
-        if (reads_ref(mk, m) || reads_local_ref(mk) || !reads_ref(x, m) || !masks_reads(x)) continue;
+        if (reads_ref(mk, m) || reads_local_ref(mk) || names_deferred(mk) ||
+            (!reads_ref(x, m) && !names_deferred(x)) || !masks_reads(x))
+          continue;
         scan_value(mk, guards, loc);
         scan_masked(mk, x, guards, loc);
         return;
@@ -382,7 +529,9 @@ struct Builder {
   // (its dims reversed) and the elementwise forms.
   bool masks_reads(const Expr &v) const {
     if (v.op == Op::Ref) return m.operand_index(v.name).has_value();
-    if (!reads_ref(v, m)) return true;
+    // A deferred local's value is such a value (its uses narrow its reads).
+    if (v.op == Op::Name && deferred_names.count(v.name)) return true;
+    if (!reads_ref(v, m) && !names_deferred(v)) return true;
     if (v.op == Op::Call && (v.name == "dot" || v.name == "dot_general"))
       return dot_operand_dims(v).has_value() && masks_reads(v.args[0]) && masks_reads(v.args[1]);
     if (v.op == Op::Call && v.name == "transpose" && v.num_positional() == 1)
@@ -401,11 +550,6 @@ struct Builder {
       if (!masks_reads(v.args[k])) return false;
     return true;
   }
-
-  // Which dim of the mask (counted from its last) each dim of a value
-  // stands at, none for a dim the mask does not reach (a dot's contracted
-  // dim); nullopt: the value's dims align with the mask's trailing dims.
-  using MaskDims = std::optional<std::vector<std::optional<std::size_t>>>;
 
   // `dims` for a value of rank n: its trailing alignment with the value it
   // is part of (broadcasting).
@@ -546,6 +690,7 @@ struct Builder {
   // the mask `cond` along the dims `dims` says.
   void scan_masked(const Expr &cond, const Expr &v, const std::vector<Expr> &guards, spec::Loc loc,
                    const MaskDims &dims = std::nullopt) {
+    if (v.op == Op::Name && use_deferred(v.name, &cond, dims, guards, loc)) return;
     if (v.op == Op::Ref) {
       const std::size_t first = m.effects.size();
       scan_value(v, guards, loc);
@@ -553,7 +698,7 @@ struct Builder {
       if (m.effects.size() > first) narrow_by_mask(cond, v, m.effects[first], dims);
       return;
     }
-    if (!reads_ref(v, m)) {
+    if (!reads_ref(v, m) && !names_deferred(v)) {
       scan_value(v, guards, loc);
       return;
     }
@@ -575,6 +720,14 @@ struct Builder {
       auto child = aligned(dims, 2);
       std::swap(child[0], child[1]);
       scan_masked(cond, v.args[0], guards, loc, child);
+      return;
+    }
+    // A where inside a mask that reads data (`where(col == label[...],
+    // where(col < n, x[...], -inf), 0)`): the outer mask narrows nothing,
+    // the inner one does (scan_value's).
+    if (v.op == Op::Call && v.name == "where" && v.num_positional() == 3 && v.args.size() == 3 &&
+        !data_free_mask(cond)) {
+      scan_value(v, guards, loc);
       return;
     }
     // Broadcasting aligns an argument's dims with the value's last ones.
@@ -643,6 +796,14 @@ struct Builder {
   // to the span of positions where c holds somewhere (megablox masks its k
   // remainder this way: `where(iota(shape, 1) < k_rem, lhs[...], 0)`).
   void narrow_by_mask(const Expr &cond, const Expr &ref, Effect &rd, const MaskDims &at = std::nullopt) {
+    // `a & b` where one side reads data (`valid & (col == label[...])`):
+    // an element reaches the value only where each holds, so each side that
+    // reads none narrows as it would alone.
+    if ((cond.op == Op::BitAnd || cond.op == Op::And) && cond.args.size() == 2 && !data_free_mask(cond)) {
+      narrow_by_mask(cond.args[0], ref, rd, at);
+      narrow_by_mask(cond.args[1], ref, rd, at);
+      return;
+    }
     auto dims = value_dims(ref, rd.operand);
     if (!dims) return;
     const auto from_end = aligned(at, dims->size());
@@ -651,11 +812,7 @@ struct Builder {
     if (!mask) {
       // What is left of a mask that reads no data: program_id, iotas and
       // arithmetic (a tensor local still named reads an operand).
-      std::set<std::string> names;
-      spec::collect_names(mk, names);
-      if (!reads_ref(mk, m) && !reads_local_ref(mk) &&
-          std::none_of(names.begin(), names.end(),
-                       [&](const std::string &n) { return tensor_locals.count(n); }))
+      if (data_free_mask(cond))
         for (std::size_t k = 0; k < dims->size(); ++k)
           if (from_end[k]) rd.masked.push_back((*dims)[k]);
       return;
@@ -682,6 +839,18 @@ struct Builder {
       b = {b.first + lo, b.first + hi + 1};
       rd.partial = true;
     }
+  }
+
+  // Whether a mask reads no data once its params and mask locals are
+  // substituted: program_id, iotas and arithmetic (a tensor local still
+  // named reads an operand). Only such a mask narrows a read.
+  bool data_free_mask(const Expr &cond) {
+    const Expr mk = mask_expr(cond);
+    std::set<std::string> names;
+    spec::collect_names(mk, names);
+    return !reads_ref(mk, m) && !reads_local_ref(mk) && !names_deferred(mk) &&
+           std::none_of(names.begin(), names.end(),
+                        [&](const std::string &n) { return tensor_locals.count(n); });
   }
 
   bool reads_local_ref(const Expr &e) const {
@@ -957,6 +1126,17 @@ struct Builder {
       prefetch_reads(a, guards);
   }
   void walk(const spec::Block &body, std::vector<Expr> guards) {
+    // A let in a nested block (a branch, a loop iteration) is followed only
+    // there: after it, the names its value reads may hold merged values.
+    const std::size_t records = deferred_records.size();
+    ++walk_depth;
+    walk_statements(body, std::move(guards));
+    --walk_depth;
+    if (walk_depth > 0)
+      for (std::size_t r = records; r < deferred_records.size(); ++r)
+        deferred_records[r].closed = true;
+  }
+  void walk_statements(const spec::Block &body, std::vector<Expr> guards) {
     for (const auto &st : body) {
       spec::for_each_expr(st, [&](const Expr &e) { prefetch_reads(e, guards); });
       if (const auto *a = std::get_if<spec::Assign>(&st.kind)) {
@@ -1018,6 +1198,7 @@ struct Builder {
               if (m.effects[r].kind == Effect::read) own.push_back(r);
             std::set<std::string> open;
             folds_by_extremum = false;
+            added_memo.clear();
             const auto added = added_reads(v, own, *i, open);
             ef.added.assign(added.begin(), added.end());
             ef.folds_by_extremum = folds_by_extremum;
@@ -1046,7 +1227,33 @@ struct Builder {
       } else if (const auto *l = std::get_if<spec::Let>(&st.kind)) {
         order += 2;
         const std::size_t first = m.effects.size();
+        // (What the value names is bound as before until the let is done.)
+        std::set<std::string> named;
+        spec::collect_names(l->value, named);
+        const bool defer =
+            !deferring && masks_reads(l->value) &&
+            (reads_ref(l->value, m) || std::any_of(named.begin(), named.end(), [&](const std::string &n) {
+               return deferred_names.count(n) > 0;
+             }));
+        Deferred rec;
+        if (defer) {
+          rec.value = l->value;
+          for (const auto &n : named)
+            if (auto d = deferred_names.find(n); d != deferred_names.end()) rec.deps.push_back(d->second);
+        }
+        deferring = defer;
         scan_value(l->value, guards, st.loc);
+        deferring = false;
+        close_deferred_naming(l->name);
+        deferred_names.erase(l->name);
+        if (defer) {
+          for (std::size_t e = first; e < m.effects.size(); ++e)
+            if (m.effects[e].kind == Effect::read) rec.reads.push_back(e);
+          // (`v = v * 2` names the binding before it: followed no further.)
+          rec.closed = named.count(l->name) > 0;
+          deferred_names[l->name] = deferred_records.size();
+          deferred_records.push_back(std::move(rec));
+        }
         {
           // (as local_sources: a definition under more guards may not run)
           auto d = local_depth.find(l->name);
@@ -1473,6 +1680,8 @@ struct Builder {
     const auto saved =
         int_locals.find(f.var) != int_locals.end() ? std::optional<Expr>(int_locals.at(f.var)) : std::nullopt;
     ref_locals.erase(f.var);
+    close_deferred_naming(f.var);
+    deferred_names.erase(f.var);
     for (std::int64_t v = 0; v < trips; ++v) {
       const Expr t = constant ? Expr::integer(*clo + v) : Expr::binary(Op::Add, lo, Expr::integer(v));
       auto g = guards;
@@ -1550,6 +1759,7 @@ struct Builder {
         prefetch_reads(spec::substitute(e, at), {});
     }
     walk(k.body, {});
+    finish_deferred();
     return error.empty();
   }
 };

@@ -2218,11 +2218,21 @@ private:
       }
       return ctx_.all_of(c);
     };
-    SymPoint p = point("p"), r = point("r"), q = point("q");
+    // The window read at q was fetched at or after some f in [r, q]: the
+    // input's block changes at f (from its predecessor e in f's CTA), or
+    // f starts its CTA. One fetched before p's visit ended holds what the
+    // array held before.
+    SymPoint p = point("p"), r = point("r"), q = point("q"), f = point("f"), e = point("e");
+    std::vector<Term> starts;
+    for (std::size_t k = cta_count(); k < axes_.size(); ++k)
+      starts.push_back(f.v[axes_[k]] == 0);
+    const Term fetch = ctx_.all_of(starts) || (in_grid(e) && step_back(f, e, cta_count()) &&
+                                               !same(block(a.input, e), block(a.input, f)));
     std::vector<Point> v;
     if (query("alias-hazard/" + x.name + "->" + o.name,
-              {in_grid(p), in_grid(r), in_grid(q), lex_lt(p, r), lex_lt(r, q) || same(r.v, q.v),
-               !same(block(a.output, p), block(a.output, r)), meets(q, p)},
+              {in_grid(p), in_grid(r), in_grid(q), in_grid(f), lex_lt(p, r), lex_lt(r, f) || same(r.v, f.v),
+               lex_lt(f, q) || same(f.v, q.v), fetch, !same(block(a.output, p), block(a.output, r)),
+               meets(q, p)},
               {&q, &p, &r}, v) == Q::sat) {
       out_.findings.push_back(alias_finding(m_, a, v[1], v[0]));
       return;
