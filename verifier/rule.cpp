@@ -33,7 +33,8 @@ constexpr std::array<RuleInfo, 22> kRules = {{
      "the body writes an input block, aliased or not: the write never reaches HBM",
      "docs/rules.md#input-write-lost"},
     {output_write_lost, "output-write-lost", RuleScope::spec,
-     "Mosaic GPU: the body stores an output block on a step whose slot is never copied out",
+     "the body stores an output block where nothing copies it out: on Mosaic GPU a step whose slot "
+     "is never copied out, on TPU a store the next step of the visit overwrites",
      "docs/rules.md#output-write-lost"},
     {index_out_of_bounds, "index-out-of-bounds", RuleScope::both,
      "a block index or a ref's subscript lies outside its array, buffer or ring",

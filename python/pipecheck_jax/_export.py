@@ -2336,7 +2336,9 @@ def _semantics(cp, rank: int, loc) -> list[str] | None:
         if t in ("parallel", "arbitrary", "sequential"):
             out.append(t)
         elif t == "core_parallel":
-            raise UnsupportedError("dimension semantics core_parallel has no .pk form", loc)
+            # Split across cores as a parallel axis may be: checked as one (the
+            # rules assume any split, so what holds for parallel holds here).
+            out.append("parallel")
         else:
             raise UnsupportedError(f"dimension semantics '{s}' has no .pk form", loc)
     return out
@@ -2802,6 +2804,11 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         lines.append((_scratch_line(names[k], kj.invars[n_pre + k].aval, loc, name), call_site))
     aliased_names: set = set()
     for i_in, i_out in p.get("input_output_aliases") or ():
+        if i_in < n_pre:
+            raise UnsupportedError(
+                f"input_output_aliases aliases scalar prefetch operand '{pre_names[i_in]}' to output "
+                f"'{names[n_in + i_out]}': .pk aliases only windowed or memory_space inputs",
+                _fmt_loc(call_site))
         lines.append((f"    alias {names[i_in - n_pre]} -> {names[n_in + i_out]}", call_site))
         aliased_names |= {names[i_in - n_pre], names[n_in + i_out]}
     lines.append(("    body:", source))

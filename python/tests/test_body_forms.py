@@ -778,3 +778,23 @@ def test_a_prefetch_read_on_either_side_of_jnp_or_is_a_read_past_the_table_at_th
     (f,) = r.findings
     assert f.rule == "index-out-of-bounds", r
     assert "'seg_ref[program_id(0) + 1]' at grid point (3,): its subscript 0 is 4, outside 0:4" in f.message, f
+
+
+def test_aliasing_a_scalar_prefetch_operand_is_a_located_unsupported_error():
+    # (It used to alias the last output to itself: a negative index.)
+    def kernel(pos_ref, x_ref, po_ref):
+        b = pl.program_id(0)
+        po_ref[b] = pos_ref[b] + 1
+
+    def fn(pos, x):
+        return pl.pallas_call(
+            kernel,
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1, grid=(3,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                out_specs=pl.BlockSpec(memory_space=pltpu.SMEM)),
+            out_shape=jax.ShapeDtypeStruct((3,), jnp.int32), input_output_aliases={0: 0})(pos, x)
+
+    with pytest.raises(pj.UnsupportedError) as err:
+        pj.export(fn, jnp.asarray([5, 23, 62], jnp.int32), jnp.zeros((8, 128), jnp.float32))
+    assert "aliases scalar prefetch operand" in err.value.message
+    assert err.value.location is not None

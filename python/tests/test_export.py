@@ -246,6 +246,16 @@ def test_a_dropped_output_used_as_scratch_on_a_parallel_axis_is_reported():
     assert "parallel-write-conflict" in {f.rule for f in r.findings}, r.report()
 
 
+def test_a_core_parallel_axis_is_checked_as_a_parallel_one():
+    # pltpu.CORE_PARALLEL splits the axis across cores: the same carry is lost.
+    r = pj.check(make_scratch_output(semantics=pltpu.CORE_PARALLEL), jnp.zeros((32, 128)))
+    assert r.verdicts == {"scratch_output_kernel": "violation"}, r.report()
+    assert "parallel-write-conflict" in {f.rule for f in r.findings}, r.report()
+    text = pj.export(make_scratch_output(acc_index=lambda i: (i, 0), acc_rows=32, keep_acc=True,
+                                         semantics=pltpu.CORE_PARALLEL), jnp.zeros((32, 128)))
+    assert "dimension_semantics = (parallel,)" in text, text
+
+
 def test_an_output_the_program_returns_stays_an_output_even_with_a_constant_index_map():
     fn = make_scratch_output(keep_acc=True)
     text = pj.export(fn, jnp.zeros((32, 128)))

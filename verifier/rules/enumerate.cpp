@@ -40,6 +40,7 @@ public:
         if (m_.is_read(i) && !m_.grid.empty() && !m_.triton) resets(i);
         if (copied_out_per_visit(m_, i)) lost_output_writes(i);
         if (copied_out_after_loop(m_, i)) lost_last_slot_writes(i);
+        overwritten_stores(i);
       }
       if (o.role == spec::Role::scratch && !m_.grid.empty()) {
         scratch_resets(i);
@@ -690,6 +691,30 @@ private:
             }
           }
         }
+      }
+    }
+  }
+
+  // As the symbolic checker's overwritten_stores: per store, the first
+  // point whose next step in its CTA is on the same block of op, where the
+  // store fires at both and one of its inputs moves.
+  void overwritten_stores(std::size_t op) {
+    for (std::size_t e = 0; e < m_.effects.size(); ++e) {
+      const Effect &w = m_.effects[e];
+      if (w.operand != op) continue;
+      const auto inputs = overwritten_store_inputs(m_, w);
+      if (inputs.empty()) continue;
+      bool found = false;
+      for (std::size_t p = 0; p + 1 < pts_.size() && !found; ++p) {
+        if (cta_first_[p + 1] != cta_first_[p] || blk_[op][p] != blk_[op][p + 1] || !fires_[e][p] ||
+            !fires_[e][p + 1])
+          continue;
+        for (std::size_t x : inputs)
+          if (blk_[x][p] != blk_[x][p + 1]) {
+            out_.findings.push_back(overwritten_store_finding(m_, w, x, pts_[p], pts_[p + 1]));
+            found = true;
+            break;
+          }
       }
     }
   }

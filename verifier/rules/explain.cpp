@@ -214,7 +214,9 @@ std::vector<RuleDoc> make_docs() {
        "map names a sequential axis is copied out only on the first step of each visit of a block and "
        "at the CTA's last step. A store at any other step (the TPU idiom of storing on the last "
        "reduction step) is never written back. Make the axes the output's index map names parallel: "
-       "then it is stored once per CTA, after the loop, from the last step's slot.",
+       "then it is stored once per CTA, after the loop, from the last step's slot. On TPU a block is "
+       "written back once, at the end of its visit: a store of input blocks alone that the next "
+       "step of the visit overwrites from another input block never reaches HBM.",
        R"(kernel row_sums_sequential_rows:
     grid = (2, 4)
     dimension_semantics = (sequential, sequential)

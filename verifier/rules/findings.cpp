@@ -656,6 +656,44 @@ Finding output_last_slot_finding(const KernelModel &m, const Effect &w, const Po
   return f;
 }
 
+std::vector<std::size_t> overwritten_store_inputs(const KernelModel &m, const Effect &w) {
+  const auto &o = m.operands[w.operand];
+  if (m.triton || !m.cta_axes.empty() || m.grid.empty() || o.role != spec::Role::out || !o.windowed ||
+      o.revisit_any || w.kind != Effect::write || w.keep_mask || !w.exact || m.is_read(w.operand) ||
+      w.sources.empty())
+    return {};
+  std::vector<std::size_t> inputs;
+  for (std::size_t s : w.sources) {
+    const Effect &r = m.effects[s];
+    const auto &x = m.operands[r.operand];
+    if (x.role != spec::Role::in || !x.windowed) return {};
+    if (std::find(inputs.begin(), inputs.end(), r.operand) == inputs.end()) inputs.push_back(r.operand);
+  }
+  return inputs;
+}
+
+Finding overwritten_store_finding(const KernelModel &m, const Effect &w, std::size_t input, const Point &p,
+                                  const Point &next) {
+  const auto &o = m.operands[w.operand];
+  const auto &x = m.operands[input];
+  const std::string b = block_str(m, w.operand, p);
+  Finding f = make(Rule::output_write_lost, w.loc,
+                   "this store into block " + b + " of '" + o.name + "' at grid point " + format_tuple(p) +
+                       " never reaches HBM: the same store at grid point " + format_tuple(next) +
+                       ", still on block " + b + ", overwrites it with a value from another block of '" +
+                       x.name + "' before the block is written back (once, at the end of its visit). " +
+                       "Accumulate into the block (or a scratch) instead, or give '" + o.name +
+                       "' an index map that moves with the grid axis that moves '" + x.name + "'");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"grid_point", p});
+  f.witness.items.push_back({"next", next});
+  add_block(f, m, w.operand, p);
+  f.notes.push_back(note(x.loc, "'" + x.name + "' is on block " + block_str(m, input, p) + " at grid point " +
+                                    format_tuple(p) + " and on block " + block_str(m, input, next) + " at " +
+                                    format_tuple(next)));
+  return f;
+}
+
 Finding output_write_lost_finding(const KernelModel &m, const Effect &w, const Point &previous,
                                   const Point &p) {
   const auto &o = m.operands[w.operand];
@@ -2086,18 +2124,22 @@ std::vector<std::int64_t> witness_key(const Witness &w) {
 
 void finalize(std::vector<Finding> &fs) {
   std::set<std::string> reduced;
-  std::set<int> stored_early; // the lines of accumulation-lost's stores
+  std::set<int> stored_early; // the lines of accumulation-lost's and alias-hazard's stores
   for (const auto &f : fs) {
     if (f.rule == Rule::reduction_not_last_axis)
       for (const auto &it : f.witness.items)
         if (it.key == "operand") reduced.insert(std::get<std::string>(it.value));
     if (f.rule == Rule::accumulation_lost) stored_early.insert(f.loc.line);
+    // (alias-hazard's in-visit store, `o[...] = b[...] + x[...]`: the next
+    // step's store drops this one's x as the TPU overwrite does; one cause.)
+    if (f.rule == Rule::alias_hazard) stored_early.insert(f.loc.line);
   }
   std::vector<Finding> kept;
   std::map<std::pair<Rule, int>, std::size_t> at;
   for (auto &f : fs) {
     // A store before the reduction ends that Mosaic GPU also never copies
-    // out: one fix (store on the last step), one finding.
+    // out: one fix (store on the last step), one finding. (So too a store
+    // alias-hazard reports: one that takes the aliased input's stale window.)
     if (f.rule == Rule::output_write_lost && stored_early.count(f.loc.line)) continue;
     if (f.rule == Rule::output_revisit) {
       bool superseded = false;

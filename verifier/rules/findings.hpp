@@ -149,6 +149,15 @@ bool copied_out_after_loop(const KernelModel &, std::size_t op);
 /// grid point `p`, which is neither the first step of its visit
 /// (`previous`, the step before it in its CTA, has the same block) nor its
 /// CTA's last step.
+/// TPU: the windowed inputs whose blocks a whole store `o[s] = f(x[...],
+/// ...)` into a windowed output takes its value from, where it takes it from
+/// those alone (no scratch, output, SMEM or any-space read; no keep mask; o
+/// never read in the body), so that the same store at the next step of the
+/// visit, with one of them on another block, overwrites it before the block
+/// is written back. Empty: the store is not such a store.
+std::vector<std::size_t> overwritten_store_inputs(const KernelModel &, const Effect &w);
+Finding overwritten_store_finding(const KernelModel &, const Effect &w, std::size_t input, const Point &p,
+                                  const Point &next);
 Finding output_write_lost_finding(const KernelModel &, const Effect &w, const Point &previous,
                                   const Point &p);
 /// output-write-lost: store `w` of an output copied out after the loop

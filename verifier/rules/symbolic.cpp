@@ -91,6 +91,7 @@ public:
         if (m_.is_read(i) && !m_.triton) resets(i);
         if (copied_out_per_visit(m_, i)) lost_output_writes(i);
         if (copied_out_after_loop(m_, i)) lost_last_slot_writes(i);
+        overwritten_stores(i);
       }
       if (o.role == spec::Role::scratch) {
         scratch_resets(i);
@@ -1260,6 +1261,28 @@ private:
             s = &m_.effects[si];
         out_.findings.push_back(overwritten_after_reset_finding(m_, w, x, (*best)[1], (*best)[0],
                                                                 s ? *s : m_.effects[ov.delivering[0]], tv));
+      }
+    }
+  }
+
+  // TPU: a store into output `op` at p (overwritten_store_inputs) that the
+  // same store overwrites at p's next step q in its CTA, on the same block,
+  // with one of its inputs on another block there.
+  void overwritten_stores(std::size_t op) {
+    for (const auto &w : m_.effects) {
+      if (w.operand != op) continue;
+      const auto inputs = overwritten_store_inputs(m_, w);
+      for (std::size_t x : inputs) {
+        SymPoint p = point("p"), q = point("q");
+        std::vector<Point> v;
+        if (query("output-write-lost/" + m_.operands[op].name + "/overwritten/line" +
+                      std::to_string(w.loc.line) + "/" + m_.operands[x].name,
+                  {in_grid(p), in_grid(q), step_back(q, p, cta_count()), same(window(op, p), window(op, q)),
+                   guard(w, p), guard(w, q), !same(block(x, p), block(x, q))},
+                  {&p, &q}, v) == Q::sat) {
+          out_.findings.push_back(overwritten_store_finding(m_, w, x, v[0], v[1]));
+          break;
+        }
       }
     }
   }
