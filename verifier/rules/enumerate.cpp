@@ -695,6 +695,14 @@ private:
     }
   }
 
+  // Whether the step from p to p + 1 moves along a parallel axis (two
+  // cores may run them: parallel-write-conflict's case, not this one's).
+  bool advances_parallel_axis(std::size_t p) const {
+    for (std::size_t a = 0; a < m_.semantics.size() && a < pts_[p].size(); ++a)
+      if (m_.semantics[a] == spec::DimSemantics::parallel && pts_[p][a] != pts_[p + 1][a]) return true;
+    return false;
+  }
+
   // As the symbolic checker's overwritten_stores: per store, the first
   // point whose next step in its CTA is on the same block of op, where the
   // store fires at both and one of its inputs moves.
@@ -707,7 +715,7 @@ private:
       bool found = false;
       for (std::size_t p = 0; p + 1 < pts_.size() && !found; ++p) {
         if (cta_first_[p + 1] != cta_first_[p] || blk_[op][p] != blk_[op][p + 1] || !fires_[e][p] ||
-            !fires_[e][p + 1])
+            !fires_[e][p + 1] || advances_parallel_axis(p))
           continue;
         for (std::size_t x : inputs)
           if (blk_[x][p] != blk_[x][p + 1]) {

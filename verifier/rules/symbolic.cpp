@@ -1274,12 +1274,17 @@ private:
       const auto inputs = overwritten_store_inputs(m_, w);
       for (std::size_t x : inputs) {
         SymPoint p = point("p"), q = point("q");
+        // (A step along a parallel axis may change cores: that is
+        // parallel-write-conflict's case.)
+        std::vector<Term> c = {
+            in_grid(p),  in_grid(q),  step_back(q, p, cta_count()),   same(window(op, p), window(op, q)),
+            guard(w, p), guard(w, q), !same(block(x, p), block(x, q))};
+        for (std::size_t a = 0; a < m_.semantics.size() && a < p.v.size(); ++a)
+          if (m_.semantics[a] == spec::DimSemantics::parallel) c.push_back(p.v[a] == q.v[a]);
         std::vector<Point> v;
         if (query("output-write-lost/" + m_.operands[op].name + "/overwritten/line" +
                       std::to_string(w.loc.line) + "/" + m_.operands[x].name,
-                  {in_grid(p), in_grid(q), step_back(q, p, cta_count()), same(window(op, p), window(op, q)),
-                   guard(w, p), guard(w, q), !same(block(x, p), block(x, q))},
-                  {&p, &q}, v) == Q::sat) {
+                  c, {&p, &q}, v) == Q::sat) {
           out_.findings.push_back(overwritten_store_finding(m_, w, x, v[0], v[1]));
           break;
         }
