@@ -427,6 +427,8 @@ struct Builder {
     if (e.op == Op::Name && deferred_names.count(e.name)) return true;
     return std::any_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return names_deferred(a); });
   }
+  // Whether `e` reads an operand, directly or through a deferred local.
+  bool reads_data(const Expr &e) const { return reads_ref(e, m) || names_deferred(e); }
 
   // The records whose value names `name` (bound again, or a loop variable
   // taking new values) are followed no further.
@@ -501,9 +503,7 @@ struct Builder {
     if (e.op == Op::BitAnd && e.args.size() == 2) {
       for (std::size_t s = 0; s < 2; ++s) {
         const Expr &mk = e.args[s], &x = e.args[1 - s];
-        if (reads_ref(mk, m) || reads_local_ref(mk) || names_deferred(mk) ||
-            (!reads_ref(x, m) && !names_deferred(x)) || !masks_reads(x))
-          continue;
+        if (reads_data(mk) || reads_local_ref(mk) || !reads_data(x) || !masks_reads(x)) continue;
         scan_value(mk, guards, loc);
         scan_masked(mk, x, guards, loc);
         return;
@@ -531,7 +531,7 @@ struct Builder {
     if (v.op == Op::Ref) return m.operand_index(v.name).has_value();
     // A deferred local's value is such a value (its uses narrow its reads).
     if (v.op == Op::Name && deferred_names.count(v.name)) return true;
-    if (!reads_ref(v, m) && !names_deferred(v)) return true;
+    if (!reads_data(v)) return true;
     if (v.op == Op::Call && (v.name == "dot" || v.name == "dot_general"))
       return dot_operand_dims(v).has_value() && masks_reads(v.args[0]) && masks_reads(v.args[1]);
     if (v.op == Op::Call && v.name == "transpose" && v.num_positional() == 1)
@@ -698,7 +698,7 @@ struct Builder {
       if (m.effects.size() > first) narrow_by_mask(cond, v, m.effects[first], dims);
       return;
     }
-    if (!reads_ref(v, m) && !names_deferred(v)) {
+    if (!reads_data(v)) {
       scan_value(v, guards, loc);
       return;
     }
@@ -848,7 +848,7 @@ struct Builder {
     const Expr mk = mask_expr(cond);
     std::set<std::string> names;
     spec::collect_names(mk, names);
-    return !reads_ref(mk, m) && !reads_local_ref(mk) && !names_deferred(mk) &&
+    return !reads_data(mk) && !reads_local_ref(mk) &&
            std::none_of(names.begin(), names.end(),
                         [&](const std::string &n) { return tensor_locals.count(n); });
   }
