@@ -314,10 +314,19 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written) 
   OracleMemory mem;
   std::vector<std::unique_ptr<HostArray>> blocks(c.operands.size());
   std::vector<int> track_of(c.operands.size(), -1);
+  // An input in memory_space=any aliased to an output is the output's HBM
+  // buffer (the lowering binds both to one): the body's copies through it
+  // read and write the output's array. Its own array keeps the input data.
+  std::map<std::string, std::string> hbm_of; // any-space input -> its output
+  for (const auto &[out, in] : c.aliases)
+    for (const auto &o : c.operands)
+      if (o.name == in && !o.windowed) hbm_of[in] = out;
   for (std::size_t k = 0; k < c.operands.size(); ++k) {
     const auto &o = c.operands[k];
     HostArray *whole = arrays.at(o.name).get();
-    if (o.windowed) {
+    if (auto it = hbm_of.find(o.name); it != hbm_of.end()) {
+      mem.arrays[o.name] = arrays.at(it->second).get();
+    } else if (o.windowed) {
       blocks[k] = std::make_unique<HostArray>(o.name, o.dtype, o.block_view_shape());
       mem.arrays[o.name] = blocks[k].get();
     } else {

@@ -70,6 +70,35 @@ class _Stopped(Exception):
     """`pipecheck run` stopped a kernel at an error of its own (exit 1, no outputs)."""
 
 
+class _NotModelled(Exception):
+    """interpret=True runs the pallas_call otherwise than a TPU would."""
+
+
+def _aliased_write_through_input(eqn) -> str | None:
+    """Why interpret=True cannot stand for a TPU on this pallas_call, or None.
+
+    An input in memory_space=ANY aliased to an output is that output's HBM buffer on a TPU,
+    so the kernel's copies into the input's ref land in the output. JAX's interpret=True
+    keeps them two buffers: the output keeps the input's data."""
+    kernel = eqn.params["jaxpr"]
+    gm = eqn.params["grid_mapping"]
+    written = set()
+    for e in kernel.effects:
+        if type(e).__name__ == "WriteEffect":
+            at = getattr(e, "input", getattr(e, "input_index", None))  # a Var, or its position
+            written.add(id(kernel.invars[at]) if isinstance(at, int) else id(at))
+    for i, o in eqn.params["input_output_aliases"]:
+        b = i - gm.num_index_operands
+        if not 0 <= b < gm.num_inputs or i >= len(kernel.invars):
+            continue
+        space = getattr(gm.block_mappings[b].block_aval, "memory_space", None)
+        if str(getattr(space, "value", space)) in ("any", "hbm") and id(kernel.invars[i]) in written:
+            return (f"the kernel writes through input {i}, in memory_space=ANY and aliased to "
+                    f"output {o}: on a TPU that is the output's buffer, but interpret=True keeps "
+                    "the two apart (its output keeps the input's data)")
+    return None
+
+
 class _Evaluator:
     def __init__(self, mode: str, work: str, while_bound: int = DEFAULT_WHILE_BOUND):
         self.mode = mode  # "pipecheck" or "interpret"
@@ -83,6 +112,8 @@ class _Evaluator:
         """eqn (a pallas_call of the jaxpr `holder`) run on invals: by JAX's interpret mode,
         or exported with the values it gets and run by `pipecheck run`."""
         if self.mode == "interpret":
+            if (why := _aliased_write_through_input(eqn)) is not None:
+                raise _NotModelled(why)
             params = dict(eqn.params)
             params["interpret"] = True
             return eqn.primitive.bind(*invals, **params)
@@ -255,6 +286,8 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float = 1e
         try:
             if lowered is not None:
                 interp = _Evaluator("interpret", work).eval(lowered.jaxpr, lowered.consts, args)
+        except _NotModelled as err:
+            interpret_error = f"interpret mode does not model it: {err}"
         except (ValueError, NotImplementedError, AttributeError, AssertionError, TypeError) as err:
             text = str(err).splitlines()[0] if str(err) else ""
             if isinstance(err, TypeError) and "concrete values" not in text:
