@@ -1256,6 +1256,18 @@ private:
         if (m_.semantics[a] == spec::DimSemantics::parallel && pts_[p][a] != pts_[q][a]) return true;
       return false;
     };
+    // What a fill writes at t where it fires and reads none of it there.
+    auto filled = [&](const CarryUse::Fill &f, std::size_t t) -> std::optional<Box> {
+      if (!fires_[f.store][t]) return std::nullopt;
+      std::optional<Box> w = box_at(m_, m_.effects[f.store], pts_[t]);
+      if (!w) return std::nullopt;
+      for (std::size_t r : f.reads) {
+        if (!fires_[r][t]) continue;
+        std::optional<Box> rb = box_at(m_, m_.effects[r], pts_[t]);
+        if (!rb || overlaps(*rb, *w)) return std::nullopt;
+      }
+      return w;
+    };
     for (std::size_t q = 0; q < pts_.size(); ++q) {
       // The parts of the reads' boxes at q that no init before them in q
       // writes. (An init of what the read does not take, the other slot,
@@ -1269,6 +1281,9 @@ private:
         for (std::size_t i : u.inits)
           if (fires_[i][q] && m_.effects[i].order < m_.effects[r].order)
             cut(left, box_or_whole(m_.effects[i], q));
+        for (const auto &f : u.fills)
+          if (m_.effects[f.store].order < m_.effects[r].order)
+            if (auto w = filled(f, q)) cut(left, *w);
         carried.insert(carried.end(), left.begin(), left.end());
       }
       // A store at p of what such a read takes (one slot per block of a
@@ -1286,6 +1301,8 @@ private:
           }
         for (std::size_t i : u.inits)
           if (fires_[i][t]) cut(carried, box_or_whole(m_.effects[i], t));
+        for (const auto &f : u.fills)
+          if (auto w = filled(f, t)) cut(carried, *w);
       }
       if (found) {
         out_.findings.push_back(scratch_carry_finding(m_, op, pts_[*found], pts_[q]));

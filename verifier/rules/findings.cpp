@@ -1229,22 +1229,28 @@ CarryUse carry_use(const KernelModel &m, std::size_t op) {
   // A store that fills one region of the scratch from another (`w[8:16] =
   // w[0:8] + 1`, a staging buffer) reads none of what it writes: for the
   // carry, an init of its region.
+  // Where a box moves with the grid point, it is that at each point (Fill).
   for (std::size_t e : c.stores) {
     const Effect &w = m.effects[e];
-    if (w.kind != Effect::write || w.fresh || !w.exact ||
-        std::find(c.inits.begin(), c.inits.end(), e) != c.inits.end())
+    if (w.kind != Effect::write || w.fresh || std::find(c.inits.begin(), c.inits.end(), e) != c.inits.end())
       continue;
     // (its statement's reads of the scratch, and those through its locals)
-    bool own = false, apart = true;
+    CarryUse::Fill fill{e, {}};
+    bool apart = true, exact = w.exact;
     for (std::size_t r = 0; r < m.effects.size(); ++r) {
       const Effect &rd = m.effects[r];
       if (rd.operand != op || rd.kind != Effect::read ||
           (rd.order + 1 != w.order && std::find(w.sources.begin(), w.sources.end(), r) == w.sources.end()))
         continue;
-      own = true;
+      fill.reads.push_back(r);
+      exact = exact && rd.exact;
       apart = apart && rd.exact && !overlaps(rd.box, w.box);
     }
-    if (own && apart) c.inits.push_back(e);
+    if (fill.reads.empty()) continue;
+    if (w.exact && apart)
+      c.inits.push_back(e);
+    else if (!exact)
+      c.fills.push_back(std::move(fill));
   }
   return c;
 }

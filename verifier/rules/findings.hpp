@@ -285,6 +285,15 @@ Finding lost_finding(const KernelModel &, std::size_t op, std::size_t output, co
 /// (a load or `+=`), and the inits (ScratchUse::inits, not the fresh ones) that cut the carry.
 struct CarryUse {
   std::vector<std::size_t> stores, reads, inits;
+  /// A store that fills one region of the scratch from another where its
+  /// subscripts move with the grid point (`s[c % 2] = s[(c + 1) % 2] + x`,
+  /// ping-pong slots): an init of its region at each grid point where its
+  /// box and its own reads' boxes (`reads`) are decided and apart.
+  struct Fill {
+    std::size_t store = 0;
+    std::vector<std::size_t> reads;
+  };
+  std::vector<Fill> fills;
 };
 CarryUse carry_use(const KernelModel &, std::size_t op);
 /// Whether the kernel has a parallel axis whose grid points share one

@@ -994,6 +994,12 @@ private:
   // or its target's with p's coordinates; a bound the solver cannot take
   // leaves its dim the whole block.
   std::vector<std::pair<Term, Term>> box_terms(const Effect &e, const SymPoint &p) {
+    bool ok = true;
+    return box_terms(e, p, ok);
+  }
+  // The same, clearing `ok` where some bound is not known (that dim is then
+  // the whole block).
+  std::vector<std::pair<Term, Term>> box_terms(const Effect &e, const SymPoint &p, bool &ok) {
     std::vector<std::pair<Term, Term>> out;
     if (e.exact || !e.target) {
       for (const auto &[lo, hi] : e.box)
@@ -1012,7 +1018,6 @@ private:
       return smt::ite(x < 0, ctx_.num(0), smt::ite(x > n, ctx_.num(n), x));
     };
     a.max = [](const Term &x, const Term &y) { return smt::ite(x < y, y, x); };
-    bool ok = true;
     return subscript_box_of(m_.operands[e.operand], *e.target, a, ok);
   }
 
@@ -1733,11 +1738,23 @@ private:
       }
       return ctx_.all_of(in);
     };
+    // A fill writes x at t where it fires and its own reads there take
+    // none of what it writes (a box not decided is no fill).
+    auto filled = [&](const CarryUse::Fill &f, const SymPoint &t) {
+      bool ok = true;
+      const auto w = box_terms(m_.effects[f.store], t, ok);
+      std::vector<Term> c = {guard(m_.effects[f.store], t), holds(w)};
+      for (std::size_t r : f.reads)
+        c.push_back(!guard(m_.effects[r], t) || !overlap(box_terms(m_.effects[r], t, ok), w));
+      return ok ? ctx_.all_of(c) : ctx_.boolean(false);
+    };
     for (std::size_t r : u.reads) {
       std::vector<Term> c = {guard(m_.effects[r], q), holds(box_terms(m_.effects[r], q))};
       for (std::size_t i : u.inits)
         if (m_.effects[i].order < m_.effects[r].order)
           c.push_back(!(guard(m_.effects[i], q) && holds(box_terms(m_.effects[i], q))));
+      for (const auto &f : u.fills)
+        if (m_.effects[f.store].order < m_.effects[r].order) c.push_back(!filled(f, q));
       read.push_back(ctx_.all_of(c));
     }
     std::vector<Term> stored;
@@ -1754,6 +1771,8 @@ private:
                             std::vector<Term> cut;
                             for (std::size_t i : u.inits)
                               cut.push_back(guard(m_.effects[i], t) && holds(box_terms(m_.effects[i], t)));
+                            for (const auto &f : u.fills)
+                              cut.push_back(filled(f, t));
                             return lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(cut);
                           },
                           aux, with_aux)});
