@@ -2809,6 +2809,14 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                 f"input_output_aliases aliases scalar prefetch operand '{pre_names[i_in]}' to output "
                 f"'{names[n_in + i_out]}': .pk aliases only windowed or memory_space inputs",
                 _fmt_loc(call_site))
+        for k in (i_in - n_pre, n_in + i_out):
+            kinds = {type(b).__name__ for b in gm.block_mappings[k].block_shape} & \
+                {"Element", "BoundedSlice"}
+            if kinds:
+                raise UnsupportedError(
+                    f"input_output_aliases aliases '{names[i_in - n_pre]}' to "
+                    f"'{names[n_in + i_out]}', and '{names[k]}' has a pl.{min(kinds)} block dim: "
+                    ".pk aliases only operands whose blocks tile the array", _fmt_loc(call_site))
         lines.append((f"    alias {names[i_in - n_pre]} -> {names[n_in + i_out]}", call_site))
         aliased_names |= {names[i_in - n_pre], names[n_in + i_out]}
     lines.append(("    body:", source))

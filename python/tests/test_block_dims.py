@@ -244,3 +244,25 @@ def test_a_bounded_slice_index_map_that_returns_a_block_index_is_refused_by_jax_
 
     with pytest.raises(ValueError, match="should be pl.Slice"):
         pj.export(fn, jax.ShapeDtypeStruct((64, 128), jnp.float32))
+
+
+def test_an_element_block_on_an_aliased_operand_is_unsupported_at_the_call_not_a_bad_pk():
+    # An in-place stencil whose input window is pl.Element rows: .pk aliases only blocks
+    # that tile the array, so the export says so (exit 2), located at the pallas_call.
+    def kernel(x_ref, o_ref):
+        xx = x_ref[...]
+        o_ref[...] = xx[0:16] + xx[1:17]
+
+    def f(x):
+        return pl.pallas_call(
+            kernel, grid=(4,),
+            in_specs=[pl.BlockSpec((pl.Element(24), pl.Element(128)), lambda i: (i * 16, 0))],
+            out_specs=pl.BlockSpec((16, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), input_output_aliases={0: 0})(x)
+
+    x = jnp.zeros((72, 128), jnp.float32)
+    r = pj.check(f, x)
+    assert r.exit_code == 2, r.report()
+    assert "pl.Element block dim" in r.report() and "test_block_dims.py" in r.report(), r.report()
+    with pytest.raises(pj.UnsupportedError, match="tile the array"):
+        pj.export(f, x)
