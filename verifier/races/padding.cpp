@@ -4,6 +4,7 @@
 #include "spec/typecheck.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace pipecheck::verifier::races {
@@ -422,6 +423,10 @@ std::optional<IntTensor> PaddingFlow::concrete(const Expr &e, const spec::Env &e
       if (auto v = spec::eval_int(e, env))
         return scalar(*v, is_comparison(e.op) || e.op == Op::Not || e.op == Op::And || e.op == Op::Or);
   }
+  // A float literal with an integer value (`cast(c, f32) > 0.0`): exact.
+  if (e.op == Op::Float && std::isfinite(e.float_value) && std::trunc(e.float_value) == e.float_value &&
+      std::abs(e.float_value) <= 16777216.0)
+    return scalar(static_cast<std::int64_t>(e.float_value), false);
   switch (e.op) {
   case Op::Neg: {
     auto a = concrete(e.args.at(0), env);
@@ -521,6 +526,56 @@ std::optional<IntTensor> PaddingFlow::concrete(const Expr &e, const spec::Env &e
       else if (!in_range(x = x < 0 ? -x : x))
         return std::nullopt;
     }
+    a->is_bool = false;
+    return a;
+  }
+  // cast to bool (nonzero), or to a dtype that holds every value exactly
+  // (an integer dtype within its range; a float one up to its exact
+  // integers): a mask spelled `cast(c, f32) > 0` or `cast(cast(c, i32), bool)`.
+  if (e.name == "cast" && np == 2 && e.args[1].op == Op::Name) {
+    auto to = spec::parse_dtype(e.args[1].name);
+    auto a = concrete(e.args[0], env);
+    if (!to || !a) return std::nullopt;
+    if (*to == spec::DType::boolean) {
+      for (auto &x : a->v)
+        x = x != 0;
+      a->is_bool = true;
+      return a;
+    }
+    std::int64_t lo = 0, hi = 0;
+    switch (*to) {
+    case spec::DType::f32:
+      hi = 1 << 24;
+      lo = -hi;
+      break;
+    case spec::DType::f16:
+      hi = 2048;
+      lo = -hi;
+      break;
+    case spec::DType::bf16:
+      hi = 256;
+      lo = -hi;
+      break;
+    case spec::DType::i32:
+      hi = kIntLimit;
+      lo = -kIntLimit - 1;
+      break;
+    case spec::DType::i16:
+      hi = 32767;
+      lo = -32768;
+      break;
+    case spec::DType::i8:
+      hi = 127;
+      lo = -128;
+      break;
+    case spec::DType::u8:
+      hi = 255;
+      lo = 0;
+      break;
+    case spec::DType::boolean: break;
+    }
+    for (std::int64_t x : a->v)
+      if (x < lo || x > hi) return std::nullopt;
     a->is_bool = false;
     return a;
   }

@@ -53,7 +53,7 @@ public:
       if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
     }
     hbm_copy_conflicts();
-    const std::vector<bool> kept = kept_garbage(m_, out_.findings);
+    const std::vector<bool> kept = kept_garbage(m_, out_.findings, out_.unknown);
     for (std::size_t e = 0; e < m_.effects.size(); ++e) {
       const auto &ef = m_.effects[e];
       const auto &o = m_.operands[ef.operand];
@@ -1246,16 +1246,18 @@ private:
   // element the read at q takes, with p and q apart along a parallel axis
   // and no init writing that element at q before the read or at a point
   // between.
+  // Whether points p and q differ along a parallel axis.
+  bool apart(std::size_t p, std::size_t q) const {
+    for (std::size_t a = 0; a < m_.semantics.size(); ++a)
+      if (m_.semantics[a] == spec::DimSemantics::parallel && pts_[p][a] != pts_[q][a]) return true;
+    return false;
+  }
+
   void scratch_carry(std::size_t op) {
     const CarryUse u = carry_use(m_, op);
     // Without an init every store accumulates, and uninitialized-accumulator
     // reports the first read: one root cause, one finding.
     if (u.stores.empty() || u.reads.empty() || u.inits.empty()) return;
-    auto apart = [&](std::size_t p, std::size_t q) {
-      for (std::size_t a = 0; a < m_.semantics.size(); ++a)
-        if (m_.semantics[a] == spec::DimSemantics::parallel && pts_[p][a] != pts_[q][a]) return true;
-      return false;
-    };
     // What a fill writes at t where it fires and reads none of it there.
     auto filled = [&](const CarryUse::Fill &f, std::size_t t) -> std::optional<Box> {
       if (!fires_[f.store][t]) return std::nullopt;
@@ -1328,17 +1330,18 @@ private:
     std::vector<std::size_t> next_change(n, n);
     for (std::size_t p = n; p-- > 0;)
       if (p + 1 < n) next_change[p] = blk_[a.output][p + 1] != blk_[a.output][p] ? p + 1 : next_change[p + 1];
-    // Whether the input's block at q and the output's at p share HBM elements.
-    auto meets = [&](std::size_t q, std::size_t p) {
+    // Whether the input's block at q and output block b share HBM elements.
+    auto meets_block = [&](std::size_t q, const Point &b) {
       for (std::size_t d = 0; d < x.shape.size(); ++d) {
         // Saturating: an index far outside the array stays far outside.
         const std::int64_t xs = spec::saturating_mul(blk_[a.input][q][d], x.block[d]);
-        const std::int64_t os = spec::saturating_mul(blk_[a.output][p][d], o.block[d]);
+        const std::int64_t os = spec::saturating_mul(b[d], o.block[d]);
         if (!(xs < spec::saturating_add(os, o.block[d]) && os < spec::saturating_add(xs, x.block[d])))
           return false;
       }
       return true;
     };
+    auto meets = [&](std::size_t q, std::size_t p) { return meets_block(q, blk_[a.output][p]); };
     // fetched[q]: the point whose fetch filled the input's window read at q
     // (its block changed there, or the CTA starts there). A window fetched
     // before p's visit ended holds what the array held before, whatever
@@ -1352,6 +1355,54 @@ private:
           out_.findings.push_back(alias_finding(m_, a, pts_[p], pts_[q]));
           return;
         }
+    // Two points apart along a parallel axis may run on two cores (TPU):
+    // one's fetch of the input and the other's write-back of the output
+    // meet in HBM in no order.
+    if (scratch_shared_across_parallel_axes(m_) &&
+        std::all_of(o.block.begin(), o.block.end(), [](std::int64_t b) { return b > 0; })) {
+      std::map<Point, std::vector<std::size_t>> visits; // output block -> its points
+      for (std::size_t p = 0; p < n; ++p)
+        visits[blk_[a.output][p]].push_back(p);
+      std::optional<std::pair<std::size_t, std::size_t>> best; // (q, p), least in run order
+      // (Not where q visits p's output block too: that revisit across a
+      // parallel axis is parallel-write-conflict's.)
+      auto take = [&](std::size_t q, const std::vector<std::size_t> &ps) {
+        for (std::size_t p : ps)
+          if (apart(p, q) && blk_[a.output][p] != blk_[a.output][q] && (!best || p < best->second))
+            best = {q, p};
+      };
+      for (std::size_t q = 0; q < n && !best; ++q) {
+        // The output blocks the input's block at q meets, dim by dim:
+        // [floor(start / ob), ceil(end / ob)); all of them where that is
+        // more than there are.
+        Point lo(x.shape.size()), hi(x.shape.size());
+        std::int64_t count = 1;
+        for (std::size_t d = 0; d < x.shape.size(); ++d) {
+          const std::int64_t xs = spec::saturating_mul(blk_[a.input][q][d], x.block[d]);
+          const std::int64_t xe = spec::saturating_add(xs, x.block[d]);
+          lo[d] = spec::floor_div(xs, o.block[d]);
+          hi[d] = spec::floor_div(spec::saturating_add(xe, o.block[d] - 1), o.block[d]);
+          count = spec::saturating_mul(count, std::max<std::int64_t>(hi[d] - lo[d], 0));
+        }
+        if (count > static_cast<std::int64_t>(visits.size())) {
+          for (const auto &[b, ps] : visits)
+            if (meets_block(q, b)) take(q, ps);
+          continue;
+        }
+        Point b = lo;
+        for (std::int64_t k = 0; k < count; ++k) {
+          if (auto it = visits.find(b); it != visits.end()) take(q, it->second);
+          for (std::size_t d = b.size(); d-- > 0;) {
+            if (++b[d] < hi[d]) break;
+            b[d] = lo[d];
+          }
+        }
+      }
+      if (best) {
+        out_.findings.push_back(alias_across_cores_finding(m_, a, pts_[best->second], pts_[best->first]));
+        return;
+      }
+    }
     // A store at q taking the input's window over the output's block, which
     // overwrites what a store at p, earlier in the visit (in q's CTA), put
     // there from other inputs that the store at q does not read again at

@@ -419,7 +419,12 @@ races::PaddingFlow mask_flow(const KernelModel &m) {
 
 } // namespace
 
-std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, std::size_t op) {
+Finding masked_reset_finding(const KernelModel &m, const Effect &w, std::size_t output, const Point &earlier,
+                             const Point &reset, const Effect &store, const Point &again,
+                             const std::string &elem);
+
+std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, std::size_t op,
+                                                          std::vector<std::string> &unknown) {
   const auto &o = m.operands[op];
   std::vector<std::size_t> stores;
   std::optional<std::size_t> kept_read;
@@ -430,82 +435,234 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
     if (ef.keep && !kept_read) kept_read = e;
   }
   if (!kept_read) return std::vector<Finding>{};
-  std::int64_t total = 1, block = 1;
-  for (std::size_t d = 0; d < o.shape.size(); ++d) {
-    total = spec::saturating_mul(total, o.shape[d]);
-    block = spec::saturating_mul(block, o.block[d]);
-  }
-  const std::int64_t points = m.num_points();
-  constexpr std::int64_t kMaxElements = std::int64_t{1} << 22, kMaxWork = std::int64_t{1} << 27;
-  if (total > kMaxElements || spec::saturating_mul(spec::saturating_mul(points, block),
-                                                   static_cast<std::int64_t>(stores.size())) > kMaxWork)
-    return std::nullopt;
-  const races::PaddingFlow flow = mask_flow(m);
-  std::vector<std::uint8_t> defined(static_cast<std::size_t>(total), m.is_aliased_output(op) ? 1 : 0);
-  std::vector<std::int64_t> kept_at(static_cast<std::size_t>(total), -1); // linear grid position
+  const bool aliased = m.is_aliased_output(op); // it holds its input's data from the start
+  // A masked store that sets an element again in one visit of its block,
+  // where a scratch its value holds was re-initialized since the element was
+  // set: what was stored there before the reset is lost (megablox's grouped
+  // matmul whose store mask misses one bound: the second group's visit of a
+  // shared tile overwrites the first group's rows). An unmasked store is
+  // accumulator-reset's overwritten case already. Per keep store, the inits
+  // of the scratches its value holds.
+  std::map<std::size_t, std::vector<std::size_t>> resets; // keep store -> inits
+  if (m.cta_axes.empty() && !m.triton)
+    for (std::size_t s : stores) {
+      if (!m.effects[s].keep_mask) continue;
+      for (std::size_t r : m.effects[s].sources) {
+        const std::size_t sc = m.effects[r].operand;
+        if (m.operands[sc].role != spec::Role::scratch) continue;
+        for (std::size_t i : scratch_use(m, sc).inits)
+          if (std::find(resets[s].begin(), resets[s].end(), i) == resets[s].end()) resets[s].push_back(i);
+      }
+    }
+  // The first such re-set: (grid position, element), the init, the earlier
+  // store's position, the reset's, and the store.
+  struct Reset {
+    std::int64_t at = 0;
+    Point elem;
+    std::size_t init = 0, store = 0;
+    std::int64_t earlier = 0, reset = 0;
+  };
+  std::optional<Reset> reset_found;
   const std::size_t rank = o.shape.size();
+  const std::int64_t points = m.num_points();
+  // Blocks that tile the array (no Element or BoundedSlice dim) are followed
+  // one at a time, each over the points that visit it in run order: a store
+  // writes inside its block only. Otherwise the whole array at once.
+  const bool tiled = !o.has_element_dims() && !o.has_bounded_dims();
+  std::int64_t region = 1;
+  for (std::size_t d = 0; d < rank; ++d)
+    region = spec::saturating_mul(region, tiled ? o.block[d] : o.shape[d]);
+  constexpr std::int64_t kMaxElements = std::int64_t{1} << 22, kMaxWork = std::int64_t{1} << 27,
+                         kMaxPoints = std::int64_t{1} << 22;
+  auto too_big = [&] {
+    unknown.push_back("uninitialized-accumulator: which elements of '" + o.name +
+                      "' the masked store at line " + std::to_string(m.effects[*kept_read].loc.line) +
+                      " keeps is followed element by element, and " + std::to_string(points) +
+                      " grid points over blocks of " + std::to_string(region) +
+                      " elements are past what that follows (2^22 elements a block, 2^27 element stores)");
+    return std::vector<Finding>{};
+  };
+  if (region > kMaxElements || points > kMaxPoints) return too_big();
+  // The points in run order with their blocks, grouped by block (stable).
+  std::vector<std::pair<Point, std::int64_t>> visits;
+  visits.reserve(static_cast<std::size_t>(points));
   for (std::int64_t k = 0; k < points; ++k) {
     const Point p = spec::grid_point(m.grid, m.cta_axes, k);
     auto b = block_at(m, op, p);
-    auto z = sizes_at(m, op, p); // a BoundedSlice window writes back only its size
-    if (!b || !z) return std::nullopt;
-    for (std::size_t s : stores) {
-      const Effect &w = m.effects[s];
-      auto g = guard_at(m, w, p);
-      if (!g) return std::nullopt;
-      if (!*g || w.box.size() != rank) continue;
-      // The store's box at this grid point (a `ds(program_id(0) * 16, 16)` is
-      // one chunk here, not the whole block).
-      const auto box = box_at(m, w, p);
-      if (!box) return std::nullopt;
-      const StoreMask mask(m, flow, w, p, *box); // a mask that does not evaluate defines nothing
-      std::vector<std::int64_t> e(rank);
-      bool empty = false;
-      for (std::size_t d = 0; d < rank; ++d) {
-        e[d] = (*box)[d].first;
-        empty = empty || (*box)[d].second <= (*box)[d].first;
+    if (!b) return std::nullopt;
+    visits.emplace_back(tiled ? *b : Point{}, k);
+  }
+  std::stable_sort(visits.begin(), visits.end(),
+                   [](const auto &a, const auto &b) { return a.first < b.first; });
+  const races::PaddingFlow flow = mask_flow(m);
+  std::vector<std::uint8_t> defined(static_cast<std::size_t>(region));
+  std::vector<std::int64_t> kept_at(static_cast<std::size_t>(region)),
+      maybe_at(static_cast<std::size_t>(region));
+  // The element kept earliest (then first in row-major order) that stays
+  // garbage: (grid position, its array coordinates); and the same for one a
+  // mask that did not evaluate may keep.
+  std::optional<std::pair<std::int64_t, Point>> worst, maybe;
+  std::int64_t work = 0;
+  std::vector<std::int64_t> set_at; // per element: where a store last set it, and which store
+  std::vector<std::size_t> set_by;
+  // An init among `inits` that fires after store `before` at position p and
+  // before store `after` at position q (p <= q, one visit): (init, position).
+  std::map<std::pair<std::size_t, std::int64_t>, bool> fires;
+  auto init_fires = [&](std::size_t i, std::int64_t at) {
+    auto [it, fresh] = fires.try_emplace({i, at}, false);
+    if (fresh)
+      it->second = guard_at(m, m.effects[i], spec::grid_point(m.grid, m.cta_axes, at)).value_or(false);
+    return it->second;
+  };
+  auto reset_between = [&](const std::vector<std::size_t> &inits, std::int64_t p, std::size_t before,
+                           std::int64_t q,
+                           std::size_t after) -> std::optional<std::pair<std::size_t, std::int64_t>> {
+    // (Only a scratch the earlier store held loses a result: an output's
+    // own init overwritten is no loss.)
+    auto held = [&](std::size_t i) {
+      const Effect &b = m.effects[before];
+      return std::any_of(b.sources.begin(), b.sources.end(),
+                         [&](std::size_t r) { return m.effects[r].operand == m.effects[i].operand; });
+    };
+    for (std::int64_t t = p; t <= q; ++t)
+      for (std::size_t i : inits) {
+        const int io = m.effects[i].order;
+        if (!held(i)) continue;
+        if ((t == p && io <= m.effects[before].order) || (t == q && io >= m.effects[after].order)) continue;
+        if (init_fires(i, t)) return std::make_pair(i, t);
       }
-      while (!empty) {
-        std::int64_t flat = 0;
-        bool inside = true;
+    return std::nullopt;
+  };
+  for (std::size_t g = 0; g < visits.size();) {
+    std::size_t end = g;
+    while (end < visits.size() && visits[end].first == visits[g].first)
+      ++end;
+    Point origin(rank, 0);
+    if (tiled)
+      for (std::size_t d = 0; d < rank; ++d)
+        origin[d] = o.window_start(d, visits[g].first[d]);
+    std::fill(defined.begin(), defined.end(), aliased ? 1 : 0);
+    std::fill(kept_at.begin(), kept_at.end(), -1);
+    std::fill(maybe_at.begin(), maybe_at.end(), -1);
+    if (!resets.empty()) {
+      set_at.assign(defined.size(), -1);
+      set_by.assign(defined.size(), 0);
+    }
+    std::int64_t visit_start = -1; // the first position of the current visit of this block
+    for (std::size_t v = g; v < end; ++v) {
+      const std::int64_t k = visits[v].second;
+      if (v == g || visits[v - 1].second + 1 != k || (!tiled && visits[v - 1].first != visits[v].first))
+        visit_start = k;
+      const Point p = spec::grid_point(m.grid, m.cta_axes, k);
+      auto b = block_at(m, op, p);
+      auto z = sizes_at(m, op, p); // a BoundedSlice window writes back only its size
+      if (!b || !z) return std::nullopt;
+      for (std::size_t s : stores) {
+        const Effect &w = m.effects[s];
+        auto gd = guard_at(m, w, p);
+        if (!gd) return std::nullopt;
+        if (!*gd || w.box.size() != rank) continue;
+        // The store's box at this grid point (a `ds(program_id(0) * 16, 16)` is
+        // one chunk here, not the whole block).
+        const auto box = box_at(m, w, p);
+        if (!box) return std::nullopt;
+        std::int64_t volume = 1;
+        bool empty = false;
         for (std::size_t d = 0; d < rank; ++d) {
-          const std::int64_t x = spec::saturating_add(o.window_start(d, (*b)[d]), e[d]);
-          inside = inside && x >= 0 && x < o.shape[d] && (!o.bounded[d] || e[d] < (*z)[d]);
-          flat = flat * o.shape[d] + x;
+          volume =
+              spec::saturating_mul(volume, std::max<std::int64_t>((*box)[d].second - (*box)[d].first, 0));
+          empty = empty || (*box)[d].second <= (*box)[d].first;
         }
-        if (inside) {
-          const bool sets = mask.sets(e);
-          auto &def = defined[static_cast<std::size_t>(flat)];
-          if (sets)
-            def = 1;
-          else if (!def && kept_at[static_cast<std::size_t>(flat)] < 0)
-            kept_at[static_cast<std::size_t>(flat)] = k;
-        }
-        std::size_t d = rank;
-        while (d-- > 0) {
-          if (++e[d] < (*box)[d].second) break;
+        if (empty) continue;
+        if ((work = spec::saturating_add(work, volume)) > kMaxWork) return too_big();
+        const StoreMask mask(m, flow, w, p, *box); // a mask that does not evaluate defines nothing
+        const bool evaluated = mask.evaluated();
+        std::vector<std::int64_t> e(rank);
+        for (std::size_t d = 0; d < rank; ++d)
           e[d] = (*box)[d].first;
+        while (true) {
+          std::int64_t flat = 0;
+          bool inside = true;
+          for (std::size_t d = 0; d < rank; ++d) {
+            const std::int64_t x = spec::saturating_add(o.window_start(d, (*b)[d]), e[d]);
+            const std::int64_t local = x - origin[d], ext = tiled ? o.block[d] : o.shape[d];
+            inside = inside && x >= 0 && x < o.shape[d] && (!o.bounded[d] || e[d] < (*z)[d]) && local >= 0 &&
+                     local < ext;
+            flat = flat * ext + local;
+          }
+          if (inside) {
+            const auto f = static_cast<std::size_t>(flat);
+            const bool sets = evaluated && mask.sets(e);
+            if (sets && !set_at.empty()) {
+              if (auto it = resets.find(s); it != resets.end() && set_at[f] >= visit_start)
+                if (auto r = reset_between(it->second, set_at[f], set_by[f], k, s);
+                    r && (!reset_found || k < reset_found->at)) {
+                  Point elem(rank);
+                  for (std::size_t d = 0; d < rank; ++d)
+                    elem[d] = o.window_start(d, (*b)[d]) + e[d];
+                  reset_found = Reset{k, elem, r->first, set_by[f], set_at[f], r->second};
+                }
+              set_at[f] = k;
+              set_by[f] = s;
+            }
+            if (sets)
+              defined[f] = 1;
+            else if (!defined[f] && evaluated && kept_at[f] < 0)
+              kept_at[f] = k;
+            else if (!defined[f] && !evaluated && maybe_at[f] < 0)
+              maybe_at[f] = k;
+          }
+          std::size_t d = rank;
+          while (d-- > 0) {
+            if (++e[d] < (*box)[d].second) break;
+            e[d] = (*box)[d].first;
+          }
+          if (d == static_cast<std::size_t>(-1)) break;
         }
-        if (d == static_cast<std::size_t>(-1)) break;
       }
     }
+    for (std::size_t f = 0; f < defined.size(); ++f) {
+      if (defined[f] || (kept_at[f] < 0 && maybe_at[f] < 0)) continue;
+      Point elem(rank);
+      for (std::size_t d = rank, r = f; d-- > 0;) {
+        const std::int64_t ext = tiled ? o.block[d] : o.shape[d];
+        elem[d] = origin[d] + static_cast<std::int64_t>(r) % ext;
+        r /= static_cast<std::size_t>(ext);
+      }
+      auto &slot = kept_at[f] >= 0 ? worst : maybe;
+      const std::int64_t at = kept_at[f] >= 0 ? kept_at[f] : maybe_at[f];
+      if (!slot || std::make_pair(at, elem) < *slot) slot = std::make_pair(at, elem);
+    }
+    g = end;
   }
-  // The element kept earliest (then first in row-major order) that stays garbage.
-  std::optional<std::size_t> worst;
-  for (std::size_t f = 0; f < defined.size(); ++f)
-    if (!defined[f] && kept_at[f] >= 0 && (!worst || kept_at[f] < kept_at[*worst])) worst = f;
-  if (!worst) return std::vector<Finding>{};
-  const Point p = spec::grid_point(m.grid, m.cta_axes, kept_at[*worst]);
-  std::vector<std::int64_t> elem(rank);
-  for (std::size_t d = rank, f = *worst; d-- > 0;) {
-    elem[d] = static_cast<std::int64_t>(f) % o.shape[d];
-    f /= static_cast<std::size_t>(o.shape[d]);
+  const auto elem_str = [&](const Point &elem) {
+    std::string where = o.name + "[";
+    for (std::size_t d = 0; d < rank; ++d)
+      where += (d ? ", " : "") + std::to_string(elem[d]);
+    return where + "]";
+  };
+  std::vector<Finding> found;
+  if (reset_found) {
+    const Reset &r = *reset_found;
+    const auto pt = [&](std::int64_t k) { return spec::grid_point(m.grid, m.cta_axes, k); };
+    found.push_back(masked_reset_finding(m, m.effects[r.init], op, pt(r.earlier), pt(r.reset),
+                                         m.effects[r.store], pt(r.at), elem_str(r.elem)));
   }
+  if (!worst && maybe) {
+    const Point p = spec::grid_point(m.grid, m.cta_axes, maybe->first);
+    unknown.push_back("uninitialized-accumulator: at grid point " + format_tuple(p) +
+                      " the masked store at line " + std::to_string(m.effects[*kept_read].loc.line) +
+                      " may keep element " + elem_str(maybe->second) +
+                      ", which nothing wrote before and no later grid point writes: its mask has no concrete "
+                      "value there (it reads data, or does not fit the store), so whether the element stays "
+                      "garbage is not decided");
+    return found;
+  }
+  if (!worst) return found;
+  const Point p = spec::grid_point(m.grid, m.cta_axes, worst->first);
+  const std::vector<std::int64_t> &elem = worst->second;
   const Effect &r = m.effects[*kept_read];
-  std::string where = o.name + "[";
-  for (std::size_t d = 0; d < rank; ++d)
-    where += (d ? ", " : "") + std::to_string(elem[d]);
-  where += "]";
+  const std::string where = elem_str(elem);
   Finding f = make(Rule::uninitialized_accumulator, r.loc,
                    "at grid point " + format_tuple(p) + " the store keeps element " + where + " of block " +
                        block_str(m, op, p) +
@@ -519,10 +676,39 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
   f.notes.push_back(note(r.loc, "`where` takes " + where + " from '" + o.name +
                                     "' itself where its condition fails; every store after grid point " +
                                     format_tuple(p) + " leaves it out too"));
-  return std::vector<Finding>{std::move(f)};
+  found.push_back(std::move(f));
+  return found;
 }
 
-std::vector<bool> kept_garbage(const KernelModel &m, std::vector<Finding> &out) {
+Finding masked_reset_finding(const KernelModel &m, const Effect &w, std::size_t output, const Point &earlier,
+                             const Point &reset, const Effect &store, const Point &again,
+                             const std::string &elem) {
+  const auto &acc = m.operands[w.operand];
+  const auto &o = m.operands[output];
+  const std::string b = block_str(m, output, reset);
+  Finding f =
+      make(Rule::accumulator_reset, w.loc,
+           "this write re-initializes scratch '" + acc.name + "' at grid point " + format_tuple(reset) +
+               ", within the visit of block " + b + " of '" + o.name + "': the masked store at grid point " +
+               format_tuple(again) + " then sets element " + elem + " again, which the store at grid point " +
+               format_tuple(earlier) +
+               " had set from what accumulated before the reset, so that result is lost: initialize it only "
+               "on the first step of the block's visit, or narrow the store's mask to the elements each "
+               "round owns (a grouped matmul: its group's rows, from its start to its end)");
+  f.witness.items.push_back({"operand", acc.name});
+  f.witness.items.push_back({"first_visit", earlier});
+  f.witness.items.push_back({"reset", reset});
+  f.witness.items.push_back({"output", o.name});
+  f.witness.items.push_back({"overwritten", again});
+  add_block(f, m, output, reset);
+  f.notes.push_back(note(store.loc, elem + " set at grid point " + format_tuple(earlier) + " and again at " +
+                                        format_tuple(again) + ", where the mask holds for it too"));
+  f.notes.push_back(note(w.loc, "reset at grid point " + format_tuple(reset)));
+  return f;
+}
+
+std::vector<bool> kept_garbage(const KernelModel &m, std::vector<Finding> &out,
+                               std::vector<std::string> &unknown) {
   std::vector<bool> decided(m.operands.size(), false);
   for (std::size_t i = 0; i < m.operands.size(); ++i) {
     // A scratch (not acc) keeps what nothing wrote without harm until a read
@@ -534,7 +720,7 @@ std::vector<bool> kept_garbage(const KernelModel &m, std::vector<Finding> &out) 
       continue;
     }
     if (m.operands[i].role != spec::Role::out || !m.operands[i].windowed) continue;
-    if (auto f = kept_garbage_findings(m, i)) {
+    if (auto f = kept_garbage_findings(m, i, unknown)) {
       decided[i] = true;
       out.insert(out.end(), f->begin(), f->end());
     }
@@ -1811,6 +1997,34 @@ Finding alias_finding(const KernelModel &m, const AliasModel &a, const Point &wr
                                     " and written back when its visit ended"));
   f.notes.push_back(note(x.loc, "block " + block_str(m, a.input, read) + " of " + x.name +
                                     " read at grid point " + format_tuple(read)));
+  return f;
+}
+
+Finding alias_across_cores_finding(const KernelModel &m, const AliasModel &a, const Point &written,
+                                   const Point &read) {
+  const auto &x = m.operands[a.input];
+  const auto &o = m.operands[a.output];
+  std::size_t axis = 0;
+  while (axis + 1 < written.size() &&
+         (written[axis] == read[axis] || m.semantics[axis] != spec::DimSemantics::parallel))
+    ++axis;
+  const std::string ax = std::to_string(axis);
+  Finding f = make(Rule::alias_hazard, a.loc,
+                   "input '" + x.name + "' reads block " + block_str(m, a.input, read) + " at grid point " +
+                       format_tuple(read) + ", whose HBM region output '" + o.name +
+                       "' writes back from grid point " + format_tuple(written) +
+                       ": the two differ along parallel axis " + ax +
+                       ", so they may run on two cores, and the fetch races with the write-back (the input "
+                       "sees the original values or the new ones); mark axis " +
+                       ax + " `arbitrary`, or read each block only at the grid points that write it");
+  f.witness.items.push_back({"operand", x.name});
+  f.witness.items.push_back({"written_back", written});
+  f.witness.items.push_back({"read", read});
+  f.notes.push_back(note(o.loc, "block " + block_str(m, a.output, written) + " of " + o.name +
+                                    " written back from grid point " + format_tuple(written)));
+  f.notes.push_back(note(x.loc, "block " + block_str(m, a.input, read) + " of " + x.name +
+                                    " read at grid point " + format_tuple(read) +
+                                    ", possibly on another core"));
   return f;
 }
 

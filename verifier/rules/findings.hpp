@@ -313,6 +313,11 @@ Finding copy_address_finding(const KernelModel &, const CopyAddress &, const Poi
 /// subscript and where it lies.
 Finding prefetch_read_finding(const PrefetchRead &, const Point &p, const std::string &detail);
 Finding alias_finding(const KernelModel &, const AliasModel &, const Point &written, const Point &read);
+/// alias-hazard across cores: the input's block at `read` meets the output's
+/// block at `written`, the two points apart along a parallel axis (TPU), so
+/// the fetch and the write-back run on two cores in no order.
+Finding alias_across_cores_finding(const KernelModel &, const AliasModel &, const Point &written,
+                                   const Point &read);
 /// The stores of an alias's output that take its input twin: (store, read)
 /// of a store into the output that does not read it and holds a read of the
 /// input twin (`o[...] = b[...] + x[...]`, `o[...] = b[...]`, b aliased to o).
@@ -334,15 +339,21 @@ Finding stale_twin_finding(const KernelModel &, const AliasModel &, const Effect
 /// where c holds (c evaluated at each grid point; a c with no concrete value
 /// defines nothing). An element such a store keeps while it is still
 /// undefined, and that no later store defines, is a finding at the kept
-/// read. Empty when every kept element is overwritten; nullopt when the
-/// grid, the output or an index map or guard is beyond concrete evaluation
-/// (the caller then checks the kept reads as plain reads).
-std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &, std::size_t op);
+/// read. Blocks that tile the output are followed one at a time. Empty when
+/// every kept element is overwritten, or when the answer is not decided: a
+/// reason appended to `unknown` (a mask with no concrete value, one that
+/// reads data, may keep an element nothing else writes; past 2^22 elements
+/// per block or 2^27 element stores). nullopt when an index map, guard or
+/// box is beyond concrete evaluation (the caller then checks the kept reads
+/// as plain reads).
+std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &, std::size_t op,
+                                                          std::vector<std::string> &unknown);
 /// kept_garbage_findings for every windowed output, appended to `out`; per
 /// operand, whether it was decided (its kept reads then need no plain check).
 /// A scratch's kept reads are always decided: what a masked store keeps of it
 /// is followed element by element by the lowered program's checks.
-std::vector<bool> kept_garbage(const KernelModel &, std::vector<Finding> &out);
+std::vector<bool> kept_garbage(const KernelModel &, std::vector<Finding> &out,
+                               std::vector<std::string> &unknown);
 
 /// Whether a read effect (an index into KernelModel::effects) fires at some
 /// grid point where its operand's block index along array dim `dim` is the

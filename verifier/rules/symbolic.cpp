@@ -102,7 +102,7 @@ public:
       if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
     }
     hbm_copy_conflicts(false);
-    const std::vector<bool> kept = kept_garbage(m_, out_.findings);
+    const std::vector<bool> kept = kept_garbage(m_, out_.findings, out_.unknown);
     for (const auto &e : m_.effects) {
       const auto &o = m_.operands[e.operand];
       if (e.keep && kept[e.operand]) continue;
@@ -2283,6 +2283,22 @@ private:
               {&q, &p, &r}, v) == Q::sat) {
       out_.findings.push_back(alias_finding(m_, a, v[1], v[0]));
       return;
+    }
+    // Two points apart along a parallel axis may run on two cores (TPU):
+    // one's fetch of the input and the other's write-back of the output
+    // meet in HBM in no order. (Not where q visits p's output block too:
+    // that revisit across a parallel axis is parallel-write-conflict's.)
+    if (scratch_shared_across_parallel_axes(m_)) {
+      std::vector<Term> differ;
+      for (std::size_t k = 0; k < m_.semantics.size(); ++k)
+        if (m_.semantics[k] == spec::DimSemantics::parallel) differ.push_back(p.v[k] != q.v[k]);
+      if (query("alias-hazard/" + x.name + "->" + o.name + "/across-cores",
+                {in_grid(p), in_grid(q), ctx_.any_of(differ), meets(q, p),
+                 !same(block(a.output, p), block(a.output, q))},
+                {&q, &p}, v) == Q::sat) {
+        out_.findings.push_back(alias_across_cores_finding(m_, a, v[1], v[0]));
+        return;
+      }
     }
     // A store at q taking the input's window over the output's block, which
     // overwrites what a store at p, earlier in the visit (in q's CTA: no
