@@ -337,6 +337,26 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
   const spec::Expr &value = std::holds_alternative<spec::Assign>(s.kind)
                                 ? std::get<spec::Assign>(s.kind).value
                                 : std::get<spec::Let>(s.kind).value;
+  // A read of a buffer part of whose box something wrote takes the rest as
+  // undefined data, followed element by element like a partial block's
+  // padding (a carry scratch read whole whose unwritten rows a slice drops;
+  // uninitialized-read where they reach an output). One nothing wrote any
+  // of is the read's error (access).
+  for (auto &r : refs) {
+    if (write && r.place == write->place && is_keep_store(s)) continue;
+    auto kind = program_.buffers[r.place.buffer].kind;
+    if ((kind != spec::BufferKind::sram && kind != spec::BufferKind::smem) || covered(r.place)) continue;
+    auto it = slots_state_.find({r.place.buffer, r.place.slot});
+    if (it == slots_state_.end()) continue;
+    std::vector<Box> undefined{r.place.box};
+    bool some = false;
+    for (const auto *set : {&it->second.written, &it->second.padding})
+      for (const auto &w : *set) {
+        some = some || (w.size() == r.place.box.size() && box_overlaps(w, r.place.box));
+        undefined = boxes_minus(undefined, w);
+      }
+    if (some) add_padding(r.place, undefined);
+  }
   if (!write) {
     // A tensor local: where it holds padding, element by element (before any
     // padding exists, nothing does).

@@ -8,6 +8,7 @@
 #include "verifier/rules/targets.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -423,6 +424,21 @@ Finding masked_reset_finding(const KernelModel &m, const Effect &w, std::size_t 
                              const Point &reset, const Effect &store, const Point &again,
                              const std::string &elem);
 
+namespace {
+// accumulator-reset's overwritten form: scratch `acc` accumulated at `first`
+// (in the visit of a block of `output`), reset at `reset`, the block
+// overwritten at `overwritten`.
+void add_overwritten_witness(Finding &f, const KernelModel &m, std::size_t acc, std::size_t output,
+                             const Point &first, const Point &reset, const Point &overwritten) {
+  f.witness.items.push_back({"operand", m.operands[acc].name});
+  f.witness.items.push_back({"first_visit", first});
+  f.witness.items.push_back({"reset", reset});
+  f.witness.items.push_back({"output", m.operands[output].name});
+  f.witness.items.push_back({"overwritten", overwritten});
+  add_block(f, m, output, reset);
+}
+} // namespace
+
 std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, std::size_t op,
                                                           std::vector<std::string> &unknown) {
   const auto &o = m.operands[op];
@@ -503,6 +519,14 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
   // mask that did not evaluate may keep.
   std::optional<std::pair<std::int64_t, Point>> worst, maybe;
   std::int64_t work = 0;
+  std::map<std::size_t, bool> reads_open_prefetch; // per store: its mask reads a prefetch array
+  for (std::size_t st : stores) {
+    std::function<bool(const spec::Expr &)> open = [&](const spec::Expr &x) {
+      if (x.op == spec::Op::Ref && m.spec && m.spec->prefetch(x.name)) return true;
+      return std::any_of(x.args.begin(), x.args.end(), open);
+    };
+    reads_open_prefetch[st] = m.effects[st].keep_mask && open(*m.effects[st].keep_mask);
+  }
   std::vector<std::int64_t> set_at; // per element: where a store last set it, and which store
   std::vector<std::size_t> set_by;
   // An init among `inits` that fires after store `before` at position p and
@@ -576,7 +600,10 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
         if (empty) continue;
         if ((work = spec::saturating_add(work, volume)) > kMaxWork) return too_big();
         const StoreMask mask(m, flow, w, p, *box); // a mask that does not evaluate defines nothing
-        const bool evaluated = mask.evaluated();
+        // (One over data keeps any element for some data, as far as the
+        // rules can tell: kept. One over prefetch contents that are described,
+        // not given, may keep none for the contents allowed: undecided.)
+        const bool evaluated = mask.evaluated() || !reads_open_prefetch[s];
         std::vector<std::int64_t> e(rank);
         for (std::size_t d = 0; d < rank; ++d)
           e[d] = (*box)[d].first;
@@ -695,12 +722,7 @@ Finding masked_reset_finding(const KernelModel &m, const Effect &w, std::size_t 
                " had set from what accumulated before the reset, so that result is lost: initialize it only "
                "on the first step of the block's visit, or narrow the store's mask to the elements each "
                "round owns (a grouped matmul: its group's rows, from its start to its end)");
-  f.witness.items.push_back({"operand", acc.name});
-  f.witness.items.push_back({"first_visit", earlier});
-  f.witness.items.push_back({"reset", reset});
-  f.witness.items.push_back({"output", o.name});
-  f.witness.items.push_back({"overwritten", again});
-  add_block(f, m, output, reset);
+  add_overwritten_witness(f, m, w.operand, output, earlier, reset, again);
   f.notes.push_back(note(store.loc, elem + " set at grid point " + format_tuple(earlier) + " and again at " +
                                         format_tuple(again) + ", where the mask holds for it too"));
   f.notes.push_back(note(w.loc, "reset at grid point " + format_tuple(reset)));
@@ -1349,12 +1371,7 @@ Finding overwritten_after_reset_finding(const KernelModel &m, const Effect &w, s
                "the reset, so what '" + acc.name + "' accumulated since " + format_tuple(partial) +
                " is lost: initialize it only on the first step of the block's visit, or store with `where` "
                "keeping the elements the block already holds");
-  f.witness.items.push_back({"operand", acc.name});
-  f.witness.items.push_back({"first_visit", partial});
-  f.witness.items.push_back({"reset", reset});
-  f.witness.items.push_back({"output", o.name});
-  f.witness.items.push_back({"overwritten", overwritten});
-  add_block(f, m, output, reset);
+  add_overwritten_witness(f, m, w.operand, output, partial, reset, overwritten);
   f.notes.push_back(note(acc.loc, "'" + acc.name + "' accumulated for block " + b + " of '" + o.name +
                                       "' at grid point " + format_tuple(partial)));
   f.notes.push_back(note(w.loc, "reset at grid point " + format_tuple(reset)));
