@@ -319,8 +319,7 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written) 
   // read and write the output's array. Its own array keeps the input data.
   std::map<std::string, std::string> hbm_of; // any-space input -> its output
   for (const auto &[out, in] : c.aliases)
-    for (const auto &o : c.operands)
-      if (o.name == in && !o.windowed) hbm_of[in] = out;
+    if (const auto *x = c.operand(in); x && !x->windowed) hbm_of[in] = out;
   for (std::size_t k = 0; k < c.operands.size(); ++k) {
     const auto &o = c.operands[k];
     HostArray *whole = arrays.at(o.name).get();

@@ -61,25 +61,8 @@ TEST(Oracle, MatmulWithScratchAccumulatorMatchesANaiveProduct) {
     }
 }
 
-namespace {
-// In-place SGD over an aliased HBM buffer, the update copied back through
-// the input's ref (on a TPU the input and its output are one buffer).
-const char *kWriteThroughAliasedInput = R"(kernel k:
-    grid = (2,)
-    in  g: f32[16, 128]  block=(8, 128)  index=(i,) -> (i, 0)
-    in  p: f32[16, 128]  memory_space=any
-    out o: f32[16, 128]  memory_space=any
-    scratch buf: f32[8, 128]
-    alias p -> o
-    body:
-        sync_copy(p[ds(program_id(0) * 8, 8), :], buf[...])
-        buf[...] = buf[...] - 0.5 * g[...]
-        sync_copy(buf[...], p[ds(program_id(0) * 8, 8), :])
-)";
-} // namespace
-
 TEST(Oracle, ACopyIntoAnAliasedAnySpaceInputLandsInItsOutputAndLeavesTheInputData) {
-  const spec::File f = parse_text(kWriteThroughAliasedInput);
+  const spec::File f = parse_text(executor::testing::sgd_through_aliased_input());
   const ConcreteKernel c = concretize(std::get<spec::KernelSpec>(f.units.at(0)), {}, 1);
   ArrayMap arrays = make_kernel_arrays(c, 3);
   const auto before = arrays.at("p")->clone();

@@ -375,18 +375,7 @@ std::string add_one(const std::string &shape) {
 TEST(RunKernel, AnUpdateCopiedBackThroughAnAliasedAnySpaceInputIsAppliedOnceInEveryMode) {
   // On a TPU the input and its output are one buffer: the oracle and the
   // lowered program both store into the output, once.
-  const spec::File f = executor::testing::parse_text(R"(kernel k:
-    grid = (2,)
-    in  g: f32[16, 128]  block=(8, 128)  index=(i,) -> (i, 0)
-    in  p: f32[16, 128]  memory_space=any
-    out o: f32[16, 128]  memory_space=any
-    scratch buf: f32[8, 128]
-    alias p -> o
-    body:
-        sync_copy(p[ds(program_id(0) * 8, 8), :], buf[...])
-        buf[...] = buf[...] - 0.1 * g[...]
-        sync_copy(buf[...], p[ds(program_id(0) * 8, 8), :])
-)");
+  const spec::File f = executor::testing::parse_text(executor::testing::sgd_through_aliased_input());
   const RunReport rep = run_all_modes(std::get<spec::KernelSpec>(f.units.at(0)), {});
   EXPECT_EQ(rep.status, RunStatus::pass) << format_report(rep);
 }

@@ -34,4 +34,22 @@ template <class T> const T &unit(const spec::File &f, const std::string &name) {
   throw std::runtime_error("no unit " + name);
 }
 
+/// In-place SGD over an aliased HBM buffer, `p - 0.5 * g`, each chunk
+/// copied back through the input's ref (on a TPU the input and its output
+/// are one buffer).
+inline const char *sgd_through_aliased_input() {
+  return R"(kernel k:
+    grid = (2,)
+    in  g: f32[16, 128]  block=(8, 128)  index=(i,) -> (i, 0)
+    in  p: f32[16, 128]  memory_space=any
+    out o: f32[16, 128]  memory_space=any
+    scratch buf: f32[8, 128]
+    alias p -> o
+    body:
+        sync_copy(p[ds(program_id(0) * 8, 8), :], buf[...])
+        buf[...] = buf[...] - 0.5 * g[...]
+        sync_copy(buf[...], p[ds(program_id(0) * 8, 8), :])
+)";
+}
+
 } // namespace pipecheck::executor::testing

@@ -207,6 +207,18 @@ void Machine::clear_written(const Place &p) {
   if (!st.padding.empty()) st.padding = boxes_minus(st.padding, p.box);
 }
 
+std::vector<Box> Machine::unwritten(const Place &p, bool *some) const {
+  std::vector<Box> out{p.box};
+  auto it = slots_state_.find({p.buffer, p.slot});
+  if (it == slots_state_.end()) return out;
+  for (const auto *set : {&it->second.written, &it->second.padding})
+    for (const auto &w : *set) {
+      if (some) *some = *some || (w.size() == p.box.size() && box_overlaps(w, p.box));
+      out = boxes_minus(out, w);
+    }
+  return out;
+}
+
 std::vector<Box> Machine::padding_in(const Place &p) const {
   std::vector<Box> out;
   auto it = slots_state_.find({p.buffer, p.slot});
@@ -346,15 +358,8 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
     if (write && r.place == write->place && is_keep_store(s)) continue;
     auto kind = program_.buffers[r.place.buffer].kind;
     if ((kind != spec::BufferKind::sram && kind != spec::BufferKind::smem) || covered(r.place)) continue;
-    auto it = slots_state_.find({r.place.buffer, r.place.slot});
-    if (it == slots_state_.end()) continue;
-    std::vector<Box> undefined{r.place.box};
     bool some = false;
-    for (const auto *set : {&it->second.written, &it->second.padding})
-      for (const auto &w : *set) {
-        some = some || (w.size() == r.place.box.size() && box_overlaps(w, r.place.box));
-        undefined = boxes_minus(undefined, w);
-      }
+    std::vector<Box> undefined = unwritten(r.place, &some);
     if (some) add_padding(r.place, undefined);
   }
   if (!write) {
@@ -383,15 +388,8 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
   bool kept_defined = false;
   if (keep) {
     auto it = slots_state_.find({target.buffer, target.slot});
-    std::vector<Box> undefined{target.box};
-    if (it != slots_state_.end()) {
-      kept_defined = !it->second.written.empty();
-      for (const auto &w : it->second.written)
-        undefined = boxes_minus(undefined, w);
-      for (const auto &pd : it->second.padding)
-        undefined = boxes_minus(undefined, pd);
-    }
-    add_padding(target, undefined);
+    kept_defined = it != slots_state_.end() && !it->second.written.empty();
+    add_padding(target, unwritten(target));
   }
   int ev = new_event(s, target.slot >= 0 ? std::optional(target.slot) : std::nullopt);
   for (auto &r : refs)

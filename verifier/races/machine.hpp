@@ -161,6 +161,9 @@ private:
   void clear_written(const Place &);
   /// The parts of `p` that hold the padding of a partial block.
   std::vector<Box> padding_in(const Place &) const;
+  /// The parts of p's box that nothing wrote and that hold no padding;
+  /// `some` (when given) set where something wrote or padded part of it.
+  std::vector<Box> unwritten(const Place &p, bool *some = nullptr) const;
   void add_padding(const Place &, const std::vector<Box> &);
   /// The padding a buffer ref reads, in the ref's value coordinates.
   RefPadding ref_padding(const spec::Expr &ref) const;

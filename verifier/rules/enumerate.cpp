@@ -695,14 +695,6 @@ private:
     }
   }
 
-  // Whether the step from p to p + 1 moves along a parallel axis (two
-  // cores may run them: parallel-write-conflict's case, not this one's).
-  bool advances_parallel_axis(std::size_t p) const {
-    for (std::size_t a = 0; a < m_.semantics.size() && a < pts_[p].size(); ++a)
-      if (m_.semantics[a] == spec::DimSemantics::parallel && pts_[p][a] != pts_[p + 1][a]) return true;
-    return false;
-  }
-
   // As the symbolic checker's overwritten_stores: per store, the first
   // point whose next step in its CTA is on the same block of op, where the
   // store fires at both and one of its inputs moves.
@@ -715,7 +707,7 @@ private:
       bool found = false;
       for (std::size_t p = 0; p + 1 < pts_.size() && !found; ++p) {
         if (cta_first_[p + 1] != cta_first_[p] || blk_[op][p] != blk_[op][p + 1] || !fires_[e][p] ||
-            !fires_[e][p + 1] || advances_parallel_axis(p))
+            !fires_[e][p + 1] || apart(p, p + 1)) // (two cores: parallel-write-conflict's case)
           continue;
         for (std::size_t x : inputs)
           if (blk_[x][p] != blk_[x][p + 1]) {
@@ -1247,11 +1239,7 @@ private:
   // and no init writing that element at q before the read or at a point
   // between.
   // Whether points p and q differ along a parallel axis.
-  bool apart(std::size_t p, std::size_t q) const {
-    for (std::size_t a = 0; a < m_.semantics.size(); ++a)
-      if (m_.semantics[a] == spec::DimSemantics::parallel && pts_[p][a] != pts_[q][a]) return true;
-    return false;
-  }
+  bool apart(std::size_t p, std::size_t q) const { return parallel_axis_apart(m_, pts_[p], pts_[q]) >= 0; }
 
   void scratch_carry(std::size_t op) {
     const CarryUse u = carry_use(m_, op);

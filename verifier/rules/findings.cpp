@@ -8,7 +8,6 @@
 #include "verifier/rules/targets.hpp"
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <set>
 
@@ -521,11 +520,11 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
   std::int64_t work = 0;
   std::map<std::size_t, bool> reads_open_prefetch; // per store: its mask reads a prefetch array
   for (std::size_t st : stores) {
-    std::function<bool(const spec::Expr &)> open = [&](const spec::Expr &x) {
-      if (x.op == spec::Op::Ref && m.spec && m.spec->prefetch(x.name)) return true;
-      return std::any_of(x.args.begin(), x.args.end(), open);
-    };
-    reads_open_prefetch[st] = m.effects[st].keep_mask && open(*m.effects[st].keep_mask);
+    std::set<std::string> names;
+    if (m.effects[st].keep_mask) spec::collect_names(*m.effects[st].keep_mask, names);
+    reads_open_prefetch[st] = m.spec && std::any_of(names.begin(), names.end(), [&](const std::string &n) {
+                                return m.spec->prefetch(n) != nullptr;
+                              });
   }
   std::vector<std::int64_t> set_at; // per element: where a store last set it, and which store
   std::vector<std::size_t> set_by;
@@ -992,12 +991,7 @@ Finding prefetch_read_finding(const PrefetchRead &r, const Point &p, const std::
 Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Point &p, const Point &q) {
   const auto &o = m.operands[op];
   std::string b = block_str(m, op, p);
-  std::int64_t axis = -1;
-  for (std::size_t a = 0; a < p.size(); ++a)
-    if (p[a] != q[a] && m.semantics[a] == spec::DimSemantics::parallel) {
-      axis = static_cast<std::int64_t>(a);
-      break;
-    }
+  const std::int64_t axis = parallel_axis_apart(m, p, q);
   // The axis the index map drops (does not name at all), or folds (names,
   // but maps both points to one block).
   bool named = false;
@@ -1025,12 +1019,7 @@ Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Po
 
 Finding scratch_carry_finding(const KernelModel &m, std::size_t op, const Point &written, const Point &read) {
   const auto &o = m.operands[op];
-  std::int64_t axis = -1;
-  for (std::size_t a = 0; a < written.size(); ++a)
-    if (written[a] != read[a] && m.semantics[a] == spec::DimSemantics::parallel) {
-      axis = static_cast<std::int64_t>(a);
-      break;
-    }
+  const std::int64_t axis = parallel_axis_apart(m, written, read);
   const std::string ax = std::to_string(axis);
   // A value computed from an input block that the read's point no longer
   // sees (a per-block cache refreshed on the wrong axis) is stale on one
@@ -1458,6 +1447,12 @@ CarryUse carry_use(const KernelModel &m, std::size_t op) {
   return c;
 }
 
+std::int64_t parallel_axis_apart(const KernelModel &m, const Point &p, const Point &q) {
+  for (std::size_t a = 0; a < p.size() && a < q.size() && a < m.semantics.size(); ++a)
+    if (p[a] != q[a] && m.semantics[a] == spec::DimSemantics::parallel) return static_cast<std::int64_t>(a);
+  return -1;
+}
+
 bool scratch_shared_across_parallel_axes(const KernelModel &m) {
   if (!m.cta_axes.empty()) return false;
   for (auto s : m.semantics)
@@ -1856,10 +1851,7 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
   // write-back: its programs race only where their stores meet, above).
   for (std::size_t i = 0; i < pts.size() && !m.triton; ++i)
     for (std::size_t j = i + 1; j < pts.size(); ++j) {
-      std::int64_t axis = -1;
-      for (std::size_t a = 0; a < pts[i].size() && a < m.semantics.size() && axis < 0; ++a)
-        if (pts[i][a] != pts[j][a] && m.semantics[a] == spec::DimSemantics::parallel)
-          axis = static_cast<std::int64_t>(a);
+      const std::int64_t axis = parallel_axis_apart(m, pts[i], pts[j]);
       bool overlap = axis >= 0;
       for (std::size_t d = 0; d < rank && overlap; ++d)
         overlap = windows[i][d].first < windows[j][d].second && windows[j][d].first < windows[i][d].second;
@@ -2021,11 +2013,7 @@ Finding alias_across_cores_finding(const KernelModel &m, const AliasModel &a, co
                                    const Point &read) {
   const auto &x = m.operands[a.input];
   const auto &o = m.operands[a.output];
-  std::size_t axis = 0;
-  while (axis + 1 < written.size() &&
-         (written[axis] == read[axis] || m.semantics[axis] != spec::DimSemantics::parallel))
-    ++axis;
-  const std::string ax = std::to_string(axis);
+  const std::string ax = std::to_string(parallel_axis_apart(m, written, read));
   Finding f = make(Rule::alias_hazard, a.loc,
                    "input '" + x.name + "' reads block " + block_str(m, a.input, read) + " at grid point " +
                        format_tuple(read) + ", whose HBM region output '" + o.name +
@@ -2534,12 +2522,7 @@ Finding hbm_copy_conflict_finding(const KernelModel &m, std::size_t a, std::size
                                   const Point &q, const Box &region) {
   const CopyAddress &x = m.copy_addresses[a], &y = m.copy_addresses[b];
   const auto &o = m.operands[hbm_array(m, x.operand)];
-  std::int64_t axis = -1;
-  for (std::size_t d = 0; d < p.size(); ++d)
-    if (p[d] != q[d] && m.semantics[d] == spec::DimSemantics::parallel) {
-      axis = static_cast<std::int64_t>(d);
-      break;
-    }
+  const std::int64_t axis = parallel_axis_apart(m, p, q);
   const std::string ax = std::to_string(axis);
   // Through an aliased input the array has another name: say both.
   auto via = [&](const CopyAddress &c) {

@@ -299,6 +299,8 @@ CarryUse carry_use(const KernelModel &, std::size_t op);
 /// Whether the kernel has a parallel axis whose grid points share one
 /// scratch (TPU: the whole grid shares it; Mosaic GPU: each CTA has its own).
 bool scratch_shared_across_parallel_axes(const KernelModel &);
+/// The first parallel axis along which grid points p and q differ, or -1.
+std::int64_t parallel_axis_apart(const KernelModel &, const Point &p, const Point &q);
 Finding not_covered_finding(const KernelModel &, std::size_t op, const Point &block, const Box &cell);
 /// No copy writes `element` of output `op` in `memory_space=any`.
 Finding any_output_not_covered_finding(const KernelModel &, std::size_t op, const Point &element);

@@ -1021,6 +1021,14 @@ private:
     return subscript_box_of(m_.operands[e.operand], *e.target, a, ok);
   }
 
+  // p and q differ along some parallel axis.
+  Term apart(const SymPoint &p, const SymPoint &q) {
+    std::vector<Term> differ;
+    for (std::size_t a = 0; a < m_.semantics.size() && a < p.v.size(); ++a)
+      if (m_.semantics[a] == spec::DimSemantics::parallel) differ.push_back(p.v[a] != q.v[a]);
+    return ctx_.any_of(differ);
+  }
+
   Term overlap(const std::vector<std::pair<Term, Term>> &a, const std::vector<std::pair<Term, Term>> &b) {
     std::vector<Term> c;
     for (std::size_t d = 0; d < a.size() && d < b.size(); ++d) {
@@ -1716,9 +1724,7 @@ private:
     // reports the first read: one root cause, one finding.
     if (u.stores.empty() || u.reads.empty() || u.inits.empty()) return;
     SymPoint p = point("p"), q = point("q");
-    std::vector<Term> differ, read;
-    for (std::size_t a = 0; a < m_.semantics.size(); ++a)
-      if (m_.semantics[a] == spec::DimSemantics::parallel) differ.push_back(p.v[a] != q.v[a]);
+    std::vector<Term> read;
     // An element x some read at q takes that no init before it at q writes
     // (an init of the other slot of a double buffer cuts nothing; one of half
     // the read's box, the new rows of a halo window, cuts that half), a store
@@ -1760,8 +1766,8 @@ private:
     std::vector<Term> stored;
     for (std::size_t e : u.stores)
       stored.push_back(guard(m_.effects[e], p) && holds(box_terms(m_.effects[e], p)));
-    const std::vector<Term> facts = {in_grid(p),          in_grid(q),        lex_lt(p, q),
-                                     ctx_.any_of(differ), ctx_.any_of(read), ctx_.any_of(stored)};
+    const std::vector<Term> facts = {in_grid(p),  in_grid(q),        lex_lt(p, q),
+                                     apart(p, q), ctx_.any_of(read), ctx_.any_of(stored)};
     auto best = query_quantified(
         "scratch-carry/" + m_.operands[op].name,
         [&](smt::Bindings::Aux &aux, bool with_aux) {
@@ -1921,14 +1927,11 @@ private:
       if (m_.semantics[a] == spec::DimSemantics::parallel) axes.push_back(a);
     if (axes.empty()) return;
     SymPoint p = point("p"), q = point("q");
-    std::vector<Term> differ;
-    for (std::size_t a : axes)
-      differ.push_back(p.v[a] != q.v[a]);
     std::vector<Point> v;
     // Every visit writes its window back, stored or not: a point that never
     // stores the block still copies garbage over it from its own core.
     if (query("parallel-write-conflict/" + m_.operands[op].name,
-              {in_grid(p), in_grid(q), lex_lt(p, q), ctx_.any_of(differ), same(block(op, p), block(op, q)),
+              {in_grid(p), in_grid(q), lex_lt(p, q), apart(p, q), same(block(op, p), block(op, q)),
                fires(op, true, false, p) || fires(op, true, false, q)},
               {&p, &q}, v) == Q::sat)
       out_.findings.push_back(parallel_conflict_finding(m_, op, v[0], v[1]));
@@ -1955,17 +1958,13 @@ private:
     for (const auto &[n, v] : params)
       subst.emplace(n, spec::Expr::integer(v));
     SymPoint p = point("p"), q = point("q");
-    std::vector<Term> differ;
-    for (std::size_t a = 0; a < m_.semantics.size(); ++a)
-      if (m_.semantics[a] == spec::DimSemantics::parallel) differ.push_back(p.v[a] != q.v[a]);
     std::vector<Term> alts;
     for (const auto &[i, j] : regions.pairs()) {
       alts.push_back(copies_meet(i, p, j, q, subst));
       if (i != j) alts.push_back(copies_meet(j, p, i, q, subst));
     }
     const std::string name = "parallel-write-conflict/hbm-copies";
-    const std::vector<Term> facts = {in_grid(p), in_grid(q), lex_lt(p, q), ctx_.any_of(differ),
-                                     ctx_.any_of(alts)};
+    const std::vector<Term> facts = {in_grid(p), in_grid(q), lex_lt(p, q), apart(p, q), ctx_.any_of(alts)};
     std::vector<Point> v;
     if (!env_ || pf_facts_.empty()) {
       if (query(name, facts, {&p, &q}, v) != Q::sat) return;
@@ -2289,11 +2288,8 @@ private:
     // meet in HBM in no order. (Not where q visits p's output block too:
     // that revisit across a parallel axis is parallel-write-conflict's.)
     if (scratch_shared_across_parallel_axes(m_)) {
-      std::vector<Term> differ;
-      for (std::size_t k = 0; k < m_.semantics.size(); ++k)
-        if (m_.semantics[k] == spec::DimSemantics::parallel) differ.push_back(p.v[k] != q.v[k]);
       if (query("alias-hazard/" + x.name + "->" + o.name + "/across-cores",
-                {in_grid(p), in_grid(q), ctx_.any_of(differ), meets(q, p),
+                {in_grid(p), in_grid(q), apart(p, q), meets(q, p),
                  !same(block(a.output, p), block(a.output, q))},
                 {&q, &p}, v) == Q::sat) {
         out_.findings.push_back(alias_across_cores_finding(m_, a, v[1], v[0]));
