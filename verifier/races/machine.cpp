@@ -93,23 +93,11 @@ bool is_keep_store(const spec::Stmt &s) {
   return a && spec::keep_select(*a);
 }
 
-bool has_keep_store(const spec::Block &body) {
-  for (const auto &st : body) {
-    if (is_keep_store(st)) return true;
-    if (const auto *i = std::get_if<spec::If>(&st.kind))
-      if (has_keep_store(i->then_body) || has_keep_store(i->else_body)) return true;
-    if (const auto *f = std::get_if<spec::For>(&st.kind))
-      if (has_keep_store(f->body)) return true;
-  }
-  return false;
-}
-
 } // namespace
 
 Machine::Machine(const spec::Program &p, spec::Env env)
     : program_(p), env_(std::move(env)), flow_([this](const std::string &n) { return buffer_index(n) >= 0; },
                                                [this](const spec::Expr &e) { return ref_padding(e); }) {
-  keeps_ = has_keep_store(p.body);
   try {
     stepper_ = std::make_unique<spec::Stepper>(p, p.body, env_);
   } catch (const spec::StepError &e) {
@@ -363,13 +351,10 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
     if (some) add_padding(r.place, undefined);
   }
   if (!write) {
-    // A tensor local: where it holds padding, element by element (before any
-    // padding exists, nothing does).
-    const std::string &name = std::get<spec::Let>(s.kind).name;
-    if (any_padding_ || keeps_)
-      flow_.bind(name, value, env_);
-    else
-      flow_.forget(name);
+    // A tensor local: where it holds padding, element by element. One bound
+    // before any padding exists holds none, but its shape and value (a mask)
+    // still place and keep out what a later expression combines it with.
+    flow_.bind(std::get<spec::Let>(s.kind).name, value, env_);
     int ev = new_event(s, std::nullopt);
     for (auto &r : refs)
       access(ev, -1, r.place, false);

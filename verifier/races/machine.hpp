@@ -200,7 +200,6 @@ private:
   std::map<int, int> last_wgmma_on_acc_; // acc buffer -> op
   PaddingFlow flow_;                     // where tensor locals hold padding, element by element
   bool any_padding_ = false;             // some slot has held padding (else flow_ tracks nothing)
-  bool keeps_ = false; // the program has a keep store (is_keep_store): flow_ tracks masks from the start
   int last_node_ = -1;
   std::size_t event_limit_ = 4'000'000;
   bool record_graph_ = false;
