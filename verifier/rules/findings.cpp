@@ -572,14 +572,15 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
       set_by.assign(defined.size(), 0);
     }
     std::int64_t visit_start = -1; // the first position of the current visit of this block
+    Point last_block;              // (the whole array followed at once: a visit ends where the block changes)
     for (std::size_t v = g; v < end; ++v) {
       const std::int64_t k = visits[v].second;
-      if (v == g || visits[v - 1].second + 1 != k || (!tiled && visits[v - 1].first != visits[v].first))
-        visit_start = k;
       const Point p = spec::grid_point(m.grid, m.cta_axes, k);
       auto b = block_at(m, op, p);
       auto z = sizes_at(m, op, p); // a BoundedSlice window writes back only its size
       if (!b || !z) return std::nullopt;
+      if (v == g || visits[v - 1].second + 1 != k || (!tiled && last_block != *b)) visit_start = k;
+      last_block = *b;
       for (std::size_t s : stores) {
         const Effect &w = m.effects[s];
         auto gd = guard_at(m, w, p);
