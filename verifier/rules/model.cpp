@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -152,14 +153,16 @@ struct Builder {
       x.insert(y.begin(), y.end());
       return x;
     };
-    // A product: what one factor adds, scaled by the other, where that one does not read the target.
+    // A product: what one factor adds, scaled by the other, where that one
+    // does not read the target. A read both factors hold is squared, not
+    // scaled (`(x - mean) * (x - mean)`, a centred variance's term): no term
+    // the sum adds.
     auto product = [&](const Expr &a, const Expr &b) {
+      std::set<std::size_t> x, y;
+      if (!reads_target(b)) x = added_reads(a, reads, target, open);
+      if (!reads_target(a)) y = added_reads(b, reads, target, open);
       std::set<std::size_t> out;
-      if (!reads_target(b)) out = added_reads(a, reads, target, open);
-      if (!reads_target(a)) {
-        auto y = added_reads(b, reads, target, open);
-        out.insert(y.begin(), y.end());
-      }
+      std::set_symmetric_difference(x.begin(), x.end(), y.begin(), y.end(), std::inserter(out, out.end()));
       return out;
     };
     switch (e.op) {
