@@ -382,7 +382,14 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
   access(ev, -1, target, true);
   if (any_padding_) {
     // The padding of a partial block (see on_start) flows into the target:
-    // reading it is no error, writing it back is.
+    // reading it is no error, writing it back is. (The store that first put
+    // it into a buffer is named where it is written back: a read of a
+    // buffer a store padded keeps that store.)
+    int origin = ev;
+    for (auto &r : refs)
+      if (auto it = slots_state_.find({r.place.buffer, r.place.slot});
+          it != slots_state_.end() && it->second.padded_by >= 0 && !padding_in(r.place).empty())
+        origin = std::min(origin, it->second.padded_by);
     std::vector<Box> pads = padding_in_target(flow_.eval(value, env_), target.box, write->kept);
     if (accumulate)
       for (auto &b : padding_in(target))
@@ -391,6 +398,8 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
     if (it != slots_state_.end() && !it->second.padding.empty())
       it->second.padding = boxes_minus(it->second.padding, target.box);
     add_padding(target, pads);
+    if (std::any_of(pads.begin(), pads.end(), [](const Box &b) { return !box_empty(b); }))
+      slots_state_[{target.buffer, target.slot}].padded_by = origin;
   }
   add_written(target);
   auto &st = slots_state_[{target.buffer, target.slot}];
@@ -465,7 +474,8 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
   access(ev, op, a.src_read, false);
   access(ev, op, dst, true);
   if (any_padding_ && !padding_in(a.src_read).empty())
-    r_.findings.push_back({Rule::uninitialized_read, ev, -1, -1, -1,
+    r_.findings.push_back({Rule::uninitialized_read, ev, slots_state_[{src.buffer, src.slot}].padded_by, -1,
+                           -1,
                            "copies out " + program_.buffers[src.buffer].name +
                                (src.slot >= 0 ? "[" + std::to_string(src.slot) + "]" : std::string()) +
                                " with undefined data in it (the padding of a partial block, or what a masked "

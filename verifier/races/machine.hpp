@@ -189,6 +189,7 @@ private:
     };
     std::vector<Pending> pending;
     int undefined_by = -1; ///< the copy_out_wait or `= undefined` event that last left it undefined
+    int padded_by = -1;    ///< the store that first put the undefined data (padding) it holds into a buffer
   };
 
   const spec::Program &program_;

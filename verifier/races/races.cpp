@@ -145,6 +145,8 @@ Finding to_finding(const spec::Program &p, const RunResult &run, const RawFindin
       os << " <- the earlier operation completes only here";
     else if (race_rule(f.rule))
       os << " <- first access (in flight)";
+    else if (f.rule == Rule::uninitialized_read)
+      os << " <- the undefined data first stored here";
     spec::Diagnostic d;
     d.severity = spec::Severity::note;
     d.loc = t.loc;

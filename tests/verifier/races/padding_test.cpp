@@ -233,6 +233,29 @@ TEST(PaddingFlowKernels, AMaskOffByOneCopiesPaddingOutAsUninitializedRead) {
   EXPECT_EQ(v.findings[0].loc.line, 7);
 }
 
+TEST(PaddingFlowKernels, ACopyOutOfPaddingNamesTheStoreThatFirstPutItIntoABuffer) {
+  // The padded columns reach a scratch at line 8, then the output at line 9.
+  const auto v = check_text(R"(kernel through_scratch:
+    param n = 100
+    grid = (2,)
+    in  x: f32[2, n]  block=(None, 128)  index=(r) -> (r, 0)
+    out o: f32[2, 1]  block=(None, 1)  index=(r) -> (r, 0)
+    scratch s: f32[128]
+    body:
+        s[...] = x[...] * 2.0
+        o[...] = reshape(sum(s[...], axis=0), (1,))
+)");
+  ASSERT_EQ(v.status, verifier::Status::violation);
+  ASSERT_EQ(v.findings.size(), 1u);
+  const auto &f = v.findings[0];
+  EXPECT_EQ(f.rule, verifier::Rule::uninitialized_read);
+  const auto first = std::find_if(f.notes.begin(), f.notes.end(), [](const spec::Diagnostic &d) {
+    return d.message.find("the undefined data first stored here") != std::string::npos;
+  });
+  ASSERT_NE(first, f.notes.end());
+  EXPECT_EQ(first->loc.line, 8);
+}
+
 TEST(PaddingFlowKernels, ARaggedOutputWhoseLastBlockIsWrittenOnlyInBoundsVerifies) {
   const auto v = check_text(R"(kernel tail:
     param n = 100
