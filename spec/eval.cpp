@@ -124,6 +124,14 @@ bool is_binary(Op op) {
 
 Evaluation call(const Expr &e, const Env &env) {
   if (!is_int_function(e.name) || !e.kwarg_names.empty()) return fault(EvalFault::not_integer, e);
+  // `where(c, a, b)` with c decided is the side it selects, whatever the
+  // other holds (a prefetch table's balanced `where` tree is one path, not
+  // every leaf; an unknown or faulting unselected side takes nothing).
+  if (int_function(e) == IntFn::where) {
+    Evaluation c = evaluate(e.args[0], env);
+    if (c.is_error()) return c;
+    if (c.value) return evaluate(e.args[*c.value != 0 ? 1 : 2], env);
+  }
   std::vector<std::int64_t> v;
   std::optional<Evaluation> missing;
   for (const auto &a : e.args) {

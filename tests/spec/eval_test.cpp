@@ -40,8 +40,12 @@ TEST(Evaluate, WhereMinimumAndMaximumClampIntegersAsLaxSelectAndJnpDo) {
   EXPECT_EQ(eval_int(expr("maximum(j - 4, 0)"), {{"j", 1}}), 0);
   EXPECT_TRUE(is_int_function("where"));
   EXPECT_FALSE(is_int_function("exp"));
-  // An unbound branch leaves the select without a value.
-  EXPECT_EQ(eval_int(expr("where(1 > 0, 2, k)"), {}), std::nullopt);
+  // A decided select is the side it selects: the other side may be unbound
+  // or fault (a prefetch table's `where` tree is followed down one path).
+  EXPECT_EQ(eval_int(expr("where(1 > 0, 2, k)"), {}), 2);
+  EXPECT_EQ(eval_int(expr("where(i > 0, 8 // i, 0)"), {{"i", 0}}), 0);
+  // An undecided condition leaves it without a value.
+  EXPECT_EQ(eval_int(expr("where(k > 0, 2, 3)"), {}), std::nullopt);
 }
 
 TEST(Evaluate, DivisionByZeroIsAnErrorAtTheOperatorEvenWithTheDividendUnbound) {

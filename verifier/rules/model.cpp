@@ -1310,6 +1310,9 @@ struct Builder {
           if (table_value) int_locals[l->name] = std::move(*table_value);
           // `k = where(c(k), k + 1, k)` unrolled: each iteration substitutes
           // k into itself, so the terms grow by a factor per iteration.
+          // Past the size limit: the table over a larger grid, before giving up.
+          else if (terms > kMaxLocalSize && (table_value = tabulate(l->value, guards, kMaxLocalSize / 4)))
+            int_locals[l->name] = std::move(*table_value);
           else if (terms > kMaxLocalSize)
             fail("the integer local '" + l->name + "' bound at line " + std::to_string(st.loc.line) +
                  " grows past " + std::to_string(kMaxLocalSize) +
@@ -1520,9 +1523,10 @@ struct Builder {
   // and its value is never used. Nullopt where some value is unknown (open
   // prefetch contents) or the grid is large. Each int local `e` names is
   // evaluated once per point, not once per use.
-  std::optional<Expr> tabulate(const Expr &e, const std::vector<Expr> &guards) const {
+  std::optional<Expr> tabulate(const Expr &e, const std::vector<Expr> &guards,
+                               std::int64_t max_points = kMaxTablePoints) const {
     const std::int64_t points = m.num_points();
-    if (points > kMaxTablePoints) return std::nullopt;
+    if (points > max_points) return std::nullopt;
     std::set<std::string> names;
     spec::collect_names(e, names);
     const PointForms forms = point_forms(guards, names);
