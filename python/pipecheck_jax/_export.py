@@ -2067,7 +2067,8 @@ class _Body:
             rng = f"range({hi_text})" if lo_text == "0" else f"range({lo_text}, {hi_text})"
             self.emit(indent, f"for {t} in {rng}:", src)
         else:
-            self.emit(indent, header(names), src)
+            head = header(names)
+            self.emit(indent, head, src)
         benv = {}
         for v, c in zip(body.constvars, _consts(body_closed)):
             tx, is_int, nn = _literal_text(c)
@@ -2086,6 +2087,15 @@ class _Body:
         outs = self.run(body, benv, indent + 1)
         updates = [(names[k], o) for k, o in enumerate(outs[:len(carries)])
                    if k != index_pos and o.text != names[k]]
+        if header is not None:
+            in_cond = set(re.findall(r"[A-Za-z_]\w*", head.split(", bound=")[0]))
+            for n, o in updates:
+                if n in in_cond and not o.int:
+                    self.fail("the condition of a lax.while_loop reads a carry that the body "
+                              "computes from array data (a value loaded from a block, a scratch "
+                              "or an SMEM ref), which has no .pk form (a `while` condition may "
+                              "use the loop's integer carries, scalar prefetch reads, "
+                              "program_id and constants)", e)
         # A `while` rebinds its carries in order, each `c = value` with the value inline,
         # unless a value reads a carry that an earlier update rebinds (then, as a `for` always
         # does with several carries, through fresh locals): the rules follow a tensor carry

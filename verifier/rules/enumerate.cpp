@@ -82,6 +82,20 @@ public:
   // Only the empty visits and superseded resets of accumulator-carried
   // (empty_visits, superseded_resets), for every scratch: what
   // check_empty_visits runs on every grid both checkers see.
+  // output-not-covered for `op` alone, every point evaluated; nullopt where
+  // the grid is past the limit or a block index or guard has no value.
+  std::optional<RuleOutcome> run_coverage(std::size_t op) {
+    if (m_.grid.empty() || m_.num_points() > max_) return std::nullopt;
+    std::int64_t blocks = 1;
+    for (std::int64_t n : m_.operands[op].num_blocks)
+      if (__builtin_mul_overflow(blocks, std::max<std::int64_t>(n, 1), &blocks) || blocks > max_)
+        return std::nullopt;
+    points();
+    if (!precompute()) return std::nullopt;
+    not_covered(op);
+    return std::move(out_);
+  }
+
   RuleOutcome run_empty_visits() {
     if (m_.grid.empty() || m_.triton) return std::move(out_);
     bool any = false;
@@ -1427,6 +1441,11 @@ private:
 
 RuleOutcome check_enumerated(const KernelModel &m, std::int64_t max_points) {
   return Enum(m, max_points).run();
+}
+
+std::optional<RuleOutcome> check_coverage_enumerated(const KernelModel &m, std::size_t op,
+                                                     std::int64_t max_points) {
+  return Enum(m, max_points).run_coverage(op);
 }
 
 RuleOutcome check_empty_visits(const KernelModel &m, std::int64_t max_points) {

@@ -7,6 +7,7 @@
 #include "verifier/rules/symbolic.hpp"
 
 #include <cstdint>
+#include <optional>
 
 namespace pipecheck::verifier::rules {
 
@@ -14,6 +15,15 @@ namespace pipecheck::verifier::rules {
 /// symbolic checker (each the lexicographically smallest). Gives up with an
 /// `unknown` entry when the grid or an output's block count exceeds max_points.
 RuleOutcome check_enumerated(const KernelModel &, std::int64_t max_points = 1 << 22);
+
+/// output-not-covered for output `op`, decided by evaluating every grid point
+/// of a grid of at most `max_points`: the symbolic checker's first try, since
+/// a map that flattens several axes into one block index (`(a * 16 + b) * 40
+/// + c`) is a question the solver's quantifiers can take minutes on. nullopt
+/// past the limit, or where a block index or guard has no value at a point
+/// (open prefetch contents): the solver decides then.
+std::optional<RuleOutcome> check_coverage_enumerated(const KernelModel &, std::size_t op,
+                                                     std::int64_t max_points);
 
 /// accumulator-carried's empty visits, decided by enumeration on every grid
 /// of at most `max_points` (both checkers' verdicts include it): a store of

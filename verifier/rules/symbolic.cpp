@@ -3,6 +3,7 @@
 #include "spec/bind.hpp"
 #include "spec/place.hpp"
 #include "spec/prefetch.hpp"
+#include "verifier/rules/enumerate.hpp"
 #include "verifier/rules/findings.hpp"
 #include "verifier/smt/smt.hpp"
 
@@ -2198,6 +2199,12 @@ private:
   // Per cell (cover_cells): some block whose cell holds array elements and
   // that no store containing the cell writes at any grid point.
   void not_covered(std::size_t op) {
+    constexpr std::int64_t kEnumeratedCoverage = 1 << 16;
+    if (auto e = check_coverage_enumerated(m_, op, kEnumeratedCoverage)) {
+      out_.findings.insert(out_.findings.end(), e->findings.begin(), e->findings.end());
+      out_.unknown.insert(out_.unknown.end(), e->unknown.begin(), e->unknown.end());
+      return;
+    }
     const CoverCells cells = cover_cells(m_, op);
     std::optional<std::pair<Point, std::size_t>> best;
     for (std::size_t c = 0; c < cells.cells.size(); ++c) {
