@@ -181,6 +181,24 @@ def test_a_while_whose_condition_reads_a_block_value_is_a_located_unsupported_er
     assert r.exit_code == 2 and list(r.verdicts.values()) == ["unsupported"], str(r)
 
 
+def test_a_while_whose_condition_reads_a_carry_computed_from_a_block_is_a_located_unsupported_error():
+    # stops at the first chunk whose first element is negative: the flag is data
+    def kernel(x_ref, o_ref):
+        def body(st):
+            k, _ = st
+            return k + 1, x_ref[0, jnp.minimum(k, 127)] >= 0.0
+
+        n, _ = jax.lax.while_loop(lambda st: (st[0] < 6) & st[1], body, (0, True))
+        o_ref[...] = x_ref[...] + n
+
+    with pytest.raises(pj.UnsupportedError) as err:
+        pj.export(rows(kernel), F32)
+    assert "reads a carry that the body computes from array data" in err.value.message
+    assert err.value.location == f"{__file__}:{line_of(kernel, 'jax.lax.while_loop(')}"
+    with pytest.raises(pj.UnsupportedError):
+        pj.run(rows(kernel), data())
+
+
 def test_a_while_on_an_integer_carry_computed_in_the_body_exports_and_runs_like_interpret():
     # the loop that the bridge refused before: k * k < 40 runs 7 times
     def kernel(x_ref, o_ref):
