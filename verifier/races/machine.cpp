@@ -279,6 +279,15 @@ void Machine::access(int event, int op, const Place &p, bool write) {
     std::string what =
         "reads " + bufs[p.buffer].name + (p.slot >= 0 ? "[" + std::to_string(p.slot) + "]" : std::string());
     std::string why = what + ", which nothing has written";
+    bool some = false;
+    const std::vector<Box> rest = unwritten(p, &some);
+    if (some && !rest.empty()) {
+      // (Part of it written: name the first part that is not.)
+      std::string part;
+      for (const auto &[lo, hi] : rest.front())
+        part += (part.empty() ? "" : ", ") + std::to_string(lo) + ":" + std::to_string(hi);
+      why = what + ", of which nothing has written [" + part + "]";
+    }
     if (undefined_at >= 0) {
       const spec::Stmt &by = *r_.events[undefined_at].stmt;
       const std::string line = std::to_string(by.loc.line);

@@ -137,6 +137,25 @@ TEST(RaceChecker, ReportsAReadOfASlotNothingWrote) {
   EXPECT_EQ(v.findings[0].loc.line, 7);
 }
 
+TEST(RaceChecker, ACopyOutOfAPartlyWrittenSlotNamesThePartNothingWrote) {
+  auto f = parse_text("t.pk", R"(pipeline half:
+    param N >= 1
+    hbm  A: f32[N, 8]
+    sram Y[2]: f32[8]
+    for i in range(N):
+        Y[i % 2, 0:4] = zeros
+        copy_out_start(Y[i % 2], A[i])
+        copy_out_wait(Y[i % 2])
+)");
+  auto v = verifier::check_program(program(f, "half"), {});
+  ASSERT_EQ(v.status, Status::violation);
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(v.findings[0].rule, verifier::Rule::uninitialized_read);
+  EXPECT_EQ(v.findings[0].loc.line, 7);
+  EXPECT_NE(v.findings[0].message.find("of which nothing has written [4:8]"), std::string::npos)
+      << v.findings[0].message;
+}
+
 TEST(RaceChecker, ThePaddingOfAClippedCopyMayBeComputedOnButNotWrittenBack) {
   // A copy replaces its whole destination ref: rows 10..16 of X[0] are the
   // padding of a partial block after it, although a store wrote them before.
