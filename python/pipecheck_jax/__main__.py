@@ -17,8 +17,8 @@ import traceback
 
 from ._check import EXIT_ENV, EXIT_UNKNOWN, check_kernels
 from ._export import (DEFAULT_WHILE_BOUND, GPU_TARGETS, TPU_TARGETS, UnsupportedError,
-                      NotNative, export_found, internal_error, pallas_calls, tpu_info_on_cpu,
-                      trace, trace_lowered)
+                      NotNative, export_found, internal_error, lowered_unsupported, pallas_calls,
+                      tpu_info_on_cpu, trace, trace_lowered)
 
 
 class Recorder:
@@ -32,6 +32,7 @@ class Recorder:
         self.names: set = set()
         self._texts: set = set()
         self._errors: set = set()
+        self._nested = None  # the NotNative of the last call traced again without the primitive
 
     def record(self, f, args, call_site=None):
         import jax
@@ -42,8 +43,11 @@ class Recorder:
             # (scalar prefetch contents, when concrete, from the args)
             exported = self._export(pallas_calls(trace(f, *specs), list(args)), call_site)
             if exported is None:  # an emit_pipeline the nested form cannot say: as Pallas lowers it
+                nested = self._nested
                 exported = self._export(pallas_calls(trace_lowered(f, *specs), list(args)),
                                         call_site)
+                exported = [(c, lowered_unsupported(nested, k) if isinstance(k, UnsupportedError)
+                             and nested is not None else k) for c, k in exported or []]
         except Exception as e:  # noqa: BLE001 - the script's own call will raise it again
             self._unsupported(UnsupportedError(f"could not trace the pallas_call: {e}"))
             return
@@ -69,7 +73,8 @@ class Recorder:
             try:
                 k = export_found(call, set(), call_site, while_bound=self.while_bound,
                                  target=self.target)
-            except NotNative:
+            except NotNative as nested:
+                self._nested = nested
                 return None
             except UnsupportedError as e:
                 k = e

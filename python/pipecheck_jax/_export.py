@@ -53,6 +53,20 @@ class NotNative(UnsupportedError):
     makes of it (trace_lowered)."""
 
 
+def lowered_unsupported(nested: UnsupportedError, err: UnsupportedError) -> UnsupportedError:
+    """Where an emit_pipeline has no nested form (`nested`, a NotNative) and the DMAs and
+    loop Pallas lowers it to have none either (`err`): both reasons, at the emit_pipeline
+    (the lowered form's failure is at code Pallas wrote, not the kernel's author)."""
+    msg = err.message
+    if "whose size is computed at run time" in msg:
+        msg += (" (Pallas copies the partial last block of an array its block does not divide "
+                "with such a slice)")
+    at = f" (at {err.location})" if err.location and err.location != nested.location else ""
+    return UnsupportedError(f"{nested.message}, and the DMAs and loop Pallas lowers it to have "
+                            f"none either: {msg}{at}", nested.location or err.location,
+                            err.kernel)
+
+
 def internal_error(e: Exception, kernel: str | None = None) -> UnsupportedError:
     """An exception the export did not expect, as the diagnostic it reports instead of
     crashing the caller's program: never a pass (exit 2), and says it is the export's fault."""
@@ -3147,10 +3161,13 @@ def export_kernels(fn: Callable, *args, prefetch: dict | None = None,
         try:
             return [export_found(c, taken, prefetch=prefetch, while_bound=while_bound,
                                  target=target) for c in pallas_calls(closed, args)]
-        except NotNative:  # an emit_pipeline the nested form cannot say: as Pallas lowers it
+        except NotNative as nested:  # an emit_pipeline the nested form cannot say: as Pallas lowers it
             closed, taken = trace_lowered(fn, *args, **kwargs), set()
-            return [export_found(c, taken, prefetch=prefetch, while_bound=while_bound,
-                                 target=target) for c in pallas_calls(closed, args)]
+            try:
+                return [export_found(c, taken, prefetch=prefetch, while_bound=while_bound,
+                                     target=target) for c in pallas_calls(closed, args)]
+            except UnsupportedError as err:
+                raise lowered_unsupported(nested, err) from None
     except UnsupportedError:
         raise
     except Exception as e:  # noqa: BLE001 - past tracing, a failure is the export's own bug

@@ -15,7 +15,7 @@ from jax._src import core as jax_core
 
 from ._check import pipecheck_binary
 from ._export import (_CALLS, DEFAULT_WHILE_BOUND, Call, NotNative, UnsupportedError, _consts,
-                      _inner, _while_bound, export_found, find_pallas_calls,
+                      _inner, _while_bound, export_found, find_pallas_calls, lowered_unsupported,
                       has_pipeline_primitive, scan_counts, sub_jaxprs, trace, trace_lowered)
 
 
@@ -274,11 +274,16 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float = 1e
         try:
             try:
                 outs = pc.eval(closed.jaxpr, closed.consts, args)
-            except NotNative:  # an emit_pipeline the nested form cannot say: as Pallas lowers it
+            except NotNative as nested:  # an emit_pipeline the nested form cannot say: as Pallas lowers it
                 if lowered is None:
                     raise RuntimeError(lowered_error) from None
                 pc = _Evaluator("pipecheck", work, while_bound)
-                outs = pc.eval(lowered.jaxpr, lowered.consts, args)
+                try:
+                    outs = pc.eval(lowered.jaxpr, lowered.consts, args)
+                except NotNative:
+                    raise
+                except UnsupportedError as err:
+                    raise lowered_unsupported(nested, err) from None
         except _Stopped as stop:  # nothing to compare: the kernel's run failed
             return RunResult(None, None, None, 1, str(stop),
                              ["pipecheck run stopped at an error of the kernel (below)"])

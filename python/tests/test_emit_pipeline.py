@@ -7,10 +7,12 @@ with JAX's interpret mode, which runs the latter."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import pipecheck_jax as pj
+from test_body_forms import line_of
 
 X = jax.ShapeDtypeStruct((32, 128), jnp.float32)
 
@@ -342,3 +344,27 @@ def test_a_script_with_an_emit_pipeline_runs_on_a_cpu_under_the_cli_and_verifies
     assert p.returncode == 0, p.stdout + p.stderr
     assert "2.0" in p.stdout  # the script's own run, in interpret mode
     assert "verified" in p.stdout, p.stdout
+
+
+def test_a_lowered_emit_pipeline_over_rows_its_block_does_not_divide_says_both_reasons():
+    # two pipelines in one body: no nested form; their lowered DMAs copy the partial last
+    # block (72 rows in blocks of 16) with a slice of run-time size, which `.pk` has not
+    def kernel(x_hbm, o_hbm):
+        def inner(xb, ob):
+            ob[...] = xb[...] + 1.0
+        for _ in range(2):
+            pltpu.emit_pipeline(inner, grid=(5,),
+                                in_specs=[pl.BlockSpec((16, 128), lambda t: (t, 0))],
+                                out_specs=[pl.BlockSpec((16, 128), lambda t: (t, 0))])(x_hbm, o_hbm)
+
+    fn = in_hbm(kernel, (72, 128))
+    x = jax.ShapeDtypeStruct((72, 128), jnp.float32)
+    with pytest.raises(pj.UnsupportedError) as err:
+        pj.export(fn, x)
+    assert "has no nested .pk form, and the DMAs and loop Pallas lowers it to have none " \
+        "either" in err.value.message, err.value.message
+    assert "partial last block" in err.value.message
+    assert err.value.location.endswith(f":{line_of(kernel, 'pltpu.emit_pipeline(')}")
+    with pytest.raises(pj.UnsupportedError) as err:
+        pj.run(fn, data((72, 128)))
+    assert "has no nested .pk form" in err.value.message
