@@ -736,6 +736,11 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
       for (std::size_t s = 0; s < 2; ++s)
         if (auto mv = concrete(ce.args[s], env); mv && !eval(ce.args[s], env).any)
           if (auto r = selected(*mv, elementwise({eval(ce.args[1 - s], env), a, b}), b)) return *r;
+    // The same through a local bound to such an `&` (`valid = rows & (lab[...] != -100)`,
+    // a cross-entropy's ignore_index mask).
+    if (!cv && ce.op == Op::Name)
+      if (auto it = and_masks_.find(ce.name); it != and_masks_.end())
+        if (auto r = selected(it->second, elementwise({c, a, b}), b)) return *r;
     if (!cv || c.any) return elementwise({c, a, b});
     return selected(*cv, a, b).value_or(elementwise({c, a, b}));
   }
@@ -854,15 +859,25 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
 
 void PaddingFlow::bind(const std::string &name, const Expr &value, const spec::Env &env) {
   pads_[name] = eval(value, env);
-  if (auto v = concrete(value, env))
+  and_masks_.erase(name);
+  if (auto v = concrete(value, env)) {
     values_[name] = std::move(*v);
-  else
-    values_.erase(name);
+    return;
+  }
+  values_.erase(name);
+  // `m & d` with m known and free of padding: false wherever m is, whatever d holds.
+  if (value.op == Op::BitAnd && value.args.size() == 2)
+    for (std::size_t s = 0; s < 2; ++s)
+      if (auto mv = concrete(value.args[s], env); mv && !eval(value.args[s], env).any) {
+        and_masks_[name] = std::move(*mv);
+        return;
+      }
 }
 
 void PaddingFlow::forget(const std::string &name) {
   pads_.erase(name);
   values_.erase(name);
+  and_masks_.erase(name);
 }
 
 std::vector<StepBox> padded_boxes(const PadValue &v) {

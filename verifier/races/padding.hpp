@@ -84,6 +84,9 @@ private:
   RefPaddingFn ref_;
   std::map<std::string, PadValue> pads_;
   std::map<std::string, IntTensor> values_;
+  /// A boolean local bound to `m & d`, m concrete and d not: m (where m is
+  /// 0 the local is false, whatever d holds).
+  std::map<std::string, IntTensor> and_masks_;
 };
 
 /// Where the padding of `v`, stored into a ref covering `target` of its
