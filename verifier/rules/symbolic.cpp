@@ -2198,13 +2198,30 @@ private:
 
   // Per cell (cover_cells): some block whose cell holds array elements and
   // that no store containing the cell writes at any grid point.
-  void not_covered(std::size_t op) {
-    constexpr std::int64_t kEnumeratedCoverage = 1 << 16;
-    if (auto e = check_coverage_enumerated(m_, op, kEnumeratedCoverage)) {
-      out_.findings.insert(out_.findings.end(), e->findings.begin(), e->findings.end());
-      out_.unknown.insert(out_.unknown.end(), e->unknown.begin(), e->unknown.end());
-      return;
+  // Whether some dim of the operand's block index combines several grid
+  // axes (`(a * 16 + b) * 40 + c`): the coverage question the solver's
+  // quantifiers can take minutes on.
+  bool flattens_axes(std::size_t op) const {
+    const auto &o = m_.operands[op];
+    for (const auto &e : o.index) {
+      int axes = 0;
+      for (std::size_t a = 0; a < o.index_params.size() && a < m_.grid.size(); ++a)
+        axes += spec::mentions(e, o.index_params[a]) ? 1 : 0;
+      if (axes > 1) return true;
     }
+    return false;
+  }
+
+  void not_covered(std::size_t op) {
+    // Such a map is decided by evaluating every point instead, where the
+    // contents of every prefetch table are given (open ones are quantified).
+    constexpr std::int64_t kEnumeratedCoverage = 1 << 16;
+    if (pf_arrays_.empty() && flattens_axes(op))
+      if (auto e = check_coverage_enumerated(m_, op, kEnumeratedCoverage)) {
+        out_.findings.insert(out_.findings.end(), e->findings.begin(), e->findings.end());
+        out_.unknown.insert(out_.unknown.end(), e->unknown.begin(), e->unknown.end());
+        return;
+      }
     const CoverCells cells = cover_cells(m_, op);
     std::optional<std::pair<Point, std::size_t>> best;
     for (std::size_t c = 0; c < cells.cells.size(); ++c) {
