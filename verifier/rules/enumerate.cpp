@@ -79,9 +79,6 @@ public:
     return std::move(out_);
   }
 
-  // Only the empty visits and superseded resets of accumulator-carried
-  // (empty_visits, superseded_resets), for every scratch: what
-  // check_empty_visits runs on every grid both checkers see.
   // output-not-covered for `op` alone, every point evaluated; nullopt where
   // the grid is past the limit or a block index or guard has no value.
   std::optional<RuleOutcome> run_coverage(std::size_t op) {
@@ -96,6 +93,9 @@ public:
     return std::move(out_);
   }
 
+  // Only the empty visits and superseded resets of accumulator-carried
+  // (empty_visits, superseded_resets), for every scratch: what
+  // check_empty_visits runs on every grid both checkers see.
   RuleOutcome run_empty_visits() {
     if (m_.grid.empty() || m_.triton) return std::move(out_);
     bool any = false;

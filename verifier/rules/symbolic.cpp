@@ -2196,8 +2196,6 @@ private:
     }
   }
 
-  // Per cell (cover_cells): some block whose cell holds array elements and
-  // that no store containing the cell writes at any grid point.
   // Whether some dim of the operand's block index combines several grid
   // axes (`(a * 16 + b) * 40 + c`): the coverage question the solver's
   // quantifiers can take minutes on.
@@ -2212,6 +2210,8 @@ private:
     return false;
   }
 
+  // Per cell (cover_cells): some block whose cell holds array elements and
+  // that no store containing the cell writes at any grid point.
   void not_covered(std::size_t op) {
     // Such a map is decided by evaluating every point instead, where the
     // contents of every prefetch table are given (open ones are quantified).
