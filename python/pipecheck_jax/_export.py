@@ -2736,7 +2736,8 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         if getattr(gm, "vmapped_dims", ()):
             raise UnsupportedError("a vmapped Mosaic GPU pallas_call: Pallas' Mosaic GPU "
                                    "lowering does not support it", loc, name)
-    elif not triton and (target in TPU_TARGETS or backend == "mosaic_tpu"):
+    mosaic_tpu = not triton and not mgpu and (target in TPU_TARGETS or backend == "mosaic_tpu")
+    if mosaic_tpu:
         # Mosaic TPU: its tiling rule and VMEM budget (block-tiling, sram-capacity). A call
         # that names no backend gets them only from an explicit target.
         lines.append((f"    target = {target if target in TPU_TARGETS else 'tpu_v5e'}", call_site))
@@ -2797,6 +2798,14 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                 raise UnsupportedError(f"operand '{nm}' in memory_space=ANY of a vmapped "
                                        "pallas_call: the kernel sees one batch element of it, "
                                        "which has no .pk form", loc, name)
+            if not mgpu and not bm.has_trivial_window():
+                # (the kernel would see a window of the array, which .pk's whole-array ANY
+                # operand cannot say; Mosaic GPU's own refusal is _mosaic_gpu_block's)
+                raise UnsupportedError(
+                    f"operand '{nm}': a memory_space=ANY BlockSpec with block "
+                    f"{_tuple(_block_dims(bm, nm, loc, name))} and its index map: "
+                    "Pallas does not window an ANY operand (its TPU lowering refuses it); "
+                    "give the BlockSpec no block shape (the whole array)", loc, name)
             text += "  memory_space=any"
             lines.append((text, call_site))
             any_operands[nm] = role
@@ -2816,7 +2825,12 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
             as_scratch.append((line + "  # a dropped output with a constant index map",
                                call_site))
             continue
-        text += f"  index={_tuple(gnames + pre_names)} -> {idx}" if grid else ""
+        if not grid and mosaic_tpu and not bm.has_trivial_window():
+            raise UnsupportedError(
+                f"operand '{nm}': a block {_tuple(dims)} at index {idx} in a pallas_call "
+                "without a grid: Pallas' TPU lowering refuses non-trivial windowing in a "
+                "grid-free pallas_call (NotImplementedError); give it grid=(1,)", loc, name)
+        text += f"  index={_tuple(gnames + pre_names)} -> {idx}"
         if "smem" in ms_name:
             text += "  memory_space=smem"
         text += _buffered(bm)

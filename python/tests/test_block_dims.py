@@ -266,3 +266,54 @@ def test_an_element_block_on_an_aliased_operand_is_unsupported_at_the_call_not_a
     assert "pl.Element block dim" in r.report() and "test_block_dims.py" in r.report(), r.report()
     with pytest.raises(pj.UnsupportedError, match="tile the array"):
         pj.export(f, x)
+
+
+def _grid_free(index_map, compiler_params=None, grid=None):
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0
+
+    def f(x):
+        extra = {} if grid is None else {"grid": grid}
+        return pl.pallas_call(
+            kernel, in_specs=[pl.BlockSpec((8, 128), index_map)],
+            out_specs=pl.BlockSpec((8, 128), lambda *_: (0, 0)),
+            out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+            compiler_params=compiler_params, **extra)(x)
+
+    return f
+
+
+def test_a_grid_free_window_off_block_zero_is_refused_on_a_tpu_as_mosaic_refuses_it():
+    # Pallas' TPU lowering raises NotImplementedError for a non-trivial window without a
+    # grid; the export used to drop the index map and call the kernel verified.
+    x = jnp.zeros((16, 128), jnp.float32)
+    f = _grid_free(lambda: (1, 0), pltpu.CompilerParams())
+    with pytest.raises(pj.UnsupportedError, match="grid-free pallas_call"):
+        pj.export(f, x)
+    assert pj.check(f, x).exit_code == 2
+
+
+def test_a_grid_free_index_map_is_exported_so_run_reads_the_block_interpret_reads():
+    # No backend named: the index map is kept (as `index=() -> (1, 0)`), not dropped.
+    x = jnp.arange(16 * 128, dtype=jnp.float32).reshape(16, 128)
+    f = _grid_free(lambda: (1, 0))
+    assert "index=() -> (1, 0)" in pj.export(f, x)
+    r = pj.run(f, x, reference=lambda x: x[8:] * 2.0)
+    assert r.ok, str(r)
+    # the same window with grid=(1,) is legal on a TPU
+    assert pj.check(_grid_free(lambda i: (1, 0), pltpu.CompilerParams(), grid=(1,)), x).verified
+
+
+def test_a_windowed_any_space_operand_is_unsupported_not_exported_as_the_whole_array():
+    def kernel(x_hbm, o_ref):
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+    def f(x):
+        return pl.pallas_call(
+            kernel, grid=(2,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0), memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32))(x)
+
+    with pytest.raises(pj.UnsupportedError, match="ANY operand"):
+        pj.export(f, jnp.zeros((16, 128), jnp.float32))
