@@ -1178,6 +1178,10 @@ std::optional<spec::KernelSpec> resolve_prefetch(const spec::KernelSpec &k, cons
     bad.status = RunStatus::fail;
     bad.loc = e.undefined_read->loc;
     bad.reason = spec::undefined_state_message(*e.undefined_read);
+  } else if (e.parallel_carry) {
+    bad.status = RunStatus::fail;
+    bad.loc = e.parallel_carry->loc;
+    bad.reason = e.unknown;
   } else {
     bad.reason = "cannot run '" + k.name + "': " + e.unknown;
   }

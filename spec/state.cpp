@@ -52,6 +52,13 @@ std::string undefined_state_message(const UndefinedStateRead &r) {
          "until the body stores one)";
 }
 
+std::string parallel_carry_message(const ParallelStateCarry &c) {
+  return "the SMEM state " + c.element + " is carried from grid point " + format_tuple(c.stored_at) +
+         " into grid point " + format_tuple(c.grid_point) + ", across axis " + std::to_string(c.axis) +
+         ", which is parallel: which steps one core runs, and in what order, is not fixed (mark it "
+         "arbitrary, or set the state anew where that axis's index changes)";
+}
+
 namespace {
 
 // One state array: an SMEM scratch or a written prefetch array.
@@ -413,12 +420,10 @@ private:
         // another core's.
         if (c.carried)
           for (std::size_t a = 0; a < parallel_.size(); ++a)
-            if (parallel_[a] && c.stored_at[a] != point_[a])
-              return fail("the SMEM state " + shown + " is carried from grid point " +
-                          format_tuple(c.stored_at) + " into grid point " + format_tuple(point_) +
-                          ", across axis " + std::to_string(a) +
-                          ", which is parallel: which steps one core runs, and in what order, is not fixed "
-                          "(mark it arbitrary, or set the state anew where that axis's index changes)");
+            if (parallel_[a] && c.stored_at[a] != point_[a]) {
+              r_.parallel_carry = ParallelStateCarry{at, shown, c.stored_at, point_, a};
+              return fail(parallel_carry_message(*r_.parallel_carry));
+            }
       }
     return std::all_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return reads(a, at); });
   }

@@ -54,6 +54,17 @@ struct UndefinedStateRead {
   std::vector<std::int64_t> grid_point; ///< the first step that reads it
 };
 
+/// A state element read at a grid step whose value was stored at a step on
+/// another index of a parallel axis: on a chip with several cores, the core
+/// that runs the read need not have run the store.
+struct ParallelStateCarry {
+  Loc loc;                              ///< the statement that reads it
+  std::string element;                  ///< "st[0]"
+  std::vector<std::int64_t> stored_at;  ///< the step that stored the value read
+  std::vector<std::int64_t> grid_point; ///< the step that reads it
+  std::size_t axis = 0;                 ///< the parallel axis the two differ on
+};
+
 /// The outcome of elaborate_state: the kernel without state, or why not.
 struct StateElaboration {
   std::optional<KernelSpec> kernel;
@@ -70,6 +81,10 @@ struct StateElaboration {
   /// then still given (an undefined entry value is whatever the table holds
   /// there), for `lower` to show; check reports the read, run fails at it.
   std::optional<UndefinedStateRead> undefined_read;
+  /// With `unknown` (the state is not tabulated past it): the first read of
+  /// a value carried across a parallel axis, which check reports as a
+  /// parallel-write-conflict and run fails at.
+  std::optional<ParallelStateCarry> parallel_carry;
   std::vector<Diagnostic> errors; ///< bad input (a subscript outside its array)
 };
 
@@ -90,5 +105,9 @@ StateElaboration elaborate(const KernelSpec &k, const PrefetchSpace &space, cons
 /// "st[0] is read at grid point (1, 0) before anything stores it ...": the
 /// sentence every command says for an undefined state read.
 std::string undefined_state_message(const UndefinedStateRead &);
+
+/// "the SMEM state st[0] is carried from grid point (0,) into (1,), across
+/// axis 0, which is parallel ...": the sentence for a ParallelStateCarry.
+std::string parallel_carry_message(const ParallelStateCarry &);
 
 } // namespace pipecheck::spec

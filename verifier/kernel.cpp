@@ -578,6 +578,21 @@ Verdict check_state(const spec::KernelSpec &k, const CheckOptions &o) {
     v.findings.push_back(std::move(f));
     return v;
   }
+  if (e.parallel_carry) {
+    // Each core keeps its own SMEM: the core that reads the value need not
+    // be the one that stored it, as for a scratch accumulated across a
+    // parallel axis.
+    Finding f;
+    f.rule = Rule::parallel_write_conflict;
+    f.loc = e.parallel_carry->loc;
+    f.message = spec::parallel_carry_message(*e.parallel_carry);
+    f.witness.items.push_back({"stored_at", e.parallel_carry->stored_at});
+    f.witness.items.push_back({"grid_point", e.parallel_carry->grid_point});
+    f.witness.items.push_back({"element", e.parallel_carry->element});
+    v.status = Status::violation;
+    v.findings.push_back(std::move(f));
+    return v;
+  }
   if (e.needs_contents) {
     // Only the array the state needs is enumerated; each of its contents is
     // then checked as given, the other arrays as they are (open ones by the

@@ -188,6 +188,10 @@ TEST(StateElaboration, StateCarriedAcrossAParallelAxisIsUnknownButAnAxisOfOneIsN
   auto r = elaborated(kernel(decls, body, "(2, 2)", "(i, j, f) -> (i, 0)"));
   EXPECT_FALSE(r.kernel);
   EXPECT_NE(r.unknown.find("across axis 0, which is parallel"), std::string::npos) << r.unknown;
+  ASSERT_TRUE(r.parallel_carry);
+  EXPECT_EQ(r.parallel_carry->stored_at, (std::vector<std::int64_t>{0, 1})); // the last store before it
+  EXPECT_EQ(r.parallel_carry->grid_point, (std::vector<std::int64_t>{1, 0}));
+  EXPECT_EQ(r.parallel_carry->element, "flag[0]");
   auto one = elaborated(kernel(decls, body, "(1, 2)", "(i, j, f) -> (i, 0)"));
   ASSERT_TRUE(one.kernel) << one.unknown;
 }

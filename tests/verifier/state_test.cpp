@@ -104,8 +104,17 @@ TEST(StateCheck, APrefetchedSlotIsCheckedWithEachContentsItsConstraintsAllow) {
   EXPECT_NE(w.findings.at(0).message.find("slot = [1]"), std::string::npos) << w.findings.at(0).message;
 }
 
-TEST(StateCheck, StateCarriedAlongAParallelAxisIsUnknownNotVerified) {
+TEST(StateCheck, StateCarriedAlongAParallelAxisIsAParallelWriteConflictWithBothSteps) {
+  // Each core has its own SMEM: the core that runs step 1 need not have run
+  // step 0, which stored the slot it reads (as a VMEM scratch carried there).
   auto v = check(ring(kScratch, kInit, kFlip, "(i) -> (i, 0)", "parallel"));
-  EXPECT_EQ(v.status, Status::unknown);
-  EXPECT_NE(v.reason.find("across axis 0, which is parallel"), std::string::npos) << v.reason;
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  ASSERT_EQ(v.findings.size(), 1u);
+  const auto &f = v.findings[0];
+  EXPECT_EQ(f.rule, Rule::parallel_write_conflict);
+  EXPECT_NE(f.message.find("across axis 0, which is parallel"), std::string::npos) << f.message;
+  ASSERT_NE(f.witness.get<std::vector<std::int64_t>>("stored_at"), nullptr);
+  EXPECT_EQ(*f.witness.get<std::vector<std::int64_t>>("stored_at"), (std::vector<std::int64_t>{0}));
+  ASSERT_NE(f.witness.get<std::vector<std::int64_t>>("grid_point"), nullptr);
+  EXPECT_EQ(*f.witness.get<std::vector<std::int64_t>>("grid_point"), (std::vector<std::int64_t>{1}));
 }
