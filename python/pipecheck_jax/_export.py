@@ -401,6 +401,26 @@ def _int_binary(name: str, a: _E, b: _E) -> _E | None:
     return None
 
 
+def _floor_call(e, ins) -> _E | None:
+    """jnp's integer `//` and `%` (a `jit` named floor_divide or remainder) on integer scalars:
+    .pk's `//` and `%`, which floor as they do, instead of the lax.div/rem and sign
+    corrections of their jaxprs, which nest once per level of a decode (`p // 72 // 8`) and
+    grew past a gigabyte in the checker. A remainder by a divisor that is not a nonzero
+    constant keeps its jaxpr (jnp takes x % 0 as 0)."""
+    fn = str(e.params.get("name", ""))
+    if fn not in ("floor_divide", "remainder") or len(ins) != 2 or len(e.outvars) != 1 or \
+            not all(isinstance(x, _E) and x.int for x in ins) or \
+            not np.issubdtype(e.outvars[0].aval.dtype, np.integer) or e.outvars[0].aval.shape:
+        return None
+    a, b = ins
+    d = _const(b)
+    if fn == "floor_divide":
+        return _E(f"({a.text} // {b.text})", int=True, nonneg=a.nonneg and b.nonneg)
+    if d is None or d == 0:
+        return None
+    return _E(f"({a.text} % {b.text})", int=True, nonneg=d > 0)
+
+
 # Compiler hints that return their operand (pl.multiple_of, Triton's max_contiguous).
 _HINTS = ("multiple_of", "max_contiguous")
 
@@ -549,6 +569,10 @@ def _index_map_parts(bm, names: list[str], what: str, loc, prefetch: tuple = (),
         for e in jx.eqns:
             ins = [read(a) for a in e.invars]
             sub = e.params.get("jaxpr") or e.params.get("call_jaxpr")
+            floor = _floor_call(e, ins) if e.primitive.name in ("pjit", "jit") else None
+            if floor is not None:
+                env[e.outvars[0]] = floor
+                continue
             if e.primitive.name in ("pjit", "jit", "custom_jvp_call", "closed_call") and sub is not None:
                 for v, c in zip(_inner(sub).constvars, _consts(sub)):
                     t, _, nn = _literal_text(c)
@@ -1172,6 +1196,9 @@ class _Body:
             if sub is None:
                 self.fail(f"'{name}' without a jaxpr", e)
             ins = [read(a) for a in e.invars]
+            floor = _floor_call(e, ins) if name in ("pjit", "jit") else None
+            if floor is not None:
+                return [floor]
             inner = _inner(sub)
             senv = {}
             for v, c in zip(inner.constvars, _consts(sub)):

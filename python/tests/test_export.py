@@ -291,6 +291,32 @@ def test_integer_div_and_rem_on_arrays_export_exactly_and_run_like_interpret():
     assert res.ok, res
 
 
+def test_jnp_floor_division_of_grid_indices_exports_as_floor_division_and_runs_like_interpret():
+    # A flattened grid decoded in levels with Python's // and %: jnp's floor_divide and
+    # remainder are .pk's // and %, not lax.div/rem with sign corrections, which nested
+    # once per level into kilobyte index maps that the checker took a gigabyte on.
+    def kernel(x_ref, o_ref):
+        p = pl.program_id(0)
+        o_ref[...] = x_ref[...] + ((p // 4) // 2 * 100 + (p // 4) % 2 * 10 + p % 4).astype(jnp.float32)
+
+    def dec(p):
+        return (p // 4) // 2, (p // 4) % 2
+
+    fn = lambda x: pl.pallas_call(
+        kernel, grid=(16,),
+        in_specs=[pl.BlockSpec((8, 128), lambda p: dec(p))],
+        out_specs=pl.BlockSpec((8, 128), lambda p: dec(p)),
+        out_shape=jax.ShapeDtypeStruct((16, 256), jnp.float32))(x)
+    x = jnp.zeros((16, 256), jnp.float32)
+    text = pj.export(fn, x)
+    assert "index=(i,) -> ((i // 4) // 2, (i // 4) % 2)" in text, text
+    assert "sign" not in text and "where" not in text, text
+    # the output block is revisited at consecutive steps (p % 4), each rewriting it: the last wins
+    want = jnp.repeat(jnp.repeat(jnp.array([[3, 13], [103, 113]], jnp.float32), 8, 0), 128, 1)
+    res = pj.run(fn, x, reference=lambda x: want)
+    assert res.ok, res
+
+
 def test_an_export_bug_is_an_unsupported_internal_error_never_a_crash_or_a_pass(monkeypatch):
     import pipecheck_jax._export as export
 
