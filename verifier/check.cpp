@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 namespace pipecheck::verifier {
 
@@ -20,6 +21,44 @@ bool cancelled() { return smt::interrupted(); }
 std::shared_ptr<rules::QueryCache> new_query_cache() { return std::make_shared<rules::QueryCache>(); }
 
 namespace {
+
+// Whether `e` divides by something other than a constant (a literal or a
+// param: a group-M swizzle's `p % min(n - f, 8)`), or divides anything but
+// one variable (a flattened grid decoded in levels, `(p // 72) // 8`; a ring
+// order's `(i + k) % 80`).
+bool divides_hard(const spec::Expr &e, const std::set<std::string> &params) {
+  using spec::Op;
+  if ((e.op == Op::FloorDiv || e.op == Op::Mod) && e.args.size() == 2) {
+    const spec::Expr &d = e.args[1], &x = e.args[0];
+    const bool constant = d.op == Op::Int || (d.op == Op::Name && params.count(d.name));
+    // (one variable divided, `i // 72`, `program_id(0) % 2`, the solver takes well)
+    const bool one = x.op == Op::Name || (x.op == Op::Call && x.name == "program_id");
+    if (!constant || !one) return true;
+  }
+  return std::any_of(e.args.begin(), e.args.end(),
+                     [&](const spec::Expr &a) { return divides_hard(a, params); });
+}
+
+// The solver's integer division terms make queries over such index maps and
+// guards slow (tens of seconds at 4608 points) or unsupported (a non-constant
+// divisor); evaluating every point is exact, so such a kernel is enumerated
+// on a larger grid, as one with given prefetch contents is.
+bool hard_divisions(const spec::KernelSpec &k) {
+  std::set<std::string> params;
+  for (const auto &p : k.params)
+    params.insert(p.name);
+  for (const auto &o : k.operands)
+    if (o.index_map)
+      for (const auto &r : o.index_map->results)
+        if (divides_hard(r, params)) return true;
+  bool hard = false;
+  spec::for_each_stmt(k.body, [&](const spec::Stmt &s) {
+    spec::for_each_expr(s, [&](const spec::Expr &e) { hard = hard || divides_hard(e, params); });
+  });
+  return hard;
+}
+
+constexpr std::int64_t kHardDivisionPoints = std::int64_t{1} << 16;
 
 Verdict spec_rules(const spec::KernelSpec &k, const CheckOptions &o, const spec::PrefetchSpace *open,
                    const spec::PrefetchContents *start) {
@@ -44,14 +83,18 @@ Verdict spec_rules(const spec::KernelSpec &k, const CheckOptions &o, const spec:
   // solver's queries (fuzz checks hundreds of such configurations a second).
   // Open prefetch contents are quantified by the solver.
   const std::int64_t points = built.model->num_points();
+  const std::int64_t enumerate_max = o.enumerate_max_points > 0 && points > o.enumerate_max_points &&
+                                             points <= kHardDivisionPoints && hard_divisions(k)
+                                         ? kHardDivisionPoints
+                                         : o.enumerate_max_points;
   // Open contents read only in copy addresses (a page table): the other
   // rules do not depend on them and are evaluated on a small grid too.
-  const bool addresses_only = open && points <= o.enumerate_max_points &&
-                              !rules::reads_open_contents_outside_copy_addresses(*built.model);
-  rules::RuleOutcome r = addresses_only ? rules::check_enumerated(*built.model, o.enumerate_max_points)
+  const bool addresses_only =
+      open && points <= enumerate_max && !rules::reads_open_contents_outside_copy_addresses(*built.model);
+  rules::RuleOutcome r = addresses_only ? rules::check_enumerated(*built.model, enumerate_max)
                          : open         ? rules::check_symbolic(*built.model, o.timeout_ms, *open, *start)
-                         : points <= o.enumerate_max_points
-                             ? rules::check_enumerated(*built.model, o.enumerate_max_points)
+                         : points <= enumerate_max
+                             ? rules::check_enumerated(*built.model, enumerate_max)
                              : rules::check_symbolic(*built.model, o.timeout_ms, o.query_cache.get());
   auto add = [&](const rules::RuleOutcome &a) {
     r.findings.insert(r.findings.end(), a.findings.begin(), a.findings.end());
