@@ -1170,7 +1170,7 @@ std::optional<spec::KernelSpec> resolve_prefetch(const spec::KernelSpec &k, cons
            spec::format_prefetch(*picked);
   // SMEM state (spec/state.hpp) runs as the same elaborated kernel that check proves.
   spec::StateElaboration e = spec::elaborate(k, space, params, *picked);
-  if (e.kernel && !e.undefined_read) return std::move(*e.kernel);
+  if (e.kernel && !e.undefined_read && !e.parallel_carry) return std::move(*e.kernel);
   if (!e.errors.empty()) {
     bad.loc = e.errors.front().loc;
     bad.reason = e.errors.front().message;
@@ -1181,7 +1181,7 @@ std::optional<spec::KernelSpec> resolve_prefetch(const spec::KernelSpec &k, cons
   } else if (e.parallel_carry) {
     bad.status = RunStatus::fail;
     bad.loc = e.parallel_carry->loc;
-    bad.reason = e.unknown;
+    bad.reason = spec::parallel_carry_message(*e.parallel_carry);
   } else {
     bad.reason = "cannot run '" + k.name + "': " + e.unknown;
   }

@@ -421,8 +421,12 @@ private:
         if (c.carried)
           for (std::size_t a = 0; a < parallel_.size(); ++a)
             if (parallel_[a] && c.stored_at[a] != point_[a]) {
-              r_.parallel_carry = ParallelStateCarry{at, shown, c.stored_at, point_, a};
-              return fail(parallel_carry_message(*r_.parallel_carry));
+              // The first is the finding; the run goes on with the value
+              // the grid's order carries, so that `lower` can still show
+              // the program.
+              if (!r_.parallel_carry)
+                r_.parallel_carry = ParallelStateCarry{at, shown, c.stored_at, point_, a};
+              break;
             }
       }
     return std::all_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return reads(a, at); });

@@ -81,9 +81,9 @@ struct StateElaboration {
   /// then still given (an undefined entry value is whatever the table holds
   /// there), for `lower` to show; check reports the read, run fails at it.
   std::optional<UndefinedStateRead> undefined_read;
-  /// With `unknown` (the state is not tabulated past it): the first read of
-  /// a value carried across a parallel axis, which check reports as a
-  /// parallel-write-conflict and run fails at.
+  /// The first read of a value carried across a parallel axis. `kernel` is
+  /// then still given (with the value the grid's order carries), for `lower`
+  /// to show; check reports it as a parallel-write-conflict, run fails at it.
   std::optional<ParallelStateCarry> parallel_carry;
   std::vector<Diagnostic> errors; ///< bad input (a subscript outside its array)
 };

@@ -559,7 +559,7 @@ bool every_open_array_is_an_address(const spec::KernelSpec &k, const spec::Prefe
 Verdict check_state(const spec::KernelSpec &k, const CheckOptions &o) {
   const spec::Env params = spec::param_env(k.params, o.overrides);
   spec::StateElaboration e = spec::elaborate_state(k, params);
-  if (e.kernel && !e.undefined_read) return check(*e.kernel, o);
+  if (e.kernel && !e.undefined_read && !e.parallel_carry) return check(*e.kernel, o);
   Verdict v;
   v.status = Status::unknown;
   if (!e.errors.empty()) {
