@@ -567,32 +567,28 @@ Verdict check_state(const spec::KernelSpec &k, const CheckOptions &o) {
     v.errors = std::move(e.errors);
     return v;
   }
-  if (e.undefined_read) {
+  // A state finding is the verdict: the kernel is not checked further.
+  const auto state_violation = [&](Rule rule, const spec::Loc &at, std::string message,
+                                   std::vector<WitnessItem> items) {
     Finding f;
-    f.rule = Rule::uninitialized_read;
-    f.loc = e.undefined_read->loc;
-    f.message = spec::undefined_state_message(*e.undefined_read);
-    f.witness.items.push_back({"grid_point", e.undefined_read->grid_point});
-    f.witness.items.push_back({"element", e.undefined_read->element});
+    f.rule = rule;
+    f.loc = at;
+    f.message = std::move(message);
+    f.witness.items = std::move(items);
     v.status = Status::violation;
     v.findings.push_back(std::move(f));
     return v;
-  }
-  if (e.parallel_carry) {
-    // Each core keeps its own SMEM: the core that reads the value need not
-    // be the one that stored it, as for a scratch accumulated across a
-    // parallel axis.
-    Finding f;
-    f.rule = Rule::parallel_write_conflict;
-    f.loc = e.parallel_carry->loc;
-    f.message = spec::parallel_carry_message(*e.parallel_carry);
-    f.witness.items.push_back({"stored_at", e.parallel_carry->stored_at});
-    f.witness.items.push_back({"grid_point", e.parallel_carry->grid_point});
-    f.witness.items.push_back({"element", e.parallel_carry->element});
-    v.status = Status::violation;
-    v.findings.push_back(std::move(f));
-    return v;
-  }
+  };
+  if (const auto &u = e.undefined_read)
+    return state_violation(Rule::uninitialized_read, u->loc, spec::undefined_state_message(*u),
+                           {{"grid_point", u->grid_point}, {"element", u->element}});
+  // Each core keeps its own SMEM: the core that reads the value need not be
+  // the one that stored it, as for a scratch accumulated across a parallel
+  // axis.
+  if (const auto &c = e.parallel_carry)
+    return state_violation(
+        Rule::parallel_write_conflict, c->loc, spec::parallel_carry_message(*c),
+        {{"stored_at", c->stored_at}, {"grid_point", c->grid_point}, {"element", c->element}});
   if (e.needs_contents) {
     // Only the array the state needs is enumerated; each of its contents is
     // then checked as given, the other arrays as they are (open ones by the
