@@ -2854,9 +2854,10 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
             continue
         if not grid and mosaic_tpu and not bm.has_trivial_window():
             raise UnsupportedError(
-                f"operand '{nm}': a block {_tuple(dims)} at index {idx} in a pallas_call "
-                "without a grid: Pallas' TPU lowering refuses non-trivial windowing in a "
-                "grid-free pallas_call (NotImplementedError); give it grid=(1,)", loc, name)
+                f"operand '{nm}': a block {_tuple(dims)} of its {_tuple(map(str, shape))} array at "
+                f"index {idx} in a pallas_call without a grid: Pallas' TPU lowering refuses any "
+                "window but the whole array at index 0 there (\"Non-trivial windowing is not "
+                "supported for grid-free pallas_call\"); give it grid=(1,)", loc, name)
         text += f"  index={_tuple(gnames + pre_names)} -> {idx}"
         if "smem" in ms_name:
             text += "  memory_space=smem"
