@@ -1,9 +1,13 @@
 #pragma once
 // The corpus files and how the corpus tests read and name them.
 
+#include "spec/eval.hpp"
+#include "spec/ir.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -29,6 +33,16 @@ inline std::string read(const std::filesystem::path &p) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+/// The grid points of a corpus kernel, from its grid and its params' values
+/// (also for a kernel that does not bind: a prefetch-indexed one); an extent
+/// without a value counts 1.
+inline std::int64_t grid_points(const spec::KernelSpec &k) {
+  std::int64_t points = 1;
+  for (const auto &g : k.grid ? *k.grid : std::vector<spec::Expr>{})
+    if (auto n = spec::eval_int(g, spec::param_env(k.params)); n && *n > 0) points *= *n;
+  return points;
 }
 
 /// A test name from a path: corpus/rules/slot-race.pk -> corpus_rules_slot_race_pk.

@@ -2,7 +2,6 @@
 // (verifier/kernel.cpp): findings on the kernel's own lines with grid points,
 // one finding per root cause, and never `verified` for what was not lowered.
 #include "reports/report.hpp"
-#include "spec/eval.hpp"
 #include "spec/lower.hpp"
 #include "spec/parse.hpp"
 #include "verifier/check.hpp"
@@ -291,10 +290,7 @@ TEST(KernelCheck, SmallGridsAreDecidedByEvaluationWithTheSolversFindingsAndWitne
       // but for index maps that divide more than one variable or by a
       // non-constant, which are enumerated: the solver took minutes on the
       // corpus' such kernels, and under ASan libz3 reported a leak there.)
-      std::int64_t points = 1;
-      for (const auto &g : k->grid ? *k->grid : std::vector<spec::Expr>{})
-        if (auto n = spec::eval_int(g, spec::param_env(k->params)); n && *n > 0) points *= *n;
-      if (points > 4096) continue;
+      if (testing_corpus::grid_points(*k) > 4096) continue;
       verifier::CheckOptions evaluated, solved;
       solved.enumerate_max_points = 0;
       auto a = verifier::check_spec_rules(*k, evaluated), b = verifier::check_spec_rules(*k, solved);
