@@ -11,9 +11,40 @@
 
 namespace pipecheck::spec {
 
-bool is_state_scratch(const Operand &o) {
-  return o.role == Role::scratch && o.memory_space == MemorySpace::smem && o.dtype == DType::i32 &&
-         o.sem == SemKind::none;
+std::set<std::string> state_scratches(const KernelSpec &k) {
+  std::set<std::string> state;
+  for (const auto &o : k.operands)
+    if (o.role == Role::scratch && o.memory_space == MemorySpace::smem && o.dtype == DType::i32 &&
+        o.sem == SemKind::none)
+      state.insert(o.name);
+  if (state.empty()) return state;
+  // What reads data: a ref of an operand that is not (yet) state, a local
+  // bound to data. Prefetch arrays, grid ids and loop variables are integers.
+  std::set<std::string> data_locals;
+  std::function<bool(const Expr &)> reads_data = [&](const Expr &e) {
+    if (e.op == Op::Ref && (data_locals.count(e.name) || (k.operand(e.name) && !state.count(e.name))))
+      return true;
+    if (e.op == Op::Name && data_locals.count(e.name)) return true;
+    return std::any_of(e.args.begin(), e.args.end(), reads_data);
+  };
+  // Until nothing changes: a state scratch given data makes its reads data.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for_each_stmt(k.body, [&](const Stmt &s) {
+      if (const auto *l = std::get_if<Let>(&s.kind)) {
+        if (!data_locals.count(l->name) && reads_data(l->value)) {
+          data_locals.insert(l->name);
+          changed = true;
+        }
+      } else if (const auto *a = std::get_if<Assign>(&s.kind)) {
+        if (state.count(a->target.name) && !a->discards() && reads_data(a->value)) {
+          state.erase(a->target.name);
+          changed = true;
+        }
+      }
+    });
+  }
+  return state;
 }
 
 namespace {
@@ -39,11 +70,7 @@ std::set<std::string> written_prefetches(const KernelSpec &k) {
   return out;
 }
 
-bool has_state(const KernelSpec &k) {
-  return std::any_of(k.operands.begin(), k.operands.end(),
-                     [](const Operand &o) { return is_state_scratch(o); }) ||
-         !written_prefetches(k).empty();
-}
+bool has_state(const KernelSpec &k) { return !state_scratches(k).empty() || !written_prefetches(k).empty(); }
 
 std::string undefined_state_message(const UndefinedStateRead &r) {
   return r.element + " is read at grid point " + format_tuple(r.grid_point) +
@@ -79,7 +106,7 @@ constexpr const char *kEntry = "state entry";
 class Elaborator {
 public:
   Elaborator(const KernelSpec &k, const Env &params, const PrefetchContents &contents)
-      : k_(k), params_(params), contents_(contents) {}
+      : k_(k), params_(params), contents_(contents), state_(state_scratches(k)) {}
 
   StateElaboration run() {
     if (!arrays() || !grid()) return std::move(r_);
@@ -116,6 +143,7 @@ private:
   const KernelSpec &k_;
   const Env &params_;
   const PrefetchContents &contents_;
+  const std::set<std::string> state_; ///< state_scratches(k_)
   StateElaboration r_;
   std::vector<StateArray> arrays_;
   std::vector<std::string> locals_;  ///< element k's local
@@ -142,7 +170,7 @@ private:
       return base;
     };
     for (const auto &o : k_.operands) {
-      if (!is_state_scratch(o)) continue;
+      if (!state_.count(o.name)) continue;
       StateArray a;
       a.name = o.name;
       for (const auto &d : o.shape) {
@@ -341,7 +369,7 @@ private:
         for (auto it = dropped.rbegin(); it != dropped.rend(); ++it)
           o.index_map->params.erase(o.index_map->params.begin() + static_cast<std::ptrdiff_t>(rank + *it));
     std::erase_if(out.prefetches, [&](const Prefetch &p) { return array(p.name) != nullptr; });
-    std::erase_if(out.operands, [](const Operand &o) { return is_state_scratch(o); });
+    std::erase_if(out.operands, [&](const Operand &o) { return state_.count(o.name) > 0; });
     Block prologue;
     Expr linear = Expr::integer(0, k_.body_loc);
     for (std::size_t a = 0; a < rank; ++a) {

@@ -4,7 +4,7 @@
 /// Two Pallas forms hold it, and both are state here:
 /// - an SMEM scratch of i32 (`scratch st: i32[2] memory_space=smem`,
 ///   pltpu.SMEM((2,), jnp.int32) in scratch_shapes), undefined at the first
-///   grid step;
+///   grid step, unless the body stores data into it (state_scratches);
 /// - a scalar-prefetch array the body stores into (upstream paged
 ///   attention's `buffer_index_ref[0] = next_buffer_index`), which starts
 ///   with the prefetched contents.
@@ -34,8 +34,13 @@
 
 namespace pipecheck::spec {
 
-/// An SMEM scratch of i32 scalars (state, not a block of data).
-bool is_state_scratch(const Operand &);
+/// The SMEM scratches of i32 scalars in `k` that hold state: each one that
+/// no store gives a value read from data (a block, a data scratch or a local
+/// computed from one, transitively). One that does (a count of nonzero
+/// elements, `c[0] = c[0] + sum(astype(x[...] > 0, i32))`) is a data
+/// scratch like an f32 one: its reads are tensor loads, never integers for a
+/// condition or a subscript.
+std::set<std::string> state_scratches(const KernelSpec &k);
 
 /// The prefetch arrays the kernel body stores into (state with an initial value).
 std::set<std::string> written_prefetches(const KernelSpec &);

@@ -595,7 +595,7 @@ TensorType weak_float() { return TensorType{DType::f32, true, {}}; }
 class Checker {
 public:
   Checker(const KernelSpec &k, const Env &overrides, ExprTypes *types)
-      : k_(k), params_(param_env(k.params, overrides)), types_(types) {
+      : k_(k), params_(param_env(k.params, overrides)), types_(types), state_(state_scratches(k)) {
     for (const auto &o : k.operands) {
       Window b;
       b.type.dtype = o.dtype;
@@ -665,6 +665,7 @@ private:
   std::map<std::string, Window> blocks_;
   std::vector<Diagnostic> errs_;
   ExprTypes *types_ = nullptr;
+  const std::set<std::string> state_; ///< state_scratches(k_)
 
   void error(Loc l, std::string msg) { errs_.push_back(Diagnostic{Severity::error, l, std::move(msg), {}}); }
 
@@ -685,7 +686,7 @@ private:
     case Op::Ref: { // a scalar load from a prefetch array or from SMEM state (spec/state.hpp)
       if (s.locals.count(e.name)) return false;
       const Operand *o = k_.operand(e.name);
-      const std::size_t rank = o && is_state_scratch(*o)   ? o->shape.size()
+      const std::size_t rank = o && state_.count(o->name)  ? o->shape.size()
                                : !o && k_.prefetch(e.name) ? k_.prefetch(e.name)->read_rank()
                                                            : 0;
       return rank != 0 && e.args.size() == rank &&
@@ -717,6 +718,18 @@ private:
     }
   }
 
+  // An i32 SMEM scratch `e` reads that is not state (state_scratches), or empty.
+  std::string data_scratch_read(const Expr &e) const {
+    if (e.op == Op::Ref)
+      if (const Operand *o = k_.operand(e.name); o && o->role == Role::scratch &&
+                                                 o->memory_space == MemorySpace::smem &&
+                                                 o->dtype == DType::i32 && !state_.count(o->name))
+        return o->name;
+    for (const auto &a : e.args)
+      if (auto d = data_scratch_read(a); !d.empty()) return d;
+    return {};
+  }
+
   // Why `e` cannot be used where an integer is needed, or empty.
   std::string not_int(const Expr &e, const Scope &s, const std::string &where) {
     if (is_int(e, s)) return {};
@@ -729,6 +742,10 @@ private:
       what += " is a mask expression (use 'and', 'or', 'not' on integers)";
     else
       what += " is not an integer expression";
+    if (const std::string d = data_scratch_read(e); !d.empty())
+      what += " ('" + d +
+              "' is an i32 SMEM scratch that a store gives data, a value read from a block, so "
+              "its reads are data, not integers)";
     return where + " must be an integer, but " + what;
   }
 
@@ -740,7 +757,7 @@ private:
   void stmt(const Stmt &st, Scope &s) {
     if (const auto *a = std::get_if<Assign>(&st.kind)) {
       const Operand *o = k_.operand(a->target.name);
-      if ((o && is_state_scratch(*o)) || (!o && k_.prefetch(a->target.name))) {
+      if ((o && state_.count(o->name)) || (!o && k_.prefetch(a->target.name))) {
         // SMEM state holds integer scalars: what is stored is an integer expression.
         for (const auto &sub : a->target.args)
           if (auto err = not_int(sub, s, "a subscript"); !err.empty()) error(sub.loc, err);

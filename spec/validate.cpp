@@ -181,7 +181,7 @@ public:
     for (const auto &a : e.args)
       int_expr_shape(a, scope, where);
     const Operand *o = k_ ? k_->operand(e.name) : nullptr;
-    if (in_kernel_body_ && ((o && is_state_scratch(*o)) || written_.count(e.name))) state_subscripts(e);
+    if (in_kernel_body_ && ((o && state_.count(o->name)) || written_.count(e.name))) state_subscripts(e);
   }
 
   // SMEM state (spec/state.hpp) names one element with constant subscripts.
@@ -417,11 +417,13 @@ public:
 
   // --------------------------------------------------------------- kernels
   const KernelSpec *k_ = nullptr;
+  std::set<std::string> state_;       // state_scratches(*k_)
   std::set<std::string> descriptors_; // DMA descriptors bound in the kernel body so far
   std::size_t grid_rank_ = 0;
 
   void kernel(const KernelSpec &k) {
     k_ = &k;
+    state_ = state_scratches(k);
     descriptors_.clear();
     std::set<std::string> names;
     check_params(k.params, names);
@@ -498,7 +500,7 @@ public:
     for (const auto &p : k.prefetches)
       prefetch_refs_[p.name] = p.read_rank();
     for (const auto &o : k.operands)
-      if (is_state_scratch(o)) prefetch_refs_[o.name] = o.shape.size();
+      if (state_.count(o.name)) prefetch_refs_[o.name] = o.shape.size();
     kernel_block(k.body, scope, 0);
     prefetch_refs_.clear();
     in_kernel_body_ = false;
@@ -784,7 +786,7 @@ public:
         error(r->loc, "'" + r->name + "' is a semaphore, not an array to copy");
         continue;
       }
-      if (const Operand *o = k_->operand(r->name); o && is_state_scratch(*o)) {
+      if (const Operand *o = k_->operand(r->name); o && state_.count(o->name)) {
         error(r->loc, "'" + r->name +
                           "' holds SMEM scalars (an i32 SMEM scratch): the body stores them with "
                           "'=' and reads them as integers; a DMA cannot copy it");
@@ -839,7 +841,7 @@ public:
         prefetch_read(r, k_->prefetch(r.name)->read_rank(), scope, "a body");
       return;
     }
-    if (o && is_state_scratch(*o)) {
+    if (o && state_.count(o->name)) {
       state_access(r, o->shape.size(), scope);
       return;
     }

@@ -46,6 +46,16 @@ class UnsupportedError(Exception):
         return f"{where}unsupported{what}: {self.message}"
 
 
+class _DataIntoSmem(Exception):
+    """A store of data (a value read from a block) into the int32 SMEM scratch `name`: it is a
+    data scratch, not SMEM state; the kernel is translated again with it so
+    (spec::state_scratches says the same of the exported .pk)."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
 class NotNative(UnsupportedError):
     """An emit_pipeline primitive (pltpu.emit_pipeline traced with JAX's
     jax_use_emit_pipeline_primitive) that `.pk`'s nested emit_pipeline cannot say: the caller
@@ -1132,6 +1142,8 @@ class _Body:
                     return [_E(f"{ref.name}{sub}", int=True)]
                 self.stored_state.add(ref.name)
                 val = read(e.invars[1])
+                if not ref.prefetch and isinstance(val, _E) and not val.int and (val.reads or val.sources):
+                    raise _DataIntoSmem(ref.name)
                 if not isinstance(val, _E) or not val.int:
                     self.fail(f"a write to the {what} '{ref.name}' of a value that is not an integer "
                               "expression has no .pk form (SMEM state holds integers computed from "
@@ -2890,7 +2902,18 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     for v in kj.constvars:
         raise UnsupportedError("a kernel that closes over array constants has no .pk form", loc, name)
 
+    data_smem: set = set()  # int32 SMEM scratches the body stores data into (_DataIntoSmem)
+
     def translate(stored: frozenset) -> _Body:
+        while True:
+            try:
+                return translate_once(stored)
+            except _DataIntoSmem as d:
+                if d.name in data_smem:
+                    raise
+                data_smem.add(d.name)
+
+    def translate_once(stored: frozenset) -> _Body:
         body = _Body(name, source)
         body.triton = triton
         body.user_axes = user_axes
@@ -2907,7 +2930,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
             inner = getattr(aval, "inner_aval", aval)
             nm = pre_names[k] if k < n_pre else names[k - n_pre]
             state = (k >= n_pre + n_in + n_out and "smem" in _memory_space_name(aval)
-                     and np.dtype(inner.dtype) == np.int32)
+                     and np.dtype(inner.dtype) == np.int32 and nm not in data_smem)
             table = tables[nm][0] if nm in tables else None
             shape = tuple(int(d) for d in inner.shape)
             if n_pre <= k < n_pre + n_in + n_out and gm.block_mappings[k - n_pre].transforms:

@@ -268,6 +268,56 @@ def test_an_smem_counter_runs_like_interpret_mode():
     np.testing.assert_array_equal(np.asarray(r.outputs[0]), want)
 
 
+def positive_count(init=True, branch_on_count=False):
+    # A compaction counter: the number of positive elements so far, in an int32 SMEM scratch.
+    def count_kernel(x_ref, o_ref, c_ref):
+        i = pl.program_id(0)
+        if init:
+            @pl.when(i == 0)
+            def _():
+                c_ref[0] = jnp.zeros((), jnp.int32)
+        n = jnp.sum((x_ref[...] > 0).astype(jnp.int32))
+        c_ref[0] = c_ref[0] + n
+        if branch_on_count:
+            @pl.when(c_ref[0] > 100)
+            def _():
+                o_ref[1] = i
+
+        @pl.when(i == pl.num_programs(0) - 1)
+        def _():
+            o_ref[0] = c_ref[0]
+            o_ref[1] = jnp.zeros((), jnp.int32)
+
+    def fn(x):
+        return pl.pallas_call(
+            count_kernel, grid=(4,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec(memory_space=pltpu.SMEM),
+            out_shape=jax.ShapeDtypeStruct((2,), jnp.int32),
+            scratch_shapes=[pltpu.SMEM((1,), jnp.int32)],
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)))(x)
+
+    return fn
+
+
+def test_an_int32_smem_scratch_the_body_stores_data_into_is_a_data_scratch_not_state():
+    x = np.random.default_rng(2).standard_normal((32, 128), np.float32)
+    text = pj.export(positive_count(), x)
+    assert "scratch c_ref: i32[1]  memory_space=smem" in text, text
+    assert "c_ref[0] += sum(cast(x_ref[...] > 0.0, i32))" in text, text
+    pj.assert_verified(positive_count(), x)
+    r = pj.run(positive_count(), x, reference=lambda x: jnp.stack([jnp.sum(x > 0), 0]).astype(jnp.int32))
+    assert r.ok, r
+    assert int(np.asarray(r.outputs[0])[0]) == int((x > 0).sum())
+    # Without the init, the first step adds to what nothing stored.
+    bad = pj.check(positive_count(init=False), x)
+    assert [f.rule for f in bad.findings] == ["uninitialized-accumulator"], bad.report()
+    # A condition on the count depends on the data: no .pk form.
+    r = pj.check(positive_count(branch_on_count=True), x)
+    assert r.verdicts == {"count_kernel": "unsupported"}, r.report()
+    assert "a condition computed from array data" in str(r.unsupported[0]), r.report()
+
+
 def test_prefetch_contents_computed_from_constants_inside_jit_are_known_at_export():
     # The table is a constant of the traced function, passed through a jit and computed on
     # (reversed, offset) before the pallas_call gets it, as splash attention's mask info is.

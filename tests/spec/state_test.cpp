@@ -311,9 +311,10 @@ TEST(StateValidation, StateIsReadAndStoredOneElementAtATimeWithConstantSubscript
                 kernel(decl, "        for t in range(2):\n            st[t] = t\n        o[...] = x[...]\n")),
             "8:16: a subscript of SMEM state 'st' must be a constant of literals and params, not 't' (each "
             "element is a scalar the checker follows across grid steps)");
-  // A store is an integer expression.
-  EXPECT_EQ(first_error(kernel(decl, "        st[0] = x[0, 0]\n        o[...] = x[...]\n")),
-            "7:17: a value stored into SMEM state 'st' must be an integer, but 'x[0, 0]' is a block load");
+  // A store of state is an integer expression (a store of data makes a data scratch, below).
+  EXPECT_EQ(first_error(kernel(decl, "        st[0] = 1.5\n        o[...] = x[...]\n")),
+            "7:17: a value stored into SMEM state 'st' must be an integer, but '1.5' is not an integer "
+            "expression");
   // A condition may read it.
   EXPECT_EQ(
       first_error(kernel(decl, "        st[0] = 1\n        when st[0] == 1:\n            o[...] = x[...]\n")),
@@ -347,4 +348,33 @@ TEST(StateElaboration, StateInAnEmitPipelineBodyIsALocatedNotSupported) {
   ASSERT_FALSE(r.errors.empty());
   EXPECT_EQ(r.errors[0].loc.line, 8);
   EXPECT_EQ(r.errors[0].message, "not supported: SMEM state ('st') in an emit_pipeline's body or specs");
+}
+
+TEST(StateScratches, AnI32SmemScratchThatAStoreGivesDataIsADataScratchAndSoIsOneCopiedFromIt) {
+  const std::string decls = "    scratch c: i32[1] memory_space=smem\n"
+                            "    scratch d: i32[1] memory_space=smem\n"
+                            "    scratch st: i32[1] memory_space=smem\n";
+  // A count of positive elements: through a local, then copied into d; st counts steps.
+  KernelSpec k = kernel_ok(kernel(decls, "        when program_id(0) == 0:\n"
+                                         "            c[0] = 0\n"
+                                         "            st[0] = 0\n"
+                                         "        n = sum(cast(x[...] > 0.0, i32))\n"
+                                         "        c[0] += n\n"
+                                         "        d[0] = c[0]\n"
+                                         "        st[0] = st[0] + 1\n"
+                                         "        o[...] = x[...]\n"));
+  EXPECT_EQ(state_scratches(k), std::set<std::string>{"st"});
+  // Its reads are data: no condition or subscript.
+  EXPECT_EQ(first_error(kernel(decls, "        c[0] = sum(cast(x[...] > 0.0, i32))\n"
+                                      "        when c[0] > 3:\n"
+                                      "            o[...] = x[...]\n")),
+            "10:19: a 'when' condition must be an integer, but 'c[0] > 3' is not an integer expression "
+            "('c' is an i32 SMEM scratch that a store gives data, a value read from a block, so its reads "
+            "are data, not integers)");
+  // Elaboration leaves it as it is and follows st alone.
+  auto r = elaborate_state(k, param_env(k.params));
+  ASSERT_TRUE(r.kernel) << r.unknown;
+  EXPECT_NE(r.kernel->operand("c"), nullptr);
+  EXPECT_NE(r.kernel->operand("d"), nullptr);
+  EXPECT_EQ(r.kernel->operand("st"), nullptr);
 }
