@@ -112,13 +112,27 @@ public:
                                  std::to_string(max_) + " it is decided on");
           break;
         }
+      for (std::size_t i = 0; i < m_.operands.size(); ++i)
+        if (resets_matter(i))
+          if (auto inner = chain_inside(i)) {
+            out_.unknown.push_back("accumulator-carried (a read of '" + m_.operands[i].name +
+                                   "' that may take another chain's value: an init guard names axis " +
+                                   std::to_string(inner->first) + " and not axis " +
+                                   std::to_string(inner->second) + ", which runs inside it): the grid has " +
+                                   std::to_string(m_.num_points()) + " points, more than the " +
+                                   std::to_string(max_) + " it is decided on");
+            break;
+          }
       return std::move(out_);
     }
     points();
     if (!precompute()) return std::move(out_);
     for (std::size_t i = 0; i < m_.operands.size(); ++i) {
       if (visits_matter(i)) empty_visits(i);
-      if (resets_matter(i)) superseded_resets(i);
+      if (resets_matter(i)) {
+        superseded_resets(i);
+        crossed_chains(i);
+      }
     }
     finalize(out_.findings);
     return std::move(out_);
@@ -888,6 +902,29 @@ private:
     return m_.operands[op].role == spec::Role::scratch && !m_.operands[op].acc &&
            !empty_visit_candidates(op).empty() && !written_everywhere(op, false);
   }
+  // Where crossed_chains may find something, by the init guards alone: an
+  // axis a some guard names and an axis b > a (longer than 1) it does not,
+  // (a, b); nullopt when none (an init on the innermost reduction axis).
+  std::optional<std::pair<std::size_t, std::size_t>> chain_inside(std::size_t op) const {
+    for (std::size_t i : scratch_use(m_, op).inits) {
+      std::vector<bool> named(m_.grid.size(), false);
+      for (const auto &g : m_.effects[i].guards)
+        mark_axes(g, named);
+      for (std::size_t a = 0; a < named.size(); ++a)
+        for (std::size_t b = a + 1; named[a] && b < named.size(); ++b)
+          if (!named[b] && m_.grid[b] > 1) return std::make_pair(a, b);
+    }
+    return std::nullopt;
+  }
+  static void mark_axes(const spec::Expr &e, std::vector<bool> &named) {
+    if (e.op == spec::Op::Call && e.name == "program_id" && e.args.size() == 1 &&
+        e.args[0].op == spec::Op::Int && e.args[0].int_value >= 0 &&
+        static_cast<std::size_t>(e.args[0].int_value) < named.size())
+      named[static_cast<std::size_t>(e.args[0].int_value)] = true;
+    for (const auto &a : e.args)
+      mark_axes(a, named);
+  }
+
   bool resets_matter(std::size_t op) const {
     return m_.operands[op].role == spec::Role::scratch && !m_.operands[op].acc &&
            !scratch_use(m_, op).inits.empty() && !carried_uses(m_, op).empty() &&
@@ -1015,6 +1052,71 @@ private:
           if (blk_[c.output][t] == blk_[c.output][q] && init_at(t, false)) w0 = t;
         if (!w0) continue;
         out_.findings.push_back(superseded_reset_finding(m_, op, c, pts_[*w0], pts_[*w], pts_[q]));
+        break;
+      }
+    }
+  }
+
+  // accumulator-carried, chains crossed: the scratch's inits fire at points
+  // that differ on some axes (the chain axes: a scan reset at `i == 0` on
+  // grid (i, j) fires at (0, j) for every j, one running value per j), and
+  // a read at q, with no init before it at q, takes what a point p of
+  // another chain stored last, after an init of q's own chain: the chains
+  // share the scratch, and a chain axis runs inside the axis the value is
+  // carried along. (Banked, `c[program_id(1)]`, each read meets its own
+  // chain's stores.) One init point, or inits that differ on every axis,
+  // make no chains.
+  void crossed_chains(std::size_t op) {
+    const ScratchUse u = scratch_use(m_, op);
+    const std::size_t n = pts_.size();
+    auto init_fires = [&](std::size_t t) {
+      return std::any_of(u.inits.begin(), u.inits.end(), [&](std::size_t i) { return fires_[i][t] != 0; });
+    };
+    std::optional<std::size_t> first;
+    std::vector<bool> chain(m_.grid.size(), false);
+    for (std::size_t t = 0; t < n; ++t)
+      if (init_fires(t)) {
+        if (!first) first = t;
+        for (std::size_t d = 0; d < chain.size(); ++d)
+          chain[d] = chain[d] || pts_[t][d] != pts_[*first][d];
+      }
+    if (std::none_of(chain.begin(), chain.end(), [](bool b) { return b; }) ||
+        std::all_of(chain.begin(), chain.end(), [](bool b) { return b; }))
+      return;
+    auto same_chain = [&](std::size_t a, std::size_t b) {
+      for (std::size_t d = 0; d < chain.size(); ++d)
+        if (chain[d] && pts_[a][d] != pts_[b][d]) return false;
+      return true;
+    };
+    std::vector<std::size_t> writes = u.inits;
+    writes.insert(writes.end(), u.accumulates.begin(), u.accumulates.end());
+    for (const CarriedUse &c : carried_uses(m_, op)) {
+      const Effect &rd = m_.effects[c.consume];
+      for (std::size_t q = 0; q < n; ++q) {
+        if (!fires_[c.store][q] || !fires_[c.consume][q]) continue;
+        const Box rb = box_or_whole(rd, q);
+        // The last write before the read of what it takes, at p (at q: before the read).
+        std::optional<std::size_t> p;
+        bool by_init = false;
+        for (std::size_t t = q + 1; t-- > cta_first_[q] && !p;) {
+          int order = -1;
+          for (std::size_t e : writes)
+            if (fires_[e][t] && (t < q || m_.effects[e].order < rd.order) && m_.effects[e].order > order &&
+                overlaps(box_or_whole(m_.effects[e], t), rb)) {
+              order = m_.effects[e].order;
+              by_init = std::find(u.inits.begin(), u.inits.end(), e) != u.inits.end();
+              p = t;
+            }
+        }
+        if (!p || *p == q || by_init || same_chain(*p, q)) continue;
+        // q's own chain was initialized before p stored.
+        std::optional<std::size_t> own;
+        for (std::size_t t = *p; t-- > cta_first_[q] && !own;)
+          if (same_chain(t, q))
+            for (std::size_t i : u.inits)
+              if (fires_[i][t] && overlaps(box_or_whole(m_.effects[i], t), rb)) own = t;
+        if (!own) continue;
+        out_.findings.push_back(crossed_chain_finding(m_, op, c, pts_[*own], pts_[*p], pts_[q], chain));
         break;
       }
     }

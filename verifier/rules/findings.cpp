@@ -1123,6 +1123,39 @@ Finding superseded_reset_finding(const KernelModel &m, std::size_t op, const Car
   return f;
 }
 
+Finding crossed_chain_finding(const KernelModel &m, std::size_t op, const CarriedUse &use, const Point &own,
+                              const Point &other, const Point &read, const std::vector<bool> &chain) {
+  const auto &acc = m.operands[op];
+  const Effect &rd = m.effects[use.consume];
+  std::string axes, inner;
+  std::size_t last_fixed = 0;
+  for (std::size_t d = 0; d < chain.size(); ++d)
+    if (!chain[d] && m.grid[d] > 1) last_fixed = d;
+  for (std::size_t d = 0; d < chain.size(); ++d)
+    if (chain[d]) {
+      axes += (axes.empty() ? "" : ", ") + std::to_string(d);
+      if (d > last_fixed && other[d] != read[d]) inner = std::to_string(d);
+    }
+  const bool one = axes.find(',') == std::string::npos;
+  Finding f =
+      make(Rule::accumulator_carried, rd.loc,
+           "reads scratch '" + acc.name + "' at grid point " + format_tuple(read) + ", where it holds what " +
+               "grid point " + format_tuple(other) + " stored: its init fires once per index of axis" +
+               (one ? " " : "es ") + axes + " (at " + format_tuple(own) +
+               " for this one), one running value each, but they share one scratch" +
+               (inner.empty() ? "" : " and axis " + inner + " runs inside the axis it is carried along") +
+               "; keep one per index (index the scratch by program_id), or make " +
+               (one ? "that axis the outer one" : "those axes the outer ones"));
+  f.witness.items.push_back({"operand", acc.name});
+  f.witness.items.push_back({"initialized", own});
+  f.witness.items.push_back({"stored", other});
+  f.witness.items.push_back({"read", read});
+  f.notes.push_back(note(acc.loc, "'" + acc.name + "' was initialized at grid point " + format_tuple(own) +
+                                      " and then stored at grid point " + format_tuple(other) +
+                                      ", of another chain, before this read"));
+  return f;
+}
+
 std::vector<CarriedUse> carried_and_indirect_uses(const KernelModel &m, std::size_t op) {
   std::vector<CarriedUse> out = carried_uses(m, op);
   const ScratchUse u = scratch_use(m, op);

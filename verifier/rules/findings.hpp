@@ -200,6 +200,12 @@ Finding empty_visit_finding(const KernelModel &, std::size_t op, const CarriedUs
 /// superseded by another block's (at `other`) before it stored.
 Finding superseded_reset_finding(const KernelModel &, std::size_t op, const CarriedUse &use, const Point &own,
                                  const Point &other, const Point &stored);
+/// accumulator-carried where the scratch's inits start one chain per index
+/// of the chain axes (`chain`) and the read at `read` takes what `other`, a
+/// point of another chain, stored, after `own` initialized its own chain:
+/// the chains share the scratch.
+Finding crossed_chain_finding(const KernelModel &, std::size_t op, const CarriedUse &use, const Point &own,
+                              const Point &other, const Point &read, const std::vector<bool> &chain);
 std::vector<CarriedUse> carried_and_indirect_uses(const KernelModel &, std::size_t op);
 /// Whether carried use `c` adds the scratch into the output (`o[...] +=
 /// acc[...]`, or a store that holds a read of its own block), the scratch's

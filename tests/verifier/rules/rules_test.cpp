@@ -1656,6 +1656,60 @@ TEST(AccumulatorCarried, AnEmptyRowIsDecidedOnGridsPastTheEnumeratorsLimitAndUnk
   EXPECT_NE(v.reason.find("accumulator-carried (a visit that stores 'acc'"), std::string::npos) << v.reason;
 }
 
+// A cumulative sum down row tiles (axis 0) of each column tile (axis 1),
+// the carry reset at i == 0: one carry for every column tile (`c[...]`), or
+// one per column tile (`c[ds(program_id(1), 1), :]`, banked).
+std::string column_scan_kernel(int rows, int cols, bool banked) {
+  const std::string c = banked ? "c[ds(program_id(1), 1), :]" : "c[...]";
+  return "kernel scan:\n"
+         "    grid = (" +
+         std::to_string(rows) + ", " + std::to_string(cols) +
+         ")\n"
+         "    dimension_semantics = (arbitrary, arbitrary)\n"
+         "    in  x: f32[" +
+         std::to_string(8 * rows) + ", " + std::to_string(128 * cols) +
+         "]  block=(8, 128)  index=(i, j) -> (i, j)\n"
+         "    out o: f32[" +
+         std::to_string(8 * rows) + ", " + std::to_string(128 * cols) +
+         "]  block=(8, 128)  index=(i, j) -> (i, j)\n"
+         "    scratch c: f32[" +
+         std::to_string(banked ? cols : 1) +
+         ", 128]\n"
+         "    body:\n"
+         "        when program_id(0) == 0:\n"
+         "            " +
+         c +
+         " = zeros\n"
+         "        v = cumsum(x[...], axis=0) + " +
+         c +
+         "\n"
+         "        o[...] = v\n"
+         "        " +
+         c + " = v[7:8, :]\n";
+}
+
+TEST(AccumulatorCarried, ACarryResetPerColumnTileButSharedByThemTakesTheLastColumnsValue) {
+  // 64 x 128 points: past the 4096 the enumerator runs the other rules on.
+  for (int cols : {2, 128}) {
+    auto v = check_text(column_scan_kernel(64, cols, false), "scan");
+    ASSERT_EQ(v.status, Status::violation) << v.reason;
+    EXPECT_EQ(marks(v), (Marks{{verifier::Rule::accumulator_carried, 10}}));
+    const auto &f = v.findings.at(0);
+    EXPECT_EQ(point_item(f, "initialized"), (std::vector<std::int64_t>{0, 0}));
+    EXPECT_EQ(point_item(f, "stored"), (std::vector<std::int64_t>{0, cols - 1}));
+    EXPECT_EQ(point_item(f, "read"), (std::vector<std::int64_t>{1, 0}));
+    EXPECT_NE(f.message.find("once per index of axis 1"), std::string::npos) << f.message;
+    EXPECT_EQ(check_text(column_scan_kernel(64, cols, true), "scan").status, Status::verified);
+  }
+  // One column tile, or the reset once for the whole grid (a running total): no chains.
+  EXPECT_EQ(check_text(column_scan_kernel(64, 1, false), "scan").status, Status::verified);
+  // 512 x 256 points: past the 65536 it is decided on.
+  auto big = check_text(column_scan_kernel(512, 256, false), "scan");
+  EXPECT_NE(big.status, Status::verified);
+  EXPECT_NE(big.reason.find("a read of 'c' that may take another chain's value"), std::string::npos)
+      << big.reason;
+}
+
 TEST(AccumulatorCarried, ASingleInitForTheWholeGridIsATotalEveryBlockMayStore) {
   // Only grid point (0, 0) initializes, and only row 0 accumulates: every row
   // stores the same total (a broadcast, or a scan with empty rows).
