@@ -1112,6 +1112,9 @@ class _Body:
         return v
 
     def eqn(self, e, read, env, indent, src):
+        if e.primitive.name == "add_any":
+            # autodiff's sum of tangents (jax.grad in a body, a jax.jvp'd kernel) is an add
+            e = e.replace(primitive=jax.lax.add_p)
         name = e.primitive.name
         p = e.params
         if name in ("get", "swap", "addupdate"):

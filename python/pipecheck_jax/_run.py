@@ -318,6 +318,10 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float = 1e
                 # jax 0.10's discharge of a plgpu.wgmma through a ref view (`a_ref.at[:, ds]`):
                 # its read effect names a ref the discharged jaxpr lacks; JAX's own failure.
                 text = f"interpret mode failed inside JAX: {text}"
+            elif isinstance(err, NotImplementedError):
+                # (jax 0.10's discharge of a masked Triton row gather, `load(x_ref.at[rows],
+                # mask=m)`, raises one with no message): what interpret mode lacks
+                text = "interpret mode does not implement it" + (f": {text}" if text else "")
             elif "unsupported" not in text.lower() and "not supported" not in text.lower():
                 raise  # not a construct interpret mode lacks: JAX's own verdict on the kernel
             interpret_error = f"{type(err).__name__}: {text}"

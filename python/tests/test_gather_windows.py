@@ -197,3 +197,25 @@ def test_a_masked_ds_window_past_the_end_is_padded_like_a_gather_window_and_veri
     # Unmasked, the window past the end is out of bounds (no padding asked for).
     r = pj.check(chunked_total(False), x)
     assert r.exit_code == 1 and {f.rule for f in r.findings} == {"index-out-of-bounds"}, r.report()
+
+
+def test_a_row_gather_interpret_mode_cannot_discharge_is_compared_with_the_reference_alone():
+    # jax 0.10's interpret mode raises a bare NotImplementedError on a masked row gather
+    R, C, RB = 50, 64, 16
+
+    def half_rows_kernel(x_ref, o_ref):
+        rows = pl.program_id(0) * RB + jnp.arange(RB)
+        m = (rows < R)[:, None]
+        plgpu.store(o_ref.at[rows], plgpu.load(x_ref.at[rows], mask=m, other=0.0) * 0.5, mask=m)
+
+    def f(x):
+        return pl.pallas_call(
+            half_rows_kernel, grid=(4,), in_specs=[pl.BlockSpec((R, C), lambda i: (0, 0))],
+            out_specs=pl.BlockSpec((R, C), lambda i: (0, 0)),
+            out_shape=jax.ShapeDtypeStruct((R, C), jnp.float32),
+            compiler_params=plgpu.CompilerParams(num_warps=4))(x)
+
+    x = jax.random.normal(jax.random.PRNGKey(0), (R, C), jnp.float32)
+    pj.assert_verified(f, x)
+    r = pj.run(f, x, reference=lambda x: x * 0.5)
+    assert r.ok and r.interpret_error == "NotImplementedError: interpret mode does not implement it", r

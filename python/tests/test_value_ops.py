@@ -281,3 +281,29 @@ def test_integer_division_and_remainder_truncate_as_lax_at_the_dtypes_minimum():
     f = rowwise(body, out_dtype=jnp.int32, in_dtype=jnp.int8, n_in=2)
     run = pj.run(f, x, d, reference=per_block(body, 2))
     assert run.ok, run
+
+
+def test_autodiffs_add_any_in_a_body_or_a_jvpd_kernel_exports_as_an_add_that_runs():
+    def dact_kernel(x_ref, o_ref):
+        # d/dv (v * tanh(v)) has two terms, which jax.grad sums with add_any
+        o_ref[...] = jax.vmap(jax.vmap(jax.grad(lambda v: v * jnp.tanh(v))))(x_ref[...])
+
+    def square_kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * x_ref[...]
+
+    def call(kernel, x):
+        spec = pl.BlockSpec((64, 128), lambda i: (i, 0))
+        return pl.pallas_call(kernel, grid=(2,), in_specs=[spec], out_specs=spec,
+                              out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+    x = jax.random.normal(jax.random.PRNGKey(0), (128, 128), jnp.float32)
+    text = pj.export(functools.partial(call, dact_kernel), x)
+    assert "add_any" not in text, text
+    r = pj.run(functools.partial(call, dact_kernel), x,
+               reference=lambda x: jnp.tanh(x) + x * (1 - jnp.tanh(x) ** 2))
+    assert r.ok, r
+    # jax.jvp of a pallas_call makes a kernel that sums the two tangent products
+    jvp = jax.jit(lambda x, t: jax.jvp(functools.partial(call, square_kernel), (x,), (t,)))
+    assert "add_any" not in pj.export(jvp, x, x)
+    r = pj.run(jvp, x, x, reference=lambda x, t: (x * x, 2 * x * t))
+    assert r.ok, r
