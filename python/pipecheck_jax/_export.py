@@ -1398,14 +1398,16 @@ class _Body:
             if mask is None:
                 return [_E(target, reads=frozenset([ref.name]), load=(ref.name, sub), src=src,
                            shape=aval.shape, dtype=aval.dtype)]
-            if other is None:
-                return [self.masked_load_undefined(e, ref, target, mask, aval, indent, src)]
             if self.triton:
                 self.pad_masked_windows(ref, transforms)
+            if other is None:
+                return [self.masked_load_undefined(e, ref, target, mask, aval, indent, src)]
             reads = frozenset([ref.name]) | mask.reads | other.reads
             return [_E(f"where({_strip(mask.text)}, {target}, {_strip(other.text)})", reads=reads,
                        src=src, shape=aval.shape, dtype=aval.dtype)]
         val, mask = args[2], args[3]
+        if self.triton and mask is not None:
+            self.pad_masked_windows(ref, transforms)  # (a masked-off lane stores nothing)
         used = bool(e.outvars) and self.uses.get(e.outvars[0], 0) > 0
         if used and mask is not None and not val.name and not _atomic(val.text):
             val.pending = True  # the old value reads it too: one read, at its place
@@ -1426,9 +1428,9 @@ class _Body:
         return [old]
 
     def pad_masked_windows(self, ref: _Ref, transforms) -> None:
-        """A Triton masked load through `pl.ds(start, n)` windows (`x_ref.at[pl.ds(k * 64,
-        64)]`, mask=cols < n): its masked-off lanes touch no memory, so its last window may pass
-        the ref's end. Its block is padded as a gather window's is (_pad_for_gathers): what a
+        """A Triton masked load or store through `pl.ds(start, n)` windows (`x_ref.at[pl.ds(k *
+        64, 64)]`, mask=cols < n): its masked-off lanes touch no memory, so its last window may
+        pass the ref's end. Its block is padded as a gather window's is (_pad_for_gathers): what a
         lane reads there is padding, which the mask keeps out."""
         if len(transforms) != 1 or type(transforms[0]).__name__ != "NDIndexer":
             return

@@ -199,6 +199,33 @@ def test_a_masked_ds_window_past_the_end_is_padded_like_a_gather_window_and_veri
     assert r.exit_code == 1 and {f.rule for f in r.findings} == {"index-out-of-bounds"}, r.report()
 
 
+def ds_tail_store(slack):
+    # 1000 elements in pl.ds windows of 128: the last store's lanes past `1000 + slack` masked off.
+    def tail_kernel(x_ref, o_ref):
+        i = pl.program_id(0)
+        cols = i * 128 + jnp.arange(128)
+        v = plgpu.load(x_ref.at[pl.ds(i * 128, 128)], mask=cols < 1000, other=0.0)
+        plgpu.store(o_ref.at[pl.ds(i * 128, 128)], v * 3.0, mask=cols < 1000 + slack)
+
+    def fn(x):
+        return pl.pallas_call(
+            tail_kernel, grid=(8,), in_specs=[pl.BlockSpec((1000,), lambda i: (0,))],
+            out_specs=pl.BlockSpec((1000,), lambda i: (0,)),
+            out_shape=jax.ShapeDtypeStruct((1000,), jnp.float32),
+            compiler_params=plgpu.CompilerParams(num_warps=4))(x)
+    return fn
+
+
+def test_a_masked_ds_store_past_the_end_is_padded_too_and_out_of_bounds_where_its_mask_lets_it():
+    x = jax.random.normal(jax.random.PRNGKey(0), (1000,), jnp.float32)
+    assert "out o_ref: f32[1000]  block=(1024,)" in pj.export(ds_tail_store(0), x)
+    pj.assert_verified(ds_tail_store(0), x)
+    assert pj.run(ds_tail_store(0), x, reference=lambda x: x * 3.0).ok
+    r = pj.check(ds_tail_store(8), x)
+    assert [f.rule for f in r.findings] == ["index-out-of-bounds"], r.report()
+    assert "element (1000,) of 'o_ref'" in r.findings[0].message, r.report()
+
+
 def test_a_row_gather_interpret_mode_cannot_discharge_is_compared_with_the_reference_alone():
     # jax 0.10's interpret mode raises a bare NotImplementedError on a masked row gather
     R, C, RB = 50, 64, 16
