@@ -1567,17 +1567,40 @@ std::optional<std::string> element_pass_too_large(const KernelModel &m, std::siz
   for (auto sem : m.semantics)
     parallel = parallel || (sem == spec::DimSemantics::parallel && !m.triton);
   const std::int64_t kMaxPoints = parallel ? 4096 : 65536, kMaxElements = std::int64_t{1} << 22;
-  std::int64_t work = points;
+  std::int64_t block = 1;
   for (auto b : o.block)
-    work = spec::saturating_mul(work, b);
+    block = spec::saturating_mul(block, b);
+  // Per point, a Triton program's work is what its effects touch (a whole-array
+  // block is one visit, written back once): their boxes at the first point,
+  // which a window's static size keeps at every point.
+  std::int64_t per_point = block;
+  if (m.triton && points > 0) {
+    const Point p0 = spec::grid_point(m.grid, m.cta_axes, 0);
+    std::int64_t touched = 0;
+    for (const auto &e : m.effects) {
+      if (e.operand != op || e.box.size() != o.shape.size()) continue;
+      const auto box = box_at(m, e, p0);
+      if (!box) {
+        touched = block;
+        break;
+      }
+      std::int64_t n = 1;
+      for (const auto &[lo, hi] : *box)
+        n = spec::saturating_mul(n, std::max<std::int64_t>(hi - lo, 0));
+      touched = spec::saturating_add(touched, n);
+    }
+    per_point = std::min(block, touched);
+  }
+  const std::int64_t work = spec::saturating_add(spec::saturating_mul(points, per_point), total);
   constexpr std::int64_t kMaxWork = std::int64_t{1} << 27;
   if (points > kMaxPoints || total > kMaxElements || work > kMaxWork)
     return "output '" + o.name + "' " + kinds +
            ": its coverage and parallel writes are decided by evaluating every "
            "grid point and element, and it has " +
            std::to_string(points) + " grid points (at most " + std::to_string(kMaxPoints) + ") and " +
-           std::to_string(total) + " elements (at most " + std::to_string(kMaxElements) + "), its blocks " +
-           std::to_string(work) + " elements over the grid (at most " + std::to_string(kMaxWork) + ")";
+           std::to_string(total) + " elements (at most " + std::to_string(kMaxElements) + "), " +
+           (m.triton ? "its programs touching " : "its blocks ") + std::to_string(work) +
+           " elements over the grid (at most " + std::to_string(kMaxWork) + ")";
   return std::nullopt;
 }
 
@@ -1670,17 +1693,16 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
       if (!garbage && mine[flat_of(x)] != k) garbage = Garbage{p, x, &e};
     });
   };
+  // (Per array element: whether the visit's stores set it; cleared after each visit.)
+  std::vector<char> in_visit(static_cast<std::size_t>(total), 0);
   auto end_visit = [&] {
     if (!key) return;
+    for (const auto &b : visit_stores) // (each store's box lies within the window)
+      each(b, [&](const Point &e) { in_visit[flat_of(e)] = 1; });
     each(win, [&](const Point &e) {
       const std::size_t f = flat_of(e);
-      bool s = false;
-      for (const auto &b : visit_stores) {
-        bool in = true;
-        for (std::size_t d = 0; d < rank; ++d)
-          in = in && e[d] >= b[d].first && e[d] < b[d].second;
-        s = s || in;
-      }
+      const bool s = in_visit[f] != 0;
+      in_visit[f] = 0;
       if (s) {
         state[f] = stored;
       } else if (!copied_in) {

@@ -319,6 +319,34 @@ TEST(Triton, ALargeGridIsDecidedNotUnknown) {
   EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? v.reason : v.findings[0].message);
 }
 
+// The Triton tutorial's vector add at 2^20 elements: 4096 programs of 256
+// lanes into whole-array blocks, each storing its own chunk (masked at the
+// array's end, or `mask` false: not).
+std::string vector_add(bool mask) {
+  const std::string chunk = "ds(program_id(0) * 256, 256)";
+  const std::string sum = "x[" + chunk + "] + y[" + chunk + "]";
+  return R"(kernel add:
+    grid = (4096,)
+    backend = triton
+    in  x: f32[1048570]  block=(1048576,)  index=(i) -> (0,)
+    in  y: f32[1048570]  block=(1048576,)  index=(i) -> (0,)
+    out o: f32[1048570]  block=(1048576,)  index=(i) -> (0,)
+    body:
+        cols = program_id(0) * 256 + iota((256,), 0)
+        o[)" +
+         chunk + "] = " + (mask ? "where(cols < 1048570, " + sum + ", o[" + chunk + "])" : sum) + "\n";
+}
+
+TEST(Triton, ProgramsStoringChunksOfWholeArrayBlocksAreDecidedByWhatTheyStoreNotTheirBlocks) {
+  // 4096 whole-array blocks are 2^32 elements over the grid; the stores, 2^20.
+  auto v = check_text(vector_add(true), "add");
+  EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? v.reason : v.findings[0].message);
+  auto bad = check_text(vector_add(false), "add");
+  ASSERT_EQ(bad.status, Status::violation) << bad.reason;
+  EXPECT_EQ(marks(bad), (Marks{{Rule::index_out_of_bounds, 9}}));
+  EXPECT_EQ(point_item(bad.findings[0], "grid_point"), (std::vector<std::int64_t>{4095}));
+}
+
 // One row per program, 70000 programs: past the element replay's 65536, so
 // the solver decides where static store boxes meet.
 std::string rows(const std::string &index) {
