@@ -306,7 +306,7 @@ def sub_jaxprs(value):
 
 #: equations whose sub-jaxpr is called once on the equation's operands, as a function is.
 _CALLS = ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
-          "custom_vjp_call_jaxpr", "remat", "checkpoint")
+          "custom_vjp_call_jaxpr", "remat", "remat2", "checkpoint")
 
 
 def find_pallas_calls(jaxpr, primitives: tuple = ("pallas_call",)) -> list:
@@ -329,13 +329,32 @@ def find_pallas_calls(jaxpr, primitives: tuple = ("pallas_call",)) -> list:
 _OTHER_KERNELS = ("mpmd_map", "core_map")
 
 
-def unused_outputs(eqn, jaxpr) -> frozenset:
+def unused_outputs(eqn, jaxpr, dropped: frozenset = frozenset()) -> frozenset:
     """The positions of eqn's results that no equation of `jaxpr` (the jaxpr holding eqn)
-    reads and that `jaxpr` does not return: results the program drops."""
+    reads and that `jaxpr` does not return, or returns only at positions its caller drops
+    (`dropped`: a jitted helper returning both results, one of which the caller ignores):
+    results the program drops."""
     used = {v for q in jaxpr.eqns for v in q.invars if isinstance(v, jax_core.Var)}
-    used |= {v for v in jaxpr.outvars if isinstance(v, jax_core.Var)}
+    used |= {v for k, v in enumerate(jaxpr.outvars)
+             if isinstance(v, jax_core.Var) and k not in dropped}
     return frozenset(k for k, v in enumerate(eqn.outvars)
                      if isinstance(v, jax_core.DropVar) or v not in used)
+
+
+def _scratch_like(idx: str, dims: list, batch_axes: set) -> bool:
+    """Whether a dropped output's block at index map results `idx` ("(0, 0)") never moves for
+    the kernel: each result a constant, or one of jax.vmap's batch axes (`batch_axes`, whose
+    block dim is squeezed): one buffer per batch element, which a scratch models (each batch
+    element runs the kernel over the same grid from its start, so what the scratch carries
+    into the next one the first one's start shows undefined)."""
+    m = re.fullmatch(r"\((.*)\)", idx.strip())
+    if m is None:
+        return False
+    parts = [p.strip() for p in m.group(1).split(",") if p.strip()]
+    if len(parts) != len(dims):
+        return False
+    return all(re.fullmatch(r"-?\d+", p) or (p in batch_axes and d == "None")
+               for p, d in zip(parts, dims))
 
 
 def _inner(j):
@@ -1206,7 +1225,7 @@ class _Body:
         if name == "while":
             return self.while_loop(e, read, env, indent, src)
         if name in ("pjit", "jit", "closed_call", "custom_jvp_call", "custom_vjp_call",
-                    "custom_vjp_call_jaxpr", "remat", "checkpoint"):
+                    "custom_vjp_call_jaxpr", "remat", "remat2", "checkpoint"):
             sub = p.get("jaxpr") or p.get("call_jaxpr") or p.get("fun_jaxpr")
             if sub is None:
                 self.fail(f"'{name}' without a jaxpr", e)
@@ -2859,7 +2878,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         text += f"  block={_tuple(dims)}"
         idx = _index_map(bm, gnames, f"'{nm}'", loc, tuple(pre_names))
         if (role == "out" and k - n_in in unused and k - n_in not in aliased
-                and re.fullmatch(r"\(\s*(-?\d+\s*(,\s*)?)*\)", idx)
+                and _scratch_like(idx, dims, {gnames[a] for a in vmapped})
                 and all(d == "None" or d.isdigit() for d in dims)):
             operands[-1] = (nm, "dropped", shape, aval.dtype)
             block = [d for d in dims if d != "None"]
@@ -3091,6 +3110,8 @@ class Call:
     holder: Any
     #: the value of each of eqn's operands where it is known at export (numpy), else None
     values: list
+    #: the positions of holder's results that the calls around it drop
+    dropped: frozenset = frozenset()
 
 
 #: the most elements a result computed at export may have.
@@ -3116,9 +3137,10 @@ def pallas_calls(closed, args) -> list[Call]:
     return found
 
 
-def _walk(jaxpr, env: dict, found: list) -> list:
+def _walk(jaxpr, env: dict, found: list, dropped: frozenset = frozenset()) -> list:
     """Records jaxpr's pallas_calls in `found`, following values in `env` (this invocation's:
-    jaxpr variable -> value); returns the values of jaxpr's results (None where unknown)."""
+    jaxpr variable -> value), with the positions of jaxpr's results its callers drop
+    (`dropped`); returns the values of jaxpr's results (None where unknown)."""
     def value(a):
         return np.asarray(a.val) if isinstance(a, jax_core.Literal) else env.get(a)
 
@@ -3126,7 +3148,7 @@ def _walk(jaxpr, env: dict, found: list) -> list:
         ins = [value(a) for a in e.invars]
         name = e.primitive.name
         if name == "pallas_call":
-            found.append(Call(e, jaxpr, ins))
+            found.append(Call(e, jaxpr, ins, dropped))
             continue
         subs = [s for v in e.params.values() for s in
                 (v if isinstance(v, (tuple, list)) else (v,)) if _is_jaxpr(s)]
@@ -3134,7 +3156,7 @@ def _walk(jaxpr, env: dict, found: list) -> list:
             inner = _inner(subs[0])
             sub_env = dict(zip(inner.constvars, _consts(subs[0])))
             sub_env.update((v, x) for v, x in zip(inner.invars, ins) if x is not None)
-            outs = _walk(inner, sub_env, found)
+            outs = _walk(inner, sub_env, found, unused_outputs(e, jaxpr, dropped))
         elif any(find_pallas_calls(_inner(s)) for s in subs):
             for s in subs:  # cond branches, loop bodies: what they make, with their constants
                 _walk(_inner(s), dict(zip(_inner(s).constvars, _consts(s))), found)
@@ -3178,7 +3200,7 @@ def export_found(call: Call, taken_names: set | None = None, call_site=None,
     inputs, and which of its results the program holding it drops."""
     return export_call(call.eqn, taken_names, call_site, prefetch_values=_prefetch_values(call),
                        prefetch=prefetch, while_bound=while_bound,
-                       unused=unused_outputs(call.eqn, call.holder),
+                       unused=unused_outputs(call.eqn, call.holder, call.dropped),
                        grid_bounds=call.values[:_num_grid_bounds(call.eqn)],
                        input_values=_input_values(call), target=target)
 

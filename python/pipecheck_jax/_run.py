@@ -16,7 +16,8 @@ from jax._src import core as jax_core
 from ._check import pipecheck_binary
 from ._export import (_CALLS, DEFAULT_WHILE_BOUND, Call, NotNative, UnsupportedError, _consts,
                       _inner, _while_bound, export_found, find_pallas_calls, lowered_unsupported,
-                      has_pipeline_primitive, scan_counts, sub_jaxprs, trace, trace_lowered)
+                      has_pipeline_primitive, scan_counts, sub_jaxprs, trace, trace_lowered,
+                      unused_outputs)
 
 
 @dataclasses.dataclass
@@ -108,16 +109,17 @@ class _Evaluator:
         self.output = ""
         self.count = 0
 
-    def pallas_call(self, eqn, invals, holder):
-        """eqn (a pallas_call of the jaxpr `holder`) run on invals: by JAX's interpret mode,
-        or exported with the values it gets and run by `pipecheck run`."""
+    def pallas_call(self, eqn, invals, holder, dropped=frozenset()):
+        """eqn (a pallas_call of the jaxpr `holder`, whose results at `dropped` its callers
+        drop) run on invals: by JAX's interpret mode, or exported with the values it gets and
+        run by `pipecheck run`."""
         if self.mode == "interpret":
             if (why := _aliased_write_through_input(eqn)) is not None:
                 raise _NotModelled(why)
             params = dict(eqn.params)
             params["interpret"] = True
             return eqn.primitive.bind(*invals, **params)
-        k = export_found(Call(eqn, holder, [np.asarray(v) for v in invals]), set(),
+        k = export_found(Call(eqn, holder, [np.asarray(v) for v in invals], dropped), set(),
                          while_bound=self.while_bound)
         self.count += 1
         d = os.path.join(self.work, f"{self.count}_{k.name}")
@@ -151,7 +153,7 @@ class _Evaluator:
                 jnp.zeros(shape, dt)
                 for name, role, shape, dt in k.operands if role in ("out", "dropped")]
 
-    def eval(self, jaxpr, consts, args):
+    def eval(self, jaxpr, consts, args, dropped=frozenset()):
         env = {}
 
         def read(v):
@@ -164,11 +166,11 @@ class _Evaluator:
         for e in jaxpr.eqns:
             invals = [read(v) for v in e.invars]
             if e.primitive.name == "pallas_call":
-                outs = self.pallas_call(e, invals, jaxpr)
+                outs = self.pallas_call(e, invals, jaxpr, dropped)
             else:
                 nested = [j for v in e.params.values() for j in sub_jaxprs(v)]
                 if any(find_pallas_calls(j) for j in nested):
-                    outs = self.control(e, invals)
+                    outs = self.control(e, invals, unused_outputs(e, jaxpr, dropped))
                 else:
                     bp = e.primitive.get_bind_params(e.params)
                     subfuns, params = bp if isinstance(bp, tuple) else ((), bp)
@@ -180,19 +182,22 @@ class _Evaluator:
         return [read(v) for v in jaxpr.outvars]
 
 
-    def closed(self, sub, args):
-        """Evaluates a (closed) sub-jaxpr on args."""
-        return self.eval(_inner(sub), _consts(sub), list(args))
+    def closed(self, sub, args, dropped=frozenset()):
+        """Evaluates a (closed) sub-jaxpr on args (its results at `dropped` unused)."""
+        return self.eval(_inner(sub), _consts(sub), list(args), dropped)
 
-    def control(self, e, invals):
-        """An equation whose sub-jaxprs make pallas_calls, run step by step on the actual
-        values, so that each pallas_call inside runs on its own inputs: jit and custom
-        derivative calls, cond/switch (the branch the index picks), scan and while."""
+    def control(self, e, invals, dropped=frozenset()):
+        """An equation whose sub-jaxprs make pallas_calls (its results at `dropped` unused),
+        run step by step on the actual values, so that each pallas_call inside runs on its own
+        inputs: jit, checkpoint and custom derivative calls, a shard_map over one device,
+        cond/switch (the branch the index picks), scan and while."""
         name, p = e.primitive.name, e.params
         if name in _CALLS:
             sub = p.get("jaxpr") or p.get("call_jaxpr") or p.get("fun_jaxpr")
             if sub is not None:
-                return self.closed(sub, invals)
+                return self.closed(sub, invals, dropped)
+        if name == "shard_map" and getattr(p.get("mesh"), "size", None) == 1:
+            return self.closed(p["jaxpr"], invals, dropped)  # its one shard is the arrays
         if name == "cond":
             branches = p["branches"]
             k = min(max(int(np.asarray(invals[0])), 0), len(branches) - 1)
@@ -217,7 +222,8 @@ class _Evaluator:
                 carry = self.closed(p["body_jaxpr"], bconsts + list(carry))
             return list(carry)
         raise UnsupportedError(f"run: a pallas_call inside '{name}' is not supported (jit, "
-                               "custom_jvp/vjp, cond, switch, scan and while are)")
+                               "checkpoint, custom_jvp/vjp, a shard_map over one device, cond, "
+                               "switch, scan and while are)")
 
 
 def _compare(what: str, got, want, rtol: float, atol: float) -> list[str]:

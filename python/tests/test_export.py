@@ -4,6 +4,7 @@ import inspect
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
@@ -237,6 +238,40 @@ def test_a_dropped_output_with_a_constant_index_map_is_exported_as_scratch_and_r
     pj.assert_verified(fn, x)
     res = pj.run(fn, x, reference=lambda x: jnp.cumsum(x.reshape(4, 8, 128), 0).reshape(32, 128))
     assert res.ok, res
+
+
+def test_an_output_dropped_by_the_caller_of_a_jit_or_under_vmap_is_scratch_too():
+    x = jnp.linspace(-1, 1, 32 * 128, dtype=jnp.float32).reshape(32, 128)
+    want = jnp.cumsum(x.reshape(4, 8, 128), 0).reshape(32, 128)
+    # The jitted helper returns both results; its caller drops acc.
+    helper = jax.jit(make_scratch_output(keep_acc=True))
+    caller = jax.jit(lambda x: helper(x)[1])
+    assert "scratch acc_ref: f32[8, 128]" in pj.export(caller, x)
+    pj.assert_verified(caller, x)
+    assert pj.run(caller, x, reference=lambda x: want).ok
+    # Returned by the caller too: an output.
+    assert "out acc_ref" in pj.export(jax.jit(lambda x: helper(x)), x)
+    # Under jax.vmap acc's index map is (b, 0, 0), b the batch axis: one buffer per batch element.
+    batched = jax.vmap(make_scratch_output())
+    xs = jnp.stack([x, -x])
+    text = pj.export(batched, xs)
+    assert "scratch acc_ref: f32[8, 128]" in text, text
+    pj.assert_verified(batched, xs)
+    assert pj.run(batched, xs, reference=lambda xs: jnp.stack([want, -want])).ok
+    # The parallel carry stays a finding.
+    r = pj.check(jax.vmap(make_scratch_output(semantics="parallel")), xs)
+    assert "parallel-write-conflict" in {f.rule for f in r.findings}, r.report()
+
+
+def test_a_pallas_call_runs_inside_jax_checkpoint_and_a_shard_map_over_one_device():
+    from jax.sharding import Mesh, PartitionSpec as P
+    x = jnp.linspace(-1, 1, 32 * 128, dtype=jnp.float32).reshape(32, 128)
+    want = jnp.cumsum(x.reshape(4, 8, 128), 0).reshape(32, 128)
+    assert pj.run(jax.checkpoint(make_scratch_output()), x, reference=lambda x: want).ok
+    mesh = Mesh(np.array(jax.devices()[:1]), ("d",))
+    sharded = jax.shard_map(make_scratch_output(), mesh=mesh, in_specs=P(), out_specs=P(),
+                            check_vma=False)
+    assert pj.run(jax.jit(sharded), x, reference=lambda x: want).ok
 
 
 def test_a_dropped_output_used_as_scratch_on_a_parallel_axis_is_reported():
