@@ -309,6 +309,41 @@ _CALLS = ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_
           "custom_vjp_call_jaxpr", "remat", "remat2", "checkpoint")
 
 
+_STORES = ("swap", "addupdate", "masked_swap")
+
+
+def _stores_into(e, refs: set) -> bool:
+    """Whether equation e stores into one of the ref vars `refs`: itself, or inside the jaxprs
+    it holds, following each ref to the var its sub-jaxpr names it by (a cond's branches take
+    its operands after the index; a call's, a scan's and a loop body's take theirs in order,
+    a while body after the condition's constants). A sub-jaxpr whose operands do not line up
+    so counts as storing where it stores anything."""
+    name = e.primitive.name
+    if name in _STORES:
+        return e.invars[0] in refs
+    subs = [j for v in e.params.values() for j in sub_jaxprs(v)]
+    if not subs or not any(v in refs for v in e.invars):
+        return False
+    body = next(sub_jaxprs(e.params["body_jaxpr"]), None) if name == "while" else None
+    for j in subs:
+        ins = list(e.invars)
+        if name == "cond":
+            ins = ins[1:]
+        elif name == "while":
+            if j is not body:
+                continue  # (its condition)
+            ins = ins[int(e.params.get("cond_nconsts", 0)):]  # body consts, then the carry
+        if len(ins) != len(j.invars):
+            if any(f.primitive.name in _STORES or _stores_into(f, set(f.invars))
+                   for f in j.eqns):
+                return True
+            continue
+        inner = {v for v, x in zip(j.invars, ins) if x in refs}
+        if any(_stores_into(f, inner) for f in j.eqns):
+            return True
+    return False
+
+
 def find_pallas_calls(jaxpr, primitives: tuple = ("pallas_call",)) -> list:
     """Every pallas_call equation (or equation of `primitives`) in `jaxpr` and the jaxprs nested
     in it (jit, cond, scan, ...)."""
@@ -1355,19 +1390,19 @@ class _Body:
             if _uses_primitive(f, "wgmma_ref"):
                 self.fail("a second wgmma while one is in flight (no plgpu.wgmma_wait between "
                           "them) has no .pk form (the .pk wgmma keeps at most one in flight)", f)
-            if fn in ("swap", "addupdate", "masked_swap") and f.invars[0] in mine:
+            if _stores_into(f, mine):
                 stored = True
         if waited is None:
             self.fail("a wgmma not awaited by a plgpu.wgmma_wait in the same block has no .pk "
                       "form (the .pk wgmma keeps at most one in flight, awaited by the next "
                       "wgmma's wait or a read of the accumulator)", e)
-        if waited == 0 and stored:
-            self.fail("a store into a wgmma's operand before its plgpu.wgmma_wait(0) has no .pk "
-                      "form", e)
         self.flush(indent)
         (a, sa), (b, sb) = views
         dot = f"dot({a.name}{sa}, {b.name}{sb}, preferred_element_type=f32)"
-        if waited == 0:
+        # A store into an operand before its wait(0) (at top level, or in a pl.when) races the
+        # wgmma still reading it: left in flight, as .pk says, the store is the
+        # async-operand-overwritten it is.
+        if waited == 0 and not stored:
             self.emit(indent, f"{acc.name}[...] = {acc.name}[...] + {dot}", src)
         else:
             self.emit(indent, f"{acc.name}[...] += {dot}", src)

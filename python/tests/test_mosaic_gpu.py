@@ -292,3 +292,42 @@ def test_a_store_into_the_acc_exports_and_zeroing_it_mid_reduction_is_a_reset(ze
     assert {x.rule for x in r.findings} == rules, r
     run = pj.run(f, *operands(), reference=reference, rtol=2e-2, atol=0.1)
     assert run.ok == (not rules), run
+
+
+def staged_operand(store_at):
+    # The a operand staged in an SMEM scratch; `store_at` says where the scratch is zeroed:
+    # "when" (in a pl.when between the wgmma and its wait(0)), "top" (there, unguarded) or
+    # "after" (past the wait: the wgmma no longer reads it).
+    def staged_kernel(a_ref, b_ref, o_ref, acc_ref, as_ref):
+        as_ref[...] = a_ref[...] * 2.0
+        plgpu.wgmma(acc_ref, as_ref, b_ref)
+        if store_at == "when":
+            @pl.when(pl.program_id(0) == 0)
+            def _():
+                as_ref[...] = jnp.zeros_like(as_ref)
+        elif store_at == "top":
+            as_ref[...] = jnp.zeros_like(as_ref)
+        plgpu.wgmma_wait(0)
+        if store_at == "after":
+            as_ref[...] = jnp.zeros_like(as_ref)
+        o_ref[...] = acc_ref[...].astype(jnp.float16)
+
+    def f(a, b):
+        return pl.pallas_call(
+            staged_kernel, grid=(1,),
+            in_specs=[pl.BlockSpec((64, 32), lambda i: (0, 0)),
+                      pl.BlockSpec((32, 64), lambda i: (0, 0))],
+            out_specs=pl.BlockSpec((64, 64), lambda i: (0, 0)),
+            out_shape=jax.ShapeDtypeStruct((64, 64), jnp.float16),
+            scratch_shapes=[plgpu.ACC((64, 64), jnp.float32), plgpu.SMEM((64, 32), jnp.float16)],
+            compiler_params=plgpu.CompilerParams(dimension_semantics=("sequential",),
+                                                 max_concurrent_steps=1))(a, b)
+    return f
+
+
+@pytest.mark.parametrize("store_at", ["when", "top"])
+def test_a_store_into_a_wgmma_operand_before_its_wait_is_an_overwritten_operand(store_at):
+    args = [jax.ShapeDtypeStruct((64, 32), jnp.float16), jax.ShapeDtypeStruct((32, 64), jnp.float16)]
+    r = pj.check(staged_operand(store_at), *args)
+    assert [f.rule for f in r.findings] == ["async-operand-overwritten"], r.report()
+    pj.assert_verified(staged_operand("after"), *args)
