@@ -123,6 +123,38 @@ TEST(KernelCheck, DelayReleaseOneRemovesTheOverwrite) {
     EXPECT_NE(f.rule, verifier::Rule::async_operand_overwritten) << f.loc.line << ": " << f.message;
 }
 
+TEST(KernelCheck, UndefinedDataAWgmmaReadsReachesItsAccumulatorAwaitedOrInFlight) {
+  // A staged operand with half its columns written: every row of acc takes
+  // the other half, and the store of acc writes it back (line 8, `out o`).
+  for (const std::string update :
+       {"acc[...] = acc[...] + dot(s[...], b[...])", "acc[...] += dot(s[...], b[...])"}) {
+    const std::string text = R"(kernel staged:
+    grid = (1,)
+    target = h100
+    dimension_semantics = (sequential,)
+    max_concurrent_steps = 1
+    in  a: f16[64, 32]  block=(64, 32)  index=(i) -> (0, 0)
+    in  b: f16[32, 64]  block=(32, 64)  index=(i) -> (0, 0)
+    out o: f32[64, 64]  block=(64, 64)  index=(i) -> (0, 0)
+    scratch acc: f32[64, 64]  memory_space=acc
+    scratch s: f16[64, 32]  memory_space=smem
+    body:
+        s[:, 0:16] = a[:, 0:16]
+        )" + update + R"(
+        o[...] = acc[...]
+)";
+    auto v = verifier::check(kernel(text), {});
+    ASSERT_EQ(v.status, Status::violation) << update << ": " << v.reason;
+    ASSERT_EQ(v.findings.size(), 1u) << update << ": " << v.findings[0].message;
+    EXPECT_NE(find(v, verifier::Rule::uninitialized_read, 8), nullptr)
+        << update << ": " << v.findings[0].message;
+    // Written whole, nothing is undefined.
+    std::string whole = text;
+    whole.replace(whole.find("s[:, 0:16] = a[:, 0:16]"), 23, "s[...] = a[...]");
+    EXPECT_EQ(verifier::check(kernel(whole), {}).status, Status::verified) << update;
+  }
+}
+
 TEST(KernelCheck, TheTargetOverrideReachesTheLoweredProgram) {
   // Written without a target, checked for h200: the Mosaic GPU pipeline is
   // the one checked. Without a GPU target its acc scratch is bad input.

@@ -233,9 +233,56 @@ RefPadding Machine::ref_padding(const spec::Expr &e) const {
   return out;
 }
 
+// acc += a @ b: undefined data in a row of a (any column) reaches that row
+// of acc, in a column of b that column, as a dot spreads a partial block's
+// padding (verifier/races/padding.hpp). Its rows past a ragged M edge are
+// padding the write-back leaves out; an undefined column of a, every row.
+void Machine::wgmma_padding(const spec::AsyncStart &a, int ev) {
+  const spec::StepRef &acc = a.acc;
+  if (acc.kept.size() != 2 || a.a.kept.size() != 2 || a.b.kept.size() != 2) return;
+  // (An operand part of whose box something wrote takes the rest as undefined, as on_compute's reads.)
+  for (const spec::StepRef *r : {&a.a, &a.b}) {
+    const auto kind = program_.buffers[r->place.buffer].kind;
+    if ((kind != spec::BufferKind::sram && kind != spec::BufferKind::smem) || covered(r->place)) continue;
+    bool some = false;
+    std::vector<Box> undefined = unwritten(r->place, &some);
+    if (some) add_padding(r->place, undefined);
+  }
+  if (!any_padding_) return;
+  auto dim = [](const spec::StepRef &r, int k) {
+    return static_cast<std::size_t>(r.kept[static_cast<std::size_t>(k)]);
+  };
+  auto rel = [&](const spec::StepRef &r, const Box &b, int k) {
+    const std::size_t d = dim(r, k);
+    return std::make_pair(b[d].first - r.place.box[d].first, b[d].second - r.place.box[d].first);
+  };
+  std::vector<Box> pads;
+  auto acc_box = [&](std::pair<std::int64_t, std::int64_t> rows, std::pair<std::int64_t, std::int64_t> cols) {
+    Box b = acc.place.box;
+    const std::size_t r = dim(acc, 0), c = dim(acc, 1);
+    b[r] = {acc.place.box[r].first + rows.first, acc.place.box[r].first + rows.second};
+    b[c] = {acc.place.box[c].first + cols.first, acc.place.box[c].first + cols.second};
+    b[r] = {std::max(b[r].first, acc.place.box[r].first), std::min(b[r].second, acc.place.box[r].second)};
+    b[c] = {std::max(b[c].first, acc.place.box[c].first), std::min(b[c].second, acc.place.box[c].second)};
+    pads.push_back(std::move(b));
+  };
+  const std::int64_t m = acc.place.box[dim(acc, 0)].second - acc.place.box[dim(acc, 0)].first;
+  const std::int64_t n = acc.place.box[dim(acc, 1)].second - acc.place.box[dim(acc, 1)].first;
+  for (const auto &b : padding_in(a.a.place))
+    acc_box(rel(a.a, b, 0), {0, n});
+  for (const auto &b : padding_in(a.b.place))
+    acc_box({0, m}, rel(a.b, b, 1));
+  if (pads.empty()) return;
+  add_padding(acc.place, pads);
+  auto &st = slots_state_[{acc.place.buffer, acc.place.slot}];
+  if (st.padded_by < 0) st.padded_by = ev;
+}
+
 void Machine::add_padding(const Place &p, const std::vector<Box> &boxes) {
   auto kind = program_.buffers[p.buffer].kind;
-  if (boxes.empty() || (kind != spec::BufferKind::sram && kind != spec::BufferKind::smem)) return;
+  if (boxes.empty() ||
+      (kind != spec::BufferKind::sram && kind != spec::BufferKind::smem && kind != spec::BufferKind::acc))
+    return;
   any_padding_ = true;
   auto &pad = slots_state_[{p.buffer, p.slot}].padding;
   for (auto &b : boxes)
@@ -457,6 +504,7 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
     if (record_graph_ && prev != last_wgmma_on_acc_.end())
       r_.graph.add_edge(r_.ops[prev->second].node, r_.ops[op].node);
     last_wgmma_on_acc_[acc.buffer] = op;
+    wgmma_padding(a, ev);
     access(ev, op, pa, false);
     access(ev, op, pb, false);
     access(ev, op, acc, true);

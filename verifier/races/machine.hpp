@@ -164,6 +164,7 @@ private:
   /// The parts of p's box that nothing wrote and that hold no padding;
   /// `some` (when given) set where something wrote or padded part of it.
   std::vector<Box> unwritten(const Place &p, bool *some = nullptr) const;
+  void wgmma_padding(const spec::AsyncStart &, int event);
   void add_padding(const Place &, const std::vector<Box> &);
   /// The padding a buffer ref reads, in the ref's value coordinates.
   RefPadding ref_padding(const spec::Expr &ref) const;
