@@ -185,6 +185,8 @@ def check_kernels(kernels: list[Kernel], out_dir: str, unsupported=(), extra_arg
                                     k.line_map.get(line) if k is not None else None, line))
             if k is not None and k.mosaic_gpu and found.rule == "async-operand-overwritten":
                 found.notes.append((_DROPPED_DELAY_RELEASE, k.call_site, 0))
+            if k is not None and k.batch_axes:
+                found.notes.append((_batch_axes_note(k.batch_axes), k.call_site, 0))
             findings.append(found)
     code = _combine([proc.returncode] + ([EXIT_UNKNOWN] if unsupported else []))
     output = proc.stdout
@@ -207,6 +209,15 @@ _DROPPED_DELAY_RELEASE = (
     "say: Pallas' lowering does not pass delay_release on to the pipeline. Await the wgmma in "
     "the step (plgpu.wgmma_wait(0)), or pipeline with plgpu.emit_pipeline inside plgpu.kernel, "
     "whose BlockSpecs keep it")
+
+
+def _batch_axes_note(axes: tuple) -> str:
+    """How the axes a finding names map to the kernel's own under jax.vmap."""
+    which = ", ".join(str(a) for a in axes)
+    return (f"the grid here has jax.vmap's batch axes as axis {which} (parallel): grid points, "
+            "axis numbers and program_id(k) in this finding count them, so the kernel's own "
+            "axes are numbered after them (pl.program_id in its body names its own, as Mosaic "
+            "renumbers it)")
 
 
 def _python_lines(message: str, k) -> str:

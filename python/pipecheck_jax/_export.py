@@ -112,6 +112,8 @@ class Kernel:
     triton: bool = False
     #: `target = h100`: the call lowers to Mosaic GPU (_backend).
     mosaic_gpu: bool = False
+    #: the grid axes jax.vmap added (its batch axes, parallel), in the exported grid's numbering
+    batch_axes: tuple = ()
 
 
 _DTYPES = {
@@ -1143,9 +1145,18 @@ class _Body:
                 any(aff[2] != i or aff[1] != shape[i] for i, (_, _, aff) in enumerate(arrays)):
             self.fail(f"{what} whose windows are not along their own axes, in dim order, has "
                       "no .pk form", e)
+        # A load with no mask reads every lane: a window past the end is out of bounds (on a
+        # GPU, a read of global memory past the array), so it asks for no padding; a masked
+        # load's masked-off lanes touch no memory, and a store past the end is the Triton
+        # store check's (which names the element).
+        name = e.primitive.name
+        unmasked_load = name == "get" or (
+            name == "masked_load" and "args_tree" in e.params
+            and tree_util.tree_unflatten(e.params["args_tree"], e.invars)[2] is None)
         for _, d, (start, n, _) in arrays:
             dims[d] = ("slice", _offset(dims[d][1], start), n)
-            self.pad.setdefault(ref.name, {})[d] = n
+            if not unmasked_load:
+                self.pad.setdefault(ref.name, {})[d] = n
 
     def int_of(self, v, e, what: str) -> _E:
         if not isinstance(v, _E) or not v.int:
@@ -3071,7 +3082,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     dropped = [(prim, src, line) for (prim, src), line in zip(body.dropped, drops)]
     return Kernel(name=name, text="\n".join(text_lines) + "\n", line_map=line_map, source=source,
                   call_site=call_site, operands=operands, eqn=pc, opaque=opaque, dropped=dropped,
-                  triton=triton, mosaic_gpu=mgpu)
+                  triton=triton, mosaic_gpu=mgpu, batch_axes=tuple(sorted(vmapped)))
 
 
 

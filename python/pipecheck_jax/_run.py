@@ -16,8 +16,8 @@ from jax._src import core as jax_core
 from ._check import pipecheck_binary
 from ._export import (_CALLS, DEFAULT_WHILE_BOUND, Call, NotNative, UnsupportedError, _consts,
                       _inner, _while_bound, export_found, find_pallas_calls, lowered_unsupported,
-                      has_pipeline_primitive, scan_counts, sub_jaxprs, trace, trace_lowered,
-                      unused_outputs)
+                      _backend, _semantics, has_pipeline_primitive, scan_counts, sub_jaxprs,
+                      trace, trace_lowered, unused_outputs)
 
 
 @dataclasses.dataclass
@@ -100,6 +100,30 @@ def _aliased_write_through_input(eqn) -> str | None:
     return None
 
 
+def _cta_scratch_shared(eqn) -> str | None:
+    """Why interpret=True cannot stand for a GPU on this Mosaic GPU pallas_call, or None.
+
+    On Mosaic GPU the parallel axes are CTAs, each with its own scratch, running the sequential
+    axes in order. interpret=True runs the whole grid in order with one scratch: where a
+    parallel axis comes after a sequential one, the CTAs' steps interleave on that scratch."""
+    p = eqn.params
+    kj, gm = p["jaxpr"], p["grid_mapping"]
+    if _backend(p.get("compiler_params"), kj, gm) != "mosaic_gpu":
+        return None
+    n_scratch = int(getattr(gm, "num_scratch_operands", 0) or 0)
+    sem = _semantics(p.get("compiler_params"), len(gm.grid), None) or []
+    grid = [int(g) if isinstance(g, (int, np.integer)) else 2 for g in gm.grid]
+    seen_sequential = False
+    for a, s in enumerate(sem):
+        if s != "parallel" and grid[a] > 1:
+            seen_sequential = True
+        elif s == "parallel" and grid[a] > 1 and seen_sequential and n_scratch:
+            return (f"grid axis {a} is parallel after a sequential one: on the GPU each CTA "
+                    "keeps its own scratch, but interpret=True runs the grid in order with one "
+                    "scratch for all")
+    return None
+
+
 class _Evaluator:
     def __init__(self, mode: str, work: str, while_bound: int = DEFAULT_WHILE_BOUND):
         self.mode = mode  # "pipecheck" or "interpret"
@@ -114,7 +138,7 @@ class _Evaluator:
         drop) run on invals: by JAX's interpret mode, or exported with the values it gets and
         run by `pipecheck run`."""
         if self.mode == "interpret":
-            if (why := _aliased_write_through_input(eqn)) is not None:
+            if (why := _aliased_write_through_input(eqn) or _cta_scratch_shared(eqn)) is not None:
                 raise _NotModelled(why)
             params = dict(eqn.params)
             params["interpret"] = True

@@ -246,3 +246,29 @@ def test_a_row_gather_interpret_mode_cannot_discharge_is_compared_with_the_refer
     pj.assert_verified(f, x)
     r = pj.run(f, x, reference=lambda x: x * 0.5)
     assert r.ok and r.interpret_error == "NotImplementedError: interpret mode does not implement it", r
+
+
+def tail_gather_load(masked):
+    # 1000 elements in gather windows of 128; the store is masked, the load masked or not.
+    def gather_kernel(x_ref, o_ref):
+        cols = pl.program_id(0) * 128 + jnp.arange(128)
+        v = plgpu.load(x_ref.at[cols], mask=cols < 1000, other=0.0) if masked else \
+            plgpu.load(x_ref.at[cols])
+        plgpu.store(o_ref.at[cols], v * 3.0, mask=cols < 1000)
+
+    def fn(x):
+        return pl.pallas_call(
+            gather_kernel, grid=(8,), in_specs=[pl.BlockSpec((1000,), lambda i: (0,))],
+            out_specs=pl.BlockSpec((1000,), lambda i: (0,)),
+            out_shape=jax.ShapeDtypeStruct((1000,), jnp.float32),
+            compiler_params=plgpu.CompilerParams(num_warps=4))(x)
+    return fn
+
+
+def test_an_unmasked_gather_load_past_the_array_is_out_of_bounds_though_its_store_is_masked():
+    # Its lanes past 999 read global memory past the array: the block is not padded for it.
+    x = jax.random.normal(jax.random.PRNGKey(0), (1000,), jnp.float32)
+    assert "in  x_ref: f32[1000]  block=(1000,)" in pj.export(tail_gather_load(False), x)
+    r = pj.check(tail_gather_load(False), x)
+    assert [f.rule for f in r.findings] == ["index-out-of-bounds"], r.report()
+    pj.assert_verified(tail_gather_load(True), x)

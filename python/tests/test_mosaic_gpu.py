@@ -331,3 +331,37 @@ def test_a_store_into_a_wgmma_operand_before_its_wait_is_an_overwritten_operand(
     r = pj.check(staged_operand(store_at), *args)
     assert [f.rule for f in r.findings] == ["async-operand-overwritten"], r.report()
     pj.assert_verified(staged_operand("after"), *args)
+
+
+def column_sum_sequential_then_parallel(x):
+    # Each CTA (a column block c) keeps its own scratch and sums its rows r = 0..3 in order.
+    def colsum_kernel(x_ref, o_ref, acc_ref):
+        r = pl.program_id(0)
+
+        @pl.when(r == 0)
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        acc_ref[...] += x_ref[...].sum(0, keepdims=True)
+
+        @pl.when(r == pl.num_programs(0) - 1)
+        def _():
+            o_ref[...] = acc_ref[...]
+
+    return pl.pallas_call(
+        colsum_kernel, grid=(4, 2), in_specs=[pl.BlockSpec((64, 128), lambda r, c: (r, c))],
+        out_specs=pl.BlockSpec((1, 128), lambda r, c: (0, c)),
+        out_shape=jax.ShapeDtypeStruct((1, 256), jnp.float32),
+        scratch_shapes=[plgpu.SMEM((1, 128), jnp.float32)],
+        compiler_params=plgpu.CompilerParams(dimension_semantics=("sequential", "parallel"),
+                                             max_concurrent_steps=1))(x)
+
+
+def test_a_parallel_axis_after_a_sequential_one_is_compared_with_the_reference_not_interpret():
+    # interpret=True runs (r, c) in order with one scratch: its columns mix there, not on a GPU.
+    x = jax.random.normal(jax.random.PRNGKey(0), (256, 256), jnp.float32)
+    pj.assert_verified(column_sum_sequential_then_parallel, x)
+    r = pj.run(column_sum_sequential_then_parallel, x,
+               reference=lambda x: x.sum(0, keepdims=True), rtol=1e-4, atol=1e-4)
+    assert r.ok, r
+    assert "grid axis 1 is parallel after a sequential one" in r.interpret_error, r

@@ -8,6 +8,7 @@
 #include "verifier/rules/targets.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -381,35 +382,54 @@ public:
             const Box &box)
       : w_(w), box_(box) {
     if (!w.keep_mask) return;
-    mask_ = flow.concrete(bind_grid(*w.keep_mask, p, m.grid), m.env);
-    const std::size_t r = mask_ ? mask_->shape.size() : 0, nd = w.keep_dims.size();
-    if (r > nd) mask_.reset();
-    for (std::size_t j = 0; mask_ && j < r; ++j) {
-      const std::int64_t ext = mask_->shape[r - 1 - j];
-      const auto &bx = box[w.keep_dims[nd - 1 - j]];
-      if (ext != 1 && ext != bx.second - bx.first) mask_.reset();
-    }
+    mask_ = fit(flow.concrete(bind_grid(*w.keep_mask, p, m.grid), m.env));
+    // `in_bounds & (v > 0)`: the conjuncts that read no data bound what it
+    // may set (a data condition only narrows it).
+    if (!mask_ && w.keep_bound) may_ = fit(flow.concrete(bind_grid(*w.keep_bound, p, m.grid), m.env));
   }
   bool evaluated() const { return !w_.keep_mask || mask_.has_value(); }
+  /// Whether what it may set is bounded: evaluated, or some conjunct is.
+  bool bounded() const { return evaluated() || may_.has_value(); }
   /// Whether the store sets the element at `e` (block-relative, inside the box).
   bool sets(const std::vector<std::int64_t> &e) const {
     if (!w_.keep_mask) return true;
-    if (!mask_) return false;
-    std::int64_t mf = 0;
-    const std::size_t r = mask_->shape.size(), nd = w_.keep_dims.size();
-    for (std::size_t md = 0; md < r; ++md) {
-      const std::size_t vd = nd + md - r; // right-aligned value dim (r <= nd here)
-      const std::size_t d = w_.keep_dims[vd];
-      const std::int64_t i = mask_->shape[md] == 1 ? 0 : e[d] - box_[d].first;
-      mf = mf * mask_->shape[md] + i;
-    }
-    return mask_->v[static_cast<std::size_t>(mf)] != 0;
+    return mask_ && at(*mask_, e);
+  }
+  /// Whether it may set it: sets, where the mask evaluates; else where its
+  /// evaluated conjuncts hold (everywhere without one).
+  bool may_set(const std::vector<std::int64_t> &e) const {
+    if (!w_.keep_mask) return true;
+    if (mask_) return at(*mask_, e);
+    return !may_ || at(*may_, e);
   }
 
 private:
   const Effect &w_;
   Box box_;
-  std::optional<races::IntTensor> mask_;
+  std::optional<races::IntTensor> mask_, may_;
+
+  // A mask that fits the box (right-aligned, dims of 1 broadcast), else nullopt.
+  std::optional<races::IntTensor> fit(std::optional<races::IntTensor> t) const {
+    const std::size_t r = t ? t->shape.size() : 0, nd = w_.keep_dims.size();
+    if (r > nd) t.reset();
+    for (std::size_t j = 0; t && j < r; ++j) {
+      const std::int64_t ext = t->shape[r - 1 - j];
+      const auto &bx = box_[w_.keep_dims[nd - 1 - j]];
+      if (ext != 1 && ext != bx.second - bx.first) t.reset();
+    }
+    return t;
+  }
+  bool at(const races::IntTensor &t, const std::vector<std::int64_t> &e) const {
+    std::int64_t mf = 0;
+    const std::size_t r = t.shape.size(), nd = w_.keep_dims.size();
+    for (std::size_t md = 0; md < r; ++md) {
+      const std::size_t vd = nd + md - r; // right-aligned value dim (r <= nd here)
+      const std::size_t d = w_.keep_dims[vd];
+      const std::int64_t i = t.shape[md] == 1 ? 0 : e[d] - box_[d].first;
+      mf = mf * t.shape[md] + i;
+    }
+    return t.v[static_cast<std::size_t>(mf)] != 0;
+  }
 };
 
 races::PaddingFlow mask_flow(const KernelModel &m) {
@@ -1810,28 +1830,32 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
           full[d] = {spec::saturating_add(lo, (*box)[d].first), spec::saturating_add(lo, (*box)[d].second)};
           outside = outside || full[d].first < 0 || full[d].second > o.shape[d];
         }
-        if (outside && mask && !mask->evaluated()) {
-          unknown.push_back("cannot decide whether the masked store into '" + o.name + "' on line " +
-                            std::to_string(e.loc.line) + " at grid point " + format_tuple(p) +
-                            " stays within the array (its mask is not evaluated)");
-        } else if (outside) {
+        bool maybe = outside && mask && !mask->bounded();
+        if (outside && !maybe) {
           each(full, [&](const Point &x) {
             bool in = true;
             for (std::size_t d = 0; d < rank; ++d) {
               in = in && x[d] >= 0 && x[d] < o.shape[d];
               rel[d] = x[d] - o.window_start(d, (*b)[d]);
             }
-            if (past.count(&e) || in || (mask && !mask->sets(rel))) return;
-            past.emplace(&e, Past{p, x, &e});
+            if (past.count(&e) || in || (mask && !mask->may_set(rel))) return;
+            if (mask && !mask->evaluated())
+              maybe = true; // (its data conjunct decides)
+            else
+              past.emplace(&e, Past{p, x, &e});
           });
         }
+        if (maybe && !past.count(&e))
+          unknown.push_back("cannot decide whether the masked store into '" + o.name + "' on line " +
+                            std::to_string(e.loc.line) + " at grid point " + format_tuple(p) +
+                            " stays within the array (its mask is not evaluated)");
       }
       if (m.triton)
         each(at, [&](const Point &x) {
-          if (mask && mask->evaluated()) {
+          if (mask) {
             for (std::size_t d = 0; d < rank; ++d)
               rel[d] = x[d] - o.window_start(d, (*b)[d]);
-            if (!mask->sets(rel)) return;
+            if (!mask->may_set(rel)) return;
           }
           const std::size_t f = flat_of(x);
           mine[f] = k;

@@ -117,6 +117,7 @@ struct Builder {
   std::string error;
   int order = 0;
   std::map<std::string, Expr> mask_locals{}; // tensor lets that read no operand (masks, iotas)
+  std::map<std::string, Expr> conj_locals{}; // every tensor let, its locals inlined (keep_bound)
   std::map<std::string, std::vector<std::size_t>> local_sources; // a local: the reads its value holds
   std::map<std::string, std::size_t> local_depth; // a local: how many guards its unguarded definition had
   // A local: its definitions as written, the last unguarded one and those under more guards after it.
@@ -856,6 +857,24 @@ struct Builder {
                         [&](const std::string &n) { return tensor_locals.count(n); });
   }
 
+  // Effect::keep_bound of a keep store's condition `cond`.
+  std::optional<Expr> data_free_bound(const Expr &cond) {
+    std::optional<Expr> out;
+    std::function<void(const Expr &)> split = [&](const Expr &e) {
+      if ((e.op == Op::BitAnd || e.op == Op::And) && e.args.size() == 2) {
+        split(e.args[0]);
+        split(e.args[1]);
+      } else if (auto it = conj_locals.find(e.name); e.op == Op::Name && it != conj_locals.end()) {
+        split(it->second);
+      } else if (data_free_mask(e)) {
+        Expr t = mask_expr(e);
+        out = out ? Expr::binary(Op::BitAnd, std::move(*out), std::move(t), e.loc) : std::move(t);
+      }
+    };
+    split(cond);
+    return out;
+  }
+
   bool reads_local_ref(const Expr &e) const {
     if ((e.op == Op::Ref || e.op == Op::Name) && ref_locals.count(e.name)) return true;
     for (const auto &a : e.args)
@@ -1179,7 +1198,7 @@ struct Builder {
           };
           const bool grid_select =
               select && grid_condition(v.args[0]) && reads_in_branches(v) && !reads_target(v.args[1]);
-          const bool keep = select && !grid_select && !reads_ref(v.args[0], m) &&
+          const bool keep = select && !grid_select &&
                             !std::any_of(a->target.args.begin(), a->target.args.end(),
                                          [&](const Expr &x) { return reads_ref(x, m); });
           auto dims = keep ? value_dims(a->target, *i) : std::nullopt;
@@ -1192,6 +1211,7 @@ struct Builder {
           Effect ef;
           if (dims) {
             ef.keep_mask = mask_expr(v.args[0]);
+            ef.keep_bound = data_free_bound(v.args[0]);
             ef.keep_dims = *dims;
           }
           ef.kind = a->accumulate ? Effect::accumulate : Effect::write;
@@ -1297,6 +1317,11 @@ struct Builder {
           // A mask past the size limit is left unknown (as one that reads data).
           Expr mk = mask_expr(l->value);
           if (size_of(mk) <= kMaxLocalSize) mask_locals[l->name] = std::move(mk);
+        }
+        {
+          Expr ck = is_tensor_value(l->value) ? spec::substitute(mask_expr(l->value), conj_locals) : Expr{};
+          conj_locals.erase(l->name);
+          if (is_tensor_value(l->value) && size_of(ck) <= kMaxLocalSize) conj_locals[l->name] = std::move(ck);
         }
         if (auto d = direct_operand(l->value)) {
           ref_locals[l->name] = d->first;

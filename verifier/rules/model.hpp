@@ -58,6 +58,11 @@ struct Effect {
   /// locals substituted (program_id stays), and the array dims of the
   /// stored value in order; absent on any other store.
   std::optional<spec::Expr> keep_mask;
+  /// The conjuncts of that mask (`c & d`, through the tensor locals it
+  /// names) that read no data, substituted as keep_mask is: where they fail
+  /// the store sets nothing (`in_bounds & (v > 0)`: in_bounds); absent
+  /// where none does.
+  std::optional<spec::Expr> keep_bound;
   std::vector<std::size_t> keep_dims;
   /// A store or read whose box is not exact: its ref with params and
   /// integer locals substituted in the subscripts (program_id stays), so

@@ -347,6 +347,37 @@ TEST(Triton, ProgramsStoringChunksOfWholeArrayBlocksAreDecidedByWhatTheyStoreNot
   EXPECT_EQ(point_item(bad.findings[0], "grid_point"), (std::vector<std::int64_t>{4095}));
 }
 
+// In place (aliased): zero the negative elements of 1000, 128 lanes per
+// program, the store masked by `bound & (o < 0)`, a condition on the data.
+std::string clamp_negatives(const std::string &bound, bool through_local) {
+  const std::string chunk = "o[ds(program_id(0) * 128, 128)]";
+  const std::string mask = "(" + bound + ") & (" + chunk + " < 0.0)";
+  return R"(kernel clamp:
+    grid = (8,)
+    backend = triton
+    in  x: f32[1000]  block=(1000,)  index=(i) -> (0,)
+    out o: f32[1000]  block=(1024,)  index=(i) -> (0,)
+    alias x -> o
+    body:
+        cols = program_id(0) * 128 + iota((128,), 0)
+)" + (through_local ? "        m = " + mask + "\n" : "") +
+         "        " + chunk + " = where(" + (through_local ? "m" : mask) + ", zeros, " + chunk + ")\n";
+}
+
+TEST(Triton, AStoreMaskedByTheArraysExtentAndADataConditionStaysWithinTheArray) {
+  // The data condition only narrows what the extent lets through, in place or through a local.
+  for (bool local : {false, true}) {
+    auto v = check_text(clamp_negatives("cols < 1000", local), "clamp");
+    EXPECT_EQ(v.status, Status::verified)
+        << local << ": " << (v.findings.empty() ? v.reason : v.findings[0].message);
+    // Eight lanes past the end may be stored, if the data says so: not decided.
+    auto past = check_text(clamp_negatives("cols < 1008", local), "clamp");
+    EXPECT_EQ(past.status, Status::unknown) << local;
+    EXPECT_NE(past.reason.find("stays within the array (its mask is not evaluated)"), std::string::npos)
+        << past.reason;
+  }
+}
+
 // One row per program, 70000 programs: past the element replay's 65536, so
 // the solver decides where static store boxes meet.
 std::string rows(const std::string &index) {
