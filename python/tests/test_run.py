@@ -81,6 +81,17 @@ def test_a_vmapped_kernel_counts_program_id_axes_of_the_users_grid():
     assert r.ok, str(r)
 
 
+def test_a_vmapped_kernels_findings_say_the_batch_axes_come_first():
+    import jax
+
+    fn, args = K.make_incorrect_sum(b=2, m=256, n=256, bm=128, bn=128)
+    s = jax.ShapeDtypeStruct((2,) + args[0].shape, args[0].dtype)
+    r = pj.check(jax.vmap(fn), s)
+    assert r.exit_code == 1 and r.findings, r.report()
+    for f in r.findings:
+        assert any("jax.vmap's batch axes as axis 0" in msg for msg, _, _ in f.notes), f
+
+
 def test_a_batched_dot_general_exports_as_dot_general_verifies_and_runs_like_interpret():
     import jax.numpy as jnp
 
