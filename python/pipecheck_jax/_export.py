@@ -1889,6 +1889,12 @@ class _Body:
             else frozenset()
         for a in ins:
             if isinstance(a, _Ref):
+                if name.startswith("atomic"):
+                    self.fail(f"an atomic read-modify-write ('{name}': plgpu.atomic_add, "
+                              f"atomic_max, atomic_cas, ...) of '{a.name}' has no .pk form: programs "
+                              "that add into one element at once are not modelled (accumulate "
+                              "per program, or split K into a grid axis with a reduction after)",
+                              e)
                 self.fail(f"'{name}' takes the ref '{a.name}' itself, which has no .pk form", e)
 
         def mk(text, **kw):

@@ -102,3 +102,21 @@ def test_the_upstream_gpu_kernels_export_as_triton():
         fn, args, _ = VERIFIED[name]
         text = pj.export(fn, *args)
         assert text.count("    backend = triton") == text.count("\nkernel "), text
+
+
+def test_an_atomic_add_is_unsupported_and_says_atomics_are_not_modelled():
+    def split_k_atomic_kernel(a_ref, b_ref, o_ref):
+        pltriton.atomic_add(o_ref, (slice(None), slice(None)), jnp.dot(a_ref[...], b_ref[...]))
+
+    def f(a, b):
+        return pl.pallas_call(
+            split_k_atomic_kernel, grid=(M // BM, N // BN, K // BK),
+            in_specs=[pl.BlockSpec((BM, BK), lambda i, j, k: (i, k)),
+                      pl.BlockSpec((BK, BN), lambda i, j, k: (k, j))],
+            out_specs=pl.BlockSpec((BM, BN), lambda i, j, k: (i, j)),
+            out_shape=jax.ShapeDtypeStruct((M, N), jnp.float32),
+            compiler_params=pltriton.CompilerParams(num_warps=4))(a, b)
+
+    r = pj.check(f, *operands())
+    assert r.verdicts == {"split_k_atomic_kernel": "unsupported"}, r.report()
+    assert "an atomic read-modify-write" in str(r.unsupported[0]), r.report()
