@@ -686,6 +686,21 @@ def _index_map_parts(bm, names: list[str], what: str, loc, prefetch: tuple = (),
     return texts
 
 
+def _aligned(start, n: int) -> bool:
+    """Whether a window start is a multiple of its size n for certain: an int, or an integer
+    expression whose top-level operation is a product by n (`k * 64`, `program_id(0) * 128`)."""
+    if isinstance(start, (int, np.integer)):
+        return int(start) % n == 0
+    text = _strip(getattr(start, "text", "") or "")
+    depth, top = 0, []
+    for k, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and text[k:k + 3] in (" + ", " - ", " * ", " //", " % "):
+            top.append(text[k:k + 3])
+    return top == [" * "] and text.endswith(f" * {n}")
+
+
 def _offset(base, add):
     """`base + add` for a subscript: ints stay ints, an integer expression (_E) becomes one."""
     if isinstance(base, int) and isinstance(add, int):
@@ -1156,7 +1171,7 @@ class _Body:
         for _, d, (start, n, _) in arrays:
             dims[d] = ("slice", _offset(dims[d][1], start), n)
             if not unmasked_load:
-                self.pad.setdefault(ref.name, {})[d] = n
+                self.want_pad(ref.name, d, n, _aligned(start, n))
 
     def int_of(self, v, e, what: str) -> _E:
         if not isinstance(v, _E) or not v.int:
@@ -1464,7 +1479,7 @@ class _Body:
                 return [_E(target, reads=frozenset([ref.name]), load=(ref.name, sub), src=src,
                            shape=aval.shape, dtype=aval.dtype)]
             if self.triton:
-                self.pad_masked_windows(ref, transforms)
+                self.pad_masked_windows(ref, transforms, read)
             if other is None:
                 return [self.masked_load_undefined(e, ref, target, mask, aval, indent, src)]
             reads = frozenset([ref.name]) | mask.reads | other.reads
@@ -1472,7 +1487,7 @@ class _Body:
                        src=src, shape=aval.shape, dtype=aval.dtype)]
         val, mask = args[2], args[3]
         if self.triton and mask is not None:
-            self.pad_masked_windows(ref, transforms)  # (a masked-off lane stores nothing)
+            self.pad_masked_windows(ref, transforms, read)  # (a masked-off lane stores nothing)
         used = bool(e.outvars) and self.uses.get(e.outvars[0], 0) > 0
         if used and mask is not None and not val.name and not _atomic(val.text):
             val.pending = True  # the old value reads it too: one read, at its place
@@ -1492,7 +1507,7 @@ class _Body:
                       f"{target} = where({_strip(mask.text)}, {_strip(val.text)}, {target})", src)
         return [old]
 
-    def pad_masked_windows(self, ref: _Ref, transforms) -> None:
+    def pad_masked_windows(self, ref: _Ref, transforms, read) -> None:
         """A Triton masked load or store through `pl.ds(start, n)` windows (`x_ref.at[pl.ds(k *
         64, 64)]`, mask=cols < n): its masked-off lanes touch no memory, so its last window may
         pass the ref's end. Its block is padded as a gather window's is (_pad_for_gathers): what a
@@ -1509,7 +1524,17 @@ class _Body:
             n = int(s.size)
             if isinstance(s.start, (int, np.integer)) and int(s.start) + n <= int(ref.shape[d]):
                 continue  # a static window within the ref
-            self.pad.setdefault(ref.name, {})[d] = n
+            start = s.start if isinstance(s.start, (int, np.integer, _E)) else read(s.start)
+            self.want_pad(ref.name, d, n, _aligned(start, n))
+
+    def want_pad(self, name: str, d: int, n: int, aligned: bool) -> None:
+        """Asks for the block of `name` padded in dim d for windows of n (_pad_for_gathers): to
+        whole windows where every start is a multiple of n, else one window more (a chunk of
+        100 read through 128 lanes, a halo's `offs + 1`: a start below the array's end ends
+        within it)."""
+        have = self.pad.setdefault(name, {}).get(d)
+        extra = have[1] if have else 0
+        self.pad[name][d] = (max(n, have[0] if have else 0), max(extra, 0 if aligned else n))
 
     def masked_load_undefined(self, e, ref, target, mask, aval, indent, src) -> _E:
         """A masked load without `other`: the masked-off elements are undefined (interpret
@@ -2655,14 +2680,14 @@ def _pad_for_gathers(lines: list, operand_line: dict, body, loc, kernel) -> None
                                    "BoundedSlice dims, has no .pk form", loc, kernel)
         padded = list(dims)
         shown = [i for i, d in enumerate(dims) if d != "None"]
-        for d, n in sorted(pads.items()):
+        for d, (n, extra) in sorted(pads.items()):
             size = int(dims[shown[d]])
-            if size % n and (nm, d) in body.whole:
+            if (size % n or extra) and (nm, d) in body.whole:
                 raise UnsupportedError(
                     f"'{nm}' is read both through gather windows of {n} that pass its end and "
                     f"whole: no .pk form (the padded block would change the whole read)", loc,
                     kernel)
-            padded[shown[d]] = str(-(-size // n) * n)
+            padded[shown[d]] = str(-(-size // n) * n + extra)
         text, site = lines[k]
         lines[k] = (text.replace(f"block={_tuple(dims)}", f"block={_tuple(padded)}", 1), site)
 

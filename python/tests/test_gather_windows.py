@@ -272,3 +272,39 @@ def test_an_unmasked_gather_load_past_the_array_is_out_of_bounds_though_its_stor
     r = pj.check(tail_gather_load(False), x)
     assert [f.rule for f in r.findings] == ["index-out-of-bounds"], r.report()
     pj.assert_verified(tail_gather_load(True), x)
+
+
+def unaligned_windows(kind):
+    # 1000 elements through masked windows of 128 whose starts are no multiple of 128: chunks of
+    # 100 per program ("chunk"), or a halo's right neighbour, offs + 1 ("halo").
+    def unaligned_kernel(x_ref, o_ref):
+        i = pl.program_id(0)
+        lane = jnp.arange(128)
+        if kind == "chunk":
+            offs = i * 100 + lane
+            m = (offs < 1000) & (lane < 100)
+            v = plgpu.load(x_ref.at[offs], mask=m, other=0.0) + 5.0
+        else:
+            offs = i * 128 + lane
+            m = offs < 1000
+            v = plgpu.load(x_ref.at[offs], mask=m, other=0.0) + \
+                plgpu.load(x_ref.at[offs + 1], mask=offs + 1 < 1000, other=0.0)
+        plgpu.store(o_ref.at[offs], v, mask=m)
+
+    def fn(x):
+        return pl.pallas_call(
+            unaligned_kernel, grid=(10 if kind == "chunk" else 8,),
+            in_specs=[pl.BlockSpec((1000,), lambda i: (0,))],
+            out_specs=pl.BlockSpec((1000,), lambda i: (0,)),
+            out_shape=jax.ShapeDtypeStruct((1000,), jnp.float32),
+            compiler_params=plgpu.CompilerParams(num_warps=4))(x)
+    return fn
+
+
+@pytest.mark.parametrize("kind", ["chunk", "halo"])
+def test_masked_windows_whose_starts_are_no_multiple_of_their_size_get_one_window_more(kind):
+    x = jax.random.normal(jax.random.PRNGKey(0), (1000,), jnp.float32)
+    assert "in  x_ref: f32[1000]  block=(1152,)" in pj.export(unaligned_windows(kind), x)
+    pj.assert_verified(unaligned_windows(kind), x)
+    want = (lambda x: x + 5.0) if kind == "chunk" else (lambda x: x + jnp.pad(x[1:], (0, 1)))
+    assert pj.run(unaligned_windows(kind), x, reference=want).ok
