@@ -2576,9 +2576,11 @@ def _prefetch_line(nm: str, aval, value, constraint: str | None, loc, kernel) ->
         text += " = [" + ", ".join(str(int(v)) for v in np.asarray(value).reshape(-1)) + "]"
     elif not constraint:
         raise UnsupportedError(
-            f"the contents of scalar prefetch operand '{nm}' are not known at export (pass the "
-            "array itself rather than a ShapeDtypeStruct, or describe them: "
-            f"prefetch={{{nm!r}: \"in [0, 8) nondecreasing\"}})", loc, kernel)
+            f"the contents of scalar prefetch operand '{nm}' are not known at export: they come "
+            "from an argument given as a ShapeDtypeStruct (pass the array itself), or change "
+            "from step to step of a loop around the call (a lax.scan or fori_loop calling it, or "
+            "jax.vmap over a batched table, which Pallas runs as a loop); describe them: "
+            f"prefetch={{{nm!r}: \"in [0, 8) nondecreasing\"}}", loc, kernel)
     if constraint:
         text += f" {constraint.strip()}"
     return text
