@@ -1381,10 +1381,13 @@ class _Body:
         acc = read(e.invars[0])
         if not isinstance(acc, _Ref) or acc.name not in self.acc_refs:
             self.fail("a wgmma whose accumulator is not a plgpu.ACC scratch has no .pk form", e)
-        rest = list(e.invars[1:])
+        # (wgmma_ref's operands: acc, a, b, then the transforms' leaves of acc, a and b)
+        refs = [e.invars[1], e.invars[2]]
+        acc_tree = p.get("acc_transforms_tree")
+        rest = list(e.invars[3 + (acc_tree.num_leaves if acc_tree is not None else 0):])
         views = []
         for what in ("a", "b"):
-            opnd = read(rest.pop(0))
+            opnd = read(refs.pop(0))
             if not isinstance(opnd, _Ref):
                 self.fail(f"a wgmma whose {what} operand is a value in registers, not a ref, has "
                           "no .pk form", e)

@@ -365,3 +365,34 @@ def test_a_parallel_axis_after_a_sequential_one_is_compared_with_the_reference_n
                reference=lambda x: x.sum(0, keepdims=True), rtol=1e-4, atol=1e-4)
     assert r.ok, r
     assert "grid axis 1 is parallel after a sequential one" in r.interpret_error, r
+
+
+def test_wgmmas_on_views_of_both_operands_in_a_fori_loop_read_those_views():
+    # wgmma_ref takes acc, a, b and then the views' leaves: a's view must not read b as its start
+    def k_chunks_kernel(a_ref, b_ref, o_ref, acc_ref):
+        def body(c, carry):
+            plgpu.wgmma(acc_ref, a_ref.at[:, pl.ds(c * 16, 16)], b_ref.at[pl.ds(c * 16, 16), :])
+            plgpu.wgmma_wait(0)
+            return carry
+        jax.lax.fori_loop(0, 4, body, 0)
+        o_ref[...] = acc_ref[...].astype(jnp.float16)
+
+    def f(a, b):
+        return pl.pallas_call(
+            k_chunks_kernel, grid=(1,),
+            in_specs=[pl.BlockSpec((64, 64), lambda i: (0, 0)),
+                      pl.BlockSpec((64, 64), lambda i: (0, 0))],
+            out_specs=pl.BlockSpec((64, 64), lambda i: (0, 0)),
+            out_shape=jax.ShapeDtypeStruct((64, 64), jnp.float16),
+            scratch_shapes=[plgpu.ACC((64, 64), jnp.float32)],
+            compiler_params=plgpu.CompilerParams(dimension_semantics=("sequential",),
+                                                 max_concurrent_steps=1))(a, b)
+
+    a = jax.random.normal(jax.random.PRNGKey(0), (64, 64)).astype(jnp.float16)
+    b = jax.random.normal(jax.random.PRNGKey(1), (64, 64)).astype(jnp.float16)
+    text = pj.export(f, a, b)
+    assert "dot(a_ref[:, ds(t1 * 16, 16)], b_ref[ds(t1 * 16, 16), :]" in text, text
+    pj.assert_verified(f, a, b)
+    r = pj.run(f, a, b, reference=lambda a, b: (a.astype(jnp.float32) @ b.astype(jnp.float32))
+               .astype(jnp.float16), rtol=2e-2, atol=0.1)
+    assert r.ok, r
