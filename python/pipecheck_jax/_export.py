@@ -785,6 +785,10 @@ class _Body:
     def __init__(self, kernel: str, default_loc):
         self.kernel = kernel
         self.default_loc = default_loc
+        #: the pallas_call's own traceback where JAX traced the kernel under one fixed context
+        #: (a custom_vjp's backward rule under jax.grad): body equations carrying it are
+        #: placed at the kernel's definition, not at that context's line
+        self.outer_traceback = None
         self.lines: list[tuple[str, tuple | None]] = []
         self.counter = 0
         self.bind_reads_of: frozenset = frozenset()  # SMEM state refs whose reads are bound
@@ -897,7 +901,10 @@ class _Body:
             return v
 
         for at, e in enumerate(jaxpr.eqns):
-            src = self.src_override or _frame(e.source_info) or self.default_loc
+            tb = getattr(e.source_info, "traceback", None)
+            src = self.src_override or (
+                None if tb is not None and tb is self.outer_traceback else _frame(e.source_info)) \
+                or self.default_loc
             self.after = jaxpr.eqns[at + 1:]  # what follows e in its block (wgmma's await)
             outs = self.eqn(e, read, env, indent, src)
             if outs is None:
@@ -2861,6 +2868,12 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     if grid:
         lines.append((f"    grid = {_tuple(str(int(g)) for g in grid)}", call_site))
     cp = p.get("compiler_params")
+    # JAX traced the call under one fixed context (a custom_vjp's backward rule under jax.grad):
+    # its equations share the call's traceback, whose line is that context's, so an operand
+    # is placed at its index map
+    tb = getattr(pc.source_info, "traceback", None)
+    traced_in_context = tb is not None and any(
+        getattr(q.source_info, "traceback", None) is tb for q in kj.eqns)
     backend = _backend(cp, kj, gm)
     triton, mgpu = backend == "triton", backend == "mosaic_gpu"
     if triton:
@@ -2980,7 +2993,8 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         if "smem" in ms_name:
             text += "  memory_space=smem"
         text += _buffered(bm)
-        lines.append((text, (_index_map_site(bm) or call_site) if n_pre else call_site))
+        lines.append((text, (_index_map_site(bm) or call_site) if n_pre or traced_in_context
+                      else call_site))
     tables = _data_tables(gm, names, n_in, input_values, prefetch or {}, arg_names[n_pre:],
                           len(grid), tuple(pre_names), taken, loc)
     lines.extend(as_scratch)
@@ -3021,6 +3035,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
 
     def translate_once(stored: frozenset) -> _Body:
         body = _Body(name, source)
+        body.outer_traceback = getattr(pc.source_info, "traceback", None)
         body.triton = triton
         body.user_axes = user_axes
         body.while_bound = while_bound

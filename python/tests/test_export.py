@@ -404,3 +404,37 @@ def test_a_grid_with_an_extent_of_0_or_an_empty_operand_is_unsupported_not_bad_i
     assert r.exit_code == 2 and "extent of 0" in str(r), str(r)
     r = pj.check(lambda x: f(x, (1,)), jax.ShapeDtypeStruct((0, 128), jnp.float32))
     assert r.exit_code == 2 and "is empty" in str(r), str(r)
+
+
+def vjp_square_call(kernel, *args):
+    return pl.pallas_call(
+        kernel, grid=(2, 2), in_specs=[pl.BlockSpec((64, 128), lambda i, j: (i, j))] * len(args),
+        out_specs=pl.BlockSpec((64, 128), lambda i, j: (i, 0)),  # the backward's bug: j dropped
+        out_shape=jax.ShapeDtypeStruct(args[0].shape, args[0].dtype),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel")))(*args)
+
+
+def vjp_square_bwd_kernel(x_ref, g_ref, o_ref):
+    o_ref[...] = 2.0 * x_ref[...] * g_ref[...]
+
+
+def test_a_custom_vjp_backward_kernel_is_placed_at_its_own_lines_not_the_jax_grad_call():
+    # JAX traces the backward rule under the custom_vjp call's traceback: every equation of
+    # the backward kernel carries the jax.grad line.
+    def square_kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * x_ref[...]
+
+    @jax.custom_vjp
+    def square(x):
+        return vjp_square_call(square_kernel, x)
+
+    square.defvjp(lambda x: (vjp_square_call(square_kernel, x), x),
+                  lambda x, g: (vjp_square_call(vjp_square_bwd_kernel, x, g),))
+    grad = jax.jit(jax.grad(lambda x: jnp.sum(square(x))))
+    grad_line = inspect.currentframe().f_lineno - 1
+    r = pj.check(grad, jnp.zeros((128, 256), jnp.float32))
+    bwd = [f for f in r.findings if f.kernel == "vjp_square_bwd_kernel"]
+    assert bwd, r.report()
+    out_specs_line = inspect.getsourcelines(vjp_square_call)[1] + 3
+    assert {f.python[1] for f in bwd} == {out_specs_line}, r.report()
+    assert grad_line not in {f.python[1] for f in r.findings}, r.report()
