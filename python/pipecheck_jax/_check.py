@@ -187,6 +187,12 @@ def check_kernels(kernels: list[Kernel], out_dir: str, unsupported=(), extra_arg
                 found.notes.append((_DROPPED_DELAY_RELEASE, k.call_site, 0))
             if k is not None and k.batch_axes:
                 found.notes.append((_batch_axes_note(k.batch_axes), k.call_site, 0))
+            if k is not None and k.callers and k.call_site is not None and sum(
+                    o.call_site == k.call_site for o in kernels) > 1:
+                # a helper that makes several of the calls: which one this is
+                found.notes.append(("in the pallas_call made through this call (the helper at "
+                                    f"{os.path.basename(k.call_site[0])}:{k.call_site[1]} makes "
+                                    "several)", k.callers[0], 0))
             findings.append(found)
     code = _combine([proc.returncode] + ([EXIT_UNKNOWN] if unsupported else []))
     output = proc.stdout

@@ -114,6 +114,9 @@ class Kernel:
     mosaic_gpu: bool = False
     #: the grid axes jax.vmap added (its batch axes, parallel), in the exported grid's numbering
     batch_axes: tuple = ()
+    #: the user frames the pallas_call was reached through past its call site, innermost first
+    #: ((file, line) each): the caller of a helper that makes it
+    callers: tuple = ()
 
 
 _DTYPES = {
@@ -177,6 +180,15 @@ def _frame(source_info) -> tuple[str, int] | None:
     if fr is None:
         return None
     return (fr.file_name, fr.start_line)
+
+
+def _callers(eqn, most: int = 3) -> tuple:
+    """The user frames past eqn's own (its callers, innermost first), at most `most`."""
+    try:
+        frames = list(source_info_util.user_frames(eqn.source_info.traceback))
+    except Exception:  # noqa: BLE001 - source info is best effort
+        return ()
+    return tuple((f.file_name, f.start_line) for f in frames[1:1 + most])
 
 
 def _index_map_site(bm) -> tuple[str, int] | None:
@@ -3133,7 +3145,8 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     dropped = [(prim, src, line) for (prim, src), line in zip(body.dropped, drops)]
     return Kernel(name=name, text="\n".join(text_lines) + "\n", line_map=line_map, source=source,
                   call_site=call_site, operands=operands, eqn=pc, opaque=opaque, dropped=dropped,
-                  triton=triton, mosaic_gpu=mgpu, batch_axes=tuple(sorted(vmapped)))
+                  triton=triton, mosaic_gpu=mgpu, batch_axes=tuple(sorted(vmapped)),
+                  callers=_callers(pc))
 
 
 

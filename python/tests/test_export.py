@@ -1,5 +1,6 @@
 """The export of Pallas kernels to .pk and what pipecheck check says about them."""
 
+import functools
 import inspect
 
 import jax
@@ -438,3 +439,27 @@ def test_a_custom_vjp_backward_kernel_is_placed_at_its_own_lines_not_the_jax_gra
     out_specs_line = inspect.getsourcelines(vjp_square_call)[1] + 3
     assert {f.python[1] for f in bwd} == {out_specs_line}, r.report()
     assert grad_line not in {f.python[1] for f in r.findings}, r.report()
+
+
+def helper_matmul(x, y, semantics):
+    return pl.pallas_call(
+        functools.partial(K.matmul_kernel, nsteps=2), grid=(2, 2, 2),
+        in_specs=[pl.BlockSpec((128, 128), lambda i, j, k: (i, k)),
+                  pl.BlockSpec((128, 128), lambda i, j, k: (k, j))],
+        out_specs=pl.BlockSpec((128, 128), lambda i, j, k: (i, j)),
+        out_shape=jax.ShapeDtypeStruct((256, 256), x.dtype),
+        scratch_shapes=[pltpu.VMEM((128, 128), jnp.float32)],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=semantics))(x, y)
+
+
+def test_a_finding_in_one_of_several_calls_a_helper_makes_names_the_caller_line():
+    def chain(x, y, z):
+        a = helper_matmul(x, y, ("parallel", "parallel", "arbitrary"))
+        return helper_matmul(a, z, ("parallel", "parallel", "parallel"))  # the reduction split
+    buggy_line = inspect.currentframe().f_lineno - 1
+    x = jnp.zeros((256, 256), jnp.float32)
+    r = pj.check(jax.jit(chain), x, x, x)
+    assert r.findings, r.report()
+    for f in r.findings:
+        callers = [py for msg, py, _ in f.notes if msg.startswith("in the pallas_call made through")]
+        assert callers and callers[0][1] == buggy_line, f
