@@ -809,13 +809,16 @@ Finding input_write_finding(const KernelModel &m, const Effect &w, const Point &
   // Aliasing does not help: the output's window, not the input's, is what
   // gets written back to the shared HBM buffer, and a block the input
   // revisits consecutively keeps the write for the next grid step.
+  const Target *t = m.target ? find_target(*m.target) : nullptr;
+  const std::string window = t && t->kind != TargetKind::tpu ? "shared-memory (SMEM) window" : "VMEM window";
   Finding f = make(Rule::input_write_lost, w.loc,
                    twin.empty() ? "writes input '" + o.name +
                                       "', which is not aliased to an output: the write "
-                                      "stays in the VMEM window and never reaches HBM (use `alias " +
-                                      o.name + " -> OUT` and write OUT, or write an output)"
-                                : "writes input '" + o.name +
-                                      "': the write stays in its VMEM window and never "
+                                      "stays in the " +
+                                      window + " and never reaches HBM (use `alias " + o.name +
+                                      " -> OUT` and write OUT, or write an output)"
+                                : "writes input '" + o.name + "': the write stays in its " + window +
+                                      " and never "
                                       "reaches HBM, although '" +
                                       o.name + "' is aliased to '" + twin + "' (only '" + twin +
                                       "'s window is written back), and a block revisited on the next "

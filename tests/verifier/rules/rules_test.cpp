@@ -795,6 +795,23 @@ TEST(ReductionNotLastAxis, JudgesAMosaicGpuGridInItsRunOrderCtaByCta) {
   EXPECT_EQ(point_item(w.findings[0], "reset"), (std::vector<std::int64_t>{1, 0}));
 }
 
+TEST(InputWriteLost, NamesTheWindowsMemoryOnAGpuTarget) {
+  const char *src = R"(kernel k:
+    grid = (2,)
+    target = h100
+    dimension_semantics = (sequential,)
+    in  x: f32[128, 128]  block=(64, 128)  index=(i) -> (i, 0)
+    out o: f32[128, 128]  block=(64, 128)  index=(i) -> (i, 0)
+    body:
+        x[...] = x[...] * 2.0
+        o[...] = x[...]
+)";
+  auto v = check_text(src, "k");
+  ASSERT_EQ(marks(v), (Marks{{verifier::Rule::input_write_lost, 8}}));
+  EXPECT_NE(v.findings[0].message.find("stays in the shared-memory (SMEM) window"), std::string::npos)
+      << v.findings[0].message;
+}
+
 TEST(InputWriteLost, IgnoresAWriteWhoseGuardNeverHolds) {
   const char *src = R"(kernel never:
     grid = (8,)
