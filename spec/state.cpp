@@ -11,12 +11,15 @@
 
 namespace pipecheck::spec {
 
+bool is_smem_i32_scratch(const Operand &o) {
+  return o.role == Role::scratch && o.memory_space == MemorySpace::smem && o.dtype == DType::i32 &&
+         o.sem == SemKind::none;
+}
+
 std::set<std::string> state_scratches(const KernelSpec &k) {
   std::set<std::string> state;
   for (const auto &o : k.operands)
-    if (o.role == Role::scratch && o.memory_space == MemorySpace::smem && o.dtype == DType::i32 &&
-        o.sem == SemKind::none)
-      state.insert(o.name);
+    if (is_smem_i32_scratch(o)) state.insert(o.name);
   if (state.empty()) return state;
   // What reads data: a ref of an operand that is not (yet) state, a local
   // bound to data. Prefetch arrays, grid ids and loop variables are integers.

@@ -34,6 +34,10 @@
 
 namespace pipecheck::spec {
 
+/// An SMEM scratch of i32 scalars (no semaphore): state, unless a store
+/// gives it data (state_scratches).
+bool is_smem_i32_scratch(const Operand &);
+
 /// The SMEM scratches of i32 scalars in `k` that hold state: each one that
 /// no store gives a value read from data (a block, a data scratch or a local
 /// computed from one, transitively). One that does (a count of nonzero

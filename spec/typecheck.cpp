@@ -721,9 +721,7 @@ private:
   // An i32 SMEM scratch `e` reads that is not state (state_scratches), or empty.
   std::string data_scratch_read(const Expr &e) const {
     if (e.op == Op::Ref)
-      if (const Operand *o = k_.operand(e.name); o && o->role == Role::scratch &&
-                                                 o->memory_space == MemorySpace::smem &&
-                                                 o->dtype == DType::i32 && !state_.count(o->name))
+      if (const Operand *o = k_.operand(e.name); o && is_smem_i32_scratch(*o) && !state_.count(o->name))
         return o->name;
     for (const auto &a : e.args)
       if (auto d = data_scratch_read(a); !d.empty()) return d;

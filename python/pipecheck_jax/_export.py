@@ -1554,9 +1554,8 @@ class _Body:
         whole windows where every start is a multiple of n, else one window more (a chunk of
         100 read through 128 lanes, a halo's `offs + 1`: a start below the array's end ends
         within it)."""
-        have = self.pad.setdefault(name, {}).get(d)
-        extra = have[1] if have else 0
-        self.pad[name][d] = (max(n, have[0] if have else 0), max(extra, 0 if aligned else n))
+        width, extra = self.pad.setdefault(name, {}).get(d, (0, 0))
+        self.pad[name][d] = (max(width, n), max(extra, 0 if aligned else n))
 
     def masked_load_undefined(self, e, ref, target, mask, aval, indent, src) -> _E:
         """A masked load without `other`: the masked-off elements are undefined (interpret

@@ -241,13 +241,8 @@ void Machine::wgmma_padding(const spec::AsyncStart &a, int ev) {
   const spec::StepRef &acc = a.acc;
   if (acc.kept.size() != 2 || a.a.kept.size() != 2 || a.b.kept.size() != 2) return;
   // (An operand part of whose box something wrote takes the rest as undefined, as on_compute's reads.)
-  for (const spec::StepRef *r : {&a.a, &a.b}) {
-    const auto kind = program_.buffers[r->place.buffer].kind;
-    if ((kind != spec::BufferKind::sram && kind != spec::BufferKind::smem) || covered(r->place)) continue;
-    bool some = false;
-    std::vector<Box> undefined = unwritten(r->place, &some);
-    if (some) add_padding(r->place, undefined);
-  }
+  pad_unwritten(a.a.place);
+  pad_unwritten(a.b.place);
   if (!any_padding_) return;
   auto dim = [](const spec::StepRef &r, int k) {
     return static_cast<std::size_t>(r.kept[static_cast<std::size_t>(k)]);
@@ -276,6 +271,14 @@ void Machine::wgmma_padding(const spec::AsyncStart &a, int ev) {
   add_padding(acc.place, pads);
   auto &st = slots_state_[{acc.place.buffer, acc.place.slot}];
   if (st.padded_by < 0) st.padded_by = ev;
+}
+
+void Machine::pad_unwritten(const Place &p) {
+  auto kind = program_.buffers[p.buffer].kind;
+  if ((kind != spec::BufferKind::sram && kind != spec::BufferKind::smem) || covered(p)) return;
+  bool some = false;
+  std::vector<Box> undefined = unwritten(p, &some);
+  if (some) add_padding(p, undefined);
 }
 
 void Machine::add_padding(const Place &p, const std::vector<Box> &boxes) {
@@ -398,14 +401,8 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
   // padding (a carry scratch read whole whose unwritten rows a slice drops;
   // uninitialized-read where they reach an output). One nothing wrote any
   // of is the read's error (access).
-  for (auto &r : refs) {
-    if (write && r.place == write->place && is_keep_store(s)) continue;
-    auto kind = program_.buffers[r.place.buffer].kind;
-    if ((kind != spec::BufferKind::sram && kind != spec::BufferKind::smem) || covered(r.place)) continue;
-    bool some = false;
-    std::vector<Box> undefined = unwritten(r.place, &some);
-    if (some) add_padding(r.place, undefined);
-  }
+  for (auto &r : refs)
+    if (!(write && r.place == write->place && is_keep_store(s))) pad_unwritten(r.place);
   if (!write) {
     // A tensor local: where it holds padding, element by element. One bound
     // before any padding exists holds none, but its shape and value (a mask)

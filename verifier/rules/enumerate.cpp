@@ -1069,13 +1069,10 @@ private:
   void crossed_chains(std::size_t op) {
     const ScratchUse u = scratch_use(m_, op);
     const std::size_t n = pts_.size();
-    auto init_fires = [&](std::size_t t) {
-      return std::any_of(u.inits.begin(), u.inits.end(), [&](std::size_t i) { return fires_[i][t] != 0; });
-    };
     std::optional<std::size_t> first;
     std::vector<bool> chain(m_.grid.size(), false);
     for (std::size_t t = 0; t < n; ++t)
-      if (init_fires(t)) {
+      if (init_fires(u, t, [](int) { return true; })) {
         if (!first) first = t;
         for (std::size_t d = 0; d < chain.size(); ++d)
           chain[d] = chain[d] || pts_[t][d] != pts_[*first][d];
