@@ -136,6 +136,7 @@ private:
     View acc, a, b;
     spec::Loc loc;
     std::int64_t due;
+    bool trans_a = false, trans_b = false;
   };
 
   // A copy's statistics and timeline entry, once it is done with.
@@ -262,7 +263,7 @@ private:
     cur_loc_ = s.loc;
     if (a.kind == spec::AsyncKind::wgmma) {
       wgmma_loc_[op] = s.loc;
-      PendingWgmma w{op, view_of(a.acc), view_of(a.a), view_of(a.b), s.loc, 0};
+      PendingWgmma w{op, view_of(a.acc), view_of(a.a), view_of(a.b), s.loc, 0, a.trans_a, a.trans_b};
       if (w.a.shape().size() != 2 || w.b.shape().size() != 2) bad(s.loc, "wgmma takes 2-D operands");
       w.due = due_tick();
       const auto now = clock_.now_ns();
@@ -388,7 +389,7 @@ private:
     order(w.b, false);
     order(w.acc, true);
     Value c = load(w.acc);
-    const Value p = dot(load(w.a), load(w.b), w.loc);
+    const Value p = dot(load(w.a), load(w.b), w.loc, {w.trans_a, w.trans_b, std::nullopt});
     Value sum = binary(BinOp::add, std::move(c), p, w.loc);
     store(sum, w.acc, w.loc);
     record({EventKind::wgmma_exec, w.loc, w.a.array->name(), slot_of(w.a), 0, t0, clock_.now_ns(),

@@ -258,8 +258,11 @@ struct Copy {
   friend bool operator==(const Copy &, const Copy &) = default;
 };
 /// wgmma(acc, a, b): asynchronous acc += a @ b reading a and b until retired.
+/// `trans_a=True` / `trans_b=True` read that operand transposed (a stored
+/// (k, m), b stored (n, k): Pallas' `plgpu.transpose_ref(k_ref, (1, 0))`).
 struct Wgmma {
   Expr acc, a, b;
+  bool trans_a = false, trans_b = false;
   friend bool operator==(const Wgmma &, const Wgmma &) = default;
 };
 /// wgmma_wait(n): at most n wgmmas remain in flight.

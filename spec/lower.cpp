@@ -653,6 +653,12 @@ private:
           w.acc = Expr::var(a->target.name, a->target.loc);
           w.a = v.args[0];
           w.b = v.args[1];
+          auto flag = [&](const char *k) {
+            const Expr *x = v.kwarg(k);
+            return x && bool_literal(*x).value_or(false);
+          };
+          w.trans_a = flag("trans_a");
+          w.trans_b = flag("trans_b");
           out_->push_back(mk(w, st.loc));
           out_->push_back(mk(WgmmaWait{Expr::integer(1)}, st.loc));
           in_flight_ = true;

@@ -740,6 +740,18 @@ private:
       w.a = ref_expr();
       expect_punct(",");
       w.b = ref_expr();
+      // `, trans_a=True` / `, trans_b=True`: the operand read transposed.
+      while (is_punct(",")) {
+        advance();
+        const Token &k = peek();
+        if (k.kind != Tok::Name || (k.text != "trans_a" && k.text != "trans_b"))
+          expected("wgmma's trans_a=True or trans_b=True");
+        const bool a_side = k.text == "trans_a";
+        advance();
+        expect_punct("=");
+        if (!is_name("True") && !is_name("False")) expected("True or False");
+        (a_side ? w.trans_a : w.trans_b) = advance().text == "True";
+      }
       expect_punct(")");
       s.kind = std::move(w);
     } else if (auto d = dma_stmt()) {

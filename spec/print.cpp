@@ -293,6 +293,8 @@ void emit_stmt(std::ostream &os, const Stmt &s, int indent) {
           emit(os, k.a);
           os << ", ";
           emit(os, k.b);
+          if (k.trans_a) os << ", trans_a=True";
+          if (k.trans_b) os << ", trans_b=True";
           os << ")";
           end_line(os, s.comments);
         } else if constexpr (std::is_same_v<T, WgmmaWait>) {

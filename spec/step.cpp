@@ -415,6 +415,8 @@ void Stepper::exec_async(const Stmt &s) {
     a.acc = resolve(w->acc, s.loc);
     a.a = resolve(w->a, s.loc);
     a.b = resolve(w->b, s.loc);
+    a.trans_a = w->trans_a;
+    a.trans_b = w->trans_b;
     const int op = next_op_++;
     in_flight_.push_back(op);
     wgmmas_.push_back(op);

@@ -85,7 +85,8 @@ struct AsyncStart {
   /// fills of its destination (narrowed by spec::fit_copy where they differ).
   StepRef src, dst;
   StepPlace src_read, dst_filled;
-  StepRef acc, a, b; ///< wgmma
+  StepRef acc, a, b;                     ///< wgmma
+  bool trans_a = false, trans_b = false; ///< wgmma: operands read transposed
 };
 
 /// What the stepper reports. Throwing from a callback stops the walk (the

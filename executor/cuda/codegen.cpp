@@ -1815,6 +1815,7 @@ private:
   struct WgmmaForm {
     std::string acc, a, b;
     std::int64_t m = 0, k = 0, n = 0;
+    bool trans_a = false, trans_b = false; ///< a stored (k, m), b stored (n, k)
   };
   std::vector<WgmmaForm> wgmma_forms_;
   std::map<const spec::Wgmma *, std::size_t> wgmma_form_of_;
@@ -1842,15 +1843,18 @@ private:
       };
       const SharedRing &acc = ring(w->acc), &a = ring(w->a), &bb = ring(w->b);
       if (!acc.accumulator) unsupported("a wgmma into " + acc.name + ", which is not an acc buffer");
-      if (a.slot_shape.size() != 2 || bb.slot_shape.size() != 2 || acc.slot_shape.size() != 2 ||
-          a.slot_shape[1] != bb.slot_shape[0] || acc.slot_shape[0] != a.slot_shape[0] ||
-          acc.slot_shape[1] != bb.slot_shape[1])
+      if (a.slot_shape.size() != 2 || bb.slot_shape.size() != 2 || acc.slot_shape.size() != 2)
+        unsupported("a wgmma whose operand shapes are not (m, k) @ (k, n) into (m, n)");
+      // The operands as read: a transposed one is stored the other way round.
+      const std::int64_t m = a.slot_shape[w->trans_a ? 1 : 0], ka = a.slot_shape[w->trans_a ? 0 : 1];
+      const std::int64_t kb = bb.slot_shape[w->trans_b ? 1 : 0], n = bb.slot_shape[w->trans_b ? 0 : 1];
+      if (ka != kb || acc.slot_shape[0] != m || acc.slot_shape[1] != n)
         unsupported("a wgmma whose operand shapes are not (m, k) @ (k, n) into (m, n)");
       if (a.dtype != bb.dtype || !ty(a.dtype).is_float)
         unsupported("a wgmma of " + std::string(spec::to_string(a.dtype)) + " by " +
                     spec::to_string(bb.dtype));
       wgmma_form_of_[w] = wgmma_forms_.size();
-      wgmma_forms_.push_back({acc.name, a.name, bb.name, a.slot_shape[0], a.slot_shape[1], bb.slot_shape[1]});
+      wgmma_forms_.push_back({acc.name, a.name, bb.name, m, ka, n, w->trans_a, w->trans_b});
     });
     // An acc whose every wgmma fits the instruction is computed by wgmma
     // instructions on sm_90a (PK_WGMMA), with its operand rings stored in
@@ -1888,8 +1892,10 @@ private:
   bool instruction_fits(const WgmmaForm &f) {
     const SharedRing &a = shared_ring(f.a), &b = shared_ring(f.b);
     const bool half = a.dtype == spec::DType::bf16 || a.dtype == spec::DType::f16;
-    return half && a.dtype == b.dtype && f.m % 64 == 0 && f.k % 16 == 0 && f.n % 8 == 0 && f.n > 0 &&
-           o_.threads % 128 == 0;
+    // (A transposed operand is read by the loop form: the instruction path
+    // stores a K-major and b N-major only.)
+    return half && !f.trans_a && !f.trans_b && a.dtype == b.dtype && f.m % 64 == 0 && f.k % 16 == 0 &&
+           f.n % 8 == 0 && f.n > 0 && o_.threads % 128 == 0;
   }
 
   // Where element `e` of ring `r`'s slot is stored (pk_tile for a wgmma operand).
@@ -1941,8 +1947,8 @@ private:
     const std::string ind(static_cast<std::size_t>(depth) * 2, ' ');
     std::int64_t n = 0;
     const std::string a = slot_ptr(w.a, &n), b = slot_ptr(w.b, &n);
-    os << ind << "{ // wgmma(" << w.acc << ", " << w.a << ", " << w.b
-       << "): reads its operands when it retires\n";
+    os << ind << "{ // wgmma(" << w.acc << ", " << w.a << ", " << w.b << (w.trans_a ? ", trans_a=True" : "")
+       << (w.trans_b ? ", trans_b=True" : "") << "): reads its operands when it retires\n";
     delay(os, ind + "  ");
     os << ind << "  if (wg_n == " << queue_depth * 2 << ") __trap();\n";
     os << ind << "  wg_form[wg_n] = " << wgmma_form_of_.at(&w) << ";\n";
@@ -2059,9 +2065,17 @@ private:
       os << in3 << "  for (long long e = threadIdx.x; e < " << f.m * f.n << "LL; e += blockDim.x) {\n";
       os << in3 << "    const long long i = e / " << f.n << "LL, j = e % " << f.n << "LL;\n";
       os << in3 << "    float sum = 0.0f;\n";
-      os << in3 << "    for (long long p = 0; p < " << f.k
-         << "LL; ++p) sum += " << load(t, "A[" + at(f.a, "i * " + std::to_string(f.k) + "LL + p") + "]")
-         << " * " << load(t, "B[" + at(f.b, "p * " + std::to_string(f.n) + "LL + j") + "]") << ";\n";
+      os << in3 << "    for (long long p = 0; p < " << f.k << "LL; ++p) sum += "
+         << load(t, "A[" +
+                        at(f.a, f.trans_a ? "p * " + std::to_string(f.m) + "LL + i"
+                                          : "i * " + std::to_string(f.k) + "LL + p") +
+                        "]")
+         << " * "
+         << load(t, "B[" +
+                        at(f.b, f.trans_b ? "j * " + std::to_string(f.k) + "LL + p"
+                                          : "p * " + std::to_string(f.n) + "LL + j") +
+                        "]")
+         << ";\n";
       os << in3 << "    s_" << f.acc << "[e] += sum;\n";
       os << in3 << "  }\n";
       os << in3 << "  break;\n";

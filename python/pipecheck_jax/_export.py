@@ -1413,11 +1413,25 @@ class _Body:
             tree = p.get(f"{what}_transforms_tree")
             k = tree.num_leaves if tree is not None else 0
             leaves, rest = rest[:k], rest[k:]
-            transforms = tree_util.tree_unflatten(tree, leaves) if tree is not None else ()
-            sub, _, reshaped = self.view_of(opnd, e, list(transforms), read)
+            transforms = list(tree_util.tree_unflatten(tree, leaves) if tree is not None else ())
+            # plgpu.transpose_ref(k_ref, (1, 0)): the wgmma reads the operand transposed
+            # (attention's S = Q Kᵀ), the .pk dot's trans_a / trans_b. Only a last transpose
+            # of a 2-D view is one; a view indexed after a transpose is refused.
+            trans = False
+            tpos = [k for k, t in enumerate(transforms) if type(t).__name__ == "TransposeTransform"]
+            if tpos:
+                later = [t for t in transforms[tpos[-1] + 1:]
+                         if type(t).__name__ not in _LAYOUT_VIEWS]
+                perm = tuple(int(x) for x in getattr(transforms[tpos[-1]], "permutation", ()))
+                if len(tpos) > 1 or later or perm != (1, 0):
+                    self.fail(f"a wgmma {what} operand transposed other than by a last "
+                              f"transpose_ref(..., (1, 0)) of '{opnd.name}' has no .pk form", e)
+                del transforms[tpos[-1]]
+                trans = True
+            sub, _, reshaped = self.view_of(opnd, e, transforms, read)
             if reshaped:
                 self.fail(f"a wgmma operand that reshapes '{opnd.name}' has no .pk form", e)
-            views.append((opnd, sub))
+            views.append((opnd, sub, trans))
         if p.get("acc_transforms_tree") is not None:
             self.fail("a wgmma into a view of its accumulator has no .pk form", e)
         waited = None  # the n of the first wgmma_wait after e, or "read" for a read of acc
@@ -1445,8 +1459,9 @@ class _Body:
                       "form (the .pk wgmma keeps at most one in flight, awaited by the next "
                       "wgmma's wait or a read of the accumulator)", e)
         self.flush(indent)
-        (a, sa), (b, sb) = views
-        dot = f"dot({a.name}{sa}, {b.name}{sb}, preferred_element_type=f32)"
+        (a, sa, ta), (b, sb, tb) = views
+        flags = (", trans_a=True" if ta else "") + (", trans_b=True" if tb else "")
+        dot = f"dot({a.name}{sa}, {b.name}{sb}{flags}, preferred_element_type=f32)"
         # A store into an operand before its wait(0) (at top level, or in a pl.when) races the
         # wgmma still reading it: left in flight, as .pk says, the store is the
         # async-operand-overwritten it is.

@@ -396,3 +396,62 @@ def test_wgmmas_on_views_of_both_operands_in_a_fori_loop_read_those_views():
     r = pj.run(f, a, b, reference=lambda a, b: (a.astype(jnp.float32) @ b.astype(jnp.float32))
                .astype(jnp.float16), rtol=2e-2, atol=0.1)
     assert r.ok, r
+
+
+def scores_kernel(wait):
+    """Attention's score step S = Q Kᵀ: the wgmma reads K transposed (plgpu.transpose_ref),
+    awaited with `wait` left in flight; the last k step stores the accumulator."""
+    def kernel(q_ref, k_ref, o_ref, acc_ref):
+        plgpu.wgmma(acc_ref, q_ref, plgpu.transpose_ref(k_ref, (1, 0)))
+        if wait == 0:
+            plgpu.wgmma_wait(0)
+
+        @pl.when(pl.program_id(2) == GK - 1)
+        def _():
+            o_ref[...] = acc_ref[...]
+
+        if wait != 0:
+            plgpu.wgmma_wait(wait)
+    return kernel
+
+
+def scores(kernel, keys=N):
+    """S[i, j] = sum_k Q[i, k] K[j, k] over (GM, keys / TN, GK) blocks, k sequential."""
+    def f(q, k):
+        return pl.pallas_call(
+            kernel, grid=(GM, pl.cdiv(keys, TN), GK),
+            in_specs=[pl.BlockSpec((TM, TK), lambda i, j, k: (i, k)),
+                      pl.BlockSpec((TN, TK), lambda i, j, k: (j, k))],
+            out_specs=pl.BlockSpec((TM, TN), lambda i, j, k: (i, j)),
+            out_shape=jax.ShapeDtypeStruct((M, keys), jnp.float32),
+            scratch_shapes=[plgpu.ACC((TM, TN), jnp.float32)],
+            compiler_params=plgpu.CompilerParams(
+                dimension_semantics=("parallel", "parallel", "sequential"),
+                max_concurrent_steps=2))(q, k)
+    return f
+
+
+def test_a_wgmma_reading_k_through_transpose_ref_is_q_times_k_transposed():
+    q = jax.random.uniform(jax.random.key(3), (M, K), jnp.float16)
+    # 100 keys: K's last block is ragged, its padding rows are S's columns past the edge.
+    k = jax.random.uniform(jax.random.key(4), (100, K), jnp.float16)
+    f = scores(scores_kernel(0), keys=100)
+    text = pj.export(f, q, k)
+    assert "dot(q_ref[...], k_ref[...], trans_b=True, preferred_element_type=f32)" in text, text
+    pj.assert_verified(f, q, k)
+    run = pj.run(f, q, k, reference=lambda q, k: q.astype(jnp.float32) @ k.astype(jnp.float32).T,
+                 rtol=2e-2, atol=0.1)
+    assert run.ok, run
+    # Left in flight, the transposed K slot is refilled under the wgmma as any operand is.
+    r = pj.check(scores(scores_kernel(1), keys=100), q, k)
+    assert {(f.rule, f.pk_text.split(":")[0].strip()) for f in r.findings} == {
+        ("async-operand-overwritten", "in  q_ref"), ("async-operand-overwritten", "in  k_ref")}, r
+
+
+def test_a_transpose_of_a_wgmma_operand_that_is_not_its_last_view_is_unsupported():
+    def transposed_twice(a_ref, b_ref, o_ref, acc_ref):
+        twice = plgpu.transpose_ref(plgpu.transpose_ref(b_ref, (1, 0)), (1, 0))
+        plgpu.wgmma(acc_ref, a_ref, twice)
+        plgpu.wgmma_wait(0)
+
+    assert "transposed other than by a last transpose_ref" in unsupported_message(transposed_twice)

@@ -301,6 +301,24 @@ TEST(CudaCodegen, AWgmmaIsQueuedAtItsStatementAndReadsItsSlotsWhenAWaitRetiresIt
   ASSERT_TRUE(p.ok) << p.error;
 }
 
+TEST(CudaCodegen, ATransposedWgmmaOperandIsReadTransposedByTheLoopAndNeverByTheInstruction) {
+  const auto f = load_corpus("corpus/kernels/wgmma_matmul_gpu.pk");
+  const auto r =
+      generate_cuda(lower(unit<spec::KernelSpec>(f, "wgmma_scores_qt_k_ragged_queries"), "h100"), {});
+  ASSERT_TRUE(r) << r.error;
+  const std::string &src = r.kernel->source;
+  // qt's (64, 64) slot is read as its transpose, element (i, p) at p * 64 + i;
+  // kt's likewise at j * 64 + p.
+  EXPECT_NE(src.find("trans_a=True, trans_b=True): reads its operands when it retires"), std::string::npos)
+      << src;
+  EXPECT_NE(src.find("A[p * 64LL + i]"), std::string::npos) << src;
+  EXPECT_NE(src.find("B[j * 64LL + p]"), std::string::npos) << src;
+  EXPECT_EQ(src.find("pk_wgmma_bf16_m64n64("), std::string::npos) << src;
+  const PtxResult p = compile_to_ptx(src, r.kernel->entry + ".cu", "compute_90a");
+  ASSERT_TRUE(p.ok) << p.error;
+  EXPECT_EQ(p.ptx.find("wgmma.mma_async"), std::string::npos);
+}
+
 TEST(CudaCodegen, OnSm90aAWgmmaIsTheWgmmaInstructionOnCanonicalLayoutSlotsAndItsWaitIsWaitGroup) {
   const auto f = load_corpus("corpus/kernels/wgmma_matmul_gpu.pk");
   const auto r = generate_cuda(lower(unit<spec::KernelSpec>(f, "wgmma_matmul_delay_release"), "h100"), {});

@@ -227,6 +227,33 @@ TEST(ParsePipeline, ReadsWgmmaAccumulatorsAndRangeWithTwoBounds) {
   EXPECT_EQ(print(std::get<Copy>(p.body[4].kind).dst), "O");
 }
 
+TEST(ParsePipeline, ReadsAWgmmaOperandReadTransposedAndPrintsItBack) {
+  const std::string text = R"(pipeline g:
+    smem q[1]: bf16[64, 32]
+    smem k[1]: bf16[64, 32]
+    acc  c: f32[64, 64]
+    wgmma(c, q[0], k[0], trans_b=True)
+    wgmma(c, k[0], k[0], trans_a=True, trans_b=False)
+    wgmma_wait(0)
+)";
+  const File f = parse_ok(text);
+  const Program &p = program(f);
+  const Wgmma &w = std::get<Wgmma>(p.body[0].kind);
+  EXPECT_FALSE(w.trans_a);
+  EXPECT_TRUE(w.trans_b);
+  const Wgmma &v = std::get<Wgmma>(p.body[1].kind);
+  EXPECT_TRUE(v.trans_a);
+  EXPECT_FALSE(v.trans_b);
+  EXPECT_EQ(print(p.body[0]), "wgmma(c, q[0], k[0], trans_b=True)\n");
+  EXPECT_EQ(print(p.body[1]), "wgmma(c, k[0], k[0], trans_a=True)\n");
+  auto bad = parse(SourceFile::from_string("t.pk", "pipeline g:\n    acc c: f32[64, 64]\n    wgmma(c, c, c, "
+                                                   "transpose=True)\n"));
+  ASSERT_FALSE(bad.file);
+  EXPECT_NE(bad.errors.at(0).message.find("expected wgmma's trans_a=True or trans_b=True"), std::string::npos)
+      << bad.errors.at(0).message;
+  EXPECT_EQ(bad.errors.at(0).loc.line, 3);
+}
+
 TEST(ParseExpressions, FollowPythonPrecedence) {
   File f = parse_ok(R"(pipeline p:
     param N >= 1

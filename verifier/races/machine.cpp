@@ -234,7 +234,8 @@ RefPadding Machine::ref_padding(const spec::Expr &e) const {
 }
 
 // acc += a @ b: undefined data in a row of a (any column) reaches that row
-// of acc, in a column of b that column, as a dot spreads a partial block's
+// of acc, in a column of b that column (rows and columns of the operands as
+// read, transposed where the wgmma says so), as a dot spreads a partial block's
 // padding (verifier/races/padding.hpp). Its rows past a ragged M edge are
 // padding the write-back leaves out; an undefined column of a, every row.
 void Machine::wgmma_padding(const spec::AsyncStart &a, int ev) {
@@ -263,10 +264,11 @@ void Machine::wgmma_padding(const spec::AsyncStart &a, int ev) {
   };
   const std::int64_t m = acc.place.box[dim(acc, 0)].second - acc.place.box[dim(acc, 0)].first;
   const std::int64_t n = acc.place.box[dim(acc, 1)].second - acc.place.box[dim(acc, 1)].first;
+  // (a's rows are its dim 0, its dim 1 when read transposed; b's columns its dim 1, or 0.)
   for (const auto &b : padding_in(a.a.place))
-    acc_box(rel(a.a, b, 0), {0, n});
+    acc_box(rel(a.a, b, a.trans_a ? 1 : 0), {0, n});
   for (const auto &b : padding_in(a.b.place))
-    acc_box({0, m}, rel(a.b, b, 1));
+    acc_box({0, m}, rel(a.b, b, a.trans_b ? 0 : 1));
   if (pads.empty()) return;
   add_padding(acc.place, pads);
   auto &st = slots_state_[{acc.place.buffer, acc.place.slot}];
