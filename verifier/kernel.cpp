@@ -354,25 +354,35 @@ Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low) {
     std::erase_if(v.findings, [](const Finding &f) { return f.rule == Rule::partial_block_reduction; });
   // One root cause, one finding: a spec-level finding explains what the
   // lowered program shows at its line or on its operand (docs/rules.md).
-  std::set<int> lines;
-  std::set<std::string> operands;
+  // An access out of bounds is a fault of its own: only a spec-level
+  // index-out-of-bounds explains one (a coverage gap or a collision on the
+  // same operand does not).
+  std::set<int> lines, oob_lines;
+  std::set<std::string> operands, oob_operands;
   // A block that reaches outside its array (ragged along a reduced dim, or an
   // index map out of bounds) is copied in clipped: its padding is what the
   // lowered program then reads or writes back uninitialized.
   bool clipped_blocks = false;
   for (const auto &f : v.findings) {
     clipped_blocks |= f.rule == Rule::partial_block_reduction || f.rule == Rule::index_out_of_bounds;
+    const bool oob = f.rule == Rule::index_out_of_bounds;
+    auto operand = [&](const std::string &name) {
+      operands.insert(name);
+      if (oob) oob_operands.insert(name);
+    };
     lines.insert(f.loc.line);
-    if (auto *name = f.witness.get<std::string>("operand")) operands.insert(*name);
-    if (auto *name = f.witness.get<std::string>("output")) operands.insert(*name);
+    if (oob) oob_lines.insert(f.loc.line);
+    if (auto *name = f.witness.get<std::string>("operand")) operand(*name);
+    if (auto *name = f.witness.get<std::string>("output")) operand(*name);
     for (const auto &op : k.operands)
-      if (op.loc.line == f.loc.line) operands.insert(op.name);
+      if (op.loc.line == f.loc.line) operand(op.name);
   }
   for (std::size_t i = 0; i < low.findings.size(); ++i) {
-    bool explained = lines.count(low.findings[i].loc.line) > 0 ||
+    const bool oob = low.findings[i].rule == Rule::index_out_of_bounds;
+    bool explained = (oob ? oob_lines : lines).count(low.findings[i].loc.line) > 0 ||
                      (clipped_blocks && low.findings[i].rule == Rule::uninitialized_read);
     for (const auto &op : low.operands[i])
-      explained |= operands.count(op) > 0;
+      explained |= (oob ? oob_operands : operands).count(op) > 0;
     // A visit that stores nothing into a block revisited later writes back
     // undefined data the last visit replaces (output-revisit's exception).
     const bool unstored =
