@@ -301,6 +301,43 @@ public:
   }
 };
 
+// The first element of `blk` outside `bbox` (the part of a partial block
+// past its array) that holds no poison, as an index into the block; none
+// when all of it is poison. Filled with poison before the body ran, such an
+// element is one the body stored a value into.
+std::optional<Shape> stored_padding(const HostArray &blk, const Box &bbox) {
+  const Shape &size = blk.shape();
+  const std::size_t rank = size.size();
+  // Slab d: dims before d inside the box, dim d outside it, the rest whole.
+  for (std::size_t d = 0; d < rank; ++d)
+    for (const auto &[from, to] : {std::pair{std::int64_t{0}, bbox.lo[d]}, std::pair{bbox.hi[d], size[d]}}) {
+      if (from >= to) continue;
+      Shape lo(rank), hi(rank);
+      for (std::size_t e = 0; e < rank; ++e) {
+        lo[e] = e < d ? bbox.lo[e] : e == d ? from : 0;
+        hi[e] = e < d ? bbox.hi[e] : e == d ? to : size[e];
+      }
+      bool empty = false;
+      for (std::size_t e = 0; e < rank; ++e)
+        empty |= hi[e] <= lo[e];
+      if (empty) continue;
+      Shape idx = lo;
+      for (;;) {
+        std::int64_t off = 0;
+        for (std::size_t e = 0; e < rank; ++e)
+          off += idx[e] * blk.strides()[e];
+        if (!blk.is_poison(off)) return idx;
+        std::size_t e = rank;
+        while (e > 0 && ++idx[e - 1] == hi[e - 1]) {
+          idx[e - 1] = lo[e - 1];
+          --e;
+        }
+        if (e == 0) break;
+      }
+    }
+  return std::nullopt;
+}
+
 View box_view(HostArray &a, const Box &b) {
   View v = View::whole(a);
   v.box.lo = b.lo;
@@ -344,6 +381,7 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written) 
     }
   }
   Interp interp(mem);
+  const bool triton = c.spec && spec::uses_triton(*c.spec);
   const std::int64_t n = c.num_points();
   for (std::int64_t lin = 0; lin < n; ++lin) {
     const Shape point = grid_point(c, lin);
@@ -382,6 +420,31 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written) 
       interp.env[num_programs_name(static_cast<int>(a))] = c.grid[a];
     }
     interp.exec(c.body);
+    // backend = triton: a program's store reaches the array itself, and one
+    // past its end writes memory outside it (what `check` reports as
+    // index-out-of-bounds); a masked store keeps the padding's poison.
+    if (triton)
+      for (std::size_t k = 0; k < c.operands.size(); ++k) {
+        const auto &o = c.operands[k];
+        if (!o.windowed || o.role != spec::Role::out || !blocks[k]) continue;
+        const auto at = stored_padding(*blocks[k], bboxes[k]);
+        if (!at) continue;
+        Shape element;
+        std::size_t j = 0;
+        for (std::size_t d = 0; d < o.shape.size(); ++d)
+          if (o.squeezed[d]) {
+            element.push_back(aboxes[k].lo[d]);
+          } else {
+            element.push_back(aboxes[k].lo[d] + (*at)[j] - bboxes[k].lo[j]);
+            ++j;
+          }
+        throw ExecError(ExecError::Kind::fault, o.decl ? o.decl->loc : c.spec->loc,
+                        "grid point " + spec::format_tuple(point) + " stores element " +
+                            spec::format_tuple(element) + " of '" + o.name + "', outside its shape " +
+                            spec::format_tuple(o.shape) +
+                            ": a Triton program's stores reach the array itself; mask the store to the "
+                            "array's extent");
+      }
     for (std::size_t k = 0; k < c.operands.size(); ++k) {
       const auto &o = c.operands[k];
       if (o.windowed && o.role == spec::Role::out && inside[k])

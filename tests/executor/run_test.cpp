@@ -372,6 +372,29 @@ std::string add_one(const std::string &shape) {
 
 } // namespace
 
+TEST(RunKernel, ATritonStorePastItsArrayIsAFaultAndAMaskedOneIsNot) {
+  // 1000 elements in programs of 128 lanes: the last program's lanes past
+  // 999 land in the block's padding, which on Triton is memory outside the
+  // array. A store there is what check calls index-out-of-bounds; the
+  // masked store (the bridge's keep-store) leaves the padding untouched.
+  const std::string head = "kernel k:\n    grid = (8,)\n    backend = triton\n"
+                           "    in  x: f32[1000]  block=(1024,)  index=(i,) -> (0,)\n"
+                           "    out o: f32[1000]  block=(1024,)  index=(i,) -> (0,)\n    body:\n"
+                           "        v = program_id(0) * 128 + iota((128,), 0)\n";
+  const RunResult bad = run_kernel_text(
+      head +
+      "        o[ds(program_id(0) * 128, 128)] = where(v < 1000, x[ds(program_id(0) * 128, 128)], 0.0)\n");
+  EXPECT_EQ(bad.status, RunStatus::fail) << bad.reason;
+  EXPECT_EQ(bad.loc.line, 5) << bad.reason;
+  EXPECT_NE(bad.reason.find("grid point (7,) stores element (1000,) of 'o', outside its shape (1000,)"),
+            std::string::npos)
+      << bad.reason;
+  const RunResult good =
+      run_kernel_text(head + "        o[ds(program_id(0) * 128, 128)] = where(v < 1000, "
+                             "x[ds(program_id(0) * 128, 128)], o[ds(program_id(0) * 128, 128)])\n");
+  EXPECT_EQ(good.status, RunStatus::pass) << good.reason;
+}
+
 TEST(RunKernel, AnUpdateCopiedBackThroughAnAliasedAnySpaceInputIsAppliedOnceInEveryMode) {
   // On a TPU the input and its output are one buffer: the oracle and the
   // lowered program both store into the output, once.
