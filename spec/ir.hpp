@@ -253,6 +253,11 @@ struct Copy {
   Expr dst;
   /// Op::None, or an Op::Tuple of integer expressions (starts only).
   Expr offset = Expr::leaf(Op::None);
+  /// copy_out_wait(X[s], keep=True): the slot keeps its contents after the
+  /// write-back, the block it holds staying in it (Mosaic GPU's one-slot
+  /// output copied out mid-visit). Without it a waited write-back leaves the
+  /// slot undefined: a slot keeps nothing for its next visit.
+  bool keep = false;
   /// The ref a wait names (dst for in_wait, src for out_wait).
   const Expr &waited() const { return kind == CopyKind::in_wait ? dst : src; }
   friend bool operator==(const Copy &, const Copy &) = default;

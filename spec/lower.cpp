@@ -419,8 +419,9 @@ private:
   void out_start(const Opnd &x, std::int64_t s, std::int64_t k) {
     copy(CopyKind::out_start, slot(x, k), region(x, s), x.op->loc);
   }
-  void out_wait(const Opnd &x, std::int64_t k) {
+  void out_wait(const Opnd &x, std::int64_t k, bool keep = false) {
     copy(CopyKind::out_wait, slot(x, k), Expr::leaf(Op::None), x.op->loc);
+    std::get<Copy>(out_->back().kind).keep = keep;
   }
 
   Opnd *find(const std::string &n) {
@@ -927,7 +928,10 @@ private:
       if (copies_out_in_loop) {
         for (auto it = outs.begin(); it != outs.end();) {
           if (it->step <= t - it->x->buffers) {
-            out_wait(*it->x, it->slot);
+            // One slot, the block staying in it (copied out at its first
+            // step, mid-visit): the TMA store leaves the slot as it was.
+            const bool keep = it->x->buffers == 1 && t > 0 && it->x->blk[s] == it->x->blk[s - 1];
+            out_wait(*it->x, it->slot, keep);
             it = outs.erase(it);
           } else {
             ++it;
@@ -1374,7 +1378,21 @@ private:
           out_ = open_if(bin(Op::And, bin(Op::Gt, Expr::var(q.count), lit(0)),
                              bin(Op::Le, Expr::var(q.at[0]), bin(Op::Sub, t, lit(q.x->buffers)))),
                          q.x->op->loc);
-          copy(CopyKind::out_wait, ring(*q.x, Expr::var(q.q[0])), Expr::leaf(Op::None), q.x->op->loc);
+          if (q.x->buffers == 1) {
+            // One slot, the block staying in it (copied out at its first
+            // step, mid-visit): the TMA store leaves the slot as it was.
+            const Expr moved = differs(block_at(*q.x, pid_coords()), vars(q.prev));
+            Block *w = out_;
+            out_ = open_if(Expr::unary(Op::Not, moved), q.x->op->loc);
+            copy(CopyKind::out_wait, ring(*q.x, Expr::var(q.q[0])), Expr::leaf(Op::None), q.x->op->loc);
+            std::get<Copy>(out_->back().kind).keep = true;
+            out_ = w;
+            out_ = open_if(moved, q.x->op->loc);
+            copy(CopyKind::out_wait, ring(*q.x, Expr::var(q.q[0])), Expr::leaf(Op::None), q.x->op->loc);
+            out_ = w;
+          } else {
+            copy(CopyKind::out_wait, ring(*q.x, Expr::var(q.q[0])), Expr::leaf(Op::None), q.x->op->loc);
+          }
           for (std::size_t k = 0; k + 1 < q.q.size(); ++k) {
             let(q.q[k], Expr::var(q.q[k + 1]), q.x->op->loc);
             let(q.at[k], Expr::var(q.at[k + 1]), q.x->op->loc);

@@ -728,6 +728,14 @@ private:
       } else {
         c.src = std::move(r);
         c.dst = Expr::leaf(Op::None, c.src.loc);
+        if (is_punct(",")) {
+          advance();
+          if (!is_name("keep") || !is_punct("=", 1) || (!is_name("True", 2) && !is_name("False", 2)))
+            fail(peek().loc, "expected 'keep=True' after the slot of copy_out_wait");
+          advance();
+          advance();
+          c.keep = advance().text == "True";
+        }
       }
       expect_punct(")");
       s.kind = std::move(c);

@@ -282,7 +282,10 @@ void emit_stmt(std::ostream &os, const Stmt &s, int indent) {
             }
             break;
           case CopyKind::in_wait: emit(os, k.dst); break;
-          case CopyKind::out_wait: emit(os, k.src); break;
+          case CopyKind::out_wait:
+            emit(os, k.src);
+            if (k.keep) os << ", keep=True";
+            break;
           }
           os << ")";
           end_line(os, s.comments);

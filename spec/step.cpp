@@ -401,7 +401,7 @@ void Stepper::exec_async(const Stmt &s) {
     bool undefined = false;
     if (!in) {
       const auto kind = program_.buffers[w.place.buffer].kind;
-      undefined = q.empty() && writes_[key] == out_writes_[op] &&
+      undefined = !c->keep && q.empty() && writes_[key] == out_writes_[op] &&
                   (kind == BufferKind::sram || kind == BufferKind::smem);
       out_writes_.erase(op);
     }

@@ -399,6 +399,40 @@ TEST(LowerGpu, CopiesAMovingOutputAtItsFirstVisitWithinTheCta) {
   expect_round_trip(l.program);
 }
 
+TEST(LowerGpu, WithOneSlotAWriteBackWaitedWithinItsVisitKeepsTheSlot) {
+  auto l = lowered(R"(kernel mv:
+    grid = (4,)
+    dimension_semantics = (sequential,)
+    target = h100
+    max_concurrent_steps = 1
+    in  x: f32[256, 128]  block=(64, 128)  index=(j) -> (j, 0)
+    out o: f32[128, 128]  block=(64, 128)  index=(j) -> (j // 2, 0)
+    body:
+        o[...] = x[...]
+)");
+  auto v = lines(l.program);
+  // Copied out at steps 0 (first visit of block 0), 2 (of block 1) and 3
+  // (the last step); waited at steps 1 and 3, each within its block's visit,
+  // where the TMA store left the slot as it was, and at the end.
+  EXPECT_EQ(count_prefix(v, "copy_out_start("), 3);
+  EXPECT_EQ(count_prefix(v, "copy_out_wait(o_smem[0], keep=True)"), 2);
+  EXPECT_EQ(count_prefix(v, "copy_out_wait(o_smem[0])"), 1);
+  expect_round_trip(l.program);
+  // With two slots step t has slot t % 2: no wait keeps anything.
+  auto two = lowered(R"(kernel mv:
+    grid = (4,)
+    dimension_semantics = (sequential,)
+    target = h100
+    max_concurrent_steps = 2
+    in  x: f32[256, 128]  block=(64, 128)  index=(j) -> (j, 0)
+    out o: f32[128, 128]  block=(64, 128)  index=(j) -> (j // 2, 0)
+    body:
+        o[...] = x[...]
+)");
+  for (const auto &line : lines(two.program))
+    EXPECT_EQ(line.find("keep=True"), std::string::npos) << line;
+}
+
 TEST(LowerGpu, RunsTheCtasOfATrailingParallelAxisOneAfterAnother) {
   auto l = lowered(R"(kernel colsum:
     grid = (4, 2)

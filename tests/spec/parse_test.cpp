@@ -254,6 +254,29 @@ TEST(ParsePipeline, ReadsAWgmmaOperandReadTransposedAndPrintsItBack) {
   EXPECT_EQ(bad.errors.at(0).loc.line, 3);
 }
 
+TEST(ParsePipeline, ReadsAWriteBackWaitThatKeepsItsSlot) {
+  const File f = parse_ok(R"(pipeline g:
+    hbm  O: f32[64]
+    smem o[1]: f32[64]
+    o[0] = zeros
+    copy_out_start(o[0], O)
+    copy_out_wait(o[0], keep=True)
+    copy_out_start(o[0], O)
+    copy_out_wait(o[0])
+)");
+  const Program &p = program(f);
+  EXPECT_TRUE(std::get<Copy>(p.body[2].kind).keep);
+  EXPECT_FALSE(std::get<Copy>(p.body[4].kind).keep);
+  EXPECT_EQ(print(p.body[2]), "copy_out_wait(o[0], keep=True)\n");
+  auto bad =
+      parse(SourceFile::from_string("t.pk", "pipeline g:\n    smem o[1]: f32[64]\n    copy_out_wait(o[0], "
+                                            "kept=True)\n"));
+  ASSERT_FALSE(bad.file);
+  EXPECT_NE(bad.errors.at(0).message.find("expected 'keep=True' after the slot of copy_out_wait"),
+            std::string::npos)
+      << bad.errors.at(0).message;
+}
+
 TEST(ParseExpressions, FollowPythonPrecedence) {
   File f = parse_ok(R"(pipeline p:
     param N >= 1
