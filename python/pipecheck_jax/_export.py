@@ -117,6 +117,9 @@ class Kernel:
     #: the user frames the pallas_call was reached through past its call site, innermost first
     #: ((file, line) each): the caller of a helper that makes it
     callers: tuple = ()
+    #: a Triton masked pl.ds window may start before its ref (`pl.ds(i * 128 - 1, 128)`):
+    #: Triton reads it at that offset, interpret=True's dynamic_slice clamps the start
+    ds_before_start: bool = False
 
 
 _DTYPES = {
@@ -713,6 +716,27 @@ def _aligned(start, n: int) -> bool:
     return top == [" * "] and text.endswith(f" * {n}")
 
 
+def _low_reach(start, n: int) -> int:
+    """How far before element 0 a window start may reach, for the front padding of a Triton
+    operand read whole-array through masked windows (a halo's `offs - 1`): an int's own
+    negative part; `A - c` with c a literal, c; `A - expr` otherwise, one window n; 0 for a
+    start with no top-level subtraction (`k * 64`, `i * 100 + 1`: program ids, loop variables
+    and sizes are not negative)."""
+    if isinstance(start, (int, np.integer)):
+        return max(0, -int(start))
+    text = _strip(getattr(start, "text", "") or "")
+    depth, cut = 0, None
+    for k, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and text[k:k + 3] == " - ":
+            cut = k
+    if cut is None:
+        return 0
+    tail = _strip(text[cut + 3:])
+    return int(tail) if tail.isdigit() else n
+
+
 def _offset(base, add):
     """`base + add` for a subscript: ints stay ints, an integer expression (_E) becomes one."""
     if isinstance(base, int) and isinstance(add, int):
@@ -824,8 +848,13 @@ class _Body:
         self.pad: dict = {}
         #: (ref name, dim) of each access that covers a dim of a ref whole
         self.whole: set = set()
+        #: (ref name, dim) -> front padding of a Triton operand whose windows start before it:
+        #: its subscripts there move by that much (view_of; set by a second translation)
+        self.shift: dict = {}
         #: a Triton call's body: its masked loads touch no memory where the mask is off
         self.triton = False
+        #: a masked pl.ds window whose start may be negative (Kernel.ds_before_start)
+        self.ds_before_start = False
         #: the plgpu.ACC scratch of a Mosaic GPU call (`memory_space=acc`), which wgmma
         #: accumulates into
         self.acc_refs: set = set()
@@ -1021,6 +1050,15 @@ class _Body:
             groups = new_groups + groups[len(ix.indices):]
         parts, full = [], True
         for d, x in enumerate(dims):
+            # A Triton operand padded in front for windows that start before it (a halo's
+            # `offs - 1`): its block is an Element dim whose slot element k is array element
+            # k - front, so every subscript of the dim moves by front (_pad_for_gathers).
+            front = self.shift.get((ref.name, d), 0)
+            if front and x[0] == "slice" and isinstance(x[1], int) and x[1] == 0 and \
+                    x[2] == ref.shape[d]:
+                self.whole.add((ref.name, d))  # refused by _pad_for_gathers
+            if front:
+                x = (x[0], _offset(x[1], front)) + tuple(x[2:])
             if x[0] == "int":
                 full = False
                 parts.append(_strip(x[1].text) if isinstance(x[1], _E) else str(x[1]))
@@ -1190,7 +1228,7 @@ class _Body:
         for _, d, (start, n, _) in arrays:
             dims[d] = ("slice", _offset(dims[d][1], start), n)
             if not unmasked_load:
-                self.want_pad(ref.name, d, n, _aligned(start, n))
+                self.want_pad(ref.name, d, n, _aligned(start, n), _low_reach(start, n))
 
     def int_of(self, v, e, what: str) -> _E:
         if not isinstance(v, _E) or not v.int:
@@ -1562,15 +1600,17 @@ class _Body:
             if isinstance(s.start, (int, np.integer)) and int(s.start) + n <= int(ref.shape[d]):
                 continue  # a static window within the ref
             start = s.start if isinstance(s.start, (int, np.integer, _E)) else read(s.start)
-            self.want_pad(ref.name, d, n, _aligned(start, n))
+            low = _low_reach(start, n)
+            self.ds_before_start |= low > 0
+            self.want_pad(ref.name, d, n, _aligned(start, n), low)
 
-    def want_pad(self, name: str, d: int, n: int, aligned: bool) -> None:
+    def want_pad(self, name: str, d: int, n: int, aligned: bool, low: int = 0) -> None:
         """Asks for the block of `name` padded in dim d for windows of n (_pad_for_gathers): to
         whole windows where every start is a multiple of n, else one window more (a chunk of
         100 read through 128 lanes, a halo's `offs + 1`: a start below the array's end ends
-        within it)."""
-        width, extra = self.pad.setdefault(name, {}).get(d, (0, 0))
-        self.pad[name][d] = (max(width, n), max(extra, 0 if aligned else n))
+        within it), and `low` elements in front where a start may be negative (_low_reach)."""
+        width, extra, front = self.pad.setdefault(name, {}).get(d, (0, 0, 0))
+        self.pad[name][d] = (max(width, n), max(extra, 0 if aligned else n), max(front, low))
 
     def masked_load_undefined(self, e, ref, target, mask, aval, indent, src) -> _E:
         """A masked load without `other`: the masked-off elements are undefined (interpret
@@ -2702,6 +2742,35 @@ def _declare_tables(lines: list, tables: dict, used: set, params: list | None):
         lines[:] = [(t.replace(old, ext, 1), src) for t, src in lines]
 
 
+def _front_padding(lines: list, operand_line: dict, body) -> dict:
+    """(operand, dim) -> front padding for each Triton operand whose masked windows may start
+    before element 0 (want_pad's low: `x_ref.at[offs - 1]`, mask `offs >= 1`), where its block
+    is the whole dim and its index map gives 0 there (Pallas Triton's whole-array refs):
+    that dim becomes an Element block padded in front. Elsewhere such a window stays the
+    index-out-of-bounds of its block it is."""
+    out = {}
+    for nm, pads in body.pad.items():
+        if nm not in operand_line:
+            continue
+        k, dims = operand_line[nm]
+        text = lines[k][0]
+        shape = re.search(r":\s*\w+\[([^\]]*)\]", text)
+        mapped = re.search(r" -> \(([^)]*)\)", text)
+        if not shape or not mapped:
+            continue
+        extents = [x.strip() for x in shape.group(1).split(",")]
+        results = [x.strip() for x in mapped.group(1).split(",") if x.strip()]
+        shown = [i for i, d in enumerate(dims) if d != "None"]
+        for d, (_, _, low) in pads.items():
+            if low <= 0 or d >= len(shown):
+                continue
+            i = shown[d]
+            if i < len(extents) and i < len(results) and dims[i] == extents[i] and \
+                    results[i] == "0":
+                out[(nm, d)] = low
+    return out
+
+
 def _pad_for_gathers(lines: list, operand_line: dict, body, loc, kernel) -> None:
     """Pads the block of each operand that a gather window `ref.at[s + arange(n)]` reads, in
     that dim, to a multiple of n: a window may pass the array's end where its mask keeps the
@@ -2718,14 +2787,19 @@ def _pad_for_gathers(lines: list, operand_line: dict, body, loc, kernel) -> None
                                    "BoundedSlice dims, has no .pk form", loc, kernel)
         padded = list(dims)
         shown = [i for i, d in enumerate(dims) if d != "None"]
-        for d, (n, extra) in sorted(pads.items()):
+        for d, (n, extra, low) in sorted(pads.items()):
             size = int(dims[shown[d]])
-            if (size % n or extra) and (nm, d) in body.whole:
+            front = body.shift.get((nm, d), 0)
+            if (size % n or extra or front) and (nm, d) in body.whole:
                 raise UnsupportedError(
                     f"'{nm}' is read both through gather windows of {n} that pass its end and "
                     f"whole: no .pk form (the padded block would change the whole read)", loc,
                     kernel)
-            padded[shown[d]] = str(-(-size // n) * n + extra)
+            total = -(-size // n) * n + extra
+            # Padded in front too (_front_padding): an Element dim at element offset 0 of the
+            # array padded by `front` before and the rest after.
+            padded[shown[d]] = (f"Element({front + total}, ({front}, {total - size}))" if front
+                                else str(total))
         text, site = lines[k]
         lines[k] = (text.replace(f"block={_tuple(dims)}", f"block={_tuple(padded)}", 1), site)
 
@@ -3059,8 +3133,11 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                     raise
                 data_smem.add(d.name)
 
+    shift: dict = {}  # (operand, dim) -> front padding (_front_padding)
+
     def translate_once(stored: frozenset) -> _Body:
         body = _Body(name, source)
+        body.shift = shift
         body.outer_traceback = getattr(pc.source_info, "traceback", None)
         body.triton = triton
         body.user_axes = user_axes
@@ -3107,6 +3184,12 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                         f"an index map reads '{st}', which the body stores into (SMEM state): when "
                         "the pipeline evaluates an index map against the body's stores has no .pk "
                         "form", loc, name)
+    front = _front_padding(lines, operand_line, body) if triton else {}
+    if front:
+        # Windows that start before their operand: translated again, their subscripts moved
+        # past the front padding.
+        shift.update(front)
+        body = translate(frozenset(body.stored_state))
     if body.pipeline is not None and (body.tables_read or pre_names):
         raise NotNative("an emit_pipeline in a kernel that reads scalar prefetch or a data "
                         "table has no nested .pk form", loc, name)
@@ -3160,7 +3243,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     return Kernel(name=name, text="\n".join(text_lines) + "\n", line_map=line_map, source=source,
                   call_site=call_site, operands=operands, eqn=pc, opaque=opaque, dropped=dropped,
                   triton=triton, mosaic_gpu=mgpu, batch_axes=tuple(sorted(vmapped)),
-                  callers=_callers(pc))
+                  callers=_callers(pc), ds_before_start=bool(shift) and body.ds_before_start)
 
 
 

@@ -124,6 +124,24 @@ def _cta_scratch_shared(eqn) -> str | None:
     return None
 
 
+def _ds_clamped(eqn, holder, invals, dropped) -> str | None:
+    """Why interpret=True cannot stand for Triton on this call, or None: a masked pl.ds window
+    that starts before its ref (a halo's `pl.ds(i * 128 - 1, 128)`) is read by Triton at that
+    offset, its lanes before the ref masked off, but interpret=True's dynamic_slice clamps the
+    start into the ref and shifts every lane."""
+    p = eqn.params
+    if _backend(p.get("compiler_params"), p["jaxpr"], p["grid_mapping"]) != "triton":
+        return None
+    try:
+        k = export_found(Call(eqn, holder, [np.asarray(v) for v in invals], dropped), set())
+    except Exception:  # noqa: BLE001 - pipecheck's own run reports what does not export
+        return None
+    if k.ds_before_start:
+        return ("a masked pl.ds window starts before its ref: Triton reads it at that offset, "
+                "interpret=True clamps the start (lax.dynamic_slice) and shifts its lanes")
+    return None
+
+
 class _Evaluator:
     def __init__(self, mode: str, work: str, while_bound: int = DEFAULT_WHILE_BOUND):
         self.mode = mode  # "pipecheck" or "interpret"
@@ -138,7 +156,8 @@ class _Evaluator:
         drop) run on invals: by JAX's interpret mode, or exported with the values it gets and
         run by `pipecheck run`."""
         if self.mode == "interpret":
-            if (why := _aliased_write_through_input(eqn) or _cta_scratch_shared(eqn)) is not None:
+            if (why := _aliased_write_through_input(eqn) or _cta_scratch_shared(eqn)
+                    or _ds_clamped(eqn, holder, invals, dropped)) is not None:
                 raise _NotModelled(why)
             params = dict(eqn.params)
             params["interpret"] = True

@@ -169,6 +169,10 @@ def test_a_window_store_past_the_array_without_its_mask_is_out_of_bounds_at_the_
     (f,) = r.findings
     assert f.rule == "index-out-of-bounds" and "element (50,)" in f.message, r.report()
     assert "plgpu.store" in open(f.python[0]).read().splitlines()[f.python[1] - 1], f
+    # and run stops it there, as the GPU would fault (the padded block would drop it)
+    run = pj.run(tail_store(False), x, reference=lambda x: x + 1.0)
+    assert not run.ok and "stores element (50,) of 'o_ref', outside its shape (50,)" in str(run), run
+    assert pj.run(tail_store(True), x, reference=lambda x: x + 1.0).ok
 
 
 def chunked_total_kernel(x_ref, o_ref, *, masked):
@@ -308,3 +312,39 @@ def test_masked_windows_whose_starts_are_no_multiple_of_their_size_get_one_windo
     pj.assert_verified(unaligned_windows(kind), x)
     want = (lambda x: x + 5.0) if kind == "chunk" else (lambda x: x + jnp.pad(x[1:], (0, 1)))
     assert pj.run(unaligned_windows(kind), x, reference=want).ok
+
+
+def left_halo(masked, form="gather", reach=1):
+    # A causal shift: y[t] = x[t] + x[t - reach], the lanes before element 0 masked off
+    # (`offs >= reach`), read through a gather window or a pl.ds window that starts before
+    # the array at program 0.
+    def halo_kernel(x_ref, o_ref):
+        i = pl.program_id(0)
+        offs = i * 128 + jnp.arange(128)
+        m = offs < 1000
+        back = (m & (offs >= reach)) if masked else m
+        win = x_ref.at[offs - reach] if form == "gather" else x_ref.at[pl.ds(i * 128 - reach, 128)]
+        v = plgpu.load(x_ref.at[offs], mask=m, other=0.0) + plgpu.load(win, mask=back, other=0.0)
+        plgpu.store(o_ref.at[offs], v, mask=m)
+
+    def fn(x):
+        return pl.pallas_call(
+            halo_kernel, grid=(8,),
+            in_specs=[pl.BlockSpec((1000,), lambda i: (0,))],
+            out_specs=pl.BlockSpec((1000,), lambda i: (0,)),
+            out_shape=jax.ShapeDtypeStruct((1000,), jnp.float32),
+            compiler_params=plgpu.CompilerParams(num_warps=4))(x)
+    return fn
+
+
+@pytest.mark.parametrize("form,reach", [("gather", 1), ("ds", 1), ("gather", 3)])
+def test_masked_windows_that_start_before_the_array_pad_its_block_in_front(form, reach):
+    x = jax.random.normal(jax.random.PRNGKey(1), (1000,), jnp.float32)
+    text = pj.export(left_halo(True, form, reach), x)
+    assert f"block=(Element({reach + 1152}, ({reach}, 152)),)" in text, text
+    pj.assert_verified(left_halo(True, form, reach), x)
+    want = lambda x: x + jnp.pad(x[:-reach], (reach, 0))  # noqa: E731
+    assert pj.run(left_halo(True, form, reach), x, reference=want).ok
+    # Without the `offs >= reach` mask, program 0 reads the front padding into o[0:reach].
+    r = pj.check(left_halo(False, form, reach), x)
+    assert r.exit_code == 1 and {f.rule for f in r.findings} == {"uninitialized-read"}, r.report()
