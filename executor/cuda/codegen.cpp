@@ -1000,12 +1000,15 @@ private:
     os << in2 << "default: __trap();\n";
     os << in2 << "}\n";
     os << in2 << "__syncthreads();\n";
-    os << in2 << "if (out_" << ring << "[k] == 0 && dirty_" << ring
-       << "[k] == 0) { // strict slot contents\n";
-    os << in3 << "for (long long e = threadIdx.x; e < " << n
-       << "LL; e += blockDim.x) src[e] = " << ty(shared_ring(ring).dtype).poison << ";\n";
-    os << in3 << "__syncthreads();\n";
-    os << in2 << "}\n";
+    // (keep=True: the block stays in the slot, which the wait leaves as it is.)
+    if (!c.keep) {
+      os << in2 << "if (out_" << ring << "[k] == 0 && dirty_" << ring
+         << "[k] == 0) { // strict slot contents\n";
+      os << in3 << "for (long long e = threadIdx.x; e < " << n
+         << "LL; e += blockDim.x) src[e] = " << ty(shared_ring(ring).dtype).poison << ";\n";
+      os << in3 << "__syncthreads();\n";
+      os << in2 << "}\n";
+    }
     os << ind << "}\n";
   }
 
