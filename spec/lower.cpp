@@ -215,7 +215,8 @@ private:
       x.invariant = !moves_within_cta(o, cta_);
       x.windowed = o.memory_space == MemorySpace::vmem || o.memory_space == MemorySpace::smem;
       x.hbm = alias_of.count(o.name) ? alias_of[o.name] : o.name;
-      if (x.windowed) x.window = o.name + (gpu_ ? "_smem" : "_vmem");
+      // (A Triton block is the program's view of the array: neither VMEM nor SMEM.)
+      if (x.windowed) x.window = o.name + (triton_ ? "_block" : gpu_ ? "_smem" : "_vmem");
       x.bo = &bo;
       if (gpu_ && bo.has_bounded_dims())
         throw Fail{o.loc, "'" + o.name +
@@ -881,6 +882,26 @@ private:
 
   /// Mosaic GPU: one emit_pipeline per CTA over the CTA's own steps, each
   /// with its own slot counters, SMEM and ACC (docs/lowering.md).
+  /// A CTA after the first starts with shared memory of its own: every slot
+  /// ring and every SMEM scratch but the scalar state is undefined again
+  /// (the previous CTA's contents are no data of this one's), as the oracle
+  /// makes them. Nothing is in flight then: the previous CTA drained.
+  void discard_cta_memory(Loc l) {
+    const std::set<std::string> state = state_scratches(k_);
+    auto discard = [&](Expr target) {
+      push(mk(Assign{std::move(target), false, Expr::leaf(Op::Undefined)}, l));
+    };
+    for (auto &x : ops_) {
+      if (x.windowed && x.op->role != Role::scratch) {
+        for (std::int64_t k = 0; k < x.buffers; ++k)
+          discard(slot(x, k));
+      } else if (x.op->role == Role::scratch && !x.acc && x.op->sem == SemKind::none &&
+                 !state.count(x.op->name)) {
+        discard(Expr::ref(x.op->name, {Expr::leaf(Op::Ellipsis)}));
+      }
+    }
+  }
+
   void emit_gpu() {
     out_ = &prog_.body;
     if (steps_ == 0) return;
@@ -900,6 +921,7 @@ private:
         Assign z{Expr::ref(x.op->name, {Expr::leaf(Op::Ellipsis)}), false, Expr::leaf(Op::Zeros)};
         out_->push_back(mk(z, x.op->loc));
       }
+    if (base > 0) discard_cta_memory(k_.loc);
     // In-flight copy-outs: operand, slot, and the step that started it.
     struct Out {
       Opnd *x;
@@ -1356,6 +1378,12 @@ private:
             Assign z{Expr::ref(x.op->name, {Expr::leaf(Op::Ellipsis)}), false, Expr::leaf(Op::Zeros)};
             push(mk(z, x.op->loc));
           }
+        if (steps_ > n) {
+          Block *cta = out_;
+          out_ = open_if(bin(Op::Gt, s, lit(0)), k_.loc);
+          discard_cta_memory(k_.loc);
+          out_ = cta;
+        }
         for (auto &x : ops_)
           if (x.windowed && x.op->role == Role::in)
             for (std::int64_t k = 0; k < x.buffers && k < n; ++k)

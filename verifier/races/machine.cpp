@@ -585,7 +585,11 @@ void Machine::on_discard(const spec::Stmt &s, const spec::StepRef &target) {
   const spec::StepPlace &p = target.place;
   const int ev = new_event(s, p.slot >= 0 ? std::optional(p.slot) : std::nullopt);
   clear_written(p);
-  slots_state_[{p.buffer, p.slot}].undefined_by = ev;
+  auto &st = slots_state_[{p.buffer, p.slot}];
+  st.undefined_by = ev;
+  // (It holds no block there any more: nothing accumulated there is stale.)
+  std::erase_if(st.tags, [&](const SlotState::Tag &t) { return box_overlaps(t.box, p.box); });
+  std::erase_if(st.pending, [&](const SlotState::Pending &x) { return box_overlaps(x.box, p.box); });
 }
 
 void Machine::on_fault(const spec::Stmt &s, spec::FaultKind kind, const std::string &message) {
