@@ -308,14 +308,21 @@ public:
 std::optional<Shape> stored_padding(const HostArray &blk, const Box &bbox) {
   const Shape &size = blk.shape();
   const std::size_t rank = size.size();
+  // The box within the block (a block wholly outside its array has an empty
+  // one, placed anywhere: then every element is outside).
+  Shape in_lo(rank), in_hi(rank);
+  for (std::size_t d = 0; d < rank; ++d) {
+    in_lo[d] = std::clamp<std::int64_t>(bbox.lo[d], 0, size[d]);
+    in_hi[d] = std::clamp<std::int64_t>(bbox.hi[d], in_lo[d], size[d]);
+  }
   // Slab d: dims before d inside the box, dim d outside it, the rest whole.
   for (std::size_t d = 0; d < rank; ++d)
-    for (const auto &[from, to] : {std::pair{std::int64_t{0}, bbox.lo[d]}, std::pair{bbox.hi[d], size[d]}}) {
+    for (const auto &[from, to] : {std::pair{std::int64_t{0}, in_lo[d]}, std::pair{in_hi[d], size[d]}}) {
       if (from >= to) continue;
       Shape lo(rank), hi(rank);
       for (std::size_t e = 0; e < rank; ++e) {
-        lo[e] = e < d ? bbox.lo[e] : e == d ? from : 0;
-        hi[e] = e < d ? bbox.hi[e] : e == d ? to : size[e];
+        lo[e] = e < d ? in_lo[e] : e == d ? from : 0;
+        hi[e] = e < d ? in_hi[e] : e == d ? to : size[e];
       }
       bool empty = false;
       for (std::size_t e = 0; e < rank; ++e)

@@ -393,6 +393,16 @@ TEST(RunKernel, ATritonStorePastItsArrayIsAFaultAndAMaskedOneIsNot) {
       run_kernel_text(head + "        o[ds(program_id(0) * 128, 128)] = where(v < 1000, "
                              "x[ds(program_id(0) * 128, 128)], o[ds(program_id(0) * 128, 128)])\n");
   EXPECT_EQ(good.status, RunStatus::pass) << good.reason;
+  // A block wholly past the array (grid point 3 of 40 elements in blocks of
+  // 16) is all padding: its masked store keeps it, and the run stops at the
+  // lowered program's copy of the block, where the index map runs out.
+  const RunResult outside = run_kernel_text(
+      "kernel k:\n    grid = (4,)\n    backend = triton\n    in  x: f32[40]  block=(16,)  index=(i,) -> "
+      "(i,)\n"
+      "    out o: f32[40]  block=(16,)  index=(i,) -> (i,)\n    body:\n"
+      "        o[...] = where(iota((16,), 0) < 40 - program_id(0) * 16, x[...] + 1.0, o[...])\n");
+  EXPECT_EQ(outside.status, RunStatus::fail) << outside.reason;
+  EXPECT_NE(outside.reason.find("slice 48:40 is out of bounds"), std::string::npos) << outside.reason;
 }
 
 TEST(RunKernel, AnUpdateCopiedBackThroughAnAliasedAnySpaceInputIsAppliedOnceInEveryMode) {
