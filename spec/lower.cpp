@@ -880,8 +880,6 @@ private:
 
   // ------------------------------------------------------------------ GPU
 
-  /// Mosaic GPU: one emit_pipeline per CTA over the CTA's own steps, each
-  /// with its own slot counters, SMEM and ACC (docs/lowering.md).
   /// A CTA after the first starts with shared memory of its own: every slot
   /// ring and every SMEM scratch but the scalar state is undefined again
   /// (the previous CTA's contents are no data of this one's), as the oracle
@@ -902,6 +900,8 @@ private:
     }
   }
 
+  /// Mosaic GPU: one emit_pipeline per CTA over the CTA's own steps, each
+  /// with its own slot counters, SMEM and ACC (docs/lowering.md).
   void emit_gpu() {
     out_ = &prog_.body;
     if (steps_ == 0) return;
