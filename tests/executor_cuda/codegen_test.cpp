@@ -166,12 +166,12 @@ TEST(CudaCodegen, Bf16IsHeldAsItsBitsComputedInF32AndRoundedAfterEveryOperation)
   // x * 3 + y - 0.5: the literals adopt bf16, each operation rounds to it.
   EXPECT_NE(
       src.find(
-          "pk_from_bf16(pk_to_bf16((pk_from_bf16(pk_to_bf16((pk_from_bf16(pk_to_bf16((pk_from_bf16(pk_p0[q"),
+          "pk_from_bf16(pk_to_bf16((pk_from_bf16(pk_to_bf16((pk_from_bf16(pk_to_bf16((pk_from_bf16(pk_p"),
       std::string::npos)
       << src;
   // 2-byte elements: 4-byte cp.async pairs where a pair is contiguous.
   EXPECT_NE(src.find("pk_cp_async4(dst + e0, g_x + off0);"), std::string::npos) << src;
-  EXPECT_NE(src.find("* pk_from_bf16(pk_to_bf16(static_cast<float>(3LL)))))) + pk_from_bf16(pk_p1[q"),
+  EXPECT_NE(src.find("* pk_from_bf16(pk_to_bf16(static_cast<float>(3LL)))))) + pk_from_bf16(pk_p"),
             std::string::npos)
       << src;
   const PtxResult p = compile_to_ptx(src, r.kernel->entry + ".cu");

@@ -212,6 +212,68 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
     v_pid0 = pk_floordiv(v_s, 4LL);
     v_pid1 = pk_mod(v_s, 4LL);
     if (static_cast<long long>(v_t == 0LL)) {
+      if (static_cast<long long>(v_s > 0LL)) {
+        { // x_smem[0] = undefined
+          float *const pk_d = (s_x_smem + pk_slot(0LL, 2LL) * 2048LL);
+          for (long long q0_e = threadIdx.x; q0_e < 2048LL; q0_e += blockDim.x) {
+            long long q0_r = q0_e;
+            const long long q0_c1 = q0_r % 64LL; q0_r /= 64LL;
+            const long long q0_c0 = q0_r % 32LL; q0_r /= 32LL;
+            pk_d[q0_e] = __int_as_float(0x7fc00000);
+          }
+          __syncthreads();
+        }
+        { // x_smem[1] = undefined
+          float *const pk_d = (s_x_smem + pk_slot(1LL, 2LL) * 2048LL);
+          for (long long q1_e = threadIdx.x; q1_e < 2048LL; q1_e += blockDim.x) {
+            long long q1_r = q1_e;
+            const long long q1_c1 = q1_r % 64LL; q1_r /= 64LL;
+            const long long q1_c0 = q1_r % 32LL; q1_r /= 32LL;
+            pk_d[q1_e] = __int_as_float(0x7fc00000);
+          }
+          __syncthreads();
+        }
+        { // y_smem[0] = undefined
+          float *const pk_d = (s_y_smem + pk_slot(0LL, 2LL) * 2048LL);
+          for (long long q2_e = threadIdx.x; q2_e < 2048LL; q2_e += blockDim.x) {
+            long long q2_r = q2_e;
+            const long long q2_c1 = q2_r % 64LL; q2_r /= 64LL;
+            const long long q2_c0 = q2_r % 32LL; q2_r /= 32LL;
+            pk_d[q2_e] = __int_as_float(0x7fc00000);
+          }
+          __syncthreads();
+        }
+        { // y_smem[1] = undefined
+          float *const pk_d = (s_y_smem + pk_slot(1LL, 2LL) * 2048LL);
+          for (long long q3_e = threadIdx.x; q3_e < 2048LL; q3_e += blockDim.x) {
+            long long q3_r = q3_e;
+            const long long q3_c1 = q3_r % 64LL; q3_r /= 64LL;
+            const long long q3_c0 = q3_r % 32LL; q3_r /= 32LL;
+            pk_d[q3_e] = __int_as_float(0x7fc00000);
+          }
+          __syncthreads();
+        }
+        { // z_smem[0] = undefined
+          float *const pk_d = (s_z_smem + pk_slot(0LL, 2LL) * 2048LL);
+          for (long long q4_e = threadIdx.x; q4_e < 2048LL; q4_e += blockDim.x) {
+            long long q4_r = q4_e;
+            const long long q4_c1 = q4_r % 64LL; q4_r /= 64LL;
+            const long long q4_c0 = q4_r % 32LL; q4_r /= 32LL;
+            pk_d[q4_e] = __int_as_float(0x7fc00000);
+          }
+          __syncthreads();
+        }
+        { // z_smem[1] = undefined
+          float *const pk_d = (s_z_smem + pk_slot(1LL, 2LL) * 2048LL);
+          for (long long q5_e = threadIdx.x; q5_e < 2048LL; q5_e += blockDim.x) {
+            long long q5_r = q5_e;
+            const long long q5_c1 = q5_r % 64LL; q5_r /= 64LL;
+            const long long q5_c0 = q5_r % 32LL; q5_r /= 32LL;
+            pk_d[q5_e] = __int_as_float(0x7fc00000);
+          }
+          __syncthreads();
+        }
+      }
       { // copy_in_start(x[s // 4 * 32:s // 4 * 32 + 32, s % 4 * 64:s % 4 * 64 + 64], x_smem[0])
         const long long r0 = (pk_floordiv(v_s, 4LL) * 32LL), n0 = (((pk_floordiv(v_s, 4LL) * 32LL) + 32LL) - (pk_floordiv(v_s, 4LL) * 32LL));
         const long long r1 = (pk_mod(v_s, 4LL) * 64LL), n1 = (((pk_mod(v_s, 4LL) * 64LL) + 64LL) - (pk_mod(v_s, 4LL) * 64LL));
@@ -423,14 +485,14 @@ extern "C" __global__ void __launch_bounds__(256) pk_add_rows_h200(const float *
       v_z_pending = (v_z_pending - 1LL);
     }
     { // z_smem[t % 2] = x_smem[t % 2] * 2 + y_smem[t % 2]
-      const float *const pk_p0 = (s_x_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
-      const float *const pk_p1 = (s_y_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
+      const float *const pk_p6 = (s_x_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
+      const float *const pk_p7 = (s_y_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
       float *const pk_d = (s_z_smem + pk_slot(pk_mod(v_t, 2LL), 2LL) * 2048LL);
-      for (long long q2_e = threadIdx.x; q2_e < 2048LL; q2_e += blockDim.x) {
-        long long q2_r = q2_e;
-        const long long q2_c1 = q2_r % 64LL; q2_r /= 64LL;
-        const long long q2_c0 = q2_r % 32LL; q2_r /= 32LL;
-        pk_d[q2_e] = ((pk_p0[q2_e] * static_cast<float>(2LL)) + pk_p1[q2_e]);
+      for (long long q8_e = threadIdx.x; q8_e < 2048LL; q8_e += blockDim.x) {
+        long long q8_r = q8_e;
+        const long long q8_c1 = q8_r % 64LL; q8_r /= 64LL;
+        const long long q8_c0 = q8_r % 32LL; q8_r /= 32LL;
+        pk_d[q8_e] = ((pk_p6[q8_e] * static_cast<float>(2LL)) + pk_p7[q8_e]);
       }
       __syncthreads();
     }
