@@ -305,7 +305,7 @@ public:
 // past its array) that holds no poison, as an index into the block; none
 // when all of it is poison. Filled with poison before the body ran, such an
 // element is one the body stored a value into.
-std::optional<Shape> stored_padding(const HostArray &blk, const Box &bbox) {
+std::optional<Shape> stored_padding(HostArray &blk, const Box &bbox) {
   const Shape &size = blk.shape();
   const std::size_t rank = size.size();
   // The box within the block (a block wholly outside its array has an empty
@@ -316,33 +316,26 @@ std::optional<Shape> stored_padding(const HostArray &blk, const Box &bbox) {
     in_hi[d] = std::clamp<std::int64_t>(bbox.hi[d], in_lo[d], size[d]);
   }
   // Slab d: dims before d inside the box, dim d outside it, the rest whole.
-  for (std::size_t d = 0; d < rank; ++d)
+  std::optional<std::int64_t> hit;
+  for (std::size_t d = 0; d < rank && !hit; ++d)
     for (const auto &[from, to] : {std::pair{std::int64_t{0}, in_lo[d]}, std::pair{in_hi[d], size[d]}}) {
-      if (from >= to) continue;
-      Shape lo(rank), hi(rank);
+      View slab = View::whole(blk);
       for (std::size_t e = 0; e < rank; ++e) {
-        lo[e] = e < d ? in_lo[e] : e == d ? from : 0;
-        hi[e] = e < d ? in_hi[e] : e == d ? to : size[e];
+        slab.box.lo[e] = e < d ? in_lo[e] : e == d ? from : 0;
+        slab.box.hi[e] = e < d ? in_hi[e] : e == d ? to : size[e];
       }
-      bool empty = false;
-      for (std::size_t e = 0; e < rank; ++e)
-        empty |= hi[e] <= lo[e];
-      if (empty) continue;
-      Shape idx = lo;
-      for (;;) {
-        std::int64_t off = 0;
-        for (std::size_t e = 0; e < rank; ++e)
-          off += idx[e] * blk.strides()[e];
-        if (!blk.is_poison(off)) return idx;
-        std::size_t e = rank;
-        while (e > 0 && ++idx[e - 1] == hi[e - 1]) {
-          idx[e - 1] = lo[e - 1];
-          --e;
-        }
-        if (e == 0) break;
-      }
+      if (slab.size() <= 0) continue;
+      slab.for_each_run([&](std::int64_t off, std::int64_t n) {
+        for (std::int64_t i = off; i < off + n && !hit; ++i)
+          if (!blk.is_poison(i)) hit = i;
+      });
+      if (hit) break;
     }
-  return std::nullopt;
+  if (!hit) return std::nullopt;
+  Shape idx(rank);
+  for (std::size_t d = 0; d < rank; ++d)
+    idx[d] = *hit / blk.strides()[d] % size[d];
+  return idx;
 }
 
 View box_view(HostArray &a, const Box &b) {

@@ -1406,20 +1406,23 @@ private:
           out_ = open_if(bin(Op::And, bin(Op::Gt, Expr::var(q.count), lit(0)),
                              bin(Op::Le, Expr::var(q.at[0]), bin(Op::Sub, t, lit(q.x->buffers)))),
                          q.x->op->loc);
+          auto wait = [&](bool keep) {
+            copy(CopyKind::out_wait, ring(*q.x, Expr::var(q.q[0])), Expr::leaf(Op::None), q.x->op->loc);
+            std::get<Copy>(out_->back().kind).keep = keep;
+          };
           if (q.x->buffers == 1) {
             // One slot, the block staying in it (copied out at its first
             // step, mid-visit): the TMA store leaves the slot as it was.
             const Expr moved = differs(block_at(*q.x, pid_coords()), vars(q.prev));
             Block *w = out_;
             out_ = open_if(Expr::unary(Op::Not, moved), q.x->op->loc);
-            copy(CopyKind::out_wait, ring(*q.x, Expr::var(q.q[0])), Expr::leaf(Op::None), q.x->op->loc);
-            std::get<Copy>(out_->back().kind).keep = true;
+            wait(true);
             out_ = w;
             out_ = open_if(moved, q.x->op->loc);
-            copy(CopyKind::out_wait, ring(*q.x, Expr::var(q.q[0])), Expr::leaf(Op::None), q.x->op->loc);
+            wait(false);
             out_ = w;
           } else {
-            copy(CopyKind::out_wait, ring(*q.x, Expr::var(q.q[0])), Expr::leaf(Op::None), q.x->op->loc);
+            wait(false);
           }
           for (std::size_t k = 0; k + 1 < q.q.size(); ++k) {
             let(q.q[k], Expr::var(q.q[k + 1]), q.x->op->loc);

@@ -707,13 +707,19 @@ def _aligned(start, n: int) -> bool:
     if isinstance(start, (int, np.integer)):
         return int(start) % n == 0
     text = _strip(getattr(start, "text", "") or "")
+    return [op for _, op in _top_level_ops(text)] == [" * "] and text.endswith(f" * {n}")
+
+
+def _top_level_ops(text: str) -> list:
+    """(position, operator) of each binary `+ - * // %` of an integer expression's text
+    outside parentheses, in order."""
     depth, top = 0, []
     for k, ch in enumerate(text):
         depth += ch == "("
         depth -= ch == ")"
         if depth == 0 and text[k:k + 3] in (" + ", " - ", " * ", " //", " % "):
-            top.append(text[k:k + 3])
-    return top == [" * "] and text.endswith(f" * {n}")
+            top.append((k, text[k:k + 3]))
+    return top
 
 
 def _low_reach(start, n: int) -> int:
@@ -725,15 +731,10 @@ def _low_reach(start, n: int) -> int:
     if isinstance(start, (int, np.integer)):
         return max(0, -int(start))
     text = _strip(getattr(start, "text", "") or "")
-    depth, cut = 0, None
-    for k, ch in enumerate(text):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0 and text[k:k + 3] == " - ":
-            cut = k
-    if cut is None:
+    cuts = [k for k, op in _top_level_ops(text) if op == " - "]
+    if not cuts:
         return 0
-    tail = _strip(text[cut + 3:])
+    tail = _strip(text[cuts[-1] + 3:])
     return int(tail) if tail.isdigit() else n
 
 

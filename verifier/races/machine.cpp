@@ -275,6 +275,11 @@ void Machine::wgmma_padding(const spec::AsyncStart &a, int ev) {
   if (st.padded_by < 0) st.padded_by = ev;
 }
 
+void Machine::SlotState::untag(const Box &b) {
+  std::erase_if(tags, [&](const Tag &t) { return box_overlaps(t.box, b); });
+  std::erase_if(pending, [&](const Pending &x) { return box_overlaps(x.box, b); });
+}
+
 void Machine::pad_unwritten(const Place &p) {
   auto kind = program_.buffers[p.buffer].kind;
   if ((kind != spec::BufferKind::sram && kind != spec::BufferKind::smem) || covered(p)) return;
@@ -548,8 +553,7 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
   if (!(a.dst_filled == dst)) add_padding(dst, box_minus(dst.box, a.dst_filled.box));
   // The box of the slot the copy fills or reads now holds that hbm region.
   auto retag = [](SlotState &st, const Box &b, const Place &from) {
-    std::erase_if(st.tags, [&](const SlotState::Tag &t) { return box_overlaps(t.box, b); });
-    std::erase_if(st.pending, [&](const SlotState::Pending &x) { return box_overlaps(x.box, b); });
+    st.untag(b);
     st.tags.push_back({b, from});
   };
   if (in) {
@@ -587,9 +591,7 @@ void Machine::on_discard(const spec::Stmt &s, const spec::StepRef &target) {
   clear_written(p);
   auto &st = slots_state_[{p.buffer, p.slot}];
   st.undefined_by = ev;
-  // (It holds no block there any more: nothing accumulated there is stale.)
-  std::erase_if(st.tags, [&](const SlotState::Tag &t) { return box_overlaps(t.box, p.box); });
-  std::erase_if(st.pending, [&](const SlotState::Pending &x) { return box_overlaps(x.box, p.box); });
+  st.untag(p.box); // (it holds no block there: nothing accumulated there is stale)
 }
 
 void Machine::on_fault(const spec::Stmt &s, spec::FaultKind kind, const std::string &message) {

@@ -193,6 +193,8 @@ private:
       Place from;
     };
     std::vector<Pending> pending;
+    /// Box `b` holds no hbm region any more (nor an accumulate into one).
+    void untag(const Box &b);
     int undefined_by = -1; ///< the copy_out_wait or `= undefined` event that last left it undefined
     int padded_by = -1;    ///< the store that first put the undefined data (padding) it holds into a buffer
   };
