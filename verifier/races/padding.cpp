@@ -400,25 +400,65 @@ bool is_elementwise_fn(const std::string &f) {
 }
 
 std::optional<IntTensor> PaddingFlow::concrete(const Expr &e, const spec::Env &env) const {
+  return concrete_in(e, env, values_, nullptr);
+}
+
+PaddingFlow::LazyPtr PaddingFlow::defer(const Expr &e, const spec::Env &env) const {
+  auto l = std::make_shared<Lazy>();
+  l->expr = &e;
+  l->env = env;
+  std::function<void(const Expr &)> names = [&](const Expr &x) {
+    if (x.op == Op::Name || x.op == Op::Ref) {
+      if (auto it = values_.find(x.name); it != values_.end()) l->values.emplace(x.name, it->second);
+      if (pads_.count(x.name)) l->tensors.insert(x.name);
+    }
+    for (const auto &a : x.args)
+      names(a);
+  };
+  names(e);
+  return l;
+}
+
+const std::optional<IntTensor> &PaddingFlow::force(Lazy &l) const {
+  if (!l.forced) {
+    l.value = concrete_in(*l.expr, l.env, l.values, &l.tensors);
+    l.forced = true;
+    l.values.clear(); // what it named is needed no more
+  }
+  return l.value;
+}
+
+/// `tensors`: the tensor locals (nullptr: those bound now).
+std::optional<IntTensor> PaddingFlow::concrete_in(const Expr &e, const spec::Env &env,
+                                                  const std::map<std::string, LazyPtr> &values,
+                                                  const std::set<std::string> *tensors) const {
+  const auto is_tensor = [&](const std::string &n) {
+    return tensors ? tensors->count(n) > 0 : pads_.count(n) > 0;
+  };
+  const auto concrete = [&](const Expr &x, const spec::Env &en) {
+    return concrete_in(x, en, values, tensors);
+  };
   if (e.op == Op::Name || e.op == Op::Ref) {
     if (is_buffer_(e.name)) return std::nullopt;
-    auto it = values_.find(e.name);
-    if (it != values_.end()) {
-      if (e.op == Op::Name) return it->second;
-      auto m = index_map(it->second.shape, e, env);
+    auto it = values.find(e.name);
+    if (it != values.end()) {
+      const auto &v = force(*it->second);
+      if (!v) return std::nullopt; // a tensor local with no concrete value
+      if (e.op == Op::Name) return v;
+      auto m = index_map(v->shape, e, env);
       if (!m) return std::nullopt;
-      IntTensor r{m->first, std::vector<std::int64_t>(m->second.size()), it->second.is_bool};
+      IntTensor r{m->first, std::vector<std::int64_t>(m->second.size()), v->is_bool};
       for (std::size_t k = 0; k < m->second.size(); ++k)
-        r.v[k] = it->second.v[static_cast<std::size_t>(m->second[k])];
+        r.v[k] = v->v[static_cast<std::size_t>(m->second[k])];
       return r;
     }
-    if (pads_.count(e.name)) return std::nullopt; // a tensor local with no concrete value
+    if (is_tensor(e.name)) return std::nullopt; // a tensor local with no concrete value
   }
   if (auto b = spec::bool_literal(e)) return scalar(*b ? 1 : 0, true);
   if (e.op != Op::Call && e.op != Op::Ref && e.op != Op::Float) {
     // Any integer scalar the env decides (params, grid and loop variables).
     bool tensor_name = false;
-    if (e.op == Op::Name) tensor_name = pads_.count(e.name) > 0;
+    if (e.op == Op::Name) tensor_name = is_tensor(e.name);
     if (!tensor_name)
       if (auto v = spec::eval_int(e, env))
         return scalar(*v, is_comparison(e.op) || e.op == Op::Not || e.op == Op::And || e.op == Op::Or);
@@ -710,6 +750,8 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
     // `a & m` with m known (`(x > 0.5) & (col < n)`): where m is 0 the
     // result is 0 whatever a holds, as `where(m, a, 0)`.
     const PadValue a = eval(e.args.at(0), env), b = eval(e.args.at(1), env);
+    if (!a.any && !b.any)
+      if (auto r = elementwise({a, b}); r.shape) return r;
     for (std::size_t s = 0; s < 2; ++s)
       if (auto mv = concrete(e.args[s], env); mv && !(s == 0 ? a : b).any)
         if (auto r = selected(*mv, s == 0 ? b : a, none(Shape{}))) return *r;
@@ -728,6 +770,9 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
   if (f == "program_id" || f == "num_programs") return none(Shape{});
   if (f == "where" && np == 3) {
     const PadValue c = eval(e.args[0], env), a = eval(e.args[1], env), b = eval(e.args[2], env);
+    // No padding to select from (the common case): the mask's value is not needed.
+    if (!c.any && !a.any && !b.any)
+      if (auto r = elementwise({c, a, b}); r.shape) return r;
     auto cv = concrete(e.args[0], env);
     // `where(m & d, a, b)` with m known and d data (`valid & (col ==
     // label[...])`): where m is 0 the value is b, elsewhere it depends on d.
@@ -740,7 +785,11 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
     // a cross-entropy's ignore_index mask).
     if (!cv && ce.op == Op::Name)
       if (auto it = and_masks_.find(ce.name); it != and_masks_.end())
-        if (auto r = selected(it->second, elementwise({c, a, b}), b)) return *r;
+        for (const auto &m : it->second)
+          if (const auto &mv = force(*m)) {
+            if (auto r = selected(*mv, elementwise({c, a, b}), b)) return *r;
+            break;
+          }
     if (!cv || c.any) return elementwise({c, a, b});
     return selected(*cv, a, b).value_or(elementwise({c, a, b}));
   }
@@ -860,18 +909,13 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
 void PaddingFlow::bind(const std::string &name, const Expr &value, const spec::Env &env) {
   pads_[name] = eval(value, env);
   and_masks_.erase(name);
-  if (auto v = concrete(value, env)) {
-    values_[name] = std::move(*v);
-    return;
-  }
-  values_.erase(name);
   // `m & d` with m known and free of padding: false wherever m is, whatever d holds.
+  std::vector<LazyPtr> masks;
   if (value.op == Op::BitAnd && value.args.size() == 2)
     for (std::size_t s = 0; s < 2; ++s)
-      if (auto mv = concrete(value.args[s], env); mv && !eval(value.args[s], env).any) {
-        and_masks_[name] = std::move(*mv);
-        return;
-      }
+      if (!eval(value.args[s], env).any) masks.push_back(defer(value.args[s], env));
+  values_[name] = defer(value, env);
+  if (!masks.empty()) and_masks_[name] = std::move(masks);
 }
 
 void PaddingFlow::forget(const std::string &name) {

@@ -24,7 +24,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,20 +75,41 @@ public:
   /// The concrete value of an integer/boolean tensor expression, or nullopt.
   std::optional<IntTensor> concrete(const spec::Expr &e, const spec::Env &env) const;
 
-  /// A tensor let `name = value`.
+  /// A tensor let `name = value`. Its concrete value is computed when first
+  /// asked for (most are never: no padding meets them), from `env` and the
+  /// locals as they are now; `value` must outlive the flow (a statement of
+  /// the program walked).
   void bind(const std::string &name, const spec::Expr &value, const spec::Env &env);
   /// `name` is no tensor local any more (an integer let), or is bound where
   /// nothing is tracked: it holds no padding and has no known value.
   void forget(const std::string &name);
 
 private:
+  /// An expression's concrete value as of a bind, computed on first use.
+  struct Lazy {
+    const spec::Expr *expr = nullptr;
+    spec::Env env;
+    std::map<std::string, std::shared_ptr<Lazy>> values; ///< the locals it names, as bound then
+    std::set<std::string> tensors;                       ///< the tensor locals it names then
+    bool forced = false;
+    std::optional<IntTensor> value;
+  };
+  using LazyPtr = std::shared_ptr<Lazy>;
+
+  LazyPtr defer(const spec::Expr &e, const spec::Env &env) const;
+  const std::optional<IntTensor> &force(Lazy &l) const;
+  std::optional<IntTensor> concrete_in(const spec::Expr &e, const spec::Env &env,
+                                       const std::map<std::string, LazyPtr> &values,
+                                       const std::set<std::string> *tensors) const;
+
   std::function<bool(const std::string &)> is_buffer_;
   RefPaddingFn ref_;
   std::map<std::string, PadValue> pads_;
-  std::map<std::string, IntTensor> values_;
-  /// A boolean local bound to `m & d`, m concrete and d not: m (where m is
-  /// 0 the local is false, whatever d holds).
-  std::map<std::string, IntTensor> and_masks_;
+  std::map<std::string, LazyPtr> values_;
+  /// A boolean local bound to `m & d`, d not known: the operands m that
+  /// held no padding, in order; the first with a concrete value is the
+  /// local's mask (where m is 0 the local is false, whatever d holds).
+  std::map<std::string, std::vector<LazyPtr>> and_masks_;
 };
 
 /// Where the padding of `v`, stored into a ref covering `target` of its
