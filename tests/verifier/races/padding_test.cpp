@@ -286,3 +286,22 @@ TEST(PaddingFlow, ADotGeneralSpreadsContractedPaddingAndKeepsBatchPaddingInItsBa
   EXPECT_EQ(*b.shape, (verifier::races::Shape{8}));
   EXPECT_EQ(padded(b), (std::vector<int>{6, 7}));
 }
+
+TEST(PaddingFlow, AMaskKeepsTheValueOfItsBindWhenTheLocalsAndNamesItReadChangeLater) {
+  // Mask values are computed when first asked for: `mask` must still be
+  // `iota < 6` after `r0` is rebound and n changes, before padding meets it.
+  auto lets = lets_of("        r0 = iota((8,), 0)\n"
+                      "        r1 = iota((8,), 0) + 10\n"
+                      "        mask = r0 < n\n"
+                      "        a = where(mask, x[...], 0.0)\n");
+  PaddingFlow f = flow();
+  f.bind("r0", lets.at("r0"), kEnv);
+  f.bind("mask", lets.at("mask"), kEnv);
+  f.bind("r0", lets.at("r1"), kEnv);
+  const spec::Env later{{"n", 18}}; // read now, r0 and n would let x's padding through
+  const PadValue a = f.eval(lets.at("a"), later);
+  EXPECT_FALSE(a.any) << "padding at " << ::testing::PrintToString(padded(a));
+  // Bound again, it reads them as they are then: iota + 10 < 18 everywhere.
+  f.bind("mask", lets.at("mask"), later);
+  EXPECT_EQ(padded(f.eval(lets.at("a"), later)), (std::vector<int>{6, 7}));
+}
