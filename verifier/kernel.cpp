@@ -476,8 +476,9 @@ Verdict explain_poison(const spec::KernelSpec &k, Verdict v) {
       if (read) f.message.replace(0, generic.size(), "the prefetch read '" + *read + "'");
       continue;
     }
-    if (f.message.find(poison) != std::string::npos)
-      f.message += " (" + poison + " is also what a read outside a prefetch array gives)";
+    const std::string note = " (" + poison + " is also what a read outside a prefetch array gives)";
+    if (f.message.find(poison) != std::string::npos && f.message.find(note) == std::string::npos)
+      f.message += note;
   }
   return v;
 }
@@ -505,8 +506,11 @@ std::string name_contents(std::vector<Finding> &findings, const spec::PrefetchCo
 
 // The whole check once per allowed contents: the first violation (naming
 // its contents), else unknown if one was, else verified for all of them.
+// `left_open`: the arrays the contents leave open (each checked over all of
+// its allowed contents).
 Verdict check_each_contents(const spec::KernelSpec &k, const CheckOptions &o,
-                            const std::vector<spec::PrefetchContents> &all, const std::string &why) {
+                            const std::vector<spec::PrefetchContents> &all, const std::string &why,
+                            const std::vector<std::string> &left_open = {}) {
   std::optional<Verdict> undecided;
   for (const auto &c : all) {
     // The kernel with these contents given: elaborated (state and all) as it would be with them written.
@@ -520,10 +524,16 @@ Verdict check_each_contents(const spec::KernelSpec &k, const CheckOptions &o,
   if (undecided) return *undecided;
   Verdict v;
   v.status = Status::verified;
-  v.reason =
-      "checked for each of the " + std::to_string(all.size()) +
-      " prefetch contents the constraints allow, as the rules over all of them at once were undecided (" +
-      why + ")";
+  std::string open;
+  for (const auto &n : left_open)
+    open += (open.empty() ? "" : ", ") + ("'" + n + "'");
+  v.reason = "checked for each of the " + std::to_string(all.size()) +
+             " prefetch contents the constraints allow" +
+             (open.empty() ? std::string()
+                           : " of the arrays other than " + open +
+                                 " (read only as the addresses of copies from arrays nothing writes, so left "
+                                 "open in each)") +
+             ", as the rules over all of them at once were undecided (" + why + ")";
   return v;
 }
 
@@ -559,6 +569,24 @@ bool every_open_array_is_an_address(const spec::KernelSpec &k, const spec::Prefe
   for (const auto &a : space.arrays)
     if (!a.given && !addresses.count(a.name)) return false;
   return true;
+}
+
+// The allowed contents of the open arrays that are not read only as copy
+// addresses, when some open arrays are and the others allow at most `limit`
+// contents; `left_open` names the address arrays. Each such contents,
+// checked with the address arrays still open, decides the kernel for all of
+// them: nothing but the copy sources depends on an address.
+std::optional<std::vector<spec::PrefetchContents>>
+contents_but_addresses(const spec::KernelSpec &k, spec::PrefetchSpace space, std::size_t limit,
+                       std::vector<std::string> &left_open) {
+  const std::set<std::string> addresses = spec::prefetch_address_only(k);
+  left_open.clear();
+  for (const auto &a : space.arrays)
+    if (!a.given && addresses.count(a.name)) left_open.push_back(a.name);
+  std::erase_if(space.arrays,
+                [&](const spec::PrefetchArray &a) { return !a.given && addresses.count(a.name); });
+  if (left_open.empty() || space.all_given()) return std::nullopt;
+  return spec::enumerate_prefetch(space, limit);
 }
 
 // SMEM state (spec/state.hpp): the kernel is checked with its state
@@ -656,6 +684,12 @@ Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o
   // Rules the solver could not decide over open contents (a loop bound read
   // from a prefetch array): decided per contents when they are few.
   if (v.status == Status::unknown && all) return check_each_contents(k, o, *all, v.reason);
+  // Too many, but some arrays are only copy addresses: the others' contents
+  // are few (a page table with the lengths that bound its loop).
+  std::vector<std::string> left_open;
+  std::optional<std::vector<spec::PrefetchContents>> part;
+  if (!all && v.status != Status::violation) part = contents_but_addresses(k, space, kMaxContents, left_open);
+  if (v.status == Status::unknown && part) return check_each_contents(k, o, *part, v.reason, left_open);
   LoweredCheck low;
   std::string each = "prefetch contents the constraints allow";
   const bool addresses = !all && every_open_array_is_an_address(k, space);
@@ -671,6 +705,9 @@ Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o
     each = "patterns of equal prefetch elements (the lowered program depends on the contents only through "
            "which block indices are equal)";
   }
+  if (!cancelled() && !all && part)
+    return check_each_contents(k, o, *part, "the race check of the lowered program depends on them",
+                               left_open);
   if (cancelled()) {
     low.reason = "interrupted";
   } else if (!all) {

@@ -172,3 +172,87 @@ TEST(PrefetchDma, ATableMayPickWhereACopyStartsButNotHowMuchItCopies) {
   ASSERT_FALSE(sized.errors.empty());
   EXPECT_EQ(sized.errors[0].loc.line, 9);
 }
+
+namespace {
+
+// Pages of a sequence copied double-buffered, as many as its length needs:
+// `lens` bounds the loop, `pt` only addresses the copies.
+std::string paged(const std::string &fetch_next) {
+  return "kernel paged:\n"
+         "    grid = (3,)\n"
+         "    prefetch pt: i32[3, 4] in [0, 10)\n"
+         "    prefetch lens: i32[3] in [63, 65)\n"
+         "    in  kp: f32[10, 16, 128]  memory_space=any\n"
+         "    out o: f32[3, 16, 128]  block=(None, 16, 128)  index=(i) -> (i, 0, 0)\n"
+         "    scratch buf: f32[2, 16, 128]\n"
+         "    scratch sem: dma_sem[2]\n"
+         "    body:\n"
+         "        async_copy(kp[pt[program_id(0), 0]], buf[0], sem[0]).start()\n"
+         "        o[...] = zeros\n"
+         "        for t in range((lens[program_id(0)] + 15) // 16):\n"
+         "            when " +
+         fetch_next +
+         ":\n"
+         "                async_copy(kp[pt[program_id(0), t + 1]], buf[1 - t % 2], sem[1 - t % 2]).start()\n"
+         "            async_copy(kp[pt[program_id(0), t]], buf[t % 2], sem[t % 2]).wait()\n"
+         "            o[...] += buf[t % 2]\n";
+}
+
+} // namespace
+
+TEST(PrefetchDma, APageTableBesideTheLengthsThatBoundItsLoopIsLeftOpenWhileTheLengthsAreEnumerated) {
+  // 10^12 tables times 8 length contents: only the lengths are enumerated.
+  auto v = check(paged("t + 1 < (lens[program_id(0)] + 15) // 16"));
+  ASSERT_EQ(v.status, Status::verified) << v.reason;
+  EXPECT_NE(
+      v.reason.find("each of the 8 prefetch contents the constraints allow of the arrays other than 'pt'"),
+      std::string::npos)
+      << v.reason;
+}
+
+TEST(PrefetchDma, APrefetchOfThePagePastTheLastIsFoundWithTheLengthsThatReachIt) {
+  auto v = check(paged("t + 1 <= (lens[program_id(0)] + 15) // 16"));
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  bool read_past = false;
+  for (const auto &f : v.findings)
+    read_past = read_past || (f.rule == verifier::Rule::index_out_of_bounds &&
+                              f.message.find("its subscript 1 is 4, outside 0:4") != std::string::npos &&
+                              f.message.find("lens = ") != std::string::npos);
+  EXPECT_TRUE(read_past) << v.findings.at(0).message;
+}
+
+namespace {
+
+// A second page copied only where the length asks for it: the spec rules
+// hold over every table, the race check depends on the lengths.
+std::string second_page(const std::string &use) {
+  return "kernel paged2:\n"
+         "    grid = (3,)\n"
+         "    prefetch pt: i32[3, 4] in [0, 10)\n"
+         "    prefetch lens: i32[3] in [1, 3)\n"
+         "    in  kp: f32[10, 16, 128]  memory_space=any\n"
+         "    out o: f32[3, 16, 128]  block=(None, 16, 128)  index=(i) -> (i, 0, 0)\n"
+         "    scratch buf: f32[2, 16, 128]\n"
+         "    scratch sem: dma_sem[2]\n"
+         "    body:\n"
+         "        async_copy(kp[pt[program_id(0), 0]], buf[0], sem[0]).start()\n"
+         "        when lens[program_id(0)] > 1:\n"
+         "            async_copy(kp[pt[program_id(0), 1]], buf[1], sem[1]).start()\n"
+         "        async_copy(kp[pt[program_id(0), 0]], buf[0], sem[0]).wait()\n"
+         "        o[...] = buf[0]\n"
+         "        when lens[program_id(0)] > 1:\n" +
+         use + "            o[...] += buf[1]\n";
+}
+
+} // namespace
+
+TEST(PrefetchDma, ARaceCheckThatDependsOnTheLengthsRunsOncePerLengthsWithThePageTableOpen) {
+  auto v = check(second_page("            async_copy(kp[pt[program_id(0), 1]], buf[1], sem[1]).wait()\n"));
+  ASSERT_EQ(v.status, Status::verified) << v.reason;
+  EXPECT_NE(v.reason.find("of the arrays other than 'pt'"), std::string::npos) << v.reason;
+  auto bad = check(second_page(""));
+  ASSERT_EQ(bad.status, Status::violation) << bad.reason;
+  EXPECT_EQ(bad.findings.at(0).rule, verifier::Rule::slot_race);
+  EXPECT_NE(bad.findings.at(0).message.find("lens = [1, 1, 2]"), std::string::npos)
+      << bad.findings.at(0).message;
+}
