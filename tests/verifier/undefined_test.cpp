@@ -83,6 +83,23 @@ TEST(UndefinedCheck, AReadOfWhatOnlyAnEarlierEntryWroteIsAnUninitializedReadNami
   }
 }
 
+TEST(UndefinedCheck, AReadBeforeAnyWriteAtTheFirstStepIsAnUninitializedReadNotAMissingAccumulatorInit) {
+  // No reduction axis, and no first-step init would help: the scope's
+  // buffer is undefined at every entry.
+  for (bool symbolic : {true, false}) {
+    auto v = check(scoped("program_id(0) < 0"), symbolic);
+    ASSERT_EQ(v.status, Status::violation) << v.reason;
+    EXPECT_TRUE(reads_uninitialized_at(v, 10)) << dump(v);
+    for (const auto &f : v.findings) {
+      EXPECT_NE(f.rule, Rule::uninitialized_accumulator) << dump(v);
+      if (f.rule == Rule::uninitialized_read && f.loc.line == 10 &&
+          f.message.find("at grid point (0,)") != std::string::npos) {
+        EXPECT_NE(f.message.find("undefined at every entry of its scope"), std::string::npos) << f.message;
+      }
+    }
+  }
+}
+
 TEST(UndefinedCheck, WithoutTheDiscardTheScratchKeepsWhatStepZeroWroteAndIsDefined) {
   // scratch_shapes buffers live across grid steps: no uninitialized-read.
   auto v = check(scoped("program_id(0) == 0", "o[...] = x[...]"));

@@ -352,6 +352,24 @@ Finding uninitialized_finding(const KernelModel &m, const Effect &r, const Point
     init = "the copy starts before the statement that writes its source; start it after that store";
   else if (r.copy_source)
     init = "a copy reads it; write it before the copy starts";
+  // A scoped buffer (`S[...] = undefined` at its scope's entry) read before
+  // anything wrote it: undefined at every entry, not an accumulator that
+  // lacks its first-step init.
+  const std::pair<int, spec::Loc> *entry = nullptr;
+  for (const auto &d : o.discards)
+    if (d.first < r.order) entry = &d;
+  if (scratch && entry) {
+    Finding f = make(Rule::uninitialized_read, r.loc,
+                     std::string(r.copy_source ? "copies out " : "reads ") + what + " at grid point " +
+                         format_tuple(p) +
+                         " before anything wrote it: its contents are undefined at every entry of its scope "
+                         "(`" +
+                         o.name + "[...] = undefined`); write it in the scope before this");
+    f.witness.items.push_back({"operand", o.name});
+    f.witness.items.push_back({"grid_point", p});
+    f.notes.push_back(note(entry->second, "its scope begins here: '" + o.name + "' holds nothing defined"));
+    return f;
+  }
   Finding f = make(Rule::uninitialized_accumulator, r.loc,
                    std::string(r.copy_source ? "copies out " : "reads ") + what + " at grid point " +
                        format_tuple(p) + " before anything wrote it: " +

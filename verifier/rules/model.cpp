@@ -1169,6 +1169,7 @@ struct Builder {
           // find (docs/rules.md): these rules never count it as a write.
           for (const auto &s : a->target.args)
             scan_value(s, guards, st.loc);
+          if (auto i = m.operand_index(a->target.name)) m.operands[*i].discards.emplace_back(order, st.loc);
           continue;
         }
         const std::size_t first = m.effects.size();

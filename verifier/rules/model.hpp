@@ -27,6 +27,9 @@ struct OperandModel : spec::BoundOperand {
   bool revisit_any = false;
   /// A `memory_space=acc` scratch (plgpu.ACC): registers, zero at each CTA start.
   bool acc = false;
+  /// Its `S[...] = undefined` statements (a scoped buffer's entry): program
+  /// order and place.
+  std::vector<std::pair<int, spec::Loc>> discards;
 };
 
 /// What a body statement does to an operand, under the conjunction of the
