@@ -503,11 +503,11 @@ void Stepper::exec_dma(const Stmt &s, const Dma &d) {
     auto &sem = sems_[key];
     if (sem.credit + bytes > sem.total) {
       c_->on_fault(s, FaultKind::wait_without_copy,
-                   "waits for " + std::to_string(bytes) + " bytes on " + print(d.sem) +
-                       " but the copies on it " +
-                       (sem.total == sem.credit
-                            ? std::string("are all waited for already")
-                            : "can bring only " + std::to_string(sem.total - sem.credit) + " more") +
+                   "waits for " + std::to_string(bytes) + " bytes on " + print(d.sem) + " but " +
+                       (sem.total == 0            ? std::string("no copy on it is in flight")
+                        : sem.total == sem.credit ? std::string("the copies on it are all waited for already")
+                                                  : "the copies on it can bring only " +
+                                                        std::to_string(sem.total - sem.credit) + " more") +
                        ": this hangs");
       return;
     }

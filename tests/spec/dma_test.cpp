@@ -192,8 +192,7 @@ TEST(DmaSemantics, AWaitLargerThanEveryOtherCopyRetiresTheLargeCopyOnly) {
 }
 
 TEST(DmaSemantics, AWaitNoCopyCanSatisfyHangsAndACopyNeverWaitedIsInFlightAtTheEnd) {
-  EXPECT_EQ(
-      step(R"(pipeline p:
+  EXPECT_EQ(step(R"(pipeline p:
     hbm A: f32[2, 8]
     sram X[2]: f32[8]
     sem S: dma_sem[2]
@@ -203,11 +202,11 @@ TEST(DmaSemantics, AWaitNoCopyCanSatisfyHangsAndACopyNeverWaitedIsInFlightAtTheE
     dma_wait(X[0], S[0])
     dma_start(A[1], X[1], S[1])
 )"),
-      "L5 start op0 in\n"
-      "L6 hang: waits for 32 bytes on S[1] but the copies on it are all waited for already: this hangs\n"
-      "L7 retire op0\n"
-      "L8 hang: waits for 32 bytes on S[0] but the copies on it are all waited for already: this hangs\n"
-      "L9 start op1 in\nend in_flight=1\n");
+            "L5 start op0 in\n"
+            "L6 hang: waits for 32 bytes on S[1] but no copy on it is in flight: this hangs\n"
+            "L7 retire op0\n"
+            "L8 hang: waits for 32 bytes on S[0] but no copy on it is in flight: this hangs\n"
+            "L9 start op1 in\nend in_flight=1\n");
 }
 
 TEST(DmaSemantics, ARegularSemaphoreWaitHangsPastWhatWasSignalledAndSyncCopyRetiresAtOnce) {

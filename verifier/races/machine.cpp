@@ -363,6 +363,8 @@ void Machine::access(int event, int op, const Place &p, bool write) {
       if (!(write || y.write) || !overlaps(*y.place, p)) continue;
       if (acc_access && y.acc && other.kind == OpKind::wgmma) continue; // ordered on the accumulator
       bool async_operand = (y.wgmma_operand && write) || (operand && y.write);
+      const Rule rule = async_operand ? Rule::async_operand_overwritten : Rule::slot_race;
+      if (!races_seen_.insert({rule, r_.events[event].stmt, r_.events[other.start_event].stmt}).second) break;
       std::string what =
           bufs[p.buffer].name + (p.slot >= 0 ? "[" + std::to_string(p.slot) + "]" : std::string());
       std::string msg =
@@ -374,12 +376,7 @@ void Machine::access(int event, int op, const Place &p, bool write) {
                                : y.write                   ? std::string("copy into it")
                                                            : std::string("copy out of it")) +
                               " is still in flight";
-      RawFinding f{async_operand ? Rule::async_operand_overwritten : Rule::slot_race,
-                   event,
-                   other.start_event,
-                   -1,
-                   -1,
-                   msg};
+      RawFinding f{rule, event, other.start_event, -1, -1, msg};
       f.other_op = o;
       r_.findings.push_back(std::move(f));
       break;
@@ -512,7 +509,7 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
     access(ev, op, pa, false);
     access(ev, op, pb, false);
     access(ev, op, acc, true);
-    outstanding_.push_back(op);
+    push_outstanding(op);
     return;
   }
   const bool in = a.kind == spec::AsyncKind::copy_in;
@@ -541,7 +538,7 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
                                (src.slot >= 0 ? "[" + std::to_string(src.slot) + "]" : std::string()) +
                                " with undefined data in it (the padding of a partial block, or what a masked "
                                "store kept of a slot nothing wrote)"});
-  outstanding_.push_back(op);
+  push_outstanding(op);
   // The part of the destination the source does not fill is the padding of
   // a partial block: undefined, fine to compute on, wrong to write back.
   if (auto it = slots_state_.find({dst.buffer, dst.slot});
@@ -617,11 +614,19 @@ void Machine::on_end(const std::vector<int> &in_flight) {
   }
 }
 
+void Machine::push_outstanding(int op) {
+  outstanding_.push_back(op);
+  if (outstanding_.size() > kPileUp && !r_.findings.empty()) throw PiledUp{};
+}
+
 RunResult Machine::run() {
   try {
     stepper_->run(*this);
   } catch (const spec::StepError &e) {
     throw Unsupported(e.what(), e.loc);
+  } catch (const PiledUp &) {
+    // (What is in flight here is not reported as never waited: the walk
+    // did not reach the end.)
   }
   for (auto &f : r_.findings)
     if (f.other_op >= 0) f.other_end = r_.ops[f.other_op].end_event;

@@ -56,6 +56,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -204,6 +205,16 @@ private:
   std::unique_ptr<spec::Stepper> stepper_; // walks program_ in env_
   RunResult r_;
   std::vector<int> outstanding_; // ops in flight, in issue order
+  /// The races found so far, by rule and the statements of both accesses:
+  /// one finding each (a pile-up of copies never waited would otherwise
+  /// give one per pair of copies).
+  std::set<std::tuple<Rule, const spec::Stmt *, const spec::Stmt *>> races_seen_;
+  /// Past this many ops in flight with a finding made, the walk stops: the
+  /// kernel is a violation already, and each later access would be checked
+  /// against every copy piled up.
+  static constexpr std::size_t kPileUp = 2048;
+  struct PiledUp {};
+  void push_outstanding(int op);
   std::map<std::pair<int, std::int64_t>, SlotState> slots_state_;
   std::map<int, int> last_wgmma_on_acc_; // acc buffer -> op
   PaddingFlow flow_;                     // where tensor locals hold padding, element by element

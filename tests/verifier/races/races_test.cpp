@@ -119,6 +119,34 @@ TEST(RaceChecker, ReportsAWaitWithNothingInFlightAsAHang) {
   EXPECT_EQ(v.findings[0].loc.line, 8);
 }
 
+TEST(RaceChecker, CopiesPilingUpOnASemaphoreNobodyWaitsGiveOneFindingPerPairOfStatements) {
+  // Every wait names the idle semaphore: each copy stays in flight, and each
+  // later copy into the slot races with all of them. One finding per pair of
+  // statements, and the walk stops once the pile-up passes what any kernel
+  // keeps in flight (it checked each access against every copy: quadratic).
+  auto f = parse_text("t.pk", R"(pipeline pile:
+    param N = 20000
+    hbm  A: f32[N, 8]
+    sram X[2]: f32[8]
+    sem S: dma_sem[2]
+    for i in range(N):
+        dma_start(A[i], X[i % 2], S[0])
+        dma_wait(X[i % 2], S[1])
+)");
+  const spec::Program &p = program(f, "pile");
+  verifier::races::Machine m(p, spec::param_env(p.params, {}));
+  auto run = m.run();
+  std::map<verifier::Rule, int> rules;
+  for (const auto &x : run.findings)
+    ++rules[x.rule];
+  EXPECT_GE(rules[verifier::Rule::wait_without_copy], 1);
+  EXPECT_EQ(rules[verifier::Rule::slot_race], 1);
+  EXPECT_LT(run.ops.size(), 20000u) << "the walk went on past the pile-up";
+  auto v = verifier::check_program(p, {});
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(v.findings.at(0).rule, verifier::Rule::wait_without_copy);
+}
+
 TEST(RaceChecker, ReportsAReadOfASlotNothingWrote) {
   auto f = parse_text("t.pk", R"(pipeline u:
     param N >= 1
