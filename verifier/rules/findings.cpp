@@ -1361,6 +1361,14 @@ std::vector<LostUse> lost_uses(const KernelModel &m, std::size_t op) {
         }
       if (feeds) stores.push_back(s);
     }
+    // A scratch that only picks what the stores put in the block (a running
+    // argmax's max, in the condition of `o = where(x > m[...], i, o)`): its
+    // last update is for later comparisons, none of which the block needs.
+    if (!stores.empty() && std::none_of(stores.begin(), stores.end(), [&](std::size_t s) {
+          const auto &d = m.effects[s].data_sources;
+          return std::any_of(d.begin(), d.end(), is_consume);
+        }))
+      continue;
     for (std::size_t ai : u.accumulates) {
       const Effect &a = m.effects[ai];
       std::vector<std::size_t> d;

@@ -118,7 +118,9 @@ struct Builder {
   int order = 0;
   std::map<std::string, Expr> mask_locals{}; // tensor lets that read no operand (masks, iotas)
   std::map<std::string, Expr> conj_locals{}; // every tensor let, its locals inlined (keep_bound)
-  std::map<std::string, std::vector<std::size_t>> local_sources; // a local: the reads its value holds
+  std::map<std::string, std::vector<std::size_t>> local_sources;      // a local: the reads its value holds
+  std::map<std::string, std::vector<std::size_t>> local_data_sources; // those not only in a where's condition
+  int in_condition = 0;                                               // scanning the condition of a where
   std::map<std::string, std::size_t> local_depth; // a local: how many guards its unguarded definition had
   // A local: its definitions as written, the last unguarded one and those under more guards after it.
   std::map<std::string, std::vector<Expr>> local_values;
@@ -226,6 +228,26 @@ struct Builder {
 
   // The reads registered since effect `first`, and those of the locals `e`
   // names: what a value computed by `e` holds (Effect::sources).
+  // sources_of without the reads that only pick (in a where's condition,
+  // directly or through a local named there).
+  std::vector<std::size_t> data_sources_of(const Expr &e, std::size_t first) const {
+    std::set<std::size_t> out;
+    for (std::size_t i = first; i < m.effects.size(); ++i)
+      if (m.effects[i].kind == Effect::read && !m.effects[i].selects) out.insert(i);
+    std::set<std::string> names;
+    std::function<void(const Expr &)> walk = [&](const Expr &x) {
+      if (x.op == Op::Name) names.insert(x.name);
+      const bool where = x.op == Op::Call && x.name == "where" && x.num_positional() == 3;
+      for (std::size_t a = where ? 1 : 0; a < x.args.size(); ++a)
+        walk(x.args[a]);
+    };
+    walk(e);
+    for (const auto &n : names)
+      if (auto it = local_data_sources.find(n); it != local_data_sources.end())
+        out.insert(it->second.begin(), it->second.end());
+    return {out.begin(), out.end()};
+  }
+
   std::vector<std::size_t> sources_of(const Expr &e, std::size_t first) const {
     std::set<std::size_t> out;
     for (std::size_t i = first; i < m.effects.size(); ++i)
@@ -472,6 +494,7 @@ struct Builder {
         ef.box = box_of(e, *i, &ef.exact);
         if (!ef.exact) ef.target = substituted_target(e);
         ef.loc = loc;
+        ef.selects = in_condition > 0;
         m.effects.push_back(std::move(ef));
       }
       for (const auto &a : e.args)
@@ -491,7 +514,9 @@ struct Builder {
     // does not (`where(col >= n, 0, x[...])` masks as `where(col < n, x[...], 0)`).
     if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3 &&
         (masks_reads(e.args[1]) || masks_reads(e.args[2]))) {
+      ++in_condition;
       scan_value(e.args[0], guards, loc);
+      --in_condition;
       for (std::size_t b = 1; b < 3; ++b) {
         if (!masks_reads(e.args[b]))
           scan_value(e.args[b], guards, loc);
@@ -516,8 +541,12 @@ struct Builder {
     if (e.op == Op::Call) {
       note_contraction(e, loc);
     }
-    for (const auto &a : e.args)
-      scan_value(a, guards, loc);
+    const bool where = e.op == Op::Call && e.name == "where" && e.num_positional() == 3;
+    for (std::size_t a = 0; a < e.args.size(); ++a) {
+      in_condition += where && a == 0;
+      scan_value(e.args[a], guards, loc);
+      in_condition -= where && a == 0;
+    }
   }
 
   // Whether an element of `v` at some position comes only from elements at
@@ -1235,6 +1264,7 @@ struct Builder {
           if (!ef.exact) ef.target = substituted_target(a->target);
           ef.loc = st.loc;
           ef.sources = std::move(sources);
+          ef.data_sources = data_sources_of(a->value, first);
           if (std::optional<Expr> upd =
                   !dims && ef.kind == Effect::write ? update_condition(ef, first) : std::nullopt) {
             Effect fresh = ef;
@@ -1289,13 +1319,19 @@ struct Builder {
         // branch's `when c: v = acc[...]`) may not run: the value keeps what
         // the earlier definitions read too.
         std::vector<std::size_t> src = sources_of(l->value, first);
+        std::vector<std::size_t> data = data_sources_of(l->value, first);
         auto depth = local_depth.find(l->name);
-        if (depth != local_depth.end() && guards.size() > depth->second) {
-          if (auto it = local_sources.find(l->name); it != local_sources.end()) {
-            src.insert(src.end(), it->second.begin(), it->second.end());
-            std::sort(src.begin(), src.end());
-            src.erase(std::unique(src.begin(), src.end()), src.end());
+        const auto merge = [&](std::vector<std::size_t> &into,
+                               const std::map<std::string, std::vector<std::size_t>> &from) {
+          if (auto it = from.find(l->name); it != from.end()) {
+            into.insert(into.end(), it->second.begin(), it->second.end());
+            std::sort(into.begin(), into.end());
+            into.erase(std::unique(into.begin(), into.end()), into.end());
           }
+        };
+        if (depth != local_depth.end() && guards.size() > depth->second) {
+          merge(src, local_sources);
+          merge(data, local_data_sources);
         } else {
           local_depth[l->name] = guards.size();
         }
@@ -1303,6 +1339,10 @@ struct Builder {
           local_sources[l->name] = std::move(src);
         else
           local_sources.erase(l->name);
+        if (!data.empty())
+          local_data_sources[l->name] = std::move(data);
+        else
+          local_data_sources.erase(l->name);
         // `k = k + 1`: the value reads the old binding, so it is taken first.
         const bool is_int = !is_tensor_value(l->value) && !direct_operand(l->value);
         const std::optional<Expr> int_value =

@@ -77,6 +77,12 @@ struct Effect {
   /// block a scratch accumulator's partial result reaches
   /// (accumulator-carried).
   std::vector<std::size_t> sources;
+  /// Those of `sources` whose values are stored, not only the condition of
+  /// a `where` that picks what is (`o = where(x > m[...], i, o)`: m's read
+  /// picks, it is not stored).
+  std::vector<std::size_t> data_sources;
+  /// A read inside the condition of a `where`.
+  bool selects = false;
   /// A read that is the selected branch of `where(c, x[s], ...)` whose mask
   /// c reads no operand but depends on the grid point (`iota(...) + i * bm <
   /// m`): which of its elements reach the value is the lowered program's
