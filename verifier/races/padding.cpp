@@ -399,6 +399,34 @@ bool is_elementwise_fn(const std::string &f) {
   return std::any_of(std::begin(fns), std::end(fns), [&](const char *x) { return f == x; });
 }
 
+namespace {
+
+/// A scalar constant strictly between two integers (`0.5`, `n - 0.5`):
+/// float literals and integer scalars under + - *, or nullopt.
+std::optional<double> fractional_constant(const Expr &e, const spec::Env &env) {
+  std::function<std::optional<double>(const Expr &)> value = [&](const Expr &x) -> std::optional<double> {
+    if (x.op == Op::Float) return std::isfinite(x.float_value) ? std::optional(x.float_value) : std::nullopt;
+    if (x.op == Op::Neg) {
+      auto a = value(x.args.at(0));
+      return a ? std::optional(-*a) : std::nullopt;
+    }
+    if (x.op == Op::Add || x.op == Op::Sub || x.op == Op::Mul) {
+      auto a = value(x.args.at(0)), b = value(x.args.at(1));
+      if (!a || !b) return std::nullopt;
+      return x.op == Op::Add ? *a + *b : x.op == Op::Sub ? *a - *b : *a * *b;
+    }
+    if (x.op == Op::Call) return std::nullopt;
+    if (auto v = spec::eval_int(x, env)) return static_cast<double>(*v);
+    return std::nullopt;
+  };
+  auto v = value(e);
+  if (!v || std::trunc(*v) == *v || std::abs(*v) > 8388608.0)
+    return std::nullopt; // (f32 has no fraction past 2^23)
+  return v;
+}
+
+} // namespace
+
 std::optional<IntTensor> PaddingFlow::concrete(const Expr &e, const spec::Env &env) const {
   return concrete_in(e, env, values_, nullptr);
 }
@@ -497,9 +525,33 @@ std::optional<IntTensor> PaddingFlow::concrete_in(const Expr &e, const spec::Env
   case Op::BitAnd:
   case Op::BitOr: {
     auto a = concrete(e.args.at(0), env);
-    if (!a) return std::nullopt;
     auto b = concrete(e.args.at(1), env);
-    if (!b) return std::nullopt;
+    // An integer-valued tensor against a constant between two integers
+    // (`cast(m, f32) > 0.5`, `cast(col, f32) < n - 0.5`): the same as
+    // against the integer on the comparison's side of it.
+    if (is_comparison(e.op) && (a.has_value() != b.has_value())) {
+      const bool left = !a;
+      if (auto c = fractional_constant(e.args.at(left ? 0 : 1), env)) {
+        // Normalized to `x OP c`, x the concrete side.
+        Op op = e.op;
+        if (left)
+          op = op == Op::Lt   ? Op::Gt
+               : op == Op::Gt ? Op::Lt
+               : op == Op::Le ? Op::Ge
+               : op == Op::Ge ? Op::Le
+                              : op;
+        const IntTensor &x = left ? *b : *a;
+        if (op == Op::Eq || op == Op::Ne) {
+          IntTensor r{x.shape, std::vector<std::int64_t>(x.v.size(), op == Op::Ne ? 1 : 0), true};
+          return r;
+        }
+        // x < c and x >= c against ceil(c); x > c and x <= c against floor(c).
+        const double k = op == Op::Lt || op == Op::Ge ? std::ceil(*c) : std::floor(*c);
+        if (std::abs(k) > 9.0e15) return std::nullopt;
+        return combine(x, *scalar(static_cast<std::int64_t>(k), false), op);
+      }
+    }
+    if (!a || !b) return std::nullopt;
     return combine(*a, *b, e.op);
   }
   case Op::Call: break;
@@ -618,6 +670,77 @@ std::optional<IntTensor> PaddingFlow::concrete_in(const Expr &e, const spec::Env
       if (x < lo || x > hi) return std::nullopt;
     a->is_bool = false;
     return a;
+  }
+  // tile(a, reps): a repeated along each dim (reps and a's shape padded
+  // with leading 1s to one rank).
+  if (e.name == "tile" && np == 2) {
+    auto a = concrete(e.args[0], env);
+    auto reps = shape_arg(e.args[1], env);
+    if (!a || !reps) return std::nullopt;
+    Shape in = a->shape, rp = *reps;
+    while (in.size() < rp.size())
+      in.insert(in.begin(), 1);
+    while (rp.size() < in.size())
+      rp.insert(rp.begin(), 1);
+    Shape out(in.size());
+    for (std::size_t d = 0; d < in.size(); ++d)
+      out[d] = in[d] * rp[d];
+    if (!small(out)) return std::nullopt;
+    IntTensor r{out, std::vector<std::int64_t>(static_cast<std::size_t>(*numel(out))), a->is_bool};
+    for (std::size_t k = 0; k < r.v.size(); ++k) {
+      std::int64_t rest = static_cast<std::int64_t>(k), src = 0, stride = 1;
+      for (std::size_t d = out.size(); d-- > 0;) {
+        const std::int64_t i = rest % out[d];
+        rest /= out[d];
+        src += (i % in[d]) * stride;
+        stride *= in[d];
+      }
+      r.v[k] = a->v[static_cast<std::size_t>(src)];
+    }
+    return r;
+  }
+  // concatenate(a, b, ..., axis=k).
+  if (e.name == "concatenate" && np >= 1) {
+    std::vector<IntTensor> parts;
+    for (std::size_t k = 0; k < np; ++k) {
+      auto p = concrete(e.args[k], env);
+      if (!p) return std::nullopt;
+      parts.push_back(std::move(*p));
+    }
+    const auto r0 = static_cast<std::int64_t>(parts[0].shape.size());
+    std::int64_t axis = 0;
+    if (e.kwarg("axis")) {
+      auto ax = int_kwarg(e, "axis", env);
+      if (!ax) return std::nullopt;
+      axis = *ax;
+    }
+    if (axis < 0) axis += r0;
+    if (axis < 0 || axis >= r0) return std::nullopt;
+    const auto ax = static_cast<std::size_t>(axis);
+    Shape out = parts[0].shape;
+    out[ax] = 0;
+    bool is_bool = true;
+    for (const auto &p : parts) {
+      if (p.shape.size() != out.size()) return std::nullopt;
+      for (std::size_t d = 0; d < out.size(); ++d)
+        if (d != ax && p.shape[d] != parts[0].shape[d]) return std::nullopt;
+      out[ax] += p.shape[ax];
+      is_bool = is_bool && p.is_bool;
+    }
+    if (!small(out)) return std::nullopt;
+    std::int64_t outer = 1, inner = 1;
+    for (std::size_t d = 0; d < ax; ++d)
+      outer *= out[d];
+    for (std::size_t d = ax + 1; d < out.size(); ++d)
+      inner *= out[d];
+    IntTensor r{out, {}, is_bool};
+    r.v.reserve(static_cast<std::size_t>(*numel(out)));
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (const auto &p : parts) {
+        const std::int64_t chunk = p.shape[ax] * inner;
+        r.v.insert(r.v.end(), p.v.begin() + o * chunk, p.v.begin() + (o + 1) * chunk);
+      }
+    return r;
   }
   if ((e.name == "reshape" || e.name == "broadcast_to") && np == 2) {
     auto a = concrete(e.args[0], env);

@@ -305,3 +305,34 @@ TEST(PaddingFlow, AMaskKeepsTheValueOfItsBindWhenTheLocalsAndNamesItReadChangeLa
   f.bind("mask", lets.at("mask"), later);
   EXPECT_EQ(padded(f.eval(lets.at("a"), later)), (std::vector<int>{6, 7}));
 }
+
+namespace {
+
+/// The padding of `where(mask, x[...], 0.0)`, mask bound first.
+std::vector<int> padding_through(const std::string &mask) {
+  auto lets = lets_of("        mask = " + mask + "\n        a = where(mask, x[...], 0.0)\n");
+  PaddingFlow f = flow();
+  f.bind("mask", lets.at("mask"), kEnv);
+  return padded(f.eval(lets.at("a"), kEnv));
+}
+
+} // namespace
+
+TEST(PaddingFlow, AMaskComparedWithAConstantBetweenTwoIntegersIsEvaluated) {
+  EXPECT_EQ(padding_through("cast(iota((8,), 0) < n, f32) > 0.5"), (std::vector<int>{}));
+  EXPECT_EQ(padding_through("cast(iota((8,), 0) < n, f32) > -0.5"), (std::vector<int>{6, 7}));
+  EXPECT_EQ(padding_through("cast(iota((8,), 0), f32) < n - 0.5"), (std::vector<int>{}));
+  EXPECT_EQ(padding_through("cast(iota((8,), 0), f32) < n + 0.5"), (std::vector<int>{6}));
+  EXPECT_EQ(padding_through("n - 0.5 > cast(iota((8,), 0), f32)"), (std::vector<int>{}));
+  EXPECT_EQ(padding_through("5.5 <= cast(iota((8,), 0), f32)"), (std::vector<int>{6, 7}));
+  EXPECT_EQ(padding_through("cast(iota((8,), 0), f32) != 6.5"), (std::vector<int>{6, 7}));
+  EXPECT_EQ(padding_through("cast(iota((8,), 0), f32) == 6.5"), (std::vector<int>{}));
+}
+
+TEST(PaddingFlow, TiledAndConcatenatedMasksAreEvaluatedElementByElement) {
+  EXPECT_EQ(padding_through("tile(iota((4,), 0) < 2, (2,))"), (std::vector<int>{}));
+  EXPECT_EQ(padding_through("tile(iota((4,), 0) < 3, (2,))"), (std::vector<int>{6}));
+  EXPECT_EQ(padding_through("concatenate(iota((4,), 0) < 4, iota((4,), 0) < 2, axis=0)"),
+            (std::vector<int>{}));
+  EXPECT_EQ(padding_through("concatenate(iota((4,), 0) < 4, iota((4,), 0) < 3)"), (std::vector<int>{6}));
+}
