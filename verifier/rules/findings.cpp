@@ -1041,14 +1041,28 @@ Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Po
     for (const auto &e : o.index)
       named = named || spec::mentions(e, o.index_params[static_cast<std::size_t>(axis)]);
   const std::string ax = std::to_string(axis);
+  // Whether the block accumulates along the axis (reads itself, or takes a
+  // scratch's carried value): then the axis is a reduction to mark
+  // arbitrary. Otherwise each visit overwrites the block with its own result.
+  bool reduces = false;
+  for (const Effect &e : m.effects) {
+    if (e.operand != op) continue;
+    reduces = reduces || e.kind == Effect::accumulate || e.kind == Effect::read;
+    for (std::size_t r : e.sources)
+      reduces = reduces || m.operands[m.effects[r].operand].role == spec::Role::scratch;
+  }
+  const std::string advice =
+      reduces ? "axis " + ax + " reduces into '" + o.name + "', so mark it `arbitrary`"
+              : "each visit stores its own result into the block, so all but the last write-back are lost "
+                "(whichever core is last): name axis " +
+                    ax + " in the index_map of '" + o.name + "' so that each grid point has its own block";
   Finding f = make(Rule::parallel_write_conflict, o.loc,
                    "grid points " + format_tuple(p) + " and " + format_tuple(q) +
                        " differ along parallel axis " + ax +
                        (named ? ", which the index_map of '" + o.name + "' folds,"
                               : ", which the index_map of '" + o.name + "' drops,") +
                        " but both write block " + b + " of '" + o.name +
-                       "' (a visit writes its window back, stored or not): axis " + ax + " reduces into '" +
-                       o.name + "', so mark it `arbitrary`");
+                       "' (a visit writes its window back, stored or not): " + advice);
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"first_write", p});
   f.witness.items.push_back({"second_write", q});

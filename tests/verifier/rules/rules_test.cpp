@@ -705,7 +705,30 @@ TEST(ParallelWriteConflict, NamesTheAxisTheIndexMapDrops) {
   EXPECT_NE(v.findings[0].message.find("differ along parallel axis 1, which the index_map of 'o' drops"),
             std::string::npos)
       << v.findings[0].message;
-  EXPECT_NE(v.findings[0].message.find("mark it `arbitrary`"), std::string::npos) << v.findings[0].message;
+  // Each point overwrites the block: no reduction to mark arbitrary.
+  EXPECT_EQ(v.findings[0].message.find("mark it `arbitrary`"), std::string::npos) << v.findings[0].message;
+  EXPECT_NE(v.findings[0].message.find("name axis 1 in the index_map of 'o'"), std::string::npos)
+      << v.findings[0].message;
+}
+
+TEST(ParallelWriteConflict, AReductionAlongTheParallelAxisIsToldToMarkItArbitrary) {
+  const char *src = R"(kernel k:
+    grid = (2, 4)
+    dimension_semantics = (parallel, parallel)
+    in  x: f32[256, 512]  block=(128, 128)  index=(i, k) -> (i, k)
+    out o: f32[256, 128]  block=(128, 128)  index=(i, k) -> (i, 0)
+    body:
+        when program_id(1) == 0:
+            o[...] = zeros
+        o[...] += x[...]
+)";
+  auto v = check_text(src, "k");
+  ASSERT_FALSE(v.findings.empty());
+  bool told = false;
+  for (const auto &f : v.findings)
+    told = told || (f.rule == verifier::Rule::parallel_write_conflict &&
+                    f.message.find("axis 1 reduces into 'o', so mark it `arbitrary`") != std::string::npos);
+  EXPECT_TRUE(told) << v.findings[0].message;
 }
 
 TEST(ParallelWriteConflict, AScratchCacheOfAnotherInputBlockIsNotToldThatArbitraryFixesIt) {
