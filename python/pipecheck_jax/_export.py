@@ -2853,8 +2853,12 @@ def _buffered(bm) -> str:
     n = getattr(pm, "buffer_count", None) if pm is not None else None
     if n is None:
         return ""
+    # pl.Buffered(..., revisit=pl.RevisitMode.ANY): a revisited block is
+    # fetched again, so a non-consecutive revisit accumulates correctly.
+    revisit = getattr(pm, "revisit", None)
+    any_ = "  revisit=any" if str(getattr(revisit, "value", revisit) or "").lower() == "any" else ""
     return (f"  buffered=({int(n)}, lookahead)" if getattr(pm, "use_lookahead", False)
-            else f"  buffered={int(n)}")
+            else f"  buffered={int(n)}") + any_
 
 
 def _memory_space_name(aval) -> str:

@@ -149,6 +149,39 @@ def test_buffered_pipeline_mode_aliases_and_clamped_index_maps_are_exported():
     assert "alias x_ref -> o_ref" in text
 
 
+def _k_first_sum(revisit):
+    def kernel(x_ref, o_ref):
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref)
+
+        o_ref[...] += x_ref[...]
+
+    mode = pl.Buffered(1, revisit=pl.RevisitMode.ANY) if revisit else pl.Buffered(1)
+
+    def fn(x):
+        return pl.pallas_call(
+            kernel, grid=(3, 4),
+            in_specs=[pl.BlockSpec((None, 128, 128), lambda k, i: (k, i, 0))],
+            out_specs=pl.BlockSpec((128, 128), lambda k, i: (i, 0), pipeline_mode=mode),
+            out_shape=jax.ShapeDtypeStruct((512, 128), jnp.float32),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary", "arbitrary")))(x)
+
+    return fn
+
+
+def test_revisit_mode_any_is_exported_and_makes_a_reduction_on_the_first_axis_correct():
+    # Mosaic fetches a revisited block again under RevisitMode.ANY: summing
+    # over k with k outermost is then right; without it, reduction-not-last-axis.
+    x = jax.ShapeDtypeStruct((3, 512, 128), jnp.float32)
+    text = pj.export(_k_first_sum(True), x)
+    assert "index=(i, j) -> (j, 0)  buffered=1  revisit=any" in text
+    assert "1 verified" in _check_text(text)
+    plain = pj.export(_k_first_sum(False), x)
+    assert "revisit=any" not in plain
+    assert "reduction-not-last-axis" in _check_text(plain)
+
+
 def test_an_index_map_op_without_a_pk_form_is_an_unsupported_diagnostic():
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref[...]
