@@ -2847,6 +2847,28 @@ def _block_dims(bm, nm: str, loc, kernel) -> list[str]:
     return dims
 
 
+def _mosaic_pipeline_mode(bm, nm, loc, name):
+    """Refuses what Mosaic TPU's lowering of a pallas_call's BlockSpec refuses
+    (jax/_src/pallas/mosaic/lowering.py): more than 2 buffers, lookahead, and
+    RevisitMode.ANY with 2 buffers."""
+    pm = getattr(bm, "pipeline_mode", None)
+    n = getattr(pm, "buffer_count", None) if pm is not None else None
+    if n is None:
+        return
+    revisit = getattr(pm, "revisit", None)
+    why = None
+    if getattr(pm, "use_lookahead", False):
+        why = "\"Lookahead is not supported for XLA pipeline emitter lowering.\""
+    elif int(n) < 1 or int(n) > 2:
+        why = f"\"Only single (1) and double (2) buffering are supported. Got {int(n)}.\""
+    elif int(n) > 1 and str(getattr(revisit, "value", revisit) or "").lower() == "any":
+        why = "\"RevisitMode.ANY is not supported with double buffering.\""
+    if why:
+        raise UnsupportedError(
+            f"operand '{nm}': pipeline_mode={pm} on a pallas_call's BlockSpec: Pallas' TPU lowering "
+            f"refuses it ({why}); pltpu.emit_pipeline takes it in a kernel", loc, name)
+
+
 def _buffered(bm) -> str:
     """The `  buffered=...` option of a BlockMapping's pipeline_mode (pl.Buffered), or ""."""
     pm = getattr(bm, "pipeline_mode", None)
@@ -3097,6 +3119,8 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         text += f"  index={_tuple(gnames + pre_names)} -> {idx}"
         if "smem" in ms_name:
             text += "  memory_space=smem"
+        if mosaic_tpu:
+            _mosaic_pipeline_mode(bm, nm, loc, name)
         text += _buffered(bm)
         lines.append((text, (_index_map_site(bm) or call_site) if n_pre or traced_in_context
                       else call_site))

@@ -182,6 +182,27 @@ def test_revisit_mode_any_is_exported_and_makes_a_reduction_on_the_first_axis_co
     assert "reduction-not-last-axis" in _check_text(plain)
 
 
+@pytest.mark.parametrize("mode, refusal", [
+    (pl.Buffered(3), "Only single \\(1\\) and double \\(2\\) buffering are supported"),
+    (pl.Buffered(2, use_lookahead=True), "Lookahead is not supported"),
+    (pl.Buffered(2, revisit=pl.RevisitMode.ANY), "RevisitMode.ANY is not supported with double buffering"),
+])
+def test_a_pipeline_mode_mosaic_tpu_refuses_on_a_pallas_call_is_unsupported(mode, refusal):
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+
+    def fn(x):
+        return pl.pallas_call(
+            kernel, grid=(4,),
+            in_specs=[pl.BlockSpec((128, 128), lambda i: (i, 0), pipeline_mode=mode)],
+            out_specs=pl.BlockSpec((128, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((512, 128), jnp.float32),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)))(x)
+
+    with pytest.raises(pj.UnsupportedError, match="operand 'x_ref': pipeline_mode=.*" + refusal):
+        pj.export(fn, jax.ShapeDtypeStruct((512, 128), jnp.float32))
+
+
 def test_an_index_map_op_without_a_pk_form_is_an_unsupported_diagnostic():
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref[...]
