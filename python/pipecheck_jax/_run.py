@@ -100,6 +100,24 @@ def _aliased_write_through_input(eqn) -> str | None:
     return None
 
 
+def _prefetch_written(eqn) -> str | None:
+    """Why interpret=True cannot stand for a TPU on this pallas_call, or None: the kernel stores
+    into a scalar-prefetch ref (upstream paged attention keeps its buffer index and init flag
+    there). On a TPU those are SMEM words that keep the stores across grid steps; JAX's
+    interpret=True does not keep them so."""
+    kernel = eqn.params["jaxpr"]
+    n = int(getattr(eqn.params["grid_mapping"], "num_index_operands", 0) or 0)
+    prefetch = {id(v): i for i, v in enumerate(kernel.invars[:n])}
+    for e in kernel.effects:
+        if type(e).__name__ == "WriteEffect":
+            at = getattr(e, "input", getattr(e, "input_index", None))
+            i = at if isinstance(at, int) and at < n else prefetch.get(id(at))
+            if i is not None:
+                return (f"the kernel stores into scalar-prefetch ref {i}: on a TPU that SMEM "
+                        "keeps the stores from one grid step to the next, interpret=True does not")
+    return None
+
+
 def _cta_scratch_shared(eqn) -> str | None:
     """Why interpret=True cannot stand for a GPU on this Mosaic GPU pallas_call, or None.
 
@@ -156,7 +174,8 @@ class _Evaluator:
         drop) run on invals: by JAX's interpret mode, or exported with the values it gets and
         run by `pipecheck run`."""
         if self.mode == "interpret":
-            if (why := _aliased_write_through_input(eqn) or _cta_scratch_shared(eqn)
+            if (why := _aliased_write_through_input(eqn) or _prefetch_written(eqn)
+                    or _cta_scratch_shared(eqn)
                     or _ds_clamped(eqn, holder, invals, dropped)) is not None:
                 raise _NotModelled(why)
             params = dict(eqn.params)

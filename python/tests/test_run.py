@@ -289,3 +289,44 @@ def test_a_copy_back_through_the_aliased_output_is_still_compared_with_interpret
     r = pj.run(f, g, p, reference=lambda g, p: p - 0.5 * g)
     assert r.interpret_error is None and r.interpret_outputs is not None, str(r)
     assert r.ok, str(r)
+
+
+def _step_counter_in_prefetch(store):
+    """Adds the grid step to each block, counting steps in a scalar-prefetch ref (as upstream
+    paged attention keeps its buffer index there), or in a local when `store` is False."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(cnt_ref, x_ref, o_ref):
+        c = cnt_ref[0] if store else pl.program_id(0)
+        o_ref[...] = x_ref[...] + c.astype(jnp.float32)
+        if store:
+            cnt_ref[0] = c + 1
+
+    def f(cnt, x):
+        return pl.pallas_call(
+            kernel,
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1, grid=(4,),
+                in_specs=[pl.BlockSpec((8, 128), lambda i, c: (i, 0))],
+                out_specs=pl.BlockSpec((8, 128), lambda i, c: (i, 0))),
+            out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)))(cnt, x)
+
+    x = jax.random.uniform(jax.random.key(0), (32, 128), jnp.float32)
+    ref = lambda c, x: x + jnp.repeat(jnp.arange(4, dtype=jnp.float32), 8)[:, None]  # noqa: E731
+    return f, jnp.zeros((1,), jnp.int32), x, ref
+
+
+def test_stores_into_a_prefetch_ref_are_compared_with_the_reference_only():
+    # On a TPU the prefetch ref is SMEM that keeps the count across grid steps; interpret=True
+    # does not (its output adds 0 everywhere), so only the reference is compared.
+    f, cnt, x, ref = _step_counter_in_prefetch(True)
+    r = pj.run(f, cnt, x, reference=ref)
+    assert r.interpret_error is not None and "scalar-prefetch ref 0" in r.interpret_error, str(r)
+    assert r.ok and r.pipecheck_exit == 0, str(r)
+    g, cnt, x, ref = _step_counter_in_prefetch(False)
+    r = pj.run(g, cnt, x, reference=ref)
+    assert r.interpret_error is None and r.interpret_outputs is not None and r.ok, str(r)
