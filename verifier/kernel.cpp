@@ -41,6 +41,16 @@ void locate_in_grid(Finding &f, const spec::Lowered &low, const spec::GridCut *c
       const std::string head = "event " + std::to_string(t.index);
       if (m.rfind(head + ": ", 0) == 0)
         m = head + " at grid point " + spec::format_tuple(t.grid_point) + m.substr(head.size());
+      // The step loop's `(s = 3, ...)` says the grid point again: dropped.
+      if (low.main_loop >= 0 && t.top_level == low.main_loop && !t.iterations.empty())
+        if (const auto *f =
+                std::get_if<spec::For>(&low.program.body[static_cast<std::size_t>(low.main_loop)].kind)) {
+          const std::string step = "(" + f->var + " = " + std::to_string(t.iterations[0]);
+          if (auto k = m.find(step + ", "); k != std::string::npos)
+            m.erase(k + 1, step.size() + 1);
+          else if (auto j = m.find(step + ")"); j != std::string::npos)
+            m.erase(j > 0 && m[j - 1] == ' ' ? j - 1 : j, step.size() + 1 + (j > 0 && m[j - 1] == ' '));
+        }
     }
   }
   if (at) f.witness.items.push_back({"grid_point", *at});

@@ -45,6 +45,22 @@ bool contains(const spec::Stmt &x, const spec::Stmt *s) {
   return false;
 }
 
+// The variables of the loops around `s` in `x`, outermost first (appended);
+// whether `s` is in `x`.
+bool loop_vars_to(const spec::Stmt &x, const spec::Stmt *s, std::vector<std::string> &out) {
+  if (&x == s) return true;
+  auto in = [&](const spec::Block &b) {
+    return std::any_of(b.begin(), b.end(), [&](const spec::Stmt &y) { return loop_vars_to(y, s, out); });
+  };
+  if (auto *i = std::get_if<spec::If>(&x.kind)) return in(i->then_body) || in(i->else_body);
+  if (auto *f = std::get_if<spec::For>(&x.kind)) {
+    out.push_back(f->var);
+    if (in(f->body)) return true;
+    out.pop_back();
+  }
+  return false;
+}
+
 // The buffers of `p` that an expression names, appended without repeats.
 void buffers_in(const spec::Program &p, const spec::Expr &e, std::vector<std::string> &out) {
   if ((e.op == spec::Op::Ref || e.op == spec::Op::Name) && p.buffer(e.name) &&
@@ -130,10 +146,21 @@ Finding to_finding(const spec::Program &p, const RunResult &run, const RawFindin
     ids.push_back(e + 1);
     std::ostringstream os;
     os << "event " << t.index << ": " << t.statement;
+    std::vector<std::string> vars;
+    for (const auto &st : p.body)
+      if (loop_vars_to(st, ev.stmt, vars)) break;
     if (!t.iterations.empty()) {
-      os << " (iteration";
-      for (auto v : t.iterations)
-        os << ' ' << v;
+      // Each loop's variable and value (`i = 2`): the body's loops of a
+      // lowered kernel are unrolled, so there the one is the grid step's.
+      if (vars.size() == t.iterations.size()) {
+        os << " (";
+        for (std::size_t k = 0; k < vars.size(); ++k)
+          os << (k ? ", " : "") << vars[k] << " = " << t.iterations[k];
+      } else {
+        os << " (iteration";
+        for (auto v : t.iterations)
+          os << ' ' << v;
+      }
       if (t.slot) os << ", slot " << *t.slot;
       os << ')';
     } else if (t.slot) {
