@@ -326,6 +326,7 @@ OpAccesses op_accesses(const AsyncOp &o) {
 
 void Machine::access(int event, int op, const Place &p, bool write) {
   const auto &bufs = program_.buffers;
+  if (write) flow_.clobber(bufs[p.buffer].name); // (a whole store gives it its value again: on_compute)
   bool is_wgmma = op >= 0 && r_.ops[op].kind == OpKind::wgmma;
   bool operand = is_wgmma && !write;
   bool acc_access = is_wgmma && write;
@@ -437,6 +438,17 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
   for (auto &r : refs)
     if (!keep || !(r.place == target)) access(ev, -1, r.place, false);
   access(ev, -1, target, true);
+  // A mask stored whole into a scratch keeps its value for later reads.
+  if (!accumulate && !keep && target.slot < 0) {
+    const spec::Buffer &b = program_.buffers[target.buffer];
+    const auto &shape = stepper_->block_shape(target.buffer);
+    bool whole =
+        b.kind == spec::BufferKind::sram && !b.slots && target.box.size() == shape.size() &&
+        (b.dtype == spec::DType::f32 || b.dtype == spec::DType::i32 || b.dtype == spec::DType::boolean);
+    for (std::size_t d = 0; whole && d < shape.size(); ++d)
+      whole = target.box[d].first == 0 && target.box[d].second == shape[d];
+    if (whole) flow_.store(b.name, value, env_, shape, b.dtype == spec::DType::boolean);
+  }
   if (any_padding_) {
     // The padding of a partial block (see on_start) flows into the target:
     // reading it is no error, writing it back is. (The store that first put
@@ -578,6 +590,7 @@ void Machine::on_wait(const spec::Stmt &s, const std::optional<spec::StepRef> &w
 }
 
 void Machine::on_undefined(const spec::Stmt &, const spec::StepPlace &slot) {
+  flow_.clobber(program_.buffers[slot.buffer].name);
   clear_written(slot);
   slots_state_[{slot.buffer, slot.slot}].undefined_by = static_cast<int>(r_.events.size()) - 1;
 }
@@ -585,6 +598,7 @@ void Machine::on_undefined(const spec::Stmt &, const spec::StepPlace &slot) {
 void Machine::on_discard(const spec::Stmt &s, const spec::StepRef &target) {
   const spec::StepPlace &p = target.place;
   const int ev = new_event(s, p.slot >= 0 ? std::optional(p.slot) : std::nullopt);
+  flow_.clobber(program_.buffers[p.buffer].name);
   clear_written(p);
   auto &st = slots_state_[{p.buffer, p.slot}];
   st.undefined_by = ev;

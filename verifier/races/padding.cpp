@@ -450,6 +450,18 @@ PaddingFlow::LazyPtr PaddingFlow::defer(const Expr &e, const spec::Env &env) con
 const std::optional<IntTensor> &PaddingFlow::force(Lazy &l) const {
   if (!l.forced) {
     l.value = concrete_in(*l.expr, l.env, l.values, &l.tensors);
+    if (l.value && l.shape) {
+      // A store: the value broadcast to the buffer, numbers in a numeric one.
+      auto m = broadcast_map(l.value->shape, *l.shape);
+      if (!m || !small(*l.shape)) {
+        l.value.reset();
+      } else {
+        IntTensor r{*l.shape, std::vector<std::int64_t>(m->size()), l.value->is_bool && l.boolean};
+        for (std::size_t k = 0; k < m->size(); ++k)
+          r.v[k] = l.value->v[static_cast<std::size_t>((*m)[k])];
+        l.value = std::move(r);
+      }
+    }
     l.forced = true;
     l.values.clear(); // what it named is needed no more
   }
@@ -467,8 +479,9 @@ std::optional<IntTensor> PaddingFlow::concrete_in(const Expr &e, const spec::Env
     return concrete_in(x, en, values, tensors);
   };
   if (e.op == Op::Name || e.op == Op::Ref) {
-    if (is_buffer_(e.name)) return std::nullopt;
+    // (A buffer has a value only where a whole store gave it one: store.)
     auto it = values.find(e.name);
+    if (it == values.end() && is_buffer_(e.name)) return std::nullopt;
     if (it != values.end()) {
       const auto &v = force(*it->second);
       if (!v) return std::nullopt; // a tensor local with no concrete value
@@ -1039,6 +1052,14 @@ void PaddingFlow::bind(const std::string &name, const Expr &value, const spec::E
       if (!eval(value.args[s], env).any) masks.push_back(defer(value.args[s], env));
   values_[name] = defer(value, env);
   if (!masks.empty()) and_masks_[name] = std::move(masks);
+}
+
+void PaddingFlow::store(const std::string &buffer, const Expr &value, const spec::Env &env, Shape shape,
+                        bool boolean) {
+  auto l = defer(value, env);
+  l->shape = std::move(shape);
+  l->boolean = boolean;
+  values_[buffer] = std::move(l);
 }
 
 void PaddingFlow::forget(const std::string &name) {

@@ -83,6 +83,14 @@ public:
   /// `name` is no tensor local any more (an integer let), or is bound where
   /// nothing is tracked: it holds no padding and has no known value.
   void forget(const std::string &name);
+  /// A store of `value` into the whole of scratch `buffer` (of `shape`, a
+  /// dtype that holds every integer value a mask takes: f32, i32 or bool):
+  /// a read of the buffer has its concrete value (a mask kept in a scratch,
+  /// `m[...] = col < n` then `where(m[...] > 0, x, 0)`) until `clobber`.
+  void store(const std::string &buffer, const spec::Expr &value, const spec::Env &env, Shape shape,
+             bool boolean);
+  /// Anything else that writes `buffer`: its value is no longer known.
+  void clobber(const std::string &buffer) { values_.erase(buffer); }
 
 private:
   /// An expression's concrete value as of a bind, computed on first use.
@@ -93,6 +101,10 @@ private:
     std::set<std::string> tensors;                       ///< the tensor locals it names then
     bool forced = false;
     std::optional<IntTensor> value;
+    /// A store's: the buffer's shape (the value broadcasts to it) and
+    /// whether it is a bool buffer.
+    std::optional<Shape> shape;
+    bool boolean = true;
   };
   using LazyPtr = std::shared_ptr<Lazy>;
 
