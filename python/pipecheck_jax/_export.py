@@ -515,7 +515,7 @@ def _int_unary(name: str, a: _E, params) -> _E | None:
         return _E(f"(not {a.text})", int=True, nonneg=True)
     if name == "sign":
         return _E(f"where({a.text} > 0, 1, where({a.text} < 0, -1, 0))", int=True, nonneg=a.nonneg)
-    if name in ("convert_element_type", "copy", "copy_p", "optimization_barrier") + _HINTS:
+    if name in ("convert_element_type", "copy", "copy_p", "optimization_barrier", "stop_gradient") + _HINTS:
         new = params.get("new_dtype")
         if new is not None and not (np.issubdtype(new, np.integer) or new == np.bool_):
             return None
@@ -2023,7 +2023,8 @@ class _Body:
                 return mk(f"where({off}, ({a} // {b}) + 1, {a} // {b})")
             return mk(f"where({off}, ({a} % {b}) - {b}, {a} % {b})")
         if name == "div":
-            if not np.issubdtype(aval.dtype, np.floating):
+            # (jax.dtypes: numpy's issubdtype does not count bfloat16 as floating)
+            if not jax.dtypes.issubdtype(aval.dtype, jax.numpy.floating):
                 return self.opaque_op(e, ins, aval, src)  # no exact .pk form
             return mk(f"({t[0]} / {t[1]})")
         if name in ("and", "or"):
@@ -2056,8 +2057,8 @@ class _Body:
             return mk(f"round({_strip(t[0])})")
         if name == "clamp":
             return mk(f"minimum(maximum({t[1]}, {t[0]}), {t[2]})")
-        if name in ("copy", "copy_p", "optimization_barrier") + _HINTS:
-            return ins[0]
+        if name in ("copy", "copy_p", "optimization_barrier", "stop_gradient") + _HINTS:
+            return ins[0]  # (stop_gradient: jax.nn.softmax's max; the identity on values)
         if name == "select_n":
             if len(ins) != 3:
                 return self.opaque_op(e, ins, aval, src)  # no exact .pk form

@@ -330,3 +330,35 @@ def test_stores_into_a_prefetch_ref_are_compared_with_the_reference_only():
     g, cnt, x, ref = _step_counter_in_prefetch(False)
     r = pj.run(g, cnt, x, reference=ref)
     assert r.interpret_error is None and r.interpret_outputs is not None and r.ok, str(r)
+
+
+def _rowwise(body, dtype):
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = body(x_ref[...])
+
+    def f(x):
+        return pl.pallas_call(
+            kernel, grid=(2,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((16, 128), dtype))(x)
+
+    return f, jax.random.normal(jax.random.key(0), (16, 128), jnp.float32).astype(dtype)
+
+
+def test_a_bf16_division_and_jax_nn_softmax_run_as_interpret_mode_computes_them():
+    # bf16 `/` was exported as an opaque op (numpy's issubdtype does not count bfloat16 as
+    # floating), and jax.nn.softmax's stop_gradient too: run refused both.
+    import jax
+    import jax.numpy as jnp
+
+    f, x = _rowwise(lambda v: v / jnp.sum(jnp.exp(v), axis=1, keepdims=True), jnp.bfloat16)
+    r = pj.run(f, x)
+    assert r.ok and r.pipecheck_exit == 0 and r.interpret_outputs is not None, str(r)
+    g, x = _rowwise(lambda v: jax.nn.softmax(v, axis=-1), jnp.float32)
+    r = pj.run(g, x, reference=lambda x: jax.nn.softmax(x, axis=-1))
+    assert r.ok and r.pipecheck_exit == 0 and r.interpret_outputs is not None, str(r)
