@@ -574,15 +574,22 @@ Value cast(const Value &a, DType t) {
     round_all(t, r.f);
   } else if (a.is_float()) {
     r.i.resize(a.f.size());
+    const double lo = t == DType::i8    ? -128.0
+                      : t == DType::i16 ? -32768.0
+                      : t == DType::u8  ? 0.0
+                                        : -2147483648.0;
+    const double hi = t == DType::i8    ? 127.0
+                      : t == DType::i16 ? 32767.0
+                      : t == DType::u8  ? 255.0
+                                        : 2147483647.0;
     for (std::size_t k = 0; k < a.f.size(); ++k) {
       const float x = a.f[k];
       if (std::isnan(x))
         r.i[k] = int_poison(t);
       else if (t == DType::boolean)
         r.i[k] = x != 0;
-      else
-        r.i[k] = wrap_to(
-            t, static_cast<std::int64_t>(std::clamp(static_cast<double>(x), -2147483648.0, 2147483647.0)));
+      else // (XLA's convert: truncated, then saturated at the dtype's range)
+        r.i[k] = static_cast<std::int32_t>(std::clamp(static_cast<double>(x), lo, hi));
     }
   } else {
     r.i = a.i;

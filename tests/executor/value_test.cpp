@@ -104,6 +104,15 @@ TEST(Cast, TruncatesFloatsToIntegersAndRoundsToNarrowFloats) {
   EXPECT_EQ(cast(v, DType::bf16).f[2], 1.0f);
 }
 
+TEST(Cast, FloatsToNarrowIntegersSaturateAtTheirRangeAsXlaConverts) {
+  const Value v = floats({6}, {300.0f, -300.0f, 1e10f, -1.5f, 255.9f, 70000.0f});
+  EXPECT_EQ(vec(cast(v, DType::i8).i), (std::vector<std::int32_t>{127, -128, 127, -1, 127, 127}));
+  EXPECT_EQ(vec(cast(v, DType::u8).i), (std::vector<std::int32_t>{255, 0, 255, 0, 255, 255}));
+  EXPECT_EQ(vec(cast(v, DType::i16).i), (std::vector<std::int32_t>{300, -300, 32767, -1, 255, 32767}));
+  // Integers to a narrower integer keep their low bits.
+  EXPECT_EQ(vec(cast(ints({2}, {300, -129}), DType::i8).i), (std::vector<std::int32_t>{44, 127}));
+}
+
 TEST(LoadStore, StoreBroadcastsAScalarAndCastsToTheTarget) {
   HostArray a("a", DType::bf16, {2, 2});
   store(Value::scalar_float(1.0 + 0x1p-9), View::whole(a));
