@@ -1235,7 +1235,7 @@ private:
           }
         }
       }
-      if (!found) readded_round(u, cq, uses);
+      if (!found && !m_.effects[cq.store].masked_overwrite) readded_round(u, cq, uses); // (symbolic.cpp)
     }
   }
 

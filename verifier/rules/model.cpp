@@ -1239,6 +1239,7 @@ struct Builder {
                 break;
               }
           Effect ef;
+          ef.masked_overwrite = keep && !reads_target(v.args[1]);
           if (dims) {
             ef.keep_mask = mask_expr(v.args[0]);
             ef.keep_bound = data_free_bound(v.args[0]);

@@ -83,6 +83,10 @@ struct Effect {
   std::vector<std::size_t> data_sources;
   /// A read inside the condition of a `where`.
   bool selects = false;
+  /// A store `T[s] = where(c, v, T[s])` whose v does not read T: it replaces
+  /// the elements c selects and adds nothing to them (megablox's masked
+  /// store of a tile's rows).
+  bool masked_overwrite = false;
   /// A read that is the selected branch of `where(c, x[s], ...)` whose mask
   /// c reads no operand but depends on the grid point (`iota(...) + i * bm <
   /// m`): which of its elements reach the value is the lowered program's

@@ -1603,7 +1603,10 @@ private:
         out_.findings.push_back(readded_finding(m_, op, cq, (*best)[2], (*best)[1], (*best)[0]));
         continue;
       }
-      readded_round(u, cq, uses);
+      // A masked overwrite of a reduction repeated whole after its reset
+      // stores the same kind of sum into other rows (megablox tiles of two
+      // groups on one weight): nothing is counted twice.
+      if (!m_.effects[cq.store].masked_overwrite) readded_round(u, cq, uses);
     }
   }
 
