@@ -320,8 +320,10 @@ def test_upstream_ragged_paged_attention_is_verified_and_runs_like_its_reference
     r = pj.check(ragged, *args)
     assert r.verdicts == {"ragged_paged_attention_kernel": "verified"}, r.report()
     res = pj.run(ragged, *args, reference=ragged_reference, rtol=1e-4, atol=1e-4)
-    # jax 0.10's interpret mode crashes on the kernel's masked pltpu.store of a ref view
-    assert res.ok and "inside JAX" in (res.interpret_error or "inside JAX"), res
+    # The kernel keeps state in a scalar-prefetch ref (SMEM across grid steps on a TPU), which
+    # interpret=True does not keep (and jax 0.10's interpret mode would crash on its masked
+    # pltpu.store of a ref view anyway): compared with the reference only.
+    assert res.ok and "scalar-prefetch ref" in (res.interpret_error or ""), res
 
 
 def test_upstream_ragged_paged_attention_with_a_block_of_half_of_8_heads_is_a_tiling_violation():
