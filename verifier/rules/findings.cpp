@@ -290,8 +290,8 @@ Finding revisit_finding(const KernelModel &m, std::size_t op, bool accumulated, 
   f.witness.items.push_back({"first_visit", first});
   f.witness.items.push_back({"revisit", revisit});
   add_block(f, m, op, first);
-  f.notes.push_back(
-      note(o.loc, "first visit of block " + b + " of " + o.name + " at grid point " + format_tuple(first)));
+  f.notes.push_back(note(o.loc, "an earlier visit of block " + b + " of " + o.name + ", at grid point " +
+                                    format_tuple(first)));
   f.notes.push_back(
       note(o.loc, "revisited at grid point " + format_tuple(revisit) + " after other blocks in between"));
   return f;
