@@ -2147,6 +2147,21 @@ class _Body:
             if perm != tuple(reversed(range(len(perm)))):
                 return self.opaque_op(e, ins, aval, src)  # no exact .pk form
             return mk(f"transpose({_strip(t[0])})")
+        if name in ("reduce_or", "reduce_and") and np.dtype(e.invars[0].aval.dtype) == np.bool_:
+            # jnp.any / jnp.all: the max / min of the mask as 0 and 1, then > 0.
+            fn = "max" if name == "reduce_or" else "min"
+            axes = sorted((int(a) for a in p["axes"]), reverse=True)
+            rank = len(e.invars[0].aval.shape)
+            text = f"cast({_strip(t[0])}, i32)"
+            if len(axes) == rank and rank > 1:
+                text = f"{fn}({text})"
+            else:
+                for a in axes:
+                    text = f"{fn}({text}, axis={a})"
+            return mk(f"({text} > 0)")
+        if name == "is_finite":
+            # jnp.isfinite: |x| < inf is false for inf and for NaN, as isfinite is.
+            return mk(f"(abs({_strip(t[0])}) < inf)")
         if name in ("reduce_sum", "reduce_max", "reduce_min"):
             fn = name[len("reduce_"):]
             axes = sorted((int(a) for a in p["axes"]), reverse=True)

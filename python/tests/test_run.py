@@ -362,3 +362,21 @@ def test_a_bf16_division_and_jax_nn_softmax_run_as_interpret_mode_computes_them(
     g, x = _rowwise(lambda v: jax.nn.softmax(v, axis=-1), jnp.float32)
     r = pj.run(g, x, reference=lambda x: jax.nn.softmax(x, axis=-1))
     assert r.ok and r.pipecheck_exit == 0 and r.interpret_outputs is not None, str(r)
+
+
+def test_jnp_any_all_and_isfinite_run_as_interpret_mode_computes_them():
+    # reduce_or / reduce_and of a mask and is_finite were opaque: run refused them.
+    import jax.numpy as jnp
+
+    def body(v):
+        big = v > 1.0
+        row_any = jnp.any(big, axis=1, keepdims=True)
+        row_all = jnp.all(v > -3.0, axis=1, keepdims=True)
+        fin = jnp.isfinite(jnp.where(v > 2.0, jnp.inf, v))
+        return jnp.where(row_any & row_all & fin, v, 0.0) + jnp.any(big).astype(jnp.float32)
+
+    f, x = _rowwise(body, jnp.float32)
+    text = pj.export(f, x)
+    assert "opaque" not in text, text
+    r = pj.run(f, x)
+    assert r.ok and r.pipecheck_exit == 0 and r.interpret_outputs is not None, str(r)
