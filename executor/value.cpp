@@ -574,14 +574,7 @@ Value cast(const Value &a, DType t) {
     round_all(t, r.f);
   } else if (a.is_float()) {
     r.i.resize(a.f.size());
-    const double lo = t == DType::i8    ? -128.0
-                      : t == DType::i16 ? -32768.0
-                      : t == DType::u8  ? 0.0
-                                        : -2147483648.0;
-    const double hi = t == DType::i8    ? 127.0
-                      : t == DType::i16 ? 32767.0
-                      : t == DType::u8  ? 255.0
-                                        : 2147483647.0;
+    const auto [lo, hi] = spec::exact_int_range(t);
     for (std::size_t k = 0; k < a.f.size(); ++k) {
       const float x = a.f[k];
       if (std::isnan(x))
@@ -589,7 +582,8 @@ Value cast(const Value &a, DType t) {
       else if (t == DType::boolean)
         r.i[k] = x != 0;
       else // (XLA's convert: truncated, then saturated at the dtype's range)
-        r.i[k] = static_cast<std::int32_t>(std::clamp(static_cast<double>(x), lo, hi));
+        r.i[k] = static_cast<std::int32_t>(
+            std::clamp(static_cast<double>(x), static_cast<double>(lo), static_cast<double>(hi)));
     }
   } else {
     r.i = a.i;

@@ -5,6 +5,7 @@
 #include "spec/print.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -290,6 +291,21 @@ Typed<TensorType> shift_type(const TensorType &a, const TensorType &b) {
 }
 
 TensorType cast_type(const TensorType &a, DType t) { return TensorType{t, false, a.shape}; }
+
+std::pair<std::int64_t, std::int64_t> exact_int_range(DType t) {
+  switch (t) {
+  case DType::f32: return {-(std::int64_t{1} << 24), std::int64_t{1} << 24};
+  case DType::f16: return {-2048, 2048};
+  case DType::bf16: return {-256, 256};
+  case DType::i32:
+    return {std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max()};
+  case DType::i16: return {-32768, 32767};
+  case DType::i8: return {-128, 127};
+  case DType::u8: return {0, 255};
+  case DType::boolean: return {0, 1};
+  }
+  return {0, 0};
+}
 
 Typed<TensorType> dot_type(const TensorType &a, const TensorType &b, const DotOptions &opts) {
   Typed<TensorType> r;

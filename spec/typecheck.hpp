@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pipecheck::spec {
@@ -124,6 +125,9 @@ Typed<TensorType> arg_reduce_type(const TensorType &a, std::int64_t axis);
 Typed<TensorType> shift_type(const TensorType &a, const TensorType &b);
 /// cast(a, t): a's shape, dtype t, strong.
 TensorType cast_type(const TensorType &a, DType t);
+/// The integers `t` holds exactly, [lo, hi]: an integer dtype's range, a
+/// float dtype's run of consecutive integers (f32: +-2^24), bool's 0 and 1.
+std::pair<std::int64_t, std::int64_t> exact_int_range(DType t);
 /// How a dot contracts and what it gives (pl.dot's trans_a / trans_b,
 /// jnp.dot's preferred_element_type).
 struct DotOptions {

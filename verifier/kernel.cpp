@@ -45,11 +45,11 @@ void locate_in_grid(Finding &f, const spec::Lowered &low, const spec::GridCut *c
       if (low.main_loop >= 0 && t.top_level == low.main_loop && !t.iterations.empty())
         if (const auto *f =
                 std::get_if<spec::For>(&low.program.body[static_cast<std::size_t>(low.main_loop)].kind)) {
-          const std::string step = "(" + f->var + " = " + std::to_string(t.iterations[0]);
-          if (auto k = m.find(step + ", "); k != std::string::npos)
-            m.erase(k + 1, step.size() + 1);
-          else if (auto j = m.find(step + ")"); j != std::string::npos)
-            m.erase(j > 0 && m[j - 1] == ' ' ? j - 1 : j, step.size() + 1 + (j > 0 && m[j - 1] == ' '));
+          const std::string step = f->var + " = " + std::to_string(t.iterations[0]);
+          if (auto k = m.find("(" + step + ", "); k != std::string::npos)
+            m.erase(k + 1, step.size() + 2); // "(s = 3, slot 0)": "(slot 0)"
+          else if (auto j = m.find(" (" + step + ")"); j != std::string::npos)
+            m.erase(j, step.size() + 3); // " (s = 3)": gone
         }
     }
   }
@@ -572,13 +572,21 @@ std::optional<spec::PrefetchContents> constant_contents(const spec::PrefetchSpac
   return c;
 }
 
-// Whether every array whose contents are open is read only as the address
+// The arrays whose contents are open and that are read only as the address
 // of a copy source nothing writes (spec::prefetch_address_only).
-bool every_open_array_is_an_address(const spec::KernelSpec &k, const spec::PrefetchSpace &space) {
+std::vector<std::string> open_addresses(const spec::KernelSpec &k, const spec::PrefetchSpace &space) {
   const std::set<std::string> addresses = spec::prefetch_address_only(k);
+  std::vector<std::string> out;
   for (const auto &a : space.arrays)
-    if (!a.given && !addresses.count(a.name)) return false;
-  return true;
+    if (!a.given && addresses.count(a.name)) out.push_back(a.name);
+  return out;
+}
+
+// Whether every array whose contents are open is such an address.
+bool every_open_array_is_an_address(const spec::KernelSpec &k, const spec::PrefetchSpace &space) {
+  const auto open = std::count_if(space.arrays.begin(), space.arrays.end(),
+                                  [](const spec::PrefetchArray &a) { return !a.given; });
+  return static_cast<std::size_t>(open) == open_addresses(k, space).size();
 }
 
 // The allowed contents of the open arrays that are not read only as copy
@@ -589,12 +597,10 @@ bool every_open_array_is_an_address(const spec::KernelSpec &k, const spec::Prefe
 std::optional<std::vector<spec::PrefetchContents>>
 contents_but_addresses(const spec::KernelSpec &k, spec::PrefetchSpace space, std::size_t limit,
                        std::vector<std::string> &left_open) {
-  const std::set<std::string> addresses = spec::prefetch_address_only(k);
-  left_open.clear();
-  for (const auto &a : space.arrays)
-    if (!a.given && addresses.count(a.name)) left_open.push_back(a.name);
-  std::erase_if(space.arrays,
-                [&](const spec::PrefetchArray &a) { return !a.given && addresses.count(a.name); });
+  left_open = open_addresses(k, space);
+  std::erase_if(space.arrays, [&](const spec::PrefetchArray &a) {
+    return std::find(left_open.begin(), left_open.end(), a.name) != left_open.end();
+  });
   if (left_open.empty() || space.all_given()) return std::nullopt;
   return spec::enumerate_prefetch(space, limit);
 }

@@ -2150,28 +2150,12 @@ class _Body:
         if name in ("reduce_or", "reduce_and") and np.dtype(e.invars[0].aval.dtype) == np.bool_:
             # jnp.any / jnp.all: the max / min of the mask as 0 and 1, then > 0.
             fn = "max" if name == "reduce_or" else "min"
-            axes = sorted((int(a) for a in p["axes"]), reverse=True)
-            rank = len(e.invars[0].aval.shape)
-            text = f"cast({_strip(t[0])}, i32)"
-            if len(axes) == rank and rank > 1:
-                text = f"{fn}({text})"
-            else:
-                for a in axes:
-                    text = f"{fn}({text}, axis={a})"
-            return mk(f"({text} > 0)")
+            return mk(f"({_reduced(fn, f'cast({_strip(t[0])}, i32)', e, p)} > 0)")
         if name == "is_finite":
             # jnp.isfinite: |x| < inf is false for inf and for NaN, as isfinite is.
             return mk(f"(abs({_strip(t[0])}) < inf)")
         if name in ("reduce_sum", "reduce_max", "reduce_min"):
-            fn = name[len("reduce_"):]
-            axes = sorted((int(a) for a in p["axes"]), reverse=True)
-            rank = len(e.invars[0].aval.shape)
-            if len(axes) == rank and rank > 1:
-                return mk(f"{fn}({_strip(t[0])})")
-            text = _strip(t[0])
-            for a in axes:
-                text = f"{fn}({text}, axis={a})"
-            return mk(text)
+            return mk(_reduced(name[len("reduce_"):], _strip(t[0]), e, p))
         if name == "dot_general":
             (lc, rc), (lb, rb) = p["dimension_numbers"]
             ra, rb_ = len(e.invars[0].aval.shape), len(e.invars[1].aval.shape)
@@ -2863,6 +2847,24 @@ def _block_dims(bm, nm: str, loc, kernel) -> list[str]:
     return dims
 
 
+def _reduced(fn: str, text: str, e, p) -> str:
+    """`fn` (sum, max or min) of the value `text` over a reduce primitive's axes: one call over
+    all of them, or one per axis from the last."""
+    axes = sorted((int(a) for a in p["axes"]), reverse=True)
+    rank = len(e.invars[0].aval.shape)
+    if len(axes) == rank and rank > 1:
+        return f"{fn}({text})"
+    for a in axes:
+        text = f"{fn}({text}, axis={a})"
+    return text
+
+
+def _revisit_any(pm) -> bool:
+    """Whether a pipeline_mode (pl.Buffered) has revisit=pl.RevisitMode.ANY."""
+    revisit = getattr(pm, "revisit", None)
+    return str(getattr(revisit, "value", revisit) or "").lower() == "any"
+
+
 def _mosaic_pipeline_mode(bm, nm, loc, name):
     """Refuses what Mosaic TPU's lowering of a pallas_call's BlockSpec refuses
     (jax/_src/pallas/mosaic/lowering.py): more than 2 buffers, lookahead, and
@@ -2871,13 +2873,12 @@ def _mosaic_pipeline_mode(bm, nm, loc, name):
     n = getattr(pm, "buffer_count", None) if pm is not None else None
     if n is None:
         return
-    revisit = getattr(pm, "revisit", None)
     why = None
     if getattr(pm, "use_lookahead", False):
         why = "\"Lookahead is not supported for XLA pipeline emitter lowering.\""
     elif int(n) < 1 or int(n) > 2:
         why = f"\"Only single (1) and double (2) buffering are supported. Got {int(n)}.\""
-    elif int(n) > 1 and str(getattr(revisit, "value", revisit) or "").lower() == "any":
+    elif int(n) > 1 and _revisit_any(pm):
         why = "\"RevisitMode.ANY is not supported with double buffering.\""
     if why:
         raise UnsupportedError(
@@ -2893,8 +2894,7 @@ def _buffered(bm) -> str:
         return ""
     # pl.Buffered(..., revisit=pl.RevisitMode.ANY): a revisited block is
     # fetched again, so a non-consecutive revisit accumulates correctly.
-    revisit = getattr(pm, "revisit", None)
-    any_ = "  revisit=any" if str(getattr(revisit, "value", revisit) or "").lower() == "any" else ""
+    any_ = "  revisit=any" if _revisit_any(pm) else ""
     return (f"  buffered=({int(n)}, lookahead)" if getattr(pm, "use_lookahead", False)
             else f"  buffered={int(n)}") + any_
 

@@ -175,27 +175,39 @@ TEST(PrefetchDma, ATableMayPickWhereACopyStartsButNotHowMuchItCopies) {
 
 namespace {
 
-// Pages of a sequence copied double-buffered, as many as its length needs:
-// `lens` bounds the loop, `pt` only addresses the copies.
-std::string paged(const std::string &fetch_next) {
-  return "kernel paged:\n"
+// A pool of 10 pages addressed by `pt` (rows of 4) for 3 sequences, `lens`
+// in `lens_range`, two page buffers; `body` the kernel body after the first
+// page's copy starts.
+std::string page_pool(const std::string &name, const std::string &lens_range, const std::string &body) {
+  return "kernel " + name +
+         ":\n"
          "    grid = (3,)\n"
          "    prefetch pt: i32[3, 4] in [0, 10)\n"
-         "    prefetch lens: i32[3] in [63, 65)\n"
+         "    prefetch lens: i32[3] in " +
+         lens_range +
+         "\n"
          "    in  kp: f32[10, 16, 128]  memory_space=any\n"
          "    out o: f32[3, 16, 128]  block=(None, 16, 128)  index=(i) -> (i, 0, 0)\n"
          "    scratch buf: f32[2, 16, 128]\n"
          "    scratch sem: dma_sem[2]\n"
          "    body:\n"
-         "        async_copy(kp[pt[program_id(0), 0]], buf[0], sem[0]).start()\n"
-         "        o[...] = zeros\n"
-         "        for t in range((lens[program_id(0)] + 15) // 16):\n"
-         "            when " +
-         fetch_next +
-         ":\n"
-         "                async_copy(kp[pt[program_id(0), t + 1]], buf[1 - t % 2], sem[1 - t % 2]).start()\n"
-         "            async_copy(kp[pt[program_id(0), t]], buf[t % 2], sem[t % 2]).wait()\n"
-         "            o[...] += buf[t % 2]\n";
+         "        async_copy(kp[pt[program_id(0), 0]], buf[0], sem[0]).start()\n" +
+         body;
+}
+
+// Pages of a sequence copied double-buffered, as many as its length needs:
+// `lens` bounds the loop, `pt` only addresses the copies.
+std::string paged(const std::string &fetch_next) {
+  return page_pool(
+      "paged", "[63, 65)",
+      "        o[...] = zeros\n"
+      "        for t in range((lens[program_id(0)] + 15) // 16):\n"
+      "            when " +
+          fetch_next +
+          ":\n"
+          "                async_copy(kp[pt[program_id(0), t + 1]], buf[1 - t % 2], sem[1 - t % 2]).start()\n"
+          "            async_copy(kp[pt[program_id(0), t]], buf[t % 2], sem[t % 2]).wait()\n"
+          "            o[...] += buf[t % 2]\n");
 }
 
 } // namespace
@@ -226,22 +238,13 @@ namespace {
 // A second page copied only where the length asks for it: the spec rules
 // hold over every table, the race check depends on the lengths.
 std::string second_page(const std::string &use) {
-  return "kernel paged2:\n"
-         "    grid = (3,)\n"
-         "    prefetch pt: i32[3, 4] in [0, 10)\n"
-         "    prefetch lens: i32[3] in [1, 3)\n"
-         "    in  kp: f32[10, 16, 128]  memory_space=any\n"
-         "    out o: f32[3, 16, 128]  block=(None, 16, 128)  index=(i) -> (i, 0, 0)\n"
-         "    scratch buf: f32[2, 16, 128]\n"
-         "    scratch sem: dma_sem[2]\n"
-         "    body:\n"
-         "        async_copy(kp[pt[program_id(0), 0]], buf[0], sem[0]).start()\n"
-         "        when lens[program_id(0)] > 1:\n"
-         "            async_copy(kp[pt[program_id(0), 1]], buf[1], sem[1]).start()\n"
-         "        async_copy(kp[pt[program_id(0), 0]], buf[0], sem[0]).wait()\n"
-         "        o[...] = buf[0]\n"
-         "        when lens[program_id(0)] > 1:\n" +
-         use + "            o[...] += buf[1]\n";
+  return page_pool("paged2", "[1, 3)",
+                   "        when lens[program_id(0)] > 1:\n"
+                   "            async_copy(kp[pt[program_id(0), 1]], buf[1], sem[1]).start()\n"
+                   "        async_copy(kp[pt[program_id(0), 0]], buf[0], sem[0]).wait()\n"
+                   "        o[...] = buf[0]\n"
+                   "        when lens[program_id(0)] > 1:\n" +
+                       use + "            o[...] += buf[1]\n");
 }
 
 } // namespace

@@ -647,38 +647,7 @@ std::optional<IntTensor> PaddingFlow::concrete_in(const Expr &e, const spec::Env
       a->is_bool = true;
       return a;
     }
-    std::int64_t lo = 0, hi = 0;
-    switch (*to) {
-    case spec::DType::f32:
-      hi = 1 << 24;
-      lo = -hi;
-      break;
-    case spec::DType::f16:
-      hi = 2048;
-      lo = -hi;
-      break;
-    case spec::DType::bf16:
-      hi = 256;
-      lo = -hi;
-      break;
-    case spec::DType::i32:
-      hi = kIntLimit;
-      lo = -kIntLimit - 1;
-      break;
-    case spec::DType::i16:
-      hi = 32767;
-      lo = -32768;
-      break;
-    case spec::DType::i8:
-      hi = 127;
-      lo = -128;
-      break;
-    case spec::DType::u8:
-      hi = 255;
-      lo = 0;
-      break;
-    case spec::DType::boolean: break;
-    }
+    const auto [lo, hi] = spec::exact_int_range(*to);
     for (std::int64_t x : a->v)
       if (x < lo || x > hi) return std::nullopt;
     a->is_bool = false;

@@ -35,16 +35,6 @@ std::string one_line(const spec::Stmt &s) {
   return t;
 }
 
-bool contains(const spec::Stmt &x, const spec::Stmt *s) {
-  if (&x == s) return true;
-  auto any = [&](const spec::Block &b) {
-    return std::any_of(b.begin(), b.end(), [&](const spec::Stmt &y) { return contains(y, s); });
-  };
-  if (auto *i = std::get_if<spec::If>(&x.kind)) return any(i->then_body) || any(i->else_body);
-  if (auto *f = std::get_if<spec::For>(&x.kind)) return any(f->body);
-  return false;
-}
-
 // The variables of the loops around `s` in `x`, outermost first (appended);
 // whether `s` is in `x`.
 bool loop_vars_to(const spec::Stmt &x, const spec::Stmt *s, std::vector<std::string> &out) {
@@ -59,6 +49,11 @@ bool loop_vars_to(const spec::Stmt &x, const spec::Stmt *s, std::vector<std::str
     out.pop_back();
   }
   return false;
+}
+
+bool contains(const spec::Stmt &x, const spec::Stmt *s) {
+  std::vector<std::string> vars;
+  return loop_vars_to(x, s, vars);
 }
 
 // The buffers of `p` that an expression names, appended without repeats.

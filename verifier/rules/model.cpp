@@ -227,36 +227,25 @@ struct Builder {
   }
 
   // The reads registered since effect `first`, and those of the locals `e`
-  // names: what a value computed by `e` holds (Effect::sources).
-  // sources_of without the reads that only pick (in a where's condition,
-  // directly or through a local named there).
-  std::vector<std::size_t> data_sources_of(const Expr &e, std::size_t first) const {
+  // names: what a value computed by `e` holds (Effect::sources). With
+  // `data_only`, without the reads that only pick (in a where's condition,
+  // directly or through a local named there): Effect::data_sources.
+  std::vector<std::size_t> sources_of(const Expr &e, std::size_t first, bool data_only = false) const {
     std::set<std::size_t> out;
     for (std::size_t i = first; i < m.effects.size(); ++i)
-      if (m.effects[i].kind == Effect::read && !m.effects[i].selects) out.insert(i);
+      if (m.effects[i].kind == Effect::read && !(data_only && m.effects[i].selects)) out.insert(i);
     std::set<std::string> names;
     std::function<void(const Expr &)> walk = [&](const Expr &x) {
-      if (x.op == Op::Name) names.insert(x.name);
-      const bool where = x.op == Op::Call && x.name == "where" && x.num_positional() == 3;
-      for (std::size_t a = where ? 1 : 0; a < x.args.size(); ++a)
+      if (x.op == Op::Name || x.op == Op::Ref || x.op == Op::Call)
+        names.insert(x.name); // (spec::collect_names)
+      const bool picks = data_only && x.op == Op::Call && x.name == "where" && x.num_positional() == 3;
+      for (std::size_t a = picks ? 1 : 0; a < x.args.size(); ++a)
         walk(x.args[a]);
     };
     walk(e);
+    const auto &locals = data_only ? local_data_sources : local_sources;
     for (const auto &n : names)
-      if (auto it = local_data_sources.find(n); it != local_data_sources.end())
-        out.insert(it->second.begin(), it->second.end());
-    return {out.begin(), out.end()};
-  }
-
-  std::vector<std::size_t> sources_of(const Expr &e, std::size_t first) const {
-    std::set<std::size_t> out;
-    for (std::size_t i = first; i < m.effects.size(); ++i)
-      if (m.effects[i].kind == Effect::read) out.insert(i);
-    std::set<std::string> names;
-    spec::collect_names(e, names);
-    for (const auto &n : names)
-      if (auto it = local_sources.find(n); it != local_sources.end())
-        out.insert(it->second.begin(), it->second.end());
+      if (auto it = locals.find(n); it != locals.end()) out.insert(it->second.begin(), it->second.end());
     return {out.begin(), out.end()};
   }
 
@@ -1265,7 +1254,7 @@ struct Builder {
           if (!ef.exact) ef.target = substituted_target(a->target);
           ef.loc = st.loc;
           ef.sources = std::move(sources);
-          ef.data_sources = data_sources_of(a->value, first);
+          ef.data_sources = sources_of(a->value, first, true);
           if (std::optional<Expr> upd =
                   !dims && ef.kind == Effect::write ? update_condition(ef, first) : std::nullopt) {
             Effect fresh = ef;
@@ -1320,7 +1309,7 @@ struct Builder {
         // branch's `when c: v = acc[...]`) may not run: the value keeps what
         // the earlier definitions read too.
         std::vector<std::size_t> src = sources_of(l->value, first);
-        std::vector<std::size_t> data = data_sources_of(l->value, first);
+        std::vector<std::size_t> data = sources_of(l->value, first, true);
         auto depth = local_depth.find(l->name);
         const auto merge = [&](std::vector<std::size_t> &into,
                                const std::map<std::string, std::vector<std::size_t>> &from) {
