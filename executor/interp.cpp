@@ -243,9 +243,9 @@ Value Interp::eval(const Expr &e) {
         {"rsqrt", UnOp::rsqrt}, {"log", UnOp::log},   {"log2", UnOp::log2},
         {"exp2", UnOp::exp2},   {"tanh", UnOp::tanh}, {"abs", UnOp::abs}};
     static const std::map<std::string, UnOp> math = {
-        {"sin", UnOp::sin},     {"cos", UnOp::cos},     {"erf", UnOp::erf},   {"floor", UnOp::floor},
-        {"ceil", UnOp::ceil},   {"round", UnOp::round}, {"sign", UnOp::sign}, {"sigmoid", UnOp::sigmoid},
-        {"expm1", UnOp::expm1}, {"log1p", UnOp::log1p}};
+        {"sin", UnOp::sin},         {"cos", UnOp::cos},     {"erf", UnOp::erf},     {"erfc", UnOp::erfc},
+        {"floor", UnOp::floor},     {"ceil", UnOp::ceil},   {"round", UnOp::round}, {"sign", UnOp::sign},
+        {"sigmoid", UnOp::sigmoid}, {"expm1", UnOp::expm1}, {"log1p", UnOp::log1p}};
     if (auto m = math.find(e.name); m != math.end() && np == 1) return unary(m->second, eval(arg(0)), e.loc);
     if (e.name == "opaque") {
       const Expr *op = e.kwarg("op");

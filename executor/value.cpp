@@ -437,6 +437,7 @@ Value unary(UnOp op, const Value &a, spec::Loc loc) {
   case UnOp::sin: apply([](float x) { return std::sin(x); }); break;
   case UnOp::cos: apply([](float x) { return std::cos(x); }); break;
   case UnOp::erf: apply([](float x) { return std::erf(x); }); break;
+  case UnOp::erfc: apply([](float x) { return std::erfc(x); }); break;
   case UnOp::floor: apply([](float x) { return std::floor(x); }); break;
   case UnOp::ceil: apply([](float x) { return std::ceil(x); }); break;
   // jnp.round rounds half to even: the default floating-point rounding mode.

@@ -1066,10 +1066,10 @@ private:
         {"rsqrt", UnaryOp::rsqrt}, {"log", UnaryOp::log},   {"log2", UnaryOp::log2},
         {"exp2", UnaryOp::exp2},   {"tanh", UnaryOp::tanh}, {"abs", UnaryOp::abs}};
     static const std::map<std::string, UnaryOp> math = {
-        {"sin", UnaryOp::sin},     {"cos", UnaryOp::cos},         {"erf", UnaryOp::erf},
-        {"floor", UnaryOp::floor}, {"ceil", UnaryOp::ceil},       {"round", UnaryOp::round},
-        {"sign", UnaryOp::sign},   {"sigmoid", UnaryOp::sigmoid}, {"expm1", UnaryOp::expm1},
-        {"log1p", UnaryOp::log1p}};
+        {"sin", UnaryOp::sin},     {"cos", UnaryOp::cos},     {"erf", UnaryOp::erf},
+        {"erfc", UnaryOp::erfc},   {"floor", UnaryOp::floor}, {"ceil", UnaryOp::ceil},
+        {"round", UnaryOp::round}, {"sign", UnaryOp::sign},   {"sigmoid", UnaryOp::sigmoid},
+        {"expm1", UnaryOp::expm1}, {"log1p", UnaryOp::log1p}};
     if (auto m = math.find(f); m != math.end() && np == 1) {
       auto v = arg(0);
       if (!v) return std::nullopt;

@@ -72,6 +72,7 @@ enum class UnaryOp {
   sin,
   cos,
   erf,
+  erfc,
   floor,
   ceil,
   round,
@@ -88,7 +89,7 @@ enum class CompareOp { eq, ne, lt, le, gt, ge };
 /// both are.
 Typed<TensorType> elementwise_type(ElemOp, const TensorType &a, const TensorType &b);
 /// `-a`, `abs(a)`, `floor`, `ceil`, `round`, `sign` keep the type; the float
-/// functions (exp, sqrt, rsqrt, log, log2, exp2, tanh, sin, cos, erf,
+/// functions (exp, sqrt, rsqrt, log, log2, exp2, tanh, sin, cos, erf, erfc,
 /// sigmoid, expm1, log1p) of an integer are f32; `~a` takes bool or integers.
 Typed<TensorType> unary_type(UnaryOp, const TensorType &a);
 /// `a < b`: the broadcast shape, strong bool (operands compared in their

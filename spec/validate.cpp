@@ -55,6 +55,7 @@ const std::map<std::string, FnSig> &functions() {
       {"sin", {1, 1, {}}},
       {"cos", {1, 1, {}}},
       {"erf", {1, 1, {}}},
+      {"erfc", {1, 1, {}}},
       {"floor", {1, 1, {}}},
       {"ceil", {1, 1, {}}},
       {"round", {1, 1, {}}},

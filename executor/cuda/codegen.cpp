@@ -1686,6 +1686,8 @@ private:
           {"tanh", {spec::UnaryOp::tanh, "tanhf"}},
           {"sin", {spec::UnaryOp::sin, "sinf"}},
           {"cos", {spec::UnaryOp::cos, "cosf"}},
+          {"erf", {spec::UnaryOp::erf, "erff"}},
+          {"erfc", {spec::UnaryOp::erfc, "erfcf"}},
           {"floor", {spec::UnaryOp::floor, "floorf"}},
           {"ceil", {spec::UnaryOp::ceil, "ceilf"}},
           {"expm1", {spec::UnaryOp::expm1, "expm1f"}},

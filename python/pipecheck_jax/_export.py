@@ -139,14 +139,14 @@ _RESERVED = {
     "dot", "sum", "max", "min", "exp", "neg", "where", "iota", "cast", "transpose",
     "reshape", "broadcast_to", "maximum", "minimum", "abs", "pow", "sqrt", "rsqrt", "log",
     "log2", "exp2", "tanh", "cdiv", "ds", "program_id", "num_programs", "reference",
-    "grid", "target", "dimension_semantics", "vmem_limit_bytes", "sin", "cos", "erf",
+    "grid", "target", "dimension_semantics", "vmem_limit_bytes", "sin", "cos", "erf", "erfc",
     "floor", "ceil", "round", "sign", "sigmoid", "expm1", "log1p", "opaque", "tile",
     "dot_general",
 }
 
 #: jaxpr primitives with a `.pk` function of the same meaning (one argument).
 _UNARY = {"exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "tanh": "tanh",
-          "exp2": "exp2", "log2": "log2", "abs": "abs", "sin": "sin", "cos": "cos", "erf": "erf",
+          "exp2": "exp2", "log2": "log2", "abs": "abs", "sin": "sin", "cos": "cos", "erf": "erf", "erfc": "erfc",
           "floor": "floor", "ceil": "ceil", "sign": "sign", "logistic": "sigmoid",
           "expm1": "expm1", "log1p": "log1p"}
 

@@ -36,6 +36,7 @@ MATH = {
     "sin": (jnp.sin, "sin("),
     "cos": (jnp.cos, "cos("),
     "erf": (jax.lax.erf, "erf("),
+    "erfc": (jax.lax.erfc, "erfc("),
     "floor": (jnp.floor, "floor("),
     "ceil": (jnp.ceil, "ceil("),
     "round": (jnp.round, "round("),
@@ -61,6 +62,20 @@ def test_elementwise_math_exports_to_its_pk_function_and_runs_like_interpret(nam
     x = np.random.default_rng(0).standard_normal((16, 128), dtype=np.float32)
     x[0, :8] = [0.5, -0.5, 1.5, 2.5, -2.5, 0.0, -0.0, 1 / 6]  # ties of round, zeros of sign
     r = pj.run(fn, x, reference=lambda x: f(x * 3.0), rtol=2e-6, atol=2e-6)
+    assert r.ok, str(r)
+
+
+def test_exact_gelu_is_erfc_and_runs_like_interpret():
+    # jax.nn.gelu(approximate=False) is 0.5 * x * erfc(-x / sqrt(2)).
+    def kernel(x_ref, o_ref):
+        o_ref[...] = jax.nn.gelu(x_ref[...], approximate=False)
+
+    fn = blocked(kernel)
+    text = pj.export(fn, F32)
+    assert "erfc(" in text and "opaque(" not in text, text
+    pj.assert_verified(fn, F32)
+    x = np.random.default_rng(1).standard_normal((16, 128), dtype=np.float32) * 4
+    r = pj.run(fn, x, reference=lambda x: jax.nn.gelu(x, approximate=False), rtol=2e-6, atol=2e-6)
     assert r.ok, str(r)
 
 

@@ -64,6 +64,7 @@ TEST(Math, TheFloatFunctionsComputeInF32AsTheCLibraryDoes) {
   expect_floats(run_body("        v = sin(x[...])\n", kXs), apply([](float x) { return std::sin(x); }));
   expect_floats(run_body("        v = cos(x[...])\n", kXs), apply([](float x) { return std::cos(x); }));
   expect_floats(run_body("        v = erf(x[...])\n", kXs), apply([](float x) { return std::erf(x); }));
+  expect_floats(run_body("        v = erfc(x[...])\n", kXs), apply([](float x) { return std::erfc(x); }));
   expect_floats(run_body("        v = expm1(x[...])\n", kXs), apply([](float x) { return std::expm1(x); }));
   expect_floats(run_body("        v = log1p(x[...] + 3)\n", kXs),
                 apply([](float x) { return std::log1p(x + 3.0f); }));

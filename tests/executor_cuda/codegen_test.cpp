@@ -236,6 +236,23 @@ TEST(CudaCodegen, AWhilePastItsBoundTrapsAndAStoreOfUndefinedIsNaNAndBothCompile
   EXPECT_NE(p.ptx.find("trap;"), std::string::npos);
 }
 
+TEST(CudaCodegen, ErfAndErfcAreCudasErffAndErfcfAndCompileToPtx) {
+  const auto f = parse_text("pipeline g:\n"
+                            "    hbm A: f32[512]\n"
+                            "    sram X[2]: f32[512]\n"
+                            "    copy_in_start(A, X[0])\n"
+                            "    copy_in_wait(X[0])\n"
+                            "    X[1] = erf(X[0]) + erfc(X[0])\n",
+                            "g.pk");
+  const auto r = generate_cuda(unit<spec::Program>(f, "g"), {});
+  ASSERT_TRUE(r) << r.error;
+  const std::string &src = r.kernel->source;
+  EXPECT_NE(src.find("erff("), std::string::npos) << src;
+  EXPECT_NE(src.find("erfcf("), std::string::npos) << src;
+  const PtxResult p = compile_to_ptx(src, r.kernel->entry + ".cu");
+  ASSERT_TRUE(p.ok) << p.error << "\n" << src;
+}
+
 TEST(CudaCodegen, AdversarialModeSpinsOnClock64PoisonsSlotsAtCopyStartsAndDefersWriteBacksToTheirWaits) {
   const auto f = load_corpus("corpus/examples/guide_pipelines.pk");
   CodegenOptions o;

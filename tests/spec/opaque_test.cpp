@@ -93,6 +93,6 @@ TEST(Opaque, TheNewMathFunctionsTypeAsJnp) {
   };
   for (const char *f : {"floor", "ceil", "round", "sign"})
     EXPECT_EQ(type_of_v(std::string(f) + "(x[...])"), DType::i8) << f;
-  for (const char *f : {"sin", "cos", "erf", "sigmoid", "expm1", "log1p"})
+  for (const char *f : {"sin", "cos", "erf", "erfc", "sigmoid", "expm1", "log1p"})
     EXPECT_EQ(type_of_v(std::string(f) + "(x[...])"), DType::f32) << f;
 }

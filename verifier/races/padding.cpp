@@ -386,6 +386,7 @@ bool is_elementwise_fn(const std::string &f) {
                               "sin",
                               "cos",
                               "erf",
+                              "erfc",
                               "floor",
                               "ceil",
                               "round",
