@@ -678,7 +678,9 @@ private:
       const std::size_t x = ov.output;
       bool found = false;
       for (std::size_t q = 0; q < n && !found; ++q) {
-        if (!fires_[wi][q]) continue;
+        if (!fires_[wi][q] || q == cta_first_[q]) continue;
+        // An init where a later visit of x's block begins is output-revisit's.
+        if (!m_.operands[x].revisit_any && blk_[x][q - 1] != blk_[x][q]) continue;
         std::size_t t = n, si = 0;
         for (std::size_t v = q; v < n; ++v)
           if (blk_[x][v] == blk_[x][q])

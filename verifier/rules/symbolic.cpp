@@ -1190,6 +1190,7 @@ private:
   }
 
   // The init at q, within the visit of a block of output x the result
+  // (not at its first step: its step before, in its CTA, on the same block)
   // scratch feeds (overwrite_uses), after which the last store into that
   // block that does not read it (at t, no such store later at t or at any
   // later point on that block) holds a read of the scratch, with no init
@@ -1205,18 +1206,17 @@ private:
     for (const OverwriteUse &ov : overwrite_uses(m_, w.operand)) {
       if (ov.delivering.empty()) continue;
       const std::size_t x = ov.output;
-      SymPoint p = point("p"), q = point("q"), t = point("t");
+      SymPoint p = point("p"), q = point("q"), t = point("t"), b = point("b");
       const Term at_q = same(q.v, t.v);
-      std::vector<Term> facts = {in_grid(p),
-                                 in_grid(q),
-                                 in_grid(t),
-                                 lex_lt(p, q),
-                                 !lex_lt(t, q),
-                                 guard(w, q),
-                                 same(cta(p), cta(q)),
-                                 same(cta(q), cta(t)),
-                                 same(window(x, p), window(x, q)),
-                                 same(window(x, q), window(x, t))};
+      std::vector<Term> facts = {in_grid(p), in_grid(q), in_grid(t), lex_lt(p, q),
+                                 // q does not start a visit of x (b is its step before, in its
+                                 // CTA, on the same block): an init where a later visit of a
+                                 // block begins is what output-revisit reports.
+                                 in_grid(b), step_back(q, b, cta_count()),
+                                 m_.operands[x].revisit_any ? ctx_.boolean(true)
+                                                            : same(window(x, b), window(x, q)),
+                                 !lex_lt(t, q), guard(w, q), same(cta(p), cta(q)), same(cta(q), cta(t)),
+                                 same(window(x, p), window(x, q)), same(window(x, q), window(x, t))};
       std::vector<Term> last;
       for (std::size_t si : ov.delivering) {
         const Effect &s = m_.effects[si];

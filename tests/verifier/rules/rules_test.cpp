@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 
 namespace pipecheck {
 namespace {
@@ -277,6 +278,39 @@ TEST(AccumulatorReset, FlagsAScratchZeroedOnEvenStepsAtTheInit) {
   EXPECT_EQ(point_item(v.findings[0], "first_visit"), (std::vector<std::int64_t>{0, 0, 0, 0}));
   EXPECT_EQ(point_item(v.findings[0], "reset"), (std::vector<std::int64_t>{0, 0, 0, 2}));
   EXPECT_NE(v.findings[0].message.find("scratch 'acc'"), std::string::npos);
+}
+
+// Block c of o is visited at (0, c, *) and again at (1, c, *): a reset on
+// the first step of each visit is right, the revisit is the bug.
+const char *kRevisitedRows = R"(kernel rows:
+    grid = (2, 2, 4)
+    in  x: f32[256, 512]  block=(128, 128)  index=(r, c, k) -> (c, k)
+    out o: f32[256, 128]  block=(128, 128)  index=(r, c, k) -> (c, 0)
+    scratch acc: f32[128, 128]
+    body:
+        when RESET:
+            acc[...] = zeros
+        acc[...] += x[...]
+        when program_id(2) == 3:
+            o[...] = acc[...]
+)";
+
+TEST(AccumulatorReset, AResetWhereALaterVisitOfTheBlockBeginsIsTheRevisitsFindingOnly) {
+  auto v = check_text(std::regex_replace(kRevisitedRows, std::regex("RESET"), "program_id(2) == 0"), "rows");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::output_revisit, 4}}));
+}
+
+TEST(AccumulatorReset, AResetInTheMiddleOfALaterVisitIsStillFlagged) {
+  auto v =
+      check_text(std::regex_replace(kRevisitedRows, std::regex("RESET"), "program_id(2) % 2 == 0"), "rows");
+  ASSERT_EQ(v.status, Status::violation);
+  EXPECT_EQ(marks(v), (Marks{{verifier::Rule::output_revisit, 4}, {verifier::Rule::accumulator_reset, 8}}));
+  for (const auto &f : v.findings) {
+    if (f.rule == verifier::Rule::accumulator_reset) {
+      EXPECT_EQ(point_item(f, "reset")[2], 2);
+    }
+  }
 }
 
 TEST(AccumulatorReset, AcceptsAScratchInitOnTheFirstStepAfterTheLastStepStoredIt) {
