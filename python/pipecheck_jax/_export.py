@@ -502,6 +502,13 @@ def _floor_call(e, ins) -> _E | None:
     return _E(f"({a.text} % {b.text})", int=True, nonneg=d > 0)
 
 
+def _float_remainder(e, ins) -> bool:
+    """A `jit` named remainder (jnp.remainder, `%` of jax arrays) of two float values."""
+    return e.primitive.name in ("pjit", "jit") and str(e.params.get("name", "")) == "remainder" and \
+        len(ins) == 2 and len(e.outvars) == 1 and all(isinstance(x, _E) for x in ins) and \
+        jax.dtypes.issubdtype(e.outvars[0].aval.dtype, jax.numpy.floating)
+
+
 # Compiler hints that return their operand (pl.multiple_of, Triton's max_contiguous).
 _HINTS = ("multiple_of", "max_contiguous")
 
@@ -1352,6 +1359,8 @@ class _Body:
             floor = _floor_call(e, ins) if name in ("pjit", "jit") else None
             if floor is not None:
                 return [floor]
+            if _float_remainder(e, ins):
+                return [self.tensor(e, ins, src)]
             inner = _inner(sub)
             senv = {}
             for v, c in zip(inner.constvars, _consts(sub)):
@@ -2004,6 +2013,10 @@ class _Body:
                       sources=reads | sources, **kw)
 
         t = [a.text for a in ins]
+        if _float_remainder(e, ins):
+            # jnp.remainder of floats: lax.rem (fmod), plus the divisor where the signs differ
+            # and the remainder is not 0: .pk's `%` of floats, computed the same way.
+            return mk(f"({t[0]} % {t[1]})")
         binops = {"add": "+", "sub": "-", "mul": "*", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
                   "eq": "==", "ne": "!="}
         if name in binops:

@@ -79,6 +79,24 @@ def test_exact_gelu_is_erfc_and_runs_like_interpret():
     assert r.ok, str(r)
 
 
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_float_remainder_is_pk_percent_and_runs_like_interpret(dtype):
+    # jnp.remainder of floats takes the divisor's sign, as .pk's % does; lax.rem alone (the
+    # dividend's sign) stays opaque.
+    def kernel(x_ref, o_ref):
+        x = x_ref[...].astype(dtype)
+        o_ref[...] = (x % 1.75 + jnp.remainder(-x, x * 0.5 - 0.25)).astype(jnp.float32)
+
+    fn = blocked(kernel)
+    text = pj.export(fn, F32)
+    assert " % 1.75" in text and "opaque(" not in text, text
+    x = np.random.default_rng(2).standard_normal((16, 128), dtype=np.float32) * 5
+    x[0, :4] = [0.0, -0.0, 3.5, -3.5]  # zero remainders keep their sign
+    ref = lambda x: (x.astype(dtype) % 1.75 + jnp.remainder(-x.astype(dtype), x.astype(dtype) * 0.5 - 0.25)).astype(jnp.float32)  # noqa: E731
+    r = pj.run(fn, x, reference=ref, rtol=1e-2 if dtype == jnp.bfloat16 else 2e-6, atol=1e-2 if dtype == jnp.bfloat16 else 2e-6)
+    assert r.ok, str(r)
+
+
 def test_an_op_without_a_pk_form_is_an_opaque_op_that_keeps_its_reads():
     def kernel(x_ref, o_ref):
         o_ref[...] = jnp.sinh(x_ref[...]) + 1.0
