@@ -1066,8 +1066,8 @@ private:
   // another chain stored last, after an init of q's own chain: the chains
   // share the scratch, and a chain axis runs inside the axis the value is
   // carried along. (Banked, `c[program_id(1)]`, each read meets its own
-  // chain's stores.) One init point, or inits that differ on every axis,
-  // make no chains.
+  // chain's stores.) One init point, or inits that differ on every axis
+  // with none fired on whole (below), make no chains.
   void crossed_chains(std::size_t op) {
     const ScratchUse u = scratch_use(m_, op);
     const std::size_t n = pts_.size();
@@ -1079,6 +1079,26 @@ private:
         for (std::size_t d = 0; d < chain.size(); ++d)
           chain[d] = chain[d] || pts_[t][d] != pts_[*first][d];
       }
+    // Inits on every axis: a scan reset more than once along the axis it is
+    // carried on (`i % 2 == 0` on grid (i, j), or at the segment starts of
+    // a prefetch table) has inits that differ there too. Its chain axes are
+    // then the ones the inits fire on whole: every init point's line along
+    // the axis is all inits (j above), while the carried axis has points
+    // with no init.
+    if (std::all_of(chain.begin(), chain.end(), [](bool b) { return b; })) {
+      std::map<Point, std::size_t> at;
+      for (std::size_t t = 0; t < n; ++t)
+        at.emplace(pts_[t], t);
+      for (std::size_t d = 0; d < chain.size(); ++d) {
+        chain[d] = m_.grid[d] > 1;
+        for (std::size_t t = 0; t < n && chain[d]; ++t) {
+          if (!init_fires(u, t, [](int) { return true; })) continue;
+          Point x = pts_[t];
+          for (x[d] = 0; x[d] < m_.grid[d] && chain[d]; ++x[d])
+            chain[d] = init_fires(u, at.at(x), [](int) { return true; });
+        }
+      }
+    }
     if (std::none_of(chain.begin(), chain.end(), [](bool b) { return b; }) ||
         std::all_of(chain.begin(), chain.end(), [](bool b) { return b; }))
       return;

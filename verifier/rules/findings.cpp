@@ -1195,8 +1195,8 @@ Finding crossed_chain_finding(const KernelModel &m, std::size_t op, const Carrie
   Finding f =
       make(Rule::accumulator_carried, rd.loc,
            "reads scratch '" + acc.name + "' at grid point " + format_tuple(read) + ", where it holds what " +
-               "grid point " + format_tuple(other) + " stored: its init fires once per index of axis" +
-               (one ? " " : "es ") + axes + " (at " + format_tuple(own) +
+               "grid point " + format_tuple(other) + " stored: its init fires for each index of " +
+               (one ? "axis " : "axes ") + axes + " (at " + format_tuple(own) +
                " for this one), one running value each, but they share one scratch" +
                (inner.empty() ? "" : " and axis " + inner + " runs inside the axis it is carried along") +
                "; keep one per index (index the scratch by program_id), or make " +
