@@ -1091,16 +1091,17 @@ Finding scratch_carry_finding(const KernelModel &m, std::size_t op, const Point 
     }
   }
   const std::string advice =
-      !stale ? "mark axis " + ax + " `arbitrary` or initialize '" + o.name + "' at each of its steps"
-             : "it was computed from block " + block_str(m, *stale, written) + " of '" +
-                   m.operands[*stale].name + "' and the read sees block " + block_str(m, *stale, read) +
-                   ": if '" + o.name +
-                   "' caches a function of the current block, initialize it whenever the block of '" +
-                   m.operands[*stale].name + "' changes (marking axis " + ax +
-                   " `arbitrary` would leave it stale); if it carries the earlier block on purpose (a halo), "
-                   "mark "
-                   "axis " +
-                   ax + " `arbitrary`";
+      !stale
+          ? "mark axis " + ax + " `arbitrary` or initialize '" + o.name + "' at each of its steps"
+          : "it was computed from block " + block_str(m, *stale, written) + " of '" +
+                m.operands[*stale].name + "' and the read sees block " + block_str(m, *stale, read) +
+                ": if '" + o.name +
+                "' caches a function of the current block, initialize it whenever the block of '" +
+                m.operands[*stale].name + "' changes (marking axis " + ax +
+                " `arbitrary` would leave it stale); if it is a running value of each index of axis " + ax +
+                " (a scan along a later axis), initialize it on the first step of each (every later axis "
+                "at 0); if it carries the earlier block on purpose (a halo), mark axis " +
+                ax + " `arbitrary`";
   Finding f = make(Rule::parallel_write_conflict, o.loc,
                    "scratch '" + o.name + "' carries a value written at grid point " + format_tuple(written) +
                        " into grid point " + format_tuple(read) + ", which differs along parallel axis " +

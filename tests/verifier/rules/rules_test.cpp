@@ -786,6 +786,13 @@ TEST(ParallelWriteConflict, AScratchCacheOfAnotherInputBlockIsNotToldThatArbitra
   EXPECT_NE(msg.find("computed from block (0, 0) of 'x' and the read sees block (1, 0)"), std::string::npos)
       << msg;
   EXPECT_NE(msg.find("initialize it whenever the block of 'x' changes"), std::string::npos) << msg;
+  // ... or a scan's running value that should restart for each row (marking
+  // the axis arbitrary would make it one running value over the whole grid).
+  EXPECT_NE(
+      msg.find("if it is a running value of each index of axis 0 (a scan along a later axis), initialize it "
+               "on the first step of each"),
+      std::string::npos)
+      << msg;
   // A carry of something no input block computed keeps the plain advice.
   const char *carry = R"(kernel k:
     grid = (3, 3)
