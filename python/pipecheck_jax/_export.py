@@ -539,7 +539,7 @@ def _const(x: _E):
         return None
 
 
-def _fold(name: str, vals: list[int], params) -> int | None:
+def _fold(name: str, vals: list[int], params, on_ints: bool = False) -> int | None:
     """The value of an integer equation on constants (lax semantics), or None."""
     if name == "select_n" and len(vals) == 3:
         return vals[2] if vals[0] else vals[1]
@@ -547,9 +547,13 @@ def _fold(name: str, vals: list[int], params) -> int | None:
         a, b = vals
         ops = {"add": a + b, "sub": a - b, "mul": a * b, "max": max(a, b), "min": min(a, b),
                "lt": int(a < b), "le": int(a <= b), "gt": int(a > b), "ge": int(a >= b),
-               "eq": int(a == b), "ne": int(a != b), "and": a & b, "or": a | b}
+               "eq": int(a == b), "ne": int(a != b), "and": a & b, "or": a | b, "xor": a ^ b}
         if name in ops:
             return ops[name]
+        if name.startswith("shift") and 0 <= b < 31:
+            if name == "shift_left":
+                return a << b
+            return a >> b if name == "shift_right_arithmetic" or a >= 0 else None
         if name in ("div", "rem") and b != 0:
             q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
             return q if name == "div" else a - b * q
@@ -563,22 +567,82 @@ def _fold(name: str, vals: list[int], params) -> int | None:
         if name == "sign":
             return (a > 0) - (a < 0)
         if name == "not":
-            return int(not a) if a in (0, 1) else None
+            return ~a if on_ints else int(not a) if a in (0, 1) else None
         if name == "convert_element_type":
-            return a
+            return int(a != 0) if params.get("new_dtype") == np.bool_ else a
     return None
+
+
+_BITWISE = ("and", "or", "xor", "not", "shift_left", "shift_right_arithmetic", "shift_right_logical")
+
+
+def _masked_bits(a: _E, c: int) -> str | None:
+    """`a & c` for a constant c >= 0 of the form 2**k - 1 (`a % 2**k`, which floors as two's
+    complement masks) or with at most 4 bits set (each bit `(a // 2**b) % 2 * 2**b`), in
+    .pk's integer arithmetic; None for other constants."""
+    if c == 0:
+        return "0"
+    if c < 0 or c >= 2**31:
+        return None
+    if c & (c + 1) == 0:
+        return f"({a.text} % {c + 1})"
+    bits = [b for b in range(31) if c >> b & 1]
+    if len(bits) > 4:
+        return None
+    return "(" + " + ".join(f"((({a.text} // {1 << b}) % 2) * {1 << b})" if b else f"({a.text} % 2)"
+                            for b in bits) + ")"
+
+
+def _int_bits(name: str, ins: list[_E], consts: list) -> _E | None:
+    """lax's bitwise and shift operations on integers (not bools), where .pk's integer
+    arithmetic has an exact form: `&`, `|` and `^` with a constant (`x | c` is `x + c - (x & c)`,
+    `x ^ c` is `x + c - 2 * (x & c)`), shifts by a constant (`x << k` is `x * 2**k`, an
+    arithmetic `x >> k` is `x // 2**k`, which floors), and `~x`, `-x - 1`."""
+    if name == "not":
+        return _E(f"(-{ins[0].text} - 1)", int=True)
+    if len(ins) != 2:
+        return None
+    a, b = ins
+    ca, cb = consts
+    if name.startswith("shift"):
+        if cb is None or not 0 <= cb < 31:
+            return None
+        if name == "shift_left":
+            return _E(f"({a.text} * {1 << cb})", int=True, nonneg=a.nonneg)
+        if name == "shift_right_logical" and not a.nonneg:
+            return None
+        return _E(f"({a.text} // {1 << cb})", int=True, nonneg=a.nonneg)
+    if cb is None:
+        a, b, ca, cb = b, a, cb, ca
+    if cb is None:
+        return None
+    m = _masked_bits(a, cb)
+    if m is None:
+        return None
+    if name == "and":
+        return _E(m, int=True, nonneg=True)
+    if name == "or":
+        return _E(f"({a.text} + {cb} - {m})", int=True, nonneg=a.nonneg)
+    return _E(f"({a.text} + {cb} - 2 * {m})", int=True, nonneg=a.nonneg)
 
 
 def _int_eqn(e, ins: list[_E]) -> _E | None:
     """The integer expression an equation computes from integer operands, or None."""
     name = e.primitive.name
     consts = [_const(x) for x in ins]
+    in_dtypes = [getattr(getattr(v, "aval", None), "dtype", None) for v in e.invars]
+    # lax's and/or/xor/not are bitwise on integers, logical on bools
+    on_ints = any(d is not None and np.issubdtype(d, np.integer) for d in in_dtypes)
     if ins and all(c is not None for c in consts):
         new = e.params.get("new_dtype")
         if new is None or np.issubdtype(new, np.integer) or new == np.bool_:
-            v = _fold(name, consts, e.params)
+            v = _fold(name, consts, e.params, on_ints)
             if v is not None and abs(v) < 2**31:
                 return _E(str(v) if v >= 0 else f"({v})", int=True, nonneg=v >= 0)
+    if name == "convert_element_type" and e.params.get("new_dtype") == np.bool_ and on_ints:
+        return _E(f"({ins[0].text} != 0)", int=True, nonneg=True)
+    if name in _BITWISE and (on_ints or name.startswith("shift")):
+        return _int_bits(name, ins, consts)
     # what non-negativity decides (grid indices, jnp's floor-division and modulo fix-ups)
     if name in ("lt", "ge") and len(ins) == 2 and ins[0].nonneg and consts[1] == 0:
         return _E("0" if name == "lt" else "1", int=True, nonneg=True)
@@ -677,7 +741,8 @@ def _index_map_parts(bm, names: list[str], what: str, loc, prefetch: tuple = (),
             if out is None:
                 raise UnsupportedError(
                     f"the index map of {what} uses '{e.primitive.name}', which has no .pk form "
-                    "(index maps may use +, -, *, //, %, min, max, comparisons and select)",
+                    "(index maps may use +, -, *, //, %, min, max, comparisons and select, and the "
+                    "bitwise &, |, ^ and shifts with a constant operand)",
                     _fmt_loc(_frame(e.source_info)) or loc)
             env[e.outvars[0]] = out
         return [read(v) for v in jx.outvars]
@@ -1245,6 +1310,11 @@ class _Body:
                 msg = (f"{what} computed by '{ops[0]}', an operation with no integer .pk form, has "
                        "no .pk form (indices and conditions must come from program_id, loop "
                        "variables, scalar prefetch and constants)")
+            elif isinstance(v, _E) and not v.reads and not v.sources:
+                msg = (f"{what} computed from integers by an operation .pk's integer expressions "
+                       "lack has no .pk form (they have +, -, *, //, %, "
+                       "min, max, comparisons and where, and the bitwise &, |, ^ and shifts only "
+                       "with a constant operand)")
             else:
                 msg = (f"{what} computed from array data has no .pk form (indices and conditions "
                        "must come from program_id, loop variables and constants)")

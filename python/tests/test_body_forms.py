@@ -798,3 +798,100 @@ def test_aliasing_a_scalar_prefetch_operand_is_a_located_unsupported_error():
         pj.export(fn, jnp.asarray([5, 23, 62], jnp.int32), jnp.zeros((8, 128), jnp.float32))
     assert "aliases scalar prefetch operand" in err.value.message
     assert err.value.location is not None
+
+
+# Bitwise operations and bool casts on integer scalars (lax's and/or/xor/not are bitwise on
+# integers, logical on bools) ------------------------------------------------------------------
+
+BITWISE = {
+    "and_mask": lambda i: i & 3,
+    "and_bits": lambda i: i & 6,
+    "or": lambda i: i | 4,
+    "xor_slot": lambda i: i ^ 1,
+    "xor_bit": lambda i: i ^ 2,
+    "shl": lambda i: i << 3,
+    "shr": lambda i: i >> 1,
+    "not": lambda i: ~i,
+    "bool_cast": lambda i: i.astype(bool).astype(jnp.int32),
+    "bool_and": lambda i: ((i > 0) & (i < 3)).astype(jnp.int32),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BITWISE))
+def test_bitwise_integer_scalars_have_exact_pk_forms_that_run_like_interpret(name):
+    f = BITWISE[name]
+
+    def kernel(o_ref):
+        o_ref[...] = jnp.full((8, 128), f(pl.program_id(0) - 3), jnp.float32)
+
+    def fn():
+        return pl.pallas_call(kernel, grid=(8,), out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                              out_shape=jax.ShapeDtypeStruct((64, 128), jnp.float32))()
+
+    text = pj.export(fn)
+    assert "opaque(" not in text, text
+    # (.pk's `and` and `or` are logical: a bitwise & of integers is never one)
+    assert (" and " in text.split("body:")[1]) == (name == "bool_and"), text
+    pj.assert_verified(fn)
+    want = np.repeat([int(f(jnp.int32(i - 3))) for i in range(8)], 8)[:, None] * np.ones((1, 128))
+    r = pj.run(fn, reference=lambda: want)
+    assert r.ok, str(r)
+
+
+def test_a_ping_pong_slot_from_xor_and_a_reset_on_a_bit_mask_are_read_exactly():
+    # (i & 7) == 0 re-zeroes a global sum every 8 steps: the accumulator-reset that i % 8 is.
+    def kernel(x_ref, o_ref, buf, sem):
+        i = pl.program_id(0)
+
+        @pl.when((i & 7) == 0)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref)
+
+        slot = i & 1
+        cp = pltpu.make_async_copy(x_ref.at[pl.ds(i * 8, 8)], buf.at[slot], sem.at[slot])
+        cp.start()
+        cp.wait()
+        o_ref[...] += jnp.sum(buf[slot ^ 1 ^ 1], axis=0, keepdims=True)
+
+    def fn(x):
+        return pl.pallas_call(
+            kernel, grid=(16,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec((1, 128), lambda i: (0, 0)),
+            out_shape=jax.ShapeDtypeStruct((1, 128), jnp.float32),
+            scratch_shapes=[pltpu.VMEM((2, 8, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,))],
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)))(x)
+
+    r = pj.check(fn, jax.ShapeDtypeStruct((128, 128), jnp.float32))
+    assert [f.rule for f in r.findings] == ["accumulator-reset"], r.report()
+    assert "% 8" in pj.export(fn, jax.ShapeDtypeStruct((128, 128), jnp.float32))
+
+
+def test_an_index_map_of_shifts_and_bit_masks_covers_each_block_once():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+
+    def fn(x):
+        spec = pl.BlockSpec((8, 128), lambda i: (i >> 1, i & 1))
+        return pl.pallas_call(kernel, grid=(8,), in_specs=[spec], out_specs=spec,
+                              out_shape=jax.ShapeDtypeStruct((32, 256), jnp.float32))(x)
+
+    x = np.random.default_rng(0).standard_normal((32, 256), dtype=np.float32)
+    assert "(i // 2, i % 2)" in pj.export(fn, x)
+    pj.assert_verified(fn, x)
+    assert pj.run(fn, x, reference=lambda x: x + 1.0).ok
+
+
+def test_a_bitwise_op_of_two_grid_indices_is_unsupported_and_says_what_integers_can_use():
+    def kernel(x_ref, o_ref):
+        i = pl.program_id(0)
+        o_ref[...] = x_ref[pl.ds((i ^ (i >> 1)) * 8, 8), :]  # a Gray code: no .pk form
+
+    def fn(x):
+        return pl.pallas_call(kernel, grid=(4,), in_specs=[pl.BlockSpec((32, 128), lambda i: (0, 0))],
+                              out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                              out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32))(x)
+
+    r = pj.check(fn, jax.ShapeDtypeStruct((32, 128), jnp.float32))
+    assert r.exit_code == 2, r.report()
+    (u,) = r.unsupported
+    assert "computed from integers by an operation" in str(u) and "array data" not in str(u), str(u)
