@@ -229,7 +229,11 @@ void Stepper::collect_reads(const Expr &e, std::vector<StepRef> &out, const Loc 
     if (auto g = read_guards_.find(r); g != read_guards_.end())
       for (const auto &[cond, holds] : g->second)
         if (auto v = value_of(*cond); v && (*v != 0) != holds) selected = false;
-    if (selected) out.push_back(resolve(*r, l));
+    // A read in the branch a `where` does not select is still made (both
+    // sides are evaluated, as jnp.where's are): out of bounds it faults as
+    // in the executor; it reads nothing the value takes.
+    StepRef ref = resolve(*r, l);
+    if (selected) out.push_back(std::move(ref));
   }
 }
 
