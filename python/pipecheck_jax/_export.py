@@ -796,18 +796,114 @@ def _top_level_ops(text: str) -> list:
 
 def _low_reach(start, n: int) -> int:
     """How far before element 0 a window start may reach, for the front padding of a Triton
-    operand read whole-array through masked windows (a halo's `offs - 1`): an int's own
-    negative part; `A - c` with c a literal, c; `A - expr` otherwise, one window n; 0 for a
-    start with no top-level subtraction (`k * 64`, `i * 100 + 1`: program ids, loop variables
-    and sizes are not negative)."""
+    operand read whole-array through masked windows (a halo's `offs - 1`): the negative part
+    of the start's lower bound (_int_bounds: `i * 128 + (-1)`, `(i * 128 - 1) - 1`, a tap
+    loop's `i * 128 + (t - 1)`; program ids, loop variables and sizes are not negative), or
+    one window n where a subtraction has no bound (`A - expr`)."""
     if isinstance(start, (int, np.integer)):
         return max(0, -int(start))
-    text = _strip(getattr(start, "text", "") or "")
-    cuts = [k for k, op in _top_level_ops(text) if op == " - "]
-    if not cuts:
-        return 0
-    tail = _strip(text[cuts[-1] + 3:])
-    return int(tail) if tail.isdigit() else n
+    low = _int_bounds(_strip(getattr(start, "text", "") or ""))[0]
+    return n if low is None else max(0, -low)
+
+
+_INT_TOKEN = re.compile(r"\s*(\d+|[A-Za-z_][A-Za-z_0-9]*|//|[-+*%(),])")
+
+
+def _int_bounds(text: str) -> tuple:
+    """(lower, upper) bounds of an integer expression's text (`.pk` arithmetic: + - * // %,
+    min, max, parentheses, literals), None where unknown. A name or any other call
+    (program_id, a loop variable, a local) counts as non-negative, as _low_reach assumes."""
+    toks = _INT_TOKEN.findall(text)
+    if "".join(toks) != text.replace(" ", ""):
+        return (0, None)
+    pos = [0]
+
+    def peek():
+        return toks[pos[0]] if pos[0] < len(toks) else None
+
+    def take():
+        pos[0] += 1
+        return toks[pos[0] - 1]
+
+    def add(a, b, sign):
+        lo = a[0] + (b[0] if sign > 0 else -b[1]) if a[0] is not None and \
+            (b[0] if sign > 0 else b[1]) is not None else None
+        hi = a[1] + (b[1] if sign > 0 else -b[0]) if a[1] is not None and \
+            (b[1] if sign > 0 else b[0]) is not None else None
+        return (lo, hi)
+
+    def mul(a, b, op):
+        if op == "*":
+            if None in a or None in b:
+                nonneg = a[0] is not None and a[0] >= 0 and b[0] is not None and b[0] >= 0
+                return (a[0] * b[0], None) if nonneg else (None, None)
+            prods = [x * y for x in a for y in b]
+            return (min(prods), max(prods))
+        if b[0] is None or b[0] != b[1] or b[0] <= 0:
+            return (None, None) if op == "//" else (0, None) if (a[0] or 0) >= 0 else (None, None)
+        c = b[0]
+        if op == "%":
+            return (0, c - 1)
+        return (None if a[0] is None else a[0] // c, None if a[1] is None else a[1] // c)
+
+    def expr():
+        r = term()
+        while peek() in ("+", "-"):
+            sign = 1 if take() == "+" else -1
+            r = add(r, term(), sign)
+        return r
+
+    def term():
+        r = unary()
+        while peek() in ("*", "//", "%"):
+            op = take()
+            r = mul(r, unary(), op)
+        return r
+
+    def unary():
+        if peek() == "-":
+            take()
+            a = unary()
+            return (None if a[1] is None else -a[1], None if a[0] is None else -a[0])
+        return atom()
+
+    def atom():
+        t = take() if peek() is not None else None
+        if t is None:
+            raise ValueError
+        if t == "(":
+            r = expr()
+            if take() != ")":
+                raise ValueError
+            return r
+        if t.isdigit():
+            return (int(t), int(t))
+        if not (t[0].isalpha() or t[0] == "_"):
+            raise ValueError
+        if peek() != "(":
+            return (0, None)
+        take()
+        args = []
+        while peek() != ")":
+            args.append(expr())
+            if peek() == ",":
+                take()
+        take()
+        if t in ("min", "max", "minimum", "maximum") and len(args) == 2:
+            pick = min if t.startswith("min") else max
+            lo = [a[0] for a in args]
+            hi = [a[1] for a in args]
+            return (pick(lo) if None not in lo else (max([x for x in lo if x is not None], default=None)
+                                                     if t.startswith("max") else None),
+                    pick(hi) if None not in hi else (min([x for x in hi if x is not None], default=None)
+                                                     if t.startswith("min") else None))
+        return (0, None)
+
+    try:
+        r = expr()
+        return r if pos[0] == len(toks) else (0, None)
+    except (ValueError, IndexError):
+        return (0, None)
 
 
 def _offset(base, add):

@@ -323,7 +323,14 @@ def left_halo(masked, form="gather", reach=1):
         offs = i * 128 + jnp.arange(128)
         m = offs < 1000
         back = (m & (offs >= reach)) if masked else m
-        win = x_ref.at[offs - reach] if form == "gather" else x_ref.at[pl.ds(i * 128 - reach, 128)]
+        starts = {  # other ways to write the same start, i * 128 - reach
+            "plus_negative": lambda: i * 128 + (-reach),
+            "negative_first": lambda: -reach + i * 128,
+            "twice": lambda: (i * 128 - 1) - (reach - 1),
+            "tap": lambda: i * 128 + (jnp.int32(0) - reach),
+        }
+        win = x_ref.at[offs - reach] if form == "gather" else \
+            x_ref.at[pl.ds(i * 128 - reach, 128)] if form == "ds" else x_ref.at[pl.ds(starts[form](), 128)]
         v = plgpu.load(x_ref.at[offs], mask=m, other=0.0) + plgpu.load(win, mask=back, other=0.0)
         plgpu.store(o_ref.at[offs], v, mask=m)
 
@@ -337,7 +344,8 @@ def left_halo(masked, form="gather", reach=1):
     return fn
 
 
-@pytest.mark.parametrize("form,reach", [("gather", 1), ("ds", 1), ("gather", 3)])
+@pytest.mark.parametrize("form,reach", [("gather", 1), ("ds", 1), ("gather", 3), ("plus_negative", 1),
+                                         ("negative_first", 2), ("twice", 2), ("tap", 1)])
 def test_masked_windows_that_start_before_the_array_pad_its_block_in_front(form, reach):
     x = jax.random.normal(jax.random.PRNGKey(1), (1000,), jnp.float32)
     text = pj.export(left_halo(True, form, reach), x)
