@@ -862,7 +862,15 @@ private:
       std::optional<TensorType> src, dst;
       if (d->src.op != Op::None) src = ref_type(d->src, s);
       if (d->dst.op != Op::None) dst = ref_type(d->dst, s);
-      if (src && dst && (src->dtype != dst->dtype || src->shape != dst->shape))
+      // (A slice whose size is not static, `a[i * 8:i * 8 + 8]` in a printed
+      // pipeline, has an unknown extent: the run checks it.)
+      auto same_shape = [](const Dims &a, const Dims &b) {
+        if (a.size() != b.size()) return false;
+        for (std::size_t i = 0; i < a.size(); ++i)
+          if (a[i] != b[i] && a[i] != kUnknownExtent && b[i] != kUnknownExtent) return false;
+        return true;
+      };
+      if (src && dst && (src->dtype != dst->dtype || !same_shape(src->shape, dst->shape)))
         error(st.loc, "copies " + print(d->src) + " (" + type_string(*src) + ") to " + print(d->dst) + " (" +
                           type_string(*dst) + "): a DMA needs the same shape and dtype on both sides");
       if (d->n.op != Op::None)
@@ -1236,6 +1244,32 @@ private:
 };
 
 } // namespace
+
+std::vector<Diagnostic> typecheck(const Program &p, const Env &overrides) {
+  // A pipeline's compute statements are typed as a kernel body over its
+  // buffers: each a scratch of its shape, a ring's slot index its leading
+  // dim (`X[0]` is one slot). Copies and waits are checked by validate.
+  KernelSpec k;
+  k.name = p.name;
+  k.params = p.params;
+  k.body = p.body;
+  k.loc = p.loc;
+  for (const auto &b : p.buffers) {
+    if (b.kind == BufferKind::sem) continue;
+    Operand o;
+    o.role = Role::scratch;
+    o.name = b.name;
+    o.dtype = b.dtype;
+    o.loc = b.loc;
+    o.memory_space = b.kind == BufferKind::hbm    ? MemorySpace::any
+                     : b.kind == BufferKind::smem ? MemorySpace::smem
+                                                  : MemorySpace::vmem;
+    if (b.slots) o.shape.push_back(*b.slots);
+    o.shape.insert(o.shape.end(), b.shape.begin(), b.shape.end());
+    k.operands.push_back(std::move(o));
+  }
+  return Checker(k, overrides, nullptr).run();
+}
 
 std::vector<Diagnostic> typecheck(const KernelSpec &k, const Env &overrides, ExprTypes *types) {
   // A nested emit_pipeline is typed as its flattened kernel: the inner

@@ -215,5 +215,8 @@ using ExprTypes = std::map<const Expr *, TensorType>;
 /// `types`, when given, receives the type of every tensor expression of the
 /// body (the tests compare them with the values the executor computes).
 std::vector<Diagnostic> typecheck(const KernelSpec &, const Env &overrides = {}, ExprTypes *types = nullptr);
+/// Type-checks a pipeline's compute statements the same way, its buffers
+/// standing for the blocks (a ring's slot index its leading dim).
+std::vector<Diagnostic> typecheck(const Program &, const Env &overrides = {});
 
 } // namespace pipecheck::spec

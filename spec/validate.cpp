@@ -1367,6 +1367,7 @@ std::vector<Diagnostic> validate(const Program &p) {
                         {}});
   if (!v.errs.empty()) return v.errs;
   v.program(p);
+  if (v.errs.empty()) return typecheck(p);
   return v.errs;
 }
 

@@ -245,3 +245,38 @@ TEST(TypingRules, SubscriptsDropIndexedDimsAndCheckKnownBounds) {
   EXPECT_EQ(dyn.shape, (Dims{kUnknownExtent, 128}));
   EXPECT_FALSE(subscript({8}, {Subscript{}, Subscript{}}).ok());
 }
+
+// ------------------------------------------------------------ pipelines
+
+namespace {
+// A pipeline that copies A into slot 0 of X, then computes `stmt` (line 7)
+// and writes Y[0] back to B.
+std::string pipeline(const std::string &stmt, const std::string &y = "f32[8, 128]") {
+  return "pipeline p:\n    hbm  A: f32[8, 128]\n    hbm  B: " + y +
+         "\n    sram X[2]: f32[8, 128]\n    sram Y[1]: " + y +
+         "\n    copy_in_start(A, X[0])\n    copy_in_wait(X[0])\n    " + stmt +
+         "\n    copy_out_start(Y[0], B)\n    copy_out_wait(Y[0])\n";
+}
+} // namespace
+
+TEST(PipelineTyping, AComputeStatementIsTypedAsAKernelBodysStatementIs) {
+  expect_well_typed(pipeline("Y[0] = X[0] * 2.0 + reshape(sum(X[0], axis=1), (8, 1))"));
+  expect_well_typed(pipeline("Y[0] = dot(X[0], transpose(X[0]))", "f32[8, 8]"));
+  expect_well_typed(pipeline("Y[0, 0:4, :] = X[0, 4:8, :]"));
+}
+
+TEST(PipelineTyping, AStoreOfAnotherShapeADotOfUnequalDimsAndAnAxisPastTheRankAreLocatedErrors) {
+  Err store = first_error(pipeline("Y[0] = X[0]", "f32[8, 64]"));
+  EXPECT_EQ(store.line, 8);
+  EXPECT_EQ(store.col, 5);
+  EXPECT_NE(store.message.find("cannot store f32[8, 128] into Y[0] (f32[8, 64])"), std::string::npos)
+      << store.message;
+  Err dot = first_error(pipeline("Y[0] = dot(X[0], X[0])"));
+  EXPECT_EQ(dot.line, 8);
+  EXPECT_NE(dot.message.find("contracted dims differ (128 vs 8)"), std::string::npos) << dot.message;
+  Err axis = first_error(pipeline("Y[0] = sum(X[0], axis=3)"));
+  EXPECT_NE(axis.message.find("axis 3 is out of range for shape [8, 128]"), std::string::npos)
+      << axis.message;
+  Err slot = first_error(pipeline("Y[0] = X[0, 0:16, :]"));
+  EXPECT_NE(slot.message.find("of 'X', f32[2, 8, 128]"), std::string::npos) << slot.message;
+}
