@@ -394,9 +394,12 @@ Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low) {
     for (const auto &op : low.operands[i])
       explained |= (oob ? oob_operands : operands).count(op) > 0;
     // A visit that stores nothing into a block revisited later writes back
-    // undefined data the last visit replaces (output-revisit's exception).
+    // undefined data the last visit replaces (output-revisit's exception):
+    // the write-back of a slot nothing wrote, not undefined data a store
+    // put into what a visit writes back.
     const bool unstored =
-        low.findings[i].rule == Rule::uninitialized_read && !low.operands[i].empty() &&
+        low.findings[i].rule == Rule::uninitialized_read && low.findings[i].unwritten_write_back &&
+        !low.operands[i].empty() &&
         std::all_of(low.operands[i].begin(), low.operands[i].end(), [&](const std::string &op) {
           return std::find(v.unstored_revisits.begin(), v.unstored_revisits.end(), op) !=
                  v.unstored_revisits.end();

@@ -65,6 +65,11 @@ struct Finding {
   Witness witness;
   /// Located explanations printed as `note:` lines (witness in words).
   std::vector<spec::Diagnostic> notes;
+  /// A lowered program's uninitialized-read that is the write-back of a
+  /// slot box nothing wrote (a visit that stores nothing into its block),
+  /// not undefined data a store put there: what output-revisit's exception
+  /// excuses when a later visit replaces the block.
+  bool unwritten_write_back = false;
 };
 
 /// The result of checking one kernel or pipeline.

@@ -355,7 +355,8 @@ void Machine::access(int event, int op, const Place &p, bool write) {
                 : what + ", whose contents the waited write-back at line " + line +
                       " left undefined (a slot keeps nothing for its next visit)";
     }
-    r_.findings.push_back({Rule::uninitialized_read, event, undefined_at, -1, -1, why});
+    const bool write_back = op >= 0 && r_.ops[op].kind == OpKind::copy_out && !some;
+    r_.findings.push_back({Rule::uninitialized_read, event, undefined_at, -1, -1, why, write_back});
   }
   for (int o : outstanding_) {
     if (o == op) continue;
@@ -548,8 +549,9 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
                            -1,
                            "copies out " + program_.buffers[src.buffer].name +
                                (src.slot >= 0 ? "[" + std::to_string(src.slot) + "]" : std::string()) +
-                               " with undefined data in it (the padding of a partial block, or what a masked "
-                               "store kept of a slot nothing wrote)"});
+                               " with undefined data in it (the padding of a partial block, what a masked "
+                               "store kept of a slot nothing wrote, or what a store took from memory nothing "
+                               "wrote)"});
   push_outstanding(op);
   // The part of the destination the source does not fill is the padding of
   // a partial block: undefined, fine to compute on, wrong to write back.

@@ -103,6 +103,9 @@ struct RawFinding {
   int other_op = -1;     ///< the earlier asynchronous operation of a race, or -1
   int other_end = -1;    ///< the event that retired it, or -1
   std::string message;
+  /// An uninitialized-read that is a write-back of a slot box nothing wrote
+  /// (Finding::unwritten_write_back).
+  bool unwritten_write_back = false;
 };
 
 struct RunResult {

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <type_traits>
 
 namespace pipecheck::verifier {
@@ -116,6 +117,7 @@ Finding to_finding(const spec::Program &p, const RunResult &run, const RawFindin
   const Event &anchor = run.events[f.anchor_event];
   out.loc = anchor.stmt->loc;
   out.message = f.message;
+  out.unwritten_write_back = f.unwritten_write_back;
   if (!param.empty()) {
     out.witness.items.push_back({param, value});
     out.message += " (" + param + " = " + std::to_string(value) + ")";
@@ -193,12 +195,12 @@ std::vector<Finding> check_concrete(const spec::Program &p, const spec::Env &env
   if (hook) m.set_iteration_hook(hook);
   RunResult run = m.run();
   std::vector<Finding> out;
-  std::set<std::pair<Rule, int>> seen;
+  std::set<std::tuple<Rule, int, bool>> seen;
   std::int64_t value = 0;
   if (!param.empty()) value = env.at(param);
   for (auto &f : run.findings) {
     const spec::Stmt *s = run.events[f.anchor_event].stmt;
-    if (!seen.insert({f.rule, s->loc.line}).second) continue;
+    if (!seen.insert({f.rule, s->loc.line, f.unwritten_write_back}).second) continue;
     out.push_back(to_finding(p, run, f, param, value));
   }
   return out;
@@ -210,10 +212,10 @@ namespace {
 
 struct Acc {
   std::vector<Finding> findings;
-  std::set<std::pair<Rule, int>> seen;
+  std::set<std::tuple<Rule, int, bool>> seen;
   void add(std::vector<Finding> fs) {
     for (auto &f : fs)
-      if (seen.insert({f.rule, f.loc.line}).second) findings.push_back(std::move(f));
+      if (seen.insert({f.rule, f.loc.line, f.unwritten_write_back}).second) findings.push_back(std::move(f));
   }
 };
 
