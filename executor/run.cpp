@@ -1169,7 +1169,14 @@ std::optional<spec::KernelSpec> resolve_prefetch(const spec::KernelSpec &k, cons
     note = "prefetch contents picked with seed " + std::to_string(opts.seed) + ": " +
            spec::format_prefetch(*picked);
   // SMEM state (spec/state.hpp) runs as the same elaborated kernel that check proves.
-  spec::StateElaboration e = spec::elaborate(k, space, params, *picked);
+  spec::StateElaboration e;
+  try {
+    e = spec::elaborate(k, space, params, *picked);
+  } catch (const spec::ElaborationTooLarge &too) {
+    bad.status = RunStatus::error;
+    bad.reason = std::string("not run: ") + too.what();
+    return std::nullopt;
+  }
   if (e.kernel && !e.undefined_read && !e.parallel_carry) return std::move(*e.kernel);
   if (!e.errors.empty()) {
     bad.loc = e.errors.front().loc;

@@ -19,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,16 @@ std::string prefetch_element(const std::string &name, std::int64_t k);
 /// index maps lose their prefetch arguments. Requires a space without errors
 /// or unknown.
 KernelSpec elaborate_prefetch(const KernelSpec &k, const PrefetchSpace &, const PrefetchContents &contents);
+
+/// Thrown by elaborate_prefetch (and elaborate) where a read's tree would
+/// pass kMaxElaboratedNodes: a read whose subscript reads a prefetch array
+/// itself copies that subscript into each node of its own tree (an index
+/// map `pt[b, lens[b] // 16]` over 512 rows is gigabytes). Its what() says
+/// which read, for an `unknown` verdict or a refused run, never a crash.
+struct ElaborationTooLarge : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+inline constexpr std::size_t kMaxElaboratedNodes = 2'000'000;
 
 /// Whether `e` is a read of a prefetch array as elaborate_prefetch leaves
 /// it, `where(in, <contents>, kPrefetchPoison)`: its condition `in` (every

@@ -250,3 +250,30 @@ TEST(PrefetchReads, OpenContentsAreDecidedForEveryAllowedTableWithTheWitnessName
   auto good = check("prefetch ids: i32[4] in [0, 4)", "(i, ids) -> (ids[ids[i]], 0)");
   EXPECT_NE(good.status, Status::violation) << good.findings.at(0).message;
 }
+
+namespace {
+// x's block a[b[i]] on a grid of n points (both tables a permutation).
+std::string nested_reads(int n) {
+  std::string a, b;
+  for (int i = 0; i < n; ++i) {
+    a += (i ? ", " : "") + std::to_string((i * 7 + 3) % n);
+    b += (i ? ", " : "") + std::to_string((n - 1 - i));
+  }
+  return "kernel nested:\n    grid = (" + std::to_string(n) + ",)\n    prefetch a: i32[" + std::to_string(n) +
+         "] = [" + a + "]\n    prefetch b: i32[" + std::to_string(n) + "] = [" + b + "]\n    in  x: f32[" +
+         std::to_string(8 * n) + ", 128]  block=(8, 128)  index=(i, a, b) -> (a[b[i]], 0)\n    out o: f32[" +
+         std::to_string(8 * n) +
+         ", 128]  block=(8, 128)  index=(i, a, b) -> (i, 0)\n    body:\n        o[...] = x[...]\n";
+}
+} // namespace
+
+TEST(PrefetchReads, AReadIndexedByAnotherReadIsCheckedUntilItsElaborationGrowsPastItsLimitThenUnknown) {
+  EXPECT_EQ(check_text(nested_reads(64)).status, Status::verified);
+  // 1024 x (a 1024-entry tree as its subscript): past spec::kMaxElaboratedNodes,
+  // an unknown that says why, not gigabytes and a crash.
+  auto v = check_text(nested_reads(1024));
+  EXPECT_EQ(v.status, Status::unknown);
+  EXPECT_NE(v.reason.find("a read of prefetch array 'a' at line 5 whose subscript"), std::string::npos)
+      << v.reason;
+  EXPECT_NE(v.reason.find("read the inner value into a table of its own"), std::string::npos) << v.reason;
+}
