@@ -1,18 +1,27 @@
 #include "reports/report.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <sstream>
 
 namespace pipecheck::reports {
 namespace {
 
-// The length of the valid UTF-8 sequence at s[i], or 0.
+// The length of the valid UTF-8 sequence at s[i] of a character XML 1.0
+// can hold, or 0: no overlong form, no surrogate, nothing past U+10FFFF,
+// not U+FFFE or U+FFFF.
 std::size_t utf8_length(const std::string &s, std::size_t i) {
   const auto c = static_cast<unsigned char>(s[i]);
   std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
   if (n == 0 || i + n > s.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k)
-    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
+  std::uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1fu) : n == 3 ? (c & 0x0fu) : (c & 0x07u);
+  for (std::size_t k = 1; k < n; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if ((b & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (b & 0x3fu);
+  }
+  static const std::uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < least[n] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff || cp == 0xfffe || cp == 0xffff) return 0;
   return n;
 }
 
