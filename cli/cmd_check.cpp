@@ -58,6 +58,11 @@ Loaded load_file(const InputPath &in, const verifier::CheckOptions &opts) {
     r.errors = parsed.errors;
     return l;
   }
+  // Nothing checked is no pass: an empty (or comment-only) file is bad input.
+  if (parsed.file->units.empty()) {
+    r.errors.push_back(spec::Diagnostic{spec::Severity::error, {}, "no kernel or pipeline in the file", {}});
+    return l;
+  }
   // An override outside a param's domain, or one the body does not type-check
   // with, is bad input.
   for (const auto &u : parsed.file->units)

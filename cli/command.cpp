@@ -154,6 +154,10 @@ std::optional<spec::File> load(const spec::SourceFile &src, bool read_prefetch_f
 
 const std::variant<spec::KernelSpec, spec::Program> *select_unit(const spec::File &f, const std::string &path,
                                                                  const std::string &name) {
+  if (f.units.empty()) {
+    std::cerr << path << ": error: no kernel or pipeline in the file\n";
+    return nullptr;
+  }
   if (name.empty()) {
     if (f.units.size() == 1) return &f.units[0];
     std::cerr << path << ": error: the file has " << f.units.size()

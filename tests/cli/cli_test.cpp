@@ -1227,3 +1227,15 @@ TEST(CliNestedEmitPipeline, LowerPrintsTheInnerPipelineInsideEachOuterStep) {
   Out r = run("run " + p);
   EXPECT_EQ(r.code, 0) << r.text;
 }
+
+TEST(CliHardening, AFileWithNoKernelOrPipelineIsBadInputNotAPass) {
+  for (const char *text : {"", "# only a comment\n\n"}) {
+    std::string f = temp_file("nothing.pk", text);
+    for (const char *cmd : {"check ", "run "}) {
+      Out o = run(cmd + f);
+      EXPECT_EQ(o.code, 3) << cmd << o.text;
+      EXPECT_NE(o.text.find("error: no kernel or pipeline in the file"), std::string::npos) << cmd << o.text;
+    }
+    std::filesystem::remove(f);
+  }
+}
