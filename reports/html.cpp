@@ -114,8 +114,7 @@ void excerpt(std::ostream &os, const spec::SourceFile &src, const spec::Loc &loc
     std::snprintf(ln, sizeof ln, "%5d | ", n);
     if (n == loc.line) {
       os << "<span class=\"hl\"><span class=\"ln\">" << ln << "</span>" << esc(text) << "</span>\n";
-      os << "<span class=\"ln\">      | </span>"
-         << std::string(static_cast<std::size_t>(std::max(loc.col - 1, 0)), ' ') << "^\n";
+      os << "<span class=\"ln\">      | </span>" << esc(spec::caret_pad(text, loc.col)) << "^\n";
     } else {
       os << "<span class=\"ln\">" << ln << "</span>" << esc(text) << "\n";
     }

@@ -21,7 +21,8 @@ std::size_t utf8_length(const std::string &s, std::size_t i) {
     cp = (cp << 6) | (b & 0x3fu);
   }
   static const std::uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < least[n] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff || cp == 0xfffe || cp == 0xffff) return 0;
+  if (cp < least[n] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff || cp == 0xfffe || cp == 0xffff)
+    return 0;
   return n;
 }
 

@@ -42,10 +42,7 @@ void write_one(std::ostream &os, const spec::SourceFile &src, const spec::Diagno
   if (d.loc.line > 0 && shown.insert(d.loc.line).second) {
     std::string l = spec::printable(src.line(d.loc.line));
     os << l << "\n";
-    std::string pad;
-    for (int i = 1; i < d.loc.col && i - 1 < static_cast<int>(l.size()); ++i)
-      pad += l[i - 1] == '\t' ? '\t' : ' ';
-    os << pad << st.caret() << "^" << st.reset() << "\n";
+    os << spec::caret_pad(l, d.loc.col) << st.caret() << "^" << st.reset() << "\n";
   }
   for (const auto &n : d.notes)
     write_one(os, src, n, st, shown);

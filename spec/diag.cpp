@@ -41,6 +41,16 @@ std::string printable(const std::string &s) {
   return r;
 }
 
+std::string caret_pad(const std::string &line, int col) {
+  std::string pad;
+  for (int i = 1; i < col && i - 1 < static_cast<int>(line.size()); ++i) {
+    const auto c = static_cast<unsigned char>(line[static_cast<std::size_t>(i - 1)]);
+    if ((c & 0xc0) == 0x80) continue;
+    pad += c == '\t' ? '\t' : ' ';
+  }
+  return pad;
+}
+
 void render(std::ostream &os, const SourceFile &src, const Diagnostic &d) {
   os << src.path;
   if (d.loc.line > 0) os << ":" << d.loc.line << ":" << d.loc.col;
@@ -48,10 +58,7 @@ void render(std::ostream &os, const SourceFile &src, const Diagnostic &d) {
   if (d.loc.line > 0) {
     std::string l = printable(src.line(d.loc.line));
     os << l << "\n";
-    std::string pad;
-    for (int i = 1; i < d.loc.col && i - 1 < static_cast<int>(l.size()); ++i)
-      pad += l[i - 1] == '\t' ? '\t' : ' ';
-    os << pad << "^\n";
+    os << caret_pad(l, d.loc.col) << "^\n";
   }
   for (const auto &n : d.notes)
     render(os, src, n);

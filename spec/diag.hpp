@@ -38,5 +38,9 @@ std::string render(const SourceFile &, const Diagnostic &);
 /// A source line as a diagnostic shows it: control bytes (other than tab)
 /// become '?', so no raw binary reaches a terminal.
 std::string printable(const std::string &line);
+/// What goes before the caret under column `col` (1-based, in bytes) of a
+/// printable line: a tab for a tab, a space per character, nothing for the
+/// continuation bytes of a UTF-8 character (one character, one column).
+std::string caret_pad(const std::string &line, int col);
 
 } // namespace pipecheck::spec

@@ -419,9 +419,19 @@ TEST(RunReports, RunWritesEveryFormatWithDashOAndRejectsSarif) {
 TEST(Reports, XmlTextKeepsValidUtf8AndReplacesOverlongFormsSurrogatesAndCodePointsPastTheRange) {
   using pipecheck::reports::xml_text;
   EXPECT_EQ(xml_text("caf\xc3\xa9 \xf0\x9f\x99\x82 <a>"), "caf\xc3\xa9 \xf0\x9f\x99\x82 &lt;a&gt;");
-  EXPECT_EQ(xml_text("a\xc0\xaf" "b"), "a??b");           // overlong '/'
-  EXPECT_EQ(xml_text("a\xe0\x80\xaf" "b"), "a???b");      // overlong, 3 bytes
-  EXPECT_EQ(xml_text("a\xed\xa0\x80" "b"), "a???b");      // a surrogate, U+D800
-  EXPECT_EQ(xml_text("a\xf4\x90\x80\x80" "b"), "a????b"); // U+110000
-  EXPECT_EQ(xml_text("a\xef\xbf\xbe" "b"), "a???b");      // U+FFFE, not an XML character
+  EXPECT_EQ(xml_text("a\xc0\xaf"
+                     "b"),
+            "a??b"); // overlong '/'
+  EXPECT_EQ(xml_text("a\xe0\x80\xaf"
+                     "b"),
+            "a???b"); // overlong, 3 bytes
+  EXPECT_EQ(xml_text("a\xed\xa0\x80"
+                     "b"),
+            "a???b"); // a surrogate, U+D800
+  EXPECT_EQ(xml_text("a\xf4\x90\x80\x80"
+                     "b"),
+            "a????b"); // U+110000
+  EXPECT_EQ(xml_text("a\xef\xbf\xbe"
+                     "b"),
+            "a???b"); // U+FFFE, not an XML character
 }

@@ -147,3 +147,17 @@ TEST(Robustness, CrlfLineEndingsParse) {
   auto r = parse_and_validate(SourceFile::from_string("x.pk", crlf));
   EXPECT_TRUE(r.file);
 }
+
+TEST(Robustness, TheCaretSitsUnderItsCharacterAfterMultiByteCharactersAndTabs) {
+  // `$` is byte 16 of the line, after a tab and 12 characters (two of them a 2-byte é).
+  SourceFile src = SourceFile::from_string("u.pk", "kernel k:\n\t\"\xc3\xa9\xc3\xa9\" in [0] $\n");
+  ParseResult r = parse_and_validate(src);
+  ASSERT_FALSE(r.file);
+  const std::string shown = render(src, r.errors.at(0));
+  EXPECT_NE(shown.find("u.pk:2:16: error:"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("\n\t" + std::string(12, ' ') + "^\n"), std::string::npos) << shown;
+  EXPECT_EQ(caret_pad("a\xc3\xa9"
+                      "b",
+                      5),
+            "   ");
+}
