@@ -1472,8 +1472,16 @@ private:
     std::vector<std::size_t> fetched(n, 0);
     for (std::size_t q = 0; q < n; ++q)
       fetched[q] = q > cta_first_[q] && blk_[a.input][q - 1] == blk_[a.input][q] ? fetched[q - 1] : q;
+    // (Only where the body reads the window: one fetched and never read
+    // there takes nothing stale.)
+    auto read_at = [&](std::size_t q) {
+      for (std::size_t e = 0; e < m_.effects.size(); ++e)
+        if (m_.effects[e].operand == a.input && m_.effects[e].kind != Effect::write && fires_[e][q])
+          return true;
+      return false;
+    };
     for (std::size_t q = 0; q < n; ++q)
-      for (std::size_t p = 0; p < q; ++p)
+      for (std::size_t p = 0; p < q && read_at(q); ++p)
         if (next_change[p] <= fetched[q] && meets(q, p)) {
           out_.findings.push_back(alias_finding(m_, a, pts_[p], pts_[q]));
           return;
@@ -1491,7 +1499,8 @@ private:
       // parallel axis is parallel-write-conflict's.)
       auto take = [&](std::size_t q, const std::vector<std::size_t> &ps) {
         for (std::size_t p : ps)
-          if (apart(p, q) && blk_[a.output][p] != blk_[a.output][q] && (!best || p < best->second))
+          if (read_at(q) && apart(p, q) && blk_[a.output][p] != blk_[a.output][q] &&
+              (!best || p < best->second))
             best = {q, p};
       };
       for (std::size_t q = 0; q < n && !best; ++q) {

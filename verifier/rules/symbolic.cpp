@@ -2291,7 +2291,8 @@ private:
       }
       return ctx_.all_of(c);
     };
-    // The window read at q was fetched at or after some f in [r, q]: the
+    // The window read at q (where the body reads it: a window fetched and
+    // never read there takes nothing stale) was fetched at or after some f in [r, q]: the
     // input's block changes at f (from its predecessor e in f's CTA), or
     // f starts its CTA. One fetched before p's visit ended holds what the
     // array held before.
@@ -2305,7 +2306,7 @@ private:
     if (query("alias-hazard/" + x.name + "->" + o.name,
               {in_grid(p), in_grid(r), in_grid(q), in_grid(f), lex_lt(p, r), lex_lt(r, f) || same(r.v, f.v),
                lex_lt(f, q) || same(f.v, q.v), fetch, !same(block(a.output, p), block(a.output, r)),
-               meets(q, p)},
+               meets(q, p), fires(a.input, false, true, q)},
               {&q, &p, &r}, v) == Q::sat) {
       out_.findings.push_back(alias_finding(m_, a, v[1], v[0]));
       return;
@@ -2317,7 +2318,7 @@ private:
     if (scratch_shared_across_parallel_axes(m_)) {
       if (query("alias-hazard/" + x.name + "->" + o.name + "/across-cores",
                 {in_grid(p), in_grid(q), apart(p, q), meets(q, p),
-                 !same(block(a.output, p), block(a.output, q))},
+                 !same(block(a.output, p), block(a.output, q)), fires(a.input, false, true, q)},
                 {&q, &p}, v) == Q::sat) {
         out_.findings.push_back(alias_across_cores_finding(m_, a, v[1], v[0]));
         return;
