@@ -632,6 +632,9 @@ public:
     }
   }
 
+  /// Typing a pipeline's statements (typecheck(const Program &)).
+  bool pipeline_ = false;
+
   std::vector<Diagnostic> run() {
     Scope s;
     s.ints = params_;
@@ -862,12 +865,14 @@ private:
       std::optional<TensorType> src, dst;
       if (d->src.op != Op::None) src = ref_type(d->src, s);
       if (d->dst.op != Op::None) dst = ref_type(d->dst, s);
-      // (A slice whose size is not static, `a[i * 8:i * 8 + 8]` in a printed
-      // pipeline, has an unknown extent: the run checks it.)
-      auto same_shape = [](const Dims &a, const Dims &b) {
+      // (In a pipeline, a slice whose size is not static, `a[i * 8:i * 8 + 8]`
+      // as a lowered kernel prints, has an unknown extent: the run checks it.
+      // A kernel's copy sizes are static.)
+      auto same_shape = [&](const Dims &a, const Dims &b) {
         if (a.size() != b.size()) return false;
         for (std::size_t i = 0; i < a.size(); ++i)
-          if (a[i] != b[i] && a[i] != kUnknownExtent && b[i] != kUnknownExtent) return false;
+          if (a[i] != b[i] && !(pipeline_ && (a[i] == kUnknownExtent || b[i] == kUnknownExtent)))
+            return false;
         return true;
       };
       if (src && dst && (src->dtype != dst->dtype || !same_shape(src->shape, dst->shape)))
@@ -1268,7 +1273,9 @@ std::vector<Diagnostic> typecheck(const Program &p, const Env &overrides) {
     o.shape.insert(o.shape.end(), b.shape.begin(), b.shape.end());
     k.operands.push_back(std::move(o));
   }
-  return Checker(k, overrides, nullptr).run();
+  Checker c(k, overrides, nullptr);
+  c.pipeline_ = true;
+  return c.run();
 }
 
 std::vector<Diagnostic> typecheck(const KernelSpec &k, const Env &overrides, ExprTypes *types) {
