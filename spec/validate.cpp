@@ -761,11 +761,10 @@ public:
       std::set<std::string> inner = scope;
       inner.insert(f->var);
       kernel_block(f->body, inner, depth + 1);
-    } else if (auto *c = std::get_if<Copy>(&s.kind)) {
-      for (const Expr *r : {&c->src, &c->dst})
-        if (r->op != Op::None) kernel_ref(*r, scope, false);
-      for (const auto &o : c->offset.args)
-        check_int_expr(o, scope, "a copy offset");
+    } else if (std::holds_alternative<Copy>(s.kind)) {
+      error(s.loc, "copy_in_start, copy_in_wait, copy_out_start and copy_out_wait belong in pipelines; a "
+                   "kernel's blocks are copied by its index maps (a manual copy is async_copy with a "
+                   "semaphore)");
     } else if (auto *d = std::get_if<Dma>(&s.kind)) {
       kernel_dma(*d, s.loc, scope);
     } else {

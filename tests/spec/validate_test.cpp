@@ -409,6 +409,18 @@ TEST(ValidationError, WhenInAPipeline) {
   EXPECT_NE(e.message.find("'when' belongs in kernel bodies"), std::string::npos);
 }
 
+TEST(ValidationError, APipelineCopyInAKernelBody) {
+  for (const char *stmt : {"copy_out_wait(o[...])", "copy_in_start(x[...], o[...])"}) {
+    Err e = first_error(
+        "kernel k:\n    grid = (2,)\n    in  x: f32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)\n"
+        "    out o: f32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)\n    body:\n        " +
+        std::string(stmt) + "\n        o[...] = x[...]\n");
+    EXPECT_EQ(e.line, 6) << stmt;
+    EXPECT_EQ(e.col, 9) << stmt;
+    EXPECT_NE(e.message.find("belong in pipelines"), std::string::npos) << e.message;
+  }
+}
+
 TEST(ValidationError, HbmArrayWithSlots) {
   Err e = first_error("pipeline p:\n    hbm A[2]: f32[8]\n");
   EXPECT_NE(e.message.find("an HBM array has no slots"), std::string::npos);
