@@ -265,6 +265,9 @@ class _E:
     #: constant along every other dim (Triton's `i * bs + jnp.arange(bs)`, maybe `[:, None]`
     #: and broadcast): start is an int or an integer _E. A gather with it is ds(start, n).
     affine: tuple | None = None
+    #: the integer scalar a value broadcasts (`broadcast_to(r, (128,))`): how JAX passes a
+    #: scalar index beside an array index (`x_ref.at[r, cols]`)
+    splat: Any = None
     #: the refs the value was computed from, kept when it is bound to a local (reads is
     #: not): for diagnostics only
     sources: frozenset = frozenset()
@@ -1375,7 +1378,16 @@ class _Body:
         for k, (d, s) in enumerate(zip(kept, ix.indices)):
             if type(s).__name__ == "Slice":
                 continue
+            if isinstance(s, (int, np.integer)):
+                dims[d] = ("int", _offset(dims[d][1], int(s)))
+                continue
             v = s if isinstance(s, _E) else read(s)
+            scalar = v if isinstance(v, _E) and v.int else getattr(v, "splat", None)
+            if scalar is not None:
+                # a scalar index beside the windows (`x_ref.at[r, cols]`, which JAX passes
+                # broadcast to the windows' shape): the row, as in `x_ref.at[r].at[cols]`
+                dims[d] = ("int", _offset(dims[d][1], scalar))
+                continue
             aff = getattr(v, "affine", None)
             if aff is None:
                 self.fail(f"{what} that is not a window start + jnp.arange(n) has no .pk form", e)
@@ -2267,7 +2279,7 @@ class _Body:
                     dt = _dtype(aval.dtype, "a constant", _fmt_loc(src))
                     if dt not in ("f32", "i32"):
                         text = f"cast({text}, {dt})"
-                return mk(text)
+                return mk(text, splat=ins[0] if isinstance(ins[0], _E) and ins[0].int else None)
             if list(dims) != sorted(dims):
                 return self.opaque_op(e, ins, aval, src)  # no exact .pk form
             inter = tuple(src_shape[dims.index(d)] if d in dims else 1 for d in range(len(shape)))
@@ -2284,7 +2296,9 @@ class _Body:
         if name == "broadcast_to":  # jnp.broadcast_to's primitive: numpy's rule, as .pk's
             if tuple(e.invars[0].aval.shape) == tuple(aval.shape):
                 return ins[0]
-            return mk(f"broadcast_to({_strip(t[0])}, {_tuple(str(int(d)) for d in aval.shape)})")
+            scalar = tuple(e.invars[0].aval.shape) == () and isinstance(ins[0], _E) and ins[0].int
+            return mk(f"broadcast_to({_strip(t[0])}, {_tuple(str(int(d)) for d in aval.shape)})",
+                      splat=ins[0] if scalar else None)
         if name == "tile":  # jnp.tile: the same reps, the same leading-1 padding
             if all(int(r) == 1 for r in p["reps"]) and \
                     tuple(e.invars[0].aval.shape) == tuple(aval.shape):

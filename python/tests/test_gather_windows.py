@@ -356,3 +356,45 @@ def test_masked_windows_that_start_before_the_array_pad_its_block_in_front(form,
     # Without the `offs >= reach` mask, program 0 reads the front padding into o[0:reach].
     r = pj.check(left_halo(False, form, reach), x)
     assert r.exit_code == 1 and {f.rule for f in r.findings} == {"uninitialized-read"}, r.report()
+
+
+@pytest.mark.parametrize("form", ["scalar_and_window", "view_then_window"])
+def test_a_scalar_row_beside_a_column_window_is_that_row_of_the_window(form):
+    # x_ref.at[r, cols]: JAX passes r broadcast to cols' shape; it is the row r, as in
+    # x_ref.at[r].at[cols].
+    def kernel(x_ref, o_ref):
+        cols = pl.program_id(0) * 128 + jnp.arange(128)
+
+        def body(r, acc):
+            view = x_ref.at[r, cols] if form == "scalar_and_window" else x_ref.at[r].at[cols]
+            return acc + plgpu.load(view)
+        plgpu.store(o_ref.at[cols], jax.lax.fori_loop(0, 8, body, jnp.zeros((128,), jnp.float32)))
+
+    def fn(x):
+        return pl.pallas_call(kernel, grid=(2,), out_shape=jax.ShapeDtypeStruct((256,), jnp.float32),
+                              compiler_params=plgpu.CompilerParams(num_warps=4))(x)
+
+    x = jax.random.normal(jax.random.PRNGKey(2), (8, 256), jnp.float32)
+    pj.assert_verified(fn, x)
+    assert pj.run(fn, x, reference=lambda x: x.sum(0)).ok
+
+
+def test_a_masked_row_view_window_that_interpret_mode_cannot_discharge_is_compared_with_the_reference():
+    # jax 0.10's interpret mode fails inside JAX on x_ref.at[r].at[cols] with a mask (a
+    # TypeError from its broadcast_in_dim): pipecheck's run is compared with the reference.
+    def kernel(x_ref, o_ref):
+        r = pl.program_id(0)
+        cols = jnp.arange(512)
+        m = cols < 300
+        c = plgpu.load(x_ref.at[r].at[cols], mask=m, other=0.0)
+        plgpu.store(o_ref.at[r].at[cols], c * 2, mask=m)
+
+    def fn(x):
+        return pl.pallas_call(kernel, grid=(16,), out_shape=jax.ShapeDtypeStruct((16, 300), jnp.float32),
+                              compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=1))(x)
+
+    x = jax.random.normal(jax.random.PRNGKey(3), (16, 300), jnp.float32)
+    pj.assert_verified(fn, x)
+    r = pj.run(fn, x, reference=lambda x: 2 * x)
+    assert r.ok, str(r)
+    assert r.interpret_error is None or "inside JAX" in r.interpret_error, r.interpret_error
