@@ -33,6 +33,10 @@ struct CheckOptions {
   /// exact on a concrete grid, the same findings and witnesses) instead of
   /// by solver queries; 0: always the solver.
   std::int64_t enumerate_max_points = 4096;
+  /// The events a pipeline's one concrete run (every param bound) may take;
+  /// past it the run is unknown, unless it found something on the way or the
+  /// pipeline is proven for every value of the one param --set binds.
+  std::size_t event_limit = 4'000'000;
 };
 
 /// A fresh, empty cache for CheckOptions::query_cache.

@@ -106,8 +106,12 @@ Machine::Machine(const spec::Program &p, spec::Env env)
 }
 
 int Machine::new_event(const spec::Stmt &s, std::optional<std::int64_t> slot) {
-  if (r_.events.size() >= event_limit_)
+  // Past the limit with a finding in hand: the finding stands (the walk
+  // stops there, as a pile-up does); without one, nothing is shown.
+  if (r_.events.size() >= event_limit_) {
+    if (!r_.findings.empty()) throw PiledUp{};
     throw Unsupported("more than " + std::to_string(event_limit_) + " events", s.loc);
+  }
   Event ev;
   ev.stmt = &s;
   ev.iterations = stepper_->loop_values();

@@ -563,3 +563,28 @@ pipeline read_during_copy_out:
             0u)
       << r.findings[0].message;
 }
+
+TEST(RaceChecker, ATripCountSetPastTheEventLimitKeepsAFindingMadeOnTheWayAndAProofForEveryN) {
+  const auto f = parse_text("big.pk", R"(pipeline read_first:
+    param N >= 1
+    hbm  A: f32[N, 512]
+    sram X[2]: f32[512]
+    sram Y[2]: f32[512]
+    for i in range(N):
+        Y[i % 2] = X[i % 2] + 1
+        copy_out_start(Y[i % 2], A[i])
+        copy_out_wait(Y[i % 2])
+)");
+  verifier::CheckOptions o;
+  o.overrides["N"] = 100'000;
+  o.event_limit = 30'000;
+  auto bad = verifier::check_program(program(f, "read_first"), o);
+  ASSERT_EQ(bad.status, verifier::Status::violation) << bad.reason;
+  EXPECT_EQ(bad.findings.at(0).rule, verifier::Rule::uninitialized_read);
+  const auto g = parse_file("guide_pipelines.pk");
+  auto good = verifier::check_program(program(g, "double_buffered_add_one"), o);
+  EXPECT_EQ(good.status, verifier::Status::verified) << good.reason;
+  EXPECT_NE(good.reason.find("the one run at N = 100000 is past what is run (more than 30000 events)"),
+            std::string::npos)
+      << good.reason;
+}
