@@ -609,14 +609,14 @@ public:
                         l);
     auto lv = leaves(name, l);
     const auto n = static_cast<std::int64_t>(lv.size());
-    if (lv.size() > 1 && nodes(idx, kMaxElaboratedNodes / lv.size() + 1) * lv.size() > kMaxElaboratedNodes)
-      throw ElaborationTooLarge("a read of prefetch array '" + name + "' at line " + std::to_string(l.line) +
-                                " whose subscript (" + std::to_string(nodes(idx, kMaxElaboratedNodes)) +
-                                " terms, reading a prefetch array itself) would be " +
-                                "copied into each of its " + std::to_string(lv.size()) +
-                                " entries' choices: more than " + std::to_string(kMaxElaboratedNodes) +
-                                " terms; read the inner value into a table of its own (a " +
-                                "prefetch array of the composed values)");
+    const std::size_t terms = nodes(idx, kMaxElaboratedNodes);
+    if (lv.size() > 1 && terms * lv.size() > kMaxElaboratedNodes)
+      throw ElaborationTooLarge(
+          "a read of prefetch array '" + name + "' at line " + std::to_string(l.line) + " whose subscript (" +
+          std::to_string(terms) + " terms, reading a prefetch array itself) would be " +
+          "copied into each of its " + std::to_string(lv.size()) + " entries' choices: more than " +
+          std::to_string(kMaxElaboratedNodes) + " terms; read the inner value into a table of its own (a " +
+          "prefetch array of the composed values)");
     Expr in = Expr::binary(Op::And, Expr::binary(Op::Ge, idx, Expr::integer(0, l), l),
                            Expr::binary(Op::Lt, idx, Expr::integer(n, l), l), l);
     return Expr::call("where", {in, tree(idx, lv, 0, lv.size(), l), Expr::integer(kPrefetchPoison, l)}, l);

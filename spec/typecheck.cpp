@@ -610,8 +610,10 @@ TensorType weak_float() { return TensorType{DType::f32, true, {}}; }
 
 class Checker {
 public:
-  Checker(const KernelSpec &k, const Env &overrides, ExprTypes *types)
-      : k_(k), params_(param_env(k.params, overrides)), types_(types), state_(state_scratches(k)) {
+  /// `pipeline`: typing a pipeline's statements (typecheck(const Program &)).
+  Checker(const KernelSpec &k, const Env &overrides, ExprTypes *types, bool pipeline = false)
+      : k_(k), params_(param_env(k.params, overrides)), types_(types), state_(state_scratches(k)),
+        pipeline_(pipeline) {
     for (const auto &o : k.operands) {
       Window b;
       b.type.dtype = o.dtype;
@@ -631,9 +633,6 @@ public:
       blocks_[o.name] = std::move(b);
     }
   }
-
-  /// Typing a pipeline's statements (typecheck(const Program &)).
-  bool pipeline_ = false;
 
   std::vector<Diagnostic> run() {
     Scope s;
@@ -685,6 +684,7 @@ private:
   std::vector<Diagnostic> errs_;
   ExprTypes *types_ = nullptr;
   const std::set<std::string> state_; ///< state_scratches(k_)
+  const bool pipeline_ = false;       ///< typing a pipeline's statements
 
   void error(Loc l, std::string msg) { errs_.push_back(Diagnostic{Severity::error, l, std::move(msg), {}}); }
 
@@ -1266,16 +1266,14 @@ std::vector<Diagnostic> typecheck(const Program &p, const Env &overrides) {
     o.name = b.name;
     o.dtype = b.dtype;
     o.loc = b.loc;
-    o.memory_space = b.kind == BufferKind::hbm    ? MemorySpace::any
+    o.memory_space = b.kind == BufferKind::hbm    ? MemorySpace::hbm
                      : b.kind == BufferKind::smem ? MemorySpace::smem
                                                   : MemorySpace::vmem;
     if (b.slots) o.shape.push_back(*b.slots);
     o.shape.insert(o.shape.end(), b.shape.begin(), b.shape.end());
     k.operands.push_back(std::move(o));
   }
-  Checker c(k, overrides, nullptr);
-  c.pipeline_ = true;
-  return c.run();
+  return Checker(k, overrides, nullptr, /*pipeline=*/true).run();
 }
 
 std::vector<Diagnostic> typecheck(const KernelSpec &k, const Env &overrides, ExprTypes *types) {

@@ -442,9 +442,10 @@ Verdict check_state(const spec::KernelSpec &k, const CheckOptions &o);
 } // namespace
 
 Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
-  if (spec::has_state(k) || !k.prefetches.empty()) {
+  const bool state = spec::has_state(k);
+  if (state || !k.prefetches.empty()) {
     try {
-      return spec::has_state(k) ? check_state(k, o) : check_prefetch(k, o);
+      return state ? check_state(k, o) : check_prefetch(k, o);
     } catch (const spec::ElaborationTooLarge &e) {
       Verdict v;
       v.status = Status::unknown;
