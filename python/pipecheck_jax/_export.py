@@ -893,13 +893,11 @@ def _int_bounds(text: str) -> tuple:
                 take()
         take()
         if t in ("min", "max", "minimum", "maximum") and len(args) == 2:
-            pick = min if t.startswith("min") else max
-            lo = [a[0] for a in args]
-            hi = [a[1] for a in args]
-            return (pick(lo) if None not in lo else (max([x for x in lo if x is not None], default=None)
-                                                     if t.startswith("max") else None),
-                    pick(hi) if None not in hi else (min([x for x in hi if x is not None], default=None)
-                                                     if t.startswith("min") else None))
+            lo = [a[0] for a in args if a[0] is not None]
+            hi = [a[1] for a in args if a[1] is not None]
+            if t.startswith("max"):  # at least any side's low; at most the larger high
+                return (max(lo, default=None), max(hi) if len(hi) == 2 else None)
+            return (min(lo) if len(lo) == 2 else None, min(hi, default=None))
         return (0, None)
 
     try:
