@@ -566,13 +566,17 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
     add_written(a.dst_filled);
   }
   if (!(a.dst_filled == dst)) add_padding(dst, box_minus(dst.box, a.dst_filled.box));
-  // The box of the slot the copy fills or reads now holds that hbm region.
+  // The box of a slot a copy reads out now holds that hbm region's block: an
+  // accumulate into it written back elsewhere carries one block's result
+  // into another's. A copy in holds what the program chose to load, stale
+  // for nothing (`copy_in(C[0], Z)`, `Z = Z * 2`, `copy_out(Z, C[1])` is
+  // a shift): it only clears the box's tag.
   auto retag = [](SlotState &st, const Box &b, const Place &from) {
     st.untag(b);
     st.tags.push_back({b, from});
   };
   if (in) {
-    retag(slots_state_[{dst.buffer, dst.slot}], dst.box, src);
+    slots_state_[{dst.buffer, dst.slot}].untag(dst.box);
   } else {
     auto &st = slots_state_[{src.buffer, src.slot}];
     for (const auto &x : st.pending)
@@ -593,6 +597,11 @@ void Machine::on_wait(const spec::Stmt &s, const std::optional<spec::StepRef> &w
   int ev = new_event(s, slot);
   for (int op : retired)
     retire(op, ev);
+  // A write-back waited with keep=True leaves its block in the slot on
+  // purpose, a value the program goes on with (a running sum copied out
+  // after every step): what accumulates on it is no other block's stale data.
+  if (const auto *c = std::get_if<spec::Copy>(&s.kind); c && c->keep && waited)
+    slots_state_[{waited->place.buffer, waited->place.slot}].untag(waited->place.box);
 }
 
 void Machine::on_undefined(const spec::Stmt &, const spec::StepPlace &slot) {
