@@ -554,6 +554,7 @@ bool Interp::exec_fused(const spec::Stmt &s) {
     root = f.add({Fused::Kind::add, nullptr, 0, cur, root, f.ops++});
   }
   mem_.before_write(dst);
+  mem_.on_store(dst, false);
   f.run(root, reinterpret_cast<float *>(dst.array->data()) + dst.offset());
   return true;
 }
@@ -572,6 +573,7 @@ void Interp::exec(const spec::Stmt &s) {
       if (auto it = locals.find(a->value.name); it != locals.end()) {
         const View dst = view_of(a->target);
         mem_.before_write(dst);
+        mem_.on_store(dst, false);
         store(it->second, dst, s.loc);
         return;
       }
@@ -585,6 +587,7 @@ void Interp::exec(const spec::Stmt &s) {
       v = binary(BinOp::add, std::move(cur), v, s.loc);
     }
     mem_.before_write(dst);
+    mem_.on_store(dst, spec::keep_select(*a) != nullptr);
     store(v, dst, s.loc);
     return;
   }

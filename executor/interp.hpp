@@ -30,6 +30,12 @@ public:
   virtual HostArray *array(const std::string &name) = 0;
   virtual void before_read(const View &) {}
   virtual void before_write(const View &) {}
+  /// A body's store of a value into `dst` (after before_write): `masked`
+  /// when it is `where(mask, v, dst)`, which keeps what the mask leaves.
+  virtual void on_store(const View &dst, bool masked) {
+    (void)dst;
+    (void)masked;
+  }
 };
 
 /// `program_id(a)` -> Name `program_id$a`, `num_programs(a)` -> `num_programs$a`

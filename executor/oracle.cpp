@@ -299,6 +299,36 @@ public:
     for (auto &t : tracks)
       if (t.buffer == v.array && (t.inside || !t.op->windowed)) t.mark(v.box);
   }
+  /// backend = triton: the output blocks (buffer, the box inside its array,
+  /// whether any of it is) of this grid point, and the first unmasked store
+  /// past the array's end: (operand, element in block coordinates).
+  struct TritonOut {
+    std::size_t operand;
+    const HostArray *buffer;
+    Box bbox;
+    bool inside;
+  };
+  std::vector<TritonOut> triton_outs;
+  std::optional<std::pair<std::size_t, Shape>> triton_stray;
+  void on_store(const View &v, bool masked) override {
+    if (masked || triton_stray) return; // (a masked store: its kept poison shows what it left)
+    for (const auto &t : triton_outs) {
+      if (t.buffer != v.array || v.size() <= 0) continue;
+      // The first element of the store outside the box: in the first dim
+      // that leaves it, the others at the store's lowest element inside.
+      Shape at = v.box.lo;
+      bool out = !t.inside;
+      for (std::size_t d = 0; d < at.size() && !out; ++d) {
+        if (v.box.lo[d] < t.bbox.lo[d]) {
+          out = true;
+        } else if (v.box.hi[d] > t.bbox.hi[d]) {
+          at[d] = std::max(v.box.lo[d], t.bbox.hi[d]);
+          out = true;
+        }
+      }
+      if (out) triton_stray = std::pair{t.operand, at};
+    }
+  }
 };
 
 // The first element of `blk` outside `bbox` (the part of a partial block
@@ -419,15 +449,26 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written) 
       interp.env[program_id_name(static_cast<int>(a))] = point[a];
       interp.env[num_programs_name(static_cast<int>(a))] = c.grid[a];
     }
+    if (triton) {
+      mem.triton_outs.clear();
+      mem.triton_stray.reset();
+      for (std::size_t k = 0; k < c.operands.size(); ++k)
+        if (c.operands[k].windowed && c.operands[k].role == spec::Role::out && blocks[k])
+          mem.triton_outs.push_back({k, blocks[k].get(), bboxes[k], inside[k]});
+    }
     interp.exec(c.body);
     // backend = triton: a program's store reaches the array itself, and one
     // past its end writes memory outside it (what `check` reports as
-    // index-out-of-bounds); a masked store keeps the padding's poison.
+    // index-out-of-bounds), whatever it stores (`x + 1` of the input's
+    // padding is poison too); a masked store keeps the padding's poison,
+    // and what its mask let through is a value there.
     if (triton)
       for (std::size_t k = 0; k < c.operands.size(); ++k) {
         const auto &o = c.operands[k];
         if (!o.windowed || o.role != spec::Role::out || !blocks[k]) continue;
-        const auto at = stored_padding(*blocks[k], bboxes[k]);
+        const auto at = mem.triton_stray && mem.triton_stray->first == k
+                            ? std::optional(mem.triton_stray->second)
+                            : stored_padding(*blocks[k], bboxes[k]);
         if (!at) continue;
         Shape element;
         std::size_t j = 0;

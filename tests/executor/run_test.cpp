@@ -393,6 +393,17 @@ TEST(RunKernel, ATritonStorePastItsArrayIsAFaultAndAMaskedOneIsNot) {
       run_kernel_text(head + "        o[ds(program_id(0) * 128, 128)] = where(v < 1000, "
                              "x[ds(program_id(0) * 128, 128)], o[ds(program_id(0) * 128, 128)])\n");
   EXPECT_EQ(good.status, RunStatus::pass) << good.reason;
+  // Unmasked, what is stored past the end is the input's padding plus one:
+  // poison, yet a store there all the same.
+  const RunResult poison_stored = run_kernel_text(
+      "kernel k:\n    grid = (8,)\n    backend = triton\n"
+      "    in  x: f32[1000]  block=(128,)  index=(i) -> (i)\n"
+      "    out o: f32[1000]  block=(128,)  index=(i) -> (i)\n    body:\n        o[...] = x[...] + 1\n");
+  EXPECT_EQ(poison_stored.status, RunStatus::fail) << poison_stored.reason;
+  EXPECT_NE(
+      poison_stored.reason.find("grid point (7,) stores element (1000,) of 'o', outside its shape (1000,)"),
+      std::string::npos)
+      << poison_stored.reason;
   // A block wholly past the array (grid point 3 of 40 elements in blocks of
   // 16) is all padding: its masked store keeps it, and the run stops at the
   // lowered program's copy of the block, where the index map runs out.
