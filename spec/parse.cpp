@@ -997,10 +997,15 @@ private:
   }
 
   // ------------------------------------------------------------- expressions
+  static std::string too_deep() {
+    return "expression is nested too deeply (more than " + std::to_string(kMaxExprDepth) +
+           " levels; each operator of a chain such as a + b + c is one level: split a long sum into "
+           "parenthesized parts, (a + b) + (c + d), or into locals)";
+  }
   struct DepthGuard {
     Parser &p;
     explicit DepthGuard(Parser &q, Loc l) : p(q) {
-      if (++p.expr_depth_ > kMaxExprDepth) p.fail(l, "expression is nested too deeply");
+      if (++p.expr_depth_ > kMaxExprDepth) p.fail(l, too_deep());
     }
     ~DepthGuard() { --p.expr_depth_; }
   };
@@ -1012,7 +1017,7 @@ private:
     int saved;
     explicit ChainGuard(Parser &q) : p(q), saved(q.expr_depth_) {}
     void next(Loc l) {
-      if (++p.expr_depth_ > kMaxExprDepth) p.fail(l, "expression is nested too deeply");
+      if (++p.expr_depth_ > kMaxExprDepth) p.fail(l, too_deep());
     }
     ~ChainGuard() { p.expr_depth_ = saved; }
   };

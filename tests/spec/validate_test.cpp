@@ -433,6 +433,8 @@ TEST(SyntaxError, LongOperatorChainCountsAsNesting) {
   Err e = first_error(text + "\n");
   EXPECT_EQ(e.line, 2);
   EXPECT_NE(e.message.find("nested too deeply"), std::string::npos);
+  // It says how to write a long sum so that it parses.
+  EXPECT_NE(e.message.find("split a long sum into parenthesized parts"), std::string::npos) << e.message;
 }
 
 // ------------------------------------------- arithmetic: sizes, zero, overflow
