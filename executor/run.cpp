@@ -955,6 +955,9 @@ struct ProgramPrep {
   std::map<std::string, Shape> shapes;
   std::map<std::string, std::unique_ptr<HostArray>> initial; ///< hbm buffers' data
   std::map<std::string, std::unique_ptr<HostArray>> intent;  ///< after the synchronous run
+  /// Per integer hbm buffer whose intent holds the dtype's sentinel: 1 where
+  /// the program computed it (a value, not poison; see prepare).
+  std::map<std::string, std::vector<std::uint8_t>> stored;
   bool reduces = false;
   std::uint64_t memory_estimate = 0;
 };
@@ -1067,6 +1070,43 @@ ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts, int runs)
   }
   for (auto &a : owned)
     if (p.initial.count(a->name())) p.intent[a->name()] = std::move(a);
+  // An integer's poison is a value too (INT32_MIN, the -128 of a saturating
+  // int8 cast, bool true), and inputs never hold it (fill_inputs). Where the
+  // intent holds it, a second synchronous run with stand-ins for undefined
+  // data (poison_with_stand_in) tells a computed sentinel, the same there,
+  // from one copied out of memory nothing wrote.
+  std::vector<std::string> sentinel;
+  for (const auto &[name, a] : p.intent)
+    if (!spec::dtype_is_float(a->dtype()))
+      for (std::int64_t i = 0; i < a->size(); ++i)
+        if (a->is_poison(i)) {
+          sentinel.push_back(name);
+          break;
+        }
+  if (!sentinel.empty()) {
+    BufferMap alt_map;
+    std::vector<std::unique_ptr<HostArray>> alt;
+    for (const auto &b : prog.buffers) {
+      auto a = std::make_unique<HostArray>(b.name, b.dtype, p.shapes.at(b.name));
+      a->poison_with_stand_in();
+      if (b.kind == spec::BufferKind::hbm)
+        a->copy_from(*p.initial.at(b.name));
+      else if (b.kind == spec::BufferKind::acc)
+        a->fill_zero();
+      else
+        a->fill_poison();
+      alt_map[b.name] = a.get();
+      alt.push_back(std::move(a));
+    }
+    if (!run_program(prog, p.env, alt_map, config_for(opts, DmaMode::synchronous, 0)).error)
+      for (const auto &name : sentinel) {
+        const HostArray &x = *p.intent.at(name), &y = *alt_map.at(name);
+        auto &s = p.stored[name];
+        s.assign(static_cast<std::size_t>(x.size()), 0);
+        for (std::int64_t i = 0; i < x.size(); ++i)
+          s[static_cast<std::size_t>(i)] = x.is_poison(i) && y.is_poison(i);
+      }
+  }
   return p;
 }
 
@@ -1096,7 +1136,9 @@ RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptio
     if (b.kind != spec::BufferKind::hbm) continue;
     const HostArray &expected = *p.intent.at(b.name);
     const auto tol = tolerance_for(expected.dtype(), p.reduces);
-    if (auto m = compare(expected, *map.at(b.name), tol, nan_is_value(opts))) {
+    const auto stored = p.stored.find(b.name);
+    if (auto m = compare(expected, *map.at(b.name), tol, nan_is_value(opts),
+                         stored == p.stored.end() ? nullptr : &stored->second)) {
       m->expected_from = "synchronous run";
       m->actual_from = "run";
       // HBM arrays start as data: poison there was copied out of a slot

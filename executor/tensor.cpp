@@ -197,6 +197,15 @@ void HostArray::fill_poison() { fill_poison(0, size_); }
 
 void HostArray::fill_poison(std::int64_t offset, std::int64_t count) {
   assert(offset >= 0 && count >= 0 && offset + count <= size_);
+  if (stand_in_) {
+    const double v = spec::dtype_is_float(dtype_) ? 3.0
+                     : dtype_ == spec::DType::boolean
+                         ? 0.0
+                         : static_cast<double>(int_poison(dtype_)) - (dtype_ == spec::DType::u8 ? 1 : -1);
+    for (std::int64_t i = offset; i < offset + count; ++i)
+      set(i, v);
+    return;
+  }
   switch (dtype_) {
   case spec::DType::f32: {
     // A quiet NaN with a recognisable payload.

@@ -260,6 +260,56 @@ TEST(RunPipeline, ThePaddingOfAClippedCopyIsPoisonThatFailsOnlyWhenWrittenBack) 
   EXPECT_EQ(ok.status, RunStatus::pass) << format_report(ok);
 }
 
+TEST(RunPipeline, AnIntegerSentinelTheProgramComputesIsAValueAndOneNothingWroteIsPoison) {
+  // INT32_MIN and int8's -128 (a saturating cast) are values a program may
+  // store; the same bits copied out of a slot nothing wrote are poison.
+  auto run_text = [](const std::string &text) {
+    const auto f = executor::testing::parse_text(text);
+    return run_all_modes(std::get<spec::Program>(f.units.at(0)), {});
+  };
+  const std::string head = "pipeline p:\n    hbm A: i32[2, 128]\n    hbm B: {dt}[2, 128]\n"
+                           "    sram X[1]: i32[128]\n    sram Y[2]: {dt}[128]\n"
+                           "    copy_in_start(A[0], X[0])\n    copy_in_wait(X[0])\n";
+  auto with = [&](const std::string &dt, const std::string &rest) {
+    std::string h = head;
+    for (std::size_t at; (at = h.find("{dt}")) != std::string::npos;)
+      h.replace(at, 4, dt);
+    return h + rest;
+  };
+  const RunReport int_min =
+      run_text(with("i32", "    Y[0] = X[0] * 0 - 2147483647 - 1\n"
+                           "    copy_out_start(Y[0], B[0])\n    copy_out_wait(Y[0])\n"
+                           "    Y[1] = X[0]\n"
+                           "    copy_out_start(Y[1], B[1])\n    copy_out_wait(Y[1])\n"));
+  EXPECT_EQ(int_min.status, RunStatus::pass) << format_report(int_min);
+  const RunReport saturated =
+      run_text(with("i8", "    Y[0] = cast(X[0] * 1000 - 100000, i8)\n"
+                          "    copy_out_start(Y[0], B[0])\n    copy_out_wait(Y[0])\n"
+                          "    Y[1] = cast(X[0], i8)\n"
+                          "    copy_out_start(Y[1], B[1])\n    copy_out_wait(Y[1])\n"));
+  EXPECT_EQ(saturated.status, RunStatus::pass) << format_report(saturated);
+  // Slot 1 never written: its sentinel is poison, in every mode.
+  const RunReport unwritten =
+      run_text(with("i8", "    Y[0] = cast(X[0], i8)\n"
+                          "    copy_out_start(Y[0], B[0])\n    copy_out_wait(Y[0])\n"
+                          "    copy_out_start(Y[1], B[1])\n    copy_out_wait(Y[1])\n"));
+  ASSERT_EQ(unwritten.status, RunStatus::fail) << format_report(unwritten);
+  for (const auto &r : unwritten.runs) {
+    ASSERT_TRUE(r.mismatch) << r.reason;
+    EXPECT_EQ(r.mismatch->array, "B");
+    EXPECT_EQ(r.mismatch->element, (Shape{1, 0}));
+    EXPECT_TRUE(r.mismatch->is_poison);
+  }
+  // A slot a waited write-back left undefined, copied out again: poison too.
+  const RunReport rewritten =
+      run_text(with("i32", "    Y[0] = X[0] * 0 - 2147483647 - 1\n"
+                           "    copy_out_start(Y[0], B[0])\n    copy_out_wait(Y[0])\n"
+                           "    copy_out_start(Y[0], B[1])\n    copy_out_wait(Y[0])\n"));
+  ASSERT_EQ(rewritten.status, RunStatus::fail) << format_report(rewritten);
+  ASSERT_TRUE(rewritten.runs.at(0).mismatch);
+  EXPECT_EQ(rewritten.runs.at(0).mismatch->element, (Shape{1, 0}));
+}
+
 TEST(RunPipeline, AWaitWithNothingOutstandingFailsAsAHang) {
   const auto f = executor::testing::parse_text(R"(pipeline extra_wait:
     param N >= 1
