@@ -5,6 +5,7 @@
 #include "sweep/failure_file.hpp"
 #include "sweep/sweep.hpp"
 
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <filesystem>
@@ -70,14 +71,48 @@ int fuzz_cmd(const FuzzArgs &a) {
     if (!check_target(a.target)) return bad_input;
     o.target = a.target;
   }
-  auto src = read_source(a.path);
-  if (!src) return bad_input;
+  // Bad input in the file is the report's too (json, sarif, junit), as it
+  // is check's: a CI job that asked for a report gets one that says why.
+  ErrorRecord record;
+  std::optional<spec::SourceFile> src;
+  auto bad = [&] {
+    if (a.format == "text" || record.errors().empty()) return static_cast<int>(bad_input);
+    std::string text;
+    if (a.format == "json") {
+      nlohmann::json errors = nlohmann::json::array();
+      for (const auto &e : record.errors()) {
+        nlohmann::json x = {{"message", e.message}};
+        if (e.loc.line > 0) {
+          x["line"] = e.loc.line;
+          x["column"] = e.loc.col;
+        }
+        errors.push_back(x);
+      }
+      text = nlohmann::json{{"tool", "pipecheck"}, {"version", reports::kToolVersion},
+                            {"file", a.path},      {"kernel", a.kernel},
+                            {"ok", false},         {"errors", errors}}
+                 .dump(2) +
+             "\n";
+    } else {
+      reports::FileResult f;
+      if (src) f.source = *src;
+      f.source.path = a.path;
+      f.errors = record.errors();
+      std::error_code ec;
+      text = reports::render(*reports::parse_format(a.format), {f}, {},
+                             std::filesystem::current_path(ec).string());
+    }
+    if (!emit(a.output, text)) return static_cast<int>(environment);
+    return static_cast<int>(bad_input);
+  };
+  src = read_source(a.path);
+  if (!src) return bad();
   auto file = load(*src);
-  if (!file) return bad_input;
+  if (!file) return bad();
   const auto *unit =
       select_kernel(*file, a.path, a.kernel, "is a pipeline; fuzz sweeps a kernel's param domains");
-  if (!unit) return bad_input;
-  if (!check_overrides(*unit, *src, o.overrides)) return bad_input;
+  if (!unit) return bad();
+  if (!check_overrides(*unit, *src, o.overrides)) return bad();
   const auto *k = &std::get<spec::KernelSpec>(*unit);
   if (isatty(STDERR_FILENO))
     o.progress = [](std::size_t done, std::size_t total) {
@@ -87,8 +122,8 @@ int fuzz_cmd(const FuzzArgs &a) {
     };
   auto result = sweep::sweep(*k, o);
   if (auto *err = std::get_if<sweep::SweepError>(&result)) {
-    spec::render(std::cerr, *src, spec::Diagnostic{spec::Severity::error, err->loc, err->message, {}});
-    return bad_input;
+    file_error(src->path, &*src, spec::Diagnostic{spec::Severity::error, err->loc, err->message, {}});
+    return bad();
   }
   auto &r = std::get<sweep::SweepResult>(result);
   r.campaign.file = a.path;

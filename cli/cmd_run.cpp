@@ -69,13 +69,28 @@ int run_cmd(const RunArgs &a) {
   auto format = reports::parse_format(a.format);
   if (!format || *format == reports::Format::sarif)
     return usage_error("--format", a.format, "expected one of text, json, junit, html");
+  // Bad input from here on is the report's too (json, junit, html), as it is
+  // check's: a CI job that asked for a report gets one that says why.
+  ErrorRecord record;
+  const std::variant<spec::KernelSpec, spec::Program> *chosen = nullptr;
+  auto bad = [&](int = bad_input) {
+    if (*format == reports::Format::text || record.errors().empty()) return static_cast<int>(bad_input);
+    reports::RunFileResult r;
+    r.path = a.path == "-" ? kStdinName : a.path;
+    r.is_pipeline = chosen && std::holds_alternative<spec::Program>(*chosen);
+    r.report.status = executor::RunStatus::bad_input;
+    r.report.unit = chosen ? spec::unit_name(*chosen) : a.kernel;
+    r.errors = record.errors();
+    if (!emit(a.output, *reports::render(*format, r))) return static_cast<int>(environment);
+    return static_cast<int>(bad_input);
+  };
 #ifdef PIPECHECK_WITH_CUDA
   std::optional<executor::cuda::CudaDevice> cuda;
 #endif
   if (a.backend == "cuda") {
     if (!a.dma.empty())
-      return usage_error("--dma", a.dma,
-                         "applies to the cpu backend (the cuda backend runs plainly, then adversarially)");
+      return bad(usage_error(
+          "--dma", a.dma, "applies to the cpu backend (the cuda backend runs plainly, then adversarially)"));
 #ifdef PIPECHECK_WITH_CUDA
     std::string why;
     if (!executor::cuda::cuda_device_available(&why)) {
@@ -95,44 +110,45 @@ int run_cmd(const RunArgs &a) {
   if (cuda) opts.device = &*cuda;
 #endif
   if (!a.dma.empty() && !executor::parse_dma_mode(a.dma))
-    return usage_error("--dma", a.dma, "unknown mode; expected eager, on_wait or random");
+    return bad(usage_error("--dma", a.dma, "unknown mode; expected eager, on_wait or random"));
   auto seed = seed_flag(a.seed);
-  if (!seed) return bad_input;
+  if (!seed) return bad();
   opts.seed = *seed;
   auto scale = scale_flag(a.scale);
-  if (!scale) return bad_input;
+  if (!scale) return bad();
   opts.scale = *scale;
   auto mem = memory_flag(a.max_memory);
-  if (!mem) return bad_input;
+  if (!mem) return bad();
   opts.max_memory_bytes = *mem;
-  if (!parse_sets(a.sets, opts.overrides)) return bad_input;
+  if (!parse_sets(a.sets, opts.overrides)) return bad();
   if (!a.target.empty()) {
-    if (!check_target(a.target)) return bad_input;
+    if (!check_target(a.target)) return bad();
     opts.target = a.target;
   }
   if (!a.inputs.empty()) {
     if (!std::filesystem::is_directory(a.inputs))
-      return usage_error("--inputs", a.inputs, "is not a directory of .npy files");
+      return bad(usage_error("--inputs", a.inputs, "is not a directory of .npy files"));
     opts.inputs_dir = a.inputs;
   }
   if (!a.save.empty()) opts.save_dir = a.save;
   auto kind = executor::parse_input_kind(a.inputs_kind);
   if (!kind)
-    return usage_error("--inputs-kind", a.inputs_kind,
-                       "expected uniform, normal, integers, one-hot or special");
+    return bad(usage_error("--inputs-kind", a.inputs_kind,
+                           "expected uniform, normal, integers, one-hot or special"));
   opts.input_kind = *kind;
   auto src = read_source(a.path);
-  if (!src) return bad_input;
+  if (!src) return bad();
   auto file = load(*src);
-  if (!file) return bad_input;
+  if (!file) return bad();
   const auto *selected = select_unit(*file, a.path, a.kernel);
-  if (!selected) return bad_input;
-  if (!check_overrides(*selected, *src, opts.overrides)) return bad_input;
+  if (!selected) return bad();
+  chosen = selected;
+  if (!check_overrides(*selected, *src, opts.overrides)) return bad();
   std::map<std::string, spec::LoadedContents> supplied;
-  if (!read_prefetch_files(a.prefetch, supplied)) return bad_input;
+  if (!read_prefetch_files(a.prefetch, supplied)) return bad();
   std::string prefetch_note;
   auto resolved = resolve_prefetch(*selected, *src, opts.overrides, supplied, opts.seed, prefetch_note);
-  if (!resolved) return bad_input;
+  if (!resolved) return bad();
   const auto *unit = &*resolved;
   // An opaque op's values are unknown: any result would be a guess, never a pass.
   {
@@ -159,8 +175,8 @@ int run_cmd(const RunArgs &a) {
   // Bad input in a run is located in the file, like every other bad input.
   for (const auto &r : report.runs)
     if (r.status == executor::RunStatus::bad_input && r.loc.line > 0) {
-      spec::render(std::cerr, *src, spec::Diagnostic{spec::Severity::error, r.loc, r.reason, {}});
-      return bad_input;
+      file_error(src->path, &*src, spec::Diagnostic{spec::Severity::error, r.loc, r.reason, {}});
+      return bad();
     }
   if (!prefetch_note.empty())
     for (auto &r : report.runs)

@@ -91,10 +91,39 @@ bool emit(const std::string &output, const std::string &text) {
   return true;
 }
 
+namespace {
+std::vector<spec::Diagnostic> *g_record = nullptr; // the live ErrorRecord's
+void record(const spec::Diagnostic &d) {
+  if (g_record) g_record->push_back(d);
+}
+spec::Diagnostic error_diag(const std::string &message, spec::Loc loc = {}) {
+  return spec::Diagnostic{spec::Severity::error, loc, message, {}};
+}
+} // namespace
+
+namespace {
+// An error about a flag's file or value: `error: MESSAGE`, kept too.
+void flag_error(const std::string &message) {
+  std::cerr << "error: " << message << "\n";
+  record(error_diag(message));
+}
+} // namespace
+
+ErrorRecord::ErrorRecord() : saved_(g_record) { g_record = &errors_; }
+ErrorRecord::~ErrorRecord() { g_record = saved_; }
+
+void file_error(const std::string &path, const spec::SourceFile *src, const spec::Diagnostic &d) {
+  if (src && d.loc.line > 0)
+    spec::render(std::cerr, *src, d);
+  else
+    std::cerr << path << ": error: " << d.message << "\n";
+  record(d);
+}
+
 std::optional<spec::SourceFile> read_source(const std::string &path) {
   std::string why;
   auto src = read_source(path, why);
-  if (!src) std::cerr << path << ": error: " << why << "\n";
+  if (!src) file_error(path, nullptr, error_diag(why));
   return src;
 }
 
@@ -147,32 +176,32 @@ std::optional<spec::File> load(const spec::SourceFile &src, bool read_prefetch_f
       if (!r.errors.empty()) r.file.reset();
     }
   }
-  for (const auto &e : r.errors)
+  for (const auto &e : r.errors) {
     spec::render(std::cerr, src, e);
+    record(e);
+  }
   return std::move(r.file);
 }
 
 const std::variant<spec::KernelSpec, spec::Program> *select_unit(const spec::File &f, const std::string &path,
                                                                  const std::string &name) {
   if (f.units.empty()) {
-    std::cerr << path << ": error: no kernel or pipeline in the file\n";
+    file_error(path, nullptr, error_diag("no kernel or pipeline in the file"));
     return nullptr;
   }
+  std::string names;
+  for (const auto &u : f.units)
+    names += " " + spec::unit_name(u);
   if (name.empty()) {
     if (f.units.size() == 1) return &f.units[0];
-    std::cerr << path << ": error: the file has " << f.units.size()
-              << " kernels and pipelines; choose one with --kernel NAME:";
-    for (const auto &u : f.units)
-      std::cerr << " " << spec::unit_name(u);
-    std::cerr << "\n";
+    file_error(path, nullptr,
+               error_diag("the file has " + std::to_string(f.units.size()) +
+                          " kernels and pipelines; choose one with --kernel NAME:" + names));
     return nullptr;
   }
   for (const auto &u : f.units)
     if (spec::unit_name(u) == name) return &u;
-  std::cerr << path << ": error: no kernel or pipeline named '" << name << "'; the file has:";
-  for (const auto &u : f.units)
-    std::cerr << " " << spec::unit_name(u);
-  std::cerr << "\n";
+  file_error(path, nullptr, error_diag("no kernel or pipeline named '" + name + "'; the file has:" + names));
   return nullptr;
 }
 
@@ -184,17 +213,17 @@ resolve_prefetch(const std::variant<spec::KernelSpec, spec::Program> &u, const s
   const auto *k = std::get_if<spec::KernelSpec>(&u);
   if (!k || k->prefetches.empty()) {
     for (const auto &[name, v] : supplied) {
-      std::cerr << "error: --prefetch " << name << ": the unit has no prefetch operands\n";
+      flag_error("--prefetch " + name + ": the unit has no prefetch operands");
       return std::nullopt;
     }
     return u;
   }
   spec::PrefetchSpace space = spec::prefetch_space(*k, spec::param_env(k->params, overrides));
   for (const auto &e : space.errors)
-    spec::render(std::cerr, src, e);
+    file_error(src.path, &src, e);
   if (!space.errors.empty()) return std::nullopt;
   if (!space.unknown.empty()) {
-    spec::render(std::cerr, src, spec::Diagnostic{spec::Severity::error, k->loc, space.unknown, {}});
+    file_error(src.path, &src, error_diag(space.unknown, k->loc));
     return std::nullopt;
   }
   spec::PrefetchContents contents;
@@ -202,16 +231,15 @@ resolve_prefetch(const std::variant<spec::KernelSpec, spec::Program> &u, const s
     const std::vector<std::int64_t> &v = *file.values;
     const spec::PrefetchArray *a = space.array(name);
     if (!a) {
-      std::cerr << "error: --prefetch " << name << ": kernel '" << k->name << "' has no prefetch named '"
-                << name << "'\n";
+      flag_error("--prefetch " + name + ": kernel '" + k->name + "' has no prefetch named '" + name + "'");
       return std::nullopt;
     }
     if (auto why = spec::prefetch_shape_mismatch(*a, file.shape)) {
-      std::cerr << "error: --prefetch " << name << ": the file " << *why << "\n";
+      flag_error("--prefetch " + name + ": the file " + *why);
       return std::nullopt;
     }
     if (auto why = spec::prefetch_violation(*a, v)) {
-      std::cerr << "error: --prefetch " << name << ": " << *why << "\n";
+      flag_error("--prefetch " + name + ": " + *why);
       return std::nullopt;
     }
     contents[name] = v;
@@ -222,7 +250,7 @@ resolve_prefetch(const std::variant<spec::KernelSpec, spec::Program> &u, const s
   std::string why;
   auto picked = spec::pick_prefetch(rest, seed, why);
   if (!picked) {
-    spec::render(std::cerr, src, spec::Diagnostic{spec::Severity::error, k->loc, why, {}});
+    file_error(src.path, &src, error_diag(why, k->loc));
     return std::nullopt;
   }
   if (!picked->empty())
@@ -254,7 +282,7 @@ bool check_overrides(const std::variant<spec::KernelSpec, spec::Program> &u, con
   if (!check_set_names(overrides, declared)) return false;
   auto errors = override_errors(u, overrides);
   for (const auto &e : errors)
-    spec::render(std::cerr, src, e);
+    file_error(src.path, &src, e);
   return errors.empty();
 }
 
@@ -294,7 +322,7 @@ bool check_set_names(const std::map<std::string, std::int64_t> &overrides,
 }
 
 int usage_error(const std::string &flag, const std::string &value, const std::string &why) {
-  std::cerr << "error: " << flag << " " << value << ": " << why << "\n";
+  flag_error(flag + " " + value + ": " + why);
   return bad_input;
 }
 
@@ -384,7 +412,7 @@ const std::variant<spec::KernelSpec, spec::Program> *select_kernel(const spec::F
                                                                    const std::string &why_not_a_pipeline) {
   const auto *unit = select_unit(file, path, name);
   if (!unit || std::holds_alternative<spec::KernelSpec>(*unit)) return unit;
-  std::cerr << path << ": error: '" << spec::unit_name(*unit) << "' " << why_not_a_pipeline << "\n";
+  file_error(path, nullptr, error_diag("'" + spec::unit_name(*unit) + "' " + why_not_a_pipeline));
   return nullptr;
 }
 

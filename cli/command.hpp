@@ -37,6 +37,27 @@ enum Exit { ok = 0, violation = 1, unknown = 2, bad_input = 3, environment = 4, 
 /// How diagnostics name standard input (the path "-").
 inline constexpr const char *kStdinName = "<stdin>";
 
+/// While one lives, the errors that the helpers below print about a file
+/// (and file_error) are also kept, so that run and fuzz can put bad input
+/// into a structured report as check does. One per command, on its thread.
+class ErrorRecord {
+public:
+  ErrorRecord();
+  ~ErrorRecord();
+  ErrorRecord(const ErrorRecord &) = delete;
+  ErrorRecord &operator=(const ErrorRecord &) = delete;
+  const std::vector<spec::Diagnostic> &errors() const { return errors_; }
+
+private:
+  std::vector<spec::Diagnostic> errors_;
+  std::vector<spec::Diagnostic> *saved_ = nullptr;
+};
+
+/// Prints an error about a file, located (`PATH:LINE:COL: error:` with the
+/// line and a caret) when `d` has a line and `src` is given, else
+/// `PATH: error: MESSAGE`, and keeps it in the live ErrorRecord.
+void file_error(const std::string &path, const spec::SourceFile *src, const spec::Diagnostic &d);
+
 /// Reads a file ("-": standard input, named kStdinName); nullopt when it
 /// cannot be read, with `why` set to the reason ("cannot open file: No such
 /// file or directory", "is a directory", ...).

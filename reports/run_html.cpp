@@ -161,6 +161,7 @@ std::string to_html(const RunFileResult &f) {
      << "</h1>\n<p class=\"meta\">" << esc(f.path) << ", " << (f.is_pipeline ? "pipeline" : "kernel")
      << ": <span class=\"verdict " << (rep.status == executor::RunStatus::pass ? "verified" : "violation")
      << "\">" << executor::to_string(rep.status) << "</span> <span id=\"status\"></span></p>\n";
+  if (!f.errors.empty()) os << "<pre class=\"reason\">" << esc(error_lines(f)) << "</pre>\n";
   os << "<table class=\"summary\">\n<thead><tr><th>run</th><th>status</th><th>copies</th><th>bytes "
         "copied</th>"
         "<th>transfer time hidden by compute</th><th>time</th></tr></thead>\n<tbody>\n";

@@ -52,15 +52,37 @@ json to_json(const RunFileResult &f) {
     counts["runs"] = counts["runs"].get<int>() + 1;
     counts[executor::to_string(r.status)] = counts[executor::to_string(r.status)].get<int>() + 1;
   }
-  return {{"tool", "pipecheck"},
-          {"version", kToolVersion},
-          {"file", f.path},
-          {"unit", rep.unit},
-          {"kind", f.is_pipeline ? "pipeline" : "kernel"},
-          {"verdict", executor::to_string(rep.status)},
-          {"memory_estimate", rep.memory_estimate},
-          {"runs", runs},
-          {"summary", counts}};
+  json j = {{"tool", "pipecheck"},
+            {"version", kToolVersion},
+            {"file", f.path},
+            {"unit", rep.unit},
+            {"kind", f.is_pipeline ? "pipeline" : "kernel"},
+            {"verdict", executor::to_string(rep.status)},
+            {"memory_estimate", rep.memory_estimate},
+            {"runs", runs},
+            {"summary", counts}};
+  if (!f.errors.empty()) {
+    json errors = json::array();
+    for (const auto &e : f.errors) {
+      json x = {{"message", e.message}};
+      if (e.loc.line > 0) {
+        x["line"] = e.loc.line;
+        x["column"] = e.loc.col;
+      }
+      errors.push_back(x);
+    }
+    j["errors"] = errors;
+  }
+  return j;
+}
+
+std::string error_lines(const RunFileResult &f) {
+  std::string s;
+  for (const auto &e : f.errors)
+    s += (e.loc.line > 0 ? f.path + ":" + std::to_string(e.loc.line) + ":" + std::to_string(e.loc.col)
+                         : f.path) +
+         ": error: " + e.message + "\n";
+  return s;
 }
 
 std::string to_junit(const RunFileResult &f) {
@@ -69,6 +91,14 @@ std::string to_junit(const RunFileResult &f) {
   double total = 0;
   std::ostringstream cases;
   const std::string path = xml_text(f.path);
+  if (!f.errors.empty()) {
+    ++errors;
+    const std::string first = error_lines(f).substr(0, error_lines(f).find('\n'));
+    cases << "    <testcase name=\"" << xml_text((rep.unit.empty() ? f.path : rep.unit) + " [input]")
+          << "\" classname=\"" << path << "\" file=\"" << path << "\" time=\"0.000000\">\n"
+          << "      <error type=\"bad_input\" message=\"" << xml_text(first) << "\">"
+          << xml_text(error_lines(f)) << "</error>\n    </testcase>\n";
+  }
   for (const auto &r : rep.runs) {
     total += r.seconds;
     cases << "    <testcase name=\"" << xml_text(rep.unit + " [" + executor::run_label(r) + "]")
@@ -94,11 +124,12 @@ std::string to_junit(const RunFileResult &f) {
     cases << xml_text(body) << (r.status == executor::RunStatus::fail ? "</failure>" : "</error>")
           << "\n    </testcase>\n";
   }
+  const std::size_t tests = rep.runs.size() + (f.errors.empty() ? 0 : 1);
   std::ostringstream os;
   os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-     << "<testsuites name=\"pipecheck run\" tests=\"" << rep.runs.size() << "\" failures=\"" << failures
+     << "<testsuites name=\"pipecheck run\" tests=\"" << tests << "\" failures=\"" << failures
      << "\" errors=\"" << errors << "\" time=\"" << seconds(total) << "\">\n"
-     << "  <testsuite name=\"" << path << "\" tests=\"" << rep.runs.size() << "\" failures=\"" << failures
+     << "  <testsuite name=\"" << path << "\" tests=\"" << tests << "\" failures=\"" << failures
      << "\" errors=\"" << errors << "\" skipped=\"0\" time=\"" << seconds(total) << "\">\n"
      << cases.str() << "  </testsuite>\n</testsuites>\n";
   return os.str();

@@ -18,6 +18,9 @@ struct RunFileResult {
   executor::RunReport report;
   /// HTML only: a kernel's schedule as lowered (kernel_timeline).
   std::optional<Timeline> schedule;
+  /// Bad input (the report's status then bad_input, no runs): the errors
+  /// printed, located where they are about a line of the file.
+  std::vector<spec::Diagnostic> errors;
 };
 
 /// What a run's events say of its pipelining: transfer time (DMA workers),
@@ -44,12 +47,19 @@ std::string to_html(const RunFileResult &);
 
 /// `{"tool", "version", "file", "unit", "kind", "verdict", "runs": [...],
 /// "summary": {...}}`: a run per DMA mode with its status, timing, copies,
-/// the first mismatch of a failed one and why a run could not run.
+/// the first mismatch of a failed one and why a run could not run; with
+/// bad input, `"errors": [{"message", "line", "column"}]` (line and column
+/// where the error has them).
 nlohmann::json to_json(const RunFileResult &);
+
+/// The report's errors (bad input) one per line: `PATH:LINE:COL: error:
+/// MESSAGE`, or `PATH: error: MESSAGE` where an error has no line.
+std::string error_lines(const RunFileResult &);
 
 /// JUnit XML: a testsuite for the unit, a testcase per run (`eager`,
 /// `random seed=1`, ...), a `<failure>` for a failed run, an `<error>` for one
-/// that could not run.
+/// that could not run; bad input is one test case `UNIT [input]` (the file's
+/// path when no unit was chosen) with an `<error type="bad_input">`.
 std::string to_junit(const RunFileResult &);
 
 /// The report in a format (text, json, junit or html; nullopt for sarif,

@@ -430,6 +430,59 @@ TEST(Cli, BadInputExitsThreeWithFileLineColumnAndACaret) {
   }
 }
 
+TEST(Cli, RunAndFuzzWriteTheirReportOnBadInputAsCheckDoes) {
+  // A CI job that asked for a report file gets one saying why, not nothing.
+  std::string f = temp_file("bad_report.pk", "kernel k:\n    grid = (4,)\n"
+                                             "    in  x: f32[512]  block=(128,)  index=(i) -> (i)\n"
+                                             "    out o: f32[512]  block=(128,)  index=(i) -> (i)\n"
+                                             "    body:\n        o[...] := x[...] + 1\n");
+  const auto d = temp_dir();
+  auto slurp = [](const std::filesystem::path &p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  Out j = run("run --format json -o " + (d / "bad_run.json").string() + " " + f);
+  EXPECT_EQ(j.code, 3) << j.text;
+  const auto run_json = nlohmann::json::parse(slurp(d / "bad_run.json"));
+  EXPECT_EQ(run_json["verdict"], "bad_input");
+  EXPECT_EQ(run_json["errors"][0]["line"], 6);
+  EXPECT_EQ(run_json["errors"][0]["column"], 16);
+  EXPECT_EQ(run_json["errors"][0]["message"], "expected '=' or '+=', found ':'");
+  // Standard error still says it, located, with the caret.
+  EXPECT_NE(j.text.find(f + ":6:16: error: expected '=' or '+=', found ':'"), std::string::npos) << j.text;
+
+  Out x = run("run --format junit -o " + (d / "bad_run.xml").string() + " " + f);
+  EXPECT_EQ(x.code, 3) << x.text;
+  const std::string junit = slurp(d / "bad_run.xml");
+  EXPECT_NE(junit.find("errors=\"1\""), std::string::npos) << junit;
+  EXPECT_NE(junit.find("<error type=\"bad_input\" message=\"" + f + ":6:16: error: expected"),
+            std::string::npos)
+      << junit;
+
+  // No unit chosen in a file of two: the report names the choice.
+  std::string two =
+      temp_file("two_units.pk", "pipeline a:\n    hbm A: f32[8]\npipeline b:\n    hbm B: f32[8]\n");
+  Out t = run("run --format json " + two);
+  EXPECT_EQ(t.code, 3) << t.text;
+  EXPECT_NE(t.text.find("choose one with --kernel NAME: a b"), std::string::npos) << t.text;
+
+  Out s = run("fuzz --format sarif -o " + (d / "bad_fuzz.sarif").string() + " " + f);
+  EXPECT_EQ(s.code, 3) << s.text;
+  const auto sarif = nlohmann::json::parse(slurp(d / "bad_fuzz.sarif"));
+  const auto &note = sarif["runs"][0]["invocations"][0]["toolExecutionNotifications"][0];
+  EXPECT_EQ(note["message"]["text"], "expected '=' or '+=', found ':'");
+  EXPECT_EQ(note["locations"][0]["physicalLocation"]["region"]["startLine"], 6);
+  Out fj = run("fuzz --format json -o " + (d / "bad_fuzz.json").string() + " " + f);
+  EXPECT_EQ(fj.code, 3) << fj.text;
+  const auto fuzz_json = nlohmann::json::parse(slurp(d / "bad_fuzz.json"));
+  EXPECT_EQ(fuzz_json["ok"], false);
+  EXPECT_EQ(fuzz_json["errors"][0]["line"], 6);
+  // Text stays as it was: the error on standard error, no report.
+  Out plain = run("run -o " + (d / "bad_run.txt").string() + " " + f);
+  EXPECT_EQ(plain.code, 3);
+  EXPECT_FALSE(std::filesystem::exists(d / "bad_run.txt"));
+}
+
 TEST(Cli, AMissingFileIsBadInput) {
   Out o = run("fmt /nonexistent/x.pk");
   EXPECT_EQ(o.code, 3);
