@@ -499,6 +499,9 @@ struct KernelPrep {
   /// When NaN is a value (nan_is_value): the first output element no grid
   /// point's body stored into (poison no longer shows it).
   std::optional<Mismatch> unwritten;
+  /// The first output element the oracle computed differently with other
+  /// undefined data (find_undefined_dependence).
+  std::optional<Mismatch> undefined_dependence;
 };
 
 /// The kernel's sizes that do not depend on its lowering.
@@ -632,6 +635,7 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
 
 void compare_reference(const spec::KernelSpec &, KernelPrep &, const RunOptions &);
 void find_unwritten(KernelPrep &);
+void find_undefined_dependence(KernelPrep &, const RunOptions &);
 
 KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) {
   KernelPrep p;
@@ -716,6 +720,7 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
     return p;
   }
   if (nan_is_value(opts)) find_unwritten(p);
+  find_undefined_dependence(p, opts);
   if (!k.reference.empty()) compare_reference(k, p, opts);
   if (opts.save_dir && !p.early)
     for (const auto &o : p.ck.operands)
@@ -786,6 +791,62 @@ void find_unwritten(KernelPrep &p) {
     m.expected_is_poison = m.is_poison = true;
     locate(p, o.name, m);
     p.unwritten = m;
+    return;
+  }
+}
+
+/// Poison shows undefined data only where it survives to an output: an
+/// integer's sentinel compared with an iota (`ids == iota`, a histogram's
+/// padding ids) or a NaN compared with a threshold gives an ordinary False.
+/// So where the oracle may read undefined data (a partial block's padding,
+/// scratch), it runs a second time with stand-ins for it (run_oracle's
+/// stand_in); an output element that is a value in the first pass and
+/// another value in the second depends on undefined data.
+void find_undefined_dependence(KernelPrep &p, const RunOptions &opts) {
+  bool undefined = false;
+  for (const auto &o : p.ck.operands) {
+    if (o.role == spec::Role::scratch) undefined = true;
+    if (!o.windowed || undefined) continue;
+    undefined = o.has_element_dims() || o.has_bounded_dims();
+    for (std::size_t d = 0; d < o.shape.size() && !undefined; ++d)
+      undefined = !o.squeezed[d] && o.block[d] > 0 && o.shape[d] % o.block[d] != 0;
+  }
+  if (!undefined) return;
+  ArrayMap alt = make_kernel_arrays(p.ck, opts.seed, opts.input_kind);
+  for (const auto &o : p.ck.operands)
+    if (o.role == spec::Role::in) {
+      alt.at(o.name)->copy_from(*p.arrays.at(o.name));
+    } else {
+      alt.at(o.name)->poison_with_stand_in();
+      alt.at(o.name)->fill_poison();
+    }
+  for (const auto &[out, in] : p.ck.aliases)
+    alt.at(out)->copy_from(*alt.at(in));
+  try {
+    run_oracle(p.ck, alt, nullptr, true);
+  } catch (const ExecError &) {
+    return; // (what the first pass did not stop at, the stand-ins did: no verdict either way)
+  }
+  for (const auto &o : p.ck.operands) {
+    if (o.role != spec::Role::out) continue;
+    const HostArray &a = *p.arrays.at(o.name), &b = *alt.at(o.name);
+    std::int64_t count = 0, first = -1;
+    for (std::int64_t i = 0; i < a.size(); ++i) {
+      if (a.is_poison(i)) continue; // (poison there is reported as it is)
+      const double x = a.get(i), y = b.get(i);
+      if (x == y || (std::isnan(x) && std::isnan(y))) continue;
+      if (count++ == 0) first = i;
+    }
+    if (!count) continue;
+    Mismatch m;
+    m.element = unflatten(first, a.shape());
+    m.count = count;
+    m.expected = a.get(first);
+    m.actual = b.get(first);
+    m.expected_from = "oracle, undefined data as poison";
+    m.actual_from = "oracle, undefined data as other values";
+    locate(p, o.name, m);
+    p.undefined_dependence = m;
     return;
   }
 }
@@ -936,6 +997,13 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
     r.status = RunStatus::fail;
     r.mismatch = p.unwritten;
     r.reason = describe(*r.mismatch, std::nullopt);
+  }
+  if (r.status == RunStatus::pass && p.undefined_dependence) {
+    r.status = RunStatus::fail;
+    r.mismatch = p.undefined_dependence;
+    r.reason = "the body's result depends on undefined data (the padding of a partial block, or scratch "
+               "nothing wrote, that dropped out of the poison through a comparison or a select): " +
+               describe(*r.mismatch, std::nullopt);
   }
   // The pipelined run equals the oracle; the oracle must equal the reference.
   if (r.status == RunStatus::pass && p.reference_mismatch) {

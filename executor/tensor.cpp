@@ -198,10 +198,9 @@ void HostArray::fill_poison() { fill_poison(0, size_); }
 void HostArray::fill_poison(std::int64_t offset, std::int64_t count) {
   assert(offset >= 0 && count >= 0 && offset + count <= size_);
   if (stand_in_) {
-    const double v = spec::dtype_is_float(dtype_) ? 3.0
-                     : dtype_ == spec::DType::boolean
-                         ? 0.0
-                         : static_cast<double>(int_poison(dtype_)) - (dtype_ == spec::DType::u8 ? 1 : -1);
+    // (Plausible data, not a sentinel: a stand-in id 1 lands in a
+    // histogram's bin 1 where the sentinel matched no bin.)
+    const double v = spec::dtype_is_float(dtype_) ? 3.0 : dtype_ == spec::DType::boolean ? 0.0 : 1.0;
     for (std::int64_t i = offset; i < offset + count; ++i)
       set(i, v);
     return;

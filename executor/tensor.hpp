@@ -74,7 +74,7 @@ public:
   /// Poisons the `count` elements from flat offset `offset`.
   void fill_poison(std::int64_t offset, std::int64_t count);
   /// From now on fill_poison writes a defined-looking stand-in (3 for floats,
-  /// the sentinel + 1 for integers, false for bool), so a run on such arrays
+  /// 1 for integers, false for bool), so a run on such arrays
   /// tells an integer sentinel the program computed (the same in both runs)
   /// from one copied out of memory nothing wrote (the stand-in there).
   void poison_with_stand_in() { stand_in_ = true; }

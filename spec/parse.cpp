@@ -725,6 +725,10 @@ private:
       if (c.kind == CopyKind::in_wait) {
         c.dst = std::move(r);
         c.src = Expr::leaf(Op::None, c.dst.loc);
+        if (is_punct(",") && is_name("keep", 1))
+          fail(peek(1).loc,
+               "keep= applies to copy_out_wait (a write-back that leaves its block in the slot); a "
+               "copy in's slot holds its block after the wait anyway");
       } else {
         c.src = std::move(r);
         c.dst = Expr::leaf(Op::None, c.src.loc);

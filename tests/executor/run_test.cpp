@@ -466,6 +466,35 @@ TEST(RunKernel, ATritonStorePastItsArrayIsAFaultAndAMaskedOneIsNot) {
   EXPECT_NE(outside.reason.find("slice 48:40 is out of bounds"), std::string::npos) << outside.reason;
 }
 
+TEST(RunKernel, AResultThatDependsOnPaddingThroughAComparisonFailsAndItsMaskedTwinPasses) {
+  // A histogram of 3000 ids in blocks of 1024: the last block's 72 padding
+  // ids are the integer sentinel, which `ids == iota` drops like any id
+  // outside the bins, so poison alone passes it. On a TPU they are stale
+  // ids and are counted; the oracle's second pass, with stand-ins for the
+  // padding, counts them and the run fails. The masked twin passes.
+  const std::string head =
+      "kernel hist:\n    grid = (3,)\n    dimension_semantics = (arbitrary,)\n"
+      "    in  ids: i32[3000]  block=(1024,)  index=(i) -> (i)\n"
+      "    out o: i32[1, 128]  block=(1, 128)  index=(i) -> (0, 0)\n    body:\n"
+      "        when program_id(0) == 0:\n            o[...] = broadcast_to(0, (1, 128))\n";
+  const std::string hit = "(reshape(ids[...], (1024, 1)) == iota((1024, 128), 1))";
+  RunOptions opts;
+  opts.input_kind = InputKind::integers;
+  const RunResult bad = run_kernel_text(
+      head + "        o[...] += reshape(sum(cast(" + hit + ", i32), axis=0), (1, 128))\n", opts);
+  EXPECT_EQ(bad.status, RunStatus::fail) << bad.reason;
+  EXPECT_NE(bad.reason.find("depends on undefined data"), std::string::npos) << bad.reason;
+  ASSERT_TRUE(bad.mismatch) << bad.reason;
+  EXPECT_EQ(bad.mismatch->array, "o");
+  const RunResult good = run_kernel_text(
+      head +
+          "        valid = reshape(program_id(0) * 1024 + iota((1024,), 0) < 3000, (1024, 1))\n"
+          "        o[...] += reshape(sum(cast(" +
+          hit + " & valid, i32), axis=0), (1, 128))\n",
+      opts);
+  EXPECT_EQ(good.status, RunStatus::pass) << good.reason;
+}
+
 TEST(RunKernel, AnUpdateCopiedBackThroughAnAliasedAnySpaceInputIsAppliedOnceInEveryMode) {
   // On a TPU the input and its output are one buffer: the oracle and the
   // lowered program both store into the output, once.

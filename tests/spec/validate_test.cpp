@@ -426,6 +426,14 @@ TEST(ValidationError, HbmArrayWithSlots) {
   EXPECT_NE(e.message.find("an HBM array has no slots"), std::string::npos);
 }
 
+TEST(SyntaxError, KeepOnACopyInWaitSaysItAppliesToCopyOutWait) {
+  Err e = first_error("pipeline p:\n    hbm A: f32[8]\n    sram X[1]: f32[8]\n"
+                      "    copy_in_start(A, X[0])\n    copy_in_wait(X[0], keep=True)\n");
+  EXPECT_EQ(e.line, 5);
+  EXPECT_EQ(e.col, 24);
+  EXPECT_NE(e.message.find("keep= applies to copy_out_wait"), std::string::npos) << e.message;
+}
+
 TEST(SyntaxError, LongOperatorChainCountsAsNesting) {
   std::string text = "pipeline p:\n    x = 1";
   for (int i = 0; i < 5000; ++i)

@@ -192,14 +192,22 @@ struct Collector {
       block(i->else_body, reg, ctx, true);
       guards.pop_back();
     } else if (auto *f = std::get_if<For>(&s.kind)) {
-      sites.push_back({sub(f->lo), Kind::guard, -1, -1, reg, ctx, "range bound"});
-      sites.push_back({sub(f->hi), Kind::guard, -1, -1, reg, ctx, "range bound"});
+      // Counted from its lower bound: `for j in range(lo, hi)` is `for k in
+      // range(hi - lo)` with j = lo + k. What must not change is the trip
+      // count; where j goes, its uses say (a drain `range(max(N - D, 0), N)`
+      // is D trips of slots and rows that move with N).
+      const Expr lo = sub(f->lo), trips = Expr::binary(Op::Sub, sub(f->hi), lo);
+      sites.push_back({trips, Kind::guard, -1, -1, reg, ctx, "range bound"});
+      const std::string counter = f->var + "#" + std::to_string(ctx.size());
       auto inner = ctx;
-      inner.push_back({f->var, sub(f->lo), sub(f->hi)});
+      inner.push_back({counter, Expr::integer(0), trips});
       auto saved = subst.find(f->var) != subst.end() ? std::optional(subst[f->var]) : std::nullopt;
-      subst.erase(f->var);
+      subst[f->var] = Expr::binary(Op::Add, lo, Expr::var(counter));
       block(f->body, reg, inner, guarded);
-      if (saved) subst[f->var] = *saved;
+      if (saved)
+        subst[f->var] = *saved;
+      else
+        subst.erase(f->var);
     }
   }
 };
@@ -554,13 +562,15 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
       if (is_integer_expr(l->value, p)) col.subst[l->name] = col.sub(l->value);
     }
     if (auto *f = std::get_if<spec::For>(&s.kind)) {
-      Expr h = col.sub(f->hi);
-      std::map<std::string, Expr> none;
+      // A loop grows with N when its trip count does: a drain
+      // `range(max(N - D, 0), N)` runs D times however large N is.
+      Expr h = col.sub(f->hi), l = col.sub(f->lo);
       spec::Env probe{{param, 1 << 20}};
-      auto big = spec::eval_int(h, probe);
+      auto big = spec::eval_int(h, probe), big_lo = spec::eval_int(l, probe);
       probe[param] = (1 << 20) + 1;
-      auto big2 = spec::eval_int(h, probe);
-      if (spec::mentions(h, param) && big && big2 && *big2 != *big) {
+      auto big2 = spec::eval_int(h, probe), big2_lo = spec::eval_int(l, probe);
+      if (spec::mentions(h, param) && big && big2 && big_lo && big2_lo &&
+          *big2 - *big2_lo != *big - *big_lo) {
         if (main_idx != p.body.size()) {
           plan.reason = "more than one loop grows with " + param;
           return plan;

@@ -373,15 +373,28 @@ void Machine::access(int event, int op, const Place &p, bool write) {
       if (!races_seen_.insert({rule, r_.events[event].stmt, r_.events[other.start_event].stmt}).second) break;
       std::string what =
           bufs[p.buffer].name + (p.slot >= 0 ? "[" + std::to_string(p.slot) + "]" : std::string());
+      // An hbm array: the region, and which copy does what to it (a copy in
+      // reads its hbm source, a copy out writes its destination).
+      const bool hbm = bufs[p.buffer].kind == spec::BufferKind::hbm && other.kind != OpKind::wgmma;
+      if (hbm) {
+        std::string region;
+        for (const auto &[lo, hi] : p.box)
+          region += (region.empty() ? "" : ", ") +
+                    (hi == lo + 1 ? std::to_string(lo) : std::to_string(lo) + ":" + std::to_string(hi));
+        what += "[" + region + "]";
+      }
       std::string msg =
           async_operand ? "overwrites " + what + " while a wgmma still reads it (no wgmma_wait retired it)"
-                        : (write ? "writes " : "reads ") + what + " while an asynchronous " +
-                              // (by what the copy does to this place: a copy-in reads its hbm
-                              // source and writes its slot, a copy-out the other way round)
-                              (other.kind == OpKind::wgmma ? std::string("wgmma")
-                               : y.write                   ? std::string("copy into it")
-                                                           : std::string("copy out of it")) +
-                              " is still in flight";
+          : hbm         ? (write ? "writes " : "reads ") + what + " while an asynchronous " +
+                      (other.kind == OpKind::copy_in ? "copy in" : "copy out") +
+                      (y.write ? " writing it" : " reading it") + " is still in flight"
+                : (write ? "writes " : "reads ") + what + " while an asynchronous " +
+                      // (by what the copy does to this place: a copy-in writes its slot, a
+                      // copy-out reads it)
+                      (other.kind == OpKind::wgmma ? std::string("wgmma")
+                       : y.write                   ? std::string("copy into it")
+                                                   : std::string("copy out of it")) +
+                      " is still in flight";
       RawFinding f{rule, event, other.start_event, -1, -1, msg};
       f.other_op = o;
       r_.findings.push_back(std::move(f));

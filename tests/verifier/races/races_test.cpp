@@ -480,6 +480,37 @@ TEST(Induction, PlansThePeriodAndShiftOfADoubleBufferedLoopWithTheRaceChecker) {
   EXPECT_FALSE(plan.out_of_bounds_at);
 }
 
+TEST(Induction, ADrainLoopOfAtMostDepthTripsIsNoSecondGrowingLoop) {
+  // `range(max(N - 3, 0), N)` ends with N but runs min(N, 3) times: the
+  // main loop is the only one whose trip count grows, and every N is proven.
+  // Draining one write-back too few leaves a copy never waited, for every N.
+  const std::string text = R"(pipeline drain:
+    param N >= 1
+    hbm  A: f32[N, 256]
+    sram Y[3]: f32[256]
+    for i in range(N):
+        if i >= 3:
+            copy_out_wait(Y[i % 3])
+        Y[i % 3] = zeros
+        copy_out_start(Y[i % 3], A[i])
+    for j in range(max(N - 3, 0), N):
+        copy_out_wait(Y[j % 3])
+)";
+  auto f = parse_text("t.pk", text);
+  auto plan = verifier::races::plan_induction(program(f, "drain"), "N", 1, std::nullopt, {}, 2000);
+  ASSERT_EQ(plan.kind, verifier::races::InductionPlan::Kind::proven) << plan.reason;
+  EXPECT_TRUE(plan.ok);
+  auto v = verifier::check_program(program(f, "drain"), {});
+  EXPECT_EQ(v.status, verifier::Status::verified) << v.reason;
+
+  std::string short_text = text;
+  short_text.replace(short_text.find("max(N - 3, 0)"), 13, "max(N - 2, 0)");
+  auto g = parse_text("t.pk", short_text);
+  auto w = verifier::check_program(program(g, "drain"), {});
+  ASSERT_EQ(w.status, verifier::Status::violation) << w.reason;
+  EXPECT_EQ(w.findings.at(0).rule, verifier::Rule::copy_never_waited);
+}
+
 TEST(Induction, AnAccessLeavingAFixedBufferIsAnOutOfBoundsPlanWithTheSmallestN) {
   auto f = parse_text("t.pk", R"(pipeline big:
     param N >= 1
@@ -534,9 +565,8 @@ TEST(RaceChecker, AMaskedStoreWhoseKeptGarbageIsWrittenBackIsAnUninitializedRead
   EXPECT_EQ(v.findings[0].loc.line, 10);
 }
 
-TEST(HbmRace, NamesWhatTheCopyInFlightDoesToTheRegionNotItsDirection) {
-  // A copy-in reads its hbm source (a copy out of the region), a copy-out
-  // writes its hbm destination (a copy into it).
+TEST(HbmRace, NamesTheRegionTheCopyInFlightAndWhatItDoesToIt) {
+  // A copy-in reads its hbm source, a copy-out writes its hbm destination.
   auto f = parse_text("hbm.pk", R"(pipeline write_during_copy_in:
     hbm  A: f32[2, 512]
     sram X[2]: f32[512]
@@ -557,12 +587,14 @@ pipeline read_during_copy_out:
 )");
   auto w = verifier::check_program(program(f, "write_during_copy_in"), {});
   ASSERT_EQ(w.findings.size(), 1u);
-  EXPECT_EQ(
-      w.findings[0].message.rfind("writes A while an asynchronous copy out of it is still in flight", 0), 0u)
+  EXPECT_EQ(w.findings[0].message.rfind(
+                "writes A[0, 0:512] while an asynchronous copy in reading it is still in flight", 0),
+            0u)
       << w.findings[0].message;
   auto r = verifier::check_program(program(f, "read_during_copy_out"), {});
   ASSERT_EQ(r.findings.size(), 1u);
-  EXPECT_EQ(r.findings[0].message.rfind("reads A while an asynchronous copy into it is still in flight", 0),
+  EXPECT_EQ(r.findings[0].message.rfind(
+                "reads A[0, 0:512] while an asynchronous copy out writing it is still in flight", 0),
             0u)
       << r.findings[0].message;
 }
