@@ -477,7 +477,9 @@ private:
                    "middle-independent-of-N"))
           return fails_for_small_n(fail + "depends on the trip count in the middle iterations");
       }
-      std::int64_t step = s.kind == Kind::guard ? 1 : P_;
+      // Guards and slots repeat with the period (a guard `i % 2 == 0` of a
+      // loop that pairs its iterations as much as a slot `i % 2`).
+      const std::int64_t step = P_;
       smt::Term j = i + c_.num(static_cast<std::int64_t>(step));
       auto a = enc(s.e, N, i, ctx), b = enc(s.e, N, j, ctx);
       auto ca = ctx_ok(s, N, i, ctx), cb = ctx_ok(s, N, j, ctx);
@@ -490,9 +492,10 @@ private:
           return fails(fail + "does not move by a constant per period");
         if (auto r = record_shift(s, *d); !r.ok()) return r;
       } else if (!unsat(pre && *a != *b,
-                        s.kind == Kind::guard ? "guard-constant-in-middle" : "slot-periodic-in-middle")) {
-        return fails(fail + (s.kind == Kind::guard ? "is not constant in the middle iterations"
-                                                   : "is not periodic in the loop variable"));
+                        s.kind == Kind::guard ? "guard-periodic-in-middle" : "slot-periodic-in-middle")) {
+        return fails(fail + (s.kind == Kind::guard
+                                 ? "does not repeat with the period in the middle iterations"
+                                 : "is not periodic in the loop variable"));
       }
     }
     // Tail iterations and the epilogue: as N grows by P, guards and slots keep
@@ -580,7 +583,30 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
     }
   }
   if (main_idx == p.body.size()) {
-    plan.reason = "no loop grows with " + param;
+    // A loop that grows nested in another (rows, then a K loop per row) is
+    // one the proof does not take: say which.
+    std::function<const spec::Stmt *(const spec::Block &, bool)> nested =
+        [&](const spec::Block &b, bool inner) -> const spec::Stmt * {
+      for (const auto &st : b) {
+        const spec::Block *kids[2] = {nullptr, nullptr};
+        if (const auto *f = std::get_if<spec::For>(&st.kind)) {
+          if (inner && spec::mentions(f->hi, param)) return &st;
+          kids[0] = &f->body;
+        } else if (const auto *i = std::get_if<spec::If>(&st.kind)) {
+          kids[0] = &i->then_body;
+          kids[1] = &i->else_body;
+        }
+        for (const auto *k : kids)
+          if (k)
+            if (const auto *hit = nested(*k, true)) return hit;
+      }
+      return nullptr;
+    };
+    if (const auto *hit = nested(p.body, false))
+      plan.reason = "the loop that grows with " + param + " (line " + std::to_string(hit->loc.line) +
+                    ") is nested in another loop or branch; the proof takes a loop at the top level";
+    else
+      plan.reason = "no loop grows with " + param;
     return plan;
   }
   col.subst.clear();

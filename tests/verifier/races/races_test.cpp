@@ -511,6 +511,91 @@ TEST(Induction, ADrainLoopOfAtMostDepthTripsIsNoSecondGrowingLoop) {
   EXPECT_EQ(w.findings.at(0).rule, verifier::Rule::copy_never_waited);
 }
 
+TEST(Induction, AnUnprovenDeepRingIsCheckedUntilEverySlotIsReusedTwice) {
+  // A 12-slot write-back ring waited one step late first rewrites a slot
+  // whose copy is in flight at i = 12 (N = 13), past the default n_max of 8:
+  // a violation, not "checked for N <= 8 only".
+  auto f = parse_text("t.pk", R"(pipeline deep_ring:
+    param N >= 1
+    hbm  A: f32[N, 128]
+    hbm  B: f32[N, 128]
+    sram X[2]: f32[128]
+    sram Y[12]: f32[128]
+    copy_in_start(A[0], X[0])
+    for i in range(N):
+        if i + 1 < N:
+            copy_in_start(A[i + 1], X[(i + 1) % 2])
+        copy_in_wait(X[i % 2])
+        Y[i % 12] = X[i % 2] + 1
+        copy_out_start(Y[i % 12], B[i])
+        if i >= 12:
+            copy_out_wait(Y[(i - 12) % 12])
+    for k in range(12):
+        if N - 12 + k >= 0:
+            copy_out_wait(Y[(N - 12 + k) % 12])
+)");
+  auto v = verifier::check_program(program(f, "deep_ring"), {});
+  ASSERT_EQ(v.status, verifier::Status::violation) << v.reason;
+  EXPECT_EQ(v.findings.at(0).rule, verifier::Rule::slot_race);
+}
+
+TEST(Induction, AGuardThatRepeatsWithThePeriodIsProvenForEveryN) {
+  // Two inputs summed per output row in one flat loop: `i % 2 == 0` starts a
+  // row. Its twin waits for the write-back only after the next row's start
+  // has overwritten the slot.
+  const std::string text = R"(pipeline pairs:
+    param N >= 1
+    hbm  A: f32[2 * N, 128]
+    hbm  B: f32[N, 128]
+    sram X[1]: f32[128]
+    sram S[1]: f32[128]
+    for i in range(2 * N):
+        copy_in_start(A[i], X[0])
+        copy_in_wait(X[0])
+        if i % 2 == 0:
+            S[0] = X[0]
+        else:
+            S[0] = S[0] + X[0]
+            copy_out_start(S[0], B[i // 2])
+            copy_out_wait(S[0])
+)";
+  auto f = parse_text("t.pk", text);
+  auto v = verifier::check_program(program(f, "pairs"), {});
+  EXPECT_EQ(v.status, verifier::Status::verified) << v.reason;
+  EXPECT_NE(v.reason.find("proven for every N"), std::string::npos) << v.reason;
+
+  std::string late = text;
+  late.replace(late.find("            copy_out_wait(S[0])\n"), 32, "");
+  late.replace(late.find("            S[0] = X[0]\n"), 24,
+               "            S[0] = X[0]\n            if i > 0:\n                copy_out_wait(S[0])\n");
+  auto g = parse_text("t.pk", late + "    copy_out_wait(S[0])\n");
+  auto w = verifier::check_program(program(g, "pairs"), {});
+  ASSERT_EQ(w.status, verifier::Status::violation) << w.reason;
+  EXPECT_EQ(w.findings.at(0).rule, verifier::Rule::slot_race);
+}
+
+TEST(Induction, AGrowingLoopNestedInAnotherIsNamedNotCalledAbsent) {
+  auto f = parse_text("t.pk", R"(pipeline rows_then_k:
+    param K >= 1
+    hbm  A: f32[2, K, 128]
+    hbm  O: f32[2, 128]
+    sram X[1]: f32[128]
+    sram Y[1]: f32[128]
+    for r in range(2):
+        Y[0] = zeros
+        for k in range(K):
+            copy_in_start(A[r, k], X[0])
+            copy_in_wait(X[0])
+            Y[0] = Y[0] + X[0]
+        copy_out_start(Y[0], O[r])
+        copy_out_wait(Y[0])
+)");
+  auto plan = verifier::races::plan_induction(program(f, "rows_then_k"), "K", 1, std::nullopt, {}, 2000);
+  EXPECT_NE(plan.kind, verifier::races::InductionPlan::Kind::proven);
+  EXPECT_NE(plan.reason.find("the loop that grows with K (line 9) is nested"), std::string::npos)
+      << plan.reason;
+}
+
 TEST(Induction, AnAccessLeavingAFixedBufferIsAnOutOfBoundsPlanWithTheSmallestN) {
   auto f = parse_text("t.pk", R"(pipeline big:
     param N >= 1
