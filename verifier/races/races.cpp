@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -220,6 +221,26 @@ struct Acc {
   }
 };
 
+// The largest integer literal in the program's `if` conditions (a guard
+// `i == 11` names the iteration where something happens).
+std::int64_t largest_guard_literal(const spec::Block &b) {
+  std::int64_t m = 0;
+  std::function<void(const spec::Expr &)> lit = [&](const spec::Expr &e) {
+    if (e.op == spec::Op::Int) m = std::max(m, e.int_value);
+    for (const auto &a : e.args)
+      lit(a);
+  };
+  for (const auto &s : b) {
+    if (const auto *i = std::get_if<spec::If>(&s.kind)) {
+      lit(i->cond);
+      m = std::max({m, largest_guard_literal(i->then_body), largest_guard_literal(i->else_body)});
+    } else if (const auto *f = std::get_if<spec::For>(&s.kind)) {
+      m = std::max(m, largest_guard_literal(f->body));
+    }
+  }
+  return m;
+}
+
 Verdict finish(Verdict v, std::chrono::steady_clock::time_point t0) {
   v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return v;
@@ -331,13 +352,17 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
     }
     if (plan.kind != races::InductionPlan::Kind::proven) {
       // Unproven: a deep ring first reuses its slots past n_max (a 12-slot
-      // write-back ring waited one step late races at N = 13), so the trip
-      // counts that wrap every ring twice are checked before giving up.
+      // write-back ring waited one step late races at N = 13), and a guard
+      // may name a later iteration (`if i == 11`), so the trip counts that
+      // wrap every ring twice and pass every guard's literal are checked
+      // before giving up.
       std::int64_t deepest = 0;
       for (const auto &b : p.buffers)
         if (b.slots)
           if (auto n = spec::eval_int(*b.slots, env)) deepest = std::max(deepest, *n);
-      if (const std::int64_t wrap = std::min<std::int64_t>(2 * deepest + 2, 64); wrap > checked) {
+      const std::int64_t wrap =
+          std::min<std::int64_t>(std::max(2 * deepest + 2, largest_guard_literal(p.body) + 2), 64);
+      if (wrap > checked) {
         check_upto(wrap);
         if (!acc.findings.empty()) {
           v.status = Status::violation;

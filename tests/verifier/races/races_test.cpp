@@ -539,6 +539,26 @@ TEST(Induction, AnUnprovenDeepRingIsCheckedUntilEverySlotIsReusedTwice) {
   EXPECT_EQ(v.findings.at(0).rule, verifier::Rule::slot_race);
 }
 
+TEST(Induction, AnUnprovenProgramIsCheckedPastTheIterationItsGuardNames) {
+  // `if i == 11` waits a second time at iteration 11: it hangs at N = 12,
+  // past the default n_max of 8, and the guard keeps the proof from holding.
+  auto f = parse_text("t.pk", R"(pipeline late:
+    param N >= 1
+    hbm  A: f32[N, 128]
+    sram Y[2]: f32[128]
+    for i in range(N):
+        Y[i % 2] = zeros
+        copy_out_start(Y[i % 2], A[i])
+        copy_out_wait(Y[i % 2])
+        if i == 11:
+            copy_out_wait(Y[i % 2])
+)");
+  auto v = verifier::check_program(program(f, "late"), {});
+  ASSERT_EQ(v.status, verifier::Status::violation) << v.reason;
+  EXPECT_EQ(v.findings.at(0).rule, verifier::Rule::wait_without_copy);
+  EXPECT_NE(v.findings.at(0).message.find("(N = 12)"), std::string::npos) << v.findings.at(0).message;
+}
+
 TEST(Induction, AGuardThatRepeatsWithThePeriodIsProvenForEveryN) {
   // Two inputs summed per output row in one flat loop: `i % 2 == 0` starts a
   // row. Its twin waits for the write-back only after the next row's start
