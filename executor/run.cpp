@@ -521,10 +521,25 @@ struct KernelSizes {
   bool gpu = false;                    ///< lowered for h100/h200
   std::uint64_t out_elements = 0;      ///< of every output (the oracle's record of stores)
   std::int64_t max_array_elements = 1; ///< the largest whole array (the reference's values)
+  bool undefined_reads = false;        ///< the oracle runs twice (may_read_undefined)
 };
+
+/// Whether the body may read undefined data: scratch, a partial block's
+/// padding, an Element or BoundedSlice window (find_undefined_dependence).
+bool may_read_undefined(const ConcreteKernel &c) {
+  for (const auto &o : c.operands) {
+    if (o.role == spec::Role::scratch) return true;
+    if (!o.windowed) continue;
+    if (o.has_element_dims() || o.has_bounded_dims()) return true;
+    for (std::size_t d = 0; d < o.shape.size(); ++d)
+      if (!o.squeezed[d] && o.block[d] > 0 && o.shape[d] % o.block[d] != 0) return true;
+  }
+  return false;
+}
 
 KernelSizes kernel_sizes(const spec::KernelSpec &k, const ConcreteKernel &c) {
   KernelSizes z;
+  z.undefined_reads = may_read_undefined(c);
   z.steps = static_cast<std::uint64_t>(c.num_points());
   const bool gpu = z.gpu = c.gpu;
   std::int64_t concurrent = 1;
@@ -584,6 +599,7 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
   e.add(values(nodes(k.body, false) + lets(k.body), z.max_elements));
   e.add(event_bytes(opts, runs));
   e.add(z.out_elements);
+  if (z.undefined_reads) e.add(z.arrays); // the oracle's second pass, beside the first's results
   if (!k.reference.empty()) {
     // The reference's own arrays, and its values over whole arrays.
     e.add(z.arrays);
@@ -803,15 +819,7 @@ void find_unwritten(KernelPrep &p) {
 /// stand_in); an output element that is a value in the first pass and
 /// another value in the second depends on undefined data.
 void find_undefined_dependence(KernelPrep &p, const RunOptions &opts) {
-  bool undefined = false;
-  for (const auto &o : p.ck.operands) {
-    if (o.role == spec::Role::scratch) undefined = true;
-    if (!o.windowed || undefined) continue;
-    undefined = o.has_element_dims() || o.has_bounded_dims();
-    for (std::size_t d = 0; d < o.shape.size() && !undefined; ++d)
-      undefined = !o.squeezed[d] && o.block[d] > 0 && o.shape[d] % o.block[d] != 0;
-  }
-  if (!undefined) return;
+  if (!may_read_undefined(p.ck)) return;
   ArrayMap alt = make_kernel_arrays(p.ck, opts.seed, opts.input_kind);
   for (const auto &o : p.ck.operands)
     if (o.role == spec::Role::in) {

@@ -214,7 +214,9 @@ struct Collector {
 
 std::int64_t collect_period(const Expr &e) {
   std::int64_t p = 1;
-  if (e.op == Op::Mod && e.args[1].op == Op::Int && e.args[1].int_value > 0)
+  // `i % k` repeats every k iterations, and `i // k` moves once every k
+  // (`i - 2 * (i // 2)` is a slot of period 2, `B[i // 2]` a row per pair).
+  if ((e.op == Op::Mod || e.op == Op::FloorDiv) && e.args[1].op == Op::Int && e.args[1].int_value > 0)
     p = std::lcm(p, e.args[1].int_value);
   for (auto &a : e.args)
     p = std::lcm(p, collect_period(a));
