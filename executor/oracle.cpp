@@ -377,7 +377,7 @@ View box_view(HostArray &a, const Box &b) {
 
 } // namespace
 
-void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, bool stand_in) {
+void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, int stand_in) {
   OracleMemory mem;
   std::vector<std::unique_ptr<HostArray>> blocks(c.operands.size());
   std::vector<int> track_of(c.operands.size(), -1);
@@ -394,12 +394,12 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
       mem.arrays[o.name] = arrays.at(it->second).get();
     } else if (o.windowed) {
       blocks[k] = std::make_unique<HostArray>(o.name, o.dtype, o.block_view_shape());
-      if (stand_in) blocks[k]->poison_with_stand_in();
+      if (stand_in) blocks[k]->poison_with_stand_in(stand_in);
       mem.arrays[o.name] = blocks[k].get();
     } else {
       mem.arrays[o.name] = whole;
     }
-    if (stand_in && o.role == spec::Role::scratch) whole->poison_with_stand_in();
+    if (stand_in && o.role == spec::Role::scratch) whole->poison_with_stand_in(stand_in);
     if (written && o.role == spec::Role::out) {
       auto &w = (*written)[o.name];
       w.assign(static_cast<std::size_t>(whole->size()), 0);
@@ -413,7 +413,7 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
     }
   }
   Interp interp(mem);
-  const bool triton = c.spec && spec::uses_triton(*c.spec) && !stand_in;
+  const bool triton = c.spec && spec::uses_triton(*c.spec) && stand_in == 0;
   const std::int64_t n = c.num_points();
   for (std::int64_t lin = 0; lin < n; ++lin) {
     const Shape point = grid_point(c, lin);

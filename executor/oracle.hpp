@@ -80,13 +80,12 @@ using WrittenMap = std::map<std::string, std::vector<std::uint8_t>>;
 /// Runs the oracle in place on `arrays` (from make_kernel_arrays), recording
 /// the body's stores into `written` when given.
 /// Throws ExecError on an ill-typed body.
-/// `stand_in`: a second pass whose undefined data (a partial block's
-/// padding, scratch at a CTA's start; the caller's outputs likewise) holds
-/// HostArray::poison_with_stand_in's values and whose Triton store checks
-/// are off: where it and the first pass disagree, the body's result depends
-/// on undefined data that dropped out of the poison (`ids == iota` of an
-/// integer's sentinel, a comparison with NaN).
-void run_oracle(const ConcreteKernel &, ArrayMap &arrays, WrittenMap *written = nullptr,
-                bool stand_in = false);
+/// `stand_in` 1 or 2: a further pass whose undefined data (a partial
+/// block's padding, scratch at a CTA's start; the caller's outputs likewise)
+/// holds HostArray::poison_with_stand_in's values of that kind and whose
+/// Triton store checks are off: where it and the first pass disagree, the
+/// body's result depends on undefined data that dropped out of the poison
+/// (`ids == iota` of an integer's sentinel, a comparison with NaN).
+void run_oracle(const ConcreteKernel &, ArrayMap &arrays, WrittenMap *written = nullptr, int stand_in = 0);
 
 } // namespace pipecheck::executor

@@ -135,27 +135,25 @@ Shape unflatten(std::int64_t i, const Shape &shape) {
 /// The first element where `actual` differs from `expected` (beyond `tol`,
 /// relative, absolute below magnitude 1) or either holds poison.
 /// `nan_is_value`: NaN on both sides is equal (the inputs may hold NaN).
-/// `stored`: the oracle's record of the body's stores into this output
-/// (WrittenMap). An integer's poison is its lowest value, which a body may
-/// well compute (an int8 clamp to -128, a masked max's iinfo.min): where
-/// both sides hold it and the body stored the element, it is that value.
-/// (Integer poison does not propagate through arithmetic as NaN does, so
-/// the sentinel there means a value the body computed or copied; a copy of
-/// memory nothing wrote is the spec and program rules' to report.)
+/// `stored`: 1 where poison on both sides is a value the program computed
+/// (KernelPrep::defined, ProgramPrep::stored): an integer's poison is its
+/// lowest value, which a body may well compute (an int8 clamp to -128, a
+/// masked max's iinfo.min), and a NaN may be computed too (log of a
+/// negative input), not carried from undefined data.
 std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actual, std::optional<double> tol,
                                 bool nan_is_value = false,
                                 const std::vector<std::uint8_t> *stored = nullptr) {
   std::optional<Mismatch> first;
   std::int64_t count = 0;
   const std::int64_t n = expected.size();
-  const bool ints = !spec::dtype_is_float(expected.dtype()) && expected.dtype() == actual.dtype();
+  const bool same = expected.dtype() == actual.dtype();
   for (std::int64_t i = 0; i < n; ++i) {
     const bool ep = expected.is_poison(i), ap = actual.is_poison(i);
     const double e = expected.get(i), a = actual.get(i);
     bool bad = ep || ap;
     if (bad && nan_is_value && ep && ap && std::isnan(e) && std::isnan(a))
       bad = false;
-    else if (bad && ints && ep && ap && stored && static_cast<std::size_t>(i) < stored->size() &&
+    else if (bad && same && ep && ap && stored && static_cast<std::size_t>(i) < stored->size() &&
              (*stored)[i])
       bad = false;
     else if (!bad && a != e) {
@@ -186,9 +184,14 @@ std::string number(double v) {
   return os.str();
 }
 
-/// Whether the inputs may hold NaN (then NaN is compared as a value).
-bool nan_is_value(const RunOptions &o) {
-  return o.input_kind == InputKind::special || o.inputs_dir.has_value();
+/// Whether an array holds a NaN. Where the inputs do (special data, a
+/// file's), NaN is compared as a value; elsewhere it is poison, also under
+/// --inputs (the bridge passes its data that way).
+bool holds_nan(const HostArray &a) {
+  if (!spec::dtype_is_float(a.dtype())) return false;
+  for (std::int64_t i = 0; i < a.size(); ++i)
+    if (std::isnan(a.get(i))) return true;
+  return false;
 }
 
 std::string describe(const Mismatch &m, std::optional<double> tol) {
@@ -207,7 +210,7 @@ std::string describe(const Mismatch &m, std::optional<double> tol) {
     os << where << ": expected " << m.expected << " (" << m.expected_from << "), got " << m.actual << " ("
        << m.actual_from << ")";
   }
-  os << "; " << m.count << " element" << (m.count == 1 ? "" : "s") << " differ";
+  os << "; " << m.count << (m.count == 1 ? " element differs" : " elements differ");
   if (tol) os << " (relative tolerance " << *tol << ")";
   return os.str();
 }
@@ -493,10 +496,19 @@ struct KernelPrep {
   bool reduces = false;
   std::uint64_t memory_estimate = 0;
   WrittenMap written; ///< the oracle's stores into each output
+  /// Where an output's poison is a value. An integer's sentinel: the body
+  /// stored it (a sentinel it copied out of memory nothing wrote changes
+  /// with the stand-ins: undefined_dependence), or (an aliased output) the
+  /// element keeps its input's data, which may hold the sentinel under
+  /// --inputs (a cache's int8 -128 the update leaves). A NaN: the body
+  /// stored it and it stays NaN with both sets of stand-ins (computed, not
+  /// carried from undefined data).
+  WrittenMap defined;
   /// The oracle against the kernel's `reference:` (the same for every run).
   std::optional<Mismatch> reference_mismatch;
   std::optional<double> reference_tolerance;
-  /// When NaN is a value (nan_is_value): the first output element no grid
+  bool nan_value = false; ///< an input holds a NaN (holds_nan): NaN is compared as a value
+  /// When NaN is a value: the first output element no grid
   /// point's body stored into (poison no longer shows it).
   std::optional<Mismatch> unwritten;
   /// The first output element the oracle computed differently with other
@@ -524,17 +536,43 @@ struct KernelSizes {
   bool undefined_reads = false;        ///< the oracle runs twice (may_read_undefined)
 };
 
+// Whether `e` reads one of `names` (a ref of it).
+bool reads_any(const spec::Expr &e, const std::set<std::string> &names) {
+  if (e.op == spec::Op::Ref && names.count(e.name)) return true;
+  return std::any_of(e.args.begin(), e.args.end(), [&](const spec::Expr &a) { return reads_any(a, names); });
+}
+bool reads_any(const spec::Block &b, const std::set<std::string> &names) {
+  for (const auto &s : b) {
+    if (const auto *a = std::get_if<spec::Assign>(&s.kind)) {
+      if ((a->accumulate && reads_any(a->target, names)) || reads_any(a->value, names)) return true;
+    } else if (const auto *l = std::get_if<spec::Let>(&s.kind)) {
+      if (reads_any(l->value, names)) return true;
+    } else if (const auto *i = std::get_if<spec::If>(&s.kind)) {
+      if (reads_any(i->cond, names) || reads_any(i->then_body, names) || reads_any(i->else_body, names))
+        return true;
+    } else if (const auto *f = std::get_if<spec::For>(&s.kind)) {
+      if (reads_any(f->hi, names) || reads_any(f->body, names)) return true;
+    } else if (const auto *d = std::get_if<spec::Dma>(&s.kind)) {
+      if (reads_any(d->src, names)) return true;
+    }
+  }
+  return false;
+}
+
 /// Whether the body may read undefined data: scratch, a partial block's
-/// padding, an Element or BoundedSlice window (find_undefined_dependence).
+/// padding, an Element or BoundedSlice window, an output block before it
+/// stores it (find_undefined_dependence).
 bool may_read_undefined(const ConcreteKernel &c) {
+  std::set<std::string> outputs;
   for (const auto &o : c.operands) {
     if (o.role == spec::Role::scratch) return true;
+    if (o.role == spec::Role::out) outputs.insert(o.name);
     if (!o.windowed) continue;
     if (o.has_element_dims() || o.has_bounded_dims()) return true;
     for (std::size_t d = 0; d < o.shape.size(); ++d)
       if (!o.squeezed[d] && o.block[d] > 0 && o.shape[d] % o.block[d] != 0) return true;
   }
-  return false;
+  return reads_any(c.body, outputs);
 }
 
 KernelSizes kernel_sizes(const spec::KernelSpec &k, const ConcreteKernel &c) {
@@ -735,7 +773,20 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
     p.early = from_error(k.name, e, "oracle: ");
     return p;
   }
-  if (nan_is_value(opts)) find_unwritten(p);
+  for (const auto &o : p.ck.operands)
+    if (o.role == spec::Role::in && holds_nan(*p.arrays.at(o.name))) p.nan_value = true;
+  p.defined = p.written;
+  for (const auto &o : p.ck.operands) // (a float's: find_undefined_dependence)
+    if (o.role == spec::Role::out && spec::dtype_is_float(o.dtype) && p.defined.count(o.name))
+      std::fill(p.defined[o.name].begin(), p.defined[o.name].end(), std::uint8_t{0});
+  for (const auto &[out, in] : p.ck.aliases)
+    if (auto d = p.defined.find(out); d != p.defined.end()) {
+      const HostArray &x = *p.arrays.at(in);
+      for (std::int64_t i = 0; i < x.size() && static_cast<std::size_t>(i) < d->second.size(); ++i)
+        if (!d->second[static_cast<std::size_t>(i)] && x.is_poison(i))
+          d->second[static_cast<std::size_t>(i)] = 1;
+    }
+  if (p.nan_value) find_unwritten(p);
   find_undefined_dependence(p, opts);
   if (!k.reference.empty()) compare_reference(k, p, opts);
   if (opts.save_dir && !p.early)
@@ -819,44 +870,89 @@ void find_unwritten(KernelPrep &p) {
 /// stand_in); an output element that is a value in the first pass and
 /// another value in the second depends on undefined data.
 void find_undefined_dependence(KernelPrep &p, const RunOptions &opts) {
-  if (!may_read_undefined(p.ck)) return;
-  ArrayMap alt = make_kernel_arrays(p.ck, opts.seed, opts.input_kind);
-  for (const auto &o : p.ck.operands)
-    if (o.role == spec::Role::in) {
-      alt.at(o.name)->copy_from(*p.arrays.at(o.name));
-    } else {
-      alt.at(o.name)->poison_with_stand_in();
-      alt.at(o.name)->fill_poison();
+  // The NaNs the body stored where the inputs hold none: a computed value
+  // (log of a negative) where no stand-in changes it, else poison carried.
+  std::map<std::string, std::vector<std::uint8_t>> nans;
+  if (!p.nan_value)
+    for (const auto &o : p.ck.operands) {
+      if (o.role != spec::Role::out || !spec::dtype_is_float(o.dtype) || !p.written.count(o.name)) continue;
+      const HostArray &a = *p.arrays.at(o.name);
+      const auto &w = p.written.at(o.name);
+      std::vector<std::uint8_t> n(w.size(), 0);
+      bool any = false;
+      for (std::size_t i = 0; i < w.size(); ++i)
+        if (w[i] && std::isnan(a.get(static_cast<std::int64_t>(i)))) {
+          n[i] = 1;
+          any = true;
+        }
+      if (any) nans[o.name] = std::move(n);
     }
-  for (const auto &[out, in] : p.ck.aliases)
-    alt.at(out)->copy_from(*alt.at(in));
-  try {
-    run_oracle(p.ck, alt, nullptr, true);
-  } catch (const ExecError &) {
-    return; // (what the first pass did not stop at, the stand-ins did: no verdict either way)
-  }
-  for (const auto &o : p.ck.operands) {
-    if (o.role != spec::Role::out) continue;
-    const HostArray &a = *p.arrays.at(o.name), &b = *alt.at(o.name);
-    std::int64_t count = 0, first = -1;
-    for (std::int64_t i = 0; i < a.size(); ++i) {
-      if (a.is_poison(i)) continue; // (poison there is reported as it is)
-      const double x = a.get(i), y = b.get(i);
-      if (x == y || (std::isnan(x) && std::isnan(y))) continue;
-      if (count++ == 0) first = i;
-    }
-    if (!count) continue;
-    Mismatch m;
-    m.element = unflatten(first, a.shape());
-    m.count = count;
-    m.expected = a.get(first);
-    m.actual = b.get(first);
-    m.expected_from = "oracle, undefined data as poison";
-    m.actual_from = "oracle, undefined data as other values";
-    locate(p, o.name, m);
-    p.undefined_dependence = m;
+  auto keep_nans = [&] {
+    for (auto &[name, n] : nans)
+      for (std::size_t i = 0; i < n.size(); ++i)
+        if (n[i]) p.defined[name][i] = 1;
+  };
+  if (!may_read_undefined(p.ck)) {
+    keep_nans(); // (nothing undefined is read: every NaN stored is computed)
     return;
   }
+  // Two sets of stand-ins (HostArray::poison_with_stand_in): a large and a
+  // small one, so that a comparison either way sees one of them.
+  static const char *const kStandIns[] = {"", "3.0, the dtype's largest integer, false", "-3.0, 0, true"};
+  for (int kind = 1; kind <= 2; ++kind) {
+    ArrayMap alt = make_kernel_arrays(p.ck, opts.seed, opts.input_kind);
+    for (const auto &o : p.ck.operands)
+      if (o.role == spec::Role::in) {
+        alt.at(o.name)->copy_from(*p.arrays.at(o.name));
+      } else {
+        alt.at(o.name)->poison_with_stand_in(kind);
+        alt.at(o.name)->fill_poison();
+      }
+    for (const auto &[out, in] : p.ck.aliases)
+      alt.at(out)->copy_from(*alt.at(in));
+    try {
+      run_oracle(p.ck, alt, nullptr, kind);
+    } catch (const ExecError &) {
+      // What the first pass did not stop at, the stand-ins did: no verdict
+      // on a dependence, and no NaN shown to be computed.
+      nans.clear();
+      continue;
+    }
+    for (auto &[name, n] : nans) {
+      const HostArray &b = *alt.at(name);
+      for (std::size_t i = 0; i < n.size(); ++i)
+        if (n[i] && !std::isnan(b.get(static_cast<std::int64_t>(i)))) n[i] = 0;
+    }
+    if (p.undefined_dependence) continue;
+    for (const auto &o : p.ck.operands) {
+      if (o.role != spec::Role::out) continue;
+      const HostArray &a = *p.arrays.at(o.name), &b = *alt.at(o.name);
+      std::int64_t count = 0, first = -1;
+      for (std::int64_t i = 0; i < a.size(); ++i) {
+        // (A NaN there is poison or a computed NaN, `nans`; an integer's
+        // sentinel may be a value the body stored, and one that changes
+        // with the stand-ins is unwritten memory copied out.)
+        if (spec::dtype_is_float(a.dtype()) && a.is_poison(i)) continue;
+        const double x = a.get(i), y = b.get(i);
+        if (x == y || (std::isnan(x) && std::isnan(y))) continue;
+        if (count++ == 0) first = i;
+      }
+      if (!count) continue;
+      Mismatch m;
+      m.element = unflatten(first, a.shape());
+      m.count = count;
+      m.expected = a.get(first);
+      m.actual = b.get(first);
+      m.expected_from = "oracle, undefined data as poison";
+      m.actual_from = std::string("oracle, undefined data as ") + kStandIns[kind];
+      locate(p, o.name, m);
+      m.poison = "is " + number(m.expected) + " with undefined data as poison and " + number(m.actual) +
+                 " with stand-ins for it (" + kStandIns[kind] + ")";
+      p.undefined_dependence = m;
+      break;
+    }
+  }
+  keep_nans();
 }
 
 void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOptions &opts) {
@@ -884,9 +980,9 @@ void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOption
   for (const auto &o : p.ck.operands) {
     if (o.role != spec::Role::out) continue;
     const auto tol = reference_tolerance(o.dtype, acc, len);
-    auto w = p.written.find(o.name);
-    auto m = compare(*ref.at(o.name), *p.arrays.at(o.name), tol, nan_is_value(opts),
-                     w == p.written.end() ? nullptr : &w->second);
+    auto w = p.defined.find(o.name);
+    auto m = compare(*ref.at(o.name), *p.arrays.at(o.name), tol, p.nan_value,
+                     w == p.defined.end() ? nullptr : &w->second);
     if (!m) continue;
     m->expected_from = "reference";
     m->actual_from = "oracle: the body run per grid point";
@@ -990,9 +1086,9 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
     if (bind.role != spec::Role::out || bind.hbm.empty()) continue;
     const HostArray &expected = *p.arrays.at(bind.operand);
     const auto tol = tolerance_for(expected.dtype(), p.reduces);
-    auto w = p.written.find(bind.operand);
-    auto m = compare(expected, *buffers.at(bind.hbm), tol, nan_is_value(opts),
-                     w == p.written.end() ? nullptr : &w->second);
+    auto w = p.defined.find(bind.operand);
+    auto m = compare(expected, *buffers.at(bind.hbm), tol, p.nan_value,
+                     w == p.defined.end() ? nullptr : &w->second);
     if (!m) continue;
     locate(p, bind.operand, *m);
     r.status = RunStatus::fail;
@@ -1034,6 +1130,7 @@ struct ProgramPrep {
   /// Per integer hbm buffer whose intent holds the dtype's sentinel: 1 where
   /// the program computed it (a value, not poison; see prepare).
   std::map<std::string, std::vector<std::uint8_t>> stored;
+  bool nan_value = false; ///< the initial data holds a NaN (holds_nan): NaN is compared as a value
   bool reduces = false;
   std::uint64_t memory_estimate = 0;
 };
@@ -1134,6 +1231,7 @@ ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts, int runs)
           p.early = env_error(prog.name, err);
           return p;
         }
+      p.nan_value = p.nan_value || holds_nan(*a);
       p.initial[b.name] = std::move(a);
     }
   p.reduces = has_float_reduction(prog.body);
@@ -1147,13 +1245,14 @@ ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts, int runs)
   for (auto &a : owned)
     if (p.initial.count(a->name())) p.intent[a->name()] = std::move(a);
   // An integer's poison is a value too (INT32_MIN, the -128 of a saturating
-  // int8 cast, bool true), and inputs never hold it (fill_inputs). Where the
-  // intent holds it, a second synchronous run with stand-ins for undefined
-  // data (poison_with_stand_in) tells a computed sentinel, the same there,
-  // from one copied out of memory nothing wrote.
+  // int8 cast, bool true), and so is a NaN the program computes (log of a
+  // negative) where the data holds none. Where the intent holds such a
+  // value, a second synchronous run with stand-ins for undefined data
+  // (poison_with_stand_in) tells a computed one, the same there, from one
+  // copied out of memory nothing wrote.
   std::vector<std::string> sentinel;
   for (const auto &[name, a] : p.intent)
-    if (!spec::dtype_is_float(a->dtype()))
+    if (!spec::dtype_is_float(a->dtype()) || !p.nan_value)
       for (std::int64_t i = 0; i < a->size(); ++i)
         if (a->is_poison(i)) {
           sentinel.push_back(name);
@@ -1213,7 +1312,7 @@ RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptio
     const HostArray &expected = *p.intent.at(b.name);
     const auto tol = tolerance_for(expected.dtype(), p.reduces);
     const auto stored = p.stored.find(b.name);
-    if (auto m = compare(expected, *map.at(b.name), tol, nan_is_value(opts),
+    if (auto m = compare(expected, *map.at(b.name), tol, p.nan_value,
                          stored == p.stored.end() ? nullptr : &stored->second)) {
       m->expected_from = "synchronous run";
       m->actual_from = "run";

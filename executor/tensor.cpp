@@ -1,6 +1,7 @@
 #include "executor/tensor.hpp"
 
 #include "spec/checked.hpp"
+#include "spec/typecheck.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -198,9 +199,14 @@ void HostArray::fill_poison() { fill_poison(0, size_); }
 void HostArray::fill_poison(std::int64_t offset, std::int64_t count) {
   assert(offset >= 0 && count >= 0 && offset + count <= size_);
   if (stand_in_) {
-    // (Plausible data, not a sentinel: a stand-in id 1 lands in a
-    // histogram's bin 1 where the sentinel matched no bin.)
-    const double v = spec::dtype_is_float(dtype_) ? 3.0 : dtype_ == spec::DType::boolean ? 0.0 : 1.0;
+    const bool first = stand_in_ == 1;
+    double v = first ? 0.0 : 1.0; // bool: false, true (its poison is true)
+    if (spec::dtype_is_float(dtype_)) {
+      v = first ? 3.0 : -3.0;
+    } else if (dtype_ != spec::DType::boolean) {
+      const auto hi = spec::exact_int_range(dtype_).second;
+      v = !first ? 0.0 : static_cast<double>(dtype_ == spec::DType::u8 ? hi - 1 : hi);
+    }
     for (std::int64_t i = offset; i < offset + count; ++i)
       set(i, v);
     return;

@@ -73,11 +73,14 @@ public:
   void fill_poison();
   /// Poisons the `count` elements from flat offset `offset`.
   void fill_poison(std::int64_t offset, std::int64_t count);
-  /// From now on fill_poison writes a defined-looking stand-in (3 for floats,
-  /// 1 for integers, false for bool), so a run on such arrays
-  /// tells an integer sentinel the program computed (the same in both runs)
-  /// from one copied out of memory nothing wrote (the stand-in there).
-  void poison_with_stand_in() { stand_in_ = true; }
+  /// From now on fill_poison writes a defined-looking stand-in instead:
+  /// `kind` 1 is 3.0, an integer dtype's largest value (u8: 254) and false;
+  /// kind 2 is -3.0, 0 and true. A run on such arrays tells an integer
+  /// sentinel the program computed (the same in both runs) from one copied
+  /// out of memory nothing wrote, and a result that undefined data reaches
+  /// through a comparison (`ids == iota` counts a stand-in id 0, not the
+  /// sentinel; `x < 0` counts -3.0, not NaN).
+  void poison_with_stand_in(int kind = 1) { stand_in_ = kind; }
   void fill_zero();
   /// Seeded values, never all zero: floats uniform in [-1, 1) rounded to the
   /// dtype, integers uniform in [-64, 64] (bool: 0/1). Same seed, same data.
@@ -92,7 +95,7 @@ private:
   Shape shape_, strides_;
   std::int64_t size_ = 0;
   int elem_bytes_ = 4;
-  bool stand_in_ = false;
+  int stand_in_ = 0; ///< poison_with_stand_in's kind, 0: poison
   struct Free {
     void operator()(std::byte *p) const;
   };

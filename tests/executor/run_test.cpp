@@ -495,6 +495,72 @@ TEST(RunKernel, AResultThatDependsOnPaddingThroughAComparisonFailsAndItsMaskedTw
   EXPECT_EQ(good.status, RunStatus::pass) << good.reason;
 }
 
+TEST(RunKernel, ANanTheBodyComputesIsAValueAndOneCarriedFromPaddingIsPoisonWhateverTheInputs) {
+  // log of uniform [-1, 1) data: NaN for every negative input, computed, in
+  // every mode. A row sum over a ragged last dim with no mask: NaN carried
+  // from the padding, poison also when the data comes from the caller (the
+  // bridge's --inputs), which holds no NaN.
+  const RunResult logs = run_kernel_text("kernel logs:\n    grid = (4,)\n"
+                                         "    in  x: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)\n"
+                                         "    out o: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)\n"
+                                         "    body:\n        o[...] = log(x[...])\n");
+  EXPECT_EQ(logs.status, RunStatus::pass) << logs.reason;
+  const std::string rows = "kernel rows:\n    grid = (2,)\n"
+                           "    in  x: f32[16, 200]  block=(8, 256)  index=(i) -> (i, 0)\n"
+                           "    out o: f32[16, 1]  block=(8, 1)  index=(i) -> (i, 0)\n"
+                           "    body:\n        o[...] = sum(x[...], axis=1, keepdims=True)\n";
+  HostArray data("x", spec::DType::f32, {16, 200});
+  data.fill_random(7);
+  const std::map<std::string, const HostArray *> given{{"x", &data}};
+  RunOptions with_data;
+  with_data.input_data = &given;
+  for (const RunOptions &o : {RunOptions{}, with_data}) {
+    const RunResult r = run_kernel_text(rows, o);
+    EXPECT_EQ(r.status, RunStatus::fail) << r.reason;
+    ASSERT_TRUE(r.mismatch) << r.reason;
+    EXPECT_TRUE(r.mismatch->is_poison) << r.reason;
+  }
+}
+
+TEST(RunKernel, UndefinedDataACompareDropsFailsWithEitherSetOfStandIns) {
+  // Counting negatives over a ragged row: NaN < 0 and 3.0 < 0 are both
+  // false, -3.0 < 0 is true. An int32 scratch half written and copied out
+  // whole: its sentinel changes with the stand-ins.
+  const RunResult negatives = run_kernel_text(
+      "kernel negatives:\n    grid = (2,)\n    in  x: f32[16, 200]  block=(8, 256)  index=(i) -> (i, 0)\n"
+      "    out o: i32[16, 1]  block=(8, 1)  index=(i) -> (i, 0)\n    body:\n"
+      "        o[...] = sum(cast(x[...] < 0.0, i32), axis=1, keepdims=True)\n");
+  EXPECT_EQ(negatives.status, RunStatus::fail) << negatives.reason;
+  EXPECT_NE(negatives.reason.find("with stand-ins for it (-3.0, 0, true)"), std::string::npos)
+      << negatives.reason;
+  const RunResult scratch = run_kernel_text(
+      "kernel half:\n    grid = (1,)\n    in  x: i32[8, 128]  block=(8, 128)  index=(i) -> (0, 0)\n"
+      "    out o: i32[8, 128]  block=(8, 128)  index=(i) -> (0, 0)\n    scratch t: i32[8, 128]\n    body:\n"
+      "        t[0:4, :] = x[0:4, :]\n        o[...] = t[...]\n");
+  EXPECT_EQ(scratch.status, RunStatus::fail) << scratch.reason;
+  EXPECT_NE(scratch.reason.find("depends on undefined data"), std::string::npos) << scratch.reason;
+  ASSERT_TRUE(scratch.mismatch);
+  EXPECT_EQ(scratch.mismatch->element, (Shape{4, 0}));
+}
+
+TEST(RunKernel, AnAliasedOutputKeepsItsInputsSentinelAsAValue) {
+  // An in-place update of block 0 of an int8 cache whose other rows hold
+  // -128 (the dtype's poison value) as data: kept, not "never written".
+  HostArray cache("c", spec::DType::i8, {16, 128});
+  cache.fill_random(3);
+  for (std::int64_t i = 8 * 128; i < 16 * 128; ++i)
+    cache.set(i, -128);
+  const std::map<std::string, const HostArray *> given{{"c", &cache}};
+  RunOptions o;
+  o.input_data = &given;
+  const RunResult r = run_kernel_text("kernel update:\n    grid = (1,)\n"
+                                      "    in  c: i8[16, 128]  block=(8, 128)  index=(i) -> (0, 0)\n"
+                                      "    out o: i8[16, 128]  block=(8, 128)  index=(i) -> (0, 0)\n"
+                                      "    alias c -> o\n    body:\n        o[...] = c[...] + 1\n",
+                                      o);
+  EXPECT_EQ(r.status, RunStatus::pass) << r.reason;
+}
+
 TEST(RunKernel, AnUpdateCopiedBackThroughAnAliasedAnySpaceInputIsAppliedOnceInEveryMode) {
   // On a TPU the input and its output are one buffer: the oracle and the
   // lowered program both store into the output, once.
