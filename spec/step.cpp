@@ -534,6 +534,20 @@ void Stepper::exec_dma(const Stmt &s, const Dma &d) {
     }
     std::sort(retired.begin(), retired.end());
     c_->on_wait(s, dst, retired);
+    // The copies these waits complete brought more bytes than they took:
+    // the rest stays counted on the semaphore, where a later wait returns
+    // before its own copy is done, and the kernel ends with it non-zero
+    // (what JAX's TPU interpreter reports at exit).
+    if (sem.credit < 0) {
+      const std::int64_t left = -sem.credit;
+      sem.credit = 0;
+      c_->on_fault(s, FaultKind::short_wait,
+                   "waits for " + std::to_string(bytes) + " bytes on " + print(d.sem) +
+                       ", fewer than the copy it completes brings: " + std::to_string(left) +
+                       " bytes stay counted on the semaphore (a later wait on it returns before its own copy "
+                       "is done, and the kernel ends with the semaphore non-zero); wait with a descriptor of "
+                       "the copy's own size");
+    }
     return;
   }
   case DmaAction::signal:

@@ -76,7 +76,9 @@ struct StepRef {
 };
 
 enum class AsyncKind { copy_in, copy_out, wgmma };
-enum class FaultKind { index_out_of_bounds, wait_without_copy };
+/// short_wait: a DMA wait that completes a copy while taking fewer bytes
+/// than it brought (the rest stays on the semaphore).
+enum class FaultKind { index_out_of_bounds, wait_without_copy, short_wait };
 
 /// An asynchronous operation as started. Ops are numbered from 0 in start order.
 struct AsyncStart {

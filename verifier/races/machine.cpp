@@ -639,6 +639,10 @@ void Machine::on_fault(const spec::Stmt &s, spec::FaultKind kind, const std::str
     r_.findings.push_back({Rule::wait_without_copy, ev, -1, -1, -1, message});
     return;
   }
+  if (kind == spec::FaultKind::short_wait) { // (part of a copy never waited)
+    r_.findings.push_back({Rule::copy_never_waited, ev, -1, -1, -1, message});
+    return;
+  }
   // The access faults, as it does in the executor: the run ends at it, and
   // what is still in flight then is no leak of the program's.
   r_.findings.push_back({Rule::index_out_of_bounds, ev, -1, -1, -1, message});
