@@ -291,6 +291,43 @@ def test_a_copy_back_through_the_aliased_output_is_still_compared_with_interpret
     assert r.ok, str(r)
 
 
+def test_a_read_back_through_the_aliased_input_of_rows_written_is_put_down_to_interpret_mode():
+    # An in-place scatter-add by ids that repeat: step 1 reads through the aliased ANY input the
+    # row step 0 wrote through the output. On a TPU that is one buffer (pipecheck's run and the
+    # reference agree); interpret=True keeps them apart and differs, which the result says
+    # instead of failing the kernel. Without the repeat it is compared with interpret as usual.
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(ids_ref, x_ref, tab_in, tab_out, rbuf):
+        row = ids_ref[pl.program_id(0)]
+        pltpu.sync_copy(tab_in.at[pl.ds(row, 1)], rbuf)
+        rbuf[...] = rbuf[...] + x_ref[...]
+        pltpu.sync_copy(rbuf, tab_out.at[pl.ds(row, 1)])
+
+    def f(ids, x, tab):
+        return pl.pallas_call(kernel, grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(2,),
+            in_specs=[pl.BlockSpec((None, 1, 128), lambda i, ids: (i, 0, 0)),
+                      pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec(memory_space=pl.ANY),
+            scratch_shapes=[pltpu.VMEM((1, 128), jnp.float32)]),
+            out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32), input_output_aliases={2: 0},
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)))(ids, x, tab)
+
+    x = jax.random.uniform(jax.random.key(0), (2, 1, 128), jnp.float32)
+    tab = jax.random.uniform(jax.random.key(1), (8, 128), jnp.float32)
+    ref = lambda ids, x, tab: tab.at[ids].add(x[:, 0, :])  # noqa: E731
+    r = pj.run(f, jnp.array([3, 3], jnp.int32), x, tab, reference=ref)
+    assert r.ok and r.pipecheck_exit == 0, str(r)
+    assert r.interpret_error is not None and "reads input 2" in r.interpret_error, str(r)
+    apart = pj.run(f, jnp.array([3, 5], jnp.int32), x, tab, reference=ref)
+    assert apart.ok and apart.interpret_error is None and apart.interpret_outputs is not None, \
+        str(apart)
+
+
 def _step_counter_in_prefetch(store):
     """Adds the grid step to each block, counting steps in a scalar-prefetch ref (as upstream
     paged attention keeps its buffer index there), or in a local when `store` is False."""
