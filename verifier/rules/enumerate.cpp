@@ -42,6 +42,7 @@ public:
         if (copied_out_after_loop(m_, i)) lost_last_slot_writes(i);
         overwritten_stores(i);
       }
+      const std::size_t scratch_findings = out_.findings.size();
       if (o.role == spec::Role::scratch && !m_.grid.empty()) {
         scratch_resets(i);
         if (!m_.triton) {
@@ -50,7 +51,10 @@ public:
           lost_accumulations(i);
         }
       }
-      if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
+      // (Where the rules above fault none of its inits, a select's fresh
+      // init cuts the carry: carry_use.)
+      if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_))
+        scratch_carry(i, out_.findings.size() == scratch_findings);
     }
     hbm_copy_conflicts();
     const std::vector<bool> kept = kept_garbage(m_, out_.findings, out_.unknown);
@@ -1376,8 +1380,8 @@ private:
   // Whether points p and q differ along a parallel axis.
   bool apart(std::size_t p, std::size_t q) const { return parallel_axis_apart(m_, pts_[p], pts_[q]) >= 0; }
 
-  void scratch_carry(std::size_t op) {
-    const CarryUse u = carry_use(m_, op);
+  void scratch_carry(std::size_t op, bool fresh_cuts) {
+    const CarryUse u = carry_use(m_, op, fresh_cuts);
     // Without an init every store accumulates, and uninitialized-accumulator
     // reports the first read: one root cause, one finding.
     if (u.stores.empty() || u.reads.empty() || u.inits.empty()) return;

@@ -1503,19 +1503,21 @@ Finding lost_finding(const KernelModel &m, std::size_t op, std::size_t out, cons
   return f;
 }
 
-CarryUse carry_use(const KernelModel &m, std::size_t op) {
+CarryUse carry_use(const KernelModel &m, std::size_t op, bool fresh_cuts) {
   CarryUse c;
   for (std::size_t e = 0; e < m.effects.size(); ++e) {
     if (m.effects[e].operand != op) continue;
     if (m.effects[e].kind != Effect::read) c.stores.push_back(e);
     if (m.effects[e].kind != Effect::write) c.reads.push_back(e);
   }
-  // (Not the fresh inits: a select that starts the sum on one step reads the
-  // scratch on the others, where a carry it then drops is one root cause with
-  // the select on the wrong step, uninitialized-accumulator's.)
+  // (The fresh inits only where `fresh_cuts`: a select that starts the sum
+  // on one step reads the scratch on the others, where a carry it then drops
+  // is one root cause with the select on the wrong step, uninitialized-
+  // accumulator's; on the right step, `where(j == 0, -inf, best[...])` at
+  // each row's first step, it cuts the carry as a `when j == 0` init does.)
   const ScratchUse u = scratch_use(m, op);
   for (std::size_t i : u.inits)
-    if (!m.effects[i].fresh) c.inits.push_back(i);
+    if (fresh_cuts || !m.effects[i].fresh) c.inits.push_back(i);
   // A store that fills one region of the scratch from another (`w[8:16] =
   // w[0:8] + 1`, a staging buffer) reads none of what it writes: for the
   // carry, an init of its region.

@@ -288,7 +288,8 @@ Finding overwritten_after_reset_finding(const KernelModel &, const Effect &w, st
 Finding lost_finding(const KernelModel &, std::size_t op, std::size_t output, const Effect &a,
                      const Point &earlier, const Point &lost, const Point &next);
 /// The effects of scratch-carry: every store of the scratch, every read of it
-/// (a load or `+=`), and the inits (ScratchUse::inits, not the fresh ones) that cut the carry.
+/// (a load or `+=`), and the inits (ScratchUse::inits; the fresh ones only
+/// with `fresh_cuts`) that cut the carry.
 struct CarryUse {
   std::vector<std::size_t> stores, reads, inits;
   /// A store that fills one region of the scratch from another where its
@@ -301,7 +302,9 @@ struct CarryUse {
   };
   std::vector<Fill> fills;
 };
-CarryUse carry_use(const KernelModel &, std::size_t op);
+/// `fresh_cuts`: a select's fresh init counts among the inits (no other
+/// rule faults the scratch's inits).
+CarryUse carry_use(const KernelModel &, std::size_t op, bool fresh_cuts);
 /// Whether the kernel has a parallel axis whose grid points share one
 /// scratch (TPU: the whole grid shares it; Mosaic GPU: each CTA has its own).
 bool scratch_shared_across_parallel_axes(const KernelModel &);

@@ -94,13 +94,17 @@ public:
         if (copied_out_after_loop(m_, i)) lost_last_slot_writes(i);
         overwritten_stores(i);
       }
+      const std::size_t scratch_findings = out_.findings.size();
       if (o.role == spec::Role::scratch) {
         scratch_resets(i);
         scratch_carried(i);
         readded(i);
         lost_accumulations(i);
       }
-      if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_)) scratch_carry(i);
+      // (Where the rules above fault none of its inits, a select's fresh
+      // init cuts the carry: carry_use.)
+      if (o.role == spec::Role::scratch && scratch_shared_across_parallel_axes(m_))
+        scratch_carry(i, out_.findings.size() == scratch_findings);
     }
     hbm_copy_conflicts(false);
     const std::vector<bool> kept = kept_garbage(m_, out_.findings, out_.unknown);
@@ -1721,9 +1725,9 @@ private:
   // A store of the scratch at p reaches a read at q > p (no init at q before
   // the read, none at any point strictly between), p and q apart along a
   // parallel axis.
-  void scratch_carry(std::size_t op) {
+  void scratch_carry(std::size_t op, bool fresh_cuts) {
     if (m_.grid.empty()) return;
-    const CarryUse u = carry_use(m_, op);
+    const CarryUse u = carry_use(m_, op, fresh_cuts);
     // Without an init every store accumulates, and uninitialized-accumulator
     // reports the first read: one root cause, one finding.
     if (u.stores.empty() || u.reads.empty() || u.inits.empty()) return;
