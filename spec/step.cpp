@@ -538,9 +538,10 @@ void Stepper::exec_dma(const Stmt &s, const Dma &d) {
     // the rest stays counted on the semaphore, where a later wait returns
     // before its own copy is done, and the kernel ends with it non-zero
     // (what JAX's TPU interpreter reports at exit).
+    // (The credit stays negative: the bytes left over count toward the next
+    // wait there, as on the hardware.)
     if (sem.credit < 0) {
       const std::int64_t left = -sem.credit;
-      sem.credit = 0;
       c_->on_fault(s, FaultKind::short_wait,
                    "waits for " + std::to_string(bytes) + " bytes on " + print(d.sem) +
                        ", fewer than the copy it completes brings: " + std::to_string(left) +
