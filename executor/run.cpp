@@ -1135,11 +1135,14 @@ struct ProgramPrep {
   std::uint64_t memory_estimate = 0;
 };
 
+/// A run's buffers: hbm ones hold the initial data, acc ones zeros, the rest
+/// poison (with `stand_in`, HostArray::poison_with_stand_in's of that kind).
 std::vector<std::unique_ptr<HostArray>> fresh_buffers(const spec::Program &prog, ProgramPrep &p,
-                                                      BufferMap &map) {
+                                                      BufferMap &map, int stand_in = 0) {
   std::vector<std::unique_ptr<HostArray>> owned;
   for (const auto &b : prog.buffers) {
     auto a = std::make_unique<HostArray>(b.name, b.dtype, p.shapes.at(b.name));
+    if (stand_in) a->poison_with_stand_in(stand_in);
     if (b.kind == spec::BufferKind::hbm)
       a->copy_from(*p.initial.at(b.name));
     else if (b.kind == spec::BufferKind::acc)
@@ -1260,19 +1263,7 @@ ProgramPrep prepare(const spec::Program &prog, const RunOptions &opts, int runs)
         }
   if (!sentinel.empty()) {
     BufferMap alt_map;
-    std::vector<std::unique_ptr<HostArray>> alt;
-    for (const auto &b : prog.buffers) {
-      auto a = std::make_unique<HostArray>(b.name, b.dtype, p.shapes.at(b.name));
-      a->poison_with_stand_in();
-      if (b.kind == spec::BufferKind::hbm)
-        a->copy_from(*p.initial.at(b.name));
-      else if (b.kind == spec::BufferKind::acc)
-        a->fill_zero();
-      else
-        a->fill_poison();
-      alt_map[b.name] = a.get();
-      alt.push_back(std::move(a));
-    }
+    const auto alt = fresh_buffers(prog, p, alt_map, 1);
     if (!run_program(prog, p.env, alt_map, config_for(opts, DmaMode::synchronous, 0)).error)
       for (const auto &name : sentinel) {
         const HostArray &x = *p.intent.at(name), &y = *alt_map.at(name);
