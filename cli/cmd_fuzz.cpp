@@ -1,6 +1,7 @@
 // pipecheck fuzz FILE [--kernel NAME]: check and run a kernel over its param domains.
 #include "cli/command.hpp"
 #include "reports/output.hpp"
+#include "reports/run_report.hpp"
 #include "reports/sweep_report.hpp"
 #include "sweep/failure_file.hpp"
 #include "sweep/sweep.hpp"
@@ -79,18 +80,9 @@ int fuzz_cmd(const FuzzArgs &a) {
     if (a.format == "text" || record.errors().empty()) return static_cast<int>(bad_input);
     std::string text;
     if (a.format == "json") {
-      nlohmann::json errors = nlohmann::json::array();
-      for (const auto &e : record.errors()) {
-        nlohmann::json x = {{"message", e.message}};
-        if (e.loc.line > 0) {
-          x["line"] = e.loc.line;
-          x["column"] = e.loc.col;
-        }
-        errors.push_back(x);
-      }
       text = nlohmann::json{{"tool", "pipecheck"}, {"version", reports::kToolVersion},
                             {"file", a.path},      {"kernel", a.kernel},
-                            {"ok", false},         {"errors", errors}}
+                            {"ok", false},         {"errors", reports::errors_json(record.errors())}}
                  .dump(2) +
              "\n";
     } else {

@@ -99,9 +99,6 @@ void record(const spec::Diagnostic &d) {
 spec::Diagnostic error_diag(const std::string &message, spec::Loc loc = {}) {
   return spec::Diagnostic{spec::Severity::error, loc, message, {}};
 }
-} // namespace
-
-namespace {
 // An error about a flag's file or value: `error: MESSAGE`, kept too.
 void flag_error(const std::string &message) {
   std::cerr << "error: " << message << "\n";

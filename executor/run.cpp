@@ -536,43 +536,37 @@ struct KernelSizes {
   bool undefined_reads = false;        ///< the oracle runs twice (may_read_undefined)
 };
 
-// Whether `e` reads one of `names` (a ref of it).
-bool reads_any(const spec::Expr &e, const std::set<std::string> &names) {
-  if (e.op == spec::Op::Ref && names.count(e.name)) return true;
-  return std::any_of(e.args.begin(), e.args.end(), [&](const spec::Expr &a) { return reads_any(a, names); });
-}
-bool reads_any(const spec::Block &b, const std::set<std::string> &names) {
-  for (const auto &s : b) {
-    if (const auto *a = std::get_if<spec::Assign>(&s.kind)) {
-      if ((a->accumulate && reads_any(a->target, names)) || reads_any(a->value, names)) return true;
-    } else if (const auto *l = std::get_if<spec::Let>(&s.kind)) {
-      if (reads_any(l->value, names)) return true;
-    } else if (const auto *i = std::get_if<spec::If>(&s.kind)) {
-      if (reads_any(i->cond, names) || reads_any(i->then_body, names) || reads_any(i->else_body, names))
-        return true;
-    } else if (const auto *f = std::get_if<spec::For>(&s.kind)) {
-      if (reads_any(f->hi, names) || reads_any(f->body, names)) return true;
-    } else if (const auto *d = std::get_if<spec::Dma>(&s.kind)) {
-      if (reads_any(d->src, names)) return true;
-    }
-  }
-  return false;
-}
-
 /// Whether the body may read undefined data: scratch, a partial block's
 /// padding, an Element or BoundedSlice window, an output block before it
 /// stores it (find_undefined_dependence).
 bool may_read_undefined(const ConcreteKernel &c) {
-  std::set<std::string> outputs;
+  std::vector<std::string> outputs;
   for (const auto &o : c.operands) {
     if (o.role == spec::Role::scratch) return true;
-    if (o.role == spec::Role::out) outputs.insert(o.name);
+    if (o.role == spec::Role::out) outputs.push_back(o.name);
     if (!o.windowed) continue;
     if (o.has_element_dims() || o.has_bounded_dims()) return true;
     for (std::size_t d = 0; d < o.shape.size(); ++d)
       if (!o.squeezed[d] && o.block[d] > 0 && o.shape[d] % o.block[d] != 0) return true;
   }
-  return reads_any(c.body, outputs);
+  // An output read: in a value, a `+=` target, a condition, a bound, a DMA's source.
+  bool reads = false;
+  auto note = [&](const spec::Expr &e) {
+    for (const auto &n : outputs)
+      reads = reads || spec::mentions(e, n);
+  };
+  spec::for_each_stmt(c.body, [&](const spec::Stmt &s) {
+    if (const auto *a = std::get_if<spec::Assign>(&s.kind)) {
+      if (a->accumulate) note(a->target);
+      note(a->value);
+    } else if (const auto *d = std::get_if<spec::Dma>(&s.kind)) {
+      note(d->src);
+    } else if (std::holds_alternative<spec::Let>(s.kind) || std::holds_alternative<spec::If>(s.kind) ||
+               std::holds_alternative<spec::For>(s.kind)) {
+      spec::for_each_expr(s, note);
+    }
+  });
+  return reads;
 }
 
 KernelSizes kernel_sizes(const spec::KernelSpec &k, const ConcreteKernel &c) {
@@ -687,6 +681,23 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
   return e.bytes;
 }
 
+/// Fresh arrays (make_kernel_arrays) holding the prepared inputs; outputs
+/// and scratch poison, or with `stand_in`, HostArray::poison_with_stand_in's
+/// values of that kind; an aliased output its input's data.
+ArrayMap arrays_with_inputs(const KernelPrep &p, const RunOptions &opts, int stand_in = 0) {
+  ArrayMap a = make_kernel_arrays(p.ck, opts.seed, opts.input_kind);
+  for (const auto &o : p.ck.operands)
+    if (o.role == spec::Role::in) {
+      a.at(o.name)->copy_from(*p.arrays.at(o.name));
+    } else if (stand_in) {
+      a.at(o.name)->poison_with_stand_in(stand_in);
+      a.at(o.name)->fill_poison();
+    }
+  for (const auto &[out, in] : p.ck.aliases)
+    a.at(out)->copy_from(*a.at(in));
+  return a;
+}
+
 void compare_reference(const spec::KernelSpec &, KernelPrep &, const RunOptions &);
 void find_unwritten(KernelPrep &);
 void find_undefined_dependence(KernelPrep &, const RunOptions &);
@@ -775,10 +786,10 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
   }
   for (const auto &o : p.ck.operands)
     if (o.role == spec::Role::in && holds_nan(*p.arrays.at(o.name))) p.nan_value = true;
-  p.defined = p.written;
-  for (const auto &o : p.ck.operands) // (a float's: find_undefined_dependence)
-    if (o.role == spec::Role::out && spec::dtype_is_float(o.dtype) && p.defined.count(o.name))
-      std::fill(p.defined[o.name].begin(), p.defined[o.name].end(), std::uint8_t{0});
+  // (A float's: find_undefined_dependence.)
+  for (const auto &[name, w] : p.written)
+    p.defined[name] =
+        spec::dtype_is_float(p.arrays.at(name)->dtype()) ? std::vector<std::uint8_t>(w.size(), 0) : w;
   for (const auto &[out, in] : p.ck.aliases)
     if (auto d = p.defined.find(out); d != p.defined.end()) {
       const HostArray &x = *p.arrays.at(in);
@@ -900,16 +911,7 @@ void find_undefined_dependence(KernelPrep &p, const RunOptions &opts) {
   // small one, so that a comparison either way sees one of them.
   static const char *const kStandIns[] = {"", "3.0, the dtype's largest integer, false", "-3.0, 0, true"};
   for (int kind = 1; kind <= 2; ++kind) {
-    ArrayMap alt = make_kernel_arrays(p.ck, opts.seed, opts.input_kind);
-    for (const auto &o : p.ck.operands)
-      if (o.role == spec::Role::in) {
-        alt.at(o.name)->copy_from(*p.arrays.at(o.name));
-      } else {
-        alt.at(o.name)->poison_with_stand_in(kind);
-        alt.at(o.name)->fill_poison();
-      }
-    for (const auto &[out, in] : p.ck.aliases)
-      alt.at(out)->copy_from(*alt.at(in));
+    ArrayMap alt = arrays_with_inputs(p, opts, kind);
     try {
       run_oracle(p.ck, alt, nullptr, kind);
     } catch (const ExecError &) {
@@ -957,11 +959,7 @@ void find_undefined_dependence(KernelPrep &p, const RunOptions &opts) {
 
 void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOptions &opts) {
   // The oracle's inputs (read or generated), fresh outputs.
-  ArrayMap ref = make_kernel_arrays(p.ck, opts.seed, opts.input_kind);
-  for (const auto &o : p.ck.operands)
-    if (o.role == spec::Role::in) ref.at(o.name)->copy_from(*p.arrays.at(o.name));
-  for (const auto &[out, in] : p.ck.aliases)
-    ref.at(out)->copy_from(*ref.at(in));
+  ArrayMap ref = arrays_with_inputs(p, opts);
   try {
     run_reference(p.ck, ref);
   } catch (const ExecError &e) {
@@ -1127,8 +1125,9 @@ struct ProgramPrep {
   std::map<std::string, Shape> shapes;
   std::map<std::string, std::unique_ptr<HostArray>> initial; ///< hbm buffers' data
   std::map<std::string, std::unique_ptr<HostArray>> intent;  ///< after the synchronous run
-  /// Per integer hbm buffer whose intent holds the dtype's sentinel: 1 where
-  /// the program computed it (a value, not poison; see prepare).
+  /// Per hbm buffer whose intent holds poison (an integer's sentinel, a NaN
+  /// where the data holds none): 1 where the program computed it (a value,
+  /// not poison; see prepare).
   std::map<std::string, std::vector<std::uint8_t>> stored;
   bool nan_value = false; ///< the initial data holds a NaN (holds_nan): NaN is compared as a value
   bool reduces = false;

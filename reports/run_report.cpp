@@ -61,19 +61,21 @@ json to_json(const RunFileResult &f) {
             {"memory_estimate", rep.memory_estimate},
             {"runs", runs},
             {"summary", counts}};
-  if (!f.errors.empty()) {
-    json errors = json::array();
-    for (const auto &e : f.errors) {
-      json x = {{"message", e.message}};
-      if (e.loc.line > 0) {
-        x["line"] = e.loc.line;
-        x["column"] = e.loc.col;
-      }
-      errors.push_back(x);
-    }
-    j["errors"] = errors;
-  }
+  if (!f.errors.empty()) j["errors"] = errors_json(f.errors);
   return j;
+}
+
+json errors_json(const std::vector<spec::Diagnostic> &errors) {
+  json out = json::array();
+  for (const auto &e : errors) {
+    json x = {{"message", e.message}};
+    if (e.loc.line > 0) {
+      x["line"] = e.loc.line;
+      x["column"] = e.loc.col;
+    }
+    out.push_back(x);
+  }
+  return out;
 }
 
 std::string error_lines(const RunFileResult &f) {
@@ -93,11 +95,11 @@ std::string to_junit(const RunFileResult &f) {
   const std::string path = xml_text(f.path);
   if (!f.errors.empty()) {
     ++errors;
-    const std::string first = error_lines(f).substr(0, error_lines(f).find('\n'));
+    const std::string lines = error_lines(f);
     cases << "    <testcase name=\"" << xml_text((rep.unit.empty() ? f.path : rep.unit) + " [input]")
           << "\" classname=\"" << path << "\" file=\"" << path << "\" time=\"0.000000\">\n"
-          << "      <error type=\"bad_input\" message=\"" << xml_text(first) << "\">"
-          << xml_text(error_lines(f)) << "</error>\n    </testcase>\n";
+          << "      <error type=\"bad_input\" message=\"" << xml_text(lines.substr(0, lines.find('\n')))
+          << "\">" << xml_text(lines) << "</error>\n    </testcase>\n";
   }
   for (const auto &r : rep.runs) {
     total += r.seconds;

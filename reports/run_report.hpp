@@ -52,6 +52,10 @@ std::string to_html(const RunFileResult &);
 /// where the error has them).
 nlohmann::json to_json(const RunFileResult &);
 
+/// Bad input's errors as `[{"message", "line", "column"}]` (line and column
+/// where an error has them): run's and fuzz's json reports.
+nlohmann::json errors_json(const std::vector<spec::Diagnostic> &);
+
 /// The report's errors (bad input) one per line: `PATH:LINE:COL: error:
 /// MESSAGE`, or `PATH: error: MESSAGE` where an error has no line.
 std::string error_lines(const RunFileResult &);

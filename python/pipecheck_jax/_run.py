@@ -75,17 +75,9 @@ class _NotModelled(Exception):
     """interpret=True runs the pallas_call otherwise than a TPU would."""
 
 
-def _aliased_write_through_input(eqn, reads_back: bool = False) -> str | None:
-    """Why interpret=True cannot stand for a TPU on this pallas_call, or None.
-
-    An input in memory_space=ANY aliased to an output is that output's HBM buffer on a TPU,
-    so the kernel's copies into the input's ref land in the output. JAX's interpret=True
-    keeps them two buffers: the output keeps the input's data.
-
-    `reads_back`: instead, why interpret=True may differ: the kernel reads the input and
-    writes the output, so a read of rows already written sees them on a TPU (an in-place
-    scatter-add whose ids repeat), not under interpret=True. Whether it does depends on the
-    data: only a difference from interpret=True is then put down to it."""
+def _aliased_any_inputs(eqn):
+    """Each input in memory_space=ANY aliased to an output, as (input index, output index,
+    whether the kernel reads the input, writes through the input, writes the output)."""
     kernel = eqn.params["jaxpr"]
     gm = eqn.params["grid_mapping"]
     written, read = set(), set()
@@ -102,13 +94,33 @@ def _aliased_write_through_input(eqn, reads_back: bool = False) -> str | None:
         space = getattr(gm.block_mappings[b].block_aval, "memory_space", None)
         if str(getattr(space, "value", space)) not in ("any", "hbm"):
             continue
-        if not reads_back and id(kernel.invars[i]) in written:
+        out = gm.num_index_operands + gm.num_inputs + o
+        yield (i, o, id(kernel.invars[i]) in read, id(kernel.invars[i]) in written,
+               out < len(kernel.invars) and id(kernel.invars[out]) in written)
+
+
+def _aliased_write_through_input(eqn) -> str | None:
+    """Why interpret=True cannot stand for a TPU on this pallas_call, or None.
+
+    An input in memory_space=ANY aliased to an output is that output's HBM buffer on a TPU,
+    so the kernel's copies into the input's ref land in the output. JAX's interpret=True
+    keeps them two buffers: the output keeps the input's data."""
+    for i, o, _, writes_input, _ in _aliased_any_inputs(eqn):
+        if writes_input:
             return (f"the kernel writes through input {i}, in memory_space=ANY and aliased to "
                     f"output {o}: on a TPU that is the output's buffer, but interpret=True keeps "
                     "the two apart (its output keeps the input's data)")
-        out = gm.num_index_operands + gm.num_inputs + o
-        if reads_back and id(kernel.invars[i]) in read and out < len(kernel.invars) and \
-                id(kernel.invars[out]) in written:
+    return None
+
+
+def _aliased_read_back(eqn) -> str | None:
+    """Why interpret=True may differ from a TPU on this pallas_call, or None: the kernel reads
+    an input in memory_space=ANY and writes the output aliased to it, so a read of rows already
+    written sees them on a TPU (an in-place scatter-add whose ids repeat), not under
+    interpret=True. Whether it does depends on the data: only a difference from
+    interpret=True is put down to it."""
+    for i, o, reads_input, _, writes_output in _aliased_any_inputs(eqn):
+        if reads_input and writes_output:
             return (f"the kernel reads input {i}, in memory_space=ANY and aliased to output {o}, "
                     f"and writes that output: on a TPU they are one buffer, so a read after a "
                     "write sees it, but interpret=True keeps the two apart (the input keeps its "
@@ -191,7 +203,7 @@ class _Evaluator:
         drop) run on invals: by JAX's interpret mode, or exported with the values it gets and
         run by `pipecheck run`."""
         if self.mode == "interpret":
-            if (caveat := _aliased_write_through_input(eqn, reads_back=True)) is not None:
+            if (caveat := _aliased_read_back(eqn)) is not None:
                 self.caveats.append(caveat)
             if (why := _aliased_write_through_input(eqn) or _prefetch_written(eqn)
                     or _cta_scratch_shared(eqn)

@@ -587,24 +587,14 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
   if (main_idx == p.body.size()) {
     // A loop that grows nested in another (rows, then a K loop per row) is
     // one the proof does not take: say which.
-    std::function<const spec::Stmt *(const spec::Block &, bool)> nested =
-        [&](const spec::Block &b, bool inner) -> const spec::Stmt * {
-      for (const auto &st : b) {
-        const spec::Block *kids[2] = {nullptr, nullptr};
-        if (const auto *f = std::get_if<spec::For>(&st.kind)) {
-          if (inner && spec::mentions(f->hi, param)) return &st;
-          kids[0] = &f->body;
-        } else if (const auto *i = std::get_if<spec::If>(&st.kind)) {
-          kids[0] = &i->then_body;
-          kids[1] = &i->else_body;
-        }
-        for (const auto *k : kids)
-          if (k)
-            if (const auto *hit = nested(*k, true)) return hit;
-      }
-      return nullptr;
-    };
-    if (const auto *hit = nested(p.body, false))
+    const spec::Stmt *hit = nullptr;
+    for (const auto &top : p.body)
+      spec::for_each_stmt(top, [&](const spec::Stmt &st) {
+        if (const auto *f = std::get_if<spec::For>(&st.kind);
+            !hit && &st != &top && f && spec::mentions(f->hi, param))
+          hit = &st;
+      });
+    if (hit)
       plan.reason = "the loop that grows with " + param + " (line " + std::to_string(hit->loc.line) +
                     ") is nested in another loop or branch; the proof takes a loop at the top level";
     else

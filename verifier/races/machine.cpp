@@ -13,6 +13,15 @@ namespace pipecheck::verifier::races {
 
 namespace {
 
+// A box as `lo:hi, ...`; with `indices`, a dim of extent 1 as its index.
+std::string box_text(const Box &b, bool indices) {
+  std::string s;
+  for (const auto &[lo, hi] : b)
+    s += (s.empty() ? "" : ", ") +
+         (indices && hi == lo + 1 ? std::to_string(lo) : std::to_string(lo) + ":" + std::to_string(hi));
+  return s;
+}
+
 bool box_overlaps(const Box &a, const Box &b) {
   if (a.size() != b.size()) return true; // conservative: different views of one buffer
   for (std::size_t d = 0; d < a.size(); ++d)
@@ -345,10 +354,7 @@ void Machine::access(int event, int op, const Place &p, bool write) {
     const std::vector<Box> rest = unwritten(p, &some);
     if (some && !rest.empty()) {
       // (Part of it written: name the first part that is not.)
-      std::string part;
-      for (const auto &[lo, hi] : rest.front())
-        part += (part.empty() ? "" : ", ") + std::to_string(lo) + ":" + std::to_string(hi);
-      why = what + ", of which nothing has written [" + part + "]";
+      why = what + ", of which nothing has written [" + box_text(rest.front(), false) + "]";
     }
     if (undefined_at >= 0) {
       const spec::Stmt &by = *r_.events[undefined_at].stmt;
@@ -373,28 +379,19 @@ void Machine::access(int event, int op, const Place &p, bool write) {
       if (!races_seen_.insert({rule, r_.events[event].stmt, r_.events[other.start_event].stmt}).second) break;
       std::string what =
           bufs[p.buffer].name + (p.slot >= 0 ? "[" + std::to_string(p.slot) + "]" : std::string());
-      // An hbm array: the region, and which copy does what to it (a copy in
-      // reads its hbm source, a copy out writes its destination).
-      const bool hbm = bufs[p.buffer].kind == spec::BufferKind::hbm && other.kind != OpKind::wgmma;
-      if (hbm) {
-        std::string region;
-        for (const auto &[lo, hi] : p.box)
-          region += (region.empty() ? "" : ", ") +
-                    (hi == lo + 1 ? std::to_string(lo) : std::to_string(lo) + ":" + std::to_string(hi));
-        what += "[" + region + "]";
+      // What the operation in flight does to this place: a slot is written by
+      // a copy in and read by a copy out; an hbm array (named with its
+      // region) is read by a copy in and written by a copy out.
+      std::string by = other.kind == OpKind::wgmma ? "wgmma" : y.write ? "copy into it" : "copy out of it";
+      if (bufs[p.buffer].kind == spec::BufferKind::hbm && other.kind != OpKind::wgmma) {
+        what += "[" + box_text(p.box, true) + "]";
+        by = std::string(other.kind == OpKind::copy_in ? "copy in" : "copy out") +
+             (y.write ? " writing it" : " reading it");
       }
       std::string msg =
           async_operand ? "overwrites " + what + " while a wgmma still reads it (no wgmma_wait retired it)"
-          : hbm         ? (write ? "writes " : "reads ") + what + " while an asynchronous " +
-                      (other.kind == OpKind::copy_in ? "copy in" : "copy out") +
-                      (y.write ? " writing it" : " reading it") + " is still in flight"
-                : (write ? "writes " : "reads ") + what + " while an asynchronous " +
-                      // (by what the copy does to this place: a copy-in writes its slot, a
-                      // copy-out reads it)
-                      (other.kind == OpKind::wgmma ? std::string("wgmma")
-                       : y.write                   ? std::string("copy into it")
-                                                   : std::string("copy out of it")) +
-                      " is still in flight";
+                        : (write ? "writes " : "reads ") + what + " while an asynchronous " + by +
+                              " is still in flight";
       RawFinding f{rule, event, other.start_event, -1, -1, msg};
       f.other_op = o;
       r_.findings.push_back(std::move(f));
