@@ -110,9 +110,15 @@ Verdict spec_rules(const spec::KernelSpec &k, const CheckOptions &o, const spec:
   if (r.errors.empty() && !open) {
     // (A store the other rules already report is one finding: one root cause.)
     rules::RuleOutcome e = rules::check_empty_visits(*built.model, kEmptyVisitPoints);
+    // A crossing seen only in a scratch's own update is another view of any
+    // fault already found on that scratch (its carry across a parallel axis).
     std::erase_if(e.findings, [&](const Finding &f) {
-      return std::any_of(r.findings.begin(), r.findings.end(),
-                         [&](const Finding &g) { return g.rule == f.rule && g.loc == f.loc; });
+      const auto *via = f.witness.get<std::string>("carried_by");
+      const auto *op = f.witness.get<std::string>("operand");
+      return std::any_of(r.findings.begin(), r.findings.end(), [&](const Finding &g) {
+        const auto *gop = g.witness.get<std::string>("operand");
+        return (g.rule == f.rule && g.loc == f.loc) || (via && op && gop && *gop == *op);
+      });
     });
     add(e);
   }

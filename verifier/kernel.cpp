@@ -350,6 +350,16 @@ LoweredCheck check_lowered(const spec::KernelSpec &k, const CheckOptions &o) {
   return out;
 }
 
+// Whether a lowered program's finding is at a grid point past the first
+// index of some parallel axis (false where it names no grid point).
+bool past_first_parallel_index(const spec::KernelSpec &k, const Finding &f) {
+  const auto *g = f.witness.get<std::vector<std::int64_t>>("grid_point");
+  if (!g || !k.dimension_semantics) return false;
+  for (std::size_t a = 0; a < g->size() && a < k.dimension_semantics->size(); ++a)
+    if ((*k.dimension_semantics)[a] == spec::DimSemantics::parallel && (*g)[a] > 0) return true;
+  return false;
+}
+
 // The spec rules' verdict `v` and the lowered program's `low`, as one.
 Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low) {
   // partial-block-reduction is the spec rules' reading of where a partial
@@ -373,6 +383,17 @@ Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low) {
   // index map out of bounds) is copied in clipped: its padding is what the
   // lowered program then reads or writes back uninitialized.
   bool clipped_blocks = false;
+  // A scratch carried across a parallel axis (parallel-write-conflict with a
+  // read point) explains what the lowered program reads undefined of it only
+  // past the first index of some parallel axis: where a core may start. A
+  // read at the grid's first points along every parallel axis is undefined
+  // on one core too (an init that writes the wrong slot), a fault of its own.
+  std::set<std::string> carried, others;
+  for (const auto &f : v.findings)
+    if (auto *name = f.witness.get<std::string>("operand"))
+      (f.rule == Rule::parallel_write_conflict && f.witness.get<std::vector<std::int64_t>>("read") ? carried
+                                                                                                   : others)
+          .insert(*name);
   for (const auto &f : v.findings) {
     clipped_blocks |= f.rule == Rule::partial_block_reduction || f.rule == Rule::index_out_of_bounds;
     const bool oob = f.rule == Rule::index_out_of_bounds;
@@ -392,7 +413,9 @@ Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low) {
     bool explained = (oob ? oob_lines : lines).count(low.findings[i].loc.line) > 0 ||
                      (clipped_blocks && low.findings[i].rule == Rule::uninitialized_read);
     for (const auto &op : low.operands[i])
-      explained |= (oob ? oob_operands : operands).count(op) > 0;
+      explained |= (oob ? oob_operands : operands).count(op) > 0 &&
+                   !(low.findings[i].rule == Rule::uninitialized_read && carried.count(op) &&
+                     !others.count(op) && !past_first_parallel_index(k, low.findings[i]));
     // A visit that stores nothing into a block revisited later writes back
     // undefined data the last visit replaces (output-revisit's exception):
     // the write-back of a slot nothing wrote, not undefined data a store

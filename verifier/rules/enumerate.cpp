@@ -1113,7 +1113,29 @@ private:
     };
     std::vector<std::size_t> writes = u.inits;
     writes.insert(writes.end(), u.accumulates.begin(), u.accumulates.end());
-    for (const CarriedUse &c : carried_uses(m_, op)) {
+    // The reads that carry the running value: the stores' into an output,
+    // and the scratch's own updates' (`c += x; o = c` takes the crossed
+    // value in the update, whose store the output's read then sees at q).
+    // (An update's crossing only where nothing else is found on the scratch:
+    // a reset superseded, a visit with no init, seen first, are its cause.)
+    std::vector<CarriedUse> uses = carried_uses(m_, op);
+    const std::size_t stores = uses.size();
+    const bool found = std::any_of(out_.findings.begin(), out_.findings.end(), [&](const Finding &f) {
+      const auto *name = f.witness.get<std::string>("operand");
+      return name && *name == m_.operands[op].name;
+    });
+    if (!uses.empty() && !found)
+      for (std::size_t a : u.accumulates) {
+        // (`c[...] += x` reads c in the accumulate itself.)
+        if (m_.effects[a].kind == Effect::accumulate) uses.push_back({a, a, uses.front().output});
+        for (std::size_t r : m_.effects[a].sources)
+          if (m_.effects[r].operand == op && m_.effects[r].kind == Effect::read)
+            uses.push_back({a, r, uses.front().output});
+      }
+    std::set<std::size_t> reported; // a read once, whichever use it serves
+    for (std::size_t k = 0; k < uses.size(); ++k) {
+      const CarriedUse &c = uses[k];
+      if (reported.count(c.consume)) continue;
       const Effect &rd = m_.effects[c.consume];
       for (std::size_t q = 0; q < n; ++q) {
         if (!fires_[c.store][q] || !fires_[c.consume][q]) continue;
@@ -1140,6 +1162,8 @@ private:
               if (fires_[i][t] && overlaps(box_or_whole(m_.effects[i], t), rb)) own = t;
         if (!own) continue;
         out_.findings.push_back(crossed_chain_finding(m_, op, c, pts_[*own], pts_[*p], pts_[q], chain));
+        if (k >= stores) out_.findings.back().witness.items.push_back({"carried_by", std::string("update")});
+        reported.insert(c.consume);
         break;
       }
     }
