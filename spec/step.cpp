@@ -5,6 +5,8 @@
 #include "spec/typecheck.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <numeric>
 
 namespace pipecheck::spec {
 
@@ -59,9 +61,17 @@ void Stepper::plan_ref(const Expr &ref) {
       if (a.op == Op::Slice) {
         if (!a.args.empty() && a.args[0].op != Op::None) add(a.args[0]);
         if (a.args.size() >= 2 && a.args[1].op != Op::None) add(a.args[1]);
+        if (a.args.size() >= 2 && a.args[0].op != Op::None && a.args[1].op != Op::None) {
+          const Expr &lo = a.args[0], &hi = a.args[1];
+          const bool shown = (lo.op == Op::Int && hi.op == Op::Int) ||
+                             (hi.op == Op::Add && (hi.args[0] == lo || hi.args[1] == lo) &&
+                              (hi.args[0].op == Op::Int || hi.args[1].op == Op::Int));
+          plan.sized = plan.sized || !shown;
+        }
       } else if (a.op == Op::Call && a.name == "ds" && a.args.size() == 2 && a.kwarg_names.empty()) {
         add(a.args[0]);
         add(a.args[1]);
+        plan.sized = plan.sized || a.args[1].op != Op::Int;
       } else {
         add(a);
       }
@@ -218,6 +228,30 @@ StepRef Stepper::resolve_in(const Expr &ref, int bi, const RefPlan *plan, const 
   return out;
 }
 
+void Stepper::same_sizes(const Expr &ref, const Loc &l) const {
+  auto it = refs_.find(&ref);
+  if (it == refs_.end() || !it->second.sized) return;
+  std::vector<std::int64_t> sizes;
+  for (const auto &a : ref.args)
+    if (a.op == Op::Slice && a.args.size() >= 2 && a.args[0].op != Op::None && a.args[1].op != Op::None)
+      sizes.push_back(eval(a.args[1], l) - eval(a.args[0], l));
+    else if (a.op == Op::Call && a.name == "ds" && a.args.size() == 2 && a.kwarg_names.empty())
+      sizes.push_back(eval(a.args[1], l));
+  auto [at, first] = sizes_.try_emplace(&ref, sizes);
+  if (first || at->second == sizes) return;
+  auto str = [](const std::vector<std::int64_t> &v) {
+    std::string t;
+    for (auto x : v)
+      t += (t.empty() ? "" : ", ") + std::to_string(x);
+    return "(" + t + ")";
+  };
+  throw StepError("the slice sizes of '" + print(ref) + "' change from " + str(at->second) + " to " +
+                      str(sizes) +
+                      ": a block's shape is static, so a slice's size may not depend on a loop variable, "
+                      "the grid point or data (its start may)",
+                  l);
+}
+
 void Stepper::collect_reads(const Expr &e, std::vector<StepRef> &out, const Loc &l) const {
   std::vector<const Expr *> unplanned;
   auto it = reads_of_.find(&e);
@@ -233,6 +267,7 @@ void Stepper::collect_reads(const Expr &e, std::vector<StepRef> &out, const Loc 
     // sides are evaluated, as jnp.where's are): out of bounds it faults as
     // in the executor; it reads nothing the value takes.
     StepRef ref = resolve(*r, l);
+    same_sizes(*r, l);
     if (selected) out.push_back(std::move(ref));
   }
 }
@@ -322,6 +357,7 @@ void Stepper::exec(const Stmt &s) {
 
 void Stepper::exec_store(const Stmt &s, const Expr &target_ref, bool accumulate, const Expr &value) {
   StepRef target = resolve(target_ref, s.loc);
+  same_sizes(target_ref, s.loc);
   if (value.op == Op::Undefined) {
     c_->on_discard(s, target);
     return;
@@ -358,6 +394,7 @@ void Stepper::exec_async(const Stmt &s) {
       if (c->offset.op != Op::None)
         for (const auto &o : c->offset.args)
           at.push_back(eval(o, s.loc));
+      hbm_side_fits(s, c->src, a.src, c->dst, a.dst);
       const CopyFit fit = fit_copy(kept_shape(a.src), kept_shape(a.dst), at);
       if (!fit.fits)
         throw OutOfBounds("offset=" + print(c->offset) + " " + dims_string(at) + " does not place " +
@@ -463,10 +500,35 @@ std::int64_t Stepper::bytes_of(const StepRef &r) const {
   return n;
 }
 
+void Stepper::hbm_side_fits(const Stmt &s, const Expr &src_ref, const StepRef &src, const Expr &dst_ref,
+                            const StepRef &dst) const {
+  // A copy's HBM side is its block's window, clipped where the block passes
+  // the array's end: never more than the on-chip side holds (a slice whose
+  // size depends on a loop variable or the grid point can make it so).
+  const bool src_hbm = program_.buffers[src.place.buffer].kind == BufferKind::hbm;
+  if (src_hbm == (program_.buffers[dst.place.buffer].kind == BufferKind::hbm)) return;
+  const Dims hbm = kept_shape(src_hbm ? src : dst), chip = kept_shape(src_hbm ? dst : src);
+  // (Of different ranks, as a squeezed dim leaves them: by element count.)
+  bool larger = false;
+  if (hbm.size() != chip.size())
+    larger = std::accumulate(hbm.begin(), hbm.end(), std::int64_t{1}, std::multiplies<>()) >
+             std::accumulate(chip.begin(), chip.end(), std::int64_t{1}, std::multiplies<>());
+  for (std::size_t d = 0; d < hbm.size() && hbm.size() == chip.size() && !larger; ++d)
+    larger = hbm[d] > chip[d];
+  if (larger)
+    throw StepError("copy between different shapes: " + print(src_hbm ? src_ref : dst_ref) + " is " +
+                        dims_string(hbm) + " here, more than " + print(src_hbm ? dst_ref : src_ref) + " " +
+                        dims_string(chip) +
+                        " holds (a copy moves a whole block; its slice sizes must not "
+                        "depend on a loop variable or the grid point)",
+                    s.loc);
+}
+
 int Stepper::start_copy(const Stmt &s, const Expr &src_ref, const Expr &dst_ref) {
   AsyncStart a;
   a.src = resolve(src_ref, s.loc);
   a.dst = resolve(dst_ref, s.loc);
+  hbm_side_fits(s, src_ref, a.src, dst_ref, a.dst);
   // A DMA into on-chip memory reads like a copy in, one into HBM like a copy out.
   a.kind =
       program_.buffers[a.dst.place.buffer].kind == BufferKind::hbm ? AsyncKind::copy_out : AsyncKind::copy_in;

@@ -194,6 +194,8 @@ private:
   SlotKey semaphore(const Expr &ref, const Loc &) const;
   int start_copy(const Stmt &, const Expr &src, const Expr &dst);
   std::int64_t bytes_of(const StepRef &) const;
+  void hbm_side_fits(const Stmt &s, const Expr &src_ref, const StepRef &src, const Expr &dst_ref,
+                     const StepRef &dst) const;
 
   // The body compiled once (every step runs the same statements): integer
   // expressions to CompiledInts reading names through pointers into env_,
@@ -215,7 +217,12 @@ private:
   struct RefPlan {
     int buffer = -1;                                // -1: not a buffer
     std::vector<std::pair<const Expr *, int>> subs; // what subscripts_of evaluates, in order, compiled
+    bool sized = false; // a slice whose size its bounds do not show (`0:8 * t`, ds(i, n))
   };
+  /// A compute statement's ref whose slice sizes change from one execution
+  /// to the next (a size from a loop variable or the grid point): StepError.
+  void same_sizes(const Expr &ref, const Loc &) const;
+  mutable std::unordered_map<const Expr *, std::vector<std::int64_t>> sizes_;
   /// eval() through a compiled handle (-1: none).
   std::int64_t eval(int handle, const Expr &, const Loc &) const;
   StepRef resolve_in(const Expr &ref, int buffer, const RefPlan *, const Loc &) const;

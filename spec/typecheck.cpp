@@ -682,6 +682,7 @@ private:
   Env params_;
   std::map<std::string, Window> blocks_;
   std::vector<Diagnostic> errs_;
+  int bound_passes_ = 0; // body loops typechecked at a bound iteration, nested
   ExprTypes *types_ = nullptr;
   const std::set<std::string> state_; ///< state_scratches(k_)
   const bool pipeline_ = false;       ///< typing a pipeline's statements
@@ -858,7 +859,26 @@ private:
       }
       inner.locals[f->var] = Local{true, weak_int()};
       inner.ints.erase(f->var);
+      const Scope unbound = inner;
+      const std::size_t before = errs_.size();
       block(f->body, inner);
+      // A loop of known bounds: its first and last iterations too, the
+      // variable bound, where a slice's size may come from it (`x[0:2 * t]`,
+      // whose shape no block can have at every t). Two levels deep at most.
+      const auto lo = eval_int(f->lo, s.ints), hi = eval_int(f->hi, s.ints);
+      if (bound_passes_ < 2 && errs_.size() == before && lo && hi && *hi > *lo)
+        for (const std::int64_t t : {*lo, *hi - 1}) {
+          Scope at = unbound;
+          at.ints[f->var] = t;
+          ++bound_passes_;
+          block(f->body, at);
+          --bound_passes_;
+          if (errs_.size() > before) {
+            errs_.resize(before + 1);
+            errs_.back().message += " (at " + f->var + " = " + std::to_string(t) + ")";
+            break;
+          }
+        }
     } else if (const auto *d = std::get_if<Dma>(&st.kind)) {
       // A DMA copies a ref onto one of the same shape and dtype (make_async_copy
       // takes no casts or broadcasts); a wait's byte count is its dst's.
@@ -899,6 +919,9 @@ private:
         });
     if (!ok) return std::nullopt;
     Subscripted v = subscript(b.type.shape, subs);
+    // (At a loop's bound iteration a subscript out of bounds is the rules'
+    // to decide, under the guards around it: no type error.)
+    if (!v.ok() && v.out_of_bounds && bound_passes_ > 0) return std::nullopt;
     if (!v.ok()) {
       error(r.loc, "'" + print(r) + "': " + v.error + " of " +
                        (b.windowed ? "the block of '" + r.name + "', " : "'" + r.name + "', ") +

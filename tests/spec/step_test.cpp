@@ -246,3 +246,40 @@ TEST(Stepper, AStoreOfUndefinedLeavesItsTargetUndefinedAndIsNoCompute) {
             "L5 undefined X[0] 0:8\n"
             "end in_flight=0\n");
 }
+
+TEST(Stepper, ACopyWhoseHbmWindowIsLargerThanItsSlotIsAnError) {
+  const std::string text = "pipeline p:\n"
+                           "    hbm  A: f32[128, 512]\n"
+                           "    sram x[1]: f32[128, 256]\n"
+                           "    for g in range(1):\n"
+                           "        c = g + 1\n"
+                           "        copy_in_start(A[0:128, 0:256 * c + 256], x[0])\n"
+                           "        copy_in_wait(x[0])\n";
+  try {
+    run(text);
+    ADD_FAILURE() << "no error";
+  } catch (const StepError &e) {
+    EXPECT_EQ(e.loc.line, 6);
+    EXPECT_NE(std::string(e.what()).find("is [128, 512] here, more than x[0] [128, 256] holds"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Stepper, AComputeSliceWhoseSizeChangesBetweenIterationsIsAnError) {
+  const std::string text = "pipeline p:\n"
+                           "    sram X[1]: f32[8, 512]\n"
+                           "    for g in range(2):\n"
+                           "        c = (g + 1) * 128\n"
+                           "        X[0, :, 0:c] = X[0, :, 0:c] + 1\n";
+  try {
+    run(text);
+    ADD_FAILURE() << "no error";
+  } catch (const StepError &e) {
+    EXPECT_EQ(e.loc.line, 5);
+    EXPECT_NE(std::string(e.what()).find("change from (128) to (256)"), std::string::npos) << e.what();
+  }
+  // A moving window of one size is fine.
+  EXPECT_NO_THROW(run("pipeline p:\n    sram X[1]: f32[8, 512]\n    for g in range(2):\n"
+                      "        X[0, :, g * 128:g * 128 + 128] = X[0, :, g * 128:g * 128 + 128] + 1\n"));
+}

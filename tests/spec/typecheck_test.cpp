@@ -280,3 +280,22 @@ TEST(PipelineTyping, AStoreOfAnotherShapeADotOfUnequalDimsAndAnAxisPastTheRankAr
   Err slot = first_error(pipeline("Y[0] = X[0, 0:16, :]"));
   EXPECT_NE(slot.message.find("of 'X', f32[2, 8, 128]"), std::string::npos) << slot.message;
 }
+
+TEST(BodyTyping, ASliceWhoseSizeComesFromALoopVariableIsTypedAtTheLoopsFirstAndLastIterations) {
+  const std::string body = "for t in range(1, 3):\n            o[0:t, :] = x[0:2 * t, :] + 1";
+  Err e = first_error(kernel("f32[8, 128]", "f32[8, 128]", body));
+  EXPECT_EQ(e.line, 6);
+  EXPECT_NE(e.message.find("a value of shape [2, 128] does not fit a block of shape [1, 128] (at t = 1)"),
+            std::string::npos)
+      << e.message;
+  // Equal sizes at every iteration are well typed.
+  expect_well_typed(
+      kernel("f32[8, 128]", "f32[8, 128]", "for t in range(1, 3):\n            o[0:t, :] = x[0:t, :]"));
+}
+
+TEST(BodyTyping, ASubscriptOutOfBoundsAtALoopsBoundIterationIsLeftToTheRules) {
+  // t = 0 reads rows -8:0, but only under `t > 0`: the rules decide that.
+  expect_well_typed(kernel("f32[32, 128]", "f32[32, 128]",
+                           "for t in range(0, 4):\n            when t > 0:\n"
+                           "                o[ds((t - 1) * 8, 8), :] = x[ds((t - 1) * 8, 8), :]"));
+}

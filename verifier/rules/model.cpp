@@ -356,6 +356,11 @@ struct Builder {
   /// use takes the reads whole.
   std::size_t deferred_scans = 0;
   static constexpr std::size_t kMaxDeferredScans = 20000;
+  /// Deferred values being scanned, one inside another (a chain of locals
+  /// `a1 = a0 + 1; a2 = a1 + 1; ...`); past kMaxDeferredDepth a use takes
+  /// the local's reads whole, so a long chain cannot overflow the stack.
+  std::size_t deferred_depth = 0;
+  static constexpr std::size_t kMaxDeferredDepth = 64;
   std::vector<Deferred> deferred_records;
   std::map<std::string, std::size_t> deferred_names; ///< a local's current record
   bool deferring = false;                            ///< scanning a deferred let's own value
@@ -405,16 +410,19 @@ struct Builder {
     if (it == deferred_names.end()) return false;
     if (deferring) return true; // a deferred let's own value: the let's uses decide
     const std::size_t r = it->second;
-    if (deferred_records[r].closed || deferred_records[r].whole || ++deferred_scans > kMaxDeferredScans) {
+    if (deferred_records[r].closed || deferred_records[r].whole || ++deferred_scans > kMaxDeferredScans ||
+        deferred_depth >= kMaxDeferredDepth) {
       use_whole(r);
       return true;
     }
     const Expr value = deferred_records[r].value;
     const std::size_t first = m.effects.size(), contractions = m.contractions.size();
+    ++deferred_depth;
     if (cond)
       scan_masked(*cond, value, guards, loc, dims);
     else
       scan_value(value, guards, loc);
+    --deferred_depth;
     std::vector<Box> boxes;
     std::vector<std::vector<std::size_t>> masked;
     bool same = true;
