@@ -163,6 +163,11 @@ int model_cmd(const ModelArgs &a) {
     if (!check_overrides(*unit, *src, opts.overrides)) return bad_input;
     units.push_back(unit);
   } else {
+    // (A file with no unit is the same error as in every other command.)
+    if (file->units.empty()) {
+      select_unit(*file, a.path, a.kernel);
+      return bad_input;
+    }
     for (const auto &u : file->units)
       units.push_back(&u);
   }

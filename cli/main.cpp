@@ -158,6 +158,9 @@ std::optional<int> answer_before_parsing(CLI::App &app, int argc, char **argv) {
 int main(int argc, char **argv) {
   using namespace pipecheck::cli;
   watch_interrupts();
+  // A closed pipe (`pipecheck check dir | head`) is a failed write, exit 4
+  // with its reason, not a death by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   StdoutCollector out;
   CLI::App app{
       "pipecheck: verify and test pipelined accelerator kernels (Pallas pallas_call specs and pipelines)"};

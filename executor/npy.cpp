@@ -211,13 +211,24 @@ std::unique_ptr<HostArray> parse_npy(std::string_view bytes, const std::string &
                    (hp.descr.size() > 1 && hp.descr[0] == '>' ? " (big-endian: save it little-endian)" : "") +
                    " (f32 <f4, f16 <f2, bf16 |V2, i32 <i4, i16 <i2, i8 |i1, u8 |u1, bool |b1)");
   Shape shape = *hp.shape;
+  // What the shape needs, against what the file holds, before allocating (a
+  // header may claim 2^40 rows of a few bytes' data).
+  const std::size_t data = start + len;
+  std::uint64_t claimed = spec::dtype_bytes(*dtype);
+  bool too_large = false;
+  for (auto d : shape)
+    too_large =
+        too_large || d < 0 || __builtin_mul_overflow(claimed, static_cast<std::uint64_t>(d), &claimed);
+  if (too_large || claimed != bytes.size() - data)
+    throw NpyError("the data holds " + std::to_string(bytes.size() - data) + " bytes, but shape " +
+                   shape_string(shape) + " of " + hp.descr + " needs " +
+                   (too_large ? std::string("more than 2^64") : std::to_string(claimed)));
   std::unique_ptr<HostArray> a;
   try {
     a = std::make_unique<HostArray>(name, *dtype, shape);
   } catch (const std::length_error &) {
     throw NpyError("shape " + shape_string(shape) + " is too large");
   }
-  const std::size_t data = start + len;
   const auto need = static_cast<std::size_t>(a->bytes());
   if (bytes.size() - data != need)
     throw NpyError("the data holds " + std::to_string(bytes.size() - data) + " bytes, but shape " +

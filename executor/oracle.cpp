@@ -415,6 +415,11 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
   Interp interp(mem);
   const bool triton = c.spec && spec::uses_triton(*c.spec) && stand_in == 0;
   const std::int64_t n = c.num_points();
+  // Each output's window at the point before: one that stays the same is the
+  // same VMEM buffer, padding included (an (8, 128) block over an f32[8, 1]
+  // output keeps what a step stored past the array for the next step to
+  // read, as the pipeline's slot does). A Triton program's is its own.
+  std::vector<std::optional<std::pair<Box, Box>>> resident(c.operands.size());
   for (std::int64_t lin = 0; lin < n; ++lin) {
     const Shape point = grid_point(c, lin);
     std::vector<Box> aboxes(c.operands.size()), bboxes(c.operands.size());
@@ -426,8 +431,16 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
       inside[k] = block_boxes(o, block_index(c, o, point), window_extents(c, o, point), aboxes[k], bboxes[k],
                               partial);
       HostArray &blk = *blocks[k];
-      if (partial || !inside[k]) blk.fill_poison();
-      if (inside[k]) copy_view(box_view(*arrays.at(o.name), aboxes[k]), box_view(blk, bboxes[k]));
+      const bool stays = o.role == spec::Role::out && !(c.spec && spec::uses_triton(*c.spec)) &&
+                         !starts_cta(c, lin) && resident[k] && resident[k]->first.lo == aboxes[k].lo &&
+                         resident[k]->first.hi == aboxes[k].hi && resident[k]->second.lo == bboxes[k].lo &&
+                         resident[k]->second.hi == bboxes[k].hi;
+      if (o.role == spec::Role::out && inside[k])
+        resident[k] = std::pair(aboxes[k], bboxes[k]);
+      else
+        resident[k].reset();
+      if (!stays && (partial || !inside[k])) blk.fill_poison();
+      if (!stays && inside[k]) copy_view(box_view(*arrays.at(o.name), aboxes[k]), box_view(blk, bboxes[k]));
       if (track_of[k] >= 0) {
         WriteTrack &t = mem.tracks[static_cast<std::size_t>(track_of[k])];
         t.abox = aboxes[k];

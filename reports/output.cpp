@@ -51,7 +51,8 @@ std::string write_file_atomically(const std::string &given, const std::string &t
     if (!ec) path = target.string();
   }
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && !S_ISREG(st.st_mode)) {
     if (S_ISDIR(st.st_mode)) return "is a directory";
     return write_directly(path, text);
   }
@@ -67,10 +68,11 @@ std::string write_file_atomically(const std::string &given, const std::string &t
   if (fd < 0) return why("cannot create a temporary file in " + dir, errno);
   std::string err = write_all(fd, text);
   if (err.empty() && ::fsync(fd) != 0) err = why("cannot write");
-  // mkstemp makes the file 0600; an output file gets the usual mode.
+  // mkstemp makes the file 0600; a new output file gets the usual mode, one
+  // that replaces a file keeps that file's (`fmt -i` of a 0600 file).
   mode_t mask = ::umask(0);
   ::umask(mask);
-  if (err.empty()) ::fchmod(fd, 0666 & ~mask);
+  if (err.empty()) ::fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~mask);
   if (::close(fd) != 0 && err.empty()) err = why("cannot write");
   if (err.empty() && ::rename(name.data(), path.c_str()) != 0)
     err = why("cannot rename the temporary file into place");

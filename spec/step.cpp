@@ -500,7 +500,7 @@ std::int64_t Stepper::bytes_of(const StepRef &r) const {
   return n;
 }
 
-void Stepper::hbm_side_fits(const Stmt &s, const Expr &src_ref, const StepRef &src, const Expr &dst_ref,
+void Stepper::hbm_side_fits(const Stmt &, const Expr &src_ref, const StepRef &src, const Expr &dst_ref,
                             const StepRef &dst) const {
   // A copy's HBM side is its block's window, clipped where the block passes
   // the array's end: never more than the on-chip side holds (a slice whose
@@ -515,13 +515,14 @@ void Stepper::hbm_side_fits(const Stmt &s, const Expr &src_ref, const StepRef &s
              std::accumulate(chip.begin(), chip.end(), std::int64_t{1}, std::multiplies<>());
   for (std::size_t d = 0; d < hbm.size() && hbm.size() == chip.size() && !larger; ++d)
     larger = hbm[d] > chip[d];
+  // (Past the slot's end: an access out of bounds, as an offset= that does
+  // not place the copy inside its slot.)
   if (larger)
-    throw StepError("copy between different shapes: " + print(src_hbm ? src_ref : dst_ref) + " is " +
-                        dims_string(hbm) + " here, more than " + print(src_hbm ? dst_ref : src_ref) + " " +
-                        dims_string(chip) +
-                        " holds (a copy moves a whole block; its slice sizes must not "
-                        "depend on a loop variable or the grid point)",
-                    s.loc);
+    throw OutOfBounds("copy between different shapes: " + print(src_hbm ? src_ref : dst_ref) + " is " +
+                      dims_string(hbm) + " here, more than " + print(src_hbm ? dst_ref : src_ref) + " " +
+                      dims_string(chip) +
+                      " holds (a copy moves a whole block; its slice sizes must not "
+                      "depend on a loop variable or the grid point)");
 }
 
 int Stepper::start_copy(const Stmt &s, const Expr &src_ref, const Expr &dst_ref) {

@@ -546,6 +546,8 @@ def _fold(name: str, vals: list[int], params, on_ints: bool = False) -> int | No
     """The value of an integer equation on constants (lax semantics), or None."""
     if name == "select_n" and len(vals) == 3:
         return vals[2] if vals[0] else vals[1]
+    if name == "select_n" and len(vals) > 3:
+        return vals[1 + vals[0]] if 0 <= vals[0] < len(vals) - 1 else None
     if len(vals) == 2:
         a, b = vals
         ops = {"add": a + b, "sub": a - b, "mul": a * b, "max": max(a, b), "min": min(a, b),
@@ -653,12 +655,22 @@ def _int_eqn(e, ins: list[_E]) -> _E | None:
         return _E("0", int=True, nonneg=True)
     if name == "select_n" and len(ins) == 3 and consts[0] is not None:
         return ins[2] if consts[0] else ins[1]
+    if name == "select_n" and len(ins) > 3 and consts[0] is not None:
+        return ins[1 + consts[0]] if 0 <= consts[0] < len(ins) - 1 else None
     if name == "select_n":
-        if len(ins) != 3:
+        if len(ins) < 3:
             return None
-        p, f, t = ins
-        return _E(f"where({_strip(p.text)}, {_strip(t.text)}, {_strip(f.text)})", int=True,
-                  nonneg=f.nonneg and t.nonneg)
+        if len(ins) == 3:
+            p, f, t = ins
+            return _E(f"where({_strip(p.text)}, {_strip(t.text)}, {_strip(f.text)})", int=True,
+                      nonneg=f.nonneg and t.nonneg)
+        # lax.select_n(p, c0, c1, ...) (jnp.select, a 3-way lax.switch of indices): c_p, as
+        # nested wheres on p == k (lax leaves p out of range undefined: the last case here)
+        p, cases = ins[0], ins[1:]
+        text = _strip(cases[-1].text)
+        for k in range(len(cases) - 2, -1, -1):
+            text = f"where({_strip(p.text)} == {k}, {_strip(cases[k].text)}, {text})"
+        return _E(text, int=True, nonneg=all(c.nonneg for c in cases))
     if name == "clamp":
         lo, x, hi = ins
         return _E(f"min(max({x.text}, {lo.text}), {hi.text})", int=True, nonneg=lo.nonneg)

@@ -319,20 +319,43 @@ class _Evaluator:
                                "switch, scan and while are)")
 
 
-def _compare(what: str, got, want, rtol: float, atol: float) -> list[str]:
+#: The default tolerance of a float output by its dtype, relative and (times the output's
+#: largest magnitude, at least 1) absolute: a few units in the last place, since pipecheck's
+#: executor and XLA sum and scan in other orders (a bf16 `cumsum` rounds each partial sum).
+_TOLERANCE = {"bfloat16": 2e-2, "float16": 4e-3}
+_DEFAULT_TOLERANCE = 1e-5
+
+
+def _tolerances(w, rtol, atol):
+    """rtol and atol for comparing with `want` leaf w: as given, or by its dtype."""
+    dtype = np.asarray(w).dtype
+    tol = _TOLERANCE.get(dtype.name, _DEFAULT_TOLERANCE)
+    if rtol is None:
+        rtol = tol
+    if atol is None:
+        atol = tol
+        if dtype.name in _TOLERANCE:
+            finite = np.abs(np.asarray(w, dtype=np.float64))
+            finite = finite[np.isfinite(finite)]
+            atol = tol * max(1.0, float(finite.max()) if finite.size else 1.0)
+    return rtol, atol
+
+
+def _compare(what: str, got, want, rtol: float | None, atol: float | None) -> list[str]:
     out = []
     got = jax.tree_util.tree_leaves(got)
     want = jax.tree_util.tree_leaves(want)
     if len(got) != len(want):
         return [f"{what}: {len(got)} outputs against {len(want)}"]
     for n, (g, w) in enumerate(zip(got, want)):
+        r, a = _tolerances(w, rtol, atol)
         g = np.asarray(g, dtype=np.float64) if np.asarray(g).dtype.kind == "f" or \
             np.asarray(g).dtype.name == "bfloat16" else np.asarray(g)
         w = np.asarray(w, dtype=g.dtype)
         if g.shape != w.shape:
             out.append(f"{what}: output {n} has shape {g.shape}, expected {w.shape}")
             continue
-        bad = ~np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+        bad = ~np.isclose(g, w, rtol=r, atol=a, equal_nan=True)
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
             out.append(f"{what}: output {n} differs at {list(idx)}: {g[idx]} against {w[idx]} "
@@ -340,8 +363,8 @@ def _compare(what: str, got, want, rtol: float, atol: float) -> list[str]:
     return out
 
 
-def run(fn: Callable, *args, reference: Callable | None = None, rtol: float = 1e-5,
-        atol: float = 1e-5, keep_dir: str | None = None,
+def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | None = None,
+        atol: float | None = None, keep_dir: str | None = None,
         while_bound: int = DEFAULT_WHILE_BOUND, **kwargs) -> RunResult:
     """Runs fn(*args) with each pallas_call executed by `pipecheck run` on the actual arrays.
 
@@ -352,8 +375,16 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float = 1e
     AttributeError or AssertionError), `RunResult.interpret_error` says why and only the reference is
     compared: without one, `ok` is False. A non-counted `lax.while_loop` in a kernel body
     runs for real, up to while_bound iterations: a run that needs more stops `pipecheck run`
-    with that error (a RuntimeError here).
+    with that error (a RuntimeError here). Outputs are compared within rtol and atol; left
+    out, both are 1e-5 for f32 and, for bf16 (2e-2) and f16 (4e-3), a few units in the last
+    place, atol times the output's largest magnitude. The args are arrays: a
+    jax.ShapeDtypeStruct (enough for check) has no values to run on.
     """
+    for n, a in enumerate(args):
+        if isinstance(a, jax.ShapeDtypeStruct):
+            raise TypeError(f"run needs arrays with values, and argument {n} is a "
+                            f"jax.ShapeDtypeStruct {a.shape} {a.dtype}: pass an array "
+                            "(check and export take either)")
     while_bound = _while_bound(while_bound)
     args = [jnp.asarray(a) for a in args]
     closed = trace(fn, *args, **kwargs)

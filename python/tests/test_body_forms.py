@@ -881,6 +881,32 @@ def test_an_index_map_of_shifts_and_bit_masks_covers_each_block_once():
     assert pj.run(fn, x, reference=lambda x: x + 1.0).ok
 
 
+def test_an_index_map_with_a_multi_way_select_n_is_nested_wheres_checked_case_by_case():
+    from jax import lax
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0
+
+    def rows(pick):
+        def fn(x):
+            return pl.pallas_call(kernel, grid=(4,),
+                                  in_specs=[pl.BlockSpec((8, 128), lambda i: (pick(i), 0))],
+                                  out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                                  out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32))(x)
+        return fn
+
+    x = np.random.default_rng(0).standard_normal((32, 128), dtype=np.float32)
+    ok = rows(lambda i: lax.select_n(jnp.minimum(i, 2), 3, 2, 0))
+    assert "where(min(i, 2) == 0, 3, where(min(i, 2) == 1, 2, 0))" in pj.export(ok, x)
+    pj.assert_verified(ok, x)
+    r = pj.run(ok, x, reference=lambda x: (x.reshape(4, 8, 128)[jnp.array([3, 2, 0, 0])] * 2.0)
+               .reshape(32, 128))
+    assert r.ok, str(r)
+    # Its third case one block past the end: grid points 2 and 3 read block 4 of 4.
+    r = pj.check(rows(lambda i: lax.select_n(jnp.minimum(i, 2), 3, 2, 4)), x)
+    assert [f.rule for f in r.findings] == ["index-out-of-bounds"], r.report()
+
+
 def test_a_bitwise_op_of_two_grid_indices_is_unsupported_and_says_what_integers_can_use():
     def kernel(x_ref, o_ref):
         i = pl.program_id(0)

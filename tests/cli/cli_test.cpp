@@ -223,6 +223,29 @@ TEST(CliHardening, AFailedWriteIsExitFourWithTheReason) {
   EXPECT_EQ(fmt.code, 4) << fmt.text;
 }
 
+TEST(CliHardening, AClosedPipeOnStandardOutputIsExitFourNotADeathBySigpipe) {
+  // (`pipecheck check dir | head`: the reader is gone before the report.)
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  close(fds[0]);
+  const std::string f = source("corpus/examples/guide_elementwise.pk");
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);
+    signal(SIGPIPE, SIG_DFL);
+    execl(PIPECHECK_BINARY, PIPECHECK_BINARY, "check", f.c_str(), (char *)nullptr);
+    _exit(127);
+  }
+  close(fds[1]);
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st)) << "killed by signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  EXPECT_EQ(WEXITSTATUS(st), 4);
+}
+
 TEST(CliHardening, OutputReplacesTheReportWholeNeverRewritingItInPlace) {
   // A new report goes to a temporary file renamed over the old one: a reader
   // of the previous report still reads all of it, and writers never mix.
@@ -1174,6 +1197,12 @@ TEST(CliUsage, FmtInPlaceRewritesEveryNonCanonicalFileToItsCanonicalForm) {
   EXPECT_EQ(run("fmt --check " + a + " " + b).code, 0);
   EXPECT_EQ(run("fmt -i --check " + a).code, 3);
   EXPECT_EQ(run("fmt -i - < " + a).code, 3);
+  // The rewritten file keeps its mode (a private 0600 file stays private).
+  const std::string c = temp_file("inplace_c.pk", kKernel);
+  std::filesystem::permissions(c, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  EXPECT_EQ(run("fmt -i " + c).code, 0);
+  EXPECT_EQ(std::filesystem::status(c).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
 TEST(CliUsage, FmtReadsStandardInputForDash) {

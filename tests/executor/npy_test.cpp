@@ -116,6 +116,20 @@ TEST(Npy, SaysWhyAFileCannotBeRead) {
   EXPECT_NE(error_of(f8 + std::string(48, '\0')).find("dtype '<f8' is not one pipecheck reads"),
             std::string::npos);
   EXPECT_NE(error_of(f.substr(0, 40)).find("truncated header"), std::string::npos);
+  // A header that claims far more than the file holds is refused before
+  // anything is allocated (a bad_alloc was an internal error).
+  std::string huge = f;
+  huge.replace(huge.find("(2, 3)"), 6, "(1099511627776, 128)");
+  huge.erase(huge.find(", }") + 3, 14); // keep the header's length
+  EXPECT_NE(
+      error_of(huge + std::string(24, '\0')).find("the data holds 24 bytes, but shape [1099511627776, 128]"),
+      std::string::npos)
+      << error_of(huge + std::string(24, '\0'));
+  std::string overflow = f;
+  overflow.replace(overflow.find("(2, 3)"), 6, "(4294967296, 4294967296)");
+  overflow.erase(overflow.find(", }") + 3, 18);
+  EXPECT_NE(error_of(overflow + std::string(24, '\0')).find("needs more than 2^64"), std::string::npos)
+      << error_of(overflow + std::string(24, '\0'));
 }
 
 TEST(Npy, WritesAndReadsFiles) {

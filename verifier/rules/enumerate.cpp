@@ -582,8 +582,11 @@ private:
               break;
             }
         }
+        // (A read that only puts back what the block holds, a select's kept
+        // branch, takes no partial result.)
         for (std::size_t e = 0; e < m_.effects.size(); ++e)
-          if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::write && fires_[e][q])
+          if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::write && !m_.effects[e].keep &&
+              fires_[e][q])
             taken[blk_[op][q]].emplace_back(q, box_or_whole(m_.effects[e], q));
       }
     }
@@ -819,7 +822,8 @@ private:
   // accumulated there too: contributions()).
   void lost_accumulations(std::size_t op) {
     const ScratchUse u = scratch_use(m_, op);
-    if (!u.result || u.accumulates.empty()) return;
+    // (Fed directly, `u.result`, or through another scratch: lost_uses.)
+    if (u.accumulates.empty()) return;
     const std::size_t n = pts_.size();
     const std::vector<std::size_t> contributing = contributions(m_, u);
     std::vector<char> accumulated(n, 0);
@@ -828,6 +832,10 @@ private:
         accumulated[x] = accumulated[x] || fires_[aj][x];
     for (const LostUse &l : lost_uses(m_, op)) {
       const std::vector<std::size_t> &clears = l.clears;
+      auto clear_fires = [&](std::size_t ci, std::size_t x) {
+        auto need = l.also_needs.find(ci);
+        return fires_[ci][x] && (need == l.also_needs.end() || fires_[need->second][x]);
+      };
       // Per point: the next point of its CTA where a clear fires (n: none),
       // and whether that point's first clear is an init.
       std::vector<std::size_t> next(n, n);
@@ -836,7 +844,7 @@ private:
         int first = -1;
         bool first_init = false;
         for (std::size_t ci : clears)
-          if (fires_[ci][x] && (first < 0 || m_.effects[ci].order < first)) {
+          if (clear_fires(ci, x) && (first < 0 || m_.effects[ci].order < first)) {
             first = m_.effects[ci].order;
             first_init = std::find(u.inits.begin(), u.inits.end(), ci) != u.inits.end();
           }
@@ -856,7 +864,7 @@ private:
         for (std::size_t r = 0; r < n; ++r) {
           bool live = fires_[ai][r];
           for (std::size_t ci : clears)
-            live = live && !(m_.effects[ci].order > a.order && fires_[ci][r]);
+            live = live && !(m_.effects[ci].order > a.order && clear_fires(ci, r));
           for (std::size_t wi : l.delivering[k])
             live = live && !fires_[wi][r];
           if (!live) continue;
@@ -866,7 +874,7 @@ private:
           for (std::size_t wi : u.inits) {
             bool first = fires_[wi][q];
             for (std::size_t ci : clears)
-              first = first && !(m_.effects[ci].order < m_.effects[wi].order && fires_[ci][q]);
+              first = first && !(m_.effects[ci].order < m_.effects[wi].order && clear_fires(ci, q));
             meets = meets || (first && overlaps(box_or_whole(m_.effects[wi], q), box_or_whole(a, r)));
           }
           if (next[r] < n && (!init_first[q] || !meets || splits_a_visit(op, r, q))) continue;

@@ -1360,19 +1360,40 @@ std::vector<LostUse> lost_uses(const KernelModel &m, std::size_t op) {
     return std::find(u.consumes.begin(), u.consumes.end(), r) != u.consumes.end();
   };
   std::vector<LostUse> out;
-  for (std::size_t x : fed_outputs(m, op)) {
+  // The outputs it reaches through another scratch too (`t[...] = acc[...] *
+  // 2; o[...] = t[...]`): there the store into that scratch delivers.
+  std::map<std::size_t, std::vector<std::size_t>> staged;
+  for (std::size_t s = 0; s < m.effects.size(); ++s) {
+    const Effect &w = m.effects[s];
+    if (w.kind == Effect::read || w.operand == op || m.operands[w.operand].role != spec::Role::scratch ||
+        std::none_of(w.sources.begin(), w.sources.end(), is_consume))
+      continue;
+    for (std::size_t x : reached_outputs(m, w.operand))
+      staged[x].push_back(s);
+  }
+  std::vector<std::size_t> outputs = fed_outputs(m, op);
+  for (const auto &[x, stores] : staged)
+    if (std::find(outputs.begin(), outputs.end(), x) == outputs.end()) outputs.push_back(x);
+  for (std::size_t x : outputs) {
     LostUse l;
     l.output = x;
     l.clears = u.inits;
     std::vector<std::size_t> stores;
+    const std::vector<std::size_t> &via = staged[x];
     for (std::size_t s = 0; s < m.effects.size(); ++s) {
       const Effect &w = m.effects[s];
-      if (w.operand != x || w.kind == Effect::read) continue;
+      if ((w.operand != x && std::find(via.begin(), via.end(), s) == via.end()) || w.kind == Effect::read)
+        continue;
       bool feeds = false;
       for (std::size_t r : w.sources)
         if (is_consume(r)) {
           feeds = true;
-          if (std::find(l.clears.begin(), l.clears.end(), r) == l.clears.end()) l.clears.push_back(r);
+          // (A read into a local outside the `when` that stores it
+          // delivers only where the store fires: LostUse::also_needs.)
+          if (std::find(l.clears.begin(), l.clears.end(), r) == l.clears.end()) {
+            l.clears.push_back(r);
+            if (w.guards.size() > m.effects[r].guards.size()) l.also_needs[r] = s;
+          }
         }
       if (feeds) stores.push_back(s);
     }
@@ -1471,9 +1492,10 @@ Finding lost_finding(const KernelModel &m, std::size_t op, std::size_t out, cons
                      const Point &earlier, const Point &lost, const Point &next) {
   const auto &acc = m.operands[op];
   const auto &o = m.operands[out];
-  // The store to fix: the first in program order of o from the scratch.
+  // The store to fix: the first in program order of o from the scratch (or
+  // of the scratch that takes its value to o).
   const Effect *store = nullptr;
-  for (const CarriedUse &c : carried_uses(m, op))
+  for (const CarriedUse &c : carried_and_indirect_uses(m, op))
     if (c.output == out && (!store || m.effects[c.store].order < store->order)) store = &m.effects[c.store];
   const std::string b = block_str(m, out, lost);
   bool reset = false;
@@ -1486,7 +1508,7 @@ Finding lost_finding(const KernelModel &m, std::size_t op, std::size_t out, cons
             : "not read again before " +
                   (m.cta_axes.empty() ? std::string("the grid ends") : std::string("its CTA ends")) +
                   " (grid point " + format_tuple(next) + ")";
-  Finding f = make(Rule::accumulation_lost, store->loc,
+  Finding f = make(Rule::accumulation_lost, store ? store->loc : a.loc,
                    "the last updates of scratch '" + acc.name + "' for block " + b + " of '" + o.name +
                        "' never reach it: '" + acc.name + "' is updated at grid point " + format_tuple(lost) +
                        " and " + then + "; store '" + o.name + "' from '" + acc.name +

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -249,6 +250,10 @@ std::vector<std::size_t> reached_outputs(const KernelModel &, std::size_t op);
 struct LostUse {
   std::size_t output = 0;
   std::vector<std::size_t> clears;
+  /// A clear that is a read into a local outside the `when` that stores it
+  /// (`v = acc[...] * 2` every step, `when j == 0: o[...] = v`): it delivers
+  /// at its place in the body, where that store fires too.
+  std::map<std::size_t, std::size_t> also_needs;
   std::vector<std::vector<std::size_t>> delivering;
 };
 std::vector<LostUse> lost_uses(const KernelModel &, std::size_t op);

@@ -1229,7 +1229,9 @@ struct Builder {
                             !std::any_of(a->target.args.begin(), a->target.args.end(),
                                          [&](const Expr &x) { return reads_ref(x, m); });
           auto dims = keep ? value_dims(a->target, *i) : std::nullopt;
-          if (dims)
+          // A grid select's kept branch puts back what T holds where the
+          // condition fails: a read that only keeps, as a keep-store's.
+          if (dims || grid_select)
             for (auto e = m.effects.rbegin(); e != m.effects.rend(); ++e)
               if (e->operand == *i && e->kind == Effect::read && e->order == order) {
                 e->keep = true;

@@ -1054,8 +1054,10 @@ private:
       SymPoint p = point("p"), q = point("q");
       const auto wb = box_terms(w, q);
       std::vector<Term> taken;
+      // (A read that only puts back what the block holds, a select's kept
+      // branch, takes no partial result.)
       for (const auto &e : m_.effects)
-        if (e.operand == op && e.kind != Effect::write)
+        if (e.operand == op && e.kind != Effect::write && !e.keep)
           taken.push_back(guard(e, p) && overlap(box_terms(e, p), wb));
       std::vector<Point> v;
       if (query("accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
@@ -1389,10 +1391,16 @@ private:
     if (m_.grid.empty() || m_.triton) return;
     const auto &o = m_.operands[op];
     const ScratchUse u = scratch_use(m_, op);
-    if (!u.result || u.accumulates.empty()) return;
+    // (Fed directly, `u.result`, or through another scratch: lost_uses.)
+    if (u.accumulates.empty()) return;
     for (const LostUse &l : lost_uses(m_, op)) {
       const std::size_t x = l.output;
       const std::vector<std::size_t> &clears = l.clears;
+      auto clear_at = [&](std::size_t ci, const SymPoint &t) {
+        auto need = l.also_needs.find(ci);
+        return need == l.also_needs.end() ? guard(m_.effects[ci], t)
+                                          : guard(m_.effects[ci], t) && guard(m_.effects[need->second], t);
+      };
       for (std::size_t k = 0; k < u.accumulates.size(); ++k) {
         const Effect &a = m_.effects[u.accumulates[k]];
         SymPoint r = point("r"), p = point("p"), q = point("q");
@@ -1400,7 +1408,7 @@ private:
             in_grid(r),           in_grid(p),           in_grid(q),  lex_lt(p, r),
             same(cta(p), cta(r)), same(cta(q), cta(r)), guard(a, r), same(window(x, p), window(x, r))};
         for (std::size_t ci : clears)
-          if (m_.effects[ci].order > a.order) facts.push_back(!guard(m_.effects[ci], r));
+          if (m_.effects[ci].order > a.order) facts.push_back(!clear_at(ci, r));
         for (std::size_t wi : l.delivering[k])
           facts.push_back(!guard(m_.effects[wi], r));
         std::vector<Term> at_p;
@@ -1409,13 +1417,13 @@ private:
         facts.push_back(ctx_.any_of(at_p));
         std::vector<Term> none_at_q, reset;
         for (std::size_t ci : clears)
-          none_at_q.push_back(!guard(m_.effects[ci], q));
+          none_at_q.push_back(!clear_at(ci, q));
         for (std::size_t wi : u.inits) {
           // (an init that meets what a accumulated: one bank of acc[i] is not another's)
           std::vector<Term> c = {guard(m_.effects[wi], q),
                                  overlap(box_terms(m_.effects[wi], q), box_terms(a, r))};
           for (std::size_t ci : clears)
-            if (m_.effects[ci].order < m_.effects[wi].order) c.push_back(!guard(m_.effects[ci], q));
+            if (m_.effects[ci].order < m_.effects[wi].order) c.push_back(!clear_at(ci, q));
           reset.push_back(ctx_.all_of(c));
         }
         Term ends = cta_last(q) && (same(r.v, q.v) || ctx_.all_of(none_at_q));
@@ -1431,7 +1439,14 @@ private:
         auto best = query_quantified(
             "accumulation-lost/" + o.name + "/" + m_.operands[x].name + "/line" + std::to_string(a.loc.line),
             [&](smt::Bindings::Aux &aux, bool with_aux) {
-              std::vector<Term> more = {none_between(clears, r, q, aux, with_aux)};
+              std::vector<Term> more = {at_no_point(
+                  [&](const SymPoint &t) {
+                    std::vector<Term> fired;
+                    for (std::size_t ci : clears)
+                      fired.push_back(clear_at(ci, t));
+                    return lex_lt(r, t) && lex_lt(t, q) && ctx_.any_of(fired);
+                  },
+                  aux, with_aux, {&r, &q})};
               if (inputs_may_repeat(m_, ins) && !u.inits.empty()) {
                 auto init_at = [&](const SymPoint &t) {
                   std::vector<Term> fired;
