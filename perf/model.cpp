@@ -5,6 +5,9 @@
 #include <cmath>
 
 #include "spec/checked.hpp"
+#include "spec/eval.hpp"
+#include "spec/prefetch.hpp"
+#include "spec/state.hpp"
 #include "spec/step.hpp"
 #include "spec/typecheck.hpp"
 #include "verifier/rules/findings.hpp"
@@ -329,6 +332,27 @@ void fill(Model &m, const Timing &tm) {
 
 ModelResult model_one(const spec::KernelSpec &k, const ModelOptions &o) {
   ModelResult r;
+  // Scalar prefetch and SMEM state: the kernel elaborated with its given
+  // contents (the rest picked with seed 0), as `lower` and `run` see it.
+  if (!k.prefetches.empty() || spec::has_state(k)) {
+    const spec::Env params = spec::param_env(k.params, o.overrides);
+    const spec::PrefetchSpace s = spec::prefetch_space(k, params);
+    std::string why = s.unknown;
+    std::optional<spec::PrefetchContents> c;
+    if (s.errors.empty() && why.empty()) c = spec::pick_prefetch(s, 0, why);
+    if (!s.errors.empty()) r.errors.push_back(s.errors.front());
+    if (!c) {
+      r.unknown = why.empty() ? "its prefetch contents cannot be picked" : why;
+      return r;
+    }
+    spec::StateElaboration e = spec::elaborate(k, s, params, *c);
+    if (!e.kernel) {
+      r.errors = e.errors;
+      r.unknown = e.unknown;
+      return r;
+    }
+    return model_one(*e.kernel, o);
+  }
   std::string target = o.target ? *o.target : spec::kernel_target(k, std::nullopt).value_or(kDefaultTarget);
   const spec::Target *t = spec::find_target(target);
   if (!t) {

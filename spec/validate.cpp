@@ -671,9 +671,8 @@ public:
     for (const auto &s : k.settings)
       if (s.key != "backend")
         error(s.loc, "'" + s.key + "' is a Mosaic setting; a Triton kernel has none" + why);
-    if (grid_rank_ > 3)
-      error(k.grid_loc, "the Triton backend takes a grid of at most 3 dims, this one has " +
-                            std::to_string(grid_rank_) + why);
+    // (A grid of more than 3 dims is fine: Pallas' Triton lowering folds the
+    // leading ones into the launch grid's first, as jax.vmap's prepend.)
   }
 
   // plgpu.ACC: a Mosaic GPU scratch of wgmma accumulator registers.

@@ -1205,6 +1205,15 @@ TEST(CliUsage, FmtInPlaceRewritesEveryNonCanonicalFileToItsCanonicalForm) {
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
+TEST(CliUsage, EveryCommandRefusesAFileWithNoKernelOrPipeline) {
+  const std::string f = temp_file("only_a_comment.pk", "# nothing here\n");
+  for (const std::string cmd : {"model", "lower", "run"}) {
+    Out o = run(cmd + " " + f);
+    EXPECT_EQ(o.code, 3) << cmd << ": " << o.text;
+    EXPECT_NE(o.text.find("no kernel or pipeline in the file"), std::string::npos) << cmd << ": " << o.text;
+  }
+}
+
 TEST(CliUsage, FmtReadsStandardInputForDash) {
   const std::string a = temp_file("stdin.pk", kKernel);
   Out file = run("fmt " + a);

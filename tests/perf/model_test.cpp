@@ -86,6 +86,24 @@ TEST(Model, AnOperandIsCopiedOnlyWhenItsBlockChangesBetweenConsecutiveSteps) {
   EXPECT_EQ(m.bytes, (8 + 2 + 4 + 8) * 128 * 128 * 4);
 }
 
+TEST(Model, AKernelWithScalarPrefetchIsModelledWithItsGivenContents) {
+  // Index maps that take the prefetch table as well as the grid indices:
+  // the table [3, 3, 2, 2] changes the gathered block twice after the first.
+  auto k = kernel(R"(kernel gather_rows:
+    grid = (4,)
+    prefetch ids: i32[4] = [3, 3, 2, 2]
+    in  x: f32[32, 128]  block=(8, 128)  index=(i, ids) -> (ids[i], 0)
+    out o: f32[32, 128]  block=(8, 128)  index=(i, ids) -> (i, 0)
+    body:
+        o[...] = x[...]
+)");
+  auto m = model(k);
+  ASSERT_EQ(m.operands.size(), 2u);
+  EXPECT_EQ(m.operands[0].name, "x");
+  EXPECT_EQ(m.operands[0].copies, 2);
+  EXPECT_EQ(m.operands[1].copies, 4);
+}
+
 TEST(Model, ADotCountsTwoMNKFlopsAndAnElementwiseOperationOnePerElement) {
   auto k = kernel(R"(kernel k:
     grid = (2,)
