@@ -13,7 +13,9 @@
 #include "verifier/races/races.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -221,6 +223,7 @@ public:
     spec::Env env;
     spec::Stepper st(low_.program, low_.program.body, env);
     stepper_ = &st;
+    env_ = &env;
     try {
       st.run(*this);
     } catch (const std::exception &) {
@@ -236,6 +239,32 @@ public:
   }
   void on_wait(const spec::Stmt &s, const std::optional<spec::StepRef> &,
                const std::vector<int> &retired) override {
+    // A regular semaphore: the signals a wait takes, oldest first (each
+    // core has its own semaphore, as its own DMA semaphores).
+    if (const auto *d = std::get_if<spec::Dma>(&s.kind);
+        d && (d->action == spec::DmaAction::signal || d->action == spec::DmaAction::sem_wait) && !found_) {
+      const auto n = spec::eval_int(d->n, *env_);
+      if (!n) return;
+      const spec::StepRef r = stepper_->resolve(d->sem, s.loc);
+      auto &q = signals_[{r.place.buffer, r.place.box}];
+      const std::int64_t at = step(s);
+      if (d->action == spec::DmaAction::signal) {
+        if (*n > 0) q.push_back({at, *n, s.loc});
+        return;
+      }
+      const auto here = low_.point(at);
+      for (std::int64_t need = *n; need > 0 && !q.empty();) {
+        Signal &g = q.front();
+        const auto p = low_.point(g.step);
+        for (std::size_t a = 0; a < parallel_.size() && a < p.size() && !found_; ++a)
+          if (parallel_[a] && p[a] != here[a]) found_ = signal_finding(s, g.loc, p, here, a);
+        const std::int64_t take = std::min(need, g.count);
+        need -= take;
+        g.count -= take;
+        if (g.count == 0) q.pop_front();
+      }
+      return;
+    }
     for (int op : retired) {
       auto it = started_.find(op);
       if (it == started_.end() || found_) continue;
@@ -280,7 +309,37 @@ private:
     return f;
   }
 
+  Finding signal_finding(const spec::Stmt &wait, const spec::Loc &signal, const std::vector<std::int64_t> &p,
+                         const std::vector<std::int64_t> &q, std::size_t axis) const {
+    Finding f;
+    f.rule = Rule::wait_without_copy;
+    f.loc = wait.loc;
+    const std::string ax = std::to_string(axis);
+    f.message =
+        "this semaphore wait at grid point " + spec::format_tuple(q) + " takes a signal made at grid point " +
+        spec::format_tuple(p) + ", which differs along parallel axis " + ax + ": the cores that split axis " +
+        ax +
+        " each have their own semaphores, so on a chip with two TensorCores this wait never gets that "
+        "signal (a hang); mark axis " +
+        ax + " `arbitrary`, or wait for each index of axis " + ax + "'s own signals";
+    f.witness.items.push_back({"grid_point", q});
+    f.witness.items.push_back({"signalled", p});
+    f.witness.items.push_back({"axis", static_cast<std::int64_t>(axis)});
+    spec::Diagnostic n;
+    n.loc = signal;
+    n.severity = spec::Severity::note;
+    n.message = "signalled at grid point " + spec::format_tuple(p);
+    f.notes.push_back(std::move(n));
+    return f;
+  }
+
+  struct Signal {
+    std::int64_t step, count;
+    spec::Loc loc;
+  };
   const spec::Lowered &low_;
+  spec::Env *env_ = nullptr;
+  std::map<std::pair<int, std::vector<std::pair<std::int64_t, std::int64_t>>>, std::deque<Signal>> signals_;
   bool body_copies_ = false;
   std::vector<bool> parallel_;
   std::map<const spec::Stmt *, int> top_level_;
