@@ -257,7 +257,7 @@ public:
         Signal &g = q.front();
         const auto p = low_.point(g.step);
         for (std::size_t a = 0; a < parallel_.size() && a < p.size() && !found_; ++a)
-          if (parallel_[a] && p[a] != here[a]) found_ = signal_finding(s, g.loc, p, here, a);
+          if (parallel_[a] && p[a] != here[a]) found_ = finding(s, g.loc, p, here, a, true);
         const std::int64_t take = std::min(need, g.count);
         need -= take;
         g.count -= take;
@@ -285,50 +285,35 @@ private:
     auto it = top_level_.find(&s);
     return low_.step(it == top_level_.end() ? -1 : it->second, stepper_->loop_values());
   }
-  Finding finding(const spec::Stmt &wait, const spec::Loc &start, const std::vector<std::int64_t> &p,
-                  const std::vector<std::int64_t> &q, std::size_t axis) const {
+  // The wait at q that takes what a grid point p across parallel axis
+  // `axis` began: a copy it started, or (`signal`) a semaphore signal.
+  Finding finding(const spec::Stmt &wait, const spec::Loc &origin, const std::vector<std::int64_t> &p,
+                  const std::vector<std::int64_t> &q, std::size_t axis, bool signal = false) const {
     Finding f;
     f.rule = Rule::wait_without_copy;
     f.loc = wait.loc;
-    const std::string ax = std::to_string(axis);
-    f.message = "this wait at grid point " + spec::format_tuple(q) +
-                " takes the copy started at grid point " + spec::format_tuple(p) +
-                ", which differs along parallel axis " + ax + ": the cores that split axis " + ax +
-                " each run their own grid points with their own semaphores, so on a chip with two "
-                "TensorCores one core waits for a copy it never started (a hang) and the other ends with its "
-                "copy in flight; mark axis " +
-                ax + " `arbitrary`, or start and wait each copy at one grid point";
-    f.witness.items.push_back({"grid_point", q});
-    f.witness.items.push_back({"started", p});
-    f.witness.items.push_back({"axis", static_cast<std::int64_t>(axis)});
-    spec::Diagnostic n;
-    n.loc = start;
-    n.severity = spec::Severity::note;
-    n.message = "the copy started at grid point " + spec::format_tuple(p);
-    f.notes.push_back(std::move(n));
-    return f;
-  }
-
-  Finding signal_finding(const spec::Stmt &wait, const spec::Loc &signal, const std::vector<std::int64_t> &p,
-                         const std::vector<std::int64_t> &q, std::size_t axis) const {
-    Finding f;
-    f.rule = Rule::wait_without_copy;
-    f.loc = wait.loc;
-    const std::string ax = std::to_string(axis);
+    const std::string ax = std::to_string(axis), at = spec::format_tuple(p);
+    const std::string crossing =
+        ", which differs along parallel axis " + ax + ": the cores that split axis " + ax;
     f.message =
-        "this semaphore wait at grid point " + spec::format_tuple(q) + " takes a signal made at grid point " +
-        spec::format_tuple(p) + ", which differs along parallel axis " + ax + ": the cores that split axis " +
-        ax +
-        " each have their own semaphores, so on a chip with two TensorCores this wait never gets that "
-        "signal (a hang); mark axis " +
-        ax + " `arbitrary`, or wait for each index of axis " + ax + "'s own signals";
+        signal ? "this semaphore wait at grid point " + spec::format_tuple(q) +
+                     " takes a signal made at grid point " + at + crossing +
+                     " each have their own semaphores, so on a chip with two TensorCores this wait never "
+                     "gets that signal (a hang); mark axis " +
+                     ax + " `arbitrary`, or wait for each index of axis " + ax + "'s own signals"
+               : "this wait at grid point " + spec::format_tuple(q) +
+                     " takes the copy started at grid point " + at + crossing +
+                     " each run their own grid points with their own semaphores, so on a chip with two "
+                     "TensorCores one core waits for a copy it never started (a hang) and the other ends "
+                     "with its copy in flight; mark axis " +
+                     ax + " `arbitrary`, or start and wait each copy at one grid point";
     f.witness.items.push_back({"grid_point", q});
-    f.witness.items.push_back({"signalled", p});
+    f.witness.items.push_back({signal ? "signalled" : "started", p});
     f.witness.items.push_back({"axis", static_cast<std::int64_t>(axis)});
     spec::Diagnostic n;
-    n.loc = signal;
+    n.loc = origin;
     n.severity = spec::Severity::note;
-    n.message = "signalled at grid point " + spec::format_tuple(p);
+    n.message = (signal ? "signalled at grid point " : "the copy started at grid point ") + at;
     f.notes.push_back(std::move(n));
     return f;
   }
