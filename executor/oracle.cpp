@@ -413,7 +413,8 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
     }
   }
   Interp interp(mem);
-  const bool triton = c.spec && spec::uses_triton(*c.spec) && stand_in == 0;
+  const bool triton_backend = c.spec && spec::uses_triton(*c.spec);
+  const bool triton = triton_backend && stand_in == 0;
   const std::int64_t n = c.num_points();
   // Each output's window at the point before: one that stays the same is the
   // same VMEM buffer, padding included (an (8, 128) block over an f32[8, 1]
@@ -431,10 +432,9 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
       inside[k] = block_boxes(o, block_index(c, o, point), window_extents(c, o, point), aboxes[k], bboxes[k],
                               partial);
       HostArray &blk = *blocks[k];
-      const bool stays = o.role == spec::Role::out && !(c.spec && spec::uses_triton(*c.spec)) &&
-                         !starts_cta(c, lin) && resident[k] && resident[k]->first.lo == aboxes[k].lo &&
-                         resident[k]->first.hi == aboxes[k].hi && resident[k]->second.lo == bboxes[k].lo &&
-                         resident[k]->second.hi == bboxes[k].hi;
+      const bool stays = o.role == spec::Role::out && !triton_backend && !starts_cta(c, lin) && resident[k] &&
+                         resident[k]->first.lo == aboxes[k].lo && resident[k]->first.hi == aboxes[k].hi &&
+                         resident[k]->second.lo == bboxes[k].lo && resident[k]->second.hi == bboxes[k].hi;
       if (o.role == spec::Role::out && inside[k])
         resident[k] = std::pair(aboxes[k], bboxes[k]);
       else

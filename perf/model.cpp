@@ -5,8 +5,6 @@
 #include <cmath>
 
 #include "spec/checked.hpp"
-#include "spec/eval.hpp"
-#include "spec/prefetch.hpp"
 #include "spec/state.hpp"
 #include "spec/step.hpp"
 #include "spec/typecheck.hpp"
@@ -335,17 +333,7 @@ ModelResult model_one(const spec::KernelSpec &k, const ModelOptions &o) {
   // Scalar prefetch and SMEM state: the kernel elaborated with its given
   // contents (the rest picked with seed 0), as `lower` and `run` see it.
   if (!k.prefetches.empty() || spec::has_state(k)) {
-    const spec::Env params = spec::param_env(k.params, o.overrides);
-    const spec::PrefetchSpace s = spec::prefetch_space(k, params);
-    std::string why = s.unknown;
-    std::optional<spec::PrefetchContents> c;
-    if (s.errors.empty() && why.empty()) c = spec::pick_prefetch(s, 0, why);
-    if (!s.errors.empty()) r.errors.push_back(s.errors.front());
-    if (!c) {
-      r.unknown = why.empty() ? "its prefetch contents cannot be picked" : why;
-      return r;
-    }
-    spec::StateElaboration e = spec::elaborate(k, s, params, *c);
+    spec::StateElaboration e = spec::elaborate_picked(k, o.overrides);
     if (!e.kernel) {
       r.errors = e.errors;
       r.unknown = e.unknown;

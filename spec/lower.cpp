@@ -1583,18 +1583,7 @@ std::optional<Lowered> lower(const KernelSpec &k, const LowerOptions &o, std::ve
   // with seed 0 (the verifier elaborates each contents it checks itself).
   // SMEM state (spec/state.hpp): the kernel with it elaborated, as every command runs it.
   if (!k.prefetches.empty() || has_state(k)) {
-    const Env params = param_env(k.params, o.overrides);
-    PrefetchSpace s = prefetch_space(k, params);
-    std::string why = s.unknown;
-    std::optional<PrefetchContents> c;
-    if (s.errors.empty() && why.empty()) c = pick_prefetch(s, 0, why);
-    if (!c) {
-      errors.push_back(!s.errors.empty()
-                           ? s.errors.front()
-                           : Diagnostic{Severity::error, k.loc, "cannot lower '" + k.name + "': " + why, {}});
-      return std::nullopt;
-    }
-    StateElaboration e = elaborate(k, s, params, *c);
+    StateElaboration e = elaborate_picked(k, o.overrides);
     if (!e.kernel) {
       errors.push_back(
           !e.errors.empty()

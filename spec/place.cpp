@@ -1,5 +1,8 @@
 #include "spec/place.hpp"
 
+#include "spec/checked.hpp"
+#include "spec/eval.hpp"
+
 #include <limits>
 
 namespace pipecheck::spec {
@@ -175,6 +178,14 @@ std::vector<Subscript> subscripts_of(const Expr &ref, const SubscriptValue &valu
     subs.push_back(sub);
   }
   return subs;
+}
+
+std::optional<std::int64_t> static_slice_size(const Expr &lo, const Expr &hi) {
+  const auto l = eval_int(lo, {}), h = eval_int(hi, {});
+  if (l && h) return checked_sub(*h, *l);
+  if (hi.op == Op::Add && hi.args[0] == lo) return eval_int(hi.args[1], {});
+  if (hi.op == Op::Add && hi.args[1] == lo) return eval_int(hi.args[0], {});
+  return std::nullopt;
 }
 
 } // namespace pipecheck::spec

@@ -61,6 +61,11 @@ struct Subscripted {
 /// than dims. Unknown values and extents are checked as far as they are known.
 Subscripted subscript(const Dims &array, const std::vector<Subscript> &subs);
 
+/// The size of a slice `lo:hi` where its bounds show it whatever the names in
+/// them: both constant, or `hi` written `lo + c` (`128*i : 128*i + 128`, as a
+/// lowered kernel prints a window). nullopt otherwise (`0:8 * t`).
+std::optional<std::int64_t> static_slice_size(const Expr &lo, const Expr &hi);
+
 /// The array dim each of `n` subscripts addresses (-1 for `...`), given the
 /// array's rank and which subscripts are `...`; nullopt when the subscripts
 /// other than `...` outnumber the dims.

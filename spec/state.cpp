@@ -683,4 +683,18 @@ StateElaboration elaborate(const KernelSpec &k, const PrefetchSpace &space, cons
   return r;
 }
 
+StateElaboration elaborate_picked(const KernelSpec &k, const Env &overrides) {
+  const Env params = param_env(k.params, overrides);
+  const PrefetchSpace s = prefetch_space(k, params);
+  StateElaboration out;
+  out.unknown = s.unknown;
+  std::optional<PrefetchContents> c;
+  if (s.errors.empty() && out.unknown.empty()) c = pick_prefetch(s, 0, out.unknown);
+  if (!c) {
+    out.errors = s.errors;
+    return out;
+  }
+  return elaborate(k, s, params, *c);
+}
+
 } // namespace pipecheck::spec

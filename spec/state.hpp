@@ -111,6 +111,12 @@ StateElaboration elaborate_state(const KernelSpec &k, const Env &params,
 StateElaboration elaborate(const KernelSpec &k, const PrefetchSpace &space, const Env &params,
                            const PrefetchContents &contents);
 
+/// elaborate() with the contents one run of `k` sees: those its declarations
+/// give, the rest picked with seed 0 (spec::pick_prefetch), as `lower` and
+/// `model` take them. Without a kernel: the prefetch space's errors, or why
+/// no contents could be picked (`unknown`), or elaborate()'s own.
+StateElaboration elaborate_picked(const KernelSpec &k, const Env &overrides);
+
 /// "st[0] is read at grid point (1, 0) before anything stores it ...": the
 /// sentence every command says for an undefined state read.
 std::string undefined_state_message(const UndefinedStateRead &);

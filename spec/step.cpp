@@ -61,17 +61,12 @@ void Stepper::plan_ref(const Expr &ref) {
       if (a.op == Op::Slice) {
         if (!a.args.empty() && a.args[0].op != Op::None) add(a.args[0]);
         if (a.args.size() >= 2 && a.args[1].op != Op::None) add(a.args[1]);
-        if (a.args.size() >= 2 && a.args[0].op != Op::None && a.args[1].op != Op::None) {
-          const Expr &lo = a.args[0], &hi = a.args[1];
-          const bool shown = (lo.op == Op::Int && hi.op == Op::Int) ||
-                             (hi.op == Op::Add && (hi.args[0] == lo || hi.args[1] == lo) &&
-                              (hi.args[0].op == Op::Int || hi.args[1].op == Op::Int));
-          plan.sized = plan.sized || !shown;
-        }
+        if (a.args.size() >= 2 && a.args[0].op != Op::None && a.args[1].op != Op::None)
+          plan.sized = plan.sized || !static_slice_size(a.args[0], a.args[1]);
       } else if (a.op == Op::Call && a.name == "ds" && a.args.size() == 2 && a.kwarg_names.empty()) {
         add(a.args[0]);
         add(a.args[1]);
-        plan.sized = plan.sized || a.args[1].op != Op::Int;
+        plan.sized = plan.sized || !eval_int(a.args[1], {});
       } else {
         add(a);
       }
@@ -394,7 +389,7 @@ void Stepper::exec_async(const Stmt &s) {
       if (c->offset.op != Op::None)
         for (const auto &o : c->offset.args)
           at.push_back(eval(o, s.loc));
-      hbm_side_fits(s, c->src, a.src, c->dst, a.dst);
+      hbm_side_fits(c->src, a.src, c->dst, a.dst);
       const CopyFit fit = fit_copy(kept_shape(a.src), kept_shape(a.dst), at);
       if (!fit.fits)
         throw OutOfBounds("offset=" + print(c->offset) + " " + dims_string(at) + " does not place " +
@@ -500,7 +495,7 @@ std::int64_t Stepper::bytes_of(const StepRef &r) const {
   return n;
 }
 
-void Stepper::hbm_side_fits(const Stmt &, const Expr &src_ref, const StepRef &src, const Expr &dst_ref,
+void Stepper::hbm_side_fits(const Expr &src_ref, const StepRef &src, const Expr &dst_ref,
                             const StepRef &dst) const {
   // A copy's HBM side is its block's window, clipped where the block passes
   // the array's end: never more than the on-chip side holds (a slice whose
@@ -529,7 +524,7 @@ int Stepper::start_copy(const Stmt &s, const Expr &src_ref, const Expr &dst_ref)
   AsyncStart a;
   a.src = resolve(src_ref, s.loc);
   a.dst = resolve(dst_ref, s.loc);
-  hbm_side_fits(s, src_ref, a.src, dst_ref, a.dst);
+  hbm_side_fits(src_ref, a.src, dst_ref, a.dst);
   // A DMA into on-chip memory reads like a copy in, one into HBM like a copy out.
   a.kind =
       program_.buffers[a.dst.place.buffer].kind == BufferKind::hbm ? AsyncKind::copy_out : AsyncKind::copy_in;

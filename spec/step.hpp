@@ -194,8 +194,8 @@ private:
   SlotKey semaphore(const Expr &ref, const Loc &) const;
   int start_copy(const Stmt &, const Expr &src, const Expr &dst);
   std::int64_t bytes_of(const StepRef &) const;
-  void hbm_side_fits(const Stmt &s, const Expr &src_ref, const StepRef &src, const Expr &dst_ref,
-                     const StepRef &dst) const;
+  /// Faults (OutOfBounds) a copy whose HBM side is larger than its on-chip side.
+  void hbm_side_fits(const Expr &src_ref, const StepRef &src, const Expr &dst_ref, const StepRef &dst) const;
 
   // The body compiled once (every step runs the same statements): integer
   // expressions to CompiledInts reading names through pointers into env_,

@@ -1139,7 +1139,7 @@ public:
           check_int_expr(s.args[1], scope, "a slice bound");
           hi = eval_int(s.args[1], env);
         }
-        reg.extents.push_back(lo && hi ? checked_sub(*hi, *lo) : slice_extent(s));
+        reg.extents.push_back(lo && hi ? checked_sub(*hi, *lo) : static_slice_size(s.args[0], s.args[1]));
       } else {
         check_int_expr(s, scope, "a subscript");
       }
@@ -1149,14 +1149,6 @@ public:
       reg.extents.push_back(eval_int(b->shape[dim], env));
     reg.ok = true;
     return reg;
-  }
-
-  // hi - lo when it simplifies to a constant (`128*i : 128*i + 128`).
-  static std::optional<std::int64_t> slice_extent(const Expr &s) {
-    const Expr &lo = s.args[0], &hi = s.args[1];
-    if (hi.op == Op::Add && hi.args[0] == lo) return eval_int(hi.args[1], {});
-    if (hi.op == Op::Add && hi.args[1] == lo) return eval_int(hi.args[0], {});
-    return std::nullopt;
   }
 
   /// A copy's `offset=`: one integer expression per kept dim of the slot

@@ -1360,42 +1360,31 @@ std::vector<LostUse> lost_uses(const KernelModel &m, std::size_t op) {
     return std::find(u.consumes.begin(), u.consumes.end(), r) != u.consumes.end();
   };
   std::vector<LostUse> out;
-  // The outputs it reaches through another scratch too (`t[...] = acc[...] *
-  // 2; o[...] = t[...]`): there the store into that scratch delivers.
-  std::map<std::size_t, std::vector<std::size_t>> staged;
-  for (std::size_t s = 0; s < m.effects.size(); ++s) {
-    const Effect &w = m.effects[s];
-    if (w.kind == Effect::read || w.operand == op || m.operands[w.operand].role != spec::Role::scratch ||
-        std::none_of(w.sources.begin(), w.sources.end(), is_consume))
-      continue;
-    for (std::size_t x : reached_outputs(m, w.operand))
-      staged[x].push_back(s);
-  }
+  // What delivers to each output: its stores that hold a read of the scratch,
+  // and the stores into another scratch that reaches it (`t[...] = acc[...] *
+  // 2; o[...] = t[...]`), as carried_and_indirect_uses finds them.
+  const std::vector<CarriedUse> uses = carried_and_indirect_uses(m, op);
   std::vector<std::size_t> outputs = fed_outputs(m, op);
-  for (const auto &[x, stores] : staged)
-    if (std::find(outputs.begin(), outputs.end(), x) == outputs.end()) outputs.push_back(x);
+  std::set<std::size_t> through_scratch;
+  for (const CarriedUse &c : uses)
+    if (std::find(outputs.begin(), outputs.end(), c.output) == outputs.end())
+      through_scratch.insert(c.output);
+  outputs.insert(outputs.end(), through_scratch.begin(), through_scratch.end());
   for (std::size_t x : outputs) {
     LostUse l;
     l.output = x;
     l.clears = u.inits;
     std::vector<std::size_t> stores;
-    const std::vector<std::size_t> &via = staged[x];
-    for (std::size_t s = 0; s < m.effects.size(); ++s) {
-      const Effect &w = m.effects[s];
-      if ((w.operand != x && std::find(via.begin(), via.end(), s) == via.end()) || w.kind == Effect::read)
-        continue;
-      bool feeds = false;
-      for (std::size_t r : w.sources)
-        if (is_consume(r)) {
-          feeds = true;
-          // (A read into a local outside the `when` that stores it
-          // delivers only where the store fires: LostUse::also_needs.)
-          if (std::find(l.clears.begin(), l.clears.end(), r) == l.clears.end()) {
-            l.clears.push_back(r);
-            if (w.guards.size() > m.effects[r].guards.size()) l.also_needs[r] = s;
-          }
-        }
-      if (feeds) stores.push_back(s);
+    for (const CarriedUse &c : uses) {
+      if (c.output != x) continue;
+      if (std::find(stores.begin(), stores.end(), c.store) == stores.end()) stores.push_back(c.store);
+      // (A read into a local outside the `when` that stores it delivers
+      // only where the store fires: LostUse::also_needs.)
+      if (std::find(l.clears.begin(), l.clears.end(), c.consume) == l.clears.end()) {
+        l.clears.push_back(c.consume);
+        if (m.effects[c.store].guards.size() > m.effects[c.consume].guards.size())
+          l.also_needs[c.consume] = c.store;
+      }
     }
     // A scratch that only picks what the stores put in the block (a running
     // argmax's max, in the condition of `o = where(x > m[...], i, o)`): its
