@@ -281,6 +281,24 @@ void Stepper::run(StepConsumer &c) {
     c.on_fault(*current_, FaultKind::index_out_of_bounds, e.what());
     return;
   }
+  // Semaphores left non-zero, at the statement that left each (its loop
+  // values as then, for the consumer's event). (Not one a wait hung on: the
+  // kernel never gets to its end.)
+  for (auto &[key, sem] : sems_)
+    if ((sem.credit < 0 || sem.value > 0) && !sem.hung) {
+      current_ = sem.left_by;
+      loop_values_ = sem.left_at;
+      const bool dma = sem.credit < 0;
+      c.on_fault(
+          *sem.left_by, FaultKind::semaphore_nonzero,
+          sem.left_why + "the kernel ends with the semaphore at " +
+              std::to_string(dma ? -sem.credit : sem.value) + (dma ? " bytes" : "") +
+              ", not zero (Mosaic checks every semaphore is zero at exit" +
+              (dma ? std::string("; a later wait there returns before its own copy is done); wait with a "
+                                 "descriptor of the copy's own size, or wait the rest")
+                   : std::string(")")));
+    }
+  loop_values_.clear();
   c.on_end(in_flight_);
 }
 
@@ -537,6 +555,12 @@ int Stepper::start_copy(const Stmt &s, const Expr &src_ref, const Expr &dst_ref)
   return op;
 }
 
+void Stepper::leave(Semaphore &sem, const Stmt &s, std::string why) const {
+  sem.left_by = &s;
+  sem.left_at = loop_values_;
+  sem.left_why = std::move(why);
+}
+
 void Stepper::exec_dma(const Stmt &s, const Dma &d) {
   if (d.action == DmaAction::bind || !d.descriptor.empty() || d.method)
     throw StepError("a program writes DMAs as dma_start / dma_wait (descriptors belong in kernel bodies)",
@@ -563,7 +587,9 @@ void Stepper::exec_dma(const Stmt &s, const Dma &d) {
     const StepRef dst = resolve(d.dst, s.loc);
     const std::int64_t bytes = bytes_of(dst);
     auto &sem = sems_[key];
+    const std::int64_t before = sem.credit;
     if (sem.credit + bytes > sem.total) {
+      sem.hung = true;
       c_->on_fault(s, FaultKind::wait_without_copy,
                    "waits for " + std::to_string(bytes) + " bytes on " + print(d.sem) + " but " +
                        (sem.total == 0            ? std::string("no copy on it is in flight")
@@ -592,21 +618,16 @@ void Stepper::exec_dma(const Stmt &s, const Dma &d) {
     }
     std::sort(retired.begin(), retired.end());
     c_->on_wait(s, dst, retired);
-    // The copies these waits complete brought more bytes than they took:
-    // the rest stays counted on the semaphore, where a later wait returns
-    // before its own copy is done, and the kernel ends with it non-zero
-    // (what JAX's TPU interpreter reports at exit).
-    // (The credit stays negative: the bytes left over count toward the next
-    // wait there, as on the hardware.)
-    if (sem.credit < 0) {
-      const std::int64_t left = -sem.credit;
-      c_->on_fault(s, FaultKind::short_wait,
-                   "waits for " + std::to_string(bytes) + " bytes on " + print(d.sem) +
-                       ", fewer than the copy it completes brings: " + std::to_string(left) +
-                       " bytes stay counted on the semaphore (a later wait on it returns before its own copy "
-                       "is done, and the kernel ends with the semaphore non-zero); wait with a descriptor of "
-                       "the copy's own size");
-    }
+    // The copies this wait completes brought more bytes than it took: the
+    // rest stays counted on the semaphore, toward the next wait there (a
+    // second descriptor waiting the rest of the copy, or a wait that then
+    // returns before its own copy is done: that copy stays outstanding). Left
+    // at the end, the kernel ends with the semaphore non-zero (what JAX's TPU
+    // interpreter reports at exit).
+    if (before >= 0 && sem.credit < 0)
+      leave(sem, s,
+            "waits for " + std::to_string(bytes) + " bytes on " + print(d.sem) +
+                ", fewer than the copy it completes brings, and no later wait takes the rest: ");
     return;
   }
   case DmaAction::signal:
@@ -616,9 +637,12 @@ void Stepper::exec_dma(const Stmt &s, const Dma &d) {
     if (n < 0) throw StepError("a semaphore count must be >= 0, not " + std::to_string(n), s.loc);
     auto &sem = sems_[key];
     if (d.action == DmaAction::signal) {
+      if (sem.value == 0 && n > 0)
+        leave(sem, s, "signals " + print(d.sem) + " and nothing waits for the count: ");
       sem.value += n;
     } else if (sem.value < n) {
       // One issuing thread: nothing else can signal it.
+      sem.hung = true;
       c_->on_fault(s, FaultKind::wait_without_copy,
                    "waits for " + std::to_string(n) + " on " + print(d.sem) + " but only " +
                        std::to_string(sem.value) + " was signalled and nothing else signals it: this hangs");

@@ -76,9 +76,11 @@ struct StepRef {
 };
 
 enum class AsyncKind { copy_in, copy_out, wgmma };
-/// short_wait: a DMA wait that completes a copy while taking fewer bytes
-/// than it brought (the rest stays on the semaphore).
-enum class FaultKind { index_out_of_bounds, wait_without_copy, short_wait };
+/// semaphore_nonzero: a semaphore is not zero when the program ends (a DMA
+/// wait that completed copies while taking fewer bytes than they brought, the
+/// rest never waited; a signal nothing waited). Reported after the walk, at
+/// the statement that left the count (with its loop values), before on_end.
+enum class FaultKind { index_out_of_bounds, wait_without_copy, semaphore_nonzero };
 
 /// An asynchronous operation as started. Ops are numbered from 0 in start order.
 struct AsyncStart {
@@ -188,9 +190,17 @@ private:
     std::int64_t total = 0;                        // their bytes
     std::int64_t credit = 0;                       // bytes waited not yet attributed to a copy
     std::int64_t value = 0;                        // a regular semaphore's count
+    // Where the count last rose from zero (bytes left over by a wait, a
+    // signal), with the enclosing loops' values then.
+    const Stmt *left_by = nullptr;
+    std::vector<std::int64_t> left_at;
+    std::string left_why;
+    bool hung = false; // a wait on it hangs
   };
   std::map<SlotKey, Semaphore> sems_;
   void exec_dma(const Stmt &, const Dma &);
+  /// Records that `s` leaves `sem` non-zero (the message's start: why).
+  void leave(Semaphore &, const Stmt &s, std::string why) const;
   SlotKey semaphore(const Expr &ref, const Loc &) const;
   int start_copy(const Stmt &, const Expr &src, const Expr &dst);
   std::int64_t bytes_of(const StepRef &) const;

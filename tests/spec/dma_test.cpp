@@ -224,6 +224,67 @@ TEST(DmaSemantics, ARegularSemaphoreWaitHangsPastWhatWasSignalledAndSyncCopyReti
             "L8 start op0 out\nL8 retire op0\nend in_flight=0\n");
 }
 
+TEST(DmaSemantics, TwoWaitsOfHalfACopyTakeItsBytesAndLeaveTheSemaphoreZero) {
+  // 64 bytes copied, waited as two descriptors of 32: no count is left.
+  EXPECT_EQ(step(R"(pipeline p:
+    hbm A: f32[16]
+    sram X: f32[16]
+    sem S: dma_sem
+    dma_start(A, X, S)
+    dma_wait(X[0:8], S)
+    dma_wait(X[8:16], S)
+)"),
+            "L5 start op0 in\nL6 retire op0\nL7 retire\nend in_flight=0\n");
+}
+
+TEST(DmaSemantics, AWaitThatReturnsOnAnotherCopysLeftoverBytesLeavesItsOwnCopyOutstanding) {
+  // The second copy's wait returns on the 32 bytes the first's left: the
+  // second copy stays outstanding (never waited at the end).
+  EXPECT_EQ(step(R"(pipeline p:
+    hbm A: f32[2, 16]
+    sram X: f32[16]
+    sem S: dma_sem
+    for i in range(2):
+        dma_start(A[i], X, S)
+        dma_wait(X[0:8], S)
+)"),
+            "L6 start op0 in\nL7 retire op0\nL6 start op1 in\nL7 retire\nend in_flight=1\n");
+}
+
+TEST(DmaSemantics, BytesNoWaitTakesLeaveTheSemaphoreNonZeroAtTheEndReportedAtTheShortWait) {
+  EXPECT_EQ(step(R"(pipeline p:
+    hbm A: f32[16]
+    sram X: f32[16]
+    sem S: dma_sem
+    dma_start(A, X, S)
+    dma_wait(X[0:8], S)
+    X[0:8] = X[0:8] + 1
+)"),
+            "L5 start op0 in\nL6 retire op0\nL7 compute\n"
+            "L6 fault: waits for 32 bytes on S, fewer than the copy it completes brings, and no later wait "
+            "takes the rest: the kernel ends with the semaphore at 32 bytes, not zero (Mosaic checks every "
+            "semaphore is zero at exit; a later wait there returns before its own copy is done); wait with a "
+            "descriptor of the copy's own size, or wait the rest\n"
+            "end in_flight=0\n");
+}
+
+TEST(DmaSemantics, ASignalNothingWaitsLeavesARegularSemaphoreNonZeroAtTheEnd) {
+  EXPECT_EQ(
+      step(R"(pipeline p:
+    hbm A: f32[8]
+    sram X: f32[8]
+    sem R: semaphore[2]
+    semaphore_signal(R[0], 1)
+    semaphore_signal(R[1], 2)
+    semaphore_wait(R[0], 1)
+    semaphore_signal(R[1], 1)
+)"),
+      "L5 retire\nL6 retire\nL7 retire\nL8 retire\n"
+      "L6 fault: signals R[1] and nothing waits for the count: the kernel ends with the semaphore at 3, "
+      "not zero (Mosaic checks every semaphore is zero at exit)\n"
+      "end in_flight=0\n");
+}
+
 TEST(DmaLowering, TheBodysDmasJoinTheLoweredProgramAndItsTextParsesBack) {
   // Scratch refs as slices: a program indexes only rings and hbm arrays.
   auto r = parse_text(R"(kernel k:

@@ -636,7 +636,7 @@ void Machine::on_fault(const spec::Stmt &s, spec::FaultKind kind, const std::str
     r_.findings.push_back({Rule::wait_without_copy, ev, -1, -1, -1, message});
     return;
   }
-  if (kind == spec::FaultKind::short_wait) { // (part of a copy never waited)
+  if (kind == spec::FaultKind::semaphore_nonzero) { // (a count never waited)
     r_.findings.push_back({Rule::copy_never_waited, ev, -1, -1, -1, message});
     return;
   }
