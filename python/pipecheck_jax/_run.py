@@ -319,43 +319,67 @@ class _Evaluator:
                                "switch, scan and while are)")
 
 
-#: The default tolerance of a float output by its dtype, relative and (times the output's
-#: largest magnitude, at least 1) absolute: a few units in the last place, since pipecheck's
-#: executor and XLA sum and scan in other orders (a bf16 `cumsum` rounds each partial sum).
+#: The default tolerance of a float output by the float type it is computed in, relative and
+#: (times the output's mean magnitude) absolute: a few units in the last place, since
+#: pipecheck's executor and XLA sum and scan in other orders (a bf16 `cumsum` rounds each
+#: partial sum), and an element near zero is a sum that cancelled, with its terms' rounding.
 _TOLERANCE = {"bfloat16": 2e-2, "float16": 4e-3}
 _DEFAULT_TOLERANCE = 1e-5
 
 
-def _tolerances(w, rtol, atol):
-    """rtol and atol for comparing with `want` leaf w: as given, or by its dtype."""
+def _compute_tolerance(closed) -> float:
+    """The loosest default tolerance of the float types fn's computation makes values of,
+    pallas_call bodies included: a product rounded to bf16 and stored to an f32 output
+    carries bf16's error (which XLA on the CPU, keeping f32 between bf16 ops, does not)."""
+    tol, seen, todo = _DEFAULT_TOLERANCE, set(), [closed.jaxpr]
+    while todo:
+        jaxpr = todo.pop()
+        if id(jaxpr) in seen:
+            continue
+        seen.add(id(jaxpr))
+        for eqn in jaxpr.eqns:
+            for v in eqn.outvars:
+                dtype = getattr(v.aval, "dtype", None)
+                tol = max(tol, _TOLERANCE.get(getattr(dtype, "name", ""), 0.0))
+        todo.extend(jax_core.subjaxprs(jaxpr))
+    return tol
+
+
+def _tolerances(w, rtol, atol, compute_tol=_DEFAULT_TOLERANCE):
+    """rtol and atol for comparing with `want` leaf w: as given, or by its dtype and the
+    float type it was computed in: integers and bools exactly."""
     dtype = np.asarray(w).dtype
-    tol = _TOLERANCE.get(dtype.name, _DEFAULT_TOLERANCE)
+    if dtype.kind in "iub":
+        return (0.0 if rtol is None else rtol), (0.0 if atol is None else atol)
+    tol = max(_TOLERANCE.get(dtype.name, _DEFAULT_TOLERANCE), compute_tol)
     if rtol is None:
         rtol = tol
     if atol is None:
-        atol = tol
-        if dtype.name in _TOLERANCE:
-            finite = np.abs(np.asarray(w, dtype=np.float64))
-            finite = finite[np.isfinite(finite)]
-            atol = tol * max(1.0, float(finite.max()) if finite.size else 1.0)
+        # (The mean, not the largest: one large element must not hide the rest.)
+        finite = np.abs(np.asarray(w, dtype=np.float64))
+        finite = finite[np.isfinite(finite)]
+        scale = float(finite.mean()) if finite.size else 0.0
+        atol = tol * (scale if scale > 0 else 1.0)
     return rtol, atol
 
 
-def _compare(what: str, got, want, rtol: float | None, atol: float | None) -> list[str]:
+def _compare(what: str, got, want, rtol: float | None, atol: float | None,
+             compute_tol: float = _DEFAULT_TOLERANCE) -> list[str]:
     out = []
     got = jax.tree_util.tree_leaves(got)
     want = jax.tree_util.tree_leaves(want)
     if len(got) != len(want):
         return [f"{what}: {len(got)} outputs against {len(want)}"]
     for n, (g, w) in enumerate(zip(got, want)):
-        r, a = _tolerances(w, rtol, atol)
+        r, a = _tolerances(w, rtol, atol, compute_tol)
         g = np.asarray(g, dtype=np.float64) if np.asarray(g).dtype.kind == "f" or \
             np.asarray(g).dtype.name == "bfloat16" else np.asarray(g)
         w = np.asarray(w, dtype=g.dtype)
         if g.shape != w.shape:
             out.append(f"{what}: output {n} has shape {g.shape}, expected {w.shape}")
             continue
-        bad = ~np.isclose(g, w, rtol=r, atol=a, equal_nan=True)
+        bad = (g != w) if g.dtype.kind in "iub" and r == 0 and a == 0 else \
+            ~np.isclose(g, w, rtol=r, atol=a, equal_nan=True)
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
             out.append(f"{what}: output {n} differs at {list(idx)}: {g[idx]} against {w[idx]} "
@@ -376,8 +400,9 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | No
     compared: without one, `ok` is False. A non-counted `lax.while_loop` in a kernel body
     runs for real, up to while_bound iterations: a run that needs more stops `pipecheck run`
     with that error (a RuntimeError here). Outputs are compared within rtol and atol; left
-    out, both are 1e-5 for f32 and, for bf16 (2e-2) and f16 (4e-3), a few units in the last
-    place, atol times the output's largest magnitude. The args are arrays: a
+    out, integer and bool outputs exactly, float ones within a few units in the last place
+    of the narrowest float type fn computes in: 1e-5 for f32, 2e-2 for bf16, 4e-3 for f16,
+    atol times the output's mean magnitude. The args are arrays: a
     jax.ShapeDtypeStruct (enough for check) has no values to run on.
     """
     for n, a in enumerate(args):
@@ -388,6 +413,7 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | No
     while_bound = _while_bound(while_bound)
     args = [jnp.asarray(a) for a in args]
     closed = trace(fn, *args, **kwargs)
+    compute_tol = _compute_tolerance(closed)
     # (interpret mode runs a pltpu.emit_pipeline as the DMAs and loop Pallas makes of it,
     # which JAX may fail to trace: a pl.Element inner BlockSpec)
     lowered, lowered_error = closed, None
@@ -464,7 +490,7 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | No
 
             shutil.rmtree(work, ignore_errors=True)
     mismatches = [] if interp is None else \
-        _compare("pipecheck vs interpret=True", outs, interp, rtol, atol)
+        _compare("pipecheck vs interpret=True", outs, interp, rtol, atol, compute_tol)
     if mismatches and caveats:
         # A difference interpret mode's model explains: not compared, as for a call it cannot
         # model at all (the reference still is).
@@ -473,5 +499,5 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | No
     ref = None
     if reference is not None:
         ref = jax.tree_util.tree_leaves(reference(*args))
-        mismatches += _compare("pipecheck vs reference", outs, ref, rtol, atol)
+        mismatches += _compare("pipecheck vs reference", outs, ref, rtol, atol, compute_tol)
     return RunResult(outs, interp, ref, pc.exit, pc.output, mismatches, interpret_error)

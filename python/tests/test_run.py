@@ -448,6 +448,62 @@ def test_a_bf16_cumsum_runs_equal_to_interpret_within_a_few_units_in_the_last_pl
     assert not r.ok
 
 
+def _elementwise_kernel(body, out_dtype):
+    import jax
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = body(x_ref[...]).astype(out_dtype)
+
+    def fn(x):
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, out_dtype))(x)
+    return fn
+
+
+def test_integer_outputs_are_compared_exactly():
+    # Off by one at 1e6 is within any relative tolerance, and wrong.
+    import jax.numpy as jnp
+    import numpy as np
+
+    x = jnp.asarray(np.arange(8 * 128, dtype=np.int32).reshape(8, 128) + 1_000_000)
+    r = pj.run(_elementwise_kernel(lambda v: v + 1, jnp.int32), x, reference=lambda x: x)
+    assert not r.ok
+    assert any("(1024 of 1024 elements)" in m for m in r.mismatches), r.mismatches
+    assert pj.run(_elementwise_kernel(lambda v: v + 1, jnp.int32), x, reference=lambda x: x + 1).ok
+
+
+def test_one_large_element_does_not_hide_the_others_and_small_outputs_are_not_zero():
+    import jax.numpy as jnp
+    import numpy as np
+
+    # bf16: the absolute tolerance scales with the mean magnitude, not the largest.
+    x = np.ones((8, 128), np.float32)
+    x[0, 0] = 100
+    x = jnp.asarray(x, jnp.bfloat16)
+    zeroed = _elementwise_kernel(lambda v: jnp.where(v > 50, v, 0), jnp.bfloat16)
+    assert not pj.run(zeroed, x, reference=lambda x: x).ok
+    # f32: an output of 1e-6 is not all zeros within 1e-5.
+    y = jnp.asarray(np.random.default_rng(0).uniform(1, 2, (8, 128)), jnp.float32)
+    assert not pj.run(_elementwise_kernel(lambda v: v * 0, jnp.float32), y,
+                      reference=lambda y: y * 1e-6).ok
+    assert pj.run(_elementwise_kernel(lambda v: v * 1e-6, jnp.float32), y,
+                  reference=lambda y: y * 1e-6).ok
+
+
+def test_a_kernel_computing_in_bf16_is_compared_at_bf16s_tolerance_though_its_output_is_f32():
+    # The executor rounds the product to bf16, as the TPU does; XLA on the CPU keeps f32
+    # between bf16 ops: they differ by bf16 units, not f32 ones.
+    import jax.numpy as jnp
+    import numpy as np
+
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((8, 128)), jnp.float32)
+    square = _elementwise_kernel(lambda v: v.astype(jnp.bfloat16) * v.astype(jnp.bfloat16),
+                                 jnp.float32)
+    r = pj.run(square, x)
+    assert r.ok, str(r)
+    assert not pj.run(square, x, reference=lambda x: x * x * 1.1).ok
+
+
 def test_run_says_it_needs_arrays_where_it_is_given_shapes():
     import jax
     import jax.numpy as jnp
