@@ -299,6 +299,29 @@ std::vector<std::string> brute_force_rules(const SmallKernel &k) {
         if (k.semantics[a] == "parallel" && pts[p][a] != pts[q][a])
           found.insert("parallel-write-conflict@" + std::to_string(ol));
     }
+  // Triton, in place: x and o are one array, so a program reading through x
+  // rows of a block another program stores races (the blocks tile the array
+  // alike: the same block index, and one row half both touch).
+  if (k.triton && k.alias) {
+    auto reads_x = [&](const std::vector<std::int64_t> &p) {
+      const std::int64_t pid = p[ax], n = k.grid[ax];
+      switch (k.body) {
+      case 9: return std::make_pair(true, pid % 2 == 0);
+      case 3: return std::make_pair(pid == n - 1, pid == n - 1);
+      case 5: return std::make_pair(pid % 2 == 1, pid % 2 == 1);
+      default: return std::make_pair(true, true);
+      }
+    };
+    for (const auto &p : pts)
+      for (const auto &q : pts) {
+        if (p == q) continue;
+        const Block b = block(k.o, p);
+        const Step s = step(p);
+        const auto [upper, lower] = reads_x(q);
+        if (in_bounds(b) && b == block(k.x, q) && ((s.upper && upper) || (s.lower && lower)))
+          found.insert("parallel-write-conflict@" + std::to_string(ol));
+      }
+  }
   // An element of the array no point writes: an aliased output keeps the
   // input's data there, so only an unaliased one is judged.
   if (!k.alias) {

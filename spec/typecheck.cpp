@@ -1,6 +1,7 @@
 #include "spec/typecheck.hpp"
 #include "spec/nested.hpp"
 #include "spec/state.hpp"
+#include "spec/targets.hpp"
 
 #include "spec/print.hpp"
 
@@ -679,6 +680,7 @@ private:
   };
 
   const KernelSpec &k_;
+  const bool triton_ = uses_triton(k_);
   Env params_;
   std::map<std::string, Window> blocks_;
   std::vector<Diagnostic> errs_;
@@ -922,6 +924,24 @@ private:
     // (At a loop's bound iteration a subscript out of bounds is the rules'
     // to decide, under the guards around it: no type error.)
     if (!v.ok() && v.out_of_bounds && bound_passes_ > 0) return std::nullopt;
+    // Triton: a `ds(start, n)` window past the end (a `pl.ds` window, which
+    // Pallas does not check: masked, its lanes there touch nothing) is an
+    // access the rules decide (index-out-of-bounds where a lane reaches past
+    // the block), not a type error: typed as its n elements.
+    if (!v.ok() && v.out_of_bounds && triton_) {
+      Dims wide = b.type.shape;
+      std::vector<bool> ellipsis;
+      for (auto &sub : subs)
+        ellipsis.push_back(sub.kind == Subscript::Kind::ellipsis);
+      const auto dims = subscript_dims(wide.size(), ellipsis);
+      for (std::size_t k = 0; dims && k < subs.size(); ++k)
+        if (const int d = (*dims)[k]; d >= 0 && subs[k].size && *subs[k].size >= 0 &&
+                                      (!subs[k].lo || *subs[k].lo >= 0) &&
+                                      known(wide[static_cast<std::size_t>(d)]))
+          wide[static_cast<std::size_t>(d)] =
+              std::max(wide[static_cast<std::size_t>(d)], subs[k].lo.value_or(0) + *subs[k].size);
+      if (Subscripted w = subscript(wide, subs); w.ok()) return TensorType{b.type.dtype, false, w.shape};
+    }
     if (!v.ok()) {
       error(r.loc, "'" + print(r) + "': " + v.error + " of " +
                        (b.windowed ? "the block of '" + r.name + "', " : "'" + r.name + "', ") +

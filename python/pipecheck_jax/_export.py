@@ -821,13 +821,26 @@ def _low_reach(start, n: int) -> int:
     return n if low is None else max(0, -low)
 
 
+def _high_reach(start, n: int, size: int, upper: dict) -> int:
+    """How far past a ref's end (`size` elements) a window of n from `start` may reach, for
+    the padding of a Triton operand read through masked windows: by the start's upper bound
+    under `upper` (_int_bounds), 0 where it has none (want_pad's whole windows then)."""
+    if isinstance(start, (int, np.integer)):
+        return max(0, int(start) + n - size)
+    high = _int_bounds(_strip(getattr(start, "text", "") or ""), upper)[1]
+    return 0 if high is None else max(0, high + n - size)
+
+
 _INT_TOKEN = re.compile(r"\s*(\d+|[A-Za-z_][A-Za-z_0-9]*|//|[-+*%(),])")
 
 
-def _int_bounds(text: str) -> tuple:
+def _int_bounds(text: str, upper: dict | None = None) -> tuple:
     """(lower, upper) bounds of an integer expression's text (`.pk` arithmetic: + - * // %,
     min, max, parentheses, literals), None where unknown. A name or any other call
-    (program_id, a loop variable, a local) counts as non-negative, as _low_reach assumes."""
+    (program_id, a loop variable, a local) counts as non-negative, as _low_reach assumes, and
+    at most what `upper` says of it (`program_id(0)`: the grid's size less one; a loop's
+    variable: its bound less one), where it says."""
+    upper = upper or {}
     toks = _INT_TOKEN.findall(text)
     if "".join(toks) != text.replace(" ", ""):
         return (0, None)
@@ -896,7 +909,7 @@ def _int_bounds(text: str) -> tuple:
         if not (t[0].isalpha() or t[0] == "_"):
             raise ValueError
         if peek() != "(":
-            return (0, None)
+            return (0, upper.get(t))
         take()
         args = []
         while peek() != ")":
@@ -910,6 +923,9 @@ def _int_bounds(text: str) -> tuple:
             if t.startswith("max"):  # at least any side's low; at most the larger high
                 return (max(lo, default=None), max(hi) if len(hi) == 2 else None)
             return (min(lo) if len(lo) == 2 else None, min(hi, default=None))
+        if t == "program_id" and len(args) == 1 and args[0][0] is not None and \
+                args[0][0] == args[0][1]:
+            return (0, upper.get(f"program_id({args[0][0]})"))
         return (0, None)
 
     try:
@@ -1028,6 +1044,9 @@ class _Body:
         #: which may pass the ref's end where a mask keeps it out (Triton's idiom): the
         #: export pads the block to a multiple of n there
         self.pad: dict = {}
+        #: upper bounds of the integer names and calls a window start may use (_int_bounds):
+        #: `program_id(k)` by the grid, a fori_loop's variable by its literal bound
+        self.upper: dict = {}
         #: (ref name, dim) of each access that covers a dim of a ref whole
         self.whole: set = set()
         #: (ref name, dim) -> front padding of a Triton operand whose windows start before it:
@@ -1249,6 +1268,11 @@ class _Body:
                 if lo == 0 and size == ref.shape[d]:
                     self.whole.add((ref.name, d))
                     parts.append(":")
+                elif lo + size > ref.shape[d]:
+                    # (a window past the ref's end, which Pallas' Triton lowering does not
+                    # check: a ds window, whose reach the rules decide)
+                    full = False
+                    parts.append(f"ds({lo}, {size})")
                 else:
                     full = False
                     parts.append(f"{lo}:{lo + size}")
@@ -1419,7 +1443,8 @@ class _Body:
         for _, d, (start, n, _) in arrays:
             dims[d] = ("slice", _offset(dims[d][1], start), n)
             if not unmasked_load:
-                self.want_pad(ref.name, d, n, _aligned(start, n), _low_reach(start, n))
+                self.want_pad(ref.name, d, n, _aligned(start, n), _low_reach(start, n),
+                              _high_reach(start, n, int(ref.shape[d]), self.upper))
 
     def int_of(self, v, e, what: str) -> _E:
         if not isinstance(v, _E) or not v.int:
@@ -1800,15 +1825,22 @@ class _Body:
             start = s.start if isinstance(s.start, (int, np.integer, _E)) else read(s.start)
             low = _low_reach(start, n)
             self.ds_before_start |= low > 0
-            self.want_pad(ref.name, d, n, _aligned(start, n), low)
+            # (a window wholly past the end, all its lanes masked off: `for t in range(2)` of
+            # windows per program, the last program's second past an array of 3 windows)
+            self.want_pad(ref.name, d, n, _aligned(start, n), low,
+                          _high_reach(start, n, int(ref.shape[d]), self.upper))
 
-    def want_pad(self, name: str, d: int, n: int, aligned: bool, low: int = 0) -> None:
+    def want_pad(self, name: str, d: int, n: int, aligned: bool, low: int = 0,
+                 high: int = 0) -> None:
         """Asks for the block of `name` padded in dim d for windows of n (_pad_for_gathers): to
         whole windows where every start is a multiple of n, else one window more (a chunk of
         100 read through 128 lanes, a halo's `offs + 1`: a start below the array's end ends
-        within it), and `low` elements in front where a start may be negative (_low_reach)."""
-        width, extra, front = self.pad.setdefault(name, {}).get(d, (0, 0, 0))
-        self.pad[name][d] = (max(width, n), max(extra, 0 if aligned else n), max(front, low))
+        within it), at least `high` elements past the end where a start's bound says a window
+        reaches that far (_high_reach), and `low` elements in front where a start may be
+        negative (_low_reach)."""
+        width, extra, front, beyond = self.pad.setdefault(name, {}).get(d, (0, 0, 0, 0))
+        self.pad[name][d] = (max(width, n), max(extra, 0 if aligned else n), max(front, low),
+                             max(beyond, high))
 
     def masked_load_undefined(self, e, ref, target, mask, aval, indent, src) -> _E:
         """A masked load without `other`: the masked-off elements are undefined (interpret
@@ -2499,6 +2531,9 @@ class _Body:
         if header is None:
             lo_text = _strip(lo.text)
             rng = f"range({hi_text})" if lo_text == "0" else f"range({lo_text}, {hi_text})"
+            hi_bound = _int_bounds(_strip(hi_text), self.upper)[1]
+            if hi_bound is not None:
+                self.upper[t] = hi_bound - 1
             self.emit(indent, f"for {t} in {rng}:", src)
         else:
             head = header(names)
@@ -2965,7 +3000,7 @@ def _front_padding(lines: list, operand_line: dict, body) -> dict:
         extents = [x.strip() for x in shape.group(1).split(",")]
         results = [x.strip() for x in mapped.group(1).split(",") if x.strip()]
         shown = [i for i, d in enumerate(dims) if d != "None"]
-        for d, (_, _, low) in pads.items():
+        for d, (_, _, low, _) in pads.items():
             if low <= 0 or d >= len(shown):
                 continue
             i = shown[d]
@@ -2991,15 +3026,15 @@ def _pad_for_gathers(lines: list, operand_line: dict, body, loc, kernel) -> None
                                    "BoundedSlice dims, has no .pk form", loc, kernel)
         padded = list(dims)
         shown = [i for i, d in enumerate(dims) if d != "None"]
-        for d, (n, extra, low) in sorted(pads.items()):
+        for d, (n, extra, low, beyond) in sorted(pads.items()):
             size = int(dims[shown[d]])
             front = body.shift.get((nm, d), 0)
-            if (size % n or extra or front) and (nm, d) in body.whole:
+            if (size % n or extra or front or beyond) and (nm, d) in body.whole:
                 raise UnsupportedError(
                     f"'{nm}' is read both through gather windows of {n} that pass its end and "
                     f"whole: no .pk form (the padded block would change the whole read)", loc,
                     kernel)
-            total = -(-size // n) * n + extra
+            total = max(-(-size // n) * n + extra, size + beyond)
             # Padded in front too (_front_padding): an Element dim at element offset 0 of the
             # array padded by `front` before and the rest after.
             padded[shown[d]] = (f"Element({front + total}, ({front}, {total - size}))" if front
@@ -3396,6 +3431,7 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         body.any_operands = {nm: role for nm, role in any_operands.items()
                              if nm not in aliased_names}
         body.has_prefetch = n_pre > 0
+        body.upper = {f"program_id({k})": int(g) - 1 for k, g in enumerate(grid)}
         env: dict = {}
         for k, v in enumerate(kj.invars):
             aval = v.aval

@@ -398,3 +398,76 @@ def test_a_masked_row_view_window_that_interpret_mode_cannot_discharge_is_compar
     r = pj.run(fn, x, reference=lambda x: 2 * x)
     assert r.ok, str(r)
     assert r.interpret_error is None or "inside JAX" in r.interpret_error, r.interpret_error
+
+
+def windows_per_program(n, masked=True):
+    # Each of 2 programs takes 2 windows of 16: with n = 48 the last program's second window
+    # (48..63) lies wholly past the end, every lane masked off.
+    def kernel(x_ref, o_ref):
+        i = pl.program_id(0)
+        for t in range(2):
+            s = (i * 2 + t) * 16
+            m = s + jnp.arange(16) < n
+            v = plgpu.load(x_ref.at[pl.ds(s, 16)], mask=m if masked else None,
+                           other=0.0 if masked else None)
+            plgpu.store(o_ref.at[pl.ds(s, 16)], v + 1.0, mask=m)
+
+    def fn(x):
+        return pl.pallas_call(kernel, grid=(2,), out_shape=jax.ShapeDtypeStruct((n,), jnp.float32),
+                              compiler_params=plgpu.CompilerParams(num_warps=4))(x)
+    return fn
+
+
+def test_a_window_wholly_past_the_end_under_its_mask_pads_the_block_as_far_as_its_start_reaches():
+    x = jnp.arange(48, dtype=jnp.float32)
+    # The start's bound under the grid (program_id(0) <= 1) reaches 48 + 16.
+    assert "block=(64,)" in pj.export(windows_per_program(48), x)
+    pj.assert_verified(windows_per_program(48), x)
+    assert pj.run(windows_per_program(48), x, reference=lambda x: x + 1.0).ok
+    # Its load unmasked reads past the array.
+    r = pj.check(windows_per_program(48, masked=False), x)
+    assert r.exit_code == 1 and "index-out-of-bounds" in {f.rule for f in r.findings}, r.report()
+
+
+def whole_row_store(masked):
+    # One program stores 256 lanes into 200 elements through a constant-start window.
+    def kernel(x_ref, o_ref):
+        m = jnp.arange(256) < 200
+        v = plgpu.load(x_ref.at[pl.ds(0, 256)], mask=m, other=0.0)
+        plgpu.store(o_ref.at[pl.ds(0, 256)], v + 1.0, mask=m if masked else None)
+
+    def fn(x):
+        return pl.pallas_call(kernel, grid=(), out_shape=jax.ShapeDtypeStruct((200,), jnp.float32),
+                              compiler_params=plgpu.CompilerParams(num_warps=4))(x)
+    return fn
+
+
+def test_a_constant_start_window_past_the_end_unmasked_is_out_of_bounds_not_bad_input():
+    x = jnp.arange(200, dtype=jnp.float32)
+    pj.assert_verified(whole_row_store(True), x)
+    r = pj.check(whole_row_store(False), x)
+    assert r.exit_code == 1 and {f.rule for f in r.findings} == {"index-out-of-bounds"}, r.report()
+    run = pj.run(whole_row_store(False), x, reference=lambda x: x + 1.0)
+    assert not run.ok, run
+
+
+def in_place(read_next):
+    # input_output_aliases: x and o are one GPU buffer; program i reads window i (or i + 1).
+    def kernel(x_ref, o_ref):
+        i = pl.program_id(0)
+        src = jnp.minimum(i + 1, 3) if read_next else i
+        o_ref[pl.ds(i * 8, 8)] = x_ref[pl.ds(src * 8, 8)] * 2.0
+
+    def fn(x):
+        return pl.pallas_call(kernel, grid=(4,), out_shape=jax.ShapeDtypeStruct((32,), jnp.float32),
+                              input_output_aliases={0: 0},
+                              compiler_params=plgpu.CompilerParams(num_warps=4))(x)
+    return fn
+
+
+def test_an_in_place_program_reading_what_another_overwrites_through_the_aliased_input_races():
+    x = jnp.arange(32, dtype=jnp.float32)
+    pj.assert_verified(in_place(False), x)
+    r = pj.check(in_place(True), x)
+    assert [f.rule for f in r.findings] == ["parallel-write-conflict"], r.report()
+    assert "(through 'x_ref', aliased to it)" in r.findings[0].message, r.report()

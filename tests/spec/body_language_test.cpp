@@ -249,6 +249,18 @@ TEST(BodyLoopTyping, DsHasItsSizeAsExtentWhereItsStartIsNotKnown) {
       << d.message;
 }
 
+TEST(BodyLoopTyping, ATritonDsWindowPastTheEndIsTypedAsItsSizeAndLeftToTheRules) {
+  // Pallas does not check a Triton pl.ds window (its masked-off lanes touch
+  // nothing): past the block it is its size, not a type error; a static
+  // slice past the end still is one.
+  std::string k = kernel("f32[8, 128]", {"v = x[:, ds(64, 128)]"});
+  k.replace(k.find("kernel k:\n"), 10, "kernel k:\n    backend = triton\n");
+  EXPECT_EQ(stored_type(k).shape, (Dims{8, 128}));
+  std::string slice = kernel("f32[8, 128]", {"v = x[:, 64:192]"});
+  slice.replace(slice.find("kernel k:\n"), 10, "kernel k:\n    backend = triton\n");
+  EXPECT_NE(first_error(slice).message.find("slice 64:192 is out of bounds"), std::string::npos);
+}
+
 TEST(BodyLoopTyping, ALoopBoundMustBeAnInteger) {
   Diagnostic d =
       first_error(kernel("f32[8, 128]", {"s = sum(x[...])", "for t in range(s):", "    v = x[...]"}));

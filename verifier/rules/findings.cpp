@@ -1594,9 +1594,10 @@ Finding triton_past_end_finding(const KernelModel &m, std::size_t op, const Effe
 }
 
 Finding triton_race_finding(const KernelModel &m, std::size_t op, const Point &element, const Point &store,
-                            const Point &other, bool other_reads) {
+                            const Point &other, bool other_reads, const OperandModel *through) {
   const auto &o = m.operands[op];
-  const std::string e = "element " + format_tuple(element) + " of '" + o.name + "'";
+  const std::string e = "element " + format_tuple(element) + " of '" + o.name + "'" +
+                        (through ? " (through '" + through->name + "', aliased to it)" : std::string());
   Finding f = make(Rule::parallel_write_conflict, o.loc,
                    other_reads ? "grid point " + format_tuple(other) + " reads " + e + ", which grid point " +
                                      format_tuple(store) +
@@ -1741,10 +1742,11 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
   std::optional<std::pair<std::int64_t, Point>> race; // (the other program, element)
   Point race_at;
   struct Read {
-    std::int64_t k; // the program (linear grid point)
-    Box box;        // in array elements
+    std::int64_t k;                        // the program (linear grid point)
+    Box box;                               // in array elements
+    const OperandModel *through = nullptr; // the aliased input read, where not the output
   };
-  std::vector<Read> reads; // Triton: every program's reads of the output
+  std::vector<Read> reads; // Triton: every program's reads of the output (or its aliased input)
   // Triton: the last program that stored each element (programs run one at
   // a time here, each through its effects in order), and the first read of
   // an element its own program had not stored yet: what the array held.
@@ -1815,6 +1817,33 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
       }
     }
     visit_last = k;
+    // Triton, in place: a read of the input aliased to the output reads the
+    // same array (one buffer), as a read of the output would.
+    for (const auto &al : m.aliases) {
+      if (!m.triton || al.output != op) continue;
+      const auto &in = m.operands[al.input];
+      const auto bi = block_at(m, al.input, p);
+      for (const auto &e : m.effects) {
+        if (e.operand != al.input || e.kind != Effect::read || e.keep || e.box.size() != rank ||
+            in.shape.size() != rank)
+          continue;
+        const auto g = guard_at(m, e, p);
+        const auto box = g && *g ? box_at(m, e, p) : std::nullopt;
+        if (!g || (*g && (!bi || !box))) {
+          unknown.push_back("cannot place the read of '" + in.name + "' (aliased to '" + o.name +
+                            "') on line " + std::to_string(e.loc.line) + " at grid point " + format_tuple(p));
+          return;
+        }
+        if (!*g) continue;
+        Box at(rank);
+        for (std::size_t d = 0; d < rank; ++d) {
+          const std::int64_t lo = in.window_start(d, (*bi)[d]);
+          at[d] = {std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].first), 0, o.shape[d]),
+                   std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].second), 0, o.shape[d])};
+        }
+        reads.push_back({k, std::move(at), &in});
+      }
+    }
     bool stores = false;
     for (const auto &e : m.effects) {
       // (A masked store's kept branch reads nothing on Triton: the store
@@ -1849,7 +1878,7 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
         }
         Box at = place(whole);
         read_before_store(at, e, k, p);
-        reads.push_back({k, std::move(at)});
+        reads.push_back({k, std::move(at), nullptr});
         continue;
       }
       stores = true;
@@ -1974,7 +2003,7 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
       });
       if (!hit) continue;
       out.push_back(triton_race_finding(m, op, *hit, spec::grid_point(m.grid, m.cta_axes, who),
-                                        spec::grid_point(m.grid, m.cta_axes, r.k), true));
+                                        spec::grid_point(m.grid, m.cta_axes, r.k), true, r.through));
       break;
     }
   if (garbage) out.push_back(triton_garbage_finding(m, *garbage->read, garbage->point, garbage->element));

@@ -67,9 +67,10 @@ std::optional<Point> block_at(const KernelModel &, std::size_t op, const Point &
 void element_output_findings(const KernelModel &, std::size_t op, std::vector<Finding> &out,
                              std::vector<std::string> &unknown);
 /// parallel-write-conflict on a Triton output: grid point `store` stores
-/// `element`, and `other` stores it too or (other_reads) reads it.
+/// `element`, and `other` stores it too or (other_reads) reads it, through
+/// the output or (`through`) the input aliased to it.
 Finding triton_race_finding(const KernelModel &, std::size_t op, const Point &element, const Point &store,
-                            const Point &other, bool other_reads);
+                            const Point &other, bool other_reads, const OperandModel *through = nullptr);
 /// uninitialized-accumulator on a Triton output: `read` (a load or `+=`)
 /// at grid point p takes `element` before p's program stored it.
 Finding triton_garbage_finding(const KernelModel &, const Effect &read, const Point &p, const Point &element);

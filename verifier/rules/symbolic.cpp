@@ -2152,9 +2152,26 @@ private:
   void triton_races(std::size_t op) {
     const auto &o = m_.operands[op];
     std::vector<std::size_t> stores, touches;
+    // An input aliased to the output is the same array (one buffer): its
+    // reads are the output's where its blocks are the output's (the same
+    // block and index map); elsewhere they are not placed here.
+    std::set<std::size_t> twins;
+    for (const auto &al : m_.aliases) {
+      if (al.output != op) continue;
+      const auto &in = m_.operands[al.input];
+      if (in.block == o.block && in.index == o.index && in.index_params == o.index_params &&
+          in.element == o.element && in.bounded == o.bounded)
+        twins.insert(al.input);
+      else if (triton_alias_races(op, al.input))
+        return;
+    }
     for (std::size_t e = 0; e < m_.effects.size(); ++e) {
       const Effect &ef = m_.effects[e];
-      if (ef.operand != op || ef.keep) continue;
+      if (ef.keep) continue;
+      if (ef.operand != op) {
+        if (twins.count(ef.operand) && ef.kind == Effect::read) touches.push_back(e);
+        continue;
+      }
       if (ef.kind != Effect::read) stores.push_back(e);
       touches.push_back(e);
     }
@@ -2182,9 +2199,60 @@ private:
         if (query("parallel-write-conflict/" + o.name, facts, {&p, &q}, v) != Q::sat) continue;
         const auto element = first_element(op, v[0], ov);
         if (!element) continue;
-        out_.findings.push_back(triton_race_finding(m_, op, *element, v[0], v[1], reads));
+        out_.findings.push_back(triton_race_finding(m_, op, *element, v[0], v[1], reads,
+                                                    et.operand == op ? nullptr : &m_.operands[et.operand]));
         return;
       }
+  }
+
+  // Triton, in place, an input aliased to output `op` with another block or
+  // index map: a read through it at q of an element a store of p != q
+  // writes, the two boxes placed in array elements. True where found (or
+  // left unknown: an Element or BoundedSlice dim).
+  bool triton_alias_races(std::size_t op, std::size_t in) {
+    const auto &o = m_.operands[op], &x = m_.operands[in];
+    auto regular = [](const OperandModel &b) {
+      return std::find(b.element.begin(), b.element.end(), true) == b.element.end() &&
+             std::find(b.bounded.begin(), b.bounded.end(), true) == b.bounded.end();
+    };
+    const std::size_t rank = o.shape.size();
+    for (const Effect &es : m_.effects) {
+      if (es.operand != op || es.kind == Effect::read || es.keep || es.box.size() != rank) continue;
+      for (const Effect &et : m_.effects) {
+        if (et.operand != in || et.kind != Effect::read || et.keep || et.box.size() != rank) continue;
+        if (!regular(o) || !regular(x) || x.shape.size() != rank) {
+          out_.unknown.push_back(
+              "'" + x.name + "' is aliased to '" + o.name +
+              "' and has Element or BoundedSlice dims: whether a program reads what another "
+              "stores through it is not decided for this many programs");
+          return true;
+        }
+        SymPoint p = point("p"), q = point("q");
+        std::vector<Term> differ;
+        for (std::size_t a = 0; a < m_.grid.size(); ++a)
+          differ.push_back(p.v[a] != q.v[a]);
+        const auto bp = block(op, p), bq = block(in, q);
+        std::vector<Term> facts = {in_grid(p), in_grid(q), ctx_.any_of(differ), guard(es, p), guard(et, q)};
+        // Some element lies in the store's box, the read's and the array.
+        for (std::size_t d = 0; d < rank; ++d) {
+          const Term slo = bp[d] * o.block[d] + es.box[d].first, shi = bp[d] * o.block[d] + es.box[d].second;
+          const Term rlo = bq[d] * x.block[d] + et.box[d].first, rhi = bq[d] * x.block[d] + et.box[d].second;
+          for (const Term &t : {slo < rhi, rlo < shi, slo<o.shape[d], rlo<o.shape[d], shi> 0, rhi> 0})
+            facts.push_back(t);
+        }
+        std::vector<Point> v;
+        if (query("parallel-write-conflict/" + o.name + "/" + x.name, facts, {&p, &q}, v) != Q::sat) continue;
+        const auto b = block_at(m_, op, v[0]), c = block_at(m_, in, v[1]);
+        if (!b || !c) continue;
+        Point element(rank);
+        for (std::size_t d = 0; d < rank; ++d)
+          element[d] = std::max({(*b)[d] * o.block[d] + es.box[d].first,
+                                 (*c)[d] * x.block[d] + et.box[d].first, std::int64_t{0}});
+        out_.findings.push_back(triton_race_finding(m_, op, element, v[0], v[1], true, &x));
+        return true;
+      }
+    }
+    return false;
   }
 
   // Triton: a load or `+=` of the output at some program, on a cell of its
