@@ -1140,6 +1140,15 @@ public:
           hi = eval_int(s.args[1], env);
         }
         reg.extents.push_back(lo && hi ? checked_sub(*hi, *lo) : static_slice_size(s.args[0], s.args[1]));
+      } else if (s.op == Op::Call && s.name == "ds" && s.kwarg_names.empty()) {
+        // pl.ds(start, size), as `lower` prints a kernel body's: its size.
+        if (check_call_arity(s)) {
+          check_int_expr(s.args[0], scope, "the start of ds()");
+          check_int_expr(s.args[1], scope, "the size of ds()");
+          reg.extents.push_back(eval_int(s.args[1], env));
+        } else {
+          reg.extents.push_back(std::nullopt);
+        }
       } else {
         check_int_expr(s, scope, "a subscript");
       }
@@ -1172,7 +1181,8 @@ public:
   /// `a`: the hbm side of a copy, `b` its slot side; with an offset, `a`
   /// must fit `b` at it (where the extents are known).
   void same_region(const Region &a, const Region &b, Loc l,
-                   const std::optional<std::vector<std::optional<std::int64_t>>> &at = std::nullopt) {
+                   const std::optional<std::vector<std::optional<std::int64_t>>> &at = std::nullopt,
+                   bool corner = true) {
     if (!a.ok || !b.ok) return;
     if (at) {
       if (a.dtype != b.dtype)
@@ -1196,9 +1206,13 @@ public:
         s += (i ? ", " : "") + (r.extents[i] ? std::to_string(*r.extents[i]) : std::string("?"));
       return s + "]";
     };
+    // (With `corner`, the hbm side may be smaller: a partial block at the
+    // array's end fills the slot's leading corner, the rest its padding, as
+    // `lower` prints it. A DMA's two sides are one shape.)
     bool mismatch = a.extents.size() != b.extents.size();
     for (std::size_t i = 0; !mismatch && i < a.extents.size(); ++i)
-      mismatch = a.extents[i] && b.extents[i] && *a.extents[i] != *b.extents[i];
+      mismatch = a.extents[i] && b.extents[i] &&
+                 (corner ? *a.extents[i] > *b.extents[i] || *a.extents[i] < 0 : *a.extents[i] != *b.extents[i]);
     if (mismatch) error(l, "copy between different shapes: " + shape(a) + " and " + shape(b));
   }
 
@@ -1224,7 +1238,7 @@ public:
     Region a, b;
     if (d.src.op != Op::None) a = program_ref(d.src, scope, Want::any, "the source of the copy");
     if (d.dst.op != Op::None) b = program_ref(d.dst, scope, Want::any, "the destination of the copy");
-    if (d.src.op != Op::None && d.dst.op != Op::None) same_region(a, b, l);
+    if (d.src.op != Op::None && d.dst.op != Op::None) same_region(a, b, l, std::nullopt, false);
   }
 
   void program_stmt(const Stmt &s, std::set<std::string> &scope) {
@@ -1281,7 +1295,7 @@ public:
         Region a = program_ref(c->src, scope, Want::onchip, "the source of copy_out_start");
         Region b = program_ref(c->dst, scope, Want::hbm, "the destination of copy_out_start");
         if (c->offset.op == Op::None)
-          same_region(a, b, s.loc);
+          same_region(b, a, s.loc); // (the hbm side first: it may be the smaller)
         else
           same_region(b, a, s.loc, copy_offset(*c, a, scope));
         break;
@@ -1303,7 +1317,15 @@ public:
 
   void program_expr(const Expr &e, const std::set<std::string> &scope) {
     switch (e.op) {
-    case Op::Ref: program_ref(e, scope, Want::any, "a reference"); return;
+    case Op::Ref:
+      // A slice of a local value (`m[0:8, :]`, as `lower` prints a kernel
+      // body's), else a buffer reference.
+      if (!p_->buffer(e.name) && scope.count(e.name)) {
+        value_subscripts(e, scope);
+        return;
+      }
+      program_ref(e, scope, Want::any, "a reference");
+      return;
     case Op::Name:
       if (const Buffer *b = p_->buffer(e.name)) {
         if (b->slots) error(e.loc, "'" + e.name + "' is a ring of slots; name a slot: " + e.name + "[s]");

@@ -519,3 +519,23 @@ TEST(LowerUnrolled, ALoopBoundThatNamesAnIntegerLocalIsDecidedAtEachGridStep) {
                           [](const std::string &s) { return s.find("* 2.0") != std::string::npos; }),
             8);
 }
+
+TEST(LowerTpu, APrintedProgramWithDsWindowsLocalSlicesAndARaggedLastBlockValidatesBack) {
+  // What `pipecheck lower` prints is a pipeline a person can check again.
+  const char *text = R"(kernel k:
+    grid = (2,)
+    in  x: f32[12, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    in  w: f32[16, 128]  block=(16, 128)  index=(i) -> (0, 0)
+    out o: f32[12, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    body:
+        t = w[ds(program_id(0) * 8, 8), :] * 2.0
+        o[...] = x[...] + t[0:8, :]
+)";
+  for (bool unroll : {false, true}) {
+    LowerOptions o;
+    o.unroll = unroll;
+    const std::string printed = print(lowered(text, o).program);
+    auto back = parse_and_validate(SourceFile::from_string("lowered.pk", printed));
+    EXPECT_TRUE(back.errors.empty()) << back.errors.at(0).message << "\n" << printed;
+  }
+}

@@ -190,8 +190,8 @@ TEST(RaceChecker, ACopyOutOfAPartlyWrittenSlotNamesThePartNothingWrote) {
 TEST(RaceChecker, ThePaddingOfAClippedCopyMayBeComputedOnButNotWrittenBack) {
   // A copy replaces its whole destination ref: rows 10..16 of X[0] are the
   // padding of a partial block after it, although a store wrote them before.
-  // (Hand-written pipelines cannot copy between different shapes; lowered
-  // ones clip edge blocks, so these are parsed without validation.)
+  // (Lowered programs clip edge blocks, as hand-written ones may: parsed
+  // here without validation all the same.)
   auto parse_lowered = [](const std::string &text) {
     auto r = spec::parse(spec::SourceFile::from_string("t.pk", text));
     EXPECT_TRUE(r.file);
