@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import tempfile
 from typing import Callable
@@ -224,8 +225,13 @@ class _Evaluator:
         for (name, _, _, _), v in zip(ins, invals[len(invals) - len(ins):]):
             _save(os.path.join(d, "in", f"{name}.npy"), v)
         # A Triton kernel runs as Triton may: every program launched at once (pipecheck's
-        # adversarial run), so one that races with another's stores gives other outputs.
-        dma = ["--dma", "random", "--seed", "0"] if k.triton else ["--dma", "eager"]
+        # adversarial run), so one that races with another's stores gives other outputs. A
+        # body's own asynchronous copies run in every DMA mode (`run`'s default: eager,
+        # on_wait and random seeds, the outputs of the first), where a wait on the wrong
+        # semaphore or a read before its wait shows; the pipeline alone, eagerly.
+        dma = ["--dma", "random", "--seed", "0"] if k.triton else \
+            [] if re.search(r"\b(async_copy|semaphore_signal|semaphore_wait)\(", k.text) else \
+            ["--dma", "eager"]
         proc = subprocess.run([pipecheck_binary(), "run", pk, *dma, "--inputs",
                                os.path.join(d, "in"), "--save", os.path.join(d, "out")],
                               capture_output=True, text=True)

@@ -133,6 +133,15 @@ def test_the_manual_double_buffer_runs_like_interpret_and_the_reference():
     assert r.pipecheck_exit == 0
 
 
+def test_run_of_a_body_with_its_own_copies_takes_every_dma_mode_and_fails_the_wrong_semaphore():
+    # Waiting on the other slot's semaphore returns early when the copies land in another
+    # order: eager runs alone would pass it; run's other modes fail it.
+    fn, args = K.make_manual_double_buffer(other_slot=True)
+    r = pj.run(fn, *K.concrete(args, seed=4), reference=lambda a: a + 1.0)
+    assert not r.ok and r.pipecheck_exit == 1, str(r)
+    assert "on_wait" in r.pipecheck_output or "random" in r.pipecheck_output, r.pipecheck_output
+
+
 def test_a_single_dma_semaphore_is_one_dma_sem():
     fn, args = K.make_manual_dma()
     text = pj.export(fn, *args)
