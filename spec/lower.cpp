@@ -152,6 +152,7 @@ public:
               throw Fail{b.error->diag.loc, b.error->diag.message};
       }
     declare_buffers();
+    discard_unaliased_any_outputs();
     if (rolled_) {
       if (gpu_)
         emit_gpu_rolled();
@@ -305,6 +306,30 @@ private:
       }
       prog_.buffers.push_back(b);
     }
+  }
+
+  /// TPU: an output in memory_space=any that no input aliases holds nothing
+  /// until the body's copies write it (`o[...] = undefined` first), so a
+  /// copy that reads it before is an uninitialized-read. (Not on a cut grid,
+  /// whose left-out steps may write what a later one reads; not Triton, whose
+  /// programs read their output blocks back, nor Mosaic GPU.)
+  void discard_unaliased_any_outputs() {
+    if (triton_ || gpu_ || o_.cut || parent_) return;
+    // (Nor one a nested emit_pipeline stages: its program is the one the
+    // same pipeline as a pallas_call, the output windowed, lowers to.)
+    std::set<std::string> aliased;
+    for (const auto &a : k_.aliases)
+      aliased.insert(a.output);
+    for_each_stmt(k_.body, [&](const Stmt &st) {
+      if (const auto *e = std::get_if<EmitPipeline>(&st.kind))
+        for (const auto &spec : e->specs)
+          aliased.insert(spec.name);
+    });
+    for (const auto &x : ops_)
+      if (x.op->role == Role::out && !x.windowed && !aliased.count(x.op->name))
+        prog_.body.push_back(
+            mk(Assign{Expr::ref(x.hbm, {Expr::leaf(Op::Ellipsis)}), false, Expr::leaf(Op::Undefined)},
+               x.op->loc));
   }
 
   // ------------------------------------------------------------ statements

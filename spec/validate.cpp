@@ -1211,8 +1211,9 @@ public:
     // `lower` prints it. A DMA's two sides are one shape.)
     bool mismatch = a.extents.size() != b.extents.size();
     for (std::size_t i = 0; !mismatch && i < a.extents.size(); ++i)
-      mismatch = a.extents[i] && b.extents[i] &&
-                 (corner ? *a.extents[i] > *b.extents[i] || *a.extents[i] < 0 : *a.extents[i] != *b.extents[i]);
+      mismatch =
+          a.extents[i] && b.extents[i] &&
+          (corner ? *a.extents[i] > *b.extents[i] || *a.extents[i] < 0 : *a.extents[i] != *b.extents[i]);
     if (mismatch) error(l, "copy between different shapes: " + shape(a) + " and " + shape(b));
   }
 
@@ -1249,7 +1250,9 @@ public:
           error(a->target.loc, "cannot store into '" + a->target.name + "': it is not a buffer");
         else
           error(a->target.loc, "unknown buffer '" + a->target.name + "'");
-      } else if (b->kind == BufferKind::hbm) {
+      } else if (b->kind == BufferKind::hbm && !a->discards()) {
+        // (`A[...] = undefined` is no store: A holds nothing from there on,
+        // as a kernel's output no input aliases starts.)
         error(a->target.loc, "cannot store into HBM array '" + b->name +
                                  "' directly; copy a buffer out with copy_out_start");
       } else if (a->discards() && b->kind == BufferKind::sem) {

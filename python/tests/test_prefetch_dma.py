@@ -142,6 +142,29 @@ def test_run_of_a_body_with_its_own_copies_takes_every_dma_mode_and_fails_the_wr
     assert "on_wait" in r.pipecheck_output or "random" in r.pipecheck_output, r.pipecheck_output
 
 
+def _read_modify_write_of_the_output(alias):
+    def kernel(x, o, buf):
+        pltpu.sync_copy(o, buf)
+        buf[...] = buf[...] + 1.0
+        pltpu.sync_copy(buf, o)
+
+    def fn(x):
+        return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                              out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                              out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)],
+                              input_output_aliases={0: 0} if alias else {})(x)
+    return fn
+
+
+def test_a_copy_out_of_an_unaliased_any_space_output_before_it_is_written_reads_garbage():
+    x = np.ones((8, 128), np.float32)
+    r = pj.check(_read_modify_write_of_the_output(False), x)
+    assert [f.rule for f in r.findings] == ["uninitialized-read"], r.report()
+    assert "of HBM, where nothing has been written" in r.findings[0].message, r.report()
+    pj.assert_verified(_read_modify_write_of_the_output(True), x)
+
+
 def test_a_single_dma_semaphore_is_one_dma_sem():
     fn, args = K.make_manual_dma()
     text = pj.export(fn, *args)

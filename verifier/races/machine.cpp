@@ -146,10 +146,49 @@ bool Machine::covered(const Place &p) const {
 
 void Machine::add_written(const Place &p) {
   auto kind = program_.buffers[p.buffer].kind;
-  if (kind != spec::BufferKind::sram && kind != spec::BufferKind::smem) return;
+  if (kind != spec::BufferKind::sram && kind != spec::BufferKind::smem &&
+      !(kind == spec::BufferKind::hbm && undefined_hbm_.count(p.buffer)))
+    return;
   auto &st = slots_state_[{p.buffer, p.slot}];
-  if (box_covered(p.box, st.written)) return;
-  st.written.push_back(p.box);
+  if (kind != spec::BufferKind::hbm) {
+    if (box_covered(p.box, st.written)) return;
+    st.written.push_back(p.box);
+    return;
+  }
+  // An hbm array is written region by region, a block per grid step: the
+  // regions are merged where they join along one dim (rows after rows, then
+  // strips after strips), so the set stays small. Past kMaxRegions the array
+  // is no longer followed (its reads count as defined: no finding, as before
+  // `A[...] = undefined` was followed at all).
+  constexpr std::size_t kMaxRegions = 1024;
+  if (!st.written.empty() && box_covered(p.box, {st.written.back()})) return;
+  Box b = p.box;
+  for (bool merged = true; merged;) {
+    merged = false;
+    for (std::size_t k = st.written.size(); k-- > 0 && k + 8 >= st.written.size();) {
+      const Box &w = st.written[k];
+      if (w.size() != b.size()) continue;
+      int along = -1, differ = 0;
+      for (std::size_t d = 0; d < b.size(); ++d)
+        if (w[d] != b[d]) {
+          ++differ;
+          along = static_cast<int>(d);
+        }
+      if (differ == 0) return; // (written already)
+      if (differ != 1) continue;
+      const auto &x = w[static_cast<std::size_t>(along)], &y = b[static_cast<std::size_t>(along)];
+      if (x.second < y.first || y.second < x.first) continue;
+      b[static_cast<std::size_t>(along)] = {std::min(x.first, y.first), std::max(x.second, y.second)};
+      st.written.erase(st.written.begin() + static_cast<std::ptrdiff_t>(k));
+      merged = true;
+      break;
+    }
+  }
+  st.written.push_back(std::move(b));
+  if (st.written.size() > kMaxRegions) {
+    undefined_hbm_.erase(p.buffer);
+    st.written.clear();
+  }
 }
 
 namespace {
@@ -344,7 +383,11 @@ void Machine::access(int event, int op, const Place &p, bool write) {
   bool operand = is_wgmma && !write;
   bool acc_access = is_wgmma && write;
   auto kind = bufs[p.buffer].kind;
-  if (!write && (kind == spec::BufferKind::sram || kind == spec::BufferKind::smem) && !covered(p)) {
+  // (An hbm array holds data, but where `A[...] = undefined` left it
+  // undefined: from there on it holds what copies write into it.)
+  const bool tracked = kind == spec::BufferKind::sram || kind == spec::BufferKind::smem ||
+                       (kind == spec::BufferKind::hbm && undefined_hbm_.count(p.buffer));
+  if (!write && tracked && !covered(p)) {
     auto st = slots_state_.find({p.buffer, p.slot});
     const int undefined_at = st == slots_state_.end() ? -1 : st->second.undefined_by;
     std::string what =
@@ -364,6 +407,15 @@ void Machine::access(int event, int op, const Place &p, bool write) {
                       " = undefined' at line " + line + " left undefined"
                 : what + ", whose contents the waited write-back at line " + line +
                       " left undefined (a slot keeps nothing for its next visit)";
+    }
+    if (kind == spec::BufferKind::hbm) {
+      why = "reads " + bufs[p.buffer].name + "[" +
+            box_text(some && !rest.empty() ? rest.front() : p.box, false) +
+            "] of HBM, where nothing has been written";
+      if (undefined_at >= 0)
+        why += " since '" + spec::print(std::get<spec::Assign>(r_.events[undefined_at].stmt->kind).target) +
+               " = undefined' at line " + std::to_string(r_.events[undefined_at].stmt->loc.line) +
+               " (a kernel's output that no input aliases holds nothing until the kernel writes it)";
     }
     const bool write_back = op >= 0 && r_.ops[op].kind == OpKind::copy_out && !some;
     r_.findings.push_back({Rule::uninitialized_read, event, undefined_at, -1, -1, why, write_back});
@@ -622,6 +674,7 @@ void Machine::on_undefined(const spec::Stmt &, const spec::StepPlace &slot) {
 
 void Machine::on_discard(const spec::Stmt &s, const spec::StepRef &target) {
   const spec::StepPlace &p = target.place;
+  if (program_.buffers[p.buffer].kind == spec::BufferKind::hbm) undefined_hbm_.insert(p.buffer);
   const int ev = new_event(s, p.slot >= 0 ? std::optional(p.slot) : std::nullopt);
   flow_.clobber(program_.buffers[p.buffer].name);
   clear_written(p);
