@@ -1204,6 +1204,10 @@ private:
       advance();
       return Expr::floating(std::numeric_limits<double>::infinity(), l);
     }
+    if (t.text == "nan") { // (a jnp.nan literal: jnp.var's empty-count guard, a `where(m, x, nan)`)
+      advance();
+      return Expr::floating(std::numeric_limits<double>::quiet_NaN(), l);
+    }
     if (t.text == "None") fail(l, "'None' is only allowed in block shapes and slices");
     if (kReserved.count(t.text)) fail(l, "unexpected keyword '" + t.text + "' in an expression");
     std::string name = advance().text;

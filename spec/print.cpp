@@ -39,6 +39,7 @@ int prec(const Expr &e) {
 
 std::string float_text(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (std::isnan(v)) return "nan";
   char buf[64];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
   std::string s(buf, r.ptr);

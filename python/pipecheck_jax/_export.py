@@ -135,7 +135,7 @@ _DTYPES = {
 
 _RESERVED = {
     "kernel", "pipeline", "param", "in", "out", "scratch", "alias", "body", "when", "if",
-    "else", "elif", "for", "and", "or", "not", "None", "zeros", "full", "inf", "range",
+    "else", "elif", "for", "and", "or", "not", "None", "zeros", "full", "inf", "nan", "range",
     "dot", "sum", "max", "min", "exp", "neg", "where", "iota", "cast", "transpose",
     "reshape", "broadcast_to", "maximum", "minimum", "abs", "pow", "sqrt", "rsqrt", "log",
     "log2", "exp2", "tanh", "cdiv", "ds", "program_id", "num_programs", "reference",
@@ -225,7 +225,7 @@ def _tuple(items) -> str:
 
 def _float_text(v: float) -> str:
     if math.isnan(v):
-        raise UnsupportedError("a NaN literal has no .pk form")
+        return "nan"
     if math.isinf(v):
         return "inf" if v > 0 else "(-inf)"
     t = repr(float(v)).replace("e+", "e")

@@ -75,6 +75,10 @@ BODIES = {
     # (x + 16.5 is exact in bf16 too: approx=True reads x rounded to bf16, as interpret mode)
     "reciprocal": (lambda x, i: pl.reciprocal(x + 16.5), 1, {}),
     "reciprocal_approx": (lambda x, i: pl.reciprocal(x + 16.5, approx=True), 1, {}),
+    # jnp.var carries a NaN literal (its empty-count guard); so does a where with jnp.nan
+    "layer_norm_var": (lambda x, i: (x - x.mean(1, keepdims=True))
+                       * jax.lax.rsqrt(jnp.var(x, axis=1, keepdims=True) + 1e-5), 1, {}),
+    "where_nan": (lambda x, i: jnp.where(x > 0, x, jnp.nan), 1, {}),
 }
 
 # pltpu.roll and pl.reciprocal run only inside a kernel: their references are jnp's

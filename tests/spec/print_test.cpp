@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -79,6 +80,12 @@ TEST(Print, WritesFloatsSoTheyReadBackExactly) {
     EXPECT_EQ(std::stod(s), v);
   }
   EXPECT_EQ(print(Expr::floating(-std::numeric_limits<double>::infinity())), "-inf");
+  // jnp.nan (jnp.var's guard): `nan`, which parses back to a NaN.
+  EXPECT_EQ(print(Expr::floating(std::numeric_limits<double>::quiet_NaN())), "nan");
+  File f = parse_text("t.pk", "kernel k:\n    in x: f32[8]\n    out o: f32[8]\n    body:\n"
+                              "        o[...] = where(x[...] > 0.0, x[...], nan)\n");
+  const Expr &v = std::get<Assign>(std::get<KernelSpec>(f.units.at(0)).body.at(0).kind).value;
+  EXPECT_TRUE(std::isnan(v.args.at(2).float_value)) << print(v);
 }
 
 TEST(Print, WritesRankOneTuplesWithATrailingComma) {
