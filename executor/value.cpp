@@ -158,8 +158,15 @@ void map2(const V &a, const Shape &as, const V &b, const Shape &bs, const Shape 
   }
 }
 
-float fmax_nan(float a, float b) { return (a > b || std::isnan(a)) ? a : b; }
-float fmin_nan(float a, float b) { return (a < b || std::isnan(a)) ? a : b; }
+// NaN wins; of two zeros, max is +0 and min -0 (IEEE maximum/minimum, as XLA's).
+float fmax_nan(float a, float b) {
+  if (a == b) return std::signbit(a) ? b : a;
+  return (a > b || std::isnan(a)) ? a : b;
+}
+float fmin_nan(float a, float b) {
+  if (a == b) return std::signbit(a) ? a : b;
+  return (a < b || std::isnan(a)) ? a : b;
+}
 
 std::int64_t ifloordiv(std::int64_t a, std::int64_t b) {
   if (b == 0) return 0;
@@ -967,14 +974,18 @@ Value shift(Shift op, const Value &a, const Value &b, spec::Loc loc) {
   r.shape = t.shape;
   map2(a.i, a.shape, b.i, b.shape, r.shape, r.i, [&](std::int64_t x, std::int64_t n) -> std::int64_t {
     const std::uint64_t u = static_cast<std::uint64_t>(x) & mask;
-    const bool negative = !is_unsigned && x < 0;
-    if (n < 0 || n >= bits) return op == Shift::right_arithmetic && negative ? -1 : 0;
+    // An arithmetic shift fills with the top bit, of an unsigned dtype too
+    // (XLA's shift_right_arithmetic: u8 236 >> 2 is 251): the bits read as
+    // signed of the same width.
+    const std::int64_t sx =
+        is_unsigned && bits < 64 && (u >> (bits - 1)) != 0 ? static_cast<std::int64_t>(u | ~mask) : x;
+    if (n < 0 || n >= bits) return op == Shift::right_arithmetic && sx < 0 ? wrap_to(t.dtype, -1) : 0;
     switch (op) {
     case Shift::left: return wrap_to(t.dtype, static_cast<std::int64_t>((u << n) & mask));
     case Shift::right_logical: return wrap_to(t.dtype, static_cast<std::int64_t>(u >> n));
     case Shift::right_arithmetic: break;
     }
-    return x >> n; // x holds the signed value: C++20's >> fills with its sign
+    return wrap_to(t.dtype, sx >> n); // C++20's >> fills with the sign
   });
   return r;
 }

@@ -309,5 +309,11 @@ TEST(BodyLanguageValues, ShiftsWorkOnTheBitsOfTheirDtypeAndSaturatePastItsWidth)
   EXPECT_EQ(vec(shift(Shift::left, b, ints({}, {1}, DType::i8)).i), (std::vector<std::int32_t>{-128, 0}));
   EXPECT_EQ(vec(shift(Shift::right_logical, b, ints({}, {1}, DType::i8)).i),
             (std::vector<std::int32_t>{32, 64}));
+  // u8: an arithmetic shift fills with the top bit all the same (XLA: 236 >> 2 is 251).
+  const Value u = ints({3}, {236, 100, 255}, DType::u8);
+  EXPECT_EQ(vec(shift(Shift::right_arithmetic, u, ints({}, {2}, DType::u8)).i),
+            (std::vector<std::int32_t>{251, 25, 255}));
+  EXPECT_EQ(vec(shift(Shift::right_arithmetic, u, ints({}, {9}, DType::u8)).i),
+            (std::vector<std::int32_t>{255, 0, 255}));
   EXPECT_THROW(shift(Shift::left, floats({1}, {1}), by(1)), ExecError);
 }

@@ -63,6 +63,19 @@ TEST(Binary, MaximumPropagatesNan) {
   EXPECT_TRUE(std::isnan(r.f[1]));
 }
 
+TEST(Binary, MaximumOfTwoZerosIsPlusZeroAndMinimumMinusZeroInEitherOrder) {
+  const Value a = floats({2}, {-0.0f, 0.0f});
+  const Value b = floats({2}, {0.0f, -0.0f});
+  for (const Value *x : {&a, &b}) {
+    const Value &y = x == &a ? b : a;
+    const Value mx = binary(BinOp::maximum, *x, y), mn = binary(BinOp::minimum, *x, y);
+    for (int k = 0; k < 2; ++k) {
+      EXPECT_FALSE(std::signbit(mx.f[k]));
+      EXPECT_TRUE(std::signbit(mn.f[k]));
+    }
+  }
+}
+
 TEST(Dot, MatchesANaiveProductAndAccumulatesBf16InF32) {
   const Value a = floats({2, 3}, {1, 2, 3, 4, 5, 6});
   const Value b = floats({3, 2}, {7, 8, 9, 10, 11, 12});
