@@ -37,11 +37,20 @@ std::string uri_of(const std::string &path, const std::string &cwd) {
   return percent_encode(p.generic_string());
 }
 
-json physical(const std::string &uri, spec::Loc loc) {
+// `loc`'s column counts bytes; SARIF's, the line's Unicode code points
+// before it plus one (the run's columnKind): a non-ASCII character earlier
+// on the line is one column.
+json physical(const std::string &uri, spec::Loc loc, const spec::SourceFile &src) {
   json pl = {{"artifactLocation", {{"uri", uri}}}};
   if (loc.line > 0) {
     pl["region"] = {{"startLine", loc.line}};
-    if (loc.col > 0) pl["region"]["startColumn"] = loc.col;
+    if (loc.col > 0) {
+      const std::string line = src.line(loc.line);
+      int col = 1;
+      for (std::size_t b = 0; b + 1 < static_cast<std::size_t>(loc.col) && b < line.size(); ++b)
+        col += (static_cast<unsigned char>(line[b]) & 0xC0) != 0x80;
+      pl["region"]["startColumn"] = col;
+    }
   }
   return pl;
 }
@@ -88,19 +97,24 @@ json rules() {
     rs.push_back({{"id", r.id},
                   {"shortDescription", {{"text", summary}}},
                   {"fullDescription", {{"text", summary + ". " + std::string(scope_words(r.scope))}}},
-                  {"helpUri", r.anchor},
+                  // (SARIF's helpUri must be an absolute URI, and the rules'
+                  // documentation is a file of the sources: said in help.)
+                  {"help",
+                   {{"text", "`pipecheck explain " + std::string(r.id) + "` prints it with an example; " +
+                                 std::string(r.anchor) + " in pipecheck's sources documents it."}}},
                   {"defaultConfiguration", {{"level", "error"}}}});
   }
   return rs;
 }
 
-json result(const verifier::Finding &fd, const UnitResult &u, const std::string &uri) {
+json result(const verifier::Finding &fd, const UnitResult &u, const std::string &uri,
+            const spec::SourceFile &src) {
   json r = {{"ruleId", verifier::id(fd.rule)},
             {"ruleIndex", static_cast<int>(fd.rule)},
             {"level", level(fd.severity)},
             {"message", {{"text", fd.message}}},
             {"locations",
-             json::array({{{"physicalLocation", physical(uri, fd.loc)},
+             json::array({{{"physicalLocation", physical(uri, fd.loc, src)},
                            {"logicalLocations", json::array({{{"name", u.name}, {"kind", "function"}}})}}})}};
   // The notes locate the rest of the witness: the other access of a race,
   // the first visit of a revisit, the wait that comes too late.
@@ -108,7 +122,7 @@ json result(const verifier::Finding &fd, const UnitResult &u, const std::string 
   for (const auto &n : fd.notes) {
     if (n.loc.line <= 0) continue;
     related.push_back({{"id", static_cast<int>(related.size()) + 1},
-                       {"physicalLocation", physical(uri, n.loc)},
+                       {"physicalLocation", physical(uri, n.loc, src)},
                        {"message", {{"text", n.message}}}});
   }
   if (!related.empty()) r["relatedLocations"] = related;
@@ -116,7 +130,8 @@ json result(const verifier::Finding &fd, const UnitResult &u, const std::string 
     json locs = json::array();
     for (const auto &e : fd.witness.trace)
       locs.push_back(
-          {{"location", {{"physicalLocation", physical(uri, e.loc)}, {"message", {{"text", event_text(e)}}}}},
+          {{"location",
+            {{"physicalLocation", physical(uri, e.loc, src)}, {"message", {{"text", event_text(e)}}}}},
            {"executionOrder", e.index},
            {"importance", e.anchor ? "essential" : "important"}});
     r["codeFlows"] = json::array({{{"message", {{"text", "the trace of the witness"}}},
@@ -134,11 +149,13 @@ json to_sarif(const std::vector<FileResult> &files, const std::string &cwd) {
   bool bad = false;
   for (const auto &f : files) {
     const std::string uri = uri_of(f.source.path, cwd);
+    const spec::SourceFile &src = f.source;
     for (const auto &e : f.errors) {
       bad = true;
-      notifications.push_back({{"level", "error"},
-                               {"message", {{"text", e.message}}},
-                               {"locations", json::array({{{"physicalLocation", physical(uri, e.loc)}}})}});
+      notifications.push_back(
+          {{"level", "error"},
+           {"message", {{"text", e.message}}},
+           {"locations", json::array({{{"physicalLocation", physical(uri, e.loc, src)}}})}});
     }
     for (const auto &u : f.units) {
       const auto &v = u.verdict;
@@ -147,15 +164,16 @@ json to_sarif(const std::vector<FileResult> &files, const std::string &cwd) {
             {{"level", "warning"},
              {"message",
               {{"text", std::string(u.kind()) + " '" + u.name + "' is not verified: " + v.reason}}},
-             {"locations", json::array({{{"physicalLocation", physical(uri, u.loc)}}})}});
+             {"locations", json::array({{{"physicalLocation", physical(uri, u.loc, src)}}})}});
       for (const auto &fd : v.findings)
-        results.push_back(result(fd, u, uri));
+        results.push_back(result(fd, u, uri, f.source));
     }
   }
   json invocation = {{"executionSuccessful", !bad}};
   if (!notifications.empty()) invocation["toolExecutionNotifications"] = notifications;
   json run = {{"tool", {{"driver", {{"name", "pipecheck"}, {"version", kToolVersion}, {"rules", rules()}}}}},
               {"invocations", json::array({invocation})},
+              {"columnKind", "unicodeCodePoints"},
               {"results", results}};
   return {{"$schema",
            "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"},

@@ -16,8 +16,21 @@ std::string params_text(const sweep::SweepResult &s, const spec::Env &params, co
   return out;
 }
 
-UnitResult unit_of(const spec::KernelSpec &k, const sweep::SweepResult &s, const sweep::ConfigResult &c,
-                   const std::string &suffix) {
+// A word for a shell command line: as it is where it needs no quotes, else
+// in single quotes.
+std::string shell_word(const std::string &w) {
+  if (!w.empty() &&
+      w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./=+:,@%") ==
+          std::string::npos)
+    return w;
+  std::string out = "'";
+  for (char ch : w)
+    out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+UnitResult unit_of(const std::string &path, const spec::KernelSpec &k, const sweep::SweepResult &s,
+                   const sweep::ConfigResult &c, const std::string &suffix) {
   UnitResult u;
   u.name = k.name + "(" + params_text(s, c.params, ", ") + ")" + suffix;
   u.loc = k.loc;
@@ -42,7 +55,8 @@ UnitResult unit_of(const spec::KernelSpec &k, const sweep::SweepResult &s, const
       f.loc = k.loc;
       const std::string with = params_text(s, c.params, ", ");
       f.message = (with.empty() ? "" : "with " + with + ", ") + "kernel '" + k.name + "' violates " + id +
-                  " (`pipecheck check" + sets + "` shows where)";
+                  " (`pipecheck check " + shell_word(path) + " --kernel " + shell_word(k.name) + sets +
+                  "` shows where)";
       for (const auto &name : s.swept)
         if (auto it = c.params.find(name); it != c.params.end())
           f.witness.items.push_back({name, it->second});
@@ -79,11 +93,11 @@ FileResult sweep_file_result(const spec::SourceFile &source, const spec::KernelS
   f.source = source;
   bool smallest_tried = false;
   for (const auto &c : s.configs) {
-    f.units.push_back(unit_of(k, s, c, ""));
+    f.units.push_back(unit_of(source.path, k, s, c, ""));
     smallest_tried = smallest_tried || (s.smallest_failure && s.smallest_failure->params == c.params);
   }
   if (s.smallest_failure && !smallest_tried)
-    f.units.push_back(unit_of(k, s, *s.smallest_failure, " (smallest failure)"));
+    f.units.push_back(unit_of(source.path, k, s, *s.smallest_failure, " (smallest failure)"));
   return f;
 }
 

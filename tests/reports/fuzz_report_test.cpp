@@ -68,7 +68,8 @@ TEST(FuzzReport, EachConfigurationIsOneUnitWithItsOutcomeAsAVerdict) {
   EXPECT_EQ(f.units[1].verdict.status, verifier::Status::violation);
   ASSERT_EQ(f.units[1].verdict.findings.size(), 1u);
   EXPECT_EQ(f.units[1].verdict.findings[0].loc.line, 1);
-  EXPECT_NE(f.units[1].verdict.findings[0].message.find("`pipecheck check --set bm=128` shows where"),
+  EXPECT_NE(f.units[1].verdict.findings[0].message.find(
+                "`pipecheck check k.pk --kernel k --set bm=128` shows where"),
             std::string::npos);
   EXPECT_EQ(f.units[2].verdict.status, verifier::Status::unknown);
   EXPECT_NE(f.units[2].verdict.reason.find("its run failed"), std::string::npos);
