@@ -29,7 +29,15 @@ private:
   std::size_t i_ = 0;
   int line_ = 1;
   std::size_t line_start_ = 0;
-  int depth_ = 0; // bracket depth
+  int depth_ = 0;                          // bracket depth
+  std::vector<std::pair<Loc, char>> open_; // the brackets open, innermost last
+
+  // The end of the file inside brackets: said at the innermost one open, as
+  // Python does (the line it is on, with a caret under it).
+  [[noreturn]] void unclosed() {
+    const auto &[l, c] = open_.back();
+    fail(l, std::string("'") + c + "' is never closed: the file ends inside it");
+  }
   std::vector<int> indents_{0};
   char indent_char_ = 0; // ' ' or '\t' once seen
   Loc indent_char_loc_;
@@ -96,7 +104,7 @@ private:
       logical_line();
     }
     Loc end = here();
-    if (depth_ > 0) fail(end, "unexpected end of file inside brackets");
+    if (depth_ > 0) unclosed();
     while (indents_.size() > 1) {
       indents_.pop_back();
       push(Tok::Dedent, "", end);
@@ -121,7 +129,7 @@ private:
     Loc line_loc = here();
     while (true) {
       if (i_ >= s_.size()) {
-        if (depth_ > 0) fail(here(), "unexpected end of file inside brackets");
+        if (depth_ > 0) unclosed();
         push(Tok::Newline, "", here());
         return;
       }
@@ -175,10 +183,18 @@ private:
           std::string t(p);
           if (t == "(" || t == "[" || t == "{") {
             if (++depth_ > 200) fail(l, "brackets are nested too deeply (more than 200 levels)");
+            open_.emplace_back(l, t[0]);
           }
           if (t == ")" || t == "]" || t == "}") {
             if (depth_ == 0) fail(l, "unmatched '" + t + "'");
+            const char want = open_.back().second == '(' ? ')' : open_.back().second == '[' ? ']' : '}';
+            if (t[0] != want)
+              fail(l, "'" + t + "' closes the '" + std::string(1, open_.back().second) + "' at line " +
+                          std::to_string(open_.back().first.line) + ", column " +
+                          std::to_string(open_.back().first.col) + ", which needs '" + std::string(1, want) +
+                          "'");
             --depth_;
+            open_.pop_back();
           }
           push(Tok::Punct, t, l);
           i_ += n;

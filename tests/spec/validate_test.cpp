@@ -72,9 +72,18 @@ TEST(SyntaxError, UnindentToAnUnknownLevel) {
   EXPECT_NE(e.message.find("unindent"), std::string::npos);
 }
 
-TEST(SyntaxError, UnclosedBracketAtEndOfFile) {
-  Err e = first_error("kernel k:\n    grid = (4,\n");
-  EXPECT_NE(e.message.find("end of file inside brackets"), std::string::npos);
+TEST(SyntaxError, UnclosedBracketAtEndOfFileIsReportedAtTheBracket) {
+  Err e = first_error("kernel k:\n    grid = (4,\n    in x: f32[8]\n");
+  EXPECT_EQ(e.line, 2);
+  EXPECT_EQ(e.col, 12);
+  EXPECT_NE(e.message.find("'(' is never closed: the file ends inside it"), std::string::npos) << e.message;
+}
+
+TEST(SyntaxError, AClosingBracketOfAnotherKindNamesTheOneItCloses) {
+  Err e = first_error("kernel k:\n    grid = (4,]\n");
+  EXPECT_EQ(e.col, 15);
+  EXPECT_NE(e.message.find("']' closes the '(' at line 2, column 12, which needs ')'"), std::string::npos)
+      << e.message;
 }
 
 TEST(SyntaxError, UnmatchedClosingBracket) {
