@@ -227,7 +227,8 @@ const bool registered = register_command(
       app.add_option("FILE", a->paths, ".pk files or directories; - reads standard input")->required();
       app.add_option("--format", a->format, std::string("output format: ") + reports::kFormatNames)
           ->type_name("FORMAT");
-      app.add_option("-o,--output", a->output, "write the report to this file (-: standard output)");
+      non_empty_path(
+          app.add_option("-o,--output", a->output, "write the report to this file (-: standard output)"));
       app.add_option("--color", a->color,
                      "colour the text on a terminal: auto (default; NO_COLOR turns it off), always, never")
           ->type_name("WHEN");

@@ -163,7 +163,8 @@ const bool registered = register_command(
           ->type_name("K/N");
       app.add_option("--format", a->format, "output format")
           ->check(CLI::IsMember({"text", "json", "sarif", "junit"}));
-      app.add_option("-o,--output", a->output, "write the report to this file (- for standard output)");
+      non_empty_path(
+          app.add_option("-o,--output", a->output, "write the report to this file (- for standard output)"));
       app.add_option("--max-memory", a->max_memory, std::string("per run: ") + size_help + " (default 4G)")
           ->type_name("SIZE");
       app.add_option("--target", a->target, target_help());

@@ -56,7 +56,8 @@ const bool registered = register_command(
       auto a = std::make_shared<MergeArgs>();
       app.add_option("FILES", a->paths, "every shard's `pipecheck fuzz --format json` output")->required();
       app.add_option("--format", a->format, "output format")->check(CLI::IsMember({"text", "json"}));
-      app.add_option("-o,--output", a->output, "write the result to this file (- for standard output)");
+      non_empty_path(
+          app.add_option("-o,--output", a->output, "write the result to this file (- for standard output)"));
       return std::function<int()>([a] { return merge_cmd(*a); });
     });
 

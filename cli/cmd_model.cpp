@@ -223,7 +223,7 @@ const bool registered = register_command(
                      target_help() + " (default: the spec's target, else " + perf::kDefaultTarget + ")");
       add_set_option(app, a->sets, "NAME=VALUE: override a param");
       app.add_option("--format", a->format, "text or json");
-      app.add_option("-o", a->output, "write the result to this file ('-': standard output)");
+      non_empty_path(app.add_option("-o", a->output, "write the result to this file ('-': standard output)"));
       return std::function<int()>([a] { return model_cmd(*a); });
     });
 

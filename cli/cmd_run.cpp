@@ -237,7 +237,8 @@ const bool registered = register_command(
                      "contents that satisfy its constraints, picked with --seed)")
           ->type_name("NAME=FILE");
       app.add_option("--format", a->format, "output format: text, json, junit, html")->type_name("FORMAT");
-      app.add_option("-o,--output", a->output, "write the report to this file (-: standard output)");
+      non_empty_path(
+          app.add_option("-o,--output", a->output, "write the report to this file (-: standard output)"));
       return std::function<int()>([a] { return run_cmd(*a); });
     });
 

@@ -306,6 +306,14 @@ void add_set_option(CLI::App &app, std::vector<std::string> &sets, const std::st
   app.add_option("--set", sets, description)->allow_extra_args(false)->take_all()->type_name("NAME=VALUE");
 }
 
+CLI::Option *non_empty_path(CLI::Option *o) {
+  return o->check(
+      [](const std::string &v) {
+        return v.empty() ? std::string("an empty file name ('-' is standard output)") : "";
+      },
+      "FILE");
+}
+
 const std::vector<spec::Param> &unit_params(const std::variant<spec::KernelSpec, spec::Program> &u) {
   return std::visit([](const auto &x) -> const std::vector<spec::Param> & { return x.params; }, u);
 }

@@ -133,6 +133,10 @@ bool parse_sets(const std::vector<std::string> &sets, std::map<std::string, std:
 /// files after it stay files.
 void add_set_option(CLI::App &, std::vector<std::string> &sets, const std::string &description);
 
+/// Refuses an empty file name for an output option (`-o ""`, an unset `$OUT`:
+/// a usage error, not the report on standard output); `-` is standard output.
+CLI::Option *non_empty_path(CLI::Option *);
+
 /// The params a kernel or pipeline declares.
 const std::vector<spec::Param> &unit_params(const std::variant<spec::KernelSpec, spec::Program> &);
 

@@ -29,6 +29,9 @@ std::string percent_encode(const std::string &s) {
 std::string uri_of(const std::string &path, const std::string &cwd) {
   namespace fs = std::filesystem;
   fs::path p = fs::path(path).lexically_normal();
+  // (A relative path out of the working directory, `../x.pk`, resolves
+  // nowhere in a checkout: made absolute, a file: URI too.)
+  if (!p.is_absolute() && !p.empty() && *p.begin() == "..") p = (fs::path(cwd) / p).lexically_normal();
   if (p.is_absolute()) {
     fs::path rel = p.lexically_relative(fs::path(cwd).lexically_normal());
     if (rel.empty() || *rel.begin() == "..") return "file://" + percent_encode(p.generic_string());

@@ -223,6 +223,16 @@ TEST(CliHardening, AFailedWriteIsExitFourWithTheReason) {
   EXPECT_EQ(fmt.code, 4) << fmt.text;
 }
 
+TEST(CliHardening, AnEmptyOutputFileNameIsAUsageErrorNotStandardOutput) {
+  // (`-o "$OUT"` with OUT unset must not put the report on standard output.)
+  std::string f = source("corpus/examples/guide_elementwise.pk");
+  for (const char *cmd : {"check", "run", "fuzz", "model"}) {
+    Out o = run(std::string(cmd) + " " + f + " -o ''");
+    EXPECT_EQ(o.code, 3) << cmd << ": " << o.text;
+    EXPECT_TRUE(contains(o.text, "an empty file name")) << cmd << ": " << o.text;
+  }
+}
+
 TEST(CliHardening, AClosedPipeOnStandardOutputIsExitFourNotADeathBySigpipe) {
   // (`pipecheck check dir | head`: the reader is gone before the report.)
   int fds[2];

@@ -231,6 +231,16 @@ TEST(Reports, SarifColumnsCountCodePointsNotBytes) {
   EXPECT_EQ(n["locations"][0]["physicalLocation"]["region"]["startColumn"], byte_col - 2) << n.dump();
 }
 
+TEST(Reports, ASarifUriOfARelativePathOutOfTheWorkingDirectoryIsAFileUri) {
+  // (`../x.pk` resolves nowhere in a checkout.)
+  Out o = sh("cd tests/cli && " + std::string(PIPECHECK_BINARY) +
+             " check ../reports/golden/units.pk --format sarif 2>/dev/null");
+  auto j = nlohmann::json::parse(o.text);
+  ASSERT_FALSE(j["runs"][0]["results"].empty());
+  EXPECT_EQ(j["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            "file://" + (fs::path(kSource) / "tests/reports/golden/units.pk").lexically_normal().string());
+}
+
 TEST(Reports, SarifReportsUnknownVerdictsAndBadInputAsNotifications) {
   auto j = sarif_of(kGoldenInputs);
   const auto &inv = j["runs"][0]["invocations"][0];
