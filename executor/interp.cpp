@@ -245,7 +245,10 @@ Value Interp::eval(const Expr &e) {
     static const std::map<std::string, UnOp> math = {
         {"sin", UnOp::sin},         {"cos", UnOp::cos},     {"erf", UnOp::erf},     {"erfc", UnOp::erfc},
         {"floor", UnOp::floor},     {"ceil", UnOp::ceil},   {"round", UnOp::round}, {"sign", UnOp::sign},
-        {"sigmoid", UnOp::sigmoid}, {"expm1", UnOp::expm1}, {"log1p", UnOp::log1p}};
+        {"sigmoid", UnOp::sigmoid}, {"expm1", UnOp::expm1}, {"log1p", UnOp::log1p}, {"tan", UnOp::tan},
+        {"asin", UnOp::asin},       {"acos", UnOp::acos},   {"atan", UnOp::atan},   {"sinh", UnOp::sinh},
+        {"cosh", UnOp::cosh},       {"asinh", UnOp::asinh}, {"acosh", UnOp::acosh}, {"atanh", UnOp::atanh},
+        {"cbrt", UnOp::cbrt}};
     if (auto m = math.find(e.name); m != math.end() && np == 1) return unary(m->second, eval(arg(0)), e.loc);
     if (e.name == "opaque") {
       const Expr *op = e.kwarg("op");

@@ -454,6 +454,16 @@ Value unary(UnOp op, const Value &a, spec::Loc loc) {
   case UnOp::sigmoid: apply([](float x) { return 1.0f / (1.0f + std::exp(-x)); }); break;
   case UnOp::expm1: apply([](float x) { return std::expm1(x); }); break;
   case UnOp::log1p: apply([](float x) { return std::log1p(x); }); break;
+  case UnOp::tan: apply([](float x) { return std::tan(x); }); break;
+  case UnOp::asin: apply([](float x) { return std::asin(x); }); break;
+  case UnOp::acos: apply([](float x) { return std::acos(x); }); break;
+  case UnOp::atan: apply([](float x) { return std::atan(x); }); break;
+  case UnOp::sinh: apply([](float x) { return std::sinh(x); }); break;
+  case UnOp::cosh: apply([](float x) { return std::cosh(x); }); break;
+  case UnOp::asinh: apply([](float x) { return std::asinh(x); }); break;
+  case UnOp::acosh: apply([](float x) { return std::acosh(x); }); break;
+  case UnOp::atanh: apply([](float x) { return std::atanh(x); }); break;
+  case UnOp::cbrt: apply([](float x) { return std::cbrt(x); }); break;
   }
   round_all(r.dtype, r.f);
   return r;

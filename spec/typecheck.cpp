@@ -1125,7 +1125,10 @@ private:
         {"sin", UnaryOp::sin},     {"cos", UnaryOp::cos},     {"erf", UnaryOp::erf},
         {"erfc", UnaryOp::erfc},   {"floor", UnaryOp::floor}, {"ceil", UnaryOp::ceil},
         {"round", UnaryOp::round}, {"sign", UnaryOp::sign},   {"sigmoid", UnaryOp::sigmoid},
-        {"expm1", UnaryOp::expm1}, {"log1p", UnaryOp::log1p}};
+        {"expm1", UnaryOp::expm1}, {"log1p", UnaryOp::log1p}, {"tan", UnaryOp::tan},
+        {"asin", UnaryOp::asin},   {"acos", UnaryOp::acos},   {"atan", UnaryOp::atan},
+        {"sinh", UnaryOp::sinh},   {"cosh", UnaryOp::cosh},   {"asinh", UnaryOp::asinh},
+        {"acosh", UnaryOp::acosh}, {"atanh", UnaryOp::atanh}, {"cbrt", UnaryOp::cbrt}};
     if (auto m = math.find(f); m != math.end() && np == 1) {
       auto v = arg(0);
       if (!v) return std::nullopt;

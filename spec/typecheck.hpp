@@ -79,7 +79,17 @@ enum class UnaryOp {
   sign,
   sigmoid,
   expm1,
-  log1p
+  log1p,
+  tan,
+  asin,
+  acos,
+  atan,
+  sinh,
+  cosh,
+  asinh,
+  acosh,
+  atanh,
+  cbrt
 };
 enum class Reduction { sum, max, min };
 /// `a < b` and the other comparisons.
@@ -90,7 +100,8 @@ enum class CompareOp { eq, ne, lt, le, gt, ge };
 Typed<TensorType> elementwise_type(ElemOp, const TensorType &a, const TensorType &b);
 /// `-a`, `abs(a)`, `floor`, `ceil`, `round`, `sign` keep the type; the float
 /// functions (exp, sqrt, rsqrt, log, log2, exp2, tanh, sin, cos, erf, erfc,
-/// sigmoid, expm1, log1p) of an integer are f32; `~a` takes bool or integers.
+/// sigmoid, expm1, log1p, tan, asin, acos, atan, sinh, cosh, asinh, acosh,
+/// atanh, cbrt) of an integer are f32; `~a` takes bool or integers.
 Typed<TensorType> unary_type(UnaryOp, const TensorType &a);
 /// `a < b`: the broadcast shape, strong bool (operands compared in their
 /// promoted dtype).

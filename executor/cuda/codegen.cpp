@@ -1692,6 +1692,16 @@ private:
           {"ceil", {spec::UnaryOp::ceil, "ceilf"}},
           {"expm1", {spec::UnaryOp::expm1, "expm1f"}},
           {"log1p", {spec::UnaryOp::log1p, "log1pf"}},
+          {"tan", {spec::UnaryOp::tan, "tanf"}},
+          {"asin", {spec::UnaryOp::asin, "asinf"}},
+          {"acos", {spec::UnaryOp::acos, "acosf"}},
+          {"atan", {spec::UnaryOp::atan, "atanf"}},
+          {"sinh", {spec::UnaryOp::sinh, "sinhf"}},
+          {"cosh", {spec::UnaryOp::cosh, "coshf"}},
+          {"asinh", {spec::UnaryOp::asinh, "asinhf"}},
+          {"acosh", {spec::UnaryOp::acosh, "acoshf"}},
+          {"atanh", {spec::UnaryOp::atanh, "atanhf"}},
+          {"cbrt", {spec::UnaryOp::cbrt, "cbrtf"}},
           {"sigmoid", {spec::UnaryOp::sigmoid, "pk_sigmoid"}}};
       if (auto it = fns.find(n); it != fns.end()) {
         const TV a = value(e.args[0], pre);

@@ -141,6 +141,7 @@ _RESERVED = {
     "log2", "exp2", "tanh", "cdiv", "ds", "program_id", "num_programs", "reference",
     "grid", "target", "dimension_semantics", "vmem_limit_bytes", "sin", "cos", "erf", "erfc",
     "floor", "ceil", "round", "sign", "sigmoid", "expm1", "log1p", "opaque", "tile",
+    "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt",
     "dot_general",
 }
 
@@ -148,7 +149,9 @@ _RESERVED = {
 _UNARY = {"exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "tanh": "tanh",
           "exp2": "exp2", "log2": "log2", "abs": "abs", "sin": "sin", "cos": "cos", "erf": "erf", "erfc": "erfc",
           "floor": "floor", "ceil": "ceil", "sign": "sign", "logistic": "sigmoid",
-          "expm1": "expm1", "log1p": "log1p"}
+          "expm1": "expm1", "log1p": "log1p", "tan": "tan", "asin": "asin", "acos": "acos",
+          "atan": "atan", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh",
+          "atanh": "atanh", "cbrt": "cbrt"}
 
 _GRID_NAMES = ["i", "j", "k", "l", "m", "n", "p", "q"]
 
