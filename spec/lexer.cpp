@@ -188,7 +188,8 @@ private:
           if (t == ")" || t == "]" || t == "}") {
             if (depth_ == 0) fail(l, "unmatched '" + t + "'");
             const char want = open_.back().second == '(' ? ')' : open_.back().second == '[' ? ']' : '}';
-            if (t[0] != want)
+            // (`[lo, hi)`: a half-open range, as prefetch constraints write it.)
+            if (t[0] != want && !(open_.back().second == '[' && t[0] == ')'))
               fail(l, "'" + t + "' closes the '" + std::string(1, open_.back().second) + "' at line " +
                           std::to_string(open_.back().first.line) + ", column " +
                           std::to_string(open_.back().first.col) + ", which needs '" + std::string(1, want) +
