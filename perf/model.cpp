@@ -323,7 +323,10 @@ void fill(Model &m, const Timing &tm) {
   m.utilization = tm.seconds > 0 ? tm.compute_seconds / tm.seconds : 0;
   m.bubble_fraction = tm.seconds > 0 ? (m.startup_seconds + m.drain_seconds) / tm.seconds : 0;
   const double steady = tm.seconds - m.startup_seconds - m.drain_seconds;
-  m.latency_bound = steady > 1.5 * std::max(tm.copy_seconds, tm.compute_seconds);
+  // (With no compute the whole time is start-up: the copies' latency shows
+  // as the time beyond their bandwidth time.)
+  m.latency_bound = tm.compute_seconds > 0 ? steady > 1.5 * std::max(tm.copy_seconds, tm.compute_seconds)
+                                           : tm.seconds > 1.5 * tm.copy_seconds;
   m.bound = tm.copy_seconds > tm.compute_seconds || m.latency_bound ? Bound::memory : Bound::compute;
   m.timeline = tm.steps;
 }

@@ -162,6 +162,23 @@ TEST(Model, AnElementwiseKernelIsMemoryBoundAndNamesItsDominatingOperandAndWhatM
   EXPECT_FALSE(m.latency_bound);
 }
 
+TEST(Model, ACopyKernelWithNoComputeWhoseLatencyIsNotHiddenIsLatencyBound) {
+  // No compute: the whole time is start-up, 16 copies' latency against 1.3 us
+  // of bandwidth on tpu_v5e.
+  auto k = kernel(R"(kernel k:
+    target = tpu_v5e
+    dimension_semantics = (arbitrary,)
+    grid = (8,)
+    in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)");
+  auto m = model(k);
+  EXPECT_EQ(m.bound, perf::Bound::memory);
+  EXPECT_TRUE(m.latency_bound) << m.seconds << " s against " << m.copy_seconds << " s of copies";
+}
+
 TEST(Model, SmallCopiesWhoseLatencyIsNotHiddenAreLatencyBoundAndMoreBuffersHelp) {
   // 4 KiB blocks: 1.3 ns of bandwidth each on h100 but 500 ns of latency.
   auto k = kernel(R"(kernel k:
