@@ -2,6 +2,8 @@
 #include "cli/command.hpp"
 #include "perf/model.hpp"
 #include "reports/output.hpp"
+#include "reports/report.hpp"
+#include "reports/run_report.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -152,21 +154,37 @@ int model_cmd(const ModelArgs &a) {
     if (!check_target(a.target)) return bad_input;
     opts.target = a.target;
   }
+  // Bad input in the file is the JSON report's too, as run's and fuzz's: a
+  // CI job that asked for JSON gets JSON that says why.
+  ErrorRecord record;
+  auto bad = [&] {
+    if (a.format != "json" || record.errors().empty()) return static_cast<int>(bad_input);
+    const std::string text = nlohmann::json{{"tool", "pipecheck"},
+                                            {"version", reports::kToolVersion},
+                                            {"file", a.path},
+                                            {"ok", false},
+                                            {"models", nlohmann::json::array()},
+                                            {"errors", reports::errors_json(record.errors())}}
+                                 .dump(2) +
+                             "\n";
+    if (!emit(a.output, text)) return static_cast<int>(environment);
+    return static_cast<int>(bad_input);
+  };
   auto src = read_source(a.path);
-  if (!src) return bad_input;
+  if (!src) return bad();
   auto file = load(*src);
-  if (!file) return bad_input;
+  if (!file) return bad();
   std::vector<const std::variant<spec::KernelSpec, spec::Program> *> units;
   if (!a.kernel.empty() || !a.sets.empty()) {
     const auto *unit = select_unit(*file, a.path, a.kernel);
-    if (!unit) return bad_input;
-    if (!check_overrides(*unit, *src, opts.overrides)) return bad_input;
+    if (!unit) return bad();
+    if (!check_overrides(*unit, *src, opts.overrides)) return bad();
     units.push_back(unit);
   } else {
     // (A file with no unit is the same error as in every other command.)
     if (file->units.empty()) {
       select_unit(*file, a.path, a.kernel);
-      return bad_input;
+      return bad();
     }
     for (const auto &u : file->units)
       units.push_back(&u);
@@ -180,7 +198,7 @@ int model_cmd(const ModelArgs &a) {
   for (auto &u : units) {
     std::string note;
     auto r = resolve_prefetch(*u, *src, opts.overrides, {}, 0, note);
-    if (!r) return bad_input;
+    if (!r) return bad();
     resolved.push_back(std::move(*r));
     u = &resolved.back();
   }
@@ -190,22 +208,31 @@ int model_cmd(const ModelArgs &a) {
                  : perf::model_program(std::get<spec::Program>(*u), opts);
     if (!r.errors.empty()) {
       for (const auto &e : r.errors)
-        spec::render(std::cerr, *src, e);
-      return bad_input;
+        file_error(a.path, &*src, e);
+      return bad();
     }
     if (!r.model) {
       std::cerr << a.path << ": " << spec::unit_name(*u) << ": cannot model: " << r.unknown << "\n";
       rc = unknown;
+      // (In JSON too: a unit left out is said, not dropped.)
+      if (a.format == "json")
+        models.push_back(
+            {{"file", src->path}, {"unit", spec::unit_name(*u)}, {"modelled", false}, {"reason", r.unknown}});
       continue;
     }
-    if (a.format == "json")
+    if (a.format == "json") {
       models.push_back(json(src->path, *r.model));
-    else
+      models.back()["modelled"] = true;
+    } else
       text(out, src->path, *r.model);
   }
-  std::string result = a.format == "json"
-                           ? nlohmann::json{{"tool", "pipecheck"}, {"models", models}}.dump(2) + "\n"
-                           : out.str();
+  std::string result = a.format == "json" ? nlohmann::json{{"tool", "pipecheck"},
+                                                           {"version", reports::kToolVersion},
+                                                           {"ok", rc == ok},
+                                                           {"models", models}}
+                                                    .dump(2) +
+                                                "\n"
+                                          : out.str();
   if (!emit(a.output, result)) return environment;
   return rc;
 }

@@ -4,8 +4,10 @@
 
 #include "spec/parse.hpp"
 
+#include <filesystem>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -349,6 +351,38 @@ TEST(ModelCommand, PrintsTheModelOfEveryKernelOfAFileAsTextOrJson) {
   EXPECT_NE(text.find("add_matrices_pipelined on h100"), std::string::npos) << text;
   EXPECT_NE(text.find("memory-bound"), std::string::npos) << text;
   EXPECT_NE(text.find("utilization"), std::string::npos) << text;
+}
+
+TEST(ModelCommand, JsonSaysWhichUnitsItCannotModelAndWhyAndIsAReportOnBadInput) {
+  const std::string json_file =
+      (std::filesystem::temp_directory_path() / ("model_json_" + std::to_string(getpid()) + ".json"))
+          .string();
+  auto read_json = [&] {
+    std::ifstream in(json_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return nlohmann::json::parse(ss.str());
+  };
+  auto [rc, out] = cli("model corpus/examples/guide_elementwise.pk --format json -o " + json_file);
+  EXPECT_EQ(rc, 2) << out;
+  auto j = read_json();
+  EXPECT_EQ(j["version"], "0.1.0");
+  EXPECT_EQ(j["ok"], false);
+  bool said = false;
+  for (const auto &m : j["models"])
+    if (m["unit"] == "copy_shifted_index") {
+      said = true;
+      EXPECT_EQ(m["modelled"], false);
+      EXPECT_NE(m["reason"].get<std::string>().find("its schedule faults at line 56"), std::string::npos);
+    }
+  EXPECT_TRUE(said) << j.dump();
+  auto [rc2, bad] =
+      cli("model corpus/examples/guide_elementwise.pk --kernel nope --format json -o " + json_file);
+  EXPECT_EQ(rc2, 3) << bad;
+  auto b = read_json();
+  EXPECT_EQ(b["ok"], false);
+  EXPECT_FALSE(b["errors"].empty()) << b.dump();
+  std::filesystem::remove(json_file);
 }
 
 TEST(ModelCommand, AnUnknownTargetOrKernelIsBadInput) {
