@@ -626,7 +626,9 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
   for (auto &s : col.sites)
     if (s.region != Region::prologue) P = std::lcm(P, collect_period(s.e));
   if (P > 64) {
-    plan.reason = "slot period above 64";
+    plan.reason =
+        "the loop's slot indices and guards repeat only every " + std::to_string(P) +
+        " iterations, more than the 64 the proof takes (a ring of more slots, or a guard like `i % 67`)";
     return plan;
   }
   plan.loop = &loop;

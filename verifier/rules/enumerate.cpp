@@ -110,8 +110,9 @@ public:
       // (Past the limit, superseded resets are the solver's case alone.)
       for (std::size_t i = 0; i < m_.operands.size(); ++i)
         if (visits_matter(i)) {
-          out_.unknown.push_back("accumulator-carried (a visit that stores '" + m_.operands[i].name +
-                                 "' without initializing or accumulating it): the grid has " +
+          out_.unknown.push_back("whether accumulator-carried holds (a visit that stores '" +
+                                 m_.operands[i].name +
+                                 "' without initializing or accumulating it) is not decided: the grid has " +
                                  std::to_string(m_.num_points()) + " points, more than the " +
                                  std::to_string(max_) + " it is decided on");
           break;
@@ -119,12 +120,12 @@ public:
       for (std::size_t i = 0; i < m_.operands.size(); ++i)
         if (resets_matter(i))
           if (auto inner = chain_inside(i)) {
-            out_.unknown.push_back("accumulator-carried (a read of '" + m_.operands[i].name +
-                                   "' that may take another chain's value: an init guard names axis " +
-                                   std::to_string(inner->first) + " and not axis " +
-                                   std::to_string(inner->second) + ", which runs inside it): the grid has " +
-                                   std::to_string(m_.num_points()) + " points, more than the " +
-                                   std::to_string(max_) + " it is decided on");
+            out_.unknown.push_back(
+                "whether accumulator-carried holds (a read of '" + m_.operands[i].name +
+                "' that may take another chain's value: an init guard names axis " +
+                std::to_string(inner->first) + " and not axis " + std::to_string(inner->second) +
+                ", which runs inside it) is not decided: the grid has " + std::to_string(m_.num_points()) +
+                " points, more than the " + std::to_string(max_) + " it is decided on");
             break;
           }
       return std::move(out_);
