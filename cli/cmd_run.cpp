@@ -170,6 +170,7 @@ int run_cmd(const RunArgs &a) {
     executor::RunResult r = std::visit([&](const auto &u) { return executor::run(u, opts); }, *unit);
     report.status = r.status;
     report.unit = r.unit;
+    report.memory_estimate = r.memory_estimate; // (the report's, as for every mode)
     report.runs.push_back(std::move(r));
   }
   // Bad input in a run is located in the file, like every other bad input.

@@ -66,9 +66,14 @@ namespace {
 
 using Clk = std::chrono::steady_clock;
 
+// MiB with one decimal; below 0.1 MiB in KiB (`--max-memory 1k` is not "0.0 MiB").
 std::string mib(std::uint64_t bytes) {
   std::ostringstream os;
-  os << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  os << std::fixed << std::setprecision(1);
+  if (bytes < (1 << 20) / 10)
+    os << static_cast<double>(bytes) / 1024 << " KiB";
+  else
+    os << static_cast<double>(bytes) / (1 << 20) << " MiB";
   return os.str();
 }
 

@@ -182,6 +182,11 @@ TEST(RunPipeline, RefusesASizeOverMaxMemoryUpFront) {
   const RunResult r = run(p, o);
   EXPECT_EQ(r.status, RunStatus::bad_input);
   EXPECT_NE(r.reason.find("--max-memory"), std::string::npos) << r.reason;
+  // A limit under 0.1 MiB is said in KiB, not rounded to "0.0 MiB".
+  o.max_memory_bytes = 1024;
+  o.overrides["N"] = 8;
+  const RunResult small = run(p, o);
+  EXPECT_NE(small.reason.find("over --max-memory 1.0 KiB"), std::string::npos) << small.reason;
 }
 
 TEST(RunPipeline, ANegativeHbmIndexFaultsAtItsStatementInEveryModeInsteadOfWrapping) {

@@ -431,6 +431,15 @@ TEST(RunReports, AFailedRunIsAJunitFailureAndAJsonRunWithItsMismatch) {
   EXPECT_EQ(n, static_cast<std::size_t>(failed)) << x.text;
 }
 
+TEST(RunReports, AJsonRunInOneDmaModeHasTheReportsMemoryEstimateAsAllModesDo) {
+  for (const std::string dma : {"", " --dma eager"}) {
+    Out o = run("run --format json --kernel copy tests/reports/golden/units.pk" + dma + " 2>/dev/null");
+    EXPECT_EQ(o.code, 0) << o.text;
+    auto j = nlohmann::json::parse(o.text);
+    EXPECT_GT(j["memory_estimate"].get<std::uint64_t>(), 0u) << dma << ": " << o.text;
+  }
+}
+
 TEST(RunReports, RunWritesEveryFormatWithDashOAndRejectsSarif) {
   TempDir dir;
   for (const std::string format : {"text", "json", "junit"}) {
