@@ -80,11 +80,9 @@ int fuzz_cmd(const FuzzArgs &a) {
     if (a.format == "text" || record.errors().empty()) return static_cast<int>(bad_input);
     std::string text;
     if (a.format == "json") {
-      text = nlohmann::json{{"tool", "pipecheck"}, {"version", reports::kToolVersion},
-                            {"file", a.path},      {"kernel", a.kernel},
-                            {"ok", false},         {"errors", reports::errors_json(record.errors())}}
-                 .dump(2) +
-             "\n";
+      nlohmann::json j = reports::bad_input_json(a.path, record.errors());
+      j["kernel"] = a.kernel;
+      text = j.dump(2) + "\n";
     } else {
       reports::FileResult f;
       if (src) f.source = *src;

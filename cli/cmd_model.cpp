@@ -159,14 +159,9 @@ int model_cmd(const ModelArgs &a) {
   ErrorRecord record;
   auto bad = [&] {
     if (a.format != "json" || record.errors().empty()) return static_cast<int>(bad_input);
-    const std::string text = nlohmann::json{{"tool", "pipecheck"},
-                                            {"version", reports::kToolVersion},
-                                            {"file", a.path},
-                                            {"ok", false},
-                                            {"models", nlohmann::json::array()},
-                                            {"errors", reports::errors_json(record.errors())}}
-                                 .dump(2) +
-                             "\n";
+    nlohmann::json j = reports::bad_input_json(a.path, record.errors());
+    j["models"] = nlohmann::json::array();
+    const std::string text = j.dump(2) + "\n";
     if (!emit(a.output, text)) return static_cast<int>(environment);
     return static_cast<int>(bad_input);
   };

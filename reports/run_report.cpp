@@ -65,6 +65,14 @@ json to_json(const RunFileResult &f) {
   return j;
 }
 
+json bad_input_json(const std::string &file, const std::vector<spec::Diagnostic> &errors) {
+  return {{"tool", "pipecheck"},
+          {"version", kToolVersion},
+          {"file", file},
+          {"ok", false},
+          {"errors", errors_json(errors)}};
+}
+
 json errors_json(const std::vector<spec::Diagnostic> &errors) {
   json out = json::array();
   for (const auto &e : errors) {

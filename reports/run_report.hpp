@@ -53,8 +53,12 @@ std::string to_html(const RunFileResult &);
 nlohmann::json to_json(const RunFileResult &);
 
 /// Bad input's errors as `[{"message", "line", "column"}]` (line and column
-/// where an error has them): run's and fuzz's json reports.
+/// where an error has them): run's, fuzz's and model's json reports.
 nlohmann::json errors_json(const std::vector<spec::Diagnostic> &);
+/// The JSON report of a command stopped by bad input in `file` (fuzz,
+/// model): `{"tool", "version", "file", "ok": false, "errors"}`, to which the
+/// command adds its own empty fields.
+nlohmann::json bad_input_json(const std::string &file, const std::vector<spec::Diagnostic> &);
 
 /// The report's errors (bad input) one per line: `PATH:LINE:COL: error:
 /// MESSAGE`, or `PATH: error: MESSAGE` where an error has no line.

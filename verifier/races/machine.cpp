@@ -144,11 +144,17 @@ bool Machine::covered(const Place &p) const {
   return box_covered(p.box, all);
 }
 
+bool Machine::follows_writes(int buffer) const {
+  // (An hbm array holds data, but where `A[...] = undefined` left it
+  // undefined: from there on it holds what copies write into it.)
+  const auto kind = program_.buffers[buffer].kind;
+  return kind == spec::BufferKind::sram || kind == spec::BufferKind::smem ||
+         (kind == spec::BufferKind::hbm && undefined_hbm_.count(buffer));
+}
+
 void Machine::add_written(const Place &p) {
-  auto kind = program_.buffers[p.buffer].kind;
-  if (kind != spec::BufferKind::sram && kind != spec::BufferKind::smem &&
-      !(kind == spec::BufferKind::hbm && undefined_hbm_.count(p.buffer)))
-    return;
+  if (!follows_writes(p.buffer)) return;
+  const auto kind = program_.buffers[p.buffer].kind;
   auto &st = slots_state_[{p.buffer, p.slot}];
   if (kind != spec::BufferKind::hbm) {
     if (box_covered(p.box, st.written)) return;
@@ -383,11 +389,7 @@ void Machine::access(int event, int op, const Place &p, bool write) {
   bool operand = is_wgmma && !write;
   bool acc_access = is_wgmma && write;
   auto kind = bufs[p.buffer].kind;
-  // (An hbm array holds data, but where `A[...] = undefined` left it
-  // undefined: from there on it holds what copies write into it.)
-  const bool tracked = kind == spec::BufferKind::sram || kind == spec::BufferKind::smem ||
-                       (kind == spec::BufferKind::hbm && undefined_hbm_.count(p.buffer));
-  if (!write && tracked && !covered(p)) {
+  if (!write && follows_writes(p.buffer) && !covered(p)) {
     auto st = slots_state_.find({p.buffer, p.slot});
     const int undefined_at = st == slots_state_.end() ? -1 : st->second.undefined_by;
     std::string what =
@@ -399,16 +401,8 @@ void Machine::access(int event, int op, const Place &p, bool write) {
       // (Part of it written: name the first part that is not.)
       why = what + ", of which nothing has written [" + box_text(rest.front(), false) + "]";
     }
-    if (undefined_at >= 0) {
-      const spec::Stmt &by = *r_.events[undefined_at].stmt;
-      const std::string line = std::to_string(by.loc.line);
-      why = std::holds_alternative<spec::Assign>(by.kind)
-                ? what + ", which '" + spec::print(std::get<spec::Assign>(by.kind).target) +
-                      " = undefined' at line " + line + " left undefined"
-                : what + ", whose contents the waited write-back at line " + line +
-                      " left undefined (a slot keeps nothing for its next visit)";
-    }
     if (kind == spec::BufferKind::hbm) {
+      // (Only `A[...] = undefined` leaves an hbm array undefined.)
       why = "reads " + bufs[p.buffer].name + "[" +
             box_text(some && !rest.empty() ? rest.front() : p.box, false) +
             "] of HBM, where nothing has been written";
@@ -416,6 +410,14 @@ void Machine::access(int event, int op, const Place &p, bool write) {
         why += " since '" + spec::print(std::get<spec::Assign>(r_.events[undefined_at].stmt->kind).target) +
                " = undefined' at line " + std::to_string(r_.events[undefined_at].stmt->loc.line) +
                " (a kernel's output that no input aliases holds nothing until the kernel writes it)";
+    } else if (undefined_at >= 0) {
+      const spec::Stmt &by = *r_.events[undefined_at].stmt;
+      const std::string line = std::to_string(by.loc.line);
+      why = std::holds_alternative<spec::Assign>(by.kind)
+                ? what + ", which '" + spec::print(std::get<spec::Assign>(by.kind).target) +
+                      " = undefined' at line " + line + " left undefined"
+                : what + ", whose contents the waited write-back at line " + line +
+                      " left undefined (a slot keeps nothing for its next visit)";
     }
     const bool write_back = op >= 0 && r_.ops[op].kind == OpKind::copy_out && !some;
     r_.findings.push_back({Rule::uninitialized_read, event, undefined_at, -1, -1, why, write_back});

@@ -219,8 +219,12 @@ private:
   struct PiledUp {};
   void push_outstanding(int op);
   std::map<std::pair<int, std::int64_t>, SlotState> slots_state_;
-  std::set<int>
-      undefined_hbm_; // hbm arrays some `A[...] = undefined` left undefined: their reads are checked
+  // hbm arrays some `A[...] = undefined` left undefined: their reads are checked
+  std::set<int> undefined_hbm_;
+  /// Whether what is written into `buffer` is followed (its reads of what
+  /// nothing wrote are uninitialized-reads): sram and smem, and an hbm array
+  /// some `A[...] = undefined` left undefined.
+  bool follows_writes(int buffer) const;
   std::map<int, int> last_wgmma_on_acc_; // acc buffer -> op
   PaddingFlow flow_;                     // where tensor locals hold padding, element by element
   bool any_padding_ = false;             // some slot has held padding (else flow_ tracks nothing)

@@ -1766,6 +1766,18 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
   Box whole(rank);
   for (std::size_t d = 0; d < rank; ++d)
     whole[d] = {0, o.shape[d]};
+  // A box of operand x's block `blk` in array elements, within `clip`.
+  auto placed = [&](const OperandModel &x, const std::vector<std::int64_t> &blk, const Box &box,
+                    const Box &clip) {
+    Box at(rank);
+    for (std::size_t d = 0; d < rank; ++d) {
+      const std::int64_t lo = x.window_start(d, blk[d]);
+      at[d] = {
+          std::clamp<std::int64_t>(spec::saturating_add(lo, box[d].first), clip[d].first, clip[d].second),
+          std::clamp<std::int64_t>(spec::saturating_add(lo, box[d].second), clip[d].first, clip[d].second)};
+    }
+    return at;
+  };
   auto read_before_store = [&](const Box &at, const Effect &e, std::int64_t k, const Point &p) {
     if (garbage || aliased) return;
     each(at, [&](const Point &x) {
@@ -1835,13 +1847,7 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
           return;
         }
         if (!*g) continue;
-        Box at(rank);
-        for (std::size_t d = 0; d < rank; ++d) {
-          const std::int64_t lo = in.window_start(d, (*bi)[d]);
-          at[d] = {std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].first), 0, o.shape[d]),
-                   std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].second), 0, o.shape[d])};
-        }
-        reads.push_back({k, std::move(at), &in});
+        reads.push_back({k, placed(in, *bi, *box, whole), &in});
       }
     }
     bool stores = false;
@@ -1859,17 +1865,7 @@ void element_output_findings(const KernelModel &m, std::size_t op, std::vector<F
       const auto box = box_at(m, e, p); // decided at this grid point where not static
       // The box in array elements, within `clip` (the array for a read, the
       // part of the window written back for a store).
-      auto place = [&](const Box &clip) {
-        Box at(rank);
-        for (std::size_t d = 0; d < rank; ++d) {
-          const std::int64_t lo = o.window_start(d, (*b)[d]);
-          at[d] = {std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].first), clip[d].first,
-                                            clip[d].second),
-                   std::clamp<std::int64_t>(spec::saturating_add(lo, (*box)[d].second), clip[d].first,
-                                            clip[d].second)};
-        }
-        return at;
-      };
+      auto place = [&](const Box &clip) { return placed(o, *b, *box, clip); };
       if (triton_read) {
         if (!box) {
           unknown.push_back("cannot place the read of '" + o.name + "' on line " +

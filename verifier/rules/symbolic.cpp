@@ -2211,10 +2211,7 @@ private:
   // left unknown: an Element or BoundedSlice dim).
   bool triton_alias_races(std::size_t op, std::size_t in) {
     const auto &o = m_.operands[op], &x = m_.operands[in];
-    auto regular = [](const OperandModel &b) {
-      return std::find(b.element.begin(), b.element.end(), true) == b.element.end() &&
-             std::find(b.bounded.begin(), b.bounded.end(), true) == b.bounded.end();
-    };
+    auto regular = [](const OperandModel &b) { return !b.has_element_dims() && !b.has_bounded_dims(); };
     const std::size_t rank = o.shape.size();
     for (const Effect &es : m_.effects) {
       if (es.operand != op || es.kind == Effect::read || es.keep || es.box.size() != rank) continue;
