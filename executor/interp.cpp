@@ -158,6 +158,7 @@ Value Interp::eval(const Expr &e) {
     if (mem_.array(e.name)) {
       View v = view_of(e);
       mem_.before_read(v);
+      load_hook(e, v);
       return load(v);
     }
     if (auto it = env.find(e.name); it != env.end()) return Value::scalar_int(it->second);
@@ -172,6 +173,7 @@ Value Interp::eval(const Expr &e) {
     }
     View v = view_of(e);
     mem_.before_read(v);
+    load_hook(e, v);
     return load(v);
   }
   case Op::Neg: return unary(UnOp::neg, eval(e.args.at(0)), e.loc);
@@ -522,8 +524,10 @@ bool Interp::exec_fused(const spec::Stmt &s) {
     return false; // the Value path reports it
   }
   if (l) {
-    for (const View &v : f.reads)
+    for (const View &v : f.reads) {
       mem_.before_read(v);
+      if (mem_.follows_loads()) mem_.on_load(v, false); // (no where: arithmetic alone)
+    }
     env.erase(l->name);
     Value &r = locals[l->name];
     // Rebinding a name (`t = t * 2`) reuses its block: an operand that is
@@ -548,8 +552,10 @@ bool Interp::exec_fused(const spec::Stmt &s) {
   // still to be read: only an operand that is exactly the target may overlap.
   for (const View &v : f.reads)
     if (v.box.overlaps(dst.box) && (v.box.lo != dst.box.lo || v.box.hi != dst.box.hi)) return false;
-  for (const View &v : f.reads)
+  for (const View &v : f.reads) {
     mem_.before_read(v);
+    if (mem_.follows_loads()) mem_.on_load(v, false); // (no where: arithmetic alone)
+  }
   if (a->accumulate) {
     mem_.before_read(dst);
     const int cur =
@@ -562,8 +568,28 @@ bool Interp::exec_fused(const spec::Stmt &s) {
   return true;
 }
 
+void Interp::load_hook(const Expr &ref, const View &v) {
+  if (mem_.follows_loads()) mem_.on_load(v, masked_ && masked_->count(&ref) > 0);
+}
+
 void Interp::exec(const spec::Stmt &s) {
   if (exec_fused(s)) return;
+  // The statement's masked loads, for on_load (computed once per statement).
+  struct Masked {
+    const std::set<const Expr *> *&at;
+    const std::set<const Expr *> *saved;
+    ~Masked() { at = saved; }
+  } restore{masked_, masked_};
+  if (mem_.follows_loads()) {
+    const Expr *value = nullptr;
+    if (const auto *a = std::get_if<spec::Assign>(&s.kind)) value = &a->value;
+    if (const auto *l = std::get_if<spec::Let>(&s.kind)) value = &l->value;
+    if (value) {
+      auto it = masked_loads_.find(value);
+      if (it == masked_loads_.end()) it = masked_loads_.emplace(value, spec::masked_loads(*value)).first;
+      masked_ = &it->second;
+    }
+  }
   if (const auto *a = std::get_if<spec::Assign>(&s.kind)) {
     if (a->discards()) { // `S[...] = undefined`: poison, so a read of it fails visibly
       const View dst = view_of(a->target);

@@ -17,6 +17,7 @@
 #include "spec/ir.hpp"
 
 #include <map>
+#include <set>
 #include <string>
 
 namespace pipecheck::executor {
@@ -34,6 +35,14 @@ public:
   /// when it is `where(mask, v, dst)`, which keeps what the mask leaves.
   virtual void on_store(const View &dst, bool masked) {
     (void)dst;
+    (void)masked;
+  }
+  /// Whether on_load wants to hear of loads (they cost a lookup each).
+  virtual bool follows_loads() const { return false; }
+  /// A body's load of `src` (after before_read): `masked` when a `where`
+  /// masks it (spec::masked_loads: a Triton masked load).
+  virtual void on_load(const View &src, bool masked) {
+    (void)src;
     (void)masked;
   }
 };
@@ -79,6 +88,11 @@ private:
   bool plan_fused(const spec::Expr &, Fused &, int &node);
 
   Memory &mem_;
+  /// The masked loads of the statement being executed (on_load), per value
+  /// expression.
+  std::map<const spec::Expr *, std::set<const spec::Expr *>> masked_loads_;
+  const std::set<const spec::Expr *> *masked_ = nullptr;
+  void load_hook(const spec::Expr &ref, const View &v);
   std::map<std::string, spec::Dma> descriptors_; // the body's async_copy bindings
 };
 

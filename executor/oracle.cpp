@@ -299,23 +299,35 @@ public:
     for (auto &t : tracks)
       if (t.buffer == v.array && (t.inside || !t.op->windowed)) t.mark(v.box);
   }
-  /// backend = triton: the output blocks (buffer, the box inside its array,
-  /// whether any of it is) of this grid point, and the first unmasked store
-  /// past the array's end: (operand, element in block coordinates).
-  struct TritonOut {
+  /// backend = triton: the input and output blocks (buffer, the box inside
+  /// its array, whether any of it is) of this grid point, the first unmasked
+  /// store past an output's end and the first unmasked load past an
+  /// array's end: (operand, element in block coordinates).
+  struct TritonBlock {
     std::size_t operand;
     const HostArray *buffer;
     Box bbox;
     bool inside;
+    bool output;
   };
-  std::vector<TritonOut> triton_outs;
-  std::optional<std::pair<std::size_t, Shape>> triton_stray;
+  std::vector<TritonBlock> triton_blocks;
+  std::optional<std::pair<std::size_t, Shape>> triton_stray, triton_stray_load;
   void on_store(const View &v, bool masked) override {
     if (masked || triton_stray) return; // (a masked store: its kept poison shows what it left)
-    for (const auto &t : triton_outs) {
-      if (t.buffer != v.array || v.size() <= 0) continue;
-      // The first element of the store outside the box: in the first dim
-      // that leaves it, the others at the store's lowest element inside.
+    if (auto at = outside(v, true)) triton_stray = *at;
+  }
+  bool follows_loads() const override { return !triton_blocks.empty(); }
+  void on_load(const View &v, bool masked) override {
+    // (A masked load's lanes past the end are the block's poison, which the
+    // mask keeps out of what it computes, or the run shows.)
+    if (masked || triton_stray_load) return;
+    if (auto at = outside(v, false)) triton_stray_load = *at;
+  }
+  // The first element of `v` outside its Triton block's array: in the first
+  // dim that leaves it, the others at the view's lowest element inside.
+  std::optional<std::pair<std::size_t, Shape>> outside(const View &v, bool outputs_only) const {
+    for (const auto &t : triton_blocks) {
+      if (t.buffer != v.array || v.size() <= 0 || (outputs_only && !t.output)) continue;
       Shape at = v.box.lo;
       bool out = !t.inside;
       for (std::size_t d = 0; d < at.size() && !out; ++d) {
@@ -326,8 +338,9 @@ public:
           out = true;
         }
       }
-      if (out) triton_stray = std::pair{t.operand, at};
+      if (out) return std::pair{t.operand, at};
     }
+    return std::nullopt;
   }
 };
 
@@ -465,13 +478,43 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
       interp.env[num_programs_name(static_cast<int>(a))] = c.grid[a];
     }
     if (triton) {
-      mem.triton_outs.clear();
+      mem.triton_blocks.clear();
       mem.triton_stray.reset();
-      for (std::size_t k = 0; k < c.operands.size(); ++k)
-        if (c.operands[k].windowed && c.operands[k].role == spec::Role::out && blocks[k])
-          mem.triton_outs.push_back({k, blocks[k].get(), bboxes[k], inside[k]});
+      mem.triton_stray_load.reset();
+      for (std::size_t k = 0; k < c.operands.size(); ++k) {
+        const auto &o = c.operands[k];
+        if (o.windowed && (o.role == spec::Role::out || o.role == spec::Role::in) && blocks[k])
+          mem.triton_blocks.push_back({k, blocks[k].get(), bboxes[k], inside[k], o.role == spec::Role::out});
+      }
     }
+    // The array element of a Triton block's element `at` (block coordinates).
+    auto element_of = [&](std::size_t k, const Shape &at) {
+      const auto &o = c.operands[k];
+      Shape element;
+      std::size_t j = 0;
+      for (std::size_t d = 0; d < o.shape.size(); ++d)
+        if (o.squeezed[d]) {
+          element.push_back(aboxes[k].lo[d]);
+        } else {
+          element.push_back(aboxes[k].lo[d] + at[j] - bboxes[k].lo[j]);
+          ++j;
+        }
+      return element;
+    };
     interp.exec(c.body);
+    // backend = triton: a program's block is a view of the array, and a
+    // load with no mask reads every element of its ref (what `check`
+    // reports as index-out-of-bounds).
+    if (triton && mem.triton_stray_load) {
+      const auto &[k, at] = *mem.triton_stray_load;
+      const auto &o = c.operands[k];
+      throw ExecError(ExecError::Kind::fault, o.decl ? o.decl->loc : c.spec->loc,
+                      "grid point " + spec::format_tuple(point) + " loads element " +
+                          spec::format_tuple(element_of(k, at)) + " of '" + o.name + "', outside its shape " +
+                          spec::format_tuple(o.shape) +
+                          ": a Triton program's block is a view of the array, so a load with no mask reads "
+                          "memory past it; load with a mask that keeps it to the array's extent");
+    }
     // backend = triton: a program's store reaches the array itself, and one
     // past its end writes memory outside it (what `check` reports as
     // index-out-of-bounds), whatever it stores (`x + 1` of the input's
@@ -485,19 +528,10 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
                             ? std::optional(mem.triton_stray->second)
                             : stored_padding(*blocks[k], bboxes[k]);
         if (!at) continue;
-        Shape element;
-        std::size_t j = 0;
-        for (std::size_t d = 0; d < o.shape.size(); ++d)
-          if (o.squeezed[d]) {
-            element.push_back(aboxes[k].lo[d]);
-          } else {
-            element.push_back(aboxes[k].lo[d] + (*at)[j] - bboxes[k].lo[j]);
-            ++j;
-          }
         throw ExecError(ExecError::Kind::fault, o.decl ? o.decl->loc : c.spec->loc,
                         "grid point " + spec::format_tuple(point) + " stores element " +
-                            spec::format_tuple(element) + " of '" + o.name + "', outside its shape " +
-                            spec::format_tuple(o.shape) +
+                            spec::format_tuple(element_of(k, *at)) + " of '" + o.name +
+                            "', outside its shape " + spec::format_tuple(o.shape) +
                             ": a Triton program's stores reach the array itself; mask the store to the "
                             "array's extent");
       }

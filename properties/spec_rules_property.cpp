@@ -6,6 +6,7 @@
 #include "verifier/rules/symbolic.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -246,6 +247,44 @@ std::vector<std::string> brute_force_rules(const SmallKernel &k) {
     case 10: stores = {{b + 4, true, true}}; break;
     case 11: stores = {{b + 2, true, true}}; break;
     case 9: stores = {{b, true, false}, {b + 2, false, true}}; break;
+    }
+    // Its loads of x (none under a where: each loads its whole ref) in a
+    // block in bounds whose rows or columns pass the ragged end read past
+    // the array, at the load's line: (line, rows 0:4, rows 4:, the
+    // statement's guard holds at p).
+    struct Load {
+      int line;
+      bool upper, lower;
+      std::function<bool(std::int64_t pid, std::int64_t n)> fires;
+    };
+    auto always = [](std::int64_t, std::int64_t) { return true; };
+    std::vector<Load> loads;
+    switch (k.body) {
+    case 0:
+    case 1: loads = {{b, true, true, always}}; break;
+    case 2:
+    case 6:
+    case 7:
+    case 8:
+    case 10: loads = {{b + 2, true, true, always}}; break;
+    case 3:
+      loads = {{b + 1, true, true, [](std::int64_t pid, std::int64_t n) { return pid == n - 1; }}};
+      break;
+    case 4: loads = {{b, true, true, always}, {b + 1, true, true, always}}; break;
+    case 5: loads = {{b + 1, true, true, [](std::int64_t pid, std::int64_t) { return pid % 2 == 1; }}}; break;
+    case 11: loads = {{b + 3, true, true, always}}; break;
+    case 9:
+      loads = {{b, true, false, always},
+               {b + 2, false, true, [](std::int64_t pid, std::int64_t) { return pid % 2 == 0; }}};
+      break;
+    }
+    for (const auto &p : pts) {
+      const Block bl = block(k.x, p);
+      if (!in_bounds(bl)) continue;
+      const bool rows_past = bl.first == k.n0 - 1 && k.r0 > 0, cols_past = bl.second == k.n1 - 1 && k.r1 > 0;
+      for (const auto &ld : loads)
+        if (ld.fires(p[ax], k.grid[ax]) && (cols_past || (ld.lower && rows_past)))
+          found.insert("index-out-of-bounds@" + std::to_string(ld.line));
     }
     for (const auto &p : pts) {
       const Block bl = block(k.o, p);

@@ -22,6 +22,117 @@ int dtype_bytes(DType d) {
   return 4;
 }
 
+bool is_elementwise_fn(const std::string &f) {
+  static const char *fns[] = {"exp",
+                              "exp2",
+                              "log",
+                              "log2",
+                              "sqrt",
+                              "rsqrt",
+                              "tanh",
+                              "abs",
+                              "neg",
+                              "cast",
+                              "maximum",
+                              "minimum",
+                              "pow",
+                              "sin",
+                              "cos",
+                              "erf",
+                              "erfc",
+                              "floor",
+                              "ceil",
+                              "round",
+                              "sign",
+                              "sigmoid",
+                              "expm1",
+                              "log1p",
+                              "tan",
+                              "asin",
+                              "acos",
+                              "atan",
+                              "sinh",
+                              "cosh",
+                              "asinh",
+                              "acosh",
+                              "atanh",
+                              "cbrt",
+                              "shift_left",
+                              "shift_right_logical",
+                              "shift_right_arithmetic"};
+  for (const char *x : fns)
+    if (f == x) return true;
+  return false;
+}
+
+namespace {
+
+bool reads_any_ref(const Expr &e) {
+  if (e.op == Op::Ref) return true;
+  for (const auto &a : e.args)
+    if (reads_any_ref(a)) return true;
+  return false;
+}
+
+// An operation whose element at a position comes from its arguments'
+// elements there (a ref's subscripts aside).
+bool elementwise_node(const Expr &e) {
+  switch (e.op) {
+  case Op::Add:
+  case Op::Sub:
+  case Op::Mul:
+  case Op::Div:
+  case Op::FloorDiv:
+  case Op::Mod:
+  case Op::Pow:
+  case Op::Neg:
+  case Op::BitNot:
+  case Op::Not:
+  case Op::BitAnd:
+  case Op::BitOr:
+  case Op::Eq:
+  case Op::Ne:
+  case Op::Lt:
+  case Op::Le:
+  case Op::Gt:
+  case Op::Ge:
+  case Op::And:
+  case Op::Or: return true;
+  case Op::Call: return (e.name == "where" && e.num_positional() == 3) || is_elementwise_fn(e.name);
+  default: return false;
+  }
+}
+
+bool elementwise_over_refs(const Expr &e) {
+  if (e.op == Op::Ref || e.op == Op::Name || e.op == Op::Int || e.op == Op::Float) return true;
+  if (!elementwise_node(e)) return !reads_any_ref(e);
+  for (const auto &a : e.args)
+    if (!elementwise_over_refs(a)) return false;
+  return true;
+}
+
+void collect_masked(const Expr &e, bool masked, std::set<const Expr *> &out) {
+  if (e.op == Op::Ref) {
+    if (masked) out.insert(&e);
+    for (const auto &a : e.args)
+      collect_masked(a, false, out);
+    return;
+  }
+  const bool where = e.op == Op::Call && e.name == "where" && e.num_positional() == 3;
+  const bool keeps = masked && elementwise_node(e);
+  for (std::size_t k = 0; k < e.args.size(); ++k)
+    collect_masked(e.args[k], keeps || (where && (k == 1 || k == 2) && elementwise_over_refs(e.args[k])),
+                   out);
+}
+
+} // namespace
+
+std::set<const Expr *> masked_loads(const Expr &value) {
+  std::set<const Expr *> out;
+  collect_masked(value, false, out);
+  return out;
+}
+
 const Expr *keep_select(const Assign &a) {
   if (a.accumulate) return nullptr;
   auto uncast = [](const Expr *x) {

@@ -200,6 +200,17 @@ struct Assign {
 /// other store.
 const Expr *keep_select(const Assign &);
 
+/// Whether `f(args...)` computes each element from the elements at the same
+/// position of its arguments (broadcast): exp, abs, cast, maximum, the shifts, ...
+bool is_elementwise_fn(const std::string &f);
+/// The refs in `value` that a `where` masks (Triton's masked loads, which
+/// touch only the lanes the mask selects): each ref inside a branch of a
+/// `where(c, a, b)` whose branch is elementwise (arithmetic, comparisons,
+/// `where`, is_elementwise_fn) over refs, names and constants, anything else
+/// in it reading no ref, reached from the branch through those operations
+/// (a subscript's own reads are not). Any other read loads its whole ref.
+std::set<const Expr *> masked_loads(const Expr &value);
+
 /// `name = value`: a local binding (tensor or integer).
 struct Let {
   std::string name;

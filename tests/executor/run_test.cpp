@@ -427,6 +427,26 @@ std::string add_one(const std::string &shape) {
 
 } // namespace
 
+TEST(RunKernel, ATritonLoadPastItsArrayIsAFaultAndAMaskedOneIsNot) {
+  // 1000 elements in ragged blocks of 256: the last program's block passes
+  // the array, and a Triton block is a view of it. The store is masked both
+  // times; only the load differs.
+  const std::string head = "kernel k:\n    grid = (4,)\n    backend = triton\n"
+                           "    in  x: f32[1000]  block=(256,)  index=(i,) -> (i,)\n"
+                           "    out o: f32[1000]  block=(256,)  index=(i,) -> (i,)\n    body:\n"
+                           "        m = program_id(0) * 256 + iota((256,), 0) < 1000\n";
+  for (const std::string body : {"        o[...] = where(m, x[...] * 2.0, o[...]) + 0.0 * x[...]\n",
+                                 "        t = x[...]\n        o[...] = where(m, t * 2.0, o[...])\n"}) {
+    const RunResult bad = run_kernel_text(head + body);
+    EXPECT_EQ(bad.status, RunStatus::fail) << body << bad.reason;
+    EXPECT_NE(bad.reason.find("grid point (3,) loads element (1000,) of 'x', outside its shape (1000,)"),
+              std::string::npos)
+        << bad.reason;
+  }
+  const RunResult good = run_kernel_text(head + "        o[...] = where(m, x[...] * 2.0, o[...])\n");
+  EXPECT_EQ(good.status, RunStatus::pass) << good.reason;
+}
+
 TEST(RunKernel, ATritonStorePastItsArrayIsAFaultAndAMaskedOneIsNot) {
   // 1000 elements in programs of 128 lanes: the last program's lanes past
   // 999 land in the block's padding, which on Triton is memory outside the
@@ -448,12 +468,14 @@ TEST(RunKernel, ATritonStorePastItsArrayIsAFaultAndAMaskedOneIsNot) {
       run_kernel_text(head + "        o[ds(program_id(0) * 128, 128)] = where(v < 1000, "
                              "x[ds(program_id(0) * 128, 128)], o[ds(program_id(0) * 128, 128)])\n");
   EXPECT_EQ(good.status, RunStatus::pass) << good.reason;
-  // Unmasked, what is stored past the end is the input's padding plus one:
-  // poison, yet a store there all the same.
-  const RunResult poison_stored = run_kernel_text(
-      "kernel k:\n    grid = (8,)\n    backend = triton\n"
-      "    in  x: f32[1000]  block=(128,)  index=(i) -> (i)\n"
-      "    out o: f32[1000]  block=(128,)  index=(i) -> (i)\n    body:\n        o[...] = x[...] + 1\n");
+  // Unmasked, what is stored past the end is the input's padding (a masked
+  // load whose mask takes every lane) plus one: poison, yet a store there
+  // all the same.
+  const RunResult poison_stored =
+      run_kernel_text("kernel k:\n    grid = (8,)\n    backend = triton\n"
+                      "    in  x: f32[1000]  block=(128,)  index=(i) -> (i)\n"
+                      "    out o: f32[1000]  block=(128,)  index=(i) -> (i)\n    body:\n"
+                      "        o[...] = where(iota((128,), 0) >= 0, x[...], 0.0) + 1\n");
   EXPECT_EQ(poison_stored.status, RunStatus::fail) << poison_stored.reason;
   EXPECT_NE(
       poison_stored.reason.find("grid point (7,) stores element (1000,) of 'o', outside its shape (1000,)"),

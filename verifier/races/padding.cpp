@@ -369,47 +369,6 @@ bool is_comparison(Op op) {
 
 } // namespace
 
-bool is_elementwise_fn(const std::string &f) {
-  static const char *fns[] = {"exp",
-                              "exp2",
-                              "log",
-                              "log2",
-                              "sqrt",
-                              "rsqrt",
-                              "tanh",
-                              "abs",
-                              "neg",
-                              "cast",
-                              "maximum",
-                              "minimum",
-                              "pow",
-                              "sin",
-                              "cos",
-                              "erf",
-                              "erfc",
-                              "floor",
-                              "ceil",
-                              "round",
-                              "sign",
-                              "sigmoid",
-                              "expm1",
-                              "log1p",
-                              "tan",
-                              "asin",
-                              "acos",
-                              "atan",
-                              "sinh",
-                              "cosh",
-                              "asinh",
-                              "acosh",
-                              "atanh",
-                              "cbrt",
-                              "shift_left",
-                              "shift_right_logical",
-                              "shift_right_arithmetic"};
-  return std::any_of(std::begin(fns), std::end(fns), [&](const char *x) { return f == x; });
-}
-
 namespace {
 
 /// A scalar constant strictly between two integers (`0.5`, `n - 0.5`):
@@ -1000,7 +959,7 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
     return along_axis(f, e, a, ax, env);
   }
   if (f == "cast" && np >= 1) return eval(e.args[0], env); // the dtype argument is no value
-  if (is_elementwise_fn(f) || ((f == "max" || f == "min") && np == 2)) {
+  if (spec::is_elementwise_fn(f) || ((f == "max" || f == "min") && np == 2)) {
     std::vector<PadValue> args;
     for (std::size_t k = 0; k < np; ++k)
       args.push_back(eval(e.args[k], env));

@@ -131,10 +131,6 @@ private:
 std::vector<spec::StepBox> padding_in_target(const PadValue &v, const spec::StepBox &target,
                                              const std::vector<int> &kept);
 
-/// Whether `f(args...)` computes each element from the elements at the same
-/// position of its arguments (broadcast): exp, abs, cast, maximum, the shifts, ...
-bool is_elementwise_fn(const std::string &f);
-
 /// The padded elements of a value as boxes (value coordinates); a padded
 /// scalar is one empty box.
 std::vector<spec::StepBox> padded_boxes(const PadValue &v);

@@ -26,7 +26,10 @@ public:
     if (!precompute()) return std::move(out_);
     for (std::size_t i = 0; i < m_.operands.size(); ++i) {
       const auto &o = m_.operands[i];
-      if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out)) out_of_bounds(i);
+      if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out)) {
+        out_of_bounds(i);
+        if (m_.triton) triton_loads_past_end(i);
+      }
       if (o.role == spec::Role::out && o.windowed) {
         // (Triton has no block that stays across visits to revisit or
         // reset: its programs' stores meet per element, or not at all.)
@@ -249,6 +252,46 @@ private:
         return;
       }
     }
+  }
+
+  // Triton: a load with no mask (a read that is not a `where` branch
+  // itself) reads its whole box from the array, which a ragged block passes
+  // (a masked load's lanes are the padding flow's to decide). One finding
+  // per load, at the first point that reads past the end.
+  void triton_loads_past_end(std::size_t op) {
+    const auto &o = m_.operands[op];
+    if (o.has_bounded_dims()) return; // (a BoundedSlice window's own bounds: out_of_bounds)
+    for (std::size_t e = 0; e < m_.effects.size(); ++e) {
+      const Effect &ef = m_.effects[e];
+      if (ef.operand != op || ef.kind != Effect::read || ef.keep || ef.masked_load ||
+          ef.box.size() != o.shape.size() || !may_pass_end(o, ef))
+        continue;
+      for (std::size_t i = 0; i < pts_.size(); ++i) {
+        if (!fires_[e][i] || !block_inside(op, i)) continue;
+        const auto box = ref_box_at(m_, ef, pts_[i]);
+        if (!box) {
+          out_.unknown.push_back("cannot place the load of '" + o.name + "' on line " +
+                                 std::to_string(ef.loc.line) + " at grid point " + format_tuple(pts_[i]) +
+                                 ", so whether it reads past the array is not decided");
+          return;
+        }
+        const Point blk(blk_[op][i].begin(),
+                        blk_[op][i].begin() + static_cast<std::ptrdiff_t>(o.shape.size()));
+        if (auto x = first_outside(o, blk, *box)) {
+          out_.findings.push_back(triton_load_past_end_finding(m_, op, ef, pts_[i], *x));
+          break;
+        }
+      }
+    }
+  }
+
+  // Whether op's block index at point i is inside its array (outside is
+  // out_of_bounds's finding).
+  bool block_inside(std::size_t op, std::size_t i) const {
+    const auto &o = m_.operands[op];
+    for (std::size_t d = 0; d < o.num_blocks.size(); ++d)
+      if (!o.element[d] && (blk_[op][i][d] < 0 || blk_[op][i][d] >= o.num_blocks[d])) return false;
+    return true;
   }
 
   // The last run-order position b >= 1 whose axis one step along changes

@@ -1593,6 +1593,50 @@ Finding triton_past_end_finding(const KernelModel &m, std::size_t op, const Effe
   return f;
 }
 
+std::optional<Point> first_outside(const OperandModel &o, const Point &blk, const Box &box) {
+  // The box's start where that is outside; else the start moved to the
+  // array's end in the last dim whose box passes it (the row-major first).
+  Point x(box.size());
+  bool outside = false;
+  for (std::size_t d = 0; d < box.size(); ++d) {
+    if (box[d].second <= box[d].first) return std::nullopt;
+    x[d] = spec::saturating_add(o.window_start(d, blk[d]), box[d].first);
+    outside = outside || x[d] < 0 || x[d] >= o.shape[d];
+  }
+  if (outside) return x;
+  for (std::size_t d = box.size(); d-- > 0;)
+    if (spec::saturating_add(o.window_start(d, blk[d]), box[d].second) > o.shape[d]) {
+      x[d] = o.shape[d];
+      return x;
+    }
+  return std::nullopt;
+}
+
+bool may_pass_end(const OperandModel &o, const Effect &e) {
+  for (std::size_t d = 0; d < e.ref_box.size() && d < o.shape.size(); ++d)
+    if (o.element[d] || o.block[d] <= 0 || o.shape[d] % o.block[d] != 0 || e.ref_box[d].first < 0 ||
+        e.ref_box[d].second > o.block[d])
+      return true;
+  return false;
+}
+
+Finding triton_load_past_end_finding(const KernelModel &m, std::size_t op, const Effect &read, const Point &p,
+                                     const Point &element) {
+  const auto &o = m.operands[op];
+  Finding f =
+      make(Rule::index_out_of_bounds, read.loc,
+           "this load reads element " + format_tuple(element) + " of '" + o.name + "', outside its shape " +
+               format_tuple(o.shape) + ", at grid point " + format_tuple(p) +
+               ": a Triton program's block is a view of the array, not a padded copy, so a load "
+               "with no mask reads memory past the array; load with a mask that keeps it to the "
+               "array's extent (`where(mask, " +
+               o.name + "[...], other)`, Triton's `load(ref, mask=, other=)`)");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"element", element});
+  f.witness.items.push_back({"grid_point", p});
+  return f;
+}
+
 Finding triton_race_finding(const KernelModel &m, std::size_t op, const Point &element, const Point &store,
                             const Point &other, bool other_reads, const OperandModel *through) {
   const auto &o = m.operands[op];

@@ -81,6 +81,20 @@ std::optional<std::string> element_pass_too_large(const KernelModel &, std::size
 /// `op`, past the array, at grid point `p` (its stores reach the array).
 Finding triton_past_end_finding(const KernelModel &, std::size_t op, const Effect &store, const Point &p,
                                 const Point &element);
+/// The first element, in row-major order, of `box` (block-relative) in
+/// op's window at block index `blk` that lies outside the array; nullopt
+/// where the whole box is inside.
+std::optional<Point> first_outside(const OperandModel &, const Point &blk, const Box &box);
+/// Whether effect e's box may reach past op's array at some block inside
+/// it: a dim whose blocks do not divide the array (a ragged last block), an
+/// Element dim, or a box that leaves the block.
+bool may_pass_end(const OperandModel &, const Effect &e);
+/// index-out-of-bounds of a Triton load with no mask (`load`, not a
+/// branch of a `where`) that reads `element` of `op`, past the array, at
+/// grid point p: a Triton block is a view of the array, with no padding.
+Finding triton_load_past_end_finding(const KernelModel &, std::size_t op, const Effect &read, const Point &p,
+                                     const Point &element);
+
 /// Whether output `op` is checked per element (element_output_findings)
 /// rather than per block: it has Element or BoundedSlice dims, or a store
 /// whose box depends on the grid point (`o[ds(program_id(0) * 16, 16)]`,

@@ -63,6 +63,12 @@ box_at(const KernelModel &m, const Effect &e, const std::vector<std::int64_t> &p
   return box;
 }
 
+std::optional<std::vector<std::pair<std::int64_t, std::int64_t>>>
+ref_box_at(const KernelModel &m, const Effect &e, const std::vector<std::int64_t> &p) {
+  if (e.exact) return e.ref_box;
+  return box_at(m, e, p); // (its target: the ref's own subscripts)
+}
+
 std::optional<std::size_t> KernelModel::operand_index(const std::string &n) const {
   for (std::size_t i = 0; i < operands.size(); ++i)
     if (operands[i].name == n) return i;
@@ -121,6 +127,7 @@ struct Builder {
   std::map<std::string, std::vector<std::size_t>> local_sources;      // a local: the reads its value holds
   std::map<std::string, std::vector<std::size_t>> local_data_sources; // those not only in a where's condition
   int in_condition = 0;                                               // scanning the condition of a where
+  std::set<const Expr *> masked_loads;                                // the statement's (spec::masked_loads)
   std::map<std::string, std::size_t> local_depth; // a local: how many guards its unguarded definition had
   // A local: its definitions as written, the last unguarded one and those under more guards after it.
   std::map<std::string, std::vector<Expr>> local_values;
@@ -489,9 +496,11 @@ struct Builder {
         ef.order = order;
         ef.partial = is_partial(e);
         ef.box = box_of(e, *i, &ef.exact);
+        ef.ref_box = ef.box;
         if (!ef.exact) ef.target = substituted_target(e);
         ef.loc = loc;
         ef.selects = in_condition > 0;
+        ef.masked_load = masked_loads.count(&e) > 0;
         m.effects.push_back(std::move(ef));
       }
       for (const auto &a : e.args)
@@ -571,7 +580,7 @@ struct Builder {
     // exp(where(causal, s, -inf) - lse[...]), 0)`).
     if (v.op == Op::Call && v.name == "where" && v.num_positional() == 3 && v.args.size() == 3)
       return masks_reads(v.args[0]) && masks_reads(v.args[1]) && masks_reads(v.args[2]);
-    const bool fn = v.op == Op::Call && races::is_elementwise_fn(v.name);
+    const bool fn = v.op == Op::Call && spec::is_elementwise_fn(v.name);
     const bool oper =
         v.op == Op::Neg || v.op == Op::Not || v.op == Op::BitNot || (v.op >= Op::Add && v.op <= Op::BitOr);
     if (!fn && !oper) return false;
@@ -684,7 +693,7 @@ struct Builder {
             if (x) n = std::max(n, *x + 1);
         return n;
       }
-      if (!races::is_elementwise_fn(e.name) && e.name != "where") return std::nullopt;
+      if (!spec::is_elementwise_fn(e.name) && e.name != "where") return std::nullopt;
     } else if (!(e.op == Op::Neg || e.op == Op::Not || e.op == Op::BitNot ||
                  (e.op >= Op::Add && e.op <= Op::BitOr))) {
       return std::nullopt;
@@ -1199,7 +1208,9 @@ struct Builder {
           continue;
         }
         const std::size_t first = m.effects.size();
+        masked_loads = spec::masked_loads(a->value);
         scan_value(a->value, guards, st.loc);
+        masked_loads.clear();
         std::vector<std::size_t> sources = sources_of(a->value, first);
         for (const auto &s : a->target.args)
           scan_value(s, guards, st.loc);
@@ -1296,7 +1307,9 @@ struct Builder {
             if (auto d = deferred_names.find(n); d != deferred_names.end()) rec.deps.push_back(d->second);
         }
         deferring = defer;
+        masked_loads = spec::masked_loads(l->value);
         scan_value(l->value, guards, st.loc);
+        masked_loads.clear();
         deferring = false;
         close_deferred_naming(l->name);
         deferred_names.erase(l->name);

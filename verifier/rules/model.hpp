@@ -112,6 +112,16 @@ struct Effect {
   bool folds_by_extremum = false;
   /// A read by a body DMA's start (or sync_copy): the copy's on-chip source.
   bool copy_source = false;
+  /// A read inside a branch of a `where` in its own statement, reached
+  /// through elementwise operations (`where(c, x[s] * w[s], v)`, not through
+  /// a local or a dot's operand): a masked load (Triton's `load(x, mask=c,
+  /// other=v)`), which touches only the lanes c selects. Any other read of a
+  /// Triton block loads every element of its ref_box.
+  bool masked_load = false;
+  /// A read: the box its ref names, as `box` starts before a mask narrows it
+  /// to the elements that reach the value (narrow_by_mask): what a load
+  /// touches. Exact where `box` is.
+  std::vector<std::pair<std::int64_t, std::int64_t>> ref_box;
 };
 const char *to_string(Effect::Kind);
 
@@ -305,6 +315,9 @@ std::vector<std::pair<V, V>> subscript_box_of(const OperandModel &o, const spec:
 /// 16)` is one 16-element chunk there); nullopt where that is not decided.
 std::optional<std::vector<std::pair<std::int64_t, std::int64_t>>> box_at(const KernelModel &, const Effect &e,
                                                                          const std::vector<std::int64_t> &p);
+/// A read's ref_box at grid point p (box_at's, before masks narrow it).
+std::optional<std::vector<std::pair<std::int64_t, std::int64_t>>>
+ref_box_at(const KernelModel &, const Effect &e, const std::vector<std::int64_t> &p);
 
 using spec::bind_grid;
 using spec::format_tuple;

@@ -69,7 +69,10 @@ public:
   RuleOutcome run() {
     for (std::size_t i = 0; i < m_.operands.size(); ++i) {
       const auto &o = m_.operands[i];
-      if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out)) out_of_bounds(i);
+      if (o.windowed && (o.role == spec::Role::in || o.role == spec::Role::out)) {
+        out_of_bounds(i);
+        if (m_.triton) triton_loads_past_end(i);
+      }
       if (o.role == spec::Role::out && o.windowed) {
         // (Triton has no block that stays across visits to revisit or
         // reset: its programs' stores meet per element, or not at all.)
@@ -2144,6 +2147,42 @@ private:
           break;
         }
       out_.findings.push_back(triton_past_end_finding(m_, op, e, v[0], x));
+    }
+  }
+
+  // Triton: a load with no mask whose box passes the array's end at some
+  // point where it fires, its block inside the array (the evaluator's
+  // triton_loads_past_end, for a grid too large to replay).
+  void triton_loads_past_end(std::size_t op) {
+    const auto &o = m_.operands[op];
+    if (o.has_bounded_dims()) return;
+    for (const auto &e : m_.effects) {
+      if (e.operand != op || e.kind != Effect::read || e.keep || e.masked_load ||
+          e.box.size() != o.shape.size() || !may_pass_end(o, e))
+        continue;
+      if (!e.exact || o.has_element_dims()) {
+        out_.unknown.push_back(
+            "cannot decide whether the load of '" + o.name + "' on line " + std::to_string(e.loc.line) +
+            " reads past the array at every grid point (its box moves with the grid point)");
+        continue;
+      }
+      SymPoint p = point("p");
+      auto bp = block(op, p);
+      std::vector<Term> inside, past;
+      for (std::size_t d = 0; d < bp.size(); ++d) {
+        inside.push_back(bp[d] >= 0);
+        inside.push_back(bp[d] < o.num_blocks[d]);
+        past.push_back(bp[d] * o.block[d] + e.ref_box[d].second > o.shape[d]);
+        past.push_back(bp[d] * o.block[d] + e.ref_box[d].first < 0);
+      }
+      std::vector<Point> v;
+      if (query("triton-load-past-end/" + o.name + "/line" + std::to_string(e.loc.line),
+                {in_grid(p), guard(e, p), ctx_.all_of(inside), ctx_.any_of(past)}, {&p}, v) != Q::sat)
+        continue;
+      const auto b = block_at(m_, op, v[0]);
+      if (!b) continue;
+      if (auto x = first_outside(o, *b, e.ref_box))
+        out_.findings.push_back(triton_load_past_end_finding(m_, op, e, v[0], *x));
     }
   }
 

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <string>
 
 namespace pipecheck {
@@ -118,6 +120,75 @@ TEST(Triton, AStorePastTheEndIsFoundByTheSolverOnAGridTooLargeToReplay) {
   for (std::size_t at; (at = exact.find("279999")) != std::string::npos;)
     exact.replace(at, 6, "280000");
   EXPECT_EQ(check_text(exact, "big").status, verifier::Status::verified) << check_text(exact, "big").reason;
+}
+
+// A ragged BlockSpec block (256 over 1000, rows of 100 in blocks of 32):
+// Triton's block is a view of the array, so a load with no mask reads past
+// it at the last program, even where the store is masked; a masked load
+// (the ref inside a where's branch) reads only the lanes its mask selects.
+std::string ragged_rows(const std::string &value) {
+  return R"(kernel rows:
+    grid = (4, 2)
+    backend = triton
+    in  x: f32[100, 64]  block=(32, 32)  index=(i, j) -> (i, j)
+    in  w: f32[32, 64]  block=(32, 32)  index=(i, j) -> (0, j)
+    out o: f32[100, 64]  block=(32, 32)  index=(i, j) -> (i, j)
+    body:
+        m = program_id(0) * 32 + iota((32, 32), 0) < 100
+)" + std::string("        ") +
+         value + "\n";
+}
+
+TEST(Triton, AnUnmaskedLoadOfARaggedBlockReadsPastTheArrayAndAMaskedOneDoesNot) {
+  // (The load in a where's condition, a dot's operand, a reduction's: each
+  // loads every lane, whatever the mask keeps of the result.)
+  for (const std::string unmasked :
+       {"o[...] = where(m & (x[...] > -1.0), x[...], o[...])",
+        "o[...] = where(m, dot(x[...], w[...]), o[...])",
+        "o[...] = where(m, x[...] - max(x[...], axis=1, keepdims=True), o[...])"}) {
+    auto v = check_text(ragged_rows(unmasked), "rows");
+    const auto oob = std::find_if(v.findings.begin(), v.findings.end(), [](const verifier::Finding &f) {
+      return f.rule == Rule::index_out_of_bounds && f.loc.line == 9;
+    });
+    ASSERT_NE(oob, v.findings.end()) << unmasked << ": " << v.reason;
+    EXPECT_EQ(point_item(*oob, "element"), (std::vector<std::int64_t>{100, 0})) << unmasked;
+    EXPECT_EQ(point_item(*oob, "grid_point"), (std::vector<std::int64_t>{3, 0})) << unmasked;
+    EXPECT_NE(oob->message.find("a load with no mask reads memory past the array"), std::string::npos);
+  }
+  // Through a local: `t = x[...]` loads every lane, whatever masks its use.
+  auto local = check_text(ragged_rows("t = x[...]\n        o[...] = where(m, t * 2.0, o[...])"), "rows");
+  EXPECT_EQ(marks(local), (Marks{{Rule::index_out_of_bounds, 9}})) << local.reason;
+  for (const std::string masked :
+       {"o[...] = where(m, x[...], o[...])", "o[...] = where(m, x[...] * 2.0 + 1.0, o[...])",
+        "o[...] = where(m, where(m, x[...], 0.0) - 1.0, o[...])"}) {
+    auto v = check_text(ragged_rows(masked), "rows");
+    EXPECT_EQ(v.status, verifier::Status::verified) << masked << ": " << v.reason;
+  }
+  // The same kernels on Mosaic TPU read the block's padding, in bounds.
+  std::string tpu = ragged_rows("o[...] = where(m, x[...], o[...]) + 0.0 * x[...]");
+  tpu.erase(tpu.find("    backend = triton\n"), 21);
+  EXPECT_NE(marks(check_text(tpu, "rows")), (Marks{{Rule::index_out_of_bounds, 8}}));
+}
+
+// Past the element replay's limits the solver finds the load's program.
+TEST(Triton, AnUnmaskedLoadPastTheEndIsFoundByTheSolverOnAGridTooLargeToReplay) {
+  const std::string src = R"(kernel big:
+    grid = (70000,)
+    backend = triton
+    in  x: f32[279999]  block=(4,)  index=(i) -> (i,)
+    out o: f32[279999]  block=(4,)  index=(i) -> (i,)
+    body:
+        t = x[...]
+        o[...] = where(program_id(0) * 4 + iota((4,), 0) < 279999, t * 2.0, o[...])
+)";
+  auto v = check_text(src, "big");
+  ASSERT_FALSE(v.findings.empty()) << v.reason;
+  EXPECT_EQ(marks(v), (Marks{{Rule::index_out_of_bounds, 7}})) << v.reason;
+  EXPECT_EQ(point_item(v.findings[0], "element"), (std::vector<std::int64_t>{279999}));
+  EXPECT_EQ(point_item(v.findings[0], "grid_point"), (std::vector<std::int64_t>{69999}));
+  std::string masked = src;
+  masked.replace(masked.find("t = x[...]"), 10, "t = where(iota((4,), 0) >= 0, x[...], 0.0)");
+  EXPECT_TRUE(marks(check_text(masked, "big")).empty()) << check_text(masked, "big").reason;
 }
 
 TEST(Triton, ChunksThatTileTheArrayAreNoConflictThoughTheyShareOneBlock) {
@@ -351,7 +422,9 @@ TEST(Triton, ProgramsStoringChunksOfWholeArrayBlocksAreDecidedByWhatTheyStoreNot
 // program, the store masked by `bound & (o < 0)`, a condition on the data.
 std::string clamp_negatives(const std::string &bound, bool through_local) {
   const std::string chunk = "o[ds(program_id(0) * 128, 128)]";
-  const std::string mask = "(" + bound + ") & (" + chunk + " < 0.0)";
+  // (The data the condition reads comes through a masked load: an unmasked
+  // one of the last chunk reads past the array.)
+  const std::string mask = "(" + bound + ") & (where(cols < 1000, " + chunk + ", 0.0) < 0.0)";
   return R"(kernel clamp:
     grid = (8,)
     backend = triton

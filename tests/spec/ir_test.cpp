@@ -1,0 +1,59 @@
+// spec/ir: the masked loads of a value (spec::masked_loads), which the
+// checker's Triton rules and the executor both take from here.
+#include "spec/ir.hpp"
+#include "spec/parse.hpp"
+#include "spec/print.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+using namespace pipecheck::spec;
+
+namespace {
+
+// The value of `o[...] = <text>` in a one-statement kernel.
+Expr value(const std::string &text) {
+  auto r = parse(SourceFile::from_string("e.pk", "kernel k:\n    grid = (1,)\n    in  x: f32[8]\n"
+                                                 "    in  y: f32[8]\n    out o: f32[8]\n    body:\n"
+                                                 "        o[...] = " +
+                                                     text + "\n"));
+  EXPECT_TRUE(r.file) << text;
+  const auto &body = std::get<KernelSpec>(r.file->units.at(0)).body;
+  return std::get<Assign>(body.at(0).kind).value;
+}
+
+// The names of the masked refs, in any order, sorted.
+std::vector<std::string> masked(const std::string &text) {
+  const Expr v = value(text);
+  std::vector<std::string> out;
+  for (const Expr *e : masked_loads(v))
+    out.push_back(e->name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+using Names = std::vector<std::string>;
+
+} // namespace
+
+TEST(MaskedLoads, ARefInAWheresBranchIsMaskedThroughElementwiseOperations) {
+  EXPECT_EQ(masked("where(iota((8,), 0) < 5, x[...], 0.0)"), (Names{"x"}));
+  EXPECT_EQ(masked("where(iota((8,), 0) < 5, exp(x[...]) * y[...] + 1.0, 0.0)"), (Names{"x", "y"}));
+  EXPECT_EQ(masked("where(iota((8,), 0) < 5, 0.0, x[...])"), (Names{"x"}));
+  EXPECT_EQ(masked("where(iota((8,), 0) < 5, where(x[...] > 0.0, y[...], 0.0), 0.0)"), (Names{"x", "y"}));
+}
+
+TEST(MaskedLoads, TheConditionAndWhatIsOutsideAWhereLoadEveryLane) {
+  EXPECT_EQ(masked("x[...] + 1.0"), Names{});
+  EXPECT_EQ(masked("where(x[...] > 0.0, 1.0, 0.0)"), Names{});
+  EXPECT_EQ(masked("where(iota((8,), 0) < 5, x[...], 0.0) + y[...]"), (Names{"x"}));
+}
+
+TEST(MaskedLoads, ABranchWithANonElementwiseReadMasksNothingInIt) {
+  // A reduction's lanes are not the mask's: Triton loads its operand whole.
+  EXPECT_EQ(masked("where(iota((8,), 0) < 5, x[...] + sum(y[...], axis=0), 0.0)"), Names{});
+  EXPECT_EQ(masked("where(iota((8,), 0) < 5, x[...] + sum(iota((8,), 0), axis=0), 0.0)"), (Names{"x"}));
+}
