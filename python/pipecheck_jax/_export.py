@@ -538,6 +538,24 @@ def _int_unary(name: str, a: _E, params) -> _E | None:
     return None
 
 
+#: The deepest bracket nesting a single-use value is inlined with: past it, the value is bound
+#: to a local, so that a long chain of updates (an unrolled `t = t * 0.5 + x`) stays within the
+#: .pk parser's expression depth instead of growing into one expression.
+_MAX_INLINE_NESTING = 12
+
+
+def _nesting(text: str) -> int:
+    """The deepest bracket nesting in an expression's text."""
+    depth = deepest = 0
+    for ch in text:
+        if ch in "([":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")]":
+            depth -= 1
+    return deepest
+
+
 def _const(x: _E):
     try:
         return int(_strip(x.text))
@@ -1158,7 +1176,13 @@ class _Body:
                 if isinstance(v, jax_core.DropVar) or o is None:
                     continue
                 if isinstance(o, _E) and not o.name and not o.int and not _atomic(o.text):
-                    if uses.get(v, 0) == 1 and v not in multi and not isinstance(o, _Ref):
+                    # (A Triton call's plain load is bound to a local: inside a `where`'s
+                    # branch .pk takes a ref as a masked load, which touches only the lanes
+                    # the mask selects, where Triton's unmasked load reads them all: past
+                    # the array, at a ragged block.)
+                    if uses.get(v, 0) == 1 and v not in multi and not isinstance(o, _Ref) and \
+                            _nesting(o.text) <= _MAX_INLINE_NESTING and \
+                            not (self.triton and o.load is not None):
                         o.pending = True
                         o.src = o.src or src
                         self.pending.append(o)

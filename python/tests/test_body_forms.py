@@ -921,3 +921,33 @@ def test_a_bitwise_op_of_two_grid_indices_is_unsupported_and_says_what_integers_
     assert r.exit_code == 2, r.report()
     (u,) = r.unsupported
     assert "computed from integers by an operation" in str(u) and "array data" not in str(u), str(u)
+
+
+def unrolled_update_kernel(x_ref, o_ref):
+    # A Python loop in the body (an unrolled Horner / Newton step): one long chain of values.
+    t = x_ref[...]
+    for _ in range(40):
+        t = t * 0.5 + x_ref[...]
+    o_ref[...] = t
+
+
+def test_a_long_unrolled_chain_exports_in_locals_within_the_expression_depth_and_verifies():
+    def f(x):
+        return pl.pallas_call(
+            unrolled_update_kernel, grid=(4,), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32))(x)
+
+    x = jnp.arange(32 * 128, dtype=jnp.float32).reshape(32, 128) / 4096
+    text = pj.export(f, x)
+    assert max(line.count("(") for line in text.splitlines()) <= 40, text
+    res = pj.check(f, x)
+    assert res.verified, str(res)
+
+    def ref(x):
+        t = x
+        for _ in range(40):
+            t = t * 0.5 + x
+        return t
+
+    assert pj.run(f, x, reference=ref).ok

@@ -120,3 +120,59 @@ def test_an_atomic_add_is_unsupported_and_says_atomics_are_not_modelled():
     r = pj.check(f, *operands())
     assert r.verdicts == {"split_k_atomic_kernel": "unsupported"}, r.report()
     assert "an atomic read-modify-write" in str(r.unsupported[0]), r.report()
+
+
+def ragged_block_call(kernel, n=1000, bs=256):
+    """A BlockSpec block of bs over n elements: the last program's block passes the array."""
+    spec = pl.BlockSpec((bs,), lambda i: (i,))
+    return lambda x: pl.pallas_call(
+        kernel, grid=(pl.cdiv(n, bs),), in_specs=[spec], out_specs=spec,
+        out_shape=jax.ShapeDtypeStruct((n,), jnp.float32),
+        compiler_params=pltriton.CompilerParams(num_warps=4))(x)
+
+
+def _tail_mask(bs=256, n=1000):
+    return pl.program_id(0) * bs + jnp.arange(bs) < n
+
+
+def unmasked_load_kernel(x_ref, o_ref):
+    # The load has no mask: the last program reads x[1000:1024], past the array (Pallas'
+    # Triton lowering masks nothing itself); the masked store keeps those lanes out.
+    pltriton.store(o_ref, pltriton.load(x_ref) * 2.0, mask=_tail_mask())
+
+
+def where_after_load_kernel(x_ref, o_ref):
+    # jnp.where after a whole load drops the lanes, but the load has read them already.
+    m = _tail_mask()
+    pltriton.store(o_ref, jnp.where(m, pltriton.load(x_ref), 0.0), mask=m)
+
+
+def masked_load_kernel(x_ref, o_ref):
+    m = _tail_mask()
+    pltriton.store(o_ref, pltriton.load(x_ref, mask=m, other=0.0) * 2.0, mask=m)
+
+
+def test_an_unmasked_load_of_a_ragged_block_reads_past_the_array_in_check_and_run():
+    x = jnp.arange(1000.0)
+    for kernel in (unmasked_load_kernel, where_after_load_kernel):
+        res = pj.check(ragged_block_call(kernel), x)
+        assert res.exit_code == 1, str(res)
+        assert "index-out-of-bounds" in str(res) and "element (1000,) of 'x_ref'" in str(res), str(res)
+        run = pj.run(ragged_block_call(kernel), x, reference=lambda x: x * 2.0)
+        assert not run.ok and "loads element (1000,)" in str(run), str(run)
+
+
+def test_where_after_a_whole_load_exports_the_load_as_a_local_and_a_masked_load_in_place():
+    x = jax.ShapeDtypeStruct((1000,), jnp.float32)
+    text = pj.export(ragged_block_call(where_after_load_kernel), x)
+    assert "v2 = x_ref[...]" in text and "where(v1, v2, " in text, text
+    text = pj.export(ragged_block_call(masked_load_kernel), x)
+    assert "where(v1, x_ref[...], 0.0)" in text, text
+
+
+def test_its_masked_load_twin_verifies_and_runs_like_the_reference():
+    x = jnp.arange(1000.0)
+    res = pj.check(ragged_block_call(masked_load_kernel), x)
+    assert res.verified, str(res)
+    run = pj.run(ragged_block_call(masked_load_kernel), x, reference=lambda x: x * 2.0)
+    assert run.ok, str(run)
