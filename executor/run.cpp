@@ -377,10 +377,20 @@ std::uint64_t lets(const spec::Block &b) {
   return n;
 }
 
-std::uint64_t values(std::uint64_t live, std::int64_t max_elements) {
+std::uint64_t values(std::uint64_t live, std::int64_t max_elements, std::uint64_t cached = kCachedValues) {
   return spec::saturating_mul(
-      live + kCachedValues + 4,
+      live + cached + 4,
       chunk(spec::saturating_mul(std::uint64_t{4}, static_cast<std::uint64_t>(max_elements))));
+}
+
+bool has_loop(const spec::Block &b) {
+  for (const auto &s : b) {
+    if (std::holds_alternative<spec::For>(s.kind)) return true;
+    if (const auto *i = std::get_if<spec::If>(&s.kind);
+        i && (has_loop(i->then_body) || has_loop(i->else_body)))
+      return true;
+  }
+  return false;
 }
 
 // Copy starts and waits a block executes: loops multiply (a bound that
@@ -638,9 +648,13 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
   e.add(z.out_elements);
   if (z.undefined_reads) e.add(z.arrays); // the oracle's second pass, beside the first's results
   if (!k.reference.empty()) {
-    // The reference's own arrays, and its values over whole arrays.
+    // The reference's own arrays, and its values over whole arrays. It runs
+    // once: without a loop it makes at most one value a node, so what the
+    // block cache keeps of them is among those (an `o = x * 2` over two
+    // 256 MiB arrays is not 36 of them).
     e.add(z.arrays);
-    e.add(values(nodes(k.reference, false) + lets(k.reference), z.max_array_elements));
+    const std::uint64_t made = nodes(k.reference, false) + lets(k.reference);
+    e.add(values(made, z.max_array_elements, has_loop(k.reference) ? kCachedValues : 0));
   }
   // The scaled copy of the spec lowering reads, and the unrolled lowering's
   // per-step tables (grid coordinates, block indices, visits); the rolled

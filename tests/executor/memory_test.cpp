@@ -169,3 +169,22 @@ TEST(MemoryEstimateHbmOperand, APagePoolLeftInHbmDoesNotSizeTheBodysValues) {
   const auto r = run_within_estimate(std::get<spec::KernelSpec>(parsed.file->units.at(0)), o);
   EXPECT_LT(r.memory_estimate, 6 * pool) << r.memory_estimate;
 }
+
+TEST(MemoryEstimateReference, AStraightLineReferenceCountsAValueANodeAndNotAWholeBlockCacheOfArrays) {
+  if (kSanitized) GTEST_SKIP() << "allocation peaks are measured in the build without sanitizers";
+  // Two 16 MiB arrays and a reference `o = x * 2 + 1` over them: it makes a
+  // few whole-array values, not the 32 the interpreter's block cache may
+  // keep of a loop's (an estimate 30 times the arrays refused a 2 x 256 MiB
+  // kernel at the default 4 GiB that ran in 1.5 GB).
+  auto parsed = spec::parse_and_validate(spec::SourceFile::from_string(
+      "ref.pk", "kernel k:\n    grid = (8, 8)\n"
+                "    in  x: f32[2048, 2048] block=(256, 256) index=(i, j) -> (i, j)\n"
+                "    out o: f32[2048, 2048] block=(256, 256) index=(i, j) -> (i, j)\n"
+                "    body:\n        o[...] = x[...] * 2.0 + 1.0\n"
+                "    reference:\n        o = x * 2.0 + 1.0\n"));
+  ASSERT_TRUE(parsed.file);
+  executor::RunOptions o;
+  const auto r = run_within_estimate(std::get<spec::KernelSpec>(parsed.file->units.at(0)), o);
+  const std::uint64_t arrays = 2ull * 2048 * 2048 * 4;
+  EXPECT_LT(r.memory_estimate, 12 * arrays) << r.memory_estimate;
+}
