@@ -193,14 +193,34 @@ namespace {
 /// The window extents of `op` at `point` (a BoundedSlice dim's ds size),
 /// kept within [0, block]: a size past its bound is the rules' finding, and
 /// the block buffer holds no more.
-Shape window_extents(const ConcreteKernel &c, const ConcreteOperand &op, const Shape &point) {
-  spec::BlockIndex b = spec::window_sizes(op, c.params, c.grid, point);
+Shape window_extents(const ConcreteOperand &op, spec::BlockIndex b) {
   if (b.error) bad(b.error->diag.loc, b.error->diag.message);
   Shape out = std::move(*b.value);
   for (std::size_t d = 0; d < out.size() && d < op.block.size(); ++d)
     out[d] = std::clamp<std::int64_t>(out[d], 0, op.block[d]);
   return out;
 }
+
+/// A windowed operand's index map (and a BoundedSlice window's sizes),
+/// evaluated point after point by one spec::BlockIndexer each: making one
+/// scans the maps, which for a prefetch table's gather are a select over
+/// the whole table.
+struct Indexers {
+  std::unique_ptr<spec::BlockIndexer> index, sizes;
+  Indexers(const ConcreteKernel &c, const ConcreteOperand &op)
+      : index(std::make_unique<spec::BlockIndexer>(op, c.params, c.grid, c.grid.size())),
+        sizes(op.has_bounded_dims()
+                  ? std::make_unique<spec::BlockIndexer>(op, c.params, c.grid, c.grid.size(), &op.size)
+                  : nullptr) {}
+  Shape block(const Shape &point) {
+    spec::BlockIndex b = index->at(point);
+    if (b.error) bad(b.error->diag.loc, b.error->diag.message);
+    return std::move(*b.value);
+  }
+  Shape extents(const ConcreteOperand &op, const Shape &point) {
+    return window_extents(op, sizes ? sizes->at(point) : spec::BlockIndex{op.block, std::nullopt});
+  }
+};
 
 /// The array box a block covers, clipped to the array, and the matching box
 /// of the block buffer. False when nothing of the block is inside the array.
@@ -434,6 +454,9 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
   // output keeps what a step stored past the array for the next step to
   // read, as the pipeline's slot does). A Triton program's is its own.
   std::vector<std::optional<std::pair<Box, Box>>> resident(c.operands.size());
+  std::vector<std::optional<Indexers>> indexers(c.operands.size());
+  for (std::size_t k = 0; k < c.operands.size(); ++k)
+    if (c.operands[k].windowed) indexers[k].emplace(c, c.operands[k]);
   for (std::int64_t lin = 0; lin < n; ++lin) {
     const Shape point = grid_point(c, lin);
     std::vector<Box> aboxes(c.operands.size()), bboxes(c.operands.size());
@@ -442,8 +465,8 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
       const auto &o = c.operands[k];
       if (!o.windowed) continue;
       bool partial = false;
-      inside[k] = block_boxes(o, block_index(c, o, point), window_extents(c, o, point), aboxes[k], bboxes[k],
-                              partial);
+      inside[k] = block_boxes(o, indexers[k]->block(point), indexers[k]->extents(o, point), aboxes[k],
+                              bboxes[k], partial);
       HostArray &blk = *blocks[k];
       const bool stays = o.role == spec::Role::out && !triton_backend && !starts_cta(c, lin) && resident[k] &&
                          resident[k]->first.lo == aboxes[k].lo && resident[k]->first.hi == aboxes[k].hi &&

@@ -838,10 +838,14 @@ void locate(const KernelPrep &p, const std::string &operand, Mismatch &m) {
     if (op->has_element_dims() || op->has_bounded_dims()) {
       // Windows placed by element: the first grid point whose window (its
       // ds size along a BoundedSlice dim) holds the element, and its index.
+      spec::BlockIndexer index(*op, p.ck.params, p.ck.grid, p.ck.grid.size()),
+          sizes(*op, p.ck.params, p.ck.grid, p.ck.grid.size(), op->has_bounded_dims() ? &op->size : nullptr);
       for (std::int64_t lin = 0; lin < p.ck.num_points() && !m.grid_point; ++lin) {
         const Shape pt = grid_point(p.ck, lin);
-        const Shape b = block_index(p.ck, *op, pt);
-        const auto z = spec::window_sizes(*op, p.ck.params, p.ck.grid, pt).value;
+        const auto bi = index.at(pt).value;
+        const auto z = op->has_bounded_dims() ? sizes.at(pt).value : std::optional<Shape>(op->block);
+        if (!bi) continue;
+        const Shape &b = *bi;
         bool in = z.has_value();
         for (std::size_t d = 0; d < b.size() && in; ++d) {
           const std::int64_t lo = op->window_start(d, b[d]);
@@ -857,9 +861,10 @@ void locate(const KernelPrep &p, const std::string &operand, Mismatch &m) {
       for (std::size_t d = 0; d < blk.size(); ++d)
         blk[d] = op->squeezed[d] ? m.element[d] : m.element[d] / op->block[d];
       m.block = blk;
+      spec::BlockIndexer index(*op, p.ck.params, p.ck.grid, p.ck.grid.size());
       for (std::int64_t lin = 0; lin < p.ck.num_points(); ++lin) {
         const Shape pt = grid_point(p.ck, lin);
-        if (block_index(p.ck, *op, pt) == blk) {
+        if (index.at(pt).value == blk) {
           m.grid_point = pt;
           break;
         }

@@ -14,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 
 namespace pipecheck::spec {
@@ -143,14 +144,19 @@ public:
         coords_.push_back(grid_point(grid_, cta_, s));
     }
     setup_operands(bound_);
-    if (rolled_ && o_.check_blocks)
+    if (rolled_ && o_.check_blocks) {
+      // (One indexer an operand for every step: making one scans its map.)
+      std::vector<std::unique_ptr<BlockIndexer>> indexers;
+      for (auto &x : ops_)
+        if (x.bo && x.op->role != Role::scratch)
+          indexers.push_back(
+              std::make_unique<BlockIndexer>(*x.bo, bound_.params, bound_.grid, bound_.grid.size()));
       for (std::int64_t s = 0; s < steps_; ++s) {
         auto point = grid_point(grid_, cta_, s);
-        for (auto &x : ops_)
-          if (x.bo && x.op->role != Role::scratch)
-            if (BlockIndex b = block_index(*x.bo, bound_.params, bound_.grid, point); b.error)
-              throw Fail{b.error->diag.loc, b.error->diag.message};
+        for (auto &ix : indexers)
+          if (BlockIndex b = ix->at(point); b.error) throw Fail{b.error->diag.loc, b.error->diag.message};
       }
+    }
     declare_buffers();
     discard_unaliased_any_outputs();
     if (rolled_) {
@@ -223,15 +229,18 @@ private:
         throw Fail{o.loc, "'" + o.name +
                               "' has a BoundedSlice dim, a TPU block dim (pltpu.emit_pipeline): a Mosaic GPU "
                               "target has none"};
-      if (!rolled_)
+      if (!rolled_) {
+        // The window moves when its start or its size does (spec::window_at:
+        // the ds sizes of BoundedSlice dims follow the indices, where
+        // region() reads them), by one indexer for every step.
+        BlockIndexer window(bo, bound.params, bound.grid, bound.grid.size(),
+                            bo.has_bounded_dims() ? &bo.window : nullptr);
         for (std::int64_t s = 0; s < steps_; ++s) {
-          // The window moves when its start or its size does (spec::window_at:
-          // the ds sizes of BoundedSlice dims follow the indices, where
-          // region() reads them).
-          BlockIndex b = window_at(bo, bound.params, bound.grid, coords_[s]);
+          BlockIndex b = window.at(coords_[s]);
           if (b.error) throw Fail{b.error->diag.loc, b.error->diag.message};
           x.blk.push_back(std::move(*b.value));
         }
+      }
       if (o.pipeline_mode.buffer_count)
         x.buffers = ev(*o.pipeline_mode.buffer_count, env_);
       else if (!gpu_) {
