@@ -123,7 +123,8 @@ struct Builder {
   std::string error;
   int order = 0;
   std::map<std::string, Expr> mask_locals{}; // tensor lets that read no operand (masks, iotas)
-  std::map<std::string, Expr> conj_locals{}; // every tensor let, its locals inlined (keep_bound)
+  std::map<std::string, Expr>
+      conj_locals{}; // every tensor let of a conjunction, its locals inlined (keep_bound)
   std::map<std::string, std::vector<std::size_t>> local_sources;      // a local: the reads its value holds
   std::map<std::string, std::vector<std::size_t>> local_data_sources; // those not only in a where's condition
   int in_condition = 0;                                               // scanning the condition of a where
@@ -1375,7 +1376,13 @@ struct Builder {
         {
           Expr ck = is_tensor_value(l->value) ? spec::substitute(mask_expr(l->value), conj_locals) : Expr{};
           conj_locals.erase(l->name);
-          if (is_tensor_value(l->value) && size_of(ck) <= kMaxLocalSize) conj_locals[l->name] = std::move(ck);
+          // Only a conjunction has conjuncts to split (data_free_bound); any
+          // other local stays named there, a tensor local that counts as
+          // data, as its value would. (An unrolled `acc = acc + x[...]` kept
+          // whole grew by a term an iteration: quadratic.)
+          if (is_tensor_value(l->value) && (ck.op == Op::BitAnd || ck.op == Op::And) &&
+              size_of(ck) <= kMaxLocalSize)
+            conj_locals[l->name] = std::move(ck);
         }
         if (auto d = direct_operand(l->value)) {
           ref_locals[l->name] = d->first;
