@@ -493,3 +493,36 @@ def test_a_vmapped_call_with_an_any_space_operand_is_unsupported_not_bad_input()
     assert pj.check(one, jax.ShapeDtypeStruct((64, 128), jnp.float32)).exit_code == 0
     r = pj.check(jax.vmap(one), jax.ShapeDtypeStruct((2, 64, 128), jnp.float32))
     assert r.exit_code == 2 and "vmapped" in str(r), str(r)
+
+
+def two_copies_one_slot_kernel(idx_ref, x_hbm, o_ref, buf, sem):
+    # Two copies through a 32-entry table into one slot before a wait: a slot race.
+    i = pl.program_id(0)
+    a = pltpu.make_async_copy(x_hbm.at[idx_ref[i]], buf.at[0], sem.at[0])
+    b = pltpu.make_async_copy(x_hbm.at[idx_ref[(i + 1) % 32]], buf.at[0], sem.at[0])
+    a.start()
+    b.start()
+    a.wait()
+    b.wait()
+    o_ref[...] = buf[0]
+
+
+def test_a_copy_through_a_page_table_is_noted_by_the_regions_it_copies_at_that_step():
+    def f(idx, x):
+        return pl.pallas_call(
+            two_copies_one_slot_kernel, out_shape=jax.ShapeDtypeStruct((32, 8, 128), jnp.float32),
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1, grid=(32,),
+                in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                out_specs=pl.BlockSpec((None, 8, 128), lambda i, idx: (i, 0, 0)),
+                scratch_shapes=[pltpu.VMEM((2, 8, 128), jnp.float32),
+                                pltpu.SemaphoreType.DMA((2,))]),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)))(idx, x)
+
+    idx = jnp.asarray((np.arange(32) * 7 + 11) % 32, jnp.int32)
+    res = pj.check(f, idx, jnp.zeros((32, 8, 128), jnp.float32))
+    assert res.exit_code == 1 and "slot-race" in str(res), str(res)
+    notes = [ln for ln in str(res).splitlines() if "note: event" in ln]
+    assert notes and max(len(ln) for ln in notes) < 400, notes
+    # (the table's entry at grid point 0 is 11: the copy's region names it)
+    assert any("x_hbm[11:12, 0:8, 0:128]" in ln for ln in notes), notes

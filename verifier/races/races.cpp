@@ -37,6 +37,34 @@ std::string one_line(const spec::Stmt &s) {
   return t;
 }
 
+// A place as a ref: `buf[slot][lo:hi, ...]`.
+std::string place_text(const spec::Program &p, const Place &at) {
+  std::string t = at.buffer >= 0 && static_cast<std::size_t>(at.buffer) < p.buffers.size()
+                      ? p.buffers[static_cast<std::size_t>(at.buffer)].name
+                      : "?";
+  if (at.slot >= 0) t += "[" + std::to_string(at.slot) + "]";
+  t += "[";
+  for (std::size_t d = 0; d < at.box.size(); ++d)
+    t += (d ? ", " : "") + std::to_string(at.box[d].first) + ":" + std::to_string(at.box[d].second);
+  return t + "]";
+}
+
+// An event's statement in a note: as written, or, for a copy start whose
+// text is long (a page table's lookup elaborated into a select over the
+// table), the regions it copies at that event.
+std::string event_text(const spec::Program &p, const RunResult &run, int e) {
+  std::string t = one_line(*run.events[static_cast<std::size_t>(e)].stmt);
+  constexpr std::size_t kLong = 160;
+  if (t.size() <= kLong) return t;
+  for (const auto &op : run.ops)
+    if (op.start_event == e && op.kind != OpKind::wgmma) {
+      const auto paren = t.find('(');
+      return t.substr(0, paren == std::string::npos ? 0 : paren) + "(" + place_text(p, op.src) + ", " +
+             place_text(p, op.dst) + ")  # its regions at this step";
+    }
+  return t;
+}
+
 // The variables of the loops around `s` in `x`, outermost first (appended);
 // whether `s` is in `x`.
 bool loop_vars_to(const spec::Stmt &x, const spec::Stmt *s, std::vector<std::string> &out) {
@@ -133,7 +161,7 @@ Finding to_finding(const spec::Program &p, const RunResult &run, const RawFindin
     const Event &ev = run.events[e];
     TraceEvent t;
     t.index = e + 1;
-    t.statement = one_line(*ev.stmt);
+    t.statement = event_text(p, run, e);
     t.loc = ev.stmt->loc;
     t.iterations = ev.iterations;
     t.slot = ev.slot;
