@@ -755,8 +755,16 @@ private:
           for (std::size_t ai : u.accumulates) {
             const Effect &a = m_.effects[ai];
             bool lost = fires_[ai][p] && overlaps(box_or_whole(a, p), wb);
-            for (std::size_t ii : u.inits)
-              lost = lost && !(m_.effects[ii].order > a.order && fires_[ii][p]);
+            // An init after it at p discards it (the reset clause's case),
+            // unless a delivering store took it first: the block it went
+            // into is overwritten at t (a flush and clear at every step).
+            for (std::size_t ii : u.inits) {
+              const int io = m_.effects[ii].order;
+              bool taken = false;
+              for (std::size_t di : ov.delivering)
+                taken = taken || (m_.effects[di].order > a.order && m_.effects[di].order < io && fires_[di][p]);
+              lost = lost && !(io > a.order && fires_[ii][p] && !taken);
+            }
             const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
             for (std::size_t v = q; lost && v <= t; ++v) {
               bool again = fires_[ai][v];

@@ -1258,8 +1258,17 @@ private:
             for (std::size_t ai : u.accumulates) {
               const Effect &a = m_.effects[ai];
               std::vector<Term> c = {guard(a, p), overlap(box_terms(a, p), wb)};
-              for (std::size_t ii : u.inits)
-                if (m_.effects[ii].order > a.order) c.push_back(!guard(m_.effects[ii], p));
+              // (An init after it at p, unless a delivering store took it
+              // first: the evaluator's overwritten_after_reset.)
+              for (std::size_t ii : u.inits) {
+                const int io = m_.effects[ii].order;
+                if (io <= a.order) continue;
+                std::vector<Term> taken;
+                for (std::size_t di : ov.delivering)
+                  if (m_.effects[di].order > a.order && m_.effects[di].order < io)
+                    taken.push_back(guard(m_.effects[di], p));
+                c.push_back(!guard(m_.effects[ii], p) || ctx_.any_of(taken));
+              }
               const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
               c.push_back(at_no_point(
                   [&](const SymPoint &v) {
