@@ -526,7 +526,7 @@ bool Interp::exec_fused(const spec::Stmt &s) {
   if (l) {
     for (const View &v : f.reads) {
       mem_.before_read(v);
-      if (mem_.follows_loads()) mem_.on_load(v, false); // (no where: arithmetic alone)
+      if (mem_.follows_loads()) mem_.on_load(v, false, s.loc); // (no where: arithmetic alone)
     }
     env.erase(l->name);
     Value &r = locals[l->name];
@@ -554,7 +554,7 @@ bool Interp::exec_fused(const spec::Stmt &s) {
     if (v.box.overlaps(dst.box) && (v.box.lo != dst.box.lo || v.box.hi != dst.box.hi)) return false;
   for (const View &v : f.reads) {
     mem_.before_read(v);
-    if (mem_.follows_loads()) mem_.on_load(v, false); // (no where: arithmetic alone)
+    if (mem_.follows_loads()) mem_.on_load(v, false, s.loc); // (no where: arithmetic alone)
   }
   if (a->accumulate) {
     mem_.before_read(dst);
@@ -563,13 +563,13 @@ bool Interp::exec_fused(const spec::Stmt &s) {
     root = f.add({Fused::Kind::add, nullptr, 0, cur, root, f.ops++});
   }
   mem_.before_write(dst);
-  mem_.on_store(dst, false);
+  mem_.on_store(dst, false, s.loc);
   f.run(root, reinterpret_cast<float *>(dst.array->data()) + dst.offset());
   return true;
 }
 
 void Interp::load_hook(const Expr &ref, const View &v) {
-  if (mem_.follows_loads()) mem_.on_load(v, masked_ && masked_->count(&ref) > 0);
+  if (mem_.follows_loads()) mem_.on_load(v, masked_ && masked_->count(&ref) > 0, stmt_loc_);
 }
 
 void Interp::exec(const spec::Stmt &s) {
@@ -580,6 +580,7 @@ void Interp::exec(const spec::Stmt &s) {
     const std::set<const Expr *> *saved;
     ~Masked() { at = saved; }
   } restore{masked_, masked_};
+  stmt_loc_ = s.loc;
   if (mem_.follows_loads()) {
     const Expr *value = nullptr;
     if (const auto *a = std::get_if<spec::Assign>(&s.kind)) value = &a->value;
@@ -602,7 +603,7 @@ void Interp::exec(const spec::Stmt &s) {
       if (auto it = locals.find(a->value.name); it != locals.end()) {
         const View dst = view_of(a->target);
         mem_.before_write(dst);
-        mem_.on_store(dst, false);
+        mem_.on_store(dst, false, s.loc);
         store(it->second, dst, s.loc);
         return;
       }
@@ -616,7 +617,7 @@ void Interp::exec(const spec::Stmt &s) {
       v = binary(BinOp::add, std::move(cur), v, s.loc);
     }
     mem_.before_write(dst);
-    mem_.on_store(dst, spec::keep_select(*a) != nullptr);
+    mem_.on_store(dst, spec::keep_select(*a) != nullptr, s.loc);
     store(v, dst, s.loc);
     return;
   }

@@ -31,19 +31,23 @@ public:
   virtual HostArray *array(const std::string &name) = 0;
   virtual void before_read(const View &) {}
   virtual void before_write(const View &) {}
-  /// A body's store of a value into `dst` (after before_write): `masked`
-  /// when it is `where(mask, v, dst)`, which keeps what the mask leaves.
-  virtual void on_store(const View &dst, bool masked) {
+  /// A body's store of a value into `dst` (after before_write) by the
+  /// statement at `at`: `masked` when it is `where(mask, v, dst)`, which
+  /// keeps what the mask leaves.
+  virtual void on_store(const View &dst, bool masked, spec::Loc at) {
     (void)dst;
     (void)masked;
+    (void)at;
   }
   /// Whether on_load wants to hear of loads (they cost a lookup each).
   virtual bool follows_loads() const { return false; }
-  /// A body's load of `src` (after before_read): `masked` when a `where`
-  /// masks it (spec::masked_loads: a Triton masked load).
-  virtual void on_load(const View &src, bool masked) {
+  /// A body's load of `src` (after before_read) by the statement at `at`:
+  /// `masked` when a `where` masks it (spec::masked_loads: a Triton masked
+  /// load).
+  virtual void on_load(const View &src, bool masked, spec::Loc at) {
     (void)src;
     (void)masked;
+    (void)at;
   }
 };
 
@@ -92,6 +96,7 @@ private:
   /// expression.
   std::map<const spec::Expr *, std::set<const spec::Expr *>> masked_loads_;
   const std::set<const spec::Expr *> *masked_ = nullptr;
+  spec::Loc stmt_loc_; ///< the statement being executed (on_load)
   void load_hook(const spec::Expr &ref, const View &v);
   std::map<std::string, spec::Dma> descriptors_; // the body's async_copy bindings
 };

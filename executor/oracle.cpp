@@ -331,17 +331,23 @@ public:
     bool output;
   };
   std::vector<TritonBlock> triton_blocks;
-  std::optional<std::pair<std::size_t, Shape>> triton_stray, triton_stray_load;
-  void on_store(const View &v, bool masked) override {
+  /// (operand, element in block coordinates, the statement)
+  struct Stray {
+    std::size_t operand;
+    Shape at;
+    spec::Loc loc;
+  };
+  std::optional<Stray> triton_stray, triton_stray_load;
+  void on_store(const View &v, bool masked, spec::Loc loc) override {
     if (masked || triton_stray) return; // (a masked store: its kept poison shows what it left)
-    if (auto at = outside(v, true)) triton_stray = *at;
+    if (auto at = outside(v, true)) triton_stray = Stray{at->first, at->second, loc};
   }
   bool follows_loads() const override { return !triton_blocks.empty(); }
-  void on_load(const View &v, bool masked) override {
+  void on_load(const View &v, bool masked, spec::Loc loc) override {
     // (A masked load's lanes past the end are the block's poison, which the
     // mask keeps out of what it computes, or the run shows.)
     if (masked || triton_stray_load) return;
-    if (auto at = outside(v, false)) triton_stray_load = *at;
+    if (auto at = outside(v, false)) triton_stray_load = Stray{at->first, at->second, loc};
   }
   // The first element of `v` outside its Triton block's array: in the first
   // dim that leaves it, the others at the view's lowest element inside.
@@ -529,9 +535,9 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
     // load with no mask reads every element of its ref (what `check`
     // reports as index-out-of-bounds).
     if (triton && mem.triton_stray_load) {
-      const auto &[k, at] = *mem.triton_stray_load;
+      const auto &[k, at, loc] = *mem.triton_stray_load;
       const auto &o = c.operands[k];
-      throw ExecError(ExecError::Kind::fault, o.decl ? o.decl->loc : c.spec->loc,
+      throw ExecError(ExecError::Kind::fault, loc,
                       "grid point " + spec::format_tuple(point) + " loads element " +
                           spec::format_tuple(element_of(k, at)) + " of '" + o.name + "', outside its shape " +
                           spec::format_tuple(o.shape) +
@@ -547,11 +553,15 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
       for (std::size_t k = 0; k < c.operands.size(); ++k) {
         const auto &o = c.operands[k];
         if (!o.windowed || o.role != spec::Role::out || !blocks[k]) continue;
-        const auto at = mem.triton_stray && mem.triton_stray->first == k
-                            ? std::optional(mem.triton_stray->second)
-                            : stored_padding(*blocks[k], bboxes[k]);
+        const bool stray = mem.triton_stray && mem.triton_stray->operand == k;
+        const auto at = stray ? std::optional(mem.triton_stray->at) : stored_padding(*blocks[k], bboxes[k]);
         if (!at) continue;
-        throw ExecError(ExecError::Kind::fault, o.decl ? o.decl->loc : c.spec->loc,
+        // (At the store where it is known; a masked store's is found after
+        // the body, in what the block holds: the operand's line.)
+        throw ExecError(ExecError::Kind::fault,
+                        stray    ? mem.triton_stray->loc
+                        : o.decl ? o.decl->loc
+                                 : c.spec->loc,
                         "grid point " + spec::format_tuple(point) + " stores element " +
                             spec::format_tuple(element_of(k, *at)) + " of '" + o.name +
                             "', outside its shape " + spec::format_tuple(o.shape) +

@@ -439,6 +439,7 @@ TEST(RunKernel, ATritonLoadPastItsArrayIsAFaultAndAMaskedOneIsNot) {
                                  "        t = x[...]\n        o[...] = where(m, t * 2.0, o[...])\n"}) {
     const RunResult bad = run_kernel_text(head + body);
     EXPECT_EQ(bad.status, RunStatus::fail) << body << bad.reason;
+    EXPECT_EQ(bad.loc.line, 8) << bad.reason; // the load's statement, as check reports it
     EXPECT_NE(bad.reason.find("grid point (3,) loads element (1000,) of 'x', outside its shape (1000,)"),
               std::string::npos)
         << bad.reason;
@@ -460,7 +461,7 @@ TEST(RunKernel, ATritonStorePastItsArrayIsAFaultAndAMaskedOneIsNot) {
       head +
       "        o[ds(program_id(0) * 128, 128)] = where(v < 1000, x[ds(program_id(0) * 128, 128)], 0.0)\n");
   EXPECT_EQ(bad.status, RunStatus::fail) << bad.reason;
-  EXPECT_EQ(bad.loc.line, 5) << bad.reason;
+  EXPECT_EQ(bad.loc.line, 8) << bad.reason; // the store, as check reports it
   EXPECT_NE(bad.reason.find("grid point (7,) stores element (1000,) of 'o', outside its shape (1000,)"),
             std::string::npos)
       << bad.reason;
