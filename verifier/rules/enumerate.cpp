@@ -762,7 +762,8 @@ private:
               const int io = m_.effects[ii].order;
               bool taken = false;
               for (std::size_t di : ov.delivering)
-                taken = taken || (m_.effects[di].order > a.order && m_.effects[di].order < io && fires_[di][p]);
+                taken =
+                    taken || (m_.effects[di].order > a.order && m_.effects[di].order < io && fires_[di][p]);
               lost = lost && !(io > a.order && fires_[ii][p] && !taken);
             }
             const std::vector<std::size_t> ins = accumulated_inputs(m_, a);

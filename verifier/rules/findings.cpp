@@ -8,6 +8,7 @@
 #include "verifier/rules/targets.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -400,6 +401,16 @@ public:
             const Box &box)
       : w_(w), box_(box) {
     if (!w.keep_mask) return;
+    if (!w.keep_locals.empty()) {
+      // A mask local read through a subscript (`m[4:32]`): bound in a flow
+      // of its own, at this grid point.
+      races::PaddingFlow local = flow;
+      std::deque<spec::Expr> values; // (the flow keeps pointers to them)
+      for (const auto &[name, value] : w.keep_locals)
+        local.bind(name, values.emplace_back(bind_grid(value, p, m.grid)), m.env);
+      mask_ = fit(local.concrete(bind_grid(*w.keep_mask, p, m.grid), m.env));
+      return;
+    }
     mask_ = fit(flow.concrete(bind_grid(*w.keep_mask, p, m.grid), m.env));
     // `in_bounds & (v > 0)`: the conjuncts that read no data bound what it
     // may set (a data condition only narrows it).

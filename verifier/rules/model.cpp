@@ -1255,6 +1255,14 @@ struct Builder {
             ef.keep_mask = mask_expr(v.args[0]);
             ef.keep_bound = data_free_bound(v.args[0]);
             ef.keep_dims = *dims;
+            std::function<void(const Expr &)> sliced = [&](const Expr &x) {
+              if (x.op == Op::Ref)
+                if (auto it = mask_locals.find(x.name); it != mask_locals.end())
+                  ef.keep_locals[x.name] = it->second;
+              for (const auto &y : x.args)
+                sliced(y);
+            };
+            sliced(*ef.keep_mask);
           }
           ef.kind = a->accumulate ? Effect::accumulate : Effect::write;
           {

@@ -67,6 +67,9 @@ struct Effect {
   /// where none does.
   std::optional<spec::Expr> keep_bound;
   std::vector<std::size_t> keep_dims;
+  /// The mask locals keep_mask reads through a subscript (`m[4:32]`, which
+  /// substitution leaves named): their values, substituted as keep_mask is.
+  std::map<std::string, spec::Expr> keep_locals;
   /// A store or read whose box is not exact: its ref with params and
   /// integer locals substituted in the subscripts (program_id stays), so
   /// that box_at can decide the box at each grid point.

@@ -191,6 +191,31 @@ TEST(Triton, AnUnmaskedLoadPastTheEndIsFoundByTheSolverOnAGridTooLargeToReplay) 
   EXPECT_TRUE(marks(check_text(masked, "big")).empty()) << check_text(masked, "big").reason;
 }
 
+// A store masked by a slice of a mask local (`mask=m[4:32]` in Pallas):
+// the mask evaluates through the local's value, as `m` alone does.
+TEST(Triton, AStoreMaskedByASliceOfAMaskLocalIsDecidedByItsValue) {
+  const std::string src = R"(kernel k:
+    grid = (4,)
+    backend = triton
+    in  x: f32[128]  block=(32,)  index=(i,) -> (i,)
+    out o: f32[100]  block=(32,)  index=(i,) -> (i,)
+    body:
+        o[0:4] = x[0:4]
+        m = ((program_id(0) * 32) + iota((32,), 0)) < 100
+        o[4:32] = where(m[4:32], x[4:32], o[4:32])
+)";
+  auto v = check_text(src, "k");
+  EXPECT_EQ(v.status, verifier::Status::verified)
+      << v.reason << (v.findings.empty() ? "" : v.findings[0].message);
+  // Misaligned by four: the last program's mask lets o[100:104] through.
+  std::string bad = src;
+  bad.replace(bad.find("m[4:32]"), 7, "m[0:28]");
+  auto b = check_text(bad, "k");
+  EXPECT_EQ(marks(b), (Marks{{Rule::index_out_of_bounds, 9}})) << b.reason;
+  ASSERT_FALSE(b.findings.empty());
+  EXPECT_EQ(point_item(b.findings[0], "element"), (std::vector<std::int64_t>{100}));
+}
+
 TEST(Triton, ChunksThatTileTheArrayAreNoConflictThoughTheyShareOneBlock) {
   // Mosaic would write the whole block back from every core: a conflict there.
   auto v = check_text(chunks("16"), "chunks");
