@@ -253,7 +253,10 @@ std::vector<RuleDoc> make_docs() {
                "Some grid point maps an operand to a block index below 0 or at least cdiv(extent, block) "
                "along some dim: no element of that block lies in the array. In a pipeline: a ref's "
                "subscript lies outside its buffer (or its slot outside the ring) on some run; refs do "
-               "not wrap, so A[i - 1] at i = 0 is out of bounds, not A's last row.",
+               "not wrap, so A[i - 1] at i = 0 is out of bounds, not A's last row. Under backend = "
+               "triton a block is a view of the array: a load with no mask (a ref outside a where's "
+               "branch) or a store whose mask does not keep it that reaches past the array's end (a "
+               "ragged last block) reads or writes memory outside it.",
                R"(kernel copy_shifted_index:
     grid = (8,)
     in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i + 1, 0)
