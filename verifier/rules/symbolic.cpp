@@ -2126,36 +2126,39 @@ private:
   // The element pass's check of stores past the array, for a grid too large
   // to replay: a store (static box, no mask) at some p where it fires, its
   // block inside the array, whose box passes the array's end in some dim.
+  // A grid point where effect e fires, op's block is inside the array and
+  // `box` (block-relative, static) passes the array's end: nullopt where
+  // there is none.
+  std::optional<Point> past_end_at(std::size_t op, const Effect &e, const Box &box, const std::string &what) {
+    const auto &o = m_.operands[op];
+    SymPoint p = point("p");
+    auto bp = block(op, p);
+    std::vector<Term> inside, past;
+    for (std::size_t d = 0; d < bp.size(); ++d) {
+      inside.push_back(bp[d] >= 0);
+      inside.push_back(bp[d] < o.num_blocks[d]);
+      past.push_back(bp[d] * o.block[d] + box[d].second > o.shape[d]);
+      past.push_back(bp[d] * o.block[d] + box[d].first < 0);
+    }
+    std::vector<Point> v;
+    if (query(what + "/" + o.name + "/line" + std::to_string(e.loc.line),
+              {in_grid(p), guard(e, p), ctx_.all_of(inside), ctx_.any_of(past)}, {&p}, v) != Q::sat)
+      return std::nullopt;
+    return v[0];
+  }
+
   void triton_past_end(std::size_t op) {
     const auto &o = m_.operands[op];
     for (const auto &e : m_.effects) {
       if (e.operand != op || e.kind == Effect::read || e.keep || e.box.size() != o.shape.size()) continue;
-      SymPoint p = point("p");
-      auto bp = block(op, p);
-      std::vector<Term> inside, past;
-      for (std::size_t d = 0; d < bp.size(); ++d) {
-        inside.push_back(bp[d] >= 0);
-        inside.push_back(bp[d] < o.num_blocks[d]);
-        past.push_back(bp[d] * o.block[d] + e.box[d].second > o.shape[d]);
-      }
-      std::vector<Point> v;
-      if (query("triton-past-end/" + o.name + "/line" + std::to_string(e.loc.line),
-                {in_grid(p), guard(e, p), ctx_.all_of(inside), ctx_.any_of(past)}, {&p}, v) != Q::sat)
-        continue;
-      const auto b = block_at(m_, op, v[0]);
+      const auto at = past_end_at(op, e, e.box, "triton-past-end");
+      if (!at) continue;
+      const auto b = block_at(m_, op, *at);
       if (!b) continue;
       // The first element of the box past the end in row-major order (the
-      // element pass's): the box's start, moved to the array's extent in the
-      // last dim that passes it.
-      Point x(o.shape.size());
-      for (std::size_t d = 0; d < x.size(); ++d)
-        x[d] = (*b)[d] * o.block[d] + e.box[d].first;
-      for (std::size_t d = x.size(); d-- > 0;)
-        if ((*b)[d] * o.block[d] + e.box[d].second > o.shape[d]) {
-          x[d] = std::max(x[d], o.shape[d]);
-          break;
-        }
-      out_.findings.push_back(triton_past_end_finding(m_, op, e, v[0], x));
+      // element pass's).
+      if (auto x = first_outside(o, *b, e.box))
+        out_.findings.push_back(triton_past_end_finding(m_, op, e, *at, *x));
     }
   }
 
@@ -2175,23 +2178,12 @@ private:
             " reads past the array at every grid point (its box moves with the grid point)");
         continue;
       }
-      SymPoint p = point("p");
-      auto bp = block(op, p);
-      std::vector<Term> inside, past;
-      for (std::size_t d = 0; d < bp.size(); ++d) {
-        inside.push_back(bp[d] >= 0);
-        inside.push_back(bp[d] < o.num_blocks[d]);
-        past.push_back(bp[d] * o.block[d] + e.ref_box[d].second > o.shape[d]);
-        past.push_back(bp[d] * o.block[d] + e.ref_box[d].first < 0);
-      }
-      std::vector<Point> v;
-      if (query("triton-load-past-end/" + o.name + "/line" + std::to_string(e.loc.line),
-                {in_grid(p), guard(e, p), ctx_.all_of(inside), ctx_.any_of(past)}, {&p}, v) != Q::sat)
-        continue;
-      const auto b = block_at(m_, op, v[0]);
+      const auto at = past_end_at(op, e, e.ref_box, "triton-load-past-end");
+      if (!at) continue;
+      const auto b = block_at(m_, op, *at);
       if (!b) continue;
       if (auto x = first_outside(o, *b, e.ref_box))
-        out_.findings.push_back(triton_load_past_end_finding(m_, op, e, v[0], *x));
+        out_.findings.push_back(triton_load_past_end_finding(m_, op, e, *at, *x));
     }
   }
 
