@@ -158,7 +158,7 @@ Value Interp::eval(const Expr &e) {
     if (mem_.array(e.name)) {
       View v = view_of(e);
       mem_.before_read(v);
-      load_hook(e, v);
+      loaded(v, masked_refs_.count(&e) > 0);
       return load(v);
     }
     if (auto it = env.find(e.name); it != env.end()) return Value::scalar_int(it->second);
@@ -173,7 +173,7 @@ Value Interp::eval(const Expr &e) {
     }
     View v = view_of(e);
     mem_.before_read(v);
-    load_hook(e, v);
+    loaded(v, masked_refs_.count(&e) > 0);
     return load(v);
   }
   case Op::Neg: return unary(UnOp::neg, eval(e.args.at(0)), e.loc);
@@ -526,7 +526,7 @@ bool Interp::exec_fused(const spec::Stmt &s) {
   if (l) {
     for (const View &v : f.reads) {
       mem_.before_read(v);
-      if (mem_.follows_loads()) mem_.on_load(v, false, s.loc); // (no where: arithmetic alone)
+      loaded(v, false); // (no where: arithmetic alone)
     }
     env.erase(l->name);
     Value &r = locals[l->name];
@@ -554,7 +554,7 @@ bool Interp::exec_fused(const spec::Stmt &s) {
     if (v.box.overlaps(dst.box) && (v.box.lo != dst.box.lo || v.box.hi != dst.box.hi)) return false;
   for (const View &v : f.reads) {
     mem_.before_read(v);
-    if (mem_.follows_loads()) mem_.on_load(v, false, s.loc); // (no where: arithmetic alone)
+    loaded(v, false); // (no where: arithmetic alone)
   }
   if (a->accumulate) {
     mem_.before_read(dst);
@@ -568,29 +568,20 @@ bool Interp::exec_fused(const spec::Stmt &s) {
   return true;
 }
 
-void Interp::load_hook(const Expr &ref, const View &v) {
-  if (mem_.follows_loads()) mem_.on_load(v, masked_ && masked_->count(&ref) > 0, stmt_loc_);
+void Interp::loaded(const View &v, bool masked) {
+  if (mem_.follows_loads()) mem_.on_load(v, masked, stmt_loc_);
 }
 
 void Interp::exec(const spec::Stmt &s) {
-  if (exec_fused(s)) return;
-  // The statement's masked loads, for on_load (computed once per statement).
-  struct Masked {
-    const std::set<const Expr *> *&at;
-    const std::set<const Expr *> *saved;
-    ~Masked() { at = saved; }
-  } restore{masked_, masked_};
   stmt_loc_ = s.loc;
+  // The statement's masked loads, for on_load (its value scanned once).
   if (mem_.follows_loads()) {
     const Expr *value = nullptr;
     if (const auto *a = std::get_if<spec::Assign>(&s.kind)) value = &a->value;
     if (const auto *l = std::get_if<spec::Let>(&s.kind)) value = &l->value;
-    if (value) {
-      auto it = masked_loads_.find(value);
-      if (it == masked_loads_.end()) it = masked_loads_.emplace(value, spec::masked_loads(*value)).first;
-      masked_ = &it->second;
-    }
+    if (value && scanned_.insert(value).second) masked_refs_.merge(spec::masked_loads(*value));
   }
+  if (exec_fused(s)) return;
   if (const auto *a = std::get_if<spec::Assign>(&s.kind)) {
     if (a->discards()) { // `S[...] = undefined`: poison, so a read of it fails visibly
       const View dst = view_of(a->target);

@@ -92,12 +92,12 @@ private:
   bool plan_fused(const spec::Expr &, Fused &, int &node);
 
   Memory &mem_;
-  /// The masked loads of the statement being executed (on_load), per value
-  /// expression.
-  std::map<const spec::Expr *, std::set<const spec::Expr *>> masked_loads_;
-  const std::set<const spec::Expr *> *masked_ = nullptr;
+  /// The masked loads (spec::masked_loads) of the statement values executed
+  /// so far, for on_load, and those values.
+  std::set<const spec::Expr *> masked_refs_, scanned_;
   spec::Loc stmt_loc_; ///< the statement being executed (on_load)
-  void load_hook(const spec::Expr &ref, const View &v);
+  /// Tells the memory of a load by the statement being executed.
+  void loaded(const View &v, bool masked);
   std::map<std::string, spec::Dma> descriptors_; // the body's async_copy bindings
 };
 

@@ -166,12 +166,6 @@ bool starts_cta(const ConcreteKernel &c, std::int64_t linear) {
   return n > 0 && linear % n == 0;
 }
 
-Shape block_index(const ConcreteKernel &c, const ConcreteOperand &op, const Shape &point) {
-  spec::BlockIndex b = spec::block_index(op, c.params, c.grid, point);
-  if (b.error) bad(b.error->diag.loc, b.error->diag.message);
-  return std::move(*b.value);
-}
-
 ArrayMap make_kernel_arrays(const ConcreteKernel &c, std::uint64_t seed, InputKind kind) {
   ArrayMap m;
   std::uint64_t k = 0;

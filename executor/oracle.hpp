@@ -56,9 +56,6 @@ ConcreteKernel concretize(const spec::KernelSpec &, const spec::Env &overrides, 
 /// (scaled) integers, for lowering a scaled kernel.
 spec::KernelSpec concrete_spec(const ConcreteKernel &);
 
-/// The block index of `op` at a grid point (spec::block_index); throws
-/// ExecError(bad_input), located, when it has none.
-Shape block_index(const ConcreteKernel &, const ConcreteOperand &op, const Shape &grid_point);
 /// The grid point at position `linear` of run order: lexicographic (last
 /// axis fastest) on TPU, CTA by CTA on Mosaic GPU.
 Shape grid_point(const ConcreteKernel &, std::int64_t linear);

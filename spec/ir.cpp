@@ -65,6 +65,10 @@ bool is_elementwise_fn(const std::string &f) {
   return false;
 }
 
+bool is_elementwise_op(Op op) {
+  return op == Op::Neg || op == Op::Not || op == Op::BitNot || (op >= Op::Add && op <= Op::BitOr);
+}
+
 namespace {
 
 bool reads_any_ref(const Expr &e) {
@@ -77,30 +81,8 @@ bool reads_any_ref(const Expr &e) {
 // An operation whose element at a position comes from its arguments'
 // elements there (a ref's subscripts aside).
 bool elementwise_node(const Expr &e) {
-  switch (e.op) {
-  case Op::Add:
-  case Op::Sub:
-  case Op::Mul:
-  case Op::Div:
-  case Op::FloorDiv:
-  case Op::Mod:
-  case Op::Pow:
-  case Op::Neg:
-  case Op::BitNot:
-  case Op::Not:
-  case Op::BitAnd:
-  case Op::BitOr:
-  case Op::Eq:
-  case Op::Ne:
-  case Op::Lt:
-  case Op::Le:
-  case Op::Gt:
-  case Op::Ge:
-  case Op::And:
-  case Op::Or: return true;
-  case Op::Call: return (e.name == "where" && e.num_positional() == 3) || is_elementwise_fn(e.name);
-  default: return false;
-  }
+  if (e.op == Op::Call) return (e.name == "where" && e.num_positional() == 3) || is_elementwise_fn(e.name);
+  return is_elementwise_op(e.op);
 }
 
 bool elementwise_over_refs(const Expr &e) {

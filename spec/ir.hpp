@@ -203,6 +203,9 @@ const Expr *keep_select(const Assign &);
 /// Whether `f(args...)` computes each element from the elements at the same
 /// position of its arguments (broadcast): exp, abs, cast, maximum, the shifts, ...
 bool is_elementwise_fn(const std::string &f);
+/// Whether an operator computes each element from its operands' elements at
+/// the same position: the arithmetic, comparison, logical and bitwise ones.
+bool is_elementwise_op(Op);
 /// The refs in `value` that a `where` masks (Triton's masked loads, which
 /// touch only the lanes the mask selects): each ref inside a branch of a
 /// `where(c, a, b)` whose branch is elementwise (arithmetic, comparisons,

@@ -254,10 +254,10 @@ private:
     }
   }
 
-  // Triton: a load with no mask (a read that is not a `where` branch
-  // itself) reads its whole box from the array, which a ragged block passes
-  // (a masked load's lanes are the padding flow's to decide). One finding
-  // per load, at the first point that reads past the end.
+  // Triton: a load with no mask (not one of spec::masked_loads) reads its
+  // whole ref from the array, which a ragged block passes (a masked load's
+  // lanes are the padding flow's to decide). One finding per load, at the
+  // first point that reads past the end.
   void triton_loads_past_end(std::size_t op) {
     const auto &o = m_.operands[op];
     if (o.has_bounded_dims()) return; // (a BoundedSlice window's own bounds: out_of_bounds)

@@ -401,20 +401,20 @@ public:
             const Box &box)
       : w_(w), box_(box) {
     if (!w.keep_mask) return;
+    // A mask local read through a subscript (`m[4:32]`) is bound, at this
+    // grid point, in a flow of its own.
+    std::optional<races::PaddingFlow> local;
+    std::deque<spec::Expr> values; // (the flow keeps pointers to them)
     if (!w.keep_locals.empty()) {
-      // A mask local read through a subscript (`m[4:32]`): bound in a flow
-      // of its own, at this grid point.
-      races::PaddingFlow local = flow;
-      std::deque<spec::Expr> values; // (the flow keeps pointers to them)
+      local.emplace(flow);
       for (const auto &[name, value] : w.keep_locals)
-        local.bind(name, values.emplace_back(bind_grid(value, p, m.grid)), m.env);
-      mask_ = fit(local.concrete(bind_grid(*w.keep_mask, p, m.grid), m.env));
-      return;
+        local->bind(name, values.emplace_back(bind_grid(value, p, m.grid)), m.env);
     }
-    mask_ = fit(flow.concrete(bind_grid(*w.keep_mask, p, m.grid), m.env));
+    const races::PaddingFlow &f = local ? *local : flow;
+    mask_ = fit(f.concrete(bind_grid(*w.keep_mask, p, m.grid), m.env));
     // `in_bounds & (v > 0)`: the conjuncts that read no data bound what it
     // may set (a data condition only narrows it).
-    if (!mask_ && w.keep_bound) may_ = fit(flow.concrete(bind_grid(*w.keep_bound, p, m.grid), m.env));
+    if (!mask_ && w.keep_bound) may_ = fit(f.concrete(bind_grid(*w.keep_bound, p, m.grid), m.env));
   }
   bool evaluated() const { return !w_.keep_mask || mask_.has_value(); }
   /// Whether what it may set is bounded: evaluated, or some conjunct is.
@@ -1589,19 +1589,27 @@ bool needs_element_coverage(const KernelModel &m, std::size_t op) {
                      [&](const Effect &e) { return e.operand == op && e.kind != Effect::read && !e.exact; });
 }
 
-Finding triton_past_end_finding(const KernelModel &m, std::size_t op, const Effect &store, const Point &p,
-                                const Point &element) {
+namespace {
+// index-out-of-bounds of a Triton access (`what` element ... of op) past
+// the array, with the element and the grid point.
+Finding triton_outside_finding(const KernelModel &m, std::size_t op, const Effect &access, const Point &p,
+                               const Point &element, const std::string &what, const std::string &why) {
   const auto &o = m.operands[op];
-  Finding f =
-      make(Rule::index_out_of_bounds, store.loc,
-           "this store writes element " + format_tuple(element) + " of '" + o.name + "', outside its shape " +
-               format_tuple(o.shape) + ", at grid point " + format_tuple(p) +
-               ": a Triton program's stores reach the array itself; mask the store to the array's "
-               "extent");
+  Finding f = make(Rule::index_out_of_bounds, access.loc,
+                   what + " element " + format_tuple(element) + " of '" + o.name + "', outside its shape " +
+                       format_tuple(o.shape) + ", at grid point " + format_tuple(p) + ": " + why);
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"element", element});
   f.witness.items.push_back({"grid_point", p});
   return f;
+}
+} // namespace
+
+Finding triton_past_end_finding(const KernelModel &m, std::size_t op, const Effect &store, const Point &p,
+                                const Point &element) {
+  return triton_outside_finding(
+      m, op, store, p, element, "this store writes",
+      "a Triton program's stores reach the array itself; mask the store to the array's extent");
 }
 
 std::optional<Point> first_outside(const OperandModel &o, const Point &blk, const Box &box) {
@@ -1633,19 +1641,12 @@ bool may_pass_end(const OperandModel &o, const Effect &e) {
 
 Finding triton_load_past_end_finding(const KernelModel &m, std::size_t op, const Effect &read, const Point &p,
                                      const Point &element) {
-  const auto &o = m.operands[op];
-  Finding f =
-      make(Rule::index_out_of_bounds, read.loc,
-           "this load reads element " + format_tuple(element) + " of '" + o.name + "', outside its shape " +
-               format_tuple(o.shape) + ", at grid point " + format_tuple(p) +
-               ": a Triton program's block is a view of the array, not a padded copy, so a load "
-               "with no mask reads memory past the array; load with a mask that keeps it to the "
-               "array's extent (`where(mask, " +
-               o.name + "[...], other)`, Triton's `load(ref, mask=, other=)`)");
-  f.witness.items.push_back({"operand", o.name});
-  f.witness.items.push_back({"element", element});
-  f.witness.items.push_back({"grid_point", p});
-  return f;
+  return triton_outside_finding(
+      m, op, read, p, element, "this load reads",
+      "a Triton program's block is a view of the array, not a padded copy, so a load "
+      "with no mask reads memory past the array; load with a mask that keeps it to the "
+      "array's extent (`where(mask, " +
+          m.operands[op].name + "[...], other)`, Triton's `load(ref, mask=, other=)`)");
 }
 
 Finding triton_race_finding(const KernelModel &m, std::size_t op, const Point &element, const Point &store,

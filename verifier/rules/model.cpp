@@ -123,8 +123,7 @@ struct Builder {
   std::string error;
   int order = 0;
   std::map<std::string, Expr> mask_locals{}; // tensor lets that read no operand (masks, iotas)
-  std::map<std::string, Expr>
-      conj_locals{}; // every tensor let of a conjunction, its locals inlined (keep_bound)
+  std::map<std::string, Expr> conj_locals{}; // tensor lets of conjunctions, locals inlined (keep_bound)
   std::map<std::string, std::vector<std::size_t>> local_sources;      // a local: the reads its value holds
   std::map<std::string, std::vector<std::size_t>> local_data_sources; // those not only in a where's condition
   int in_condition = 0;                                               // scanning the condition of a where
@@ -582,8 +581,7 @@ struct Builder {
     if (v.op == Op::Call && v.name == "where" && v.num_positional() == 3 && v.args.size() == 3)
       return masks_reads(v.args[0]) && masks_reads(v.args[1]) && masks_reads(v.args[2]);
     const bool fn = v.op == Op::Call && spec::is_elementwise_fn(v.name);
-    const bool oper =
-        v.op == Op::Neg || v.op == Op::Not || v.op == Op::BitNot || (v.op >= Op::Add && v.op <= Op::BitOr);
+    const bool oper = spec::is_elementwise_op(v.op);
     if (!fn && !oper) return false;
     const std::size_t n = fn && v.name == "cast" ? 1 : v.num_positional();
     for (std::size_t k = 0; k < n; ++k)
@@ -695,8 +693,7 @@ struct Builder {
         return n;
       }
       if (!spec::is_elementwise_fn(e.name) && e.name != "where") return std::nullopt;
-    } else if (!(e.op == Op::Neg || e.op == Op::Not || e.op == Op::BitNot ||
-                 (e.op >= Op::Add && e.op <= Op::BitOr))) {
+    } else if (!spec::is_elementwise_op(e.op)) {
       return std::nullopt;
     }
     std::size_t r = 0;
