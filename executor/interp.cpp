@@ -158,7 +158,7 @@ Value Interp::eval(const Expr &e) {
     if (mem_.array(e.name)) {
       View v = view_of(e);
       mem_.before_read(v);
-      loaded(v, masked_refs_.count(&e) > 0);
+      loaded(v, &e);
       return load(v);
     }
     if (auto it = env.find(e.name); it != env.end()) return Value::scalar_int(it->second);
@@ -173,7 +173,7 @@ Value Interp::eval(const Expr &e) {
     }
     View v = view_of(e);
     mem_.before_read(v);
-    loaded(v, masked_refs_.count(&e) > 0);
+    loaded(v, &e);
     return load(v);
   }
   case Op::Neg: return unary(UnOp::neg, eval(e.args.at(0)), e.loc);
@@ -268,6 +268,17 @@ Value Interp::eval(const Expr &e) {
     }
     if (e.name == "where") {
       const Value c = eval(arg(0));
+      if (!mem_.follows_loads()) {
+        const Value a = eval(arg(1));
+        return where(c, a, eval(arg(2)), e.loc);
+      }
+      // (Its condition, for the masked loads in its branches.)
+      struct Active {
+        std::map<const Expr *, const Value *> &conds;
+        const Expr *cond;
+        ~Active() { conds.erase(cond); }
+      } active{conds_, &arg(0)};
+      conds_[&arg(0)] = &c;
       const Value a = eval(arg(1));
       return where(c, a, eval(arg(2)), e.loc);
     }
@@ -526,7 +537,7 @@ bool Interp::exec_fused(const spec::Stmt &s) {
   if (l) {
     for (const View &v : f.reads) {
       mem_.before_read(v);
-      loaded(v, false); // (no where: arithmetic alone)
+      loaded(v, nullptr); // (no where: arithmetic alone)
     }
     env.erase(l->name);
     Value &r = locals[l->name];
@@ -554,7 +565,7 @@ bool Interp::exec_fused(const spec::Stmt &s) {
     if (v.box.overlaps(dst.box) && (v.box.lo != dst.box.lo || v.box.hi != dst.box.hi)) return false;
   for (const View &v : f.reads) {
     mem_.before_read(v);
-    loaded(v, false); // (no where: arithmetic alone)
+    loaded(v, nullptr); // (no where: arithmetic alone)
   }
   if (a->accumulate) {
     mem_.before_read(dst);
@@ -568,8 +579,21 @@ bool Interp::exec_fused(const spec::Stmt &s) {
   return true;
 }
 
-void Interp::loaded(const View &v, bool masked) {
-  if (mem_.follows_loads()) mem_.on_load(v, masked, stmt_loc_);
+void Interp::loaded(const View &v, const Expr *e) {
+  if (!mem_.follows_loads() || (e && kept_refs_.count(e))) return;
+  const auto it = e ? masked_refs_.find(e) : masked_refs_.end();
+  if (it == masked_refs_.end()) return mem_.on_load(v, nullptr, stmt_loc_);
+  // A masked load reads the lanes the conditions on its way select.
+  std::vector<spec::LaneMask> masks;
+  for (const auto &t : it->second) {
+    const auto c = conds_.find(t.cond);
+    if (c == conds_.end()) return; // (not under its where now: not placed)
+    spec::LaneMask m{c->second->shape, {}};
+    for (std::int64_t k = 0; k < c->second->size(); ++k)
+      m.on.push_back((c->second->at(k) != 0) == t.holds);
+    masks.push_back(std::move(m));
+  }
+  if (auto lanes = spec::selected_lanes(masks, v.shape())) mem_.on_load(v, &*lanes, stmt_loc_);
 }
 
 void Interp::exec(const spec::Stmt &s) {
@@ -577,9 +601,13 @@ void Interp::exec(const spec::Stmt &s) {
   // The statement's masked loads, for on_load (its value scanned once).
   if (mem_.follows_loads()) {
     const Expr *value = nullptr;
-    if (const auto *a = std::get_if<spec::Assign>(&s.kind)) value = &a->value;
+    const auto *a = std::get_if<spec::Assign>(&s.kind);
+    if (a) value = &a->value;
     if (const auto *l = std::get_if<spec::Let>(&s.kind)) value = &l->value;
-    if (value && scanned_.insert(value).second) masked_refs_.merge(spec::masked_loads(*value));
+    if (value && scanned_.insert(value).second) {
+      masked_refs_.merge(spec::load_masks(*value));
+      if (const Expr *k = a ? spec::kept_ref(*a) : nullptr) kept_refs_.insert(k);
+    }
   }
   if (exec_fused(s)) return;
   if (const auto *a = std::get_if<spec::Assign>(&s.kind)) {

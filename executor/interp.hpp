@@ -41,12 +41,14 @@ public:
   }
   /// Whether on_load wants to hear of loads (they cost a lookup each).
   virtual bool follows_loads() const { return false; }
-  /// A body's load of `src` (after before_read) by the statement at `at`:
-  /// `masked` when a `where` masks it (spec::masked_loads: a Triton masked
-  /// load).
-  virtual void on_load(const View &src, bool masked, spec::Loc at) {
+  /// A body's load of `src` (after before_read) by the statement at `at`.
+  /// `lanes`: null for a load of every element; for a load a `where` masks
+  /// (spec::load_masks: a Triton masked load), the elements of src's value
+  /// its masks select (spec::selected_lanes, flat, row-major), the only ones
+  /// it reads.
+  virtual void on_load(const View &src, const std::vector<bool> *lanes, spec::Loc at) {
     (void)src;
-    (void)masked;
+    (void)lanes;
     (void)at;
   }
 };
@@ -92,12 +94,19 @@ private:
   bool plan_fused(const spec::Expr &, Fused &, int &node);
 
   Memory &mem_;
-  /// The masked loads (spec::masked_loads) of the statement values executed
+  /// The masked loads (spec::load_masks) of the statement values executed
   /// so far, for on_load, and those values.
-  std::set<const spec::Expr *> masked_refs_, scanned_;
+  std::map<const spec::Expr *, std::vector<spec::LoadMaskTerm>> masked_refs_;
+  std::set<const spec::Expr *> scanned_;
+  /// The kept branches of keep stores (spec::kept_ref): not loads.
+  std::set<const spec::Expr *> kept_refs_;
+  /// The values of the conditions of the wheres being evaluated (while
+  /// on_load follows loads): a masked load's lanes come from those on its way.
+  std::map<const spec::Expr *, const Value *> conds_;
   spec::Loc stmt_loc_; ///< the statement being executed (on_load)
-  /// Tells the memory of a load by the statement being executed.
-  void loaded(const View &v, bool masked);
+  /// Tells the memory of the load `v` of ref `e` by the statement being
+  /// executed (e null: a load of every element).
+  void loaded(const View &v, const spec::Expr *e);
   std::map<std::string, spec::Dma> descriptors_; // the body's async_copy bindings
 };
 

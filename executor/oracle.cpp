@@ -330,6 +330,7 @@ public:
     std::size_t operand;
     Shape at;
     spec::Loc loc;
+    bool masked = false; ///< (a load) one a mask selects
   };
   std::optional<Stray> triton_stray, triton_stray_load;
   void on_store(const View &v, bool masked, spec::Loc loc) override {
@@ -337,11 +338,36 @@ public:
     if (auto at = outside(v, true)) triton_stray = Stray{at->first, at->second, loc};
   }
   bool follows_loads() const override { return !triton_blocks.empty(); }
-  void on_load(const View &v, bool masked, spec::Loc loc) override {
-    // (A masked load's lanes past the end are the block's poison, which the
-    // mask keeps out of what it computes, or the run shows.)
-    if (masked || triton_stray_load) return;
-    if (auto at = outside(v, false)) triton_stray_load = Stray{at->first, at->second, loc};
+  void on_load(const View &v, const std::vector<bool> *lanes, spec::Loc loc) override {
+    if (triton_stray_load) return;
+    if (!lanes) {
+      if (auto at = outside(v, false)) triton_stray_load = Stray{at->first, at->second, loc};
+      return;
+    }
+    // A masked load reads the lanes its mask selects: the first of them
+    // outside the array, row-major.
+    if (!outside(v, false)) return;
+    const Shape vs = v.shape();
+    Shape lane(vs.size(), 0);
+    for (std::size_t f = 0; f < lanes->size(); ++f) {
+      if ((*lanes)[f]) {
+        View one = v;
+        for (std::size_t k = 0; k < vs.size(); ++k) {
+          const auto d = static_cast<std::size_t>(v.kept[k]);
+          one.box.lo[d] = v.box.lo[d] + lane[k];
+          one.box.hi[d] = one.box.lo[d] + 1;
+        }
+        if (auto at = outside(one, false)) {
+          triton_stray_load = Stray{at->first, at->second, loc, true};
+          return;
+        }
+      }
+      for (std::size_t k = vs.size(); k-- > 0;)
+        if (++lane[k] < vs[k])
+          break;
+        else
+          lane[k] = 0;
+    }
   }
   // The first element of `v` outside its Triton block's array: in the first
   // dim that leaves it, the others at the view's lowest element inside.
@@ -526,17 +552,21 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
     };
     interp.exec(c.body);
     // backend = triton: a program's block is a view of the array, and a
-    // load with no mask reads every element of its ref (what `check`
-    // reports as index-out-of-bounds).
+    // load with no mask reads every element of its ref, a masked one the
+    // lanes its mask selects (what `check` reports as index-out-of-bounds).
     if (triton && mem.triton_stray_load) {
-      const auto &[k, at, loc] = *mem.triton_stray_load;
+      const auto &[k, at, loc, masked] = *mem.triton_stray_load;
       const auto &o = c.operands[k];
-      throw ExecError(ExecError::Kind::fault, loc,
-                      "grid point " + spec::format_tuple(point) + " loads element " +
-                          spec::format_tuple(element_of(k, at)) + " of '" + o.name + "', outside its shape " +
-                          spec::format_tuple(o.shape) +
-                          ": a Triton program's block is a view of the array, so a load with no mask reads "
-                          "memory past it; load with a mask that keeps it to the array's extent");
+      throw ExecError(
+          ExecError::Kind::fault, loc,
+          "grid point " + spec::format_tuple(point) +
+              (masked ? " loads, masked, element " : " loads element ") +
+              spec::format_tuple(element_of(k, at)) + " of '" + o.name + "', outside its shape " +
+              spec::format_tuple(o.shape) +
+              (masked ? ": its mask selects that lane, and a Triton program's block is a view of the "
+                        "array, so the load reads memory past it; narrow the mask to the array's extent"
+                      : ": a Triton program's block is a view of the array, so a load with no mask "
+                        "reads memory past it; load with a mask that keeps it to the array's extent"));
     }
     // backend = triton: a program's store reaches the array itself, and one
     // past its end writes memory outside it (what `check` reports as

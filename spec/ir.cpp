@@ -93,35 +93,110 @@ bool elementwise_over_refs(const Expr &e) {
   return true;
 }
 
-void collect_masked(const Expr &e, bool masked, std::set<const Expr *> &out) {
+// `path`: the conditions from the where that masks `e` down to it (empty
+// where nothing masks it).
+void collect_masked(const Expr &e, bool masked, const std::vector<LoadMaskTerm> &path,
+                    std::map<const Expr *, std::vector<LoadMaskTerm>> &out) {
   if (e.op == Op::Ref) {
-    if (masked) out.insert(&e);
+    if (masked) out[&e] = path;
     for (const auto &a : e.args)
-      collect_masked(a, false, out);
+      collect_masked(a, false, {}, out);
     return;
   }
   const bool where = e.op == Op::Call && e.name == "where" && e.num_positional() == 3;
   const bool keeps = masked && elementwise_node(e);
-  for (std::size_t k = 0; k < e.args.size(); ++k)
-    collect_masked(e.args[k], keeps || (where && (k == 1 || k == 2) && elementwise_over_refs(e.args[k])),
-                   out);
+  for (std::size_t k = 0; k < e.args.size(); ++k) {
+    const bool branch = where && (k == 1 || k == 2);
+    const bool child = keeps || (branch && elementwise_over_refs(e.args[k]));
+    std::vector<LoadMaskTerm> down = keeps ? path : std::vector<LoadMaskTerm>{};
+    if (child && branch) down.push_back({&e.args[0], k == 1});
+    collect_masked(e.args[k], child, child ? down : std::vector<LoadMaskTerm>{}, out);
+  }
 }
 
 } // namespace
 
+std::map<const Expr *, std::vector<LoadMaskTerm>> load_masks(const Expr &value) {
+  std::map<const Expr *, std::vector<LoadMaskTerm>> out;
+  collect_masked(value, false, {}, out);
+  return out;
+}
+
+namespace {
+std::int64_t elements_of(const std::vector<std::int64_t> &shape) {
+  std::int64_t n = 1;
+  for (auto d : shape)
+    n *= d;
+  return n;
+}
+} // namespace
+
+std::optional<std::vector<bool>> selected_lanes(const std::vector<LaneMask> &masks,
+                                                const std::vector<std::int64_t> &value) {
+  // The common shape, right-aligned.
+  std::size_t rank = value.size();
+  for (const auto &m : masks)
+    rank = std::max(rank, m.shape.size());
+  std::vector<std::int64_t> common(rank, 1);
+  auto join = [&](const std::vector<std::int64_t> &s) {
+    for (std::size_t j = 0; j < s.size(); ++j) {
+      std::int64_t &c = common[rank - s.size() + j];
+      if (s[j] == c || s[j] == 1) continue;
+      if (c != 1) return false;
+      c = s[j];
+    }
+    return true;
+  };
+  if (!join(value)) return std::nullopt;
+  for (const auto &m : masks)
+    if (!join(m.shape) || m.on.size() != static_cast<std::size_t>(elements_of(m.shape))) return std::nullopt;
+  std::vector<bool> out(static_cast<std::size_t>(elements_of(value)), false);
+  // The flat index into a shape `s` (right-aligned, dims of 1 broadcast) of
+  // the common index `at`.
+  auto flat = [&](const std::vector<std::int64_t> &s, const std::vector<std::int64_t> &at) {
+    std::int64_t f = 0;
+    for (std::size_t j = 0; j < s.size(); ++j)
+      f = f * s[j] + (s[j] == 1 ? 0 : at[rank - s.size() + j]);
+    return static_cast<std::size_t>(f);
+  };
+  std::vector<std::int64_t> at(rank, 0);
+  const std::int64_t n = elements_of(common);
+  for (std::int64_t k = 0; k < n; ++k) {
+    bool on = true;
+    for (const auto &m : masks)
+      on = on && m.on[flat(m.shape, at)];
+    if (on) out[flat(value, at)] = true;
+    for (std::size_t d = rank; d-- > 0;) // (next index, row-major)
+      if (++at[d] < common[d])
+        break;
+      else
+        at[d] = 0;
+  }
+  return out;
+}
+
 std::set<const Expr *> masked_loads(const Expr &value) {
   std::set<const Expr *> out;
-  collect_masked(value, false, out);
+  for (const auto &[ref, path] : load_masks(value))
+    out.insert(ref);
   return out;
+}
+
+namespace {
+const Expr *uncast(const Expr *x) {
+  while (x->op == Op::Call && x->name == "cast" && x->num_positional() >= 1)
+    x = &x->args[0];
+  return x;
+}
+} // namespace
+
+const Expr *kept_ref(const Assign &a) {
+  const Expr *w = keep_select(a);
+  return w ? uncast(&w->args[2]) : nullptr;
 }
 
 const Expr *keep_select(const Assign &a) {
   if (a.accumulate) return nullptr;
-  auto uncast = [](const Expr *x) {
-    while (x->op == Op::Call && x->name == "cast" && x->num_positional() >= 1)
-      x = &x->args[0];
-    return x;
-  };
   const Expr *v = uncast(&a.value);
   if (v->op == Op::Call && v->name == "where" && v->num_positional() == 3 && v->kwarg_names.empty() &&
       *uncast(&v->args[2]) == a.target)

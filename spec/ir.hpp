@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -199,6 +200,10 @@ struct Assign {
 /// puts back T's elements where c fails (a keep store); nullptr for any
 /// other store.
 const Expr *keep_select(const Assign &);
+/// The kept branch of a keep store (keep_select), through its casts: the
+/// ref `T[s]` it puts back, which the store reads from nowhere (a Triton
+/// masked store leaves those elements untouched); nullptr for any other.
+const Expr *kept_ref(const Assign &);
 
 /// Whether `f(args...)` computes each element from the elements at the same
 /// position of its arguments (broadcast): exp, abs, cast, maximum, the shifts, ...
@@ -213,6 +218,30 @@ bool is_elementwise_op(Op);
 /// in it reading no ref, reached from the branch through those operations
 /// (a subscript's own reads are not). Any other read loads its whole ref.
 std::set<const Expr *> masked_loads(const Expr &value);
+/// One condition on the way from a masked load's masking `where` down to the
+/// ref: its lanes load where `cond` holds (`holds`, the ref in the where's
+/// first branch) or where it fails (in the second).
+struct LoadMaskTerm {
+  const Expr *cond;
+  bool holds;
+};
+/// masked_loads' refs, each with the conditions of the wheres on its way
+/// down from the one that masks it (outermost first): the ref's lanes that
+/// load are those where every one selects it. The way is elementwise, so the
+/// conditions broadcast against the ref's value as numpy does.
+std::map<const Expr *, std::vector<LoadMaskTerm>> load_masks(const Expr &value);
+/// A mask's value: its shape and, row-major, whether each element holds.
+struct LaneMask {
+  std::vector<std::int64_t> shape;
+  std::vector<bool> on;
+};
+/// The lanes of a value of shape `value` that a where selects where every
+/// one of `masks` holds, all broadcast together as numpy does (a value
+/// broadcast along a dim is selected where any element along it is): flat,
+/// row-major over `value`. nullopt where the shapes do not broadcast. What
+/// a masked load (load_masks) reads, for the checker and the executor alike.
+std::optional<std::vector<bool>> selected_lanes(const std::vector<LaneMask> &masks,
+                                                const std::vector<std::int64_t> &value);
 
 /// `name = value`: a local binding (tensor or integer).
 struct Let {

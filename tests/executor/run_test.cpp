@@ -435,8 +435,9 @@ TEST(RunKernel, ATritonLoadPastItsArrayIsAFaultAndAMaskedOneIsNot) {
                            "    in  x: f32[1000]  block=(256,)  index=(i,) -> (i,)\n"
                            "    out o: f32[1000]  block=(256,)  index=(i,) -> (i,)\n    body:\n"
                            "        m = program_id(0) * 256 + iota((256,), 0) < 1000\n";
-  for (const std::string body : {"        o[...] = where(m, x[...] * 2.0, o[...]) + 0.0 * x[...]\n",
-                                 "        t = x[...]\n        o[...] = where(m, t * 2.0, o[...])\n"}) {
+  for (const std::string body :
+       {"        o[...] = where(m, x[...] * 2.0 + 0.0 * sum(x[...], axis=0), o[...])\n",
+        "        t = x[...]\n        o[...] = where(m, t * 2.0, o[...])\n"}) {
     const RunResult bad = run_kernel_text(head + body);
     EXPECT_EQ(bad.status, RunStatus::fail) << body << bad.reason;
     EXPECT_EQ(bad.loc.line, 8) << bad.reason; // the load's statement, as check reports it
@@ -469,14 +470,25 @@ TEST(RunKernel, ATritonStorePastItsArrayIsAFaultAndAMaskedOneIsNot) {
       run_kernel_text(head + "        o[ds(program_id(0) * 128, 128)] = where(v < 1000, "
                              "x[ds(program_id(0) * 128, 128)], o[ds(program_id(0) * 128, 128)])\n");
   EXPECT_EQ(good.status, RunStatus::pass) << good.reason;
-  // Unmasked, what is stored past the end is the input's padding (a masked
-  // load whose mask takes every lane) plus one: poison, yet a store there
-  // all the same.
-  const RunResult poison_stored =
+  // Unmasked, what is stored past the end is a scratch nothing wrote plus
+  // one: poison, yet a store there all the same.
+  const RunResult poison_stored = run_kernel_text("kernel k:\n    grid = (8,)\n    backend = triton\n"
+                                                  "    in  x: f32[1000]  block=(128,)  index=(i) -> (i)\n"
+                                                  "    out o: f32[1000]  block=(128,)  index=(i) -> (i)\n"
+                                                  "    scratch s: f32[128]\n    body:\n"
+                                                  "        o[...] = s[...] + 1\n");
+  // A masked load whose mask takes every lane reads the input past its end
+  // before anything is stored: that load is the fault.
+  const RunResult every_lane =
       run_kernel_text("kernel k:\n    grid = (8,)\n    backend = triton\n"
                       "    in  x: f32[1000]  block=(128,)  index=(i) -> (i)\n"
                       "    out o: f32[1000]  block=(128,)  index=(i) -> (i)\n    body:\n"
                       "        o[...] = where(iota((128,), 0) >= 0, x[...], 0.0) + 1\n");
+  EXPECT_EQ(every_lane.status, RunStatus::fail) << every_lane.reason;
+  EXPECT_NE(every_lane.reason.find("grid point (7,) loads, masked, element (1000,) of 'x', outside its shape "
+                                   "(1000,): its mask selects that lane"),
+            std::string::npos)
+      << every_lane.reason;
   EXPECT_EQ(poison_stored.status, RunStatus::fail) << poison_stored.reason;
   EXPECT_NE(
       poison_stored.reason.find("grid point (7,) stores element (1000,) of 'o', outside its shape (1000,)"),

@@ -57,3 +57,32 @@ TEST(MaskedLoads, ABranchWithANonElementwiseReadMasksNothingInIt) {
   EXPECT_EQ(masked("where(iota((8,), 0) < 5, x[...] + sum(y[...], axis=0), 0.0)"), Names{});
   EXPECT_EQ(masked("where(iota((8,), 0) < 5, x[...] + sum(iota((8,), 0), axis=0), 0.0)"), (Names{"x"}));
 }
+
+TEST(LoadMasks, EachMaskedRefCarriesTheConditionsOnItsWayDownWithTheirBranch) {
+  const Expr v = value("where(iota((8,), 0) < 5, where(x[...] > 0.0, y[...], 0.0), x[...])");
+  const auto masks = load_masks(v);
+  ASSERT_EQ(masks.size(), 3u);
+  std::vector<std::pair<std::string, std::vector<bool>>> got;
+  for (const auto &[ref, path] : masks) {
+    std::vector<bool> holds;
+    for (const auto &t : path)
+      holds.push_back(t.holds);
+    got.emplace_back(ref->name, holds);
+  }
+  std::sort(got.begin(), got.end());
+  // x in the inner condition: the outer where's first branch; y: both
+  // wheres' first branches; the second x: the outer where's second branch.
+  EXPECT_EQ(got, (std::vector<std::pair<std::string, std::vector<bool>>>{
+                     {"x", {false}}, {"x", {true}}, {"y", {true, true}}}));
+}
+
+TEST(SelectedLanes, MasksBroadcastAgainstTheValueAndABroadcastValueLaneIsReadWhereAnyIs) {
+  // A (2, 1) mask and a (1, 3) mask against a (2, 3) value: where both hold.
+  EXPECT_EQ(selected_lanes({{{2, 1}, {true, false}}, {{1, 3}, {false, true, true}}}, {2, 3}),
+            (std::vector<bool>{false, true, true, false, false, false}));
+  // A (3,) value broadcast against a (2, 3) mask: a lane is read where
+  // either row selects it.
+  EXPECT_EQ(selected_lanes({{{2, 3}, {true, false, false, false, false, true}}}, {3}),
+            (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(selected_lanes({{{4}, {true, true, true, true}}}, {3}), std::nullopt);
+}

@@ -255,15 +255,17 @@ private:
   }
 
   // Triton: a load with no mask (not one of spec::masked_loads) reads its
-  // whole ref from the array, which a ragged block passes (a masked load's
-  // lanes are the padding flow's to decide). One finding per load, at the
-  // first point that reads past the end.
+  // whole ref from the array, which a ragged block passes; a masked load
+  // reads the lanes its mask selects, where the mask evaluates at the grid
+  // point (where it reads data, what the lanes hold is the padding flow's to
+  // follow). One finding per load, at the first point that reads past the
+  // end.
   void triton_loads_past_end(std::size_t op) {
     const auto &o = m_.operands[op];
     if (o.has_bounded_dims()) return; // (a BoundedSlice window's own bounds: out_of_bounds)
     for (std::size_t e = 0; e < m_.effects.size(); ++e) {
       const Effect &ef = m_.effects[e];
-      if (ef.operand != op || ef.kind != Effect::read || ef.keep || ef.masked_load ||
+      if (ef.operand != op || ef.kind != Effect::read || ef.keep || (ef.masked_load && !ef.load_mask) ||
           ef.box.size() != o.shape.size() || !may_pass_end(o, ef))
         continue;
       for (std::size_t i = 0; i < pts_.size(); ++i) {
@@ -277,7 +279,12 @@ private:
         }
         const Point blk(blk_[op][i].begin(),
                         blk_[op][i].begin() + static_cast<std::ptrdiff_t>(o.shape.size()));
-        if (auto x = first_outside(o, blk, *box)) {
+        if (ef.masked_load) {
+          if (auto x = masked_load_past_end(m_, op, ef, pts_[i], blk, *box)) {
+            out_.findings.push_back(triton_masked_load_past_end_finding(m_, op, ef, pts_[i], *x));
+            break;
+          }
+        } else if (auto x = first_outside(o, blk, *box)) {
           out_.findings.push_back(triton_load_past_end_finding(m_, op, ef, pts_[i], *x));
           break;
         }

@@ -1649,6 +1649,52 @@ Finding triton_load_past_end_finding(const KernelModel &m, std::size_t op, const
           m.operands[op].name + "[...], other)`, Triton's `load(ref, mask=, other=)`)");
 }
 
+std::optional<Point> masked_load_past_end(const KernelModel &m, std::size_t op, const Effect &read,
+                                          const Point &p, const Point &blk, const Box &box) {
+  if (!read.load_mask) return std::nullopt;
+  const auto &o = m.operands[op];
+  // The mask at p (mask locals it subscripts bound at p, as StoreMask's).
+  races::PaddingFlow flow = mask_flow(m);
+  std::deque<spec::Expr> values; // (the flow keeps pointers to them)
+  for (const auto &[name, value] : read.load_locals)
+    flow.bind(name, values.emplace_back(bind_grid(value, p, m.grid)), m.env);
+  const auto mask = flow.concrete(bind_grid(*read.load_mask, p, m.grid), m.env);
+  if (!mask) return std::nullopt; // (it reads data: which lanes load is not decided here)
+  // The ref's value: the box along the dims it keeps.
+  std::vector<std::int64_t> value;
+  for (std::size_t d : read.load_dims)
+    value.push_back(box[d].second - box[d].first);
+  spec::LaneMask lm{mask->shape, {}};
+  for (auto x : mask->v)
+    lm.on.push_back(x != 0);
+  const auto lanes = spec::selected_lanes({lm}, value);
+  if (!lanes) return std::nullopt; // (not the ref's value's shape: not placed)
+  std::vector<std::int64_t> at(value.size(), 0);
+  for (std::size_t f = 0; f < lanes->size(); ++f) {
+    if ((*lanes)[f]) {
+      Box lane = box;
+      for (std::size_t k = 0; k < value.size(); ++k)
+        lane[read.load_dims[k]] = {box[read.load_dims[k]].first + at[k],
+                                   box[read.load_dims[k]].first + at[k] + 1};
+      if (auto x = first_outside(o, blk, lane)) return x; // (row-major: the first)
+    }
+    for (std::size_t k = value.size(); k-- > 0;)
+      if (++at[k] < value[k])
+        break;
+      else
+        at[k] = 0;
+  }
+  return std::nullopt;
+}
+
+Finding triton_masked_load_past_end_finding(const KernelModel &m, std::size_t op, const Effect &read,
+                                            const Point &p, const Point &element) {
+  return triton_outside_finding(
+      m, op, read, p, element, "this masked load reads",
+      "its mask selects that lane, and a Triton program's block is a view of the array, not a padded "
+      "copy, so the load reads memory past the array; narrow the mask to the array's extent");
+}
+
 Finding triton_race_finding(const KernelModel &m, std::size_t op, const Point &element, const Point &store,
                             const Point &other, bool other_reads, const OperandModel *through) {
   const auto &o = m.operands[op];

@@ -95,6 +95,17 @@ bool may_pass_end(const OperandModel &, const Effect &e);
 Finding triton_load_past_end_finding(const KernelModel &, std::size_t op, const Effect &read, const Point &p,
                                      const Point &element);
 
+/// A masked load (Effect::load_mask) of `op` at grid point p, its block at
+/// `blk` and its ref's box `box` (ref_box_at): the first element past the
+/// array that its mask selects; nullopt where none, or where the mask does
+/// not evaluate at p (it reads data) or does not fit the ref's value.
+std::optional<Point> masked_load_past_end(const KernelModel &, std::size_t op, const Effect &read,
+                                          const Point &p, const Point &blk, const Box &box);
+/// index-out-of-bounds of a Triton masked load whose mask selects `element`
+/// of `op`, past the array, at grid point p.
+Finding triton_masked_load_past_end_finding(const KernelModel &, std::size_t op, const Effect &read,
+                                            const Point &p, const Point &element);
+
 /// Whether output `op` is checked per element (element_output_findings)
 /// rather than per block: it has Element or BoundedSlice dims, or a store
 /// whose box depends on the grid point (`o[ds(program_id(0) * 16, 16)]`,

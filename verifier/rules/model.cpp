@@ -127,7 +127,7 @@ struct Builder {
   std::map<std::string, std::vector<std::size_t>> local_sources;      // a local: the reads its value holds
   std::map<std::string, std::vector<std::size_t>> local_data_sources; // those not only in a where's condition
   int in_condition = 0;                                               // scanning the condition of a where
-  std::set<const Expr *> masked_loads;                                // the statement's (spec::masked_loads)
+  std::map<const Expr *, std::vector<spec::LoadMaskTerm>> masked_loads; // the statement's (spec::load_masks)
   std::map<std::string, std::size_t> local_depth; // a local: how many guards its unguarded definition had
   // A local: its definitions as written, the last unguarded one and those under more guards after it.
   std::map<std::string, std::vector<Expr>> local_values;
@@ -500,7 +500,19 @@ struct Builder {
         if (!ef.exact) ef.target = substituted_target(e);
         ef.loc = loc;
         ef.selects = in_condition > 0;
-        ef.masked_load = masked_loads.count(&e) > 0;
+        if (auto it = masked_loads.find(&e); it != masked_loads.end()) {
+          ef.masked_load = true;
+          if (auto dims = value_dims(e, *i); dims && !it->second.empty()) {
+            std::optional<Expr> conj;
+            for (const auto &t : it->second) {
+              Expr c = t.holds ? *t.cond : Expr::unary(Op::BitNot, *t.cond);
+              conj = conj ? Expr::binary(Op::BitAnd, std::move(*conj), std::move(c), e.loc) : std::move(c);
+            }
+            ef.load_mask = mask_expr(*conj);
+            ef.load_dims = std::move(*dims);
+            ef.load_locals = subscripted_mask_locals(*ef.load_mask);
+          }
+        }
         m.effects.push_back(std::move(ef));
       }
       for (const auto &a : e.args)
@@ -890,6 +902,20 @@ struct Builder {
                         [&](const std::string &n) { return tensor_locals.count(n); });
   }
 
+  // The mask locals a substituted mask reads through a subscript (`m[4:32]`,
+  // which substitution leaves named), with their values.
+  std::map<std::string, Expr> subscripted_mask_locals(const Expr &mask) const {
+    std::map<std::string, Expr> out;
+    std::function<void(const Expr &)> walk = [&](const Expr &x) {
+      if (x.op == Op::Ref)
+        if (auto it = mask_locals.find(x.name); it != mask_locals.end()) out[x.name] = it->second;
+      for (const auto &y : x.args)
+        walk(y);
+    };
+    walk(mask);
+    return out;
+  }
+
   // Effect::keep_bound of a keep store's condition `cond`.
   std::optional<Expr> data_free_bound(const Expr &cond) {
     std::optional<Expr> out;
@@ -1206,7 +1232,7 @@ struct Builder {
           continue;
         }
         const std::size_t first = m.effects.size();
-        masked_loads = spec::masked_loads(a->value);
+        masked_loads = spec::load_masks(a->value);
         scan_value(a->value, guards, st.loc);
         masked_loads.clear();
         std::vector<std::size_t> sources = sources_of(a->value, first);
@@ -1252,14 +1278,7 @@ struct Builder {
             ef.keep_mask = mask_expr(v.args[0]);
             ef.keep_bound = data_free_bound(v.args[0]);
             ef.keep_dims = *dims;
-            std::function<void(const Expr &)> sliced = [&](const Expr &x) {
-              if (x.op == Op::Ref)
-                if (auto it = mask_locals.find(x.name); it != mask_locals.end())
-                  ef.keep_locals[x.name] = it->second;
-              for (const auto &y : x.args)
-                sliced(y);
-            };
-            sliced(*ef.keep_mask);
+            ef.keep_locals = subscripted_mask_locals(*ef.keep_mask);
           }
           ef.kind = a->accumulate ? Effect::accumulate : Effect::write;
           {
@@ -1313,7 +1332,7 @@ struct Builder {
             if (auto d = deferred_names.find(n); d != deferred_names.end()) rec.deps.push_back(d->second);
         }
         deferring = defer;
-        masked_loads = spec::masked_loads(l->value);
+        masked_loads = spec::load_masks(l->value);
         scan_value(l->value, guards, st.loc);
         masked_loads.clear();
         deferring = false;

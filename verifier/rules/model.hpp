@@ -121,6 +121,14 @@ struct Effect {
   /// other=v)`), which touches only the lanes c selects. Any other read of a
   /// Triton block loads every element of its ref_box.
   bool masked_load = false;
+  /// A masked load: the conjunction of the conditions that select its lanes
+  /// (spec::load_masks), substituted as keep_mask is; the array dims its
+  /// ref's value keeps, in order, which the mask broadcasts against as
+  /// numpy does; and the mask locals it reads through a subscript. Absent
+  /// where the ref is not a plain subscript list.
+  std::optional<spec::Expr> load_mask;
+  std::vector<std::size_t> load_dims;
+  std::map<std::string, spec::Expr> load_locals;
   /// A read: the box its ref names, as `box` starts before a mask narrows it
   /// to the elements that reach the value (narrow_by_mask): what a load
   /// touches. Exact where `box` is.

@@ -2164,14 +2164,18 @@ private:
 
   // Triton: a load with no mask whose box passes the array's end at some
   // point where it fires, its block inside the array (the evaluator's
-  // triton_loads_past_end, for a grid too large to replay).
+  // triton_loads_past_end, for a grid too large to replay). A masked load's
+  // mask is evaluated at the point the solver finds: a lane it selects there
+  // past the end is the finding (where it selects none, the load is left as
+  // the evaluator leaves one whose mask reads data).
   void triton_loads_past_end(std::size_t op) {
     const auto &o = m_.operands[op];
     if (o.has_bounded_dims()) return;
     for (const auto &e : m_.effects) {
-      if (e.operand != op || e.kind != Effect::read || e.keep || e.masked_load ||
+      if (e.operand != op || e.kind != Effect::read || e.keep || (e.masked_load && !e.load_mask) ||
           e.box.size() != o.shape.size() || !may_pass_end(o, e))
         continue;
+      if (e.masked_load && (!e.exact || o.has_element_dims())) continue; // (as one whose mask reads data)
       if (!e.exact || o.has_element_dims()) {
         out_.unknown.push_back(
             "cannot decide whether the load of '" + o.name + "' on line " + std::to_string(e.loc.line) +
@@ -2182,8 +2186,12 @@ private:
       if (!at) continue;
       const auto b = block_at(m_, op, *at);
       if (!b) continue;
-      if (auto x = first_outside(o, *b, e.ref_box))
+      if (e.masked_load) {
+        if (auto x = masked_load_past_end(m_, op, e, *at, *b, e.ref_box))
+          out_.findings.push_back(triton_masked_load_past_end_finding(m_, op, e, *at, *x));
+      } else if (auto x = first_outside(o, *b, e.ref_box)) {
         out_.findings.push_back(triton_load_past_end_finding(m_, op, e, *at, *x));
+      }
     }
   }
 

@@ -170,6 +170,46 @@ TEST(Triton, AnUnmaskedLoadOfARaggedBlockReadsPastTheArrayAndAMaskedOneDoesNot) 
   EXPECT_NE(marks(check_text(tpu, "rows")), (Marks{{Rule::index_out_of_bounds, 8}}));
 }
 
+// A masked load reads the lanes its mask selects at each grid point: one
+// the mask lets past the array's end is index-out-of-bounds at the load,
+// through nested wheres, an inverted mask and a ref broadcast against it.
+TEST(Triton, AMaskedLoadWhoseMaskSelectsALanePastTheArrayReadsPastIt) {
+  struct Case {
+    const char *value;
+    std::vector<std::int64_t> element; // empty: verified
+  };
+  const Case cases[] = {
+      {"o[...] = where(m, where(program_id(0) * 32 + iota((32, 32), 0) <= 100, x[...], 0.0), o[...])", {}},
+      {"o[...] = where(m, where(program_id(0) * 32 + iota((32, 32), 0) <= 100, 1.0, 0.0), o[...]) + "
+       "where(program_id(0) * 32 + iota((32, 1), 0) <= 100, x[...], 0.0)",
+       {100, 0}},
+      {"o[...] = where(m, where(program_id(0) * 32 + iota((32, 32), 0) > 100, 0.0, x[...]), o[...])", {}},
+      {"o[...] = where(m, where(program_id(0) * 32 + iota((32, 32), 0) > 99, 0.0, x[...]), o[...])", {}},
+      {"o[...] = where(m, where(program_id(0) * 32 + iota((32, 32), 0) > 100, 0.0, x[...] * 2.0), o[...]) + "
+       "0.0 * where(program_id(0) * 32 + iota((32, 1), 0) > 100, 0.0, x[...])",
+       {100, 0}},
+      // A mask that reads data is not decided here (the padding flow follows it).
+      {"o[...] = where(m, where(w[...] > 0.0, x[...], 0.0), o[...])", {}},
+  };
+  for (const auto &c : cases) {
+    auto v = check_text(ragged_rows(c.value), "rows");
+    if (c.element.empty()) {
+      EXPECT_TRUE(
+          std::none_of(v.findings.begin(), v.findings.end(),
+                       [](const verifier::Finding &f) { return f.rule == Rule::index_out_of_bounds; }))
+          << c.value << ": " << (v.findings.empty() ? v.reason : v.findings[0].message);
+      continue;
+    }
+    const auto oob = std::find_if(v.findings.begin(), v.findings.end(), [](const verifier::Finding &f) {
+      return f.rule == Rule::index_out_of_bounds && f.loc.line == 9;
+    });
+    ASSERT_NE(oob, v.findings.end()) << c.value << ": " << v.reason;
+    EXPECT_EQ(point_item(*oob, "element"), c.element) << c.value;
+    EXPECT_EQ(point_item(*oob, "grid_point"), (std::vector<std::int64_t>{3, 0})) << c.value;
+    EXPECT_NE(oob->message.find("this masked load reads"), std::string::npos) << oob->message;
+  }
+}
+
 // Past the element replay's limits the solver finds the load's program.
 TEST(Triton, AnUnmaskedLoadPastTheEndIsFoundByTheSolverOnAGridTooLargeToReplay) {
   const std::string src = R"(kernel big:
@@ -186,9 +226,20 @@ TEST(Triton, AnUnmaskedLoadPastTheEndIsFoundByTheSolverOnAGridTooLargeToReplay) 
   EXPECT_EQ(marks(v), (Marks{{Rule::index_out_of_bounds, 7}})) << v.reason;
   EXPECT_EQ(point_item(v.findings[0], "element"), (std::vector<std::int64_t>{279999}));
   EXPECT_EQ(point_item(v.findings[0], "grid_point"), (std::vector<std::int64_t>{69999}));
-  std::string masked = src;
-  masked.replace(masked.find("t = x[...]"), 10, "t = where(iota((4,), 0) >= 0, x[...], 0.0)");
-  EXPECT_TRUE(marks(check_text(masked, "big")).empty()) << check_text(masked, "big").reason;
+  // A masked load: the lanes its mask selects at the solver's point. One
+  // that selects every lane reads past the end as the plain load does; one
+  // that keeps to the array reads nothing past it.
+  std::string every = src;
+  every.replace(every.find("t = x[...]"), 10, "t = where(iota((4,), 0) >= 0, x[...], 0.0)");
+  auto e = check_text(every, "big");
+  EXPECT_EQ(marks(e), (Marks{{Rule::index_out_of_bounds, 7}})) << e.reason;
+  ASSERT_FALSE(e.findings.empty());
+  EXPECT_EQ(point_item(e.findings[0], "element"), (std::vector<std::int64_t>{279999}));
+  EXPECT_NE(e.findings[0].message.find("masked load"), std::string::npos) << e.findings[0].message;
+  std::string kept = src;
+  kept.replace(kept.find("t = x[...]"), 10,
+               "t = where(program_id(0) * 4 + iota((4,), 0) < 279999, x[...], 0.0)");
+  EXPECT_TRUE(marks(check_text(kept, "big")).empty()) << check_text(kept, "big").reason;
 }
 
 // A store masked by a slice of a mask local (`mask=m[4:32]` in Pallas):
