@@ -326,6 +326,10 @@ std::optional<IntTensor> combine(const IntTensor &a, const IntTensor &b, Op op) 
   const bool cmp =
       op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge;
   r.is_bool = cmp || ((op == Op::BitAnd || op == Op::BitOr) && a.is_bool && b.is_bool);
+  if (!cmp) { // (the narrower dtype's range: a result past it is not decided)
+    r.lo = std::max(a.lo, b.lo);
+    r.hi = std::min(a.hi, b.hi);
+  }
   for (std::size_t k = 0; k < ma->size(); ++k) {
     const std::int64_t x = a.v[static_cast<std::size_t>((*ma)[k])],
                        y = b.v[static_cast<std::size_t>((*mb)[k])];
@@ -352,7 +356,7 @@ std::optional<IntTensor> combine(const IntTensor &a, const IntTensor &b, Op op) 
     case Op::BitOr: z = x | y; break;
     default: return std::nullopt;
     }
-    if (!in_range(z)) return std::nullopt;
+    if (!in_range(z) || z < r.lo || z > r.hi) return std::nullopt;
     r.v[k] = z;
   }
   return r;
@@ -426,7 +430,8 @@ const std::optional<IntTensor> &PaddingFlow::force(Lazy &l) const {
       if (!m || !small(*l.shape)) {
         l.value.reset();
       } else {
-        IntTensor r{*l.shape, std::vector<std::int64_t>(m->size()), l.value->is_bool && l.boolean};
+        IntTensor r{*l.shape, std::vector<std::int64_t>(m->size()), l.value->is_bool && l.boolean,
+                    l.value->lo, l.value->hi};
         for (std::size_t k = 0; k < m->size(); ++k)
           r.v[k] = l.value->v[static_cast<std::size_t>((*m)[k])];
         l.value = std::move(r);
@@ -458,7 +463,7 @@ std::optional<IntTensor> PaddingFlow::concrete_in(const Expr &e, const spec::Env
       if (e.op == Op::Name) return v;
       auto m = index_map(v->shape, e, env);
       if (!m) return std::nullopt;
-      IntTensor r{m->first, std::vector<std::int64_t>(m->second.size()), v->is_bool};
+      IntTensor r{m->first, std::vector<std::int64_t>(m->second.size()), v->is_bool, v->lo, v->hi};
       for (std::size_t k = 0; k < m->second.size(); ++k)
         r.v[k] = v->v[static_cast<std::size_t>(m->second[k])];
       return r;
@@ -542,9 +547,21 @@ std::optional<IntTensor> PaddingFlow::concrete_in(const Expr &e, const spec::Env
   }
   const std::size_t np = e.num_positional();
   if (e.name == "iota" && np == 2) {
-    if (const Expr *dt = e.kwarg("dtype");
-        dt && !(dt->op == Op::Name && (dt->name == "i32" || dt->name == "int32")))
-      return std::nullopt;
+    // Of an integer dtype: its values, and the dtype's range.
+    std::int64_t lo = -2147483648LL, hi = 2147483647LL;
+    if (const Expr *dt = e.kwarg("dtype")) {
+      const auto d = dt->op != Op::Name    ? std::nullopt
+                     : dt->name == "int32" ? std::optional(spec::DType::i32)
+                                           : spec::parse_dtype(dt->name);
+      if (d == spec::DType::i16)
+        lo = -32768, hi = 32767;
+      else if (d == spec::DType::i8)
+        lo = -128, hi = 127;
+      else if (d == spec::DType::u8)
+        lo = 0, hi = 255;
+      else if (d != spec::DType::i32)
+        return std::nullopt;
+    }
     auto shape = shape_arg(e.args[0], env);
     auto dim = spec::eval_int(e.args[1], env);
     if (!shape || !dim || *dim < 0 || *dim >= static_cast<std::int64_t>(shape->size())) return std::nullopt;
@@ -554,7 +571,8 @@ std::optional<IntTensor> PaddingFlow::concrete_in(const Expr &e, const spec::Env
     for (std::size_t d = static_cast<std::size_t>(*dim) + 1; d < shape->size(); ++d)
       inner *= (*shape)[d];
     const std::int64_t ext = (*shape)[static_cast<std::size_t>(*dim)];
-    IntTensor r{*shape, std::vector<std::int64_t>(static_cast<std::size_t>(*n)), false};
+    if (ext - 1 > hi) return std::nullopt; // (it wraps)
+    IntTensor r{*shape, std::vector<std::int64_t>(static_cast<std::size_t>(*n)), false, lo, hi};
     for (std::int64_t k = 0; k < *n; ++k)
       r.v[static_cast<std::size_t>(k)] = (k / inner) % ext;
     return r;
@@ -568,7 +586,8 @@ std::optional<IntTensor> PaddingFlow::concrete_in(const Expr &e, const spec::Env
     auto mc = broadcast_map(c->shape, *shape), ma = broadcast_map(a->shape, *shape),
          mb = broadcast_map(b->shape, *shape);
     if (!mc || !ma || !mb) return std::nullopt;
-    IntTensor r{*shape, std::vector<std::int64_t>(mc->size()), a->is_bool && b->is_bool};
+    IntTensor r{*shape, std::vector<std::int64_t>(mc->size()), a->is_bool && b->is_bool,
+                std::max(a->lo, b->lo), std::min(a->hi, b->hi)};
     for (std::size_t k = 0; k < mc->size(); ++k)
       r.v[k] = c->v[static_cast<std::size_t>((*mc)[k])] ? a->v[static_cast<std::size_t>((*ma)[k])]
                                                         : b->v[static_cast<std::size_t>((*mb)[k])];
@@ -582,7 +601,8 @@ std::optional<IntTensor> PaddingFlow::concrete_in(const Expr &e, const spec::Env
     auto lt = combine(*a, *b, Op::Lt);
     if (!lt) return std::nullopt;
     auto ma = broadcast_map(a->shape, lt->shape), mb = broadcast_map(b->shape, lt->shape);
-    IntTensor r{lt->shape, std::vector<std::int64_t>(lt->v.size()), a->is_bool && b->is_bool};
+    IntTensor r{lt->shape, std::vector<std::int64_t>(lt->v.size()), a->is_bool && b->is_bool,
+                std::max(a->lo, b->lo), std::min(a->hi, b->hi)};
     for (std::size_t k = 0; k < r.v.size(); ++k) {
       const std::int64_t x = a->v[static_cast<std::size_t>((*ma)[k])],
                          y = b->v[static_cast<std::size_t>((*mb)[k])];
@@ -638,7 +658,8 @@ std::optional<IntTensor> PaddingFlow::concrete_in(const Expr &e, const spec::Env
     for (std::size_t d = 0; d < in.size(); ++d)
       out[d] = in[d] * rp[d];
     if (!small(out)) return std::nullopt;
-    IntTensor r{out, std::vector<std::int64_t>(static_cast<std::size_t>(*numel(out))), a->is_bool};
+    IntTensor r{out, std::vector<std::int64_t>(static_cast<std::size_t>(*numel(out))), a->is_bool, a->lo,
+                a->hi};
     for (std::size_t k = 0; k < r.v.size(); ++k) {
       std::int64_t rest = static_cast<std::int64_t>(k), src = 0, stride = 1;
       for (std::size_t d = out.size(); d-- > 0;) {
@@ -705,7 +726,7 @@ std::optional<IntTensor> PaddingFlow::concrete_in(const Expr &e, const spec::Env
     }
     auto m = broadcast_map(a->shape, *shape);
     if (!m) return std::nullopt;
-    IntTensor r{*shape, std::vector<std::int64_t>(m->size()), a->is_bool};
+    IntTensor r{*shape, std::vector<std::int64_t>(m->size()), a->is_bool, a->lo, a->hi};
     for (std::size_t k = 0; k < m->size(); ++k)
       r.v[k] = a->v[static_cast<std::size_t>((*m)[k])];
     return r;

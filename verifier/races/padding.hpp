@@ -53,6 +53,10 @@ struct IntTensor {
   Shape shape;
   std::vector<std::int64_t> v;
   bool is_bool = false;
+  /// The range of the integer dtype its values come from (an i16 or u8
+  /// iota's narrower than i32's): arithmetic past it is not evaluated (it
+  /// would wrap), rather than evaluated exactly.
+  std::int64_t lo = -2147483648LL, hi = 2147483647LL;
 };
 
 /// The padding of a buffer ref: its value shape and the padded boxes in

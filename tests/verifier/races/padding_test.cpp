@@ -336,3 +336,20 @@ TEST(PaddingFlow, TiledAndConcatenatedMasksAreEvaluatedElementByElement) {
             (std::vector<int>{}));
   EXPECT_EQ(padding_through("concatenate(iota((4,), 0) < 4, iota((4,), 0) < 3)"), (std::vector<int>{6}));
 }
+
+TEST(PaddingFlow, AnIotaOfANarrowIntegerDtypeIsAMaskUntilItsArithmeticWouldWrap) {
+  // lax.broadcasted_iota(jnp.int16 | jnp.uint8, ...) masks as an i32 one does.
+  auto lets = lets_of("        a = where(iota((8,), 0, dtype=i16) < n, x[...], 0.0)\n"
+                      "        b = where(iota((8,), 0, dtype=u8) + 1 <= n, x[...], 0.0)\n"
+                      "        c = where(iota((8,), 0, dtype=i8) <= n, x[...], 0.0)\n"
+                      // i8 120 + 7 = 127 fits; 120 + 8 wraps on hardware: not decided
+                      "        d = where(iota((8,), 0, dtype=i8) + 120 < 126, x[...], 0.0)\n"
+                      "        e = where(iota((8,), 0, dtype=i8) * 20 < 126, x[...], 0.0)\n");
+  PaddingFlow f = flow();
+  EXPECT_FALSE(f.eval(lets.at("a"), kEnv).any);
+  EXPECT_FALSE(f.eval(lets.at("b"), kEnv).any);
+  EXPECT_EQ(padded(f.eval(lets.at("c"), kEnv)), (std::vector<int>{6}));
+  EXPECT_FALSE(f.eval(lets.at("d"), kEnv).any);
+  // 7 * 20 = 140 is past i8: the mask is not decided, so both sides' padding stays.
+  EXPECT_EQ(padded(f.eval(lets.at("e"), kEnv)), (std::vector<int>{6, 7}));
+}
