@@ -378,27 +378,30 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
         return finish(v, t0);
       }
     }
-    if (plan.kind != races::InductionPlan::Kind::proven) {
-      // Unproven: a deep ring first reuses its slots past n_max (a 12-slot
-      // write-back ring waited one step late races at N = 13), and a guard
-      // may name a later iteration (`if i == 11`), so the trip counts that
-      // wrap every ring twice and pass every guard's literal are checked
-      // before giving up.
+    // Before giving up unproven: a deep ring first reuses its slots past
+    // n_max (a 12-slot write-back ring waited one step late races at N =
+    // 13), and a guard may name a later iteration (`if i == 11`, `if i % 10
+    // != 8`), so the trip counts that wrap every ring twice and pass every
+    // guard's literal are checked first. True where that found a violation.
+    auto check_wrap = [&] {
       std::int64_t deepest = 0;
       for (const auto &b : p.buffers)
         if (b.slots)
           if (auto n = spec::eval_int(*b.slots, env)) deepest = std::max(deepest, *n);
       const std::int64_t wrap =
           std::min<std::int64_t>(std::max(2 * deepest + 2, largest_guard_literal(p.body) + 2), 64);
-      if (wrap > checked) {
-        check_upto(wrap);
-        if (!acc.findings.empty()) {
-          v.status = Status::violation;
-          v.findings = std::move(acc.findings);
-          return finish(v, t0);
-        }
-        bounded = "checked for " + N + " <= " + std::to_string(checked) + " only";
+      if (wrap <= checked) return false;
+      check_upto(wrap);
+      if (!acc.findings.empty()) {
+        v.status = Status::violation;
+        v.findings = std::move(acc.findings);
+        return true;
       }
+      bounded = "checked for " + N + " <= " + std::to_string(checked) + " only";
+      return false;
+    };
+    if (plan.kind != races::InductionPlan::Kind::proven) {
+      if (check_wrap()) return finish(v, t0);
       v.status = Status::unknown;
       v.reason = bounded + ": " + plan.reason;
       return finish(v, t0);
@@ -437,6 +440,7 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
       }
     }
     if (!i0) {
+      if (check_wrap()) return finish(v, t0);
       v.status = Status::unknown;
       v.reason = bounded + ": the loop's slot state does not become periodic";
       return finish(v, t0);
