@@ -2353,6 +2353,15 @@ std::int64_t gpu_slots(const KernelModel &m) {
   return std::max<std::int64_t>(1, std::min(m.max_concurrent_steps, n));
 }
 
+namespace {
+// A block's bytes on chip: Mosaic TPU keeps a bool as an i32 in its memrefs
+// (BOOL_MEMREF_TYPE); a GPU as a byte.
+std::int64_t on_chip_bytes(const OperandModel &o, bool gpu) {
+  const std::int64_t b = o.block_bytes();
+  return !gpu && o.dtype == spec::DType::boolean ? spec::saturating_mul(b, 4) : b;
+}
+} // namespace
+
 std::int64_t sram_bytes(const KernelModel &m) {
   const Target *t = m.target ? find_target(*m.target) : nullptr;
   bool gpu = t && t->kind == TargetKind::gpu;
@@ -2361,12 +2370,12 @@ std::int64_t sram_bytes(const KernelModel &m) {
     if (o.role == spec::Role::scratch) {
       if (o.decl && o.decl->memory_space != spec::MemorySpace::any &&
           o.decl->memory_space != spec::MemorySpace::hbm && !o.acc)
-        total = spec::saturating_add(total, o.block_bytes());
+        total = spec::saturating_add(total, on_chip_bytes(o, gpu));
       continue;
     }
     if (!o.windowed) continue;
     std::int64_t n = gpu ? gpu_slots(m) : o.buffer_count;
-    total = spec::saturating_add(total, spec::saturating_mul(n, o.block_bytes()));
+    total = spec::saturating_add(total, spec::saturating_mul(n, on_chip_bytes(o, gpu)));
   }
   return total;
 }
@@ -2555,8 +2564,10 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
         f.notes.push_back(note(o.loc, o.name + ": registers (memory_space=acc), not shared memory"));
         continue;
       }
+      const bool as_i32 = t->kind == TargetKind::tpu && o.dtype == spec::DType::boolean;
       f.notes.push_back(note(o.loc, o.name + ": " + std::to_string(n) + " x " +
-                                        std::to_string(o.block_bytes()) + " bytes"));
+                                        std::to_string(on_chip_bytes(o, t->kind == TargetKind::gpu)) +
+                                        " bytes" + (as_i32 ? " (a bool is an i32 in Mosaic's memrefs)" : "")));
     }
     out.push_back(std::move(f));
   }
