@@ -90,7 +90,7 @@ class CheckResult:
     @property
     def dropped(self) -> dict[str, list]:
         """Kernel name -> (primitive, python (file, line) or None, .pk line) of each op the
-        export left out as a comment (debug_print: it writes no memory)."""
+        export left out as a comment (debug_print, debug_check: they write no memory)."""
         return {k.name: list(k.dropped) for k in self.kernels if k.dropped}
 
     def report(self) -> str:
@@ -174,8 +174,11 @@ def check_kernels(kernels: list[Kernel], out_dir: str, unsupported=(), extra_arg
         if r.get("verdict") == "unknown" and r.get("reason"):
             reasons[unit] = r["reason"]
         if r.get("verdict") == "error":
-            findings.append(_finding(k, path, texts.get(path, []), unit, "bad-input",
-                                     r.get("message", ""), "error", r.get("line", 0)))
+            found = _finding(k, path, texts.get(path, []), unit, "bad-input",
+                             r.get("message", ""), "error", r.get("line", 0))
+            if _NEGATIVE_SUBSCRIPT.search(found.message):
+                found.notes.append((_NEGATIVE_INDEX, found.python, found.pk_line))
+            findings.append(found)
         for f in r.get("findings", []):
             found = _finding(k, path, texts.get(path, []), unit, f.get("rule", "?"),
                              f.get("message", ""), f.get("severity", "error"), f.get("line", 0))
@@ -215,6 +218,17 @@ _DROPPED_DELAY_RELEASE = (
     "say: Pallas' lowering does not pass delay_release on to the pipeline. Await the wgmma in "
     "the step (plgpu.wgmma_wait(0)), or pipeline with plgpu.emit_pipeline inside plgpu.kernel, "
     "whose BlockSpecs keep it")
+
+
+#: A static subscript below 0 (`x_ref[-1]`), which pipecheck rejects as out of bounds: JAX's
+#: interpret=True reads an integer index from the end, as numpy (lax.dynamic_slice wraps it),
+#: but Pallas' TPU and GPU lowerings pass it on as it is (jax 0.10's
+#: `_indexer_to_start_size_stride` in jax/_src/pallas/mosaic/lowering.py; jax-ml/jax#27490).
+_NEGATIVE_SUBSCRIPT = re.compile(r"\b(index|slice) -\d+\S* is out of bounds")
+_NEGATIVE_INDEX = (
+    "a negative index into a Pallas ref does not count from the end on a TPU or GPU: only "
+    "interpret=True reads x_ref[-1] as numpy does; the compiled kernel reads outside the block. "
+    "Write the element's own index (x_ref[n - 1])")
 
 
 def _batch_axes_note(axes: tuple) -> str:

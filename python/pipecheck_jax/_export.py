@@ -105,8 +105,8 @@ class Kernel:
     #: (primitive name, python (file, line) or None, .pk line) of each op exported as opaque.
     opaque: list = dataclasses.field(default_factory=list)
     #: (primitive, python (file, line) or None, .pk line) of each op left out of the body,
-    #: as a comment there: ops with no effect on memory (debug_print); their operands are
-    #: still read.
+    #: as a comment there: ops with no effect on memory (debug_print, debug_check); their
+    #: operands are still read.
     dropped: list = dataclasses.field(default_factory=list)
     #: `backend = triton`: the call picks Pallas' Triton backend (pltriton.CompilerParams).
     triton: bool = False
@@ -512,6 +512,13 @@ def _float_remainder(e, ins) -> bool:
     """A `jit` named remainder (jnp.remainder, `%` of jax arrays) of two float values."""
     return e.primitive.name in ("pjit", "jit") and str(e.params.get("name", "")) == "remainder" and \
         len(ins) == 2 and len(e.outvars) == 1 and all(isinstance(x, _E) for x in ins) and \
+        jax.dtypes.issubdtype(e.outvars[0].aval.dtype, jax.numpy.floating)
+
+
+def _float_floor_divide(e, ins) -> bool:
+    """A `jit` named floor_divide (jnp.floor_divide, `//` of jax arrays) with a float result."""
+    return e.primitive.name in ("pjit", "jit") and str(e.params.get("name", "")) == "floor_divide" \
+        and len(ins) == 2 and len(e.outvars) == 1 and all(isinstance(x, _E) for x in ins) and \
         jax.dtypes.issubdtype(e.outvars[0].aval.dtype, jax.numpy.floating)
 
 
@@ -1601,6 +1608,8 @@ class _Body:
                 return [floor]
             if _float_remainder(e, ins):
                 return [self.tensor(e, ins, src)]
+            if _float_floor_divide(e, ins):
+                return [self.float_floor_divide(e, ins, indent, src)]
             inner = _inner(sub)
             senv = {}
             for v, c in zip(inner.constvars, _consts(sub)):
@@ -1646,7 +1655,7 @@ class _Body:
             return []
         if name == "run_scoped":
             return self.run_scoped(e, read, indent, src)
-        if name == "debug_print":
+        if name == "debug_print" or (name == "check" and p.get("debug")):
             return self.debug_print(e, read, indent, src)
         if name in ("masked_load", "masked_swap"):
             return self.masked(e, read, indent, src)
@@ -1892,17 +1901,63 @@ class _Body:
     def debug_print(self, e, read, indent, src):
         """`pl.debug_print`: it only prints, so it is left out, as a comment in the body and a
         `Kernel.dropped` entry; an operand that reads a ref is bound to a local first, so the
-        read stays (printing an uninitialized scratch still reads it)."""
+        read stays (printing an uninitialized scratch still reads it). `pl.debug_check(cond,
+        msg)` (checkify's `check` with debug=True, whose operand is the failure, `not cond`)
+        the same: it writes no memory, and stops the kernel only where debug checks are
+        enabled (pl.enable_debug_checks; otherwise Pallas drops it)."""
         ins = [read(a) for a in e.invars]
         for a in ins:
             if isinstance(a, _E) and a.reads and not a.name:
                 a.pending = True
                 self.bind(indent, a)
-        fmt = re.sub(r"[^ -~]", " ", str(e.params.get("fmt", "")))[:60]
+        if e.primitive.name == "check":
+            what, does = "debug_check", "checks"
+            try:  # the message and the failure predicate, as Pallas' TPU lowering reads them
+                err = tree_util.tree_unflatten(e.params["err_tree"], list(range(len(ins))))
+                (pred,), (meta,), (payload,) = (list(d.values()) for d in (
+                    err._pred, err._metadata, err._payload))
+                fmt = tree_util.tree_unflatten(meta, payload).fmt_string
+                ins = [ins[pred]]
+            except Exception:  # noqa: BLE001 - another jax's Error: every operand, no message
+                fmt = ""
+        else:
+            what, does, fmt = "debug_print", "prints", e.params.get("fmt", "")
+        fmt = re.sub(r"[^ -~]", " ", str(fmt))[:60]
         args = "".join(f", {_strip(a.text)}" for a in ins if isinstance(a, _E))
-        self.dropped.append(("debug_print", src))
-        self.emit(indent, f"# dropped: debug_print({fmt!r}{args}) prints, writing no memory", src)
+        self.dropped.append((what, src))
+        self.emit(indent, f"# dropped: {what}({fmt!r}{args}) {does}, writing no memory", src)
         return []
+
+    def float_floor_divide(self, e, ins, indent, src) -> _E:
+        """jnp's `//` of floats, CPython's float_divmod as jax computes it: m = lax.rem(x, y),
+        q = (x - m) / y (x / y where y is 0), one less where m is not 0 and its sign is not
+        y's, then lax.round away from zero. `.pk`'s float `//` is floor(x / y), which differs
+        (1.0 // 0.1 is 9.0 here and 10.0 there; inf // 3.0 is nan, -1.0 // inf is -1.0), so the
+        steps are written as they are, each exactly: lax.rem (fmod, the dividend's sign) as
+        sign(x) * (abs(x) % abs(y)), since `.pk`'s `%` of non-negative floats is fmod, and the
+        rounding as round (half to even) but at a half, where it goes away from zero."""
+        aval = e.outvars[0].aval
+        sources = frozenset().union(*[a.reads | a.sources for a in ins])
+        for a in ins:  # each operand is used several times: a local, read where the jaxpr reads
+            if not a.name and not _atomic(_strip(a.text)):
+                a.pending, a.src = True, a.src or src
+                self.bind(indent, a)
+        # (jnp promotes its operands inside the call: an integer one, or a weak float
+        # scalar, is cast to the result's dtype first)
+        dt = _dtype(aval.dtype, "a floor division", _fmt_loc(src))
+        x, y = (_strip(a.text) if v.aval.dtype == aval.dtype else f"cast({_strip(a.text)}, {dt})"
+                for a, v in zip(ins, e.invars))
+
+        def local(text):
+            name = self.fresh("v")
+            self.emit(indent, f"{name} = {text}", src)
+            return name
+
+        m = local(f"sign({x}) * (abs({x}) % abs({y}))")
+        q = local(f"where({y} == 0.0, {x}, {x} - {m}) / {y}")
+        q = local(f"where(({m} != 0.0) & (sign({y}) != sign({m})), {q} - 1.0, {q})")
+        return _E(f"where(abs({q}) - floor(abs({q})) == 0.5, {q} + sign({q}) * 0.5, round({q}))",
+                  src=src, shape=aval.shape, dtype=aval.dtype, sources=sources)
 
     def run_scoped(self, e, read, indent, src):
         """`pl.run_scoped(f, *allocations)`: each allocation becomes a kernel scratch (named

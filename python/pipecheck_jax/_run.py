@@ -190,10 +190,12 @@ def _ds_clamped(eqn, holder, invals, dropped) -> str | None:
 
 
 class _Evaluator:
-    def __init__(self, mode: str, work: str, while_bound: int = DEFAULT_WHILE_BOUND):
+    def __init__(self, mode: str, work: str, while_bound: int = DEFAULT_WHILE_BOUND,
+                 max_memory: str | None = None):
         self.mode = mode  # "pipecheck" or "interpret"
         self.work = work
         self.while_bound = while_bound
+        self.max_memory = max_memory  # `pipecheck run --max-memory`, or None for its default
         self.exit = 0
         self.output = ""
         self.caveats: list[str] = []  # why interpret mode may differ on this data
@@ -232,6 +234,8 @@ class _Evaluator:
         dma = ["--dma", "random", "--seed", "0"] if k.triton else \
             [] if re.search(r"\b(async_copy|semaphore_signal|semaphore_wait)\(", k.text) else \
             ["--dma", "eager"]
+        if self.max_memory is not None:
+            dma += ["--max-memory", self.max_memory]
         proc = subprocess.run([pipecheck_binary(), "run", pk, *dma, "--inputs",
                                os.path.join(d, "in"), "--save", os.path.join(d, "out")],
                               capture_output=True, text=True)
@@ -393,9 +397,22 @@ def _compare(what: str, got, want, rtol: float | None, atol: float | None,
     return out
 
 
+def _max_memory(size) -> str | None:
+    """run's max_memory as `pipecheck run --max-memory` takes it: a positive int of bytes, or
+    a size string that the CLI reads (and rejects, exit 3, where it is no size)."""
+    if size is None:
+        return None
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer, str)) or \
+            (size.strip() == "" if isinstance(size, str) else size < 1):
+        raise ValueError(f"max_memory must be a positive number of bytes or a size such as "
+                         f"'16G', not {size!r}")
+    return size.strip() if isinstance(size, str) else str(int(size))
+
+
 def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | None = None,
         atol: float | None = None, keep_dir: str | None = None,
-        while_bound: int = DEFAULT_WHILE_BOUND, **kwargs) -> RunResult:
+        while_bound: int = DEFAULT_WHILE_BOUND, max_memory: int | str | None = None,
+        **kwargs) -> RunResult:
     """Runs fn(*args) with each pallas_call executed by `pipecheck run` on the actual arrays.
 
     Compares the result with fn under JAX's interpret=True and, when given, with
@@ -408,7 +425,9 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | No
     with that error (a RuntimeError here). Outputs are compared within rtol and atol; left
     out, integer and bool outputs exactly, float ones within a few units in the last place
     of the narrowest float type fn computes in: 1e-5 for f32, 2e-2 for bf16, 4e-3 for f16,
-    atol times the output's mean magnitude. The args are arrays: a
+    atol times the output's mean magnitude. max_memory raises (or lowers) the host memory
+    `pipecheck run` may use, whose estimate refuses a run past 4 GiB by default: bytes as an
+    int, or a size as its --max-memory takes it ("16G", "512M"). The args are arrays: a
     jax.ShapeDtypeStruct (enough for check) has no values to run on.
     """
     for n, a in enumerate(args):
@@ -417,6 +436,7 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | No
                             f"jax.ShapeDtypeStruct {a.shape} {a.dtype}: pass an array "
                             "(check and export take either)")
     while_bound = _while_bound(while_bound)
+    max_memory = _max_memory(max_memory)
     args = [jnp.asarray(a) for a in args]
     closed = trace(fn, *args, **kwargs)
     compute_tol = _compute_tolerance(closed)
@@ -432,14 +452,14 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | No
                              f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}")
     work = keep_dir or tempfile.mkdtemp(prefix="pipecheck_jax_run_")
     try:
-        pc = _Evaluator("pipecheck", work, while_bound)
+        pc = _Evaluator("pipecheck", work, while_bound, max_memory)
         try:
             try:
                 outs = pc.eval(closed.jaxpr, closed.consts, args)
             except NotNative as nested:  # an emit_pipeline the nested form cannot say: as Pallas lowers it
                 if lowered is None:
                     raise RuntimeError(lowered_error) from None
-                pc = _Evaluator("pipecheck", work, while_bound)
+                pc = _Evaluator("pipecheck", work, while_bound, max_memory)
                 try:
                     outs = pc.eval(lowered.jaxpr, lowered.consts, args)
                 except NotNative:

@@ -438,6 +438,41 @@ def test_debug_print_is_left_out_with_a_note_at_its_python_line_and_its_reads_ke
             f"{k.name}") in r.report(), r.report()
 
 
+def test_debug_check_is_left_out_like_debug_print_with_a_note_and_its_reads_kept():
+    # pl.debug_check writes no memory (and checks only under pl.enable_debug_checks): a comment
+    # with the message and the failure predicate (`not cond`), not an unsupported 'check'.
+    def kernel(x_ref, o_ref, acc_ref):
+        pl.debug_check(pl.program_id(0) < 4, "step in range")
+        pl.debug_check(acc_ref[0, 0] >= 0.0, "acc not negative")  # acc never written: a read
+        o_ref[...] = x_ref[...]
+
+    fn = rows(kernel, scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)])
+    k, = pj.export_kernels(fn, F32)
+    lines = k.text.splitlines()
+    assert any(t.startswith("        # dropped: debug_check('step in range', ") and
+               "program_id(0) < 4" in t and t.endswith(") checks, writing no memory")
+               for t in lines), k.text
+    assert "        # dropped: debug_check('acc not negative', v1) checks, writing no memory" \
+        in lines, k.text
+    assert [(p, py[1]) for p, py, _ in k.dropped] == [
+        ("debug_check", line_of(kernel, '"step in range"')),
+        ("debug_check", line_of(kernel, '"acc not negative"'))]
+    r = pj.check(fn, F32)
+    assert r.exit_code == 1, str(r)
+    assert any(f.python[1] == line_of(kernel, '"acc not negative"') for f in r.findings), str(r)
+    assert (f"test_body_forms.py:{line_of(kernel, 'step in range')}: note: 'debug_check' is left "
+            f"out of kernel {k.name}") in r.report(), r.report()
+
+    def checked(x_ref, o_ref):
+        pl.debug_check(pl.program_id(0) < 4, "step in range")
+        pl.debug_check(x_ref[0, 0] > -100.0, "x in range")
+        o_ref[...] = x_ref[...] * 2.0
+
+    pj.assert_verified(rows(checked), F32)
+    r = pj.run(rows(checked), data(), reference=lambda x: 2.0 * x)
+    assert r.ok, str(r)
+
+
 def test_a_kernel_with_only_a_debug_print_of_values_verifies_and_runs():
     def kernel(x_ref, o_ref):
         y = x_ref[...] * 2.0

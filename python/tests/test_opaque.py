@@ -107,6 +107,56 @@ def test_float_remainder_is_pk_percent_and_runs_like_interpret(dtype):
     assert r.ok, str(r)
 
 
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_float_floor_division_is_jnps_divmod_exactly_and_runs_bit_for_bit_like_interpret(dtype):
+    # jnp's // of floats is CPython's divmod (1.0 // 0.1 is 9.0, inf // 3.0 nan, -1.0 // inf
+    # -1.0), not floor(x / y), .pk's float `//` (10.0, inf, -0.0): its steps are exported, each
+    # exact (lax.rem as sign(x) * (abs(x) % abs(y)), the rounding away from zero at halves).
+    def kernel(x_ref, y_ref, o_ref):
+        o_ref[...] = (x_ref[...].astype(dtype) // y_ref[...].astype(dtype)).astype(jnp.float32)
+
+    def fn(x, y):
+        return pl.pallas_call(
+            kernel, grid=(2,), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))] * 2,
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32))(x, y)
+
+    text = pj.export(fn, F32, F32)
+    assert "opaque(" not in text and " // " not in text, text
+    pj.assert_verified(fn, F32, F32)
+    # zeros of both signs, halves, infinities, nan, 1.0 // 0.1 (XLA on the CPU flushes
+    # subnormals, which the executor does not: none here)
+    special = np.float32([0.0, -0.0, 1.0, -1.0, 0.1, -0.1, 0.5, -2.5, 3.0, -3.0, 7.0, 2 / 3,
+                          8388607.5, -16777217.0, 1e30, -3e38, np.inf, -np.inf, np.nan, 1.2e-38])
+    xs, ys = (a.ravel() for a in np.meshgrid(special, special))
+    rng = np.random.default_rng(3)
+    n = 16 * 128 - xs.size
+    x = np.concatenate([xs, rng.standard_normal(n) * 10.0 ** rng.integers(-3, 8, n)])
+    y = np.concatenate([ys, rng.standard_normal(n) * 2])
+    x, y = (np.asarray(jnp.asarray(a.reshape(16, 128), dtype).astype(jnp.float32)) for a in (x, y))
+    with np.errstate(all="ignore"):
+        assert (np.floor(x / y) != x // y).any()  # where .pk's own // would be wrong
+    r = pj.run(fn, x, y,
+               reference=lambda x, y: (x.astype(dtype) // y.astype(dtype)).astype(jnp.float32))
+    assert r.ok, str(r)
+    got, want = np.asarray(r.outputs[0]), np.asarray(r.interpret_outputs[0])
+    same = (got == want) & (np.signbit(got) == np.signbit(want)) | np.isnan(got) & np.isnan(want)
+    assert same.all(), (x[~same][:4], y[~same][:4], got[~same][:4], want[~same][:4])
+
+    def uninitialized(x_ref, y_ref, o_ref, s_ref):  # the divisor's reads are kept
+        o_ref[...] = x_ref[...] // s_ref[...]
+
+    from jax.experimental.pallas import tpu as pltpu
+
+    r = pj.check(lambda x, y: pl.pallas_call(
+        uninitialized, grid=(2,), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))] * 2,
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32),
+        scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)])(x, y), F32, F32)
+    assert r.exit_code == 1, str(r)
+    assert {f.python[1] for f in r.findings} == {line_of(uninitialized, "s_ref[...]")}, str(r)
+
+
 def test_an_op_without_a_pk_form_is_an_opaque_op_that_keeps_its_reads():
     def kernel(x_ref, o_ref):
         o_ref[...] = jax.lax.erf_inv(x_ref[...]) + 1.0

@@ -171,3 +171,33 @@ def test_an_accumulator_initialized_by_a_select_on_the_second_step_reads_garbage
     lines, start = inspect.getsourcelines(kernel)
     assert f.python[1] == start + 3, f  # the store the select is inlined into
     assert "grid point (0, 0)" in f.message, f
+
+
+def test_a_negative_index_is_out_of_bounds_at_its_line_noting_only_interpret_counts_it_back():
+    # interpret=True reads x_ref[-1] as numpy does, the last row; Pallas' TPU and GPU lowerings
+    # pass the -1 on as it is (jax-ml/jax#27490), as .pk's subscripts do: the CLI rejects it,
+    # located, and the report says why interpret mode disagrees.
+    def last_wrapped(x_ref, o_ref):
+        o_ref[...] = x_ref[-1]
+
+    def last(x_ref, o_ref):
+        o_ref[...] = x_ref[x_ref.shape[0] - 1]
+
+    def call(kernel):
+        return lambda x: pl.pallas_call(
+            kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32))(x)
+
+    x = data((3, 8, 128))
+    r = pj.check(call(last_wrapped), x)
+    assert r.exit_code == 3, str(r)
+    (f,) = r.findings
+    assert f.rule == "bad-input" and "index -1 is out of bounds" in f.message, str(r)
+    assert f.python[1] == inspect.getsourcelines(last_wrapped)[1] + 1, str(r)
+    (note, py, _), = f.notes
+    assert "does not count from the end on a TPU or GPU" in note and py == f.python, note
+    assert "only interpret=True reads x_ref[-1] as numpy does" in str(r)
+
+    assert "o_ref[...] = x_ref[2, :, :]" in pj.export(call(last), x)
+    pj.assert_verified(call(last), x)
+    run = pj.run(call(last), x, reference=lambda x: x[2])
+    assert run.ok, str(run)

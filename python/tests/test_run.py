@@ -510,3 +510,18 @@ def test_run_says_it_needs_arrays_where_it_is_given_shapes():
 
     with pytest.raises(TypeError, match="argument 0 is a jax.ShapeDtypeStruct"):
         pj.run(_cumsum_kernel(jnp.float32), jax.ShapeDtypeStruct((8, 128), jnp.float32))
+
+
+def test_run_passes_max_memory_on_to_pipecheck_run_which_refuses_a_run_past_it():
+    # pipecheck run refuses a run whose memory estimate passes --max-memory (4 GiB by
+    # default); run's max_memory raises it for a kernel the estimate overrates, or lowers it.
+    fn, args = K.make_add(m=256, n=512)
+    xs = K.concrete(args)
+    for size in (1 << 34, "16G"):
+        assert pj.run(fn, *xs, max_memory=size, reference=lambda x, y: x + y).ok
+    for size in (1024, "1k"):
+        with pytest.raises(RuntimeError, match=r"over --max-memory 1\.0 KiB"):
+            pj.run(fn, *xs, max_memory=size)
+    for bad in (0, -1, True, 1.5, ""):
+        with pytest.raises(ValueError, match="max_memory must be"):
+            pj.run(fn, *xs, max_memory=bad)
