@@ -185,7 +185,11 @@ std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actu
 
 std::string number(double v) {
   std::ostringstream os;
-  os << v;
+  // (An integer value whole, as the mismatch line gives it: -2147483648.)
+  if (std::isfinite(v) && v == std::trunc(v) && std::abs(v) < 9.0e15)
+    os << static_cast<std::int64_t>(v);
+  else
+    os << v;
   return os.str();
 }
 

@@ -391,7 +391,14 @@ private:
     if (i && !ivar_.empty()) bind.names.emplace(ivar_, *i);
     for (auto &[k, v] : ctx)
       bind.names.insert_or_assign(k, v);
-    return smt::translate(c_, e, bind).term;
+    auto t = smt::translate(c_, e, bind);
+    if (!t.term) enc_error_ = t.error;
+    return t.term;
+  }
+  std::string enc_error_; ///< why the last enc that failed did (smt::Translation::error)
+  // Why a site's expression is not one the proof takes.
+  std::string not_encoded() const {
+    return enc_error_.empty() ? "is not an integer expression" : "is not one the proof takes: " + enc_error_;
   }
 
   std::optional<smt::Term> ctx_ok(const Site &s, const smt::Term &N, std::optional<smt::Term> i,
@@ -474,7 +481,7 @@ private:
       {
         auto a = enc(s.e, N, i, ctx), b = enc(s.e, N2, i, ctx);
         auto ca = ctx_ok(s, N, i, ctx), cb = ctx_ok(s, N2, i, ctx);
-        if (!a || !b || !ca || !cb) return fails(fail + "is not an integer expression");
+        if (!a || !b || !ca || !cb) return fails(fail + not_encoded());
         if (!unsat(cN(N) && cN(N2) && mid(i, *h) && mid(i, *h2) && *ca && *cb && *a != *b,
                    "middle-independent-of-N"))
           return fails_for_small_n(fail + "depends on the trip count in the middle iterations");
@@ -485,7 +492,7 @@ private:
       smt::Term j = i + c_.num(static_cast<std::int64_t>(step));
       auto a = enc(s.e, N, i, ctx), b = enc(s.e, N, j, ctx);
       auto ca = ctx_ok(s, N, i, ctx), cb = ctx_ok(s, N, j, ctx);
-      if (!a || !b || !ca || !cb) return fails(fail + "is not an integer expression");
+      if (!a || !b || !ca || !cb) return fails(fail + not_encoded());
       smt::Term pre = cN(N) && mid(i, *h) && mid(j, *h) && *ca && *cb;
       if (s.kind == Kind::hbm) {
         auto d = model_value(pre, *b - *a);
