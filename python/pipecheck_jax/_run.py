@@ -7,7 +7,7 @@ import os
 import re
 import subprocess
 import tempfile
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -337,11 +337,23 @@ _TOLERANCE = {"bfloat16": 2e-2, "float16": 4e-3}
 _DEFAULT_TOLERANCE = 1e-5
 
 
-def _compute_tolerance(closed) -> float:
+class _Compute(NamedTuple):
+    """What fn's computation makes of the default tolerances: `tol`, the loosest relative
+    tolerance of the float types it computes in, and `int_atol`, how far an integer output
+    may be from the other side's (1 where a float is converted to an integer: a value at a
+    rounding boundary, 126.99999 or 127.0 as an executor rounds it, truncates either way)."""
+    tol: float = _DEFAULT_TOLERANCE
+    int_atol: float = 0.0
+
+
+def _compute_tolerance(closed) -> _Compute:
     """The loosest default tolerance of the float types fn's computation makes values of,
     pallas_call bodies included: a product rounded to bf16 and stored to an f32 output
-    carries bf16's error (which XLA on the CPU, keeping f32 between bf16 ops, does not)."""
-    tol, seen, todo = _DEFAULT_TOLERANCE, set(), [closed.jaxpr]
+    carries bf16's error (which XLA on the CPU, keeping f32 between bf16 ops, does not). A
+    float converted to an integer of b bits (an int8 quantization) carries one step of it,
+    2**(1 - b) of its range, into what is computed from it, and the integer itself may be
+    one off."""
+    tol, int_atol, seen, todo = _DEFAULT_TOLERANCE, 0.0, set(), [closed.jaxpr]
     while todo:
         jaxpr = todo.pop()
         if id(jaxpr) in seen:
@@ -351,17 +363,26 @@ def _compute_tolerance(closed) -> float:
             for v in eqn.outvars:
                 dtype = getattr(v.aval, "dtype", None)
                 tol = max(tol, _TOLERANCE.get(getattr(dtype, "name", ""), 0.0))
+            if eqn.primitive.name == "convert_element_type" and eqn.invars and eqn.outvars:
+                src = np.dtype(getattr(eqn.invars[0].aval, "dtype", np.float32))
+                dst = np.dtype(getattr(eqn.outvars[0].aval, "dtype", np.float32))
+                if (src.kind == "f" or src.name == "bfloat16") and dst.kind in "iu":
+                    int_atol = 1.0
+                    tol = max(tol, 2.0 ** (1 - 8 * dst.itemsize))
         todo.extend(jax_core.subjaxprs(jaxpr))
-    return tol
+    return _Compute(tol, int_atol)
 
 
-def _tolerances(w, rtol, atol, compute_tol=_DEFAULT_TOLERANCE):
+def _tolerances(w, rtol, atol, compute=_Compute()):
     """rtol and atol for comparing with `want` leaf w: as given, or by its dtype and the
-    float type it was computed in: integers and bools exactly."""
+    float type it was computed in: integers and bools exactly, unless a float was converted
+    to an integer on the way (then within one, and the float tolerance)."""
     dtype = np.asarray(w).dtype
     if dtype.kind in "iub":
-        return (0.0 if rtol is None else rtol), (0.0 if atol is None else atol)
-    tol = max(_TOLERANCE.get(dtype.name, _DEFAULT_TOLERANCE), compute_tol)
+        quantized = dtype.kind != "b" and compute.int_atol > 0
+        return ((compute.tol if quantized else 0.0) if rtol is None else rtol,
+                (compute.int_atol if quantized else 0.0) if atol is None else atol)
+    tol = max(_TOLERANCE.get(dtype.name, _DEFAULT_TOLERANCE), compute.tol)
     if rtol is None:
         rtol = tol
     if atol is None:
@@ -374,14 +395,14 @@ def _tolerances(w, rtol, atol, compute_tol=_DEFAULT_TOLERANCE):
 
 
 def _compare(what: str, got, want, rtol: float | None, atol: float | None,
-             compute_tol: float = _DEFAULT_TOLERANCE) -> list[str]:
+             compute: _Compute = _Compute()) -> list[str]:
     out = []
     got = jax.tree_util.tree_leaves(got)
     want = jax.tree_util.tree_leaves(want)
     if len(got) != len(want):
         return [f"{what}: {len(got)} outputs against {len(want)}"]
     for n, (g, w) in enumerate(zip(got, want)):
-        r, a = _tolerances(w, rtol, atol, compute_tol)
+        r, a = _tolerances(w, rtol, atol, compute)
         g = np.asarray(g, dtype=np.float64) if np.asarray(g).dtype.kind == "f" or \
             np.asarray(g).dtype.name == "bfloat16" else np.asarray(g)
         w = np.asarray(w, dtype=g.dtype)
@@ -425,7 +446,10 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | No
     with that error (a RuntimeError here). Outputs are compared within rtol and atol; left
     out, integer and bool outputs exactly, float ones within a few units in the last place
     of the narrowest float type fn computes in: 1e-5 for f32, 2e-2 for bf16, 4e-3 for f16,
-    atol times the output's mean magnitude. max_memory raises (or lowers) the host memory
+    atol times the output's mean magnitude. Where fn converts a float to an integer (a
+    quantization), a value at a rounding boundary may truncate either way: integer outputs
+    are then compared within 1 (and that relative tolerance), float ones within one step of
+    the narrowest such integer as well (2**-7 for int8). max_memory raises (or lowers) the host memory
     `pipecheck run` may use, whose estimate refuses a run past 4 GiB by default: bytes as an
     int, or a size as its --max-memory takes it ("16G", "512M"). The args are arrays: a
     jax.ShapeDtypeStruct (enough for check) has no values to run on.
@@ -439,7 +463,7 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | No
     max_memory = _max_memory(max_memory)
     args = [jnp.asarray(a) for a in args]
     closed = trace(fn, *args, **kwargs)
-    compute_tol = _compute_tolerance(closed)
+    compute = _compute_tolerance(closed)
     # (interpret mode runs a pltpu.emit_pipeline as the DMAs and loop Pallas makes of it,
     # which JAX may fail to trace: a pl.Element inner BlockSpec)
     lowered, lowered_error = closed, None
@@ -516,7 +540,7 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | No
 
             shutil.rmtree(work, ignore_errors=True)
     mismatches = [] if interp is None else \
-        _compare("pipecheck vs interpret=True", outs, interp, rtol, atol, compute_tol)
+        _compare("pipecheck vs interpret=True", outs, interp, rtol, atol, compute)
     if mismatches and caveats:
         # A difference interpret mode's model explains: not compared, as for a call it cannot
         # model at all (the reference still is).
@@ -525,5 +549,5 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | No
     ref = None
     if reference is not None:
         ref = jax.tree_util.tree_leaves(reference(*args))
-        mismatches += _compare("pipecheck vs reference", outs, ref, rtol, atol, compute_tol)
+        mismatches += _compare("pipecheck vs reference", outs, ref, rtol, atol, compute)
     return RunResult(outs, interp, ref, pc.exit, pc.output, mismatches, interpret_error)

@@ -472,6 +472,31 @@ def test_integer_outputs_are_compared_exactly():
     assert pj.run(_elementwise_kernel(lambda v: v + 1, jnp.int32), x, reference=lambda x: x + 1).ok
 
 
+def test_a_quantization_is_compared_within_one_step_and_a_wrong_one_still_fails():
+    # tpu-inference's int8 activation quantization: the row maximum lands at -126.99999 in
+    # strict f32 (the executor, numpy) and at -127.0 in XLA on the CPU (amax / 127 taken as
+    # amax * (1 / 127)): truncated, one step apart. Integer outputs of a conversion from
+    # floats are compared within 1; a quantization off by more is still a failure.
+    import jax
+    import jax.numpy as jnp
+
+    x = jax.random.normal(jax.random.key(0), (8, 128), jnp.float32)
+
+    def quantize(v):
+        scale = jnp.max(jnp.abs(v), axis=-1, keepdims=True) / 127.0
+        return v * (1 / scale)
+
+    q = _elementwise_kernel(lambda v: quantize(v).astype(jnp.int8).astype(jnp.int32), jnp.int32)
+    r = pj.run(q, x)
+    assert r.ok, str(r)
+    assert not pj.run(q, x, reference=lambda x: quantize(x).astype(jnp.int32) + 2).ok
+    # Dequantized, the step carries into a float output: within 2**-7 of it.
+    dq = _elementwise_kernel(lambda v: quantize(v).astype(jnp.int8).astype(jnp.float32) * 0.5,
+                             jnp.float32)
+    assert pj.run(dq, x).ok
+    assert not pj.run(dq, x, reference=lambda x: quantize(x).astype(jnp.int8) * 0.55).ok
+
+
 def test_one_large_element_does_not_hide_the_others_and_small_outputs_are_not_zero():
     import jax.numpy as jnp
     import numpy as np
