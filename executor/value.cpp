@@ -344,10 +344,16 @@ void binary_into(BinOp op, const Value &a, const Value &b, Value &r, spec::Loc l
       break;
     case BinOp::div: // promoted to f32 above
       break;
-    case BinOp::floordiv:
-      map2(a.i, a.shape, b.i, b.shape, r.shape, r.i,
-           [&](std::int32_t x, std::int32_t y) { return wrap(ifloordiv(x, y)); });
+    case BinOp::floordiv: {
+      // By zero as jnp's floor_divide gives it: XLA's x / 0 (-1, all ones
+      // unsigned), then one less where x's sign is not 0's (x != 0, signed).
+      const bool is_unsigned = r.dtype == DType::u8;
+      map2(a.i, a.shape, b.i, b.shape, r.shape, r.i, [&](std::int32_t x, std::int32_t y) {
+        if (y == 0) return wrap(is_unsigned || x == 0 ? -1 : -2);
+        return wrap(ifloordiv(x, y));
+      });
       break;
+    }
     case BinOp::mod:
       map2(a.i, a.shape, b.i, b.shape, r.shape, r.i,
            [&](std::int32_t x, std::int32_t y) { return wrap(ifloormod(x, y)); });

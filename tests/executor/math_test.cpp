@@ -110,3 +110,19 @@ TEST(Math, AnOpaqueOpCannotBeEvaluated) {
         << e.what();
   }
 }
+
+TEST(Math, IntegerFloorDivisionByZeroIsJnps) {
+  // jnp.floor_divide: XLA's x / 0 (-1), one less where x is not 0; unsigned
+  // all ones. `%` by zero is 0.
+  const Value v = run_body("        v = cast(x[...], i32) // (cast(x[...], i32) * 0)\n",
+                           {-3.0f, 0.0f, 5.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f});
+  ASSERT_EQ(v.dtype, DType::i32);
+  EXPECT_EQ(std::vector<std::int32_t>(v.i.begin(), v.i.end()),
+            (std::vector<std::int32_t>{-2, -1, -2, -2, -1, -1, -1, -1}));
+  const Value u = run_body("        v = cast(x[...], u8) // cast(x[...] * 0.0, u8)\n",
+                           {3.0f, 0.0f, 5.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f});
+  EXPECT_EQ(std::vector<std::int32_t>(u.i.begin(), u.i.end()), (std::vector<std::int32_t>(8, 255)));
+  const Value m = run_body("        v = cast(x[...], i32) % (cast(x[...], i32) * 0)\n",
+                           {-3.0f, 0.0f, 5.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f});
+  EXPECT_EQ(std::vector<std::int32_t>(m.i.begin(), m.i.end()), (std::vector<std::int32_t>(8, 0)));
+}
