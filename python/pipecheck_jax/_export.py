@@ -2335,8 +2335,15 @@ class _Body:
             a, b = t[0], t[1]
             off = _truncated(a, b, "&")
             if name == "div":
-                return mk(f"where({off}, ({a} // {b}) + 1, {a} // {b})")
-            return mk(f"where({off}, ({a} % {b}) - {b}, {a} % {b})")
+                q = f"where({off}, ({a} // {b}) + 1, {a} // {b})"
+            else:
+                q = f"where({off}, ({a} % {b}) - {b}, {a} % {b})"
+            try:
+                nonzero = int(_strip(b)) != 0  # a literal divisor
+            except ValueError:
+                nonzero = False
+            # By zero, XLA's: x / 0 is -1 (all ones), x rem 0 is x.
+            return mk(q if nonzero else f"where({b} == 0, {'-1' if name == 'div' else a}, {q})")
         if name == "div":
             # (jax.dtypes: numpy's issubdtype does not count bfloat16 as floating)
             if not jax.dtypes.issubdtype(aval.dtype, jax.numpy.floating):

@@ -518,3 +518,17 @@ def test_a_finding_in_one_of_several_calls_a_helper_makes_names_the_caller_line(
     for f in r.findings:
         callers = [py for msg, py, _ in f.notes if msg.startswith("in the pallas_call made through")]
         assert callers and callers[0][1] == buggy_line, f
+
+
+def test_integer_div_and_rem_by_zero_in_arrays_run_as_xla_computes_them():
+    # XLA: x / 0 is -1 and x rem 0 is x; jnp's // by zero is -2 (0 // 0: -1), its % 0.
+    def kernel(a_ref, b_ref, o_ref):
+        a, b = a_ref[...], b_ref[...]
+        o_ref[...] = (jax.lax.div(a, b) * 1000 + jax.lax.rem(a, b) * 100 + (a // b) * 10
+                      + a % b)
+
+    fn = lambda a, b: pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(a.shape, jnp.int32))(a, b)
+    a = jnp.arange(-512, 512, dtype=jnp.int32).reshape(8, 128)
+    b = (jnp.arange(1024, dtype=jnp.int32).reshape(8, 128) % 5) - 2  # a zero every fifth
+    res = pj.run(fn, a, b)
+    assert res.ok, res
