@@ -699,8 +699,10 @@ public:
       error(o.loc, "scratch '" + o.name +
                        "' has memory_space=acc (plgpu.ACC), which needs a Mosaic GPU target: "
                        "add `target = h100` or `target = h200`");
-    if (o.dtype != DType::f32)
-      error(o.loc, "an acc scratch holds f32 (wgmma accumulators), not " + std::string(to_string(o.dtype)));
+    // (wgmma accumulates f16 and bf16 products in f32 or f16, int8 ones in i32.)
+    if (o.dtype != DType::f32 && o.dtype != DType::f16 && o.dtype != DType::i32)
+      error(o.loc, "an acc scratch holds f32, f16 or i32 (wgmma accumulators), not " +
+                       std::string(to_string(o.dtype)));
     if (o.shape.size() != 2)
       error(o.loc, "an acc scratch is 2-D (a wgmma accumulator tile), '" + o.name + "' has rank " +
                        std::to_string(o.shape.size()));

@@ -455,3 +455,34 @@ def test_a_transpose_of_a_wgmma_operand_that_is_not_its_last_view_is_unsupported
         plgpu.wgmma_wait(0)
 
     assert "transposed other than by a last transpose_ref" in unsupported_message(transposed_twice)
+
+
+@pytest.mark.parametrize("in_dt,acc_dt", [(jnp.int8, jnp.int32), (jnp.float16, jnp.float16)])
+def test_a_wgmma_accumulates_int8_in_i32_and_f16_in_f16_as_hopper_does(in_dt, acc_dt):
+    # (Hopper's wgmma: f16 products into an f32 or f16 accumulator, int8 ones into s32.)
+    def kernel(a_ref, b_ref, o_ref, acc_ref):
+        plgpu.wgmma(acc_ref, a_ref, b_ref)
+        plgpu.wgmma_wait(0)
+        o_ref[...] = acc_ref[...]
+
+    def f(a, b):
+        return pl.pallas_call(
+            kernel, grid=(1, 1),
+            in_specs=[plgpu.BlockSpec((TM, TK), lambda i, j: (i, 0)),
+                      plgpu.BlockSpec((TK, TN), lambda i, j: (0, j))],
+            out_specs=plgpu.BlockSpec((TM, TN), lambda i, j: (i, j)),
+            out_shape=jax.ShapeDtypeStruct((TM, TN), acc_dt),
+            scratch_shapes=[plgpu.ACC((TM, TN), acc_dt)],
+            compiler_params=plgpu.CompilerParams(dimension_semantics=("parallel", "parallel")))(a, b)
+
+    ka, kb = jax.random.split(jax.random.key(3))
+    if in_dt == jnp.int8:
+        a = jax.random.randint(ka, (TM, TK), -128, 128).astype(in_dt)
+        b = jax.random.randint(kb, (TK, TN), -128, 128).astype(in_dt)
+    else:
+        a, b = jax.random.uniform(ka, (TM, TK), in_dt), jax.random.uniform(kb, (TK, TN), in_dt)
+    r = pj.check(f, a, b)
+    assert r.exit_code == 0, r
+    ref = lambda a, b: jnp.dot(a, b, preferred_element_type=acc_dt)
+    run = pj.run(f, a, b, reference=ref, **({} if in_dt == jnp.int8 else dict(rtol=2e-2, atol=0.1)))
+    assert run.ok, run

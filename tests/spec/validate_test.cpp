@@ -539,11 +539,11 @@ TEST(ValidationError, AccMemorySpaceOnAnInputOrOutput) {
   EXPECT_NE(e.message.find("applies to scratch only"), std::string::npos);
 }
 
-TEST(ValidationError, AnAccScratchIsATwoDimensionalF32Tile) {
+TEST(ValidationError, AnAccScratchIsATwoDimensionalF32F16OrI32Tile) {
   Err dtype =
       first_error("kernel k:\n    target = h100\n    out o: f32[8, 8]\n"
                   "    scratch acc: bf16[8, 8] memory_space=acc\n    body:\n        o[...] = acc[...]\n");
-  EXPECT_NE(dtype.message.find("holds f32"), std::string::npos);
+  EXPECT_NE(dtype.message.find("holds f32, f16 or i32"), std::string::npos);
   Err rank = first_error("kernel k:\n    target = h100\n    out o: f32[8]\n"
                          "    scratch acc: f32[8] memory_space=acc\n    body:\n        o[...] = acc[...]\n");
   EXPECT_NE(rank.message.find("is 2-D"), std::string::npos);
