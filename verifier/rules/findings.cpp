@@ -2567,7 +2567,8 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
       const bool as_i32 = t->kind == TargetKind::tpu && o.dtype == spec::DType::boolean;
       f.notes.push_back(note(o.loc, o.name + ": " + std::to_string(n) + " x " +
                                         std::to_string(on_chip_bytes(o, t->kind == TargetKind::gpu)) +
-                                        " bytes" + (as_i32 ? " (a bool is an i32 in Mosaic's memrefs)" : "")));
+                                        " bytes" +
+                                        (as_i32 ? " (a bool is an i32 in Mosaic's memrefs)" : "")));
     }
     out.push_back(std::move(f));
   }

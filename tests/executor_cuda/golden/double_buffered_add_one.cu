@@ -46,8 +46,12 @@ __device__ __forceinline__ long long pk_f2i(float x) {
 // jnp.maximum / minimum: NaN wins.
 __device__ __forceinline__ float pk_fmax(float a, float b) { return (a > b || a != a) ? a : b; }
 __device__ __forceinline__ float pk_fmin(float a, float b) { return (a < b || a != a) ? a : b; }
-// Elementwise integer // and % (jnp: x // 0 is 0 here, as in the CPU interpreter).
-__device__ __forceinline__ long long pk_ifloordiv(long long a, long long b) { return b == 0 ? 0 : pk_floordiv(a, b); }
+// Elementwise integer // and % by zero as jnp's, as in the CPU interpreter:
+// x // 0 is -2 (0 // 0 is -1; unsigned, all ones), x % 0 is 0.
+__device__ __forceinline__ long long pk_ifloordiv(long long a, long long b) {
+  return b == 0 ? (a == 0 ? -1 : -2) : pk_floordiv(a, b);
+}
+__device__ __forceinline__ long long pk_ufloordiv(long long a, long long b) { return b == 0 ? -1 : pk_floordiv(a, b); }
 __device__ __forceinline__ long long pk_ifloormod(long long a, long long b) { return b == 0 ? 0 : pk_mod(a, b); }
 // A wait for "at most n pending" with n known at run time, by an instruction
 // that takes n as an immediate: past 7, waiting for 7 covers it too.
