@@ -23,6 +23,66 @@ namespace pipecheck::verifier {
 
 namespace {
 
+// The comma-separated parts of `s` outside brackets.
+std::vector<std::string> top_level_parts(const std::string &s) {
+  std::vector<std::string> out(1);
+  int depth = 0;
+  for (char c : s) {
+    depth += (c == '(' || c == '[') - (c == ')' || c == ']');
+    if (c == ',' && depth == 0) {
+      out.emplace_back();
+      continue;
+    }
+    out.back() += c;
+  }
+  for (auto &x : out)
+    x.erase(0, x.find_first_not_of(' '));
+  return out;
+}
+
+std::string joined(const std::vector<std::string> &parts, std::size_t from) {
+  std::string out;
+  for (std::size_t k = from; k < parts.size(); ++k)
+    out += (k > from ? ", " : "") + parts[k];
+  return out;
+}
+
+// A lowered index-out-of-bounds on an operand's window (`'x_vmem[slot, 1,
+// ds(8, 8), :]': slice 16:24 is out of bounds for dim 2 (extent 16) of
+// x_vmem[2, 2, 16, 128]`) in the kernel's terms: the operand's ref, its dim
+// and its block (`'x[1, ds(8, 8), :]': ... for dim 1 (extent 16) of x[2, 16,
+// 128]`), as `run` says it. Any other message stays as it is.
+void in_kernel_terms(Finding &f, const spec::Lowered &low) {
+  std::string &m = f.message;
+  if (f.rule != Rule::index_out_of_bounds || m.size() < 4 || m[0] != '\'') return;
+  const auto open = m.find('['), quote = m.find("]': ");
+  if (open == std::string::npos || quote == std::string::npos || open > quote) return;
+  const std::string window = m.substr(1, open - 1);
+  const spec::BufferBinding *b = nullptr;
+  for (const auto &x : low.bindings)
+    if (x.window == window) b = &x;
+  const spec::Buffer *buf = nullptr;
+  for (const auto &x : low.program.buffers)
+    if (x.name == window) buf = &x;
+  if (!b || !buf) return;
+  const std::size_t slot = buf->slots ? 1 : 0; // (a ring's first subscript is its slot)
+  const auto subs = top_level_parts(m.substr(open + 1, quote - open - 1));
+  const std::string dim_at = " is out of bounds for dim ", of = ") of " + window + "[";
+  const auto d0 = m.find(dim_at, quote), o0 = m.find(of, quote);
+  if (subs.size() < slot || d0 == std::string::npos || o0 == std::string::npos) return;
+  const auto d1 = m.find(' ', d0 + dim_at.size());
+  const auto close = m.find(']', o0 + of.size());
+  if (d1 == std::string::npos || close == std::string::npos) return;
+  const int dim = std::stoi(m.substr(d0 + dim_at.size(), d1 - d0 - dim_at.size()));
+  if (dim < static_cast<int>(slot)) return; // (the slot itself: a program fault, kept as it is)
+  const auto extents = top_level_parts(m.substr(o0 + of.size(), close - o0 - of.size()));
+  if (extents.size() < slot) return;
+  m = "'" + b->operand + "[" + joined(subs, slot) +
+      "]': " + m.substr(quote + 4, d0 + dim_at.size() - quote - 4) +
+      std::to_string(dim - static_cast<int>(slot)) + m.substr(d1, o0 - d1) + ") of " + b->operand + "[" +
+      joined(extents, slot) + m.substr(close);
+}
+
 // Gives each event of a lowered program's finding the grid point of the step
 // that issued it, and says so in the message, the witness and the notes.
 // On a grid cut, the kernel's grid point of the cut program's (`cut`).
@@ -57,6 +117,7 @@ void locate_in_grid(Finding &f, const spec::Lowered &low, const spec::GridCut *c
   }
   if (at) f.witness.items.push_back({"grid_point", *at});
   if (other && other != at) f.witness.items.push_back({"other_grid_point", *other});
+  in_kernel_terms(f, low);
   f.message += " (in the lowered program";
   if (at) f.message += ", at grid point " + spec::format_tuple(*at);
   f.message += ")";

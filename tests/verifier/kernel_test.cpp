@@ -357,3 +357,25 @@ TEST(KernelCheck, AMosaicGpuOutputStoredOnTheFirstStepOfEachVisitIsRaceFreeThoug
     EXPECT_EQ(v.status, Status::verified) << text << v.reason;
   }
 }
+
+TEST(KernelCheck, ALoweredIndexOutOfBoundsOnAWindowIsSaidInTheKernelsTermsAsRunSaysIt) {
+  // A body loop whose last chunk passes the (2, 16, 128) block: the lowered
+  // program faults on the slot ring `x_vmem[slot, 1, ds(.., 8), :]`; the
+  // finding names x's ref, its dim 1 and its block, as `run` does.
+  const auto k = kernel(R"(kernel k:
+    grid = (2,)
+    in  x: f32[4, 16, 128]  block=(2, 16, 128)  index=(i) -> (i, 0, 0)
+    out o: f32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[1, ds(8 + program_id(0) * 8, 8), :]
+)");
+  const auto v = verifier::check(k, {});
+  const auto *f = find(v, verifier::Rule::index_out_of_bounds, 6);
+  ASSERT_NE(f, nullptr) << v.reason;
+  EXPECT_NE(f->message.find("'x[1, ds(8 + "), std::string::npos) << f->message;
+  EXPECT_NE(
+      f->message.find("slice 16:24 is out of bounds for dim 1 (extent 16) of x[2, 16, 128] (in the lowered "
+                      "program, at grid point (1,))"),
+      std::string::npos)
+      << f->message;
+}
