@@ -108,8 +108,11 @@ void collect_masked(const Expr &e, bool masked, const std::vector<LoadMaskTerm> 
   for (std::size_t k = 0; k < e.args.size(); ++k) {
     const bool branch = where && (k == 1 || k == 2);
     const bool child = keeps || (branch && elementwise_over_refs(e.args[k]));
+    // (A where's branch: its condition alone is the load's mask, a Triton
+    // `load(x, mask=)`; a where further out selects among the loaded
+    // lanes, it does not narrow what the load reads.)
     std::vector<LoadMaskTerm> down = keeps ? path : std::vector<LoadMaskTerm>{};
-    if (child && branch) down.push_back({&e.args[0], k == 1});
+    if (child && branch) down = {{&e.args[0], k == 1}};
     collect_masked(e.args[k], child, child ? down : std::vector<LoadMaskTerm>{}, out);
   }
 }

@@ -225,10 +225,13 @@ struct LoadMaskTerm {
   const Expr *cond;
   bool holds;
 };
-/// masked_loads' refs, each with the conditions of the wheres on its way
-/// down from the one that masks it (outermost first): the ref's lanes that
-/// load are those where every one selects it. The way is elementwise, so the
-/// conditions broadcast against the ref's value as numpy does.
+/// masked_loads' refs, each with the condition of the nearest where above
+/// it (the load's own mask, as in Triton's `load(x, mask=m, other=v)`,
+/// which the export writes `where(m, x[s], v)`: a where further out, a
+/// masked store's included, selects among the loaded lanes and does not
+/// narrow what the load reads). The way down is elementwise, so the
+/// condition broadcasts against the ref's value as numpy does. (A vector,
+/// for a load that several conditions were ever to mask together.)
 std::map<const Expr *, std::vector<LoadMaskTerm>> load_masks(const Expr &value);
 /// A mask's value: its shape and, row-major, whether each element holds.
 struct LaneMask {

@@ -58,7 +58,7 @@ TEST(MaskedLoads, ABranchWithANonElementwiseReadMasksNothingInIt) {
   EXPECT_EQ(masked("where(iota((8,), 0) < 5, x[...] + sum(iota((8,), 0), axis=0), 0.0)"), (Names{"x"}));
 }
 
-TEST(LoadMasks, EachMaskedRefCarriesTheConditionsOnItsWayDownWithTheirBranch) {
+TEST(LoadMasks, EachMaskedRefCarriesTheConditionOfTheNearestWhereAboveItWithItsBranch) {
   const Expr v = value("where(iota((8,), 0) < 5, where(x[...] > 0.0, y[...], 0.0), x[...])");
   const auto masks = load_masks(v);
   ASSERT_EQ(masks.size(), 3u);
@@ -70,10 +70,11 @@ TEST(LoadMasks, EachMaskedRefCarriesTheConditionsOnItsWayDownWithTheirBranch) {
     got.emplace_back(ref->name, holds);
   }
   std::sort(got.begin(), got.end());
-  // x in the inner condition: the outer where's first branch; y: both
-  // wheres' first branches; the second x: the outer where's second branch.
+  // x in the inner condition: the outer where's first branch; y: the inner
+  // where's (the nearest: the outer one selects among its lanes); the
+  // second x: the outer where's second branch.
   EXPECT_EQ(got, (std::vector<std::pair<std::string, std::vector<bool>>>{
-                     {"x", {false}}, {"x", {true}}, {"y", {true, true}}}));
+                     {"x", {false}}, {"x", {true}}, {"y", {true}}}));
 }
 
 TEST(SelectedLanes, MasksBroadcastAgainstTheValueAndABroadcastValueLaneIsReadWhereAnyIs) {

@@ -2129,7 +2129,9 @@ private:
   // A grid point where effect e fires, op's block is inside the array and
   // `box` (block-relative, static) passes the array's end: nullopt where
   // there is none.
-  std::optional<Point> past_end_at(std::size_t op, const Effect &e, const Box &box, const std::string &what) {
+  // (`besides`: points it is not, for the next one in run order.)
+  std::optional<Point> past_end_at(std::size_t op, const Effect &e, const Box &box, const std::string &what,
+                                   const std::vector<Point> &besides = {}) {
     const auto &o = m_.operands[op];
     SymPoint p = point("p");
     auto bp = block(op, p);
@@ -2140,9 +2142,15 @@ private:
       past.push_back(bp[d] * o.block[d] + box[d].second > o.shape[d]);
       past.push_back(bp[d] * o.block[d] + box[d].first < 0);
     }
+    std::vector<Term> facts{in_grid(p), guard(e, p), ctx_.all_of(inside), ctx_.any_of(past)};
+    for (const auto &x : besides) {
+      std::vector<Term> differs;
+      for (std::size_t d = 0; d < x.size() && d < p.v.size(); ++d)
+        differs.push_back(p.v[d] != x[d]);
+      facts.push_back(ctx_.any_of(differs));
+    }
     std::vector<Point> v;
-    if (query(what + "/" + o.name + "/line" + std::to_string(e.loc.line),
-              {in_grid(p), guard(e, p), ctx_.all_of(inside), ctx_.any_of(past)}, {&p}, v) != Q::sat)
+    if (query(what + "/" + o.name + "/line" + std::to_string(e.loc.line), facts, {&p}, v) != Q::sat)
       return std::nullopt;
     return v[0];
   }
@@ -2187,8 +2195,22 @@ private:
       const auto b = block_at(m_, op, *at);
       if (!b) continue;
       if (e.masked_load) {
-        if (auto x = masked_load_past_end(m_, op, e, *at, *b, e.ref_box))
-          out_.findings.push_back(triton_masked_load_past_end_finding(m_, op, e, *at, *x));
+        // The points whose ref passes the end, in run order, up to
+        // kMaskedPoints of them (a ragged dim's last blocks, typically few):
+        // the first whose mask selects a lane past it. Past that many the
+        // load is left as one whose mask reads data is.
+        constexpr std::size_t kMaskedPoints = 64;
+        std::vector<Point> seen{*at};
+        for (std::optional<Point> p = at; p && seen.size() <= kMaskedPoints;) {
+          const auto bb = block_at(m_, op, *p);
+          if (bb)
+            if (auto x = masked_load_past_end(m_, op, e, *p, *bb, e.ref_box)) {
+              out_.findings.push_back(triton_masked_load_past_end_finding(m_, op, e, *p, *x));
+              break;
+            }
+          p = past_end_at(op, e, e.ref_box, "triton-masked-load-past-end", seen);
+          if (p) seen.push_back(*p);
+        }
       } else if (auto x = first_outside(o, *b, e.ref_box)) {
         out_.findings.push_back(triton_load_past_end_finding(m_, op, e, *at, *x));
       }

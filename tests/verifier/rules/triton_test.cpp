@@ -170,20 +170,26 @@ TEST(Triton, AnUnmaskedLoadOfARaggedBlockReadsPastTheArrayAndAMaskedOneDoesNot) 
   EXPECT_NE(marks(check_text(tpu, "rows")), (Marks{{Rule::index_out_of_bounds, 8}}));
 }
 
-// A masked load reads the lanes its mask selects at each grid point: one
-// the mask lets past the array's end is index-out-of-bounds at the load,
-// through nested wheres, an inverted mask and a ref broadcast against it.
+// A masked load reads the lanes its own mask selects at each grid point: one
+// that mask lets past the array's end is index-out-of-bounds at the load,
+// whatever an enclosing where or the store's mask does with the lane after
+// (Triton issues the load with its mask alone); an inverted mask and a ref
+// broadcast against it too.
 TEST(Triton, AMaskedLoadWhoseMaskSelectsALanePastTheArrayReadsPastIt) {
   struct Case {
     const char *value;
     std::vector<std::int64_t> element; // empty: verified
   };
   const Case cases[] = {
-      {"o[...] = where(m, where(program_id(0) * 32 + iota((32, 32), 0) <= 100, x[...], 0.0), o[...])", {}},
+      {"o[...] = where(m, where(program_id(0) * 32 + iota((32, 32), 0) <= 100, x[...], 0.0), o[...])",
+       {100, 0}},
+      {"o[...] = where(m, where(program_id(0) * 32 + iota((32, 32), 0) < 100, x[...], 0.0) * 2.0, o[...])",
+       {}},
       {"o[...] = where(m, where(program_id(0) * 32 + iota((32, 32), 0) <= 100, 1.0, 0.0), o[...]) + "
        "where(program_id(0) * 32 + iota((32, 1), 0) <= 100, x[...], 0.0)",
        {100, 0}},
-      {"o[...] = where(m, where(program_id(0) * 32 + iota((32, 32), 0) > 100, 0.0, x[...]), o[...])", {}},
+      {"o[...] = where(m, where(program_id(0) * 32 + iota((32, 32), 0) > 100, 0.0, x[...]), o[...])",
+       {100, 0}},
       {"o[...] = where(m, where(program_id(0) * 32 + iota((32, 32), 0) > 99, 0.0, x[...]), o[...])", {}},
       {"o[...] = where(m, where(program_id(0) * 32 + iota((32, 32), 0) > 100, 0.0, x[...] * 2.0), o[...]) + "
        "0.0 * where(program_id(0) * 32 + iota((32, 1), 0) > 100, 0.0, x[...])",
@@ -240,6 +246,28 @@ TEST(Triton, AnUnmaskedLoadPastTheEndIsFoundByTheSolverOnAGridTooLargeToReplay) 
   kept.replace(kept.find("t = x[...]"), 10,
                "t = where(program_id(0) * 4 + iota((4,), 0) < 279999, x[...], 0.0)");
   EXPECT_TRUE(marks(check_text(kept, "big")).empty()) << check_text(kept, "big").reason;
+}
+
+// Past the replay, the masked load's mask is evaluated at the points the
+// solver finds whose ref passes the end, in run order (up to 64 of them):
+// one wrong only at the eleventh is found there.
+TEST(Triton, PastTheReplayAMaskedLoadIsEvaluatedAtTheNextPointsPastTheEndToo) {
+  const std::string src = R"(kernel k:
+    grid = (4, 70000)
+    backend = triton
+    in  x: f32[25, 70000]  block=(8, 1)  index=(i, j) -> (i, j)
+    out o: f32[32, 70000]  block=(8, 1)  index=(i, j) -> (i, j)
+    body:
+        v = where(reshape((program_id(0) * 8 + iota((8,), 0) < 25) | (program_id(1) == 10), (8, 1)), x[...], 0.0)
+        o[...] = v * 2.0
+)";
+  auto v = check_text(src, "k");
+  ASSERT_EQ(marks(v), (Marks{{Rule::index_out_of_bounds, 7}})) << v.reason;
+  EXPECT_EQ(point_item(v.findings[0], "grid_point"), (std::vector<std::int64_t>{3, 10}));
+  EXPECT_EQ(point_item(v.findings[0], "element"), (std::vector<std::int64_t>{25, 10}));
+  std::string right = src;
+  right.replace(right.find(" | (program_id(1) == 10)"), 24, "");
+  EXPECT_TRUE(marks(check_text(right, "k")).empty()) << check_text(right, "k").reason;
 }
 
 // A store masked by a slice of a mask local (`mask=m[4:32]` in Pallas):
