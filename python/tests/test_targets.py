@@ -61,7 +61,8 @@ def test_blocks_over_the_vmem_budget_of_the_target_are_reported_and_a_bigger_tar
     f, x = call((1024, 2048), (2048, 2048), (2,), lambda i: (i, 0))
     r = pj.check(f, x)
     assert rules(r) == {"sram-capacity"}, r
-    assert "needs at least 33554432 bytes of VMEM but tpu_v5e allows 16777216" in str(r), r
+    assert "needs at least 33554432 bytes (32.0 MiB) of VMEM but tpu_v5e allows 16777216 bytes (16.0 MiB)" \
+        in str(r), r
     assert pj.check(f, x, target="tpu_v6e").exit_code == 0
 
 

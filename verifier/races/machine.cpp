@@ -428,7 +428,11 @@ void Machine::access(int event, int op, const Place &p, bool write) {
     for (auto &y : op_accesses(other)) {
       if (!(write || y.write) || !overlaps(*y.place, p)) continue;
       if (acc_access && y.acc && other.kind == OpKind::wgmma) continue; // ordered on the accumulator
-      bool async_operand = (y.wgmma_operand && write) || (operand && y.write);
+      // (A wgmma issued on a slot a copy still fills reads it early: a
+      // slot-race, as a plain read there is; its operand overwritten while
+      // it reads is async-operand-overwritten.)
+      const bool async_operand = y.wgmma_operand && write;
+      const bool early_operand = operand && y.write && !async_operand;
       const Rule rule = async_operand ? Rule::async_operand_overwritten : Rule::slot_race;
       if (!races_seen_.insert({rule, r_.events[event].stmt, r_.events[other.start_event].stmt}).second) break;
       std::string what =
@@ -443,9 +447,11 @@ void Machine::access(int event, int op, const Place &p, bool write) {
              (y.write ? " writing it" : " reading it");
       }
       std::string msg =
-          async_operand ? "overwrites " + what + " while a wgmma still reads it (no wgmma_wait retired it)"
-                        : (write ? "writes " : "reads ") + what + " while an asynchronous " + by +
-                              " is still in flight";
+          async_operand   ? "overwrites " + what + " while a wgmma still reads it (no wgmma_wait retired it)"
+          : early_operand ? "the wgmma reads " + what + " while an asynchronous " + by +
+                                " is still in flight: wait for the copy before the wgmma"
+                          : (write ? "writes " : "reads ") + what + " while an asynchronous " + by +
+                                " is still in flight";
       RawFinding f{rule, event, other.start_event, -1, -1, msg};
       f.other_op = o;
       r_.findings.push_back(std::move(f));

@@ -8,6 +8,7 @@
 #include "verifier/rules/targets.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <map>
@@ -799,6 +800,21 @@ std::vector<bool> kept_garbage(const KernelModel &m, std::vector<Finding> &out,
   return decided;
 }
 
+namespace {
+// Where operand `op` accumulates: its first `+=` (or a store whose value
+// reads it, `acc = acc + x`), for a note that says so; its declaration
+// where it has none.
+spec::Loc accumulation_loc(const KernelModel &m, std::size_t op) {
+  for (const auto &e : m.effects) {
+    if (e.operand != op || e.kind == Effect::read) continue;
+    if (e.kind == Effect::accumulate) return e.loc;
+    for (std::size_t r : e.sources)
+      if (m.effects[r].operand == op) return e.loc;
+  }
+  return m.operands[op].loc;
+}
+} // namespace
+
 Finding reset_finding(const KernelModel &m, const Effect &w, const Point &partial, const Point &reset) {
   const auto &o = m.operands[w.operand];
   if (o.role == spec::Role::scratch) {
@@ -811,8 +827,9 @@ Finding reset_finding(const KernelModel &m, const Effect &w, const Point &partia
     f.witness.items.push_back({"operand", o.name});
     f.witness.items.push_back({"first_visit", partial});
     f.witness.items.push_back({"reset", reset});
-    f.notes.push_back(note(o.loc, "'" + o.name + "' accumulated at grid point " + format_tuple(partial) +
-                                      " and not read since"));
+    f.notes.push_back(
+        note(accumulation_loc(m, w.operand),
+             "'" + o.name + "' accumulated at grid point " + format_tuple(partial) + " and not read since"));
     f.notes.push_back(note(w.loc, "reset at grid point " + format_tuple(reset)));
     return f;
   }
@@ -825,7 +842,8 @@ Finding reset_finding(const KernelModel &m, const Effect &w, const Point &partia
   f.witness.items.push_back({"first_visit", partial});
   f.witness.items.push_back({"reset", reset});
   add_block(f, m, w.operand, reset);
-  f.notes.push_back(note(o.loc, "block " + b + " accumulated at grid point " + format_tuple(partial)));
+  f.notes.push_back(note(accumulation_loc(m, w.operand),
+                         "block " + b + " accumulated at grid point " + format_tuple(partial)));
   f.notes.push_back(note(w.loc, "reset at grid point " + format_tuple(reset)));
   return f;
 }
@@ -1041,6 +1059,14 @@ Finding prefetch_read_finding(const PrefetchRead &r, const Point &p, const std::
   return f;
 }
 
+namespace {
+// How a kernel says an axis runs in order, and what runs the points of a
+// parallel axis apart: Mosaic GPU's `sequential` and CTAs, TPU's
+// `arbitrary` and cores.
+std::string in_order(const KernelModel &m) { return m.cta_axes.empty() ? "`arbitrary`" : "`sequential`"; }
+std::string apart(const KernelModel &m) { return m.cta_axes.empty() ? "core" : "CTA"; }
+} // namespace
+
 Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Point &p, const Point &q) {
   const auto &o = m.operands[op];
   std::string b = block_str(m, op, p);
@@ -1063,10 +1089,11 @@ Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Po
       reduces = reduces || m.operands[m.effects[r].operand].role == spec::Role::scratch;
   }
   const std::string advice =
-      reduces ? "axis " + ax + " reduces into '" + o.name + "', so mark it `arbitrary`"
+      reduces ? "axis " + ax + " reduces into '" + o.name + "', so mark it " + in_order(m)
               : "each visit stores its own result into the block, so all but the last write-back are lost "
-                "(whichever core is last): name axis " +
-                    ax + " in the index_map of '" + o.name + "' so that each grid point has its own block";
+                "(whichever " +
+                    apart(m) + " is last): name axis " + ax + " in the index_map of '" + o.name +
+                    "' so that each grid point has its own block";
   Finding f = make(Rule::parallel_write_conflict, o.loc,
                    "grid points " + format_tuple(p) + " and " + format_tuple(q) +
                        " differ along parallel axis " + ax +
@@ -1080,7 +1107,8 @@ Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Po
   f.witness.items.push_back({"axis", axis});
   add_block(f, m, op, p);
   f.notes.push_back(note(o.loc, "block " + b + " written at grid point " + format_tuple(p)));
-  f.notes.push_back(note(o.loc, "and at grid point " + format_tuple(q) + ", possibly on another core"));
+  f.notes.push_back(
+      note(o.loc, "and at grid point " + format_tuple(q) + ", possibly on another " + apart(m)));
   return f;
 }
 
@@ -1091,8 +1119,15 @@ Finding scratch_carry_finding(const KernelModel &m, std::size_t op, const Point 
   // A value computed from an input block that the read's point no longer
   // sees (a per-block cache refreshed on the wrong axis) is stale on one
   // core too: marking the axis arbitrary would not fix it.
+  // (An accumulation, `acc += dot(x, y)`, carries a running value: no cache.)
   std::optional<std::size_t> stale;
+  bool accumulates = false;
+  for (const Effect &w : m.effects)
+    if (w.operand == op && w.kind != Effect::read)
+      for (std::size_t r : w.sources)
+        accumulates = accumulates || w.kind == Effect::accumulate || m.effects[r].operand == op;
   for (const Effect &w : m.effects) {
+    if (accumulates) break;
     if (w.operand != op || w.kind == Effect::read || !guard_at(m, w, written).value_or(false)) continue;
     for (std::size_t r : w.sources) {
       const std::size_t in = m.effects[r].operand;
@@ -1102,21 +1137,20 @@ Finding scratch_carry_finding(const KernelModel &m, std::size_t op, const Point 
     }
   }
   const std::string advice =
-      !stale
-          ? "mark axis " + ax + " `arbitrary` or initialize '" + o.name + "' at each of its steps"
-          : "it was computed from block " + block_str(m, *stale, written) + " of '" +
-                m.operands[*stale].name + "' and the read sees block " + block_str(m, *stale, read) +
-                ": if '" + o.name +
-                "' caches a function of the current block, initialize it whenever the block of '" +
-                m.operands[*stale].name + "' changes (marking axis " + ax +
-                " `arbitrary` would leave it stale); if it is a running value of each index of axis " + ax +
-                " (a scan along a later axis), initialize it on the first step of each (every later axis "
-                "at 0); if it carries the earlier block on purpose (a halo), mark axis " +
-                ax + " `arbitrary`";
+      !stale ? "mark axis " + ax + " " + in_order(m) + " or initialize '" + o.name + "' at each of its steps"
+             : "it was computed from block " + block_str(m, *stale, written) + " of '" +
+                   m.operands[*stale].name + "' and the read sees block " + block_str(m, *stale, read) +
+                   ": if '" + o.name +
+                   "' caches a function of the current block, initialize it whenever the block of '" +
+                   m.operands[*stale].name + "' changes (marking axis " + ax + " " + in_order(m) +
+                   " would leave it stale); if it is a running value of each index of axis " + ax +
+                   " (a scan along a later axis), initialize it on the first step of each (every later axis "
+                   "at 0); if it carries the earlier block on purpose (a halo), mark axis " +
+                   ax + " " + in_order(m);
   Finding f = make(Rule::parallel_write_conflict, o.loc,
                    "scratch '" + o.name + "' carries a value written at grid point " + format_tuple(written) +
                        " into grid point " + format_tuple(read) + ", which differs along parallel axis " +
-                       ax + ": the cores that split axis " + ax +
+                       ax + ": the " + apart(m) + "s that split axis " + ax +
                        " each have their own scratch, so the carried value is lost; " + advice);
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"first_write", written});
@@ -1124,7 +1158,7 @@ Finding scratch_carry_finding(const KernelModel &m, std::size_t op, const Point 
   f.witness.items.push_back({"axis", axis});
   f.notes.push_back(note(o.loc, "'" + o.name + "' written at grid point " + format_tuple(written)));
   f.notes.push_back(note(o.loc, "and read at grid point " + format_tuple(read) +
-                                    " with no init in between, possibly on another core"));
+                                    " with no init in between, possibly on another " + apart(m)));
   return f;
 }
 
@@ -1161,9 +1195,9 @@ Finding carried_finding(const KernelModel &m, std::size_t op, const CarriedUse &
   f.witness.items.push_back({"accumulated", accumulated});
   f.witness.items.push_back({"stored", stored});
   add_block(f, m, use.output, stored);
-  f.notes.push_back(note(acc.loc, "'" + acc.name + "' accumulated at grid point " +
-                                      format_tuple(accumulated) + ", for block " + from + " of '" + o.name +
-                                      "'"));
+  f.notes.push_back(note(accumulation_loc(m, op), "'" + acc.name + "' accumulated at grid point " +
+                                                      format_tuple(accumulated) + ", for block " + from +
+                                                      " of '" + o.name + "'"));
   f.notes.push_back(note(m.effects[use.store].loc, "and still holds it when stored into block " + to +
                                                        " at grid point " + format_tuple(stored)));
   return f;
@@ -1287,9 +1321,10 @@ Finding readded_round_finding(const KernelModel &m, std::size_t op, const Carrie
   f.witness.items.push_back({"reaccumulated", reaccumulated});
   f.witness.items.push_back({"stored", stored});
   add_block(f, m, use.output, stored);
-  f.notes.push_back(note(
-      acc.loc, "'" + acc.name + "' accumulated at grid point " + format_tuple(accumulated) +
-                   " and again from the same input blocks at grid point " + format_tuple(reaccumulated)));
+  f.notes.push_back(note(accumulation_loc(m, op), "'" + acc.name + "' accumulated at grid point " +
+                                                      format_tuple(accumulated) +
+                                                      " and again from the same input blocks at grid point " +
+                                                      format_tuple(reaccumulated)));
   f.notes.push_back(note(m.effects[use.store].loc, "added to " + into + " at grid point " +
                                                        format_tuple(added) + ", and again at grid point " +
                                                        format_tuple(stored)));
@@ -1322,8 +1357,8 @@ Finding readded_finding(const KernelModel &m, std::size_t op, const CarriedUse &
   f.witness.items.push_back({"added", added});
   f.witness.items.push_back({"stored", stored});
   add_block(f, m, use.output, stored);
-  f.notes.push_back(
-      note(acc.loc, "'" + acc.name + "' accumulated at grid point " + format_tuple(accumulated)));
+  f.notes.push_back(note(accumulation_loc(m, op),
+                         "'" + acc.name + "' accumulated at grid point " + format_tuple(accumulated)));
   f.notes.push_back(note(m.effects[use.store].loc, "added to " + into + " at grid point " +
                                                        format_tuple(added) + ", and again at grid point " +
                                                        format_tuple(stored)));
@@ -1480,8 +1515,9 @@ Finding overwritten_after_reset_finding(const KernelModel &m, const Effect &w, s
                " is lost: initialize it only on the first step of the block's visit, or store with `where` "
                "keeping the elements the block already holds");
   add_overwritten_witness(f, m, w.operand, output, partial, reset, overwritten);
-  f.notes.push_back(note(acc.loc, "'" + acc.name + "' accumulated for block " + b + " of '" + o.name +
-                                      "' at grid point " + format_tuple(partial)));
+  f.notes.push_back(note(accumulation_loc(m, w.operand), "'" + acc.name + "' accumulated for block " + b +
+                                                             " of '" + o.name + "' at grid point " +
+                                                             format_tuple(partial)));
   f.notes.push_back(note(w.loc, "reset at grid point " + format_tuple(reset)));
   f.notes.push_back(note(store.loc, "block " + b + " of '" + o.name + "' overwritten at grid point " +
                                         format_tuple(overwritten) + ", its last store in this visit"));
@@ -1519,8 +1555,8 @@ Finding lost_finding(const KernelModel &m, std::size_t op, std::size_t out, cons
   f.witness.items.push_back({"lost", lost});
   f.witness.items.push_back({reset ? "reset" : "last_step", next});
   add_block(f, m, out, lost);
-  f.notes.push_back(note(acc.loc, "'" + acc.name + "' accumulated for block " + b + " of '" + o.name +
-                                      "' at grid point " + format_tuple(earlier)));
+  f.notes.push_back(note(accumulation_loc(m, op), "'" + acc.name + "' accumulated for block " + b + " of '" +
+                                                      o.name + "' at grid point " + format_tuple(earlier)));
   f.notes.push_back(note(a.loc, "and updated here at grid point " + format_tuple(lost) + ", unread since"));
   return f;
 }
@@ -2362,6 +2398,15 @@ std::int64_t on_chip_bytes(const OperandModel &o, bool gpu) {
 }
 } // namespace
 
+namespace {
+// `33554432 bytes (32.0 MiB)`: a byte count as the message gives it.
+std::string with_mib(std::int64_t bytes) {
+  char mib[32];
+  std::snprintf(mib, sizeof mib, "%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return std::to_string(bytes) + " bytes (" + mib + " MiB)";
+}
+} // namespace
+
 std::int64_t sram_bytes(const KernelModel &m) {
   const Target *t = m.target ? find_target(*m.target) : nullptr;
   bool gpu = t && t->kind == TargetKind::gpu;
@@ -2542,16 +2587,16 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
   std::int64_t budget = sram_budget(*t, m.vmem_limit_bytes);
   if (bytes > budget) {
     const spec::Loc &loc = m.spec ? m.spec->loc : spec::Loc{};
-    Finding f = make(
-        Rule::sram_capacity, loc,
-        "the kernel needs at least " + std::to_string(bytes) + " bytes of " +
-            (t->kind == TargetKind::tpu ? "VMEM" : "shared memory") + " but " + t->name + " allows " +
-            std::to_string(budget) +
-            " (a lower bound: the compiler's scoped allocations add intermediates and "
-            "spills)" +
-            (t->kind == TargetKind::tpu && budget < t->physical_sram_bytes
-                 ? "; vmem_limit_bytes can raise the budget up to " + std::to_string(t->physical_sram_bytes)
-                 : std::string()));
+    Finding f =
+        make(Rule::sram_capacity, loc,
+             "the kernel needs at least " + with_mib(bytes) + " of " +
+                 (t->kind == TargetKind::tpu ? "VMEM" : "shared memory") + " but " + t->name + " allows " +
+                 with_mib(budget) +
+                 " (a lower bound: the compiler's scoped allocations add intermediates and "
+                 "spills)" +
+                 (t->kind == TargetKind::tpu && budget < t->physical_sram_bytes
+                      ? "; vmem_limit_bytes can raise the budget up to " + with_mib(t->physical_sram_bytes)
+                      : std::string()));
     f.witness.items.push_back({"sram_bytes", bytes});
     f.witness.items.push_back({"budget_bytes", budget});
     f.witness.items.push_back({"target", t->name});
