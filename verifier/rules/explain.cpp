@@ -67,14 +67,20 @@ std::vector<RuleDoc> make_docs() {
     in  x: f32[256, 128]  block=(128, 128)  index=(i, j) -> (j, 0)
     out o: f32[256, 128]  block=(128, 128)  index=(i, j) -> (j, 0)
     body:
-        o[...] = x[...]
+        when program_id(0) == 0:
+            o[0:64, :] = x[0:64, :]
+        when program_id(0) == 1:
+            o[64:128, :] = x[64:128, :]
 )",
                R"(kernel no_revisit:
     grid = (2, 2)
     in  x: f32[256, 128]  block=(128, 128)  index=(i, j) -> (i, 0)
     out o: f32[256, 128]  block=(128, 128)  index=(i, j) -> (i, 0)
     body:
-        o[...] = x[...]
+        when program_id(1) == 0:
+            o[0:64, :] = x[0:64, :]
+        when program_id(1) == 1:
+            o[64:128, :] = x[64:128, :]
 )"});
   d.push_back({Rule::uninitialized_accumulator,
                "The body reads an output or scratch block (a load or `+=`) at a grid point where nothing has "
@@ -274,7 +280,8 @@ std::vector<RuleDoc> make_docs() {
   d.push_back({Rule::partial_block_reduction,
                "A reduced dimension (indexed by a grid axis along which the output block stays the same, or "
                "contracted by dot/sum in the body) is not a multiple of its block. The last block is padded "
-               "with garbage, and the padding enters the reduction. Mask it, or pick a dividing block.",
+               "with garbage, and the padding enters the reduction. Mask it (on both sides of a dot: garbage times "
+               "zero is NaN), or pick a block that divides it and fits the target's tiling.",
                R"(kernel matmul_ragged_k:
     grid = (8, 8, 8)
     dimension_semantics = (parallel, parallel, arbitrary)
@@ -286,16 +293,18 @@ std::vector<RuleDoc> make_docs() {
             o[...] = zeros
         o[...] += dot(a[...], b[...])
 )",
-               R"(kernel matmul_k_divides:
+               R"(kernel matmul_ragged_k_masked:
     grid = (8, 8, 8)
     dimension_semantics = (parallel, parallel, arbitrary)
-    in  a: f32[1024, 1000]  block=(128, 125)  index=(i, j, kk) -> (i, kk)
-    in  b: f32[1000, 1024]  block=(125, 128)  index=(i, j, kk) -> (kk, j)
+    in  a: f32[1024, 1000]  block=(128, 128)  index=(i, j, kk) -> (i, kk)
+    in  b: f32[1000, 1024]  block=(128, 128)  index=(i, j, kk) -> (kk, j)
     out o: f32[1024, 1024]  block=(128, 128)  index=(i, j, kk) -> (i, j)
     body:
         when program_id(2) == 0:
             o[...] = zeros
-        o[...] += dot(a[...], b[...])
+        k = program_id(2) * 128
+        o[...] += dot(where(k + iota((128, 128), 1) < 1000, a[...], 0.0),
+                      where(k + iota((128, 128), 0) < 1000, b[...], 0.0))
 )"});
   d.push_back(
       {Rule::parallel_write_conflict,
