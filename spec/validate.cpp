@@ -486,6 +486,13 @@ public:
       operand(o);
       has_out |= o.role == Role::out;
       if (o.memory_space == MemorySpace::acc) acc_scratch(k, o);
+      // Mosaic GPU's pallas_call takes no pipeline_mode (its _downcast_spec
+      // refuses one): the slots are max_concurrent_steps.
+      if (const Setting *t = k.setting("target");
+          o.pipeline_mode.buffer_count && t && t->value.op == Op::Name && is_gpu_target(t->value.name))
+        error(o.loc, "'" + o.name +
+                         "' says buffered=, which Mosaic GPU's pallas_call refuses (pl.Buffered "
+                         "is a TPU pipeline_mode): its slots are the kernel's max_concurrent_steps");
     }
     if (!has_out) error(k.loc, "kernel '" + k.name + "' has no 'out' operand");
     std::set<std::string> aliased_in, aliased_out;

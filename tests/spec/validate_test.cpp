@@ -601,3 +601,12 @@ TEST(TritonBackend, ADuplicateBackendLineIsRefused) {
   EXPECT_EQ(e.line, 4);
   EXPECT_NE(e.message.find("duplicate 'backend'"), std::string::npos) << e.message;
 }
+
+TEST(ValidationError, BufferedOnAMosaicGpuOperandIsRefusedAsPallasRefusesIt) {
+  Err e = first_error("kernel k:\n    grid = (8,)\n    target = h100\n"
+                      "    in  x: f32[256, 128]  block=(32, 128)  index=(i) -> (i, 0)  buffered=3\n"
+                      "    out o: f32[256, 128]  block=(32, 128)  index=(i) -> (i, 0)\n"
+                      "    body:\n        o[...] = x[...] + 1\n");
+  EXPECT_EQ(e.line, 4);
+  EXPECT_NE(e.message.find("max_concurrent_steps"), std::string::npos) << e.message;
+}
