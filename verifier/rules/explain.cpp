@@ -277,12 +277,13 @@ std::vector<RuleDoc> make_docs() {
     body:
         o[...] = x[...]
 )"});
-  d.push_back({Rule::partial_block_reduction,
-               "A reduced dimension (indexed by a grid axis along which the output block stays the same, or "
-               "contracted by dot/sum in the body) is not a multiple of its block. The last block is padded "
-               "with garbage, and the padding enters the reduction. Mask it (on both sides of a dot: garbage times "
-               "zero is NaN), or pick a block that divides it and fits the target's tiling.",
-               R"(kernel matmul_ragged_k:
+  d.push_back(
+      {Rule::partial_block_reduction,
+       "A reduced dimension (indexed by a grid axis along which the output block stays the same, or "
+       "contracted by dot/sum in the body) is not a multiple of its block. The last block is padded "
+       "with garbage, and the padding enters the reduction. Mask it (on both sides of a dot: garbage times "
+       "zero is NaN), or pick a block that divides it and fits the target's tiling.",
+       R"(kernel matmul_ragged_k:
     grid = (8, 8, 8)
     dimension_semantics = (parallel, parallel, arbitrary)
     in  a: f32[1024, 1000]  block=(128, 128)  index=(i, j, kk) -> (i, kk)
@@ -293,7 +294,7 @@ std::vector<RuleDoc> make_docs() {
             o[...] = zeros
         o[...] += dot(a[...], b[...])
 )",
-               R"(kernel matmul_ragged_k_masked:
+       R"(kernel matmul_ragged_k_masked:
     grid = (8, 8, 8)
     dimension_semantics = (parallel, parallel, arbitrary)
     in  a: f32[1024, 1000]  block=(128, 128)  index=(i, j, kk) -> (i, kk)
