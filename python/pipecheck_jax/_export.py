@@ -46,6 +46,17 @@ class UnsupportedError(Exception):
         return f"{where}unsupported{what}: {self.message}"
 
 
+class _Untiled(Exception):
+    """The logical shape of a Mosaic GPU SMEM scratch declared with `transforms=` (tiling,
+    swizzling), read off the untiling views of an access: the kernel jaxpr holds the scratch
+    at its tiled shape, and the export declares it at this one; the kernel is translated again
+    with it (see _Body.untile)."""
+
+    def __init__(self, name: str, shape: tuple):
+        super().__init__(name, shape)
+        self.name, self.shape = name, shape
+
+
 class _DataIntoSmem(Exception):
     """A store of data (a value read from a block) into the int32 SMEM scratch `name`: it is a
     data scratch, not SMEM state; the kernel is translated again with it so
@@ -286,6 +297,9 @@ class _Ref:
     #: array dim (block size or None when squeezed, block index text of program_id)); a
     #: scalar read of it is also a read of the table, an integer (_data_tables)
     table: tuple | None = None
+    #: a Mosaic GPU SMEM scratch, whose kernel ref may be tiled (`transforms=`): its tiled
+    #: aval (ShapedArray), through which an access's untiling views give the logical shape
+    tiled: Any = None
 
 
 # jax 0.10 wraps a Jaxpr and its consts in a ClosedJaxpr; in 0.11 the two are one class; 0.12
@@ -522,8 +536,10 @@ def _float_floor_divide(e, ins) -> bool:
         jax.dtypes.issubdtype(e.outvars[0].aval.dtype, jax.numpy.floating)
 
 
-# Compiler hints that return their operand (pl.multiple_of, Triton's max_contiguous).
-_HINTS = ("multiple_of", "max_contiguous")
+# Compiler hints that return their operand (pl.multiple_of, Triton's max_contiguous), and
+# Mosaic GPU's layout_cast (plgpu.layout_cast, plgpu.broadcasted_iota(..., layout=)), which
+# picks the register layout of a value and is the identity on its elements.
+_HINTS = ("multiple_of", "max_contiguous", "layout_cast")
 
 
 def _int_unary(name: str, a: _E, params) -> _E | None:
@@ -1089,6 +1105,13 @@ class _Body:
         self.acc_refs: set = set()
         #: the equations after the one being translated, in its block (see wgmma)
         self.after: list = []
+        #: [the equations of a block, the index of the one being translated] of each block
+        #: being translated, outermost first (see unsynchronized_acc_read)
+        self.frames: list = []
+        #: whether the kernel issues a wgmma anywhere (see acc_read)
+        self.has_wgmma = False
+        #: a Mosaic GPU call's body
+        self.mgpu = False
         #: the data tables (_Ref.table) a read used
         self.tables_read: set = set()
         #: the integer inputs without a data table (contents neither known nor described)
@@ -1138,6 +1161,13 @@ class _Body:
     # Translation ------------------------------------------------------------------------
 
     def run(self, jaxpr, env: dict, indent: int) -> list:
+        self.frames.append([jaxpr.eqns, 0])
+        try:
+            return self.run_block(jaxpr, env, indent)
+        finally:
+            self.frames.pop()
+
+    def run_block(self, jaxpr, env: dict, indent: int) -> list:
         uses: dict = {}
         multi: set = set()
         for e in jaxpr.eqns:
@@ -1176,6 +1206,7 @@ class _Body:
                 None if tb is not None and tb is self.outer_traceback else _frame(e.source_info)) \
                 or self.default_loc
             self.after = jaxpr.eqns[at + 1:]  # what follows e in its block (wgmma's await)
+            self.frames[-1][1] = at
             outs = self.eqn(e, read, env, indent, src)
             if outs is None:
                 continue
@@ -1213,6 +1244,40 @@ class _Body:
                       ".pk form (reads and stores through one have)", e)
         return sub
 
+    def untile(self, ref: _Ref, e, transforms) -> list:
+        """The transforms of an access to a Mosaic GPU SMEM scratch past its untiling views.
+
+        A scratch with `transforms=` (plgpu.TilingTransform, SwizzleTransform) is a ref of the
+        tiled shape in the kernel jaxpr (f16[8, 1, 8, 64] for (64, 64) tiled by (8, 64)),
+        which the kernel reads through the views that undo them (_LAYOUT_VIEWS), first in
+        every access: what those views make of the tiled aval is the scratch's own shape, which
+        the export declares. The first access that shows it raises _Untiled, and the kernel is
+        translated again with the scratch at that shape; an access that reaches the tiled ref
+        otherwise has no .pk form."""
+        transforms = list(transforms)
+        k = 0
+        while k < len(transforms) and type(transforms[k]).__name__ in _LAYOUT_VIEWS:
+            k += 1
+        if any(type(t).__name__ in _LAYOUT_VIEWS for t in transforms[k:]):
+            self.fail(f"an access of the scratch '{ref.name}', declared with transforms= "
+                      "(tiling, swizzling), that indexes its tiled ref before undoing them has "
+                      "no .pk form", e)
+        aval = ref.tiled
+        try:
+            for t in transforms[:k]:
+                aval = t.transform_type(aval)
+        except Exception as err:  # noqa: BLE001 - a view JAX itself would refuse
+            self.fail(f"the untiling of the scratch '{ref.name}' ({type(err).__name__}) has "
+                      "no .pk form", e)
+        shape = tuple(int(d) for d in aval.shape)
+        if k == 0 and shape != tuple(ref.shape):
+            self.fail(f"an access of the scratch '{ref.name}', declared with transforms= "
+                      f"(tiling, swizzling), that reaches its tiled ref {tuple(shape)} without "
+                      f"undoing them (`{ref.name}.ref`) has no .pk form", e)
+        if shape != tuple(ref.shape):
+            raise _Untiled(ref.name, shape)
+        return transforms[k:]
+
     def view_of(self, ref: _Ref, e, transforms, read) -> tuple:
         """(subscript, shape, reshaped): the `.pk` subscript over the ref's own dims that
         reaches the elements of the view `transforms` make, the shape of what that subscript
@@ -1225,6 +1290,8 @@ class _Body:
         attention's), and an index into a merged dim must reach a box of its ref dims (a
         strided slice `kv[h::heads, :]` of that merge is the rows of head h: every page and
         token, one head); anything else has no .pk form and is refused."""
+        if ref.tiled is not None:
+            transforms = self.untile(ref, e, transforms)
         if len(transforms) == 0:
             self.whole.update((ref.name, d) for d in range(len(ref.shape)))
             return "[...]", tuple(int(n) for n in ref.shape), False
@@ -1769,17 +1836,75 @@ class _Body:
         return []
 
     def acc_read(self, e, read, src):
-        """`acc[...]` of a plgpu.ACC scratch (Pallas' wgmma_accumulator_deref): it awaits every
-        wgmma in flight first, as the .pk program does before any use of an acc scratch."""
+        """`acc[...]` of a plgpu.ACC scratch (Pallas' wgmma_accumulator_deref, wait_n=0): it
+        awaits every wgmma in flight first, as the .pk program does before any use of an acc
+        scratch. With another wait_n, see unsynchronized_acc_read."""
         acc = read(e.invars[0])
-        if int(e.params.get("wait_n", 0)) != 0:
-            self.fail("a read of a plgpu.ACC scratch that leaves wgmmas in flight (wait_n > 0) "
-                      "has no .pk form", e)
         if not isinstance(acc, _Ref):
             self.fail("a read of an accumulator that is not a kernel ref", e)
+        wait_n = e.params.get("wait_n", 0)
+        if wait_n is None or int(wait_n) != 0:
+            self.unsynchronized_acc_read(e, acc, wait_n)
         aval = e.outvars[0].aval
         return [_E(f"{acc.name}[...]", reads=frozenset([acc.name]), load=(acc.name, "[...]"),
                    src=src, shape=aval.shape, dtype=aval.dtype, sources=frozenset([acc.name]))]
+
+    def preceding(self):
+        """The equations that ran before the one being translated, latest first: those before
+        it in its block, then those before the block's own equation in the block around it,
+        and so on out to the kernel body, as long as what comes before is the same on every
+        run of the block (not past a loop that issues a wgmma: an earlier iteration ran its
+        wgmmas before it)."""
+        for k in range(len(self.frames) - 1, -1, -1):
+            eqns, at = self.frames[k]
+            yield from reversed(eqns[:at])
+            if k:
+                outer, outer_at = self.frames[k - 1]
+                around = outer[outer_at]  # the equation whose block this is
+                if around.primitive.name in ("scan", "while") and \
+                        _uses_primitive(around, "wgmma_ref"):
+                    return
+
+    def unsynchronized_acc_read(self, e, acc: _Ref, wait_n) -> None:
+        """`plgpu.wgmma_accumulator_load(acc, wait_n=None)` (no synchronization) or with
+        `wait_n >= 1` (it leaves that many wgmmas in flight): a read of the accumulator's
+        registers that retires no wgmma. The .pk wgmma keeps at most one in flight (wgmma), so
+        such a read retires nothing there either: it is the plain read `acc[...]` where no
+        wgmma can be in flight, which holds after a `plgpu.wgmma_wait(0)` (or an awaiting
+        read of an accumulator) earlier in its block with no wgmma after it, or in a kernel
+        that issues none. After a wgmma not retired since, it reads registers the wgmma is
+        still writing, a race on the GPU; a .pk read of an accumulator waits for its wgmmas,
+        so that read has no .pk form, and the diagnostic says it races."""
+        how = "wait_n=None" if wait_n is None else f"wait_n={int(wait_n)}"
+        for f in self.preceding():
+            fn = f.primitive.name
+            if fn == "wgmma_wait" and isinstance(f.invars[0], jax_core.Literal):
+                if int(f.invars[0].val) == 0:
+                    return  # every wgmma retired
+                continue  # wgmma_wait(n >= 1) leaves the one in flight
+            if fn in ("wgmma_accumulator_deref", "wgmma_accumulator_deref_p"):
+                if f.params.get("wait_n", 0) is not None and int(f.params["wait_n"]) == 0:
+                    return
+                continue
+            if fn == "wgmma_ref":
+                at = _frame(f.source_info)
+                self.fail(f"plgpu.wgmma_accumulator_load({acc.name}, {how}) reads the "
+                          f"accumulator while the wgmma at {_fmt_loc(at) or 'an earlier line'} "
+                          "is still in flight (nothing retired it since): it reads registers "
+                          "that wgmma is still writing, a race on the GPU. A .pk read of an "
+                          "accumulator waits for its wgmmas, so this read has no .pk form: "
+                          "retire the wgmma first (plgpu.wgmma_wait(0)) or read with wait_n=0 "
+                          f"({acc.name}[...])", e)
+            if any(_uses_primitive(f, q) for q in ("wgmma_ref", "wgmma_wait",
+                                                  "wgmma_accumulator_deref",
+                                                  "wgmma_accumulator_deref_p")):
+                break  # a wgmma or an await in a nested block: not known here
+        if self.has_wgmma:
+            self.fail(f"plgpu.wgmma_accumulator_load({acc.name}, {how}) waits for no wgmma, and "
+                      "the export cannot tell that none is in flight here (a wgmma left in "
+                      "flight reads registers it is still writing, a race on the GPU): put "
+                      "plgpu.wgmma_wait(0) before it in its block, or read with wait_n=0 "
+                      f"({acc.name}[...])", e)
 
     def masked(self, e, read, indent, src):
         """`pl.load`/`pltpu.load`/`plgpu.load(..., mask=, other=)` and the stores with a mask.
@@ -1965,13 +2090,17 @@ class _Body:
         and grid steps in `.pk`, where Pallas' starts undefined at each entry of the scope: so
         the scope begins with `NAME[...] = undefined` for each buffer (not for semaphores), and
         a read before a write in this entry is an uninitialized-read whatever an earlier entry
-        wrote."""
+        wrote. A plgpu.ACC starts at zero at each entry (`NAME[...] = zeros`), as Pallas'
+        Mosaic GPU lowering allocates it; a Mosaic GPU SMEM allocation with transforms= is
+        declared at the shape its untiling views give."""
         p = e.params
         if p.get("collective_axes"):
             self.fail("pl.run_scoped with collective_axes (memory shared across cores) has no "
                       ".pk form", e)
-        if any(t for t in (p.get("ref_transforms") or ())):
-            self.fail("pl.run_scoped allocations with ref transforms have no .pk form", e)
+        views = [tuple(t or ()) for t in (p.get("ref_transforms") or ())]
+        if any(type(t).__name__ not in _LAYOUT_VIEWS or not self.mgpu for t in sum(views, ())):
+            self.fail("pl.run_scoped allocations with ref transforms other than Mosaic GPU's "
+                      "tiling and swizzling (plgpu.SMEM(..., transforms=)) have no .pk form", e)
         sub = p["jaxpr"]
         inner = _inner(sub)
         if _array_consts(sub):
@@ -1983,10 +2112,25 @@ class _Body:
         for k, v in enumerate(inner.invars):
             an = arg_names[k] if k < len(arg_names) and arg_names[k] else "scoped"
             nm = _ident(an, self.taken)
-            self.scoped.append((_scratch_line(nm, v.aval, _fmt_loc(src), self.kernel), src))
             inner_aval = getattr(v.aval, "inner_aval", v.aval)
-            senv[v] = _Ref(nm, tuple(int(d) for d in inner_aval.shape))
-            if not _is_semaphore(v.aval):
+            shape, tiled = tuple(int(d) for d in inner_aval.shape), None
+            if self.mgpu and "smem" in _memory_space_name(v.aval) and not _is_semaphore(v.aval):
+                # a Mosaic GPU SMEM allocation, tiled where it has transforms=: the ref is
+                # tiled, and the views that undo its transforms give its own shape (view_of)
+                tiled, aval = inner_aval, inner_aval
+                for t in views[k] if k < len(views) else ():
+                    aval = t.transform_type(aval)
+                shape = tuple(int(d) for d in aval.shape)
+            self.scoped.append((_scratch_line(nm, v.aval, _fmt_loc(src), self.kernel,
+                                              shape if tiled is not None else None), src))
+            senv[v] = _Ref(nm, shape, tiled=tiled)
+            if _is_acc(v.aval):
+                # plgpu.ACC: Pallas' Mosaic GPU lowering of run_scoped gives it zeroed
+                # registers at each entry of the scope (WGMMAAccumulator.zero), where the
+                # `memory_space=acc` scratch is zero only at the CTA's start.
+                self.acc_refs.add(nm)
+                self.emit(indent, f"{nm}[...] = zeros", src)
+            elif not _is_semaphore(v.aval):
                 self.emit(indent, f"{nm}[...] = undefined", src)
         outs = self.run(inner, senv, indent)
         for v in inner.invars:  # the buffers die with the scope: their reads happen in it
@@ -3242,8 +3386,9 @@ def _is_acc(aval) -> bool:
     return type(aval).__name__ == "WGMMAAbstractAccumulatorRef"
 
 
-def _scratch_line(nm: str, aval, loc, kernel) -> str:
-    """`scratch NAME: ...` of a kernel scratch or a run_scoped allocation (its ref's aval)."""
+def _scratch_line(nm: str, aval, loc, kernel, shape=None) -> str:
+    """`scratch NAME: ...` of a kernel scratch or a run_scoped allocation (its ref's aval;
+    `shape`, where given, instead of the aval's: a tiled Mosaic GPU scratch's own, _Untiled)."""
     inner = getattr(aval, "inner_aval", aval)
     ms_name = _memory_space_name(aval)
     sem_dt = str(getattr(inner, "dtype", "")).lower()
@@ -3265,7 +3410,7 @@ def _scratch_line(nm: str, aval, loc, kernel) -> str:
         raise UnsupportedError(f"scratch '{nm}': a scratch with transforms= (tiling, swizzling) "
                                "has no .pk form in this version of the export", loc, kernel)
     dt = _dtype(inner.dtype, f"scratch '{nm}'", loc)
-    text = f"    scratch {nm}: {dt}[{_shape(inner.shape)}]"
+    text = f"    scratch {nm}: {dt}[{_shape(inner.shape if shape is None else shape)}]"
     if _is_acc(aval):
         text += "  memory_space=acc"  # plgpu.ACC: wgmma accumulator registers, zero at start
     elif "smem" in ms_name:
@@ -3338,12 +3483,6 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
     if grid:
         lines.append((f"    grid = {_tuple(str(int(g)) for g in grid)}", call_site))
     cp = p.get("compiler_params")
-    # JAX traced the call under one fixed context (a custom_vjp's backward rule under jax.grad):
-    # its equations share the call's traceback, whose line is that context's, so an operand
-    # is placed at its index map
-    tb = getattr(pc.source_info, "traceback", None)
-    traced_in_context = tb is not None and any(
-        getattr(q.source_info, "traceback", None) is tb for q in kj.eqns)
     backend = _backend(cp, kj, gm)
     triton, mgpu = backend == "triton", backend == "mosaic_gpu"
     if triton:
@@ -3465,12 +3604,16 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         if mosaic_tpu:
             _mosaic_pipeline_mode(bm, nm, loc, name)
         text += _buffered(bm)
-        lines.append((text, (_index_map_site(bm) or call_site) if n_pre or traced_in_context
-                      else call_site))
+        # (an operand's line is its BlockSpec's: where its index_map is defined, the lambda's
+        # line, which a finding about its blocks points at; the pallas_call where that is not
+        # the user's code, a default or library index map)
+        lines.append((text, _index_map_site(bm) or call_site))
     tables = _data_tables(gm, names, n_in, input_values, prefetch or {}, arg_names[n_pre:],
                           len(grid), tuple(pre_names), taken, loc)
     lines.extend(as_scratch)
+    scratch_at: dict = {}  # scratch name -> its index in lines (untiled: see _Untiled)
     for k in range(n_in + n_out, len(names)):
+        scratch_at[names[k]] = len(lines)
         lines.append((_scratch_line(names[k], kj.invars[n_pre + k].aval, loc, name), call_site))
     aliased_names: set = set()
     for i_in, i_out in p.get("input_output_aliases") or ():
@@ -3496,6 +3639,8 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
 
     data_smem: set = set()  # int32 SMEM scratches the body stores data into (_DataIntoSmem)
 
+    untiled: dict = {}  # Mosaic GPU SMEM scratch with transforms= -> its own shape (_Untiled)
+
     def translate(stored: frozenset) -> _Body:
         while True:
             try:
@@ -3504,6 +3649,12 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                 if d.name in data_smem:
                     raise
                 data_smem.add(d.name)
+            except _Untiled as u:
+                if u.name in untiled:  # two accesses untile it to different shapes
+                    raise UnsupportedError(
+                        f"scratch '{u.name}': accesses that untile it to {untiled[u.name]} "
+                        f"and {u.shape} have no .pk form", loc, name) from None
+                untiled[u.name] = u.shape
 
     shift: dict = {}  # (operand, dim) -> front padding (_front_padding)
 
@@ -3514,7 +3665,8 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
         body.triton = triton
         body.user_axes = user_axes
         body.while_bound = while_bound
-        body.taken = taken
+        body.taken = set(taken)  # (each translation names its own scratch alike)
+        body.mgpu = mgpu
         body.bind_reads_of = stored
         body.untabled = set(int_inputs) - set(tables)
         body.any_operands = {nm: role for nm, role in any_operands.items()
@@ -3538,13 +3690,24 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                               if b is not None and type(b).__name__ != "Squeezed")
             if k >= n_pre + n_in + n_out and _is_acc(aval):
                 body.acc_refs.add(nm)
-            env[v] = _Ref(nm, shape, prefetch=k < n_pre, state=state, table=table)
+            tiled = None
+            if mgpu and k >= n_pre + n_in + n_out and "smem" in _memory_space_name(aval) \
+                    and not _is_semaphore(aval):
+                # (its ref is tiled where the scratch has transforms=: view_of untiles it)
+                tiled = inner
+                shape = untiled.get(nm, shape)
+            env[v] = _Ref(nm, shape, prefetch=k < n_pre, state=state, table=table, tiled=tiled)
+        body.has_wgmma = any(_uses_primitive(q, "wgmma_ref") for q in kj.eqns)
         body._indent = 2
         body.run(kj, env, 2)
         body.flush(2)
         return body
 
     body = translate(frozenset())
+    for k in range(n_in + n_out, len(names)):
+        if names[k] in untiled:  # declared at its own shape, which its untiling views give
+            lines[scratch_at[names[k]]] = (_scratch_line(
+                names[k], kj.invars[n_pre + k].aval, loc, name, untiled[names[k]]), call_site)
     if body.stored_state:
         # SMEM state is stored into: its reads are bound to a local where they are in the jaxpr
         # (`init = init_flag_ref[0]` before `init_flag_ref[0] = 0`), not inlined at their use.

@@ -189,11 +189,29 @@ def _ds_clamped(eqn, holder, invals, dropped) -> str | None:
     return None
 
 
+def _fmt(loc) -> str:
+    return f"{loc[0]}:{loc[1]}"
+
+
+def _at_python(text: str, k, pk: str) -> str:
+    """`pipecheck run`'s output on the exported kernel k (written to pk, a temporary file gone
+    after run unless keep_dir), each place in pk it names (`line N`, `PK:N:C`) written as the
+    Python line it came from, `file.py:M`, where the export knows it."""
+    def py(n: str):
+        at = k.line_map.get(int(n))
+        return _fmt(at) if at else None
+
+    text = re.sub(re.escape(pk) + r":(\d+):\d+:",
+                  lambda m: (py(m.group(1)) or f"line {m.group(1)}") + ":", text)
+    return re.sub(r"\bline (\d+)\b", lambda m: py(m.group(1)) or m.group(0), text)
+
+
 class _Evaluator:
     def __init__(self, mode: str, work: str, while_bound: int = DEFAULT_WHILE_BOUND,
-                 max_memory: str | None = None):
+                 max_memory: str | None = None, kept: bool = False):
         self.mode = mode  # "pipecheck" or "interpret"
         self.work = work
+        self.kept = kept  # whether work outlives the run (keep_dir): its .pk files may be cited
         self.while_bound = while_bound
         self.max_memory = max_memory  # `pipecheck run --max-memory`, or None for its default
         self.exit = 0
@@ -239,18 +257,21 @@ class _Evaluator:
         proc = subprocess.run([pipecheck_binary(), "run", pk, *dma, "--inputs",
                                os.path.join(d, "in"), "--save", os.path.join(d, "out")],
                               capture_output=True, text=True)
-        self.output += proc.stdout + proc.stderr
+        said = _at_python(proc.stdout + proc.stderr, k, pk)
+        self.output += said
         self.exit = max(self.exit, proc.returncode)
         outs = [os.path.join(d, "out", f"{name}.npy") for name, role, _, _ in k.operands
                 if role == "out"]
+        where = f" (the pallas_call at {_fmt(k.call_site)})" if k.call_site else ""
+        kept = f", exported as {pk}" if self.kept else ""
         if proc.returncode == 1 and not all(os.path.exists(f) for f in outs):
             # the run stopped at an error of the kernel (an out-of-bounds access, a wait that
             # hangs): a verdict on it, not a failure to run
-            raise _Stopped(f"pipecheck run {pk} stopped at an error of the kernel and wrote "
-                           f"no outputs:\n{proc.stdout}{proc.stderr}")
+            raise _Stopped(f"pipecheck run stopped kernel {k.name}{where}{kept} at an error "
+                           f"of the kernel, and it wrote no outputs:\n{said}")
         if proc.returncode not in (0, 1) or not all(os.path.exists(f) for f in outs):
-            raise RuntimeError(f"pipecheck run {pk} failed (exit {proc.returncode}) and wrote "
-                               f"no outputs:\n{proc.stdout}{proc.stderr}")
+            raise RuntimeError(f"pipecheck run of kernel {k.name}{where}{kept} failed (exit "
+                               f"{proc.returncode}) and wrote no outputs:\n{said}")
         # A dropped output the kernel declared as scratch has no result; nothing reads it.
         return [_load(os.path.join(d, "out", f"{name}.npy"), dt) if role == "out" else
                 jnp.zeros(shape, dt)
@@ -476,14 +497,14 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | No
                              f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}")
     work = keep_dir or tempfile.mkdtemp(prefix="pipecheck_jax_run_")
     try:
-        pc = _Evaluator("pipecheck", work, while_bound, max_memory)
+        pc = _Evaluator("pipecheck", work, while_bound, max_memory, keep_dir is not None)
         try:
             try:
                 outs = pc.eval(closed.jaxpr, closed.consts, args)
             except NotNative as nested:  # an emit_pipeline the nested form cannot say: as Pallas lowers it
                 if lowered is None:
                     raise RuntimeError(lowered_error) from None
-                pc = _Evaluator("pipecheck", work, while_bound, max_memory)
+                pc = _Evaluator("pipecheck", work, while_bound, max_memory, keep_dir is not None)
                 try:
                     outs = pc.eval(lowered.jaxpr, lowered.consts, args)
                 except NotNative:

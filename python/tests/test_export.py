@@ -532,3 +532,37 @@ def test_integer_div_and_rem_by_zero_in_arrays_run_as_xla_computes_them():
     b = (jnp.arange(1024, dtype=jnp.int32).reshape(8, 128) % 5) - 2  # a zero every fifth
     res = pj.run(fn, a, b)
     assert res.ok, res
+
+
+def one_block_too_far():
+    """A BlockSpec built away from the pallas_call that uses it, its index map one block
+    too far."""
+    return pl.BlockSpec((8, 128), lambda i: (i + 1, 0))
+
+
+def add_with(y_spec):
+    def add_kernel(x_ref, y_ref, o_ref):
+        o_ref[...] = x_ref[...] + y_ref[...]
+
+    return lambda x, y: pl.pallas_call(
+        add_kernel, grid=(4,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                  y_spec],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32))(x, y)
+
+
+def test_an_index_map_finding_points_at_the_operands_blockspec_wherever_it_is_built():
+    # With or without scalar prefetch, an operand's line is its index_map's: the lambda in
+    # its BlockSpec, in the in_specs list or in a helper, not the pallas_call line.
+    x = jax.ShapeDtypeStruct((32, 128), jnp.float32)
+    pj.assert_verified(add_with(pl.BlockSpec((8, 128), lambda i: (i, 0))), x, x)
+    inline = pl.BlockSpec((8, 128), lambda i: (i + 1, 0))
+    inline_line = inspect.currentframe().f_lineno - 1
+    for spec, line in [(inline, inline_line),
+                       (one_block_too_far(), line_of(one_block_too_far, "lambda i"))]:
+        r = pj.check(add_with(spec), x, x)
+        (f,) = r.findings
+        assert f.rule == "index-out-of-bounds" and "'y_ref'" in f.message, r
+        assert f.python == (__file__, line), r
+        assert f.python[1] != line_of(add_with, "pl.pallas_call("), r

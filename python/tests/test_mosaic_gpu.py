@@ -486,3 +486,202 @@ def test_a_wgmma_accumulates_int8_in_i32_and_f16_in_f16_as_hopper_does(in_dt, ac
     ref = lambda a, b: jnp.dot(a, b, preferred_element_type=acc_dt)
     run = pj.run(f, a, b, reference=ref, **({} if in_dt == jnp.int8 else dict(rtol=2e-2, atol=0.1)))
     assert run.ok, run
+
+
+def acc_load_kernel(wait, wait_n=None):
+    """The matmul step with its accumulator read through wgmma_accumulator_load(wait_n=...)
+    at the last k step: with wait_n=None (or 1) the read waits for nothing, so it is right
+    only where `wgmma_wait(wait)` retired the step's wgmma (wait 0)."""
+    def kernel(a_ref, b_ref, o_ref, acc_ref):
+        plgpu.wgmma(acc_ref, a_ref, b_ref)
+        plgpu.wgmma_wait(wait)
+
+        @pl.when(pl.program_id(2) == GK - 1)
+        def _():
+            o_ref[...] = plgpu.wgmma_accumulator_load(acc_ref, wait_n=wait_n).astype(jnp.float16)
+    return kernel
+
+
+def test_an_accumulator_load_that_waits_for_nothing_reads_it_after_a_wgmma_wait_0():
+    # wgmma_accumulator_load(acc, wait_n=None) does no synchronization: after wgmma_wait(0)
+    # nothing is in flight, so it is the plain read.
+    f = matmul(acc_load_kernel(0))
+    assert "o_ref[...] = cast(acc_ref[...], f16)" in pj.export(f, *specs())
+    pj.assert_verified(f, *specs())
+    assert pj.run(f, *operands(), reference=reference, rtol=2e-2, atol=0.1).ok
+    pj.assert_verified(matmul(acc_load_kernel(0, wait_n=1)), *specs())
+
+
+@pytest.mark.parametrize("wait_n", [None, 1])
+def test_an_accumulator_load_that_waits_for_nothing_while_the_wgmma_is_in_flight_is_a_race(wait_n):
+    # After wgmma_wait(1) the step's wgmma is still writing the registers the load reads. A
+    # .pk read of an accumulator waits for its wgmmas, so the race has no .pk form: the
+    # kernel is refused, saying so, never verified.
+    r = pj.check(matmul(acc_load_kernel(1, wait_n)), *specs())
+    assert r.exit_code == 2 and not r.findings and len(r.unsupported) == 1, r
+    u = str(r.unsupported[0])
+    assert f"wgmma_accumulator_load(acc_ref, wait_n={wait_n})" in u and "a race on the GPU" in u, u
+    assert f"test_mosaic_gpu.py:{line_of(acc_load_kernel, 'plgpu.wgmma(')}" in u, u
+    assert u.startswith(f"{__file__}:{line_of(acc_load_kernel, 'o_ref[...] = plgpu.wgmma_acc')}:"), u
+
+
+def test_a_layout_cast_iota_mask_is_its_values_so_run_executes_it():
+    # plgpu.broadcasted_iota(..., layout=) is an iota and a layout_cast, which only picks
+    # registers: the identity on values, not an opaque op that `run` refuses.
+    def masked_kernel(bound):
+        def kernel(x_ref, o_ref):
+            cols = plgpu.broadcasted_iota(jnp.int32, (64, 128), 1, layout=plgpu.Layout.WGMMA)
+            o_ref[...] = jnp.where(cols < bound, x_ref[...], 0.0)
+        return kernel
+
+    def call(bound):
+        return lambda x: pl.pallas_call(
+            masked_kernel(bound), grid=(2,), in_specs=[pl.BlockSpec((64, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((64, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((128, 128), jnp.float32),
+            compiler_params=plgpu.CompilerParams(dimension_semantics=("parallel",)))(x)
+
+    x = jax.random.normal(jax.random.key(0), (128, 128))
+    ref = lambda x: jnp.where(jnp.arange(128)[None] < 100, x, 0.0)
+    text = pj.export(call(100), x)
+    assert "opaque" not in text and "where(iota(" in text, text
+    pj.assert_verified(call(100), x)
+    assert pj.run(call(100), x, reference=ref).ok
+    # a mask off by one column: the run computes the mask and differs from the reference
+    r = pj.run(call(101), x, reference=ref)
+    assert not r.ok and "pipecheck vs reference: output 0 differs at [0, 100]" in str(r), r
+
+
+TILED = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+
+
+def staged_in_tiled_smem(store_first):
+    """The a operand staged, doubled, in an SMEM scratch tiled and swizzled for the wgmma
+    (how Hopper kernels stage operands); without `store_first` the wgmma reads it unwritten."""
+    def tiled_kernel(a_ref, b_ref, o_ref, acc_ref, st_ref):
+        if store_first:
+            st_ref[...] = a_ref[...] * 2.0
+            plgpu.commit_smem()
+        plgpu.wgmma(acc_ref, st_ref, b_ref)
+        plgpu.wgmma_wait(0)
+        o_ref[...] = acc_ref[...].astype(jnp.float16)
+
+    def f(a, b):
+        return pl.pallas_call(
+            tiled_kernel, grid=(2,),
+            in_specs=[pl.BlockSpec((64, 64), lambda i: (i, 0)),
+                      pl.BlockSpec((64, 64), lambda i: (0, 0))],
+            out_specs=pl.BlockSpec((64, 64), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((128, 64), jnp.float16),
+            scratch_shapes=[plgpu.ACC((64, 64), jnp.float32),
+                            plgpu.SMEM((64, 64), jnp.float16, transforms=TILED)],
+            compiler_params=plgpu.CompilerParams(dimension_semantics=("parallel",)))(a, b)
+    return f, tiled_kernel
+
+
+def doubled_reference(a, b):
+    return ((2 * a).astype(jnp.float32) @ b.astype(jnp.float32)).astype(jnp.float16)
+
+
+def small_operands():
+    ka, kb = jax.random.split(jax.random.key(5))
+    return (jax.random.normal(ka, (128, 64)).astype(jnp.float16),
+            jax.random.normal(kb, (64, 64)).astype(jnp.float16))
+
+
+def test_an_smem_scratch_with_transforms_is_declared_at_its_own_shape_and_checked():
+    # The kernel jaxpr holds the scratch tiled, f16[8, 1, 8, 64], and reads it through the
+    # views that undo the tiling and swizzling: the export declares it as those views see it.
+    f, _ = staged_in_tiled_smem(True)
+    text = pj.export(f, *small_operands())
+    assert "scratch st_ref: f16[64, 64]  memory_space=smem" in text, text
+    assert "acc_ref[...] = acc_ref[...] + dot(st_ref[...], b_ref[...]" in text, text
+    pj.assert_verified(f, *small_operands())
+    assert pj.run(f, *small_operands(), reference=doubled_reference, rtol=2e-2, atol=0.1).ok
+    bad, kernel = staged_in_tiled_smem(False)
+    r = pj.check(bad, *small_operands())
+    assert r.exit_code == 1 and {x.rule for x in r.findings} == {"uninitialized-accumulator"}, r
+    assert {x.python[1] for x in r.findings} == {line_of(kernel, "plgpu.wgmma(")}, r
+    assert "'st_ref'" in r.findings[0].message, r
+
+
+def test_an_access_of_a_tiled_scratch_past_its_untiling_is_unsupported_at_its_line():
+    def raw_kernel(a_ref, b_ref, o_ref, acc_ref, st_ref):
+        st_ref.ref[...] = jnp.zeros(st_ref.ref.shape, jnp.float16)  # the tiled ref itself
+        st_ref[...] = a_ref[...]
+        plgpu.wgmma(acc_ref, st_ref, b_ref)
+        plgpu.wgmma_wait(0)
+        o_ref[...] = acc_ref[...].astype(jnp.float16)
+
+    msg = unsupported_message(raw_kernel, [plgpu.SMEM((TM, TK), jnp.float16, transforms=(
+        plgpu.TilingTransform((8, 32)), plgpu.SwizzleTransform(64)))])
+    assert "declared with transforms=" in msg and "(`st_ref.ref`)" in msg, msg
+    assert msg.startswith(f"{__file__}:{line_of(raw_kernel, 'st_ref.ref[...]')}:"), msg
+
+
+def scoped_acc_matmul(kernel):
+    def f(a, b):
+        return pl.pallas_call(
+            kernel, grid=(GM, GN, GK),
+            in_specs=[pl.BlockSpec((TM, TK), lambda i, j, k: (i, k)),
+                      pl.BlockSpec((TK, TN), lambda i, j, k: (k, j))],
+            out_specs=pl.BlockSpec((TM, TN), lambda i, j, k: (i, j)),
+            out_shape=jax.ShapeDtypeStruct((M, N), jnp.float16),
+            compiler_params=plgpu.CompilerParams(
+                dimension_semantics=("parallel", "parallel", "sequential"),
+                max_concurrent_steps=2))(a, b)
+    return f
+
+
+def test_an_accumulator_from_run_scoped_is_zero_at_each_entry_of_its_scope():
+    # pl.run_scoped(f, plgpu.ACC(...)), as upstream's Hopper kernels allocate it: Pallas'
+    # Mosaic GPU lowering zeroes the registers at each entry of the scope. Within one step
+    # (here a loop over the k chunks of whole-K blocks) it accumulates, and the tiled SMEM
+    # scratch it allocates beside it is declared at its own shape.
+    def scoped_kernel(a_ref, b_ref, o_ref):
+        def scoped(acc_ref, st_ref):
+            st_ref[...] = a_ref[...] * 2.0
+            plgpu.commit_smem()
+            for c in range(2):
+                plgpu.wgmma(acc_ref, st_ref.at[:, pl.ds(c * 32, 32)], b_ref.at[pl.ds(c * 32, 32), :])
+                plgpu.wgmma_wait(0)
+            return acc_ref[...]
+        out = pl.run_scoped(scoped, plgpu.ACC((64, 64), jnp.float32),
+                            plgpu.SMEM((64, 64), jnp.float16, transforms=TILED))
+        o_ref[...] = out.astype(jnp.float16)
+
+    def f(a, b):
+        return pl.pallas_call(
+            scoped_kernel, grid=(2,),
+            in_specs=[pl.BlockSpec((64, 64), lambda i: (i, 0)),
+                      pl.BlockSpec((64, 64), lambda i: (0, 0))],
+            out_specs=pl.BlockSpec((64, 64), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((128, 64), jnp.float16),
+            compiler_params=plgpu.CompilerParams(dimension_semantics=("parallel",)))(a, b)
+
+    text = pj.export(f, *small_operands())
+    assert "scratch acc_ref: f32[64, 64]  memory_space=acc" in text, text
+    assert "scratch st_ref: f16[64, 64]  memory_space=smem" in text, text
+    assert "acc_ref[...] = zeros" in text, text
+    pj.assert_verified(f, *small_operands())
+    assert pj.run(f, *small_operands(), reference=doubled_reference, rtol=2e-2, atol=0.1).ok
+
+
+def test_a_run_scoped_accumulator_kept_across_grid_steps_is_reset_at_each():
+    # The scratch_shapes matmul with its ACC moved into a run_scoped in the step: each k
+    # step starts from zero, and the last one stores its own product alone.
+    def across_steps(a_ref, b_ref, o_ref):
+        def scoped(acc_ref):
+            plgpu.wgmma(acc_ref, a_ref, b_ref)
+            plgpu.wgmma_wait(0)
+
+            @pl.when(pl.program_id(2) == GK - 1)
+            def _():
+                o_ref[...] = acc_ref[...].astype(jnp.float16)
+        pl.run_scoped(scoped, plgpu.ACC((TM, TN), jnp.float32))
+
+    f = scoped_acc_matmul(across_steps)
+    r = pj.check(f, *specs())
+    assert r.exit_code == 1 and {x.rule for x in r.findings} == {"accumulator-reset"}, r
+    assert r.findings[0].python[1] == line_of(across_steps, "pl.run_scoped("), r
+    assert not pj.run(f, *operands(), reference=reference, rtol=2e-2, atol=0.1).ok

@@ -208,8 +208,10 @@ def test_run_refuses_a_kernel_with_an_opaque_op():
         o_ref[...] = jax.lax.erf_inv(x_ref[...])
 
     x = np.ones((16, 128), np.float32)
-    with pytest.raises(RuntimeError, match="cannot run .*opaque op erf_inv"):
+    with pytest.raises(RuntimeError, match="cannot run .*opaque op erf_inv") as e:
         pj.run(blocked(kernel), x)
+    # named at its Python line: the exported .pk file is gone once run returns
+    assert f"opaque op erf_inv at {__file__}:{line_of(kernel, 'erf_inv')}" in str(e.value), e
 
 
 

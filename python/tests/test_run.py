@@ -550,3 +550,47 @@ def test_run_passes_max_memory_on_to_pipecheck_run_which_refuses_a_run_past_it()
     for bad in (0, -1, True, 1.5, ""):
         with pytest.raises(ValueError, match="max_memory must be"):
             pj.run(fn, *xs, max_memory=bad)
+
+
+def wait_kernel(waits):
+    """A manual copy of the input into a scratch, waited `waits` times: a second wait finds no
+    copy in flight and hangs."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def copy_kernel(x_hbm, o_ref, buf, sem):
+        copy = pltpu.make_async_copy(x_hbm, buf, sem)
+        copy.start()
+        copy.wait()
+        o_ref[...] = buf[...] + 1.0
+        for _ in range(waits - 1):
+            copy.wait()  # the wait that hangs
+
+    def f(x):
+        return pl.pallas_call(
+            copy_kernel, grid=(1,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+            out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+            scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA(())])(x)
+    return f
+
+
+def test_a_run_stopped_at_an_error_of_the_kernel_says_the_python_line_not_the_deleted_pk():
+    import inspect
+
+    import numpy as np
+
+    x = np.ones((8, 128), np.float32)
+    assert pj.run(wait_kernel(1), x, reference=lambda x: x + 1.0).ok
+    r = pj.run(wait_kernel(2), x)
+    assert not r.ok and r.outputs is None, r
+    lines, first = inspect.getsourcelines(wait_kernel)
+    hang = first + next(k for k, t in enumerate(lines) if "the wait that hangs" in t)
+    assert f"{__file__}:{hang}: lowered program: waits for 4096 bytes on sem" in str(r), r
+    assert ".pk" not in str(r) and "line " not in str(r), r  # the exported file is gone
+    assert f"stopped kernel copy_kernel (the pallas_call at {__file__}:" in str(r), r
+    # check points at the same line
+    (f,) = pj.check(wait_kernel(2), x).findings
+    assert f.rule == "wait-without-copy" and f.python == (__file__, hang), f
