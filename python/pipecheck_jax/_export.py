@@ -1757,7 +1757,8 @@ class _Body:
         docs/lowering.md, "Mosaic GPU"); `acc[...] = acc[...] + dot(...)` is one awaited at
         once. Which of the two a wgmma is decided by the first await that follows it in its
         block: `wgmma_wait(0)` (nothing stored into a or b in between) is the second,
-        `wgmma_wait(n >= 1)` or a read of acc the first. A wgmma not awaited in its block, or a
+        `wgmma_wait(n >= 1)` (unless a wgmma_wait(0) follows it before another wgmma or a read
+        of acc) or a read of acc the first. A wgmma not awaited in its block, or a
         second issued while the first is in flight, keeps more in flight than the .pk form
         says, and is refused."""
         p = e.params
@@ -1809,7 +1810,13 @@ class _Body:
                     self.fail("plgpu.wgmma_wait(n) with an n not known at export has no .pk form",
                               f)
                 waited = int(n.val)
-                break
+                if waited == 0:
+                    break
+                continue  # (a wgmma_wait(0) after it, before another wgmma, retires it all the same)
+            if waited is not None and waited != "read" and (
+                    fn in ("wgmma_accumulator_deref", "wgmma_accumulator_deref_p")
+                    or _uses_primitive(f, "wgmma_ref")):
+                break  # left in flight by its wait(n >= 1)
             if fn in ("wgmma_accumulator_deref", "wgmma_accumulator_deref_p"):
                 waited = "read"
                 break

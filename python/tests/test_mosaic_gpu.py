@@ -685,3 +685,26 @@ def test_a_run_scoped_accumulator_kept_across_grid_steps_is_reset_at_each():
     assert r.exit_code == 1 and {x.rule for x in r.findings} == {"accumulator-reset"}, r
     assert r.findings[0].python[1] == line_of(across_steps, "pl.run_scoped("), r
     assert not pj.run(f, *operands(), reference=reference, rtol=2e-2, atol=0.1).ok
+
+
+def test_a_wgmma_wait_0_after_a_wait_1_in_the_step_retires_the_wgmma_there():
+    # wgmma_wait(1) leaves it in flight, the wgmma_wait(0) after it retires it before the
+    # step ends: the next refill of its slots cannot overlap it.
+    def kernel(wait):
+        def k(a_ref, b_ref, o_ref, acc_ref):
+            plgpu.wgmma(acc_ref, a_ref, b_ref)
+            plgpu.wgmma_wait(1)
+            if wait:
+                plgpu.wgmma_wait(0)
+
+            @pl.when(pl.program_id(2) == GK - 1)
+            def _():
+                o_ref[...] = acc_ref[...].astype(jnp.float16)
+        return k
+
+    r = pj.check(matmul(kernel(True), steps=2), *specs())
+    assert r.exit_code == 0, r
+    run = pj.run(matmul(kernel(True), steps=2), *operands(), reference=reference, rtol=2e-2, atol=0.1)
+    assert run.ok, run
+    left = pj.check(matmul(kernel(False), steps=2), *specs())
+    assert {f.rule for f in left.findings} == {"async-operand-overwritten"}, left
