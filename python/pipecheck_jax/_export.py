@@ -270,6 +270,7 @@ class _E:
     reads: frozenset = frozenset()
     pending: bool = False  # single use, not yet bound: inlined where it is used
     load: tuple | None = None  # (ref, subscript) when the value is a plain load
+    masked_load: bool = False  # a Triton masked load, `where(m, x[s], other)`
     acc: tuple | None = None  # (ref, subscript, other) for `load + other`
     src: tuple | None = None
     name: bool = False  # text is a bare local name
@@ -1217,10 +1218,11 @@ class _Body:
                     # (A Triton call's plain load is bound to a local: inside a `where`'s
                     # branch .pk takes a ref as a masked load, which touches only the lanes
                     # the mask selects, where Triton's unmasked load reads them all: past
-                    # the array, at a ragged block.)
+                    # the array, at a ragged block. A masked load too, so that what it
+                    # reads is reported at its own line, not at its use's.)
                     if uses.get(v, 0) == 1 and v not in multi and not isinstance(o, _Ref) and \
                             _nesting(o.text) <= _MAX_INLINE_NESTING and \
-                            not (self.triton and o.load is not None):
+                            not (self.triton and (o.load is not None or o.masked_load)):
                         o.pending = True
                         o.src = o.src or src
                         self.pending.append(o)
@@ -1950,7 +1952,7 @@ class _Body:
                 return [self.masked_load_undefined(e, ref, target, mask, aval, indent, src)]
             reads = frozenset([ref.name]) | mask.reads | other.reads
             return [_E(f"where({_strip(mask.text)}, {target}, {_strip(other.text)})", reads=reads,
-                       src=src, shape=aval.shape, dtype=aval.dtype)]
+                       src=src, shape=aval.shape, dtype=aval.dtype, masked_load=self.triton)]
         val, mask = args[2], args[3]
         if self.triton and mask is not None:
             self.pad_masked_windows(ref, transforms, read)  # (a masked-off lane stores nothing)

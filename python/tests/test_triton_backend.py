@@ -176,3 +176,26 @@ def test_its_masked_load_twin_verifies_and_runs_like_the_reference():
     assert res.verified, str(res)
     run = pj.run(ragged_block_call(masked_load_kernel), x, reference=lambda x: x * 2.0)
     assert run.ok, str(run)
+
+
+def load_mask_one_lane_too_many_kernel(x_ref, o_ref):
+    m = _tail_mask()
+    lanes = pl.program_id(0) * 256 + jnp.arange(256)
+    v = pltriton.load(x_ref, mask=lanes <= 1000, other=0.0)  # one lane past the array
+    pltriton.store(o_ref, v * 2.0, mask=m)
+
+
+def test_a_load_mask_one_lane_too_wide_reads_past_the_array_at_its_own_line_whatever_the_store_masks():
+    # Triton issues the load with its own mask: the store's mask, which keeps lane 1000 out
+    # of the result, does not narrow what the load reads.
+    import inspect
+    x = jnp.arange(1000.0)
+    res = pj.check(ragged_block_call(load_mask_one_lane_too_many_kernel), x)
+    assert res.exit_code == 1, str(res)
+    oob = [f for f in res.findings if f.rule == "index-out-of-bounds"]
+    assert oob and "this masked load reads element (1000,) of 'x_ref'" in oob[0].message, str(res)
+    lines, first = inspect.getsourcelines(load_mask_one_lane_too_many_kernel)
+    load_line = first + next(k for k, t in enumerate(lines) if "pltriton.load(" in t)
+    assert oob[0].python[1] == load_line, str(res)
+    run = pj.run(ragged_block_call(load_mask_one_lane_too_many_kernel), x, reference=lambda x: x * 2.0)
+    assert not run.ok and "loads, masked, element (1000,)" in str(run), str(run)
