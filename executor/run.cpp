@@ -209,7 +209,7 @@ std::string describe(const Mismatch &m, std::optional<double> tol) {
   std::string where;
   if (m.block) {
     where = " (block " + index_string(*m.block);
-    if (m.grid_point) where += ", grid point " + index_string(*m.grid_point, '(', ')');
+    if (m.grid_point) where += ", grid point " + spec::format_tuple(*m.grid_point); // (as check: "(2,)")
     where += ")";
   }
   if (!m.poison.empty()) {

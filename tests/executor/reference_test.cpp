@@ -156,7 +156,7 @@ TEST(RunPoison, AnOutputNoGridPointStoresToWasNeverWritten) {
   const RunResult r = run(k, RunOptions{});
   ASSERT_EQ(r.status, RunStatus::fail);
   EXPECT_EQ(r.reason,
-            "o[256, 0] was never written (block [2, 0], grid point (2)): no grid point's body stores to "
+            "o[256, 0] was never written (block [2, 0], grid point (2,)): no grid point's body stores to "
             "it; 32768 elements differ");
 }
 
