@@ -583,17 +583,13 @@ void Interp::loaded(const View &v, const Expr *e) {
   if (!mem_.follows_loads() || (e && kept_refs_.count(e))) return;
   const auto it = e ? masked_refs_.find(e) : masked_refs_.end();
   if (it == masked_refs_.end()) return mem_.on_load(v, nullptr, stmt_loc_);
-  // A masked load reads the lanes the conditions on its way select.
-  std::vector<spec::LaneMask> masks;
-  for (const auto &t : it->second) {
-    const auto c = conds_.find(t.cond);
-    if (c == conds_.end()) return; // (not under its where now: not placed)
-    spec::LaneMask m{c->second->shape, {}};
-    for (std::int64_t k = 0; k < c->second->size(); ++k)
-      m.on.push_back((c->second->at(k) != 0) == t.holds);
-    masks.push_back(std::move(m));
-  }
-  if (auto lanes = spec::selected_lanes(masks, v.shape())) mem_.on_load(v, &*lanes, stmt_loc_);
+  // A masked load reads the lanes its mask selects.
+  const auto c = conds_.find(it->second.cond);
+  if (c == conds_.end()) return; // (not under its where now: not placed)
+  spec::LaneMask m{c->second->shape, {}};
+  for (std::int64_t k = 0; k < c->second->size(); ++k)
+    m.on.push_back((c->second->at(k) != 0) == it->second.holds);
+  if (auto lanes = spec::selected_lanes({m}, v.shape())) mem_.on_load(v, &*lanes, stmt_loc_);
 }
 
 void Interp::exec(const spec::Stmt &s) {

@@ -96,12 +96,12 @@ private:
   Memory &mem_;
   /// The masked loads (spec::load_masks) of the statement values executed
   /// so far, for on_load, and those values.
-  std::map<const spec::Expr *, std::vector<spec::LoadMaskTerm>> masked_refs_;
+  std::map<const spec::Expr *, spec::LoadMask> masked_refs_;
   std::set<const spec::Expr *> scanned_;
   /// The kept branches of keep stores (spec::kept_ref): not loads.
   std::set<const spec::Expr *> kept_refs_;
   /// The values of the conditions of the wheres being evaluated (while
-  /// on_load follows loads): a masked load's lanes come from those on its way.
+  /// on_load follows loads): a masked load's lanes come from its mask's.
   std::map<const spec::Expr *, const Value *> conds_;
   spec::Loc stmt_loc_; ///< the statement being executed (on_load)
   /// Tells the memory of the load `v` of ref `e` by the statement being

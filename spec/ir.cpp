@@ -93,35 +93,36 @@ bool elementwise_over_refs(const Expr &e) {
   return true;
 }
 
-// `path`: the conditions from the where that masks `e` down to it (empty
-// where nothing masks it).
-void collect_masked(const Expr &e, bool masked, const std::vector<LoadMaskTerm> &path,
-                    std::map<const Expr *, std::vector<LoadMaskTerm>> &out) {
+// `mask`: the load mask of `e`'s refs, the condition of the nearest where
+// whose branch holds `e` through elementwise operations (none: nothing
+// masks them).
+void collect_masked(const Expr &e, std::optional<LoadMask> mask, std::map<const Expr *, LoadMask> &out) {
   if (e.op == Op::Ref) {
-    if (masked) out[&e] = path;
+    if (mask) out[&e] = *mask;
     for (const auto &a : e.args)
-      collect_masked(a, false, {}, out);
+      collect_masked(a, std::nullopt, out);
     return;
   }
   const bool where = e.op == Op::Call && e.name == "where" && e.num_positional() == 3;
-  const bool keeps = masked && elementwise_node(e);
+  const bool keeps = mask && elementwise_node(e);
   for (std::size_t k = 0; k < e.args.size(); ++k) {
-    const bool branch = where && (k == 1 || k == 2);
-    const bool child = keeps || (branch && elementwise_over_refs(e.args[k]));
     // (A where's branch: its condition alone is the load's mask, a Triton
     // `load(x, mask=)`; a where further out selects among the loaded
     // lanes, it does not narrow what the load reads.)
-    std::vector<LoadMaskTerm> down = keeps ? path : std::vector<LoadMaskTerm>{};
-    if (child && branch) down = {{&e.args[0], k == 1}};
-    collect_masked(e.args[k], child, child ? down : std::vector<LoadMaskTerm>{}, out);
+    const bool branch = where && (k == 1 || k == 2);
+    const std::optional<LoadMask> down = branch && (keeps || elementwise_over_refs(e.args[k]))
+                                             ? LoadMask{&e.args[0], k == 1}
+                                         : keeps ? mask
+                                                 : std::nullopt;
+    collect_masked(e.args[k], down, out);
   }
 }
 
 } // namespace
 
-std::map<const Expr *, std::vector<LoadMaskTerm>> load_masks(const Expr &value) {
-  std::map<const Expr *, std::vector<LoadMaskTerm>> out;
-  collect_masked(value, false, {}, out);
+std::map<const Expr *, LoadMask> load_masks(const Expr &value) {
+  std::map<const Expr *, LoadMask> out;
+  collect_masked(value, std::nullopt, out);
   return out;
 }
 
@@ -180,7 +181,7 @@ std::optional<std::vector<bool>> selected_lanes(const std::vector<LaneMask> &mas
 
 std::set<const Expr *> masked_loads(const Expr &value) {
   std::set<const Expr *> out;
-  for (const auto &[ref, path] : load_masks(value))
+  for (const auto &[ref, mask] : load_masks(value))
     out.insert(ref);
   return out;
 }

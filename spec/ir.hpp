@@ -218,21 +218,20 @@ bool is_elementwise_op(Op);
 /// in it reading no ref, reached from the branch through those operations
 /// (a subscript's own reads are not). Any other read loads its whole ref.
 std::set<const Expr *> masked_loads(const Expr &value);
-/// One condition on the way from a masked load's masking `where` down to the
-/// ref: its lanes load where `cond` holds (`holds`, the ref in the where's
-/// first branch) or where it fails (in the second).
-struct LoadMaskTerm {
+/// A masked load's mask: the condition of the nearest where above the ref;
+/// its lanes load where `cond` holds (`holds`, the ref in the where's first
+/// branch) or where it fails (in the second).
+struct LoadMask {
   const Expr *cond;
   bool holds;
 };
-/// masked_loads' refs, each with the condition of the nearest where above
-/// it (the load's own mask, as in Triton's `load(x, mask=m, other=v)`,
-/// which the export writes `where(m, x[s], v)`: a where further out, a
-/// masked store's included, selects among the loaded lanes and does not
-/// narrow what the load reads). The way down is elementwise, so the
-/// condition broadcasts against the ref's value as numpy does. (A vector,
-/// for a load that several conditions were ever to mask together.)
-std::map<const Expr *, std::vector<LoadMaskTerm>> load_masks(const Expr &value);
+/// masked_loads' refs, each with its mask (the load's own, as in Triton's
+/// `load(x, mask=m, other=v)`, which the export writes `where(m, x[s], v)`:
+/// a where further out, a masked store's included, selects among the loaded
+/// lanes and does not narrow what the load reads). The way down is
+/// elementwise, so the condition broadcasts against the ref's value as
+/// numpy does.
+std::map<const Expr *, LoadMask> load_masks(const Expr &value);
 /// A mask's value: its shape and, row-major, whether each element holds.
 struct LaneMask {
   std::vector<std::int64_t> shape;

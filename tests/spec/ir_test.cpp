@@ -63,12 +63,8 @@ TEST(LoadMasks, EachMaskedRefCarriesTheConditionOfTheNearestWhereAboveItWithItsB
   const auto masks = load_masks(v);
   ASSERT_EQ(masks.size(), 3u);
   std::vector<std::pair<std::string, std::vector<bool>>> got;
-  for (const auto &[ref, path] : masks) {
-    std::vector<bool> holds;
-    for (const auto &t : path)
-      holds.push_back(t.holds);
-    got.emplace_back(ref->name, holds);
-  }
+  for (const auto &[ref, mask] : masks)
+    got.emplace_back(ref->name, std::vector<bool>{mask.holds});
   std::sort(got.begin(), got.end());
   // x in the inner condition: the outer where's first branch; y: the inner
   // where's (the nearest: the outer one selects among its lanes); the

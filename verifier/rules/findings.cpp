@@ -393,6 +393,22 @@ namespace {
 
 // The mask of a masked store `T[s] = where(c, v, T[s])` at a grid point,
 // over its box: which elements it sets (the others it keeps).
+// A mask (substituted, program_id left) at grid point p, the mask locals it
+// reads through a subscript (`m[4:32]`) bound there in a flow of their own:
+// nullopt where it does not evaluate (it reads data).
+std::optional<races::IntTensor> mask_at(const KernelModel &m, const races::PaddingFlow &flow,
+                                        const spec::Expr &mask,
+                                        const std::map<std::string, spec::Expr> &locals, const Point &p) {
+  std::optional<races::PaddingFlow> local;
+  std::deque<spec::Expr> values; // (the flow keeps pointers to them)
+  if (!locals.empty()) {
+    local.emplace(flow);
+    for (const auto &[name, value] : locals)
+      local->bind(name, values.emplace_back(bind_grid(value, p, m.grid)), m.env);
+  }
+  return (local ? *local : flow).concrete(bind_grid(mask, p, m.grid), m.env);
+}
+
 class StoreMask {
 public:
   /// `box`: the store's box at p (box_at). Without a keep_mask the store
@@ -402,20 +418,10 @@ public:
             const Box &box)
       : w_(w), box_(box) {
     if (!w.keep_mask) return;
-    // A mask local read through a subscript (`m[4:32]`) is bound, at this
-    // grid point, in a flow of its own.
-    std::optional<races::PaddingFlow> local;
-    std::deque<spec::Expr> values; // (the flow keeps pointers to them)
-    if (!w.keep_locals.empty()) {
-      local.emplace(flow);
-      for (const auto &[name, value] : w.keep_locals)
-        local->bind(name, values.emplace_back(bind_grid(value, p, m.grid)), m.env);
-    }
-    const races::PaddingFlow &f = local ? *local : flow;
-    mask_ = fit(f.concrete(bind_grid(*w.keep_mask, p, m.grid), m.env));
+    mask_ = fit(mask_at(m, flow, *w.keep_mask, w.keep_locals, p));
     // `in_bounds & (v > 0)`: the conjuncts that read no data bound what it
     // may set (a data condition only narrows it).
-    if (!mask_ && w.keep_bound) may_ = fit(f.concrete(bind_grid(*w.keep_bound, p, m.grid), m.env));
+    if (!mask_ && w.keep_bound) may_ = fit(mask_at(m, flow, *w.keep_bound, w.keep_locals, p));
   }
   bool evaluated() const { return !w_.keep_mask || mask_.has_value(); }
   /// Whether what it may set is bounded: evaluated, or some conjunct is.
@@ -1689,12 +1695,7 @@ std::optional<Point> masked_load_past_end(const KernelModel &m, std::size_t op, 
                                           const Point &p, const Point &blk, const Box &box) {
   if (!read.load_mask) return std::nullopt;
   const auto &o = m.operands[op];
-  // The mask at p (mask locals it subscripts bound at p, as StoreMask's).
-  races::PaddingFlow flow = mask_flow(m);
-  std::deque<spec::Expr> values; // (the flow keeps pointers to them)
-  for (const auto &[name, value] : read.load_locals)
-    flow.bind(name, values.emplace_back(bind_grid(value, p, m.grid)), m.env);
-  const auto mask = flow.concrete(bind_grid(*read.load_mask, p, m.grid), m.env);
+  const auto mask = mask_at(m, mask_flow(m), *read.load_mask, read.load_locals, p);
   if (!mask) return std::nullopt; // (it reads data: which lanes load is not decided here)
   // The ref's value: the box along the dims it keeps.
   std::vector<std::int64_t> value;

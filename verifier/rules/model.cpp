@@ -127,7 +127,7 @@ struct Builder {
   std::map<std::string, std::vector<std::size_t>> local_sources;      // a local: the reads its value holds
   std::map<std::string, std::vector<std::size_t>> local_data_sources; // those not only in a where's condition
   int in_condition = 0;                                               // scanning the condition of a where
-  std::map<const Expr *, std::vector<spec::LoadMaskTerm>> masked_loads; // the statement's (spec::load_masks)
+  std::map<const Expr *, spec::LoadMask> masked_loads;                // the statement's (spec::load_masks)
   std::map<std::string, std::size_t> local_depth; // a local: how many guards its unguarded definition had
   // A local: its definitions as written, the last unguarded one and those under more guards after it.
   std::map<std::string, std::vector<Expr>> local_values;
@@ -502,13 +502,9 @@ struct Builder {
         ef.selects = in_condition > 0;
         if (auto it = masked_loads.find(&e); it != masked_loads.end()) {
           ef.masked_load = true;
-          if (auto dims = value_dims(e, *i); dims && !it->second.empty()) {
-            std::optional<Expr> conj;
-            for (const auto &t : it->second) {
-              Expr c = t.holds ? *t.cond : Expr::unary(Op::BitNot, *t.cond);
-              conj = conj ? Expr::binary(Op::BitAnd, std::move(*conj), std::move(c), e.loc) : std::move(c);
-            }
-            ef.load_mask = mask_expr(*conj);
+          if (auto dims = value_dims(e, *i)) {
+            const spec::LoadMask &lm = it->second;
+            ef.load_mask = mask_expr(lm.holds ? *lm.cond : Expr::unary(Op::BitNot, *lm.cond));
             ef.load_dims = std::move(*dims);
             ef.load_locals = subscripted_mask_locals(*ef.load_mask);
           }

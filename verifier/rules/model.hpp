@@ -121,8 +121,8 @@ struct Effect {
   /// other=v)`), which touches only the lanes c selects. Any other read of a
   /// Triton block loads every element of its ref_box.
   bool masked_load = false;
-  /// A masked load: the conjunction of the conditions that select its lanes
-  /// (spec::load_masks), substituted as keep_mask is; the array dims its
+  /// A masked load: the condition that selects its lanes (spec::load_masks,
+  /// negated for the where's second branch), substituted as keep_mask is; the array dims its
   /// ref's value keeps, in order, which the mask broadcasts against as
   /// numpy does; and the mask locals it reads through a subscript. Absent
   /// where the ref is not a plain subscript list.
