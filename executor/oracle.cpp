@@ -166,6 +166,10 @@ bool starts_cta(const ConcreteKernel &c, std::int64_t linear) {
   return n > 0 && linear % n == 0;
 }
 
+bool zero_filled(const ConcreteKernel &c, const spec::BoundOperand &o) {
+  return c.gpu && o.role == spec::Role::in && o.windowed && !(c.spec && spec::uses_triton(*c.spec));
+}
+
 ArrayMap make_kernel_arrays(const ConcreteKernel &c, std::uint64_t seed, InputKind kind) {
   ArrayMap m;
   std::uint64_t k = 0;
@@ -501,7 +505,12 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
         resident[k] = std::pair(aboxes[k], bboxes[k]);
       else
         resident[k].reset();
-      if (!stays && (partial || !inside[k])) blk.fill_poison();
+      // Mosaic GPU fetches an input block by TMA, which fills the part past
+      // the array with zeros (the lowering's copy_in_start zeros=True).
+      if (!stays && partial && inside[k] && zero_filled(c, o))
+        blk.fill_zero();
+      else if (!stays && (partial || !inside[k]))
+        blk.fill_poison();
       if (!stays && inside[k]) copy_view(box_view(*arrays.at(o.name), aboxes[k]), box_view(blk, bboxes[k]));
       if (track_of[k] >= 0) {
         WriteTrack &t = mem.tracks[static_cast<std::size_t>(track_of[k])];

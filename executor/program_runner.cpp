@@ -282,10 +282,14 @@ private:
     // A partial edge block: the in-bounds part of the array moves to (or
     // from) the leading corner of the window (spec::fit_copy). A copy
     // replaces its whole destination ref: what the source does not fill is
-    // poison (strict slot contents), so relying on it fails visibly.
+    // poison (strict slot contents), so relying on it fails visibly; with
+    // zeros=True (Mosaic GPU's TMA fetch) it is zeros.
     if (!(a.dst_filled == a.dst.place)) {
       order(dst, true);
-      dst.fill_poison();
+      if (a.zero_fill)
+        dst.fill_zero();
+      else
+        dst.fill_poison();
       dst = view_of(a.dst_filled, a.dst.kept);
     }
     src = view_of(a.src_read, a.src.kept);

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -132,6 +133,13 @@ struct View {
   /// Fills the view's elements with poison (HostArray::fill_poison).
   void fill_poison() const {
     for_each_run([&](std::int64_t off, std::int64_t n) { array->fill_poison(off, n); });
+  }
+  /// Fills the view's elements with zeros.
+  void fill_zero() const {
+    for_each_run([&](std::int64_t off, std::int64_t n) {
+      std::memset(array->data() + off * array->elem_bytes(), 0,
+                  static_cast<std::size_t>(n) * static_cast<std::size_t>(array->elem_bytes()));
+    });
   }
   /// A readable "X[1, 0:512]".
   std::string to_string() const;

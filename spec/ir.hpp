@@ -303,6 +303,10 @@ struct Copy {
   /// output copied out mid-visit). Without it a waited write-back leaves the
   /// slot undefined: a slot keeps nothing for its next visit.
   bool keep = false;
+  /// copy_in_start(x[...], X[s], zeros=True): the part of the slot the hbm
+  /// region does not fill is filled with zeros, not left undefined (Mosaic
+  /// GPU's TMA fetch of a ragged block, OOBFillMode.ZEROS).
+  bool zeros = false;
   /// The ref a wait names (dst for in_wait, src for out_wait).
   const Expr &waited() const { return kind == CopyKind::in_wait ? dst : src; }
   friend bool operator==(const Copy &, const Copy &) = default;

@@ -447,6 +447,17 @@ private:
   }
   void in_start(const Opnd &x, std::int64_t s, std::int64_t k) {
     copy(CopyKind::in_start, region(x, s), slot(x, k), x.op->loc);
+    zero_fill(x);
+  }
+  /// Mosaic GPU fetches an input block by TMA (Pallas' copy_gmem_to_smem,
+  /// OOBFillMode.ZEROS): the part of a ragged block past the array is zeros.
+  /// Marked on the copy just emitted, for an operand with a ragged dim.
+  void zero_fill(const Opnd &x) {
+    if (!gpu_ || triton_ || x.op->role != Role::in) return;
+    bool ragged = false;
+    for (std::size_t d = 0; d < x.shape.size(); ++d)
+      ragged = ragged || (x.block[d] && x.shape[d] % *x.block[d] != 0);
+    if (ragged) std::get<Copy>(out_->back().kind).zeros = true;
   }
   void in_wait(const Opnd &x, std::int64_t k) {
     copy(CopyKind::in_wait, Expr::leaf(Op::None), slot(x, k), x.op->loc);
@@ -1420,9 +1431,11 @@ private:
         }
         for (auto &x : ops_)
           if (x.windowed && x.op->role == Role::in)
-            for (std::int64_t k = 0; k < x.buffers && k < n; ++k)
+            for (std::int64_t k = 0; k < x.buffers && k < n; ++k) {
               copy(CopyKind::in_start, region_of(x, block_at(x, coords_at(bin(Op::Add, s, lit(k))))),
                    ring(x, lit(k)), x.op->loc);
+              zero_fill(x);
+            }
         in_flight_ = entry;
         out_ = saved;
       }
@@ -1502,6 +1515,7 @@ private:
                        x.op->loc);
         copy(CopyKind::in_start, region_of(x, block_at(x, coords_at(bin(Op::Add, s, lit(ahead))))),
              ring(x, bin(Op::Mod, bin(Op::Add, t, lit(ahead)), lit(x.buffers))), x.op->loc);
+        zero_fill(x);
         out_ = saved;
       }
       // The CTA's last step: its stores after the loop, every write-back waited.

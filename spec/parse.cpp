@@ -703,11 +703,30 @@ private:
       c.src = ref_expr();
       expect_punct(",");
       c.dst = ref_expr();
-      if (is_punct(",")) {
+      // `, offset=(...)` and, on a copy in, `, zeros=True`.
+      bool seen_zeros = false;
+      while (is_punct(",")) {
         advance();
         const Token &k = peek();
+        if (is_name("zeros") && is_punct("=", 1)) {
+          if (c.kind != CopyKind::in_start)
+            fail(k.loc, "zeros= applies to copy_in_start (a fetch that fills the slot's part past the "
+                        "array with zeros); a write-back writes only what is in bounds");
+          if (seen_zeros) fail(k.loc, "zeros= given twice");
+          advance();
+          advance();
+          if (!is_name("True") && !is_name("False"))
+            fail(peek().loc, "expected True or False after 'zeros='");
+          c.zeros = advance().text == "True";
+          seen_zeros = true;
+          continue;
+        }
+        if (is_name("offset") && is_punct("=", 1) && c.offset.op != Op::None)
+          fail(k.loc, "offset= given twice");
         if (!is_name("offset") || !is_punct("=", 1))
-          fail(k.loc, "expected 'offset=(...)' after the destination of " + t.text);
+          fail(k.loc, c.kind == CopyKind::in_start
+                          ? "expected 'offset=(...)' or 'zeros=True' after the destination of " + t.text
+                          : "expected 'offset=(...)' after the destination of " + t.text);
         advance();
         advance();
         c.offset = expr();

@@ -281,6 +281,7 @@ void emit_stmt(std::ostream &os, const Stmt &s, int indent) {
               os << ", offset=";
               emit(os, k.offset);
             }
+            if (k.zeros) os << ", zeros=True";
             break;
           case CopyKind::in_wait: emit(os, k.dst); break;
           case CopyKind::out_wait:

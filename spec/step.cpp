@@ -416,6 +416,7 @@ void Stepper::exec_async(const Stmt &s) {
                           dims_string(kept_shape(in ? a.dst : a.src)));
       a.src_read = a.src.place;
       a.dst_filled = a.dst.place;
+      a.zero_fill = c->zeros;
       for (std::size_t d = 0; d < a.src.kept.size() && d < fit.src.size(); ++d) {
         auto &iv = a.src_read.box[a.src.kept[d]];
         iv.first += fit.src_at[d];

@@ -19,7 +19,8 @@
 ///   consumer stops it by throwing);
 /// - strict slot contents: a copy fills its destination's leading corner
 ///   where its source is smaller, or the part at its `offset=` (spec::fit_copy;
-///   the rest is undefined; an offset past the slot is index_out_of_bounds), and
+///   the rest is undefined, or zeros for a copy in with `zeros=True`; an
+///   offset past the slot is index_out_of_bounds), and
 ///   a copy_out_wait leaves its slot undefined unless another write-back out
 ///   of it is still in flight or the slot was written after the retired copy
 ///   started;
@@ -89,6 +90,9 @@ struct AsyncStart {
   /// fills of its destination (narrowed by spec::fit_copy where they differ).
   StepRef src, dst;
   StepPlace src_read, dst_filled;
+  /// copy_in_start(..., zeros=True): the rest of dst (past dst_filled) is
+  /// filled with zeros rather than left undefined.
+  bool zero_fill = false;
   StepRef acc, a, b;                     ///< wgmma
   bool trans_a = false, trans_b = false; ///< wgmma: operands read transposed
 };

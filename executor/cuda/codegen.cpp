@@ -794,6 +794,12 @@ private:
       os << in2 << t.storage << " *const dst = " << dst << ";\n";
       const std::string poison_first =
           o_.adversarial ? "dst[" + at(ring.name, "e") + "] = " + std::string(t.poison) + "; " : "";
+      // The slot past the moved corner: poison (strict slot contents), or
+      // zeros where the copy fills them (zeros=True: Mosaic GPU's TMA).
+      const std::string past =
+          c.zeros ? "static_cast<" + std::string(t.storage) + ">(0)" : std::string(t.poison);
+      const std::string past_note =
+          c.zeros ? "; // past the moved corner: zeros\n" : "; // past the moved corner: poison\n";
       const std::string k = slot_index(c.dst);
       const bool bulk = bulk_copy_fits(g, a, ring, corner);
       if (bulk) {
@@ -829,8 +835,8 @@ private:
         os << in2 << "  }\n";
         os << in2 << "  for (long long e = threadIdx.x; e < " << n << "LL; e += blockDim.x) {\n";
         const std::string moved_e = element_map(os, in2 + "    ", g, a, ring, corner);
-        os << in2 << "    if (!(" << moved_e << ")) dst[" << at(ring.name, "e") << "] = " << t.poison
-           << "; // past the moved corner: poison\n";
+        os << in2 << "    if (!(" << moved_e << ")) dst[" << at(ring.name, "e") << "] = " << past
+           << past_note;
         os << in2 << "  }\n";
         os << in2 << "  q_" << c.dst.name << "[" << k << "][qn_" << c.dst.name << "[" << k
            << "]++] = -1; // a bulk copy: waited on the barrier\n";
@@ -843,7 +849,7 @@ private:
             poison_first + "pk_cp_async4(dst + " + at(ring.name, "e") + ", g_" + a.name + " + off);";
         if (corner)
           os << in2 << "  if (" << moved << ") { " << copy << " } else dst[" << at(ring.name, "e")
-             << "] = " << t.poison << "; // past the moved corner: poison\n";
+             << "] = " << past << past_note;
         else
           os << in2 << "  " << copy << "\n";
         os << in2 << "}\n";
@@ -866,10 +872,10 @@ private:
         os << in2 << "      continue;\n";
         os << in2 << "    }\n";
         os << in2 << "    dst[" << at(ring.name, "e1") << "] = (" << m1 << ") ? g_" << a.name
-           << "[off1] : " << t.poison << ";\n";
+           << "[off1] : " << past << ";\n";
         os << in2 << "  }\n";
         os << in2 << "  dst[" << at(ring.name, "e0") << "] = (" << m0 << ") ? g_" << a.name
-           << "[off0] : " << t.poison << ";\n";
+           << "[off0] : " << past << ";\n";
         os << in2 << "}\n";
       }
       os << in2 << "pk_cp_async_commit();\n";

@@ -171,6 +171,29 @@ def _cta_scratch_shared(eqn) -> str | None:
     return None
 
 
+def _tma_zero_fill(eqn) -> str | None:
+    """Why interpret=True may differ from a GPU on this Mosaic GPU pallas_call, or None: an
+    input's last block is ragged. The GPU fetches it by TMA, which fills its part past the
+    array with zeros (pipecheck's lowering: copy_in_start(..., zeros=True)); interpret=True
+    pads it with undefined values (NaN). Whether the padding reaches an output depends on the
+    kernel: only a difference from interpret=True is put down to it."""
+    p = eqn.params
+    gm = p["grid_mapping"]
+    if _backend(p.get("compiler_params"), p["jaxpr"], gm) != "mosaic_gpu":
+        return None
+    first = int(getattr(gm, "num_index_operands", 0) or 0)
+    for b, bm in enumerate(gm.block_mappings[:gm.num_inputs]):
+        shape = tuple(getattr(bm.array_aval, "shape", ()))
+        for d, (n, dim) in enumerate(zip(shape, bm.block_shape)):
+            size = getattr(dim, "block_size", dim)
+            if type(dim).__name__ == "Blocked" or isinstance(size, (int, np.integer)):
+                if isinstance(size, (int, np.integer)) and size > 0 and int(n) % int(size) != 0:
+                    return (f"input {first + b} is ragged along dim {d} ({n} in blocks of {size}): "
+                            "on the GPU its last block's padding is zeros (TMA), under "
+                            "interpret=True it is undefined (NaN)")
+    return None
+
+
 def _ds_clamped(eqn, holder, invals, dropped) -> str | None:
     """Why interpret=True cannot stand for Triton on this call, or None: a masked pl.ds window
     that starts before its ref (a halo's `pl.ds(i * 128 - 1, 128)`) is read by Triton at that
@@ -224,8 +247,9 @@ class _Evaluator:
         drop) run on invals: by JAX's interpret mode, or exported with the values it gets and
         run by `pipecheck run`."""
         if self.mode == "interpret":
-            if (caveat := _aliased_read_back(eqn)) is not None:
-                self.caveats.append(caveat)
+            for caveat in (_aliased_read_back(eqn), _tma_zero_fill(eqn)):
+                if caveat is not None:
+                    self.caveats.append(caveat)
             if (why := _aliased_write_through_input(eqn) or _prefetch_written(eqn)
                     or _cta_scratch_shared(eqn)
                     or _ds_clamped(eqn, holder, invals, dropped)) is not None:

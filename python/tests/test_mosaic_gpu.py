@@ -708,3 +708,69 @@ def test_a_wgmma_wait_0_after_a_wait_1_in_the_step_retires_the_wgmma_there():
     assert run.ok, run
     left = pj.check(matmul(kernel(False), steps=2), *specs())
     assert {f.rule for f in left.findings} == {"async-operand-overwritten"}, left
+
+
+def ragged_k_matmul(a, b):
+    """K = 100 in blocks of 32: the last k block of a and b is ragged, unmasked."""
+    def kernel(a_ref, b_ref, o_ref, acc):
+        plgpu.wgmma(acc, a_ref, b_ref)
+        plgpu.wgmma_wait(0)
+
+        @pl.when(pl.program_id(0) == pl.num_programs(0) - 1)
+        def _():
+            o_ref[...] = acc[...]
+    return pl.pallas_call(
+        kernel, grid=(4,),
+        in_specs=[pl.BlockSpec((64, 32), lambda k: (0, k)), pl.BlockSpec((32, 64), lambda k: (k, 0))],
+        out_specs=pl.BlockSpec((64, 64), lambda k: (0, 0)),
+        out_shape=jax.ShapeDtypeStruct((64, 64), jnp.float32),
+        scratch_shapes=[plgpu.ACC((64, 64), jnp.float32)],
+        compiler_params=plgpu.CompilerParams(dimension_semantics=("sequential",),
+                                             max_concurrent_steps=2))(a, b)
+
+
+def ragged_row_reduction(reduce):
+    """A row reduction over 100 columns in one 128-wide block."""
+    def kernel(x_ref, o_ref):
+        o_ref[...] = jnp.broadcast_to(reduce(x_ref[...]), (64, 128))
+
+    def f(x):
+        return pl.pallas_call(
+            kernel, grid=(2,), in_specs=[pl.BlockSpec((64, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((64, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct((128, 128), jnp.float32),
+            compiler_params=plgpu.CompilerParams(dimension_semantics=("parallel",)))(x)
+    return f
+
+
+def test_a_ragged_input_block_is_zero_filled_by_tma_so_an_unmasked_ragged_k_matmul_is_exact():
+    # Pallas fetches Mosaic GPU input blocks with copy_gmem_to_smem, whose TMA fills the
+    # part past the array with zeros: 0 * 0 adds nothing to the product.
+    a = jax.random.uniform(jax.random.key(1), (64, 100)).astype(jnp.float16)
+    b = jax.random.uniform(jax.random.key(2), (100, 64)).astype(jnp.float16)
+    res = pj.check(ragged_k_matmul, a, b)
+    assert res.verified, res
+    r = pj.run(ragged_k_matmul, a, b, reference=lambda a, b: a.astype(jnp.float32) @ b.astype(jnp.float32),
+               rtol=2e-2, atol=0.1)
+    assert r.ok, r
+
+
+def test_on_mosaic_gpu_a_sum_over_zero_padding_is_exact_and_a_max_or_an_exp_of_it_is_not():
+    x = jax.random.normal(jax.random.key(3), (128, 100))
+    row_sum = ragged_row_reduction(lambda v: jnp.sum(v, axis=1, keepdims=True))
+    assert pj.check(row_sum, x).verified
+    r = pj.run(row_sum, x, reference=lambda x: jnp.broadcast_to(x.sum(1, keepdims=True), (128, 128)))
+    assert r.ok, r
+    # interpret=True pads with NaN: the difference is put down to the TMA's zeros.
+    assert "zeros (TMA)" in (r.interpret_error or ""), r
+    row_max = ragged_row_reduction(lambda v: jnp.max(v, axis=1, keepdims=True))
+    res = pj.check(row_max, x)
+    assert [f.rule for f in res.findings] == ["partial-block-reduction"], res
+    assert "which the max takes for values" in str(res), res
+    sum_exp = ragged_row_reduction(lambda v: jnp.sum(jnp.exp(v), axis=1, keepdims=True))
+    res = pj.check(sum_exp, x)
+    assert [f.rule for f in res.findings] == ["uninitialized-read"], res
+    assert "zero padding (zeros=True)" in str(res), res
+    # What the GPU computes: the 28 padding columns add exp(0) = 1 each.
+    r = pj.run(sum_exp, x, reference=lambda x: jnp.broadcast_to(jnp.exp(x).sum(1, keepdims=True), (128, 128)))
+    assert not r.ok and "differs" in str(r), r

@@ -265,6 +265,25 @@ TEST(RunPipeline, ThePaddingOfAClippedCopyIsPoisonThatFailsOnlyWhenWrittenBack) 
   EXPECT_EQ(ok.status, RunStatus::pass) << format_report(ok);
 }
 
+TEST(RunPipeline, ACopyWithZerosFillsThePaddingWithZerosThatMayBeWrittenBack) {
+  // zeros=True (Mosaic GPU's TMA fetch): rows 10..16 of X[0] are zeros in
+  // every mode, so the write-back of twice them is defined.
+  const auto text = executor::testing::parse_text(R"(pipeline zero_filled:
+    hbm A: f32[10, 128]
+    hbm O: f32[16, 128]
+    sram X[1]: f32[16, 128]
+    sram Y[1]: f32[16, 128]
+    copy_in_start(A, X[0], zeros=True)
+    copy_in_wait(X[0])
+    Y[0] = X[0] * 2
+    copy_out_start(Y[0], O)
+    copy_out_wait(Y[0])
+)");
+  const RunReport rep = run_all_modes(std::get<spec::Program>(text.units.at(0)), {});
+  ASSERT_FALSE(rep.runs.empty());
+  EXPECT_EQ(rep.status, RunStatus::pass) << format_report(rep);
+}
+
 TEST(RunPipeline, AnIntegerSentinelTheProgramComputesIsAValueAndOneNothingWroteIsPoison) {
   // INT32_MIN and int8's -128 (a saturating cast) are values a program may
   // store; the same bits copied out of a slot nothing wrote are poison.

@@ -441,6 +441,38 @@ TEST(LowerGpu, WithOneSlotAWriteBackWaitedWithinItsVisitKeepsTheSlot) {
     EXPECT_EQ(line.find("keep=True"), std::string::npos) << line;
 }
 
+TEST(LowerGpu, FetchesARaggedInputByACopyThatFillsThePaddingWithZeros) {
+  // Mosaic GPU's TMA fills a ragged block's part past the array with zeros;
+  // a TPU's DMA leaves it undefined, and a dividing operand has none.
+  const std::string kernel = R"(kernel rowsum:
+    grid = (2,)
+    dimension_semantics = (parallel,)
+    target = TARGET
+    in  x: f32[128, 100]  block=(64, 128)  index=(i) -> (i, 0)
+    in  w: f32[128, 128]  block=(64, 128)  index=(i) -> (i, 0)
+    out o: f32[128, 128]  block=(64, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = broadcast_to(sum(x[...] * w[...], axis=1, keepdims=True), (64, 128))
+)";
+  auto with = [&](const std::string &target) {
+    std::string k = kernel;
+    k.replace(k.find("TARGET"), 6, target);
+    return lines(lowered(k).program);
+  };
+  const auto gpu = with("h100");
+  EXPECT_GT(count_prefix(gpu, "copy_in_start(x["), 0);
+  for (const auto &line : gpu) {
+    if (line.find("copy_in_start(x[") != std::string::npos) {
+      EXPECT_NE(line.find(", zeros=True)"), std::string::npos) << line;
+    }
+    if (line.find("copy_in_start(w[") != std::string::npos) {
+      EXPECT_EQ(line.find("zeros="), std::string::npos) << line;
+    }
+  }
+  for (const auto &line : with("tpu_v5e"))
+    EXPECT_EQ(line.find("zeros="), std::string::npos) << line;
+}
+
 TEST(LowerGpu, RunsTheCtasOfATrailingParallelAxisOneAfterAnother) {
   auto l = lowered(R"(kernel colsum:
     grid = (4, 2)

@@ -277,6 +277,36 @@ TEST(ParsePipeline, ReadsAWriteBackWaitThatKeepsItsSlot) {
       << bad.errors.at(0).message;
 }
 
+TEST(ParsePipeline, ReadsACopyInThatFillsItsSlotWithZeros) {
+  const File f = parse_ok(R"(pipeline g:
+    hbm  X: f32[100]
+    smem x[1]: f32[128]
+    copy_in_start(X, x[0], zeros=True)
+    copy_in_wait(x[0])
+    copy_in_start(X[0:50], x[0], offset=(10,), zeros=False)
+    copy_in_wait(x[0])
+)");
+  const Program &p = program(f);
+  EXPECT_TRUE(std::get<Copy>(p.body[0].kind).zeros);
+  EXPECT_FALSE(std::get<Copy>(p.body[2].kind).zeros);
+  EXPECT_EQ(print(p.body[0]), "copy_in_start(X, x[0], zeros=True)\n");
+  EXPECT_EQ(print(p.body[2]), "copy_in_start(X[0:50], x[0], offset=(10,))\n");
+  auto error_of = [](const std::string &line) {
+    auto bad = parse(SourceFile::from_string(
+        "t.pk", "pipeline g:\n    hbm  X: f32[100]\n    smem x[1]: f32[128]\n" + line + "\n"));
+    EXPECT_FALSE(bad.file) << line;
+    return bad.file ? std::string() : bad.errors.at(0).message;
+  };
+  EXPECT_NE(error_of("    copy_out_start(x[0], X, zeros=True)").find("zeros= applies to copy_in_start"),
+            std::string::npos);
+  EXPECT_NE(error_of("    copy_in_start(X, x[0], zeros=True, zeros=True)").find("zeros= given twice"),
+            std::string::npos);
+  EXPECT_NE(error_of("    copy_in_start(X, x[0], zeros=1)").find("expected True or False after 'zeros='"),
+            std::string::npos);
+  EXPECT_NE(error_of("    copy_in_start(X, x[0], zero=True)").find("expected 'offset=(...)' or 'zeros=True'"),
+            std::string::npos);
+}
+
 TEST(ParseExpressions, FollowPythonPrecedence) {
   File f = parse_ok(R"(pipeline p:
     param N >= 1

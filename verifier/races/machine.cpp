@@ -251,6 +251,7 @@ void Machine::clear_written(const Place &p) {
   else if (!st.written.empty())
     st.written = boxes_minus(st.written, p.box);
   if (!st.padding.empty()) st.padding = boxes_minus(st.padding, p.box);
+  if (!st.zeros.empty()) st.zeros = boxes_minus(st.zeros, p.box);
 }
 
 std::vector<Box> Machine::unwritten(const Place &p, bool *some) const {
@@ -274,20 +275,33 @@ std::vector<Box> Machine::padding_in(const Place &p) const {
   return out;
 }
 
+std::vector<Box> Machine::zeros_in(const Place &p) const {
+  std::vector<Box> out;
+  auto it = slots_state_.find({p.buffer, p.slot});
+  if (it == slots_state_.end()) return out;
+  for (auto &b : it->second.zeros)
+    if (b.size() == p.box.size() && box_overlaps(b, p.box)) out.push_back(box_intersection(b, p.box));
+  return out;
+}
+
 RefPadding Machine::ref_padding(const spec::Expr &e) const {
   const spec::StepRef ref = stepper_->resolve(e, stepper_->current() ? stepper_->current()->loc : e.loc);
   const Place &p = ref.place;
   RefPadding out;
   for (int d : ref.kept)
     out.shape.push_back(p.box[static_cast<std::size_t>(d)].second - p.box[static_cast<std::size_t>(d)].first);
-  for (auto &b : padding_in(p)) {
+  auto relative = [&](const Box &b) {
     Box v;
     for (int d : ref.kept) {
       const auto k = static_cast<std::size_t>(d);
       v.push_back({b[k].first - p.box[k].first, b[k].second - p.box[k].first});
     }
-    out.boxes.push_back(std::move(v));
-  }
+    return v;
+  };
+  for (auto &b : padding_in(p))
+    out.boxes.push_back(relative(b));
+  for (auto &b : zeros_in(p))
+    out.zeros.push_back(relative(b));
   return out;
 }
 
@@ -355,6 +369,14 @@ void Machine::add_padding(const Place &p, const std::vector<Box> &boxes) {
   auto &pad = slots_state_[{p.buffer, p.slot}].padding;
   for (auto &b : boxes)
     if (!box_empty(b) && !box_covered(b, pad)) pad.push_back(b);
+}
+
+void Machine::add_zeros(const Place &p, const std::vector<Box> &boxes) {
+  if (boxes.empty()) return;
+  any_padding_ = true;
+  auto &z = slots_state_[{p.buffer, p.slot}].zeros;
+  for (auto &b : boxes)
+    if (!box_empty(b) && !box_covered(b, z)) z.push_back(b);
 }
 
 namespace {
@@ -534,14 +556,27 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
       if (auto it = slots_state_.find({r.place.buffer, r.place.slot});
           it != slots_state_.end() && it->second.padded_by >= 0 && !padding_in(r.place).empty())
         origin = std::min(origin, it->second.padded_by);
-    std::vector<Box> pads = padding_in_target(flow_.eval(value, env_), target.box, write->kept);
-    if (accumulate)
+    const PadValue v = flow_.eval(value, env_);
+    std::vector<Box> pads = padding_in_target(v, target.box, write->kept);
+    std::vector<Box> zeros = padding_in_target(v, target.box, write->kept, kZero);
+    if (accumulate) {
       for (auto &b : padding_in(target))
         pads.push_back(b);
+      // `T += v`: zero padding stays where both were (a zero added to data
+      // leaves the data; data added to a zero is no zero).
+      std::vector<Box> both;
+      for (const auto &old : zeros_in(target))
+        for (const auto &b : zeros)
+          if (box_overlaps(old, b)) both.push_back(box_intersection(old, b));
+      zeros = std::move(both);
+    }
     auto it = slots_state_.find({target.buffer, target.slot});
     if (it != slots_state_.end() && !it->second.padding.empty())
       it->second.padding = boxes_minus(it->second.padding, target.box);
+    if (it != slots_state_.end() && !it->second.zeros.empty())
+      it->second.zeros = boxes_minus(it->second.zeros, target.box);
     add_padding(target, pads);
+    add_zeros(target, zeros);
     if (std::any_of(pads.begin(), pads.end(), [](const Box &b) { return !box_empty(b); }))
       slots_state_[{target.buffer, target.slot}].padded_by = origin;
   }
@@ -619,23 +654,36 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
   access(ev, op, a.src_read, false);
   access(ev, op, dst, true);
   if (any_padding_ && !padding_in(a.src_read).empty())
-    r_.findings.push_back({Rule::uninitialized_read, ev, slots_state_[{src.buffer, src.slot}].padded_by, -1,
-                           -1,
-                           "copies out " + program_.buffers[src.buffer].name +
-                               (src.slot >= 0 ? "[" + std::to_string(src.slot) + "]" : std::string()) +
-                               " with undefined data in it (the padding of a partial block, what a masked "
-                               "store kept of a slot nothing wrote, or what a store took from memory nothing "
-                               "wrote)"});
+    r_.findings.push_back(
+        {Rule::uninitialized_read, ev, slots_state_[{src.buffer, src.slot}].padded_by, -1, -1,
+         "copies out " + program_.buffers[src.buffer].name +
+             (src.slot >= 0 ? "[" + std::to_string(src.slot) + "]" : std::string()) +
+             " with undefined data in it (the padding of a partial block, what a masked "
+             "store kept of a slot nothing wrote, or what a store took from memory nothing "
+             "wrote)" +
+             (zero_filled_ ? std::string("; a partial block's zero padding (zeros=True) counts "
+                                         "as undefined once the body makes more than zeros of it "
+                                         "(exp(0), 0 + b) or a max or min takes it in")
+                           : std::string())});
   push_outstanding(op);
   // The part of the destination the source does not fill is the padding of
-  // a partial block: undefined, fine to compute on, wrong to write back.
-  if (auto it = slots_state_.find({dst.buffer, dst.slot});
-      it == slots_state_.end() || it->second.written.size() != 1 ||
-      !(it->second.written[0] == a.dst_filled.box) || !it->second.padding.empty()) {
+  // a partial block: undefined, fine to compute on, wrong to write back; or,
+  // with zeros=True, zeros (written).
+  if (a.zero_fill && !(a.dst_filled == dst)) {
+    zero_filled_ = true;
     clear_written(dst);
-    add_written(a.dst_filled);
+    add_written(dst);
+    add_zeros(dst, box_minus(dst.box, a.dst_filled.box));
+  } else {
+    if (auto it = slots_state_.find({dst.buffer, dst.slot});
+        it == slots_state_.end() || it->second.written.size() != 1 ||
+        !(it->second.written[0] == a.dst_filled.box) || !it->second.padding.empty() ||
+        !it->second.zeros.empty()) {
+      clear_written(dst);
+      add_written(a.dst_filled);
+    }
+    if (!(a.dst_filled == dst)) add_padding(dst, box_minus(dst.box, a.dst_filled.box));
   }
-  if (!(a.dst_filled == dst)) add_padding(dst, box_minus(dst.box, a.dst_filled.box));
   // The box of a slot a copy reads out now holds that hbm region's block: an
   // accumulate into it written back elsewhere carries one block's result
   // into another's. A copy in holds what the program chose to load, stale
@@ -778,7 +826,7 @@ std::string Machine::state_key(const std::map<std::pair<int, int>, std::int64_t>
     // A wholly undefined slot is as if never used: its stale-read tag can only
     // matter to an accumulate that reads it, which is an uninitialized read
     // either way, so it does not change the verdict.
-    if (st.written.empty() && st.padding.empty() && st.pending.empty()) continue;
+    if (st.written.empty() && st.padding.empty() && st.zeros.empty() && st.pending.empty()) continue;
     os << k.first << '/' << k.second << '[';
     auto w = st.written;
     std::sort(w.begin(), w.end());
@@ -787,13 +835,15 @@ std::string Machine::state_key(const std::map<std::pair<int, int>, std::int64_t>
         os << lo << ':' << hi << ',';
       os << ';';
     }
-    os << "]p[";
-    auto pad = st.padding;
-    std::sort(pad.begin(), pad.end());
-    for (auto &b : pad) {
-      for (auto &[lo, hi] : b)
-        os << lo << ':' << hi << ',';
-      os << ';';
+    for (const auto *set : {&st.padding, &st.zeros}) {
+      os << (set == &st.padding ? "]p[" : "]z[");
+      auto pad = *set;
+      std::sort(pad.begin(), pad.end());
+      for (auto &b : pad) {
+        for (auto &[lo, hi] : b)
+          os << lo << ':' << hi << ',';
+        os << ';';
+      }
     }
     // (Tags and pending accumulates in the order their boxes were last
     // tagged: two runs that reach the same state do so in the same order.)

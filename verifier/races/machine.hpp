@@ -165,6 +165,9 @@ private:
   void clear_written(const Place &);
   /// The parts of `p` that hold the padding of a partial block.
   std::vector<Box> padding_in(const Place &) const;
+  /// The parts of `p` that hold zero padding (written, and 0: a copy in
+  /// with zeros=True filled them past its array).
+  std::vector<Box> zeros_in(const Place &) const;
   /// The parts of p's box that nothing wrote and that hold no padding;
   /// `some` (when given) set where something wrote or padded part of it.
   std::vector<Box> unwritten(const Place &p, bool *some = nullptr) const;
@@ -174,6 +177,7 @@ private:
   /// Undefined data a wgmma reads reaches its accumulator (row of a, column of b).
   void wgmma_padding(const spec::AsyncStart &, int event);
   void add_padding(const Place &, const std::vector<Box> &);
+  void add_zeros(const Place &, const std::vector<Box> &);
   /// The padding a buffer ref reads, in the ref's value coordinates.
   RefPadding ref_padding(const spec::Expr &ref) const;
   void retire(int op, int event);
@@ -183,6 +187,9 @@ private:
     /// Parts holding the padding of a partial block: undefined data that may
     /// be computed on (elementwise, it stays in the padding) but not written back.
     std::vector<Box> padding;
+    /// Written parts holding zero padding (verifier/races/padding.hpp kZero):
+    /// a sum or a dot takes them in unchanged, a max or an exp does not.
+    std::vector<Box> zeros;
     /// Per box of the slot (a scratch of several blocks, `buf[k % 2]`, is one
     /// slot -1 whose boxes are its blocks): the hbm region it holds.
     struct Tag {
@@ -227,6 +234,7 @@ private:
   bool follows_writes(int buffer) const;
   std::map<int, int> last_wgmma_on_acc_; // acc buffer -> op
   PaddingFlow flow_;                     // where tensor locals hold padding, element by element
+  bool zero_filled_ = false;             // a copy in has filled a partial block's padding with zeros
   bool any_padding_ = false;             // some slot has held padding (else flow_ tracks nothing)
   int last_node_ = -1;
   std::size_t event_limit_ = 4'000'000;

@@ -114,12 +114,91 @@ std::optional<std::pair<Shape, std::vector<std::int64_t>>> index_map(const Shape
   return std::pair{ix.shape, out};
 }
 
-bool padded_at(const PadValue &v, std::int64_t i) {
-  return v.any && (v.bits.empty() || v.bits[static_cast<std::size_t>(i)] != 0);
+std::uint8_t state_at(const PadValue &v, std::int64_t i) {
+  if (!v.any) return kClean;
+  return v.bits.empty() ? std::uint8_t{kGarbage} : v.bits[static_cast<std::size_t>(i)];
+}
+
+/// How an elementwise operation treats zero padding (kZero) in its
+/// operands, the others clean: whether the result is still zero padding
+/// (otherwise it is garbage). Garbage in any operand makes garbage.
+enum class ZeroRule {
+  all,   ///< zero only where every operand is (`a + b`, `maximum`, `where`, `-a`, `abs(a)`)
+  any,   ///< zero where any operand is (`a * b`, `a & b`)
+  first, ///< zero where the first operand is and no other (`a / b`, `a % b`)
+  none,  ///< never zero (`exp(a)`, `a == b`, `cos(a)`)
+};
+
+/// The rule of an elementwise Call `f` (spec::is_elementwise_fn, where).
+ZeroRule zero_rule(const std::string &f) {
+  static const char *keeps[] = {"abs",  "neg",   "cast",  "sqrt",  "tanh",    "sin",     "erf",  "floor",
+                                "ceil", "round", "sign",  "expm1", "log1p",   "tan",     "asin", "atan",
+                                "sinh", "asinh", "atanh", "cbrt",  "maximum", "minimum", "where"};
+  for (const char *k : keeps)
+    if (f == k) return ZeroRule::all;
+  if (f == "shift_left" || f == "shift_right_logical" || f == "shift_right_arithmetic")
+    return ZeroRule::first;
+  return ZeroRule::none;
+}
+
+/// The rule of an elementwise operator.
+ZeroRule zero_rule(Op op) {
+  switch (op) {
+  case Op::Mul:
+  case Op::And:
+  case Op::BitAnd: return ZeroRule::any;
+  case Op::Div:
+  case Op::FloorDiv:
+  case Op::Mod: return ZeroRule::first;
+  case Op::Neg:
+  case Op::Add:
+  case Op::Sub:
+  case Op::Or:
+  case Op::BitOr: return ZeroRule::all;
+  default: return ZeroRule::none;
+  }
+}
+
+/// One element of an elementwise result from its operands' states.
+std::uint8_t combined(const std::uint8_t *st, std::size_t n, ZeroRule rule) {
+  std::size_t zeros = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    if (st[j] == kGarbage) return kGarbage;
+    zeros += st[j] == kZero;
+  }
+  if (zeros == 0) return kClean;
+  switch (rule) {
+  case ZeroRule::all: return zeros == n ? kZero : kGarbage;
+  case ZeroRule::any: return kZero;
+  case ZeroRule::first: return st[0] == kZero && zeros == 1 ? kZero : kGarbage;
+  case ZeroRule::none: return kGarbage;
+  }
+  return kGarbage;
+}
+
+/// How a reduction (or a running one) takes zero padding in.
+enum class Fold {
+  sum, ///< sum, cumsum: a zero adds nothing
+  max, ///< max, min, argmax, cummax: a zero may win
+};
+
+/// The state of a reduction of a line whose elements hold `garbage`, `zeros`
+/// zero padding and `clean` elements.
+std::uint8_t folded(bool garbage, std::int64_t zeros, std::int64_t clean, Fold f) {
+  if (garbage) return kGarbage;
+  if (zeros == 0) return kClean;
+  if (clean == 0) return kZero;
+  return f == Fold::sum ? kClean : kGarbage;
 }
 
 PadValue none(std::optional<Shape> s) { return PadValue{std::move(s), false, {}}; }
 PadValue everywhere(std::optional<Shape> s) { return PadValue{std::move(s), true, {}}; }
+
+bool has_state(const PadValue &v, std::uint8_t state) {
+  if (!v.any) return false;
+  if (v.bits.empty()) return state == kGarbage;
+  return std::find(v.bits.begin(), v.bits.end(), state) != v.bits.end();
+}
 
 /// Drops a per-element map that holds no padding.
 PadValue normalized(PadValue v) {
@@ -140,8 +219,9 @@ PadValue gathered(const PadValue &v, const Shape &to, const std::vector<std::int
   return normalized(std::move(r));
 }
 
-/// The elementwise combination of `args`: padded where any of them is.
-PadValue elementwise(const std::vector<PadValue> &args) {
+/// The elementwise combination of `args`: garbage where any of them is,
+/// zero padding where `rule` keeps it so.
+PadValue elementwise(const std::vector<PadValue> &args, ZeroRule rule = ZeroRule::all) {
   std::optional<Shape> shape = Shape{};
   bool any = false;
   for (const auto &a : args) {
@@ -153,13 +233,20 @@ PadValue elementwise(const std::vector<PadValue> &args) {
   }
   if (!any) return none(shape);
   if (!shape || !small(*shape)) return everywhere(shape);
-  PadValue r{shape, true, std::vector<std::uint8_t>(static_cast<std::size_t>(*numel(*shape)), 0)};
-  for (const auto &a : args) {
-    if (!a.any) continue;
-    auto map = broadcast_map(*a.shape, *shape);
+  const auto n = static_cast<std::size_t>(*numel(*shape));
+  PadValue r{shape, true, std::vector<std::uint8_t>(n, 0)};
+  std::vector<std::vector<std::int64_t>> maps(args.size());
+  for (std::size_t j = 0; j < args.size(); ++j) {
+    if (!args[j].any) continue;
+    auto map = broadcast_map(*args[j].shape, *shape);
     if (!map) return everywhere(shape);
-    for (std::size_t k = 0; k < map->size(); ++k)
-      if (padded_at(a, (*map)[k])) r.bits[k] = 1;
+    maps[j] = std::move(*map);
+  }
+  std::vector<std::uint8_t> st(args.size(), kClean);
+  for (std::size_t k = 0; k < n; ++k) {
+    for (std::size_t j = 0; j < args.size(); ++j)
+      st[j] = args[j].any ? state_at(args[j], maps[j][k]) : std::uint8_t{kClean};
+    r.bits[k] = combined(st.data(), st.size(), rule);
   }
   return normalized(std::move(r));
 }
@@ -177,12 +264,12 @@ std::optional<PadValue> selected(const IntTensor &c, const PadValue &a, const Pa
   if (!mc || !ma || !mb) return std::nullopt;
   PadValue r{shape, true, std::vector<std::uint8_t>(mc->size(), 0)};
   for (std::size_t k = 0; k < mc->size(); ++k)
-    r.bits[k] = c.v[static_cast<std::size_t>((*mc)[k])] ? padded_at(a, (*ma)[k]) : padded_at(b, (*mb)[k]);
+    r.bits[k] = c.v[static_cast<std::size_t>((*mc)[k])] ? state_at(a, (*ma)[k]) : state_at(b, (*mb)[k]);
   return normalized(std::move(r));
 }
 
 /// A reduction of `v` along `axis` (all axes when nullopt).
-PadValue reduced(const PadValue &v, std::optional<std::int64_t> axis, bool keepdims) {
+PadValue reduced(const PadValue &v, std::optional<std::int64_t> axis, bool keepdims, Fold fold) {
   if (!v.shape) return v.any ? everywhere(std::nullopt) : none(std::nullopt);
   const Shape &s = *v.shape;
   Shape out;
@@ -201,24 +288,55 @@ PadValue reduced(const PadValue &v, std::optional<std::int64_t> axis, bool keepd
   }
   if (!v.any) return none(out);
   if (v.bits.empty()) return everywhere(out);
-  if (!ax) return everywhere(out);
-  // Flat index = (outer * s[ax] + k) * inner + in.
-  std::int64_t outer = 1, inner = 1;
-  for (std::size_t d = 0; d < *ax; ++d)
-    outer *= s[d];
-  for (std::size_t d = *ax + 1; d < s.size(); ++d)
-    inner *= s[d];
+  // Flat index = (outer * s[ax] + k) * inner + in (all axes: one line).
+  std::int64_t outer = 1, inner = 1, len = static_cast<std::int64_t>(v.bits.size());
+  if (ax) {
+    len = s[*ax];
+    for (std::size_t d = 0; d < *ax; ++d)
+      outer *= s[d];
+    for (std::size_t d = *ax + 1; d < s.size(); ++d)
+      inner *= s[d];
+  }
   PadValue r{out, true, std::vector<std::uint8_t>(static_cast<std::size_t>(outer * inner), 0)};
   for (std::int64_t o = 0; o < outer; ++o)
-    for (std::int64_t k = 0; k < s[*ax]; ++k)
-      for (std::int64_t i = 0; i < inner; ++i)
-        if (v.bits[static_cast<std::size_t>((o * s[*ax] + k) * inner + i)])
-          r.bits[static_cast<std::size_t>(o * inner + i)] = 1;
+    for (std::int64_t i = 0; i < inner; ++i) {
+      bool garbage = false;
+      std::int64_t zeros = 0, clean = 0;
+      for (std::int64_t k = 0; k < len; ++k) {
+        const auto b = v.bits[static_cast<std::size_t>((o * len + k) * inner + i)];
+        garbage |= b == kGarbage;
+        zeros += b == kZero;
+        clean += b == kClean;
+      }
+      r.bits[static_cast<std::size_t>(o * inner + i)] = folded(garbage, zeros, clean, fold);
+    }
   return normalized(std::move(r));
 }
 
-/// dot(a, b) of 2-D values: element (i, j) is padded when row i of a or
-/// column j of b holds padding (0 * garbage is garbage).
+/// Per row of a 2-D value's lines along `line_dim` (1: rows, 0: columns):
+/// whether it holds garbage, and whether it is zero padding throughout.
+struct LineStates {
+  std::vector<std::uint8_t> garbage, all_zero;
+};
+LineStates line_states(const PadValue &v, bool by_column) {
+  const std::int64_t rows = (*v.shape)[0], cols = (*v.shape)[1];
+  const std::int64_t n = by_column ? cols : rows;
+  LineStates l{std::vector<std::uint8_t>(static_cast<std::size_t>(n), 0),
+               std::vector<std::uint8_t>(static_cast<std::size_t>(n), 1)};
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const auto st = state_at(v, r * cols + c);
+      const auto at = static_cast<std::size_t>(by_column ? c : r);
+      l.garbage[at] |= st == kGarbage;
+      if (st != kZero) l.all_zero[at] = 0;
+    }
+  return l;
+}
+
+/// dot(a, b) of 2-D values: element (i, j) is garbage when row i of a or
+/// column j of b holds garbage (0 * garbage is garbage); zero padding adds
+/// nothing to it (0 * b), and it is zero padding itself where that row or
+/// column is zero padding throughout.
 PadValue dotted(const PadValue &a, const PadValue &b, bool ta, bool tb) {
   if (!a.shape || !b.shape || a.shape->size() != 2 || b.shape->size() != 2)
     return a.any || b.any ? everywhere(std::nullopt) : none(std::nullopt);
@@ -226,19 +344,17 @@ PadValue dotted(const PadValue &a, const PadValue &b, bool ta, bool tb) {
   const Shape out{m, n};
   if (!a.any && !b.any) return none(out);
   if (!small(out) || (a.any && a.bits.empty()) || (b.any && b.bits.empty())) return everywhere(out);
-  std::vector<std::uint8_t> row(static_cast<std::size_t>(m), 0), col(static_cast<std::size_t>(n), 0);
-  const std::int64_t ac = (*a.shape)[1], bc = (*b.shape)[1];
-  for (std::int64_t r = 0; r < (*a.shape)[0]; ++r)
-    for (std::int64_t c = 0; c < ac; ++c)
-      if (padded_at(a, r * ac + c)) row[static_cast<std::size_t>(ta ? c : r)] = 1;
-  for (std::int64_t r = 0; r < (*b.shape)[0]; ++r)
-    for (std::int64_t c = 0; c < bc; ++c)
-      if (padded_at(b, r * bc + c)) col[static_cast<std::size_t>(tb ? r : c)] = 1;
+  // (a's rows are its dim 0, its dim 1 read transposed; b's columns its dim 1, or 0.)
+  const LineStates row = line_states(a, ta), col = line_states(b, !tb);
   PadValue v{out, true, std::vector<std::uint8_t>(static_cast<std::size_t>(m * n), 0)};
   for (std::int64_t i = 0; i < m; ++i)
-    for (std::int64_t j = 0; j < n; ++j)
+    for (std::int64_t j = 0; j < n; ++j) {
+      const auto ri = static_cast<std::size_t>(i), cj = static_cast<std::size_t>(j);
       v.bits[static_cast<std::size_t>(i * n + j)] =
-          row[static_cast<std::size_t>(i)] | col[static_cast<std::size_t>(j)];
+          row.garbage[ri] || col.garbage[cj]     ? std::uint8_t{kGarbage}
+          : row.all_zero[ri] || col.all_zero[cj] ? std::uint8_t{kZero}
+                                                 : std::uint8_t{kClean};
+    }
   return normalized(std::move(v));
 }
 
@@ -255,7 +371,8 @@ PadValue dot_generaled(const PadValue &a, const PadValue &b, const spec::DotDims
   const Shape out = t.value.shape;
   if (!a.any && !b.any) return none(out);
   if (!small(out) || (a.any && a.bits.empty()) || (b.any && b.bits.empty())) return everywhere(out);
-  // For each element of an operand: its (batch, free) index, or the marks.
+  // Per (batch, free) index of an operand: whether its line along the
+  // contracted dims holds garbage, and whether it is zero padding throughout.
   auto marks = [](const PadValue &v, const std::vector<std::int64_t> &batch,
                   const std::vector<std::int64_t> &con, std::int64_t &nbatch, std::int64_t &nfree) {
     const Shape &sh = *v.shape;
@@ -268,17 +385,20 @@ PadValue dot_generaled(const PadValue &a, const PadValue &b, const spec::DotDims
       role[static_cast<std::size_t>(x)] = 0, nbatch *= sh[static_cast<std::size_t>(x)];
     for (std::size_t i = 0; i < sh.size(); ++i)
       if (role[i] == 2) nfree *= sh[i];
-    std::vector<std::uint8_t> m(static_cast<std::size_t>(nbatch * nfree), 0);
+    LineStates m{std::vector<std::uint8_t>(static_cast<std::size_t>(nbatch * nfree), 0),
+                 std::vector<std::uint8_t>(static_cast<std::size_t>(nbatch * nfree), 1)};
     const std::int64_t n = *numel(sh);
     std::vector<std::int64_t> idx(sh.size(), 0);
     for (std::int64_t k = 0; k < n; ++k) {
-      if (padded_at(v, k)) {
+      if (const auto st = state_at(v, k); st != kZero) {
         std::int64_t bi = 0, fi = 0;
         for (auto x : batch)
           bi = bi * sh[static_cast<std::size_t>(x)] + idx[static_cast<std::size_t>(x)];
         for (std::size_t i = 0; i < sh.size(); ++i)
           if (role[i] == 2) fi = fi * sh[i] + idx[i];
-        m[static_cast<std::size_t>(bi * nfree + fi)] = 1;
+        const auto at = static_cast<std::size_t>(bi * nfree + fi);
+        m.all_zero[at] = 0;
+        if (st == kGarbage) m.garbage[at] = 1;
       }
       for (std::size_t i = sh.size(); i-- > 0;) {
         if (++idx[i] < sh[i]) break;
@@ -293,9 +413,13 @@ PadValue dot_generaled(const PadValue &a, const PadValue &b, const spec::DotDims
   PadValue v{out, true, std::vector<std::uint8_t>(static_cast<std::size_t>(nb * m * n), 0)};
   for (std::int64_t x = 0; x < nb; ++x)
     for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t j = 0; j < n; ++j) {
+        const auto ai = static_cast<std::size_t>(x * m + i), bj = static_cast<std::size_t>(x * n + j);
         v.bits[static_cast<std::size_t>((x * m + i) * n + j)] =
-            ma[static_cast<std::size_t>(x * m + i)] | mb[static_cast<std::size_t>(x * n + j)];
+            ma.garbage[ai] || mb.garbage[bj]     ? std::uint8_t{kGarbage}
+            : ma.all_zero[ai] || mb.all_zero[bj] ? std::uint8_t{kZero}
+                                                 : std::uint8_t{kClean};
+      }
   return normalized(std::move(v));
 }
 
@@ -761,6 +885,8 @@ PadValue along_axis(const std::string &f, const Expr &e, const PadValue &a, std:
   const AxisLines l = lines_around(s, ax);
   const bool reverse = bool_kwarg(e, "reverse");
   PadValue r{s, true, std::vector<std::uint8_t>(a.bits.size(), 0)};
+  bool garbage = false;
+  std::int64_t zeros = 0, clean = 0;
   auto at = [&](std::int64_t o, std::int64_t k, std::int64_t i) {
     return static_cast<std::size_t>((o * l.len + k) * l.inner + i);
   };
@@ -781,8 +907,16 @@ PadValue along_axis(const std::string &f, const Expr &e, const PadValue &a, std:
           }
           bit = a.bits[at(o, ((k - by) % l.len + l.len) % l.len, i)];
         } else {
-          bit = a.bits[at(o, k, i)];
-          if (step > 0) bit |= r.bits[at(o, reverse ? k + 1 : k - 1, i)];
+          // A running reduction: the line's states so far, folded as its
+          // reduction folds them, at this element's place.
+          const auto self = a.bits[at(o, k, i)];
+          garbage = (step > 0 && garbage) || self == kGarbage;
+          zeros = (step > 0 ? zeros : 0) + (self == kZero);
+          clean = (step > 0 ? clean : 0) + (self == kClean);
+          bit = folded(garbage, zeros, clean, f == "cumsum" ? Fold::sum : Fold::max);
+          // (At a place of zero padding any data before it makes a value
+          // that is no longer 0.)
+          if (self == kZero && bit == kClean) bit = kGarbage;
         }
         r.bits[at(o, k, i)] = bit;
       }
@@ -801,11 +935,21 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
   case Op::Ref: {
     if (is_buffer_(e.name)) {
       RefPadding rp = ref_(e);
-      if (rp.boxes.empty()) return none(rp.shape);
-      if (!small(rp.shape)) return everywhere(rp.shape);
+      if (rp.boxes.empty() && rp.zeros.empty()) return none(rp.shape);
+      if (!small(rp.shape)) return rp.boxes.empty() ? none(rp.shape) : everywhere(rp.shape);
       PadValue v{rp.shape, true, std::vector<std::uint8_t>(static_cast<std::size_t>(*numel(rp.shape)), 0)};
-      for (const auto &b : rp.boxes) {
-        if (b.size() != rp.shape.size()) return everywhere(rp.shape);
+      // Zero padding first: garbage over it wins.
+      std::vector<std::pair<const spec::StepBox *, std::uint8_t>> marked;
+      for (const auto &b : rp.zeros)
+        marked.emplace_back(&b, kZero);
+      for (const auto &b : rp.boxes)
+        marked.emplace_back(&b, kGarbage);
+      for (const auto &[bp, state] : marked) {
+        const spec::StepBox &b = *bp;
+        if (b.size() != rp.shape.size()) {
+          if (state == kZero) continue;
+          return everywhere(rp.shape);
+        }
         // Every element of the box: row-major walk.
         std::vector<std::int64_t> idx;
         bool empty = false;
@@ -818,7 +962,7 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
           std::int64_t flat = 0;
           for (std::size_t d = 0; d < idx.size(); ++d)
             flat = flat * rp.shape[d] + idx[d];
-          v.bits[static_cast<std::size_t>(flat)] = 1;
+          v.bits[static_cast<std::size_t>(flat)] = state;
           std::size_t d = idx.size();
           while (d-- > 0) {
             if (++idx[d] < b[d].second) break;
@@ -851,13 +995,13 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
     for (std::size_t s = 0; s < 2; ++s)
       if (auto mv = concrete(e.args[s], env); mv && !(s == 0 ? a : b).any)
         if (auto r = selected(*mv, s == 0 ? b : a, none(Shape{}))) return *r;
-    return elementwise({a, b});
+    return elementwise({a, b}, ZeroRule::any);
   }
   default: {
     std::vector<PadValue> args;
     for (const auto &a : e.args)
       args.push_back(eval(a, env));
-    return elementwise(args);
+    return elementwise(args, zero_rule(e.op));
   }
   }
   const std::size_t np = e.num_positional();
@@ -895,7 +1039,7 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
       axis = int_kwarg(e, "axis", env);
       if (!axis) return eval(e.args[0], env).any ? everywhere(std::nullopt) : none(std::nullopt);
     }
-    return reduced(eval(e.args[0], env), axis, bool_kwarg(e, "keepdims"));
+    return reduced(eval(e.args[0], env), axis, bool_kwarg(e, "keepdims"), f == "sum" ? Fold::sum : Fold::max);
   }
   if (f == "dot" && np == 2)
     return dotted(eval(e.args[0], env), eval(e.args[1], env), bool_kwarg(e, "trans_a"),
@@ -961,8 +1105,8 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
       for (std::int64_t o = 0; o < l.outer; ++o)
         for (std::int64_t k = 0; k < len; ++k)
           for (std::int64_t i = 0; i < l.inner; ++i)
-            if (padded_at(p, (o * len + k) * l.inner + i))
-              r.bits[static_cast<std::size_t>((o * l.len + at + k) * l.inner + i)] = 1;
+            r.bits[static_cast<std::size_t>((o * l.len + at + k) * l.inner + i)] =
+                state_at(p, (o * len + k) * l.inner + i);
       at += len;
     }
     return normalized(std::move(r));
@@ -976,7 +1120,7 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
     const std::int64_t ax = axis && *axis < 0 ? *axis + rank : axis.value_or(-1);
     if (!a.shape || ax < 0 || ax >= rank) return a.any ? everywhere(std::nullopt) : none(std::nullopt);
     // argmax / argmin: an index is garbage where its line held padding, as a max is.
-    if (f == "argmax" || f == "argmin") return reduced(a, ax, false);
+    if (f == "argmax" || f == "argmin") return reduced(a, ax, false, Fold::max);
     return along_axis(f, e, a, ax, env);
   }
   if (f == "cast" && np >= 1) return eval(e.args[0], env); // the dtype argument is no value
@@ -984,7 +1128,7 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
     std::vector<PadValue> args;
     for (std::size_t k = 0; k < np; ++k)
       args.push_back(eval(e.args[k], env));
-    return elementwise(args);
+    return elementwise(args, f == "max" || f == "min" ? ZeroRule::all : zero_rule(f));
   }
   if (f == "opaque") {
     // Its values are unknown: padding in any argument may reach every element.
@@ -1028,8 +1172,8 @@ void PaddingFlow::forget(const std::string &name) {
   and_masks_.erase(name);
 }
 
-std::vector<StepBox> padded_boxes(const PadValue &v) {
-  if (!v.any) return {};
+std::vector<StepBox> padded_boxes(const PadValue &v, PadState state) {
+  if (!has_state(v, state)) return {};
   if (!v.shape) return {};
   const Shape &s = *v.shape;
   if (v.bits.empty()) {
@@ -1043,7 +1187,7 @@ std::vector<StepBox> padded_boxes(const PadValue &v) {
   std::function<std::vector<StepBox>(std::size_t, std::int64_t)> rec = [&](std::size_t d, std::int64_t base) {
     std::vector<StepBox> out;
     if (d == s.size()) {
-      if (v.bits[static_cast<std::size_t>(base)]) out.push_back({});
+      if (v.bits[static_cast<std::size_t>(base)] == state) out.push_back({});
       return out;
     }
     std::vector<StepBox> run;
@@ -1069,10 +1213,11 @@ std::vector<StepBox> padded_boxes(const PadValue &v) {
   return rec(0, 0);
 }
 
-std::vector<StepBox> padding_in_target(const PadValue &v, const StepBox &target,
-                                       const std::vector<int> &kept) {
+std::vector<StepBox> padding_in_target(const PadValue &v, const StepBox &target, const std::vector<int> &kept,
+                                       PadState state) {
   if (!v.any) return {};
-  auto whole = std::vector<StepBox>{target};
+  // (Where the value's place in the target is not known, nothing of it is known zero.)
+  auto whole = state == kGarbage ? std::vector<StepBox>{target} : std::vector<StepBox>{};
   if (!v.shape || v.shape->size() > kept.size()) return whole;
   const Shape &s = *v.shape;
   const std::size_t off = kept.size() - s.size();
@@ -1081,7 +1226,7 @@ std::vector<StepBox> padding_in_target(const PadValue &v, const StepBox &target,
     if (s[j] != 1 && s[j] != dim.second - dim.first) return whole;
   }
   std::vector<StepBox> out;
-  for (const auto &b : padded_boxes(v)) {
+  for (const auto &b : padded_boxes(v, state)) {
     StepBox r = target;
     for (std::size_t j = 0; j < s.size(); ++j) {
       auto &dim = r[static_cast<std::size_t>(kept[off + j])];

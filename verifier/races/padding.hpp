@@ -1,13 +1,17 @@
 #pragma once
 /// Where the padding of a partial block (undefined data, spec/step.hpp's
-/// strict slot contents) can be in a tensor value, element by element, for
-/// the race machine (verifier/races/machine.hpp).
+/// strict slot contents; or zeros, where a copy in fills them) can be in a
+/// tensor value, element by element, for the race machine
+/// (verifier/races/machine.hpp).
 ///
 /// A value's padding is tracked per element while its shape is known and has
 /// at most kMaxTrackedElements elements; otherwise any padding in it counts
 /// as padding everywhere (a sound over-approximation). Elementwise operations
 /// keep padding where it is, a reduction spreads it along the reduced axis, a
 /// dot along the rows of its left and the columns of its right operand.
+/// Zero padding stays zero where the operation keeps a 0 a 0 and takes no
+/// data in beside it (a product, a negation, a sum of zeros); a sum or a dot
+/// over it takes nothing of it in; anything else makes it garbage.
 ///
 /// Masks are evaluated concretely: an integer or boolean expression built
 /// from literals, bound integer names, `iota`, arithmetic, comparisons,
@@ -39,12 +43,25 @@ inline constexpr std::int64_t kMaxTrackedElements = std::int64_t{1} << 20;
 /// A tensor shape; empty: a scalar.
 using Shape = std::vector<std::int64_t>;
 
+/// What an element holds of a partial block's padding.
+enum PadState : std::uint8_t {
+  kClean = 0,
+  /// Undefined data, or a value computed from it (or from zero padding
+  /// where the result is no longer 0, `exp(0)`, or sits beside data, `0 + b`).
+  kGarbage = 1,
+  /// Zero padding (Mosaic GPU's TMA fills a ragged block's part past the
+  /// array with zeros, spec::Copy::zeros), or a value still 0 because of it
+  /// (`z * b`, `-z`, a sum of zeros): no element of the array, but a sum or a
+  /// dot takes it in unchanged. A max, an exp or `z + b` makes it garbage.
+  kZero = 2,
+};
+
 /// Where a value may hold padding.
 struct PadValue {
   std::optional<Shape> shape; ///< nullopt: not known
-  bool any = false;           ///< it may hold padding somewhere
-  /// Per element, row-major, when `any` and the shape is known and small;
-  /// empty with `any`: padding may be everywhere.
+  bool any = false;           ///< it may hold padding (garbage or zero) somewhere
+  /// Per element, row-major, a PadState, when `any` and the shape is known
+  /// and small; empty with `any`: garbage may be everywhere.
   std::vector<std::uint8_t> bits;
 };
 
@@ -64,6 +81,7 @@ struct IntTensor {
 struct RefPadding {
   Shape shape;
   std::vector<spec::StepBox> boxes;
+  std::vector<spec::StepBox> zeros; ///< boxes of zero padding (kZero)
 };
 using RefPaddingFn = std::function<RefPadding(const spec::Expr &ref)>;
 
@@ -128,15 +146,16 @@ private:
   std::map<std::string, std::vector<LazyPtr>> and_masks_;
 };
 
-/// Where the padding of `v`, stored into a ref covering `target` of its
-/// buffer and keeping its dims `kept`, lands: boxes in buffer coordinates.
-/// The value broadcasts into the ref as a store does; when its shape is not
-/// known (or does not fit), any padding covers all of `target`.
+/// Where the elements of `v` in `state` (kGarbage or kZero), stored into a
+/// ref covering `target` of its buffer and keeping its dims `kept`, land:
+/// boxes in buffer coordinates. The value broadcasts into the ref as a store
+/// does; when its shape is not known (or does not fit), any padding is
+/// garbage over all of `target` (and no element is known zero).
 std::vector<spec::StepBox> padding_in_target(const PadValue &v, const spec::StepBox &target,
-                                             const std::vector<int> &kept);
+                                             const std::vector<int> &kept, PadState state = kGarbage);
 
-/// The padded elements of a value as boxes (value coordinates); a padded
+/// The elements of a value in `state` as boxes (value coordinates); a padded
 /// scalar is one empty box.
-std::vector<spec::StepBox> padded_boxes(const PadValue &v);
+std::vector<spec::StepBox> padded_boxes(const PadValue &v, PadState state = kGarbage);
 
 } // namespace pipecheck::verifier::races

@@ -282,7 +282,10 @@ std::vector<RuleDoc> make_docs() {
        "A reduced dimension (indexed by a grid axis along which the output block stays the same, or "
        "contracted by dot/sum in the body) is not a multiple of its block. The last block is padded "
        "with garbage, and the padding enters the reduction. Mask it (on both sides of a dot: garbage times "
-       "zero is NaN), or pick a block that divides it and fits the target's tiling.",
+       "zero is NaN), or pick a block that divides it and fits the target's tiling. On Mosaic GPU (h100, "
+       "h200) the padding of an input block is zeros (the TMA fills it): a dot or a sum is exact there, but "
+       "a "
+       "max, a min, an exp or a bias added before the sum still takes the zeros in as values.",
        R"(kernel matmul_ragged_k:
     grid = (8, 8, 8)
     dimension_semantics = (parallel, parallel, arbitrary)

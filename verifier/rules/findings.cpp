@@ -2490,8 +2490,13 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
       // A BoundedSlice dim's undefined tail (past its size) moves with the
       // grid point: the race check follows it element by element instead.
       if (x.squeezed[d] || !padded || x.bounded[d]) continue;
-      std::string why;
-      if (has_output)
+      // Mosaic GPU fills a ragged input block's padding with zeros (TMA): a
+      // sum or a dot takes them in unchanged, a max or a min does not. What
+      // the body makes of them past a direct reduction (an exp, a running
+      // maximum across steps) the lowered program follows element by element.
+      const bool zeros = m.zero_filled(i);
+      std::string why, zero_fn;
+      if (has_output && !zeros)
         for (std::size_t a = 0; a < x.index_params.size() && why.empty(); ++a) {
           if (!spec::mentions(x.index[d], x.index_params[a])) continue;
           bool output_depends = false;
@@ -2504,8 +2509,12 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
                   ", along which every output block stays the same";
         }
       for (const auto &c : m.contractions)
-        if (why.empty() && c.operand == i && c.array_dim == d)
-          why = "the body contracts it (dot/sum/max) on line " + std::to_string(c.loc.line);
+        if (why.empty() && c.operand == i && c.array_dim == d) {
+          if (!zeros)
+            why = "the body contracts it (dot/sum/max) on line " + std::to_string(c.loc.line);
+          else if (c.fn == "max" || c.fn == "min")
+            why = "the body takes its " + (zero_fn = c.fn) + " on line " + std::to_string(c.loc.line);
+        }
       if (why.empty()) continue;
       if (x.element[d]) {
         // Which offsets reach the padding depends on the index map: any read counts.
@@ -2537,10 +2546,14 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
         padding_read = reads_last_block(e, d);
       }
       if (!padding_read) continue;
-      Finding f = make(Rule::partial_block_reduction, x.loc,
-                       "dim " + std::to_string(d) + " of '" + x.name + "' (" + std::to_string(x.shape[d]) +
-                           ") is not a multiple of its block (" + std::to_string(x.block[d]) + ") and " +
-                           why + ": the padding of the last block enters the reduction as garbage");
+      Finding f =
+          make(Rule::partial_block_reduction, x.loc,
+               "dim " + std::to_string(d) + " of '" + x.name + "' (" + std::to_string(x.shape[d]) +
+                   ") is not a multiple of its block (" + std::to_string(x.block[d]) + ") and " + why +
+                   (zeros ? ": the padding of the last block holds zeros (Mosaic GPU's TMA fills it), "
+                            "which the " +
+                                zero_fn + " takes for values"
+                          : ": the padding of the last block enters the reduction as garbage"));
       f.witness.items.push_back({"operand", x.name});
       f.witness.items.push_back({"dim", static_cast<std::int64_t>(d)});
       f.witness.items.push_back({"extent", x.shape[d]});

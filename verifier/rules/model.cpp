@@ -93,6 +93,11 @@ bool KernelModel::is_read(std::size_t op) const {
   return false;
 }
 
+bool KernelModel::zero_filled(std::size_t op) const {
+  return target && spec::is_gpu_target(*target) && !triton && op < operands.size() &&
+         operands[op].role == spec::Role::in && operands[op].windowed;
+}
+
 bool KernelModel::updates_through_locals(const Effect &w) const {
   if (w.fresh) return false;
   if (reads_own_target(w)) return true;
@@ -1027,10 +1032,11 @@ struct Builder {
     return r;
   }
 
-  void add_contraction(std::size_t op, std::int64_t view_dim, bool transposed, const spec::Loc &loc) {
+  void add_contraction(std::size_t op, std::int64_t view_dim, bool transposed, const spec::Loc &loc,
+                       const std::string &fn) {
     std::int64_t r = view_rank(op);
     if (transposed && r == 2) view_dim = 1 - view_dim;
-    if (auto d = m.operands[op].view_to_array_dim(view_dim)) m.contractions.push_back({op, *d, loc});
+    if (auto d = m.operands[op].view_to_array_dim(view_dim)) m.contractions.push_back({op, *d, loc, fn});
   }
 
   void note_contraction(const Expr &call, const spec::Loc &loc) {
@@ -1042,11 +1048,12 @@ struct Builder {
       };
       if (auto a = direct_operand(call.args[0])) {
         std::int64_t r = view_rank(a->first);
-        if (r >= 1) add_contraction(a->first, r - 1, a->second != trans("trans_a"), loc);
+        if (r >= 1) add_contraction(a->first, r - 1, a->second != trans("trans_a"), loc, call.name);
       }
       if (auto b = direct_operand(call.args[1])) {
         std::int64_t r = view_rank(b->first);
-        if (r >= 1) add_contraction(b->first, r >= 2 ? r - 2 : 0, b->second != trans("trans_b"), loc);
+        if (r >= 1)
+          add_contraction(b->first, r >= 2 ? r - 2 : 0, b->second != trans("trans_b"), loc, call.name);
       }
     } else if (call.name == "dot_general" && call.num_positional() == 2) {
       spec::Loc where;
@@ -1056,7 +1063,7 @@ struct Builder {
         if (auto o = direct_operand(call.args[static_cast<std::size_t>(side)])) {
           const std::int64_t r = view_rank(o->first);
           for (auto d : side == 0 ? dims.value.lhs_contract : dims.value.rhs_contract)
-            if (d >= 0 && d < r) add_contraction(o->first, d, o->second, loc);
+            if (d >= 0 && d < r) add_contraction(o->first, d, o->second, loc, call.name);
         }
     } else if ((call.name == "sum" || call.name == "max" || call.name == "min") &&
                call.num_positional() == 1) {
@@ -1067,13 +1074,13 @@ struct Builder {
       const Expr *axis = call.kwarg("axis");
       if (!axis) {
         for (std::int64_t v = 0; v < r; ++v)
-          add_contraction(a->first, v, false, loc);
+          add_contraction(a->first, v, false, loc, call.name);
         return;
       }
       auto v = eval(*axis);
       if (!v) return;
       std::int64_t ax = *v < 0 ? *v + r : *v;
-      if (ax >= 0 && ax < r) add_contraction(a->first, ax, a->second, loc);
+      if (ax >= 0 && ax < r) add_contraction(a->first, ax, a->second, loc, call.name);
     }
   }
 

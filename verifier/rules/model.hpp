@@ -141,6 +141,9 @@ struct Contraction {
   std::size_t operand = 0;
   std::size_t array_dim = 0;
   spec::Loc loc;
+  /// The reduction: "dot", "dot_general", "sum", "max" or "min". Zeros in
+  /// the padding (Mosaic GPU's TMA fill) change only a max or a min.
+  std::string fn;
 };
 
 /// The `memory_space=any` side of a body DMA (an HBM address: a copy's
@@ -219,6 +222,9 @@ struct KernelModel {
   bool is_aliased_output(std::size_t operand) const;
   /// True when some effect on `operand` reads it (a load or `+=`).
   bool is_read(std::size_t operand) const;
+  /// True when a partial block of `operand` holds zeros past its array, not
+  /// undefined data: a Mosaic GPU input, fetched by TMA (spec::Copy::zeros).
+  bool zero_filled(std::size_t operand) const;
   /// True when the statement of store `w` also reads w's operand
   /// (`o[...] = where(mask, a, o[...])`, `acc[...] = acc[...] + x`): a
   /// read-modify-write like `+=`, not an init.

@@ -353,3 +353,71 @@ TEST(PaddingFlow, AnIotaOfANarrowIntegerDtypeIsAMaskUntilItsArithmeticWouldWrap)
   // 7 * 20 = 140 is past i8: the mask is not decided, so both sides' padding stays.
   EXPECT_EQ(padded(f.eval(lets.at("e"), kEnv)), (std::vector<int>{6, 7}));
 }
+
+namespace {
+
+/// x: f32[8] whose elements 6 and 7 are zero padding (a Mosaic GPU TMA
+/// fill); y: f32[4, 8] whose last two columns are.
+PaddingFlow zero_flow() {
+  return PaddingFlow([](const std::string &n) { return n == "x" || n == "y"; },
+                     [](const spec::Expr &e) {
+                       if (e.name == "x") return RefPadding{{8}, {}, {Box{{6, 8}}}};
+                       return RefPadding{{4, 8}, {}, {Box{{0, 4}, {6, 8}}}};
+                     });
+}
+
+/// Each element's PadState; {-1} where garbage may be anywhere.
+std::vector<int> states(const PadValue &v) {
+  if (!v.any) return {};
+  if (v.bits.empty()) return {-1};
+  return std::vector<int>(v.bits.begin(), v.bits.end());
+}
+
+PadValue zero_eval(const std::string &let) {
+  auto lets = lets_of("        a = " + let + "\n");
+  return zero_flow().eval(lets.at("a"), kEnv);
+}
+
+} // namespace
+
+TEST(PaddingFlow, ZeroPaddingReadFromARefIsZeroNotGarbage) {
+  EXPECT_EQ(states(zero_eval("x[...]")), (std::vector<int>{0, 0, 0, 0, 0, 0, 2, 2}));
+}
+
+TEST(PaddingFlow, ASumOrADotOverZeroPaddingTakesNothingOfItIn) {
+  EXPECT_FALSE(zero_eval("sum(x[...])").any);
+  EXPECT_FALSE(zero_eval("sum(y[...], axis=1)").any);
+  EXPECT_FALSE(zero_eval("dot(y[...], reshape(x[...], (8, 1)))").any);
+  EXPECT_FALSE(zero_eval("dot(y[...], y[...], trans_b=True)").any);
+}
+
+TEST(PaddingFlow, AMaxOverZeroPaddingIsGarbageWhereTheLineAlsoHoldsData) {
+  EXPECT_EQ(states(zero_eval("max(x[...])")), (std::vector<int>{1}));
+  EXPECT_EQ(states(zero_eval("max(y[...], axis=1)")), (std::vector<int>{1, 1, 1, 1}));
+  // A column of zeros only stays zero padding.
+  EXPECT_EQ(states(zero_eval("max(y[...], axis=0)")), (std::vector<int>{0, 0, 0, 0, 0, 0, 2, 2}));
+}
+
+TEST(PaddingFlow, ProductsAndNegationsKeepZerosWhileExpAndAddedDataDoNot) {
+  EXPECT_EQ(states(zero_eval("x[...] * 2.0")), (std::vector<int>{0, 0, 0, 0, 0, 0, 2, 2}));
+  EXPECT_EQ(states(zero_eval("-cast(x[...], bf16)")), (std::vector<int>{0, 0, 0, 0, 0, 0, 2, 2}));
+  EXPECT_EQ(states(zero_eval("x[...] / 3.0")), (std::vector<int>{0, 0, 0, 0, 0, 0, 2, 2}));
+  EXPECT_EQ(states(zero_eval("3.0 / x[...]")), (std::vector<int>{0, 0, 0, 0, 0, 0, 1, 1}));
+  EXPECT_EQ(states(zero_eval("exp(x[...])")), (std::vector<int>{0, 0, 0, 0, 0, 0, 1, 1}));
+  EXPECT_EQ(states(zero_eval("x[...] + 1.0")), (std::vector<int>{0, 0, 0, 0, 0, 0, 1, 1}));
+  EXPECT_EQ(states(zero_eval("x[...] == 0.0")), (std::vector<int>{0, 0, 0, 0, 0, 0, 1, 1}));
+  EXPECT_EQ(states(zero_eval("sum(exp(x[...]))")), (std::vector<int>{1}));
+}
+
+TEST(PaddingFlow, AMaskThatSelectsDataOverZeroPaddingLeavesNone) {
+  EXPECT_FALSE(zero_eval("where(iota((8,), 0) < n, exp(x[...]), 0.0)").any);
+  EXPECT_FALSE(zero_eval("max(where(iota((8,), 0) < n, x[...], -inf))").any);
+}
+
+TEST(PaddingFlow, ARunningSumPastZeroPaddingIsGarbageThere) {
+  // Elements 6 and 7 hold the sum of the data before them, not 0.
+  EXPECT_EQ(states(zero_eval("cumsum(x[...], axis=0)")), (std::vector<int>{0, 0, 0, 0, 0, 0, 1, 1}));
+  // Reversed, the data's running sum starts after the zeros.
+  EXPECT_EQ(states(zero_eval("cumsum(x[...], axis=0, reverse=True)")),
+            (std::vector<int>{0, 0, 0, 0, 0, 0, 2, 2}));
+}

@@ -223,6 +223,48 @@ TEST(RaceChecker, ThePaddingOfAClippedCopyMayBeComputedOnButNotWrittenBack) {
     ADD_FAILURE() << f.rule << " at " << f.loc.line << ": " << f.message;
 }
 
+TEST(RaceChecker, ACopyThatFillsItsPaddingWithZerosWritesItButAnExpOfItIsUndefined) {
+  // zeros=True (Mosaic GPU's TMA fetch): rows 10..16 of X[0] are zeros,
+  // written: twice them is zero too and may be written back; exp(0) is no
+  // zero of a row past the array.
+  auto parse_lowered = [](const std::string &text) {
+    auto r = spec::parse(spec::SourceFile::from_string("t.pk", text));
+    EXPECT_TRUE(r.file);
+    return *r.file;
+  };
+  const std::string head = R"(pipeline zero_filled:
+    hbm A: f32[10, 128]
+    hbm O: f32[16, 128]
+    hbm S: f32[1, 128]
+    sram X[1]: f32[16, 128]
+    sram Y[1]: f32[16, 128]
+    sram T[1]: f32[1, 128]
+    copy_in_start(A, X[0], zeros=True)
+    copy_in_wait(X[0])
+)";
+  auto clean = [&](const std::string &body) {
+    auto g = verifier::check_program(program(parse_lowered(head + body), "zero_filled"), {});
+    EXPECT_EQ(g.status, Status::verified) << body << g.reason;
+    for (auto &f : g.findings)
+      ADD_FAILURE() << body << f.rule << " at " << f.loc.line << ": " << f.message;
+  };
+  clean("    Y[0] = X[0] * 2\n    copy_out_start(Y[0], O)\n    copy_out_wait(Y[0])\n");
+  clean(
+      "    T[0] = sum(X[0], axis=0, keepdims=True)\n    copy_out_start(T[0], S)\n    copy_out_wait(T[0])\n");
+  auto v = verifier::check_program(
+      program(parse_lowered(head + "    T[0] = sum(exp(X[0]), axis=0, keepdims=True)\n"
+                                   "    copy_out_start(T[0], S)\n"
+                                   "    copy_out_wait(T[0])\n"),
+              "zero_filled"),
+      {});
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(v.findings[0].rule, verifier::Rule::uninitialized_read);
+  EXPECT_EQ(v.findings[0].loc.line, 11);
+  EXPECT_NE(v.findings[0].message.find("zero padding (zeros=True)"), std::string::npos)
+      << v.findings[0].message;
+}
+
 TEST(RaceChecker, AccumulatingInASlotAfterItsWritebackWasWaitedIsAnUninitializedRead) {
   auto f = parse_text("t.pk", R"(pipeline continued:
     hbm  A: f32[2, 8]
