@@ -1,12 +1,14 @@
 #include "executor/interp.hpp"
 
 #include "spec/place.hpp"
+#include "spec/prefetch.hpp"
 
 #include <Eigen/Core>
 
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -592,8 +594,59 @@ void Interp::loaded(const View &v, const Expr *e) {
   if (auto lanes = spec::selected_lanes({m}, v.shape())) mem_.on_load(v, &*lanes, stmt_loc_);
 }
 
+void Interp::check_prefetch_reads(const spec::Stmt &s) {
+  auto [it, fresh] = prefetch_reads_.try_emplace(&s, false);
+  if (fresh) {
+    std::function<bool(const Expr &)> any = [&](const Expr &e) {
+      return spec::elaborated_read_bounds(e) || std::any_of(e.args.begin(), e.args.end(), any);
+    };
+    bool found = false;
+    spec::for_each_expr(s, [&](const Expr &e) { found = found || any(e); });
+    it->second = found;
+  }
+  if (!it->second) return;
+  // The reads this statement makes: `a and b` reads b only where a holds,
+  // `a or b` only where it fails, a scalar `where` only its branch taken
+  // (the lowering guards reads past a table's end that way).
+  std::function<void(const Expr &)> walk = [&](const Expr &e) {
+    if (const Expr *in = spec::elaborated_read_bounds(e)) {
+      if (spec::eval_int(*in, env).value_or(1) == 0) {
+        std::string where;
+        const auto extents = spec::elaborated_read_extents(*in);
+        for (std::size_t d = 0; d < extents.size() && where.empty(); ++d) {
+          const auto i = spec::eval_int(extents[d].first, env), n = spec::eval_int(extents[d].second, env);
+          if (i && n && (*i < 0 || *i >= *n))
+            where = ": its subscript " + std::to_string(d) + " is " + std::to_string(*i) +
+                    ", outside 0:" + std::to_string(*n);
+        }
+        throw ExecError(ExecError::Kind::fault, e.loc,
+                        "a read of a scalar-prefetch array outside it" + where +
+                            " (on a TPU the SMEM load takes whatever lies next to the table)");
+      }
+      walk(*in); // (its subscripts may read tables too)
+      return;
+    }
+    if ((e.op == Op::And || e.op == Op::Or) && e.args.size() == 2) {
+      walk(e.args[0]);
+      if (const auto l = spec::eval_int(e.args[0], env); l && (*l != 0) == (e.op == Op::Or)) return;
+      walk(e.args[1]);
+      return;
+    }
+    if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3)
+      if (const auto c = spec::eval_int(e.args[0], env)) {
+        walk(e.args[0]);
+        walk(e.args[*c != 0 ? 1 : 2]);
+        return;
+      }
+    for (const auto &a : e.args)
+      walk(a);
+  };
+  spec::for_each_expr(s, walk);
+}
+
 void Interp::exec(const spec::Stmt &s) {
   stmt_loc_ = s.loc;
+  check_prefetch_reads(s);
   // The statement's masked loads, for on_load (its value scanned once).
   if (mem_.follows_loads()) {
     const Expr *value = nullptr;

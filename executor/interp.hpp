@@ -104,6 +104,13 @@ private:
   /// on_load follows loads): a masked load's lanes come from its mask's.
   std::map<const spec::Expr *, const Value *> conds_;
   spec::Loc stmt_loc_; ///< the statement being executed (on_load)
+  /// Whether each statement's own expressions read scalar-prefetch arrays,
+  /// as elaboration leaves the reads (spec::elaborated_read_bounds).
+  std::map<const spec::Stmt *, bool> prefetch_reads_;
+  /// Faults at a read of a scalar-prefetch array outside it (as check's
+  /// index-out-of-bounds; on a TPU the SMEM load takes whatever lies next to
+  /// the table), before `s` runs.
+  void check_prefetch_reads(const spec::Stmt &s);
   /// Tells the memory of the load `v` of ref `e` by the statement being
   /// executed (e null: a load of every element).
   void loaded(const View &v, const spec::Expr *e);

@@ -337,7 +337,11 @@ public:
     bool masked = false; ///< (a load) one a mask selects
   };
   std::optional<Stray> triton_stray, triton_stray_load;
+  /// backend = triton: the last masked store into each output buffer (what
+  /// it let through past the array is found after the body).
+  std::map<const HostArray *, spec::Loc> triton_masked_store;
   void on_store(const View &v, bool masked, spec::Loc loc) override {
+    if (masked && !triton_blocks.empty()) triton_masked_store[v.array] = loc;
     if (masked || triton_stray) return; // (a masked store: its kept poison shows what it left)
     if (auto at = outside(v, true)) triton_stray = Stray{at->first, at->second, loc};
   }
@@ -539,6 +543,7 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
       mem.triton_blocks.clear();
       mem.triton_stray.reset();
       mem.triton_stray_load.reset();
+      mem.triton_masked_store.clear();
       for (std::size_t k = 0; k < c.operands.size(); ++k) {
         const auto &o = c.operands[k];
         if (o.windowed && (o.role == spec::Role::out || o.role == spec::Role::in) && blocks[k])
@@ -590,11 +595,14 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
         const auto at = stray ? std::optional(mem.triton_stray->at) : stored_padding(*blocks[k], bboxes[k]);
         if (!at) continue;
         // (At the store where it is known; a masked store's is found after
-        // the body, in what the block holds: the operand's line.)
+        // the body, in what the block holds: at the last masked store into
+        // the block, else the operand's line.)
+        const auto masked_at = mem.triton_masked_store.find(blocks[k].get());
         throw ExecError(ExecError::Kind::fault,
-                        stray    ? mem.triton_stray->loc
-                        : o.decl ? o.decl->loc
-                                 : c.spec->loc,
+                        stray                                        ? mem.triton_stray->loc
+                        : masked_at != mem.triton_masked_store.end() ? masked_at->second
+                        : o.decl                                     ? o.decl->loc
+                                                                     : c.spec->loc,
                         "grid point " + spec::format_tuple(point) + " stores element " +
                             spec::format_tuple(element_of(k, *at)) + " of '" + o.name +
                             "', outside its shape " + spec::format_tuple(o.shape) +

@@ -446,6 +446,46 @@ std::string add_one(const std::string &shape) {
 
 } // namespace
 
+TEST(RunKernel, ATritonMaskedStorePastItsArrayFaultsAtTheStoreAsCheckReportsIt) {
+  // The mask lets lanes 200..255 of the last program through: found after
+  // the body in what the block holds, reported at the masked store.
+  const RunResult bad =
+      run_kernel_text("kernel k:\n    grid = (1, 4)\n    backend = triton\n"
+                      "    in  x: f32[32, 200]  block=(32, 64)  index=(i, j) -> (i, j)\n"
+                      "    out o: f32[32, 200]  block=(32, 64)  index=(i, j) -> (i, j)\n"
+                      "    body:\n"
+                      "        c = (program_id(1) * 64) + reshape(iota((64,), 0), (1, 64))\n"
+                      "        v = where(c < 200, x[...], 0.0)\n"
+                      "        o[...] = where(c < 256, v * 2.0, o[...])\n");
+  EXPECT_EQ(bad.status, RunStatus::fail) << bad.reason;
+  EXPECT_EQ(bad.loc.line, 9) << bad.reason;
+  EXPECT_NE(bad.reason.find("stores element (0, 200) of 'o'"), std::string::npos) << bad.reason;
+}
+
+TEST(RunKernel, AReadOfAScalarPrefetchArrayPastItsEndFaultsAtTheReadAsCheckReportsIt) {
+  // seg[2] of an i32[2] table at grid point (1,): check's index-out-of-bounds;
+  // on a TPU the SMEM load takes whatever lies next to the table.
+  const std::string head = "kernel k:\n    grid = (2,)\n    dimension_semantics = (arbitrary,)\n"
+                           "    prefetch seg: i32[2] = [0, 1]\n"
+                           "    in  x: f32[16, 128]  block=(8, 128)  index=(t, seg) -> (t, 0)\n"
+                           "    out o: f32[16, 128]  block=(8, 128)  index=(t, seg) -> (t, 0)\n"
+                           "    body:\n        o[...] = x[...]\n";
+  for (const std::string body :
+       {"        when seg[program_id(0) + 1] > 100:\n            o[...] = x[...] * 2.0\n",
+        "        o[...] = x[...] * cast(seg[program_id(0) + 1], f32)\n"}) {
+    const RunResult bad = run_kernel_text(head + body);
+    EXPECT_EQ(bad.status, RunStatus::fail) << body << bad.reason;
+    EXPECT_EQ(bad.loc.line, 9) << bad.reason;
+    EXPECT_NE(
+        bad.reason.find("a read of a scalar-prefetch array outside it: its subscript 0 is 2, outside 0:2"),
+        std::string::npos)
+        << bad.reason;
+  }
+  // Its twin reads seg[program_id(0)]: in bounds at every grid point.
+  const RunResult good = run_kernel_text(head + "        o[...] = x[...] * cast(seg[program_id(0)], f32)\n");
+  EXPECT_EQ(good.status, RunStatus::pass) << good.reason;
+}
+
 TEST(RunKernel, ATritonLoadPastItsArrayIsAFaultAndAMaskedOneIsNot) {
   // 1000 elements in ragged blocks of 256: the last program's block passes
   // the array, and a Triton block is a view of it. The store is masked both
