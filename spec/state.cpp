@@ -44,6 +44,10 @@ std::set<std::string> state_scratches(const KernelSpec &k) {
           state.erase(a->target.name);
           changed = true;
         }
+      } else if (const auto *c = std::get_if<Copy>(&s.kind); c && c->kind == CopyKind::in_start) {
+        // A pipeline's slot a copy fills (a lowered Mosaic GPU kernel's
+        // i32 window, typed as an SMEM scratch) holds data.
+        if (state.erase(c->dst.name)) changed = true;
       }
     });
   }

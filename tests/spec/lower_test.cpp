@@ -473,6 +473,22 @@ TEST(LowerGpu, FetchesARaggedInputByACopyThatFillsThePaddingWithZeros) {
     EXPECT_EQ(line.find("zeros="), std::string::npos) << line;
 }
 
+TEST(LowerGpu, AnI32WindowsLoweredProgramReadsBackAsTheSameProgram) {
+  // Its slots are left undefined between CTAs (`x_smem[0] = undefined`): an
+  // i32 SMEM slot a copy fills holds data, not integer scalar state.
+  auto l = lowered(R"(kernel scale_i32_gpu:
+    grid = (2,)
+    target = h100
+    in  x: i32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    out o: i32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...] * 3
+)");
+  expect_round_trip(l.program);
+  auto checked = parse_and_validate(SourceFile::from_string("lowered.pk", print(l.program)));
+  ASSERT_TRUE(checked.file) << checked.errors.at(0).message << "\n" << print(l.program);
+}
+
 TEST(LowerGpu, RunsTheCtasOfATrailingParallelAxisOneAfterAnother) {
   auto l = lowered(R"(kernel colsum:
     grid = (4, 2)
