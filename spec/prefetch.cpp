@@ -121,6 +121,19 @@ PrefetchSpace prefetch_space(const KernelSpec &k, const Env &params) {
     if (p.hi) a.hi = value(*p.hi, "the range of prefetch '" + p.name + "'");
     if (p.sum) a.sum = value(*p.sum, "the sum of prefetch '" + p.name + "'");
     if ((p.lo && !a.lo) || (p.hi && !a.hi) || (p.sum && !a.sum)) continue;
+    // What the dtype holds (an i8 table holds no 130: JAX would wrap it to -126).
+    const auto [dmin, dmax] = exact_int_range(p.dtype);
+    const std::string holds = "what " + std::string(to_string(p.dtype)) + " holds (" + std::to_string(dmin) +
+                              ".." + std::to_string(dmax) + ")";
+    if ((a.lo && *a.lo < dmin) || (a.hi && *a.hi - 1 > dmax)) {
+      s.errors.push_back({Severity::error,
+                          a.lo && *a.lo < dmin ? p.lo->loc : p.hi->loc,
+                          "the range [" + (a.lo ? std::to_string(*a.lo) : std::string("?")) + ", " +
+                              (a.hi ? std::to_string(*a.hi) : std::string("?")) + ") of prefetch '" + p.name +
+                              "' reaches past " + holds,
+                          {}});
+      continue;
+    }
     if (a.lo && a.hi && *a.lo >= *a.hi) {
       s.errors.push_back({Severity::error,
                           p.lo->loc,
@@ -138,6 +151,17 @@ PrefetchSpace prefetch_space(const KernelSpec &k, const Env &params) {
         if (v) vs.push_back(*v);
       }
       if (!ok) continue;
+      bool fits = true;
+      for (std::size_t i = 0; i < vs.size() && fits; ++i)
+        if (vs[i] < dmin || vs[i] > dmax) {
+          fits = false;
+          s.errors.push_back(
+              {Severity::error,
+               p.file ? p.file_loc : (*p.values)[i].loc,
+               p.name + "[" + std::to_string(i) + "] = " + std::to_string(vs[i]) + " is outside " + holds,
+               {}});
+        }
+      if (!fits) continue;
       std::optional<std::size_t> bad;
       if (auto why = prefetch_violation(a, vs, &bad)) {
         Loc l = p.loc;

@@ -72,6 +72,11 @@ TEST(PrefetchValidate, RejectsContentsThatBreakTheirConstraintsAtTheElement) {
             "3:23: 'ids' has 4 elements but 3 are given");
   EXPECT_EQ(first_error(gather("prefetch ids: i32[4] in [3, 3)")),
             "3:30: the range [3, 3) of prefetch 'ids' is empty");
+  // No int8 holds 130 (JAX wraps it to -126: another block).
+  EXPECT_EQ(first_error(gather("prefetch ids: i8[4] = [0, 1, 130, 3]")),
+            "3:34: ids[2] = 130 is outside what i8 holds (-128..127)");
+  EXPECT_EQ(first_error(gather("prefetch ids: u8[4] in [0, 300)")),
+            "3:32: the range [0, 300) of prefetch 'ids' reaches past what u8 holds (0..255)");
 }
 
 TEST(PrefetchValidate, RejectsBadDeclarationsAndReads) {
