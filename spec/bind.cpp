@@ -192,6 +192,9 @@ private:
       std::int64_t v =
           value(g, "the grid", "the grid is not a constant (a param is symbolic: bind it with --set)");
       if (v < 0) throw bad(g.loc, "grid extent '" + print(g) + "' is negative");
+      if (v > std::numeric_limits<std::int32_t>::max())
+        throw bad(g.loc, "grid extent " + (g.op == Op::Int ? std::string() : "'" + print(g) + "' = ") +
+                             std::to_string(v) + " is past 2147483647: Pallas' program ids are int32");
       out_.grid.push_back(v);
     }
   }

@@ -96,6 +96,19 @@ TEST(Bind, ASymbolicParamIsUnboundNotBadInput) {
   EXPECT_TRUE(bind_kernel(k, param_env(k.params, {{"N", 8}})).kernel);
 }
 
+TEST(Bind, AGridExtentPastInt32IsBadInputAsPallasProgramIdsAreInt32) {
+  KernelSpec k = kernel("kernel k:\n    param N = 4294967296\n    grid = (N, 2)\n"
+                        "    in  x: f32[64, 128] block=(8, 128) index=(i, j) -> (0, 0)\n"
+                        "    out o: f32[64, 128] block=(8, 128) index=(i, j) -> (0, 0)\n"
+                        "    body:\n        o[...] = x[...]\n");
+  Binding b = bind_kernel(k, param_env(k.params));
+  ASSERT_TRUE(b.error);
+  EXPECT_EQ(b.error->fault, BindFault::bad_input);
+  EXPECT_EQ(b.error->diag.message,
+            "grid extent 'N' = 4294967296 is past 2147483647: Pallas' program ids are int32");
+  EXPECT_TRUE(bind_kernel(k, param_env(k.params, {{"N", 2147483647}})).kernel);
+}
+
 TEST(Bind, ASymbolicDivisorInAnIndexMapBindsAndLeavesTheBlockIndexUnbound) {
   KernelSpec k = kernel("kernel k:\n    param D >= 1\n    grid = (8,)\n"
                         "    in  x: f32[64, 128] block=(8, 128) index=(i) -> (i // D, 0)\n"
