@@ -52,6 +52,10 @@ json to_json(const RunFileResult &f) {
     counts["runs"] = counts["runs"].get<int>() + 1;
     counts[executor::to_string(r.status)] = counts[executor::to_string(r.status)].get<int>() + 1;
   }
+  // A unit refused before any run (bad input, a size past --max-memory)
+  // counts once under its verdict, as JUnit's one test case with its error.
+  if (rep.runs.empty() && rep.status != executor::RunStatus::pass)
+    counts[executor::to_string(rep.status)] = 1;
   json j = {{"tool", "pipecheck"},
             {"version", kToolVersion},
             {"file", f.path},

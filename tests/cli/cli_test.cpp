@@ -492,6 +492,18 @@ TEST(Cli, RunAndFuzzWriteTheirReportOnBadInputAsCheckDoes) {
             std::string::npos)
       << junit;
 
+  // A unit refused before any run (past --max-memory) counts once under its verdict, as
+  // JUnit's one test case with its error.
+  std::string big = temp_file("refused_run.pk", "kernel k:\n    grid = (4,)\n"
+                                                "    in  x: f32[512]  block=(128,)  index=(i) -> (i)\n"
+                                                "    out o: f32[512]  block=(128,)  index=(i) -> (i)\n"
+                                                "    body:\n        o[...] = x[...] + 1\n");
+  Out m = run("run --format json --max-memory 1k -o " + (d / "refused_run.json").string() + " " + big);
+  const auto refused = nlohmann::json::parse(slurp(d / "refused_run.json"));
+  EXPECT_EQ(refused["verdict"], "bad_input") << m.text;
+  EXPECT_EQ(refused["summary"]["runs"], 0) << m.text;
+  EXPECT_EQ(refused["summary"]["bad_input"], 1) << m.text;
+
   // No unit chosen in a file of two: the report names the choice.
   std::string two =
       temp_file("two_units.pk", "pipeline a:\n    hbm A: f32[8]\npipeline b:\n    hbm B: f32[8]\n");
