@@ -626,6 +626,25 @@ Verdict explain_poison(const spec::KernelSpec &k, Verdict v) {
       if (read) f.message.replace(0, generic.size(), "the prefetch read '" + *read + "'");
       continue;
     }
+    // A lowered access out of bounds quotes its ref with each prefetch read
+    // elaborated (a where tree over the contents): quote it as the kernel
+    // writes it on that line, where one ref of that operand is there.
+    if (f.rule == Rule::index_out_of_bounds && f.message.rfind("'", 0) == 0) {
+      const auto open = f.message.find('['), close = f.message.find("]': ");
+      if (open != std::string::npos && close != std::string::npos && open < close &&
+          f.message.substr(0, close).find(poison) != std::string::npos) {
+        const std::string name = f.message.substr(1, open - 1);
+        std::vector<std::string> refs;
+        std::function<void(const spec::Expr &)> find = [&](const spec::Expr &x) {
+          if (x.op == spec::Op::Ref && x.name == name && x.loc.line == f.loc.line)
+            refs.push_back(spec::print(x));
+          for (const auto &a : x.args)
+            find(a);
+        };
+        spec::for_each_stmt(k.body, [&](const spec::Stmt &st) { spec::for_each_expr(st, find); });
+        if (refs.size() == 1) f.message = "'" + refs[0] + f.message.substr(close + 1);
+      }
+    }
     const std::string note = " (" + poison + " is also what a read outside a prefetch array gives)";
     if (f.message.find(poison) != std::string::npos && f.message.find(note) == std::string::npos)
       f.message += note;

@@ -277,3 +277,24 @@ TEST(PrefetchReads, AReadIndexedByAnotherReadIsCheckedUntilItsElaborationGrowsPa
       << v.reason;
   EXPECT_NE(v.reason.find("read the inner value into a table of its own"), std::string::npos) << v.reason;
 }
+
+TEST(PrefetchReads, ALoweredSliceOutOfBoundsQuotesTheRefAsTheKernelWritesItNotItsElaboration) {
+  // lens[2] = 24 makes ds(17, 8) past x's 24 rows: the message quotes the
+  // source's ref (not a where tree over lens), and no read of lens is out of
+  // range, so nothing says what one gives.
+  auto v = check_text(R"(kernel tail:
+    grid = (3,)
+    target = tpu_v5e
+    prefetch lens: i32[3] in [20, 25)
+    in  x: f32[3, 24, 128]  block=(None, 24, 128)  index=(b, lens) -> (b, 0, 0)
+    out o: f32[3, 8, 128]  block=(None, 8, 128)  index=(b, lens) -> (b, 0, 0)
+    body:
+        o[...] = x[ds(lens[program_id(0)] - 8 + 1, 8), :]
+)");
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  ASSERT_FALSE(v.findings.empty());
+  const auto &f = v.findings[0];
+  EXPECT_EQ(f.rule, verifier::Rule::index_out_of_bounds);
+  EXPECT_EQ(f.message.rfind("'x[ds(lens[program_id(0)] - 8 + 1, 8), :]': slice ", 0), 0u) << f.message;
+  EXPECT_EQ(f.message.find("-2147483648"), std::string::npos) << f.message;
+}
