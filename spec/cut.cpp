@@ -26,10 +26,15 @@ bool mentions_program_id(const Expr &e) {
   return std::any_of(e.args.begin(), e.args.end(), mentions_program_id);
 }
 
-// An index-map component as c + sum coef[v] * v over the map's lambda params.
+// An index-map component as c + sum coef[v] * f(v) over the map's lambda
+// params: f(v) = v, or, with one param, (v + in) // q or (v + in) % q (a
+// block shared by q consecutive steps, `h // group`; a block cycling with
+// period q, `j % 2`).
 struct Linear {
   std::int64_t c = 0;
   std::map<std::string, std::int64_t> coef;
+  enum class Kind { plain, div, mod } kind = Kind::plain;
+  std::int64_t q = 1, in = 0;
 };
 
 std::optional<Linear> linear(const Expr &e) {
@@ -37,6 +42,11 @@ std::optional<Linear> linear(const Expr &e) {
   auto both = [&](std::int64_t sign) -> std::optional<Linear> {
     auto a = linear(e.args[0]), b = linear(e.args[1]);
     if (!a || !b) return std::nullopt;
+    // (A `//` or `%` term adds only a constant.)
+    if ((a->kind != Linear::Kind::plain && !b->coef.empty()) ||
+        (b->kind != Linear::Kind::plain && !a->coef.empty()))
+      return std::nullopt;
+    if (b->kind != Linear::Kind::plain) a->kind = b->kind, a->q = b->q, a->in = b->in;
     if (__builtin_mul_overflow(b->c, sign, &b->c) || __builtin_add_overflow(a->c, b->c, &a->c))
       return std::nullopt;
     for (auto &[v, k] : b->coef) {
@@ -73,6 +83,22 @@ std::optional<Linear> linear(const Expr &e) {
       if (__builtin_mul_overflow(x, k, &x)) return std::nullopt;
     return b;
   }
+  case Op::FloorDiv:
+  case Op::Mod: {
+    // (v + in) // q, (v + in) % q: one param, coefficient 1, q > 0.
+    auto a = linear(e.args[0]);
+    auto q = eval_int(e.args[1], {});
+    if (!a || !q || *q < 1 || a->kind != Linear::Kind::plain || a->coef.size() != 1 ||
+        a->coef.begin()->second != 1)
+      return std::nullopt;
+    if (*q == 1) return e.op == Op::FloorDiv ? a : std::optional<Linear>(Linear{0, {}});
+    Linear l;
+    l.coef[a->coef.begin()->first] = 1;
+    l.kind = e.op == Op::FloorDiv ? Linear::Kind::div : Linear::Kind::mod;
+    l.q = *q;
+    l.in = a->c;
+    return l;
+  }
   default: return std::nullopt;
   }
 }
@@ -99,6 +125,7 @@ void each_expr(Block &b, const std::function<void(Expr &)> &f) {
 // (either side), and the axes whose num_programs it reads elsewhere.
 struct BodyUse {
   std::map<int, std::set<std::int64_t>> constants; // axis -> compared constants
+  std::int64_t period = 1;                         // lcm of q in `program_id(e) % q` compared
   std::set<int> pinned;                            // num_programs(e) outside such a comparison
   std::string bad;                                 // a use the cut cannot follow
 };
@@ -116,6 +143,17 @@ void scan(Expr &e, const Env &params, const std::vector<std::int64_t> &grid, Bod
           const std::function<void(Expr &, int, int, std::int64_t)> &on_atom) {
   if (!use.bad.empty()) return;
   if (is_compare(e.op) && e.args.size() == 2) {
+    // `program_id(e) % q <op> constant` holds with period q along the axis:
+    // the cut leaves out a multiple of it, so it stays as written.
+    for (int side = 0; side < 2; ++side) {
+      const Expr &m = e.args[side];
+      if (m.op != Op::Mod || m.args.size() != 2 || !is_grid_call(m.args[0], "program_id")) continue;
+      auto q = eval_int(m.args[1], params);
+      auto c = fold_side(e.args[1 - side], params, grid);
+      if (!q || *q < 1 || *q > (1 << 20) || !c) break;
+      use.period = std::lcm(use.period, *q);
+      return;
+    }
     for (int side = 0; side < 2; ++side) {
       const Expr &p = e.args[side];
       if (!is_grid_call(p, "program_id")) continue;
@@ -183,9 +221,16 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
   const BoundKernel &b = *bound.kernel;
   const std::size_t rank = b.grid.size();
   period = std::max<std::int64_t>(period, 1);
+  const std::int64_t rings = period; // what the slot rings' sizes divide
 
-  // Each array dim of a pipelined operand follows at most one grid axis.
-  std::map<std::string, std::vector<std::pair<int, std::int64_t>>> follows; // operand -> per dim (axis, coef)
+  // Each array dim of a pipelined operand follows at most one grid axis:
+  // block a * g + c, or a * ((g + in) // q) + c (one block per q values).
+  struct Follow {
+    int axis = -1;
+    std::int64_t a = 0, q = 1;
+    bool operator==(const Follow &) const = default;
+  };
+  std::map<std::string, std::vector<Follow>> follows; // operand -> per dim
   // Per axis: the values where a block that follows it stops being whole
   // and inside its array (ragged, then outside), or starts being inside.
   std::map<int, std::set<std::int64_t>> edges;
@@ -206,31 +251,40 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
         out.reason = "the index map of '" + op.name + "' is not affine in the grid";
         return out;
       }
-      std::pair<int, std::int64_t> f{-1, 0};
+      Follow f;
       for (auto &[v, a] : l->coef) {
         if (a == 0) continue;
         auto it = std::find(op.index_params.begin(), op.index_params.end(), v);
-        if (it == op.index_params.end() || f.first >= 0 || a < 0) {
+        if (it == op.index_params.end() || f.axis >= 0 || a < 0) {
           out.reason = "the index map of '" + op.name + "' mixes grid axes or runs backwards in one";
           return out;
         }
-        f = {static_cast<int>(it - op.index_params.begin()), a};
+        f = {static_cast<int>(it - op.index_params.begin()), a, l->q};
       }
-      if (f.first >= 0 && !op.windowed) {
+      // A block cycling along the axis, a * ((g + in) % q) + c, follows no
+      // axis: leaving out a multiple of q values keeps its cycle. One shared
+      // by q values moves its ring a slot every q values: its slots repeat
+      // after q times the rings' period.
+      if (l->kind == Linear::Kind::mod) period = std::lcm(period, l->q);
+      if (l->kind == Linear::Kind::div) period = std::lcm(period, rings * l->q);
+      if (l->kind == Linear::Kind::mod) f = Follow{};
+      if (f.axis >= 0 && !op.windowed) {
         out.reason = "'" + op.name + "' is not pipelined but its index map follows the grid";
         return out;
       }
       dims.push_back(f);
-      if (f.first >= 0) {
-        // Block a*g + c of size bs is whole and inside for c + a*g >= 0 and
-        // (c + a*g + 1) * bs <= extent: a range of g, whose ends are edges.
-        const std::int64_t a = f.second, c = l->c, bs = op.block[d], ext = op.shape[d];
+      if (f.axis >= 0) {
+        // Block a*u + c of size bs, u = g (or (g + in) // q), is whole and
+        // inside for c + a*u >= 0 and (c + a*u + 1) * bs <= extent: a range
+        // of u, whose ends are edges (at g = q*u - in).
+        const std::int64_t a = f.a, c = l->c, bs = op.block[d], ext = op.shape[d];
         const std::int64_t first_inside = c >= 0 ? 0 : (-c + a - 1) / a;
         const std::int64_t whole_blocks = ext / bs; // blocks [0, whole_blocks) are whole
         const std::int64_t first_not_whole = whole_blocks - c <= 0 ? 0 : (whole_blocks - c + a - 1) / a;
         const std::int64_t first_outside =
             (ext + bs - 1) / bs - c <= 0 ? 0 : ((ext + bs - 1) / bs - c + a - 1) / a;
-        edges[f.first].insert({first_inside, first_not_whole, first_outside});
+        for (std::int64_t u : {first_inside, first_not_whole, first_outside})
+          if (u <= (std::int64_t{1} << 40)) edges[f.axis].insert(u * f.q - (f.q > 1 ? l->in : 0));
       }
     }
   }
@@ -259,6 +313,7 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
     out.reason = use.bad;
     return out;
   }
+  period = std::lcm(period, use.period);
 
   GridCut cut;
   cut.grid = b.grid;
@@ -302,15 +357,15 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
     if (op.role == Role::scratch) continue;
     const auto &dims = follows[op.name];
     for (std::size_t d = 0; d < dims.size(); ++d) {
-      auto [axis, a] = dims[d];
-      if (axis < 0 || cut.axes[axis].drop == 0) continue;
+      const Follow f = dims[d];
+      if (f.axis < 0 || cut.axes[f.axis].drop == 0) continue;
       std::int64_t step = 0, shrink = 0;
-      if (__builtin_mul_overflow(a, op.block[d], &step) ||
-          __builtin_mul_overflow(step, cut.axes[axis].drop, &shrink) || op.shape[d] - shrink < 1) {
+      if (__builtin_mul_overflow(f.a, op.block[d], &step) ||
+          __builtin_mul_overflow(step, cut.axes[f.axis].drop / f.q, &shrink) || op.shape[d] - shrink < 1) {
         out.reason = "'" + op.name + "' cannot shrink with its grid axis";
         return out;
       }
-      cut.dims.push_back({op.name, static_cast<int>(d), axis, step});
+      cut.dims.push_back({op.name, static_cast<int>(d), f.axis, step, f.q});
     }
   }
   out.cut = std::move(cut);

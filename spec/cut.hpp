@@ -9,8 +9,10 @@
 /// move down by D, and every array dim an operand's index map ties to the axis
 /// shrinks by D blocks (times the map's coefficient), so the last blocks keep
 /// their raggedness. It applies to kernels whose index-map components are each
-/// a constant or `a * g + c` of one grid variable g (a > 0), and whose body
-/// uses program_id only in comparisons with constants. The race checker
+/// a constant, `a * g + c`, `a * ((g + i) // q) + c` or `a * ((g + i) % q) + c`
+/// of one grid variable g (a > 0; P is then a multiple of q), and whose body
+/// uses program_id only in comparisons with constants (`program_id(e) % q`
+/// compared with a constant too). The race checker
 /// (verifier/races/cutoff.hpp) completes the argument: it runs the cut
 /// program and checks that the machine's state recurs, shifted, after P
 /// values of every cut axis.
@@ -45,7 +47,10 @@ struct CutDim {
   std::string operand;
   int dim = 0;
   int axis = 0;
-  std::int64_t step = 0; ///< elements per axis value: the map's coefficient x the block dim
+  std::int64_t step = 0; ///< elements per `per` axis values: the map's coefficient x the block dim
+  std::int64_t per = 1;  ///< q of a map `(g + in) // q` (one block per q values), else 1
+  /// How far the dim moves over `values` values of the axis, a multiple of `per`.
+  std::int64_t shift(std::int64_t values) const { return values / per * step; }
 };
 
 struct GridCut {

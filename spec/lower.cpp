@@ -194,7 +194,7 @@ private:
       for (auto &op : bound_.operands)
         if (op.name == d.operand) {
           auto i = static_cast<std::size_t>(d.dim);
-          op.shape[i] -= cut.axes[static_cast<std::size_t>(d.axis)].drop * d.step;
+          op.shape[i] -= d.shift(cut.axes[static_cast<std::size_t>(d.axis)].drop);
           op.num_blocks[i] = (op.shape[i] + op.block[i] - 1) / op.block[i];
         }
   }

@@ -17,8 +17,8 @@ CutCheck check_cut(const spec::Lowered &low, spec::GridCut &cut) {
   }
   const auto *main = std::get_if<spec::For>(&low.program.body[static_cast<std::size_t>(low.main_loop)].kind);
   const std::size_t rank = cut.axes.size();
-  // Per cut axis: how far hbm coordinates move per value of the axis.
-  std::vector<std::map<std::pair<int, int>, std::int64_t>> per_value(rank);
+  // Per cut axis: the array dims that follow it (spec::CutDim::shift).
+  std::vector<std::map<std::pair<int, int>, const spec::CutDim *>> per_value(rank);
   std::map<std::string, std::string> hbm_of;
   for (const auto &b : low.bindings)
     hbm_of[b.operand] = b.hbm;
@@ -36,7 +36,7 @@ CutCheck check_cut(const spec::Lowered &low, spec::GridCut &cut) {
     if (&f != main) return;
     if (!shifts_ready) {
       for (const auto &d : cut.dims)
-        per_value[static_cast<std::size_t>(d.axis)][{m.buffer_index(hbm_of[d.operand]), d.dim}] = d.step;
+        per_value[static_cast<std::size_t>(d.axis)][{m.buffer_index(hbm_of[d.operand]), d.dim}] = &d;
       shifts_ready = true;
     }
     const auto point = low.point(step);
@@ -52,9 +52,11 @@ CutCheck check_cut(const spec::Lowered &low, spec::GridCut &cut) {
       std::vector<std::int64_t> outer;
       for (std::size_t g = 0; g < i; ++g)
         outer.push_back(point[order[g]]);
-      auto shift = per_value[e];
-      for (auto &[where, x] : shift)
-        x *= j;
+      // (Moved back by the whole periods of j: the states at j and j + P,
+      // compared, then differ by one period's shift, whatever j is.)
+      std::map<std::pair<int, int>, std::int64_t> shift;
+      for (const auto &[where, d] : per_value[e])
+        shift[where] = d->shift(j / ax.period * ax.period);
       keys[{e, outer}][j] = m.state_key(shift);
     }
   };

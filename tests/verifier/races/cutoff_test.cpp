@@ -1,5 +1,6 @@
 // The grid cut (spec/cut.hpp, verifier/races/cutoff.hpp) against the whole
-// grid: on generated kernels — grid ranks 1 to 4, affine index maps, ragged
+// grid: on generated kernels — grid ranks 1 to 4, affine index maps (and
+// `g // q`, `g % q` ones; guards on `program_id(e) % 2`), ragged
 // and squeezed blocks, guards on every axis, ring sizes 1 to 3, outputs that
 // revisit their blocks, wrong init axes, blocks out of bounds, and Mosaic GPU
 // kernels (CTA axes anywhere, wgmma into a register accumulator) — whenever a
@@ -78,6 +79,12 @@ std::string random_kernel(std::mt19937_64 &rng) {
         int c = pick(0, 1);
         comp = std::to_string(c);
         blocks = c + 1;
+      } else if (pick(0, 4) == 0) {
+        // A block shared by q consecutive values, or cycling with period q.
+        const int axis = pick(0, rank - 1), q = pick(2, 3);
+        const bool div = pick(0, 1) == 0;
+        comp = "g" + std::to_string(axis) + (div ? " // " : " % ") + std::to_string(q);
+        blocks = div ? (grid[axis] - 1) / q + 1 : std::min(q, grid[axis]);
       } else {
         int axis = pick(0, rank - 1), a = pick(1, 2), c = pick(0, 1);
         comp = (a > 1 ? std::to_string(a) + " * " : "") + "g" + std::to_string(axis) +
@@ -126,8 +133,10 @@ std::string random_kernel(std::mt19937_64 &rng) {
   // squeezed operand's view is the same 4 x 8 block.
   text += "    body:\n";
   const int axis = pick(0, rank - 1);
-  std::string guard = pick(0, 1) ? "program_id(" + std::to_string(axis) + ") == 0"
-                                 : "program_id(" + std::to_string(axis) + ") < " + std::to_string(pick(1, 3));
+  std::string guard = pick(0, 3) == 0 ? "program_id(" + std::to_string(axis) + ") % 2 == 0"
+                      : pick(0, 1)
+                          ? "program_id(" + std::to_string(axis) + ") == 0"
+                          : "program_id(" + std::to_string(axis) + ") < " + std::to_string(pick(1, 3));
   switch (pick(0, 3)) {
   case 0: text += "        o[...] = x[...] + 1\n"; break;
   case 1:
@@ -220,7 +229,7 @@ TEST(GridCut, ABodyThatReadsProgramIdOutsideAComparisonHasNoCutAndSaysWhy) {
 }
 
 TEST(GridCut, IndexMapsThatMixAxesOrRunBackwardsHaveNoCut) {
-  for (const char *map : {"(i + j, 0)", "(i * j, 0)", "(9 - i, 0)", "(i // 2, 0)"}) {
+  for (const char *map : {"(i + j, 0)", "(i * j, 0)", "(9 - i, 0)", "(i // j, 0)", "((2 * i) // 2, 0)"}) {
     auto k = kernel(std::string("kernel k:\n    grid = (10, 10)\n    in  x: f32[800, 128]  block=(8, 128)  "
                                 "index=(i, j) -> ") +
                     map +
@@ -231,6 +240,34 @@ TEST(GridCut, IndexMapsThatMixAxesOrRunBackwardsHaveNoCut) {
     EXPECT_FALSE(p.cut) << map;
     EXPECT_NE(p.reason.find("index map of 'x'"), std::string::npos) << map << ": " << p.reason;
   }
+}
+
+TEST(GridCut, MapsThatShareABlockOverQStepsOrCycleWithPeriodQAreCutByAMultipleOfQ) {
+  // o's block i // 2 is visited on two consecutive steps, y's cycles i % 3,
+  // and the init runs on even steps: a period of 6 values.
+  const std::string src = "kernel pairs:\n    grid = (65538,)\n    dimension_semantics = (arbitrary,)\n"
+                          "    in  x: f32[524304, 128]  block=(8, 128)  index=(i,) -> (i, 0)\n"
+                          "    in  y: f32[24, 128]  block=(8, 128)  index=(i,) -> (i % 3, 0)\n"
+                          "    out o: f32[262152, 128]  block=(8, 128)  index=(i,) -> (i // 2, 0)\n"
+                          "    body:\n        when program_id(0) % 2 == 0:\n"
+                          "            o[...] = broadcast_to(0.0, (8, 128))\n"
+                          "        o[...] += x[...] * y[...]\n";
+  auto k = kernel(src);
+  ASSERT_TRUE(k);
+  spec::CutPlan p = spec::plan_cut(*k, {}, 2, 1);
+  ASSERT_TRUE(p.cut) << p.reason;
+  EXPECT_EQ(p.cut->axes[0].period % 6, 0);
+  EXPECT_EQ(p.cut->axes[0].drop % 6, 0);
+  ASSERT_EQ(p.cut->dims.size(), 2u); // x and o shrink with the axis, y keeps its 3 blocks
+  for (const auto &d : p.cut->dims)
+    EXPECT_EQ(d.shift(p.cut->axes[0].drop), (d.operand == "o" ? 4 : 8) * p.cut->axes[0].drop) << d.operand;
+  auto v = verifier::check(*k, {});
+  EXPECT_EQ(v.status, verifier::Status::verified) << v.reason;
+  // Its twin inits on odd steps: the even steps add into a block nothing wrote.
+  std::string odd = src;
+  odd.replace(odd.find("% 2 == 0"), 8, "% 2 == 1");
+  auto w = verifier::check(*kernel(odd), {});
+  EXPECT_EQ(w.status, verifier::Status::violation) << w.reason;
 }
 
 TEST(GridCut, GuardsSplitTheAxisAndTheLongestStretchIsCutByAMultipleOfThePeriod) {
