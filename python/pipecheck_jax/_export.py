@@ -301,6 +301,9 @@ class _Ref:
     #: a Mosaic GPU SMEM scratch, whose kernel ref may be tiled (`transforms=`): its tiled
     #: aval (ShapedArray), through which an access's untiling views give the logical shape
     tiled: Any = None
+    #: a 0-d scalar prefetch ref, declared as a table of one (`s: i32[1]`, _prefetch_line):
+    #: its reads and stores (`s[()]`, `s[...]`) are of element 0, `s[0]`
+    zero_d: bool = False
 
 
 # jax 0.10 wraps a Jaxpr and its consts in a ClosedJaxpr; in 0.11 the two are one class; 0.12
@@ -731,10 +734,18 @@ def _is_int_aval(aval) -> bool:
         np.issubdtype(aval.dtype, np.integer) or aval.dtype == np.bool_)
 
 
+def _is_zero_d(aval) -> bool:
+    """Whether a ref's aval (or an array's) is 0-d."""
+    return getattr(getattr(aval, "inner_aval", aval), "shape", None) == ()
+
+
 def _prefetch_read(ref: _Ref, e, ins) -> _E:
     """`ids[e]` (`pt[b, p]` for a table of rank > 1): one element of a scalar prefetch ref
-    read in an index map."""
-    (ix,) = tree_util.tree_unflatten(e.params["tree"], ins[1:]) or (None,)
+    read in an index map. A 0-d ref (`s[()]`, `s[...]`) is a table of one: `s[0]`."""
+    transforms = tree_util.tree_unflatten(e.params["tree"], ins[1:])
+    if ref.zero_d and all(type(t).__name__ == "NDIndexer" and not t.indices for t in transforms):
+        return _E(f"{ref.name}[0]", int=True)
+    (ix,) = transforms or (None,)
     idx = getattr(ix, "indices", ())
     if (type(ix).__name__ != "NDIndexer" or not idx or len(idx) != len(getattr(ix, "shape", idx))
             or any(type(i).__name__ == "Slice" for i in idx)):
@@ -761,7 +772,7 @@ def _index_map_parts(bm, names: list[str], what: str, loc, prefetch: tuple = (),
     for v, n in zip(j.invars, names):
         env[v] = _E(n, int=True, nonneg=True)
     for v, n in zip(j.invars[len(names):], prefetch):
-        env[v] = _Ref(n, (), prefetch=True)
+        env[v] = _Ref(n, (), prefetch=True, zero_d=_is_zero_d(v.aval))
     if consts is not None:
         env.update(zip(j.constvars, consts))
     else:
@@ -1588,7 +1599,12 @@ class _Body:
                 # across grid steps (docs/language.md, "SMEM state").
                 what = "scalar prefetch ref" if ref.prefetch else "SMEM scratch"
                 n = 1 if name == "get" else 2
-                sub = self.subscript(ref, e, e.invars[n:], read, p["tree"])
+                transforms = tree_util.tree_unflatten(p["tree"], e.invars[n:])
+                if ref.zero_d and all(type(t).__name__ == "NDIndexer" and not t.indices
+                                      for t in transforms):
+                    sub = "[0]"  # the only element of a 0-d prefetch ref, a table of one
+                else:
+                    sub = self.subscript_of(ref, e, transforms, read)
                 if sub in ("[...]", "") or ":" in sub or "ds(" in sub:
                     self.fail(f"a {'read' if name == 'get' else 'write'} of the {what} '{ref.name}' "
                               "that is not one element has no .pk form", e)
@@ -3121,8 +3137,13 @@ def export_call(pc, taken_names: set | None = None, call_site=None, prefetch_val
 
 def _prefetch_line(nm: str, aval, value, constraint: str | None, loc, kernel) -> str:
     """`prefetch NAME: i32[n] = [..] CONSTRAINTS` (`i32[b, n]` for rank > 1, the contents in C
-    order) of one scalar prefetch operand."""
+    order) of one scalar prefetch operand. A 0-d operand, which `.pk` has no form for, is a
+    table of one (`i32[1]`, its value the one element), its reads `s[()]` `s[0]`."""
     shape = tuple(getattr(aval, "shape", ()))
+    if shape == ():
+        shape = (1,)
+        if value is not None:
+            value = np.asarray(value).reshape(1)
     if not 1 <= len(shape) <= 4 or not np.issubdtype(aval.dtype, np.integer):
         raise UnsupportedError(f"scalar prefetch operand '{nm}' of shape {shape} and dtype "
                                f"{aval.dtype} has no .pk form (.pk prefetch arrays are integer "
@@ -3691,6 +3712,9 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                      and np.dtype(inner.dtype) == np.int32 and nm not in data_smem)
             table = tables[nm][0] if nm in tables else None
             shape = tuple(int(d) for d in inner.shape)
+            zero_d = k < n_pre and shape == ()
+            if zero_d:
+                shape = (1,)  # a 0-d prefetch operand is declared as a table of one
             if n_pre <= k < n_pre + n_in + n_out and gm.block_mappings[k - n_pre].transforms:
                 # Mosaic GPU's tiled ref: read through its untiling (_LAYOUT_VIEWS), it is the
                 # block as declared
@@ -3705,7 +3729,8 @@ def _export_call(pc, name, call_site, source, prefetch_values=None, prefetch=Non
                 # (its ref is tiled where the scratch has transforms=: view_of untiles it)
                 tiled = inner
                 shape = untiled.get(nm, shape)
-            env[v] = _Ref(nm, shape, prefetch=k < n_pre, state=state, table=table, tiled=tiled)
+            env[v] = _Ref(nm, shape, prefetch=k < n_pre, state=state, table=table, tiled=tiled,
+                          zero_d=zero_d)
         body.has_wgmma = any(_uses_primitive(q, "wgmma_ref") for q in kj.eqns)
         body._indent = 2
         body.run(kj, env, 2)

@@ -1,5 +1,7 @@
 """Scalar prefetch (PrefetchScalarGridSpec) and manual DMAs / semaphores in kernel bodies."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -78,6 +80,100 @@ def test_a_2d_block_table_exports_as_a_rank_2_prefetch_and_runs_like_interpret_m
     # lowered program's race check would need each of the 4^6 tables: unknown, never verified.
     r = pj.check(fn, *args, prefetch={"table": "in [0, 4)"})
     assert r.exit_code == 2 and r.verdicts == {"block_table_gather_kernel": "unknown"}, r.report()
+
+
+def _zero_d_offset_gather():
+    """A kernel whose one scalar prefetch operand is 0-d: an offset in blocks, read whole
+    (`s_ref[()]`) in the index map and (`s_ref[...]`, `s_ref[()]`) in the body."""
+    def offset_gather_kernel(s_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[...] + s_ref[...].astype(jnp.float32) + s_ref[()].astype(jnp.float32)
+
+    def fn(s, x):
+        gs = pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(2,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, s_ref: (s_ref[()] + i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, s_ref: (i, 0)))
+        return pl.pallas_call(offset_gather_kernel, grid_spec=gs,
+                              out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32))(s, x)
+    return fn
+
+
+def test_a_zero_d_scalar_prefetch_exports_as_a_one_element_table():
+    fn = _zero_d_offset_gather()
+    x = np.random.default_rng(5).standard_normal((24, 128), np.float32)
+    s = np.array(1, np.int32)
+    text = pj.export(fn, s, x)
+    assert "prefetch s_ref: i32[1] = [1]" in text
+    assert "index=(i, s_ref) -> (s_ref[0] + i, 0)" in text
+    assert "cast(s_ref[0], f32)) + cast(s_ref[0], f32)" in text
+    assert "s_ref[...]" not in text and "s_ref[]" not in text
+    pj.assert_verified(fn, s, x)
+    pj.assert_verified(fn, jnp.asarray(s), x)
+
+    # (x + s) + s, as the kernel adds, in f32
+    r = pj.run(fn, s, x, reference=lambda s, x: x[8:24] + np.float32(s) + np.float32(s))
+    assert r.ok, str(r)
+    assert r.pipecheck_exit == 0
+    want = x[8:24] + np.float32(1) + np.float32(1)
+    np.testing.assert_array_equal(np.asarray(r.outputs[0]), want)
+
+    # Given as a shape, the value is described like any prefetch operand's contents.
+    sd = jax.ShapeDtypeStruct((), jnp.int32)
+    xd = jax.ShapeDtypeStruct((24, 128), jnp.float32)
+    with pytest.raises(pj.UnsupportedError, match="contents of scalar prefetch operand "
+                       "'s_ref' are not known at export"):
+        pj.export(fn, sd, xd)
+    text = pj.export(fn, sd, xd, prefetch={"s_ref": "in [0, 2)"})
+    assert "prefetch s_ref: i32[1] in [0, 2)" in text
+    pj.assert_verified(fn, sd, xd, prefetch={"s_ref": "in [0, 2)"})
+
+
+def test_a_zero_d_scalar_prefetch_offset_past_the_array_is_index_out_of_bounds():
+    fn = _zero_d_offset_gather()
+    x = np.random.default_rng(5).standard_normal((24, 128), np.float32)
+    want = line_of(_zero_d_offset_gather, "in_specs=")
+    # An offset of 2 blocks: the second grid step reads block 3 of x's 3.
+    r = pj.check(fn, np.array(2, np.int32), x)
+    assert r.exit_code == 1 and r.verdicts == {"offset_gather_kernel": "violation"}, r.report()
+    (f,) = r.findings
+    assert f.rule == "index-out-of-bounds"
+    assert f.python is not None and f.python[1] == want, f.python
+    assert "block index 3 along dim 0 is outside [0, 3)" in f.message
+    r = pj.run(fn, np.array(2, np.int32), x)
+    assert not r.ok and r.outputs is None
+    assert "out of bounds" in r.pipecheck_output, r.pipecheck_output
+    # Described rather than given: the witness names the one-element table.
+    sd = jax.ShapeDtypeStruct((), jnp.int32)
+    xd = jax.ShapeDtypeStruct((24, 128), jnp.float32)
+    r = pj.check(fn, sd, xd, prefetch={"s_ref": "in [0, 3)"})
+    assert r.exit_code == 1 and [f.rule for f in r.findings] == ["index-out-of-bounds"]
+    assert "prefetch contents: s_ref = [2]" in r.findings[0].message
+
+
+def test_a_store_into_a_zero_d_scalar_prefetch_is_state_of_its_one_element():
+    def kernel(s_ref, x_ref, o_ref):
+        @pl.when(s_ref[()] > 0)
+        def _():
+            o_ref[...] = x_ref[...]
+            s_ref[...] = s_ref[...] - 1
+
+        @pl.when(s_ref[()] <= 0)
+        def _():
+            o_ref[...] = -x_ref[...]
+
+    def fn(s, x):
+        gs = pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(3,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, s_ref: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, s_ref: (i, 0)))
+        return pl.pallas_call(kernel, grid_spec=gs,
+                              out_shape=jax.ShapeDtypeStruct((24, 128), jnp.float32))(s, x)
+
+    x = np.random.default_rng(6).standard_normal((24, 128), np.float32)
+    text = pj.export(fn, np.array(2, np.int32), x)
+    assert "prefetch s_ref: i32[1] = [2]" in text
+    assert re.search(r"s_ref\[0\] = s\d+ - 1", text), text
+    pj.assert_verified(fn, np.array(2, np.int32), x)
 
 
 def test_a_prefetch_constant_inside_the_function_is_known():
