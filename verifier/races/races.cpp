@@ -195,7 +195,7 @@ Finding to_finding(const spec::Program &p, const RunResult &run, const RawFindin
     if (e == f.anchor_event)
       os << (race_rule(f.rule) ? " <- second access" : " <- here");
     else if (e == f.other_end)
-      os << " <- the earlier operation completes only here";
+      os << " <- the earlier operation is certain to have completed only here";
     else if (race_rule(f.rule))
       os << " <- first access (in flight)";
     else if (f.rule == Rule::uninitialized_read)
