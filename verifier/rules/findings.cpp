@@ -1118,6 +1118,20 @@ Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Po
   return f;
 }
 
+namespace {
+
+// The position of `p` in the order the grid runs (spec::grid_point's inverse).
+std::int64_t run_position(const KernelModel &m, const Point &p) {
+  std::int64_t cta = 0, step = 0;
+  for (std::size_t a = 0; a < m.grid.size() && a < p.size(); ++a) {
+    const bool is_cta = a < m.cta_axes.size() && m.cta_axes[a];
+    (is_cta ? cta : step) = (is_cta ? cta : step) * m.grid[a] + p[a];
+  }
+  return cta * spec::cta_steps(m.grid, m.cta_axes) + step;
+}
+
+} // namespace
+
 Finding scratch_carry_finding(const KernelModel &m, std::size_t op, const Point &written, const Point &read) {
   const auto &o = m.operands[op];
   const std::int64_t axis = parallel_axis_apart(m, written, read);
@@ -1153,16 +1167,29 @@ Finding scratch_carry_finding(const KernelModel &m, std::size_t op, const Point 
                    " (a scan along a later axis), initialize it on the first step of each (every later axis "
                    "at 0); if it carries the earlier block on purpose (a halo), mark axis " +
                    ax + " " + in_order(m);
-  Finding f = make(Rule::parallel_write_conflict, o.loc,
-                   "scratch '" + o.name + "' carries a value written at grid point " + format_tuple(written) +
-                       " into grid point " + format_tuple(read) + ", which differs along parallel axis " +
-                       ax + ": the " + apart(m) + "s that split axis " + ax +
-                       " each have their own scratch, so the carried value is lost; " + advice);
+  // The write the read takes: the last in run order before it (within a few
+  // thousand steps of the first).
+  Point last = written;
+  {
+    const std::int64_t from = run_position(m, written), to = run_position(m, read);
+    for (std::int64_t t = from + 1; t < to && t - from <= 4096; ++t) {
+      const Point p = spec::grid_point(m.grid, m.cta_axes, t);
+      for (const Effect &w : m.effects)
+        if (w.operand == op && w.kind != Effect::read && guard_at(m, w, p).value_or(false)) last = p;
+    }
+  }
+  const std::string updated = last != written ? " and last updated at grid point " + format_tuple(last) : "";
+  Finding f =
+      make(Rule::parallel_write_conflict, o.loc,
+           "scratch '" + o.name + "' carries a value written at grid point " + format_tuple(written) +
+               updated + " into grid point " + format_tuple(read) + ", which differs along parallel axis " +
+               ax + ": the " + apart(m) + "s that split axis " + ax +
+               " each have their own scratch, so the carried value is lost; " + advice);
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"first_write", written});
   f.witness.items.push_back({"read", read});
   f.witness.items.push_back({"axis", axis});
-  f.notes.push_back(note(o.loc, "'" + o.name + "' written at grid point " + format_tuple(written)));
+  f.notes.push_back(note(o.loc, "'" + o.name + "' written at grid point " + format_tuple(written) + updated));
   f.notes.push_back(note(o.loc, "and read at grid point " + format_tuple(read) +
                                     " with no init in between, possibly on another " + apart(m)));
   return f;
@@ -1530,8 +1557,29 @@ Finding overwritten_after_reset_finding(const KernelModel &m, const Effect &w, s
   return f;
 }
 
+namespace {
+
+// The last point, in run order, after `lost` and before `next` (through it
+// when `through`), where accumulate `a` updates the same block of `out` and
+// of the scratch: the update whose value is lost last (within a few thousand
+// steps of `lost`; else `lost`).
+Point last_update(const KernelModel &m, std::size_t op, std::size_t out, const Effect &a, const Point &lost,
+                  const Point &next, bool through) {
+  Point last = lost;
+  const std::int64_t from = run_position(m, lost), to = run_position(m, next);
+  const auto blk = block_at(m, out, lost), own = block_at(m, op, lost);
+  for (std::int64_t t = from + 1; (t < to || (through && t == to)) && t - from <= 4096; ++t) {
+    const Point p = spec::grid_point(m.grid, m.cta_axes, t);
+    if (guard_at(m, a, p).value_or(false) && block_at(m, out, p) == blk && block_at(m, op, p) == own)
+      last = p;
+  }
+  return last;
+}
+
+} // namespace
+
 Finding lost_finding(const KernelModel &m, std::size_t op, std::size_t out, const Effect &a,
-                     const Point &earlier, const Point &lost, const Point &next) {
+                     const Point &earlier, const Point &lost_at, const Point &next) {
   const auto &acc = m.operands[op];
   const auto &o = m.operands[out];
   // The store to fix: the first in program order of o from the scratch (or
@@ -1539,11 +1587,13 @@ Finding lost_finding(const KernelModel &m, std::size_t op, std::size_t out, cons
   const Effect *store = nullptr;
   for (const CarriedUse &c : carried_and_indirect_uses(m, op))
     if (c.output == out && (!store || m.effects[c.store].order < store->order)) store = &m.effects[c.store];
-  const std::string b = block_str(m, out, lost);
   bool reset = false;
-  if (next != lost)
+  if (next != lost_at)
     for (std::size_t i : scratch_use(m, op).inits)
       reset = reset || guard_at(m, m.effects[i], next).value_or(false);
+  // (The witness may be any lost update; the message names the last.)
+  const Point lost = last_update(m, op, out, a, lost_at, next, !reset);
+  const std::string b = block_str(m, out, lost);
   const std::string then =
       reset ? "re-initialized at grid point " + format_tuple(next) + " for block " + block_str(m, out, next) +
                   " before any statement reads it"
