@@ -886,9 +886,19 @@ Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o
   if (cancelled()) {
     low.reason = "interrupted";
   } else if (!all) {
+    // (Whether an index map reads a table: then the copies the pipeline
+    // skips depend on it; else only the body's accesses do.)
+    bool maps_read = false;
+    for (const auto &op : k.operands)
+      if (op.index_map)
+        for (const auto &r : op.index_map->results)
+          for (const auto &p : k.prefetches)
+            maps_read = maps_read || spec::mentions(r, p.name);
     low.reason =
-        "the lowered program is not checked: which copies it skips depends on the prefetch contents, "
-        "and their constraints allow more than " +
+        std::string("the lowered program is not checked: ") +
+        (maps_read ? "which copies it skips depends on the prefetch contents"
+                   : "what its body's accesses reach depends on the prefetch contents its subscripts read") +
+        ", and their constraints allow more than " +
         std::to_string(kMaxContents) +
         " contents and patterns of equal elements (give the contents, or narrow the constraints, for a "
         "race check)";
