@@ -740,6 +740,7 @@ void Interp::exec(const spec::Stmt &s) {
     store(v, dst, s.loc);
     return;
   }
+  if (std::holds_alternative<spec::CommitSmem>(s.kind)) return; // a fence: no value
   bad(s.loc, "this statement is not allowed in a body");
 }
 

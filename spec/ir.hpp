@@ -360,8 +360,18 @@ struct EmitPipeline {
   friend bool operator==(const EmitPipeline &, const EmitPipeline &);
 };
 
+/// `commit_smem()` in a Mosaic GPU kernel body (plgpu.commit_smem, PTX's
+/// fence.proxy.async): the body's stores into SMEM before it become visible
+/// to what reads SMEM through the async proxy after it, a wgmma's operands
+/// (and TMA). It has no effect on values: the lowering drops it, and the
+/// spec rules check that every SMEM operand a wgmma reads that the body
+/// stored into has one between the store and the wgmma.
+struct CommitSmem {
+  friend bool operator==(const CommitSmem &, const CommitSmem &) = default;
+};
+
 struct Stmt {
-  std::variant<Assign, Let, If, For, Copy, Wgmma, WgmmaWait, Dma, EmitPipeline> kind;
+  std::variant<Assign, Let, If, For, Copy, Wgmma, WgmmaWait, Dma, EmitPipeline, CommitSmem> kind;
   Loc loc;
   Comments comments;
   friend bool operator==(const Stmt &, const Stmt &) = default;

@@ -684,7 +684,8 @@ private:
         body(i->else_body, s);
         in_flight_ = in_flight_ || after_then;
         out_ = saved;
-        out_->push_back(mk(n, st.loc));
+        // (A `when` that held only what the program drops, a commit_smem(), is no statement.)
+        if (!n.then_body.empty() || !n.else_body.empty()) out_->push_back(mk(n, st.loc));
         // Which branch ran is decided at run time: what they bound is unknown.
         forget_int_lets(i->then_body);
         forget_int_lets(i->else_body);
@@ -750,6 +751,8 @@ private:
         nested(*e, st, s);
         continue;
       }
+      // plgpu.commit_smem: a fence, no value (the spec rules check it).
+      if (std::holds_alternative<CommitSmem>(st.kind)) continue;
       throw Fail{st.loc, "unsupported statement in a kernel body"};
     }
   }

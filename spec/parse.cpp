@@ -787,6 +787,11 @@ private:
       s.kind = std::move(w);
     } else if (auto d = dma_stmt()) {
       s.kind = std::move(*d);
+    } else if (t.text == "commit_smem" && is_punct("(", 1) && is_punct(")", 2)) {
+      advance();
+      advance();
+      advance();
+      s.kind = CommitSmem{};
     } else if (t.text == "wgmma_wait" && is_punct("(", 1)) {
       WgmmaWait w;
       advance();

@@ -310,6 +310,9 @@ void emit_stmt(std::ostream &os, const Stmt &s, int indent) {
         } else if constexpr (std::is_same_v<T, Dma>) {
           emit_dma(os, k);
           end_line(os, s.comments);
+        } else if constexpr (std::is_same_v<T, CommitSmem>) {
+          os << "commit_smem()";
+          end_line(os, s.comments);
         } else if constexpr (std::is_same_v<T, EmitPipeline>) {
           os << "emit_pipeline(grid=(";
           emit_list(os, k.grid);

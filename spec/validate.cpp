@@ -785,6 +785,12 @@ public:
                    "semaphore)");
     } else if (auto *d = std::get_if<Dma>(&s.kind)) {
       kernel_dma(*d, s.loc, scope);
+    } else if (std::holds_alternative<CommitSmem>(s.kind)) {
+      // (A TPU kernel has no async proxy to fence; an unset target is
+      // Mosaic GPU's where the kernel says so otherwise.)
+      if (auto t = kernel_target(*k_, std::nullopt); t && !is_gpu_target(*t))
+        error(s.loc,
+              "commit_smem() is Mosaic GPU's (plgpu.commit_smem); target " + *t + " has no async proxy");
     } else {
       error(s.loc, "wgmma statements belong in pipelines; kernel bodies use dot()");
     }
@@ -1334,6 +1340,9 @@ public:
       if (auto v = eval_int(w->n, env); v && *v < 0) error(w->n.loc, "wgmma_wait takes a count >= 0");
     } else if (auto *d = std::get_if<Dma>(&s.kind)) {
       program_dma(*d, s.loc, scope);
+    } else if (std::holds_alternative<CommitSmem>(s.kind)) {
+      error(s.loc, "commit_smem() belongs in a Mosaic GPU kernel body (plgpu.commit_smem); a pipeline's "
+                   "wgmma reads what its copies and stores leave in SMEM");
     }
   }
 

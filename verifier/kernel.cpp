@@ -898,8 +898,7 @@ Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o
         std::string("the lowered program is not checked: ") +
         (maps_read ? "which copies it skips depends on the prefetch contents"
                    : "what its body's accesses reach depends on the prefetch contents its subscripts read") +
-        ", and their constraints allow more than " +
-        std::to_string(kMaxContents) +
+        ", and their constraints allow more than " + std::to_string(kMaxContents) +
         " contents and patterns of equal elements (give the contents, or narrow the constraints, for a "
         "race check)";
   } else {

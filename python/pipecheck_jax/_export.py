@@ -1713,10 +1713,13 @@ class _Body:
             return self.semaphore(e, read, indent, src)
         if name == "wgmma_ref":
             return self.wgmma(e, read, indent, src)
-        if name in ("wgmma_wait", "commit_smem"):
-            # wgmma: each wgmma's await was read where it was issued (see wgmma); commit_smem
-            # makes stores visible to the copy engine, which the .pk program's copies need not
-            # be told (docs/lowering.md, "Mosaic GPU").
+        if name == "wgmma_wait":
+            # each wgmma's await was read where it was issued (see wgmma)
+            return []
+        if name == "commit_smem":
+            # the fence that makes the body's SMEM stores visible to a wgmma (the async proxy):
+            # check holds every wgmma operand the body stored into to one since the store
+            self.emit(indent, "commit_smem()", src)
             return []
         if name in ("wgmma_accumulator_deref", "wgmma_accumulator_deref_p"):
             return self.acc_read(e, read, src)

@@ -300,6 +300,7 @@ def staged_operand(store_at):
     # "after" (past the wait: the wgmma no longer reads it).
     def staged_kernel(a_ref, b_ref, o_ref, acc_ref, as_ref):
         as_ref[...] = a_ref[...] * 2.0
+        plgpu.commit_smem()  # (the store made visible to the wgmma's reads)
         plgpu.wgmma(acc_ref, as_ref, b_ref)
         if store_at == "when":
             @pl.when(pl.program_id(0) == 0)
@@ -774,3 +775,32 @@ def test_on_mosaic_gpu_a_sum_over_zero_padding_is_exact_and_a_max_or_an_exp_of_i
     # What the GPU computes: the 28 padding columns add exp(0) = 1 each.
     r = pj.run(sum_exp, x, reference=lambda x: jnp.broadcast_to(jnp.exp(x).sum(1, keepdims=True), (128, 128)))
     assert not r.ok and "differs" in str(r), r
+
+
+def test_a_wgmma_reading_smem_the_body_stored_into_needs_commit_smem_between():
+    # A wgmma reads SMEM through the async proxy: the generic-proxy store of the staged
+    # operand reaches it only after plgpu.commit_smem() (PTX's fence.proxy.async).
+    def make(commit):
+        def kernel(a_ref, b_ref, o_ref, acc, st):
+            st[...] = a_ref[...] * 2
+            if commit:
+                plgpu.commit_smem()
+            plgpu.wgmma(acc, st, b_ref)
+            plgpu.wgmma_wait(0)
+            o_ref[...] = acc[...].astype(jnp.float16)
+
+        def f(a, b):
+            return pl.pallas_call(
+                kernel, grid=(2,),
+                in_specs=[pl.BlockSpec((64, 64), lambda i: (i, 0)), pl.BlockSpec((64, 64), lambda i: (0, 0))],
+                out_specs=pl.BlockSpec((64, 64), lambda i: (i, 0)),
+                out_shape=jax.ShapeDtypeStruct((128, 64), jnp.float16),
+                scratch_shapes=[plgpu.ACC((64, 64), jnp.float32), plgpu.SMEM((64, 64), jnp.float16)],
+                compiler_params=plgpu.CompilerParams(dimension_semantics=("parallel",)))(a, b)
+        return f
+    args = (jax.ShapeDtypeStruct((128, 64), jnp.float16), jax.ShapeDtypeStruct((64, 64), jnp.float16))
+    assert "commit_smem()" in pj.export(make(True), *args)
+    pj.assert_verified(make(True), *args)
+    r = pj.check(make(False), *args)
+    assert [f.rule for f in r.findings] == ["slot-race"], r.report()
+    assert "no commit_smem() in between" in str(r), r

@@ -1,5 +1,6 @@
 // One test per diagnostic: each bad input gets its own located message.
 #include "spec/parse.hpp"
+#include "spec/print.hpp"
 #include "spec/validate.hpp"
 
 #include <gtest/gtest.h>
@@ -609,4 +610,26 @@ TEST(ValidationError, BufferedOnAMosaicGpuOperandIsRefusedAsPallasRefusesIt) {
                       "    body:\n        o[...] = x[...] + 1\n");
   EXPECT_EQ(e.line, 4);
   EXPECT_NE(e.message.find("max_concurrent_steps"), std::string::npos) << e.message;
+}
+
+TEST(CommitSmem, IsAMosaicGpuKernelStatementAndPrintsBack) {
+  const std::string gpu = "kernel k:\n    grid = (4,)\n    target = h100\n"
+                          "    in  x: f32[32, 128]  block=(8, 128)  index=(i) -> (i, 0)\n"
+                          "    out o: f32[32, 128]  block=(8, 128)  index=(i) -> (i, 0)\n"
+                          "    body:\n        o[...] = x[...]\n        commit_smem()\n";
+  auto ok = parse_and_validate(SourceFile::from_string("ok.pk", gpu));
+  ASSERT_TRUE(ok.file) << ok.errors.at(0).message;
+  const auto &k = std::get<KernelSpec>(ok.file->units.at(0));
+  EXPECT_TRUE(std::holds_alternative<CommitSmem>(k.body.at(1).kind));
+  EXPECT_NE(print(*ok.file).find("        commit_smem()\n"), std::string::npos);
+  std::string tpu = gpu;
+  tpu.replace(tpu.find("h100"), 4, "tpu_v5e");
+  Err e = first_error(tpu);
+  EXPECT_EQ(e.line, 8);
+  EXPECT_EQ(e.message,
+            "commit_smem() is Mosaic GPU's (plgpu.commit_smem); target tpu_v5e has no async proxy");
+  Err p = first_error("pipeline p:\n    smem X[1]: f32[8]\n    commit_smem()\n");
+  EXPECT_EQ(p.line, 3);
+  EXPECT_NE(p.message.find("commit_smem() belongs in a Mosaic GPU kernel body"), std::string::npos)
+      << p.message;
 }

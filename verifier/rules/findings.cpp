@@ -3,6 +3,7 @@
 #include "spec/checked.hpp"
 #include "spec/lower.hpp"
 #include "spec/place.hpp"
+#include "spec/targets.hpp"
 
 #include "verifier/races/padding.hpp"
 #include "verifier/rules/targets.hpp"
@@ -2522,9 +2523,84 @@ void while_bounds(const KernelModel &m, std::vector<std::string> &unknown) {
 
 } // namespace
 
+namespace {
+
+// Mosaic GPU: a wgmma reads its SMEM operands through the async proxy, which
+// sees the body's stores into SMEM (generic proxy) only after a fence,
+// plgpu.commit_smem() (PTX's fence.proxy.async). Walking the body in order
+// (a `when`'s branches merged, a loop's body twice), each operand of a
+// wgmma (a `dot` stored into a plgpu.ACC scratch) that the body stored into
+// since the last commit_smem is a race between those stores and its reads.
+// (Across grid steps the pipeline's own barriers stand between.)
+void commit_smem_findings(const KernelModel &m, std::vector<Finding> &out) {
+  if (!m.spec || !m.target || !spec::is_gpu_target(*m.target) || m.triton) return;
+  auto decl = [&](const std::string &name) -> const OperandModel * {
+    auto i = m.operand_index(name);
+    return i ? &m.operands[*i] : nullptr;
+  };
+  auto in_smem = [&](const std::string &name) {
+    const OperandModel *o = decl(name);
+    return o && (o->windowed || (o->role == spec::Role::scratch && o->decl &&
+                                 o->decl->memory_space == spec::MemorySpace::smem));
+  };
+  auto is_acc = [&](const std::string &name) {
+    const OperandModel *o = decl(name);
+    return o && o->decl && o->decl->memory_space == spec::MemorySpace::acc;
+  };
+  using Stored = std::map<std::string, spec::Loc>; // SMEM operand -> its last store since a fence
+  std::set<std::pair<std::string, int>> seen;
+  std::function<void(const spec::Expr &, const spec::Stmt &, const Stored &)> dots =
+      [&](const spec::Expr &e, const spec::Stmt &st, const Stored &stored) {
+        if (e.op == spec::Op::Call && (e.name == "dot" || e.name == "dot_general"))
+          for (std::size_t k = 0; k < e.num_positional() && k < 2; ++k) {
+            const spec::Expr &r = e.args[k];
+            auto it = r.op == spec::Op::Ref ? stored.find(r.name) : stored.end();
+            if (it == stored.end() || !seen.insert({r.name, st.loc.line}).second) continue;
+            Finding f =
+                make(Rule::slot_race, st.loc,
+                     "this wgmma reads '" + r.name + "', which the body stored into on line " +
+                         std::to_string(it->second.line) +
+                         " with no commit_smem() in between: a wgmma reads SMEM through the async "
+                         "proxy, which sees those stores only after a fence; call plgpu.commit_smem() "
+                         "after the last store and before the wgmma");
+            f.witness.items.push_back({"operand", r.name});
+            f.witness.items.push_back({"store_line", static_cast<std::int64_t>(it->second.line)});
+            f.notes.push_back(note(it->second, "'" + r.name + "' stored here (generic proxy)"));
+            out.push_back(std::move(f));
+          }
+        for (const auto &a : e.args)
+          dots(a, st, stored);
+      };
+  std::function<void(const spec::Block &, Stored &)> walk = [&](const spec::Block &b, Stored &stored) {
+    for (const auto &st : b) {
+      if (std::holds_alternative<spec::CommitSmem>(st.kind)) {
+        stored.clear();
+      } else if (const auto *a = std::get_if<spec::Assign>(&st.kind)) {
+        if (is_acc(a->target.name)) dots(a->value, st, stored);
+        if (!a->discards() && in_smem(a->target.name)) stored[a->target.name] = st.loc;
+      } else if (const auto *i = std::get_if<spec::If>(&st.kind)) {
+        Stored then = stored, other = stored;
+        walk(i->then_body, then);
+        walk(i->else_body, other);
+        stored = std::move(then);
+        for (const auto &[n, l] : other)
+          stored.emplace(n, l);
+      } else if (const auto *f = std::get_if<spec::For>(&st.kind)) {
+        for (int pass = 0; pass < 2; ++pass)
+          walk(f->body, stored);
+      }
+    }
+  };
+  Stored stored;
+  walk(m.spec->body, stored);
+}
+
+} // namespace
+
 std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::string> &unknown,
                                          const ReadsLastBlock &reads_last_block) {
   std::vector<Finding> out;
+  commit_smem_findings(m, out);
   while_bounds(m, unknown);
   // partial-block-reduction: an axis is a reduction axis when no output's
   // index_map depends on it.

@@ -1454,6 +1454,8 @@ struct Builder {
       } else if (const auto *d = std::get_if<spec::Dma>(&st.kind)) {
         order += 2;
         dma(*d, guards, st.loc);
+      } else if (std::holds_alternative<spec::CommitSmem>(st.kind)) {
+        // A fence: no effect on values (its rule walks the body itself).
       } else {
         fail("the kernel body holds a statement that is not an assignment, binding, `when` or `for`");
       }
