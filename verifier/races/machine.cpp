@@ -556,10 +556,15 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
       if (auto it = slots_state_.find({r.place.buffer, r.place.slot});
           it != slots_state_.end() && it->second.padded_by >= 0 && !padding_in(r.place).empty())
         origin = std::min(origin, it->second.padded_by);
-    const PadValue v = flow_.eval(value, env_);
+    // `T = T + v` (a wgmma the bridge exports, a fori_loop carry) accumulates v as `T += v` does.
+    const spec::Expr *added = nullptr;
+    if (assign && !accumulate && value.op == spec::Op::Add && value.args.size() == 2 &&
+        value.args[0] == assign->target)
+      added = &value.args[1];
+    const PadValue v = flow_.eval(added ? *added : value, env_);
     std::vector<Box> pads = padding_in_target(v, target.box, write->kept);
     std::vector<Box> zeros = padding_in_target(v, target.box, write->kept, kZero);
-    if (accumulate) {
+    if (accumulate || added) {
       for (auto &b : padding_in(target))
         pads.push_back(b);
       // `T += v`: zero padding stays where both were (a zero added to data

@@ -127,6 +127,9 @@ enum class ZeroRule {
   any,   ///< zero where any operand is (`a * b`, `a & b`)
   first, ///< zero where the first operand is and no other (`a / b`, `a % b`)
   none,  ///< never zero (`exp(a)`, `a == b`, `cos(a)`)
+  /// a running sum's update (`c = c + v`): zero padding adds nothing to data
+  /// (data where either is data, zero where both are zero)
+  sum,
 };
 
 /// The rule of an elementwise Call `f` (spec::is_elementwise_fn, where).
@@ -139,6 +142,31 @@ ZeroRule zero_rule(const std::string &f) {
   if (f == "shift_left" || f == "shift_right_logical" || f == "shift_right_arithmetic")
     return ZeroRule::first;
   return ZeroRule::none;
+}
+
+/// A literal zero: `0`, `0.0`, `zeros`, a cast or broadcast of one.
+bool literal_zero(const Expr &e) {
+  if (e.op == Op::Zeros) return true;
+  if (e.op == Op::Int) return e.int_value == 0;
+  if (e.op == Op::Float) return e.float_value == 0.0;
+  if (e.op == Op::Call && (e.name == "cast" || e.name == "broadcast_to" || e.name == "full") &&
+      e.num_positional() >= 1)
+    return literal_zero(e.args[0]);
+  return false;
+}
+
+std::vector<bool> literal_zeros(const Expr &e, std::size_t n) {
+  std::vector<bool> out(n, false);
+  for (std::size_t k = 0; k < n && k < e.args.size(); ++k)
+    out[k] = literal_zero(e.args[k]);
+  return out;
+}
+
+/// `a ** p`, pow(a, p): 0 ** p is 0 for a positive constant p.
+bool positive_power(const Expr &p, const spec::Env &env) {
+  if (p.op == Op::Float) return p.float_value > 0;
+  const auto v = spec::eval_int(p, env);
+  return v && *v > 0;
 }
 
 /// The rule of an elementwise operator.
@@ -160,18 +188,23 @@ ZeroRule zero_rule(Op op) {
 }
 
 /// One element of an elementwise result from its operands' states.
-std::uint8_t combined(const std::uint8_t *st, std::size_t n, ZeroRule rule) {
-  std::size_t zeros = 0;
+/// `literal`: per operand, whether it is a literal zero (`0.0`, `zeros`),
+/// which stands beside zero padding as a zero (`maximum(z, 0.0)` is 0).
+std::uint8_t combined(const std::uint8_t *st, std::size_t n, ZeroRule rule,
+                      const std::vector<bool> &literal) {
+  std::size_t zeros = 0, literal_zeros = 0;
   for (std::size_t j = 0; j < n; ++j) {
     if (st[j] == kGarbage) return kGarbage;
     zeros += st[j] == kZero;
+    literal_zeros += st[j] == kClean && j < literal.size() && literal[j];
   }
   if (zeros == 0) return kClean;
   switch (rule) {
-  case ZeroRule::all: return zeros == n ? kZero : kGarbage;
+  case ZeroRule::all: return zeros + literal_zeros == n ? kZero : kGarbage;
   case ZeroRule::any: return kZero;
   case ZeroRule::first: return st[0] == kZero && zeros == 1 ? kZero : kGarbage;
   case ZeroRule::none: return kGarbage;
+  case ZeroRule::sum: return zeros == n ? kZero : kClean;
   }
   return kGarbage;
 }
@@ -221,7 +254,8 @@ PadValue gathered(const PadValue &v, const Shape &to, const std::vector<std::int
 
 /// The elementwise combination of `args`: garbage where any of them is,
 /// zero padding where `rule` keeps it so.
-PadValue elementwise(const std::vector<PadValue> &args, ZeroRule rule = ZeroRule::all) {
+PadValue elementwise(const std::vector<PadValue> &args, ZeroRule rule = ZeroRule::all,
+                     const std::vector<bool> &literal = {}) {
   std::optional<Shape> shape = Shape{};
   bool any = false;
   for (const auto &a : args) {
@@ -246,7 +280,7 @@ PadValue elementwise(const std::vector<PadValue> &args, ZeroRule rule = ZeroRule
   for (std::size_t k = 0; k < n; ++k) {
     for (std::size_t j = 0; j < args.size(); ++j)
       st[j] = args[j].any ? state_at(args[j], maps[j][k]) : std::uint8_t{kClean};
-    r.bits[k] = combined(st.data(), st.size(), rule);
+    r.bits[k] = combined(st.data(), st.size(), rule, literal);
   }
   return normalized(std::move(r));
 }
@@ -863,6 +897,20 @@ namespace {
 using spec::AxisLines;
 using spec::lines_around;
 
+/// `where(c, a, b)` with c not known: its elements are those of a and b
+/// (garbage where c is), but zero where both branches are (zero padding or
+/// a literal zero): 0 whichever branch is taken (`where(x > 0, x, 0.0)` of
+/// zero padding).
+PadValue either_zero(const PadValue &c, const PadValue &a, const PadValue &b, bool a_lit, bool b_lit) {
+  PadValue all = elementwise({c, a, b}, ZeroRule::all, {false, a_lit, b_lit});
+  if (!all.any || all.bits.empty()) return all;
+  const PadValue both = elementwise({a, b}, ZeroRule::all, {a_lit, b_lit});
+  if (!both.any || both.bits.empty() || both.shape != all.shape) return all;
+  for (std::size_t k = 0; k < all.bits.size(); ++k)
+    if (both.bits[k] == kZero) all.bits[k] = kZero;
+  return all;
+}
+
 /// The padding of flip, roll and the running reductions (cumsum, cummax,
 /// cummin) of `a` along `ax`: moved with the elements, or, for a running
 /// reduction, from the first padded element of a line on (from the last,
@@ -1001,7 +1049,10 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
     std::vector<PadValue> args;
     for (const auto &a : e.args)
       args.push_back(eval(a, env));
-    return elementwise(args, zero_rule(e.op));
+    const ZeroRule rule = e.op == Op::Pow && e.args.size() == 2 && positive_power(e.args[1], env)
+                              ? ZeroRule::first
+                              : zero_rule(e.op);
+    return elementwise(args, rule, literal_zeros(e, args.size()));
   }
   }
   const std::size_t np = e.num_positional();
@@ -1030,8 +1081,9 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
             if (auto r = selected(*mv, elementwise({c, a, b}), b)) return *r;
             break;
           }
-    if (!cv || c.any) return elementwise({c, a, b});
-    return selected(*cv, a, b).value_or(elementwise({c, a, b}));
+    if (!cv || c.any) return either_zero(c, a, b, literal_zero(e.args[1]), literal_zero(e.args[2]));
+    return selected(*cv, a, b).value_or(
+        either_zero(c, a, b, literal_zero(e.args[1]), literal_zero(e.args[2])));
   }
   if ((f == "sum" || f == "max" || f == "min") && np == 1) {
     std::optional<std::int64_t> axis;
@@ -1128,7 +1180,10 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
     std::vector<PadValue> args;
     for (std::size_t k = 0; k < np; ++k)
       args.push_back(eval(e.args[k], env));
-    return elementwise(args, f == "max" || f == "min" ? ZeroRule::all : zero_rule(f));
+    const ZeroRule rule = f == "max" || f == "min"                                  ? ZeroRule::all
+                          : f == "pow" && np == 2 && positive_power(e.args[1], env) ? ZeroRule::first
+                                                                                    : zero_rule(f);
+    return elementwise(args, rule, literal_zeros(e, args.size()));
   }
   if (f == "opaque") {
     // Its values are unknown: padding in any argument may reach every element.
@@ -1147,7 +1202,18 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
 }
 
 void PaddingFlow::bind(const std::string &name, const Expr &value, const spec::Env &env) {
-  pads_[name] = eval(value, env);
+  // `c = c + v`, or `t = c + v` then `c = t` (a fori_loop's running sum, as
+  // the bridge writes it): v's zero padding adds nothing to c.
+  const bool adds = value.op == Op::Add && value.args.size() == 2 && value.args[0].op == Op::Name;
+  auto sum = value.op == Op::Name ? sums_.find(value.name) : sums_.end();
+  if (adds && value.args[0].name == name && pads_.count(name))
+    pads_[name] = elementwise({pads_[name], eval(value.args[1], env)}, ZeroRule::sum);
+  else if (sum != sums_.end() && sum->second.first == name && pads_.count(name))
+    pads_[name] = elementwise({pads_[name], sum->second.second}, ZeroRule::sum);
+  else
+    pads_[name] = eval(value, env);
+  sums_.erase(name);
+  if (adds && value.args[0].name != name) sums_[name] = {value.args[0].name, eval(value.args[1], env)};
   and_masks_.erase(name);
   // `m & d` with m known and free of padding: false wherever m is, whatever d holds.
   std::vector<LazyPtr> masks;
@@ -1168,6 +1234,7 @@ void PaddingFlow::store(const std::string &buffer, const Expr &value, const spec
 
 void PaddingFlow::forget(const std::string &name) {
   pads_.erase(name);
+  sums_.erase(name);
   values_.erase(name);
   and_masks_.erase(name);
 }

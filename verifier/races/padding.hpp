@@ -139,6 +139,9 @@ private:
   std::function<bool(const std::string &)> is_buffer_;
   RefPaddingFn ref_;
   std::map<std::string, PadValue> pads_;
+  /// A local bound to `c + v` (c another local): c and v's padding, for a
+  /// later `c = t` that makes it c's running sum.
+  std::map<std::string, std::pair<std::string, PadValue>> sums_;
   std::map<std::string, LazyPtr> values_;
   /// A boolean local bound to `m & d`, d not known: the operands m that
   /// held no padding, in order; the first with a concrete value is the

@@ -421,3 +421,30 @@ TEST(PaddingFlow, ARunningSumPastZeroPaddingIsGarbageThere) {
   EXPECT_EQ(states(zero_eval("cumsum(x[...], axis=0, reverse=True)")),
             (std::vector<int>{0, 0, 0, 0, 0, 0, 2, 2}));
 }
+
+TEST(PaddingFlow, ALiteralZeroBesideZeroPaddingKeepsItZero) {
+  // relu, a square by pow, the positive part: 0 whichever way.
+  EXPECT_EQ(states(zero_eval("maximum(x[...], 0.0)")), (std::vector<int>{0, 0, 0, 0, 0, 0, 2, 2}));
+  EXPECT_EQ(states(zero_eval("x[...] ** 2")), (std::vector<int>{0, 0, 0, 0, 0, 0, 2, 2}));
+  EXPECT_EQ(states(zero_eval("where(x[...] > 0.0, x[...], 0.0)")),
+            (std::vector<int>{0, 0, 0, 0, 0, 0, 2, 2}));
+  // A non-zero literal, or a power that is not positive, is no zero.
+  EXPECT_EQ(states(zero_eval("maximum(x[...], 0.5)")), (std::vector<int>{0, 0, 0, 0, 0, 0, 1, 1}));
+  EXPECT_EQ(states(zero_eval("x[...] ** -1")), (std::vector<int>{0, 0, 0, 0, 0, 0, 1, 1}));
+  EXPECT_EQ(states(zero_eval("where(x[...] > 0.0, x[...], 1.0)")),
+            (std::vector<int>{0, 0, 0, 0, 0, 0, 1, 1}));
+}
+
+TEST(PaddingFlow, ARunningSumOfZeroPaddingIntoALocalStaysData) {
+  // `t = c + x; c = t`, as the bridge writes a fori_loop carry: adding the
+  // zeros leaves c's data; adding a bias to them would not.
+  auto lets =
+      lets_of("        c = iota((8,), 0) * 1.0\n        t = c + x[...]\n        u = c + x[...] + 1.0\n");
+  PaddingFlow f = zero_flow();
+  f.bind("c", lets.at("c"), kEnv);
+  f.bind("t", lets.at("t"), kEnv);
+  f.bind("c", spec::Expr::var("t"), kEnv);
+  EXPECT_FALSE(f.eval(spec::Expr::var("c"), kEnv).any);
+  f.bind("u", lets.at("u"), kEnv);
+  EXPECT_EQ(states(f.eval(spec::Expr::var("u"), kEnv)), (std::vector<int>{0, 0, 0, 0, 0, 0, 1, 1}));
+}
