@@ -140,6 +140,7 @@ TEST(KernelCheck, UndefinedDataAWgmmaReadsReachesItsAccumulatorAwaitedOrInFlight
     scratch s: f16[64, 32]  memory_space=smem
     body:
         s[:, 0:16] = a[:, 0:16]
+        commit_smem()
         )" + update + R"(
         o[...] = acc[...]
 )";
