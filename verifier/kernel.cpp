@@ -222,11 +222,45 @@ std::optional<LoweredCheck> check_on_cut(const spec::KernelSpec &k, const spec::
     }
     if (cc.recurs) break;
   }
+  const std::int64_t steps = spec::num_points(low.grid), cut_steps = spec::num_points(cut_low->grid);
+  if (!cc.recurs && !cc.findings.empty() && steps > (1 << 16)) {
+    // The run stopped at a fault before its state could recur. Up to the
+    // first step at which a cut axis reaches the values the cut moved down
+    // (`upper`), the cut program's steps are the kernel's: a finding there
+    // is the kernel's, at the same grid point.
+    std::int64_t same = 0;
+    while (same < cut_steps) {
+      const auto c = cut_low->point(same);
+      bool moved = false;
+      for (std::size_t e = 0; e < plan.cut->axes.size() && e < c.size(); ++e)
+        moved = moved || (plan.cut->axes[e].drop > 0 && c[e] >= plan.cut->axes[e].upper);
+      if (moved) break;
+      ++same;
+    }
+    LoweredCheck out = base;
+    for (auto &f : cc.findings) {
+      std::int64_t at = cut_steps;
+      for (const auto &t : f.witness.trace)
+        if (t.anchor && t.top_level >= 0) at = cut_low->step(t.top_level, t.iterations);
+      if (at >= same) continue;
+      locate_in_grid(f, *cut_low);
+      std::set<std::string> ops;
+      for (const auto &t : f.witness.trace)
+        if (t.anchor) ops = operands_of(t, *cut_low);
+      out.operands.push_back(std::move(ops));
+      out.findings.push_back(std::move(f));
+    }
+    if (!out.findings.empty()) {
+      out.status = Status::violation;
+      out.reason = "the lowered program (" + std::to_string(steps) + " grid steps), run on its grid cut to " +
+                   spec::format_tuple(cut_low->grid) + " up to a fault before the cut's first moved value";
+      return out;
+    }
+  }
   if (!cc.recurs) {
     why = cc.reason;
     return std::nullopt;
   }
-  const std::int64_t steps = spec::num_points(low.grid), cut_steps = spec::num_points(cut_low->grid);
   if (!cc.findings.empty() && steps <= (1 << 16)) {
     why = "its findings are re-run on the whole grid";
     return std::nullopt;

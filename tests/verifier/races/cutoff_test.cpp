@@ -270,6 +270,31 @@ TEST(GridCut, MapsThatShareABlockOverQStepsOrCycleWithPeriodQAreCutByAMultipleOf
   EXPECT_EQ(w.status, verifier::Status::violation) << w.reason;
 }
 
+TEST(GridCut, AFaultBeforeTheStateCouldRecurIsTheKernelsWhereTheCutStillMatchesIt) {
+  // The wgmma runs on k % 7 == 4 and nothing retires it before step 5's
+  // refill of its slot: the cut's run stops there, before any recurrence,
+  // at a step the cut has not moved: the kernel's finding, at (0, 0, 5).
+  auto k = kernel("kernel cut_fault:\n    param n = 70000\n    grid = (1, 1, n)\n"
+                  "    dimension_semantics = (parallel, parallel, sequential)\n    target = h100\n"
+                  "    max_concurrent_steps = 2\n    delay_release = 1\n"
+                  "    in  a: bf16[64, n * 32]  block=(64, 32)  index=(i, j, k) -> (0, k)\n"
+                  "    in  b: bf16[n * 32, 64]  block=(32, 64)  index=(i, j, k) -> (k, 0)\n"
+                  "    out o: f32[64, 64]   block=(64, 64)  index=(i, j, k) -> (0, 0)\n"
+                  "    scratch acc: f32[64, 64]  memory_space=acc\n    body:\n"
+                  "        when program_id(2) % 7 == 4:\n            acc[...] += dot(a[...], b[...])\n"
+                  "        when program_id(2) == num_programs(2) - 1:\n            o[...] = acc[...]\n");
+  ASSERT_TRUE(k);
+  auto v = verifier::check(*k, {});
+  ASSERT_EQ(v.status, verifier::Status::violation) << v.reason;
+  bool found = false;
+  for (const auto &f : v.findings)
+    if (f.rule == verifier::Rule::async_operand_overwritten) {
+      found = true;
+      EXPECT_NE(f.message.find("at grid point (0, 0, 5)"), std::string::npos) << f.message;
+    }
+  EXPECT_TRUE(found) << v.reason;
+}
+
 TEST(GridCut, GuardsSplitTheAxisAndTheLongestStretchIsCutByAMultipleOfThePeriod) {
   // Guards at 0, 5 and the last value: the longest stretch is [6, 99).
   auto k =
