@@ -266,23 +266,18 @@ std::vector<Box> Machine::unwritten(const Place &p, bool *some) const {
   return out;
 }
 
-std::vector<Box> Machine::padding_in(const Place &p) const {
+std::vector<Box> Machine::boxes_in(const Place &p, std::vector<Box> SlotState::*set) const {
   std::vector<Box> out;
   auto it = slots_state_.find({p.buffer, p.slot});
   if (it == slots_state_.end()) return out;
-  for (auto &b : it->second.padding)
+  for (auto &b : it->second.*set)
     if (b.size() == p.box.size() && box_overlaps(b, p.box)) out.push_back(box_intersection(b, p.box));
   return out;
 }
 
-std::vector<Box> Machine::zeros_in(const Place &p) const {
-  std::vector<Box> out;
-  auto it = slots_state_.find({p.buffer, p.slot});
-  if (it == slots_state_.end()) return out;
-  for (auto &b : it->second.zeros)
-    if (b.size() == p.box.size() && box_overlaps(b, p.box)) out.push_back(box_intersection(b, p.box));
-  return out;
-}
+std::vector<Box> Machine::padding_in(const Place &p) const { return boxes_in(p, &SlotState::padding); }
+
+std::vector<Box> Machine::zeros_in(const Place &p) const { return boxes_in(p, &SlotState::zeros); }
 
 RefPadding Machine::ref_padding(const spec::Expr &e) const {
   const spec::StepRef ref = stepper_->resolve(e, stepper_->current() ? stepper_->current()->loc : e.loc);

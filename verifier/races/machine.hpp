@@ -226,6 +226,8 @@ private:
   struct PiledUp {};
   void push_outstanding(int op);
   std::map<std::pair<int, std::int64_t>, SlotState> slots_state_;
+  /// The parts of `p` that a slot state's `set` (padding, zeros) holds.
+  std::vector<Box> boxes_in(const Place &p, std::vector<Box> SlotState::*set) const;
   // hbm arrays some `A[...] = undefined` left undefined: their reads are checked
   std::set<int> undefined_hbm_;
   /// Whether what is written into `buffer` is followed (its reads of what

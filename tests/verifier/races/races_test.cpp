@@ -187,16 +187,21 @@ TEST(RaceChecker, ACopyOutOfAPartlyWrittenSlotNamesThePartNothingWrote) {
       << v.findings[0].message;
 }
 
+namespace {
+// A lowered program's text (clipped edge blocks, zeros=True), parsed without
+// validation as the lowering's output is.
+spec::File parse_lowered(const std::string &text) {
+  auto r = spec::parse(spec::SourceFile::from_string("t.pk", text));
+  EXPECT_TRUE(r.file);
+  return r.file ? *r.file : spec::File{};
+}
+} // namespace
+
 TEST(RaceChecker, ThePaddingOfAClippedCopyMayBeComputedOnButNotWrittenBack) {
   // A copy replaces its whole destination ref: rows 10..16 of X[0] are the
   // padding of a partial block after it, although a store wrote them before.
   // (Lowered programs clip edge blocks, as hand-written ones may: parsed
   // here without validation all the same.)
-  auto parse_lowered = [](const std::string &text) {
-    auto r = spec::parse(spec::SourceFile::from_string("t.pk", text));
-    EXPECT_TRUE(r.file);
-    return *r.file;
-  };
   const std::string head = R"(pipeline clipped:
     hbm A: f32[10, 128]
     hbm O: f32[16, 128]
@@ -227,11 +232,6 @@ TEST(RaceChecker, ACopyThatFillsItsPaddingWithZerosWritesItButAnExpOfItIsUndefin
   // zeros=True (Mosaic GPU's TMA fetch): rows 10..16 of X[0] are zeros,
   // written: twice them is zero too and may be written back; exp(0) is no
   // zero of a row past the array.
-  auto parse_lowered = [](const std::string &text) {
-    auto r = spec::parse(spec::SourceFile::from_string("t.pk", text));
-    EXPECT_TRUE(r.file);
-    return *r.file;
-  };
   const std::string head = R"(pipeline zero_filled:
     hbm A: f32[10, 128]
     hbm O: f32[16, 128]
