@@ -1,5 +1,6 @@
 #include "executor/interp.hpp"
 
+#include "spec/bind.hpp"
 #include "spec/place.hpp"
 #include "spec/prefetch.hpp"
 
@@ -619,9 +620,17 @@ void Interp::check_prefetch_reads(const spec::Stmt &s) {
             where = ": its subscript " + std::to_string(d) + " is " + std::to_string(*i) +
                     ", outside 0:" + std::to_string(*n);
         }
+        // (The grid point where the body runs at one: the oracle binds its program ids.)
+        std::vector<std::int64_t> point;
+        for (int a = 0;; ++a) {
+          auto id = env.find(program_id_name(a));
+          if (id == env.end()) break;
+          point.push_back(id->second);
+        }
         throw ExecError(ExecError::Kind::fault, e.loc,
-                        "a read of a scalar-prefetch array outside it" + where +
-                            " (on a TPU the SMEM load takes whatever lies next to the table)");
+                        "a read of a scalar-prefetch array outside it" +
+                            (point.empty() ? std::string() : " at grid point " + spec::format_tuple(point)) +
+                            where + " (on a TPU the SMEM load takes whatever lies next to the table)");
       }
       walk(*in); // (its subscripts may read tables too)
       return;

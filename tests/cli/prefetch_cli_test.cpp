@@ -215,10 +215,12 @@ TEST(CliPrefetch, ARunThatCopiesFromAPageReadPastItsRowNamesTheLineNotTheExpande
                           "        o[...] = buf[...]\n");
   Out o = run("run " + f + " --dma eager");
   EXPECT_EQ(o.code, 1) << o.text;
-  EXPECT_NE(o.text.find(
-                "line 8: oracle: a read of a scalar-prefetch array outside it: its subscript 1 is 1, outside "
-                "0:1"),
-            std::string::npos)
+  EXPECT_NE(
+      o.text.find(
+          "line 8: oracle: a read of a scalar-prefetch array outside it at grid point (0,): its subscript 1 "
+          "is 1, outside "
+          "0:1"),
+      std::string::npos)
       << o.text;
   EXPECT_EQ(o.text.find("where("), std::string::npos) << o.text;
   Out c = run("check " + f);

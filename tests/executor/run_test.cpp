@@ -476,9 +476,9 @@ TEST(RunKernel, AReadOfAScalarPrefetchArrayPastItsEndFaultsAtTheReadAsCheckRepor
     const RunResult bad = run_kernel_text(head + body);
     EXPECT_EQ(bad.status, RunStatus::fail) << body << bad.reason;
     EXPECT_EQ(bad.loc.line, 9) << bad.reason;
-    EXPECT_NE(
-        bad.reason.find("a read of a scalar-prefetch array outside it: its subscript 0 is 2, outside 0:2"),
-        std::string::npos)
+    EXPECT_NE(bad.reason.find("a read of a scalar-prefetch array outside it at grid point (1,): its "
+                              "subscript 0 is 2, outside 0:2"),
+              std::string::npos)
         << bad.reason;
   }
   // Its twin reads seg[program_id(0)]: in bounds at every grid point.
