@@ -276,6 +276,7 @@ std::optional<LoweredCheck> check_on_cut(const spec::KernelSpec &k, const spec::
   for (auto &f : cc.findings) {
     locate_in_grid(f, *cut_low, &*plan.cut);
     spec::Diagnostic note;
+    note.severity = spec::Severity::note;
     note.loc = f.loc;
     note.message = "found on the grid cut to " + spec::format_tuple(cut_low->grid) +
                    "; the hbm coordinates above are the cut arrays'";
