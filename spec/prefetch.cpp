@@ -720,8 +720,12 @@ private:
   }
 
   Expr expr(Expr e, std::vector<Stmt> &lets) {
-    for (auto &a : e.args)
-      a = expr(std::move(a), lets);
+    // The right side of `and`/`or` is read only where the left side lets it
+    // (`i + 1 < n and a[tbl[i + 1]] > 0`): its subscripts stay in place, as a
+    // while condition's do, rather than being set before the statement.
+    const bool short_circuit = (e.op == Op::And || e.op == Op::Or) && e.args.size() == 2;
+    for (std::size_t k = 0; k < e.args.size(); ++k)
+      if (!(short_circuit && k == 1)) e.args[k] = expr(std::move(e.args[k]), lets);
     if (e.op != Op::Ref || !arrays_.count(e.name)) return e;
     for (auto &a : e.args) {
       if (!costly(a)) continue;
