@@ -612,14 +612,9 @@ void Interp::check_prefetch_reads(const spec::Stmt &s) {
   std::function<void(const Expr &)> walk = [&](const Expr &e) {
     if (const Expr *in = spec::elaborated_read_bounds(e)) {
       if (spec::eval_int(*in, env).value_or(1) == 0) {
-        std::string where;
-        const auto extents = spec::elaborated_read_extents(*in);
-        for (std::size_t d = 0; d < extents.size() && where.empty(); ++d) {
-          const auto i = spec::eval_int(extents[d].first, env), n = spec::eval_int(extents[d].second, env);
-          if (i && n && (*i < 0 || *i >= *n))
-            where = ": its subscript " + std::to_string(d) + " is " + std::to_string(*i) +
-                    ", outside 0:" + std::to_string(*n);
-        }
+        const auto outside =
+            spec::elaborated_read_outside(*in, [&](const Expr &x) { return spec::eval_int(x, env); });
+        const std::string where = outside ? ": " + *outside : "";
         // (The grid point where the body runs at one: the oracle binds its program ids.)
         std::vector<std::int64_t> point;
         for (int a = 0;; ++a) {

@@ -166,10 +166,6 @@ bool starts_cta(const ConcreteKernel &c, std::int64_t linear) {
   return n > 0 && linear % n == 0;
 }
 
-bool zero_filled(const ConcreteKernel &c, const spec::BoundOperand &o) {
-  return c.gpu && o.role == spec::Role::in && o.windowed && !(c.spec && spec::uses_triton(*c.spec));
-}
-
 ArrayMap make_kernel_arrays(const ConcreteKernel &c, std::uint64_t seed, InputKind kind) {
   ArrayMap m;
   std::uint64_t k = 0;
@@ -511,7 +507,7 @@ void run_oracle(const ConcreteKernel &c, ArrayMap &arrays, WrittenMap *written, 
         resident[k].reset();
       // Mosaic GPU fetches an input block by TMA, which fills the part past
       // the array with zeros (the lowering's copy_in_start zeros=True).
-      if (!stays && partial && inside[k] && zero_filled(c, o))
+      if (!stays && partial && inside[k] && spec::tma_zero_fills(c.gpu, o.role, o.windowed))
         blk.fill_zero();
       else if (!stays && (partial || !inside[k]))
         blk.fill_poison();

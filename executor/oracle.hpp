@@ -61,9 +61,6 @@ spec::KernelSpec concrete_spec(const ConcreteKernel &);
 Shape grid_point(const ConcreteKernel &, std::int64_t linear);
 /// True when the point at `linear` starts a new CTA (Mosaic GPU; false on TPU).
 bool starts_cta(const ConcreteKernel &, std::int64_t linear);
-/// Whether a partial block of `o` holds zeros past the array, not undefined
-/// data: a Mosaic GPU input, fetched by TMA (spec::Copy::zeros).
-bool zero_filled(const ConcreteKernel &, const spec::BoundOperand &o);
 
 /// Arrays by operand name (ins, outs, scratch).
 using ArrayMap = std::map<std::string, std::unique_ptr<HostArray>>;

@@ -95,6 +95,16 @@ std::vector<std::int64_t> grid_point(const std::vector<std::int64_t> &grid, cons
   return p;
 }
 
+std::int64_t grid_position(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta,
+                           const std::vector<std::int64_t> &point) {
+  std::int64_t block = 0, step = 0;
+  for (std::size_t a = 0; a < grid.size() && a < point.size(); ++a) {
+    std::int64_t &r = a < cta.size() && cta[a] ? block : step;
+    r = r * grid[a] + point[a];
+  }
+  return block * cta_steps(grid, cta) + step;
+}
+
 std::string format_tuple(const std::vector<std::int64_t> &v) {
   std::ostringstream os;
   os << '(';

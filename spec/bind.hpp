@@ -130,6 +130,9 @@ std::int64_t cta_steps(const std::vector<std::int64_t> &grid, const std::vector<
 /// grid order, last axis fastest.
 std::vector<std::int64_t> grid_point(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta,
                                      std::int64_t linear);
+/// The position of `point` in that order: grid_point's inverse.
+std::int64_t grid_position(const std::vector<std::int64_t> &grid, const std::vector<bool> &cta,
+                           const std::vector<std::int64_t> &point);
 
 /// The result of bind_kernel(): a kernel or an error.
 struct Binding {

@@ -265,9 +265,12 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
       // axis: leaving out a multiple of q values keeps its cycle. One shared
       // by q values moves its ring a slot every q values: its slots repeat
       // after q times the rings' period.
-      if (l->kind == Linear::Kind::mod) period = std::lcm(period, l->q);
-      if (l->kind == Linear::Kind::div) period = std::lcm(period, rings * l->q);
-      if (l->kind == Linear::Kind::mod) f = Follow{};
+      if (l->kind == Linear::Kind::mod) {
+        period = std::lcm(period, l->q);
+        f = Follow{};
+      } else if (l->kind == Linear::Kind::div) {
+        period = std::lcm(period, rings * l->q);
+      }
       if (f.axis >= 0 && !op.windowed) {
         out.reason = "'" + op.name + "' is not pipelined but its index map follows the grid";
         return out;
@@ -284,7 +287,7 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
         const std::int64_t first_outside =
             (ext + bs - 1) / bs - c <= 0 ? 0 : ((ext + bs - 1) / bs - c + a - 1) / a;
         for (std::int64_t u : {first_inside, first_not_whole, first_outside})
-          if (u <= (std::int64_t{1} << 40)) edges[f.axis].insert(u * f.q - (f.q > 1 ? l->in : 0));
+          if (u <= (std::int64_t{1} << 40)) edges[f.axis].insert(u * f.q - l->in); // (in: 0 unless `//`)
       }
     }
   }

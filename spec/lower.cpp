@@ -453,7 +453,7 @@ private:
   /// OOBFillMode.ZEROS): the part of a ragged block past the array is zeros.
   /// Marked on the copy just emitted, for an operand with a ragged dim.
   void zero_fill(const Opnd &x) {
-    if (!gpu_ || triton_ || x.op->role != Role::in) return;
+    if (!tma_zero_fills(gpu_, x.op->role, x.windowed)) return;
     bool ragged = false;
     for (std::size_t d = 0; d < x.shape.size(); ++d)
       ragged = ragged || (x.block[d] && x.shape[d] % *x.block[d] != 0);

@@ -769,6 +769,19 @@ const Expr *elaborated_read_bounds(const Expr &e) {
   return nullptr;
 }
 
+std::optional<std::string>
+elaborated_read_outside(const Expr &in,
+                        const std::function<std::optional<std::int64_t>(const Expr &)> &value) {
+  const auto extents = elaborated_read_extents(in);
+  for (std::size_t d = 0; d < extents.size(); ++d) {
+    const auto i = value(extents[d].first), n = value(extents[d].second);
+    if (i && n && (*i < 0 || *i >= *n))
+      return "its subscript " + std::to_string(d) + " is " + std::to_string(*i) +
+             ", outside 0:" + std::to_string(*n);
+  }
+  return std::nullopt;
+}
+
 std::vector<std::pair<Expr, Expr>> elaborated_read_extents(const Expr &in) {
   std::vector<std::pair<Expr, Expr>> out;
   std::function<void(const Expr &)> walk = [&](const Expr &c) {

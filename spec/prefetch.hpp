@@ -16,6 +16,7 @@
 #include "spec/ir.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -136,6 +137,13 @@ const Expr *elaborated_read_bounds(const Expr &e);
 /// The subscripts and extents such a condition tests, `(idx, n)` for each
 /// `idx < n` in it, outermost first.
 std::vector<std::pair<Expr, Expr>> elaborated_read_extents(const Expr &in);
+/// Which subscript of such a condition lies outside its extent, as check and
+/// run both say it: "its subscript 0 is 6, outside 0:6" (`value` evaluates a
+/// subscript or an extent, nullopt where it cannot); nullopt when none is
+/// seen outside.
+std::optional<std::string>
+elaborated_read_outside(const Expr &in,
+                        const std::function<std::optional<std::int64_t>(const Expr &)> &value);
 
 /// `k` with every read of a prefetch array of rank > 1 flattened, in index
 /// maps and the body: `pt[b, p]` (pt: i32[B, P]) becomes

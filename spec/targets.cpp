@@ -93,4 +93,8 @@ bool targets_gpu(const KernelSpec &k, const std::optional<std::string> &override
   return name && is_gpu_target(*name);
 }
 
+bool tma_zero_fills(bool mosaic_gpu, Role role, bool windowed) {
+  return mosaic_gpu && role == Role::in && windowed;
+}
+
 } // namespace pipecheck::spec

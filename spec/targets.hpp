@@ -55,5 +55,11 @@ std::optional<std::string> kernel_target(const KernelSpec &, const std::optional
 bool is_gpu_target(const std::string &name);
 /// True when that target is a known GPU (the kernel lowers to Mosaic GPU).
 bool targets_gpu(const KernelSpec &, const std::optional<std::string> &override_name);
+/// True when a partial block of an operand holds zeros past its array, not
+/// undefined data: a pipelined input of a Mosaic GPU kernel (`mosaic_gpu`:
+/// targets_gpu), which Pallas fetches by TMA (copy_gmem_to_smem,
+/// OOBFillMode.ZEROS; spec::Copy::zeros). The lowering, the oracle and the
+/// spec rules all ask this.
+bool tma_zero_fills(bool mosaic_gpu, Role role, bool windowed);
 
 } // namespace pipecheck::spec

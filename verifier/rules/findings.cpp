@@ -392,8 +392,6 @@ Finding uninitialized_finding(const KernelModel &m, const Effect &r, const Point
 
 namespace {
 
-// The mask of a masked store `T[s] = where(c, v, T[s])` at a grid point,
-// over its box: which elements it sets (the others it keeps).
 // A mask (substituted, program_id left) at grid point p, the mask locals it
 // reads through a subscript (`m[4:32]`) bound there in a flow of their own:
 // nullopt where it does not evaluate (it reads data).
@@ -410,6 +408,8 @@ std::optional<races::IntTensor> mask_at(const KernelModel &m, const races::Paddi
   return (local ? *local : flow).concrete(bind_grid(mask, p, m.grid), m.env);
 }
 
+// The mask of a masked store `T[s] = where(c, v, T[s])` at a grid point,
+// over its box: which elements it sets (the others it keeps).
 class StoreMask {
 public:
   /// `box`: the store's box at p (box_at). Without a keep_mask the store
@@ -1121,14 +1121,17 @@ Finding parallel_conflict_finding(const KernelModel &m, std::size_t op, const Po
 
 namespace {
 
-// The position of `p` in the order the grid runs (spec::grid_point's inverse).
-std::int64_t run_position(const KernelModel &m, const Point &p) {
-  std::int64_t cta = 0, step = 0;
-  for (std::size_t a = 0; a < m.grid.size() && a < p.size(); ++a) {
-    const bool is_cta = a < m.cta_axes.size() && m.cta_axes[a];
-    (is_cta ? cta : step) = (is_cta ? cta : step) * m.grid[a] + p[a];
-  }
-  return cta * spec::cta_steps(m.grid, m.cta_axes) + step;
+// The last point after `from` and before `to` in the order the grid runs
+// (through `to` when `through`) where `holds`, within a few thousand steps
+// of `from`; `from` where there is none.
+Point last_in_run_order(const KernelModel &m, const Point &from, const Point &to, bool through,
+                        const std::function<bool(const Point &)> &holds) {
+  Point last = from;
+  const std::int64_t a = spec::grid_position(m.grid, m.cta_axes, from),
+                     b = spec::grid_position(m.grid, m.cta_axes, to);
+  for (std::int64_t t = a + 1; (t < b || (through && t == b)) && t - a <= 4096; ++t)
+    if (Point p = spec::grid_point(m.grid, m.cta_axes, t); holds(p)) last = std::move(p);
+  return last;
 }
 
 } // namespace
@@ -1168,17 +1171,12 @@ Finding scratch_carry_finding(const KernelModel &m, std::size_t op, const Point 
                    " (a scan along a later axis), initialize it on the first step of each (every later axis "
                    "at 0); if it carries the earlier block on purpose (a halo), mark axis " +
                    ax + " " + in_order(m);
-  // The write the read takes: the last in run order before it (within a few
-  // thousand steps of the first).
-  Point last = written;
-  {
-    const std::int64_t from = run_position(m, written), to = run_position(m, read);
-    for (std::int64_t t = from + 1; t < to && t - from <= 4096; ++t) {
-      const Point p = spec::grid_point(m.grid, m.cta_axes, t);
-      for (const Effect &w : m.effects)
-        if (w.operand == op && w.kind != Effect::read && guard_at(m, w, p).value_or(false)) last = p;
-    }
-  }
+  // The write the read takes: the last in run order before it.
+  const Point last = last_in_run_order(m, written, read, false, [&](const Point &p) {
+    for (const Effect &w : m.effects)
+      if (w.operand == op && w.kind != Effect::read && guard_at(m, w, p).value_or(false)) return true;
+    return false;
+  });
   const std::string updated = last != written ? " and last updated at grid point " + format_tuple(last) : "";
   Finding f =
       make(Rule::parallel_write_conflict, o.loc,
@@ -1558,27 +1556,6 @@ Finding overwritten_after_reset_finding(const KernelModel &m, const Effect &w, s
   return f;
 }
 
-namespace {
-
-// The last point, in run order, after `lost` and before `next` (through it
-// when `through`), where accumulate `a` updates the same block of `out` and
-// of the scratch: the update whose value is lost last (within a few thousand
-// steps of `lost`; else `lost`).
-Point last_update(const KernelModel &m, std::size_t op, std::size_t out, const Effect &a, const Point &lost,
-                  const Point &next, bool through) {
-  Point last = lost;
-  const std::int64_t from = run_position(m, lost), to = run_position(m, next);
-  const auto blk = block_at(m, out, lost), own = block_at(m, op, lost);
-  for (std::int64_t t = from + 1; (t < to || (through && t == to)) && t - from <= 4096; ++t) {
-    const Point p = spec::grid_point(m.grid, m.cta_axes, t);
-    if (guard_at(m, a, p).value_or(false) && block_at(m, out, p) == blk && block_at(m, op, p) == own)
-      last = p;
-  }
-  return last;
-}
-
-} // namespace
-
 Finding lost_finding(const KernelModel &m, std::size_t op, std::size_t out, const Effect &a,
                      const Point &earlier, const Point &lost_at, const Point &next) {
   const auto &acc = m.operands[op];
@@ -1592,8 +1569,12 @@ Finding lost_finding(const KernelModel &m, std::size_t op, std::size_t out, cons
   if (next != lost_at)
     for (std::size_t i : scratch_use(m, op).inits)
       reset = reset || guard_at(m, m.effects[i], next).value_or(false);
-  // (The witness may be any lost update; the message names the last.)
-  const Point lost = last_update(m, op, out, a, lost_at, next, !reset);
+  // (The witness may be any lost update; the message names the last, up to
+  // the reset, or through the CTA's last step: one of the same blocks.)
+  const auto blk = block_at(m, out, lost_at), own = block_at(m, op, lost_at);
+  const Point lost = last_in_run_order(m, lost_at, next, !reset, [&](const Point &p) {
+    return guard_at(m, a, p).value_or(false) && block_at(m, out, p) == blk && block_at(m, op, p) == own;
+  });
   const std::string b = block_str(m, out, lost);
   const std::string then =
       reset ? "re-initialized at grid point " + format_tuple(next) + " for block " + block_str(m, out, next) +

@@ -94,8 +94,8 @@ bool KernelModel::is_read(std::size_t op) const {
 }
 
 bool KernelModel::zero_filled(std::size_t op) const {
-  return target && spec::is_gpu_target(*target) && !triton && op < operands.size() &&
-         operands[op].role == spec::Role::in && operands[op].windowed;
+  return op < operands.size() && spec::tma_zero_fills(target && spec::is_gpu_target(*target),
+                                                      operands[op].role, operands[op].windowed);
 }
 
 bool KernelModel::updates_through_locals(const Effect &w) const {

@@ -222,8 +222,8 @@ struct KernelModel {
   bool is_aliased_output(std::size_t operand) const;
   /// True when some effect on `operand` reads it (a load or `+=`).
   bool is_read(std::size_t operand) const;
-  /// True when a partial block of `operand` holds zeros past its array, not
-  /// undefined data: a Mosaic GPU input, fetched by TMA (spec::Copy::zeros).
+  /// spec::tma_zero_fills of `operand`: a partial block of it holds zeros
+  /// past its array (a Mosaic GPU input, fetched by TMA).
   bool zero_filled(std::size_t operand) const;
   /// True when the statement of store `w` also reads w's operand
   /// (`o[...] = where(mask, a, o[...])`, `acc[...] = acc[...] + x`): a

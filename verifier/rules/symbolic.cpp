@@ -254,15 +254,10 @@ public:
     const spec::Env params = closed_params();
     // Which subscript lies outside, at p under env.
     auto detail = [&](const PrefetchRead &r, const Point &p, const spec::Env &env) {
-      const auto extents = spec::elaborated_read_extents(r.in_range);
-      for (std::size_t d = 0; d < extents.size(); ++d) {
-        auto v = spec::evaluate(fold(extents[d].first, env, p, r.locals), env).value;
-        auto n = spec::evaluate(fold(extents[d].second, env, p, r.locals), env).value;
-        if (v && n && (*v < 0 || *v >= *n))
-          return "its subscript " + std::to_string(d) + " is " + std::to_string(*v) +
-                 ", outside 0:" + std::to_string(*n);
-      }
-      return std::string("a subscript lies outside the array");
+      return spec::elaborated_read_outside(
+                 r.in_range,
+                 [&](const spec::Expr &e) { return spec::evaluate(fold(e, env, p, r.locals), env).value; })
+          .value_or("a subscript lies outside the array");
     };
     struct Instance {
       std::size_t read;
