@@ -76,9 +76,20 @@ namespace {
   throw ExecError(ExecError::Kind::bad_input, loc, msg);
 }
 
+// `e` as its source wrote it: program_id(0), not the name the oracle binds.
+Expr as_written(const Expr &e) {
+  if (e.op == Op::Name)
+    for (const char *call : {"program_id", "num_programs"}) {
+      const std::string prefix = std::string(call) + "$";
+      if (e.name.rfind(prefix, 0) == 0)
+        return Expr::call(call, {Expr::integer(std::stoll(e.name.substr(prefix.size())), e.loc)}, e.loc);
+    }
+  return e.map_args([](const Expr &a) { return as_written(a); });
+}
+
 std::string expr_string(const Expr &e) {
   std::ostringstream os;
-  os << e;
+  os << as_written(e);
   return os.str();
 }
 
@@ -598,54 +609,27 @@ void Interp::loaded(const View &v, const Expr *e) {
 void Interp::check_prefetch_reads(const spec::Stmt &s) {
   auto [it, fresh] = prefetch_reads_.try_emplace(&s, false);
   if (fresh) {
-    std::function<bool(const Expr &)> any = [&](const Expr &e) {
-      return spec::elaborated_read_bounds(e) || std::any_of(e.args.begin(), e.args.end(), any);
-    };
     bool found = false;
-    spec::for_each_expr(s, [&](const Expr &e) { found = found || any(e); });
+    spec::for_each_expr(s, [&](const Expr &e) { found = found || spec::has_elaborated_reads(e); });
     it->second = found;
   }
   if (!it->second) return;
-  // The reads this statement makes: `a and b` reads b only where a holds,
-  // `a or b` only where it fails, a scalar `where` only its branch taken
-  // (the lowering guards reads past a table's end that way).
-  std::function<void(const Expr &)> walk = [&](const Expr &e) {
-    if (const Expr *in = spec::elaborated_read_bounds(e)) {
-      if (spec::eval_int(*in, env).value_or(1) == 0) {
-        const auto outside =
-            spec::elaborated_read_outside(*in, [&](const Expr &x) { return spec::eval_int(x, env); });
-        const std::string where = outside ? ": " + *outside : "";
-        // (The grid point where the body runs at one: the oracle binds its program ids.)
-        std::vector<std::int64_t> point;
-        for (int a = 0;; ++a) {
-          auto id = env.find(program_id_name(a));
-          if (id == env.end()) break;
-          point.push_back(id->second);
-        }
-        throw ExecError(ExecError::Kind::fault, e.loc,
-                        "a read of a scalar-prefetch array outside it" +
-                            (point.empty() ? std::string() : " at grid point " + spec::format_tuple(point)) +
-                            where + " (on a TPU the SMEM load takes whatever lies next to the table)");
-      }
-      walk(*in); // (its subscripts may read tables too)
-      return;
+  const auto value = [&](const Expr &x) { return spec::eval_int(x, env); };
+  spec::for_each_expr(s, [&](const Expr &e) {
+    const auto r = spec::prefetch_read_outside(e, value);
+    if (!r) return;
+    // (The grid point where the body runs at one: the oracle binds its program ids.)
+    std::vector<std::int64_t> point;
+    for (int a = 0;; ++a) {
+      auto id = env.find(program_id_name(a));
+      if (id == env.end()) break;
+      point.push_back(id->second);
     }
-    if ((e.op == Op::And || e.op == Op::Or) && e.args.size() == 2) {
-      walk(e.args[0]);
-      if (const auto l = spec::eval_int(e.args[0], env); l && (*l != 0) == (e.op == Op::Or)) return;
-      walk(e.args[1]);
-      return;
-    }
-    if (e.op == Op::Call && e.name == "where" && e.num_positional() == 3)
-      if (const auto c = spec::eval_int(e.args[0], env)) {
-        walk(e.args[0]);
-        walk(e.args[*c != 0 ? 1 : 2]);
-        return;
-      }
-    for (const auto &a : e.args)
-      walk(a);
-  };
-  spec::for_each_expr(s, walk);
+    throw ExecError(ExecError::Kind::fault, r->read->loc,
+                    "a read of a scalar-prefetch array outside it" +
+                        (point.empty() ? std::string() : " at grid point " + spec::format_tuple(point)) +
+                        ": " + r->what + " (on a TPU the SMEM load takes whatever lies next to the table)");
+  });
 }
 
 void Interp::exec(const spec::Stmt &s) {

@@ -1,5 +1,6 @@
 #include "executor/oracle.hpp"
 #include "spec/nested.hpp"
+#include "spec/prefetch.hpp"
 
 #include "spec/targets.hpp"
 
@@ -201,12 +202,37 @@ Shape window_extents(const ConcreteOperand &op, spec::BlockIndex b) {
 /// the whole table.
 struct Indexers {
   std::unique_ptr<spec::BlockIndexer> index, sizes;
+  const ConcreteKernel &c;
+  const ConcreteOperand &op;
+  bool reads_tables = false; // its map reads a scalar prefetch array
   Indexers(const ConcreteKernel &c, const ConcreteOperand &op)
       : index(std::make_unique<spec::BlockIndexer>(op, c.params, c.grid, c.grid.size())),
         sizes(op.has_bounded_dims()
                   ? std::make_unique<spec::BlockIndexer>(op, c.params, c.grid, c.grid.size(), &op.size)
-                  : nullptr) {}
+                  : nullptr),
+        c(c), op(op) {
+    for (const auto &e : op.window)
+      reads_tables = reads_tables || spec::has_elaborated_reads(e);
+  }
+  // A read of a table outside it faults at the read, as in a body (Interp):
+  // a clamp of the block index it gives (`max(ids[i + 1], 0)`) hides nothing.
+  void check_reads(const Shape &point) const {
+    spec::Env env = c.params;
+    for (std::size_t a = 0; a < op.index_params.size() && a < point.size(); ++a)
+      env[op.index_params[a]] = point[a];
+    for (const auto &e : op.window) {
+      const Expr at = spec::bind_grid(e, point, c.grid);
+      const auto r = spec::prefetch_read_outside(at, [&](const Expr &x) { return spec::eval_int(x, env); });
+      if (r)
+        throw ExecError(ExecError::Kind::fault, r->read->loc,
+                        "the index map of '" + op.name +
+                            "' reads a scalar-prefetch array outside it at grid point " +
+                            spec::format_tuple(point) + ": " + r->what +
+                            " (on a TPU the SMEM load takes whatever lies next to the table)");
+    }
+  }
   Shape block(const Shape &point) {
+    if (reads_tables) check_reads(point);
     spec::BlockIndex b = index->at(point);
     if (b.error) bad(b.error->diag.loc, b.error->diag.message);
     return std::move(*b.value);

@@ -490,6 +490,87 @@ std::set<std::string> prefetch_address_only(const KernelSpec &raw) {
   return out;
 }
 
+namespace {
+
+// Whether every read of a name in `tainted` within `e` is taken only as a
+// value from `e`'s root: under + - * /, unary -, a cast to a float dtype, a
+// broadcast, a `where`'s branches (not its condition). A read of a prefetch
+// array there is a value whatever its subscripts (an address in SMEM).
+bool value_only_in(const KernelSpec &k, const Expr &e, const std::set<std::string> &tainted) {
+  if (!reads_name(e, tainted)) return true;
+  if ((e.op == Op::Ref || e.op == Op::Name) && (tainted.count(e.name) || k.prefetch(e.name))) return true;
+  const auto all = [&](std::size_t from) {
+    for (std::size_t a = from; a < e.args.size(); ++a)
+      if (!value_only_in(k, e.args[a], tainted)) return false;
+    return true;
+  };
+  switch (e.op) {
+  case Op::Add:
+  case Op::Sub:
+  case Op::Mul:
+  case Op::Div:
+  case Op::Neg: return all(0);
+  case Op::Call:
+    if (e.name == "cast" && e.args.size() == 2 && e.args[1].op == Op::Name) {
+      const auto d = parse_dtype(e.args[1].name);
+      return d && dtype_is_float(*d) && value_only_in(k, e.args[0], tainted);
+    }
+    if (e.name == "broadcast_to" && e.args.size() == 2)
+      return value_only_in(k, e.args[0], tainted) && !reads_name(e.args[1], tainted);
+    if (e.name == "where" && e.num_positional() == 3 && e.args.size() == 3)
+      return !reads_name(e.args[0], tainted) && value_only_in(k, e.args[1], tainted) &&
+             value_only_in(k, e.args[2], tainted);
+    return false;
+  default: return false;
+  }
+}
+
+// Statements reading a tainted name only as values (value_only_in) of
+// stores; a local bound from one is tainted (and its own uses checked).
+bool value_only_in(const KernelSpec &k, const Block &b, const std::set<std::string> &tainted) {
+  for (const auto &s : b) {
+    if (const auto *a = std::get_if<Assign>(&s.kind)) {
+      if (reads_name(a->target, tainted) || !value_only_in(k, a->value, tainted)) return false;
+    } else if (std::holds_alternative<Let>(s.kind)) {
+      // (Its name is tainted where its value reads one: its uses are checked.)
+    } else if (const auto *f = std::get_if<If>(&s.kind)) {
+      if (reads_name(f->cond, tainted) || !value_only_in(k, f->then_body, tainted) ||
+          !value_only_in(k, f->else_body, tainted))
+        return false;
+    } else if (const auto *f = std::get_if<For>(&s.kind)) {
+      if (reads_name(f->lo, tainted) || reads_name(f->hi, tainted) || !value_only_in(k, f->body, tainted))
+        return false;
+    } else {
+      bool reads = false;
+      for_each_expr(s, [&](const Expr &e) { reads = reads || reads_name(e, tainted); });
+      if (reads || std::holds_alternative<EmitPipeline>(s.kind)) return false;
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+std::set<std::string> prefetch_value_only(const KernelSpec &raw) {
+  const KernelSpec k = flatten_prefetch_reads(raw);
+  std::set<std::string> out;
+  const std::size_t grid_rank = k.grid ? k.grid->size() : 0;
+  for (std::size_t i = 0; i < k.prefetches.size(); ++i) {
+    const Prefetch &p = k.prefetches[i];
+    bool in_map = false;
+    for (const auto &o : k.operands)
+      if (o.index_map && o.index_map->params.size() > grid_rank + i)
+        for (const auto &r : o.index_map->results)
+          in_map = in_map || reads_name(r, {o.index_map->params[grid_rank + i]});
+    if (in_map) continue;
+    AddressUse u{k, {p.name}, {}, true};
+    while (u.spread(k.body)) {
+    }
+    if (value_only_in(k, k.body, u.tainted)) out.insert(p.name);
+  }
+  return out;
+}
+
 std::optional<PrefetchContents> pick_prefetch(const PrefetchSpace &s, std::uint64_t seed, std::string &why) {
   std::mt19937_64 rng(seed);
   PrefetchContents out;
@@ -779,6 +860,28 @@ elaborated_read_outside(const Expr &in,
       return "its subscript " + std::to_string(d) + " is " + std::to_string(*i) +
              ", outside 0:" + std::to_string(*n);
   }
+  return std::nullopt;
+}
+
+bool has_elaborated_reads(const Expr &e) {
+  return elaborated_read_bounds(e) ||
+         std::any_of(e.args.begin(), e.args.end(), [](const Expr &a) { return has_elaborated_reads(a); });
+}
+
+std::optional<ReadOutside>
+prefetch_read_outside(const Expr &e, const std::function<std::optional<std::int64_t>(const Expr &)> &value) {
+  if (const Expr *in = elaborated_read_bounds(e)) {
+    if (value(*in).value_or(1) == 0)
+      return ReadOutside{&e, elaborated_read_outside(*in, value).value_or("its subscript is outside it")};
+    return prefetch_read_outside(*in, value); // (its subscripts may read tables too)
+  }
+  if ((e.op == Op::And || e.op == Op::Or) && e.args.size() == 2) {
+    if (auto r = prefetch_read_outside(e.args[0], value)) return r;
+    if (const auto l = value(e.args[0]); l && (*l != 0) == (e.op == Op::Or)) return std::nullopt;
+    return prefetch_read_outside(e.args[1], value);
+  }
+  for (const auto &a : e.args)
+    if (auto r = prefetch_read_outside(a, value)) return r;
   return std::nullopt;
 }
 

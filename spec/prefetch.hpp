@@ -103,6 +103,16 @@ bool prefetch_equality_only(const KernelSpec &k, const Env &params);
 /// (paged attention's page table).
 std::set<std::string> prefetch_address_only(const KernelSpec &k);
 
+/// The prefetch arrays of `k` whose reads the lowered program takes only as
+/// values: no index map reads them, and in the body every read (directly,
+/// or through locals computed from one) flows into a store's value through
+/// arithmetic, float casts, broadcasts and a `where`'s branches alone — no
+/// condition, loop bound, subscript, mask or DMA (a per-group scale a
+/// quantized matmul keeps in SMEM). No copy, wait, slot or mask of the
+/// program depends on their contents, so its race check leaves them open;
+/// the spec rules decide their reads' bounds for every allowed contents.
+std::set<std::string> prefetch_value_only(const KernelSpec &k);
+
 /// Allowed contents for the arrays that are not given, drawn with `seed`;
 /// nullopt (with `why`) when none is found.
 std::optional<PrefetchContents> pick_prefetch(const PrefetchSpace &, std::uint64_t seed, std::string &why);
@@ -144,6 +154,23 @@ std::vector<std::pair<Expr, Expr>> elaborated_read_extents(const Expr &in);
 std::optional<std::string>
 elaborated_read_outside(const Expr &in,
                         const std::function<std::optional<std::int64_t>(const Expr &)> &value);
+
+/// Whether `e` holds such a read (nested reads too).
+bool has_elaborated_reads(const Expr &e);
+
+/// The first such read in `e` that lies outside its array where `value`
+/// gives the integers' values (nullopt where it cannot), in evaluation
+/// order, and elaborated_read_outside's words for it. `a and b` reads `b`
+/// only where `a` holds, `a or b` only where it fails (Python's short
+/// circuit); every other operation reads all its operands, a `where` both
+/// sides too: a select discards a load's value, not the load. check, the
+/// oracle and the lowered program's run all say a read is made by this.
+struct ReadOutside {
+  const Expr *read = nullptr;
+  std::string what;
+};
+std::optional<ReadOutside>
+prefetch_read_outside(const Expr &e, const std::function<std::optional<std::int64_t>(const Expr &)> &value);
 
 /// `k` with every read of a prefetch array of rank > 1 flattened, in index
 /// maps and the body: `pt[b, p]` (pt: i32[B, P]) becomes

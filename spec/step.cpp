@@ -1,6 +1,7 @@
 #include "spec/step.hpp"
 
 #include "spec/place.hpp"
+#include "spec/prefetch.hpp"
 #include "spec/print.hpp"
 #include "spec/typecheck.hpp"
 
@@ -152,6 +153,8 @@ void Stepper::plan_block(const Block &b) {
       plan_ref(d->sem);
       plan_int(d->n);
     }
+    for_each_expr(s,
+                  [&](const Expr &e) { plan.reads_tables = plan.reads_tables || has_elaborated_reads(e); });
     plans_.try_emplace(&s, plan);
   }
 }
@@ -310,6 +313,12 @@ void Stepper::exec_block(const Block &b) {
 void Stepper::exec(const Stmt &s) {
   current_ = &s;
   const StmtPlan &plan = plans_.at(&s);
+  if (plan.reads_tables)
+    for_each_expr(s, [&](const Expr &e) {
+      if (auto r = prefetch_read_outside(e, [&](const Expr &x) { return value_of(x); }))
+        throw OutOfBounds("a read of a scalar-prefetch array outside it: " + r->what +
+                          " (on a TPU the SMEM load takes whatever lies next to the table)");
+    });
   if (auto *f = std::get_if<For>(&s.kind)) {
     const std::int64_t lo = eval(plan.ints[0], f->lo, s.loc), hi = eval(plan.ints[1], f->hi, s.loc);
     std::int64_t *&bound = vars_[static_cast<std::size_t>(plan.var)];

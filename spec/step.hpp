@@ -227,6 +227,7 @@ private:
     int var = -1;                    // a for's variable, a let's name
     int ints[2] = {-1, -1};          // compiled: a for's bounds, an if's condition, a let's value
     const Expr *let_store = nullptr; // `T = ...` on a buffer: the ref T
+    bool reads_tables = false;       // it reads a scalar prefetch array (spec::has_elaborated_reads)
   };
   struct RefPlan {
     int buffer = -1;                                // -1: not a buffer

@@ -699,6 +699,7 @@ Verdict check_prefetch(const spec::KernelSpec &k, const CheckOptions &o) {
 // Each finding names the prefetch contents it was found with (in its message
 // and its witness); the contents as text.
 std::string name_contents(std::vector<Finding> &findings, const spec::PrefetchContents &c) {
+  if (c.empty()) return ""; // (every table left open: the finding holds for any contents)
   const std::string with = spec::format_prefetch(c);
   for (auto &f : findings) {
     f.message += " (prefetch contents: " + with + ")";
@@ -767,9 +768,11 @@ std::optional<spec::PrefetchContents> constant_contents(const spec::PrefetchSpac
 }
 
 // The arrays whose contents are open and that are read only as the address
-// of a copy source nothing writes (spec::prefetch_address_only).
+// of a copy source nothing writes (spec::prefetch_address_only), or only as
+// values (spec::prefetch_value_only): the lowered program depends on none.
 std::vector<std::string> open_addresses(const spec::KernelSpec &k, const spec::PrefetchSpace &space) {
-  const std::set<std::string> addresses = spec::prefetch_address_only(k);
+  std::set<std::string> addresses = spec::prefetch_address_only(k);
+  addresses.merge(spec::prefetch_value_only(k));
   std::vector<std::string> out;
   for (const auto &a : space.arrays)
     if (!a.given && addresses.count(a.name)) out.push_back(a.name);
@@ -903,12 +906,18 @@ Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o
   LoweredCheck low;
   std::string each = "prefetch contents the constraints allow";
   const bool addresses = !all && every_open_array_is_an_address(k, space);
+  const std::set<std::string> values = addresses ? spec::prefetch_value_only(k) : std::set<std::string>{};
   if (addresses) {
     // The spec rules above decided whether each such address lies inside
     // its array, for every contents; nothing else depends on them, so one
     // contents does: one value throughout where allowed (each read is then
-    // one leaf, not a tree over the table).
-    all = std::vector<spec::PrefetchContents>{constant_contents(space).value_or(*start)};
+    // one leaf, not a tree over the table). An array read only as values is
+    // left open (its reads are names, no value of which the program takes
+    // for a mask or a zero).
+    spec::PrefetchContents c = constant_contents(space).value_or(*start);
+    for (const auto &n : values)
+      c.erase(n);
+    all = std::vector<spec::PrefetchContents>{std::move(c)};
   }
   if (!all && spec::prefetch_equality_only(k, spec::param_env(k.params, o.overrides))) {
     all = spec::prefetch_patterns(space, kMaxContents);
@@ -931,8 +940,10 @@ Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o
             maps_read = maps_read || spec::mentions(r, p.name);
     low.reason =
         std::string("the lowered program is not checked: ") +
-        (maps_read ? "which copies it skips depends on the prefetch contents"
-                   : "what its body's accesses reach depends on the prefetch contents its subscripts read") +
+        (maps_read
+             ? "which copies it skips depends on the prefetch contents"
+             : "what its body does depends on the prefetch contents it reads (in a subscript, a condition, a "
+               "loop bound, a mask or integer arithmetic: not only as values)") +
         ", and their constraints allow more than " + std::to_string(kMaxContents) +
         " contents and patterns of equal elements (give the contents, or narrow the constraints, for a "
         "race check)";
@@ -942,16 +953,32 @@ Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o
       LoweredCheck one = check_lowered(spec::elaborate_prefetch(k, space, c), o);
       if (one.status == Status::verified) continue;
       const std::string with = name_contents(one.findings, c);
-      if (one.status == Status::unknown) one.reason += " (with prefetch contents " + with + ")";
+      if (one.status == Status::unknown && !with.empty())
+        one.reason += " (with prefetch contents " + with + ")";
       const bool found = one.status == Status::violation;
       if (found || low.status == Status::verified) low = std::move(one);
       if (found) break;
     }
-    if (low.status == Status::verified && addresses)
-      low.reason = "the lowered program is race-free with the prefetch contents " + describe(all->front()) +
-                   ", and so with every allowed contents: it reads them only as the addresses of copies from "
-                   "arrays nothing writes";
-    else if (low.status == Status::verified)
+    if (low.status == Status::verified && addresses) {
+      std::string open;
+      for (const auto &n : values)
+        open += (open.empty() ? "'" : ", '") + n + "'";
+      const bool fixed = !all->front().empty();
+      if (open.empty())
+        low.reason =
+            "the lowered program is race-free with the prefetch contents " + describe(all->front()) +
+            ", and so with every allowed contents: it reads them only as the addresses of copies from "
+            "arrays nothing writes";
+      else
+        low.reason =
+            "the lowered program is race-free with the reads of " + open + " left open" +
+            (fixed ? " and the prefetch contents " + describe(all->front()) : std::string()) +
+            ", and so with every allowed contents: it takes " + open +
+            " only as values, which no copy, condition or mask depends on" +
+            (fixed ? std::string(", and the others only as the addresses of copies from arrays nothing "
+                                 "writes")
+                   : std::string());
+    } else if (low.status == Status::verified)
       low.reason =
           "the lowered program is race-free for each of the " + std::to_string(all->size()) + " " + each;
   }

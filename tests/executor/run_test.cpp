@@ -486,6 +486,63 @@ TEST(RunKernel, AReadOfAScalarPrefetchArrayPastItsEndFaultsAtTheReadAsCheckRepor
   EXPECT_EQ(good.status, RunStatus::pass) << good.reason;
 }
 
+TEST(RunKernel, AReadOfATablePastItsEndFaultsUnderASelectInAWhileConditionAndInAnIndexMap) {
+  // Each reads tbl[6] of an i32[6] table at grid point (5,), as check reports it:
+  // a select discards the value, not the load; a while condition reads at the
+  // iteration that ends the loop; a clamp of the block index hides nothing.
+  const std::string head = "kernel k:\n    grid = (6,)\n    prefetch tbl: i32[6] = [0, 3, 0, 0, 5, 0]\n"
+                           "    in  x: f32[48, 128]  block=(8, 128)  index=(i, tbl) -> (i, 0)\n";
+  const std::string out = "    out o: f32[48, 128]  block=(8, 128)  index=(i, tbl) -> (i, 0)\n    body:\n";
+  const std::string w = "    in  w: f32[6, 8, 128]  block=(None, 8, 128)  index=(i, tbl) -> ";
+  struct Case {
+    std::string text, found;
+    int line;
+  };
+  for (const Case &c : std::vector<Case>{
+           {head + out +
+                "        i = program_id(0)\n        o[...] = x[...] + cast(where(i + 1 < 6, tbl[i + 1], 0), "
+                "f32)\n",
+            "a read of a scalar-prefetch array outside it at grid point (5,): its subscript 0 is 6", 8},
+           {head + out +
+                "        c = program_id(0)\n        while tbl[c] == 0, bound=8:\n            c = c + 1\n"
+                "        o[...] = x[...] + cast(c, f32)\n",
+            "a read of a scalar-prefetch array outside it at grid point (5,): its subscript 0 is 6", 8},
+           {head + w + "(max(tbl[i + 1], 0), 0, 0)\n" + out + "        o[...] = x[...] + w[...]\n",
+            "the index map of 'w' reads a scalar-prefetch array outside it at grid point (5,): its subscript "
+            "0 is 6",
+            5}}) {
+    const RunResult bad = run_kernel_text(c.text);
+    EXPECT_EQ(bad.status, RunStatus::fail) << c.text << bad.reason;
+    EXPECT_EQ(bad.loc.line, c.line) << bad.reason;
+    EXPECT_NE(bad.reason.find(c.found), std::string::npos) << bad.reason;
+  }
+  // The twins keep every read inside the table.
+  for (const std::string &good :
+       {head + out +
+            "        i = program_id(0)\n        o[...] = x[...] + cast(where(i + 1 < 6, tbl[min(i + 1, 5)], "
+            "0), f32)\n",
+        head + out +
+            "        c = program_id(0)\n        while c < 6 and tbl[c] == 0, bound=8:\n            c = c + "
+            "1\n"
+            "        o[...] = x[...] + cast(c, f32)\n",
+        head + w + "(tbl[min(i + 1, 5)], 0, 0)\n" + out + "        o[...] = x[...] + w[...]\n"}) {
+    const RunResult r = run_kernel_text(good);
+    EXPECT_EQ(r.status, RunStatus::pass) << good << r.reason;
+  }
+}
+
+TEST(RunKernel, AFaultQuotesTheRefAsItsSourceWritesIt) {
+  // program_id(0), not the name the oracle binds for it.
+  const RunResult bad = run_kernel_text("kernel k:\n    grid = (4,)\n    in  x: f32[8, 128]\n"
+                                        "    out o: f32[32, 128]  block=(8, 128)  index=(i) -> (i, 0)\n"
+                                        "    body:\n"
+                                        "        o[...] = broadcast_to(x[program_id(0) - 1, :], (8, 128))\n");
+  EXPECT_EQ(bad.status, RunStatus::fail) << bad.reason;
+  EXPECT_NE(bad.reason.find("'x[program_id(0) - 1, :]': index -1 is out of bounds for dim 0 (extent 8)"),
+            std::string::npos)
+      << bad.reason;
+}
+
 TEST(RunKernel, ATritonLoadPastItsArrayIsAFaultAndAMaskedOneIsNot) {
   // 1000 elements in ragged blocks of 256: the last program's block passes
   // the array, and a Triton block is a view of it. The store is masked both

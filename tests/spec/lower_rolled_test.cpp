@@ -133,6 +133,14 @@ bool expect_same_schedule(const KernelSpec &k, const std::string &what) {
   std::size_t i = 0;
   while (i < eu.size() && i < er.size() && eu[i] == er[i])
     ++i;
+  // A read of a prefetch table past its end: the rolled form reads it at run
+  // time and faults there; the unrolled one decided it at lowering time (a
+  // `when`, a while condition, a block index) from the poison value. The two
+  // agree up to that read, where the kernel is wrong already (check's spec
+  // rules and run's oracle report it at the read).
+  if (i < er.size() && i < eu.size() &&
+      er[i].find("a read of a scalar-prefetch array outside it") != std::string::npos)
+    return true;
   EXPECT_TRUE(i == eu.size() && i == er.size())
       << what << "\nfirst difference at event " << i
       << ":\n  unrolled: " << (i < eu.size() ? eu[i] : "(none)")

@@ -279,3 +279,24 @@ TEST(Stepper, AComputeSliceWhoseSizeChangesBetweenIterationsIsAnError) {
   EXPECT_NO_THROW(run("pipeline p:\n    sram X[1]: f32[8, 512]\n    for g in range(2):\n"
                       "        X[0, :, g * 128:g * 128 + 128] = X[0, :, g * 128:g * 128 + 128] + 1\n"));
 }
+
+TEST(Stepper, AReadOfAPrefetchTablePastItsEndFaultsWhereTheLoweringLeftIt) {
+  // The lowering writes tbl[s + 1] of an i32[3] table as a select over its
+  // contents with the poison value outside: at s = 2 the read is made
+  // (the select discards the value, not the load) and faults there.
+  const std::string out = run(R"(pipeline p:
+    hbm A: f32[4, 128]
+    sram X[1]: f32[128]
+    for s in range(3):
+        b = where(s + 1 >= 0 and s + 1 < 3, where(s + 1 < 2, 1, 3), -2147483648)
+        c = where(s < 2, b, 0)
+        copy_in_start(A[c], X[0])
+        copy_in_wait(X[0])
+)");
+  EXPECT_EQ(
+      out,
+      "L7 start op0 filled=X[0] 0:128\nL8 retire op0\n"
+      "L7 start op1 filled=X[0] 0:128\nL8 retire op1\n"
+      "L5 out-of-bounds: a read of a scalar-prefetch array outside it: its subscript 0 is 3, outside 0:3 "
+      "(on a TPU the SMEM load takes whatever lies next to the table)\n");
+}

@@ -259,3 +259,48 @@ TEST(PrefetchDma, ARaceCheckThatDependsOnTheLengthsRunsOncePerLengthsWithThePage
   EXPECT_NE(bad.findings.at(0).message.find("lens = [1, 1, 2]"), std::string::npos)
       << bad.findings.at(0).message;
 }
+
+namespace {
+
+// A per-step scale kept in SMEM (625 allowed tables): `use` says how the body takes it.
+std::string scaled(const std::string &use) {
+  return "kernel s:\n"
+         "    grid = (4,)\n"
+         "    prefetch sc: i32[4] in [0, 5)\n"
+         "    in  x: f32[32, 128]  block=(8, 128)  index=(i, sc) -> (i, 0)\n"
+         "    out o: f32[32, 128]  block=(8, 128)  index=(i, sc) -> (i, 0)\n"
+         "    body:\n" +
+         use;
+}
+
+} // namespace
+
+TEST(PrefetchValues, ATableReadOnlyAsAValueNeedsOneRaceCheckWithItsReadsLeftOpen) {
+  for (const std::string use :
+       {"        o[...] = x[...] * cast(sc[program_id(0)], f32)\n",
+        "        s = sc[program_id(0)] + 1\n        o[...] = x[...] * cast(s, f32)\n",
+        "        o[...] = where(x[...] > 0.0, x[...], cast(sc[3 - program_id(0)], f32))\n"}) {
+    const auto k = parse(scaled(use));
+    EXPECT_EQ(spec::prefetch_value_only(k).count("sc"), 1u) << use;
+    const auto v = verifier::check(k, {});
+    EXPECT_EQ(v.status, Status::verified) << use << v.reason;
+    EXPECT_NE(v.reason.find("'sc'"), std::string::npos) << v.reason;
+  }
+}
+
+TEST(PrefetchValues, ATableThatDecidesAMaskAConditionOrAnAddressIsNoValueOnly) {
+  for (const std::string use :
+       {"        o[...] = where(iota((8, 128), 1) < sc[program_id(0)], x[...], 0.0)\n",
+        "        m = iota((8, 128), 1) < sc[program_id(0)]\n        o[...] = where(m, x[...], 0.0)\n",
+        "        o[...] = x[...]\n        when sc[program_id(0)] > 2:\n            o[...] = zeros\n",
+        "        o[...] = x[...] * cast(sc[program_id(0)] // 2, f32)\n",
+        "        o[...] = x[ds(sc[program_id(0)], 8), :] * 0.0 + x[...]\n"}) {
+    const auto k = parse(scaled(use));
+    EXPECT_EQ(spec::prefetch_value_only(k).count("sc"), 0u) << use;
+  }
+  // A mask from the table that keeps a part of the output nothing wrote is
+  // found for the tables that leave it (sc < 128 keeps the rest).
+  const auto keep = verifier::check(
+      parse(scaled("        o[...] = where(iota((8, 128), 1) < sc[program_id(0)], x[...], o[...])\n")), {});
+  EXPECT_NE(keep.status, Status::verified) << keep.reason;
+}

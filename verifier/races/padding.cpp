@@ -1023,8 +1023,10 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
     }
     auto it = pads_.find(e.name);
     if (it == pads_.end()) {
-      // A param, a loop variable, or a local bound while no padding existed.
-      if (e.op == Op::Name && (env.count(e.name) || e.name == "inf")) return none(Shape{});
+      // A param, a loop variable, or a local bound while no padding existed;
+      // an element of a prefetch table left open (`sc[0]`, spec::prefetch_element): a scalar.
+      if (e.op == Op::Name && (env.count(e.name) || e.name == "inf" || e.name.find('[') != std::string::npos))
+        return none(Shape{});
       return none(std::nullopt);
     }
     if (e.op == Op::Name) return it->second;

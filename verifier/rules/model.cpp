@@ -1722,9 +1722,16 @@ struct Builder {
       return table(v);
     };
     const Expr t = table(trips);
-    for (std::int64_t k = 0; k < most; ++k) {
+    for (std::int64_t k = 0; k <= most; ++k) {
       for (std::size_t c = 0; c < carried.size(); ++c)
         int_locals[carried[c]] = at(c, k);
+      // The condition is evaluated at each iteration the loop reaches, the
+      // one that ends it too: a table read there is a read (`tbl[c]` one
+      // past the end when no entry stops the scan).
+      auto reached = guards;
+      reached.push_back(Expr::binary(Op::Le, Expr::integer(k), t));
+      prefetch_reads(spec::while_cond(f), reached);
+      if (k == most) break;
       auto g = guards;
       g.push_back(Expr::binary(Op::Lt, Expr::integer(k), t));
       walk(spec::while_body(f), g);
