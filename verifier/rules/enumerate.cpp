@@ -622,6 +622,7 @@ private:
       const Effect &we = m_.effects[w];
       if (we.operand != op || we.kind != Effect::write || m_.updates_through_locals(we)) continue;
       std::map<Point, std::vector<std::pair<std::size_t, Box>>> taken; // per block: (point, box) in order
+      std::set<Point> written; // blocks a store or accumulation has set, up to q
       bool found = false;
       for (std::size_t q = 0; q < pts_.size() && !found; ++q) {
         if (fires_[w][q]) {
@@ -634,11 +635,28 @@ private:
             }
         }
         // (A read that only puts back what the block holds, a select's kept
-        // branch, takes no partial result.)
+        // branch, takes no partial result; nor does a plain read of a block
+        // nothing has set yet, which reads no result at all: that read is
+        // the uninitialized-accumulator's.)
+        const Point &b = blk_[op][q];
+        const auto set_before = [&](int order) {
+          if (written.count(b)) return true;
+          for (std::size_t e = 0; e < m_.effects.size(); ++e)
+            if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::read &&
+                m_.effects[e].order < order && fires_[e][q])
+              return true;
+          return false;
+        };
+        for (std::size_t e = 0; e < m_.effects.size(); ++e) {
+          const Effect &x = m_.effects[e];
+          if (x.operand == op && !x.keep && fires_[e][q] &&
+              (x.kind == Effect::accumulate || (x.kind == Effect::read && set_before(x.order)) ||
+               (x.kind == Effect::write && m_.updates_through_locals(x))))
+            taken[b].emplace_back(q, box_or_whole(x, q));
+        }
         for (std::size_t e = 0; e < m_.effects.size(); ++e)
-          if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::write && !m_.effects[e].keep &&
-              fires_[e][q])
-            taken[blk_[op][q]].emplace_back(q, box_or_whole(m_.effects[e], q));
+          if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::read && fires_[e][q])
+            written.insert(b);
       }
     }
   }

@@ -1049,14 +1049,32 @@ private:
     const auto &o = m_.operands[op];
     for (const auto &w : m_.effects) {
       if (w.operand != op || w.kind != Effect::write || m_.updates_through_locals(w)) continue;
-      SymPoint p = point("p"), q = point("q");
+      SymPoint p = point("p"), q = point("q"), s = point("s");
       const auto wb = box_terms(w, q);
+      // The block was set (a store or accumulation) at some s < p, or at p
+      // before the read (`set_at_p`).
+      std::vector<Term> set_at_s;
+      for (const auto &x : m_.effects)
+        if (x.operand == op && x.kind != Effect::read) set_at_s.push_back(guard(x, s));
+      const Term set_earlier =
+          in_grid(s) && lex_lt(s, p) && same(window(op, s), window(op, p)) && ctx_.any_of(set_at_s);
       std::vector<Term> taken;
       // (A read that only puts back what the block holds, a select's kept
-      // branch, takes no partial result.)
+      // branch, takes no partial result; nor does a plain read of a block
+      // nothing has set yet, which reads no result at all: that read is the
+      // uninitialized-accumulator's.)
       for (const auto &e : m_.effects)
-        if (e.operand == op && e.kind != Effect::write && !e.keep)
-          taken.push_back(guard(e, p) && overlap(box_terms(e, p), wb));
+        if (e.operand == op && !e.keep && (e.kind != Effect::write || m_.updates_through_locals(e))) {
+          Term t = guard(e, p) && overlap(box_terms(e, p), wb);
+          if (e.kind == Effect::read) {
+            std::vector<Term> set_at_p;
+            for (const auto &x : m_.effects)
+              if (x.operand == op && x.kind != Effect::read && x.order < e.order)
+                set_at_p.push_back(guard(x, p));
+            t = t && (set_earlier || ctx_.any_of(set_at_p));
+          }
+          taken.push_back(t);
+        }
       std::vector<Point> v;
       if (query("accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
                 {in_grid(p), in_grid(q), lex_lt(p, q), same(window(op, p), window(op, q)), guard(w, q),
