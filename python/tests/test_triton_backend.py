@@ -199,3 +199,27 @@ def test_a_load_mask_one_lane_too_wide_reads_past_the_array_at_its_own_line_what
     assert oob[0].python[1] == load_line, str(res)
     run = pj.run(ragged_block_call(load_mask_one_lane_too_many_kernel), x, reference=lambda x: x * 2.0)
     assert not run.ok and "loads, masked, element (1000,)" in str(run), str(run)
+
+
+def _masked_row_sum(other):
+    def kernel(x_ref, o_ref):
+        m = jnp.arange(128) < 100
+        x = pltriton.load(x_ref.at[pl.ds(0, 128)], mask=m, other=other)  # the load
+        s = jnp.sum(x)
+        pltriton.store(o_ref.at[pl.ds(0, 128)], x * 0 + s, mask=m)
+
+    return lambda x: pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((100,), jnp.float32),
+                                    compiler_params=pltriton.CompilerParams(num_warps=4))(x)
+
+
+def test_a_masked_load_without_other_is_named_where_its_undefined_lanes_reach_the_output():
+    # The lanes the mask leaves off are undefined on a GPU; the sum takes them in. The
+    # finding's trace starts at the load (what other=0.0 fixes), not at the masked store.
+    x = jax.ShapeDtypeStruct((100,), jnp.float32)
+    r = pj.check(_masked_row_sum(None), x)
+    (f,) = r.findings
+    assert f.rule == "uninitialized-read", r.report()
+    load = next(n for n, t in enumerate(open(__file__).read().splitlines(), 1) if "# the load" in t)
+    first = [n for n in f.notes if "the undefined data first stored here" in n[0]]
+    assert first and first[0][1][1] == load, r.report()
+    assert pj.check(_masked_row_sum(0.0), x).verified

@@ -488,6 +488,22 @@ void Machine::on_iteration(const spec::For &f, std::int64_t v) {
   if (hook_) hook_(f, v, *this);
 }
 
+int Machine::padding_origin(const std::vector<spec::StepRef> &refs, const spec::Expr &value) const {
+  int origin = -1;
+  const auto earliest = [&](int e) { origin = origin < 0 ? e : std::min(origin, e); };
+  for (auto &r : refs)
+    if (auto it = slots_state_.find({r.place.buffer, r.place.slot});
+        it != slots_state_.end() && it->second.padded_by >= 0 && !padding_in(r.place).empty())
+      earliest(it->second.padded_by);
+  if (!local_padded_by_.empty()) {
+    std::set<std::string> names;
+    spec::collect_names(value, names);
+    for (const auto &n : names)
+      if (auto it = local_padded_by_.find(n); it != local_padded_by_.end()) earliest(it->second);
+  }
+  return origin;
+}
+
 void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &refs,
                          const std::optional<spec::StepRef> &write) {
   const spec::Expr &value = std::holds_alternative<spec::Assign>(s.kind)
@@ -504,7 +520,15 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
     // A tensor local: where it holds padding, element by element. One bound
     // before any padding exists holds none, but its shape and value (a mask)
     // still place and keep out what a later expression combines it with.
-    flow_.bind(std::get<spec::Let>(s.kind).name, value, env_);
+    const std::string &name = std::get<spec::Let>(s.kind).name;
+    flow_.bind(name, value, env_);
+    // (Which store first put the padding it reads into a buffer, for the
+    // note on its write-back: a masked load's kept lanes, say.)
+    const int origin = padding_origin(refs, value);
+    if (origin >= 0)
+      local_padded_by_[name] = origin;
+    else
+      local_padded_by_.erase(name);
     int ev = new_event(s, std::nullopt);
     for (auto &r : refs)
       access(ev, -1, r.place, false);
@@ -547,10 +571,7 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
     // it into a buffer is named where it is written back: a read of a
     // buffer a store padded keeps that store.)
     int origin = ev;
-    for (auto &r : refs)
-      if (auto it = slots_state_.find({r.place.buffer, r.place.slot});
-          it != slots_state_.end() && it->second.padded_by >= 0 && !padding_in(r.place).empty())
-        origin = std::min(origin, it->second.padded_by);
+    if (const int o = padding_origin(refs, value); o >= 0) origin = std::min(origin, o);
     // `T = T + v` (a wgmma the bridge exports, a fori_loop carry) accumulates v as `T += v` does.
     const spec::Expr *added = nullptr;
     if (assign && !accumulate && value.op == spec::Op::Add && value.args.size() == 2 &&

@@ -173,6 +173,9 @@ private:
   std::vector<Box> unwritten(const Place &p, bool *some = nullptr) const;
   /// A read of an SRAM/SMEM buffer part of whose box something wrote: the
   /// rest becomes undefined data, followed like a partial block's padding.
+  /// The earliest store that put the padding `refs` (and the tensor locals
+  /// `value` names) hold into a buffer; -1 where they hold none.
+  int padding_origin(const std::vector<spec::StepRef> &refs, const spec::Expr &value) const;
   void pad_unwritten(const Place &);
   /// Undefined data a wgmma reads reaches its accumulator (row of a, column of b).
   void wgmma_padding(const spec::AsyncStart &, int event);
@@ -236,8 +239,10 @@ private:
   bool follows_writes(int buffer) const;
   std::map<int, int> last_wgmma_on_acc_; // acc buffer -> op
   PaddingFlow flow_;                     // where tensor locals hold padding, element by element
-  bool zero_filled_ = false;             // a copy in has filled a partial block's padding with zeros
-  bool any_padding_ = false;             // some slot has held padding (else flow_ tracks nothing)
+  std::map<std::string, int>
+      local_padded_by_;      // a tensor local read from padded buffers: the store that padded them
+  bool zero_filled_ = false; // a copy in has filled a partial block's padding with zeros
+  bool any_padding_ = false; // some slot has held padding (else flow_ tracks nothing)
   int last_node_ = -1;
   std::size_t event_limit_ = 4'000'000;
   bool record_graph_ = false;
