@@ -338,6 +338,15 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
       v.reason = "no value of " + N + " is allowed";
       return finish(v, t0);
     }
+    // The proof runs N from its lower bound up and steps past it (k-induction
+    // windows): a bound near int64's end leaves no room to count in.
+    constexpr std::int64_t kMaxLowerBound = std::int64_t{1} << 53;
+    if (lo > kMaxLowerBound) {
+      v.status = Status::unknown;
+      v.reason = "the lower bound of " + N + ", " + std::to_string(lo) + ", is past 2^53: the proof counts " +
+                 N + " up from it (bind it with --set)";
+      return finish(v, t0);
+    }
     std::int64_t checked = lo - 1;
     auto check_upto = [&](std::int64_t n_hi) {
       for (std::int64_t n = checked + 1; n <= n_hi && (!hi || n <= *hi); ++n) {

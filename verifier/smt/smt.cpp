@@ -181,41 +181,65 @@ bool Term::is_true() const { return ex(*this).simplify().is_true(); }
 bool Term::is_false() const { return ex(*this).simplify().is_false(); }
 std::string Term::to_string() const { return ex(*this).to_string(); }
 
-Term operator+(const Term &a, const Term &b) { return mk(a, ex(a) + ex(b)); }
-Term operator-(const Term &a, const Term &b) { return mk(a, ex(a) - ex(b)); }
-Term operator*(const Term &a, const Term &b) { return mk(a, ex(a) * ex(b)); }
-Term operator-(const Term &a) { return mk(a, -ex(a)); }
-Term operator==(const Term &a, const Term &b) { return mk(a, ex(a) == ex(b)); }
-Term operator!=(const Term &a, const Term &b) { return mk(a, ex(a) != ex(b)); }
-Term operator<(const Term &a, const Term &b) { return mk(a, ex(a) < ex(b)); }
-Term operator<=(const Term &a, const Term &b) { return mk(a, ex(a) <= ex(b)); }
-Term operator>(const Term &a, const Term &b) { return mk(a, ex(a) > ex(b)); }
-Term operator>=(const Term &a, const Term &b) { return mk(a, ex(a) >= ex(b)); }
-Term operator&&(const Term &a, const Term &b) { return mk(a, ex(a) && ex(b)); }
-Term operator||(const Term &a, const Term &b) { return mk(a, ex(a) || ex(b)); }
-Term operator!(const Term &a) { return mk(a, !ex(a)); }
-Term operator+(const Term &a, std::int64_t b) { return mk(a, ex(a) + lit(a, b)); }
-Term operator-(const Term &a, std::int64_t b) { return mk(a, ex(a) - lit(a, b)); }
-Term operator*(const Term &a, std::int64_t b) { return mk(a, ex(a) * lit(a, b)); }
-Term operator==(const Term &a, std::int64_t b) { return mk(a, ex(a) == lit(a, b)); }
-Term operator!=(const Term &a, std::int64_t b) { return mk(a, ex(a) != lit(a, b)); }
-Term operator<(const Term &a, std::int64_t b) { return mk(a, ex(a) < lit(a, b)); }
-Term operator<=(const Term &a, std::int64_t b) { return mk(a, ex(a) <= lit(a, b)); }
-Term operator>(const Term &a, std::int64_t b) { return mk(a, ex(a) > lit(a, b)); }
-Term operator>=(const Term &a, std::int64_t b) { return mk(a, ex(a) >= lit(a, b)); }
+namespace {
+// A Boolean where a number is wanted is 1 or 0, a number where a Boolean is
+// wanted is its truth (`A[s or 1]`, `a[s < 1]` in a subscript): Python's
+// meaning, and no sort mismatch for Z3 to assert on.
+z3::expr num(const z3::expr &e) {
+  return e.is_bool() ? z3::ite(e, e.ctx().int_val(1), e.ctx().int_val(0)) : e;
+}
+z3::expr truth(const z3::expr &e) { return e.is_bool() ? e : e != e.ctx().int_val(0); }
+// Operands of == and != as they are where both are Booleans or both numbers.
+std::pair<z3::expr, z3::expr> alike(const z3::expr &a, const z3::expr &b) {
+  if (a.is_bool() == b.is_bool()) return {a, b};
+  return {num(a), num(b)};
+}
+} // namespace
+
+Term operator+(const Term &a, const Term &b) { return mk(a, num(ex(a)) + num(ex(b))); }
+Term operator-(const Term &a, const Term &b) { return mk(a, num(ex(a)) - num(ex(b))); }
+Term operator*(const Term &a, const Term &b) { return mk(a, num(ex(a)) * num(ex(b))); }
+Term operator-(const Term &a) { return mk(a, -num(ex(a))); }
+Term operator==(const Term &a, const Term &b) {
+  auto [x, y] = alike(ex(a), ex(b));
+  return mk(a, x == y);
+}
+Term operator!=(const Term &a, const Term &b) {
+  auto [x, y] = alike(ex(a), ex(b));
+  return mk(a, x != y);
+}
+Term operator<(const Term &a, const Term &b) { return mk(a, num(ex(a)) < num(ex(b))); }
+Term operator<=(const Term &a, const Term &b) { return mk(a, num(ex(a)) <= num(ex(b))); }
+Term operator>(const Term &a, const Term &b) { return mk(a, num(ex(a)) > num(ex(b))); }
+Term operator>=(const Term &a, const Term &b) { return mk(a, num(ex(a)) >= num(ex(b))); }
+Term operator&&(const Term &a, const Term &b) { return mk(a, truth(ex(a)) && truth(ex(b))); }
+Term operator||(const Term &a, const Term &b) { return mk(a, truth(ex(a)) || truth(ex(b))); }
+Term operator!(const Term &a) { return mk(a, !truth(ex(a))); }
+Term operator+(const Term &a, std::int64_t b) { return mk(a, num(ex(a)) + lit(a, b)); }
+Term operator-(const Term &a, std::int64_t b) { return mk(a, num(ex(a)) - lit(a, b)); }
+Term operator*(const Term &a, std::int64_t b) { return mk(a, num(ex(a)) * lit(a, b)); }
+Term operator==(const Term &a, std::int64_t b) { return mk(a, num(ex(a)) == lit(a, b)); }
+Term operator!=(const Term &a, std::int64_t b) { return mk(a, num(ex(a)) != lit(a, b)); }
+Term operator<(const Term &a, std::int64_t b) { return mk(a, num(ex(a)) < lit(a, b)); }
+Term operator<=(const Term &a, std::int64_t b) { return mk(a, num(ex(a)) <= lit(a, b)); }
+Term operator>(const Term &a, std::int64_t b) { return mk(a, num(ex(a)) > lit(a, b)); }
+Term operator>=(const Term &a, std::int64_t b) { return mk(a, num(ex(a)) >= lit(a, b)); }
 
 Term floor_div(const Term &a, std::int64_t c) {
   assert(c != 0);
   // SMT-LIB `div` is Euclidean: it equals floor division for a positive
   // divisor, and floor(a / c) == floor(-a / -c) covers a negative one.
-  if (c > 0) return mk(a, z3::expr(zc(a), Z3_mk_div(zc(a), ex(a), lit(a, c))));
-  z3::expr na = -ex(a);
+  if (c > 0) return mk(a, z3::expr(zc(a), Z3_mk_div(zc(a), num(ex(a)), lit(a, c))));
+  z3::expr na = -num(ex(a));
   return mk(a, z3::expr(zc(a), Z3_mk_div(zc(a), na, lit(a, -c))));
 }
 
 Term floor_mod(const Term &a, std::int64_t c) { return a - floor_div(a, c) * c; }
 
-Term ite(const Term &c, const Term &a, const Term &b) { return mk(c, z3::ite(ex(c), ex(a), ex(b))); }
+Term ite(const Term &c, const Term &a, const Term &b) {
+  auto [x, y] = alike(ex(a), ex(b));
+  return mk(c, z3::ite(truth(ex(c)), x, y));
+}
 
 Term truthy(const Term &t) { return ex(t).is_bool() ? t : (t != 0); }
 

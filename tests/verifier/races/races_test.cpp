@@ -102,6 +102,31 @@ TEST(WgmmaWithoutDelayRelease, FirstFailsWhenARefillHappensAtK5) {
   }
 }
 
+TEST(RaceChecker, AParamBoundNearTheEndOfInt64IsUnknownAtOnceAndABooleanSubscriptIsOneOrZero) {
+  // N >= 2^63 - 1 left the proof counting N up past int64 (a hang).
+  auto far = parse_text("t.pk", R"(pipeline p:
+    param N >= 9223372036854775807
+    hbm  A: f32[8, 128]
+    sram X[1]: f32[128]
+    copy_in_start(A[0], X[0])
+    copy_in_wait(X[0])
+)");
+  auto v = verifier::check_program(program(far, "p"), {});
+  EXPECT_EQ(v.status, Status::unknown);
+  EXPECT_NE(v.reason.find("the lower bound of N, 9223372036854775807, is past 2^53"), std::string::npos)
+      << v.reason;
+  // `A[s or 1]`: row 1 at every step (Z3 aborted on the Boolean in the induction).
+  auto rows = parse_text("t.pk", R"(pipeline p:
+    param K >= 2
+    hbm  A: f32[K, 8, 128]
+    sram a[1]: f32[8, 128]
+    for s in range(K):
+        copy_in_start(A[s or 1], a[0])
+        copy_in_wait(a[0])
+)");
+  EXPECT_EQ(verifier::check_program(program(rows, "p"), {}).status, Status::verified);
+}
+
 TEST(RaceChecker, ReportsAWaitWithNothingInFlightAsAHang) {
   auto f = parse_text("t.pk", R"(pipeline w:
     param N >= 1

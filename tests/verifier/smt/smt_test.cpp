@@ -61,6 +61,21 @@ TEST(Translate, WhereMinAndMaxArePiecewiseLinearAndAgreeWithTheEvaluator) {
   }
 }
 
+TEST(Translate, ATruthUsedAsANumberIsOneOrZeroAsTheEvaluatorHasIt) {
+  // `A[s or 1]`, `a[s < 1]`, `x + (x and 1)`: a Boolean term where a number
+  // is wanted (this aborted in Z3 on the sort mismatch).
+  using spec::Expr;
+  using spec::Op;
+  const Expr x = Expr::var("x");
+  for (const Expr &e : {Expr::binary(Op::Or, x, Expr::integer(1)), Expr::binary(Op::Lt, x, Expr::integer(1)),
+                        Expr::binary(Op::Add, x, Expr::binary(Op::And, x, Expr::integer(1))),
+                        Expr::binary(Op::Mul, Expr::binary(Op::Ge, x, Expr::integer(2)), Expr::integer(5))})
+    for (std::int64_t a : {-2, 0, 1, 3}) {
+      const spec::Env env{{"x", a}};
+      EXPECT_EQ(eval_via_z3(e, a, false), spec::eval_int(e, env)) << a;
+    }
+}
+
 TEST(Translate, ReportsUnsupportedConstructsInsteadOfGuessing) {
   Context c;
   Bindings b;
