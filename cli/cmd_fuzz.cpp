@@ -100,7 +100,7 @@ int fuzz_cmd(const FuzzArgs &a) {
   auto file = load(*src);
   if (!file) return bad();
   const auto *unit =
-      select_kernel(*file, a.path, a.kernel, "is a pipeline; fuzz sweeps a kernel's param domains");
+      select_kernel(*file, *src, a.path, a.kernel, "is a pipeline; fuzz sweeps a kernel's param domains");
   if (!unit) return bad();
   if (!check_overrides(*unit, *src, o.overrides)) return bad();
   const auto *k = &std::get<spec::KernelSpec>(*unit);

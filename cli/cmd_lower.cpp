@@ -28,7 +28,7 @@ int lower_cmd(const LowerArgs &a) {
   if (!src) return bad_input;
   auto file = load(*src);
   if (!file) return bad_input;
-  const auto *unit = select_kernel(*file, a.path, a.kernel, "is already a pipeline");
+  const auto *unit = select_kernel(*file, *src, a.path, a.kernel, "is already a pipeline");
   if (!unit) return bad_input;
   if (!check_overrides(*unit, *src, opts.overrides)) return bad_input;
   std::string note;

@@ -411,13 +411,14 @@ std::optional<std::uint64_t> memory_flag(const std::string &text) {
   return mem;
 }
 
-const std::variant<spec::KernelSpec, spec::Program> *select_kernel(const spec::File &file,
-                                                                   const std::string &path,
-                                                                   const std::string &name,
-                                                                   const std::string &why_not_a_pipeline) {
+const std::variant<spec::KernelSpec, spec::Program> *
+select_kernel(const spec::File &file, const spec::SourceFile &src, const std::string &path,
+              const std::string &name, const std::string &why_not_a_pipeline) {
   const auto *unit = select_unit(file, path, name);
   if (!unit || std::holds_alternative<spec::KernelSpec>(*unit)) return unit;
-  file_error(path, nullptr, error_diag("'" + spec::unit_name(*unit) + "' " + why_not_a_pipeline));
+  spec::Diagnostic d = error_diag("'" + spec::unit_name(*unit) + "' " + why_not_a_pipeline);
+  d.loc = spec::unit_loc(*unit);
+  file_error(path, &src, d);
   return nullptr;
 }
 

@@ -94,12 +94,11 @@ const std::variant<spec::KernelSpec, spec::Program> *select_unit(const spec::Fil
                                                                  const std::string &name);
 
 /// For the commands that take a kernel (lower, fuzz): select_unit(), and an
-/// error `PATH: error: 'NAME' WHY` (nullptr) when the unit is a pipeline; a
-/// unit it returns holds a KernelSpec.
-const std::variant<spec::KernelSpec, spec::Program> *select_kernel(const spec::File &,
-                                                                   const std::string &path,
-                                                                   const std::string &name,
-                                                                   const std::string &why_not_a_pipeline);
+/// error `PATH:LINE:COL: error: 'NAME' WHY` at the pipeline's line (nullptr)
+/// when the unit is a pipeline; a unit it returns holds a KernelSpec.
+const std::variant<spec::KernelSpec, spec::Program> *
+select_kernel(const spec::File &, const spec::SourceFile &src, const std::string &path,
+              const std::string &name, const std::string &why_not_a_pipeline);
 
 /// What is wrong with a unit under the --set values: an override outside its
 /// param's domain (located at the param); else a kernel body that does not

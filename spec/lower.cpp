@@ -147,11 +147,24 @@ public:
     if (rolled_ && o_.check_blocks) {
       // (One indexer an operand for every step: making one scans its map.)
       std::vector<std::unique_ptr<BlockIndexer>> indexers;
+      // A map of literals alone has one value everywhere (whole arrays: no
+      // map at all): bind_kernel evaluated it.
+      const auto constant = [](const Expr &e) {
+        bool names = false;
+        std::function<void(const Expr &)> walk = [&](const Expr &x) {
+          names = names || x.op == Op::Name || x.op == Op::Call || x.op == Op::Ref;
+          for (const auto &a : x.args)
+            walk(a);
+        };
+        walk(e);
+        return !names;
+      };
       for (auto &x : ops_)
-        if (x.bo && x.op->role != Role::scratch)
+        if (x.bo && x.op->role != Role::scratch &&
+            !std::all_of(x.bo->window.begin(), x.bo->window.end(), constant))
           indexers.push_back(
               std::make_unique<BlockIndexer>(*x.bo, bound_.params, bound_.grid, bound_.grid.size()));
-      for (std::int64_t s = 0; s < steps_; ++s) {
+      for (std::int64_t s = 0; s < steps_ && !indexers.empty(); ++s) {
         auto point = grid_point(grid_, cta_, s);
         for (auto &ix : indexers)
           if (BlockIndex b = ix->at(point); b.error) throw Fail{b.error->diag.loc, b.error->diag.message};

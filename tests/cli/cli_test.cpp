@@ -309,6 +309,20 @@ TEST(CliHardening, FmtFormatsEveryFileOfADirectoryAndRunAndLowerRejectOne) {
   }
 }
 
+TEST(CliHardening, LowerAndFuzzOfAPipelineSayWhereItIs) {
+  TempDir dir;
+  std::string f =
+      dir.file("p.pk", "# a pipeline\npipeline p:\n    hbm  A: f32[8, 128]\n    sram X[1]: f32[8, 128]\n"
+                       "    copy_in_start(A, X[0])\n    copy_in_wait(X[0])\n");
+  Out lower = run("lower " + f);
+  EXPECT_EQ(lower.code, 3) << lower.text;
+  EXPECT_TRUE(contains(lower.text, f + ":2:1: error: 'p' is already a pipeline\npipeline p:\n^"))
+      << lower.text;
+  Out fuzz = run("fuzz " + f);
+  EXPECT_EQ(fuzz.code, 3) << fuzz.text;
+  EXPECT_TRUE(contains(fuzz.text, f + ":2:1: error: 'p' is a pipeline")) << fuzz.text;
+}
+
 TEST(CliHardening, SetOutsideAParamsDomainOrNamingNoParamIsBadInputInEveryCommand) {
   TempDir dir;
   std::string f = dir.file("m.pk", kSymbolic);
