@@ -172,7 +172,7 @@ def check_kernels(kernels: list[Kernel], out_dir: str, unsupported=(), extra_arg
         unit = r.get("unit") or (k.name if k else "?")
         verdicts[unit] = r.get("verdict", "?")
         if r.get("verdict") == "unknown" and r.get("reason"):
-            reasons[unit] = r["reason"]
+            reasons[unit] = _python_lines(r["reason"], k)
         if r.get("verdict") == "error":
             found = _finding(k, path, texts.get(path, []), unit, "bad-input",
                              r.get("message", ""), "error", r.get("line", 0))
@@ -259,6 +259,19 @@ def _finding(k, path, lines, unit, rule, message, severity, line) -> Finding:
     return Finding(unit, rule, _python_lines(message, k), severity, path, line, text.split("  # ")[0], py)
 
 
+def _sarif_uri(path: str) -> str:
+    """A SARIF artifact URI as pipecheck's own SARIF writes one: relative to the working
+    directory when the file is under it (where code scanning puts results on the
+    repository's lines), else a file:// URI."""
+    from urllib.parse import quote
+
+    p = Path(path).resolve()
+    try:
+        return quote(p.relative_to(Path.cwd().resolve()).as_posix())
+    except ValueError:
+        return p.as_uri()
+
+
 def _sarif_to_python(text: str, by_path: dict) -> str:
     """Moves each SARIF location from the exported .pk line to the Python line it came from."""
     try:
@@ -278,7 +291,7 @@ def _sarif_to_python(text: str, by_path: dict) -> str:
         py = k.line_map.get(region["startLine"])
         if py is None:
             return
-        art["uri"] = Path(py[0]).resolve().as_uri()
+        art["uri"] = _sarif_uri(py[0])
         art.pop("uriBaseId", None)
         phys["region"] = {"startLine": py[1]}
 

@@ -500,14 +500,19 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | No
     jax.ShapeDtypeStruct (enough for check) has no values to run on.
     """
     for n, a in enumerate(args):
-        if isinstance(a, jax.ShapeDtypeStruct):
-            raise TypeError(f"run needs arrays with values, and argument {n} is a "
-                            f"jax.ShapeDtypeStruct {a.shape} {a.dtype}: pass an array "
-                            "(check and export take either)")
+        for leaf in jax.tree_util.tree_leaves(a):
+            if isinstance(leaf, jax.ShapeDtypeStruct):
+                what = "is" if leaf is a else "holds"
+                raise TypeError(f"run needs arrays with values, and argument {n} {what} a "
+                                f"jax.ShapeDtypeStruct {leaf.shape} {leaf.dtype}: pass an array "
+                                "(check and export take either)")
     while_bound = _while_bound(while_bound)
     max_memory = _max_memory(max_memory)
-    args = [jnp.asarray(a) for a in args]
+    # An argument may be a pytree (an optimizer step's dict of params): its leaves are
+    # the jaxpr's inputs, in the order jax flattens them.
+    args = jax.tree_util.tree_map(jnp.asarray, list(args))
     closed = trace(fn, *args, **kwargs)
+    leaves = jax.tree_util.tree_leaves(args)
     compute = _compute_tolerance(closed)
     # (interpret mode runs a pltpu.emit_pipeline as the DMAs and loop Pallas makes of it,
     # which JAX may fail to trace: a pl.Element inner BlockSpec)
@@ -524,13 +529,13 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | No
         pc = _Evaluator("pipecheck", work, while_bound, max_memory, keep_dir is not None)
         try:
             try:
-                outs = pc.eval(closed.jaxpr, closed.consts, args)
+                outs = pc.eval(closed.jaxpr, closed.consts, leaves)
             except NotNative as nested:  # an emit_pipeline the nested form cannot say: as Pallas lowers it
                 if lowered is None:
                     raise RuntimeError(lowered_error) from None
                 pc = _Evaluator("pipecheck", work, while_bound, max_memory, keep_dir is not None)
                 try:
-                    outs = pc.eval(lowered.jaxpr, lowered.consts, args)
+                    outs = pc.eval(lowered.jaxpr, lowered.consts, leaves)
                 except NotNative:
                     raise
                 except UnsupportedError as err:
@@ -542,7 +547,7 @@ def run(fn: Callable, *args, reference: Callable | None = None, rtol: float | No
         try:
             if lowered is not None:
                 interpreter = _Evaluator("interpret", work)
-                interp = interpreter.eval(lowered.jaxpr, lowered.consts, args)
+                interp = interpreter.eval(lowered.jaxpr, lowered.consts, leaves)
                 caveats = interpreter.caveats
         except _NotModelled as err:
             interpret_error = f"interpret mode does not model it: {err}"

@@ -22,7 +22,7 @@ print("script done", sys.argv[1:])
 '''
 
 
-def run_cli(workdir, makers, *extra):
+def run_cli(workdir, makers, *extra, cwd=None):
     script = os.path.join(workdir, "script.py")
     with open(script, "w") as f:
         f.write(SCRIPT.format(makers=makers))
@@ -30,7 +30,7 @@ def run_cli(workdir, makers, *extra):
                PIPECHECK=pj.pipecheck_binary())
     out = os.path.join(workdir, "specs")
     return subprocess.run([sys.executable, "-m", "pipecheck_jax", "--out", out, *extra, script,
-                           "--flag", "value"], capture_output=True, text=True, env=env, cwd=workdir)
+                           "--flag", "value"], capture_output=True, text=True, env=env, cwd=cwd or workdir)
 
 
 def test_the_cli_writes_one_spec_per_distinct_call_and_exits_with_check_code(workdir):
@@ -57,6 +57,13 @@ def test_the_cli_sarif_points_at_the_python_kernel(workdir):
     uris = {loc["physicalLocation"]["artifactLocation"]["uri"]
             for run in doc["runs"] for res in run["results"] for loc in res["locations"]}
     assert uris == {"file://" + os.path.join(HERE, "kernels.py")}
+    # Run from above the kernel's file, the URI is relative to the working directory,
+    # as pipecheck's own SARIF writes it (code scanning lands it on the repository's line).
+    p = run_cli(workdir, "(K.make_incorrect_sum,)", "--format", "sarif", cwd=os.path.dirname(HERE))
+    doc = json.loads(p.stdout)
+    uris = {loc["physicalLocation"]["artifactLocation"]["uri"]
+            for run in doc["runs"] for res in run["results"] for loc in res["locations"]}
+    assert uris == {os.path.basename(HERE) + "/kernels.py"}
 
 
 def test_the_cli_reports_a_script_without_pallas_call(workdir):

@@ -54,6 +54,31 @@ def test_run_goes_through_jit_and_the_code_around_the_pallas_call():
     assert r.ok, str(r)
 
 
+def test_run_takes_pytree_arguments_as_check_does():
+    # An optimizer step's dict of params and grads: its leaves are the jaxpr's inputs.
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(p_ref, g_ref, o_ref):
+        o_ref[...] = p_ref[...] - 0.5 * g_ref[...]
+
+    def step(state):
+        spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+        return pl.pallas_call(kernel, grid=(2,), in_specs=[spec, spec], out_specs=spec,
+                              out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32))(
+            state["params"], state["grads"])
+
+    p = jnp.arange(16 * 128, dtype=jnp.float32).reshape(16, 128)
+    state = {"params": p, "grads": jnp.ones_like(p)}
+    r = pj.run(step, state, reference=lambda s: s["params"] - 0.5 * s["grads"])
+    assert r.ok, str(r)
+    wrong = pj.run(step, state, reference=lambda s: s["params"] - s["grads"])
+    assert not wrong.ok
+    with pytest.raises(TypeError, match="argument 0 holds a jax.ShapeDtypeStruct"):
+        pj.run(step, {"params": p, "grads": jax.ShapeDtypeStruct(p.shape, p.dtype)})
+
+
 def test_run_keeps_bf16_as_raw_bits_both_ways():
     import jax.numpy as jnp
     import numpy as np
