@@ -46,7 +46,7 @@ def cases():
             ("ragged paged attention, 8 decodes", U.ragged,
              U.ragged_args([1] * 8, [33, 17, 64, 1, 5, 16, 63, 2], 8, max_seqs=8, pages=64)),
             ("ragged paged attention, 2 head blocks", U.ragged,
-             U.ragged_args([3, 13], [3, 50], 16, heads=8, kv_heads=8))]
+             U.ragged_args([3, 13], [3, 50], 16, heads=16, kv_heads=8))]
     lens = [(17 * i + 5) % 64 + 1 for i in range(32)]
     out += [("ragged paged attention, 32 decodes", U.ragged,
              U.ragged_args([1] * 32, lens, 32, max_seqs=32, pages=128)),
