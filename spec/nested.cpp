@@ -186,13 +186,29 @@ std::vector<Diagnostic> nested_errors(const KernelSpec &k) {
     err(e.grid[kMaxInnerGridRank].loc, "not supported: an emit_pipeline grid of rank " +
                                            std::to_string(e.grid.size()) + " (at most " +
                                            std::to_string(kMaxInnerGridRank) + ")");
+  // The body's names bound before the emit_pipeline: an extent from one of
+  // them is a run-time grid; any other name is no name at all.
+  std::set<std::string> locals;
+  for (int i = 0; i < at; ++i)
+    for_each_stmt(k.body[static_cast<std::size_t>(i)], [&](const Stmt &b) {
+      if (const auto *l = std::get_if<Let>(&b.kind)) locals.insert(l->name);
+      if (const auto *f = std::get_if<For>(&b.kind)) locals.insert(f->var);
+    });
   for (const auto &g : e.grid) {
     std::set<std::string> names;
     names_in(g, names);
     bool bad = calls(g, "program_id") || calls(g, "num_programs");
+    bool unknown = false;
     for (const auto &n : names)
-      bad = bad || !k.param(n);
-    if (bad)
+      if (!k.param(n)) {
+        if (!locals.count(n)) {
+          err(g.loc,
+              "unknown name '" + n + "' in the emit_pipeline's grid (its extents are params and constants)");
+          unknown = true;
+        }
+        bad = true;
+      }
+    if (bad && !unknown)
       err(g.loc, "not supported: an emit_pipeline grid extent that is not made of params and constants ('" +
                      print(g) + "')");
   }

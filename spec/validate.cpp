@@ -562,9 +562,27 @@ public:
 
   void reference_expr(const Expr &e, const std::set<std::string> &scope) {
     switch (e.op) {
-    case Op::Ref:
-      error(e.loc, "a reference uses whole operands: write '" + e.name + "', not '" + print(e) + "'");
+    case Op::Ref: {
+      // A part of a local or of an operand's whole array (`t[:, 0:64]`, a crop or a shift).
+      const Operand *o = k_->operand(e.name);
+      if (!scope.count(e.name) && !(o && o->role == Role::in)) {
+        reference_expr(Expr::var(e.name, e.loc), scope); // (what the name is not)
+        return;
+      }
+      if (o && e.args.size() == 1 && e.args[0].op == Op::Ellipsis) {
+        // (`a[...]` reads as the body's block: the reference has none.)
+        error(e.loc, "a reference uses whole operands: write '" + e.name + "', not '" + print(e) + "'");
+        return;
+      }
+      for (const auto &a : e.args)
+        if (a.op == Op::Slice || a.op == Op::Ellipsis || a.op == Op::None) {
+          for (const auto &b : a.args)
+            if (b.op != Op::None) reference_expr(b, scope);
+        } else {
+          reference_expr(a, scope);
+        }
       return;
+    }
     case Op::Name: {
       if (scope.count(e.name)) return;
       const Operand *o = k_->operand(e.name);

@@ -149,6 +149,15 @@ TEST(NestedEmitPipeline, AGpuTargetAndAGridOfRankFiveAreNotSupported) {
   EXPECT_EQ(first_error(five), "9:41 not supported: an emit_pipeline grid of rank 5 (at most 4)");
 }
 
+TEST(NestedEmitPipeline, AGridExtentFromABodyLocalIsNotSupportedAndAnUndeclaredNameIsUnknown) {
+  // `r` is the outer grid index (a run-time extent); `kk` is declared nowhere: a typo, not a feature.
+  EXPECT_EQ(
+      first_error(replace(kRows, "grid=(k // bk,)", "grid=(r + 1,)")),
+      "16:31 not supported: an emit_pipeline grid extent that is not made of params and constants ('r + 1')");
+  EXPECT_EQ(first_error(replace(kRows, "grid=(k // bk,)", "grid=(kk,)")),
+            "16:29 unknown name 'kk' in the emit_pipeline's grid (its extents are params and constants)");
+}
+
 TEST(NestedEmitPipeline, AStatementOutsideThePipelineNamingAStagedOperandIsNotSupported) {
   std::string text =
       replace(kRows, "        o[...] = acc[...]", "        o[...] = acc[...]\n        s = x[0]");

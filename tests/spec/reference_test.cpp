@@ -98,6 +98,15 @@ TEST(Reference, ASubscriptedOperandIsAnErrorThatSaysToUseTheWholeOperand) {
   EXPECT_EQ(msg, "a reference uses whole operands: write 'a', not 'a[...]'");
 }
 
+TEST(Reference, APartOfALocalOrOfAnInputIsTakenOnItsWholeArray) {
+  // A crop or a shift states its intent by slicing (whole-array coordinates).
+  const auto errs = errors_of(matmul("        t = dot(a, b)\n        o = t[0:256, :] + a[:, 0:256] * 0.0\n"));
+  EXPECT_TRUE(errs.empty()) << errs[0].message;
+  auto [line, col, msg] = first_error(matmul("        o = dot(a, b) + q[0:2]\n"));
+  EXPECT_EQ(line, 11);
+  EXPECT_EQ(msg, "unknown name 'q'");
+}
+
 TEST(Reference, AStoreIsAnErrorAtItsStatement) {
   auto [line, col, msg] = first_error(matmul("        o[...] = dot(a, b)\n"));
   EXPECT_EQ(line, 11);

@@ -113,6 +113,8 @@ std::vector<RuleDoc> make_docs() {
         when program_id(2) == 0:
             o[...] = zeros
         o[...] += x[...]
+    reference:
+        o = sum(reshape(x, (1024, 8, 256)), axis=1)
 )",
                R"(kernel two_level_sum_init_on_both_axes:
     grid = (4, 2, 4)
@@ -123,6 +125,8 @@ std::vector<RuleDoc> make_docs() {
         when program_id(1) == 0 and program_id(2) == 0:
             o[...] = zeros
         o[...] += x[...]
+    reference:
+        o = sum(reshape(x, (1024, 8, 256)), axis=1)
 )"});
   d.push_back(
       {Rule::accumulator_carried,
@@ -144,6 +148,8 @@ std::vector<RuleDoc> make_docs() {
         acc[...] += dot(x[...], y[...])
         when program_id(2) == 3:
             o[...] = acc[...]
+    reference:
+        o = dot(x, y)
 )",
        R"(kernel matmul_init_per_block:
     grid = (2, 2, 4)
@@ -157,6 +163,8 @@ std::vector<RuleDoc> make_docs() {
         acc[...] += dot(x[...], y[...])
         when program_id(2) == 3:
             o[...] = acc[...]
+    reference:
+        o = dot(x, y)
 )"});
   d.push_back(
       {Rule::accumulation_lost,
@@ -178,6 +186,8 @@ std::vector<RuleDoc> make_docs() {
         acc[...] += dot(x[...], y[...])
         when program_id(2) == 0:
             o[...] = acc[...]
+    reference:
+        o = dot(x, y)
 )",
        R"(kernel matmul_stored_on_last_step:
     grid = (2, 2, 4)
@@ -191,6 +201,8 @@ std::vector<RuleDoc> make_docs() {
         acc[...] += dot(x[...], y[...])
         when program_id(2) == num_programs(2) - 1:
             o[...] = acc[...]
+    reference:
+        o = dot(x, y)
 )"});
   d.push_back(
       {Rule::input_write_lost,
@@ -198,21 +210,26 @@ std::vector<RuleDoc> make_docs() {
        "window and never reaches HBM; with input_output_aliases too, since only the output's window "
        "is written back (and a block the input revisits next step still holds the write). Write "
        "the output instead.",
-       R"(kernel add_one_writes_input:
-    grid = (8,)
-    in  x: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
-    out o: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
+       R"(kernel scale_in_place_then_add:
+    grid = (8, 2)
+    in  x: f32[1024, 1]  block=(128, 1)  index=(i, j) -> (i, 0)
+    in  y: f32[1024, 256]  block=(128, 128)  index=(i, j) -> (i, j)
+    out o: f32[1024, 256]  block=(128, 128)  index=(i, j) -> (i, j)
     body:
-        x[...] = x[...] + 1
-        o[...] = x[...]
+        x[...] = x[...] * 2.0         # at j == 1 the window still holds this: x * 4
+        o[...] = x[...] + y[...]
+    reference:
+        o = x * 2.0 + y
 )",
-       R"(kernel add_one_in_place:
-    grid = (8,)
-    in  x: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
-    out o: f32[1024, 512]  block=(128, 512)  index=(i) -> (i, 0)
-    alias x -> o
+       R"(kernel scale_then_add:
+    grid = (8, 2)
+    in  x: f32[1024, 1]  block=(128, 1)  index=(i, j) -> (i, 0)
+    in  y: f32[1024, 256]  block=(128, 128)  index=(i, j) -> (i, j)
+    out o: f32[1024, 256]  block=(128, 128)  index=(i, j) -> (i, j)
     body:
-        o[...] = x[...] + 1
+        o[...] = x[...] * 2.0 + y[...]
+    reference:
+        o = x * 2.0 + y
 )"});
   d.push_back(
       {Rule::output_write_lost,
