@@ -466,10 +466,12 @@ struct AddressUse {
   }
 };
 
-} // namespace
-
-std::set<std::string> prefetch_address_only(const KernelSpec &raw) {
-  const KernelSpec k = flatten_prefetch_reads(raw); // reads of rank > 1 as the element they are
+// The prefetch arrays of `raw` (reads of rank > 1 flattened to the element
+// they are) that no index map reads and for which `keep` holds, given the
+// array and every integer local computed from one (AddressUse::tainted).
+std::set<std::string> arrays_outside_maps(const KernelSpec &raw,
+                                          const std::function<bool(const KernelSpec &, AddressUse &)> &keep) {
+  const KernelSpec k = flatten_prefetch_reads(raw);
   std::set<std::string> out;
   const std::size_t grid_rank = k.grid ? k.grid->size() : 0;
   for (std::size_t i = 0; i < k.prefetches.size(); ++i) {
@@ -483,11 +485,19 @@ std::set<std::string> prefetch_address_only(const KernelSpec &raw) {
     AddressUse u{k, {p.name}, {}, true};
     while (u.spread(k.body)) {
     }
-    u.block(k.body);
-    u.written(k.body);
-    if (u.ok) out.insert(p.name);
+    if (keep(k, u)) out.insert(p.name);
   }
   return out;
+}
+
+} // namespace
+
+std::set<std::string> prefetch_address_only(const KernelSpec &raw) {
+  return arrays_outside_maps(raw, [](const KernelSpec &k, AddressUse &u) {
+    u.block(k.body);
+    u.written(k.body);
+    return u.ok;
+  });
 }
 
 namespace {
@@ -552,23 +562,8 @@ bool value_only_in(const KernelSpec &k, const Block &b, const std::set<std::stri
 } // namespace
 
 std::set<std::string> prefetch_value_only(const KernelSpec &raw) {
-  const KernelSpec k = flatten_prefetch_reads(raw);
-  std::set<std::string> out;
-  const std::size_t grid_rank = k.grid ? k.grid->size() : 0;
-  for (std::size_t i = 0; i < k.prefetches.size(); ++i) {
-    const Prefetch &p = k.prefetches[i];
-    bool in_map = false;
-    for (const auto &o : k.operands)
-      if (o.index_map && o.index_map->params.size() > grid_rank + i)
-        for (const auto &r : o.index_map->results)
-          in_map = in_map || reads_name(r, {o.index_map->params[grid_rank + i]});
-    if (in_map) continue;
-    AddressUse u{k, {p.name}, {}, true};
-    while (u.spread(k.body)) {
-    }
-    if (value_only_in(k, k.body, u.tainted)) out.insert(p.name);
-  }
-  return out;
+  return arrays_outside_maps(
+      raw, [](const KernelSpec &k, const AddressUse &u) { return value_only_in(k, k.body, u.tainted); });
 }
 
 std::optional<PrefetchContents> pick_prefetch(const PrefetchSpace &s, std::uint64_t seed, std::string &why) {
