@@ -4002,6 +4002,24 @@ def _prefetch_values(call: Call) -> list:
     return call.values[skip:skip + int(call.eqn.params["grid_mapping"].num_index_operands or 0)]
 
 
+def _refuse_other_kernels(jaxpr, outer) -> None:
+    """Raises UnsupportedError at the first plgpu.kernel / pl.core_map kernel in `jaxpr` or the
+    jaxprs nested in it, named, at its line: the innermost user frame on the way down (one
+    made inside a jitted helper, upstream's ragged_dot, has a traceback that stops at the
+    jit: its place is then where the function calls the helper)."""
+    for e in jaxpr.eqns:
+        here = _frame(e.source_info) or outer
+        if e.primitive.name in _OTHER_KERNELS:
+            name = e.params.get("name")
+            raise UnsupportedError(
+                f"a kernel made by plgpu.kernel or pl.core_map (the '{e.primitive.name}' "
+                "primitive) has no .pk form in this version of the export, which reads "
+                "pallas_calls", _fmt_loc(here), name if isinstance(name, str) and name else None)
+        for v in e.params.values():
+            for sub in sub_jaxprs(v):
+                _refuse_other_kernels(sub, here)
+
+
 def export_kernels(fn: Callable, *args, prefetch: dict | None = None,
                    while_bound: int = DEFAULT_WHILE_BOUND, target: str | None = None,
                    **kwargs) -> list[Kernel]:
@@ -4021,11 +4039,7 @@ def export_kernels(fn: Callable, *args, prefetch: dict | None = None,
     while_bound = _while_bound(while_bound)
     target = _target(target)
     closed = trace(fn, *args, **kwargs)
-    for e in find_pallas_calls(closed.jaxpr, _OTHER_KERNELS):
-        raise UnsupportedError(
-            f"a kernel made by plgpu.kernel or pl.core_map (the '{e.primitive.name}' primitive) "
-            "has no .pk form in this version of the export, which reads pallas_calls",
-            _fmt_loc(_frame(e.source_info)))
+    _refuse_other_kernels(closed.jaxpr, None)
     if not find_pallas_calls(closed.jaxpr):
         raise UnsupportedError("the function makes no pallas_call")
     taken: set = set()

@@ -243,6 +243,13 @@ def test_a_plgpu_kernel_is_unsupported_as_a_whole_even_beside_a_pallas_call():
     r = pj.check(both, *specs())
     assert r.exit_code == 2 and not r.kernels, r
     assert "plgpu.kernel or pl.core_map" in str(r.unsupported[0])
+    # named, at the line that makes it; inside a jitted helper (whose traceback stops at the
+    # jit, as upstream's ragged_dot), at the helper's call
+    line = next(n for n, t in enumerate(open(__file__).read().splitlines(), 1) if "fill()" in t)
+    assert r.unsupported[0].location == f"{__file__}:{line}", r.unsupported[0]
+    assert r.unsupported[0].kernel == "fill", r.unsupported[0]
+    jitted = pj.check(jax.jit(lambda a, b: both(a, b)), *specs())
+    assert jitted.unsupported[0].location is not None, jitted.unsupported[0]
 
 
 def test_blockspecs_pallas_mosaic_gpu_lowering_refuses_are_unsupported():
