@@ -204,7 +204,10 @@ struct Indexers {
   std::unique_ptr<spec::BlockIndexer> index, sizes;
   const ConcreteKernel &c;
   const ConcreteOperand &op;
-  bool reads_tables = false; // its map reads a scalar prefetch array
+  // Its map's dims that read a scalar prefetch array, with program_id(a)
+  // named (spec::grid_calls_as_names): rewritten once, not per point (a
+  // gather's map is a select over the whole table).
+  std::vector<Expr> reading;
   Indexers(const ConcreteKernel &c, const ConcreteOperand &op)
       : index(std::make_unique<spec::BlockIndexer>(op, c.params, c.grid, c.grid.size())),
         sizes(op.has_bounded_dims()
@@ -212,7 +215,8 @@ struct Indexers {
                   : nullptr),
         c(c), op(op) {
     for (const auto &e : op.window)
-      reads_tables = reads_tables || spec::has_elaborated_reads(e);
+      if (spec::has_elaborated_reads(e))
+        reading.push_back(spec::grid_calls_as_names(e, c.grid.size(), c.grid));
   }
   // A read of a table outside it faults at the read, as in a body (Interp):
   // a clamp of the block index it gives (`max(ids[i + 1], 0)`) hides nothing.
@@ -220,9 +224,10 @@ struct Indexers {
     spec::Env env = c.params;
     for (std::size_t a = 0; a < op.index_params.size() && a < point.size(); ++a)
       env[op.index_params[a]] = point[a];
-    for (const auto &e : op.window) {
-      const Expr at = spec::bind_grid(e, point, c.grid);
-      const auto r = spec::prefetch_read_outside(at, [&](const Expr &x) { return spec::eval_int(x, env); });
+    for (std::size_t a = 0; a < point.size(); ++a)
+      env[spec::program_id_var(static_cast<std::int64_t>(a))] = point[a];
+    for (const auto &e : reading) {
+      const auto r = spec::prefetch_read_outside(e, [&](const Expr &x) { return spec::eval_int(x, env); });
       if (r)
         throw ExecError(ExecError::Kind::fault, r->read->loc,
                         "the index map of '" + op.name +
@@ -232,7 +237,7 @@ struct Indexers {
     }
   }
   Shape block(const Shape &point) {
-    if (reads_tables) check_reads(point);
+    if (!reading.empty()) check_reads(point);
     spec::BlockIndex b = index->at(point);
     if (b.error) bad(b.error->diag.loc, b.error->diag.message);
     return std::move(*b.value);
