@@ -122,6 +122,32 @@ TEST(Triton, AStorePastTheEndIsFoundByTheSolverOnAGridTooLargeToReplay) {
   EXPECT_EQ(check_text(exact, "big").status, verifier::Status::verified) << check_text(exact, "big").reason;
 }
 
+TEST(Triton, AMaskThatSelectsAPastTheEndLaneAtOneGridPointOfManyIsNotVerifiedOnAGridTooLargeToReplay) {
+  // 70000 programs load the ragged last row block (rows 16..23 of 17); the
+  // mask keeps row 16 only, but at (2, 69999) it selects them all. The
+  // solver's first points are right: past them, a mask naming that axis is
+  // undecided (it was verified). Its twin's mask names axis 0 alone, whose
+  // one ragged value the first point covers.
+  const std::string bad = R"(kernel k:
+    grid = (3, 70000)
+    backend = triton
+    in  x: f32[17, 70000]  block=(8, 1)  index=(i, j) -> (i, j)
+    out o: f32[24, 70000]  block=(8, 1)  index=(i, j) -> (i, j)
+    body:
+        v = where(reshape(((program_id(0) != 2) | (iota((8,), 0) < 1)) | (program_id(1) == 69999), (8, 1)), x[...], 0.0)
+        o[...] = broadcast_to(v[0:1, :] * 2.0, (8, 1))
+)";
+  auto v = check_text(bad, "k");
+  EXPECT_EQ(v.status, Status::unknown) << v.reason;
+  EXPECT_NE(v.reason.find("the mask of the load of 'x' on line 7 depends on the grid point"),
+            std::string::npos)
+      << v.reason;
+  std::string good = bad;
+  good.replace(good.find(" | (program_id(1) == 69999)"), std::string(" | (program_id(1) == 69999)").size(),
+               "");
+  EXPECT_EQ(check_text(good, "k").status, Status::verified) << check_text(good, "k").reason;
+}
+
 // A ragged BlockSpec block (256 over 1000, rows of 100 in blocks of 32):
 // Triton's block is a view of the array, so a load with no mask reads past
 // it at the last program, even where the store is masked; a masked load
