@@ -8,6 +8,7 @@
 #include "spec/print.hpp"
 #include "spec/state.hpp"
 #include "spec/step.hpp"
+#include "spec/targets.hpp"
 #include "verifier/check.hpp"
 #include "verifier/races/cutoff.hpp"
 #include "verifier/races/races.hpp"
@@ -501,6 +502,29 @@ bool past_first_parallel_index(const spec::KernelSpec &k, const Finding &f) {
 }
 
 // The spec rules' verdict `v` and the lowered program's `low`, as one.
+// A TPU kernel's operands whose `buffered=` asks for more than two slots or
+// for lookahead, as "'y' (buffered=3)", and how many: Pallas' Mosaic TPU
+// lowering of a pallas_call raises on them (emit_pipeline takes them).
+std::pair<std::string, int> deep_buffered_operands(const spec::KernelSpec &k) {
+  const auto target = spec::kernel_target(k, std::nullopt);
+  if (spec::uses_triton(k) || (target && spec::is_gpu_target(*target))) return {"", 0};
+  const spec::Env params = spec::param_env(k.params, {});
+  std::string out;
+  int count = 0;
+  for (const auto &o : k.operands) {
+    std::optional<std::int64_t> n;
+    if (o.pipeline_mode.buffer_count) n = spec::eval_int(*o.pipeline_mode.buffer_count, params);
+    if (!o.pipeline_mode.lookahead && !(n && *n > 2)) continue;
+    out += (out.empty() ? "'" : ", '") + o.name + "' (" +
+           (o.pipeline_mode.lookahead
+                ? "buffered=(" + (n ? std::to_string(*n) : std::string("2")) + ", lookahead)"
+                : "buffered=" + std::to_string(*n)) +
+           ")";
+    ++count;
+  }
+  return {out, count};
+}
+
 Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low) {
   // partial-block-reduction is the spec rules' reading of where a partial
   // block's padding goes, by the masks they see on each read; the lowered
@@ -596,6 +620,11 @@ Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low) {
     v.reason +=
         (v.reason.empty() ? "" : "; ") + ("its opaque ops (" + spec::describe(ops) +
                                           ") are checked on their reads and writes, not their values");
+  if (auto [deep, n] = deep_buffered_operands(k); n > 0)
+    v.reason += (v.reason.empty() ? "" : "; ") +
+                (deep + (n == 1 ? " is" : " are") +
+                 " checked with the slots buffered= asks for, which jax's TPU pallas_call does not compile "
+                 "(it takes buffered=1 or 2 and no lookahead; pltpu.emit_pipeline takes them)");
   return v;
 }
 

@@ -380,3 +380,25 @@ TEST(KernelCheck, ALoweredIndexOutOfBoundsOnAWindowIsSaidInTheKernelsTermsAsRunS
       std::string::npos)
       << f->message;
 }
+
+TEST(KernelCheck, ATpuOperandBufferedPastTwoSlotsOrWithLookaheadIsVerifiedWithANoteThatPallasCallRefusesIt) {
+  // jax's Mosaic TPU lowering of a pallas_call raises on both; emit_pipeline takes them.
+  const std::string head = "kernel k:\n    grid = (8,)\n    target = tpu_v5e\n";
+  const std::string out = "    out o: f32[64, 128]  block=(8, 128)  index=(i) -> (i, 0)\n    body:\n"
+                          "        o[...] = x[...]\n";
+  for (const auto &[mode, said] : std::vector<std::pair<std::string, std::string>>{
+           {"buffered=3", "'x' (buffered=3) is checked"},
+           {"buffered=(2, lookahead)", "'x' (buffered=(2, lookahead)) is checked"}}) {
+    const auto v = verifier::check(
+        kernel(head + "    in  x: f32[64, 128]  block=(8, 128)  index=(i) -> (i, 0)  " + mode + "\n" + out),
+        {});
+    EXPECT_EQ(v.status, verifier::Status::verified) << v.reason;
+    EXPECT_NE(v.reason.find(said + " with the slots buffered= asks for, which jax's TPU pallas_call does not "
+                                   "compile"),
+              std::string::npos)
+        << v.reason;
+  }
+  const auto two = verifier::check(
+      kernel(head + "    in  x: f32[64, 128]  block=(8, 128)  index=(i) -> (i, 0)  buffered=2\n" + out), {});
+  EXPECT_EQ(two.reason.find("pallas_call does not compile"), std::string::npos) << two.reason;
+}
