@@ -625,10 +625,7 @@ void Interp::check_prefetch_reads(const spec::Stmt &s) {
       if (id == env.end()) break;
       point.push_back(id->second);
     }
-    throw ExecError(ExecError::Kind::fault, r->read->loc,
-                    "a read of a scalar-prefetch array outside it" +
-                        (point.empty() ? std::string() : " at grid point " + spec::format_tuple(point)) +
-                        ": " + r->what + " (on a TPU the SMEM load takes whatever lies next to the table)");
+    throw ExecError(ExecError::Kind::fault, r->read->loc, spec::read_outside_fault(*r, point));
   });
 }
 

@@ -230,10 +230,7 @@ struct Indexers {
       const auto r = spec::prefetch_read_outside(e, [&](const Expr &x) { return spec::eval_int(x, env); });
       if (r)
         throw ExecError(ExecError::Kind::fault, r->read->loc,
-                        "the index map of '" + op.name +
-                            "' reads a scalar-prefetch array outside it at grid point " +
-                            spec::format_tuple(point) + ": " + r->what +
-                            " (on a TPU the SMEM load takes whatever lies next to the table)");
+                        spec::read_outside_fault(*r, point, "the index map of '" + op.name + "' reads"));
     }
   }
   Shape block(const Shape &point) {

@@ -150,14 +150,9 @@ public:
       // A map of literals alone has one value everywhere (whole arrays: no
       // map at all): bind_kernel evaluated it.
       const auto constant = [](const Expr &e) {
-        bool names = false;
-        std::function<void(const Expr &)> walk = [&](const Expr &x) {
-          names = names || x.op == Op::Name || x.op == Op::Call || x.op == Op::Ref;
-          for (const auto &a : x.args)
-            walk(a);
-        };
-        walk(e);
-        return !names;
+        std::set<std::string> names;
+        collect_names(e, names);
+        return names.empty();
       };
       for (auto &x : ops_)
         if (x.bo && x.op->role != Role::scratch &&

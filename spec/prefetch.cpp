@@ -1,5 +1,6 @@
 #include "spec/prefetch.hpp"
 
+#include "spec/bind.hpp"
 #include "spec/print.hpp"
 #include "spec/typecheck.hpp"
 
@@ -27,6 +28,8 @@ const PrefetchArray *PrefetchSpace::array(const std::string &name) const {
 std::string prefetch_element(const std::string &name, std::int64_t k) {
   return name + "[" + std::to_string(k) + "]";
 }
+
+bool is_prefetch_element(const std::string &name) { return name.find('[') != std::string::npos; }
 
 std::optional<std::string> prefetch_violation(const PrefetchArray &a, const std::vector<std::int64_t> &values,
                                               std::optional<std::size_t> *index) {
@@ -509,17 +512,16 @@ namespace {
 bool value_only_in(const KernelSpec &k, const Expr &e, const std::set<std::string> &tainted) {
   if (!reads_name(e, tainted)) return true;
   if ((e.op == Op::Ref || e.op == Op::Name) && (tainted.count(e.name) || k.prefetch(e.name))) return true;
-  const auto all = [&](std::size_t from) {
-    for (std::size_t a = from; a < e.args.size(); ++a)
-      if (!value_only_in(k, e.args[a], tainted)) return false;
-    return true;
+  const auto all = [&] {
+    return std::all_of(e.args.begin(), e.args.end(),
+                       [&](const Expr &a) { return value_only_in(k, a, tainted); });
   };
   switch (e.op) {
   case Op::Add:
   case Op::Sub:
   case Op::Mul:
   case Op::Div:
-  case Op::Neg: return all(0);
+  case Op::Neg: return all();
   case Op::Call:
     if (e.name == "cast" && e.args.size() == 2 && e.args[1].op == Op::Name) {
       const auto d = parse_dtype(e.args[1].name);
@@ -878,6 +880,13 @@ prefetch_read_outside(const Expr &e, const std::function<std::optional<std::int6
   for (const auto &a : e.args)
     if (auto r = prefetch_read_outside(a, value)) return r;
   return std::nullopt;
+}
+
+std::string read_outside_fault(const ReadOutside &r, const std::vector<std::int64_t> &point,
+                               const std::string &who) {
+  return who + " a scalar-prefetch array outside it" +
+         (point.empty() ? std::string() : " at grid point " + format_tuple(point)) + ": " + r.what +
+         " (on a TPU the SMEM load takes whatever lies next to the table)";
 }
 
 std::vector<std::pair<Expr, Expr>> elaborated_read_extents(const Expr &in) {

@@ -120,6 +120,8 @@ std::optional<PrefetchContents> pick_prefetch(const PrefetchSpace &, std::uint64
 /// The name element k of prefetch array `name` has in an elaborated kernel
 /// whose contents are open: "name[k]" (no `.pk` name can collide with it).
 std::string prefetch_element(const std::string &name, std::int64_t k);
+/// Whether `name` is such an element's name.
+bool is_prefetch_element(const std::string &name);
 
 /// `k` without prefetch operands: each read of one becomes a `where` tree
 /// over its contents (given, else from `contents`, else element names), and
@@ -171,6 +173,12 @@ struct ReadOutside {
 };
 std::optional<ReadOutside>
 prefetch_read_outside(const Expr &e, const std::function<std::optional<std::int64_t>(const Expr &)> &value);
+/// run's words for such a read, wherever it faults (a body, an index map, a
+/// lowered program): "`who` a scalar-prefetch array outside it[ at grid
+/// point P]: WHAT (on a TPU the SMEM load takes whatever lies next to the
+/// table)"; `point` empty where the grid point is not known.
+std::string read_outside_fault(const ReadOutside &r, const std::vector<std::int64_t> &point = {},
+                               const std::string &who = "a read of");
 
 /// `k` with every read of a prefetch array of rank > 1 flattened, in index
 /// maps and the body: `pt[b, p]` (pt: i32[B, P]) becomes

@@ -316,8 +316,7 @@ void Stepper::exec(const Stmt &s) {
   if (plan.reads_tables)
     for_each_expr(s, [&](const Expr &e) {
       if (auto r = prefetch_read_outside(e, [&](const Expr &x) { return value_of(x); }))
-        throw OutOfBounds("a read of a scalar-prefetch array outside it: " + r->what +
-                          " (on a TPU the SMEM load takes whatever lies next to the table)");
+        throw OutOfBounds(read_outside_fault(*r));
     });
   if (auto *f = std::get_if<For>(&s.kind)) {
     const std::int64_t lo = eval(plan.ints[0], f->lo, s.loc), hi = eval(plan.ints[1], f->hi, s.loc);

@@ -501,13 +501,11 @@ bool past_first_parallel_index(const spec::KernelSpec &k, const Finding &f) {
   return false;
 }
 
-// The spec rules' verdict `v` and the lowered program's `low`, as one.
 // A TPU kernel's operands whose `buffered=` asks for more than two slots or
 // for lookahead, as "'y' (buffered=3)", and how many: Pallas' Mosaic TPU
 // lowering of a pallas_call raises on them (emit_pipeline takes them).
 std::pair<std::string, int> deep_buffered_operands(const spec::KernelSpec &k) {
-  const auto target = spec::kernel_target(k, std::nullopt);
-  if (spec::uses_triton(k) || (target && spec::is_gpu_target(*target))) return {"", 0};
+  if (spec::uses_triton(k) || spec::targets_gpu(k, std::nullopt)) return {"", 0};
   const spec::Env params = spec::param_env(k.params, {});
   std::string out;
   int count = 0;
@@ -525,6 +523,7 @@ std::pair<std::string, int> deep_buffered_operands(const spec::KernelSpec &k) {
   return {out, count};
 }
 
+// The spec rules' verdict `v` and the lowered program's `low`, as one.
 Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low) {
   // partial-block-reduction is the spec rules' reading of where a partial
   // block's padding goes, by the masks they see on each read; the lowered

@@ -171,11 +171,11 @@ private:
   /// The parts of p's box that nothing wrote and that hold no padding;
   /// `some` (when given) set where something wrote or padded part of it.
   std::vector<Box> unwritten(const Place &p, bool *some = nullptr) const;
-  /// A read of an SRAM/SMEM buffer part of whose box something wrote: the
-  /// rest becomes undefined data, followed like a partial block's padding.
   /// The earliest store that put the padding `refs` (and the tensor locals
   /// `value` names) hold into a buffer; -1 where they hold none.
   int padding_origin(const std::vector<spec::StepRef> &refs, const spec::Expr &value) const;
+  /// A read of an SRAM/SMEM buffer part of whose box something wrote: the
+  /// rest becomes undefined data, followed like a partial block's padding.
   void pad_unwritten(const Place &);
   /// Undefined data a wgmma reads reaches its accumulator (row of a, column of b).
   void wgmma_padding(const spec::AsyncStart &, int event);

@@ -1,6 +1,7 @@
 #include "verifier/races/padding.hpp"
 
 #include "spec/place.hpp"
+#include "spec/prefetch.hpp"
 #include "spec/typecheck.hpp"
 
 #include <algorithm>
@@ -1025,7 +1026,7 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
     if (it == pads_.end()) {
       // A param, a loop variable, or a local bound while no padding existed;
       // an element of a prefetch table left open (`sc[0]`, spec::prefetch_element): a scalar.
-      if (e.op == Op::Name && (env.count(e.name) || e.name == "inf" || e.name.find('[') != std::string::npos))
+      if (e.op == Op::Name && (env.count(e.name) || e.name == "inf" || spec::is_prefetch_element(e.name)))
         return none(Shape{});
       return none(std::nullopt);
     }

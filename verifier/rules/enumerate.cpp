@@ -5,6 +5,7 @@
 #include "spec/checked.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -639,24 +640,19 @@ private:
         // nothing has set yet, which reads no result at all: that read is
         // the uninitialized-accumulator's.)
         const Point &b = blk_[op][q];
-        const auto set_before = [&](int order) {
-          if (written.count(b)) return true;
-          for (std::size_t e = 0; e < m_.effects.size(); ++e)
-            if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::read &&
-                m_.effects[e].order < order && fires_[e][q])
-              return true;
-          return false;
-        };
+        int first_set = std::numeric_limits<int>::max(); // the first store or accumulation at q
+        for (std::size_t e = 0; e < m_.effects.size(); ++e)
+          if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::read && fires_[e][q])
+            first_set = std::min(first_set, m_.effects[e].order);
         for (std::size_t e = 0; e < m_.effects.size(); ++e) {
           const Effect &x = m_.effects[e];
           if (x.operand == op && !x.keep && fires_[e][q] &&
-              (x.kind == Effect::accumulate || (x.kind == Effect::read && set_before(x.order)) ||
+              (x.kind == Effect::accumulate ||
+               (x.kind == Effect::read && (written.count(b) || first_set < x.order)) ||
                (x.kind == Effect::write && m_.updates_through_locals(x))))
             taken[b].emplace_back(q, box_or_whole(x, q));
         }
-        for (std::size_t e = 0; e < m_.effects.size(); ++e)
-          if (m_.effects[e].operand == op && m_.effects[e].kind != Effect::read && fires_[e][q])
-            written.insert(b);
+        if (first_set != std::numeric_limits<int>::max()) written.insert(b);
       }
     }
   }

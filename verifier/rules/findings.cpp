@@ -3,6 +3,7 @@
 #include "spec/checked.hpp"
 #include "spec/lower.hpp"
 #include "spec/place.hpp"
+#include "spec/prefetch.hpp"
 #include "spec/targets.hpp"
 
 #include "verifier/races/padding.hpp"
@@ -2472,7 +2473,7 @@ void while_bounds(const KernelModel &m, std::vector<std::string> &unknown) {
   // Without any prefetch element a witness may have bound in the env.
   spec::Env env;
   for (const auto &[n, v] : m.env)
-    if (n.find('[') == std::string::npos) env[n] = v;
+    if (!spec::is_prefetch_element(n)) env[n] = v;
   for (const auto &w : m.while_bounds) {
     const std::string said = spec::while_bound_message(w.loc, w.bound);
     if (points > kMaxPoints) {
@@ -2841,7 +2842,7 @@ namespace {
 // A name of an open prefetch element (spec::prefetch_element, `ids[3]`):
 // its value is a solver variable, not the env's.
 bool reads_open_element(const spec::Expr &e) {
-  if (e.op == spec::Op::Name && e.name.find('[') != std::string::npos) return true;
+  if (e.op == spec::Op::Name && spec::is_prefetch_element(e.name)) return true;
   return std::any_of(e.args.begin(), e.args.end(), reads_open_element);
 }
 

@@ -1611,7 +1611,7 @@ struct Builder {
                                spec::Env &env) const {
     env.clear();
     for (const auto &[x, v] : m.env)
-      if (x.find('[') == std::string::npos) env[x] = v;
+      if (!spec::is_prefetch_element(x)) env[x] = v;
     for (std::size_t a = 0; a < p.size(); ++a)
       env[spec::program_id_var(static_cast<std::int64_t>(a))] = p[a];
     std::vector<std::pair<std::string, std::int64_t>> values;

@@ -2192,12 +2192,6 @@ private:
     }
   }
 
-  // Triton: a load with no mask whose box passes the array's end at some
-  // point where it fires, its block inside the array (the evaluator's
-  // triton_loads_past_end, for a grid too large to replay). A masked load's
-  // mask is evaluated at the point the solver finds: a lane it selects there
-  // past the end is the finding (where it selects none, the load is left as
-  // the evaluator leaves one whose mask reads data).
   // The grid axes a masked load's mask (or a mask local it reads) names
   // through program_id(a).
   static std::set<std::size_t> mask_axes(const Effect &e) {
@@ -2215,6 +2209,12 @@ private:
     return out;
   }
 
+  // Triton: a load with no mask whose box passes the array's end at some
+  // point where it fires, its block inside the array (the evaluator's
+  // triton_loads_past_end, for a grid too large to replay). A masked load's
+  // mask is evaluated at the point the solver finds: a lane it selects there
+  // past the end is the finding (where it selects none, the load is left as
+  // the evaluator leaves one whose mask reads data).
   void triton_loads_past_end(std::size_t op) {
     const auto &o = m_.operands[op];
     if (o.has_bounded_dims()) return;
@@ -2645,7 +2645,7 @@ RuleOutcome check_triton_races_symbolically(const KernelModel &m, unsigned timeo
 
 bool reads_open_contents_outside_copy_addresses(const KernelModel &m) {
   std::function<bool(const spec::Expr &)> reads = [&](const spec::Expr &e) {
-    if (e.op == spec::Op::Name && e.name.find('[') != std::string::npos) return true;
+    if (e.op == spec::Op::Name && spec::is_prefetch_element(e.name)) return true;
     return std::any_of(e.args.begin(), e.args.end(), reads);
   };
   auto any = [&](const std::vector<spec::Expr> &xs) { return std::any_of(xs.begin(), xs.end(), reads); };

@@ -241,7 +241,7 @@ Term ite(const Term &c, const Term &a, const Term &b) {
   return mk(c, z3::ite(truth(ex(c)), x, y));
 }
 
-Term truthy(const Term &t) { return ex(t).is_bool() ? t : (t != 0); }
+Term truthy(const Term &t) { return mk(t, truth(ex(t))); }
 
 namespace {
 Term quantify(bool universal, const std::vector<Term> &vars, const Term &body) {
@@ -469,8 +469,8 @@ struct Translator {
     return std::nullopt;
   }
   bool is_bool(const Term &t) { return ex(t).is_bool(); }
-  Term as_int(const Term &t) { return is_bool(t) ? ite(t, ctx.num(1), ctx.num(0)) : t; }
-  Term as_bool(const Term &t) { return is_bool(t) ? t : (t != 0); }
+  static Term as_int(const Term &t) { return mk(t, num(ex(t))); }
+  static Term as_bool(const Term &t) { return truthy(t); }
 
   // `g * y` with g a grid index whose axis has few steps (`j * p` with a
   // two-phase axis p, the (i, j * p) index map of a kernel that parks an
