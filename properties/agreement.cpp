@@ -2,6 +2,7 @@
 
 #include "executor/run.hpp"
 #include "properties/spec_rules_property.hpp"
+#include "spec/eval.hpp"
 #include "spec/lower.hpp"
 #include "spec/parse.hpp"
 #include "verifier/check.hpp"
@@ -323,14 +324,23 @@ Agreement agree_pipeline(const spec::Program &p) {
   a.verdict = verifier::to_string(v.status);
   a.findings = static_cast<int>(v.findings.size());
   const std::string param = symbolic_param(p);
-  // The bindings run: N = 1..kAgreementMaxN, or the one binding of a
-  // concrete program.
+  // The bindings run: the first kAgreementMaxN values of N from its lower
+  // bound (1 when it has none), or the one binding of a concrete program.
   std::vector<spec::Env> bindings;
-  if (param.empty())
+  if (param.empty()) {
     bindings.push_back({});
-  else
-    for (std::int64_t n = 1; n <= kAgreementMaxN; ++n)
+  } else {
+    std::int64_t lo = 1;
+    std::optional<std::int64_t> hi;
+    for (const auto &prm : p.params)
+      if (prm.name == param) {
+        if (prm.lo)
+          if (auto l = spec::eval_int(*prm.lo, spec::param_env(p.params, {}))) lo = *l;
+        if (prm.hi) hi = spec::eval_int(*prm.hi, spec::param_env(p.params, {}));
+      }
+    for (std::int64_t n = lo; n < lo + kAgreementMaxN && (!hi || n <= *hi); ++n)
       bindings.push_back({{param, n}});
+  }
   auto at = [&](const spec::Env &env) {
     return env.empty() ? std::string() : " at " + param + " = " + std::to_string(env.begin()->second);
   };

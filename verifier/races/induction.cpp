@@ -36,6 +36,10 @@ struct Site {
   Region region = Region::prologue;
   std::vector<CtxVar> ctx;
   std::string what; // for reasons
+  /// The conditions of the branches the site is under (lets substituted):
+  /// its value matters only where they hold, and they are sites themselves,
+  /// checked first.
+  std::vector<Expr> guards = {};
 };
 
 struct Full {
@@ -93,6 +97,11 @@ struct Collector {
 
   Expr sub(const Expr &e) const { return spec::substitute(e, subst); }
 
+  void add_site(Site s) {
+    s.guards = guards;
+    sites.push_back(std::move(s));
+  }
+
   void ref(const Expr &r, Region reg, const std::vector<CtxVar> &ctx) {
     const spec::Buffer *b = p.buffer(r.name);
     if (!b) return;
@@ -108,9 +117,9 @@ struct Collector {
       for (auto &s : subs) {
         if (s.op == Op::Slice) {
           for (auto &x : s.args)
-            if (x.op != Op::None) sites.push_back({sub(x), Kind::slot, bi, -1, reg, ctx, spec::print(r)});
+            if (x.op != Op::None) add_site({sub(x), Kind::slot, bi, -1, reg, ctx, spec::print(r)});
         } else if (s.op != Op::Ellipsis) {
-          sites.push_back({sub(s), Kind::slot, bi, -1, reg, ctx, spec::print(r)});
+          add_site({sub(s), Kind::slot, bi, -1, reg, ctx, spec::print(r)});
         }
       }
       return;
@@ -126,14 +135,13 @@ struct Collector {
         continue;
       }
       if (s.op == Op::Slice) {
-        if (s.args[0].op != Op::None)
-          sites.push_back({sub(s.args[0]), Kind::hbm, bi, d, reg, ctx, spec::print(r)});
+        if (s.args[0].op != Op::None) add_site({sub(s.args[0]), Kind::hbm, bi, d, reg, ctx, spec::print(r)});
         if (s.args[1].op != Op::None)
-          sites.push_back({sub(s.args[1]), Kind::hbm, bi, d, reg, ctx, spec::print(r)});
+          add_site({sub(s.args[1]), Kind::hbm, bi, d, reg, ctx, spec::print(r)});
         else
           fulls.push_back({bi, d, reg});
       } else {
-        sites.push_back({sub(s), Kind::hbm, bi, d, reg, ctx, spec::print(r)});
+        add_site({sub(s), Kind::hbm, bi, d, reg, ctx, spec::print(r)});
       }
       ++d;
     }
@@ -175,17 +183,23 @@ struct Collector {
     } else if (auto *c = std::get_if<Copy>(&s.kind)) {
       if (c->src.op != Op::None) ref(c->src, reg, ctx);
       if (c->dst.op != Op::None) ref(c->dst, reg, ctx);
-      // Where in its slot a copy lands is state the induction does not carry.
-      if (c->offset.op != Op::None) fail = "copies with offset= are checked concretely";
+      // Where in its slot a copy lands decides what the slot holds (and its
+      // padding): like a slot index, it must repeat with the loop.
+      if (c->offset.op != Op::None) {
+        const spec::Buffer *b = p.buffer(c->dst.name);
+        const int bi = b ? static_cast<int>(b - p.buffers.data()) : -1;
+        for (auto &x : c->offset.args)
+          add_site({sub(x), Kind::slot, bi, -1, reg, ctx, "offset= of " + spec::print(c->dst)});
+      }
     } else if (auto *w = std::get_if<Wgmma>(&s.kind)) {
       ref(w->acc, reg, ctx), ref(w->a, reg, ctx), ref(w->b, reg, ctx);
     } else if (auto *w = std::get_if<WgmmaWait>(&s.kind)) {
-      sites.push_back({sub(w->n), Kind::slot, -1, -1, reg, ctx, "wgmma_wait"});
+      add_site({sub(w->n), Kind::slot, -1, -1, reg, ctx, "wgmma_wait"});
     } else if (std::holds_alternative<Dma>(s.kind)) {
       // A semaphore's count is state the induction does not carry.
       fail = "DMAs on semaphores are checked concretely";
     } else if (auto *i = std::get_if<If>(&s.kind)) {
-      sites.push_back({sub(i->cond), Kind::guard, -1, -1, reg, ctx, "if " + spec::print(i->cond)});
+      add_site({sub(i->cond), Kind::guard, -1, -1, reg, ctx, "if " + spec::print(i->cond)});
       guards.push_back(sub(i->cond));
       block(i->then_body, reg, ctx, true);
       guards.back() = Expr::unary(Op::Not, sub(i->cond));
@@ -197,7 +211,7 @@ struct Collector {
       // count; where j goes, its uses say (a drain `range(max(N - D, 0), N)`
       // is D trips of slots and rows that move with N).
       const Expr lo = sub(f->lo), trips = Expr::binary(Op::Sub, sub(f->hi), lo);
-      sites.push_back({trips, Kind::guard, -1, -1, reg, ctx, "range bound"});
+      add_site({trips, Kind::guard, -1, -1, reg, ctx, "range bound"});
       const std::string counter = f->var + "#" + std::to_string(ctx.size());
       auto inner = ctx;
       inner.push_back({counter, Expr::integer(0), trips});
@@ -252,6 +266,18 @@ public:
 
   int queries = 0;
   std::map<std::pair<int, int>, std::int64_t> shift;
+
+  /// With no loop that grows with N: from N = X on, every site is the same
+  /// for every N (no loop, slot, subscript or branch moves with it).
+  Attempt run_constant(std::int64_t X) {
+    X_ = X;
+    shift.clear();
+    for (const Site *s : ordered()) {
+      Attempt r = check(*s);
+      if (!r.ok()) return r;
+    }
+    return proven();
+  }
 
   Attempt run(std::int64_t W, std::int64_t X) {
     W_ = W;
@@ -373,6 +399,8 @@ private:
                           spec::print(s.e);
         for (auto &cv : s.ctx)
           key += "|" + cv.var + ":" + spec::print(cv.lo) + ":" + spec::print(cv.hi);
+        for (auto &g : s.guards)
+          key += "|if " + spec::print(g);
         if (seen.insert(key).second) v.push_back(&s);
       }
     return v;
@@ -408,6 +436,11 @@ private:
       auto l = enc(cv.lo, N, i, ctx), h = enc(cv.hi, N, i, ctx);
       if (!l || !h) return std::nullopt;
       r = r && ctx.at(cv.var) >= *l && ctx.at(cv.var) < *h;
+    }
+    for (auto &g : s.guards) {
+      auto t = enc(g, N, i, ctx);
+      if (!t) return std::nullopt;
+      r = r && smt::truthy(*t);
     }
     return r;
   }
@@ -495,6 +528,9 @@ private:
       if (!a || !b || !ca || !cb) return fails(fail + not_encoded());
       smt::Term pre = cN(N) && mid(i, *h) && mid(j, *h) && *ca && *cb;
       if (s.kind == Kind::hbm) {
+        // Under a branch taken nowhere in the middle (a drain's last copy),
+        // the subscript is never evaluated there.
+        if (!s.guards.empty() && unsat(pre, "site-reached-in-middle")) return end_facts(s, ctx, fail);
         auto d = model_value(pre, *b - *a);
         if (!d) return fails(fail + "cannot be related across iterations");
         if (!unsat(pre && *b - *a != c_.num(static_cast<std::int64_t>(*d)), "hbm-shift-per-period"))
@@ -507,8 +543,14 @@ private:
                                  : "is not periodic in the loop variable"));
       }
     }
-    // Tail iterations and the epilogue: as N grows by P, guards and slots keep
-    // their values and hbm subscripts move by the shift.
+    return end_facts(s, ctx, fail);
+  }
+
+  // Tail iterations and the epilogue: as N grows by P, guards and slots keep
+  // their values and hbm subscripts move by the shift.
+  Attempt end_facts(const Site &s, const std::map<std::string, smt::Term> &ctx, const std::string &fail) {
+    smt::Term N = c_.int_var("N");
+    auto hi_of = [&](const smt::Term &n) { return enc(loop_hi_, n, std::nullopt, {}); };
     smt::Term NP = N + c_.num(static_cast<std::int64_t>(q_));
     std::vector<std::optional<std::pair<smt::Term, smt::Term>>> insts;
     if (s.region == Region::main) {
@@ -528,6 +570,7 @@ private:
         return fails_for_small_n(fail + "is not an integer expression of the trip count");
       smt::Term pre = cN(N) && cN(NP) && *ca && *cb;
       if (s.kind == Kind::hbm) {
+        if (!s.guards.empty() && unsat(pre, "site-reached-at-end")) continue;
         auto d = model_value(pre, *b - *a);
         if (!d) return fails_for_small_n(fail + "cannot be related across trip counts");
         if (!unsat(pre && *b - *a != c_.num(static_cast<std::int64_t>(*d)), "hbm-shift-at-end"))
@@ -557,6 +600,74 @@ private:
 public:
   std::int64_t q_ = 1, m_ = 1;
 };
+
+/// No loop grows with N (N sizes an array, or bounds a fixed loop's
+/// guard): the proof is that nothing the race machine follows moves with N
+/// past some N = X, so every larger N runs as X does, and that every access
+/// stays inside its buffer for every N.
+InductionPlan plan_constant(const spec::Program &p, const std::string &param, std::int64_t lo,
+                            std::optional<std::int64_t> hi, const spec::Env &fixed, unsigned timeout_ms) {
+  InductionPlan plan;
+  Collector col{p, {}, {}, {}, {}, {}, {}, {}, {}};
+  for (auto &[k, v] : fixed)
+    if (k != param) col.subst[k] = Expr::integer(v);
+  for (const auto &st : p.body)
+    col.stmt(st, Region::prologue, {}, false);
+  if (!col.fail.empty()) {
+    plan.reason = "no loop grows with " + param + ", and " + col.fail;
+    return plan;
+  }
+  auto moves = [&](const Expr &e) { return spec::mentions(col.sub(e), param); };
+  // A slot's extent, or a whole dimension an access spans, that moves with N
+  // moves what the access covers.
+  for (const auto &b : p.buffers) {
+    if (b.kind == spec::BufferKind::hbm) continue;
+    bool m = b.slots && moves(*b.slots);
+    for (const auto &e : b.shape)
+      m = m || moves(e);
+    if (m) {
+      plan.reason = "no loop grows with " + param + ", and the shape of '" + b.name + "' does";
+      return plan;
+    }
+  }
+  for (const auto &f : col.fulls)
+    if (moves(p.buffers[static_cast<std::size_t>(f.buffer)].shape[static_cast<std::size_t>(f.dim)])) {
+      plan.reason = "no loop grows with " + param + ", and an access spans all of a dimension of '" +
+                    p.buffers[static_cast<std::size_t>(f.buffer)].name + "' that does";
+      return plan;
+    }
+  smt::Context c;
+  Prover prover(c, col, param, lo, hi, "", 0, Expr::integer(0), 1, timeout_ms);
+  std::string first_reason;
+  for (std::int64_t X = lo; X <= lo + 8 && (!hi || X <= *hi); ++X) {
+    Attempt r = prover.run_constant(X);
+    if (!r.ok()) {
+      if (first_reason.empty()) first_reason = r.reason;
+      if (r.kind != Attempt::Kind::fails_for_small_n) break;
+      continue;
+    }
+    for (auto &b : col.bounds) {
+      std::optional<std::int64_t> witness;
+      Attempt in = prover.in_bounds(b, witness);
+      if (!in.ok()) {
+        plan.kind = InductionPlan::Kind::out_of_bounds;
+        plan.reason = in.reason;
+        plan.out_of_bounds_at = witness;
+        plan.queries = prover.queries;
+        return plan;
+      }
+    }
+    plan.kind = InductionPlan::Kind::proven;
+    plan.ok = true;
+    plan.n_struct = X;
+    plan.queries = prover.queries;
+    return plan;
+  }
+  plan.queries = prover.queries;
+  plan.reason = "no loop grows with " + param + ", and " +
+                (first_reason.empty() ? "a site moves with it" : first_reason);
+  return plan;
+}
 
 } // namespace
 
@@ -601,12 +712,12 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
             !hit && &st != &top && f && spec::mentions(f->hi, param))
           hit = &st;
       });
-    if (hit)
+    if (hit) {
       plan.reason = "the loop that grows with " + param + " (line " + std::to_string(hit->loc.line) +
                     ") is nested in another loop or branch; the proof takes a loop at the top level";
-    else
-      plan.reason = "no loop grows with " + param;
-    return plan;
+      return plan;
+    }
+    return plan_constant(p, param, lo, hi, fixed, timeout_ms);
   }
   col.subst.clear();
   for (auto &[k, v] : fixed)
@@ -650,7 +761,7 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
   // start the window at the largest constant a loop guard compares with.
   std::int64_t w0 = 1;
   std::function<void(const Expr &)> consts = [&](const Expr &e) {
-    if (e.op == Op::Int) w0 = std::max<std::int64_t>(w0, std::min<std::int64_t>(std::abs(e.int_value), 8));
+    if (e.op == Op::Int) w0 = std::max<std::int64_t>(w0, std::min<std::int64_t>(std::abs(e.int_value), 16));
     for (auto &a : e.args)
       consts(a);
   };

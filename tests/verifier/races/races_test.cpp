@@ -703,6 +703,223 @@ TEST(Induction, AnAccessLeavingAFixedBufferIsAnOutOfBoundsPlanWithTheSmallestN) 
   EXPECT_EQ(plan.out_of_bounds_at, std::optional<std::int64_t>(65));
 }
 
+// A fixed loop over the first rows of an array N sizes: no loop grows with N.
+std::string fixed_rows_pipeline(const std::string &rows, const std::string &extra) {
+  return R"(pipeline fixed:
+    param N >= 1
+    hbm  A: f32[)" +
+         rows + R"(, 8]
+    hbm  C: f32[12, 8]
+    sram X[2]: f32[8]
+    copy_in_start(A[0], X[0])
+    for i in range(12):
+        if i + 1 < 12:
+            copy_in_start(A[i + 1], X[(i + 1) % 2])
+)" + extra +
+         R"(        copy_in_wait(X[i % 2])
+        copy_out_start(X[i % 2], C[i])
+        copy_out_wait(X[i % 2])
+)";
+}
+
+TEST(Induction, WithNoLoopThatGrowsWithNNothingElseMayMoveWithIt) {
+  auto f = parse_text("t.pk", fixed_rows_pipeline("N + 12", ""));
+  auto v = verifier::check_program(program(f, "fixed"), {});
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  EXPECT_NE(v.reason.find("no loop, slot, subscript or branch moves with N"), std::string::npos) << v.reason;
+  // A row that leaves the array only past the trip counts run: found, at
+  // the smallest such N.
+  auto g = parse_text("t.pk", fixed_rows_pipeline("max(20 - N, 1)", ""));
+  auto w = verifier::check_program(program(g, "fixed"), {});
+  ASSERT_EQ(w.status, Status::violation) << w.reason;
+  EXPECT_EQ(w.findings[0].rule, verifier::Rule::index_out_of_bounds);
+  EXPECT_NE(w.findings[0].message.find("(N = 9)"), std::string::npos) << w.findings[0].message;
+  // A branch on N is no proof: the trip counts past its literal are run.
+  auto h = parse_text(
+      "t.pk",
+      fixed_rows_pipeline("N + 12", "        if N > 10:\n            copy_in_start(A[i], X[i % 2])\n"));
+  auto x = verifier::check_program(program(h, "fixed"), {});
+  ASSERT_EQ(x.status, Status::violation) << x.reason;
+  EXPECT_EQ(x.findings[0].rule, verifier::Rule::slot_race);
+  EXPECT_NE(x.findings[0].message.find("(N = 11)"), std::string::npos) << x.findings[0].message;
+  // A slot whose size N sets moves what every copy covers: unproven.
+  auto k = parse_text("t.pk", R"(pipeline fixed:
+    param N >= 1
+    hbm  A: f32[4, N]
+    sram X[1]: f32[N]
+    for i in range(4):
+        copy_in_start(A[i], X[0])
+        copy_in_wait(X[0])
+)");
+  auto y = verifier::check_program(program(k, "fixed"), {});
+  EXPECT_EQ(y.status, Status::unknown) << y.reason;
+  EXPECT_NE(y.reason.find("the shape of 'X' does"), std::string::npos) << y.reason;
+}
+
+TEST(Induction, ASiteUnderABranchMattersOnlyWhereTheBranchIsTaken) {
+  // The drain copy's end `4 * N` moves with N, but it is taken only at the
+  // next-to-last iteration; the halo copies land at offset 1 of their slot.
+  auto f = parse_text("t.pk", R"(pipeline halo:
+    param N >= 2
+    hbm  A: f32[4 * N]
+    hbm  C: f32[4 * N]
+    sram x[2]: f32[6]
+    sram z[2]: f32[4]
+    copy_in_start(A[0:5], x[0], offset=(1,))
+    for i in range(N):
+        if i + 2 < N:
+            copy_in_start(A[4 * i + 3:4 * i + 9], x[(i + 1) % 2])
+        if i + 2 == N:
+            copy_in_start(A[4 * i + 3:4 * N], x[(i + 1) % 2])
+        copy_in_wait(x[i % 2])
+        z[i % 2] = x[i % 2, 1:5]
+        copy_out_start(z[i % 2], C[4 * i:4 * i + 4])
+        copy_out_wait(z[i % 2])
+)");
+  auto v = verifier::check_program(program(f, "halo"), {});
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  EXPECT_NE(v.reason.find("k-induction"), std::string::npos) << v.reason;
+  // The same drain copy into the slot being read races, at the smallest N.
+  auto g = parse_text("t.pk", R"(pipeline halo:
+    param N >= 2
+    hbm  A: f32[4 * N]
+    hbm  C: f32[4 * N]
+    sram x[2]: f32[6]
+    sram z[2]: f32[4]
+    copy_in_start(A[0:5], x[0], offset=(1,))
+    for i in range(N):
+        if i + 2 < N:
+            copy_in_start(A[4 * i + 3:4 * i + 9], x[(i + 1) % 2])
+        copy_in_wait(x[i % 2])
+        if i + 2 == N:
+            copy_in_start(A[4 * i + 3:4 * N], x[i % 2])
+        z[i % 2] = x[i % 2, 1:5]
+        copy_out_start(z[i % 2], C[4 * i:4 * i + 4])
+        copy_out_wait(z[i % 2])
+)");
+  auto w = verifier::check_program(program(g, "halo"), {});
+  ASSERT_EQ(w.status, Status::violation) << w.reason;
+  EXPECT_EQ(w.findings[0].rule, verifier::Rule::slot_race);
+  EXPECT_NE(w.findings[0].message.find("(N = 2)"), std::string::npos) << w.findings[0].message;
+}
+
+TEST(Induction, ALookaheadOfElevenBlocksIsProvenForEveryN) {
+  // The window starts at the guard's constant (`i + 11 < N`), up to 16.
+  auto f = parse_text("t.pk", R"(pipeline lookahead_11_on_12_slots:
+    param N >= 1
+    hbm  A: f32[N, 128]
+    hbm  B: f32[N, 128]
+    sram X[12]: f32[128]
+    sram Y[2]: f32[128]
+    if N > 0:
+        copy_in_start(A[0], X[0])
+    if N > 1:
+        copy_in_start(A[1], X[1])
+    if N > 2:
+        copy_in_start(A[2], X[2])
+    if N > 3:
+        copy_in_start(A[3], X[3])
+    if N > 4:
+        copy_in_start(A[4], X[4])
+    if N > 5:
+        copy_in_start(A[5], X[5])
+    if N > 6:
+        copy_in_start(A[6], X[6])
+    if N > 7:
+        copy_in_start(A[7], X[7])
+    if N > 8:
+        copy_in_start(A[8], X[8])
+    if N > 9:
+        copy_in_start(A[9], X[9])
+    if N > 10:
+        copy_in_start(A[10], X[10])
+    for i in range(N):
+        cur = i % 12
+        if i + 11 < N:
+            copy_in_start(A[i + 11], X[(i + 11) % 12])
+        copy_in_wait(X[cur])
+        Y[i % 2] = X[cur] * 2
+        copy_out_start(Y[i % 2], B[i])
+        if i > 0:
+            copy_out_wait(Y[(i + 1) % 2])
+    copy_out_wait(Y[(N - 1) % 2])
+)");
+  auto v = verifier::check_program(program(f, "lookahead_11_on_12_slots"), {});
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  EXPECT_NE(v.reason.find("k-induction"), std::string::npos) << v.reason;
+}
+
+TEST(Induction, TheLastIterationsRowNamedThroughNUnderItsBranchIsProven) {
+  auto f = parse_text("t.pk", R"(pipeline last_iteration_branch:
+    param N >= 1
+    hbm  A: f32[N, 128]
+    hbm  B: f32[N, 128]
+    sram X[2]: f32[128]
+    copy_in_start(A[0], X[0])
+    for i in range(N):
+        cur = i % 2
+        if i + 1 < N:
+            copy_in_start(A[i + 1], X[(i + 1) % 2])
+        copy_in_wait(X[cur])
+        if i == N - 1:
+            copy_out_start(X[cur], B[N - 1])
+        else:
+            copy_out_start(X[cur], B[i])
+        copy_out_wait(X[cur])
+)");
+  auto v = verifier::check_program(program(f, "last_iteration_branch"), {});
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  EXPECT_NE(v.reason.find("k-induction"), std::string::npos) << v.reason;
+}
+
+TEST(Induction, AnUnprovenProgramIsCheckedPastAConstantItsGuardNamesThroughALocal) {
+  // `lim = 20`, `i != lim`: the prefetch skipped at i = 20 hangs from N = 22.
+  auto f = parse_text("t.pk", R"(pipeline skip_local:
+    param N >= 1
+    hbm  A: f32[N, 128]
+    hbm  B: f32[N, 128]
+    sram X[2]: f32[128]
+    lim = 20
+    copy_in_start(A[0], X[0])
+    for i in range(N):
+        cur = i % 2
+        if i + 1 < N and i != lim:
+            copy_in_start(A[i + 1], X[(i + 1) % 2])
+        copy_in_wait(X[cur])
+        copy_out_start(X[cur], B[i])
+        copy_out_wait(X[cur])
+)");
+  auto v = verifier::check_program(program(f, "skip_local"), {});
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  EXPECT_EQ(v.findings[0].rule, verifier::Rule::wait_without_copy);
+  EXPECT_NE(v.findings[0].message.find("(N = 22)"), std::string::npos) << v.findings[0].message;
+}
+
+TEST(Induction, AnUnprovenProgramWithABoundedNOfFewValuesIsCheckedWhole) {
+  // A[i + N] moves with N: no proof; N in [1, 9] is nine runs.
+  auto f = parse_text("t.pk", R"(pipeline write_second_half_N_le_9:
+    param N >= 1 <= 9
+    hbm  A: f32[2 * N, 128]
+    sram X[2]: f32[128]
+    sram Y[2]: f32[128]
+    copy_in_start(A[0], X[0])
+    for i in range(N):
+        cur = i % 2
+        nxt = (i + 1) % 2
+        if i + 1 < N:
+            copy_in_start(A[i + 1], X[nxt])
+        copy_in_wait(X[cur])
+        Y[cur] = X[cur] + 1
+        copy_out_start(Y[cur], A[i + N])
+        if i > 0:
+            copy_out_wait(Y[nxt])
+    copy_out_wait(Y[(N - 1) % 2])
+)");
+  auto v = verifier::check_program(program(f, "write_second_half_N_le_9"), {});
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  EXPECT_EQ(v.reason, "checked every N in [1, 9] concretely");
+}
+
 // `Y[0] = where(m, x, Y[0])` keeps what nothing wrote of Y[0] where m fails:
 // undefined data, like a partial block's padding, which a later store may
 // overwrite and a write-back must not carry out.
