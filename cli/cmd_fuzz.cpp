@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 namespace pipecheck::cli {
@@ -61,7 +62,13 @@ int fuzz_cmd(const FuzzArgs &a) {
   std::string shard = a.shard;
   if (shard.empty()) {
     const char *i = std::getenv("TEST_SHARD_INDEX"), *n = std::getenv("TEST_TOTAL_SHARDS");
-    if (i && n) shard = std::string(i) + "/" + n;
+    if (i && n) {
+      shard = std::string(i) + "/" + n;
+      // Bazel's sharding protocol: touching the status file says the test
+      // shards (Bazel 7 fails a sharded test that does not).
+      if (const char *status = std::getenv("TEST_SHARD_STATUS_FILE"); status && *status)
+        std::ofstream(status, std::ios::app).flush();
+    }
   }
   if (!shard.empty() && !parse_shard(shard, o.shard_index, o.shard_count))
     return usage_error("--shard", shard, "expects K/N with 0 <= K < N");
@@ -130,7 +137,12 @@ int fuzz_cmd(const FuzzArgs &a) {
   }
   if (!emit(a.output, text)) return environment;
   // The smallest failing configuration as a corpus file with its expectations.
-  if (!a.save_failures.empty() && r.smallest_failure) {
+  if (!a.save_failures.empty() && r.smallest_failure &&
+      r.smallest_failure->outcome == sweep::Outcome::bad_input) {
+    // A corpus file must parse: bad input has no expectations to save.
+    std::cerr << "note: --save-failures: the smallest failing configuration is bad input (it does not "
+                 "check); nothing saved\n";
+  } else if (!a.save_failures.empty() && r.smallest_failure) {
     auto path = sweep::save_config_failure(*k, *r.smallest_failure, o, a.save_failures);
     if (!path) {
       std::cerr << "error: --save-failures " << a.save_failures

@@ -267,8 +267,7 @@ std::vector<spec::Diagnostic> override_errors(const std::variant<spec::KernelSpe
   if (overrides.empty()) return {};
   auto errors = spec::bind_params(unit_params(u), overrides, false).errors;
   if (!errors.empty()) return errors;
-  const auto *k = std::get_if<spec::KernelSpec>(&u);
-  return k ? spec::typecheck(*k, overrides) : std::vector<spec::Diagnostic>{};
+  return std::visit([&](const auto &x) { return spec::validate(x, overrides); }, u);
 }
 
 bool check_overrides(const std::variant<spec::KernelSpec, spec::Program> &u, const spec::SourceFile &src,

@@ -106,6 +106,7 @@ public:
   // --------------------------------------------------------------- params
   Env env;                      // values of params known so far
   std::set<std::string> params; // names of params defined so far
+  Env overrides;                // --set / a fuzz configuration: values in place of the written ones
 
   void check_params(const std::vector<Param> &ps, std::set<std::string> &names) {
     for (const auto &p : ps) {
@@ -143,6 +144,7 @@ public:
       if (lo && hi && *hi < *lo)
         error(p.hi->loc, "param '" + p.name + "' has an empty range: " + std::to_string(*lo) + " > " +
                              std::to_string(*hi));
+      if (auto it = overrides.find(p.name); it != overrides.end()) env[p.name] = it->second;
       params.insert(p.name);
     }
   }
@@ -1402,24 +1404,26 @@ public:
 
 } // namespace
 
-std::vector<Diagnostic> validate(const KernelSpec &k) {
+std::vector<Diagnostic> validate(const KernelSpec &k, const Env &overrides) {
   // A nested emit_pipeline: what the language accepts of it, then its
   // flattened kernel (spec/nested.hpp) as any other, which validates the
   // inner specs and body where they are written.
   if (has_emit_pipeline(k.body) || has_emit_pipeline(k.reference)) {
     auto errs = nested_errors(k);
     if (!errs.empty()) return errs;
-    return validate(flatten_nested(k));
+    return validate(flatten_nested(k), overrides);
   }
   Validator v;
+  v.overrides = overrides;
   v.kernel(k);
   // The body's types are only meaningful over names and ranks that validate.
-  if (v.errs.empty()) return typecheck(k);
+  if (v.errs.empty()) return typecheck(k, overrides);
   return v.errs;
 }
 
-std::vector<Diagnostic> validate(const Program &p) {
+std::vector<Diagnostic> validate(const Program &p, const Env &overrides) {
   Validator v;
+  v.overrides = overrides;
   for (const auto &st : p.body)
     if (has_emit_pipeline(Block{st}))
       v.errs.push_back({Severity::error,
@@ -1428,7 +1432,7 @@ std::vector<Diagnostic> validate(const Program &p) {
                         {}});
   if (!v.errs.empty()) return v.errs;
   v.program(p);
-  if (v.errs.empty()) return typecheck(p);
+  if (v.errs.empty()) return typecheck(p, overrides);
   return v.errs;
 }
 

@@ -4,6 +4,7 @@
 /// error. After validation the IR's invariants may be asserted.
 
 #include "spec/diag.hpp"
+#include "spec/eval.hpp"
 #include "spec/ir.hpp"
 
 #include <string>
@@ -13,7 +14,10 @@ namespace pipecheck::spec {
 
 std::vector<Diagnostic> validate(const File &);
 
-std::vector<Diagnostic> validate(const KernelSpec &);
-std::vector<Diagnostic> validate(const Program &);
+/// A unit validated with `overrides` (--set, a fuzz configuration) in place
+/// of its params' written values: what an override makes invalid (a slice
+/// past its block, a setting out of range) is an error as if written so.
+std::vector<Diagnostic> validate(const KernelSpec &, const Env &overrides = {});
+std::vector<Diagnostic> validate(const Program &, const Env &overrides = {});
 
 } // namespace pipecheck::spec

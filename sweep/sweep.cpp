@@ -1,5 +1,8 @@
 #include "sweep/sweep.hpp"
 
+#include "spec/eval.hpp"
+#include "spec/opaque.hpp"
+#include "spec/validate.hpp"
 #include "verifier/check.hpp"
 #include "verifier/rule.hpp"
 
@@ -94,6 +97,17 @@ ConfigResult try_config(const spec::KernelSpec &k, const spec::Env &params, cons
   spec::Env overrides = o.overrides;
   for (const auto &[n, v] : params)
     overrides[n] = v;
+  // The configuration as if written: what it makes invalid is bad input,
+  // as `check --set` says.
+  {
+    auto errors = spec::bind_params(k.params, overrides, false).errors;
+    if (errors.empty()) errors = spec::validate(k, overrides);
+    if (!errors.empty()) {
+      c.outcome = Outcome::bad_input;
+      c.reason = "line " + std::to_string(errors.front().loc.line) + ": " + errors.front().message;
+      return c;
+    }
+  }
   verifier::CheckOptions co;
   co.overrides = overrides;
   co.target = o.target;
@@ -116,6 +130,15 @@ ConfigResult try_config(const spec::KernelSpec &k, const spec::Env &params, cons
               : v.status == verifier::Status::violation ? Outcome::violation
                                                         : Outcome::unknown;
   if (!o.run) return c;
+  // An opaque op's values are unknown: a run would be a guess, never a pass.
+  if (const auto ops = spec::opaque_ops(k); !ops.empty()) {
+    if (c.outcome == Outcome::ok) {
+      c.outcome = Outcome::unknown;
+      c.reason = "not run: opaque op " + ops.front().op + " at line " + std::to_string(ops.front().loc.line) +
+                 " has no known values (check checks its reads and writes)";
+    }
+    return c;
+  }
   executor::RunOptions ro = run_options(params, o);
   t0 = std::chrono::steady_clock::now();
   // Two schedules: every copy as early as it may land, and a seeded random one.
@@ -124,7 +147,10 @@ ConfigResult try_config(const spec::KernelSpec &k, const spec::Env &params, cons
     executor::RunResult r = executor::run(k, ro);
     c.run = r.status;
     if (r.status == executor::RunStatus::pass) continue;
-    if (r.mismatch) c.first_mismatch = r.reason; // the run's own account of it
+    if (r.mismatch)
+      c.first_mismatch = r.reason; // the run's own account of it
+    else if (c.reason.empty())
+      c.reason = std::string(executor::to_string(mode)) + " run: " + r.reason; // a fault, not a value
     if (r.status == executor::RunStatus::bad_input || r.status == executor::RunStatus::error) {
       if (c.outcome == Outcome::ok) {
         c.outcome = Outcome::bad_input;
@@ -167,25 +193,27 @@ std::variant<SweepResult, SweepError> sweep(const spec::KernelSpec &k, const Swe
     res.swept.push_back(p.name);
     domains.push_back(std::move(d));
   }
+  // The size of the sweep, exact up to 2^62; past that the count is
+  // saturated (`total_capped`) and configurations are drawn a param at a
+  // time, each domain's value uniformly, so a sample still reaches every
+  // value of every param (a flat index past 2^62 has no room).
+  constexpr std::size_t kMaxTotal = std::size_t{1} << 62;
   std::size_t total = 1;
-  for (const auto &d : domains)
-    total =
-        total > (std::size_t{1} << 40) / d.values.size() ? (std::size_t{1} << 40) : total * d.values.size();
-  res.total_configs = total;
-  // The indices tried: all, or a seeded sample in sweep order.
-  std::vector<std::size_t> indices;
-  if (total <= o.max_configs) {
-    for (std::size_t i = 0; i < total; ++i)
-      indices.push_back(i);
-  } else {
-    res.sampled = true;
-    std::mt19937_64 rng(o.seed);
-    std::set<std::size_t> picked;
-    std::uniform_int_distribution<std::size_t> pick(0, total - 1);
-    while (picked.size() < o.max_configs)
-      picked.insert(pick(rng));
-    indices.assign(picked.begin(), picked.end());
+  for (const auto &d : domains) {
+    if (total > kMaxTotal / d.values.size()) {
+      total = kMaxTotal;
+      res.total_capped = true;
+    } else {
+      total *= d.values.size();
+    }
   }
+  res.total_configs = total;
+  // A configuration: its index in the sweep (lexicographic over the
+  // domains; in a capped sweep, its place in the sample) and its params.
+  struct Pick {
+    std::size_t index;
+    spec::Env params;
+  };
   auto params_of = [&](std::size_t index) {
     spec::Env env;
     for (std::size_t d = domains.size(); d-- > 0;) {
@@ -194,11 +222,43 @@ std::variant<SweepResult, SweepError> sweep(const spec::KernelSpec &k, const Swe
     }
     return env;
   };
-  std::vector<std::size_t> mine;
-  for (std::size_t i : indices)
+  // The configurations tried: all, or a seeded sample in sweep order.
+  std::vector<Pick> picks;
+  if (total <= o.max_configs && !res.total_capped) {
+    for (std::size_t i = 0; i < total; ++i)
+      picks.push_back({i, params_of(i)});
+  } else if (!res.total_capped) {
+    res.sampled = true;
+    std::mt19937_64 rng(o.seed);
+    std::set<std::size_t> picked;
+    std::uniform_int_distribution<std::size_t> pick(0, total - 1);
+    while (picked.size() < o.max_configs)
+      picked.insert(pick(rng));
+    for (std::size_t i : picked)
+      picks.push_back({i, params_of(i)});
+  } else {
+    res.sampled = true;
+    std::mt19937_64 rng(o.seed);
+    std::set<std::vector<std::size_t>> picked;
+    while (picked.size() < o.max_configs) {
+      std::vector<std::size_t> at;
+      for (const auto &d : domains)
+        at.push_back(std::uniform_int_distribution<std::size_t>(0, d.values.size() - 1)(rng));
+      picked.insert(std::move(at));
+    }
+    std::size_t n = 0;
+    for (const auto &at : picked) {
+      spec::Env env;
+      for (std::size_t d = 0; d < domains.size(); ++d)
+        env[domains[d].name] = domains[d].values[at[d]];
+      picks.push_back({n++, std::move(env)});
+    }
+  }
+  std::vector<Pick> mine;
+  for (auto &pk : picks)
     if (o.shard_count <= 1 ||
-        static_cast<std::int64_t>(i % static_cast<std::size_t>(o.shard_count)) == o.shard_index)
-      mine.push_back(i);
+        static_cast<std::int64_t>(pk.index % static_cast<std::size_t>(o.shard_count)) == o.shard_index)
+      mine.push_back(std::move(pk));
   std::vector<std::optional<ConfigResult>> done(mine.size());
   std::atomic<std::size_t> next{0};
   std::size_t finished = 0;
@@ -206,8 +266,8 @@ std::variant<SweepResult, SweepError> sweep(const spec::KernelSpec &k, const Swe
   auto worker = [&] {
     for (std::size_t n; (n = next++) < mine.size();) {
       if (verifier::cancelled()) break;
-      ConfigResult c = try_config(k, params_of(mine[n]), o);
-      c.index = mine[n];
+      ConfigResult c = try_config(k, mine[n].params, o);
+      c.index = mine[n].index;
       done[n] = std::move(c);
       if (o.progress) {
         std::lock_guard<std::mutex> lock(progress_mu);
@@ -247,13 +307,15 @@ std::variant<SweepResult, SweepError> sweep(const spec::KernelSpec &k, const Swe
         }
       }
     }
-    // Its index in the sweep.
-    std::size_t index = 0;
-    for (const auto &d : domains) {
-      auto at = std::find(d.values.begin(), d.values.end(), best.params.at(d.name));
-      index = index * d.values.size() + static_cast<std::size_t>(at - d.values.begin());
+    // Its index in the sweep (in a capped sweep, the sampled one's).
+    if (!res.total_capped) {
+      std::size_t index = 0;
+      for (const auto &d : domains) {
+        auto at = std::find(d.values.begin(), d.values.end(), best.params.at(d.name));
+        index = index * d.values.size() + static_cast<std::size_t>(at - d.values.begin());
+      }
+      best.index = index;
     }
-    best.index = index;
     if (o.run && !best.first_mismatch.empty() && !verifier::cancelled())
       best.shrunk_input = shrink_failing_run(k, best.params, o);
     res.smallest_failure = std::move(best);
@@ -313,6 +375,7 @@ std::string to_json(const SweepResult &r) {
   j["campaign"] = campaign_json(r.campaign);
   j["swept"] = r.swept;
   j["total_configs"] = r.total_configs;
+  j["total_capped"] = r.total_capped;
   j["sampled"] = r.sampled;
   j["configs"] = nlohmann::json::array();
   std::map<std::string, int> counts;
@@ -328,13 +391,19 @@ std::string to_json(const SweepResult &r) {
 
 std::string to_text(const SweepResult &r) {
   std::ostringstream os;
-  os << "kernel '" << r.kernel << "': " << r.configs.size() << " of " << r.total_configs
-     << " configuration(s)" << (r.sampled ? " (a seeded sample)" : "") << "\n";
+  os << "kernel '" << r.kernel << "': " << r.configs.size() << " of " << (r.total_capped ? "more than " : "")
+     << r.total_configs << " configuration(s)" << (r.sampled ? " (a seeded sample)" : "") << "\n";
   std::map<std::string, int> counts;
   for (const auto &c : r.configs) {
     ++counts[to_string(c.outcome)];
     os << "  " << std::left << std::setw(28) << params_text(c.params) << " " << std::setw(10)
-       << to_string(c.outcome) << " check " << verifier::to_string(c.verdict);
+       << to_string(c.outcome);
+    if (c.outcome == Outcome::bad_input && c.check_ms == 0) {
+      // Rejected before it was checked: what is wrong with it is all there is.
+      os << " " << c.reason << "\n";
+      continue;
+    }
+    os << " check " << verifier::to_string(c.verdict);
     if (!c.rules.empty()) {
       os << " [";
       for (std::size_t i = 0; i < c.rules.size(); ++i)
@@ -344,7 +413,7 @@ std::string to_text(const SweepResult &r) {
     if (c.run) os << ", run " << executor::to_string(*c.run);
     if (!c.first_mismatch.empty())
       os << ": " << c.first_mismatch;
-    else if (c.outcome == Outcome::unknown || c.outcome == Outcome::bad_input)
+    else if (c.outcome != Outcome::ok && !c.reason.empty())
       os << ": " << c.reason;
     os << "\n";
   }
@@ -359,7 +428,9 @@ std::string to_text(const SweepResult &r) {
   os << "summary:";
   for (const auto &[k, n] : counts)
     os << " " << n << " " << k;
-  os << (r.all_ok() ? " — every configuration verified and passed\n" : "\n");
+  os << (!r.all_ok()      ? "\n"
+         : r.campaign.run ? " — every configuration verified and passed\n"
+                          : " — every configuration verified (not run: --no-run)\n");
   return os.str();
 }
 
@@ -432,6 +503,7 @@ std::variant<SweepResult, JsonError> from_json(const std::string &text) {
       return JsonError{"campaign.shard must have 0 <= index < count", std::nullopt};
     r.swept = j.at("swept").get<std::vector<std::string>>();
     r.total_configs = j.at("total_configs").get<std::size_t>();
+    r.total_capped = j.value("total_capped", false);
     r.sampled = j.at("sampled").get<bool>();
     for (const auto &cj : j.at("configs"))
       r.configs.push_back(config_from(cj));
@@ -469,7 +541,8 @@ std::variant<SweepResult, std::string> merge(const std::vector<std::pair<std::st
       return differs("--max-memory", std::to_string(c0.max_memory_bytes), std::to_string(c.max_memory_bytes));
     if (c.shard_count != c0.shard_count)
       return differs("shard count", std::to_string(c0.shard_count), std::to_string(c.shard_count));
-    if (r.swept != first.swept || r.total_configs != first.total_configs || r.sampled != first.sampled)
+    if (r.swept != first.swept || r.total_configs != first.total_configs || r.sampled != first.sampled ||
+        r.total_capped != first.total_capped)
       return name + " sweeps other configurations than " + name0 + ": not the same campaign";
   }
   // Each shard once, all of them.

@@ -94,7 +94,8 @@ struct SweepResult {
   std::string kernel;
   Campaign campaign;                 ///< sweep() fills all but file and source_hash
   std::vector<std::string> swept;    ///< the params swept, in declaration order
-  std::size_t total_configs = 0;     ///< the size of the full sweep
+  std::size_t total_configs = 0;     ///< the size of the full sweep (2^62 when total_capped)
+  bool total_capped = false;         ///< the sweep has more than 2^62 configurations
   bool sampled = false;              ///< fewer than all were tried
   std::vector<ConfigResult> configs; ///< those tried (this shard's), in sweep order
   /// The smallest failing configuration found by shrinking the first failure

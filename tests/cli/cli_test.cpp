@@ -896,6 +896,50 @@ TEST(CliFuzz, SaveFailuresWritesTheSmallestFailingConfigurationAsACorpusFileThat
   EXPECT_EQ(bad.code, 4) << bad.text;
 }
 
+TEST(CliFuzz, ASmallestFailureThatIsBadInputIsNotSavedAndTheExitStaysOne) {
+  auto path = temp_file("fuzz_div.pk", R"(kernel div_zero:
+    param bm = 8 in {0, 8, 16}
+    grid = (64 // bm,)
+    in  x: f32[64, 128]  block=(bm, 128)  index=(i) -> (i, 0)
+    out o: f32[64, 128]  block=(bm, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)");
+  TempDir d;
+  Out o = run("fuzz " + path + " --save-failures " + (d.path / "saved").string());
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_NE(o.text.find("bm=0                         bad-input  line 3: division by zero"),
+            std::string::npos)
+      << o.text;
+  EXPECT_NE(o.text.find("the smallest failing configuration is bad input"), std::string::npos) << o.text;
+  EXPECT_FALSE(std::filesystem::exists(d.path / "saved"));
+}
+
+TEST(CliFuzz, TouchesBazelsShardStatusFileWhenItShardsByTheEnvironment) {
+  TempDir d;
+  const auto status = d.path / "shard_status";
+  Out s = [&] {
+    const std::string env =
+        "TEST_SHARD_INDEX=1 TEST_TOTAL_SHARDS=3 TEST_SHARD_STATUS_FILE=" + status.string() + " ";
+    std::string cmd = env + std::string(PIPECHECK_BINARY) + " fuzz " +
+                      source("corpus/examples/guide_reductions.pk") +
+                      " --kernel matmul --set m=256 --set n=256 --set k=256 --no-run 2>&1";
+    Out r;
+    FILE *p = popen(cmd.c_str(), "r");
+    char buf[4096];
+    std::size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+      r.text.append(buf, n);
+    int st = pclose(p);
+    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+  }();
+  EXPECT_EQ(s.code, 0) << s.text;
+  EXPECT_NE(s.text.find("9 of 27 configuration(s)"), std::string::npos) << s.text;
+  EXPECT_TRUE(std::filesystem::exists(status));
+  EXPECT_NE(s.text.find("every configuration verified (not run: --no-run)"), std::string::npos) << s.text;
+}
+
 TEST(CliFuzz, RefusesAPipelineAndABadShardAsBadInput) {
   Out p =
       run("fuzz " + source("corpus/examples/guide_pipelines.pk") + " --kernel " + "double_buffered_add_one");
@@ -975,7 +1019,8 @@ TEST(CliMerge, ExitsZeroWhenEveryMergedConfigurationIsOk) {
   Out m = run("merge " + (d.path / "a.json").string() + " " + (d.path / "b.json").string());
   EXPECT_EQ(m.code, 0) << m.text;
   EXPECT_TRUE(contains(m.text, "27 of 27 configuration(s)")) << m.text;
-  EXPECT_TRUE(contains(m.text, "every configuration verified and passed")) << m.text;
+  // (--no-run: nothing was run, so nothing passed)
+  EXPECT_TRUE(contains(m.text, "every configuration verified (not run: --no-run)")) << m.text;
 }
 
 TEST(CliMerge, RefusesAMissingShardAnotherSeedARepeatedShardAndNonJsonAsBadInput) {

@@ -124,6 +124,115 @@ TEST(Sweep, AVerifiedConfigurationThatCannotRunIsBadInputNeverOk) {
   EXPECT_FALSE(result(r).all_ok());
 }
 
+TEST(Sweep, ASampleOfAHugeSweepReachesEveryValueOfItsLeadingParam) {
+  // 8 params of 50 values (3.9e13 combinations): the output is written only
+  // when q0 <= 25, so about half of any uniform sample is a violation.
+  std::string domain = "{";
+  for (int v = 1; v <= 50; ++v)
+    domain += (v > 1 ? ", " : "") + std::to_string(v);
+  domain += "}";
+  std::string text = "kernel huge:\n";
+  for (int q = 0; q < 8; ++q)
+    text += "    param q" + std::to_string(q) + " = 1 in " + domain + "\n";
+  text += R"(    grid = (4,)
+    dimension_semantics = (parallel,)
+    in  x: f32[32, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    out o: f32[32, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    body:
+        when q0 <= 25:
+            o[...] = x[...]
+)";
+  sweep::SweepOptions o;
+  o.run = false;
+  o.max_configs = 40;
+  auto r = sweep::sweep(kernel(text), o);
+  const auto &s = result(r);
+  EXPECT_TRUE(s.sampled);
+  EXPECT_FALSE(s.total_capped);
+  EXPECT_EQ(s.total_configs, 50ull * 50 * 50 * 50 * 50 * 50 * 50 * 50);
+  int violations = 0;
+  std::set<std::int64_t> q0;
+  for (const auto &c : s.configs) {
+    violations += c.outcome == Outcome::violation;
+    q0.insert(c.params.at("q0"));
+    EXPECT_EQ(c.outcome, c.params.at("q0") <= 25 ? Outcome::ok : Outcome::violation) << c.reason;
+  }
+  EXPECT_GT(violations, 8);
+  EXPECT_GT(q0.size(), 15u);
+  // Past 2^62 combinations (12 params of 50) the count is capped and each
+  // param is drawn on its own.
+  std::string more = text;
+  for (int q = 8; q < 12; ++q)
+    more.insert(more.find("    grid"), "    param q" + std::to_string(q) + " = 1 in " + domain + "\n");
+  auto m = sweep::sweep(kernel(more), o);
+  const auto &sm = result(m);
+  EXPECT_TRUE(sm.total_capped);
+  EXPECT_EQ(sm.configs.size(), 40u);
+  int mv = 0;
+  for (const auto &c : sm.configs)
+    mv += c.outcome == Outcome::violation;
+  EXPECT_GT(mv, 8);
+  EXPECT_NE(sweep::to_text(sm).find("of more than 4611686018427387904 configuration(s)"), std::string::npos);
+}
+
+TEST(Sweep, AConfigurationItsValuesMakeInvalidIsBadInputAsCheckSetSaysNotOk) {
+  // s = 16 slices 16 rows of an 8-row block, in a branch never taken.
+  auto r = sweep::sweep(kernel(R"(kernel dead_branch:
+    param s = 8 in {8, 16}
+    grid = (4,)
+    in  x: f32[32, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    out o: f32[32, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+        when program_id(0) > 10:
+            o[...] = sum(x[0:s, :], axis=0, keepdims=True) + x[...]
+)"),
+                        {});
+  const auto &s = result(r);
+  ASSERT_EQ(s.configs.size(), 2u);
+  EXPECT_EQ(s.configs[0].outcome, Outcome::ok);
+  EXPECT_EQ(s.configs[1].outcome, Outcome::bad_input);
+  EXPECT_NE(s.configs[1].reason.find("line 9: 'x[0:s, :]': slice 0:16 is out of bounds"), std::string::npos)
+      << s.configs[1].reason;
+  EXPECT_FALSE(s.configs[1].run.has_value());
+}
+
+TEST(Sweep, AKernelWithAnOpaqueOpIsNotRunAndItsVerifiedConfigurationsAreUnknown) {
+  auto r = sweep::sweep(kernel(R"(kernel sinh_copy:
+    param b = 64 in {64, 128}
+    grid = (128 // b,)
+    in  x: f32[128, 128]  block=(b, 128)  index=(i) -> (i, 0)
+    out o: f32[128, 128]  block=(b, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = opaque(x[...], op=sinh, shape=(b, 128), dtype=f32)
+)"),
+                        {});
+  for (const auto &c : result(r).configs) {
+    EXPECT_EQ(c.verdict, verifier::Status::verified) << c.reason;
+    EXPECT_EQ(c.outcome, Outcome::unknown);
+    EXPECT_FALSE(c.run.has_value());
+    EXPECT_NE(c.reason.find("not run: opaque op sinh at line 7"), std::string::npos) << c.reason;
+  }
+}
+
+TEST(Sweep, ARunThatFaultsSaysWhyOnItsLine) {
+  auto r = sweep::sweep(kernel(R"(kernel grid_extent:
+    param g = 4 in {4, 5}
+    grid = (g,)
+    in  x: f32[32, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    out o: f32[32, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+)"),
+                        {});
+  const auto &c = result(r).configs.at(1);
+  EXPECT_EQ(c.outcome, Outcome::violation);
+  EXPECT_EQ(c.run, executor::RunStatus::fail);
+  EXPECT_NE(c.reason.find("eager run: "), std::string::npos) << c.reason;
+  EXPECT_NE(sweep::to_text(result(r)).find("slice 32:40 is out of bounds"), std::string::npos)
+      << sweep::to_text(result(r));
+}
+
 TEST(Sweep, ItsJsonCarriesEachConfigurationAndASummary) {
   auto r = sweep::sweep(kernel(kRowSum), {});
   auto j = nlohmann::json::parse(sweep::to_json(result(r)));
