@@ -745,6 +745,7 @@ private:
     if (!u.result || m_.triton) return;
     const Effect &w = m_.effects[wi];
     const std::size_t n = pts_.size();
+    const std::vector<std::size_t> transfers = scratch_transfers(m_, u, w.operand);
     for (const OverwriteUse &ov : overwrite_uses(m_, w.operand)) {
       if (ov.delivering.empty()) continue;
       const std::size_t x = ov.output;
@@ -786,6 +787,19 @@ private:
                 taken =
                     taken || (m_.effects[di].order > a.order && m_.effects[di].order < io && fires_[di][p]);
               lost = lost && !(io > a.order && fires_[ii][p] && !taken);
+            }
+            // (What a transfer moved on to other elements of the scratch
+            // after it, before the reset, the reset does not touch.)
+            const Box ab = box_or_whole(a, p);
+            for (std::size_t ri : transfers) {
+              const int ro = m_.effects[ri].order;
+              auto meets = [&](std::size_t v) {
+                return fires_[ri][v] && overlaps(box_or_whole(m_.effects[ri], v), ab);
+              };
+              bool moved = (ro > a.order && meets(p)) || (ro < w.order && meets(q));
+              for (std::size_t v = p + 1; v < q && !moved; ++v)
+                moved = meets(v);
+              lost = lost && !moved;
             }
             const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
             for (std::size_t v = q; lost && v <= t; ++v) {
@@ -910,23 +924,15 @@ private:
         auto need = l.also_needs.find(ci);
         return fires_[ci][x] && (need == l.also_needs.end() || fires_[need->second][x]);
       };
-      // Per point: the next point of its CTA where a clear fires (n: none),
-      // and whether that point's first clear is an init.
-      std::vector<std::size_t> next(n, n);
-      std::vector<char> cleared(n, 0), init_first(n, 0);
-      for (std::size_t x = 0; x < n; ++x) {
-        int first = -1;
-        bool first_init = false;
-        for (std::size_t ci : clears)
-          if (clear_fires(ci, x) && (first < 0 || m_.effects[ci].order < first)) {
-            first = m_.effects[ci].order;
-            first_init = std::find(u.inits.begin(), u.inits.end(), ci) != u.inits.end();
-          }
-        cleared[x] = first >= 0;
-        init_first[x] = first_init;
-      }
-      for (std::size_t x = n; x-- > 0;)
-        next[x] = cta_last_[x] == x ? n : (cleared[x + 1] ? x + 1 : next[x + 1]);
+      // A clear counts for what a accumulated at r only where its box meets
+      // that (a flush of rows 0:8 delivers nothing of rows 8:16).
+      // (An accumulation wholly outside the scratch, an empty box, is
+      // index-out-of-bounds': every clear counts for it.)
+      auto meets = [&](std::size_t ci, std::size_t x, const Box &ab) {
+        const bool empty =
+            std::any_of(ab.begin(), ab.end(), [](const auto &d) { return d.first >= d.second; });
+        return clear_fires(ci, x) && (empty || overlaps(box_or_whole(m_.effects[ci], x), ab));
+      };
       // Per (CTA, window of the output): the first point that accumulated.
       std::map<std::pair<Point, Point>, std::size_t> first_acc;
       for (std::size_t pt = 0; pt < n; ++pt)
@@ -937,21 +943,28 @@ private:
         const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
         for (std::size_t r = 0; r < n; ++r) {
           bool live = fires_[ai][r];
+          if (!live) continue;
+          const Box ab = box_or_whole(a, r);
           for (std::size_t ci : clears)
-            live = live && !(m_.effects[ci].order > a.order && clear_fires(ci, r));
+            live = live && !(m_.effects[ci].order > a.order && meets(ci, r, ab));
           for (std::size_t wi : l.delivering[k])
             live = live && !fires_[wi][r];
           if (!live) continue;
-          const std::size_t q = next[r] < n ? next[r] : cta_last_[r];
-          // (The first clear at q: an init that meets what a accumulated at r.)
-          bool meets = false;
-          for (std::size_t wi : u.inits) {
-            bool first = fires_[wi][q];
+          // The next point of r's CTA where a clear meeting it fires (n: none).
+          std::size_t next = n;
+          for (std::size_t x = r + 1; x <= cta_last_[r] && next == n; ++x)
             for (std::size_t ci : clears)
-              first = first && !(m_.effects[ci].order < m_.effects[wi].order && clear_fires(ci, q));
-            meets = meets || (first && overlaps(box_or_whole(m_.effects[wi], q), box_or_whole(a, r)));
+              if (meets(ci, x, ab)) next = x;
+          const std::size_t q = next < n ? next : cta_last_[r];
+          // (The first clear meeting it at q: an init.)
+          bool init_first = false;
+          for (std::size_t wi : u.inits) {
+            bool first = meets(wi, q, ab);
+            for (std::size_t ci : clears)
+              first = first && !(m_.effects[ci].order < m_.effects[wi].order && meets(ci, q, ab));
+            init_first = init_first || first;
           }
-          if (next[r] < n && (!init_first[q] || !meets || splits_a_visit(op, r, q))) continue;
+          if (next < n && (!init_first || splits_a_visit(op, r, q))) continue;
           // (a round repeated whole: as the symbolic checker's, with z the
           // last init at or before r in its CTA)
           if (inputs_may_repeat(m_, ins) && !u.inits.empty()) {
@@ -1259,18 +1272,21 @@ private:
   void scratch_carried(std::size_t op) {
     const ScratchUse u = scratch_use(m_, op);
     if (u.accumulates.empty() || (u.inits.empty() && !m_.operands[op].acc)) return;
-    auto init_at = [&](std::size_t p) {
-      for (std::size_t i : u.inits)
-        if (fires_[i][p]) return true;
-      return false;
+    // Init i at p re-initializes what the read takes (box rb; an empty one,
+    // a read wholly outside the scratch, is index-out-of-bounds': every init
+    // counts): an init of other rows leaves the partial result there.
+    auto resets = [&](std::size_t i, std::size_t p, const Box &rb) {
+      const bool empty = std::any_of(rb.begin(), rb.end(), [](const auto &d) { return d.first >= d.second; });
+      return fires_[i][p] && (empty || overlaps(box_or_whole(m_.effects[i], p), rb));
     };
-    // An accumulation at p, with (after_inits) no init after it at p and
-    // (`meets`) a box that meets it.
-    auto accumulated_at = [&](std::size_t p, bool after_inits, const Box *meets = nullptr) {
+    // An accumulation at p, with (after_inits) no init of rb after it at
+    // p, and a box that meets rb.
+    auto accumulated_at = [&](std::size_t p, bool after_inits, const Box *rb = nullptr) {
       for (std::size_t ai : u.accumulates) {
-        bool kept = fires_[ai][p] && (!meets || overlaps(box_or_whole(m_.effects[ai], p), *meets));
+        bool kept = fires_[ai][p] && (!rb || overlaps(box_or_whole(m_.effects[ai], p), *rb));
         for (std::size_t i : u.inits)
-          if (after_inits && m_.effects[i].order > m_.effects[ai].order) kept = kept && !fires_[i][p];
+          if (after_inits && rb && m_.effects[i].order > m_.effects[ai].order)
+            kept = kept && !resets(i, p, *rb);
         if (kept) return true;
       }
       return false;
@@ -1282,19 +1298,24 @@ private:
       for (std::size_t x = 1; x < pts_.size(); ++x)
         visit[x] = blk_[c.output][x - 1] == blk_[c.output][x] ? visit[x - 1] : x;
       bool found = false;
-      std::size_t from = 0; // the last point before q where an init fired
       for (std::size_t q = 0; q < pts_.size() && !found; ++q) {
+        if (!fires_[c.store][q] || !fires_[c.consume][q]) continue;
+        const Box rb = box_or_whole(m_.effects[c.consume], q);
         bool init_first = false;
         for (std::size_t i : u.inits)
-          init_first = init_first || (fires_[i][q] && m_.effects[i].order < read_order);
+          init_first = init_first || (resets(i, q, rb) && m_.effects[i].order < read_order);
+        // The last point before q where an init of rb fired.
+        std::size_t from = 0;
+        for (std::size_t x = q; x-- > 0 && from == 0;)
+          for (std::size_t i : u.inits)
+            if (resets(i, x, rb)) from = x;
         // (An accumulation in q's visit, before the read at q itself.)
         bool accumulated_in_visit = false;
         for (std::size_t x = visit[q]; x <= q && fires_[c.store][q]; ++x)
           for (std::size_t ai : u.accumulates)
             accumulated_in_visit =
                 accumulated_in_visit || (fires_[ai][x] && (x < q || m_.effects[ai].order < read_order));
-        if (fires_[c.store][q] && fires_[c.consume][q] && !init_first) {
-          const Box rb = box_or_whole(m_.effects[c.consume], q);
+        if (!init_first) {
           for (std::size_t p = from; p < q && !found; ++p) {
             // (block() of a scratch is its CTA.)
             if (block(op, p) != block(op, q) || !accumulated_at(p, true, &rb) ||
@@ -1307,7 +1328,6 @@ private:
               }
           }
         }
-        if (init_at(q)) from = q;
       }
     }
   }

@@ -192,9 +192,13 @@ std::optional<std::size_t> overwritten_store(const KernelModel &m, const Effect 
 
 ScratchUse scratch_use(const KernelModel &m, std::size_t op) {
   // Within one statement the reads carry its `order` and the store order + 1.
+  // A read there of other elements than the store's (`acc[0:8] +=
+  // acc[8:16]`, both exact) consumes them: it is no self-update.
   auto same_statement_stores = [&](const Effect &r) {
     for (const auto &w : m.effects)
-      if (w.operand == op && w.kind != Effect::read && w.order == r.order + 1) return true;
+      if (w.operand == op && w.kind != Effect::read && w.order == r.order + 1 &&
+          (!w.exact || !r.exact || overlaps(w.box, r.box)))
+        return true;
     return false;
   };
   // A result accumulator (feeds_output) also updates itself through a
@@ -316,18 +320,32 @@ Finding uninitialized_finding(const KernelModel &m, const Effect &r, const Point
     for (std::size_t x = 0; x < m.operands.size(); ++x) {
       const auto &out = m.operands[x];
       if (scratch ? out.role != spec::Role::out || !out.windowed : x != r.operand) continue;
-      std::optional<std::size_t> axis;
-      for (std::size_t i = axes.size(); i-- > 0 && !axis;) {
+      // Every axis the map does not name, of more than one step, reduces
+      // (`(i, k1, k2)` into `(i, 0)`: both k1 and k2); with none longer
+      // than one step, the last unnamed one.
+      std::vector<std::size_t> reduced;
+      std::optional<std::size_t> last;
+      for (std::size_t i = 0; i < axes.size(); ++i) {
         bool named = false;
         for (const auto &e : out.index)
           named =
               named || (axes[i] < out.index_params.size() && spec::mentions(e, out.index_params[axes[i]]));
-        if (!named) axis = axes[i];
+        if (named) continue;
+        last = axes[i];
+        if (axes[i] < m.grid.size() && m.grid[axes[i]] > 1) reduced.push_back(axes[i]);
       }
-      if (!axis) continue;
-      const std::string a = std::to_string(*axis);
-      init = "initialize it under `when program_id(" + a + ") == 0` (axis " + a +
-             ", which the index_map of '" + out.name + "' does not name, is its reduction)";
+      if (!last) continue;
+      if (reduced.empty()) reduced.push_back(*last);
+      std::sort(reduced.begin(), reduced.end());
+      std::string cond, list;
+      for (std::size_t k = 0; k < reduced.size(); ++k) {
+        const std::string a = std::to_string(reduced[k]);
+        cond += (k ? " and " : "") + std::string("program_id(") + a + ") == 0";
+        list += (k == 0 ? "" : k + 1 == reduced.size() ? " and " : ", ") + a;
+      }
+      init = "initialize it under `when " + cond + "` (" + (reduced.size() > 1 ? "axes " : "axis ") + list +
+             ", which the index_map of '" + out.name + "' does not name, " +
+             (reduced.size() > 1 ? "are" : "is") + " its reduction)";
       break;
     }
   }
@@ -1433,6 +1451,17 @@ std::vector<std::size_t> reached_outputs(const KernelModel &m, std::size_t op) {
   return r;
 }
 
+std::vector<std::size_t> scratch_transfers(const KernelModel &m, const ScratchUse &u, std::size_t op) {
+  std::vector<std::size_t> out;
+  for (std::size_t r : u.consumes)
+    for (const auto &w : m.effects)
+      if (w.operand == op && w.kind != Effect::read && w.order == m.effects[r].order + 1) {
+        out.push_back(r);
+        break;
+      }
+  return out;
+}
+
 std::vector<LostUse> lost_uses(const KernelModel &m, std::size_t op) {
   const ScratchUse u = scratch_use(m, op);
   auto is_consume = [&](std::size_t r) {
@@ -1449,10 +1478,14 @@ std::vector<LostUse> lost_uses(const KernelModel &m, std::size_t op) {
     if (std::find(outputs.begin(), outputs.end(), c.output) == outputs.end())
       through_scratch.insert(c.output);
   outputs.insert(outputs.end(), through_scratch.begin(), through_scratch.end());
+  // A read that moves part of the scratch into another part hands what it
+  // reads on to what that part delivers: a clear of it, for every output.
+  const std::vector<std::size_t> transfers = scratch_transfers(m, u, op);
   for (std::size_t x : outputs) {
     LostUse l;
     l.output = x;
     l.clears = u.inits;
+    l.clears.insert(l.clears.end(), transfers.begin(), transfers.end());
     std::vector<std::size_t> stores;
     for (const CarriedUse &c : uses) {
       if (c.output != x) continue;

@@ -433,6 +433,11 @@ struct ScratchUse {
   bool result = false;                  ///< feeds_output
 };
 ScratchUse scratch_use(const KernelModel &, std::size_t op);
+/// The consumes of scratch `op` (scratch_use) made by a statement that
+/// stores into `op` itself, at other elements than it reads (`acc[0:8] +=
+/// acc[8:16]`, both exact): what they read moves on within the scratch, so
+/// neither a reset nor a block boundary loses it there.
+std::vector<std::size_t> scratch_transfers(const KernelModel &, const ScratchUse &, std::size_t op);
 /// What adds to the partial result a reset can discard: the accumulations,
 /// and the fresh inits whose value reads an input block (Effect::fresh:
 /// `where(k == 0, 0, acc[...]) + x` where k == 0 starts the sum with x;

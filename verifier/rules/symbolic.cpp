@@ -1225,6 +1225,7 @@ private:
     if (!u.result || m_.triton) return;
     const Effect &w = m_.effects[wi];
     const auto &o = m_.operands[w.operand];
+    const std::vector<std::size_t> transfers = scratch_transfers(m_, u, w.operand);
     for (const OverwriteUse &ov : overwrite_uses(m_, w.operand)) {
       if (ov.delivering.empty()) continue;
       const std::size_t x = ov.output;
@@ -1281,6 +1282,19 @@ private:
                   if (m_.effects[di].order > a.order && m_.effects[di].order < io)
                     taken.push_back(guard(m_.effects[di], p));
                 c.push_back(!guard(m_.effects[ii], p) || ctx_.any_of(taken));
+              }
+              // (What a transfer moved on to other elements of the scratch
+              // after it, before the reset, the reset does not touch: the
+              // evaluator's overwritten_after_reset.)
+              const auto ab = box_terms(a, p);
+              for (std::size_t ri : transfers) {
+                const Effect &r = m_.effects[ri];
+                auto meets = [&](const SymPoint &v) { return guard(r, v) && overlap(box_terms(r, v), ab); };
+                if (r.order > a.order) c.push_back(!meets(p));
+                if (r.order < w.order) c.push_back(!meets(q));
+                c.push_back(
+                    at_no_point([&](const SymPoint &v) { return lex_lt(p, v) && lex_lt(v, q) && meets(v); },
+                                aux, with_aux));
               }
               const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
               c.push_back(at_no_point(
@@ -1429,11 +1443,23 @@ private:
       for (std::size_t k = 0; k < u.accumulates.size(); ++k) {
         const Effect &a = m_.effects[u.accumulates[k]];
         SymPoint r = point("r"), p = point("p"), q = point("q");
+        // A clear counts for what a accumulated at r only where its box
+        // meets that (a flush of rows 0:8 delivers nothing of rows 8:16).
+        // (An accumulation wholly outside the scratch, an empty box, is
+        // index-out-of-bounds': every clear counts for it.)
+        const auto ab = box_terms(a, r);
+        std::vector<Term> empty_dims;
+        for (const auto &[lo, hi] : ab)
+          empty_dims.push_back(lo >= hi);
+        const Term empty = ctx_.any_of(empty_dims);
+        auto meets = [&](std::size_t ci, const SymPoint &t) {
+          return clear_at(ci, t) && (empty || overlap(box_terms(m_.effects[ci], t), ab));
+        };
         std::vector<Term> facts = {
             in_grid(r),           in_grid(p),           in_grid(q),  lex_lt(p, r),
             same(cta(p), cta(r)), same(cta(q), cta(r)), guard(a, r), same(window(x, p), window(x, r))};
         for (std::size_t ci : clears)
-          if (m_.effects[ci].order > a.order) facts.push_back(!clear_at(ci, r));
+          if (m_.effects[ci].order > a.order) facts.push_back(!meets(ci, r));
         for (std::size_t wi : l.delivering[k])
           facts.push_back(!guard(m_.effects[wi], r));
         std::vector<Term> at_p;
@@ -1442,13 +1468,12 @@ private:
         facts.push_back(ctx_.any_of(at_p));
         std::vector<Term> none_at_q, reset;
         for (std::size_t ci : clears)
-          none_at_q.push_back(!clear_at(ci, q));
+          none_at_q.push_back(!meets(ci, q));
         for (std::size_t wi : u.inits) {
           // (an init that meets what a accumulated: one bank of acc[i] is not another's)
-          std::vector<Term> c = {guard(m_.effects[wi], q),
-                                 overlap(box_terms(m_.effects[wi], q), box_terms(a, r))};
+          std::vector<Term> c = {meets(wi, q)};
           for (std::size_t ci : clears)
-            if (m_.effects[ci].order < m_.effects[wi].order) c.push_back(!clear_at(ci, q));
+            if (m_.effects[ci].order < m_.effects[wi].order) c.push_back(!meets(ci, q));
           reset.push_back(ctx_.all_of(c));
         }
         Term ends = cta_last(q) && (same(r.v, q.v) || ctx_.all_of(none_at_q));
@@ -1468,7 +1493,7 @@ private:
                   [&](const SymPoint &t) {
                     std::vector<Term> fired;
                     for (std::size_t ci : clears)
-                      fired.push_back(clear_at(ci, t));
+                      fired.push_back(meets(ci, t));
                     return lex_lt(r, t) && lex_lt(t, q) && ctx_.any_of(fired);
                   },
                   aux, with_aux, {&r, &q})};
@@ -1532,17 +1557,27 @@ private:
                                  guard(rd, q),
                                  !same(window(c.output, p), window(c.output, q)),
                                  same(window(c.output, r), window(c.output, q))};
-      for (std::size_t i : u.inits)
-        if (m_.effects[i].order < rd.order) facts.push_back(!guard(m_.effects[i], q));
-      std::vector<Term> at_p, at_r;
       const auto rb = box_terms(rd, q);
+      // Init i at x re-initializes what the read takes (an empty rb, a read
+      // wholly outside the scratch, is index-out-of-bounds': every init
+      // counts): an init of other rows leaves the partial result there.
+      std::vector<Term> empty_dims;
+      for (const auto &[lo, hi] : rb)
+        empty_dims.push_back(lo >= hi);
+      const Term rb_empty = ctx_.any_of(empty_dims);
+      auto resets = [&](std::size_t i, const SymPoint &x) {
+        return guard(m_.effects[i], x) && (rb_empty || overlap(box_terms(m_.effects[i], x), rb));
+      };
+      for (std::size_t i : u.inits)
+        if (m_.effects[i].order < rd.order) facts.push_back(!resets(i, q));
+      std::vector<Term> at_p, at_r;
       for (std::size_t ai : u.accumulates) {
         const Effect &a = m_.effects[ai];
         // (what p accumulated meets what the store reads at q: one bank of a
         // scratch indexed by the grid point is not another's)
         std::vector<Term> t = {guard(a, p), overlap(box_terms(a, p), rb)};
         for (std::size_t i : u.inits)
-          if (m_.effects[i].order > a.order) t.push_back(!guard(m_.effects[i], p));
+          if (m_.effects[i].order > a.order) t.push_back(!resets(i, p));
         at_p.push_back(ctx_.all_of(t));
         at_r.push_back(guard(a, r));
       }
@@ -1571,7 +1606,15 @@ private:
                   return lex_lt(v, t) && lex_lt(t, q) && !same(window(c.output, t), window(c.output, q));
                 },
                 aux, with_aux)};
-            if (!u.inits.empty()) more.push_back(none_between(u.inits, p, q, aux, with_aux));
+            if (!u.inits.empty())
+              more.push_back(at_no_point(
+                  [&](const SymPoint &t) {
+                    std::vector<Term> fired;
+                    for (std::size_t i : u.inits)
+                      fired.push_back(resets(i, t));
+                    return lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(fired);
+                  },
+                  aux, with_aux, {&p, &q}));
             return with(facts, more);
           },
           {&q, &p}, by_run());

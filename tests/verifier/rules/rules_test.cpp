@@ -112,6 +112,25 @@ TEST(UninitializedAccumulator, FlagsScratchReadBeforeAnyWrite) {
   EXPECT_EQ(marks(v), (Marks{{verifier::Rule::uninitialized_accumulator, 7}}));
 }
 
+TEST(UninitializedAccumulator, AReductionOverTwoAxesIsAdvisedToInitOnTheFirstStepOfBoth) {
+  // (i, k1, k2) into (i, 0): `when program_id(2) == 0` alone would reset
+  // the sum at every step of k1. An axis of one step is no reduction.
+  const char *src = R"(kernel two_axes:
+    grid = (2, 3, 4, 1)
+    in  x: f32[16, 1536]  block=(8, 128)  index=(i, k1, k2, u) -> (i, k1 * 4 + k2)
+    out o: f32[16, 128]  block=(8, 128)  index=(i, k1, k2, u) -> (i, 0)
+    body:
+        o[...] += x[...]
+)";
+  auto v = check_text(src, "two_axes");
+  ASSERT_EQ(marks(v), (Marks{{verifier::Rule::uninitialized_accumulator, 6}}));
+  EXPECT_NE(v.findings[0].message.find("initialize it under `when program_id(1) == 0 and program_id(2) == 0` "
+                                       "(axes 1 and 2, which the index_map of 'o' does not name, are its "
+                                       "reduction)"),
+            std::string::npos)
+      << v.findings[0].message;
+}
+
 TEST(UninitializedAccumulator, AnAliasedOutputIsAdvisedToBeSeededFromItsInput) {
   // An in-place bincount: its window is not fetched from counts_in, so
   // zeroing it, the usual advice, would drop the old counts.
