@@ -169,6 +169,34 @@ void name_block(Finding &f, const spec::KernelSpec &k, const spec::Lowered &low,
   }
 }
 
+// A write-back of an aliased output's window that nothing stored: the
+// window is not fetched from the input it aliases (Pallas copies an output
+// block out, never in), so the block carries garbage over what the input
+// held. Says so, in the kernel's words.
+void explain_aliased_write_back(Finding &f, const spec::KernelSpec &k, const std::set<std::string> &ops) {
+  const TraceEvent *at = nullptr;
+  for (const auto &t : f.witness.trace)
+    if (t.anchor) at = &t;
+  if (!at || at->statement.rfind("copy_out_start(", 0) != 0) return;
+  for (const auto &a : k.aliases) {
+    if (!ops.count(a.output)) continue;
+    const auto *g = f.witness.get<std::vector<std::int64_t>>("grid_point");
+    const std::string where = g ? " at grid point " + spec::format_tuple(*g) : "";
+    if (f.message.find(", which nothing has written") != std::string::npos)
+      f.message = "writes back the block of output '" + a.output + "'" + where +
+                  ", which no statement stored: an aliased output's window is not fetched from '" + a.input +
+                  "', so the block's old contents are replaced by garbage (in the lowered program)";
+    spec::Diagnostic n;
+    n.loc = a.loc;
+    n.severity = spec::Severity::note;
+    n.message = "'" + a.output + "' is aliased to '" + a.input + "': store every block the grid visits (`" +
+                a.output + "[...] = " + a.input +
+                "[...]` where nothing else does), or give both memory_space=any and copy only what changes";
+    f.notes.push_back(std::move(n));
+    return;
+  }
+}
+
 struct LoweredCheck {
   Status status = Status::unknown;
   std::vector<Finding> findings;
@@ -475,6 +503,7 @@ LoweredCheck check_lowered(const spec::KernelSpec &k, const CheckOptions &o) {
     for (const auto &t : f.witness.trace)
       if (t.anchor) ops = operands_of(t, *low);
     if (f.rule == Rule::index_out_of_bounds) name_block(f, k, *low, ops, o);
+    if (f.rule == Rule::uninitialized_read) explain_aliased_write_back(f, k, ops);
     out.operands.push_back(std::move(ops));
   }
   if (v.status == Status::verified)

@@ -297,6 +297,31 @@ TEST(KernelCheck, ASpecViolationStaysAViolationWhenTheLoweredProgramIsNotChecked
   EXPECT_NE(v.reason.find("1048576 grid steps are more than the 65536"), std::string::npos) << v.reason;
 }
 
+TEST(KernelCheck, AnAliasedOutputsBlockWrittenBackUnstoredSaysTheWindowIsNotFetchedFromItsInput) {
+  auto v = verifier::check(kernel(R"(kernel update_one:
+    grid = (4,)
+    in  x: f32[32, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    in  new: f32[8, 128]  block=(8, 128)  index=(i) -> (0, 0)
+    out o: f32[32, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    alias x -> o
+    body:
+        when program_id(0) == 2:
+            o[...] = new[...]
+)"),
+                           {});
+  ASSERT_EQ(v.status, Status::violation);
+  ASSERT_EQ(v.findings.size(), 1u);
+  const auto &f = v.findings[0];
+  EXPECT_EQ(f.rule, verifier::Rule::uninitialized_read);
+  EXPECT_EQ(f.message, "writes back the block of output 'o' at grid point (0,), which no statement stored: an "
+                       "aliased output's window is not fetched from 'x', so the block's old contents are "
+                       "replaced by garbage (in the lowered program)");
+  ASSERT_FALSE(f.notes.empty());
+  EXPECT_EQ(f.notes.back().loc.line, 6);
+  EXPECT_NE(f.notes.back().message.find("store every block the grid visits (`o[...] = x[...]`"), std::string::npos)
+      << f.notes.back().message;
+}
+
 TEST(KernelCheck, SmallGridsAreDecidedByEvaluationWithTheSolversFindingsAndWitnesses) {
   // check_spec_rules evaluates a grid of at most enumerate_max_points points
   // (fuzz speed); on every corpus kernel it must say what the solver says.
