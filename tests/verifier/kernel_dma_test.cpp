@@ -79,3 +79,26 @@ TEST(KernelDma, AWaitWithNothingOnItsSemaphoreIsAHangWithItsGridPoint) {
       EXPECT_NE(f.message.find("this hangs"), std::string::npos) << f.message;
     }
 }
+
+TEST(KernelDma, ACopyPastAnHbmOutputIsItsOutOfBoundsAloneNotAGapInTheOutput) {
+  // tpu-inference#1252: token blocks of 16 over 24 rows; the second block's
+  // copies run past both arrays. The rows they aimed at are no coverage gap.
+  auto v = check(R"(kernel k:
+    target = tpu_v5e
+    in  x: f32[24, 128]  memory_space=any
+    out o: f32[24, 128]  memory_space=any
+    scratch buf: f32[16, 128]
+    scratch sem: dma_sem
+    body:
+        for t in range(2):
+            async_copy(x[ds(t * 16, 16), :], buf[...], sem).start()
+            async_copy(x[ds(t * 16, 16), :], buf[...], sem).wait()
+            buf[...] = buf[...] * 2.0
+            async_copy(buf[...], o[ds(t * 16, 16), :], sem).start()
+            async_copy(buf[...], o[ds(t * 16, 16), :], sem).wait()
+)");
+  ASSERT_EQ(v.status, Status::violation);
+  ASSERT_EQ(v.findings.size(), 1u) << v.findings[0].message;
+  EXPECT_EQ(v.findings[0].rule, Rule::index_out_of_bounds);
+  EXPECT_EQ(v.findings[0].loc.line, 9);
+}

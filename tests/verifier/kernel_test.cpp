@@ -313,12 +313,14 @@ TEST(KernelCheck, AnAliasedOutputsBlockWrittenBackUnstoredSaysTheWindowIsNotFetc
   ASSERT_EQ(v.findings.size(), 1u);
   const auto &f = v.findings[0];
   EXPECT_EQ(f.rule, verifier::Rule::uninitialized_read);
-  EXPECT_EQ(f.message, "writes back the block of output 'o' at grid point (0,), which no statement stored: an "
-                       "aliased output's window is not fetched from 'x', so the block's old contents are "
-                       "replaced by garbage (in the lowered program)");
+  EXPECT_EQ(f.message,
+            "writes back the block of output 'o' at grid point (0,), which no statement stored: an "
+            "aliased output's window is not fetched from 'x', so the block's old contents are "
+            "replaced by garbage (in the lowered program)");
   ASSERT_FALSE(f.notes.empty());
   EXPECT_EQ(f.notes.back().loc.line, 6);
-  EXPECT_NE(f.notes.back().message.find("store every block the grid visits (`o[...] = x[...]`"), std::string::npos)
+  EXPECT_NE(f.notes.back().message.find("store every block the grid visits (`o[...] = x[...]`"),
+            std::string::npos)
       << f.notes.back().message;
 }
 

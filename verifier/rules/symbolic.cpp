@@ -347,9 +347,11 @@ public:
             return v;
           });
           const spec::Subscripted placed = spec::subscript(o.shape, subs);
+          // (An address outside is index-out-of-bounds': where such a copy
+          // lands is a fault, not a gap, so coverage says nothing then.)
           if (!known || !placed.ok()) {
-            decided = decided && placed.out_of_bounds; // (an address outside is index-out-of-bounds)
-            continue;
+            decided = false;
+            break;
           }
           mark(written, o.shape, placed, 0, 0);
         }
