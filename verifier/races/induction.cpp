@@ -211,7 +211,12 @@ struct Collector {
       // count; where j goes, its uses say (a drain `range(max(N - D, 0), N)`
       // is D trips of slots and rows that move with N).
       const Expr lo = sub(f->lo), trips = Expr::binary(Op::Sub, sub(f->hi), lo);
-      add_site({trips, Kind::guard, -1, -1, reg, ctx, "range bound"});
+      {
+        Expr at = trips;
+        at.loc = s.loc;
+        add_site({at, Kind::guard, -1, -1, reg, ctx,
+                  "range(" + spec::print(f->lo) + ", " + spec::print(f->hi) + ")"});
+      }
       const std::string counter = f->var + "#" + std::to_string(ctx.size());
       auto inner = ctx;
       inner.push_back({counter, Expr::integer(0), trips});
@@ -267,11 +272,56 @@ public:
   int queries = 0;
   std::map<std::pair<int, int>, std::int64_t> shift;
 
+  /// The buffers' extents: every one at least 1 for every N >= lo_ (else
+  /// `witness` is the smallest N where one is not, which the caller runs
+  /// and validation rejects); and, from N = X_ on, a slot buffer's or a
+  /// whole-dimension access's extent the same for every N (what a copy or a
+  /// slot covers does not move with N).
+  Attempt shapes(std::optional<std::int64_t> &witness) {
+    smt::Term N = c_.int_var("N"), N2 = c_.int_var("N2");
+    for (std::size_t bi = 0; bi < col_.p.buffers.size(); ++bi) {
+      const spec::Buffer &b = col_.p.buffers[bi];
+      std::vector<std::pair<Expr, int>> ext; // (extent, dim of the shape; -1 the slot count)
+      if (b.slots) ext.emplace_back(col_.sub(*b.slots), -1);
+      for (std::size_t d = 0; d < b.shape.size(); ++d)
+        ext.emplace_back(col_.sub(b.shape[d]), static_cast<int>(d));
+      for (const auto &[e, d] : ext) {
+        const std::string what = "an extent of '" + b.name + "'";
+        auto a = enc(e, N, std::nullopt, {}), a2 = enc(e, N2, std::nullopt, {});
+        if (!a || !a2) return fails(what + " is not an integer expression of " + param_);
+        smt::Term from_lo = N >= c_.num(static_cast<std::int64_t>(lo_));
+        if (hi_) from_lo = from_lo && N <= c_.num(static_cast<std::int64_t>(*hi_));
+        if (!unsat(from_lo && *a < 1, "extent-positive")) {
+          auto n = model_value(from_lo && *a < 1, N);
+          if (!n) return fails(what + " may not be positive");
+          std::int64_t l = lo_, h = *n;
+          while (l < h) {
+            const std::int64_t mid = l + (h - l) / 2;
+            if (auto m = model_value(from_lo && *a < 1 && N <= c_.num(static_cast<std::int64_t>(mid)), N))
+              h = std::min(h, *m);
+            else
+              l = mid + 1;
+          }
+          witness = h;
+          return fails(what + " is not positive at " + param_ + " = " + std::to_string(h));
+        }
+        bool whole = b.kind != spec::BufferKind::hbm;
+        for (const auto &f : col_.fulls)
+          whole = whole || (f.buffer == static_cast<int>(bi) && f.dim == d);
+        if (whole && !unsat(cN(N) && cN(N2) && *a != *a2, "extent-independent-of-N"))
+          return fails_for_small_n("the shape of '" + b.name + "' changes with " + param_ +
+                                   ", and with it what a copy or a slot covers");
+      }
+    }
+    return proven();
+  }
+
   /// With no loop that grows with N: from N = X on, every site is the same
   /// for every N (no loop, slot, subscript or branch moves with it).
-  Attempt run_constant(std::int64_t X) {
+  Attempt run_constant(std::int64_t X, std::optional<std::int64_t> &witness) {
     X_ = X;
     shift.clear();
+    if (Attempt r = shapes(witness); !r.ok()) return r;
     for (const Site *s : ordered()) {
       Attempt r = check(*s);
       if (!r.ok()) return r;
@@ -279,10 +329,11 @@ public:
     return proven();
   }
 
-  Attempt run(std::int64_t W, std::int64_t X) {
+  Attempt run(std::int64_t W, std::int64_t X, std::optional<std::int64_t> &witness) {
     W_ = W;
     X_ = X;
     shift.clear();
+    if (Attempt r = shapes(witness); !r.ok()) return r;
     smt::Term N = c_.int_var("N");
     // The main loop's bound moves with N: hi(N + 1) == hi(N) + 1.
     {
@@ -352,7 +403,10 @@ public:
         bad = bad || *v < 0 || *v >= *ext;
       }
     }
-    smt::Term pre = cN(N);
+    // (Every N from the lower bound: an access's place needs no induction,
+    // so the witness is the smallest N at which one leaves its buffer.)
+    smt::Term pre = N >= c_.num(static_cast<std::int64_t>(lo_));
+    if (hi_) pre = pre && N <= c_.num(static_cast<std::int64_t>(*hi_));
     if (iv) {
       auto h = enc(loop_hi_, N, std::nullopt, {});
       if (!h) return fails(fail);
@@ -373,7 +427,7 @@ public:
     // the buffer, so the driver can run it.
     auto n = model_value(pre && bad, N);
     if (!n) return fails(fail);
-    std::int64_t lo = std::max(lo_, X_), hi = *n;
+    std::int64_t lo = lo_, hi = *n;
     while (lo < hi) {
       std::int64_t mid = lo + (hi - lo) / 2;
       auto m = model_value(pre && bad && N <= c_.num(static_cast<std::int64_t>(mid)), N);
@@ -639,8 +693,33 @@ InductionPlan plan_constant(const spec::Program &p, const std::string &param, st
   smt::Context c;
   Prover prover(c, col, param, lo, hi, "", 0, Expr::integer(0), 1, timeout_ms);
   std::string first_reason;
-  for (std::int64_t X = lo; X <= lo + 8 && (!hi || X <= *hi); ++X) {
-    Attempt r = prover.run_constant(X);
+  // From which N on nothing moves: the first few, then past each constant
+  // the program compares or bounds with (`if N > 40`, `range(min(N, 10))`).
+  std::set<std::int64_t> from;
+  for (std::int64_t X = lo; X <= lo + 8; ++X)
+    from.insert(X);
+  std::function<void(const Expr &)> consts = [&](const Expr &e) {
+    if (e.op == Op::Int && e.int_value > lo + 8 && e.int_value <= lo + 64) from.insert(e.int_value + 1);
+    for (auto &a : e.args)
+      consts(a);
+  };
+  for (const auto &st : p.body)
+    spec::for_each_stmt(st, [&](const spec::Stmt &x) {
+      if (const auto *i = std::get_if<spec::If>(&x.kind)) consts(i->cond);
+      if (const auto *f = std::get_if<spec::For>(&x.kind)) consts(f->lo), consts(f->hi);
+      if (const auto *l = std::get_if<spec::Let>(&x.kind)) consts(l->value);
+    });
+  for (std::int64_t X : from) {
+    if (hi && X > *hi) break;
+    std::optional<std::int64_t> bad_extent;
+    Attempt r = prover.run_constant(X, bad_extent);
+    if (bad_extent) {
+      plan.kind = InductionPlan::Kind::out_of_bounds;
+      plan.reason = r.reason;
+      plan.out_of_bounds_at = bad_extent;
+      plan.queries = prover.queries;
+      return plan;
+    }
     if (!r.ok()) {
       if (first_reason.empty()) first_reason = r.reason;
       if (r.kind != Attempt::Kind::fails_for_small_n) break;
@@ -789,7 +868,15 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
     if (hi && *x0 > *hi) break;
     for (std::int64_t X : {*x0, *x0 + 8, 2 * *x0 + 8}) {
       if (hi && X > *hi) continue;
-      Attempt r = prover.run(W, X);
+      std::optional<std::int64_t> bad_extent;
+      Attempt r = prover.run(W, X, bad_extent);
+      if (bad_extent) {
+        plan.kind = InductionPlan::Kind::out_of_bounds;
+        plan.reason = r.reason;
+        plan.out_of_bounds_at = bad_extent;
+        plan.queries = prover.queries;
+        return plan;
+      }
       if (r.ok()) {
         // The states recur, but a shifted access may still leave a buffer
         // whose extent does not grow with N.

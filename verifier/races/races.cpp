@@ -2,6 +2,7 @@
 
 #include "spec/eval.hpp"
 #include "spec/print.hpp"
+#include "spec/validate.hpp"
 #include "verifier/races/induction.hpp"
 
 #include <algorithm>
@@ -272,6 +273,11 @@ std::int64_t largest_guard_literal(const spec::Block &b) {
   return m;
 }
 
+/// A trip count at which the program does not validate (check_program).
+struct InvalidAt {
+  std::vector<spec::Diagnostic> errors;
+};
+
 Verdict finish(Verdict v, std::chrono::steady_clock::time_point t0) {
   v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return v;
@@ -351,11 +357,23 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
       return finish(v, t0);
     }
     std::int64_t checked = lo - 1;
+    // Each N run is first validated as `check --set N=n` validates it (a
+    // store's shapes, an extent, an offset that depend on N): a program
+    // invalid at some N is bad input there, whatever the others do.
+    auto run_at = [&](std::int64_t n) {
+      spec::Env e = env;
+      e[N] = n;
+      auto errors = spec::validate(p, e);
+      if (!errors.empty()) {
+        for (auto &d : errors)
+          d.message += " (" + N + " = " + std::to_string(n) + ")";
+        throw InvalidAt{std::move(errors)};
+      }
+      acc.add(races::check_concrete(p, e, N));
+    };
     auto check_upto = [&](std::int64_t n_hi) {
       for (std::int64_t n = checked + 1; n <= n_hi && (!hi || n <= *hi); ++n) {
-        spec::Env e = env;
-        e[N] = n;
-        acc.add(races::check_concrete(p, e, N));
+        run_at(n);
         checked = n;
       }
     };
@@ -376,10 +394,8 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
     auto plan = races::plan_induction(p, N, lo, hi, env, opts.timeout_ms);
     if (plan.kind == races::InductionPlan::Kind::out_of_bounds && plan.out_of_bounds_at) {
       // An access may leave its buffer only at a larger N: run that N.
-      spec::Env e = env;
-      e[N] = *plan.out_of_bounds_at;
       try {
-        acc.add(races::check_concrete(p, e, N));
+        run_at(*plan.out_of_bounds_at);
       } catch (const races::Unsupported &u) {
         // Too large to run: the verdict stays unknown, with the reason.
         plan.reason += std::string(" (not run: ") + u.what() + ")";
@@ -511,6 +527,12 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
     v = Verdict{};
     v.status = Status::unknown;
     v.reason = std::string(e.what()) + (e.loc.line ? " (line " + std::to_string(e.loc.line) + ")" : "");
+    return finish(v, t0);
+  } catch (InvalidAt &e) {
+    v = Verdict{};
+    v.status = Status::unknown;
+    v.reason = "bad input: " + e.errors.front().message;
+    v.errors = std::move(e.errors);
     return finish(v, t0);
   }
 }

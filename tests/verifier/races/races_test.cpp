@@ -920,6 +920,89 @@ TEST(Induction, AnUnprovenProgramWithABoundedNOfFewValuesIsCheckedWhole) {
   EXPECT_EQ(v.reason, "checked every N in [1, 9] concretely");
 }
 
+TEST(Induction, EachTripCountRunIsValidatedAsSetValidatesIt) {
+  // A store whose shapes differ at odd N, in the last iteration only.
+  auto f = parse_text("t.pk", R"(pipeline tail_store_shape:
+    param N >= 1
+    hbm  A: f32[N, 128]
+    sram X[1]: f32[128]
+    for i in range(N):
+        copy_in_start(A[i], X[0])
+        copy_in_wait(X[0])
+        if i + 1 == N:
+            X[0, 0:120] = X[0, 0:120 + N % 2]
+)");
+  auto v = verifier::check_program(program(f, "tail_store_shape"), {});
+  EXPECT_EQ(v.status, Status::unknown);
+  ASSERT_FALSE(v.errors.empty()) << v.reason;
+  EXPECT_EQ(v.errors[0].loc.line, 9);
+  EXPECT_NE(v.errors[0].message.find("does not fit a block of shape [120]"), std::string::npos)
+      << v.errors[0].message;
+  EXPECT_NE(v.errors[0].message.find("(N = 1)"), std::string::npos) << v.errors[0].message;
+  // An extent that reaches 0 past the trip counts run: the smallest such N.
+  auto g = parse_text("t.pk", R"(pipeline extent_nonpositive:
+    param N >= 1
+    hbm  A: f32[N, 128]
+    hbm  C: f32[40 - N, 128]
+    sram X[2]: f32[128]
+    for i in range(N):
+        copy_in_start(A[i], X[i % 2])
+        copy_in_wait(X[i % 2])
+)");
+  auto w = verifier::check_program(program(g, "extent_nonpositive"), {});
+  ASSERT_FALSE(w.errors.empty()) << w.reason;
+  EXPECT_NE(w.errors[0].message.find("must be positive, got 0 (N = 40)"), std::string::npos)
+      << w.errors[0].message;
+  // A slot whose size moves with N (at N = 11, 23, ...): no proof.
+  auto h = parse_text("t.pk", R"(pipeline slot_shape_N:
+    param N >= 1
+    hbm  A: f32[N, 128]
+    sram X[2]: f32[128 - 8 * ((N % 12 + 1) // 12)]
+    copy_in_start(A[0], X[0])
+    for i in range(N):
+        if i + 1 < N:
+            copy_in_start(A[i + 1], X[(i + 1) % 2])
+        copy_in_wait(X[i % 2])
+)");
+  auto x = verifier::check_program(program(h, "slot_shape_N"), {});
+  EXPECT_NE(x.status, Status::verified) << x.reason;
+}
+
+TEST(Induction, WithNoLoopThatGrowsTheProofStartsPastTheConstantsNIsComparedWith) {
+  auto f = parse_text("t.pk", R"(pipeline fixed_Ngt40:
+    param N >= 1
+    hbm  A: f32[20, 128]
+    sram X[2]: f32[128]
+    if N > 40:
+        copy_in_start(A[19], X[0])
+        copy_in_wait(X[0])
+)");
+  auto v = verifier::check_program(program(f, "fixed_Ngt40"), {});
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  EXPECT_NE(v.reason.find("from N = 41 on"), std::string::npos) << v.reason;
+}
+
+TEST(Induction, AnAccessLeavingItsBufferPastTheRunTripCountsIsReportedAtTheSmallestN) {
+  auto f = parse_text("t.pk", R"(pipeline nonminimal_witness:
+    param N >= 1
+    hbm  A: f32[N, 128]
+    hbm  B: f32[N, 128]
+    sram X[1]: f32[128]
+    for i in range(N):
+        copy_in_start(A[i], X[0])
+        copy_in_wait(X[0])
+        if i + 1 == N and N > 20:
+            copy_out_start(X[0], B[i + 1])
+        else:
+            copy_out_start(X[0], B[i])
+        copy_out_wait(X[0])
+)");
+  auto v = verifier::check_program(program(f, "nonminimal_witness"), {});
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  EXPECT_EQ(v.findings[0].rule, verifier::Rule::index_out_of_bounds);
+  EXPECT_NE(v.findings[0].message.find("(N = 21)"), std::string::npos) << v.findings[0].message;
+}
+
 // `Y[0] = where(m, x, Y[0])` keeps what nothing wrote of Y[0] where m fails:
 // undefined data, like a partial block's padding, which a later store may
 // overwrite and a write-back must not carry out.
