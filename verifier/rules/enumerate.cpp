@@ -704,7 +704,15 @@ private:
               break;
             }
           }
-          pending.clear();
+          // A clear takes what it meets (a bank read or reset leaves the
+          // other banks' partial results pending; an empty box, an
+          // accumulation wholly outside the scratch, meets every clear).
+          const Box cb = box_or_whole(m_.effects[e], q);
+          std::erase_if(pending, [&](const std::pair<std::size_t, std::size_t> &pa) {
+            const Box ab = box_or_whole(m_.effects[pa.second], pa.first);
+            return std::any_of(ab.begin(), ab.end(), [](const auto &d) { return d.first >= d.second; }) ||
+                   overlaps(ab, cb);
+          });
           if (std::find(contributing.begin(), contributing.end(), e) != contributing.end())
             pending.emplace_back(q, e);
         }
@@ -938,6 +946,7 @@ private:
       for (std::size_t pt = 0; pt < n; ++pt)
         if (accumulated[pt]) first_acc.emplace(std::make_pair(block(op, pt), blk_[l.output][pt]), pt);
       for (std::size_t k = 0; k < u.accumulates.size(); ++k) {
+        if (!l.feeds[k]) continue;
         const std::size_t ai = u.accumulates[k];
         const Effect &a = m_.effects[ai];
         const std::vector<std::size_t> ins = accumulated_inputs(m_, a);

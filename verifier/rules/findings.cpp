@@ -1506,6 +1506,23 @@ std::vector<LostUse> lost_uses(const KernelModel &m, std::size_t op) {
           return std::any_of(d.begin(), d.end(), is_consume);
         }))
       continue;
+    // An accumulation whose elements only another output's reads can meet
+    // is that output's (rows 0:8 for o1, rows 8:16 for o2, one scratch): x
+    // does not judge it. One that no read meets is lost for every output.
+    // (Static boxes; one not exact may meet.)
+    std::vector<std::size_t> reads_x = transfers, reads_other;
+    for (const CarriedUse &c : uses)
+      (c.output == x ? reads_x : reads_other).push_back(c.consume);
+    for (std::size_t ai : u.accumulates) {
+      const Effect &a = m.effects[ai];
+      auto meets = [&](const std::vector<std::size_t> &reads) {
+        return std::any_of(reads.begin(), reads.end(), [&](std::size_t r) {
+          const Effect &re = m.effects[r];
+          return !a.exact || !re.exact || overlaps(a.box, re.box);
+        });
+      };
+      l.feeds.push_back(meets(reads_x) || !meets(reads_other));
+    }
     for (std::size_t ai : u.accumulates) {
       const Effect &a = m.effects[ai];
       std::vector<std::size_t> d;

@@ -281,6 +281,9 @@ struct LostUse {
   /// at its place in the body, where that store fires too.
   std::map<std::size_t, std::size_t> also_needs;
   std::vector<std::vector<std::size_t>> delivering;
+  /// Per accumulation (as delivering): whether its elements may meet what a
+  /// read for the output, or a transfer, takes; false: another output's part.
+  std::vector<bool> feeds;
 };
 std::vector<LostUse> lost_uses(const KernelModel &, std::size_t op);
 /// accumulator-reset after the partial result reached an output: per output

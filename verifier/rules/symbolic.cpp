@@ -1128,9 +1128,30 @@ private:
         std::vector<Term> out;
         for (std::size_t ai : contributions(m_, u)) {
           const Effect &a = m_.effects[ai];
-          std::vector<Term> c = {guard(a, p), overlap(box_terms(a, p), wb)};
+          // A clear takes what it meets (a bank read or reset leaves the
+          // other banks' partial results; an empty box, an accumulation
+          // wholly outside the scratch, meets every clear).
+          const auto ab = box_terms(a, p);
+          std::vector<Term> empty_dims;
+          for (const auto &[lo, hi] : ab)
+            empty_dims.push_back(lo >= hi);
+          const Term empty = ctx_.any_of(empty_dims);
+          auto meets = [&](std::size_t ci, const SymPoint &x) {
+            return cleared_at(ci, x) && (empty || overlap(box_terms(m_.effects[ci], x), ab));
+          };
+          std::vector<Term> c = {guard(a, p), overlap(ab, wb)};
           for (std::size_t ci : clears)
-            if (m_.effects[ci].order > a.order) c.push_back(!cleared_at(ci, p));
+            if (m_.effects[ci].order > a.order) c.push_back(!meets(ci, p));
+          for (std::size_t ci : clears)
+            if (m_.effects[ci].order < w.order) c.push_back(!meets(ci, q));
+          c.push_back(at_no_point(
+              [&](const SymPoint &t) {
+                std::vector<Term> fired;
+                for (std::size_t ci : clears)
+                  fired.push_back(meets(ci, t));
+                return lex_lt(p, t) && lex_lt(t, q) && ctx_.any_of(fired);
+              },
+              aux, with_aux, {&p, &q}));
           const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
           if (inputs_may_repeat(m_, ins))
             c.push_back(at_no_point(
@@ -1149,8 +1170,6 @@ private:
         }
         return ctx_.any_of(out);
       };
-      for (std::size_t ci : clears)
-        if (m_.effects[ci].order < w.order) facts.push_back(!cleared_at(ci, q));
       // A reset is harmful only within a visit: some output the scratch
       // reaches on the same block at p and q. (Between visits, what a result scratch accumulated unread
       // is accumulation-lost's: the stores, not the init, are misplaced; an
@@ -1158,9 +1177,7 @@ private:
       facts.push_back(splits_a_visit(op, p, q));
       auto best = query_quantified(
           "accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
-          [&](smt::Bindings::Aux &aux, bool with_aux) {
-            return with(facts, {none_between(clears, p, q, aux, with_aux), accumulated(aux, with_aux)});
-          },
+          [&](smt::Bindings::Aux &aux, bool with_aux) { return with(facts, {accumulated(aux, with_aux)}); },
           {&q, &p}, by_run());
       if (best) out_.findings.push_back(reset_finding(m_, w, (*best)[1], (*best)[0]));
       overwritten_reset(u, wi);
@@ -1443,6 +1460,7 @@ private:
                                           : guard(m_.effects[ci], t) && guard(m_.effects[need->second], t);
       };
       for (std::size_t k = 0; k < u.accumulates.size(); ++k) {
+        if (!l.feeds[k]) continue;
         const Effect &a = m_.effects[u.accumulates[k]];
         SymPoint r = point("r"), p = point("p"), q = point("q");
         // A clear counts for what a accumulated at r only where its box
