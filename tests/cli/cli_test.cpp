@@ -918,22 +918,9 @@ TEST(CliFuzz, ASmallestFailureThatIsBadInputIsNotSavedAndTheExitStaysOne) {
 TEST(CliFuzz, TouchesBazelsShardStatusFileWhenItShardsByTheEnvironment) {
   TempDir d;
   const auto status = d.path / "shard_status";
-  Out s = [&] {
-    const std::string env =
-        "TEST_SHARD_INDEX=1 TEST_TOTAL_SHARDS=3 TEST_SHARD_STATUS_FILE=" + status.string() + " ";
-    std::string cmd = env + std::string(PIPECHECK_BINARY) + " fuzz " +
-                      source("corpus/examples/guide_reductions.pk") +
-                      " --kernel matmul --set m=256 --set n=256 --set k=256 --no-run 2>&1";
-    Out r;
-    FILE *p = popen(cmd.c_str(), "r");
-    char buf[4096];
-    std::size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0)
-      r.text.append(buf, n);
-    int st = pclose(p);
-    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
-  }();
+  Out s = run("fuzz " + source("corpus/examples/guide_reductions.pk") +
+                  " --kernel matmul --set m=256 --set n=256 --set k=256 --no-run",
+              "TEST_SHARD_INDEX=1 TEST_TOTAL_SHARDS=3 TEST_SHARD_STATUS_FILE=" + status.string());
   EXPECT_EQ(s.code, 0) << s.text;
   EXPECT_NE(s.text.find("9 of 27 configuration(s)"), std::string::npos) << s.text;
   EXPECT_TRUE(std::filesystem::exists(status));

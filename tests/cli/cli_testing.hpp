@@ -20,9 +20,10 @@ struct Out {
   std::string text; // stdout and stderr
 };
 
-/// Runs `pipecheck ARGS` through the shell; its exit code and output.
-inline Out run(const std::string &args) {
-  std::string cmd = std::string(PIPECHECK_BINARY) + " " + args + " 2>&1";
+/// Runs `pipecheck ARGS` through the shell, with `env` (`NAME=VALUE ...`)
+/// set for it; its exit code and output.
+inline Out run(const std::string &args, const std::string &env = "") {
+  std::string cmd = env + (env.empty() ? "" : " ") + std::string(PIPECHECK_BINARY) + " " + args + " 2>&1";
   Out o;
   FILE *p = popen(cmd.c_str(), "r");
   if (!p) return o;

@@ -362,6 +362,13 @@ public:
     return proven();
   }
 
+  /// in_bounds for every access the collector saw; the first that fails.
+  Attempt every_access_in_bounds(std::optional<std::int64_t> &witness) {
+    for (const auto &b : col_.bounds)
+      if (Attempt in = in_bounds(b, witness); !in.ok()) return in;
+    return proven();
+  }
+
   /// Whether every access of `b` stays inside its buffer for every N the
   /// last run() covers; when not proven, why not, with
   /// `witness` set to the smallest such N at which an access leaves it.
@@ -655,6 +662,17 @@ public:
   std::int64_t q_ = 1, m_ = 1;
 };
 
+/// A plan that stops at an access (or an extent) that fails at some N,
+/// `witness` the smallest such N where the solver found one.
+InductionPlan out_of_bounds_plan(InductionPlan plan, std::string reason, std::optional<std::int64_t> witness,
+                                 int queries) {
+  plan.kind = InductionPlan::Kind::out_of_bounds;
+  plan.reason = std::move(reason);
+  plan.out_of_bounds_at = witness;
+  plan.queries = queries;
+  return plan;
+}
+
 /// No loop grows with N (N sizes an array, or bounds a fixed loop's
 /// guard): the proof is that nothing the race machine follows moves with N
 /// past some N = X, so every larger N runs as X does, and that every access
@@ -713,29 +731,15 @@ InductionPlan plan_constant(const spec::Program &p, const std::string &param, st
     if (hi && X > *hi) break;
     std::optional<std::int64_t> bad_extent;
     Attempt r = prover.run_constant(X, bad_extent);
-    if (bad_extent) {
-      plan.kind = InductionPlan::Kind::out_of_bounds;
-      plan.reason = r.reason;
-      plan.out_of_bounds_at = bad_extent;
-      plan.queries = prover.queries;
-      return plan;
-    }
+    if (bad_extent) return out_of_bounds_plan(plan, r.reason, bad_extent, prover.queries);
     if (!r.ok()) {
       if (first_reason.empty()) first_reason = r.reason;
       if (r.kind != Attempt::Kind::fails_for_small_n) break;
       continue;
     }
-    for (auto &b : col.bounds) {
-      std::optional<std::int64_t> witness;
-      Attempt in = prover.in_bounds(b, witness);
-      if (!in.ok()) {
-        plan.kind = InductionPlan::Kind::out_of_bounds;
-        plan.reason = in.reason;
-        plan.out_of_bounds_at = witness;
-        plan.queries = prover.queries;
-        return plan;
-      }
-    }
+    std::optional<std::int64_t> witness;
+    if (Attempt in = prover.every_access_in_bounds(witness); !in.ok())
+      return out_of_bounds_plan(plan, in.reason, witness, prover.queries);
     plan.kind = InductionPlan::Kind::proven;
     plan.ok = true;
     plan.n_struct = X;
@@ -870,27 +874,13 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
       if (hi && X > *hi) continue;
       std::optional<std::int64_t> bad_extent;
       Attempt r = prover.run(W, X, bad_extent);
-      if (bad_extent) {
-        plan.kind = InductionPlan::Kind::out_of_bounds;
-        plan.reason = r.reason;
-        plan.out_of_bounds_at = bad_extent;
-        plan.queries = prover.queries;
-        return plan;
-      }
+      if (bad_extent) return out_of_bounds_plan(plan, r.reason, bad_extent, prover.queries);
       if (r.ok()) {
         // The states recur, but a shifted access may still leave a buffer
         // whose extent does not grow with N.
-        for (auto &b : col.bounds) {
-          std::optional<std::int64_t> witness;
-          Attempt in = prover.in_bounds(b, witness);
-          if (!in.ok()) {
-            plan.kind = InductionPlan::Kind::out_of_bounds;
-            plan.reason = in.reason;
-            plan.out_of_bounds_at = witness;
-            plan.queries = prover.queries;
-            return plan;
-          }
-        }
+        std::optional<std::int64_t> witness;
+        if (Attempt in = prover.every_access_in_bounds(witness); !in.ok())
+          return out_of_bounds_plan(plan, in.reason, witness, prover.queries);
         plan.kind = InductionPlan::Kind::proven;
         plan.ok = true;
         plan.window = W;

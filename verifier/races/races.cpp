@@ -377,13 +377,22 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
         checked = n;
       }
     };
-    std::int64_t nmax = std::max(opts.n_max, lo);
-    check_upto(nmax);
-    if (!acc.findings.empty()) {
+    // A finding on the way is the verdict.
+    auto violated = [&] {
+      if (acc.findings.empty()) return false;
       v.status = Status::violation;
       v.findings = std::move(acc.findings);
-      return finish(v, t0);
-    }
+      return true;
+    };
+    // How a proof's verdict begins.
+    auto proven_for_every_n = [&] {
+      std::string r = "proven for every " + N + " >= " + std::to_string(lo);
+      if (hi) r += " and <= " + std::to_string(*hi);
+      return r + ": " + N + " <= " + std::to_string(checked) + " checked concretely; ";
+    };
+    std::int64_t nmax = std::max(opts.n_max, lo);
+    check_upto(nmax);
+    if (violated()) return finish(v, t0);
     if (hi && checked >= *hi) {
       v.status = Status::verified;
       v.reason =
@@ -400,11 +409,7 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
         // Too large to run: the verdict stays unknown, with the reason.
         plan.reason += std::string(" (not run: ") + u.what() + ")";
       }
-      if (!acc.findings.empty()) {
-        v.status = Status::violation;
-        v.findings = std::move(acc.findings);
-        return finish(v, t0);
-      }
+      if (violated()) return finish(v, t0);
     }
     // Before giving up unproven: a deep ring first reuses its slots past
     // n_max (a 12-slot write-back ring waited one step late races at N =
@@ -420,11 +425,7 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
           std::min<std::int64_t>(std::max(2 * deepest + 2, largest_guard_literal(p.body) + 2), 64);
       if (wrap <= checked) return false;
       check_upto(wrap);
-      if (!acc.findings.empty()) {
-        v.status = Status::violation;
-        v.findings = std::move(acc.findings);
-        return true;
-      }
+      if (violated()) return true;
       bounded = "checked for " + N + " <= " + std::to_string(checked) + " only";
       return false;
     };
@@ -432,10 +433,7 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
     auto check_all_bounded = [&] {
       if (!hi || *hi - lo >= 64) return false;
       check_upto(*hi);
-      if (!acc.findings.empty()) {
-        v.status = Status::violation;
-        v.findings = std::move(acc.findings);
-      } else {
+      if (!violated()) {
         v.status = Status::verified;
         v.reason =
             "checked every " + N + " in [" + std::to_string(lo) + ", " + std::to_string(*hi) + "] concretely";
@@ -451,16 +449,10 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
     if (!plan.loop) {
       // No loop grows with N: every N >= n_struct runs as n_struct does.
       check_upto(plan.n_struct);
-      if (!acc.findings.empty()) {
-        v.status = Status::violation;
-        v.findings = std::move(acc.findings);
-        return finish(v, t0);
-      }
+      if (violated()) return finish(v, t0);
       v.status = Status::verified;
       std::ostringstream os;
-      os << "proven for every " << N << " >= " << lo;
-      if (hi) os << " and <= " << *hi;
-      os << ": " << N << " <= " << checked << " checked concretely; from " << N << " = " << plan.n_struct
+      os << proven_for_every_n() << "from " << N << " = " << plan.n_struct
          << " on, no loop, slot, subscript or branch moves with " << N
          << " and every access stays inside its buffer (" << plan.queries << " Z3 queries)";
       v.reason = os.str();
@@ -509,18 +501,12 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
     while (hi_of(base) - 1 - W < *i0 + P)
       ++base;
     check_upto(base + plan.n_step - 1);
-    if (!acc.findings.empty()) {
-      v.status = Status::violation;
-      v.findings = std::move(acc.findings);
-      return finish(v, t0);
-    }
+    if (violated()) return finish(v, t0);
     v.status = Status::verified;
     std::ostringstream os;
-    os << "proven for every " << N << " >= " << lo;
-    if (hi) os << " and <= " << *hi;
-    os << ": " << N << " <= " << checked << " checked concretely; for larger " << N
-       << " the loop state recurs every " << P << " iteration(s) from iteration " << *i0
-       << " (k-induction, window " << W << ", " << plan.queries << " Z3 queries)";
+    os << proven_for_every_n() << "for larger " << N << " the loop state recurs every " << P
+       << " iteration(s) from iteration " << *i0 << " (k-induction, window " << W << ", " << plan.queries
+       << " Z3 queries)";
     v.reason = os.str();
     return finish(v, t0);
   } catch (const races::Unsupported &e) {

@@ -1034,6 +1034,14 @@ private:
     return ctx_.any_of(differ);
   }
 
+  // A box with no element (an access wholly outside its operand, clamped).
+  Term empty_box(const std::vector<std::pair<Term, Term>> &b) {
+    std::vector<Term> dims;
+    for (const auto &[lo, hi] : b)
+      dims.push_back(lo >= hi);
+    return ctx_.any_of(dims);
+  }
+
   Term overlap(const std::vector<std::pair<Term, Term>> &a, const std::vector<std::pair<Term, Term>> &b) {
     std::vector<Term> c;
     for (std::size_t d = 0; d < a.size() && d < b.size(); ++d) {
@@ -1132,10 +1140,7 @@ private:
           // other banks' partial results; an empty box, an accumulation
           // wholly outside the scratch, meets every clear).
           const auto ab = box_terms(a, p);
-          std::vector<Term> empty_dims;
-          for (const auto &[lo, hi] : ab)
-            empty_dims.push_back(lo >= hi);
-          const Term empty = ctx_.any_of(empty_dims);
+          const Term empty = empty_box(ab);
           auto meets = [&](std::size_t ci, const SymPoint &x) {
             return cleared_at(ci, x) && (empty || overlap(box_terms(m_.effects[ci], x), ab));
           };
@@ -1468,10 +1473,7 @@ private:
         // (An accumulation wholly outside the scratch, an empty box, is
         // index-out-of-bounds': every clear counts for it.)
         const auto ab = box_terms(a, r);
-        std::vector<Term> empty_dims;
-        for (const auto &[lo, hi] : ab)
-          empty_dims.push_back(lo >= hi);
-        const Term empty = ctx_.any_of(empty_dims);
+        const Term empty = empty_box(ab);
         auto meets = [&](std::size_t ci, const SymPoint &t) {
           return clear_at(ci, t) && (empty || overlap(box_terms(m_.effects[ci], t), ab));
         };
@@ -1581,10 +1583,7 @@ private:
       // Init i at x re-initializes what the read takes (an empty rb, a read
       // wholly outside the scratch, is index-out-of-bounds': every init
       // counts): an init of other rows leaves the partial result there.
-      std::vector<Term> empty_dims;
-      for (const auto &[lo, hi] : rb)
-        empty_dims.push_back(lo >= hi);
-      const Term rb_empty = ctx_.any_of(empty_dims);
+      const Term rb_empty = empty_box(rb);
       auto resets = [&](std::size_t i, const SymPoint &x) {
         return guard(m_.effects[i], x) && (rb_empty || overlap(box_terms(m_.effects[i], x), rb));
       };
