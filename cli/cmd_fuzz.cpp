@@ -1,17 +1,23 @@
 // pipecheck fuzz FILE [--kernel NAME]: check and run a kernel over its param domains.
 #include "cli/command.hpp"
+#include "executor/npy.hpp"
 #include "reports/output.hpp"
 #include "reports/run_report.hpp"
 #include "reports/sweep_report.hpp"
+#include "spec/eval.hpp"
+#include "spec/parse.hpp"
+#include "spec/validate.hpp"
 #include "sweep/failure_file.hpp"
 #include "sweep/sweep.hpp"
 
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 
 namespace pipecheck::cli {
 namespace {
@@ -104,13 +110,52 @@ int fuzz_cmd(const FuzzArgs &a) {
   };
   src = read_source(a.path);
   if (!src) return bad();
-  auto file = load(*src);
-  if (!file) return bad();
+  // The file validates as written, but for the kernel swept: its written
+  // values are one configuration of the sweep, each validated on its own
+  // (a default combination that does not validate is that row's bad input,
+  // not the campaign's).
+  spec::ParseResult parsed = spec::parse(*src);
+  if (parsed.file)
+    parsed.errors = spec::load_prefetch_files(*parsed.file, src->path, executor::load_prefetch_npy);
+  if (!parsed.file || !parsed.errors.empty()) {
+    for (const auto &e : parsed.errors)
+      file_error(src->path, &*src, e);
+    return bad();
+  }
+  const spec::File &file = *parsed.file;
   const auto *unit =
-      select_kernel(*file, *src, a.path, a.kernel, "is a pipeline; fuzz sweeps a kernel's param domains");
+      select_kernel(file, *src, a.path, a.kernel, "is a pipeline; fuzz sweeps a kernel's param domains");
   if (!unit) return bad();
-  if (!check_overrides(*unit, *src, o.overrides)) return bad();
   const auto *k = &std::get<spec::KernelSpec>(*unit);
+  const bool sweeps = std::any_of(k->params.begin(), k->params.end(), [&](const spec::Param &p) {
+    return !p.domain.empty() && !o.overrides.count(p.name);
+  });
+  {
+    std::vector<spec::Diagnostic> errors;
+    std::set<std::string> names;
+    for (const auto &u : file.units) {
+      if (!names.insert(spec::unit_name(u)).second)
+        errors.push_back({spec::Severity::error,
+                          spec::unit_loc(u),
+                          "duplicate unit name '" + spec::unit_name(u) + "'",
+                          {}});
+      if (&u == unit && sweeps) continue;
+      auto e = std::visit(
+          [&](const auto &x) { return spec::validate(x, &u == unit ? o.overrides : spec::Env{}); }, u);
+      errors.insert(errors.end(), e.begin(), e.end());
+    }
+    for (const auto &e : errors)
+      file_error(src->path, &*src, e);
+    if (!errors.empty()) return bad();
+  }
+  std::set<std::string> declared;
+  for (const auto &p : k->params)
+    declared.insert(p.name);
+  if (!check_set_names(o.overrides, declared)) return bad();
+  for (const auto &e : spec::bind_params(k->params, o.overrides, false).errors) {
+    file_error(src->path, &*src, e);
+    return bad();
+  }
   if (isatty(STDERR_FILENO))
     o.progress = [](std::size_t done, std::size_t total) {
       const int width = 30, filled = static_cast<int>(width * done / std::max<std::size_t>(total, 1));
@@ -123,6 +168,15 @@ int fuzz_cmd(const FuzzArgs &a) {
     return bad();
   }
   auto &r = std::get<sweep::SweepResult>(result);
+  // Not one configuration validates: the file is bad input as written.
+  if (sweeps && !r.configs.empty() && std::all_of(r.configs.begin(), r.configs.end(), [](const auto &c) {
+        return c.outcome == sweep::Outcome::bad_input && c.check_ms == 0;
+      })) {
+    auto errors = spec::validate(*k, o.overrides);
+    for (const auto &e : errors)
+      file_error(src->path, &*src, e);
+    if (!errors.empty()) return bad();
+  }
   r.campaign.file = a.path;
   r.campaign.source_hash = sweep::source_hash(src->text);
   std::string text;

@@ -915,6 +915,45 @@ TEST(CliFuzz, ASmallestFailureThatIsBadInputIsNotSavedAndTheExitStaysOne) {
   EXPECT_FALSE(std::filesystem::exists(d.path / "saved"));
 }
 
+TEST(CliFuzz, WrittenDefaultsThatDoNotValidateAreOneBadInputRowNotAnAbortedCampaign) {
+  // bm = 32 with sb = 8 slices 32 rows of an 8-row scratch: that row is bad
+  // input, the rest of the sweep runs.
+  auto path = temp_file("fuzz_defaults.pk", R"(kernel scratch_rows:
+    param bm = 32 in {8, 16, 32}
+    param sb = 8 in {8, 16, 32}
+    grid = (64 // bm,)
+    in  x: f32[64, 128]  block=(bm, 128)  index=(i) -> (i, 0)
+    out o: f32[64, 128]  block=(bm, 128)  index=(i) -> (i, 0)
+    scratch t: f32[sb, 128]
+    body:
+        t[0:bm, :] = x[...] * 3.0
+        o[...] = t[0:bm, :]
+)");
+  Out o = run("fuzz --no-run --format json " + path);
+  EXPECT_EQ(o.code, 1) << o.text;
+  auto j = nlohmann::json::parse(o.text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.text;
+  EXPECT_EQ(j["configs"].size(), 9u);
+  EXPECT_EQ(j["summary"]["ok"], 6);
+  EXPECT_EQ(j["summary"]["bad-input"], 3);
+  // A sweep none of whose configurations validates is bad input as written.
+  auto typo = temp_file("fuzz_typo.pk", R"(kernel typo:
+    param bm = 8 in {8, 16}
+    grid = (64 // bm,)
+    in  x: f32[64, 128]  block=(bm, 128)  index=(i) -> (i, 0)
+    out o: f32[64, 128]  block=(bm, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = y[...]
+)");
+  Out t = run("fuzz --no-run " + typo);
+  EXPECT_EQ(t.code, 3) << t.text;
+  EXPECT_NE(t.text.find("fuzz_typo.pk:7:18: error:"), std::string::npos) << t.text;
+  // A kernel that sweeps nothing is validated as written.
+  Out w = run("fuzz --no-run --set bm=32 --set sb=8 " + path);
+  EXPECT_EQ(w.code, 3) << w.text;
+  EXPECT_NE(w.text.find("fuzz_defaults.pk:10:"), std::string::npos) << w.text;
+}
+
 TEST(CliFuzz, TouchesBazelsShardStatusFileWhenItShardsByTheEnvironment) {
   TempDir d;
   const auto status = d.path / "shard_status";
