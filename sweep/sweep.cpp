@@ -475,12 +475,23 @@ ConfigResult config_from(const nlohmann::json &j) {
 
 } // namespace
 
+namespace {
+
+// nlohmann's message without its "[json.exception.out_of_range.403] " tag.
+std::string library_message(const std::string &what) {
+  if (what.rfind("[json.exception.", 0) == 0)
+    if (auto close = what.find("] "); close != std::string::npos) return what.substr(close + 2);
+  return what;
+}
+
+} // namespace
+
 std::variant<SweepResult, JsonError> from_json(const std::string &text) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error &e) {
-    return JsonError{"not JSON: " + std::string(e.what()), e.byte > 0 ? e.byte - 1 : 0};
+    return JsonError{"not JSON: " + library_message(e.what()), e.byte > 0 ? e.byte - 1 : 0};
   }
   try {
     SweepResult r;
@@ -510,7 +521,8 @@ std::variant<SweepResult, JsonError> from_json(const std::string &text) {
     if (j.contains("smallest_failure")) r.smallest_failure = config_from(j.at("smallest_failure"));
     return r;
   } catch (const std::exception &e) {
-    return JsonError{"not a `pipecheck fuzz --format json` result: " + std::string(e.what()), std::nullopt};
+    return JsonError{"not a `pipecheck fuzz --format json` result: " + library_message(e.what()),
+                     std::nullopt};
   }
 }
 

@@ -1073,6 +1073,12 @@ TEST(CliMerge, RefusesAMissingShardAnotherSeedARepeatedShardAndNonJsonAsBadInput
   Out junk = run("merge " + d.file("junk.json", "{\n  \"kernel\": ,\n}\n"));
   EXPECT_EQ(junk.code, 3) << junk.text;
   EXPECT_TRUE(contains(junk.text, "junk.json:2:")) << junk.text;
+  EXPECT_FALSE(contains(junk.text, "json.exception")) << junk.text;
+  // JSON, but not a fuzz result: says what is missing, in plain words.
+  Out empty = run("merge " + d.file("empty.json", "{}\n"));
+  EXPECT_EQ(empty.code, 3) << empty.text;
+  EXPECT_TRUE(contains(empty.text, "not a `pipecheck fuzz --format json` result: key 'kernel' not found"))
+      << empty.text;
   Out text = run("merge " + k);
   EXPECT_EQ(text.code, 3) << text.text;
 }
