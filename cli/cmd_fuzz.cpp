@@ -4,7 +4,6 @@
 #include "reports/output.hpp"
 #include "reports/run_report.hpp"
 #include "reports/sweep_report.hpp"
-#include "spec/eval.hpp"
 #include "spec/parse.hpp"
 #include "spec/validate.hpp"
 #include "sweep/failure_file.hpp"
@@ -17,7 +16,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <set>
 
 namespace pipecheck::cli {
 namespace {
@@ -131,31 +129,16 @@ int fuzz_cmd(const FuzzArgs &a) {
     return !p.domain.empty() && !o.overrides.count(p.name);
   });
   {
-    std::vector<spec::Diagnostic> errors;
-    std::set<std::string> names;
-    for (const auto &u : file.units) {
-      if (!names.insert(spec::unit_name(u)).second)
-        errors.push_back({spec::Severity::error,
-                          spec::unit_loc(u),
-                          "duplicate unit name '" + spec::unit_name(u) + "'",
-                          {}});
-      if (&u == unit && sweeps) continue;
-      auto e = std::visit(
-          [&](const auto &x) { return spec::validate(x, &u == unit ? o.overrides : spec::Env{}); }, u);
-      errors.insert(errors.end(), e.begin(), e.end());
+    auto errors = spec::validate(file, unit);
+    if (!sweeps) {
+      auto own = spec::validate(*k, o.overrides);
+      errors.insert(errors.end(), own.begin(), own.end());
     }
     for (const auto &e : errors)
       file_error(src->path, &*src, e);
     if (!errors.empty()) return bad();
   }
-  std::set<std::string> declared;
-  for (const auto &p : k->params)
-    declared.insert(p.name);
-  if (!check_set_names(o.overrides, declared)) return bad();
-  for (const auto &e : spec::bind_params(k->params, o.overrides, false).errors) {
-    file_error(src->path, &*src, e);
-    return bad();
-  }
+  if (!check_overrides(*unit, *src, o.overrides, /*validate=*/false)) return bad();
   if (isatty(STDERR_FILENO))
     o.progress = [](std::size_t done, std::size_t total) {
       const int width = 30, filled = static_cast<int>(width * done / std::max<std::size_t>(total, 1));
@@ -169,9 +152,8 @@ int fuzz_cmd(const FuzzArgs &a) {
   }
   auto &r = std::get<sweep::SweepResult>(result);
   // Not one configuration validates: the file is bad input as written.
-  if (sweeps && !r.configs.empty() && std::all_of(r.configs.begin(), r.configs.end(), [](const auto &c) {
-        return c.outcome == sweep::Outcome::bad_input && c.check_ms == 0;
-      })) {
+  if (sweeps && !r.configs.empty() &&
+      std::all_of(r.configs.begin(), r.configs.end(), sweep::rejected_unchecked)) {
     auto errors = spec::validate(*k, o.overrides);
     for (const auto &e : errors)
       file_error(src->path, &*src, e);

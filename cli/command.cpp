@@ -263,20 +263,21 @@ resolve_prefetch(const std::variant<spec::KernelSpec, spec::Program> &u, const s
 }
 
 std::vector<spec::Diagnostic> override_errors(const std::variant<spec::KernelSpec, spec::Program> &u,
-                                              const std::map<std::string, std::int64_t> &overrides) {
+                                              const std::map<std::string, std::int64_t> &overrides,
+                                              bool validate) {
   if (overrides.empty()) return {};
   auto errors = spec::bind_params(unit_params(u), overrides, false).errors;
-  if (!errors.empty()) return errors;
+  if (!errors.empty() || !validate) return errors;
   return std::visit([&](const auto &x) { return spec::validate(x, overrides); }, u);
 }
 
 bool check_overrides(const std::variant<spec::KernelSpec, spec::Program> &u, const spec::SourceFile &src,
-                     const std::map<std::string, std::int64_t> &overrides) {
+                     const std::map<std::string, std::int64_t> &overrides, bool validate) {
   std::set<std::string> declared;
   for (const auto &p : unit_params(u))
     declared.insert(p.name);
   if (!check_set_names(overrides, declared)) return false;
-  auto errors = override_errors(u, overrides);
+  auto errors = override_errors(u, overrides, validate);
   for (const auto &e : errors)
     file_error(src.path, &src, e);
   return errors.empty();

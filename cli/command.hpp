@@ -101,17 +101,19 @@ select_kernel(const spec::File &, const spec::SourceFile &src, const std::string
               const std::string &name, const std::string &why_not_a_pipeline);
 
 /// What is wrong with a unit under the --set values: an override outside its
-/// param's domain (located at the param); else a kernel body that does not
-/// type-check with the overrides bound (validation checked it with the file's
-/// own values). Empty when all is well or there are no overrides.
+/// param's domain (located at the param); else (with `validate`) the unit
+/// does not validate with the overrides bound (validation checked it with
+/// the file's own values). Empty when all is well or there are no overrides.
 std::vector<spec::Diagnostic> override_errors(const std::variant<spec::KernelSpec, spec::Program> &,
-                                              const std::map<std::string, std::int64_t> &overrides);
+                                              const std::map<std::string, std::int64_t> &overrides,
+                                              bool validate = true);
 
 /// For the commands that take one unit: every --set names one of its params
 /// and override_errors() has nothing to say; else the errors are printed and
-/// the answer is false.
+/// the answer is false. (`fuzz` validates each configuration itself:
+/// validate = false.)
 bool check_overrides(const std::variant<spec::KernelSpec, spec::Program> &, const spec::SourceFile &,
-                     const std::map<std::string, std::int64_t> &overrides);
+                     const std::map<std::string, std::int64_t> &overrides, bool validate = true);
 
 /// For the commands that run or lower one kernel: a kernel with scalar
 /// prefetch elaborated (spec::elaborate_prefetch) with its given contents,

@@ -13,6 +13,9 @@
 namespace pipecheck::spec {
 
 std::vector<Diagnostic> validate(const File &);
+/// The file's unit names, and every unit but `except` (`fuzz` validates the
+/// kernel it sweeps one configuration at a time).
+std::vector<Diagnostic> validate(const File &, const std::variant<KernelSpec, Program> *except);
 
 /// A unit validated with `overrides` (--set, a fuzz configuration) in place
 /// of its params' written values: what an override makes invalid (a slice

@@ -45,6 +45,8 @@ std::string source_hash(const std::string &text) {
   return buf;
 }
 
+bool rejected_unchecked(const ConfigResult &c) { return c.outcome == Outcome::bad_input && c.check_ms == 0; }
+
 bool SweepResult::all_ok() const {
   return std::all_of(configs.begin(), configs.end(),
                      [](const ConfigResult &c) { return c.outcome == Outcome::ok; });
@@ -398,7 +400,7 @@ std::string to_text(const SweepResult &r) {
     ++counts[to_string(c.outcome)];
     os << "  " << std::left << std::setw(28) << params_text(c.params) << " " << std::setw(10)
        << to_string(c.outcome);
-    if (c.outcome == Outcome::bad_input && c.check_ms == 0) {
+    if (rejected_unchecked(c)) {
       // Rejected before it was checked: what is wrong with it is all there is.
       os << " " << c.reason << "\n";
       continue;

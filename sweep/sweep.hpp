@@ -72,6 +72,10 @@ struct ConfigResult {
   double check_ms = 0, run_ms = 0;
 };
 
+/// A configuration rejected before it was checked (it does not validate):
+/// no check ran, and its reason is all there is.
+bool rejected_unchecked(const ConfigResult &);
+
 /// What makes shards one campaign: `pipecheck merge` combines only results
 /// that agree on all of it but the shard.
 struct Campaign {

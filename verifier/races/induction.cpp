@@ -97,6 +97,13 @@ struct Collector {
 
   Expr sub(const Expr &e) const { return spec::substitute(e, subst); }
 
+  /// Only the params other than `param` bound (their fixed values).
+  void bind_fixed(const spec::Env &fixed, const std::string &param) {
+    subst.clear();
+    for (auto &[k, v] : fixed)
+      if (k != param) subst[k] = Expr::integer(v);
+  }
+
   void add_site(Site s) {
     s.guards = guards;
     sites.push_back(std::move(s));
@@ -289,21 +296,11 @@ public:
         const std::string what = "an extent of '" + b.name + "'";
         auto a = enc(e, N, std::nullopt, {}), a2 = enc(e, N2, std::nullopt, {});
         if (!a || !a2) return fails(what + " is not an integer expression of " + param_);
-        smt::Term from_lo = N >= c_.num(static_cast<std::int64_t>(lo_));
-        if (hi_) from_lo = from_lo && N <= c_.num(static_cast<std::int64_t>(*hi_));
-        if (!unsat(from_lo && *a < 1, "extent-positive")) {
-          auto n = model_value(from_lo && *a < 1, N);
-          if (!n) return fails(what + " may not be positive");
-          std::int64_t l = lo_, h = *n;
-          while (l < h) {
-            const std::int64_t mid = l + (h - l) / 2;
-            if (auto m = model_value(from_lo && *a < 1 && N <= c_.num(static_cast<std::int64_t>(mid)), N))
-              h = std::min(h, *m);
-            else
-              l = mid + 1;
-          }
+        if (!unsat(from_lo(N) && *a < 1, "extent-positive")) {
+          auto h = smallest_n(from_lo(N) && *a < 1, N);
+          if (!h) return fails(what + " may not be positive");
           witness = h;
-          return fails(what + " is not positive at " + param_ + " = " + std::to_string(h));
+          return fails(what + " is not positive at " + param_ + " = " + std::to_string(*h));
         }
         bool whole = b.kind != spec::BufferKind::hbm;
         for (const auto &f : col_.fulls)
@@ -412,8 +409,7 @@ public:
     }
     // (Every N from the lower bound: an access's place needs no induction,
     // so the witness is the smallest N at which one leaves its buffer.)
-    smt::Term pre = N >= c_.num(static_cast<std::int64_t>(lo_));
-    if (hi_) pre = pre && N <= c_.num(static_cast<std::int64_t>(*hi_));
+    smt::Term pre = from_lo(N);
     if (iv) {
       auto h = enc(loop_hi_, N, std::nullopt, {});
       if (!h) return fails(fail);
@@ -432,20 +428,11 @@ public:
     if (unsat(pre && bad, "access-in-bounds")) return proven();
     // Sat (or undecided): look for the smallest N at which an access leaves
     // the buffer, so the driver can run it.
-    auto n = model_value(pre && bad, N);
-    if (!n) return fails(fail);
-    std::int64_t lo = lo_, hi = *n;
-    while (lo < hi) {
-      std::int64_t mid = lo + (hi - lo) / 2;
-      auto m = model_value(pre && bad && N <= c_.num(static_cast<std::int64_t>(mid)), N);
-      if (m)
-        hi = std::min(hi, *m);
-      else
-        lo = mid + 1;
-    }
+    auto hi = smallest_n(pre && bad, N);
+    if (!hi) return fails(fail);
     witness = hi;
     return fails("'" + b.what + "' (line " + std::to_string(b.line) + ") leaves '" + buf.name + "' at " +
-                 param_ + " = " + std::to_string(hi));
+                 param_ + " = " + std::to_string(*hi));
   }
 
 private:
@@ -465,6 +452,29 @@ private:
         if (seen.insert(key).second) v.push_back(&s);
       }
     return v;
+  }
+
+  // N within its declared bounds (cN: and past the attempt's X).
+  smt::Term from_lo(const smt::Term &N) const {
+    smt::Term r = N >= c_.num(static_cast<std::int64_t>(lo_));
+    if (hi_) r = r && N <= c_.num(static_cast<std::int64_t>(*hi_));
+    return r;
+  }
+
+  // The smallest N >= lo_ satisfying `bad` (a model of N bounding a binary
+  // search); nullopt where the solver gives none.
+  std::optional<std::int64_t> smallest_n(const smt::Term &bad, const smt::Term &N) {
+    auto n = model_value(bad, N);
+    if (!n) return std::nullopt;
+    std::int64_t lo = lo_, hi = *n;
+    while (lo < hi) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      if (auto m = model_value(bad && N <= c_.num(static_cast<std::int64_t>(mid)), N))
+        hi = std::min(hi, *m);
+      else
+        lo = mid + 1;
+    }
+    return hi;
   }
 
   smt::Term cN(const smt::Term &N) const {
@@ -681,8 +691,7 @@ InductionPlan plan_constant(const spec::Program &p, const std::string &param, st
                             std::optional<std::int64_t> hi, const spec::Env &fixed, unsigned timeout_ms) {
   InductionPlan plan;
   Collector col{p, {}, {}, {}, {}, {}, {}, {}, {}};
-  for (auto &[k, v] : fixed)
-    if (k != param) col.subst[k] = Expr::integer(v);
+  col.bind_fixed(fixed, param);
   for (const auto &st : p.body)
     col.stmt(st, Region::prologue, {}, false);
   if (!col.fail.empty()) {
@@ -758,8 +767,7 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
                              std::optional<std::int64_t> hi, const spec::Env &fixed, unsigned timeout_ms) {
   InductionPlan plan;
   Collector col{p, {}, {}, {}, {}, {}, {}, {}, {}};
-  for (auto &[k, v] : fixed)
-    if (k != param) col.subst[k] = Expr::integer(v);
+  col.bind_fixed(fixed, param);
   // Find the main loop: the one top-level `for` whose bound mentions N.
   std::size_t main_idx = p.body.size();
   for (std::size_t k = 0; k < p.body.size(); ++k) {
@@ -802,9 +810,7 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
     }
     return plan_constant(p, param, lo, hi, fixed, timeout_ms);
   }
-  col.subst.clear();
-  for (auto &[k, v] : fixed)
-    if (k != param) col.subst[k] = Expr::integer(v);
+  col.bind_fixed(fixed, param);
   const auto &main_stmt = p.body[main_idx];
   const auto &loop = std::get<spec::For>(main_stmt.kind);
   for (std::size_t k = 0; k < main_idx; ++k)

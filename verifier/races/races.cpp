@@ -393,10 +393,14 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
     std::int64_t nmax = std::max(opts.n_max, lo);
     check_upto(nmax);
     if (violated()) return finish(v, t0);
-    if (hi && checked >= *hi) {
+    // Every allowed N run, none with a finding.
+    auto checked_whole = [&] {
       v.status = Status::verified;
       v.reason =
           "checked every " + N + " in [" + std::to_string(lo) + ", " + std::to_string(*hi) + "] concretely";
+    };
+    if (hi && checked >= *hi) {
+      checked_whole();
       return finish(v, t0);
     }
     std::string bounded = "checked for " + N + " <= " + std::to_string(checked) + " only";
@@ -433,11 +437,7 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
     auto check_all_bounded = [&] {
       if (!hi || *hi - lo >= 64) return false;
       check_upto(*hi);
-      if (!violated()) {
-        v.status = Status::verified;
-        v.reason =
-            "checked every " + N + " in [" + std::to_string(lo) + ", " + std::to_string(*hi) + "] concretely";
-      }
+      if (!violated()) checked_whole();
       return true;
     };
     if (plan.kind != races::InductionPlan::Kind::proven) {

@@ -582,6 +582,14 @@ private:
     return whole;
   }
 
+  // Whether effect c at p touches elements of b, as a clear or init takes an
+  // accumulation's (or a read's) box: an empty b, an access wholly outside
+  // its operand, is index-out-of-bounds' and meets every c. (The symbolic
+  // checker's meets_box.)
+  bool meets_box(const Effect &c, std::size_t p, const Box &b) const {
+    return is_empty(b) || overlaps(box_or_whole(c, p), b);
+  }
+
   // The pieces' elements outside b, in place.
   static void cut(std::vector<Box> &pieces, const Box &b) {
     std::vector<Box> left;
@@ -594,7 +602,7 @@ private:
   // a's elements outside b, as disjoint non-empty boxes (none where b
   // covers a; a itself where they do not meet or a is empty).
   static std::vector<Box> minus(const Box &a, const Box &b) {
-    if (std::any_of(a.begin(), a.end(), [](const auto &d) { return d.first >= d.second; })) return {};
+    if (is_empty(a)) return {};
     if (!overlaps(a, b)) return {a};
     std::vector<Box> out;
     Box rest = a;
@@ -707,11 +715,8 @@ private:
           // A clear takes what it meets (a bank read or reset leaves the
           // other banks' partial results pending; an empty box, an
           // accumulation wholly outside the scratch, meets every clear).
-          const Box cb = box_or_whole(m_.effects[e], q);
           std::erase_if(pending, [&](const std::pair<std::size_t, std::size_t> &pa) {
-            const Box ab = box_or_whole(m_.effects[pa.second], pa.first);
-            return std::any_of(ab.begin(), ab.end(), [](const auto &d) { return d.first >= d.second; }) ||
-                   overlaps(ab, cb);
+            return meets_box(m_.effects[e], q, box_or_whole(m_.effects[pa.second], pa.first));
           });
           if (std::find(contributing.begin(), contributing.end(), e) != contributing.end())
             pending.emplace_back(q, e);
@@ -937,9 +942,7 @@ private:
       // (An accumulation wholly outside the scratch, an empty box, is
       // index-out-of-bounds': every clear counts for it.)
       auto meets = [&](std::size_t ci, std::size_t x, const Box &ab) {
-        const bool empty =
-            std::any_of(ab.begin(), ab.end(), [](const auto &d) { return d.first >= d.second; });
-        return clear_fires(ci, x) && (empty || overlaps(box_or_whole(m_.effects[ci], x), ab));
+        return clear_fires(ci, x) && meets_box(m_.effects[ci], x, ab);
       };
       // Per (CTA, window of the output): the first point that accumulated.
       std::map<std::pair<Point, Point>, std::size_t> first_acc;
@@ -1285,8 +1288,7 @@ private:
     // a read wholly outside the scratch, is index-out-of-bounds': every init
     // counts): an init of other rows leaves the partial result there.
     auto resets = [&](std::size_t i, std::size_t p, const Box &rb) {
-      const bool empty = std::any_of(rb.begin(), rb.end(), [](const auto &d) { return d.first >= d.second; });
-      return fires_[i][p] && (empty || overlaps(box_or_whole(m_.effects[i], p), rb));
+      return fires_[i][p] && meets_box(m_.effects[i], p, rb);
     };
     // An accumulation at p, with (after_inits) no init of rb after it at
     // p, and a box that meets rb.

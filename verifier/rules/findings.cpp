@@ -2359,6 +2359,10 @@ bool overlaps(const Box &a, const Box &b) {
   return true;
 }
 
+bool is_empty(const Box &b) {
+  return std::any_of(b.begin(), b.end(), [](const auto &d) { return d.first >= d.second; });
+}
+
 bool box_contains(const Box &outer, const Box &inner) {
   if (outer.size() != inner.size()) return false;
   for (std::size_t d = 0; d < inner.size(); ++d)

@@ -32,6 +32,9 @@ CoverCells cover_cells(const KernelModel &, std::size_t op, bool reads_too = fal
 bool box_contains(const Box &outer, const Box &inner);
 /// Whether `a` and `b` share an element: they meet in every dim both have.
 bool overlaps(const Box &a, const Box &b);
+/// Whether `b` holds no element (an access wholly outside its operand,
+/// clamped to it).
+bool is_empty(const Box &b);
 /// Whether some element of the cell of block `b` lies inside the array
 /// (the last block of a ragged dim is partly padding, which needs no write).
 bool cell_in_array(const OperandModel &, const Point &b, const Box &cell);

@@ -1034,12 +1034,15 @@ private:
     return ctx_.any_of(differ);
   }
 
-  // A box with no element (an access wholly outside its operand, clamped).
-  Term empty_box(const std::vector<std::pair<Term, Term>> &b) {
-    std::vector<Term> dims;
+  // Whether effect c at t touches elements of b, as a clear or init takes an
+  // accumulation's (or a read's) box: an empty b, an access wholly outside
+  // its operand (clamped to it), is index-out-of-bounds' and meets every c.
+  // (The evaluator's meets_box.)
+  Term meets_box(const Effect &c, const SymPoint &t, const std::vector<std::pair<Term, Term>> &b) {
+    std::vector<Term> empty;
     for (const auto &[lo, hi] : b)
-      dims.push_back(lo >= hi);
-    return ctx_.any_of(dims);
+      empty.push_back(lo >= hi);
+    return ctx_.any_of(empty) || overlap(box_terms(c, t), b);
   }
 
   Term overlap(const std::vector<std::pair<Term, Term>> &a, const std::vector<std::pair<Term, Term>> &b) {
@@ -1140,9 +1143,8 @@ private:
           // other banks' partial results; an empty box, an accumulation
           // wholly outside the scratch, meets every clear).
           const auto ab = box_terms(a, p);
-          const Term empty = empty_box(ab);
           auto meets = [&](std::size_t ci, const SymPoint &x) {
-            return cleared_at(ci, x) && (empty || overlap(box_terms(m_.effects[ci], x), ab));
+            return cleared_at(ci, x) && meets_box(m_.effects[ci], x, ab);
           };
           std::vector<Term> c = {guard(a, p), overlap(ab, wb)};
           for (std::size_t ci : clears)
@@ -1473,9 +1475,8 @@ private:
         // (An accumulation wholly outside the scratch, an empty box, is
         // index-out-of-bounds': every clear counts for it.)
         const auto ab = box_terms(a, r);
-        const Term empty = empty_box(ab);
         auto meets = [&](std::size_t ci, const SymPoint &t) {
-          return clear_at(ci, t) && (empty || overlap(box_terms(m_.effects[ci], t), ab));
+          return clear_at(ci, t) && meets_box(m_.effects[ci], t, ab);
         };
         std::vector<Term> facts = {
             in_grid(r),           in_grid(p),           in_grid(q),  lex_lt(p, r),
@@ -1583,9 +1584,8 @@ private:
       // Init i at x re-initializes what the read takes (an empty rb, a read
       // wholly outside the scratch, is index-out-of-bounds': every init
       // counts): an init of other rows leaves the partial result there.
-      const Term rb_empty = empty_box(rb);
       auto resets = [&](std::size_t i, const SymPoint &x) {
-        return guard(m_.effects[i], x) && (rb_empty || overlap(box_terms(m_.effects[i], x), rb));
+        return guard(m_.effects[i], x) && meets_box(m_.effects[i], x, rb);
       };
       for (std::size_t i : u.inits)
         if (m_.effects[i].order < rd.order) facts.push_back(!resets(i, q));
