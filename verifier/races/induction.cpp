@@ -261,6 +261,9 @@ struct Attempt {
   };
   Kind kind = Kind::proven;
   std::string reason;
+  /// When an hbm subscript moved with N: its (buffer, dim). Read from the
+  /// end, such a walk may not move (the mirrored retry of plan_induction).
+  std::optional<std::pair<int, int>> moving = {};
   bool ok() const { return kind == Kind::proven; }
 };
 Attempt proven() { return {}; }
@@ -552,6 +555,13 @@ private:
   }
 
   Attempt check(const Site &s) {
+    Attempt r = check_site(s);
+    if (r.kind == Attempt::Kind::fails_for_small_n && s.kind == Kind::hbm && s.buffer >= 0 && s.dim >= 0)
+      r.moving = std::make_pair(s.buffer, s.dim);
+    return r;
+  }
+
+  Attempt check_site(const Site &s) {
     std::map<std::string, smt::Term> ctx;
     for (auto &cv : s.ctx)
       ctx.emplace(cv.var, c_.int_var("v_" + cv.var));
@@ -688,7 +698,8 @@ InductionPlan out_of_bounds_plan(InductionPlan plan, std::string reason, std::op
 /// past some N = X, so every larger N runs as X does, and that every access
 /// stays inside its buffer for every N.
 InductionPlan plan_constant(const spec::Program &p, const std::string &param, std::int64_t lo,
-                            std::optional<std::int64_t> hi, const spec::Env &fixed, unsigned timeout_ms) {
+                            std::optional<std::int64_t> hi, const spec::Env &fixed, unsigned timeout_ms,
+                            std::optional<std::pair<int, int>> &moving) {
   InductionPlan plan;
   Collector col{p, {}, {}, {}, {}, {}, {}, {}, {}};
   col.bind_fixed(fixed, param);
@@ -742,7 +753,10 @@ InductionPlan plan_constant(const spec::Program &p, const std::string &param, st
     Attempt r = prover.run_constant(X, bad_extent);
     if (bad_extent) return out_of_bounds_plan(plan, r.reason, bad_extent, prover.queries);
     if (!r.ok()) {
-      if (first_reason.empty()) first_reason = r.reason;
+      if (first_reason.empty()) {
+        first_reason = r.reason;
+        moving = r.moving;
+      }
       if (r.kind != Attempt::Kind::fails_for_small_n) break;
       continue;
     }
@@ -761,10 +775,11 @@ InductionPlan plan_constant(const spec::Program &p, const std::string &param, st
   return plan;
 }
 
-} // namespace
-
-InductionPlan plan_induction(const spec::Program &p, const std::string &param, std::int64_t lo,
-                             std::optional<std::int64_t> hi, const spec::Env &fixed, unsigned timeout_ms) {
+/// The plan for `p` as written; `moving` is set where the first fact that
+/// failed was an hbm subscript moving with N.
+InductionPlan plan_program(const spec::Program &p, const std::string &param, std::int64_t lo,
+                           std::optional<std::int64_t> hi, const spec::Env &fixed, unsigned timeout_ms,
+                           std::optional<std::pair<int, int>> &moving) {
   InductionPlan plan;
   Collector col{p, {}, {}, {}, {}, {}, {}, {}, {}};
   col.bind_fixed(fixed, param);
@@ -808,7 +823,7 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
                     ") is nested in another loop or branch; the proof takes a loop at the top level";
       return plan;
     }
-    return plan_constant(p, param, lo, hi, fixed, timeout_ms);
+    return plan_constant(p, param, lo, hi, fixed, timeout_ms, moving);
   }
   col.bind_fixed(fixed, param);
   const auto &main_stmt = p.body[main_idx];
@@ -896,12 +911,154 @@ InductionPlan plan_induction(const spec::Program &p, const std::string &param, s
         plan.queries = prover.queries;
         return plan;
       }
-      if (first_reason.empty()) first_reason = r.reason;
+      if (first_reason.empty()) {
+        first_reason = r.reason;
+        moving = r.moving;
+      }
       if (r.kind != Attempt::Kind::fails_for_small_n) break;
     }
   }
   plan.queries = prover.queries;
   plan.reason = first_reason.empty() ? "no window closes the induction" : first_reason;
+  return plan;
+}
+
+// ------------------------------------------------------- read from the end
+
+bool names_buffer(const Expr &e, const std::string &b) {
+  if ((e.op == Op::Name || e.op == Op::Ref) && e.name == b) return true;
+  return std::any_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return names_buffer(a, b); });
+}
+
+/// The subscript of ref `r` (of a buffer of rank `rank`) that indexes
+/// dimension `dim` (spec::subscript_dims): null where none does (an
+/// ellipsis, a missing trailing one: the whole dimension) or the
+/// subscripts outnumber the dimensions.
+template <class R> auto subscript_of(R &r, std::size_t rank, int dim) -> decltype(&r.args[0]) {
+  std::vector<bool> ellipsis;
+  for (const Expr &x : r.args)
+    ellipsis.push_back(x.op == Op::Ellipsis);
+  const auto dims = spec::subscript_dims(rank, ellipsis);
+  for (std::size_t k = 0; dims && k < dims->size(); ++k)
+    if ((*dims)[k] == dim) return &r.args[k];
+  return nullptr;
+}
+
+/// Whether dimension `dim` of hbm buffer `bi` may be read from its end
+/// (mirrored): the buffer appears only as a copy's hbm side, never with
+/// zeros= (a region past its end), its subscripts on that dimension are
+/// integers or slices of them, and where a slice copies several of its
+/// elements in their order, which lands where in the slot decides nothing
+/// checked: the buffer is only read by copies (defined throughout) or only
+/// written (never read back).
+bool mirrorable(const spec::Program &p, int bi, int dim) {
+  const spec::Buffer &b = p.buffers[static_cast<std::size_t>(bi)];
+  const std::size_t rank = b.shape.size();
+  if (b.kind != spec::BufferKind::hbm || dim < 0 || static_cast<std::size_t>(dim) >= rank) return false;
+  bool ok = true, read = false, written = false, sliced = false;
+  auto integer = [&](const Expr &x) { return x.op == Op::None || is_integer_expr(x, p); };
+  for_each_stmt(p.body, [&](const spec::Stmt &st) {
+    if (std::holds_alternative<spec::EmitPipeline>(st.kind)) ok = false;
+    const auto *c = std::get_if<spec::Copy>(&st.kind);
+    if (!c) {
+      spec::for_each_expr(st, [&](const Expr &e) { ok = ok && !names_buffer(e, b.name); });
+      return;
+    }
+    if (c->offset.op != Op::None && names_buffer(c->offset, b.name)) ok = false;
+    for (const Expr *side : {&c->src, &c->dst}) {
+      if (side->op == Op::None || !names_buffer(*side, b.name)) continue;
+      if ((side->op != Op::Ref && side->op != Op::Name) || side->name != b.name || c->zeros) {
+        ok = false;
+        continue;
+      }
+      (c->kind == spec::CopyKind::in_start ? read : written) = true;
+      for (const Expr &x : side->args)
+        ok = ok && !names_buffer(x, b.name);
+      const Expr *x = subscript_of(*side, rank, dim);
+      sliced = sliced || !x || x->op == Op::Slice;
+      if (x)
+        ok = ok && (x->op == Op::Slice ? integer(x->args[0]) && integer(x->args[1]) : is_integer_expr(*x, p));
+    }
+  });
+  return ok && !(read && written && sliced);
+}
+
+/// `p` with dimension d of each (buffer, d) in `dims` read from its end:
+/// element x of extent S is element S - 1 - x, a region lo:hi is S - hi:S - lo
+/// (the same elements, mirrored; each copy's region keeps its order).
+spec::Program mirrored(const spec::Program &p, const std::vector<std::pair<int, int>> &dims) {
+  spec::Program m = p;
+  std::function<void(spec::Block &)> walk = [&](spec::Block &blk) {
+    for (spec::Stmt &st : blk) {
+      if (auto *c = std::get_if<spec::Copy>(&st.kind)) {
+        for (Expr *side : {&c->src, &c->dst})
+          for (const auto &[bi, d] : dims) {
+            const spec::Buffer &b = p.buffers[static_cast<std::size_t>(bi)];
+            if (side->op != Op::Ref || side->name != b.name) continue;
+            Expr *x = subscript_of(*side, b.shape.size(), d);
+            if (!x) continue;
+            const Expr &S = b.shape[static_cast<std::size_t>(d)];
+            auto from_end = [&](const Expr &v) { return Expr::binary(Op::Sub, S, v, v.loc); };
+            if (x->op == Op::Slice) {
+              Expr lo = x->args[0], hi = x->args[1];
+              x->args[0] = hi.op == Op::None ? hi : from_end(hi);
+              x->args[1] = lo.op == Op::None ? lo : from_end(lo);
+            } else {
+              *x = from_end(Expr::binary(Op::Add, *x, Expr::integer(1, x->loc), x->loc));
+            }
+          }
+      } else if (auto *i = std::get_if<spec::If>(&st.kind)) {
+        walk(i->then_body);
+        walk(i->else_body);
+      } else if (auto *f = std::get_if<spec::For>(&st.kind)) {
+        walk(f->body);
+      }
+    }
+  };
+  walk(m.body);
+  return m;
+}
+
+} // namespace
+
+InductionPlan plan_induction(const spec::Program &p, const std::string &param, std::int64_t lo,
+                             std::optional<std::int64_t> hi, const spec::Env &fixed, unsigned timeout_ms) {
+  std::optional<std::pair<int, int>> moving;
+  InductionPlan plan = plan_program(p, param, lo, hi, fixed, timeout_ms, moving);
+  if (plan.kind != InductionPlan::Kind::not_proven) return plan;
+  // A walk from the end (the prologue's `A[N - 1]`, the loop's `A[N - 1 - i]`)
+  // moves with N as written, and not read from the end: the program with
+  // those dimensions mirrored copies the mirrored elements, copy by copy, so
+  // its races and bounds are this one's. Each retry mirrors the dimension
+  // the last one found moving.
+  std::vector<std::pair<int, int>> dims;
+  int queries = plan.queries;
+  while (moving && dims.size() < 8 && std::find(dims.begin(), dims.end(), *moving) == dims.end() &&
+         mirrorable(p, moving->first, moving->second)) {
+    dims.push_back(*moving);
+    auto m = std::make_shared<const spec::Program>(mirrored(p, dims));
+    moving.reset();
+    InductionPlan next = plan_program(*m, param, lo, hi, fixed, timeout_ms, moving);
+    queries += next.queries;
+    if (next.kind == InductionPlan::Kind::proven) {
+      next.program = m;
+      for (const auto &[bi, d] : dims)
+        next.mirrored.emplace_back(p.buffers[static_cast<std::size_t>(bi)].name, d);
+      next.queries = queries;
+      return next;
+    }
+    if (next.kind == InductionPlan::Kind::out_of_bounds) {
+      // (The same access leaves this program's buffer at the same N: the
+      // caller runs it there, and reports it in this program's words.)
+      plan.kind = next.kind;
+      plan.out_of_bounds_at = next.out_of_bounds_at;
+      if (next.out_of_bounds_at)
+        plan.reason += "; read from the end, an access leaves its buffer at " + param + " = " +
+                       std::to_string(*next.out_of_bounds_at);
+      break;
+    }
+  }
+  plan.queries = queries;
   return plan;
 }
 

@@ -14,6 +14,8 @@
 /// - the last `window` iterations and the epilogue, as N grows by `period`,
 ///   keep their guards and slots and move their hbm subscripts by `shift`;
 /// - every access stays inside its buffer (spec/place.hpp) for every such N.
+/// A walk from the end, whose hbm subscripts move with N as written, is
+/// planned on the program with those dimensions read from the end.
 /// The race driver (verifier/races) completes the induction: it runs the
 /// machine, finds an iteration i0 whose abstract state recurs (shifted) at
 /// i0 + period, and checks every N up to the point from which all larger N
@@ -24,9 +26,11 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace pipecheck::verifier::races {
 
@@ -53,6 +57,13 @@ struct InductionPlan {
   /// When !ok because an access may leave its buffer: the smallest N >=
   /// n_struct at which one does, where the solver found one.
   std::optional<std::int64_t> out_of_bounds_at;
+  /// The program the facts are about, where not the one planned: a walk
+  /// from the end (`A[N - 1 - i]`) read from the end, each (hbm buffer,
+  /// dimension) of `mirrored` counted from its last element. Its copies
+  /// cover the mirrored elements of the same buffers, so its races and
+  /// bounds are the planned program's; `loop` points into it.
+  std::shared_ptr<const spec::Program> program;
+  std::vector<std::pair<std::string, int>> mirrored;
 };
 
 /// Plans the induction for symbolic param `param` (N >= lo, N <= hi if set);

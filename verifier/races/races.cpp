@@ -446,6 +446,13 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
       v.reason = bounded + ": " + plan.reason;
       return finish(v, t0);
     }
+    // The program the plan's facts are about (this one, or this one read
+    // from the end along its mirrored dimensions: the same races and bounds).
+    const spec::Program &planned = plan.program ? *plan.program : p;
+    std::string read_from_end;
+    for (const auto &[b, d] : plan.mirrored)
+      read_from_end += (read_from_end.empty() ? "" : ", ") + b + "'s dimension " + std::to_string(d);
+    if (!read_from_end.empty()) read_from_end = "; " + read_from_end + " read from the end";
     if (!plan.loop) {
       // No loop grows with N: every N >= n_struct runs as n_struct does.
       check_upto(plan.n_struct);
@@ -454,7 +461,8 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
       std::ostringstream os;
       os << proven_for_every_n() << "from " << N << " = " << plan.n_struct
          << " on, no loop, slot, subscript or branch moves with " << N
-         << " and every access stays inside its buffer (" << plan.queries << " Z3 queries)";
+         << " and every access stays inside its buffer (" << plan.queries << " Z3 queries" << read_from_end
+         << ")";
       v.reason = os.str();
       return finish(v, t0);
     }
@@ -475,7 +483,7 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
     {
       spec::Env e = env;
       e[N] = probe;
-      races::Machine m(p, e);
+      races::Machine m(planned, e);
       m.set_iteration_hook([&](const spec::For &f, std::int64_t i, const races::Machine &mm) {
         if (&f != plan.loop || !in_middle(i, probe)) return;
         keys[i] = {mm.state_key({}), mm.state_key(plan.shift)};
@@ -506,7 +514,7 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
     std::ostringstream os;
     os << proven_for_every_n() << "for larger " << N << " the loop state recurs every " << P
        << " iteration(s) from iteration " << *i0 << " (k-induction, window " << W << ", " << plan.queries
-       << " Z3 queries)";
+       << " Z3 queries" << read_from_end << ")";
     v.reason = os.str();
     return finish(v, t0);
   } catch (const races::Unsupported &e) {

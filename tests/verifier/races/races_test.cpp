@@ -1086,3 +1086,104 @@ TEST(RaceChecker, ATripCountSetPastTheEventLimitKeepsAFindingMadeOnTheWayAndAPro
             std::string::npos)
       << good.reason;
 }
+
+// A walk from the end of its arrays, double-buffered: `extent` sizes A, `a`
+// and `b` are the rows the prologue and step i + 1 fetch and step i writes.
+std::string reversed_pipeline(const std::string &extent, const std::string &first, const std::string &next,
+                              const std::string &out, const std::string &copy_kw = "") {
+  return R"(pipeline rev:
+    param N >= 1
+    hbm  A: f32[)" +
+         extent + R"(, 8]
+    hbm  B: f32[N, 8]
+    sram X[2]: f32[8]
+    copy_in_start(A[)" +
+         first + "], X[0]" + copy_kw + R"()
+    for i in range(N):
+        if i + 1 < N:
+            copy_in_start(A[)" +
+         next + "], X[(i + 1) % 2]" + copy_kw + R"()
+        copy_in_wait(X[i % 2])
+        copy_out_start(X[i % 2], B[)" +
+         out + R"(])
+        copy_out_wait(X[i % 2])
+)";
+}
+
+TEST(Induction, AWalkFromTheEndIsProvenReadFromTheEnd) {
+  // A[N - 1] before the loop and A[N - 2 - i] in it move with N as written;
+  // counted from the end they are rows 0 and i + 1.
+  auto f = parse_text("t.pk", reversed_pipeline("N", "N - 1", "N - 2 - i", "N - 1 - i"));
+  auto v = verifier::check_program(program(f, "rev"), {});
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  EXPECT_NE(v.reason.find("A's dimension 0, B's dimension 0 read from the end"), std::string::npos)
+      << v.reason;
+  // One array read from the end and the other from the start.
+  auto g = parse_text("t.pk", reversed_pipeline("N", "N - 1", "N - 2 - i", "i"));
+  auto w = verifier::check_program(program(g, "rev"), {});
+  EXPECT_EQ(w.status, Status::verified) << w.reason;
+  EXPECT_NE(w.reason.find("; A's dimension 0 read from the end"), std::string::npos) << w.reason;
+  // Two rows a step from the end of an array of N + 8 rows leave it at
+  // i = N - 1 from N = 10 on, past the trip counts run one by one: the
+  // mirrored program's bounds find that N, and it is run.
+  auto h = parse_text("t.pk", reversed_pipeline("N + 8", "N + 7", "N + 5 - 2 * i", "N - 1 - i"));
+  auto x = verifier::check_program(program(h, "rev"), {});
+  ASSERT_EQ(x.status, Status::violation) << x.reason;
+  EXPECT_EQ(x.findings[0].rule, verifier::Rule::index_out_of_bounds);
+  EXPECT_NE(x.findings[0].message.find("(N = 10)"), std::string::npos) << x.findings[0].message;
+  // With room for them (2 * N + 6 rows), the same walk is proven.
+  auto k = parse_text("t.pk", reversed_pipeline("2 * N + 6", "2 * N + 5", "2 * N + 3 - 2 * i", "N - 1 - i"));
+  auto y = verifier::check_program(program(k, "rev"), {});
+  EXPECT_EQ(y.status, Status::verified) << y.reason;
+}
+
+TEST(Induction, ABufferIsReadFromTheEndOnlyWhereTheOrderOfItsElementsDecidesNothing) {
+  // Read and written in place a row at a time: mirrored row for row.
+  auto f = parse_text("t.pk", R"(pipeline rev:
+    param N >= 1
+    hbm  A: f32[N, 8]
+    sram X[1]: f32[8]
+    for i in range(N):
+        copy_in_start(A[N - 1 - i], X[0])
+        copy_in_wait(X[0])
+        copy_out_start(X[0], A[N - 1 - i])
+        copy_out_wait(X[0])
+)");
+  auto v = verifier::check_program(program(f, "rev"), {});
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  // Read and written a region of rows at a time: the rows of each region
+  // would land in the slot in the other order, so no proof read from the
+  // end (the trip counts run are the verdict's bound).
+  auto g = parse_text("t.pk", R"(pipeline rev:
+    param N >= 1
+    hbm  A: f32[2 * N, 8]
+    sram X[1]: f32[2, 8]
+    for i in range(N):
+        copy_in_start(A[2 * N - 2 - 2 * i:2 * N - 2 * i], X[0])
+        copy_in_wait(X[0])
+        copy_out_start(X[0], A[2 * N - 2 - 2 * i:2 * N - 2 * i])
+        copy_out_wait(X[0])
+)");
+  auto w = verifier::check_program(program(g, "rev"), {});
+  EXPECT_EQ(w.status, Status::unknown) << w.reason;
+  EXPECT_NE(w.reason.find("depends on the trip count"), std::string::npos) << w.reason;
+  // A zero-filled fetch may reach past the end of the array: not mirrored.
+  auto h = parse_text("t.pk", reversed_pipeline("N", "N - 1", "N - 2 - i", "i", ", zeros=True"));
+  auto x = verifier::check_program(program(h, "rev"), {});
+  EXPECT_EQ(x.status, Status::unknown) << x.reason;
+  // A body statement naming the array (not a copy): not mirrored.
+  auto k = parse_text("t.pk", R"(pipeline rev:
+    param N >= 1
+    hbm  A: f32[N, 8]
+    hbm  B: f32[N, 8]
+    sram X[1]: f32[8]
+    for i in range(N):
+        copy_in_start(A[N - 1 - i], X[0])
+        copy_in_wait(X[0])
+        X[0] = A[N - 1 - i]
+        copy_out_start(X[0], B[i])
+        copy_out_wait(X[0])
+)");
+  auto y = verifier::check_program(program(k, "rev"), {});
+  EXPECT_NE(y.status, Status::verified) << y.reason;
+}
