@@ -1334,13 +1334,24 @@ RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptio
                          stored == p.stored.end() ? nullptr : &stored->second)) {
       m->expected_from = "synchronous run";
       m->actual_from = "run";
-      // HBM arrays start as data: poison there was copied out of a slot
-      // nothing had written.
+      // HBM arrays start as data, poison there was copied out of a slot
+      // nothing had written; but for one `A[...] = undefined` left as
+      // poison, whose element may simply never have been written since.
+      bool discarded = false;
+      spec::for_each_stmt(prog.body, [&](const spec::Stmt &st) {
+        if (const auto *a = std::get_if<spec::Assign>(&st.kind))
+          discarded = discarded || (a->value.op == spec::Op::Undefined && a->target.name == b.name);
+      });
+      const std::string how = discarded
+                                  ? "poison: '" + b.name +
+                                        "[...] = undefined' left it so and nothing wrote it since, or a copy "
+                                        "brought poison there"
+                                  : "poison was copied there";
       if (m->expected_is_poison)
-        m->poison = "reads memory nothing wrote: poison was copied there, in the synchronous run too";
+        m->poison = "reads memory nothing wrote: " + how + ", in the synchronous run too";
       else if (m->is_poison)
-        m->poison = "reads memory nothing wrote: poison was copied there (the synchronous run has " +
-                    number(m->expected) + ")";
+        m->poison =
+            "reads memory nothing wrote: " + how + " (the synchronous run has " + number(m->expected) + ")";
       r.status = RunStatus::fail;
       r.tolerance = tol;
       r.reason = describe(*m, tol);

@@ -359,6 +359,26 @@ TEST(RunReportText, NamesTheModeTheElementAndPoison) {
   EXPECT_NE(text.find("A[0, 0] reads memory nothing wrote"), std::string::npos) << text;
 }
 
+TEST(RunReportText, AnArrayLeftUndefinedAndNeverWrittenIsNotSaidToHaveBeenCopiedInto) {
+  // Nothing copies into o[4:8]: its poison is what `o[...] = undefined` left.
+  auto f = parse_text(R"(pipeline p:
+    hbm  x: f32[8, 128]
+    hbm  o: f32[8, 128]
+    sram buf: f32[8, 128]
+    o[...] = undefined
+    copy_in_start(x[...], buf[...])
+    copy_in_wait(buf[...])
+    copy_out_start(buf[0:4, :], o[0:4, :])
+    copy_out_wait(buf[0:4, :])
+)");
+  const RunResult r = run(std::get<spec::Program>(f.units.at(0)), {});
+  ASSERT_EQ(r.status, RunStatus::fail);
+  EXPECT_NE(r.reason.find("o[4, 0] reads memory nothing wrote: poison: 'o[...] = undefined' left it so"),
+            std::string::npos)
+      << r.reason;
+  EXPECT_EQ(r.reason.find("poison was copied there"), std::string::npos) << r.reason;
+}
+
 // ------------------------------------------------------------------ kernels
 
 TEST(RunKernel, CorrectKernelsPassInEveryMode) {
