@@ -41,6 +41,7 @@ int lower_cmd(const LowerArgs &a) {
   for (const auto &e : errors)
     spec::render(std::cerr, *src, e);
   if (!lowered) return bad_input;
+  if (!lowered->note.empty()) std::cerr << "note: " << lowered->note << "\n";
   std::cout << spec::print(lowered->program);
   return ok;
 }

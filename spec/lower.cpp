@@ -144,7 +144,12 @@ public:
         coords_.push_back(grid_point(grid_, cta_, s));
     }
     setup_operands(bound_);
-    if (rolled_ && o_.check_blocks) {
+    std::string note;
+    if (rolled_ && o_.check_blocks && steps_ > o_.check_blocks_max_steps) {
+      note = "the block indices were not evaluated at each of the " + std::to_string(steps_) +
+             " grid steps (more than " + std::to_string(o_.check_blocks_max_steps) +
+             "): `pipecheck check` decides them for every grid point";
+    } else if (rolled_ && o_.check_blocks) {
       // (One indexer an operand for every step: making one scans its map.)
       std::vector<std::unique_ptr<BlockIndexer>> indexers;
       // A map of literals alone has one value everywhere (whole arrays: no
@@ -185,6 +190,7 @@ public:
     out.step_of = std::move(step_of_);
     out.main_loop = main_loop_;
     out.cta = cta_;
+    out.note = std::move(note);
     for (auto &x : ops_)
       out.bindings.push_back({x.op->name, x.op->role, x.hbm, x.window});
     // A nested emit_pipeline's rings (no hbm of their own: the kernel's).

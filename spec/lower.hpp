@@ -30,6 +30,10 @@ struct LowerOptions {
   /// error, as the unrolled form must. The rolled form alone does not need
   /// to; the kernel check turns it off (its spec rules have decided that).
   bool check_blocks = true;
+  /// Past this many grid steps the rolled form skips that walk (0.2 us a
+  /// step: 2^30 steps took minutes for a program of 50 lines) and says so
+  /// in Lowered::note; `check` decides those indices for every grid.
+  std::int64_t check_blocks_max_steps = std::int64_t{1} << 22;
   /// Lower the kernel on this cut of its grid (spec/cut.hpp) instead: the
   /// cut grid, the arrays shrunk with it and the body's grid constants moved.
   const GridCut *cut = nullptr;
@@ -64,6 +68,8 @@ struct Lowered {
   std::vector<bool> cta;
   /// The grid coordinates of a step of the program's order (grid_point).
   std::vector<std::int64_t> point(std::int64_t step) const;
+  /// What the lowering left unchecked, for the reader ("" when nothing).
+  std::string note;
 };
 
 /// True when `lower` gives `k` its unrolled form whatever the options: an

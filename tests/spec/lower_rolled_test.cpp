@@ -235,6 +235,28 @@ TEST(LowerRolled, ItsSizeDoesNotDependOnTheGrid) {
   EXPECT_EQ(big->main_loop >= 0, true);
 }
 
+TEST(LowerRolled, BlockIndicesAreEvaluatedAtEveryStepUpToALimitAndANotePastIt) {
+  // The block index divides by zero at grid step 10 of 16.
+  const KernelSpec k = kernel("kernel s:\n    grid = (16,)\n"
+                              "    in  x: f32[128, 128]  block=(8, 128)  index=(i) -> (15 // (i - 10), 0)\n"
+                              "    out o: f32[128, 128]  block=(8, 128)  index=(i) -> (i, 0)\n"
+                              "    body:\n        o[...] = x[...]\n");
+  LowerOptions o;
+  std::vector<Diagnostic> errs;
+  EXPECT_FALSE(lower(k, o, errs));
+  ASSERT_FALSE(errs.empty());
+  // Past the limit the walk is skipped, and the note says so.
+  o.check_blocks_max_steps = 15;
+  errs.clear();
+  auto l = lower(k, o, errs);
+  ASSERT_TRUE(l) << (errs.empty() ? "" : errs[0].message);
+  EXPECT_NE(l->note.find("not evaluated at each of the 16 grid steps (more than 15)"), std::string::npos)
+      << l->note;
+  o.check_blocks_max_steps = 16;
+  errs.clear();
+  EXPECT_FALSE(lower(k, o, errs));
+}
+
 TEST(LowerRolled, AStepOfTheMainLoopIsItsIterationAndThePrologueAndEpilogueAreTheFirstAndLastSteps) {
   auto l = lower_text(kernel(R"(kernel s:
     grid = (2, 3)
