@@ -907,7 +907,13 @@ private:
 
   std::optional<TensorType> ref_type(const Expr &r, const Scope &s) {
     auto it = blocks_.find(r.name);
-    if (it == blocks_.end()) return std::nullopt; // validation reports it
+    if (it == blocks_.end()) {
+      // (A param is an integer, as an integer local is: no array to index.)
+      if (k_.param(r.name))
+        error(r.loc, "'" + print(r) + "': '" + r.name +
+                         "' is a param, an integer, not an array: it takes no subscripts");
+      return std::nullopt; // (any other name: validation reports it)
+    }
     const Window &b = it->second;
     bool ok = true;
     const std::vector<Subscript> subs =

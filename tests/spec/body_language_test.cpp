@@ -214,6 +214,18 @@ TEST(BodyLanguageTyping, AValueSubscriptPastItsExtentIsALocatedError) {
       << d.message;
 }
 
+TEST(BodyLanguageTyping, AParamTakesNoSubscriptsAsAnIntegerLocalTakesNone) {
+  // (run's oracle rejected it; check took it for an array and verified.)
+  Diagnostic d = first_error("kernel k:\n    param bs = 128\n    grid = (4,)\n"
+                             "    in  x: f32[512]  block=(bs,)  index=(i) -> (i,)\n"
+                             "    out o: f32[512]  block=(bs,)  index=(i) -> (i,)\n"
+                             "    body:\n        o[...] = bs[0:bs]\n");
+  EXPECT_EQ(d.loc.line, 7);
+  EXPECT_EQ(d.loc.col, 18);
+  EXPECT_NE(d.message.find("'bs[0:bs]': 'bs' is a param, an integer, not an array"), std::string::npos)
+      << d.message;
+}
+
 TEST(BodyLanguageTyping, IntegerFunctionsOfGridIdsStayIntegers) {
   expect_ok("kernel k:\n    grid = (4,)\n    in  x: f32[32, 8] block=(8, 8) index=(i) -> (i, 0)\n"
             "    out o: f32[32, 8] block=(8, 8) index=(i) -> (i, 0)\n    body:\n"
