@@ -1340,7 +1340,7 @@ RunResult run_prepared(const spec::Program &prog, ProgramPrep &p, const RunOptio
       bool discarded = false;
       spec::for_each_stmt(prog.body, [&](const spec::Stmt &st) {
         if (const auto *a = std::get_if<spec::Assign>(&st.kind))
-          discarded = discarded || (a->value.op == spec::Op::Undefined && a->target.name == b.name);
+          discarded = discarded || (a->discards() && a->target.name == b.name);
       });
       const std::string how = discarded
                                   ? "poison: '" + b.name +

@@ -925,11 +925,6 @@ InductionPlan plan_program(const spec::Program &p, const std::string &param, std
 
 // ------------------------------------------------------- read from the end
 
-bool names_buffer(const Expr &e, const std::string &b) {
-  if ((e.op == Op::Name || e.op == Op::Ref) && e.name == b) return true;
-  return std::any_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return names_buffer(a, b); });
-}
-
 /// The subscript of ref `r` (of a buffer of rank `rank`) that indexes
 /// dimension `dim` (spec::subscript_dims): null where none does (an
 /// ellipsis, a missing trailing one: the whole dimension) or the
@@ -961,19 +956,19 @@ bool mirrorable(const spec::Program &p, int bi, int dim) {
     if (std::holds_alternative<spec::EmitPipeline>(st.kind)) ok = false;
     const auto *c = std::get_if<spec::Copy>(&st.kind);
     if (!c) {
-      spec::for_each_expr(st, [&](const Expr &e) { ok = ok && !names_buffer(e, b.name); });
+      spec::for_each_expr(st, [&](const Expr &e) { ok = ok && !spec::mentions(e, b.name); });
       return;
     }
-    if (c->offset.op != Op::None && names_buffer(c->offset, b.name)) ok = false;
+    if (c->offset.op != Op::None && spec::mentions(c->offset, b.name)) ok = false;
     for (const Expr *side : {&c->src, &c->dst}) {
-      if (side->op == Op::None || !names_buffer(*side, b.name)) continue;
+      if (side->op == Op::None || !spec::mentions(*side, b.name)) continue;
       if ((side->op != Op::Ref && side->op != Op::Name) || side->name != b.name || c->zeros) {
         ok = false;
         continue;
       }
       (c->kind == spec::CopyKind::in_start ? read : written) = true;
       for (const Expr &x : side->args)
-        ok = ok && !names_buffer(x, b.name);
+        ok = ok && !spec::mentions(x, b.name);
       const Expr *x = subscript_of(*side, rank, dim);
       sliced = sliced || !x || x->op == Op::Slice;
       if (x)
