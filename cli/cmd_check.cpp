@@ -34,7 +34,41 @@ struct CheckArgs {
   std::string target;
   std::vector<std::string> sets;
   unsigned jobs = 1;
+  std::vector<std::string> reports; // FORMAT:PATH, each written from the same check
 };
+
+// One more report of the same results: `--report sarif:out.sarif`.
+struct ExtraReport {
+  reports::Format format;
+  std::string path;
+};
+
+// The --report values as formats and files; a usage error names the bad one. A
+// path is a file (standard output is -o's), given once across -o and --report.
+std::optional<std::vector<ExtraReport>> parse_reports(const CheckArgs &a) {
+  std::vector<ExtraReport> out;
+  std::set<std::string> paths;
+  if (!a.output.empty() && a.output != "-") paths.insert(a.output);
+  for (const auto &r : a.reports) {
+    const auto colon = r.find(':');
+    const auto format = colon == std::string::npos ? std::nullopt : reports::parse_format(r.substr(0, colon));
+    if (!format) {
+      usage_error("--report", r, std::string("expected FORMAT:PATH, FORMAT one of ") + reports::kFormatNames);
+      return std::nullopt;
+    }
+    std::string path = r.substr(colon + 1);
+    if (path.empty() || path == "-") {
+      usage_error("--report", r, "expected a file after the ':' (standard output is -o's)");
+      return std::nullopt;
+    }
+    if (!paths.insert(path).second) {
+      usage_error("--report", r, "another report is written to " + path);
+      return std::nullopt;
+    }
+    out.push_back({*format, std::move(path)});
+  }
+  return out;
+}
 
 // One file on its way through check: read, parsed, its params bound.
 struct Loaded {
@@ -177,6 +211,11 @@ int run_check(const CheckArgs &a) {
     return usage_error("--color", a.color, "expected auto, always or never");
   if (std::count(a.paths.begin(), a.paths.end(), "-") > 1)
     return usage_error("FILE", "-", "standard input can be read only once");
+  const auto extra = parse_reports(a);
+  if (!extra) return bad_input;
+  const bool html = *format == reports::Format::html ||
+                    std::any_of(extra->begin(), extra->end(),
+                                [](const ExtraReport &r) { return r.format == reports::Format::html; });
   verifier::CheckOptions opts;
   if (!a.target.empty()) {
     if (!check_target(a.target)) return bad_input;
@@ -202,8 +241,7 @@ int run_check(const CheckArgs &a) {
           declared.insert(p.name);
   }
   if (all_parsed && !check_set_names(opts.overrides, declared)) return bad_input;
-  parallel_for(files.size(), a.jobs,
-               [&](std::size_t i) { check_units(loaded[i], opts, *format == reports::Format::html); });
+  parallel_for(files.size(), a.jobs, [&](std::size_t i) { check_units(loaded[i], opts, html); });
   std::vector<reports::FileResult> results;
   for (auto &l : loaded)
     results.push_back(std::move(l.result));
@@ -215,6 +253,15 @@ int run_check(const CheckArgs &a) {
   reports::TextOptions text{use_color(a, to_stdout), a.quiet};
   std::error_code ec;
   const std::string cwd = std::filesystem::current_path(ec).string();
+  // The --report files first: -o may be standard output, read by a pipe that
+  // closes early.
+  for (const auto &r : *extra)
+    if (auto err =
+            reports::write_file_atomically(r.path, reports::render(r.format, results, {false, a.quiet}, cwd));
+        !err.empty()) {
+      std::cerr << "error: --report " << r.path << ": " << err << "\n";
+      return environment;
+    }
   const std::string report = reports::render(*format, results, text, cwd);
   if (!emit(a.output, report)) return environment;
   if (!a.quiet) note_opaque(loaded, results);
@@ -229,6 +276,13 @@ const bool registered = register_command(
           ->type_name("FORMAT");
       non_empty_path(
           app.add_option("-o,--output", a->output, "write the report to this file (-: standard output)"));
+      app.add_option(
+             "--report", a->reports,
+             "also write a FORMAT report of the same check to PATH (repeatable: --report sarif:r.sarif "
+             "--report junit:r.xml)")
+          ->allow_extra_args(false)
+          ->take_all()
+          ->type_name("FORMAT:PATH");
       app.add_option("--color", a->color,
                      "colour the text on a terminal: auto (default; NO_COLOR turns it off), always, never")
           ->type_name("WHEN");

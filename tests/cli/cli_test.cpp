@@ -600,6 +600,48 @@ TEST(Cli, CheckJsonHasTheContractFields) {
   }
 }
 
+TEST(Cli, ReportWritesMoreFormatsFromOneCheckEachAsItsOwnFormatWouldAlone) {
+  const std::string f = source("corpus/examples/guide_reductions.pk");
+  const auto dir = temp_dir() / "reports";
+  std::filesystem::create_directories(dir);
+  const std::string sarif = (dir / "one.sarif").string(), xml = (dir / "one.xml").string(),
+                    json = (dir / "one.json").string();
+  Out o =
+      run("check " + f + " --format json -o " + json + " --report sarif:" + sarif + " --report junit:" + xml);
+  EXPECT_EQ(o.code, 1) << o.text; // the guide's incorrect kernels
+  auto slurp = [](const std::string &p) {
+    std::stringstream s;
+    s << std::ifstream(p).rdbuf();
+    return s.str();
+  };
+  // SARIF has no timings: byte for byte what --format sarif writes.
+  Out alone = run("check " + f + " --format sarif 2>/dev/null");
+  EXPECT_EQ(slurp(sarif), alone.text);
+  EXPECT_TRUE(contains(slurp(xml), "<failure")) << slurp(xml);
+  EXPECT_TRUE(contains(slurp(xml), "incorrect_sum")) << slurp(xml);
+  auto j = nlohmann::json::parse(slurp(json), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_FALSE(j["results"].empty());
+}
+
+TEST(Cli, ABadReportIsAUsageErrorAndAnUnwritableOneExitFourNamingIt) {
+  const std::string f = source("corpus/examples/guide_elementwise.pk");
+  for (const auto &[arg, why] : std::vector<std::pair<std::string, std::string>>{
+           {"--report yaml:r.yaml", "FORMAT one of text, json"},
+           {"--report sarif", "expected FORMAT:PATH"},
+           {"--report sarif:", "expected a file"},
+           {"--report sarif:-", "standard output is -o's"},
+           {"-o same.txt --report sarif:same.txt", "another report is written to same.txt"},
+           {"--report json:a --report sarif:a", "another report is written to a"}}) {
+    Out o = run("check " + f + " " + arg);
+    EXPECT_EQ(o.code, 3) << arg << ": " << o.text;
+    EXPECT_TRUE(contains(o.text, why)) << arg << ": " << o.text;
+  }
+  Out full = run("check " + f + " --report junit:/dev/full");
+  EXPECT_EQ(full.code, 4) << full.text;
+  EXPECT_TRUE(contains(full.text, "--report /dev/full")) << full.text;
+}
+
 TEST(Cli, CheckOfAKernelTooLargeToCheckConcretelyIsUnknownWithTheReasonAndExitTwo) {
   auto path = temp_file("big.pk", R"(kernel big:
     grid = (1024, 1024)
