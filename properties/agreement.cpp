@@ -19,11 +19,24 @@ namespace {
 
 // ---- pipelines --------------------------------------------------------------
 
-enum Mutation { none, drop_wait, move_wait, change_slot, shift_hbm, smaller_ring, change_delay, no_reset };
+enum Mutation {
+  none,
+  drop_wait,
+  move_wait,
+  change_slot,
+  shift_hbm,
+  smaller_ring,
+  change_delay,
+  no_reset,
+  short_result, // an undefined result one row longer than the loop writes
+};
 
 struct PipeShape {
   int in_slots = 1, distance = 0, out_slots = 1, lag = 0, body = 0;
   bool in_place = false; // results written back into A (hbm races) rather than B
+  /// B starts undefined (`B[...] = undefined`, as a kernel's unaliased
+  /// output): what the loop leaves unwritten is garbage in the result.
+  bool undefined_result = false;
   int mutation = none, variant = 0;
 };
 
@@ -103,9 +116,10 @@ std::string render_pipeline(const PipeShape &s) {
   o << "pipeline p:\n"
     << "    param N >= 1\n"
     << "    hbm  A: f32[N, 8]\n"
-    << "    hbm  B: f32[N, 8]\n"
+    << "    hbm  B: f32[" << (s.mutation == short_result ? "N + 1" : "N") << ", 8]\n"
     << "    sram X[" << S << "]: f32[8]\n"
     << "    sram Y[" << T << "]: f32[8]\n";
+  if (s.undefined_result) o << "    B[...] = undefined\n";
   if (prologue > 0)
     o << "    for q in range(min(" << prologue << ", N)):\n"
       << "        copy_in_start(A[q], X[q % " << S << "])\n";
@@ -502,6 +516,10 @@ rc::Gen<std::string> agreement_pipeline_text(bool mutated) {
     s.out_slots = *rc::gen::inRange(s.lag + 1, 3);
     s.body = *rc::gen::inRange(0, 2);
     s.in_place = *rc::gen::element(false, false, true);
+    // (Not among the unmutated, every one of which must be verified for
+    // every N: a followed result that grows with N is checked up to the
+    // concrete bound only, `unknown` past it.)
+    s.undefined_result = mutated && !s.in_place && *rc::gen::element(false, false, true);
     s.mutation = *rc::gen::weightedElement<int>({{5, none},
                                                  {2, drop_wait},
                                                  {2, move_wait},
@@ -509,8 +527,9 @@ rc::Gen<std::string> agreement_pipeline_text(bool mutated) {
                                                  {2, shift_hbm},
                                                  {1, smaller_ring},
                                                  {2, change_delay},
-                                                 {1, no_reset}});
-    if (!mutated) s.mutation = none;
+                                                 {1, no_reset},
+                                                 {1, short_result}});
+    if (!mutated || (s.mutation == short_result && !s.undefined_result)) s.mutation = none;
     if (s.mutation == no_reset) s.body = 1;
     s.variant = *rc::gen::inRange(0, 12);
     return render_pipeline(s);

@@ -28,7 +28,11 @@ namespace pipecheck::properties {
 /// plain or an accumulating compute; correct, or mutated: a wait dropped or
 /// moved, a slot index changed, an hbm index shifted (also to -1 and past the
 /// end), a ring made smaller, a delay changed, an accumulator not reset. A
-/// third write their results back in place, into the array they read.
+/// third write their results back in place, into the array they read; a
+/// third of the others start their result undefined (`B[...] = undefined`,
+/// a kernel's unaliased output), mutated to leave a row of it unwritten
+/// (not with `mutated = false`: such a result grows with N, which makes the
+/// all-N verdict `unknown`).
 /// `mutated = false`: only the correct programs.
 rc::Gen<std::string> agreement_pipeline_text(bool mutated = true);
 

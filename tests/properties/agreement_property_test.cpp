@@ -60,6 +60,10 @@ void expect_agreement(const char *what, const rc::Gen<std::string> &gen) {
     ADD_FAILURE() << a.verdict << ": " << a.disagreements.front() << "\n" << text << reproduce;
   }
   EXPECT_EQ(t.disagreements.size(), 0u) << t.summary() << "\n" << reproduce;
+  // An unknown unit whose run fails is a finding missed: a pipeline is checked
+  // concretely up to N = 8, past every N run uses, and a generated kernel's
+  // grid is small enough to check whole.
+  EXPECT_EQ(t.unknown_with_failing_run, 0) << t.summary() << "\n" << reproduce;
   // Property 4: every finding's witness reproduces in a directed run; those
   // that do not are counted and listed (goal 0).
   for (const auto &[text, why] : t.not_reproduced)

@@ -785,6 +785,27 @@ void Machine::on_end(const std::vector<int> &in_flight) {
                                : std::string("this copy is never waited: it is still in flight "
                                              "when the pipeline ends")});
   }
+  // An hbm array some `A[...] = undefined` left undefined is the pipeline's
+  // result where it ends (whoever called it reads the array whole, as run's
+  // oracle does): a part nothing wrote since is garbage there.
+  for (int b : undefined_hbm_) {
+    Place whole{b, -1, {}};
+    for (std::int64_t n : stepper_->block_shape(b))
+      whole.box.push_back({0, n});
+    const std::vector<Box> rest = unwritten(whole);
+    if (rest.empty()) continue;
+    const int by = slots_state_[{b, -1}].undefined_by;
+    if (by < 0) continue;
+    const std::string &name = program_.buffers[b].name;
+    const std::string target = spec::print(std::get<spec::Assign>(r_.events[by].stmt->kind).target);
+    r_.findings.push_back({Rule::output_not_covered, by, -1, -1, -1,
+                           name + "[" + box_text(rest.front(), false) + "]" +
+                               (rest.size() > 1 ? " (and " + std::to_string(rest.size() - 1) + " more part" +
+                                                      (rest.size() > 2 ? "s" : "") + ")"
+                                                : std::string()) +
+                               " is still undefined when the pipeline ends: nothing wrote it after '" +
+                               target + " = undefined' here, and the array is the pipeline's result"});
+  }
 }
 
 void Machine::push_outstanding(int op) {

@@ -213,6 +213,62 @@ TEST(RaceChecker, ACopyOutOfAPartlyWrittenSlotNamesThePartNothingWrote) {
 }
 
 namespace {
+// An hbm array made undefined, then written back block by block by a loop
+// that stops `short` blocks before its end, into an array of `blocks` blocks.
+std::string undefined_result(const std::string &blocks, const std::string &loop) {
+  return "pipeline r:\n"
+         "    param N >= 2\n"
+         "    hbm  A: f32[128 * N]\n"
+         "    hbm  B: f32[128 * " +
+         blocks +
+         "]\n"
+         "    sram X[1]: f32[128]\n"
+         "    B[...] = undefined\n"
+         "    for i in range(N):\n"
+         "        copy_in_start(A[128 * i:128 * (i + 1)], X[0])\n"
+         "        copy_in_wait(X[0])\n"
+         "        if " +
+         loop +
+         ":\n"
+         "            copy_out_start(X[0], B[128 * i:128 * (i + 1)])\n"
+         "            copy_out_wait(X[0])\n";
+}
+} // namespace
+
+TEST(RaceChecker, AnHbmArrayLeftPartlyUndefinedAtTheEndIsNotCoveredAtItsUndefinedStatement) {
+  verifier::CheckOptions four;
+  four.overrides["N"] = 4;
+  auto f = parse_text("t.pk", undefined_result("N", "i < N - 1"));
+  auto v = verifier::check_program(program(f, "r"), four);
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  ASSERT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(v.findings[0].rule, verifier::Rule::output_not_covered);
+  EXPECT_EQ(v.findings[0].loc.line, 6);
+  EXPECT_NE(v.findings[0].message.find("B[384:512] is still undefined when the pipeline ends"),
+            std::string::npos)
+      << v.findings[0].message;
+  // Its twin writes every block: verified.
+  auto whole = parse_text("t.pk", undefined_result("N", "i < N"));
+  EXPECT_EQ(verifier::check_program(program(whole, "r"), four).status, Status::verified);
+}
+
+TEST(RaceChecker, AnHbmResultOfFixedSizeIsCoveredForEveryNOrNotCoveredAtTheSmallest) {
+  // Two blocks, written at iterations 0 and 1: every N >= 2, by induction.
+  auto f = parse_text("t.pk", undefined_result("2", "i < 2"));
+  auto v = verifier::check_program(program(f, "r"), {});
+  EXPECT_EQ(v.status, Status::verified) << v.reason;
+  EXPECT_NE(v.reason.find("proven for every N"), std::string::npos) << v.reason;
+  // Three blocks, the third written only when N > 2: N = 2 leaves it undefined.
+  auto g = parse_text("t.pk", undefined_result("3", "i < 3"));
+  auto w = verifier::check_program(program(g, "r"), {});
+  ASSERT_EQ(w.status, Status::violation) << w.reason;
+  ASSERT_EQ(w.findings.size(), 1u);
+  EXPECT_EQ(w.findings[0].rule, verifier::Rule::output_not_covered);
+  EXPECT_NE(w.findings[0].message.find("B[256:384]"), std::string::npos) << w.findings[0].message;
+  EXPECT_NE(w.findings[0].message.find("(N = 2)"), std::string::npos) << w.findings[0].message;
+}
+
+namespace {
 // A lowered program's text (clipped edge blocks, zeros=True), parsed without
 // validation as the lowering's output is.
 spec::File parse_lowered(const std::string &text) {
