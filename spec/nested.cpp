@@ -322,7 +322,10 @@ KernelSpec flatten_nested(const KernelSpec &k) {
   };
   Block body;
   auto guarded = [&](const Stmt &s) {
-    if (std::holds_alternative<Let>(s.kind)) {
+    // (A local, or a DMA descriptor, which has no effect: both stay visible
+    // to what follows, the inner body and the statements after it.)
+    const auto *d = std::get_if<Dma>(&s.kind);
+    if (std::holds_alternative<Let>(s.kind) || (d && d->action == DmaAction::bind)) {
       body.push_back(s);
       return;
     }

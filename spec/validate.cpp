@@ -431,13 +431,18 @@ public:
   // --------------------------------------------------------------- kernels
   const KernelSpec *k_ = nullptr;
   std::set<std::string> state_;       // state_scratches(*k_)
-  std::set<std::string> descriptors_; // DMA descriptors bound in the kernel body so far
+  std::set<std::string> descriptors_; // DMA descriptors bound in the kernel body so far, in scope
+  /// Descriptors bound in a `for`/`while`/`when` body that has ended: not
+  /// visible after it (a fori_loop's or a pl.when's body is a function of its
+  /// own), with the line of the statement whose body bound them.
+  std::map<std::string, int> descriptors_gone_;
   std::size_t grid_rank_ = 0;
 
   void kernel(const KernelSpec &k) {
     k_ = &k;
     state_ = state_scratches(k);
     descriptors_.clear();
+    descriptors_gone_.clear();
     std::set<std::string> names;
     check_params(k.params, names);
     if (k.grid) {
@@ -766,6 +771,16 @@ public:
       kernel_stmt(s, scope, depth);
   }
 
+  // The body of a `for`, `while` or `when` at `at`: the descriptors it binds
+  // stay in it, as its integer locals do.
+  void inner_block(const Block &b, std::set<std::string> &scope, int depth, Loc at) {
+    const std::set<std::string> outer = descriptors_;
+    kernel_block(b, scope, depth + 1);
+    for (const auto &d : descriptors_)
+      if (!outer.count(d)) descriptors_gone_.emplace(d, at.line);
+    descriptors_ = outer;
+  }
+
   void kernel_stmt(const Stmt &s, std::set<std::string> &scope, int depth) {
     if (auto *a = std::get_if<Assign>(&s.kind)) {
       kernel_ref(a->target, scope, true);
@@ -789,16 +804,16 @@ public:
     } else if (auto *f = std::get_if<If>(&s.kind)) {
       kernel_expr(f->cond, scope);
       std::set<std::string> inner = scope;
-      kernel_block(f->then_body, inner, depth + 1);
+      inner_block(f->then_body, inner, depth, s.loc);
       std::set<std::string> inner2 = scope;
-      kernel_block(f->else_body, inner2, depth + 1);
+      inner_block(f->else_body, inner2, depth, s.loc);
     } else if (auto *f = std::get_if<For>(&s.kind)) {
       check_int_expr(f->lo, scope, "a loop bound");
       check_int_expr(f->hi, scope, f->is_while ? "a while bound" : "a loop bound");
       if (k_->prefetch(f->var)) error(s.loc, "loop variable '" + f->var + "' shadows a prefetch operand");
       std::set<std::string> inner = scope;
       inner.insert(f->var);
-      kernel_block(f->body, inner, depth + 1);
+      inner_block(f->body, inner, depth, s.loc);
     } else if (std::holds_alternative<Copy>(s.kind)) {
       error(s.loc, "copy_in_start, copy_in_wait, copy_out_start and copy_out_wait belong in pipelines; a "
                    "kernel's blocks are copied by its index maps (a manual copy is async_copy with a "
@@ -818,7 +833,14 @@ public:
 
   void kernel_dma(const Dma &d, Loc l, std::set<std::string> &scope) {
     if (!d.descriptor.empty() && d.action != DmaAction::bind) {
-      if (!descriptors_.count(d.descriptor))
+      if (auto gone = descriptors_gone_.find(d.descriptor);
+          !descriptors_.count(d.descriptor) && gone != descriptors_gone_.end())
+        error(l, "'" + d.descriptor + "' is bound in the body of the statement at line " +
+                     std::to_string(gone->second) +
+                     " and not visible after it (a fori_loop's or pl.when's body is a function of its own); "
+                     "bind it again here: '" +
+                     d.descriptor + " = async_copy(src, dst, sem)'");
+      else if (!descriptors_.count(d.descriptor))
         error(l, "'" + d.descriptor + "' is no DMA descriptor; bind one first: '" + d.descriptor +
                      " = async_copy(src, dst, sem)'");
       return;

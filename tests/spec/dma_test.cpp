@@ -153,6 +153,34 @@ TEST(DmaSyntax, AWaitOnAnUnboundDescriptorIsALocatedError) {
             "14:9 'd' is no DMA descriptor; bind one first: 'd = async_copy(src, dst, sem)'");
 }
 
+TEST(DmaSyntax, ADescriptorBoundInALoopOrWhenBodyIsNotVisibleAfterIt) {
+  // (Check said unknown, "cannot evaluate 'p'", and run exited 3 at the
+  // lowered program, for a wait after the loop that bound its descriptor.)
+  const std::string in_loop =
+      replace(kKernel, "        c = async_copy(a[ds(i * 8, 8), :], x[i % 2], sem[i % 2])\n",
+              "        for p in range(2):\n"
+              "            c = async_copy(a[ds(i * 8, 8), :], x[p], sem[p])\n");
+  EXPECT_EQ(first_error(in_loop),
+            "14:9 'c' is bound in the body of the statement at line 12 and not visible after "
+            "it (a fori_loop's or pl.when's body is a function of its own); bind it again "
+            "here: 'c = async_copy(src, dst, sem)'");
+  const std::string in_when =
+      replace(kKernel, "        c = async_copy(a[ds(i * 8, 8), :], x[i % 2], sem[i % 2])\n",
+              "        when i > 0:\n"
+              "            c = async_copy(a[ds(i * 8, 8), :], x[i % 2], sem[i % 2])\n");
+  EXPECT_NE(first_error(in_when).find("14:9 'c' is bound in the body of the statement at line 12"),
+            std::string::npos)
+      << first_error(in_when);
+  // Bound and used in the one body: fine.
+  const std::string inside = replace(kKernel,
+                                     "        c = async_copy(a[ds(i * 8, 8), :], x[i % 2], sem[i % 2])\n"
+                                     "        c.start()\n        c.wait()\n",
+                                     "        for p in range(2):\n"
+                                     "            c = async_copy(a[ds(i * 8, 8), :], x[p], sem[p])\n"
+                                     "            c.start()\n            c.wait()\n");
+  EXPECT_EQ(first_error(inside), "");
+}
+
 TEST(DmaSyntax, ASemaphoreIsNoDataToLoadOrStore) {
   EXPECT_EQ(
       first_error(replace(kKernel, "o[...] = x[1]", "o[...] = sem[0]")),
