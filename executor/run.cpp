@@ -140,8 +140,10 @@ Shape unflatten(std::int64_t i, const Shape &shape) {
 /// The first element where `actual` differs from `expected` (beyond `tol`,
 /// relative, absolute below magnitude 1) or either holds poison.
 /// `nan_is_value`: NaN on both sides is equal (the inputs may hold NaN).
-/// `stored`: 1 where poison on both sides is a value the program computed
-/// (KernelPrep::defined, ProgramPrep::stored): an integer's poison is its
+/// `stored`: 1 where the oracle's element is a value the program computed, so
+/// that poison there, on both sides alike, is that value and no mismatch, and
+/// on one side a value that differs (KernelPrep::defined,
+/// ProgramPrep::stored): an integer's poison is its
 /// lowest value, which a body may well compute (an int8 clamp to -128, a
 /// masked max's iinfo.min), and a NaN may be computed too (log of a
 /// negative input), not carried from undefined data.
@@ -155,11 +157,11 @@ std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actu
   for (std::int64_t i = 0; i < n; ++i) {
     const bool ep = expected.is_poison(i), ap = actual.is_poison(i);
     const double e = expected.get(i), a = actual.get(i);
+    const bool computed = stored && static_cast<std::size_t>(i) < stored->size() && (*stored)[i];
     bool bad = ep || ap;
     if (bad && nan_is_value && ep && ap && std::isnan(e) && std::isnan(a))
       bad = false;
-    else if (bad && same && ep && ap && stored && static_cast<std::size_t>(i) < stored->size() &&
-             (*stored)[i])
+    else if (bad && same && ep && ap && computed)
       bad = false;
     else if (!bad && a != e) {
       // Equal infinities are equal; any other difference is measured.
@@ -175,8 +177,11 @@ std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actu
       first->element = unflatten(i, expected.shape());
       first->expected = e;
       first->actual = a;
-      first->is_poison = ap;
-      first->expected_is_poison = ep;
+      // (Where the program computed the value, a NaN or an integer's lowest
+      // value is that value, not memory nothing wrote: `0 / 0` where a row
+      // has no key.)
+      first->is_poison = ap && !computed;
+      first->expected_is_poison = ep && !computed;
     }
   }
   if (first) first->count = count;
@@ -188,6 +193,8 @@ std::string number(double v) {
   // (An integer value whole, as the mismatch line gives it: -2147483648.)
   if (std::isfinite(v) && v == std::trunc(v) && std::abs(v) < 9.0e15)
     os << static_cast<std::int64_t>(v);
+  else if (std::isnan(v))
+    os << "nan"; // (not the sign bit's "-nan": a NaN has no sign worth telling)
   else
     os << v;
   return os.str();
@@ -216,8 +223,8 @@ std::string describe(const Mismatch &m, std::optional<double> tol) {
     os << " " << m.poison.substr(0, m.poison.find(':')) << where;
     if (m.poison.find(':') != std::string::npos) os << m.poison.substr(m.poison.find(':'));
   } else {
-    os << where << ": expected " << m.expected << " (" << m.expected_from << "), got " << m.actual << " ("
-       << m.actual_from << ")";
+    os << where << ": expected " << number(m.expected) << " (" << m.expected_from << "), got "
+       << number(m.actual) << " (" << m.actual_from << ")";
   }
   os << "; " << m.count << (m.count == 1 ? " element differs" : " elements differ");
   if (tol) os << " (relative tolerance " << *tol << ")";

@@ -196,3 +196,27 @@ TEST(RunPoison, AnAccumulatorWithoutInitReadsMemoryNothingWrote) {
       << r.reason;
   EXPECT_EQ(r.reason.find("expected nan"), std::string::npos) << r.reason;
 }
+
+TEST(RunPoison, ANanTheBodyComputesIsAValueThatDiffersFromTheReferenceNotMemoryNothingWrote) {
+  // (A row with no key in a causal attention: l = 0, and acc / l is 0 / 0.
+  // Its twin above reads an accumulator nothing initialized.)
+  spec::KernelSpec k = kernel_text(R"(kernel zero_over_zero:
+    grid = (4,)
+    in  x: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    out o: f32[512, 128]  block=(128, 128)  index=(i) -> (i, 0)
+    body:
+        z = x[...] * 0.0
+        o[...] = z / z
+    reference:
+        o = x
+)");
+  const RunResult r = run(k, RunOptions{});
+  ASSERT_EQ(r.status, RunStatus::fail);
+  ASSERT_TRUE(r.mismatch);
+  EXPECT_FALSE(r.mismatch->is_poison);
+  EXPECT_NE(r.reason.find("o[0, 0] (block [0, 0], grid point (0,)): expected "), std::string::npos)
+      << r.reason;
+  EXPECT_NE(r.reason.find(" (reference), got nan (oracle: the body run per grid point)"), std::string::npos)
+      << r.reason;
+  EXPECT_EQ(r.reason.find("nothing wrote"), std::string::npos) << r.reason;
+}
