@@ -749,9 +749,19 @@ void Machine::on_undefined(const spec::Stmt &, const spec::StepPlace &slot) {
   slots_state_[{slot.buffer, slot.slot}].undefined_by = static_cast<int>(r_.events.size()) - 1;
 }
 
+Place Machine::whole(int buffer) const {
+  Place p{buffer, -1, {}};
+  for (std::int64_t n : stepper_->block_shape(buffer))
+    p.box.push_back({0, n});
+  return p;
+}
+
 void Machine::on_discard(const spec::Stmt &s, const spec::StepRef &target) {
   const spec::StepPlace &p = target.place;
-  if (program_.buffers[p.buffer].kind == spec::BufferKind::hbm) undefined_hbm_.insert(p.buffer);
+  // An hbm array followed from its first `= undefined` on: what that leaves
+  // out still holds the array's data.
+  if (program_.buffers[p.buffer].kind == spec::BufferKind::hbm && undefined_hbm_.insert(p.buffer).second)
+    add_written(whole(p.buffer));
   const int ev = new_event(s, p.slot >= 0 ? std::optional(p.slot) : std::nullopt);
   flow_.clobber(program_.buffers[p.buffer].name);
   clear_written(p);
@@ -789,13 +799,10 @@ void Machine::on_end(const std::vector<int> &in_flight) {
   // result where it ends (whoever called it reads the array whole, as run's
   // oracle does): a part nothing wrote since is garbage there.
   for (int b : undefined_hbm_) {
-    Place whole{b, -1, {}};
-    for (std::int64_t n : stepper_->block_shape(b))
-      whole.box.push_back({0, n});
-    const std::vector<Box> rest = unwritten(whole);
-    if (rest.empty()) continue;
-    const int by = slots_state_[{b, -1}].undefined_by;
-    if (by < 0) continue;
+    const std::vector<Box> rest = unwritten(whole(b));
+    const auto st = slots_state_.find({b, -1});
+    if (rest.empty() || st == slots_state_.end() || st->second.undefined_by < 0) continue;
+    const int by = st->second.undefined_by;
     const std::string &name = program_.buffers[b].name;
     const std::string target = spec::print(std::get<spec::Assign>(r_.events[by].stmt->kind).target);
     r_.findings.push_back({Rule::output_not_covered, by, -1, -1, -1,

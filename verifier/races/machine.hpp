@@ -171,6 +171,8 @@ private:
   /// The parts of p's box that nothing wrote and that hold no padding;
   /// `some` (when given) set where something wrote or padded part of it.
   std::vector<Box> unwritten(const Place &p, bool *some = nullptr) const;
+  /// The whole of a buffer that is no ring (an hbm array).
+  Place whole(int buffer) const;
   /// The earliest store that put the padding `refs` (and the tensor locals
   /// `value` names) hold into a buffer; -1 where they hold none.
   int padding_origin(const std::vector<spec::StepRef> &refs, const spec::Expr &value) const;
