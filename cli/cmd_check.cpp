@@ -256,12 +256,8 @@ int run_check(const CheckArgs &a) {
   // The --report files first: -o may be standard output, read by a pipe that
   // closes early.
   for (const auto &r : *extra)
-    if (auto err =
-            reports::write_file_atomically(r.path, reports::render(r.format, results, {false, a.quiet}, cwd));
-        !err.empty()) {
-      std::cerr << "error: --report " << r.path << ": " << err << "\n";
+    if (!emit(r.path, reports::render(r.format, results, {false, a.quiet}, cwd), "--report"))
       return environment;
-    }
   const std::string report = reports::render(*format, results, text, cwd);
   if (!emit(a.output, report)) return environment;
   if (!a.quiet) note_opaque(loaded, results);

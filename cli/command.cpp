@@ -79,13 +79,13 @@ std::optional<spec::SourceFile> read_source(const std::string &path, std::string
   return spec::SourceFile::from_string(stdin_path ? kStdinName : path, std::move(text));
 }
 
-bool emit(const std::string &output, const std::string &text) {
+bool emit(const std::string &output, const std::string &text, const std::string &flag) {
   if (output.empty() || output == "-") {
     std::cout << text;
     return true;
   }
   if (auto err = reports::write_file_atomically(output, text); !err.empty()) {
-    std::cerr << "error: -o " << output << ": " << err << "\n";
+    std::cerr << "error: " << flag << " " << output << ": " << err << "\n";
     return false;
   }
   return true;

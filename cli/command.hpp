@@ -66,9 +66,10 @@ std::optional<spec::SourceFile> read_source(const std::string &path, std::string
 std::optional<spec::SourceFile> read_source(const std::string &path);
 
 /// Writes a command's output to `-o OUTPUT` (atomically), or to standard
-/// output when OUTPUT is empty or `-`. False, with `error: -o OUTPUT: why` on
-/// stderr, when the file cannot be written (the command exits 4).
-bool emit(const std::string &output, const std::string &text);
+/// output when OUTPUT is empty or `-`. False, with `error: FLAG OUTPUT: why`
+/// on stderr (FLAG: the option that named it), when the file cannot be
+/// written (the command exits 4).
+bool emit(const std::string &output, const std::string &text, const std::string &flag = "-o");
 
 /// One path named by a command line after directories are expanded: a file
 /// to read, or a directory that could not be listed (`error` says why).

@@ -833,16 +833,17 @@ public:
 
   void kernel_dma(const Dma &d, Loc l, std::set<std::string> &scope) {
     if (!d.descriptor.empty() && d.action != DmaAction::bind) {
-      if (auto gone = descriptors_gone_.find(d.descriptor);
-          !descriptors_.count(d.descriptor) && gone != descriptors_gone_.end())
-        error(l, "'" + d.descriptor + "' is bound in the body of the statement at line " +
-                     std::to_string(gone->second) +
-                     " and not visible after it (a fori_loop's or pl.when's body is a function of its own); "
-                     "bind it again here: '" +
-                     d.descriptor + " = async_copy(src, dst, sem)'");
-      else if (!descriptors_.count(d.descriptor))
-        error(l, "'" + d.descriptor + "' is no DMA descriptor; bind one first: '" + d.descriptor +
-                     " = async_copy(src, dst, sem)'");
+      if (!descriptors_.count(d.descriptor)) {
+        const std::string bind = "'" + d.descriptor + " = async_copy(src, dst, sem)'";
+        const auto gone = descriptors_gone_.find(d.descriptor);
+        error(l, gone == descriptors_gone_.end()
+                     ? "'" + d.descriptor + "' is no DMA descriptor; bind one first: " + bind
+                     : "'" + d.descriptor + "' is bound in the body of the statement at line " +
+                           std::to_string(gone->second) +
+                           " and not visible after it (a fori_loop's or pl.when's body is a function of its "
+                           "own); bind it again here: " +
+                           bind);
+      }
       return;
     }
     if (d.action == DmaAction::bind) descriptors_.insert(d.descriptor);

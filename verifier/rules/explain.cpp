@@ -348,20 +348,20 @@ std::vector<RuleDoc> make_docs() {
         o[...] += x[...]
 )",
        kSumRight});
-  d.push_back({Rule::output_not_covered,
-               "Some elements of an output are never written by any grid point (decided per element box: a "
-               "block every step writes only half of is not covered): that part of the result is garbage. "
-               "An output aliased to an input keeps the input's data where nothing writes. In a pipeline: an "
-               "hbm array "
-               "that `A[...] = undefined` left undefined and that is not wholly written again by the end.",
-               R"(kernel copy_half_covered:
+  d.push_back(
+      {Rule::output_not_covered,
+       "Some elements of an output are never written by any grid point (decided per element box: a "
+       "block every step writes only half of is not covered): that part of the result is garbage. "
+       "An output aliased to an input keeps the input's data where nothing writes. In a pipeline: an hbm "
+       "array that `A[...] = undefined` left undefined and that is not wholly written again by the end.",
+       R"(kernel copy_half_covered:
     grid = (4,)
     in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
     out o: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
     body:
         o[...] = x[...]
 )",
-               R"(kernel copy_covered:
+       R"(kernel copy_covered:
     grid = (8,)
     in  x: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
     out o: f32[1024, 128]  block=(128, 128)  index=(i) -> (i, 0)
