@@ -565,12 +565,20 @@ std::optional<IntTensor> PaddingFlow::concrete(const Expr &e, const spec::Env &e
 }
 
 PaddingFlow::LazyPtr PaddingFlow::defer(const Expr &e, const spec::Env &env) const {
+  // A value named through a chain this long is computed now (the same value
+  // as later: it is computed from what it captured), which ends its chain.
+  constexpr int kMaxDepth = 32;
   auto l = std::make_shared<Lazy>();
   l->expr = &e;
   l->env = env;
   std::function<void(const Expr &)> names = [&](const Expr &x) {
     if (x.op == Op::Name || x.op == Op::Ref) {
-      if (auto it = values_.find(x.name); it != values_.end()) l->values.emplace(x.name, it->second);
+      if (auto it = values_.find(x.name); it != values_.end()) {
+        Lazy &named = *it->second;
+        if (!named.forced && named.depth >= kMaxDepth) force(named);
+        if (!named.forced) l->depth = std::max(l->depth, named.depth + 1);
+        l->values.emplace(x.name, it->second);
+      }
       if (pads_.count(x.name)) l->tensors.insert(x.name);
     }
     for (const auto &a : x.args)

@@ -127,6 +127,11 @@ private:
     /// whether it is a bool buffer.
     std::optional<Shape> shape;
     bool boolean = true;
+    /// The longest chain of unforced values it names (1: none): a value
+    /// carried in a scratch from step to step (`m[...] = maximum(m[...], x)`
+    /// never reset) would otherwise chain every step's bind, in memory and
+    /// in the recursion that forces or frees it.
+    int depth = 1;
   };
   using LazyPtr = std::shared_ptr<Lazy>;
 

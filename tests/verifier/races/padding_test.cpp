@@ -448,3 +448,38 @@ TEST(PaddingFlow, ARunningSumOfZeroPaddingIntoALocalStaysData) {
   f.bind("u", lets.at("u"), kEnv);
   EXPECT_EQ(states(f.eval(spec::Expr::var("u"), kEnv)), (std::vector<int>{0, 0, 0, 0, 0, 0, 1, 1}));
 }
+
+TEST(PaddingFlow, AValueRebuiltFromItselfOverAHundredThousandBindsKeepsItsConcreteValue) {
+  // `c = c + 1` at every step of a long run (a scratch carried and never
+  // reset): each bind names the one before; the chain is computed as it
+  // grows, so neither computing nor freeing it recurses through every step.
+  auto lets = lets_of("        a = iota((8,), 0)\n        c = a\n        c = c + 1\n");
+  PaddingFlow f = zero_flow();
+  f.bind("c", lets.at("a"), kEnv);
+  constexpr int kBinds = 100000;
+  for (int i = 0; i < kBinds; ++i)
+    f.bind("c", lets.at("c"), kEnv);
+  auto v = f.concrete(spec::Expr::var("c"), kEnv);
+  ASSERT_TRUE(v);
+  for (std::int64_t k = 0; k < 8; ++k)
+    EXPECT_EQ(v->v.at(static_cast<std::size_t>(k)), k + kBinds);
+}
+
+TEST(PaddingFlow, AScratchCarriedUnresetThroughEveryStepOfALongGridIsChecked) {
+  // The running max is initialized once and carried through 4096 steps, its
+  // binds computed as their chain grows: verified; without the init, its
+  // first read is uninitialized.
+  const std::string grid = "kernel carried:\n    grid = (4096,)\n    dimension_semantics = (arbitrary,)\n"
+                           "    in  x: f32[32768, 128]  block=(8, 128)  index=(i) -> (i, 0)\n"
+                           "    out o: f32[8, 128]  block=(8, 128)  index=(i) -> (0, 0)\n"
+                           "    scratch m: f32[8, 128]\n    body:\n";
+  const std::string carry = "        m[...] = maximum(m[...], x[...])\n        o[...] = m[...]\n";
+  auto good = verifier::check(kernel(grid +
+                                     "        when program_id(0) == 0:\n"
+                                     "            m[...] = broadcast_to(-inf, (8, 128))\n" +
+                                     carry),
+                              {});
+  EXPECT_EQ(good.status, verifier::Status::verified) << good.reason;
+  auto bad = verifier::check(kernel(grid + carry), {});
+  EXPECT_EQ(bad.status, verifier::Status::violation) << bad.reason;
+}
