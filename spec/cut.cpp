@@ -122,11 +122,16 @@ void each_expr(Block &b, const std::function<void(Expr &)> &f) {
 }
 
 // The body's uses of the grid: comparisons `program_id(e) <op> constant`
-// (either side), and the axes whose num_programs it reads elsewhere.
+// (either side), and the axes it uses otherwise: their num_programs, or
+// their program_id in a value, a mask, a subscript or a comparison with
+// another axis. Such an axis is kept whole: its every value runs as in the
+// kernel, while the axes it does not name may still be cut (the events of
+// their values then differ only by the index maps' shift).
 struct BodyUse {
   std::map<int, std::set<std::int64_t>> constants; // axis -> compared constants
   std::int64_t period = 1;                         // lcm of q in `program_id(e) % q` compared
   std::set<int> pinned;                            // num_programs(e) outside such a comparison
+  std::map<int, std::string> free;                 // axis -> its first program_id use in a value
   std::string bad;                                 // a use the cut cannot follow
 };
 
@@ -166,6 +171,14 @@ void scan(Expr &e, const Env &params, const std::vector<std::int64_t> &grid, Bod
     }
   }
   if (e.op == Op::Call && e.name == "program_id") {
+    if (is_grid_call(e, "program_id") && e.args[0].int_value >= 0 &&
+        e.args[0].int_value < static_cast<std::int64_t>(grid.size())) {
+      const int axis = static_cast<int>(e.args[0].int_value);
+      use.free.emplace(axis, "program_id(" + std::to_string(axis) + ") at line " +
+                                 std::to_string(e.loc.line) +
+                                 " is used other than in a comparison with a constant");
+      return;
+    }
     use.bad = "program_id at line " + std::to_string(e.loc.line) +
               " is used other than in a comparison with a constant";
     return;
@@ -322,11 +335,13 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
   cut.grid = b.grid;
   cut.axes.resize(rank);
   bool any = false;
+  std::string kept_whole; // why a long axis is not cut: its program_id in a value
   for (std::size_t e = 0; e < rank; ++e) {
     const std::int64_t n = b.grid[e];
     AxisCut &ax = cut.axes[e];
     ax.period = period;
     if (use.pinned.count(static_cast<int>(e))) continue;
+    const auto free = use.free.find(static_cast<int>(e));
     // Guards are constant between consecutive boundaries; the pipeline's
     // first and last values of an axis are boundaries too.
     std::set<std::int64_t> bounds{0, std::min<std::int64_t>(1, n), std::max<std::int64_t>(n - 1, 0), n};
@@ -347,6 +362,10 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
     std::int64_t room = hi - lo - period - window - 2 * reach;
     std::int64_t drop = room > 0 ? room / period * period : 0;
     if (drop <= 0) continue;
+    if (free != use.free.end()) {
+      if (kept_whole.empty()) kept_whole = free->second;
+      continue;
+    }
     ax.drop = drop;
     ax.first = lo + reach;
     ax.window = window;
@@ -355,7 +374,10 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
     cut.grid[e] = n - drop;
     any = true;
   }
-  if (!any) return out;
+  if (!any) {
+    out.reason = kept_whole;
+    return out;
+  }
   for (const auto &op : b.operands) {
     if (op.role == Role::scratch) continue;
     const auto &dims = follows[op.name];
@@ -372,6 +394,7 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
     }
   }
   out.cut = std::move(cut);
+  out.reason = kept_whole;
   return out;
 }
 

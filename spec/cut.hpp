@@ -10,9 +10,11 @@
 /// shrinks by D blocks (times the map's coefficient), so the last blocks keep
 /// their raggedness. It applies to kernels whose index-map components are each
 /// a constant, `a * g + c`, `a * ((g + i) // q) + c` or `a * ((g + i) % q) + c`
-/// of one grid variable g (a > 0; P is then a multiple of q), and whose body
-/// uses program_id only in comparisons with constants (`program_id(e) % q`
-/// compared with a constant too). The race checker
+/// of one grid variable g (a > 0; P is then a multiple of q). An axis whose
+/// program_id the body uses other than in comparisons with constants
+/// (`program_id(e) % q` compared with a constant too) — in a value, a mask,
+/// a subscript, a comparison with another axis — or whose num_programs it
+/// reads is kept whole; the others may be cut. The race checker
 /// (verifier/races/cutoff.hpp) completes the argument: it runs the cut
 /// program and checks that the machine's state recurs, shifted, after P
 /// values of every cut axis.
@@ -64,7 +66,8 @@ struct GridCut {
 };
 
 /// A cut, or why the kernel has none (`cut` absent; `reason` says why, or is
-/// empty when no axis is long enough to gain from one).
+/// empty when no axis is long enough to gain from one). With a cut, `reason`
+/// names the use that keeps a long axis whole, if any.
 struct CutPlan {
   std::optional<GridCut> cut;
   std::string reason;

@@ -197,6 +197,11 @@ void explain_aliased_write_back(Finding &f, const spec::KernelSpec &k, const std
   }
 }
 
+// The race checker walks a concrete program event by event; past this many
+// steps that costs seconds and memory for a verdict the spec rules mostly
+// decide already, so it is left undecided and says so.
+constexpr std::int64_t kMaxCheckedSteps = 1 << 16;
+
 struct LoweredCheck {
   Status status = Status::unknown;
   std::vector<Finding> findings;
@@ -230,6 +235,13 @@ std::optional<LoweredCheck> check_on_cut(const spec::KernelSpec &k, const spec::
     plan = spec::plan_cut(k, o.overrides, period, reach, window);
     if (!plan.cut) {
       why = plan.reason;
+      return std::nullopt;
+    }
+    // Axes the body names in values are kept whole: the cut may still be
+    // past what the race checker runs concretely.
+    if (const std::int64_t n = spec::num_points(plan.cut->grid); n > kMaxCheckedSteps) {
+      why = "its cut to " + spec::format_tuple(plan.cut->grid) + " still has " + std::to_string(n) +
+            " steps" + (plan.reason.empty() ? std::string() : ": " + plan.reason);
       return std::nullopt;
     }
     spec::LowerOptions lo;
@@ -479,10 +491,6 @@ LoweredCheck check_lowered(const spec::KernelSpec &k, const CheckOptions &o) {
   if (o.grid_cut && grid_steps > kCutFromSteps) {
     if (auto cut = check_on_cut(k, *low, o, out, cut_why)) return *cut;
   }
-  // The race checker walks a concrete program event by event; past this many
-  // steps that costs seconds and memory for a verdict the spec rules mostly
-  // decide already, so it is left undecided and says so.
-  constexpr std::int64_t kMaxCheckedSteps = 1 << 16;
   if (grid_steps > kMaxCheckedSteps) {
     out.reason = "the lowered program is not checked: its " + std::to_string(grid_steps) +
                  " grid steps are more than the " + std::to_string(kMaxCheckedSteps) +
