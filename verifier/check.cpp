@@ -105,7 +105,7 @@ Verdict spec_rules(const spec::KernelSpec &k, const CheckOptions &o, const spec:
     add(rules::check_copy_addresses(*built.model, o.timeout_ms, *open, *start));
   if (r.errors.empty()) add(rules::check_prefetch_reads(*built.model, o.timeout_ms, open, start));
   // (Open contents leave guards without a value at a point: not enumerated.)
-  constexpr std::int64_t kEmptyVisitPoints = 1 << 16;
+  constexpr std::int64_t kEmptyVisitPoints = 1 << 20;
   if (r.errors.empty() && !open) add(rules::check_any_output_coverage(*built.model, o.timeout_ms));
   if (r.errors.empty() && !open) {
     // (A store the other rules already report is one finding: one root cause.)

@@ -5,6 +5,7 @@
 #include "spec/checked.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <limits>
 #include <map>
 #include <optional>
@@ -156,6 +157,9 @@ private:
   std::vector<std::vector<char>> fires_;                    // [effect][point]
   std::map<std::size_t, std::vector<std::size_t>> reached_; // per scratch: reached_outputs
   std::vector<std::size_t> cta_first_, cta_last_;           // [point]: its CTA's first and last points
+  // [effect][point]: box_or_whole's boxes; spilled_: those of other effects.
+  mutable std::vector<std::vector<std::optional<std::vector<std::pair<std::int64_t, std::int64_t>>>>> boxes_;
+  mutable std::deque<std::vector<std::pair<std::int64_t, std::int64_t>>> spilled_;
 
   // In run order (spec::grid_point): lexicographic on TPU, CTA by CTA on
   // Mosaic GPU.
@@ -574,12 +578,24 @@ private:
   using Box = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
   // The box of effect e at point p (box_at); one not decided is the whole block.
-  Box box_or_whole(const Effect &e, std::size_t p) const {
-    if (auto b = box_at(m_, e, pts_[p])) return *b;
-    Box whole;
-    for (std::int64_t n : m_.operands[e.operand].block)
-      whole.emplace_back(0, n);
-    return whole;
+  // (Memoized per effect and point: the accumulator walks look back over
+  // many points for each read, and evaluating a subscript costs far more
+  // than comparing two boxes.)
+  const Box &box_or_whole(const Effect &e, std::size_t p) const {
+    const auto compute = [&] {
+      if (auto b = box_at(m_, e, pts_[p])) return *b;
+      Box whole;
+      for (std::int64_t n : m_.operands[e.operand].block)
+        whole.emplace_back(0, n);
+      return whole;
+    };
+    const std::size_t i = static_cast<std::size_t>(&e - m_.effects.data());
+    if (&e < m_.effects.data() || i >= m_.effects.size()) return spilled_.emplace_back(compute());
+    if (boxes_.size() != m_.effects.size()) boxes_.resize(m_.effects.size());
+    auto &memo = boxes_[i];
+    if (memo.size() != pts_.size()) memo.assign(pts_.size(), std::nullopt);
+    if (!memo[p]) memo[p] = compute();
+    return *memo[p];
   }
 
   // Whether effect c at p touches elements of b, as a clear or init takes an
@@ -1143,9 +1159,18 @@ private:
     const ScratchUse u = scratch_use(m_, op);
     if (u.inits.empty()) return;
     const std::size_t n = pts_.size();
+    // prev[t]: the last point at or before t where some init fires (n: none),
+    // so that the walks back from a read visit only init points.
+    std::vector<std::size_t> prev(n, n);
+    for (std::size_t t = 0; t < n; ++t) {
+      bool fires = false;
+      for (std::size_t i : u.inits)
+        fires = fires || fires_[i][t];
+      prev[t] = fires ? t : t > 0 ? prev[t - 1] : n;
+    }
+    const auto before = [&](std::size_t t) { return t > 0 ? prev[t - 1] : n; };
     for (const CarriedUse &c : carried_uses(m_, op)) {
       const Effect &rd = m_.effects[c.consume];
-      // last[b]: per block of the output, the points where an init met what the read takes (found lazily).
       for (std::size_t q = 0; q < n; ++q) {
         if (!fires_[c.store][q] || !fires_[c.consume][q]) continue;
         const Box rb = box_or_whole(rd, q);
@@ -1157,11 +1182,11 @@ private:
           return false;
         };
         std::optional<std::size_t> w;
-        for (std::size_t t = q + 1; t-- > cta_first_[q] && !w;)
+        for (std::size_t t = prev[q]; t != n && t >= cta_first_[q] && !w; t = before(t))
           if (init_at(t, t == q)) w = t;
         if (!w || blk_[c.output][*w] == blk_[c.output][q]) continue;
         std::optional<std::size_t> w0;
-        for (std::size_t t = *w; t-- > cta_first_[q] && !w0;)
+        for (std::size_t t = before(*w); t != n && t >= cta_first_[q] && !w0; t = before(t))
           if (blk_[c.output][t] == blk_[c.output][q] && init_at(t, false)) w0 = t;
         if (!w0) continue;
         out_.findings.push_back(superseded_reset_finding(m_, op, c, pts_[*w0], pts_[*w], pts_[q]));

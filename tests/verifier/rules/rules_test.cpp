@@ -1815,8 +1815,13 @@ TEST(AccumulatorCarried, AnEmptyRowIsDecidedOnGridsPastTheEnumeratorsLimitAndUnk
   auto v = check_text(empty_row_kernel(2000), "rows");
   ASSERT_EQ(v.status, Status::violation) << v.reason;
   EXPECT_EQ(point_item(v.findings.at(0), "stored"), (std::vector<std::int64_t>{1, 1999}));
-  // 3 x 30000 points: past the 65536 it is decided on.
+  // 3 x 30000 points: past what the other rules are enumerated on, still
+  // decided point by point.
   v = check_text(empty_row_kernel(30000), "rows");
+  ASSERT_EQ(v.status, Status::violation) << v.reason;
+  EXPECT_EQ(point_item(v.findings.at(0), "stored"), (std::vector<std::int64_t>{1, 29999}));
+  // 3 x 400000 points: past the 2^20 it is decided on.
+  v = check_text(empty_row_kernel(400000), "rows");
   EXPECT_NE(v.status, Status::verified);
   EXPECT_NE(v.reason.find("whether accumulator-carried holds (a visit that stores 'acc'"), std::string::npos)
       << v.reason;
@@ -1869,8 +1874,12 @@ TEST(AccumulatorCarried, ACarryResetPerColumnTileButSharedByThemTakesTheLastColu
   }
   // One column tile, or the reset once for the whole grid (a running total): no chains.
   EXPECT_EQ(check_text(column_scan_kernel(64, 1, false), "scan").status, Status::verified);
-  // 512 x 256 points: past the 65536 it is decided on.
-  auto big = check_text(column_scan_kernel(512, 256, false), "scan");
+  // 512 x 256 points: decided point by point; 2048 x 1024, past the 2^20
+  // it is decided on, is not.
+  auto mid = check_text(column_scan_kernel(512, 256, false), "scan");
+  ASSERT_EQ(mid.status, Status::violation) << mid.reason;
+  EXPECT_EQ(marks(mid), (Marks{{verifier::Rule::accumulator_carried, 10}}));
+  auto big = check_text(column_scan_kernel(2048, 1024, false), "scan");
   EXPECT_NE(big.status, Status::verified);
   EXPECT_NE(big.reason.find("a read of 'c' that may take another chain's value"), std::string::npos)
       << big.reason;
