@@ -188,6 +188,58 @@ void scan(Expr &e, const Env &params, const std::vector<std::int64_t> &grid, Bod
     scan(a, params, grid, use, on_atom);
 }
 
+// The grid axes an index-map component names, when it is integer arithmetic
+// (`where`, `min`, `max` included) of the map's grid variables and literals
+// alone: no prefetch table, no other name. nullopt otherwise.
+std::optional<std::set<int>> grid_axes_only(const Expr &e, const std::vector<std::string> &index_params) {
+  std::set<int> axes;
+  bool ok = true;
+  std::function<void(const Expr &)> walk = [&](const Expr &x) {
+    if (!ok) return;
+    switch (x.op) {
+    case Op::Int: return;
+    case Op::Name: {
+      auto it = std::find(index_params.begin(), index_params.end(), x.name);
+      if (it == index_params.end()) {
+        ok = false;
+        return;
+      }
+      axes.insert(static_cast<int>(it - index_params.begin()));
+      return;
+    }
+    case Op::Call:
+      if ((x.name != "where" && x.name != "min" && x.name != "max" && x.name != "minimum" &&
+           x.name != "maximum") ||
+          !x.kwarg_names.empty()) {
+        ok = false;
+        return;
+      }
+      break;
+    case Op::Neg:
+    case Op::Not:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::FloorDiv:
+    case Op::Mod:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::And:
+    case Op::Or: break;
+    default: ok = false; return;
+    }
+    for (const auto &a : x.args)
+      walk(a);
+  };
+  walk(e);
+  if (!ok) return std::nullopt;
+  return axes;
+}
+
 BodyUse body_use(const KernelSpec &k, const Env &params, const std::vector<std::int64_t> &grid) {
   BodyUse use;
   Block body = k.body;
@@ -247,6 +299,9 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
   // Per axis: the values where a block that follows it stops being whole
   // and inside its array (ragged, then outside), or starts being inside.
   std::map<int, std::set<std::int64_t>> edges;
+  // Axes a map names other than affinely (`where(i * bq < j * bk, j, 0)`):
+  // kept whole, as the body's; the component then follows no cut axis.
+  std::map<int, std::string> map_kept;
   for (const auto &op : b.operands) {
     if (op.role == Role::scratch) continue;
     if (op.has_element_dims()) {
@@ -260,19 +315,31 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
     auto &dims = follows[op.name];
     for (std::size_t d = 0; d < op.index.size(); ++d) {
       auto l = linear(op.index[d]);
-      if (!l) {
-        out.reason = "the index map of '" + op.name + "' is not affine in the grid";
-        return out;
-      }
       Follow f;
-      for (auto &[v, a] : l->coef) {
+      bool mixed = false; // two axes, or one backwards
+      for (auto &[v, a] : l ? l->coef : std::map<std::string, std::int64_t>{}) {
         if (a == 0) continue;
         auto it = std::find(op.index_params.begin(), op.index_params.end(), v);
         if (it == op.index_params.end() || f.axis >= 0 || a < 0) {
-          out.reason = "the index map of '" + op.name + "' mixes grid axes or runs backwards in one";
-          return out;
+          mixed = true;
+          break;
         }
         f = {static_cast<int>(it - op.index_params.begin()), a, l->q};
+      }
+      if (!l || mixed) {
+        // Arithmetic of the grid alone (`i + j`, `n - 1 - i`, a causal
+        // `where(i * bq < j * bk, j, 0)`): the axes it names are kept whole,
+        // and the component follows no cut axis.
+        auto axes = grid_axes_only(op.index[d], op.index_params);
+        if (!axes) {
+          out.reason = "the index map of '" + op.name + "' is not affine in the grid";
+          return out;
+        }
+        for (int a : *axes)
+          map_kept.emplace(a, "the index map of '" + op.name + "' names axis " + std::to_string(a) +
+                                  (l ? " with another or backwards" : " other than affinely"));
+        dims.push_back(Follow{});
+        continue;
       }
       // A block cycling along the axis, a * ((g + in) % q) + c, follows no
       // axis: leaving out a multiple of q values keeps its cycle. One shared
@@ -341,7 +408,12 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
     AxisCut &ax = cut.axes[e];
     ax.period = period;
     if (use.pinned.count(static_cast<int>(e))) continue;
-    const auto free = use.free.find(static_cast<int>(e));
+    // (The body's use first, then the maps'.)
+    const std::string *kept = nullptr;
+    if (auto f = use.free.find(static_cast<int>(e)); f != use.free.end())
+      kept = &f->second;
+    else if (auto m = map_kept.find(static_cast<int>(e)); m != map_kept.end())
+      kept = &m->second;
     // Guards are constant between consecutive boundaries; the pipeline's
     // first and last values of an axis are boundaries too.
     std::set<std::int64_t> bounds{0, std::min<std::int64_t>(1, n), std::max<std::int64_t>(n - 1, 0), n};
@@ -362,8 +434,8 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
     std::int64_t room = hi - lo - period - window - 2 * reach;
     std::int64_t drop = room > 0 ? room / period * period : 0;
     if (drop <= 0) continue;
-    if (free != use.free.end()) {
-      if (kept_whole.empty()) kept_whole = free->second;
+    if (kept) {
+      if (kept_whole.empty()) kept_whole = *kept;
       continue;
     }
     ax.drop = drop;
