@@ -570,8 +570,11 @@ PaddingFlow::LazyPtr PaddingFlow::defer(const Expr &e, const spec::Env &env) con
   constexpr int kMaxDepth = 32;
   auto l = std::make_shared<Lazy>();
   l->expr = &e;
-  l->env = env;
+  // (Only the integers it names: evaluation looks up names of the
+  // expression alone, and the whole env is copied at every bind otherwise.)
   std::function<void(const Expr &)> names = [&](const Expr &x) {
+    if (x.op == Op::Name)
+      if (auto it = env.find(x.name); it != env.end()) l->env.insert(*it);
     if (x.op == Op::Name || x.op == Op::Ref) {
       if (auto it = values_.find(x.name); it != values_.end()) {
         Lazy &named = *it->second;

@@ -118,7 +118,7 @@ private:
   /// An expression's concrete value as of a bind, computed on first use.
   struct Lazy {
     const spec::Expr *expr = nullptr;
-    spec::Env env;
+    spec::Env env;                                       ///< the integers its expression names, as bound then
     std::map<std::string, std::shared_ptr<Lazy>> values; ///< the locals it names, as bound then
     std::set<std::string> tensors;                       ///< the tensor locals it names then
     bool forced = false;
