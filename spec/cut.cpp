@@ -215,22 +215,13 @@ std::optional<std::set<int>> grid_axes_only(const Expr &e, const std::vector<std
         return;
       }
       break;
-    case Op::Neg:
-    case Op::Not:
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul:
-    case Op::FloorDiv:
-    case Op::Mod:
-    case Op::Eq:
-    case Op::Ne:
-    case Op::Lt:
-    case Op::Le:
-    case Op::Gt:
-    case Op::Ge:
-    case Op::And:
-    case Op::Or: break;
-    default: ok = false; return;
+    default:
+      // Integer arithmetic and comparisons.
+      if (!is_compare(x.op) && x.op != Op::Neg && x.op != Op::Not && x.op != Op::Add && x.op != Op::Sub &&
+          x.op != Op::Mul && x.op != Op::FloorDiv && x.op != Op::Mod && x.op != Op::And && x.op != Op::Or) {
+        ok = false;
+        return;
+      }
     }
     for (const auto &a : x.args)
       walk(a);
