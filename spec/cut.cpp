@@ -131,7 +131,7 @@ struct BodyUse {
   std::map<int, std::set<std::int64_t>> constants; // axis -> compared constants
   std::int64_t period = 1;                         // lcm of q in `program_id(e) % q` compared
   std::set<int> pinned;                            // num_programs(e) outside such a comparison
-  std::map<int, std::string> free;                 // axis -> its first program_id use in a value
+  std::map<int, std::string> free;                 // axis -> why it is kept whole (its first such use)
   std::string bad;                                 // a use the cut cannot follow
 };
 
@@ -291,7 +291,8 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
   // and inside its array (ragged, then outside), or starts being inside.
   std::map<int, std::set<std::int64_t>> edges;
   // Axes a map names other than affinely (`where(i * bq < j * bk, j, 0)`):
-  // kept whole, as the body's; the component then follows no cut axis.
+  // kept whole, as the body's (BodyUse::free); the component then follows no
+  // cut axis.
   std::map<int, std::string> map_kept;
   for (const auto &op : b.operands) {
     if (op.role == Role::scratch) continue;
@@ -387,24 +388,19 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
     out.reason = use.bad;
     return out;
   }
+  use.free.insert(map_kept.begin(), map_kept.end()); // (the body's reason first)
   period = std::lcm(period, use.period);
 
   GridCut cut;
   cut.grid = b.grid;
   cut.axes.resize(rank);
   bool any = false;
-  std::string kept_whole; // why a long axis is not cut: its program_id in a value
+  std::string kept_whole; // why a long axis is not cut: a use in a value or a map
   for (std::size_t e = 0; e < rank; ++e) {
     const std::int64_t n = b.grid[e];
     AxisCut &ax = cut.axes[e];
     ax.period = period;
     if (use.pinned.count(static_cast<int>(e))) continue;
-    // (The body's use first, then the maps'.)
-    const std::string *kept = nullptr;
-    if (auto f = use.free.find(static_cast<int>(e)); f != use.free.end())
-      kept = &f->second;
-    else if (auto m = map_kept.find(static_cast<int>(e)); m != map_kept.end())
-      kept = &m->second;
     // Guards are constant between consecutive boundaries; the pipeline's
     // first and last values of an axis are boundaries too.
     std::set<std::int64_t> bounds{0, std::min<std::int64_t>(1, n), std::max<std::int64_t>(n - 1, 0), n};
@@ -425,8 +421,8 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
     std::int64_t room = hi - lo - period - window - 2 * reach;
     std::int64_t drop = room > 0 ? room / period * period : 0;
     if (drop <= 0) continue;
-    if (kept) {
-      if (kept_whole.empty()) kept_whole = *kept;
+    if (auto kept = use.free.find(static_cast<int>(e)); kept != use.free.end()) {
+      if (kept_whole.empty()) kept_whole = kept->second;
       continue;
     }
     ax.drop = drop;

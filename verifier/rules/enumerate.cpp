@@ -5,11 +5,11 @@
 #include "spec/checked.hpp"
 
 #include <algorithm>
-#include <deque>
 #include <limits>
 #include <map>
 #include <optional>
 #include <set>
+#include <stdexcept>
 
 namespace pipecheck::verifier::rules {
 
@@ -157,9 +157,7 @@ private:
   std::vector<std::vector<char>> fires_;                    // [effect][point]
   std::map<std::size_t, std::vector<std::size_t>> reached_; // per scratch: reached_outputs
   std::vector<std::size_t> cta_first_, cta_last_;           // [point]: its CTA's first and last points
-  // [effect][point]: box_or_whole's boxes; spilled_: those of other effects.
-  mutable std::vector<std::vector<std::optional<std::vector<std::pair<std::int64_t, std::int64_t>>>>> boxes_;
-  mutable std::deque<std::vector<std::pair<std::int64_t, std::int64_t>>> spilled_;
+  mutable std::vector<std::vector<std::optional<Box>>> boxes_; // [effect][point]: box_or_whole's
 
   // In run order (spec::grid_point): lexicographic on TPU, CTA by CTA on
   // Mosaic GPU.
@@ -575,8 +573,6 @@ private:
     }
   }
 
-  using Box = std::vector<std::pair<std::int64_t, std::int64_t>>;
-
   // The box of effect e at point p (box_at); one not decided is the whole block.
   // (Memoized per effect and point: the accumulator walks look back over
   // many points for each read, and evaluating a subscript costs far more
@@ -589,8 +585,10 @@ private:
         whole.emplace_back(0, n);
       return whole;
     };
+    // (e is one of the model's effects: its index.)
     const std::size_t i = static_cast<std::size_t>(&e - m_.effects.data());
-    if (&e < m_.effects.data() || i >= m_.effects.size()) return spilled_.emplace_back(compute());
+    if (&e < m_.effects.data() || i >= m_.effects.size())
+      throw std::logic_error("box_or_whole: an effect that is not the model's");
     if (boxes_.size() != m_.effects.size()) boxes_.resize(m_.effects.size());
     auto &memo = boxes_[i];
     if (memo.size() != pts_.size()) memo.assign(pts_.size(), std::nullopt);

@@ -190,6 +190,23 @@ std::string describe(const std::vector<verifier::Finding> &fs, const spec::Lower
   return s.empty() ? "(none)" : s;
 }
 
+// A Mosaic GPU matmul on grid (m, n, k) of 128 x 128 output tiles and 64-wide
+// k tiles, two slots per operand, with `body` over its register accumulator.
+std::string mosaic_matmul(int m, int n, int k, int delay, const std::string &body) {
+  const std::string rows = std::to_string(128 * m), cols = std::to_string(128 * n),
+                    depth = std::to_string(64 * k);
+  return "kernel mm:\n    target = h200\n    grid = (" + std::to_string(m) + ", " + std::to_string(n) + ", " +
+         std::to_string(k) +
+         ")\n    dimension_semantics = (parallel, parallel, sequential)\n"
+         "    max_concurrent_steps = 2\n    delay_release = " +
+         std::to_string(delay) + "\n    in  a: bf16[" + rows + ", " + depth +
+         "]  block=(128, 64)  index=(i, j, k) -> (i, k)\n    in  b: bf16[" + depth + ", " + cols +
+         "]  block=(64, 128)  index=(i, j, k) -> (k, j)\n    out o: f32[" + rows + ", " + cols +
+         "]   block=(128, 128) index=(i, j, k) -> (i, j)\n"
+         "    scratch acc: f32[128, 128] memory_space=acc\n    body:\n" +
+         body;
+}
+
 } // namespace
 
 TEST(GridCut, AMillionStepReductionIsProvenOnACutOfSixValuesPerAxis) {
@@ -204,16 +221,10 @@ TEST(GridCut, AMillionStepReductionIsProvenOnACutOfSixValuesPerAxis) {
 
 TEST(GridCut, AMosaicGpuMatmulOfHalfAMillionStepsIsProvenAndItsMissingDelayReleaseFound) {
   auto text = [](int delay) {
-    return "kernel mm:\n    target = h200\n    grid = (64, 64, 128)\n"
-           "    dimension_semantics = (parallel, parallel, sequential)\n"
-           "    max_concurrent_steps = 2\n    delay_release = " +
-           std::to_string(delay) +
-           "\n    in  a: bf16[8192, 8192]  block=(128, 64)  index=(i, j, k) -> (i, k)\n"
-           "    in  b: bf16[8192, 8192]  block=(64, 128)  index=(i, j, k) -> (k, j)\n"
-           "    out o: f32[8192, 8192]   block=(128, 128) index=(i, j, k) -> (i, j)\n"
-           "    scratch acc: f32[128, 128] memory_space=acc\n    body:\n"
-           "        acc[...] += dot(a[...], b[...])\n"
-           "        when program_id(2) == num_programs(2) - 1:\n            o[...] = acc[...]\n";
+    return mosaic_matmul(
+        64, 64, 128, delay,
+        "        acc[...] += dot(a[...], b[...])\n"
+        "        when program_id(2) == num_programs(2) - 1:\n            o[...] = acc[...]\n");
   };
   auto good = kernel(text(1)), bad = kernel(text(0));
   ASSERT_TRUE(good && bad);
@@ -291,20 +302,14 @@ TEST(GridCut, ACutThatKeepsNamedAxesWholeFindsWhatTheWholeGridFinds) {
   // previous step's wgmma and the refill overwrites its operand slot even
   // with delay_release = 1; the other scales its output by the row.
   auto text = [](int delay, bool skip) {
-    return "kernel mm:\n    target = h200\n    grid = (2, 600, 8)\n"
-           "    dimension_semantics = (parallel, parallel, sequential)\n"
-           "    max_concurrent_steps = 2\n    delay_release = " +
-           std::to_string(delay) +
-           "\n    in  a: bf16[256, 512]  block=(128, 64)  index=(i, j, k) -> (i, k)\n"
-           "    in  b: bf16[512, 76800]  block=(64, 128)  index=(i, j, k) -> (k, j)\n"
-           "    out o: f32[256, 76800]   block=(128, 128) index=(i, j, k) -> (i, j)\n"
-           "    scratch acc: f32[128, 128] memory_space=acc\n    body:\n" +
-           (skip ? "        when program_id(2) * 64 < program_id(0) * 128 + 128:\n"
-                   "            acc[...] += dot(a[...], b[...])\n"
-                   "        when program_id(2) == num_programs(2) - 1:\n            o[...] = acc[...]\n"
-                 : "        acc[...] += dot(a[...], b[...])\n"
-                   "        when program_id(2) == num_programs(2) - 1:\n"
-                   "            o[...] = acc[...] * cast(program_id(0) + 1, f32)\n");
+    return mosaic_matmul(
+        2, 600, 8, delay,
+        skip ? "        when program_id(2) * 64 < program_id(0) * 128 + 128:\n"
+               "            acc[...] += dot(a[...], b[...])\n"
+               "        when program_id(2) == num_programs(2) - 1:\n            o[...] = acc[...]\n"
+             : "        acc[...] += dot(a[...], b[...])\n"
+               "        when program_id(2) == num_programs(2) - 1:\n"
+               "            o[...] = acc[...] * cast(program_id(0) + 1, f32)\n");
   };
   for (bool skip : {false, true})
     for (int delay : {0, 1}) {

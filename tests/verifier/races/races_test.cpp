@@ -255,27 +255,18 @@ TEST(RaceChecker, AnHbmArrayLeftPartlyUndefinedAtTheEndIsNotCoveredAtItsUndefine
 TEST(RaceChecker, APartOfAnHbmArrayNoUndefinedStatementNamedStillHoldsItsData) {
   // (Followed from `B[0:128] = undefined` on, the rest of B counted as never
   // written: its read and its end were findings while run passed.)
-  auto f = parse_text("t.pk", R"(pipeline part:
-    hbm  B: f32[256]
-    sram X[1]: f32[128]
-    B[0:128] = undefined
-    copy_in_start(B[128:256], X[0])
-    copy_in_wait(X[0])
-    copy_out_start(X[0], B[0:128])
-    copy_out_wait(X[0])
-)");
+  auto reading = [](const std::string &part) {
+    return "pipeline part:\n    hbm  B: f32[256]\n    sram X[1]: f32[128]\n    B[0:128] = undefined\n"
+           "    copy_in_start(B[" +
+           part +
+           "], X[0])\n    copy_in_wait(X[0])\n    copy_out_start(X[0], B[0:128])\n"
+           "    copy_out_wait(X[0])\n";
+  };
+  auto f = parse_text("t.pk", reading("128:256"));
   auto v = verifier::check_program(program(f, "part"), {});
   EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? v.reason : v.findings[0].message);
   // Its twin reads the part made undefined before anything wrote it.
-  auto g = parse_text("t.pk", R"(pipeline part:
-    hbm  B: f32[256]
-    sram X[1]: f32[128]
-    B[0:128] = undefined
-    copy_in_start(B[0:128], X[0])
-    copy_in_wait(X[0])
-    copy_out_start(X[0], B[0:128])
-    copy_out_wait(X[0])
-)");
+  auto g = parse_text("t.pk", reading("0:128"));
   auto w = verifier::check_program(program(g, "part"), {});
   ASSERT_EQ(w.status, Status::violation);
   EXPECT_EQ(w.findings.at(0).rule, verifier::Rule::uninitialized_read);
