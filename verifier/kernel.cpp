@@ -12,6 +12,7 @@
 #include "verifier/check.hpp"
 #include "verifier/races/cutoff.hpp"
 #include "verifier/races/races.hpp"
+#include "verifier/rules/model.hpp"
 
 #include <algorithm>
 #include <deque>
@@ -201,6 +202,11 @@ void explain_aliased_write_back(Finding &f, const spec::KernelSpec &k, const std
 // steps that costs seconds and memory for a verdict the spec rules mostly
 // decide already, so it is left undecided and says so.
 constexpr std::int64_t kMaxCheckedSteps = 1 << 16;
+
+// A Triton kernel of more programs is checked on its grid cut, spec rules
+// and lowered program both (spec_rules_on_cut): each program's step is whole
+// rows of elements that the rules and the padding flow follow lane by lane.
+constexpr std::int64_t kTritonCutFromPoints = 256;
 
 struct LoweredCheck {
   Status status = Status::unknown;
@@ -486,9 +492,9 @@ LoweredCheck check_lowered(const spec::KernelSpec &k, const CheckOptions &o) {
   const std::int64_t grid_steps = spec::num_points(low->grid);
   // A long grid whose middle repeats is checked on its cut (spec/cut.hpp):
   // the same verdict, in a run whose length does not grow with the grid.
-  constexpr std::int64_t kCutFromSteps = 1 << 12;
+  const std::int64_t cut_from = spec::uses_triton(k) ? kTritonCutFromPoints : std::int64_t{1} << 12;
   std::string cut_why;
-  if (o.grid_cut && grid_steps > kCutFromSteps) {
+  if (o.grid_cut && grid_steps > cut_from) {
     if (auto cut = check_on_cut(k, *low, o, out, cut_why)) return *cut;
   }
   if (grid_steps > kMaxCheckedSteps) {
@@ -560,8 +566,210 @@ std::pair<std::string, int> deep_buffered_operands(const spec::KernelSpec &k) {
   return {out, count};
 }
 
+// A Triton kernel's spec rules on its grid cut (spec/cut.hpp). Its programs
+// are independent: each one's rules (its loads, masks, stores) depend on the
+// grid point only through its windows when the body names no cut axis, so a
+// program of the cut stretch is any program of the kernel's stretch, shifted;
+// what programs do to each other (two storing one element, an element none
+// stores) reaches as far as a program's loads and stores reach past its own
+// block, in blocks: the cut keeps that many values either side of where it
+// moves values down (plan_cut's `reach`), so every neighbourhood of programs
+// in the kernel is one of the cut's, shifted, and the other way round. The
+// cut grid from which values are the kernel's moved up (GridCut::kernel_point)
+// keeps that correspondence. So the cut's rules are the kernel's: the same
+// verdict, at a cost that does not grow with the grid.
+
+// The kernel `k` as its cut runs it: the body's comparisons folded
+// (spec::cut_body), the grid and the array dims that follow a cut axis as
+// literals.
+spec::KernelSpec cut_kernel(const spec::KernelSpec &k, const spec::Env &overrides, const spec::GridCut &cut,
+                            const spec::BoundKernel &bound) {
+  spec::KernelSpec out = spec::cut_body(k, overrides, cut);
+  for (std::size_t e = 0; out.grid && e < out.grid->size() && e < cut.grid.size(); ++e)
+    (*out.grid)[e] = spec::Expr::integer(cut.grid[e], (*out.grid)[e].loc);
+  for (const auto &d : cut.dims) {
+    const auto *b = bound.operand(d.operand);
+    for (auto &op : out.operands)
+      if (b && op.name == d.operand && static_cast<std::size_t>(d.dim) < op.shape.size()) {
+        auto &x = op.shape[static_cast<std::size_t>(d.dim)];
+        x = spec::Expr::integer(b->shape[static_cast<std::size_t>(d.dim)] -
+                                    d.shift(cut.axes[static_cast<std::size_t>(d.axis)].drop),
+                                x.loc);
+      }
+  }
+  return out;
+}
+
+// How many values of a cut axis a program's loads and stores reach past its
+// own block, over every program of the cut model `m` (each is a class of the
+// kernel's); nullopt where some effect's box is not decided at a point.
+std::optional<std::int64_t> footprint_reach(const rules::KernelModel &m, const spec::GridCut &cut) {
+  std::int64_t reach = 0;
+  const std::int64_t points = m.num_points();
+  for (std::int64_t i = 0; i < points; ++i) {
+    const auto p = spec::grid_point(m.grid, m.cta_axes, i);
+    for (const auto &e : m.effects) {
+      const auto &op = m.operands[e.operand];
+      for (const auto &d : cut.dims) {
+        if (d.operand != op.name || d.step <= 0) continue;
+        const auto box = e.kind == rules::Effect::read ? rules::ref_box_at(m, e, p) : rules::box_at(m, e, p);
+        if (!box) return std::nullopt;
+        const auto dim = static_cast<std::size_t>(d.dim);
+        if (dim >= box->size() || dim >= op.block.size()) continue;
+        const auto [lo, hi] = (*box)[dim];
+        if (hi <= lo) continue;
+        const std::int64_t past = std::max<std::int64_t>({0, -lo, hi - op.block[dim]});
+        // In values: blocks past, times the values a block spans, and one
+        // more group of them where q values share a block.
+        const std::int64_t blocks = (past + d.step - 1) / d.step;
+        reach = std::max(reach, blocks * d.per + (d.per > 1 ? d.per : 0));
+      }
+    }
+  }
+  return reach;
+}
+
+// Replaces every `from` in `s` by `to`.
+void replace_all(std::string &s, const std::string &from, const std::string &to) {
+  if (from == to || from.empty()) return;
+  for (std::size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size())
+    s.replace(at, from.size(), to);
+}
+
+// A finding of the cut kernel in the kernel's terms: its grid points
+// (GridCut::kernel_point), the elements and blocks of a dim that follows a
+// cut axis (moved up with the programs whose blocks hold them), and the
+// shapes of the arrays the cut shrank, in its witness and its message.
+void in_kernel_grid(Finding &f, const spec::GridCut &cut, const spec::BoundKernel &kernel) {
+  const std::size_t rank = kernel.grid.size();
+  const std::string *name = f.witness.get<std::string>("operand");
+  if (!name) name = f.witness.get<std::string>("output");
+  const spec::BoundOperand *op = name ? kernel.operand(*name) : nullptr;
+  // Per dim of the finding's operand: where the moved blocks start, and by how much they move.
+  std::map<std::size_t, std::pair<std::int64_t, std::int64_t>> moved; // dim -> (first element, shift)
+  for (const auto &d : cut.dims) {
+    if (!op || d.operand != op->name) continue;
+    const auto &ax = cut.axes[static_cast<std::size_t>(d.axis)];
+    std::vector<std::int64_t> p(rank, 0);
+    p[static_cast<std::size_t>(d.axis)] = ax.recurs_from + ax.period;
+    const spec::BlockIndex b =
+        spec::block_index(kernel, static_cast<std::size_t>(*kernel.operand_index(op->name)), p);
+    const auto dim = static_cast<std::size_t>(d.dim);
+    if (!b.value || dim >= b.value->size()) continue;
+    moved[dim] = {op->window_start(dim, (*b.value)[dim]), d.shift(ax.drop)};
+  }
+  std::vector<std::pair<std::string, std::string>> texts; // (the cut's, the kernel's)
+  for (auto &item : f.witness.items) {
+    auto *v = std::get_if<std::vector<std::int64_t>>(&item.value);
+    if (!v) continue;
+    std::vector<std::int64_t> to = *v;
+    std::string word;
+    if (item.key == "element" || item.key == "cell_lo" || item.key == "cell_hi") {
+      for (const auto &[dim, m] : moved)
+        if (dim < to.size() && to[dim] >= m.first) to[dim] += m.second;
+      word = "element ";
+    } else if (item.key == "block" || item.key == "last_block") {
+      for (const auto &[dim, m] : moved)
+        if (dim < to.size() && op && to[dim] * op->block[dim] >= m.first)
+          to[dim] += m.second / op->block[dim];
+      word = "block ";
+    } else if (v->size() == rank) {
+      to = cut.kernel_point(to);
+      word = "point ";
+    } else {
+      continue;
+    }
+    texts.push_back({word + spec::format_tuple(*v), word + spec::format_tuple(to)});
+    *v = to;
+  }
+  // The arrays the cut shrank: their shapes, and the extents of those dims.
+  std::map<std::string, std::vector<std::int64_t>> cut_shapes;
+  for (const auto &d : cut.dims) {
+    const auto *b = kernel.operand(d.operand);
+    if (!b) continue;
+    auto &shape = cut_shapes.emplace(d.operand, b->shape).first->second;
+    const auto dim = static_cast<std::size_t>(d.dim);
+    shape[dim] -= d.shift(cut.axes[static_cast<std::size_t>(d.axis)].drop);
+    texts.push_back(
+        {"dim " + std::to_string(dim) + " of '" + d.operand + "' (" + std::to_string(shape[dim]) + ")",
+         "dim " + std::to_string(dim) + " of '" + d.operand + "' (" + std::to_string(b->shape[dim]) + ")"});
+  }
+  for (const auto &[name, shape] : cut_shapes)
+    texts.push_back(
+        {"shape " + spec::format_tuple(shape), "shape " + spec::format_tuple(kernel.operand(name)->shape)});
+  for (const auto &[from, to] : texts) {
+    replace_all(f.message, from, to);
+    for (auto &n : f.notes)
+      replace_all(n.message, from, to);
+  }
+}
+
+// The spec rules of a Triton kernel of more than kTritonCutFromPoints
+// programs on its grid cut, or nullopt (with `why`) where it has none; its
+// findings in the kernel's grid points and elements, with a note that says
+// which cut found them.
+std::optional<Verdict> spec_rules_on_cut(const spec::KernelSpec &k, const CheckOptions &o, std::string &why,
+                                         std::string &how) {
+  if (!o.grid_cut || !spec::uses_triton(k) || spec::has_emit_pipeline(k.body)) return std::nullopt;
+  const spec::Env params = spec::param_env(k.params, o.overrides);
+  const spec::Binding bound = spec::bind_kernel(k, params);
+  if (!bound.kernel || bound.kernel->num_points() <= kTritonCutFromPoints) return std::nullopt;
+  std::int64_t reach = 0;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const spec::CutPlan plan = spec::plan_cut(k, o.overrides, 1, reach);
+    if (!plan.cut) {
+      why = plan.reason.empty() ? "no axis repeats" : plan.reason;
+      return std::nullopt;
+    }
+    const spec::KernelSpec cut = cut_kernel(k, o.overrides, *plan.cut, *bound.kernel);
+    const auto built = rules::build_model(cut, o.overrides, o.target);
+    if (!built.model) {
+      why = "the cut kernel has no model";
+      return std::nullopt;
+    }
+    const auto need = footprint_reach(*built.model, *plan.cut);
+    if (!need) {
+      why = "a load or store of the cut has a box not decided at some program";
+      return std::nullopt;
+    }
+    if (*need > reach) { // (a wider reach: a smaller drop, the same cut otherwise)
+      reach = *need;
+      continue;
+    }
+    Verdict v = check_spec_rules(cut, o);
+    if (!v.errors.empty()) { // (bad input is the kernel's to report, at its own points)
+      why = "the cut kernel is bad input";
+      return std::nullopt;
+    }
+    std::string axes, moved;
+    for (std::size_t e = 0; e < plan.cut->axes.size(); ++e) {
+      const auto &ax = plan.cut->axes[e];
+      if (ax.drop == 0) continue;
+      axes += (axes.empty() ? "" : ", ") + std::to_string(e);
+      moved += (moved.empty() ? "" : ", ") + std::string("axis ") + std::to_string(e) + " from " +
+               std::to_string(ax.recurs_from + ax.period) + " on are the kernel's + " +
+               std::to_string(ax.drop);
+    }
+    how = "on its grid cut to " + spec::format_tuple(plan.cut->grid) + ", whose programs are the kernel's " +
+          spec::format_tuple(bound.kernel->grid) + " up to a shift along axis " + axes;
+    for (auto &f : v.findings) {
+      in_kernel_grid(f, *plan.cut, *bound.kernel);
+      spec::Diagnostic note;
+      note.severity = spec::Severity::note;
+      note.loc = f.loc;
+      note.message = "found " + how + " (its values of " + moved + ")";
+      f.notes.push_back(std::move(note));
+    }
+    if (v.status == Status::unknown) v.reason += " (" + how + ")";
+    return v;
+  }
+  why = "the reach of its loads and stores past their blocks does not settle";
+  return std::nullopt;
+}
+
 // The spec rules' verdict `v` and the lowered program's `low`, as one.
-Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low) {
+// `spec_how`: how the spec rules were checked, where not on the whole grid.
+Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low, const std::string &spec_how = "") {
   // partial-block-reduction is the spec rules' reading of where a partial
   // block's padding goes, by the masks they see on each read; the lowered
   // program follows it element by element, through locals, scratch and
@@ -646,9 +854,12 @@ Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low) {
     v.reason = undecided;
   } else {
     v.status = Status::verified;
-    v.reason = "every spec-level rule holds at every grid point; " + low.reason;
+    const std::string spec_holds = "every spec-level rule holds at every grid point" +
+                                   (spec_how.empty() ? "" : " (checked " + spec_how + ")");
+    v.reason = spec_holds + "; " + low.reason;
     if (low.status == Status::violation) // (its findings all the expected undefined write-backs)
-      v.reason = "every spec-level rule holds at every grid point; the lowered program is race-free, and "
+      v.reason = spec_holds +
+                 "; the lowered program is race-free, and "
                  "the write-backs of undefined data by visits that store nothing into a block revisited "
                  "later are replaced by the last visit's";
   }
@@ -681,15 +892,19 @@ Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
       return v;
     }
   }
-  Verdict v = check_spec_rules(k, o);
+  std::string cut_why, cut_how;
+  std::optional<Verdict> on_cut = spec_rules_on_cut(k, o, cut_why, cut_how);
+  Verdict v = on_cut ? std::move(*on_cut) : check_spec_rules(k, o);
   if (!v.errors.empty()) return v;
+  if (!on_cut && v.status == Status::unknown && !cut_why.empty())
+    v.reason += "; its programs have no grid cut (" + cut_why + ")";
   LoweredCheck low;
   if (cancelled())
     low.reason = "interrupted";
   else
     low = check_lowered(k, o);
   // A nested emit_pipeline's specs are operands of its flattened kernel.
-  return combine(spec::flatten_nested(k), std::move(v), std::move(low));
+  return combine(spec::flatten_nested(k), std::move(v), std::move(low), cut_how);
 }
 
 namespace {

@@ -122,12 +122,13 @@ TEST(Triton, AStorePastTheEndIsFoundByTheSolverOnAGridTooLargeToReplay) {
   EXPECT_EQ(check_text(exact, "big").status, verifier::Status::verified) << check_text(exact, "big").reason;
 }
 
-TEST(Triton, AMaskThatSelectsAPastTheEndLaneAtOneGridPointOfManyIsNotVerifiedOnAGridTooLargeToReplay) {
+TEST(Triton, AMaskThatSelectsAPastTheEndLaneAtOneGridPointOfManyIsFoundThereOnTheGridCut) {
   // 70000 programs load the ragged last row block (rows 16..23 of 17); the
-  // mask keeps row 16 only, but at (2, 69999) it selects them all. The
-  // solver's first points are right: past them, a mask naming that axis is
-  // undecided (it was verified). Its twin's mask names axis 0 alone, whose
-  // one ragged value the first point covers.
+  // mask keeps row 16 only, but at (2, 69999) it selects them all. The grid
+  // cut keeps the values the body compares with (69999) and finds it there;
+  // without the cut, the solver's first points are right, and past them a
+  // mask naming that axis is undecided (it was verified). Its twin's mask
+  // names axis 0 alone, whose one ragged value the first point covers.
   const std::string bad = R"(kernel k:
     grid = (3, 70000)
     backend = triton
@@ -138,10 +139,21 @@ TEST(Triton, AMaskThatSelectsAPastTheEndLaneAtOneGridPointOfManyIsNotVerifiedOnA
         o[...] = broadcast_to(v[0:1, :] * 2.0, (8, 1))
 )";
   auto v = check_text(bad, "k");
-  EXPECT_EQ(v.status, Status::unknown) << v.reason;
-  EXPECT_NE(v.reason.find("the mask of the load of 'x' on line 7 depends on the grid point"),
+  ASSERT_EQ(marks(v), (Marks{{Rule::index_out_of_bounds, 7}})) << v.reason;
+  EXPECT_EQ(point_item(v.findings[0], "grid_point"), (std::vector<std::int64_t>{2, 69999}));
+  EXPECT_EQ(point_item(v.findings[0], "element"), (std::vector<std::int64_t>{17, 69999}));
+  EXPECT_NE(
+      v.findings[0].message.find("element (17, 69999) of 'x', outside its shape (17, 70000), at grid point "
+                                 "(2, 69999)"),
+      std::string::npos)
+      << v.findings[0].message;
+  verifier::CheckOptions whole;
+  whole.grid_cut = false;
+  auto solver = check_text(bad, "k", whole);
+  EXPECT_EQ(solver.status, Status::unknown) << solver.reason;
+  EXPECT_NE(solver.reason.find("the mask of the load of 'x' on line 7 depends on the grid point"),
             std::string::npos)
-      << v.reason;
+      << solver.reason;
   std::string good = bad;
   good.replace(good.find(" | (program_id(1) == 69999)"), std::string(" | (program_id(1) == 69999)").size(),
                "");
