@@ -17,6 +17,8 @@
 #include "verifier/races/cutoff.hpp"
 #include "verifier/races/races.hpp"
 
+#include "verifier/testing.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -29,15 +31,9 @@ using namespace pipecheck;
 
 namespace {
 
-std::int64_t env_int(const char *name, std::int64_t fallback) {
-  const char *v = std::getenv(name);
-  return v && *v ? std::strtoll(v, nullptr, 10) : fallback;
-}
-
+using verifier::testing::env_int;
 std::optional<spec::KernelSpec> kernel(const std::string &text) {
-  auto r = spec::parse_and_validate(spec::SourceFile::from_string("k.pk", text));
-  if (!r.file || r.file->units.empty()) return std::nullopt;
-  return std::get<spec::KernelSpec>(r.file->units.at(0));
+  return verifier::testing::first_kernel(text);
 }
 
 std::string sum_kernel(int g0, int g1, int g2) {
