@@ -682,6 +682,24 @@ void in_kernel_grid(Finding &f, const spec::GridCut &cut, const spec::BoundKerne
     texts.push_back({word + spec::format_tuple(*v), word + spec::format_tuple(to)});
     *v = to;
   }
+  // A finding on one dim of its operand (partial-block-reduction): that
+  // dim's extent and last block, where the cut shrank it.
+  if (const auto *dim = f.witness.get<std::int64_t>("dim");
+      dim && op && *dim >= 0 && moved.count(static_cast<std::size_t>(*dim))) {
+    const auto d = static_cast<std::size_t>(*dim);
+    for (auto &item : f.witness.items) {
+      auto *v = std::get_if<std::int64_t>(&item.value);
+      if (!v) continue;
+      if (item.key == "extent") {
+        *v = op->shape[d];
+      } else if (item.key == "last_block") {
+        const std::int64_t to = op->num_blocks[d] - 1;
+        texts.push_back({"block " + std::to_string(*v) + " along dim " + std::to_string(d),
+                         "block " + std::to_string(to) + " along dim " + std::to_string(d)});
+        *v = to;
+      }
+    }
+  }
   // The arrays the cut shrank: their shapes, and the extents of those dims.
   std::map<std::string, std::vector<std::int64_t>> cut_shapes;
   for (const auto &d : cut.dims) {

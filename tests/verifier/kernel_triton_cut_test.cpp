@@ -206,4 +206,39 @@ TEST(TritonCut, FindsExactlyTheRulesAndGridPointsTheWholeGridFindsOnGeneratedKer
   EXPECT_GT(decided, undecided / 2);
 }
 
+// A finding of the cut in the kernel's terms: its grid point, element,
+// shape, extent and last block, in the witness and in the words.
+TEST(TritonCut, FindingsNameTheKernelsGridPointsElementsShapesAndBlocks) {
+  auto k = kernel(R"(kernel k:
+    grid = (22, 53)
+    backend = triton
+    in  x: f32[170, 432]  block=(4, 8)  index=(g0, g1) -> (2 * g0, g1 + 1)
+    out o: f32[212, 420]  block=(4, 8)  index=(g0, g1) -> (g1, g1)
+    body:
+        o[...] = x[...] * 2.0
+)");
+  ASSERT_TRUE(k);
+  const auto v = check(*k, true);
+  ASSERT_TRUE(on_cut(v)) << v.reason;
+  const verifier::Finding *ragged = nullptr, *past = nullptr;
+  for (const auto &f : v.findings) {
+    if (f.rule == verifier::Rule::partial_block_reduction) ragged = &f;
+    if (f.rule == verifier::Rule::index_out_of_bounds) past = &f;
+  }
+  ASSERT_TRUE(ragged && past);
+  EXPECT_EQ(*ragged->witness.get<std::int64_t>("extent"), 170);
+  EXPECT_EQ(*ragged->witness.get<std::int64_t>("last_block"), 42);
+  EXPECT_NE(ragged->message.find("dim 0 of 'x' (170)"), std::string::npos) << ragged->message;
+  ASSERT_FALSE(ragged->notes.empty());
+  EXPECT_EQ(ragged->notes[0].message, "block 42 along dim 0 holds only 2 of 4 valid elements");
+  EXPECT_EQ(*past->witness.get<std::vector<std::int64_t>>("grid_point"), (std::vector<std::int64_t>{0, 52}));
+  EXPECT_EQ(*past->witness.get<std::vector<std::int64_t>>("element"), (std::vector<std::int64_t>{208, 420}));
+  EXPECT_NE(
+      past->message.find("element (208, 420) of 'o', outside its shape (212, 420), at grid point (0, 52)"),
+      std::string::npos)
+      << past->message;
+  EXPECT_EQ(past->notes.back().message.rfind("found on its grid cut to (3, 3)", 0), 0u)
+      << past->notes.back().message;
+}
+
 } // namespace
