@@ -246,6 +246,13 @@ std::vector<std::int64_t> GridCut::kernel_point(std::vector<std::int64_t> p) con
   return p;
 }
 
+std::vector<std::int64_t> GridCut::shape(const std::string &operand, std::vector<std::int64_t> s) const {
+  for (const auto &d : dims)
+    if (d.operand == operand && static_cast<std::size_t>(d.dim) < s.size())
+      s[static_cast<std::size_t>(d.dim)] -= d.shift(axes[static_cast<std::size_t>(d.axis)].drop);
+  return s;
+}
+
 std::int64_t step_reach(const Program &p, int main_loop) {
   if (main_loop < 0 || static_cast<std::size_t>(main_loop) >= p.body.size()) return 0;
   Block loop{p.body[static_cast<std::size_t>(main_loop)]};
@@ -472,6 +479,21 @@ KernelSpec cut_body(const KernelSpec &k, const Env &overrides, const GridCut &cu
       cmp.args[1 - side] = Expr::integer(c, l);
     });
   });
+  return out;
+}
+
+KernelSpec cut_kernel(const KernelSpec &k, const Env &overrides, const GridCut &cut) {
+  KernelSpec out = cut_body(k, overrides, cut);
+  Binding bound = bind_kernel(k, param_env(k.params, overrides));
+  if (!bound.kernel) return out;
+  for (std::size_t e = 0; out.grid && e < out.grid->size() && e < cut.grid.size(); ++e)
+    (*out.grid)[e] = Expr::integer(cut.grid[e], (*out.grid)[e].loc);
+  for (auto &op : out.operands)
+    if (const BoundOperand *b = bound.kernel->operand(op.name)) {
+      const auto shape = cut.shape(op.name, b->shape);
+      for (std::size_t d = 0; d < op.shape.size() && d < shape.size(); ++d)
+        if (shape[d] != b->shape[d]) op.shape[d] = Expr::integer(shape[d], op.shape[d].loc);
+    }
   return out;
 }
 

@@ -63,6 +63,9 @@ struct GridCut {
   /// repeats the cut's values [w, w + P) of an axis D / P more times, so
   /// values from w + P on move up by D.
   std::vector<std::int64_t> kernel_point(std::vector<std::int64_t> cut_point) const;
+  /// The shape of `operand` on the cut grid, from its shape `kernel_shape` in
+  /// the kernel: each dim in `dims` shorter by its shift over the axis's drop.
+  std::vector<std::int64_t> shape(const std::string &operand, std::vector<std::int64_t> kernel_shape) const;
 };
 
 /// A cut, or why the kernel has none (`cut` absent; `reason` says why, or is
@@ -92,5 +95,10 @@ std::int64_t step_reach(const Program &, int main_loop);
 /// program_id with a constant has the constant folded, and moved down by the
 /// axis's drop where it lies above the left-out values.
 KernelSpec cut_body(const KernelSpec &, const Env &overrides, const GridCut &);
+
+/// The kernel as its cut is: cut_body's body, and the cut grid and the
+/// shrunk array dims (GridCut::shape) as literals, for the checks that take
+/// a kernel rather than a lowering option (a Triton kernel's spec rules).
+KernelSpec cut_kernel(const KernelSpec &, const Env &overrides, const GridCut &);
 
 } // namespace pipecheck::spec

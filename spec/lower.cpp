@@ -204,13 +204,11 @@ private:
   // a cut axis shorter by the values left out.
   void apply_cut(const GridCut &cut) {
     bound_.grid = cut.grid;
-    for (const auto &d : cut.dims)
-      for (auto &op : bound_.operands)
-        if (op.name == d.operand) {
-          auto i = static_cast<std::size_t>(d.dim);
-          op.shape[i] -= d.shift(cut.axes[static_cast<std::size_t>(d.axis)].drop);
-          op.num_blocks[i] = (op.shape[i] + op.block[i] - 1) / op.block[i];
-        }
+    for (auto &op : bound_.operands) {
+      op.shape = cut.shape(op.name, op.shape);
+      for (std::size_t i = 0; i < op.shape.size(); ++i)
+        op.num_blocks[i] = (op.shape[i] + op.block[i] - 1) / op.block[i];
+    }
   }
 
   void setup_operands(const BoundKernel &bound) {

@@ -579,27 +579,6 @@ std::pair<std::string, int> deep_buffered_operands(const spec::KernelSpec &k) {
 // keeps that correspondence. So the cut's rules are the kernel's: the same
 // verdict, at a cost that does not grow with the grid.
 
-// The kernel `k` as its cut runs it: the body's comparisons folded
-// (spec::cut_body), the grid and the array dims that follow a cut axis as
-// literals.
-spec::KernelSpec cut_kernel(const spec::KernelSpec &k, const spec::Env &overrides, const spec::GridCut &cut,
-                            const spec::BoundKernel &bound) {
-  spec::KernelSpec out = spec::cut_body(k, overrides, cut);
-  for (std::size_t e = 0; out.grid && e < out.grid->size() && e < cut.grid.size(); ++e)
-    (*out.grid)[e] = spec::Expr::integer(cut.grid[e], (*out.grid)[e].loc);
-  for (const auto &d : cut.dims) {
-    const auto *b = bound.operand(d.operand);
-    for (auto &op : out.operands)
-      if (b && op.name == d.operand && static_cast<std::size_t>(d.dim) < op.shape.size()) {
-        auto &x = op.shape[static_cast<std::size_t>(d.dim)];
-        x = spec::Expr::integer(b->shape[static_cast<std::size_t>(d.dim)] -
-                                    d.shift(cut.axes[static_cast<std::size_t>(d.axis)].drop),
-                                x.loc);
-      }
-  }
-  return out;
-}
-
 // How many values of a cut axis a program's loads and stores reach past its
 // own block, over every program of the cut model `m` (each is a class of the
 // kernel's); nullopt where some effect's box is not decided at a point.
@@ -610,10 +589,13 @@ std::optional<std::int64_t> footprint_reach(const rules::KernelModel &m, const s
     const auto p = spec::grid_point(m.grid, m.cta_axes, i);
     for (const auto &e : m.effects) {
       const auto &op = m.operands[e.operand];
+      if (std::none_of(cut.dims.begin(), cut.dims.end(),
+                       [&](const spec::CutDim &d) { return d.operand == op.name; }))
+        continue;
+      const auto box = e.kind == rules::Effect::read ? rules::ref_box_at(m, e, p) : rules::box_at(m, e, p);
+      if (!box) return std::nullopt;
       for (const auto &d : cut.dims) {
         if (d.operand != op.name || d.step <= 0) continue;
-        const auto box = e.kind == rules::Effect::read ? rules::ref_box_at(m, e, p) : rules::box_at(m, e, p);
-        if (!box) return std::nullopt;
         const auto dim = static_cast<std::size_t>(d.dim);
         if (dim >= box->size() || dim >= op.block.size()) continue;
         const auto [lo, hi] = (*box)[dim];
@@ -701,20 +683,16 @@ void in_kernel_grid(Finding &f, const spec::GridCut &cut, const spec::BoundKerne
     }
   }
   // The arrays the cut shrank: their shapes, and the extents of those dims.
-  std::map<std::string, std::vector<std::int64_t>> cut_shapes;
-  for (const auto &d : cut.dims) {
-    const auto *b = kernel.operand(d.operand);
-    if (!b) continue;
-    auto &shape = cut_shapes.emplace(d.operand, b->shape).first->second;
-    const auto dim = static_cast<std::size_t>(d.dim);
-    shape[dim] -= d.shift(cut.axes[static_cast<std::size_t>(d.axis)].drop);
-    texts.push_back(
-        {"dim " + std::to_string(dim) + " of '" + d.operand + "' (" + std::to_string(shape[dim]) + ")",
-         "dim " + std::to_string(dim) + " of '" + d.operand + "' (" + std::to_string(b->shape[dim]) + ")"});
+  for (const auto &b : kernel.operands) {
+    const auto shape = cut.shape(b.name, b.shape);
+    if (shape == b.shape) continue;
+    texts.push_back({"shape " + spec::format_tuple(shape), "shape " + spec::format_tuple(b.shape)});
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      if (shape[d] != b.shape[d])
+        texts.push_back(
+            {"dim " + std::to_string(d) + " of '" + b.name + "' (" + std::to_string(shape[d]) + ")",
+             "dim " + std::to_string(d) + " of '" + b.name + "' (" + std::to_string(b.shape[d]) + ")"});
   }
-  for (const auto &[name, shape] : cut_shapes)
-    texts.push_back(
-        {"shape " + spec::format_tuple(shape), "shape " + spec::format_tuple(kernel.operand(name)->shape)});
   for (const auto &[from, to] : texts) {
     replace_all(f.message, from, to);
     for (auto &n : f.notes)
@@ -739,7 +717,7 @@ std::optional<Verdict> spec_rules_on_cut(const spec::KernelSpec &k, const CheckO
       why = plan.reason.empty() ? "no axis repeats" : plan.reason;
       return std::nullopt;
     }
-    const spec::KernelSpec cut = cut_kernel(k, o.overrides, *plan.cut, *bound.kernel);
+    const spec::KernelSpec cut = spec::cut_kernel(k, o.overrides, *plan.cut);
     const auto built = rules::build_model(cut, o.overrides, o.target);
     if (!built.model) {
       why = "the cut kernel has no model";

@@ -5,22 +5,20 @@
 // loads and stores, stores that reach past the program's block into its
 // neighbours', guards on program_id compared with constants, outputs read
 // before they are stored — the cut finds exactly the rules, at the same
-// lines and grid points, that the whole grid finds, with the same verdict.
+// lines, that the whole grid finds, with the same verdict, and at the same
+// grid points where both keep a witness on the same operand.
 // PIPECHECK_TRITON_CUT_CASES sets the number of kernels (CI default 300),
 // PIPECHECK_TRITON_CUT_SEED the seed (default 1).
 #include "spec/bind.hpp"
-#include "spec/parse.hpp"
 #include "verifier/check.hpp"
 
 #include "testing.hpp"
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <random>
-#include <set>
 #include <sstream>
 
 using namespace pipecheck;

@@ -21,7 +21,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <set>
