@@ -21,11 +21,6 @@ bool is_grid_call(const Expr &e, const char *name) {
   return e.op == Op::Call && e.name == name && e.args.size() == 1 && e.args[0].op == Op::Int;
 }
 
-bool mentions_program_id(const Expr &e) {
-  if (e.op == Op::Call && e.name == "program_id") return true;
-  return std::any_of(e.args.begin(), e.args.end(), mentions_program_id);
-}
-
 // An index-map component as c + sum coef[v] * f(v) over the map's lambda
 // params: f(v) = v, or, with one param, (v + in) // q or (v + in) % q (a
 // block shared by q consecutive steps, `h // group`; a block cycling with
@@ -113,7 +108,6 @@ void each_expr(Block &b, const std::function<void(Expr &)> &f) {
     } else if (auto *l = std::get_if<For>(&s.kind)) {
       each_expr(l->body, f);
     } else if (auto *e = std::get_if<EmitPipeline>(&s.kind)) {
-      // Never cut (lowered unrolled); its grid and body for completeness.
       for (auto &g : e->grid)
         f(g);
       each_expr(e->body, f);
@@ -121,72 +115,336 @@ void each_expr(Block &b, const std::function<void(Expr &)> &f) {
   }
 }
 
-// The body's uses of the grid: comparisons `program_id(e) <op> constant`
-// (either side), and the axes it uses otherwise: their num_programs, or
-// their program_id in a value, a mask, a subscript or a comparison with
-// another axis. Such an axis is kept whole: its every value runs as in the
-// kernel, while the axes it does not name may still be cut (the events of
-// their values then differ only by the index maps' shift).
-struct BodyUse {
-  std::map<int, std::set<std::int64_t>> constants; // axis -> compared constants
-  std::int64_t period = 1;                         // lcm of q in `program_id(e) % q` compared
-  std::set<int> pinned;                            // num_programs(e) outside such a comparison
-  std::map<int, std::string> free;                 // axis -> why it is kept whole (its first such use)
-  std::string bad;                                 // a use the cut cannot follow
+// An integer interval [lo, hi].
+struct Span {
+  std::int64_t lo = 0, hi = 0;
 };
 
-// The constant a comparison's side folds to under the params and the grid.
-std::optional<std::int64_t> fold_side(const Expr &side, const Env &params,
-                                      const std::vector<std::int64_t> &grid) {
-  if (mentions_program_id(side)) return std::nullopt;
-  return eval_int(bind_grid(side, {}, grid), params);
+// An integer expression as `a * program_id(axis) + r` with r in `rest`
+// (axis -1 and a 0: no program_id).
+struct PidAffine {
+  int axis = -1;
+  std::int64_t a = 0;
+  Span rest;
+};
+
+// The body's names as the grid-use scan reads them: its locals (`name =
+// value`; one defined once is inlined, with the loop variables of where it
+// is defined) and the loop variables in scope (`for v in range(lo, hi)` with
+// constant bounds: [lo, hi - 1]; nullopt otherwise).
+using Scope = std::map<std::string, std::optional<Span>>;
+struct Local {
+  int defs = 0;
+  const Expr *value = nullptr;
+  Scope scope;
+};
+using Locals = std::map<std::string, Local>;
+
+__extension__ typedef __int128 i128;
+
+constexpr std::int64_t kSpanLimit = std::int64_t{1} << 62;
+
+std::optional<Span> checked_span(i128 lo, i128 hi) {
+  if (lo > hi || lo < -kSpanLimit || hi > kSpanLimit) return std::nullopt;
+  return Span{static_cast<std::int64_t>(lo), static_cast<std::int64_t>(hi)};
 }
 
-// Calls `on_atom(cmp, pid side index, axis, constant)` for each comparison of
-// a program_id with a constant in `e`, and reports any other grid use.
-void scan(Expr &e, const Env &params, const std::vector<std::int64_t> &grid, BodyUse &use,
-          const std::function<void(Expr &, int, int, std::int64_t)> &on_atom) {
-  if (!use.bad.empty()) return;
-  if (is_compare(e.op) && e.args.size() == 2) {
-    // `program_id(e) % q <op> constant` holds with period q along the axis:
-    // the cut leaves out a multiple of it, so it stays as written.
-    for (int side = 0; side < 2; ++side) {
-      const Expr &m = e.args[side];
-      if (m.op != Op::Mod || m.args.size() != 2 || !is_grid_call(m.args[0], "program_id")) continue;
-      auto q = eval_int(m.args[1], params);
-      auto c = fold_side(e.args[1 - side], params, grid);
-      if (!q || *q < 1 || *q > (1 << 20) || !c) break;
-      use.period = std::lcm(use.period, *q);
-      return;
-    }
-    for (int side = 0; side < 2; ++side) {
-      const Expr &p = e.args[side];
-      if (!is_grid_call(p, "program_id")) continue;
-      auto axis = p.args[0].int_value;
-      auto c = fold_side(e.args[1 - side], params, grid);
-      if (axis < 0 || axis >= static_cast<std::int64_t>(grid.size()) || !c) break;
-      use.constants[static_cast<int>(axis)].insert(*c);
-      on_atom(e, side, static_cast<int>(axis), *c);
-      return;
-    }
-  }
-  if (e.op == Op::Call && e.name == "program_id") {
-    if (is_grid_call(e, "program_id") && e.args[0].int_value >= 0 &&
-        e.args[0].int_value < static_cast<std::int64_t>(grid.size())) {
-      const int axis = static_cast<int>(e.args[0].int_value);
-      use.free.emplace(axis, "program_id(" + std::to_string(axis) + ") at line " +
-                                 std::to_string(e.loc.line) +
-                                 " is used other than in a comparison with a constant");
-      return;
-    }
-    use.bad = "program_id at line " + std::to_string(e.loc.line) +
-              " is used other than in a comparison with a constant";
-    return;
-  }
-  if (is_grid_call(e, "num_programs")) use.pinned.insert(static_cast<int>(e.args[0].int_value));
-  for (auto &a : e.args)
-    scan(a, params, grid, use, on_atom);
+std::int64_t floor_div(std::int64_t a, std::int64_t q) { // q > 0
+  return a / q - ((a % q != 0) && (a < 0) ? 1 : 0);
 }
+
+// `e` as a * program_id(axis) + r over the params, the grid's extents
+// (`grid_calls`: num_programs, where the caller replaces the expression by
+// its value), the loop variables in `scope` and the locals defined once;
+// nullopt for anything else (a float, a ref, a product of program_ids, a
+// local defined twice, `//` or `%` of a program_id).
+std::optional<PidAffine> pid_affine(const Expr &e, const Env &params, const std::vector<std::int64_t> &grid,
+                                    const Locals &locals, const Scope &scope, bool grid_calls,
+                                    int depth = 0) {
+  if (depth > 16) return std::nullopt;
+  auto of = [&](const Expr &x) { return pid_affine(x, params, grid, locals, scope, grid_calls, depth); };
+  auto constant = [](std::int64_t v) { return PidAffine{-1, 0, {v, v}}; };
+  switch (e.op) {
+  case Op::Int: return constant(e.int_value);
+  case Op::Name: {
+    if (auto l = locals.find(e.name); l != locals.end()) {
+      if (l->second.defs != 1 || !l->second.value) return std::nullopt;
+      return pid_affine(*l->second.value, params, grid, locals, l->second.scope, grid_calls, depth + 1);
+    }
+    if (auto v = scope.find(e.name); v != scope.end()) {
+      if (!v->second) return std::nullopt;
+      return PidAffine{-1, 0, *v->second};
+    }
+    if (auto p = params.find(e.name); p != params.end()) return constant(p->second);
+    return std::nullopt;
+  }
+  case Op::Call: {
+    if (is_grid_call(e, "program_id")) {
+      const auto axis = e.args[0].int_value;
+      if (axis < 0 || axis >= static_cast<std::int64_t>(grid.size())) return std::nullopt;
+      return PidAffine{static_cast<int>(axis), 1, {0, 0}};
+    }
+    if (is_grid_call(e, "num_programs")) {
+      const auto axis = e.args[0].int_value;
+      if (!grid_calls || axis < 0 || axis >= static_cast<std::int64_t>(grid.size())) return std::nullopt;
+      return constant(grid[static_cast<std::size_t>(axis)]);
+    }
+    if (e.name == "iota" && e.args.size() == 2 && e.kwarg_names.empty() && e.args[0].op == Op::Tuple) {
+      // int32 lanes 0 .. size - 1 along the dim.
+      auto dim = eval_int(e.args[1], params);
+      if (!dim || *dim < 0 || *dim >= static_cast<std::int64_t>(e.args[0].args.size())) return std::nullopt;
+      auto size = eval_int(e.args[0].args[static_cast<std::size_t>(*dim)], params);
+      if (!size || *size < 1) return std::nullopt;
+      return PidAffine{-1, 0, {0, *size - 1}};
+    }
+    if (e.name == "broadcast_to" && e.args.size() == 2 && e.kwarg_names.empty()) return of(e.args[0]);
+    if (auto v = eval_int(e, params)) return constant(*v); // cdiv, min, ... of params
+    return std::nullopt;
+  }
+  case Op::Neg: {
+    auto x = of(e.args[0]);
+    if (!x) return std::nullopt;
+    auto r = checked_span(-static_cast<i128>(x->rest.hi), -static_cast<i128>(x->rest.lo));
+    if (!r) return std::nullopt;
+    return PidAffine{x->axis, -x->a, *r};
+  }
+  case Op::Add:
+  case Op::Sub: {
+    auto x = of(e.args[0]), y = of(e.args[1]);
+    if (!x || !y || (x->axis >= 0 && y->axis >= 0 && x->axis != y->axis)) return std::nullopt;
+    const i128 sign = e.op == Op::Add ? 1 : -1;
+    const i128 a = static_cast<i128>(x->a) + sign * y->a;
+    auto r = sign > 0 ? checked_span(static_cast<i128>(x->rest.lo) + y->rest.lo,
+                                     static_cast<i128>(x->rest.hi) + y->rest.hi)
+                      : checked_span(static_cast<i128>(x->rest.lo) - y->rest.hi,
+                                     static_cast<i128>(x->rest.hi) - y->rest.lo);
+    if (!r || a < -kSpanLimit || a > kSpanLimit) return std::nullopt;
+    const int axis = a == 0 ? -1 : x->axis >= 0 ? x->axis : y->axis;
+    return PidAffine{axis, static_cast<std::int64_t>(a), *r};
+  }
+  case Op::Mul: {
+    auto x = of(e.args[0]), y = of(e.args[1]);
+    if (!x || !y) return std::nullopt;
+    if (x->axis >= 0) std::swap(x, y);
+    if (x->axis >= 0) return std::nullopt; // a product of program_ids
+    if (y->axis >= 0 && x->rest.lo != x->rest.hi) return std::nullopt;
+    const i128 corners[4] = {
+        static_cast<i128>(x->rest.lo) * y->rest.lo, static_cast<i128>(x->rest.lo) * y->rest.hi,
+        static_cast<i128>(x->rest.hi) * y->rest.lo, static_cast<i128>(x->rest.hi) * y->rest.hi};
+    auto r = checked_span(*std::min_element(corners, corners + 4), *std::max_element(corners, corners + 4));
+    const i128 a = static_cast<i128>(y->a) * x->rest.lo;
+    if (!r || a < -kSpanLimit || a > kSpanLimit) return std::nullopt;
+    return PidAffine{a == 0 ? -1 : y->axis, static_cast<std::int64_t>(a), *r};
+  }
+  case Op::FloorDiv:
+  case Op::Mod: {
+    auto x = of(e.args[0]);
+    auto q = eval_int(e.args[1], params);
+    if (!x || x->axis >= 0 || !q || *q < 1) return std::nullopt;
+    const std::int64_t lo = floor_div(x->rest.lo, *q), hi = floor_div(x->rest.hi, *q);
+    if (e.op == Op::FloorDiv) return PidAffine{-1, 0, {lo, hi}};
+    if (lo == hi) return PidAffine{-1, 0, {x->rest.lo - lo * *q, x->rest.hi - hi * *q}};
+    return PidAffine{-1, 0, {0, *q - 1}};
+  }
+  default: return std::nullopt;
+  }
+}
+
+// The body's uses of the grid: comparisons of `a * program_id(e) + r` (r
+// bounded and free of program_id: lanes of an iota, loop variables; through
+// the locals that hold them) with a constant, and the axes it uses
+// otherwise: their num_programs, or their program_id in a value, a
+// subscript, a loop's bounds or a comparison with another axis. Such an axis
+// is kept whole: its every value runs as in the kernel, while the axes it
+// does not name may still be cut (the events of their values then differ
+// only by the index maps' shift).
+//
+// A comparison of `p = a * program_id(e) + r` with c holds for every r, or
+// for none, at the values of the axis where p's range lies wholly below c or
+// wholly above it; the values between, where c is in p's range (the last,
+// ragged block's mask `program_id(0) * B + iota((B,), 0) < n`: the one
+// value whose lanes straddle n), are the comparison's bounds. Between bounds
+// it is constant, and the cut (cut_body) moves c down by a * D where the
+// bounds lie above the left-out values: `p < c` at a value v of the cut
+// above them is `p < c` at the kernel's v + D, and below them both hold
+// alike (both ends lie on one side of c).
+struct BodyUse {
+  std::map<int, std::set<std::int64_t>> bounds; // axis -> values where a comparison changes
+  std::int64_t period = 1;                      // lcm of q in `program_id(e) % q` compared
+  std::set<int> pinned;                         // num_programs(e) outside such a comparison
+  std::map<int, std::string> free;              // axis -> why it is kept whole (its first such use)
+  std::string bad;                              // a use the cut cannot follow
+};
+
+// One comparison of a program_id with a constant, as the cut moves it: the
+// constant side's index, its value c, the axis, the program_id's coefficient
+// a, and the first value of the axis where the comparison may change.
+struct Atom {
+  int constant_side = 1;
+  std::int64_t c = 0;
+  int axis = 0;
+  std::int64_t a = 1;
+  std::int64_t first_bound = 0;
+};
+
+// The grid-use scan of a body (BodyUse), calling `on_atom` for each
+// comparison the cut moves.
+class GridScan {
+public:
+  GridScan(const Env &params, const std::vector<std::int64_t> &grid, BodyUse &use,
+           std::function<void(Expr &, const Atom &)> on_atom)
+      : params_(params), grid_(grid), use_(use), on_atom_(std::move(on_atom)) {}
+
+  void body(Block &b) {
+    collect(b, {});
+    walk(b, {});
+  }
+
+private:
+  const Env &params_;
+  const std::vector<std::int64_t> &grid_;
+  BodyUse &use_;
+  std::function<void(Expr &, const Atom &)> on_atom_;
+  Locals locals_;
+  std::set<std::string> loop_vars_;
+  std::map<std::string, int> deferred_; // local -> the axis whose program_id it holds
+
+  Scope enter(const For &f, Scope scope) const {
+    if (f.var.empty()) return scope;
+    auto lo = eval_int(f.lo, params_), hi = eval_int(f.hi, params_);
+    scope[f.var] = lo && hi && *hi > *lo ? std::optional<Span>(Span{*lo, *hi - 1}) : std::nullopt;
+    return scope;
+  }
+
+  // Every local's definitions, each with the loop variables where it stands.
+  void collect(const Block &b, const Scope &scope) {
+    for (const auto &s : b) {
+      if (const auto *l = std::get_if<Let>(&s.kind)) {
+        Local &local = locals_[l->name];
+        ++local.defs;
+        local.value = &l->value;
+        local.scope = scope;
+      } else if (const auto *i = std::get_if<If>(&s.kind)) {
+        collect(i->then_body, scope);
+        collect(i->else_body, scope);
+      } else if (const auto *f = std::get_if<For>(&s.kind)) {
+        if (!f->var.empty()) loop_vars_.insert(f->var);
+        collect(f->body, enter(*f, scope));
+      } else if (const auto *e = std::get_if<EmitPipeline>(&s.kind)) {
+        collect(e->body, scope);
+      }
+    }
+    for (auto &[name, l] : locals_)
+      if (params_.count(name) || loop_vars_.count(name)) l.defs = 2; // (a name of two meanings: not inlined)
+  }
+
+  void walk(Block &b, const Scope &scope) {
+    for (auto &s : b) {
+      if (auto *l = std::get_if<Let>(&s.kind)) {
+        // A local holding `a * program_id(e) + r` is read where it is used.
+        auto p = pid_affine(l->value, params_, grid_, locals_, scope, false);
+        if (p && p->axis >= 0 && locals_[l->name].defs == 1) {
+          deferred_[l->name] = p->axis;
+          continue;
+        }
+      }
+      for_each_expr(s, [&](Expr &e) { scan(e, scope); });
+      if (auto *i = std::get_if<If>(&s.kind)) {
+        walk(i->then_body, scope);
+        walk(i->else_body, scope);
+      } else if (auto *f = std::get_if<For>(&s.kind)) {
+        walk(f->body, enter(*f, scope));
+      } else if (auto *e = std::get_if<EmitPipeline>(&s.kind)) {
+        // Never cut (lowered unrolled); its grid and body for completeness.
+        for (auto &g : e->grid)
+          scan(g, scope);
+        walk(e->body, scope);
+      }
+    }
+  }
+
+  // The constant a comparison's side folds to.
+  std::optional<std::int64_t> constant(const Expr &side, const Scope &scope) const {
+    if (auto v = eval_int(bind_grid(side, {}, grid_), params_)) return v;
+    auto c = pid_affine(side, params_, grid_, locals_, scope, true);
+    if (!c || c->axis >= 0 || c->rest.lo != c->rest.hi) return std::nullopt;
+    return c->rest.lo;
+  }
+
+  // `a * program_id(e) + r <op> c` (either side), as an Atom and the bounds
+  // of the axis it adds; false where the comparison is not one.
+  bool compare(Expr &e, const Scope &scope) {
+    for (int side = 0; side < 2; ++side) {
+      auto p = pid_affine(e.args[side], params_, grid_, locals_, scope, false);
+      if (!p || p->axis < 0) continue;
+      auto c = constant(e.args[1 - side], scope);
+      if (!c) return false;
+      const std::int64_t n = grid_[static_cast<std::size_t>(p->axis)];
+      // The program_id is an int32, its arithmetic too: where p may leave
+      // int32 over the grid, the kernel's values and the cut's could differ.
+      const i128 lo = std::min<i128>(p->rest.lo, static_cast<i128>(p->a) * (n - 1) + p->rest.lo),
+                 hi = std::max<i128>(p->rest.hi, static_cast<i128>(p->a) * (n - 1) + p->rest.hi);
+      if (lo < INT32_MIN || hi > INT32_MAX || *c < INT32_MIN || *c > INT32_MAX) return false;
+      // Where p's range [a*v + lo, a*v + hi] lies wholly below c (values
+      // before t0, a > 0) or above it (from t1 on), and the other way round
+      // for a < 0.
+      const std::int64_t a = p->a;
+      auto ceil_div = [](std::int64_t x, std::int64_t q) { return -floor_div(-x, q); };
+      const std::int64_t t0 = a > 0 ? ceil_div(*c - p->rest.hi, a) : ceil_div(p->rest.lo - *c, -a);
+      const std::int64_t t1 = a > 0 ? floor_div(*c - p->rest.lo, a) + 1 : floor_div(p->rest.hi - *c, -a) + 1;
+      const std::int64_t from = std::max<std::int64_t>(t0, 0), to = std::min<std::int64_t>(t1, n);
+      if (to - from > (1 << 16))
+        return false; // (a comparison of half the grid's values: the axis is kept whole)
+      auto &bounds = use_.bounds[p->axis];
+      for (std::int64_t v = from; v <= to; ++v)
+        bounds.insert(v);
+      on_atom_(e, Atom{1 - side, *c, p->axis, a, t0});
+      return true;
+    }
+    return false;
+  }
+
+  void scan(Expr &e, const Scope &scope) {
+    if (!use_.bad.empty()) return;
+    if (is_compare(e.op) && e.args.size() == 2) {
+      // `program_id(e) % q <op> constant` holds with period q along the axis:
+      // the cut leaves out a multiple of it, so it stays as written.
+      for (int side = 0; side < 2; ++side) {
+        const Expr &m = e.args[side];
+        if (m.op != Op::Mod || m.args.size() != 2 || !is_grid_call(m.args[0], "program_id")) continue;
+        auto q = eval_int(m.args[1], params_);
+        auto c = constant(e.args[1 - side], scope);
+        if (!q || *q < 1 || *q > (1 << 20) || !c) break;
+        use_.period = std::lcm(use_.period, *q);
+        return;
+      }
+      if (compare(e, scope)) return;
+    }
+    if (e.op == Op::Name) {
+      if (auto d = deferred_.find(e.name); d != deferred_.end())
+        use_.free.emplace(d->second, "'" + e.name + "', which holds program_id(" + std::to_string(d->second) +
+                                         "), is used at line " + std::to_string(e.loc.line) +
+                                         " other than in a comparison with a constant");
+      return;
+    }
+    if (e.op == Op::Call && e.name == "program_id") {
+      if (is_grid_call(e, "program_id") && e.args[0].int_value >= 0 &&
+          e.args[0].int_value < static_cast<std::int64_t>(grid_.size())) {
+        const int axis = static_cast<int>(e.args[0].int_value);
+        use_.free.emplace(axis, "program_id(" + std::to_string(axis) + ") at line " +
+                                    std::to_string(e.loc.line) +
+                                    " is used other than in a comparison with a constant");
+        return;
+      }
+      use_.bad = "program_id at line " + std::to_string(e.loc.line) +
+                 " is used other than in a comparison with a constant";
+      return;
+    }
+    if (is_grid_call(e, "num_programs")) use_.pinned.insert(static_cast<int>(e.args[0].int_value));
+    for (auto &a : e.args)
+      scan(a, scope);
+  }
+};
 
 // The grid axes an index-map component names, when it is integer arithmetic
 // (`where`, `min`, `max` included) of the map's grid variables and literals
@@ -234,7 +492,7 @@ std::optional<std::set<int>> grid_axes_only(const Expr &e, const std::vector<std
 BodyUse body_use(const KernelSpec &k, const Env &params, const std::vector<std::int64_t> &grid) {
   BodyUse use;
   Block body = k.body;
-  each_expr(body, [&](Expr &e) { scan(e, params, grid, use, [](Expr &, int, int, std::int64_t) {}); });
+  GridScan(params, grid, use, [](Expr &, const Atom &) {}).body(body);
   return use;
 }
 
@@ -411,9 +669,8 @@ CutPlan plan_cut(const KernelSpec &k, const Env &overrides, std::int64_t period,
     // Guards are constant between consecutive boundaries; the pipeline's
     // first and last values of an axis are boundaries too.
     std::set<std::int64_t> bounds{0, std::min<std::int64_t>(1, n), std::max<std::int64_t>(n - 1, 0), n};
-    for (std::int64_t c : use.constants[static_cast<int>(e)])
-      for (std::int64_t x : {c, c + 1})
-        if (x >= 0 && x <= n) bounds.insert(x);
+    for (std::int64_t x : use.bounds[static_cast<int>(e)])
+      if (x >= 0 && x <= n) bounds.insert(x);
     for (std::int64_t x : edges[static_cast<int>(e)])
       if (x >= 0 && x <= n) bounds.insert(x);
     std::int64_t lo = 0, hi = 0;
@@ -469,16 +726,14 @@ KernelSpec cut_body(const KernelSpec &k, const Env &overrides, const GridCut &cu
   Env params = param_env(k.params, overrides);
   Binding bound = bind_kernel(k, params);
   if (!bound.kernel) return out;
-  const auto &grid = bound.kernel->grid;
   BodyUse use;
-  each_expr(out.body, [&](Expr &e) {
-    scan(e, params, grid, use, [&](Expr &cmp, int side, int axis, std::int64_t c) {
-      const AxisCut &ax = cut.axes[static_cast<std::size_t>(axis)];
-      if (ax.drop > 0 && c >= ax.upper + ax.drop) c -= ax.drop;
-      Loc l = cmp.args[1 - side].loc;
-      cmp.args[1 - side] = Expr::integer(c, l);
-    });
-  });
+  GridScan(params, bound.kernel->grid, use, [&](Expr &cmp, const Atom &at) {
+    const AxisCut &ax = cut.axes[static_cast<std::size_t>(at.axis)];
+    std::int64_t c = at.c;
+    if (ax.drop > 0 && at.first_bound >= ax.upper + ax.drop) c -= at.a * ax.drop; // (int32 values)
+    Expr &side = cmp.args[static_cast<std::size_t>(at.constant_side)];
+    side = Expr::integer(c, side.loc);
+  }).body(out.body);
   return out;
 }
 

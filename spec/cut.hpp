@@ -12,9 +12,11 @@
 /// a constant, `a * g + c`, `a * ((g + i) // q) + c` or `a * ((g + i) % q) + c`
 /// of one grid variable g (a > 0; P is then a multiple of q). An axis whose
 /// program_id the body uses other than in comparisons with constants
-/// (`program_id(e) % q` compared with a constant too) — in a value, a mask,
-/// a subscript, a comparison with another axis — or whose num_programs it
-/// reads is kept whole; the others may be cut. The race checker
+/// (`program_id(e) % q` compared with a constant too, and `a *
+/// program_id(e) + r` with r bounded and free of program_id, through locals
+/// defined once: a ragged block's mask `pid * B + iota((B,), 0) < n`) — in a
+/// value, a subscript, a comparison with another axis — or whose
+/// num_programs it reads is kept whole; the others may be cut. The race checker
 /// (verifier/races/cutoff.hpp) completes the argument: it runs the cut
 /// program and checks that the machine's state recurs, shifted, after P
 /// values of every cut axis.
@@ -91,9 +93,10 @@ CutPlan plan_cut(const KernelSpec &, const Env &overrides, std::int64_t period, 
 /// loop's and `t`).
 std::int64_t step_reach(const Program &, int main_loop);
 
-/// The kernel's body as the cut grid runs it: every comparison of a
-/// program_id with a constant has the constant folded, and moved down by the
-/// axis's drop where it lies above the left-out values.
+/// The kernel's body as the cut grid runs it: every comparison of `a *
+/// program_id(e) + r` with a constant has the constant folded, and moved
+/// down by a times the axis's drop where the values at which the comparison
+/// changes lie above the left-out ones.
 KernelSpec cut_body(const KernelSpec &, const Env &overrides, const GridCut &);
 
 /// The kernel as its cut is: cut_body's body, and the cut grid and the

@@ -662,6 +662,15 @@ void in_kernel_grid(Finding &f, const spec::GridCut &cut, const spec::BoundKerne
       continue;
     }
     texts.push_back({word + spec::format_tuple(*v), word + spec::format_tuple(to)});
+    if (word == "element " && op) { // (also written o[i, j])
+      auto subscript = [&](const std::vector<std::int64_t> &e) {
+        std::string out = op->name + "[";
+        for (std::size_t d = 0; d < e.size(); ++d)
+          out += (d ? ", " : "") + std::to_string(e[d]);
+        return out + "]";
+      };
+      texts.push_back({subscript(*v), subscript(to)});
+    }
     *v = to;
   }
   // A finding on one dim of its operand (partial-block-reduction): that

@@ -3,8 +3,9 @@
 // 257 to 3000 programs — grid ranks 1 to 3, affine index maps (and `g // q`,
 // `g % q`, constant ones), ragged and short arrays, masked and unmasked
 // loads and stores, stores that reach past the program's block into its
-// neighbours', guards on program_id compared with constants, outputs read
-// before they are stored — the cut finds exactly the rules, at the same
+// neighbours', guards on program_id compared with constants, masks of a
+// program's rows (`program_id(a) * 4 + iota(...) < n`, through locals too),
+// outputs read before they are stored — the cut finds exactly the rules, at the same
 // lines, that the whole grid finds, with the same verdict, and at the same
 // grid points where both keep a witness on the same operand.
 // PIPECHECK_TRITON_CUT_CASES sets the number of kernels (CI default 300),
@@ -129,9 +130,27 @@ std::string random_triton(std::mt19937_64 &rng) {
     os << (a ? ", " : "") << grid[a];
   os << (rank == 1 ? ",)\n" : ")\n") << "    backend = triton\n"
      << operand("in ", "x", pick(0, 1) == 0) << operand("out", "o", pick(0, 1) == 0) << "    body:\n";
-  // Masks of lanes that read no data: the same at every program.
+  // Masks of lanes that read no data: the same at every program, or, by
+  // rows, a program's rows `program_id(a) * 4 + lane` (or `a * 2`, through
+  // locals, backwards) compared with a bound near an array's extent: the
+  // ragged last block's mask, or one a row off.
   const std::string rows = std::to_string(pick(1, 4)), cols = std::to_string(pick(1, 8));
-  os << "        m = (iota((4, 8), 0) < " << rows << ") & (iota((4, 8), 1) < " << cols << ")\n";
+  std::string row_mask = "(iota((4, 8), 0) < " + rows + ")";
+  if (pick(0, 1) == 0) {
+    const int axis = pick(0, rank - 1), bound = pick(0, 4 * grid[axis] + 4) + pick(-1, 1);
+    const std::string pid = "program_id(" + std::to_string(axis) + ")", b = std::to_string(bound);
+    switch (pick(0, 4)) {
+    case 0: row_mask = "(" + pid + " * 4 + iota((4, 8), 0) < " + b + ")"; break;
+    case 1:
+      os << "        p = " << pid << "\n        r = p * 4 + iota((4, 8), 0)\n";
+      row_mask = "(r <= " + b + ")";
+      break;
+    case 2: row_mask = "(" + b + " - " + pid + " * 4 > iota((4, 8), 0))"; break; // (both sides vary)
+    case 3: row_mask = "(" + b + " > 2 * " + pid + " - iota((4, 8), 0))"; break;
+    default: row_mask = "(" + b + " - 4 * " + pid + " - iota((4, 8), 0) >= 1)"; break;
+    }
+  }
+  os << "        m = " << row_mask << " & (iota((4, 8), 1) < " << cols << ")\n";
   const int statements = pick(1, 2);
   for (int s = 0; s < statements; ++s) {
     std::string indent = "        ";
@@ -163,7 +182,7 @@ std::string random_triton(std::mt19937_64 &rng) {
 TEST(TritonCut, FindsExactlyTheRulesAndGridPointsTheWholeGridFindsOnGeneratedKernels) {
   const std::int64_t cases = env_int("PIPECHECK_TRITON_CUT_CASES", 300);
   std::mt19937_64 rng(static_cast<std::uint64_t>(env_int("PIPECHECK_TRITON_CUT_SEED", 1)));
-  int checked = 0, cut = 0, with_findings = 0, verified = 0, undecided = 0, decided = 0;
+  int checked = 0, cut = 0, pid_masks = 0, with_findings = 0, verified = 0, undecided = 0, decided = 0;
   for (std::int64_t c = 0; c < cases; ++c) {
     const std::string text = random_triton(rng);
     auto k = kernel(text);
@@ -175,6 +194,11 @@ TEST(TritonCut, FindsExactlyTheRulesAndGridPointsTheWholeGridFindsOnGeneratedKer
     ++checked;
     const auto whole = check(*k, false), on = check(*k, true);
     cut += on_cut(on);
+    // (A mask of rows through the program's id, cut where both sides are not
+    // its id's: `b - program_id(0) * 4 > iota(...)` keeps the axis whole.)
+    pid_masks += on_cut(on) && (text.find("p = program_id") != std::string::npos ||
+                                text.find("m = (program_id") != std::string::npos ||
+                                text.find(" - iota((4, 8), 0)") != std::string::npos);
     with_findings += on_cut(on) && !on.findings.empty();
     verified += on_cut(on) && on.status == verifier::Status::verified;
     // Past the element pass's limits (a diagonal block map's array of 2^23
@@ -194,11 +218,12 @@ TEST(TritonCut, FindsExactlyTheRulesAndGridPointsTheWholeGridFindsOnGeneratedKer
     EXPECT_EQ(differences(described(whole), described(on)) + differences(described(on), described(whole)), "")
         << text;
   }
-  std::cout << cases << " kernels: " << checked << " checked, " << cut << " on the cut (" << with_findings
-            << " with findings, " << verified << " verified); " << undecided
-            << " undecided on the whole grid, " << decided << " of them decided on the cut\n";
+  std::cout << cases << " kernels: " << checked << " checked, " << cut << " on the cut (" << pid_masks
+            << " masked by program_id, " << with_findings << " with findings, " << verified << " verified); "
+            << undecided << " undecided on the whole grid, " << decided << " of them decided on the cut\n";
   // Not vacuous: most kernels are cut, buggy and correct ones among them.
   EXPECT_GT(cut, checked / 3);
+  EXPECT_GT(pid_masks, cut / 10);
   EXPECT_GT(with_findings, cut / 10);
   EXPECT_GT(verified, cut / 20);
   EXPECT_GT(decided, undecided / 2);

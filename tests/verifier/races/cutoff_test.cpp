@@ -1,6 +1,7 @@
 // The grid cut (spec/cut.hpp, verifier/races/cutoff.hpp) against the whole
 // grid: on generated kernels — grid ranks 1 to 4, affine index maps (and
-// `g // q`, `g % q` ones; guards on `program_id(e) % 2`), ragged
+// `g // q`, `g % q` ones; guards on `program_id(e) % 2`, masks and guards on
+// `a * program_id(e) + lane`), ragged
 // and squeezed blocks, guards on every axis, ring sizes 1 to 3, outputs that
 // revisit their blocks, wrong init axes, blocks out of bounds, and Mosaic GPU
 // kernels (CTA axes anywhere, wgmma into a register accumulator) — whenever a
@@ -141,8 +142,18 @@ std::string random_kernel(std::mt19937_64 &rng) {
   // An axis the body names in a value (kept whole by the cut), or a guard
   // that compares two axes (both kept whole).
   const std::string other = std::to_string(pick(0, rank - 1));
-  switch (pick(0, 5)) {
+  switch (pick(0, 6)) {
   case 0: text += "        o[...] = x[...] + 1\n"; break;
+  case 6: {
+    // A guard and a mask on `a * program_id(e) + r` compared with a constant:
+    // they change at a few values of the axis, where the constant falls.
+    const int n = grid[axis], b1 = pick(-2, 3 * n + 2), b2 = pick(0, 4 * n + 4);
+    const std::string pid = "program_id(" + std::to_string(axis) + ")";
+    text += "        r = " + pid + " * 4 + iota((4, 8), 0)\n        when " + pid + " * 3 - 2 " +
+            (pick(0, 1) ? ">= " : "< ") + std::to_string(b1) + ":\n            o[...] = zeros\n" +
+            "        o[...] += where(r < " + std::to_string(b2) + ", x[...], 0.0)\n";
+    break;
+  }
   case 4: text += "        o[...] = x[...] + cast(program_id(" + other + "), f32)\n"; break;
   case 5:
     text += "        when program_id(" + std::to_string(axis) +
@@ -243,11 +254,57 @@ TEST(GridCut, ABodyThatReadsProgramIdOutsideAComparisonHasNoCutAndSaysWhy) {
   auto k = kernel(
       "kernel k:\n    grid = (5000,)\n    in  x: f32[40000, 128]  block=(8, 128)  index=(i) -> (i, 0)\n"
       "    out o: f32[40000, 128]  block=(8, 128)  index=(i) -> (i, 0)\n    body:\n"
-      "        t = program_id(0)\n        o[...] = x[...] + 1\n");
+      "        t = program_id(0)\n        o[...] = x[...] + cast(t, f32)\n");
   ASSERT_TRUE(k);
   spec::CutPlan p = spec::plan_cut(*k, {}, 2, 1);
   EXPECT_FALSE(p.cut);
+  EXPECT_NE(p.reason.find("'t', which holds program_id(0), is used at line 7 other than in a comparison"),
+            std::string::npos)
+      << p.reason;
+  k = kernel(
+      "kernel k:\n    grid = (5000,)\n    in  x: f32[40000, 128]  block=(8, 128)  index=(i) -> (i, 0)\n"
+      "    out o: f32[40000, 128]  block=(8, 128)  index=(i) -> (i, 0)\n    body:\n"
+      "        o[...] = x[...] + cast(program_id(0), f32)\n");
+  ASSERT_TRUE(k);
+  p = spec::plan_cut(*k, {}, 2, 1);
+  EXPECT_FALSE(p.cut);
   EXPECT_NE(p.reason.find("program_id(0) at line 6"), std::string::npos) << p.reason;
+}
+
+// A ragged last block's mask, `program_id(0) * B + lane < n` (through
+// locals too): the comparison changes at one value of the axis, the last,
+// and the cut moves n down with the programs it moves.
+TEST(GridCut, AMaskOfAProgramsRowsAgainstTheArraysExtentIsCutAndMovedWithTheRows) {
+  const std::string text = "kernel k:\n    param m = 39999\n    grid = (cdiv(m, 8),)\n"
+                           "    in  x: f32[m, 128]  block=(8, 128)  index=(i) -> (i, 0)\n"
+                           "    out o: f32[m, 128]  block=(8, 128)  index=(i) -> (i, 0)\n    body:\n"
+                           "        pid = program_id(0)\n"
+                           "        rows = pid * 8 + iota((8, 128), 0)\n"
+                           "        o[...] = where(rows < m, x[...], 0.0)\n";
+  auto k = kernel(text);
+  ASSERT_TRUE(k);
+  spec::CutPlan p = spec::plan_cut(*k, {}, 2, 1);
+  ASSERT_TRUE(p.cut) << p.reason;
+  EXPECT_EQ(p.reason, "");
+  const std::int64_t drop = p.cut->axes[0].drop;
+  EXPECT_GT(drop, 4900);
+  EXPECT_EQ(p.cut->grid[0], 5000 - drop);
+  // The cut body compares with m - 8 * D: at the cut's last value, the
+  // kernel's last, one row of eight is in.
+  const spec::KernelSpec cut = spec::cut_body(*k, {}, *p.cut);
+  std::ostringstream os;
+  os << cut.body.back();
+  EXPECT_NE(os.str().find("rows < " + std::to_string(39999 - 8 * drop)), std::string::npos) << os.str();
+  verifier::Verdict v = verifier::check(*k, {});
+  EXPECT_EQ(v.status, verifier::Status::verified) << v.reason;
+  EXPECT_NE(v.reason.find("checked on its grid cut"), std::string::npos) << v.reason;
+  // Used in a value as well, the local keeps the axis whole.
+  auto used = kernel(text + "        o[...] = x[...] + cast(rows, f32)\n");
+  ASSERT_TRUE(used);
+  p = spec::plan_cut(*used, {}, 2, 1);
+  EXPECT_FALSE(p.cut);
+  EXPECT_NE(p.reason.find("'rows', which holds program_id(0), is used at line 10"), std::string::npos)
+      << p.reason;
 }
 
 TEST(GridCut, AnAxisTheBodyNamesInAValueIsKeptWholeWhileTheOthersAreCut) {
@@ -442,7 +499,7 @@ TEST(GridCut, GuardsSplitTheAxisAndTheLongestStretchIsCutByAMultipleOfThePeriod)
 TEST(GridCut, FindsExactlyTheRulesTheWholeGridFindsOnGeneratedKernels) {
   const std::int64_t cases = env_int("PIPECHECK_CUT_CASES", 400);
   std::mt19937_64 rng(static_cast<std::uint64_t>(env_int("PIPECHECK_CUT_SEED", 1)));
-  int cut = 0, recurred = 0, with_findings = 0, gpu_recurred = 0;
+  int cut = 0, recurred = 0, with_findings = 0, gpu_recurred = 0, pid_recurred = 0;
   for (std::int64_t c = 0; c < cases; ++c) {
     const std::string text = random_kernel(rng);
     auto k = kernel(text);
@@ -473,14 +530,17 @@ TEST(GridCut, FindsExactlyTheRulesTheWholeGridFindsOnGeneratedKernels) {
     if (!cc.recurs) continue;
     ++recurred;
     gpu_recurred += text.find("target = h200") != std::string::npos;
+    pid_recurred += text.find("iota((4, 8), 0)\n") != std::string::npos;
     auto whole_findings = verifier::races::check_concrete(whole->program, {});
     with_findings += !whole_findings.empty();
     EXPECT_EQ(describe(cc.findings, *low, &*plan.cut), describe(whole_findings, *whole, nullptr)) << text;
   }
   std::cout << cases << " kernels: " << cut << " cut, " << recurred << " recurred (" << gpu_recurred
-            << " Mosaic GPU), " << with_findings << " of them with findings\n";
+            << " Mosaic GPU, " << pid_recurred << " with a guard and mask on a program's rows), "
+            << with_findings << " of them with findings\n";
   // Not vacuous: most cuts close, and buggy kernels are among them.
   EXPECT_GT(recurred, cases / 4);
   EXPECT_GT(with_findings, 0);
   EXPECT_GT(gpu_recurred, cases / 20);
+  EXPECT_GT(pid_recurred, cases / 50);
 }
