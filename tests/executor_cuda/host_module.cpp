@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <sys/file.h>
 #include <unistd.h>
 
 namespace pipecheck::executor::cuda::testing {
@@ -77,6 +79,18 @@ HostModule::HostModule(const std::vector<const CudaKernel *> &kernels, const std
   char name[32];
   std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(h));
   const std::string lib = dir + "/kernels-" + name + ".so";
+  // One process builds it while the others that want it wait on its lock
+  // (ctest -j runs tests that want the same library at once: each built the
+  // corpus' two-minute library itself).
+  struct Lock {
+    int fd;
+    explicit Lock(const std::string &path) : fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+      if (fd >= 0) ::flock(fd, LOCK_EX);
+    }
+    ~Lock() {
+      if (fd >= 0) ::close(fd); // (releases the lock)
+    }
+  } lock(dir + "/kernels-" + name + ".lock");
   if (!std::filesystem::exists(lib)) {
     static std::atomic<int> serial{0};
     const std::string n = std::to_string(::getpid()) + "-" + std::to_string(serial++);
