@@ -27,6 +27,9 @@
 //                              (one run; `_verdict`: its verdict)
 //   layer_norm_triton_4096_rows_ms corpus/kernels' Triton layer norm forward (n = 6000
 //                              columns) at 4096 rows (one run; `_verdict`: its verdict)
+//   add_vectors_triton_2e28_ms corpus/kernels' Triton vector add (its ragged block masked
+//                              by `program_id(0) * B + iota < n`) at n = 2^28 in blocks of
+//                              1024: 262144 programs (one run; `_verdict`: its verdict)
 //   paged_attention_page_table_ms  corpus/kernels' paged attention with body DMAs, a
 //                              page table described by constraints and the upstream
 //                              test's lengths (a while loop finds the next sequence with
@@ -161,6 +164,18 @@ int main() {
       std::printf("layer_norm_fwd (Triton) at 4096 rows: %s in %.1f ms (%s)\n", norm_verdict.c_str(), norm_ms,
                   v.reason.c_str());
     }
+  double add_ms = 0;
+  std::string add_verdict = "missing";
+  for (const auto &u : units)
+    if (auto *k = std::get_if<spec::KernelSpec>(&u); k && k->name == "add_vectors_triton") {
+      verifier::CheckOptions big = opts;
+      big.overrides = {{"n", std::int64_t{1} << 28}};
+      verifier::Verdict v;
+      add_ms = time_ms([&] { v = verifier::check(u, big); }, 1);
+      add_verdict = verifier::to_string(v.status);
+      std::printf("add_vectors_triton at 2^28 elements: %s in %.1f ms (%s)\n", add_verdict.c_str(), add_ms,
+                  v.reason.c_str());
+    }
   double paged_ms = 0, state_ms = 0;
   std::string paged_verdict = "missing", state_verdict = "missing";
   for (const auto &u : units)
@@ -243,12 +258,13 @@ int main() {
       "\"flash_attention_fwd_2e18_verdict\": \"%s\", \"paged_attention_page_table_ms\": %.1f, "
       "\"paged_attention_page_table_verdict\": \"%s\", \"paged_attention_smem_state_ms\": %.1f, "
       "\"paged_attention_smem_state_verdict\": \"%s\", \"layer_norm_triton_4096_rows_ms\": %.1f, "
-      "\"layer_norm_triton_4096_rows_verdict\": \"%s\"}\n",
+      "\"layer_norm_triton_4096_rows_verdict\": \"%s\", \"add_vectors_triton_2e28_ms\": %.1f, "
+      "\"add_vectors_triton_2e28_verdict\": \"%s\"}\n",
       median(kernel_ms), max_kernel_ms, median(spec_only_ms),
       small_solver_ms > 0 ? big_ms / small_solver_ms : 0, small_ms > 0 ? big_ms / small_ms : 0, small_ms,
       big_ms, verifier::to_string(big_v.status), largest_ms, walk_ms, big_ms > 0 ? enum_ms / big_ms : 0,
       median(pipeline_ms), p8 > 0 ? p1e6 / p8 : 0, lines_small > 0 ? lines_big / lines_small : 0,
       lower_big_ms, flash_ms, flash_big_ms, flash_big_verdict.c_str(), paged_ms, paged_verdict.c_str(),
-      state_ms, state_verdict.c_str(), norm_ms, norm_verdict.c_str());
+      state_ms, state_verdict.c_str(), norm_ms, norm_verdict.c_str(), add_ms, add_verdict.c_str());
   return 0;
 }
