@@ -35,6 +35,7 @@ struct CheckArgs {
   std::vector<std::string> sets;
   unsigned jobs = 1;
   std::vector<std::string> reports; // FORMAT:PATH, each written from the same check
+  bool whole_grid = false;          // no grid cut: every grid point checked
 };
 
 // One more report of the same results: `--report sarif:out.sarif`.
@@ -217,6 +218,7 @@ int run_check(const CheckArgs &a) {
                     std::any_of(extra->begin(), extra->end(),
                                 [](const ExtraReport &r) { return r.format == reports::Format::html; });
   verifier::CheckOptions opts;
+  opts.grid_cut = !a.whole_grid;
   if (!a.target.empty()) {
     if (!check_target(a.target)) return bad_input;
     opts.target = a.target;
@@ -286,6 +288,9 @@ const bool registered = register_command(
       app.add_option("--target", a->target, target_help());
       add_set_option(app, a->sets, "NAME=VALUE: override a param");
       app.add_option("--jobs,-j", a->jobs, "check files in parallel")->check(CLI::Range(1u, 256u));
+      app.add_flag("--whole-grid", a->whole_grid,
+                   "check every grid point, never a grid cut (docs/lowering.md): the same verdict, "
+                   "slower on large grids, and past the concrete limits unknown");
       return std::function<int()>([a] { return run_check(*a); });
     });
 

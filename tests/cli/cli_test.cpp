@@ -704,6 +704,24 @@ TEST(Cli, CheckJsonLinksEachFindingToItsRulesSectionOfTheDocs) {
   EXPECT_GE(rules.size(), 10u);
 }
 
+TEST(Cli, CheckWholeGridChecksEveryGridPointWithTheSameVerdictsAndWitnesses) {
+  // The Triton add at 10^6 elements: 977 programs, on a cut of 3 by default.
+  const std::string file = source("corpus/kernels/elementwise_triton.pk") + " --set n=1000000";
+  Out cut = run("check " + file + " 2>&1");
+  Out whole = run("check --whole-grid " + file + " 2>&1");
+  EXPECT_EQ(cut.code, 1);
+  EXPECT_EQ(whole.code, 1);
+  EXPECT_NE(cut.text.find("checked on its grid cut to (3,)"), std::string::npos) << cut.text;
+  EXPECT_EQ(whole.text.find("grid cut"), std::string::npos) << whole.text;
+  for (const std::string said :
+       {"verified: kernel 'add_vectors_triton'",
+        "reads element (1000000,) of 'x', outside its shape (1000000,), at grid point (976,)",
+        "the store keeps element o[999999] of block (976,)", "1 verified, 3 with violations, 0 unknown"}) {
+    EXPECT_NE(cut.text.find(said), std::string::npos) << said << "\n" << cut.text;
+    EXPECT_NE(whole.text.find(said), std::string::npos) << said << "\n" << whole.text;
+  }
+}
+
 TEST(Cli, CheckOutputOrderIsTheSameWithManyJobs) {
   // (Files that take from milliseconds to most of a second, so that the
   // threads finish out of order; the whole corpus takes minutes under ASan.)
