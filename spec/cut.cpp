@@ -285,6 +285,9 @@ struct Atom {
   int axis = 0;
   std::int64_t a = 1;
   std::int64_t first_bound = 0;
+  /// Both sides vary (`b - 4 * program_id(0) > iota(...)`): the right side
+  /// is moved, `R - a * D` with a the coefficient of L - R, not folded.
+  bool both_vary = false;
 };
 
 // The grid-use scan of a body (BodyUse), calling `on_atom` for each
@@ -373,35 +376,70 @@ private:
 
   // `a * program_id(e) + r <op> c` (either side), as an Atom and the bounds
   // of the axis it adds; false where the comparison is not one.
+  // Whether `p` stays in int32 over its axis: the program_id is an int32,
+  // its arithmetic too, so where p may leave it the kernel's values and the
+  // cut's could differ.
+  bool in_int32(const PidAffine &p) const {
+    const std::int64_t n = p.axis >= 0 ? grid_[static_cast<std::size_t>(p.axis)] : 1;
+    const i128 lo = std::min<i128>(p.rest.lo, static_cast<i128>(p.a) * (n - 1) + p.rest.lo),
+               hi = std::max<i128>(p.rest.hi, static_cast<i128>(p.a) * (n - 1) + p.rest.hi);
+    return lo >= INT32_MIN && hi <= INT32_MAX;
+  }
+
+  // The bounds of `p <op> c` on p's axis, and its Atom for the cut; false
+  // where the comparison changes at too many values to cut the axis.
+  bool changes(Expr &e, const PidAffine &p, std::int64_t c, Atom at) {
+    const std::int64_t n = grid_[static_cast<std::size_t>(p.axis)];
+    // Where p's range [a*v + lo, a*v + hi] lies wholly below c (values
+    // before t0, a > 0) or above it (from t1 on), and the other way round
+    // for a < 0.
+    const std::int64_t a = p.a;
+    auto ceil_div = [](std::int64_t x, std::int64_t q) { return -floor_div(-x, q); };
+    const std::int64_t t0 = a > 0 ? ceil_div(c - p.rest.hi, a) : ceil_div(p.rest.lo - c, -a);
+    const std::int64_t t1 = a > 0 ? floor_div(c - p.rest.lo, a) + 1 : floor_div(p.rest.hi - c, -a) + 1;
+    const std::int64_t from = std::max<std::int64_t>(t0, 0), to = std::min<std::int64_t>(t1, n);
+    if (to - from > (1 << 16))
+      return false; // (a comparison of half the grid's values: the axis is kept whole)
+    auto &bounds = use_.bounds[p.axis];
+    for (std::int64_t v = from; v <= to; ++v)
+      bounds.insert(v);
+    at.c = c, at.axis = p.axis, at.a = a, at.first_bound = t0;
+    on_atom_(e, at);
+    return true;
+  }
+
   bool compare(Expr &e, const Scope &scope) {
+    auto l = pid_affine(e.args[0], params_, grid_, locals_, scope, false),
+         r = pid_affine(e.args[1], params_, grid_, locals_, scope, false);
     for (int side = 0; side < 2; ++side) {
-      auto p = pid_affine(e.args[side], params_, grid_, locals_, scope, false);
+      const auto &p = side == 0 ? l : r;
       if (!p || p->axis < 0) continue;
       auto c = constant(e.args[1 - side], scope);
-      if (!c) return false;
-      const std::int64_t n = grid_[static_cast<std::size_t>(p->axis)];
-      // The program_id is an int32, its arithmetic too: where p may leave
-      // int32 over the grid, the kernel's values and the cut's could differ.
-      const i128 lo = std::min<i128>(p->rest.lo, static_cast<i128>(p->a) * (n - 1) + p->rest.lo),
-                 hi = std::max<i128>(p->rest.hi, static_cast<i128>(p->a) * (n - 1) + p->rest.hi);
-      if (lo < INT32_MIN || hi > INT32_MAX || *c < INT32_MIN || *c > INT32_MAX) return false;
-      // Where p's range [a*v + lo, a*v + hi] lies wholly below c (values
-      // before t0, a > 0) or above it (from t1 on), and the other way round
-      // for a < 0.
-      const std::int64_t a = p->a;
-      auto ceil_div = [](std::int64_t x, std::int64_t q) { return -floor_div(-x, q); };
-      const std::int64_t t0 = a > 0 ? ceil_div(*c - p->rest.hi, a) : ceil_div(p->rest.lo - *c, -a);
-      const std::int64_t t1 = a > 0 ? floor_div(*c - p->rest.lo, a) + 1 : floor_div(p->rest.hi - *c, -a) + 1;
-      const std::int64_t from = std::max<std::int64_t>(t0, 0), to = std::min<std::int64_t>(t1, n);
-      if (to - from > (1 << 16))
-        return false; // (a comparison of half the grid's values: the axis is kept whole)
-      auto &bounds = use_.bounds[p->axis];
-      for (std::int64_t v = from; v <= to; ++v)
-        bounds.insert(v);
-      on_atom_(e, Atom{1 - side, *c, p->axis, a, t0});
-      return true;
+      if (!c) break;
+      if (!in_int32(*p) || *c < INT32_MIN || *c > INT32_MAX) return false;
+      Atom at;
+      at.constant_side = 1 - side;
+      return changes(e, *p, *c, at);
     }
-    return false;
+    // Both sides vary, on one axis: L <op> R is L - R <op> 0, and the cut
+    // moves R by the coefficient of L - R (none where it cancels).
+    if (!l || !r || (l->axis < 0 && r->axis < 0) || (l->axis >= 0 && r->axis >= 0 && l->axis != r->axis) ||
+        !in_int32(*l) || !in_int32(*r))
+      return false;
+    const i128 a = static_cast<i128>(l->a) - r->a;
+    auto rest =
+        checked_span(static_cast<i128>(l->rest.lo) - r->rest.hi, static_cast<i128>(l->rest.hi) - r->rest.lo);
+    if (!rest || a < INT32_MIN || a > INT32_MAX) return false;
+    if (a == 0) return true; // (pid-free: the same at every value)
+    // The moved right side, R - a * D for every D up to the axis's extent, in int32 too.
+    const int axis = l->axis >= 0 ? l->axis : r->axis;
+    const i128 most = -a * grid_[static_cast<std::size_t>(axis)];
+    auto moved = checked_span(r->rest.lo + std::min<i128>(0, most), r->rest.hi + std::max<i128>(0, most));
+    if (!moved || !in_int32(PidAffine{r->axis, r->a, *moved})) return false;
+    Atom at;
+    at.both_vary = true;
+    return changes(e, PidAffine{l->axis >= 0 ? l->axis : r->axis, static_cast<std::int64_t>(a), *rest}, 0,
+                   at);
   }
 
   void scan(Expr &e, const Scope &scope) {
@@ -729,10 +767,14 @@ KernelSpec cut_body(const KernelSpec &k, const Env &overrides, const GridCut &cu
   BodyUse use;
   GridScan(params, bound.kernel->grid, use, [&](Expr &cmp, const Atom &at) {
     const AxisCut &ax = cut.axes[static_cast<std::size_t>(at.axis)];
-    std::int64_t c = at.c;
-    if (ax.drop > 0 && at.first_bound >= ax.upper + ax.drop) c -= at.a * ax.drop; // (int32 values)
+    const bool moved = ax.drop > 0 && at.first_bound >= ax.upper + ax.drop;
+    if (at.both_vary) {
+      Expr &right = cmp.args[1];
+      if (moved) right = Expr::binary(Op::Sub, right, Expr::integer(at.a * ax.drop, right.loc), right.loc);
+      return;
+    }
     Expr &side = cmp.args[static_cast<std::size_t>(at.constant_side)];
-    side = Expr::integer(c, side.loc);
+    side = Expr::integer(moved ? at.c - at.a * ax.drop : at.c, side.loc); // (int32 values)
   }).body(out.body);
   return out;
 }

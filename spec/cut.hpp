@@ -14,7 +14,8 @@
 /// program_id the body uses other than in comparisons with constants
 /// (`program_id(e) % q` compared with a constant too, and `a *
 /// program_id(e) + r` with r bounded and free of program_id, through locals
-/// defined once: a ragged block's mask `pid * B + iota((B,), 0) < n`) — in a
+/// defined once: a ragged block's mask `pid * B + iota((B,), 0) < n`; or
+/// such on both sides, on one axis) — in a
 /// value, a subscript, a comparison with another axis — or whose
 /// num_programs it reads is kept whole; the others may be cut. The race checker
 /// (verifier/races/cutoff.hpp) completes the argument: it runs the cut

@@ -149,9 +149,13 @@ std::string random_kernel(std::mt19937_64 &rng) {
     // they change at a few values of the axis, where the constant falls.
     const int n = grid[axis], b1 = pick(-2, 3 * n + 2), b2 = pick(0, 4 * n + 4);
     const std::string pid = "program_id(" + std::to_string(axis) + ")";
-    text += "        r = " + pid + " * 4 + iota((4, 8), 0)\n        when " + pid + " * 3 - 2 " +
-            (pick(0, 1) ? ">= " : "< ") + std::to_string(b1) + ":\n            o[...] = zeros\n" +
-            "        o[...] += where(r < " + std::to_string(b2) + ", x[...], 0.0)\n";
+    // (Or both sides varying: `program_id * 3 >= b1 - program_id`.)
+    const std::string guard = pick(0, 2) == 0
+                                  ? pid + " * 3 >= " + std::to_string(b1) + " - " + pid
+                                  : pid + " * 3 - 2 " + (pick(0, 1) ? ">= " : "< ") + std::to_string(b1);
+    text += "        r = " + pid + " * 4 + iota((4, 8), 0)\n        when " + guard +
+            ":\n            o[...] = zeros\n" + "        o[...] += where(r < " + std::to_string(b2) +
+            ", x[...], 0.0)\n";
     break;
   }
   case 4: text += "        o[...] = x[...] + cast(program_id(" + other + "), f32)\n"; break;
