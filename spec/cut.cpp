@@ -108,6 +108,7 @@ void each_expr(Block &b, const std::function<void(Expr &)> &f) {
     } else if (auto *l = std::get_if<For>(&s.kind)) {
       each_expr(l->body, f);
     } else if (auto *e = std::get_if<EmitPipeline>(&s.kind)) {
+      // Never cut (lowered unrolled); its grid and body for completeness.
       for (auto &g : e->grid)
         f(g);
       each_expr(e->body, f);
@@ -374,8 +375,6 @@ private:
     return c->rest.lo;
   }
 
-  // `a * program_id(e) + r <op> c` (either side), as an Atom and the bounds
-  // of the axis it adds; false where the comparison is not one.
   // Whether `p` stays in int32 over its axis: the program_id is an int32,
   // its arithmetic too, so where p may leave it the kernel's values and the
   // cut's could differ.
@@ -408,6 +407,9 @@ private:
     return true;
   }
 
+  // `a * program_id(e) + r <op> c` (either side), or such on both sides, as
+  // an Atom and the bounds of the axis it adds; false where the comparison
+  // is not one.
   bool compare(Expr &e, const Scope &scope) {
     auto l = pid_affine(e.args[0], params_, grid_, locals_, scope, false),
          r = pid_affine(e.args[1], params_, grid_, locals_, scope, false);
@@ -438,8 +440,7 @@ private:
     if (!moved || !in_int32(PidAffine{r->axis, r->a, *moved})) return false;
     Atom at;
     at.both_vary = true;
-    return changes(e, PidAffine{l->axis >= 0 ? l->axis : r->axis, static_cast<std::int64_t>(a), *rest}, 0,
-                   at);
+    return changes(e, PidAffine{axis, static_cast<std::int64_t>(a), *rest}, 0, at);
   }
 
   void scan(Expr &e, const Scope &scope) {

@@ -12,6 +12,7 @@
 #include "verifier/check.hpp"
 #include "verifier/races/cutoff.hpp"
 #include "verifier/races/races.hpp"
+#include "verifier/rules/findings.hpp"
 #include "verifier/rules/model.hpp"
 
 #include <algorithm>
@@ -662,15 +663,8 @@ void in_kernel_grid(Finding &f, const spec::GridCut &cut, const spec::BoundKerne
       continue;
     }
     texts.push_back({word + spec::format_tuple(*v), word + spec::format_tuple(to)});
-    if (word == "element " && op) { // (also written o[i, j])
-      auto subscript = [&](const std::vector<std::int64_t> &e) {
-        std::string out = op->name + "[";
-        for (std::size_t d = 0; d < e.size(); ++d)
-          out += (d ? ", " : "") + std::to_string(e[d]);
-        return out + "]";
-      };
-      texts.push_back({subscript(*v), subscript(to)});
-    }
+    if (word == "element " && op) // (also written o[i, j])
+      texts.push_back({rules::element_str(op->name, *v), rules::element_str(op->name, to)});
     *v = to;
   }
   // A finding on one dim of its operand (partial-block-reduction): that

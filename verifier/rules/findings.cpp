@@ -738,12 +738,7 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
     }
     g = end;
   }
-  const auto elem_str = [&](const Point &elem) {
-    std::string where = o.name + "[";
-    for (std::size_t d = 0; d < rank; ++d)
-      where += (d ? ", " : "") + std::to_string(elem[d]);
-    return where + "]";
-  };
+  const auto elem_str = [&](const Point &elem) { return element_str(o.name, elem); };
   std::vector<Finding> found;
   if (reset_found) {
     const Reset &r = *reset_found;
@@ -3006,6 +3001,13 @@ std::optional<std::tuple<std::size_t, std::size_t, Box>> CopyRegions::conflict_a
       if (auto meet = region_meet(x.box, y.box)) return std::make_tuple(a, b, *meet);
     }
   return std::nullopt;
+}
+
+std::string element_str(const std::string &name, const Point &elem) {
+  std::string s = name + "[";
+  for (std::size_t d = 0; d < elem.size(); ++d)
+    s += (d ? ", " : "") + std::to_string(elem[d]);
+  return s + "]";
 }
 
 std::string region_str(const std::string &name, const Box &box) {

@@ -16,6 +16,9 @@
 namespace pipecheck::verifier::rules {
 
 using Point = std::vector<std::int64_t>;
+
+/// An element as the findings write it: `o[3, 17]`.
+std::string element_str(const std::string &name, const Point &elem);
 /// Per array dim [lo, hi), relative to a block (Effect::box).
 using Box = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
