@@ -1396,9 +1396,19 @@ struct Builder {
         int_locals.erase(l->name);
         mask_locals.erase(l->name);
         if (is_tensor_value(l->value) && !reads_ref(l->value, m) && !reads_local_ref(l->value)) {
-          // A mask past the size limit is left unknown (as one that reads data).
+          // A mask past the size limit is left unknown (as one that reads data),
+          // and so is a value that still names a tensor local: it reads data
+          // through it (an online softmax's `m_next = maximum(m_i, m_curr)`,
+          // m_curr = max(qk)), and substituting such values into each other
+          // grew the carried rows by a copy per unrolled iteration: quadratic.
           Expr mk = mask_expr(l->value);
-          if (size_of(mk) <= kMaxLocalSize) mask_locals[l->name] = std::move(mk);
+          std::set<std::string> names;
+          spec::collect_names(mk, names);
+          const bool via_tensor = std::any_of(names.begin(), names.end(), [&](const std::string &n) {
+            // (a mask local read through a subscript stays named)
+            return tensor_locals.count(n) > 0 && !mask_locals.count(n);
+          });
+          if (!via_tensor && size_of(mk) <= kMaxLocalSize) mask_locals[l->name] = std::move(mk);
         }
         {
           Expr ck = is_tensor_value(l->value) ? spec::substitute(mask_expr(l->value), conj_locals) : Expr{};
