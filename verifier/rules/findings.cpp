@@ -1899,6 +1899,17 @@ std::optional<std::string> element_pass_too_large(const KernelModel &m, std::siz
   return std::nullopt;
 }
 
+bool triton_boxes_static(const KernelModel &m, std::size_t op) {
+  const auto &o = m.operands[op];
+  if (o.has_element_dims() || o.has_bounded_dims()) return false;
+  return std::all_of(m.effects.begin(), m.effects.end(),
+                     [&](const Effect &e) { return e.operand != op || e.keep || (e.exact && !e.keep_mask); });
+}
+
+bool element_pass_by_solver(const KernelModel &m, std::size_t op) {
+  return m.triton && element_pass_too_large(m, op) && triton_boxes_static(m, op);
+}
+
 void element_output_findings(const KernelModel &m, std::size_t op, std::vector<Finding> &out,
                              std::vector<std::string> &unknown) {
   if (auto why = element_pass_too_large(m, op)) {

@@ -83,6 +83,15 @@ Finding triton_garbage_finding(const KernelModel &, const Effect &read, const Po
 /// Why element_output_findings cannot evaluate output `op` (too many grid
 /// points, elements or block elements over the grid); nullopt when it can.
 std::optional<std::string> element_pass_too_large(const KernelModel &, std::size_t op);
+/// Whether every store and read of Triton output `op` has a static box and
+/// no keep mask (its dims plain): where their programs' boxes meet is then a
+/// question for the solver over any grid.
+bool triton_boxes_static(const KernelModel &, std::size_t op);
+/// Whether the races, garbage reads and coverage of output `op` are the
+/// solver's (check_symbolic) rather than element_output_findings': a Triton
+/// output too large to replay element by element whose boxes are static.
+/// Enumerating the grid cannot decide such an output; check_symbolic can.
+bool element_pass_by_solver(const KernelModel &, std::size_t op);
 /// index-out-of-bounds of a Triton store that writes `element` of output
 /// `op`, past the array, at grid point `p` (its stores reach the array).
 Finding triton_past_end_finding(const KernelModel &, std::size_t op, const Effect &store, const Point &p,

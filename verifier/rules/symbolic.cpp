@@ -78,7 +78,7 @@ public:
         // reset: its programs' stores meet per element, or not at all.)
         if (!o.revisit_any && !m_.triton) revisit(i);
         if (needs_element_coverage(m_, i)) {
-          if (m_.triton && element_pass_too_large(m_, i) && triton_boxes_static(i)) {
+          if (element_pass_by_solver(m_, i)) {
             // Too many programs to replay: their stores meet only where two
             // static boxes overlap on one block, which the solver decides.
             triton_races(i);
@@ -2169,13 +2169,7 @@ private:
   // A Triton output whose stores and reads all have static boxes (and no
   // Element or BoundedSlice dims), and no masked store (whose mask, not its
   // box, says what it sets: the element replay's to evaluate).
-  bool triton_boxes_static(std::size_t op) const {
-    const auto &o = m_.operands[op];
-    if (o.has_element_dims() || o.has_bounded_dims()) return false;
-    return std::all_of(m_.effects.begin(), m_.effects.end(), [&](const Effect &e) {
-      return e.operand != op || e.keep || (e.exact && !e.keep_mask);
-    });
-  }
+  bool triton_boxes_static(std::size_t op) const { return rules::triton_boxes_static(m_, op); }
 
   // Some element of `box` (block-relative) of block `bp` lies inside the
   // array (the block index may be out of bounds: the elements must not be).

@@ -625,5 +625,36 @@ TEST(Triton, PastTheReplayTheSolverFindsTwoProgramsOnOneRow) {
   EXPECT_EQ(point_item(*race, "second_write"), (std::vector<std::int64_t>{1}));
 }
 
+// 64 programs, each one row of 131072 elements: few enough programs to
+// enumerate, but 2^23 elements of o, past the element replay's limit (a
+// causal attention of 8 x 32 heads and 8192 tokens on its cut). The solver
+// decides such an output over the programs' static boxes.
+std::string long_rows(const std::string &index) {
+  return R"(kernel long_rows:
+    grid = (64,)
+    backend = triton
+    in  x: f32[64, 131072]  block=(None, 131072)  index=(r) -> (r, 0)
+    out o: f32[64, 131072]  block=(None, 131072)  index=(r) -> ()" +
+         index + R"(, 0)
+    body:
+        o[...] = x[...] * 2.0
+)";
+}
+
+TEST(Triton, FewProgramsOfTooManyElementsToReplayAreDecidedByTheSolver) {
+  auto v = check_text(long_rows("r"), "long_rows");
+  EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? v.reason : v.findings[0].message);
+  auto bad = check_text(long_rows("r // 2"), "long_rows");
+  ASSERT_EQ(bad.status, Status::violation) << bad.reason;
+  const verifier::Finding *race = nullptr;
+  for (const auto &f : bad.findings)
+    if (f.rule == Rule::parallel_write_conflict) race = &f;
+  ASSERT_TRUE(race) << bad.findings[0].message;
+  EXPECT_EQ(race->loc.line, 5);
+  EXPECT_EQ(point_item(*race, "element"), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(point_item(*race, "first_write"), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(point_item(*race, "second_write"), (std::vector<std::int64_t>{1}));
+}
+
 } // namespace
 } // namespace pipecheck
