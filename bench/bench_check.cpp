@@ -30,6 +30,12 @@
 //   add_vectors_triton_2e28_ms corpus/kernels' Triton vector add (its ragged block masked
 //                              by `program_id(0) * B + iota < n`) at n = 2^28 in blocks of
 //                              1024: 262144 programs (one run; `_verdict`: its verdict)
+//   mha_forward_triton_8192_ms corpus/kernels' Triton causal attention forward (its kv loop
+//                              runs up to the diagonal: a grid-dependent trip count) at one
+//                              batch element and head of 8192 tokens: 64 programs, up to 128
+//                              iterations each (`_verdict`: its verdict)
+//   mha_forward_triton_2e14_ms the same at 8 x 32 heads: 16384 programs, its o 2^27 elements
+//                              (one run; `_verdict`: its verdict)
 //   paged_attention_page_table_ms  corpus/kernels' paged attention with body DMAs, a
 //                              page table described by constraints and the upstream
 //                              test's lengths (a while loop finds the next sequence with
@@ -176,6 +182,23 @@ int main() {
       std::printf("add_vectors_triton at 2^28 elements: %s in %.1f ms (%s)\n", add_verdict.c_str(), add_ms,
                   v.reason.c_str());
     }
+  double mha_ms = 0, mha_big_ms = 0;
+  std::string mha_verdict = "missing", mha_big_verdict = "missing";
+  for (const auto &u : units)
+    if (auto *k = std::get_if<spec::KernelSpec>(&u); k && k->name == "mha_forward") {
+      verifier::CheckOptions one = opts, big = opts;
+      one.overrides = {{"batch", 1}, {"heads", 1}, {"seq", 8192}};
+      big.overrides = {{"batch", 8}, {"heads", 32}, {"seq", 8192}};
+      verifier::Verdict v;
+      mha_ms = time_ms([&] { v = verifier::check(u, one); }, 3);
+      mha_verdict = verifier::to_string(v.status);
+      std::printf("mha_forward (Triton) at 8192 tokens: %s in %.1f ms (%s)\n", mha_verdict.c_str(), mha_ms,
+                  v.reason.c_str());
+      mha_big_ms = time_ms([&] { v = verifier::check(u, big); }, 1);
+      mha_big_verdict = verifier::to_string(v.status);
+      std::printf("mha_forward (Triton) at 8 x 32 heads, 8192 tokens: %s in %.1f ms (%s)\n",
+                  mha_big_verdict.c_str(), mha_big_ms, v.reason.c_str());
+    }
   double paged_ms = 0, state_ms = 0;
   std::string paged_verdict = "missing", state_verdict = "missing";
   for (const auto &u : units)
@@ -259,12 +282,15 @@ int main() {
       "\"paged_attention_page_table_verdict\": \"%s\", \"paged_attention_smem_state_ms\": %.1f, "
       "\"paged_attention_smem_state_verdict\": \"%s\", \"layer_norm_triton_4096_rows_ms\": %.1f, "
       "\"layer_norm_triton_4096_rows_verdict\": \"%s\", \"add_vectors_triton_2e28_ms\": %.1f, "
-      "\"add_vectors_triton_2e28_verdict\": \"%s\"}\n",
+      "\"add_vectors_triton_2e28_verdict\": \"%s\", \"mha_forward_triton_8192_ms\": %.1f, "
+      "\"mha_forward_triton_8192_verdict\": \"%s\", \"mha_forward_triton_2e14_ms\": %.1f, "
+      "\"mha_forward_triton_2e14_verdict\": \"%s\"}\n",
       median(kernel_ms), max_kernel_ms, median(spec_only_ms),
       small_solver_ms > 0 ? big_ms / small_solver_ms : 0, small_ms > 0 ? big_ms / small_ms : 0, small_ms,
       big_ms, verifier::to_string(big_v.status), largest_ms, walk_ms, big_ms > 0 ? enum_ms / big_ms : 0,
       median(pipeline_ms), p8 > 0 ? p1e6 / p8 : 0, lines_small > 0 ? lines_big / lines_small : 0,
       lower_big_ms, flash_ms, flash_big_ms, flash_big_verdict.c_str(), paged_ms, paged_verdict.c_str(),
-      state_ms, state_verdict.c_str(), norm_ms, norm_verdict.c_str(), add_ms, add_verdict.c_str());
+      state_ms, state_verdict.c_str(), norm_ms, norm_verdict.c_str(), add_ms, add_verdict.c_str(), mha_ms,
+      mha_verdict.c_str(), mha_big_ms, mha_big_verdict.c_str());
   return 0;
 }
