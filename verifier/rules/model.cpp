@@ -1472,7 +1472,7 @@ struct Builder {
     }
   }
 
-  static constexpr std::int64_t kMaxUnrolled = 256;
+  static constexpr std::int64_t kMaxUnrolled = 1024;
 
   // After `when c:` (or `if c: ... else: ...`): an integer local a branch
   // rebinds is `where(c, then's, else's)` (a carried while counter); one

@@ -99,6 +99,22 @@ TEST(BodyLoops, AHugeLoopIsUnknownNotAHang) {
   EXPECT_NE(v.reason.find("iterations"), std::string::npos) << v.reason;
 }
 
+// The spec rules unroll up to 1024 iterations (a causal attention's kv loop
+// at 65536 tokens in blocks of 128 runs 512): one more is unknown with the
+// reason, never verified, whether the bound is a constant or depends on the
+// grid point (the most any point runs).
+TEST(BodyLoops, ALoopOfAtMost1024IterationsIsModelledAndALongerOneIsUnknown) {
+  for (const std::string &range : {std::string("range(1024)"), std::string("range(program_id(0) + 1017)")}) {
+    auto v = check_text(chunked_copy("t == 0", range), "chunks");
+    EXPECT_EQ(v.status, Status::verified) << range << ": " << v.reason;
+  }
+  for (const std::string &range : {std::string("range(1025)"), std::string("range(program_id(0) + 1018)")}) {
+    auto v = check_text(chunked_copy("t == 0", range), "chunks");
+    EXPECT_EQ(v.status, Status::unknown) << range;
+    EXPECT_NE(v.reason.find("more than 1024 iterations"), std::string::npos) << range << ": " << v.reason;
+  }
+}
+
 // A ragged row of n = 1000 in chunks of 128 through `ds`: range(n // bs)
 // misses the tail 896:1000, range(cdiv(n, bs)) covers it.
 std::string ds_chunks(const std::string &trips) {
