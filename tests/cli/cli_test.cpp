@@ -1204,6 +1204,33 @@ TEST(CliRun, AMatmulWritingItsAccumulatorAtTheFirstStepFailsAgainstItsReference)
   EXPECT_EQ(good.code, 0) << good.text;
 }
 
+// A reference whose whole-array values pass 2^31 elements at a production
+// size (megablox's group selection broadcast over m x groups x k) does not
+// stop `check`, which never runs it; `run` refuses it at its line, exit 3.
+TEST(CliCheck, AReferenceTooLargeToRunStillLetsTheKernelBeChecked) {
+  TempDir dir;
+  const std::string pk = dir.file("k.pk", R"(kernel scale:
+    param m = 8
+    grid = (m // 8,)
+    in  x: f32[m, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    out o: f32[m, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...] * 2.0
+    reference:
+        wide = broadcast_to(reshape(x, (m, 1, 128)), (m, m, 128))
+        o = sum(wide, axis=1) * 2.0 / m
+)");
+  Out small = run("check " + pk);
+  EXPECT_EQ(small.code, 0) << small.text;
+  Out big = run("check " + pk + " --set m=8192");
+  EXPECT_EQ(big.code, 0) << big.text;
+  EXPECT_TRUE(contains(big.text, "verified: kernel 'scale'")) << big.text;
+  Out ran = run("run " + pk + " --set m=8192");
+  EXPECT_EQ(ran.code, 3) << ran.text;
+  EXPECT_TRUE(contains(ran.text, ":9:")) << ran.text;
+  EXPECT_TRUE(contains(ran.text, "more than 2^31 elements")) << ran.text;
+}
+
 TEST(CliRun, SaveWritesInputsAndOutputsAndInputsReadsThemBack) {
   TempDir dir;
   const std::string pk = dir.file("k.pk", kAddOne);
