@@ -185,6 +185,18 @@ Value Interp::eval(const Expr &e) {
           e, [&](const Expr &x, bool) -> std::optional<std::int64_t> { return eval_int(x); });
       return index(it->second, subs, e.loc);
     }
+    // `v[:, None]` on a whole array (a reference's operand; the body's typing
+    // allows no new axis on a ref): the array's value, indexed as a local's,
+    // as the reference's typing reads it.
+    if (std::any_of(e.args.begin(), e.args.end(), [](const Expr &a) { return a.op == Op::None; })) {
+      Expr whole = e;
+      whole.op = Op::Name;
+      whole.args.clear();
+      const Value a = eval(whole);
+      const auto subs = spec::value_subscripts_of(
+          e, [&](const Expr &x, bool) -> std::optional<std::int64_t> { return eval_int(x); });
+      return index(a, subs, e.loc);
+    }
     View v = view_of(e);
     mem_.before_read(v);
     loaded(v, &e);
@@ -246,6 +258,10 @@ Value Interp::eval(const Expr &e) {
       if (r.op == Op::Name) return eval(r);
       bad(e.loc, e.name + "() takes an integer literal axis");
     }
+    // An integer function of integers (`x[...] / cdiv(n, bs)`): the integer,
+    // as in a subscript (spec::eval_int), weakly typed as its typing says.
+    if (spec::is_int_function(e.name) && e.kwarg_names.empty())
+      if (auto v = spec::eval_int(e, env)) return Value::scalar_int(*v);
     if (e.name == "full") {
       Value v = eval(arg(0));
       const auto t = spec::full_type(v.type());
@@ -509,7 +525,10 @@ bool Interp::plan_fused(const Expr &e, Fused &f, int &node) {
     if (mem_.array(e.name)) return block(view_of(e));
     return false;
   }
-  case Op::Ref: return block(view_of(e));
+  case Op::Ref:
+    // (`v[:, None]` on a whole array is a value indexed by eval.)
+    if (std::any_of(e.args.begin(), e.args.end(), [](const Expr &a) { return a.op == Op::None; })) return false;
+    return block(view_of(e));
   case Op::Neg: {
     int a = -1;
     if (!plan_fused(e.args.at(0), f, a) || !f.is_block(a)) return false;

@@ -1125,6 +1125,10 @@ private:
     auto arg = [&](std::size_t k) { return type_of(e.args[k], s); };
     const std::string &f = e.name;
     if (f == "program_id" || f == "num_programs") return weak_int();
+    // An integer function of integers (`x[...] / cdiv(n, bs)`, `min(n, bs)`)
+    // is the integer it is in a subscript or a bound, weakly typed, as
+    // every command evaluates it (not `min`'s reduction over an axis).
+    if (spec::is_int_function(f) && e.kwarg_names.empty() && is_int(e, s)) return weak_int();
     if (f == "full") {
       auto v = arg(0);
       return v ? check(full_type(*v), e.loc) : std::nullopt;

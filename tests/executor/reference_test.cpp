@@ -90,6 +90,35 @@ TEST(RunAgainstReference, ElementwiseAndRowSumKernelsPass) {
   }
 }
 
+// `v[:, None]` on an input in the reference is its whole array with a new
+// axis, as the reference's typing reads it (it was a type-checked kernel
+// that run refused: "'None' has no integer value here"); a wrong scale of
+// the same kernel still fails.
+TEST(RunAgainstReference, ANewAxisOnAnInputIsItsWholeArrayWithThatAxis) {
+  const std::string text = R"(kernel row_scale:
+    grid = (4,)
+    in  v: f32[512]  block=(128,)  index=(i) -> (i,)
+    in  w: f32[512, 8]  block=(128, 8)  index=(i) -> (i, 0)
+    out o: f32[512, 8]  block=(128, 8)  index=(i) -> (i, 0)
+    body:
+        t = v[...]
+        o[...] = w[...] * t[:, None] + 1.0
+    reference:
+        o = w * v[:, None] + SHIFT
+)";
+  auto with = [&](const std::string &shift) {
+    std::string t = text;
+    t.replace(t.find("SHIFT"), 5, shift);
+    return kernel_text(t);
+  };
+  const RunReport good = run_all_modes(with("1.0"), RunOptions{});
+  EXPECT_EQ(good.status, RunStatus::pass) << format_report(good);
+  const RunResult bad = run(with("2.0"), RunOptions{});
+  EXPECT_EQ(bad.status, RunStatus::fail) << bad.reason;
+  ASSERT_TRUE(bad.mismatch);
+  EXPECT_EQ(bad.mismatch->count, 512 * 8);
+}
+
 TEST(RunAgainstReference, AWrongElementwiseBodyNamesTheExpectedAndActualValues) {
   spec::KernelSpec k = kernel_text(R"(kernel off_by_one:
     grid = (4,)

@@ -290,6 +290,20 @@ TEST(BodyLoopTyping, APrintedLoopWithDsReadsBackAsItself) {
   EXPECT_EQ(*a.file, *b.file);
 }
 
+// An integer function of integers in a tensor expression is the integer
+// every command evaluates (`x / cdiv(n, bs)` was "an integer function; a
+// tensor value cannot use it" while `x / min(n, bs)` was typed as min's
+// reduction of n over axis bs).
+TEST(BodyLanguageTyping, AnIntegerFunctionOfIntegersInATensorExpressionIsAWeakInteger) {
+  for (const std::string f : {"cdiv(9, 4)", "min(9, 4)", "max(9, 4)", "abs(0 - 3)", "where(1 < 2, 3, 4)"}) {
+    expect_ok(kernel("f32[8, 128]", {"o[...] = x[...] / " + f}));
+    const TensorType t = stored_type(kernel("f32[8, 128]", {"o[...] = x[...] / " + f}));
+    EXPECT_EQ(t.dtype, DType::f32) << f;
+    EXPECT_FALSE(t.weak) << f;
+    EXPECT_EQ(t.shape, (Dims{8, 128})) << f;
+  }
+}
+
 TEST(BodyLanguageTyping, AShapeTooLargeToHoldIsALocatedError) {
   Diagnostic d = first_error(kernel("f32[8, 128]", {"c = iota((65536, 65536), 0)"}));
   EXPECT_EQ(d.loc.line, 6);
