@@ -543,8 +543,11 @@ bool value_only_in(const KernelSpec &k, const Block &b, const std::set<std::stri
   for (const auto &s : b) {
     if (const auto *a = std::get_if<Assign>(&s.kind)) {
       if (reads_name(a->target, tainted) || !value_only_in(k, a->value, tainted)) return false;
-    } else if (std::holds_alternative<Let>(s.kind)) {
-      // (Its name is tainted where its value reads one: its uses are checked.)
+    } else if (const auto *l = std::get_if<Let>(&s.kind)) {
+      // Its name is tainted where its value reads one (its uses are checked),
+      // and its value must take them as values too: `a = a + kp[bt[t]]`
+      // reads the table in a subscript, whatever `a` then reaches.
+      if (!value_only_in(k, l->value, tainted)) return false;
     } else if (const auto *f = std::get_if<If>(&s.kind)) {
       if (reads_name(f->cond, tainted) || !value_only_in(k, f->then_body, tainted) ||
           !value_only_in(k, f->else_body, tainted))

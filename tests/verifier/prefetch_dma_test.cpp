@@ -294,9 +294,18 @@ TEST(PrefetchValues, ATableThatDecidesAMaskAConditionOrAnAddressIsNoValueOnly) {
         "        m = iota((8, 128), 1) < sc[program_id(0)]\n        o[...] = where(m, x[...], 0.0)\n",
         "        o[...] = x[...]\n        when sc[program_id(0)] > 2:\n            o[...] = zeros\n",
         "        o[...] = x[...] * cast(sc[program_id(0)] // 2, f32)\n",
-        "        o[...] = x[ds(sc[program_id(0)], 8), :] * 0.0 + x[...]\n"}) {
+        "        o[...] = x[ds(sc[program_id(0)], 8), :] * 0.0 + x[...]\n",
+        // The table in a subscript of a local's value, the local then a value:
+        // a gather through it, once and carried over a loop.
+        "        v = x[ds(sc[program_id(0)], 8), :]\n        o[...] = v * 0.0 + x[...]\n",
+        "        a = x[...]\n        for t in range(2):\n            a = a + x[ds(sc[t], 8), :]\n"
+        "        o[...] = a\n"}) {
     const auto k = parse(scaled(use));
     EXPECT_EQ(spec::prefetch_value_only(k).count("sc"), 0u) << use;
+    // (Its reads were left open in the race check, which then could not
+    // evaluate the gather's address: `cannot evaluate 'where(...'`.)
+    const auto v = verifier::check(k, {});
+    EXPECT_EQ(v.reason.find("cannot evaluate"), std::string::npos) << use << v.reason;
   }
   // A mask from the table that keeps a part of the output nothing wrote is
   // found for the tables that leave it (sc < 128 keeps the rest).
