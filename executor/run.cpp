@@ -10,6 +10,7 @@
 #include "spec/prefetch.hpp"
 #include "spec/state.hpp"
 #include "spec/targets.hpp"
+#include "spec/typecheck.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -341,6 +342,10 @@ struct Estimate {
 // cache (executor/value.cpp) keeps up to 32 freed ones.
 constexpr std::uint64_t kCachedValues = 32;
 
+// Copies of a kernel body's expression trees alive during a run, at most
+// (TypedValues: the sizes of its values are counted apart).
+constexpr std::uint64_t kExprCopies = 10;
+
 std::uint64_t nodes(const spec::Expr &e) {
   std::uint64_t n = 1;
   for (const auto &a : e.args)
@@ -393,6 +398,70 @@ std::uint64_t values(std::uint64_t live, std::int64_t max_elements, std::uint64_
       live + cached + 4,
       chunk(spec::saturating_mul(std::uint64_t{4}, static_cast<std::uint64_t>(max_elements))));
 }
+
+// The values a block's expressions make, sized by their types: each typed
+// node makes at most one value of its type's elements (4 bytes each, as
+// values hold), a local binds one of its value's. Where typing left a node
+// without a type, or a type without a size, that node counts
+// `fallback_elements` (the largest value the statement can make). Integer
+// subscripts, shapes and axes make no values (spec::eval_int), and their
+// nodes have no type: a table's read elaborated into a `where` tree of
+// thousands of scalar nodes costs what its scalars do, not a whole array
+// each (a 512-entry page table sized 10 GiB so).
+struct TypedValues {
+  const spec::ExprTypes &types;
+  std::int64_t fallback_elements;
+
+  std::uint64_t bytes_of(const spec::TensorType &t) const {
+    std::int64_t n = 1;
+    for (auto d : t.shape) {
+      if (d < 0) return chunk(4 * static_cast<std::uint64_t>(fallback_elements));
+      n = spec::saturating_mul(n, d);
+    }
+    return chunk(spec::saturating_mul(std::uint64_t{4}, static_cast<std::uint64_t>(n)));
+  }
+  // (A value node without a type: the fallback; a node typed by the value
+  // typing is one of the interpreter's values.)
+  std::uint64_t expr(const spec::Expr &e, bool value) const {
+    std::uint64_t n = 0;
+    const auto it = types.find(&e);
+    if (it != types.end())
+      n = bytes_of(it->second);
+    else if (value)
+      n = chunk(4 * static_cast<std::uint64_t>(fallback_elements));
+    for (const auto &a : e.args)
+      n = spec::saturating_add(n, expr(a, false));
+    return n;
+  }
+  std::uint64_t block(const spec::Block &b) const {
+    std::uint64_t n = 0;
+    for (const auto &s : b) {
+      if (const auto *a = std::get_if<spec::Assign>(&s.kind)) {
+        n = spec::saturating_add(n, expr(a->value, true));
+        for (const auto &x : a->target.args)
+          n = spec::saturating_add(n, expr(x, false));
+      } else if (const auto *l = std::get_if<spec::Let>(&s.kind)) {
+        // Its value, and the local's binding of it.
+        const std::uint64_t v = expr(l->value, true);
+        const auto it = types.find(&l->value);
+        n = spec::saturating_add(
+            n, spec::saturating_add(v, it != types.end()
+                                           ? bytes_of(it->second)
+                                           : chunk(4 * static_cast<std::uint64_t>(fallback_elements))));
+      } else if (const auto *i = std::get_if<spec::If>(&s.kind)) {
+        n = spec::saturating_add(n, expr(i->cond, false));
+        n = spec::saturating_add(n, spec::saturating_add(block(i->then_body), block(i->else_body)));
+      } else if (const auto *f = std::get_if<spec::For>(&s.kind)) {
+        n = spec::saturating_add(n, block(f->body));
+      } else {
+        // Any other statement (a DMA, a wait): its expressions, untyped ones
+        // at the fallback size.
+        spec::for_each_expr(s, [&](const spec::Expr &x) { n = spec::saturating_add(n, expr(x, true)); });
+      }
+    }
+    return n;
+  }
+};
 
 bool has_loop(const spec::Block &b) {
   for (const auto &s : b) {
@@ -654,7 +723,26 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
   e.add(z.arrays);
   if (spec::uses_triton(k)) e.add(z.arrays); // a run's launch snapshot of the hbm buffers
   e.add(z.blocks);
-  e.add(values(nodes(k.body, false) + lets(k.body), z.max_elements));
+  // The body's and the reference's values by their types, where the kernel
+  // types without errors at these params (one typing: spec::typecheck); by
+  // the largest value for every node otherwise.
+  spec::ExprTypes types;
+  const bool typed = spec::typecheck(k, opts.overrides, &types).empty();
+  const auto slack = [](std::uint64_t extra, std::int64_t elements) {
+    return spec::saturating_mul(
+        extra, chunk(spec::saturating_mul(std::uint64_t{4}, static_cast<std::uint64_t>(elements))));
+  };
+  if (typed) {
+    e.add(spec::saturating_add(TypedValues{types, z.max_elements}.block(k.body),
+                               slack(kCachedValues + 4, z.max_elements)));
+    // The body's expression trees, copied by the concrete kernel, the
+    // oracle's and the lowering's forms: a prefetch table's reads elaborated
+    // into `where` trees are most of it (the embedding backward's body of
+    // 65582 nodes, 7.9 MB: its run peaks 7.1 of those above the other terms).
+    e.add(kExprCopies, footprint::heap(k.body));
+  } else {
+    e.add(values(nodes(k.body, false) + lets(k.body), z.max_elements));
+  }
   e.add(event_bytes(opts, runs));
   e.add(z.out_elements);
   if (z.undefined_reads) e.add(z.arrays); // the oracle's second pass, beside the first's results
@@ -665,7 +753,12 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
     // 256 MiB arrays is not 36 of them).
     e.add(z.arrays);
     const std::uint64_t made = nodes(k.reference, false) + lets(k.reference);
-    e.add(values(made, z.max_array_elements, has_loop(k.reference) ? kCachedValues : 0));
+    const std::uint64_t cached = has_loop(k.reference) ? kCachedValues : 0;
+    if (typed)
+      e.add(spec::saturating_add(TypedValues{types, z.max_array_elements}.block(k.reference),
+                                 slack(cached + 4, z.max_array_elements)));
+    else
+      e.add(values(made, z.max_array_elements, cached));
   }
   // The scaled copy of the spec lowering reads, and the unrolled lowering's
   // per-step tables (grid coordinates, block indices, visits); the rolled

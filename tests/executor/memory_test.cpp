@@ -188,3 +188,54 @@ TEST(MemoryEstimateReference, AStraightLineReferenceCountsAValueANodeAndNotAWhol
   const std::uint64_t arrays = 2ull * 2048 * 2048 * 4;
   EXPECT_LT(r.memory_estimate, 12 * arrays) << r.memory_estimate;
 }
+
+TEST(MemoryEstimateReference, AReferenceIsSizedByItsValuesTypesNotAWholeArrayANode) {
+  if (kSanitized) GTEST_SKIP() << "allocation peaks are measured in the build without sanitizers";
+  // A layer norm's reference over a 16 MiB array: most of its nodes are
+  // rows (a mean, a variance) or scalars, a few are whole arrays (counted
+  // each at the largest array, it was 17 GiB for a 768 MiB layer norm
+  // backward that ran in 3.6 GB).
+  auto parsed = spec::parse_and_validate(spec::SourceFile::from_string(
+      "ln.pk", "kernel k:\n    grid = (8,)\n"
+               "    in  x: f32[2048, 2048] block=(256, 2048) index=(i) -> (i, 0)\n"
+               "    out o: f32[2048, 2048] block=(256, 2048) index=(i) -> (i, 0)\n"
+               "    body:\n"
+               "        mu = sum(x[...], axis=1, keepdims=True) / 2048\n"
+               "        c = x[...] - mu\n"
+               "        var = sum(c * c, axis=1, keepdims=True) / 2048\n"
+               "        o[...] = c / sqrt(var + 0.00001)\n"
+               "    reference:\n"
+               "        mu = sum(x, axis=1, keepdims=True) / 2048\n"
+               "        var = sum((x - mu) * (x - mu), axis=1, keepdims=True) / 2048\n"
+               "        rs = 1.0 / sqrt(var + 0.00001)\n"
+               "        o = (x - mu) * rs\n"));
+  ASSERT_TRUE(parsed.file);
+  executor::RunOptions o;
+  const auto r = run_within_estimate(std::get<spec::KernelSpec>(parsed.file->units.at(0)), o);
+  // (26 times the arrays when each node counted a whole array; 13.5 now.)
+  const std::uint64_t arrays = 2ull * 2048 * 2048 * 4;
+  EXPECT_LT(r.memory_estimate, 16 * arrays) << r.memory_estimate;
+}
+
+TEST(MemoryEstimatePrefetch, ATableReadElaboratedIntoAWhereTreeCostsItsScalarsNotAValueANode) {
+  if (kSanitized) GTEST_SKIP() << "allocation peaks are measured in the build without sanitizers";
+  // A Triton gather through a 512-entry open table: each read becomes a
+  // `where` tree of 512 leaves, thousands of scalar nodes that the estimate
+  // counted as values of the 2 MiB page pool each (6.2 GiB for a run of
+  // 53 MB).
+  auto parsed = spec::parse_and_validate(spec::SourceFile::from_string(
+      "gather.pk", "kernel g:\n    grid = (2,)\n    backend = triton\n"
+                   "    prefetch bt: i32[512] in [0, 512)\n"
+                   "    in  kp: f32[512, 16, 64]\n"
+                   "    out o: f32[2, 16, 64]  block=(None, 16, 64)  index=(i, bt) -> (i, 0, 0)\n"
+                   "    body:\n"
+                   "        acc = broadcast_to(0.0, (16, 64))\n"
+                   "        for t in range(4):\n"
+                   "            acc = acc + kp[bt[program_id(0) * 4 + t]]\n"
+                   "        o[...] = acc\n"));
+  ASSERT_TRUE(parsed.file);
+  executor::RunOptions o;
+  const auto r = run_within_estimate(std::get<spec::KernelSpec>(parsed.file->units.at(0)), o);
+  const std::uint64_t pool = 512ull * 16 * 64 * 4;
+  EXPECT_LT(r.memory_estimate, 64 * pool) << r.memory_estimate;
+}
