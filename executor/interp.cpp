@@ -527,7 +527,8 @@ bool Interp::plan_fused(const Expr &e, Fused &f, int &node) {
   }
   case Op::Ref:
     // (`v[:, None]` on a whole array is a value indexed by eval.)
-    if (std::any_of(e.args.begin(), e.args.end(), [](const Expr &a) { return a.op == Op::None; })) return false;
+    if (std::any_of(e.args.begin(), e.args.end(), [](const Expr &a) { return a.op == Op::None; }))
+      return false;
     return block(view_of(e));
   case Op::Neg: {
     int a = -1;
