@@ -36,6 +36,7 @@ struct CheckArgs {
   unsigned jobs = 1;
   std::vector<std::string> reports; // FORMAT:PATH, each written from the same check
   bool whole_grid = false;          // no grid cut: every grid point checked
+  std::vector<std::string> kernels; // --kernel: only these units (all when empty)
 };
 
 // One more report of the same results: `--report sarif:out.sarif`.
@@ -75,9 +76,11 @@ std::optional<std::vector<ExtraReport>> parse_reports(const CheckArgs &a) {
 struct Loaded {
   reports::FileResult result;
   std::optional<spec::File> file;
+  bool selected_none = false; // --kernel names none of its units: not reported
 };
 
-Loaded load_file(const InputPath &in, const verifier::CheckOptions &opts) {
+Loaded load_file(const InputPath &in, const verifier::CheckOptions &opts,
+                 const std::vector<std::string> &kernels) {
   Loaded l;
   auto &r = l.result;
   r.source.path = in.path == "-" ? kStdinName : in.path;
@@ -97,6 +100,17 @@ Loaded load_file(const InputPath &in, const verifier::CheckOptions &opts) {
   if (parsed.file->units.empty()) {
     r.errors.push_back(spec::Diagnostic{spec::Severity::error, {}, "no kernel or pipeline in the file", {}});
     return l;
+  }
+  // --kernel: the units named, before their overrides are judged (a --set
+  // for one kernel of a file need not fit the others).
+  if (!kernels.empty()) {
+    std::erase_if(parsed.file->units, [&](const std::variant<spec::KernelSpec, spec::Program> &u) {
+      return std::find(kernels.begin(), kernels.end(), spec::unit_name(u)) == kernels.end();
+    });
+    if (parsed.file->units.empty()) {
+      l.selected_none = true;
+      return l;
+    }
   }
   // An override outside a param's domain, or one the body does not type-check
   // with, is bad input.
@@ -230,7 +244,22 @@ int run_check(const CheckArgs &a) {
     return bad_input;
   }
   std::vector<Loaded> loaded(files.size());
-  parallel_for(files.size(), a.jobs, [&](std::size_t i) { loaded[i] = load_file(files[i], opts); });
+  parallel_for(files.size(), a.jobs,
+               [&](std::size_t i) { loaded[i] = load_file(files[i], opts, a.kernels); });
+  // A --kernel name no parsed file has is bad input, as an unknown --set
+  // name is (a file that did not parse may have it: its errors are reported).
+  for (const auto &name : a.kernels) {
+    bool found = false, all_parsed_files = true;
+    for (const auto &l : loaded) {
+      all_parsed_files &= l.file.has_value() || l.selected_none;
+      if (l.file)
+        for (const auto &u : l.file->units)
+          found = found || spec::unit_name(u) == name;
+    }
+    if (!found && all_parsed_files)
+      return usage_error("--kernel", name, "no kernel or pipeline of that name in the files checked");
+  }
+  std::erase_if(loaded, [](const Loaded &l) { return l.selected_none; });
   // A --set name is unknown only when no unit of any file declares it (a
   // file that did not parse may declare it: its errors are reported instead).
   std::set<std::string> declared;
@@ -288,6 +317,9 @@ const bool registered = register_command(
       app.add_option("--target", a->target, target_help());
       add_set_option(app, a->sets, "NAME=VALUE: override a param");
       app.add_option("--jobs,-j", a->jobs, "check files in parallel")->check(CLI::Range(1u, 256u));
+      app.add_option("--kernel", a->kernels,
+                     "check only the kernel or pipeline of this name (repeatable); --set applies to it alone")
+          ->type_name("NAME");
       app.add_flag("--whole-grid", a->whole_grid,
                    "check every grid point, never a grid cut (docs/lowering.md): the same verdict, "
                    "slower on large grids, and past the concrete limits unknown");

@@ -722,6 +722,31 @@ TEST(Cli, CheckWholeGridChecksEveryGridPointWithTheSameVerdictsAndWitnesses) {
   }
 }
 
+TEST(Cli, CheckKernelChecksOnlyTheUnitsNamedAndTheirSetsFitThemAlone) {
+  // The Triton attention at 8 x 32 heads: the file's single-head kernels
+  // state a reference that batch=8 does not type, which made the whole file
+  // an error; --kernel checks the batched kernel alone.
+  const std::string file = source("corpus/kernels/attention_triton.pk");
+  const std::string sets = " --set seq=1024 --set batch=8 --set heads=32";
+  Out all = run("check " + file + sets + " 2>&1");
+  EXPECT_EQ(all.code, 3) << all.text;
+  Out one = run("check " + file + sets + " --kernel mha_forward 2>&1");
+  EXPECT_EQ(one.code, 0) << one.text;
+  EXPECT_NE(one.text.find("verified: kernel 'mha_forward'"), std::string::npos) << one.text;
+  EXPECT_NE(one.text.find("1 verified, 0 with violations, 0 unknown"), std::string::npos) << one.text;
+  // Across files, each name where it is; a file naming none is left out.
+  Out two = run("check " + file + " " + source("corpus/kernels/elementwise_triton.pk") + " " +
+                source("corpus/examples/guide_reference.pk") +
+                " --kernel mha_forward_single_head --kernel add_vectors_triton_unmasked 2>&1");
+  EXPECT_EQ(two.code, 1) << two.text;
+  EXPECT_NE(two.text.find("total: 1 verified, 1 with violations, 0 unknown"), std::string::npos) << two.text;
+  EXPECT_EQ(two.text.find("guide_reference.pk"), std::string::npos) << two.text;
+  Out none = run("check " + file + " --kernel mha_backward 2>&1");
+  EXPECT_EQ(none.code, 3) << none.text;
+  EXPECT_NE(none.text.find("--kernel mha_backward: no kernel or pipeline of that name"), std::string::npos)
+      << none.text;
+}
+
 TEST(Cli, CheckOutputOrderIsTheSameWithManyJobs) {
   // (Files that take from milliseconds to most of a second, so that the
   // threads finish out of order; the whole corpus takes minutes under ASan.)
