@@ -1802,6 +1802,10 @@ std::optional<Point> masked_load_past_end(const KernelModel &m, std::size_t op, 
   return std::nullopt;
 }
 
+bool load_mask_evaluates(const KernelModel &m, const Effect &read, const Point &p) {
+  return read.load_mask && mask_at(m, mask_flow(m), *read.load_mask, read.load_locals, p).has_value();
+}
+
 Finding triton_masked_load_past_end_finding(const KernelModel &m, std::size_t op, const Effect &read,
                                             const Point &p, const Point &element) {
   return triton_outside_finding(

@@ -116,6 +116,9 @@ Finding triton_load_past_end_finding(const KernelModel &, std::size_t op, const 
 /// not evaluate at p (it reads data) or does not fit the ref's value.
 std::optional<Point> masked_load_past_end(const KernelModel &, std::size_t op, const Effect &read,
                                           const Point &p, const Point &blk, const Box &box);
+/// Whether a masked load's mask evaluates at grid point p (it reads no
+/// data: masked_load_past_end decides its lanes there).
+bool load_mask_evaluates(const KernelModel &, const Effect &read, const Point &p);
 /// index-out-of-bounds of a Triton masked load whose mask selects `element`
 /// of `op`, past the array, at grid point p.
 Finding triton_masked_load_past_end_finding(const KernelModel &, std::size_t op, const Effect &read,

@@ -11,6 +11,7 @@
 #include <cassert>
 #include <functional>
 #include <optional>
+#include <tuple>
 
 namespace pipecheck::verifier::rules {
 
@@ -2278,8 +2279,14 @@ private:
       if (e.operand != op || e.kind != Effect::read || e.keep || (e.masked_load && !e.load_mask) ||
           e.box.size() != o.shape.size() || !may_pass_end(o, e))
         continue;
-      if (e.masked_load && (!e.exact || o.has_element_dims())) continue; // (as one whose mask reads data)
       if (!e.exact || o.has_element_dims()) {
+        // Its box moves with the grid point (`x[ds(j * bn, bn)]`): placed at
+        // each point, as the enumerator does, where the grid is small
+        // enough (a Triton output too large for the element pass sends a
+        // small grid here; a masked load skipped here let a transposed 2-D
+        // mask verify).
+        if (moving_load_past_end(op, e)) continue;
+        if (e.masked_load && !data_free_load_mask(e)) continue; // (as the enumerator leaves it)
         out_.unknown.push_back(
             "cannot decide whether the load of '" + o.name + "' on line " + std::to_string(e.loc.line) +
             " reads past the array at every grid point (its box moves with the grid point)");
@@ -2324,6 +2331,46 @@ private:
         out_.findings.push_back(triton_load_past_end_finding(m_, op, e, *at, *x));
       }
     }
+  }
+
+  // A Triton load whose box moves with the grid point, placed at every
+  // grid point in run order where there are at most kPlacedPoints: the
+  // first lane past the array it reads (its mask selects), as a finding.
+  // False where the grid is larger, or a box does not place (nothing
+  // decided); true where decided, found or not.
+  static constexpr std::int64_t kPlacedPoints = 65536;
+  bool moving_load_past_end(std::size_t op, const Effect &e) {
+    const auto &o = m_.operands[op];
+    if (m_.num_points() > kPlacedPoints || o.has_element_dims()) return false;
+    for (std::int64_t k = 0; k < m_.num_points(); ++k) {
+      const Point p = spec::grid_point(m_.grid, m_.cta_axes, k);
+      const auto fires = guard_at(m_, e, p);
+      if (!fires) return false;
+      if (!*fires) continue;
+      const auto blk = block_at(m_, op, p);
+      const auto box = ref_box_at(m_, e, p);
+      if (!blk || !box) return false;
+      bool inside = true; // (a block outside the array is out_of_bounds's finding)
+      for (std::size_t d = 0; d < o.num_blocks.size() && d < blk->size(); ++d)
+        inside = inside && ((*blk)[d] >= 0 && (*blk)[d] < o.num_blocks[d]);
+      if (!inside) continue;
+      if (e.masked_load) {
+        if (auto x = masked_load_past_end(m_, op, e, p, *blk, *box)) {
+          out_.findings.push_back(triton_masked_load_past_end_finding(m_, op, e, p, *x));
+          return true;
+        }
+      } else if (auto x = first_outside(o, *blk, *box)) {
+        out_.findings.push_back(triton_load_past_end_finding(m_, op, e, p, *x));
+        return true;
+      }
+    }
+    return true;
+  }
+
+  // Whether a masked load's mask evaluates at the first grid point (reads
+  // no data): one that reads data is left as the enumerator leaves it.
+  bool data_free_load_mask(const Effect &e) const {
+    return m_.num_points() > 0 && load_mask_evaluates(m_, e, spec::grid_point(m_.grid, m_.cta_axes, 0));
   }
 
   // Triton: two programs whose static store boxes (or a store's and a
@@ -2438,6 +2485,9 @@ private:
     const auto &o = m_.operands[op];
     if (m_.is_aliased_output(op)) return;
     const CoverCells cells = cover_cells(m_, op, true);
+    // The first such read in run order (the grid point, then the statement),
+    // as the element pass finds it: one finding per output.
+    std::optional<std::tuple<Point, std::size_t, Point>> first; // (point, effect, element)
     for (std::size_t r = 0; r < m_.effects.size(); ++r) {
       const Effect &er = m_.effects[r];
       if (er.operand != op || er.keep || er.kind == Effect::write) continue;
@@ -2454,12 +2504,14 @@ private:
         reaches_array(op, bp, cell, facts);
         std::vector<Point> v;
         if (query("uninitialized-accumulator/" + o.name, facts, {&p}, v) != Q::sat) continue;
-        if (const auto element = first_element(op, v[0], cell)) {
-          out_.findings.push_back(triton_garbage_finding(m_, er, v[0], *element));
-          return;
-        }
+        if (const auto element = first_element(op, v[0], cell))
+          if (!first || std::tie(v[0], r) < std::tie(std::get<0>(*first), std::get<1>(*first)))
+            first = std::make_tuple(v[0], r, *element);
       }
     }
+    if (first)
+      out_.findings.push_back(triton_garbage_finding(m_, m_.effects[std::get<1>(*first)], std::get<0>(*first),
+                                                     std::get<2>(*first)));
   }
 
   // Whether some dim of the operand's block index combines several grid
