@@ -271,26 +271,39 @@ std::optional<LoweredCheck> check_on_cut(const spec::KernelSpec &k, const spec::
     if (cc.recurs) break;
   }
   const std::int64_t steps = spec::num_points(low.grid), cut_steps = spec::num_points(cut_low->grid);
-  if (!cc.recurs && !cc.findings.empty() && steps > (1 << 16)) {
-    // The run stopped at a fault before its state could recur. Up to the
-    // first step at which a cut axis reaches the values the cut moved down
-    // (`upper`), the cut program's steps are the kernel's: a finding there
-    // is the kernel's, at the same grid point.
-    std::int64_t same = 0;
-    while (same < cut_steps) {
-      const auto c = cut_low->point(same);
-      bool moved = false;
-      for (std::size_t e = 0; e < plan.cut->axes.size() && e < c.size(); ++e)
-        moved = moved || (plan.cut->axes[e].drop > 0 && c[e] >= plan.cut->axes[e].upper);
-      if (moved) break;
-      ++same;
-    }
+  // Up to the first step at which a cut axis reaches the values the cut
+  // moved down (`upper`), the cut program's steps are the kernel's: a
+  // finding there is the kernel's, at the same grid point.
+  std::int64_t same = 0;
+  while (same < cut_steps) {
+    const auto c = cut_low->point(same);
+    bool moved = false;
+    for (std::size_t e = 0; e < plan.cut->axes.size() && e < c.size(); ++e)
+      moved = moved || (plan.cut->axes[e].drop > 0 && c[e] >= plan.cut->axes[e].upper);
+    if (moved) break;
+    ++same;
+  }
+  const auto step_of = [&](const Finding &f) {
+    std::int64_t at = cut_steps;
+    for (const auto &t : f.witness.trace)
+      if (t.anchor && t.top_level >= 0) at = cut_low->step(t.top_level, t.iterations);
+    return at;
+  };
+  // Every finding lies before that step, and either the run stopped at a
+  // fault there or the cut's state recurs (so the steps it leaves out hold
+  // no finding its moved steps do not): the kernel's run finds the same
+  // findings at the same steps, first occurrences and all (a masked load
+  // one lane too wide at the first of 8192 rows: not the whole grid again).
+  const bool all_in_prefix =
+      !cc.findings.empty() && std::all_of(cc.findings.begin(), cc.findings.end(),
+                                          [&](const Finding &f) { return step_of(f) < same; });
+  const bool exact_prefix = all_in_prefix && (cc.recurs || cc.last_step < same);
+  if (exact_prefix || (!cc.recurs && !cc.findings.empty() && steps > (1 << 16))) {
+    // (Past the concrete size, findings after the prefix are left: the
+    // run stopped at a fault before its state could recur.)
     LoweredCheck out = base;
     for (auto &f : cc.findings) {
-      std::int64_t at = cut_steps;
-      for (const auto &t : f.witness.trace)
-        if (t.anchor && t.top_level >= 0) at = cut_low->step(t.top_level, t.iterations);
-      if (at >= same) continue;
+      if (step_of(f) >= same) continue;
       locate_in_grid(f, *cut_low);
       std::set<std::string> ops;
       for (const auto &t : f.witness.trace)

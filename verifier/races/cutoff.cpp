@@ -4,6 +4,7 @@
 #include "verifier/races/machine.hpp"
 #include "verifier/races/races.hpp"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -34,6 +35,7 @@ CutCheck check_cut(const spec::Lowered &low, spec::GridCut &cut) {
       if ((e < low.cta.size() && low.cta[e]) == (pass == 0)) order.push_back(e);
   auto hook = [&](const spec::For &f, std::int64_t step, const Machine &m) {
     if (&f != main) return;
+    out.last_step = std::max(out.last_step, step);
     if (!shifts_ready) {
       for (const auto &d : cut.dims)
         per_value[static_cast<std::size_t>(d.axis)][{m.buffer_index(hbm_of[d.operand]), d.dim}] = &d;

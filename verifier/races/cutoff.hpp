@@ -26,6 +26,7 @@ struct CutCheck {
   std::string reason;
   std::vector<Finding> findings; ///< the cut program's, as check_concrete gives them
   std::int64_t states = 0;       ///< state pairs compared
+  std::int64_t last_step = -1;   ///< the last step of the main loop the run began (a fault stops it)
 };
 
 /// Runs `cut_low`, spec::lower's rolled program for the kernel on `cut`, and
