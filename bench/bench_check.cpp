@@ -36,6 +36,9 @@
 //                              iterations each (`_verdict`: its verdict)
 //   mha_forward_triton_2e14_ms the same at 8 x 32 heads: 16384 programs, its o 2^27 elements
 //                              (one run; `_verdict`: its verdict)
+//   layer_norm_bwd_mask_bug_8192_rows_ms corpus/kernels' Triton layer norm backward (dx)
+//                              whose masked loads select one lane past each row, at 8192
+//                              rows: the time to its finding (`_verdict`: violation)
 //   paged_attention_page_table_ms  corpus/kernels' paged attention with body DMAs, a
 //                              page table described by constraints and the upstream
 //                              test's lengths (a while loop finds the next sequence with
@@ -199,6 +202,18 @@ int main() {
       std::printf("mha_forward (Triton) at 8 x 32 heads, 8192 tokens: %s in %.1f ms (%s)\n",
                   mha_big_verdict.c_str(), mha_big_ms, v.reason.c_str());
     }
+  double ln_bug_ms = 0;
+  std::string ln_bug_verdict = "missing";
+  for (const auto &u : units)
+    if (auto *k = std::get_if<spec::KernelSpec>(&u); k && k->name == "ln_bwd_dx_mask_off_by_one") {
+      verifier::CheckOptions rows = opts;
+      rows.overrides = {{"rows", 8192}};
+      verifier::Verdict v;
+      ln_bug_ms = time_ms([&] { v = verifier::check(u, rows); }, 3);
+      ln_bug_verdict = verifier::to_string(v.status);
+      std::printf("ln_bwd_dx_mask_off_by_one (Triton) at 8192 rows: %s in %.1f ms (%s)\n",
+                  ln_bug_verdict.c_str(), ln_bug_ms, v.reason.c_str());
+    }
   double paged_ms = 0, state_ms = 0;
   std::string paged_verdict = "missing", state_verdict = "missing";
   for (const auto &u : units)
@@ -284,13 +299,14 @@ int main() {
       "\"layer_norm_triton_4096_rows_verdict\": \"%s\", \"add_vectors_triton_2e28_ms\": %.1f, "
       "\"add_vectors_triton_2e28_verdict\": \"%s\", \"mha_forward_triton_8192_ms\": %.1f, "
       "\"mha_forward_triton_8192_verdict\": \"%s\", \"mha_forward_triton_2e14_ms\": %.1f, "
-      "\"mha_forward_triton_2e14_verdict\": \"%s\"}\n",
+      "\"mha_forward_triton_2e14_verdict\": \"%s\", \"layer_norm_bwd_mask_bug_8192_rows_ms\": %.1f, "
+      "\"layer_norm_bwd_mask_bug_8192_rows_verdict\": \"%s\"}\n",
       median(kernel_ms), max_kernel_ms, median(spec_only_ms),
       small_solver_ms > 0 ? big_ms / small_solver_ms : 0, small_ms > 0 ? big_ms / small_ms : 0, small_ms,
       big_ms, verifier::to_string(big_v.status), largest_ms, walk_ms, big_ms > 0 ? enum_ms / big_ms : 0,
       median(pipeline_ms), p8 > 0 ? p1e6 / p8 : 0, lines_small > 0 ? lines_big / lines_small : 0,
       lower_big_ms, flash_ms, flash_big_ms, flash_big_verdict.c_str(), paged_ms, paged_verdict.c_str(),
       state_ms, state_verdict.c_str(), norm_ms, norm_verdict.c_str(), add_ms, add_verdict.c_str(), mha_ms,
-      mha_verdict.c_str(), mha_big_ms, mha_big_verdict.c_str());
+      mha_verdict.c_str(), mha_big_ms, mha_big_verdict.c_str(), ln_bug_ms, ln_bug_verdict.c_str());
   return 0;
 }
