@@ -122,7 +122,21 @@ bool is_binary(Op op) {
   }
 }
 
+// `program_id(k)` or `num_programs(k)` with a literal axis.
+bool grid_call(const Expr &e) {
+  return e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs") && e.args.size() == 1 &&
+         e.args[0].op == Op::Int && e.kwarg_names.empty();
+}
+std::string grid_call_name(const Expr &e) { return e.name + "(" + std::to_string(e.args[0].int_value) + ")"; }
+
 Evaluation call(const Expr &e, const Env &env) {
+  // A grid index bound by name ("program_id(0)", as spec::program_id_var
+  // writes it): a grid point's value without rewriting the expression
+  // (bind_grid copies every node of a prefetch table's where-tree).
+  if (grid_call(e)) {
+    const auto it = env.find(grid_call_name(e));
+    return it != env.end() ? Evaluation{it->second} : fault(EvalFault::unbound, e);
+  }
   if (!is_int_function(e.name) || !e.kwarg_names.empty()) return fault(EvalFault::not_integer, e);
   // `where(c, a, b)` with c decided is the side it selects, whatever the
   // other holds (a prefetch table's balanced `where` tree is one path, not
@@ -265,32 +279,6 @@ int CompiledInts::add(Node n, const std::vector<int> &kids) {
   return static_cast<int>(nodes_.size()) - 1;
 }
 
-namespace {
-
-// The x of a prefetch tree's condition: `x < c`, or `(x >= c) and (x < d)`.
-const Expr *tree_index(const Expr &c) {
-  if (c.op == Op::Lt && c.args.size() == 2 && c.args[1].op == Op::Int) return &c.args[0];
-  if (c.op == Op::And && c.args.size() == 2 && c.args[0].op == Op::Ge && c.args[0].args.size() == 2 &&
-      c.args[0].args[1].op == Op::Int && c.args[1].op == Op::Lt && c.args[1].args.size() == 2 &&
-      c.args[1].args[1].op == Op::Int && c.args[0].args[0] == c.args[1].args[0])
-    return &c.args[0].args[0];
-  return nullptr;
-}
-
-// Whether `b` is an integer or a tree of wheres on `x < c` with integer
-// leaves: where x evaluates, so does every condition in it, and no leaf
-// fails, so evaluating only the branch a condition picks gives what
-// evaluating both would (spec/prefetch.cpp's table reads, a leaf per entry:
-// both branches would cost the whole table at every read).
-bool total_given(const Expr &b, const Expr &x) {
-  if (b.op == Op::Int) return true;
-  if (!(b.op == Op::Call && b.name == "where" && b.args.size() == 3 && b.kwarg_names.empty())) return false;
-  const Expr *i = tree_index(b.args[0]);
-  return i && *i == x && total_given(b.args[1], x) && total_given(b.args[2], x);
-}
-
-} // namespace
-
 int CompiledInts::compile_node(const Expr &e, const std::function<int(const std::string &)> &intern) {
   Node n;
   n.op = e.op;
@@ -334,14 +322,18 @@ int CompiledInts::compile_node(const Expr &e, const std::function<int(const std:
     operands(2);
     break;
   case Op::Call: {
+    if (grid_call(e)) { // (a variable by its name, as evaluate reads it)
+      n.kind = Kind::variable;
+      n.value = intern(grid_call_name(e));
+      break;
+    }
     const IntFn f = is_int_function(e.name) ? int_function(e) : IntFn::none;
     if (f == IntFn::none) break; // never a value
     n.kind = Kind::call;
     n.fn = static_cast<std::uint8_t>(f);
-    if (f == IntFn::where && e.args.size() == 3)
-      if (const Expr *x = tree_index(e.args[0]);
-          x && total_given(e.args[1], *x) && total_given(e.args[2], *x))
-        n.kind = Kind::select;
+    // (evaluate takes the side a decided condition selects, whatever the
+    // other holds: so does a select, for every `where`.)
+    if (f == IntFn::where && e.args.size() == 3) n.kind = Kind::select;
     operands(e.args.size());
     break;
   }

@@ -17,7 +17,9 @@ using namespace pipecheck::spec;
 
 namespace {
 
-const std::vector<std::string> kNames = {"i", "j", "n", "unbound"};
+// ("program_id(0)" is the name a grid index is bound by: the call
+// `program_id(0)` reads it; `num_programs(1)` is never bound.)
+const std::vector<std::string> kNames = {"i", "j", "n", "program_id(0)", "unbound"};
 
 rc::Gen<std::int64_t> leaf_value() {
   return rc::gen::weightedOneOf<std::int64_t>(
@@ -30,7 +32,13 @@ Expr gen_expr(int depth) {
   const int kind = *rc::gen::inRange(0, depth <= 0 ? 3 : 10);
   switch (kind) {
   case 0: return Expr::integer(*leaf_value());
-  case 1: return Expr::var(*rc::gen::elementOf(kNames));
+  case 1: {
+    const std::string n = *rc::gen::elementOf(kNames);
+    if (n == "program_id(0)" && *rc::gen::inRange(0, 2) == 0)
+      return Expr::call("program_id", {Expr::integer(0)});
+    if (n == "unbound" && *rc::gen::inRange(0, 2) == 0) return Expr::call("num_programs", {Expr::integer(1)});
+    return Expr::var(n);
+  }
   case 2: return *rc::gen::element(Expr::floating(1.5), Expr::ref("x", {}), Expr::leaf(Op::Zeros));
   case 3:
   case 4: {
@@ -90,6 +98,19 @@ RC_GTEST_PROP(CompiledIntsProperty, HaveAValueExactlyWhenEvaluateHasTheSameOne, 
   const auto expected = evaluate(e, env).value;
   RC_LOG() << e << "\n";
   RC_ASSERT(c.value(root, vars.data()) == expected);
+}
+
+// A grid point's index by name: program_id(k) reads "program_id(k)" from
+// the environment (box_at binds a point so, not copying a table's where-tree
+// per point), and is unbound without it.
+TEST(Evaluate, AGridIndexIsReadByItsNameFromTheEnvironment) {
+  const Expr e = Expr::binary(
+      Op::Add, Expr::binary(Op::Mul, Expr::call("program_id", {Expr::integer(1)}), Expr::integer(4)),
+      Expr::call("num_programs", {Expr::integer(0)}));
+  EXPECT_EQ(evaluate(e, {{"program_id(1)", 3}, {"num_programs(0)", 7}}).value, 19);
+  const Evaluation missing = evaluate(e, {{"program_id(1)", 3}});
+  EXPECT_FALSE(missing.value);
+  EXPECT_EQ(missing.fault, EvalFault::unbound);
 }
 
 TEST(CompiledInts, ReadTheirNamesThroughTheCallersPointersAtEachEvaluation) {

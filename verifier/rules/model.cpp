@@ -55,10 +55,17 @@ std::optional<std::vector<std::pair<std::int64_t, std::int64_t>>>
 box_at(const KernelModel &m, const Effect &e, const std::vector<std::int64_t> &p) {
   if (e.exact) return e.box;
   if (!e.target) return std::nullopt;
+  // The grid point by name (spec::evaluate reads program_id(k) from it):
+  // a given prefetch table's subscript is a where-tree of a leaf per
+  // element, which bind_grid would copy at every point and effect.
+  spec::Env env = m.env;
+  for (std::size_t a = 0; a < p.size(); ++a)
+    env[spec::program_id_var(static_cast<std::int64_t>(a))] = p[a];
+  for (std::size_t a = 0; a < m.grid.size(); ++a)
+    env["num_programs(" + std::to_string(a) + ")"] = m.grid[a];
   bool ok = true;
   auto box = subscript_box(
-      m.operands[e.operand], *e.target,
-      [&](const Expr &x) { return spec::evaluate(bind_grid(x, p, m.grid), m.env).value; }, ok);
+      m.operands[e.operand], *e.target, [&](const Expr &x) { return spec::evaluate(x, env).value; }, ok);
   if (!ok) return std::nullopt;
   return box;
 }
