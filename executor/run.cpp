@@ -227,7 +227,10 @@ std::string describe(const Mismatch &m, std::optional<double> tol) {
     os << where << ": expected " << number(m.expected) << " (" << m.expected_from << "), got "
        << number(m.actual) << " (" << m.actual_from << ")";
   }
-  os << "; " << m.count << (m.count == 1 ? " element differs" : " elements differ");
+  // (Which comparison the count and the tolerance belong to: a run against
+  // the oracle, or the oracle against the reference.)
+  os << "; " << m.count << (m.count == 1 ? " element differs" : " elements differ") << " from the "
+     << m.expected_from;
   if (tol) os << " (relative tolerance " << *tol << ")";
   return os.str();
 }

@@ -186,7 +186,7 @@ TEST(RunPoison, AnOutputNoGridPointStoresToWasNeverWritten) {
   ASSERT_EQ(r.status, RunStatus::fail);
   EXPECT_EQ(r.reason,
             "o[256, 0] was never written (block [2, 0], grid point (2,)): no grid point's body stores to "
-            "it; 32768 elements differ");
+            "it; 32768 elements differ from the oracle");
 }
 
 TEST(RunPoison, AMaskedStoreLeavesExactlyTheUnstoredElementsUnwritten) {
