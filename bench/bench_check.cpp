@@ -81,6 +81,12 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+// A check's time and verdict ("missing" where the corpus has no such kernel).
+struct Sized {
+  double ms = 0;
+  std::string verdict = "missing";
+};
+
 double time_ms(const std::function<void()> &f, int reps) {
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
@@ -161,59 +167,29 @@ int main() {
       std::printf("flash_attention_fwd at 262144 grid points: %s in %.1f ms (%s)\n",
                   flash_big_verdict.c_str(), flash_big_ms, v.reason.c_str());
     }
-  double norm_ms = 0;
-  std::string norm_verdict = "missing";
-  for (const auto &u : units)
-    if (auto *k = std::get_if<spec::KernelSpec>(&u); k && k->name == "layer_norm_fwd") {
-      verifier::CheckOptions rows = opts;
-      rows.overrides = {{"rows", 4096}};
-      verifier::Verdict v;
-      norm_ms = time_ms([&] { v = verifier::check(u, rows); }, 1);
-      norm_verdict = verifier::to_string(v.status);
-      std::printf("layer_norm_fwd (Triton) at 4096 rows: %s in %.1f ms (%s)\n", norm_verdict.c_str(), norm_ms,
-                  v.reason.c_str());
-    }
-  double add_ms = 0;
-  std::string add_verdict = "missing";
-  for (const auto &u : units)
-    if (auto *k = std::get_if<spec::KernelSpec>(&u); k && k->name == "add_vectors_triton") {
-      verifier::CheckOptions big = opts;
-      big.overrides = {{"n", std::int64_t{1} << 28}};
-      verifier::Verdict v;
-      add_ms = time_ms([&] { v = verifier::check(u, big); }, 1);
-      add_verdict = verifier::to_string(v.status);
-      std::printf("add_vectors_triton at 2^28 elements: %s in %.1f ms (%s)\n", add_verdict.c_str(), add_ms,
-                  v.reason.c_str());
-    }
-  double mha_ms = 0, mha_big_ms = 0;
-  std::string mha_verdict = "missing", mha_big_verdict = "missing";
-  for (const auto &u : units)
-    if (auto *k = std::get_if<spec::KernelSpec>(&u); k && k->name == "mha_forward") {
-      verifier::CheckOptions one = opts, big = opts;
-      one.overrides = {{"batch", 1}, {"heads", 1}, {"seq", 8192}};
-      big.overrides = {{"batch", 8}, {"heads", 32}, {"seq", 8192}};
-      verifier::Verdict v;
-      mha_ms = time_ms([&] { v = verifier::check(u, one); }, 3);
-      mha_verdict = verifier::to_string(v.status);
-      std::printf("mha_forward (Triton) at 8192 tokens: %s in %.1f ms (%s)\n", mha_verdict.c_str(), mha_ms,
-                  v.reason.c_str());
-      mha_big_ms = time_ms([&] { v = verifier::check(u, big); }, 1);
-      mha_big_verdict = verifier::to_string(v.status);
-      std::printf("mha_forward (Triton) at 8 x 32 heads, 8192 tokens: %s in %.1f ms (%s)\n",
-                  mha_big_verdict.c_str(), mha_big_ms, v.reason.c_str());
-    }
-  double ln_bug_ms = 0;
-  std::string ln_bug_verdict = "missing";
-  for (const auto &u : units)
-    if (auto *k = std::get_if<spec::KernelSpec>(&u); k && k->name == "ln_bwd_dx_mask_off_by_one") {
-      verifier::CheckOptions rows = opts;
-      rows.overrides = {{"rows", 8192}};
-      verifier::Verdict v;
-      ln_bug_ms = time_ms([&] { v = verifier::check(u, rows); }, 3);
-      ln_bug_verdict = verifier::to_string(v.status);
-      std::printf("ln_bwd_dx_mask_off_by_one (Triton) at 8192 rows: %s in %.1f ms (%s)\n",
-                  ln_bug_verdict.c_str(), ln_bug_ms, v.reason.c_str());
-    }
+  // One corpus kernel at a size: its check time and verdict, printed as `what`.
+  const auto sized = [&](const std::string &name, const spec::Env &overrides, int reps, const char *what) {
+    Sized out;
+    for (const auto &u : units)
+      if (auto *k = std::get_if<spec::KernelSpec>(&u); k && k->name == name) {
+        verifier::CheckOptions at = opts;
+        at.overrides = overrides;
+        verifier::Verdict v;
+        out.ms = time_ms([&] { v = verifier::check(u, at); }, reps);
+        out.verdict = verifier::to_string(v.status);
+        std::printf("%s: %s in %.1f ms (%s)\n", what, out.verdict.c_str(), out.ms, v.reason.c_str());
+      }
+    return out;
+  };
+  const Sized norm = sized("layer_norm_fwd", {{"rows", 4096}}, 1, "layer_norm_fwd (Triton) at 4096 rows");
+  const Sized add =
+      sized("add_vectors_triton", {{"n", std::int64_t{1} << 28}}, 1, "add_vectors_triton at 2^28 elements");
+  const Sized mha = sized("mha_forward", {{"batch", 1}, {"heads", 1}, {"seq", 8192}}, 3,
+                          "mha_forward (Triton) at 8192 tokens");
+  const Sized mha_big = sized("mha_forward", {{"batch", 8}, {"heads", 32}, {"seq", 8192}}, 1,
+                              "mha_forward (Triton) at 8 x 32 heads, 8192 tokens");
+  const Sized ln_bug = sized("ln_bwd_dx_mask_off_by_one", {{"rows", 8192}}, 3,
+                             "ln_bwd_dx_mask_off_by_one (Triton) at 8192 rows");
   double paged_ms = 0, state_ms = 0;
   std::string paged_verdict = "missing", state_verdict = "missing";
   for (const auto &u : units)
@@ -306,7 +282,7 @@ int main() {
       big_ms, verifier::to_string(big_v.status), largest_ms, walk_ms, big_ms > 0 ? enum_ms / big_ms : 0,
       median(pipeline_ms), p8 > 0 ? p1e6 / p8 : 0, lines_small > 0 ? lines_big / lines_small : 0,
       lower_big_ms, flash_ms, flash_big_ms, flash_big_verdict.c_str(), paged_ms, paged_verdict.c_str(),
-      state_ms, state_verdict.c_str(), norm_ms, norm_verdict.c_str(), add_ms, add_verdict.c_str(), mha_ms,
-      mha_verdict.c_str(), mha_big_ms, mha_big_verdict.c_str(), ln_bug_ms, ln_bug_verdict.c_str());
+      state_ms, state_verdict.c_str(), norm.ms, norm.verdict.c_str(), add.ms, add.verdict.c_str(), mha.ms,
+      mha.verdict.c_str(), mha_big.ms, mha_big.verdict.c_str(), ln_bug.ms, ln_bug.verdict.c_str());
   return 0;
 }

@@ -132,6 +132,14 @@ std::int64_t Interp::eval_int(const Expr &e) {
   bad(e.loc, "'" + expr_string(e) + "' has no integer value here");
 }
 
+namespace {
+// `v[:, None]`: a subscript that adds an axis (a reference's whole-array
+// value, indexed as a local's; the body's typing allows none on a ref).
+bool adds_axis(const Expr &ref) {
+  return std::any_of(ref.args.begin(), ref.args.end(), [](const Expr &a) { return a.op == Op::None; });
+}
+} // namespace
+
 View Interp::view_of(const Expr &ref) {
   if (ref.op != Op::Ref && ref.op != Op::Name)
     bad(ref.loc, "'" + expr_string(ref) + "' is not a buffer reference");
@@ -185,10 +193,8 @@ Value Interp::eval(const Expr &e) {
           e, [&](const Expr &x, bool) -> std::optional<std::int64_t> { return eval_int(x); });
       return index(it->second, subs, e.loc);
     }
-    // `v[:, None]` on a whole array (a reference's operand; the body's typing
-    // allows no new axis on a ref): the array's value, indexed as a local's,
-    // as the reference's typing reads it.
-    if (std::any_of(e.args.begin(), e.args.end(), [](const Expr &a) { return a.op == Op::None; })) {
+    // (As the reference's typing reads it.)
+    if (adds_axis(e)) {
       Expr whole = e;
       whole.op = Op::Name;
       whole.args.clear();
@@ -527,8 +533,7 @@ bool Interp::plan_fused(const Expr &e, Fused &f, int &node) {
   }
   case Op::Ref:
     // (`v[:, None]` on a whole array is a value indexed by eval.)
-    if (std::any_of(e.args.begin(), e.args.end(), [](const Expr &a) { return a.op == Op::None; }))
-      return false;
+    if (adds_axis(e)) return false;
     return block(view_of(e));
   case Op::Neg: {
     int a = -1;

@@ -396,10 +396,13 @@ std::uint64_t lets(const spec::Block &b) {
   return n;
 }
 
+// One value of `elements` elements (4 bytes each, whatever the dtype).
+std::uint64_t value_bytes(std::int64_t elements) {
+  return chunk(spec::saturating_mul(std::uint64_t{4}, static_cast<std::uint64_t>(elements)));
+}
+
 std::uint64_t values(std::uint64_t live, std::int64_t max_elements, std::uint64_t cached = kCachedValues) {
-  return spec::saturating_mul(
-      live + cached + 4,
-      chunk(spec::saturating_mul(std::uint64_t{4}, static_cast<std::uint64_t>(max_elements))));
+  return spec::saturating_mul(live + cached + 4, value_bytes(max_elements));
 }
 
 // The values a block's expressions make, sized by their types: each typed
@@ -415,23 +418,22 @@ struct TypedValues {
   const spec::ExprTypes &types;
   std::int64_t fallback_elements;
 
-  std::uint64_t bytes_of(const spec::TensorType &t) const {
+  // A node's value: its type's elements, the fallback where it has no type
+  // or a type without a size.
+  std::uint64_t node(const spec::Expr &e) const {
+    const auto it = types.find(&e);
+    if (it == types.end()) return value_bytes(fallback_elements);
     std::int64_t n = 1;
-    for (auto d : t.shape) {
-      if (d < 0) return chunk(4 * static_cast<std::uint64_t>(fallback_elements));
+    for (auto d : it->second.shape) {
+      if (d < 0) return value_bytes(fallback_elements);
       n = spec::saturating_mul(n, d);
     }
-    return chunk(spec::saturating_mul(std::uint64_t{4}, static_cast<std::uint64_t>(n)));
+    return value_bytes(n);
   }
   // (A value node without a type: the fallback; a node typed by the value
   // typing is one of the interpreter's values.)
   std::uint64_t expr(const spec::Expr &e, bool value) const {
-    std::uint64_t n = 0;
-    const auto it = types.find(&e);
-    if (it != types.end())
-      n = bytes_of(it->second);
-    else if (value)
-      n = chunk(4 * static_cast<std::uint64_t>(fallback_elements));
+    std::uint64_t n = value || types.count(&e) ? node(e) : 0;
     for (const auto &a : e.args)
       n = spec::saturating_add(n, expr(a, false));
     return n;
@@ -445,12 +447,7 @@ struct TypedValues {
           n = spec::saturating_add(n, expr(x, false));
       } else if (const auto *l = std::get_if<spec::Let>(&s.kind)) {
         // Its value, and the local's binding of it.
-        const std::uint64_t v = expr(l->value, true);
-        const auto it = types.find(&l->value);
-        n = spec::saturating_add(
-            n, spec::saturating_add(v, it != types.end()
-                                           ? bytes_of(it->second)
-                                           : chunk(4 * static_cast<std::uint64_t>(fallback_elements))));
+        n = spec::saturating_add(n, spec::saturating_add(expr(l->value, true), node(l->value)));
       } else if (const auto *i = std::get_if<spec::If>(&s.kind)) {
         n = spec::saturating_add(n, expr(i->cond, false));
         n = spec::saturating_add(n, spec::saturating_add(block(i->then_body), block(i->else_body)));
@@ -731,13 +728,9 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
   // the largest value for every node otherwise.
   spec::ExprTypes types;
   const bool typed = spec::typecheck(k, opts.overrides, &types).empty();
-  const auto slack = [](std::uint64_t extra, std::int64_t elements) {
-    return spec::saturating_mul(
-        extra, chunk(spec::saturating_mul(std::uint64_t{4}, static_cast<std::uint64_t>(elements))));
-  };
   if (typed) {
-    e.add(spec::saturating_add(TypedValues{types, z.max_elements}.block(k.body),
-                               slack(kCachedValues + 4, z.max_elements)));
+    // (With the slack of values(): the block cache and a few temporaries.)
+    e.add(spec::saturating_add(TypedValues{types, z.max_elements}.block(k.body), values(0, z.max_elements)));
     // The body's expression trees, copied by the concrete kernel, the
     // oracle's and the lowering's forms: a prefetch table's reads elaborated
     // into `where` trees are most of it (the embedding backward's body of
@@ -759,7 +752,7 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
     const std::uint64_t cached = has_loop(k.reference) ? kCachedValues : 0;
     if (typed)
       e.add(spec::saturating_add(TypedValues{types, z.max_array_elements}.block(k.reference),
-                                 slack(cached + 4, z.max_array_elements)));
+                                 values(0, z.max_array_elements, cached)));
     else
       e.add(values(made, z.max_array_elements, cached));
   }

@@ -128,6 +128,15 @@ Expr bind_grid(const Expr &e, const std::vector<std::int64_t> &point, const std:
 }
 
 std::string program_id_var(std::int64_t a) { return "program_id(" + std::to_string(a) + ")"; }
+std::string num_programs_var(std::int64_t a) { return "num_programs(" + std::to_string(a) + ")"; }
+
+void bind_point_names(Env &env, const std::vector<std::int64_t> &point,
+                      const std::vector<std::int64_t> &grid) {
+  for (std::size_t a = 0; a < point.size(); ++a)
+    env[program_id_var(static_cast<std::int64_t>(a))] = point[a];
+  for (std::size_t a = 0; a < grid.size(); ++a)
+    env[num_programs_var(static_cast<std::int64_t>(a))] = grid[a];
+}
 
 Expr grid_calls_as_names(const Expr &e, std::size_t rank, const std::vector<std::int64_t> &grid) {
   if (e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs") && e.args.size() == 1 &&

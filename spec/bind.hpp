@@ -206,6 +206,13 @@ Expr bind_grid(const Expr &, const std::vector<std::int64_t> &point, const std::
 /// The name program_id(a) has in grid_calls_as_names' result, one that no
 /// identifier can be: its value at a point goes in the env.
 std::string program_id_var(std::int64_t a);
+/// The name num_programs(a) is read by from an env (spec::evaluate).
+std::string num_programs_var(std::int64_t a);
+/// Binds a grid point's program_id_var and the grid's num_programs_var
+/// names in `env`: spec::evaluate reads program_id(a) and num_programs(a)
+/// calls from them, with no bind_grid rewrite of the expression.
+void bind_point_names(Env &env, const std::vector<std::int64_t> &point,
+                      const std::vector<std::int64_t> &grid);
 
 /// bind_grid for a point of `rank` coordinates not yet known: program_id(a)
 /// becomes the name program_id_var(a), num_programs(a) the grid's extent; so

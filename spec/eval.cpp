@@ -1,4 +1,5 @@
 #include "spec/eval.hpp"
+#include "spec/bind.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -127,11 +128,13 @@ bool grid_call(const Expr &e) {
   return e.op == Op::Call && (e.name == "program_id" || e.name == "num_programs") && e.args.size() == 1 &&
          e.args[0].op == Op::Int && e.kwarg_names.empty();
 }
-std::string grid_call_name(const Expr &e) { return e.name + "(" + std::to_string(e.args[0].int_value) + ")"; }
+std::string grid_call_name(const Expr &e) {
+  return e.name == "program_id" ? program_id_var(e.args[0].int_value) : num_programs_var(e.args[0].int_value);
+}
 
 Evaluation call(const Expr &e, const Env &env) {
-  // A grid index bound by name ("program_id(0)", as spec::program_id_var
-  // writes it): a grid point's value without rewriting the expression
+  // A grid index bound by name (spec::bind_point_names): a grid point's
+  // value without rewriting the expression
   // (bind_grid copies every node of a prefetch table's where-tree).
   if (grid_call(e)) {
     const auto it = env.find(grid_call_name(e));

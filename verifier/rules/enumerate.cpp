@@ -282,13 +282,8 @@ private:
         }
         const Point blk(blk_[op][i].begin(),
                         blk_[op][i].begin() + static_cast<std::ptrdiff_t>(o.shape.size()));
-        if (ef.masked_load) {
-          if (auto x = masked_load_past_end(m_, op, ef, pts_[i], blk, *box)) {
-            out_.findings.push_back(triton_masked_load_past_end_finding(m_, op, ef, pts_[i], *x));
-            break;
-          }
-        } else if (auto x = first_outside(o, blk, *box)) {
-          out_.findings.push_back(triton_load_past_end_finding(m_, op, ef, pts_[i], *x));
+        if (auto f = triton_load_past_end_at(m_, op, ef, pts_[i], blk, *box)) {
+          out_.findings.push_back(std::move(*f));
           break;
         }
       }

@@ -1802,6 +1802,17 @@ std::optional<Point> masked_load_past_end(const KernelModel &m, std::size_t op, 
   return std::nullopt;
 }
 
+std::optional<Finding> triton_load_past_end_at(const KernelModel &m, std::size_t op, const Effect &read,
+                                               const Point &p, const Point &blk, const Box &box) {
+  if (read.masked_load) {
+    if (auto x = masked_load_past_end(m, op, read, p, blk, box))
+      return triton_masked_load_past_end_finding(m, op, read, p, *x);
+  } else if (auto x = first_outside(m.operands[op], blk, box)) {
+    return triton_load_past_end_finding(m, op, read, p, *x);
+  }
+  return std::nullopt;
+}
+
 bool load_mask_evaluates(const KernelModel &m, const Effect &read, const Point &p) {
   return read.load_mask && mask_at(m, mask_flow(m), *read.load_mask, read.load_locals, p).has_value();
 }

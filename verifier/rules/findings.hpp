@@ -83,9 +83,11 @@ Finding triton_garbage_finding(const KernelModel &, const Effect &read, const Po
 /// Why element_output_findings cannot evaluate output `op` (too many grid
 /// points, elements or block elements over the grid); nullopt when it can.
 std::optional<std::string> element_pass_too_large(const KernelModel &, std::size_t op);
-/// Whether every store and read of Triton output `op` has a static box and
-/// no keep mask (its dims plain): where their programs' boxes meet is then a
-/// question for the solver over any grid.
+/// Whether every store and read of Triton output `op` has a static box (and
+/// the output no Element or BoundedSlice dims), and no store a keep mask
+/// (whose mask, not its box, says what it sets: the element replay's to
+/// evaluate): where their programs' boxes meet is then a question for the
+/// solver over any grid.
 bool triton_boxes_static(const KernelModel &, std::size_t op);
 /// Whether the races, garbage reads and coverage of output `op` are the
 /// solver's (check_symbolic) rather than element_output_findings': a Triton
@@ -116,6 +118,12 @@ Finding triton_load_past_end_finding(const KernelModel &, std::size_t op, const 
 /// not evaluate at p (it reads data) or does not fit the ref's value.
 std::optional<Point> masked_load_past_end(const KernelModel &, std::size_t op, const Effect &read,
                                           const Point &p, const Point &blk, const Box &box);
+/// A Triton load of `op` at grid point p, its block at `blk` and its ref's
+/// box `box`: index-out-of-bounds where it reads past the array (for a
+/// masked load, the first lane past it its mask selects); nullopt where it
+/// does not, or where its mask does not evaluate there.
+std::optional<Finding> triton_load_past_end_at(const KernelModel &, std::size_t op, const Effect &read,
+                                               const Point &p, const Point &blk, const Box &box);
 /// Whether a masked load's mask evaluates at grid point p (it reads no
 /// data: masked_load_past_end decides its lanes there).
 bool load_mask_evaluates(const KernelModel &, const Effect &read, const Point &p);

@@ -59,10 +59,7 @@ box_at(const KernelModel &m, const Effect &e, const std::vector<std::int64_t> &p
   // a given prefetch table's subscript is a where-tree of a leaf per
   // element, which bind_grid would copy at every point and effect.
   spec::Env env = m.env;
-  for (std::size_t a = 0; a < p.size(); ++a)
-    env[spec::program_id_var(static_cast<std::int64_t>(a))] = p[a];
-  for (std::size_t a = 0; a < m.grid.size(); ++a)
-    env["num_programs(" + std::to_string(a) + ")"] = m.grid[a];
+  spec::bind_point_names(env, p, m.grid);
   bool ok = true;
   auto box = subscript_box(
       m.operands[e.operand], *e.target, [&](const Expr &x) { return spec::evaluate(x, env).value; }, ok);

@@ -146,7 +146,7 @@ public:
     for (std::size_t i = 0; i < m_.operands.size(); ++i) {
       const auto &o = m_.operands[i];
       if (o.role != spec::Role::out || !o.windowed) continue;
-      if (!triton_boxes_static(i)) {
+      if (!triton_boxes_static(m_, i)) {
         out_.unknown.push_back("output '" + o.name + "' has a store or read whose box is not static");
         continue;
       }
@@ -2167,11 +2167,6 @@ private:
     return box;
   }
 
-  // A Triton output whose stores and reads all have static boxes (and no
-  // Element or BoundedSlice dims), and no masked store (whose mask, not its
-  // box, says what it sets: the element replay's to evaluate).
-  bool triton_boxes_static(std::size_t op) const { return rules::triton_boxes_static(m_, op); }
-
   // Some element of `box` (block-relative) of block `bp` lies inside the
   // array (the block index may be out of bounds: the elements must not be).
   void reaches_array(std::size_t op, const std::vector<Term> &bp, const Box &box, std::vector<Term> &facts) {
@@ -2354,13 +2349,8 @@ private:
       for (std::size_t d = 0; d < o.num_blocks.size() && d < blk->size(); ++d)
         inside = inside && ((*blk)[d] >= 0 && (*blk)[d] < o.num_blocks[d]);
       if (!inside) continue;
-      if (e.masked_load) {
-        if (auto x = masked_load_past_end(m_, op, e, p, *blk, *box)) {
-          out_.findings.push_back(triton_masked_load_past_end_finding(m_, op, e, p, *x));
-          return true;
-        }
-      } else if (auto x = first_outside(o, *blk, *box)) {
-        out_.findings.push_back(triton_load_past_end_finding(m_, op, e, p, *x));
+      if (auto f = triton_load_past_end_at(m_, op, e, p, *blk, *box)) {
+        out_.findings.push_back(std::move(*f));
         return true;
       }
     }
