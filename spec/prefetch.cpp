@@ -2,10 +2,12 @@
 
 #include "spec/bind.hpp"
 #include "spec/print.hpp"
+#include "spec/targets.hpp"
 #include "spec/typecheck.hpp"
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -377,27 +379,53 @@ bool reads_name(const Expr &e, const std::set<std::string> &names) {
 // The address-only analysis of prefetch_address_only: `tainted` holds the
 // arrays and every integer local computed from one (flow-insensitive, so a
 // local is tainted wherever its name is bound); `ok` turns false at any read
-// of a tainted name outside a DMA source's subscripts.
+// of a tainted name outside a DMA source's subscripts or a gather's index.
 struct AddressUse {
   const KernelSpec &k;
   std::set<std::string> tainted;
   std::set<std::string> sources; // operands a DMA may read from with tainted subscripts
   bool ok = true;
 
-  bool eligible_source(const std::string &name) const {
+  bool unaliased_in(const std::string &name) const {
     const Operand *o = k.operand(name);
-    if (!o || o->role != Role::in || o->memory_space != MemorySpace::any) return false;
+    if (!o || o->role != Role::in) return false;
     for (const auto &a : k.aliases)
       if (a.input == name || a.output == name) return false;
     return true;
   }
 
-  // Lets that read a tainted name taint theirs, until nothing changes.
+  bool eligible_source(const std::string &name) const {
+    return unaliased_in(name) && k.operand(name)->memory_space == MemorySpace::any;
+  }
+
+  // A Triton kernel's load of an unaliased input is a gather when a table
+  // picks its index (upstream GPU paged attention's
+  // `k_pages_ref[block_tables]`): a block is a view of the array, which no
+  // program stores into, so whichever element a program reads is the
+  // input's. (Under Mosaic a load reads a VMEM buffer, which the lowered
+  // program's copies fill: there the index matters.)
+  bool gather_source(const std::string &name) const { return uses_triton(k) && unaliased_in(name); }
+
+  // Whether `e` reads a tainted name other than as the index (or the start
+  // of a `ds`, never its size) of a gather.
+  bool reads_outside_gathers(const Expr &e) const {
+    if ((e.op == Op::Ref || e.op == Op::Name) && tainted.count(e.name)) return true;
+    if (e.op == Op::Ref && gather_source(e.name))
+      return std::any_of(e.args.begin(), e.args.end(), [&](const Expr &a) {
+        if (a.op == Op::Slice) return reads_name(a, tainted);
+        if (a.op == Op::Call && a.name == "ds") return a.args.size() != 2 || reads_name(a.args[1], tainted);
+        return false;
+      });
+    return std::any_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return reads_outside_gathers(a); });
+  }
+
+  // Lets that read a tainted name (but as a gather's index: the value
+  // loaded is the input's data) taint theirs, until nothing changes.
   bool spread(const Block &b) {
     bool grew = false;
     for (const auto &s : b) {
       if (auto *l = std::get_if<Let>(&s.kind)) {
-        if (!tainted.count(l->name) && reads_name(l->value, tainted)) grew = tainted.insert(l->name).second;
+        if (!tainted.count(l->name) && reads_outside_gathers(l->value)) grew = tainted.insert(l->name).second;
       } else if (auto *f = std::get_if<If>(&s.kind)) {
         grew = spread(f->then_body) || grew;
         grew = spread(f->else_body) || grew;
@@ -408,7 +436,7 @@ struct AddressUse {
     return grew;
   }
 
-  void use(const Expr &e) { ok = ok && !reads_name(e, tainted); }
+  void use(const Expr &e) { ok = ok && !reads_outside_gathers(e); }
 
   // A table read may pick where a copy reads (an index, the start of a
   // `ds`), never how much: a size from the table would change the bytes
@@ -464,6 +492,10 @@ struct AddressUse {
       } else if (auto *d = std::get_if<Dma>(&s.kind)) {
         const Expr &dst = d->dst;
         if ((dst.op == Op::Ref || dst.op == Op::Name) && sources.count(dst.name)) ok = false;
+      } else if (auto *a = std::get_if<Assign>(&s.kind)) {
+        // A store into an input makes it no gather's source.
+        const Expr &t = a->target;
+        if ((t.op == Op::Ref || t.op == Op::Name) && gather_source(t.name)) ok = false;
       }
     }
   }
@@ -950,14 +982,43 @@ KernelSpec flatten_prefetch_reads(const KernelSpec &k) {
 }
 
 std::string format_prefetch(const PrefetchContents &c) {
+  // A table past 32 elements is summed up: its most common value with the
+  // few elements that differ (a solver's witness), else its ends.
+  constexpr std::size_t kWhole = 32, kExceptions = 8, kHead = 8, kTail = 2;
   std::ostringstream os;
   bool first = true;
   for (const auto &[name, v] : c) {
-    os << (first ? "" : ", ") << name << " = [";
-    for (std::size_t i = 0; i < v.size(); ++i)
-      os << (i ? ", " : "") << v[i];
-    os << "]";
+    os << (first ? "" : ", ") << name << " = ";
     first = false;
+    if (v.size() <= kWhole) {
+      os << "[";
+      for (std::size_t i = 0; i < v.size(); ++i)
+        os << (i ? ", " : "") << v[i];
+      os << "]";
+      continue;
+    }
+    std::map<std::int64_t, std::size_t> counts;
+    for (auto x : v)
+      ++counts[x];
+    const auto common = std::max_element(counts.begin(), counts.end(),
+                                         [](const auto &a, const auto &b) { return a.second < b.second; });
+    if (v.size() - common->second <= kExceptions) {
+      os << "[" << common->first << "] * " << v.size();
+      const char *sep = " but at flat positions ";
+      for (std::size_t i = 0; i < v.size(); ++i)
+        if (v[i] != common->first) {
+          os << sep << i << ": " << v[i];
+          sep = ", ";
+        }
+      continue;
+    }
+    os << "[";
+    for (std::size_t i = 0; i < kHead; ++i)
+      os << (i ? ", " : "") << v[i];
+    os << ", ...";
+    for (std::size_t i = v.size() - kTail; i < v.size(); ++i)
+      os << ", " << v[i];
+    os << "] (" << v.size() << " elements)";
   }
   return os.str();
 }

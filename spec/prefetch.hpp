@@ -96,11 +96,14 @@ bool prefetch_equality_only(const KernelSpec &k, const Env &params);
 /// addresses to copy from: no index map reads them, and in the body every
 /// read (directly, or through integer locals computed from one) is a
 /// subscript of the source of a body DMA (`async_copy`, `sync_copy`) from an
-/// unaliased `in` operand with memory_space=any that no DMA writes. Nothing
-/// writes such a source, so which of its elements a copy reads changes no
-/// race, wait or semaphore of the program; only whether the subscript lies
-/// inside the array, which the spec rules decide for every allowed contents
-/// (paged attention's page table).
+/// unaliased `in` operand with memory_space=any that no DMA writes, or, under
+/// Triton, an index (or a `ds` start) of a load from an unaliased `in`
+/// operand that no statement stores into (a gather: GPU paged attention's
+/// `k_pages_ref[block_tables]`). Nothing writes such a source, so which of
+/// its elements a copy or a gather reads changes no race, wait, semaphore or
+/// store of the program; only whether the subscript lies inside the array,
+/// which the spec rules decide for every allowed contents (paged
+/// attention's page table).
 std::set<std::string> prefetch_address_only(const KernelSpec &k);
 
 /// The prefetch arrays of `k` whose reads the lowered program takes only as
@@ -196,7 +199,9 @@ KernelSpec flatten_prefetch_reads(const KernelSpec &k);
 /// command elaborates the kernel itself (spec::elaborate).
 KernelSpec with_contents(const KernelSpec &k, const PrefetchContents &contents);
 
-/// "group_ids = [0, 0, 8, 1]" for each array, joined by ", ".
+/// "group_ids = [0, 0, 8, 1]" for each array, joined by ", "; an array of
+/// more than 32 elements as its most common value and the few that differ
+/// ("pt = [0] * 640 but at flat positions 15: 640"), or its ends and length.
 std::string format_prefetch(const PrefetchContents &);
 
 } // namespace pipecheck::spec

@@ -837,6 +837,29 @@ private:
       bound_names(i->else_body, rebound);
       for (const auto &n : rebound)
         s.ints.erase(n);
+      // A tensor local bound before and rebound in a branch has after it
+      // what either branch left (lax.cond's outputs): one shape and dtype,
+      // weak only where both are (a literal's zeros, rebound to a dot's
+      // result in one branch, are strong after it).
+      for (const auto &n : rebound) {
+        auto before = s.locals.find(n);
+        if (before == s.locals.end() || before->second.is_int || !before->second.type) continue;
+        const auto la = a.locals.find(n), lb = b.locals.find(n);
+        if (la == a.locals.end() || lb == b.locals.end() || la->second.is_int || lb->second.is_int ||
+            !la->second.type || !lb->second.type)
+          continue;
+        const TensorType &ta = *la->second.type, &tb = *lb->second.type;
+        if (ta.shape != tb.shape || ta.dtype != tb.dtype) {
+          error(st.loc, "'" + n + "' is " + type_string(ta) + " after the " +
+                            (i->is_when ? "'when'" : "'if'") + " body and " + type_string(tb) +
+                            (i->else_body.empty() ? " where it does not run" : " after the 'else'") +
+                            " (both ways must leave one shape and dtype, as lax.cond's branches do)");
+          continue;
+        }
+        TensorType joined = ta;
+        joined.weak = ta.weak && tb.weak;
+        before->second.type = joined;
+      }
     } else if (const auto *f = std::get_if<For>(&st.kind)) {
       for (const Expr *b : {&f->lo, &f->hi})
         if (auto err = not_int(*b, s, f->is_while ? "a while bound" : "a loop bound"); !err.empty())

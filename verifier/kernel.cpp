@@ -1001,6 +1001,13 @@ std::string name_contents(std::vector<Finding> &findings, const spec::PrefetchCo
   return with;
 }
 
+// What a table read only as an address (spec::prefetch_address_only) picks:
+// where a body copy reads, or under Triton where a load gathers from.
+std::string address_reads(const spec::KernelSpec &k) {
+  return spec::uses_triton(k) ? "the indices of loads from inputs nothing writes"
+                              : "the addresses of copies from arrays nothing writes";
+}
+
 // The whole check once per allowed contents: the first violation (naming
 // its contents), else unknown if one was, else verified for all of them.
 // `left_open`: the arrays the contents leave open (each checked over all of
@@ -1027,9 +1034,8 @@ Verdict check_each_contents(const spec::KernelSpec &k, const CheckOptions &o,
   v.reason = "checked for each of the " + std::to_string(all.size()) +
              " prefetch contents the constraints allow" +
              (open.empty() ? std::string()
-                           : " of the arrays other than " + open +
-                                 " (read only as the addresses of copies from arrays nothing writes, so left "
-                                 "open in each)") +
+                           : " of the arrays other than " + open + " (read only as " + address_reads(k) +
+                                 ", so left open in each)") +
              ", as the rules over all of them at once were undecided (" + why + ")";
   return v;
 }
@@ -1257,19 +1263,14 @@ Verdict check_prefetch_contents(const spec::KernelSpec &k, const CheckOptions &o
         open += (open.empty() ? "'" : ", '") + n + "'";
       const bool fixed = !all->front().empty();
       if (open.empty())
-        low.reason =
-            "the lowered program is race-free with the prefetch contents " + describe(all->front()) +
-            ", and so with every allowed contents: it reads them only as the addresses of copies from "
-            "arrays nothing writes";
+        low.reason = "the lowered program is race-free with the prefetch contents " + describe(all->front()) +
+                     ", and so with every allowed contents: it reads them only as " + address_reads(k);
       else
-        low.reason =
-            "the lowered program is race-free with the reads of " + open + " left open" +
-            (fixed ? " and the prefetch contents " + describe(all->front()) : std::string()) +
-            ", and so with every allowed contents: it takes " + open +
-            " only as values, which no copy, condition or mask depends on" +
-            (fixed ? std::string(", and the others only as the addresses of copies from arrays nothing "
-                                 "writes")
-                   : std::string());
+        low.reason = "the lowered program is race-free with the reads of " + open + " left open" +
+                     (fixed ? " and the prefetch contents " + describe(all->front()) : std::string()) +
+                     ", and so with every allowed contents: it takes " + open +
+                     " only as values, which no copy, condition or mask depends on" +
+                     (fixed ? ", and the others only as " + address_reads(k) : std::string());
     } else if (low.status == Status::verified)
       low.reason =
           "the lowered program is race-free for each of the " + std::to_string(all->size()) + " " + each;

@@ -116,6 +116,24 @@ TEST(BodyLanguageTyping, AComparisonOfTensorsIsABoolTensorOfTheBroadcastShape) {
   EXPECT_FALSE(t.weak);
 }
 
+TEST(BodyLanguageTyping, ALocalReboundInABranchHasAfterItWhatEitherWayLeaves) {
+  // A literal's zeros (weak) rebound to x's values (strong) in one branch are
+  // strong after it, as lax.cond's outputs are; weak where both ways are.
+  TensorType t = stored_type(kernel("f32[8, 128]", {"n = 3", "a = broadcast_to(0.0, (8, 128))",
+                                                    "when n > 2:", "    a = x[...] * 2.0", "b = a + 1.0"}));
+  EXPECT_FALSE(t.weak);
+  t = stored_type(kernel("f32[8, 128]", {"n = 3", "a = broadcast_to(0.0, (8, 128))", "when n > 2:",
+                                         "    a = broadcast_to(1.0, (8, 128))", "b = a + 1.0"}));
+  EXPECT_TRUE(t.weak);
+  // Two shapes or dtypes after it are an error at the branch.
+  const Diagnostic d = first_error(
+      kernel("f32[8, 128]", {"n = 3", "a = x[...]", "when n > 2:", "    a = x[0:4, :]", "o[...] = x[...]"}));
+  EXPECT_EQ(d.loc.line, 8);
+  EXPECT_NE(d.message.find("'a' is f32[4, 128] after the 'when' body and f32[8, 128] where it does not run"),
+            std::string::npos)
+      << d.message;
+}
+
 TEST(BodyLanguageTyping, MasksCombineWithAndOrNot) {
   TensorType t = stored_type(
       kernel("bool[8, 128]", {"r = iota((8, 128), 0)", "c = iota((8, 128), 1)", "m = (r < c) | ~(c == 3)"}));

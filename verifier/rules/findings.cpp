@@ -1060,21 +1060,29 @@ Finding out_of_bounds_finding(const KernelModel &m, std::size_t op, const Point 
 Finding copy_address_finding(const KernelModel &m, const CopyAddress &a, const Point &p,
                              const std::string &detail, int dim) {
   const auto &o = m.operands[a.operand];
-  const std::string what = std::string(a.source ? "a copy from '" : "a copy into '") + o.name + "'";
+  const std::string what = a.gather
+                               ? "a load from '" + o.name + "'"
+                               : std::string(a.source ? "a copy from '" : "a copy into '") + o.name + "'";
+  const std::string of = a.gather ? " of its block's part inside the array" : "";
   Finding f = make(Rule::index_out_of_bounds, a.loc,
-                   what + " (memory_space=any) at grid point " + format_tuple(p) + ": " + detail);
+                   what + (a.gather ? "" : " (memory_space=any)") + " at grid point " + format_tuple(p) +
+                       ": " + detail + of);
   f.witness.items.push_back({"operand", o.name});
   f.witness.items.push_back({"grid_point", p});
   if (dim >= 0) f.witness.items.push_back({"dim", static_cast<std::int64_t>(dim)});
-  f.notes.push_back(note(a.loc, "at grid point " + format_tuple(p) + ", " + what + ": " + detail));
+  f.notes.push_back(note(a.loc, "at grid point " + format_tuple(p) + ", " + what + ": " + detail + of));
   return f;
 }
 
-Finding prefetch_read_finding(const PrefetchRead &r, const Point &p, const std::string &detail) {
+Finding prefetch_read_finding(const KernelModel &m, const PrefetchRead &r, const Point &p,
+                              const std::string &detail) {
+  // Under Triton a prefetch table stands for an integer input the programs load.
+  const std::string what =
+      m.triton ? "; on a GPU the load reads whatever memory lies past the table's array"
+               : "; on a TPU the SMEM load takes whatever lies next to the table, and Pallas' TPU "
+                 "interpret mode (pltpu.InterpretParams) raises on it by default";
   Finding f = make(Rule::index_out_of_bounds, r.loc,
-                   "a read of a prefetch array at grid point " + format_tuple(p) + ": " + detail +
-                       "; on a TPU the SMEM load takes whatever lies next to the table, and Pallas' TPU "
-                       "interpret mode (pltpu.InterpretParams) raises on it by default");
+                   "a read of a prefetch array at grid point " + format_tuple(p) + ": " + detail + what);
   f.witness.items.push_back({"grid_point", p});
   f.notes.push_back(note(r.loc, "at grid point " + format_tuple(p) + ", " + detail));
   return f;
@@ -1752,6 +1760,7 @@ std::optional<Point> first_outside(const OperandModel &o, const Point &blk, cons
 }
 
 bool may_pass_end(const OperandModel &o, const Effect &e) {
+  if (e.gather) return false; // (CopyAddress decides it, for every allowed contents)
   for (std::size_t d = 0; d < e.ref_box.size() && d < o.shape.size(); ++d)
     if (o.element[d] || o.block[d] <= 0 || o.shape[d] % o.block[d] != 0 || e.ref_box[d].first < 0 ||
         e.ref_box[d].second > o.block[d])

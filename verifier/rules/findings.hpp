@@ -104,7 +104,8 @@ Finding triton_past_end_finding(const KernelModel &, std::size_t op, const Effec
 std::optional<Point> first_outside(const OperandModel &, const Point &blk, const Box &box);
 /// Whether effect e's box may reach past op's array at some block inside
 /// it: a dim whose blocks do not divide the array (a ragged last block), an
-/// Element dim, or a box that leaves the block.
+/// Element dim, or a box that leaves the block; never for a gather (its
+/// CopyAddress decides that for every allowed prefetch contents).
 bool may_pass_end(const OperandModel &, const Effect &e);
 /// index-out-of-bounds of a Triton load with no mask (`load`, not a
 /// branch of a `where`) that reads `element` of `op`, past the array, at
@@ -382,7 +383,8 @@ Finding copy_address_finding(const KernelModel &, const CopyAddress &, const Poi
                              const std::string &detail, int dim);
 /// A read of a prefetch array outside it at grid point p; `detail` says which
 /// subscript and where it lies.
-Finding prefetch_read_finding(const PrefetchRead &, const Point &p, const std::string &detail);
+Finding prefetch_read_finding(const KernelModel &, const PrefetchRead &, const Point &p,
+                              const std::string &detail);
 Finding alias_finding(const KernelModel &, const AliasModel &, const Point &written, const Point &read);
 /// alias-hazard across cores: the input's block at `read` meets the output's
 /// block at `written`, the two points apart along a parallel axis (TPU), so

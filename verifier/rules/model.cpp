@@ -489,6 +489,50 @@ struct Builder {
     }
   }
 
+  // The integer locals a ref's subscripts name, with their values (only
+  // those: each may be a large term).
+  std::map<std::string, Expr> subscript_locals(const Expr &r) const {
+    std::set<std::string> names;
+    spec::collect_names(r, names);
+    std::map<std::string, Expr> out;
+    for (const auto &n : names)
+      if (auto it = int_locals.find(n); it != int_locals.end()) out.emplace(n, it->second);
+    return out;
+  }
+
+  // A Triton load of an unaliased input whose subscripts read open prefetch
+  // contents, directly or through integer locals: a gather, whose bounds
+  // the symbolic rules decide for every allowed contents (CopyAddress).
+  bool gather(const Expr &r, std::size_t op, const std::vector<Expr> &guards, const spec::Loc &loc) {
+    // (A masked gather is left to the rules on loads, which follow its mask.)
+    if (!m.triton || m.operands[op].role != spec::Role::in || masked_loads.count(&r)) return false;
+    for (const auto &a : m.spec->aliases)
+      if (a.input == r.name) return false;
+    auto names_element = [](const Expr &x) {
+      std::set<std::string> names;
+      spec::collect_names(x, names);
+      return std::any_of(names.begin(), names.end(),
+                         [](const std::string &n) { return spec::is_prefetch_element(n); });
+    };
+    std::map<std::string, Expr> locals = subscript_locals(r);
+    bool reads = false;
+    for (const auto &a : r.args)
+      reads = reads || names_element(a);
+    for (const auto &[n, v] : locals)
+      reads = reads || names_element(v);
+    if (!reads) return false;
+    CopyAddress a;
+    a.operand = op;
+    a.gather = true;
+    a.held = std::make_shared<const Expr>(r);
+    a.ref = a.held.get();
+    a.locals = std::move(locals);
+    a.guards = guards;
+    a.loc = loc;
+    m.copy_addresses.push_back(std::move(a));
+    return true;
+  }
+
   // Registers reads of every operand ref in a tensor expression, and the dims
   // that dot/sum/max contract.
   void scan_value(const Expr &e, const std::vector<Expr> &guards, const spec::Loc &loc) {
@@ -518,6 +562,7 @@ struct Builder {
             ef.load_locals = subscripted_mask_locals(*ef.load_mask);
           }
         }
+        ef.gather = gather(e, *i, guards, loc);
         m.effects.push_back(std::move(ef));
       }
       for (const auto &a : e.args)
@@ -1148,16 +1193,7 @@ struct Builder {
       CopyAddress a;
       a.operand = *i;
       a.ref = &r;
-      // Only the locals its subscripts name (each may be a large term).
-      std::set<std::string> names;
-      std::function<void(const Expr &)> collect = [&](const Expr &x) {
-        if (x.op == Op::Name) names.insert(x.name);
-        for (const auto &y : x.args)
-          collect(y);
-      };
-      collect(r);
-      for (const auto &n : names)
-        if (auto it = int_locals.find(n); it != int_locals.end()) a.locals.emplace(n, it->second);
+      a.locals = subscript_locals(r);
       a.guards = guards;
       a.source = source;
       a.loc = loc;

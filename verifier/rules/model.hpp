@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -46,6 +47,10 @@ struct Effect {
   /// whole block dim where it is not (or where the ref is not a plain
   /// subscript list).
   std::vector<std::pair<std::int64_t, std::int64_t>> box;
+  /// A Triton load whose subscripts read open prefetch contents (a gather):
+  /// whether it stays inside the array is CopyAddress's to decide, for
+  /// every allowed contents.
+  bool gather = false;
   /// false: some subscript is not static (it depends on the grid point, e.g.
   /// `ds(t * bs, bs)` with a loop starting at program_id), so `box` is an
   /// over-approximation: sound for reads and conflicts, but a store's box
@@ -154,6 +159,12 @@ struct Contraction {
 struct CopyAddress {
   std::size_t operand = 0;         ///< index into KernelModel::operands
   const spec::Expr *ref = nullptr; ///< Op::Ref, as written (after prefetch elaboration); in the spec
+  /// A Triton load of an input whose subscripts read open prefetch contents
+  /// (upstream GPU paged attention's `k_pages_ref[block_tables]`): its
+  /// subscripts are relative to the block at the grid point, and must lie
+  /// inside the block's part within the array. `held` owns its ref.
+  bool gather = false;
+  std::shared_ptr<const spec::Expr> held;
   /// The integer locals its subscripts may name, params and other locals
   /// substituted (kept apart: a prefetch read is a large `where` tree, and
   /// substituting into it at every unrolled copy would cost its size each).

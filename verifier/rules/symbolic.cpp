@@ -279,7 +279,7 @@ public:
         if (!guards) continue;
         in.guards = std::move(*guards);
         if (in.in.op == spec::Op::Int && in.guards.empty()) {
-          out_.findings.push_back(prefetch_read_finding(r, p, detail(r, p, params)));
+          out_.findings.push_back(prefetch_read_finding(m_, r, p, detail(r, p, params)));
           return;
         }
         if (!env_) continue;
@@ -305,7 +305,7 @@ public:
         fires = fires && spec::evaluate(fold(g, env, in.p), env).value.value_or(0) != 0;
       if (!fires) continue;
       const auto &r = m_.prefetch_reads[in.read];
-      out_.findings.push_back(prefetch_read_finding(r, in.p, detail(r, in.p, env)));
+      out_.findings.push_back(prefetch_read_finding(m_, r, in.p, detail(r, in.p, env)));
       return;
     }
   }
@@ -552,10 +552,16 @@ private:
         for (const auto &g : in.guards)
           if (auto t = tr(g, b)) c.push_back(smt::truthy(*t));
         in.ref = fold(*a.ref, params, p, a.locals);
+        // A subscript taken from a table read outside its array (the
+        // poison) is that read's finding (prefetch_reads), not this one's.
+        for (const auto &r : table_reads_inside(a))
+          if (auto t = tr(fold(r, params, p, a.locals), b)) c.push_back(smt::truthy(*t));
         std::vector<bool> ellipsis;
         for (const auto &sub : in.ref.args)
           ellipsis.push_back(sub.op == spec::Op::Ellipsis);
-        const auto &shape = m_.operands[a.operand].shape;
+        auto extents = address_extents(a, p);
+        if (!extents) return;
+        const auto &shape = *extents;
         auto dims = spec::subscript_dims(shape.size(), ellipsis);
         if (!dims) continue; // a rank error is the type checker's
         std::vector<Term> inside;
@@ -583,13 +589,55 @@ private:
         fires = fires && spec::evaluate(g, env).value.value_or(0) != 0;
       if (!fires) continue;
       const auto &a = m_.copy_addresses[in.address];
+      bool poisoned = false;
+      for (const auto &r : table_reads_inside(a))
+        poisoned = poisoned || spec::evaluate(fold(r, env, in.p, a.locals), env).value.value_or(1) == 0;
+      if (poisoned) continue;
       const auto subs = spec::subscripts_of(
           in.ref, [&](const spec::Expr &e, bool) { return spec::evaluate(fold(e, env, in.p), env).value; });
-      const spec::Subscripted placed = spec::subscript(m_.operands[a.operand].shape, subs);
+      const spec::Subscripted placed = spec::subscript(*address_extents(a, in.p), subs);
       if (!placed.out_of_bounds) continue;
       out_.findings.push_back(copy_address_finding(m_, a, in.p, placed.error, placed.error_dim));
       return;
     }
+  }
+
+  // The conditions that the table reads in a copy address's subscripts
+  // (directly or through the locals they name) lie inside their tables.
+  static std::vector<spec::Expr> table_reads_inside(const CopyAddress &a) {
+    std::vector<spec::Expr> out;
+    std::function<void(const spec::Expr &)> walk = [&](const spec::Expr &e) {
+      if (const spec::Expr *r = spec::elaborated_read_bounds(e)) out.push_back(*r);
+      for (const auto &x : e.args)
+        walk(x);
+    };
+    walk(*a.ref);
+    for (const auto &[n, v] : a.locals)
+      walk(v);
+    return out;
+  }
+
+  // What a copy address's subscripts index at p: its array's dims; for a
+  // gather, its block's dims as the body sees them (squeezed ones left
+  // out), each cut at the array's end (a Triton load past it reads no
+  // element of the array). nullopt, with the reason in out_.unknown, where
+  // the block has no place at p or its dims are Element or BoundedSlice ones.
+  std::optional<std::vector<std::int64_t>> address_extents(const CopyAddress &a, const Point &p) {
+    const auto &o = m_.operands[a.operand];
+    if (!a.gather) return o.shape;
+    const auto block = block_at(m_, a.operand, p);
+    if (!block || o.has_element_dims() || o.has_bounded_dims()) {
+      out_.unknown.push_back(
+          "index-out-of-bounds of the load from '" + o.name + "' on line " + std::to_string(a.loc.line) +
+          ", whose subscripts read prefetch contents: its block has no place at grid point " +
+          format_tuple(p) + " that this check knows");
+      return std::nullopt;
+    }
+    std::vector<std::int64_t> out;
+    for (std::size_t d = 0; d < o.shape.size(); ++d)
+      if (!o.squeezed[d])
+        out.push_back(std::clamp<std::int64_t>(o.shape[d] - o.window_start(d, (*block)[d]), 0, o.block[d]));
+    return out;
   }
 
   SymPoint point(const std::string &tag) {
