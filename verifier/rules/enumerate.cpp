@@ -1298,7 +1298,7 @@ private:
   // of the scratch's partial result fires with no init before its read,
   // then the smallest p in q's CTA, at or after the last init before q, that
   // accumulated after its inits, where the output is on another block, with
-  // an accumulation at some r, p < r < q, on q's block.
+  // an accumulation at some r, p < r < q, on q's block or on p's.
   void scratch_carried(std::size_t op) {
     const ScratchUse u = scratch_use(m_, op);
     if (u.accumulates.empty() || (u.inits.empty() && !m_.operands[op].acc)) return;
@@ -1351,7 +1351,8 @@ private:
                 blk_[c.output][p] == blk_[c.output][q])
               continue;
             for (std::size_t r = p + 1; r < q && !found && accumulated_in_visit; ++r)
-              if (accumulated_at(r, false) && blk_[c.output][r] == blk_[c.output][q]) {
+              if (accumulated_at(r, false) &&
+                  (blk_[c.output][r] == blk_[c.output][q] || blk_[c.output][r] == blk_[c.output][p])) {
                 out_.findings.push_back(carried_finding(m_, op, c, pts_[p], pts_[q]));
                 found = true;
               }

@@ -1604,10 +1604,13 @@ private:
   // A store at q of the scratch's partial result into the output's block
   // there, while the scratch holds what it accumulated at p < q (after the
   // last init at p, none at any point between, none at q before the read)
-  // where the output is on another block, and the block of q was accumulated
-  // at some r, p < r < q: a reduction within the block whose accumulator was
-  // never reset for it. (Without r, a store every step of what accumulated
-  // so far is a running total, cumsum's carry: not reported.) The same CTA
+  // where the output is on another block, and the block of q or of p was
+  // accumulated at some r, p < r < q: a reduction within a block whose
+  // accumulator was never reset for the next (p's block reduced over several
+  // steps reaches q's even where q's is one step: megablox tgmm's group of
+  // one m tile after a group of several). (Without r, a store every step of
+  // what accumulated so far is a running total, cumsum's carry: not
+  // reported.) The same CTA
   // (on Mosaic GPU each has its own scratch; an acc scratch starts at zero in
   // each, its init).
   void scratch_carried(std::size_t op) {
@@ -1628,7 +1631,8 @@ private:
                                  guard(store, q),
                                  guard(rd, q),
                                  !same(window(c.output, p), window(c.output, q)),
-                                 same(window(c.output, r), window(c.output, q))};
+                                 ctx_.any_of({same(window(c.output, r), window(c.output, q)),
+                                              same(window(c.output, r), window(c.output, p))})};
       const auto rb = box_terms(rd, q);
       // Init i at x re-initializes what the read takes (an empty rb, a read
       // wholly outside the scratch, is index-out-of-bounds': every init
