@@ -249,6 +249,10 @@ std::optional<std::vector<bool>> selected_lanes(const std::vector<LaneMask> &mas
 struct Let {
   std::string name;
   Expr value;
+  /// Bound by the parser for a subscripted expression (`exp(x)[:, None]`
+  /// reads `__sub0[:, None]`, `__sub0 = exp(x)` just before): printed back in
+  /// place, never as a statement.
+  bool hoisted = false;
   friend bool operator==(const Let &, const Let &) = default;
 };
 /// `when cond:` (pl.when, kernel bodies) or `if cond: ... else: ...` (pipelines).

@@ -58,6 +58,34 @@ private:
   bool is_punct(const char *s, std::size_t k = 0) const {
     return peek(k).kind == Tok::Punct && peek(k).text == s;
   }
+  // Where a subscripted expression's local goes (Parser::subscripted):
+  // before the statement being parsed; null where none may.
+  std::vector<Stmt> *hoisted_ = nullptr;
+  std::string unhoisted_ = "a declaration (an index map, a shape, a param)";
+  int hoisted_count_ = 0; // per kernel: a printed kernel parses back to the same names
+  // Within its scope, subscripted expressions are bad input (`what` says where).
+  struct Unhoisted {
+    Parser &p;
+    std::vector<Stmt> *saved;
+    std::string saved_what;
+    Unhoisted(Parser &parser, std::string what)
+        : p(parser), saved(parser.hoisted_), saved_what(std::move(parser.unhoisted_)) {
+      p.hoisted_ = nullptr;
+      p.unhoisted_ = std::move(what);
+    }
+    ~Unhoisted() {
+      p.hoisted_ = saved;
+      p.unhoisted_ = std::move(saved_what);
+    }
+  };
+  // Within its scope, they are bound into `to`.
+  struct Hoisting {
+    Parser &p;
+    std::vector<Stmt> *saved;
+    Hoisting(Parser &parser, std::vector<Stmt> *to) : p(parser), saved(parser.hoisted_) { p.hoisted_ = to; }
+    ~Hoisting() { p.hoisted_ = saved; }
+  };
+
   bool is_name(const char *s, std::size_t k = 0) const {
     return peek(k).kind == Tok::Name && peek(k).text == s;
   }
@@ -186,6 +214,7 @@ private:
   // ------------------------------------------------------------------ kernel
   KernelSpec kernel() {
     KernelSpec k;
+    hoisted_count_ = 0;
     Loc start = expect_name("kernel");
     k.loc = start;
     k.name = identifier("a kernel name");
@@ -569,6 +598,7 @@ private:
   // ---------------------------------------------------------------- pipeline
   Program pipeline() {
     Program p;
+    hoisted_count_ = 0;
     Loc start = expect_name("pipeline");
     p.loc = start;
     p.name = identifier("a pipeline name");
@@ -584,7 +614,11 @@ private:
                  peek(1).kind == Tok::Name) {
         p.buffers.push_back(buffer());
       } else {
-        p.body.push_back(statement(0));
+        std::vector<Stmt> hoisted;
+        Stmt st = statement(0, hoisted);
+        for (auto &h : hoisted)
+          p.body.push_back(std::move(h));
+        p.body.push_back(std::move(st));
       }
     }
     if (peek().kind == Tok::Dedent) advance();
@@ -630,19 +664,28 @@ private:
     if (peek().kind != Tok::Indent) expected("an indented block");
     advance();
     Block b;
-    while (peek().kind != Tok::Dedent && peek().kind != Tok::End)
-      b.push_back(statement(depth + 1));
+    while (peek().kind != Tok::Dedent && peek().kind != Tok::End) {
+      std::vector<Stmt> hoisted;
+      Stmt st = statement(depth + 1, hoisted);
+      for (auto &h : hoisted)
+        b.push_back(std::move(h));
+      b.push_back(std::move(st));
+    }
     if (peek().kind == Tok::Dedent) advance();
     return b;
   }
 
-  Stmt statement(int depth) {
+  // `hoisted` receives the locals of its subscripted expressions
+  // (Parser::subscripted), which go just before it.
+  Stmt statement(int depth, std::vector<Stmt> &hoisted) {
+    Unhoisted none(*this, "this statement (only in a binding's or a store's value, a store's subscripts, a "
+                          "'when'/'if' condition or loop bounds)");
     Stmt s;
     s.loc = peek().loc;
     const Token &t = peek();
     if (t.kind != Tok::Name) expected("a statement");
     if (t.text == "when" || t.text == "if") {
-      s.kind = if_stmt(depth, s);
+      s.kind = if_stmt(depth, s, &hoisted);
       return s;
     }
     if (t.text == "for") {
@@ -652,14 +695,17 @@ private:
       expect_name("in");
       expect_name("range");
       expect_punct("(");
-      Expr a = expr();
-      if (is_punct(",")) {
-        advance();
-        f.lo = std::move(a);
-        f.hi = expr();
-      } else {
-        f.lo = Expr::integer(0, s.loc);
-        f.hi = std::move(a);
+      {
+        Hoisting bounds(*this, &hoisted);
+        Expr a = expr();
+        if (is_punct(",")) {
+          advance();
+          f.lo = std::move(a);
+          f.hi = expr();
+        } else {
+          f.lo = Expr::integer(0, s.loc);
+          f.hi = std::move(a);
+        }
       }
       expect_punct(")");
       expect_punct(":");
@@ -673,6 +719,7 @@ private:
       // `while cond, bound=n:` (lax.while_loop): the bound the check uses is
       // part of the loop (spec::For, is_while).
       advance();
+      Unhoisted each(*this, "a 'while' condition (it runs before every iteration)");
       Expr cond = expr();
       if (!is_punct(","))
         fail(peek().loc, "a while loop states the bound its check uses: 'while COND, bound=N:', found " +
@@ -803,9 +850,11 @@ private:
       Let l;
       l.name = identifier("a variable name");
       advance();
+      Hoisting value(*this, &hoisted);
       l.value = expr();
       s.kind = std::move(l);
     } else {
+      Hoisting store(*this, &hoisted);
       Expr target = postfix();
       if (target.op != Op::Ref)
         fail(s.loc, "expected a store 'ref[...] = value', a binding 'name = value' or a statement");
@@ -956,10 +1005,16 @@ private:
     return d;
   }
 
-  If if_stmt(int depth, Stmt &s) {
+  // `hoisted`: where the condition's subscripted expressions go (null for
+  // an `elif`, whose condition runs only where the first does not hold).
+  If if_stmt(int depth, Stmt &s, std::vector<Stmt> *hoisted) {
     If f;
     f.is_when = advance().text == "when";
-    f.cond = expr();
+    {
+      Unhoisted elif (*this, "an 'elif' condition");
+      Hoisting cond(*this, hoisted);
+      f.cond = expr();
+    }
     expect_punct(":");
     s.comments = item_comments(s.loc);
     expect_newline();
@@ -967,7 +1022,7 @@ private:
     if (!f.is_when && is_name("elif")) {
       Stmt inner;
       inner.loc = peek().loc;
-      inner.kind = if_stmt(depth, inner);
+      inner.kind = if_stmt(depth, inner, nullptr);
       f.else_body.push_back(std::move(inner));
     } else if (!f.is_when && is_name("else")) {
       Loc el = advance().loc;
@@ -1057,6 +1112,7 @@ private:
     while (is_name("or")) {
       Loc l = advance().loc;
       chain.next(l);
+      Unhoisted right(*this, "the right side of 'or'");
       a = Expr::binary(Op::Or, std::move(a), and_expr(), l);
     }
     return a;
@@ -1067,6 +1123,7 @@ private:
     while (is_name("and")) {
       Loc l = advance().loc;
       chain.next(l);
+      Unhoisted right(*this, "the right side of 'and'");
       a = Expr::binary(Op::And, std::move(a), not_expr(), l);
     }
     return a;
@@ -1177,6 +1234,37 @@ private:
     }
     return a;
   }
+  // `f(x)[:, None]`, `(a - b)[None, :]`: the value is bound to a local of
+  // its own just before the statement (Let::hoisted: printed back in place),
+  // the subscript then taken of that local, as of any. Only where the
+  // statement evaluates the expression once, before it runs: a binding's or
+  // a store's value, a store's subscripts, a `when`/`if` condition, loop
+  // bounds; elsewhere (a `while` condition, an `elif`, the right side of
+  // `and`/`or`, an index map) it is bad input naming the place.
+  Expr subscripted(Expr e, Loc l) {
+    if (!is_punct("[")) return e;
+    if (!hoisted_)
+      fail(peek().loc, "a subscript of an expression ('f(...)[...]', '(...)[...]') is not allowed in " +
+                           unhoisted_ +
+                           (unhoisted_.rfind("a declaration", 0) == 0
+                                ? std::string()
+                                : ": bind the expression to a local first ('t = ...', then 't[...]')"));
+    Stmt bind;
+    bind.loc = l;
+    Let let;
+    let.name = "__sub" + std::to_string(hoisted_count_++);
+    let.value = std::move(e);
+    let.hoisted = true;
+    const std::string name = let.name;
+    bind.kind = std::move(let);
+    hoisted_->push_back(std::move(bind));
+    Expr r = Expr::ref(name, subscripts(), l);
+    if (is_punct("["))
+      fail(peek().loc,
+           "one subscript per expression: bind the first to a local ('t = ...[...]', then 't[...]')");
+    return r;
+  }
+
   Expr postfix() {
     DepthGuard g(*this, peek().loc);
     const Token &t = peek();
@@ -1213,7 +1301,7 @@ private:
         return t;
       }
       expect_punct(")");
-      return e;
+      return subscripted(std::move(e), l);
     }
     if (t.kind != Tok::Name) expected("an expression");
     if (t.text == "zeros") {
@@ -1254,7 +1342,7 @@ private:
       expect_punct(")");
       for (auto &k : kwargs)
         c.args.push_back(std::move(k));
-      return c;
+      return subscripted(std::move(c), l);
     }
     if (is_punct("[")) return Expr::ref(name, subscripts(), l);
     return Expr::var(name, l);

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 namespace pipecheck::spec {
@@ -68,6 +69,11 @@ void emit_list(std::ostream &os, const std::vector<Expr> &v, std::size_t from = 
   }
 }
 
+// The values of the hoisted locals (Let::hoisted) of the blocks being
+// printed, by name: a ref of one prints as the subscripted expression it
+// stands for (names are unique within a kernel).
+thread_local std::map<std::string, Expr> *hoisted_values = nullptr;
+
 void emit(std::ostream &os, const Expr &e) {
   switch (e.op) {
   case Op::Int: os << e.int_value; return;
@@ -83,7 +89,16 @@ void emit(std::ostream &os, const Expr &e) {
     if (e.args[1].op != Op::None) emit(os, e.args[1]);
     return;
   case Op::Ref:
-    os << e.name << "[";
+    if (auto it = hoisted_values ? hoisted_values->find(e.name) : decltype(hoisted_values->end()){};
+        hoisted_values && it != hoisted_values->end()) {
+      const bool call = it->second.op == Op::Call;
+      os << (call ? "" : "(");
+      emit(os, it->second);
+      os << (call ? "" : ")");
+    } else {
+      os << e.name;
+    }
+    os << "[";
     emit_list(os, e.args);
     os << "]";
     return;
@@ -370,8 +385,17 @@ void emit_operand_options(std::ostream &os, const Operand &o) {
 }
 
 void emit_block(std::ostream &os, const Block &b, int indent) {
-  for (const auto &s : b)
+  std::map<std::string, Expr> values;
+  std::map<std::string, Expr> *const outer = hoisted_values;
+  if (!outer) hoisted_values = &values;
+  for (const auto &s : b) {
+    if (const auto *l = std::get_if<Let>(&s.kind); l && l->hoisted) {
+      (*hoisted_values)[l->name] = l->value;
+      continue;
+    }
     emit_stmt(os, s, indent);
+  }
+  hoisted_values = outer;
 }
 
 void emit_param(std::ostream &os, const Param &p) {
@@ -506,6 +530,29 @@ void emit_program(std::ostream &os, const Program &p) {
 }
 
 } // namespace
+
+HoistedNames::HoistedNames(const Block &body, const Block &more) : outer_(hoisted_values) {
+  if (outer_) values_ = *outer_;
+  add(body);
+  add(more);
+  hoisted_values = &values_;
+}
+
+HoistedNames::~HoistedNames() { hoisted_values = outer_; }
+
+void HoistedNames::add(const Block &b) {
+  for (const auto &s : b) {
+    if (const auto *l = std::get_if<Let>(&s.kind); l && l->hoisted) values_[l->name] = l->value;
+    if (const auto *f = std::get_if<If>(&s.kind)) {
+      add(f->then_body);
+      add(f->else_body);
+    } else if (const auto *f = std::get_if<For>(&s.kind)) {
+      add(f->body);
+    } else if (const auto *p = std::get_if<EmitPipeline>(&s.kind)) {
+      add(p->body);
+    }
+  }
+}
 
 std::string print(const Expr &e) {
   std::ostringstream os;

@@ -5,6 +5,7 @@
 #include "spec/ir.hpp"
 
 #include <iosfwd>
+#include <map>
 #include <string>
 
 namespace pipecheck::spec {
@@ -15,5 +16,22 @@ std::string print(const Program &);
 std::string print(const Stmt &, int indent = 0);
 /// An expression with the fewest parentheses that keep its structure.
 std::string print(const Expr &);
+
+/// While one lives, print(Expr) (every message that quotes an expression)
+/// prints a ref of a hoisted local of these blocks (Let::hoisted) as the
+/// subscripted expression it stands for: `max(x[...], axis=1)[:, None]`, not
+/// `__sub0[:, None]`. Scopes nest; the innermost names win.
+class HoistedNames {
+public:
+  explicit HoistedNames(const Block &body, const Block &more = {});
+  ~HoistedNames();
+  HoistedNames(const HoistedNames &) = delete;
+  HoistedNames &operator=(const HoistedNames &) = delete;
+
+private:
+  void add(const Block &b);
+  std::map<std::string, Expr> values_;
+  std::map<std::string, Expr> *outer_;
+};
 
 } // namespace pipecheck::spec

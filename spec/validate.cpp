@@ -593,7 +593,11 @@ public:
     case Op::Name: {
       if (scope.count(e.name)) return;
       const Operand *o = k_->operand(e.name);
-      if (!o)
+      if (!o && k_->prefetch(e.name))
+        error(e.loc,
+              "a reference reads no prefetch array ('" + e.name +
+                  "'): it states whole arrays for any contents; state what it needs of them as params");
+      else if (!o)
         error(e.loc, "unknown name '" + e.name + "'");
       else if (o->role == Role::scratch)
         error(e.loc, "scratch '" + e.name + "' belongs to the body; a reference reads inputs and outputs");
@@ -1436,6 +1440,7 @@ std::vector<Diagnostic> validate(const KernelSpec &k, const Env &overrides) {
     if (!errs.empty()) return errs;
     return validate(flatten_nested(k), overrides);
   }
+  const HoistedNames quoted(k.body, k.reference);
   Validator v;
   v.overrides = overrides;
   v.kernel(k);
@@ -1445,6 +1450,7 @@ std::vector<Diagnostic> validate(const KernelSpec &k, const Env &overrides) {
 }
 
 std::vector<Diagnostic> validate(const Program &p, const Env &overrides) {
+  const HoistedNames quoted(p.body);
   Validator v;
   v.overrides = overrides;
   for (const auto &st : p.body)

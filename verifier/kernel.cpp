@@ -893,6 +893,7 @@ Verdict check_state(const spec::KernelSpec &k, const CheckOptions &o);
 } // namespace
 
 Verdict check(const spec::KernelSpec &k, const CheckOptions &o) {
+  const spec::HoistedNames quoted(k.body);
   const bool state = spec::has_state(k);
   if (state || !k.prefetches.empty()) {
     try {

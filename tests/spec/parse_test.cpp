@@ -374,3 +374,63 @@ TEST(ParseLayout, JoinsLinesInsideBrackets) {
       "kernel k:\n    grid = (2,\n            4)\n    out o: f32[8, 8]\n    body:\n        o[...] = zeros\n");
   EXPECT_EQ(kernel(f).grid->size(), 2u);
 }
+
+TEST(ParseExpressions, ASubscriptedExpressionIsBoundToALocalJustBeforeItsStatementAndPrintsBackInPlace) {
+  const std::string text = R"(kernel k:
+    grid = (2,)
+    in x: f32[16, 128] block=(8, 128) index=(i) -> (i, 0)
+    out o: f32[16, 128] block=(8, 128) index=(i) -> (i, 0)
+    body:
+        m = max(x[...], axis=1)
+        for t in range(sum(iota((2,), 0))[1]):
+            o[...] = x[...] - max(x[...], axis=1)[:, None] + (m - m)[:, None]
+    reference:
+        o = x - max(x, axis=1)[:, None]
+)";
+  File f = parse_ok(text);
+  const KernelSpec &k = kernel(f);
+  // m, the loop bound's local, the loop; in the loop the two locals, the store.
+  ASSERT_EQ(k.body.size(), 3u);
+  const auto &bound = std::get<Let>(k.body[1].kind);
+  EXPECT_TRUE(bound.hoisted);
+  EXPECT_EQ(print(bound.value), "sum(iota((2,), 0))");
+  const auto &loop = std::get<For>(k.body[2].kind);
+  EXPECT_EQ(loop.hi.op, Op::Ref);
+  EXPECT_EQ(loop.hi.name, bound.name);
+  ASSERT_EQ(loop.body.size(), 3u);
+  EXPECT_TRUE(std::get<Let>(loop.body[0].kind).hoisted);
+  EXPECT_EQ(print(std::get<Let>(loop.body[1].kind).value), "m - m");
+  ASSERT_EQ(k.reference.size(), 2u);
+  // fmt prints the source back, and what it prints parses to the same kernel.
+  EXPECT_EQ(print(f), text);
+  EXPECT_EQ(print(parse_ok(print(f))), text);
+  // Quoted in a message, the local reads as the expression it stands for.
+  {
+    const HoistedNames quoted(k.body);
+    EXPECT_EQ(print(std::get<Assign>(loop.body[2].kind).value),
+              "x[...] - max(x[...], axis=1)[:, None] + (m - m)[:, None]");
+  }
+  EXPECT_NE(print(std::get<Assign>(loop.body[2].kind).value).find("__sub"), std::string::npos);
+}
+
+TEST(ParseExpressions, ASubscriptedExpressionWhereItCannotBeBoundFirstIsALocatedError) {
+  const std::string head =
+      "kernel k:\n    grid = (2,)\n    in x: f32[16, 128] block=(8, 128) index=(i) -> (i, 0)\n"
+      "    out o: f32[16, 128] block=(8, 128) index=(i) -> (i, 0)\n    body:\n";
+  struct Case {
+    std::string body, where;
+  };
+  for (const auto &c : std::vector<Case>{
+           {"        while max(x[...], axis=1)[0] > 0, bound=2:\n            o[...] = x[...]\n",
+            "a 'while' condition"},
+           {"        t = 1 and max(x[...], axis=1)[0]\n", "the right side of 'and'"},
+           {"        if 1 > 2:\n            o[...] = x[...]\n        elif sum(iota((2,), 0))[1] > 0:\n"
+            "            o[...] = x[...]\n",
+            "an 'elif' condition"},
+           {"        o[...] = max(x[...], axis=1)[:, None][0]\n", "one subscript per expression"}}) {
+    auto r = parse(SourceFile::from_string("t.pk", head + c.body));
+    ASSERT_FALSE(r.file) << c.body;
+    EXPECT_NE(r.errors.at(0).message.find(c.where), std::string::npos) << r.errors.at(0).message;
+    EXPECT_GE(r.errors.at(0).loc.line, 6) << c.body;
+  }
+}

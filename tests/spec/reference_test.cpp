@@ -128,6 +128,19 @@ TEST(Reference, ReadingAnOutputBeforeSettingItIsAnError) {
   EXPECT_EQ(msg, "the reference reads output 'o' before it sets it");
 }
 
+TEST(Reference, APrefetchArrayIsNoneOfItsNames) {
+  std::string text = matmul("        o = dot(a, b) * cast(ids[0], f32)\n");
+  text.replace(text.find("    in  a:"), 0, "    prefetch ids: i32[2] = [0, 1]\n");
+  for (const char *from : {"(i, k)", "(k, j)", "(i, j)"})
+    text.replace(text.find(std::string("index=(i, j, k) -> ") + from), std::string("index=(i, j, k)").size(),
+                 "index=(i, j, k, ids)");
+  auto [line, col, msg] = first_error(text);
+  EXPECT_EQ(line, 12);
+  EXPECT_EQ(msg,
+            "a reference reads no prefetch array ('ids'): it states whole arrays for any contents; state "
+            "what it needs of them as params");
+}
+
 TEST(Reference, ScratchAndTheGridBelongToTheBody) {
   auto [l1, c1, m1] = first_error(matmul("        o = acc\n"));
   EXPECT_EQ(m1, "scratch 'acc' belongs to the body; a reference reads inputs and outputs");
