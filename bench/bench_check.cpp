@@ -44,6 +44,11 @@
 //                              test's lengths (a while loop finds the next sequence with
 //                              pages), at the upstream test's shape (B = 6, P = 128,
 //                              C = 32; target <= 1000)
+//   paged_attention_gpu_triton_ms  corpus/kernels' GPU paged attention (Triton), its block
+//                              table open (`in [0, NP)`) and gathered page by page, with the
+//                              upstream test's 5 lengths, 256 pages of 16 per sequence (a
+//                              pool of 1280) and 8 kv heads: 1280 programs (`_verdict`: its
+//                              verdict)
 //   paged_attention_smem_state_ms  the same with upstream's buffer_index and init_flag as
 //                              SMEM state (prefetch arrays the body stores into), at the
 //                              same shape
@@ -190,6 +195,9 @@ int main() {
                               "mha_forward (Triton) at 8 x 32 heads, 8192 tokens");
   const Sized ln_bug = sized("ln_bwd_dx_mask_off_by_one", {{"rows", 8192}}, 3,
                              "ln_bwd_dx_mask_off_by_one (Triton) at 8192 rows");
+  const Sized paged_gpu =
+      sized("paged_attention_gpu", {{"KVH", 8}, {"PPS", 256}}, 3,
+            "paged_attention_gpu (Triton) at 8 kv heads, 256 pages per sequence, table open");
   double paged_ms = 0, state_ms = 0;
   std::string paged_verdict = "missing", state_verdict = "missing";
   for (const auto &u : units)
@@ -276,13 +284,15 @@ int main() {
       "\"add_vectors_triton_2e28_verdict\": \"%s\", \"mha_forward_triton_8192_ms\": %.1f, "
       "\"mha_forward_triton_8192_verdict\": \"%s\", \"mha_forward_triton_2e14_ms\": %.1f, "
       "\"mha_forward_triton_2e14_verdict\": \"%s\", \"layer_norm_bwd_mask_bug_8192_rows_ms\": %.1f, "
-      "\"layer_norm_bwd_mask_bug_8192_rows_verdict\": \"%s\"}\n",
+      "\"layer_norm_bwd_mask_bug_8192_rows_verdict\": \"%s\", \"paged_attention_gpu_triton_ms\": %.1f, "
+      "\"paged_attention_gpu_triton_verdict\": \"%s\"}\n",
       median(kernel_ms), max_kernel_ms, median(spec_only_ms),
       small_solver_ms > 0 ? big_ms / small_solver_ms : 0, small_ms > 0 ? big_ms / small_ms : 0, small_ms,
       big_ms, verifier::to_string(big_v.status), largest_ms, walk_ms, big_ms > 0 ? enum_ms / big_ms : 0,
       median(pipeline_ms), p8 > 0 ? p1e6 / p8 : 0, lines_small > 0 ? lines_big / lines_small : 0,
       lower_big_ms, flash_ms, flash_big_ms, flash_big_verdict.c_str(), paged_ms, paged_verdict.c_str(),
       state_ms, state_verdict.c_str(), norm.ms, norm.verdict.c_str(), add.ms, add.verdict.c_str(), mha.ms,
-      mha.verdict.c_str(), mha_big.ms, mha_big.verdict.c_str(), ln_bug.ms, ln_bug.verdict.c_str());
+      mha.verdict.c_str(), mha_big.ms, mha_big.verdict.c_str(), ln_bug.ms, ln_bug.verdict.c_str(),
+      paged_gpu.ms, paged_gpu.verdict.c_str());
   return 0;
 }

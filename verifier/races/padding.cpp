@@ -270,9 +270,12 @@ PadValue elementwise(const std::vector<PadValue> &args, ZeroRule rule = ZeroRule
   if (!shape || !small(*shape)) return everywhere(shape);
   const auto n = static_cast<std::size_t>(*numel(*shape));
   PadValue r{shape, true, std::vector<std::uint8_t>(n, 0)};
+  // (An argument of the result's shape is read in place: no map.)
   std::vector<std::vector<std::int64_t>> maps(args.size());
+  std::vector<bool> same(args.size(), false);
   for (std::size_t j = 0; j < args.size(); ++j) {
     if (!args[j].any) continue;
+    if ((same[j] = *args[j].shape == *shape)) continue;
     auto map = broadcast_map(*args[j].shape, *shape);
     if (!map) return everywhere(shape);
     maps[j] = std::move(*map);
@@ -280,7 +283,8 @@ PadValue elementwise(const std::vector<PadValue> &args, ZeroRule rule = ZeroRule
   std::vector<std::uint8_t> st(args.size(), kClean);
   for (std::size_t k = 0; k < n; ++k) {
     for (std::size_t j = 0; j < args.size(); ++j)
-      st[j] = args[j].any ? state_at(args[j], maps[j][k]) : std::uint8_t{kClean};
+      st[j] = !args[j].any ? std::uint8_t{kClean}
+                           : state_at(args[j], same[j] ? static_cast<std::int64_t>(k) : maps[j][k]);
     r.bits[k] = combined(st.data(), st.size(), rule, literal);
   }
   return normalized(std::move(r));

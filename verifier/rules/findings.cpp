@@ -1792,10 +1792,29 @@ std::optional<Point> masked_load_past_end(const KernelModel &m, std::size_t op, 
   for (auto x : mask->v)
     lm.on.push_back(x != 0);
   const auto lanes = spec::selected_lanes({lm}, value);
-  if (!lanes) return std::nullopt; // (not the ref's value's shape: not placed)
+  if (!lanes) return std::nullopt;                      // (not the ref's value's shape: not placed)
+  if (!first_outside(o, blk, box)) return std::nullopt; // (no lane of the box is outside)
+  // A lane is inside where its box along the dims the value drops is, and
+  // each of its coordinates along the kept ones: only a lane outside is placed.
+  std::vector<std::int64_t> start(box.size());
+  std::vector<bool> kept(box.size(), false);
+  for (std::size_t d = 0; d < box.size(); ++d)
+    start[d] = spec::saturating_add(o.window_start(d, blk[d]), box[d].first);
+  for (std::size_t d : read.load_dims)
+    kept[d] = true;
+  bool rest_inside = true;
+  for (std::size_t d = 0; d < box.size(); ++d)
+    rest_inside = rest_inside &&
+                  (kept[d] || (start[d] >= 0 &&
+                               spec::saturating_add(start[d], box[d].second - box[d].first) <= o.shape[d]));
   std::vector<std::int64_t> at(value.size(), 0);
   for (std::size_t f = 0; f < lanes->size(); ++f) {
-    if ((*lanes)[f]) {
+    bool inside = rest_inside;
+    for (std::size_t k = 0; k < value.size() && inside; ++k) {
+      const std::int64_t x = start[read.load_dims[k]] + at[k];
+      inside = x >= 0 && x < o.shape[read.load_dims[k]];
+    }
+    if ((*lanes)[f] && !inside) {
       Box lane = box;
       for (std::size_t k = 0; k < value.size(); ++k)
         lane[read.load_dims[k]] = {box[read.load_dims[k]].first + at[k],

@@ -541,6 +541,9 @@ private:
     std::vector<Instance> instances;
     std::vector<Term> bad;
     const smt::Bindings b = bindings({}, SymPoint{});
+    std::map<std::size_t, std::vector<spec::Expr>> reads_inside;
+    for (std::size_t i : open)
+      reads_inside[i] = table_reads_inside(m_.copy_addresses[i]);
     for (std::int64_t k = 0; k < points; ++k) {
       const Point p = spec::grid_point(m_.grid, {}, k);
       for (std::size_t i : open) {
@@ -554,7 +557,7 @@ private:
         in.ref = fold(*a.ref, params, p, a.locals);
         // A subscript taken from a table read outside its array (the
         // poison) is that read's finding (prefetch_reads), not this one's.
-        for (const auto &r : table_reads_inside(a))
+        for (const auto &r : reads_inside[i])
           if (auto t = tr(fold(r, params, p, a.locals), b)) c.push_back(smt::truthy(*t));
         std::vector<bool> ellipsis;
         for (const auto &sub : in.ref.args)
@@ -590,7 +593,7 @@ private:
       if (!fires) continue;
       const auto &a = m_.copy_addresses[in.address];
       bool poisoned = false;
-      for (const auto &r : table_reads_inside(a))
+      for (const auto &r : reads_inside[in.address])
         poisoned = poisoned || spec::evaluate(fold(r, env, in.p, a.locals), env).value.value_or(1) == 0;
       if (poisoned) continue;
       const auto subs = spec::subscripts_of(
@@ -606,8 +609,14 @@ private:
   // (directly or through the locals they name) lie inside their tables.
   static std::vector<spec::Expr> table_reads_inside(const CopyAddress &a) {
     std::vector<spec::Expr> out;
+    // (Past a read, only its condition can hold another: the contents tree
+    // is the table's elements.)
     std::function<void(const spec::Expr &)> walk = [&](const spec::Expr &e) {
-      if (const spec::Expr *r = spec::elaborated_read_bounds(e)) out.push_back(*r);
+      if (const spec::Expr *r = spec::elaborated_read_bounds(e)) {
+        out.push_back(*r);
+        walk(*r);
+        return;
+      }
       for (const auto &x : e.args)
         walk(x);
     };
