@@ -8,6 +8,7 @@
 #include "spec/lower.hpp"
 #include "spec/nested.hpp"
 #include "spec/prefetch.hpp"
+#include "spec/print.hpp"
 #include "spec/state.hpp"
 #include "spec/targets.hpp"
 #include "spec/typecheck.hpp"
@@ -236,8 +237,10 @@ std::string describe(const Mismatch &m, std::optional<double> tol) {
 }
 
 /// What poison on either side of a kernel's comparison means. `written`: the
-/// oracle's record of the body's stores into this output (nullptr: none).
-std::string kernel_poison(const Mismatch &m, const std::vector<std::uint8_t> *written, std::int64_t flat) {
+/// oracle's record of the body's stores into this output (nullptr: none);
+/// `aliased`: the input the output aliases, if any.
+std::string kernel_poison(const Mismatch &m, const std::vector<std::uint8_t> *written, std::int64_t flat,
+                          const std::string &output, const std::string *aliased) {
   const bool oracle_poison = m.expected_from == "oracle" ? m.expected_is_poison : m.is_poison;
   if (oracle_poison) {
     if (written && flat < static_cast<std::int64_t>(written->size()) &&
@@ -246,6 +249,17 @@ std::string kernel_poison(const Mismatch &m, const std::vector<std::uint8_t> *wr
     return "reads memory nothing wrote: the body stored poison there (e.g. a missing accumulator init, "
            "or the padding of a partial block)";
   }
+  // (The oracle's body reads an aliased output's HBM array, which starts as
+  // the input; a pipeline's output window is never fetched.)
+  if (m.is_poison && aliased)
+    return "holds poison in the pipelined run (the oracle has " + number(m.expected) + "): '" + output +
+           "' aliases input '" + *aliased + "', whose values the oracle's body reads where it reads '" +
+           output +
+           "' before writing it, but a pipeline never fetches an output's block (input_output_aliases shares "
+           "the array, not the window: read '" +
+           *aliased +
+           "' instead; check reports it as uninitialized-accumulator); or the lowered program never "
+           "wrote it back, or computed it from a slot before its copy landed";
   if (m.is_poison)
     return "holds poison in the pipelined run: the lowered program never wrote it back, or computed it from "
            "a slot before its copy landed (the oracle has " +
@@ -974,8 +988,9 @@ void locate(const KernelPrep &p, const std::string &operand, Mismatch &m) {
   if (m.is_poison || m.expected_is_poison) {
     auto w = p.written.find(operand);
     const HostArray &a = *p.arrays.at(operand);
-    m.poison =
-        kernel_poison(m, w == p.written.end() ? nullptr : &w->second, flat_index(m.element, a.shape()));
+    const auto alias = p.ck.aliases.find(operand);
+    m.poison = kernel_poison(m, w == p.written.end() ? nullptr : &w->second, flat_index(m.element, a.shape()),
+                             operand, alias == p.ck.aliases.end() ? nullptr : &alias->second);
   }
 }
 
@@ -1540,6 +1555,7 @@ std::optional<spec::KernelSpec> resolve_prefetch(const spec::KernelSpec &k, cons
 } // namespace
 
 RunResult run(const spec::KernelSpec &k0, const RunOptions &opts) {
+  const spec::HoistedNames quoted(k0.body, k0.reference);
   std::string note;
   RunResult bad;
   auto k = resolve_prefetch(k0, opts, note, bad);
@@ -1552,6 +1568,7 @@ RunResult run(const spec::KernelSpec &k0, const RunOptions &opts) {
 }
 
 RunResult run(const spec::Program &prog, const RunOptions &opts) {
+  const spec::HoistedNames quoted(prog.body);
   ProgramPrep p = prepare(prog, opts, 1);
   RunResult r = run_prepared(prog, p, opts, opts.mode, opts.seed, true);
   r.memory_estimate = p.memory_estimate;

@@ -741,6 +741,20 @@ TEST(RunKernel, AnAliasedOutputKeepsItsInputsSentinelAsAValue) {
   EXPECT_EQ(r.status, RunStatus::pass) << r.reason;
 }
 
+TEST(RunKernel, AnAliasedOutputReadBeforeItIsWrittenIsExplainedAsTheUnfetchedWindowItIs) {
+  // The oracle's body reads the array (the input's values); the pipeline
+  // never fetches an output's block, so the run holds poison there.
+  const RunResult r = run_kernel_text("kernel add_one:\n    grid = (2,)\n    target = tpu_v5e\n"
+                                      "    in  x: f32[256, 128]  block=(128, 128)  index=(i) -> (i, 0)\n"
+                                      "    out o: f32[256, 128]  block=(128, 128)  index=(i) -> (i, 0)\n"
+                                      "    alias x -> o\n    body:\n        o[...] = o[...] + 1.0\n");
+  EXPECT_EQ(r.status, RunStatus::fail) << r.reason;
+  EXPECT_NE(r.reason.find("'o' aliases input 'x', whose values the oracle's body reads where it reads 'o' "
+                          "before writing it, but a pipeline never fetches an output's block"),
+            std::string::npos)
+      << r.reason;
+}
+
 TEST(RunKernel, AnUpdateCopiedBackThroughAnAliasedAnySpaceInputIsAppliedOnceInEveryMode) {
   // On a TPU the input and its output are one buffer: the oracle and the
   // lowered program both store into the output, once.
