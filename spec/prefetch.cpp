@@ -42,17 +42,35 @@ std::optional<std::string> prefetch_violation(const PrefetchArray &a, const std:
   if (static_cast<std::int64_t>(values.size()) != a.length)
     return at(values.size(), "'" + a.name + "' has " + std::to_string(a.length) + " elements but " +
                                  std::to_string(values.size()) + " are given");
+  // An element as the body subscripts it: `bm[0, 0, 1]` of an i8[1, 4, 4] table.
+  auto named = [&](std::size_t i) {
+    std::vector<std::int64_t> sub(a.dims.size() > 1 ? a.dims.size() : 1, 0);
+    if (a.dims.size() > 1) {
+      std::size_t r = i;
+      for (std::size_t d = a.dims.size(); d-- > 0;) {
+        const auto n = static_cast<std::size_t>(std::max<std::int64_t>(a.dims[d], 1));
+        sub[d] = static_cast<std::int64_t>(r % n);
+        r /= n;
+      }
+    } else {
+      sub[0] = static_cast<std::int64_t>(i);
+    }
+    std::string out = a.name + "[";
+    for (std::size_t d = 0; d < sub.size(); ++d)
+      out += (d ? ", " : "") + std::to_string(sub[d]);
+    return out + "]";
+  };
   i128 sum = 0;
   for (std::size_t i = 0; i < values.size(); ++i) {
     const std::int64_t v = values[i];
-    const std::string elem = a.name + "[" + std::to_string(i) + "] = " + std::to_string(v);
+    const std::string elem = named(i) + " = " + std::to_string(v);
     if (v < -2147483648LL || v > 2147483647LL) return at(i, elem + " does not fit i32");
     if ((a.lo && v < *a.lo) || (a.hi && v >= *a.hi))
       return at(i, elem + " is outside the stated range [" + std::to_string(a.lo.value_or(0)) + ", " +
                        std::to_string(a.hi.value_or(0)) + ")");
     if (a.nondecreasing && i > 0 && v < values[i - 1])
-      return at(i, elem + " is smaller than " + a.name + "[" + std::to_string(i - 1) + "] = " +
-                       std::to_string(values[i - 1]) + ", but '" + a.name + "' is stated nondecreasing");
+      return at(i, elem + " is smaller than " + named(i - 1) + " = " + std::to_string(values[i - 1]) +
+                       ", but '" + a.name + "' is stated nondecreasing");
     sum += v;
   }
   if (a.sum && sum != *a.sum)

@@ -563,6 +563,19 @@ TEST(RunKernel, AFaultQuotesTheRefAsItsSourceWritesIt) {
       << bad.reason;
 }
 
+TEST(RunKernel, AFaultOfTheLoweredProgramNamesItsGridPoint) {
+  // Block 3 of o is past its 24 rows: the write-back at the last step faults.
+  const RunResult bad = run_kernel_text("kernel k:\n    grid = (4,)\n"
+                                        "    in  x: f32[32, 128]  block=(8, 128)  index=(i) -> (i, 0)\n"
+                                        "    out o: f32[24, 128]  block=(8, 128)  index=(i) -> (i, 0)\n"
+                                        "    body:\n        o[...] = x[...]\n");
+  EXPECT_EQ(bad.status, RunStatus::fail) << bad.reason;
+  EXPECT_NE(bad.reason.find(
+                "slice 24:32 is out of bounds for dim 0 (extent 24) of o[24, 128] (at grid point (3,))"),
+            std::string::npos)
+      << bad.reason;
+}
+
 TEST(RunKernel, ATritonLoadPastItsArrayIsAFaultAndAMaskedOneIsNot) {
   // 1000 elements in ragged blocks of 256: the last program's block passes
   // the array, and a Triton block is a view of it. The store is masked both

@@ -66,6 +66,11 @@ TEST(PrefetchValidate, RejectsContentsThatBreakTheirConstraintsAtTheElement) {
             "3:35: ids[2] = 9 is outside the stated range [0, 8)");
   EXPECT_EQ(first_error(gather("prefetch ids: i32[4] = [0, 2, 1, 2] nondecreasing")),
             "3:35: ids[2] = 1 is smaller than ids[1] = 2, but 'ids' is stated nondecreasing");
+  // A table of rank 2 names the element as the body subscripts it.
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[2, 2] = [0, 0, 9, 2] in [0, 8)")).substr(6),
+            "ids[1, 0] = 9 is outside the stated range [0, 8)");
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[2, 2] = [0, 2, 1, 2] nondecreasing")).substr(6),
+            "ids[1, 0] = 1 is smaller than ids[0, 1] = 2, but 'ids' is stated nondecreasing");
   EXPECT_EQ(first_error(gather("prefetch ids: i32[4] = [0, 0, 1, 2] sum == 4")),
             "3:5: the elements of 'ids' sum to 3, but the stated sum is 4");
   EXPECT_EQ(first_error(gather("prefetch ids: i32[4] = [0, 0, 1]")),
