@@ -2764,7 +2764,10 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
                    (zeros ? ": the padding of the last block holds zeros (Mosaic GPU's TMA fills it), "
                             "which the " +
                                 zero_fn + " takes for values"
-                          : ": the padding of the last block enters the reduction as garbage"));
+                    : m.triton ? ": the last block reaches past the array, and what a load reads there "
+                                 "(memory past it: a Triton block is a view of the array, not a padded "
+                                 "copy) enters the reduction"
+                               : ": the padding of the last block enters the reduction as garbage"));
       f.witness.items.push_back({"operand", x.name});
       f.witness.items.push_back({"dim", static_cast<std::int64_t>(d)});
       f.witness.items.push_back({"extent", x.shape[d]});

@@ -658,3 +658,30 @@ TEST(Triton, FewProgramsOfTooManyElementsToReplayAreDecidedByTheSolver) {
 
 } // namespace
 } // namespace pipecheck
+
+namespace pipecheck {
+namespace {
+
+TEST(Triton, ARaggedBlockReducedUnmaskedSaysTheLoadReadsPastTheArray) {
+  // 100 rows in blocks of 64, summed whole: no padding, memory past the array.
+  const auto v = testing::check_text(R"(kernel s:
+    grid = (2,)
+    backend = triton
+    in  x: f32[8, 100]  block=(8, 64)  index=(i) -> (0, i)
+    out o: f32[8, 2]  block=(8, 1)  index=(i) -> (0, i)
+    body:
+        o[...] = sum(x[...], axis=1, keepdims=True)
+)",
+                                     "s");
+  bool found = false;
+  for (const auto &f : v.findings)
+    if (f.rule == verifier::Rule::partial_block_reduction) {
+      found = true;
+      EXPECT_NE(f.message.find("a Triton block is a view of the array, not a padded copy"), std::string::npos)
+          << f.message;
+    }
+  EXPECT_TRUE(found) << v.reason;
+}
+
+} // namespace
+} // namespace pipecheck
