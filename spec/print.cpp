@@ -386,8 +386,11 @@ void emit_operand_options(std::ostream &os, const Operand &o) {
 
 void emit_block(std::ostream &os, const Block &b, int indent) {
   std::map<std::string, Expr> values;
-  std::map<std::string, Expr> *const outer = hoisted_values;
-  if (!outer) hoisted_values = &values;
+  struct Restore {
+    std::map<std::string, Expr> *outer = hoisted_values;
+    ~Restore() { hoisted_values = outer; }
+  } restore;
+  if (!restore.outer) hoisted_values = &values;
   for (const auto &s : b) {
     if (const auto *l = std::get_if<Let>(&s.kind); l && l->hoisted) {
       (*hoisted_values)[l->name] = l->value;
@@ -395,7 +398,6 @@ void emit_block(std::ostream &os, const Block &b, int indent) {
     }
     emit_stmt(os, s, indent);
   }
-  hoisted_values = outer;
 }
 
 void emit_param(std::ostream &os, const Param &p) {
