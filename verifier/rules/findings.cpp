@@ -438,12 +438,17 @@ public:
             const Box &box)
       : w_(w), box_(box) {
     if (!w.keep_mask) return;
-    mask_ = fit(mask_at(m, flow, *w.keep_mask, w.keep_locals, p));
+    const auto value = mask_at(m, flow, *w.keep_mask, w.keep_locals, p);
+    mask_ = fit(value);
+    misfit_ = value.has_value() && !mask_.has_value();
     // `in_bounds & (v > 0)`: the conjuncts that read no data bound what it
     // may set (a data condition only narrows it).
     if (!mask_ && w.keep_bound) may_ = fit(mask_at(m, flow, *w.keep_bound, w.keep_locals, p));
   }
   bool evaluated() const { return !w_.keep_mask || mask_.has_value(); }
+  /// Whether the mask has a value that does not fit the box (a window that
+  /// passes the block, cut there: that store's fault is another rule's).
+  bool misfit() const { return misfit_; }
   /// Whether what it may set is bounded: evaluated, or some conjunct is.
   bool bounded() const { return evaluated() || may_.has_value(); }
   /// Whether the store sets the element at `e` (block-relative, inside the box).
@@ -463,6 +468,7 @@ private:
   const Effect &w_;
   Box box_;
   std::optional<races::IntTensor> mask_, may_;
+  bool misfit_ = false;
 
   // A mask that fits the box (right-aligned, dims of 1 broadcast), else nullopt.
   std::optional<races::IntTensor> fit(std::optional<races::IntTensor> t) const {
@@ -679,7 +685,8 @@ std::optional<std::vector<Finding>> kept_garbage_findings(const KernelModel &m, 
         // (One over data keeps any element for some data, as far as the
         // rules can tell: kept. One over prefetch contents that are described,
         // not given, may keep none for the contents allowed: undecided.)
-        const bool evaluated = mask.evaluated() || !reads_open_prefetch[s];
+        // (One that does not fit the box keeps what the rules cannot tell: undecided.)
+        const bool evaluated = mask.evaluated() || (!reads_open_prefetch[s] && !mask.misfit());
         std::vector<std::int64_t> e(rank);
         for (std::size_t d = 0; d < rank; ++d)
           e[d] = (*box)[d].first;

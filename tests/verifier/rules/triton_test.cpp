@@ -685,3 +685,32 @@ TEST(Triton, ARaggedBlockReducedUnmaskedSaysTheLoadReadsPastTheArray) {
 
 } // namespace
 } // namespace pipecheck
+
+namespace pipecheck {
+namespace {
+
+TEST(Triton, AMaskedStoreWhoseWindowPassesTheBlockIsItsFaultNotAKeptElement) {
+  // seq 400 in windows of 32 over a block as long as the array: the last
+  // window (384:416) passes the block. Its mask keeps rows past 400, so every
+  // element of o is written; only the window is out of bounds.
+  const auto v = testing::check_text(R"(kernel r:
+    param seq = 400
+    grid = (cdiv(seq, 32),)
+    backend = triton
+    in  k: f32[seq, 72]  block=(seq, 128)  index=(j) -> (0, 0)
+    out o: f32[seq, 72]  block=(seq, 128)  index=(j) -> (0, 0)
+    body:
+        j = program_id(0)
+        ok = (j * 32 + iota((32, 128), 0) < seq) & (iota((32, 128), 1) < 72)
+        kb = where(ok, k[ds(j * 32, 32), :], 0.0)
+        o[ds(j * 32, 32), :] = where(ok, kb + 1.0, o[ds(j * 32, 32), :])
+)",
+                                     "r");
+  EXPECT_EQ(v.status, verifier::Status::violation) << v.reason;
+  for (const auto &f : v.findings) {
+    EXPECT_EQ(f.rule, verifier::Rule::index_out_of_bounds) << f.message;
+  }
+}
+
+} // namespace
+} // namespace pipecheck
