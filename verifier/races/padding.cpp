@@ -1100,8 +1100,9 @@ PadValue PaddingFlow::eval(const Expr &e, const spec::Env &env) const {
             break;
           }
     if (!cv || c.any) return either_zero(c, a, b, literal_zero(e.args[1]), literal_zero(e.args[2]));
-    return selected(*cv, a, b).value_or(
-        either_zero(c, a, b, literal_zero(e.args[1]), literal_zero(e.args[2])));
+    // (Not value_or: its argument, a pass over every element, would be computed each time.)
+    if (auto r = selected(*cv, a, b)) return *r;
+    return either_zero(c, a, b, literal_zero(e.args[1]), literal_zero(e.args[2]));
   }
   if ((f == "sum" || f == "max" || f == "min") && np == 1) {
     std::optional<std::int64_t> axis;

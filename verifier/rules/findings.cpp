@@ -1789,18 +1789,13 @@ std::optional<Point> masked_load_past_end(const KernelModel &m, std::size_t op, 
                                           const Point &p, const Point &blk, const Box &box) {
   if (!read.load_mask) return std::nullopt;
   const auto &o = m.operands[op];
+  if (!first_outside(o, blk, box)) return std::nullopt; // (no lane of the box is outside)
   const auto mask = mask_at(m, mask_flow(m), *read.load_mask, read.load_locals, p);
   if (!mask) return std::nullopt; // (it reads data: which lanes load is not decided here)
   // The ref's value: the box along the dims it keeps.
   std::vector<std::int64_t> value;
   for (std::size_t d : read.load_dims)
     value.push_back(box[d].second - box[d].first);
-  spec::LaneMask lm{mask->shape, {}};
-  for (auto x : mask->v)
-    lm.on.push_back(x != 0);
-  const auto lanes = spec::selected_lanes({lm}, value);
-  if (!lanes) return std::nullopt;                      // (not the ref's value's shape: not placed)
-  if (!first_outside(o, blk, box)) return std::nullopt; // (no lane of the box is outside)
   // A lane is inside where its box along the dims the value drops is, and
   // each of its coordinates along the kept ones: only a lane outside is placed.
   std::vector<std::int64_t> start(box.size());
@@ -1814,13 +1809,49 @@ std::optional<Point> masked_load_past_end(const KernelModel &m, std::size_t op, 
     rest_inside = rest_inside &&
                   (kept[d] || (start[d] >= 0 &&
                                spec::saturating_add(start[d], box[d].second - box[d].first) <= o.shape[d]));
+  const auto coordinate_inside = [&](std::size_t k, std::int64_t c) {
+    const std::int64_t x = start[read.load_dims[k]] + c;
+    return x >= 0 && x < o.shape[read.load_dims[k]];
+  };
+  // First over the mask's own elements, where it broadcasts to the value (a
+  // head mask of (1, D) stands for every row): whether any it sets reaches
+  // a lane outside; only then lane by lane, for the first such lane.
+  const std::size_t r = mask->shape.size(), n = value.size();
+  bool broadcasts = r <= n;
+  for (std::size_t j = 0; broadcasts && j < r; ++j)
+    broadcasts = mask->shape[j] == 1 || mask->shape[j] == value[n - r + j];
+  if (broadcasts && rest_inside) {
+    // Per value dim: whether some coordinate is outside (for a dim the mask
+    // does not vary along).
+    std::vector<bool> any_outside(n, false);
+    for (std::size_t k = 0; k < n; ++k)
+      any_outside[k] = !coordinate_inside(k, 0) || !coordinate_inside(k, value[k] - 1);
+    bool reaches = false;
+    std::vector<std::int64_t> mc(r, 0);
+    for (std::size_t f = 0; f < mask->v.size() && !reaches; ++f) {
+      if (mask->v[f] != 0)
+        for (std::size_t k = 0; k < n && !reaches; ++k) {
+          const bool fixed = k + r >= n && mask->shape[k + r - n] != 1;
+          reaches = fixed ? !coordinate_inside(k, mc[k + r - n]) : any_outside[k];
+        }
+      for (std::size_t j = r; j-- > 0;)
+        if (++mc[j] < mask->shape[j])
+          break;
+        else
+          mc[j] = 0;
+    }
+    if (!reaches) return std::nullopt;
+  }
+  spec::LaneMask lm{mask->shape, {}};
+  for (auto x : mask->v)
+    lm.on.push_back(x != 0);
+  const auto lanes = spec::selected_lanes({lm}, value);
+  if (!lanes) return std::nullopt; // (not the ref's value's shape: not placed)
   std::vector<std::int64_t> at(value.size(), 0);
   for (std::size_t f = 0; f < lanes->size(); ++f) {
     bool inside = rest_inside;
-    for (std::size_t k = 0; k < value.size() && inside; ++k) {
-      const std::int64_t x = start[read.load_dims[k]] + at[k];
-      inside = x >= 0 && x < o.shape[read.load_dims[k]];
-    }
+    for (std::size_t k = 0; k < value.size() && inside; ++k)
+      inside = coordinate_inside(k, at[k]);
     if ((*lanes)[f] && !inside) {
       Box lane = box;
       for (std::size_t k = 0; k < value.size(); ++k)
