@@ -1,6 +1,7 @@
 #include "executor/program_runner.hpp"
 
 #include "executor/footprint.hpp"
+#include "spec/bind.hpp"
 #include "spec/place.hpp"
 #include "spec/step.hpp"
 
@@ -112,16 +113,15 @@ public:
       out_.error = e;
       // A kernel's lowered program names its grid point pid0, pid1, ...
       // (spec/lower.hpp): a fault says where, as check does.
-      std::string point;
+      std::vector<std::int64_t> point;
       for (std::size_t a = 0;; ++a) {
         auto it = interp_.env.find("pid" + std::to_string(a));
         if (it == interp_.env.end()) break;
-        point += (a ? ", " : "") + std::to_string(it->second);
+        point.push_back(it->second);
       }
-      if (e.kind == ExecError::Kind::fault && !point.empty() && point.find(',') == std::string::npos)
-        point += ",";
       if (e.kind == ExecError::Kind::fault && !point.empty())
-        out_.error = ExecError(e.kind, e.loc, std::string(e.what()) + " (at grid point (" + point + "))");
+        out_.error = ExecError(e.kind, e.loc,
+                               std::string(e.what()) + " (at grid point " + spec::format_tuple(point) + ")");
     }
     engine_.drain();
     for (auto &[op, t] : transfers_) // never waited, in start order

@@ -614,11 +614,7 @@ private:
                  peek(1).kind == Tok::Name) {
         p.buffers.push_back(buffer());
       } else {
-        std::vector<Stmt> hoisted;
-        Stmt st = statement(0, hoisted);
-        for (auto &h : hoisted)
-          p.body.push_back(std::move(h));
-        p.body.push_back(std::move(st));
+        append_statement(p.body, 0);
       }
     }
     if (peek().kind == Tok::Dedent) advance();
@@ -665,14 +661,20 @@ private:
     advance();
     Block b;
     while (peek().kind != Tok::Dedent && peek().kind != Tok::End) {
-      std::vector<Stmt> hoisted;
-      Stmt st = statement(depth + 1, hoisted);
-      for (auto &h : hoisted)
-        b.push_back(std::move(h));
-      b.push_back(std::move(st));
+      append_statement(b, depth + 1);
     }
     if (peek().kind == Tok::Dedent) advance();
     return b;
+  }
+
+  // The next statement onto `b`, after the locals of its subscripted
+  // expressions (Parser::subscripted).
+  void append_statement(Block &b, int depth) {
+    std::vector<Stmt> hoisted;
+    Stmt st = statement(depth, hoisted);
+    for (auto &h : hoisted)
+      b.push_back(std::move(h));
+    b.push_back(std::move(st));
   }
 
   // `hoisted` receives the locals of its subscripted expressions

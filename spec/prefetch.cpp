@@ -44,17 +44,8 @@ std::optional<std::string> prefetch_violation(const PrefetchArray &a, const std:
                                  std::to_string(values.size()) + " are given");
   // An element as the body subscripts it: `bm[0, 0, 1]` of an i8[1, 4, 4] table.
   auto named = [&](std::size_t i) {
-    std::vector<std::int64_t> sub(a.dims.size() > 1 ? a.dims.size() : 1, 0);
-    if (a.dims.size() > 1) {
-      std::size_t r = i;
-      for (std::size_t d = a.dims.size(); d-- > 0;) {
-        const auto n = static_cast<std::size_t>(std::max<std::int64_t>(a.dims[d], 1));
-        sub[d] = static_cast<std::int64_t>(r % n);
-        r /= n;
-      }
-    } else {
-      sub[0] = static_cast<std::int64_t>(i);
-    }
+    const auto flat = static_cast<std::int64_t>(i);
+    const auto sub = a.dims.empty() ? std::vector<std::int64_t>{flat} : grid_point(a.dims, {}, flat);
     std::string out = a.name + "[";
     for (std::size_t d = 0; d < sub.size(); ++d)
       out += (d ? ", " : "") + std::to_string(sub[d]);

@@ -385,19 +385,9 @@ void emit_operand_options(std::ostream &os, const Operand &o) {
 }
 
 void emit_block(std::ostream &os, const Block &b, int indent) {
-  std::map<std::string, Expr> values;
-  struct Restore {
-    std::map<std::string, Expr> *outer = hoisted_values;
-    ~Restore() { hoisted_values = outer; }
-  } restore;
-  if (!restore.outer) hoisted_values = &values;
-  for (const auto &s : b) {
-    if (const auto *l = std::get_if<Let>(&s.kind); l && l->hoisted) {
-      (*hoisted_values)[l->name] = l->value;
-      continue;
-    }
-    emit_stmt(os, s, indent);
-  }
+  const HoistedNames quoted(b); // (a hoisted local prints in place, never as a statement)
+  for (const auto &s : b)
+    if (const auto *l = std::get_if<Let>(&s.kind); !l || !l->hoisted) emit_stmt(os, s, indent);
 }
 
 void emit_param(std::ostream &os, const Param &p) {

@@ -505,9 +505,9 @@ struct Builder {
   // the symbolic rules decide for every allowed contents (CopyAddress).
   bool gather(const Expr &r, std::size_t op, const std::vector<Expr> &guards, const spec::Loc &loc) {
     // (A masked gather is left to the rules on loads, which follow its mask.)
-    if (!m.triton || m.operands[op].role != spec::Role::in || masked_loads.count(&r)) return false;
-    for (const auto &a : m.spec->aliases)
-      if (a.input == r.name) return false;
+    if (!m.triton || m.operands[op].role != spec::Role::in || m.is_aliased_input(op) ||
+        masked_loads.count(&r))
+      return false;
     auto names_element = [](const Expr &x) {
       std::set<std::string> names;
       spec::collect_names(x, names);
@@ -515,9 +515,7 @@ struct Builder {
                          [](const std::string &n) { return spec::is_prefetch_element(n); });
     };
     std::map<std::string, Expr> locals = subscript_locals(r);
-    bool reads = false;
-    for (const auto &a : r.args)
-      reads = reads || names_element(a);
+    bool reads = names_element(r);
     for (const auto &[n, v] : locals)
       reads = reads || names_element(v);
     if (!reads) return false;
