@@ -148,6 +148,13 @@ Evaluation call(const Expr &e, const Env &env) {
     Evaluation c = evaluate(e.args[0], env);
     if (c.is_error()) return c;
     if (c.value) return evaluate(e.args[*c.value != 0 ? 1 : 2], env);
+    // Undecided: a side's fault is one only where that side is selected
+    // (upstream's planar snake divides by a width that is zero exactly
+    // where it is not used), so it is decided with the condition; both
+    // sides faulting fault whatever it is.
+    Evaluation a = evaluate(e.args[1], env), b = evaluate(e.args[2], env);
+    if (a.is_error() && b.is_error()) return a;
+    if (a.is_error() || b.is_error()) return c;
   }
   std::vector<std::int64_t> v;
   std::optional<Evaluation> missing;

@@ -58,7 +58,9 @@ struct Evaluation {
 /// is decided, whatever else is unbound: `i // 0` divides by zero with `i`
 /// unbound, and an error in either operand wins over the other's unbound
 /// name. Only the right side of an `and`/`or` that its left side decides (or
-/// leaves unknown) is not evaluated, as in Python.
+/// leaves unknown) is not evaluated, as in Python. A `where` whose condition
+/// is unknown is an error only where both sides are: one side's fault waits
+/// for the condition that selects it.
 Evaluation evaluate(const Expr &, const Env &);
 
 /// Integer expressions compiled once for evaluation many times over (the

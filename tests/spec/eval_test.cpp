@@ -60,6 +60,19 @@ TEST(Evaluate, DivisionByZeroIsAnErrorAtTheOperatorEvenWithTheDividendUnbound) {
   EXPECT_EQ(evaluate(expr("i // N"), {}).fault, EvalFault::unbound);
 }
 
+TEST(Evaluate, AFaultInOneSideOfAnUndecidedWhereWaitsForTheConditionThatSelectsIt) {
+  // Upstream's planar snake: `t % (n - (n // w) * w)` is a remainder by
+  // zero exactly where w divides n, where its side is never selected.
+  const Expr e = expr("where(t < 4, t, t % (4 - (4 // 4) * 4))");
+  EXPECT_EQ(evaluate(e, {}).fault, EvalFault::unbound);
+  EXPECT_EQ(eval_int(e, {{"t", 3}}), 3);
+  EXPECT_EQ(evaluate(e, {{"t", 4}}).fault, EvalFault::div_by_zero);
+  // Both sides faulting fault whatever the condition.
+  EXPECT_EQ(evaluate(expr("where(t < 4, t // 0, t % 0)"), {}).fault, EvalFault::div_by_zero);
+  // A fault in the condition is one.
+  EXPECT_EQ(evaluate(expr("where(t // 0 < 4, 1, 2)"), {}).fault, EvalFault::div_by_zero);
+}
+
 TEST(Evaluate, OverflowIsAnErrorNotAWrappedValue) {
   EXPECT_EQ(evaluate(expr("2**62 + 2**62"), {}).fault, EvalFault::overflow);
   EXPECT_EQ(evaluate(expr("2**63"), {}).fault, EvalFault::overflow);

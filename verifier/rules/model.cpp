@@ -4,6 +4,7 @@
 #include "spec/eval.hpp"
 #include "spec/lower.hpp"
 #include "spec/prefetch.hpp"
+#include "spec/print.hpp"
 #include "spec/targets.hpp"
 #include "spec/typecheck.hpp"
 #include "verifier/races/padding.hpp"
@@ -115,6 +116,24 @@ bool KernelModel::reads_own_target(const Effect &w) const {
   // Within one statement the reads carry its `order` and the store order + 1.
   for (const auto &r : effects)
     if (r.operand == w.operand && r.kind == Effect::read && r.order + 1 == w.order) return true;
+  return false;
+}
+
+bool KernelModel::masked_in_place(const Effect &w) const {
+  if (triton || !target || !spec::is_gpu_target(*target) || w.kind == Effect::read) return false;
+  std::set<std::string> guards;
+  for (const auto &g : w.guards)
+    guards.insert(spec::print(g));
+  for (const auto &r : effects) {
+    if (r.operand != w.operand || r.kind != Effect::read || r.order <= w.order) continue;
+    bool overlaps = r.box.size() == w.box.size();
+    for (std::size_t d = 0; overlaps && d < r.box.size(); ++d)
+      overlaps = r.box[d].first < w.box[d].second && w.box[d].first < r.box[d].second;
+    if (!overlaps) continue;
+    if (std::all_of(r.guards.begin(), r.guards.end(),
+                    [&](const Expr &g) { return guards.count(spec::print(g)) > 0; }))
+      return true;
+  }
   return false;
 }
 

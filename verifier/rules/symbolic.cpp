@@ -122,7 +122,8 @@ public:
           ((o.role == spec::Role::out && o.windowed && !m_.triton) ||
            (o.role == spec::Role::scratch && !o.acc)))
         uninitialized(e);
-      if (e.kind != Effect::read && o.role == spec::Role::in && o.windowed) input_write(e);
+      if (e.kind != Effect::read && o.role == spec::Role::in && o.windowed && !m_.masked_in_place(e))
+        input_write(e);
     }
     for (const auto &a : m_.aliases)
       alias(a);
