@@ -814,15 +814,23 @@ Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low, const st
       (f.rule == Rule::parallel_write_conflict && f.witness.get<std::vector<std::int64_t>>("read") ? carried
                                                                                                    : others)
           .insert(*name);
+  // A wgmma still reading a slot the body stores into is a race of its own,
+  // which the store's input-write-lost (a write that never reaches HBM)
+  // does not explain.
+  std::set<int> async_lines;
+  std::set<std::string> async_operands;
   for (const auto &f : v.findings) {
     clipped_blocks |= f.rule == Rule::partial_block_reduction || f.rule == Rule::index_out_of_bounds;
     const bool oob = f.rule == Rule::index_out_of_bounds;
+    const bool async = f.rule != Rule::input_write_lost;
     auto operand = [&](const std::string &name) {
       operands.insert(name);
       if (oob) oob_operands.insert(name);
+      if (async) async_operands.insert(name);
     };
     lines.insert(f.loc.line);
     if (oob) oob_lines.insert(f.loc.line);
+    if (async) async_lines.insert(f.loc.line);
     if (auto *name = f.witness.get<std::string>("operand")) operand(*name);
     if (auto *name = f.witness.get<std::string>("output")) operand(*name);
     for (const auto &op : k.operands)
@@ -830,10 +838,13 @@ Verdict combine(const spec::KernelSpec &k, Verdict v, LoweredCheck low, const st
   }
   for (std::size_t i = 0; i < low.findings.size(); ++i) {
     const bool oob = low.findings[i].rule == Rule::index_out_of_bounds;
-    bool explained = (oob ? oob_lines : lines).count(low.findings[i].loc.line) > 0 ||
+    const bool async = low.findings[i].rule == Rule::async_operand_overwritten;
+    const auto &by_line = oob ? oob_lines : async ? async_lines : lines;
+    const auto &by_operand = oob ? oob_operands : async ? async_operands : operands;
+    bool explained = by_line.count(low.findings[i].loc.line) > 0 ||
                      (clipped_blocks && low.findings[i].rule == Rule::uninitialized_read);
     for (const auto &op : low.operands[i])
-      explained |= (oob ? oob_operands : operands).count(op) > 0 &&
+      explained |= by_operand.count(op) > 0 &&
                    !(low.findings[i].rule == Rule::uninitialized_read && carried.count(op) &&
                      !others.count(op) && !past_first_parallel_index(k, low.findings[i]));
     // A visit that stores nothing into a block revisited later writes back

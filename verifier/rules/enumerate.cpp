@@ -42,12 +42,18 @@ public:
           parallel_conflict(i);
           if (!m_.is_aliased_output(i)) not_covered(i);
         }
-        if (m_.is_read(i) && !m_.grid.empty() && !m_.triton) resets(i);
+        if (m_.is_read(i) && !m_.grid.empty() && !m_.triton) {
+          if (output_as_scratch(m_, i))
+            scratch_resets(i);
+          else
+            resets(i);
+        }
         if (copied_out_per_visit(m_, i)) lost_output_writes(i);
         if (copied_out_after_loop(m_, i)) lost_last_slot_writes(i);
         overwritten_stores(i);
       }
       const std::size_t scratch_findings = out_.findings.size();
+      if (output_as_scratch(m_, i) && !m_.triton) scratch_carried(i);
       if (o.role == spec::Role::scratch && !m_.grid.empty()) {
         scratch_resets(i);
         if (!m_.triton) {

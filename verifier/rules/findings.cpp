@@ -250,6 +250,17 @@ bool feeds_output(const KernelModel &m, std::size_t op) {
   return false;
 }
 
+bool output_as_scratch(const KernelModel &m, std::size_t op) {
+  if (m.operands[op].role != spec::Role::out || !m.operands[op].trivial_window || m.grid.empty())
+    return false;
+  for (const auto &w : m.effects) {
+    if (w.kind == Effect::read || w.operand == op || m.operands[w.operand].role != spec::Role::out) continue;
+    for (std::size_t r : w.sources)
+      if (m.effects[r].operand == op) return true;
+  }
+  return false;
+}
+
 namespace {
 
 spec::Diagnostic note(const spec::Loc &loc, std::string msg) {
@@ -1247,11 +1258,13 @@ Finding carried_finding(const KernelModel &m, std::size_t op, const CarriedUse &
                                             format_tuple(stored) + " what"
                                       : "updates scratch '" + via.name + "' for block " + to + " of '" +
                                             o.name + "' at grid point " + format_tuple(stored) + " from what";
+  // (An output used as a scratch is named as what it is.)
+  const std::string kind = acc.role == spec::Role::scratch ? " scratch '" : " output '";
   Finding f = make(Rule::accumulator_carried, m.effects[use.store].loc,
-                   what + " scratch '" + acc.name + "' accumulated since grid point " +
-                       format_tuple(accumulated) + ", where '" + o.name + "' is on block " + from +
-                       ": no init of '" + acc.name + "' fires between them; re-initialize it on the first " +
-                       "step of each block of '" + o.name + "'");
+                   what + kind + acc.name + "' accumulated since grid point " + format_tuple(accumulated) +
+                       ", where '" + o.name + "' is on block " + from + ": no init of '" + acc.name +
+                       "' fires between them; re-initialize it on the first " + "step of each block of '" +
+                       o.name + "'");
   f.witness.items.push_back({"operand", acc.name});
   f.witness.items.push_back({"accumulated", accumulated});
   f.witness.items.push_back({"stored", stored});

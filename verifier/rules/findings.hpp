@@ -482,6 +482,14 @@ std::vector<std::size_t> contributions(const KernelModel &, const ScratchUse &);
 /// not o). accumulator-reset holds an auxiliary scratch's reset harmful only
 /// where it splits a visit of some output block.
 bool feeds_output(const KernelModel &, std::size_t op);
+/// An output that is one block for the whole grid (block = array, index map
+/// all zeros: one visit spans the grid) whose value a store into another
+/// output takes (Effect::sources): a scratch by another name, as upstream's
+/// splash attention keeps m, l, o and dq/dk/dv (from before scratch_shapes),
+/// consumed at the last step of each row and reset for the next. Its
+/// resets are judged as a scratch's (a reset after a consuming read
+/// discards nothing); its own final contents are the caller's to discard.
+bool output_as_scratch(const KernelModel &, std::size_t op);
 
 /// The HBM array a `memory_space=any` (or `hbm`) operand names: an aliased
 /// input's is its output's (they are one buffer).

@@ -86,6 +86,12 @@ public:
             triton_garbage(i);
             triton_past_end(i);
             if (!m_.is_aliased_output(i)) not_covered(i);
+          } else if (env_ && effects_read_contents(i)) {
+            // The replay evaluates at one contents (m.env's): decided per
+            // contents instead (check_each_contents), which names them.
+            out_.unknown.push_back("the element pass over '" + o.name +
+                                   "' depends on the open prefetch contents (a guard, subscript or mask of "
+                                   "an access reads them)");
           } else {
             element_output_findings(m_, i, out_.findings, out_.unknown);
           }
@@ -93,12 +99,18 @@ public:
           parallel_conflict(i);
           if (!m_.is_aliased_output(i)) not_covered(i);
         }
-        if (m_.is_read(i) && !m_.triton) resets(i);
+        if (m_.is_read(i) && !m_.triton) {
+          if (output_as_scratch(m_, i))
+            scratch_resets(i);
+          else
+            resets(i);
+        }
         if (copied_out_per_visit(m_, i)) lost_output_writes(i);
         if (copied_out_after_loop(m_, i)) lost_last_slot_writes(i);
         overwritten_stores(i);
       }
       const std::size_t scratch_findings = out_.findings.size();
+      if (output_as_scratch(m_, i)) scratch_carried(i);
       if (o.role == spec::Role::scratch) {
         scratch_resets(i);
         scratch_carried(i);
@@ -431,6 +443,27 @@ private:
       for (const auto &[name, v] : pf_last_)
         f.witness.items.push_back({name, v});
     }
+  }
+
+  // Whether an access of `op` (or of an input aliased to it) reads open
+  // prefetch contents in its guards, subscripts or masks.
+  bool effects_read_contents(std::size_t op) const {
+    auto reads = [&](const std::optional<spec::Expr> &x) { return x && mentions_element(*x); };
+    auto reads_locals = [&](const std::map<std::string, spec::Expr> &ls) {
+      return std::any_of(ls.begin(), ls.end(), [&](const auto &l) { return mentions_element(l.second); });
+    };
+    for (const auto &e : m_.effects) {
+      const bool twin = std::any_of(m_.aliases.begin(), m_.aliases.end(), [&](const AliasModel &a) {
+        return a.output == op && a.input == e.operand;
+      });
+      if (e.operand != op && !twin) continue;
+      if (std::any_of(e.guards.begin(), e.guards.end(),
+                      [&](const spec::Expr &g) { return mentions_element(g); }) ||
+          reads(e.target) || reads(e.keep_mask) || reads(e.keep_bound) || reads(e.load_mask) ||
+          reads_locals(e.keep_locals) || reads_locals(e.load_locals))
+        return true;
+    }
+    return false;
   }
 
   bool mentions_element(const spec::Expr &e) const {

@@ -907,6 +907,25 @@ TEST(ReductionNotLastAxis, JudgesAMosaicGpuGridInItsRunOrderCtaByCta) {
 }
 
 TEST(InputWriteLost, NamesTheWindowsMemoryOnAGpuTarget) {
+  // (A write nothing reads after it in its step: meant for HBM.)
+  const char *src = R"(kernel k:
+    grid = (2,)
+    target = h100
+    dimension_semantics = (sequential,)
+    in  x: f32[128, 128]  block=(64, 128)  index=(i) -> (i, 0)
+    out o: f32[128, 128]  block=(64, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...]
+        x[...] = x[...] * 2.0
+)";
+  auto v = check_text(src, "k");
+  ASSERT_EQ(marks(v), (Marks{{verifier::Rule::input_write_lost, 9}}));
+  EXPECT_NE(v.findings[0].message.find("stays in the shared-memory (SMEM) window"), std::string::npos)
+      << v.findings[0].message;
+}
+
+TEST(InputWriteLost, OnMosaicGpuASlotMaskedInPlaceAndReadBackWhereverTheWriteFiresIsNone) {
+  // Every step fetches its own slot: the write is that step's copy.
   const char *src = R"(kernel k:
     grid = (2,)
     target = h100
@@ -917,10 +936,18 @@ TEST(InputWriteLost, NamesTheWindowsMemoryOnAGpuTarget) {
         x[...] = x[...] * 2.0
         o[...] = x[...]
 )";
-  auto v = check_text(src, "k");
-  ASSERT_EQ(marks(v), (Marks{{verifier::Rule::input_write_lost, 8}}));
-  EXPECT_NE(v.findings[0].message.find("stays in the shared-memory (SMEM) window"), std::string::npos)
-      << v.findings[0].message;
+  EXPECT_EQ(marks(check_text(src, "k")), Marks{});
+  // A read back only under a condition the write lacks leaves the write
+  // unread where the condition fails.
+  std::string guarded = src;
+  guarded.replace(guarded.find("        o[...] = x[...]"), 24,
+                  "        o[...] = zeros\n        when program_id(0) == 0:\n            o[...] = x[...]");
+  EXPECT_EQ(marks(check_text(guarded, "k")), (Marks{{verifier::Rule::input_write_lost, 8}}));
+  // On a TPU the contract holds: an input is read-only.
+  std::string tpu = src;
+  tpu.replace(tpu.find("target = h100"), 13, "target = tpu_v5e");
+  tpu.replace(tpu.find("sequential"), 10, "arbitrary");
+  EXPECT_EQ(marks(check_text(tpu, "k")), (Marks{{verifier::Rule::input_write_lost, 8}}));
 }
 
 TEST(InputWriteLost, IgnoresAWriteWhoseGuardNeverHolds) {
