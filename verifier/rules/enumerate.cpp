@@ -646,14 +646,22 @@ private:
     for (std::size_t w = 0; w < m_.effects.size(); ++w) {
       const Effect &we = m_.effects[w];
       if (we.operand != op || we.kind != Effect::write || m_.updates_through_locals(we)) continue;
-      std::map<Point, std::vector<std::pair<std::size_t, Box>>> taken; // per block: (point, box) in order
+      // per block: (point, box, the seed store or npos) in order
+      std::map<Point, std::vector<std::tuple<std::size_t, Box, std::size_t>>> taken;
       std::set<Point> written; // blocks a store or accumulation has set, up to q
       bool found = false;
+      // A seed's sum is taken where some of its inputs moved to another block by q.
+      auto moved = [&](std::size_t seed, std::size_t p, std::size_t q) {
+        if (seed == std::string::npos) return true;
+        for (std::size_t in : accumulated_inputs(m_, m_.effects[seed]))
+          if (blk_[in][p] != blk_[in][q]) return true;
+        return false;
+      };
       for (std::size_t q = 0; q < pts_.size() && !found; ++q) {
         if (fires_[w][q]) {
           const Box wb = box_or_whole(we, q);
-          for (const auto &[p, b] : taken[blk_[op][q]])
-            if (overlaps(b, wb)) {
+          for (const auto &[p, b, seed] : taken[blk_[op][q]])
+            if (overlaps(b, wb) && moved(seed, p, q)) {
               out_.findings.push_back(reset_finding(m_, we, pts_[p], pts_[q]));
               found = true;
               break;
@@ -674,7 +682,10 @@ private:
               (x.kind == Effect::accumulate ||
                (x.kind == Effect::read && (written.count(b) || first_set < x.order)) ||
                (x.kind == Effect::write && m_.updates_through_locals(x))))
-            taken[b].emplace_back(q, box_or_whole(x, q));
+            taken[b].emplace_back(q, box_or_whole(x, q), std::string::npos);
+          else if (x.operand == op && !x.keep && fires_[e][q] && x.kind == Effect::write &&
+                   !m_.reads_own_target(x) && seeds_output_sum(m_, x))
+            taken[b].emplace_back(q, box_or_whole(x, q), e);
         }
         if (first_set != std::numeric_limits<int>::max()) written.insert(b);
       }

@@ -980,7 +980,7 @@ std::vector<std::size_t> overwritten_store_inputs(const KernelModel &m, const Ef
       w.sources.empty())
     return {};
   std::vector<std::size_t> inputs;
-  for (std::size_t s : w.sources) {
+  for (std::size_t s : sources_through_temporaries(m, w)) {
     const Effect &r = m.effects[s];
     const auto &x = m.operands[r.operand];
     if (x.role != spec::Role::in || !x.windowed) return {};
@@ -1603,6 +1603,50 @@ std::vector<std::size_t> accumulated_inputs(const KernelModel &m, const Effect &
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+bool seeds_output_sum(const KernelModel &m, const Effect &w) {
+  if (w.kind != Effect::write || m.operands[w.operand].role != spec::Role::out ||
+      accumulated_inputs(m, w).empty())
+    return false;
+  return std::any_of(m.effects.begin(), m.effects.end(), [&](const Effect &e) {
+    return e.operand == w.operand &&
+           (e.kind == Effect::accumulate ||
+            (e.kind == Effect::write && (m.reads_own_target(e) || m.updates_through_locals(e))));
+  });
+}
+
+namespace {
+
+void resolve_temporaries(const KernelModel &m, const Effect &w, std::size_t r, int depth,
+                         std::vector<std::size_t> &out) {
+  const Effect &rd = m.effects[r];
+  const Effect *last = nullptr;
+  if (depth > 0 && m.operands[rd.operand].role == spec::Role::scratch && rd.kind == Effect::read && rd.exact)
+    for (const auto &e : m.effects)
+      if (e.operand == rd.operand && e.kind != Effect::read && e.order < rd.order &&
+          (!last || e.order > last->order))
+        last = &e;
+  bool covers = last && last->kind == Effect::write && last->exact && !m.reads_own_target(*last) &&
+                !m.updates_through_locals(*last) && !last->keep_mask && guards_among(*last, w) &&
+                last->box.size() == rd.box.size();
+  for (std::size_t d = 0; covers && d < rd.box.size(); ++d)
+    covers = last->box[d].first <= rd.box[d].first && rd.box[d].second <= last->box[d].second;
+  if (!covers) {
+    if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+    return;
+  }
+  for (std::size_t s : last->sources)
+    resolve_temporaries(m, w, s, depth - 1, out);
+}
+
+} // namespace
+
+std::vector<std::size_t> sources_through_temporaries(const KernelModel &m, const Effect &w) {
+  std::vector<std::size_t> out;
+  for (std::size_t r : w.sources)
+    resolve_temporaries(m, w, r, 4, out);
   return out;
 }
 
@@ -2526,7 +2570,7 @@ std::vector<std::pair<std::size_t, std::size_t>> twin_stores(const KernelModel &
   for (std::size_t s = 0; s < m.effects.size(); ++s) {
     const Effect &st = m.effects[s];
     if (st.operand != a.output || st.kind != Effect::write) continue;
-    for (std::size_t r : st.sources)
+    for (std::size_t r : sources_through_temporaries(m, st))
       if (m.effects[r].operand == a.input) {
         out.emplace_back(s, r);
         break;
@@ -2537,7 +2581,7 @@ std::vector<std::pair<std::size_t, std::size_t>> twin_stores(const KernelModel &
 
 std::vector<std::size_t> input_sources(const KernelModel &m, const Effect &w, const AliasModel &a) {
   std::vector<std::size_t> out;
-  for (std::size_t r : w.sources) {
+  for (std::size_t r : sources_through_temporaries(m, w)) {
     const std::size_t op = m.effects[r].operand;
     const auto &o = m.operands[op];
     if (op != a.input && o.role == spec::Role::in && o.windowed &&

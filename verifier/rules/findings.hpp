@@ -325,6 +325,21 @@ std::vector<OverwriteUse> overwrite_uses(const KernelModel &, std::size_t op);
 /// The windowed inputs whose reads the value of accumulation `a` holds, each
 /// once, in operand order: the blocks that make up its contribution.
 std::vector<std::size_t> accumulated_inputs(const KernelModel &, const Effect &a);
+/// A store into output `op` whose value holds an input block's read (`o[...]
+/// = x[...]`, a select-init's fresh side `where(k == 0, 0, o[...]) + x[...]`)
+/// where op is also accumulated into (a `+=` or an update): the seed of its
+/// sum, a partial result as much as an accumulation is. Its inputs
+/// (accumulated_inputs) on other blocks at a later init of the visit: that
+/// init discards it (accumulator-reset).
+bool seeds_output_sum(const KernelModel &, const Effect &w);
+/// The sources of store `w` with each read of a scratch used as a
+/// temporary replaced by what it carries: where the scratch's last store
+/// before that read in the body is a plain store (no `+=`, no read of the
+/// scratch) that covers the read's elements and fires wherever `w` does
+/// (its guards among w's), the read's value is that store's (`t[...] =
+/// x[...] * 2`, then `o[...] = t[...]` stores x's block), resolved again
+/// through such stores (a few levels). Other sources stay as they are.
+std::vector<std::size_t> sources_through_temporaries(const KernelModel &, const Effect &w);
 /// Whether some two grid points may give every input of `ins` the same
 /// window: false where, for each grid axis, some input's index map returns
 /// that axis' index itself in some dim (`(i, k)`: every point reads its own

@@ -119,20 +119,23 @@ bool KernelModel::reads_own_target(const Effect &w) const {
   return false;
 }
 
+bool guards_among(const Effect &inner, const Effect &outer) {
+  std::set<std::string> have;
+  for (const auto &g : outer.guards)
+    have.insert(spec::print(g));
+  return std::all_of(inner.guards.begin(), inner.guards.end(),
+                     [&](const Expr &g) { return have.count(spec::print(g)) > 0; });
+}
+
 bool KernelModel::masked_in_place(const Effect &w) const {
   if (triton || !target || !spec::is_gpu_target(*target) || w.kind == Effect::read) return false;
-  std::set<std::string> guards;
-  for (const auto &g : w.guards)
-    guards.insert(spec::print(g));
   for (const auto &r : effects) {
     if (r.operand != w.operand || r.kind != Effect::read || r.order <= w.order) continue;
     bool overlaps = r.box.size() == w.box.size();
     for (std::size_t d = 0; overlaps && d < r.box.size(); ++d)
       overlaps = r.box[d].first < w.box[d].second && w.box[d].first < r.box[d].second;
     if (!overlaps) continue;
-    if (std::all_of(r.guards.begin(), r.guards.end(),
-                    [&](const Expr &g) { return guards.count(spec::print(g)) > 0; }))
-      return true;
+    if (guards_among(r, w)) return true;
   }
   return false;
 }

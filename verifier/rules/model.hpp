@@ -254,6 +254,10 @@ struct KernelModel {
   std::int64_t num_points() const; ///< saturates at INT64_MAX
 };
 
+/// Whether every guard of `inner` is one of `outer`'s (as written): inner
+/// fires wherever outer does.
+bool guards_among(const Effect &inner, const Effect &outer);
+
 struct ModelResult {
   std::optional<KernelModel> model;
   std::string unknown_reason; ///< set when the model could not be built

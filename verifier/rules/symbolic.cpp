@@ -1168,7 +1168,16 @@ private:
       // branch, takes no partial result; nor does a plain read of a block
       // nothing has set yet, which reads no result at all: that read is the
       // uninitialized-accumulator's.)
-      for (const auto &e : m_.effects)
+      for (const auto &e : m_.effects) {
+        // A seed store's sum (seeds_output_sum), where some of its inputs
+        // moved to another block by q.
+        if (e.operand == op && !e.keep && seeds_output_sum(m_, e) && !m_.updates_through_locals(e) &&
+            !m_.reads_own_target(e)) {
+          std::vector<Term> moved;
+          for (std::size_t in : accumulated_inputs(m_, e))
+            moved.push_back(!same(window(in, p), window(in, q)));
+          taken.push_back(guard(e, p) && overlap(box_terms(e, p), wb) && ctx_.any_of(moved));
+        }
         if (e.operand == op && !e.keep && (e.kind != Effect::write || m_.updates_through_locals(e))) {
           Term t = guard(e, p) && overlap(box_terms(e, p), wb);
           if (e.kind == Effect::read) {
@@ -1180,6 +1189,7 @@ private:
           }
           taken.push_back(t);
         }
+      }
       std::vector<Point> v;
       if (query("accumulator-reset/" + o.name + "/line" + std::to_string(w.loc.line),
                 {in_grid(p), in_grid(q), lex_lt(p, q), same(window(op, p), window(op, q)), guard(w, q),

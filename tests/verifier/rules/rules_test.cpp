@@ -1959,4 +1959,69 @@ TEST(AccumulatorCarried, ASingleInitForTheWholeGridIsATotalEveryBlockMayStore) {
 }
 
 } // namespace
+
+// A seed store (`o[...] = x[...]`, or a select-init's fresh side) of an output
+// that is also accumulated into is a partial result: a seed firing again in
+// the visit, on another block of x, discards it. Symbolic and enumerated
+// agree; the seed guarded on the first step of the visit is right.
+TEST(AccumulatorReset, ASeedStoreFiringAgainInTheVisitDiscardsTheSeededSum) {
+  const struct {
+    const char *name, *body;
+    int line;
+  } cases[] = {
+      {"wrong_axis",
+       "        when program_id(0) == 0:\n            o[...] = x[...]\n"
+       "        when program_id(0) > 0:\n            o[...] += x[...]\n",
+       8},
+      {"two_steps",
+       "        when program_id(1) < 2:\n            o[...] = x[...]\n"
+       "        when program_id(1) >= 1:\n            o[...] += x[...]\n",
+       8},
+      {"select", "        o[...] = where(program_id(1) < 2, 0.0, o[...]) + x[...]\n", 7},
+  };
+  for (const auto &c : cases) {
+    const std::string src = std::string("kernel k:\n    grid = (1, 3)\n") +
+                            "    dimension_semantics = (parallel, arbitrary)\n"
+                            "    in  x: f32[8, 384]  block=(8, 128)  index=(j, k) -> (j, k)\n"
+                            "    out o: f32[8, 128]  block=(8, 128)  index=(j, k) -> (j, 0)\n"
+                            "    body:\n" +
+                            c.body;
+    EXPECT_EQ(marks(check_text(src, "k")), (Marks{{verifier::Rule::accumulator_reset, c.line}})) << c.name;
+    const spec::KernelSpec k = testing::kernel(testing::parse_text(src), "k");
+    auto m = verifier::rules::build_model(k, {}, std::nullopt); // points into k
+    ASSERT_TRUE(m.model);
+    auto s = verifier::rules::check_symbolic(*m.model, 10000),
+         e = verifier::rules::check_enumerated(*m.model);
+    ASSERT_EQ(s.findings.size(), 1u) << c.name;
+    ASSERT_EQ(e.findings.size(), 1u) << c.name;
+    EXPECT_EQ(s.findings[0].witness, e.findings[0].witness) << c.name;
+  }
+  // Seeded on the reduction axis' first step: verified.
+  const char *right = R"(kernel k:
+    grid = (1, 3)
+    dimension_semantics = (parallel, arbitrary)
+    in  x: f32[8, 384]  block=(8, 128)  index=(j, k) -> (j, k)
+    out o: f32[8, 128]  block=(8, 128)  index=(j, k) -> (j, 0)
+    body:
+        when program_id(1) == 0:
+            o[...] = x[...]
+        when program_id(1) > 0:
+            o[...] += x[...]
+)";
+  EXPECT_EQ(check_text(right, "k").status, Status::verified);
+  // A seed of an input that stays on its block writes the same values again:
+  // nothing is discarded (`o = bias` at every step, then `o += x`, is a
+  // reset of what `+=` added, found as such).
+  const char *same_block = R"(kernel k:
+    grid = (1, 3)
+    dimension_semantics = (parallel, arbitrary)
+    in  b: f32[8, 128]  block=(8, 128)  index=(j, k) -> (j, 0)
+    out o: f32[8, 128]  block=(8, 128)  index=(j, k) -> (j, 0)
+    body:
+        o[...] = b[...]
+        o[...] += b[...]
+)";
+  EXPECT_EQ(marks(check_text(same_block, "k")), (Marks{{verifier::Rule::accumulator_reset, 7}}));
+}
+
 } // namespace pipecheck
