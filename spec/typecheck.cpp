@@ -804,6 +804,30 @@ private:
       if (auto err = store_error(*value, target->shape); !err.empty())
         error(st.loc, "cannot store " + type_string(*value) + " into " + print(a->target) + " (" +
                           type_string(*target) + "): " + err);
+    } else if (const auto *w = std::get_if<Wgmma>(&st.kind)) {
+      // acc += a @ b: 2-D operands whose contraction and free dims agree
+      // with the accumulator's, as the runner multiplies them.
+      auto acc = type_of(w->acc, s), a = type_of(w->a, s), b = type_of(w->b, s);
+      if (!acc || !a || !b) return;
+      if (a->shape.size() != 2 || b->shape.size() != 2 || acc->shape.size() != 2) {
+        error(st.loc, "wgmma takes 2-D operands and accumulator: " + print(w->acc) + " is " +
+                          type_string(*acc) + ", " + print(w->a) + " " + type_string(*a) + ", " +
+                          print(w->b) + " " + type_string(*b));
+        return;
+      }
+      DotOptions o;
+      o.trans_a = w->trans_a;
+      o.trans_b = w->trans_b;
+      auto product = dot_type(*a, *b, o);
+      if (!product.ok()) {
+        error(st.loc,
+              "wgmma(" + print(w->acc) + ", " + print(w->a) + ", " + print(w->b) + "): " + product.error);
+        return;
+      }
+      if (product.value.shape != acc->shape)
+        error(st.loc, "wgmma(" + print(w->acc) + ", " + print(w->a) + ", " + print(w->b) +
+                          "): the product is " + type_string(product.value) + " but the accumulator " +
+                          print(w->acc) + " is " + type_string(*acc));
     } else if (const auto *l = std::get_if<Let>(&st.kind)) {
       Local loc;
       if (is_int(l->value, s)) {
@@ -1005,6 +1029,11 @@ private:
       if (auto it = s.locals.find(e.name); it != s.locals.end()) return it->second.type;
       if (k_.param(e.name)) return weak_int();
       if (e.name == "inf") return weak_float();
+      // A pipeline's buffer by bare name is its whole value (`o[0] = c` of an
+      // acc), as the executor reads it: `x[0] + t` of a [64, 64] t beside a
+      // [128, 128] slot does not broadcast.
+      if (pipeline_)
+        if (auto it = blocks_.find(e.name); it != blocks_.end()) return it->second.type;
       return std::nullopt; // validation reports it
     case Op::Ref:
       if (auto it = s.locals.find(e.name); it != s.locals.end()) return value_index_type(e, it->second, s);

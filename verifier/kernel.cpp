@@ -621,6 +621,40 @@ std::optional<std::int64_t> footprint_reach(const rules::KernelModel &m, const s
         reach = std::max(reach, blocks * d.per + (d.per > 1 ? d.per : 0));
       }
     }
+    // An input aliased to an output is the output's array: its accesses
+    // meet the output's stores of other programs, so they reach past the
+    // output's block by where they lie in the array (`x: i -> i + 3` beside
+    // `o: i -> i` reaches three blocks).
+    for (const auto &a : m.aliases) {
+      const auto &x = m.operands[a.input], &o = m.operands[a.output];
+      if (std::none_of(cut.dims.begin(), cut.dims.end(),
+                       [&](const spec::CutDim &d) { return d.operand == o.name; }))
+        continue;
+      const auto xb = rules::block_at(m, a.input, p), ob = rules::block_at(m, a.output, p);
+      if (!xb || !ob) return std::nullopt;
+      for (const auto &e : m.effects) {
+        if (e.operand != a.input) continue;
+        const auto box = e.kind == rules::Effect::read ? rules::ref_box_at(m, e, p) : rules::box_at(m, e, p);
+        if (!box) return std::nullopt;
+        for (const auto &d : cut.dims) {
+          if (d.operand != o.name || d.step <= 0) continue;
+          const auto dim = static_cast<std::size_t>(d.dim);
+          if (dim >= box->size() || dim >= o.block.size() || dim >= x.block.size() || dim >= xb->size() ||
+              dim >= ob->size())
+            continue;
+          // (A dim whose index is an element offset, not a block index: no
+          // reach decided.)
+          auto set = [&](const std::vector<bool> &v) { return dim < v.size() && v[dim]; };
+          if (set(x.element) || set(o.element) || set(x.bounded) || set(o.bounded)) return std::nullopt;
+          const auto [lo, hi] = (*box)[dim];
+          if (hi <= lo) continue;
+          const std::int64_t origin = (*xb)[dim] * x.block[dim] - (*ob)[dim] * o.block[dim];
+          const std::int64_t past = std::max<std::int64_t>({0, -(origin + lo), origin + hi - o.block[dim]});
+          const std::int64_t blocks = (past + d.step - 1) / d.step;
+          reach = std::max(reach, blocks * d.per + (d.per > 1 ? d.per : 0));
+        }
+      }
+    }
   }
   return reach;
 }

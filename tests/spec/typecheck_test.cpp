@@ -281,6 +281,37 @@ TEST(PipelineTyping, AStoreOfAnotherShapeADotOfUnequalDimsAndAnAxisPastTheRankAr
   EXPECT_NE(slot.message.find("of 'X', f32[2, 8, 128]"), std::string::npos) << slot.message;
 }
 
+TEST(PipelineTyping, ABufferByBareNameIsItsWholeValueAndAWgmmasShapesMustAgree) {
+  // `X[0] + T` of a [64, 64] T beside a [8, 128] slot does not broadcast
+  // (the executor read it so; check took the bare name as untyped).
+  const std::string bare = "pipeline p:\n    hbm  A: f32[8, 128]\n    sram X[1]: f32[8, 128]\n"
+                           "    sram T: f32[64, 64]\n    copy_in_start(A, X[0])\n    copy_in_wait(X[0])\n"
+                           "    T[...] = zeros\n    X[0] = X[0] + T\n    copy_out_start(X[0], A)\n"
+                           "    copy_out_wait(X[0])\n";
+  Err e = first_error(bare);
+  EXPECT_EQ(e.line, 8);
+  EXPECT_NE(e.message.find("shapes [8, 128] and [64, 64] do not broadcast"), std::string::npos) << e.message;
+  auto wgmma = [](const std::string &a_shape) {
+    return "pipeline w:\n    hbm  A: bf16[" + a_shape +
+           "]\n    hbm  B: bf16[64, 128]\n"
+           "    hbm  O: f32[128, 128]\n    smem a[1]: bf16[" +
+           a_shape +
+           "]\n    smem b[1]: bf16[64, 128]\n"
+           "    smem o[1]: f32[128, 128]\n    acc  c: f32[128, 128]\n    copy_in_start(A, a[0])\n"
+           "    copy_in_start(B, b[0])\n    copy_in_wait(a[0])\n    copy_in_wait(b[0])\n"
+           "    wgmma(c, a[0], b[0])\n    wgmma_wait(0)\n    o[0] = c\n    copy_out_start(o[0], O)\n"
+           "    copy_out_wait(o[0])\n";
+  };
+  expect_well_typed(wgmma("128, 64"));
+  Err rows = first_error(wgmma("129, 64"));
+  EXPECT_EQ(rows.line, 13);
+  EXPECT_NE(rows.message.find("the product is f32[129, 128] but the accumulator c is f32[128, 128]"),
+            std::string::npos)
+      << rows.message;
+  Err inner = first_error(wgmma("128, 65"));
+  EXPECT_NE(inner.message.find("contracted dims differ"), std::string::npos) << inner.message;
+}
+
 TEST(BodyTyping, ASliceWhoseSizeComesFromALoopVariableIsTypedAtTheLoopsFirstAndLastIterations) {
   const std::string body = "for t in range(1, 3):\n            o[0:t, :] = x[0:2 * t, :] + 1";
   Err e = first_error(kernel("f32[8, 128]", "f32[8, 128]", body));

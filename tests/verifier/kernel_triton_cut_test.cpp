@@ -265,4 +265,27 @@ TEST(TritonCut, FindingsNameTheKernelsGridPointsElementsShapesAndBlocks) {
       << past->notes.back().message;
 }
 
+// An input aliased to the output is the output's array: a program reading
+// through it the block another program stores races with that program,
+// however far apart they are (the cut kept programs one block apart, so a
+// shift of 3 was proved race-free on a cut of 3 programs).
+TEST(TritonCut, AnAliasedInputsReachIntoTheOutputsBlocksIsKeptOnTheCut) {
+  for (int shift : {0, 1, 3, 8, 100}) {
+    const std::string src = "kernel k:\n    grid = (257,)\n    backend = triton\n"
+                            "    in  x: f32[5760]  block=(16,)  index=(i) -> (i + " +
+                            std::to_string(shift) +
+                            ")\n    out o: f32[5760]  block=(16,)  index=(i) -> (i)\n    alias x -> o\n"
+                            "    body:\n        o[...] = x[...] * 2.0\n";
+    auto k = kernel(src);
+    ASSERT_TRUE(k);
+    const auto on = check(*k, true), whole = check(*k, false);
+    EXPECT_EQ(on.status, whole.status) << "shift " << shift << ": " << on.reason;
+    EXPECT_EQ(described(on), described(whole)) << "shift " << shift;
+    const bool races = std::any_of(on.findings.begin(), on.findings.end(), [](const verifier::Finding &f) {
+      return f.rule == verifier::Rule::parallel_write_conflict;
+    });
+    EXPECT_EQ(races, shift != 0) << "shift " << shift;
+  }
+}
+
 } // namespace
