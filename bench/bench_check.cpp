@@ -49,6 +49,10 @@
 //                              upstream test's 5 lengths, 256 pages of 16 per sequence (a
 //                              pool of 1280) and 8 kv heads: 1280 programs (`_verdict`: its
 //                              verdict)
+//   column_loop_1024_ms          a scratch zeroed and accumulated one column at a time by body
+//                              loops of 1024 `ds(t, 1)` updates, grid (8, 8), all of it stored
+//                              (`_verdict`: verified): 2048 effects, each pair of which the
+//                              scratch rules once compared per init
 //   paged_attention_smem_state_ms  the same with upstream's buffer_index and init_flag as
 //                              SMEM state (prefetch arrays the body stores into), at the
 //                              same shape
@@ -214,6 +218,31 @@ int main() {
       std::printf("%s (B = 6, P = 128, C = 32): %s in %.1f ms\n", k->name.c_str(), verdict.c_str(), ms);
     }
 
+  Unit columns =
+      parse_units("columns.pk", "kernel column_loop:\n"
+                                "    grid = (8, 8)\n"
+                                "    dimension_semantics = (parallel, arbitrary)\n"
+                                "    in  x: f32[64, 8192]  block=(8, 1024)  index=(i, j) -> (i, j)\n"
+                                "    out o: f32[64, 1024]  block=(8, 1024)  index=(i, j) -> (i, 0)\n"
+                                "    scratch acc: f32[8, 1024]\n"
+                                "    body:\n"
+                                "        when program_id(1) == 0:\n"
+                                "            for t in range(1024):\n"
+                                "                acc[:, ds(t, 1)] = zeros\n"
+                                "        for t in range(1024):\n"
+                                "            acc[:, ds(t, 1)] += x[:, ds(t, 1)]\n"
+                                "        when program_id(1) == 7:\n"
+                                "            o[...] = acc[...]\n")
+          .at(0);
+  Sized column_loop;
+  {
+    verifier::Verdict v;
+    column_loop.ms = time_ms([&] { v = verifier::check(columns, opts); }, 1);
+    column_loop.verdict = verifier::to_string(v.status);
+    std::printf("column loop (1024 single-column updates, grid (8, 8)): %s in %.1f ms\n",
+                column_loop.verdict.c_str(), column_loop.ms);
+  }
+
   Unit small = parse_units("small.pk", sum_kernel(2, 2, 2)).at(0);
   Unit big = parse_units("big.pk", sum_kernel(64, 128, 128)).at(0);
   Unit largest = parse_units("largest.pk", sum_kernel(16, 64, 64)).at(0);
@@ -285,7 +314,8 @@ int main() {
       "\"mha_forward_triton_8192_verdict\": \"%s\", \"mha_forward_triton_2e14_ms\": %.1f, "
       "\"mha_forward_triton_2e14_verdict\": \"%s\", \"layer_norm_bwd_mask_bug_8192_rows_ms\": %.1f, "
       "\"layer_norm_bwd_mask_bug_8192_rows_verdict\": \"%s\", \"paged_attention_gpu_triton_ms\": %.1f, "
-      "\"paged_attention_gpu_triton_verdict\": \"%s\"}\n",
+      "\"paged_attention_gpu_triton_verdict\": \"%s\", \"column_loop_1024_ms\": %.1f, "
+      "\"column_loop_1024_verdict\": \"%s\"}\n",
       median(kernel_ms), max_kernel_ms, median(spec_only_ms),
       small_solver_ms > 0 ? big_ms / small_solver_ms : 0, small_ms > 0 ? big_ms / small_ms : 0, small_ms,
       big_ms, verifier::to_string(big_v.status), largest_ms, walk_ms, big_ms > 0 ? enum_ms / big_ms : 0,
@@ -293,6 +323,6 @@ int main() {
       lower_big_ms, flash_ms, flash_big_ms, flash_big_verdict.c_str(), paged_ms, paged_verdict.c_str(),
       state_ms, state_verdict.c_str(), norm.ms, norm.verdict.c_str(), add.ms, add.verdict.c_str(), mha.ms,
       mha.verdict.c_str(), mha_big.ms, mha_big.verdict.c_str(), ln_bug.ms, ln_bug.verdict.c_str(),
-      paged_gpu.ms, paged_gpu.verdict.c_str());
+      paged_gpu.ms, paged_gpu.verdict.c_str(), column_loop.ms, column_loop.verdict.c_str());
   return 0;
 }

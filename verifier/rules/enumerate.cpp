@@ -714,41 +714,45 @@ private:
     // only where the init's box meets what was accumulated (one bank of a
     // scratch indexed by the grid point is not another's).
     const std::vector<std::size_t> contributing = contributions(m_, u);
-    for (std::size_t w : u.inits) {
-      std::vector<std::pair<std::size_t, std::size_t>> pending; // (point, accumulation) since the last clear
-      bool found = false;
-      for (std::size_t q = 0; q < pts_.size() && !found; ++q)
-        for (std::size_t e : events) {
-          if (!fires_[e][q]) continue;
-          if (kind[e] == Ev::accumulate) {
-            pending.emplace_back(q, e);
-            continue;
-          }
-          // (A fresh init, `where(k == 0, 0, acc[...]) + x` where k == 0,
-          // clears and then contributes: contributions().)
-          if (e == w) {
-            const Box wb = box_or_whole(m_.effects[w], q);
-            std::size_t best = pts_.size();
-            for (const auto &[p, a] : pending)
-              if (p < q && p < best && overlaps(box_or_whole(m_.effects[a], p), wb) &&
-                  splits_a_visit(op, p, q) && !accumulated_again(op, a, p, q))
-                best = p;
-            if (best < pts_.size()) {
-              out_.findings.push_back(reset_finding(m_, m_.effects[w], pts_[best], pts_[q]));
-              found = true;
-              break;
-            }
-          }
-          // A clear takes what it meets (a bank read or reset leaves the
-          // other banks' partial results pending; an empty box, an
-          // accumulation wholly outside the scratch, meets every clear).
-          std::erase_if(pending, [&](const std::pair<std::size_t, std::size_t> &pa) {
-            return meets_box(m_.effects[e], q, box_or_whole(m_.effects[pa.second], pa.first));
-          });
-          if (std::find(contributing.begin(), contributing.end(), e) != contributing.end())
-            pending.emplace_back(q, e);
+    // One pass over the run: what is pending does not depend on which init
+    // is being judged, so each init is judged where it first fires with a
+    // harmful reset (a body loop unrolled into hundreds of column inits and
+    // accumulations made a pass per init cubic in the loop's length).
+    struct Pending {
+      std::size_t point, effect;
+      const Box *box; // box_or_whole's cached box
+    };
+    std::vector<Pending> pending;                                     // since the last clear
+    std::map<std::size_t, std::pair<std::size_t, std::size_t>> first; // init -> (accumulated, reset)
+    for (std::size_t q = 0; q < pts_.size() && first.size() < u.inits.size(); ++q)
+      for (std::size_t e : events) {
+        if (!fires_[e][q]) continue;
+        if (kind[e] == Ev::accumulate) {
+          pending.push_back({q, e, &box_or_whole(m_.effects[e], q)});
+          continue;
         }
-    }
+        const Box &eb = box_or_whole(m_.effects[e], q);
+        // (A fresh init, `where(k == 0, 0, acc[...]) + x` where k == 0,
+        // clears and then contributes: contributions().)
+        if (kind[e] == Ev::init && !first.count(e)) {
+          std::size_t best = pts_.size();
+          for (const auto &pa : pending)
+            if (pa.point < q && pa.point < best && overlaps(*pa.box, eb) && splits_a_visit(op, pa.point, q) &&
+                !accumulated_again(op, pa.effect, pa.point, q))
+              best = pa.point;
+          if (best < pts_.size()) first[e] = {best, q};
+        }
+        // A clear takes what it meets (a bank read or reset leaves the
+        // other banks' partial results pending; an empty box, an
+        // accumulation wholly outside the scratch, meets every clear).
+        std::erase_if(pending, [&](const Pending &pa) { return is_empty(*pa.box) || overlaps(eb, *pa.box); });
+        if (std::find(contributing.begin(), contributing.end(), e) != contributing.end())
+          pending.push_back({q, e, &eb});
+      }
+    for (std::size_t w : u.inits)
+      if (auto it = first.find(w); it != first.end())
+        out_.findings.push_back(
+            reset_finding(m_, m_.effects[w], pts_[it->second.first], pts_[it->second.second]));
     for (std::size_t w : u.inits) {
       overwritten_reset(u, w);
       overwritten_after_reset(u, w);
@@ -996,13 +1000,16 @@ private:
               if (meets(ci, x, ab)) next = x;
           const std::size_t q = next < n ? next : cta_last_[r];
           // (The first clear meeting it at q: an init.)
-          bool init_first = false;
-          for (std::size_t wi : u.inits) {
-            bool first = meets(wi, q, ab);
-            for (std::size_t ci : clears)
-              first = first && !(m_.effects[ci].order < m_.effects[wi].order && meets(ci, q, ab));
-            init_first = init_first || first;
-          }
+          // (Some init meets it at q with no clear meeting it earlier in
+          // the step: the least order of the inits that meet it is at most
+          // that of the clears that do.)
+          int init_order = std::numeric_limits<int>::max(), clear_order = std::numeric_limits<int>::max();
+          for (std::size_t wi : u.inits)
+            if (m_.effects[wi].order < init_order && meets(wi, q, ab)) init_order = m_.effects[wi].order;
+          for (std::size_t ci : clears)
+            if (m_.effects[ci].order < std::min(clear_order, init_order) && meets(ci, q, ab))
+              clear_order = m_.effects[ci].order;
+          const bool init_first = init_order != std::numeric_limits<int>::max() && init_order <= clear_order;
           if (next < n && (!init_first || splits_a_visit(op, r, q))) continue;
           // (a round repeated whole: as the symbolic checker's, with z the
           // last init at or before r in its CTA)

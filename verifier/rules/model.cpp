@@ -114,9 +114,22 @@ bool KernelModel::updates_through_locals(const Effect &w) const {
 bool KernelModel::reads_own_target(const Effect &w) const {
   if (w.fresh) return false;
   // Within one statement the reads carry its `order` and the store order + 1.
-  for (const auto &r : effects)
-    if (r.operand == w.operand && r.kind == Effect::read && r.order + 1 == w.order) return true;
-  return false;
+  auto slow = [&] {
+    for (const auto &r : effects)
+      if (r.operand == w.operand && r.kind == Effect::read && r.order + 1 == w.order) return true;
+    return false;
+  };
+  const auto i = static_cast<std::size_t>(&w - effects.data());
+  if (&w < effects.data() || i >= effects.size()) return slow(); // (not one of the model's effects)
+  if (reads_own_.size() != effects.size()) {
+    std::set<std::pair<std::size_t, int>> reads;
+    for (const auto &r : effects)
+      if (r.kind == Effect::read) reads.insert({r.operand, r.order + 1});
+    reads_own_.assign(effects.size(), 0);
+    for (std::size_t e = 0; e < effects.size(); ++e)
+      reads_own_[e] = reads.count({effects[e].operand, effects[e].order}) ? 1 : 0;
+  }
+  return reads_own_[i] != 0;
 }
 
 bool guards_among(const Effect &inner, const Effect &outer) {

@@ -252,6 +252,12 @@ struct KernelModel {
   /// step and is no input-write-lost.
   bool masked_in_place(const Effect &w) const;
   std::int64_t num_points() const; ///< saturates at INT64_MAX
+
+private:
+  /// reads_own_target per effect, computed once (-1: not yet): rules ask it
+  /// of every pair of effects, and a body loop unrolled into a thousand
+  /// column updates made each question a pass over all of them.
+  mutable std::vector<signed char> reads_own_;
 };
 
 /// Whether every guard of `inner` is one of `outer`'s (as written): inner
