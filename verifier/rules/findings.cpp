@@ -1260,11 +1260,44 @@ Finding carried_finding(const KernelModel &m, std::size_t op, const CarriedUse &
                                             o.name + "' at grid point " + format_tuple(stored) + " from what";
   // (An output used as a scratch is named as what it is.)
   const std::string kind = acc.role == spec::Role::scratch ? " scratch '" : " output '";
+  // Where the stored block's visits are split (an earlier visit ended
+  // before `stored`: the reduction runs outside the axes o follows), an init
+  // on each visit's first step cannot help: the grid order is the fix.
+  std::optional<Point> earlier;
+  if (const auto sb = block_at(m, use.output, stored)) {
+    constexpr std::int64_t kScan = std::int64_t{1} << 16;
+    std::optional<Point> first;
+    bool left = false, split = false;
+    for (std::int64_t i = 0; i < std::min(m.num_points(), kScan); ++i) {
+      const Point p = spec::grid_point(m.grid, m.cta_axes, i);
+      if (p == stored) {
+        if (left || split) earlier = first;
+        break;
+      }
+      const auto b = block_at(m, use.output, p);
+      if (!b) break;
+      if (*b == *sb) {
+        if (!first) first = p;
+        split = split || left;
+        left = false;
+      } else if (first) {
+        left = true;
+      }
+    }
+  }
+  const std::string advice =
+      earlier
+          ? "'" + o.name + "' visits block " + to + " at grid point " + format_tuple(*earlier) +
+                " and again at " + format_tuple(stored) + ", after other blocks, and '" + acc.name +
+                "' carries one partial result at a time: order the grid so that the axes the index_map of '" +
+                o.name +
+                "' names come first and the reduction runs along the last ones, or keep one bank of '" +
+                acc.name + "' per block of '" + o.name + "'"
+          : "re-initialize it on the first step of each block of '" + o.name + "'";
   Finding f = make(Rule::accumulator_carried, m.effects[use.store].loc,
                    what + kind + acc.name + "' accumulated since grid point " + format_tuple(accumulated) +
                        ", where '" + o.name + "' is on block " + from + ": no init of '" + acc.name +
-                       "' fires between them; re-initialize it on the first " + "step of each block of '" +
-                       o.name + "'");
+                       "' fires between them; " + advice);
   f.witness.items.push_back({"operand", acc.name});
   f.witness.items.push_back({"accumulated", accumulated});
   f.witness.items.push_back({"stored", stored});

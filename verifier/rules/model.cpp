@@ -1512,7 +1512,8 @@ struct Builder {
           else if (terms > kMaxLocalSize)
             fail("the integer local '" + l->name + "' bound at line " + std::to_string(st.loc.line) +
                  " grows past " + std::to_string(kMaxLocalSize) +
-                 " terms (a while loop unrolled symbolically)");
+                 " terms (a `for` or `while` loop that rebinds it from its previous value, unrolled "
+                 "symbolically: each iteration holds the last one's terms)");
           else
             int_locals[l->name] = *int_value;
         }

@@ -2024,4 +2024,33 @@ TEST(AccumulatorReset, ASeedStoreFiringAgainInTheVisitDiscardsTheSeededSum) {
   EXPECT_EQ(marks(check_text(same_block, "k")), (Marks{{verifier::Rule::accumulator_reset, 7}}));
 }
 
+// A reduction axis outside the axis the output follows splits each block's
+// visits: the advice is the grid order (or a bank per block), not an init
+// per visit, which the kernel already has.
+TEST(AccumulatorCarried, AdvisesTheGridOrderWhereTheStoredBlocksVisitsAreSplit) {
+  const char *src = R"(kernel k:
+    grid = (2, 4)
+    dimension_semantics = (arbitrary, arbitrary)
+    in  x: f32[1024, 256]  block=(256, 128)  index=(k, i) -> (i, k)
+    out o: f32[1024, 128]  block=(256, 128)  index=(k, i) -> (i, 0)
+    scratch acc: f32[256, 128]
+    body:
+        when program_id(0) == 0:
+            acc[...] = zeros
+        acc[...] += x[...]
+        when program_id(0) == 1:
+            o[...] = acc[...]
+)";
+  auto v = check_text(src, "k");
+  ASSERT_EQ(marks(v), (Marks{{verifier::Rule::accumulator_carried, 12}}));
+  EXPECT_NE(
+      v.findings[0].message.find("'o' visits block (0, 0) at grid point (0, 0) and again at (1, 0), after "
+                                 "other blocks"),
+      std::string::npos)
+      << v.findings[0].message;
+  EXPECT_NE(v.findings[0].message.find("order the grid"), std::string::npos) << v.findings[0].message;
+  EXPECT_EQ(v.findings[0].message.find("re-initialize it on the first step"), std::string::npos)
+      << v.findings[0].message;
+}
+
 } // namespace pipecheck
