@@ -152,9 +152,12 @@ Evaluation call(const Expr &e, const Env &env) {
     // (upstream's planar snake divides by a width that is zero exactly
     // where it is not used), so it is decided with the condition; both
     // sides faulting fault whatever it is.
-    Evaluation a = evaluate(e.args[1], env), b = evaluate(e.args[2], env);
-    if (a.is_error() && b.is_error()) return a;
-    if (a.is_error() || b.is_error()) return c;
+    // (Each side once: a prefetch table's where-tree nests a where per
+    // level, and evaluating a side twice per level doubled per level.)
+    Evaluation a = evaluate(e.args[1], env);
+    if (!a.is_error()) return c;
+    Evaluation b = evaluate(e.args[2], env);
+    return b.is_error() ? a : c;
   }
   std::vector<std::int64_t> v;
   std::optional<Evaluation> missing;
