@@ -2998,6 +2998,18 @@ std::vector<Finding> structural_findings(const KernelModel &m, std::vector<std::
         continue;
       }
     }
+    // Pallas TPU rejects a rank-0 block but for a scalar in SMEM
+    // (_check_block_mappings: "supports only blocks of rank >= 1").
+    if (t->kind == TargetKind::tpu && o.block.empty() &&
+        !(o.decl && o.decl->memory_space == spec::MemorySpace::smem)) {
+      Finding f = make(Rule::block_tiling, o.loc,
+                       "the block of '" + o.name + "' has rank 0, which the Pallas TPU lowering rejects on " +
+                           t->name + " (it supports only blocks of rank >= 1): give '" + o.name +
+                           "' a dim of 1, or keep the scalar in SMEM (memory_space=smem)");
+      f.witness.items.push_back({"operand", o.name});
+      out.push_back(std::move(f));
+      continue;
+    }
     auto v = tiling_violations(*t, o.shape, o.block, o.squeezed, o.dtype);
     if (v.empty()) continue;
     Finding f = make(Rule::block_tiling, o.loc,
