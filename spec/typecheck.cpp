@@ -995,7 +995,10 @@ private:
                                       known(wide[static_cast<std::size_t>(d)]))
           wide[static_cast<std::size_t>(d)] =
               std::max(wide[static_cast<std::size_t>(d)], subs[k].lo.value_or(0) + *subs[k].size);
-      if (Subscripted w = subscript(wide, subs); w.ok()) return TensorType{b.type.dtype, false, w.shape};
+      if (Subscripted w = subscript(wide, subs); w.ok()) {
+        triton_size(r, b, w.shape);
+        return TensorType{b.type.dtype, false, w.shape};
+      }
     }
     if (!v.ok()) {
       error(r.loc, "'" + print(r) + "': " + v.error + " of " +
@@ -1003,7 +1006,26 @@ private:
                        type_string(b.type));
       return std::nullopt;
     }
+    triton_size(r, b, v.shape);
     return TensorType{b.type.dtype, false, v.shape};
+  }
+
+  // The Pallas Triton lowering loads and stores only arrays whose size is a
+  // power of 2 (_check_tensor_size on every load's and store's indexer
+  // shape: "requires that all operations have array arguments and results
+  // whose size is a power of 2"): a located error, as Pallas raises it.
+  void triton_size(const Expr &r, const Window &b, const Dims &shape) {
+    if (!triton_ || !b.windowed) return;
+    std::int64_t size = 1;
+    for (auto d : shape) {
+      if (!known(d)) return;
+      size *= d;
+    }
+    if (size > 0 && (size & (size - 1)) == 0) return;
+    error(r.loc, "'" + print(r) + "' accesses " + std::to_string(size) + " elements (shape " +
+                     dims_string(shape) +
+                     "): the Pallas Triton lowering loads and stores only arrays whose size is a power of 2 "
+                     "(pad the block to one, with a mask for the elements past the array)");
   }
 
   std::optional<TensorType> check(const Typed<TensorType> &t, Loc l) {

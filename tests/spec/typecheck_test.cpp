@@ -312,6 +312,30 @@ TEST(PipelineTyping, ABufferByBareNameIsItsWholeValueAndAWgmmasShapesMustAgree) 
   EXPECT_NE(inner.message.find("contracted dims differ"), std::string::npos) << inner.message;
 }
 
+TEST(BodyTyping, ATritonLoadOrStoreOfANonPowerOf2SizeIsALocatedError) {
+  // Pallas' Triton lowering (_check_tensor_size) rejects it; a scalar is 2^0.
+  auto triton = [](const std::string &window) {
+    return "kernel k:\n    grid = (4,)\n    backend = triton\n    in  x: f32[128]  block=(128,)  index=(i) "
+           "-> (0,)\n"
+           "    out o: f32[128]  block=(128,)  index=(i) -> (0,)\n    body:\n        o[ds(program_id(0) * "
+           "32, " +
+           window + ")] = x[ds(program_id(0) * 32, " + window + ")] * 2.0\n";
+  };
+  expect_well_typed(triton("32"));
+  expect_well_typed(triton("1"));
+  Err e = first_error(triton("24"));
+  EXPECT_EQ(e.line, 7);
+  EXPECT_NE(
+      e.message.find("accesses 24 elements (shape [24]): the Pallas Triton lowering loads and stores only "
+                     "arrays whose size is a power of 2"),
+      std::string::npos)
+      << e.message;
+  // Mosaic has no such rule: the same body on a TPU types.
+  std::string tpu = triton("24");
+  tpu.replace(tpu.find("    backend = triton\n"), 21, "");
+  expect_well_typed(tpu);
+}
+
 TEST(BodyTyping, ASliceWhoseSizeComesFromALoopVariableIsTypedAtTheLoopsFirstAndLastIterations) {
   const std::string body = "for t in range(1, 3):\n            o[0:t, :] = x[0:2 * t, :] + 1";
   Err e = first_error(kernel("f32[8, 128]", "f32[8, 128]", body));

@@ -314,23 +314,23 @@ TEST(Triton, AStoreMaskedByASliceOfAMaskLocalIsDecidedByItsValue) {
   const std::string src = R"(kernel k:
     grid = (4,)
     backend = triton
-    in  x: f32[128]  block=(32,)  index=(i,) -> (i,)
-    out o: f32[100]  block=(32,)  index=(i,) -> (i,)
+    in  x: f32[256]  block=(64,)  index=(i,) -> (i,)
+    out o: f32[232]  block=(64,)  index=(i,) -> (i,)
     body:
-        o[0:4] = x[0:4]
-        m = ((program_id(0) * 32) + iota((32,), 0)) < 100
-        o[4:32] = where(m[4:32], x[4:32], o[4:32])
+        o[0:32] = x[0:32]
+        m = ((program_id(0) * 64) + iota((64,), 0)) < 232
+        o[32:64] = where(m[32:64], x[32:64], o[32:64])
 )";
   auto v = check_text(src, "k");
   EXPECT_EQ(v.status, verifier::Status::verified)
       << v.reason << (v.findings.empty() ? "" : v.findings[0].message);
-  // Misaligned by four: the last program's mask lets o[100:104] through.
+  // Misaligned by four: the last program's mask lets o[232:236] through.
   std::string bad = src;
-  bad.replace(bad.find("m[4:32]"), 7, "m[0:28]");
+  bad.replace(bad.find("m[32:64]"), 8, "m[28:60]");
   auto b = check_text(bad, "k");
   EXPECT_EQ(marks(b), (Marks{{Rule::index_out_of_bounds, 9}})) << b.reason;
   ASSERT_FALSE(b.findings.empty());
-  EXPECT_EQ(point_item(b.findings[0], "element"), (std::vector<std::int64_t>{100}));
+  EXPECT_EQ(point_item(b.findings[0], "element"), (std::vector<std::int64_t>{232}));
 }
 
 TEST(Triton, ChunksThatTileTheArrayAreNoConflictThoughTheyShareOneBlock) {
@@ -446,36 +446,36 @@ TEST(Triton, AProgramReadingWhatItHasNotStoredReadsGarbageThoughAnotherStoredThe
   EXPECT_EQ(a.status, Status::verified) << (a.findings.empty() ? a.reason : a.findings[0].message);
 }
 
-// Each program computes a 24-wide window with a 4-element halo on each side
+// Each program computes a 32-wide window with an 8-element halo on each side
 // and stores only its 16 interior elements, by mask (`hi` ends them).
 std::string halo(const std::string &hi) {
   return R"(kernel halo:
     grid = (4,)
     backend = triton
-    in  x: f32[72]  block=(72,)  index=(i) -> (0,)
-    out o: f32[72]  block=(72,)  index=(i) -> (0,)
+    in  x: f32[80]  block=(80,)  index=(i) -> (0,)
+    out o: f32[80]  block=(80,)  index=(i) -> (0,)
     body:
-        col = program_id(0) * 16 + iota((24,), 0)
-        first = (col >= program_id(0) * 16 + 4) | (program_id(0) == 0)
+        col = program_id(0) * 16 + iota((32,), 0)
+        first = (col >= program_id(0) * 16 + 8) | (program_id(0) == 0)
         last = (col < program_id(0) * 16 + )" +
          hi + R"() | (program_id(0) == 3)
-        o[ds(program_id(0) * 16, 24)] = where(first & last, x[ds(program_id(0) * 16, 24)], o[ds(program_id(0) * 16, 24)])
+        o[ds(program_id(0) * 16, 32)] = where(first & last, x[ds(program_id(0) * 16, 32)], o[ds(program_id(0) * 16, 32)])
 )";
 }
 
 TEST(Triton, OverlappingWindowsWhoseMasksKeepThemApartDoNotRace) {
-  auto v = check_text(halo("20"), "halo");
+  auto v = check_text(halo("24"), "halo");
   EXPECT_EQ(v.status, Status::verified) << (v.findings.empty() ? v.reason : v.findings[0].message);
 }
 
 TEST(Triton, AMaskOneElementTooWideRacesAtThatElement) {
-  auto v = check_text(halo("21"), "halo");
+  auto v = check_text(halo("25"), "halo");
   ASSERT_EQ(v.status, Status::violation);
   EXPECT_EQ(marks(v), (Marks{{Rule::parallel_write_conflict, 5}}));
-  EXPECT_EQ(point_item(v.findings[0], "element"), (std::vector<std::int64_t>{20}));
+  EXPECT_EQ(point_item(v.findings[0], "element"), (std::vector<std::int64_t>{24}));
   EXPECT_EQ(point_item(v.findings[0], "first_write"), (std::vector<std::int64_t>{0}));
   EXPECT_EQ(point_item(v.findings[0], "second_write"), (std::vector<std::int64_t>{1}));
-  expect_enumerator_agrees(halo("21"), "halo", true);
+  expect_enumerator_agrees(halo("25"), "halo", true);
 }
 
 TEST(Triton, AScratchIsEachProgramsOwn) {
