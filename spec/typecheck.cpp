@@ -1,4 +1,5 @@
 #include "spec/typecheck.hpp"
+#include "spec/checked.hpp"
 #include "spec/nested.hpp"
 #include "spec/state.hpp"
 #include "spec/targets.hpp"
@@ -1018,8 +1019,9 @@ private:
     if (!triton_ || !b.windowed) return;
     std::int64_t size = 1;
     for (auto d : shape) {
-      if (!known(d)) return;
-      size *= d;
+      if (!known(d) || d < 0) return;
+      size = saturating_mul(size, d);
+      if (size == std::numeric_limits<std::int64_t>::max()) return; // (past 2^63: bad input elsewhere)
     }
     if (size > 0 && (size & (size - 1)) == 0) return;
     error(r.loc, "'" + print(r) + "' accesses " + std::to_string(size) + " elements (shape " +

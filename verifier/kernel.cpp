@@ -1,6 +1,7 @@
 // A kernel's full check: the spec-level rules and the race checker on the
 // program spec::lower emits for the same binding.
 #include "spec/bind.hpp"
+#include "spec/checked.hpp"
 #include "spec/lower.hpp"
 #include "spec/nested.hpp"
 #include "spec/opaque.hpp"
@@ -648,7 +649,12 @@ std::optional<std::int64_t> footprint_reach(const rules::KernelModel &m, const s
           if (set(x.element) || set(o.element) || set(x.bounded) || set(o.bounded)) return std::nullopt;
           const auto [lo, hi] = (*box)[dim];
           if (hi <= lo) continue;
-          const std::int64_t origin = (*xb)[dim] * x.block[dim] - (*ob)[dim] * o.block[dim];
+          // (Saturating: a block index far out of bounds is index-out-of-bounds', a reach past any cut.)
+          const std::int64_t xs = spec::saturating_mul((*xb)[dim], x.block[dim]),
+                             os = spec::saturating_mul((*ob)[dim], o.block[dim]);
+          if (std::abs(xs) > (std::int64_t{1} << 61) || std::abs(os) > (std::int64_t{1} << 61))
+            return std::nullopt;
+          const std::int64_t origin = xs - os;
           const std::int64_t past = std::max<std::int64_t>({0, -(origin + lo), origin + hi - o.block[dim]});
           const std::int64_t blocks = (past + d.step - 1) / d.step;
           reach = std::max(reach, blocks * d.per + (d.per > 1 ? d.per : 0));
