@@ -599,6 +599,15 @@ std::pair<std::string, int> deep_buffered_operands(const spec::KernelSpec &k) {
 // kernel's); nullopt where some effect's box is not decided at a point.
 std::optional<std::int64_t> footprint_reach(const rules::KernelModel &m, const spec::GridCut &cut) {
   std::int64_t reach = 0;
+  // An access [lo, hi) relative to a block of `block` values along cut dim
+  // d: in values of the cut axis, the blocks it reaches past, times the
+  // values a block spans, and one more group of them where q values share
+  // a block.
+  auto widen = [&](std::int64_t lo, std::int64_t hi, std::int64_t block, const spec::CutDim &d) {
+    const std::int64_t past = std::max<std::int64_t>({0, -lo, hi - block});
+    const std::int64_t blocks = (past + d.step - 1) / d.step;
+    reach = std::max(reach, blocks * d.per + (d.per > 1 ? d.per : 0));
+  };
   const std::int64_t points = m.num_points();
   for (std::int64_t i = 0; i < points; ++i) {
     const auto p = spec::grid_point(m.grid, m.cta_axes, i);
@@ -614,12 +623,7 @@ std::optional<std::int64_t> footprint_reach(const rules::KernelModel &m, const s
         const auto dim = static_cast<std::size_t>(d.dim);
         if (dim >= box->size() || dim >= op.block.size()) continue;
         const auto [lo, hi] = (*box)[dim];
-        if (hi <= lo) continue;
-        const std::int64_t past = std::max<std::int64_t>({0, -lo, hi - op.block[dim]});
-        // In values: blocks past, times the values a block spans, and one
-        // more group of them where q values share a block.
-        const std::int64_t blocks = (past + d.step - 1) / d.step;
-        reach = std::max(reach, blocks * d.per + (d.per > 1 ? d.per : 0));
+        if (hi > lo) widen(lo, hi, op.block[dim], d);
       }
     }
     // An input aliased to an output is the output's array: its accesses
@@ -654,10 +658,7 @@ std::optional<std::int64_t> footprint_reach(const rules::KernelModel &m, const s
                              os = spec::saturating_mul((*ob)[dim], o.block[dim]);
           if (std::abs(xs) > (std::int64_t{1} << 61) || std::abs(os) > (std::int64_t{1} << 61))
             return std::nullopt;
-          const std::int64_t origin = xs - os;
-          const std::int64_t past = std::max<std::int64_t>({0, -(origin + lo), origin + hi - o.block[dim]});
-          const std::int64_t blocks = (past + d.step - 1) / d.step;
-          reach = std::max(reach, blocks * d.per + (d.per > 1 ? d.per : 0));
+          widen(xs - os + lo, xs - os + hi, o.block[dim], d);
         }
       }
     }

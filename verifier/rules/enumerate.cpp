@@ -79,7 +79,7 @@ public:
           ((o.role == spec::Role::out && o.windowed && !m_.triton) ||
            (o.role == spec::Role::scratch && !o.acc)))
         uninitialized(e);
-      if (ef.kind != Effect::read && o.role == spec::Role::in && o.windowed && !m_.masked_in_place(ef))
+      if (ef.kind != Effect::read && o.role == spec::Role::in && o.windowed && !input_masked_in_place(m_, ef))
         input_write(e);
     }
     for (const auto &a : m_.aliases)
@@ -683,8 +683,7 @@ private:
                (x.kind == Effect::read && (written.count(b) || first_set < x.order)) ||
                (x.kind == Effect::write && m_.updates_through_locals(x))))
             taken[b].emplace_back(q, box_or_whole(x, q), std::string::npos);
-          else if (x.operand == op && !x.keep && fires_[e][q] && x.kind == Effect::write &&
-                   !m_.reads_own_target(x) && seeds_output_sum(m_, x))
+          else if (x.operand == op && !x.keep && fires_[e][q] && seeds_output_sum(m_, x))
             taken[b].emplace_back(q, box_or_whole(x, q), e);
         }
         if (first_set != std::numeric_limits<int>::max()) written.insert(b);

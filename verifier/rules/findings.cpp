@@ -4,6 +4,7 @@
 #include "spec/lower.hpp"
 #include "spec/place.hpp"
 #include "spec/prefetch.hpp"
+#include "spec/print.hpp"
 #include "spec/targets.hpp"
 
 #include "verifier/races/padding.hpp"
@@ -1640,8 +1641,8 @@ std::vector<std::size_t> accumulated_inputs(const KernelModel &m, const Effect &
 }
 
 bool seeds_output_sum(const KernelModel &m, const Effect &w) {
-  if (w.kind != Effect::write || m.operands[w.operand].role != spec::Role::out ||
-      accumulated_inputs(m, w).empty())
+  if (w.kind != Effect::write || m.operands[w.operand].role != spec::Role::out || m.reads_own_target(w) ||
+      m.updates_through_locals(w) || accumulated_inputs(m, w).empty())
     return false;
   return std::any_of(m.effects.begin(), m.effects.end(), [&](const Effect &e) {
     return e.operand == w.operand &&
@@ -1652,6 +1653,16 @@ bool seeds_output_sum(const KernelModel &m, const Effect &w) {
 
 namespace {
 
+// Whether every guard of `inner` is one of `outer`'s (as written): inner
+// fires wherever outer does.
+bool guards_among(const Effect &inner, const Effect &outer) {
+  std::set<std::string> have;
+  for (const auto &g : outer.guards)
+    have.insert(spec::print(g));
+  return std::all_of(inner.guards.begin(), inner.guards.end(),
+                     [&](const spec::Expr &g) { return have.count(spec::print(g)) > 0; });
+}
+
 void resolve_temporaries(const KernelModel &m, const Effect &w, std::size_t r, int depth,
                          std::vector<std::size_t> &out) {
   const Effect &rd = m.effects[r];
@@ -1661,11 +1672,9 @@ void resolve_temporaries(const KernelModel &m, const Effect &w, std::size_t r, i
       if (e.operand == rd.operand && e.kind != Effect::read && e.order < rd.order &&
           (!last || e.order > last->order))
         last = &e;
-  bool covers = last && last->kind == Effect::write && last->exact && !m.reads_own_target(*last) &&
-                !m.updates_through_locals(*last) && !last->keep_mask && guards_among(*last, w) &&
-                last->box.size() == rd.box.size();
-  for (std::size_t d = 0; covers && d < rd.box.size(); ++d)
-    covers = last->box[d].first <= rd.box[d].first && rd.box[d].second <= last->box[d].second;
+  const bool covers = last && last->kind == Effect::write && last->exact && !m.reads_own_target(*last) &&
+                      !m.updates_through_locals(*last) && !last->keep_mask && guards_among(*last, w) &&
+                      box_contains(last->box, rd.box);
   if (!covers) {
     if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
     return;
@@ -1681,6 +1690,14 @@ std::vector<std::size_t> sources_through_temporaries(const KernelModel &m, const
   for (std::size_t r : w.sources)
     resolve_temporaries(m, w, r, 4, out);
   return out;
+}
+
+bool input_masked_in_place(const KernelModel &m, const Effect &w) {
+  if (m.triton || !m.target || !spec::is_gpu_target(*m.target) || w.kind == Effect::read) return false;
+  return std::any_of(m.effects.begin(), m.effects.end(), [&](const Effect &r) {
+    return r.operand == w.operand && r.kind == Effect::read && r.order > w.order && overlaps(r.box, w.box) &&
+           guards_among(r, w);
+  });
 }
 
 Finding overwritten_after_reset_finding(const KernelModel &m, const Effect &w, std::size_t output,

@@ -340,6 +340,13 @@ bool seeds_output_sum(const KernelModel &, const Effect &w);
 /// x[...] * 2`, then `o[...] = t[...]` stores x's block), resolved again
 /// through such stores (a few levels). Other sources stay as they are.
 std::vector<std::size_t> sources_through_temporaries(const KernelModel &, const Effect &w);
+/// Mosaic GPU: store `w` into an input's slot is read back later in its
+/// step, by a read of the same operand overlapping it whose guards are
+/// among w's (so it follows w wherever w fires): upstream's transposed
+/// ragged dot masks its lhs slot in place, commit_smem()s and wgmmas it.
+/// Every step fetches its own slot, so such a write reaches no other step
+/// and is no input-write-lost.
+bool input_masked_in_place(const KernelModel &, const Effect &w);
 /// Whether some two grid points may give every input of `ins` the same
 /// window: false where, for each grid axis, some input's index map returns
 /// that axis' index itself in some dim (`(i, k)`: every point reads its own

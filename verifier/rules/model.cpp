@@ -4,7 +4,6 @@
 #include "spec/eval.hpp"
 #include "spec/lower.hpp"
 #include "spec/prefetch.hpp"
-#include "spec/print.hpp"
 #include "spec/targets.hpp"
 #include "spec/typecheck.hpp"
 #include "verifier/races/padding.hpp"
@@ -130,27 +129,6 @@ bool KernelModel::reads_own_target(const Effect &w) const {
       reads_own_[e] = reads.count({effects[e].operand, effects[e].order}) ? 1 : 0;
   }
   return reads_own_[i] != 0;
-}
-
-bool guards_among(const Effect &inner, const Effect &outer) {
-  std::set<std::string> have;
-  for (const auto &g : outer.guards)
-    have.insert(spec::print(g));
-  return std::all_of(inner.guards.begin(), inner.guards.end(),
-                     [&](const Expr &g) { return have.count(spec::print(g)) > 0; });
-}
-
-bool KernelModel::masked_in_place(const Effect &w) const {
-  if (triton || !target || !spec::is_gpu_target(*target) || w.kind == Effect::read) return false;
-  for (const auto &r : effects) {
-    if (r.operand != w.operand || r.kind != Effect::read || r.order <= w.order) continue;
-    bool overlaps = r.box.size() == w.box.size();
-    for (std::size_t d = 0; overlaps && d < r.box.size(); ++d)
-      overlaps = r.box[d].first < w.box[d].second && w.box[d].first < r.box[d].second;
-    if (!overlaps) continue;
-    if (guards_among(r, w)) return true;
-  }
-  return false;
 }
 
 std::int64_t KernelModel::num_points() const { return spec::num_points(grid); }

@@ -244,25 +244,15 @@ struct KernelModel {
   /// or through tensor locals (`v = o[...]`, then `o[...] = v + c`, as the
   /// bridge exports `o_ref[...] += lax.cond(...)`): an update of an output.
   bool updates_through_locals(const Effect &w) const;
-  /// Mosaic GPU: store `w` into an input's slot is read back later in its
-  /// step, by a read of the same operand overlapping it whose guards are
-  /// among w's (so it follows w wherever w fires): upstream's transposed
-  /// ragged dot masks its lhs slot in place, commit_smem()s and wgmmas it.
-  /// Every step fetches its own slot, so such a write reaches no other
-  /// step and is no input-write-lost.
-  bool masked_in_place(const Effect &w) const;
   std::int64_t num_points() const; ///< saturates at INT64_MAX
 
 private:
-  /// reads_own_target per effect, computed once (-1: not yet): rules ask it
-  /// of every pair of effects, and a body loop unrolled into a thousand
-  /// column updates made each question a pass over all of them.
+  /// reads_own_target per effect (1: it does), computed at the first
+  /// question: rules ask it of every pair of effects, and a body loop
+  /// unrolled into a thousand column updates made each question a pass over
+  /// all of them.
   mutable std::vector<signed char> reads_own_;
 };
-
-/// Whether every guard of `inner` is one of `outer`'s (as written): inner
-/// fires wherever outer does.
-bool guards_among(const Effect &inner, const Effect &outer);
 
 struct ModelResult {
   std::optional<KernelModel> model;

@@ -134,7 +134,7 @@ public:
           ((o.role == spec::Role::out && o.windowed && !m_.triton) ||
            (o.role == spec::Role::scratch && !o.acc)))
         uninitialized(e);
-      if (e.kind != Effect::read && o.role == spec::Role::in && o.windowed && !m_.masked_in_place(e))
+      if (e.kind != Effect::read && o.role == spec::Role::in && o.windowed && !input_masked_in_place(m_, e))
         input_write(e);
     }
     for (const auto &a : m_.aliases)
@@ -1171,8 +1171,7 @@ private:
       for (const auto &e : m_.effects) {
         // A seed store's sum (seeds_output_sum), where some of its inputs
         // moved to another block by q.
-        if (e.operand == op && !e.keep && seeds_output_sum(m_, e) && !m_.updates_through_locals(e) &&
-            !m_.reads_own_target(e)) {
+        if (e.operand == op && !e.keep && seeds_output_sum(m_, e)) {
           std::vector<Term> moved;
           for (std::size_t in : accumulated_inputs(m_, e))
             moved.push_back(!same(window(in, p), window(in, q)));
