@@ -81,6 +81,11 @@ std::optional<std::string> prefetch_shape_mismatch(const PrefetchArray &a,
          "' is declared " + dims_string(a.dims);
 }
 
+namespace {
+std::pair<i128, i128> feasible(const PrefetchArray &a, std::int64_t lo, std::int64_t hi, std::size_t i,
+                               std::optional<std::int64_t> prev, i128 partial);
+} // namespace
+
 PrefetchSpace prefetch_space(const KernelSpec &k, const Env &params) {
   PrefetchSpace s;
   auto value = [&](const Expr &e, const std::string &what) -> std::optional<std::int64_t> {
@@ -156,6 +161,21 @@ PrefetchSpace prefetch_space(const KernelSpec &k, const Env &params) {
                           {}});
       continue;
     }
+    // Open contents whose sum no elements in their range (or the dtype's)
+    // reach: no kernel call can pass such a table.
+    if (!p.values && a.sum && a.length > 0) {
+      const std::int64_t lo = a.lo.value_or(dmin), hi = a.hi.value_or(dmax + 1);
+      if (const auto [vlo, vhi] = feasible(a, lo, hi, 0, std::nullopt, 0); vlo > vhi) {
+        s.errors.push_back(
+            {Severity::error,
+             p.sum->loc,
+             "no contents of prefetch '" + p.name + "' satisfy its constraints: " + std::to_string(a.length) +
+                 " elements in [" + std::to_string(lo) + ", " + std::to_string(hi) + ")" +
+                 (a.nondecreasing ? ", nondecreasing," : "") + " cannot sum to " + std::to_string(*a.sum),
+             {}});
+        continue;
+      }
+    }
     if (p.values) {
       std::vector<std::int64_t> vs;
       bool ok = true;
@@ -203,6 +223,13 @@ constexpr std::int64_t kMaxWalkedLength = 4096;
 std::pair<std::int64_t, std::int64_t> pick_range(const PrefetchArray &a) {
   std::int64_t lo = a.lo.value_or(0);
   std::int64_t hi = a.hi.value_or(lo + 16);
+  // Without a range, one wide enough for the sum (its mean's floor and ceiling).
+  if (!a.lo && !a.hi && a.sum && a.length > 0) {
+    const i128 n = a.length, sum = *a.sum;
+    const i128 down = sum >= 0 ? sum / n : -((-sum + n - 1) / n);
+    lo = static_cast<std::int64_t>(std::min<i128>(lo, down));
+    hi = static_cast<std::int64_t>(std::max<i128>(hi, down + 2));
+  }
   return {lo, hi};
 }
 

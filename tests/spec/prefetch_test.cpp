@@ -420,3 +420,30 @@ TEST(PrefetchElaborate, ASubscriptThatReadsAnotherArrayIsBoundOnceBeforeItsState
   EXPECT_LT(nodes(when.cond) + nodes(let->value), 800u) << print(e);
   EXPECT_GT(nodes(while_cond(loop)), 4000u);
 }
+
+TEST(PrefetchSpaceTest, OpenContentsNoElementsOfTheirRangeCanSumToAreALocatedError) {
+  // (check said unknown and run exited 3 at the kernel's header.)
+  EXPECT_EQ(
+      first_error(gather("prefetch ids: i32[2] in [0, 2) sum == 100")),
+      "3:43: no contents of prefetch 'ids' satisfy its constraints: 2 elements in [0, 2) cannot sum to 100");
+  // Nondecreasing and summing to 5 within [0, 2): at most 1 + 1 + 1.
+  EXPECT_EQ(
+      first_error(gather("prefetch ids: i32[3] in [0, 2) nondecreasing sum == 5")),
+      "3:57: no contents of prefetch 'ids' satisfy its constraints: 3 elements in [0, 2), nondecreasing, "
+      "cannot sum to 5");
+  EXPECT_EQ(first_error(gather("prefetch ids: i32[3] in [0, 2) nondecreasing sum == 3")), "no error");
+}
+
+TEST(PrefetchSpaceTest, OpenContentsWithOnlyASumAreDrawnWhereTheSumIsReachable) {
+  // Without a range any i32 is allowed: a negative sum or one past 15 per
+  // element is still drawn (run's draw range once left them undrawable).
+  for (const char *decl : {"prefetch ids: i32[2] sum == -5", "prefetch ids: i32[3] sum == 100",
+                           "prefetch ids: i32[3] nondecreasing sum == -7"}) {
+    PrefetchSpace s = prefetch_space(kernel_ok(gather(decl)), {});
+    ASSERT_TRUE(s.errors.empty()) << decl;
+    std::string why;
+    const auto c = pick_prefetch(s, 3, why);
+    ASSERT_TRUE(c) << decl << ": " << why;
+    EXPECT_FALSE(prefetch_violation(s.arrays.at(0), c->at("ids"))) << decl;
+  }
+}
