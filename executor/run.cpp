@@ -911,11 +911,37 @@ KernelPrep prepare(const spec::KernelSpec &k, const RunOptions &opts, int runs) 
           p.early = env_error(k.name, err);
           return p;
         }
+  // An input in HBM (memory_space=any) that no output aliases is the
+  // caller's array, which XLA did not donate: the body's copies may not
+  // write it (check's input-write-lost). Kept aside to tell.
+  std::map<std::string, std::unique_ptr<HostArray>> callers;
+  for (const auto &o : p.ck.operands)
+    if (o.role == spec::Role::in && !o.windowed && o.decl && o.decl->memory_space == spec::MemorySpace::any &&
+        std::none_of(p.ck.aliases.begin(), p.ck.aliases.end(),
+                     [&](const auto &a) { return a.second == o.name; }))
+      callers[o.name] = p.arrays.at(o.name)->clone();
   try {
     run_oracle(p.ck, p.arrays, &p.written);
   } catch (const ExecError &e) {
     p.early = from_error(k.name, e, "oracle: ");
     return p;
+  }
+  for (const auto &[name, before] : callers) {
+    const HostArray &now = *p.arrays.at(name);
+    for (std::int64_t i = 0; i < now.size(); ++i) {
+      const double was = before->get(i), is = now.get(i);
+      if (was == is || (std::isnan(was) && std::isnan(is))) continue;
+      const auto &o = *p.ck.operand(name);
+      p.early = bad_input(
+          k.name, o.decl->loc,
+          "the body wrote input '" + name + "' (memory_space=any), which no output aliases: " + name +
+              index_string(unflatten(i, now.shape())) + " was " + number(was) + ", is " + number(is) +
+              "; that is the caller's array, not the kernel's to change (alias it to an "
+              "output, `alias " +
+              name + " -> OUT`, or copy into an output or a scratch)");
+      p.early->status = RunStatus::fail;
+      return p;
+    }
   }
   for (const auto &o : p.ck.operands)
     if (o.role == spec::Role::in && holds_nan(*p.arrays.at(o.name))) p.nan_value = true;

@@ -945,3 +945,30 @@ TEST(RunKernel, ScaleRefusesABodyIndexingADimByAnIntegerOtherThanZero) {
   const RunReport rep = run_all_modes(unit<spec::KernelSpec>(f, "banks"), RunOptions{});
   EXPECT_EQ(rep.status, RunStatus::pass) << format_report(rep);
 }
+
+TEST(RunKernel, ABodyCopyIntoAnUnaliasedAnyInputFailsWithTheElementItChanged) {
+  // (The oracle's copy changed the input the pipelined run then read: the
+  // run blamed pipelining, with 2x the oracle's value.)
+  const std::string head = "kernel k:\n    grid = (4,)\n    target = tpu_v5e\n"
+                           "    in  a: f32[32, 128]  memory_space=any\n";
+  const std::string tail = "    scratch x: f32[8, 128]\n    body:\n"
+                           "        sync_copy(a[ds(program_id(0) * 8, 8), :], x)\n"
+                           "        x[...] = x[...] * 2.0\n";
+  const RunResult bad =
+      run_kernel_text(head + "    out o: f32[32, 128]  block=(8, 128)  index=(i) -> (i, 0)\n" + tail +
+                      "        sync_copy(x, a[ds(program_id(0) * 8, 8), :])\n"
+                      "        o[...] = x[...]\n");
+  EXPECT_EQ(bad.status, RunStatus::fail);
+  EXPECT_EQ(bad.loc.line, 4);
+  EXPECT_NE(
+      bad.reason.find("the body wrote input 'a' (memory_space=any), which no output aliases: a[0, 0] was"),
+      std::string::npos)
+      << bad.reason;
+  // Aliased to an output, the copy writes the donated buffer: it passes.
+  const RunResult good = run_kernel_text(
+      head +
+      "    out ao: f32[32, 128]  memory_space=any\n"
+      "    out o: f32[32, 128]  block=(8, 128)  index=(i) -> (i, 0)\n    alias a -> ao\n" +
+      tail + "        sync_copy(x, ao[ds(program_id(0) * 8, 8), :])\n        o[...] = x[...]\n");
+  EXPECT_EQ(good.status, RunStatus::pass) << good.reason;
+}
