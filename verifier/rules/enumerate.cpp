@@ -82,6 +82,8 @@ public:
       if (ef.kind != Effect::read && o.role == spec::Role::in && o.windowed && !input_masked_in_place(m_, ef))
         input_write(e);
     }
+    for (const auto &a : m_.copy_addresses)
+      if (auto c = unaliased_input_copy(m_, a)) input_copy_write(*c);
     for (const auto &a : m_.aliases)
       alias(a);
     auto structural = structural_findings(m_, out_.unknown, [&](std::size_t e, std::size_t d) {
@@ -1615,6 +1617,21 @@ private:
       }
       if (found) {
         out_.findings.push_back(scratch_carry_finding(m_, op, pts_[*found], pts_[q]));
+        return;
+      }
+    }
+  }
+
+  void input_copy_write(const Effect &c) {
+    GuardEvaluator guards(m_, c, m_.grid.size());
+    for (const auto &p : pts_) {
+      auto g = guards.at(p);
+      if (!g) {
+        out_.unknown.push_back("cannot evaluate a guard on line " + std::to_string(c.loc.line));
+        return;
+      }
+      if (*g) {
+        out_.findings.push_back(input_copy_write_finding(m_, c, p));
         return;
       }
     }

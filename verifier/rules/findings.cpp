@@ -917,6 +917,30 @@ Finding input_write_finding(const KernelModel &m, const Effect &w, const Point &
   return f;
 }
 
+std::optional<Effect> unaliased_input_copy(const KernelModel &m, const CopyAddress &a) {
+  const auto &o = m.operands[a.operand];
+  if (a.source || a.gather || o.role != spec::Role::in || m.is_aliased_input(a.operand)) return std::nullopt;
+  Effect e;
+  e.kind = Effect::write;
+  e.operand = a.operand;
+  e.guards = a.guards;
+  e.loc = a.loc;
+  return e;
+}
+
+Finding input_copy_write_finding(const KernelModel &m, const Effect &copy, const Point &p) {
+  const auto &o = m.operands[copy.operand];
+  Finding f = make(Rule::input_write_lost, copy.loc,
+                   "copies into input '" + o.name +
+                       "', which no output aliases: the copy overwrites the caller's array, which XLA did "
+                       "not donate to the kernel (alias it, `alias " +
+                       o.name + " -> OUT`, and copy into OUT, or copy into a scratch)");
+  f.witness.items.push_back({"operand", o.name});
+  f.witness.items.push_back({"grid_point", p});
+  f.notes.push_back(note(copy.loc, "the copy starts at grid point " + format_tuple(p)));
+  return f;
+}
+
 namespace {
 
 // A windowed output of a Mosaic GPU pallas_call (its pipeline copies it out).

@@ -192,6 +192,12 @@ bool revisit_needs_a_store(const KernelModel &, std::size_t op);
 Finding uninitialized_finding(const KernelModel &, const Effect &read, const Point &p);
 Finding reset_finding(const KernelModel &, const Effect &init, const Point &partial, const Point &reset);
 Finding input_write_finding(const KernelModel &, const Effect &write, const Point &p);
+/// input-write-lost's copy form: a body copy into an input in
+/// memory_space=any that no output aliases writes the caller's array, which
+/// XLA did not donate to the kernel. The copy as an effect (its operand,
+/// guards and statement) for the guard evaluators, when it is one.
+std::optional<Effect> unaliased_input_copy(const KernelModel &, const CopyAddress &);
+Finding input_copy_write_finding(const KernelModel &, const Effect &copy, const Point &p);
 /// Mosaic GPU: whether output `op` is copied out inside each CTA's pipeline,
 /// once per visit (spec::moves_within_cta), rather than once after it.
 bool copied_out_per_visit(const KernelModel &, std::size_t op);

@@ -162,7 +162,8 @@ struct CopyAddress {
   /// A Triton load of an input whose subscripts read open prefetch contents
   /// (upstream GPU paged attention's `k_pages_ref[block_tables]`): its
   /// subscripts are relative to the block at the grid point, and must lie
-  /// inside the block's part within the array. `held` owns its ref.
+  /// inside the block's part within the array. `held` owns its ref (a
+  /// gather's, or a bare name's `o[...]`: `sync_copy(x, o)`).
   bool gather = false;
   std::shared_ptr<const spec::Expr> held;
   /// The integer locals its subscripts may name, params and other locals

@@ -137,6 +137,8 @@ public:
       if (e.kind != Effect::read && o.role == spec::Role::in && o.windowed && !input_masked_in_place(m_, e))
         input_write(e);
     }
+    for (const auto &a : m_.copy_addresses)
+      if (auto e = unaliased_input_copy(m_, a)) input_copy_write(*e);
     for (const auto &a : m_.aliases)
       alias(a);
     if (env_ && !pf_arrays_.empty()) copy_addresses();
@@ -2104,6 +2106,14 @@ private:
     if (query("input-write-lost/" + m_.operands[w.operand].name, {in_grid(p), guard(w, p)}, {&p}, v) ==
         Q::sat)
       out_.findings.push_back(input_write_finding(m_, w, v[0]));
+  }
+
+  void input_copy_write(const Effect &c) {
+    SymPoint p = point("p");
+    std::vector<Point> v;
+    if (query("input-write-lost/" + m_.operands[c.operand].name + "/copy" + std::to_string(c.loc.line),
+              {in_grid(p), guard(c, p)}, {&p}, v) == Q::sat)
+      out_.findings.push_back(input_copy_write_finding(m_, c, v[0]));
   }
 
   void out_of_bounds(std::size_t op) {
