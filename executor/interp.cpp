@@ -710,7 +710,7 @@ void Interp::exec(const spec::Stmt &s) {
     return;
   }
   if (const auto *i = std::get_if<spec::If>(&s.kind)) {
-    exec(eval_int(i->cond) != 0 ? i->then_body : i->else_body);
+    exec_branch(*i, eval_int(i->cond) != 0, [&](const spec::Block &b) { exec(b); });
     return;
   }
   if (const auto *f = std::get_if<spec::For>(&s.kind)) {
@@ -752,6 +752,17 @@ void Interp::exec(const spec::Stmt &s) {
   }
   if (std::holds_alternative<spec::CommitSmem>(s.kind)) return; // a fence: no value
   bad(s.loc, "this statement is not allowed in a body");
+}
+
+void Interp::exec_branch(const spec::If &i, bool taken, const std::function<void(const spec::Block &)> &run) {
+  std::set<std::string> other;
+  spec::bound_names(taken ? i.else_body : i.then_body, other);
+  std::vector<std::string> strong;
+  for (const auto &[n, v] : locals)
+    if (!v.weak && !other.count(n)) strong.push_back(n);
+  run(taken ? i.then_body : i.else_body);
+  for (const auto &n : strong)
+    if (auto l = locals.find(n); l != locals.end()) l->second.weak = false;
 }
 
 void Interp::begin_loop(const spec::For &f) {

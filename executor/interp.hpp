@@ -16,6 +16,7 @@
 #include "spec/eval.hpp"
 #include "spec/ir.hpp"
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -85,6 +86,11 @@ public:
   /// What entering a body loop does to the locals (exec calls it): the loop
   /// variable is no tensor, and a weak carry becomes strong (fori_loop).
   void begin_loop(const spec::For &);
+  /// Runs the way of `i` that `taken` selects through `run` (exec, or a
+  /// caller's walk), then joins weak types as lax.cond does (spec::typecheck):
+  /// a strong local the other way leaves as it was stays strong after a
+  /// branch that rebinds it to a literal.
+  void exec_branch(const spec::If &i, bool taken, const std::function<void(const spec::Block &)> &run);
 
 private:
   struct Fused;

@@ -2,6 +2,7 @@
 
 #include "spec/print.hpp"
 
+#include <algorithm>
 #include <ostream>
 
 namespace pipecheck::spec {
@@ -528,6 +529,109 @@ template <class S, class F> void each_own_expr(S &s, const F &f) {
 
 void for_each_expr(Stmt &s, const std::function<void(Expr &)> &f) { each_own_expr(s, f); }
 void for_each_expr(const Stmt &s, const std::function<void(const Expr &)> &f) { each_own_expr(s, f); }
+
+namespace {
+// Whether `b` binds `n` to a value that does not name it before anything
+// in it names n.
+bool rebinds_first(const Block &b, const std::string &n) {
+  for (const auto &s : b) {
+    std::set<std::string> names;
+    if (const auto *l = std::get_if<Let>(&s.kind); l && l->name == n) {
+      collect_names(l->value, names);
+      return names.count(n) == 0;
+    }
+    collect_names(s, names);
+    if (names.count(n)) return false;
+  }
+  return false;
+}
+// The names `s` binds or stores into (its blocks too); false where it holds
+// a statement whose effect on names is not one of those (a copy, a DMA).
+bool bound_names(const Stmt &s, std::set<std::string> &out) {
+  bool plain = true;
+  for_each_stmt(s, [&](const Stmt &t) {
+    if (const auto *l = std::get_if<Let>(&t.kind))
+      out.insert(l->name);
+    else if (const auto *a = std::get_if<Assign>(&t.kind))
+      out.insert(a->target.name);
+    else if (const auto *f = std::get_if<For>(&t.kind))
+      out.insert(f->var);
+    else if (!std::holds_alternative<If>(t.kind))
+      plain = false;
+  });
+  return plain;
+}
+} // namespace
+
+namespace {
+
+// The discards of the lets in `b` and the blocks it holds.
+void discards_in(const Block &b, std::map<const Stmt *, std::vector<LocalDiscard>> &out) {
+  for (auto it = b.begin(); it != b.end(); ++it) {
+    if (const auto *i = std::get_if<If>(&it->kind)) {
+      discards_in(i->then_body, out);
+      discards_in(i->else_body, out);
+    } else if (const auto *f = std::get_if<For>(&it->kind)) {
+      discards_in(f->body, out);
+    }
+    const auto *l = std::get_if<Let>(&it->kind);
+    if (!l) continue;
+    const std::string &n = l->name;
+    std::set<std::string> changed;
+    std::vector<LocalDiscard> found;
+    // Whether `c`'s value at the statement is its value at the let.
+    const auto stays = [&](const Expr &c) {
+      std::set<std::string> in_cond;
+      collect_names(c, in_cond);
+      return !in_cond.count(n) &&
+             std::none_of(in_cond.begin(), in_cond.end(), [&](auto &x) { return changed.count(x) > 0; });
+    };
+    for (auto s = std::next(it); s != b.end(); ++s) {
+      // `b = where(c, zeros, b)`: the old value is used only where c fails.
+      if (const auto *r = std::get_if<Let>(&s->kind); r && r->name == n) {
+        const Expr &v = r->value;
+        if (v.op == Op::Call && v.name == "where" && v.num_positional() == 3 && v.args.size() == 3 &&
+            stays(v.args[0]))
+          for (int keep = 1; keep <= 2; ++keep) {
+            const Expr &kept = v.args[static_cast<std::size_t>(keep)];
+            std::set<std::string> other;
+            collect_names(v.args[static_cast<std::size_t>(3 - keep)], other);
+            if (kept.op == Op::Name && kept.name == n && !other.count(n))
+              found.push_back({&unbroadcast(v.args[0]), keep == 1});
+          }
+        break;
+      }
+      if (const auto *w = std::get_if<If>(&s->kind); w && stays(w->cond)) {
+        const bool then_rebinds = rebinds_first(w->then_body, n);
+        const bool else_rebinds = rebinds_first(w->else_body, n);
+        if (then_rebinds || else_rebinds) {
+          if (then_rebinds) found.push_back({&w->cond, false});
+          if (else_rebinds) found.push_back({&w->cond, true});
+          if (then_rebinds && else_rebinds) break; // b is rebound on every path
+          // The other branch may use the old value (where it runs, which
+          // the entry allows); past the `when` it is followed no further.
+          std::set<std::string> in_other;
+          for (const auto &t : then_rebinds ? w->else_body : w->then_body)
+            collect_names(t, in_other);
+          if (in_other.count(n) || !bound_names(*s, changed)) break;
+          continue;
+        }
+      }
+      std::set<std::string> names;
+      collect_names(*s, names);
+      if (names.count(n) || !bound_names(*s, changed)) break;
+    }
+    if (!found.empty()) out.emplace(&*it, std::move(found));
+  }
+}
+
+} // namespace
+
+std::map<const Stmt *, std::vector<LocalDiscard>> local_discards(const Block &b) {
+  std::map<const Stmt *, std::vector<LocalDiscard>> out;
+  discards_in(b, out);
+  return out;
+}
 
 void for_each_stmt(const Stmt &s, const std::function<void(const Stmt &)> &f) {
   f(s);

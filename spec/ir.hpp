@@ -205,6 +205,27 @@ const Expr *keep_select(const Assign &);
 /// masked store leaves those elements untouched); nullptr for any other.
 const Expr *kept_ref(const Assign &);
 
+/// A local's value that a later `when` discards before any use: `b =
+/// o[...]` followed in its block by `when c: b = zeros` (a value that does
+/// not name b, bound before anything in the branch names b), where the
+/// statements between neither name b nor bind or store a name c reads. b's
+/// value reaches a use only where c fails (`holds` false), or, through an
+/// else branch that rebinds b so, only where c holds: the value's reads
+/// count only there, as `where(c, zeros, o[...])`'s would (lax.cond's init
+/// through a local). So too a rebinding `b = where(c, zeros, b)` (b used
+/// only where c fails; `where(c, b, zeros)`: where it holds), whose `cond`
+/// is the condition without its broadcast, possibly a tensor (data: no
+/// value, selecting nothing away). Each entry one such statement; all of
+/// them must select. (An unrolled program keeps a decided `when` that
+/// rebinds an earlier local as `if 1:`, so that it discards there too.)
+struct LocalDiscard {
+  const Expr *cond = nullptr;
+  bool holds = false;
+};
+/// The discards (LocalDiscard) of each binding of a local in `b` and the
+/// blocks it holds (each followed within its own block).
+std::map<const Stmt *, std::vector<LocalDiscard>> local_discards(const Block &b);
+
 /// Whether `f(args...)` computes each element from the elements at the same
 /// position of its arguments (broadcast): exp, abs, cast, maximum, the shifts, ...
 bool is_elementwise_fn(const std::string &f);

@@ -674,12 +674,31 @@ private:
   }
 
   void body(const Block &b, std::int64_t s) {
+    std::set<std::string> lets; // the locals bound so far in b
     for (auto &st : b) {
+      if (const auto *l = std::get_if<Let>(&st.kind)) lets.insert(l->name);
       if (auto *i = std::get_if<If>(&st.kind)) {
         Expr c = fold(rewrite(i->cond, s));
         auto v = eval_int(c, int_lets_);
         if (v) {
-          body(*v ? i->then_body : i->else_body, s);
+          const Block &taken = *v ? i->then_body : i->else_body;
+          // A decided `when` that rebinds a local bound before it stays a
+          // block, `if 1:`, so that it discards the old value as the rolled
+          // program's does (spec::local_discards).
+          const bool rebinds = std::any_of(taken.begin(), taken.end(), [&](const Stmt &t) {
+            const auto *l = std::get_if<Let>(&t.kind);
+            return l && lets.count(l->name);
+          });
+          if (!rebinds) {
+            body(taken, s);
+            continue;
+          }
+          If n{false, Expr::integer(*v ? 1 : 0, i->cond.loc), {}, {}};
+          Block *saved = out_;
+          out_ = *v ? &n.then_body : &n.else_body;
+          body(taken, s);
+          out_ = saved;
+          out_->push_back(mk(n, st.loc));
           continue;
         }
         if (!rolled_) throw Fail{st.loc, "cannot decide '" + print(i->cond) + "' at a grid point"};

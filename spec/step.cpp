@@ -25,6 +25,7 @@ Stepper::Stepper(const Program &p, const Block &body, Env &env) : program_(p), b
     dims.insert(dims.end(), block_shapes_.back().begin(), block_shapes_.back().end());
     ref_dims_.push_back(std::move(dims));
   }
+  discards_ = local_discards(body_);
   plan_block(body_);
 }
 
@@ -115,6 +116,11 @@ void Stepper::plan_reads(const Expr &value) {
 void Stepper::plan_block(const Block &b) {
   for (const auto &s : b) {
     StmtPlan plan;
+    if (auto d = discards_.find(&s); d != discards_.end()) {
+      plan.discards = std::move(d->second);
+      for (const auto &x : plan.discards)
+        plan_int(*x.cond);
+    }
     if (auto *f = std::get_if<For>(&s.kind)) {
       plan.ints[0] = plan_int(f->lo);
       plan.ints[1] = plan_int(f->hi);
@@ -363,6 +369,10 @@ void Stepper::exec(const Stmt &s) {
     }
     std::vector<StepRef> reads;
     collect_reads(l->value, reads, s.loc);
+    // A value a later `when` replaces before any use (LocalDiscard) reads
+    // nothing it keeps where that `when` runs: its reads, made, count not.
+    for (const auto &[cond, holds] : plan.discards)
+      if (auto v = value_of(*cond); v && (*v != 0) != holds) reads.clear();
     // The consumer may unbind the name (a tensor now), so nothing points at it.
     vars_[static_cast<std::size_t>(plan.var)] = nullptr;
     c_->on_compute(s, reads, std::nullopt);

@@ -194,8 +194,8 @@ private:
     std::int64_t total = 0;                        // their bytes
     std::int64_t credit = 0;                       // bytes waited not yet attributed to a copy
     std::int64_t value = 0;                        // a regular semaphore's count
-    // Where the count last rose from zero (bytes left over by a wait, a
-    // signal), with the enclosing loops' values then.
+    // Where a regular semaphore's count last rose from zero (a signal),
+    // with the enclosing loops' values then.
     const Stmt *left_by = nullptr;
     std::vector<std::int64_t> left_at;
     std::string left_why;
@@ -224,10 +224,11 @@ private:
   int var(const std::string &name);
   void bind(int var, std::int64_t value);
   struct StmtPlan {
-    int var = -1;                    // a for's variable, a let's name
-    int ints[2] = {-1, -1};          // compiled: a for's bounds, an if's condition, a let's value
-    const Expr *let_store = nullptr; // `T = ...` on a buffer: the ref T
-    bool reads_tables = false;       // it reads a scalar prefetch array (spec::has_elaborated_reads)
+    int var = -1;                       // a for's variable, a let's name
+    int ints[2] = {-1, -1};             // compiled: a for's bounds, an if's condition, a let's value
+    const Expr *let_store = nullptr;    // `T = ...` on a buffer: the ref T
+    bool reads_tables = false;          // it reads a scalar prefetch array (spec::has_elaborated_reads)
+    std::vector<LocalDiscard> discards; // a let's: where its value is discarded unused (its reads count not)
   };
   struct RefPlan {
     int buffer = -1;                                // -1: not a buffer
@@ -250,6 +251,7 @@ private:
   // (`where(k == 0, init, acc[...])` reads acc only past k == 0).
   mutable std::unordered_map<const Expr *, ReadGuards> read_guards_;
   std::unordered_map<const Stmt *, StmtPlan> plans_;
+  std::map<const Stmt *, std::vector<LocalDiscard>> discards_; // spec::local_discards of the body
   std::map<std::string, int> var_of_;
   std::vector<std::string> var_names_;
   std::vector<std::int64_t *> vars_; // each variable's value in env_, null while unbound

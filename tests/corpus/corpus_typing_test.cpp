@@ -74,7 +74,7 @@ int compare_kernel(const spec::KernelSpec &nested, const std::string &where) {
     std::function<void(const spec::Block &)> walk = [&](const spec::Block &b) {
       for (const auto &s : b) {
         if (const auto *i = std::get_if<spec::If>(&s.kind)) {
-          walk(interp.eval_int(executor::rewrite_grid_calls(i->cond)) != 0 ? i->then_body : i->else_body);
+          interp.exec_branch(*i, interp.eval_int(executor::rewrite_grid_calls(i->cond)) != 0, walk);
           continue;
         }
         if (const auto *f = std::get_if<spec::For>(&s.kind)) {

@@ -1,5 +1,7 @@
 // spec/ir: the masked loads of a value (spec::masked_loads), which the
-// checker's Triton rules and the executor both take from here.
+// checker's Triton rules and the executor both take from here, and the
+// locals a later `when` discards (spec::local_discards), which the checker's
+// model and the lowered program's stepper both take from here.
 #include "spec/ir.hpp"
 #include "spec/parse.hpp"
 #include "spec/print.hpp"
@@ -82,4 +84,72 @@ TEST(SelectedLanes, MasksBroadcastAgainstTheValueAndABroadcastValueLaneIsReadWhe
   EXPECT_EQ(selected_lanes({{{2, 3}, {true, false, false, false, false, true}}}, {3}),
             (std::vector<bool>{true, false, true}));
   EXPECT_EQ(selected_lanes({{{4}, {true, true, true, true}}}, {3}), std::nullopt);
+}
+
+namespace {
+// For each top-level let of the body, in order: "name:" and each discard
+// as "!cond" (the value is used only where cond fails) or "cond".
+std::vector<std::string> discards(const std::string &body) {
+  auto r = parse(SourceFile::from_string("d.pk", "kernel k:\n    grid = (4,)\n    in  x: f32[8]\n"
+                                                 "    out o: f32[8]  block=(8,)  index=(i) -> (0)\n"
+                                                 "    body:\n" +
+                                                     body));
+  EXPECT_TRUE(r.file) << body;
+  if (!r.file) return {};
+  const auto &b = std::get<KernelSpec>(r.file->units.at(0)).body;
+  const auto found = local_discards(b);
+  std::vector<std::string> out;
+  for (const auto &s : b)
+    if (const auto *l = std::get_if<Let>(&s.kind)) {
+      std::string line = l->name + ":";
+      if (auto d = found.find(&s); d != found.end())
+        for (const auto &x : d->second)
+          line += std::string(" ") + (x.holds ? "" : "!") + print(*x.cond);
+      out.push_back(line);
+    }
+  return out;
+}
+} // namespace
+
+TEST(LocalDiscards, AWhenThatRebindsALocalBeforeAnyUseDiscardsItsValueWhereItRuns) {
+  using Lines = std::vector<std::string>;
+  // lax.cond's init through a local: the read is used only where k != 0.
+  EXPECT_EQ(discards("        b = o[...]\n        when program_id(0) == 0:\n            b = zeros\n"
+                     "        o[...] = b + x[...]\n"),
+            (Lines{"b: !program_id(0) == 0"}));
+  // Rebound in the else branch: used only where the condition holds.
+  EXPECT_EQ(discards("        b = o[...]\n        if program_id(0) > 0:\n            o[...] = b + x[...]\n"
+                     "        else:\n            b = zeros\n            o[...] = b + x[...]\n"),
+            (Lines{"b: program_id(0) > 0"}));
+  // Two whens, each rebinding: used only where neither runs; a statement
+  // between that names neither b nor the conditions' names is passed over.
+  EXPECT_EQ(discards("        b = o[...]\n        y = x[...] * 2.0\n        when program_id(0) == 0:\n"
+                     "            b = zeros\n        when program_id(0) == 1:\n            b = y\n"
+                     "        o[...] = b + y\n"),
+            (Lines{"b: !program_id(0) == 0 !program_id(0) == 1", "y:"}));
+  // A select rebinding b from b: used only where the select keeps it.
+  EXPECT_EQ(
+      discards(
+          "        b = o[...]\n        b = where(program_id(0) == 0, 0.0, b)\n        o[...] = b + x[...]\n"),
+      (Lines{"b: !program_id(0) == 0", "b:"}));
+}
+
+TEST(LocalDiscards, AUseOrAChangedConditionBeforeTheRebindingKeepsTheValue) {
+  using Lines = std::vector<std::string>;
+  // The branch rebinds b from b: the old value is used where it runs.
+  EXPECT_EQ(discards("        b = o[...]\n        when program_id(0) == 0:\n            b = b * 0.0\n"
+                     "        o[...] = b + x[...]\n"),
+            (Lines{"b:"}));
+  // b used before the when.
+  EXPECT_EQ(discards("        b = o[...]\n        y = b * 2.0\n        when program_id(0) == 0:\n"
+                     "            b = zeros\n        o[...] = b + y\n"),
+            (Lines{"b:", "y:"}));
+  // The condition's name rebound between: its value at the when is not the one at the let.
+  EXPECT_EQ(discards("        k = 1\n        b = o[...]\n        k = program_id(0)\n        when k == 0:\n"
+                     "            b = zeros\n        o[...] = b + x[...]\n"),
+            (Lines{"k:", "b:", "k:"}));
+  // The branch reads b before rebinding it.
+  EXPECT_EQ(discards("        b = o[...]\n        when program_id(0) == 0:\n            o[...] = b\n"
+                     "            b = zeros\n        o[...] = b + x[...]\n"),
+            (Lines{"b:"}));
 }

@@ -150,8 +150,9 @@ struct Builder {
   std::map<std::string, std::vector<std::size_t>> local_data_sources; // those not only in a where's condition
   int in_condition = 0;                                               // scanning the condition of a where
   std::map<const Expr *, spec::LoadMask> masked_loads;                // the statement's (spec::load_masks)
-  std::map<std::string, std::size_t> local_depth; // a local: how many guards its unguarded definition had
-  // A local: its definitions as written, the last unguarded one and those under more guards after it.
+  std::map<const spec::Stmt *, std::vector<spec::LocalDiscard>> discards; // spec::local_discards of the body
+  // A local: its definitions as written, the last one and, after a branch
+  // that rebinds it, those of either way (LocalFlow).
   std::map<std::string, std::vector<Expr>> local_values;
 
   // The reads (effect indices) `e` holds additively (Effect::added), for a
@@ -1199,11 +1200,16 @@ struct Builder {
       return r.op == Op::Name ? Expr::ref(r.name, {Expr::leaf(Op::Ellipsis, r.loc)}, r.loc) : r;
     };
     auto address = [&](const Expr &r, bool source) {
-      auto i = r.op == Op::Ref ? m.operand_index(r.name) : std::nullopt;
+      auto i = r.op == Op::Ref || r.op == Op::Name ? m.operand_index(r.name) : std::nullopt;
       if (!i) return;
       CopyAddress a;
       a.operand = *i;
       a.ref = &r;
+      if (r.op == Op::Name) {
+        // `sync_copy(x, o)`: the whole ref, as o[...].
+        a.held = std::make_shared<const Expr>(as_ref(r));
+        a.ref = a.held.get();
+      }
       a.locals = subscript_locals(r);
       a.guards = guards;
       a.source = source;
@@ -1274,6 +1280,7 @@ struct Builder {
   void walk_statements(const spec::Block &body, std::vector<Expr> guards) {
     for (const auto &st : body) {
       spec::for_each_expr(st, [&](const Expr &e) { prefetch_reads(e, guards); });
+      const std::size_t effects_before = m.effects.size();
       if (const auto *a = std::get_if<spec::Assign>(&st.kind)) {
         order += 2;
         if (a->discards()) {
@@ -1400,33 +1407,12 @@ struct Builder {
           deferred_names[l->name] = deferred_records.size();
           deferred_records.push_back(std::move(rec));
         }
-        {
-          // (as local_sources: a definition under more guards may not run)
-          auto d = local_depth.find(l->name);
-          auto &defs = local_values[l->name];
-          if (d == local_depth.end() || guards.size() <= d->second) defs.clear();
-          defs.push_back(l->value);
-        }
-        // A definition under more guards than the local's first (a lax.cond
-        // branch's `when c: v = acc[...]`) may not run: the value keeps what
-        // the earlier definitions read too.
+        // The binding holds from here to the end of its block; where the
+        // block is a branch, the value after it is joined with the other
+        // way's (join_flow).
+        local_values[l->name] = {l->value};
         std::vector<std::size_t> src = sources_of(l->value, first);
         std::vector<std::size_t> data = sources_of(l->value, first, true);
-        auto depth = local_depth.find(l->name);
-        const auto merge = [&](std::vector<std::size_t> &into,
-                               const std::map<std::string, std::vector<std::size_t>> &from) {
-          if (auto it = from.find(l->name); it != from.end()) {
-            into.insert(into.end(), it->second.begin(), it->second.end());
-            std::sort(into.begin(), into.end());
-            into.erase(std::unique(into.begin(), into.end()), into.end());
-          }
-        };
-        if (depth != local_depth.end() && guards.size() > depth->second) {
-          merge(src, local_sources);
-          merge(data, local_data_sources);
-        } else {
-          local_depth[l->name] = guards.size();
-        }
         if (!src.empty())
           local_sources[l->name] = std::move(src);
         else
@@ -1502,15 +1488,19 @@ struct Builder {
         auto then_g = guards;
         then_g.push_back(c);
         const auto before = int_locals;
+        const LocalFlow flow_before = local_flow(st);
         walk(w->then_body, then_g);
         const auto after_then = int_locals;
+        const LocalFlow flow_then = local_flow(st);
         int_locals = before;
+        set_flow(flow_before);
         if (!w->else_body.empty()) {
           auto else_g = guards;
           else_g.push_back(Expr::unary(Op::Not, c));
           walk(w->else_body, else_g);
         }
         merge_branches(c, before, after_then);
+        join_flow(flow_then);
       } else if (const auto *f = std::get_if<spec::For>(&st.kind)) {
         loop(*f, guards, st.loc);
       } else if (const auto *d = std::get_if<spec::Dma>(&st.kind)) {
@@ -1521,10 +1511,71 @@ struct Builder {
       } else {
         fail("the kernel body holds a statement that is not an assignment, binding, `when` or `for`");
       }
+      if (auto d = discards.find(&st); d != discards.end())
+        for (const auto &[cond, holds] : d->second) {
+          const auto g = grid_condition(*cond);
+          if (!g) continue; // a select on data
+          const Expr c = guard_expr(*g);
+          for (std::size_t r = effects_before; r < m.effects.size(); ++r)
+            if (m.effects[r].kind == Effect::read)
+              m.effects[r].guards.push_back(holds ? c : Expr::unary(Op::Not, c));
+        }
     }
   }
 
   static constexpr std::int64_t kMaxUnrolled = 1024;
+
+  // What the tensor locals a block binds hold (their reads, definitions),
+  // taken before and after a branch that may not run: after it, a local
+  // holds either way's (a lax.cond branch's `when c: v = acc[...]` keeps
+  // what v read before too), while inside it a binding replaces the old.
+  struct LocalFlow {
+    std::map<std::string, std::optional<std::vector<std::size_t>>> sources, data_sources;
+    std::map<std::string, std::optional<std::vector<Expr>>> values;
+  };
+  template <class Body> LocalFlow local_flow(const Body &body) const {
+    LocalFlow f;
+    spec::for_each_stmt(body, [&](const spec::Stmt &s) {
+      if (const auto *l = std::get_if<spec::Let>(&s.kind)) {
+        const auto take = [&](const auto &from, auto &into) {
+          auto it = from.find(l->name);
+          into[l->name] = it == from.end() ? std::nullopt : std::optional(it->second);
+        };
+        take(local_sources, f.sources);
+        take(local_data_sources, f.data_sources);
+        take(local_values, f.values);
+      }
+    });
+    return f;
+  }
+  void set_flow(const LocalFlow &f) {
+    const auto put = [](const auto &from, auto &into) {
+      for (const auto &[n, v] : from)
+        if (v)
+          into[n] = *v;
+        else
+          into.erase(n);
+    };
+    put(f.sources, local_sources);
+    put(f.data_sources, local_data_sources);
+    put(f.values, local_values);
+  }
+  // Each local of `other` holds what it holds now or what `other` says.
+  void join_flow(const LocalFlow &other) {
+    const auto join = [](const auto &from, auto &into) {
+      for (const auto &[n, v] : from) {
+        if (!v) continue;
+        auto &now = into[n];
+        for (const auto &x : *v)
+          if (std::find(now.begin(), now.end(), x) == now.end()) now.push_back(x);
+        if constexpr (std::is_same_v<std::decay_t<decltype(now)>, std::vector<std::size_t>>)
+          std::sort(now.begin(), now.end());
+      }
+    };
+    join(other.sources, local_sources);
+    join(other.data_sources, local_data_sources);
+    join(other.values, local_values);
+  }
 
   // After `when c:` (or `if c: ... else: ...`): an integer local a branch
   // rebinds is `where(c, then's, else's)` (a carried while counter); one
@@ -1886,10 +1937,12 @@ struct Builder {
       const Expr runs = Expr::binary(Op::Lt, t, hi);
       g.push_back(runs);
       const auto before = int_locals;
+      const LocalFlow flow_before = local_flow(f.body);
       walk(f.body, g);
       const auto after = int_locals;
       int_locals = before;
       merge_branches(runs, before, after);
+      join_flow(flow_before);
     }
     if (saved)
       int_locals[f.var] = *saved;
@@ -1949,6 +2002,8 @@ struct Builder {
       for (const auto &e : o.index)
         prefetch_reads(spec::substitute(e, at), {});
     }
+    // `b = o[...]; when k == 0: b = zeros`: b's reads count only where k != 0.
+    discards = spec::local_discards(k.body);
     walk(k.body, {});
     finish_deferred();
     return error.empty();
