@@ -293,19 +293,15 @@ void Stepper::run(StepConsumer &c) {
   // Semaphores left non-zero, at the statement that left each (its loop
   // values as then, for the consumer's event). (Not one a wait hung on: the
   // kernel never gets to its end.)
+  // (A DMA semaphore's bytes not yet waited belong to copies still in
+  // flight: those are the consumer's, on_end.)
   for (auto &[key, sem] : sems_)
-    if ((sem.credit < 0 || sem.value > 0) && !sem.hung) {
+    if (sem.value > 0 && !sem.hung) {
       current_ = sem.left_by;
       loop_values_ = sem.left_at;
-      const bool dma = sem.credit < 0;
-      c.on_fault(
-          *sem.left_by, FaultKind::semaphore_nonzero,
-          sem.left_why + "the kernel ends with the semaphore at " +
-              std::to_string(dma ? -sem.credit : sem.value) + (dma ? " bytes" : "") +
-              ", not zero (Mosaic checks every semaphore is zero at exit" +
-              (dma ? std::string("; a later wait there returns before its own copy is done); wait with a "
-                                 "descriptor of the copy's own size, or wait the rest")
-                   : std::string(")")));
+      c.on_fault(*sem.left_by, FaultKind::semaphore_nonzero,
+                 sem.left_why + "the kernel ends with the semaphore at " + std::to_string(sem.value) +
+                     ", not zero (Mosaic checks every semaphore is zero at exit)");
     }
   loop_values_.clear();
   c.on_end(in_flight_);
@@ -606,7 +602,6 @@ void Stepper::exec_dma(const Stmt &s, const Dma &d) {
     const StepRef dst = resolve(d.dst, s.loc);
     const std::int64_t bytes = bytes_of(dst);
     auto &sem = sems_[key];
-    const std::int64_t before = sem.credit;
     if (sem.credit + bytes > sem.total) {
       sem.hung = true;
       c_->on_fault(s, FaultKind::wait_without_copy,
@@ -619,34 +614,21 @@ void Stepper::exec_dma(const Stmt &s, const Dma &d) {
       return;
     }
     sem.credit += bytes;
-    // Copies on one semaphore complete in any order: a copy is known to be
-    // done only when the others could not have supplied the bytes waited.
+    // A semaphore counts bytes as they land (docs/pallas/tpu/distributed.md:
+    // "on DMA start, the local device will begin to increment the value"),
+    // from every copy on it at once: the bytes waited may be any mix of
+    // theirs, so no copy is known done until the waits cover them all.
     std::vector<int> retired;
-    for (bool more = true; more;) {
-      more = false;
-      for (auto it = sem.ops.begin(); it != sem.ops.end(); ++it)
-        if (sem.total - it->second < sem.credit) {
-          sem.total -= it->second;
-          sem.credit -= it->second;
-          retired.push_back(it->first);
-          retire(it->first);
-          sem.ops.erase(it);
-          more = true;
-          break;
-        }
-    }
+    if (sem.credit >= sem.total)
+      for (const auto &[op, b] : sem.ops) {
+        sem.total -= b;
+        sem.credit -= b;
+        retired.push_back(op);
+        retire(op);
+      }
+    if (!retired.empty()) sem.ops.clear();
     std::sort(retired.begin(), retired.end());
     c_->on_wait(s, dst, retired);
-    // The copies this wait completes brought more bytes than it took: the
-    // rest stays counted on the semaphore, toward the next wait there (a
-    // second descriptor waiting the rest of the copy, or a wait that then
-    // returns before its own copy is done: that copy stays outstanding). Left
-    // at the end, the kernel ends with the semaphore non-zero (what JAX's TPU
-    // interpreter reports at exit).
-    if (before >= 0 && sem.credit < 0)
-      leave(sem, s,
-            "waits for " + std::to_string(bytes) + " bytes on " + print(d.sem) +
-                ", fewer than the copy it completes brings, and no later wait takes the rest: ");
     return;
   }
   case DmaAction::signal:

@@ -205,8 +205,9 @@ TEST(DmaSemantics, AWaitRetiresNoCopyWhileAnotherCopyOnItsSemaphoreCouldHaveSupp
             "L5 start op0 in\nL6 start op1 in\nL7 retire\nL8 retire op0 op1\nend in_flight=0\n");
 }
 
-TEST(DmaSemantics, AWaitLargerThanEveryOtherCopyRetiresTheLargeCopyOnly) {
-  // 64 + 32 bytes in flight; a wait of 64 cannot be met by the 32-byte copy alone.
+TEST(DmaSemantics, AWaitRetiresNoCopyOfMixedSizesUntilTheWaitsCoverThemAll) {
+  // 64 + 32 bytes in flight: a semaphore counts bytes as they land, so the
+  // wait of 64 may return on the 32-byte copy and half of the other.
   EXPECT_EQ(step(R"(pipeline p:
     hbm A: f32[16]
     sram X: f32[16]
@@ -216,7 +217,7 @@ TEST(DmaSemantics, AWaitLargerThanEveryOtherCopyRetiresTheLargeCopyOnly) {
     dma_wait(X, S)
     dma_wait(X[0:8], S)
 )"),
-            "L5 start op0 in\nL6 start op1 in\nL7 retire op0\nL8 retire op1\nend in_flight=0\n");
+            "L5 start op0 in\nL6 start op1 in\nL7 retire\nL8 retire op0 op1\nend in_flight=0\n");
 }
 
 TEST(DmaSemantics, AWaitNoCopyCanSatisfyHangsAndACopyNeverWaitedIsInFlightAtTheEnd) {
@@ -253,7 +254,8 @@ TEST(DmaSemantics, ARegularSemaphoreWaitHangsPastWhatWasSignalledAndSyncCopyReti
 }
 
 TEST(DmaSemantics, TwoWaitsOfHalfACopyTakeItsBytesAndLeaveTheSemaphoreZero) {
-  // 64 bytes copied, waited as two descriptors of 32: no count is left.
+  // 64 bytes copied, waited as two descriptors of 32: the first returns
+  // once half has landed; after both no count is left.
   EXPECT_EQ(step(R"(pipeline p:
     hbm A: f32[16]
     sram X: f32[16]
@@ -262,12 +264,12 @@ TEST(DmaSemantics, TwoWaitsOfHalfACopyTakeItsBytesAndLeaveTheSemaphoreZero) {
     dma_wait(X[0:8], S)
     dma_wait(X[8:16], S)
 )"),
-            "L5 start op0 in\nL6 retire op0\nL7 retire\nend in_flight=0\n");
+            "L5 start op0 in\nL6 retire\nL7 retire op0\nend in_flight=0\n");
 }
 
-TEST(DmaSemantics, AWaitThatReturnsOnAnotherCopysLeftoverBytesLeavesItsOwnCopyOutstanding) {
-  // The second copy's wait returns on the 32 bytes the first's left: the
-  // second copy stays outstanding (never waited at the end).
+TEST(DmaSemantics, WaitsOfHalfOfEachCopyLeaveBothCopiesOutstanding) {
+  // Each wait takes 32 of a 64-byte copy's bytes: the two waits may return
+  // on half of each copy, so neither is known done (never waited at the end).
   EXPECT_EQ(step(R"(pipeline p:
     hbm A: f32[2, 16]
     sram X: f32[16]
@@ -276,10 +278,12 @@ TEST(DmaSemantics, AWaitThatReturnsOnAnotherCopysLeftoverBytesLeavesItsOwnCopyOu
         dma_start(A[i], X, S)
         dma_wait(X[0:8], S)
 )"),
-            "L6 start op0 in\nL7 retire op0\nL6 start op1 in\nL7 retire\nend in_flight=1\n");
+            "L6 start op0 in\nL7 retire\nL6 start op1 in\nL7 retire\nend in_flight=2\n");
 }
 
-TEST(DmaSemantics, BytesNoWaitTakesLeaveTheSemaphoreNonZeroAtTheEndReportedAtTheShortWait) {
+TEST(DmaSemantics, AWaitOfPartOfACopyLeavesItInFlightAndItsWindowUnsafeToRead) {
+  // The wait returns once 32 of the 64 bytes have landed: the copy is still
+  // in flight when X[0:8] is read, and at the end.
   EXPECT_EQ(step(R"(pipeline p:
     hbm A: f32[16]
     sram X: f32[16]
@@ -288,12 +292,7 @@ TEST(DmaSemantics, BytesNoWaitTakesLeaveTheSemaphoreNonZeroAtTheEndReportedAtThe
     dma_wait(X[0:8], S)
     X[0:8] = X[0:8] + 1
 )"),
-            "L5 start op0 in\nL6 retire op0\nL7 compute\n"
-            "L6 fault: waits for 32 bytes on S, fewer than the copy it completes brings, and no later wait "
-            "takes the rest: the kernel ends with the semaphore at 32 bytes, not zero (Mosaic checks every "
-            "semaphore is zero at exit; a later wait there returns before its own copy is done); wait with a "
-            "descriptor of the copy's own size, or wait the rest\n"
-            "end in_flight=0\n");
+            "L5 start op0 in\nL6 retire\nL7 compute\nend in_flight=1\n");
 }
 
 TEST(DmaSemantics, ASignalNothingWaitsLeavesARegularSemaphoreNonZeroAtTheEnd) {
