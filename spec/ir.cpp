@@ -545,9 +545,10 @@ bool rebinds_first(const Block &b, const std::string &n) {
   }
   return false;
 }
-// The names `s` binds or stores into (its blocks too); false where it holds
-// a statement whose effect on names is not one of those (a copy, a DMA).
-bool bound_names(const Stmt &s, std::set<std::string> &out) {
+// The names `s` binds or stores into (its blocks too: spec::bound_names'
+// and the stores' targets); false where it holds a statement whose effect
+// on names is not one of those (a copy, a DMA).
+bool changed_names(const Stmt &s, std::set<std::string> &out) {
   bool plain = true;
   for_each_stmt(s, [&](const Stmt &t) {
     if (const auto *l = std::get_if<Let>(&t.kind))
@@ -561,9 +562,6 @@ bool bound_names(const Stmt &s, std::set<std::string> &out) {
   });
   return plain;
 }
-} // namespace
-
-namespace {
 
 // The discards of the lets in `b` and the blocks it holds.
 void discards_in(const Block &b, std::map<const Stmt *, std::vector<LocalDiscard>> &out) {
@@ -613,13 +611,13 @@ void discards_in(const Block &b, std::map<const Stmt *, std::vector<LocalDiscard
           std::set<std::string> in_other;
           for (const auto &t : then_rebinds ? w->else_body : w->then_body)
             collect_names(t, in_other);
-          if (in_other.count(n) || !bound_names(*s, changed)) break;
+          if (in_other.count(n) || !changed_names(*s, changed)) break;
           continue;
         }
       }
       std::set<std::string> names;
       collect_names(*s, names);
-      if (names.count(n) || !bound_names(*s, changed)) break;
+      if (names.count(n) || !changed_names(*s, changed)) break;
     }
     if (!found.empty()) out.emplace(&*it, std::move(found));
   }

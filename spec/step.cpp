@@ -117,7 +117,7 @@ void Stepper::plan_block(const Block &b) {
   for (const auto &s : b) {
     StmtPlan plan;
     if (auto d = discards_.find(&s); d != discards_.end()) {
-      plan.discards = std::move(d->second);
+      plan.discards = d->second;
       for (const auto &x : plan.discards)
         plan_int(*x.cond);
     }
