@@ -108,14 +108,6 @@ spec::DType accumulation_dtype(const ConcreteKernel &c) {
   return acc;
 }
 
-double dtype_epsilon(spec::DType t) {
-  switch (t) {
-  case spec::DType::bf16: return std::ldexp(1.0, -7);
-  case spec::DType::f16: return std::ldexp(1.0, -10);
-  default: return std::ldexp(1.0, -23);
-  }
-}
-
 std::optional<double> reference_tolerance(spec::DType out, spec::DType acc, std::int64_t k) {
   if (!spec::dtype_is_float(out)) return std::nullopt;
   return 2 * dtype_epsilon(out) + static_cast<double>(std::max<std::int64_t>(k, 1)) * dtype_epsilon(acc);

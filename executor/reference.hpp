@@ -3,6 +3,7 @@
 /// (`o = dot(a, b)`), run by the body interpreter with every operand name
 /// bound to its whole array, and the tolerance a body may differ from it by.
 
+#include "executor/error_bound.hpp"
 #include "executor/oracle.hpp"
 
 #include <cstdint>
@@ -25,9 +26,6 @@ std::int64_t reference_reduction_length(const ConcreteKernel &c);
 /// dtype among f32 and the targets of its `+=` statements (dot and sum
 /// accumulate in f32).
 spec::DType accumulation_dtype(const ConcreteKernel &c);
-
-/// The machine epsilon of a float dtype (f32 2^-23, f16 2^-10, bf16 2^-7).
-double dtype_epsilon(spec::DType);
 
 /// How far an output of dtype `out` may be from the reference, relative to
 /// max(1, |reference|): nullopt (exactly) for integer outputs, else

@@ -1,5 +1,7 @@
 #include "executor/value.hpp"
 
+#include "executor/error_bound.hpp"
+
 #include <Eigen/Core>
 
 #include <algorithm>
@@ -393,12 +395,14 @@ void binary_into(BinOp op, const Value &a, const Value &b, Value &r, spec::Loc l
 Value binary(BinOp op, const Value &a, const Value &b, spec::Loc loc) {
   Value r;
   binary_into(op, a, b, r, loc);
+  if (a.bound.on || b.bound.on) error_bound::binary(op, a, b, r);
   return r;
 }
 
 Value binary(BinOp op, Value &&a, const Value &b, spec::Loc loc) {
   const spec::TensorType t = checked(spec::elementwise_type(op, a.type(), b.type()), loc);
-  if (spec::dtype_is_float(t.dtype) != a.is_float() || t.shape != a.shape)
+  // (A bound needs the operands as they were.)
+  if (spec::dtype_is_float(t.dtype) != a.is_float() || t.shape != a.shape || a.bound.on || b.bound.on)
     return binary(op, static_cast<const Value &>(a), b, loc);
   // Elementwise in place: o[k] depends only on a[k] and b's k-th element.
   binary_into(op, a, b, a, loc);
@@ -429,6 +433,7 @@ Value unary(UnOp op, const Value &a, spec::Loc loc) {
         x = static_cast<std::int32_t>(~u);
     }
     wrap_all(r.dtype, r.i);
+    if (a.bound.on) error_bound::unary(op, a, r);
     return r;
   }
   r.f = as_floats(a);
@@ -472,6 +477,7 @@ Value unary(UnOp op, const Value &a, spec::Loc loc) {
   case UnOp::cbrt: apply([](float x) { return std::cbrt(x); }); break;
   }
   round_all(r.dtype, r.f);
+  if (a.bound.on) error_bound::unary(op, a, r);
   return r;
 }
 
@@ -500,6 +506,7 @@ Value compare(spec::CompareOp op, const Value &a, const Value &b, spec::Loc loc)
   } else {
     run(a.i, b.i);
   }
+  if (a.bound.on || b.bound.on) error_bound::compare(op, a, b, r);
   return r;
 }
 
@@ -526,6 +533,7 @@ Value where(const Value &c, const Value &a, const Value &b, spec::Loc loc) {
     for (std::size_t k = 0; k < n; ++k)
       r.i[k] = m.i[k] ? x.i[k] : y.i[k];
   }
+  if (m.bound.on || x.bound.on || y.bound.on) error_bound::where(m, x, y, r);
   return r;
 }
 
@@ -585,6 +593,7 @@ Value index(const Value &a, const std::vector<spec::ValueSubscript> &subs, spec:
     gather(r.f, a.f);
   else
     gather(r.i, a.i);
+  error_bound::moved(a, r, [&](const Value &e) { return index(e, subs, loc); });
   return r;
 }
 
@@ -613,6 +622,7 @@ Value cast(const Value &a, DType t) {
     r.i = a.i;
     wrap_all(t, r.i);
   }
+  if (a.bound.on) error_bound::cast(a, r);
   return r;
 }
 
@@ -630,6 +640,7 @@ Value broadcast_to(const Value &a, const Shape &shape, spec::Loc loc) {
     IntVec zero(1, 0);
     map2(a.i, a.shape, zero, Shape{}, shape, r.i, [](std::int32_t x, std::int32_t) { return x; });
   }
+  error_bound::moved(a, r, [&](const Value &e) { return broadcast_to(e, shape, loc); });
   return r;
 }
 
@@ -663,6 +674,7 @@ Value tile(const Value &a, const Shape &reps, spec::Loc loc) {
       idx[d] = 0;
     }
   }
+  error_bound::moved(a, r, [&](const Value &e) { return tile(e, reps, loc); });
   return r;
 }
 
@@ -701,6 +713,7 @@ Value dot(const Value &a0, const Value &b0, spec::Loc loc, const spec::DotOption
     for (std::int64_t x = 0; x < m * n; ++x)
       r.i[x] = wrap_to(DType::i32, C.data()[x]);
   }
+  if (a.bound.on || b.bound.on) error_bound::dot(a, b, r);
   return r;
 }
 
@@ -736,6 +749,7 @@ Value permuted(const Value &a, const std::vector<std::size_t> &perm) {
     run(r.f, a.f);
   else
     run(r.i, a.i);
+  error_bound::moved(a, r, [&](const Value &e) { return permuted(e, perm); });
   return r;
 }
 
@@ -750,6 +764,7 @@ Value matrix_slice(const Value &a, std::int64_t k, std::int64_t rows, std::int64
     r.f.assign(a.f.begin() + from, a.f.begin() + to);
   else
     r.i.assign(a.i.begin() + from, a.i.begin() + to);
+  error_bound::moved(a, r, [&](const Value &e) { return matrix_slice(e, k, rows, cols); });
   return r;
 }
 
@@ -794,17 +809,28 @@ Value dot_general(const Value &a, const Value &b, const spec::DotDims &d, spec::
   Value r;
   r.shape = t.shape;
   r.dtype = dtype_is_float(a.dtype) || dtype_is_float(b.dtype) ? DType::f32 : DType::i32;
+  // (The batches' bounds, where the operands are tracked: zeros for an exact one.)
+  if (a.bound.on || b.bound.on) r.bound = a.bound.on ? a.bound : b.bound, r.bound.e.clear();
+  bool inexact = false;
   for (std::int64_t i = 0; i < batch && m > 0 && n > 0; ++i) {
     const Value c = dot(matrix_slice(pa, i, m, k), matrix_slice(pb, i, k, n), loc);
     r.f.insert(r.f.end(), c.f.begin(), c.f.end());
     r.i.insert(r.i.end(), c.i.begin(), c.i.end());
+    if (!c.bound.on) continue;
+    if (c.bound.e.empty())
+      r.bound.e.insert(r.bound.e.end(), static_cast<std::size_t>(c.size()), 0.0f);
+    else
+      r.bound.e.insert(r.bound.e.end(), c.bound.e.begin(), c.bound.e.end());
+    inexact = inexact || !c.bound.e.empty();
   }
+  if (!inexact) r.bound.e.clear();
   // An empty contraction sums nothing.
   if (k == 0) {
     if (r.is_float())
       r.f.assign(static_cast<std::size_t>(num_elements(r.shape)), 0.0f);
     else
       r.i.assign(static_cast<std::size_t>(num_elements(r.shape)), 0);
+    r.bound.e.clear();
   }
   return preferred && *preferred != r.dtype ? cast(r, *preferred) : r;
 }
@@ -850,6 +876,7 @@ template <class Src> Value moved(const Value &a, const Shape &shape, Src src) {
       idx[d] = 0;
     }
   }
+  error_bound::moved(a, r, [&](const Value &e) { return moved(e, shape, src); });
   return r;
 }
 
@@ -896,6 +923,18 @@ Value concatenate(const std::vector<Value> &parts, std::int64_t axis, spec::Loc 
         std::copy_n(p.i.begin() + from, run, r.i.begin() + to);
     }
     at += l.len;
+  }
+  // The parts' bounds, concatenated as their elements are.
+  if (std::any_of(parts.begin(), parts.end(), [](const Value &p) { return p.bound.on; })) {
+    const auto tracked = std::find_if(parts.begin(), parts.end(), [](const Value &p) { return p.bound.on; });
+    r.bound = tracked->bound;
+    r.bound.e.clear();
+    if (std::any_of(parts.begin(), parts.end(), [](const Value &p) { return !p.bound.e.empty(); })) {
+      std::vector<Value> bounds;
+      for (const auto &p : parts)
+        bounds.push_back(error_bound::as_value(p));
+      r.bound.e = concatenate(bounds, axis, loc).f;
+    }
   }
   return r;
 }
@@ -950,6 +989,7 @@ Value arg_reduce(bool max, const Value &a, std::int64_t axis, spec::Loc loc) {
       }
       r.i[static_cast<std::size_t>(o * l.inner + in)] = best;
     }
+  if (a.bound.on) error_bound::arg_reduce(max, a, axis, r);
   return r;
 }
 
@@ -976,6 +1016,7 @@ Value cumulative(ReduceOp op, const Value &a, std::int64_t axis, bool reverse, s
         }
       }
   round_all(r.dtype, r.f);
+  if (a.bound.on) error_bound::cumulative(op, a, axis, reverse, r);
   return r;
 }
 
@@ -1003,6 +1044,7 @@ Value shift(Shift op, const Value &a, const Value &b, spec::Loc loc) {
     }
     return wrap_to(t.dtype, sx >> n); // C++20's >> fills with the sign
   });
+  if (a.bound.on || b.bound.on) error_bound::unfollowed(a, b, r);
   return r;
 }
 
@@ -1060,6 +1102,7 @@ Value reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, spec
     for (std::size_t k = 0; k < acc.size(); ++k)
       r.i[k] = wrap_to(r.dtype, acc[k]);
   }
+  if (a.bound.on) error_bound::reduce(op, a, axis, keepdims, r);
   return r;
 }
 

@@ -62,12 +62,30 @@ template <class T> void BlockAllocator<T>::deallocate(T *p, std::size_t n) { blo
 using FloatVec = std::vector<float, BlockAllocator<float>>;
 using IntVec = std::vector<std::int32_t, BlockAllocator<std::int32_t>>;
 
+/// A bound on how far a value may be from what a correct body computes for
+/// it: the running error analysis of a kernel's `reference:`
+/// (executor/error_bound.hpp). Off (the body's values) it costs nothing: no
+/// operation computes it. On, every operation sets its result's from its
+/// operands' (an operation with one tracked operand tracks its result).
+struct ErrorBound {
+  bool on = false;
+  /// The dtype partial sums are taken to accumulate in, for the rounding of
+  /// a sum or dot (the body's: reference.hpp's accumulation_dtype).
+  spec::DType acc = spec::DType::f32;
+  /// Per element (row-major, the value's shape): |reference - body| <= e[k]
+  /// for a body that computes the same formula in another order. Empty: 0
+  /// everywhere (exact: an input, a literal, iota). +inf: unbounded (an
+  /// operation whose error the analysis cannot follow).
+  FloatVec e;
+};
+
 struct Value {
   spec::DType dtype = spec::DType::f32;
   bool weak = false; ///< a Python literal: adopts the other operand's dtype
   Shape shape;       ///< empty: a scalar
   FloatVec f;        ///< float dtypes
   IntVec i;          ///< integer dtypes
+  ErrorBound bound;  ///< the reference's error bound (off in a body)
 
   bool is_float() const { return spec::dtype_is_float(dtype); }
   std::int64_t size() const { return num_elements(shape); }
