@@ -1,5 +1,7 @@
 #include "executor/interp.hpp"
 
+#include "executor/error_bound.hpp"
+
 #include "spec/bind.hpp"
 #include "spec/place.hpp"
 #include "spec/prefetch.hpp"
@@ -181,7 +183,7 @@ Value Interp::eval(const Expr &e) {
       View v = view_of(e);
       mem_.before_read(v);
       loaded(v, &e);
-      return load(v);
+      return load_value(v, e.name);
     }
     if (auto it = env.find(e.name); it != env.end()) return Value::scalar_int(it->second);
     if (e.name == "inf") return Value::scalar_float(INFINITY);
@@ -206,7 +208,7 @@ Value Interp::eval(const Expr &e) {
     View v = view_of(e);
     mem_.before_read(v);
     loaded(v, &e);
-    return load(v);
+    return load_value(v, e.name);
   }
   case Op::Neg: return unary(UnOp::neg, eval(e.args.at(0)), e.loc);
   case Op::BitNot: return unary(UnOp::bit_not, eval(e.args.at(0)), e.loc);
@@ -558,6 +560,7 @@ bool Interp::plan_fused(const Expr &e, Fused &f, int &node) {
 }
 
 bool Interp::exec_fused(const spec::Stmt &s) {
+  if (bounds) return false; // (it computes values only)
   const auto *a = std::get_if<spec::Assign>(&s.kind);
   const auto *l = std::get_if<spec::Let>(&s.kind);
   if (!a && !l) return false;
@@ -616,6 +619,19 @@ bool Interp::exec_fused(const spec::Stmt &s) {
   mem_.on_store(dst, false, s.loc);
   f.run(root, reinterpret_cast<float *>(dst.array->data()) + dst.offset());
   return true;
+}
+
+Value Interp::load_value(const View &v, const std::string &name) {
+  Value r = load(v);
+  if (!bounds) return r;
+  FloatVec e;
+  if (HostArray *b = mem_.bound_of(name)) {
+    View bv = v; // (the same elements of the bound)
+    bv.array = b;
+    e = load(bv).f;
+  }
+  error_bound::track(r, *bounds, std::move(e));
+  return r;
 }
 
 void Interp::loaded(const View &v, const Expr *e) {

@@ -18,6 +18,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -30,6 +31,12 @@ public:
   virtual ~Memory() = default;
   /// The array a name denotes, or nullptr when it names no buffer.
   virtual HostArray *array(const std::string &name) = 0;
+  /// The error bound of the array a name denotes (an f32 array of its
+  /// shape: Interp::bounds), or nullptr where it is exact.
+  virtual HostArray *bound_of(const std::string &name) {
+    (void)name;
+    return nullptr;
+  }
   virtual void before_read(const View &) {}
   virtual void before_write(const View &) {}
   /// A body's store of a value into `dst` (after before_write) by the
@@ -68,6 +75,12 @@ public:
 
   spec::Env env;                       ///< integers: params, loop vars, grid ids
   std::map<std::string, Value> locals; ///< tensor bindings
+  /// Set (to the dtype a body accumulates in), every value loaded from
+  /// memory carries an error bound (Value::bound: Memory::bound_of's, or
+  /// exact), which every operation on it carries on: a reference's running
+  /// error analysis (executor/error_bound.hpp). Unset for a body: nothing is
+  /// computed.
+  std::optional<spec::DType> bounds;
 
   /// An integer expression; throws ExecError(bad_input) when it has no value.
   std::int64_t eval_int(const spec::Expr &);
@@ -120,6 +133,9 @@ private:
   /// Tells the memory of the load `v` of ref `e` by the statement being
   /// executed (e null: a load of every element).
   void loaded(const View &v, const spec::Expr *e);
+  /// Loads the view `v` of the array named `name`, with its bound where
+  /// `bounds` is set.
+  Value load_value(const View &v, const std::string &name);
   std::map<std::string, spec::Dma> descriptors_; // the body's async_copy bindings
 };
 

@@ -13,9 +13,14 @@ namespace {
 class WholeMemory : public Memory {
 public:
   std::map<std::string, HostArray *> arrays;
+  std::map<std::string, HostArray *> bounds; ///< of the outputs the reference has set
   HostArray *array(const std::string &n) override {
     auto it = arrays.find(n);
     return it == arrays.end() ? nullptr : it->second;
+  }
+  HostArray *bound_of(const std::string &n) override {
+    auto it = bounds.find(n);
+    return it == bounds.end() ? nullptr : it->second;
   }
 };
 
@@ -74,12 +79,14 @@ void accumulate_targets(const spec::Block &b, const ConcreteKernel &c, spec::DTy
 
 } // namespace
 
-void run_reference(const ConcreteKernel &c, ArrayMap &arrays) {
+ArrayMap run_reference(const ConcreteKernel &c, ArrayMap &arrays) {
   WholeMemory mem;
   for (const auto &o : c.operands)
     if (o.role != spec::Role::scratch) mem.arrays[o.name] = arrays.at(o.name).get();
   Interp interp(mem);
   interp.env = c.params;
+  interp.bounds = accumulation_dtype(c);
+  ArrayMap bounds;
   for (const auto &s : c.spec->reference) {
     const auto *l = std::get_if<spec::Let>(&s.kind);
     const ConcreteOperand *o = l ? c.operand(l->name) : nullptr;
@@ -88,8 +95,16 @@ void run_reference(const ConcreteKernel &c, ArrayMap &arrays) {
       continue;
     }
     const Value v = interp.eval(l->value);
-    store(v, View::whole(*arrays.at(o->name)), s.loc);
+    HostArray &out = *arrays.at(o->name);
+    store(v, View::whole(out), s.loc);
+    // Its bound as stored: cast to the output's dtype (a rounding where
+    // inexact), broadcast as the value is.
+    auto b = std::make_unique<HostArray>(o->name, spec::DType::f32, out.shape());
+    store(error_bound::as_value(v.dtype == out.dtype() ? v : cast(v, out.dtype())), View::whole(*b), s.loc);
+    mem.bounds[o->name] = b.get();
+    bounds[o->name] = std::move(b);
   }
+  return bounds;
 }
 
 std::int64_t reference_reduction_length(const ConcreteKernel &c) {
@@ -111,6 +126,11 @@ spec::DType accumulation_dtype(const ConcreteKernel &c) {
 std::optional<double> reference_tolerance(spec::DType out, spec::DType acc, std::int64_t k) {
   if (!spec::dtype_is_float(out)) return std::nullopt;
   return 2 * dtype_epsilon(out) + static_cast<double>(std::max<std::int64_t>(k, 1)) * dtype_epsilon(acc);
+}
+
+double element_tolerance(spec::DType out, double bound, double r, double relative) {
+  const double scale = std::max(1.0, std::fabs(r));
+  return std::isfinite(bound) ? bound + 2 * dtype_epsilon(out) * scale : relative * scale;
 }
 
 } // namespace pipecheck::executor

@@ -1,7 +1,9 @@
 #pragma once
 /// A kernel's `reference:`: its intent stated on whole arrays
 /// (`o = dot(a, b)`), run by the body interpreter with every operand name
-/// bound to its whole array, and the tolerance a body may differ from it by.
+/// bound to its whole array, and the tolerance a body may differ from it by:
+/// element by element, from the running error analysis the interpreter
+/// carries beside the reference's values (executor/error_bound.hpp).
 
 #include "executor/error_bound.hpp"
 #include "executor/oracle.hpp"
@@ -13,9 +15,12 @@ namespace pipecheck::executor {
 
 /// Runs `c`'s reference in place on `arrays` (from make_kernel_arrays, with
 /// the inputs the oracle saw): each `out = value` stores the value, cast and
-/// broadcast, into the whole output; other statements bind locals. Throws
+/// broadcast, into the whole output; other statements bind locals. Returns
+/// each output's error bound as stored (error_bound.hpp, with the body's
+/// accumulation_dtype): an f32 array of the output's shape by its name,
+/// +inf where the analysis cannot follow an operation. Throws
 /// ExecError(bad_input) on an ill-typed reference.
-void run_reference(const ConcreteKernel &c, ArrayMap &arrays);
+ArrayMap run_reference(const ConcreteKernel &c, ArrayMap &arrays);
 
 /// The longest reduction the reference states: the contracted extent of a
 /// dot, the reduced extent of a sum (all elements without `axis`); 1 when it
@@ -27,12 +32,23 @@ std::int64_t reference_reduction_length(const ConcreteKernel &c);
 /// accumulate in f32).
 spec::DType accumulation_dtype(const ConcreteKernel &c);
 
-/// How far an output of dtype `out` may be from the reference, relative to
-/// max(1, |reference|): nullopt (exactly) for integer outputs, else
+/// The tolerance where the error analysis cannot bound an element, relative
+/// to max(1, |reference|): nullopt (exactly) for integer outputs, else
 /// 2·eps(out) + K·eps(acc) — the output's own rounding, and the worst-case
 /// rounding error of a K-term sum accumulated in `acc` (Higham's gamma_K,
 /// with eps for the unit roundoff: a factor 2 of slack for a different
-/// summation order).
+/// summation order), K the longest reduction the reference states.
 std::optional<double> reference_tolerance(spec::DType out, spec::DType acc, std::int64_t k);
+
+/// How far the body's value of an element of a float output of dtype `out`
+/// may be from the reference's value `r` there, given the reference's error
+/// bound `bound` at it (run_reference):
+///
+///     bound + 2·eps(out)·max(1, |r|)
+///
+/// (the bound already counts each rounding on both sides; the second term is
+/// the output's own rounding, a ulp either way); where the bound is not
+/// finite, `relative`·max(1, |r|) (reference_tolerance).
+double element_tolerance(spec::DType out, double bound, double r, double relative);
 
 } // namespace pipecheck::executor

@@ -139,8 +139,26 @@ Shape unflatten(std::int64_t i, const Shape &shape) {
   return idx;
 }
 
-/// The first element where `actual` differs from `expected` (beyond `tol`,
-/// relative, absolute below magnitude 1) or either holds poison.
+/// How far an element may be from its expected value e: exactly (no
+/// relative tolerance), relative·max(1, |e|) at every element, or element by
+/// element from the reference's error bounds (element_tolerance).
+struct Tolerance {
+  std::optional<double> relative;
+  const HostArray *bound = nullptr; ///< per element (run_reference's), the output's shape
+  spec::DType out = spec::DType::f32;
+  Tolerance(std::optional<double> r = std::nullopt) : relative(r) {}
+  Tolerance(std::optional<double> r, const HostArray *b, spec::DType t) : relative(r), bound(b), out(t) {}
+  /// At flat element i, expected e; nullopt: exactly.
+  std::optional<double> at(std::int64_t i, double e) const {
+    if (!relative) return std::nullopt;
+    if (!bound) return *relative * std::max(1.0, std::fabs(e));
+    return element_tolerance(out, bound->get(i), e, *relative);
+  }
+};
+
+/// The first element where `actual` differs from `expected` (beyond `tol`)
+/// or either holds poison. With per-element bounds, also the tolerance used
+/// there and the element that exceeds its own the most.
 /// `nan_is_value`: NaN on both sides is equal (the inputs may hold NaN).
 /// `stored`: 1 where the oracle's element is a value the program computed, so
 /// that poison there, on both sides alike, is that value and no mismatch, and
@@ -149,11 +167,13 @@ Shape unflatten(std::int64_t i, const Shape &shape) {
 /// lowest value, which a body may well compute (an int8 clamp to -128, a
 /// masked max's iinfo.min), and a NaN may be computed too (log of a
 /// negative input), not carried from undefined data.
-std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actual, std::optional<double> tol,
+std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actual, const Tolerance &tol,
                                 bool nan_is_value = false,
                                 const std::vector<std::uint8_t> *stored = nullptr) {
   std::optional<Mismatch> first;
   std::int64_t count = 0;
+  std::int64_t worst = -1; // (the largest excess over its tolerance, with bounds)
+  double worst_ratio = 0, worst_tol = 0;
   const std::int64_t n = expected.size();
   const bool same = expected.dtype() == actual.dtype();
   for (std::int64_t i = 0; i < n; ++i) {
@@ -167,10 +187,13 @@ std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actu
       bad = false;
     else if (!bad && a != e) {
       // Equal infinities are equal; any other difference is measured.
-      if (tol)
-        bad = !(std::fabs(a - e) <= *tol * std::max(1.0, std::fabs(e)));
-      else
+      if (const auto t = tol.at(i, e)) {
+        bad = !(std::fabs(a - e) <= *t);
+        const double ratio = std::fabs(a - e) / *t;
+        if (bad && tol.bound && !(ratio <= worst_ratio)) worst = i, worst_ratio = ratio, worst_tol = *t;
+      } else {
         bad = !(std::isnan(a) && std::isnan(e));
+      }
     }
     if (!bad) continue;
     if (++count == 1) {
@@ -184,9 +207,18 @@ std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actu
       // has no key.)
       first->is_poison = ap && !computed;
       first->expected_is_poison = ep && !computed;
+      if (tol.bound && !first->is_poison && !first->expected_is_poison) {
+        first->tolerance = tol.at(i, e);
+        if (const double b = tol.bound->get(i); std::isfinite(b)) first->bound = b;
+      }
     }
   }
   if (first) first->count = count;
+  if (first && first->tolerance && worst >= 0 && unflatten(worst, expected.shape()) != first->element) {
+    first->worst = unflatten(worst, expected.shape());
+    first->worst_ratio = worst_ratio;
+    first->worst_tolerance = worst_tol;
+  }
   return first;
 }
 
@@ -232,7 +264,20 @@ std::string describe(const Mismatch &m, std::optional<double> tol) {
   // the oracle, or the oracle against the reference.)
   os << "; " << m.count << (m.count == 1 ? " element differs" : " elements differ") << " from the "
      << m.expected_from;
-  if (tol) os << " (relative tolerance " << *tol << ")";
+  if (m.tolerance) {
+    // Element by element (the reference's): the one named, and the worst.
+    os << " (tolerance " << number(*m.tolerance) << " at " << m.array << index_string(m.element);
+    if (m.bound)
+      os << ", from the reference's error bound " << number(*m.bound) << " there";
+    else if (tol)
+      os << ", relative " << *tol << ": the reference's error is not bounded there";
+    if (m.worst)
+      os << "; the worst, " << m.array << index_string(*m.worst) << ", differs by " << number(m.worst_ratio)
+         << " times its tolerance " << number(m.worst_tolerance);
+    os << ")";
+  } else if (tol) {
+    os << " (relative tolerance " << *tol << ")";
+  }
   return os.str();
 }
 
@@ -615,8 +660,8 @@ struct KernelPrep {
   WrittenMap defined;
   /// The oracle against the kernel's `reference:` (the same for every run).
   std::optional<Mismatch> reference_mismatch;
-  std::optional<double> reference_tolerance;
-  bool nan_value = false; ///< an input holds a NaN (holds_nan): NaN is compared as a value
+  std::optional<double> reference_tolerance; ///< relative, where no bound applies
+  bool nan_value = false;                    ///< an input holds a NaN (holds_nan): NaN is compared as a value
   /// When NaN is a value: the first output element no grid
   /// point's body stored into (poison no longer shows it).
   std::optional<Mismatch> unwritten;
@@ -760,8 +805,13 @@ std::uint64_t kernel_estimate(const spec::KernelSpec &k, const KernelSizes &z, c
     // The reference's own arrays, and its values over whole arrays. It runs
     // once: without a loop it makes at most one value a node, so what the
     // block cache keeps of them is among those (an `o = x * 2` over two
-    // 256 MiB arrays is not 36 of them).
+    // 256 MiB arrays is not 36 of them). Each output's error bound is an
+    // f32 array (error_bound.hpp). A value's bound is as large again, and
+    // its rule's temporaries a few more: within this count of a value for
+    // every node at once (a straight-line reference frees them as it goes;
+    // the memory test measures the corpus' peaks against it).
     e.add(z.arrays);
+    e.add(z.out_elements, 4);
     const std::uint64_t made = nodes(k.reference, false) + lets(k.reference);
     const std::uint64_t cached = has_loop(k.reference) ? kCachedValues : 0;
     if (typed)
@@ -1125,8 +1175,9 @@ void find_undefined_dependence(KernelPrep &p, const RunOptions &opts) {
 void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOptions &opts) {
   // The oracle's inputs (read or generated), fresh outputs.
   ArrayMap ref = arrays_with_inputs(p, opts);
+  ArrayMap bounds;
   try {
-    run_reference(p.ck, ref);
+    bounds = run_reference(p.ck, ref);
   } catch (const ExecError &e) {
     p.early = from_error(k.name, e, "reference: ");
     return;
@@ -1144,8 +1195,8 @@ void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOption
     if (o.role != spec::Role::out) continue;
     const auto tol = reference_tolerance(o.dtype, acc, len);
     auto w = p.defined.find(o.name);
-    auto m = compare(*ref.at(o.name), *p.arrays.at(o.name), tol, p.nan_value,
-                     w == p.defined.end() ? nullptr : &w->second);
+    auto m = compare(*ref.at(o.name), *p.arrays.at(o.name), Tolerance(tol, bounds.at(o.name).get(), o.dtype),
+                     p.nan_value, w == p.defined.end() ? nullptr : &w->second);
     if (!m) continue;
     m->expected_from = "reference";
     m->actual_from = "oracle: the body run per grid point";
@@ -1275,7 +1326,8 @@ RunResult run_prepared(const spec::KernelSpec &k, KernelPrep &p, const RunOption
   // The pipelined run equals the oracle; the oracle must equal the reference.
   if (r.status == RunStatus::pass && p.reference_mismatch) {
     r.status = RunStatus::fail;
-    r.tolerance = p.reference_tolerance;
+    // (One relative tolerance only where the element compared had no bound.)
+    if (!p.reference_mismatch->bound) r.tolerance = p.reference_tolerance;
     r.mismatch = p.reference_mismatch;
     r.reason = "the body disagrees with the reference: " + describe(*r.mismatch, r.tolerance);
   }

@@ -124,6 +124,17 @@ struct Mismatch {
   /// Where either side holds poison: what it means ("was never written",
   /// "reads memory nothing wrote: ..."); empty otherwise.
   std::string poison;
+  /// The reference comparison's, element by element (reference.hpp's
+  /// element_tolerance): the absolute tolerance at this element, and the
+  /// reference's error bound there (nullopt where it has none: the relative
+  /// tolerance applied).
+  std::optional<double> tolerance;
+  std::optional<double> bound;
+  /// The element that differs most for its tolerance, when it is not this
+  /// one: by how many times its tolerance, and that tolerance.
+  std::optional<Shape> worst;
+  double worst_ratio = 0;
+  double worst_tolerance = 0;
 };
 
 struct RunResult {
@@ -134,9 +145,11 @@ struct RunResult {
   std::string reason; ///< one line: why it failed / could not run
   spec::Loc loc;      ///< for bad_input and faults: where (line 0: none)
   std::optional<Mismatch> mismatch;
-  std::optional<double> tolerance; ///< relative; nullopt: compared exactly
-  spec::Env params;                ///< the param values it ran with
-  std::vector<Event> events;       ///< the pipelined run's timeline
+  /// Relative, the same at every element; nullopt: compared exactly, or
+  /// (against the reference) element by element: Mismatch::tolerance.
+  std::optional<double> tolerance;
+  spec::Env params;          ///< the param values it ran with
+  std::vector<Event> events; ///< the pipelined run's timeline
   bool events_truncated = false;
   std::vector<std::string> notes;
   std::int64_t bytes_copied = 0;

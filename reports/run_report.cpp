@@ -18,6 +18,10 @@ json mismatch_json(const executor::Mismatch &m) {
             {"expected_is_poison", m.expected_is_poison}};
   if (m.block) j["block"] = *m.block;
   if (m.grid_point) j["grid_point"] = *m.grid_point;
+  if (m.tolerance) j["tolerance"] = *m.tolerance;
+  if (m.bound) j["bound"] = *m.bound;
+  if (m.worst)
+    j["worst"] = {{"element", *m.worst}, {"ratio", m.worst_ratio}, {"tolerance", m.worst_tolerance}};
   return j;
 }
 

@@ -173,6 +173,141 @@ TEST(ReferenceTolerance, TheReductionLengthIsTheContractedOrReducedExtent) {
   EXPECT_EQ(len(bf16_acc), 256 * 128);
 }
 
+namespace {
+
+// A row variance by E[y^2] - E[y]^2 of y = x + 100: a result near 1/3 that
+// is the difference of two terms near 10^4, each a sum of 1024 terms near
+// 10^4 (catastrophic cancellation). The body accumulates both sums over
+// four column blocks; SQUARES and DIVISOR are what its last step sums and
+// divides by.
+const char *kVariance = R"(kernel variance:
+    grid = (4,)
+    dimension_semantics = (arbitrary,)
+    in  x: f32[64, 1024]  block=(64, 256)  index=(k,) -> (0, k)
+    out o: f32[64]        block=(64,)      index=(k,) -> (0,)
+    scratch s1: f32[64]
+    scratch s2: f32[64]
+    body:
+        when program_id(0) == 0:
+            s1[...] = zeros
+            s2[...] = zeros
+        y = x[...] + 100.0
+        s1[...] += sum(y, axis=1)
+        s2[...] += sum(SQUARES, axis=1)
+        when program_id(0) == 3:
+            m = s1[...] / 1024.0
+            o[...] = s2[...] / DIVISOR - m * m
+    reference:
+        y = x + 100.0
+        m = sum(y, axis=1) / 1024.0
+        o = sum(y * y, axis=1) / 1024.0 - m * m
+)";
+
+spec::KernelSpec variance(const std::string &squares = "y * y", const std::string &divisor = "1024.0") {
+  std::string t = kVariance;
+  t.replace(t.find("SQUARES"), 7, squares);
+  t.replace(t.find("DIVISOR"), 7, divisor);
+  return kernel_text(t);
+}
+
+// The largest |oracle - reference| of a kernel's one float output over
+// the tolerance `run` had before the error analysis (reference_tolerance,
+// relative to max(1, |reference|)) and over the one it has (element_tolerance).
+struct Excess {
+  double relative = 0, bounded = 0;
+};
+Excess excess(const spec::KernelSpec &k, std::uint64_t seed) {
+  const ConcreteKernel c = concretize(k, {}, 1);
+  ArrayMap body = make_kernel_arrays(c, seed), ref = make_kernel_arrays(c, seed);
+  run_oracle(c, body);
+  const ArrayMap bounds = run_reference(c, ref);
+  const double rel =
+      *reference_tolerance(spec::DType::f32, accumulation_dtype(c), reference_reduction_length(c));
+  const HostArray &o = *body.at("o"), &r = *ref.at("o"), &b = *bounds.at("o");
+  Excess x;
+  for (std::int64_t i = 0; i < o.size(); ++i) {
+    const double d = std::fabs(o.get(i) - r.get(i));
+    x.relative = std::max(x.relative, d / (rel * std::max(1.0, std::fabs(r.get(i)))));
+    x.bounded = std::max(x.bounded, d / element_tolerance(spec::DType::f32, b.get(i), r.get(i), rel));
+  }
+  return x;
+}
+
+} // namespace
+
+// Before the error analysis `run` held this correct body to 1.2e-4 of the
+// result and failed it on every seed: the two sums' rounding is ~10^-3 of
+// 10^4, in another order than the reference's.
+TEST(ReferenceBound, ASmallDifferenceOfLargeTermsIsComparedToItsTermsAndPassesOnDefaultInputs) {
+  for (std::uint64_t seed : {0, 1, 2}) {
+    const Excess x = excess(variance(), seed);
+    EXPECT_GT(x.relative, 10) << seed; // the old tolerance: fails
+    EXPECT_LT(x.bounded, 0.5) << seed; // the error bound: passes with room
+  }
+  const RunReport rep = run_all_modes(variance(), RunOptions{});
+  EXPECT_EQ(rep.status, RunStatus::pass) << format_report(rep);
+}
+
+TEST(ReferenceBound, ABodyMissingOneTermOfSuchASumOrWithAWrongScaleStillFails) {
+  // x[:, 0]'s square left out of the second sum; the second sum divided by 1023.
+  for (const auto &k : {variance("where(iota((64, 256), 1) + program_id(0) * 256 == 0, 0.0, y * y)"),
+                        variance("y * y", "1023.0")}) {
+    const RunResult r = run(k, RunOptions{});
+    ASSERT_EQ(r.status, RunStatus::fail) << r.reason;
+    ASSERT_TRUE(r.mismatch);
+    EXPECT_EQ(r.mismatch->expected_from, "reference");
+    EXPECT_EQ(r.mismatch->count, 64); // every row
+    EXPECT_GT(excess(k, 0).bounded, 2);
+  }
+}
+
+TEST(ReferenceBound, AFailureNamesTheToleranceAndTheErrorBoundAtItsElementAndTheWorstElement) {
+  const RunResult r = run(variance("y * y", "1023.0"), RunOptions{});
+  ASSERT_TRUE(r.mismatch);
+  const Mismatch &m = *r.mismatch;
+  ASSERT_TRUE(m.tolerance);
+  ASSERT_TRUE(m.bound);
+  EXPECT_GT(*m.bound, 0.1); // the rounding of sums of 10^4s
+  EXPECT_DOUBLE_EQ(*m.tolerance, element_tolerance(spec::DType::f32, *m.bound, m.expected, 1));
+  EXPECT_GT(std::fabs(m.actual - m.expected), *m.tolerance);
+  EXPECT_FALSE(r.tolerance); // no one relative tolerance
+  EXPECT_NE(r.reason.find("64 elements differ from the reference (tolerance "), std::string::npos)
+      << r.reason;
+  EXPECT_NE(r.reason.find(" at o[0], from the reference's error bound "), std::string::npos) << r.reason;
+  ASSERT_TRUE(m.worst);
+  ASSERT_EQ(m.worst->size(), 1u);
+  EXPECT_NE(r.reason.find("; the worst, o[" + std::to_string(m.worst->at(0)) + "], differs by "),
+            std::string::npos)
+      << r.reason;
+  EXPECT_GT(m.worst_ratio, std::fabs(m.actual - m.expected) / *m.tolerance);
+}
+
+// `%` of an inexact value is beyond the analysis: the element is held to
+// the relative tolerance, which a wrong body still exceeds.
+TEST(ReferenceBound, AnElementTheAnalysisCannotBoundIsHeldToTheRelativeTolerance) {
+  auto with = [&](const std::string &shift) {
+    std::string t = R"(kernel frac:
+    grid = (2,)
+    in  x: f32[256, 128]  block=(128, 128)  index=(i,) -> (i, 0)
+    out o: f32[256]       block=(128,)      index=(i,) -> (i,)
+    body:
+        o[...] = sum(x[...] * 4.0, axis=1) % 1.0 + SHIFT
+    reference:
+        o = sum(x * 4.0, axis=1) % 1.0
+)";
+    t.replace(t.find("SHIFT"), 5, shift);
+    return kernel_text(t);
+  };
+  EXPECT_EQ(run(with("0.0"), RunOptions{}).status, RunStatus::pass);
+  const RunResult r = run(with("0.001"), RunOptions{});
+  ASSERT_EQ(r.status, RunStatus::fail) << r.reason;
+  ASSERT_TRUE(r.mismatch);
+  EXPECT_FALSE(r.mismatch->bound);
+  ASSERT_TRUE(r.tolerance);
+  EXPECT_DOUBLE_EQ(*r.tolerance, *reference_tolerance(spec::DType::f32, spec::DType::f32, 128));
+  EXPECT_NE(r.reason.find(": the reference's error is not bounded there"), std::string::npos) << r.reason;
+}
+
 TEST(RunPoison, AnOutputNoGridPointStoresToWasNeverWritten) {
   spec::KernelSpec k = kernel_text(R"(kernel half_written:
     grid = (4,)
