@@ -1182,15 +1182,25 @@ void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOption
     p.early = from_error(k.name, e, "reference: ");
     return;
   }
-  if (opts.save_dir)
-    for (const auto &o : p.ck.operands)
-      if (o.role == spec::Role::out)
-        if (auto err = save_npy(*opts.save_dir, o.name + ".reference.npy", *ref.at(o.name)); !err.empty()) {
-          p.early = env_error(k.name, err);
-          return;
-        }
   const std::int64_t len = reference_reduction_length(p.ck);
   const spec::DType acc = accumulation_dtype(p.ck);
+  if (opts.save_dir)
+    for (const auto &o : p.ck.operands) {
+      if (o.role != spec::Role::out) continue;
+      auto err = save_npy(*opts.save_dir, o.name + ".reference.npy", *ref.at(o.name));
+      // A float output's tolerance, element by element.
+      if (const auto tol = reference_tolerance(o.dtype, acc, len); tol && err.empty()) {
+        const HostArray &r = *ref.at(o.name), &b = *bounds.at(o.name);
+        HostArray t(o.name, spec::DType::f32, r.shape());
+        for (std::int64_t i = 0; i < r.size(); ++i)
+          t.set(i, element_tolerance(o.dtype, b.get(i), r.get(i), *tol));
+        err = save_npy(*opts.save_dir, o.name + ".tolerance.npy", t);
+      }
+      if (!err.empty()) {
+        p.early = env_error(k.name, err);
+        return;
+      }
+    }
   for (const auto &o : p.ck.operands) {
     if (o.role != spec::Role::out) continue;
     const auto tol = reference_tolerance(o.dtype, acc, len);

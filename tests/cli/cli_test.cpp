@@ -8,6 +8,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
@@ -1268,8 +1269,18 @@ TEST(CliRun, SaveWritesInputsAndOutputsAndInputsReadsThemBack) {
   const auto first = dir.path / "first", second = dir.path / "second";
   Out a = run("run " + pk + " --seed 3 --save " + first.string());
   ASSERT_EQ(a.code, 0) << a.text;
-  for (const char *f : {"x.npy", "o.npy", "o.oracle.npy", "o.reference.npy"})
+  for (const char *f : {"x.npy", "o.npy", "o.oracle.npy", "o.reference.npy", "o.tolerance.npy"})
     EXPECT_TRUE(std::filesystem::exists(first / f)) << f;
+  // x + 1 of inputs in [-1, 1): a rounding of a result below 2, on both
+  // sides, and two ulps of f32 of max(1, |o|): under 6 ulps of f32.
+  const std::string tol = slurp(first / "o.tolerance.npy");
+  ASSERT_EQ(tol.size(), 128u + 16 * 8 * 4);
+  for (std::size_t k = 128; k < tol.size(); k += 4) {
+    float t;
+    std::memcpy(&t, tol.data() + k, 4);
+    EXPECT_GE(t, 2 * 0x1p-23f);
+    EXPECT_LE(t, 6 * 0x1p-23f);
+  }
   EXPECT_EQ(slurp(first / "x.npy").substr(0, 10), std::string("\x93NUMPY\x01\x00\x76\x00", 10));
   // Another seed, but the inputs come from the files: the same outputs.
   Out b =
