@@ -101,6 +101,15 @@ void set(Value &r, const Value &e, DType acc) {
     if (std::isnan(x)) x = kInf;
 }
 
+// How far an operand x (bound e) of a max (min) whose result is r could move
+// r: (x - r) + e ((r - x) + e), the winner's own bound, or what a loser
+// within reach could overtake it by (negative for one out of reach).
+Value overtaking(bool max, const Value &x, const Value &e, const Value &r) {
+  const Value gap = max ? executor::binary(BinOp::sub, numbers(x), numbers(r))
+                        : executor::binary(BinOp::sub, numbers(r), numbers(x));
+  return add(gap, e);
+}
+
 // Unbounded where either bound is not 0, exact elsewhere.
 Value unbounded_where_inexact(const Value &a, const Value &b, const Shape &s) {
   const FloatVec ea = at(error_of(a), s), eb = at(error_of(b), s);
@@ -229,7 +238,11 @@ void binary(BinOp op, const Value &a, const Value &b, Value &r) {
     set(r, add(add(add(mul(magnitude(a), eb), mul(magnitude(b), ea)), mul(ea, eb)), rounding(r)), acc);
     return;
   case BinOp::maximum:
-  case BinOp::minimum: set(r, larger(ea, eb), acc); return;
+  case BinOp::minimum: {
+    const bool max = op == BinOp::maximum;
+    set(r, larger(overtaking(max, a, ea, r), overtaking(max, b, eb, r)), acc);
+    return;
+  }
   case BinOp::div: {
     // (ea + |r|·eb) / (|b| - eb): how far a / b moves with a and b in their intervals.
     const FloatVec A = at(ea, r.shape), B = at(magnitude(b), r.shape), E = at(eb, r.shape);
@@ -408,10 +421,19 @@ void dot(const Value &a, const Value &b, Value &r) {
 
 void reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, bool keepdims, Value &r) {
   const DType acc = a.bound.acc;
-  Value e = exact(a) ? scalar(0)
-                     : executor::reduce(op == ReduceOp::sum ? ReduceOp::sum : ReduceOp::max, as_value(a),
-                                        axis, {}, keepdims);
-  if (op == ReduceOp::sum && r.is_float()) {
+  if (op != ReduceOp::sum) {
+    if (exact(a)) return set_exact(r, acc);
+    // The most any element could overtake the result by (its own bound, for the winner).
+    Shape kept = a.shape;
+    if (axis) kept[static_cast<std::size_t>(spec::normalize_axis(*axis, a.shape.size()))] = 1;
+    const Value rk = axis ? executor::reshape(numbers(r), kept) : executor::reshape(numbers(r), {});
+    return set(r,
+               executor::reduce(ReduceOp::max, overtaking(op == ReduceOp::max, a, error_of(a), rk), axis, {},
+                                keepdims),
+               acc);
+  }
+  Value e = exact(a) ? scalar(0) : executor::reduce(ReduceOp::sum, as_value(a), axis, {}, keepdims);
+  if (r.is_float()) {
     // Σ|partial sums| along the axis (all of a in row-major order without one).
     const Value x = axis ? numbers(a) : executor::reshape(numbers(a), {a.size()});
     const std::int64_t ax = axis ? *axis : 0;
@@ -423,7 +445,7 @@ void reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, bool 
     // (Partial sums in f32, the result rounded to a narrower input dtype.)
     if (dtype_epsilon(r.dtype) > dtype_epsilon(DType::f32)) e = add(e, rounding(r));
   } else if (exact(a)) {
-    return set_exact(r, acc); // max, min, integer sums: exact
+    return set_exact(r, acc); // an integer sum of exact integers
   }
   set(r, e, acc);
 }

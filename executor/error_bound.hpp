@@ -20,7 +20,8 @@
 ///   a ± b         ea + eb + eps·|r|
 ///   a · b         |a|·eb + |b|·ea + ea·eb + eps·|r|
 ///   a / b         (ea + |r|·eb) / (|b| - eb) + eps·|r|      (unbounded where |b| <= eb)
-///   max, min      max(ea, eb)                               (exact, 1-Lipschitz)
+///   max, min      max over operands x of (x - r) + ex        (the winner's bound, or what
+///                 ((r - x) + ex for min)                     a loser within reach overtakes by)
 ///   f(a)          max |f(a ± ea) - f(a)| + eps·|r|          (f monotone: exp, log, sqrt, tanh, floor, ...)
 ///   sin, cos      ea + eps·|r|
 ///   pow(a, b)     the largest change at a corner of [a ± ea] x [b ± eb], + eps·|r|

@@ -123,11 +123,19 @@ TEST(ErrorBound, AComparisonWithinTheBoundsMayFlipAndAWhereOnItTakesEitherBranch
       compare(pipecheck::spec::CompareOp::gt, input({1}, {1}), Value::scalar_float(0)).bound.e.empty());
 }
 
-TEST(ErrorBound, MaxOfInexactValuesIsAsFarAsTheFarthestOfThem) {
-  const Value x = inexact({3}, {1, 3, 2}, 0.0f);
-  Value y = x;
-  y.bound.e = {0.1f, 0.2f, 0.4f};
-  EXPECT_NEAR(bound(reduce(ReduceOp::max, y, std::nullopt)), 0.4, 1e-7);
+TEST(ErrorBound, AMaxMovesByItsWinnersBoundOrWhatALoserWithinReachCouldOvertakeItBy) {
+  Value x = inexact({3}, {1, 3, 2}, 0.0f);
+  x.bound.e = {0.1f, 0.2f, 0.4f};
+  EXPECT_NEAR(bound(reduce(ReduceOp::max, x, std::nullopt)), 0.2, 1e-7); // 2 + 0.4 stays below 3 - 0.2
+  x.f = {1, 3, 2.9f};
+  EXPECT_NEAR(bound(reduce(ReduceOp::max, x, std::nullopt)), 0.3, 1e-6); // 2.9 + 0.4 overtakes 3 by 0.3
+  EXPECT_NEAR(bound(reduce(ReduceOp::min, x, std::nullopt)), 0.1, 1e-7);
+  // A masked score far below the others, with the large bound of its
+  // rounding, moves nothing.
+  const Value m =
+      binary(BinOp::maximum, inexact({2}, {-2e38f, 1.0f}, 1e31f), inexact({2}, {0.5f, 0.5f}, 0.01f));
+  EXPECT_NEAR(bound(m, 0), 0.01, 1e-7);
+  EXPECT_NEAR(bound(m, 1), 1e31, 1e25); // the winner's own
 }
 
 TEST(ErrorBound, AModuloOfAnInexactValueIsUnboundedAndOfAnExactOneExact) {
