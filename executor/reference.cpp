@@ -96,11 +96,12 @@ ArrayMap run_reference(const ConcreteKernel &c, ArrayMap &arrays) {
     }
     const Value v = interp.eval(l->value);
     HostArray &out = *arrays.at(o->name);
-    store(v, View::whole(out), s.loc);
-    // Its bound as stored: cast to the output's dtype (a rounding where
-    // inexact), broadcast as the value is.
+    // Cast to the output's dtype (its bound gains the rounding where
+    // inexact), and stored with its bound, each broadcast alike.
+    const Value stored = v.dtype == out.dtype() ? v : cast(v, out.dtype());
+    store(stored, View::whole(out), s.loc);
     auto b = std::make_unique<HostArray>(o->name, spec::DType::f32, out.shape());
-    store(error_bound::as_value(v.dtype == out.dtype() ? v : cast(v, out.dtype())), View::whole(*b), s.loc);
+    store(error_bound::as_value(stored), View::whole(*b), s.loc);
     mem.bounds[o->name] = b.get();
     bounds[o->name] = std::move(b);
   }
