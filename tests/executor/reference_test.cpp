@@ -308,6 +308,32 @@ TEST(ReferenceBound, AnElementTheAnalysisCannotBoundIsHeldToTheRelativeTolerance
   EXPECT_NE(r.reason.find(": the reference's error is not bounded there"), std::string::npos) << r.reason;
 }
 
+// An output the reference has set keeps its bound where the reference reads
+// it again; an input is exact.
+TEST(ReferenceBound, AnOutputReadBackByTheReferenceKeepsItsBound) {
+  const spec::KernelSpec k = kernel_text(R"(kernel two:
+    grid = (2,)
+    in  x: f32[256, 128]  block=(128, 128)  index=(i,) -> (i, 0)
+    out s: f32[256]       block=(128,)      index=(i,) -> (i,)
+    out d: f32[256]       block=(128,)      index=(i,) -> (i,)
+    body:
+        s[...] = sum(x[...], axis=1)
+        d[...] = s[...] * 2.0
+    reference:
+        s = sum(x, axis=1)
+        d = s * 2.0
+)");
+  const ConcreteKernel c = concretize(k, {}, 1);
+  ArrayMap arrays = make_kernel_arrays(c, 0);
+  const ArrayMap bounds = run_reference(c, arrays);
+  const HostArray &bs = *bounds.at("s"), &bd = *bounds.at("d"), &d = *arrays.at("d");
+  const double eps = std::ldexp(1.0, -23);
+  for (std::int64_t i = 0; i < bs.size(); ++i) {
+    ASSERT_GT(bs.get(i), 0); // a sum's rounding
+    EXPECT_NEAR(bd.get(i), 2 * bs.get(i) + eps * std::fabs(d.get(i)), 1e-6 * bd.get(i)) << i;
+  }
+}
+
 TEST(RunPoison, AnOutputNoGridPointStoresToWasNeverWritten) {
   spec::KernelSpec k = kernel_text(R"(kernel half_written:
     grid = (4,)
