@@ -11,11 +11,12 @@
 /// association (a blocked dot, a running softmax), each with its own
 /// rounding. So each rounding counts twice, once for each side: a result
 /// rounded to dtype t adds eps(t)·|r| (eps the machine epsilon, twice the
-/// unit roundoff), and a K-term sum or dot adds K·eps(acc)·Σ|terms| (the
-/// worst-case γ_K of any summation order, for the reference's and the
-/// body's order; `acc` the dtype the body accumulates in). Errors already
-/// in the operands propagate to first order and beyond by each operation's
-/// own rule:
+/// unit roundoff), and a sum or dot adds eps(acc)·Σ|partial sums| (Higham's
+/// running bound u·Σ|ŝ_k| of a sum, its partial sums ŝ_k taken in index
+/// order: a body that sums in blocks has partial sums of that size or
+/// smaller, and the factor two covers its own; `acc` the dtype the body
+/// accumulates in). Errors already in the operands propagate to first order
+/// and beyond by each operation's own rule:
 ///
 ///   a ± b         ea + eb + eps·|r|
 ///   a · b         |a|·eb + |b|·ea + ea·eb + eps·|r|
@@ -25,8 +26,8 @@
 ///   f(a)          max |f(a ± ea) - f(a)| + eps·|r|          (f monotone: exp, log, sqrt, tanh, floor, ...)
 ///   sin, cos      ea + eps·|r|
 ///   pow(a, b)     the largest change at a corner of [a ± ea] x [b ± eb], + eps·|r|
-///   sum           Σ e + K·eps(acc)·Σ|x|
-///   dot(A, B)     |A|·eB + eA·(|B| + eB) + K·eps(acc)·|A|·|B|
+///   sum           Σ e + eps(acc)·Σ|partial sums|
+///   dot(A, B)     |A|·eB + eA·(|B| + eB) + eps(acc)·(|A|·|B| + Σ|partial sums|)
 ///   cast          e, + eps(t)·|r| where e > 0 and t is narrower: an exact
 ///                 value rounds to the same neighbour on both sides
 ///   a moved element (index, reshape, broadcast, transpose, roll, ...) keeps its bound
