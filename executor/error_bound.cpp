@@ -20,10 +20,12 @@ double dtype_epsilon(DType t) {
 
 namespace error_bound {
 
-// The rules are written with value.hpp's own operations on untracked f32
-// values (their broadcasting included), so that nothing here restates what
-// an operation does to its elements; only the few rules that need a
-// function's values at the ends of an interval loop over elements.
+// The rules that move or reduce elements reuse value.hpp's own operations on
+// untracked f32 values, so that nothing here restates what an operation
+// does to its elements; the elementwise rules loop over the result's
+// elements, reading the operands in place (a reference's values are whole
+// arrays: a copy per operand and per term was gigabytes on a production
+// attention backward).
 
 namespace {
 
@@ -32,12 +34,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 bool exact(const Value &v) { return v.bound.e.empty(); }
 
 DType acc_of(const Value &a, const Value &b) { return a.bound.on ? a.bound.acc : b.bound.acc; }
-
-Value scalar(float x) {
-  Value r;
-  r.f = {x};
-  return r;
-}
 
 // v's numbers as a strong, untracked f32 value.
 Value numbers(const Value &v) {
@@ -58,32 +54,28 @@ Value magnitude(const Value &v) {
   return r;
 }
 
-// v's bound: an f32 value of v's shape, or the scalar 0 where v is exact.
-Value error_of(const Value &v) {
-  if (exact(v)) return scalar(0);
-  Value r;
-  r.shape = v.shape;
-  r.f = v.bound.e;
-  return r;
-}
-
 Value add(const Value &x, const Value &y) { return executor::binary(BinOp::add, x, y); }
-Value mul(const Value &x, const Value &y) { return executor::binary(BinOp::mul, x, y); }
-Value larger(const Value &x, const Value &y) { return executor::binary(BinOp::maximum, x, y); }
-Value scaled(Value x, double c) {
-  for (auto &v : x.f)
-    v = static_cast<float>(v * c);
-  return x;
-}
 
-// The rounding of a result to its dtype, on both sides: eps(t)·|r| (none for integers).
-Value rounding(const Value &r) {
-  if (!r.is_float()) return scalar(0);
-  return scaled(magnitude(r), dtype_epsilon(r.dtype));
-}
+// An operand of an elementwise operation read at the result's flat index:
+// in place where it has the result's shape or one element, else from a
+// broadcast copy (which carries its bound).
+class At {
+public:
+  At(const Value &v, const Shape &shape) : v_(&v) {
+    if (v.shape != shape && v.size() != 1) {
+      copy_ = broadcast_to(v, shape);
+      v_ = &copy_;
+    }
+    step_ = v_->size() == 1 ? 0 : 1;
+  }
+  double x(std::size_t k) const { return v_->at(static_cast<std::int64_t>(k * step_)); }
+  double e(std::size_t k) const { return v_->bound.e.empty() ? 0.0 : v_->bound.e[k * step_]; }
 
-// x at shape s (broadcast), its elements.
-FloatVec at(const Value &x, const Shape &s) { return x.shape == s ? x.f : broadcast_to(x, s).f; }
+private:
+  const Value *v_;
+  Value copy_;
+  std::size_t step_ = 1;
+};
 
 void set_exact(Value &r, DType acc) {
   r.bound.on = true;
@@ -91,35 +83,32 @@ void set_exact(Value &r, DType acc) {
   r.bound.e.clear();
 }
 
-void set(Value &r, const Value &e, DType acc) {
-  if (e.shape.empty() && e.f.at(0) == 0) return set_exact(r, acc);
+// r's bound: e (r's size), a NaN in it unbounded (an inf times a zero, or a
+// function outside its domain).
+void set(Value &r, FloatVec e, DType acc) {
   r.bound.on = true;
   r.bound.acc = acc;
-  r.bound.e = at(e, r.shape);
-  // (A NaN is an inf times a zero, or a function outside its domain: unbounded.)
-  for (auto &x : r.bound.e)
+  for (auto &x : e)
     if (std::isnan(x)) x = kInf;
+  r.bound.e = std::move(e);
 }
 
-// How far an operand x (bound e) of a max (min) whose result is r could move
-// r: (x - r) + e ((r - x) + e), the winner's own bound, or what a loser
-// within reach could overtake it by (negative for one out of reach).
-Value overtaking(bool max, const Value &x, const Value &e, const Value &r) {
-  const Value gap = max ? executor::binary(BinOp::sub, numbers(x), numbers(r))
-                        : executor::binary(BinOp::sub, numbers(r), numbers(x));
-  return add(gap, e);
+// The same from a value of the bound's (a scalar 0: exact), broadcast to r.
+void set(Value &r, const Value &e, DType acc) {
+  if (e.shape.empty() && e.f.at(0) == 0) return set_exact(r, acc);
+  set(r, e.shape == r.shape ? e.f : broadcast_to(e, r.shape).f, acc);
 }
 
-// Unbounded where either bound is not 0, exact elsewhere.
-Value unbounded_where_inexact(const Value &a, const Value &b, const Shape &s) {
-  const FloatVec ea = at(error_of(a), s), eb = at(error_of(b), s);
-  Value e;
-  e.shape = s;
-  e.f.resize(ea.size());
-  for (std::size_t k = 0; k < ea.size(); ++k)
-    e.f[k] = ea[k] > 0 || eb[k] > 0 ? kInf : 0.0f;
-  return e;
+// r's bound element by element: rule(k) for each flat index k.
+template <class Rule> void set_each(Value &r, DType acc, Rule rule) {
+  FloatVec e(static_cast<std::size_t>(r.size()));
+  for (std::size_t k = 0; k < e.size(); ++k)
+    e[k] = static_cast<float>(rule(k));
+  set(r, std::move(e), acc);
 }
+
+// The rounding of a result to its dtype, on both sides: eps(t)·|r| (none for integers).
+double eps_of(const Value &r) { return r.is_float() ? dtype_epsilon(r.dtype) : 0.0; }
 
 // How far a monotone f moves over [x - e, x + e] from f(x); inf where it is
 // not monotone there (a pole of tan inside) or leaves its domain (NaN).
@@ -164,19 +153,28 @@ double apply(UnOp op, double x) {
   }
 }
 
-// Σ_l |Σ_{j<=l} a[i, j]·b[j, c]| for each element (i, c) of the 1-D/2-D
-// dot a·b: the partial sums of each of its elements in index order, whose
-// magnitudes bound its summation's rounding (Higham's running error bound).
-// Row tiles of the partial sums stay in cache while the contraction runs.
-Value partial_sums(const Value &a, const Value &b) {
+// a's numbers as floats: a.f itself, or a conversion kept in `tmp`.
+const FloatVec &floats_of(const Value &a, FloatVec &tmp) {
+  if (a.is_float()) return a.f;
+  tmp.assign(a.i.begin(), a.i.end());
+  return tmp;
+}
+
+// eps-free rounding terms of the 1-D/2-D dot a·b, for each element (i, c):
+// Σ_j |a[i, j]·b[j, c]| + Σ_l |Σ_{j<=l} a[i, j]·b[j, c]| — its products and
+// its partial sums in index order, whose magnitudes bound its rounding
+// (Higham's running error bound). Row tiles of the partial sums stay in
+// cache while the contraction runs.
+Value rounding_terms(const Value &a, const Value &b, const Shape &shape) {
   const std::int64_t m = a.shape.size() == 2 ? a.shape[0] : 1, k = a.shape.empty() ? 1 : a.shape.back();
   const std::int64_t n = b.shape.size() == 2 ? b.shape[1] : 1;
-  const FloatVec A = numbers(a).f, B = numbers(b).f;
+  FloatVec ta, tb;
+  const FloatVec &A = floats_of(a, ta), &B = floats_of(b, tb);
+  FloatVec absB(B.size());
+  for (std::size_t x = 0; x < B.size(); ++x)
+    absB[x] = std::fabs(B[x]);
   Value r;
-  r.shape = a.shape.size() == 2 && b.shape.size() == 2 ? Shape{m, n}
-            : a.shape.size() == 2                      ? Shape{m}
-            : b.shape.size() == 2                      ? Shape{n}
-                                                       : Shape{};
+  r.shape = shape;
   r.f.assign(static_cast<std::size_t>(m * n), 0.0f);
   using Row = Eigen::Map<Eigen::ArrayXf>;
   using ConstRow = Eigen::Map<const Eigen::ArrayXf>;
@@ -186,15 +184,24 @@ Value partial_sums(const Value &a, const Value &b) {
     const std::int64_t rows = std::min(tile, m - i0);
     std::fill(sums.begin(), sums.end(), 0.0f);
     for (std::int64_t j = 0; j < k; ++j) {
-      const ConstRow bj(B.data() + j * n, n);
+      const ConstRow bj(B.data() + j * n, n), abs_bj(absB.data() + j * n, n);
       for (std::int64_t i = 0; i < rows; ++i) {
+        const float aij = A[static_cast<std::size_t>((i0 + i) * k + j)];
         Row s(sums.data() + i * n, n), mag(r.f.data() + (i0 + i) * n, n);
-        s += A[static_cast<std::size_t>((i0 + i) * k + j)] * bj;
-        mag += s.abs();
+        s += aij * bj;
+        mag += s.abs() + std::fabs(aij) * abs_bj;
       }
     }
   }
   return r;
+}
+
+// How a reduction along `axis` (all of a without one) walks a: `outer`
+// lines of `len` elements `inner` apart, line (o, in) starting at
+// o·len·inner + in, its result at o·inner + in.
+spec::AxisLines lines_of(const Value &a, std::optional<std::int64_t> axis) {
+  if (!axis) return {1, a.size(), 1};
+  return spec::lines_around(a.shape, spec::normalize_axis(*axis, a.shape.size()));
 }
 
 } // namespace
@@ -217,156 +224,114 @@ Value as_value(const Value &v) {
 
 void binary(BinOp op, const Value &a, const Value &b, Value &r) {
   const DType acc = acc_of(a, b);
-  const bool is_float = r.is_float();
+  const double eps = eps_of(r);
+  auto q = [&](std::size_t k) { return std::fabs(r.at(static_cast<std::int64_t>(k))); };
   if (exact(a) && exact(b)) {
     // Exact operands: a float result is rounded (a body may have associated
     // it otherwise); floor division, modulo, max and min of the same
     // numbers, and integer arithmetic, give the same result on both sides.
     const bool rounds =
         op == BinOp::add || op == BinOp::sub || op == BinOp::mul || op == BinOp::div || op == BinOp::pow;
-    if (is_float && rounds)
-      set(r, rounding(r), acc);
-    else
-      set_exact(r, acc);
-    return;
+    if (r.is_float() && rounds) return set_each(r, acc, [&](std::size_t k) { return eps * q(k); });
+    return set_exact(r, acc);
   }
-  const Value ea = error_of(a), eb = error_of(b);
+  const At A(a, r.shape), B(b, r.shape);
   switch (op) {
   case BinOp::add:
-  case BinOp::sub: set(r, add(add(ea, eb), rounding(r)), acc); return;
+  case BinOp::sub: return set_each(r, acc, [&](std::size_t k) { return A.e(k) + B.e(k) + eps * q(k); });
   case BinOp::mul:
-    set(r, add(add(add(mul(magnitude(a), eb), mul(magnitude(b), ea)), mul(ea, eb)), rounding(r)), acc);
-    return;
+    return set_each(r, acc, [&](std::size_t k) {
+      return std::fabs(A.x(k)) * B.e(k) + std::fabs(B.x(k)) * A.e(k) + A.e(k) * B.e(k) + eps * q(k);
+    });
   case BinOp::maximum:
   case BinOp::minimum: {
-    const bool max = op == BinOp::maximum;
-    set(r, larger(overtaking(max, a, ea, r), overtaking(max, b, eb, r)), acc);
-    return;
+    // The winner's bound, or how far a loser within reach could overtake it.
+    const double s = op == BinOp::maximum ? 1 : -1;
+    return set_each(r, acc, [&](std::size_t k) {
+      const double v = r.at(static_cast<std::int64_t>(k));
+      return std::max(s * (A.x(k) - v) + A.e(k), s * (B.x(k) - v) + B.e(k));
+    });
   }
-  case BinOp::div: {
+  case BinOp::div:
     // (ea + |r|·eb) / (|b| - eb): how far a / b moves with a and b in their intervals.
-    const FloatVec A = at(ea, r.shape), B = at(magnitude(b), r.shape), E = at(eb, r.shape);
-    Value e;
-    e.shape = r.shape;
-    e.f.resize(A.size());
-    for (std::size_t k = 0; k < A.size(); ++k) {
-      const double q = std::fabs(static_cast<double>(r.f[k])), den = static_cast<double>(B[k]) - E[k];
-      e.f[k] = den > 0 ? static_cast<float>((A[k] + q * E[k]) / den + dtype_epsilon(r.dtype) * q) : kInf;
-    }
-    set(r, e, acc);
-    return;
-  }
-  case BinOp::pow: {
-    if (!is_float) break;
+    return set_each(r, acc, [&](std::size_t k) {
+      const double den = std::fabs(B.x(k)) - B.e(k);
+      return den > 0 ? (A.e(k) + q(k) * B.e(k)) / den + eps * q(k) : kInf;
+    });
+  case BinOp::pow:
+    if (!r.is_float()) break;
     // The largest change at a corner of [a ± ea] x [b ± eb]: pow is monotone
     // in each argument, or convex (x^2), where it is defined on the box.
-    const FloatVec x = at(numbers(a), r.shape), y = at(numbers(b), r.shape);
-    const FloatVec ex = at(ea, r.shape), ey = at(eb, r.shape);
-    Value e;
-    e.shape = r.shape;
-    e.f.resize(x.size());
-    for (std::size_t k = 0; k < x.size(); ++k) {
-      const double p = std::pow(static_cast<double>(x[k]), static_cast<double>(y[k]));
+    return set_each(r, acc, [&](std::size_t k) {
+      const double x = A.x(k), y = B.x(k), ex = A.e(k), ey = B.e(k), p = std::pow(x, y);
       // (A negative exponent over a base interval that holds 0: a pole.)
-      const bool pole = ex[k] > 0 &&
-                        (static_cast<double>(x[k]) - ex[k]) * (static_cast<double>(x[k]) + ex[k]) <= 0 &&
-                        static_cast<double>(y[k]) - ey[k] < 0;
-      double d = pole ? kInf : 0.0;
+      double d = ex > 0 && (x - ex) * (x + ex) <= 0 && y - ey < 0 ? kInf : 0.0;
       for (double sx : {-1.0, 1.0})
         for (double sy : {-1.0, 1.0})
-          d = std::max(d, std::fabs(std::pow(x[k] + sx * ex[k], y[k] + sy * ey[k]) - p));
-      e.f[k] = std::isnan(d) ? kInf : static_cast<float>(d + dtype_epsilon(r.dtype) * std::fabs(p));
-    }
-    set(r, e, acc);
-    return;
-  }
+          d = std::max(d, std::fabs(std::pow(x + sx * ex, y + sy * ey) - p));
+      return std::isnan(d) ? kInf : d + eps * std::fabs(p);
+    });
   case BinOp::bit_and:
   case BinOp::bit_or:
     // A flip of either boolean may flip the result (a bound of 1 is any flip).
-    if (r.dtype == DType::boolean) {
-      set(r, larger(ea, eb), acc);
-      return;
-    }
+    if (r.dtype == DType::boolean)
+      return set_each(r, acc, [&](std::size_t k) { return std::max(A.e(k), B.e(k)); });
     break;
   case BinOp::floordiv:
   case BinOp::mod: break;
   }
   // Not followed: a floor, modulo or bit operation of an inexact value.
-  set(r, unbounded_where_inexact(a, b, r.shape), acc);
+  set_each(r, acc, [&](std::size_t k) { return A.e(k) > 0 || B.e(k) > 0 ? kInf : 0.0; });
 }
 
 void unary(UnOp op, const Value &a, Value &r) {
   const DType acc = a.bound.acc;
   const bool steps = op == UnOp::floor || op == UnOp::ceil || op == UnOp::round || op == UnOp::sign;
+  const double eps = steps ? 0.0 : eps_of(r);
+  auto q = [&](std::size_t k) { return std::fabs(r.at(static_cast<std::int64_t>(k))); };
   if (exact(a)) {
     // A float function rounds its result; negation, abs and the steps are exact.
     if (r.is_float() && op != UnOp::neg && op != UnOp::abs && !steps)
-      set(r, rounding(r), acc);
-    else
-      set_exact(r, acc);
-    return;
+      return set_each(r, acc, [&](std::size_t k) { return eps * q(k); });
+    return set_exact(r, acc);
   }
-  const Value ea = error_of(a);
   if (op == UnOp::neg || op == UnOp::abs || (!r.is_float() && op != UnOp::sign && op != UnOp::bit_not) ||
-      (op == UnOp::bit_not && r.dtype == DType::boolean)) {
-    set(r, ea, acc); // (an integer is its own floor; a flipped boolean's negation flips)
-    return;
-  }
-  if (op == UnOp::bit_not) {
-    set(r, unbounded_where_inexact(a, a, r.shape), acc);
-    return;
-  }
-  if (op == UnOp::sin || op == UnOp::cos) {
-    Value e = ea;
-    for (auto &x : e.f)
-      x = std::min(x, 2.0f);
-    set(r, add(e, rounding(r)), acc);
-    return;
-  }
-  const FloatVec x = numbers(a).f, ex = at(ea, a.shape);
-  Value e;
-  e.shape = r.shape;
-  e.f.resize(x.size());
-  for (std::size_t k = 0; k < x.size(); ++k) {
-    double d;
-    if (op == UnOp::cosh)
-      d = endpoint_change([](double v) { return std::cosh(std::max(v, 0.0)); }, std::fabs(x[k]), ex[k]);
-    else
-      d = endpoint_change([op](double v) { return apply(op, v); }, x[k], ex[k]);
-    e.f[k] = static_cast<float>(d);
-  }
-  set(r, steps ? e : add(e, rounding(r)), acc);
+      (op == UnOp::bit_not && r.dtype == DType::boolean))
+    return set(r, a.bound.e, acc); // (an integer is its own floor; a flipped boolean's negation flips)
+  const At A(a, a.shape);
+  if (op == UnOp::bit_not) return set_each(r, acc, [&](std::size_t k) { return A.e(k) > 0 ? kInf : 0.0; });
+  if (op == UnOp::sin || op == UnOp::cos)
+    return set_each(r, acc, [&](std::size_t k) { return std::min(A.e(k), 2.0) + eps * q(k); });
+  if (op == UnOp::cosh)
+    return set_each(r, acc, [&](std::size_t k) {
+      return endpoint_change([](double v) { return std::cosh(std::max(v, 0.0)); }, std::fabs(A.x(k)),
+                             A.e(k)) +
+             eps * q(k);
+    });
+  set_each(r, acc, [&](std::size_t k) {
+    return endpoint_change([op](double v) { return apply(op, v); }, A.x(k), A.e(k)) + eps * q(k);
+  });
 }
 
 void compare(spec::CompareOp, const Value &a, const Value &b, Value &r) {
   const DType acc = acc_of(a, b);
   if (exact(a) && exact(b)) return set_exact(r, acc);
   // It may flip where a and b are within their bounds of each other.
-  const FloatVec x = at(numbers(a), r.shape), y = at(numbers(b), r.shape);
-  const FloatVec s = at(add(error_of(a), error_of(b)), r.shape);
-  Value e;
-  e.shape = r.shape;
-  e.f.resize(x.size());
-  for (std::size_t k = 0; k < x.size(); ++k)
-    e.f[k] = s[k] > 0 && !(std::fabs(static_cast<double>(x[k]) - y[k]) > s[k]) ? 1.0f : 0.0f;
-  set(r, e, acc);
+  const At A(a, r.shape), B(b, r.shape);
+  set_each(r, acc, [&](std::size_t k) {
+    const double s = A.e(k) + B.e(k);
+    return s > 0 && !(std::fabs(A.x(k) - B.x(k)) > s) ? 1.0 : 0.0;
+  });
 }
 
 void where(const Value &c, const Value &a, const Value &b, Value &r) {
   const DType acc = c.bound.on ? c.bound.acc : acc_of(a, b);
   if (exact(c) && exact(a) && exact(b)) return set_exact(r, acc);
-  const FloatVec ec = at(error_of(c), r.shape), ea = at(error_of(a), r.shape), eb = at(error_of(b), r.shape);
-  const FloatVec x = numbers(a).f, y = numbers(b).f;
-  Value e;
-  e.shape = r.shape;
-  e.f.resize(ea.size());
-  for (std::size_t k = 0; k < e.f.size(); ++k) {
-    if (ec[k] > 0) // either branch
-      e.f[k] = static_cast<float>(std::max(ea[k], eb[k]) + std::fabs(static_cast<double>(x[k]) - y[k]));
-    else
-      e.f[k] = c.i[k] ? ea[k] : eb[k];
-  }
-  set(r, e, acc);
+  const At C(c, r.shape), A(a, r.shape), B(b, r.shape);
+  set_each(r, acc, [&](std::size_t k) {
+    if (C.e(k) > 0) return std::max(A.e(k), B.e(k)) + std::fabs(A.x(k) - B.x(k)); // either branch
+    return C.x(k) != 0 ? A.e(k) : B.e(k);
+  });
 }
 
 void cast(const Value &a, Value &r) {
@@ -376,92 +341,105 @@ void cast(const Value &a, Value &r) {
     r.bound = a.bound;
     return;
   }
-  const Value ea = error_of(a);
-  const FloatVec ex = at(ea, r.shape);
-  Value e;
-  e.shape = r.shape;
-  e.f.resize(ex.size());
+  const At A(a, r.shape);
   if (r.is_float()) {
     // An inexact value may round to the other neighbour on the other side.
     const bool narrows = !a.is_float() || dtype_epsilon(r.dtype) > dtype_epsilon(a.dtype);
     const double eps = narrows ? dtype_epsilon(r.dtype) : 0.0;
-    for (std::size_t k = 0; k < ex.size(); ++k)
-      e.f[k] = ex[k] > 0 ? static_cast<float>(ex[k] + eps * std::fabs(r.f[k])) : 0.0f;
-  } else if (r.dtype == DType::boolean) {
-    const FloatVec x = numbers(a).f;
-    for (std::size_t k = 0; k < ex.size(); ++k)
-      e.f[k] = std::fabs(x[k]) <= ex[k] && ex[k] > 0 ? 1.0f : 0.0f;
-  } else if (a.is_float()) {
+    return set_each(r, acc, [&](std::size_t k) {
+      return A.e(k) > 0 ? A.e(k) + eps * std::fabs(r.at(static_cast<std::int64_t>(k))) : 0.0;
+    });
+  }
+  if (r.dtype == DType::boolean)
+    return set_each(r, acc,
+                    [&](std::size_t k) { return A.e(k) > 0 && std::fabs(A.x(k)) <= A.e(k) ? 1.0 : 0.0; });
+  if (a.is_float()) {
     // Truncation, saturated: monotone.
     const auto [lo, hi] = spec::exact_int_range(r.dtype);
     auto convert = [lo = static_cast<double>(lo), hi = static_cast<double>(hi)](double x) {
       return std::clamp(std::trunc(x), lo, hi);
     };
-    const FloatVec x = numbers(a).f;
-    for (std::size_t k = 0; k < ex.size(); ++k)
-      e.f[k] = static_cast<float>(endpoint_change(convert, x[k], ex[k]));
-  } else {
-    e.f = ex; // (integers to integers: the wrap is not followed)
+    return set_each(r, acc, [&](std::size_t k) { return endpoint_change(convert, A.x(k), A.e(k)); });
   }
-  set(r, e, acc);
+  set(r, a.bound.e, acc); // (integers to integers: the wrap is not followed)
 }
 
 void dot(const Value &a, const Value &b, Value &r) {
   const DType acc = acc_of(a, b);
   if (!r.is_float() && exact(a) && exact(b)) return set_exact(r, acc);
-  const Value A = magnitude(a), B = magnitude(b);
-  Value e = scalar(0);
+  Value e;
+  e.shape = r.shape;
+  e.f.assign(static_cast<std::size_t>(r.size()), 0.0f);
   // The rounding of the products and of the partial sums: eps(acc)·(|A|·|B| + Σ|partial sums|).
-  if (r.is_float()) e = scaled(add(executor::dot(A, B), partial_sums(a, b)), dtype_epsilon(acc));
+  if (r.is_float()) {
+    e = rounding_terms(a, b, r.shape);
+    const float eps = static_cast<float>(dtype_epsilon(acc));
+    for (auto &x : e.f)
+      x *= eps;
+  }
   // The operands' errors: |A|·eB + eA·(|B| + eB).
-  if (!exact(b)) e = add(e, executor::dot(A, as_value(b)));
-  if (!exact(a)) e = add(e, executor::dot(as_value(a), exact(b) ? B : add(B, as_value(b))));
-  set(r, e, acc);
+  if (!exact(b)) e = add(e, executor::dot(magnitude(a), as_value(b)));
+  if (!exact(a))
+    e = add(e, executor::dot(as_value(a), exact(b) ? magnitude(b) : add(magnitude(b), as_value(b))));
+  set(r, std::move(e.f), acc);
 }
 
 void reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, bool keepdims, Value &r) {
+  (void)keepdims; // (r's elements are the lines' results either way)
   const DType acc = a.bound.acc;
-  if (op != ReduceOp::sum) {
-    if (exact(a)) return set_exact(r, acc);
-    // The most any element could overtake the result by (its own bound, for the winner).
-    Shape kept = a.shape;
-    if (axis) kept[static_cast<std::size_t>(spec::normalize_axis(*axis, a.shape.size()))] = 1;
-    const Value rk = axis ? executor::reshape(numbers(r), kept) : executor::reshape(numbers(r), {});
-    return set(r,
-               executor::reduce(ReduceOp::max, overtaking(op == ReduceOp::max, a, error_of(a), rk), axis, {},
-                                keepdims),
-               acc);
+  if (exact(a) && (op != ReduceOp::sum || !r.is_float())) return set_exact(r, acc); // max, min, integer sums
+  // Along each line: for a sum, Σ e + eps(acc)·Σ|partial sums| (and the
+  // rounding to a narrower input dtype: partial sums are f32); for a max
+  // (min), the most an element could overtake the result by, the winner's
+  // own bound or a loser's within reach.
+  const spec::AxisLines l = lines_of(a, axis);
+  const bool sum = op == ReduceOp::sum, floats = r.is_float();
+  const double s = op == ReduceOp::max ? 1 : -1, eps = floats ? dtype_epsilon(acc) : 0.0;
+  const double narrow =
+      floats && dtype_epsilon(r.dtype) > dtype_epsilon(DType::f32) ? dtype_epsilon(r.dtype) : 0.0;
+  FloatVec e(static_cast<std::size_t>(l.outer * l.inner));
+  std::vector<double> partial(static_cast<std::size_t>(l.inner)), acc_e(partial.size()), mag(partial.size());
+  for (std::int64_t o = 0; o < l.outer; ++o) {
+    std::fill(partial.begin(), partial.end(), 0.0);
+    std::fill(acc_e.begin(), acc_e.end(), sum ? 0.0 : -static_cast<double>(kInf));
+    std::fill(mag.begin(), mag.end(), 0.0);
+    for (std::int64_t k = 0; k < l.len; ++k)
+      for (std::int64_t in = 0; in < l.inner; ++in) {
+        const auto x = static_cast<std::int64_t>((o * l.len + k) * l.inner + in);
+        const double ex = exact(a) ? 0.0 : a.bound.e[static_cast<std::size_t>(x)];
+        const auto j = static_cast<std::size_t>(in);
+        if (sum) {
+          partial[j] += a.at(x);
+          mag[j] += std::fabs(partial[j]);
+          acc_e[j] += ex;
+        } else {
+          const double v = r.at(o * l.inner + in);
+          acc_e[j] = std::max(acc_e[j], s * (a.at(x) - v) + ex);
+        }
+      }
+    for (std::int64_t in = 0; in < l.inner; ++in) {
+      const auto j = static_cast<std::size_t>(in), out = static_cast<std::size_t>(o * l.inner + in);
+      e[out] = static_cast<float>(sum ? acc_e[j] + eps * mag[j] + narrow * std::fabs(r.at(o * l.inner + in))
+                                      : acc_e[j]);
+    }
   }
-  Value e = exact(a) ? scalar(0) : executor::reduce(ReduceOp::sum, as_value(a), axis, {}, keepdims);
-  if (r.is_float()) {
-    // Σ|partial sums| along the axis (all of a in row-major order without one).
-    const Value x = axis ? numbers(a) : executor::reshape(numbers(a), {a.size()});
-    const std::int64_t ax = axis ? *axis : 0;
-    Value partial = executor::cumulative(ReduceOp::sum, x, ax, false);
-    for (auto &v : partial.f)
-      v = std::fabs(v);
-    e = add(e,
-            scaled(executor::reduce(ReduceOp::sum, partial, ax, {}, axis && keepdims), dtype_epsilon(acc)));
-    // (Partial sums in f32, the result rounded to a narrower input dtype.)
-    if (dtype_epsilon(r.dtype) > dtype_epsilon(DType::f32)) e = add(e, rounding(r));
-  } else if (exact(a)) {
-    return set_exact(r, acc); // an integer sum of exact integers
-  }
-  set(r, e, acc);
+  set(r, std::move(e), acc);
 }
 
 void cumulative(ReduceOp op, const Value &a, std::int64_t axis, bool reverse, Value &r) {
   const DType acc = a.bound.acc;
-  Value e = exact(a) ? scalar(0)
+  Value e = exact(a) ? Value::scalar_float(0, DType::f32, false)
                      : executor::cumulative(op == ReduceOp::sum ? ReduceOp::sum : ReduceOp::max, as_value(a),
                                             axis, reverse);
   if (op == ReduceOp::sum && r.is_float()) {
     // Each prefix's Σ|partial sums|: r's own partial sums are the prefixes.
-    Value partial = numbers(r);
-    for (auto &v : partial.f)
-      v = std::fabs(v);
-    e = add(e, scaled(executor::cumulative(ReduceOp::sum, partial, axis, reverse), dtype_epsilon(acc)));
-    if (dtype_epsilon(r.dtype) > dtype_epsilon(DType::f32)) e = add(e, rounding(r));
+    Value partial = magnitude(r);
+    partial = executor::cumulative(ReduceOp::sum, partial, axis, reverse);
+    const double eps = dtype_epsilon(acc);
+    const double narrow = dtype_epsilon(r.dtype) > dtype_epsilon(DType::f32) ? dtype_epsilon(r.dtype) : 0.0;
+    for (std::size_t k = 0; k < partial.f.size(); ++k)
+      partial.f[k] = static_cast<float>(eps * partial.f[k] + narrow * std::fabs(r.f[k]));
+    e = add(e, partial);
   } else if (exact(a)) {
     return set_exact(r, acc);
   }
@@ -473,30 +451,30 @@ void arg_reduce(bool max, const Value &a, std::int64_t axis, Value &r) {
   if (exact(a)) return set_exact(r, acc);
   // The index is unbounded where another element is within the bounds of
   // the winner (either may win on the other side).
-  const spec::AxisLines l = spec::lines_around(a.shape, spec::normalize_axis(axis, a.shape.size()));
-  const FloatVec x = numbers(a).f, &ex = a.bound.e;
-  Value e;
-  e.shape = r.shape;
-  e.f.assign(static_cast<std::size_t>(l.outer * l.inner), 0.0f);
+  const spec::AxisLines l = lines_of(a, axis);
+  const FloatVec &ex = a.bound.e;
+  FloatVec e(static_cast<std::size_t>(l.outer * l.inner), 0.0f);
   for (std::int64_t o = 0; o < l.outer; ++o)
     for (std::int64_t in = 0; in < l.inner; ++in) {
-      auto idx = [&](std::int64_t k) { return static_cast<std::size_t>((o * l.len + k) * l.inner + in); };
+      auto idx = [&](std::int64_t k) { return (o * l.len + k) * l.inner + in; };
       const auto out = static_cast<std::size_t>(o * l.inner + in);
-      const std::size_t w = idx(r.i[out]);
+      const std::int64_t w = idx(r.i[out]);
       for (std::int64_t k = 0; k < l.len; ++k) {
-        const std::size_t j = idx(k);
+        const std::int64_t j = idx(k);
         if (j == w) continue;
-        const double gap = max ? static_cast<double>(x[w]) - x[j] : static_cast<double>(x[j]) - x[w];
-        if (!(gap > static_cast<double>(ex[w]) + ex[j])) e.f[out] = kInf;
+        const double gap = max ? a.at(w) - a.at(j) : a.at(j) - a.at(w);
+        if (!(gap > static_cast<double>(ex[static_cast<std::size_t>(w)]) + ex[static_cast<std::size_t>(j)]))
+          e[out] = kInf;
       }
     }
-  set(r, e, acc);
+  set(r, std::move(e), acc);
 }
 
 void unfollowed(const Value &a, const Value &b, Value &r) {
   const DType acc = acc_of(a, b);
   if (exact(a) && exact(b)) return set_exact(r, acc);
-  set(r, unbounded_where_inexact(a, b, r.shape), acc);
+  const At A(a, r.shape), B(b, r.shape);
+  set_each(r, acc, [&](std::size_t k) { return A.e(k) > 0 || B.e(k) > 0 ? kInf : 0.0; });
 }
 
 } // namespace error_bound
