@@ -413,11 +413,18 @@ std::optional<std::int64_t> Solver::try_value(const Term &t) const {
 std::vector<std::string> Solver::core() const { return impl_->core; }
 
 std::vector<std::int64_t> Solver::minimize_lex(const std::vector<Term> &vars,
-                                               const std::vector<std::int64_t> &lower, bool *complete) {
+                                               const std::vector<std::int64_t> &lower, bool *complete,
+                                               unsigned probe_divisor) {
   assert(vars.size() == lower.size());
   std::vector<std::int64_t> vals;
   for (const Term &v : vars)
     vals.push_back(value(v));
+  auto budget = [&](unsigned units) {
+    z3::params p(ctx_.impl().c);
+    p.set("rlimit", units);
+    impl_->s.set(p);
+  };
+  if (probe_divisor > 1) budget(std::max(1u, impl_->rlimit / probe_divisor));
   push();
   bool stop = false;
   for (std::size_t k = 0; k < vars.size() && !stop; ++k) {
@@ -451,6 +458,7 @@ std::vector<std::int64_t> Solver::minimize_lex(const std::vector<Term> &vars,
     for (std::size_t k = 0; k < vars.size(); ++k)
       vals[k] = value(vars[k]);
   pop();
+  if (probe_divisor > 1) budget(impl_->rlimit);
   if (complete) *complete = !stop;
   return vals;
 }

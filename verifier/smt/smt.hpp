@@ -171,9 +171,12 @@ public:
   /// returns their values. Stops early (keeping a valid model) when a step
   /// is unknown. Leaves the solver with one extra scope pushed-and-popped.
   /// `complete`, when given, is set to false when a step was unknown (the
-  /// values are then valid but maybe not the smallest).
+  /// values are then valid but maybe not the smallest). Each step gets the
+  /// budget divided by `probe_divisor` (a caller with an exact way to the
+  /// smallest values gives up here sooner).
   std::vector<std::int64_t> minimize_lex(const std::vector<Term> &vars,
-                                         const std::vector<std::int64_t> &lower, bool *complete = nullptr);
+                                         const std::vector<std::int64_t> &lower, bool *complete = nullptr,
+                                         unsigned probe_divisor = 1);
 
 private:
   Context &ctx_;
