@@ -33,9 +33,10 @@ struct CheckOptions {
   /// exact on a concrete grid, the same findings and witnesses) instead of
   /// by solver queries; 0: always the solver.
   std::int64_t enumerate_max_points = 4096;
-  /// The events a pipeline's one concrete run (every param bound) may take;
-  /// past it the run is unknown, unless it found something on the way or the
-  /// pipeline is proven for every value of the one param --set binds.
+  /// The events one concrete run of a pipeline may take (every param bound,
+  /// or each trip count the all-N proof runs); past it the run is unknown,
+  /// unless it found something on the way or the pipeline is proven for
+  /// every value of the one param --set binds.
   std::size_t event_limit = 4'000'000;
 };
 

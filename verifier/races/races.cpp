@@ -369,7 +369,7 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
           d.message += " (" + N + " = " + std::to_string(n) + ")";
         throw InvalidAt{std::move(errors)};
       }
-      acc.add(races::check_concrete(p, e, N));
+      acc.add(races::check_concrete(p, e, N, {}, opts.event_limit));
     };
     auto check_upto = [&](std::int64_t n_hi) {
       for (std::int64_t n = checked + 1; n <= n_hi && (!hi || n <= *hi); ++n) {
