@@ -56,6 +56,21 @@ void names_in(const Block &b, std::set<std::string> &out) {
         st.kind);
 }
 
+// The refs `b` (with the blocks it holds) writes: stores' targets, copies'
+// and DMAs' destinations, a wgmma's accumulator.
+void written_in(const Block &b, std::set<std::string> &out) {
+  for_each_stmt(b, [&](const Stmt &s) {
+    if (const auto *a = std::get_if<Assign>(&s.kind))
+      out.insert(a->target.name);
+    else if (const auto *c = std::get_if<Copy>(&s.kind))
+      names_in(c->dst, out);
+    else if (const auto *d = std::get_if<Dma>(&s.kind))
+      names_in(d->dst, out);
+    else if (const auto *w = std::get_if<Wgmma>(&s.kind))
+      names_in(w->acc, out);
+  });
+}
+
 bool calls(const Expr &e, const char *fn) {
   if (e.op == Op::Call && e.name == fn) return true;
   for (const auto &a : e.args)
@@ -228,6 +243,48 @@ std::vector<Diagnostic> nested_errors(const KernelSpec &k) {
                      "' from HBM, but it has a window of its own: declare it 'memory_space=any'");
     if (s.memory_space != MemorySpace::vmem)
       err(s.loc, "an emit_pipeline spec stages its block into VMEM: it takes no memory_space");
+  }
+  // A local bound before the emit_pipeline is evaluated at every inner grid
+  // point in the flattened kernel (check's rules, run's oracle), not once as
+  // in Pallas: one that reads what the inner body, or a statement after it
+  // before the emit_pipeline, writes would take another value there.
+  {
+    std::set<std::string> inner_writes;
+    written_in(e.body, inner_writes);
+    std::map<std::string, std::set<std::string>> reads; // a local's refs and names, through earlier locals
+    for (int i = 0; i < at; ++i) {
+      const Stmt &s = k.body[static_cast<std::size_t>(i)];
+      const auto *l = std::get_if<Let>(&s.kind);
+      if (!l) continue;
+      std::set<std::string> r;
+      names_in(l->value, r);
+      for (const auto &n : std::set<std::string>(r))
+        if (auto it = reads.find(n); it != reads.end()) r.insert(it->second.begin(), it->second.end());
+      std::string hit, by;
+      for (const auto &n : r)
+        if (inner_writes.count(n)) {
+          hit = n;
+          by = "the emit_pipeline's inner body writes";
+          break;
+        }
+      for (int j = i + 1; j < at && hit.empty(); ++j) {
+        std::set<std::string> w;
+        written_in(Block{k.body[static_cast<std::size_t>(j)]}, w);
+        for (const auto &n : r)
+          if (w.count(n)) {
+            hit = n;
+            by = "the statement at line " + std::to_string(k.body[static_cast<std::size_t>(j)].loc.line) +
+                 " writes before the emit_pipeline";
+            break;
+          }
+      }
+      if (!hit.empty())
+        err(s.loc, "not supported: '" + l->name + "' reads '" + hit + "', which " + by +
+                       ": pipecheck evaluates a local bound before an emit_pipeline at every inner "
+                       "grid point, not once (store the value into a scratch instead, or bind it "
+                       "after the emit_pipeline)");
+      reads[l->name] = std::move(r);
+    }
   }
   for (std::size_t i = 0; i < k.body.size(); ++i) {
     if (static_cast<int>(i) == at) continue;

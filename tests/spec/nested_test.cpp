@@ -166,6 +166,39 @@ TEST(NestedEmitPipeline, AStatementOutsideThePipelineNamingAStagedOperandIsNotSu
       "22:9 not supported: 'x' is staged by the emit_pipeline; the body's other statements may not use it");
 }
 
+TEST(NestedEmitPipeline, ALocalBeforeThePipelineReadingWhatItsBodyWritesIsNotSupported) {
+  // Pallas binds t once per outer step; the flattened kernel would bind it
+  // at every inner point, after the inner body accumulated into acc.
+  std::string text = replace(kRows, "        acc[...] = zeros\n",
+                             "        acc[...] = zeros\n        t = acc[...] + 1.0\n        u = t * 2\n");
+  text = replace(text, "        o[...] = acc[...]", "        o[...] = acc[...] + u");
+  EXPECT_EQ(first_error(text),
+            "16:9 not supported: 't' reads 'acc', which the emit_pipeline's inner body writes: pipecheck "
+            "evaluates a local bound before an emit_pipeline at every inner grid point, not once (store the "
+            "value into a scratch instead, or bind it after the emit_pipeline)");
+  // Through another local, and a write by a later statement before it.
+  std::string through =
+      replace(text, "        t = acc[...] + 1.0\n", "        t = 1.0\n        v = acc[...]\n");
+  through = replace(through, "u = t * 2", "u = v * 2");
+  EXPECT_EQ(first_error(through).substr(0, 74),
+            "17:9 not supported: 'v' reads 'acc', which the emit_pipeline's inner body ");
+  std::string later =
+      replace(kRows, "        r = program_id(0)\n", "        r = program_id(0)\n        s = o[0, 0]\n");
+  later =
+      replace(later, "        acc[...] = zeros\n", "        acc[...] = zeros\n        o[...] = zeros + s\n");
+  EXPECT_EQ(
+      first_error(later).substr(0, 97),
+      "15:9 not supported: 's' reads 'o', which the statement at line 17 writes before the emit_pipeline");
+  // Its twin: the value held in a scratch is stored once, and an integer
+  // local of the outer grid point is what the inner maps read.
+  std::string twin = replace(kRows, "    scratch acc: f32[bm, n]\n",
+                             "    scratch acc: f32[bm, n]\n    scratch t: f32[bm, n]\n");
+  twin = replace(twin, "        acc[...] = zeros\n",
+                 "        acc[...] = zeros\n        t[...] = acc[...] + 1.0\n");
+  twin = replace(twin, "        o[...] = acc[...]", "        o[...] = acc[...] + t[...]");
+  EXPECT_EQ(first_error(twin), "");
+}
+
 TEST(NestedEmitPipeline, AnInnerBodyTypeErrorIsLocatedInTheInnerBody) {
   std::string text = replace(kRows, "acc[...] += dot(x[...], y[...])", "acc[...] += y[...]");
   auto r = parse_text(text);
