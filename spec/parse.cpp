@@ -1130,9 +1130,11 @@ private:
     }
     return a;
   }
+  // (A level is an expression inside brackets or a call's parentheses, an
+  // operator of a chain, or a unary operator: what the message names.)
   Expr not_expr() {
-    DepthGuard g(*this, peek().loc);
     if (is_name("not")) {
+      DepthGuard g(*this, peek().loc);
       Loc l = advance().loc;
       return Expr::unary(Op::Not, not_expr(), l);
     }
@@ -1201,7 +1203,8 @@ private:
     return a;
   }
   Expr factor() {
-    DepthGuard g(*this, peek().loc);
+    std::optional<DepthGuard> g;
+    if (is_punct("-") || is_punct("+") || is_punct("~")) g.emplace(*this, peek().loc);
     if (is_punct("-")) {
       Loc l = advance().loc;
       // `-5` is a negative literal (so printing an Int(-5) reads back as itself);
@@ -1231,6 +1234,7 @@ private:
   Expr power() {
     Expr a = postfix();
     if (is_punct("**")) {
+      DepthGuard g(*this, peek().loc);
       Loc l = advance().loc;
       return Expr::binary(Op::Pow, std::move(a), factor(), l);
     }
@@ -1268,7 +1272,6 @@ private:
   }
 
   Expr postfix() {
-    DepthGuard g(*this, peek().loc);
     const Token &t = peek();
     Loc l = t.loc;
     if (t.kind == Tok::Int) {

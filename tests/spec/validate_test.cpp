@@ -139,6 +139,24 @@ TEST(SyntaxError, ExpressionNestedTooDeeply) {
   EXPECT_NE(e.message.find("nested too deeply"), std::string::npos);
 }
 
+TEST(SyntaxError, ExpressionNestingCountsWhatTheMessageNames) {
+  // A level is a bracket, a chain's operator or a unary operator (not the
+  // parser's own recursion, which took four per bracket): 190 brackets
+  // parse, and so do 95 of them each under a minus.
+  auto parses = [](const std::string &value) {
+    return parse_and_validate(SourceFile::from_string("ok.pk", "pipeline p:\n    x = " + value + "\n"))
+        .file.has_value();
+  };
+  EXPECT_TRUE(parses(std::string(190, '(') + "1" + std::string(190, ')')));
+  std::string minus;
+  for (int i = 0; i < 95; ++i)
+    minus += "-(";
+  EXPECT_TRUE(parses(minus + "1" + std::string(95, ')')));
+  EXPECT_TRUE(parses(std::string(150, '-') + "1"));
+  Err e = first_error("pipeline p:\n    x = " + std::string(150, '-') + "(" + std::string(60, '-') + "1)\n");
+  EXPECT_NE(e.message.find("nested too deeply (more than 200 levels"), std::string::npos) << e.message;
+}
+
 TEST(SyntaxError, BlocksNestedTooDeeply) {
   std::string text = "pipeline p:\n    param N >= 1\n";
   for (int d = 1; d <= 80; ++d)
