@@ -19,12 +19,7 @@ namespace {
 
 template <class A> std::vector<typename A::value_type> vec(const A &a) { return {a.begin(), a.end()}; }
 
-Value floats(Shape shape, std::vector<float> v) {
-  Value r;
-  r.shape = std::move(shape);
-  r.f.assign(v.begin(), v.end());
-  return r;
-}
+using pipecheck::executor::testing::floats;
 
 Value ints(Shape shape, std::vector<std::int32_t> v, DType t = DType::i32) {
   Value r;

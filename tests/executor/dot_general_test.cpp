@@ -17,13 +17,7 @@ namespace {
 
 template <class A> std::vector<typename A::value_type> vec(const A &a) { return {a.begin(), a.end()}; }
 
-Value floats(Shape shape, std::vector<float> v, DType t = DType::f32) {
-  Value r;
-  r.dtype = t;
-  r.shape = std::move(shape);
-  r.f.assign(v.begin(), v.end());
-  return r;
-}
+using pipecheck::executor::testing::floats;
 
 Value ints(Shape shape, std::vector<std::int32_t> v, DType t = DType::i32) {
   Value r;

@@ -3,6 +3,8 @@
 // values carry nothing.
 #include "executor/error_bound.hpp"
 
+#include "testing.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,13 +17,7 @@ namespace {
 
 const double kEps = std::ldexp(1.0, -23);
 
-Value floats(Shape shape, std::vector<float> v, DType t = DType::f32) {
-  Value r;
-  r.dtype = t;
-  r.shape = std::move(shape);
-  r.f.assign(v.begin(), v.end());
-  return r;
-}
+using pipecheck::executor::testing::floats;
 
 // An input of the reference: tracked, exact.
 Value input(Shape shape, std::vector<float> v, DType t = DType::f32) {

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers for the executor tests: parse .pk text or corpus files, find units.
 
+#include "executor/value.hpp"
 #include "spec/diag.hpp"
 #include "spec/parse.hpp"
 
@@ -10,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace pipecheck::executor::testing {
 
@@ -26,6 +28,15 @@ inline spec::File load_corpus(const std::string &rel) {
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_text(ss.str(), rel);
+}
+
+/// A float value of `shape` holding `v` (dtype `t`), untracked.
+inline Value floats(Shape shape, std::vector<float> v, spec::DType t = spec::DType::f32) {
+  Value r;
+  r.dtype = t;
+  r.shape = std::move(shape);
+  r.f.assign(v.begin(), v.end());
+  return r;
 }
 
 template <class T> const T &unit(const spec::File &f, const std::string &name) {

@@ -1,5 +1,7 @@
 #include "executor/value.hpp"
 
+#include "testing.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,13 +11,7 @@ using pipecheck::spec::DType;
 
 namespace {
 template <class A> std::vector<typename A::value_type> vec(const A &a) { return {a.begin(), a.end()}; }
-Value floats(Shape shape, std::vector<float> v, DType t = DType::f32) {
-  Value r;
-  r.dtype = t;
-  r.shape = std::move(shape);
-  r.f.assign(v.begin(), v.end());
-  return r;
-}
+using pipecheck::executor::testing::floats;
 Value ints(Shape shape, std::vector<std::int32_t> v) {
   Value r;
   r.dtype = DType::i32;
