@@ -18,6 +18,14 @@ double dtype_epsilon(DType t) {
   }
 }
 
+double dtype_denorm_min(DType t) {
+  switch (t) {
+  case DType::bf16: return std::ldexp(1.0, -133);
+  case DType::f16: return std::ldexp(1.0, -24);
+  default: return std::ldexp(1.0, -149);
+  }
+}
+
 namespace error_bound {
 
 // The rules that move or reduce elements reuse value.hpp's own operations on

@@ -51,6 +51,9 @@ namespace pipecheck::executor {
 
 /// The machine epsilon of a float dtype (f32 2^-23, f16 2^-10, bf16 2^-7).
 double dtype_epsilon(spec::DType);
+/// The smallest positive (subnormal) value of a float dtype (f32 2^-149,
+/// bf16 2^-133, f16 2^-24).
+double dtype_denorm_min(spec::DType);
 
 namespace error_bound {
 

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
 namespace pipecheck::executor {
 
@@ -62,48 +64,96 @@ void collect_reductions(const spec::Expr &e, const spec::ExprTypes &types, std::
     collect_reductions(a, types, k);
 }
 
-void accumulate_targets(const spec::Block &b, const ConcreteKernel &c, spec::DType &acc) {
-  for (const auto &s : b) {
+// What the body computes each ref and local from (flow-insensitive: every
+// statement at any depth), and which refs it accumulates into: `t += v`, or
+// a store whose value reads its own target (`t[...] = t[...] + v`).
+struct BodyFlow {
+  std::map<std::string, std::set<std::string>> from;
+  std::set<std::string> accumulated;
+};
+
+void body_flow(const spec::Block &b, BodyFlow &f) {
+  spec::for_each_stmt(b, [&](const spec::Stmt &s) {
     if (const auto *a = std::get_if<spec::Assign>(&s.kind)) {
-      if (!a->accumulate) continue;
-      const auto *o = c.operand(a->target.name);
-      if (o && spec::dtype_is_float(o->dtype) && dtype_epsilon(o->dtype) > dtype_epsilon(acc)) acc = o->dtype;
-    } else if (const auto *i = std::get_if<spec::If>(&s.kind)) {
-      accumulate_targets(i->then_body, c, acc);
-      accumulate_targets(i->else_body, c, acc);
-    } else if (const auto *f = std::get_if<spec::For>(&s.kind)) {
-      accumulate_targets(f->body, c, acc);
+      std::set<std::string> read;
+      spec::collect_names(a->value, read);
+      if (a->accumulate || read.count(a->target.name)) f.accumulated.insert(a->target.name);
+      f.from[a->target.name].insert(read.begin(), read.end());
+    } else if (const auto *l = std::get_if<spec::Let>(&s.kind)) {
+      spec::collect_names(l->value, f.from[l->name]);
+    } else if (const auto *c = std::get_if<spec::Copy>(&s.kind)) {
+      spec::collect_names(c->src, f.from[c->dst.name]);
+    } else if (const auto *d = std::get_if<spec::Dma>(&s.kind)) {
+      spec::collect_names(d->src, f.from[d->dst.name]);
     }
-  }
+  });
 }
 
 } // namespace
 
+spec::DType accumulation_dtype(const ConcreteKernel &c, const std::string &output) {
+  BodyFlow f;
+  body_flow(c.spec->body, f);
+  // Every name the output's value is computed from, through the body's
+  // stores and locals.
+  std::set<std::string> seen = {output};
+  std::vector<std::string> todo = {output};
+  while (!todo.empty()) {
+    const std::string n = todo.back();
+    todo.pop_back();
+    if (auto it = f.from.find(n); it != f.from.end())
+      for (const auto &m : it->second)
+        if (seen.insert(m).second) todo.push_back(m);
+  }
+  spec::DType acc = spec::DType::f32;
+  for (const auto &n : seen) {
+    if (!f.accumulated.count(n)) continue;
+    const auto *o = c.operand(n);
+    if (o && spec::dtype_is_float(o->dtype) && dtype_epsilon(o->dtype) > dtype_epsilon(acc)) acc = o->dtype;
+  }
+  return acc;
+}
+
+namespace {} // namespace
+
 ArrayMap run_reference(const ConcreteKernel &c, ArrayMap &arrays) {
-  WholeMemory mem;
+  // The bound of each output follows the dtype the body accumulates it in:
+  // one run of the reference per such dtype (the values are the same), each
+  // keeping the bounds of its outputs.
+  std::map<std::string, spec::DType> acc_of;
+  std::set<spec::DType> accs;
   for (const auto &o : c.operands)
-    if (o.role != spec::Role::scratch) mem.arrays[o.name] = arrays.at(o.name).get();
-  Interp interp(mem);
-  interp.env = c.params;
-  interp.bounds = accumulation_dtype(c);
+    if (o.role == spec::Role::out) accs.insert(acc_of[o.name] = accumulation_dtype(c, o.name));
+  if (accs.empty()) accs.insert(spec::DType::f32);
   ArrayMap bounds;
-  for (const auto &s : c.spec->reference) {
-    const auto *l = std::get_if<spec::Let>(&s.kind);
-    const ConcreteOperand *o = l ? c.operand(l->name) : nullptr;
-    if (!o || o->role != spec::Role::out) {
-      interp.exec(s);
-      continue;
+  for (const spec::DType acc : accs) {
+    WholeMemory mem;
+    for (const auto &o : c.operands)
+      if (o.role != spec::Role::scratch) mem.arrays[o.name] = arrays.at(o.name).get();
+    Interp interp(mem);
+    interp.env = c.params;
+    interp.bounds = acc;
+    ArrayMap run_bounds;
+    for (const auto &s : c.spec->reference) {
+      const auto *l = std::get_if<spec::Let>(&s.kind);
+      const ConcreteOperand *o = l ? c.operand(l->name) : nullptr;
+      if (!o || o->role != spec::Role::out) {
+        interp.exec(s);
+        continue;
+      }
+      const Value v = interp.eval(l->value);
+      HostArray &out = *arrays.at(o->name);
+      // Cast to the output's dtype (its bound gains the rounding where
+      // inexact), and stored with its bound, each broadcast alike.
+      const Value stored = v.dtype == out.dtype() ? v : cast(v, out.dtype());
+      store(stored, View::whole(out), s.loc);
+      auto b = std::make_unique<HostArray>(o->name, spec::DType::f32, out.shape());
+      store(error_bound::as_value(stored), View::whole(*b), s.loc);
+      mem.bounds[o->name] = b.get();
+      run_bounds[o->name] = std::move(b);
     }
-    const Value v = interp.eval(l->value);
-    HostArray &out = *arrays.at(o->name);
-    // Cast to the output's dtype (its bound gains the rounding where
-    // inexact), and stored with its bound, each broadcast alike.
-    const Value stored = v.dtype == out.dtype() ? v : cast(v, out.dtype());
-    store(stored, View::whole(out), s.loc);
-    auto b = std::make_unique<HostArray>(o->name, spec::DType::f32, out.shape());
-    store(error_bound::as_value(stored), View::whole(*b), s.loc);
-    mem.bounds[o->name] = b.get();
-    bounds[o->name] = std::move(b);
+    for (auto &[name, b] : run_bounds)
+      if (acc_of[name] == acc) bounds[name] = std::move(b);
   }
   return bounds;
 }
@@ -118,20 +168,20 @@ std::int64_t reference_reduction_length(const ConcreteKernel &c) {
   return len;
 }
 
-spec::DType accumulation_dtype(const ConcreteKernel &c) {
-  spec::DType acc = spec::DType::f32;
-  accumulate_targets(c.spec->body, c, acc);
-  return acc;
-}
-
 std::optional<double> reference_tolerance(spec::DType out, spec::DType acc, std::int64_t k) {
   if (!spec::dtype_is_float(out)) return std::nullopt;
   return 2 * dtype_epsilon(out) + static_cast<double>(std::max<std::int64_t>(k, 1)) * dtype_epsilon(acc);
 }
 
 double element_tolerance(spec::DType out, double bound, double r, double relative) {
-  const double scale = std::max(1.0, std::fabs(r));
-  return std::isfinite(bound) ? bound + 2 * dtype_epsilon(out) * scale : relative * scale;
+  // (An infinite reference value is matched by itself only: a masked max's
+  // -inf, an overflow.)
+  if (!std::isfinite(r)) return 0;
+  if (!std::isfinite(bound)) return relative * std::max(1.0, std::fabs(r));
+  if (!spec::dtype_is_float(out)) return bound; // (a rounding that may flip: its step)
+  // Two of the output's smallest steps below its normal range: a value the
+  // bound holds exact is rounded alike on both sides.
+  return bound + 2 * dtype_epsilon(out) * std::fabs(r) + 2 * dtype_denorm_min(out);
 }
 
 } // namespace pipecheck::executor

@@ -27,10 +27,12 @@ ArrayMap run_reference(const ConcreteKernel &c, ArrayMap &arrays);
 /// sums nothing. At `c`'s (scaled) shapes.
 std::int64_t reference_reduction_length(const ConcreteKernel &c);
 
-/// The dtype partial sums of `c`'s body live in: the least precise float
-/// dtype among f32 and the targets of its `+=` statements (dot and sum
-/// accumulate in f32).
-spec::DType accumulation_dtype(const ConcreteKernel &c);
+/// The dtype the partial sums of `output` live in, in `c`'s body: the least
+/// precise float dtype among f32 and the refs the body accumulates into
+/// (`t += v`, or `t[...] = t[...] + v`) that the output's value is computed
+/// from, through its stores and locals (dot and sum accumulate in f32). A
+/// bf16 counter beside an f32 accumulator loosens no other output's bound.
+spec::DType accumulation_dtype(const ConcreteKernel &c, const std::string &output);
 
 /// The tolerance where the error analysis cannot bound an element, relative
 /// to max(1, |reference|): nullopt (exactly) for integer outputs, else
@@ -40,15 +42,19 @@ spec::DType accumulation_dtype(const ConcreteKernel &c);
 /// summation order), K the longest reduction the reference states.
 std::optional<double> reference_tolerance(spec::DType out, spec::DType acc, std::int64_t k);
 
-/// How far the body's value of an element of a float output of dtype `out`
-/// may be from the reference's value `r` there, given the reference's error
-/// bound `bound` at it (run_reference):
+/// How far the body's value of an element of an output of dtype `out` may be
+/// from the reference's value `r` there, given the reference's error bound
+/// `bound` at it (run_reference), for a float output:
 ///
-///     bound + 2·eps(out)·max(1, |r|)
+///     bound + 2·eps(out)·|r| + 2·(out's smallest subnormal)
 ///
 /// (the bound already counts each rounding on both sides; the second term is
-/// the output's own rounding, a ulp either way); where the bound is not
-/// finite, `relative`·max(1, |r|) (reference_tolerance).
+/// the output's own rounding, a ulp either way: relative, so that a small
+/// bf16 value is not allowed a hundredth); where the bound is not finite,
+/// `relative`·max(1, |r|) (reference_tolerance). For an integer output the
+/// bound itself: nonzero where a rounding or comparison of an inexact value
+/// may flip (`round(x / s)` at a .5), else exact. An infinite `r` is matched
+/// by itself only (0).
 double element_tolerance(spec::DType out, double bound, double r, double relative);
 
 } // namespace pipecheck::executor

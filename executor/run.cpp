@@ -150,7 +150,13 @@ struct Tolerance {
   Tolerance(std::optional<double> r, const HostArray *b, spec::DType t) : relative(r), bound(b), out(t) {}
   /// At flat element i, expected e; nullopt: exactly.
   std::optional<double> at(std::int64_t i, double e) const {
+    if (bound && !spec::dtype_is_float(out)) {
+      // (An integer output: within its bound where a rounding may flip.)
+      const double b = bound->get(i);
+      return std::isfinite(b) && b > 0 ? std::optional<double>(b) : std::nullopt;
+    }
     if (!relative) return std::nullopt;
+    if (!std::isfinite(e)) return 0.0; // (an infinity is matched by itself only)
     if (!bound) return *relative * std::max(1.0, std::fabs(e));
     return element_tolerance(out, bound->get(i), e, *relative);
   }
@@ -275,7 +281,7 @@ std::string describe(const Mismatch &m, std::optional<double> tol) {
       os << "; the worst, " << m.array << index_string(*m.worst) << ", differs by " << number(m.worst_ratio)
          << " times its tolerance " << number(m.worst_tolerance);
     os << ")";
-  } else if (tol) {
+  } else if (tol && m.poison.empty()) {
     os << " (relative tolerance " << *tol << ")";
   }
   return os.str();
@@ -309,6 +315,13 @@ std::string kernel_poison(const Mismatch &m, const std::vector<std::uint8_t> *wr
     return "holds poison in the pipelined run: the lowered program never wrote it back, or computed it from "
            "a slot before its copy landed (the oracle has " +
            number(m.expected) + ")";
+  // (The reference writes every element of its outputs from inputs that
+  // hold no poison: its NaN is its own arithmetic's, or an output it reads
+  // before its `o = ...`.)
+  if (m.expected_is_poison && m.expected_from == "reference")
+    return "holds NaN in the reference: the reference computes it there (0 / 0, inf - inf, a log of a "
+           "negative number: give the reference the guard the body has), or reads an output before its "
+           "`o = ...`";
   if (m.expected_is_poison) return "holds poison in the reference: the reference reads memory nothing wrote";
   return {};
 }
@@ -1183,13 +1196,13 @@ void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOption
     return;
   }
   const std::int64_t len = reference_reduction_length(p.ck);
-  const spec::DType acc = accumulation_dtype(p.ck);
   if (opts.save_dir)
     for (const auto &o : p.ck.operands) {
       if (o.role != spec::Role::out) continue;
       auto err = save_npy(*opts.save_dir, o.name + ".reference.npy", *ref.at(o.name));
       // A float output's tolerance, element by element.
-      if (const auto tol = reference_tolerance(o.dtype, acc, len); tol && err.empty()) {
+      if (const auto tol = reference_tolerance(o.dtype, accumulation_dtype(p.ck, o.name), len);
+          tol && err.empty()) {
         const HostArray &r = *ref.at(o.name), &b = *bounds.at(o.name);
         HostArray t(o.name, spec::DType::f32, r.shape());
         for (std::int64_t i = 0; i < r.size(); ++i)
@@ -1203,7 +1216,7 @@ void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOption
     }
   for (const auto &o : p.ck.operands) {
     if (o.role != spec::Role::out) continue;
-    const auto tol = reference_tolerance(o.dtype, acc, len);
+    const auto tol = reference_tolerance(o.dtype, accumulation_dtype(p.ck, o.name), len);
     auto w = p.defined.find(o.name);
     auto m = compare(*ref.at(o.name), *p.arrays.at(o.name), Tolerance(tol, bounds.at(o.name).get(), o.dtype),
                      p.nan_value, w == p.defined.end() ? nullptr : &w->second);

@@ -1,5 +1,6 @@
 #include "reports/run_report.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -8,11 +9,20 @@ namespace {
 
 using nlohmann::json;
 
+// A value as a JSON number, or where JSON has none the string "inf",
+// "-inf" or "nan" (nlohmann writes a non-finite double as null).
+json value_json(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+}
+
 json mismatch_json(const executor::Mismatch &m) {
   json j = {{"array", m.array},
             {"element", m.element},
-            {"expected", m.expected},
-            {"actual", m.actual},
+            {"expected", value_json(m.expected)},
+            {"actual", value_json(m.actual)},
+            {"expected_from", m.expected_from},
+            {"actual_from", m.actual_from},
             {"count", m.count},
             {"is_poison", m.is_poison},
             {"expected_is_poison", m.expected_is_poison}};

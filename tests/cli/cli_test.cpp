@@ -1271,14 +1271,16 @@ TEST(CliRun, SaveWritesInputsAndOutputsAndInputsReadsThemBack) {
   ASSERT_EQ(a.code, 0) << a.text;
   for (const char *f : {"x.npy", "o.npy", "o.oracle.npy", "o.reference.npy", "o.tolerance.npy"})
     EXPECT_TRUE(std::filesystem::exists(first / f)) << f;
-  // x + 1 of inputs in [-1, 1): a rounding of a result below 2, on both
-  // sides, and two ulps of f32 of max(1, |o|): under 6 ulps of f32.
-  const std::string tol = slurp(first / "o.tolerance.npy");
+  // x + 1 of inputs in [-1, 1): its rounding (eps·|o|) and two ulps of f32
+  // of |o| for the output's own: 3·eps·|o| at each element, under 6 ulps.
+  const std::string tol = slurp(first / "o.tolerance.npy"), ref = slurp(first / "o.reference.npy");
   ASSERT_EQ(tol.size(), 128u + 16 * 8 * 4);
+  ASSERT_EQ(ref.size(), tol.size());
   for (std::size_t k = 128; k < tol.size(); k += 4) {
-    float t;
+    float t, o;
     std::memcpy(&t, tol.data() + k, 4);
-    EXPECT_GE(t, 2 * 0x1p-23f);
+    std::memcpy(&o, ref.data() + k, 4);
+    EXPECT_NEAR(t, 3 * 0x1p-23f * std::fabs(o), 0x1p-40f) << o;
     EXPECT_LE(t, 6 * 0x1p-23f);
   }
   EXPECT_EQ(slurp(first / "x.npy").substr(0, 10), std::string("\x93NUMPY\x01\x00\x76\x00", 10));

@@ -156,7 +156,7 @@ TEST(ReferenceTolerance, TheReductionLengthIsTheContractedOrReducedExtent) {
   EXPECT_EQ(len(kernel("matmul_writes_at_last_step"), 4), 128); // at the run's scale
   EXPECT_EQ(len(kernel("row_sum_bf16")), 1024);
   EXPECT_EQ(len(kernel("scale_and_shift")), 1);
-  EXPECT_EQ(accumulation_dtype(concretize(kernel("matmul_bf16"), {}, 1)), spec::DType::f32);
+  EXPECT_EQ(accumulation_dtype(concretize(kernel("matmul_bf16"), {}, 1), "o"), spec::DType::f32);
   spec::KernelSpec bf16_acc = kernel_text(R"(kernel k:
     grid = (2,)
     dimension_semantics = (arbitrary,)
@@ -169,8 +169,53 @@ TEST(ReferenceTolerance, TheReductionLengthIsTheContractedOrReducedExtent) {
     reference:
         o = sum(x)
 )");
-  EXPECT_EQ(accumulation_dtype(concretize(bf16_acc, {}, 1)), spec::DType::bf16);
+  EXPECT_EQ(accumulation_dtype(concretize(bf16_acc, {}, 1), "o"), spec::DType::bf16);
   EXPECT_EQ(len(bf16_acc), 256 * 128);
+}
+
+TEST(ReferenceTolerance, AnOutputsAccumulationDtypeIsThatOfTheRefsItIsComputedFrom) {
+  // An f32 accumulator stored to o, a bf16 step counter beside it: o's sums
+  // are f32's (a bf16 `+=` anywhere loosened every output's bound 64-fold).
+  spec::KernelSpec k = kernel_text(R"(kernel k:
+    grid = (2,)
+    dimension_semantics = (arbitrary,)
+    in  x: f32[256, 128]  block=(128, 128)  index=(k,) -> (k, 0)
+    out o: f32[128]       block=(128,)      index=(k,) -> (0,)
+    out n: bf16[128]      block=(128,)      index=(k,) -> (0,)
+    scratch acc: f32[128]
+    scratch cnt: bf16[128]
+    body:
+        when program_id(0) == 0:
+            acc[...] = zeros
+            cnt[...] = zeros
+        acc[...] += sum(x[...], axis=0)
+        cnt[...] += 1.0
+        s = acc[...]
+        o[...] = s
+        n[...] = cnt[...]
+    reference:
+        o = sum(x, axis=0)
+        n = zeros + 2.0
+)");
+  const ConcreteKernel c = concretize(k, {}, 1);
+  EXPECT_EQ(accumulation_dtype(c, "o"), spec::DType::f32);
+  EXPECT_EQ(accumulation_dtype(c, "n"), spec::DType::bf16);
+  // Spelled as a store that reads its own target, the same accumulation.
+  std::string text = R"(kernel k:
+    grid = (2,)
+    dimension_semantics = (arbitrary,)
+    in  x: f32[256, 128]  block=(128, 128)  index=(k,) -> (k, 0)
+    out o: f32[128]       block=(128,)      index=(k,) -> (0,)
+    scratch acc: bf16[128]
+    body:
+        when program_id(0) == 0:
+            acc[...] = zeros
+        acc[...] = acc[...] + sum(x[...], axis=0)
+        o[...] = acc[...]
+    reference:
+        o = sum(x, axis=0)
+)";
+  EXPECT_EQ(accumulation_dtype(concretize(kernel_text(text), {}, 1), "o"), spec::DType::bf16);
 }
 
 namespace {
@@ -222,7 +267,7 @@ Excess excess(const spec::KernelSpec &k, std::uint64_t seed) {
   run_oracle(c, body);
   const ArrayMap bounds = run_reference(c, ref);
   const double rel =
-      *reference_tolerance(spec::DType::f32, accumulation_dtype(c), reference_reduction_length(c));
+      *reference_tolerance(spec::DType::f32, accumulation_dtype(c, "o"), reference_reduction_length(c));
   const HostArray &o = *body.at("o"), &r = *ref.at("o"), &b = *bounds.at("o");
   Excess x;
   for (std::int64_t i = 0; i < o.size(); ++i) {
@@ -409,4 +454,45 @@ TEST(RunPoison, ANanTheBodyComputesIsAValueThatDiffersFromTheReferenceNotMemoryN
   EXPECT_NE(r.reason.find(" (reference), got nan (oracle: the body run per grid point)"), std::string::npos)
       << r.reason;
   EXPECT_EQ(r.reason.find("nothing wrote"), std::string::npos) << r.reason;
+}
+
+TEST(ReferenceBound, AnIntegerOutputMayDifferWhereARoundingOfAnInexactValueMayFlip) {
+  // int8 quantization by the reciprocal of the scale against a reference that
+  // divides by it: x · (127 / amax) and x / (amax / 127) differ by an ulp,
+  // which moves round() across a .5 at about one element in 10^5 (seed 0:
+  // q[387, 43], -54.5 exactly on one side). The reference's bound there is
+  // that step; elsewhere the comparison stays exact.
+  const char *text = R"(kernel quantize:
+    param m = 1024
+    param n = 256
+    param bm = 64
+    grid = (m // bm,)
+    target = tpu_v5e
+    in  x: f32[m, n]  block=(bm, n)  index=(i) -> (i, 0)
+    out q: i8[m, n]  block=(bm, n)  index=(i) -> (i, 0)
+    body:
+        amax = max(abs(x[...]), axis=1, keepdims=True)
+        q[...] = cast(round(x[...] * (SCALE / amax)), i8)
+    reference:
+        amax = max(abs(x), axis=1, keepdims=True)
+        q = cast(round(x / (amax / 127.0)), i8)
+)";
+  auto with = [&](const std::string &scale) {
+    std::string t = text;
+    t.replace(t.find("SCALE"), 5, scale);
+    return kernel_text(t);
+  };
+  RunOptions o;
+  for (std::uint64_t seed : {0, 1, 2}) {
+    o.seed = seed;
+    const RunResult r = run(with("127.0"), o);
+    EXPECT_EQ(r.status, RunStatus::pass) << seed << ": " << r.reason;
+  }
+  // Off by a step of the scale: far more than a flipped rounding, and failed
+  // exactly where no rounding is in doubt.
+  o.seed = 0;
+  const RunResult bad = run(with("126.0"), o);
+  ASSERT_EQ(bad.status, RunStatus::fail);
+  ASSERT_TRUE(bad.mismatch);
+  EXPECT_FALSE(bad.mismatch->tolerance) << *bad.mismatch->tolerance;
 }
