@@ -496,3 +496,15 @@ TEST(ReferenceBound, AnIntegerOutputMayDifferWhereARoundingOfAnInexactValueMayFl
   ASSERT_TRUE(bad.mismatch);
   EXPECT_FALSE(bad.mismatch->tolerance) << *bad.mismatch->tolerance;
 }
+
+TEST(ReferenceBound, APassingRunNotesWhereTheReferencesOwnErrorIsALargeShareOfItsOutput) {
+  // The variance above by E[y^2] - E[y]^2 of y = x + 100 cancels: its bound
+  // is many times its values, which a pass alone would not say.
+  const RunResult r = run(variance(), RunOptions{});
+  ASSERT_EQ(r.status, RunStatus::pass) << r.reason;
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("% of the largest |o|"), std::string::npos) << r.notes[0];
+  EXPECT_NE(r.notes[0].find("the reference cancels there"), std::string::npos) << r.notes[0];
+  // A plain matmul's reference is held to a small share of its values.
+  EXPECT_TRUE(run(kernel("matmul_bf16"), RunOptions{}).notes.empty());
+}
