@@ -41,7 +41,20 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 bool exact(const Value &v) { return v.bound.e.empty(); }
 
-DType acc_of(const Value &a, const Value &b) { return a.bound.on ? a.bound.acc : b.bound.acc; }
+Accumulation acc_of(const Value &a, const Value &b) { return a.bound.on ? a.bound.acc : b.bound.acc; }
+
+// The rounding of a sum whose partial sums' magnitudes add up to `partials`
+// and whose terms' to `terms`: eps(acc)·partials, a rounding at every term;
+// for a body that rounds to a dtype narrower than f32 only at each of its
+// `steps` accumulations (acc[...] += a block's f32 dot), at most
+// eps(f32)·partials + eps(acc)·steps·terms (each such rounding is of a
+// partial sum no larger than the terms' magnitudes), where that is less.
+double sum_rounding(const Accumulation &acc, double partials, double terms) {
+  const double every = dtype_epsilon(acc.dtype) * partials;
+  if (acc.steps <= 0 || acc.dtype == DType::f32) return every;
+  return std::min(every, dtype_epsilon(DType::f32) * partials +
+                             dtype_epsilon(acc.dtype) * static_cast<double>(acc.steps) * terms);
+}
 
 // v's numbers as a strong, untracked f32 value.
 Value numbers(const Value &v) {
@@ -85,7 +98,7 @@ private:
   std::size_t step_ = 1;
 };
 
-void set_exact(Value &r, DType acc) {
+void set_exact(Value &r, Accumulation acc) {
   r.bound.on = true;
   r.bound.acc = acc;
   r.bound.e.clear();
@@ -93,7 +106,7 @@ void set_exact(Value &r, DType acc) {
 
 // r's bound: e (r's size), a NaN in it unbounded (an inf times a zero, or a
 // function outside its domain).
-void set(Value &r, FloatVec e, DType acc) {
+void set(Value &r, FloatVec e, Accumulation acc) {
   r.bound.on = true;
   r.bound.acc = acc;
   for (auto &x : e)
@@ -102,13 +115,13 @@ void set(Value &r, FloatVec e, DType acc) {
 }
 
 // The same from a value of the bound's (a scalar 0: exact), broadcast to r.
-void set(Value &r, const Value &e, DType acc) {
+void set(Value &r, const Value &e, Accumulation acc) {
   if (e.shape.empty() && e.f.at(0) == 0) return set_exact(r, acc);
   set(r, e.shape == r.shape ? e.f : broadcast_to(e, r.shape).f, acc);
 }
 
 // r's bound element by element: rule(k) for each flat index k.
-template <class Rule> void set_each(Value &r, DType acc, Rule rule) {
+template <class Rule> void set_each(Value &r, Accumulation acc, Rule rule) {
   FloatVec e(static_cast<std::size_t>(r.size()));
   for (std::size_t k = 0; k < e.size(); ++k)
     e[k] = static_cast<float>(rule(k));
@@ -214,7 +227,7 @@ spec::AxisLines lines_of(const Value &a, std::optional<std::int64_t> axis) {
 
 } // namespace
 
-void track(Value &v, DType acc, FloatVec e) {
+void track(Value &v, Accumulation acc, FloatVec e) {
   v.bound.on = true;
   v.bound.acc = acc;
   v.bound.e = std::move(e);
@@ -231,7 +244,7 @@ Value as_value(const Value &v) {
 }
 
 void binary(BinOp op, const Value &a, const Value &b, Value &r) {
-  const DType acc = acc_of(a, b);
+  const Accumulation acc = acc_of(a, b);
   const double eps = eps_of(r);
   auto q = [&](std::size_t k) { return std::fabs(r.at(static_cast<std::int64_t>(k))); };
   if (exact(a) && exact(b)) {
@@ -293,7 +306,7 @@ void binary(BinOp op, const Value &a, const Value &b, Value &r) {
 }
 
 void unary(UnOp op, const Value &a, Value &r) {
-  const DType acc = a.bound.acc;
+  const Accumulation acc = a.bound.acc;
   const bool steps = op == UnOp::floor || op == UnOp::ceil || op == UnOp::round || op == UnOp::sign;
   const double eps = steps ? 0.0 : eps_of(r);
   auto q = [&](std::size_t k) { return std::fabs(r.at(static_cast<std::int64_t>(k))); };
@@ -322,7 +335,7 @@ void unary(UnOp op, const Value &a, Value &r) {
 }
 
 void compare(spec::CompareOp, const Value &a, const Value &b, Value &r) {
-  const DType acc = acc_of(a, b);
+  const Accumulation acc = acc_of(a, b);
   if (exact(a) && exact(b)) return set_exact(r, acc);
   // It may flip where a and b are within their bounds of each other.
   const At A(a, r.shape), B(b, r.shape);
@@ -333,7 +346,7 @@ void compare(spec::CompareOp, const Value &a, const Value &b, Value &r) {
 }
 
 void where(const Value &c, const Value &a, const Value &b, Value &r) {
-  const DType acc = c.bound.on ? c.bound.acc : acc_of(a, b);
+  const Accumulation acc = c.bound.on ? c.bound.acc : acc_of(a, b);
   if (exact(c) && exact(a) && exact(b)) return set_exact(r, acc);
   const At C(c, r.shape), A(a, r.shape), B(b, r.shape);
   set_each(r, acc, [&](std::size_t k) {
@@ -343,7 +356,7 @@ void where(const Value &c, const Value &a, const Value &b, Value &r) {
 }
 
 void cast(const Value &a, Value &r) {
-  const DType acc = a.bound.acc;
+  const Accumulation acc = a.bound.acc;
   // An exact value converts to the same number on both sides.
   if (exact(a) || a.dtype == r.dtype) {
     r.bound = a.bound;
@@ -373,7 +386,7 @@ void cast(const Value &a, Value &r) {
 }
 
 void dot(const Value &a, const Value &b, Value &r) {
-  const DType acc = acc_of(a, b);
+  const Accumulation acc = acc_of(a, b);
   if (!r.is_float() && exact(a) && exact(b)) return set_exact(r, acc);
   Value e;
   e.shape = r.shape;
@@ -381,9 +394,9 @@ void dot(const Value &a, const Value &b, Value &r) {
   // The rounding of the products and of the partial sums: eps(acc)·(|A|·|B| + Σ|partial sums|).
   if (r.is_float()) {
     e = rounding_terms(a, b, r.shape);
-    const float eps = static_cast<float>(dtype_epsilon(acc));
-    for (auto &x : e.f)
-      x *= eps;
+    const Value m = acc.steps > 0 ? executor::dot(magnitude(a), magnitude(b)) : Value{};
+    for (std::size_t k = 0; k < e.f.size(); ++k)
+      e.f[k] = static_cast<float>(sum_rounding(acc, e.f[k], acc.steps > 0 ? m.f[k] : 0.0));
   }
   // The operands' errors: |A|·eB + eA·(|B| + eB).
   if (!exact(b)) e = add(e, executor::dot(magnitude(a), as_value(b)));
@@ -394,7 +407,7 @@ void dot(const Value &a, const Value &b, Value &r) {
 
 void reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, bool keepdims, Value &r) {
   (void)keepdims; // (r's elements are the lines' results either way)
-  const DType acc = a.bound.acc;
+  const Accumulation acc = a.bound.acc;
   if (exact(a) && (op != ReduceOp::sum || !r.is_float())) return set_exact(r, acc); // max, min, integer sums
   // Along each line: for a sum, Σ e + eps(acc)·Σ|partial sums| (and the
   // rounding to a narrower input dtype: partial sums are f32); for a max
@@ -402,15 +415,17 @@ void reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, bool 
   // own bound or a loser's within reach.
   const spec::AxisLines l = lines_of(a, axis);
   const bool sum = op == ReduceOp::sum, floats = r.is_float();
-  const double s = op == ReduceOp::max ? 1 : -1, eps = floats ? dtype_epsilon(acc) : 0.0;
+  const double s = op == ReduceOp::max ? 1 : -1;
   const double narrow =
       floats && dtype_epsilon(r.dtype) > dtype_epsilon(DType::f32) ? dtype_epsilon(r.dtype) : 0.0;
   FloatVec e(static_cast<std::size_t>(l.outer * l.inner));
-  std::vector<double> partial(static_cast<std::size_t>(l.inner)), acc_e(partial.size()), mag(partial.size());
+  std::vector<double> partial(static_cast<std::size_t>(l.inner)), acc_e(partial.size()), mag(partial.size()),
+      terms(partial.size());
   for (std::int64_t o = 0; o < l.outer; ++o) {
     std::fill(partial.begin(), partial.end(), 0.0);
     std::fill(acc_e.begin(), acc_e.end(), sum ? 0.0 : -static_cast<double>(kInf));
     std::fill(mag.begin(), mag.end(), 0.0);
+    std::fill(terms.begin(), terms.end(), 0.0);
     for (std::int64_t k = 0; k < l.len; ++k)
       for (std::int64_t in = 0; in < l.inner; ++in) {
         const auto x = static_cast<std::int64_t>((o * l.len + k) * l.inner + in);
@@ -419,6 +434,7 @@ void reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, bool 
         if (sum) {
           partial[j] += a.at(x);
           mag[j] += std::fabs(partial[j]);
+          terms[j] += std::fabs(a.at(x));
           acc_e[j] += ex;
         } else {
           const double v = r.at(o * l.inner + in);
@@ -427,7 +443,8 @@ void reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, bool 
       }
     for (std::int64_t in = 0; in < l.inner; ++in) {
       const auto j = static_cast<std::size_t>(in), out = static_cast<std::size_t>(o * l.inner + in);
-      e[out] = static_cast<float>(sum ? acc_e[j] + eps * mag[j] + narrow * std::fabs(r.at(o * l.inner + in))
+      e[out] = static_cast<float>(sum ? acc_e[j] + (floats ? sum_rounding(acc, mag[j], terms[j]) : 0.0) +
+                                            narrow * std::fabs(r.at(o * l.inner + in))
                                       : acc_e[j]);
     }
   }
@@ -435,7 +452,7 @@ void reduce(ReduceOp op, const Value &a, std::optional<std::int64_t> axis, bool 
 }
 
 void cumulative(ReduceOp op, const Value &a, std::int64_t axis, bool reverse, Value &r) {
-  const DType acc = a.bound.acc;
+  const Accumulation acc = a.bound.acc;
   Value e = exact(a) ? Value::scalar_float(0, DType::f32, false)
                      : executor::cumulative(op == ReduceOp::sum ? ReduceOp::sum : ReduceOp::max, as_value(a),
                                             axis, reverse);
@@ -443,10 +460,12 @@ void cumulative(ReduceOp op, const Value &a, std::int64_t axis, bool reverse, Va
     // Each prefix's Σ|partial sums|: r's own partial sums are the prefixes.
     Value partial = magnitude(r);
     partial = executor::cumulative(ReduceOp::sum, partial, axis, reverse);
-    const double eps = dtype_epsilon(acc);
+    const Value terms =
+        acc.steps > 0 ? executor::cumulative(ReduceOp::sum, magnitude(a), axis, reverse) : Value{};
     const double narrow = dtype_epsilon(r.dtype) > dtype_epsilon(DType::f32) ? dtype_epsilon(r.dtype) : 0.0;
     for (std::size_t k = 0; k < partial.f.size(); ++k)
-      partial.f[k] = static_cast<float>(eps * partial.f[k] + narrow * std::fabs(r.f[k]));
+      partial.f[k] = static_cast<float>(sum_rounding(acc, partial.f[k], acc.steps > 0 ? terms.f[k] : 0.0) +
+                                        narrow * std::fabs(r.f[k]));
     e = add(e, partial);
   } else if (exact(a)) {
     return set_exact(r, acc);
@@ -455,7 +474,7 @@ void cumulative(ReduceOp op, const Value &a, std::int64_t axis, bool reverse, Va
 }
 
 void arg_reduce(bool max, const Value &a, std::int64_t axis, Value &r) {
-  const DType acc = a.bound.acc;
+  const Accumulation acc = a.bound.acc;
   if (exact(a)) return set_exact(r, acc);
   // The index is unbounded where another element is within the bounds of
   // the winner (either may win on the other side).
@@ -479,7 +498,7 @@ void arg_reduce(bool max, const Value &a, std::int64_t axis, Value &r) {
 }
 
 void unfollowed(const Value &a, const Value &b, Value &r) {
-  const DType acc = acc_of(a, b);
+  const Accumulation acc = acc_of(a, b);
   if (exact(a) && exact(b)) return set_exact(r, acc);
   const At A(a, r.shape), B(b, r.shape);
   set_each(r, acc, [&](std::size_t k) { return A.e(k) > 0 || B.e(k) > 0 ? kInf : 0.0; });

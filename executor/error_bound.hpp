@@ -58,7 +58,7 @@ double dtype_denorm_min(spec::DType);
 namespace error_bound {
 
 /// Turns `v`'s bound on: exact, or `e` (one element per element of v).
-void track(Value &v, spec::DType acc, FloatVec e = {});
+void track(Value &v, Accumulation acc, FloatVec e = {});
 
 /// v's bound as an untracked f32 value of v's shape (zeros where exact).
 Value as_value(const Value &v);

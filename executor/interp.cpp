@@ -171,6 +171,14 @@ View Interp::view_of(const Expr &ref) {
 }
 
 Value Interp::eval(const Expr &e) {
+  Value v = eval_node(e);
+  // (In a reference every value carries its bound: one made of literals and
+  // iota alone is exact, and what is computed from it rounds.)
+  if (bounds && !v.bound.on) error_bound::track(v, *bounds);
+  return v;
+}
+
+Value Interp::eval_node(const Expr &e) {
   switch (e.op) {
   case Op::Int: return Value::scalar_int(e.int_value);
   case Op::Float: return Value::scalar_float(e.float_value);

@@ -80,7 +80,7 @@ public:
   /// exact), which every operation on it carries on: a reference's running
   /// error analysis (executor/error_bound.hpp). Unset for a body: nothing is
   /// computed.
-  std::optional<spec::DType> bounds;
+  std::optional<Accumulation> bounds;
 
   /// An integer expression; throws ExecError(bad_input) when it has no value.
   std::int64_t eval_int(const spec::Expr &);
@@ -106,6 +106,7 @@ public:
   void exec_branch(const spec::If &i, bool taken, const std::function<void(const spec::Block &)> &run);
 
 private:
+  Value eval_node(const spec::Expr &); ///< eval without its bound switched on
   struct Fused;
   /// The fast path of exec for elementwise f32 statements (see interp.cpp);
   /// false when the statement is not one, having done nothing.

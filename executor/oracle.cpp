@@ -93,6 +93,10 @@ ConcreteKernel concretize(const spec::KernelSpec &nested, const spec::Env &overr
     if (auto l = own_extent(k.body))
       bad(*l, "--scale divides array and block dims, not the extents this body states (slices, ds, shapes, "
               "loops, integer indices): run it unscaled, or shrink its params with --set");
+  if (scale > 1)
+    if (auto l = own_extent(k.reference))
+      bad(*l, "--scale divides array and block dims, not the extents this reference states (slices, shapes, "
+              "integer indices): run it unscaled, or shrink its params with --set");
   const spec::Env params = bind_params(k.params, overrides);
   for (const auto &p : k.params)
     if (!params.count(p.name))

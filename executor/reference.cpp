@@ -1,6 +1,7 @@
 #include "executor/reference.hpp"
 
 #include "executor/interp.hpp"
+#include "spec/eval.hpp"
 #include "spec/typecheck.hpp"
 
 #include <algorithm>
@@ -114,25 +115,43 @@ spec::DType accumulation_dtype(const ConcreteKernel &c, const std::string &outpu
   return acc;
 }
 
-namespace {} // namespace
+std::int64_t accumulation_steps(const ConcreteKernel &c, const std::string &output) {
+  const auto at = c.operand_index(output);
+  if (!at) return 0;
+  const spec::BoundOperand &o = c.operands[*at];
+  std::int64_t steps = 1;
+  for (std::size_t a = 0; a < c.grid.size(); ++a) {
+    // (An axis the output's block index does not follow revisits its block.)
+    bool follows = false;
+    if (a < o.index_params.size())
+      for (const auto &e : o.index)
+        follows = follows || spec::mentions(e, o.index_params[a]);
+    if (!follows) steps *= std::max<std::int64_t>(c.grid[a], 1);
+  }
+  return steps;
+}
 
 ArrayMap run_reference(const ConcreteKernel &c, ArrayMap &arrays) {
   // The bound of each output follows the dtype the body accumulates it in:
-  // one run of the reference per such dtype (the values are the same), each
+  // one run of the reference per such dtype and step count (the values are
+  // the same), each
   // keeping the bounds of its outputs.
-  std::map<std::string, spec::DType> acc_of;
-  std::set<spec::DType> accs;
+  std::map<std::string, std::pair<spec::DType, std::int64_t>> acc_of;
+  std::set<std::pair<spec::DType, std::int64_t>> accs;
   for (const auto &o : c.operands)
-    if (o.role == spec::Role::out) accs.insert(acc_of[o.name] = accumulation_dtype(c, o.name));
-  if (accs.empty()) accs.insert(spec::DType::f32);
+    if (o.role == spec::Role::out) {
+      const spec::DType t = accumulation_dtype(c, o.name);
+      accs.insert(acc_of[o.name] = {t, t == spec::DType::f32 ? 0 : accumulation_steps(c, o.name)});
+    }
+  if (accs.empty()) accs.insert({spec::DType::f32, 0});
   ArrayMap bounds;
-  for (const spec::DType acc : accs) {
+  for (const auto &acc : accs) {
     WholeMemory mem;
     for (const auto &o : c.operands)
       if (o.role != spec::Role::scratch) mem.arrays[o.name] = arrays.at(o.name).get();
     Interp interp(mem);
     interp.env = c.params;
-    interp.bounds = acc;
+    interp.bounds = Accumulation(acc.first, acc.second);
     ArrayMap run_bounds;
     for (const auto &s : c.spec->reference) {
       const auto *l = std::get_if<spec::Let>(&s.kind);

@@ -33,6 +33,12 @@ std::int64_t reference_reduction_length(const ConcreteKernel &c);
 /// from, through its stores and locals (dot and sum accumulate in f32). A
 /// bf16 counter beside an f32 accumulator loosens no other output's bound.
 spec::DType accumulation_dtype(const ConcreteKernel &c, const std::string &output);
+/// How many grid steps visit each block of `output`: the product of the
+/// grid axes its block index does not follow (all of them for an output
+/// without a window). A body accumulating in a narrower dtype than f32
+/// rounds each element to it about once per such step (body loops that
+/// accumulate inside a step are not counted).
+std::int64_t accumulation_steps(const ConcreteKernel &c, const std::string &output);
 
 /// The tolerance where the error analysis cannot bound an element, relative
 /// to max(1, |reference|): nullopt (exactly) for integer outputs, else

@@ -1236,11 +1236,18 @@ void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOption
         if (const auto x = t.at(i, r.get(i)); x && std::isfinite(r.get(i)) && *x > worst) worst = *x, at = i;
       if (at >= 0 && worst > 0.05 * scale) {
         std::ostringstream os;
+        const spec::DType acc = accumulation_dtype(p.ck, o.name);
         os << "the reference's error bound allows " << number(worst) << " at " << o.name
            << index_string(unflatten(at, r.shape())) << ", " << number(std::round(100 * worst / scale))
            << "% of the largest |" << o.name << "| (" << number(scale)
-           << "): the reference cancels there (e.g. a variance as E[x^2] - E[x]^2), so a body off by that "
-              "much passes; a well-conditioned reference (a two-pass variance) is held tighter";
+           << "), so a body off by that much passes: ";
+        if (acc != spec::DType::f32)
+          os << "the body accumulates it in " << spec::to_string(acc)
+             << ", whose rounding the bound counts at every term of its sums (accumulate in f32 to be held "
+                "tighter)";
+        else
+          os << "the reference cancels there (e.g. a variance as E[x^2] - E[x]^2); a well-conditioned "
+                "reference (a two-pass variance) is held tighter";
         p.reference_notes.push_back(os.str());
       }
       continue;

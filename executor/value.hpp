@@ -67,11 +67,21 @@ using IntVec = std::vector<std::int32_t, BlockAllocator<std::int32_t>>;
 /// (executor/error_bound.hpp). Off (the body's values) it costs nothing: no
 /// operation computes it. On, every operation sets its result's from its
 /// operands' (an operation with one tracked operand tracks its result).
+/// Where the body's partial sums of an output live: their dtype
+/// (reference.hpp's accumulation_dtype) and, for one narrower than f32, how
+/// many times an element is rounded to it (its accumulation steps: the grid
+/// steps per output block; 0: at every term).
+struct Accumulation {
+  spec::DType dtype = spec::DType::f32;
+  std::int64_t steps = 0;
+  Accumulation(spec::DType t = spec::DType::f32, std::int64_t s = 0) : dtype(t), steps(s) {}
+};
+
 struct ErrorBound {
   bool on = false;
-  /// The dtype partial sums are taken to accumulate in, for the rounding of
-  /// a sum or dot (the body's: reference.hpp's accumulation_dtype).
-  spec::DType acc = spec::DType::f32;
+  /// How partial sums are taken to accumulate, for the rounding of a sum or
+  /// dot (the body's).
+  Accumulation acc;
   /// Per element (row-major, the value's shape): |reference - body| <= e[k]
   /// for a body that computes the same formula in another order. Empty: 0
   /// everywhere (exact: an input, a literal, iota). +inf: unbounded (an

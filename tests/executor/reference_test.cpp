@@ -508,3 +508,95 @@ TEST(ReferenceBound, APassingRunNotesWhereTheReferencesOwnErrorIsALargeShareOfIt
   // A plain matmul's reference is held to a small share of its values.
   EXPECT_TRUE(run(kernel("matmul_bf16"), RunOptions{}).notes.empty());
 }
+
+TEST(ReferenceBound, AValueOfLiteralsAndIotaAloneIsExactAndWhatIsComputedFromItRounds) {
+  // A decay table's running sum, blocked: the table is made of iota and
+  // literals only, and its cumsum was held to a bound of 0 (untracked).
+  spec::KernelSpec k = kernel_text(R"(kernel decay:
+    param K = 8192
+    param bk = 1024
+    grid = (K // bk,)
+    dimension_semantics = (arbitrary,)
+    target = tpu_v5e
+    in  x: f32[K]  block=(bk,)  index=(t) -> (t,)
+    out o: f32[K]  block=(bk,)  index=(t) -> (t,)
+    scratch carry: f32[1]
+    body:
+        t = program_id(0)
+        w = exp(cast(iota((bk,), 0) + t * bk, f32) * -0.0005)
+        when t == 0:
+            carry[...] = zeros
+        c = cumsum(w, axis=0) + carry[...]
+        o[...] = c
+        carry[...] = c[bk - 1:bk]
+    reference:
+        w = exp(cast(iota((K,), 0), f32) * -0.0005)
+        o = cumsum(w, axis=0)
+)");
+  const RunResult r = run(k, RunOptions{});
+  EXPECT_EQ(r.status, RunStatus::pass) << r.reason;
+}
+
+TEST(ReferenceBound, ABf16AccumulatorIsRoundedOncePerGridStepNotAtEveryTerm) {
+  // A bf16 scratch accumulating a block's f32 dot per k step: 4 roundings to
+  // bf16 per element, not 1024. Charged at every term, the bound allowed
+  // about 6 times |o|, and a body that adds nothing passed.
+  std::string text = R"(kernel mm:
+    param m = 128
+    param n = 128
+    param k = 1024
+    param bk = 256
+    grid = (k // bk,)
+    dimension_semantics = (arbitrary,)
+    target = tpu_v5e
+    in  a: bf16[m, k]  block=(m, bk)  index=(t) -> (0, t)
+    in  b: bf16[k, n]  block=(bk, n)  index=(t) -> (t, 0)
+    out o: bf16[m, n]  block=(m, n)  index=(t) -> (0, 0)
+    scratch acc: bf16[m, n]
+    body:
+        when program_id(0) == 0:
+            acc[...] = zeros
+        acc[...] += dot(a[...], b[...], preferred_element_type=f32) * SCALE
+        when program_id(0) == k // bk - 1:
+            o[...] = acc[...]
+    reference:
+        o = dot(a, b, preferred_element_type=f32)
+)";
+  auto with = [&](const std::string &scale) {
+    std::string t = text;
+    t.replace(t.find("SCALE"), 5, scale);
+    return kernel_text(t);
+  };
+  const ConcreteKernel c = concretize(with("1.0"), {}, 1);
+  EXPECT_EQ(accumulation_dtype(c, "o"), spec::DType::bf16);
+  EXPECT_EQ(accumulation_steps(c, "o"), 4);
+  for (std::uint64_t seed : {0, 1, 2}) {
+    RunOptions o;
+    o.seed = seed;
+    EXPECT_EQ(run(with("1.0"), o).status, RunStatus::pass) << seed;
+    EXPECT_EQ(run(with("0.0"), o).status, RunStatus::fail) << seed;
+  }
+}
+
+TEST(ReferenceBound, ScaleRefusesAReferenceThatStatesItsOwnExtents) {
+  spec::KernelSpec k = kernel_text(R"(kernel halves:
+    param m = 32
+    param n = 512
+    grid = (2,)
+    target = tpu_v5e
+    in  x: f32[m, n]  block=(16, n)  index=(i) -> (i, 0)
+    out o: f32[m, n]  block=(16, n)  index=(i) -> (i, 0)
+    body:
+        o[...] = x[...] * 2.0
+    reference:
+        t = x * 2.0
+        o = concatenate(t[:, 0:256], t[:, 256:n], axis=1)
+)");
+  RunOptions o;
+  EXPECT_EQ(run(k, o).status, RunStatus::pass);
+  o.scale = 2;
+  const RunResult r = run(k, o);
+  EXPECT_EQ(r.status, RunStatus::bad_input);
+  EXPECT_NE(r.reason.find("not the extents this reference states"), std::string::npos) << r.reason;
+  EXPECT_EQ(r.loc.line, 12);
+}
