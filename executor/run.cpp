@@ -215,7 +215,10 @@ std::optional<Mismatch> compare(const HostArray &expected, const HostArray &actu
       first->expected_is_poison = ep && !computed;
       if (tol.bound && !first->is_poison && !first->expected_is_poison) {
         first->tolerance = tol.at(i, e);
-        if (const double b = tol.bound->get(i); std::isfinite(b)) first->bound = b;
+        if (const double b = tol.bound->get(i); std::isfinite(b))
+          first->bound = b;
+        else if (!spec::dtype_is_float(tol.out))
+          first->unbounded_integer = true;
       }
     }
   }
@@ -284,6 +287,10 @@ std::string describe(const Mismatch &m, std::optional<double> tol) {
   } else if (tol && m.poison.empty()) {
     os << " (relative tolerance " << *tol << ")";
   }
+  if (m.unbounded_integer)
+    os << " (compared exactly, though the reference's value there follows a comparison within its error "
+          "of a tie, e.g. an argmax of near-equal scores, where either answer may be right: try another "
+          "--seed, or compare the scores)";
   return os.str();
 }
 

@@ -130,6 +130,9 @@ struct Mismatch {
   /// tolerance applied).
   std::optional<double> tolerance;
   std::optional<double> bound;
+  /// An integer output compared exactly where the reference's bound is not
+  /// finite (an argmax within its error of a tie: either index may be right).
+  bool unbounded_integer = false;
   /// The element that differs most for its tolerance, when it is not this
   /// one: by how many times its tolerance, and that tolerance.
   std::optional<Shape> worst;

@@ -600,3 +600,40 @@ TEST(ReferenceBound, ScaleRefusesAReferenceThatStatesItsOwnExtents) {
   EXPECT_NE(r.reason.find("not the extents this reference states"), std::string::npos) << r.reason;
   EXPECT_EQ(r.loc.line, 12);
 }
+
+TEST(ReferenceBound, AnArgmaxWithinErrorOfATieFailsSayingSo) {
+  // Two sums equal in exact arithmetic, summed in blocks by the body: the
+  // index of the larger depends on rounding. Compared exactly still, and the
+  // failure says why it may be neither side's bug.
+  spec::KernelSpec k = kernel_text(R"(kernel tie:
+    param K = 4096
+    param bk = 1024
+    grid = (K // bk,)
+    dimension_semantics = (arbitrary,)
+    target = tpu_v5e
+    in  x: f32[8, 128]  block=(8, 128)  index=(t) -> (0, 0)
+    out oi: i32[1]  block=(1,)  index=(t) -> (0,)
+    scratch acc: f32[2]
+    body:
+        t = program_id(0)
+        i = iota((bk,), 0) + t * bk
+        z = x[0, 0] * 0.0
+        when t == 0:
+            acc[...] = zeros
+        acc[0:1] += sum(z + cast((i * 7) % 101, f32) * 0.1, axis=0)
+        acc[1:2] += sum(z + cast(((K - 1 - i) * 7) % 101, f32) * 0.1, axis=0)
+        when t == K // bk - 1:
+            oi[...] = argmax(acc[...], axis=0)
+    reference:
+        i = iota((K,), 0)
+        z = x[0, 0] * 0.0
+        a = sum(z + cast((i * 7) % 101, f32) * 0.1, axis=0, keepdims=True)
+        b = sum(z + cast(((K - 1 - i) * 7) % 101, f32) * 0.1, axis=0, keepdims=True)
+        oi = argmax(concatenate(a, b, axis=0), axis=0)
+)");
+  const RunResult r = run(k, RunOptions{});
+  ASSERT_EQ(r.status, RunStatus::fail);
+  ASSERT_TRUE(r.mismatch);
+  EXPECT_TRUE(r.mismatch->unbounded_integer);
+  EXPECT_NE(r.reason.find("within its error of a tie"), std::string::npos) << r.reason;
+}
