@@ -26,8 +26,11 @@
 ///   f(a)          max |f(a ± ea) - f(a)| + eps·|r|          (f monotone: exp, log, sqrt, tanh, floor, ...)
 ///   sin, cos      ea + eps·|r|
 ///   pow(a, b)     the largest change at a corner of [a ± ea] x [b ± eb], + eps·|r|
-///   sum           Σ e + eps(acc)·Σ|partial sums|
+///   sum           Σ e + eps(acc)·Σ|partial sums|; for an acc narrower than
+///                 f32 rounded at S accumulation steps (Accumulation::steps),
+///                 the least of that and eps(f32)·Σ|partial sums| + eps(acc)·S·Σ|terms|
 ///   dot(A, B)     |A|·eB + eA·(|B| + eB) + eps(acc)·(|A|·|B| + Σ|partial sums|)
+///                 (that rounding term as a sum's, its terms' magnitudes |A|·|B|)
 ///   cast          e, + eps(t)·|r| where e > 0 and t is narrower: an exact
 ///                 value rounds to the same neighbour on both sides
 ///   a moved element (index, reshape, broadcast, transpose, roll, ...) keeps its bound
