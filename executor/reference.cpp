@@ -75,18 +75,15 @@ struct BodyFlow {
 
 void body_flow(const spec::Block &b, BodyFlow &f) {
   spec::for_each_stmt(b, [&](const spec::Stmt &s) {
-    if (const auto *a = std::get_if<spec::Assign>(&s.kind)) {
-      std::set<std::string> read;
-      spec::collect_names(a->value, read);
-      if (a->accumulate || read.count(a->target.name)) f.accumulated.insert(a->target.name);
-      f.from[a->target.name].insert(read.begin(), read.end());
-    } else if (const auto *l = std::get_if<spec::Let>(&s.kind)) {
-      spec::collect_names(l->value, f.from[l->name]);
-    } else if (const auto *c = std::get_if<spec::Copy>(&s.kind)) {
-      spec::collect_names(c->src, f.from[c->dst.name]);
-    } else if (const auto *d = std::get_if<spec::Dma>(&s.kind)) {
-      spec::collect_names(d->src, f.from[d->dst.name]);
-    }
+    if (const auto *l = std::get_if<spec::Let>(&s.kind))
+      return spec::collect_names(l->value, f.from[l->name]);
+    const auto w = spec::ref_write(s);
+    if (!w || !w->from) return;
+    std::set<std::string> read;
+    spec::collect_names(*w->from, read);
+    const auto *a = std::get_if<spec::Assign>(&s.kind);
+    if (a && (a->accumulate || read.count(w->ref))) f.accumulated.insert(w->ref);
+    f.from[w->ref].insert(read.begin(), read.end());
   });
 }
 
@@ -134,8 +131,7 @@ std::int64_t accumulation_steps(const ConcreteKernel &c, const std::string &outp
 ArrayMap run_reference(const ConcreteKernel &c, ArrayMap &arrays) {
   // The bound of each output follows the dtype the body accumulates it in:
   // one run of the reference per such dtype and step count (the values are
-  // the same), each
-  // keeping the bounds of its outputs.
+  // the same), each keeping the bounds of its outputs.
   std::map<std::string, std::pair<spec::DType, std::int64_t>> acc_of;
   std::set<std::pair<spec::DType, std::int64_t>> accs;
   for (const auto &o : c.operands)

@@ -648,6 +648,15 @@ void for_each_stmt(const Block &b, const std::function<void(const Stmt &)> &f) {
     for_each_stmt(s, f);
 }
 
+std::optional<RefWrite> ref_write(const Stmt &s) {
+  if (const auto *a = std::get_if<Assign>(&s.kind)) return RefWrite{a->target.name, &a->value};
+  if (const auto *c = std::get_if<Copy>(&s.kind)) return RefWrite{c->dst.name, &c->src};
+  if (const auto *d = std::get_if<Dma>(&s.kind); d && d->dst.op != Op::None)
+    return RefWrite{d->dst.name, &d->src};
+  if (const auto *w = std::get_if<Wgmma>(&s.kind)) return RefWrite{w->acc.name, nullptr};
+  return std::nullopt;
+}
+
 const Expr &unbroadcast(const Expr &e) {
   const Expr *c = &e;
   while (c->op == Op::Call && c->name == "broadcast_to" && c->num_positional() >= 1)

@@ -414,6 +414,15 @@ void for_each_expr(const Stmt &s, const std::function<void(const Expr &)> &f);
 /// those it holds; on a block, on each of its statements so.
 void for_each_stmt(const Stmt &s, const std::function<void(const Stmt &)> &f);
 void for_each_stmt(const Block &b, const std::function<void(const Stmt &)> &f);
+/// The ref statement `s` itself (not the blocks it holds) writes — a store's
+/// target, a copy's or DMA's destination, a wgmma's accumulator — and what it
+/// writes there from: a store's value, a copy's or DMA's source (nullptr for
+/// a wgmma). Nullopt for a statement that writes no ref.
+struct RefWrite {
+  std::string ref;
+  const Expr *from = nullptr;
+};
+std::optional<RefWrite> ref_write(const Stmt &s);
 /// Adds every name `e` (or `s`, with the blocks it holds, or `b`) uses or
 /// binds to `out`: refs, plain names, called functions, locals, loop
 /// variables, DMA descriptors; so that a name made up for a kernel collides

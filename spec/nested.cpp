@@ -56,18 +56,10 @@ void names_in(const Block &b, std::set<std::string> &out) {
         st.kind);
 }
 
-// The refs `b` (with the blocks it holds) writes: stores' targets, copies'
-// and DMAs' destinations, a wgmma's accumulator.
+// The refs `b` (with the blocks it holds) writes (ref_write).
 void written_in(const Block &b, std::set<std::string> &out) {
   for_each_stmt(b, [&](const Stmt &s) {
-    if (const auto *a = std::get_if<Assign>(&s.kind))
-      out.insert(a->target.name);
-    else if (const auto *c = std::get_if<Copy>(&s.kind))
-      names_in(c->dst, out);
-    else if (const auto *d = std::get_if<Dma>(&s.kind))
-      names_in(d->dst, out);
-    else if (const auto *w = std::get_if<Wgmma>(&s.kind))
-      names_in(w->acc, out);
+    if (auto w = ref_write(s)) out.insert(w->ref);
   });
 }
 

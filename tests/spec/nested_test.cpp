@@ -197,6 +197,17 @@ TEST(NestedEmitPipeline, ALocalBeforeThePipelineReadingWhatItsBodyWritesIsNotSup
                  "        acc[...] = zeros\n        t[...] = acc[...] + 1.0\n");
   twin = replace(twin, "        o[...] = acc[...]", "        o[...] = acc[...] + t[...]");
   EXPECT_EQ(first_error(twin), "");
+  // What an inner copy writes is its destination ref, not the locals that
+  // index it: a local reading such an index is no error.
+  std::string indexed = replace(kRows, "    scratch acc: f32[bm, n]\n",
+                                "    scratch acc: f32[bm, n]\n    scratch buf: f32[2, bm, n]\n");
+  indexed = replace(indexed, "        acc[...] = zeros\n",
+                    "        acc[...] = zeros\n        s = r % 2\n        q = s + 1\n");
+  indexed =
+      replace(indexed, "                acc[...] += dot(x[...], y[...])",
+              "                acc[...] += dot(x[...], y[...])\n                sync_copy(acc, buf[s])");
+  indexed = replace(indexed, "        o[...] = acc[...]", "        o[...] = acc[...] + buf[q - 1]");
+  EXPECT_EQ(first_error(indexed), "");
 }
 
 TEST(NestedEmitPipeline, AnInnerBodyTypeErrorIsLocatedInTheInnerBody) {
