@@ -193,7 +193,6 @@ double element_tolerance(spec::DType out, double bound, double r, double relativ
   // -inf, an overflow.)
   if (!std::isfinite(r)) return 0;
   if (!std::isfinite(bound)) return relative * std::max(1.0, std::fabs(r));
-  if (!spec::dtype_is_float(out)) return bound; // (a rounding that may flip: its step)
   // Two of the output's smallest steps below its normal range: a value the
   // bound holds exact is rounded alike on both sides.
   return bound + 2 * dtype_epsilon(out) * std::fabs(r) + 2 * dtype_denorm_min(out);

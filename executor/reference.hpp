@@ -48,19 +48,19 @@ std::int64_t accumulation_steps(const ConcreteKernel &c, const std::string &outp
 /// summation order), K the longest reduction the reference states.
 std::optional<double> reference_tolerance(spec::DType out, spec::DType acc, std::int64_t k);
 
-/// How far the body's value of an element of an output of dtype `out` may be
-/// from the reference's value `r` there, given the reference's error bound
-/// `bound` at it (run_reference), for a float output:
+/// How far the body's value of an element of a float output of dtype `out`
+/// may be from the reference's value `r` there, given the reference's error
+/// bound `bound` at it (run_reference):
 ///
 ///     bound + 2·eps(out)·|r| + 2·(out's smallest subnormal)
 ///
 /// (the bound already counts each rounding on both sides; the second term is
 /// the output's own rounding, a ulp either way: relative, so that a small
 /// bf16 value is not allowed a hundredth); where the bound is not finite,
-/// `relative`·max(1, |r|) (reference_tolerance). For an integer output the
-/// bound itself: nonzero where a rounding or comparison of an inexact value
-/// may flip (`round(x / s)` at a .5), else exact. An infinite `r` is matched
-/// by itself only (0).
+/// `relative`·max(1, |r|) (reference_tolerance). An infinite `r` is matched
+/// by itself only (0). (An integer output is compared within its bound where
+/// that is finite and nonzero, a rounding of an inexact value that may flip,
+/// else exactly: run.cpp's Tolerance.)
 double element_tolerance(spec::DType out, double bound, double r, double relative);
 
 } // namespace pipecheck::executor

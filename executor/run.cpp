@@ -156,9 +156,9 @@ struct Tolerance {
       return std::isfinite(b) && b > 0 ? std::optional<double>(b) : std::nullopt;
     }
     if (!relative) return std::nullopt;
+    if (bound) return element_tolerance(out, bound->get(i), e, *relative);
     if (!std::isfinite(e)) return 0.0; // (an infinity is matched by itself only)
-    if (!bound) return *relative * std::max(1.0, std::fabs(e));
-    return element_tolerance(out, bound->get(i), e, *relative);
+    return *relative * std::max(1.0, std::fabs(e));
   }
 };
 
@@ -1206,13 +1206,15 @@ void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOption
     return;
   }
   const std::int64_t len = reference_reduction_length(p.ck);
+  std::map<std::string, spec::DType> acc; // per output (accumulation_dtype)
+  for (const auto &o : p.ck.operands)
+    if (o.role == spec::Role::out) acc[o.name] = accumulation_dtype(p.ck, o.name);
   if (opts.save_dir)
     for (const auto &o : p.ck.operands) {
       if (o.role != spec::Role::out) continue;
       auto err = save_npy(*opts.save_dir, o.name + ".reference.npy", *ref.at(o.name));
       // A float output's tolerance, element by element.
-      if (const auto tol = reference_tolerance(o.dtype, accumulation_dtype(p.ck, o.name), len);
-          tol && err.empty()) {
+      if (const auto tol = reference_tolerance(o.dtype, acc.at(o.name), len); tol && err.empty()) {
         const HostArray &r = *ref.at(o.name), &b = *bounds.at(o.name);
         HostArray t(o.name, spec::DType::f32, r.shape());
         for (std::int64_t i = 0; i < r.size(); ++i)
@@ -1226,7 +1228,7 @@ void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOption
     }
   for (const auto &o : p.ck.operands) {
     if (o.role != spec::Role::out) continue;
-    const auto tol = reference_tolerance(o.dtype, accumulation_dtype(p.ck, o.name), len);
+    const auto tol = reference_tolerance(o.dtype, acc.at(o.name), len);
     auto w = p.defined.find(o.name);
     const Tolerance t(tol, bounds.at(o.name).get(), o.dtype);
     auto m = compare(*ref.at(o.name), *p.arrays.at(o.name), t, p.nan_value,
@@ -1243,13 +1245,12 @@ void compare_reference(const spec::KernelSpec &k, KernelPrep &p, const RunOption
         if (const auto x = t.at(i, r.get(i)); x && std::isfinite(r.get(i)) && *x > worst) worst = *x, at = i;
       if (at >= 0 && worst > 0.05 * scale) {
         std::ostringstream os;
-        const spec::DType acc = accumulation_dtype(p.ck, o.name);
         os << "the reference's error bound allows " << number(worst) << " at " << o.name
            << index_string(unflatten(at, r.shape())) << ", " << number(std::round(100 * worst / scale))
            << "% of the largest |" << o.name << "| (" << number(scale)
            << "), so a body off by that much passes: ";
-        if (acc != spec::DType::f32)
-          os << "the body accumulates it in " << spec::to_string(acc)
+        if (acc.at(o.name) != spec::DType::f32)
+          os << "the body accumulates it in " << spec::to_string(acc.at(o.name))
              << ", whose rounding the bound counts at every term of its sums (accumulate in f32 to be held "
                 "tighter)";
         else
