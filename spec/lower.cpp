@@ -212,6 +212,13 @@ private:
   }
 
   void setup_operands(const BoundKernel &bound) {
+    // A window's ring is named after its operand, away from every name the
+    // kernel has (a scratch `x_vmem` beside an input `x` stays the user's).
+    for (auto &p : k_.params)
+      used_.insert(p.name);
+    for (const auto &o : k_.operands)
+      used_.insert(o.name);
+    collect_names(k_.body, used_);
     std::map<std::string, std::string> alias_of; // output -> input
     for (auto &a : k_.aliases)
       alias_of[a.output] = a.input;
@@ -234,8 +241,14 @@ private:
       x.invariant = !moves_within_cta(o, cta_);
       x.windowed = o.memory_space == MemorySpace::vmem || o.memory_space == MemorySpace::smem;
       x.hbm = alias_of.count(o.name) ? alias_of[o.name] : o.name;
+      // A nested pipeline stages the kernel's operand: its array, the one
+      // the kernel's aliases give it (an output aliased to an input is that
+      // input's array).
+      if (parent_)
+        for (const auto &po : parent_->ops_)
+          if (po.op->name == o.name && po.op->role != Role::scratch) x.hbm = po.hbm;
       // (A Triton block is the program's view of the array: neither VMEM nor SMEM.)
-      if (x.windowed) x.window = o.name + (triton_ ? "_block" : gpu_ ? "_smem" : "_vmem");
+      if (x.windowed) x.window = fresh(o.name + (triton_ ? "_block" : gpu_ ? "_smem" : "_vmem"));
       x.bo = &bo;
       if (gpu_ && bo.has_bounded_dims())
         throw Fail{o.loc, "'" + o.name +
@@ -833,8 +846,12 @@ private:
     inner.parent_step_ = s;
     // The inner program's state names avoid every name of the kernel's.
     inner.used_ = used_;
+    // (The rings of the pipelines at earlier outer steps are the ones this
+    // one names again: not taken.)
     for (auto &b : prog_.buffers)
-      inner.used_.insert(b.name);
+      if (std::none_of(nested_bindings_.begin(), nested_bindings_.end(),
+                       [&](const BufferBinding &n) { return n.window == b.name; }))
+        inner.used_.insert(b.name);
     for (auto &p : k_.params)
       inner.used_.insert(p.name);
     for (auto &x : ops_)

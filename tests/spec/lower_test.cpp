@@ -95,6 +95,36 @@ TEST(LowerTpu, NamesTheHbmArrayAfterTheOperandAndTheRingWithVmem) {
   EXPECT_EQ(l.program.buffer("x")->kind, BufferKind::hbm);
 }
 
+TEST(LowerTpu, NamesARingAwayFromAScratchOrOperandThatHasItsName) {
+  const std::string text = R"(kernel clash:
+    grid = (2,)
+    in  x: f32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    in  o_vmem: f32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    out o: f32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    scratch x_vmem: f32[2, 8, 128]
+    body:
+        x_vmem[program_id(0) % 2] = x[...]
+        o[...] = x_vmem[program_id(0) % 2] + o_vmem[...]
+)";
+  for (bool unroll : {true, false}) {
+    LowerOptions o;
+    o.unroll = unroll;
+    std::vector<Diagnostic> errs;
+    auto l = lower(kernel(text), o, errs);
+    ASSERT_TRUE(l) << errs.at(0).message;
+    ASSERT_EQ(l->bindings.size(), 4u);
+    EXPECT_EQ(l->bindings[0].window, "x_vmem_");
+    EXPECT_EQ(l->bindings[1].window, "o_vmem_vmem");
+    EXPECT_EQ(l->bindings[2].window, "o_vmem_");
+    EXPECT_EQ(l->bindings[3].window, "x_vmem");
+    // The scratch keeps its name and its shape; each ring is a buffer of its own.
+    ASSERT_NE(l->program.buffer("x_vmem"), nullptr);
+    EXPECT_FALSE(l->program.buffer("x_vmem")->slots);
+    EXPECT_EQ(print(*l->program.buffer("x_vmem_")->slots), "2");
+    EXPECT_EQ(print(*l->program.buffer("o_vmem_")->slots), "2");
+  }
+}
+
 TEST(LowerTpu, ReplacesProgramIdByTheGridIndexAndFoldsWhen) {
   auto l = lowered(R"(kernel s:
     grid = (2, 3)

@@ -302,6 +302,31 @@ TEST(LowerNested, EachOuterStepRunsTheInnerPipelineOverItsOwnRowsAndDeclaresTheR
   EXPECT_TRUE(back.file) << (back.errors.empty() ? "" : back.errors[0].message) << text;
 }
 
+TEST(LowerNested, AStagedOutputAliasedToAnInputIsWrittenBackIntoTheInputsArray) {
+  // The in-place update (input_output_aliases with pl.ANY operands): o is
+  // a's array, and the inner pipeline's write-back lands there.
+  std::vector<Diagnostic> errs;
+  auto low = lower(kernel_of(R"(kernel inplace:
+    target = tpu_v5e
+    in  a: f32[64, 128]  memory_space=any
+    out o: f32[64, 128]  memory_space=any
+    alias a -> o
+    body:
+        emit_pipeline(grid=(8,)):
+            in  a: block=(8, 128)  index=(t) -> (t, 0)
+            out o: block=(8, 128)  index=(t) -> (t, 0)
+            body:
+                o[...] = a[...] * 2.0
+)"),
+                   {}, errs);
+  ASSERT_TRUE(low) << (errs.empty() ? "" : errs[0].message);
+  EXPECT_EQ(low->program.buffer("o"), nullptr);
+  const std::string text = print(low->program);
+  EXPECT_NE(text.find("copy_out_start(o_vmem[o_unit % 2], a["), std::string::npos) << text;
+  auto back = parse_text(text);
+  EXPECT_TRUE(back.file) << (back.errors.empty() ? "" : back.errors[0].message) << text;
+}
+
 TEST(LowerNested, AHandWrittenPipelineWithAnEmitPipelineIsALocatedError) {
   const char *text = R"(pipeline p:
     hbm A: f32[8]
