@@ -6,6 +6,8 @@
 #include "spec/prefetch.hpp"
 #include "verifier/verdict.hpp"
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +40,10 @@ struct CheckOptions {
   /// unless it found something on the way or the pipeline is proven for
   /// every value of the one param --set binds.
   std::size_t event_limit = 4'000'000;
+  /// A lowered kernel's program: the grid step of a statement (its
+  /// top-level index, its loop values; spec::Lowered::step), which the race
+  /// checker's stale-read uses on scratch (races::Machine::set_step_of).
+  std::function<std::int64_t(int top_level, const std::vector<std::int64_t> &iterations)> step_of;
 };
 
 /// A fresh, empty cache for CheckOptions::query_cache.

@@ -523,6 +523,7 @@ LoweredCheck check_lowered(const spec::KernelSpec &k, const CheckOptions &o) {
   CheckOptions po;
   po.timeout_ms = o.timeout_ms;
   po.n_max = o.n_max;
+  po.step_of = [&](int top, const std::vector<std::int64_t> &it) { return low->step(top, it); };
   Verdict v = check_program(low->program, po);
   out.status = v.status;
   out.findings = std::move(v.findings);

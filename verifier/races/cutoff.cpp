@@ -62,7 +62,9 @@ CutCheck check_cut(const spec::Lowered &low, spec::GridCut &cut) {
       keys[{e, outer}][j] = m.state_key(shift);
     }
   };
-  out.findings = check_concrete(low.program, {}, "", hook);
+  out.findings =
+      check_concrete(low.program, {}, "", hook, 0,
+                     [&](int top, const std::vector<std::int64_t> &it) { return low.step(top, it); });
   // Per axis, the least w = lo + j whose state recurs P values later for
   // every value of the outer axes. A later state never reached (the run
   // stopped at a fault) is no recurrence.

@@ -134,6 +134,16 @@ int Machine::new_event(const spec::Stmt &s, std::optional<std::int64_t> slot) {
   return static_cast<int>(r_.events.size()) - 1;
 }
 
+std::int64_t Machine::step_of_event(int ev) {
+  if (top_level_.empty())
+    for (std::size_t i = 0; i < program_.body.size(); ++i)
+      spec::for_each_stmt(program_.body[i],
+                          [&](const spec::Stmt &x) { top_level_[&x] = static_cast<int>(i); });
+  const Event &e = r_.events[static_cast<std::size_t>(ev)];
+  auto it = top_level_.find(e.stmt);
+  return step_of_(it == top_level_.end() ? -1 : it->second, e.iterations);
+}
+
 bool Machine::covered(const Place &p) const {
   auto it = slots_state_.find({p.buffer, p.slot});
   if (it == slots_state_.end()) return box_empty(p.box);
@@ -611,6 +621,20 @@ void Machine::on_compute(const spec::Stmt &s, const std::vector<spec::StepRef> &
     self_read = other;
   }
   const Box &tb = target.box;
+  // A kernel scratch's accumulates, by grid step.
+  if (step_of_ && target.slot < 0) {
+    if (self_read) {
+      const std::int64_t step = step_of_event(ev);
+      auto run = std::find_if(st.runs.begin(), st.runs.end(),
+                              [&](const SlotState::Run &r) { return box_overlaps(r.box, tb); });
+      if (run == st.runs.end())
+        st.runs.push_back({tb, 1, step});
+      else if (run->last != step)
+        *run = {run->box, run->steps + 1, step};
+    } else {
+      std::erase_if(st.runs, [&](const SlotState::Run &r) { return box_overlaps(r.box, tb); });
+    }
+  }
   if (self_read) {
     const bool pending = std::any_of(st.pending.begin(), st.pending.end(),
                                      [&](const SlotState::Pending &x) { return box_overlaps(x.box, tb); });
@@ -710,22 +734,45 @@ void Machine::on_start(const spec::Stmt &s, int op_id, const spec::AsyncStart &a
   // into another's. A copy in holds what the program chose to load, stale
   // for nothing (`copy_in(C[0], Z)`, `Z = Z * 2`, `copy_out(Z, C[1])` is
   // a shift): it only clears the box's tag.
-  auto retag = [](SlotState &st, const Box &b, const Place &from) {
+  auto retag = [](SlotState &st, const Box &b, const Place &from, int steps) {
     st.untag(b);
-    st.tags.push_back({b, from});
+    st.tags.push_back({b, from, steps});
   };
   if (in) {
     slots_state_[{dst.buffer, dst.slot}].untag(dst.box);
+    std::erase_if(slots_state_[{dst.buffer, dst.slot}].runs,
+                  [&](const SlotState::Run &r) { return box_overlaps(r.box, dst.box); });
   } else {
     auto &st = slots_state_[{src.buffer, src.slot}];
+    // A kernel scratch: the steps its value for each region accumulated
+    // over (Machine::set_step_of).
+    const bool by_steps = step_of_ && src.slot < 0;
+    const auto tag_steps = [&](const Place &from, const Box &b) {
+      int n = 0;
+      for (const auto &t : st.tags)
+        if (t.from == from && box_overlaps(t.box, b)) n = std::max(n, t.steps);
+      return n;
+    };
     for (const auto &x : st.pending)
-      if (box_overlaps(x.box, src.box) && x.from.buffer == dst.buffer && !(x.from == dst)) {
+      if (box_overlaps(x.box, src.box) && x.from.buffer == dst.buffer && !(x.from == dst) &&
+          (!by_steps || tag_steps(x.from, x.box) >= 2)) {
         r_.findings.push_back({Rule::stale_read, x.event, ev, -1, -1,
-                               "accumulates into a slot that holds another block: its result "
-                               "is written back to a different region"});
+                               by_steps ? "accumulates onto the value the scratch holds for another region, "
+                                          "which it reduced over several grid steps: its result is written "
+                                          "back to a different region"
+                                        : "accumulates into a slot that holds another block: its result "
+                                          "is written back to a different region"});
         break;
       }
-    retag(st, src.box, dst);
+    int steps = 0;
+    if (by_steps) {
+      for (const auto &r : st.runs)
+        if (box_overlaps(r.box, src.box)) steps = std::max(steps, r.steps);
+      // Copied out to the region it went to before: the same value, grown.
+      steps += tag_steps(dst, src.box);
+      std::erase_if(st.runs, [&](const SlotState::Run &r) { return box_overlaps(r.box, src.box); });
+    }
+    retag(st, src.box, dst, steps);
   }
 }
 
@@ -746,6 +793,7 @@ void Machine::on_wait(const spec::Stmt &s, const std::optional<spec::StepRef> &w
 void Machine::on_undefined(const spec::Stmt &, const spec::StepPlace &slot) {
   flow_.clobber(program_.buffers[slot.buffer].name);
   clear_written(slot);
+  slots_state_[{slot.buffer, slot.slot}].runs.clear();
   slots_state_[{slot.buffer, slot.slot}].undefined_by = static_cast<int>(r_.events.size()) - 1;
 }
 
@@ -901,6 +949,14 @@ std::string Machine::state_key(const std::map<std::pair<int, int>, std::int64_t>
       for (auto &[lo, hi] : t.box)
         os << lo << ':' << hi << ',';
       put(t.from);
+      // (Past 2 steps a count decides nothing more.)
+      if (step_of_) os << 's' << std::min(t.steps, 2);
+    }
+    for (const auto &r : st.runs) {
+      os << "]r";
+      for (auto &[lo, hi] : r.box)
+        os << lo << ':' << hi << ',';
+      os << std::min(r.steps, 2);
     }
     for (const auto &x : st.pending) {
       os << "p" << r_.events[x.event].stmt;

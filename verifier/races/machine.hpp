@@ -130,6 +130,15 @@ public:
   /// earlier operation is still outstanding, so no retiring wait orders it —
   /// and serves to check witnesses independently (races::witnesses_reproduce).
   void set_record_graph(bool on) { record_graph_ = on; }
+  /// A lowered kernel's grid step of a statement (spec::Lowered::step: its
+  /// top-level index and enclosing loop values). Given, a scratch (a buffer
+  /// without slots) copied out to one region and accumulated on into
+  /// another is a stale read only where the first region's value was
+  /// accumulated over several grid steps (a reduction carried on, as the
+  /// spec rule accumulator-carried judges a windowed output); a value
+  /// accumulated once per region is a running value (a scan) on purpose.
+  using StepOf = std::function<std::int64_t(int top_level, const std::vector<std::int64_t> &iterations)>;
+  void set_step_of(StepOf f) { step_of_ = std::move(f); }
   /// Runs to the end; throws Unsupported.
   RunResult run();
 
@@ -200,6 +209,9 @@ private:
     struct Tag {
       Box box;
       Place from;
+      /// A kernel scratch (Machine::set_step_of): the grid steps whose
+      /// accumulates make the value copied out to `from`.
+      int steps = 0;
     };
     std::vector<Tag> tags;
     /// An accumulate into a tagged box, not yet written back.
@@ -209,6 +221,14 @@ private:
       Place from;
     };
     std::vector<Pending> pending;
+    /// A kernel scratch: per box, the grid steps that accumulated into it
+    /// since it was last stored whole or copied out (`last`: the latest).
+    struct Run {
+      Box box;
+      int steps = 0;
+      std::int64_t last = -1;
+    };
+    std::vector<Run> runs;
     /// Box `b` holds no hbm region any more (nor an accumulate into one).
     void untag(const Box &b);
     int undefined_by = -1; ///< the copy_out_wait or `= undefined` event that last left it undefined
@@ -248,6 +268,9 @@ private:
   int last_node_ = -1;
   std::size_t event_limit_ = 4'000'000;
   bool record_graph_ = false;
+  StepOf step_of_;
+  std::map<const spec::Stmt *, int> top_level_; // step_of_'s cache
+  std::int64_t step_of_event(int ev);
   IterationHook hook_;
 };
 

@@ -220,9 +220,11 @@ bool witnesses_reproduce(const RunResult &run) {
 }
 
 std::vector<Finding> check_concrete(const spec::Program &p, const spec::Env &env, const std::string &param,
-                                    const Machine::IterationHook &hook, std::size_t event_limit) {
+                                    const Machine::IterationHook &hook, std::size_t event_limit,
+                                    const Machine::StepOf &step_of) {
   Machine m(p, env);
   if (hook) m.set_iteration_hook(hook);
+  if (step_of) m.set_step_of(step_of);
   if (event_limit) m.set_event_limit(event_limit);
   RunResult run = m.run();
   std::vector<Finding> out;
@@ -296,7 +298,7 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
   try {
     if (symbolic.empty()) {
       try {
-        acc.add(races::check_concrete(p, env, "", {}, opts.event_limit));
+        acc.add(races::check_concrete(p, env, "", {}, opts.event_limit, opts.step_of));
       } catch (const races::Unsupported &u) {
         // Too large to run at the values --set gives, with nothing found on
         // the way: a pipeline proven for every value of the one param --set
@@ -369,7 +371,7 @@ Verdict check_program(const spec::Program &p, const CheckOptions &opts) {
           d.message += " (" + N + " = " + std::to_string(n) + ")";
         throw InvalidAt{std::move(errors)};
       }
-      acc.add(races::check_concrete(p, e, N, {}, opts.event_limit));
+      acc.add(races::check_concrete(p, e, N, {}, opts.event_limit, opts.step_of));
     };
     auto check_upto = [&](std::int64_t n_hi) {
       for (std::int64_t n = checked + 1; n <= n_hi && (!hi || n <= *hi); ++n) {

@@ -27,10 +27,11 @@ namespace races {
 /// The findings of one concrete run (params bound by `env`), converted to
 /// Findings with `param = value` in the witness (param may be empty). Throws
 /// Unsupported. `hook`, when set, is the machine's iteration hook for the run;
-/// `event_limit`, its Machine::set_event_limit (0: the machine's own).
+/// `event_limit`, its Machine::set_event_limit (0: the machine's own);
+/// `step_of`, its Machine::set_step_of (a lowered kernel's).
 std::vector<Finding> check_concrete(const spec::Program &, const spec::Env &env,
                                     const std::string &param = "", const Machine::IterationHook &hook = {},
-                                    std::size_t event_limit = 0);
+                                    std::size_t event_limit = 0, const Machine::StepOf &step_of = {});
 
 /// True when every race finding's pair is unordered on the run's
 /// happens-before graph (the witness reproduces on the graph). The run must
