@@ -1653,6 +1653,16 @@ bool inputs_may_repeat(const KernelModel &m, const std::vector<std::size_t> &ins
   return false;
 }
 
+bool value_repeats(const KernelModel &m, const Effect &a) {
+  if (a.grid_value) return false;
+  for (std::size_t r : sources_through_temporaries(m, a)) {
+    const std::size_t op = m.effects[r].operand;
+    const auto &o = m.operands[op];
+    if (op != a.operand && !(o.role == spec::Role::in && o.windowed)) return false;
+  }
+  return true;
+}
+
 std::vector<std::size_t> accumulated_inputs(const KernelModel &m, const Effect &a) {
   std::vector<std::size_t> out;
   for (std::size_t r : a.sources) {

@@ -154,6 +154,14 @@ struct Builder {
   // A local: its definitions as written, the last one and, after a branch
   // that rebinds it, those of either way (LocalFlow).
   std::map<std::string, std::vector<Expr>> local_values;
+  // The locals (and loop variables) whose value names the grid point, as
+  // Effect::grid_value (once named, for the rest of the body).
+  std::set<std::string> grid_locals;
+  bool names_grid(const Expr &e) const {
+    if (e.op == Op::Call && e.name == "program_id") return true;
+    if ((e.op == Op::Name || e.op == Op::Ref) && grid_locals.count(e.name)) return true;
+    return std::any_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return names_grid(a); });
+  }
 
   // The reads (effect indices) `e` holds additively (Effect::added), for a
   // store into operand `target`: `reads` are the reads its refs stand for
@@ -1362,6 +1370,7 @@ struct Builder {
           ef.loc = st.loc;
           ef.sources = std::move(sources);
           ef.data_sources = sources_of(a->value, first, true);
+          ef.grid_value = names_grid(a->value);
           if (std::optional<Expr> upd =
                   !dims && ef.kind == Effect::write ? update_condition(ef, first) : std::nullopt) {
             Effect fresh = ef;
@@ -1411,6 +1420,7 @@ struct Builder {
         // block is a branch, the value after it is joined with the other
         // way's (join_flow).
         local_values[l->name] = {l->value};
+        if (names_grid(l->value)) grid_locals.insert(l->name);
         std::vector<std::size_t> src = sources_of(l->value, first);
         std::vector<std::size_t> data = sources_of(l->value, first, true);
         if (!src.empty())
@@ -1922,6 +1932,7 @@ struct Builder {
     const auto saved =
         int_locals.find(f.var) != int_locals.end() ? std::optional<Expr>(int_locals.at(f.var)) : std::nullopt;
     ref_locals.erase(f.var);
+    if (!constant && (names_grid(lo) || names_grid(hi))) grid_locals.insert(f.var);
     close_deferred_naming(f.var);
     deferred_names.erase(f.var);
     for (std::int64_t v = 0; v < trips; ++v) {

@@ -120,6 +120,12 @@ struct Effect {
   bool folds_by_extremum = false;
   /// A read by a body DMA's start (or sync_copy): the copy's on-chip source.
   bool copy_source = false;
+  /// A store whose value names the grid point beyond the blocks it reads:
+  /// program_id, directly or through the locals it reads, or a loop variable
+  /// whose bounds do (`acc += x[...] * (program_id(0) + 1)`). Two rounds
+  /// that read the same blocks need not store the same value
+  /// (value_repeats).
+  bool grid_value = false;
   /// A read inside a branch of a `where` in its own statement, reached
   /// through elementwise operations (`where(c, x[s] * w[s], v)`, not through
   /// a local or a dot's operand): a masked load (Triton's `load(x, mask=c,

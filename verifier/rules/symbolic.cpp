@@ -1268,7 +1268,7 @@ private:
               },
               aux, with_aux, {&p, &q}));
           const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
-          if (inputs_may_repeat(m_, ins))
+          if (inputs_may_repeat(m_, ins) && value_repeats(m_, a))
             c.push_back(at_no_point(
                 [&](const SymPoint &v) {
                   std::vector<Term> visit;
@@ -1431,14 +1431,15 @@ private:
                                 aux, with_aux));
               }
               const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
-              c.push_back(at_no_point(
-                  [&](const SymPoint &v) {
-                    std::vector<Term> again = {!lex_lt(v, q), !lex_lt(t, v), guard(a, v)};
-                    for (std::size_t in : ins)
-                      again.push_back(same(window(in, v), window(in, p)));
-                    return ctx_.all_of(again);
-                  },
-                  aux, with_aux));
+              if (value_repeats(m_, a))
+                c.push_back(at_no_point(
+                    [&](const SymPoint &v) {
+                      std::vector<Term> again = {!lex_lt(v, q), !lex_lt(t, v), guard(a, v)};
+                      for (std::size_t in : ins)
+                        again.push_back(same(window(in, v), window(in, p)));
+                      return ctx_.all_of(again);
+                    },
+                    aux, with_aux));
               lost.push_back(ctx_.all_of(c));
             }
             more.push_back(ctx_.any_of(lost));
@@ -1628,7 +1629,7 @@ private:
                     return lex_lt(r, t) && lex_lt(t, q) && ctx_.any_of(fired);
                   },
                   aux, with_aux, {&r, &q})};
-              if (inputs_may_repeat(m_, ins) && !u.inits.empty()) {
+              if (inputs_may_repeat(m_, ins) && value_repeats(m_, a) && !u.inits.empty()) {
                 auto init_at = [&](const SymPoint &t) {
                   std::vector<Term> fired;
                   for (std::size_t wi : u.inits)
@@ -1850,7 +1851,7 @@ private:
       for (std::size_t ai : u.accumulates) {
         const Effect &a = m_.effects[ai];
         const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
-        if (a.keep_mask || !inputs_may_repeat(m_, ins)) continue;
+        if (a.keep_mask || !inputs_may_repeat(m_, ins) || !value_repeats(m_, a)) continue;
         std::vector<Term> c = {guard(m_.effects[cp.store], p),
                                guard(rp, p),
                                guard(a, r),
