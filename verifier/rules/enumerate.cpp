@@ -867,8 +867,9 @@ private:
   }
 
   // As the symbolic checker's overwritten_stores: per store, the first
-  // point whose next step in its CTA is on the same block of op, where the
-  // store fires at both and one of its inputs moves.
+  // point q where it fires after it fired at p earlier in the same visit of
+  // op's block (every point from p to q in one CTA on that block), one of
+  // its inputs on another block at q: at the next step first, then later.
   void overwritten_stores(std::size_t op) {
     for (std::size_t e = 0; e < m_.effects.size(); ++e) {
       const Effect &w = m_.effects[e];
@@ -886,6 +887,21 @@ private:
             found = true;
             break;
           }
+      }
+      // (The store's last firing point in the current visit, if any.)
+      std::size_t last = pts_.size();
+      for (std::size_t q = 0; q < pts_.size() && !found && !w.guards.empty(); ++q) {
+        if (q > 0 && (cta_first_[q] != cta_first_[q - 1] || blk_[op][q] != blk_[op][q - 1]))
+          last = pts_.size();
+        if (!fires_[e][q]) continue;
+        if (last < q && !apart(last, q))
+          for (std::size_t x : inputs)
+            if (blk_[x][last] != blk_[x][q]) {
+              out_.findings.push_back(overwritten_store_finding(m_, w, x, pts_[last], pts_[q]));
+              found = true;
+              break;
+            }
+        last = q;
       }
     }
   }

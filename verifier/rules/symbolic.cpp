@@ -1460,8 +1460,10 @@ private:
   }
 
   // TPU: a store into output `op` at p (overwritten_store_inputs) that the
-  // same store overwrites at p's next step q in its CTA, on the same block,
-  // with one of its inputs on another block there.
+  // same store overwrites at a later point q of the visit (every point from
+  // p to q in its CTA on the same block), with one of its inputs on
+  // another block there. First at p's next step; a guarded store (`when k %
+  // 2 == 0`) may skip steps, so then at any later point of the visit.
   void overwritten_stores(std::size_t op) {
     for (const auto &w : m_.effects) {
       if (w.operand != op) continue;
@@ -1475,11 +1477,37 @@ private:
             guard(w, p), guard(w, q), !same(block(x, p), block(x, q))};
         for (std::size_t a = 0; a < m_.semantics.size() && a < p.v.size(); ++a)
           if (m_.semantics[a] == spec::DimSemantics::parallel) c.push_back(p.v[a] == q.v[a]);
+        const std::string name = "output-write-lost/" + m_.operands[op].name + "/overwritten/line" +
+                                 std::to_string(w.loc.line) + "/" + m_.operands[x].name;
         std::vector<Point> v;
-        if (query("output-write-lost/" + m_.operands[op].name + "/overwritten/line" +
-                      std::to_string(w.loc.line) + "/" + m_.operands[x].name,
-                  c, {&p, &q}, v) == Q::sat) {
+        if (query(name, c, {&p, &q}, v) == Q::sat) {
           out_.findings.push_back(overwritten_store_finding(m_, w, x, v[0], v[1]));
+          break;
+        }
+        if (w.guards.empty()) continue; // (fires at every step: a later q has a next step that moves x)
+        std::vector<Term> later = {in_grid(p),
+                                   in_grid(q),
+                                   lex_lt(p, q),
+                                   same(cta(p), cta(q)),
+                                   same(window(op, p), window(op, q)),
+                                   guard(w, p),
+                                   guard(w, q),
+                                   !same(block(x, p), block(x, q))};
+        for (std::size_t a = 0; a < m_.semantics.size() && a < p.v.size(); ++a)
+          if (m_.semantics[a] == spec::DimSemantics::parallel) later.push_back(p.v[a] == q.v[a]);
+        auto best = query_quantified(
+            name + "/later",
+            [&](smt::Bindings::Aux &aux, bool with_aux) {
+              return with(later, {at_no_point(
+                                     [&](const SymPoint &t) {
+                                       return lex_lt(p, t) && lex_lt(t, q) &&
+                                              !same(window(op, t), window(op, p));
+                                     },
+                                     aux, with_aux, {&p, &q})});
+            },
+            {&q, &p}, by_run());
+        if (best) {
+          out_.findings.push_back(overwritten_store_finding(m_, w, x, (*best)[1], (*best)[0]));
           break;
         }
       }
