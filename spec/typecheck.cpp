@@ -579,6 +579,9 @@ namespace {
 struct Local {
   bool is_int = false;
   std::optional<TensorType> type; ///< a tensor's type; nullopt after an error in its value
+  /// An integer whose value names the grid point (program_id, or such a
+  /// local, or a loop variable whose bounds do): never a static extent.
+  bool grid = false;
 };
 
 struct Scope {
@@ -834,6 +837,7 @@ private:
       if (is_int(l->value, s)) {
         loc.is_int = true;
         loc.type = weak_int();
+        loc.grid = names_grid(l->value, s);
         if (auto v = eval_int(l->value, s.ints))
           s.ints[l->name] = *v;
         else
@@ -909,7 +913,7 @@ private:
         block(while_body(*f), inner);
         return;
       }
-      inner.locals[f->var] = Local{true, weak_int()};
+      inner.locals[f->var] = Local{true, weak_int(), names_grid(f->lo, s) || names_grid(f->hi, s)};
       inner.ints.erase(f->var);
       const Scope unbound = inner;
       const std::size_t before = errs_.size();
@@ -1143,6 +1147,14 @@ private:
     return TensorType{l.type->dtype, l.type->weak, v.shape};
   }
 
+  // Whether an integer expression names the grid point (Local::grid).
+  static bool names_grid(const Expr &e, const Scope &s) {
+    if (e.op == Op::Call && e.name == "program_id") return true;
+    if (auto it = s.locals.find(e.name); e.op == Op::Name && it != s.locals.end() && it->second.grid)
+      return true;
+    return std::any_of(e.args.begin(), e.args.end(), [&](const Expr &a) { return names_grid(a, s); });
+  }
+
   // A shape argument `(a, b, ...)` of integer expressions.
   std::optional<Dims> shape_arg(const Expr &t, const Scope &s) {
     if (t.op != Op::Tuple) {
@@ -1153,6 +1165,12 @@ private:
     for (const auto &x : t.args) {
       if (auto err = not_int(x, s, "an extent"); !err.empty()) {
         error(x.loc, err);
+        return std::nullopt;
+      }
+      if (names_grid(x, s)) {
+        error(x.loc, "the extent '" + print(x) +
+                         "' depends on the grid point (program_id): a shape is static in Pallas, the "
+                         "same at every grid point");
         return std::nullopt;
       }
       auto v = eval_int(x, s.ints);

@@ -354,3 +354,27 @@ TEST(BodyTyping, ASubscriptOutOfBoundsAtALoopsBoundIterationIsLeftToTheRules) {
                            "for t in range(0, 4):\n            when t > 0:\n"
                            "                o[ds((t - 1) * 8, 8), :] = x[ds((t - 1) * 8, 8), :]"));
 }
+
+TEST(BodyTyping, AShapeThatDependsOnTheGridPointIsAnError) {
+  // Pallas' shapes are static: program_id in an extent, directly, through an
+  // integer local or through a loop variable whose bounds name it.
+  for (const std::string body : {"o[...] = broadcast_to(1.0, (program_id(0) + 7, 128))",
+                                 "n = program_id(0) * 8\n        o[...] = iota((n, 128), 0)",
+                                 "for t in range(program_id(0), 2):\n            o[...] = "
+                                 "reshape(iota((1024,), 0), (t * 8, 128))"}) {
+    const std::string text =
+        "kernel k:\n    grid = (2,)\n    in  x: f32[16, 128]  block=(8, 128)  index=(i) -> "
+        "(i, 0)\n    out o: f32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)\n    body:\n"
+        "        " +
+        body + "\n";
+    Err e = first_error(text);
+    EXPECT_NE(e.message.find("depends on the grid point (program_id): a shape is static in Pallas"),
+              std::string::npos)
+        << e.message;
+  }
+  // A grid-dependent start with a static size is fine.
+  expect_well_typed(
+      "kernel k:\n    grid = (2,)\n    in  x: f32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)\n"
+      "    out o: f32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)\n    body:\n"
+      "        n = program_id(0) * 0 + 8\n        o[0:4, :] = broadcast_to(1.0, (4, 128))\n");
+}
