@@ -419,15 +419,20 @@ private:
         // padding the slot's leading part (the copy lands past it), its high
         // padding the trailing part.
         // A window past the padded dim keeps its slice out of bounds.
+        // A window wholly in the padding copies nothing (an empty slice,
+        // landing at the slot's end or start): the slot is all padding.
         lo = x.bo->window_start(d, b[d]);
         hi = saturating_add(lo, *x.block[d]);
-        if (lo < 0 && hi >= 0 && x.bo->pad_lo[d] > 0 && lo >= -x.bo->pad_lo[d]) {
-          at[d] = lit(-lo);
+        const std::int64_t hi0 = hi;
+        if (lo < 0 && x.bo->pad_lo[d] > 0 && lo >= -x.bo->pad_lo[d]) {
+          at[d] = lit(std::min(-lo, *x.block[d]));
           lo = 0;
+          hi = std::max<std::int64_t>(hi, 0);
         }
-        if (hi > x.shape[d] && lo < x.shape[d] && x.bo->pad_hi[d] > 0 &&
-            hi <= saturating_add(x.shape[d], x.bo->pad_hi[d]))
+        if (hi0 > x.shape[d] && x.bo->pad_hi[d] > 0 && hi0 <= saturating_add(x.shape[d], x.bo->pad_hi[d])) {
           hi = x.shape[d];
+          lo = std::min(lo, x.shape[d]);
+        }
       }
       if (x.bo && x.bo->bounded[d]) {
         // pl.BoundedSlice: ds(start, size) copies `size` elements into the
@@ -1191,16 +1196,23 @@ private:
         // a window that starts in the low padding copies from element 0,
         // landing `pad_lo - b` elements into the slot.
         // (A window past the padded dim keeps its slice out of bounds.)
+        // (A window wholly in the padding copies nothing: region().)
         const std::int64_t pad_lo = x.bo->pad_lo[d], pad_hi = x.bo->pad_hi[d];
         lo = bin(Op::Sub, b[d], lit(pad_lo));
         hi = bin(Op::Add, lo, lit(bs));
+        const Expr hi0 = hi;
         if (pad_lo > 0) {
-          at[d] = fold(Expr::call("max", {bin(Op::Sub, lit(pad_lo), b[d]), lit(0)}));
-          lo = fold(Expr::call("where", {bin(Op::Ge, b[d], lit(0)), Expr::call("max", {lo, lit(0)}), lo}));
+          at[d] = fold(
+              Expr::call("min", {Expr::call("max", {bin(Op::Sub, lit(pad_lo), b[d]), lit(0)}), lit(bs)}));
+          const Expr in_padded = bin(Op::Ge, b[d], lit(0));
+          lo = fold(Expr::call("where", {in_padded, Expr::call("max", {lo, lit(0)}), lo}));
+          hi = fold(Expr::call("where", {in_padded, Expr::call("max", {hi, lit(0)}), hi}));
         }
-        if (pad_hi > 0)
-          hi = fold(Expr::call("where", {bin(Op::Le, hi, lit(x.shape[d] + pad_hi)),
-                                         Expr::call("min", {hi, lit(x.shape[d])}), hi}));
+        if (pad_hi > 0) {
+          const Expr in_padded = bin(Op::Le, hi0, lit(x.shape[d] + pad_hi));
+          hi = fold(Expr::call("where", {in_padded, Expr::call("min", {hi, lit(x.shape[d])}), hi}));
+          lo = fold(Expr::call("where", {in_padded, Expr::call("min", {lo, lit(x.shape[d])}), lo}));
+        }
       }
       subs.push_back(Expr::binary(Op::Slice, lo, hi));
     }

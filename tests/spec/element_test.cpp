@@ -148,7 +148,7 @@ TEST(Element, AWindowThatStartsInTheLowPaddingLandsAtAnOffsetIntoItsSlot) {
   EXPECT_EQ(unrolled.find("error"), std::string::npos) << unrolled;
   // The rolled form computes the offset from the block index.
   const std::string rolled = lowered_text(halo("Element(144, (16, 0))", "i * 128"), false);
-  EXPECT_NE(rolled.find("offset=(max(16 - "), std::string::npos) << rolled;
+  EXPECT_NE(rolled.find("offset=(min(max(16 - "), std::string::npos) << rolled;
 }
 
 TEST(Element, AnOutputWindowInTheLowPaddingIsWrittenBackFromPastItsPaddingInTheSlot) {
@@ -184,6 +184,25 @@ TEST(Element, ACopyOffsetThatPutsTheBlockPastItsSlotIsALocatedError) {
   ASSERT_FALSE(r.file);
   EXPECT_NE(r.errors.at(0).message.find("past the slot"), std::string::npos) << r.errors[0].message;
   EXPECT_EQ(r.errors[0].loc.line, 4);
+}
+
+TEST(Element, AWindowWhollyInThePaddingCopiesNothingInBothForms) {
+  // Element(8, (16, 0)) at offset i * 8 over 8 elements: windows 0 and 1 lie
+  // in the low padding (array elements -16:-8, -8:0), an empty copy each,
+  // landing at the slot's end; window 2 is the array.
+  const std::string k = R"(kernel k:
+    grid = (3,)
+    in  x: f32[8]  block=(Element(8, (16, 0)),)  index=(i) -> (i * 8,)
+    out o: f32[3, 8]  block=(None, 8)  index=(i) -> (i, 0)
+    body:
+        o[...] = where(program_id(0) == 2, x[...], 0.0)
+)";
+  const std::string unrolled = lowered_text(k, true);
+  EXPECT_NE(unrolled.find("copy_in_start(x[0:0], x_vmem[0], offset=(8,))"), std::string::npos) << unrolled;
+  EXPECT_NE(unrolled.find("copy_in_start(x[0:0], x_vmem[1], offset=(8,))"), std::string::npos) << unrolled;
+  EXPECT_NE(unrolled.find("copy_in_start(x, x_vmem[0])"), std::string::npos) << unrolled;
+  const std::string rolled = lowered_text(k, false);
+  EXPECT_NE(rolled.find("max(x_next0 - 8, 0)"), std::string::npos) << rolled;
 }
 
 } // namespace
