@@ -1059,6 +1059,15 @@ public:
       shape_arg(e.args[1], scope, e.name);
       return;
     }
+    if (e.name == "roll") {
+      // The shift and stride are integers: what constants decide about them
+      // (an overflow) is decided here, as for a subscript.
+      sub(e.args[0]);
+      check_int_expr(e.args[1], scope, "roll's shift");
+      for (const char *k : {"axis", "stride", "stride_axis"})
+        if (const Expr *v = e.kwarg(k)) check_int_expr(*v, scope, std::string("roll's ") + k);
+      return;
+    }
     if (e.name == "dot_general") {
       Loc where;
       if (auto d = dot_general_dims(e, where); !d.ok()) error(where, d.error);

@@ -651,3 +651,15 @@ TEST(CommitSmem, IsAMosaicGpuKernelStatementAndPrintsBack) {
   EXPECT_NE(p.message.find("commit_smem() belongs in a Mosaic GPU kernel body"), std::string::npos)
       << p.message;
 }
+
+TEST(ArithmeticValidation, OverflowInARollsShiftOrStrideIsAnError) {
+  for (const std::string roll :
+       {"roll(x[...], 2**63 - 1 + 1, axis=1)", "roll(x[...], 1, axis=1, stride=2**64, "
+                                               "stride_axis=0)"}) {
+    Err e = first_error(
+        "kernel k:\n    in  x: f32[8, 128]\n    out o: f32[8, 128]\n    body:\n        o[...] = " + roll +
+        "\n");
+    EXPECT_EQ(e.line, 5) << roll;
+    EXPECT_NE(e.message.find("integer overflow in roll's "), std::string::npos) << e.message;
+  }
+}
