@@ -743,6 +743,11 @@ void Interp::exec(const spec::Stmt &s) {
     const auto saved = it != env.end() ? std::optional<std::int64_t>(it->second) : std::nullopt;
     begin_loop(*f);
     for (std::int64_t v = lo; v < hi; ++v) {
+      // (A while loop is done at its first failing condition: spec::For.)
+      if (f->is_while) {
+        check_prefetch_reads(f->body.at(0)); // (what the condition reads, as its `if` would)
+        if (eval_int(spec::while_cond(*f)) == 0) break;
+      }
       env[f->var] = v;
       exec(f->body);
     }

@@ -330,6 +330,12 @@ void Stepper::exec(const Stmt &s) {
     const bool had = bound != nullptr;
     const std::int64_t saved = had ? *bound : 0;
     for (std::int64_t v = lo; v < hi; ++v) {
+      // A while loop's iterations past the first whose condition fails do
+      // nothing (each is `if cond:` on a state that no longer changes).
+      if (f->is_while) {
+        const Stmt &guard = f->body.at(0);
+        if (!eval(plans_.at(&guard).ints[0], while_cond(*f), guard.loc)) break;
+      }
       bind(plan.var, v);
       loop_values_.push_back(v);
       c_->on_iteration(*f, v);

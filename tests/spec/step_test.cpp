@@ -184,6 +184,34 @@ TEST(Stepper, LoopsBindTheirVariableInTheSharedEnv) {
   EXPECT_EQ(c.seen, (std::vector<std::int64_t>{0, 11, 22}));
 }
 
+TEST(Stepper, AWhileLoopStopsAtItsFirstFailingCondition) {
+  // bound=2**40: the loop runs twice; the iterations after do nothing and
+  // are not walked (they took time linear in the bound).
+  Program p = parse_program(R"(pipeline p:
+    hbm A: f32[4, 8]
+    sram X: f32[8]
+    k = 0
+    while k < 2, bound=2**40:
+        k = k + 1
+    copy_in_start(A[k], X)
+    copy_in_wait(X)
+)");
+  struct Loops : StepConsumer {
+    int iterations = 0;
+    void on_iteration(const For &, std::int64_t) override { ++iterations; }
+    void on_compute(const Stmt &, const std::vector<StepRef> &, const std::optional<StepRef> &) override {}
+    void on_start(const Stmt &, int, const AsyncStart &) override {}
+    void on_wait(const Stmt &, const std::optional<StepRef> &, const std::vector<int> &) override {}
+    void on_undefined(const Stmt &, const StepPlace &) override {}
+    void on_fault(const Stmt &, FaultKind, const std::string &) override {}
+    void on_end(const std::vector<int> &) override {}
+  } c;
+  Env env;
+  Stepper(p, p.body, env).run(c);
+  EXPECT_EQ(c.iterations, 2);
+  EXPECT_EQ(env.at("k"), 2);
+}
+
 TEST(Stepper, AReadInTheBranchAnIntegerWhereDropsIsNoRead) {
   // where(c, a, b) with c an integer: only the branch it selects is read
   // (`where(k == 0, init, acc[...])`); a condition on data selects nothing.
