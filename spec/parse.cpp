@@ -1210,6 +1210,12 @@ private:
       // `-5` is a negative literal (so printing an Int(-5) reads back as itself);
       // `-5 ** 2` is still -(5 ** 2).
       if ((peek().kind == Tok::Int || peek().kind == Tok::Float) && !is_punct("**", 1)) {
+        // -2**63 as a literal: the one negative value whose magnitude is no int64
+        // (what the printer writes for it).
+        if (peek().kind == Tok::Int && peek().text == "9223372036854775808") {
+          advance();
+          return Expr::integer(std::numeric_limits<std::int64_t>::min(), l);
+        }
         Expr lit = postfix();
         if (lit.op == Op::Int) {
           lit.int_value = static_cast<std::int64_t>(0ULL - static_cast<unsigned long long>(lit.int_value));

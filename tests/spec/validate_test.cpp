@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 using namespace pipecheck::spec;
 
 namespace {
@@ -131,6 +133,20 @@ TEST(SyntaxError, ChainedComparison) {
 TEST(SyntaxError, IntegerLiteralTooLarge) {
   Err e = first_error("pipeline p:\n    x = 99999999999999999999\n");
   EXPECT_NE(e.message.find("too large"), std::string::npos);
+}
+
+TEST(SyntaxError, TwoToTheSixtyThreeIsALiteralOnlyNegated) {
+  // -2**63 is the printer's text for the least int64 (a folded `(0 - 2**62) * 2`):
+  // it reads back as that literal; without the minus it does not fit.
+  Err e = first_error("pipeline p:\n    x = 9223372036854775808\n");
+  EXPECT_NE(e.message.find("too large"), std::string::npos);
+  auto r = parse(SourceFile::from_string("t.pk", "pipeline p:\n    x = -9223372036854775808\n"));
+  ASSERT_TRUE(r.file) << r.errors.at(0).message;
+  const auto &p = std::get<Program>(r.file->units.at(0));
+  const auto &l = std::get<Let>(p.body.at(0).kind);
+  EXPECT_EQ(l.value.op, Op::Int);
+  EXPECT_EQ(l.value.int_value, std::numeric_limits<std::int64_t>::min());
+  EXPECT_EQ(print(l.value), "-9223372036854775808");
 }
 
 TEST(SyntaxError, ExpressionNestedTooDeeply) {
