@@ -185,7 +185,8 @@ std::int64_t Stepper::eval(int handle, const Expr &e, const Loc &l) const {
 
 std::int64_t Stepper::eval(const Expr &e, const Loc &l) const {
   if (auto v = value_of(e)) return *v;
-  if (auto d = arithmetic_error(e, env_, "'" + print(e) + "'")) throw StepError(d->message, d->loc);
+  if (auto d = arithmetic_error(e, env_, "'" + print(e) + "'"))
+    throw StepError(d->message, d->loc.line ? d->loc : l); // (a generated expression: its statement)
   throw StepError("cannot evaluate '" + print(e) + "'", e.loc.line ? e.loc : l);
 }
 
