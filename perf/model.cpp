@@ -374,6 +374,14 @@ ModelResult model_one(const spec::KernelSpec &k, const ModelOptions &o) {
                     : "line " + std::to_string(lower_errors[0].loc.line) + ": " + lower_errors[0].message;
     return r;
   }
+  // The simulation walks every step, in time linear in the grid.
+  constexpr std::int64_t kMaxModeledSteps = std::int64_t{1} << 18;
+  if (const std::int64_t n = spec::num_points(lowered->grid); n > kMaxModeledSteps) {
+    r.unknown = "its grid has " + std::to_string(n) + " steps, more than the " +
+                std::to_string(kMaxModeledSteps) +
+                " the model simulates one by one (model it with smaller params: --set)";
+    return r;
+  }
   auto by_loc = body_flops(k, o.overrides);
   FlopsOf flops = [&](const spec::Stmt &s, const std::vector<spec::StepRef> &,
                       const std::optional<spec::StepRef> &) {

@@ -256,6 +256,25 @@ TEST(Model, AKernelWhoseScheduleFaultsHasNoModelAndSaysWhy) {
   EXPECT_NE(r.unknown.find("faults at line 3"), std::string::npos) << r.unknown;
 }
 
+TEST(Model, AGridOfMoreStepsThanItSimulatesHasNoModelAndSaysWhy) {
+  // 2^30 steps: the walk would take hours; 2^18 is the limit.
+  const std::string text = R"(kernel big:
+    param n = 2**40
+    grid = (n // 1024,)
+    in  x: f32[n]  block=(1024,)  index=(i) -> (i,)
+    out o: f32[n]  block=(1024,)  index=(i) -> (i,)
+    body:
+        o[...] = x[...] * 2.0
+)";
+  auto r = perf::model_kernel(kernel(text), {});
+  EXPECT_FALSE(r.model);
+  EXPECT_NE(r.unknown.find("its grid has 1073741824 steps, more than the 262144"), std::string::npos)
+      << r.unknown;
+  perf::ModelOptions o;
+  o.overrides["n"] = 1 << 28;
+  EXPECT_TRUE(perf::model_kernel(kernel(text), o).model);
+}
+
 TEST(Model, TheGuidesSectionFourPipelineOverlapsEachStepsComputeWithTheNextCopyIn) {
   // The guide's double-buffered loop as written (corpus/guide/section4_rolled.pk)
   // with 6 steps; a block copies in half the time a step computes.
