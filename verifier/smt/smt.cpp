@@ -424,7 +424,21 @@ std::vector<std::int64_t> Solver::minimize_lex(const std::vector<Term> &vars,
     p.set("rlimit", units);
     impl_->s.set(p);
   };
-  if (probe_divisor > 1) budget(std::max(1u, impl_->rlimit / probe_divisor));
+  // Z3's resources spent so far (its statistics' cumulative "rlimit count").
+  auto spent = [&]() -> std::uint64_t {
+    const z3::stats st = impl_->s.statistics();
+    for (unsigned i = 0; i < st.size(); ++i)
+      if (st.key(i) == "rlimit count")
+        return st.is_uint(i) ? st.uint_value(i) : static_cast<std::uint64_t>(st.double_value(i));
+    return 0;
+  };
+  // Every probe together spends at most an eighth of one query's budget:
+  // each is a query of its own, and two dozen of them at the full budget
+  // took a minute where the solver wandered (a witness left where it is is
+  // still a witness; probes that decide are usually quick).
+  const std::uint64_t start = spent();
+  const std::uint64_t total = std::max(1u, impl_->rlimit / 8);
+  const unsigned per_probe = probe_divisor > 1 ? std::max(1u, impl_->rlimit / probe_divisor) : impl_->rlimit;
   push();
   bool stop = false;
   for (std::size_t k = 0; k < vars.size() && !stop; ++k) {
@@ -433,6 +447,12 @@ std::vector<std::int64_t> Solver::minimize_lex(const std::vector<Term> &vars,
     // Probe the lower bound first: witnesses are usually at the origin.
     bool first = true;
     while (lo < hi) {
+      const std::uint64_t used = spent() - start;
+      if (used >= total) {
+        stop = true;
+        break;
+      }
+      budget(static_cast<unsigned>(std::min<std::uint64_t>(per_probe, total - used)));
       std::int64_t mid = first ? lo : lo + (hi - lo) / 2;
       first = false;
       push();
@@ -450,6 +470,7 @@ std::vector<std::int64_t> Solver::minimize_lex(const std::vector<Term> &vars,
     }
     add(vars[k] == hi, "minimize-fix");
     if (!stop) {
+      budget(impl_->rlimit); // (the point found: a check that confirms it, with a query's budget)
       Result r = check();
       if (r.kind != Result::sat) stop = true;
     }
@@ -458,7 +479,7 @@ std::vector<std::int64_t> Solver::minimize_lex(const std::vector<Term> &vars,
     for (std::size_t k = 0; k < vars.size(); ++k)
       vals[k] = value(vars[k]);
   pop();
-  if (probe_divisor > 1) budget(impl_->rlimit);
+  budget(impl_->rlimit);
   if (complete) *complete = !stop;
   return vals;
 }
