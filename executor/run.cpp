@@ -1119,10 +1119,10 @@ void find_unwritten(KernelPrep &p) {
 /// stand_in); an output element that is a value in the first pass and
 /// another value in the second depends on undefined data.
 void find_undefined_dependence(KernelPrep &p, const RunOptions &opts) {
-  // The NaNs the body stored where the inputs hold none: a computed value
-  // (log of a negative) where no stand-in changes it, else poison carried.
+  // The NaNs the body stored: a computed value (log of a negative, or an
+  // input's NaN carried) where no stand-in changes it, else poison carried.
   std::map<std::string, std::vector<std::uint8_t>> nans;
-  if (!p.nan_value)
+  {
     for (const auto &o : p.ck.operands) {
       if (o.role != spec::Role::out || !spec::dtype_is_float(o.dtype) || !p.written.count(o.name)) continue;
       const HostArray &a = *p.arrays.at(o.name);
@@ -1136,6 +1136,7 @@ void find_undefined_dependence(KernelPrep &p, const RunOptions &opts) {
         }
       if (any) nans[o.name] = std::move(n);
     }
+  }
   auto keep_nans = [&] {
     for (auto &[name, n] : nans)
       for (std::size_t i = 0; i < n.size(); ++i)

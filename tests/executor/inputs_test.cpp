@@ -156,3 +156,38 @@ kernel half_written:
   EXPECT_NE(bad.reason.find("o[256, 0] was never written"), std::string::npos) << bad.reason;
   EXPECT_EQ(bad.mismatch->count, 2 * 128 * 128);
 }
+
+TEST(Inputs, SpecialInputsTellANanTheBodyComputesFromPoisonItRead) {
+  // log of a negative input is a NaN the body makes (the same with stand-ins
+  // for undefined data): "got nan", not a read of memory nothing wrote; a
+  // scratch read before any store is still that.
+  const auto file = executor::testing::parse_text(R"(kernel log_of_negatives:
+    grid = (2,)
+    in  x: f32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    out o: f32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    body:
+        o[...] = log(x[...])
+    reference:
+        o = log(abs(x))
+
+kernel scratch_never_stored:
+    grid = (2,)
+    in  x: f32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    out o: f32[16, 128]  block=(8, 128)  index=(i) -> (i, 0)
+    scratch t: f32[8, 128]
+    body:
+        o[...] = x[...] + t[...]
+    reference:
+        o = x
+)");
+  RunOptions o;
+  o.input_kind = InputKind::special;
+  const RunResult computed = run(std::get<spec::KernelSpec>(file.units[0]), o);
+  ASSERT_EQ(computed.status, RunStatus::fail);
+  ASSERT_TRUE(computed.mismatch);
+  EXPECT_FALSE(computed.mismatch->is_poison) << computed.reason;
+  EXPECT_NE(computed.reason.find("got nan"), std::string::npos) << computed.reason;
+  const RunResult poison = run(std::get<spec::KernelSpec>(file.units[1]), o);
+  ASSERT_EQ(poison.status, RunStatus::fail);
+  EXPECT_NE(poison.reason.find("reads memory nothing wrote"), std::string::npos) << poison.reason;
+}
