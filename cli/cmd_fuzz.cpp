@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 
 namespace pipecheck::cli {
 namespace {
@@ -121,6 +122,19 @@ int fuzz_cmd(const FuzzArgs &a) {
     return bad();
   }
   const spec::File &file = *parsed.file;
+  {
+    // (Before choosing a unit by name: two of one name is the file's error.)
+    std::set<std::string> names;
+    for (const auto &u : file.units)
+      if (!names.insert(spec::unit_name(u)).second) {
+        file_error(src->path, &*src,
+                   spec::Diagnostic{spec::Severity::error,
+                                    spec::unit_loc(u),
+                                    "duplicate unit name '" + spec::unit_name(u) + "'",
+                                    {}});
+        return bad();
+      }
+  }
   const auto *unit =
       select_kernel(file, *src, a.path, a.kernel, "is a pipeline; fuzz sweeps a kernel's param domains");
   if (!unit) return bad();

@@ -325,6 +325,17 @@ TEST(CliHardening, LowerAndFuzzOfAPipelineSayWhereItIs) {
   EXPECT_TRUE(contains(fuzz.text, f + ":2:1: error: 'p' is a pipeline")) << fuzz.text;
 }
 
+TEST(CliHardening, TwoUnitsOfOneNameAreALocatedErrorInEveryCommand) {
+  TempDir dir;
+  std::string f = dir.file("d.pk", "kernel k:\n    out o: f32[8]\n    body:\n        o[...] = zeros\n\n"
+                                   "kernel k:\n    out o: f32[8]\n    body:\n        o[...] = zeros\n");
+  for (const char *cmd : {"check ", "run ", "lower ", "fuzz ", "model "}) {
+    Out out = run(std::string(cmd) + f);
+    EXPECT_EQ(out.code, 3) << cmd << out.text;
+    EXPECT_TRUE(contains(out.text, f + ":6:1: error: duplicate unit name 'k'")) << cmd << out.text;
+  }
+}
+
 TEST(CliHardening, SetOutsideAParamsDomainOrNamingNoParamIsBadInputInEveryCommand) {
   TempDir dir;
   std::string f = dir.file("m.pk", kSymbolic);
