@@ -176,13 +176,19 @@ std::int64_t count_of(const Dims &d) {
 
 std::string shape_arg_error(const Dims &shape) {
   constexpr std::int64_t kMax = std::int64_t{1} << 31;
+  // (Over the nonzero extents: a shape with a zero one has no elements, but
+  // its others still size its strides.)
+  const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  const std::string what =
+      empty ? "shape " + dims_string(shape) + " has nonzero extents whose product passes 2^31"
+            : "shape " + dims_string(shape) + " has more than 2^31 elements";
   std::int64_t n = 1;
   for (std::int64_t d : shape) {
-    if (!known(d)) continue;
-    if (d != 0 && n > kMax / d) return "shape " + dims_string(shape) + " has more than 2^31 elements";
+    if (!known(d) || d == 0) continue;
+    if (n > kMax / d) return what;
     n *= d;
   }
-  return n > kMax ? "shape " + dims_string(shape) + " has more than 2^31 elements" : std::string();
+  return n > kMax ? what : std::string();
 }
 
 Typed<TensorType> reshape_type(const TensorType &a, const Dims &shape) {

@@ -327,6 +327,11 @@ TEST(BodyLanguageTyping, AShapeTooLargeToHoldIsALocatedError) {
   EXPECT_EQ(d.loc.line, 6);
   EXPECT_EQ(d.loc.col, 18);
   EXPECT_NE(d.message.find("has more than 2^31 elements"), std::string::npos) << d.message;
+  // A shape with a zero extent has no elements: what is too large is the rest.
+  Diagnostic z = first_error(kernel("f32[8, 128]", {"c = iota((2**32, 2**32, 0), 0)"}));
+  EXPECT_NE(z.message.find("shape [4294967296, 4294967296, 0] has nonzero extents whose product passes 2^31"),
+            std::string::npos)
+      << z.message;
 }
 
 TEST(BodyLanguageSyntax, AMaskOperatorInAParamBoundKeepsItsParentheses) {
