@@ -2529,9 +2529,10 @@ Finding not_covered_finding(const KernelModel &m, std::size_t op, const Point &b
     f.witness.items.push_back({"cell_lo", lo});
     f.witness.items.push_back({"cell_hi", hi});
   }
-  f.notes.push_back(note(
-      o.loc, what + " of " + o.name + " (of " + format_tuple(o.num_blocks) + " blocks) is never written" +
-                 (whole ? "" : ": every store that writes this block covers only part of it")));
+  f.notes.push_back(
+      note(o.loc, what + " of " + o.name + " (of " + format_tuple(o.num_blocks) + " blocks) " +
+                      (whole ? "is" : "are") + " never written" +
+                      (whole ? "" : ": every store that writes this block covers only part of it")));
   return f;
 }
 
