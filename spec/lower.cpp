@@ -849,20 +849,14 @@ private:
     Emitter inner(in, io);
     inner.parent_ = this;
     inner.parent_step_ = s;
-    // The inner program's state names avoid every name of the kernel's.
+    // The inner program's state names avoid every name of the kernel's
+    // (used_: setup_operands) and its buffers but the rings of the pipelines
+    // at earlier outer steps, which this one names again.
     inner.used_ = used_;
-    // (The rings of the pipelines at earlier outer steps are the ones this
-    // one names again: not taken.)
     for (auto &b : prog_.buffers)
       if (std::none_of(nested_bindings_.begin(), nested_bindings_.end(),
                        [&](const BufferBinding &n) { return n.window == b.name; }))
         inner.used_.insert(b.name);
-    for (auto &p : k_.params)
-      inner.used_.insert(p.name);
-    for (auto &x : ops_)
-      inner.used_.insert(x.op->name);
-    collect_names(k_.body, used_);
-    inner.used_.insert(used_.begin(), used_.end());
     Lowered l = inner.run();
     for (auto &b : l.program.buffers) {
       if (b.kind == BufferKind::hbm) continue; // the kernel's any operand
@@ -1264,13 +1258,9 @@ private:
 
   void start_rolled() {
     out_ = &prog_.body;
-    for (auto &p : k_.params)
-      used_.insert(p.name);
+    // (The kernel's own names are taken since setup_operands.)
     for (auto &b : prog_.buffers)
       used_.insert(b.name);
-    for (auto &x : ops_)
-      used_.insert(x.op->name);
-    collect_names(k_.body, used_);
     step_var_ = fresh("s");
     for (std::size_t a = 0; a < grid_.size(); ++a)
       pid_.push_back(fresh("pid" + std::to_string(a)));

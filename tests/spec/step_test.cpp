@@ -18,6 +18,16 @@ Program parse_program(const std::string &text) {
   return std::get<Program>(r.file->units.at(0));
 }
 
+/// A consumer that ignores every event (a test overrides the ones it reads).
+struct Quiet : StepConsumer {
+  void on_compute(const Stmt &, const std::vector<StepRef> &, const std::optional<StepRef> &) override {}
+  void on_start(const Stmt &, int, const AsyncStart &) override {}
+  void on_wait(const Stmt &, const std::optional<StepRef> &, const std::vector<int> &) override {}
+  void on_undefined(const Stmt &, const StepPlace &) override {}
+  void on_fault(const Stmt &, FaultKind, const std::string &) override {}
+  void on_end(const std::vector<int> &) override {}
+};
+
 /// Writes one line per event: "L<line> <what>".
 struct Recorder : StepConsumer {
   const Program *program = nullptr;
@@ -167,16 +177,10 @@ TEST(Stepper, LoopsBindTheirVariableInTheSharedEnv) {
         copy_in_start(A[i], X[i % 2])
         copy_in_wait(X[i % 2])
 )");
-  struct Loops : StepConsumer {
+  struct Loops : Quiet {
     std::vector<std::int64_t> seen;
     Env *env = nullptr;
     void on_iteration(const For &, std::int64_t v) override { seen.push_back(env->at("i") * 10 + v); }
-    void on_compute(const Stmt &, const std::vector<StepRef> &, const std::optional<StepRef> &) override {}
-    void on_start(const Stmt &, int, const AsyncStart &) override {}
-    void on_wait(const Stmt &, const std::optional<StepRef> &, const std::vector<int> &) override {}
-    void on_undefined(const Stmt &, const StepPlace &) override {}
-    void on_fault(const Stmt &, FaultKind, const std::string &) override {}
-    void on_end(const std::vector<int> &) override {}
   } c;
   Env env{{"N", 3}};
   c.env = &env;
@@ -196,15 +200,9 @@ TEST(Stepper, AWhileLoopStopsAtItsFirstFailingCondition) {
     copy_in_start(A[k], X)
     copy_in_wait(X)
 )");
-  struct Loops : StepConsumer {
+  struct Loops : Quiet {
     int iterations = 0;
     void on_iteration(const For &, std::int64_t) override { ++iterations; }
-    void on_compute(const Stmt &, const std::vector<StepRef> &, const std::optional<StepRef> &) override {}
-    void on_start(const Stmt &, int, const AsyncStart &) override {}
-    void on_wait(const Stmt &, const std::optional<StepRef> &, const std::vector<int> &) override {}
-    void on_undefined(const Stmt &, const StepPlace &) override {}
-    void on_fault(const Stmt &, FaultKind, const std::string &) override {}
-    void on_end(const std::vector<int> &) override {}
   } c;
   Env env;
   Stepper(p, p.body, env).run(c);
@@ -246,16 +244,11 @@ TEST(Stepper, ALoopRestoresAVariableItShadowsAndATensorLetUnbindsAnIntegerName) 
     copy_in_start(A[t + i], X[0])
     copy_in_wait(X[0])
 )");
-  struct Places : StepConsumer {
+  struct Places : Quiet {
     std::vector<std::int64_t> rows;
-    void on_compute(const Stmt &, const std::vector<StepRef> &, const std::optional<StepRef> &) override {}
     void on_start(const Stmt &, int, const AsyncStart &a) override {
       rows.push_back(a.src.place.box[0].first);
     }
-    void on_wait(const Stmt &, const std::optional<StepRef> &, const std::vector<int> &) override {}
-    void on_undefined(const Stmt &, const StepPlace &) override {}
-    void on_fault(const Stmt &, FaultKind, const std::string &) override {}
-    void on_end(const std::vector<int> &) override {}
   } c;
   Env env{{"i", 4}};
   Stepper(p, p.body, env).run(c);

@@ -765,7 +765,7 @@ private:
   // the scratch reaches on one block at p, q and v (a round repeated whole).
   bool accumulated_again(std::size_t op, std::size_t a, std::size_t p, std::size_t q) {
     const std::vector<std::size_t> ins = accumulated_inputs(m_, m_.effects[a]);
-    if (!inputs_may_repeat(m_, ins) || !value_repeats(m_, m_.effects[a])) return false;
+    if (!round_may_repeat(m_, m_.effects[a])) return false;
     auto it = reached_.find(op);
     if (it == reached_.end()) it = reached_.emplace(op, reached_outputs(m_, op)).first;
     for (std::size_t v = q; v <= cta_last_[q]; ++v) {
@@ -1031,7 +1031,7 @@ private:
           if (next < n && (!init_first || splits_a_visit(op, r, q))) continue;
           // (a round repeated whole: as the symbolic checker's, with z the
           // last init at or before r in its CTA)
-          if (inputs_may_repeat(m_, ins) && value_repeats(m_, a) && !u.inits.empty()) {
+          if (round_may_repeat(m_, a) && !u.inits.empty()) {
             std::size_t z = n;
             for (std::size_t t = r + 1; t-- > cta_first_[r] && z == n;)
               for (std::size_t wi : u.inits)
@@ -1475,9 +1475,7 @@ private:
     auto init_at = [&](std::size_t x, auto &&pred) { return init_fires(u, x, pred); };
     std::vector<std::size_t> accs;
     for (std::size_t ai : u.accumulates)
-      if (!m_.effects[ai].keep_mask && inputs_may_repeat(m_, accumulated_inputs(m_, m_.effects[ai])) &&
-          value_repeats(m_, m_.effects[ai]))
-        accs.push_back(ai);
+      if (!m_.effects[ai].keep_mask && round_may_repeat(m_, m_.effects[ai])) accs.push_back(ai);
     if (accs.empty()) return;
     const std::vector<std::size_t> inits_before = count_inits_before(u);
     // seg[x]: a point at or before the first whose accumulations may still

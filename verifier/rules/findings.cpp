@@ -1638,21 +1638,6 @@ std::vector<OverwriteUse> overwrite_uses(const KernelModel &m, std::size_t op) {
   return out;
 }
 
-bool inputs_may_repeat(const KernelModel &m, const std::vector<std::size_t> &ins) {
-  if (ins.empty()) return false;
-  for (std::size_t a = 0; a < m.grid.size(); ++a) {
-    bool pinned = false;
-    for (std::size_t in : ins) {
-      const auto &o = m.operands[in];
-      if (a >= o.index_params.size()) continue;
-      for (const auto &e : o.index)
-        pinned = pinned || (e.op == spec::Op::Name && e.name == o.index_params[a]);
-    }
-    if (!pinned) return true;
-  }
-  return false;
-}
-
 bool value_repeats(const KernelModel &m, const Effect &a) {
   if (a.grid_value) return false;
   for (std::size_t r : sources_through_temporaries(m, a)) {
@@ -1661,6 +1646,22 @@ bool value_repeats(const KernelModel &m, const Effect &a) {
     if (op != a.operand && !(o.role == spec::Role::in && o.windowed)) return false;
   }
   return true;
+}
+
+bool round_may_repeat(const KernelModel &m, const Effect &a) {
+  const std::vector<std::size_t> ins = accumulated_inputs(m, a);
+  if (ins.empty() || !value_repeats(m, a)) return false;
+  for (std::size_t g = 0; g < m.grid.size(); ++g) {
+    bool pinned = false;
+    for (std::size_t in : ins) {
+      const auto &o = m.operands[in];
+      if (g >= o.index_params.size()) continue;
+      for (const auto &e : o.index)
+        pinned = pinned || (e.op == spec::Op::Name && e.name == o.index_params[g]);
+    }
+    if (!pinned) return true;
+  }
+  return false;
 }
 
 std::vector<std::size_t> accumulated_inputs(const KernelModel &m, const Effect &a) {

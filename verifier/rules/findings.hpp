@@ -353,20 +353,21 @@ std::vector<std::size_t> sources_through_temporaries(const KernelModel &, const 
 /// Every step fetches its own slot, so such a write reaches no other step
 /// and is no input-write-lost.
 bool input_masked_in_place(const KernelModel &, const Effect &w);
-/// Whether some two grid points may give every input of `ins` the same
-/// window: false where, for each grid axis, some input's index map returns
-/// that axis' index itself in some dim (`(i, k)`: every point reads its own
-/// blocks). A round repeated whole needs such points; the queries that look
-/// for one are skipped without (they cost a quantifier each).
-bool inputs_may_repeat(const KernelModel &, const std::vector<std::size_t> &ins);
 /// Whether accumulation `a`'s value is made of its input blocks alone
 /// (accumulated_inputs), so that a round reading the same blocks adds the
 /// same value again: it reads nothing but windowed inputs and its own
 /// operand (a scratch temporary resolved to what it holds,
 /// sources_through_temporaries), and names no grid point (Effect::grid_value:
-/// a weight by round, a scratch staged per round). The round-repeated
-/// exemptions and the re-added case of accumulator-carried need it.
+/// a weight by round, a scratch staged per round).
 bool value_repeats(const KernelModel &, const Effect &a);
+/// Whether a round of accumulation `a` may be repeated whole: its value
+/// repeats (value_repeats) and some two grid points may give every one of
+/// its inputs the same window: false where, for each grid axis, some input's
+/// index map returns that axis' index itself in some dim (`(i, k)`: every
+/// point reads its own blocks). The round-repeated exemptions and the
+/// re-added case of accumulator-carried need it; the queries that look for
+/// such points are skipped without (they cost a quantifier each).
+bool round_may_repeat(const KernelModel &, const Effect &a);
 /// accumulator-reset: init `w` of result scratch `op` at grid point `reset`,
 /// within the visit of block B of `output`, discards what was accumulated at
 /// `partial` (in that visit, before the reset), and `store` at

@@ -1268,7 +1268,7 @@ private:
               },
               aux, with_aux, {&p, &q}));
           const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
-          if (inputs_may_repeat(m_, ins) && value_repeats(m_, a))
+          if (round_may_repeat(m_, a))
             c.push_back(at_no_point(
                 [&](const SymPoint &v) {
                   std::vector<Term> visit;
@@ -1470,13 +1470,15 @@ private:
       const auto inputs = overwritten_store_inputs(m_, w);
       for (std::size_t x : inputs) {
         SymPoint p = point("p"), q = point("q");
+        // The store fires at p and q on one block of op, x's block differs.
         // (A step along a parallel axis may change cores: that is
         // parallel-write-conflict's case.)
-        std::vector<Term> c = {
-            in_grid(p),  in_grid(q),  step_back(q, p, cta_count()),   same(window(op, p), window(op, q)),
-            guard(w, p), guard(w, q), !same(block(x, p), block(x, q))};
+        std::vector<Term> overwrites = {same(window(op, p), window(op, q)), guard(w, p), guard(w, q),
+                                        !same(block(x, p), block(x, q))};
         for (std::size_t a = 0; a < m_.semantics.size() && a < p.v.size(); ++a)
-          if (m_.semantics[a] == spec::DimSemantics::parallel) c.push_back(p.v[a] == q.v[a]);
+          if (m_.semantics[a] == spec::DimSemantics::parallel) overwrites.push_back(p.v[a] == q.v[a]);
+        std::vector<Term> c = {in_grid(p), in_grid(q), step_back(q, p, cta_count())};
+        c.insert(c.end(), overwrites.begin(), overwrites.end());
         const std::string name = "output-write-lost/" + m_.operands[op].name + "/overwritten/line" +
                                  std::to_string(w.loc.line) + "/" + m_.operands[x].name;
         std::vector<Point> v;
@@ -1485,16 +1487,8 @@ private:
           break;
         }
         if (w.guards.empty()) continue; // (fires at every step: a later q has a next step that moves x)
-        std::vector<Term> later = {in_grid(p),
-                                   in_grid(q),
-                                   lex_lt(p, q),
-                                   same(cta(p), cta(q)),
-                                   same(window(op, p), window(op, q)),
-                                   guard(w, p),
-                                   guard(w, q),
-                                   !same(block(x, p), block(x, q))};
-        for (std::size_t a = 0; a < m_.semantics.size() && a < p.v.size(); ++a)
-          if (m_.semantics[a] == spec::DimSemantics::parallel) later.push_back(p.v[a] == q.v[a]);
+        std::vector<Term> later = {in_grid(p), in_grid(q), lex_lt(p, q), same(cta(p), cta(q))};
+        later.insert(later.end(), overwrites.begin(), overwrites.end());
         auto best = query_quantified(
             name + "/later",
             [&](smt::Bindings::Aux &aux, bool with_aux) {
@@ -1657,7 +1651,7 @@ private:
                     return lex_lt(r, t) && lex_lt(t, q) && ctx_.any_of(fired);
                   },
                   aux, with_aux, {&r, &q})};
-              if (inputs_may_repeat(m_, ins) && value_repeats(m_, a) && !u.inits.empty()) {
+              if (round_may_repeat(m_, a) && !u.inits.empty()) {
                 auto init_at = [&](const SymPoint &t) {
                   std::vector<Term> fired;
                   for (std::size_t wi : u.inits)
@@ -1879,7 +1873,7 @@ private:
       for (std::size_t ai : u.accumulates) {
         const Effect &a = m_.effects[ai];
         const std::vector<std::size_t> ins = accumulated_inputs(m_, a);
-        if (a.keep_mask || !inputs_may_repeat(m_, ins) || !value_repeats(m_, a)) continue;
+        if (a.keep_mask || !round_may_repeat(m_, a)) continue;
         std::vector<Term> c = {guard(m_.effects[cp.store], p),
                                guard(rp, p),
                                guard(a, r),
